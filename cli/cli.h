@@ -1,0 +1,125 @@
+/* Shared pieces of the tracekit command line: options, errors, exit statuses. The CLI uses
+ * only the public headers in include/tracekit/. One file per command in cli/. */
+#ifndef TRACEKIT_CLI_H
+#define TRACEKIT_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tracekit/tracekit.h"
+
+/* Exit statuses (documented in README.md). */
+enum {
+	EXIT_CLEAN = 0,     /* finished, nothing lost */
+	EXIT_SKIPPED = 1,   /* finished, but some input was skipped or lost (gaps, bad lines) */
+	EXIT_USAGE = 2,     /* bad command line */
+	EXIT_INPUT = 3,     /* input unreadable or of an unknown format */
+};
+
+#define CLI_MAX_LIST 64
+
+/* Every option of every command. A command ignores what it does not use; `tracekit help CMD`
+ * lists the ones that matter to it. */
+struct cli_opts {
+	/* common */
+	unsigned jobs;               /* -j N; 0 = all cores */
+	const char *output;          /* -o FILE; NULL = stdout */
+	const char *format;          /* --format NAME: override detection */
+	const char *to;              /* --to FMT: output kind (text, json, csv, folded, ...) */
+	int quiet;                   /* -q / --quiet */
+	int progress;                /* 1 = on when stderr is a terminal (default), 0 = off */
+
+	/* dump */
+	int no_offset;               /* --no-offset */
+	int lastip;                  /* --lastip */
+
+	/* decode / profile: memory image and timing (ptxed's spelling) */
+	const char *elf[CLI_MAX_LIST];   /* --elf FILE[:BASE] */
+	int n_elf;
+	const char *raw[CLI_MAX_LIST];   /* --raw FILE:ADDR */
+	int n_raw;
+	int no_disasm;               /* --no-disasm */
+	int stat;                    /* --stat */
+	int time;                    /* --time */
+	uint64_t mtc_freq;           /* --mtc-freq N */
+	uint64_t nom_freq;           /* --nom-freq N */
+	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */
+	uint64_t cpuid_15_ebx;       /* --cpuid-0x15.ebx N */
+	const char *cpu;             /* --cpu FAMILY/MODEL[/STEPPING] */
+
+	/* profile / convert */
+	const char *sort;            /* --sort KEY */
+	uint64_t top;                /* --top N; 0 = all */
+	int threads;                 /* --threads: per thread instead of merged */
+	int stacks;                  /* --stacks */
+	int lines;                   /* --lines: per source line */
+	int source;                  /* --source: annotated source listing */
+	const char *instr_map;       /* --instr-map BINARY|YAML */
+	const char *time_window;     /* --time A:B */
+	uint64_t max_events;         /* --max-events N; 0 = default cap */
+
+	/* stats / convert for pipelines and slices */
+	uint64_t window;             /* --window N */
+	uint64_t slowest;            /* --slowest N */
+	const char *cycles;          /* --cycles A:B */
+	const char *slice;           /* --slice K:N */
+
+	/* record */
+	int rec_btrace;              /* --btrace */
+	int rec_xray;                /* --xray */
+	int rec_qemu;                /* --qemu */
+	const char *xray_mode;       /* --xray-mode basic|fdr */
+	const char *module[CLI_MAX_LIST]; /* --module PATH */
+	int n_module;
+
+	/* positional arguments (files, or the command after `--` for record) */
+	char **args;
+	int nargs;
+};
+
+struct cli_command {
+	const char *name;
+	const char *summary;         /* one line for `tracekit help` */
+	const char *usage;           /* full help text for `tracekit help CMD` */
+	int (*run)(struct cli_opts *o);
+};
+
+/* Parse argv (after the command name) into O. Returns 0 or EXIT_USAGE (message printed). */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_opts *o);
+
+/* "tracekit: FILE: offset 0x...: message" on stderr. FILE and/or offset may be omitted
+ * (NULL / UINT64_MAX). */
+void cli_error(const char *file, uint64_t offset, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void cli_warn(const char *file, uint64_t offset, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Open FILE and detect (or take --format) its format. On failure prints the documented
+ * error and returns EXIT_INPUT. */
+int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
+	     struct tk_format_info *fi);
+
+/* Output: stdout or -o FILE, buffered. */
+int cli_out_open(const struct cli_opts *o, struct tk_buf *out);
+int cli_out_close(struct tk_buf *out);
+
+/* Print the gap summary on stderr; returns EXIT_SKIPPED if anything was lost, else 0. */
+int cli_report_gaps(const char *file, const struct tk_gap_stats *g, const char *what);
+
+/* Progress on stderr when it is a terminal and not disabled. */
+void cli_progress_init(const struct cli_opts *o, struct tk_progress *p, const char *label,
+		       uint64_t total);
+
+/* Parse "A:B" (either side may be empty) into two numbers. */
+int cli_parse_range(const char *s, uint64_t *a, uint64_t *b);
+/* Parse a number: decimal, 0x hex. */
+int cli_parse_u64(const char *s, uint64_t *v);
+
+const struct cli_command *cli_find_command(const char *name);
+extern const struct cli_command *const cli_commands[];
+
+/* The commands (one file each). */
+extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
+	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_record;
+
+#endif

@@ -1,0 +1,214 @@
+/* tracekit common layer: errors, logging, input, output buffers, worker pool, progress. */
+#ifndef TRACEKIT_COMMON_H
+#define TRACEKIT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TK_VERSION_MAJOR 0
+#define TK_VERSION_MINOR 1
+#define TK_VERSION_PATCH 0
+#define TK_VERSION_STRING "0.1.0"
+
+/* ---- errors ------------------------------------------------------------------------
+ * Every function returns int: >= 0 on success, -TK_E_* on failure. */
+enum tk_error {
+	TK_OK = 0,
+	TK_E_INTERNAL,     /* a bug in tracekit */
+	TK_E_INVAL,        /* invalid argument */
+	TK_E_NOMEM,        /* out of memory */
+	TK_E_IO,           /* read or write failed (errno kept by the caller) */
+	TK_E_EOF,          /* end of input */
+	TK_E_TRUNCATED,    /* input ends inside a record or packet */
+	TK_E_BAD_FORMAT,   /* input does not follow its format */
+	TK_E_BAD_OPCODE,   /* unknown packet, record or token kind */
+	TK_E_UNKNOWN_FORMAT, /* the input's format is not recognised */
+	TK_E_UNSUPPORTED,  /* recognised, but this feature or version is not supported */
+	TK_E_NOSYNC,       /* no synchronisation point found */
+	TK_E_NOMAP,        /* code address not in the memory image */
+	TK_E_OVERFLOW,     /* the trace reports lost data (hardware or buffer overflow) */
+	TK_E_LIMIT,        /* a configured or hard limit was reached */
+	TK_E_CANCELLED,    /* stopped on request of a callback */
+	TK_E_DECOMPRESS,   /* compressed input is corrupt or truncated */
+	TK_E_NOT_FOUND,    /* a looked-up item does not exist */
+	TK_E_BAD_STATE,    /* call not valid in the object's current state */
+	TK_E__COUNT
+};
+
+/* Human-readable name of an error; accepts err or -err. Never NULL. */
+const char *tk_strerror(int err);
+
+/* ---- logging: the library never prints; it reports through this callback -------- */
+enum tk_log_level { TK_LOG_ERROR, TK_LOG_WARN, TK_LOG_INFO, TK_LOG_DEBUG };
+typedef void (*tk_log_fn)(void *ctx, enum tk_log_level level, const char *msg);
+
+/* Set the process-wide log callback (NULL silences the library). Not thread-safe against
+ * concurrent logging: set it once at start-up. */
+void tk_set_log(tk_log_fn fn, void *ctx);
+void tk_set_log_level(enum tk_log_level max_level);
+void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- input: mmap'd files or stdin, transparent .gz/.zst ---------------------------- */
+enum tk_compression { TK_COMP_NONE, TK_COMP_GZIP, TK_COMP_ZSTD };
+
+struct tk_input_opts {
+	size_t sz;                 /* sizeof(struct tk_input_opts) */
+	int no_decompress;         /* treat compressed input as raw bytes */
+	uint64_t max_size;         /* refuse to map more than this many decompressed bytes; 0 = no limit */
+};
+
+struct tk_input;
+
+/* Open PATH ("-" is standard input). Does not read the content yet. */
+int tk_input_open(struct tk_input **in, const char *path, const struct tk_input_opts *opts);
+void tk_input_free(struct tk_input *in);
+const char *tk_input_name(const struct tk_input *in);
+enum tk_compression tk_input_compression(const struct tk_input *in);
+/* Size on disk (compressed size for compressed input; 0 for pipes before reading). */
+uint64_t tk_input_file_size(const struct tk_input *in);
+
+/* Up to the first N decompressed bytes, for format detection; does not disturb reading. */
+int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len);
+
+/* The whole decompressed content, contiguous. Plain files are mmap'd (no copy); compressed
+ * input and pipes are decompressed/read into memory. The pointer lives as long as IN. */
+int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
+
+/* Sequential reading in bounded memory (decompresses as it goes). Returns bytes read
+ * (0 at end of input) or -TK_E_*. Do not mix with tk_input_map on the same input. */
+long tk_input_read(struct tk_input *in, void *buf, size_t len);
+
+/* ---- output buffer with fast number formatting ----------------------------------- */
+struct tk_buf {
+	char *data;
+	size_t len, cap;
+	int fd;        /* >= 0: flushed to this descriptor when full; < 0: grows in memory */
+	int err;       /* first error (-TK_E_IO / -TK_E_NOMEM); later writes are dropped */
+};
+
+int tk_buf_init(struct tk_buf *b, int fd, size_t cap);
+void tk_buf_free(struct tk_buf *b);
+int tk_buf_flush(struct tk_buf *b);           /* write out (fd mode); no-op in memory mode */
+int tk_buf_reserve_slow(struct tk_buf *b, size_t n);
+int tk_buf_printf(struct tk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tk_buf_u64(struct tk_buf *b, uint64_t v);           /* decimal */
+void tk_buf_i64(struct tk_buf *b, int64_t v);
+void tk_buf_hex(struct tk_buf *b, uint64_t v, int width); /* lower-case, zero-padded to width (0 = minimal) */
+void tk_buf_hex_bytes(struct tk_buf *b, const uint8_t *p, size_t n, char sep); /* "0a 0b ..." */
+/* Fixed-point: v / 10^decimals with exactly `decimals` digits after the point. */
+void tk_buf_fixed(struct tk_buf *b, int64_t v, int decimals);
+/* JSON string literal with escapes, including the quotes. */
+void tk_buf_json_str(struct tk_buf *b, const char *s, size_t n);
+
+static inline int tk_buf_reserve(struct tk_buf *b, size_t n)
+{
+	return b->cap - b->len >= n ? 0 : tk_buf_reserve_slow(b, n);
+}
+static inline void tk_buf_put(struct tk_buf *b, const void *p, size_t n)
+{
+	if (tk_buf_reserve(b, n) < 0)
+		return;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+}
+static inline void tk_buf_putc(struct tk_buf *b, char c)
+{
+	if (tk_buf_reserve(b, 1) < 0)
+		return;
+	b->data[b->len++] = c;
+}
+static inline void tk_buf_puts(struct tk_buf *b, const char *s)
+{
+	tk_buf_put(b, s, strlen(s));
+}
+
+/* ---- worker pool: chunk jobs on N threads, results handed back in chunk order ---- */
+/* work(ctx, i) runs on a worker thread for i in [0, njobs). merge(ctx, i) runs on the
+ * calling thread, strictly in order 0, 1, 2, ..., each as soon as job i is done. At most
+ * `window` jobs (default 2 * nthreads) are started ahead of the merge point, so per-job
+ * results stay bounded. The first negative return from work or merge stops new jobs and
+ * is returned. nthreads <= 1 runs everything on the calling thread. */
+struct tk_pool_opts {
+	size_t sz;
+	unsigned nthreads;
+	size_t window;
+};
+typedef int (*tk_pool_work_fn)(void *ctx, size_t index);
+typedef int (*tk_pool_merge_fn)(void *ctx, size_t index);
+int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
+		tk_pool_merge_fn merge, void *ctx);
+/* Number of online CPUs (at least 1). */
+unsigned tk_cpu_count(void);
+
+/* ---- progress: rate-limited status lines for long runs ----------------------------- */
+typedef void (*tk_progress_fn)(void *ctx, const char *line);
+struct tk_progress {
+	tk_progress_fn print;   /* NULL: disabled */
+	void *ctx;
+	const char *label;
+	uint64_t total, done;
+	uint64_t start_ns, last_ns;
+};
+void tk_progress_init(struct tk_progress *p, const char *label, uint64_t total,
+		      tk_progress_fn print, void *ctx);
+void tk_progress_update_slow(struct tk_progress *p);
+static inline void tk_progress_set(struct tk_progress *p, uint64_t done)
+{
+	p->done = done;
+	if (p->print)
+		tk_progress_update_slow(p);
+}
+void tk_progress_finish(struct tk_progress *p);
+uint64_t tk_now_ns(void);
+
+/* ---- gap bookkeeping shared by every decoder -------------------------------------- */
+#define TK_GAP_FIRST_OFFSETS 4
+struct tk_gap_stats {
+	uint64_t count;          /* number of gaps */
+	uint64_t bytes_skipped;  /* input bytes not decoded */
+	uint64_t first_offsets[TK_GAP_FIRST_OFFSETS];
+};
+void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped);
+void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from);
+
+/* ---- little helpers used by readers ----------------------------------------------- */
+static inline uint16_t tk_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t tk_le32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+static inline uint64_t tk_le64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+static inline uint16_t tk_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t tk_be32(const uint8_t *p) { return __builtin_bswap32(tk_le32(p)); }
+static inline uint64_t tk_be64(const uint8_t *p) { return __builtin_bswap64(tk_le64(p)); }
+
+/* Unsigned LEB128; returns bytes consumed, 0 if truncated or longer than 10 bytes. */
+size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v);
+
+/* 64-bit hash for tables (not cryptographic). */
+static inline uint64_t tk_hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

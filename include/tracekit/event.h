@@ -1,0 +1,145 @@
+/* The neutral event model: every decoder produces struct tk_event in batches to a sink. */
+#ifndef TRACEKIT_EVENT_H
+#define TRACEKIT_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TK_TIME_NONE UINT64_MAX
+
+enum tk_event_kind {
+	/* instruction-level flow */
+	TK_EV_BLOCK = 1,     /* executed basic block: addr = first insn, addr2 = last insn,
+				count = instructions */
+	TK_EV_CALL,          /* addr = call insn, addr2 = target, arg = return address */
+	TK_EV_RETURN,        /* addr = return insn, addr2 = target (return site) */
+	TK_EV_BRANCH,        /* addr = branch insn, addr2 = target, flags: TK_BR_* */
+	TK_EV_MODE,          /* flags = TK_MODE_*; arg = mode-specific value (e.g. CR3 for paging) */
+	TK_EV_ENABLE,        /* tracing (re)started at addr */
+	TK_EV_DISABLE,       /* tracing stopped; addr = last known IP (0 if unknown) */
+	TK_EV_SYSCALL,       /* addr = syscall insn, arg = number (TK_NONE if unknown) */
+	TK_EV_INTERRUPT,     /* asynchronous transfer: addr = interrupted IP, addr2 = handler */
+
+	/* function-level (XRay-like instrumentation) */
+	TK_EV_FUNC_ENTER,    /* addr = function id or address, flags TK_FN_ADDR if address */
+	TK_EV_FUNC_EXIT,
+	TK_EV_FUNC_TAIL_EXIT,
+	TK_EV_FUNC_ARG,      /* argument of the last enter: arg = value */
+
+	/* payloads */
+	TK_EV_CUSTOM,        /* data = payload, count = size */
+	TK_EV_TYPED,         /* data = payload, count = size, arg = type */
+	TK_EV_MEM_READ,      /* addr = data address, count = size, arg = value (if size <= 8) */
+	TK_EV_MEM_WRITE,
+	TK_EV_PTWRITE,       /* arg = value, addr = IP if known */
+	TK_EV_POWER,         /* flags = TK_PWR_*, arg = C-state / frequency ratio */
+	TK_EV_TIME,          /* time reference only (e.g. a TSC packet) */
+
+	/* pipeline (Kanata) */
+	TK_EV_INSN_BEGIN,    /* addr = instruction id, arg = thread id in the simulated machine */
+	TK_EV_STAGE_BEGIN,   /* addr = instruction id, arg = stage id, flags = lane */
+	TK_EV_STAGE_END,     /* addr = instruction id, arg = stage id, flags = lane */
+	TK_EV_RETIRE,        /* addr = instruction id, arg = retire id */
+	TK_EV_FLUSH,         /* addr = instruction id */
+	TK_EV_DEPENDENCY,    /* addr = consumer id, addr2 = producer id, arg = type */
+
+	/* lost or undecodable data: never silent */
+	TK_EV_GAP,           /* arg = byte offset in the input, count = bytes skipped,
+				flags = enum tk_gap_reason, addr = IP if relevant */
+	TK_EV__COUNT
+};
+
+enum tk_branch_flags { TK_BR_TAKEN = 1, TK_BR_CONDITIONAL = 2, TK_BR_INDIRECT = 4 };
+
+enum tk_mode_flags {
+	TK_MODE_EXEC_16 = 1, TK_MODE_EXEC_32, TK_MODE_EXEC_64,
+	TK_MODE_PAGING,      /* arg = CR3 */
+	TK_MODE_VMCS,        /* arg = VMCS base */
+	TK_MODE_TSX_BEGIN, TK_MODE_TSX_COMMIT, TK_MODE_TSX_ABORT,
+	TK_MODE_EL,          /* AArch64 exception level: arg = EL */
+};
+
+enum tk_gap_reason {
+	TK_GAP_UNKNOWN = 0,
+	TK_GAP_OVERFLOW,     /* the tracer's buffer overflowed (e.g. PT OVF) */
+	TK_GAP_DECODE_ERROR, /* bytes could not be decoded; resynced */
+	TK_GAP_WRAP,         /* ring buffer wrapped: older data is gone */
+	TK_GAP_NO_IMAGE,     /* code at addr is not in the memory image */
+	TK_GAP_TRUNCATED,    /* input ended inside a record */
+	TK_GAP_ORPHAN,       /* an end without its beginning (e.g. exit without enter) */
+	TK_GAP__COUNT
+};
+
+enum tk_fn_flags { TK_FN_ADDR = 1 };
+
+struct tk_event {
+	uint64_t time;   /* trace ticks (see tk_trace_clock); TK_TIME_NONE if unknown */
+	uint64_t addr;   /* code address, function id or instruction id, per kind */
+	uint64_t addr2;  /* second address: block end, branch/call target, producer id */
+	uint64_t count;  /* instruction count, payload size, bytes skipped, per kind */
+	union {
+		uint64_t arg;      /* argument, byte offset, stage id, per kind */
+		const void *data;  /* payload (valid only during the sink call) */
+	};
+	uint32_t track;  /* thread, CPU or pipeline thread; see the decoder's track table */
+	uint16_t kind;   /* enum tk_event_kind */
+	uint16_t flags;  /* kind-specific */
+};
+
+/* How a trace's ticks relate to seconds; ticks_per_second == 0 means unknown. */
+struct tk_trace_clock {
+	uint64_t ticks_per_second;
+};
+
+/* A consumer of events. Returning < 0 stops the producer, which returns that value. */
+struct tk_sink {
+	int (*events)(void *ctx, const struct tk_event *ev, size_t n);
+	void *ctx;
+};
+
+/* A fixed batch that producers fill and flush into a sink. */
+#define TK_EVENT_BATCH 1024
+struct tk_event_batch {
+	struct tk_sink sink;
+	size_t n;
+	struct tk_event ev[TK_EVENT_BATCH];
+};
+
+static inline void tk_event_batch_init(struct tk_event_batch *b, struct tk_sink sink)
+{
+	b->sink = sink;
+	b->n = 0;
+}
+static inline int tk_event_batch_flush(struct tk_event_batch *b)
+{
+	int rc = 0;
+	if (b->n && b->sink.events)
+		rc = b->sink.events(b->sink.ctx, b->ev, b->n);
+	b->n = 0;
+	return rc;
+}
+/* Reserve the next event slot; flushes when full. Returns NULL if the sink said stop
+ * (*rc receives its code). The caller fills the returned event. */
+static inline struct tk_event *tk_event_batch_next(struct tk_event_batch *b, int *rc)
+{
+	if (b->n == TK_EVENT_BATCH) {
+		int r = tk_event_batch_flush(b);
+		if (r < 0) {
+			*rc = r;
+			return NULL;
+		}
+	}
+	return &b->ev[b->n++];
+}
+
+const char *tk_event_kind_name(unsigned kind);
+const char *tk_gap_reason_name(unsigned reason);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

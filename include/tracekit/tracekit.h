@@ -1,0 +1,16 @@
+/* tracekit: records, decodes and analyses program-execution traces. */
+#ifndef TRACEKIT_H
+#define TRACEKIT_H
+
+#include "tracekit/common.h"
+#include "tracekit/event.h"
+#include "tracekit/detect.h"
+#include "tracekit/ipt.h"
+#include "tracekit/perf.h"
+#include "tracekit/xray.h"
+#include "tracekit/kanata.h"
+#include "tracekit/gem5.h"
+#include "tracekit/xtrace.h"
+#include "tracekit/btrace.h"
+
+#endif

@@ -1,0 +1,203 @@
+/* Growable output buffer with hand-rolled number formatting (printf is the slow path). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tracekit/common.h"
+
+int tk_buf_init(struct tk_buf *b, int fd, size_t cap)
+{
+	if (cap < 256)
+		cap = fd >= 0 ? 1 << 20 : 4096;
+	b->data = malloc(cap);
+	b->len = 0;
+	b->cap = b->data ? cap : 0;
+	b->fd = fd;
+	b->err = b->data ? 0 : -TK_E_NOMEM;
+	return b->err;
+}
+
+void tk_buf_free(struct tk_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+int tk_buf_flush(struct tk_buf *b)
+{
+	size_t off = 0;
+	if (b->fd < 0 || b->err)
+		return b->err;
+	while (off < b->len) {
+		ssize_t w = write(b->fd, b->data + off, b->len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			b->err = -TK_E_IO;
+			break;
+		}
+		off += (size_t)w;
+	}
+	b->len = 0;
+	return b->err;
+}
+
+int tk_buf_reserve_slow(struct tk_buf *b, size_t n)
+{
+	if (b->err)
+		return b->err;
+	if (b->fd >= 0 && b->len) {
+		if (tk_buf_flush(b) < 0)
+			return b->err;
+		if (b->cap >= n)
+			return 0;
+	}
+	size_t ncap = b->cap ? b->cap : 4096;
+	while (ncap - b->len < n)
+		ncap *= 2;
+	char *nd = realloc(b->data, ncap);
+	if (!nd) {
+		b->err = -TK_E_NOMEM;
+		return b->err;
+	}
+	b->data = nd;
+	b->cap = ncap;
+	return 0;
+}
+
+int tk_buf_printf(struct tk_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -TK_E_INVAL;
+	if ((size_t)n >= b->cap - b->len) {
+		if (tk_buf_reserve(b, (size_t)n + 1) < 0)
+			return b->err;
+		va_start(ap, fmt);
+		vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+	}
+	b->len += (size_t)n;
+	return n;
+}
+
+static const char digit_pairs[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+void tk_buf_u64(struct tk_buf *b, uint64_t v)
+{
+	char tmp[20];
+	char *p = tmp + sizeof tmp;
+
+	while (v >= 100) {
+		unsigned i = (unsigned)(v % 100) * 2;
+		v /= 100;
+		*--p = digit_pairs[i + 1];
+		*--p = digit_pairs[i];
+	}
+	if (v >= 10) {
+		*--p = digit_pairs[v * 2 + 1];
+		*--p = digit_pairs[v * 2];
+	} else {
+		*--p = (char)('0' + v);
+	}
+	tk_buf_put(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+void tk_buf_i64(struct tk_buf *b, int64_t v)
+{
+	if (v < 0) {
+		tk_buf_putc(b, '-');
+		tk_buf_u64(b, (uint64_t)0 - (uint64_t)v);
+	} else {
+		tk_buf_u64(b, (uint64_t)v);
+	}
+}
+
+void tk_buf_hex(struct tk_buf *b, uint64_t v, int width)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[16];
+	int n = 0;
+
+	do {
+		tmp[15 - n++] = hex[v & 15];
+		v >>= 4;
+	} while (v && n < 16);
+	if (width > 16)
+		width = 16;
+	while (n < width)
+		tmp[15 - n++] = '0';
+	tk_buf_put(b, tmp + 16 - n, (size_t)n);
+}
+
+void tk_buf_hex_bytes(struct tk_buf *b, const uint8_t *p, size_t n, char sep)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (tk_buf_reserve(b, n * 3) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (i && sep)
+			b->data[b->len++] = sep;
+		b->data[b->len++] = hex[p[i] >> 4];
+		b->data[b->len++] = hex[p[i] & 15];
+	}
+}
+
+void tk_buf_fixed(struct tk_buf *b, int64_t v, int decimals)
+{
+	uint64_t scale = 1, a;
+	for (int i = 0; i < decimals; i++)
+		scale *= 10;
+	if (v < 0) {
+		tk_buf_putc(b, '-');
+		a = (uint64_t)0 - (uint64_t)v;
+	} else {
+		a = (uint64_t)v;
+	}
+	tk_buf_u64(b, a / scale);
+	if (decimals > 0) {
+		char tmp[20];
+		uint64_t frac = a % scale;
+		tk_buf_putc(b, '.');
+		for (int i = decimals - 1; i >= 0; i--) {
+			tmp[i] = (char)('0' + frac % 10);
+			frac /= 10;
+		}
+		tk_buf_put(b, tmp, (size_t)decimals);
+	}
+}
+
+void tk_buf_json_str(struct tk_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	tk_buf_putc(b, '"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		switch (c) {
+		case '"': tk_buf_put(b, "\\\"", 2); break;
+		case '\\': tk_buf_put(b, "\\\\", 2); break;
+		case '\n': tk_buf_put(b, "\\n", 2); break;
+		case '\r': tk_buf_put(b, "\\r", 2); break;
+		case '\t': tk_buf_put(b, "\\t", 2); break;
+		default:
+			if (c < 0x20) {
+				char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+				tk_buf_put(b, e, 6);
+			} else {
+				tk_buf_putc(b, (char)c);
+			}
+		}
+	}
+	tk_buf_putc(b, '"');
+}

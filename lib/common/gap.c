@@ -1,0 +1,63 @@
+#include "tracekit/common.h"
+#include "tracekit/event.h"
+
+void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped)
+{
+	if (s->count < TK_GAP_FIRST_OFFSETS)
+		s->first_offsets[s->count] = offset;
+	s->count++;
+	s->bytes_skipped += bytes_skipped;
+}
+
+/* Offsets of INTO come first: merge chunk results in chunk order. */
+void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from)
+{
+	for (uint64_t i = 0; i < from->count && i < TK_GAP_FIRST_OFFSETS; i++)
+		if (into->count + i < TK_GAP_FIRST_OFFSETS)
+			into->first_offsets[into->count + i] = from->first_offsets[i];
+	into->count += from->count;
+	into->bytes_skipped += from->bytes_skipped;
+}
+
+size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v)
+{
+	uint64_t r = 0;
+	for (size_t i = 0; i < n && i < 10; i++) {
+		r |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+		if (!(p[i] & 0x80)) {
+			*v = r;
+			return i + 1;
+		}
+	}
+	return 0;
+}
+
+static const char *const kind_names[TK_EV__COUNT] = {
+	[TK_EV_BLOCK] = "block", [TK_EV_CALL] = "call", [TK_EV_RETURN] = "return",
+	[TK_EV_BRANCH] = "branch", [TK_EV_MODE] = "mode", [TK_EV_ENABLE] = "enable",
+	[TK_EV_DISABLE] = "disable", [TK_EV_SYSCALL] = "syscall", [TK_EV_INTERRUPT] = "interrupt",
+	[TK_EV_FUNC_ENTER] = "enter", [TK_EV_FUNC_EXIT] = "exit",
+	[TK_EV_FUNC_TAIL_EXIT] = "tail-exit", [TK_EV_FUNC_ARG] = "arg",
+	[TK_EV_CUSTOM] = "custom", [TK_EV_TYPED] = "typed", [TK_EV_MEM_READ] = "read",
+	[TK_EV_MEM_WRITE] = "write", [TK_EV_PTWRITE] = "ptwrite", [TK_EV_POWER] = "power",
+	[TK_EV_TIME] = "time", [TK_EV_INSN_BEGIN] = "insn", [TK_EV_STAGE_BEGIN] = "stage-begin",
+	[TK_EV_STAGE_END] = "stage-end", [TK_EV_RETIRE] = "retire", [TK_EV_FLUSH] = "flush",
+	[TK_EV_DEPENDENCY] = "dependency", [TK_EV_GAP] = "gap",
+};
+
+const char *tk_event_kind_name(unsigned kind)
+{
+	return kind < TK_EV__COUNT && kind_names[kind] ? kind_names[kind] : "unknown";
+}
+
+static const char *const gap_names[TK_GAP__COUNT] = {
+	[TK_GAP_UNKNOWN] = "lost data", [TK_GAP_OVERFLOW] = "overflow",
+	[TK_GAP_DECODE_ERROR] = "decode error", [TK_GAP_WRAP] = "ring buffer wrap",
+	[TK_GAP_NO_IMAGE] = "no code image", [TK_GAP_TRUNCATED] = "truncated",
+	[TK_GAP_ORPHAN] = "orphan end",
+};
+
+const char *tk_gap_reason_name(unsigned reason)
+{
+	return reason < TK_GAP__COUNT ? gap_names[reason] : "lost data";
+}

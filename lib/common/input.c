@@ -1,0 +1,508 @@
+/* Input: regular files are mmap'd; pipes are read; .gz and .zst are decompressed either
+ * fully (tk_input_map) or as a stream in bounded memory (tk_input_read). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "tracekit/common.h"
+#include "tracekit/detect.h"
+
+struct tk_input {
+	char *name;
+	int fd;
+	int own_fd;
+	int is_pipe;             /* not a regular file: no mmap, no size */
+	struct tk_input_opts opts;
+	enum tk_compression comp;
+	int comp_known;
+	uint64_t file_size;
+
+	/* raw bytes: either a whole mmap'd file, or a pipe with a push-back buffer */
+	const uint8_t *raw;
+	size_t raw_len;
+	size_t raw_pos;          /* sequential raw position (both modes) */
+	uint8_t *pushback;       /* pipe mode: first bytes read for peeking */
+	size_t pushback_len;
+	int raw_eof;
+
+	/* decompressed or copied content for tk_input_map */
+	uint8_t *owned;
+	size_t owned_len;
+	int mapped;
+
+	/* peek */
+	uint8_t *peek;
+	size_t peek_len;
+	int peeked;
+
+	/* streaming decompression */
+	int stream_started;
+	z_stream zs;
+	int zs_live;
+	ZSTD_DStream *zd;
+	uint8_t *inbuf;
+	size_t in_pos, in_len;
+	int stream_done;
+	size_t last_zstd_hint;
+};
+
+static int read_full(int fd, uint8_t *buf, size_t len, size_t *got)
+{
+	size_t n = 0;
+	while (n < len) {
+		ssize_t r = read(fd, buf + n, len - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -TK_E_IO;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*got = n;
+	return 0;
+}
+
+int tk_input_open(struct tk_input **out, const char *path, const struct tk_input_opts *opts)
+{
+	struct tk_input *in;
+	struct stat st;
+
+	*out = NULL;
+	if (!path)
+		return -TK_E_INVAL;
+	in = calloc(1, sizeof *in);
+	if (!in)
+		return -TK_E_NOMEM;
+	if (opts)
+		memcpy(&in->opts, opts, opts->sz < sizeof in->opts ? opts->sz : sizeof in->opts);
+	in->opts.sz = sizeof in->opts;
+	in->name = strdup(path);
+	if (!in->name) {
+		free(in);
+		return -TK_E_NOMEM;
+	}
+	if (strcmp(path, "-") == 0) {
+		in->fd = STDIN_FILENO;
+	} else {
+		in->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (in->fd < 0) {
+			int e = errno;
+			tk_input_free(in);
+			errno = e;
+			return -TK_E_IO;
+		}
+		in->own_fd = 1;
+	}
+	if (fstat(in->fd, &st) < 0) {
+		tk_input_free(in);
+		return -TK_E_IO;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		tk_input_free(in);
+		errno = EISDIR;
+		return -TK_E_IO;
+	}
+	if (S_ISREG(st.st_mode)) {
+		in->file_size = (uint64_t)st.st_size;
+		if (st.st_size > 0) {
+			void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in->fd, 0);
+			if (p == MAP_FAILED) {
+				tk_input_free(in);
+				return -TK_E_IO;
+			}
+			madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
+			in->raw = p;
+			in->raw_len = (size_t)st.st_size;
+		}
+		in->raw_eof = 1;
+	} else {
+		in->is_pipe = 1;
+	}
+	*out = in;
+	return 0;
+}
+
+void tk_input_free(struct tk_input *in)
+{
+	if (!in)
+		return;
+	if (in->raw)
+		munmap((void *)in->raw, in->raw_len);
+	if (in->own_fd && in->fd >= 0)
+		close(in->fd);
+	if (in->zs_live)
+		inflateEnd(&in->zs);
+	if (in->zd)
+		ZSTD_freeDStream(in->zd);
+	free(in->inbuf);
+	free(in->owned);
+	free(in->pushback);
+	free(in->peek);
+	free(in->name);
+	free(in);
+}
+
+const char *tk_input_name(const struct tk_input *in)
+{
+	return in->name;
+}
+
+uint64_t tk_input_file_size(const struct tk_input *in)
+{
+	return in->file_size;
+}
+
+/* Pipe mode: make sure the first N raw bytes are in the push-back buffer. */
+static int pipe_fill_pushback(struct tk_input *in, size_t want)
+{
+	size_t got;
+	int rc;
+
+	if (in->raw || in->pushback_len >= want || in->raw_eof)
+		return 0;
+	uint8_t *p = realloc(in->pushback, want);
+	if (!p)
+		return -TK_E_NOMEM;
+	in->pushback = p;
+	rc = read_full(in->fd, p + in->pushback_len, want - in->pushback_len, &got);
+	if (rc < 0)
+		return rc;
+	in->pushback_len += got;
+	if (in->pushback_len < want)
+		in->raw_eof = 1;
+	return 0;
+}
+
+/* The first raw bytes, without consuming them. */
+static int raw_head(struct tk_input *in, const uint8_t **p, size_t *n, size_t want)
+{
+	if (!in->is_pipe) {
+		*p = in->raw;
+		*n = in->raw_len < want ? in->raw_len : want;
+		return 0;
+	}
+	int rc = pipe_fill_pushback(in, want);
+	if (rc < 0)
+		return rc;
+	*p = in->pushback;
+	*n = in->pushback_len < want ? in->pushback_len : want;
+	return 0;
+}
+
+static void detect_compression(struct tk_input *in)
+{
+	const uint8_t *p = NULL;
+	size_t n = 0;
+
+	if (in->comp_known)
+		return;
+	in->comp_known = 1;
+	if (in->opts.no_decompress)
+		return;
+	if (raw_head(in, &p, &n, 4) < 0)
+		return;
+	if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+		in->comp = TK_COMP_GZIP;
+	else if (n >= 4 && tk_le32(p) == 0xfd2fb528u)
+		in->comp = TK_COMP_ZSTD;
+}
+
+enum tk_compression tk_input_compression(const struct tk_input *in)
+{
+	detect_compression((struct tk_input *)in);
+	return in->comp;
+}
+
+/* Sequential raw read: mmap'd bytes, or push-back then the descriptor. */
+static long raw_read(struct tk_input *in, uint8_t *buf, size_t len)
+{
+	if (!in->is_pipe) {
+		size_t left = in->raw_len - in->raw_pos;
+		size_t n = len < left ? len : left;
+		if (n)
+			memcpy(buf, in->raw + in->raw_pos, n);
+		in->raw_pos += n;
+		return (long)n;
+	}
+	if (in->raw_pos < in->pushback_len) {
+		size_t left = in->pushback_len - in->raw_pos;
+		size_t n = len < left ? len : left;
+		memcpy(buf, in->pushback + in->raw_pos, n);
+		in->raw_pos += n;
+		return (long)n;
+	}
+	for (;;) {
+		ssize_t r = read(in->fd, buf, len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -TK_E_IO;
+		in->raw_pos += (size_t)r;
+		return (long)r;
+	}
+}
+
+#define STREAM_IN 65536
+
+static int stream_start(struct tk_input *in)
+{
+	if (in->stream_started)
+		return 0;
+	in->stream_started = 1;
+	detect_compression(in);
+	if (in->comp == TK_COMP_NONE)
+		return 0;
+	in->inbuf = malloc(STREAM_IN);
+	if (!in->inbuf)
+		return -TK_E_NOMEM;
+	if (in->comp == TK_COMP_GZIP) {
+		memset(&in->zs, 0, sizeof in->zs);
+		if (inflateInit2(&in->zs, 15 + 32) != Z_OK)
+			return -TK_E_NOMEM;
+		in->zs_live = 1;
+	} else {
+		in->zd = ZSTD_createDStream();
+		if (!in->zd)
+			return -TK_E_NOMEM;
+		ZSTD_initDStream(in->zd);
+	}
+	return 0;
+}
+
+static int refill(struct tk_input *in)
+{
+	long r = raw_read(in, in->inbuf, STREAM_IN);
+	if (r < 0)
+		return (int)r;
+	in->in_pos = 0;
+	in->in_len = (size_t)r;
+	return 0;
+}
+
+static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
+{
+	size_t produced = 0;
+	while (produced < len && !in->stream_done) {
+		if (in->in_pos == in->in_len) {
+			int rc = refill(in);
+			if (rc < 0)
+				return rc;
+			if (in->in_len == 0) {
+				tk_log(TK_LOG_ERROR,
+				       "%s: gzip data ends early (after %zu compressed bytes)",
+				       in->name, in->raw_pos);
+				return -TK_E_DECOMPRESS;
+			}
+		}
+		in->zs.next_in = in->inbuf + in->in_pos;
+		in->zs.avail_in = (uInt)(in->in_len - in->in_pos);
+		in->zs.next_out = buf + produced;
+		in->zs.avail_out = (uInt)((len - produced) > (1u << 30) ? (1u << 30) : (len - produced));
+		uInt before_out = in->zs.avail_out;
+		int zr = inflate(&in->zs, Z_NO_FLUSH);
+		produced += before_out - in->zs.avail_out;
+		in->in_pos = in->in_len - in->zs.avail_in;
+		if (zr == Z_STREAM_END) {
+			/* A gzip file may hold several members: continue if more bytes follow. */
+			if (in->in_pos == in->in_len) {
+				int rc = refill(in);
+				if (rc < 0)
+					return rc;
+			}
+			if (in->in_len == 0)
+				in->stream_done = 1;
+			else
+				inflateReset(&in->zs);
+		} else if (zr != Z_OK && zr != Z_BUF_ERROR) {
+			tk_log(TK_LOG_ERROR, "%s: corrupt gzip data near compressed offset %zu: %s",
+			       in->name, in->raw_pos - (in->in_len - in->in_pos),
+			       in->zs.msg ? in->zs.msg : "inflate failed");
+			return -TK_E_DECOMPRESS;
+		}
+	}
+	return (long)produced;
+}
+
+static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
+{
+	size_t produced = 0;
+	while (produced < len && !in->stream_done) {
+		if (in->in_pos == in->in_len) {
+			int rc = refill(in);
+			if (rc < 0)
+				return rc;
+			if (in->in_len == 0) {
+				if (in->last_zstd_hint != 0) {
+					tk_log(TK_LOG_ERROR, "%s: zstd data ends early (after %zu compressed bytes)",
+					       in->name, in->raw_pos);
+					return -TK_E_DECOMPRESS;
+				}
+				in->stream_done = 1;
+				break;
+			}
+		}
+		ZSTD_inBuffer ib = { in->inbuf, in->in_len, in->in_pos };
+		ZSTD_outBuffer ob = { buf + produced, len - produced, 0 };
+		size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
+		if (ZSTD_isError(r)) {
+			tk_log(TK_LOG_ERROR, "%s: corrupt zstd data near compressed offset %zu: %s",
+			       in->name, in->raw_pos - (in->in_len - ib.pos), ZSTD_getErrorName(r));
+			return -TK_E_DECOMPRESS;
+		}
+		in->last_zstd_hint = r;
+		in->in_pos = ib.pos;
+		produced += ob.pos;
+	}
+	return (long)produced;
+}
+
+long tk_input_read(struct tk_input *in, void *buf, size_t len)
+{
+	int rc = stream_start(in);
+	if (rc < 0)
+		return rc;
+	if (in->mapped) {
+		/* Already mapped: serve from the mapping. */
+		const uint8_t *d = in->owned ? in->owned : in->raw;
+		size_t total = in->owned ? in->owned_len : in->raw_len;
+		size_t left = total - in->raw_pos, n = len < left ? len : left;
+		if (n)
+			memcpy(buf, d + in->raw_pos, n);
+		in->raw_pos += n;
+		return (long)n;
+	}
+	switch (in->comp) {
+	case TK_COMP_GZIP:
+		return gzip_read(in, buf, len);
+	case TK_COMP_ZSTD:
+		return zstd_read(in, buf, len);
+	default:
+		return raw_read(in, buf, len);
+	}
+}
+
+int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
+{
+	detect_compression(in);
+	if (in->mapped) {
+		*data = in->owned ? in->owned : in->raw;
+		*len = in->owned ? in->owned_len : in->raw_len;
+		return 0;
+	}
+	if (in->comp == TK_COMP_NONE && in->raw) {
+		in->mapped = 1;
+		*data = in->raw;
+		*len = in->raw_len;
+		return 0;
+	}
+	if (in->stream_started || in->raw_pos)
+		return -TK_E_BAD_STATE;
+
+	/* Read or decompress everything into one growing buffer. */
+	size_t cap = in->raw_len ? in->raw_len * (in->comp ? 4 : 1) + 65536 : 1 << 20, n = 0;
+	uint8_t *buf = malloc(cap);
+	if (!buf)
+		return -TK_E_NOMEM;
+	for (;;) {
+		if (cap - n < 65536) {
+			size_t ncap = cap * 2;
+			uint8_t *nb = realloc(buf, ncap);
+			if (!nb) {
+				free(buf);
+				return -TK_E_NOMEM;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		long r = tk_input_read(in, buf + n, cap - n);
+		if (r < 0) {
+			free(buf);
+			return (int)r;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (in->opts.max_size && n > in->opts.max_size) {
+			free(buf);
+			return -TK_E_LIMIT;
+		}
+	}
+	if (in->is_pipe)
+		in->file_size = in->raw_pos;
+	in->owned = buf;
+	in->owned_len = n;
+	in->mapped = 1;
+	in->raw_pos = 0;
+	*data = buf;
+	*len = n;
+	return 0;
+}
+
+int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
+{
+	const uint8_t *head;
+	size_t head_len;
+	int rc;
+
+	if (in->peeked && in->comp != TK_COMP_NONE) {
+		*data = in->peek;
+		*len = in->peek_len;
+		return 0;
+	}
+	detect_compression(in);
+	rc = raw_head(in, &head, &head_len, in->comp ? 4 * TK_DETECT_PEEK : TK_DETECT_PEEK);
+	if (rc < 0)
+		return rc;
+	if (in->comp == TK_COMP_NONE) {
+		in->peeked = 1;
+		*data = head;
+		*len = head_len;
+		return 0;
+	}
+
+	/* Compressed: decompress the head with a private context; errors here are ignored
+	 * (the real read reports them with an offset). */
+	in->peek = malloc(TK_DETECT_PEEK);
+	if (!in->peek)
+		return -TK_E_NOMEM;
+	size_t out = 0;
+	if (in->comp == TK_COMP_GZIP) {
+		z_stream zs;
+		memset(&zs, 0, sizeof zs);
+		if (inflateInit2(&zs, 15 + 32) == Z_OK) {
+			zs.next_in = (Bytef *)head;
+			zs.avail_in = (uInt)head_len;
+			zs.next_out = in->peek;
+			zs.avail_out = TK_DETECT_PEEK;
+			inflate(&zs, Z_SYNC_FLUSH);
+			out = TK_DETECT_PEEK - zs.avail_out;
+			inflateEnd(&zs);
+		}
+	} else {
+		ZSTD_DStream *zd = ZSTD_createDStream();
+		if (zd) {
+			ZSTD_initDStream(zd);
+			ZSTD_inBuffer ib = { head, head_len, 0 };
+			ZSTD_outBuffer ob = { in->peek, TK_DETECT_PEEK, 0 };
+			while (ob.pos < ob.size && ib.pos < ib.size) {
+				size_t r = ZSTD_decompressStream(zd, &ob, &ib);
+				if (ZSTD_isError(r) || r == 0)
+					break;
+			}
+			out = ob.pos;
+			ZSTD_freeDStream(zd);
+		}
+	}
+	in->peek_len = out;
+	in->peeked = 1;
+	*data = in->peek;
+	*len = out;
+	return 0;
+}

@@ -1,0 +1,32 @@
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "tracekit/common.h"
+
+static tk_log_fn log_fn;
+static void *log_ctx;
+static enum tk_log_level log_max = TK_LOG_WARN;
+
+void tk_set_log(tk_log_fn fn, void *ctx)
+{
+	log_fn = fn;
+	log_ctx = ctx;
+}
+
+void tk_set_log_level(enum tk_log_level max_level)
+{
+	log_max = max_level;
+}
+
+void tk_log(enum tk_log_level level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!log_fn || level > log_max)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	log_fn(log_ctx, level, msg);
+}

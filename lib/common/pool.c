@@ -1,0 +1,121 @@
+/* Worker pool: jobs run on N threads, results are merged on the caller's thread in job
+ * order, with a bounded look-ahead window so memory does not grow with the job count. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tracekit/common.h"
+
+unsigned tk_cpu_count(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+struct pool {
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv;   /* workers wait for a job to be startable */
+	pthread_cond_t done_cv;   /* the merger waits for the next job to finish */
+	size_t njobs, window;
+	size_t next_job;          /* next job to hand out */
+	size_t next_merge;        /* next job to merge */
+	unsigned char *done;      /* per job: finished */
+	int err;                  /* first error */
+	tk_pool_work_fn work;
+	void *ctx;
+};
+
+static void *worker(void *arg)
+{
+	struct pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->err && p->next_job < p->njobs &&
+		       p->next_job >= p->next_merge + p->window)
+			pthread_cond_wait(&p->work_cv, &p->lock);
+		if (p->err || p->next_job >= p->njobs)
+			break;
+		size_t i = p->next_job++;
+		pthread_mutex_unlock(&p->lock);
+		int rc = p->work(p->ctx, i);
+		pthread_mutex_lock(&p->lock);
+		if (rc < 0 && !p->err)
+			p->err = rc;
+		p->done[i] = 1;
+		pthread_cond_broadcast(&p->done_cv);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
+		tk_pool_merge_fn merge, void *ctx)
+{
+	unsigned nthreads = opts && opts->nthreads ? opts->nthreads : tk_cpu_count();
+	size_t window = opts && opts->sz >= sizeof *opts && opts->window ? opts->window : 2 * (size_t)nthreads;
+	int rc = 0;
+
+	if (nthreads > njobs)
+		nthreads = (unsigned)(njobs ? njobs : 1);
+	if (nthreads <= 1) {
+		for (size_t i = 0; i < njobs; i++) {
+			rc = work(ctx, i);
+			if (rc >= 0 && merge)
+				rc = merge(ctx, i);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	}
+
+	struct pool p = { .njobs = njobs, .window = window < nthreads ? nthreads : window,
+			  .work = work, .ctx = ctx };
+	pthread_t *tids = calloc(nthreads, sizeof *tids);
+	p.done = calloc(njobs, 1);
+	if (!tids || !p.done) {
+		free(tids);
+		free(p.done);
+		return -TK_E_NOMEM;
+	}
+	pthread_mutex_init(&p.lock, NULL);
+	pthread_cond_init(&p.work_cv, NULL);
+	pthread_cond_init(&p.done_cv, NULL);
+
+	unsigned started = 0;
+	for (; started < nthreads; started++)
+		if (pthread_create(&tids[started], NULL, worker, &p) != 0)
+			break;
+	if (started == 0)
+		p.err = -TK_E_NOMEM;
+
+	pthread_mutex_lock(&p.lock);
+	while (!p.err && p.next_merge < njobs) {
+		while (!p.err && !p.done[p.next_merge])
+			pthread_cond_wait(&p.done_cv, &p.lock);
+		if (p.err)
+			break;
+		size_t i = p.next_merge;
+		pthread_mutex_unlock(&p.lock);
+		int mrc = merge ? merge(ctx, i) : 0;
+		pthread_mutex_lock(&p.lock);
+		if (mrc < 0 && !p.err)
+			p.err = mrc;
+		p.next_merge++;
+		pthread_cond_broadcast(&p.work_cv);
+	}
+	rc = p.err;
+	if (!p.err)
+		p.err = 1; /* tell idle workers to leave; rc already taken */
+	pthread_cond_broadcast(&p.work_cv);
+	pthread_mutex_unlock(&p.lock);
+
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	pthread_mutex_destroy(&p.lock);
+	pthread_cond_destroy(&p.work_cv);
+	pthread_cond_destroy(&p.done_cv);
+	free(tids);
+	free(p.done);
+	return rc < 0 ? rc : 0;
+}

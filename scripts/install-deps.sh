@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages tracekit needs to build and test, skipping those present.
+# Safe to run repeatedly; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+	build-essential cmake pkg-config
+	libzydis-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev
+	libcmocka-dev
+	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev
+	libipt-dev valgrind protobuf-compiler hyperfine
+	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+)
+# Node.js (for the pprof reader in tests) may come from another repository; only add
+# Debian's when there is none at all.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}" >&2
+	sudo_cmd=()
+	[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo_cmd[@]}" apt-get update -qq
+	"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pprof reader used by the output tests (npm registry), kept inside the build tree.
+here=$(cd "$(dirname "$0")/.." && pwd)
+if command -v npm >/dev/null 2>&1 && [ ! -d "$here/tests/tools/node_modules/pprof-format" ] && [ -f "$here/tests/tools/package.json" ]; then
+	(cd "$here/tests/tools" && npm install --silent --no-audit --no-fund >/dev/null 2>&1) ||
+		echo "install-deps: npm install of test tools failed" >&2
+fi
+exit 0

@@ -115,6 +115,11 @@ int cli_parse_range(const char *s, uint64_t *a, uint64_t *b);
 /* Parse a number: decimal, 0x hex. */
 int cli_parse_u64(const char *s, uint64_t *v);
 
+/* The command does not handle this format (yet): message and EXIT_INPUT. */
+int cli_unsupported(const char *cmd, const char *file, const struct tk_format_info *fi);
+/* Usage error when a command got no file. */
+int cli_need_files(const struct cli_opts *o, const char *cmd);
+
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];
 

@@ -24,7 +24,7 @@ int tk_kanata_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 	}
 	fi->id = TK_FMT_KANATA;
 	fi->version = version;
-	snprintf(fi->detail, sizeof fi->detail, digits ? "version %u" : "no version number",
-		 version);
+	if (!digits)
+		snprintf(fi->detail, sizeof fi->detail, "no version number");
 	return 100;
 }

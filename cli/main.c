@@ -1,0 +1,72 @@
+/* tracekit COMMAND [OPTIONS] FILE... */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+const struct cli_command *const cli_commands[] = {
+	&cli_cmd_info, &cli_cmd_dump, &cli_cmd_decode, &cli_cmd_profile, &cli_cmd_stats,
+	&cli_cmd_check, &cli_cmd_convert, &cli_cmd_record, NULL,
+};
+
+const struct cli_command *cli_find_command(const char *name)
+{
+	for (int i = 0; cli_commands[i]; i++)
+		if (strcmp(cli_commands[i]->name, name) == 0)
+			return cli_commands[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tracekit COMMAND [OPTIONS] FILE...\n\n"
+		   "Records, decodes and analyses program-execution traces: Intel PT, LLVM XRay,\n"
+		   "Kanata pipeline logs, Kunpeng xtrace and tracekit branch traces.\n\n"
+		   "commands:\n");
+	for (int i = 0; cli_commands[i]; i++)
+		fprintf(f, "  %-9s %s\n", cli_commands[i]->name, cli_commands[i]->summary);
+	fprintf(f, "  %-9s %s\n", "help", "show help for a command: tracekit help COMMAND");
+	fprintf(f, "\nexit status: 0 clean, 1 finished but data was skipped, 2 usage error,\n"
+		   "3 input unreadable or of an unknown format.\n");
+}
+
+static int help(int argc, char **argv)
+{
+	if (argc < 1) {
+		usage(stdout);
+		return EXIT_CLEAN;
+	}
+	const struct cli_command *c = cli_find_command(argv[0]);
+	if (!c) {
+		cli_error(NULL, UINT64_MAX, "no command '%s' (try: tracekit help)", argv[0]);
+		return EXIT_USAGE;
+	}
+	fputs(c->usage, stdout);
+	return EXIT_CLEAN;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *name = argv[1];
+	if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+		printf("tracekit %s\n", TK_VERSION_STRING);
+		return EXIT_CLEAN;
+	}
+	if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+		return help(argc - 2, argv + 2);
+
+	const struct cli_command *c = cli_find_command(name);
+	if (!c) {
+		cli_error(NULL, UINT64_MAX, "no command '%s' (try: tracekit help)", name);
+		return EXIT_USAGE;
+	}
+	struct cli_opts o;
+	int rc = cli_parse(c, argc - 1, argv + 1, &o);
+	if (rc)
+		return rc == -1 ? EXIT_CLEAN : rc;
+	return c->run(&o);
+}

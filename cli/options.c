@@ -1,0 +1,364 @@
+/* Option parsing and the helpers every command shares. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+enum {
+	OPT_FORMAT = 256, OPT_TO, OPT_NO_OFFSET, OPT_LASTIP, OPT_ELF, OPT_RAW, OPT_NO_DISASM,
+	OPT_STAT, OPT_TIME, OPT_MTC_FREQ, OPT_NOM_FREQ, OPT_CPUID_EAX, OPT_CPUID_EBX, OPT_CPU,
+	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
+	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
+	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
+};
+
+static const struct option long_opts[] = {
+	{ "jobs", required_argument, NULL, 'j' },
+	{ "output", required_argument, NULL, 'o' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "format", required_argument, NULL, OPT_FORMAT },
+	{ "to", required_argument, NULL, OPT_TO },
+	{ "progress", no_argument, NULL, OPT_PROGRESS },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "no-offset", no_argument, NULL, OPT_NO_OFFSET },
+	{ "lastip", no_argument, NULL, OPT_LASTIP },
+	{ "elf", required_argument, NULL, OPT_ELF },
+	{ "raw", required_argument, NULL, OPT_RAW },
+	{ "no-disasm", no_argument, NULL, OPT_NO_DISASM },
+	{ "stat", no_argument, NULL, OPT_STAT },
+	{ "time", optional_argument, NULL, OPT_TIME },
+	{ "mtc-freq", required_argument, NULL, OPT_MTC_FREQ },
+	{ "nom-freq", required_argument, NULL, OPT_NOM_FREQ },
+	{ "cpuid-0x15.eax", required_argument, NULL, OPT_CPUID_EAX },
+	{ "cpuid-0x15.ebx", required_argument, NULL, OPT_CPUID_EBX },
+	{ "cpu", required_argument, NULL, OPT_CPU },
+	{ "sort", required_argument, NULL, OPT_SORT },
+	{ "top", required_argument, NULL, OPT_TOP },
+	{ "threads", no_argument, NULL, OPT_THREADS },
+	{ "stacks", no_argument, NULL, OPT_STACKS },
+	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "source", no_argument, NULL, OPT_SOURCE },
+	{ "instr-map", required_argument, NULL, OPT_INSTR_MAP },
+	{ "max-events", required_argument, NULL, OPT_MAX_EVENTS },
+	{ "window", required_argument, NULL, OPT_WINDOW },
+	{ "slowest", required_argument, NULL, OPT_SLOWEST },
+	{ "cycles", required_argument, NULL, OPT_CYCLES },
+	{ "slice", required_argument, NULL, OPT_SLICE },
+	{ "btrace", no_argument, NULL, OPT_BTRACE },
+	{ "xray", no_argument, NULL, OPT_XRAY },
+	{ "qemu", no_argument, NULL, OPT_QEMU },
+	{ "xray-mode", required_argument, NULL, OPT_XRAY_MODE },
+	{ "module", required_argument, NULL, OPT_MODULE },
+	{ NULL, 0, NULL, 0 },
+};
+
+int cli_parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 0);
+	if (errno || *end)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+int cli_parse_range(const char *s, uint64_t *a, uint64_t *b)
+{
+	const char *colon = strchr(s, ':');
+	char left[64];
+	if (!colon || (size_t)(colon - s) >= sizeof left)
+		return -1;
+	memcpy(left, s, (size_t)(colon - s));
+	left[colon - s] = 0;
+	*a = 0;
+	*b = UINT64_MAX;
+	if (left[0] && cli_parse_u64(left, a) < 0)
+		return -1;
+	if (colon[1] && cli_parse_u64(colon + 1, b) < 0)
+		return -1;
+	return 0;
+}
+
+static int num_arg(const char *opt, const char *arg, uint64_t *v)
+{
+	if (cli_parse_u64(arg, v) < 0) {
+		cli_error(NULL, UINT64_MAX, "%s: not a number: '%s'", opt, arg);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int list_arg(const char *opt, const char **list, int *n, const char *arg)
+{
+	if (*n >= CLI_MAX_LIST) {
+		cli_error(NULL, UINT64_MAX, "too many %s options (at most %d)", opt, CLI_MAX_LIST);
+		return EXIT_USAGE;
+	}
+	list[(*n)++] = arg;
+	return 0;
+}
+
+/* Returns 0, EXIT_USAGE, or -1 when help was printed. */
+int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_opts *o)
+{
+	int c, rc = 0;
+	uint64_t v;
+
+	memset(o, 0, sizeof *o);
+	o->progress = 1;
+	optind = 1;
+	opterr = 0;
+	/* '+': stop at the first non-option so `record -- CMD ARGS` keeps CMD's options. */
+	while ((c = getopt_long(argc, argv, "+j:o:qh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			if ((rc = num_arg("-j", optarg, &v)))
+				return rc;
+			if (v > 1024) {
+				cli_error(NULL, UINT64_MAX, "-j: at most 1024 threads");
+				return EXIT_USAGE;
+			}
+			o->jobs = (unsigned)v;
+			break;
+		case 'o': o->output = optarg; break;
+		case 'q': o->quiet = 1; break;
+		case 'h': fputs(cmd->usage, stdout); return -1;
+		case OPT_FORMAT:
+			if (tk_format_by_name(optarg) == TK_FMT_UNKNOWN) {
+				cli_error(NULL, UINT64_MAX, "--format: unknown format '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			o->format = optarg;
+			break;
+		case OPT_TO: o->to = optarg; break;
+		case OPT_PROGRESS: o->progress = 2; break;
+		case OPT_NO_PROGRESS: o->progress = 0; break;
+		case OPT_NO_OFFSET: o->no_offset = 1; break;
+		case OPT_LASTIP: o->lastip = 1; break;
+		case OPT_ELF: if ((rc = list_arg("--elf", o->elf, &o->n_elf, optarg))) return rc; break;
+		case OPT_RAW: if ((rc = list_arg("--raw", o->raw, &o->n_raw, optarg))) return rc; break;
+		case OPT_NO_DISASM: o->no_disasm = 1; break;
+		case OPT_STAT: o->stat = 1; break;
+		case OPT_TIME:
+			if (optarg)
+				o->time_window = optarg;
+			else
+				o->time = 1;
+			break;
+		case OPT_MTC_FREQ: if ((rc = num_arg("--mtc-freq", optarg, &o->mtc_freq))) return rc; break;
+		case OPT_NOM_FREQ: if ((rc = num_arg("--nom-freq", optarg, &o->nom_freq))) return rc; break;
+		case OPT_CPUID_EAX: if ((rc = num_arg("--cpuid-0x15.eax", optarg, &o->cpuid_15_eax))) return rc; break;
+		case OPT_CPUID_EBX: if ((rc = num_arg("--cpuid-0x15.ebx", optarg, &o->cpuid_15_ebx))) return rc; break;
+		case OPT_CPU: o->cpu = optarg; break;
+		case OPT_SORT: o->sort = optarg; break;
+		case OPT_TOP: if ((rc = num_arg("--top", optarg, &o->top))) return rc; break;
+		case OPT_THREADS: o->threads = 1; break;
+		case OPT_STACKS: o->stacks = 1; break;
+		case OPT_LINES: o->lines = 1; break;
+		case OPT_SOURCE: o->source = 1; break;
+		case OPT_INSTR_MAP: o->instr_map = optarg; break;
+		case OPT_TIME_WINDOW: o->time_window = optarg; break;
+		case OPT_MAX_EVENTS: if ((rc = num_arg("--max-events", optarg, &o->max_events))) return rc; break;
+		case OPT_WINDOW: if ((rc = num_arg("--window", optarg, &o->window))) return rc; break;
+		case OPT_SLOWEST: if ((rc = num_arg("--slowest", optarg, &o->slowest))) return rc; break;
+		case OPT_CYCLES: o->cycles = optarg; break;
+		case OPT_SLICE: o->slice = optarg; break;
+		case OPT_BTRACE: o->rec_btrace = 1; break;
+		case OPT_XRAY: o->rec_xray = 1; break;
+		case OPT_QEMU: o->rec_qemu = 1; break;
+		case OPT_XRAY_MODE: o->xray_mode = optarg; break;
+		case OPT_MODULE: if ((rc = list_arg("--module", o->module, &o->n_module, optarg))) return rc; break;
+		case '?':
+		default:
+			if (optopt && optopt < 256)
+				cli_error(NULL, UINT64_MAX, "%s: unknown option '-%c' (see: tracekit help %s)",
+					  cmd->name, optopt, cmd->name);
+			else
+				cli_error(NULL, UINT64_MAX, "%s: unknown option or missing value '%s' (see: tracekit help %s)",
+					  cmd->name, argv[optind - 1], cmd->name);
+			return EXIT_USAGE;
+		}
+	}
+	o->args = argv + optind;
+	o->nargs = argc - optind;
+	return 0;
+}
+
+static void vmessage(const char *kind, const char *file, uint64_t offset, const char *fmt, va_list ap)
+{
+	char msg[2048];
+	int n = snprintf(msg, sizeof msg, "tracekit: %s", kind);
+	if (file)
+		n += snprintf(msg + n, sizeof msg - (size_t)n, "%s: ", file);
+	if (offset != UINT64_MAX)
+		n += snprintf(msg + n, sizeof msg - (size_t)n, "offset 0x%llx: ", (unsigned long long)offset);
+	if (n < (int)sizeof msg)
+		n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+	if (n >= (int)sizeof msg - 1)
+		n = (int)sizeof msg - 2;
+	msg[n++] = '\n';
+	fwrite(msg, 1, (size_t)n, stderr);
+}
+
+void cli_error(const char *file, uint64_t offset, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage("", file, offset, fmt, ap);
+	va_end(ap);
+}
+
+void cli_warn(const char *file, uint64_t offset, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage("warning: ", file, offset, fmt, ap);
+	va_end(ap);
+}
+
+static void show_first_bytes(const char *file, const uint8_t *p, size_t n)
+{
+	char hex[3 * 16 + 1], text[17];
+	size_t k = n < 16 ? n : 16;
+	for (size_t i = 0; i < k; i++) {
+		snprintf(hex + 3 * i, 4, "%02x ", p[i]);
+		text[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '.';
+	}
+	hex[k ? 3 * k - 1 : 0] = 0;
+	text[k] = 0;
+	cli_error(file, UINT64_MAX, "unknown format (first bytes: %s |%s|)", hex, text);
+}
+
+int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
+	     struct tk_format_info *fi)
+{
+	const uint8_t *p;
+	size_t n;
+	int rc = tk_input_open(in, file, NULL);
+
+	memset(fi, 0, sizeof *fi);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "cannot open: %s", errno ? strerror(errno) : tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	rc = tk_input_peek(*in, &p, &n);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		goto fail;
+	}
+	if (o->format) {
+		fi->id = tk_format_by_name(o->format);
+		fi->confidence = 100;
+		return 0;
+	}
+	if (n == 0) {
+		cli_error(file, UINT64_MAX, "empty file");
+		goto fail;
+	}
+	if (tk_detect_format(p, n, fi) < 0) {
+		show_first_bytes(file, p, n);
+		goto fail;
+	}
+	return 0;
+fail:
+	tk_input_free(*in);
+	*in = NULL;
+	return EXIT_INPUT;
+}
+
+int cli_out_open(const struct cli_opts *o, struct tk_buf *out)
+{
+	int fd = STDOUT_FILENO;
+	if (o->output && strcmp(o->output, "-") != 0) {
+		fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			cli_error(o->output, UINT64_MAX, "cannot create: %s", strerror(errno));
+			return EXIT_USAGE;
+		}
+	}
+	if (tk_buf_init(out, fd, 1 << 20) < 0) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+int cli_out_close(struct tk_buf *out)
+{
+	int rc = tk_buf_flush(out);
+	if (out->fd > STDERR_FILENO)
+		close(out->fd);
+	tk_buf_free(out);
+	if (rc < 0) {
+		cli_error(NULL, UINT64_MAX, "write failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+int cli_report_gaps(const char *file, const struct tk_gap_stats *g, const char *what)
+{
+	if (!g->count)
+		return 0;
+	char offs[128] = "";
+	int n = 0;
+	for (uint64_t i = 0; i < g->count && i < TK_GAP_FIRST_OFFSETS; i++)
+		n += snprintf(offs + n, sizeof offs - (size_t)n, "%s0x%llx", i ? ", " : "",
+			      (unsigned long long)g->first_offsets[i]);
+	cli_warn(file, UINT64_MAX, "%llu %s%s, %llu bytes skipped (first at offset %s%s)",
+		 (unsigned long long)g->count, what ? what : "gap", g->count == 1 ? "" : "s",
+		 (unsigned long long)g->bytes_skipped, offs, g->count > TK_GAP_FIRST_OFFSETS ? ", ..." : "");
+	return EXIT_SKIPPED;
+}
+
+static void progress_print(void *ctx, const char *line)
+{
+	(void)ctx;
+	if (line)
+		fprintf(stderr, "\r%s\033[K", line);
+	else
+		fputs("\r\033[K", stderr);
+}
+
+void cli_progress_init(const struct cli_opts *o, struct tk_progress *p, const char *label,
+		       uint64_t total)
+{
+	int on = o->progress == 2 || (o->progress == 1 && !o->quiet && isatty(STDERR_FILENO));
+	tk_progress_init(p, label, total, on ? progress_print : NULL, NULL);
+}
+
+/* Library log messages go to stderr with the program's prefix. */
+static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "tracekit: %s%s\n", level == TK_LOG_WARN ? "warning: " : "", msg);
+}
+
+__attribute__((constructor)) static void cli_log_setup(void)
+{
+	tk_set_log(log_to_stderr, NULL);
+}
+
+int cli_unsupported(const char *cmd, const char *file, const struct tk_format_info *fi)
+{
+	cli_error(file, UINT64_MAX, "'%s' does not handle %s input", cmd,
+		  tk_format_description(fi->id));
+	return EXIT_INPUT;
+}
+
+int cli_need_files(const struct cli_opts *o, const char *cmd)
+{
+	if (o->nargs > 0)
+		return 0;
+	cli_error(NULL, UINT64_MAX, "%s: no input file (see: tracekit help %s)", cmd, cmd);
+	return EXIT_USAGE;
+}

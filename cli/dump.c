@@ -19,9 +19,9 @@ static int ipt_on_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 {
 	struct ipt_err_ctx *c = ctx;
 	if (err == -TK_E_NOSYNC)
-		cli_warn(c->file, offset, "no PSB: %llu bytes skipped", (unsigned long long)skipped);
+		cli_warn(c->file, offset, "%llu bytes without a PSB skipped", (unsigned long long)skipped);
 	else
-		cli_error(c->file, offset, "%s, %llu bytes skipped to the next PSB",
+		cli_error(c->file, offset, "%s, %llu bytes skipped",
 			  tk_ipt_error_text(err), (unsigned long long)skipped);
 	return 0;
 }

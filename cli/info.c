@@ -20,9 +20,9 @@ static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 {
 	const char *file = ctx;
 	if (err == -TK_E_NOSYNC)
-		cli_warn(file, offset, "no PSB: %llu bytes skipped", (unsigned long long)skipped);
+		cli_warn(file, offset, "%llu bytes without a PSB skipped", (unsigned long long)skipped);
 	else
-		cli_error(file, offset, "%s, %llu bytes skipped to the next PSB",
+		cli_error(file, offset, "%s, %llu bytes skipped",
 			  tk_ipt_error_text(err), (unsigned long long)skipped);
 	return 0;
 }

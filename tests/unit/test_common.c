@@ -420,6 +420,40 @@ static void test_errors_and_leb(void **state)
 	assert_int_equal(tk_uleb128((const uint8_t *)"\x80\x80", 2, &v), 0);
 }
 
+static char progress_line[256];
+static int progress_calls;
+static void capture_progress(void *ctx, const char *line)
+{
+	(void)ctx;
+	progress_calls++;
+	snprintf(progress_line, sizeof progress_line, "%s", line ? line : "(clear)");
+}
+
+static void test_progress(void **state)
+{
+	(void)state;
+	struct tk_progress p;
+	tk_progress_init(&p, "decode", 1000000, capture_progress, NULL);
+	tk_progress_set(&p, 10);
+	assert_int_equal(progress_calls, 0); /* quiet during the first second */
+	p.start_ns -= 2000000000u;           /* pretend two seconds passed */
+	p.last_ns -= 2000000000u;
+	tk_progress_set(&p, 500000);
+	assert_int_equal(progress_calls, 1);
+	assert_non_null(strstr(progress_line, "decode: 50.0%"));
+	tk_progress_set(&p, 600000);         /* rate-limited: too soon after the last line */
+	assert_int_equal(progress_calls, 1);
+	tk_progress_finish(&p);
+	assert_string_equal(progress_line, "(clear)");
+
+	/* disabled: nothing is ever printed */
+	tk_progress_init(&p, "x", 0, NULL, NULL);
+	p.start_ns -= 5000000000u;
+	tk_progress_set(&p, 1);
+	tk_progress_finish(&p);
+	assert_int_equal(progress_calls, 2);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -446,6 +480,7 @@ int main(void)
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
 		cmocka_unit_test(test_gap_stats),
+		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_errors_and_leb),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

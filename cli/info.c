@@ -108,6 +108,15 @@ static int run(struct cli_opts *o)
 			tk_buf_puts(&out, ", version ");
 			tk_buf_u64(&out, fi.version);
 		}
+		if (tk_input_file_size(in) == 0) {
+			/* a pipe: read it to the end to know its size */
+			static char sink[1 << 16];
+			long r;
+			while ((r = tk_input_read(in, sink, sizeof sink)) > 0)
+				;
+			if (r < 0)
+				status = EXIT_SKIPPED;
+		}
 		tk_buf_puts(&out, ", ");
 		tk_buf_u64(&out, tk_input_file_size(in));
 		tk_buf_puts(&out, " bytes");

@@ -3,6 +3,9 @@
  * follow the Intel SDM vol. 3 "Intel Processor Trace" chapter and match libipt's
  * pt_pkt_next where libipt knows the packet. */
 #include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "formats/ipt/internal.h"
 #include "formats/ipt/fast_table.h"
@@ -390,27 +393,56 @@ static inline int psb_from_word(const uint8_t *buf, size_t len, size_t i, size_t
 	return psb_at_run_end(buf, len, buf[i] == 0x02 ? i : i + 1, psb);
 }
 
+#ifdef __SSE2__
+/* Index of the first 8-aligned word at or after I (8-aligned) that is a PSB payload
+ * word, or LEN if none: 64 bytes per step with SSE2, words checked exactly after a
+ * cheap byte-level filter. */
+static size_t psb_scan(const uint8_t *buf, size_t len, size_t i)
+{
+	const __m128i a = _mm_set1_epi32((int)0x82028202);
+	const __m128i b = _mm_set1_epi32((int)0x02820282);
+
+	for (; i + 64 <= len; i += 64) {
+		/* 32-bit lanes equal to either half-pattern, OR-ed over 64 bytes: a PSB
+		 * word sets two neighbouring lanes. Mixed hits are rare and re-checked. */
+		__m128i acc = _mm_setzero_si128();
+		for (int v = 0; v < 4; v++) {
+			__m128i x = _mm_loadu_si128((const __m128i *)(buf + i + 16 * v));
+			acc = _mm_or_si128(acc, _mm_or_si128(_mm_cmpeq_epi32(x, a),
+							     _mm_cmpeq_epi32(x, b)));
+		}
+		unsigned m = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(acc));
+		if (__builtin_expect((m & (m >> 1) & 5) != 0, 0)) {
+			for (int w = 0; w < 8; w++)
+				if (psb_word(tk_le64(buf + i + 8 * w)))
+					return i + 8 * (size_t)w;
+		}
+	}
+	for (; i + 8 <= len; i += 8)
+		if (psb_word(tk_le64(buf + i)))
+			return i;
+	return len;
+}
+#else
+static size_t psb_scan(const uint8_t *buf, size_t len, size_t i)
+{
+	for (; i + 8 <= len; i += 8)
+		if (psb_word(tk_le64(buf + i)))
+			return i;
+	return len;
+}
+#endif
+
 int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb)
 {
 	size_t i = (from + 7) & ~(size_t)7, s;
 
-	while (i + 8 <= len) {
-		/* Four words per step while nothing matches. */
-		while (i + 32 <= len) {
-			uint64_t a = tk_le64(buf + i), b = tk_le64(buf + i + 8);
-			uint64_t c = tk_le64(buf + i + 16), d = tk_le64(buf + i + 24);
-			if (psb_word(a) | psb_word(b) | psb_word(c) | psb_word(d))
-				break;
-			i += 32;
+	while ((i = psb_scan(buf, len, i)) < len) {
+		if (psb_from_word(buf, len, i, &s) == 0 && s >= from) {
+			*psb = s;
+			return 0;
 		}
-		for (int k = 0; k < 4 && i + 8 <= len; k++, i += 8) {
-			if (!psb_word(tk_le64(buf + i)))
-				continue;
-			if (psb_from_word(buf, len, i, &s) == 0 && s >= from) {
-				*psb = s;
-				return 0;
-			}
-		}
+		i += 8;
 	}
 	return -TK_E_NOSYNC;
 }

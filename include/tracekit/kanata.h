@@ -76,6 +76,7 @@ struct tk_kanata_reader_opts {
 	int (*cmd)(void *ctx, const struct tk_kanata_cmd *c);
 	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
 	void *ctx;
+	void *diag_ctx;    /* context for diag; NULL: ctx */
 };
 
 struct tk_kanata_counts {

@@ -87,7 +87,7 @@ static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kana
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	struct tk_kanata_diag d = { .level = lvl, .code = code, .line = line, .offset = off, .msg = msg };
-	r->o.diag(r->o.ctx, &d);
+	r->o.diag(r->o.diag_ctx ? r->o.diag_ctx : r->o.ctx, &d);
 }
 
 struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts *opts, int *err)
@@ -404,7 +404,8 @@ static struct kn_insn *lookup(struct tk_kanata_reader *r, const struct tk_kanata
 		else
 			diag(r, after_retire_is_error ? TK_LOG_ERROR : TK_LOG_WARN,
 			     TK_KANATA_D_AFTER_RETIRE, c->line, c->offset,
-			     "%s for id %lld after its R (ignored)", what, (long long)c->id);
+			     "%s for id %lld after its R%s", what, (long long)c->id,
+			     c->kind == TK_KANATA_LABEL ? "" : " (ignored)");
 	} else {
 		diag(r, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_ID, c->line, c->offset,
 		     "%s for id %lld before its I", what, (long long)c->id);
@@ -440,8 +441,9 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 		r->n.insns++;
 		return 1;
 	case TK_KANATA_LABEL:
+		/* producers add detail after R (RSD does): warn, but keep the line */
 		if (!(in = lookup(r, c, "L", 0)))
-			return 0;
+			return c->id >= 0 && seen_get(r, c->id);
 		if (c->a == 0 && in->label_len < KN_LABEL_KEEP) {
 			size_t room = KN_LABEL_KEEP - in->label_len;
 			size_t k = kn_unescape(c->text, c->text_len, in->label + in->label_len, room);

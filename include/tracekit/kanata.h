@@ -70,7 +70,7 @@ struct tk_kanata_diag {
 
 struct tk_kanata_reader_opts {
 	size_t sz;
-	size_t max_line;   /* longer lines are skipped with a diagnostic; 0 = 64 MiB */
+	size_t max_line;   /* longer lines are skipped with a diagnostic; 0 = 16 MiB */
 	int semantic;      /* 1: also track instructions and report id/order violations */
 	/* Each command; returning < 0 stops the reader, which returns that value. */
 	int (*cmd)(void *ctx, const struct tk_kanata_cmd *c);

@@ -103,7 +103,7 @@ struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts
 		memcpy(&r->o, opts, sz);
 	}
 	if (!r->o.max_line)
-		r->o.max_line = (size_t)64 << 20;
+		r->o.max_line = (size_t)16 << 20;
 	r->n.first_cycle = 0;
 	*err = 0;
 	return r;
@@ -638,7 +638,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		int64_t v;
 		if (kn_parse_i64(rest, e, &v) < 0)
 			return bad(r, line, off, "C=", "expected a cycle number");
-		if (r->seen_cycle_cmd && v < r->cycle) {
+		if ((r->seen_cycle_cmd || r->seen_any_cmd) && v < r->cycle) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_CYCLE_BACK, line, off,
 			     "C= %lld goes back from cycle %lld; line skipped", (long long)v,
 			     (long long)r->cycle);

@@ -9,7 +9,12 @@ static const char usage[] =
 	"  --no-offset   do not print offsets\n"
 	"  --lastip      (Intel PT) print reconstructed IPs\n"
 	"  -q, --quiet   only check the input; print nothing but errors\n"
-	"  -o FILE       write to FILE\n";
+	"  -o FILE       write to FILE\n"
+	"\n"
+	"Intel PT streams print in ptdump's layout from the first PSB on; after a damaged\n"
+	"packet the dump marks the offset and resumes at the next PSB.\n"
+	"\n"
+	"Exit status: 0 clean; 1 input was skipped (decode errors); 3 unreadable input.\n";
 
 struct ipt_err_ctx {
 	const char *file;

@@ -10,6 +10,14 @@
 #include "formats/ipt/internal.h"
 #include "formats/ipt/fast_table.h"
 
+/* The fast path writes every simple packet through the ip member. */
+_Static_assert(offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tnt.bits) &&
+	       offsetof(struct tk_ipt_packet, ip.ipc) == offsetof(struct tk_ipt_packet, tnt.count) &&
+	       offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tsc.tsc) &&
+	       offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, cyc.value) &&
+	       offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, mtc.ctc),
+	       "simple packet fields share the ip member's layout");
+
 enum {
 	PA, /* PAD */
 	TN, /* TNT-8 */

@@ -71,15 +71,6 @@ const char *tk_ipt_pkt_name(enum tk_ipt_pkt_kind kind)
 	return (unsigned)kind < TK_IPT_PKT__COUNT ? pkt_names[kind] : "<invalid>";
 }
 
-/* Little-endian value of N (<= 8) bytes; the caller has checked the bounds. */
-static inline uint64_t rd(const uint8_t *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < n; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 static inline uint64_t rd48(const uint8_t *p)
 {
 	return (uint64_t)tk_le32(p) | (uint64_t)tk_le16(p + 4) << 32;

@@ -28,7 +28,8 @@ static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 }
 
 /* Intel PT: PSBs, packet counts by kind, TSC range. */
-static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
+static int info_ipt(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_buf *out)
 {
 	const uint8_t *data;
 	size_t len;
@@ -39,7 +40,11 @@ static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	rc = tk_ipt_scan(data, len, &st, ipt_info_error, (void *)file);
+	struct tk_ipt_scan_opts so = {
+		.sz = sizeof so, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+		.on_error = ipt_info_error, .ctx = (void *)file,
+	};
+	rc = tk_ipt_scan_parallel(data, len, &so, &st);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
@@ -71,10 +76,9 @@ static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
 static int details(const struct cli_opts *o, const char *file, struct tk_input *in,
 		   const struct tk_format_info *fi, struct tk_buf *out)
 {
-	(void)o;
 	switch (fi->id) {
 	case TK_FMT_IPT:
-		return info_ipt(file, in, out);
+		return info_ipt(o, file, in, out);
 	default:
 		return EXIT_CLEAN;
 	}

@@ -365,59 +365,6 @@ static int walk_start(struct walk *w)
 	return 1;
 }
 
-int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
-		tk_ipt_error_fn on_error, void *ctx)
-{
-	struct tk_ipt_packet *pk;
-	int err = 0, r;
-
-	memset(st, 0, sizeof *st);
-	st->bytes = len;
-	st->first_psb = UINT64_MAX;
-	struct walk w = { buf, len, NULL, &st->gaps, on_error, ctx };
-	w.dec = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
-	if (!w.dec)
-		return err;
-	pk = malloc(BATCH * sizeof *pk);
-	if (!pk) {
-		tk_ipt_pkt_decoder_free(w.dec);
-		return -TK_E_NOMEM;
-	}
-	r = walk_start(&w);
-	if (r > 0)
-		tk_ipt_pkt_get_offset(w.dec, &st->first_psb);
-	while (r > 0) {
-		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
-		for (int i = 0; i < n; i++) {
-			const struct tk_ipt_packet *k = &pk[i];
-			st->count[k->kind]++;
-			if (k->kind == TK_IPT_PKT_TSC) {
-				uint64_t t = k->tsc.tsc;
-				if (!st->have_tsc) {
-					st->have_tsc = 1;
-					st->tsc_min = st->tsc_max = st->tsc_first = t;
-				}
-				if (t < st->tsc_min)
-					st->tsc_min = t;
-				if (t > st->tsc_max)
-					st->tsc_max = t;
-				st->tsc_last = t;
-			}
-		}
-		st->packets += (uint64_t)n;
-		if (err == 0)
-			continue;
-		if (err == -TK_E_EOF)
-			break;
-		uint64_t bad;
-		r = walk_resync(&w, err, &bad);
-	}
-	st->psbs = st->count[TK_IPT_PKT_PSB];
-	free(pk);
-	tk_ipt_pkt_decoder_free(w.dec);
-	return r < 0 ? r : 0;
-}
-
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
 		struct tk_buf *out, struct tk_gap_stats *gaps)
 {

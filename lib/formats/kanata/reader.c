@@ -180,6 +180,22 @@ size_t kn_unescape(const char *s, size_t n, char *out, size_t cap)
 	return o;
 }
 
+/* Names are a few bytes: an inline loop beats a libc call. */
+static inline int name_eq(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+static inline const char *find_tab(const char *p, const char *e)
+{
+	while (p < e && *p != '\t')
+		p++;
+	return p < e ? p : NULL;
+}
+
 static void trim_name(const char **p, size_t *n)
 {
 	while (*n && (**p == ' '))
@@ -194,7 +210,7 @@ static unsigned intern_lane(struct tk_kanata_reader *r, const char *s, size_t n)
 	if (n >= TK_KANATA_NAME_MAX)
 		n = TK_KANATA_NAME_MAX - 1;
 	for (unsigned i = 0; i < r->nlanes; i++)
-		if (r->lanes[i].len == n && !memcmp(r->lanes[i].name, s, n))
+		if (r->lanes[i].len == n && name_eq(r->lanes[i].name, s, n))
 			return i;
 	if (r->nlanes == KN_MAX_NAMES)
 		return KN_MAX_NAMES - 1;
@@ -211,7 +227,7 @@ static unsigned intern_stage(struct tk_kanata_reader *r, unsigned lane, const ch
 		n = TK_KANATA_NAME_MAX - 1;
 	for (unsigned i = 0; i < r->nstages; i++) {
 		const struct kn_name *k = &r->stages[i];
-		if (k->lane == lane && k->len == n && !memcmp(k->name, s, n))
+		if (k->lane == lane && k->len == n && name_eq(k->name, s, n))
 			return i;
 	}
 	if (r->nstages == KN_MAX_NAMES)
@@ -225,9 +241,17 @@ static unsigned intern_stage(struct tk_kanata_reader *r, unsigned lane, const ch
 }
 
 /* ---- live instructions ---------------------------------------------------------------- */
+/* Ids are mostly sequential: keep neighbours in neighbouring slots (cache friendly), but
+ * fold high bits in so strided ids still spread. */
+static inline size_t idhash(int64_t id)
+{
+	uint64_t x = (uint64_t)id;
+	return (size_t)(x ^ (x >> 16) ^ (x >> 32));
+}
+
 static size_t hslot(const struct tk_kanata_reader *r, int64_t id)
 {
-	return tk_hash64((uint64_t)id) & (r->table_cap - 1);
+	return idhash(id) & (r->table_cap - 1);
 }
 
 static struct kn_insn *find_live(const struct tk_kanata_reader *r, int64_t id)
@@ -259,7 +283,7 @@ static int table_put(struct tk_kanata_reader *r, int64_t id, uint32_t slot)
 			uint32_t s = r->table[i];
 			if (!s)
 				continue;
-			size_t h = tk_hash64((uint64_t)r->pool[s - 1].id) & (cap - 1);
+			size_t h = idhash(r->pool[s - 1].id) & (cap - 1);
 			while (t[h])
 				h = (h + 1) & (cap - 1);
 			t[h] = s;
@@ -286,7 +310,7 @@ static void table_del(struct tk_kanata_reader *r, int64_t id)
 		uint32_t s = r->table[j];
 		if (!s)
 			break;
-		size_t k = tk_hash64((uint64_t)r->pool[s - 1].id) & mask;
+		size_t k = idhash(r->pool[s - 1].id) & mask;
 		if ((j > h && (k <= h || k > j)) || (j < h && (k <= h && k > j))) {
 			r->table[h] = s;
 			h = j;
@@ -478,7 +502,7 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 				continue;
 			const struct kn_name *k = &r->stages[in->open[i].stage];
 			size_t n = c->text_len < TK_KANATA_NAME_MAX ? c->text_len : TK_KANATA_NAME_MAX - 1;
-			if (k->len == n && !memcmp(k->name, c->text, n)) {
+			if (k->len == n && name_eq(k->name, c->text, n)) {
 				close_stage(r, in, i);
 				return 1;
 			}
@@ -582,7 +606,7 @@ static int split(const char *p, const char *e, const char **f, const char **fe, 
 {
 	int n = 0;
 	while (n < max) {
-		const char *t = n == max - 1 ? NULL : memchr(p, '\t', (size_t)(e - p));
+		const char *t = n == max - 1 ? NULL : find_tab(p, e);
 		f[n] = p;
 		fe[n] = t ? t : e;
 		n++;
@@ -625,7 +649,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 	c.lane_len = c.text_len = 0;
 	c.id = c.a = c.b = 0;
 
-	const char *tab = memchr(p, '\t', (size_t)(e - p));
+	const char *tab = find_tab(p, e);
 	const char *ce = tab ? tab : e, *cp = p;
 	while (ce > cp && ce[-1] == ' ')
 		ce--;

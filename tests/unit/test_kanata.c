@@ -582,8 +582,9 @@ static void test_huge_line(void **state)
 	assert_true(has_diag(&g, 3, TK_KANATA_D_LONG_LINE));
 	assert_int_equal(st.counts.retired, 1);
 	assert_int_equal(st.counts.lines, 6);
-	/* the default limit is 16 MiB: a skipped line is not held in memory beyond it */
-	assert_true(grown < 48 * 1024);
+	/* the default limit is 16 MiB: a skipped line is not held in memory beyond it (holding
+	 * the 100 MiB line would take more than 100 MiB; ASan adds its own overhead) */
+	assert_true(grown < 80 * 1024);
 	tk_kanata_stats_free(&st);
 }
 

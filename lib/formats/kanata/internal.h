@@ -5,7 +5,9 @@
 #include "tracekit/kanata.h"
 
 #define KN_MAX_OPEN 4          /* open stages tracked per instruction (one per lane) */
-#define KN_LABEL_KEEP 159      /* bytes of the type-0 label kept per live instruction */
+#define KN_LABEL_KEEP 159
+#define KN_NUM_MAX (INT64_C(1) << 60)     /* largest number (cycle, id) accepted */
+#define KN_SEEN_WORDS_MAX ((size_t)1 << 22) /* ids may spread over 2^28 above the oldest */      /* bytes of the type-0 label kept per live instruction */
 
 struct kn_open {
 	uint16_t lane, stage;      /* interned lane index, stage index */

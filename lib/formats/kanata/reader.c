@@ -149,9 +149,9 @@ int kn_parse_i64(const char *p, const char *e, int64_t *v)
 		neg = *p++ == '-';
 	d = p;
 	while (p < e && (unsigned)(*p - '0') < 10) {
-		if (x > (UINT64_C(1) << 62) / 10)
-			return -1;
 		x = x * 10 + (uint64_t)(*p++ - '0');
+		if (x > KN_NUM_MAX)
+			return -1;  /* keeps cycle sums and differences inside int64 */
 	}
 	if (p == d)
 		return -1;
@@ -390,7 +390,7 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 			w -= full;
 		}
 		if (w >= r->seen_words) {
-			if (w > ((size_t)1 << 31))
+			if (w > KN_SEEN_WORDS_MAX)
 				return -TK_E_LIMIT;
 			size_t nw = r->seen_words ? r->seen_words : 64;
 			while (nw <= w)
@@ -685,6 +685,11 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 			     "C %lld: time only moves forward; line skipped", (long long)v);
 			return 0;
 		}
+		if (r->cycle > KN_NUM_MAX - v || r->delta_sum > KN_NUM_MAX - v) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, line, off,
+			     "C %lld: cycle beyond %lld; line skipped", (long long)v, (long long)KN_NUM_MAX);
+			return 0;
+		}
 		r->seen_cycle_cmd = 1;
 		r->cycle += v;
 		r->delta_sum += v;
@@ -798,13 +803,14 @@ static int end_carried_line(struct tk_kanata_reader *r, uint64_t next_off)
 
 int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, int final)
 {
-	const char *e = p + n;
+	const char *e;
 	int rc;
 
 	if (r->stopped)
 		return r->stopped;
 	if (!n)
 		goto tail;
+	e = p + n;
 	if (r->carry_len || r->skipping) {
 		const char *nl = memchr(p, '\n', n);
 		size_t k = nl ? (size_t)(nl - p) : n;

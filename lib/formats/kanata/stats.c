@@ -30,6 +30,8 @@ struct stats_ctx {
 	struct tk_kanata_slow *heap;   /* min-heap: root is the least slow kept */
 	int64_t last_rid;
 	int have_rid;
+	uint64_t windows_dropped;
+	int cycle_seen;
 };
 
 static unsigned bucket(uint64_t v)
@@ -192,7 +194,12 @@ static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t ri
 	hist_add(s, &s->insn, (uint64_t)(end - in->begin));
 	if (s->o->window) {
 		int64_t rel = end - s->first_cycle;
-		size_t w = rel > 0 ? (size_t)((uint64_t)rel / s->o->window) : 0;
+		uint64_t wi = rel > 0 ? (uint64_t)rel / s->o->window : 0;
+		if (wi >= ((uint64_t)1 << 24)) {
+			s->windows_dropped++;  /* keep memory bounded on absurd cycle counts */
+			goto slow;
+		}
+		size_t w = (size_t)wi;
 		if (w >= s->cap_win) {
 			size_t cap = s->cap_win ? s->cap_win : 64;
 			while (cap <= w)
@@ -210,6 +217,7 @@ static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t ri
 		if (w + 1 > s->nwin)
 			s->nwin = w + 1;
 	}
+slow:
 	if (s->o->slowest)
 		slow_offer(s, in, end);
 }
@@ -226,10 +234,12 @@ static void on_live(void *ctx, const struct kn_insn *in)
 static int on_cmd(void *ctx, const struct tk_kanata_cmd *c)
 {
 	struct stats_ctx *s = ctx;
-	if (c->kind == TK_KANATA_CYCLE_SET && s->first_cycle == INT64_MIN)
-		s->first_cycle = c->a;
-	else if (c->kind == TK_KANATA_CYCLE && s->first_cycle == INT64_MIN)
-		s->first_cycle = 0;
+	/* the same rule as the reader's first_cycle: a C= before any C */
+	if (!s->cycle_seen && (c->kind == TK_KANATA_CYCLE_SET || c->kind == TK_KANATA_CYCLE)) {
+		s->cycle_seen = 1;
+		if (c->kind == TK_KANATA_CYCLE_SET)
+			s->first_cycle = c->a;
+	}
 	return s->err;
 }
 
@@ -274,7 +284,8 @@ static int finish(struct stats_ctx *s, struct tk_kanata_stats *st)
 	st->window_retired = s->win;
 	st->nwindows = s->nwin;
 	s->win = NULL;
-	qsort(s->heap, s->nslow, sizeof *s->heap, cmp_slow);
+	if (s->nslow)
+		qsort(s->heap, s->nslow, sizeof *s->heap, cmp_slow);
 	st->slow = s->heap;
 	st->nslow = s->nslow;
 	s->heap = NULL;
@@ -310,7 +321,6 @@ static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err)
 		return NULL;
 	}
 	s->o = o;
-	s->first_cycle = INT64_MIN;
 	if (o->slowest) {
 		s->heap = calloc(o->slowest > 100000 ? 100000 : o->slowest, sizeof *s->heap);
 		if (!s->heap) {

@@ -1,6 +1,8 @@
 /* tracekit info FILE...: what each file is, by content. */
 #include <inttypes.h>
 
+#include <string.h>
+
 #include "cli.h"
 
 static const char usage[] =
@@ -72,6 +74,43 @@ static int info_ipt(const struct cli_opts *o, const char *file, struct tk_input 
 	return st.gaps.count ? EXIT_SKIPPED : EXIT_CLEAN;
 }
 
+/* Set when a pipe was read to its end for its size: readers cannot look at it again. */
+static int input_drained;
+
+/* Kanata: what the reader finds, in one line (tracekit stats has the rest). */
+static int info_kanata(const char *file, struct tk_input *in, struct tk_buf *out)
+{
+	struct tk_kanata_stats_opts so = { .sz = sizeof so };
+	struct tk_kanata_stats st;
+	size_t lanes = 0;
+	int rc = tk_kanata_stats_compute(in, &so, &st);
+
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_kanata_stats_free(&st);
+		return EXIT_INPUT;
+	}
+	for (size_t i = 0; i < st.nstages; i++) {
+		size_t j = 0;
+		while (j < i && strcmp(st.stages[j].lane, st.stages[i].lane))
+			j++;
+		lanes += j == i;
+	}
+	const struct tk_kanata_counts *c = &st.counts;
+	tk_buf_printf(out, "  %llu instructions (%llu retired, %llu flushed, %llu in flight at end), "
+		      "cycles %lld to %lld, %zu stages in %zu lane(s), %zu thread(s), %llu lines\n",
+		      (unsigned long long)c->insns, (unsigned long long)c->retired,
+		      (unsigned long long)c->flushed, (unsigned long long)c->in_flight,
+		      (long long)c->first_cycle, (long long)c->last_cycle, st.nstages, lanes,
+		      st.nthreads, (unsigned long long)c->lines);
+	if (c->errors)
+		tk_buf_printf(out, "  %llu lines skipped (tracekit check %s lists them)\n",
+			      (unsigned long long)c->errors, file);
+	rc = c->errors ? EXIT_SKIPPED : EXIT_CLEAN;
+	tk_kanata_stats_free(&st);
+	return rc;
+}
+
 /* Format-specific details after the first line; returns an exit status. */
 static int details(const struct cli_opts *o, const char *file, struct tk_input *in,
 		   const struct tk_format_info *fi, struct tk_buf *out)
@@ -79,6 +118,8 @@ static int details(const struct cli_opts *o, const char *file, struct tk_input *
 	switch (fi->id) {
 	case TK_FMT_IPT:
 		return info_ipt(o, file, in, out);
+	case TK_FMT_KANATA:
+		return input_drained ? EXIT_CLEAN : info_kanata(file, in, out);
 	default:
 		return EXIT_CLEAN;
 	}
@@ -112,8 +153,10 @@ static int run(struct cli_opts *o)
 			tk_buf_puts(&out, ", version ");
 			tk_buf_u64(&out, fi.version);
 		}
+		input_drained = 0;
 		if (tk_input_file_size(in) == 0) {
 			/* a pipe: read it to the end to know its size */
+			input_drained = 1;
 			static char sink[1 << 16];
 			long r;
 			while ((r = tk_input_read(in, sink, sizeof sink)) > 0)

@@ -1,5 +1,9 @@
 /* tracekit convert: convert a trace to another format. Each format's handler is one case below; the work is in the library. */
 #include "cli.h"
+#include <stdio.h>
+#include <string.h>
+
+#include "tracekit/xray.h"
 
 static const char usage[] =
 	"usage: tracekit convert --to FMT [OPTIONS] FILE...\n"
@@ -7,13 +11,167 @@ static const char usage[] =
 	"Convert a trace to another format.\n"
 	"\n"
 	"  --to FMT        output format\n"
+	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
+	"XRay: --to xray-yaml (llvm-xray convert -f yaml, record for record), chrome\n"
 	"  -o FILE         write to FILE\n";
+
+
+/* XRay: map the log, load --instr-map, index the buffers. */
+static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+				 struct tk_xray_map **map, int *status)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err;
+
+	*map = NULL;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
+		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
+			  tk_strerror(err));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+				   .max_func_id = tk_xray_map_max_id(*map) };
+	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
+	if (!x) {
+		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
+			  "not a readable XRay log: %s", tk_strerror(err));
+		tk_xray_map_free(*map);
+		*map = NULL;
+		*status = EXIT_INPUT;
+	}
+	return x;
+}
+
+/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
+static int xray_finish(const char *file, struct tk_xray *x)
+{
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	if (st->orphan_exits)
+		cli_warn(file, UINT64_MAX,
+			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
+			 (unsigned long long)st->orphan_exits);
+	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+/* Chrome trace-event JSON: one complete ("X") event per matched call would need the stack;
+ * begin/end pairs ("B"/"E") stream with no state. Times in microseconds. */
+struct chrome_ctx {
+	struct tk_buf *out;
+	const struct tk_xray *x;
+	const struct tk_xray_map *map;
+	double us_per_tick;
+	int first;
+};
+
+static void chrome_name(struct tk_buf *b, const struct tk_xray_map *map, int32_t id)
+{
+	const char *nm = tk_xray_map_name(map, id);
+	char tmp[24];
+	if (!nm) {
+		snprintf(tmp, sizeof tmp, "#%d", id);
+		nm = tmp;
+	}
+	tk_buf_json_str(b, nm, strlen(nm));
+}
+
+static int chrome_rec(void *ctx, const struct tk_xray_rec *r)
+{
+	struct chrome_ctx *c = ctx;
+	struct tk_buf *b = c->out;
+	const char *ph;
+	switch (r->type) {
+	case TK_XRAY_R_ENTER: case TK_XRAY_R_ENTER_ARG: ph = "B"; break;
+	case TK_XRAY_R_EXIT: case TK_XRAY_R_TAIL_EXIT: ph = r->orphan ? NULL : "E"; break;
+	default: ph = "i"; break;
+	}
+	if (!ph)
+		return 0;
+	tk_buf_puts(b, c->first ? "\n    {\"name\": " : ",\n    {\"name\": ");
+	c->first = 0;
+	if (r->type == TK_XRAY_R_CUSTOM)
+		tk_buf_puts(b, "\"custom-event\"");
+	else if (r->type == TK_XRAY_R_TYPED)
+		tk_buf_puts(b, "\"typed-event\"");
+	else
+		chrome_name(b, c->map, r->func_id);
+	tk_buf_printf(b, ", \"ph\": \"%s\", \"pid\": %u, \"tid\": %u, \"ts\": %.3f", ph, r->pid,
+		      r->tid, (double)r->tsc * c->us_per_tick);
+	if (*ph == 'i')
+		tk_buf_puts(b, ", \"s\": \"t\"");
+	if (r->nargs) {
+		tk_buf_puts(b, ", \"args\": {");
+		for (unsigned i = 0; i < r->nargs; i++)
+			tk_buf_printf(b, "%s\"arg%u\": %llu", i ? ", " : "", i,
+				      (unsigned long long)r->args[i]);
+		tk_buf_putc(b, '}');
+	} else if (r->data_len) {
+		tk_buf_puts(b, ", \"args\": {\"data\": ");
+		tk_buf_json_str(b, (const char *)r->data, r->data_len);
+		tk_buf_putc(b, '}');
+	}
+	tk_buf_putc(b, '}');
+	if (b->fd >= 0 && b->len > (1u << 20))
+		tk_buf_flush(b);
+	return b->err;
+}
+
+static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_xray_map *map;
+	struct tk_buf out;
+	int status = 0, rc;
+	const char *to = o->to ? o->to : "xray-yaml";
+
+	if (strcmp(to, "xray-yaml") && strcmp(to, "yaml") && strcmp(to, "chrome")) {
+		cli_error(NULL, UINT64_MAX,
+			  "convert: XRay logs convert to xray-yaml or chrome, not '%s'%s", to,
+			  !strcmp(to, "perfetto") ? " (perfetto output waits for the shared output layer)" : "");
+		return EXIT_USAGE;
+	}
+	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	if (!x)
+		return status;
+	if ((rc = cli_out_open(o, &out))) {
+		tk_xray_free(x);
+		tk_xray_map_free(map);
+		return rc;
+	}
+	if (!strcmp(to, "chrome")) {
+		const struct tk_xray_header *h = tk_xray_header(x);
+		struct chrome_ctx c = { &out, x, map,
+					h->cycle_frequency ? 1e6 / (double)h->cycle_frequency : 1.0, 1 };
+		tk_buf_puts(&out, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [");
+		rc = tk_xray_walk_sorted(x, chrome_rec, &c);
+		tk_buf_puts(&out, "\n]}\n");
+	} else {
+		rc = tk_xray_yaml(x, map, &out);
+	}
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	int wrc = cli_out_close(&out);
+	if (wrc > status)
+		status = wrc;
+	rc = xray_finish(file, x);
+	tk_xray_free(x);
+	tk_xray_map_free(map);
+	return rc > status ? rc : status;
+}
 
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
-	(void)o, (void)in;
 	switch (fi->id) {
+	case TK_FMT_XRAY:
+		return xray_convert(o, file, in);
 	default:
 		return cli_unsupported("convert", file, fi);
 	}

@@ -318,7 +318,9 @@ static void put_secs(struct tk_buf *b, uint64_t ticks, uint64_t freq, int width)
 {
 	char tmp[48];
 	double s = freq ? (double)ticks / (double)freq : (double)ticks;
-	int n = snprintf(tmp, sizeof tmp, "%*.6f", width, s);
+	/* CSV in llvm-xray account's notation (%e), the table with fixed decimals */
+	int n = width ? snprintf(tmp, sizeof tmp, "%*.6f", width, s)
+		      : snprintf(tmp, sizeof tmp, "%e", s);
 	tk_buf_put(b, tmp, (size_t)n);
 }
 

@@ -73,6 +73,7 @@ struct tk_xray {
 	size_t nthreads, capthreads;
 	uint32_t *thash;           /* (pid, tid) -> thread index + 1 */
 	size_t thash_cap;
+	uint32_t *rank;            /* FDR: thread order of llvm-xray's block index */
 	struct tk_gap_stats index_gaps;
 	struct tk_xray_stats stats;
 	uint8_t cpu_seen[8192];
@@ -324,6 +325,69 @@ static int cmp_buf_seq(const void *a, const void *b)
 	return l->seq < r->seq ? -1 : l->seq > r->seq;
 }
 
+/* llvm-xray keeps a thread's blocks in a DenseMap keyed by (process id, thread id) and
+ * writes threads in that map's bucket order, which decides the order of records with equal
+ * TSCs. Rebuild that order: LLVM's pair hash, quadratic probing, 64 buckets doubling at
+ * 3/4 load, keys inserted in the file order of their first buffer. */
+static unsigned dm_hash(uint64_t pid, int32_t tid)
+{
+	uint64_t key = (uint64_t)(unsigned)(pid * 37ULL) << 32 | (unsigned)((unsigned)tid * 37U);
+	key += ~(key << 32);
+	key ^= (key >> 22);
+	key += ~(key << 13);
+	key ^= (key >> 8);
+	key += (key << 3);
+	key ^= (key >> 15);
+	key += ~(key << 27);
+	key ^= (key >> 31);
+	return (unsigned)key;
+}
+
+static void dm_insert(const struct tk_xray *x, int32_t *b, size_t nb, uint32_t t)
+{
+	const struct tk_xray_thread_info *ti = &x->threads[t];
+	unsigned j = dm_hash((uint64_t)(int64_t)(int32_t)ti->pid, (int32_t)ti->tid) & (unsigned)(nb - 1);
+	for (unsigned probe = 1; b[j] >= 0; probe++)
+		j = (j + probe) & (unsigned)(nb - 1);
+	b[j] = (int32_t)t;
+}
+
+static int llvm_thread_rank(struct tk_xray *x)
+{
+	size_t nb = 64;
+	int32_t *b = malloc(nb * sizeof *b);
+	if (!b || !(x->rank = calloc(x->nthreads ? x->nthreads : 1, sizeof *x->rank))) {
+		free(b);
+		return -TK_E_NOMEM;
+	}
+	memset(b, 0xff, nb * sizeof *b);
+	/* threads were numbered in the file order of their first buffer */
+	for (uint32_t t = 0; t < x->nthreads; t++) {
+		if ((t + 1) * 4 >= nb * 3) {
+			size_t nn = nb * 2;
+			int32_t *n2 = malloc(nn * sizeof *n2);
+			if (!n2) {
+				free(b);
+				return -TK_E_NOMEM;
+			}
+			memset(n2, 0xff, nn * sizeof *n2);
+			for (size_t i = 0; i < nb; i++)
+				if (b[i] >= 0)
+					dm_insert(x, n2, nn, (uint32_t)b[i]);
+			free(b);
+			b = n2;
+			nb = nn;
+		}
+		dm_insert(x, b, nb, t);
+	}
+	uint32_t r = 0;
+	for (size_t i = 0; i < nb; i++)
+		if (b[i] >= 0)
+			x->rank[b[i]] = r++;
+	free(b);
+	return 0;
+}
+
 struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xray_opts *opts,
 			     int *err)
 {
@@ -347,6 +411,8 @@ struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xr
 	rc = x->h.type == TK_XRAY_FDR ? index_fdr(x) : index_basic(x);
 	if (rc < 0)
 		goto fail;
+	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)
+		goto fail;
 	qsort(x->bufs, x->nbufs, sizeof *x->bufs,
 	      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
 	*err = 0;
@@ -364,6 +430,7 @@ void tk_xray_free(struct tk_xray *x)
 	free(x->bufs);
 	free(x->threads);
 	free(x->thash);
+	free(x->rank);
 	free(x);
 }
 
@@ -993,10 +1060,14 @@ static int stream_fill(struct stream *s)
 
 static int stream_less(const struct stream *a, const struct stream *b)
 {
-	uint64_t ta = a->o.recs[a->pos].r.tsc, tb = b->o.recs[b->pos].r.tsc;
-	if (ta != tb)
-		return ta < tb;
-	return a->rank < b->rank;
+	const struct tk_xray_rec *ra = &a->o.recs[a->pos].r, *rb = &b->o.recs[b->pos].r;
+	if (ra->tsc != rb->tsc)
+		return ra->tsc < rb->tsc;
+	/* equal TSCs: llvm-xray's stable sort keeps its pre-sort order (file order in basic
+	 * mode, its thread map's order in FDR mode) */
+	if (a->rank != b->rank)
+		return a->rank < b->rank;
+	return ra->offset < rb->offset;
 }
 
 int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
@@ -1016,7 +1087,7 @@ int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
 	/* bufs are sorted thread-major: find each thread's range */
 	for (size_t i = 0, t = 0; t < ns; t++) {
 		s[t].x = x;
-		s[t].rank = (uint32_t)t;
+		s[t].rank = x->rank ? x->rank[t] : 0;
 		s[t].d.x = x;
 		s[t].d.cb = stream_keep;
 		s[t].next_buf = i;

@@ -1034,6 +1034,27 @@ static int stream_keep(void *ctx, const struct tk_xray_rec *r)
 	return 0;
 }
 
+static int cmp_rec_tsc(const void *a, const void *b)
+{
+	const struct xr_rec *l = a, *r = b;
+	if (l->r.tsc != r->r.tsc)
+		return l->r.tsc < r->r.tsc ? -1 : 1;
+	return l->r.offset < r->r.offset ? -1 : l->r.offset > r->r.offset;
+}
+
+/* Records whose TSCs go backwards inside a buffer (custom events before version 5 carry
+ * their own absolute TSC) are put in order within the buffer, as llvm-xray's stable sort
+ * by TSC would place them. */
+static void sort_buffer(struct xr_out *o)
+{
+	for (size_t i = 1; i < o->n; i++) {
+		if (o->recs[i].r.tsc < o->recs[i - 1].r.tsc) {
+			qsort(o->recs, o->n, sizeof *o->recs, cmp_rec_tsc);
+			return;
+		}
+	}
+}
+
 /* Make s->o hold at least one undelivered record; 0 when the thread is done. */
 static int stream_fill(struct stream *s)
 {
@@ -1054,6 +1075,7 @@ static int stream_fill(struct stream *s)
 		s->pos = 0;
 		if ((rc = deliver_buf(&s->d, &s->cur, &s->o)) < 0)
 			return rc;
+		sort_buffer(&s->o);
 	}
 	return 1;
 }

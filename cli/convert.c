@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tracekit/out.h"
 #include "tracekit/xray.h"
 
 static const char usage[] =
@@ -24,7 +25,8 @@ static const char usage[] =
 	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
 	"LLVM XRay logs:\n"
 	"  --to xray-yaml  llvm-xray convert -f yaml, record for record (the default)\n"
-	"  --to chrome     Chrome trace-event JSON (begin/end per call, instant custom events)\n"
+	"  --to chrome     Chrome trace-event JSON, --to perfetto Perfetto protobuf: a slice per\n"
+	"                  call on a track per thread (shared timeline writer)\n"
 	"  --instr-map F   ELF binary or `llvm-xray extract` YAML: function names\n";
 
 static void kanata_diag(void *ctx, const struct tk_kanata_diag *d)
@@ -173,66 +175,38 @@ static int xray_finish(const char *file, struct tk_xray *x)
 	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
 }
 
-/* Chrome trace-event JSON: one complete ("X") event per matched call would need the stack;
- * begin/end pairs ("B"/"E") stream with no state. Times in microseconds. */
-struct chrome_ctx {
-	struct tk_buf *out;
-	const struct tk_xray *x;
-	const struct tk_xray_map *map;
-	double us_per_tick;
-	int first;
-};
-
-static void chrome_name(struct tk_buf *b, const struct tk_xray_map *map, int32_t id)
+/* Chrome / Perfetto through the shared timeline writer, fed by the parallel decoder. */
+static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
+			 enum tk_timeline_kind kind, struct tk_buf *out)
 {
-	const char *nm = tk_xray_map_name(map, id);
-	char tmp[24];
-	if (!nm) {
-		snprintf(tmp, sizeof tmp, "#%d", id);
-		nm = tmp;
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	int err, rc;
+	struct tk_sym *sym = tk_sym_new(&so, &err);
+	if (!sym)
+		return err;
+	if ((rc = tk_xray_map_to_sym(map, sym)) < 0) {
+		tk_sym_free(sym);
+		return rc;
 	}
-	tk_buf_json_str(b, nm, strlen(nm));
-}
-
-static int chrome_rec(void *ctx, const struct tk_xray_rec *r)
-{
-	struct chrome_ctx *c = ctx;
-	struct tk_buf *b = c->out;
-	const char *ph;
-	switch (r->type) {
-	case TK_XRAY_R_ENTER: case TK_XRAY_R_ENTER_ARG: ph = "B"; break;
-	case TK_XRAY_R_EXIT: case TK_XRAY_R_TAIL_EXIT: ph = r->orphan ? NULL : "E"; break;
-	default: ph = "i"; break;
+	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
+				       .clock = { tk_xray_header(x)->cycle_frequency },
+				       .process_name = "xray" };
+	struct tk_timeline *t = tk_timeline_new(out, &to, &err);
+	if (!t) {
+		tk_sym_free(sym);
+		return err;
 	}
-	if (!ph)
-		return 0;
-	tk_buf_puts(b, c->first ? "\n    {\"name\": " : ",\n    {\"name\": ");
-	c->first = 0;
-	if (r->type == TK_XRAY_R_CUSTOM)
-		tk_buf_puts(b, "\"custom-event\"");
-	else if (r->type == TK_XRAY_R_TYPED)
-		tk_buf_puts(b, "\"typed-event\"");
-	else
-		chrome_name(b, c->map, r->func_id);
-	tk_buf_printf(b, ", \"ph\": \"%s\", \"pid\": %u, \"tid\": %u, \"ts\": %.3f", ph, r->pid,
-		      r->tid, (double)r->tsc * c->us_per_tick);
-	if (*ph == 'i')
-		tk_buf_puts(b, ", \"s\": \"t\"");
-	if (r->nargs) {
-		tk_buf_puts(b, ", \"args\": {");
-		for (unsigned i = 0; i < r->nargs; i++)
-			tk_buf_printf(b, "%s\"arg%u\": %llu", i ? ", " : "", i,
-				      (unsigned long long)r->args[i]);
-		tk_buf_putc(b, '}');
-	} else if (r->data_len) {
-		tk_buf_puts(b, ", \"args\": {\"data\": ");
-		tk_buf_json_str(b, (const char *)r->data, r->data_len);
-		tk_buf_putc(b, '}');
+	for (size_t i = 0; i < tk_xray_thread_count(x); i++) {
+		char name[64];
+		const struct tk_xray_thread_info *ti = tk_xray_thread(x, i);
+		snprintf(name, sizeof name, "thread %u (process %u)", ti->tid, ti->pid);
+		tk_timeline_track_name(t, (uint32_t)i, name);
 	}
-	tk_buf_putc(b, '}');
-	if (b->fd >= 0 && b->len > (1u << 20))
-		tk_buf_flush(b);
-	return b->err;
+	rc = tk_xray_decode(x, tk_timeline_sink(t));
+	int frc = tk_timeline_finish(t);
+	tk_timeline_free(t);
+	tk_sym_free(sym);
+	return rc < 0 ? rc : frc;
 }
 
 static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *in)
@@ -242,10 +216,10 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	int status = 0, rc;
 	const char *to = o->to ? o->to : "xray-yaml";
 
-	if (strcmp(to, "xray-yaml") && strcmp(to, "yaml") && strcmp(to, "chrome")) {
+	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
+	if (strcmp(to, "xray-yaml") && strcmp(to, "yaml") && !tl) {
 		cli_error(NULL, UINT64_MAX,
-			  "convert: XRay logs convert to xray-yaml or chrome, not '%s'%s", to,
-			  !strcmp(to, "perfetto") ? " (perfetto output waits for the shared output layer)" : "");
+			  "convert: XRay logs convert to xray-yaml, chrome or perfetto, not '%s'", to);
 		return EXIT_USAGE;
 	}
 	struct tk_xray *x = xray_open(o, file, in, &map, &status);
@@ -256,13 +230,8 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 		tk_xray_map_free(map);
 		return rc;
 	}
-	if (!strcmp(to, "chrome")) {
-		const struct tk_xray_header *h = tk_xray_header(x);
-		struct chrome_ctx c = { &out, x, map,
-					h->cycle_frequency ? 1e6 / (double)h->cycle_frequency : 1.0, 1 };
-		tk_buf_puts(&out, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [");
-		rc = tk_xray_walk_sorted(x, chrome_rec, &c);
-		tk_buf_puts(&out, "\n]}\n");
+	if (tl) {
+		rc = xray_timeline(x, map, tl, &out);
 	} else {
 		rc = tk_xray_yaml(x, map, &out);
 	}

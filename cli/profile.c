@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "tracekit/xray.h"
-#include "tracekit/xray_prof.h"
+#include "tracekit/out.h"
 
 static const char usage[] =
 	"usage: tracekit profile [OPTIONS] FILE...\n"
@@ -15,8 +15,9 @@ static const char usage[] =
 	"  --threads       per thread instead of merged\n"
 	"  --stacks        call paths with exclusive time (folded stacks)\n"
 	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
-	"XRay: per function count, min, median, 90p, 99p, max and sum in seconds, like\n"
-	"llvm-xray account; --sort funcid|count|min|med|90p|99p|max|sum.\n"
+	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
+	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
+	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n"
 	"  --to FMT        text, json, csv, folded, pprof\n"
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n";
@@ -66,39 +67,58 @@ static int xray_finish(const char *file, struct tk_xray *x)
 	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
 }
 
+/* XRay: decode (in parallel) into the shared profile, report with the shared writers;
+ * --to account / account-csv gives llvm-xray account's table. */
 static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	struct tk_xray_map *map;
 	struct tk_buf out;
-	int status = 0, rc;
-	int folded = o->stacks || (o->to && !strcmp(o->to, "folded"));
-	int key = tk_xray_prof_sort_key(o->sort);
+	int status = 0, rc, err;
+	const char *to = o->stacks ? "folded" : o->to ? o->to : "text";
+	int account = !strcmp(to, "account") || !strcmp(to, "account-csv");
+	enum tk_out_kind kind = account ? TK_OUT_TEXT : tk_out_kind_by_name(to);
+	int key = account ? tk_xray_account_sort_key(o->sort) : 0;
 
-	if (key < 0) {
-		cli_error(NULL, UINT64_MAX,
-			  "--sort: unknown key '%s' (funcid, count, min, med, 90p, 99p, max, sum)", o->sort);
-		return EXIT_USAGE;
-	}
-	if (o->to && strcmp(o->to, "folded") && strcmp(o->to, "text") && strcmp(o->to, "csv")) {
-		cli_error(NULL, UINT64_MAX, "profile: XRay profiles are text, csv or folded, not '%s'", o->to);
+	if (!kind || key < 0) {
+		if (!kind)
+			cli_error(NULL, UINT64_MAX, "profile: unknown output '%s' (text, csv, json, folded, pprof, calltree, account, account-csv)", to);
+		else
+			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, 90p, 99p, max, sum)", o->sort);
 		return EXIT_USAGE;
 	}
 	struct tk_xray *x = xray_open(o, file, in, &map, &status);
 	if (!x)
 		return status;
-	struct tk_xray_prof *p = tk_xray_prof_new(o->threads);
-	if (!p || (rc = cli_out_open(o, &out))) {
-		tk_xray_prof_free(p);
+	struct tk_prof_opts po = { .sz = sizeof po,
+				   .clock = { tk_xray_header(x)->cycle_frequency } };
+	struct tk_prof *p = tk_prof_new(&po, &err);
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	struct tk_sym *sym = p ? tk_sym_new(&so, &err) : NULL;
+	if (!sym || (rc = cli_out_open(o, &out))) {
+		if (p && sym)
+			status = rc;
+		else
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err)), status = EXIT_INPUT;
+		tk_sym_free(sym);
+		tk_prof_free(p);
 		tk_xray_free(x);
 		tk_xray_map_free(map);
-		return p ? rc : EXIT_INPUT;
+		return status;
 	}
-	rc = tk_xray_decode(x, tk_xray_prof_sink(p));
-	if (rc >= 0) {
-		struct tk_xray_prof_opts po = { .sz = sizeof po, .sort_key = key, .top = o->top,
-						.csv = o->to && !strcmp(o->to, "csv") };
-		rc = folded ? tk_xray_prof_write_folded(p, map, &out)
-			    : tk_xray_prof_write(p, x, map, &po, &out);
+	rc = tk_xray_decode(x, tk_prof_sink(p));
+	if (rc >= 0)
+		rc = tk_prof_finish(p);
+	if (rc >= 0 && map)
+		rc = tk_xray_map_to_sym(map, sym);
+	if (rc >= 0 && account) {
+		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
+						   .csv = !strcmp(to, "account-csv"),
+						   .per_thread = o->threads };
+		rc = tk_xray_account(&out, p, x, map, &ao);
+	} else if (rc >= 0) {
+		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+					  .threads = o->threads };
+		rc = tk_out_profile(&out, p, kind, &oo);
 	}
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
@@ -108,7 +128,8 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	if (wrc > status)
 		status = wrc;
 	rc = xray_finish(file, x);
-	tk_xray_prof_free(p);
+	tk_sym_free(sym);
+	tk_prof_free(p);
 	tk_xray_free(x);
 	tk_xray_map_free(map);
 	return rc > status ? rc : status;

@@ -17,6 +17,8 @@
 #include "tracekit/common.h"
 #include "tracekit/detect.h"
 #include "tracekit/event.h"
+#include "tracekit/prof.h"
+#include "tracekit/symbolize.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,6 +176,22 @@ const char *tk_xray_map_name(const struct tk_xray_map *m, int32_t id);
 /* llvm-xray convert --output-format=yaml (records sorted by TSC, as it does by default);
  * MAP (may be NULL) symbolises "function". */
 int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out);
+
+/* The `llvm-xray account` table from a profile of tk_xray_decode's events (tk_prof with
+ * the log's cycle frequency): count, min, median, 90p, 99p, max, sum in seconds. */
+struct tk_xray_account_opts {
+	size_t sz;
+	int sort_key;              /* tk_xray_account_sort_key() */
+	uint64_t top;              /* 0 = all rows */
+	int csv;
+	int per_thread;
+};
+/* funcid (0), count, min, med, 90p, 99p, max, sum (7); -1 if unknown. */
+int tk_xray_account_sort_key(const char *name);
+int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk_xray *x,
+		    const struct tk_xray_map *map, const struct tk_xray_account_opts *o);
+/* Hand the map's names (or addresses) to a symboliser for the shared writers. */
+int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);
 
 /* tracekit dump: every record with its offset. Returns the number of damaged spots. */
 long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, struct tk_buf *out,

@@ -57,7 +57,7 @@ done
 for log in st-basic st-fdr; do
 	f=$(one $log)
 	llvm-xray-16 account -m prog -format=csv "$f" | tail -n +2 | cut -d, -f1,2,8 | sort >ref.acc
-	"$TK" profile --to csv "$f" | tail -n +2 | cut -d, -f1,2,8 | sort >out.acc
+	"$TK" profile --to account-csv "$f" | tail -n +2 | cut -d, -f1,2,8 | sort >out.acc
 	[ -s ref.acc ] && cmp -s ref.acc out.acc && ok "$log account counts/sums" ||
 		{ bad "$log account differs"; diff ref.acc out.acc | head; }
 done
@@ -65,7 +65,7 @@ done
 # 3. Ground truth where llvm-xray fails. Per thread, work() runs ITERS iterations of
 # tailer (tail call into leaf), witharg and fib(6); so leaf, tailer and witharg are called
 # ITERS times per thread and work once; fib's count per fib(6) comes from the basic log.
-counts() { "$TK" profile --instr-map prog --to csv "$1" | tail -n +2 | awk -F, '$9 ~ /^(fib|leaf|tailer|witharg|work)$/ {print $9 "," $2}' | sort; }
+counts() { "$TK" profile --instr-map prog --to account-csv "$1" | tail -n +2 | awk -F, '$9 ~ /^(fib|leaf|tailer|witharg|work)$/ {print $9 "," $2}' | sort; }
 expect() { # threads iters fib_per_iter
 	local t=$1 n=$2 c=$3
 	printf 'fib,%d\nleaf,%d\ntailer,%d\nwitharg,%d\nwork,%d\n' $((t * n * c)) $((t * n)) \
@@ -118,7 +118,7 @@ done
 # 4. Ring-wrapped log: decodes fully, orphan exits counted and reported, exit status 1.
 f=$(ls -1t wrap-prog.* | head -n 1)
 set +e
-"$TK" profile --instr-map prog "$f" >wrap.out 2>wrap.err
+"$TK" profile --to account --instr-map prog "$f" >wrap.out 2>wrap.err
 st=$?
 set -e
 [ $st -eq 1 ] && grep -q "exits without their enters" wrap.err && grep -q "^ *1 .* fib" wrap.out &&

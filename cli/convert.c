@@ -19,7 +19,13 @@ static const char usage[] =
 	"                  perfetto, json): a slice per instruction with stage slices, a process\n"
 	"                  per thread and a track per row and lane; 1 cycle = 1 us\n"
 	"gem5 O3PipeView text:\n"
-	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n";
+	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"Traces with calls (a slice per call, per thread):\n"
+	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
+	"  --to chrome     Chrome trace-event JSON\n"
+	"  --time A:B      only calls running in ticks [A, B) (clipped to the window)\n"
+	"  --max-events N  at most N slices (default 10 million)\n"
+	"  --elf FILE[:BASE]  slice names from FILE's symbols\n";
 
 static void kanata_diag(void *ctx, const struct tk_kanata_diag *d)
 {

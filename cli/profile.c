@@ -9,7 +9,11 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --to FMT        text, json, csv, folded, pprof\n"
+	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --stacks        folded stacks (same as --to folded)\n"
+	"  --lines         per source line (same as --to lines; needs --elf)\n"
+	"  --source        annotated source listing (same as --to source; needs --elf)\n"
+	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n";
 

@@ -221,6 +221,33 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 	return (int)(s->nmods - 1);
 }
 
+int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		tk_log(TK_LOG_ERROR, "%s: cannot open", path);
+		return -TK_E_IO;
+	}
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	uint64_t lo = UINT64_MAX;
+	size_t nph = 0;
+	if (e && elf_getphdrnum(e, &nph) == 0)
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < lo)
+				lo = ph.p_vaddr;
+		}
+	if (e)
+		elf_end(e);
+	close(fd);
+	if (lo == UINT64_MAX) {
+		tk_log(TK_LOG_ERROR, "%s: no loadable segment", path);
+		return -TK_E_BAD_FORMAT;
+	}
+	return tk_sym_add_elf(s, path, base - (lo & ~(uint64_t)4095));
+}
+
 int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -TK_E_NOT_FOUND;

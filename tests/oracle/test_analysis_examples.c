@@ -416,6 +416,21 @@ static void test_loops(void **state)
 	assert_null(strstr(folded, "inner;apply"));
 	free(folded);
 
+	/* annotated source: the inlined helper's line shows its 50 executions */
+	char *src = render(r->whole, r->sym, TK_OUT_SOURCE);
+	if (getenv("TK_SHOW"))
+		fprintf(stderr, "%s\n%s", src, render(r->whole, r->sym, TK_OUT_CALLTREE));
+	char want[256];
+	snprintf(want, sizeof want, "%12u", 50);
+	const char *sq = strstr(src, "return x * x; /* LINE:square */");
+	assert_non_null(sq);
+	const char *bol = sq;
+	while (bol > src && bol[-1] != '\n')
+		bol--;
+	assert_memory_equal(bol, want, 12);
+	assert_non_null(strstr(src, "           .            .     1  /* Loops with known counts"));
+	free(src);
+
 	struct tk_prof_summary s;
 	tk_prof_summary(r->whole, &s);
 	assert_int_equal(s.insns, r->ninsns);

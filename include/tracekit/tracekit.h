@@ -12,5 +12,7 @@
 #include "tracekit/gem5.h"
 #include "tracekit/xtrace.h"
 #include "tracekit/btrace.h"
+#include "tracekit/image.h"
+#include "tracekit/flow.h"
 
 #endif

@@ -35,6 +35,7 @@ struct tk_flow_q {
 	uint64_t tnt;
 	uint64_t ip;
 	int has_ip;
+	int mode;        /* TIP: execution mode from the target on; -1 = unchanged */
 };
 
 /* Fill Q with the next item. Return < 0 on a trace error (the walker returns it). */
@@ -64,12 +65,12 @@ void tk_flow_reset_stack(struct tk_flow *f);
 void tk_flow_set_time(struct tk_flow *f, uint64_t time);
 void tk_flow_set_track(struct tk_flow *f, uint32_t track);
 
-/* Walk from *IP in MODE, emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
+/* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
  * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip),
  * -TK_E_BAD_OPCODE (undecodable code at *ip), -TK_E_BAD_FORMAT (the trace does not fit the
  * code at res.from), -TK_E_LIMIT (no trace consumed for too long), or the oracle's or
  * sink's error. The oracle's pending item survives between calls. */
-int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int mode, const struct tk_flow_oracle *o,
+int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int *mode, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res);
 /* Drop the oracle item the walker holds (after an error or resync). */
 void tk_flow_clear_pending(struct tk_flow *f);

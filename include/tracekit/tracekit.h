@@ -14,5 +14,6 @@
 #include "tracekit/btrace.h"
 #include "tracekit/image.h"
 #include "tracekit/flow.h"
+#include "tracekit/ipt_flow.h"
 
 #endif

@@ -138,11 +138,12 @@ static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uin
 	return 0;
 }
 
-int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int mode, const struct tk_flow_oracle *o,
+int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res)
 {
 	struct tk_flow_q *q = &f->q;
 	uint64_t ip = *ipp;
+	int mode = *modep;
 	uint32_t idle = 0;
 	int rc;
 
@@ -189,14 +190,11 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int mode, const struct tk_flo
 			    b.cls == TK_ISA_CALL_IND || b.cls == TK_ISA_FAR;
 
 		if (needs && (q->kind == TK_FLOWQ_END || q->kind == TK_FLOWQ_STOP)) {
-			/* The branch cannot be followed: report what ran before it. */
-			if (b.ninsn > 1) {
-				if ((rc = emit(f, out, TK_EV_BLOCK, b.start,
-					       insn_addr(&f->cache, &b, b.ninsn - 2), b.ninsn - 1, 0,
-					       b.mode)) < 0)
-					goto out;
-				res->insns += b.ninsn - 1;
-			}
+			/* The branch cannot be followed. Like libipt, the branch itself is
+			 * reported: it was executed, only its outcome is unknown. */
+			if ((rc = emit(f, out, TK_EV_BLOCK, b.start, b.last, b.ninsn, 0, b.mode)) < 0)
+				goto out;
+			res->insns += b.ninsn;
 			res->from = b.last;
 			ip = b.last;
 			rc = q->kind == TK_FLOWQ_END ? TK_FLOW_ENDED : -TK_E_BAD_FORMAT;
@@ -268,6 +266,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int mode, const struct tk_flo
 				ip = to;
 			} else if (q->kind == TK_FLOWQ_TIP) {
 				ip = q->ip;
+				if (q->mode >= 0)
+					mode = q->mode;
 				q->kind = TK_FLOWQ_NONE;
 			} else {
 				goto disable_or_fail;
@@ -280,6 +280,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int mode, const struct tk_flo
 			if (q->kind != TK_FLOWQ_TIP)
 				goto disable_or_fail;
 			ip = q->ip;
+			if (q->mode >= 0)
+				mode = q->mode;
 			q->kind = TK_FLOWQ_NONE;
 			idle = 0;
 			if (b.cls == TK_ISA_CALL_IND) {
@@ -303,6 +305,7 @@ disable_or_fail:
 	}
 out:
 	*ipp = ip;
+	*modep = mode;
 	return rc;
 }
 

@@ -138,12 +138,14 @@ int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkt);
 int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkts,
 			  size_t n, int *err);
 
-/* Move to the next PSB after the current one (or at/after the current position when
- * not yet synchronised), as libipt's pt_pkt_sync_forward. -TK_E_EOF if there is none. */
+/* Move to the next PSB, as libipt's pt_pkt_sync_forward: the first one starting at
+ * most 15 bytes before the current position (so a PSB partly eaten by a bad packet is
+ * found), or after the current sync point when standing on it. -TK_E_EOF if none. */
 int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *dec);
-/* Move to the last PSB before the current sync point (from the end when unsynced). */
+/* Move to the last PSB before the current position (from the end when unsynced). */
 int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *dec);
-/* Decode from OFFSET on, whatever is there (no PSB check). -TK_E_EOF if past the end. */
+/* Decode from OFFSET on, whatever is there (no PSB check); OFFSET becomes the sync
+ * point. -TK_E_EOF if past the end. */
 int tk_ipt_pkt_sync_set(struct tk_ipt_pkt_decoder *dec, uint64_t offset);
 /* Current position and last sync point (offsets include base_offset). */
 int tk_ipt_pkt_get_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
@@ -220,6 +222,9 @@ struct tk_ipt_dump_opts {
  * negative error from OUT or ON_ERROR. */
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *opts,
 		struct tk_buf *out, struct tk_gap_stats *gaps);
+
+/* Short text for a packet decode error ("unknown opcode", "bad packet", ...). */
+const char *tk_ipt_error_text(int err);
 
 /* Format one packet as ptdump does (no newline). LAST may be NULL (no --lastip). */
 void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,

@@ -156,7 +156,9 @@ const char *tk_input_name(const struct tk_input *in)
 
 uint64_t tk_input_file_size(const struct tk_input *in)
 {
-	return in->file_size;
+	/* A pipe's size is what has been read of it so far. */
+	return in->is_pipe ? (in->raw_pos > in->pushback_len ? in->raw_pos : in->file_size)
+			   : in->file_size;
 }
 
 /* Pipe mode: make sure the first N raw bytes are in the push-back buffer. */

@@ -432,19 +432,16 @@ int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *p
 		return -TK_E_NOSYNC;
 	if (before > len)
 		before = len;
-	/* A PSB starting before BEFORE has its aligned word below BEFORE + 7. */
-	size_t i = ((size_t)before + 7) & ~(size_t)7;
-	if (i + 8 > len)
-		i = (len - 8) & ~(size_t)7;
-	for (;; i -= 8) {
-		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0 &&
-		    s < before) {
+	/* As libipt: the highest aligned payload word wholly below BEFORE decides. */
+	size_t i = (size_t)before & ~(size_t)7;
+	while (i >= 8) {
+		i -= 8;
+		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0) {
 			*psb = s;
 			return 0;
 		}
-		if (i < 8)
-			return -TK_E_NOSYNC;
 	}
+	return -TK_E_NOSYNC;
 }
 
 uint64_t tk_ipt_psb_count(const uint8_t *buf, size_t len)
@@ -535,7 +532,8 @@ struct tk_ipt_pkt_decoder {
 	const uint8_t *buf;
 	size_t len;
 	size_t pos;
-	size_t sync;          /* SIZE_MAX: not synchronised */
+	int synced;           /* POS is valid */
+	size_t psb;           /* last sync point (sync_forward/backward), or SIZE_MAX */
 	uint64_t base;
 	struct tk_ipt_ctx ctx;
 };
@@ -558,7 +556,7 @@ struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len
 	}
 	d->buf = buf;
 	d->len = len;
-	d->sync = SIZE_MAX;
+	d->psb = SIZE_MAX;
 	if (opts && opts->sz >= offsetof(struct tk_ipt_pkt_opts, base_offset) + sizeof(uint64_t))
 		d->base = opts->base_offset;
 	if (err)
@@ -575,7 +573,7 @@ int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkt)
 {
 	if (!d || !pkt)
 		return -TK_E_INVAL;
-	if (d->sync == SIZE_MAX)
+	if (!d->synced)
 		return -TK_E_BAD_STATE;
 	if (d->pos >= d->len)
 		return -TK_E_EOF;
@@ -598,7 +596,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 		e = -TK_E_INVAL;
 		goto out;
 	}
-	if (d->sync == SIZE_MAX) {
+	if (!d->synced) {
 		e = -TK_E_BAD_STATE;
 		goto out;
 	}
@@ -631,11 +629,15 @@ int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *d)
 	if (!d)
 		return -TK_E_INVAL;
 	from = d->pos;
-	if (d->sync != SIZE_MAX && from == d->sync)
+	if (from == d->psb)
 		from += TK_IPT_PSB_SIZE;
+	/* As libipt: start a little earlier to find a PSB that a preceding (bad)
+	 * packet has partly eaten. */
+	from -= from < TK_IPT_PSB_SIZE - 1 ? from : TK_IPT_PSB_SIZE - 1;
 	if (from > d->len || tk_ipt_psb_find(d->buf, d->len, from, &s) < 0)
 		return -TK_E_EOF;
-	d->pos = d->sync = s;
+	d->pos = d->psb = s;
+	d->synced = 1;
 	d->ctx.blk = 0;
 	return 0;
 }
@@ -645,10 +647,11 @@ int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *d)
 	uint64_t s;
 	if (!d)
 		return -TK_E_INVAL;
-	size_t before = d->sync != SIZE_MAX ? d->sync : d->len;
+	size_t before = d->synced ? d->pos : d->len;
 	if (tk_ipt_psb_prev(d->buf, d->len, before, &s) < 0)
 		return -TK_E_EOF;
-	d->pos = d->sync = (size_t)s;
+	d->pos = d->psb = (size_t)s;
+	d->synced = 1;
 	d->ctx.blk = 0;
 	return 0;
 }
@@ -659,7 +662,8 @@ int tk_ipt_pkt_sync_set(struct tk_ipt_pkt_decoder *d, uint64_t offset)
 		return -TK_E_INVAL;
 	if (offset < d->base || offset - d->base > d->len)
 		return -TK_E_EOF;
-	d->pos = d->sync = (size_t)(offset - d->base);
+	d->pos = d->psb = (size_t)(offset - d->base);
+	d->synced = 1;
 	d->ctx.blk = 0;
 	return 0;
 }
@@ -676,8 +680,8 @@ int tk_ipt_pkt_get_sync_offset(const struct tk_ipt_pkt_decoder *d, uint64_t *off
 {
 	if (!d || !offset)
 		return -TK_E_INVAL;
-	if (d->sync == SIZE_MAX)
+	if (d->psb == SIZE_MAX)
 		return -TK_E_BAD_STATE;
-	*offset = d->base + d->sync;
+	*offset = d->base + d->psb;
 	return 0;
 }

@@ -104,6 +104,8 @@ static int libipt_insns(const uint8_t *buf, size_t len, struct tk_image *img, st
 			status = pt_insn_next(d, &insn, sizeof(insn));
 			if (insn.iclass != ptic_error)
 				addrs_push(out, insn.ip);
+			if (out->n > 100000000)
+				return -1;   /* runaway: the stream is not what we meant */
 			if (status < 0)
 				break;
 		}
@@ -115,6 +117,19 @@ static int libipt_insns(const uint8_t *buf, size_t len, struct tk_image *img, st
 			pt_insn_get_offset(d, &off);
 			fprintf(stderr, "libipt: %s at offset 0x%llx after %zu insns\n",
 				pt_errstr(pt_errcode(status)), (unsigned long long)off, out->n);
+			struct tk_isa isa;
+
+			tk_isa_init(&isa);
+			for (size_t k = out->n > 60 ? out->n - 60 : 0; k < out->n; k++) {
+				uint8_t code[16];
+				char text[128] = "";
+				int n = tk_image_read(img, out->a[k], code, sizeof(code));
+
+				if (n > 0)
+					tk_isa_format(&isa, TK_ISA_64, code, (size_t)n, out->a[k], text,
+						      sizeof(text));
+				fprintf(stderr, "  %llx %s\n", (unsigned long long)out->a[k], text);
+			}
 		}
 		(*nerr)++;
 	}

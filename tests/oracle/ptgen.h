@@ -48,6 +48,7 @@ struct ptgen {
 	uint64_t insns;              /* instructions executed while tracing */
 	uint64_t tsc;
 	int ovf_lost;                /* instructions left to run without packets */
+	uint64_t silent;             /* instructions since the last packet */
 };
 
 static uint64_t ptgen_rand(struct ptgen *g)
@@ -68,6 +69,7 @@ static size_t ptgen_off(struct ptgen *g)
 
 static int ptgen_put(struct ptgen *g, struct pt_packet *p)
 {
+	g->silent = 0;
 	if (ptgen_off(g) + 64 > g->cap)
 		return -1;
 	return pt_enc_next(g->enc, p) < 0 ? -1 : 0;
@@ -263,6 +265,14 @@ static long ptgen_run(struct ptgen *g)
 		}
 		if (!quiet)
 			g->insns++;
+		if (++g->silent > 20000 && !quiet) {
+			/* a loop of direct jumps: no trace would ever come. Stop tracing here
+			 * (asynchronously) and restart elsewhere. */
+			if (ptgen_ip(g, ppt_fup, ip, 0) < 0 || ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 ||
+			    ptgen_enable(g, &ip) < 0)
+				return -1;
+			continue;
+		}
 		uint64_t next = ip + in.len;
 
 		if (in.cls == TK_ISA_OTHER) {
@@ -317,10 +327,8 @@ static long ptgen_run(struct ptgen *g)
 				if (!quiet && ptgen_bit(g, 1) < 0)
 					return -1;
 			} else {
-				if (g->cdepth) {
-					g->ctop = (g->ctop + 63) % 64;
-					g->cdepth--;
-				}
+				/* an uncompressed return leaves the compression stack alone
+				 * (libipt's decoders assume the same) */
 				if (!quiet && ptgen_ip(g, ppt_tip, to, 0) < 0)
 					return -1;
 			}

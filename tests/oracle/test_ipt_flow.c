@@ -69,7 +69,11 @@ static void run_case(const struct ptgen_opts *go_in)
 	len = ptgen_run(&g);
 	assert_true(len > 0);
 	if (getenv("PTGEN_SAVE")) {
-		FILE *fp = fopen(getenv("PTGEN_SAVE"), "wb");
+		char path[256];
+		FILE *fp;
+
+		snprintf(path, sizeof(path), "%s.%llu", getenv("PTGEN_SAVE"), (unsigned long long)go.seed);
+		fp = fopen(path, "wb");
 
 		if (fp) {
 			fwrite(g.buf, 1, (size_t)len, fp);

@@ -1,5 +1,10 @@
 /* tracekit convert: convert a trace to another format. Each format's handler is one case below; the work is in the library. */
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "tracekit/out.h"
+#include "tracekit/xray.h"
 
 static const char usage[] =
 	"usage: tracekit convert --to FMT [OPTIONS] FILE...\n"
@@ -7,13 +12,258 @@ static const char usage[] =
 	"Convert a trace to another format.\n"
 	"\n"
 	"  --to FMT        output format\n"
-	"  -o FILE         write to FILE\n";
+	"  -o FILE         write to FILE\n"
+	"\n"
+	"Kanata pipeline logs:\n"
+	"  --to kanata     normalised Kanata (the four-column form Konata reads)\n"
+	"  --cycles A:B    with --to kanata: only instructions alive in cycles [A, B), renumbered,\n"
+	"                  as a valid smaller log; instructions alive at A start there\n"
+	"  --to chrome     Chrome trace-event JSON for Perfetto / chrome://tracing (also:\n"
+	"                  perfetto, json): a slice per instruction with stage slices, a process\n"
+	"                  per thread and a track per row and lane; 1 cycle = 1 us\n"
+	"gem5 O3PipeView text:\n"
+	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"Traces with calls (a slice per call, per thread):\n"
+	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
+	"  --to chrome     Chrome trace-event JSON\n"
+	"  --time A:B      only calls running in ticks [A, B) (clipped to the window)\n"
+	"  --max-events N  at most N slices (default 10 million)\n"
+	"  --elf FILE[:BASE]  slice names from FILE's symbols\n"
+	"LLVM XRay logs:\n"
+	"  --to xray-yaml  llvm-xray convert -f yaml, record for record (the default)\n"
+	"  --to chrome     Chrome trace-event JSON, --to perfetto Perfetto protobuf: a slice per\n"
+	"                  call on a track per thread (shared timeline writer)\n"
+	"  --instr-map F   ELF binary or `llvm-xray extract` YAML: function names\n";
+
+static void kanata_diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	const char *file = ctx;
+	if (d->level == TK_LOG_ERROR)
+		fprintf(stderr, "tracekit: %s:%llu: error: %s\n", file, (unsigned long long)d->line, d->msg);
+}
+
+struct count_ctx {
+	const char *file;
+	uint64_t errors;
+};
+
+static void kanata_diag_count(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct count_ctx *k = ctx;
+	if (d->level != TK_LOG_ERROR)
+		return;
+	if (k->errors++ < 20)
+		kanata_diag((void *)k->file, d);
+}
+
+static int convert_kanata(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct count_ctx cc = { file, 0 };
+	struct tk_kanata_conv_opts co = { .sz = sizeof co, .cycle_from = INT64_MIN,
+					  .cycle_to = INT64_MAX, .diag = kanata_diag_count,
+					  .ctx = &cc };
+	const char *to = o->to ? o->to : "kanata";
+	struct tk_buf out;
+	int rc;
+
+	if (o->cycles) {
+		uint64_t a = 0, b = UINT64_MAX;
+		if (cli_parse_range(o->cycles, &a, &b) < 0 || a >= b) {
+			cli_error(NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
+			return EXIT_USAGE;
+		}
+		co.cycle_from = (int64_t)a;
+		co.cycle_to = b > INT64_MAX ? INT64_MAX : (int64_t)b;
+	}
+	int chrome = !strcmp(to, "chrome") || !strcmp(to, "perfetto") || !strcmp(to, "json");
+	if (!chrome && strcmp(to, "kanata")) {
+		cli_error(NULL, UINT64_MAX, "convert: Kanata input: --to %s: expected kanata or chrome", to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	if (chrome)
+		rc = tk_kanata_to_chrome(in, &out, &co);
+	else if (o->cycles)
+		rc = tk_kanata_cut(in, &out, &co);
+	else
+		rc = tk_kanata_rewrite(in, &out, &co);
+	int status = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (cc.errors > 20)
+		fprintf(stderr, "tracekit: %s: %llu more errors (tracekit check lists all)\n", file,
+			(unsigned long long)(cc.errors - 20));
+	if (cc.errors && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	return status;
+}
+
+static void gem5_diag(void *ctx, uint64_t line, int is_error, const char *msg)
+{
+	fprintf(stderr, "tracekit: %s:%llu: %s: %s\n", (const char *)ctx, (unsigned long long)line,
+		is_error ? "error" : "warning", msg);
+}
+
+static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = (void *)file };
+	struct tk_gem5_result res;
+	const char *to = o->to ? o->to : "kanata";
+	struct tk_buf out;
+	int rc;
+
+	if (strcmp(to, "kanata")) {
+		cli_error(NULL, UINT64_MAX, "convert: gem5 input: --to %s: expected kanata", to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	rc = tk_gem5_to_kanata(in, &out, &go, &res);
+	int status = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu instructions (%llu retired, %llu squashed), "
+			"%llu ticks per cycle\n", file, (unsigned long long)res.insns,
+			(unsigned long long)res.retired, (unsigned long long)res.squashed,
+			(unsigned long long)res.ticks_per_cycle);
+	if ((res.skipped_lines || res.out_of_order) && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	return status;
+}
+
+/* XRay: map the log, load --instr-map, index the buffers. */
+static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+				 struct tk_xray_map **map, int *status)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err;
+
+	*map = NULL;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
+		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
+			  tk_strerror(err));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+				   .max_func_id = tk_xray_map_max_id(*map) };
+	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
+	if (!x) {
+		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
+			  "not a readable XRay log: %s", tk_strerror(err));
+		tk_xray_map_free(*map);
+		*map = NULL;
+		*status = EXIT_INPUT;
+	}
+	return x;
+}
+
+/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
+static int xray_finish(const char *file, struct tk_xray *x)
+{
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	if (st->orphan_exits)
+		cli_warn(file, UINT64_MAX,
+			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
+			 (unsigned long long)st->orphan_exits);
+	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+/* Chrome / Perfetto through the shared timeline writer, fed by the parallel decoder. */
+static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
+			 enum tk_timeline_kind kind, struct tk_buf *out)
+{
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	int err, rc;
+	struct tk_sym *sym = tk_sym_new(&so, &err);
+	if (!sym)
+		return err;
+	if ((rc = tk_xray_map_to_sym(map, sym)) < 0) {
+		tk_sym_free(sym);
+		return rc;
+	}
+	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
+				       .clock = { tk_xray_header(x)->cycle_frequency },
+				       .process_name = "xray" };
+	struct tk_timeline *t = tk_timeline_new(out, &to, &err);
+	if (!t) {
+		tk_sym_free(sym);
+		return err;
+	}
+	for (size_t i = 0; i < tk_xray_thread_count(x); i++) {
+		char name[64];
+		const struct tk_xray_thread_info *ti = tk_xray_thread(x, i);
+		snprintf(name, sizeof name, "thread %u (process %u)", ti->tid, ti->pid);
+		tk_timeline_track_name(t, (uint32_t)i, name);
+	}
+	rc = tk_xray_decode(x, tk_timeline_sink(t));
+	int frc = tk_timeline_finish(t);
+	tk_timeline_free(t);
+	tk_sym_free(sym);
+	return rc < 0 ? rc : frc;
+}
+
+static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_xray_map *map;
+	struct tk_buf out;
+	int status = 0, rc;
+	const char *to = o->to ? o->to : "xray-yaml";
+
+	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
+	if (strcmp(to, "xray-yaml") && strcmp(to, "yaml") && !tl) {
+		cli_error(NULL, UINT64_MAX,
+			  "convert: XRay logs convert to xray-yaml, chrome or perfetto, not '%s'", to);
+		return EXIT_USAGE;
+	}
+	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	if (!x)
+		return status;
+	if ((rc = cli_out_open(o, &out))) {
+		tk_xray_free(x);
+		tk_xray_map_free(map);
+		return rc;
+	}
+	if (tl) {
+		rc = xray_timeline(x, map, tl, &out);
+	} else {
+		rc = tk_xray_yaml(x, map, &out);
+	}
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	int wrc = cli_out_close(&out);
+	if (wrc > status)
+		status = wrc;
+	rc = xray_finish(file, x);
+	tk_xray_free(x);
+	tk_xray_map_free(map);
+	return rc > status ? rc : status;
+}
 
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
-	(void)o, (void)in;
 	switch (fi->id) {
+	case TK_FMT_XRAY:
+		return xray_convert(o, file, in);
+	case TK_FMT_KANATA:
+		return convert_kanata(o, file, in);
+	case TK_FMT_GEM5_O3:
+		return convert_gem5(o, file, in);
 	default:
 		return cli_unsupported("convert", file, fi);
 	}

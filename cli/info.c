@@ -15,6 +15,8 @@ static const char usage[] =
 	"\n"
 	"  --format NAME   skip detection: ipt, perf, xray, kanata, gem5, xtrace,\n"
 	"                  xtrace-snapshot, btrace\n"
+	"  -j N            threads for readers that split their input (Intel PT: at PSBs);\n"
+	"                  the output does not depend on N\n"
 	"\n"
 	"Exit status: 0 all files recognised; 1 a reader skipped damaged data; 3 a file could\n"
 	"not be read or its format is unknown (the others are still reported).\n";

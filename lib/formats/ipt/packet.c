@@ -10,7 +10,13 @@
 #include "formats/ipt/internal.h"
 #include "formats/ipt/fast_table.h"
 
-/* The fast path writes every simple packet through the ip member. */
+/* The fast path writes every simple packet through the ip member, and kind + size as
+ * one 8-byte header, the union's second word as one 8-byte store. */
+_Static_assert(offsetof(struct tk_ipt_packet, kind) == 0 &&
+	       offsetof(struct tk_ipt_packet, size) == sizeof(enum tk_ipt_pkt_kind) &&
+	       sizeof(enum tk_ipt_pkt_kind) == 4 && offsetof(struct tk_ipt_packet, offset) == 8 &&
+	       offsetof(struct tk_ipt_packet, ip.ipc) + 8 <= sizeof(struct tk_ipt_packet),
+	       "packet header layout");
 _Static_assert(offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tnt.bits) &&
 	       offsetof(struct tk_ipt_packet, ip.ipc) == offsetof(struct tk_ipt_packet, tnt.count) &&
 	       offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tsc.tsc) &&
@@ -639,24 +645,32 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	size_t pos = d->pos, len = d->len;
 	uint64_t base = d->base;
 	uint8_t blk = d->ctx.blk;
-	for (; i < n; i++) {
-		struct tk_ipt_packet *k = &pkts[i];
-		/* Fast path: the size comes from a 256-byte table (the only load on the
-		 * pos -> pos dependency chain), the rest from a parallel one; the only
-		 * data-dependent branch is "simple or not". Needs 9 readable bytes. */
-		if (__builtin_expect(pos + 16 <= len && !blk, 1)) {
-			const uint8_t *p = buf + pos;
-			unsigned sz = fast_size[p[0]];
-			if (__builtin_expect(sz != 0, 1)) {
+	/* The fast loop may start a packet at pos < fast_end. */
+	size_t fast_end = len >= 16 ? len - 15 : 0;
+	while (i < n) {
+		/* Fast loop: one byte and one 256-byte table on the pos -> pos dependency
+		 * chain, the rest from a parallel table, "simple or not" the only data-
+		 * dependent branch. Runs while 9 bytes past the opcode are readable. */
+		if (__builtin_expect(!blk, 1)) {
+			while (i < n && pos < fast_end) {
+				const uint8_t *p = buf + pos;
+				unsigned sz = fast_size[p[0]];
+				if (__builtin_expect(sz == 0, 0))
+					break;
 				const struct fast_entry *f = &fast_table[p[0]];
-				k->kind = (enum tk_ipt_pkt_kind)f->kind;
-				k->size = (uint8_t)sz;
+				struct tk_ipt_packet *k = &pkts[i++];
+				memcpy(k, &f->hdr, 8);             /* kind, size */
 				k->offset = base + pos;
 				k->ip.ip = (tk_le64(p + 1) & f->mask) | f->val;
-				k->ip.ipc = f->aux;
+				memcpy((char *)k + offsetof(struct tk_ipt_packet, ip.ipc), &f->aux, 8);
 				pos += sz;
-				continue;
 			}
+			if (i == n)
+				break;
+		}
+		struct tk_ipt_packet *k = &pkts[i];
+		if (pos + 16 <= len && !blk) {
+			const uint8_t *p = buf + pos;
 			/* The two most frequent variable packets, inline. */
 			if (p[0] == 0x02 && p[1] == 0xa3) {
 				uint64_t v = rd48(p + 2);
@@ -668,6 +682,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 					k->tnt.bits = v & ~(1ULL << top);
 					k->tnt.count = (uint8_t)top;
 					pos += 8;
+					i++;
 					continue;
 				}
 			} else if ((p[0] & 7) == 7) {
@@ -685,6 +700,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 					k->offset = base + pos;
 					k->cyc.value = v;
 					pos += j;
+					i++;
 					continue;
 				}
 			}
@@ -702,6 +718,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 		k->offset = base + pos;
 		k->size = (uint8_t)r;
 		pos += (size_t)r;
+		i++;
 	}
 	d->pos = pos;
 out:

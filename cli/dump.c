@@ -12,8 +12,13 @@ static const char usage[] =
 	"  --lastip      (Intel PT) print reconstructed IPs\n"
 	"  -q, --quiet   only check the input; print nothing but errors\n"
 	"  -o FILE       write to FILE\n"
+	"\n"
+	"Intel PT streams print in ptdump's layout from the first PSB on; after a damaged\n"
+	"packet the dump marks the offset and resumes at the next PSB.\n"
 	"XRay: every FDR metadata/function record or basic-mode record, in llvm-xray\n"
-	"fdr-dump's notation, after one header line; damaged spots are marked <Error: ...>.\n";
+	"fdr-dump's notation, after one header line; damaged spots are marked <Error: ...>.\n"
+	"\n"
+	"Exit status: 0 clean; 1 input was skipped (decode errors); 3 unreadable input.\n";
 
 struct ipt_err_ctx {
 	const char *file;

@@ -31,7 +31,8 @@ static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 }
 
 /* Intel PT: PSBs, packet counts by kind, TSC range. */
-static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
+static int info_ipt(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_buf *out)
 {
 	const uint8_t *data;
 	size_t len;
@@ -42,7 +43,11 @@ static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	rc = tk_ipt_scan(data, len, &st, ipt_info_error, (void *)file);
+	struct tk_ipt_scan_opts so = {
+		.sz = sizeof so, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+		.on_error = ipt_info_error, .ctx = (void *)file,
+	};
+	rc = tk_ipt_scan_parallel(data, len, &so, &st);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
@@ -68,6 +73,43 @@ static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
 			      (unsigned long long)st.gaps.bytes_skipped,
 			      (unsigned long long)st.gaps.count);
 	return st.gaps.count ? EXIT_SKIPPED : EXIT_CLEAN;
+}
+
+/* Set when a pipe was read to its end for its size: readers cannot look at it again. */
+static int input_drained;
+
+/* Kanata: what the reader finds, in one line (tracekit stats has the rest). */
+static int info_kanata(const char *file, struct tk_input *in, struct tk_buf *out)
+{
+	struct tk_kanata_stats_opts so = { .sz = sizeof so };
+	struct tk_kanata_stats st;
+	size_t lanes = 0;
+	int rc = tk_kanata_stats_compute(in, &so, &st);
+
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_kanata_stats_free(&st);
+		return EXIT_INPUT;
+	}
+	for (size_t i = 0; i < st.nstages; i++) {
+		size_t j = 0;
+		while (j < i && strcmp(st.stages[j].lane, st.stages[i].lane))
+			j++;
+		lanes += j == i;
+	}
+	const struct tk_kanata_counts *c = &st.counts;
+	tk_buf_printf(out, "  %llu instructions (%llu retired, %llu flushed, %llu in flight at end), "
+		      "cycles %lld to %lld, %zu stages in %zu lane(s), %zu thread(s), %llu lines\n",
+		      (unsigned long long)c->insns, (unsigned long long)c->retired,
+		      (unsigned long long)c->flushed, (unsigned long long)c->in_flight,
+		      (long long)c->first_cycle, (long long)c->last_cycle, st.nstages, lanes,
+		      st.nthreads, (unsigned long long)c->lines);
+	if (c->errors)
+		tk_buf_printf(out, "  %llu lines skipped (tracekit check %s lists them)\n",
+			      (unsigned long long)c->errors, file);
+	rc = c->errors ? EXIT_SKIPPED : EXIT_CLEAN;
+	tk_kanata_stats_free(&st);
+	return rc;
 }
 
 /* Format-specific details after the first line; returns an exit status. */
@@ -173,12 +215,13 @@ static int xray_info(const struct cli_opts *o, const char *file, struct tk_input
 static int details(const struct cli_opts *o, const char *file, struct tk_input *in,
 		   const struct tk_format_info *fi, struct tk_buf *out)
 {
-	(void)o;
 	switch (fi->id) {
 	case TK_FMT_XRAY:
 		return xray_info(o, file, in, out);
 	case TK_FMT_IPT:
-		return info_ipt(file, in, out);
+		return info_ipt(o, file, in, out);
+	case TK_FMT_KANATA:
+		return input_drained ? EXIT_CLEAN : info_kanata(file, in, out);
 	default:
 		return EXIT_CLEAN;
 	}
@@ -212,8 +255,10 @@ static int run(struct cli_opts *o)
 			tk_buf_puts(&out, ", version ");
 			tk_buf_u64(&out, fi.version);
 		}
+		input_drained = 0;
 		if (tk_input_file_size(in) == 0) {
 			/* a pipe: read it to the end to know its size */
+			input_drained = 1;
 			static char sink[1 << 16];
 			long r;
 			while ((r = tk_input_read(in, sink, sizeof sink)) > 0)

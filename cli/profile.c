@@ -13,14 +13,18 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --stacks        call paths with exclusive time (folded stacks)\n"
+	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --stacks        folded stacks (same as --to folded)\n"
+	"  --lines         per source line (same as --to lines; needs --elf)\n"
+	"  --source        annotated source listing (same as --to source; needs --elf)\n"
+	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
+	"  -j N            threads (default: all cores)\n"
+	"  -o FILE         write to FILE\n"
+	"\n"
 	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
 	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
-	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n"
-	"  --to FMT        text, json, csv, folded, pprof\n"
-	"  -j N            threads (default: all cores)\n"
-	"  -o FILE         write to FILE\n";
+	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n";
 
 
 /* XRay: map the log, load --instr-map, index the buffers. */

@@ -625,6 +625,67 @@ static void test_gem5_window_sort(void **state)
 	tk_buf_free(&out);
 }
 
+/* ---- neutral events ---------------------------------------------------------------------- */
+struct ev_log {
+	struct tk_buf b;
+	uint64_t n[TK_EV__COUNT];
+};
+
+static int ev_sink(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_log *l = ctx;
+	for (size_t i = 0; i < n; i++) {
+		l->n[ev[i].kind]++;
+		tk_buf_printf(&l->b, "%s t%llu id%llu a%llu f%u\n", tk_event_kind_name(ev[i].kind),
+			      (unsigned long long)ev[i].time, (unsigned long long)ev[i].addr,
+			      (unsigned long long)ev[i].arg, ev[i].flags);
+	}
+	return 0;
+}
+
+static void test_decode_events(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk_kanata_ev_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, hand_log, sizeof hand_log - 1), (ssize_t)(sizeof hand_log - 1));
+	close(fd);
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	struct ev_log l = { 0 };
+	tk_buf_init(&l.b, -1, 4096);
+	int err;
+	struct tk_kanata_decoder *d = tk_kanata_decoder_new((struct tk_sink){ ev_sink, &l }, &err);
+	assert_non_null(d);
+	assert_int_equal(tk_kanata_decode(d, in), 0);
+	tk_input_free(in);
+	unlink(path);
+	/* 3 I; stages F F X X stl F; 2 retired, 1 flushed */
+	assert_int_equal(l.n[TK_EV_INSN_BEGIN], 3);
+	assert_int_equal(l.n[TK_EV_STAGE_BEGIN], 6);
+	assert_int_equal(l.n[TK_EV_STAGE_END], 6);
+	assert_int_equal(l.n[TK_EV_RETIRE], 2);
+	assert_int_equal(l.n[TK_EV_FLUSH], 1);
+	assert_int_equal(l.n[TK_EV_GAP], 0);
+	const char *lane;
+	/* stages are numbered in order of their first S: F, X, stl */
+	assert_string_equal(tk_kanata_decoder_stage(d, 1, &lane), "X");
+	assert_string_equal(lane, "0");
+	assert_string_equal(tk_kanata_decoder_stage(d, 2, &lane), "stl");
+	assert_string_equal(lane, "1");
+	assert_null(tk_kanata_decoder_stage(d, 3, &lane));
+	/* insn 0: F from 0 (cycle 10) ends at 1 when X begins; X ends at 3 before its retire */
+	tk_buf_putc(&l.b, 0);
+	assert_non_null(strstr(l.b.data, "stage-end t1 id0 a0 f0\nstage-begin t1 id0 a1 f0\n"));
+	assert_non_null(strstr(l.b.data, "stage-end t3 id0 a1 f0\nretire t3 id0 a0 f0\n"));
+	/* the stall lane (1) of insn 1: begins at 2, ends at 5 */
+	assert_non_null(strstr(l.b.data, "stage-begin t2 id1 a2 f1\n"));
+	assert_non_null(strstr(l.b.data, "stage-end t5 id1 a2 f1\n"));
+	tk_kanata_decoder_free(d);
+	tk_buf_free(&l.b);
+}
+
 /* ---- bounded memory on one 100 MB line --------------------------------------------------------- */
 static long maxrss_kb(void)
 {
@@ -810,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_gem5_basic),
 		cmocka_unit_test(test_gem5_order_squash),
 		cmocka_unit_test(test_gem5_window_sort),
+		cmocka_unit_test(test_decode_events),
 		cmocka_unit_test(test_huge_line),
 		cmocka_unit_test(test_parallel_equals_serial),
 	};

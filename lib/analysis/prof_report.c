@@ -73,7 +73,7 @@ static uint8_t *recursive_flags(const struct tk_prof *p)
 				active[n->func]++;
 			}
 			rc = dfs_push(&d, v | 0x80000000u);
-			for (uint32_t c = n->first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 				rc = dfs_push(&d, c);
 		}
 	}
@@ -253,7 +253,7 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 	for (size_t ti = 0; ti < p->ntracks && rc >= 0; ti++) {
 		const struct track *t = &p->tracks[ti];
 		/* stack entries: node index, with its depth implied by a parallel walk */
-		for (uint32_t c = p->nodes[t->root].first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+		for (uint32_t c = p->links[t->root].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 			rc = dfs_push(&d, c);
 		while (d.n && rc >= 0) {
 			uint32_t v = d.stack[--d.n];
@@ -278,7 +278,7 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				const struct node *n = &p->nodes[a];
 				k--;
 				frames[k].kind = n->kind;
-				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? n->hint : n->key;
+				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? p->links[a].hint : n->key;
 			}
 			const struct node *n = &p->nodes[v];
 			struct tk_prof_path_stats st = {
@@ -287,7 +287,7 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				.incl_insns = n->incl_insns, .excl_insns = n->excl_insns,
 			};
 			rc = fn(ctx, frames, depth, &st);
-			for (uint32_t c = n->first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 				rc = dfs_push(&d, c);
 		}
 	}

@@ -357,7 +357,14 @@ static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 			if (fn->ndur == fn->cdur &&
 			    grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
 				return -TK_E_NOMEM;
-			fn->dur[fn->ndur++] = incl_t;
+			if (__builtin_expect(incl_t >= DUR_BIG, 0)) {
+				if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
+					return -TK_E_NOMEM;
+				fn->big[fn->nbig++] = incl_t;
+				fn->dur[fn->ndur++] = DUR_BIG;
+			} else {
+				fn->dur[fn->ndur++] = (uint32_t)incl_t;
+			}
 		}
 	}
 	add_child_cost(t, incl_t, incl_i);
@@ -487,8 +494,10 @@ void tk_prof_free(struct tk_prof *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nfuncs; i++)
+	for (size_t i = 0; i < p->nfuncs; i++) {
 		free(p->funcs[i].dur);
+		free(p->funcs[i].big);
+	}
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
@@ -792,6 +801,12 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 				goto nomem;
 			memcpy(f->dur + f->ndur, ff->dur, ff->ndur * sizeof *f->dur);
 			f->ndur += ff->ndur;
+		}
+		if (ff->nbig) {
+			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0)
+				goto nomem;
+			memcpy(f->big + f->nbig, ff->big, ff->nbig * sizeof *f->big);
+			f->nbig += ff->nbig;
 		}
 	}
 	uint32_t *map = malloc((from->nnodes + 1) * sizeof *map);

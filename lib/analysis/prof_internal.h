@@ -27,9 +27,14 @@ struct nlink {
 struct func {
 	uint64_t key;
 	uint32_t kind, track;
-	uint64_t *dur;            /* durations of completed calls */
+	uint32_t *dur;            /* durations of completed calls; DUR_BIG: the next of big[] */
 	size_t ndur, cdur;
+	uint64_t *big;            /* durations >= DUR_BIG, in order (rare: half the memory
+				     traffic for the common case) */
+	size_t nbig, cbig;
 };
+
+#define DUR_BIG UINT32_MAX
 
 struct block {
 	uint64_t start, end, execs, insns;

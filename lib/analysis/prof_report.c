@@ -90,6 +90,15 @@ fail:
 	return NULL;
 }
 
+/* The durations of F as 64-bit values, appended at OUT. */
+static size_t expand_durations(const struct func *f, uint64_t *out)
+{
+	size_t b = 0;
+	for (size_t i = 0; i < f->ndur; i++)
+		out[i] = f->dur[i] == DUR_BIG && b < f->nbig ? f->big[b++] : f->dur[i];
+	return f->ndur;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -188,9 +197,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	}
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			if (p->funcs[i].ndur)
-				memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
-			dur_stats(&rows[i], tmp, p->funcs[i].ndur);
+			dur_stats(&rows[i], tmp, expand_durations(&p->funcs[i], tmp));
 		}
 	} else {
 		/* fold rows of the same function over tracks; keep the func index to find durations */
@@ -217,10 +224,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs && p->funcs[origin].ndur) {
-					memcpy(tmp + nd, p->funcs[origin].dur, p->funcs[origin].ndur * sizeof *tmp);
-					nd += p->funcs[origin].ndur;
-				}
+				if (origin < p->nfuncs)
+					nd += expand_durations(&p->funcs[origin], tmp + nd);
 			}
 			acc.track = 0;
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)

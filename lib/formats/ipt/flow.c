@@ -30,6 +30,8 @@ struct ptd {
 	size_t last_off;            /* offset of the last packet read */
 	size_t err_off;             /* offset of the last packet that failed to decode */
 	int pkt_err;                /* that failure is pending (reported by the walker) */
+	size_t last_resync;         /* where the last resync landed: the next must go further */
+	int resynced;
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
@@ -70,6 +72,9 @@ static int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t addr2, uin
  * decode error (d->pos unchanged). */
 static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 {
+	/* A packet that ran over the next chunk's PSB (corrupt data): this chunk is over. */
+	if (d->pos > d->end)
+		return -TK_E_EOF;
 	int rc = tk_ipt_decode_one(d->buf, d->len, d->pos, &d->pctx, p);
 
 	if (rc > 0) {
@@ -375,11 +380,19 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 		reset_flow_state(d);
 		return emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason);
 	}
+	if (d->resynced && from <= d->last_resync)
+		from = d->last_resync + 1;   /* never land on the same PSB twice */
 	if (tk_ipt_psb_find(d->buf, d->len, from, &psb) < 0 || psb > d->end)
 		psb = d->end > d->len ? d->len : d->end;
-	if (psb < off)
-		psb = (size_t)off;
-	skipped = psb - off;
+	if (psb <= off) {
+		/* already past this chunk's end: nothing more to decode here */
+		psb = d->end + 1;
+		skipped = 0;
+	} else {
+		skipped = psb - off;
+	}
+	d->last_resync = psb;
+	d->resynced = 1;
 	d->st->errors++;
 	tk_gap_stats_add(&d->st->gaps, off, skipped);
 	d->pos = psb;

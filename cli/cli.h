@@ -133,6 +133,12 @@ int cli_timeline_open(const struct cli_opts *o, struct tk_sym *sym, struct tk_tr
 		      struct cli_timeline *ct);
 int cli_timeline_close(struct cli_timeline *ct);
 
+/* Intel PT flow (cli/decode.c): the memory image from --elf/--raw, and a whole trace into a
+ * profile (chunks decoded on -j threads, merged in order). Returns an exit status. */
+struct tk_image *cli_image_load(const struct cli_opts *o);
+int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
+
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];
 

@@ -257,10 +257,76 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
+/* Intel PT: --to folded|pprof (and the other profile outputs) through the shared profile;
+ * --to perfetto|chrome through the timeline writer, events in order. */
+static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const char *to = o->to ? o->to : "perfetto";
+	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
+	struct tk_ipt_flow_stats st;
+	struct tk_sym *sym;
+	int status, rc, err;
+
+	if (!tl && !tk_out_kind_by_name(to)) {
+		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to perfetto, chrome, folded, "
+			  "pprof or a profile output, not '%s'", to);
+		return EXIT_USAGE;
+	}
+	if (!(sym = cli_sym_open(o, &status)))
+		return status;
+	if (!tl) {
+		struct tk_prof *p = tk_prof_new(NULL, &err);
+
+		status = p ? cli_ipt_profile(o, file, in, p, &st) : EXIT_INPUT;
+		if (status != EXIT_INPUT && status != EXIT_USAGE) {
+			int wrc = cli_profile_write(o, p, sym);
+
+			if (wrc > status)
+				status = wrc;
+		}
+		tk_prof_free(p);
+		tk_sym_free(sym);
+		return status;
+	}
+	const uint8_t *data;
+	size_t len;
+	struct tk_image *img;
+	struct cli_timeline ct;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		tk_sym_free(sym);
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o))) {
+		tk_sym_free(sym);
+		return EXIT_INPUT;
+	}
+	if ((status = cli_timeline_open(o, sym, (struct tk_trace_clock){ 0 }, &ct))) {
+		tk_image_free(img);
+		tk_sym_free(sym);
+		return status;
+	}
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+
+	rc = tk_ipt_flow_events(data, len, &fo, tk_timeline_sink(ct.tl), &st);
+	status = cli_timeline_close(&ct);
+	tk_image_free(img);
+	tk_sym_free(sym);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	rc = cli_report_gaps(file, &st.gaps, "gap");
+	return rc > status ? rc : status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_IPT:
+		return ipt_convert(o, file, in);
 	case TK_FMT_XRAY:
 		return xray_convert(o, file, in);
 	case TK_FMT_KANATA:

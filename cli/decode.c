@@ -1,4 +1,6 @@
 /* tracekit decode: reconstruct the executed instructions. Each format's handler is one case below; the work is in the library. */
+#include <stdlib.h>
+
 #include "cli.h"
 
 static const char usage[] =
@@ -21,7 +23,7 @@ static const char usage[] =
 	"next PSB; the exit status is then 1. See docs/tracekit-decode.md.\n";
 
 /* The memory image from --elf/--raw (ptxed's spelling). NULL after printing an error. */
-static struct tk_image *load_image(const struct cli_opts *o)
+struct tk_image *cli_image_load(const struct cli_opts *o)
 {
 	int err;
 	struct tk_image *img = tk_image_new(&err);
@@ -43,6 +45,83 @@ static struct tk_image *load_image(const struct cli_opts *o)
 	return img;
 }
 
+/* Intel PT to a profile: one tk_prof per chunk (decoded in parallel), merged in order,
+ * which stitches call stacks across the seams. */
+struct ipt_prof_run {
+	struct tk_prof **chunks;
+	size_t n;
+	struct tk_prof *total;
+	int err;
+};
+
+static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ipt_prof_run *r = ctx;
+	int err;
+
+	(void)flow;
+	if (i >= r->n)
+		return -TK_E_INTERNAL;
+	r->chunks[i] = tk_prof_new(NULL, &err);
+	if (!r->chunks[i])
+		return err;
+	*sink = tk_prof_sink(r->chunks[i]);
+	return 0;
+}
+
+static int ipt_prof_merge(void *ctx, size_t i)
+{
+	struct ipt_prof_run *r = ctx;
+	int rc = tk_prof_merge(r->total, r->chunks[i]);
+
+	tk_prof_free(r->chunks[i]);
+	r->chunks[i] = NULL;
+	return rc;
+}
+
+int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_prof *total, struct tk_ipt_flow_stats *st)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_image *img;
+	int rc;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o)))
+		return EXIT_INPUT;
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+	struct ipt_prof_run r = { .total = total };
+	int64_t n = tk_ipt_split(data, len, (size_t)2 << 20, NULL, 0);
+
+	r.n = n > 0 ? (size_t)n : 0;
+	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
+	struct tk_ipt_flow_consumer c = { ipt_prof_begin, NULL, ipt_prof_merge, &r };
+
+	rc = r.chunks ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
+	for (size_t i = 0; r.chunks && i < r.n; i++)
+		tk_prof_free(r.chunks[i]);
+	free(r.chunks);
+	tk_image_free(img);
+	if (rc >= 0)
+		rc = tk_prof_finish(total);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (st->gaps.count) {
+		if (!o->quiet)
+			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
+				file, (unsigned long long)st->insns,
+				(unsigned long long)st->gaps.bytes_skipped);
+		return cli_report_gaps(file, &st->gaps, "gap");
+	}
+	return 0;
+}
+
 static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const uint8_t *data;
@@ -59,7 +138,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 	}
 	if (!o->n_elf && !o->n_raw)
 		cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
-	if (!(img = load_image(o)))
+	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
 	struct tk_ipt_flow_opts fo = {
 		.sz = sizeof(fo), .image = img, .nthreads = o->jobs,

@@ -22,6 +22,7 @@ static const char usage[] =
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
+	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"
 	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
 	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
 	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n";
@@ -176,10 +177,40 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
+/* Intel PT: instruction flow against --elf/--raw into the shared profile; --elf also gives
+ * symbols and line tables. */
+static int ipt_profile(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_ipt_flow_stats st;
+	int err, status, wrc;
+	struct tk_prof *p = tk_prof_new(NULL, &err);
+	struct tk_sym *sym;
+
+	if (!p) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	if (!(sym = cli_sym_open(o, &status))) {
+		tk_prof_free(p);
+		return status;
+	}
+	status = cli_ipt_profile(o, file, in, p, &st);
+	if (status != EXIT_INPUT && status != EXIT_USAGE) {
+		wrc = cli_profile_write(o, p, sym);
+		if (wrc > status)
+			status = wrc;
+	}
+	tk_sym_free(sym);
+	tk_prof_free(p);
+	return status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_IPT:
+		return ipt_profile(o, file, in);
 	case TK_FMT_XRAY:
 		return xray_profile(o, file, in);
 	default:

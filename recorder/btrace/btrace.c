@@ -274,6 +274,37 @@ static uint64_t direct_call_target(uint64_t a)
 	return cti_classify(&c, a, &in, ops) == CTI_CALL_DIR ? c.target : 0;
 }
 
+/* Code after an unconditional jump or a return cannot be fallen into: when neither a return
+ * site nor the function start leads to IP, the thread entered at such a point (a C++
+ * landing pad, entered by the unwinder). The last one before IP that reaches it. */
+static uint64_t after_jump_entry(uint64_t fn, uint64_t ip)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct module *m = module_of(fn);
+	uint64_t a = fn, best[16];
+	int nbest = 0, n = 0;
+	int64_t d;
+	int dok;
+
+	if (!m)
+		return 0;
+	while (a < ip && n++ < 65536) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (a - m->start), m->end - a, &in, ops)))
+			return 0;
+		a += in.length;
+		if (in.mnemonic == ZYDIS_MNEMONIC_JMP || in.mnemonic == ZYDIS_MNEMONIC_RET ||
+		    in.mnemonic == ZYDIS_MNEMONIC_UD2 || in.mnemonic == ZYDIS_MNEMONIC_HLT)
+			best[nbest++ % 16] = a;
+	}
+	for (int i = 0; i < nbest && i < 16; i++) {
+		uint64_t cand = best[(nbest - 1 - i) % 16];
+		if (cand <= ip && walk_reaches(cand, ip, &d, &dok))
+			return cand;
+	}
+	return 0;
+}
+
 static int is_ret_site(uint64_t a, long *k)
 {
 	*k = last_le(ret_sites, nret_sites, a);
@@ -301,7 +332,7 @@ static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
 		if (walk_reaches(ret_sites[r], ip, &d, &dok))
 			return ret_sites[r];
 	if (!walk_reaches(fn_start[f], ip, &d, &dok))
-		return 0;
+		return after_jump_entry(fn_start[f], ip);
 	if (dok) {
 		uint64_t entry_rsp = rsp + (uint64_t)d, ra;
 		memcpy(&ra, (const void *)(uintptr_t)entry_rsp, 8);

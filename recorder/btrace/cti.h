@@ -222,9 +222,9 @@ static inline int cti_emulate(const struct cti *c, greg_t *g, const struct cti_s
 		uint64_t rcx = (uint64_t)g[REG_RCX] - 1;
 		int zf = g[REG_EFL] >> 6 & 1;
 		if (c->asize == 32) {
-			/* ECX as the count: the upper half is kept */
+			/* ECX as the count: a 32-bit write, zero-extended (checked against the CPU) */
 			rcx = (uint32_t)rcx;
-			g[REG_RCX] = (greg_t)(((uint64_t)g[REG_RCX] & ~0xffffffffULL) | rcx);
+			g[REG_RCX] = (greg_t)rcx;
 		} else {
 			g[REG_RCX] = (greg_t)rcx;
 		}

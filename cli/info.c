@@ -61,6 +61,9 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 			      (unsigned long long)t->stream_bytes, (unsigned long long)t->pieces,
 			      (unsigned long long)t->traps, (unsigned long long)t->reentries,
 			      (unsigned long long)t->unresolved, t->ended ? "" : ", no end record");
+		if (t->traps)
+			tk_buf_printf(out, ", %.1f%% at CTIs >= 5 bytes",
+				      100.0 * (double)t->traps_long / (double)t->traps);
 		if (t->lost_pieces)
 			tk_buf_printf(out, ", %llu pieces LOST", (unsigned long long)t->lost_pieces);
 		tk_buf_putc(out, '\n');

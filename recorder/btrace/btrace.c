@@ -60,6 +60,7 @@ struct tstate {
 	int done;
 	uint32_t seq;
 	uint64_t traps, reentries, unresolved;
+	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
 	struct tstate *next;
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
@@ -399,7 +400,7 @@ static void flush_thread(struct tstate *ts)
 
 static void end_thread(struct tstate *ts)
 {
-	uint64_t st[3] = { ts->traps, ts->reentries, ts->unresolved };
+	uint64_t st[4] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long };
 	flush_thread(ts);
 	if (!closed && !ts->done)
 		put_rec(TK_BTRACE_REC_THREAD_END, (uint32_t)ts->tid, ts->seq++, st, sizeof st);
@@ -522,6 +523,7 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 		struct tstate *ts = thread_state();
 		if (ts) {
 			ts->traps++;
+			ts->traps_long += c->len >= 5;
 			record(ts, c, &r, g, rsp);
 		}
 	}
@@ -764,7 +766,7 @@ static void after_fork_child(void)
 		me->psb_pos = (size_t)-1;
 		me->tid = (int)syscall(SYS_gettid);
 		me->seq = 0;
-		me->traps = me->reentries = me->unresolved = 0;
+		me->traps = me->reentries = me->unresolved = me->traps_long = 0;
 		threads = me;
 	}
 	write_header(ppid);

@@ -173,6 +173,9 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 				t->pub.reentries = tk_le64(p + 8);
 				t->pub.unresolved = tk_le64(p + 16);
 			}
+			if (n >= 32) {
+				t->pub.traps_long = tk_le64(p + 24);
+			}
 			break;
 		case TK_BTRACE_REC_PROCESS_END:
 			bt->info.complete = 1;

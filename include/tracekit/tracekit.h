@@ -15,5 +15,8 @@
 #include "tracekit/prof.h"
 #include "tracekit/symbolize.h"
 #include "tracekit/out.h"
+#include "tracekit/image.h"
+#include "tracekit/flow.h"
+#include "tracekit/ipt_flow.h"
 
 #endif

@@ -108,6 +108,11 @@ const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt);
  * with a PSB+ (a sync point), so PT decoders see the loss instead of a wrong flow. */
 int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len);
 
+/* Add the container's modules (from their paths, at their recorded load addresses) to a
+ * memory image for the PT flow decoder. */
+struct tk_image;
+int tk_btrace_add_modules(const struct tk_btrace *bt, struct tk_image *img);
+
 #ifdef __cplusplus
 }
 #endif

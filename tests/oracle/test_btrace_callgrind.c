@@ -153,6 +153,21 @@ static void check2(const char *name, const char *args, const char *const *fns,
 	closedir(d);
 	assert_int_equal(c->decode_errors, 0);
 	assert_true(c->insns > 0);
+	/* tracekit's own PT flow decoder agrees with libipt on the whole trace */
+	{
+		char cmd[1024], line[256];
+		uint64_t ours = 0;
+		snprintf(cmd, sizeof cmd, "\"$TK\" decode --stat %s/%s.tkbt", work, name);
+		FILE *p = popen(cmd, "r");
+		assert_non_null(p);
+		while (fgets(line, sizeof line, p))
+			if (!strncmp(line, "insn: ", 6))
+				ours += strtoull(line + 6, NULL, 10);
+		assert_int_equal(pclose(p), 0);
+		fprintf(stderr, "%s: tracekit decode %llu instructions, libipt %llu\n", name,
+			(unsigned long long)ours, (unsigned long long)c->insns);
+		assert_int_equal(ours, c->insns);
+	}
 	assert_int_equal(sh("cd %s && valgrind -q --tool=callgrind --callgrind-out-file=%s.cg.%%p ./%s %s >/dev/null 2>&1",
 			    work, name, name, args), 0);
 	char prefix[512];

@@ -64,6 +64,10 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 		if (t->traps)
 			tk_buf_printf(out, ", %.1f%% at CTIs >= 5 bytes",
 				      100.0 * (double)t->traps_long / (double)t->traps);
+		if (t->tramp_hits)
+			tk_buf_printf(out, ", %llu by trampolines (%.1f%% of recorded CTIs still trapped)",
+				      (unsigned long long)t->tramp_hits,
+				      100.0 * (double)t->traps / (double)(t->traps + t->tramp_hits));
 		if (t->lost_pieces)
 			tk_buf_printf(out, ", %llu pieces LOST", (unsigned long long)t->lost_pieces);
 		tk_buf_putc(out, '\n');

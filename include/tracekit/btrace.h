@@ -34,7 +34,8 @@ enum tk_btrace_rec_type {
 					  u16 path size, u8 build-id size, u8 0, build id, path */
 	TK_BTRACE_REC_STREAM = 2,      /* a piece of the thread's Intel PT packet stream */
 	TK_BTRACE_REC_THREAD_END = 3,  /* u64 traps, u64 re-entries, u64 unresolved re-entries,
-					  u64 traps at CTIs of >= 5 bytes */
+					  u64 traps at CTIs of >= 5 bytes, u64 CTIs recorded by
+					  trampolines (no trap) */
 	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason */
 	TK_BTRACE_REC_EXEC = 5,        /* the process is about to exec: its trace ends here */
 	TK_BTRACE_REC_REFUSED = 6,     /* the recorder refused to continue; payload: message */
@@ -87,6 +88,7 @@ struct tk_btrace_thread {
 	int ended;                /* has a thread-end record */
 	uint64_t traps, reentries, unresolved;   /* from the thread-end record */
 	uint64_t traps_long;      /* traps at CTIs of 5 bytes or more (could be trampolines) */
+	uint64_t tramp_hits;      /* CTIs recorded by a trampoline, without a trap */
 	uint64_t lost_pieces;     /* stream records missing or damaged */
 };
 

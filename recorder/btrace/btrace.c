@@ -61,6 +61,7 @@ struct tstate {
 	uint32_t seq;
 	uint64_t traps, reentries, unresolved;
 	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
+	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
 	struct tstate *next;
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
@@ -400,7 +401,7 @@ static void flush_thread(struct tstate *ts)
 
 static void end_thread(struct tstate *ts)
 {
-	uint64_t st[4] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long };
+	uint64_t st[5] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits };
 	flush_thread(ts);
 	if (!closed && !ts->done)
 		put_rec(TK_BTRACE_REC_THREAD_END, (uint32_t)ts->tid, ts->seq++, st, sizeof st);
@@ -481,6 +482,192 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 	}
 }
 
+
+/* ---- trampolines: conditional jumps of 6 bytes record without a signal -----------------
+ * On its first trap, a `jcc rel32` is overwritten with `jmp rel32` to generated code that
+ * repeats the condition and, on each path, calls tramp_hit() through a stub that saves all
+ * registers, the flags and the extended state (XSAVE), then jumps on to the target or the
+ * fall-through. The recorded packets are the same as with the trap. */
+
+#define TRAMP_AREA (1u << 20)
+
+static uint8_t *tramp_area[MAX_MODULES];
+static size_t tramp_used[MAX_MODULES];
+static uint8_t *tramp_stub[MAX_MODULES];
+static uint8_t *tramp_done;           /* per CTI: 1 once rewritten (or given up) */
+static int tramps_on;
+static volatile int patch_lock;
+
+static void tramp_hit(uint32_t code, uint64_t rsp)
+{
+	sigset_t all, old;
+	const struct cti *c = &ctis[code >> 1];
+	struct cti_result r = { (code & 1) ? c->target : c->addr + c->len, (int)(code & 1) };
+	int saved_errno = errno;
+
+	if (!active)
+		return;
+	/* a signal handler of the program must not record into the buffer half-way */
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+	struct tstate *ts = thread_state();
+	if (ts) {
+		ts->tramp_hits++;
+		record(ts, c, &r, NULL, rsp);
+	}
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+	errno = saved_errno;
+}
+
+static void emit(uint8_t **p, const void *b, size_t n)
+{
+	memcpy(*p, b, n);
+	*p += n;
+}
+
+static void emit_rel32(uint8_t **p, const uint8_t *to)
+{
+	int32_t rel = (int32_t)(to - (*p + 4));
+	emit(p, &rel, 4);
+}
+
+/* The shared save/call/restore stub; entered by call with the code in edi (saved by the
+ * caller) and the red zone already skipped. */
+static uint8_t *make_stub(uint8_t *p)
+{
+	uint8_t *start = p;
+	static const uint8_t save[] = {
+		0x9c, 0xfc,                         /* pushfq; cld */
+		0x50, 0x51, 0x52, 0x56,             /* push rax rcx rdx rsi */
+		0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53, /* push r8-r11 */
+		0x53,                               /* push rbx */
+		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
+		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
+		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
+		0x48, 0x81, 0xec, 0x00, 0x10, 0x00, 0x00, /* sub rsp, 4096 */
+		0x48, 0x83, 0xe4, 0xc0,             /* and rsp, -64 */
+		0x31, 0xc9,                         /* xor ecx, ecx */
+	};
+	emit(&p, save, sizeof save);
+	for (int i = 0; i < 8; i++) {   /* the XSAVE header must start zeroed */
+		uint8_t mov[] = { 0x48, 0x89, 0x8c, 0x24, (uint8_t)(0x00 + 8 * i), 0x02, 0x00, 0x00 };
+		emit(&p, mov, sizeof mov);
+	}
+	static const uint8_t xs[] = {
+		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff, /* mov eax,-1; mov edx,-1 */
+		0x0f, 0xae, 0x24, 0x24,             /* xsave [rsp] */
+		0x48, 0xb8,                         /* mov rax, imm64 */
+	};
+	emit(&p, xs, sizeof xs);
+	uint64_t fn = (uint64_t)(uintptr_t)tramp_hit;
+	emit(&p, &fn, 8);
+	static const uint8_t rest[] = {
+		0xff, 0xd0,                         /* call rax */
+		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff,
+		0x0f, 0xae, 0x2c, 0x24,             /* xrstor [rsp] */
+		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
+		0x5b,                               /* pop rbx */
+		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
+		0x5e, 0x5a, 0x59, 0x58,             /* pop rsi rdx rcx rax */
+		0x9d, 0xc3,                         /* popfq; ret */
+	};
+	emit(&p, rest, sizeof rest);
+	(void)start;
+	return p;
+}
+
+/* One path of a trampoline: record CODE, go to TO. */
+static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
+{
+	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf }; /* lea rsp,[rsp-128]; push rdi; mov edi, */
+	emit(p, pre, sizeof pre);
+	emit(p, &code, 4);
+	uint8_t call = 0xe8;
+	emit(p, &call, 1);
+	emit_rel32(p, stub);
+	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00, 0xe9 }; /* pop rdi; lea rsp,[rsp+128]; jmp */
+	emit(p, post, sizeof post);
+	emit_rel32(p, (uint8_t *)(uintptr_t)to);
+}
+
+static int xsave_ok(void)
+{
+	unsigned a, b, c, d;
+	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+	if (!(c & (1u << 26)) || !(c & (1u << 27)))
+		return 0;
+	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
+	return b && b + 64 <= 4096;
+}
+
+/* An area for module M's trampolines within +-2 GiB of its code. */
+static void tramp_setup(int m)
+{
+	uint64_t lo = modules[m].start, hi = modules[m].end;
+	for (uint64_t step = 1; step < 64; step++) {
+		uint64_t cands[2] = { (lo - step * (32u << 20)) & ~0xfffffULL, ((hi + 0xfffff) & ~0xfffffULL) + step * (32u << 20) };
+		for (int k = 0; k < 2; k++) {
+			void *p = mmap((void *)(uintptr_t)cands[k], TRAMP_AREA, PROT_READ | PROT_WRITE | PROT_EXEC,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			if (p == MAP_FAILED)
+				continue;
+			if ((uint64_t)(uintptr_t)p != cands[k]) {
+				munmap(p, TRAMP_AREA);
+				continue;
+			}
+			tramp_area[m] = p;
+			tramp_stub[m] = p;
+			tramp_used[m] = (size_t)(make_stub(p) - (uint8_t *)p);
+			return;
+		}
+	}
+}
+
+/* Replace the jcc C (index I), which just trapped, by a jump to its trampoline. Runs in the
+ * trap handler with all signals blocked. */
+static void tramp_install(const struct cti *c, size_t i)
+{
+	if (__atomic_exchange_n(&tramp_done[i], 1, __ATOMIC_ACQ_REL))
+		return;
+	const struct module *mod = module_of(c->addr);
+	int m = (int)(mod - modules);
+	if (!mod || !tramp_area[m])
+		return;
+	while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
+		;
+	if (tramp_used[m] + 96 > TRAMP_AREA)
+		goto out;
+	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
+	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
+	emit(&p, jcc, 2);
+	uint8_t *rel_at = p;
+	p += 4;
+	emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
+	uint8_t *taken = p;
+	emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
+	int32_t rel = (int32_t)(taken - (rel_at + 4));
+	memcpy(rel_at, &rel, 4);
+	tramp_used[m] = (size_t)(p - tramp_area[m]);
+
+	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (c->addr + 5));
+	if (d != (int32_t)d)
+		goto out;
+	long pg = 4096;
+	uint64_t a = c->addr & ~(uint64_t)(pg - 1);
+	size_t len = (size_t)((c->addr + 6) - a);
+	if (syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+		goto out;
+	/* the displacement first, then the opcode over the int3: a thread that still sees
+	 * the int3 traps and is emulated as before */
+	int32_t rel32 = (int32_t)d;
+	memcpy((void *)(uintptr_t)(c->addr + 1), &rel32, 4);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	*(volatile uint8_t *)(uintptr_t)c->addr = 0xe9;
+	syscall(SYS_mprotect, a, len, PROT_READ | PROT_EXEC);
+out:
+	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+}
+
 /* ---- the trap handler ------------------------------------------------------------------ */
 
 static void die_foreign_trap(uint64_t ip)
@@ -526,6 +713,8 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 			ts->traps_long += c->len >= 5;
 			record(ts, c, &r, g, rsp);
 		}
+		if (tramps_on && c->kind == CTI_JCC && c->len == 6)
+			tramp_install(c, (size_t)(c - ctis));
 	}
 	g[REG_RIP] = (greg_t)r.next;
 	errno = saved_errno;
@@ -766,7 +955,7 @@ static void after_fork_child(void)
 		me->psb_pos = (size_t)-1;
 		me->tid = (int)syscall(SYS_gettid);
 		me->seq = 0;
-		me->traps = me->reentries = me->unresolved = me->traps_long = 0;
+		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
 		threads = me;
 	}
 	write_header(ppid);
@@ -1241,6 +1430,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
 		return;
 	pthread_atfork(NULL, NULL, after_fork_child);
+	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
+	if ((!tr || strcmp(tr, "0")) && xsave_ok() && (tramp_done = calloc(nctis + 1, 1))) {
+		for (int i = 0; i < nmodules; i++)
+			tramp_setup(i);
+		tramps_on = 1;
+	}
 	active = 1;
 	if (patch() < 0) {
 		active = 0;

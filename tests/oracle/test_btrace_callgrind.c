@@ -199,6 +199,17 @@ static void test_branches(void **state)
 	check("branches0", "500", fns);
 }
 
+/* The same exactness with every CTI trapping (trampolines off). */
+static void test_branches_traps_only(void **state)
+{
+	static const char *const fns[] = { "main", "dispatch", "fib", "tail1", "tail2", "sq", "neg", NULL };
+	(void)state;
+	setenv("TK_BTRACE_TRAMPOLINES", "0", 1);
+	compile("branches_t", "branches.c", "");
+	check("branches_t", "1000", fns);
+	unsetenv("TK_BTRACE_TRAMPOLINES");
+}
+
 static void test_longjmp_and_signals(void **state)
 {
 	static const char *const fns[] = { "~main", "deep", "on_usr1", NULL };
@@ -258,6 +269,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_branches),
+		cmocka_unit_test(test_branches_traps_only),
 		cmocka_unit_test(test_longjmp_and_signals),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_fork),

@@ -176,6 +176,9 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 			if (n >= 32) {
 				t->pub.traps_long = tk_le64(p + 24);
 			}
+			if (n >= 40) {
+				t->pub.tramp_hits = tk_le64(p + 32);
+			}
 			break;
 		case TK_BTRACE_REC_PROCESS_END:
 			bt->info.complete = 1;

@@ -495,6 +495,20 @@ static uint8_t *tramp_area[MAX_MODULES];
 static size_t tramp_used[MAX_MODULES];
 static uint8_t *tramp_stub[MAX_MODULES];
 static uint8_t *tramp_done;           /* per CTI: 1 once rewritten (or given up) */
+static uint32_t *tramp_index[MAX_MODULES];  /* CTI index of each trampoline, in area order */
+static size_t tramp_count[MAX_MODULES];
+static size_t tramp_base[MAX_MODULES];   /* offset of the first trampoline (after the stub) */
+/* Where a thread is in trampoline code, for a signal that interrupts it: each path stores
+ * its code + 1 (fs-relative, no flags touched); tramp_hit clears it once recorded. */
+struct tramp_tls {
+	uint32_t code_plus1;
+	uint64_t dest;
+};
+static __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")));
+static int32_t ttls_fs_off;
+
+#define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
+#define TRAMP_SIZE (6 + 2 * TRAMP_PATH)
 static int tramps_on;
 static volatile int patch_lock;
 
@@ -515,6 +529,8 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 		ts->tramp_hits++;
 		record(ts, c, &r, NULL, rsp);
 	}
+	ttls.dest = r.next;
+	ttls.code_plus1 = 0;
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
 	errno = saved_errno;
 }
@@ -579,6 +595,11 @@ static uint8_t *make_stub(uint8_t *p)
 /* One path of a trampoline: record CODE, go to TO. */
 static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
 {
+	static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[disp32], imm32 */
+	uint32_t cp1 = code + 1;
+	emit(p, st, sizeof st);
+	emit(p, &ttls_fs_off, 4);
+	emit(p, &cp1, 4);
 	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf }; /* lea rsp,[rsp-128]; push rdi; mov edi, */
 	emit(p, pre, sizeof pre);
 	emit(p, &code, 4);
@@ -615,9 +636,16 @@ static void tramp_setup(int m)
 				munmap(p, TRAMP_AREA);
 				continue;
 			}
-			tramp_area[m] = p;
+			tramp_index[m] = calloc(TRAMP_AREA / TRAMP_SIZE + 1, sizeof(uint32_t));
+			if (!tramp_index[m]) {
+				munmap(p, TRAMP_AREA);
+				return;
+			}
 			tramp_stub[m] = p;
-			tramp_used[m] = (size_t)(make_stub(p) - (uint8_t *)p);
+			/* trampolines start on a TRAMP_SIZE grid after the stub */
+			size_t stub = (size_t)(make_stub(p) - (uint8_t *)p);
+			tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
+			tramp_area[m] = p;
 			return;
 		}
 	}
@@ -635,7 +663,7 @@ static void tramp_install(const struct cti *c, size_t i)
 		return;
 	while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
 		;
-	if (tramp_used[m] + 96 > TRAMP_AREA)
+	if (tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
@@ -648,6 +676,8 @@ static void tramp_install(const struct cti *c, size_t i)
 	int32_t rel = (int32_t)(taken - (rel_at + 4));
 	memcpy(rel_at, &rel, 4);
 	tramp_used[m] = (size_t)(p - tramp_area[m]);
+	tramp_index[m][tramp_count[m]] = (uint32_t)i;
+	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
 
 	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (c->addr + 5));
 	if (d != (int32_t)d)
@@ -666,6 +696,34 @@ static void tramp_install(const struct cti *c, size_t i)
 	syscall(SYS_mprotect, a, len, PROT_READ | PROT_EXEC);
 out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
+ * while it is inside (in a trampoline, its stub or tramp_hit): the jcc not yet recorded, or
+ * the destination of the one just recorded. */
+static uint64_t logical_ip(uint64_t rip)
+{
+	for (int m = 0; m < nmodules; m++) {
+		uint64_t a = (uint64_t)(uintptr_t)tramp_area[m];
+		if (!a || rip < a + tramp_base[m] || rip >= a + TRAMP_AREA)
+			continue;
+		uint64_t off = rip - a - tramp_base[m], in = off % TRAMP_SIZE;
+		size_t k = (size_t)(off / TRAMP_SIZE);
+		if (k >= __atomic_load_n(&tramp_count[m], __ATOMIC_ACQUIRE))
+			break;
+		const struct cti *c = &ctis[tramp_index[m][k]];
+		if (in < 6 + 28)
+			return c->addr;
+		if (in < 6 + TRAMP_PATH)
+			return c->addr + c->len;
+		if (in < 6 + TRAMP_PATH + 28)
+			return c->addr;
+		return c->target;
+	}
+	/* in the stub or in tramp_hit */
+	if (ttls.code_plus1)
+		return ctis[(ttls.code_plus1 - 1) >> 1].addr;
+	return ttls.dest;
 }
 
 /* ---- the trap handler ------------------------------------------------------------------ */
@@ -731,7 +789,7 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 	struct tstate *ts = active ? thread_state() : NULL;
 	struct sigaction *pa = &prog_action[sig];
 	sigset_t all, old;
-	uint64_t saved_resume = 0;
+	uint64_t saved_resume = 0, interrupted = 0;
 	int was_inside = 0;
 
 	if (ts) {
@@ -743,6 +801,9 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 			if (ts->enc.len >= BUF_FLUSH_AT)
 				flush_thread(ts);
 			uint64_t rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+			if (!module_of(rip))
+				rip = logical_ip(rip);
+			interrupted = rip;
 			maybe_psb(ts, rip);
 			ptenc_ip(&ts->enc, PT_FUP, rip, 0);
 			ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
@@ -757,7 +818,8 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 		pa->sa_handler(sig);
 	if (ts) {
 		ts->inside = 0;
-		ts->resume = was_inside ? (uint64_t)uc->uc_mcontext.gregs[REG_RIP] : saved_resume;
+		uint64_t after = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+		ts->resume = !was_inside ? saved_resume : module_of(after) ? after : interrupted;
 	}
 }
 
@@ -1431,7 +1493,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		return;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
-	if ((!tr || strcmp(tr, "0")) && xsave_ok() && (tramp_done = calloc(nctis + 1, 1))) {
+	uint64_t fsb = 0;
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fsb);
+	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
+	ttls_fs_off = (int32_t)fs_off;
+	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
+	    (tramp_done = calloc(nctis + 1, 1))) {
 		for (int i = 0; i < nmodules; i++)
 			tramp_setup(i);
 		tramps_on = 1;

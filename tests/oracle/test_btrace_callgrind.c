@@ -247,6 +247,48 @@ static void test_exceptions(void **state)
 	check("exceptions", "", fns);
 }
 
+/* A fast SIGPROF timer interrupts the program anywhere, trampolines included: the trace must
+ * decode without error, count `work` exactly, and count the handler once per tick. */
+static void test_async_signals(void **state)
+{
+	struct bt_counts *c = calloc(1, sizeof *c);
+	char path[512], line[256];
+	long ticks = 0, cg_ticks = 0;
+	(void)state;
+	assert_non_null(c);
+	compile("sigprof", "sigprof.c", "");
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o sigprof.tkbt -- ./sigprof > sigprof.out", work), 0);
+	assert_int_equal(sh("cd %s && valgrind -q --tool=callgrind --callgrind-out-file=sigprof.cg.%%p ./sigprof > sigprof.cgout 2>/dev/null", work), 0);
+	snprintf(path, sizeof path, "%s/sigprof.out", work);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof line, f));
+	assert_int_equal(sscanf(strstr(line, "ticks"), "ticks %ld", &ticks), 1);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/sigprof.cgout", work);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof line, f));
+	assert_int_equal(sscanf(strstr(line, "ticks"), "ticks %ld", &cg_ticks), 1);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/sigprof.tkbt", work);
+	assert_int_equal(bt_decode_file(c, path), 0);
+	assert_int_equal(c->decode_errors, 0);
+	snprintf(path, sizeof path, "%s/sigprof.cg.", work);
+	uint64_t w = bt_fn_insns(c, "work"), cw = cg_fn(path, "work");
+	uint64_t h = bt_fn_insns(c, "on_prof"), ch = cg_fn(path, "on_prof");
+	fprintf(stderr, "sigprof: work btrace %llu callgrind %llu; on_prof btrace %llu (%ld ticks), callgrind %llu (%ld ticks)\n",
+		(unsigned long long)w, (unsigned long long)cw, (unsigned long long)h, ticks,
+		(unsigned long long)ch, cg_ticks);
+	assert_int_equal(w, cw);
+	assert_true(ticks > 0);
+	if (cg_ticks > 0)
+		assert_int_equal(h * (uint64_t)cg_ticks, ch * (uint64_t)ticks);
+	else
+		assert_true(h > 0);
+	free(c);
+}
+
 static void test_refusals(void **state)
 {
 	(void)state;
@@ -274,6 +316,7 @@ int main(void)
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_exceptions),
+		cmocka_unit_test(test_async_signals),
 		cmocka_unit_test(test_refusals),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -841,7 +841,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 			memset(oldact, 0, sizeof *oldact);
 			oldact->sa_handler = SIG_DFL;
 		}
-		if (act && act->sa_handler != SIG_DFL)
+		if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)
 			refuse("the program installs its own SIGTRAP handler, which the branch "
 			       "recorder needs; it cannot be recorded (trace discarded)");
 		return 0;

@@ -1103,6 +1103,58 @@ EXPORT int execvp(const char *file, char *const argv[])
 	return execvpe(file, argv, environ);
 }
 
+/* The list forms call execve inside libc, past the interposers: collect and forward. */
+#define MAX_EXEC_ARGS 4096
+static int collect(const char *arg0, va_list ap, char **argv, char ***envp)
+{
+	int n = 0;
+	argv[n++] = (char *)arg0;
+	while (arg0 && n < MAX_EXEC_ARGS) {
+		char *a = va_arg(ap, char *);
+		argv[n++] = a;
+		if (!a)
+			break;
+	}
+	if (n >= MAX_EXEC_ARGS) {
+		errno = E2BIG;
+		return -1;
+	}
+	if (envp)
+		*envp = va_arg(ap, char **);
+	return 0;
+}
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	static char *argv[MAX_EXEC_ARGS];
+	va_list ap;
+	va_start(ap, arg);
+	int rc = collect(arg, ap, argv, NULL);
+	va_end(ap);
+	return rc < 0 ? rc : execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	static char *argv[MAX_EXEC_ARGS];
+	va_list ap;
+	va_start(ap, arg);
+	int rc = collect(arg, ap, argv, NULL);
+	va_end(ap);
+	return rc < 0 ? rc : execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	static char *argv[MAX_EXEC_ARGS];
+	char **envp;
+	va_list ap;
+	va_start(ap, arg);
+	int rc = collect(arg, ap, argv, &envp);
+	va_end(ap);
+	return rc < 0 ? rc : execve(path, argv, envp);
+}
+
 /* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
 
 struct vec {
@@ -1383,6 +1435,11 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	if (!out || !*out || !real_sigaction)
 		return;
+	/* Programs this one starts (exec without our wrappers, system(), posix_spawn) inherit
+	 * the environment: they are not traced, and must not overwrite the trace. */
+	if (getenv("TK_BTRACE_STARTED"))
+		return;
+	setenv("TK_BTRACE_STARTED", "1", 1);
 	snprintf(out_path, sizeof out_path, "%s", out);
 	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);

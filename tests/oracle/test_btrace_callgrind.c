@@ -289,6 +289,24 @@ static void test_async_signals(void **state)
 	free(c);
 }
 
+static void test_exec(void **state)
+{
+	struct bt_counts *c = calloc(1, sizeof *c);
+	char path[512];
+	(void)state;
+	assert_non_null(c);
+	compile("exec", "exec.c", "");
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o exec.tkbt -- ./exec > exec.out", work), 0);
+	assert_int_equal(sh("grep -q \"exec'd\" %s/exec.out", work), 0);
+	assert_int_equal(sh("\"$TK\" info %s/exec.tkbt | grep -q 'ends at exec'", work), 0);
+	assert_int_equal(sh("\"$TK\" info %s/exec.tkbt | grep -q 'module .*/exec '", work), 0);
+	snprintf(path, sizeof path, "%s/exec.tkbt", work);
+	assert_int_equal(bt_decode_file(c, path), 0);
+	assert_int_equal(c->decode_errors, 0);
+	assert_true(bt_fn_insns(c, "main") > 100);
+	free(c);
+}
+
 static void test_refusals(void **state)
 {
 	(void)state;
@@ -317,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_fork),
 		cmocka_unit_test(test_exceptions),
 		cmocka_unit_test(test_async_signals),
+		cmocka_unit_test(test_exec),
 		cmocka_unit_test(test_refusals),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

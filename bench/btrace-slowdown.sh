@@ -23,7 +23,7 @@ median() { # hyperfine JSON -> median seconds
 peak_kb() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -n 1; }
 
 printf '%-9s %10s %10s %8s %10s %8s %10s %8s %10s %8s  %s\n' program native_s btrace_s x \
-	nulgrind_s x lackey_s x callgrind_s x "btrace traps (>=5 B), peak KiB btrace/callgrind"
+	nulgrind_s x lackey_s x callgrind_s x "btrace traps + trampoline hits, peak KiB btrace/callgrind"
 for p in branches calls threads; do
 	a=${args[$p]}
 	cd "$work"
@@ -40,13 +40,13 @@ for p in branches calls threads; do
 		t[$tool]=$(median "$work/h.json")
 	done
 	traps=$("$tk" info "$work/$p.tkbt" | awk '/traps,/ {for (i=1;i<=NF;i++) if ($i=="traps,") s+=$(i-1)} END {print s}')
-	long=$("$tk" info "$work/$p.tkbt" | grep -o '[0-9.]*% at CTIs' | head -n 1 | cut -d% -f1)
+	tramp=$("$tk" info "$work/$p.tkbt" | awk '/by trampolines/ {for (i=1;i<=NF;i++) if ($i=="trampolines") {gsub(/[(]/,"",$(i+1)); s+=$(i-2)}} END {print s+0}')
 	mem_bt=$(peak_kb "$tk" record --btrace -q -o "$work/m.tkbt" -- ./$p $a)
 	mem_cg=$(peak_kb valgrind -q --tool=callgrind --callgrind-out-file=/dev/null ./$p $a)
 	r() { python3 -c "print('%.0f' % ($1 / $2))"; }
-	printf '%-9s %10.4f %10.3f %8s %10.3f %8s %10.3f %8s %10.3f %8s  %s (%s%%), %s/%s\n' "$p" \
+	printf '%-9s %10.4f %10.3f %8s %10.3f %8s %10.3f %8s %10.3f %8s  %s + %s, %s/%s\n' "$p" \
 		"${t[native]}" "${t[btrace]}" "$(r "${t[btrace]}" "${t[native]}")" \
 		"${t[nulgrind]}" "$(r "${t[nulgrind]}" "${t[native]}")" \
 		"${t[lackey]}" "$(r "${t[lackey]}" "${t[native]}")" \
-		"${t[callgrind]}" "$(r "${t[callgrind]}" "${t[native]}")" "$traps" "$long" "$mem_bt" "$mem_cg"
+		"${t[callgrind]}" "$(r "${t[callgrind]}" "${t[native]}")" "$traps" "$tramp" "$mem_bt" "$mem_cg"
 done

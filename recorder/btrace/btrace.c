@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -518,16 +519,18 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	const struct cti *c = &ctis[code >> 1];
 	struct cti_result r = { (code & 1) ? c->target : c->addr + c->len, (int)(code & 1) };
 	int saved_errno = errno;
+	greg_t g[NGREG];
 
-	if (!active)
-		return;
 	/* a signal handler of the program must not record into the buffer half-way */
 	sigfillset(&all);
 	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
-	struct tstate *ts = thread_state();
+	if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
+		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
+	struct tstate *ts = active ? thread_state() : NULL;
 	if (ts) {
 		ts->tramp_hits++;
-		record(ts, c, &r, NULL, rsp);
+		g[REG_RSP] = (greg_t)rsp;
+		record(ts, c, &r, g, rsp);
 	}
 	ttls.dest = r.next;
 	ttls.code_plus1 = 0;
@@ -651,6 +654,54 @@ static void tramp_setup(int m)
 	}
 }
 
+/* The path of an indirect jump or call through [rip+disp]: record (tramp_hit reads the
+ * pointer and leaves it in the thread's ttls.dest), push the return address for a call,
+ * and jump through ttls.dest, so the recorded target is exactly the one taken. */
+static void emit_indirect(uint8_t **p, uint8_t *stub, const struct cti *c, uint32_t code)
+{
+	static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
+	uint32_t cp1 = code + 1;
+	emit(p, st, sizeof st);
+	emit(p, &ttls_fs_off, 4);
+	emit(p, &cp1, 4);
+	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf };
+	emit(p, pre, sizeof pre);
+	emit(p, &code, 4);
+	uint8_t call = 0xe8;
+	emit(p, &call, 1);
+	emit_rel32(p, stub);
+	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+	emit(p, post, sizeof post);
+	uint8_t *lit_ref = NULL;
+	if (c->kind == CTI_CALL_IND) {
+		static const uint8_t push[] = { 0xff, 0x35 };   /* push qword [rip+rel32] */
+		emit(p, push, sizeof push);
+		lit_ref = *p;
+		*p += 4;
+	}
+	static const uint8_t jmp[] = { 0x64, 0xff, 0x24, 0x25 };   /* jmp qword fs:[disp32] */
+	emit(p, jmp, sizeof jmp);
+	int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
+	emit(p, &dest_off, 4);
+	if (lit_ref) {
+		uint64_t ret = c->addr + c->len;
+		int32_t rel = (int32_t)(*p - (lit_ref + 4));
+		memcpy(lit_ref, &rel, 4);
+		emit(p, &ret, 8);
+	}
+}
+
+static int tramp_eligible(const struct cti *c)
+{
+	if (c->len != 6)
+		return 0;
+	if (c->kind == CTI_JCC)
+		return 1;
+	return (c->kind == CTI_JMP_IND || c->kind == CTI_CALL_IND) && c->is_mem &&
+	       c->base == CTI_REG_RIP && c->index == CTI_REG_NONE && c->seg == CTI_SEG_NONE &&
+	       c->asize == 64;
+}
+
 /* Replace the jcc C (index I), which just trapped, by a jump to its trampoline. Runs in the
  * trap handler with all signals blocked. */
 static void tramp_install(const struct cti *c, size_t i)
@@ -666,16 +717,20 @@ static void tramp_install(const struct cti *c, size_t i)
 	if (tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
-	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
-	emit(&p, jcc, 2);
-	uint8_t *rel_at = p;
-	p += 4;
-	emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
-	uint8_t *taken = p;
-	emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
-	int32_t rel = (int32_t)(taken - (rel_at + 4));
-	memcpy(rel_at, &rel, 4);
-	tramp_used[m] = (size_t)(p - tramp_area[m]);
+	if (c->kind == CTI_JCC) {
+		uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
+		emit(&p, jcc, 2);
+		uint8_t *rel_at = p;
+		p += 4;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
+		uint8_t *taken = p;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
+		int32_t rel = (int32_t)(taken - (rel_at + 4));
+		memcpy(rel_at, &rel, 4);
+	} else {
+		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+	}
+	tramp_used[m] = (size_t)(t + TRAMP_SIZE - tramp_area[m]);   /* keep the grid */
 	tramp_index[m][tramp_count[m]] = (uint32_t)i;
 	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
 
@@ -712,6 +767,8 @@ static uint64_t logical_ip(uint64_t rip)
 		if (k >= __atomic_load_n(&tramp_count[m], __ATOMIC_ACQUIRE))
 			break;
 		const struct cti *c = &ctis[tramp_index[m][k]];
+		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
+			return in < 28 ? c->addr : ttls.dest;
 		if (in < 6 + 28)
 			return c->addr;
 		if (in < 6 + TRAMP_PATH)
@@ -771,7 +828,7 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 			ts->traps_long += c->len >= 5;
 			record(ts, c, &r, g, rsp);
 		}
-		if (tramps_on && c->kind == CTI_JCC && c->len == 6)
+		if (tramps_on && tramp_eligible(c))
 			tramp_install(c, (size_t)(c - ctis));
 	}
 	g[REG_RIP] = (greg_t)r.next;
@@ -812,10 +869,12 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 		ts->resume = 0;
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
 	}
+	struct tramp_tls saved_ttls = ttls;   /* the handler's trampolines must not clobber ours */
 	if (pa->sa_flags & SA_SIGINFO)
 		pa->sa_sigaction(sig, si, ucv);
 	else if (pa->sa_handler != SIG_IGN && pa->sa_handler != SIG_DFL)
 		pa->sa_handler(sig);
+	ttls = saved_ttls;
 	if (ts) {
 		ts->inside = 0;
 		uint64_t after = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];

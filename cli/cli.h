@@ -122,6 +122,19 @@ int cli_unsupported(const char *cmd, const char *file, const struct tk_format_in
 /* Usage error when a command got no file. */
 int cli_need_files(const struct cli_opts *o, const char *cmd);
 
+/* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */
+struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
+enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
+int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym);
+struct cli_timeline {
+	struct tk_buf out;
+	struct tk_timeline *tl;   /* feed it: tk_timeline_sink(ct.tl) */
+};
+/* --to perfetto|chrome, --time A:B (ticks), --max-events N, -o FILE. */
+int cli_timeline_open(const struct cli_opts *o, struct tk_sym *sym, struct tk_trace_clock clock,
+		      struct cli_timeline *ct);
+int cli_timeline_close(struct cli_timeline *ct);
+
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];
 

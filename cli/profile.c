@@ -3,6 +3,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include <string.h>
+
+#include "tracekit/xray.h"
+#include "tracekit/out.h"
 
 static const char usage[] =
 	"usage: tracekit profile [OPTIONS] FILE...\n"
@@ -12,11 +16,169 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --to FMT        text, json, csv, folded, pprof, source, calltree, lines, blocks\n"
-	"  --lines         per source line (--to lines)\n"
+	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --stacks        folded stacks (same as --to folded)\n"
+	"  --lines         per source line (same as --to lines; needs --elf)\n"
+	"  --source        annotated source listing (same as --to source; needs --elf)\n"
+	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
+	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
 	"  --tid N         (btrace) only this thread\n"
 	"  -j N            threads (default: all cores)\n"
-	"  -o FILE         write to FILE\n";
+	"  -o FILE         write to FILE\n"
+	"\n"
+	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
+	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
+	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n";
+
+
+/* XRay: map the log, load --instr-map, index the buffers. */
+static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+				 struct tk_xray_map **map, int *status)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err;
+
+	*map = NULL;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
+		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
+			  tk_strerror(err));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+				   .max_func_id = tk_xray_map_max_id(*map),
+				   /* plain files are mapped read-only: pages can go back */
+				   .release_input = tk_input_compression(in) == TK_COMP_NONE &&
+						    strcmp(file, "-") != 0 };
+	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
+	if (!x) {
+		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
+			  "not a readable XRay log: %s", tk_strerror(err));
+		tk_xray_map_free(*map);
+		*map = NULL;
+		*status = EXIT_INPUT;
+	}
+	return x;
+}
+
+/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
+static int xray_finish(const char *file, struct tk_xray *x)
+{
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	if (st->orphan_exits)
+		cli_warn(file, UINT64_MAX,
+			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
+			 (unsigned long long)st->orphan_exits);
+	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+/* Per-chunk profiles (built on the decode workers) merged in order into one. */
+struct xray_prof_ctx {
+	struct tk_prof_opts po;
+	struct tk_prof *total;
+};
+
+static int xray_prof_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
+{
+	struct xray_prof_ctx *c = ctx;
+	int err;
+	(void)chunk;
+	struct tk_prof *p = tk_prof_new(&c->po, &err);
+	if (!p)
+		return err;
+	*sink = tk_prof_sink(p);
+	*consumer = p;
+	return 0;
+}
+
+static int xray_prof_merge(void *ctx, size_t chunk, void *consumer)
+{
+	struct xray_prof_ctx *c = ctx;
+	(void)chunk;
+	if (!c->total) {
+		c->total = consumer;
+		return 0;
+	}
+	int rc = tk_prof_merge(c->total, consumer);
+	tk_prof_free(consumer);
+	return rc;
+}
+
+/* XRay: decode (in parallel) into the shared profile, report with the shared writers;
+ * --to account / account-csv gives llvm-xray account's table. */
+static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_xray_map *map;
+	struct tk_buf out;
+	int status = 0, rc, err;
+	const char *to = o->stacks ? "folded" : o->to ? o->to : "text";
+	int account = !strcmp(to, "account") || !strcmp(to, "account-csv");
+	enum tk_out_kind kind = account ? TK_OUT_TEXT : tk_out_kind_by_name(to);
+	int key = account ? tk_xray_account_sort_key(o->sort) : 0;
+
+	if (!kind || key < 0) {
+		if (!kind)
+			cli_error(NULL, UINT64_MAX, "profile: unknown output '%s' (text, csv, json, folded, pprof, calltree, account, account-csv)", to);
+		else
+			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, 90p, 99p, max, sum)", o->sort);
+		return EXIT_USAGE;
+	}
+	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	if (!x)
+		return status;
+	struct xray_prof_ctx pc = { .po = { .sz = sizeof pc.po,
+					    .clock = { tk_xray_header(x)->cycle_frequency } } };
+	struct tk_prof *p = tk_prof_new(&pc.po, &err);
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	struct tk_sym *sym = p ? tk_sym_new(&so, &err) : NULL;
+	if (!sym || (rc = cli_out_open(o, &out))) {
+		if (p && sym)
+			status = rc;
+		else
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err)), status = EXIT_INPUT;
+		tk_sym_free(sym);
+		tk_prof_free(p);
+		tk_xray_free(x);
+		tk_xray_map_free(map);
+		return status;
+	}
+	static const struct tk_xray_chunk_ops ops = { xray_prof_begin, xray_prof_merge };
+	pc.total = p;
+	rc = tk_xray_decode_chunks(x, &ops, &pc);
+	if (rc >= 0)
+		rc = tk_prof_finish(p);
+	if (rc >= 0 && map)
+		rc = tk_xray_map_to_sym(map, sym);
+	if (rc >= 0 && account) {
+		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
+						   .csv = !strcmp(to, "account-csv"),
+						   .per_thread = o->threads };
+		rc = tk_xray_account(&out, p, x, map, &ao);
+	} else if (rc >= 0) {
+		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+					  .threads = o->threads };
+		rc = tk_out_profile(&out, p, kind, &oo);
+	}
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	int wrc = cli_out_close(&out);
+	if (wrc > status)
+		status = wrc;
+	rc = xray_finish(file, x);
+	tk_sym_free(sym);
+	tk_prof_free(p);
+	tk_xray_free(x);
+	tk_xray_map_free(map);
+	return rc > status ? rc : status;
+}
 
 /* Events of one thread of a branch trace, re-tracked to its thread id, into the profile. */
 struct bt_track {
@@ -89,6 +251,8 @@ static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input 
 		uint8_t *pt;
 		size_t n;
 		tr->tid = tk_btrace_thread(bt, i)->tid;
+		if (o->has_tid && tr->tid != o->tid)
+			continue;
 		if (tk_btrace_thread_stream(bt, i, &pt, &n) < 0) {
 			status = EXIT_INPUT;
 			goto out;
@@ -130,10 +294,11 @@ out:
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
-	(void)o, (void)in;
 	switch (fi->id) {
 	case TK_FMT_TKBT:
 		return profile_btrace(o, file, in);
+	case TK_FMT_XRAY:
+		return xray_profile(o, file, in);
 	default:
 		return cli_unsupported("profile", file, fi);
 	}

@@ -12,11 +12,11 @@
 #include "tracekit/gem5.h"
 #include "tracekit/xtrace.h"
 #include "tracekit/btrace.h"
-#include "tracekit/prof.h"
-#include "tracekit/symbolize.h"
-#include "tracekit/out.h"
 #include "tracekit/image.h"
 #include "tracekit/flow.h"
 #include "tracekit/ipt_flow.h"
+#include "tracekit/prof.h"
+#include "tracekit/symbolize.h"
+#include "tracekit/out.h"
 
 #endif

@@ -9,8 +9,17 @@ int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s)
 {
 	*s = p->sum;
 	s->orphans = p->final_orphans;
-	for (size_t i = 0; i < p->ntracks; i++)
-		s->orphans += p->tracks[i].norph;
+	s->time_first = s->time_last = TK_TIME_NONE;
+	for (size_t i = 0; i < p->ntracks; i++) {
+		const struct track *t = &p->tracks[i];
+		s->orphans += t->norph;
+		if (t->t_min == UINT64_MAX)
+			continue;
+		if (s->time_first == TK_TIME_NONE || t->t_min < s->time_first)
+			s->time_first = t->t_min;
+		if (s->time_last == TK_TIME_NONE || t->t_max > s->time_last)
+			s->time_last = t->t_max;
+	}
 	return 0;
 }
 
@@ -179,7 +188,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	}
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
+			if (p->funcs[i].ndur)
+				memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
 			dur_stats(&rows[i], tmp, p->funcs[i].ndur);
 		}
 	} else {
@@ -207,7 +217,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs) {
+				if (origin < p->nfuncs && p->funcs[origin].ndur) {
 					memcpy(tmp + nd, p->funcs[origin].dur, p->funcs[origin].ndur * sizeof *tmp);
 					nd += p->funcs[origin].ndur;
 				}

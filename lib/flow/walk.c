@@ -144,8 +144,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	struct tk_flow_q *q = &f->q;
 	uint64_t ip = *ipp;
 	int mode = *modep;
-	uint32_t idle = 0;
-	int rc;
+	uint32_t idle = 0, prev = UINT32_MAX;
+	int prev_slot = 0, rc;
 
 	res->from = 0;
 	res->insns = 0;
@@ -158,25 +158,37 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			goto out;
 		}
 
-		const struct tk_block *bp = tk_bcache_get(&f->cache, ip, mode);
+		/* Follow the link from the previous block when there is one: no hash
+		 * lookup on the hot path. */
+		uint32_t bi;
 
-		if (!bp) {
-			rc = -TK_E_NOMEM;
-			goto out;
+		if (prev != UINT32_MAX && f->cache.blocks[prev].succ[prev_slot]) {
+			bi = f->cache.blocks[prev].succ[prev_slot] - 1;
+		} else {
+			bi = tk_bcache_index(&f->cache, ip, mode);
+			if (bi == UINT32_MAX) {
+				rc = -TK_E_NOMEM;
+				goto out;
+			}
+			if (prev != UINT32_MAX)
+				f->cache.blocks[prev].succ[prev_slot] = bi + 1;
 		}
-		const struct tk_block b = *bp;   /* the cache may move on the next lookup */
+		/* valid until the next lookup (the cache may grow) */
+		const struct tk_block *b = &f->cache.blocks[bi];
 
-		if (b.flags & TK_BLK_EMPTY) {
-			rc = b.flags & TK_BLK_BAD ? -TK_E_BAD_OPCODE : -TK_E_NOMAP;
+		prev = UINT32_MAX;
+
+		if (b->flags & TK_BLK_EMPTY) {
+			rc = b->flags & TK_BLK_BAD ? -TK_E_BAD_OPCODE : -TK_E_NOMAP;
 			res->from = ip;
 			goto out;
 		}
-		if (q->kind == TK_FLOWQ_STOP && q->ip > b.start && q->ip <= b.last) {
+		if (q->kind == TK_FLOWQ_STOP && q->ip > b->start && q->ip <= b->last) {
 			uint32_t k;
 
-			if (insns_before(&f->cache, &b, q->ip, &k)) {
-				if ((rc = emit(f, out, TK_EV_BLOCK, b.start,
-					       insn_addr(&f->cache, &b, k - 1), k, 0, b.mode)) < 0)
+			if (insns_before(&f->cache, b, q->ip, &k)) {
+				if ((rc = emit(f, out, TK_EV_BLOCK, b->start,
+					       insn_addr(&f->cache, b, k - 1), k, 0, b->mode)) < 0)
 					goto out;
 				res->insns += k;
 				ip = q->ip;
@@ -186,47 +198,49 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			}
 		}
 
-		int needs = b.cls == TK_ISA_JCC || b.cls == TK_ISA_RET || b.cls == TK_ISA_JMP_IND ||
-			    b.cls == TK_ISA_CALL_IND || b.cls == TK_ISA_FAR;
+		int needs = b->cls == TK_ISA_JCC || b->cls == TK_ISA_RET || b->cls == TK_ISA_JMP_IND ||
+			    b->cls == TK_ISA_CALL_IND || b->cls == TK_ISA_FAR;
 
 		if (needs && (q->kind == TK_FLOWQ_END || q->kind == TK_FLOWQ_STOP)) {
 			/* The branch cannot be followed. Like libipt, the branch itself is
 			 * reported: it was executed, only its outcome is unknown. */
-			if ((rc = emit(f, out, TK_EV_BLOCK, b.start, b.last, b.ninsn, 0, b.mode)) < 0)
+			if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
 				goto out;
-			res->insns += b.ninsn;
-			res->from = b.last;
-			ip = b.last;
+			res->insns += b->ninsn;
+			res->from = b->last;
+			ip = b->last;
 			rc = q->kind == TK_FLOWQ_END ? TK_FLOW_ENDED : -TK_E_BAD_FORMAT;
 			goto out;
 		}
-		if ((rc = emit(f, out, TK_EV_BLOCK, b.start, b.last, b.ninsn, 0, b.mode)) < 0)
+		if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
 			goto out;
-		res->insns += b.ninsn;
+		res->insns += b->ninsn;
 
-		switch (b.cls) {
+		switch (b->cls) {
 		case TK_ISA_OTHER:
-			ip = b.next;
+			ip = b->next;
+			prev = bi, prev_slot = 0;
 			break;
 		case TK_ISA_JMP:
 		case TK_ISA_CALL:
-			if (b.cls == TK_ISA_CALL) {
-				if (!(b.flags & TK_BLK_ZERO_CALL))
-					push_ret(f, b.next);
-				if ((rc = emit(f, out, TK_EV_CALL, b.last, b.target, 0, b.next,
+			if (b->cls == TK_ISA_CALL) {
+				if (!(b->flags & TK_BLK_ZERO_CALL))
+					push_ret(f, b->next);
+				if ((rc = emit(f, out, TK_EV_CALL, b->last, b->target, 0, b->next,
 					       0)) < 0)
 					goto out;
 			}
-			if (q->kind == TK_FLOWQ_PGD && q->has_ip && q->ip == b.target) {
+			if (q->kind == TK_FLOWQ_PGD && q->has_ip && q->ip == b->target) {
 				q->kind = TK_FLOWQ_NONE;
-				res->from = b.last;
-				ip = b.target;
+				res->from = b->last;
+				ip = b->target;
 				rc = TK_FLOW_DISABLED;
 				goto out;
 			}
-			ip = b.target;
+			ip = b->target;
+			prev = bi, prev_slot = 0;
 			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
-				res->from = b.last;
+				res->from = b->last;
 				rc = -TK_E_LIMIT;
 				goto out;
 			}
@@ -237,18 +251,19 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 
 				if (!q->ntnt)
 					q->kind = TK_FLOWQ_NONE;
-				ip = taken ? b.target : b.next;
+				ip = taken ? b->target : b->next;
+				prev = bi, prev_slot = taken;
 				idle = 0;
 				continue;
 			}
 			if (q->kind == TK_FLOWQ_PGD) {
 				q->kind = TK_FLOWQ_NONE;
-				res->from = b.last;
+				res->from = b->last;
 				ip = q->has_ip ? q->ip : 0;
 				rc = TK_FLOW_DISABLED;
 				goto out;
 			}
-			res->from = b.last;
+			res->from = b->last;
 			rc = -TK_E_BAD_FORMAT;
 			goto out;
 		case TK_ISA_RET:
@@ -259,7 +274,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if (!q->ntnt)
 					q->kind = TK_FLOWQ_NONE;
 				if (!taken || pop_ret(f, &to) < 0) {
-					res->from = b.last;
+					res->from = b->last;
 					rc = -TK_E_BAD_FORMAT;
 					goto out;
 				}
@@ -272,7 +287,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			} else {
 				goto disable_or_fail;
 			}
-			if ((rc = emit(f, out, TK_EV_RETURN, b.last, ip, 0, 0, 0)) < 0)
+			if ((rc = emit(f, out, TK_EV_RETURN, b->last, ip, 0, 0, 0)) < 0)
 				goto out;
 			idle = 0;
 			continue;
@@ -284,16 +299,16 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				mode = q->mode;
 			q->kind = TK_FLOWQ_NONE;
 			idle = 0;
-			if (b.cls == TK_ISA_CALL_IND) {
-				push_ret(f, b.next);
-				if ((rc = emit(f, out, TK_EV_CALL, b.last, ip, 0, b.next, 0)) < 0)
+			if (b->cls == TK_ISA_CALL_IND) {
+				push_ret(f, b->next);
+				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)
 					goto out;
 			}
 			continue;
 		}
 		continue;
 disable_or_fail:
-		res->from = b.last;
+		res->from = b->last;
 		if (q->kind == TK_FLOWQ_PGD) {
 			ip = q->has_ip ? q->ip : 0;
 			q->kind = TK_FLOWQ_NONE;

@@ -149,3 +149,10 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 	c->slots[h] = ++c->nblocks;
 	return &c->blocks[c->nblocks - 1];
 }
+
+uint32_t tk_bcache_index_slow(struct tk_bcache *c, uint64_t ip, int mode)
+{
+	const struct tk_block *b = tk_bcache_get_slow(c, ip, mode);
+
+	return b ? (uint32_t)(b - c->blocks) : UINT32_MAX;
+}

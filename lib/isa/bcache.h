@@ -22,6 +22,8 @@ struct tk_block {
 	uint64_t target;     /* direct target of the last instruction */
 	uint32_t ninsn;
 	uint32_t lens;       /* index of the instruction lengths in the cache's length array */
+	uint32_t succ[2];    /* successor block index + 1 (0: not linked yet): [0] fall-through
+				or direct target, [1] taken conditional branch */
 	uint8_t cls;         /* enum tk_isa_class of the last instruction (OTHER: block cut) */
 	uint8_t mode;
 	uint8_t flags;
@@ -43,6 +45,24 @@ int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img);
 void tk_bcache_fini(struct tk_bcache *c);
 /* The block at IP in MODE (built on first use). NULL only when out of memory. */
 const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode);
+
+/* Index of the block at IP, or UINT32_MAX when out of memory. */
+uint32_t tk_bcache_index_slow(struct tk_bcache *c, uint64_t ip, int mode);
+
+static inline uint32_t tk_bcache_index(struct tk_bcache *c, uint64_t ip, int mode)
+{
+	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
+	uint32_t s;
+
+	while ((s = c->slots[h])) {
+		const struct tk_block *b = &c->blocks[s - 1];
+
+		if (b->start == ip && b->mode == mode)
+			return s - 1;
+		h = (h + 1) & c->mask;
+	}
+	return tk_bcache_index_slow(c, ip, mode);
+}
 
 static inline const struct tk_block *tk_bcache_get(struct tk_bcache *c, uint64_t ip, int mode)
 {

@@ -12,6 +12,10 @@ void tk_isa_init(struct tk_isa *isa)
 	for (int m = 0; m < TK_ISA__MODES; m++)
 		ZydisDecoderEnableMode(&isa->dec[m], ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
 	ZydisFormatterInit(&isa->fmt, ZYDIS_FORMATTER_STYLE_INTEL);
+	/* objdump/ptxed-like: lower-case hex, no zero padding of addresses */
+	ZydisFormatterSetProperty(&isa->fmt, ZYDIS_FORMATTER_PROP_HEX_UPPERCASE, ZYAN_FALSE);
+	ZydisFormatterSetProperty(&isa->fmt, ZYDIS_FORMATTER_PROP_ADDR_PADDING_ABSOLUTE,
+				  ZYDIS_PADDING_DISABLED);
 }
 
 static uint64_t mask_ip(int mode, uint64_t ip)

@@ -28,6 +28,8 @@ struct ptd {
 	size_t start, end;          /* chunk [start, end) */
 	size_t pos;                 /* next packet */
 	size_t last_off;            /* offset of the last packet read */
+	size_t err_off;             /* offset of the last packet that failed to decode */
+	int pkt_err;                /* that failure is pending (reported by the walker) */
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
@@ -73,6 +75,9 @@ static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 	if (rc > 0) {
 		d->last_off = d->pos;
 		d->pos += (size_t)rc;
+	} else if (rc != -TK_E_EOF) {
+		d->err_off = d->pos;
+		d->pkt_err = 1;
 	}
 	return rc;
 }
@@ -317,6 +322,7 @@ static void reset_flow_state(struct ptd *d)
 /* Record a decode error at OFF and move to the next PSB (or the chunk's end). */
 static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_t addr)
 {
+	d->pkt_err = 0;
 	size_t psb, from = d->pos > off ? d->pos : (size_t)off + 1;
 	uint64_t skipped;
 
@@ -557,8 +563,9 @@ static int decode_chunk(struct ptd *d)
 				/* A sink error is passed through; trace errors resync. */
 				if (d->out->sink.events && rc == -TK_E_IO)
 					return rc;
-				if ((rc = resync(d, d->last_off, rc, TK_GAP_DECODE_ERROR,
-						 res.from)) < 0)
+				size_t at = d->pkt_err ? d->err_off : d->last_off;
+
+				if ((rc = resync(d, at, rc, TK_GAP_DECODE_ERROR, res.from)) < 0)
 					return rc;
 			} else if (rc < 0) {
 				return rc;

@@ -205,7 +205,7 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
 		return EXIT_INPUT;
 	}
-	if (!(img = load_image(o)) || tk_btrace_add_modules(bt, img) < 0) {
+	if (!(img = cli_image_load(o)) || tk_btrace_add_modules(bt, img) < 0) {
 		tk_image_free(img);
 		tk_btrace_free(bt);
 		return EXIT_INPUT;

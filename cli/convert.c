@@ -29,7 +29,7 @@ static const char usage[] =
 	"Traces with calls (a slice per call, per thread):\n"
 	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
 	"  --to chrome     Chrome trace-event JSON\n"
-	"  --time=A:B      only calls running in ticks [A, B) (clipped to the window)\n"
+	"  --time A:B      only calls running in ticks [A, B) (clipped to the window)\n"
 	"  --max-events N  at most N slices (default 10 million)\n"
 	"  --elf FILE[:BASE]  slice names from FILE's symbols\n"
 	"LLVM XRay logs:\n"

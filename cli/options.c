@@ -1,6 +1,7 @@
 /* Option parsing and the helpers every command shares. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -90,6 +91,18 @@ int cli_parse_range(const char *s, uint64_t *a, uint64_t *b)
 	return 0;
 }
 
+/* "A:B" with digits (or 0x hex) on either side and nothing else. */
+static int looks_like_range(const char *s)
+{
+	const char *colon = strchr(s, ':');
+	if (!colon || strchr(colon + 1, ':'))
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (p != colon && !isxdigit((unsigned char)*p) && *p != 'x')
+			return 0;
+	return 1;
+}
+
 static int num_arg(const char *opt, const char *arg, uint64_t *v)
 {
 	if (cli_parse_u64(arg, v) < 0) {
@@ -151,6 +164,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_NO_DISASM: o->no_disasm = 1; break;
 		case OPT_STAT: o->stat = 1; break;
 		case OPT_TIME:
+			/* --time alone: print times (decode); --time A:B or --time=A:B: a window
+			 * (profile, convert). A following word that looks like a range is taken. */
+			if (!optarg && optind < argc && looks_like_range(argv[optind]))
+				optarg = argv[optind++];
 			if (optarg)
 				o->time_window = optarg;
 			else

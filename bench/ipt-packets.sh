@@ -6,7 +6,9 @@
 #   flow:   bench/ipt-flow-gen.c, the flow tests' generator walking the real code of
 #           libc as a CPU would and emitting what the hardware would (TNT runs, TIP
 #           with IP compression, return compression, PSB+ every ~8 KiB, syscalls as
-#           TIP.PGD/MODE.Exec/TIP.PGE).
+#           TIP.PGD/MODE.Exec/TIP.PGE);
+#   flow-timing: the flow stream as in cycle-accurate timing mode (ipt-tools timing):
+#           a CYC before each TNT/TIP/FUP, an MTC every 64 packets.
 #   1. packet walk on both: tracekit (tk_ipt_pkt_next_batch; and `tracekit dump
 #      --quiet`) vs a small program walking with libipt's pt_pkt_next; then the same
 #      walks under callgrind on CG_MB MiB of each (instructions per packet, repeatable)
@@ -32,6 +34,7 @@ PT=$WORK/stream-${MB}m.pt
 FLOW=$WORK/flow-${MB}m.pt
 [ -f "$PT" ] || "$TOOLS" gen "$PT" "$MB"
 [ -f "$FLOW" ] || "$WORK/ipt-flow-gen" "$FLOW" "$MB" >/dev/null 2>&1
+[ -f "$WORK/flowt-${MB}m.pt" ] || "$TOOLS" timing "$FLOW" "$WORK/flowt-${MB}m.pt"
 BYTES=$(stat -c %s "$PT")
 
 # Packet walk on both inputs, each side checked to count the same packets.
@@ -55,13 +58,16 @@ walk_case() {
 }
 walk_case random "$PT"
 walk_case flow "$FLOW"
+walk_case flow-timing "$WORK/flowt-${MB}m.pt"
 
 # Instructions per packet (callgrind): the repeatable figure on a shared machine.
 if [ "$CG_MB" != 0 ] && command -v valgrind >/dev/null; then
 	[ -f "$WORK/stream-${CG_MB}m.pt" ] || "$TOOLS" gen "$WORK/stream-${CG_MB}m.pt" "$CG_MB"
 	[ -f "$WORK/flow-${CG_MB}m.pt" ] ||
 		"$WORK/ipt-flow-gen" "$WORK/flow-${CG_MB}m.pt" "$CG_MB" >/dev/null 2>&1
-	for name in random:stream flow:flow; do
+	[ -f "$WORK/flowt-${CG_MB}m.pt" ] ||
+		"$TOOLS" timing "$WORK/flow-${CG_MB}m.pt" "$WORK/flowt-${CG_MB}m.pt"
+	for name in random:stream flow:flow flow-timing:flowt; do
 		f=$WORK/${name#*:}-${CG_MB}m.pt
 		n=$("$TOOLS" walk "$f" | awk '{print $1}')
 		ir() {

@@ -18,6 +18,10 @@ _Static_assert(offsetof(struct tk_ipt_packet, kind) == 0 &&
 	       offsetof(struct tk_ipt_packet, ip.ip) == 16 &&
 	       offsetof(struct tk_ipt_packet, ip.ipc) == 24 && sizeof(struct tk_ipt_packet) == 32,
 	       "packet header layout");
+_Static_assert(offsetof(struct tk_ipt_packet, exec.csl) == offsetof(struct tk_ipt_packet, ip.ip) &&
+	       offsetof(struct tk_ipt_packet, exec.csd) == offsetof(struct tk_ipt_packet, ip.ip) + 1 &&
+	       offsetof(struct tk_ipt_packet, exec.iflag) == offsetof(struct tk_ipt_packet, ip.ip) + 2,
+	       "MODE.Exec bits written as one word");
 _Static_assert(offsetof(struct fast_entry, hdr) == 8 && offsetof(struct fast_entry, val) == 16 &&
 	       offsetof(struct fast_entry, aux) == 24 && sizeof(struct fast_entry) == 32,
 	       "fast table entries: {mask, hdr} and {val, aux} are 16-byte vectors");
@@ -763,12 +767,13 @@ slow:
 			} else if (b == 0x99) {
 				uint8_t m = p[1];
 				if ((m >> 5) == 0) {
-					k->kind = TK_IPT_PKT_MODE_EXEC;
-					k->size = 2;
+					/* csl, csd, iflag: bits 0..2 of M spread to bytes */
+					uint64_t w = (m & 1) | (uint64_t)(m & 2) << 7 |
+						     (uint64_t)(m & 4) << 14;
+					uint64_t hdr = TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32;
+					memcpy(k, &hdr, 8);
 					k->offset = off;
-					k->exec.csl = m & 1;
-					k->exec.csd = (m >> 1) & 1;
-					k->exec.iflag = (m >> 2) & 1;
+					k->ip.ip = w;
 					p += 2;
 					k++;
 					continue;

@@ -137,6 +137,8 @@ void cli_xtrace_close(struct cli_xtrace *x);
 /* Statistics of every chunk, merged in order, with o->jobs threads. */
 int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_xtrace_stats *s,
 		     struct tk_gap_stats *gaps, int footprint);
+/* tracekit record --qemu (cli/record_qemu.c). */
+int cli_record_qemu(struct cli_opts *o);
 /* One xtrace item as text, no newline. */
 void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 

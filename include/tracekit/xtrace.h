@@ -269,6 +269,13 @@ int tk_xtrace_write_raw(struct tk_xtrace_writer *w, const void *p, size_t n);
 int tk_xtrace_write_snapshot(struct tk_xtrace_writer *w, const struct tk_xtrace_snapshot *s);
 uint64_t tk_xtrace_writer_offset(const struct tk_xtrace_writer *w);
 
+/* Encoders for writing snapshot files directly (tracekit record fills in registers after
+ * the instruction stream is written). OUT holds TK_XTRACE_HEADER_SIZE / layout->size bytes;
+ * header magic/version default as in the writer. */
+void tk_xtrace_header_encode(const struct tk_xtrace_header *h, uint8_t *out);
+void tk_xtrace_snap_encode(const struct tk_xtrace_snap_layout *l,
+			   const struct tk_xtrace_snapshot *s, uint8_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,18 +48,11 @@ struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
 			return NULL;
 		}
 		if (!opts || !opts->no_header) {
-			uint8_t h[TK_XTRACE_HEADER_SIZE] = { 0 };
+			uint8_t h[TK_XTRACE_HEADER_SIZE];
 			struct tk_xtrace_header hd = { 0 };
 			if (opts)
 				hd = opts->header;
-			uint32_t magic = hd.magic ? hd.magic : TK_XTRACE_SNAP_MAGIC;
-			uint64_t ver = hd.version ? hd.version : TK_XTRACE_SNAP_VERSION;
-			memcpy(h, &magic, 4);
-			memcpy(h + 4, &hd.global_snapshot, 4);
-			memcpy(h + 8, &ver, 8);
-			h[16] = hd.split_type;
-			h[17] = hd.stream_type;
-			h[18] = hd.mem_order;
+			tk_xtrace_header_encode(&hd, h);
 			tk_buf_put(&w->snap, h, sizeof h);
 		}
 	}
@@ -189,8 +182,32 @@ int tk_xtrace_write_snapshot(struct tk_xtrace_writer *w, const struct tk_xtrace_
 	uint8_t *r = w->rec;
 	if (!w->has_snap)
 		return -TK_E_BAD_STATE;
+	struct tk_xtrace_snapshot c = *s;
+	c.index = w->off;
+	tk_xtrace_snap_encode(l, &c, r);
+	tk_buf_put(&w->snap, r, l->size);
+	w->force_pcinst = 1;
+	return w->snap.err;
+}
+
+void tk_xtrace_header_encode(const struct tk_xtrace_header *hd, uint8_t *h)
+{
+	uint32_t magic = hd->magic ? hd->magic : TK_XTRACE_SNAP_MAGIC;
+	uint64_t ver = hd->version ? hd->version : TK_XTRACE_SNAP_VERSION;
+	memset(h, 0, TK_XTRACE_HEADER_SIZE);
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &hd->global_snapshot, 4);
+	memcpy(h + 8, &ver, 8);
+	h[16] = hd->split_type;
+	h[17] = hd->stream_type;
+	h[18] = hd->mem_order;
+}
+
+void tk_xtrace_snap_encode(const struct tk_xtrace_snap_layout *l,
+			   const struct tk_xtrace_snapshot *s, uint8_t *r)
+{
 	memset(r, 0, l->size);
-	uint64_t hdr[4] = { s->file_no, w->off, s->user_insns, s->total_insns };
+	uint64_t hdr[4] = { s->file_no, s->index, s->user_insns, s->total_insns };
 	memcpy(r, hdr, sizeof hdr);
 	memcpy(r + l->off_x, s->x, 256);
 	if (s->z)
@@ -204,7 +221,4 @@ int tk_xtrace_write_snapshot(struct tk_xtrace_writer *w, const struct tk_xtrace_
 	memcpy(r + l->off_sys, s->sys, sizeof s->sys);
 	uint64_t vl = l->vl_bits;
 	memcpy(r + l->off_vl, &vl, 8);
-	tk_buf_put(&w->snap, r, l->size);
-	w->force_pcinst = 1;
-	return w->snap.err;
 }

@@ -137,6 +137,8 @@ void cli_xtrace_close(struct cli_xtrace *x);
 /* Statistics of every chunk, merged in order, with o->jobs threads. */
 int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_xtrace_stats *s,
 		     struct tk_gap_stats *gaps, int footprint);
+/* Gap summaries: snapshot-file problems, then instruction-file GAPS; returns the status. */
+int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_gap_stats *gaps);
 /* tracekit record --qemu (cli/record_qemu.c). */
 int cli_record_qemu(struct cli_opts *o);
 /* One xtrace item as text, no newline. */

@@ -171,7 +171,6 @@ static int xtrace_decode(struct cli_opts *o, const char *file, struct tk_input *
 			       .lock = PTHREAD_MUTEX_INITIALIZER };
 	size_t nc = tk_xtrace_nchunks(x.t);
 	d.parts = calloc(nc, sizeof *d.parts);
-	tk_gap_stats_merge(&d.gaps, tk_xtrace_open_gaps(x.t));
 	cli_progress_init(o, &d.prog, "decoding", x.n);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs ? o->jobs : tk_cpu_count() };
 	rc = d.parts ? tk_pool_run(&po, nc, xt_decode_work, xt_decode_merge, &d) : -TK_E_NOMEM;
@@ -187,12 +186,12 @@ static int xtrace_decode(struct cli_opts *o, const char *file, struct tk_input *
 	if (o->stat)
 		tk_buf_printf(&out, "instructions: %llu\n", (unsigned long long)d.insns);
 	int st = cli_out_close(&out);
+	int g = cli_xtrace_report(&x, file, &d.gaps);
 	cli_xtrace_close(&x);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	int g = cli_report_gaps(d.file, &d.gaps, "damaged region");
 	return st > g ? st : g;
 }
 

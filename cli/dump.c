@@ -97,10 +97,8 @@ static int xtrace_dump(struct cli_opts *o, const char *file, struct tk_input *in
 	}
 	if (fi->id == TK_FMT_XTRACE_SNAP) {
 		xtrace_dump_snaps(o, &x, &b);
-		tk_gap_stats_merge(&gaps, tk_xtrace_open_gaps(x.t));
-	} else {
-		tk_gap_stats_merge(&gaps, tk_xtrace_open_gaps(x.t));
-		for (size_t ci = 0; ci < tk_xtrace_nchunks(x.t); ci++) {
+		} else {
+			for (size_t ci = 0; ci < tk_xtrace_nchunks(x.t); ci++) {
 			size_t begin, end;
 			struct tk_xtrace_cursor c;
 			struct tk_xtrace_item it;
@@ -135,9 +133,9 @@ static int xtrace_dump(struct cli_opts *o, const char *file, struct tk_input *in
 			}
 		}
 	}
-	cli_xtrace_close(&x);
 	rc = cli_out_close(&b);
-	int g = cli_report_gaps(file, &gaps, "damaged region");
+	int g = cli_xtrace_report(&x, file, &gaps);
+	cli_xtrace_close(&x);
 	return rc > g ? rc : g;
 }
 

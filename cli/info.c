@@ -94,13 +94,13 @@ static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_
 	} else {
 		tk_buf_puts(out, "  snapshots: no snapshot file beside it\n");
 	}
-	tk_gap_stats_merge(&gaps, tk_xtrace_open_gaps(x.t));
+	int g = cli_xtrace_report(&x, file, &gaps);
 	cli_xtrace_close(&x);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	return cli_report_gaps(file, &gaps, "damaged region");
+	return g;
 }
 
 /* Format-specific details after the first line; returns an exit status. */

@@ -92,7 +92,6 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 		return rc;
 	}
 	tk_xtrace_stats_init(&s, 1);
-	tk_gap_stats_merge(&gaps, tk_xtrace_open_gaps(x.t));
 	rc = cli_xtrace_stats(o, &x, &s, &gaps, 1);
 	uint64_t n = s.insns[0] + s.insns[1] + s.insns[2] + s.insns[3];
 	tk_buf_printf(&b, "%s: %zu bytes, %zu chunks\n", x.insn_path, x.n, tk_xtrace_nchunks(x.t));
@@ -158,13 +157,13 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 		tk_buf_printf(&b, "time span\n  %llu .. %llu\n", (unsigned long long)s.time_first,
 			      (unsigned long long)s.time_last);
 	tk_xtrace_stats_free(&s);
-	cli_xtrace_close(&x);
 	int st = cli_out_close(&b);
+	int g = cli_xtrace_report(&x, file, &gaps);
+	cli_xtrace_close(&x);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	int g = cli_report_gaps(file, &gaps, "damaged region");
 	return st > g ? st : g;
 }
 

@@ -216,3 +216,11 @@ void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it)
 		break;
 	}
 }
+
+int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_gap_stats *gaps)
+{
+	int a = cli_report_gaps(x->snap_path ? x->snap_path : file, tk_xtrace_open_gaps(x->t),
+				"bad snapshot");
+	int b = cli_report_gaps(x->insn_path ? x->insn_path : file, gaps, "damaged region");
+	return a > b ? a : b;
+}

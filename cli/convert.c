@@ -14,8 +14,122 @@ static const char usage[] =
 	"\n"
 	"  --to FMT        output format\n"
 	"  -o FILE         write to FILE\n"
-	"  --slice K:N     (xtrace) an instruction file FILE.xinsndata.bin and snapshot file\n"
-	"                  FILE.xsnapshot.bin that start at snapshot K and hold N instructions\n";
+	"\n"
+	"Kanata pipeline logs:\n"
+	"  --to kanata     normalised Kanata (the four-column form Konata reads)\n"
+	"  --cycles A:B    with --to kanata: only instructions alive in cycles [A, B), renumbered,\n"
+	"                  as a valid smaller log; instructions alive at A start there\n"
+	"  --to chrome     Chrome trace-event JSON for Perfetto / chrome://tracing (also:\n"
+	"                  perfetto, json): a slice per instruction with stage slices, a process\n"
+	"                  per thread and a track per row and lane; 1 cycle = 1 us\n"
+	"gem5 O3PipeView text:\n"
+	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"Kunpeng xtrace (instruction or snapshot file; the other is found by name):\n"
+	"  --slice K:N     write FILE.xinsndata.bin and FILE.xsnapshot.bin (-o FILE) that start\n"
+	"                  at snapshot K and hold N instructions: a simulator checkpoint\n"
+	"  --to perfetto   (with --elf) not yet: see tracekit profile\n";
+
+static void kanata_diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	const char *file = ctx;
+	if (d->level == TK_LOG_ERROR)
+		fprintf(stderr, "tracekit: %s:%llu: error: %s\n", file, (unsigned long long)d->line, d->msg);
+}
+
+struct count_ctx {
+	const char *file;
+	uint64_t errors;
+};
+
+static void kanata_diag_count(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct count_ctx *k = ctx;
+	if (d->level != TK_LOG_ERROR)
+		return;
+	if (k->errors++ < 20)
+		kanata_diag((void *)k->file, d);
+}
+
+static int convert_kanata(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct count_ctx cc = { file, 0 };
+	struct tk_kanata_conv_opts co = { .sz = sizeof co, .cycle_from = INT64_MIN,
+					  .cycle_to = INT64_MAX, .diag = kanata_diag_count,
+					  .ctx = &cc };
+	const char *to = o->to ? o->to : "kanata";
+	struct tk_buf out;
+	int rc;
+
+	if (o->cycles) {
+		uint64_t a = 0, b = UINT64_MAX;
+		if (cli_parse_range(o->cycles, &a, &b) < 0 || a >= b) {
+			cli_error(NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
+			return EXIT_USAGE;
+		}
+		co.cycle_from = (int64_t)a;
+		co.cycle_to = b > INT64_MAX ? INT64_MAX : (int64_t)b;
+	}
+	int chrome = !strcmp(to, "chrome") || !strcmp(to, "perfetto") || !strcmp(to, "json");
+	if (!chrome && strcmp(to, "kanata")) {
+		cli_error(NULL, UINT64_MAX, "convert: Kanata input: --to %s: expected kanata or chrome", to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	if (chrome)
+		rc = tk_kanata_to_chrome(in, &out, &co);
+	else if (o->cycles)
+		rc = tk_kanata_cut(in, &out, &co);
+	else
+		rc = tk_kanata_rewrite(in, &out, &co);
+	int status = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (cc.errors > 20)
+		fprintf(stderr, "tracekit: %s: %llu more errors (tracekit check lists all)\n", file,
+			(unsigned long long)(cc.errors - 20));
+	if (cc.errors && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	return status;
+}
+
+static void gem5_diag(void *ctx, uint64_t line, int is_error, const char *msg)
+{
+	fprintf(stderr, "tracekit: %s:%llu: %s: %s\n", (const char *)ctx, (unsigned long long)line,
+		is_error ? "error" : "warning", msg);
+}
+
+static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = (void *)file };
+	struct tk_gem5_result res;
+	const char *to = o->to ? o->to : "kanata";
+	struct tk_buf out;
+	int rc;
+
+	if (strcmp(to, "kanata")) {
+		cli_error(NULL, UINT64_MAX, "convert: gem5 input: --to %s: expected kanata", to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	rc = tk_gem5_to_kanata(in, &out, &go, &res);
+	int status = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu instructions (%llu retired, %llu squashed), "
+			"%llu ticks per cycle\n", file, (unsigned long long)res.insns,
+			(unsigned long long)res.retired, (unsigned long long)res.squashed,
+			(unsigned long long)res.ticks_per_cycle);
+	if ((res.skipped_lines || res.out_of_order) && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	return status;
+}
 
 /* xtrace --slice K:N: instruction + snapshot file starting at snapshot K, N instructions. */
 static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *in,
@@ -136,6 +250,10 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_slice(o, file, in, fi);
+	case TK_FMT_KANATA:
+		return convert_kanata(o, file, in);
+	case TK_FMT_GEM5_O3:
+		return convert_gem5(o, file, in);
 	default:
 		return cli_unsupported("convert", file, fi);
 	}

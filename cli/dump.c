@@ -13,6 +13,51 @@ static const char usage[] =
 	"  -q, --quiet   only check the input; print nothing but errors\n"
 	"  -o FILE       write to FILE\n";
 
+struct ipt_err_ctx {
+	const char *file;
+};
+
+static int ipt_on_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
+{
+	struct ipt_err_ctx *c = ctx;
+	if (err == -TK_E_NOSYNC)
+		cli_warn(c->file, offset, "%llu bytes without a PSB skipped", (unsigned long long)skipped);
+	else
+		cli_error(c->file, offset, "%s, %llu bytes skipped",
+			  tk_ipt_error_text(err), (unsigned long long)skipped);
+	return 0;
+}
+
+/* Intel PT: ptdump's layout, formatted by the library. */
+static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_buf out;
+	struct tk_gap_stats gaps = { 0 };
+	struct ipt_err_ctx ec = { file };
+	int rc;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	struct tk_ipt_dump_opts d = {
+		.sz = sizeof d, .no_offset = o->no_offset, .lastip = o->lastip,
+		.quiet = o->quiet, .on_error = ipt_on_error, .ctx = &ec,
+	};
+	rc = tk_ipt_dump(data, len, &d, &out, &gaps);
+	int st = cli_out_close(&out);
+	if (rc < 0 && !st) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		st = EXIT_INPUT;
+	}
+	int g = cli_report_gaps(file, &gaps, "decode error");
+	return st > g ? st : g;
+}
+
 /* xtrace snapshot file: header, then every snapshot's fields and registers. */
 static void xtrace_dump_snaps(const struct cli_opts *o, struct cli_xtrace *x, struct tk_buf *b)
 {
@@ -146,6 +191,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_dump(o, file, in, fi);
+	case TK_FMT_IPT:
+		return dump_ipt(o, file, in);
 	default:
 		return cli_unsupported("dump", file, fi);
 	}

@@ -16,6 +16,57 @@ static const char usage[] =
 	"Exit status: 0 all files recognised; 1 a reader skipped damaged data; 3 a file could\n"
 	"not be read or its format is unknown (the others are still reported).\n";
 
+static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
+{
+	const char *file = ctx;
+	if (err == -TK_E_NOSYNC)
+		cli_warn(file, offset, "%llu bytes without a PSB skipped", (unsigned long long)skipped);
+	else
+		cli_error(file, offset, "%s, %llu bytes skipped",
+			  tk_ipt_error_text(err), (unsigned long long)skipped);
+	return 0;
+}
+
+/* Intel PT: PSBs, packet counts by kind, TSC range. */
+static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_ipt_stats st;
+	int rc;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	rc = tk_ipt_scan(data, len, &st, ipt_info_error, (void *)file);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	tk_buf_printf(out, "  size:     %llu bytes\n", (unsigned long long)st.bytes);
+	tk_buf_printf(out, "  psb:      %llu", (unsigned long long)st.psbs);
+	if (st.first_psb != UINT64_MAX)
+		tk_buf_printf(out, " (first at offset 0x%llx)", (unsigned long long)st.first_psb);
+	tk_buf_putc(out, '\n');
+	tk_buf_printf(out, "  packets:  %llu\n", (unsigned long long)st.packets);
+	for (int k = 1; k < TK_IPT_PKT__COUNT; k++)
+		if (st.count[k])
+			tk_buf_printf(out, "    %-10s %llu\n", tk_ipt_pkt_name(k),
+				      (unsigned long long)st.count[k]);
+	if (st.have_tsc)
+		tk_buf_printf(out, "  tsc:      0x%llx .. 0x%llx (first 0x%llx, last 0x%llx)\n",
+			      (unsigned long long)st.tsc_min, (unsigned long long)st.tsc_max,
+			      (unsigned long long)st.tsc_first, (unsigned long long)st.tsc_last);
+	else
+		tk_buf_puts(out, "  tsc:      none\n");
+	if (st.gaps.count)
+		tk_buf_printf(out, "  skipped:  %llu bytes in %llu places\n",
+			      (unsigned long long)st.gaps.bytes_skipped,
+			      (unsigned long long)st.gaps.count);
+	return st.gaps.count ? EXIT_SKIPPED : EXIT_CLEAN;
+}
+
 /* xtrace: who was traced, instruction counts per EL, snapshots, vector length, time span. */
 static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_input *in,
 			  const struct tk_format_info *fi, struct tk_buf *out)
@@ -111,6 +162,8 @@ static int details(const struct cli_opts *o, const char *file, struct tk_input *
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_details(o, file, in, fi, out);
+	case TK_FMT_IPT:
+		return info_ipt(file, in, out);
 	default:
 		return EXIT_CLEAN;
 	}
@@ -143,6 +196,15 @@ static int run(struct cli_opts *o)
 		if (fi.version) {
 			tk_buf_puts(&out, ", version ");
 			tk_buf_u64(&out, fi.version);
+		}
+		if (tk_input_file_size(in) == 0) {
+			/* a pipe: read it to the end to know its size */
+			static char sink[1 << 16];
+			long r;
+			while ((r = tk_input_read(in, sink, sizeof sink)) > 0)
+				;
+			if (r < 0)
+				status = EXIT_SKIPPED;
 		}
 		tk_buf_puts(&out, ", ");
 		tk_buf_u64(&out, tk_input_file_size(in));

@@ -1,5 +1,6 @@
 /* tracekit stats: statistics of a trace. Each format's handler is one case below; the work is in the library. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -9,7 +10,323 @@ static const char usage[] =
 	"Statistics of a trace.\n"
 	"\n"
 	"  --to FMT        text, json, csv\n"
-	"  -j N            threads (default: all cores)\n";
+	"  -j N            threads (default: all cores)\n"
+	"\n"
+	"Kanata pipeline logs:\n"
+	"  --window N      IPC over time in windows of N cycles (with --to csv: only that table)\n"
+	"  --slowest N     the N slowest retired instructions with their labels\n"
+	"  Cycles honour C= (cycles = last cycle - first cycle); Konata's own IPC (last retire\n"
+	"  id / last cycle, C= ignored) is shown beside it. Exit status 1 if lines were skipped.\n";
+
+/* ---- Kanata ------------------------------------------------------------------------- */
+struct kanata_diag_ctx {
+	const char *file;
+	uint64_t shown;
+};
+
+static void kanata_diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct kanata_diag_ctx *k = ctx;
+	if (d->level != TK_LOG_ERROR)
+		return;  /* warnings (e.g. L after R, common in real logs) are for tracekit check */
+	if (k->shown++ < 20)
+		fprintf(stderr, "tracekit: %s:%llu: %s: %s\n", k->file, (unsigned long long)d->line,
+			d->level == TK_LOG_ERROR ? "error" : "warning", d->msg);
+}
+
+/* v / d with 3 decimals */
+static void put_ratio(struct tk_buf *b, uint64_t v, uint64_t d)
+{
+	if (!d) {
+		tk_buf_puts(b, "0.000");
+		return;
+	}
+	tk_buf_fixed(b, (int64_t)((v * 1000 + d / 2) / d), 3);
+}
+
+static void put_mean(struct tk_buf *b, const struct tk_kanata_latency *l)
+{
+	put_ratio(b, l->sum, l->count);
+}
+
+static void put_pad(struct tk_buf *b, const char *s, size_t w)
+{
+	size_t n = strlen(s);
+	tk_buf_puts(b, s);
+	while (n++ < w)
+		tk_buf_putc(b, ' ');
+}
+
+static void put_num_col(struct tk_buf *b, uint64_t v, size_t w)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+	for (int i = n; i < (int)w; i++)
+		tk_buf_putc(b, ' ');
+	tk_buf_puts(b, tmp);
+}
+
+static void kanata_text(struct tk_buf *b, const char *file, const struct tk_kanata_stats *st,
+			uint64_t window)
+{
+	const struct tk_kanata_counts *c = &st->counts;
+	uint64_t done = c->retired + c->flushed;
+
+	tk_buf_printf(b, "%s: Kanata pipeline log, version %u\n", file, c->version);
+	tk_buf_printf(b, "instructions:  %llu (retired %llu, flushed %llu, in flight at end %llu)\n",
+		      (unsigned long long)c->insns, (unsigned long long)c->retired,
+		      (unsigned long long)c->flushed, (unsigned long long)c->in_flight);
+	tk_buf_puts(b, "flush rate:    ");
+	put_ratio(b, c->flushed * 100, done);
+	tk_buf_puts(b, "% of finished instructions\n");
+	tk_buf_printf(b, "cycles:        %llu (cycle %lld to %lld; C= honoured)\n",
+		      (unsigned long long)st->cycles, (long long)c->first_cycle, (long long)c->last_cycle);
+	tk_buf_puts(b, "IPC:           ");
+	put_ratio(b, c->retired, st->cycles);
+	tk_buf_puts(b, " (retired / cycles)\n");
+	tk_buf_puts(b, "Konata IPC:    ");
+	put_ratio(b, st->konata_last_rid, st->konata_last_cycle);
+	tk_buf_printf(b, " (last retire id %llu / last cycle %llu, C= ignored)\n",
+		      (unsigned long long)st->konata_last_rid, (unsigned long long)st->konata_last_cycle);
+	tk_buf_puts(b, "latency I->R:  mean ");
+	put_mean(b, &st->insn_lat);
+	tk_buf_printf(b, ", p50 %llu, p99 %llu, max %llu cycles (retired instructions)\n",
+		      (unsigned long long)st->insn_lat.p50, (unsigned long long)st->insn_lat.p99,
+		      (unsigned long long)st->insn_lat.max);
+	tk_buf_printf(b, "stall cycles:  %llu (lane 1, summed over instructions)\n",
+		      (unsigned long long)st->stall_cycles);
+	tk_buf_printf(b, "lines:         %llu (%llu skipped)\n", (unsigned long long)c->lines,
+		      (unsigned long long)c->errors);
+
+	tk_buf_puts(b, "\nthread      insns    retired    flushed\n");
+	for (size_t i = 0; i < st->nthreads; i++) {
+		const struct tk_kanata_thread_stats *t = &st->threads[i];
+		char id[32];
+		snprintf(id, sizeof id, "%lld", (long long)t->thread);
+		put_pad(b, id, 6);
+		put_num_col(b, t->insns, 11);
+		put_num_col(b, t->retired, 11);
+		put_num_col(b, t->flushed, 11);
+		tk_buf_putc(b, '\n');
+	}
+
+	tk_buf_puts(b, "\nlane stage        count  occupancy       mean    p50    p99    max\n");
+	for (size_t i = 0; i < st->nstages; i++) {
+		const struct tk_kanata_stage_stats *s = &st->stages[i];
+		put_pad(b, s->lane, 5);
+		put_pad(b, s->stage, 8);
+		put_num_col(b, s->lat.count, 10);
+		tk_buf_puts(b, "      ");
+		put_ratio(b, s->occupancy, st->cycles);
+		tk_buf_puts(b, "  ");
+		char tmp[32];
+		struct tk_buf m;
+		tk_buf_init(&m, -1, 32);
+		put_mean(&m, &s->lat);
+		snprintf(tmp, sizeof tmp, "%9.*s", (int)m.len, m.data);
+		tk_buf_free(&m);
+		tk_buf_puts(b, tmp);
+		put_num_col(b, s->lat.p50, 7);
+		put_num_col(b, s->lat.p99, 7);
+		put_num_col(b, s->lat.max, 7);
+		tk_buf_putc(b, '\n');
+	}
+	tk_buf_puts(b, "(occupancy: instructions in the stage per cycle; latencies in cycles)\n");
+
+	if (window) {
+		tk_buf_printf(b, "\nIPC per %llu cycles:\nstart_cycle,retired,ipc\n", (unsigned long long)window);
+		for (size_t i = 0; i < st->nwindows; i++) {
+			tk_buf_i64(b, c->first_cycle + (int64_t)(i * window));
+			tk_buf_putc(b, ',');
+			tk_buf_u64(b, st->window_retired[i]);
+			tk_buf_putc(b, ',');
+			put_ratio(b, st->window_retired[i], window);
+			tk_buf_putc(b, '\n');
+		}
+	}
+	if (st->nslow) {
+		tk_buf_puts(b, "\nslowest retired instructions:\n      id  thread   begin     end  cycles  label\n");
+		for (size_t i = 0; i < st->nslow; i++) {
+			const struct tk_kanata_slow *s = &st->slow[i];
+			tk_buf_printf(b, "%8lld %7lld %7lld %7lld %7lld  %s\n", (long long)s->id,
+				      (long long)s->thread, (long long)s->begin, (long long)s->end,
+				      (long long)(s->end - s->begin), s->label);
+		}
+	}
+}
+
+static void json_lat(struct tk_buf *b, const struct tk_kanata_latency *l)
+{
+	tk_buf_printf(b, "{\"count\": %llu, \"mean\": ", (unsigned long long)l->count);
+	put_mean(b, l);
+	tk_buf_printf(b, ", \"p50\": %llu, \"p99\": %llu, \"max\": %llu}", (unsigned long long)l->p50,
+		      (unsigned long long)l->p99, (unsigned long long)l->max);
+}
+
+static void kanata_json(struct tk_buf *b, const char *file, const struct tk_kanata_stats *st,
+			uint64_t window)
+{
+	const struct tk_kanata_counts *c = &st->counts;
+
+	tk_buf_puts(b, "{\"file\": ");
+	tk_buf_json_str(b, file, strlen(file));
+	tk_buf_printf(b, ", \"format\": \"kanata\", \"version\": %u,\n", c->version);
+	tk_buf_printf(b, " \"instructions\": %llu, \"retired\": %llu, \"flushed\": %llu, "
+		      "\"in_flight\": %llu,\n", (unsigned long long)c->insns,
+		      (unsigned long long)c->retired, (unsigned long long)c->flushed,
+		      (unsigned long long)c->in_flight);
+	tk_buf_printf(b, " \"first_cycle\": %lld, \"last_cycle\": %lld, \"cycles\": %llu, \"ipc\": ",
+		      (long long)c->first_cycle, (long long)c->last_cycle, (unsigned long long)st->cycles);
+	put_ratio(b, c->retired, st->cycles);
+	tk_buf_puts(b, ", \"ipc_convention\": \"retired / (last cycle - first cycle), C= honoured\",\n");
+	tk_buf_printf(b, " \"konata\": {\"last_retire_id\": %llu, \"last_cycle\": %llu, \"ipc\": ",
+		      (unsigned long long)st->konata_last_rid, (unsigned long long)st->konata_last_cycle);
+	put_ratio(b, st->konata_last_rid, st->konata_last_cycle);
+	tk_buf_puts(b, "},\n \"flush_rate\": ");
+	put_ratio(b, c->flushed, c->retired + c->flushed);
+	tk_buf_printf(b, ", \"stall_cycles\": %llu, \"lines\": %llu, \"skipped_lines\": %llu, "
+		      "\"warnings\": %llu,\n \"latency\": ", (unsigned long long)st->stall_cycles,
+		      (unsigned long long)c->lines, (unsigned long long)c->errors,
+		      (unsigned long long)c->warnings);
+	json_lat(b, &st->insn_lat);
+	tk_buf_puts(b, ",\n \"threads\": [");
+	for (size_t i = 0; i < st->nthreads; i++) {
+		const struct tk_kanata_thread_stats *t = &st->threads[i];
+		tk_buf_printf(b, "%s{\"thread\": %lld, \"instructions\": %llu, \"retired\": %llu, "
+			      "\"flushed\": %llu}", i ? ", " : "", (long long)t->thread,
+			      (unsigned long long)t->insns, (unsigned long long)t->retired,
+			      (unsigned long long)t->flushed);
+	}
+	tk_buf_puts(b, "],\n \"stages\": [");
+	for (size_t i = 0; i < st->nstages; i++) {
+		const struct tk_kanata_stage_stats *s = &st->stages[i];
+		tk_buf_puts(b, i ? ",\n  {\"lane\": " : "\n  {\"lane\": ");
+		tk_buf_json_str(b, s->lane, strlen(s->lane));
+		tk_buf_puts(b, ", \"stage\": ");
+		tk_buf_json_str(b, s->stage, strlen(s->stage));
+		tk_buf_printf(b, ", \"cycles\": %llu, \"occupancy\": ", (unsigned long long)s->occupancy);
+		put_ratio(b, s->occupancy, st->cycles);
+		tk_buf_puts(b, ", \"latency\": ");
+		json_lat(b, &s->lat);
+		tk_buf_putc(b, '}');
+	}
+	tk_buf_puts(b, "]");
+	if (window) {
+		tk_buf_printf(b, ",\n \"window\": %llu, \"windows\": [", (unsigned long long)window);
+		for (size_t i = 0; i < st->nwindows; i++)
+			tk_buf_printf(b, "%s%llu", i ? ", " : "", (unsigned long long)st->window_retired[i]);
+		tk_buf_puts(b, "]");
+	}
+	if (st->nslow) {
+		tk_buf_puts(b, ",\n \"slowest\": [");
+		for (size_t i = 0; i < st->nslow; i++) {
+			const struct tk_kanata_slow *s = &st->slow[i];
+			tk_buf_printf(b, "%s\n  {\"id\": %lld, \"sim_id\": %lld, \"thread\": %lld, "
+				      "\"begin\": %lld, \"end\": %lld, \"cycles\": %lld, \"label\": ",
+				      i ? "," : "", (long long)s->id, (long long)s->sim_id,
+				      (long long)s->thread, (long long)s->begin, (long long)s->end,
+				      (long long)(s->end - s->begin));
+			tk_buf_json_str(b, s->label, strlen(s->label));
+			tk_buf_putc(b, '}');
+		}
+		tk_buf_puts(b, "]");
+	}
+	tk_buf_puts(b, "}\n");
+}
+
+static void csv_field(struct tk_buf *b, const char *s)
+{
+	tk_buf_putc(b, '"');
+	for (; *s; s++) {
+		if (*s == '"')
+			tk_buf_putc(b, '"');
+		tk_buf_putc(b, *s);
+	}
+	tk_buf_putc(b, '"');
+}
+
+/* CSV is one table: windows if --window, else slowest if --slowest, else stages. */
+static void kanata_csv(struct tk_buf *b, const struct tk_kanata_stats *st, uint64_t window)
+{
+	if (window) {
+		tk_buf_puts(b, "start_cycle,end_cycle,retired,ipc\n");
+		for (size_t i = 0; i < st->nwindows; i++) {
+			int64_t s = st->counts.first_cycle + (int64_t)(i * window);
+			tk_buf_printf(b, "%lld,%lld,%llu,", (long long)s, (long long)(s + (int64_t)window),
+				      (unsigned long long)st->window_retired[i]);
+			put_ratio(b, st->window_retired[i], window);
+			tk_buf_putc(b, '\n');
+		}
+	} else if (st->nslow) {
+		tk_buf_puts(b, "id,sim_id,thread,begin,end,cycles,label\n");
+		for (size_t i = 0; i < st->nslow; i++) {
+			const struct tk_kanata_slow *s = &st->slow[i];
+			tk_buf_printf(b, "%lld,%lld,%lld,%lld,%lld,%lld,", (long long)s->id,
+				      (long long)s->sim_id, (long long)s->thread, (long long)s->begin,
+				      (long long)s->end, (long long)(s->end - s->begin));
+			csv_field(b, s->label);
+			tk_buf_putc(b, '\n');
+		}
+	} else {
+		tk_buf_puts(b, "lane,stage,count,cycles,occupancy,mean,p50,p99,max\n");
+		for (size_t i = 0; i < st->nstages; i++) {
+			const struct tk_kanata_stage_stats *s = &st->stages[i];
+			csv_field(b, s->lane);
+			tk_buf_putc(b, ',');
+			csv_field(b, s->stage);
+			tk_buf_printf(b, ",%llu,%llu,", (unsigned long long)s->lat.count,
+				      (unsigned long long)s->occupancy);
+			put_ratio(b, s->occupancy, st->cycles);
+			tk_buf_putc(b, ',');
+			put_mean(b, &s->lat);
+			tk_buf_printf(b, ",%llu,%llu,%llu\n", (unsigned long long)s->lat.p50,
+				      (unsigned long long)s->lat.p99, (unsigned long long)s->lat.max);
+		}
+	}
+}
+
+static int stats_kanata(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct kanata_diag_ctx dc = { file, 0 };
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = o->window,
+					   .slowest = o->slowest, .jobs = o->jobs,
+					   .diag = kanata_diag, .ctx = &dc };
+	struct tk_kanata_stats st;
+	struct tk_buf out;
+	const char *to = o->to ? o->to : "text";
+	int rc;
+
+	if (strcmp(to, "text") && strcmp(to, "json") && strcmp(to, "csv")) {
+		cli_error(NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", to);
+		return EXIT_USAGE;
+	}
+	rc = tk_kanata_stats_compute(in, &so, &st);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_kanata_stats_free(&st);
+		return EXIT_INPUT;
+	}
+	if (dc.shown > 20)
+		fprintf(stderr, "tracekit: %s: %llu more diagnostics not shown (tracekit check lists all)\n",
+			file, (unsigned long long)(dc.shown - 20));
+	if (st.counts.warnings && !o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu warnings (tracekit check lists them)\n", file,
+			(unsigned long long)st.counts.warnings);
+	if ((rc = cli_out_open(o, &out))) {
+		tk_kanata_stats_free(&st);
+		return rc;
+	}
+	if (!strcmp(to, "json"))
+		kanata_json(&out, file, &st, o->window);
+	else if (!strcmp(to, "csv"))
+		kanata_csv(&out, &st, o->window);
+	else
+		kanata_text(&out, file, &st, o->window);
+	rc = cli_out_close(&out);
+	int status = st.counts.errors ? EXIT_SKIPPED : EXIT_CLEAN;
+	tk_kanata_stats_free(&st);
+	return rc > status ? rc : status;
+}
 
 /* ---- xtrace ------------------------------------------------------------------------ */
 static const char *a64_syscall_name(unsigned nr)
@@ -174,6 +491,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_stats(o, file, in, fi);
+	case TK_FMT_KANATA:
+		return stats_kanata(o, file, in);
 	default:
 		return cli_unsupported("stats", file, fi);
 	}

@@ -3,7 +3,7 @@
 set -euo pipefail
 tk=${1:-build/tracekit}
 here=$(cd "$(dirname "$0")/.." && pwd)
-data="$here/../shared/data"
-[ -d "$data" ] || data="$here/tests/data"
+data=$(cd "$here/../shared/data" 2>/dev/null && pwd) || data=""
+[ -n "$data" ] || data="$here/tests/data"
 echo "== tracekit info on the bundled samples"
 "$tk" info "$data"/kanata/*

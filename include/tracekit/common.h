@@ -69,7 +69,8 @@ int tk_input_open(struct tk_input **in, const char *path, const struct tk_input_
 void tk_input_free(struct tk_input *in);
 const char *tk_input_name(const struct tk_input *in);
 enum tk_compression tk_input_compression(const struct tk_input *in);
-/* Size on disk (compressed size for compressed input; 0 for pipes before reading). */
+/* Size on disk (compressed size for compressed input). For a pipe: the bytes read from it
+ * so far (all of them once it has been read to the end). */
 uint64_t tk_input_file_size(const struct tk_input *in);
 
 /* Up to the first N decompressed bytes, for format detection; does not disturb reading. */

@@ -1,10 +1,15 @@
-/* Intel Processor Trace: packets, events, instruction flow. */
+/* Intel Processor Trace: packets, sync points, last-IP, dump.
+ *
+ * The packet layer decodes every packet of the Intel SDM vol. 3 "Intel Processor Trace"
+ * chapter with the same field meanings as libipt's struct pt_packet (intel-pt.h), so
+ * results can be compared one to one. It never allocates per packet. */
 #ifndef TRACEKIT_IPT_H
 #define TRACEKIT_IPT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracekit/common.h"
 #include "tracekit/detect.h"
 
 #ifdef __cplusplus
@@ -13,6 +18,217 @@ extern "C" {
 
 /* Content probe: confidence 0..100 that P is a raw PT stream (0: not one). */
 int tk_ipt_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+
+/* ---- packets ------------------------------------------------------------------------ */
+enum tk_ipt_pkt_kind {
+	TK_IPT_PKT_INVALID = 0,
+	TK_IPT_PKT_PAD,
+	TK_IPT_PKT_PSB,
+	TK_IPT_PKT_PSBEND,
+	TK_IPT_PKT_TNT8,
+	TK_IPT_PKT_TNT64,
+	TK_IPT_PKT_TIP,
+	TK_IPT_PKT_TIP_PGE,
+	TK_IPT_PKT_TIP_PGD,
+	TK_IPT_PKT_FUP,
+	TK_IPT_PKT_MODE_EXEC,
+	TK_IPT_PKT_MODE_TSX,
+	TK_IPT_PKT_PIP,
+	TK_IPT_PKT_TSC,
+	TK_IPT_PKT_MTC,
+	TK_IPT_PKT_TMA,
+	TK_IPT_PKT_CYC,
+	TK_IPT_PKT_VMCS,
+	TK_IPT_PKT_OVF,
+	TK_IPT_PKT_CBR,
+	TK_IPT_PKT_STOP,
+	TK_IPT_PKT_MNT,
+	TK_IPT_PKT_PTW,
+	TK_IPT_PKT_EXSTOP,
+	TK_IPT_PKT_MWAIT,
+	TK_IPT_PKT_PWRE,
+	TK_IPT_PKT_PWRX,
+	TK_IPT_PKT_BBP,
+	TK_IPT_PKT_BIP,
+	TK_IPT_PKT_BEP,
+	TK_IPT_PKT_CFE,
+	TK_IPT_PKT_EVD,
+	TK_IPT_PKT_TRIG,
+	TK_IPT_PKT__COUNT
+};
+
+/* ptdump's name of a packet kind ("tnt.8", "tip.pge", "mode.exec", ...). */
+const char *tk_ipt_pkt_name(enum tk_ipt_pkt_kind kind);
+
+/* IP compression (the opcode's top 3 bits), values as in the SDM and libipt. */
+enum tk_ipt_ipc {
+	TK_IPT_IPC_SUPPRESSED = 0,   /* no payload */
+	TK_IPT_IPC_UPDATE_16 = 1,    /* replace bits 15:0 of the last IP */
+	TK_IPT_IPC_UPDATE_32 = 2,    /* replace bits 31:0 */
+	TK_IPT_IPC_SEXT_48 = 3,      /* 48 bits, sign-extended */
+	TK_IPT_IPC_UPDATE_48 = 4,    /* replace bits 47:0 */
+	TK_IPT_IPC_FULL = 6,         /* all 64 bits */
+};
+
+/* One decoded packet. Which union member is valid follows from KIND. Field meanings
+ * match libipt's struct pt_packet where libipt has the packet. */
+struct tk_ipt_packet {
+	enum tk_ipt_pkt_kind kind;
+	uint8_t size;                /* bytes, opcode included */
+	uint64_t offset;             /* byte offset of the packet in the buffer */
+	union {
+		/* TNT8/TNT64: COUNT branch bits without the stop bit; the oldest branch is
+		 * bit COUNT-1 (ptdump prints from there down to bit 0). 1 = taken. */
+		struct { uint64_t bits; uint8_t count; } tnt;
+		/* TIP, TIP.PGE, TIP.PGD, FUP: the raw payload, zero-extended (not the
+		 * reconstructed address: see tk_ipt_last_ip_update). */
+		struct { uint64_t ip; uint8_t ipc; } ip;
+		struct { uint8_t csl, csd, iflag; } exec;        /* MODE.Exec */
+		struct { uint8_t intx, abrt; } tsx;              /* MODE.TSX */
+		struct { uint64_t cr3; uint8_t nr; } pip;        /* cr3 with bits 4:0 zero */
+		struct { uint64_t tsc; } tsc;                    /* 56 bits */
+		struct { uint8_t ctc; } mtc;
+		struct { uint16_t ctc, fc; } tma;                /* fc: 9 bits */
+		struct { uint64_t value; } cyc;
+		struct { uint64_t base; } vmcs;                  /* payload << 12 */
+		struct { uint8_t ratio; } cbr;
+		struct { uint64_t payload; } mnt;
+		/* PTWRITE: plc 0 = 4-byte payload, 1 = 8-byte; ip: a FUP follows. */
+		struct { uint64_t payload; uint8_t plc, ip; } ptw;
+		struct { uint8_t ip; } exstop;
+		struct { uint32_t hints, ext; } mwait;
+		struct { uint8_t state, sub_state, hw; } pwre;
+		struct { uint8_t last, deepest, interrupt, store, autonomous; } pwrx;
+		/* PEBS via PT: BBP opens a block of BIPs of 4 (sz=1) or 8 (sz=0) bytes. */
+		struct { uint8_t type, sz; } bbp;
+		struct { uint64_t value; uint8_t id; } bip;
+		struct { uint8_t ip; } bep;
+		struct { uint8_t type, vector, ip; } cfe;        /* control-flow event */
+		struct { uint64_t payload; uint8_t type; } evd;  /* event data */
+		/* Trigger: trbv bit vector; icnt valid when icntv. */
+		struct { uint8_t trbv, ip, icntv, mult; uint16_t icnt; } trig;
+	};
+};
+
+/* ---- packet decoder ------------------------------------------------------------------ */
+struct tk_ipt_pkt_opts {
+	size_t sz;              /* sizeof(struct tk_ipt_pkt_opts) */
+	uint64_t base_offset;   /* added to every reported offset (BUF is a slice of a file) */
+};
+
+struct tk_ipt_pkt_decoder;
+
+/* A decoder over BUF[0, LEN), which must outlive it. It starts unsynchronised at
+ * offset 0: call tk_ipt_pkt_sync_forward (or _sync_set) first. OPTS may be NULL. */
+struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len,
+						  const struct tk_ipt_pkt_opts *opts, int *err);
+void tk_ipt_pkt_decoder_free(struct tk_ipt_pkt_decoder *dec);
+
+/* Decode the packet at the current position into *PKT and step over it. Returns its
+ * size (> 0), or: -TK_E_EOF at the end of the buffer, -TK_E_TRUNCATED if the buffer
+ * ends inside the packet, -TK_E_BAD_OPCODE for an unknown opcode, -TK_E_BAD_FORMAT for
+ * an invalid payload (reserved IP compression, TNT without stop bit, ...),
+ * -TK_E_BAD_STATE if not synchronised. On error the position does not move: resync
+ * with tk_ipt_pkt_sync_forward. */
+int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkt);
+
+/* Up to N packets at once (the fast path: no call per packet). Returns how many were
+ * decoded (>= 0); stops early at the first error, which *ERR receives (0 if none, or
+ * when N packets were decoded). */
+int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkts,
+			  size_t n, int *err);
+
+/* Move to the next PSB, as libipt's pt_pkt_sync_forward: the first one starting at
+ * most 15 bytes before the current position (so a PSB partly eaten by a bad packet is
+ * found), or after the current sync point when standing on it. -TK_E_EOF if none. */
+int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *dec);
+/* Move to the last PSB before the current position (from the end when unsynced). */
+int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *dec);
+/* Decode from OFFSET on, whatever is there (no PSB check); OFFSET becomes the sync
+ * point. -TK_E_EOF if past the end. */
+int tk_ipt_pkt_sync_set(struct tk_ipt_pkt_decoder *dec, uint64_t offset);
+/* Current position and last sync point (offsets include base_offset). */
+int tk_ipt_pkt_get_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
+int tk_ipt_pkt_get_sync_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
+
+/* ---- PSB search and parallel split ------------------------------------------------- */
+/* Offset of the first PSB starting at or after FROM (a run of more than eight 02 82
+ * pairs counts as a PSB at its end, as libipt does). 0 or -TK_E_NOSYNC. */
+int tk_ipt_psb_next(const uint8_t *buf, size_t len, uint64_t from, uint64_t *psb);
+/* Offset of the last PSB starting before BEFORE. 0 or -TK_E_NOSYNC. */
+int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *psb);
+/* Number of PSBs in BUF. */
+uint64_t tk_ipt_psb_count(const uint8_t *buf, size_t len);
+
+/* Split BUF into chunks for parallel decoders. Chunk i is [offsets[i], offsets[i+1])
+ * and the last one ends at LEN; each starts at a PSB, the first at the first PSB, the
+ * next at the first PSB at least CHUNK_BYTES after the previous start. Writes up to
+ * MAX offsets and returns the total number of chunks (call with MAX = 0 to size the
+ * array); 0 when BUF has no PSB. Bytes before offsets[0] cannot be decoded. */
+int64_t tk_ipt_split(const uint8_t *buf, size_t len, size_t chunk_bytes, uint64_t *offsets,
+		     size_t max);
+
+/* ---- last-IP reconstruction ----------------------------------------------------------- */
+struct tk_ipt_last_ip {
+	uint64_t ip;
+	uint8_t have_ip;      /* an IP has been seen since init */
+	uint8_t suppressed;   /* the last IP packet had its IP suppressed */
+};
+
+static inline void tk_ipt_last_ip_init(struct tk_ipt_last_ip *l)
+{
+	l->ip = 0;
+	l->have_ip = 0;
+	l->suppressed = 0;
+}
+/* Apply an IP packet (TIP, TIP.PGE, TIP.PGD, FUP); other kinds are ignored. 0, or
+ * -TK_E_BAD_FORMAT for a reserved compression. */
+int tk_ipt_last_ip_update(struct tk_ipt_last_ip *l, const struct tk_ipt_packet *pkt);
+/* The reconstructed IP: 0, -TK_E_NOT_FOUND (no IP yet) or -TK_E_NOSYNC (suppressed). */
+int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip);
+
+/* ---- whole-stream scan (tracekit info) and dump ------------------------------------- */
+struct tk_ipt_stats {
+	uint64_t bytes;
+	uint64_t psbs;
+	uint64_t packets;
+	uint64_t count[TK_IPT_PKT__COUNT];
+	uint64_t first_psb;          /* UINT64_MAX if none */
+	int have_tsc;
+	uint64_t tsc_min, tsc_max, tsc_first, tsc_last;
+	struct tk_gap_stats gaps;    /* bytes before the first PSB and after errors */
+};
+
+/* Called for each decode error (offset of the bad packet, -TK_E_*, bytes skipped to
+ * the next PSB or the end). Return < 0 to stop. */
+typedef int (*tk_ipt_error_fn)(void *ctx, uint64_t offset, int err, uint64_t skipped);
+
+/* Count every packet of BUF (decoding from the first PSB, resyncing after errors). */
+int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
+		tk_ipt_error_fn on_error, void *ctx);
+
+struct tk_ipt_dump_opts {
+	size_t sz;
+	int no_offset;    /* omit the offset column */
+	int lastip;       /* append "ip <reconstructed IP>" to IP packets */
+	int quiet;        /* decode and check only */
+	tk_ipt_error_fn on_error;
+	void *ctx;
+};
+
+/* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first
+ * PSB; after an error the dump prints "[offset: error decoding packet: ...]" and
+ * resumes at the next PSB. GAPS (may be NULL) receives what was skipped. Returns 0 or a
+ * negative error from OUT or ON_ERROR. */
+int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *opts,
+		struct tk_buf *out, struct tk_gap_stats *gaps);
+
+/* Short text for a packet decode error ("unknown opcode", "bad packet", ...). */
+const char *tk_ipt_error_text(int err);
+
+/* Format one packet as ptdump does (no newline). LAST may be NULL (no --lastip). */
+void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,
+			  struct tk_ipt_last_ip *last);
 
 #ifdef __cplusplus
 }

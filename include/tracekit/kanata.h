@@ -1,10 +1,12 @@
-/* Kanata pipeline logs. */
+/* Kanata pipeline logs (the Konata viewer's format): reader, checker, statistics, writer,
+ * window cut and timeline export. */
 #ifndef TRACEKIT_KANATA_H
 #define TRACEKIT_KANATA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracekit/common.h"
 #include "tracekit/detect.h"
 
 #ifdef __cplusplus
@@ -13,6 +15,189 @@ extern "C" {
 
 /* Content probe: confidence 0..100 (0: not this format). */
 int tk_kanata_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+
+/* ---- reader: one command per line ----------------------------------------------------- */
+enum tk_kanata_kind {
+	TK_KANATA_HEADER = 1,  /* "Kanata 0004": a = version */
+	TK_KANATA_CYCLE_SET,   /* "C=": a = absolute cycle */
+	TK_KANATA_CYCLE,       /* "C":  a = cycles elapsed */
+	TK_KANATA_INSN,        /* "I":  id, a = id in simulator, b = thread */
+	TK_KANATA_LABEL,       /* "L":  id, a = type, text (escapes such as \n kept verbatim) */
+	TK_KANATA_STAGE_BEGIN, /* "S":  id, lane, text = stage */
+	TK_KANATA_STAGE_END,   /* "E":  id, lane, text = stage */
+	TK_KANATA_RETIRE,      /* "R":  id, a = retire id, b = 0 retire / 1 flush */
+	TK_KANATA_DEP,         /* "W":  id = consumer, a = producer, b = type */
+};
+
+struct tk_kanata_cmd {
+	enum tk_kanata_kind kind;
+	int64_t id, a, b;
+	const char *lane;      /* S/E: lane name as written (lanes are strings) */
+	size_t lane_len;
+	const char *text;      /* S/E: stage name; L: label text */
+	size_t text_len;
+	int64_t cycle;         /* the cycle this command happens in (after C / C=) */
+	uint64_t line;         /* 1-based line number */
+	uint64_t offset;       /* byte offset of the line in the (decompressed) input */
+};
+
+/* What the reader and the checker report. ERROR: the line was skipped; WARN: accepted. */
+enum tk_kanata_diag_code {
+	TK_KANATA_D_NO_HEADER = 1, /* first line is not "Kanata VERSION" */
+	TK_KANATA_D_VERSION,       /* version other than 4 (read anyway) */
+	TK_KANATA_D_UNKNOWN_CMD,   /* unknown command */
+	TK_KANATA_D_SYNTAX,        /* missing field or bad number */
+	TK_KANATA_D_LONG_LINE,     /* line longer than max_line: skipped in bounded memory */
+	TK_KANATA_D_NEG_DELTA,     /* "C" with a negative (or zero-sized backwards) delta */
+	TK_KANATA_D_CYCLE_BACK,    /* "C=" going back in time */
+	TK_KANATA_D_UNKNOWN_ID,    /* id used before its "I" */
+	TK_KANATA_D_ID_REUSED,     /* "I" for an id already used */
+	TK_KANATA_D_AFTER_RETIRE,  /* command for an instruction after its "R" */
+	TK_KANATA_D_RETIRE_TWICE,  /* "R" for an instruction already retired */
+	TK_KANATA_D_END_NO_BEGIN,  /* "E" without a matching open "S" */
+	TK_KANATA_D_DEP_RETIRED,   /* "W" whose consumer is already retired */
+	TK_KANATA_D_DEP_PRODUCER,  /* "W" whose producer never appeared */
+	TK_KANATA_D_BAD_TYPE,      /* "R" type other than 0/1, "L" type negative */
+	TK_KANATA_D_IN_FLIGHT,     /* instructions without "R" at end of file (info) */
+};
+
+struct tk_kanata_diag {
+	enum tk_log_level level;   /* TK_LOG_ERROR: line skipped; TK_LOG_WARN: accepted */
+	enum tk_kanata_diag_code code;
+	uint64_t line, offset;
+	const char *msg;           /* without the line number */
+};
+
+struct tk_kanata_reader_opts {
+	size_t sz;
+	size_t max_line;   /* longer lines are skipped with a diagnostic; 0 = 16 MiB */
+	int semantic;      /* 1: also track instructions and report id/order violations */
+	/* Each command; returning < 0 stops the reader, which returns that value. */
+	int (*cmd)(void *ctx, const struct tk_kanata_cmd *c);
+	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
+	void *ctx;
+	void *diag_ctx;    /* context for diag; NULL: ctx */
+};
+
+struct tk_kanata_counts {
+	uint64_t lines, commands, bytes;
+	uint64_t errors, warnings;   /* diagnostics by level */
+	uint64_t insns, retired, flushed, in_flight;  /* in_flight: only with semantic */
+	int64_t first_cycle, last_cycle;              /* first: after C= (0 without) */
+	unsigned version;
+};
+
+struct tk_kanata_reader;
+
+struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts *opts, int *err);
+void tk_kanata_reader_free(struct tk_kanata_reader *r);
+/* Feed bytes in any split; final = 1 on the last call (end of input). */
+int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, int final);
+/* Read a whole input in bounded memory (streams .gz/.zst). */
+int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in);
+const struct tk_kanata_counts *tk_kanata_reader_counts(const struct tk_kanata_reader *r);
+
+/* Message text for a diagnostic code. */
+const char *tk_kanata_diag_name(enum tk_kanata_diag_code code);
+
+/* ---- statistics ------------------------------------------------------------------------ */
+#define TK_KANATA_NAME_MAX 64
+
+struct tk_kanata_latency {
+	uint64_t count, sum, max;
+	uint64_t p50, p99;       /* exact below 1024 cycles, above within 1/64 (bucket top) */
+};
+
+struct tk_kanata_stage_stats {
+	char lane[TK_KANATA_NAME_MAX];
+	char stage[TK_KANATA_NAME_MAX];
+	uint64_t occupancy;      /* cycles spent in the stage summed over instructions */
+	struct tk_kanata_latency lat;
+};
+
+struct tk_kanata_thread_stats {
+	int64_t thread;
+	uint64_t insns, retired, flushed;
+};
+
+struct tk_kanata_slow {
+	int64_t id, sim_id, thread;
+	int64_t begin, end;      /* cycles of I and R */
+	int flushed;
+	char label[160];         /* type-0 label, truncated */
+};
+
+struct tk_kanata_stats_opts {
+	size_t sz;
+	uint64_t window;         /* IPC window in cycles; 0 = no windows */
+	uint64_t slowest;        /* keep the N slowest retired instructions */
+	unsigned jobs;           /* parse in parallel when > 1 (mapped input only) */
+	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
+	void *ctx;
+};
+
+struct tk_kanata_stats {
+	struct tk_kanata_counts counts;
+	uint64_t cycles;         /* last_cycle - first_cycle (C= honoured) */
+	uint64_t konata_last_rid;    /* Konata's IPC: last retire id / last cycle without C= */
+	uint64_t konata_last_cycle;
+	int have_rid;
+	struct tk_kanata_latency insn_lat;      /* I to R of retired instructions */
+	uint64_t stall_cycles;   /* lane "1" occupancy */
+	size_t nstages;
+	struct tk_kanata_stage_stats *stages;   /* in order of first appearance */
+	size_t nthreads;
+	struct tk_kanata_thread_stats *threads; /* sorted by thread id */
+	size_t nwindows;
+	uint64_t *window_retired;               /* retired per window of opts.window cycles */
+	size_t nslow;
+	struct tk_kanata_slow *slow;            /* slowest first */
+};
+
+/* Read IN and compute statistics; *st is filled (free with tk_kanata_stats_free). */
+int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
+			    struct tk_kanata_stats *st);
+void tk_kanata_stats_free(struct tk_kanata_stats *st);
+/* Same on a buffer (tests, fuzzing). */
+int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
+			struct tk_kanata_stats *st);
+
+/* ---- writer: the API a simulator calls ------------------------------------------------- */
+/* Writes the plain four-column form Konata reads. Time only moves forward: tk_kanata_w_cycle
+ * with a delta, or tk_kanata_w_cycle_to with an absolute cycle >= the current one. Commands
+ * for unknown or retired instructions are refused with -TK_E_BAD_STATE. */
+struct tk_kanata_writer;
+
+struct tk_kanata_writer *tk_kanata_writer_new(struct tk_buf *out, int64_t start_cycle, int *err);
+void tk_kanata_writer_free(struct tk_kanata_writer *w);
+int tk_kanata_w_cycle(struct tk_kanata_writer *w, int64_t delta);
+int tk_kanata_w_cycle_to(struct tk_kanata_writer *w, int64_t cycle);
+int tk_kanata_w_insn(struct tk_kanata_writer *w, int64_t id, int64_t sim_id, int64_t thread);
+int tk_kanata_w_label(struct tk_kanata_writer *w, int64_t id, int type, const char *text, size_t n);
+int tk_kanata_w_stage(struct tk_kanata_writer *w, int64_t id, const char *lane, const char *stage);
+int tk_kanata_w_stage_end(struct tk_kanata_writer *w, int64_t id, const char *lane, const char *stage);
+int tk_kanata_w_retire(struct tk_kanata_writer *w, int64_t id, int64_t retire_id, int flush);
+int tk_kanata_w_dep(struct tk_kanata_writer *w, int64_t consumer, int64_t producer, int type);
+/* Write one parsed command (used by conversions and round trips). */
+int tk_kanata_w_cmd(struct tk_kanata_writer *w, const struct tk_kanata_cmd *c);
+int64_t tk_kanata_w_now(const struct tk_kanata_writer *w);
+
+/* ---- conversions ----------------------------------------------------------------------- */
+struct tk_kanata_conv_opts {
+	size_t sz;
+	int64_t cycle_from, cycle_to;   /* cut: keep instructions alive in [from, to) */
+	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
+	void *ctx;
+};
+
+/* Rewrite IN normalised (read -> write). */
+int tk_kanata_rewrite(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
+/* Keep the instructions that are alive somewhere in [cycle_from, cycle_to), renumbered from 0,
+ * as a valid log Konata opens; instructions still in flight at cycle_to are flushed there. */
+int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
+/* Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one slice per
+ * instruction and one per stage, a process per thread, a track per lane; 1 cycle = 1 us. */
+int tk_kanata_to_chrome(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
 
 #ifdef __cplusplus
 }

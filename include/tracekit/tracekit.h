@@ -12,5 +12,8 @@
 #include "tracekit/gem5.h"
 #include "tracekit/xtrace.h"
 #include "tracekit/btrace.h"
+#include "tracekit/prof.h"
+#include "tracekit/symbolize.h"
+#include "tracekit/out.h"
 
 #endif

@@ -26,6 +26,7 @@ struct tk_input {
 	const uint8_t *raw;
 	size_t raw_len;
 	size_t raw_pos;          /* sequential raw position (both modes) */
+	uintptr_t raw_dropped;   /* sequential reading: pages below this were given back */
 	uint8_t *pushback;       /* pipe mode: first bytes read for peeking */
 	size_t pushback_len;
 	int raw_eof;
@@ -156,7 +157,9 @@ const char *tk_input_name(const struct tk_input *in)
 
 uint64_t tk_input_file_size(const struct tk_input *in)
 {
-	return in->file_size;
+	/* A pipe's size is what has been read of it so far. */
+	return in->is_pipe ? (in->raw_pos > in->pushback_len ? in->raw_pos : in->file_size)
+			   : in->file_size;
 }
 
 /* Pipe mode: make sure the first N raw bytes are in the push-back buffer. */
@@ -221,6 +224,21 @@ enum tk_compression tk_input_compression(const struct tk_input *in)
 }
 
 /* Sequential raw read: mmap'd bytes, or push-back then the descriptor. */
+/* Sequential reading of a mapped file: hand the pages already copied back to the kernel,
+ * so a streaming reader's resident memory does not grow with the file. */
+static void drop_read_pages(struct tk_input *in)
+{
+	const size_t step = (size_t)8 << 20;
+	uintptr_t base = (uintptr_t)in->raw, upto = (base + in->raw_pos) & ~(uintptr_t)(step - 1);
+	if (in->mapped || upto <= base + step)
+		return;
+	uintptr_t from = in->raw_dropped ? in->raw_dropped : base & ~(uintptr_t)4095;
+	if (upto - step <= from)
+		return;
+	madvise((void *)from, upto - step - from, MADV_DONTNEED);
+	in->raw_dropped = upto - step;
+}
+
 static long raw_read(struct tk_input *in, uint8_t *buf, size_t len)
 {
 	if (!in->is_pipe) {
@@ -229,6 +247,7 @@ static long raw_read(struct tk_input *in, uint8_t *buf, size_t len)
 		if (n)
 			memcpy(buf, in->raw + in->raw_pos, n);
 		in->raw_pos += n;
+		drop_read_pages(in);
 		return (long)n;
 	}
 	if (in->raw_pos < in->pushback_len) {

@@ -31,9 +31,11 @@ int tk_xray_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 				conf = 90;
 			} else {
 				/* basic: u16 record type 0 (function) or 1 (argument) */
-				unsigned rt = be ? tk_be16(p + 32) : tk_le16(p + 32);
-				if (n >= 34 && rt > 1)
-					continue;
+				if (n >= 34) {
+					unsigned rt = be ? tk_be16(p + 32) : tk_le16(p + 32);
+					if (rt > 1)
+						continue;
+				}
 				conf = 80;
 			}
 		}

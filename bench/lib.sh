@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Helpers shared by the benchmark scripts. Source it: . "$(dirname "$0")/lib.sh"
+# Benchmarks are never tests: they print figures for docs/PERFORMANCE.md.
+
+TK=${TK:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/tracekit}
+BENCH_RUNS=${BENCH_RUNS:-5}
+
+# bench_time CMD...: median wall-clock seconds of BENCH_RUNS runs (output discarded).
+bench_time() {
+	local times=() i s e
+	for ((i = 0; i < BENCH_RUNS; i++)); do
+		s=$(date +%s.%N)
+		"$@" >/dev/null 2>&1
+		e=$(date +%s.%N)
+		times+=("$(echo "$e - $s" | bc -l)")
+	done
+	printf '%s\n' "${times[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.4f\n", m}'
+}
+
+# bench_peak_kb CMD...: peak resident set size in KiB of one run.
+bench_peak_kb() {
+	/usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -n 1
+}
+
+# bench_ratio A B: A / B with two decimals.
+bench_ratio() {
+	echo "scale=2; $1 / $2" | bc -l
+}

@@ -1,0 +1,90 @@
+/* Writers for profiles and timelines. They see only profiles (tk_prof) and neutral events;
+ * they never know which trace format the data came from. Output goes to a struct tk_buf
+ * (a file descriptor or memory). */
+#ifndef TRACEKIT_OUT_H
+#define TRACEKIT_OUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracekit/common.h"
+#include "tracekit/event.h"
+#include "tracekit/prof.h"
+#include "tracekit/symbolize.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- profile reports ----------------------------------------------------------------- */
+enum tk_out_kind {
+	TK_OUT_TEXT = 1,   /* table per function */
+	TK_OUT_JSON,       /* functions, call paths, lines as one JSON object */
+	TK_OUT_CSV,        /* table per function, one header line */
+	TK_OUT_FOLDED,     /* "a;b;c N" lines for flamegraph.pl / speedscope */
+	TK_OUT_PPROF,      /* pprof profile.proto, gzip-compressed */
+	TK_OUT_SOURCE,     /* annotated source: each line with executions and instructions */
+	TK_OUT_CALLTREE,   /* call hierarchy with call counts, indented */
+	TK_OUT_LINES,      /* table per source line */
+	TK_OUT_BLOCKS,     /* table per basic block */
+};
+/* "text", "json", "csv", "folded", "pprof", "source", "calltree", "lines", "blocks";
+ * returns 0 if unknown. */
+enum tk_out_kind tk_out_kind_by_name(const char *name);
+
+/* Metric of folded stacks and pprof samples. */
+enum tk_out_metric {
+	TK_OUT_M_AUTO = 0,  /* instructions when the profile has any, else ticks, else calls */
+	TK_OUT_M_INSNS, TK_OUT_M_TICKS, TK_OUT_M_CALLS,
+};
+
+struct tk_out_opts {
+	size_t sz;                /* sizeof(struct tk_out_opts) */
+	struct tk_sym *sym;       /* names and lines; NULL: addresses and ids print raw */
+	const char *sort;         /* calls, incl, excl, insns, self-insns, name, max, median
+				     (default: the metric's exclusive value) */
+	uint64_t top;             /* at most this many rows; 0 = all */
+	int threads;              /* per thread instead of merged */
+	enum tk_out_metric metric;
+	const char *source_root;  /* annotated source: prefix for relative file names */
+};
+
+int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,
+		   const struct tk_out_opts *opts);
+
+/* ---- timelines (streaming sinks) ----------------------------------------------------- */
+enum tk_timeline_kind {
+	TK_TIMELINE_PERFETTO = 1, /* Perfetto TracePacket protobuf stream */
+	TK_TIMELINE_CHROME,       /* Chrome trace-event JSON (begin/end pairs) */
+};
+/* "perfetto", "chrome"; 0 if unknown. */
+enum tk_timeline_kind tk_timeline_kind_by_name(const char *name);
+
+struct tk_timeline_opts {
+	size_t sz;                /* sizeof(struct tk_timeline_opts) */
+	enum tk_timeline_kind kind;
+	struct tk_sym *sym;       /* slice names; NULL: "0x..." / "#id" */
+	struct tk_trace_clock clock; /* ticks -> ns when known; else 1 tick = 1 ns */
+	uint64_t time_begin;      /* window [begin, end) in ticks; end 0 = no limit */
+	uint64_t time_end;
+	uint64_t max_events;      /* at most this many slices begun; 0 = 10 million */
+	const char *process_name; /* name of the process track (default "trace") */
+};
+
+struct tk_timeline;
+/* Writes to B, which must stay valid until tk_timeline_free. */
+struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_opts *opts, int *err);
+struct tk_sink tk_timeline_sink(struct tk_timeline *t);
+int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n);
+/* Name a track (thread); before its first event or at any time for Chrome output. */
+int tk_timeline_track_name(struct tk_timeline *t, uint32_t track, const char *name);
+/* End open slices at the last time seen, write the trailer. */
+int tk_timeline_finish(struct tk_timeline *t);
+/* Slices written, and slices left out by the window or the cap. */
+uint64_t tk_timeline_slices(const struct tk_timeline *t, uint64_t *dropped);
+void tk_timeline_free(struct tk_timeline *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

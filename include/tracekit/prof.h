@@ -1,0 +1,129 @@
+/* Profiles from neutral events: call stacks per track, per-function and per-call-path
+ * statistics, per-block execution counts. A profile is a struct tk_sink, so a decoder feeds
+ * it directly; chunk profiles merge exactly (tk_prof_merge).
+ *
+ * Call stacks. XRay-like traces give TK_EV_FUNC_ENTER / EXIT / TAIL_EXIT (addr = function id,
+ * or an address when flags has TK_FN_ADDR); instruction-level traces give TK_EV_CALL (addr2 =
+ * target = the function, arg = return address) and TK_EV_RETURN (addr2 = return target).
+ * An exit pops down to the innermost frame of the same function (lost exits in between end
+ * there too); an exit of a function that is not on the stack ends every frame and is an
+ * orphan (the call began before the trace). A return pops down to the frame whose return address it goes to (longjmp, exceptions), or
+ * one frame if none matches. An exit or return on an empty stack is an "orphan": the trace
+ * (or chunk) began inside that call. Orphans are kept in order so that tk_prof_merge can end
+ * the calls that the previous chunk left open (exact, except for a return that skips frames
+ * of a chunk and lands in a frame of an earlier one: the chunk sees no matching frame and
+ * ends one). TK_EV_GAP drops the track's stack: the calls
+ * open at a gap are counted as truncated, never guessed.
+ *
+ * Time is in trace ticks (event.time); instructions are the sum of TK_EV_BLOCK counts. */
+#ifndef TRACEKIT_PROF_H
+#define TRACEKIT_PROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracekit/common.h"
+#include "tracekit/event.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tk_prof;
+
+enum tk_prof_flags {
+	TK_PROF_NO_DURATIONS = 1, /* do not keep call durations (no min/median/p90/p99/max) */
+	TK_PROF_NO_BLOCKS = 2,    /* do not count basic blocks */
+};
+
+struct tk_prof_opts {
+	size_t sz;                   /* sizeof(struct tk_prof_opts) */
+	unsigned flags;              /* enum tk_prof_flags */
+	struct tk_trace_clock clock; /* ticks per second when known (reports convert) */
+};
+
+struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
+void tk_prof_free(struct tk_prof *p);
+
+/* Feed events. Returns 0 or -TK_E_NOMEM. */
+int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n);
+/* A sink that calls tk_prof_events. */
+struct tk_sink tk_prof_sink(struct tk_prof *p);
+
+/* Add FROM (the profile of the events right after INTO's, e.g. the next chunk) into INTO:
+ * counts add, FROM's orphans end INTO's open calls in order, FROM's open calls continue on
+ * INTO's stacks. Merging the profiles of consecutive chunks gives exactly the profile of the
+ * whole stream. FROM is not changed. */
+int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from);
+
+/* End of input: calls still open are ended at the last time seen on their track (counted
+ * as open_at_end). Call once, after the last events/merge and before reading results. */
+int tk_prof_finish(struct tk_prof *p);
+
+/* ---- results ----------------------------------------------------------------------- */
+
+/* A function: XRay function id (TK_PROF_KEY_ID) or code address (entry point). */
+enum tk_prof_key_kind {
+	TK_PROF_KEY_ADDR = 0,
+	TK_PROF_KEY_ID = 1,
+	TK_PROF_KEY_UNKNOWN = 2, /* the unknown caller of a stack that began mid-call;
+				    key = first code address seen there (0 if none) */
+};
+
+struct tk_prof_summary {
+	uint64_t events;          /* events consumed */
+	uint64_t blocks;          /* TK_EV_BLOCK events */
+	uint64_t insns;           /* instructions (sum of block counts) */
+	uint64_t calls;           /* enters + calls */
+	uint64_t returns;         /* exits + returns that ended a frame */
+	uint64_t orphans;         /* exits/returns with an empty stack, not resolved by a merge */
+	uint64_t unmatched;       /* frames ended by an exit of a function below them (lost exits) */
+	uint64_t truncated;       /* calls dropped open by a gap */
+	uint64_t open_at_end;     /* calls still open at tk_prof_finish */
+	uint64_t gaps;            /* TK_EV_GAP events */
+	uint64_t time_first, time_last; /* TK_TIME_NONE if no timed event */
+	uint32_t tracks;
+	struct tk_trace_clock clock;
+};
+int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s);
+
+struct tk_prof_func {
+	uint64_t key;             /* function id or address */
+	uint32_t kind;            /* enum tk_prof_key_kind */
+	uint32_t track;           /* with per_thread; else 0 */
+	uint64_t calls;           /* calls that began (or were resolved) in the trace */
+	uint64_t incl_ticks, excl_ticks;  /* inclusive counts each recursion once */
+	uint64_t incl_insns, excl_insns;
+	uint64_t ndur;            /* completed calls with a known duration */
+	uint64_t dur_min, dur_median, dur_p90, dur_p99, dur_max, dur_sum; /* ticks */
+};
+/* Per-function table (per track when per_thread), unsorted. *out is malloc'd (free()). */
+int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *n);
+
+/* Call paths: visited depth first, parents before children. FRAMES[0..depth) is the path
+ * from the root (outermost first); stats are of the last frame on this path. */
+struct tk_prof_frame {
+	uint64_t key;
+	uint32_t kind;            /* enum tk_prof_key_kind */
+};
+struct tk_prof_path_stats {
+	uint32_t track;
+	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
+};
+typedef int (*tk_prof_path_fn)(void *ctx, const struct tk_prof_frame *frames, size_t depth,
+			       const struct tk_prof_path_stats *st);
+/* Returns 0 or the first negative value returned by FN. */
+int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx);
+
+/* Executed basic blocks (merged over tracks), unsorted; *out is malloc'd (free()). */
+struct tk_prof_block {
+	uint64_t start, end;      /* first and last instruction address */
+	uint64_t execs;           /* times the block was entered */
+	uint64_t insns;           /* instructions executed in it */
+};
+int tk_prof_blocks(const struct tk_prof *p, struct tk_prof_block **out, size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

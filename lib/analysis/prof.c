@@ -1,0 +1,718 @@
+/* Profile builder: call stacks per track, call-path tree, per-function durations, per-block
+ * counts; exact merging of consecutive chunk profiles. See include/tracekit/prof.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/prof_internal.h"
+
+/* ---- growable arrays and hash tables --------------------------------------------------- */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 16;
+	while (nc < need)
+		nc *= 2;
+	void *q = realloc(*p, nc * elem);
+	if (!q)
+		return -TK_E_NOMEM;
+	*p = q;
+	*cap = nc;
+	return 0;
+}
+
+static inline uint64_t node_hash(uint32_t parent, uint64_t key, uint32_t kind)
+{
+	return tk_hash64(key ^ ((uint64_t)parent << 32 | kind) * 0x9e3779b97f4a7c15ULL);
+}
+static inline uint64_t func_hash(uint32_t track, uint64_t key, uint32_t kind)
+{
+	return tk_hash64(key * 31 + ((uint64_t)track << 8 | kind));
+}
+static inline uint64_t block_hash(uint64_t start, uint64_t end)
+{
+	return tk_hash64(start ^ (end * 0x9e3779b97f4a7c15ULL));
+}
+
+/* Rebuild a table of indexes at twice the size; HASH_OF gives an element's hash. */
+static int rehash(uint32_t **map, size_t *mask, size_t n, uint64_t (*hash_of)(const struct tk_prof *, uint32_t),
+		  const struct tk_prof *p)
+{
+	size_t size = *map ? (*mask + 1) * 2 : 1024;
+	while (size < (n + 1) * 2)
+		size *= 2;
+	uint32_t *m = malloc(size * sizeof *m);
+	if (!m)
+		return -TK_E_NOMEM;
+	memset(m, 0xff, size * sizeof *m);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t s = hash_of(p, i) & (size - 1);
+		while (m[s] != NONE32)
+			s = (s + 1) & (size - 1);
+		m[s] = i;
+	}
+	free(*map);
+	*map = m;
+	*mask = size - 1;
+	return 0;
+}
+
+static uint64_t node_hash_of(const struct tk_prof *p, uint32_t i)
+{
+	return node_hash(p->nodes[i].parent, p->nodes[i].key, p->nodes[i].kind);
+}
+static uint64_t func_hash_of(const struct tk_prof *p, uint32_t i)
+{
+	return func_hash(p->funcs[i].track, p->funcs[i].key, p->funcs[i].kind);
+}
+static uint64_t block_hash_of(const struct tk_prof *p, uint32_t i)
+{
+	return block_hash(p->blocks[i].start, p->blocks[i].end);
+}
+
+static uint32_t get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32_t kind)
+{
+	if ((p->nfuncs + 1) * 2 > p->func_mask + 1 || !p->func_map)
+		if (rehash(&p->func_map, &p->func_mask, p->nfuncs, func_hash_of, p) < 0)
+			return NONE32;
+	size_t s = func_hash(track, key, kind) & p->func_mask;
+	for (;; s = (s + 1) & p->func_mask) {
+		uint32_t i = p->func_map[s];
+		if (i == NONE32)
+			break;
+		struct func *f = &p->funcs[i];
+		if (f->key == key && f->kind == kind && f->track == track)
+			return i;
+	}
+	if (grow((void **)&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof *p->funcs) < 0)
+		return NONE32;
+	uint32_t i = (uint32_t)p->nfuncs++;
+	p->funcs[i] = (struct func){ .key = key, .kind = kind, .track = track };
+	p->func_map[s] = i;
+	return i;
+}
+
+static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
+			 uint32_t track, size_t slot)
+{
+	if (grow((void **)&p->nodes, &p->cnodes, p->nnodes + 1, sizeof *p->nodes) < 0)
+		return NONE32;
+	uint32_t func = NONE32;
+	if (kind == TK_PROF_KEY_ADDR || kind == TK_PROF_KEY_ID) {
+		func = get_func(p, track, key, kind);
+		if (func == NONE32)
+			return NONE32;
+	}
+	uint32_t i = (uint32_t)p->nnodes++;
+	struct node *n = &p->nodes[i];
+	memset(n, 0, sizeof *n);
+	n->key = key;
+	n->kind = kind;
+	n->parent = parent;
+	n->first_child = n->next_sibling = NONE32;
+	n->track = track;
+	n->func = func;
+	if (parent != NONE32) {
+		n->next_sibling = p->nodes[parent].first_child;
+		p->nodes[parent].first_child = i;
+	}
+	if (slot != (size_t)-1)
+		p->node_map[slot] = i;
+	return i;
+}
+
+/* The child of PARENT for (key, kind), created when missing. */
+static uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
+{
+	if ((p->nnodes + 1) * 2 > p->node_mask + 1 || !p->node_map)
+		if (rehash(&p->node_map, &p->node_mask, p->nnodes, node_hash_of, p) < 0)
+			return NONE32;
+	size_t s = node_hash(parent, key, kind) & p->node_mask;
+	for (;; s = (s + 1) & p->node_mask) {
+		uint32_t i = p->node_map[s];
+		if (i == NONE32)
+			break;
+		const struct node *n = &p->nodes[i];
+		if (n->key == key && n->parent == parent && n->kind == kind)
+			return i;
+	}
+	return new_node(p, parent, key, kind, track, s);
+}
+
+static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
+{
+	if ((p->nblocks + 1) * 2 > p->block_mask + 1 || !p->block_map)
+		if (rehash(&p->block_map, &p->block_mask, p->nblocks, block_hash_of, p) < 0)
+			return NULL;
+	size_t s = block_hash(start, end) & p->block_mask;
+	for (;; s = (s + 1) & p->block_mask) {
+		uint32_t i = p->block_map[s];
+		if (i == NONE32)
+			break;
+		struct block *b = &p->blocks[i];
+		if (b->start == start && b->end == end)
+			return b;
+	}
+	if (grow((void **)&p->blocks, &p->cblocks, p->nblocks + 1, sizeof *p->blocks) < 0)
+		return NULL;
+	uint32_t i = (uint32_t)p->nblocks++;
+	p->blocks[i] = (struct block){ .start = start, .end = end };
+	p->block_map[s] = i;
+	return &p->blocks[i];
+}
+
+/* ---- tracks and levels ------------------------------------------------------------------ */
+
+static uint32_t new_level(struct tk_prof *p, struct track *t, int seam)
+{
+	uint32_t n = get_child(p, t->root, ++p->serial, TK_PROF_KEY_UNKNOWN, t->id);
+	if (n != NONE32)
+		p->nodes[n].seam = (uint8_t)seam;
+	return n;
+}
+
+static struct track *get_track(struct tk_prof *p, uint32_t id)
+{
+	if (p->last_track < p->ntracks && p->tracks[p->last_track].id == id)
+		return &p->tracks[p->last_track];
+	for (size_t i = 0; i < p->ntracks; i++)
+		if (p->tracks[i].id == id) {
+			p->last_track = (uint32_t)i;
+			return &p->tracks[i];
+		}
+	if (grow((void **)&p->tracks, &p->ctracks, p->ntracks + 1, sizeof *p->tracks) < 0)
+		return NULL;
+	struct track *t = &p->tracks[p->ntracks];
+	memset(t, 0, sizeof *t);
+	t->id = id;
+	t->t_last = t->t_first = t->level_t_start = TK_TIME_NONE;
+	t->root = get_child(p, NONE32, id, KIND_TRACK, id);
+	if (t->root == NONE32)
+		return NULL;
+	t->base_node = new_level(p, t, 1);
+	if (t->base_node == NONE32)
+		return NULL;
+	p->last_track = (uint32_t)p->ntracks++;
+	p->sum.tracks = (uint32_t)p->ntracks;
+	return t;
+}
+
+static inline uint32_t cur_node(const struct track *t)
+{
+	return t->depth ? t->st[t->depth - 1].node : t->base_node;
+}
+
+static inline void add_child_cost(struct track *t, uint64_t ticks, uint64_t insns)
+{
+	if (t->depth) {
+		t->st[t->depth - 1].child_ticks += ticks;
+		t->st[t->depth - 1].child_insns += insns;
+	} else {
+		t->base_child_ticks += ticks;
+		t->base_child_insns += insns;
+	}
+}
+
+/* Close the current unknown level at TIME: its node gets what ran at the base level. */
+static void end_level(struct tk_prof *p, struct track *t, uint64_t time)
+{
+	struct node *n = &p->nodes[t->base_node];
+	uint64_t incl = t->insns - t->level_i_start;
+	n->incl_insns += incl;
+	n->excl_insns += incl >= t->base_child_insns ? incl - t->base_child_insns : 0;
+	if (time != TK_TIME_NONE && t->level_t_start != TK_TIME_NONE && time >= t->level_t_start) {
+		uint64_t dt = time - t->level_t_start;
+		n->incl_ticks += dt;
+		n->excl_ticks += dt >= t->base_child_ticks ? dt - t->base_child_ticks : 0;
+	}
+}
+
+static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
+{
+	uint32_t n = new_level(p, t, !t->gapped);
+	if (n == NONE32)
+		return -TK_E_NOMEM;
+	t->base_node = n;
+	t->level_i_start = t->insns;
+	t->level_t_start = time;
+	t->base_child_ticks = t->base_child_insns = 0;
+	return 0;
+}
+
+/* ---- the stack ------------------------------------------------------------------------- */
+
+static int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
+		uint64_t time)
+{
+	uint32_t n = get_child(p, cur_node(t), key, kind, t->id);
+	if (n == NONE32 || grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
+		return -TK_E_NOMEM;
+	p->nodes[n].calls++;
+	struct frame *f = &t->st[t->depth++];
+	f->node = n;
+	f->timed = time != TK_TIME_NONE;
+	f->ret = ret;
+	f->t_enter = time;
+	f->i_enter = t->insns;
+	f->child_ticks = f->child_insns = 0;
+	p->sum.calls++;
+	return 0;
+}
+
+/* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
+static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
+{
+	struct frame *f = &t->st[--t->depth];
+	struct node *n = &p->nodes[f->node];
+	uint64_t incl_i = t->insns - f->i_enter, incl_t = 0;
+
+	n->incl_insns += incl_i;
+	n->excl_insns += incl_i - f->child_insns;
+	if (f->timed && time != TK_TIME_NONE) {
+		incl_t = time >= f->t_enter ? time - f->t_enter : 0;
+		n->incl_ticks += incl_t;
+		n->excl_ticks += incl_t >= f->child_ticks ? incl_t - f->child_ticks : 0;
+		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS)) {
+			struct func *fn = &p->funcs[n->func];
+			if (grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
+				return -TK_E_NOMEM;
+			fn->dur[fn->ndur++] = incl_t;
+		}
+	}
+	add_child_cost(t, incl_t, incl_i);
+	if (complete)
+		p->sum.returns++;
+	return 0;
+}
+
+static int orphan(struct tk_prof *p, struct track *t, uint32_t what, uint64_t key, uint32_t keykind,
+		  uint64_t time)
+{
+	if (!t->gapped) {
+		if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
+			return -TK_E_NOMEM;
+		t->orph[t->norph++] = (struct orphan){
+			.what = what, .keykind = keykind, .key = key, .time = time, .insns = t->insns,
+			.child_ticks = t->base_child_ticks, .child_insns = t->base_child_insns,
+			.level_node = t->base_node,
+		};
+	} else {
+		p->final_orphans++;
+	}
+	end_level(p, t, time);
+	return start_level(p, t, time);
+}
+
+static int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t time)
+{
+	size_t i = t->depth;
+	while (i > 0) {
+		const struct node *n = &p->nodes[t->st[i - 1].node];
+		if (n->key == key && n->kind == kind)
+			break;
+		i--;
+	}
+	if (i == 0) {
+		/* not on the known stack: the frames above it lost their exits, and the call
+		 * began before the trace (or chunk). Ending them keeps chunks mergeable. */
+		p->sum.unmatched += t->depth;
+		while (t->depth) {
+			int rc = pop(p, t, time, 1);
+			if (rc < 0)
+				return rc;
+		}
+		return orphan(p, t, ORPH_EXIT, key, kind, time);
+	}
+	p->sum.unmatched += t->depth - i;
+	while (t->depth >= i) {
+		int rc = pop(p, t, time, 1);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+{
+	if (t->depth == 0)
+		return orphan(p, t, ORPH_RETURN, target, 0, time);
+	size_t i = t->depth;
+	if (t->st[i - 1].ret != target) {
+		/* a return deeper into the stack (longjmp, exception); else just one frame */
+		size_t j = i - 1;
+		while (j > 0 && t->st[j - 1].ret != target)
+			j--;
+		if (j > 0)
+			i = j;
+	}
+	while (t->depth >= i) {
+		int rc = pop(p, t, time, 1);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
+{
+	if (!t->gapped) {
+		t->gapped = 1;
+		t->gap_level_node = t->base_node;
+		t->gap_insns = t->insns;
+		t->gap_time = time;
+		t->gap_child_ticks = t->base_child_ticks;
+		t->gap_child_insns = t->base_child_insns;
+	}
+	p->sum.truncated += t->depth;
+	t->depth = 0;
+	end_level(p, t, time);
+	return start_level(p, t, time);
+}
+
+/* ---- public: building ------------------------------------------------------------------ */
+
+struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
+{
+	struct tk_prof *p = calloc(1, sizeof *p);
+	if (!p) {
+		if (err)
+			*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	if (opts) {
+		size_t n = opts->sz < sizeof p->opts ? opts->sz : sizeof p->opts;
+		memcpy(&p->opts, opts, n);
+	}
+	p->opts.sz = sizeof p->opts;
+	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
+	p->sum.clock = p->opts.clock;
+	p->last_track = NONE32;
+	if (err)
+		*err = 0;
+	return p;
+}
+
+void tk_prof_free(struct tk_prof *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nfuncs; i++)
+		free(p->funcs[i].dur);
+	for (size_t i = 0; i < p->ntracks; i++) {
+		free(p->tracks[i].st);
+		free(p->tracks[i].orph);
+	}
+	free(p->nodes);
+	free(p->node_map);
+	free(p->funcs);
+	free(p->func_map);
+	free(p->blocks);
+	free(p->block_map);
+	free(p->tracks);
+	free(p);
+}
+
+int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
+{
+	if (p->finished)
+		return -TK_E_BAD_STATE;
+	if (p->nomem)
+		return -TK_E_NOMEM;
+	const int want_blocks = !(p->opts.flags & TK_PROF_NO_BLOCKS);
+	struct track *t = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		const struct tk_event *e = &ev[i];
+		if (!t || t->id != e->track) {
+			t = get_track(p, e->track);
+			if (!t) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+		}
+		uint64_t time = e->time;
+		if (time != TK_TIME_NONE) {
+			if (t->t_first == TK_TIME_NONE)
+				t->t_first = time;
+			if (t->level_t_start == TK_TIME_NONE)
+				t->level_t_start = time;
+			t->t_last = time;
+			if (p->sum.time_first == TK_TIME_NONE || time < p->sum.time_first)
+				p->sum.time_first = time;
+			if (p->sum.time_last == TK_TIME_NONE || time > p->sum.time_last)
+				p->sum.time_last = time;
+		} else {
+			time = t->t_last;
+		}
+		switch (e->kind) {
+		case TK_EV_BLOCK:
+			p->sum.blocks++;
+			p->sum.insns += e->count;
+			t->insns += e->count;
+			if (!t->depth && !p->nodes[t->base_node].hint)
+				p->nodes[t->base_node].hint = e->addr;
+			if (want_blocks) {
+				struct block *b = get_block(p, e->addr, e->addr2);
+				if (!b) {
+					rc = -TK_E_NOMEM;
+					break;
+				}
+				b->execs++;
+				b->insns += e->count;
+			}
+			break;
+		case TK_EV_CALL:
+			rc = push(p, t, e->addr2, TK_PROF_KEY_ADDR, e->arg, time);
+			break;
+		case TK_EV_RETURN:
+			rc = do_return(p, t, e->addr2, time);
+			break;
+		case TK_EV_FUNC_ENTER:
+			rc = push(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, 0, time);
+			break;
+		case TK_EV_FUNC_EXIT:
+		case TK_EV_FUNC_TAIL_EXIT:
+			rc = do_exit(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, time);
+			break;
+		case TK_EV_GAP:
+			p->sum.gaps++;
+			rc = do_gap(p, t, time);
+			break;
+		default:
+			break;
+		}
+	}
+	p->sum.events += n;
+	if (rc == -TK_E_NOMEM)
+		p->nomem = 1;
+	return rc < 0 ? rc : 0;
+}
+
+static int prof_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
+{
+	return tk_prof_events(ctx, ev, n);
+}
+
+struct tk_sink tk_prof_sink(struct tk_prof *p)
+{
+	return (struct tk_sink){ .events = prof_sink_fn, .ctx = p };
+}
+
+int tk_prof_finish(struct tk_prof *p)
+{
+	if (p->finished)
+		return 0;
+	for (size_t i = 0; i < p->ntracks; i++) {
+		struct track *t = &p->tracks[i];
+		p->sum.open_at_end += t->depth;
+		while (t->depth)
+			pop(p, t, t->t_last, 0);
+		end_level(p, t, t->t_last);
+	}
+	p->finished = 1;
+	return 0;
+}
+
+/* ---- merging ------------------------------------------------------------------------------ */
+
+/* Add node stats of SRC into DST. */
+static void add_stats(struct node *dst, const struct node *src)
+{
+	dst->calls += src->calls;
+	dst->incl_ticks += src->incl_ticks;
+	dst->excl_ticks += src->excl_ticks;
+	dst->incl_insns += src->incl_insns;
+	dst->excl_insns += src->excl_insns;
+}
+
+struct pair {
+	uint32_t from, into;
+};
+
+/* Copy the children of FROM's node SRC (recursively) under INTO's node DST. */
+static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src, uint32_t dst,
+		 uint32_t *map, uint32_t track)
+{
+	struct pair *stack = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	if (grow((void **)&stack, &cap, 1, sizeof *stack) < 0)
+		return -TK_E_NOMEM;
+	stack[n++] = (struct pair){ src, dst };
+	map[src] = dst;
+	while (n) {
+		struct pair pr = stack[--n];
+		for (uint32_t c = from->nodes[pr.from].first_child; c != NONE32; c = from->nodes[c].next_sibling) {
+			const struct node *cn = &from->nodes[c];
+			uint32_t m;
+			if (cn->kind == TK_PROF_KEY_UNKNOWN) {
+				if (cn->seam)
+					continue; /* grafted level by level */
+				m = get_child(into, pr.into, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
+				if (m != NONE32)
+					into->nodes[m].hint = cn->hint;
+			} else {
+				m = get_child(into, pr.into, cn->key, cn->kind, track);
+			}
+			if (m == NONE32 || grow((void **)&stack, &cap, n + 1, sizeof *stack) < 0) {
+				rc = -TK_E_NOMEM;
+				goto out;
+			}
+			add_stats(&into->nodes[m], cn);
+			map[c] = m;
+			stack[n++] = (struct pair){ c, m };
+		}
+	}
+out:
+	free(stack);
+	return rc;
+}
+
+static int graft_level(struct tk_prof *into, const struct tk_prof *from, struct track *tm,
+		       uint32_t level, uint32_t *map)
+{
+	uint32_t dst = cur_node(tm);
+	struct node *d = &into->nodes[dst];
+	if (d->kind == TK_PROF_KEY_UNKNOWN && !d->hint)
+		d->hint = from->nodes[level].hint;
+	return graft(into, from, level, dst, map, tm->id);
+}
+
+static int merge_track(struct tk_prof *into, const struct tk_prof *from, const struct track *tb,
+		       uint32_t *map)
+{
+	struct track *tm = get_track(into, tb->id);
+	if (!tm)
+		return -TK_E_NOMEM;
+	const uint64_t off = tm->insns;
+	int rc;
+
+	if (tm->level_t_start == TK_TIME_NONE)
+		tm->level_t_start = tb->t_first;
+	if (tm->t_first == TK_TIME_NONE)
+		tm->t_first = tb->t_first;
+	/* the unknown levels after B's gaps, copied whole */
+	if ((rc = graft(into, from, tb->root, tm->root, map, tm->id)) < 0)
+		return rc;
+	for (size_t k = 0; k < tb->norph; k++) {
+		const struct orphan *o = &tb->orph[k];
+		if ((rc = graft_level(into, from, tm, o->level_node, map)) < 0)
+			return rc;
+		add_child_cost(tm, o->child_ticks, o->child_insns);
+		tm->insns = off + o->insns;
+		if (o->time != TK_TIME_NONE)
+			tm->t_last = o->time;
+		if (o->what == ORPH_EXIT)
+			rc = do_exit(into, tm, o->key, o->keykind, o->time);
+		else
+			rc = do_return(into, tm, o->key, o->time);
+		if (rc < 0)
+			return rc;
+	}
+	if (tb->gapped) {
+		if ((rc = graft_level(into, from, tm, tb->gap_level_node, map)) < 0)
+			return rc;
+		add_child_cost(tm, tb->gap_child_ticks, tb->gap_child_insns);
+		tm->insns = off + tb->gap_insns;
+		into->sum.truncated += tm->depth;
+		tm->depth = 0;
+		end_level(into, tm, tb->gap_time);
+		if (!tm->gapped) {
+			tm->gapped = 1;
+			tm->gap_level_node = tm->base_node;
+			tm->gap_insns = tm->insns;
+			tm->gap_time = tb->gap_time;
+			tm->gap_child_ticks = tm->base_child_ticks;
+			tm->gap_child_insns = tm->base_child_insns;
+		}
+		tm->base_node = map[tb->base_node];
+		tm->level_i_start = off + tb->level_i_start;
+		tm->level_t_start = tb->level_t_start;
+		tm->base_child_ticks = tb->base_child_ticks;
+		tm->base_child_insns = tb->base_child_insns;
+	} else {
+		if ((rc = graft_level(into, from, tm, tb->base_node, map)) < 0)
+			return rc;
+		add_child_cost(tm, tb->base_child_ticks, tb->base_child_insns);
+	}
+	if (grow((void **)&tm->st, &tm->cap, tm->depth + tb->depth, sizeof *tm->st) < 0)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < tb->depth; i++) {
+		struct frame f = tb->st[i];
+		f.node = map[f.node];
+		f.i_enter += off;
+		if (f.node == NONE32)
+			return -TK_E_INTERNAL;
+		tm->st[tm->depth++] = f;
+	}
+	tm->insns = off + tb->insns;
+	if (tb->t_last != TK_TIME_NONE)
+		tm->t_last = tb->t_last;
+	return 0;
+}
+
+int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
+{
+	int rc = 0;
+
+	if (into == from)
+		return -TK_E_INVAL;
+	if (into->finished || from->finished)
+		return -TK_E_BAD_STATE;
+	if (into->nomem || from->nomem)
+		return -TK_E_NOMEM;
+	/* whole-profile counters; merge_track adds what the seams resolve */
+	into->sum.events += from->sum.events;
+	into->sum.blocks += from->sum.blocks;
+	into->sum.insns += from->sum.insns;
+	into->sum.calls += from->sum.calls;
+	into->sum.returns += from->sum.returns;
+	into->sum.unmatched += from->sum.unmatched;
+	into->sum.truncated += from->sum.truncated;
+	into->sum.gaps += from->sum.gaps;
+	into->final_orphans += from->final_orphans;
+	if (from->sum.time_first != TK_TIME_NONE &&
+	    (into->sum.time_first == TK_TIME_NONE || from->sum.time_first < into->sum.time_first))
+		into->sum.time_first = from->sum.time_first;
+	if (from->sum.time_last != TK_TIME_NONE &&
+	    (into->sum.time_last == TK_TIME_NONE || from->sum.time_last > into->sum.time_last))
+		into->sum.time_last = from->sum.time_last;
+
+	for (size_t i = 0; i < from->nblocks; i++) {
+		const struct block *fb = &from->blocks[i];
+		struct block *b = get_block(into, fb->start, fb->end);
+		if (!b)
+			goto nomem;
+		b->execs += fb->execs;
+		b->insns += fb->insns;
+	}
+	for (size_t i = 0; i < from->nfuncs; i++) {
+		const struct func *ff = &from->funcs[i];
+		uint32_t fi = get_func(into, ff->track, ff->key, ff->kind);
+		if (fi == NONE32)
+			goto nomem;
+		struct func *f = &into->funcs[fi];
+		if (ff->ndur) {
+			if (grow((void **)&f->dur, &f->cdur, f->ndur + ff->ndur, sizeof *f->dur) < 0)
+				goto nomem;
+			memcpy(f->dur + f->ndur, ff->dur, ff->ndur * sizeof *f->dur);
+			f->ndur += ff->ndur;
+		}
+	}
+	uint32_t *map = malloc((from->nnodes + 1) * sizeof *map);
+	if (!map)
+		goto nomem;
+	memset(map, 0xff, (from->nnodes + 1) * sizeof *map);
+	for (size_t i = 0; i < from->ntracks && rc >= 0; i++)
+		rc = merge_track(into, from, &from->tracks[i], map);
+	free(map);
+	if (rc == -TK_E_NOMEM)
+		into->nomem = 1;
+	return rc;
+nomem:
+	into->nomem = 1;
+	return -TK_E_NOMEM;
+}

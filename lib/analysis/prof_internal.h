@@ -1,0 +1,96 @@
+/* Internal state of a profile (lib/analysis/prof.c). */
+#ifndef TK_ANALYSIS_PROF_INTERNAL_H
+#define TK_ANALYSIS_PROF_INTERNAL_H
+
+#include "tracekit/prof.h"
+
+#define NONE32 UINT32_MAX
+#define KIND_TRACK 3 /* a track's root node (not reported) */
+
+/* A call-path node: one per distinct (parent, function). */
+struct node {
+	uint64_t key;             /* function id/address; serial for unknown levels */
+	uint64_t hint;            /* unknown levels: first code address seen there */
+	uint32_t kind;            /* enum tk_prof_key_kind or KIND_TRACK */
+	uint32_t parent, first_child, next_sibling;
+	uint32_t track;
+	uint32_t func;            /* index into funcs, NONE32 for unknown/track nodes */
+	uint8_t seam;             /* unknown level before the track's first gap: grafted by merges */
+	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
+};
+
+struct func {
+	uint64_t key;
+	uint32_t kind, track;
+	uint64_t *dur;            /* durations of completed calls */
+	size_t ndur, cdur;
+};
+
+struct block {
+	uint64_t start, end, execs, insns;
+};
+
+struct frame {
+	uint32_t node;
+	uint8_t timed;
+	uint64_t ret;             /* return address (TK_EV_CALL), 0 otherwise */
+	uint64_t t_enter, i_enter;
+	uint64_t child_ticks, child_insns;
+};
+
+enum { ORPH_EXIT = 1, ORPH_RETURN = 2 };
+/* An exit/return on an empty stack before the track's first gap; a merge replays it on the
+ * previous chunk's stack. */
+struct orphan {
+	uint32_t what;            /* ORPH_* */
+	uint32_t keykind;
+	uint64_t key;             /* exit: function; return: target */
+	uint64_t time, insns;     /* track clock and instruction counter at the orphan */
+	uint64_t child_ticks, child_insns; /* completed at the base level since the last one */
+	uint32_t level_node;      /* unknown level that this orphan ended */
+};
+
+struct track {
+	uint32_t id;
+	uint32_t root;
+	struct frame *st;
+	size_t depth, cap;
+	uint64_t insns;           /* instructions executed on this track so far */
+	uint64_t t_last, t_first;
+	/* the unknown level below the stack */
+	uint32_t base_node;
+	uint64_t level_i_start, level_t_start;
+	uint64_t base_child_ticks, base_child_insns;
+	/* replayable orphans, and the state at the first gap */
+	struct orphan *orph;
+	size_t norph, corph;
+	int gapped;
+	uint32_t gap_level_node;
+	uint64_t gap_insns, gap_time, gap_child_ticks, gap_child_insns;
+};
+
+struct tk_prof {
+	struct tk_prof_opts opts;
+	struct node *nodes;
+	size_t nnodes, cnodes;
+	uint32_t *node_map;       /* open addressing: (parent, key, kind) -> node */
+	size_t node_mask;
+	struct func *funcs;
+	size_t nfuncs, cfuncs;
+	uint32_t *func_map;
+	size_t func_mask;
+	struct block *blocks;
+	size_t nblocks, cblocks;
+	uint32_t *block_map;
+	size_t block_mask;
+	struct track *tracks;
+	size_t ntracks, ctracks;
+	uint32_t last_track;      /* index of the track of the previous event */
+	uint64_t serial;          /* keys of unknown-level nodes */
+	struct tk_prof_summary sum;
+	uint64_t final_orphans;
+	int finished;
+	int nomem;
+};
+
+#endif

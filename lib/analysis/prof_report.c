@@ -1,0 +1,300 @@
+/* Reading a profile: summary, per-function table with duration statistics, call paths,
+ * blocks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/prof_internal.h"
+
+int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s)
+{
+	*s = p->sum;
+	s->orphans = p->final_orphans;
+	for (size_t i = 0; i < p->ntracks; i++)
+		s->orphans += p->tracks[i].norph;
+	return 0;
+}
+
+/* Depth-first walk over a track tree; ENTER/LEAVE get each node below the root. */
+struct dfs {
+	uint32_t *stack;
+	size_t n, cap;
+};
+
+static int dfs_push(struct dfs *d, uint32_t v)
+{
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 64;
+		uint32_t *s = realloc(d->stack, nc * sizeof *s);
+		if (!s)
+			return -TK_E_NOMEM;
+		d->stack = s;
+		d->cap = nc;
+	}
+	d->stack[d->n++] = v;
+	return 0;
+}
+
+/* Mark nodes whose function already is on an ancestor (recursion): their inclusive cost is
+ * inside the ancestor's. Parents always precede their children in the node array. */
+static uint8_t *recursive_flags(const struct tk_prof *p)
+{
+	uint8_t *rec = calloc(p->nnodes + 1, 1);
+	uint32_t *active = calloc(p->nfuncs + 1, sizeof *active);
+	struct dfs d = { 0 };
+	int rc = 0;
+
+	if (!rec || !active)
+		goto fail;
+	/* iterative DFS: a node is pushed as v (enter) and later popped as v | top bit (leave) */
+	for (size_t r = 0; r < p->nnodes && rc >= 0; r++) {
+		if (p->nodes[r].parent != NONE32)
+			continue;
+		rc = dfs_push(&d, (uint32_t)r);
+		while (d.n && rc >= 0) {
+			uint32_t v = d.stack[--d.n];
+			if (v & 0x80000000u) {
+				uint32_t f = p->nodes[v & 0x7fffffffu].func;
+				if (f != NONE32)
+					active[f]--;
+				continue;
+			}
+			const struct node *n = &p->nodes[v];
+			if (n->func != NONE32) {
+				rec[v] = active[n->func] > 0;
+				active[n->func]++;
+			}
+			rc = dfs_push(&d, v | 0x80000000u);
+			for (uint32_t c = n->first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+				rc = dfs_push(&d, c);
+		}
+	}
+	free(d.stack);
+	free(active);
+	if (rc < 0) {
+		free(rec);
+		return NULL;
+	}
+	return rec;
+fail:
+	free(rec);
+	free(active);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...). */
+static void dur_stats(struct tk_prof_func *f, uint64_t *d, size_t n)
+{
+	f->ndur = n;
+	if (!n)
+		return;
+	qsort(d, n, sizeof *d, cmp_u64);
+	f->dur_min = d[0];
+	f->dur_max = d[n - 1];
+	f->dur_median = d[n / 2];
+	f->dur_p90 = d[(size_t)((double)n * 0.9)];
+	f->dur_p99 = d[(size_t)((double)n * 0.99)];
+	uint64_t s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += d[i];
+	f->dur_sum = s;
+}
+
+static int cmp_func_key(const void *a, const void *b)
+{
+	const struct tk_prof_func *x = a, *y = b;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->track < y->track ? -1 : x->track > y->track;
+}
+
+int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *nout)
+{
+	/* one row per func (per track), plus one per track for the unknown levels */
+	size_t nrows = p->nfuncs + p->ntracks;
+	struct tk_prof_func *rows = calloc(nrows + 1, sizeof *rows);
+	uint32_t *row_of_track = calloc(p->ntracks + 1, sizeof *row_of_track);
+	uint8_t *rec = recursive_flags(p);
+
+	*out = NULL;
+	*nout = 0;
+	if (!rows || !rec || !row_of_track) {
+		free(rows);
+		free(rec);
+		free(row_of_track);
+		return -TK_E_NOMEM;
+	}
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		rows[i].key = p->funcs[i].key;
+		rows[i].kind = p->funcs[i].kind;
+		rows[i].track = p->funcs[i].track;
+	}
+	for (size_t i = 0; i < p->ntracks; i++) {
+		struct tk_prof_func *r = &rows[p->nfuncs + i];
+		r->kind = TK_PROF_KEY_UNKNOWN;
+		r->track = p->tracks[i].id;
+		row_of_track[i] = (uint32_t)(p->nfuncs + i);
+	}
+	for (size_t i = 0; i < p->nnodes; i++) {
+		const struct node *n = &p->nodes[i];
+		struct tk_prof_func *r;
+		if (n->kind == KIND_TRACK)
+			continue;
+		if (n->func != NONE32) {
+			r = &rows[n->func];
+		} else {
+			size_t t = 0;
+			while (t < p->ntracks && p->tracks[t].id != n->track)
+				t++;
+			if (t == p->ntracks)
+				continue;
+			r = &rows[row_of_track[t]];
+		}
+		r->calls += n->calls;
+		r->excl_ticks += n->excl_ticks;
+		r->excl_insns += n->excl_insns;
+		if (!rec[i]) {
+			r->incl_ticks += n->incl_ticks;
+			r->incl_insns += n->incl_insns;
+		}
+	}
+	free(rec);
+	free(row_of_track);
+
+	/* durations */
+	size_t total = 0;
+	for (size_t i = 0; i < p->nfuncs; i++)
+		total += p->funcs[i].ndur;
+	uint64_t *tmp = malloc((total + 1) * sizeof *tmp);
+	if (!tmp) {
+		free(rows);
+		return -TK_E_NOMEM;
+	}
+	if (per_thread) {
+		for (size_t i = 0; i < p->nfuncs; i++) {
+			memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
+			dur_stats(&rows[i], tmp, p->funcs[i].ndur);
+		}
+	} else {
+		/* fold rows of the same function over tracks; keep the func index to find durations */
+		uint32_t *idx = malloc((nrows + 1) * sizeof *idx);
+		if (!idx) {
+			free(tmp);
+			free(rows);
+			return -TK_E_NOMEM;
+		}
+		for (size_t i = 0; i < nrows; i++) {
+			idx[i] = (uint32_t)i;
+			rows[i].track = (uint32_t)i; /* remember the origin while sorting */
+		}
+		qsort(rows, nrows, sizeof *rows, cmp_func_key);
+		size_t w = 0;
+		for (size_t i = 0; i < nrows;) {
+			size_t j = i, nd = 0;
+			struct tk_prof_func acc = rows[i];
+			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
+			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
+				acc.calls += rows[j].calls;
+				acc.incl_ticks += rows[j].incl_ticks;
+				acc.excl_ticks += rows[j].excl_ticks;
+				acc.incl_insns += rows[j].incl_insns;
+				acc.excl_insns += rows[j].excl_insns;
+				uint32_t origin = rows[j].track;
+				if (origin < p->nfuncs) {
+					memcpy(tmp + nd, p->funcs[origin].dur, p->funcs[origin].ndur * sizeof *tmp);
+					nd += p->funcs[origin].ndur;
+				}
+			}
+			acc.track = 0;
+			if (acc.kind == TK_PROF_KEY_UNKNOWN)
+				acc.key = 0;
+			dur_stats(&acc, tmp, nd);
+			rows[w++] = acc;
+			i = j;
+		}
+		nrows = w;
+		free(idx);
+	}
+	free(tmp);
+	/* drop the unknown rows that saw nothing */
+	size_t w = 0;
+	for (size_t i = 0; i < nrows; i++)
+		if (rows[i].kind != TK_PROF_KEY_UNKNOWN || rows[i].incl_insns || rows[i].incl_ticks)
+			rows[w++] = rows[i];
+	*out = rows;
+	*nout = w;
+	return 0;
+}
+
+int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
+{
+	struct tk_prof_frame *frames = NULL;
+	size_t cap = 0;
+	struct dfs d = { 0 };
+	int rc = 0;
+
+	for (size_t ti = 0; ti < p->ntracks && rc >= 0; ti++) {
+		const struct track *t = &p->tracks[ti];
+		/* stack entries: node index, with its depth implied by a parallel walk */
+		for (uint32_t c = p->nodes[t->root].first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+			rc = dfs_push(&d, c);
+		while (d.n && rc >= 0) {
+			uint32_t v = d.stack[--d.n];
+			/* depth = number of ancestors below the root */
+			size_t depth = 0;
+			for (uint32_t a = v; p->nodes[a].kind != KIND_TRACK; a = p->nodes[a].parent)
+				depth++;
+			if (depth > cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				while (nc < depth)
+					nc *= 2;
+				struct tk_prof_frame *f = realloc(frames, nc * sizeof *f);
+				if (!f) {
+					rc = -TK_E_NOMEM;
+					break;
+				}
+				frames = f;
+				cap = nc;
+			}
+			size_t k = depth;
+			for (uint32_t a = v; p->nodes[a].kind != KIND_TRACK; a = p->nodes[a].parent) {
+				const struct node *n = &p->nodes[a];
+				k--;
+				frames[k].kind = n->kind;
+				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? n->hint : n->key;
+			}
+			const struct node *n = &p->nodes[v];
+			struct tk_prof_path_stats st = {
+				.track = n->track, .calls = n->calls,
+				.incl_ticks = n->incl_ticks, .excl_ticks = n->excl_ticks,
+				.incl_insns = n->incl_insns, .excl_insns = n->excl_insns,
+			};
+			rc = fn(ctx, frames, depth, &st);
+			for (uint32_t c = n->first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+				rc = dfs_push(&d, c);
+		}
+	}
+	free(d.stack);
+	free(frames);
+	return rc < 0 ? rc : 0;
+}
+
+int tk_prof_blocks(const struct tk_prof *p, struct tk_prof_block **out, size_t *n)
+{
+	*out = malloc((p->nblocks + 1) * sizeof **out);
+	*n = 0;
+	if (!*out)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < p->nblocks; i++)
+		(*out)[i] = (struct tk_prof_block){ p->blocks[i].start, p->blocks[i].end,
+						    p->blocks[i].execs, p->blocks[i].insns };
+	*n = p->nblocks;
+	return 0;
+}

@@ -1,0 +1,456 @@
+/* Intel PT stream walk with resync, packet statistics (tracekit info) and the ptdump-
+ * layout dump (tracekit dump). Formatting writes straight into the output buffer. */
+#include <stdlib.h>
+
+#include "formats/ipt/internal.h"
+
+#define BATCH 512
+
+static const char hex_digits[] = "0123456789abcdef";
+
+static inline char *put_str(char *p, const char *s)
+{
+	while (*s)
+		*p++ = *s++;
+	return p;
+}
+
+/* Exactly N hex digits. */
+static inline char *put_hexw(char *p, uint64_t v, int n)
+{
+	for (int i = n - 1; i >= 0; i--) {
+		p[i] = hex_digits[v & 15];
+		v >>= 4;
+	}
+	return p + n;
+}
+
+/* Minimal hex digits (printf "%x"). */
+static inline char *put_hex(char *p, uint64_t v)
+{
+	int n = v ? (64 - __builtin_clzll(v) + 3) / 4 : 1;
+	return put_hexw(p, v, n);
+}
+
+static inline char *put_dec(char *p, unsigned v)
+{
+	char t[10];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
+static inline char *pad_to(char *p, char *start, int width)
+{
+	while (p - start < width)
+		*p++ = ' ';
+	return p;
+}
+
+static const char *err_text(int err)
+{
+	switch (-err) {
+	case TK_E_BAD_OPCODE: return "unknown opcode";
+	case TK_E_BAD_FORMAT: return "bad packet";
+	case TK_E_TRUNCATED: return "truncated packet";
+	default: return tk_strerror(err);
+	}
+}
+
+/* The payload column of ptdump ("standard" payload, at most 24 characters); returns
+ * the end. Empty for packets without payload. */
+static char *format_payload(char *p, const struct tk_ipt_packet *k)
+{
+	switch (k->kind) {
+	case TK_IPT_PKT_TNT8:
+	case TK_IPT_PKT_TNT64:
+		for (int i = k->tnt.count - 1; i >= 0; i--)
+			*p++ = (k->tnt.bits >> i) & 1 ? '!' : '.';
+		return p;
+	case TK_IPT_PKT_TIP:
+	case TK_IPT_PKT_TIP_PGE:
+	case TK_IPT_PKT_TIP_PGD:
+	case TK_IPT_PKT_FUP:
+		*p++ = hex_digits[k->ip.ipc];
+		*p++ = ':';
+		*p++ = ' ';
+		switch (k->ip.ipc) {
+		case TK_IPT_IPC_SUPPRESSED:
+			return put_str(p, "????????????????");
+		case TK_IPT_IPC_UPDATE_16:
+			return put_hexw(put_str(p, "????????????"), k->ip.ip, 4);
+		case TK_IPT_IPC_UPDATE_32:
+			return put_hexw(put_str(p, "????????"), k->ip.ip, 8);
+		case TK_IPT_IPC_UPDATE_48:
+			return put_hexw(put_str(p, "????"), k->ip.ip, 12);
+		case TK_IPT_IPC_SEXT_48:
+			return put_hexw(p, (uint64_t)((int64_t)(k->ip.ip << 16) >> 16), 16);
+		default:
+			return put_hexw(p, k->ip.ip, 16);
+		}
+	case TK_IPT_PKT_MODE_EXEC: {
+		int any = 0;
+		if (k->exec.csd) {
+			p = put_str(p, "cs.d");
+			any = 1;
+		}
+		if (k->exec.csl) {
+			p = put_str(p, any ? ", cs.l" : "cs.l");
+			any = 1;
+		}
+		if (k->exec.iflag)
+			p = put_str(p, any ? ", if" : "if");
+		return p;
+	}
+	case TK_IPT_PKT_MODE_TSX:
+		if (k->tsx.intx)
+			p = put_str(p, "intx");
+		if (k->tsx.abrt)
+			p = put_str(p, k->tsx.intx ? ", abrt" : "abrt");
+		return p;
+	case TK_IPT_PKT_PIP:
+		p = put_hex(p, k->pip.cr3);
+		return k->pip.nr ? put_str(p, ", nr") : p;
+	case TK_IPT_PKT_VMCS:
+		return put_hex(p, k->vmcs.base);
+	case TK_IPT_PKT_TSC:
+		return put_hex(p, k->tsc.tsc);
+	case TK_IPT_PKT_CBR:
+		return put_hex(p, k->cbr.ratio);
+	case TK_IPT_PKT_TMA:
+		p = put_hex(p, k->tma.ctc);
+		*p++ = ',';
+		*p++ = ' ';
+		return put_hex(p, k->tma.fc);
+	case TK_IPT_PKT_MTC:
+		return put_hex(p, k->mtc.ctc);
+	case TK_IPT_PKT_CYC:
+		return put_hex(p, k->cyc.value);
+	case TK_IPT_PKT_MNT:
+		return put_hex(p, k->mnt.payload);
+	case TK_IPT_PKT_EXSTOP:
+		return k->exstop.ip ? put_str(p, "ip") : p;
+	case TK_IPT_PKT_MWAIT:
+		p = put_hexw(p, k->mwait.hints, 8);
+		*p++ = ',';
+		*p++ = ' ';
+		return put_hexw(p, k->mwait.ext, 8);
+	case TK_IPT_PKT_PWRE:
+		*p++ = 'c';
+		p = put_dec(p, (k->pwre.state + 1u) & 0xf);
+		*p++ = '.';
+		p = put_dec(p, (k->pwre.sub_state + 1u) & 0xf);
+		return k->pwre.hw ? put_str(p, ", hw") : p;
+	case TK_IPT_PKT_PWRX: {
+		const char *wr = NULL;
+		int n = k->pwrx.interrupt + k->pwrx.store + k->pwrx.autonomous;
+		if (n != 1)
+			wr = "bad";
+		else
+			wr = k->pwrx.interrupt ? "int" : k->pwrx.store ? " st" : " hw";
+		p = put_str(p, wr);
+		p = put_str(p, ": c");
+		p = put_dec(p, (k->pwrx.last + 1u) & 0xf);
+		p = put_str(p, ", c");
+		return put_dec(p, (k->pwrx.deepest + 1u) & 0xf);
+	}
+	case TK_IPT_PKT_PTW:
+		*p++ = hex_digits[k->ptw.plc];
+		*p++ = ':';
+		*p++ = ' ';
+		p = put_hex(p, k->ptw.payload);
+		return k->ptw.ip ? put_str(p, ", ip") : p;
+	case TK_IPT_PKT_CFE:
+		p = put_dec(p, k->cfe.type);
+		switch (k->cfe.type) {
+		case 1: case 9: case 12:   /* INTR, VMEXIT_INTR, UINTR: decimal vector */
+			p = put_str(p, ": ");
+			p = put_dec(p, k->cfe.vector);
+			break;
+		case 5:                    /* SIPI: hex vector */
+			p = put_str(p, ": ");
+			p = put_hex(p, k->cfe.vector);
+			break;
+		default:
+			break;
+		}
+		return k->cfe.ip ? put_str(p, ", ip") : p;
+	case TK_IPT_PKT_EVD:
+		p = put_dec(p, k->evd.type);
+		p = put_str(p, ": ");
+		return put_hex(p, k->evd.payload);
+	case TK_IPT_PKT_BBP:
+		p = put_hex(p, k->bbp.type);
+		return put_str(p, k->bbp.sz ? ": 4" : ": 8");
+	case TK_IPT_PKT_BIP:
+		p = put_hex(p, k->bip.id);
+		p = put_str(p, ": ");
+		return put_hex(p, k->bip.value);
+	case TK_IPT_PKT_BEP:
+		return k->bep.ip ? put_str(p, "ip") : p;
+	case TK_IPT_PKT_TRIG:
+		p = put_hex(p, k->trig.trbv);
+		if (k->trig.icntv) {
+			p = put_str(p, ", icnt ");
+			p = put_hex(p, k->trig.icnt);
+		}
+		if (k->trig.mult)
+			p = put_str(p, ", mult");
+		return k->trig.ip ? put_str(p, ", ip") : p;
+	default:
+		return p;
+	}
+}
+
+/* One line without newline into P (at least 160 bytes); returns the end. */
+static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset,
+			 struct tk_ipt_last_ip *last)
+{
+	char pl[64];
+	char *pe = format_payload(pl, k);
+	const char *tid = NULL;
+	uint64_t tval = 0;
+	const char *ttext = NULL;
+
+	if (show_offset) {
+		p = put_hexw(p, k->offset, 16);
+		*p++ = ' ';
+		*p++ = ' ';
+	}
+	char *op = p;
+	p = put_str(p, tk_ipt_pkt_name(k->kind));
+	switch (k->kind) {
+	case TK_IPT_PKT_PIP:
+		tid = "cr3";
+		tval = k->pip.cr3;
+		break;
+	case TK_IPT_PKT_VMCS:
+		tid = "vmcs";
+		tval = k->vmcs.base;
+		break;
+	case TK_IPT_PKT_TIP:
+	case TK_IPT_PKT_TIP_PGE:
+	case TK_IPT_PKT_TIP_PGD:
+	case TK_IPT_PKT_FUP:
+		if (last) {
+			tid = "ip";
+			if (tk_ipt_last_ip_update(last, k) < 0)
+				ttext = "<unavailable>";
+			else {
+				int r = tk_ipt_last_ip_query(last, &tval);
+				if (r == -TK_E_NOSYNC)
+					ttext = "<suppressed>";
+				else if (r < 0)
+					ttext = "<unavailable>";
+			}
+		}
+		break;
+	default:
+		break;
+	}
+	if (pe == pl)
+		return p;
+	p = pad_to(p, op, 10);
+	*p++ = ' ';
+	char *ps = p;
+	memcpy(p, pl, (size_t)(pe - pl));
+	p += pe - pl;
+	if (tid) {
+		p = pad_to(p, ps, 25);
+		*p++ = ' ';
+		char *ts = p;
+		p = put_str(p, tid);
+		p = pad_to(p, ts, 5);
+		p = ttext ? put_str(p, ttext) : put_hexw(p, tval, 16);
+	}
+	return p;
+}
+
+void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,
+			  struct tk_ipt_last_ip *last)
+{
+	if (tk_buf_reserve(out, 192) < 0)
+		return;
+	char *p = format_line(out->data + out->len, pkt, show_offset, last);
+	out->len = (size_t)(p - out->data);
+}
+
+/* ---- walking a whole stream ---------------------------------------------------------- */
+
+struct walk {
+	const uint8_t *buf;
+	size_t len;
+	struct tk_ipt_pkt_decoder *dec;
+	struct tk_gap_stats *gaps;
+	tk_ipt_error_fn on_error;
+	void *ctx;
+};
+
+/* After error ERR at the decoder's position: count the bytes up to the next PSB as
+ * skipped and move there. Returns 1 to continue, 0 at the end, < 0 to stop. */
+static int walk_resync(struct walk *w, int err, uint64_t *bad_off)
+{
+	uint64_t at, next;
+	tk_ipt_pkt_get_offset(w->dec, &at);
+	int more = tk_ipt_pkt_sync_forward(w->dec) == 0;
+	if (more)
+		tk_ipt_pkt_get_offset(w->dec, &next);
+	else
+		next = w->len;
+	if (w->gaps)
+		tk_gap_stats_add(w->gaps, at, next - at);
+	*bad_off = at;
+	if (w->on_error) {
+		int r = w->on_error(w->ctx, at, err, next - at);
+		if (r < 0)
+			return r;
+	}
+	return more;
+}
+
+/* Start at the first PSB; bytes before it are a gap. Returns 1 if synced, 0 if the
+ * buffer has no PSB. */
+static int walk_start(struct walk *w)
+{
+	uint64_t first;
+	if (tk_ipt_pkt_sync_forward(w->dec) < 0) {
+		if (w->gaps && w->len)
+			tk_gap_stats_add(w->gaps, 0, w->len);
+		if (w->on_error && w->len)
+			w->on_error(w->ctx, 0, -TK_E_NOSYNC, w->len);
+		return 0;
+	}
+	tk_ipt_pkt_get_offset(w->dec, &first);
+	if (first) {
+		if (w->gaps)
+			tk_gap_stats_add(w->gaps, 0, first);
+		if (w->on_error)
+			w->on_error(w->ctx, 0, -TK_E_NOSYNC, first);
+	}
+	return 1;
+}
+
+int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
+		tk_ipt_error_fn on_error, void *ctx)
+{
+	struct tk_ipt_packet *pk;
+	int err = 0, r;
+
+	memset(st, 0, sizeof *st);
+	st->bytes = len;
+	st->first_psb = UINT64_MAX;
+	struct walk w = { buf, len, NULL, &st->gaps, on_error, ctx };
+	w.dec = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	if (!w.dec)
+		return err;
+	pk = malloc(BATCH * sizeof *pk);
+	if (!pk) {
+		tk_ipt_pkt_decoder_free(w.dec);
+		return -TK_E_NOMEM;
+	}
+	r = walk_start(&w);
+	if (r > 0)
+		tk_ipt_pkt_get_offset(w.dec, &st->first_psb);
+	while (r > 0) {
+		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
+		for (int i = 0; i < n; i++) {
+			const struct tk_ipt_packet *k = &pk[i];
+			st->count[k->kind]++;
+			if (k->kind == TK_IPT_PKT_TSC) {
+				uint64_t t = k->tsc.tsc;
+				if (!st->have_tsc) {
+					st->have_tsc = 1;
+					st->tsc_min = st->tsc_max = st->tsc_first = t;
+				}
+				if (t < st->tsc_min)
+					st->tsc_min = t;
+				if (t > st->tsc_max)
+					st->tsc_max = t;
+				st->tsc_last = t;
+			}
+		}
+		st->packets += (uint64_t)n;
+		if (err == 0)
+			continue;
+		if (err == -TK_E_EOF)
+			break;
+		uint64_t bad;
+		r = walk_resync(&w, err, &bad);
+	}
+	st->psbs = st->count[TK_IPT_PKT_PSB];
+	free(pk);
+	tk_ipt_pkt_decoder_free(w.dec);
+	return r < 0 ? r : 0;
+}
+
+int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
+		struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_ipt_dump_opts def = { .sz = sizeof def };
+	struct tk_ipt_packet *pk;
+	struct tk_ipt_last_ip last;
+	int err = 0, r;
+
+	if (!o)
+		o = &def;
+	struct walk w = { buf, len, NULL, gaps, o->on_error, o->ctx };
+	w.dec = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	if (!w.dec)
+		return err;
+	pk = malloc(BATCH * sizeof *pk);
+	if (!pk) {
+		tk_ipt_pkt_decoder_free(w.dec);
+		return -TK_E_NOMEM;
+	}
+	tk_ipt_last_ip_init(&last);
+	int show_off = !o->no_offset;
+	r = walk_start(&w);
+	while (r > 0) {
+		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
+		if (!o->quiet) {
+			for (int i = 0; i < n; i++) {
+				if (tk_buf_reserve(out, 192) < 0)
+					break;
+				char *p = format_line(out->data + out->len, &pk[i], show_off,
+						      o->lastip ? &last : NULL);
+				*p++ = '\n';
+				out->len = (size_t)(p - out->data);
+			}
+			if (out->err) {
+				r = out->err;
+				break;
+			}
+		}
+		if (err == 0)
+			continue;
+		if (err == -TK_E_EOF)
+			break;
+		uint64_t bad;
+		r = walk_resync(&w, err, &bad);
+		if (!o->quiet) {
+			/* ptdump marks the spot in its output, too. */
+			tk_buf_putc(out, '[');
+			tk_buf_hex(out, bad, 0);
+			tk_buf_puts(out, ": error decoding packet: ");
+			tk_buf_puts(out, err_text(err));
+			tk_buf_puts(out, "]\n");
+		}
+		/* ptdump forgets the last IP when it resyncs. */
+		tk_ipt_last_ip_init(&last);
+	}
+	free(pk);
+	tk_ipt_pkt_decoder_free(w.dec);
+	if (r >= 0 && out->err)
+		r = out->err;
+	return r < 0 ? r : 0;
+}
+
+const char *tk_ipt_error_text(int err)
+{
+	return err_text(err);
+}

@@ -1,0 +1,24 @@
+/* Intel PT packet decoding core, shared by the decoder handle, the scanner and dump. */
+#ifndef TK_IPT_INTERNAL_H
+#define TK_IPT_INTERNAL_H
+
+#include <string.h>
+
+#include "tracekit/ipt.h"
+
+/* Block context for PEBS-via-PT: BIP packets are only valid between BBP and BEP, and
+ * their first byte collides with TNT-8. 0: no block, else the BIP payload size. */
+struct tk_ipt_ctx {
+	uint8_t blk;
+};
+
+#define TK_IPT_PSB_SIZE 16
+
+/* Decode the packet at BUF[POS]. Returns its size or -TK_E_* (-TK_E_EOF at LEN). */
+int tk_ipt_decode_one(const uint8_t *buf, size_t len, size_t pos, struct tk_ipt_ctx *ctx,
+		      struct tk_ipt_packet *pkt);
+
+/* First PSB starting at or after FROM (libipt's run-end rule). 0 or -TK_E_NOSYNC. */
+int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb);
+
+#endif

@@ -1,0 +1,687 @@
+/* Intel PT packet decoder: one 256-entry class table on the first byte, a switch on the
+ * extended opcode, no allocation per packet. Field meanings, sizes and error cases
+ * follow the Intel SDM vol. 3 "Intel Processor Trace" chapter and match libipt's
+ * pt_pkt_next where libipt knows the packet. */
+#include <stdlib.h>
+
+#include "formats/ipt/internal.h"
+
+enum {
+	PA, /* PAD */
+	TN, /* TNT-8 */
+	EX, /* 0x02: extended opcode follows */
+	CY, /* CYC */
+	TI, GE, GD, FU, /* TIP, TIP.PGE, TIP.PGD, FUP */
+	MO, TS, MT, TR, /* MODE, TSC, MTC, TRIG */
+	BA, /* not an opcode */
+};
+
+static const uint8_t op_class[256] = {
+	/* 00 */ PA, GD, EX, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* 10 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, TS, TN, CY, TN, FU, TN, CY,
+	/* 20 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* 30 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, FU, TN, CY,
+	/* 40 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* 50 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, MT, TN, CY, TN, FU, TN, CY,
+	/* 60 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* 70 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, FU, TN, CY,
+	/* 80 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* 90 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, MO, TN, CY, TN, FU, TN, CY,
+	/* a0 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* b0 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, FU, TN, CY,
+	/* c0 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* d0 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, TR, TN, CY, TN, FU, TN, CY,
+	/* e0 */ TN, GD, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, TI, TN, CY,
+	/* f0 */ TN, GE, TN, CY, TN, BA, TN, CY, TN, BA, TN, CY, TN, FU, TN, CY,
+};
+
+/* Payload bytes per IP compression; -1: reserved (5 and 7). */
+static const int8_t ipc_bytes[8] = { 0, 2, 4, 6, 6, -1, 8, -1 };
+
+static const char *const pkt_names[TK_IPT_PKT__COUNT] = {
+	[TK_IPT_PKT_INVALID] = "<invalid>", [TK_IPT_PKT_PAD] = "pad",
+	[TK_IPT_PKT_PSB] = "psb", [TK_IPT_PKT_PSBEND] = "psbend",
+	[TK_IPT_PKT_TNT8] = "tnt.8", [TK_IPT_PKT_TNT64] = "tnt.64",
+	[TK_IPT_PKT_TIP] = "tip", [TK_IPT_PKT_TIP_PGE] = "tip.pge",
+	[TK_IPT_PKT_TIP_PGD] = "tip.pgd", [TK_IPT_PKT_FUP] = "fup",
+	[TK_IPT_PKT_MODE_EXEC] = "mode.exec", [TK_IPT_PKT_MODE_TSX] = "mode.tsx",
+	[TK_IPT_PKT_PIP] = "pip", [TK_IPT_PKT_TSC] = "tsc", [TK_IPT_PKT_MTC] = "mtc",
+	[TK_IPT_PKT_TMA] = "tma", [TK_IPT_PKT_CYC] = "cyc", [TK_IPT_PKT_VMCS] = "vmcs",
+	[TK_IPT_PKT_OVF] = "ovf", [TK_IPT_PKT_CBR] = "cbr", [TK_IPT_PKT_STOP] = "stop",
+	[TK_IPT_PKT_MNT] = "mnt", [TK_IPT_PKT_PTW] = "ptw", [TK_IPT_PKT_EXSTOP] = "exstop",
+	[TK_IPT_PKT_MWAIT] = "mwait", [TK_IPT_PKT_PWRE] = "pwre", [TK_IPT_PKT_PWRX] = "pwrx",
+	[TK_IPT_PKT_BBP] = "bbp", [TK_IPT_PKT_BIP] = "bip", [TK_IPT_PKT_BEP] = "bep",
+	[TK_IPT_PKT_CFE] = "cfe", [TK_IPT_PKT_EVD] = "evd", [TK_IPT_PKT_TRIG] = "trig",
+};
+
+const char *tk_ipt_pkt_name(enum tk_ipt_pkt_kind kind)
+{
+	return (unsigned)kind < TK_IPT_PKT__COUNT ? pkt_names[kind] : "<invalid>";
+}
+
+/* Little-endian value of N (<= 8) bytes; the caller has checked the bounds. */
+static inline uint64_t rd(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+static inline uint64_t rd48(const uint8_t *p)
+{
+	return (uint64_t)tk_le32(p) | (uint64_t)tk_le16(p + 4) << 32;
+}
+
+/* TNT payload with its stop bit: the stop bit is the highest set bit. */
+static inline int tnt_split(uint64_t payload, struct tk_ipt_packet *pkt)
+{
+	if (payload < 2)
+		return -TK_E_BAD_FORMAT;
+	int top = 63 - __builtin_clzll(payload);
+	pkt->tnt.count = (uint8_t)top;
+	pkt->tnt.bits = payload & ~(1ULL << top);
+	return 0;
+}
+
+#define NEED(n) do { if (rem < (size_t)(n)) return -TK_E_TRUNCATED; } while (0)
+
+static int decode_ext(const uint8_t *p, size_t rem, struct tk_ipt_ctx *ctx,
+		      struct tk_ipt_packet *pkt)
+{
+	NEED(2);
+	uint8_t e = p[1];
+
+	if ((e & 0x1f) == 0x12) {       /* PTWRITE */
+		uint8_t plc = (e >> 5) & 3;
+		if (plc > 1)
+			return -TK_E_BAD_FORMAT;
+		int n = plc ? 8 : 4;
+		NEED(2 + n);
+		pkt->kind = TK_IPT_PKT_PTW;
+		pkt->ptw.payload = plc ? tk_le64(p + 2) : tk_le32(p + 2);
+		pkt->ptw.plc = plc;
+		pkt->ptw.ip = e >> 7;
+		return 2 + n;
+	}
+	switch (e) {
+	case 0x82:                      /* PSB */
+		NEED(TK_IPT_PSB_SIZE);
+		for (int i = 2; i < TK_IPT_PSB_SIZE; i += 2)
+			if (p[i] != 0x02 || p[i + 1] != 0x82)
+				return -TK_E_BAD_FORMAT;
+		pkt->kind = TK_IPT_PKT_PSB;
+		ctx->blk = 0;
+		return TK_IPT_PSB_SIZE;
+	case 0xa3: {                    /* TNT-64 */
+		NEED(8);
+		int r = tnt_split(rd48(p + 2), pkt);
+		if (r < 0)
+			return r;
+		pkt->kind = TK_IPT_PKT_TNT64;
+		return 8;
+	}
+	case 0x43: {                    /* PIP */
+		NEED(8);
+		uint64_t v = rd48(p + 2);
+		pkt->kind = TK_IPT_PKT_PIP;
+		pkt->pip.nr = v & 1;
+		pkt->pip.cr3 = (v >> 1) << 5;
+		return 8;
+	}
+	case 0xf3:
+		pkt->kind = TK_IPT_PKT_OVF;
+		return 2;
+	case 0x23:
+		pkt->kind = TK_IPT_PKT_PSBEND;
+		return 2;
+	case 0x83:
+		pkt->kind = TK_IPT_PKT_STOP;
+		return 2;
+	case 0x03:                      /* CBR: ratio, reserved byte */
+		NEED(4);
+		pkt->kind = TK_IPT_PKT_CBR;
+		pkt->cbr.ratio = p[2];
+		return 4;
+	case 0x73: {                    /* TMA: ctc[15:0], reserved, fc[8:0] */
+		NEED(7);
+		uint16_t fc = tk_le16(p + 5);
+		if ((fc & ~0x1ffu) || p[4])
+			return -TK_E_BAD_FORMAT;
+		pkt->kind = TK_IPT_PKT_TMA;
+		pkt->tma.ctc = tk_le16(p + 2);
+		pkt->tma.fc = fc;
+		return 7;
+	}
+	case 0xc8:                      /* VMCS: base[51:12] */
+		NEED(7);
+		pkt->kind = TK_IPT_PKT_VMCS;
+		pkt->vmcs.base = ((uint64_t)tk_le32(p + 2) | (uint64_t)p[6] << 32) << 12;
+		return 7;
+	case 0xc3:                      /* second extension: MNT */
+		NEED(3);
+		if (p[2] != 0x88)
+			return -TK_E_BAD_OPCODE;
+		NEED(11);
+		pkt->kind = TK_IPT_PKT_MNT;
+		pkt->mnt.payload = tk_le64(p + 3);
+		return 11;
+	case 0x62:
+	case 0xe2:
+		pkt->kind = TK_IPT_PKT_EXSTOP;
+		pkt->exstop.ip = e >> 7;
+		return 2;
+	case 0xc2:                      /* MWAIT: hints (EAX), extensions (ECX) */
+		NEED(10);
+		pkt->kind = TK_IPT_PKT_MWAIT;
+		pkt->mwait.hints = tk_le32(p + 2);
+		pkt->mwait.ext = tk_le32(p + 6);
+		return 10;
+	case 0x22: {                    /* PWRE */
+		NEED(4);
+		uint16_t v = tk_le16(p + 2);
+		pkt->kind = TK_IPT_PKT_PWRE;
+		pkt->pwre.state = (v >> 12) & 0xf;
+		pkt->pwre.sub_state = (v >> 8) & 0xf;
+		pkt->pwre.hw = (v >> 3) & 1;
+		return 4;
+	}
+	case 0xa2: {                    /* PWRX */
+		NEED(7);
+		uint16_t v = tk_le16(p + 2);
+		pkt->kind = TK_IPT_PKT_PWRX;
+		pkt->pwrx.deepest = v & 0xf;
+		pkt->pwrx.last = (v >> 4) & 0xf;
+		pkt->pwrx.interrupt = (v >> 8) & 1;
+		pkt->pwrx.store = (v >> 10) & 1;
+		pkt->pwrx.autonomous = (v >> 11) & 1;
+		return 7;
+	}
+	case 0x13:                      /* CFE: ip, type[4:0]; vector */
+		NEED(4);
+		pkt->kind = TK_IPT_PKT_CFE;
+		pkt->cfe.type = p[2] & 0x1f;
+		pkt->cfe.ip = p[2] >> 7;
+		pkt->cfe.vector = p[3];
+		return 4;
+	case 0x53:                      /* EVD: type[5:0]; 8-byte payload */
+		NEED(11);
+		pkt->kind = TK_IPT_PKT_EVD;
+		pkt->evd.type = p[2] & 0x3f;
+		pkt->evd.payload = tk_le64(p + 3);
+		return 11;
+	case 0x63:                      /* BBP: sz, type[4:0] */
+		NEED(3);
+		pkt->kind = TK_IPT_PKT_BBP;
+		pkt->bbp.sz = p[2] >> 7;
+		pkt->bbp.type = p[2] & 0x1f;
+		ctx->blk = pkt->bbp.sz ? 4 : 8;
+		return 3;
+	case 0x33:
+	case 0xb3:                      /* BEP, BEP.IP */
+		pkt->kind = TK_IPT_PKT_BEP;
+		pkt->bep.ip = e >> 7;
+		ctx->blk = 0;
+		return 2;
+	default:
+		return -TK_E_BAD_OPCODE;
+	}
+}
+
+static inline int decode_at(const uint8_t *p, size_t rem, struct tk_ipt_ctx *ctx,
+			    struct tk_ipt_packet *pkt)
+{
+	uint8_t b = p[0];
+
+	if (__builtin_expect(ctx->blk != 0, 0) && (b & 7) == 4) {     /* BIP */
+		int n = ctx->blk;
+		NEED(1 + n);
+		pkt->kind = TK_IPT_PKT_BIP;
+		pkt->bip.id = b >> 3;
+		pkt->bip.value = n == 4 ? tk_le32(p + 1) : tk_le64(p + 1);
+		return 1 + n;
+	}
+	switch (op_class[b]) {
+	case PA:
+		pkt->kind = TK_IPT_PKT_PAD;
+		return 1;
+	case TN:
+		pkt->kind = TK_IPT_PKT_TNT8;
+		tnt_split(b >> 1, pkt);  /* b >= 4: the stop bit is there */
+		return 1;
+	case TI:
+	case GE:
+	case GD:
+	case FU: {
+		static const uint8_t kinds[4] = { TK_IPT_PKT_TIP, TK_IPT_PKT_TIP_PGE,
+						  TK_IPT_PKT_TIP_PGD, TK_IPT_PKT_FUP };
+		uint8_t ipc = b >> 5;
+		int n = ipc_bytes[ipc];
+		if (n < 0)
+			return -TK_E_BAD_FORMAT;
+		NEED(1 + n);
+		pkt->kind = kinds[op_class[b] - TI];
+		pkt->ip.ipc = ipc;
+		switch (n) {
+		case 0: pkt->ip.ip = 0; break;
+		case 2: pkt->ip.ip = tk_le16(p + 1); break;
+		case 4: pkt->ip.ip = tk_le32(p + 1); break;
+		case 6: pkt->ip.ip = rd48(p + 1); break;
+		default: pkt->ip.ip = tk_le64(p + 1); break;
+		}
+		return 1 + n;
+	}
+	case CY: {
+		uint64_t v = b >> 3;
+		size_t i = 1;
+		if (b & 4) {
+			unsigned shl = 5;
+			uint8_t x;
+			do {
+				if (i >= rem)
+					return -TK_E_TRUNCATED;
+				x = p[i++];
+				v |= (uint64_t)(x >> 1) << shl;
+				shl += 7;
+				if (shl > 64)
+					return -TK_E_BAD_FORMAT;
+			} while (x & 1);
+		}
+		pkt->kind = TK_IPT_PKT_CYC;
+		pkt->cyc.value = v;
+		return (int)i;
+	}
+	case EX:
+		return decode_ext(p, rem, ctx, pkt);
+	case MO: {
+		NEED(2);
+		uint8_t m = p[1];
+		switch (m >> 5) {
+		case 0:
+			pkt->kind = TK_IPT_PKT_MODE_EXEC;
+			pkt->exec.csl = m & 1;
+			pkt->exec.csd = (m >> 1) & 1;
+			pkt->exec.iflag = (m >> 2) & 1;
+			return 2;
+		case 1:
+			pkt->kind = TK_IPT_PKT_MODE_TSX;
+			pkt->tsx.intx = m & 1;
+			pkt->tsx.abrt = (m >> 1) & 1;
+			return 2;
+		default:
+			return -TK_E_BAD_FORMAT;
+		}
+	}
+	case TS:
+		NEED(8);
+		pkt->kind = TK_IPT_PKT_TSC;
+		pkt->tsc.tsc = tk_le64(p) >> 8;
+		return 8;
+	case MT:
+		NEED(2);
+		pkt->kind = TK_IPT_PKT_MTC;
+		pkt->mtc.ctc = p[1];
+		return 2;
+	case TR: {                      /* TRIG: ip, icntv, mult; trbv; [icnt] */
+		NEED(3);
+		int n = 3;
+		pkt->kind = TK_IPT_PKT_TRIG;
+		pkt->trig.ip = p[1] >> 7;
+		pkt->trig.icntv = (p[1] >> 6) & 1;
+		pkt->trig.mult = (p[1] >> 5) & 1;
+		pkt->trig.trbv = p[2];
+		pkt->trig.icnt = 0;
+		if (pkt->trig.icntv) {
+			NEED(5);
+			pkt->trig.icnt = tk_le16(p + 3);
+			n = 5;
+		}
+		return n;
+	}
+	default:
+		return -TK_E_BAD_OPCODE;
+	}
+}
+
+int tk_ipt_decode_one(const uint8_t *buf, size_t len, size_t pos, struct tk_ipt_ctx *ctx,
+		      struct tk_ipt_packet *pkt)
+{
+	if (pos >= len)
+		return -TK_E_EOF;
+	pkt->offset = pos;
+	int n = decode_at(buf + pos, len - pos, ctx, pkt);
+	if (n > 0)
+		pkt->size = (uint8_t)n;
+	return n;
+}
+
+/* ---- PSB search --------------------------------------------------------------------- */
+
+/* Any 16-byte PSB contains one 8-byte-aligned word of its payload, which reads either
+ * 02 82 02 82... or 82 02 82 02...: test one word per 8 bytes (memory-bound), then find
+ * the end of the run of 02 82 pairs: the PSB is its last 16 bytes, as in libipt. */
+#define PSB_WORD_A 0x8202820282028202ULL   /* 02 82 02 82 02 82 02 82, little-endian */
+#define PSB_WORD_B 0x0282028202820282ULL   /* 82 02 82 02 ... */
+
+static inline int psb_word(uint64_t w)
+{
+	return w == PSB_WORD_A || w == PSB_WORD_B;
+}
+
+/* HIT: index of a 0x02 inside a run of 02 82 pairs. */
+static int psb_at_run_end(const uint8_t *buf, size_t len, size_t hit, size_t *psb)
+{
+	size_t e = hit;
+	while (e + 1 < len && buf[e] == 0x02 && buf[e + 1] == 0x82)
+		e += 2;
+	if (e < TK_IPT_PSB_SIZE)
+		return -1;
+	size_t s = e - TK_IPT_PSB_SIZE;
+	for (size_t i = s; i < e; i += 2)
+		if (buf[i] != 0x02 || buf[i + 1] != 0x82)
+			return -1;
+	*psb = s;
+	return 0;
+}
+
+static inline int psb_from_word(const uint8_t *buf, size_t len, size_t i, size_t *psb)
+{
+	return psb_at_run_end(buf, len, buf[i] == 0x02 ? i : i + 1, psb);
+}
+
+int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb)
+{
+	size_t i = (from + 7) & ~(size_t)7, s;
+
+	while (i + 8 <= len) {
+		/* Four words per step while nothing matches. */
+		while (i + 32 <= len) {
+			uint64_t a = tk_le64(buf + i), b = tk_le64(buf + i + 8);
+			uint64_t c = tk_le64(buf + i + 16), d = tk_le64(buf + i + 24);
+			if (psb_word(a) | psb_word(b) | psb_word(c) | psb_word(d))
+				break;
+			i += 32;
+		}
+		for (int k = 0; k < 4 && i + 8 <= len; k++, i += 8) {
+			if (!psb_word(tk_le64(buf + i)))
+				continue;
+			if (psb_from_word(buf, len, i, &s) == 0 && s >= from) {
+				*psb = s;
+				return 0;
+			}
+		}
+	}
+	return -TK_E_NOSYNC;
+}
+
+int tk_ipt_psb_next(const uint8_t *buf, size_t len, uint64_t from, uint64_t *psb)
+{
+	size_t s;
+	if (!buf || !psb || from > len)
+		return -TK_E_NOSYNC;
+	int r = tk_ipt_psb_find(buf, len, (size_t)from, &s);
+	if (r == 0)
+		*psb = s;
+	return r;
+}
+
+int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *psb)
+{
+	size_t s;
+	if (!buf || !psb || len < TK_IPT_PSB_SIZE)
+		return -TK_E_NOSYNC;
+	if (before > len)
+		before = len;
+	/* As libipt: the highest aligned payload word wholly below BEFORE decides. */
+	size_t i = (size_t)before & ~(size_t)7;
+	while (i >= 8) {
+		i -= 8;
+		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0) {
+			*psb = s;
+			return 0;
+		}
+	}
+	return -TK_E_NOSYNC;
+}
+
+uint64_t tk_ipt_psb_count(const uint8_t *buf, size_t len)
+{
+	uint64_t n = 0;
+	size_t pos = 0, s;
+	while (tk_ipt_psb_find(buf, len, pos, &s) == 0) {
+		n++;
+		pos = s + TK_IPT_PSB_SIZE;
+	}
+	return n;
+}
+
+int64_t tk_ipt_split(const uint8_t *buf, size_t len, size_t chunk_bytes, uint64_t *offsets,
+		     size_t max)
+{
+	size_t s, pos = 0;
+	int64_t n = 0;
+
+	if (!buf)
+		return 0;
+	if (chunk_bytes < TK_IPT_PSB_SIZE)
+		chunk_bytes = TK_IPT_PSB_SIZE;
+	while (pos < len && tk_ipt_psb_find(buf, len, pos, &s) == 0) {
+		if ((size_t)n < max && offsets)
+			offsets[n] = s;
+		n++;
+		pos = s + chunk_bytes;
+	}
+	return n;
+}
+
+/* ---- last IP ------------------------------------------------------------------------ */
+
+int tk_ipt_last_ip_update(struct tk_ipt_last_ip *l, const struct tk_ipt_packet *pkt)
+{
+	switch (pkt->kind) {
+	case TK_IPT_PKT_TIP:
+	case TK_IPT_PKT_TIP_PGE:
+	case TK_IPT_PKT_TIP_PGD:
+	case TK_IPT_PKT_FUP:
+		break;
+	default:
+		return 0;
+	}
+	uint64_t v = pkt->ip.ip;
+	switch (pkt->ip.ipc) {
+	case TK_IPT_IPC_SUPPRESSED:
+		l->suppressed = 1;
+		return 0;
+	case TK_IPT_IPC_UPDATE_16:
+		l->ip = (l->ip & ~0xffffULL) | (v & 0xffff);
+		break;
+	case TK_IPT_IPC_UPDATE_32:
+		l->ip = (l->ip & ~0xffffffffULL) | (v & 0xffffffff);
+		break;
+	case TK_IPT_IPC_SEXT_48:
+		l->ip = (uint64_t)((int64_t)(v << 16) >> 16);
+		break;
+	case TK_IPT_IPC_UPDATE_48:
+		l->ip = (l->ip & ~0xffffffffffffULL) | (v & 0xffffffffffffULL);
+		break;
+	case TK_IPT_IPC_FULL:
+		l->ip = v;
+		break;
+	default:
+		return -TK_E_BAD_FORMAT;
+	}
+	l->have_ip = 1;
+	l->suppressed = 0;
+	return 0;
+}
+
+int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip)
+{
+	if (!l->have_ip)
+		return -TK_E_NOT_FOUND;
+	if (l->suppressed)
+		return -TK_E_NOSYNC;
+	if (ip)
+		*ip = l->ip;
+	return 0;
+}
+
+/* ---- decoder handle ------------------------------------------------------------------- */
+
+struct tk_ipt_pkt_decoder {
+	const uint8_t *buf;
+	size_t len;
+	size_t pos;
+	int synced;           /* POS is valid */
+	size_t psb;           /* last sync point (sync_forward/backward), or SIZE_MAX */
+	uint64_t base;
+	struct tk_ipt_ctx ctx;
+};
+
+struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len,
+						  const struct tk_ipt_pkt_opts *opts, int *err)
+{
+	struct tk_ipt_pkt_decoder *d;
+
+	if (!buf && len) {
+		if (err)
+			*err = -TK_E_INVAL;
+		return NULL;
+	}
+	d = calloc(1, sizeof *d);
+	if (!d) {
+		if (err)
+			*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	d->buf = buf;
+	d->len = len;
+	d->psb = SIZE_MAX;
+	if (opts && opts->sz >= offsetof(struct tk_ipt_pkt_opts, base_offset) + sizeof(uint64_t))
+		d->base = opts->base_offset;
+	if (err)
+		*err = 0;
+	return d;
+}
+
+void tk_ipt_pkt_decoder_free(struct tk_ipt_pkt_decoder *dec)
+{
+	free(dec);
+}
+
+int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkt)
+{
+	if (!d || !pkt)
+		return -TK_E_INVAL;
+	if (!d->synced)
+		return -TK_E_BAD_STATE;
+	if (d->pos >= d->len)
+		return -TK_E_EOF;
+	int n = decode_at(d->buf + d->pos, d->len - d->pos, &d->ctx, pkt);
+	if (n < 0)
+		return n;
+	pkt->offset = d->base + d->pos;
+	pkt->size = (uint8_t)n;
+	d->pos += (size_t)n;
+	return n;
+}
+
+int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkts,
+			  size_t n, int *err)
+{
+	size_t i = 0;
+	int e = 0;
+
+	if (!d || (!pkts && n)) {
+		e = -TK_E_INVAL;
+		goto out;
+	}
+	if (!d->synced) {
+		e = -TK_E_BAD_STATE;
+		goto out;
+	}
+	const uint8_t *buf = d->buf;
+	size_t pos = d->pos, len = d->len;
+	for (; i < n; i++) {
+		if (pos >= len) {
+			e = -TK_E_EOF;
+			break;
+		}
+		int r = decode_at(buf + pos, len - pos, &d->ctx, &pkts[i]);
+		if (r < 0) {
+			e = r;
+			break;
+		}
+		pkts[i].offset = d->base + pos;
+		pkts[i].size = (uint8_t)r;
+		pos += (size_t)r;
+	}
+	d->pos = pos;
+out:
+	if (err)
+		*err = e;
+	return (int)i;
+}
+
+int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *d)
+{
+	size_t from, s;
+	if (!d)
+		return -TK_E_INVAL;
+	from = d->pos;
+	if (from == d->psb)
+		from += TK_IPT_PSB_SIZE;
+	/* As libipt: start a little earlier to find a PSB that a preceding (bad)
+	 * packet has partly eaten. */
+	from -= from < TK_IPT_PSB_SIZE - 1 ? from : TK_IPT_PSB_SIZE - 1;
+	if (from > d->len || tk_ipt_psb_find(d->buf, d->len, from, &s) < 0)
+		return -TK_E_EOF;
+	d->pos = d->psb = s;
+	d->synced = 1;
+	d->ctx.blk = 0;
+	return 0;
+}
+
+int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *d)
+{
+	uint64_t s;
+	if (!d)
+		return -TK_E_INVAL;
+	size_t before = d->synced ? d->pos : d->len;
+	if (tk_ipt_psb_prev(d->buf, d->len, before, &s) < 0)
+		return -TK_E_EOF;
+	d->pos = d->psb = (size_t)s;
+	d->synced = 1;
+	d->ctx.blk = 0;
+	return 0;
+}
+
+int tk_ipt_pkt_sync_set(struct tk_ipt_pkt_decoder *d, uint64_t offset)
+{
+	if (!d)
+		return -TK_E_INVAL;
+	if (offset < d->base || offset - d->base > d->len)
+		return -TK_E_EOF;
+	d->pos = d->psb = (size_t)(offset - d->base);
+	d->synced = 1;
+	d->ctx.blk = 0;
+	return 0;
+}
+
+int tk_ipt_pkt_get_offset(const struct tk_ipt_pkt_decoder *d, uint64_t *offset)
+{
+	if (!d || !offset)
+		return -TK_E_INVAL;
+	*offset = d->base + d->pos;
+	return 0;
+}
+
+int tk_ipt_pkt_get_sync_offset(const struct tk_ipt_pkt_decoder *d, uint64_t *offset)
+{
+	if (!d || !offset)
+		return -TK_E_INVAL;
+	if (d->psb == SIZE_MAX)
+		return -TK_E_BAD_STATE;
+	*offset = d->base + d->psb;
+	return 0;
+}

@@ -1,0 +1,526 @@
+/* Kanata conversions: normalised rewrite, cycle-window cut, Chrome/Perfetto timeline. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/kanata/internal.h"
+
+/* ---- a small id -> value map (live instructions only, so it stays small) --------------- */
+struct idmap {
+	int64_t *keys;
+	int64_t *vals;
+	void **ptrs;
+	size_t cap, n;
+};
+
+static size_t im_slot(const struct idmap *m, int64_t k)
+{
+	return tk_hash64((uint64_t)k) & (m->cap - 1);
+}
+
+static void *im_get(const struct idmap *m, int64_t k, int64_t *val)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t h = im_slot(m, k);; h = (h + 1) & (m->cap - 1)) {
+		if (m->keys[h] == INT64_MIN)
+			return NULL;
+		if (m->keys[h] == k) {
+			if (val)
+				*val = m->vals[h];
+			return m->ptrs[h] ? m->ptrs[h] : (void *)m;  /* non-NULL: found */
+		}
+	}
+}
+
+static int im_put(struct idmap *m, int64_t k, int64_t v, void *p)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		struct idmap g = { .cap = m->cap ? m->cap * 2 : 256 };
+		g.keys = malloc(g.cap * sizeof *g.keys);
+		g.vals = malloc(g.cap * sizeof *g.vals);
+		g.ptrs = calloc(g.cap, sizeof *g.ptrs);
+		if (!g.keys || !g.vals || !g.ptrs) {
+			free(g.keys), free(g.vals), free(g.ptrs);
+			return -TK_E_NOMEM;
+		}
+		for (size_t i = 0; i < g.cap; i++)
+			g.keys[i] = INT64_MIN;
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->keys[i] != INT64_MIN) {
+				size_t h = im_slot(&g, m->keys[i]);
+				while (g.keys[h] != INT64_MIN)
+					h = (h + 1) & (g.cap - 1);
+				g.keys[h] = m->keys[i], g.vals[h] = m->vals[i], g.ptrs[h] = m->ptrs[i];
+			}
+		g.n = m->n;
+		free(m->keys), free(m->vals), free(m->ptrs);
+		*m = g;
+	}
+	size_t h = im_slot(m, k);
+	while (m->keys[h] != INT64_MIN && m->keys[h] != k)
+		h = (h + 1) & (m->cap - 1);
+	if (m->keys[h] == INT64_MIN)
+		m->n++;
+	m->keys[h] = k, m->vals[h] = v, m->ptrs[h] = p;
+	return 0;
+}
+
+static void im_del(struct idmap *m, int64_t k)
+{
+	size_t mask = m->cap - 1, h;
+	if (!m->cap)
+		return;
+	for (h = im_slot(m, k); m->keys[h] != k; h = (h + 1) & mask)
+		if (m->keys[h] == INT64_MIN)
+			return;
+	for (size_t j = (h + 1) & mask; m->keys[j] != INT64_MIN; j = (j + 1) & mask) {
+		size_t i = im_slot(m, m->keys[j]);
+		if ((j > h && (i <= h || i > j)) || (j < h && (i <= h && i > j))) {
+			m->keys[h] = m->keys[j], m->vals[h] = m->vals[j], m->ptrs[h] = m->ptrs[j];
+			h = j;
+		}
+	}
+	m->keys[h] = INT64_MIN;
+	m->ptrs[h] = NULL;
+	m->n--;
+}
+
+static void im_free(struct idmap *m, int free_ptrs)
+{
+	if (free_ptrs)
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->keys[i] != INT64_MIN)
+				free(m->ptrs[i]);
+	free(m->keys), free(m->vals), free(m->ptrs);
+	memset(m, 0, sizeof *m);
+}
+
+static struct tk_kanata_conv_opts conv_opts(const struct tk_kanata_conv_opts *o)
+{
+	struct tk_kanata_conv_opts c = { .sz = sizeof c, .cycle_from = INT64_MIN, .cycle_to = INT64_MAX };
+	if (o)
+		memcpy(&c, o, o->sz < sizeof c ? o->sz : sizeof c);
+	return c;
+}
+
+/* ---- rewrite ---------------------------------------------------------------------------- */
+struct rewrite {
+	struct tk_buf *out;
+	struct tk_kanata_writer *w;
+	int err;
+};
+
+static int rewrite_cmd(void *ctx, const struct tk_kanata_cmd *c)
+{
+	struct rewrite *r = ctx;
+	if (c->kind == TK_KANATA_HEADER)
+		return 0;
+	if (!r->w) {
+		r->w = tk_kanata_writer_new(r->out, c->kind == TK_KANATA_CYCLE_SET ? c->a : 0, &r->err);
+		if (!r->w)
+			return r->err;
+	}
+	int rc = tk_kanata_w_cmd(r->w, c);
+	return rc == -TK_E_BAD_STATE ? 0 : rc;  /* the reader already reported it */
+}
+
+int tk_kanata_rewrite(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o)
+{
+	struct tk_kanata_conv_opts co = conv_opts(o);
+	struct rewrite rw = { .out = out };
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = rewrite_cmd,
+					    .diag = co.diag, .ctx = &rw, .diag_ctx = co.ctx };
+	int rc;
+	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &rc);
+
+	if (!r)
+		return rc;
+	rc = tk_kanata_reader_run(r, in);
+	if (rc >= 0 && !rw.w && !(rw.w = tk_kanata_writer_new(out, 0, &rc)))
+		goto out;
+out:
+	tk_kanata_writer_free(rw.w);
+	tk_kanata_reader_free(r);
+	return rc;
+}
+
+/* ---- cut a cycle window ----------------------------------------------------------------- */
+struct cut {
+	struct tk_kanata_conv_opts o;
+	struct tk_kanata_reader *r;
+	struct tk_buf *out;
+	struct tk_kanata_writer *w;
+	struct idmap labels;     /* before the window: id -> saved "L" lines (struct tk_buf *) */
+	struct idmap ids;        /* in the window: original id -> new id */
+	int64_t next_id;
+	int64_t prev_cycle;
+	int started;
+	int err;
+};
+
+static void cut_diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct cut *c = ctx;
+	if (c->o.diag)
+		c->o.diag(c->o.ctx, d);
+}
+
+/* An instruction alive when the window opens: I, its labels, its open stages. */
+static void cut_snapshot_one(void *ctx, const struct kn_insn *in)
+{
+	struct cut *c = ctx;
+	struct tk_buf *lb = im_get(&c->labels, in->id, NULL);
+	int64_t nid = c->next_id++;
+	int rc;
+
+	if (c->err)
+		return;
+	if ((rc = im_put(&c->ids, in->id, nid, NULL)) < 0 ||
+	    (rc = tk_kanata_w_insn(c->w, nid, in->sim_id, in->thread)) < 0) {
+		c->err = rc;
+		return;
+	}
+	if (lb && (void *)lb != (void *)&c->labels) {
+		/* saved as: type '\t' text '\n' ... */
+		const char *p = lb->data, *e = lb->data + lb->len;
+		while (p < e) {
+			const char *tab = memchr(p, '\t', (size_t)(e - p));
+			const char *nl = memchr(tab, '\n', (size_t)(e - tab));
+			int64_t type = 0;
+			kn_parse_i64(p, tab, &type);
+			struct tk_kanata_cmd l = { .kind = TK_KANATA_LABEL, .id = nid, .a = type,
+						   .text = tab + 1, .text_len = (size_t)(nl - tab - 1) };
+			if ((rc = tk_kanata_w_cmd(c->w, &l)) < 0 && rc != -TK_E_BAD_STATE)
+				c->err = rc;
+			p = nl + 1;
+		}
+	}
+	/* open stages, oldest first */
+	for (unsigned i = 0; i < in->nopen; i++) {
+		const struct kn_name *st = kn_reader_stage(c->r, in->open[i].stage);
+		const struct kn_name *ln = kn_reader_lane(c->r, st->lane);
+		if ((rc = tk_kanata_w_stage(c->w, nid, ln->name, st->name)) < 0 && rc != -TK_E_BAD_STATE)
+			c->err = rc;
+	}
+}
+
+static void cut_drop_label(struct cut *c, int64_t id)
+{
+	struct tk_buf *lb = im_get(&c->labels, id, NULL);
+	if (lb && (void *)lb != (void *)&c->labels) {
+		tk_buf_free(lb);
+		free(lb);
+	}
+	im_del(&c->labels, id);
+}
+
+static int cut_start(struct cut *c, int64_t at)
+{
+	c->w = tk_kanata_writer_new(c->out, at, &c->err);
+	if (!c->w)
+		return c->err;
+	c->started = 1;
+	kn_reader_live(c->r, cut_snapshot_one, c);
+	im_free(&c->labels, 0);
+	return c->err;
+}
+
+static int cut_cmd(void *ctx, const struct tk_kanata_cmd *k)
+{
+	struct cut *c = ctx;
+	int64_t nid, prod;
+	int rc = 0;
+
+	if (k->kind == TK_KANATA_HEADER)
+		return 0;
+	if (k->cycle >= c->o.cycle_to)
+		return -TK_E_CANCELLED;  /* past the window: done */
+	if (!c->started) {
+		if (k->cycle < c->o.cycle_from) {
+			/* before the window: remember labels of live instructions */
+			if (k->kind == TK_KANATA_LABEL) {
+				struct tk_buf *lb = im_get(&c->labels, k->id, NULL);
+				if (!lb || (void *)lb == (void *)&c->labels) {
+					if (!(lb = calloc(1, sizeof *lb)) || tk_buf_init(lb, -1, 64) < 0 ||
+					    im_put(&c->labels, k->id, 0, lb) < 0)
+						return -TK_E_NOMEM;
+				}
+				tk_buf_i64(lb, k->a);
+				tk_buf_putc(lb, '\t');
+				tk_buf_put(lb, k->text, k->text_len);
+				tk_buf_putc(lb, '\n');
+				if (lb->err)
+					return lb->err;
+			} else if (k->kind == TK_KANATA_RETIRE) {
+				cut_drop_label(c, k->id);
+			}
+			c->prev_cycle = k->cycle;
+			return 0;
+		}
+		int64_t at = c->prev_cycle < c->o.cycle_from && c->o.cycle_from != INT64_MIN ?
+			c->o.cycle_from : k->cycle;
+		if (at > k->cycle)
+			at = k->cycle;
+		if ((rc = cut_start(c, at)) < 0)
+			return rc;
+	}
+	if ((rc = tk_kanata_w_cycle_to(c->w, k->cycle)) < 0)
+		return rc;
+	switch (k->kind) {
+	case TK_KANATA_HEADER:
+	case TK_KANATA_CYCLE_SET:
+	case TK_KANATA_CYCLE:
+		return 0;
+	case TK_KANATA_INSN:
+		nid = c->next_id++;
+		if ((rc = im_put(&c->ids, k->id, nid, NULL)) < 0)
+			return rc;
+		break;
+	case TK_KANATA_DEP:
+		if (!im_get(&c->ids, k->id, &nid) || !im_get(&c->ids, k->a, &prod))
+			return 0;  /* producer before the window: no arrow */
+		rc = tk_kanata_w_dep(c->w, nid, prod, (int)k->b);
+		return rc == -TK_E_BAD_STATE ? 0 : rc;
+	default:
+		if (!im_get(&c->ids, k->id, &nid))
+			return 0;
+		break;
+	}
+	struct tk_kanata_cmd m = *k;
+	m.id = nid;
+	rc = tk_kanata_w_cmd(c->w, &m);
+	return rc == -TK_E_BAD_STATE ? 0 : rc;
+}
+
+int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o)
+{
+	struct cut *c = calloc(1, sizeof *c);
+	int rc;
+
+	if (!c)
+		return -TK_E_NOMEM;
+	c->o = conv_opts(o);
+	c->out = out;
+	c->prev_cycle = INT64_MIN;
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = cut_cmd,
+					    .diag = cut_diag, .ctx = c };
+	if (!(c->r = tk_kanata_reader_new(&ro, &rc))) {
+		free(c);
+		return rc;
+	}
+	rc = tk_kanata_reader_run(c->r, in);
+	if (rc == -TK_E_CANCELLED)
+		rc = 0;
+	if (rc >= 0 && !c->started)
+		rc = cut_start(c, c->o.cycle_from == INT64_MIN ? 0 : c->o.cycle_from);
+	if (rc >= 0 && c->err)
+		rc = c->err;
+	tk_kanata_writer_free(c->w);
+	for (size_t i = 0; i < c->labels.cap; i++)
+		if (c->labels.keys[i] != INT64_MIN && c->labels.ptrs[i])
+			tk_buf_free(c->labels.ptrs[i]);
+	im_free(&c->labels, 1);
+	im_free(&c->ids, 0);
+	tk_kanata_reader_free(c->r);
+	free(c);
+	return rc;
+}
+
+/* ---- Chrome trace-event JSON -------------------------------------------------------------- */
+#define ROW_LANES 8  /* tracks per row: one per lane (lanes beyond share the last) */
+
+struct chrome {
+	struct tk_kanata_conv_opts o;
+	struct tk_kanata_reader *r;
+	struct tk_buf *out;
+	struct idmap rows;       /* live id -> row */
+	uint8_t *used;           /* rows in use */
+	size_t nrows, cap_rows;
+	size_t max_rows;
+	struct idmap threads;    /* threads seen (for names) */
+	int first;
+	int err;
+};
+
+static void ch_sep(struct chrome *c)
+{
+	tk_buf_puts(c->out, c->first ? "\n" : ",\n");
+	c->first = 0;
+}
+
+static uint64_t ch_tid(int64_t row, unsigned lane)
+{
+	return (uint64_t)row * ROW_LANES + (lane < ROW_LANES ? lane : ROW_LANES - 1) + 1;
+}
+
+static void ch_slice(struct chrome *c, const char *name, size_t n, int64_t thread, uint64_t tid,
+		     int64_t start, int64_t end, const struct kn_insn *in)
+{
+	ch_sep(c);
+	tk_buf_puts(c->out, "{\"ph\":\"X\",\"name\":");
+	tk_buf_json_str(c->out, name, n);
+	tk_buf_puts(c->out, ",\"pid\":");
+	tk_buf_i64(c->out, thread);
+	tk_buf_puts(c->out, ",\"tid\":");
+	tk_buf_u64(c->out, tid);
+	tk_buf_puts(c->out, ",\"ts\":");
+	tk_buf_i64(c->out, start);
+	tk_buf_puts(c->out, ",\"dur\":");
+	tk_buf_i64(c->out, end - start);
+	if (in) {
+		tk_buf_puts(c->out, ",\"args\":{\"id\":");
+		tk_buf_i64(c->out, in->id);
+		tk_buf_puts(c->out, ",\"sim_id\":");
+		tk_buf_i64(c->out, in->sim_id);
+		tk_buf_puts(c->out, "}");
+	}
+	tk_buf_puts(c->out, "}");
+}
+
+static void ch_stage(void *ctx, const struct kn_insn *in, unsigned stage, int64_t start, int64_t end)
+{
+	struct chrome *c = ctx;
+	int64_t row = 0;
+	const struct kn_name *st = kn_reader_stage(c->r, stage);
+	im_get(&c->rows, in->id, &row);
+	if (end > c->o.cycle_to)
+		end = c->o.cycle_to;
+	if (start < c->o.cycle_from)
+		start = c->o.cycle_from;
+	if (end <= start && !(end == start && start >= c->o.cycle_from && start < c->o.cycle_to))
+		return;
+	ch_slice(c, st->name, st->len, in->thread, ch_tid(row, st->lane), start, end, NULL);
+}
+
+static void ch_done(void *ctx, const struct kn_insn *in, int flushed, int64_t rid, int64_t end)
+{
+	struct chrome *c = ctx;
+	int64_t row = 0, start = in->begin;
+	char name[KN_LABEL_KEEP + 16];
+	(void)rid;
+
+	im_get(&c->rows, in->id, &row);
+	if (end > c->o.cycle_to)
+		end = c->o.cycle_to;
+	if (start < c->o.cycle_from)
+		start = c->o.cycle_from;
+	if (end >= start && in->begin < c->o.cycle_to) {
+		size_t n = in->label_len ? (size_t)snprintf(name, sizeof name, "%s%s", in->label,
+						       flushed ? " (flushed)" : "")
+					 : (size_t)snprintf(name, sizeof name, "#%lld%s", (long long)in->id,
+							    flushed ? " (flushed)" : "");
+		if (n >= sizeof name)
+			n = sizeof name - 1;
+		ch_slice(c, name, n, in->thread, ch_tid(row, 0), start, end, in);
+	}
+	if ((size_t)row < c->nrows)
+		c->used[row] = 0;
+	im_del(&c->rows, in->id);
+}
+
+static int ch_cmd(void *ctx, const struct tk_kanata_cmd *k)
+{
+	struct chrome *c = ctx;
+	if (k->kind != TK_KANATA_INSN)
+		return c->err;
+	size_t row = 0;
+	while (row < c->nrows && c->used[row])
+		row++;
+	if (row == c->nrows) {
+		if (c->nrows == c->cap_rows) {
+			size_t cap = c->cap_rows ? c->cap_rows * 2 : 64;
+			uint8_t *u = realloc(c->used, cap);
+			if (!u)
+				return -TK_E_NOMEM;
+			c->used = u;
+			c->cap_rows = cap;
+		}
+		c->nrows++;
+	}
+	c->used[row] = 1;
+	if (c->nrows > c->max_rows)
+		c->max_rows = c->nrows;
+	if (!im_get(&c->threads, k->b, NULL) && im_put(&c->threads, k->b, 0, NULL) < 0)
+		return -TK_E_NOMEM;
+	return im_put(&c->rows, k->id, (int64_t)row, NULL);
+}
+
+static void ch_live(void *ctx, const struct kn_insn *in)
+{
+	struct chrome *c = ctx;
+	int64_t end = tk_kanata_reader_counts(c->r)->last_cycle;
+	/* still in flight: close its open stages and the instruction at the last cycle */
+	for (unsigned i = 0; i < in->nopen; i++)
+		ch_stage(c, in, in->open[i].stage, in->open[i].start, end);
+	char name[KN_LABEL_KEEP + 16];
+	int64_t row = 0;
+	im_get(&c->rows, in->id, &row);
+	int64_t start = in->begin < c->o.cycle_from ? c->o.cycle_from : in->begin;
+	if (end > c->o.cycle_to)
+		end = c->o.cycle_to;
+	if (end >= start && in->begin < c->o.cycle_to) {
+		int n = snprintf(name, sizeof name, "%s (in flight)", in->label_len ? in->label : "insn");
+		ch_slice(c, name, n < (int)sizeof name ? (size_t)n : sizeof name - 1, in->thread,
+			 ch_tid(row, 0), start, end, in);
+	}
+}
+
+int tk_kanata_to_chrome(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o)
+{
+	struct chrome *c = calloc(1, sizeof *c);
+	int rc;
+
+	if (!c)
+		return -TK_E_NOMEM;
+	c->o = conv_opts(o);
+	c->out = out;
+	c->first = 1;
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = ch_cmd,
+					    .diag = c->o.diag, .ctx = c, .diag_ctx = c->o.ctx };
+	if (!(c->r = tk_kanata_reader_new(&ro, &rc))) {
+		free(c);
+		return rc;
+	}
+	struct kn_hooks h = { ch_stage, ch_done, c };
+	kn_reader_set_hooks(c->r, &h);
+	tk_buf_puts(out, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"source\":\"tracekit kanata\","
+		    "\"time_unit\":\"1 cycle = 1 us\"},\"traceEvents\":[");
+	rc = tk_kanata_reader_run(c->r, in);
+	if (rc >= 0) {
+		kn_reader_live(c->r, ch_live, c);
+		/* names: process per thread, thread per (row, lane) */
+		for (size_t i = 0; i < c->threads.cap; i++) {
+			if (c->threads.keys[i] == INT64_MIN)
+				continue;
+			ch_sep(c);
+			tk_buf_printf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%lld,"
+				      "\"args\":{\"name\":\"thread %lld\"}}",
+				      (long long)c->threads.keys[i], (long long)c->threads.keys[i]);
+			for (size_t row = 0; row < c->max_rows; row++)
+				for (unsigned lane = 0; lane < ROW_LANES; lane++) {
+					const struct kn_name *ln = NULL;
+					/* lanes are interned in order of appearance */
+					if (lane < ROW_LANES && lane < 1024)
+						ln = kn_reader_lane(c->r, lane);
+					if (!ln || !ln->len)
+						break;
+					ch_sep(c);
+					tk_buf_printf(out, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%lld,"
+						      "\"tid\":%llu,\"args\":{\"name\":\"row %zu lane %s\"}}",
+						      (long long)c->threads.keys[i],
+						      (unsigned long long)ch_tid((int64_t)row, lane), row,
+						      ln->name);
+				}
+		}
+		tk_buf_puts(out, "\n]}\n");
+	}
+	if (rc >= 0 && c->err)
+		rc = c->err;
+	im_free(&c->rows, 0);
+	im_free(&c->threads, 0);
+	free(c->used);
+	tk_kanata_reader_free(c->r);
+	free(c);
+	return rc;
+}

@@ -1,0 +1,870 @@
+/* Kanata reader: memchr line splitting, hand-rolled numbers, lenient about what real
+ * producers write (space-padded numbers, trailing tabs, C= -1, string lanes), and an optional
+ * instruction tracker that reports id and ordering violations with line numbers. Memory is
+ * bounded: lines longer than max_line are skipped, and only live instructions are kept. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/kanata/internal.h"
+
+#define KN_MAX_NAMES 1024
+
+struct tk_kanata_reader {
+	struct tk_kanata_reader_opts o;
+	struct tk_kanata_counts n;
+	struct kn_hooks hooks;
+	int64_t cycle, delta_sum;
+	int seen_header, seen_any_cmd, seen_cycle_cmd;
+	int stopped;               /* callback asked to stop: its code */
+
+	/* partial line carried between feeds */
+	char *carry;
+	size_t carry_len, carry_cap;
+	int skipping;              /* inside an over-long line */
+	uint64_t skip_line, skip_offset;
+
+	/* interned names */
+	struct kn_name lanes[KN_MAX_NAMES];
+	unsigned nlanes;
+	struct kn_name stages[KN_MAX_NAMES];
+	unsigned nstages;
+
+	/* live instructions: open-addressing hash id -> pool slot */
+	struct kn_insn *pool;
+	uint32_t pool_cap, pool_used;
+	uint32_t *free_slots;
+	uint32_t nfree;
+	uint32_t *table;           /* slot + 1; 0 = empty */
+	size_t table_cap;          /* power of two */
+	size_t live;
+
+	/* ids ever begun: a bitset sliding over [seen_base, seen_base + 64 * seen_words) */
+	uint64_t *seen;
+	size_t seen_words;
+	int64_t seen_base;
+};
+
+const char *tk_kanata_diag_name(enum tk_kanata_diag_code code)
+{
+	switch (code) {
+	case TK_KANATA_D_NO_HEADER: return "missing header";
+	case TK_KANATA_D_VERSION: return "unexpected version";
+	case TK_KANATA_D_UNKNOWN_CMD: return "unknown command";
+	case TK_KANATA_D_SYNTAX: return "syntax error";
+	case TK_KANATA_D_LONG_LINE: return "line too long";
+	case TK_KANATA_D_NEG_DELTA: return "negative cycle delta";
+	case TK_KANATA_D_CYCLE_BACK: return "cycle goes back";
+	case TK_KANATA_D_UNKNOWN_ID: return "id used before I";
+	case TK_KANATA_D_ID_REUSED: return "id reused";
+	case TK_KANATA_D_AFTER_RETIRE: return "command after R";
+	case TK_KANATA_D_RETIRE_TWICE: return "R twice";
+	case TK_KANATA_D_END_NO_BEGIN: return "E without S";
+	case TK_KANATA_D_DEP_RETIRED: return "W on retired consumer";
+	case TK_KANATA_D_DEP_PRODUCER: return "W with unknown producer";
+	case TK_KANATA_D_BAD_TYPE: return "bad type";
+	case TK_KANATA_D_IN_FLIGHT: return "in flight at end";
+	}
+	return "diagnostic";
+}
+
+static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kanata_diag_code code,
+		 uint64_t line, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kanata_diag_code code,
+		 uint64_t line, uint64_t off, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (lvl == TK_LOG_ERROR)
+		r->n.errors++;
+	else if (lvl == TK_LOG_WARN)
+		r->n.warnings++;
+	if (!r->o.diag)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	struct tk_kanata_diag d = { .level = lvl, .code = code, .line = line, .offset = off, .msg = msg };
+	r->o.diag(r->o.diag_ctx ? r->o.diag_ctx : r->o.ctx, &d);
+}
+
+struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts *opts, int *err)
+{
+	struct tk_kanata_reader *r = calloc(1, sizeof *r);
+
+	if (!r) {
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	if (opts) {
+		size_t sz = opts->sz < sizeof r->o ? opts->sz : sizeof r->o;
+		memcpy(&r->o, opts, sz);
+	}
+	if (!r->o.max_line)
+		r->o.max_line = (size_t)16 << 20;
+	r->n.first_cycle = 0;
+	*err = 0;
+	return r;
+}
+
+void tk_kanata_reader_free(struct tk_kanata_reader *r)
+{
+	if (!r)
+		return;
+	free(r->carry);
+	free(r->pool);
+	free(r->free_slots);
+	free(r->table);
+	free(r->seen);
+	free(r);
+}
+
+void kn_reader_set_hooks(struct tk_kanata_reader *r, const struct kn_hooks *h)
+{
+	r->hooks = *h;
+}
+
+size_t kn_reader_nstages(const struct tk_kanata_reader *r) { return r->nstages; }
+const struct kn_name *kn_reader_stage(const struct tk_kanata_reader *r, unsigned i) { return &r->stages[i]; }
+const struct kn_name *kn_reader_lane(const struct tk_kanata_reader *r, unsigned i) { return &r->lanes[i]; }
+int64_t kn_reader_delta_sum(const struct tk_kanata_reader *r) { return r->delta_sum; }
+
+const struct tk_kanata_counts *tk_kanata_reader_counts(const struct tk_kanata_reader *r)
+{
+	return &r->n;
+}
+
+/* ---- numbers and names ---------------------------------------------------------------- */
+int kn_parse_i64(const char *p, const char *e, int64_t *v)
+{
+	int neg = 0;
+	uint64_t x = 0;
+	const char *d;
+
+	while (p < e && *p == ' ')
+		p++;
+	if (p < e && (*p == '-' || *p == '+'))
+		neg = *p++ == '-';
+	d = p;
+	while (p < e && (unsigned)(*p - '0') < 10) {
+		if (x > (UINT64_C(1) << 62) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p++ - '0');
+	}
+	if (p == d)
+		return -1;
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\r'))
+		p++;
+	if (p != e)
+		return -1;
+	*v = neg ? -(int64_t)x : (int64_t)x;
+	return 0;
+}
+
+size_t kn_unescape(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n && o < cap; i++) {
+		char c = s[i];
+		if (c == '\\' && i + 1 < n) {
+			char d = s[i + 1];
+			if (d == 'n' || d == 't' || d == '\\') {
+				c = d == 'n' ? '\n' : d == 't' ? '\t' : '\\';
+				i++;
+			}
+		}
+		out[o++] = c;
+	}
+	return o;
+}
+
+static void trim_name(const char **p, size_t *n)
+{
+	while (*n && (**p == ' '))
+		(*p)++, (*n)--;
+	while (*n && ((*p)[*n - 1] == ' ' || (*p)[*n - 1] == '\t'))
+		(*n)--;
+}
+
+/* Intern a lane name; returns its index (the last slot collects overflow). */
+static unsigned intern_lane(struct tk_kanata_reader *r, const char *s, size_t n)
+{
+	if (n >= TK_KANATA_NAME_MAX)
+		n = TK_KANATA_NAME_MAX - 1;
+	for (unsigned i = 0; i < r->nlanes; i++)
+		if (r->lanes[i].len == n && !memcmp(r->lanes[i].name, s, n))
+			return i;
+	if (r->nlanes == KN_MAX_NAMES)
+		return KN_MAX_NAMES - 1;
+	struct kn_name *k = &r->lanes[r->nlanes];
+	memcpy(k->name, s, n);
+	k->name[n] = 0;
+	k->len = (uint16_t)n;
+	return r->nlanes++;
+}
+
+static unsigned intern_stage(struct tk_kanata_reader *r, unsigned lane, const char *s, size_t n)
+{
+	if (n >= TK_KANATA_NAME_MAX)
+		n = TK_KANATA_NAME_MAX - 1;
+	for (unsigned i = 0; i < r->nstages; i++) {
+		const struct kn_name *k = &r->stages[i];
+		if (k->lane == lane && k->len == n && !memcmp(k->name, s, n))
+			return i;
+	}
+	if (r->nstages == KN_MAX_NAMES)
+		return KN_MAX_NAMES - 1;
+	struct kn_name *k = &r->stages[r->nstages];
+	memcpy(k->name, s, n);
+	k->name[n] = 0;
+	k->len = (uint16_t)n;
+	k->lane = (uint16_t)lane;
+	return r->nstages++;
+}
+
+/* ---- live instructions ---------------------------------------------------------------- */
+static size_t hslot(const struct tk_kanata_reader *r, int64_t id)
+{
+	return tk_hash64((uint64_t)id) & (r->table_cap - 1);
+}
+
+static struct kn_insn *find_live(const struct tk_kanata_reader *r, int64_t id)
+{
+	if (!r->table_cap)
+		return NULL;
+	for (size_t h = hslot(r, id);; h = (h + 1) & (r->table_cap - 1)) {
+		uint32_t s = r->table[h];
+		if (!s)
+			return NULL;
+		if (r->pool[s - 1].id == id)
+			return &r->pool[s - 1];
+	}
+}
+
+const struct kn_insn *kn_reader_find(const struct tk_kanata_reader *r, int64_t id)
+{
+	return find_live(r, id);
+}
+
+static int table_put(struct tk_kanata_reader *r, int64_t id, uint32_t slot)
+{
+	if ((r->live + 1) * 2 > r->table_cap) {
+		size_t cap = r->table_cap ? r->table_cap * 2 : 1024;
+		uint32_t *t = calloc(cap, sizeof *t);
+		if (!t)
+			return -TK_E_NOMEM;
+		for (size_t i = 0; i < r->table_cap; i++) {
+			uint32_t s = r->table[i];
+			if (!s)
+				continue;
+			size_t h = tk_hash64((uint64_t)r->pool[s - 1].id) & (cap - 1);
+			while (t[h])
+				h = (h + 1) & (cap - 1);
+			t[h] = s;
+		}
+		free(r->table);
+		r->table = t;
+		r->table_cap = cap;
+	}
+	size_t h = hslot(r, id);
+	while (r->table[h])
+		h = (h + 1) & (r->table_cap - 1);
+	r->table[h] = slot + 1;
+	r->live++;
+	return 0;
+}
+
+static void table_del(struct tk_kanata_reader *r, int64_t id)
+{
+	size_t mask = r->table_cap - 1, h = hslot(r, id);
+	while (r->pool[r->table[h] - 1].id != id)
+		h = (h + 1) & mask;
+	/* backward-shift deletion keeps probe chains intact without tombstones */
+	for (size_t j = (h + 1) & mask;; j = (j + 1) & mask) {
+		uint32_t s = r->table[j];
+		if (!s)
+			break;
+		size_t k = tk_hash64((uint64_t)r->pool[s - 1].id) & mask;
+		if ((j > h && (k <= h || k > j)) || (j < h && (k <= h && k > j))) {
+			r->table[h] = s;
+			h = j;
+		}
+	}
+	r->table[h] = 0;
+	r->live--;
+}
+
+static struct kn_insn *insn_new(struct tk_kanata_reader *r, int64_t id)
+{
+	uint32_t slot;
+
+	if (r->nfree) {
+		slot = r->free_slots[--r->nfree];
+	} else {
+		if (r->pool_used == r->pool_cap) {
+			uint32_t cap = r->pool_cap ? r->pool_cap * 2 : 256;
+			struct kn_insn *p = realloc(r->pool, cap * sizeof *p);
+			uint32_t *f = realloc(r->free_slots, cap * sizeof *f);
+			if (f)
+				r->free_slots = f;
+			if (!p || !f) {
+				if (p)
+					r->pool = p;
+				return NULL;
+			}
+			r->pool = p;
+			r->pool_cap = cap;
+		}
+		slot = r->pool_used++;
+	}
+	struct kn_insn *in = &r->pool[slot];
+	memset(in, 0, offsetof(struct kn_insn, label));
+	in->label[0] = 0;
+	in->id = id;
+	in->slot = slot;
+	if (table_put(r, id, slot) < 0) {
+		r->free_slots[r->nfree++] = slot;
+		return NULL;
+	}
+	return in;
+}
+
+static void insn_del(struct tk_kanata_reader *r, struct kn_insn *in)
+{
+	table_del(r, in->id);
+	r->free_slots[r->nfree++] = in->slot;
+}
+
+/* Seen ids: ids below seen_base are all seen. */
+static int seen_get(const struct tk_kanata_reader *r, int64_t id)
+{
+	if (id < r->seen_base)
+		return 1;
+	uint64_t bit = (uint64_t)(id - r->seen_base);
+	if (bit / 64 >= r->seen_words)
+		return 0;
+	return (int)(r->seen[bit / 64] >> (bit % 64) & 1);
+}
+
+static int seen_set(struct tk_kanata_reader *r, int64_t id)
+{
+	uint64_t bit = (uint64_t)(id - r->seen_base);
+	size_t w = bit / 64;
+
+	if (w >= r->seen_words) {
+		/* drop leading words whose ids are all seen first, then grow */
+		size_t full = 0;
+		while (full < r->seen_words && r->seen[full] == UINT64_MAX)
+			full++;
+		if (full) {
+			memmove(r->seen, r->seen + full, (r->seen_words - full) * 8);
+			memset(r->seen + r->seen_words - full, 0, full * 8);
+			r->seen_base += (int64_t)full * 64;
+			bit -= full * 64;
+			w -= full;
+		}
+		if (w >= r->seen_words) {
+			if (w > ((size_t)1 << 31))
+				return -TK_E_LIMIT;
+			size_t nw = r->seen_words ? r->seen_words : 64;
+			while (nw <= w)
+				nw *= 2;
+			uint64_t *s = realloc(r->seen, nw * 8);
+			if (!s)
+				return -TK_E_NOMEM;
+			memset(s + r->seen_words, 0, (nw - r->seen_words) * 8);
+			r->seen = s;
+			r->seen_words = nw;
+		}
+	}
+	r->seen[w] |= UINT64_C(1) << (bit % 64);
+	return 0;
+}
+
+static void close_stage(struct tk_kanata_reader *r, struct kn_insn *in, unsigned i)
+{
+	if (r->hooks.stage)
+		r->hooks.stage(r->hooks.ctx, in, in->open[i].stage, in->open[i].start, r->cycle);
+	in->open[i] = in->open[--in->nopen];
+}
+
+/* The instruction a command names, or NULL after reporting why it is skipped. */
+static struct kn_insn *lookup(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c,
+			      const char *what, int after_retire_is_error)
+{
+	struct kn_insn *in = find_live(r, c->id);
+	if (in)
+		return in;
+	if (c->id >= 0 && seen_get(r, c->id)) {
+		if (c->kind == TK_KANATA_RETIRE)
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_RETIRE_TWICE, c->line, c->offset,
+			     "R for id %lld, already retired", (long long)c->id);
+		else
+			diag(r, after_retire_is_error ? TK_LOG_ERROR : TK_LOG_WARN,
+			     TK_KANATA_D_AFTER_RETIRE, c->line, c->offset,
+			     "%s for id %lld after its R%s", what, (long long)c->id,
+			     c->kind == TK_KANATA_LABEL ? "" : " (ignored)");
+	} else {
+		diag(r, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_ID, c->line, c->offset,
+		     "%s for id %lld before its I", what, (long long)c->id);
+	}
+	return NULL;
+}
+
+/* Semantic step; returns 1 if the command is valid and should be passed on. */
+static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
+{
+	struct kn_insn *in;
+
+	switch (c->kind) {
+	case TK_KANATA_INSN:
+		if (c->id < 0) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, c->line, c->offset, "negative id %lld",
+			     (long long)c->id);
+			return 0;
+		}
+		if (find_live(r, c->id) || seen_get(r, c->id)) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_ID_REUSED, c->line, c->offset,
+			     "I for id %lld, which was already used", (long long)c->id);
+			return 0;
+		}
+		if (seen_set(r, c->id) < 0 || !(in = insn_new(r, c->id))) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, c->line, c->offset,
+			     "id %lld: out of memory or too far from the others", (long long)c->id);
+			return 0;
+		}
+		in->sim_id = c->a;
+		in->thread = c->b;
+		in->begin = c->cycle;
+		r->n.insns++;
+		return 1;
+	case TK_KANATA_LABEL:
+		/* producers add detail after R (RSD does): warn, but keep the line */
+		if (!(in = lookup(r, c, "L", 0)))
+			return c->id >= 0 && seen_get(r, c->id);
+		if (c->a == 0 && in->label_len < KN_LABEL_KEEP) {
+			size_t room = KN_LABEL_KEEP - in->label_len;
+			size_t k = kn_unescape(c->text, c->text_len, in->label + in->label_len, room);
+			for (size_t i = 0; i < k; i++)
+				if (in->label[in->label_len + i] == '\n' || in->label[in->label_len + i] == '\t')
+					in->label[in->label_len + i] = ' ';
+			in->label_len += (uint32_t)k;
+			in->label[in->label_len] = 0;
+		}
+		return 1;
+	case TK_KANATA_STAGE_BEGIN: {
+		if (!(in = lookup(r, c, "S", 0)))
+			return 0;
+		unsigned lane = intern_lane(r, c->lane, c->lane_len);
+		unsigned stage = intern_stage(r, lane, c->text, c->text_len);
+		for (unsigned i = 0; i < in->nopen; i++)
+			if (in->open[i].lane == lane) {
+				close_stage(r, in, i);  /* S closes the lane's previous stage */
+				break;
+			}
+		if (in->nopen == KN_MAX_OPEN)
+			close_stage(r, in, 0);
+		in->open[in->nopen++] = (struct kn_open){ (uint16_t)lane, (uint16_t)stage, c->cycle };
+		return 1;
+	}
+	case TK_KANATA_STAGE_END: {
+		if (!(in = lookup(r, c, "E", 0)))
+			return 0;
+		unsigned lane = intern_lane(r, c->lane, c->lane_len);
+		for (unsigned i = 0; i < in->nopen; i++) {
+			if (in->open[i].lane != lane)
+				continue;
+			const struct kn_name *k = &r->stages[in->open[i].stage];
+			size_t n = c->text_len < TK_KANATA_NAME_MAX ? c->text_len : TK_KANATA_NAME_MAX - 1;
+			if (k->len == n && !memcmp(k->name, c->text, n)) {
+				close_stage(r, in, i);
+				return 1;
+			}
+		}
+		diag(r, TK_LOG_WARN, TK_KANATA_D_END_NO_BEGIN, c->line, c->offset,
+		     "E for stage '%.*s' of id %lld lane '%.*s', which is not open",
+		     (int)(c->text_len > 64 ? 64 : c->text_len), c->text, (long long)c->id,
+		     (int)(c->lane_len > 64 ? 64 : c->lane_len), c->lane);
+		return 1;
+	}
+	case TK_KANATA_RETIRE:
+		if (c->b != 0 && c->b != 1) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_BAD_TYPE, c->line, c->offset,
+			     "R type %lld (0 retire, 1 flush)", (long long)c->b);
+			return 0;
+		}
+		if (!(in = lookup(r, c, "R", 1)))
+			return 0;
+		while (in->nopen)
+			close_stage(r, in, in->nopen - 1);
+		if (c->b)
+			r->n.flushed++;
+		else
+			r->n.retired++;
+		if (r->hooks.done)
+			r->hooks.done(r->hooks.ctx, in, (int)c->b, c->a, c->cycle);
+		insn_del(r, in);
+		return 1;
+	case TK_KANATA_DEP:
+		if (!find_live(r, c->id)) {
+			if (c->id >= 0 && seen_get(r, c->id))
+				diag(r, TK_LOG_ERROR, TK_KANATA_D_DEP_RETIRED, c->line, c->offset,
+				     "W with consumer %lld, which is already retired", (long long)c->id);
+			else
+				diag(r, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_ID, c->line, c->offset,
+				     "W with consumer %lld before its I", (long long)c->id);
+			return 0;
+		}
+		if (c->a < 0 || !(find_live(r, c->a) || seen_get(r, c->a)))
+			diag(r, TK_LOG_WARN, TK_KANATA_D_DEP_PRODUCER, c->line, c->offset,
+			     "W with producer %lld, which never appeared", (long long)c->a);
+		return 1;
+	default:
+		return 1;
+	}
+}
+
+/* ---- lines ------------------------------------------------------------------------------ */
+static int deliver(struct tk_kanata_reader *r, struct tk_kanata_cmd *c)
+{
+	if (r->o.semantic && !track(r, c))
+		return 0;
+	r->n.commands++;
+	if (r->o.cmd) {
+		int rc = r->o.cmd(r->o.ctx, c);
+		if (rc < 0) {
+			r->stopped = rc;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int header_line(struct tk_kanata_reader *r, const char *p, const char *e, uint64_t line,
+		       uint64_t off)
+{
+	const char *q = p;
+	if (e - q >= 3 && (unsigned char)q[0] == 0xef && (unsigned char)q[1] == 0xbb &&
+	    (unsigned char)q[2] == 0xbf)
+		q += 3;
+	r->seen_header = 1;
+	if (e - q < 6 || memcmp(q, "Kanata", 6) != 0) {
+		diag(r, TK_LOG_ERROR, TK_KANATA_D_NO_HEADER, line, off,
+		     "first line is not a 'Kanata<TAB>0004' header; reading on");
+		return 1;  /* not a header: parse the line as a command */
+	}
+	q += 6;
+	while (q < e && (*q == '\t' || *q == ' '))
+		q++;
+	int64_t v = 0;
+	if (kn_parse_i64(q, e, &v) < 0 || v < 0) {
+		diag(r, TK_LOG_WARN, TK_KANATA_D_VERSION, line, off, "header without a version number");
+		v = 0;
+	} else if (v != 4) {
+		diag(r, TK_LOG_WARN, TK_KANATA_D_VERSION, line, off,
+		     "version %lld, expected 0004; reading it as version 4", (long long)v);
+	}
+	r->n.version = (unsigned)v;
+	struct tk_kanata_cmd c = { .kind = TK_KANATA_HEADER, .a = v, .line = line, .offset = off,
+				   .cycle = r->cycle };
+	if (r->o.cmd) {
+		int rc = r->o.cmd(r->o.ctx, &c);
+		if (rc < 0)
+			r->stopped = rc;
+	}
+	return 0;
+}
+
+/* Fields: split at tabs; the last field of L keeps any further tabs. */
+static int split(const char *p, const char *e, const char **f, const char **fe, int max)
+{
+	int n = 0;
+	while (n < max) {
+		const char *t = n == max - 1 ? NULL : memchr(p, '\t', (size_t)(e - p));
+		f[n] = p;
+		fe[n] = t ? t : e;
+		n++;
+		if (!t)
+			break;
+		p = t + 1;
+	}
+	return n;
+}
+
+static int bad(struct tk_kanata_reader *r, uint64_t line, uint64_t off, const char *cmd, const char *why)
+{
+	diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, line, off, "%s: %s; line skipped", cmd, why);
+	return 0;
+}
+
+static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, uint64_t line,
+		      uint64_t off)
+{
+	const char *f[4], *fe[4];
+	struct tk_kanata_cmd c;
+	int nf;
+
+	/* trailing tabs, spaces and CR are noise that producers leave */
+	while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		e--;
+	if (!r->seen_header) {
+		while (p < e && *p == ' ')
+			p++;
+		if (p == e)
+			return 0;
+		if (!header_line(r, p, e, line, off))
+			return 0;
+	}
+	if (p == e)
+		return 0;
+	c.line = line;
+	c.offset = off;
+	c.lane = c.text = NULL;
+	c.lane_len = c.text_len = 0;
+	c.id = c.a = c.b = 0;
+
+	const char *tab = memchr(p, '\t', (size_t)(e - p));
+	const char *ce = tab ? tab : e, *cp = p;
+	while (ce > cp && ce[-1] == ' ')
+		ce--;
+	size_t clen = (size_t)(ce - cp);
+	const char *rest = tab ? tab + 1 : e;
+	char k = clen == 1 ? cp[0] : clen == 2 && cp[0] == 'C' && cp[1] == '=' ? '=' : 0;
+
+	switch (k) {
+	case '=': {
+		int64_t v;
+		if (kn_parse_i64(rest, e, &v) < 0)
+			return bad(r, line, off, "C=", "expected a cycle number");
+		if ((r->seen_cycle_cmd || r->seen_any_cmd) && v < r->cycle) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_CYCLE_BACK, line, off,
+			     "C= %lld goes back from cycle %lld; line skipped", (long long)v,
+			     (long long)r->cycle);
+			return 0;
+		}
+		if (!r->seen_cycle_cmd)
+			r->n.first_cycle = v;
+		r->seen_cycle_cmd = 1;
+		r->cycle = v;
+		c.kind = TK_KANATA_CYCLE_SET;
+		c.a = v;
+		break;
+	}
+	case 'C': {
+		int64_t v;
+		if (kn_parse_i64(rest, e, &v) < 0)
+			return bad(r, line, off, "C", "expected a cycle count");
+		if (v < 0) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_NEG_DELTA, line, off,
+			     "C %lld: time only moves forward; line skipped", (long long)v);
+			return 0;
+		}
+		r->seen_cycle_cmd = 1;
+		r->cycle += v;
+		r->delta_sum += v;
+		c.kind = TK_KANATA_CYCLE;
+		c.a = v;
+		break;
+	}
+	case 'I':
+	case 'R':
+	case 'W':
+		nf = split(rest, e, f, fe, 3);
+		if (nf < 3)
+			return bad(r, line, off, k == 'I' ? "I" : k == 'R' ? "R" : "W", "expected 3 fields");
+		if (kn_parse_i64(f[0], fe[0], &c.id) < 0 || kn_parse_i64(f[1], fe[1], &c.a) < 0 ||
+		    kn_parse_i64(f[2], fe[2], &c.b) < 0)
+			return bad(r, line, off, k == 'I' ? "I" : k == 'R' ? "R" : "W", "bad number");
+		c.kind = k == 'I' ? TK_KANATA_INSN : k == 'R' ? TK_KANATA_RETIRE : TK_KANATA_DEP;
+		break;
+	case 'L':
+		nf = split(rest, e, f, fe, 3);
+		if (nf < 2)
+			return bad(r, line, off, "L", "expected id, type and text");
+		if (kn_parse_i64(f[0], fe[0], &c.id) < 0 || kn_parse_i64(f[1], fe[1], &c.a) < 0)
+			return bad(r, line, off, "L", "bad number");
+		if (c.a < 0) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_BAD_TYPE, line, off, "L type %lld; line skipped",
+			     (long long)c.a);
+			return 0;
+		}
+		if (nf == 3) {
+			c.text = f[2];
+			c.text_len = (size_t)(fe[2] - f[2]);
+		} else {
+			c.text = "";
+		}
+		c.kind = TK_KANATA_LABEL;
+		break;
+	case 'S':
+	case 'E':
+		nf = split(rest, e, f, fe, 3);
+		if (nf < 3)
+			return bad(r, line, off, k == 'S' ? "S" : "E", "expected id, lane and stage");
+		if (kn_parse_i64(f[0], fe[0], &c.id) < 0)
+			return bad(r, line, off, k == 'S' ? "S" : "E", "bad id");
+		c.lane = f[1];
+		c.lane_len = (size_t)(fe[1] - f[1]);
+		trim_name(&c.lane, &c.lane_len);
+		c.text = f[2];
+		c.text_len = (size_t)(fe[2] - f[2]);
+		trim_name(&c.text, &c.text_len);
+		c.kind = k == 'S' ? TK_KANATA_STAGE_BEGIN : TK_KANATA_STAGE_END;
+		break;
+	default:
+		diag(r, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_CMD, line, off,
+		     "unknown command '%.*s'; line skipped", (int)(clen > 32 ? 32 : clen), cp);
+		return 0;
+	}
+	r->seen_any_cmd = 1;
+	c.cycle = r->cycle;
+	return deliver(r, &c);
+}
+
+static int carry_append(struct tk_kanata_reader *r, const char *p, size_t n)
+{
+	if (r->skipping)
+		return 0;
+	if (r->carry_len + n > r->o.max_line) {
+		r->skipping = 1;
+		r->skip_line = r->n.lines + 1;
+		r->skip_offset = r->n.bytes - r->carry_len;
+		r->carry_len = 0;
+		if (r->carry_cap > ((size_t)1 << 20)) {
+			free(r->carry);
+			r->carry = NULL;
+			r->carry_cap = 0;
+		}
+		return 0;
+	}
+	if (r->carry_len + n > r->carry_cap) {
+		size_t cap = r->carry_cap ? r->carry_cap : 4096;
+		while (cap < r->carry_len + n)
+			cap *= 2;
+		char *c = realloc(r->carry, cap);
+		if (!c)
+			return -TK_E_NOMEM;
+		r->carry = c;
+		r->carry_cap = cap;
+	}
+	memcpy(r->carry + r->carry_len, p, n);
+	r->carry_len += n;
+	return 0;
+}
+
+/* A complete line ends (the newline itself excluded). */
+static int end_carried_line(struct tk_kanata_reader *r, uint64_t next_off)
+{
+	int rc = 0;
+	r->n.lines++;
+	if (r->skipping) {
+		diag(r, TK_LOG_ERROR, TK_KANATA_D_LONG_LINE, r->skip_line, r->skip_offset,
+		     "line of %llu bytes is longer than the limit of %zu; skipped",
+		     (unsigned long long)(next_off - r->skip_offset), r->o.max_line);
+		r->skipping = 0;
+	} else {
+		const char *c = r->carry ? r->carry : "";
+		rc = parse_line(r, c, c + r->carry_len, r->n.lines, next_off - r->carry_len);
+	}
+	r->carry_len = 0;
+	return rc;
+}
+
+int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, int final)
+{
+	const char *e = p + n;
+	int rc;
+
+	if (r->stopped)
+		return r->stopped;
+	if (!n)
+		goto tail;
+	if (r->carry_len || r->skipping) {
+		const char *nl = memchr(p, '\n', n);
+		size_t k = nl ? (size_t)(nl - p) : n;
+		if ((rc = carry_append(r, p, k)) < 0)
+			return rc;
+		r->n.bytes += k;
+		if (!nl)
+			goto tail;
+		if ((rc = end_carried_line(r, r->n.bytes)) < 0)
+			return rc;
+		r->n.bytes++;
+		p = nl + 1;
+	}
+	while (p < e) {
+		const char *nl = memchr(p, '\n', (size_t)(e - p));
+		if (!nl) {
+			size_t k = (size_t)(e - p);
+			if ((rc = carry_append(r, p, k)) < 0)
+				return rc;
+			r->n.bytes += k;
+			break;
+		}
+		r->n.lines++;
+		if ((rc = parse_line(r, p, nl, r->n.lines, r->n.bytes)) < 0)
+			return rc;
+		r->n.bytes += (uint64_t)(nl - p) + 1;
+		p = nl + 1;
+	}
+tail:
+	if (final) {
+		if (r->carry_len || r->skipping)
+			if ((rc = end_carried_line(r, r->n.bytes)) < 0)
+				return rc;
+		r->n.last_cycle = r->cycle;
+		r->n.in_flight = r->live;
+		if (!r->seen_header)
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_NO_HEADER, 1, 0, "empty input: no Kanata header");
+	}
+	return r->stopped;
+}
+
+int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in)
+{
+	size_t cap = (size_t)1 << 20;
+	char *buf = malloc(cap);
+	long got;
+	int rc = 0;
+
+	if (!buf)
+		return -TK_E_NOMEM;
+	while ((got = tk_input_read(in, buf, cap)) > 0)
+		if ((rc = tk_kanata_reader_feed(r, buf, (size_t)got, 0)) < 0)
+			break;
+	if (got < 0)
+		rc = (int)got;
+	if (rc >= 0)
+		rc = tk_kanata_reader_feed(r, NULL, 0, 1);
+	free(buf);
+	return rc;
+}
+
+static int cmp_insn_id(const void *a, const void *b)
+{
+	const struct kn_insn *x = *(const struct kn_insn *const *)a, *y = *(const struct kn_insn *const *)b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int kn_reader_live(const struct tk_kanata_reader *r,
+		   void (*fn)(void *ctx, const struct kn_insn *in), void *ctx)
+{
+	const struct kn_insn **v;
+	size_t n = 0;
+
+	if (!r->live)
+		return 0;
+	v = malloc(r->live * sizeof *v);
+	if (!v)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < r->table_cap; i++)
+		if (r->table[i])
+			v[n++] = &r->pool[r->table[i] - 1];
+	qsort(v, n, sizeof *v, cmp_insn_id);
+	for (size_t i = 0; i < n; i++)
+		fn(ctx, v[i]);
+	free(v);
+	return 0;
+}

@@ -1,0 +1,614 @@
+/* Symbolisation through ELF symbol tables and DWARF (elfutils libelf/libdw). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <Zydis/Zydis.h>
+
+#include "tracekit/symbolize.h"
+
+struct symbol {
+	uint64_t addr, size;      /* file addresses */
+	const char *name;
+};
+
+struct module {
+	char *path;
+	const char *base;         /* basename of path */
+	int fd;
+	Elf *elf;
+	Dwarf *dw;
+	uint64_t bias, start, end; /* run-time range [start, end) */
+	struct symbol *syms;
+	size_t nsyms;
+	char *strings;            /* copies of symbol names */
+	uint8_t *build_id;
+	size_t build_id_len;
+	int machine;
+};
+
+struct idname {
+	uint64_t id, addr;
+	char *name;
+	int has_addr;
+};
+
+struct tk_sym {
+	struct tk_sym_opts opts;
+	struct module *mods;
+	size_t nmods, cmods;
+	struct idname *ids;
+	size_t nids, cids;
+	int ids_sorted;
+	tk_sym_func_fn resolver;
+	void *resolver_ctx;
+};
+
+struct tk_sym *tk_sym_new(const struct tk_sym_opts *opts, int *err)
+{
+	struct tk_sym *s = calloc(1, sizeof *s);
+	if (!s) {
+		if (err)
+			*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	if (opts) {
+		size_t n = opts->sz < sizeof s->opts ? opts->sz : sizeof s->opts;
+		memcpy(&s->opts, opts, n);
+	}
+	elf_version(EV_CURRENT);
+	if (err)
+		*err = 0;
+	return s;
+}
+
+void tk_sym_free(struct tk_sym *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *m = &s->mods[i];
+		if (m->dw)
+			dwarf_end(m->dw);
+		if (m->elf)
+			elf_end(m->elf);
+		if (m->fd >= 0)
+			close(m->fd);
+		free(m->path);
+		free(m->syms);
+		free(m->strings);
+		free(m->build_id);
+	}
+	for (size_t i = 0; i < s->nids; i++)
+		free(s->ids[i].name);
+	free(s->ids);
+	free(s->mods);
+	free(s);
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct symbol *x = a, *y = b;
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* prefer sized, global-looking names first: stable order by size then name */
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static int load_symbols(struct module *m)
+{
+	Elf_Scn *scn = NULL, *symtab = NULL, *dynsym = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(m->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			symtab = scn;
+		else if (sh.sh_type == SHT_DYNSYM)
+			dynsym = scn;
+	}
+	scn = symtab ? symtab : dynsym;
+	if (!scn)
+		return 0;
+	gelf_getshdr(scn, &sh);
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d || !sh.sh_entsize)
+		return 0;
+	size_t n = sh.sh_size / sh.sh_entsize, nstr = 0, k = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+			continue;
+		const char *name = elf_strptr(m->elf, sh.sh_link, sym.st_name);
+		if (name)
+			nstr += strlen(name) + 1;
+	}
+	m->syms = malloc((n + 1) * sizeof *m->syms);
+	m->strings = malloc(nstr + 1);
+	if (!m->syms || !m->strings)
+		return -TK_E_NOMEM;
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+			continue;
+		const char *name = elf_strptr(m->elf, sh.sh_link, sym.st_name);
+		if (!name)
+			continue;
+		size_t len = strlen(name) + 1;
+		memcpy(m->strings + off, name, len);
+		m->syms[k++] = (struct symbol){ sym.st_value, sym.st_size, m->strings + off };
+		off += len;
+	}
+	qsort(m->syms, k, sizeof *m->syms, cmp_sym);
+	/* one symbol per address (aliases share it) */
+	size_t w = 0;
+	for (size_t i = 0; i < k; i++)
+		if (!w || m->syms[w - 1].addr != m->syms[i].addr)
+			m->syms[w++] = m->syms[i];
+	m->nsyms = w;
+	return 0;
+}
+
+int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
+{
+	if (s->nmods == s->cmods) {
+		size_t nc = s->cmods ? s->cmods * 2 : 8;
+		struct module *nm = realloc(s->mods, nc * sizeof *nm);
+		if (!nm)
+			return -TK_E_NOMEM;
+		s->mods = nm;
+		s->cmods = nc;
+	}
+	struct module *m = &s->mods[s->nmods];
+	memset(m, 0, sizeof *m);
+	m->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (m->fd < 0) {
+		tk_log(TK_LOG_ERROR, "%s: cannot open", path);
+		return -TK_E_IO;
+	}
+	m->elf = elf_begin(m->fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr eh;
+	if (!m->elf || elf_kind(m->elf) != ELF_K_ELF || !gelf_getehdr(m->elf, &eh)) {
+		tk_log(TK_LOG_ERROR, "%s: not an ELF file", path);
+		if (m->elf)
+			elf_end(m->elf);
+		close(m->fd);
+		return -TK_E_BAD_FORMAT;
+	}
+	m->machine = eh.e_machine;
+	m->path = strdup(path);
+	const char *slash = m->path ? strrchr(m->path, '/') : NULL;
+	m->base = slash ? slash + 1 : m->path;
+	m->bias = bias;
+	size_t nph = 0;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	elf_getphdrnum(m->elf, &nph);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+			if (ph.p_vaddr < lo)
+				lo = ph.p_vaddr;
+			if (ph.p_vaddr + ph.p_memsz > hi)
+				hi = ph.p_vaddr + ph.p_memsz;
+		}
+	}
+	if (lo == UINT64_MAX)
+		lo = hi = 0;
+	m->start = lo + bias;
+	m->end = hi + bias;
+	const void *bid;
+	ssize_t bl = dwelf_elf_gnu_build_id(m->elf, &bid);
+	if (bl > 0 && (m->build_id = malloc((size_t)bl))) {
+		memcpy(m->build_id, bid, (size_t)bl);
+		m->build_id_len = (size_t)bl;
+	}
+	int rc = load_symbols(m);
+	if (!s->opts.no_dwarf)
+		m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL); /* NULL: no debug info */
+	s->nmods++;
+	if (rc < 0)
+		return rc;
+	return (int)(s->nmods - 1);
+}
+
+int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -TK_E_NOT_FOUND;
+	if (fd < 0)
+		return -TK_E_IO;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	size_t nph = 0;
+	if (e && elf_getphdrnum(e, &nph) == 0) {
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			uint64_t align = ph.p_align > 1 ? ph.p_align : 4096;
+			if (align > 4096)
+				align = 4096; /* mappings are page granular */
+			if ((ph.p_offset & ~(align - 1)) == offset) {
+				*bias = start - (ph.p_vaddr - (ph.p_offset - offset));
+				rc = 0;
+				break;
+			}
+		}
+	} else {
+		rc = -TK_E_BAD_FORMAT;
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return rc;
+}
+
+int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_t end)
+{
+	if (s->nmods == s->cmods) {
+		size_t nc = s->cmods ? s->cmods * 2 : 8;
+		struct module *nm = realloc(s->mods, nc * sizeof *nm);
+		if (!nm)
+			return -TK_E_NOMEM;
+		s->mods = nm;
+		s->cmods = nc;
+	}
+	struct module *m = &s->mods[s->nmods];
+	memset(m, 0, sizeof *m);
+	m->fd = -1;
+	m->path = strdup(name);
+	if (!m->path)
+		return -TK_E_NOMEM;
+	m->base = m->path;
+	m->start = start;
+	m->end = end;
+	m->bias = start;
+	return (int)s->nmods++;
+}
+
+/* ---- function ids ------------------------------------------------------------------------- */
+
+static int cmp_id(const void *a, const void *b)
+{
+	const struct idname *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int tk_sym_set_func(struct tk_sym *s, uint64_t id, const char *name, uint64_t addr)
+{
+	if (s->nids == s->cids) {
+		size_t nc = s->cids ? s->cids * 2 : 64;
+		struct idname *n = realloc(s->ids, nc * sizeof *n);
+		if (!n)
+			return -TK_E_NOMEM;
+		s->ids = n;
+		s->cids = nc;
+	}
+	char *c = name ? strdup(name) : NULL;
+	if (name && !c)
+		return -TK_E_NOMEM;
+	s->ids[s->nids++] = (struct idname){ id, addr, c, addr != 0 };
+	s->ids_sorted = 0;
+	return 0;
+}
+
+void tk_sym_set_func_resolver(struct tk_sym *s, tk_sym_func_fn fn, void *ctx)
+{
+	s->resolver = fn;
+	s->resolver_ctx = ctx;
+}
+
+static const struct idname *find_id(struct tk_sym *s, uint64_t id)
+{
+	if (!s->nids)
+		return NULL;
+	if (!s->ids_sorted) {
+		qsort(s->ids, s->nids, sizeof *s->ids, cmp_id);
+		s->ids_sorted = 1;
+	}
+	size_t lo = 0, hi = s->nids;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (s->ids[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* the last entry wins when an id was set twice */
+	const struct idname *r = NULL;
+	for (; lo < s->nids && s->ids[lo].id == id; lo++)
+		r = &s->ids[lo];
+	return r;
+}
+
+int tk_sym_func_addr(struct tk_sym *s, uint64_t id, uint64_t *addr)
+{
+	const struct idname *n = find_id(s, id);
+	if (n && n->has_addr) {
+		*addr = n->addr;
+		return 0;
+	}
+	if (s->resolver) {
+		const char *name = NULL;
+		uint64_t a = 0;
+		if (s->resolver(s->resolver_ctx, id, &name, &a) == 0 && a) {
+			*addr = a;
+			return 0;
+		}
+	}
+	return -TK_E_NOT_FOUND;
+}
+
+const char *tk_sym_func_name(struct tk_sym *s, uint64_t id, char *buf, size_t n)
+{
+	const struct idname *e = find_id(s, id);
+	uint64_t addr = 0;
+	if (e && e->name)
+		return e->name;
+	if (e && e->has_addr)
+		addr = e->addr;
+	if (!addr && s->resolver) {
+		const char *name = NULL;
+		if (s->resolver(s->resolver_ctx, id, &name, &addr) == 0 && name) {
+			snprintf(buf, n, "%s", name);
+			return buf;
+		}
+	}
+	if (addr) {
+		struct tk_sym_info si;
+		if (tk_sym_lookup(s, addr, &si) == 0 && si.func && si.func_start == addr) {
+			snprintf(buf, n, "%s", si.func);
+			return buf;
+		}
+		return tk_sym_addr_name(s, addr, 1, buf, n);
+	}
+	snprintf(buf, n, "#%llu", (unsigned long long)id);
+	return buf;
+}
+
+/* ---- addresses ------------------------------------------------------------------------------ */
+
+static struct module *find_module(struct tk_sym *s, uint64_t addr)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (addr >= s->mods[i].start && addr < s->mods[i].end)
+			return &s->mods[i];
+	return NULL;
+}
+
+static const struct symbol *find_symbol(const struct module *m, uint64_t fa)
+{
+	size_t lo = 0, hi = m->nsyms;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->syms[mid].addr <= fa)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	const struct symbol *sy = &m->syms[lo - 1];
+	if (sy->size && fa >= sy->addr + sy->size)
+		return NULL;
+	return sy;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *n = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a))
+		n = dwarf_formstring(&a);
+	if (!n && dwarf_attr_integrate(die, DW_AT_name, &a))
+		n = dwarf_formstring(&a);
+	return n;
+}
+
+static void inline_info(struct tk_sym *s, Dwarf_Die *cu, uint64_t fa, struct tk_sym_info *si)
+{
+	Dwarf_Die *scopes = NULL;
+	int n = dwarf_getscopes(cu, fa, &scopes);
+	for (int i = 0; i < n; i++) {
+		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+			continue;
+		si->inline_func = die_name(&scopes[i]);
+		Dwarf_Attribute a;
+		Dwarf_Word w;
+		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
+			si->inline_line = (unsigned)w;
+		if (dwarf_attr(&scopes[i], DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0) {
+			Dwarf_Files *files;
+			size_t nf;
+			if (dwarf_getsrcfiles(cu, &files, &nf) == 0 && w < nf)
+				si->inline_file = dwarf_filesrc(files, w, NULL, NULL);
+		}
+		break;
+	}
+	free(scopes);
+	(void)s;
+}
+
+int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *si)
+{
+	memset(si, 0, sizeof *si);
+	struct module *m = find_module(s, addr);
+	if (!m)
+		return 0;
+	si->module = m->path;
+	uint64_t fa = addr - m->bias;
+	si->module_offset = fa;
+	si->build_id = m->build_id;
+	si->build_id_len = m->build_id_len;
+	const struct symbol *sy = find_symbol(m, fa);
+	if (sy) {
+		si->func = sy->name;
+		si->func_start = sy->addr + m->bias;
+		si->func_size = sy->size;
+	}
+	if (m->dw) {
+		Dwarf_Die cu;
+		if (dwarf_addrdie(m->dw, fa, &cu)) {
+			Dwarf_Line *l = dwarf_getsrc_die(&cu, fa);
+			int line = 0, col = 0;
+			if (l) {
+				si->file = dwarf_linesrc(l, NULL, NULL);
+				dwarf_lineno(l, &line);
+				dwarf_linecol(l, &col);
+				si->line = (unsigned)line;
+				si->column = (unsigned)col;
+			}
+			if (!s->opts.no_inline)
+				inline_info(s, &cu, fa, si);
+		}
+	}
+	return 0;
+}
+
+const char *tk_sym_addr_name(struct tk_sym *s, uint64_t addr, int with_offset, char *buf, size_t n)
+{
+	struct tk_sym_info si;
+	tk_sym_lookup(s, addr, &si);
+	if (si.func) {
+		if (with_offset && addr != si.func_start)
+			snprintf(buf, n, "%s+0x%llx", si.func, (unsigned long long)(addr - si.func_start));
+		else
+			snprintf(buf, n, "%s", si.func);
+	} else if (si.module) {
+		const char *slash = strrchr(si.module, '/');
+		snprintf(buf, n, "%s+0x%llx", slash ? slash + 1 : si.module,
+			 (unsigned long long)si.module_offset);
+	} else {
+		snprintf(buf, n, "0x%llx", (unsigned long long)addr);
+	}
+	return buf;
+}
+
+/* Code bytes of the module at file address FA, from its section headers. */
+static const uint8_t *code_at(struct module *m, uint64_t fa, size_t *avail)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while (m->elf && (scn = elf_nextscn(m->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_EXECINSTR))
+			continue;
+		if (fa < sh.sh_addr || fa >= sh.sh_addr + sh.sh_size)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size < sh.sh_size)
+			return NULL;
+		*avail = sh.sh_addr + sh.sh_size - fa;
+		return (const uint8_t *)d->d_buf + (fa - sh.sh_addr);
+	}
+	return NULL;
+}
+
+int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
+		 tk_sym_line_fn fn, void *ctx)
+{
+	struct module *m = find_module(s, start);
+	Dwarf_Die cu;
+	if (!m || !m->dw || end < start)
+		return 0;
+	uint64_t fa = start - m->bias, fend = end - m->bias;
+	if (!dwarf_addrdie(m->dw, fa, &cu))
+		return 0;
+	size_t avail = 0;
+	const uint8_t *code = code_at(m, fa, &avail);
+	const char *cur_file = NULL;
+	unsigned cur_line = 0;
+	uint64_t cur_n = 0;
+	int rc = 0;
+
+	if (code && (m->machine == EM_X86_64 || m->machine == EM_AARCH64)) {
+		ZydisDecoder dec;
+		ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+		uint64_t a = fa;
+		while (a <= fend && a - fa < avail) {
+			size_t len = 4;
+			if (m->machine == EM_X86_64) {
+				ZydisDecodedInstruction insn;
+				if (ZYAN_FAILED(ZydisDecoderDecodeInstruction(&dec, NULL, code + (a - fa),
+									      avail - (a - fa), &insn)))
+					break;
+				len = insn.length;
+			}
+			Dwarf_Line *l = dwarf_getsrc_die(&cu, a);
+			const char *file = l ? dwarf_linesrc(l, NULL, NULL) : NULL;
+			int line = 0;
+			if (l)
+				dwarf_lineno(l, &line);
+			if (cur_n && (file != cur_file || (unsigned)line != cur_line)) {
+				if (cur_file && (rc = fn(ctx, cur_file, cur_line, cur_n)) < 0)
+					return rc;
+				cur_n = 0;
+			}
+			cur_file = file;
+			cur_line = (unsigned)line;
+			cur_n++;
+			a += len;
+		}
+		if (cur_n && cur_file)
+			rc = fn(ctx, cur_file, cur_line, cur_n);
+		return rc;
+	}
+	/* no code bytes: whole block on one line when its ends agree */
+	Dwarf_Line *l1 = dwarf_getsrc_die(&cu, fa), *l2 = dwarf_getsrc_die(&cu, fend);
+	int n1 = 0, n2 = 0;
+	if (!l1 || !l2)
+		return 0;
+	dwarf_lineno(l1, &n1);
+	dwarf_lineno(l2, &n2);
+	const char *f1 = dwarf_linesrc(l1, NULL, NULL), *f2 = dwarf_linesrc(l2, NULL, NULL);
+	if (f1 && f1 == f2 && n1 == n2)
+		return fn(ctx, f1, (unsigned)n1, total_insns);
+	if (f1 && (rc = fn(ctx, f1, (unsigned)n1, 0)) < 0)
+		return rc;
+	if (f2 && (f2 != f1 || n2 != n1))
+		rc = fn(ctx, f2, (unsigned)n2, 0);
+	return rc;
+}
+
+const char *tk_sym_build_id(struct tk_sym *s, int module, char *buf, size_t n)
+{
+	size_t k = 0;
+	if (n)
+		buf[0] = 0;
+	if (module < 0 || (size_t)module >= s->nmods)
+		return buf;
+	const struct module *m = &s->mods[module];
+	for (size_t i = 0; i < m->build_id_len && k + 3 <= n; i++, k += 2)
+		snprintf(buf + k, 3, "%02x", m->build_id[i]);
+	return buf;
+}
+
+int tk_sym_module_count(const struct tk_sym *s)
+{
+	return (int)s->nmods;
+}
+
+int tk_sym_module(const struct tk_sym *s, int index, const char **path, uint64_t *bias,
+		  uint64_t *start, uint64_t *end)
+{
+	if (index < 0 || (size_t)index >= s->nmods)
+		return -TK_E_INVAL;
+	const struct module *m = &s->mods[index];
+	if (path)
+		*path = m->path;
+	if (bias)
+		*bias = m->bias;
+	if (start)
+		*start = m->start;
+	if (end)
+		*end = m->end;
+	return 0;
+}

@@ -1,0 +1,51 @@
+/* Shared pieces of the writers: interned names and a call tree aggregated by name. */
+#ifndef TK_OUTPUT_INTERNAL_H
+#define TK_OUTPUT_INTERNAL_H
+
+#include "tracekit/out.h"
+
+/* Interned strings; id 0 is "". */
+struct names {
+	char **str;
+	size_t n, cap;
+	uint32_t *map;            /* string hash -> id */
+	size_t mask;
+	struct keyname { uint64_t key; uint32_t kind, id; } *keys; /* (kind, key) -> id cache */
+	size_t keys_mask, nkeys;
+	struct tk_sym *sym;
+};
+int names_init(struct names *nm, struct tk_sym *sym);
+void names_free(struct names *nm);
+/* Returns the id, or UINT32_MAX when out of memory. */
+uint32_t names_intern(struct names *nm, const char *s, size_t len);
+uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind);
+static inline const char *names_str(const struct names *nm, uint32_t id) { return nm->str[id]; }
+
+/* A call tree keyed by names (threads merged, or one root per thread). */
+struct agg_node {
+	uint32_t name;
+	uint32_t parent, first_child, next_sibling;
+	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
+};
+struct agg {
+	struct agg_node *n;
+	size_t nn, cap;
+	uint32_t *map;
+	size_t mask;
+	struct names *names;
+	int threads;
+};
+/* Build from the profile's call paths; node 0 is the root. */
+int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm, int threads);
+void agg_free(struct agg *a);
+/* Children of node V sorted by descending VALUE (per metric); *out malloc'd. */
+int agg_children(const struct agg *a, uint32_t v, enum tk_out_metric m, uint32_t **out, size_t *n);
+
+enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m);
+uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m);
+uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m);
+
+int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o);
+int out_source(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o, int lines_table);
+
+#endif

@@ -1,0 +1,322 @@
+/* Interned names of functions and a call tree aggregated by name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/internal.h"
+#include "tracekit/symbolize.h"
+
+static uint64_t str_hash(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+int names_init(struct names *nm, struct tk_sym *sym)
+{
+	memset(nm, 0, sizeof *nm);
+	nm->sym = sym;
+	return names_intern(nm, "", 0) == 0 ? 0 : -TK_E_NOMEM;
+}
+
+void names_free(struct names *nm)
+{
+	for (size_t i = 0; i < nm->n; i++)
+		free(nm->str[i]);
+	free(nm->str);
+	free(nm->map);
+	free(nm->keys);
+	memset(nm, 0, sizeof *nm);
+}
+
+uint32_t names_intern(struct names *nm, const char *s, size_t len)
+{
+	if ((nm->n + 1) * 2 > nm->mask + 1 || !nm->map) {
+		size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
+		uint32_t *m = malloc(size * sizeof *m);
+		if (!m)
+			return UINT32_MAX;
+		memset(m, 0xff, size * sizeof *m);
+		for (size_t i = 0; i < nm->n; i++) {
+			size_t k = str_hash(nm->str[i], strlen(nm->str[i])) & (size - 1);
+			while (m[k] != UINT32_MAX)
+				k = (k + 1) & (size - 1);
+			m[k] = (uint32_t)i;
+		}
+		free(nm->map);
+		nm->map = m;
+		nm->mask = size - 1;
+	}
+	size_t k = str_hash(s, len) & nm->mask;
+	for (; nm->map[k] != UINT32_MAX; k = (k + 1) & nm->mask) {
+		const char *t = nm->str[nm->map[k]];
+		if (strlen(t) == len && !memcmp(t, s, len))
+			return nm->map[k];
+	}
+	if (nm->n == nm->cap) {
+		size_t nc = nm->cap ? nm->cap * 2 : 256;
+		char **ns = realloc(nm->str, nc * sizeof *ns);
+		if (!ns)
+			return UINT32_MAX;
+		nm->str = ns;
+		nm->cap = nc;
+	}
+	char *c = malloc(len + 1);
+	if (!c)
+		return UINT32_MAX;
+	memcpy(c, s, len);
+	c[len] = 0;
+	nm->str[nm->n] = c;
+	nm->map[k] = (uint32_t)nm->n;
+	return (uint32_t)nm->n++;
+}
+
+static const char *frame_name(struct names *nm, uint64_t key, uint32_t kind, char *buf, size_t n)
+{
+	switch (kind) {
+	case TK_PROF_KEY_ID:
+		if (nm->sym)
+			return tk_sym_func_name(nm->sym, key, buf, n);
+		snprintf(buf, n, "#%llu", (unsigned long long)key);
+		return buf;
+	case TK_PROF_KEY_ADDR:
+		if (nm->sym)
+			return tk_sym_addr_name(nm->sym, key, 0, buf, n);
+		snprintf(buf, n, "0x%llx", (unsigned long long)key);
+		return buf;
+	default: {
+		/* the function that was running when the trace (or a gap) left the stack unknown */
+		struct tk_sym_info si;
+		if (key && nm->sym && tk_sym_lookup(nm->sym, key, &si) == 0 && si.func) {
+			snprintf(buf, n, "%s", si.func);
+			return buf;
+		}
+		return "[unknown]";
+	}
+	}
+}
+
+uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind)
+{
+	if (nm->nkeys * 2 + 2 > nm->keys_mask + 1 || !nm->keys) {
+		size_t size = nm->keys ? (nm->keys_mask + 1) * 2 : 256;
+		struct keyname *m = calloc(size, sizeof *m);
+		if (!m)
+			return UINT32_MAX;
+		for (size_t i = 0; i < size; i++)
+			m[i].id = UINT32_MAX;
+		for (size_t i = 0; nm->keys && i <= nm->keys_mask; i++) {
+			if (nm->keys[i].id == UINT32_MAX)
+				continue;
+			size_t k = tk_hash64(nm->keys[i].key ^ nm->keys[i].kind) & (size - 1);
+			while (m[k].id != UINT32_MAX)
+				k = (k + 1) & (size - 1);
+			m[k] = nm->keys[i];
+		}
+		free(nm->keys);
+		nm->keys = m;
+		nm->keys_mask = size - 1;
+	}
+	size_t k = tk_hash64(key ^ kind) & nm->keys_mask;
+	for (; nm->keys[k].id != UINT32_MAX; k = (k + 1) & nm->keys_mask)
+		if (nm->keys[k].key == key && nm->keys[k].kind == kind)
+			return nm->keys[k].id;
+	char buf[512];
+	const char *s = frame_name(nm, key, kind, buf, sizeof buf);
+	uint32_t id = names_intern(nm, s, strlen(s));
+	if (id == UINT32_MAX)
+		return id;
+	nm->keys[k] = (struct keyname){ key, kind, id };
+	nm->nkeys++;
+	return id;
+}
+
+/* ---- call tree by name ----------------------------------------------------------------- */
+
+static uint32_t agg_child(struct agg *a, uint32_t parent, uint32_t name)
+{
+	if ((a->nn + 1) * 2 > a->mask + 1 || !a->map) {
+		size_t size = a->map ? (a->mask + 1) * 2 : 1024;
+		uint32_t *m = malloc(size * sizeof *m);
+		if (!m)
+			return UINT32_MAX;
+		memset(m, 0xff, size * sizeof *m);
+		for (size_t i = 1; i < a->nn; i++) {
+			size_t k = tk_hash64((uint64_t)a->n[i].parent << 32 | a->n[i].name) & (size - 1);
+			while (m[k] != UINT32_MAX)
+				k = (k + 1) & (size - 1);
+			m[k] = (uint32_t)i;
+		}
+		free(a->map);
+		a->map = m;
+		a->mask = size - 1;
+	}
+	size_t k = tk_hash64((uint64_t)parent << 32 | name) & a->mask;
+	for (; a->map[k] != UINT32_MAX; k = (k + 1) & a->mask) {
+		const struct agg_node *n = &a->n[a->map[k]];
+		if (n->parent == parent && n->name == name)
+			return a->map[k];
+	}
+	if (a->nn == a->cap) {
+		size_t nc = a->cap * 2;
+		struct agg_node *nn = realloc(a->n, nc * sizeof *nn);
+		if (!nn)
+			return UINT32_MAX;
+		a->n = nn;
+		a->cap = nc;
+	}
+	uint32_t i = (uint32_t)a->nn++;
+	a->n[i] = (struct agg_node){ .name = name, .parent = parent, .first_child = UINT32_MAX,
+				     .next_sibling = a->n[parent].first_child };
+	a->n[parent].first_child = i;
+	a->map[k] = i;
+	return i;
+}
+
+struct agg_walk {
+	struct agg *a;
+	uint32_t *path;           /* agg node per depth */
+	size_t cap;
+	int err;
+};
+
+static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
+		     const struct tk_prof_path_stats *st)
+{
+	struct agg_walk *w = ctx;
+	struct agg *a = w->a;
+	if (depth + 1 > w->cap) {
+		size_t nc = w->cap ? w->cap * 2 : 64;
+		while (nc < depth + 1)
+			nc *= 2;
+		uint32_t *np = realloc(w->path, nc * sizeof *np);
+		if (!np)
+			return -TK_E_NOMEM;
+		w->path = np;
+		w->cap = nc;
+	}
+	/* parents are visited before children: path[0..depth-1) is valid for this path */
+	uint32_t parent = 0;
+	if (a->threads) {
+		char buf[32];
+		int n = snprintf(buf, sizeof buf, "thread %u", st->track);
+		uint32_t nm = names_intern(a->names, buf, (size_t)n);
+		parent = nm == UINT32_MAX ? UINT32_MAX : agg_child(a, 0, nm);
+		if (parent == UINT32_MAX)
+			return -TK_E_NOMEM;
+	}
+	if (depth > 1)
+		parent = w->path[depth - 2];
+	uint32_t name = names_frame(a->names, fr[depth - 1].key, fr[depth - 1].kind);
+	if (name == UINT32_MAX)
+		return -TK_E_NOMEM;
+	uint32_t v = agg_child(a, parent, name);
+	if (v == UINT32_MAX)
+		return -TK_E_NOMEM;
+	w->path[depth - 1] = v;
+	struct agg_node *n = &a->n[v];
+	n->calls += st->calls;
+	n->incl_ticks += st->incl_ticks;
+	n->excl_ticks += st->excl_ticks;
+	n->incl_insns += st->incl_insns;
+	n->excl_insns += st->excl_insns;
+	return 0;
+}
+
+int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm, int threads)
+{
+	memset(a, 0, sizeof *a);
+	a->names = nm;
+	a->threads = threads;
+	a->cap = 1024;
+	a->n = malloc(a->cap * sizeof *a->n);
+	if (!a->n)
+		return -TK_E_NOMEM;
+	a->n[0] = (struct agg_node){ .parent = UINT32_MAX, .first_child = UINT32_MAX,
+				     .next_sibling = UINT32_MAX };
+	a->nn = 1;
+	struct agg_walk w = { .a = a };
+	int rc = tk_prof_walk_paths(p, agg_visit, &w);
+	free(w.path);
+	if (rc < 0)
+		return rc;
+	/* the root's totals: sum of its children */
+	for (uint32_t c = a->n[0].first_child; c != UINT32_MAX; c = a->n[c].next_sibling) {
+		a->n[0].incl_ticks += a->n[c].incl_ticks;
+		a->n[0].incl_insns += a->n[c].incl_insns;
+	}
+	return 0;
+}
+
+void agg_free(struct agg *a)
+{
+	free(a->n);
+	free(a->map);
+	memset(a, 0, sizeof *a);
+}
+
+enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m)
+{
+	struct tk_prof_summary s;
+	if (m != TK_OUT_M_AUTO)
+		return m;
+	tk_prof_summary(p, &s);
+	if (s.insns)
+		return TK_OUT_M_INSNS;
+	if (s.time_first != TK_TIME_NONE && s.time_last > s.time_first)
+		return TK_OUT_M_TICKS;
+	return TK_OUT_M_CALLS;
+}
+
+uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m)
+{
+	switch (m) {
+	case TK_OUT_M_INSNS: return n->excl_insns;
+	case TK_OUT_M_TICKS: return n->excl_ticks;
+	default: return n->calls;
+	}
+}
+
+uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m)
+{
+	switch (m) {
+	case TK_OUT_M_INSNS: return n->incl_insns;
+	case TK_OUT_M_TICKS: return n->incl_ticks;
+	default: return n->calls;
+	}
+}
+
+struct sort_ctx {
+	const struct agg *a;
+	enum tk_out_metric m;
+};
+
+static int cmp_child(const void *x, const void *y, void *ctx)
+{
+	const struct sort_ctx *sc = ctx;
+	const struct agg_node *a = &sc->a->n[*(const uint32_t *)x], *b = &sc->a->n[*(const uint32_t *)y];
+	uint64_t va = agg_total(a, sc->m), vb = agg_total(b, sc->m);
+	if (va != vb)
+		return va > vb ? -1 : 1;
+	return strcmp(names_str(sc->a->names, a->name), names_str(sc->a->names, b->name));
+}
+
+int agg_children(const struct agg *a, uint32_t v, enum tk_out_metric m, uint32_t **out, size_t *n)
+{
+	size_t k = 0;
+	for (uint32_t c = a->n[v].first_child; c != UINT32_MAX; c = a->n[c].next_sibling)
+		k++;
+	*out = malloc((k + 1) * sizeof **out);
+	*n = 0;
+	if (!*out)
+		return -TK_E_NOMEM;
+	k = 0;
+	for (uint32_t c = a->n[v].first_child; c != UINT32_MAX; c = a->n[c].next_sibling)
+		(*out)[k++] = c;
+	struct sort_ctx sc = { a, m };
+	qsort_r(*out, k, sizeof **out, cmp_child, &sc);
+	*n = k;
+	return 0;
+}

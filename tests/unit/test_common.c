@@ -1,0 +1,487 @@
+/* lib/common: input (plain, gzip, zstd, stdin-like pipes, truncated), buffer formatting,
+ * worker pool ordering, gap bookkeeping, error names. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "tracekit/common.h"
+
+static char tmpdir[] = "/tmp/tk-test-common-XXXXXX";
+
+static char *tmp_path(const char *name)
+{
+	static char path[256];
+	snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+	return path;
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+/* Deterministic, compressible content. */
+static uint8_t *make_content(size_t n)
+{
+	uint8_t *p = malloc(n);
+	uint32_t x = 12345;
+	for (size_t i = 0; i < n; i++) {
+		x = x * 1103515245u + 12345u;
+		p[i] = (uint8_t)("tracekit "[i % 9] ^ ((x >> 16) & 1));
+	}
+	return p;
+}
+
+static size_t gzip_into(const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof zs);
+	assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	zs.next_in = (Bytef *)src;
+	zs.avail_in = (uInt)n;
+	zs.next_out = dst;
+	zs.avail_out = (uInt)cap;
+	assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	size_t out = cap - zs.avail_out;
+	deflateEnd(&zs);
+	return out;
+}
+
+static void check_map_and_stream(const char *path, const uint8_t *want, size_t n,
+				 enum tk_compression comp)
+{
+	struct tk_input *in;
+	const uint8_t *p;
+	size_t len;
+
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	assert_int_equal(tk_input_compression(in), comp);
+	assert_int_equal(tk_input_peek(in, &p, &len), 0);
+	assert_true(len > 0 && len <= n);
+	assert_memory_equal(p, want, len);
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_int_equal(len, n);
+	assert_memory_equal(p, want, n);
+	tk_input_free(in);
+
+	/* streaming in odd-sized pieces gives the same bytes */
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	uint8_t *got = malloc(n + 1);
+	size_t total = 0;
+	long r;
+	while ((r = tk_input_read(in, got + total, total + 777 <= n + 1 ? 777 : n + 1 - total)) > 0)
+		total += (size_t)r;
+	assert_int_equal(r, 0);
+	assert_int_equal(total, n);
+	assert_memory_equal(got, want, n);
+	free(got);
+	tk_input_free(in);
+}
+
+static void test_input_plain_gzip_zstd(void **state)
+{
+	(void)state;
+	size_t n = 300000;
+	uint8_t *content = make_content(n);
+	size_t cap = n + 1024;
+	uint8_t *comp = malloc(cap);
+
+	write_file(tmp_path("plain"), content, n);
+	check_map_and_stream(tmp_path("plain"), content, n, TK_COMP_NONE);
+
+	size_t gz = gzip_into(content, n, comp, cap);
+	write_file(tmp_path("x.gz"), comp, gz);
+	check_map_and_stream(tmp_path("x.gz"), content, n, TK_COMP_GZIP);
+
+	size_t zs = ZSTD_compress(comp, cap, content, n, 3);
+	assert_false(ZSTD_isError(zs));
+	write_file(tmp_path("x.zst"), comp, zs);
+	check_map_and_stream(tmp_path("x.zst"), content, n, TK_COMP_ZSTD);
+
+	free(comp);
+	free(content);
+}
+
+static void test_input_gzip_multimember(void **state)
+{
+	(void)state;
+	uint8_t a[1000], b[3000], comp[8192];
+	memset(a, 'a', sizeof a);
+	memset(b, 'b', sizeof b);
+	size_t n1 = gzip_into(a, sizeof a, comp, sizeof comp);
+	size_t n2 = gzip_into(b, sizeof b, comp + n1, sizeof comp - n1);
+	write_file(tmp_path("multi.gz"), comp, n1 + n2);
+
+	struct tk_input *in;
+	const uint8_t *p;
+	size_t len;
+	assert_int_equal(tk_input_open(&in, tmp_path("multi.gz"), NULL), 0);
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_int_equal(len, sizeof a + sizeof b);
+	assert_memory_equal(p, a, sizeof a);
+	assert_memory_equal(p + sizeof a, b, sizeof b);
+	tk_input_free(in);
+}
+
+static char last_log[1024];
+static void capture_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx, (void)level;
+	snprintf(last_log, sizeof last_log, "%s", msg);
+}
+
+static void test_input_truncated_compressed(void **state)
+{
+	(void)state;
+	size_t n = 200000;
+	uint8_t *content = make_content(n);
+	uint8_t *comp = malloc(n + 1024);
+	struct tk_input *in;
+	const uint8_t *p;
+	size_t len;
+
+	tk_set_log(capture_log, NULL);
+	size_t gz = gzip_into(content, n, comp, n + 1024);
+	write_file(tmp_path("trunc.gz"), comp, gz / 2);
+	assert_int_equal(tk_input_open(&in, tmp_path("trunc.gz"), NULL), 0);
+	last_log[0] = 0;
+	assert_int_equal(tk_input_map(in, &p, &len), -TK_E_DECOMPRESS);
+	assert_non_null(strstr(last_log, "trunc.gz"));
+	assert_non_null(strstr(last_log, "ends early"));
+	tk_input_free(in);
+
+	size_t zs = ZSTD_compress(comp, n + 1024, content, n, 3);
+	write_file(tmp_path("trunc.zst"), comp, zs - 10);
+	assert_int_equal(tk_input_open(&in, tmp_path("trunc.zst"), NULL), 0);
+	last_log[0] = 0;
+	assert_int_equal(tk_input_map(in, &p, &len), -TK_E_DECOMPRESS);
+	assert_non_null(strstr(last_log, "ends early"));
+	tk_input_free(in);
+
+	/* corrupt bytes in the middle of a gzip stream */
+	gz = gzip_into(content, n, comp, n + 1024);
+	for (size_t i = gz / 3; i < gz / 3 + 64; i++)
+		comp[i] ^= 0x5a;
+	write_file(tmp_path("corrupt.gz"), comp, gz);
+	assert_int_equal(tk_input_open(&in, tmp_path("corrupt.gz"), NULL), 0);
+	assert_int_equal(tk_input_map(in, &p, &len), -TK_E_DECOMPRESS);
+	tk_input_free(in);
+	tk_set_log(NULL, NULL);
+	free(comp);
+	free(content);
+}
+
+static void test_input_pipe(void **state)
+{
+	(void)state;
+	size_t n = 100000;
+	uint8_t *content = make_content(n);
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		size_t off = 0;
+		while (off < n) {
+			ssize_t w = write(fds[1], content + off, n - off);
+			if (w <= 0)
+				_exit(1);
+			off += (size_t)w;
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	int saved = dup(STDIN_FILENO);
+	dup2(fds[0], STDIN_FILENO);
+	close(fds[0]);
+
+	struct tk_input *in;
+	const uint8_t *p;
+	size_t len;
+	assert_int_equal(tk_input_open(&in, "-", NULL), 0);
+	assert_int_equal(tk_input_peek(in, &p, &len), 0);
+	assert_true(len > 0);
+	assert_memory_equal(p, content, len);
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_int_equal(len, n);
+	assert_memory_equal(p, content, n);
+	tk_input_free(in);
+	dup2(saved, STDIN_FILENO);
+	close(saved);
+	free(content);
+}
+
+static void test_input_errors(void **state)
+{
+	(void)state;
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, tmp_path("does-not-exist"), NULL), -TK_E_IO);
+	assert_null(in);
+	assert_int_equal(tk_input_open(&in, tmpdir, NULL), -TK_E_IO);
+
+	write_file(tmp_path("empty"), "", 0);
+	const uint8_t *p;
+	size_t len;
+	assert_int_equal(tk_input_open(&in, tmp_path("empty"), NULL), 0);
+	assert_int_equal(tk_input_peek(in, &p, &len), 0);
+	assert_int_equal(len, 0);
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_int_equal(len, 0);
+	tk_input_free(in);
+}
+
+static void test_buf_formatting(void **state)
+{
+	(void)state;
+	struct tk_buf b;
+	assert_int_equal(tk_buf_init(&b, -1, 0), 0);
+	uint64_t vals[] = { 0, 1, 9, 10, 99, 100, 12345, 4294967295u, 10000000000000000000u,
+			    UINT64_MAX };
+	for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+		char want[64];
+		b.len = 0;
+		tk_buf_u64(&b, vals[i]);
+		snprintf(want, sizeof want, "%llu", (unsigned long long)vals[i]);
+		assert_int_equal(b.len, strlen(want));
+		assert_memory_equal(b.data, want, b.len);
+
+		b.len = 0;
+		tk_buf_hex(&b, vals[i], 16);
+		snprintf(want, sizeof want, "%016llx", (unsigned long long)vals[i]);
+		assert_memory_equal(b.data, want, 16);
+		assert_int_equal(b.len, 16);
+
+		b.len = 0;
+		tk_buf_hex(&b, vals[i], 0);
+		snprintf(want, sizeof want, "%llx", (unsigned long long)vals[i]);
+		assert_int_equal(b.len, strlen(want));
+		assert_memory_equal(b.data, want, b.len);
+	}
+	b.len = 0;
+	tk_buf_i64(&b, INT64_MIN);
+	assert_memory_equal(b.data, "-9223372036854775808", 20);
+	b.len = 0;
+	tk_buf_fixed(&b, -12345, 3);
+	assert_int_equal(b.len, 7);
+	assert_memory_equal(b.data, "-12.345", 7);
+	b.len = 0;
+	tk_buf_fixed(&b, 5, 2);
+	assert_memory_equal(b.data, "0.05", 4);
+	b.len = 0;
+	tk_buf_json_str(&b, "a\"b\\\n\x01", 6);
+	assert_int_equal(b.len, strlen("\"a\\\"b\\\\\\n\\u0001\""));
+	assert_memory_equal(b.data, "\"a\\\"b\\\\\\n\\u0001\"", b.len);
+	b.len = 0;
+	tk_buf_hex_bytes(&b, (const uint8_t *)"\x02\x82\xff", 3, ' ');
+	assert_memory_equal(b.data, "02 82 ff", 8);
+	b.len = 0;
+	assert_int_equal(tk_buf_printf(&b, "%s-%d", "x", 42), 4);
+	assert_memory_equal(b.data, "x-42", 4);
+	/* growth far beyond the initial capacity */
+	b.len = 0;
+	for (int i = 0; i < 100000; i++)
+		tk_buf_puts(&b, "0123456789");
+	assert_int_equal(b.len, 1000000);
+	assert_int_equal(b.err, 0);
+	tk_buf_free(&b);
+}
+
+static void test_buf_fd_flush(void **state)
+{
+	(void)state;
+	int fd = open(tmp_path("bufout"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	struct tk_buf b;
+	assert_true(fd >= 0);
+	assert_int_equal(tk_buf_init(&b, fd, 256), 0);
+	for (int i = 0; i < 10000; i++) {
+		tk_buf_u64(&b, (uint64_t)i);
+		tk_buf_putc(&b, '\n');
+	}
+	assert_int_equal(tk_buf_flush(&b), 0);
+	close(fd);
+	tk_buf_free(&b);
+	FILE *f = fopen(tmp_path("bufout"), "r");
+	int expect = 0, v;
+	while (fscanf(f, "%d", &v) == 1)
+		assert_int_equal(v, expect++);
+	fclose(f);
+	assert_int_equal(expect, 10000);
+}
+
+/* Pool: each job computes a value; merge must see them strictly in order. */
+struct pool_ctx {
+	uint64_t *results;
+	uint64_t *merged;
+	size_t nmerged;
+	int fail_at;
+};
+
+static int pool_work(void *ctx, size_t i)
+{
+	struct pool_ctx *c = ctx;
+	uint64_t h = i;
+	/* uneven amounts of work so that jobs finish out of order */
+	for (size_t k = 0; k < (i % 7) * 20000; k++)
+		h = tk_hash64(h);
+	c->results[i] = h;
+	return (int)i == c->fail_at ? -TK_E_BAD_FORMAT : 0;
+}
+
+static int pool_merge(void *ctx, size_t i)
+{
+	struct pool_ctx *c = ctx;
+	assert_int_equal(i, c->nmerged);
+	c->merged[c->nmerged++] = c->results[i];
+	return 0;
+}
+
+static void run_pool(unsigned threads, size_t jobs, uint64_t *merged, size_t *nmerged,
+		     int fail_at, int *rc)
+{
+	struct pool_ctx c = { calloc(jobs, 8), merged, 0, fail_at };
+	struct tk_pool_opts o = { sizeof o, threads, 0 };
+	*rc = tk_pool_run(&o, jobs, pool_work, pool_merge, &c);
+	*nmerged = c.nmerged;
+	free(c.results);
+}
+
+static void test_pool_ordered(void **state)
+{
+	(void)state;
+	size_t jobs = 300, n1, n4;
+	uint64_t *m1 = calloc(jobs, 8), *m4 = calloc(jobs, 8);
+	int rc;
+
+	run_pool(1, jobs, m1, &n1, -1, &rc);
+	assert_int_equal(rc, 0);
+	run_pool(4, jobs, m4, &n4, -1, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(n1, jobs);
+	assert_int_equal(n4, jobs);
+	assert_memory_equal(m1, m4, jobs * 8);
+
+	/* an error stops the run and is returned; nothing after it is merged */
+	run_pool(3, jobs, m4, &n4, 50, &rc);
+	assert_int_equal(rc, -TK_E_BAD_FORMAT);
+	assert_true(n4 <= 50);
+	run_pool(1, jobs, m1, &n1, 50, &rc);
+	assert_int_equal(rc, -TK_E_BAD_FORMAT);
+	assert_int_equal(n1, 50);
+
+	/* zero jobs */
+	run_pool(4, 0, m4, &n4, -1, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(n4, 0);
+	free(m1);
+	free(m4);
+}
+
+static void test_gap_stats(void **state)
+{
+	(void)state;
+	struct tk_gap_stats a = { 0 }, b = { 0 };
+	tk_gap_stats_add(&a, 0x10, 5);
+	tk_gap_stats_add(&a, 0x20, 7);
+	tk_gap_stats_add(&b, 0x30, 1);
+	tk_gap_stats_add(&b, 0x40, 1);
+	tk_gap_stats_add(&b, 0x50, 1);
+	tk_gap_stats_merge(&a, &b);
+	assert_int_equal(a.count, 5);
+	assert_int_equal(a.bytes_skipped, 15);
+	assert_int_equal(a.first_offsets[0], 0x10);
+	assert_int_equal(a.first_offsets[2], 0x30);
+	assert_int_equal(a.first_offsets[3], 0x40);
+}
+
+static void test_errors_and_leb(void **state)
+{
+	(void)state;
+	assert_string_equal(tk_strerror(0), "success");
+	assert_string_equal(tk_strerror(-TK_E_TRUNCATED), tk_strerror(TK_E_TRUNCATED));
+	assert_string_equal(tk_strerror(-9999), "unknown error");
+	for (int e = 1; e < TK_E__COUNT; e++)
+		assert_string_not_equal(tk_strerror(-e), "unknown error");
+	uint64_t v;
+	assert_int_equal(tk_uleb128((const uint8_t *)"\xe5\x8e\x26", 3, &v), 3);
+	assert_int_equal(v, 624485);
+	assert_int_equal(tk_uleb128((const uint8_t *)"\x80\x80", 2, &v), 0);
+}
+
+static char progress_line[256];
+static int progress_calls;
+static void capture_progress(void *ctx, const char *line)
+{
+	(void)ctx;
+	progress_calls++;
+	snprintf(progress_line, sizeof progress_line, "%s", line ? line : "(clear)");
+}
+
+static void test_progress(void **state)
+{
+	(void)state;
+	struct tk_progress p;
+	tk_progress_init(&p, "decode", 1000000, capture_progress, NULL);
+	tk_progress_set(&p, 10);
+	assert_int_equal(progress_calls, 0); /* quiet during the first second */
+	p.start_ns -= 2000000000u;           /* pretend two seconds passed */
+	p.last_ns -= 2000000000u;
+	tk_progress_set(&p, 500000);
+	assert_int_equal(progress_calls, 1);
+	assert_non_null(strstr(progress_line, "decode: 50.0%"));
+	tk_progress_set(&p, 600000);         /* rate-limited: too soon after the last line */
+	assert_int_equal(progress_calls, 1);
+	tk_progress_finish(&p);
+	assert_string_equal(progress_line, "(clear)");
+
+	/* disabled: nothing is ever printed */
+	tk_progress_init(&p, "x", 0, NULL, NULL);
+	p.start_ns -= 5000000000u;
+	tk_progress_set(&p, 1);
+	tk_progress_finish(&p);
+	assert_int_equal(progress_calls, 2);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	return system(cmd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_input_plain_gzip_zstd),
+		cmocka_unit_test(test_input_gzip_multimember),
+		cmocka_unit_test(test_input_truncated_compressed),
+		cmocka_unit_test(test_input_pipe),
+		cmocka_unit_test(test_input_errors),
+		cmocka_unit_test(test_buf_formatting),
+		cmocka_unit_test(test_buf_fd_flush),
+		cmocka_unit_test(test_pool_ordered),
+		cmocka_unit_test(test_gap_stats),
+		cmocka_unit_test(test_progress),
+		cmocka_unit_test(test_errors_and_leb),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,190 @@
+/* Intel PT packets libipt 2.0 does not know (CFE, EVD, TRIG, PEBS BBP/BIP/BEP, the
+ * MODE.Exec IF bit), hand-encoded from the SDM layouts; split and PSB search. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "tracekit/ipt.h"
+
+static const uint8_t psb[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
+				 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
+
+static struct tk_ipt_pkt_decoder *dec_at_psb(const uint8_t *buf, size_t len)
+{
+	int err;
+	struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	assert_non_null(d);
+	assert_int_equal(tk_ipt_pkt_sync_forward(d), 0);
+	struct tk_ipt_packet p;
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 16);
+	assert_int_equal(p.kind, TK_IPT_PKT_PSB);
+	return d;
+}
+
+static void test_newer_packets(void **state)
+{
+	(void)state;
+	uint8_t buf[128];
+	size_t n = 0;
+	memcpy(buf, psb, 16);
+	n = 16;
+	const uint8_t more[] = {
+		0x99, 0x07,                         /* mode.exec cs.l cs.d if */
+		0x02, 0x13, 0x81, 0x0e,             /* cfe intr(1), vector 14, ip */
+		0x02, 0x53, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, /* evd type 1 */
+		0xd9, 0xe0, 0x05, 0x34, 0x12,       /* trig ip icntv mult, trbv 5, icnt 1234 */
+		0xd9, 0x00, 0x03,                   /* trig trbv 3 */
+		0x02, 0x63, 0x85,                   /* bbp sz=1 (4-byte items), type 5 */
+		0x0c, 0xef, 0xbe, 0xad, 0xde,       /* bip id 1, deadbeef */
+		0x02, 0xb3,                         /* bep.ip */
+		0x0c,                               /* tnt.8 again outside the block */
+		0x02, 0x63, 0x00,                   /* bbp sz=0 (8-byte items) */
+		0x14, 1, 0, 0, 0, 0, 0, 0, 0x80,    /* bip id 2 */
+		0x02, 0x33,                         /* bep */
+	};
+	memcpy(buf + n, more, sizeof more);
+	n += sizeof more;
+	struct tk_ipt_pkt_decoder *d = dec_at_psb(buf, n);
+	struct tk_ipt_packet p;
+
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 2);
+	assert_int_equal(p.kind, TK_IPT_PKT_MODE_EXEC);
+	assert_true(p.exec.csl && p.exec.csd && p.exec.iflag);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 4);
+	assert_int_equal(p.kind, TK_IPT_PKT_CFE);
+	assert_int_equal(p.cfe.type, 1);
+	assert_int_equal(p.cfe.vector, 14);
+	assert_int_equal(p.cfe.ip, 1);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 11);
+	assert_int_equal(p.kind, TK_IPT_PKT_EVD);
+	assert_int_equal(p.evd.type, 1);
+	assert_int_equal(p.evd.payload, 0x0807060504030201ULL);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 5);
+	assert_int_equal(p.kind, TK_IPT_PKT_TRIG);
+	assert_true(p.trig.ip && p.trig.icntv && p.trig.mult);
+	assert_int_equal(p.trig.trbv, 5);
+	assert_int_equal(p.trig.icnt, 0x1234);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 3);
+	assert_int_equal(p.kind, TK_IPT_PKT_TRIG);
+	assert_false(p.trig.icntv);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 3);
+	assert_int_equal(p.kind, TK_IPT_PKT_BBP);
+	assert_int_equal(p.bbp.sz, 1);
+	assert_int_equal(p.bbp.type, 5);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 5);
+	assert_int_equal(p.kind, TK_IPT_PKT_BIP);
+	assert_int_equal(p.bip.id, 1);
+	assert_int_equal(p.bip.value, 0xdeadbeef);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 2);
+	assert_int_equal(p.kind, TK_IPT_PKT_BEP);
+	assert_int_equal(p.bep.ip, 1);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 1);
+	assert_int_equal(p.kind, TK_IPT_PKT_TNT8);
+	assert_int_equal(p.tnt.count, 2);
+	assert_int_equal(p.tnt.bits, 2);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 3);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 9);
+	assert_int_equal(p.kind, TK_IPT_PKT_BIP);
+	assert_int_equal(p.bip.id, 2);
+	assert_int_equal(p.bip.value, 0x8000000000000001ULL);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 2);
+	assert_int_equal(p.kind, TK_IPT_PKT_BEP);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), -TK_E_EOF);
+	tk_ipt_pkt_decoder_free(d);
+}
+
+static void test_errors_do_not_advance(void **state)
+{
+	(void)state;
+	uint8_t buf[40];
+	memcpy(buf, psb, 16);
+	buf[16] = 0xc9;                      /* not an opcode */
+	memcpy(buf + 17, psb, 16);
+	buf[33] = 0x19;                      /* tsc, cut short */
+	buf[34] = 1;
+	struct tk_ipt_pkt_decoder *d = dec_at_psb(buf, 35);
+	struct tk_ipt_packet p;
+	uint64_t off;
+	assert_int_equal(tk_ipt_pkt_next(d, &p), -TK_E_BAD_OPCODE);
+	tk_ipt_pkt_get_offset(d, &off);
+	assert_int_equal(off, 16);
+	assert_int_equal(tk_ipt_pkt_sync_forward(d), 0);
+	tk_ipt_pkt_get_offset(d, &off);
+	assert_int_equal(off, 17);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 16);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), -TK_E_TRUNCATED);
+	assert_int_equal(tk_ipt_pkt_sync_forward(d), -TK_E_EOF);
+	assert_int_equal(tk_ipt_pkt_sync_backward(d), 0);
+	tk_ipt_pkt_get_sync_offset(d, &off);
+	assert_int_equal(off, 17);
+	tk_ipt_pkt_decoder_free(d);
+}
+
+static void test_split_and_count(void **state)
+{
+	(void)state;
+	size_t len = 100000;
+	uint8_t *buf = calloc(1, len);       /* PADs */
+	size_t where[] = { 3, 1000, 1017, 5000, 40001, 99984 };
+	for (size_t i = 0; i < 6; i++)
+		memcpy(buf + where[i], psb, 16);
+	assert_int_equal(tk_ipt_psb_count(buf, len), 6);
+	uint64_t offs[16];
+	int64_t n = tk_ipt_split(buf, len, 1, offs, 16);
+	assert_int_equal(n, 6);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(offs[i], where[i]);
+	n = tk_ipt_split(buf, len, 10000, offs, 16);
+	assert_int_equal(n, 3);
+	assert_int_equal(offs[0], 3);
+	assert_int_equal(offs[1], 40001);
+	assert_int_equal(offs[2], 99984);
+	assert_int_equal(tk_ipt_split(buf, len, 10000, NULL, 0), 3);
+	uint64_t s;
+	assert_int_equal(tk_ipt_psb_next(buf, len, 1001, &s), 0);
+	assert_int_equal(s, 1017);
+	assert_int_equal(tk_ipt_psb_prev(buf, len, 40001, &s), 0);
+	assert_int_equal(s, 5000);
+	assert_int_equal(tk_ipt_psb_next(buf, 99999, 99984, &s), -TK_E_NOSYNC);
+	free(buf);
+}
+
+static void test_dump_layout(void **state)
+{
+	(void)state;
+	const uint8_t bytes[] = {
+		2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
+		0x02, 0x43, 0x11, 0, 0, 0, 0, 0,     /* pip cr3 0x100 nr */
+		0x7d, 0x00, 0x10, 0x40, 0, 0, 0,      /* fup sext48 */
+		0x2d, 0x34, 0x12,                     /* tip upd16 */
+		0x1a,                                 /* tnt.8 !.! */
+		0x02, 0x23,
+	};
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 0);
+	struct tk_ipt_dump_opts o = { .sz = sizeof o, .lastip = 1 };
+	assert_int_equal(tk_ipt_dump(bytes, sizeof bytes, &o, &b, NULL), 0);
+	tk_buf_putc(&b, 0);
+	assert_string_equal(b.data,
+		"0000000000000000  psb\n"
+		"0000000000000010  pip        100, nr                   cr3  0000000000000100\n"
+		"0000000000000018  fup        3: 0000000000401000       ip   0000000000401000\n"
+		"000000000000001f  tip        1: ????????????1234       ip   0000000000401234\n"
+		"0000000000000022  tnt.8      !.!\n"
+		"0000000000000023  psbend\n");
+	tk_buf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_newer_packets),
+		cmocka_unit_test(test_errors_do_not_advance),
+		cmocka_unit_test(test_split_and_count),
+		cmocka_unit_test(test_dump_layout),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,608 @@
+/* Kanata reader, tracker, statistics, writer and conversions. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tracekit/tracekit.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+#define MAX_DIAGS 64
+struct diags {
+	int n;
+	uint64_t line[MAX_DIAGS];
+	enum tk_kanata_diag_code code[MAX_DIAGS];
+	enum tk_log_level level[MAX_DIAGS];
+};
+
+static void collect(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct diags *g = ctx;
+	if (g->n < MAX_DIAGS) {
+		g->line[g->n] = d->line;
+		g->code[g->n] = d->code;
+		g->level[g->n] = d->level;
+	}
+	g->n++;
+}
+
+static int has_diag(const struct diags *g, uint64_t line, enum tk_kanata_diag_code code)
+{
+	for (int i = 0; i < g->n && i < MAX_DIAGS; i++)
+		if (g->line[i] == line && g->code[i] == code)
+			return 1;
+	return 0;
+}
+
+/* $DATA is ../shared/data beside the source tree; a worktree one level deeper finds it
+ * one more level up. */
+static const char *data_dir(void)
+{
+	static char dir[1024];
+	const char *d = getenv("DATA"), *src = getenv("SRC");
+	char probe[1100];
+	if (d) {
+		snprintf(probe, sizeof probe, "%s/kanata", d);
+		if (access(probe, R_OK) == 0)
+			return d;
+	}
+	if (src) {
+		snprintf(dir, sizeof dir, "%s/../../shared/data", src);
+		return dir;
+	}
+	return "../../../shared/data";
+}
+
+static struct tk_input *open_data(const char *name)
+{
+	char path[2200];
+	struct tk_input *in;
+	snprintf(path, sizeof path, "%s/kanata/%s", data_dir(), name);
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	return in;
+}
+
+/* Commands as a canonical text (cycle included, C lines dropped) for comparisons. */
+struct canon {
+	struct tk_buf b;
+};
+
+static int canon_cmd(void *ctx, const struct tk_kanata_cmd *c)
+{
+	struct canon *k = ctx;
+	if (c->kind == TK_KANATA_CYCLE || c->kind == TK_KANATA_CYCLE_SET || c->kind == TK_KANATA_HEADER)
+		return 0;
+	tk_buf_printf(&k->b, "%d %lld %lld %lld %lld [%.*s] [%.*s]\n", (int)c->kind, (long long)c->cycle,
+		      (long long)c->id, (long long)c->a, (long long)c->b, (int)c->lane_len,
+		      c->lane ? c->lane : "", (int)c->text_len, c->text ? c->text : "");
+	return 0;
+}
+
+static void canon_of(const char *p, size_t n, struct tk_buf *out)
+{
+	struct canon k;
+	int err;
+	tk_buf_init(&k.b, -1, 4096);
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = canon_cmd, .ctx = &k };
+	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &err);
+	assert_non_null(r);
+	assert_int_equal(tk_kanata_reader_feed(r, p, n, 1), 0);
+	tk_kanata_reader_free(r);
+	*out = k.b;
+}
+
+static void stats_of(const char *text, struct tk_kanata_stats *st, struct diags *g, uint64_t window,
+		     uint64_t slowest)
+{
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = window, .slowest = slowest,
+					   .diag = collect, .ctx = g };
+	assert_int_equal(tk_kanata_stats_buf(text, strlen(text), &so, st), 0);
+}
+
+static const struct tk_kanata_stage_stats *stage(const struct tk_kanata_stats *st, const char *lane,
+						 const char *name)
+{
+	for (size_t i = 0; i < st->nstages; i++)
+		if (!strcmp(st->stages[i].lane, lane) && !strcmp(st->stages[i].stage, name))
+			return &st->stages[i];
+	fail_msg("no stage %s/%s", lane, name);
+	return NULL;
+}
+
+/* ---- real files ----------------------------------------------------------------------------- */
+static void test_sample2_facts(void **state)
+{
+	(void)state;
+	struct tk_input *in = open_data("kanata-sample-2.log.gz");
+	struct tk_kanata_stats st;
+	struct diags g = { 0 };
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .diag = collect, .ctx = &g };
+
+	assert_int_equal(tk_kanata_stats_compute(in, &so, &st), 0);
+	tk_input_free(in);
+	assert_int_equal(st.counts.insns, 4041);
+	assert_int_equal(st.counts.retired, 3626);
+	assert_int_equal(st.counts.flushed, 374);
+	assert_int_equal(st.counts.in_flight, 41);
+	assert_int_equal(st.counts.errors, 0);
+	assert_int_equal(st.counts.first_cycle, -1);  /* C= -1 */
+	/* Konata's IPC: last retire id / last cycle, C= ignored: 3625 / 4543 = 0.798 */
+	assert_int_equal(st.konata_last_rid, 3625);
+	assert_int_equal(st.konata_last_cycle, 4543);
+	assert_int_equal(st.cycles, 4543);
+	/* 15 lane-0 stages and lane-1 stl; no W lines */
+	size_t lane0 = 0, lane1 = 0;
+	for (size_t i = 0; i < st.nstages; i++) {
+		if (!strcmp(st.stages[i].lane, "0"))
+			lane0++;
+		else if (!strcmp(st.stages[i].lane, "1"))
+			lane1++;
+	}
+	assert_int_equal(lane0, 15);
+	assert_int_equal(lane1, 1);
+	assert_int_equal(stage(&st, "1", "stl")->occupancy, st.stall_cycles);
+	assert_int_equal(st.nthreads, 1);
+	assert_int_equal(st.threads[0].insns, 4041);
+	tk_kanata_stats_free(&st);
+}
+
+static void test_sample1_quirks(void **state)
+{
+	(void)state;
+	/* header and lines carry trailing tabs/spaces; no newline at the end */
+	struct tk_input *in = open_data("kanata-sample-1.log");
+	struct tk_kanata_stats st;
+	struct diags g = { 0 };
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .diag = collect, .ctx = &g };
+	assert_int_equal(tk_kanata_stats_compute(in, &so, &st), 0);
+	tk_input_free(in);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(st.counts.version, 4);
+	assert_int_equal(st.counts.insns, 2);
+	assert_int_equal(st.counts.retired, 1);
+	assert_int_equal(st.counts.flushed, 1);
+	assert_int_equal(st.counts.first_cycle, 216);
+	assert_int_equal(st.counts.last_cycle, 219);
+	assert_int_equal(stage(&st, "0", "F")->lat.count, 2);
+	assert_int_equal(stage(&st, "0", "X")->lat.max, 1);
+	tk_kanata_stats_free(&st);
+}
+
+static void test_basic_fixture(void **state)
+{
+	(void)state;
+	/* W of type 7, two threads, two lanes, an L after R (warning, kept) */
+	struct tk_input *in = open_data("kanata-basic.txt");
+	struct tk_kanata_stats st;
+	struct diags g = { 0 };
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .diag = collect, .ctx = &g };
+	assert_int_equal(tk_kanata_stats_compute(in, &so, &st), 0);
+	tk_input_free(in);
+	assert_int_equal(st.counts.errors, 0);
+	assert_int_equal(st.counts.warnings, 1);
+	assert_true(has_diag(&g, 22, TK_KANATA_D_AFTER_RETIRE));
+	assert_int_equal(st.nthreads, 2);
+	assert_int_equal(st.threads[0].retired, 1);
+	assert_int_equal(st.threads[1].flushed, 1);
+	/* lane 1 "stl" from cycle 103 to R at 105 */
+	assert_int_equal(st.stall_cycles, 2);
+	tk_kanata_stats_free(&st);
+}
+
+/* ---- a log worked out by hand -------------------------------------------------------------- */
+static const char hand_log[] =
+	"Kanata\t0004\n"
+	"C=\t10\n"
+	"I\t0\t100\t0\n"      /* insn 0 begins at 10 */
+	"L\t0\t0\tadd\n"
+	"S\t0\t0\tF\n"        /* F 10..11 */
+	"I\t1\t101\t1\n"      /* insn 1 (thread 1) begins at 10 */
+	"L\t1\t0\tlong\\nload\n"
+	"S\t1\t0\tF\n"        /* F 10..12 */
+	"C\t1\n"
+	"S\t0\t0\tX\n"        /* X 11..13 */
+	"C\t1\n"
+	"S\t1\t0\tX\n"        /* X 12..16 */
+	"S\t1\t1\tstl\n"      /* stall 12..15 */
+	"C\t1\n"
+	"R\t0\t0\t0\n"        /* insn 0 retires at 13: latency 3 */
+	"I\t2\t102\t0\n"      /* insn 2 begins at 13 */
+	"S\t2\t0\tF\n"        /* F 13..14 */
+	"C\t1\n"
+	"R\t2\t1\t1\n"        /* flushed at 14 */
+	"C\t1\n"
+	"E\t1\t1\tstl\n"      /* stall ends at 15 */
+	"C\t1\n"
+	"R\t1\t1\t0\n";       /* insn 1 retires at 16: latency 6 */
+
+static void test_hand_stats(void **state)
+{
+	(void)state;
+	struct tk_kanata_stats st;
+	struct diags g = { 0 };
+
+	stats_of(hand_log, &st, &g, 4, 5);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(st.counts.insns, 3);
+	assert_int_equal(st.counts.retired, 2);
+	assert_int_equal(st.counts.flushed, 1);
+	assert_int_equal(st.counts.in_flight, 0);
+	assert_int_equal(st.counts.first_cycle, 10);
+	assert_int_equal(st.counts.last_cycle, 16);
+	assert_int_equal(st.cycles, 6);
+	assert_int_equal(st.konata_last_rid, 1);
+	assert_int_equal(st.konata_last_cycle, 6);
+	/* F: 1, 2, 1 -> count 3, sum 4, max 2, p50 1 */
+	const struct tk_kanata_stage_stats *f = stage(&st, "0", "F");
+	assert_int_equal(f->lat.count, 3);
+	assert_int_equal(f->occupancy, 4);
+	assert_int_equal(f->lat.max, 2);
+	assert_int_equal(f->lat.p50, 1);
+	assert_int_equal(f->lat.p99, 2);
+	/* X: 2 (insn 0), 4 (insn 1) */
+	const struct tk_kanata_stage_stats *x = stage(&st, "0", "X");
+	assert_int_equal(x->lat.count, 2);
+	assert_int_equal(x->occupancy, 6);
+	assert_int_equal(x->lat.p50, 2);
+	assert_int_equal(x->lat.max, 4);
+	assert_int_equal(st.stall_cycles, 3);
+	/* latency I->R of retired: 3 and 6 */
+	assert_int_equal(st.insn_lat.count, 2);
+	assert_int_equal(st.insn_lat.sum, 9);
+	assert_int_equal(st.insn_lat.max, 6);
+	/* threads: 0 has insns 0 and 2, 1 has insn 1 */
+	assert_int_equal(st.nthreads, 2);
+	assert_int_equal(st.threads[0].thread, 0);
+	assert_int_equal(st.threads[0].insns, 2);
+	assert_int_equal(st.threads[0].flushed, 1);
+	assert_int_equal(st.threads[1].retired, 1);
+	/* windows of 4 cycles from 10: [10,14) has the retire at 13, [14,18) the one at 16 */
+	assert_int_equal(st.nwindows, 2);
+	assert_int_equal(st.window_retired[0], 1);
+	assert_int_equal(st.window_retired[1], 1);
+	/* slowest: insn 1 (6 cycles, label with \n shown as a space) then insn 0 */
+	assert_int_equal(st.nslow, 2);
+	assert_int_equal(st.slow[0].id, 1);
+	assert_string_equal(st.slow[0].label, "long load");
+	assert_int_equal(st.slow[1].id, 0);
+	assert_int_equal(st.slow[1].end - st.slow[1].begin, 3);
+	tk_kanata_stats_free(&st);
+}
+
+/* ---- quirks and violations, one by one ----------------------------------------------------- */
+static void test_quirks(void **state)
+{
+	(void)state;
+	struct tk_kanata_stats st;
+	struct diags g = { 0 };
+	static const char log[] =
+		"Kanata\t0004\t \r\n"
+		"C=\t -1 \n"
+		"C\t  1\t\t  \n"                 /* space padding, trailing tabs */
+		"I\t 0\t 5 \t0\n"
+		"S\t0\tmain\tF\n"                /* lane as a string */
+		"S\t0\tmain\tD\n"                /* closes F */
+		"\n"                             /* empty line */
+		"C\t2\n"
+		"E\t0\tmain\tD\n"
+		"R\t0\t0\t0\n";
+	stats_of(log, &st, &g, 0, 0);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(st.counts.first_cycle, -1);
+	assert_int_equal(st.counts.last_cycle, 2);
+	assert_int_equal(st.counts.retired, 1);
+	assert_int_equal(stage(&st, "main", "F")->lat.max, 0);
+	assert_int_equal(stage(&st, "main", "D")->lat.max, 2);
+	tk_kanata_stats_free(&st);
+}
+
+static void test_violations(void **state)
+{
+	(void)state;
+	struct tk_kanata_stats st;
+	struct diags g = { 0 };
+	static const char log[] =
+		"Kanata\t0005\n"          /* 1: version warning */
+		"I\t0\t0\t0\n"            /* 2 */
+		"Q\t1\n"                  /* 3: unknown command */
+		"S\t1\t0\tF\n"            /* 4: id before I */
+		"C\t-2\n"                 /* 5: negative delta */
+		"E\t0\t0\tF\n"            /* 6: E without S (warning) */
+		"I\t0\t1\t0\n"            /* 7: id reused */
+		"R\t0\t0\t0\n"            /* 8 */
+		"R\t0\t0\t0\n"            /* 9: R twice */
+		"W\t0\t0\t0\n"            /* 10: W on a retired consumer */
+		"S\t0\t0\tX\n"            /* 11: after R (warning) */
+		"I\t1\tx\t0\n"            /* 12: bad number */
+		"I\t2\t2\n"               /* 13: missing field */
+		"I\t3\t3\t0\n"            /* 14 */
+		"W\t3\t9\t0\n"            /* 15: unknown producer (warning) */
+		"C=\t-5\n"                /* 16: going back */
+		"R\t3\t0\t2\n"            /* 17: bad type */
+		"C\t1\n";
+	stats_of(log, &st, &g, 0, 0);
+	assert_true(has_diag(&g, 1, TK_KANATA_D_VERSION));
+	assert_true(has_diag(&g, 3, TK_KANATA_D_UNKNOWN_CMD));
+	assert_true(has_diag(&g, 4, TK_KANATA_D_UNKNOWN_ID));
+	assert_true(has_diag(&g, 5, TK_KANATA_D_NEG_DELTA));
+	assert_true(has_diag(&g, 6, TK_KANATA_D_END_NO_BEGIN));
+	assert_true(has_diag(&g, 7, TK_KANATA_D_ID_REUSED));
+	assert_true(has_diag(&g, 9, TK_KANATA_D_RETIRE_TWICE));
+	assert_true(has_diag(&g, 10, TK_KANATA_D_DEP_RETIRED));
+	assert_true(has_diag(&g, 11, TK_KANATA_D_AFTER_RETIRE));
+	assert_true(has_diag(&g, 12, TK_KANATA_D_SYNTAX));
+	assert_true(has_diag(&g, 13, TK_KANATA_D_SYNTAX));
+	assert_true(has_diag(&g, 15, TK_KANATA_D_DEP_PRODUCER));
+	assert_true(has_diag(&g, 16, TK_KANATA_D_CYCLE_BACK));
+	assert_true(has_diag(&g, 17, TK_KANATA_D_BAD_TYPE));
+	assert_int_equal(g.n, 14);
+	/* the rest is still read: insn 3 is in flight, the last C counts */
+	assert_int_equal(st.counts.insns, 2);
+	assert_int_equal(st.counts.retired, 1);
+	assert_int_equal(st.counts.in_flight, 1);
+	assert_int_equal(st.counts.last_cycle, 1);
+	assert_int_equal(st.counts.version, 5);
+	tk_kanata_stats_free(&st);
+}
+
+/* Any split of the input gives the same commands (streaming carry across feeds). */
+static void test_split_feeds(void **state)
+{
+	(void)state;
+	struct tk_buf whole, part;
+	size_t n = strlen(hand_log);
+
+	canon_of(hand_log, n, &whole);
+	for (size_t cut = 1; cut < n; cut += 7) {
+		struct canon k;
+		int err;
+		tk_buf_init(&k.b, -1, 4096);
+		struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = canon_cmd, .ctx = &k };
+		struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &err);
+		assert_int_equal(tk_kanata_reader_feed(r, hand_log, cut, 0), 0);
+		assert_int_equal(tk_kanata_reader_feed(r, hand_log + cut, n - cut, 1), 0);
+		tk_kanata_reader_free(r);
+		part = k.b;
+		assert_int_equal(part.len, whole.len);
+		assert_memory_equal(part.data, whole.data, whole.len);
+		tk_buf_free(&part);
+	}
+	tk_buf_free(&whole);
+}
+
+/* ---- writer ----------------------------------------------------------------------------------- */
+static void test_writer_api(void **state)
+{
+	(void)state;
+	struct tk_buf out;
+	int err;
+
+	tk_buf_init(&out, -1, 4096);
+	struct tk_kanata_writer *w = tk_kanata_writer_new(&out, 5, &err);
+	assert_non_null(w);
+	assert_int_equal(tk_kanata_w_insn(w, 0, 42, 0), 0);
+	assert_int_equal(tk_kanata_w_label(w, 0, 0, "ld r1\nmiss", 10), 0);
+	assert_int_equal(tk_kanata_w_stage(w, 0, "0", "F"), 0);
+	assert_int_equal(tk_kanata_w_cycle(w, 2), 0);
+	assert_int_equal(tk_kanata_w_cycle(w, -1), -TK_E_BAD_STATE);   /* append-only time */
+	assert_int_equal(tk_kanata_w_cycle_to(w, 6), -TK_E_BAD_STATE);
+	assert_int_equal(tk_kanata_w_stage(w, 1, "0", "F"), -TK_E_BAD_STATE);  /* no I */
+	assert_int_equal(tk_kanata_w_stage(w, 0, "0", "bad\tname"), -TK_E_INVAL);
+	assert_int_equal(tk_kanata_w_stage(w, 0, "0", "X"), 0);
+	assert_int_equal(tk_kanata_w_insn(w, 1, 43, 0), 0);
+	assert_int_equal(tk_kanata_w_insn(w, 1, 44, 0), -TK_E_BAD_STATE); /* reused */
+	assert_int_equal(tk_kanata_w_dep(w, 1, 0, 0), 0);
+	assert_int_equal(tk_kanata_w_cycle_to(w, 8), 0);
+	assert_int_equal(tk_kanata_w_retire(w, 0, 0, 0), 0);
+	assert_int_equal(tk_kanata_w_retire(w, 0, 0, 0), -TK_E_BAD_STATE); /* twice */
+	assert_int_equal(tk_kanata_w_retire(w, 1, 1, 1), 0);
+	tk_kanata_writer_free(w);
+	static const char want[] =
+		"Kanata\t0004\nC=\t5\nI\t0\t42\t0\nL\t0\t0\tld r1\\nmiss\nS\t0\t0\tF\nC\t2\n"
+		"S\t0\t0\tX\nI\t1\t43\t0\nW\t1\t0\t0\nC\t1\nR\t0\t0\t0\nR\t1\t1\t1\n";
+	assert_int_equal(out.len, strlen(want));
+	assert_memory_equal(out.data, want, out.len);
+	tk_buf_free(&out);
+}
+
+/* read -> write -> read gives the same commands at the same cycles */
+static void round_trip_file(const char *name)
+{
+	struct tk_input *in = open_data(name);
+	const uint8_t *d;
+	size_t n;
+	struct tk_buf a, b, out;
+
+	assert_int_equal(tk_input_map(in, &d, &n), 0);
+	canon_of((const char *)d, n, &a);
+	tk_input_free(in);
+
+	in = open_data(name);
+	tk_buf_init(&out, -1, 1 << 16);
+	assert_int_equal(tk_kanata_rewrite(in, &out, NULL), 0);
+	tk_input_free(in);
+	canon_of(out.data, out.len, &b);
+	assert_true(a.len > 0);
+	assert_int_equal(a.len, b.len);
+	assert_memory_equal(a.data, b.data, a.len);
+	tk_buf_free(&a);
+	tk_buf_free(&b);
+	tk_buf_free(&out);
+}
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	round_trip_file("kanata-sample-1.log");
+	round_trip_file("kanata-basic.txt");
+	round_trip_file("kanata-sample-2.log.gz");
+}
+
+/* The cut keeps what is alive in the window, is valid, and its stage latencies inside the
+ * window match the original's for instructions wholly inside it. */
+static void test_cut(void **state)
+{
+	(void)state;
+	struct tk_input *in = open_data("kanata-sample-2.log.gz");
+	struct tk_buf out;
+	struct diags g = { 0 };
+	struct tk_kanata_conv_opts co = { .sz = sizeof co, .cycle_from = 1000, .cycle_to = 1200 };
+	struct tk_kanata_stats st;
+
+	tk_buf_init(&out, -1, 1 << 16);
+	assert_int_equal(tk_kanata_cut(in, &out, &co), 0);
+	tk_input_free(in);
+	assert_true(out.len > 100);
+	assert_memory_equal(out.data, "Kanata\t0004\nC=\t1000\n", 20);
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .diag = collect, .ctx = &g };
+	assert_int_equal(tk_kanata_stats_buf(out.data, out.len, &so, &st), 0);
+	assert_int_equal(st.counts.errors, 0);
+	assert_true(st.counts.insns > 10);
+	assert_int_equal(st.counts.first_cycle, 1000);
+	assert_true(st.counts.last_cycle < 1200);
+	tk_kanata_stats_free(&st);
+	tk_buf_free(&out);
+}
+
+/* ---- gem5 ------------------------------------------------------------------------------------- */
+static void test_gem5_basic(void **state)
+{
+	(void)state;
+	struct tk_input *in = open_data("gem5-basic.txt");
+	struct tk_buf out;
+	struct tk_gem5_result res;
+
+	tk_buf_init(&out, -1, 4096);
+	assert_int_equal(tk_gem5_to_kanata(in, &out, NULL, &res), 0);
+	tk_input_free(in);
+	assert_int_equal(res.ticks_per_cycle, 1000);
+	assert_int_equal(res.insns, 1);
+	assert_int_equal(res.retired, 1);
+	/* stages 1 cycle apart from cycle 1, R one cycle after Rt */
+	struct tk_kanata_stats st;
+	assert_int_equal(tk_kanata_stats_buf(out.data, out.len, NULL, &st), 0);
+	assert_int_equal(st.counts.retired, 1);
+	assert_int_equal(st.counts.first_cycle, 1);
+	assert_int_equal(st.counts.last_cycle, 8);
+	assert_int_equal(st.nstages, 7);
+	assert_string_equal(st.stages[0].stage, "F");
+	assert_string_equal(st.stages[6].stage, "Rt");
+	tk_kanata_stats_free(&st);
+	assert_non_null(memmem(out.data, out.len, "0x00001000: add r1, r2", 22));
+	tk_buf_free(&out);
+}
+
+static void test_gem5_order_squash(void **state)
+{
+	(void)state;
+	/* out of seqNum order, a squash (retire 0) with decode never reached, a colon inside
+	 * the disassembly, a debug prefix, 500 ticks per cycle */
+	static const char g5[] =
+		"O3PipeView:fetch:2000:0x10:0:6:  ld r1, [r2]: x\n"
+		"O3PipeView:decode:2500\nO3PipeView:rename:3000\nO3PipeView:dispatch:3500\n"
+		"O3PipeView:issue:4000\nO3PipeView:complete:5000\nO3PipeView:retire:6000:store:0\n"
+		"1000: system.cpu: O3PipeView:fetch:1000:0x0c:0:5: nop\n"
+		"O3PipeView:decode:0\nO3PipeView:rename:0\nO3PipeView:dispatch:0\n"
+		"O3PipeView:issue:0\nO3PipeView:complete:0\nO3PipeView:retire:0\n";
+	char path[] = "/tmp/tk_gem5_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, g5, sizeof g5 - 1), (ssize_t)(sizeof g5 - 1));
+	close(fd);
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	struct tk_buf out;
+	struct tk_gem5_result res;
+	tk_buf_init(&out, -1, 4096);
+	assert_int_equal(tk_gem5_to_kanata(in, &out, NULL, &res), 0);
+	tk_input_free(in);
+	unlink(path);
+	assert_int_equal(res.ticks_per_cycle, 500);
+	assert_int_equal(res.insns, 2);
+	assert_int_equal(res.squashed, 1);
+	assert_int_equal(res.retired, 1);
+	assert_int_equal(res.out_of_order, 0);
+	tk_buf_putc(&out, 0);
+	static const char want[] =
+		"Kanata\t0004\nC=\t2\n"
+		"I\t0\t5\t0\nL\t0\t0\t0x0c: nop\nL\t0\t1\tseqNum 5, fetch tick 1000\nS\t0\t0\tF\n"
+		"C\t1\nR\t0\t0\t1\n"
+		"C\t1\nI\t1\t6\t0\nL\t1\t0\t0x10: ld r1, [r2]: x\nL\t1\t1\tseqNum 6, fetch tick 2000\n"
+		"S\t1\t0\tF\nC\t1\nS\t1\t0\tDc\nC\t1\nS\t1\t0\tRn\nC\t1\nS\t1\t0\tDs\nC\t1\n"
+		"S\t1\t0\tIs\nC\t2\nS\t1\t0\tCm\nC\t2\nS\t1\t0\tRt\nC\t1\nR\t1\t0\t0\n";
+	assert_string_equal(out.data, want);
+	tk_buf_free(&out);
+}
+
+/* ---- bounded memory on one 100 MB line --------------------------------------------------------- */
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+static void test_huge_line(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk_kanata_huge_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	static const char head[] = "Kanata\t0004\nI\t0\t0\t0\nL\t0\t0\t";
+	static const char tail[] = "\nS\t0\t0\tF\nC\t1\nR\t0\t0\t0\n";
+	size_t chunk = 1 << 20;
+	char *buf = malloc(chunk);
+	memset(buf, 'x', chunk);
+	assert_int_equal(write(fd, head, sizeof head - 1), (ssize_t)(sizeof head - 1));
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(write(fd, buf, chunk), (ssize_t)chunk);
+	assert_int_equal(write(fd, tail, sizeof tail - 1), (ssize_t)(sizeof tail - 1));
+	close(fd);
+	free(buf);
+
+	long before = maxrss_kb();
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	struct diags g = { 0 };
+	struct tk_kanata_stats st;
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .diag = collect, .ctx = &g };
+	assert_int_equal(tk_kanata_stats_compute(in, &so, &st), 0);
+	tk_input_free(in);
+	unlink(path);
+	long grown = maxrss_kb() - before;
+	print_message("peak memory grew by %ld KiB on a 100 MiB line\n", grown);
+	/* the line is skipped with its line number; the rest is read */
+	assert_true(has_diag(&g, 3, TK_KANATA_D_LONG_LINE));
+	assert_int_equal(st.counts.retired, 1);
+	assert_int_equal(st.counts.lines, 6);
+	/* the default limit is 16 MiB: a skipped line is not held in memory beyond it */
+	assert_true(grown < 48 * 1024);
+	tk_kanata_stats_free(&st);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sample2_facts),
+		cmocka_unit_test(test_sample1_quirks),
+		cmocka_unit_test(test_basic_fixture),
+		cmocka_unit_test(test_hand_stats),
+		cmocka_unit_test(test_quirks),
+		cmocka_unit_test(test_violations),
+		cmocka_unit_test(test_split_feeds),
+		cmocka_unit_test(test_writer_api),
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_cut),
+		cmocka_unit_test(test_gem5_basic),
+		cmocka_unit_test(test_gem5_order_squash),
+		cmocka_unit_test(test_huge_line),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

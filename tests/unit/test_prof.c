@@ -1,0 +1,336 @@
+/* Profile builder on event streams built here: known counts, recursion, lost exits, gaps,
+ * threads, and merging of chunks equals the whole. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tracekit/tracekit.h"
+
+static struct tk_event ev_fn(uint16_t kind, uint64_t fn, uint64_t time, uint32_t track)
+{
+	return (struct tk_event){ .kind = kind, .addr = fn, .time = time, .track = track };
+}
+
+static char *render(struct tk_prof *p, enum tk_out_kind kind, int threads)
+{
+	struct tk_buf b;
+	struct tk_out_opts o = { .sz = sizeof o, .threads = threads };
+	assert_int_equal(tk_buf_init(&b, -1, 4096), 0);
+	assert_int_equal(tk_out_profile(&b, p, kind, &o), 0);
+	tk_buf_putc(&b, 0);
+	return b.data;
+}
+
+static const struct tk_prof_func *find_func(const struct tk_prof_func *f, size_t n, uint64_t key, uint32_t kind)
+{
+	for (size_t i = 0; i < n; i++)
+		if (f[i].key == key && f[i].kind == kind)
+			return &f[i];
+	return NULL;
+}
+
+/* main(1) calls a(2) three times; a calls b(3) once each; times chosen by hand. */
+static void test_known_counts(void **state)
+{
+	(void)state;
+	struct tk_event ev[64];
+	size_t n = 0;
+	uint64_t t = 100;
+	ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 1, t, 7);
+	for (int i = 0; i < 3; i++) {
+		ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 2, t += 10, 7);
+		ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 3, t += 5, 7);
+		ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 3, t += 20 + 10 * (uint64_t)i, 7);
+		ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 2, t += 5, 7);
+	}
+	ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 1, t += 10, 7);
+
+	int err;
+	struct tk_prof *p = tk_prof_new(NULL, &err);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	assert_int_equal(tk_prof_finish(p), 0);
+	struct tk_prof_func *f;
+	size_t nf;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	const struct tk_prof_func *m = find_func(f, nf, 1, TK_PROF_KEY_ID);
+	const struct tk_prof_func *a = find_func(f, nf, 2, TK_PROF_KEY_ID);
+	const struct tk_prof_func *b = find_func(f, nf, 3, TK_PROF_KEY_ID);
+	assert_non_null(m);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(m->calls, 1);
+	assert_int_equal(a->calls, 3);
+	assert_int_equal(b->calls, 3);
+	/* b: 20, 30, 40; a: b + 10 each = 30, 40, 50; main: 10 * 3 gaps + 120 + 10 */
+	assert_int_equal(b->incl_ticks, 90);
+	assert_int_equal(b->dur_min, 20);
+	assert_int_equal(b->dur_median, 30);
+	assert_int_equal(b->dur_max, 40);
+	assert_int_equal(a->incl_ticks, 120);
+	assert_int_equal(a->excl_ticks, 30);
+	assert_int_equal(m->incl_ticks, t - 100);
+	assert_int_equal(m->excl_ticks, t - 100 - 120);
+	free(f);
+
+	char *folded = render(p, TK_OUT_FOLDED, 0);
+	assert_string_equal(folded, "[unknown];#1 40\n[unknown];#1;#2 30\n[unknown];#1;#2;#3 90\n");
+	free(folded);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.calls, 7);
+	assert_int_equal(s.returns, 7);
+	assert_int_equal(s.orphans, 0);
+	tk_prof_free(p);
+}
+
+/* Recursion: f(1) calls itself 4 deep; inclusive time counts the outermost call once. */
+static void test_recursion(void **state)
+{
+	(void)state;
+	struct tk_event ev[16];
+	size_t n = 0;
+	for (int i = 0; i < 4; i++)
+		ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 1, (uint64_t)i * 10, 0);
+	for (int i = 0; i < 4; i++)
+		ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 1, 100 + (uint64_t)i * 10, 0);
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_prof_func *f;
+	size_t nf;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	const struct tk_prof_func *r = find_func(f, nf, 1, TK_PROF_KEY_ID);
+	assert_non_null(r);
+	assert_int_equal(r->calls, 4);
+	assert_int_equal(r->incl_ticks, 130);  /* 0 .. 130 */
+	assert_int_equal(r->excl_ticks, 130);  /* all of it is in f */
+	assert_int_equal(r->ndur, 4);
+	assert_int_equal(r->dur_sum, 70 + 90 + 110 + 130);
+	free(f);
+	tk_prof_free(p);
+}
+
+/* Call/return with blocks: instructions inclusive and exclusive, longjmp-like return. */
+static void test_instructions(void **state)
+{
+	(void)state;
+	struct tk_event ev[32];
+	size_t n = 0;
+#define BLK(a, c) ev[n++] = (struct tk_event){ .kind = TK_EV_BLOCK, .addr = a, .addr2 = a + 4 * (c - 1), .count = c }
+#define CALL(at, to) ev[n++] = (struct tk_event){ .kind = TK_EV_CALL, .addr = at, .addr2 = to, .arg = at + 5 }
+#define RET(at, to) ev[n++] = (struct tk_event){ .kind = TK_EV_RETURN, .addr = at, .addr2 = to }
+	BLK(0x1000, 3);
+	CALL(0x1008, 0x2000);    /* main -> f */
+	BLK(0x2000, 5);
+	CALL(0x2010, 0x3000);    /* f -> g */
+	BLK(0x3000, 2);
+	CALL(0x3004, 0x4000);    /* g -> h */
+	BLK(0x4000, 7);
+	RET(0x4018, 0x2015);     /* h longjmps back into f: returns past g */
+	BLK(0x2015, 4);
+	RET(0x2020, 0x100d);
+	BLK(0x100d, 1);
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_prof_func *f;
+	size_t nf;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	const struct tk_prof_func *ff = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *g = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *h = find_func(f, nf, 0x4000, TK_PROF_KEY_ADDR);
+	assert_non_null(ff);
+	assert_non_null(g);
+	assert_non_null(h);
+	assert_int_equal(ff->incl_insns, 5 + 2 + 7 + 4);
+	assert_int_equal(ff->excl_insns, 5 + 4);
+	assert_int_equal(g->incl_insns, 9);
+	assert_int_equal(g->excl_insns, 2);
+	assert_int_equal(h->excl_insns, 7);
+	free(f);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.insns, 22);
+	assert_int_equal(s.returns, 3);
+	assert_int_equal(s.open_at_end, 0);
+	struct tk_prof_block *bl;
+	size_t nb;
+	assert_int_equal(tk_prof_blocks(p, &bl, &nb), 0);
+	assert_int_equal(nb, 6);
+	free(bl);
+	tk_prof_free(p);
+}
+
+/* A deterministic random stream: 3 tracks, enters/exits of 6 functions (recursion too),
+ * blocks, lost exits, exits without enter, gaps, calls and returns. */
+static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed)
+{
+	uint64_t x = seed, t[3] = { 1000, 2000, 3000 };
+	size_t n = 0;
+	int depth[3] = { 0 };
+	uint64_t stack[3][64], rets[3][64];
+	while (n < max) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		unsigned r = (unsigned)(x >> 33);
+		unsigned tr = r % 3, op = (r >> 2) % 100;
+		struct tk_event *e = &ev[n++];
+		t[tr] += 1 + (r >> 9) % 50;
+		*e = (struct tk_event){ .time = t[tr], .track = tr };
+		if (op < 30) {
+			e->kind = TK_EV_BLOCK;
+			e->addr = 0x400000 + ((r >> 12) % 64) * 16;
+			e->count = 1 + (r >> 18) % 9;
+			e->addr2 = e->addr + e->count;
+		} else if (op < 55 && depth[tr] < 60) {
+			int call = (r >> 12) & 1;
+			uint64_t fn = 1 + (r >> 13) % 6;
+			e->kind = call ? TK_EV_CALL : TK_EV_FUNC_ENTER;
+			if (call) {
+				e->addr2 = 0x500000 + fn * 0x100;
+				e->arg = 0x600000 + ((r >> 16) % 8);
+			} else {
+				e->addr = fn;
+			}
+			stack[tr][depth[tr]] = call ? 0 : fn;
+			rets[tr][depth[tr]++] = call ? e->arg : 0;
+		} else if (op < 90) {
+			/* mostly proper exits; sometimes a random function (lost exits / orphans) */
+			int d = depth[tr];
+			if (d && (r >> 12) % 10) {
+				if (stack[tr][d - 1]) {
+					e->kind = (r >> 16) % 7 ? TK_EV_FUNC_EXIT : TK_EV_FUNC_TAIL_EXIT;
+					e->addr = stack[tr][d - 1];
+				} else {
+					e->kind = TK_EV_RETURN;
+					e->addr2 = rets[tr][d - 1];
+				}
+				depth[tr]--;
+			} else if ((r >> 16) & 1) {
+				e->kind = TK_EV_FUNC_EXIT;
+				e->addr = 1 + (r >> 17) % 6;
+				depth[tr] = 0; /* may end everything; the model only guides the mix */
+			} else {
+				/* a return to an address no call returns to: pops one frame.
+				 * (A return deeper into a stack begun in an earlier chunk is
+				 * the documented limit of exact merging.) */
+				e->kind = TK_EV_RETURN;
+				e->addr2 = 0x610000 + ((r >> 17) % 8);
+				if (depth[tr])
+					depth[tr]--;
+			}
+		} else if (op < 91) {
+			e->kind = TK_EV_GAP;
+			e->flags = TK_GAP_OVERFLOW;
+			depth[tr] = 0;
+		} else {
+			e->kind = TK_EV_BLOCK;
+			e->addr = 0x700000 + ((r >> 12) % 16) * 8;
+			e->count = 2;
+			e->addr2 = e->addr + 4;
+		}
+	}
+	return n;
+}
+
+static void assert_same_profile(struct tk_prof *a, struct tk_prof *b)
+{
+	static const enum tk_out_kind kinds[] = { TK_OUT_FOLDED, TK_OUT_TEXT, TK_OUT_JSON, TK_OUT_CSV, TK_OUT_CALLTREE };
+	for (int th = 0; th < 2; th++)
+		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+			char *x = render(a, kinds[k], th), *y = render(b, kinds[k], th);
+			if (strcmp(x, y)) {
+				fprintf(stderr, "kind %d threads %d differ:\n--- whole\n%.3000s\n--- merged\n%.3000s\n",
+					kinds[k], th, x, y);
+				fail();
+			}
+			free(x);
+			free(y);
+		}
+	struct tk_prof_summary sa, sb;
+	tk_prof_summary(a, &sa);
+	tk_prof_summary(b, &sb);
+	assert_memory_equal(&sa, &sb, sizeof sa);
+}
+
+static void test_merge_equals_whole(void **state)
+{
+	(void)state;
+	enum { N = 20000 };
+	struct tk_event *ev = malloc(N * sizeof *ev);
+	for (uint64_t seed = 1; seed <= 6; seed++) {
+		size_t n = random_stream(ev, N, seed);
+		struct tk_prof *whole = tk_prof_new(NULL, NULL);
+		assert_int_equal(tk_prof_events(whole, ev, n), 0);
+		tk_prof_finish(whole);
+		/* two halves at several points, and many small chunks */
+		size_t cuts[] = { 1, n / 3, n / 2, n - 1 };
+		for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+			struct tk_prof *h1 = tk_prof_new(NULL, NULL), *h2 = tk_prof_new(NULL, NULL);
+			assert_int_equal(tk_prof_events(h1, ev, cuts[c]), 0);
+			assert_int_equal(tk_prof_events(h2, ev + cuts[c], n - cuts[c]), 0);
+			assert_int_equal(tk_prof_merge(h1, h2), 0);
+			tk_prof_finish(h1);
+			assert_same_profile(whole, h1);
+			tk_prof_free(h1);
+			tk_prof_free(h2);
+		}
+		struct tk_prof *acc = tk_prof_new(NULL, NULL);
+		size_t step = 137 + seed * 11;
+		for (size_t i = 0; i < n; i += step) {
+			struct tk_prof *ch = tk_prof_new(NULL, NULL);
+			size_t k = n - i < step ? n - i : step;
+			assert_int_equal(tk_prof_events(ch, ev + i, k), 0);
+			assert_int_equal(tk_prof_merge(acc, ch), 0);
+			tk_prof_free(ch);
+		}
+		tk_prof_finish(acc);
+		assert_same_profile(whole, acc);
+		tk_prof_free(acc);
+		tk_prof_free(whole);
+	}
+	free(ev);
+}
+
+/* Orphans at the start; a gap drops the stack and counts it. */
+static void test_orphans_and_gaps(void **state)
+{
+	(void)state;
+	struct tk_event ev[] = {
+		ev_fn(TK_EV_FUNC_EXIT, 5, 10, 0),   /* began before the trace */
+		ev_fn(TK_EV_FUNC_ENTER, 6, 20, 0),
+		ev_fn(TK_EV_FUNC_ENTER, 7, 30, 0),
+		{ .kind = TK_EV_GAP, .time = 40, .flags = TK_GAP_OVERFLOW },
+		ev_fn(TK_EV_FUNC_EXIT, 7, 50, 0),   /* stack unknown after the gap */
+		ev_fn(TK_EV_FUNC_ENTER, 8, 60, 0),
+	};
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_int_equal(tk_prof_events(p, ev, sizeof ev / sizeof ev[0]), 0);
+	tk_prof_finish(p);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.orphans, 2);
+	assert_int_equal(s.truncated, 2);
+	assert_int_equal(s.gaps, 1);
+	assert_int_equal(s.open_at_end, 1);
+	assert_int_equal(s.returns, 0);
+	assert_int_equal(tk_prof_merge(p, p), -TK_E_INVAL);
+	tk_prof_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_known_counts),
+		cmocka_unit_test(test_recursion),
+		cmocka_unit_test(test_instructions),
+		cmocka_unit_test(test_orphans_and_gaps),
+		cmocka_unit_test(test_merge_equals_whole),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

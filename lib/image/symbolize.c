@@ -398,7 +398,9 @@ static const struct symbol *find_symbol(const struct module *m, uint64_t fa)
 	if (!lo)
 		return NULL;
 	const struct symbol *sy = &m->syms[lo - 1];
-	if (sy->size && fa >= sy->addr + sy->size)
+	/* a symbol without size (e.g. _init) names its own address only, so code after it
+	 * (PLT stubs) is not taken for it */
+	if (sy->size ? fa >= sy->addr + sy->size : fa != sy->addr)
 		return NULL;
 	return sy;
 }

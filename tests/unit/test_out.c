@@ -1,0 +1,273 @@
+/* Writers read back by real readers: pprof through the npm package pprof-format, Perfetto
+ * through `protoc --decode` against tests/tools/perfetto_trace.proto, Chrome JSON through
+ * node's JSON parser. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "tracekit/tracekit.h"
+
+static const char *src_dir(void)
+{
+	const char *s = getenv("SRC");
+	return s ? s : "../..";
+}
+
+/* main(1) -> a(2) x3 -> b(3); on track 1 also c(4) with a lost exit. */
+static size_t stream(struct tk_event *ev)
+{
+	size_t n = 0;
+	uint64_t t = 1000;
+#define E(k, f, tr) ev[n++] = (struct tk_event){ .kind = k, .addr = f, .time = t, .track = tr }
+	E(TK_EV_FUNC_ENTER, 1, 0);
+	for (int i = 0; i < 3; i++) {
+		t += 10;
+		E(TK_EV_FUNC_ENTER, 2, 0);
+		t += 5;
+		E(TK_EV_FUNC_ENTER, 3, 0);
+		t += 20;
+		E(TK_EV_FUNC_EXIT, 3, 0);
+		t += 5;
+		E(TK_EV_FUNC_EXIT, 2, 0);
+		t += 3;
+		E(TK_EV_FUNC_ENTER, 4, 1);
+		t += 7;
+		E(TK_EV_FUNC_EXIT, 4, 1);
+	}
+	t += 10;
+	E(TK_EV_FUNC_EXIT, 1, 0);
+	return n;
+}
+
+static struct tk_sym *names(void)
+{
+	struct tk_sym *s = tk_sym_new(NULL, NULL);
+	assert_non_null(s);
+	tk_sym_set_func(s, 1, "main", 0);
+	tk_sym_set_func(s, 2, "alpha", 0);
+	tk_sym_set_func(s, 3, "beta", 0);
+	tk_sym_set_func(s, 4, "gamma", 0);
+	return s;
+}
+
+static char *run(const char *cmd)
+{
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 4096);
+	char buf[4096];
+	size_t k;
+	while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+		tk_buf_put(&b, buf, k);
+	int st = pclose(f);
+	if (st != 0)
+		fprintf(stderr, "command failed (%d): %s\n", st, cmd);
+	assert_int_equal(st, 0);
+	tk_buf_putc(&b, 0);
+	return b.data;
+}
+
+static void write_file(const char *path, const struct tk_buf *b)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b->data, 1, b->len, f), b->len);
+	fclose(f);
+}
+
+static void test_pprof_roundtrip(void **state)
+{
+	(void)state;
+	struct tk_event ev[64];
+	size_t n = stream(ev);
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_sym *s = names();
+	for (int threads = 0; threads < 2; threads++) {
+		struct tk_out_opts o = { .sz = sizeof o, .sym = s, .threads = threads };
+		struct tk_buf folded, pp;
+		tk_buf_init(&folded, -1, 4096);
+		tk_buf_init(&pp, -1, 4096);
+		assert_int_equal(tk_out_profile(&folded, p, TK_OUT_FOLDED, &o), 0);
+		assert_int_equal(tk_out_profile(&pp, p, TK_OUT_PPROF, &o), 0);
+		tk_buf_putc(&folded, 0);
+		char path[] = "/tmp/tk-pprof-XXXXXX";
+		int fd = mkstemp(path);
+		assert_true(fd >= 0);
+		close(fd);
+		write_file(path, &pp);
+		char cmd[1024];
+		snprintf(cmd, sizeof cmd, "node %s/tests/tools/pprof-folded.js %s", src_dir(), path);
+		char *got = run(cmd);
+		unlink(path);
+		/* first line names the sample type; the rest must equal our folded stacks */
+		assert_true(!strncmp(got, "# time ticks\n", 13));
+		assert_string_equal(got + 13, folded.data);
+		if (!threads)
+			assert_non_null(strstr(got, "[unknown];main;alpha;beta 60\n"));
+		free(got);
+		tk_buf_free(&folded);
+		tk_buf_free(&pp);
+	}
+	tk_sym_free(s);
+	tk_prof_free(p);
+}
+
+static char *perfetto_text(const struct tk_timeline_opts *o, const struct tk_event *ev, size_t n,
+			   uint64_t *slices, uint64_t *dropped)
+{
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 4096);
+	int err;
+	struct tk_timeline *t = tk_timeline_new(&b, o, &err);
+	assert_non_null(t);
+	/* in two batches, as a decoder would */
+	assert_int_equal(tk_timeline_events(t, ev, n / 2), 0);
+	assert_int_equal(tk_timeline_events(t, ev + n / 2, n - n / 2), 0);
+	assert_int_equal(tk_timeline_finish(t), 0);
+	*slices = tk_timeline_slices(t, dropped);
+	tk_timeline_free(t);
+	char path[] = "/tmp/tk-perfetto-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_file(path, &b);
+	tk_buf_free(&b);
+	char cmd[1024];
+	if (o->kind == TK_TIMELINE_PERFETTO)
+		snprintf(cmd, sizeof cmd, "protoc --decode=perfetto.Trace -I %s/tests/tools %s/tests/tools/perfetto_trace.proto < %s",
+			 src_dir(), src_dir(), path);
+	else
+		snprintf(cmd, sizeof cmd, "node -e 'const t=JSON.parse(require(\"fs\").readFileSync(process.argv[1]));"
+			 "for (const e of t.traceEvents) console.log(e.ph, e.tid, e.ts, e.name||\"\")' %s", path);
+	char *text = run(cmd);
+	unlink(path);
+	return text;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Replay the decoded packets: per sequence, sum incremental timestamps; check that every
+ * begin has its end, ends never precede begins, and the absolute times are the trace's. */
+static void check_perfetto(const char *text, uint64_t expect_first_begin, uint64_t expect_last_end)
+{
+	uint64_t ts[64] = { 0 }, first_begin = UINT64_MAX, last_end = 0;
+	int depth[64] = { 0 };
+	const char *p = text;
+	while ((p = strstr(p, "packet {"))) {
+		const char *end = strstr(p + 1, "packet {");
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char *pk = strndup(p, len);
+		const char *q;
+		unsigned seq = 0;
+		uint64_t delta = 0;
+		if ((q = strstr(pk, "trusted_packet_sequence_id: ")))
+			seq = (unsigned)strtoul(q + 28, NULL, 10);
+		assert_true(seq < 64);
+		if ((q = strstr(pk, "\n  timestamp: ")))
+			delta = strtoull(q + 14, NULL, 10);
+		if (strstr(pk, "clock_snapshot")) {
+			assert_non_null(strstr(pk, "is_incremental: true"));
+			ts[seq] = 0;
+		}
+		ts[seq] += delta;
+		if (strstr(pk, "TYPE_SLICE_BEGIN")) {
+			depth[seq]++;
+			if (ts[seq] < first_begin)
+				first_begin = ts[seq];
+		}
+		if (strstr(pk, "TYPE_SLICE_END")) {
+			depth[seq]--;
+			assert_true(depth[seq] >= 0);
+			if (ts[seq] > last_end)
+				last_end = ts[seq];
+		}
+		free(pk);
+		p += len;
+	}
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(depth[i], 0);
+	assert_int_equal(first_begin, expect_first_begin);
+	assert_int_equal(last_end, expect_last_end);
+}
+
+static void test_perfetto(void **state)
+{
+	(void)state;
+	struct tk_event ev[64];
+	size_t n = stream(ev);
+	struct tk_sym *s = names();
+	struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_PERFETTO, .sym = s };
+	uint64_t slices, dropped;
+	char *text = perfetto_text(&o, ev, n, &slices, &dropped);
+	assert_int_equal(slices, 10);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(count(text, "TYPE_SLICE_BEGIN"), 10);
+	assert_int_equal(count(text, "TYPE_SLICE_END"), 10);
+	/* each name interned once per sequence: main, alpha, beta on track 0, gamma on 1 */
+	assert_int_equal(count(text, "event_names {"), 4);
+	assert_non_null(strstr(text, "name: \"alpha\""));
+	assert_non_null(strstr(text, "thread_name: \"thread 1\""));
+	assert_non_null(strstr(text, "process_name: \"trace\""));
+	check_perfetto(text, 1000, ev[n - 1].time);
+	free(text);
+
+	/* window [1040, 1100): slices clipped to it; the cap limits what begins */
+	o.time_begin = 1040;
+	o.time_end = 1100;
+	text = perfetto_text(&o, ev, n, &slices, &dropped);
+	check_perfetto(text, 1040, 1100);
+	free(text);
+	o.time_begin = o.time_end = 0;
+	o.max_events = 3;
+	text = perfetto_text(&o, ev, n, &slices, &dropped);
+	assert_int_equal(slices, 3);
+	assert_int_equal(dropped, 7);
+	assert_int_equal(count(text, "TYPE_SLICE_BEGIN"), 3);
+	assert_int_equal(count(text, "TYPE_SLICE_END"), 3);
+	free(text);
+	tk_sym_free(s);
+}
+
+static void test_chrome(void **state)
+{
+	(void)state;
+	struct tk_event ev[64];
+	size_t n = stream(ev);
+	struct tk_sym *s = names();
+	struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_CHROME, .sym = s,
+				      .clock = { 1000000000 } };
+	uint64_t slices, dropped;
+	char *text = perfetto_text(&o, ev, n, &slices, &dropped);
+	assert_int_equal(count(text, "B 0 "), 7);
+	assert_int_equal(count(text, "E 0 "), 7);
+	assert_int_equal(count(text, "B 1 "), 3);
+	assert_non_null(strstr(text, "B 0 1 main\n"));      /* 1000 ns = 1 us */
+	assert_non_null(strstr(text, "E 0 1.16 \n"));       /* main ends at 1160 ns */
+	free(text);
+	tk_sym_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pprof_roundtrip),
+		cmocka_unit_test(test_perfetto),
+		cmocka_unit_test(test_chrome),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -139,6 +139,11 @@ int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_x
 		     struct tk_gap_stats *gaps, int footprint);
 /* Gap summaries: snapshot-file problems, then instruction-file GAPS; returns the status. */
 int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_gap_stats *gaps);
+/* Symbols from --elf FILE[:BIAS] (NULL without --elf); returns 0 or an exit status. */
+int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out);
+/* Profile of every chunk (with -j), merged in order into TOTAL (not finished). */
+int cli_xtrace_profile(const struct cli_opts *o, struct cli_xtrace *x, struct tk_prof *total,
+		       struct tk_gap_stats *gaps);
 /* tracekit record --qemu (cli/record_qemu.c). */
 int cli_record_qemu(struct cli_opts *o);
 /* One xtrace item as text, no newline. */

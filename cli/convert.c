@@ -27,7 +27,8 @@ static const char usage[] =
 	"Kunpeng xtrace (instruction or snapshot file; the other is found by name):\n"
 	"  --slice K:N     write FILE.xinsndata.bin and FILE.xsnapshot.bin (-o FILE) that start\n"
 	"                  at snapshot K and hold N instructions: a simulator checkpoint\n"
-	"  --to perfetto   (with --elf) not yet: see tracekit profile\n";
+	"  --to perfetto   Perfetto timeline of calls (also: chrome); --elf FILE names them;\n"
+	"                  time is the instruction number\n";
 
 static void kanata_diag(void *ctx, const struct tk_kanata_diag *d)
 {
@@ -131,14 +132,69 @@ static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *i
 	return status;
 }
 
+/* xtrace --to perfetto|chrome: calls as slices on the thread's track (time = instruction
+ * number), chunk after chunk into the streaming timeline writer. */
+static int xtrace_timeline(struct cli_opts *o, const char *file, struct tk_input *in,
+			   const struct tk_format_info *fi, enum tk_timeline_kind kind)
+{
+	struct cli_xtrace x;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_sym *sym = NULL;
+	struct tk_buf out;
+	int rc, err = 0;
+	if ((rc = cli_xtrace_open(o, file, in, fi, &x)))
+		return rc;
+	if (!x.insn || (rc = cli_xtrace_symbols(o, &sym)) || (rc = cli_out_open(o, &out))) {
+		if (!x.insn)
+			cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
+		tk_sym_free(sym);
+		cli_xtrace_close(&x);
+		return rc ? rc : EXIT_INPUT;
+	}
+	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
+				       .max_events = o->max_events, .process_name = x.insn_path };
+	struct tk_timeline *tl = tk_timeline_new(&out, &to, &err);
+	rc = tl ? 0 : err;
+	uint32_t track = (uint32_t)x.name.id;
+	if (tl) {
+		char name[64];
+		snprintf(name, sizeof name, "%s %u", x.name.hint == 13 ? "core" : "thread", track);
+		tk_timeline_track_name(tl, track, name);
+	}
+	for (size_t ci = 0; tl && rc >= 0 && ci < tk_xtrace_nchunks(x.t); ci++)
+		rc = tk_xtrace_decode_chunk(x.t, ci, track, 0, tk_timeline_sink(tl), &gaps);
+	if (tl && rc >= 0)
+		rc = tk_timeline_finish(tl);
+	if (tl) {
+		uint64_t dropped = 0;
+		tk_timeline_slices(tl, &dropped);
+		if (dropped)
+			cli_warn(file, UINT64_MAX, "%llu slices left out (--max-events)",
+				 (unsigned long long)dropped);
+	}
+	tk_timeline_free(tl);
+	int st = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "timeline: %s", tk_strerror(rc));
+		st = EXIT_INPUT;
+	}
+	int g = cli_xtrace_report(&x, file, &gaps);
+	tk_sym_free(sym);
+	cli_xtrace_close(&x);
+	return st > g ? st : g;
+}
+
 /* xtrace --slice K:N: instruction + snapshot file starting at snapshot K, N instructions. */
 static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi)
 {
 	uint64_t k, count;
 	char insn_out[4096], snap_out[4096];
+	enum tk_timeline_kind tk = o->to ? tk_timeline_kind_by_name(o->to) : 0;
+	if (!o->slice && tk)
+		return xtrace_timeline(o, file, in, fi, tk);
 	if (!o->slice || cli_parse_range(o->slice, &k, &count) < 0 || !o->output) {
-		cli_error(NULL, UINT64_MAX, "convert: xtrace input needs --slice K:N and -o FILE "
+		cli_error(NULL, UINT64_MAX, "convert: xtrace input needs --slice K:N and -o FILE, or --to perfetto|chrome "
 			  "(see: tracekit help convert)");
 		return EXIT_USAGE;
 	}

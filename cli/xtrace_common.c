@@ -224,3 +224,85 @@ int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_ga
 	int b = cli_report_gaps(x->insn_path ? x->insn_path : file, gaps, "damaged region");
 	return a > b ? a : b;
 }
+
+/* ---- symbols from --elf FILE[:BIAS] ---------------------------------------------------- */
+int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out)
+{
+	int err = 0;
+	*out = NULL;
+	if (!o->n_elf)
+		return 0;
+	struct tk_sym_opts so = { .sz = sizeof so };
+	struct tk_sym *s = tk_sym_new(&so, &err);
+	if (!s) {
+		cli_error(NULL, UINT64_MAX, "symbols: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	for (int i = 0; i < o->n_elf; i++) {
+		char path[4096];
+		uint64_t bias = 0;
+		snprintf(path, sizeof path, "%s", o->elf[i]);
+		char *colon = strrchr(path, ':');
+		if (colon && cli_parse_u64(colon + 1, &bias) == 0)
+			*colon = 0;
+		int rc = tk_sym_add_elf(s, path, bias);
+		if (rc < 0) {
+			cli_error(path, UINT64_MAX, "cannot load: %s", tk_strerror(rc));
+			tk_sym_free(s);
+			return EXIT_INPUT;
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+/* ---- profile: one tk_prof per chunk, merged in order ----------------------------------- */
+struct prof_job {
+	const struct tk_xtrace *t;
+	struct tk_prof **part;
+	struct tk_prof *total;
+	struct tk_gap_stats *gaps, *part_gaps;
+	uint32_t track;
+};
+
+static int prof_work(void *ctx, size_t i)
+{
+	struct prof_job *j = ctx;
+	struct tk_prof_opts po = { .sz = sizeof po };
+	int err = 0;
+	if (!(j->part[i] = tk_prof_new(&po, &err)))
+		return err;
+	return tk_xtrace_decode_chunk(j->t, i, j->track, 0, tk_prof_sink(j->part[i]),
+				      &j->part_gaps[i]);
+}
+
+static int prof_merge(void *ctx, size_t i)
+{
+	struct prof_job *j = ctx;
+	int rc = tk_prof_merge(j->total, j->part[i]);
+	tk_prof_free(j->part[i]);
+	j->part[i] = NULL;
+	tk_gap_stats_merge(j->gaps, &j->part_gaps[i]);
+	return rc;
+}
+
+int cli_xtrace_profile(const struct cli_opts *o, struct cli_xtrace *x, struct tk_prof *total,
+		       struct tk_gap_stats *gaps)
+{
+	size_t nc = tk_xtrace_nchunks(x->t);
+	struct prof_job j = { .t = x->t, .total = total, .gaps = gaps,
+			      .track = (uint32_t)x->name.id };
+	j.part = calloc(nc, sizeof *j.part);
+	j.part_gaps = calloc(nc, sizeof *j.part_gaps);
+	int rc = -TK_E_NOMEM;
+	if (j.part && j.part_gaps) {
+		struct tk_pool_opts po = { .sz = sizeof po,
+					   .nthreads = o->jobs ? o->jobs : tk_cpu_count() };
+		rc = tk_pool_run(&po, nc, prof_work, prof_merge, &j);
+		for (size_t i = 0; i < nc; i++)
+			tk_prof_free(j.part[i]);
+	}
+	free(j.part);
+	free(j.part_gaps);
+	return rc;
+}

@@ -137,7 +137,7 @@ def header(version=1):
 def main():
     t, sync = build()
     vl = 256
-    snaps = snapshot(vl, 0, sync[0], 0, 0, 1) + snapshot(vl, 0, sync[1], 21, 23, 2)
+    snaps = snapshot(vl, 0, sync[0], 0, 0, 1) + snapshot(vl, 0, sync[1], 15, 17, 2)
 
     def write(name, data):
         with open(os.path.join(here, name), 'wb') as f:
@@ -151,14 +151,14 @@ def main():
     write('xtrace.1700000000.3.hint13.xsnapshot.bin', snaps)
     # Unknown token in the first chunk: resync at the second snapshot's position.
     bad = t[:0x4c] + bytes([0x05]) + t[0x4c:]
-    bsnaps = snapshot(vl, 0, 0, 0, 0, 1) + snapshot(vl, 0, sync[1] + 1, 21, 23, 2)
+    bsnaps = snapshot(vl, 0, 0, 0, 0, 1) + snapshot(vl, 0, sync[1] + 1, 15, 17, 2)
     write('xtrace.1.1.hint9.xinsndata.bin', bad)
     write('xtrace.1.1.hint9.xsnapshot.bin', header() + bsnaps)
     # Truncated: the file ends inside the last item.
     write('xtrace.2.1.hint9.xinsndata.bin', t[:-4])
     write('xtrace.2.1.hint9.xsnapshot.bin', header() + snaps)
     # A snapshot pointing past the end of the instruction file.
-    psnaps = snaps + snapshot(vl, 0, len(t) + 100, 40, 42, 3)
+    psnaps = snaps + snapshot(vl, 0, len(t) + 100, 26, 28, 3)
     write('xtrace.3.1.hint9.xinsndata.bin', t)
     write('xtrace.3.1.hint9.xsnapshot.bin', header() + psnaps)
 

@@ -136,7 +136,7 @@ int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 void cli_xtrace_close(struct cli_xtrace *x);
 /* Statistics of every chunk, merged in order, with o->jobs threads. */
 int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_xtrace_stats *s,
-		     struct tk_gap_stats *gaps, int footprint);
+		     struct tk_gap_stats *gaps, unsigned flags);
 /* Gap summaries: snapshot-file problems, then instruction-file GAPS; returns the status. */
 int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_gap_stats *gaps);
 /* Symbols from --elf FILE[:BIAS] (NULL without --elf); returns 0 or an exit status. */

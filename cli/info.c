@@ -95,8 +95,8 @@ static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_
 	if (x.snap_path && x.snap_path != file)
 		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.snap_path, x.sn);
 	if (x.insn) {
-		tk_xtrace_stats_init(&s, 0);
-		rc = cli_xtrace_stats(o, &x, &s, &gaps, 0);
+		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
+		rc = cli_xtrace_stats(o, &x, &s, &gaps, TK_XT_STATS_COUNTS);
 		uint64_t items = 0;
 		for (int k = 0; k < TK_XT__COUNT; k++)
 			items += s.items[k];

@@ -408,8 +408,8 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 		cli_xtrace_close(&x);
 		return rc;
 	}
-	tk_xtrace_stats_init(&s, 1);
-	rc = cli_xtrace_stats(o, &x, &s, &gaps, 1);
+	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
+	rc = cli_xtrace_stats(o, &x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
 	uint64_t n = s.insns[0] + s.insns[1] + s.insns[2] + s.insns[3];
 	tk_buf_printf(&b, "%s: %zu bytes, %zu chunks\n", x.insn_path, x.n, tk_xtrace_nchunks(x.t));
 	tk_buf_puts(&b, "instructions\n");

@@ -94,7 +94,7 @@ struct stats_job {
 	const struct tk_xtrace *t;
 	struct tk_xtrace_stats *total, *part;
 	struct tk_gap_stats *gaps, *part_gaps;
-	int footprint;
+	unsigned flags;
 	struct tk_progress *prog;
 	uint64_t done;
 };
@@ -102,7 +102,7 @@ struct stats_job {
 static int stats_work(void *ctx, size_t i)
 {
 	struct stats_job *j = ctx;
-	tk_xtrace_stats_init(&j->part[i], j->footprint);
+	tk_xtrace_stats_init(&j->part[i], j->flags);
 	memset(&j->part_gaps[i], 0, sizeof j->part_gaps[i]);
 	return tk_xtrace_stats_chunk(j->t, i, &j->part[i], &j->part_gaps[i]);
 }
@@ -121,11 +121,11 @@ static int stats_merge(void *ctx, size_t i)
 }
 
 int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_xtrace_stats *s,
-		     struct tk_gap_stats *gaps, int footprint)
+		     struct tk_gap_stats *gaps, unsigned flags)
 {
 	size_t nc = tk_xtrace_nchunks(x->t);
 	struct tk_progress prog;
-	struct stats_job j = { .t = x->t, .total = s, .gaps = gaps, .footprint = footprint,
+	struct stats_job j = { .t = x->t, .total = s, .gaps = gaps, .flags = flags,
 			       .prog = &prog };
 	j.part = calloc(nc, sizeof *j.part);
 	j.part_gaps = calloc(nc, sizeof *j.part_gaps);

@@ -208,8 +208,14 @@ struct tk_xtrace_stats {
 	uint64_t pc_unknown;               /* instructions before any PCINST */
 	void *fp_code, *fp_data;           /* footprint sets (64-byte lines); internal */
 	void *seam;                        /* chunk-boundary state for merging; internal */
+	unsigned flags;
 };
-void tk_xtrace_stats_init(struct tk_xtrace_stats *s, int footprint);
+enum tk_xtrace_stats_flags {
+	TK_XT_STATS_FOOTPRINT = 1,         /* code and data footprint (hash sets) */
+	TK_XT_STATS_COUNTS = 2,            /* token counts only (no instruction mix, branches,
+					      syscalls): the fast walk of `info` */
+};
+void tk_xtrace_stats_init(struct tk_xtrace_stats *s, unsigned flags);
 void tk_xtrace_stats_free(struct tk_xtrace_stats *s);
 /* Add chunk I of T. Damaged data goes to GAPS and stops the chunk. */
 int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t i, struct tk_xtrace_stats *s,

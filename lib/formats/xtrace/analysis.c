@@ -1,5 +1,6 @@
 /* xtrace statistics and neutral events, per chunk (chunks start at snapshot positions, so
  * -j N merges to the same result as -j 1). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,20 @@
 struct lineset {
 	uint64_t *slot;
 	size_t cap, n;
+	uint64_t recent[1024];   /* direct-mapped filter of lines known to be in the set */
 };
+
+static int lineset_add(struct lineset *s, uint64_t line);
+
+/* Most accesses hit a line seen a moment ago: check a small direct-mapped filter first. */
+static inline void lineset_note(struct lineset *s, uint64_t line)
+{
+	uint64_t *r = &s->recent[(line ^ line >> 10) & 1023];
+	if (*r == line + 1)
+		return;
+	*r = line + 1;
+	lineset_add(s, line);
+}
 
 static int lineset_add(struct lineset *s, uint64_t line)
 {
@@ -48,16 +62,16 @@ struct seam {
 	int first_el, last_el;     /* -1: no instruction */
 };
 
-void tk_xtrace_stats_init(struct tk_xtrace_stats *s, int footprint)
+void tk_xtrace_stats_init(struct tk_xtrace_stats *s, unsigned flags)
 {
 	memset(s, 0, sizeof *s);
+	s->flags = flags;
 	s->time_first = s->time_last = TK_TIME_NONE;
-	if (footprint) {
+	if (flags & TK_XT_STATS_FOOTPRINT) {
 		s->fp_code = calloc(1, sizeof(struct lineset));
 		s->fp_data = calloc(1, sizeof(struct lineset));
 	}
-	/* EL seam: stored in the spare slots of insns[] would be obscure; keep it in
-	 * mem_size-independent fields via a small side allocation. */
+	/* Where the chunk's EL starts and ends, for counting switches at the seams. */
 	struct seam *sm = malloc(sizeof *sm);
 	if (sm)
 		sm->first_el = sm->last_el = -1;
@@ -139,23 +153,105 @@ static uint64_t pc_at(const uint8_t *p, size_t n, size_t off)
 	return TK_XTRACE_PC_UNKNOWN;
 }
 
+/* Item length by token byte: 0 unknown, XT_LEN_VAR for SYSCALL_VEC (count-dependent). */
+#define XT_LEN_VAR 0xffff
+static uint16_t len_tab[256];
+static pthread_once_t len_once = PTHREAD_ONCE_INIT;
+
+static void len_init(void)
+{
+	uint8_t b[16] = { 0 };
+	for (unsigned t = 0; t < 256; t++) {
+		b[0] = (uint8_t)t;
+		size_t l = xt_item_len(b, sizeof b);
+		len_tab[t] = t == TK_XT_TOK_MISC(4) ? XT_LEN_VAR : (uint16_t)(l == SIZE_MAX ? 0 : l);
+	}
+}
+
+/* Opcode -> class, direct-mapped: the same few hundred opcodes repeat in hot loops. */
+#define CLS_CACHE 4096
+struct cls_cache {
+	uint32_t op[CLS_CACHE];
+	uint8_t cls[CLS_CACHE];
+};
+
+static inline unsigned classify_cached(struct cls_cache *c, uint32_t op)
+{
+	size_t h = (op ^ op >> 12 ^ op >> 24) & (CLS_CACHE - 1);
+	if (c->op[h] == op && c->cls[h] != 0xff)
+		return c->cls[h];
+	unsigned cls = tk_a64_classify(op);
+	c->op[h] = op;
+	c->cls[h] = (uint8_t)cls;
+	return cls;
+}
+
+/* Fold a chunk's token histogram into the counters. */
+static void fold_hist(struct tk_xtrace_stats *s, const uint64_t *hist)
+{
+	for (unsigned t = 0; t < 256; t++) {
+		uint64_t c = hist[t];
+		if (!c)
+			continue;
+		unsigned hi = t >> 3;
+		switch (t & 7) {
+		case 1:
+			s->items[(hi & 7) ? TK_XT_PCINST : TK_XT_INST] += c;
+			s->insns[t >> 6] += c;
+			break;
+		case 2:
+			s->mem_size[t >> 4] += c;
+			if (t & 8) {
+				s->items[TK_XT_STORE] += c;
+				s->stores += c;
+				s->store_bytes += c << (t >> 4);
+			} else {
+				s->items[TK_XT_LOAD] += c;
+				s->loads += c;
+				s->load_bytes += c << (t >> 4);
+			}
+			break;
+		case 3:
+			s->items[TK_XT_STXR + hi] += c;
+			break;
+		case 4:
+			s->items[hi == 1 ? TK_XT_ALLGPR : hi == 3 ? TK_XT_FLAGS : TK_XT_SYSCALL_VEC] += c;
+			break;
+		default:
+			s->items[TK_XT_TIME] += c;
+		}
+	}
+}
+
 int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace_stats *s,
 			  struct tk_gap_stats *gaps)
 {
 	size_t n, begin, end;
 	const uint8_t *p = xt_data(t, &n);
 	tk_xtrace_chunk(t, ci, &begin, &end);
+	pthread_once(&len_once, len_init);
 	struct lineset *fc = s->fp_code, *fd = s->fp_data;
 	struct seam *sm = s->seam;
 	uint64_t pc = TK_XTRACE_PC_UNKNOWN, last_code_line = UINT64_MAX;
 	unsigned prev_cls = TK_A64_OTHER;
-	int el = -1, svc_pending = 0;
+	int el = -1, svc_pending = 0, full = !(s->flags & TK_XT_STATS_COUNTS);
 	size_t off = begin;
+	uint64_t *hist = calloc(256, sizeof *hist);
+	struct cls_cache *cc = full ? malloc(sizeof *cc) : NULL;
+	if (!hist || (full && !cc)) {
+		free(hist);
+		free(cc);
+		return -TK_E_NOMEM;
+	}
+	if (cc)
+		memset(cc->cls, 0xff, sizeof cc->cls);
 
 	while (off < end) {
 		const uint8_t *q = p + off;
 		unsigned tok = q[0];
-		size_t len = xt_item_len(q, end - off);
+		size_t len = len_tab[tok];
+		if (len == XT_LEN_VAR)
+			len = xt_item_len(q, end - off);
 		if (len == 0 || len == SIZE_MAX || len > end - off) {
 			size_t to = end;
 			if (tk_xtrace_chunk_snapshot(t, ci) == SIZE_MAX && tk_xtrace_nchunks(t) == 1)
@@ -171,19 +267,36 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 			off = to;
 			continue;
 		}
-		s->bytes += len;
+		hist[tok]++;
+		off += len;
+		if (tok == TK_XT_TOK_TIME) {
+			uint64_t tv = tk_le64(q + 1);
+			if (s->time_first == TK_TIME_NONE)
+				s->time_first = tv;
+			s->time_last = tv;
+			continue;
+		}
+		if (!full) {
+			if ((tok & 7) == 1) {
+				int nel = tok >> 6;
+				if (el >= 0 && nel != el)
+					s->el_switches++;
+				if (el < 0 && sm)
+					sm->first_el = nel;
+				el = nel;
+			}
+			continue;
+		}
 		if ((tok & 7) == 1) {
 			uint32_t op;
 			uint64_t npc;
-			int is_pc = tok & 8;
-			if (is_pc) {
+			if (tok & 8) {
 				npc = tk_le64(q + 1);
 				op = tk_le32(q + 9);
 			} else {
 				npc = pc == TK_XTRACE_PC_UNKNOWN ? pc : pc + 4;
 				op = tk_le32(q + 1);
 			}
-			s->items[is_pc ? TK_XT_PCINST : TK_XT_INST]++;
 			if (prev_cls == TK_A64_BR_COND) {
 				if (npc == pc + 4)
 					s->cond_not_taken++;
@@ -191,13 +304,12 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 					s->cond_taken++;
 			}
 			int nel = tok >> 6;
-			s->insns[nel]++;
 			if (el >= 0 && nel != el)
 				s->el_switches++;
 			if (el < 0 && sm)
 				sm->first_el = nel;
 			el = nel;
-			unsigned cls = tk_a64_classify(op);
+			unsigned cls = classify_cached(cc, op);
 			s->cls[cls]++;
 			prev_cls = cls;
 			svc_pending = cls == TK_A64_SVC;
@@ -206,52 +318,20 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 				s->pc_unknown++;
 			else if (fc && pc >> 6 != last_code_line) {
 				last_code_line = pc >> 6;
-				lineset_add(fc, last_code_line);
+				lineset_note(fc, last_code_line);
 			}
 		} else if ((tok & 7) == 2) {
-			unsigned k = tok >> 4;
-			uint64_t addr = tk_le64(q + 1);
-			s->mem_size[k]++;
-			if (tok & 8) {
-				s->items[TK_XT_STORE]++;
-				s->stores++;
-				s->store_bytes += (uint64_t)1 << k;
-			} else {
-				s->items[TK_XT_LOAD]++;
-				s->loads++;
-				s->load_bytes += (uint64_t)1 << k;
-			}
 			if (fd) {
-				uint64_t a = addr >> 6, b = (addr + ((uint64_t)1 << k) - 1) >> 6;
+				uint64_t addr = tk_le64(q + 1);
+				uint64_t a = addr >> 6, b = (addr + ((uint64_t)1 << (tok >> 4)) - 1) >> 6;
 				for (uint64_t l = a; l <= b; l++)
-					lineset_add(fd, l);
+					lineset_note(fd, l);
 			}
-		} else {
-			switch (tok & 7) {
-			case 3: {
-				unsigned sub = tok >> 3;
-				s->items[TK_XT_STXR + sub]++;
-				if (sub == TK_XT_SVCARG - TK_XT_STXR && svc_pending) {
-					uint64_t nr = tk_le64(q + 1);
-					s->syscalls[nr < TK_XT_MAX_SYSCALL ? nr : TK_XT_MAX_SYSCALL]++;
-					svc_pending = 0;
-				}
-				break;
-			}
-			case 4:
-				s->items[(tok >> 3) == 1 ? TK_XT_ALLGPR :
-					 (tok >> 3) == 3 ? TK_XT_FLAGS : TK_XT_SYSCALL_VEC]++;
-				break;
-			default: {
-				uint64_t tv = tk_le64(q + 1);
-				s->items[TK_XT_TIME]++;
-				if (s->time_first == TK_TIME_NONE)
-					s->time_first = tv;
-				s->time_last = tv;
-			}
-			}
+		} else if (tok == TK_XT_TOK_VAL(TK_XT_SVCARG - TK_XT_STXR) && svc_pending) {
+			uint64_t nr = tk_le64(q + 1);
+			s->syscalls[nr < TK_XT_MAX_SYSCALL ? nr : TK_XT_MAX_SYSCALL]++;
+			svc_pending = 0;
 		}
-		off += len;
 	}
 	if (prev_cls == TK_A64_BR_COND && pc != TK_XTRACE_PC_UNKNOWN) {
 		uint64_t npc = pc_at(p, n, end);
@@ -264,6 +344,9 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 	}
 	if (sm && el >= 0)
 		sm->last_el = el;
+	fold_hist(s, hist);
+	free(hist);
+	free(cc);
 	return 0;
 }
 

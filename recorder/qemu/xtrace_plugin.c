@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "qemu_plugin_api.h"
@@ -56,6 +57,21 @@ static unsigned long long ts;
 static int gate, with_time;
 static uint64_t interval = 1000000;
 static uint64_t time_counter;
+static int base_checked, base_ok;
+
+/* Guest memory must be at the same host address (qemu-user's guest_base 0) for the values
+ * of memory accesses; check once, on the first instruction, without risking a fault. */
+static int check_guest_base(uint64_t pc, uint32_t op)
+{
+	uint32_t got = 0;
+	struct iovec local = { &got, 4 }, remote = { (void *)(uintptr_t)pc, 4 };
+	base_ok = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 4 && got == op;
+	if (!base_ok)
+		fprintf(stderr, "tracekit-qemu: guest memory is not at its guest address "
+			"(guest_base != 0): memory values cannot be read; not recording\n");
+	base_checked = 1;
+	return base_ok;
+}
 
 static struct insn *insn_for(uint64_t pc, uint32_t op)
 {
@@ -107,6 +123,10 @@ static void on_exec(unsigned idx, void *ud)
 	struct insn *i = ud;
 	if (idx == 0)
 		i->runs++;
+	if (!base_checked)
+		check_guest_base(i->pc, i->op);
+	if (!base_ok)
+		return;
 	struct vcpu *v = vcpu_get(idx);
 	if (!v)
 		return;

@@ -81,3 +81,19 @@ start=$(awk '/  SNAPSHOT 2 / { for (i = 1; i <= NF; i++) if ($i == "total") prin
 sed -n "$((start + 1)),$((start + 5000))p" "$TMP/pcs.tk" | cmp - "$TMP/slice.pcs"
 "$TK" info "$TMP/slice.xinsndata.bin" | grep -q 'snapshots: 1,'
 echo "slice: ok"
+
+# 5. HINT #9 gating: exactly the instructions between the two hints are recorded.
+aarch64-linux-gnu-gcc -O1 -static -o "$TMP/gated" "$SRC/tests/data/xtrace/qemu-gated.c"
+run "$TK" record --qemu -q -o "$TMP/gout" -- "$TMP/gated" 3000 >/dev/null
+hints=$(aarch64-linux-gnu-objdump -d "$TMP/gated" | awk '$2 == "d503213f" { sub(":", "", $1); print $1 }')
+run qemu-aarch64 -seed 1 -singlestep -d exec,nochain -D "$TMP/gexec.log" "$TMP/gated" 3000 >/dev/null
+sed -n 's/^Trace [0-9]*: 0x[0-9a-f]* \[[0-9a-f]*\/\([0-9a-f]*\)\/.*/\1/p' "$TMP/gexec.log" >"$TMP/gall"
+h1=$(grep -c . <<<"$hints")
+[ "$h1" -ge 2 ] || { echo "no HINT #9 found in the gated program"; exit 1; }
+first=$(printf '%016x' "0x$(sed -n 1p <<<"$hints")")
+second=$(printf '%016x' "0x$(sed -n 2p <<<"$hints")")
+awk -v a="$first" -v b="$second" '$1 == a && !on { on = 1; next } $1 == b && on { exit } on' "$TMP/gall" >"$TMP/gwant"
+"$TK" decode --no-disasm "$TMP"/gout/*.xinsndata.bin >"$TMP/ggot"
+[ "$(wc -l <"$TMP/gwant")" -gt 3000 ] || { echo "gated reference too short"; exit 1; }
+cmp "$TMP/gwant" "$TMP/ggot" || { echo "gated trace differs from qemu's log between the hints"; exit 1; }
+echo "HINT #9 gating: $(wc -l <"$TMP/ggot") instructions between the hints"

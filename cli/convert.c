@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tracekit/out.h"
+#include "tracekit/xray.h"
 
 static const char usage[] =
 	"usage: tracekit convert --to FMT [OPTIONS] FILE...\n"
@@ -24,6 +26,11 @@ static const char usage[] =
 	"                  per thread and a track per row and lane; 1 cycle = 1 us\n"
 	"gem5 O3PipeView text:\n"
 	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"LLVM XRay logs:\n"
+	"  --to xray-yaml  llvm-xray convert -f yaml, record for record (the default)\n"
+	"  --to chrome     Chrome trace-event JSON, --to perfetto Perfetto protobuf: a slice per\n"
+	"                  call on a track per thread (shared timeline writer)\n"
+	"  --instr-map F   ELF binary or `llvm-xray extract` YAML: function names\n"
 	"Kunpeng xtrace (instruction or snapshot file; the other is found by name):\n"
 	"  --slice K:N     write FILE.xinsndata.bin and FILE.xsnapshot.bin (-o FILE) that start\n"
 	"                  at snapshot K and hold N instructions: a simulator checkpoint\n"
@@ -299,6 +306,123 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 	return cli_report_gaps(file, &gaps, "damaged region");
 }
 
+/* XRay: map the log, load --instr-map, index the buffers. */
+static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+				 struct tk_xray_map **map, int *status)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err;
+
+	*map = NULL;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
+		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
+			  tk_strerror(err));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+				   .max_func_id = tk_xray_map_max_id(*map) };
+	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
+	if (!x) {
+		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
+			  "not a readable XRay log: %s", tk_strerror(err));
+		tk_xray_map_free(*map);
+		*map = NULL;
+		*status = EXIT_INPUT;
+	}
+	return x;
+}
+
+/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
+static int xray_finish(const char *file, struct tk_xray *x)
+{
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	if (st->orphan_exits)
+		cli_warn(file, UINT64_MAX,
+			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
+			 (unsigned long long)st->orphan_exits);
+	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+/* Chrome / Perfetto through the shared timeline writer, fed by the parallel decoder. */
+static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
+			 enum tk_timeline_kind kind, struct tk_buf *out)
+{
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	int err, rc;
+	struct tk_sym *sym = tk_sym_new(&so, &err);
+	if (!sym)
+		return err;
+	if ((rc = tk_xray_map_to_sym(map, sym)) < 0) {
+		tk_sym_free(sym);
+		return rc;
+	}
+	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
+				       .clock = { tk_xray_header(x)->cycle_frequency },
+				       .process_name = "xray" };
+	struct tk_timeline *t = tk_timeline_new(out, &to, &err);
+	if (!t) {
+		tk_sym_free(sym);
+		return err;
+	}
+	for (size_t i = 0; i < tk_xray_thread_count(x); i++) {
+		char name[64];
+		const struct tk_xray_thread_info *ti = tk_xray_thread(x, i);
+		snprintf(name, sizeof name, "thread %u (process %u)", ti->tid, ti->pid);
+		tk_timeline_track_name(t, (uint32_t)i, name);
+	}
+	rc = tk_xray_decode(x, tk_timeline_sink(t));
+	int frc = tk_timeline_finish(t);
+	tk_timeline_free(t);
+	tk_sym_free(sym);
+	return rc < 0 ? rc : frc;
+}
+
+static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_xray_map *map;
+	struct tk_buf out;
+	int status = 0, rc;
+	const char *to = o->to ? o->to : "xray-yaml";
+
+	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
+	if (strcmp(to, "xray-yaml") && strcmp(to, "yaml") && !tl) {
+		cli_error(NULL, UINT64_MAX,
+			  "convert: XRay logs convert to xray-yaml, chrome or perfetto, not '%s'", to);
+		return EXIT_USAGE;
+	}
+	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	if (!x)
+		return status;
+	if ((rc = cli_out_open(o, &out))) {
+		tk_xray_free(x);
+		tk_xray_map_free(map);
+		return rc;
+	}
+	if (tl) {
+		rc = xray_timeline(x, map, tl, &out);
+	} else {
+		rc = tk_xray_yaml(x, map, &out);
+	}
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	int wrc = cli_out_close(&out);
+	if (wrc > status)
+		status = wrc;
+	rc = xray_finish(file, x);
+	tk_xray_free(x);
+	tk_xray_map_free(map);
+	return rc > status ? rc : status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
@@ -306,6 +430,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_slice(o, file, in, fi);
+	case TK_FMT_XRAY:
+		return xray_convert(o, file, in);
 	case TK_FMT_KANATA:
 		return convert_kanata(o, file, in);
 	case TK_FMT_GEM5_O3:

@@ -1,7 +1,10 @@
 /* tracekit info FILE...: what each file is, by content. */
 #include <inttypes.h>
 
+#include <string.h>
+
 #include "cli.h"
+#include "tracekit/xray.h"
 
 static const char usage[] =
 	"usage: tracekit info [--format NAME] FILE...\n"
@@ -28,7 +31,8 @@ static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 }
 
 /* Intel PT: PSBs, packet counts by kind, TSC range. */
-static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
+static int info_ipt(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_buf *out)
 {
 	const uint8_t *data;
 	size_t len;
@@ -39,7 +43,11 @@ static int info_ipt(const char *file, struct tk_input *in, struct tk_buf *out)
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	rc = tk_ipt_scan(data, len, &st, ipt_info_error, (void *)file);
+	struct tk_ipt_scan_opts so = {
+		.sz = sizeof so, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+		.on_error = ipt_info_error, .ctx = (void *)file,
+	};
+	rc = tk_ipt_scan_parallel(data, len, &so, &st);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
@@ -154,7 +162,140 @@ static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_
 	return g;
 }
 
+/* Set when a pipe was read to its end for its size: readers cannot look at it again. */
+static int input_drained;
+
+/* Kanata: what the reader finds, in one line (tracekit stats has the rest). */
+static int info_kanata(const char *file, struct tk_input *in, struct tk_buf *out)
+{
+	struct tk_kanata_stats_opts so = { .sz = sizeof so };
+	struct tk_kanata_stats st;
+	size_t lanes = 0;
+	int rc = tk_kanata_stats_compute(in, &so, &st);
+
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_kanata_stats_free(&st);
+		return EXIT_INPUT;
+	}
+	for (size_t i = 0; i < st.nstages; i++) {
+		size_t j = 0;
+		while (j < i && strcmp(st.stages[j].lane, st.stages[i].lane))
+			j++;
+		lanes += j == i;
+	}
+	const struct tk_kanata_counts *c = &st.counts;
+	tk_buf_printf(out, "  %llu instructions (%llu retired, %llu flushed, %llu in flight at end), "
+		      "cycles %lld to %lld, %zu stages in %zu lane(s), %zu thread(s), %llu lines\n",
+		      (unsigned long long)c->insns, (unsigned long long)c->retired,
+		      (unsigned long long)c->flushed, (unsigned long long)c->in_flight,
+		      (long long)c->first_cycle, (long long)c->last_cycle, st.nstages, lanes,
+		      st.nthreads, (unsigned long long)c->lines);
+	if (c->errors)
+		tk_buf_printf(out, "  %llu lines skipped (tracekit check %s lists them)\n",
+			      (unsigned long long)c->errors, file);
+	rc = c->errors ? EXIT_SKIPPED : EXIT_CLEAN;
+	tk_kanata_stats_free(&st);
+	return rc;
+}
+
 /* Format-specific details after the first line; returns an exit status. */
+/* XRay: map the log, load --instr-map, index the buffers. */
+static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+				 struct tk_xray_map **map, int *status)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err;
+
+	*map = NULL;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
+		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
+			  tk_strerror(err));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+				   .max_func_id = tk_xray_map_max_id(*map) };
+	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
+	if (!x) {
+		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
+			  "not a readable XRay log: %s", tk_strerror(err));
+		tk_xray_map_free(*map);
+		*map = NULL;
+		*status = EXIT_INPUT;
+	}
+	return x;
+}
+
+/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
+static int xray_finish(const char *file, struct tk_xray *x)
+{
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	if (st->orphan_exits)
+		cli_warn(file, UINT64_MAX,
+			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
+			 (unsigned long long)st->orphan_exits);
+	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+static int xray_info(const struct cli_opts *o, const char *file, struct tk_input *in,
+		     struct tk_buf *out)
+{
+	struct tk_xray_map *map;
+	int status = 0, rc;
+	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	if (!x)
+		return status;
+	const struct tk_xray_header *h = tk_xray_header(x);
+	if ((rc = tk_xray_walk(x, NULL, NULL)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	double secs = h->cycle_frequency ? (double)(st->last_tsc - st->first_tsc) /
+					   (double)h->cycle_frequency : 0;
+	tk_buf_printf(out, "  mode:            %s, version %u%s\n",
+		      h->type ? "FDR (flight data recorder)" : "basic", h->version,
+		      h->big_endian ? ", big-endian" : "");
+	tk_buf_printf(out, "  frequency:       %llu Hz (constant TSC: %s, non-stop TSC: %s)\n",
+		      (unsigned long long)h->cycle_frequency, h->constant_tsc ? "yes" : "no",
+		      h->nonstop_tsc ? "yes" : "no");
+	if (h->type && h->version == 1)
+		tk_buf_printf(out, "  buffer size:     %llu bytes\n",
+			      (unsigned long long)h->v1_buffer_size);
+	tk_buf_printf(out, "  %s %llu\n", h->type ? "buffers:        " : "record runs:    ",
+		      (unsigned long long)st->buffers);
+	tk_buf_printf(out, "  records:         %llu (%llu function, %llu custom events, %llu typed events, %llu call arguments)\n",
+		      (unsigned long long)st->records, (unsigned long long)st->function_records,
+		      (unsigned long long)st->custom_events, (unsigned long long)st->typed_events,
+		      (unsigned long long)st->call_args);
+	tk_buf_printf(out, "  threads:         %zu\n  cpus:            %llu\n",
+		      tk_xray_thread_count(x), (unsigned long long)st->cpus);
+	tk_buf_printf(out, "  time span:       tsc %llu .. %llu (%.6f s)\n",
+		      (unsigned long long)st->first_tsc, (unsigned long long)st->last_tsc, secs);
+	if (st->orphan_exits)
+		tk_buf_printf(out, "  orphan exits:    %llu\n", (unsigned long long)st->orphan_exits);
+	for (size_t i = 0; i < tk_xray_thread_count(x); i++) {
+		const struct tk_xray_thread_info *t = tk_xray_thread(x, i);
+		tk_buf_printf(out, "  thread %u (process %u): %llu %s, %llu records",
+			      t->tid, t->pid, (unsigned long long)t->buffers,
+			      h->type ? "buffers" : "runs", (unsigned long long)t->records);
+		if (t->orphan_exits)
+			tk_buf_printf(out, ", %llu orphan exits", (unsigned long long)t->orphan_exits);
+		tk_buf_putc(out, '\n');
+	}
+	rc = xray_finish(file, x);
+	tk_xray_free(x);
+	tk_xray_map_free(map);
+	return rc > status ? rc : status;
+}
+
 static int details(const struct cli_opts *o, const char *file, struct tk_input *in,
 		   const struct tk_format_info *fi, struct tk_buf *out)
 {
@@ -162,8 +303,12 @@ static int details(const struct cli_opts *o, const char *file, struct tk_input *
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_details(o, file, in, fi, out);
+	case TK_FMT_XRAY:
+		return xray_info(o, file, in, out);
 	case TK_FMT_IPT:
-		return info_ipt(file, in, out);
+		return info_ipt(o, file, in, out);
+	case TK_FMT_KANATA:
+		return input_drained ? EXIT_CLEAN : info_kanata(file, in, out);
 	default:
 		return EXIT_CLEAN;
 	}
@@ -197,8 +342,10 @@ static int run(struct cli_opts *o)
 			tk_buf_puts(&out, ", version ");
 			tk_buf_u64(&out, fi.version);
 		}
+		input_drained = 0;
 		if (tk_input_file_size(in) == 0) {
 			/* a pipe: read it to the end to know its size */
+			input_drained = 1;
 			static char sink[1 << 16];
 			long r;
 			while ((r = tk_input_read(in, sink, sizeof sink)) > 0)

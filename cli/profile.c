@@ -1,5 +1,9 @@
 /* tracekit profile: calls per function, executions per line, call tree. Each format's handler is one case below; the work is in the library. */
 #include "cli.h"
+#include <string.h>
+
+#include "tracekit/xray.h"
+#include "tracekit/out.h"
 
 static const char usage[] =
 	"usage: tracekit profile [OPTIONS] FILE...\n"
@@ -9,6 +13,11 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
+	"  --stacks        call paths with exclusive time (folded stacks)\n"
+	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
+	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
+	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
+	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n"
 	"  --to FMT        text, json, csv, folded, pprof\n"
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n"
@@ -73,6 +82,119 @@ static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input 
 	return status > g ? status : g;
 }
 
+
+/* XRay: map the log, load --instr-map, index the buffers. */
+static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+				 struct tk_xray_map **map, int *status)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err;
+
+	*map = NULL;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
+		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
+			  tk_strerror(err));
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
+				   .max_func_id = tk_xray_map_max_id(*map) };
+	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
+	if (!x) {
+		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
+			  "not a readable XRay log: %s", tk_strerror(err));
+		tk_xray_map_free(*map);
+		*map = NULL;
+		*status = EXIT_INPUT;
+	}
+	return x;
+}
+
+/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
+static int xray_finish(const char *file, struct tk_xray *x)
+{
+	const struct tk_xray_stats *st = tk_xray_stats(x);
+	if (st->orphan_exits)
+		cli_warn(file, UINT64_MAX,
+			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
+			 (unsigned long long)st->orphan_exits);
+	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+/* XRay: decode (in parallel) into the shared profile, report with the shared writers;
+ * --to account / account-csv gives llvm-xray account's table. */
+static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_xray_map *map;
+	struct tk_buf out;
+	int status = 0, rc, err;
+	const char *to = o->stacks ? "folded" : o->to ? o->to : "text";
+	int account = !strcmp(to, "account") || !strcmp(to, "account-csv");
+	enum tk_out_kind kind = account ? TK_OUT_TEXT : tk_out_kind_by_name(to);
+	int key = account ? tk_xray_account_sort_key(o->sort) : 0;
+
+	if (!kind || key < 0) {
+		if (!kind)
+			cli_error(NULL, UINT64_MAX, "profile: unknown output '%s' (text, csv, json, folded, pprof, calltree, account, account-csv)", to);
+		else
+			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, 90p, 99p, max, sum)", o->sort);
+		return EXIT_USAGE;
+	}
+	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	if (!x)
+		return status;
+	struct tk_prof_opts po = { .sz = sizeof po,
+				   .clock = { tk_xray_header(x)->cycle_frequency } };
+	struct tk_prof *p = tk_prof_new(&po, &err);
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	struct tk_sym *sym = p ? tk_sym_new(&so, &err) : NULL;
+	if (!sym || (rc = cli_out_open(o, &out))) {
+		if (p && sym)
+			status = rc;
+		else
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err)), status = EXIT_INPUT;
+		tk_sym_free(sym);
+		tk_prof_free(p);
+		tk_xray_free(x);
+		tk_xray_map_free(map);
+		return status;
+	}
+	rc = tk_xray_decode(x, tk_prof_sink(p));
+	if (rc >= 0)
+		rc = tk_prof_finish(p);
+	if (rc >= 0 && map)
+		rc = tk_xray_map_to_sym(map, sym);
+	if (rc >= 0 && account) {
+		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
+						   .csv = !strcmp(to, "account-csv"),
+						   .per_thread = o->threads };
+		rc = tk_xray_account(&out, p, x, map, &ao);
+	} else if (rc >= 0) {
+		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+					  .threads = o->threads };
+		rc = tk_out_profile(&out, p, kind, &oo);
+	}
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	int wrc = cli_out_close(&out);
+	if (wrc > status)
+		status = wrc;
+	rc = xray_finish(file, x);
+	tk_sym_free(sym);
+	tk_prof_free(p);
+	tk_xray_free(x);
+	tk_xray_map_free(map);
+	return rc > status ? rc : status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
@@ -80,6 +202,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_profile(o, file, in, fi);
+	case TK_FMT_XRAY:
+		return xray_profile(o, file, in);
 	default:
 		return cli_unsupported("profile", file, fi);
 	}

@@ -203,7 +203,20 @@ struct tk_ipt_stats {
  * the next PSB or the end). Return < 0 to stop. */
 typedef int (*tk_ipt_error_fn)(void *ctx, uint64_t offset, int err, uint64_t skipped);
 
-/* Count every packet of BUF (decoding from the first PSB, resyncing after errors). */
+/* Count every packet of BUF. The stream is cut at PSBs into chunks (tk_ipt_split) that
+ * are decoded independently, each from its PSB, resyncing at the next PSB of the chunk
+ * after an error; so the result does not depend on the number of threads. Bytes before
+ * the first PSB are a gap. Errors are reported in stream order. */
+struct tk_ipt_scan_opts {
+	size_t sz;
+	unsigned nthreads;       /* 0 or 1: the calling thread only */
+	size_t chunk_bytes;      /* 0: 16 MiB */
+	tk_ipt_error_fn on_error;
+	void *ctx;
+};
+int tk_ipt_scan_parallel(const uint8_t *buf, size_t len, const struct tk_ipt_scan_opts *opts,
+			 struct tk_ipt_stats *st);
+/* The same on one thread. */
 int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
 		tk_ipt_error_fn on_error, void *ctx);
 

@@ -84,6 +84,7 @@ struct tk_kanata_counts {
 	uint64_t errors, warnings;   /* diagnostics by level */
 	uint64_t insns, retired, flushed, in_flight;  /* in_flight: only with semantic */
 	int64_t first_cycle, last_cycle;              /* first: after C= (0 without) */
+	uint64_t first_cycle_line;                    /* line of that C= (0: none) */
 	unsigned version;
 };
 

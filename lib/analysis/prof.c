@@ -5,6 +5,10 @@
 
 #include "analysis/prof_internal.h"
 
+/* small direct-mapped caches in front of the hash tables: loops hit them */
+#define BLOCK_CACHE 4096
+#define CHILD_CACHE 65536
+
 /* ---- growable arrays and hash tables --------------------------------------------------- */
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -123,7 +127,27 @@ static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint3
 }
 
 /* The child of PARENT for (key, kind), created when missing. */
+static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track);
+
 static uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
+{
+	uint32_t *slot = NULL;
+	if (p->child_cache) {
+		slot = &p->child_cache[(key * 0x9e3779b1u ^ parent * 0x85ebca6bu) & (CHILD_CACHE - 1)];
+		uint32_t i = *slot;
+		if (i < p->nnodes) {
+			const struct node *n = &p->nodes[i];
+			if (n->key == key && n->parent == parent && n->kind == kind)
+				return i;
+		}
+	}
+	uint32_t i = get_child_slow(p, parent, key, kind, track);
+	if (slot && i != NONE32)
+		*slot = i;
+	return i;
+}
+
+static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
 {
 	if ((p->nnodes + 1) * 2 > p->node_mask + 1 || !p->node_map)
 		if (rehash(&p->node_map, &p->node_mask, p->nnodes, node_hash_of, p) < 0)
@@ -140,7 +164,23 @@ static uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint
 	return new_node(p, parent, key, kind, track, s);
 }
 
+static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end);
+
 static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
+{
+	uint32_t *slot = p->block_cache ? &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)] : NULL;
+	if (slot && *slot < p->nblocks) {
+		struct block *b = &p->blocks[*slot];
+		if (b->start == start && b->end == end)
+			return b;
+	}
+	struct block *b = get_block_slow(p, start, end);
+	if (b && slot)
+		*slot = (uint32_t)(b - p->blocks);
+	return b;
+}
+
+static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end)
 {
 	if ((p->nblocks + 1) * 2 > p->block_mask + 1 || !p->block_map)
 		if (rehash(&p->block_map, &p->block_mask, p->nblocks, block_hash_of, p) < 0)
@@ -187,12 +227,15 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	memset(t, 0, sizeof *t);
 	t->id = id;
 	t->t_last = t->t_first = t->level_t_start = TK_TIME_NONE;
+	t->t_min = UINT64_MAX;
+	t->t_max = 0;
 	t->root = get_child(p, NONE32, id, KIND_TRACK, id);
 	if (t->root == NONE32)
 		return NULL;
 	t->base_node = new_level(p, t, 1);
 	if (t->base_node == NONE32)
 		return NULL;
+	t->base_last_child = NONE32;
 	p->last_track = (uint32_t)p->ntracks++;
 	p->sum.tracks = (uint32_t)p->ntracks;
 	return t;
@@ -234,6 +277,7 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 	if (n == NONE32)
 		return -TK_E_NOMEM;
 	t->base_node = n;
+	t->base_last_child = NONE32;
 	t->level_i_start = t->insns;
 	t->level_t_start = time;
 	t->base_child_ticks = t->base_child_insns = 0;
@@ -245,12 +289,21 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 static int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
-	uint32_t n = get_child(p, cur_node(t), key, kind, t->id);
-	if (n == NONE32 || grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
+	uint32_t *cache = t->depth ? &t->st[t->depth - 1].last_child : &t->base_last_child;
+	uint32_t n = *cache;
+	if (n == NONE32 || n >= p->nnodes || p->nodes[n].key != key || p->nodes[n].kind != kind ||
+	    p->nodes[n].parent != cur_node(t)) {
+		n = get_child(p, cur_node(t), key, kind, t->id);
+		if (n == NONE32)
+			return -TK_E_NOMEM;
+		*cache = n;
+	}
+	if (grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
 		return -TK_E_NOMEM;
 	p->nodes[n].calls++;
 	struct frame *f = &t->st[t->depth++];
 	f->node = n;
+	f->last_child = NONE32;
 	f->timed = time != TK_TIME_NONE;
 	f->ret = ret;
 	f->t_enter = time;
@@ -275,7 +328,8 @@ static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 		n->excl_ticks += incl_t >= f->child_ticks ? incl_t - f->child_ticks : 0;
 		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS)) {
 			struct func *fn = &p->funcs[n->func];
-			if (grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
+			if (fn->ndur == fn->cdur &&
+			    grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
 				return -TK_E_NOMEM;
 			fn->dur[fn->ndur++] = incl_t;
 		}
@@ -388,6 +442,16 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
+	p->child_cache = malloc(CHILD_CACHE * sizeof *p->child_cache);
+	p->block_cache = malloc(BLOCK_CACHE * sizeof *p->block_cache);
+	if (!p->child_cache || !p->block_cache) {
+		tk_prof_free(p);
+		if (err)
+			*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	memset(p->child_cache, 0xff, CHILD_CACHE * sizeof *p->child_cache);
+	memset(p->block_cache, 0xff, BLOCK_CACHE * sizeof *p->block_cache);
 	if (err)
 		*err = 0;
 	return p;
@@ -410,6 +474,8 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->blocks);
 	free(p->block_map);
 	free(p->tracks);
+	free(p->child_cache);
+	free(p->block_cache);
 	free(p);
 }
 
@@ -434,15 +500,15 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		}
 		uint64_t time = e->time;
 		if (time != TK_TIME_NONE) {
-			if (t->t_first == TK_TIME_NONE)
+			if (__builtin_expect(t->t_first == TK_TIME_NONE, 0))
 				t->t_first = time;
-			if (t->level_t_start == TK_TIME_NONE)
+			if (__builtin_expect(t->level_t_start == TK_TIME_NONE, 0))
 				t->level_t_start = time;
 			t->t_last = time;
-			if (p->sum.time_first == TK_TIME_NONE || time < p->sum.time_first)
-				p->sum.time_first = time;
-			if (p->sum.time_last == TK_TIME_NONE || time > p->sum.time_last)
-				p->sum.time_last = time;
+			if (time > t->t_max)
+				t->t_max = time;
+			if (time < t->t_min)
+				t->t_min = time;
 		} else {
 			time = t->t_last;
 		}
@@ -629,6 +695,7 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			tm->gap_child_insns = tm->base_child_insns;
 		}
 		tm->base_node = map[tb->base_node];
+		tm->base_last_child = NONE32;
 		tm->level_i_start = off + tb->level_i_start;
 		tm->level_t_start = tb->level_t_start;
 		tm->base_child_ticks = tb->base_child_ticks;
@@ -643,6 +710,7 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	for (size_t i = 0; i < tb->depth; i++) {
 		struct frame f = tb->st[i];
 		f.node = map[f.node];
+		f.last_child = NONE32;
 		f.i_enter += off;
 		if (f.node == NONE32)
 			return -TK_E_INTERNAL;
@@ -651,6 +719,10 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	tm->insns = off + tb->insns;
 	if (tb->t_last != TK_TIME_NONE)
 		tm->t_last = tb->t_last;
+	if (tb->t_min < tm->t_min)
+		tm->t_min = tb->t_min;
+	if (tb->t_max > tm->t_max)
+		tm->t_max = tb->t_max;
 	return 0;
 }
 
@@ -674,12 +746,6 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 	into->sum.truncated += from->sum.truncated;
 	into->sum.gaps += from->sum.gaps;
 	into->final_orphans += from->final_orphans;
-	if (from->sum.time_first != TK_TIME_NONE &&
-	    (into->sum.time_first == TK_TIME_NONE || from->sum.time_first < into->sum.time_first))
-		into->sum.time_first = from->sum.time_first;
-	if (from->sum.time_last != TK_TIME_NONE &&
-	    (into->sum.time_last == TK_TIME_NONE || from->sum.time_last > into->sum.time_last))
-		into->sum.time_last = from->sum.time_last;
 
 	for (size_t i = 0; i < from->nblocks; i++) {
 		const struct block *fb = &from->blocks[i];

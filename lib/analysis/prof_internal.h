@@ -32,6 +32,7 @@ struct block {
 
 struct frame {
 	uint32_t node;
+	uint32_t last_child;      /* cache: the node this frame called last (loops call the same) */
 	uint8_t timed;
 	uint64_t ret;             /* return address (TK_EV_CALL), 0 otherwise */
 	uint64_t t_enter, i_enter;
@@ -57,8 +58,10 @@ struct track {
 	size_t depth, cap;
 	uint64_t insns;           /* instructions executed on this track so far */
 	uint64_t t_last, t_first;
+	uint64_t t_min, t_max;    /* over timed events (t_min UINT64_MAX, t_max 0 if none) */
 	/* the unknown level below the stack */
 	uint32_t base_node;
+	uint32_t base_last_child;
 	uint64_t level_i_start, level_t_start;
 	uint64_t base_child_ticks, base_child_insns;
 	/* replayable orphans, and the state at the first gap */
@@ -86,6 +89,8 @@ struct tk_prof {
 	struct track *tracks;
 	size_t ntracks, ctracks;
 	uint32_t last_track;      /* index of the track of the previous event */
+	uint32_t *child_cache;    /* direct-mapped (parent, function) -> node, before the table */
+	uint32_t *block_cache;    /* direct-mapped start address -> block */
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;

@@ -9,8 +9,17 @@ int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s)
 {
 	*s = p->sum;
 	s->orphans = p->final_orphans;
-	for (size_t i = 0; i < p->ntracks; i++)
-		s->orphans += p->tracks[i].norph;
+	s->time_first = s->time_last = TK_TIME_NONE;
+	for (size_t i = 0; i < p->ntracks; i++) {
+		const struct track *t = &p->tracks[i];
+		s->orphans += t->norph;
+		if (t->t_min == UINT64_MAX)
+			continue;
+		if (s->time_first == TK_TIME_NONE || t->t_min < s->time_first)
+			s->time_first = t->t_min;
+		if (s->time_last == TK_TIME_NONE || t->t_max > s->time_last)
+			s->time_last = t->t_max;
+	}
 	return 0;
 }
 

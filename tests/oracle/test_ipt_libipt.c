@@ -126,8 +126,9 @@ static int newer_than_libipt(enum tk_ipt_pkt_kind k)
 	       k == TK_IPT_PKT_BBP || k == TK_IPT_PKT_BEP || k == TK_IPT_PKT_BIP;
 }
 
-/* Walk BUF with both decoders, resyncing after errors; returns packets compared. */
-static uint64_t walk_both(uint8_t *buf, size_t len)
+/* Walk BUF with both decoders, resyncing after errors; returns packets compared.
+ * BATCH: use tracekit's batch (fast-path) decoder one packet at a time. */
+static uint64_t walk_both(uint8_t *buf, size_t len, int batch)
 {
 	struct pt_config cfg;
 	memset(&cfg, 0, sizeof cfg);
@@ -155,7 +156,13 @@ static uint64_t walk_both(uint8_t *buf, size_t len)
 		struct pt_packet a;
 		struct tk_ipt_packet b;
 		int ra = pt_pkt_next(ref, &a, sizeof a);
-		int rb = tk_ipt_pkt_next(tk, &b);
+		int rb;
+		if (batch) {
+			int e, got = tk_ipt_pkt_next_batch(tk, &b, 1, &e);
+			rb = got ? b.size : e;
+		} else {
+			rb = tk_ipt_pkt_next(tk, &b);
+		}
 		if (ra >= 0) {
 			assert_true(rb > 0);
 			assert_int_equal(b.offset, ro);
@@ -190,7 +197,7 @@ static void test_clean_streams(void **state)
 	for (int round = 0; round < 60; round++) {
 		size_t len = gen_stream(buf, 512 + gen_rand() % (cap - 512), round & 1,
 					round % 3 ? 4096 : 0);
-		uint64_t n = walk_both(buf, len);
+		uint64_t n = walk_both(buf, len, round & 2);
 		assert_true(n > 10);
 		total += n;
 	}
@@ -211,7 +218,7 @@ static void test_corrupted_streams(void **state)
 		/* Cut the stream inside a packet now and then. */
 		if (round % 4 == 0)
 			len -= gen_rand() % 8;
-		walk_both(buf, len);
+		walk_both(buf, len, round & 2);
 	}
 	free(buf);
 }
@@ -304,6 +311,54 @@ static void test_last_ip(void **state)
 	free(buf);
 }
 
+/* tracekit info's scan: per-kind counts equal libipt's on clean streams, and the result
+ * does not depend on threads or chunk size on damaged ones. */
+static void test_scan(void **state)
+{
+	(void)state;
+	size_t cap = 1 << 16;
+	uint8_t *buf = malloc(cap);
+	for (int round = 0; round < 20; round++) {
+		size_t len = gen_stream(buf, 4096 + gen_rand() % (cap - 4096), round & 1, 1024);
+		int damaged = round & 2;
+		if (damaged)
+			for (int i = 0; i < 6; i++)
+				buf[gen_rand() % len] ^= (uint8_t)(1 + gen_rand() % 255);
+		struct tk_ipt_stats a, b;
+		struct tk_ipt_scan_opts o = { .sz = sizeof o, .nthreads = 1, .chunk_bytes = 1 };
+		assert_int_equal(tk_ipt_scan_parallel(buf, len, &o, &a), 0);
+		o.nthreads = 3;
+		o.chunk_bytes = 5000;
+		assert_int_equal(tk_ipt_scan_parallel(buf, len, &o, &b), 0);
+		assert_memory_equal(a.count, b.count, sizeof a.count);
+		assert_int_equal(a.packets, b.packets);
+		assert_int_equal(a.gaps.count, b.gaps.count);
+		assert_int_equal(a.gaps.bytes_skipped, b.gaps.bytes_skipped);
+		assert_int_equal(a.tsc_first, b.tsc_first);
+		assert_int_equal(a.tsc_last, b.tsc_last);
+		assert_int_equal(a.tsc_min, b.tsc_min);
+		assert_int_equal(a.tsc_max, b.tsc_max);
+		if (damaged)
+			continue;
+		/* Count with libipt. */
+		uint64_t want[TK_IPT_PKT__COUNT] = { 0 };
+		struct pt_config cfg;
+		memset(&cfg, 0, sizeof cfg);
+		cfg.size = sizeof cfg;
+		cfg.begin = buf;
+		cfg.end = buf + len;
+		struct pt_packet_decoder *d = pt_pkt_alloc_decoder(&cfg);
+		struct pt_packet p;
+		assert_int_equal(pt_pkt_sync_forward(d), 0);
+		while (pt_pkt_next(d, &p, sizeof p) > 0)
+			want[map_kind(&p)]++;
+		pt_pkt_free_decoder(d);
+		assert_memory_equal(a.count, want, sizeof want);
+		assert_int_equal(a.gaps.count, 0);
+	}
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +366,7 @@ int main(void)
 		cmocka_unit_test(test_corrupted_streams),
 		cmocka_unit_test(test_sync_from_offsets),
 		cmocka_unit_test(test_last_ip),
+		cmocka_unit_test(test_scan),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -325,8 +325,11 @@ static int parse_u64(const char *p, const char *e, uint64_t *v)
 		p++;
 	if (p == e)
 		return -1;
-	while (p < e && (unsigned)(*p - '0') < 10)
+	while (p < e && (unsigned)(*p - '0') < 10) {
 		x = x * 10 + (uint64_t)(*p++ - '0');
+		if (x > ((uint64_t)1 << 60))
+			return -1;
+	}
 	while (p < e && (*p == ' ' || *p == '\r'))
 		p++;
 	if (p != e)

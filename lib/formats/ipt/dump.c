@@ -1,5 +1,6 @@
 /* Intel PT stream walk with resync, packet statistics (tracekit info) and the ptdump-
  * layout dump (tracekit dump). Formatting writes straight into the output buffer. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "formats/ipt/internal.h"
@@ -16,12 +17,27 @@ static inline char *put_str(char *p, const char *s)
 }
 
 /* Exactly N hex digits. */
+/* "00" .. "ff": two digits per table load. */
+static const char hex_pairs[513] =
+	"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
 static inline char *put_hexw(char *p, uint64_t v, int n)
 {
-	for (int i = n - 1; i >= 0; i--) {
-		p[i] = hex_digits[v & 15];
-		v >>= 4;
+	int i = n;
+	while (i >= 2) {
+		i -= 2;
+		memcpy(p + i, hex_pairs + 2 * (v & 0xff), 2);
+		v >>= 8;
 	}
+	if (i)
+		p[0] = hex_digits[v & 15];
 	return p + n;
 }
 
@@ -208,11 +224,26 @@ static char *format_payload(char *p, const struct tk_ipt_packet *k)
 }
 
 /* One line without newline into P (at least 160 bytes); returns the end. */
+/* Packet names padded to ptdump's 10-column opcode field. */
+static char padded_names[TK_IPT_PKT__COUNT][16];
+static uint8_t name_len[TK_IPT_PKT__COUNT];
+
+static void init_names(void)
+{
+	for (int k = 0; k < TK_IPT_PKT__COUNT; k++) {
+		const char *n = tk_ipt_pkt_name((enum tk_ipt_pkt_kind)k);
+		size_t l = strlen(n);
+		memset(padded_names[k], ' ', sizeof padded_names[k]);
+		memcpy(padded_names[k], n, l);
+		name_len[k] = (uint8_t)l;
+	}
+}
+
+/* One line without newline into P (at least 160 bytes); returns the end. The opcode is
+ * written padded, then cut back when the packet has no payload. */
 static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset,
 			 struct tk_ipt_last_ip *last)
 {
-	char pl[64];
-	char *pe = format_payload(pl, k);
 	const char *tid = NULL;
 	uint64_t tval = 0;
 	const char *ttext = NULL;
@@ -223,7 +254,11 @@ static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset
 		*p++ = ' ';
 	}
 	char *op = p;
-	p = put_str(p, tk_ipt_pkt_name(k->kind));
+	memcpy(p, padded_names[k->kind], 16);
+	p += 11;
+	char *pe = format_payload(p, k);
+	if (pe == p)
+		return op + name_len[k->kind];
 	switch (k->kind) {
 	case TK_IPT_PKT_PIP:
 		tid = "cr3";
@@ -253,27 +288,22 @@ static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset
 	default:
 		break;
 	}
-	if (pe == pl)
-		return p;
-	p = pad_to(p, op, 10);
+	if (!tid)
+		return pe;
+	p = pad_to(pe, p, 25);
 	*p++ = ' ';
-	char *ps = p;
-	memcpy(p, pl, (size_t)(pe - pl));
-	p += pe - pl;
-	if (tid) {
-		p = pad_to(p, ps, 25);
-		*p++ = ' ';
-		char *ts = p;
-		p = put_str(p, tid);
-		p = pad_to(p, ts, 5);
-		p = ttext ? put_str(p, ttext) : put_hexw(p, tval, 16);
-	}
-	return p;
+	char *ts = p;
+	p = put_str(p, tid);
+	p = pad_to(p, ts, 5);
+	return ttext ? put_str(p, ttext) : put_hexw(p, tval, 16);
 }
+
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
 void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,
 			  struct tk_ipt_last_ip *last)
 {
+	pthread_once(&names_once, init_names);
 	if (tk_buf_reserve(out, 192) < 0)
 		return;
 	char *p = format_line(out->data + out->len, pkt, show_offset, last);
@@ -335,59 +365,6 @@ static int walk_start(struct walk *w)
 	return 1;
 }
 
-int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
-		tk_ipt_error_fn on_error, void *ctx)
-{
-	struct tk_ipt_packet *pk;
-	int err = 0, r;
-
-	memset(st, 0, sizeof *st);
-	st->bytes = len;
-	st->first_psb = UINT64_MAX;
-	struct walk w = { buf, len, NULL, &st->gaps, on_error, ctx };
-	w.dec = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
-	if (!w.dec)
-		return err;
-	pk = malloc(BATCH * sizeof *pk);
-	if (!pk) {
-		tk_ipt_pkt_decoder_free(w.dec);
-		return -TK_E_NOMEM;
-	}
-	r = walk_start(&w);
-	if (r > 0)
-		tk_ipt_pkt_get_offset(w.dec, &st->first_psb);
-	while (r > 0) {
-		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
-		for (int i = 0; i < n; i++) {
-			const struct tk_ipt_packet *k = &pk[i];
-			st->count[k->kind]++;
-			if (k->kind == TK_IPT_PKT_TSC) {
-				uint64_t t = k->tsc.tsc;
-				if (!st->have_tsc) {
-					st->have_tsc = 1;
-					st->tsc_min = st->tsc_max = st->tsc_first = t;
-				}
-				if (t < st->tsc_min)
-					st->tsc_min = t;
-				if (t > st->tsc_max)
-					st->tsc_max = t;
-				st->tsc_last = t;
-			}
-		}
-		st->packets += (uint64_t)n;
-		if (err == 0)
-			continue;
-		if (err == -TK_E_EOF)
-			break;
-		uint64_t bad;
-		r = walk_resync(&w, err, &bad);
-	}
-	st->psbs = st->count[TK_IPT_PKT_PSB];
-	free(pk);
-	tk_ipt_pkt_decoder_free(w.dec);
-	return r < 0 ? r : 0;
-}
-
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
 		struct tk_buf *out, struct tk_gap_stats *gaps)
 {
@@ -408,6 +385,7 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		return -TK_E_NOMEM;
 	}
 	tk_ipt_last_ip_init(&last);
+	pthread_once(&names_once, init_names);
 	int show_off = !o->no_offset;
 	r = walk_start(&w);
 	while (r > 0) {

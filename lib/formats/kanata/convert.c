@@ -215,6 +215,14 @@ static void cut_drop_label(struct cut *c, int64_t id)
 	im_del(&c->labels, id);
 }
 
+static void cut_labels_free(struct cut *c)
+{
+	for (size_t i = 0; i < c->labels.cap; i++)
+		if (c->labels.keys[i] != INT64_MIN && c->labels.ptrs[i])
+			tk_buf_free(c->labels.ptrs[i]);
+	im_free(&c->labels, 1);
+}
+
 static int cut_start(struct cut *c, int64_t at)
 {
 	c->w = tk_kanata_writer_new(c->out, at, &c->err);
@@ -222,7 +230,7 @@ static int cut_start(struct cut *c, int64_t at)
 		return c->err;
 	c->started = 1;
 	kn_reader_live(c->r, cut_snapshot_one, c);
-	im_free(&c->labels, 0);
+	cut_labels_free(c);
 	return c->err;
 }
 
@@ -317,10 +325,7 @@ int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanat
 	if (rc >= 0 && c->err)
 		rc = c->err;
 	tk_kanata_writer_free(c->w);
-	for (size_t i = 0; i < c->labels.cap; i++)
-		if (c->labels.keys[i] != INT64_MIN && c->labels.ptrs[i])
-			tk_buf_free(c->labels.ptrs[i]);
-	im_free(&c->labels, 1);
+	cut_labels_free(c);
 	im_free(&c->ids, 0);
 	tk_kanata_reader_free(c->r);
 	free(c);

@@ -5,7 +5,9 @@
 #include "tracekit/kanata.h"
 
 #define KN_MAX_OPEN 4          /* open stages tracked per instruction (one per lane) */
-#define KN_LABEL_KEEP 159      /* bytes of the type-0 label kept per live instruction */
+#define KN_LABEL_KEEP 159
+#define KN_NUM_MAX (INT64_C(1) << 60)     /* largest number (cycle, id) accepted */
+#define KN_SEEN_WORDS_MAX ((size_t)1 << 22) /* ids may spread over 2^28 above the oldest */      /* bytes of the type-0 label kept per live instruction */
 
 struct kn_open {
 	uint16_t lane, stage;      /* interned lane index, stage index */
@@ -46,6 +48,47 @@ int kn_reader_live(const struct tk_kanata_reader *r,
 		   void (*fn)(void *ctx, const struct kn_insn *in), void *ctx);
 /* Lookup of a live instruction (semantic mode); NULL if not live. */
 const struct kn_insn *kn_reader_find(const struct tk_kanata_reader *r, int64_t id);
+
+/* ---- parallel chunks ---- */
+/* A command about an instruction begun in an earlier chunk, replayed at the merge. */
+struct kn_frag {
+	struct tk_kanata_cmd c;    /* lane/text pointers cleared; see below */
+	uint16_t lane;             /* chunk-local lane index (S/E) */
+	uint16_t text_len;
+	uint8_t check_only;        /* W whose consumer is local: only check the producer */
+	uint8_t prod_ok;           /* W: producer was begun earlier in the chunk */
+	size_t full_len;
+	char text[2 * KN_LABEL_KEEP + 2];  /* enough raw text for KN_LABEL_KEEP unescaped */
+};
+
+struct kn_state {
+	int64_t cycle;
+	int seen_header, seen_cycle, seen_any, first_cycle_set;
+};
+
+struct kn_adopt {
+	struct tk_kanata_reader *g;
+	const uint16_t *lane_map, *stage_map;
+	int err;
+};
+
+void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle, uint64_t line_base,
+			   uint64_t byte_base);
+void kn_reader_state(const struct tk_kanata_reader *r, struct kn_state *st);
+const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *n);
+const int64_t *kn_reader_ids(const struct tk_kanata_reader *r, size_t *n);
+int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id);
+int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
+			  uint16_t *lane_map, uint16_t *stage_map);
+int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const uint16_t *lane_map,
+		     const struct tk_kanata_reader *c);
+int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
+		    const uint16_t *lane_map, const uint16_t *stage_map);
+void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
+			  uint64_t line_base, uint64_t byte_base);
+void kn_reader_finish(struct tk_kanata_reader *g);
+uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r);
+#define KN_MAX_NAMES 1024
 
 /* Hand-rolled integer parse of [p, e): optional spaces, '-', digits, spaces. */
 int kn_parse_i64(const char *p, const char *e, int64_t *v);

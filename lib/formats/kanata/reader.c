@@ -9,7 +9,7 @@
 
 #include "formats/kanata/internal.h"
 
-#define KN_MAX_NAMES 1024
+
 
 struct tk_kanata_reader {
 	struct tk_kanata_reader_opts o;
@@ -39,6 +39,17 @@ struct tk_kanata_reader {
 	uint32_t *table;           /* slot + 1; 0 = empty */
 	size_t table_cap;          /* power of two */
 	size_t live;
+
+	/* interned lane/stage of the S or E being tracked */
+	unsigned cur_lane, cur_stage;
+	uint64_t track_line;       /* line of the command being tracked (for hooks) */
+
+	/* parallel chunk: commands for ids this chunk did not begin are kept as fragments */
+	int chunk;
+	struct kn_frag *frags;
+	size_t nfrags, cap_frags;
+	int64_t *ilist;            /* ids begun in this chunk, in order */
+	size_t ni, cap_i;
 
 	/* ids ever begun: a bitset sliding over [seen_base, seen_base + 64 * seen_words) */
 	uint64_t *seen;
@@ -118,6 +129,8 @@ void tk_kanata_reader_free(struct tk_kanata_reader *r)
 	free(r->free_slots);
 	free(r->table);
 	free(r->seen);
+	free(r->frags);
+	free(r->ilist);
 	free(r);
 }
 
@@ -149,9 +162,9 @@ int kn_parse_i64(const char *p, const char *e, int64_t *v)
 		neg = *p++ == '-';
 	d = p;
 	while (p < e && (unsigned)(*p - '0') < 10) {
-		if (x > (UINT64_C(1) << 62) / 10)
-			return -1;
 		x = x * 10 + (uint64_t)(*p++ - '0');
+		if (x > KN_NUM_MAX)
+			return -1;  /* keeps cycle sums and differences inside int64 */
 	}
 	if (p == d)
 		return -1;
@@ -180,6 +193,22 @@ size_t kn_unescape(const char *s, size_t n, char *out, size_t cap)
 	return o;
 }
 
+/* Names are a few bytes: an inline loop beats a libc call. */
+static inline int name_eq(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+static inline const char *find_tab(const char *p, const char *e)
+{
+	while (p < e && *p != '\t')
+		p++;
+	return p < e ? p : NULL;
+}
+
 static void trim_name(const char **p, size_t *n)
 {
 	while (*n && (**p == ' '))
@@ -194,7 +223,7 @@ static unsigned intern_lane(struct tk_kanata_reader *r, const char *s, size_t n)
 	if (n >= TK_KANATA_NAME_MAX)
 		n = TK_KANATA_NAME_MAX - 1;
 	for (unsigned i = 0; i < r->nlanes; i++)
-		if (r->lanes[i].len == n && !memcmp(r->lanes[i].name, s, n))
+		if (r->lanes[i].len == n && name_eq(r->lanes[i].name, s, n))
 			return i;
 	if (r->nlanes == KN_MAX_NAMES)
 		return KN_MAX_NAMES - 1;
@@ -211,7 +240,7 @@ static unsigned intern_stage(struct tk_kanata_reader *r, unsigned lane, const ch
 		n = TK_KANATA_NAME_MAX - 1;
 	for (unsigned i = 0; i < r->nstages; i++) {
 		const struct kn_name *k = &r->stages[i];
-		if (k->lane == lane && k->len == n && !memcmp(k->name, s, n))
+		if (k->lane == lane && k->len == n && name_eq(k->name, s, n))
 			return i;
 	}
 	if (r->nstages == KN_MAX_NAMES)
@@ -225,9 +254,17 @@ static unsigned intern_stage(struct tk_kanata_reader *r, unsigned lane, const ch
 }
 
 /* ---- live instructions ---------------------------------------------------------------- */
+/* Ids are mostly sequential: keep neighbours in neighbouring slots (cache friendly), but
+ * fold high bits in so strided ids still spread. */
+static inline size_t idhash(int64_t id)
+{
+	uint64_t x = (uint64_t)id;
+	return (size_t)(x ^ (x >> 16) ^ (x >> 32));
+}
+
 static size_t hslot(const struct tk_kanata_reader *r, int64_t id)
 {
-	return tk_hash64((uint64_t)id) & (r->table_cap - 1);
+	return idhash(id) & (r->table_cap - 1);
 }
 
 static struct kn_insn *find_live(const struct tk_kanata_reader *r, int64_t id)
@@ -259,7 +296,7 @@ static int table_put(struct tk_kanata_reader *r, int64_t id, uint32_t slot)
 			uint32_t s = r->table[i];
 			if (!s)
 				continue;
-			size_t h = tk_hash64((uint64_t)r->pool[s - 1].id) & (cap - 1);
+			size_t h = idhash(r->pool[s - 1].id) & (cap - 1);
 			while (t[h])
 				h = (h + 1) & (cap - 1);
 			t[h] = s;
@@ -286,7 +323,7 @@ static void table_del(struct tk_kanata_reader *r, int64_t id)
 		uint32_t s = r->table[j];
 		if (!s)
 			break;
-		size_t k = tk_hash64((uint64_t)r->pool[s - 1].id) & mask;
+		size_t k = idhash(r->pool[s - 1].id) & mask;
 		if ((j > h && (k <= h || k > j)) || (j < h && (k <= h && k > j))) {
 			r->table[h] = s;
 			h = j;
@@ -366,7 +403,7 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 			w -= full;
 		}
 		if (w >= r->seen_words) {
-			if (w > ((size_t)1 << 31))
+			if (w > KN_SEEN_WORDS_MAX)
 				return -TK_E_LIMIT;
 			size_t nw = r->seen_words ? r->seen_words : 64;
 			while (nw <= w)
@@ -390,6 +427,43 @@ static void close_stage(struct tk_kanata_reader *r, struct kn_insn *in, unsigned
 	in->open[i] = in->open[--in->nopen];
 }
 
+/* Chunk mode: keep a command about an instruction begun in an earlier chunk. */
+static int frag_add(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c, int check_only,
+		    int prod_ok)
+{
+	if (r->nfrags == r->cap_frags) {
+		size_t cap = r->cap_frags ? r->cap_frags * 2 : 256;
+		void *p = realloc(r->frags, cap * sizeof *r->frags);
+		if (!p)
+			return -TK_E_NOMEM;
+		r->frags = p;
+		r->cap_frags = cap;
+	}
+	struct kn_frag *f = &r->frags[r->nfrags++];
+	f->c = *c;
+	f->c.lane = f->c.text = NULL;
+	f->lane = (uint16_t)r->cur_lane;
+	f->check_only = (uint8_t)check_only;
+	f->prod_ok = (uint8_t)prod_ok;
+	f->text_len = 0;
+	if (c->kind == TK_KANATA_LABEL || c->kind == TK_KANATA_STAGE_BEGIN ||
+	    c->kind == TK_KANATA_STAGE_END) {
+		size_t n = c->text_len < sizeof f->text - 1 ? c->text_len : sizeof f->text - 1;
+		if (c->kind == TK_KANATA_LABEL && c->a != 0)
+			n = 0;  /* only type-0 text is kept by the tracker */
+		memcpy(f->text, c->text, n);
+		f->text_len = (uint16_t)n;
+		f->full_len = c->text_len;
+	}
+	f->text[f->text_len] = 0;
+	return 0;
+}
+
+static int foreign(const struct tk_kanata_reader *r, int64_t id)
+{
+	return r->chunk && !(id >= 0 && seen_get(r, id));
+}
+
 /* The instruction a command names, or NULL after reporting why it is skipped. */
 static struct kn_insn *lookup(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c,
 			      const char *what, int after_retire_is_error)
@@ -397,6 +471,11 @@ static struct kn_insn *lookup(struct tk_kanata_reader *r, const struct tk_kanata
 	struct kn_insn *in = find_live(r, c->id);
 	if (in)
 		return in;
+	if (foreign(r, c->id)) {
+		if (frag_add(r, c, 0, 0) < 0)
+			r->stopped = -TK_E_NOMEM;
+		return NULL;
+	}
 	if (c->id >= 0 && seen_get(r, c->id)) {
 		if (c->kind == TK_KANATA_RETIRE)
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_RETIRE_TWICE, c->line, c->offset,
@@ -418,6 +497,7 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 {
 	struct kn_insn *in;
 
+	r->track_line = c->line;
 	switch (c->kind) {
 	case TK_KANATA_INSN:
 		if (c->id < 0) {
@@ -439,6 +519,19 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 		in->thread = c->b;
 		in->begin = c->cycle;
 		r->n.insns++;
+		if (r->chunk) {
+			if (r->ni == r->cap_i) {
+				size_t cap = r->cap_i ? r->cap_i * 2 : 1024;
+				int64_t *p = realloc(r->ilist, cap * sizeof *p);
+				if (!p) {
+					r->stopped = -TK_E_NOMEM;
+					return 0;
+				}
+				r->ilist = p;
+				r->cap_i = cap;
+			}
+			r->ilist[r->ni++] = c->id;
+		}
 		return 1;
 	case TK_KANATA_LABEL:
 		/* producers add detail after R (RSD does): warn, but keep the line */
@@ -457,8 +550,7 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 	case TK_KANATA_STAGE_BEGIN: {
 		if (!(in = lookup(r, c, "S", 0)))
 			return 0;
-		unsigned lane = intern_lane(r, c->lane, c->lane_len);
-		unsigned stage = intern_stage(r, lane, c->text, c->text_len);
+		unsigned lane = r->cur_lane, stage = r->cur_stage;
 		for (unsigned i = 0; i < in->nopen; i++)
 			if (in->open[i].lane == lane) {
 				close_stage(r, in, i);  /* S closes the lane's previous stage */
@@ -472,13 +564,13 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 	case TK_KANATA_STAGE_END: {
 		if (!(in = lookup(r, c, "E", 0)))
 			return 0;
-		unsigned lane = intern_lane(r, c->lane, c->lane_len);
+		unsigned lane = r->cur_lane;
 		for (unsigned i = 0; i < in->nopen; i++) {
 			if (in->open[i].lane != lane)
 				continue;
 			const struct kn_name *k = &r->stages[in->open[i].stage];
 			size_t n = c->text_len < TK_KANATA_NAME_MAX ? c->text_len : TK_KANATA_NAME_MAX - 1;
-			if (k->len == n && !memcmp(k->name, c->text, n)) {
+			if (k->len == n && name_eq(k->name, c->text, n)) {
 				close_stage(r, in, i);
 				return 1;
 			}
@@ -509,6 +601,12 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 		return 1;
 	case TK_KANATA_DEP:
 		if (!find_live(r, c->id)) {
+			if (foreign(r, c->id)) {
+				int ok = c->a >= 0 && (find_live(r, c->a) || seen_get(r, c->a));
+				if (frag_add(r, c, 0, ok) < 0)
+					r->stopped = -TK_E_NOMEM;
+				return 0;
+			}
 			if (c->id >= 0 && seen_get(r, c->id))
 				diag(r, TK_LOG_ERROR, TK_KANATA_D_DEP_RETIRED, c->line, c->offset,
 				     "W with consumer %lld, which is already retired", (long long)c->id);
@@ -517,9 +615,16 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 				     "W with consumer %lld before its I", (long long)c->id);
 			return 0;
 		}
-		if (c->a < 0 || !(find_live(r, c->a) || seen_get(r, c->a)))
+		if (c->a < 0 || !(find_live(r, c->a) || seen_get(r, c->a))) {
+			if (r->chunk && c->a >= 0) {
+				/* the producer may come from an earlier chunk: decide at the merge */
+				if (frag_add(r, c, 1, 0) < 0)
+					r->stopped = -TK_E_NOMEM;
+				return 1;
+			}
 			diag(r, TK_LOG_WARN, TK_KANATA_D_DEP_PRODUCER, c->line, c->offset,
 			     "W with producer %lld, which never appeared", (long long)c->a);
+		}
 		return 1;
 	default:
 		return 1;
@@ -582,7 +687,7 @@ static int split(const char *p, const char *e, const char **f, const char **fe, 
 {
 	int n = 0;
 	while (n < max) {
-		const char *t = n == max - 1 ? NULL : memchr(p, '\t', (size_t)(e - p));
+		const char *t = n == max - 1 ? NULL : find_tab(p, e);
 		f[n] = p;
 		fe[n] = t ? t : e;
 		n++;
@@ -625,7 +730,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 	c.lane_len = c.text_len = 0;
 	c.id = c.a = c.b = 0;
 
-	const char *tab = memchr(p, '\t', (size_t)(e - p));
+	const char *tab = find_tab(p, e);
 	const char *ce = tab ? tab : e, *cp = p;
 	while (ce > cp && ce[-1] == ' ')
 		ce--;
@@ -644,8 +749,10 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 			     (long long)r->cycle);
 			return 0;
 		}
-		if (!r->seen_cycle_cmd)
+		if (!r->seen_cycle_cmd) {
 			r->n.first_cycle = v;
+			r->n.first_cycle_line = line;
+		}
 		r->seen_cycle_cmd = 1;
 		r->cycle = v;
 		c.kind = TK_KANATA_CYCLE_SET;
@@ -659,6 +766,11 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		if (v < 0) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_NEG_DELTA, line, off,
 			     "C %lld: time only moves forward; line skipped", (long long)v);
+			return 0;
+		}
+		if (r->cycle > KN_NUM_MAX - v || r->delta_sum > KN_NUM_MAX - v) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, line, off,
+			     "C %lld: cycle beyond %lld; line skipped", (long long)v, (long long)KN_NUM_MAX);
 			return 0;
 		}
 		r->seen_cycle_cmd = 1;
@@ -712,6 +824,13 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		c.text_len = (size_t)(fe[2] - f[2]);
 		trim_name(&c.text, &c.text_len);
 		c.kind = k == 'S' ? TK_KANATA_STAGE_BEGIN : TK_KANATA_STAGE_END;
+		if (r->o.semantic) {
+			/* names are interned in line order whether or not the command is valid, so
+			 * the order of first appearance does not depend on how the file is split */
+			r->cur_lane = intern_lane(r, c.lane, c.lane_len);
+			if (k == 'S')
+				r->cur_stage = intern_stage(r, r->cur_lane, c.text, c.text_len);
+		}
 		break;
 	default:
 		diag(r, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_CMD, line, off,
@@ -774,13 +893,14 @@ static int end_carried_line(struct tk_kanata_reader *r, uint64_t next_off)
 
 int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, int final)
 {
-	const char *e = p + n;
+	const char *e;
 	int rc;
 
 	if (r->stopped)
 		return r->stopped;
 	if (!n)
 		goto tail;
+	e = p + n;
 	if (r->carry_len || r->skipping) {
 		const char *nl = memchr(p, '\n', n);
 		size_t k = nl ? (size_t)(nl - p) : n;
@@ -804,8 +924,13 @@ int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, i
 			break;
 		}
 		r->n.lines++;
-		if ((rc = parse_line(r, p, nl, r->n.lines, r->n.bytes)) < 0)
+		if ((size_t)(nl - p) > r->o.max_line) {
+			diag(r, TK_LOG_ERROR, TK_KANATA_D_LONG_LINE, r->n.lines, r->n.bytes,
+			     "line of %llu bytes is longer than the limit of %zu; skipped",
+			     (unsigned long long)(nl - p), r->o.max_line);
+		} else if ((rc = parse_line(r, p, nl, r->n.lines, r->n.bytes)) < 0) {
 			return rc;
+		}
 		r->n.bytes += (uint64_t)(nl - p) + 1;
 		p = nl + 1;
 	}
@@ -816,7 +941,7 @@ tail:
 				return rc;
 		r->n.last_cycle = r->cycle;
 		r->n.in_flight = r->live;
-		if (!r->seen_header)
+		if (!r->seen_header && !r->chunk)
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_NO_HEADER, 1, 0, "empty input: no Kanata header");
 	}
 	return r->stopped;
@@ -867,4 +992,163 @@ int kn_reader_live(const struct tk_kanata_reader *r,
 		fn(ctx, v[i]);
 	free(v);
 	return 0;
+}
+
+/* ---- parallel chunks ---------------------------------------------------------------------- */
+void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle, uint64_t line_base,
+			   uint64_t byte_base)
+{
+	r->chunk = 1;
+	r->n.lines = line_base;
+	r->n.bytes = byte_base;
+	if (!first) {
+		r->cycle = cycle;
+		r->seen_header = r->seen_cycle_cmd = r->seen_any_cmd = 1;
+	}
+}
+
+void kn_reader_state(const struct tk_kanata_reader *r, struct kn_state *st)
+{
+	st->cycle = r->cycle;
+	st->seen_header = r->seen_header;
+	st->seen_cycle = r->seen_cycle_cmd;
+	st->seen_any = r->seen_any_cmd;
+	st->first_cycle_set = r->seen_cycle_cmd && r->n.first_cycle_line;
+}
+
+const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *n)
+{
+	*n = r->nfrags;
+	return r->frags;
+}
+
+const int64_t *kn_reader_ids(const struct tk_kanata_reader *r, size_t *n)
+{
+	*n = r->ni;
+	return r->ilist;
+}
+
+int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id)
+{
+	return (id >= 0 && seen_get(r, id)) || find_live(r, id);
+}
+
+int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
+			  uint16_t *lane_map, uint16_t *stage_map)
+{
+	for (unsigned i = 0; i < c->nlanes; i++)
+		lane_map[i] = (uint16_t)intern_lane(g, c->lanes[i].name, c->lanes[i].len);
+	for (unsigned i = 0; i < c->nstages; i++)
+		stage_map[i] = (uint16_t)intern_stage(g, lane_map[c->stages[i].lane], c->stages[i].name,
+						      c->stages[i].len);
+	return 0;
+}
+
+int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const uint16_t *lane_map,
+		     const struct tk_kanata_reader *c)
+{
+	struct tk_kanata_cmd cmd = f->c;
+	int64_t saved = g->cycle;
+
+	g->cycle = cmd.cycle;
+	cmd.text = f->text;
+	cmd.text_len = f->text_len;
+	if (cmd.kind == TK_KANATA_STAGE_BEGIN || cmd.kind == TK_KANATA_STAGE_END) {
+		const struct kn_name *ln = &c->lanes[f->lane];
+		cmd.lane = ln->name;
+		cmd.lane_len = ln->len;
+		g->cur_lane = lane_map[f->lane];
+		if (cmd.kind == TK_KANATA_STAGE_BEGIN)
+			g->cur_stage = intern_stage(g, g->cur_lane, f->text, f->text_len);
+	} else if (cmd.kind == TK_KANATA_LABEL) {
+		cmd.text_len = f->text_len;
+	}
+	if (f->check_only) {
+		if (!kn_reader_seen(g, cmd.a))
+			diag(g, TK_LOG_WARN, TK_KANATA_D_DEP_PRODUCER, cmd.line, cmd.offset,
+			     "W with producer %lld, which never appeared", (long long)cmd.a);
+	} else if (cmd.kind == TK_KANATA_DEP && f->prod_ok) {
+		/* the producer was begun earlier in the same chunk: only the consumer is news */
+		if (!find_live(g, cmd.id)) {
+			if (cmd.id >= 0 && seen_get(g, cmd.id))
+				diag(g, TK_LOG_ERROR, TK_KANATA_D_DEP_RETIRED, cmd.line, cmd.offset,
+				     "W with consumer %lld, which is already retired", (long long)cmd.id);
+			else
+				diag(g, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_ID, cmd.line, cmd.offset,
+				     "W with consumer %lld before its I", (long long)cmd.id);
+		} else {
+			g->n.commands++;
+		}
+	} else if (track(g, &cmd)) {
+		g->n.commands++;
+	}
+	g->cycle = saved;
+	return g->stopped;
+}
+
+static void adopt_one(void *ctx, const struct kn_insn *in)
+{
+	struct kn_adopt *a = ctx;
+	struct kn_insn *n;
+	if (a->err)
+		return;
+	if (!(n = insn_new(a->g, in->id))) {
+		a->err = -TK_E_NOMEM;
+		return;
+	}
+	uint32_t slot = n->slot;
+	memcpy(n, in, sizeof *n);
+	n->slot = slot;
+	for (unsigned i = 0; i < n->nopen; i++) {
+		n->open[i].lane = a->lane_map[n->open[i].lane];
+		n->open[i].stage = a->stage_map[n->open[i].stage];
+	}
+}
+
+int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
+		    const uint16_t *lane_map, const uint16_t *stage_map)
+{
+	struct kn_adopt a = { g, lane_map, stage_map, 0 };
+	int rc;
+	for (size_t i = 0; i < c->ni; i++)
+		if ((rc = seen_set(g, c->ilist[i])) < 0)
+			return rc;
+	if ((rc = kn_reader_live(c, adopt_one, &a)) < 0)
+		return rc;
+	return a.err;
+}
+
+void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
+			  uint64_t line_base, uint64_t byte_base)
+{
+	g->n.lines += c->n.lines - line_base;
+	g->n.bytes += c->n.bytes - byte_base;
+	g->n.commands += c->n.commands;
+	g->n.errors += c->n.errors;
+	g->n.warnings += c->n.warnings;
+	g->n.insns += c->n.insns;
+	g->n.retired += c->n.retired;
+	g->n.flushed += c->n.flushed;
+	g->delta_sum += c->delta_sum;
+	if (!g->n.version)
+		g->n.version = c->n.version;
+	if (c->n.first_cycle_line && !g->n.first_cycle_line) {
+		g->n.first_cycle = c->n.first_cycle;
+		g->n.first_cycle_line = c->n.first_cycle_line;
+	}
+	g->cycle = c->cycle;
+	g->seen_header |= c->seen_header;
+	g->seen_cycle_cmd |= c->seen_cycle_cmd;
+	g->seen_any_cmd |= c->seen_any_cmd;
+}
+
+void kn_reader_finish(struct tk_kanata_reader *g)
+{
+	g->n.last_cycle = g->cycle;
+	g->n.in_flight = g->live;
+}
+
+uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r)
+{
+	return r->track_line;
 }

@@ -2,8 +2,10 @@
  * occupancy, stall (lane 1) cycles, per thread, IPC windows and the slowest instructions.
  * Memory depends on the number of stages, threads, windows and live instructions, not on
  * the file size. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "formats/kanata/internal.h"
 
@@ -30,6 +32,22 @@ struct stats_ctx {
 	struct tk_kanata_slow *heap;   /* min-heap: root is the least slow kept */
 	int64_t last_rid;
 	int have_rid;
+	uint64_t windows_dropped;
+	uint64_t last_rid_line;
+	int cycle_seen;
+	/* diagnostics: forwarded, or kept (parallel chunks) until the merge */
+	uint64_t suppress_upto;    /* sequential rerun after a parallel attempt: already shown */
+	struct kept_diags *keep;
+};
+
+#define KEEP_DIAGS 256
+struct kept_diag {
+	struct tk_kanata_diag d;
+	char msg[256];
+};
+struct kept_diags {
+	size_t n;
+	struct kept_diag v[KEEP_DIAGS];
 };
 
 static unsigned bucket(uint64_t v)
@@ -143,6 +161,23 @@ static void heap_down(struct tk_kanata_slow *h, size_t n, size_t i)
 	}
 }
 
+static void slow_offer_entry(struct stats_ctx *s, const struct tk_kanata_slow *c)
+{
+	if (s->nslow < s->o->slowest) {
+		size_t i = s->nslow++;
+		s->heap[i] = *c;
+		while (i && less_slow(&s->heap[i], &s->heap[(i - 1) / 2])) {
+			struct tk_kanata_slow t = s->heap[i];
+			s->heap[i] = s->heap[(i - 1) / 2];
+			s->heap[(i - 1) / 2] = t;
+			i = (i - 1) / 2;
+		}
+	} else if (less_slow(&s->heap[0], c)) {
+		s->heap[0] = *c;
+		heap_down(s->heap, s->nslow, 0);
+	}
+}
+
 static void slow_offer(struct stats_ctx *s, const struct kn_insn *in, int64_t end)
 {
 	struct tk_kanata_slow c = { .id = in->id, .sim_id = in->sim_id, .thread = in->thread,
@@ -188,11 +223,17 @@ static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t ri
 	if (flushed)
 		return;
 	s->last_rid = rid;
+	s->last_rid_line = kn_reader_cur_line(s->r);
 	s->have_rid = 1;
 	hist_add(s, &s->insn, (uint64_t)(end - in->begin));
 	if (s->o->window) {
 		int64_t rel = end - s->first_cycle;
-		size_t w = rel > 0 ? (size_t)((uint64_t)rel / s->o->window) : 0;
+		uint64_t wi = rel > 0 ? (uint64_t)rel / s->o->window : 0;
+		if (wi >= ((uint64_t)1 << 24)) {
+			s->windows_dropped++;  /* keep memory bounded on absurd cycle counts */
+			goto slow;
+		}
+		size_t w = (size_t)wi;
 		if (w >= s->cap_win) {
 			size_t cap = s->cap_win ? s->cap_win : 64;
 			while (cap <= w)
@@ -210,6 +251,7 @@ static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t ri
 		if (w + 1 > s->nwin)
 			s->nwin = w + 1;
 	}
+slow:
 	if (s->o->slowest)
 		slow_offer(s, in, end);
 }
@@ -226,10 +268,12 @@ static void on_live(void *ctx, const struct kn_insn *in)
 static int on_cmd(void *ctx, const struct tk_kanata_cmd *c)
 {
 	struct stats_ctx *s = ctx;
-	if (c->kind == TK_KANATA_CYCLE_SET && s->first_cycle == INT64_MIN)
-		s->first_cycle = c->a;
-	else if (c->kind == TK_KANATA_CYCLE && s->first_cycle == INT64_MIN)
-		s->first_cycle = 0;
+	/* the same rule as the reader's first_cycle: a C= before any C */
+	if (!s->cycle_seen && (c->kind == TK_KANATA_CYCLE_SET || c->kind == TK_KANATA_CYCLE)) {
+		s->cycle_seen = 1;
+		if (c->kind == TK_KANATA_CYCLE_SET)
+			s->first_cycle = c->a;
+	}
 	return s->err;
 }
 
@@ -274,7 +318,8 @@ static int finish(struct stats_ctx *s, struct tk_kanata_stats *st)
 	st->window_retired = s->win;
 	st->nwindows = s->nwin;
 	s->win = NULL;
-	qsort(s->heap, s->nslow, sizeof *s->heap, cmp_slow);
+	if (s->nslow)
+		qsort(s->heap, s->nslow, sizeof *s->heap, cmp_slow);
 	st->slow = s->heap;
 	st->nslow = s->nslow;
 	s->heap = NULL;
@@ -298,6 +343,17 @@ static void ctx_free(struct stats_ctx *s)
 static void on_diag(void *ctx, const struct tk_kanata_diag *d)
 {
 	struct stats_ctx *s = ctx;
+	if (s->keep) {
+		if (s->keep->n < KEEP_DIAGS) {
+			struct kept_diag *k = &s->keep->v[s->keep->n++];
+			k->d = *d;
+			snprintf(k->msg, sizeof k->msg, "%s", d->msg);
+			k->d.msg = k->msg;
+		}
+		return;
+	}
+	if (d->line <= s->suppress_upto)
+		return;
 	if (s->o->diag)
 		s->o->diag(s->o->ctx, d);
 }
@@ -310,7 +366,6 @@ static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err)
 		return NULL;
 	}
 	s->o = o;
-	s->first_cycle = INT64_MIN;
 	if (o->slowest) {
 		s->heap = calloc(o->slowest > 100000 ? 100000 : o->slowest, sizeof *s->heap);
 		if (!s->heap) {
@@ -342,13 +397,352 @@ static struct tk_kanata_stats_opts clamp_opts(const struct tk_kanata_stats_opts 
 	return c;
 }
 
+/* ---- parallel: prefix pass for cycles, chunks parsed independently, merged in order ------ */
+static size_t chunk_bytes = (size_t)8 << 20;
+#define CHUNK_BYTES chunk_bytes
+
+/* Tests split small inputs into many chunks. */
+void kn_stats_set_chunk_bytes(size_t n);
+void kn_stats_set_chunk_bytes(size_t n)
+{
+	chunk_bytes = n ? n : (size_t)8 << 20;
+}
+
+struct chunk {
+	size_t start, len;
+	uint64_t lines;              /* newlines in the chunk */
+	/* prefix: cycle effect f(x) = max(x + add, floor) with seen flags set (chunks > 0);
+	 * chunk 0: a concrete end cycle */
+	int64_t add, floor, end0;
+	int has_floor;
+	int first_op;                /* 0 none, 1 C, 2 C= */
+	int64_t first_set;
+	/* pass 2 */
+	int64_t start_cycle;
+	uint64_t line_base;
+	struct stats_ctx *s;
+	struct kept_diags *diags;
+	int err;
+};
+
+struct par {
+	const char *data;
+	size_t len;
+	struct chunk *ch;
+	size_t n;
+	struct tk_kanata_stats_opts *o;
+	struct stats_ctx *g;
+	struct kept_diags replay;
+	int64_t first_cycle;
+	int fallback;
+	int file_backed;             /* pages may be dropped after use (never for malloc'd data) */
+	uint64_t delivered_upto;
+	uint16_t lane_map[1024], stage_map[1024];
+};
+
+/* Give a file mapping's pages back once a chunk is done, so resident memory stays bounded.
+ * Only for file-backed mappings: on anonymous memory this would zero the data. */
+static void drop_pages(const struct par *P, const char *p, size_t n)
+{
+	if (!P->file_backed)
+		return;
+	uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, b = ((uintptr_t)p + n) & ~(uintptr_t)4095;
+	if (b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static int prefix_work(void *ctx, size_t i)
+{
+	struct par *P = ctx;
+	struct chunk *c = &P->ch[i];
+	const char *p = P->data + c->start, *e = p + c->len;
+	int64_t cur = 0;
+	int seen = 0;
+
+	c->add = 0;
+	c->has_floor = 0;
+	while (p < e) {
+		const char *nl = memchr(p, '\n', (size_t)(e - p));
+		const char *le = nl ? nl : e;
+		if (*p == 'C' && le - p > 1) {
+			int64_t v;
+			if (p[1] == '=') {
+				if (kn_parse_i64(p + 2 + (le - p > 2 && p[2] == '\t'), le, &v) == 0) {
+					if (!c->first_op)
+						c->first_op = 2, c->first_set = v;
+					if (i == 0) {
+						if (!seen || v >= cur)
+							cur = v;
+					} else if (!c->has_floor || v > c->floor) {
+						if (!c->has_floor || v > c->floor)
+							c->floor = c->has_floor && c->floor > v ? c->floor : v;
+						c->has_floor = 1;
+					}
+					seen = 1;
+				}
+			} else if (p[1] == '\t' || p[1] == ' ') {
+				if (kn_parse_i64(p + 2, le, &v) == 0 && v >= 0) {
+					if (!c->first_op)
+						c->first_op = 1;
+					cur += v;
+					c->add += v;
+					if (c->has_floor)
+						c->floor += v;
+					seen = 1;
+				}
+			}
+		}
+		if (!nl)
+			break;
+		c->lines++;
+		p = nl + 1;
+	}
+	c->end0 = cur;
+	drop_pages(P, P->data + c->start, c->len);
+	return 0;
+}
+
+static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err);
+static void ctx_free(struct stats_ctx *s);
+
+static int parse_work(void *ctx, size_t i)
+{
+	struct par *P = ctx;
+	struct chunk *c = &P->ch[i];
+	int rc;
+
+	c->s = ctx_new(P->o, &rc);
+	c->diags = calloc(1, sizeof *c->diags);
+	if (!c->s || !c->diags)
+		return c->s ? -TK_E_NOMEM : rc;
+	c->s->keep = c->diags;
+	c->s->cycle_seen = 1;
+	c->s->first_cycle = P->first_cycle;
+	kn_reader_chunk_begin(c->s->r, i == 0, c->start_cycle, c->line_base, c->start);
+	rc = tk_kanata_reader_feed(c->s->r, P->data + c->start, c->len, i + 1 == P->n);
+	drop_pages(P, P->data + c->start, c->len);
+	return rc < 0 ? rc : 0;
+}
+
+static void hist_merge(struct stats_ctx *g, struct hist *into, const struct hist *from)
+{
+	if (!from->count)
+		return;
+	if (!into->bins && !(into->bins = calloc(HIST_BUCKETS, sizeof *into->bins))) {
+		g->err = -TK_E_NOMEM;
+		return;
+	}
+	into->count += from->count;
+	into->sum += from->sum;
+	if (from->max > into->max)
+		into->max = from->max;
+	for (unsigned b = 0; b < HIST_BUCKETS; b++)
+		into->bins[b] += from->bins[b];
+}
+
+static void deliver_sorted(struct par *P, const struct kept_diags *a, const struct kept_diags *b)
+{
+	size_t i = 0, j = 0;
+	while (i < a->n || j < b->n) {
+		const struct kept_diag *d;
+		if (j >= b->n || (i < a->n && a->v[i].d.line <= b->v[j].d.line))
+			d = &a->v[i++];
+		else
+			d = &b->v[j++];
+		if (P->o->diag)
+			P->o->diag(P->o->ctx, &d->d);
+	}
+}
+
+#define FALLBACK 1
+
+static int merge_chunk(void *ctx, size_t i)
+{
+	struct par *P = ctx;
+	struct chunk *c = &P->ch[i];
+	struct stats_ctx *g = P->g, *s = c->s;
+	struct tk_kanata_reader *cr = s->r;
+	struct kn_state st;
+	size_t n;
+	int rc;
+
+	/* the previous chunk must have ended in the state this one assumed */
+	kn_reader_state(g->r, &st);
+	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))
+		return P->fallback = FALLBACK, -TK_E_CANCELLED;
+	const int64_t *ids = kn_reader_ids(cr, &n);
+	for (size_t k = 0; k < n; k++)
+		if (kn_reader_seen(g->r, ids[k]))
+			return P->fallback = FALLBACK, -TK_E_CANCELLED;  /* id reused across chunks */
+	if (kn_reader_nstages(cr) >= 1024)
+		return P->fallback = FALLBACK, -TK_E_CANCELLED;
+	kn_reader_merge_names(g->r, cr, P->lane_map, P->stage_map);
+
+	P->replay.n = 0;
+	g->keep = &P->replay;
+	const struct kn_frag *f = kn_reader_frags(cr, &n);
+	for (size_t k = 0; k < n; k++)
+		if ((rc = kn_reader_replay(g->r, &f[k], P->lane_map, cr)) < 0)
+			return rc;
+	g->keep = NULL;
+	if ((rc = kn_reader_adopt(g->r, cr, P->lane_map, P->stage_map)) < 0)
+		return rc;
+
+	/* statistics of the chunk's own instructions */
+	for (size_t k = 0; k < kn_reader_nstages(cr); k++)
+		hist_merge(g, &g->stage[P->stage_map[k]], &s->stage[k]);
+	hist_merge(g, &g->insn, &s->insn);
+	for (size_t k = 0; k < s->nthreads; k++) {
+		struct tk_kanata_thread_stats *t = thread_of(g, s->threads[k].thread);
+		if (t) {
+			t->insns += s->threads[k].insns;
+			t->retired += s->threads[k].retired;
+			t->flushed += s->threads[k].flushed;
+		}
+	}
+	if (s->nwin) {
+		if (s->nwin > g->cap_win) {
+			uint64_t *p = realloc(g->win, s->nwin * sizeof *p);
+			if (!p)
+				return -TK_E_NOMEM;
+			memset(p + g->cap_win, 0, (s->nwin - g->cap_win) * sizeof *p);
+			g->win = p;
+			g->cap_win = s->nwin;
+		}
+		for (size_t k = 0; k < s->nwin; k++)
+			g->win[k] += s->win[k];
+		if (s->nwin > g->nwin)
+			g->nwin = s->nwin;
+	}
+	g->windows_dropped += s->windows_dropped;
+	for (size_t k = 0; k < s->nslow; k++)
+		slow_offer_entry(g, &s->heap[k]);
+	if (s->have_rid && (!g->have_rid || s->last_rid_line > g->last_rid_line)) {
+		g->last_rid = s->last_rid;
+		g->last_rid_line = s->last_rid_line;
+		g->have_rid = 1;
+	}
+	kn_reader_add_counts(g->r, cr, c->line_base, c->start);
+	deliver_sorted(P, c->diags, &P->replay);
+	P->delivered_upto = c->line_base + c->lines;
+	ctx_free(s);
+	free(c->diags);
+	c->s = NULL;
+	c->diags = NULL;
+	return g->err;
+}
+
+static int stats_parallel(const char *data, size_t len, int file_backed,
+			  struct tk_kanata_stats_opts *o, struct tk_kanata_stats *st, int *fell_back,
+			  uint64_t *delivered)
+{
+	struct par *P = calloc(1, sizeof *P);
+	size_t cap = len / CHUNK_BYTES + 2;
+	int rc;
+
+	if (!P || !(P->ch = calloc(cap, sizeof *P->ch))) {
+		free(P);
+		return -TK_E_NOMEM;
+	}
+	P->data = data;
+	P->len = len;
+	P->file_backed = file_backed;
+	P->o = o;
+	for (size_t pos = 0; pos < len;) {
+		size_t end = pos + CHUNK_BYTES < len ? pos + CHUNK_BYTES : len;
+		if (end < len) {
+			const char *nl = memchr(data + end, '\n', len - end);
+			end = nl ? (size_t)(nl - data) + 1 : len;
+		}
+		P->ch[P->n].start = pos;
+		P->ch[P->n].len = end - pos;
+		P->n++;
+		pos = end;
+	}
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs };
+	rc = tk_pool_run(&po, P->n, prefix_work, NULL, P);
+	if (rc < 0)
+		goto out;
+	/* starting cycles and lines, and the first cycle of the file */
+	int64_t cur = 0;
+	uint64_t line = 0;
+	int first_found = 0;
+	P->first_cycle = 0;
+	for (size_t i = 0; i < P->n; i++) {
+		struct chunk *c = &P->ch[i];
+		c->start_cycle = cur;
+		c->line_base = line;
+		line += c->lines;
+		if (!first_found && c->first_op) {
+			first_found = 1;
+			P->first_cycle = c->first_op == 2 ? c->first_set : 0;
+		}
+		if (i == 0)
+			cur = c->end0;
+		else
+			cur = c->has_floor && c->floor > cur + c->add ? c->floor : cur + c->add;
+	}
+	P->g = ctx_new(o, &rc);
+	if (!P->g)
+		goto out;
+	P->g->cycle_seen = 1;
+	P->g->first_cycle = P->first_cycle;
+	rc = tk_pool_run(&po, P->n, parse_work, merge_chunk, P);
+	if (rc >= 0) {
+		kn_reader_finish(P->g->r);
+		if (tk_kanata_reader_counts(P->g->r)->first_cycle != P->first_cycle)
+			P->fallback = FALLBACK;
+		else
+			rc = finish(P->g, st);
+	}
+out:
+	*fell_back = P->fallback;
+	*delivered = P->delivered_upto;
+	if (P->fallback)
+		rc = 0;
+	for (size_t i = 0; i < P->n; i++) {
+		if (P->ch[i].s)
+			ctx_free(P->ch[i].s);
+		free(P->ch[i].diags);
+	}
+	if (P->g)
+		ctx_free(P->g);
+	free(P->ch);
+	free(P);
+	return rc;
+}
+
 int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
 			    struct tk_kanata_stats *st)
 {
 	struct tk_kanata_stats_opts o = clamp_opts(opts);
+	uint64_t delivered = 0;
 	int rc;
 
 	memset(st, 0, sizeof *st);
+	if (o.jobs > 1 && tk_input_compression(in) == TK_COMP_NONE &&
+	    tk_input_file_size(in) >= 2 * CHUNK_BYTES) {
+		const uint8_t *data;
+		size_t len;
+		int fell_back = 0;
+		if ((rc = tk_input_map(in, &data, &len)) < 0)
+			return rc;
+		rc = stats_parallel((const char *)data, len, 1, &o, st, &fell_back, &delivered);
+		if (rc < 0 || !fell_back)
+			return rc;
+		/* the file breaks an assumption of the split (an id reused across chunks, an
+		 * unusual C=): read it again in order; diagnostics already shown are not repeated */
+		tk_kanata_stats_free(st);
+		struct stats_ctx *s = ctx_new(&o, &rc);
+		if (!s)
+			return rc;
+		s->suppress_upto = delivered;
+		rc = tk_kanata_reader_feed(s->r, (const char *)data, len, 1);
+		if (rc >= 0)
+			rc = finish(s, st);
+		ctx_free(s);
+		return rc;
+	}
 	struct stats_ctx *s = ctx_new(&o, &rc);
 	if (!s)
 		return rc;
@@ -357,6 +751,18 @@ int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_op
 		rc = finish(s, st);
 	ctx_free(s);
 	return rc;
+}
+
+/* Parallel statistics over a buffer (tests: -j N must equal -j 1 whatever the split). */
+int kn_stats_buf_parallel(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
+			  struct tk_kanata_stats *st, int *fell_back);
+int kn_stats_buf_parallel(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
+			  struct tk_kanata_stats *st, int *fell_back)
+{
+	struct tk_kanata_stats_opts o = clamp_opts(opts);
+	uint64_t delivered;
+	memset(st, 0, sizeof *st);
+	return stats_parallel(p, n, 0, &o, st, fell_back, &delivered);
 }
 
 int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,

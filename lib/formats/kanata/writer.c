@@ -61,6 +61,11 @@ struct tk_kanata_writer *tk_kanata_writer_new(struct tk_buf *out, int64_t start_
 		*err = -TK_E_NOMEM;
 		return NULL;
 	}
+	if (start_cycle > KN_NUM_MAX || start_cycle < -KN_NUM_MAX) {
+		free(w);
+		*err = -TK_E_INVAL;
+		return NULL;
+	}
 	ro.ctx = w;
 	w->out = out;
 	if (tk_buf_init(&w->line, -1, 256) < 0 || !(w->check = tk_kanata_reader_new(&ro, err))) {
@@ -99,6 +104,8 @@ int tk_kanata_w_cycle(struct tk_kanata_writer *w, int64_t delta)
 {
 	if (delta < 0)
 		return -TK_E_BAD_STATE;
+	if (w->now > KN_NUM_MAX - delta)
+		return -TK_E_INVAL;
 	w->now += delta;
 	return 0;
 }
@@ -107,6 +114,8 @@ int tk_kanata_w_cycle_to(struct tk_kanata_writer *w, int64_t cycle)
 {
 	if (cycle < w->now)
 		return -TK_E_BAD_STATE;
+	if (cycle > KN_NUM_MAX)
+		return -TK_E_INVAL;
 	w->now = cycle;
 	return 0;
 }

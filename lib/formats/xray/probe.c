@@ -19,14 +19,19 @@ int tk_xray_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 
 		if (version < 1 || version > 5 || type > 1)
 			continue;
-		/* Only the two TSC flags are defined; a bool bit-field may sit in any byte. */
-		if (bits & ~(uint32_t)0x03000003u)
+		/* Only the two TSC flags are defined. The basic-mode runtime leaves the other
+		 * bits uninitialised, so only FDR logs are held to it. */
+		if (type == 1 && (bits & ~(uint32_t)(be ? 0xc3000003u : 0x03000003u)))
 			continue;
+		if (type == 0 && n >= 64 && (n - 32) % 32 && n < TK_DETECT_PEEK)
+			conf = 30;
 		if (n >= 33) {
 			uint8_t first = p[32];
 			if (type == 1) {
-				/* FDR: metadata record NewBuffer (v1) or BufferExtents (v2+). */
-				if (first != 0x01 && first != 0x0f && first != 0x0d)
+				/* FDR: metadata record NewBuffer (v1) or BufferExtents (v2+); big-endian
+				 * bit-fields put the metadata bit on top. */
+				if (be ? first != 0x80 && first != 0x87
+				       : first != 0x01 && first != 0x0f)
 					continue;
 				conf = 90;
 			} else {

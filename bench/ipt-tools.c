@@ -1,0 +1,158 @@
+/* Helpers for bench/ipt-packets.sh (not part of tracekit):
+ *   gen FILE MB        write a libipt-encoded stream with a realistic packet mix
+ *   walk FILE          libipt anchor: pt_pkt_next over the whole file, count packets
+ *   ptdump FILE        libipt anchor: pt_pkt_next + ptdump-style printf to stdout
+ *   psb FILE           PSB search: tracekit, libipt sync_forward, plain read bandwidth
+ *   tkwalk FILE        tracekit: tk_ipt_pkt_next_batch over the whole file */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tracekit/ipt.h"
+#include "oracle/ipt_gen.h"
+#include "oracle/ptdump_fmt.h"
+
+static uint8_t *map(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		perror(path);
+		exit(3);
+	}
+	*len = (size_t)st.st_size;
+	uint8_t *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(3);
+	}
+	return p;
+}
+
+static volatile uint64_t sink;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static struct pt_packet_decoder *ref_decoder(uint8_t *buf, size_t len)
+{
+	static struct pt_config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.size = sizeof cfg;
+	cfg.begin = buf;
+	cfg.end = buf + len;
+	return pt_pkt_alloc_decoder(&cfg);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3)
+		return 2;
+	const char *cmd = argv[1], *path = argv[2];
+	size_t len;
+
+	if (!strcmp(cmd, "gen")) {
+		size_t mb = argc > 3 ? strtoul(argv[3], NULL, 0) : 128;
+		size_t cap = mb << 20;
+		uint8_t *buf = malloc(cap);
+		/* A PSB every 4 KiB as with perf's default psb_period. */
+		len = gen_stream(buf, cap, 1, 4096);
+		FILE *f = fopen(path, "wb");
+		if (!f || fwrite(buf, 1, len, f) != len)
+			return 3;
+		fclose(f);
+		return 0;
+	}
+	uint8_t *buf = map(path, &len);
+	if (!strcmp(cmd, "walk") || !strcmp(cmd, "ptdump")) {
+		int print = !strcmp(cmd, "ptdump");
+		struct pt_packet_decoder *d = ref_decoder(buf, len);
+		uint64_t n = 0;
+		static char obuf[1 << 20];
+		setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
+		if (pt_pkt_sync_forward(d) < 0)
+			return 1;
+		for (;;) {
+			struct pt_packet p;
+			uint64_t off;
+			if (print)
+				pt_pkt_get_offset(d, &off);
+			int r = pt_pkt_next(d, &p, sizeof p);
+			if (r < 0) {
+				if (r == -pte_eos)
+					break;
+				if (pt_pkt_sync_forward(d) < 0)
+					break;
+				continue;
+			}
+			n++;
+			if (print)
+				pd_print(stdout, off, &p, 1, NULL);
+		}
+		if (!print)
+			printf("%llu packets\n", (unsigned long long)n);
+		pt_pkt_free_decoder(d);
+		return 0;
+	}
+	if (!strcmp(cmd, "tkwalk")) {
+		int err;
+		struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+		static struct tk_ipt_packet pk[512];
+		uint64_t n = 0;
+		if (tk_ipt_pkt_sync_forward(d) < 0)
+			return 1;
+		for (;;) {
+			n += (uint64_t)tk_ipt_pkt_next_batch(d, pk, 512, &err);
+			if (err == -TK_E_EOF)
+				break;
+			if (err && tk_ipt_pkt_sync_forward(d) < 0)
+				break;
+		}
+		printf("%llu packets\n", (unsigned long long)n);
+		tk_ipt_pkt_decoder_free(d);
+		return 0;
+	}
+	if (!strcmp(cmd, "psb")) {
+		double best_tk = 1e9, best_ref = 1e9, best_mem = 1e9;
+		uint64_t ntk = 0, nref = 0;
+		for (int rep = 0; rep < 5; rep++) {
+			double t0 = now();
+			ntk = tk_ipt_psb_count(buf, len);
+			double t1 = now();
+			struct pt_packet_decoder *d = ref_decoder(buf, len);
+			nref = 0;
+			while (pt_pkt_sync_forward(d) == 0)
+				nref++;
+			pt_pkt_free_decoder(d);
+			double t2 = now();
+			/* Memory read bandwidth: xor of every 8-byte word. */
+			uint64_t acc = 0;
+			for (size_t i = 0; i + 8 <= len; i += 8) {
+				uint64_t w;
+				memcpy(&w, buf + i, 8);
+				acc ^= w;
+			}
+			sink ^= acc;
+			double t3 = now();
+			if (t1 - t0 < best_tk) best_tk = t1 - t0;
+			if (t2 - t1 < best_ref) best_ref = t2 - t1;
+			if (t3 - t2 < best_mem) best_mem = t3 - t2;
+		}
+		double mb = len / 1e6;
+		printf("psb-search tracekit %.0f MB/s (%llu PSBs), libipt sync_forward %.0f MB/s "
+		       "(%llu), memory read %.0f MB/s\n", mb / best_tk, (unsigned long long)ntk,
+		       mb / best_ref, (unsigned long long)nref, mb / best_mem);
+		return ntk == nref ? 0 : 1;
+	}
+	return 2;
+}

@@ -50,6 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (c.off < e)
 			tk_xtrace_resync(insn, e, c.off);
 	}
+	struct tk_xtrace_stats counts;
+	tk_xtrace_stats_init(&counts, TK_XT_STATS_COUNTS);
+	for (size_t ci = 0; ci < tk_xtrace_nchunks(t); ci++)
+		tk_xtrace_stats_chunk(t, ci, &counts, &gaps);
+	tk_xtrace_stats_free(&counts);
 	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(t);
 	for (size_t i = 0; sf && i < tk_xtrace_snapfile_count(sf); i++) {
 		struct tk_xtrace_snapshot s;

@@ -148,6 +148,18 @@ int cli_xtrace_profile(const struct cli_opts *o, struct cli_xtrace *x, struct tk
 int cli_record_qemu(struct cli_opts *o);
 /* One xtrace item as text, no newline. */
 void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
+/* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */
+struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
+enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
+int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym);
+struct cli_timeline {
+	struct tk_buf out;
+	struct tk_timeline *tl;   /* feed it: tk_timeline_sink(ct.tl) */
+};
+/* --to perfetto|chrome, --time A:B (ticks), --max-events N, -o FILE. */
+int cli_timeline_open(const struct cli_opts *o, struct tk_sym *sym, struct tk_trace_clock clock,
+		      struct cli_timeline *ct);
+int cli_timeline_close(struct cli_timeline *ct);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

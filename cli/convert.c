@@ -26,6 +26,12 @@ static const char usage[] =
 	"                  per thread and a track per row and lane; 1 cycle = 1 us\n"
 	"gem5 O3PipeView text:\n"
 	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"Traces with calls (a slice per call, per thread):\n"
+	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
+	"  --to chrome     Chrome trace-event JSON\n"
+	"  --time A:B      only calls running in ticks [A, B) (clipped to the window)\n"
+	"  --max-events N  at most N slices (default 10 million)\n"
+	"  --elf FILE[:BASE]  slice names from FILE's symbols\n"
 	"LLVM XRay logs:\n"
 	"  --to xray-yaml  llvm-xray convert -f yaml, record for record (the default)\n"
 	"  --to chrome     Chrome trace-event JSON, --to perfetto Perfetto protobuf: a slice per\n"
@@ -327,7 +333,10 @@ static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, str
 		return NULL;
 	}
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
-				   .max_func_id = tk_xray_map_max_id(*map) };
+				   .max_func_id = tk_xray_map_max_id(*map),
+				   /* plain files are mapped read-only: pages can go back */
+				   .release_input = tk_input_compression(in) == TK_COMP_NONE &&
+						    strcmp(file, "-") != 0 };
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {
 		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,

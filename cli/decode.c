@@ -16,8 +16,100 @@ static const char usage[] =
 	"  --no-disasm         print only addresses\n"
 	"  --stat              print counts only\n"
 	"  --time              print the time of each event\n"
+	"  --mtc-freq N, --nom-freq N, --cpuid-0x15.eax N, --cpuid-0x15.ebx N\n"
+	"                      timing parameters (as ptxed)\n"
 	"  -j N                decode with N threads (default: all cores)\n"
-	"  -o FILE             write to FILE\n";
+	"  -o FILE             write to FILE\n"
+	"\n"
+	"Intel PT: one line per instruction (address, disassembly), events in brackets\n"
+	"([enabled], [disabled], [overflow ...], [error: ...]). Decode errors resync at the\n"
+	"next PSB; the exit status is then 1. See docs/tracekit-decode.md.\n";
+
+/* The memory image from --elf/--raw (ptxed's spelling). NULL after printing an error. */
+static struct tk_image *load_image(const struct cli_opts *o)
+{
+	int err;
+	struct tk_image *img = tk_image_new(&err);
+
+	if (!img)
+		return NULL;
+	for (int i = 0; i < o->n_elf; i++)
+		if (tk_image_add_elf_arg(img, o->elf[i]) < 0) {
+			cli_error(o->elf[i], UINT64_MAX, "cannot load ELF file into the image");
+			tk_image_free(img);
+			return NULL;
+		}
+	for (int i = 0; i < o->n_raw; i++)
+		if (tk_image_add_raw_arg(img, o->raw[i]) < 0) {
+			cli_error(o->raw[i], UINT64_MAX, "cannot load raw file (want FILE:ADDR)");
+			tk_image_free(img);
+			return NULL;
+		}
+	return img;
+}
+
+static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_buf out;
+	struct tk_ipt_flow_stats st;
+	struct tk_image *img;
+	unsigned flags = 0;
+	int rc, status;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!o->n_elf && !o->n_raw)
+		cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
+	if (!(img = load_image(o)))
+		return EXIT_INPUT;
+	struct tk_ipt_flow_opts fo = {
+		.sz = sizeof(fo), .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+	};
+	if (o->no_disasm)
+		flags |= TK_IPT_TEXT_NO_DISASM;
+	if (o->time)
+		flags |= TK_IPT_TEXT_TIME;
+	if (o->stat)
+		flags |= TK_IPT_TEXT_STAT;
+	if (cli_out_open(o, &out) < 0) {
+		tk_image_free(img);
+		return EXIT_INPUT;
+	}
+	rc = tk_ipt_flow_text(data, len, &fo, flags, &out, &st);
+	if (o->stat) {
+		tk_buf_puts(&out, "insn: ");
+		tk_buf_u64(&out, st.insns);
+		tk_buf_puts(&out, "\nevents: ");
+		tk_buf_u64(&out, st.events);
+		tk_buf_puts(&out, "\nerrors: ");
+		tk_buf_u64(&out, st.errors);
+		tk_buf_puts(&out, "\noverflows: ");
+		tk_buf_u64(&out, st.overflows);
+		tk_buf_puts(&out, "\n");
+	}
+	status = cli_out_close(&out) < 0 ? EXIT_INPUT : EXIT_CLEAN;
+	tk_image_free(img);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (st.gaps.count) {
+		if (!o->quiet)
+			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
+				file, (unsigned long long)st.insns,
+				(unsigned long long)st.gaps.bytes_skipped);
+		rc = cli_report_gaps(file, &st.gaps, "gap");
+		if (rc > status)
+			status = rc;
+	}
+	return status;
+}
 
 /* ---- xtrace: chunks decoded in parallel into memory, written in order -------------- */
 struct xt_part {
@@ -202,6 +294,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_decode(o, file, in, fi);
+	case TK_FMT_IPT:
+		return decode_ipt(o, file, in);
 	default:
 		return cli_unsupported("decode", file, fi);
 	}

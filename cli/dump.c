@@ -210,7 +210,9 @@ static int xray_dump(struct cli_opts *o, const char *file, struct tk_input *in)
 	if (o->quiet)
 		out.len = 0;
 	memset(&gaps, 0, sizeof gaps);
-	long bad = tk_xray_dump(data, len, o->no_offset, &out, &gaps);
+	long bad = tk_xray_dump(data, len, o->no_offset,
+				tk_input_compression(in) == TK_COMP_NONE && strcmp(file, "-"),
+				&out, &gaps);
 	if (o->quiet)
 		out.len = 0;
 	rc = cli_out_close(&out);

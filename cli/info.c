@@ -221,7 +221,10 @@ static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, str
 		return NULL;
 	}
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
-				   .max_func_id = tk_xray_map_max_id(*map) };
+				   .max_func_id = tk_xray_map_max_id(*map),
+				   /* plain files are mapped read-only: pages can go back */
+				   .release_input = tk_input_compression(in) == TK_COMP_NONE &&
+						    strcmp(file, "-") != 0 };
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {
 		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,

@@ -13,16 +13,22 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --stacks        call paths with exclusive time (folded stacks)\n"
+	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --stacks        folded stacks (same as --to folded)\n"
+	"  --lines         per source line (same as --to lines; needs --elf)\n"
+	"  --source        annotated source listing (same as --to source; needs --elf)\n"
+	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
+	"  -j N            threads (default: all cores)\n"
+	"  -o FILE         write to FILE\n"
+	"\n"
 	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
 	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
 	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n"
-	"  --to FMT        text, json, csv, folded, pprof\n"
-	"  -j N            threads (default: all cores)\n"
-	"  -o FILE         write to FILE\n"
-	"  --elf FILE[:BIAS]  symbols and source lines of the traced program (xtrace)\n"
-	"  --lines         per source line     --source  annotated source\n";
+	"\n"
+	"xtrace: --elf PROGRAM[:BIAS] names functions and lines; --lines, --source; -j N\n"
+	"splits at snapshot positions (same result as -j 1).\n";
+
 
 /* xtrace: blocks, calls and returns from the instruction stream, per chunk in parallel. */
 static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input *in,
@@ -104,7 +110,10 @@ static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, str
 		return NULL;
 	}
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
-				   .max_func_id = tk_xray_map_max_id(*map) };
+				   .max_func_id = tk_xray_map_max_id(*map),
+				   /* plain files are mapped read-only: pages can go back */
+				   .release_input = tk_input_compression(in) == TK_COMP_NONE &&
+						    strcmp(file, "-") != 0 };
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {
 		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
@@ -125,6 +134,38 @@ static int xray_finish(const char *file, struct tk_xray *x)
 			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
 			 (unsigned long long)st->orphan_exits);
 	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
+}
+
+/* Per-chunk profiles (built on the decode workers) merged in order into one. */
+struct xray_prof_ctx {
+	struct tk_prof_opts po;
+	struct tk_prof *total;
+};
+
+static int xray_prof_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
+{
+	struct xray_prof_ctx *c = ctx;
+	int err;
+	(void)chunk;
+	struct tk_prof *p = tk_prof_new(&c->po, &err);
+	if (!p)
+		return err;
+	*sink = tk_prof_sink(p);
+	*consumer = p;
+	return 0;
+}
+
+static int xray_prof_merge(void *ctx, size_t chunk, void *consumer)
+{
+	struct xray_prof_ctx *c = ctx;
+	(void)chunk;
+	if (!c->total) {
+		c->total = consumer;
+		return 0;
+	}
+	int rc = tk_prof_merge(c->total, consumer);
+	tk_prof_free(consumer);
+	return rc;
 }
 
 /* XRay: decode (in parallel) into the shared profile, report with the shared writers;
@@ -149,9 +190,9 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	struct tk_xray *x = xray_open(o, file, in, &map, &status);
 	if (!x)
 		return status;
-	struct tk_prof_opts po = { .sz = sizeof po,
-				   .clock = { tk_xray_header(x)->cycle_frequency } };
-	struct tk_prof *p = tk_prof_new(&po, &err);
+	struct xray_prof_ctx pc = { .po = { .sz = sizeof pc.po,
+					    .clock = { tk_xray_header(x)->cycle_frequency } } };
+	struct tk_prof *p = tk_prof_new(&pc.po, &err);
 	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
 	struct tk_sym *sym = p ? tk_sym_new(&so, &err) : NULL;
 	if (!sym || (rc = cli_out_open(o, &out))) {
@@ -165,7 +206,9 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 		tk_xray_map_free(map);
 		return status;
 	}
-	rc = tk_xray_decode(x, tk_prof_sink(p));
+	static const struct tk_xray_chunk_ops ops = { xray_prof_begin, xray_prof_merge };
+	pc.total = p;
+	rc = tk_xray_decode_chunks(x, &ops, &pc);
 	if (rc >= 0)
 		rc = tk_prof_finish(p);
 	if (rc >= 0 && map)

@@ -289,7 +289,8 @@ static int stats_kanata(struct cli_opts *o, const char *file, struct tk_input *i
 {
 	struct kanata_diag_ctx dc = { file, 0 };
 	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = o->window,
-					   .slowest = o->slowest, .jobs = o->jobs,
+					   .slowest = o->slowest,
+					   .jobs = o->jobs ? o->jobs : tk_cpu_count(),
 					   .diag = kanata_diag, .ctx = &dc };
 	struct tk_kanata_stats st;
 	struct tk_buf out;

@@ -135,6 +135,8 @@ struct tk_xray_opts {
 	size_t sz;
 	unsigned nthreads;         /* decode workers; 0/1 = calling thread */
 	int32_t max_func_id;       /* > 0: ids above it are corrupt (from the instrumentation map) */
+	int release_input;         /* DATA is a read-only file mapping: give its pages back
+				      after use (madvise), so memory does not grow with the log */
 };
 
 struct tk_xray;
@@ -161,6 +163,17 @@ int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
  * FUNC_* addr = function id; FUNC_ARG arg = value; CUSTOM data/count; TYPED data/count,
  * flags = event type; GAP arg = offset, count = bytes, flags = reason. */
 int tk_xray_decode(struct tk_xray *x, struct tk_sink sink);
+
+/* The same events, decoded in chunks of buffers on opts.nthreads workers, each chunk into
+ * its own consumer: BEGIN (on a worker) makes the consumer of chunk I and its sink; MERGE
+ * (on the calling thread, in chunk order) takes it, e.g. tk_prof_merge into a total.
+ * Chunks start only at buffers that need no state from earlier ones, so every chunk's
+ * events are exact; calls open across chunk ends are for the consumer's merge. */
+struct tk_xray_chunk_ops {
+	int (*begin)(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer);
+	int (*merge)(void *ctx, size_t chunk, void *consumer);
+};
+int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx);
 
 /* ---- instrumentation map ---------------------------------------------------------------- */
 struct tk_xray_map;
@@ -193,9 +206,10 @@ int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk
 /* Hand the map's names (or addresses) to a symboliser for the shared writers. */
 int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);
 
-/* tracekit dump: every record with its offset. Returns the number of damaged spots. */
-long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, struct tk_buf *out,
-		  struct tk_gap_stats *gaps);
+/* tracekit dump: every record with its offset. Returns the number of damaged spots.
+ * RELEASE_INPUT: DATA is a read-only file mapping whose pages may be given back. */
+long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
+		  struct tk_buf *out, struct tk_gap_stats *gaps);
 
 #ifdef __cplusplus
 }

@@ -188,7 +188,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	}
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
+			if (p->funcs[i].ndur)
+				memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
 			dur_stats(&rows[i], tmp, p->funcs[i].ndur);
 		}
 	} else {
@@ -216,7 +217,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs) {
+				if (origin < p->nfuncs && p->funcs[origin].ndur) {
 					memcpy(tmp + nd, p->funcs[origin].dur, p->funcs[origin].ndur * sizeof *tmp);
 					nd += p->funcs[origin].ndur;
 				}

@@ -32,6 +32,10 @@ struct module {
 	uint8_t *build_id;
 	size_t build_id_len;
 	int machine;
+	/* address ranges of the CUs, for DWARF without .debug_aranges (clang's default) */
+	struct cu_range { uint64_t lo, hi; Dwarf_Off off; } *cus;
+	size_t ncus;
+	int cus_built;
 };
 
 struct idname {
@@ -85,6 +89,7 @@ void tk_sym_free(struct tk_sym *s)
 		free(m->syms);
 		free(m->strings);
 		free(m->build_id);
+		free(m->cus);
 	}
 	for (size_t i = 0; i < s->nids; i++)
 		free(s->ids[i].name);
@@ -219,6 +224,33 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 	if (rc < 0)
 		return rc;
 	return (int)(s->nmods - 1);
+}
+
+int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		tk_log(TK_LOG_ERROR, "%s: cannot open", path);
+		return -TK_E_IO;
+	}
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	uint64_t lo = UINT64_MAX;
+	size_t nph = 0;
+	if (e && elf_getphdrnum(e, &nph) == 0)
+		for (size_t i = 0; i < nph; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < lo)
+				lo = ph.p_vaddr;
+		}
+	if (e)
+		elf_end(e);
+	close(fd);
+	if (lo == UINT64_MAX) {
+		tk_log(TK_LOG_ERROR, "%s: no loadable segment", path);
+		return -TK_E_BAD_FORMAT;
+	}
+	return tk_sym_add_elf(s, path, base - (lo & ~(uint64_t)4095));
 }
 
 int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
@@ -405,6 +437,46 @@ static const struct symbol *find_symbol(const struct module *m, uint64_t fa)
 	return sy;
 }
 
+static void build_cu_ranges(struct module *m)
+{
+	size_t cap = 0;
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	m->cus_built = 1;
+	while (dwarf_nextcu(m->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu;
+		if (dwarf_offdie(m->dw, off + hsize, &cu)) {
+			Dwarf_Addr base, lo, hi;
+			ptrdiff_t it = 0;
+			while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
+				if (m->ncus == cap) {
+					size_t nc = cap ? cap * 2 : 64;
+					struct cu_range *nr = realloc(m->cus, nc * sizeof *nr);
+					if (!nr)
+						return;
+					m->cus = nr;
+					cap = nc;
+				}
+				m->cus[m->ncus++] = (struct cu_range){ lo, hi, off + hsize };
+			}
+		}
+		off = next;
+	}
+}
+
+/* The compile unit covering file address FA. */
+static int find_cu(struct module *m, uint64_t fa, Dwarf_Die *cu)
+{
+	if (dwarf_addrdie(m->dw, fa, cu))
+		return 1;
+	if (!m->cus_built)
+		build_cu_ranges(m);
+	for (size_t i = 0; i < m->ncus; i++)
+		if (fa >= m->cus[i].lo && fa < m->cus[i].hi)
+			return dwarf_offdie(m->dw, m->cus[i].off, cu) != NULL;
+	return 0;
+}
+
 static const char *die_name(Dwarf_Die *die)
 {
 	Dwarf_Attribute a;
@@ -459,7 +531,7 @@ int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *si)
 	}
 	if (m->dw) {
 		Dwarf_Die cu;
-		if (dwarf_addrdie(m->dw, fa, &cu)) {
+		if (find_cu(m, fa, &cu)) {
 			Dwarf_Line *l = dwarf_getsrc_die(&cu, fa);
 			int line = 0, col = 0;
 			if (l) {
@@ -522,7 +594,7 @@ int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_
 	if (!m || !m->dw || end < start)
 		return 0;
 	uint64_t fa = start - m->bias, fend = end - m->bias;
-	if (!dwarf_addrdie(m->dw, fa, &cu))
+	if (!find_cu(m, fa, &cu))
 		return 0;
 	size_t avail = 0;
 	const uint8_t *code = code_at(m, fa, &avail);

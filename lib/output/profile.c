@@ -170,10 +170,9 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	int rc = make_rows(p, o, nm, m, &r, &n);
 	if (rc < 0)
 		return rc;
-	uint64_t tps = p ? 0 : 0;
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
-	tps = s.clock.ticks_per_second;
+	uint64_t tps = s.clock.ticks_per_second;
 
 	if (csv) {
 		tk_buf_puts(b, o->threads ? "thread," : "");

@@ -69,7 +69,8 @@ static int collect_lines(const struct tk_prof *p, struct tk_sym *sym, struct lin
 		free(t->v);
 		return rc;
 	}
-	qsort(t->v, t->n, sizeof *t->v, cmp_line);
+	if (t->n)
+		qsort(t->v, t->n, sizeof *t->v, cmp_line);
 	/* merge equal (file, line); a block that enters a line twice (a loop inside one
 	 * block cannot: blocks are straight-line) counts once per part */
 	size_t w = 0;

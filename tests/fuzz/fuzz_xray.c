@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(copy, data, size);
 	if (tk_buf_init(&out, -1, 1 << 16) == 0) {
 		memset(&gaps, 0, sizeof gaps);
-		tk_xray_dump(copy, size, 0, &out, &gaps);
+		tk_xray_dump(copy, size, 0, 0, &out, &gaps);
 		out.len = 0;
 		for (unsigned nt = 1; nt <= 2; nt++) {
 			struct tk_xray_opts o = { .sz = sizeof o, .nthreads = nt };

@@ -246,11 +246,20 @@ static void test_sync_from_offsets(void **state)
 		int back = i & 1;
 		int ra = back ? pt_pkt_sync_backward(ref) : pt_pkt_sync_forward(ref);
 		int rb = back ? tk_ipt_pkt_sync_backward(tk) : tk_ipt_pkt_sync_forward(tk);
-		assert_int_equal(ra < 0, rb < 0);
-		if (ra < 0)
+		if (ra < 0) {
+			assert_true(rb < 0);
 			continue;
+		}
 		pt_pkt_get_sync_offset(ref, &ro);
 		tk_ipt_pkt_get_sync_offset(tk, &to);
+		/* libipt's backward sync can land at or after the start inside a run of
+		 * more than eight 02 82 pairs; tracekit always moves backward. */
+		if (back && ro >= off) {
+			if (rb == 0)
+				assert_true(to < off);
+			continue;
+		}
+		assert_int_equal(rb, 0);
 		if (ro != to)
 			fprintf(stderr, "off %llx back %d: libipt %llx tk %llx\n",
 				(unsigned long long)off, back, (unsigned long long)ro,

@@ -464,11 +464,14 @@ int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *p
 		return -TK_E_NOSYNC;
 	if (before > len)
 		before = len;
-	/* As libipt: the highest aligned payload word wholly below BEFORE decides. */
+	/* As libipt: the highest aligned payload word wholly below BEFORE decides; but a
+	 * PSB must start below BEFORE (libipt may move forward inside long 02 82 runs,
+	 * which makes a backward loop spin). */
 	size_t i = (size_t)before & ~(size_t)7;
 	while (i >= 8) {
 		i -= 8;
-		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0) {
+		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0 &&
+		    s < before) {
 			*psb = s;
 			return 0;
 		}

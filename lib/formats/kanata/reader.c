@@ -11,6 +11,8 @@
 
 
 
+#define KN_STAGE_CACHE 256
+
 struct tk_kanata_reader {
 	struct tk_kanata_reader_opts o;
 	struct tk_kanata_counts n;
@@ -30,6 +32,7 @@ struct tk_kanata_reader {
 	unsigned nlanes;
 	struct kn_name stages[KN_MAX_NAMES];
 	unsigned nstages;
+	uint16_t stage_cache[KN_STAGE_CACHE];   /* stage index + 1 by a hash of (lane, name) */
 
 	/* live instructions: open-addressing hash id -> pool slot */
 	struct kn_insn *pool;
@@ -150,7 +153,7 @@ const struct tk_kanata_counts *tk_kanata_reader_counts(const struct tk_kanata_re
 }
 
 /* ---- numbers and names ---------------------------------------------------------------- */
-int kn_parse_i64(const char *p, const char *e, int64_t *v)
+static inline int parse_num(const char *p, const char *e, int64_t *v)
 {
 	int neg = 0;
 	uint64_t x = 0;
@@ -174,6 +177,11 @@ int kn_parse_i64(const char *p, const char *e, int64_t *v)
 		return -1;
 	*v = neg ? -(int64_t)x : (int64_t)x;
 	return 0;
+}
+
+int kn_parse_i64(const char *p, const char *e, int64_t *v)
+{
+	return parse_num(p, e, v);
 }
 
 size_t kn_unescape(const char *s, size_t n, char *out, size_t cap)
@@ -218,6 +226,8 @@ static void trim_name(const char **p, size_t *n)
 }
 
 /* Intern a lane name; returns its index (the last slot collects overflow). */
+static unsigned intern_stage_scan(struct tk_kanata_reader *r, unsigned lane, const char *s, size_t n);
+
 static unsigned intern_lane(struct tk_kanata_reader *r, const char *s, size_t n)
 {
 	if (n >= TK_KANATA_NAME_MAX)
@@ -234,10 +244,33 @@ static unsigned intern_lane(struct tk_kanata_reader *r, const char *s, size_t n)
 	return r->nlanes++;
 }
 
+static inline unsigned stage_key(unsigned lane, const char *s, size_t n)
+{
+	unsigned h = lane * 31u + (unsigned)n * 7u;
+	if (n)
+		h += (unsigned char)s[0] * 131u + (unsigned char)s[n - 1] * 17u;
+	return h & (KN_STAGE_CACHE - 1);
+}
+
 static unsigned intern_stage(struct tk_kanata_reader *r, unsigned lane, const char *s, size_t n)
 {
 	if (n >= TK_KANATA_NAME_MAX)
 		n = TK_KANATA_NAME_MAX - 1;
+	/* a direct-mapped cache in front of the scan: S lines are most of a log */
+	unsigned key = stage_key(lane, s, n), hit = r->stage_cache[key];
+	if (hit) {
+		const struct kn_name *k = &r->stages[hit - 1];
+		if (k->lane == lane && k->len == n && name_eq(k->name, s, n))
+			return hit - 1;
+	}
+	unsigned idx = intern_stage_scan(r, lane, s, n);
+	if (idx < KN_MAX_NAMES - 1 || r->nstages < KN_MAX_NAMES)
+		r->stage_cache[key] = (uint16_t)(idx + 1);
+	return idx;
+}
+
+static unsigned intern_stage_scan(struct tk_kanata_reader *r, unsigned lane, const char *s, size_t n)
+{
 	for (unsigned i = 0; i < r->nstages; i++) {
 		const struct kn_name *k = &r->stages[i];
 		if (k->lane == lane && k->len == n && name_eq(k->name, s, n))
@@ -741,7 +774,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 	switch (k) {
 	case '=': {
 		int64_t v;
-		if (kn_parse_i64(rest, e, &v) < 0)
+		if (parse_num(rest, e, &v) < 0)
 			return bad(r, line, off, "C=", "expected a cycle number");
 		if ((r->seen_cycle_cmd || r->seen_any_cmd) && v < r->cycle) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_CYCLE_BACK, line, off,
@@ -761,7 +794,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 	}
 	case 'C': {
 		int64_t v;
-		if (kn_parse_i64(rest, e, &v) < 0)
+		if (parse_num(rest, e, &v) < 0)
 			return bad(r, line, off, "C", "expected a cycle count");
 		if (v < 0) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_NEG_DELTA, line, off,
@@ -786,8 +819,8 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		nf = split(rest, e, f, fe, 3);
 		if (nf < 3)
 			return bad(r, line, off, k == 'I' ? "I" : k == 'R' ? "R" : "W", "expected 3 fields");
-		if (kn_parse_i64(f[0], fe[0], &c.id) < 0 || kn_parse_i64(f[1], fe[1], &c.a) < 0 ||
-		    kn_parse_i64(f[2], fe[2], &c.b) < 0)
+		if (parse_num(f[0], fe[0], &c.id) < 0 || parse_num(f[1], fe[1], &c.a) < 0 ||
+		    parse_num(f[2], fe[2], &c.b) < 0)
 			return bad(r, line, off, k == 'I' ? "I" : k == 'R' ? "R" : "W", "bad number");
 		c.kind = k == 'I' ? TK_KANATA_INSN : k == 'R' ? TK_KANATA_RETIRE : TK_KANATA_DEP;
 		break;
@@ -795,7 +828,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		nf = split(rest, e, f, fe, 3);
 		if (nf < 2)
 			return bad(r, line, off, "L", "expected id, type and text");
-		if (kn_parse_i64(f[0], fe[0], &c.id) < 0 || kn_parse_i64(f[1], fe[1], &c.a) < 0)
+		if (parse_num(f[0], fe[0], &c.id) < 0 || parse_num(f[1], fe[1], &c.a) < 0)
 			return bad(r, line, off, "L", "bad number");
 		if (c.a < 0) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_BAD_TYPE, line, off, "L type %lld; line skipped",
@@ -815,7 +848,7 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		nf = split(rest, e, f, fe, 3);
 		if (nf < 3)
 			return bad(r, line, off, k == 'S' ? "S" : "E", "expected id, lane and stage");
-		if (kn_parse_i64(f[0], fe[0], &c.id) < 0)
+		if (parse_num(f[0], fe[0], &c.id) < 0)
 			return bad(r, line, off, k == 'S' ? "S" : "E", "bad id");
 		c.lane = f[1];
 		c.lane_len = (size_t)(fe[1] - f[1]);

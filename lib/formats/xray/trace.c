@@ -12,6 +12,8 @@
  * weak ordering, so std::sort scrambles threads with more than 16 buffers. We sort by
  * (seconds, nanoseconds, first TSC, file offset), which is a total order. */
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "formats/xray/internal.h"
 
@@ -22,6 +24,7 @@ struct xr_buf {
 	uint32_t thread;
 	uint64_t first_tsc;
 	uint64_t seq;
+	int self_contained;        /* sets its base TSC before any record: needs no carry */
 };
 
 /* Flags of a record expanded without the inherited state. */
@@ -86,6 +89,23 @@ const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t
 	return i < x->nthreads ? &x->threads[i] : NULL;
 }
 const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x) { return &x->stats; }
+
+/* With opts.release_input, give back the pages of [start, end) that lie wholly inside it:
+ * the data is a read-only file mapping, so they come back from the page cache if read
+ * again. This keeps the resident size independent of the log size. */
+static void release(const struct tk_xray *x, uint64_t start, uint64_t end)
+{
+	static long page;
+	if (!x->opts.release_input)
+		return;
+	if (!page)
+		page = sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)x->p + start, e = (uintptr_t)x->p + end;
+	a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+	e &= ~((uintptr_t)page - 1);
+	if (e > a)
+		madvise((void *)a, e - a, MADV_DONTNEED);
+}
 
 /* ---- index ------------------------------------------------------------------------------ */
 
@@ -183,9 +203,11 @@ static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
 			pid = xr_rd32(p + o + 1, be);
 		} else if (k == TK_XRAY_NEW_CPU) {
 			b->first_tsc = xr_rd64(p + o + 3, be);
+			b->self_contained = 1;
 			break;
 		} else if (k == TK_XRAY_TSC_WRAP) {
 			b->first_tsc = xr_rd64(p + o + 1, be);
+			b->self_contained = 1;
 			break;
 		} else {
 			break;
@@ -200,8 +222,14 @@ static int index_fdr(struct tk_xray *x)
 	size_t n = x->n, off = 32;
 	int be = x->h.big_endian, rc;
 
+	size_t released = 0;
 	while (off < n) {
 		struct xr_buf b;
+		if (off - released >= (8u << 20)) {
+			/* reading a buffer's head maps its neighbours too (fault-around) */
+			release(x, released, off);
+			released = off;
+		}
 		memset(&b, 0, sizeof b);
 		if (x->h.version >= 2) {
 			if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be)) {
@@ -268,6 +296,8 @@ static int index_basic(struct tk_xray *x)
 	memset(&b, 0, sizeof b);
 	for (; off + 32 <= n; off += 32) {
 		const uint8_t *q = p + off;
+		if ((off & ((8u << 20) - 1)) == 0 && off >= (8u << 20))
+			release(x, off - (8u << 20), off);
 		uint32_t tid, pid;
 		if (xr_rd16(q, be) == 1) {
 			tid = xr_rd32(q + 8, be);
@@ -287,6 +317,7 @@ static int index_basic(struct tk_xray *x)
 		memset(&b, 0, sizeof b);
 		b.start = off;
 		b.first_tsc = xr_rd64(q + 8, be);
+		b.self_contained = 1;
 		cur_tid = tid;
 		cur_pid = pid;
 		if ((rc = thread_index(x, pid, tid, &b.thread)) < 0)
@@ -413,6 +444,7 @@ struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xr
 		goto fail;
 	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)
 		goto fail;
+	release(x, 0, len);
 	qsort(x->bufs, x->nbufs, sizeof *x->bufs,
 	      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
 	*err = 0;
@@ -436,18 +468,23 @@ void tk_xray_free(struct tk_xray *x)
 
 /* ---- expanding one buffer --------------------------------------------------------------- */
 
+static int grow_recs(struct xr_out *o)
+{
+	size_t cap = o->cap ? o->cap * 2 : 1024;
+	void *t = realloc(o->recs, cap * sizeof *o->recs);
+	if (!t) {
+		o->nomem = 1;
+		return -1;
+	}
+	o->recs = t;
+	o->cap = cap;
+	return 0;
+}
+
 static struct xr_rec *new_rec(struct xr_out *o)
 {
-	if (o->n == o->cap) {
-		size_t cap = o->cap ? o->cap * 2 : 1024;
-		void *t = realloc(o->recs, cap * sizeof *o->recs);
-		if (!t) {
-			o->nomem = 1;
-			return NULL;
-		}
-		o->recs = t;
-		o->cap = cap;
-	}
+	if (o->n == o->cap && grow_recs(o) < 0)
+		return NULL;
 	struct xr_rec *r = &o->recs[o->n++];
 	memset(r, 0, sizeof *r);
 	return r;
@@ -530,7 +567,47 @@ static void expand_fdr(const struct tk_xray *x, const struct xr_buf *b, struct x
 	c.in_buffer = 1;
 	c.buf_end = b->end;
 	c.v1_buf_start = b->start;
+	const uint8_t *p = x->p;
+	int be = x->h.big_endian;
 	while (c.off < b->end && !o->nomem) {
+		struct xr_rec *r;
+		/* fast path: a well-formed function record (most of any log) */
+		if (!xr_is_meta(p[c.off], be) && b->end - c.off >= 8) {
+			uint32_t w = xr_rd32(p + c.off, be);
+			unsigned fnt = be ? (w >> 28) & 7 : (w >> 1) & 7;
+			int32_t id = (int32_t)(be ? w & 0x0fffffffu : w >> 4);
+			if (fnt <= TK_XRAY_ENTER_ARGS && id != 0 &&
+			    (x->opts.max_func_id <= 0 || id <= x->opts.max_func_id)) {
+				if (o->n == o->cap && grow_recs(o) < 0)
+					return;
+				r = &o->recs[o->n++];
+				o->base += xr_rd32(p + c.off + 4, be);
+				r->r.tsc = o->base;
+				r->r.offset = c.off;
+				r->r.func_id = id;
+				r->r.tid = tid;
+				r->r.pid = o->pid;
+				r->r.cpu = o->cpu;
+				r->r.rec_type = o->rt;
+				r->r.type = (uint8_t)fnt;
+				r->r.orphan = 0;
+				r->r.nargs = 0;
+				r->r.args = NULL;
+				r->r.data = NULL;
+				r->r.data_len = 0;
+				r->r.thread = 0;
+				r->argi = (uint32_t)o->nargs;
+				r->fix = (uint8_t)((o->base_known ? 0 : FIX_BASE) |
+						   (o->cpu_known ? 0 : FIX_CPU) |
+						   (o->rt_known ? 0 : FIX_RT) |
+						   (o->pid_known ? 0 : FIX_PID));
+				o->func = id;
+				o->func_known = 1;
+				pending = 1;
+				c.off += 8;
+				continue;
+			}
+		}
 		int rc = tk_xray_next(&c, &rec, &msg, &skipped);
 		if (rc == 0)
 			break;
@@ -540,7 +617,6 @@ static void expand_fdr(const struct tk_xray *x, const struct xr_buf *b, struct x
 				TK_GAP_TRUNCATED : TK_GAP_DECODE_ERROR);
 			return;
 		}
-		struct xr_rec *r;
 		switch (rec.kind) {
 		case TK_XRAY_NEW_BUFFER:
 			tid = (uint32_t)rec.tid;
@@ -702,8 +778,31 @@ static void expand(const struct tk_xray *x, const struct xr_buf *b, struct xr_ou
 
 /* ---- delivering records in order ---------------------------------------------------------- */
 
+/* Counts of one chunk of buffers decoded on a worker, merged in order. */
+struct xr_tstat {
+	uint32_t thread;
+	uint64_t records, first, last;
+	uint64_t clamped;          /* exits seen at (chunk-relative) depth 0 */
+	uint64_t end_depth;
+	uint64_t clamp_off[4];
+};
+struct xr_err {
+	uint64_t off, skip;
+	const char *msg;
+};
+struct xr_chunk_stats {
+	struct tk_xray_stats s;
+	uint8_t cpu_seen[8192];
+	struct xr_tstat *ts;
+	size_t nts, capts;
+	struct xr_err *errs;
+	size_t nerrs, caperrs;
+	int nomem;
+};
+
 struct deliver {
 	struct tk_xray *x;
+	struct xr_chunk_stats *cst; /* chunk mode: count here, log nothing */
 	struct xr_carry carry;
 	uint32_t thread;
 	int have_thread;
@@ -800,6 +899,14 @@ static int emit_rec(struct deliver *d, const struct tk_xray_rec *r)
 	return 0;
 }
 
+static void log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *msg)
+{
+	tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes to the next %s",
+	       (unsigned long long)off, msg, (unsigned long long)skip,
+	       x->h.type == TK_XRAY_FDR ? "buffer" : "record");
+	tk_gap_stats_add(&x->stats.gaps, off, skip);
+}
+
 /* Deliver the records of one expanded buffer: patch inherited state, count, hand on. */
 static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
 {
@@ -815,6 +922,30 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 		d->have_thread = 1;
 	}
 	struct tk_xray_thread_info *ti = &x->threads[b->thread];
+	struct tk_xray_stats *st = &x->stats;
+	uint8_t *cpu_seen = x->cpu_seen;
+	struct xr_tstat *ts = NULL;
+	struct xr_chunk_stats *cst = d->cst;
+	if (cst) {
+		st = &cst->s;
+		cpu_seen = cst->cpu_seen;
+		if (!cst->nts || cst->ts[cst->nts - 1].thread != b->thread) {
+			if (cst->nts == cst->capts) {
+				size_t cap = cst->capts ? cst->capts * 2 : 8;
+				void *t = realloc(cst->ts, cap * sizeof *cst->ts);
+				if (!t)
+					return -TK_E_NOMEM;
+				cst->ts = t;
+				cst->capts = cap;
+			}
+			ts = &cst->ts[cst->nts++];
+			memset(ts, 0, sizeof *ts);
+			ts->thread = b->thread;
+			ts->first = UINT64_MAX;
+		} else {
+			ts = &cst->ts[cst->nts - 1];
+		}
+	}
 	for (size_t i = 0; i < o->n; i++) {
 		struct xr_rec *xr = &o->recs[i];
 		struct tk_xray_rec *r = &xr->r;
@@ -838,45 +969,56 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 		case TK_XRAY_R_ENTER:
 		case TK_XRAY_R_ENTER_ARG:
 			cs->depth++;
-			x->stats.function_records++;
+			st->function_records++;
 			break;
 		case TK_XRAY_R_EXIT:
 		case TK_XRAY_R_TAIL_EXIT:
-			x->stats.function_records++;
+			st->function_records++;
 			if (cs->depth) {
 				cs->depth--;
+			} else if (ts) {
+				/* whether it is an orphan depends on earlier chunks: the merge says */
+				if (ts->clamped < 4)
+					ts->clamp_off[ts->clamped] = r->offset;
+				ts->clamped++;
 			} else {
 				r->orphan = 1;
 				ti->orphan_exits++;
-				x->stats.orphan_exits++;
+				st->orphan_exits++;
 				if (!cs->wrapped) {
 					/* The log lost this thread's older records (ring wrap). */
 					cs->wrapped = 1;
-					tk_gap_stats_add(&x->stats.gaps, r->offset, 0);
-					if ((rc = emit_gap(d, r->offset, 0, TK_GAP_WRAP, b->thread)) < 0)
-						return rc;
+					tk_gap_stats_add(&st->gaps, r->offset, 0);
 				}
 			}
 			break;
 		case TK_XRAY_R_CUSTOM:
-			x->stats.custom_events++;
+			st->custom_events++;
 			break;
 		case TK_XRAY_R_TYPED:
-			x->stats.typed_events++;
+			st->typed_events++;
 			break;
 		}
-		x->stats.call_args += r->nargs;
-		x->stats.records++;
-		ti->records++;
-		if (r->tsc < ti->first_tsc)
-			ti->first_tsc = r->tsc;
-		if (r->tsc > ti->last_tsc)
-			ti->last_tsc = r->tsc;
-		if (r->tsc < x->stats.first_tsc)
-			x->stats.first_tsc = r->tsc;
-		if (r->tsc > x->stats.last_tsc)
-			x->stats.last_tsc = r->tsc;
-		x->cpu_seen[r->cpu >> 3] |= (uint8_t)(1u << (r->cpu & 7));
+		st->call_args += r->nargs;
+		st->records++;
+		if (ts) {
+			ts->records++;
+			if (r->tsc < ts->first)
+				ts->first = r->tsc;
+			if (r->tsc > ts->last)
+				ts->last = r->tsc;
+		} else {
+			ti->records++;
+			if (r->tsc < ti->first_tsc)
+				ti->first_tsc = r->tsc;
+			if (r->tsc > ti->last_tsc)
+				ti->last_tsc = r->tsc;
+		}
+		if (r->tsc < st->first_tsc)
+			st->first_tsc = r->tsc;
+		if (r->tsc > st->last_tsc)
+			st->last_tsc = r->tsc;
+		cpu_seen[r->cpu >> 3] |= (uint8_t)(1u << (r->cpu & 7));
 		if (d->cb && (rc = d->cb(d->cb_ctx, r)) < 0)
 			return rc;
 		if (d->batch && (rc = emit_rec(d, r)) < 0)
@@ -892,12 +1034,22 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 		cs->rt = o->rt;
 	if (o->pid_known)
 		cs->pid = o->pid;
+	if (ts)
+		ts->end_depth = cs->depth;
+	if (o->err && cst) {
+		if (cst->nerrs == cst->caperrs) {
+			size_t cap = cst->caperrs ? cst->caperrs * 2 : 4;
+			void *t = realloc(cst->errs, cap * sizeof *cst->errs);
+			if (!t)
+				return -TK_E_NOMEM;
+			cst->errs = t;
+			cst->caperrs = cap;
+		}
+		cst->errs[cst->nerrs++] = (struct xr_err){ o->err_off, o->err_skip, o->err };
+	} else if (o->err) {
+		log_err(x, o->err_off, o->err_skip, o->err);
+	}
 	if (o->err) {
-		tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes to the next %s",
-		       (unsigned long long)o->err_off, o->err,
-		       (unsigned long long)o->err_skip,
-		       x->h.type == TK_XRAY_FDR ? "buffer" : "record");
-		tk_gap_stats_add(&x->stats.gaps, o->err_off, o->err_skip);
 		if ((rc = emit_gap(d, o->err_off, o->err_skip, o->err_reason, b->thread)) < 0)
 			return rc;
 	}
@@ -928,6 +1080,7 @@ static int walk_serial(struct tk_xray *x, struct deliver *d)
 				break;
 			basic_resume(&o, &b);
 		}
+		release(x, x->bufs[i].start, x->bufs[i].end);
 	}
 	out_free(&o);
 	return rc;
@@ -973,8 +1126,10 @@ static int pjob_merge(void *ctx, size_t i)
 	for (;;) {
 		if ((rc = deliver_buf(&j->d, &b, o)) < 0)
 			return rc;
-		if (!o->err || x->h.type == TK_XRAY_FDR || o->err_off + 32 >= b.end)
+		if (!o->err || x->h.type == TK_XRAY_FDR || o->err_off + 32 >= b.end) {
+			release(x, x->bufs[i].start, x->bufs[i].end);
 			return 0;
+		}
 		/* rare: a damaged basic record; finish the run here, serially */
 		basic_resume(o, &b);
 		expand(x, &b, o);
@@ -1011,6 +1166,164 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 		out_free(&j.slots[i]);
 	free(j.slots);
 	free(batch);
+	return rc;
+}
+
+/* ---- chunks decoded in parallel into per-chunk consumers ------------------------------------ */
+
+struct cjob {
+	size_t first, end;         /* buffers */
+	struct xr_out o;
+	struct deliver d;
+	struct xr_chunk_stats st;
+	struct tk_event_batch batch;
+	void *consumer;
+	int rc;
+};
+
+struct cctx {
+	struct tk_xray *x;
+	const struct tk_xray_chunk_ops *ops;
+	void *ctx;
+	size_t *bounds;            /* chunk i = buffers [bounds[i], bounds[i + 1]) */
+	struct cjob *slots;
+	size_t nslots;
+	uint64_t *depth;           /* per thread, after the chunks merged so far */
+	uint8_t *wrapped;
+};
+
+static int cjob_work(void *ctx, size_t i)
+{
+	struct cctx *c = ctx;
+	struct tk_xray *x = c->x;
+	struct cjob *j = &c->slots[i % c->nslots];
+	struct tk_sink sink = { 0 };
+	int rc;
+
+	j->first = c->bounds[i];
+	j->end = c->bounds[i + 1];
+	memset(&j->d, 0, sizeof j->d);
+	j->d.x = x;
+	j->d.cst = &j->st;
+	free(j->st.ts);
+	free(j->st.errs);
+	memset(&j->st, 0, sizeof j->st);
+	j->st.s.first_tsc = UINT64_MAX;
+	j->consumer = NULL;
+	if ((rc = c->ops->begin(c->ctx, i, &sink, &j->consumer)) < 0)
+		return j->rc = rc;
+	tk_event_batch_init(&j->batch, sink);
+	j->d.batch = &j->batch;
+	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
+		struct xr_buf b = x->bufs[k];
+		for (;;) {
+			expand(x, &b, &j->o);
+			if ((rc = deliver_buf(&j->d, &b, &j->o)) < 0)
+				break;
+			if (!j->o.err || x->h.type == TK_XRAY_FDR || j->o.err_off + 32 >= b.end)
+				break;
+			basic_resume(&j->o, &b);
+		}
+		release(x, x->bufs[k].start, x->bufs[k].end);
+	}
+	if (rc >= 0)
+		rc = tk_event_batch_flush(&j->batch);
+	return j->rc = rc;
+}
+
+static int cjob_merge(void *ctx, size_t i)
+{
+	struct cctx *c = ctx;
+	struct tk_xray *x = c->x;
+	struct cjob *j = &c->slots[i % c->nslots];
+	struct xr_chunk_stats *cs = &j->st;
+
+	if (j->rc < 0)
+		return j->rc;
+	for (size_t e = 0; e < cs->nerrs; e++)
+		log_err(x, cs->errs[e].off, cs->errs[e].skip, cs->errs[e].msg);
+	x->stats.function_records += cs->s.function_records;
+	x->stats.custom_events += cs->s.custom_events;
+	x->stats.typed_events += cs->s.typed_events;
+	x->stats.call_args += cs->s.call_args;
+	x->stats.records += cs->s.records;
+	if (cs->s.first_tsc < x->stats.first_tsc)
+		x->stats.first_tsc = cs->s.first_tsc;
+	if (cs->s.last_tsc > x->stats.last_tsc)
+		x->stats.last_tsc = cs->s.last_tsc;
+	for (size_t k = 0; k < sizeof x->cpu_seen; k++)
+		x->cpu_seen[k] |= cs->cpu_seen[k];
+	for (size_t k = 0; k < cs->nts; k++) {
+		struct xr_tstat *t = &cs->ts[k];
+		struct tk_xray_thread_info *ti = &x->threads[t->thread];
+		uint64_t d = c->depth[t->thread];
+		ti->records += t->records;
+		if (t->records && t->first < ti->first_tsc)
+			ti->first_tsc = t->first;
+		if (t->last > ti->last_tsc)
+			ti->last_tsc = t->last;
+		/* the first D clamped exits ended calls begun in earlier chunks */
+		if (t->clamped > d) {
+			uint64_t orphans = t->clamped - d;
+			ti->orphan_exits += orphans;
+			x->stats.orphan_exits += orphans;
+			if (!c->wrapped[t->thread]) {
+				c->wrapped[t->thread] = 1;
+				tk_gap_stats_add(&x->stats.gaps, t->clamp_off[d < 4 ? d : 3], 0);
+			}
+		}
+		c->depth[t->thread] = t->end_depth + (d > t->clamped ? d - t->clamped : 0);
+	}
+	return c->ops->merge(c->ctx, i, j->consumer);
+}
+
+int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx)
+{
+	struct cctx c;
+	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
+	int rc = -TK_E_NOMEM;
+
+	memset(&c, 0, sizeof c);
+	c.x = x;
+	c.ops = ops;
+	c.ctx = ctx;
+	/* chunks of about nbufs / (8 * workers) buffers, cut only where a buffer needs no
+	 * state from the one before it */
+	size_t target = x->nbufs / (8 * (size_t)nt) + 1, nchunks = 0;
+	if (target < 4)
+		target = 4;
+	if (nt == 1)
+		target = SIZE_MAX;          /* one chunk: nothing to merge */
+	c.bounds = malloc((x->nbufs + 2) * sizeof *c.bounds);
+	c.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
+	c.slots = calloc(c.nslots, sizeof *c.slots);
+	c.depth = calloc(x->nthreads + 1, sizeof *c.depth);
+	c.wrapped = calloc(x->nthreads + 1, 1);
+	if (!c.bounds || !c.slots || !c.depth || !c.wrapped)
+		goto out;
+	c.bounds[0] = 0;
+	for (size_t i = 1; i < x->nbufs; i++) {
+		size_t start = c.bounds[nchunks];
+		if (i - start >= target &&
+		    (x->bufs[i].thread != x->bufs[i - 1].thread || x->bufs[i].self_contained))
+			c.bounds[++nchunks] = i;
+	}
+	if (x->nbufs)
+		c.bounds[++nchunks] = x->nbufs;
+	stats_reset(x);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = c.nslots };
+	rc = tk_pool_run(&po, nchunks, cjob_work, cjob_merge, &c);
+	stats_finish(x);
+out:
+	for (size_t i = 0; c.slots && i < c.nslots; i++) {
+		out_free(&c.slots[i].o);
+		free(c.slots[i].st.ts);
+		free(c.slots[i].st.errs);
+	}
+	free(c.slots);
+	free(c.bounds);
+	free(c.depth);
+	free(c.wrapped);
 	return rc;
 }
 
@@ -1066,6 +1379,8 @@ static int stream_fill(struct stream *s)
 		    s->o.err_off + 32 < s->cur.end) {
 			basic_resume(&s->o, &s->cur);
 		} else {
+			if (s->cur_open)
+				release(x, s->x->bufs[s->next_buf - 1].start, s->x->bufs[s->next_buf - 1].end);
 			if (s->next_buf >= s->end_buf)
 				return 0;
 			s->cur = x->bufs[s->next_buf++];

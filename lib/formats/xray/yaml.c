@@ -2,6 +2,9 @@
  * record dump (what `llvm-xray fdr-dump` prints, with file offsets). Field order, key
  * spelling, omitted defaults and scalar quoting follow LLVM's YAML writer. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "formats/xray/internal.h"
 
@@ -155,11 +158,17 @@ static void yaml_scalar(struct tk_buf *b, const char *s, size_t n)
 
 /* ---- YAML trace --------------------------------------------------------------------------- */
 
+/* "function" scalars of small ids, formatted once */
+#define NAME_CACHE 4096
 struct yaml_ctx {
 	struct tk_buf *out;
 	const struct tk_xray_map *map;
 	int any;
+	char *names[NAME_CACHE];
+	uint8_t name_len[NAME_CACHE];
 };
+
+#define PUT_LIT(b, lit) tk_buf_put(b, lit, sizeof(lit) - 1)
 
 static const char *const kind_names[] = {
 	"function-enter", "function-exit", "function-tail-exit", "function-enter-arg",
@@ -197,12 +206,32 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 		y->any = 1;
 		tk_buf_putc(b, '\n');
 	}
-	tk_buf_puts(b, "  - { type: ");
+	PUT_LIT(b, "  - { type: ");
 	tk_buf_u64(b, r->rec_type);
-	tk_buf_puts(b, ", func-id: ");
+	PUT_LIT(b, ", func-id: ");
 	tk_buf_i64(b, r->func_id);
-	tk_buf_puts(b, ", function: ");
-	function_name(b, y->map, r->func_id);
+	PUT_LIT(b, ", function: ");
+	if (r->func_id > 0 && r->func_id < NAME_CACHE) {
+		char *nm = y->names[r->func_id];
+		if (!nm) {
+			struct tk_buf t;
+			if (tk_buf_init(&t, -1, 64) == 0) {
+				function_name(&t, y->map, r->func_id);
+				if (!t.err && t.len < 256 && (nm = malloc(t.len + 1))) {
+					memcpy(nm, t.data, t.len);
+					y->names[r->func_id] = nm;
+					y->name_len[r->func_id] = (uint8_t)t.len;
+				}
+				tk_buf_free(&t);
+			}
+		}
+		if (nm)
+			tk_buf_put(b, nm, y->name_len[r->func_id]);
+		else
+			function_name(b, y->map, r->func_id);
+	} else {
+		function_name(b, y->map, r->func_id);
+	}
 	if (r->nargs) {
 		tk_buf_puts(b, ", args: [ ");
 		for (unsigned i = 0; i < r->nargs; i++) {
@@ -212,23 +241,27 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 		}
 		tk_buf_puts(b, " ]");
 	}
-	tk_buf_puts(b, ", cpu: ");
+	PUT_LIT(b, ", cpu: ");
 	tk_buf_u64(b, r->cpu);
 	if (r->tid) {
-		tk_buf_puts(b, ", thread: ");
+		PUT_LIT(b, ", thread: ");
 		tk_buf_u64(b, r->tid);
 	}
 	if (r->pid) {
-		tk_buf_puts(b, ", process: ");
+		PUT_LIT(b, ", process: ");
 		tk_buf_u64(b, r->pid);
 	}
-	tk_buf_puts(b, ", kind: ");
+	PUT_LIT(b, ", kind: ");
 	tk_buf_puts(b, kind_names[r->type]);
-	tk_buf_puts(b, ", tsc: ");
+	PUT_LIT(b, ", tsc: ");
 	tk_buf_u64(b, r->tsc);
-	tk_buf_puts(b, ", data: ");
-	yaml_scalar(b, (const char *)r->data, r->data ? r->data_len : 0);
-	tk_buf_puts(b, " }\n");
+	if (!r->data_len) {
+		PUT_LIT(b, ", data: '' }\n");
+	} else {
+		PUT_LIT(b, ", data: ");
+		yaml_scalar(b, (const char *)r->data, r->data_len);
+		PUT_LIT(b, " }\n");
+	}
 	if (b->fd >= 0 && b->len > (1u << 20))
 		tk_buf_flush(b);
 	return b->err;
@@ -237,7 +270,11 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out)
 {
 	const struct tk_xray_header *h = tk_xray_header(x);
-	struct yaml_ctx y = { out, map, 0 };
+	struct yaml_ctx *yp = calloc(1, sizeof *yp);
+	if (!yp)
+		return -TK_E_NOMEM;
+	yp->out = out;
+	yp->map = map;
 
 	tk_buf_puts(out, "---\nheader:\n  version:         ");
 	tk_buf_u64(out, h->version);
@@ -248,11 +285,15 @@ int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf
 	tk_buf_puts(out, "\n  cycle-frequency: ");
 	tk_buf_u64(out, h->cycle_frequency);
 	tk_buf_puts(out, "\nrecords:");
-	int rc = tk_xray_walk_sorted(x, yaml_rec, &y);
+	int rc = tk_xray_walk_sorted(x, yaml_rec, yp);
+	int any = yp->any;
+	for (size_t i = 0; i < NAME_CACHE; i++)
+		free(yp->names[i]);
+	free(yp);
 	if (rc < 0)
 		return rc;
 	/* an empty sequence is written inline */
-	tk_buf_puts(out, y.any ? "...\n" : "         []\n...\n");
+	tk_buf_puts(out, any ? "...\n" : "         []\n...\n");
 	return out->err;
 }
 
@@ -391,9 +432,11 @@ static void dump_record(struct tk_buf *b, const struct tk_xray_header *h,
 	}
 }
 
-long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, struct tk_buf *out,
-		  struct tk_gap_stats *gaps)
+long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
+		  struct tk_buf *out, struct tk_gap_stats *gaps)
 {
+	size_t released = 0;
+	long page = sysconf(_SC_PAGESIZE);
 	struct tk_xray_cursor c;
 	struct tk_xray_record r;
 	const char *msg;
@@ -448,6 +491,14 @@ long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, struct tk_buf 
 		}
 		if (out->fd >= 0 && out->len > (1u << 20))
 			tk_buf_flush(out);
+		if (release_input && c.off - released >= (8u << 20)) {
+			/* a read-only file mapping: the pages behind us can go */
+			uintptr_t a = ((uintptr_t)data + released + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+			uintptr_t e = ((uintptr_t)data + c.off) & ~((uintptr_t)page - 1);
+			if (e > a)
+				madvise((void *)a, e - a, MADV_DONTNEED);
+			released = c.off;
+		}
 	}
 	return bad;
 }

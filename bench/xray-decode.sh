@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# XRay: tracekit vs llvm-xray-16 on a real 4-thread FDR log of about 160 MB, made here by
+# the test program (tests/data/xray/xray_prog.c) built with clang-16 -fxray-instrument.
+#   convert --to xray-yaml  vs  llvm-xray convert -f yaml
+#   profile --to account    vs  llvm-xray account (which rejects multi-thread FDR logs, so
+#                               it reads the log converted with `convert -f raw --sort`)
+#   profile -j 2            vs  profile -j 1
+# Usage: bench/xray-decode.sh   (BENCH_RUNS=N, BENCH_DIR=DIR to keep the log elsewhere)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_RUNS=${BENCH_RUNS:-3}
+D=${BENCH_DIR:-$SRC/build/bench-xray}
+mkdir -p "$D"
+cd "$D"
+if [ ! -s fdr.xray ]; then
+	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
+		"$SRC/tests/data/xray/xray_prog.c" -o prog -lpthread
+	rm -f fdr-prog.*
+	XRAY_FDR_BUF=16384 XRAY_FDR_MAX=16000 \
+		XRAY_OPTIONS="patch_premain=false xray_logfile_base=./fdr-" ./prog fdr 3 145000 2>/dev/null
+	mv fdr-prog.* fdr.xray
+fi
+[ -s sorted.raw ] || llvm-xray-16 convert -f raw --sort -o sorted.raw fdr.xray
+size=$(stat -c %s fdr.xray)
+echo "log: $D/fdr.xray, $((size / 1000000)) MB, $("$TK" info fdr.xray | awk '/records:/{print $2}') records, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+
+user_time() { /usr/bin/time -f '%U' "$@" 2>&1 >/dev/null | tail -n 1; }
+
+row() { # label tracekit-cmd... -- anchor-cmd...
+	local label=$1; shift
+	local tk=() anchor=()
+	while [ "$1" != -- ]; do tk+=("$1"); shift; done
+	shift
+	anchor=("$@")
+	local t1 t2 m1 m2
+	t1=$(bench_time "${tk[@]}")
+	t2=$(bench_time "${anchor[@]}")
+	m1=$(bench_peak_kb "${tk[@]}")
+	m2=$(bench_peak_kb "${anchor[@]}")
+	printf '%-22s tracekit %8.2f s %8d KB | anchor %8.2f s %9d KB | %6.1fx faster, 1/%d memory\n' \
+		"$label" "$t1" "$m1" "$t2" "$m2" "$(bench_ratio "$t2" "$t1")" $((m2 / m1))
+}
+
+row "yaml" "$TK" convert --to xray-yaml -j 1 -o /dev/null fdr.xray -- \
+	llvm-xray-16 convert -f yaml -o /dev/null fdr.xray
+row "account" "$TK" profile --to account -j 1 -o /dev/null fdr.xray -- \
+	llvm-xray-16 account -o /dev/null sorted.raw
+
+j1=$(bench_time "$TK" profile --to account -j 1 -o /dev/null fdr.xray)
+j2=$(bench_time "$TK" profile --to account -j 2 -o /dev/null fdr.xray)
+u1=$(user_time "$TK" profile --to account -j 1 -o /dev/null fdr.xray)
+u2=$(user_time "$TK" profile --to account -j 2 -o /dev/null fdr.xray)
+printf 'profile -j 1 %.2f s, -j 2 %.2f s: %.2fx (CPU time %.2f s vs %.2f s)\n' "$j1" "$j2" \
+	"$(bench_ratio "$j1" "$j2")" "$u1" "$u2"

@@ -1,0 +1,129 @@
+/* Output of profiles and timelines for every command and format: a format's handler builds
+ * a tk_prof (or feeds a tk_timeline) with the library, then calls these. They read only the
+ * generic options: --to, --sort, --top, --threads, --lines, --source, --stacks, --elf,
+ * --time A:B, --max-events, -o. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx;
+	cli_error(NULL, UINT64_MAX, "%s%s", level == TK_LOG_WARN ? "warning: " : "", msg);
+}
+
+struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
+{
+	int err;
+	*status = 0;
+	struct tk_sym *s = tk_sym_new(NULL, &err);
+	if (!s) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
+		*status = EXIT_INPUT;
+		return NULL;
+	}
+	tk_set_log(log_to_stderr, NULL);
+	for (int i = 0; i < o->n_elf; i++) {
+		char path[4096];
+		uint64_t base = 0;
+		int have_base = 0;
+		snprintf(path, sizeof path, "%s", o->elf[i]);
+		char *colon = strrchr(path, ':');
+		if (colon && cli_parse_u64(colon + 1, &base) == 0) {
+			*colon = 0;
+			have_base = 1;
+		}
+		int rc = have_base ? tk_sym_add_elf_at(s, path, base) : tk_sym_add_elf(s, path, 0);
+		if (rc < 0) {
+			cli_error(path, UINT64_MAX, "cannot load symbols: %s", tk_strerror(rc));
+			*status = EXIT_INPUT;
+			tk_sym_free(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+enum tk_out_kind cli_profile_kind(const struct cli_opts *o)
+{
+	if (o->to)
+		return tk_out_kind_by_name(o->to);
+	if (o->source)
+		return TK_OUT_SOURCE;
+	if (o->lines)
+		return TK_OUT_LINES;
+	if (o->stacks)
+		return TK_OUT_FOLDED;
+	return TK_OUT_TEXT;
+}
+
+int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym)
+{
+	enum tk_out_kind kind = cli_profile_kind(o);
+	struct tk_buf out;
+	int rc;
+	if (!kind) {
+		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
+			  "source, calltree, lines, blocks)", o->to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+				  .threads = o->threads };
+	tk_set_log(log_to_stderr, NULL);
+	rc = tk_out_profile(&out, p, kind, &oo);
+	int crc = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
+		return rc == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
+	}
+	return crc;
+}
+
+int cli_timeline_open(const struct cli_opts *o, struct tk_sym *sym, struct tk_trace_clock clock,
+		      struct cli_timeline *ct)
+{
+	struct tk_timeline_opts to = { .sz = sizeof to, .sym = sym, .clock = clock,
+				       .max_events = o->max_events };
+	int rc, err;
+	memset(ct, 0, sizeof *ct);
+	to.kind = tk_timeline_kind_by_name(o->to);
+	if (!to.kind) {
+		cli_error(NULL, UINT64_MAX, "--to: not a timeline: '%s' (perfetto, chrome)", o->to ? o->to : "");
+		return EXIT_USAGE;
+	}
+	if (o->time_window && cli_parse_range(o->time_window, &to.time_begin, &to.time_end) < 0) {
+		cli_error(NULL, UINT64_MAX, "--time: expected A:B, got '%s'", o->time_window);
+		return EXIT_USAGE;
+	}
+	if (to.time_end == UINT64_MAX)
+		to.time_end = 0;
+	if ((rc = cli_out_open(o, &ct->out)))
+		return rc;
+	ct->tl = tk_timeline_new(&ct->out, &to, &err);
+	if (!ct->tl) {
+		cli_out_close(&ct->out);
+		cli_error(NULL, UINT64_MAX, "cannot start the timeline: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+int cli_timeline_close(struct cli_timeline *ct)
+{
+	uint64_t dropped = 0;
+	int rc = tk_timeline_finish(ct->tl);
+	tk_timeline_slices(ct->tl, &dropped);
+	tk_timeline_free(ct->tl);
+	int crc = cli_out_close(&ct->out);
+	if (rc < 0) {
+		cli_error(NULL, UINT64_MAX, "cannot write the timeline: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (dropped)
+		cli_warn(NULL, UINT64_MAX, "%llu calls left out of the timeline (--max-events / --time)",
+			 (unsigned long long)dropped);
+	return crc;
+}

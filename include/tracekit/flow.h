@@ -1,0 +1,92 @@
+/* Generic control-flow walker: follows the code in a memory image from an IP, asking a
+ * branch oracle (the trace) for conditional outcomes and indirect targets. Shared by every
+ * instruction-level format (Intel PT, branch traces, xtrace). */
+#ifndef TRACEKIT_FLOW_H
+#define TRACEKIT_FLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracekit/common.h"
+#include "tracekit/event.h"
+#include "tracekit/image.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tk_flow;
+
+enum tk_flow_mode { TK_FLOW_64 = 0, TK_FLOW_32, TK_FLOW_16 };
+
+/* What the oracle says comes next in the trace. */
+enum tk_flow_q_kind {
+	TK_FLOWQ_NONE = 0,
+	TK_FLOWQ_TNT,    /* ntnt conditional outcomes in tnt; the next one is bit ntnt-1 */
+	TK_FLOWQ_TIP,    /* target of the next indirect branch, far transfer or uncompressed RET */
+	TK_FLOWQ_PGD,    /* the next branch leaves the traced region; ip = target if has_ip */
+	TK_FLOWQ_STOP,   /* an event bound to ip: stop there, before executing it */
+	TK_FLOWQ_END,    /* no more flow data (end of chunk or stream) */
+};
+
+struct tk_flow_q {
+	int kind;
+	unsigned ntnt;
+	uint64_t tnt;
+	uint64_t ip;
+	int has_ip;
+	int mode;        /* TIP: execution mode from the target on; -1 = unchanged */
+};
+
+/* Fill Q with the next item. Return < 0 on a trace error (the walker returns it). */
+struct tk_flow_oracle {
+	int (*next)(void *ctx, struct tk_flow_q *q);
+	void *ctx;
+};
+
+/* Why tk_flow_walk returned (values >= 0). */
+enum tk_flow_status {
+	TK_FLOW_STOPPED = 0,  /* reached a STOP item's ip; *ip is it */
+	TK_FLOW_DISABLED,     /* a branch consumed a PGD: res.from = branch, *ip = target or 0 */
+	TK_FLOW_ENDED,        /* END while the code needed more trace: res.from = that insn */
+};
+
+struct tk_flow_result {
+	uint64_t from;        /* DISABLED/ENDED/errors: the instruction where it happened */
+	uint64_t insns;       /* instructions walked in this call */
+};
+
+struct tk_flow *tk_flow_new(const struct tk_image *img, int *err);
+void tk_flow_free(struct tk_flow *f);
+
+/* Forget the return-compression call stack (at a PSB or after lost data). */
+void tk_flow_reset_stack(struct tk_flow *f);
+/* Time stamped on the events produced from now on. */
+void tk_flow_set_time(struct tk_flow *f, uint64_t time);
+void tk_flow_set_track(struct tk_flow *f, uint32_t track);
+
+/* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
+ * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip),
+ * -TK_E_BAD_OPCODE (undecodable code at *ip), -TK_E_BAD_FORMAT (the trace does not fit the
+ * code at res.from), -TK_E_LIMIT (no trace consumed for too long), or the oracle's or
+ * sink's error. The oracle's pending item survives between calls. */
+int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int *mode, const struct tk_flow_oracle *o,
+		 struct tk_event_batch *out, struct tk_flow_result *res);
+/* Drop the oracle item the walker holds (after an error or resync). */
+void tk_flow_clear_pending(struct tk_flow *f);
+
+/* Expand a TK_EV_BLOCK event produced by this walker into its instruction addresses:
+ * calls fn(ctx, addr, len) for each. */
+int tk_flow_block_insns(struct tk_flow *f, const struct tk_event *blk,
+			void (*fn)(void *ctx, uint64_t addr, unsigned len), void *ctx);
+/* Write one line per instruction of a block event: 16 hex digits, and with DISASM two
+ * spaces and Intel-syntax disassembly (ptxed-like). */
+int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_event *blk,
+			int disasm);
+/* Bytes of code classified so far (each byte once per image and mode). */
+uint64_t tk_flow_decoded_bytes(const struct tk_flow *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

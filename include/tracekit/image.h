@@ -1,0 +1,43 @@
+/* Memory image: the code bytes a trace ran over (ELF segments, raw files, buffers). */
+#ifndef TRACEKIT_IMAGE_H
+#define TRACEKIT_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tk_image;
+
+struct tk_image *tk_image_new(int *err);
+void tk_image_free(struct tk_image *img);
+
+/* Load the PT_LOAD segments of an ELF file. With HAS_BASE the file is relocated so that
+ * its lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE). */
+int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int has_base);
+/* Load a whole raw file at ADDR (ptxed's --raw FILE:ADDR). */
+int tk_image_add_raw(struct tk_image *img, const char *path, uint64_t addr);
+/* Copy N bytes from BUF to ADDR. */
+int tk_image_add_mem(struct tk_image *img, const void *buf, size_t n, uint64_t addr);
+/* Parse and load ptxed-style arguments: "FILE[:BASE]" for ELF, "FILE:ADDR" for raw. */
+int tk_image_add_elf_arg(struct tk_image *img, const char *arg);
+int tk_image_add_raw_arg(struct tk_image *img, const char *arg);
+
+/* Copy up to N bytes at ADDR into BUF. Returns the number of contiguous bytes available
+ * (> 0), or -TK_E_NOMAP if ADDR is not in the image. Later additions win on overlap. */
+int tk_image_read(const struct tk_image *img, uint64_t addr, void *buf, size_t n);
+
+/* Direct access: pointer to the bytes at ADDR and how many follow contiguously, or NULL. */
+const uint8_t *tk_image_ptr(const struct tk_image *img, uint64_t addr, size_t *avail);
+
+/* Number of segments, and a stamp that changes whenever the image changes (caches key on
+ * it). */
+size_t tk_image_nsegments(const struct tk_image *img);
+uint64_t tk_image_stamp(const struct tk_image *img);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,77 @@
+/* Intel PT instruction flow: packets + memory image -> executed blocks, calls, returns and
+ * events, split at PSBs for parallel decoding. */
+#ifndef TRACEKIT_IPT_FLOW_H
+#define TRACEKIT_IPT_FLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracekit/common.h"
+#include "tracekit/event.h"
+#include "tracekit/flow.h"
+#include "tracekit/image.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tk_ipt_flow_opts {
+	size_t sz;                    /* sizeof(struct tk_ipt_flow_opts) */
+	const struct tk_image *image;
+	unsigned nthreads;            /* 0 = all cores, 1 = on the calling thread */
+	size_t chunk_bytes;           /* target chunk size for the PSB split (0: 2 MiB) */
+	/* Timing (ptxed's options); 0 = unknown. Event times are TSC ticks, refined by
+	 * MTC when mtc_freq and the CPUID 0x15 ratio are known. */
+	uint32_t mtc_freq, nom_freq, cpuid_15_eax, cpuid_15_ebx;
+};
+
+struct tk_ipt_flow_stats {
+	uint64_t insns;               /* instructions reconstructed */
+	uint64_t blocks;              /* TK_EV_BLOCK events */
+	uint64_t events;              /* other events (enable, disable, mode, ...) */
+	uint64_t errors;              /* decode errors (each one resynced) */
+	uint64_t overflows;
+	uint64_t chunks;
+	struct tk_gap_stats gaps;
+};
+
+/* Event flags for TK_EV_MODE/POWER/DISABLE produced by the PT decoder beyond event.h. */
+enum tk_ipt_flow_flags {
+	TK_IPT_DISABLE_ASYNC = 1,     /* TK_EV_DISABLE: asynchronous (FUP + TIP.PGD) */
+	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
+	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
+};
+
+/* Per-chunk consumer. begin() runs on the worker before chunk I is decoded and supplies
+ * its sink (FLOW is that worker's walker, for tk_flow_print_block); end() runs on the
+ * worker after it; merge() runs on the calling thread, strictly in chunk order. Any may
+ * be NULL except begin. */
+struct tk_ipt_flow_consumer {
+	int (*begin)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
+	int (*end)(void *ctx, size_t chunk, struct tk_flow *flow);
+	int (*merge)(void *ctx, size_t chunk);
+	void *ctx;
+};
+
+/* Decode BUF (a raw PT stream) against opts->image. Errors become TK_EV_GAP events (and
+ * stats->gaps); decoding resyncs at the next PSB. Returns 0 or a consumer's error. */
+int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *stats);
+
+/* Convenience: all events, in order, to one sink (chunks buffered when parallel). */
+int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+		       struct tk_sink sink, struct tk_ipt_flow_stats *stats);
+
+enum tk_ipt_text_flags {
+	TK_IPT_TEXT_NO_DISASM = 1,    /* addresses only */
+	TK_IPT_TEXT_TIME = 2,         /* prefix lines with the time */
+	TK_IPT_TEXT_STAT = 4,         /* no lines, only count */
+};
+/* ptxed-like listing into OUT: one line per instruction, events in brackets. */
+int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,403 @@
+/* The flow walker: blocks from the cache, outcomes from the oracle, events to a batch.
+ * The oracle's next item is fetched eagerly, so an event bound to an IP (a STOP item) is
+ * known before the walker passes that IP. */
+#include <stdlib.h>
+
+#include "isa/bcache.h"
+#include "tracekit/flow.h"
+
+#define RET_STACK 64               /* as deep as the hardware's compression stack */
+#define MAX_BLOCKS_WITHOUT_TRACE (1u << 22)
+
+struct tk_flow {
+	struct tk_bcache cache;
+	struct tk_flow_q q;            /* pending oracle item */
+	uint64_t stack[RET_STACK];
+	unsigned top, depth;           /* ring buffer: top = next slot, depth <= RET_STACK */
+	uint64_t time;
+	uint32_t track;
+};
+
+struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
+{
+	struct tk_flow *f = calloc(1, sizeof(*f));
+	int rc;
+
+	if (!f || !img) {
+		free(f);
+		if (err)
+			*err = img ? -TK_E_NOMEM : -TK_E_INVAL;
+		return NULL;
+	}
+	if ((rc = tk_bcache_init(&f->cache, img)) < 0) {
+		free(f);
+		if (err)
+			*err = rc;
+		return NULL;
+	}
+	f->time = TK_TIME_NONE;
+	if (err)
+		*err = 0;
+	return f;
+}
+
+void tk_flow_free(struct tk_flow *f)
+{
+	if (!f)
+		return;
+	tk_bcache_fini(&f->cache);
+	free(f);
+}
+
+void tk_flow_reset_stack(struct tk_flow *f)
+{
+	f->top = f->depth = 0;
+}
+
+void tk_flow_set_time(struct tk_flow *f, uint64_t time)
+{
+	f->time = time;
+}
+
+void tk_flow_set_track(struct tk_flow *f, uint32_t track)
+{
+	f->track = track;
+}
+
+void tk_flow_clear_pending(struct tk_flow *f)
+{
+	f->q.kind = TK_FLOWQ_NONE;
+}
+
+uint64_t tk_flow_decoded_bytes(const struct tk_flow *f)
+{
+	return f->cache.decoded_bytes;
+}
+
+static inline void push_ret(struct tk_flow *f, uint64_t ret)
+{
+	f->stack[f->top] = ret;
+	f->top = (f->top + 1) % RET_STACK;
+	if (f->depth < RET_STACK)
+		f->depth++;
+}
+
+static inline int pop_ret(struct tk_flow *f, uint64_t *ret)
+{
+	if (!f->depth)
+		return -1;
+	f->top = (f->top + RET_STACK - 1) % RET_STACK;
+	f->depth--;
+	*ret = f->stack[f->top];
+	return 0;
+}
+
+static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
+		       uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg,
+		       uint16_t flags)
+{
+	int rc = 0;
+	struct tk_event *e = tk_event_batch_next(out, &rc);
+
+	if (!e)
+		return rc;
+	e->time = f->time;
+	e->addr = addr;
+	e->addr2 = addr2;
+	e->count = count;
+	e->arg = arg;
+	e->track = f->track;
+	e->kind = (uint16_t)kind;
+	e->flags = flags;
+	return 0;
+}
+
+/* Address of instruction K (0-based) of block B, via the length array. */
+static uint64_t insn_addr(const struct tk_bcache *c, const struct tk_block *b, uint32_t k)
+{
+	uint64_t a = b->start;
+
+	for (uint32_t i = 0; i < k; i++)
+		a += c->lens[b->lens + i];
+	return a;
+}
+
+/* How many instructions of B lie before IP, if IP is an instruction boundary in B. */
+static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uint64_t ip,
+			uint32_t *k)
+{
+	uint64_t a = b->start;
+
+	for (uint32_t i = 0; i < b->ninsn; i++) {
+		if (a == ip) {
+			*k = i;
+			return 1;
+		}
+		a += c->lens[b->lens + i];
+	}
+	return 0;
+}
+
+int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
+		 struct tk_event_batch *out, struct tk_flow_result *res)
+{
+	struct tk_flow_q *q = &f->q;
+	uint64_t ip = *ipp;
+	int mode = *modep;
+	uint32_t idle = 0, prev = UINT32_MAX;
+	int prev_slot = 0, rc;
+
+	res->from = 0;
+	res->insns = 0;
+	for (;;) {
+		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
+			goto out;
+		if (q->kind == TK_FLOWQ_STOP && q->ip == ip) {
+			q->kind = TK_FLOWQ_NONE;
+			rc = TK_FLOW_STOPPED;
+			goto out;
+		}
+
+		/* Follow the link from the previous block when there is one: no hash
+		 * lookup on the hot path. */
+		uint32_t bi;
+
+		if (prev != UINT32_MAX && f->cache.blocks[prev].succ[prev_slot]) {
+			bi = f->cache.blocks[prev].succ[prev_slot] - 1;
+		} else {
+			bi = tk_bcache_index(&f->cache, ip, mode);
+			if (bi == UINT32_MAX) {
+				rc = -TK_E_NOMEM;
+				goto out;
+			}
+			if (prev != UINT32_MAX)
+				f->cache.blocks[prev].succ[prev_slot] = bi + 1;
+		}
+		/* valid until the next lookup (the cache may grow) */
+		const struct tk_block *b = &f->cache.blocks[bi];
+
+		prev = UINT32_MAX;
+
+		if (b->flags & TK_BLK_EMPTY) {
+			rc = b->flags & TK_BLK_BAD ? -TK_E_BAD_OPCODE : -TK_E_NOMAP;
+			res->from = ip;
+			goto out;
+		}
+		if (q->kind == TK_FLOWQ_STOP && q->ip > b->start && q->ip <= b->last) {
+			uint32_t k;
+
+			if (insns_before(&f->cache, b, q->ip, &k)) {
+				if ((rc = emit(f, out, TK_EV_BLOCK, b->start,
+					       insn_addr(&f->cache, b, k - 1), k, 0, b->mode)) < 0)
+					goto out;
+				res->insns += k;
+				ip = q->ip;
+				q->kind = TK_FLOWQ_NONE;
+				rc = TK_FLOW_STOPPED;
+				goto out;
+			}
+		}
+
+		int needs = b->cls == TK_ISA_JCC || b->cls == TK_ISA_RET || b->cls == TK_ISA_JMP_IND ||
+			    b->cls == TK_ISA_CALL_IND || b->cls == TK_ISA_FAR;
+
+		if (needs && (q->kind == TK_FLOWQ_END || q->kind == TK_FLOWQ_STOP)) {
+			/* The branch cannot be followed. Like libipt, the branch itself is
+			 * reported: it was executed, only its outcome is unknown. */
+			if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
+				goto out;
+			res->insns += b->ninsn;
+			res->from = b->last;
+			ip = b->last;
+			rc = q->kind == TK_FLOWQ_END ? TK_FLOW_ENDED : -TK_E_BAD_FORMAT;
+			goto out;
+		}
+		if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
+			goto out;
+		res->insns += b->ninsn;
+
+		switch (b->cls) {
+		case TK_ISA_OTHER:
+			ip = b->next;
+			prev = bi, prev_slot = 0;
+			break;
+		case TK_ISA_JMP:
+		case TK_ISA_CALL:
+			if (b->cls == TK_ISA_CALL) {
+				if (!(b->flags & TK_BLK_ZERO_CALL))
+					push_ret(f, b->next);
+				if ((rc = emit(f, out, TK_EV_CALL, b->last, b->target, 0, b->next,
+					       0)) < 0)
+					goto out;
+			}
+			if (q->kind == TK_FLOWQ_PGD && q->has_ip && q->ip == b->target) {
+				q->kind = TK_FLOWQ_NONE;
+				res->from = b->last;
+				ip = b->target;
+				rc = TK_FLOW_DISABLED;
+				goto out;
+			}
+			ip = b->target;
+			prev = bi, prev_slot = 0;
+			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
+				res->from = b->last;
+				rc = -TK_E_LIMIT;
+				goto out;
+			}
+			continue;
+		case TK_ISA_JCC:
+			if (q->kind == TK_FLOWQ_TNT) {
+				int taken = (q->tnt >> --q->ntnt) & 1;
+
+				if (!q->ntnt)
+					q->kind = TK_FLOWQ_NONE;
+				ip = taken ? b->target : b->next;
+				prev = bi, prev_slot = taken;
+				idle = 0;
+				continue;
+			}
+			if (q->kind == TK_FLOWQ_PGD) {
+				q->kind = TK_FLOWQ_NONE;
+				res->from = b->last;
+				ip = q->has_ip ? q->ip : 0;
+				rc = TK_FLOW_DISABLED;
+				goto out;
+			}
+			res->from = b->last;
+			rc = -TK_E_BAD_FORMAT;
+			goto out;
+		case TK_ISA_RET:
+			if (q->kind == TK_FLOWQ_TNT) {
+				int taken = (q->tnt >> --q->ntnt) & 1;
+				uint64_t to;
+
+				if (!q->ntnt)
+					q->kind = TK_FLOWQ_NONE;
+				if (!taken || pop_ret(f, &to) < 0) {
+					res->from = b->last;
+					rc = -TK_E_BAD_FORMAT;
+					goto out;
+				}
+				ip = to;
+			} else if (q->kind == TK_FLOWQ_TIP) {
+				ip = q->ip;
+				if (q->mode >= 0)
+					mode = q->mode;
+				q->kind = TK_FLOWQ_NONE;
+			} else {
+				goto disable_or_fail;
+			}
+			if ((rc = emit(f, out, TK_EV_RETURN, b->last, ip, 0, 0, 0)) < 0)
+				goto out;
+			idle = 0;
+			continue;
+		default:   /* indirect jump/call, far transfer */
+			if (q->kind != TK_FLOWQ_TIP)
+				goto disable_or_fail;
+			ip = q->ip;
+			if (q->mode >= 0)
+				mode = q->mode;
+			q->kind = TK_FLOWQ_NONE;
+			idle = 0;
+			if (b->cls == TK_ISA_CALL_IND) {
+				push_ret(f, b->next);
+				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)
+					goto out;
+			}
+			continue;
+		}
+		continue;
+disable_or_fail:
+		res->from = b->last;
+		if (q->kind == TK_FLOWQ_PGD) {
+			ip = q->has_ip ? q->ip : 0;
+			q->kind = TK_FLOWQ_NONE;
+			rc = TK_FLOW_DISABLED;
+		} else {
+			rc = -TK_E_BAD_FORMAT;
+		}
+		goto out;
+	}
+out:
+	*ipp = ip;
+	*modep = mode;
+	return rc;
+}
+
+struct print_ctx {
+	struct tk_flow *f;
+	struct tk_buf *out;
+	int mode, disasm;
+};
+
+static void print_one(void *vctx, uint64_t addr, unsigned len)
+{
+	struct print_ctx *pc = vctx;
+	struct tk_buf *out = pc->out;
+
+	tk_buf_hex(out, addr, 16);
+	if (pc->disasm) {
+		uint8_t code[16];
+		char text[256];
+		int n = tk_image_read(pc->f->cache.img, addr, code, len);
+
+		if (n == (int)len &&
+		    tk_isa_format(&pc->f->cache.isa, pc->mode, code, len, addr, text,
+				  sizeof(text)) > 0) {
+			tk_buf_put(out, "  ", 2);
+			tk_buf_puts(out, text);
+		}
+	}
+	tk_buf_putc(out, '\n');
+}
+
+int tk_flow_block_insns(struct tk_flow *f, const struct tk_event *blk,
+			void (*fn)(void *ctx, uint64_t addr, unsigned len), void *ctx)
+{
+	int mode = blk->flags < TK_ISA__MODES ? blk->flags : 0;
+	const struct tk_block *b = tk_bcache_get(&f->cache, blk->addr, mode);
+	uint64_t a;
+
+	if (!b || b->ninsn < blk->count)
+		return -TK_E_INVAL;
+	a = b->start;
+	for (uint32_t i = 0; i < blk->count; i++) {
+		unsigned len = f->cache.lens[b->lens + i];
+
+		fn(ctx, a, len);
+		a += len;
+	}
+	return 0;
+}
+
+int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_event *blk,
+			int disasm)
+{
+	int mode = blk->flags < TK_ISA__MODES ? blk->flags : 0;
+
+	if (!disasm) {
+		/* Hot path for --no-disasm: no callback per instruction. */
+		const struct tk_block *b = tk_bcache_get(&f->cache, blk->addr, mode);
+		uint64_t a;
+
+		if (!b || b->ninsn < blk->count)
+			return -TK_E_INVAL;
+		if (tk_buf_reserve(out, 17 * blk->count) < 0)
+			return out->err;
+		a = b->start;
+		for (uint32_t i = 0; i < blk->count; i++) {
+			static const char hex[] = "0123456789abcdef";
+			char *d = out->data + out->len;
+
+			for (int k = 15; k >= 0; k--)
+				d[15 - k] = hex[(a >> (4 * k)) & 15];
+			d[16] = '\n';
+			out->len += 17;
+			a += f->cache.lens[b->lens + i];
+		}
+		return 0;
+	}
+	struct print_ctx pc = { f, out, mode, disasm };
+
+	return tk_flow_block_insns(f, blk, print_one, &pc);
+}

@@ -1,0 +1,710 @@
+/* Intel PT event and flow layer: packets are combined into flow items (TNT bits, TIP
+ * targets, disables) for the generic walker and into events bound to IPs (FUP + TIP,
+ * FUP + TIP.PGD, MODE.TSX, PTWRITE, EXSTOP, PSB+), in the spirit of libipt's query and
+ * block decoders. A chunk starts at a PSB and ends exactly at the IP in the next chunk's
+ * PSB+ FUP, so chunks decoded in parallel join without duplicated or missing
+ * instructions. Return compression uses the walker's 64-entry stack, reset at each PSB
+ * (the seam) so every chunk decodes alone. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "formats/ipt/internal.h"
+#include "tracekit/ipt_flow.h"
+
+enum action {
+	ACT_NONE,
+	ACT_PSB,            /* a PSB+ starts at d->pos: process it */
+	ACT_CHUNK_END,      /* the PSB at d->pos begins the next chunk */
+	ACT_ASYNC_BRANCH,   /* FUP + TIP: interrupt/exception to act_ip */
+	ACT_ASYNC_DISABLE,  /* FUP + TIP.PGD */
+	ACT_TSX,            /* MODE.TSX + FUP */
+	ACT_PTW,            /* PTW + FUP */
+	ACT_EXSTOP,         /* EXSTOP + FUP */
+};
+
+struct ptd {
+	const uint8_t *buf;
+	size_t len;
+	size_t start, end;          /* chunk [start, end) */
+	size_t pos;                 /* next packet */
+	size_t last_off;            /* offset of the last packet read */
+	size_t err_off;             /* offset of the last packet that failed to decode */
+	int pkt_err;                /* that failure is pending (reported by the walker) */
+	struct tk_ipt_ctx pctx;
+	struct tk_ipt_last_ip last;
+	struct tk_flow *flow;
+	struct tk_event_batch *out;
+	struct tk_ipt_flow_stats *st;
+	int mode, pending_mode;     /* exec mode; MODE.Exec waiting for its TIP/PGE (-1) */
+	int enabled, have_ip;
+	uint64_t ip;
+	uint64_t time;
+	int action;
+	uint64_t act_ip;
+	int act_has_ip;
+	uint64_t act_arg;
+	uint16_t act_flags;
+};
+
+static int exec_mode(const struct tk_ipt_packet *p)
+{
+	return p->exec.csl ? TK_FLOW_64 : p->exec.csd ? TK_FLOW_32 : TK_FLOW_16;
+}
+
+static int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t addr2, uint64_t count,
+		uint64_t arg, uint16_t flags)
+{
+	int rc = 0;
+	struct tk_event *e = tk_event_batch_next(d->out, &rc);
+
+	if (!e)
+		return rc;
+	*e = (struct tk_event){ .time = d->time, .addr = addr, .addr2 = addr2, .count = count,
+				.arg = arg, .kind = (uint16_t)kind, .flags = flags };
+	if (kind != TK_EV_GAP)
+		d->st->events++;
+	return 0;
+}
+
+/* Read the packet at d->pos. Returns its size, -TK_E_EOF at the end of the buffer, or a
+ * decode error (d->pos unchanged). */
+static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
+{
+	int rc = tk_ipt_decode_one(d->buf, d->len, d->pos, &d->pctx, p);
+
+	if (rc > 0) {
+		d->last_off = d->pos;
+		d->pos += (size_t)rc;
+	} else if (rc != -TK_E_EOF) {
+		d->err_off = d->pos;
+		d->pkt_err = 1;
+	}
+	return rc;
+}
+
+static int last_ip(struct ptd *d, const struct tk_ipt_packet *p, uint64_t *ip)
+{
+	if (tk_ipt_last_ip_update(&d->last, p) < 0)
+		return -TK_E_BAD_FORMAT;
+	return tk_ipt_last_ip_query(&d->last, ip) == 0;
+}
+
+/* The FUP of the PSB+ at POS (without side effects): 1 and *IP if there is one. */
+static int peek_psb_fup(struct ptd *d, size_t pos, uint64_t *ip)
+{
+	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_last_ip l;
+	struct tk_ipt_packet p;
+	int rc;
+
+	tk_ipt_last_ip_init(&l);
+	while ((rc = tk_ipt_decode_one(d->buf, d->len, pos, &ctx, &p)) > 0) {
+		pos += (size_t)rc;
+		if (p.kind == TK_IPT_PKT_PSBEND)
+			return 0;
+		if (p.kind == TK_IPT_PKT_FUP) {
+			if (tk_ipt_last_ip_update(&l, &p) < 0)
+				return 0;
+			return tk_ipt_last_ip_query(&l, ip) == 0;
+		}
+	}
+	return 0;
+}
+
+/* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
+static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
+{
+	*rc = 0;
+	switch (p->kind) {
+	case TK_IPT_PKT_TSC:
+		d->time = p->tsc.tsc;
+		tk_flow_set_time(d->flow, d->time);
+		return 1;
+	case TK_IPT_PKT_PIP:
+		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->pip.cr3, TK_MODE_PAGING);
+		return 1;
+	case TK_IPT_PKT_VMCS:
+		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->vmcs.base, TK_MODE_VMCS);
+		return 1;
+	case TK_IPT_PKT_CBR:
+		*rc = emit(d, TK_EV_POWER, 0, 0, 0, p->cbr.ratio, TK_IPT_POWER_CBR);
+		return 1;
+	case TK_IPT_PKT_MWAIT:
+		*rc = emit(d, TK_EV_POWER, 0, 0, p->mwait.ext, p->mwait.hints, TK_IPT_POWER_MWAIT);
+		return 1;
+	case TK_IPT_PKT_PWRE:
+		*rc = emit(d, TK_EV_POWER, 0, 0, p->pwre.sub_state, p->pwre.state,
+			   TK_IPT_POWER_PWRE);
+		return 1;
+	case TK_IPT_PKT_PWRX:
+		*rc = emit(d, TK_EV_POWER, 0, 0, p->pwrx.deepest, p->pwrx.last, TK_IPT_POWER_PWRX);
+		return 1;
+	case TK_IPT_PKT_STOP:
+		*rc = emit(d, TK_EV_POWER, 0, 0, 0, 0, TK_IPT_POWER_STOP);
+		return 1;
+	case TK_IPT_PKT_EXSTOP:
+		if (p->exstop.ip)
+			return 0;
+		*rc = emit(d, TK_EV_POWER, 0, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+		return 1;
+	case TK_IPT_PKT_PTW:
+		if (p->ptw.ip)
+			return 0;
+		*rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, p->ptw.payload, 0);
+		return 1;
+	case TK_IPT_PKT_PAD: case TK_IPT_PKT_MTC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_CYC:
+	case TK_IPT_PKT_MNT: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
+	case TK_IPT_PKT_EVD: case TK_IPT_PKT_TRIG: case TK_IPT_PKT_CFE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A FUP (or an event packet that a FUP completes) was read: find what it binds to and
+ * tell the walker to stop at the FUP's IP. ACT is the pending event, ACT_NONE if the
+ * FUP itself was just read (then a TIP or TIP.PGD must follow). */
+static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk_ipt_packet *fup)
+{
+	struct tk_ipt_packet p;
+	uint64_t fip = 0, ip;
+	int rc, have_fup = 0;
+
+	if (fup) {
+		if ((rc = last_ip(d, fup, &fip)) < 0)
+			return rc;
+		if (!rc)
+			return -TK_E_BAD_FORMAT;
+		have_fup = 1;
+	}
+	for (;;) {
+		if ((rc = fetch(d, &p)) < 0)
+			return rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
+		if (side_event(d, &p, &rc)) {
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		if (!have_fup) {
+			if (p.kind != TK_IPT_PKT_FUP)
+				return -TK_E_BAD_FORMAT;
+			if ((rc = last_ip(d, &p, &fip)) < 0)
+				return rc;
+			if (!rc)
+				return -TK_E_BAD_FORMAT;
+			have_fup = 1;
+			break;
+		}
+		/* a plain FUP: an asynchronous branch or disable follows */
+		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
+			d->pending_mode = exec_mode(&p);
+			continue;
+		}
+		if (p.kind == TK_IPT_PKT_TIP) {
+			if ((rc = last_ip(d, &p, &ip)) < 0)
+				return rc;
+			if (!rc)
+				return -TK_E_BAD_FORMAT;
+			act = ACT_ASYNC_BRANCH;
+			d->act_ip = ip;
+			break;
+		}
+		if (p.kind == TK_IPT_PKT_TIP_PGD) {
+			if ((rc = last_ip(d, &p, &ip)) < 0)
+				return rc;
+			act = ACT_ASYNC_DISABLE;
+			d->act_ip = rc ? ip : 0;
+			break;
+		}
+		return -TK_E_BAD_FORMAT;
+	}
+	d->action = act;
+	q->kind = TK_FLOWQ_STOP;
+	q->ip = fip;
+	q->has_ip = 1;
+	return 0;
+}
+
+/* The branch oracle for the walker. */
+static int oracle_next(void *ctx, struct tk_flow_q *q)
+{
+	struct ptd *d = ctx;
+	struct tk_ipt_packet p;
+	uint64_t ip;
+	int rc;
+
+	for (;;) {
+		size_t at = d->pos;
+
+		rc = fetch(d, &p);
+		if (rc == -TK_E_EOF) {
+			q->kind = TK_FLOWQ_END;
+			return 0;
+		}
+		if (rc < 0)
+			return rc;
+		switch (p.kind) {
+		case TK_IPT_PKT_TNT8:
+		case TK_IPT_PKT_TNT64:
+			if (!p.tnt.count)
+				continue;
+			q->kind = TK_FLOWQ_TNT;
+			q->tnt = p.tnt.bits;
+			q->ntnt = p.tnt.count;
+			return 0;
+		case TK_IPT_PKT_TIP:
+			if ((rc = last_ip(d, &p, &ip)) < 0)
+				return rc;
+			if (!rc)
+				return -TK_E_BAD_FORMAT;
+			q->kind = TK_FLOWQ_TIP;
+			q->ip = ip;
+			q->mode = d->pending_mode;
+			d->pending_mode = -1;
+			return 0;
+		case TK_IPT_PKT_TIP_PGD:
+			if ((rc = last_ip(d, &p, &ip)) < 0)
+				return rc;
+			q->kind = TK_FLOWQ_PGD;
+			q->has_ip = rc;
+			q->ip = rc ? ip : 0;
+			return 0;
+		case TK_IPT_PKT_FUP:
+			return bind_fup(d, q, ACT_NONE, &p);
+		case TK_IPT_PKT_MODE_TSX:
+			d->act_flags = p.tsx.abrt ? TK_MODE_TSX_ABORT
+				     : p.tsx.intx ? TK_MODE_TSX_BEGIN : TK_MODE_TSX_COMMIT;
+			return bind_fup(d, q, ACT_TSX, NULL);
+		case TK_IPT_PKT_PTW:
+			if (!p.ptw.ip)
+				break;
+			d->act_arg = p.ptw.payload;
+			return bind_fup(d, q, ACT_PTW, NULL);
+		case TK_IPT_PKT_EXSTOP:
+			if (!p.exstop.ip)
+				break;
+			return bind_fup(d, q, ACT_EXSTOP, NULL);
+		case TK_IPT_PKT_MODE_EXEC:
+			d->pending_mode = exec_mode(&p);
+			continue;
+		case TK_IPT_PKT_OVF:
+			return -TK_E_OVERFLOW;
+		case TK_IPT_PKT_PSB:
+			/* Rewind: the top level processes the PSB+ once the walker stops at
+			 * its FUP (or runs out of trace if tracing is off). */
+			d->pos = at;
+			d->action = at >= d->end ? ACT_CHUNK_END : ACT_PSB;
+			if (peek_psb_fup(d, at + (size_t)rc, &ip)) {
+				q->kind = TK_FLOWQ_STOP;
+				q->ip = ip;
+				q->has_ip = 1;
+			} else {
+				q->kind = TK_FLOWQ_END;
+			}
+			return 0;
+		case TK_IPT_PKT_TIP_PGE:
+			return -TK_E_BAD_FORMAT;
+		default:
+			break;
+		}
+		if (side_event(d, &p, &rc) && rc < 0)
+			return rc;
+	}
+}
+
+static void reset_flow_state(struct ptd *d)
+{
+	tk_flow_reset_stack(d->flow);
+	tk_flow_clear_pending(d->flow);
+	d->action = ACT_NONE;
+}
+
+/* Record a decode error at OFF and move to the next PSB (or the chunk's end). */
+static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_t addr)
+{
+	d->pkt_err = 0;
+	size_t psb, from = d->pos > off ? d->pos : (size_t)off + 1;
+	uint64_t skipped;
+
+	if (reason == TK_GAP_NO_IMAGE) {
+		/* Resume at the next packet with an IP; nothing skipped in the input. */
+		tk_gap_stats_add(&d->st->gaps, off, 0);
+		d->have_ip = 0;
+		reset_flow_state(d);
+		return emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason);
+	}
+	if (tk_ipt_psb_find(d->buf, d->len, from, &psb) < 0 || psb > d->end)
+		psb = d->end > d->len ? d->len : d->end;
+	if (psb < off)
+		psb = (size_t)off;
+	skipped = psb - off;
+	d->st->errors++;
+	tk_gap_stats_add(&d->st->gaps, off, skipped);
+	d->pos = psb;
+	d->enabled = d->have_ip = 0;
+	reset_flow_state(d);
+	(void)err;
+	return emit(d, TK_EV_GAP, addr, 0, skipped, off, (uint16_t)reason);
+}
+
+/* Process the PSB+ at d->pos: state from its packets, IP from its FUP. */
+static int do_psb(struct ptd *d)
+{
+	struct tk_ipt_packet p;
+	uint64_t ip;
+	int rc;
+
+	if ((rc = fetch(d, &p)) < 0)
+		return rc;
+	tk_ipt_last_ip_init(&d->last);
+	reset_flow_state(d);
+	d->enabled = d->have_ip = 0;
+	d->pending_mode = -1;
+	for (;;) {
+		if ((rc = fetch(d, &p)) < 0)
+			return rc == -TK_E_EOF ? 0 : rc;
+		switch (p.kind) {
+		case TK_IPT_PKT_PSBEND:
+			return 0;
+		case TK_IPT_PKT_FUP:
+			if ((rc = last_ip(d, &p, &ip)) < 0)
+				return rc;
+			if (rc) {
+				d->ip = ip;
+				d->enabled = d->have_ip = 1;
+			}
+			break;
+		case TK_IPT_PKT_MODE_EXEC:
+			d->mode = exec_mode(&p);
+			break;
+		case TK_IPT_PKT_TSC:
+			d->time = p.tsc.tsc;
+			tk_flow_set_time(d->flow, d->time);
+			break;
+		case TK_IPT_PKT_OVF:
+			return -TK_E_BAD_FORMAT;
+		default:
+			break;   /* PIP, VMCS, CBR, TMA, MTC, PAD, MODE.TSX: state only */
+		}
+	}
+}
+
+/* What happens after the walker stopped at an IP-bound event. Returns 1 at chunk end. */
+static int do_action(struct ptd *d)
+{
+	int act = d->action, rc = 0;
+
+	d->action = ACT_NONE;
+	switch (act) {
+	case ACT_CHUNK_END:
+		return 1;
+	case ACT_PSB:
+		return do_psb(d);
+	case ACT_ASYNC_BRANCH:
+		rc = emit(d, TK_EV_INTERRUPT, d->ip, d->act_ip, 0, 0, 0);
+		d->ip = d->act_ip;
+		if (d->pending_mode >= 0)
+			d->mode = d->pending_mode, d->pending_mode = -1;
+		return rc;
+	case ACT_ASYNC_DISABLE:
+		d->enabled = 0;
+		return emit(d, TK_EV_DISABLE, d->ip, 0, 0, 0, TK_IPT_DISABLE_ASYNC);
+	case ACT_TSX:
+		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags);
+	case ACT_PTW:
+		return emit(d, TK_EV_PTWRITE, d->ip, 0, 0, d->act_arg, 0);
+	case ACT_EXSTOP:
+		return emit(d, TK_EV_POWER, d->ip, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+	default:
+		return 0;
+	}
+}
+
+/* Packets while not walking: tracing off, or waiting for an IP after lost code or an
+ * overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
+static int idle_step(struct ptd *d, int *after_ovf)
+{
+	struct tk_ipt_packet p;
+	size_t at = d->pos;
+	uint64_t ip;
+	int rc;
+
+	rc = fetch(d, &p);
+	if (rc == -TK_E_EOF)
+		return 1;
+	if (rc < 0)
+		return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+	switch (p.kind) {
+	case TK_IPT_PKT_PSB:
+		d->pos = at;
+		if (at >= d->end && at != d->start)
+			return 1;
+		*after_ovf = 0;
+		if ((rc = do_psb(d)) < 0)
+			return resync(d, d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
+		return 0;
+	case TK_IPT_PKT_TIP_PGE:
+		if ((rc = last_ip(d, &p, &ip)) < 0 || !rc)
+			return resync(d, at, -TK_E_BAD_FORMAT, TK_GAP_DECODE_ERROR, 0);
+		if (d->pending_mode >= 0)
+			d->mode = d->pending_mode, d->pending_mode = -1;
+		d->ip = ip;
+		d->enabled = d->have_ip = 1;
+		*after_ovf = 0;
+		return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+	case TK_IPT_PKT_TIP_PGD:
+		last_ip(d, &p, &ip);
+		d->enabled = d->have_ip = 0;
+		return 0;
+	case TK_IPT_PKT_TIP:
+		if ((rc = last_ip(d, &p, &ip)) < 0)
+			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		if (rc && d->enabled && !d->have_ip) {
+			if (d->pending_mode >= 0)
+				d->mode = d->pending_mode, d->pending_mode = -1;
+			d->ip = ip;
+			d->have_ip = 1;
+		}
+		return 0;
+	case TK_IPT_PKT_FUP:
+		if ((rc = last_ip(d, &p, &ip)) < 0)
+			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		if (rc && *after_ovf) {
+			/* tracing goes on after the overflow at this IP */
+			d->ip = ip;
+			d->enabled = d->have_ip = 1;
+			*after_ovf = 0;
+		}
+		return 0;
+	case TK_IPT_PKT_MODE_EXEC:
+		d->pending_mode = exec_mode(&p);
+		if (!d->enabled)
+			d->mode = d->pending_mode;
+		return 0;
+	case TK_IPT_PKT_OVF:
+		d->st->overflows++;
+		tk_gap_stats_add(&d->st->gaps, at, 0);
+		d->enabled = d->have_ip = 0;
+		*after_ovf = 1;
+		tk_ipt_last_ip_init(&d->last);
+		reset_flow_state(d);
+		return emit(d, TK_EV_GAP, 0, 0, 0, at, TK_GAP_OVERFLOW);
+	default:
+		if (side_event(d, &p, &rc) && rc < 0)
+			return rc;
+		return 0;
+	}
+}
+
+static int decode_chunk(struct ptd *d)
+{
+	struct tk_flow_oracle o = { oracle_next, d };
+	int after_ovf = 0, rc;
+
+	d->pos = d->start;
+	d->mode = TK_FLOW_64;
+	d->pending_mode = -1;
+	d->time = TK_TIME_NONE;
+	tk_flow_set_time(d->flow, d->time);
+	tk_ipt_last_ip_init(&d->last);
+	for (;;) {
+		if (!(d->enabled && d->have_ip)) {
+			rc = idle_step(d, &after_ovf);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				return 0;
+			continue;
+		}
+
+		struct tk_flow_result res;
+
+		rc = tk_flow_walk(d->flow, &d->ip, &d->mode, &o, d->out, &res);
+		d->st->insns += res.insns;
+		switch (rc) {
+		case TK_FLOW_STOPPED:
+			rc = do_action(d);
+			if (rc < 0 && rc != -TK_E_CANCELLED)
+				rc = resync(d, d->last_off, rc, TK_GAP_DECODE_ERROR, d->ip);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				return 0;
+			break;
+		case TK_FLOW_DISABLED:
+			d->enabled = d->have_ip = 0;
+			if ((rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0)
+				return rc;
+			break;
+		case TK_FLOW_ENDED:
+			/* No more trace: the rest of the chunk (a PSB without FUP, or EOF). */
+			d->have_ip = 0;
+			tk_flow_clear_pending(d->flow);
+			break;
+		case -TK_E_OVERFLOW:
+			d->st->overflows++;
+			tk_gap_stats_add(&d->st->gaps, d->last_off, 0);
+			d->enabled = d->have_ip = 0;
+			after_ovf = 1;
+			tk_ipt_last_ip_init(&d->last);
+			reset_flow_state(d);
+			if ((rc = emit(d, TK_EV_GAP, 0, 0, 0, d->last_off, TK_GAP_OVERFLOW)) < 0)
+				return rc;
+			break;
+		case -TK_E_NOMAP:
+			if ((rc = resync(d, d->last_off, rc, TK_GAP_NO_IMAGE, res.from)) < 0)
+				return rc;
+			break;
+		case -TK_E_NOMEM:
+		case -TK_E_CANCELLED:
+			return rc;
+		default:
+			if (rc < 0 && rc > -TK_E__COUNT) {
+				/* A sink error is passed through; trace errors resync. */
+				if (d->out->sink.events && rc == -TK_E_IO)
+					return rc;
+				size_t at = d->pkt_err ? d->err_off : d->last_off;
+
+				if ((rc = resync(d, at, rc, TK_GAP_DECODE_ERROR, res.from)) < 0)
+					return rc;
+			} else if (rc < 0) {
+				return rc;
+			}
+			break;
+		}
+	}
+}
+
+/* ---- chunked, parallel driver ----------------------------------------------------------- */
+
+struct run {
+	const uint8_t *buf;
+	size_t len;
+	const struct tk_ipt_flow_opts *o;
+	const struct tk_ipt_flow_consumer *c;
+	uint64_t *offs;
+	size_t nchunks;
+	struct tk_ipt_flow_stats *cst;     /* per chunk */
+	pthread_mutex_t lock;
+	struct tk_flow **free_flows;
+	size_t nfree;
+	int err;
+};
+
+static struct tk_flow *take_flow(struct run *r, int *err)
+{
+	struct tk_flow *f = NULL;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->nfree)
+		f = r->free_flows[--r->nfree];
+	pthread_mutex_unlock(&r->lock);
+	return f ? f : tk_flow_new(r->o->image, err);
+}
+
+static void give_flow(struct run *r, struct tk_flow *f)
+{
+	pthread_mutex_lock(&r->lock);
+	r->free_flows[r->nfree++] = f;
+	pthread_mutex_unlock(&r->lock);
+}
+
+static int work(void *ctx, size_t i)
+{
+	struct run *r = ctx;
+	struct ptd *d;
+	struct tk_event_batch *batch;
+	struct tk_sink sink = { 0 };
+	int rc = 0;
+	struct tk_flow *f = take_flow(r, &rc);
+
+	if (!f)
+		return rc;
+	d = calloc(1, sizeof(*d));
+	batch = malloc(sizeof(*batch));
+	if (!d || !batch) {
+		free(d);
+		free(batch);
+		give_flow(r, f);
+		return -TK_E_NOMEM;
+	}
+	d->buf = r->buf;
+	d->len = r->len;
+	d->start = r->offs[i];
+	d->end = i + 1 < r->nchunks ? r->offs[i + 1] : r->len;
+	d->flow = f;
+	d->st = &r->cst[i];
+	d->out = batch;
+	if ((rc = r->c->begin(r->c->ctx, i, f, &sink)) >= 0) {
+		tk_event_batch_init(batch, sink);
+		rc = decode_chunk(d);
+		if (rc >= 0)
+			rc = tk_event_batch_flush(batch);
+		if (rc >= 0 && r->c->end)
+			rc = r->c->end(r->c->ctx, i, f);
+	}
+	free(batch);
+	free(d);
+	give_flow(r, f);
+	return rc < 0 ? rc : 0;
+}
+
+static int merge(void *ctx, size_t i)
+{
+	struct run *r = ctx;
+
+	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
+}
+
+int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
+		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *st)
+{
+	struct run r = { .buf = buf, .len = len, .o = o, .c = c };
+	size_t chunk = o && o->chunk_bytes ? o->chunk_bytes : (size_t)2 << 20;
+	unsigned nthreads;
+	int64_t n;
+	int rc;
+
+	if (!o || !o->image || !c || !c->begin || !st || (!buf && len))
+		return -TK_E_INVAL;
+	memset(st, 0, sizeof(*st));
+	nthreads = o->nthreads ? o->nthreads : tk_cpu_count();
+	n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	if (n <= 0) {
+		if (len)
+			tk_gap_stats_add(&st->gaps, 0, len);
+		return 0;
+	}
+	r.nchunks = (size_t)n;
+	r.offs = malloc(r.nchunks * sizeof(*r.offs));
+	r.cst = calloc(r.nchunks, sizeof(*r.cst));
+	r.free_flows = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_flows));
+	if (!r.offs || !r.cst || !r.free_flows) {
+		rc = -TK_E_NOMEM;
+		goto out;
+	}
+	tk_ipt_split(buf, len, chunk, r.offs, r.nchunks);
+	if (r.offs[0])
+		tk_gap_stats_add(&st->gaps, 0, r.offs[0]);
+	pthread_mutex_init(&r.lock, NULL);
+	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads };
+
+	rc = tk_pool_run(&po, r.nchunks, work, merge, &r);
+	pthread_mutex_destroy(&r.lock);
+	for (size_t i = 0; i < r.nchunks; i++) {
+		st->insns += r.cst[i].insns;
+		st->blocks += r.cst[i].blocks;
+		st->events += r.cst[i].events;
+		st->errors += r.cst[i].errors;
+		st->overflows += r.cst[i].overflows;
+		tk_gap_stats_merge(&st->gaps, &r.cst[i].gaps);
+	}
+	st->chunks = r.nchunks;
+out:
+	for (size_t i = 0; r.free_flows && i < r.nfree; i++)
+		tk_flow_free(r.free_flows[i]);
+	free(r.free_flows);
+	free(r.offs);
+	free(r.cst);
+	return rc;
+}

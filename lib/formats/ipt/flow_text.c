@@ -1,0 +1,331 @@
+/* Consumers of the PT flow: ptxed-like text and in-order event delivery. Each chunk is
+ * formatted on its worker into its own buffer; the calling thread writes them in order. */
+#include <stdlib.h>
+
+#include "tracekit/ipt.h"
+#include "tracekit/ipt_flow.h"
+
+/* ---- text ------------------------------------------------------------------------------ */
+
+struct text_chunk {
+	struct tk_buf buf;
+	struct tk_buf scratch;
+	struct tk_flow *flow;
+	struct text_run *run;
+};
+
+struct text_run {
+	unsigned flags;
+	unsigned nthreads;
+	struct tk_buf *out;
+	struct text_chunk *chunks;    /* one per chunk */
+};
+
+static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
+
+static void put_time(struct tk_buf *b, const struct tk_event *e)
+{
+	if (e->time == TK_TIME_NONE)
+		tk_buf_puts(b, "[no time] ");
+	else {
+		tk_buf_putc(b, '[');
+		tk_buf_hex(b, e->time, 16);
+		tk_buf_puts(b, "] ");
+	}
+}
+
+static void format_event(struct tk_buf *b, const struct tk_event *e)
+{
+	switch (e->kind) {
+	case TK_EV_ENABLE:
+		tk_buf_puts(b, "[enabled]\n");
+		break;
+	case TK_EV_DISABLE:
+		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_ASYNC ? "[async disabled]\n" : "[disabled]\n");
+		break;
+	case TK_EV_INTERRUPT:
+		tk_buf_puts(b, "[interrupt: ");
+		tk_buf_hex(b, e->addr, 16);
+		tk_buf_puts(b, " -> ");
+		tk_buf_hex(b, e->addr2, 16);
+		tk_buf_puts(b, "]\n");
+		break;
+	case TK_EV_MODE:
+		switch (e->flags) {
+		case TK_MODE_PAGING:
+			tk_buf_puts(b, "[paging, cr3: ");
+			tk_buf_hex(b, e->arg, 16);
+			tk_buf_puts(b, "]\n");
+			break;
+		case TK_MODE_VMCS:
+			tk_buf_puts(b, "[vmcs, base: ");
+			tk_buf_hex(b, e->arg, 16);
+			tk_buf_puts(b, "]\n");
+			break;
+		case TK_MODE_TSX_BEGIN:
+			tk_buf_puts(b, "[begin transaction]\n");
+			break;
+		case TK_MODE_TSX_COMMIT:
+			tk_buf_puts(b, "[committed]\n");
+			break;
+		case TK_MODE_TSX_ABORT:
+			tk_buf_puts(b, "[aborted]\n");
+			break;
+		case TK_MODE_EXEC_16: case TK_MODE_EXEC_32: case TK_MODE_EXEC_64:
+			tk_buf_puts(b, "[exec mode: ");
+			tk_buf_puts(b, mode_names[TK_MODE_EXEC_64 - e->flags]);
+			tk_buf_puts(b, "]\n");
+			break;
+		default:
+			tk_buf_puts(b, "[mode]\n");
+		}
+		break;
+	case TK_EV_PTWRITE:
+		tk_buf_puts(b, "[ptwrite: ");
+		tk_buf_hex(b, e->arg, 0);
+		tk_buf_puts(b, "]\n");
+		break;
+	case TK_EV_POWER:
+		switch (e->flags) {
+		case TK_IPT_POWER_EXSTOP: tk_buf_puts(b, "[exstop]\n"); break;
+		case TK_IPT_POWER_MWAIT:
+			tk_buf_puts(b, "[mwait: ");
+			tk_buf_hex(b, e->arg, 0);
+			tk_buf_puts(b, ", ");
+			tk_buf_hex(b, e->count, 0);
+			tk_buf_puts(b, "]\n");
+			break;
+		case TK_IPT_POWER_PWRE:
+			tk_buf_puts(b, "[pwre: c");
+			tk_buf_u64(b, (e->arg + 1) & 0xf);
+			tk_buf_puts(b, ".");
+			tk_buf_u64(b, (e->count + 1) & 0xf);
+			tk_buf_puts(b, "]\n");
+			break;
+		case TK_IPT_POWER_PWRX:
+			tk_buf_puts(b, "[pwrx: c");
+			tk_buf_u64(b, (e->arg + 1) & 0xf);
+			tk_buf_puts(b, " (deepest c");
+			tk_buf_u64(b, (e->count + 1) & 0xf);
+			tk_buf_puts(b, ")]\n");
+			break;
+		case TK_IPT_POWER_CBR:
+			tk_buf_puts(b, "[cbr: ");
+			tk_buf_hex(b, e->arg, 0);
+			tk_buf_puts(b, "]\n");
+			break;
+		case TK_IPT_POWER_STOP: tk_buf_puts(b, "[stopped]\n"); break;
+		default: tk_buf_puts(b, "[power]\n");
+		}
+		break;
+	case TK_EV_GAP:
+		if (e->flags == TK_GAP_OVERFLOW) {
+			tk_buf_puts(b, "[overflow at offset 0x");
+		} else if (e->flags == TK_GAP_NO_IMAGE) {
+			tk_buf_puts(b, "[error: no code in the image at ");
+			tk_buf_hex(b, e->addr, 16);
+			tk_buf_puts(b, " at offset 0x");
+		} else {
+			tk_buf_puts(b, "[error: ");
+			tk_buf_puts(b, tk_gap_reason_name(e->flags));
+			tk_buf_puts(b, ", ");
+			tk_buf_u64(b, e->count);
+			tk_buf_puts(b, " bytes skipped at offset 0x");
+		}
+		tk_buf_hex(b, e->arg, 0);
+		tk_buf_puts(b, "]\n");
+		break;
+	default:
+		break;
+	}
+}
+
+static int text_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct text_chunk *tc = ctx;
+	unsigned flags = tc->run->flags;
+	struct tk_buf *b = &tc->buf;
+
+	if (flags & TK_IPT_TEXT_STAT)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_event *e = &ev[i];
+
+		if (e->kind == TK_EV_BLOCK) {
+			int disasm = !(flags & TK_IPT_TEXT_NO_DISASM);
+			int rc;
+
+			if (!(flags & TK_IPT_TEXT_TIME)) {
+				if ((rc = tk_flow_print_block(tc->flow, b, e, disasm)) < 0)
+					return rc;
+				continue;
+			}
+			/* --time: each line gets the time of its block */
+			tc->scratch.len = 0;
+			if ((rc = tk_flow_print_block(tc->flow, &tc->scratch, e, disasm)) < 0)
+				return rc;
+			for (size_t k = 0; k < tc->scratch.len;) {
+				const char *line = tc->scratch.data + k;
+				const char *nl = memchr(line, '\n', tc->scratch.len - k);
+				size_t m = nl ? (size_t)(nl - line) + 1 : tc->scratch.len - k;
+
+				put_time(b, e);
+				tk_buf_put(b, line, m);
+				k += m;
+			}
+		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN) {
+			if (flags & TK_IPT_TEXT_TIME)
+				put_time(b, e);
+			format_event(b, e);
+		}
+	}
+	if (b->err)
+		return b->err;
+	return 0;
+}
+
+static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct text_run *r = ctx;
+	struct text_chunk *tc = &r->chunks[i];
+
+	tc->flow = flow;
+	tc->run = r;
+	if (r->nthreads <= 1)
+		tc->buf = *r->out;            /* one thread: straight into the output */
+	else if (tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
+		return -TK_E_NOMEM;
+	if (!tc->scratch.data && tk_buf_init(&tc->scratch, -1, 4096) < 0)
+		return -TK_E_NOMEM;
+	sink->events = text_events;
+	sink->ctx = tc;
+	return 0;
+}
+
+static int text_merge(void *ctx, size_t i)
+{
+	struct text_run *r = ctx;
+	struct text_chunk *tc = &r->chunks[i];
+	int rc;
+
+	if (r->nthreads <= 1) {
+		*r->out = tc->buf;
+		return r->out->err;
+	}
+	rc = tc->buf.err;
+	if (!rc && tc->buf.len)
+		tk_buf_put(r->out, tc->buf.data, tc->buf.len);
+	tk_buf_free(&tc->buf);
+	tk_buf_free(&tc->scratch);
+	return rc ? rc : r->out->err;
+}
+
+int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats)
+{
+	struct text_run r = { .flags = flags, .out = out };
+	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r };
+	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : (size_t)2 << 20;
+	int64_t n;
+	int rc;
+
+	if (!opts || !out)
+		return -TK_E_INVAL;
+	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
+	n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
+	if (!r.chunks)
+		return -TK_E_NOMEM;
+	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
+	for (int64_t i = 0; i < n; i++) {
+		if (r.nthreads > 1)
+			tk_buf_free(&r.chunks[i].buf);
+		tk_buf_free(&r.chunks[i].scratch);
+	}
+	free(r.chunks);
+	return rc;
+}
+
+/* ---- events to one sink ------------------------------------------------------------------ */
+
+struct ev_chunk {
+	struct tk_event *ev;
+	size_t n, cap;
+};
+
+struct ev_run {
+	struct tk_sink sink;
+	unsigned nthreads;
+	struct ev_chunk *chunks;
+};
+
+static int ev_collect(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_chunk *c = ctx;
+
+	if (c->n + n > c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 4096;
+		struct tk_event *e;
+
+		while (cap < c->n + n)
+			cap *= 2;
+		if (!(e = realloc(c->ev, cap * sizeof(*e))))
+			return -TK_E_NOMEM;
+		c->ev = e;
+		c->cap = cap;
+	}
+	memcpy(c->ev + c->n, ev, n * sizeof(*ev));
+	c->n += n;
+	return 0;
+}
+
+static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ev_run *r = ctx;
+
+	(void)flow;
+	if (r->nthreads <= 1) {
+		*sink = r->sink;
+		return 0;
+	}
+	sink->events = ev_collect;
+	sink->ctx = &r->chunks[i];
+	return 0;
+}
+
+static int ev_merge(void *ctx, size_t i)
+{
+	struct ev_run *r = ctx;
+	struct ev_chunk *c = &r->chunks[i];
+	int rc = 0;
+
+	if (r->nthreads > 1 && c->n)
+		rc = r->sink.events(r->sink.ctx, c->ev, c->n);
+	free(c->ev);
+	c->ev = NULL;
+	c->n = c->cap = 0;
+	return rc;
+}
+
+int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+		       struct tk_sink sink, struct tk_ipt_flow_stats *stats)
+{
+	struct ev_run r = { .sink = sink };
+	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r };
+	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : (size_t)2 << 20;
+	int64_t n;
+	int rc;
+
+	if (!opts || !sink.events)
+		return -TK_E_INVAL;
+	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
+	n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
+	if (!r.chunks)
+		return -TK_E_NOMEM;
+	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
+	for (int64_t i = 0; i < n; i++)
+		free(r.chunks[i].ev);
+	free(r.chunks);
+	return rc;
+}

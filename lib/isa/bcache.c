@@ -1,0 +1,158 @@
+/* Block cache: straight-line runs of code classified once, looked up by start address. */
+#include <stdlib.h>
+
+#include "isa/bcache.h"
+#include "tracekit/common.h"
+
+#define MAX_BLOCK_INSNS 4096   /* cut very long straight runs: keeps lengths bounded */
+
+int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img)
+{
+	memset(c, 0, sizeof(*c));
+	c->img = img;
+	tk_isa_init(&c->isa);
+	c->mask = 4095;
+	c->slots = calloc(c->mask + 1, sizeof(*c->slots));
+	return c->slots ? 0 : -TK_E_NOMEM;
+}
+
+void tk_bcache_fini(struct tk_bcache *c)
+{
+	free(c->slots);
+	free(c->blocks);
+	free(c->lens);
+	memset(c, 0, sizeof(*c));
+}
+
+static int grow_slots(struct tk_bcache *c)
+{
+	uint32_t mask = c->mask * 2 + 1;
+	uint32_t *slots = calloc((size_t)mask + 1, sizeof(*slots));
+
+	if (!slots)
+		return -TK_E_NOMEM;
+	for (uint32_t i = 0; i < c->nblocks; i++) {
+		const struct tk_block *b = &c->blocks[i];
+		uint32_t h = (uint32_t)tk_hash64(b->start ^ (uint64_t)b->mode << 62) & mask;
+
+		while (slots[h])
+			h = (h + 1) & mask;
+		slots[h] = i + 1;
+	}
+	free(c->slots);
+	c->slots = slots;
+	c->mask = mask;
+	return 0;
+}
+
+static int push_len(struct tk_bcache *c, uint8_t len)
+{
+	if (c->nlens == c->caplens) {
+		size_t cap = c->caplens ? c->caplens * 2 : 65536;
+		uint8_t *l = realloc(c->lens, cap);
+
+		if (!l)
+			return -TK_E_NOMEM;
+		c->lens = l;
+		c->caplens = cap;
+	}
+	c->lens[c->nlens++] = len;
+	return 0;
+}
+
+const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode)
+{
+	struct tk_block b = { .start = ip, .last = ip, .next = ip, .mode = (uint8_t)mode,
+			      .lens = (uint32_t)c->nlens };
+	const uint8_t *code = NULL;
+	size_t avail = 0;
+
+	if ((c->nblocks + 1) * 2 > c->mask) {
+		if (grow_slots(c) < 0)
+			return NULL;
+	}
+	for (;;) {
+		struct tk_isa_insn in;
+		uint8_t tmp[16];
+		const uint8_t *p;
+		size_t n;
+		int rc;
+
+		if (avail < 16) {
+			/* Refill: straddling two segments needs a copy. */
+			code = tk_image_ptr(c->img, b.next, &avail);
+			if (!code) {
+				b.flags |= TK_BLK_NOMAP;
+				break;
+			}
+		}
+		p = code;
+		n = avail;
+		if (n < 15) {
+			int got = tk_image_read(c->img, b.next, tmp, sizeof(tmp));
+			size_t m = got > 0 ? (size_t)got : 0;
+
+			/* Bytes may continue in a following segment. */
+			while (m < 15) {
+				int more = tk_image_read(c->img, b.next + m, tmp + m, 15 - m);
+
+				if (more <= 0)
+					break;
+				m += (size_t)more;
+			}
+			p = tmp;
+			n = m;
+		}
+		rc = tk_isa_classify(&c->isa, mode, p, n, b.next, &in);
+		if (rc < 0) {
+			b.flags |= rc == -TK_E_TRUNCATED ? TK_BLK_NOMAP : TK_BLK_BAD;
+			break;
+		}
+		if (push_len(c, in.len) < 0)
+			return NULL;
+		c->decoded_bytes += in.len;
+		b.last = b.next;
+		b.next += in.len;
+		b.ninsn++;
+		code += in.len;
+		avail = avail > in.len ? avail - in.len : 0;
+		if (mode != TK_ISA_64)
+			b.next = mode == TK_ISA_32 ? (uint32_t)b.next : (uint16_t)b.next;
+		if (in.cls != TK_ISA_OTHER) {
+			b.cls = in.cls;
+			b.target = in.target;
+			if (in.zero_call)
+				b.flags |= TK_BLK_ZERO_CALL;
+			break;
+		}
+		if (b.ninsn == MAX_BLOCK_INSNS)
+			break;
+		if (mode != TK_ISA_64)
+			avail = 0;   /* wrapped addresses: look up again */
+	}
+	if (!b.ninsn)
+		b.flags |= TK_BLK_EMPTY;
+	if (c->nblocks == c->capblocks) {
+		uint32_t cap = c->capblocks ? c->capblocks * 2 : 1024;
+		struct tk_block *nb = realloc(c->blocks, (size_t)cap * sizeof(*nb));
+
+		if (!nb)
+			return NULL;
+		c->blocks = nb;
+		c->capblocks = cap;
+	}
+	c->blocks[c->nblocks] = b;
+	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
+
+	while (c->slots[h])
+		h = (h + 1) & c->mask;
+	c->slots[h] = ++c->nblocks;
+	return &c->blocks[c->nblocks - 1];
+}
+
+uint32_t tk_bcache_index_slow(struct tk_bcache *c, uint64_t ip, int mode)
+{
+	const struct tk_block *b = tk_bcache_get_slow(c, ip, mode);
+
+	return b ? (uint32_t)(b - c->blocks) : UINT32_MAX;
+}

@@ -1,0 +1,396 @@
+/* Test-stream generator: walks real code in a memory image the way a CPU would and emits,
+ * with libipt's encoder, the Intel PT packets the hardware would write: TNT-8/TNT-64,
+ * TIP with every legal IP compression, return compression (64-entry stack, reset at PSB
+ * and overflow), FUP + TIP (interrupts), FUP + TIP.PGD and TIP.PGD/TIP.PGE around
+ * syscalls and far transfers, PSB+ every few KiB, MODE.Exec, OVF with lost packets.
+ * Header-only: used by the oracle tests and the benchmark generator. */
+#ifndef TK_TESTS_PTGEN_H
+#define TK_TESTS_PTGEN_H
+
+#include <intel-pt.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isa/isa.h"
+#include "tracekit/image.h"
+
+struct ptgen_opts {
+	uint64_t seed;
+	uint64_t max_bytes;          /* stop after about this much trace */
+	uint64_t psb_every;          /* bytes between PSBs (default 4096) */
+	unsigned p_taken;            /* percent of conditional branches taken (default 50) */
+	unsigned p_async;            /* per-mille of branches followed by FUP+TIP (default 2) */
+	unsigned p_async_disable;    /* per-mille FUP+TIP.PGD ... TIP.PGE (default 1) */
+	unsigned p_ovf;              /* per-mille of branches starting an overflow (0 default) */
+	unsigned max_depth;          /* call depth beyond which calls become returns (30) */
+	const uint64_t *entries;     /* function starts: restart and indirect targets */
+	size_t nentries;
+};
+
+struct ptgen {
+	struct ptgen_opts o;
+	const struct tk_image *img;
+	struct tk_isa isa;
+	struct pt_encoder *enc;
+	struct pt_config cfg;
+	uint8_t *buf;
+	size_t cap;
+	uint64_t rng;
+	uint64_t last_ip;            /* encoder's last IP */
+	uint64_t tnt;                /* pending TNT bits, oldest highest */
+	unsigned ntnt, tnt_max;
+	uint64_t stack[4096];        /* the program's real call stack */
+	unsigned depth;
+	uint64_t cstack[64];         /* the hardware's compression stack */
+	unsigned ctop, cdepth;
+	uint64_t next_psb;
+	uint64_t insns;              /* instructions executed while tracing */
+	uint64_t tsc;
+	int ovf_lost;                /* instructions left to run without packets */
+	uint64_t silent;             /* instructions since the last packet */
+};
+
+static uint64_t ptgen_rand(struct ptgen *g)
+{
+	g->rng ^= g->rng << 13;
+	g->rng ^= g->rng >> 7;
+	g->rng ^= g->rng << 17;
+	return g->rng;
+}
+
+static size_t ptgen_off(struct ptgen *g)
+{
+	uint64_t off = 0;
+
+	pt_enc_get_offset(g->enc, &off);
+	return (size_t)off;
+}
+
+static int ptgen_put(struct ptgen *g, struct pt_packet *p)
+{
+	g->silent = 0;
+	if (ptgen_off(g) + 64 > g->cap)
+		return -1;
+	return pt_enc_next(g->enc, p) < 0 ? -1 : 0;
+}
+
+static int ptgen_flush_tnt(struct ptgen *g)
+{
+	struct pt_packet p;
+
+	if (!g->ntnt)
+		return 0;
+	memset(&p, 0, sizeof(p));
+	p.type = g->ntnt <= 6 && g->tnt_max == 6 ? ppt_tnt_8 : ppt_tnt_64;
+	p.payload.tnt.bit_size = (uint8_t)g->ntnt;
+	p.payload.tnt.payload = g->tnt;
+	g->ntnt = 0;
+	g->tnt = 0;
+	g->tnt_max = ptgen_rand(g) % 3 ? 6 : 47;
+	return ptgen_put(g, &p);
+}
+
+static int ptgen_bit(struct ptgen *g, int taken)
+{
+	g->tnt = g->tnt << 1 | (taken ? 1 : 0);
+	if (++g->ntnt == g->tnt_max)
+		return ptgen_flush_tnt(g);
+	return 0;
+}
+
+/* An IP packet with a random legal compression against the last IP. */
+static int ptgen_ip(struct ptgen *g, enum pt_packet_type type, uint64_t ip, int suppress)
+{
+	struct pt_packet p;
+	enum pt_ip_compression c[6];
+	int n = 0;
+
+	if (ptgen_flush_tnt(g) < 0)
+		return -1;
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	if (suppress) {
+		p.payload.ip.ipc = pt_ipc_suppressed;
+		return ptgen_put(g, &p);
+	}
+	c[n++] = pt_ipc_full;
+	if ((ip >> 16) == (g->last_ip >> 16))
+		c[n++] = pt_ipc_update_16;
+	if ((ip >> 32) == (g->last_ip >> 32))
+		c[n++] = pt_ipc_update_32;
+	if ((ip >> 48) == (g->last_ip >> 48))
+		c[n++] = pt_ipc_update_48;
+	if ((uint64_t)((int64_t)(ip << 16) >> 16) == ip)
+		c[n++] = pt_ipc_sext_48;
+	p.payload.ip.ipc = c[ptgen_rand(g) % (unsigned)n];
+	switch (p.payload.ip.ipc) {
+	case pt_ipc_update_16: p.payload.ip.ip = ip & 0xffff; break;
+	case pt_ipc_update_32: p.payload.ip.ip = ip & 0xffffffff; break;
+	case pt_ipc_update_48:
+	case pt_ipc_sext_48: p.payload.ip.ip = ip & 0xffffffffffffull; break;
+	default: p.payload.ip.ip = ip; break;
+	}
+	g->last_ip = ip;
+	return ptgen_put(g, &p);
+}
+
+static int ptgen_simple(struct ptgen *g, enum pt_packet_type type)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	return ptgen_put(g, &p);
+}
+
+static int ptgen_mode64(struct ptgen *g)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mode;
+	p.payload.mode.leaf = pt_mol_exec;
+	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	return ptgen_put(g, &p);
+}
+
+static int ptgen_tsc(struct ptgen *g)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tsc;
+	g->tsc += 1000 + ptgen_rand(g) % 1000;
+	p.payload.tsc.tsc = g->tsc;
+	return ptgen_put(g, &p);
+}
+
+/* PSB+ at the current IP (tracing on). The hardware flushes TNT first. */
+static int ptgen_psb(struct ptgen *g, uint64_t ip, int enabled)
+{
+	if (ptgen_flush_tnt(g) < 0 || ptgen_simple(g, ppt_psb) < 0 || ptgen_tsc(g) < 0 ||
+	    ptgen_mode64(g) < 0)
+		return -1;
+	g->last_ip = 0;
+	g->ctop = g->cdepth = 0;
+	if (enabled && ptgen_ip(g, ppt_fup, ip, 0) < 0)
+		return -1;
+	if (ptgen_simple(g, ppt_psbend) < 0)
+		return -1;
+	g->next_psb = ptgen_off(g) + g->o.psb_every - g->o.psb_every / 4 +
+		      ptgen_rand(g) % (g->o.psb_every / 2 + 1);
+	return 0;
+}
+
+static uint64_t ptgen_entry(struct ptgen *g)
+{
+	return g->o.entries[ptgen_rand(g) % g->o.nentries];
+}
+
+static int ptgen_init(struct ptgen *g, const struct tk_image *img, const struct ptgen_opts *o)
+{
+	memset(g, 0, sizeof(*g));
+	g->o = *o;
+	if (!g->o.psb_every)
+		g->o.psb_every = 4096;
+	if (!g->o.p_taken)
+		g->o.p_taken = 50;
+	if (!g->o.max_depth)
+		g->o.max_depth = 30;
+	g->img = img;
+	g->rng = o->seed ? o->seed : 0x9e3779b97f4a7c15ull;
+	g->tnt_max = 6;
+	tk_isa_init(&g->isa);
+	g->cap = (size_t)o->max_bytes + (1 << 16);
+	g->buf = malloc(g->cap);
+	if (!g->buf)
+		return -1;
+	pt_config_init(&g->cfg);
+	g->cfg.begin = g->buf;
+	g->cfg.end = g->buf + g->cap;
+	g->enc = pt_alloc_encoder(&g->cfg);
+	return g->enc ? 0 : -1;
+}
+
+static void ptgen_fini(struct ptgen *g)
+{
+	pt_free_encoder(g->enc);
+	free(g->buf);
+}
+
+/* (Re)start tracing at a random function: TIP.PGE (after MODE.Exec). */
+static int ptgen_enable(struct ptgen *g, uint64_t *ip)
+{
+	*ip = ptgen_entry(g);
+	g->depth = 0;
+	if (ptgen_mode64(g) < 0)
+		return -1;
+	return ptgen_ip(g, ppt_tip_pge, *ip, 0);
+}
+
+static void ptgen_cpush(struct ptgen *g, uint64_t ret)
+{
+	g->cstack[g->ctop] = ret;
+	g->ctop = (g->ctop + 1) % 64;
+	if (g->cdepth < 64)
+		g->cdepth++;
+}
+
+/* Generate the stream; returns its size or -1. */
+static long ptgen_run(struct ptgen *g)
+{
+	uint64_t ip;
+	int quiet = 0;   /* during an overflow: run without packets */
+
+	if (ptgen_psb(g, 0, 0) < 0 || ptgen_enable(g, &ip) < 0)
+		return -1;
+	while (ptgen_off(g) < g->o.max_bytes) {
+		uint8_t code[16];
+		struct tk_isa_insn in;
+		int n = tk_image_read(g->img, ip, code, sizeof(code));
+
+		if (n <= 0 || tk_isa_classify(&g->isa, TK_ISA_64, code, (size_t)n, ip, &in) < 0 ||
+		    tk_image_read(g->img, ip + in.len - 1, code, 1) <= 0) {
+			/* wandered off the code: tracing stops, restarts elsewhere */
+			if (quiet) {
+				quiet = 0;
+				if (ptgen_enable(g, &ip) < 0)
+					return -1;
+				continue;
+			}
+			if (ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 || ptgen_enable(g, &ip) < 0)
+				return -1;
+			continue;
+		}
+		if (!quiet)
+			g->insns++;
+		if (++g->silent > 20000 && !quiet) {
+			/* a loop of direct jumps: no trace would ever come. Stop tracing here
+			 * (asynchronously) and restart elsewhere. */
+			if (ptgen_ip(g, ppt_fup, ip, 0) < 0 || ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 ||
+			    ptgen_enable(g, &ip) < 0)
+				return -1;
+			continue;
+		}
+		uint64_t next = ip + in.len;
+
+		if (in.cls == TK_ISA_OTHER) {
+			ip = next;
+			continue;
+		}
+		/* after a branch: maybe an overflow, a PSB, an interrupt */
+		switch (in.cls) {
+		case TK_ISA_JCC: {
+			int taken = ptgen_rand(g) % 100 < g->o.p_taken;
+
+			if (!quiet && ptgen_bit(g, taken) < 0)
+				return -1;
+			ip = taken ? in.target : next;
+			break;
+		}
+		case TK_ISA_JMP:
+			ip = in.target;
+			break;
+		case TK_ISA_CALL:
+			if (g->depth < 4096)
+				g->stack[g->depth++] = next;
+			if (!in.zero_call)
+				ptgen_cpush(g, next);
+			ip = in.target;
+			break;
+		case TK_ISA_CALL_IND:
+		case TK_ISA_JMP_IND: {
+			uint64_t to = ptgen_entry(g);
+
+			if (in.cls == TK_ISA_CALL_IND) {
+				if (g->depth < 4096)
+					g->stack[g->depth++] = next;
+				ptgen_cpush(g, next);
+			}
+			if (!quiet && ptgen_ip(g, ppt_tip, to, 0) < 0)
+				return -1;
+			ip = to;
+			break;
+		}
+		case TK_ISA_RET: {
+			uint64_t to;
+
+			if (g->depth) {
+				to = g->stack[--g->depth];
+			} else {
+				to = ptgen_entry(g);
+			}
+			if (g->cdepth && g->cstack[(g->ctop + 63) % 64] == to) {
+				g->ctop = (g->ctop + 63) % 64;
+				g->cdepth--;
+				if (!quiet && ptgen_bit(g, 1) < 0)
+					return -1;
+			} else {
+				/* an uncompressed return leaves the compression stack alone
+				 * (libipt's decoders assume the same) */
+				if (!quiet && ptgen_ip(g, ppt_tip, to, 0) < 0)
+					return -1;
+			}
+			ip = to;
+			break;
+		}
+		case TK_ISA_FAR:
+		default:
+			/* syscall & co: user-only tracing stops in the kernel and resumes after
+			 * the instruction */
+			if (!quiet) {
+				if (ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 || ptgen_mode64(g) < 0 ||
+				    ptgen_ip(g, ppt_tip_pge, next, 0) < 0)
+					return -1;
+			}
+			ip = next;
+			break;
+		}
+		if (quiet) {
+			if (--g->ovf_lost <= 0) {
+				/* trace resumes: FUP with the IP where packets start again */
+				quiet = 0;
+				g->ctop = g->cdepth = 0;
+				if (ptgen_ip(g, ppt_fup, ip, 0) < 0)
+					return -1;
+			}
+			continue;
+		}
+		if (g->o.p_ovf && ptgen_rand(g) % 1000 < g->o.p_ovf) {
+			if (ptgen_flush_tnt(g) < 0 || ptgen_simple(g, ppt_ovf) < 0)
+				return -1;
+			quiet = 1;
+			g->last_ip = 0;   /* the packet state is reset after an overflow */
+			g->ovf_lost = 1 + (int)(ptgen_rand(g) % 50);
+			continue;
+		}
+		if (ptgen_off(g) >= g->next_psb) {
+			if (ptgen_psb(g, ip, 1) < 0)
+				return -1;
+			continue;
+		}
+		if (g->o.p_async && ptgen_rand(g) % 1000 < g->o.p_async) {
+			/* an interrupt before the instruction at ip: handler elsewhere */
+			uint64_t to = ptgen_entry(g);
+
+			if (ptgen_ip(g, ppt_fup, ip, 0) < 0 || ptgen_ip(g, ppt_tip, to, 0) < 0)
+				return -1;
+			if (g->depth < 4096)
+				g->stack[g->depth++] = ip;   /* the handler "returns" there */
+			ip = to;
+			continue;
+		}
+		if (g->o.p_async_disable && ptgen_rand(g) % 1000 < g->o.p_async_disable) {
+			if (ptgen_ip(g, ppt_fup, ip, 0) < 0 || ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 ||
+			    ptgen_mode64(g) < 0 || ptgen_ip(g, ppt_tip_pge, ip, 0) < 0)
+				return -1;
+			continue;
+		}
+	}
+	if (ptgen_flush_tnt(g) < 0)
+		return -1;
+	return (long)ptgen_off(g);
+}
+
+#endif

@@ -1,0 +1,141 @@
+/* Differential test: generated PT streams over this program's and libc's real code,
+ * decoded by libipt (pt_insn and pt_blk) and by tracekit with one chunk, many chunks and
+ * two threads: the same instructions, address for address. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "oracle/ptcommon.h"
+
+static uint64_t entries[32];
+static size_t nentries;
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+static void setup_entries(void)
+{
+	nentries = 0;
+	entries[nentries++] = (uint64_t)(uintptr_t)&strlen;
+	entries[nentries++] = (uint64_t)(uintptr_t)&memcpy;
+	entries[nentries++] = (uint64_t)(uintptr_t)&qsort;
+	entries[nentries++] = (uint64_t)(uintptr_t)&snprintf;
+	entries[nentries++] = (uint64_t)(uintptr_t)&malloc;
+	entries[nentries++] = (uint64_t)(uintptr_t)&free;
+	entries[nentries++] = (uint64_t)(uintptr_t)&strtol;
+	entries[nentries++] = (uint64_t)(uintptr_t)&cmp_int;
+	entries[nentries++] = (uint64_t)(uintptr_t)&first_diff;
+	entries[nentries++] = (uint64_t)(uintptr_t)&addrs_push;
+	entries[nentries++] = (uint64_t)(uintptr_t)&tk_ipt_flow_decode;
+	entries[nentries++] = (uint64_t)(uintptr_t)&tk_image_read;
+	entries[nentries++] = (uint64_t)(uintptr_t)&tk_isa_classify;
+}
+
+static void report_diff(const char *what, const struct addrs *want, const struct addrs *got)
+{
+	long d = first_diff(want, got);
+
+	if (d >= 0) {
+		fprintf(stderr, "%s: first difference at insn %ld of %zu/%zu: want %llx got %llx\n",
+			what, d, want->n, got->n,
+			(unsigned long long)(d < (long)want->n ? want->a[d] : 0),
+			(unsigned long long)(d < (long)got->n ? got->a[d] : 0));
+		for (long k = d > 3 ? d - 3 : 0; k < d + 3; k++)
+			fprintf(stderr, "  %ld: %llx %llx\n", k,
+				(unsigned long long)(k < (long)want->n ? want->a[k] : 0),
+				(unsigned long long)(k < (long)got->n ? got->a[k] : 0));
+	}
+	assert_int_equal(d, -1);
+}
+
+static void run_case(const struct ptgen_opts *go_in)
+{
+	struct ptgen g;
+	struct ptgen_opts go = *go_in;
+	struct tk_image *img = self_image();
+	struct addrs ref = { 0 }, blk = { 0 }, one = { 0 }, many = { 0 }, par = { 0 };
+	struct tk_ipt_flow_stats st1, st2, st3;
+	uint64_t nerr;
+	long len;
+
+	assert_non_null(img);
+	setup_entries();
+	go.entries = entries;
+	go.nentries = nentries;
+	assert_int_equal(ptgen_init(&g, img, &go), 0);
+	len = ptgen_run(&g);
+	assert_true(len > 0);
+	if (getenv("PTGEN_SAVE")) {
+		char path[256];
+		FILE *fp;
+
+		snprintf(path, sizeof(path), "%s.%llu", getenv("PTGEN_SAVE"), (unsigned long long)go.seed);
+		fp = fopen(path, "wb");
+
+		if (fp) {
+			fwrite(g.buf, 1, (size_t)len, fp);
+			fclose(fp);
+		}
+	}
+
+	assert_int_equal(libipt_insns(g.buf, (size_t)len, img, &ref, &nerr), 0);
+	assert_int_equal(nerr, 0);
+	assert_true(ref.n > 1000);
+	assert_int_equal(libipt_blocks(g.buf, (size_t)len, img, &blk), 0);
+	assert_int_equal(blocks_diff(&ref, &blk), -1);
+
+	assert_int_equal(tk_insns(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, &one, &st1), 0);
+	report_diff("tracekit single chunk", &ref, &one);
+	assert_int_equal(st1.insns, ref.n);
+	assert_int_equal(tk_insns(g.buf, (size_t)len, img, 1, 8192, &many, &st2), 0);
+	assert_true(st2.chunks > 4);
+	report_diff("tracekit -j 1, 8 KiB chunks", &ref, &many);
+	assert_int_equal(tk_insns(g.buf, (size_t)len, img, 2, 8192, &par, &st3), 0);
+	report_diff("tracekit -j 2, 8 KiB chunks", &ref, &par);
+	assert_int_equal(st3.insns, ref.n);
+	assert_int_equal(st1.errors, 0);
+
+	free(ref.a), free(blk.a), free(one.a), free(many.a), free(par.a);
+	ptgen_fini(&g);
+	tk_image_free(img);
+}
+
+static void test_branches(void **state)
+{
+	(void)state;
+	struct ptgen_opts o = { .seed = 1, .max_bytes = 200000, .psb_every = 4096 };
+
+	run_case(&o);
+}
+
+static void test_async_events(void **state)
+{
+	(void)state;
+	struct ptgen_opts o = { .seed = 7, .max_bytes = 200000, .psb_every = 2048, .p_async = 5,
+				.p_async_disable = 3, .p_taken = 60 };
+
+	run_case(&o);
+}
+
+static void test_overflow(void **state)
+{
+	(void)state;
+	struct ptgen_opts o = { .seed = 99, .max_bytes = 150000, .psb_every = 4096, .p_ovf = 2,
+				.p_async = 2 };
+
+	run_case(&o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_branches),
+		cmocka_unit_test(test_async_events),
+		cmocka_unit_test(test_overflow),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -10,7 +10,7 @@
 struct lineset {
 	uint64_t *slot;
 	size_t cap, n;
-	uint64_t recent[1024];   /* direct-mapped filter of lines known to be in the set */
+	uint64_t recent[8192];   /* direct-mapped filter of lines known to be in the set */
 };
 
 static int lineset_add(struct lineset *s, uint64_t line);
@@ -18,7 +18,7 @@ static int lineset_add(struct lineset *s, uint64_t line);
 /* Most accesses hit a line seen a moment ago: check a small direct-mapped filter first. */
 static inline void lineset_note(struct lineset *s, uint64_t line)
 {
-	uint64_t *r = &s->recent[(line ^ line >> 10) & 1023];
+	uint64_t *r = &s->recent[(line ^ line >> 13) & 8191];
 	if (*r == line + 1)
 		return;
 	*r = line + 1;

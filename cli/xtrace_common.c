@@ -97,6 +97,9 @@ struct stats_job {
 	unsigned flags;
 	struct tk_progress *prog;
 	uint64_t done;
+	uint64_t insns;       /* instructions in the chunks merged so far */
+	int counted;          /* insns is absolute (chunk 0 began at a known count) */
+	const char *snap_path;
 };
 
 static int stats_work(void *ctx, size_t i)
@@ -110,7 +113,28 @@ static int stats_work(void *ctx, size_t i)
 static int stats_merge(void *ctx, size_t i)
 {
 	struct stats_job *j = ctx;
-	size_t b, e;
+	size_t b, e, si = tk_xtrace_chunk_snapshot(j->t, i);
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(j->t);
+	/* A snapshot's count of instructions before it must match the stream. */
+	if (si != SIZE_MAX) {
+		struct tk_xtrace_snapshot s;
+		tk_xtrace_snapfile_get(sf, si, &s);
+		if (i == 0 || !j->counted) {
+			j->insns = s.total_insns;
+			j->counted = 1;
+		} else if (s.total_insns != j->insns) {
+			cli_warn(j->snap_path, s.offset + 24, "snapshot %zu says %llu instructions "
+				 "before it, the instruction stream has %llu", si,
+				 (unsigned long long)s.total_insns, (unsigned long long)j->insns);
+			j->insns = s.total_insns;
+		}
+	} else if (i == 0) {
+		j->counted = 1;
+	}
+	const struct tk_xtrace_stats *ps = &j->part[i];
+	j->insns += ps->insns[0] + ps->insns[1] + ps->insns[2] + ps->insns[3];
+	if (j->part_gaps[i].count)
+		j->counted = 0; /* instructions were lost: the next snapshot cannot be checked */
 	tk_xtrace_stats_merge(j->total, &j->part[i]);
 	tk_gap_stats_merge(j->gaps, &j->part_gaps[i]);
 	tk_xtrace_stats_free(&j->part[i]);
@@ -126,7 +150,7 @@ int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_x
 	size_t nc = tk_xtrace_nchunks(x->t);
 	struct tk_progress prog;
 	struct stats_job j = { .t = x->t, .total = s, .gaps = gaps, .flags = flags,
-			       .prog = &prog };
+			       .prog = &prog, .snap_path = x->snap_path };
 	j.part = calloc(nc, sizeof *j.part);
 	j.part_gaps = calloc(nc, sizeof *j.part_gaps);
 	if (!j.part || !j.part_gaps) {

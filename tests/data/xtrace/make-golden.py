@@ -162,5 +162,10 @@ def main():
     write('xtrace.3.1.hint9.xinsndata.bin', t)
     write('xtrace.3.1.hint9.xsnapshot.bin', header() + psnaps)
 
+    # A snapshot whose instruction count disagrees with the stream (17 before it).
+    csnaps = snapshot(vl, 0, sync[0], 0, 0, 1) + snapshot(vl, 0, sync[1], 15, 99, 2)
+    write('xtrace.4.1.hint9.xinsndata.bin', t)
+    write('xtrace.4.1.hint9.xsnapshot.bin', header() + csnaps)
+
 
 main()

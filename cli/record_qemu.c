@@ -219,8 +219,12 @@ int cli_record_qemu(struct cli_opts *o)
 	}
 	unsigned long long ts = (unsigned long long)time(NULL);
 	int gate = has_hint9(o->args[0]);
-	snprintf(arg, sizeof arg, "%s,dir=%s,ts=%llu,gate=%d%s%s", plugin, dir, ts, gate,
-		 getenv("TK_XTRACE_INTERVAL") ? ",interval=" : "",
+	/* TK_XTRACE_TIME=1: TIME items before memory accesses (memory order across threads);
+	 * TK_XTRACE_INTERVAL=N: snapshot every N user instructions (tests use small N). */
+	const char *env_time = getenv("TK_XTRACE_TIME");
+	int with_time = env_time && atoi(env_time) > 0;
+	snprintf(arg, sizeof arg, "%s,dir=%s,ts=%llu,gate=%d,time=%d%s%s", plugin, dir, ts, gate,
+		 with_time, getenv("TK_XTRACE_INTERVAL") ? ",interval=" : "",
 		 getenv("TK_XTRACE_INTERVAL") ? getenv("TK_XTRACE_INTERVAL") : "");
 	char **argv = calloc((size_t)o->nargs + 16, sizeof *argv);
 	int k = 0;
@@ -319,7 +323,7 @@ int cli_record_qemu(struct cli_opts *o)
 			tk_xtrace_snap_layout(vl = 128, &lay);
 		uint8_t *rec = malloc(lay.size);
 		uint8_t hdr[TK_XTRACE_HEADER_SIZE];
-		struct tk_xtrace_header h = { 0 };
+		struct tk_xtrace_header h = { .mem_order = (uint8_t)with_time };
 		tk_xtrace_header_encode(&h, hdr);
 		if (sf && rec)
 			fwrite(hdr, 1, sizeof hdr, sf);

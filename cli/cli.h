@@ -71,6 +71,8 @@ struct cli_opts {
 	const char *xray_mode;       /* --xray-mode basic|fdr */
 	const char *module[CLI_MAX_LIST]; /* --module PATH */
 	int n_module;
+	int has_tid;                 /* --tid N given */
+	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 
 	/* positional arguments (files, or the command after `--` for record) */
 	char **args;

@@ -1,4 +1,5 @@
 /* tracekit convert: convert a trace to another format. Each format's handler is one case below; the work is in the library. */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +13,8 @@ static const char usage[] =
 	"Convert a trace to another format.\n"
 	"\n"
 	"  --to FMT        output format\n"
+	"                  branch trace (btrace): ipt, one thread's raw Intel PT stream\n"
+	"  --tid N         (btrace) the thread to convert; default the first\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Kanata pipeline logs:\n"
@@ -26,7 +29,7 @@ static const char usage[] =
 	"Traces with calls (a slice per call, per thread):\n"
 	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
 	"  --to chrome     Chrome trace-event JSON\n"
-	"  --time A:B      only calls running in ticks [A, B) (clipped to the window)\n"
+	"  --time=A:B      only calls running in ticks [A, B) (clipped to the window)\n"
 	"  --max-events N  at most N slices (default 10 million)\n"
 	"  --elf FILE[:BASE]  slice names from FILE's symbols\n"
 	"LLVM XRay logs:\n"
@@ -135,6 +138,63 @@ static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *i
 	if ((res.skipped_lines || res.out_of_order) && status < EXIT_SKIPPED)
 		status = EXIT_SKIPPED;
 	return status;
+}
+
+/* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread). */
+static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len, n;
+	uint8_t *pt;
+	int err = 0, status = EXIT_CLEAN;
+
+	if (!o->to || strcmp(o->to, "ipt")) {
+		cli_error(file, UINT64_MAX, "convert: a branch trace converts --to ipt");
+		return EXIT_USAGE;
+	}
+	if ((err = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	if (!bt) {
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	size_t k = 0, nt = tk_btrace_thread_count(bt);
+	if (o->has_tid) {
+		while (k < nt && tk_btrace_thread(bt, k)->tid != o->tid)
+			k++;
+		if (k == nt) {
+			cli_error(file, UINT64_MAX, "convert: no thread %llu in this trace",
+				  (unsigned long long)o->tid);
+			tk_btrace_free(bt);
+			return EXIT_USAGE;
+		}
+	} else if (!nt) {
+		cli_error(file, UINT64_MAX, "convert: the trace has no thread stream");
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	} else if (nt > 1 && !o->quiet) {
+		cli_warn(file, UINT64_MAX, "%zu threads; writing thread %u (choose with --tid)", nt,
+			 tk_btrace_thread(bt, 0)->tid);
+	}
+	if ((err = tk_btrace_thread_stream(bt, k, &pt, &n)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	}
+	struct tk_buf out;
+	if ((status = cli_out_open(o, &out)) == 0) {
+		tk_buf_put(&out, pt, n);
+		status = cli_out_close(&out);
+	}
+	free(pt);
+	if (!tk_btrace_info(bt)->complete && status == EXIT_CLEAN)
+		status = EXIT_SKIPPED;
+	int g = cli_report_gaps(file, tk_btrace_gaps(bt), "damaged record");
+	tk_btrace_free(bt);
+	return g > status ? g : status;
 }
 
 /* XRay: map the log, load --instr-map, index the buffers. */
@@ -327,6 +387,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	switch (fi->id) {
 	case TK_FMT_IPT:
 		return ipt_convert(o, file, in);
+	case TK_FMT_TKBT:
+		return convert_btrace(o, file, in);
 	case TK_FMT_XRAY:
 		return xray_convert(o, file, in);
 	case TK_FMT_KANATA:

@@ -185,10 +185,83 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 	return status;
 }
 
+/* Branch trace: each thread's PT stream through the PT flow decoder, against the recorded
+ * modules (plus --elf/--raw). */
+static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_buf out;
+	struct tk_image *img;
+	unsigned flags = 0;
+	int rc, err = 0, status = EXIT_CLEAN;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	if (!bt) {
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o)) || tk_btrace_add_modules(bt, img) < 0) {
+		tk_image_free(img);
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	}
+	if (o->no_disasm)
+		flags |= TK_IPT_TEXT_NO_DISASM;
+	if (o->time)
+		flags |= TK_IPT_TEXT_TIME;
+	if (o->stat)
+		flags |= TK_IPT_TEXT_STAT;
+	if (cli_out_open(o, &out) < 0) {
+		tk_image_free(img);
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	}
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && status < EXIT_INPUT; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		struct tk_ipt_flow_stats st;
+		uint8_t *pt;
+		size_t n;
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if (tk_btrace_thread_stream(bt, i, &pt, &n) < 0) {
+			status = EXIT_INPUT;
+			break;
+		}
+		struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+		tk_buf_printf(&out, "[thread %u]\n", t->tid);
+		rc = tk_ipt_flow_text(pt, n, &fo, flags, &out, &st);
+		free(pt);
+		if (o->stat)
+			tk_buf_printf(&out, "insn: %llu\nerrors: %llu\n", (unsigned long long)st.insns,
+				      (unsigned long long)st.errors);
+		if (rc < 0) {
+			cli_error(file, UINT64_MAX, "thread %u: decode failed: %s", t->tid, tk_strerror(rc));
+			status = EXIT_INPUT;
+		}
+		tk_gap_stats_merge(&gaps, &st.gaps);
+	}
+	if (cli_out_close(&out) < 0)
+		status = EXIT_INPUT;
+	if (!tk_btrace_info(bt)->complete && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	rc = cli_report_gaps(file, &gaps, "gap");
+	tk_image_free(img);
+	tk_btrace_free(bt);
+	return rc > status ? rc : status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_TKBT:
+		return decode_btrace(o, file, in);
 	case TK_FMT_IPT:
 		return decode_ipt(o, file, in);
 	default:

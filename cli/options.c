@@ -15,6 +15,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
+	OPT_TID,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +56,7 @@ static const struct option long_opts[] = {
 	{ "qemu", no_argument, NULL, OPT_QEMU },
 	{ "xray-mode", required_argument, NULL, OPT_XRAY_MODE },
 	{ "module", required_argument, NULL, OPT_MODULE },
+	{ "tid", required_argument, NULL, OPT_TID },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -177,6 +179,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_QEMU: o->rec_qemu = 1; break;
 		case OPT_XRAY_MODE: o->xray_mode = optarg; break;
 		case OPT_MODULE: if ((rc = list_arg("--module", o->module, &o->n_module, optarg))) return rc; break;
+		case OPT_TID: if ((rc = num_arg("--tid", optarg, &o->tid))) return rc; o->has_tid = 1; break;
 		case '?':
 		default:
 			if (optopt && optopt < 256)

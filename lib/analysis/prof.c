@@ -97,10 +97,34 @@ static uint32_t get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32
 	return i;
 }
 
+/* Nodes are cache-line aligned (realloc would not keep that). */
+static int grow_nodes(struct tk_prof *p, size_t need)
+{
+	if (need <= p->cnodes)
+		return 0;
+	size_t nc = p->cnodes ? p->cnodes * 2 : 256;
+	while (nc < need)
+		nc *= 2;
+	struct node *n = aligned_alloc(64, nc * sizeof *n);
+	struct nlink *l = realloc(p->links, nc * sizeof *l);
+	if (l)
+		p->links = l;
+	if (!n || !l) {
+		free(n);
+		return -TK_E_NOMEM;
+	}
+	if (p->nnodes)
+		memcpy(n, p->nodes, p->nnodes * sizeof *n);
+	free(p->nodes);
+	p->nodes = n;
+	p->cnodes = nc;
+	return 0;
+}
+
 static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
 			 uint32_t track, size_t slot)
 {
-	if (grow((void **)&p->nodes, &p->cnodes, p->nnodes + 1, sizeof *p->nodes) < 0)
+	if (grow_nodes(p, p->nnodes + 1) < 0)
 		return NONE32;
 	uint32_t func = NONE32;
 	if (kind == TK_PROF_KEY_ADDR || kind == TK_PROF_KEY_ID) {
@@ -114,12 +138,14 @@ static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint3
 	n->key = key;
 	n->kind = kind;
 	n->parent = parent;
-	n->first_child = n->next_sibling = NONE32;
 	n->track = track;
 	n->func = func;
+	struct nlink *l = &p->links[i];
+	memset(l, 0, sizeof *l);
+	l->first_child = l->next_sibling = NONE32;
 	if (parent != NONE32) {
-		n->next_sibling = p->nodes[parent].first_child;
-		p->nodes[parent].first_child = i;
+		l->next_sibling = p->links[parent].first_child;
+		p->links[parent].first_child = i;
 	}
 	if (slot != (size_t)-1)
 		p->node_map[slot] = i;
@@ -208,7 +234,7 @@ static uint32_t new_level(struct tk_prof *p, struct track *t, int seam)
 {
 	uint32_t n = get_child(p, t->root, ++p->serial, TK_PROF_KEY_UNKNOWN, t->id);
 	if (n != NONE32)
-		p->nodes[n].seam = (uint8_t)seam;
+		p->links[n].seam = (uint8_t)seam;
 	return n;
 }
 
@@ -331,7 +357,14 @@ static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 			if (fn->ndur == fn->cdur &&
 			    grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
 				return -TK_E_NOMEM;
-			fn->dur[fn->ndur++] = incl_t;
+			if (__builtin_expect(incl_t >= DUR_BIG, 0)) {
+				if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
+					return -TK_E_NOMEM;
+				fn->big[fn->nbig++] = incl_t;
+				fn->dur[fn->ndur++] = DUR_BIG;
+			} else {
+				fn->dur[fn->ndur++] = (uint32_t)incl_t;
+			}
 		}
 	}
 	add_child_cost(t, incl_t, incl_i);
@@ -461,13 +494,16 @@ void tk_prof_free(struct tk_prof *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nfuncs; i++)
+	for (size_t i = 0; i < p->nfuncs; i++) {
 		free(p->funcs[i].dur);
+		free(p->funcs[i].big);
+	}
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
 	}
 	free(p->nodes);
+	free(p->links);
 	free(p->node_map);
 	free(p->funcs);
 	free(p->func_map);
@@ -517,8 +553,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			p->sum.blocks++;
 			p->sum.insns += e->count;
 			t->insns += e->count;
-			if (!t->depth && !p->nodes[t->base_node].hint)
-				p->nodes[t->base_node].hint = e->addr;
+			if (!t->depth && !p->links[t->base_node].hint)
+				p->links[t->base_node].hint = e->addr;
 			if (want_blocks) {
 				struct block *b = get_block(p, e->addr, e->addr2);
 				if (!b) {
@@ -611,15 +647,15 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 	map[src] = dst;
 	while (n) {
 		struct pair pr = stack[--n];
-		for (uint32_t c = from->nodes[pr.from].first_child; c != NONE32; c = from->nodes[c].next_sibling) {
+		for (uint32_t c = from->links[pr.from].first_child; c != NONE32; c = from->links[c].next_sibling) {
 			const struct node *cn = &from->nodes[c];
 			uint32_t m;
 			if (cn->kind == TK_PROF_KEY_UNKNOWN) {
-				if (cn->seam)
+				if (from->links[c].seam)
 					continue; /* grafted level by level */
 				m = get_child(into, pr.into, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
 				if (m != NONE32)
-					into->nodes[m].hint = cn->hint;
+					into->links[m].hint = from->links[c].hint;
 			} else {
 				m = get_child(into, pr.into, cn->key, cn->kind, track);
 			}
@@ -641,9 +677,8 @@ static int graft_level(struct tk_prof *into, const struct tk_prof *from, struct 
 		       uint32_t level, uint32_t *map)
 {
 	uint32_t dst = cur_node(tm);
-	struct node *d = &into->nodes[dst];
-	if (d->kind == TK_PROF_KEY_UNKNOWN && !d->hint)
-		d->hint = from->nodes[level].hint;
+	if (into->nodes[dst].kind == TK_PROF_KEY_UNKNOWN && !into->links[dst].hint)
+		into->links[dst].hint = from->links[level].hint;
 	return graft(into, from, level, dst, map, tm->id);
 }
 
@@ -766,6 +801,12 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 				goto nomem;
 			memcpy(f->dur + f->ndur, ff->dur, ff->ndur * sizeof *f->dur);
 			f->ndur += ff->ndur;
+		}
+		if (ff->nbig) {
+			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0)
+				goto nomem;
+			memcpy(f->big + f->nbig, ff->big, ff->nbig * sizeof *f->big);
+			f->nbig += ff->nbig;
 		}
 	}
 	uint32_t *map = malloc((from->nnodes + 1) * sizeof *map);

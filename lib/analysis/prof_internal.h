@@ -7,24 +7,34 @@
 #define NONE32 UINT32_MAX
 #define KIND_TRACK 3 /* a track's root node (not reported) */
 
-/* A call-path node: one per distinct (parent, function). */
+/* A call-path node: one per distinct (parent, function). Exactly one cache line: the hot
+ * path (lookups, calls, costs) touches only this; the tree links live in struct nlink. */
 struct node {
 	uint64_t key;             /* function id/address; serial for unknown levels */
-	uint64_t hint;            /* unknown levels: first code address seen there */
 	uint32_t kind;            /* enum tk_prof_key_kind or KIND_TRACK */
-	uint32_t parent, first_child, next_sibling;
-	uint32_t track;
+	uint32_t parent;
 	uint32_t func;            /* index into funcs, NONE32 for unknown/track nodes */
-	uint8_t seam;             /* unknown level before the track's first gap: grafted by merges */
+	uint32_t track;
 	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
+};
+
+struct nlink {
+	uint64_t hint;            /* unknown levels: first code address seen there */
+	uint32_t first_child, next_sibling;
+	uint8_t seam;             /* unknown level before the track's first gap: grafted by merges */
 };
 
 struct func {
 	uint64_t key;
 	uint32_t kind, track;
-	uint64_t *dur;            /* durations of completed calls */
+	uint32_t *dur;            /* durations of completed calls; DUR_BIG: the next of big[] */
 	size_t ndur, cdur;
+	uint64_t *big;            /* durations >= DUR_BIG, in order (rare: half the memory
+				     traffic for the common case) */
+	size_t nbig, cbig;
 };
+
+#define DUR_BIG UINT32_MAX
 
 struct block {
 	uint64_t start, end, execs, insns;
@@ -74,7 +84,8 @@ struct track {
 
 struct tk_prof {
 	struct tk_prof_opts opts;
-	struct node *nodes;
+	struct node *nodes;       /* 64-byte aligned */
+	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;
 	uint32_t *node_map;       /* open addressing: (parent, key, kind) -> node */
 	size_t node_mask;

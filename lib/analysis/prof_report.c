@@ -73,7 +73,7 @@ static uint8_t *recursive_flags(const struct tk_prof *p)
 				active[n->func]++;
 			}
 			rc = dfs_push(&d, v | 0x80000000u);
-			for (uint32_t c = n->first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 				rc = dfs_push(&d, c);
 		}
 	}
@@ -88,6 +88,15 @@ fail:
 	free(rec);
 	free(active);
 	return NULL;
+}
+
+/* The durations of F as 64-bit values, appended at OUT. */
+static size_t expand_durations(const struct func *f, uint64_t *out)
+{
+	size_t b = 0;
+	for (size_t i = 0; i < f->ndur; i++)
+		out[i] = f->dur[i] == DUR_BIG && b < f->nbig ? f->big[b++] : f->dur[i];
+	return f->ndur;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -188,9 +197,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	}
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			if (p->funcs[i].ndur)
-				memcpy(tmp, p->funcs[i].dur, p->funcs[i].ndur * sizeof *tmp);
-			dur_stats(&rows[i], tmp, p->funcs[i].ndur);
+			dur_stats(&rows[i], tmp, expand_durations(&p->funcs[i], tmp));
 		}
 	} else {
 		/* fold rows of the same function over tracks; keep the func index to find durations */
@@ -217,10 +224,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs && p->funcs[origin].ndur) {
-					memcpy(tmp + nd, p->funcs[origin].dur, p->funcs[origin].ndur * sizeof *tmp);
-					nd += p->funcs[origin].ndur;
-				}
+				if (origin < p->nfuncs)
+					nd += expand_durations(&p->funcs[origin], tmp + nd);
 			}
 			acc.track = 0;
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)
@@ -253,7 +258,7 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 	for (size_t ti = 0; ti < p->ntracks && rc >= 0; ti++) {
 		const struct track *t = &p->tracks[ti];
 		/* stack entries: node index, with its depth implied by a parallel walk */
-		for (uint32_t c = p->nodes[t->root].first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+		for (uint32_t c = p->links[t->root].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 			rc = dfs_push(&d, c);
 		while (d.n && rc >= 0) {
 			uint32_t v = d.stack[--d.n];
@@ -278,7 +283,7 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				const struct node *n = &p->nodes[a];
 				k--;
 				frames[k].kind = n->kind;
-				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? n->hint : n->key;
+				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? p->links[a].hint : n->key;
 			}
 			const struct node *n = &p->nodes[v];
 			struct tk_prof_path_stats st = {
@@ -287,7 +292,7 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				.incl_insns = n->incl_insns, .excl_insns = n->excl_insns,
 			};
 			rc = fn(ctx, frames, depth, &st);
-			for (uint32_t c = n->first_child; c != NONE32 && rc >= 0; c = p->nodes[c].next_sibling)
+			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 				rc = dfs_push(&d, c);
 		}
 	}

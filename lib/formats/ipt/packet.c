@@ -443,9 +443,16 @@ int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb)
 	size_t i = (from + 7) & ~(size_t)7, s;
 
 	while ((i = psb_scan(buf, len, i)) < len) {
-		if (psb_from_word(buf, len, i, &s) == 0 && s >= from) {
-			*psb = s;
-			return 0;
+		if (psb_from_word(buf, len, i, &s) == 0) {
+			if (s >= from) {
+				*psb = s;
+				return 0;
+			}
+			/* Every word of this run ends at the same PSB: skip the run, so a
+			 * long run costs linear time. */
+			size_t next = (s + TK_IPT_PSB_SIZE + 7) & ~(size_t)7;
+			i = next > i ? next : i + 8;
+			continue;
 		}
 		i += 8;
 	}
@@ -476,11 +483,17 @@ int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *p
 	size_t i = (size_t)before & ~(size_t)7;
 	while (i >= 8) {
 		i -= 8;
-		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0 &&
-		    s < before) {
+		uint64_t w = tk_le64(buf + i);
+		if (!psb_word(w))
+			continue;
+		if (psb_from_word(buf, len, i, &s) == 0 && s < before) {
 			*psb = s;
 			return 0;
 		}
+		/* The lower words of this run (the same word value; a run of the other
+		 * parity is another run) end at the same place: skip them. */
+		while (i >= 8 && tk_le64(buf + i - 8) == w)
+			i -= 8;
 	}
 	return -TK_E_NOSYNC;
 }

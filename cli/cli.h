@@ -71,6 +71,8 @@ struct cli_opts {
 	const char *xray_mode;       /* --xray-mode basic|fdr */
 	const char *module[CLI_MAX_LIST]; /* --module PATH */
 	int n_module;
+	int has_tid;                 /* --tid N given */
+	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 
 	/* positional arguments (files, or the command after `--` for record) */
 	char **args;
@@ -160,6 +162,12 @@ struct cli_timeline {
 int cli_timeline_open(const struct cli_opts *o, struct tk_sym *sym, struct tk_trace_clock clock,
 		      struct cli_timeline *ct);
 int cli_timeline_close(struct cli_timeline *ct);
+
+/* Intel PT flow (cli/decode.c): the memory image from --elf/--raw, and a whole trace into a
+ * profile (chunks decoded on -j threads, merged in order). Returns an exit status. */
+struct tk_image *cli_image_load(const struct cli_opts *o);
+int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

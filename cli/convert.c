@@ -1,6 +1,7 @@
 /* tracekit convert: convert a trace to another format. Each format's handler is one case below; the work is in the library. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,8 @@ static const char usage[] =
 	"Convert a trace to another format.\n"
 	"\n"
 	"  --to FMT        output format\n"
+	"                  branch trace (btrace): ipt, one thread's raw Intel PT stream\n"
+	"  --tid N         (btrace) the thread to convert; default the first\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Kanata pipeline logs:\n"
@@ -312,6 +315,63 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 	return cli_report_gaps(file, &gaps, "damaged region");
 }
 
+/* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread). */
+static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len, n;
+	uint8_t *pt;
+	int err = 0, status = EXIT_CLEAN;
+
+	if (!o->to || strcmp(o->to, "ipt")) {
+		cli_error(file, UINT64_MAX, "convert: a branch trace converts --to ipt");
+		return EXIT_USAGE;
+	}
+	if ((err = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	if (!bt) {
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	size_t k = 0, nt = tk_btrace_thread_count(bt);
+	if (o->has_tid) {
+		while (k < nt && tk_btrace_thread(bt, k)->tid != o->tid)
+			k++;
+		if (k == nt) {
+			cli_error(file, UINT64_MAX, "convert: no thread %llu in this trace",
+				  (unsigned long long)o->tid);
+			tk_btrace_free(bt);
+			return EXIT_USAGE;
+		}
+	} else if (!nt) {
+		cli_error(file, UINT64_MAX, "convert: the trace has no thread stream");
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	} else if (nt > 1 && !o->quiet) {
+		cli_warn(file, UINT64_MAX, "%zu threads; writing thread %u (choose with --tid)", nt,
+			 tk_btrace_thread(bt, 0)->tid);
+	}
+	if ((err = tk_btrace_thread_stream(bt, k, &pt, &n)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	}
+	struct tk_buf out;
+	if ((status = cli_out_open(o, &out)) == 0) {
+		tk_buf_put(&out, pt, n);
+		status = cli_out_close(&out);
+	}
+	free(pt);
+	if (!tk_btrace_info(bt)->complete && status == EXIT_CLEAN)
+		status = EXIT_SKIPPED;
+	int g = cli_report_gaps(file, tk_btrace_gaps(bt), "damaged record");
+	tk_btrace_free(bt);
+	return g > status ? g : status;
+}
+
 /* XRay: map the log, load --instr-map, index the buffers. */
 static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 				 struct tk_xray_map **map, int *status)
@@ -432,6 +492,70 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
+/* Intel PT: --to folded|pprof (and the other profile outputs) through the shared profile;
+ * --to perfetto|chrome through the timeline writer, events in order. */
+static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const char *to = o->to ? o->to : "perfetto";
+	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
+	struct tk_ipt_flow_stats st;
+	struct tk_sym *sym;
+	int status, rc, err;
+
+	if (!tl && !tk_out_kind_by_name(to)) {
+		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to perfetto, chrome, folded, "
+			  "pprof or a profile output, not '%s'", to);
+		return EXIT_USAGE;
+	}
+	if (!(sym = cli_sym_open(o, &status)))
+		return status;
+	if (!tl) {
+		struct tk_prof *p = tk_prof_new(NULL, &err);
+
+		status = p ? cli_ipt_profile(o, file, in, p, &st) : EXIT_INPUT;
+		if (status != EXIT_INPUT && status != EXIT_USAGE) {
+			int wrc = cli_profile_write(o, p, sym);
+
+			if (wrc > status)
+				status = wrc;
+		}
+		tk_prof_free(p);
+		tk_sym_free(sym);
+		return status;
+	}
+	const uint8_t *data;
+	size_t len;
+	struct tk_image *img;
+	struct cli_timeline ct;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		tk_sym_free(sym);
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o))) {
+		tk_sym_free(sym);
+		return EXIT_INPUT;
+	}
+	if ((status = cli_timeline_open(o, sym, (struct tk_trace_clock){ 0 }, &ct))) {
+		tk_image_free(img);
+		tk_sym_free(sym);
+		return status;
+	}
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+
+	rc = tk_ipt_flow_events(data, len, &fo, tk_timeline_sink(ct.tl), &st);
+	status = cli_timeline_close(&ct);
+	tk_image_free(img);
+	tk_sym_free(sym);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	rc = cli_report_gaps(file, &st.gaps, "gap");
+	return rc > status ? rc : status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
@@ -439,6 +563,10 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_slice(o, file, in, fi);
+	case TK_FMT_IPT:
+		return ipt_convert(o, file, in);
+	case TK_FMT_TKBT:
+		return convert_btrace(o, file, in);
 	case TK_FMT_XRAY:
 		return xray_convert(o, file, in);
 	case TK_FMT_KANATA:

@@ -26,7 +26,7 @@ static const char usage[] =
 	"next PSB; the exit status is then 1. See docs/tracekit-decode.md.\n";
 
 /* The memory image from --elf/--raw (ptxed's spelling). NULL after printing an error. */
-static struct tk_image *load_image(const struct cli_opts *o)
+struct tk_image *cli_image_load(const struct cli_opts *o)
 {
 	int err;
 	struct tk_image *img = tk_image_new(&err);
@@ -48,6 +48,83 @@ static struct tk_image *load_image(const struct cli_opts *o)
 	return img;
 }
 
+/* Intel PT to a profile: one tk_prof per chunk (decoded in parallel), merged in order,
+ * which stitches call stacks across the seams. */
+struct ipt_prof_run {
+	struct tk_prof **chunks;
+	size_t n;
+	struct tk_prof *total;
+	int err;
+};
+
+static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ipt_prof_run *r = ctx;
+	int err;
+
+	(void)flow;
+	if (i >= r->n)
+		return -TK_E_INTERNAL;
+	r->chunks[i] = tk_prof_new(NULL, &err);
+	if (!r->chunks[i])
+		return err;
+	*sink = tk_prof_sink(r->chunks[i]);
+	return 0;
+}
+
+static int ipt_prof_merge(void *ctx, size_t i)
+{
+	struct ipt_prof_run *r = ctx;
+	int rc = tk_prof_merge(r->total, r->chunks[i]);
+
+	tk_prof_free(r->chunks[i]);
+	r->chunks[i] = NULL;
+	return rc;
+}
+
+int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct tk_prof *total, struct tk_ipt_flow_stats *st)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_image *img;
+	int rc;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o)))
+		return EXIT_INPUT;
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+	struct ipt_prof_run r = { .total = total };
+	int64_t n = tk_ipt_split(data, len, (size_t)2 << 20, NULL, 0);
+
+	r.n = n > 0 ? (size_t)n : 0;
+	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
+	struct tk_ipt_flow_consumer c = { ipt_prof_begin, NULL, ipt_prof_merge, &r };
+
+	rc = r.chunks ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
+	for (size_t i = 0; r.chunks && i < r.n; i++)
+		tk_prof_free(r.chunks[i]);
+	free(r.chunks);
+	tk_image_free(img);
+	if (rc >= 0)
+		rc = tk_prof_finish(total);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (st->gaps.count) {
+		if (!o->quiet)
+			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
+				file, (unsigned long long)st->insns,
+				(unsigned long long)st->gaps.bytes_skipped);
+		return cli_report_gaps(file, &st->gaps, "gap");
+	}
+	return 0;
+}
+
 static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const uint8_t *data;
@@ -64,7 +141,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 	}
 	if (!o->n_elf && !o->n_raw)
 		cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
-	if (!(img = load_image(o)))
+	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
 	struct tk_ipt_flow_opts fo = {
 		.sz = sizeof(fo), .image = img, .nthreads = o->jobs,
@@ -287,6 +364,77 @@ static int xtrace_decode(struct cli_opts *o, const char *file, struct tk_input *
 	return st > g ? st : g;
 }
 
+/* Branch trace: each thread's PT stream through the PT flow decoder, against the recorded
+ * modules (plus --elf/--raw). */
+static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_buf out;
+	struct tk_image *img;
+	unsigned flags = 0;
+	int rc, err = 0, status = EXIT_CLEAN;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	if (!bt) {
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o)) || tk_btrace_add_modules(bt, img) < 0) {
+		tk_image_free(img);
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	}
+	if (o->no_disasm)
+		flags |= TK_IPT_TEXT_NO_DISASM;
+	if (o->time)
+		flags |= TK_IPT_TEXT_TIME;
+	if (o->stat)
+		flags |= TK_IPT_TEXT_STAT;
+	if (cli_out_open(o, &out) < 0) {
+		tk_image_free(img);
+		tk_btrace_free(bt);
+		return EXIT_INPUT;
+	}
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && status < EXIT_INPUT; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		struct tk_ipt_flow_stats st;
+		uint8_t *pt;
+		size_t n;
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if (tk_btrace_thread_stream(bt, i, &pt, &n) < 0) {
+			status = EXIT_INPUT;
+			break;
+		}
+		struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+		tk_buf_printf(&out, "[thread %u]\n", t->tid);
+		rc = tk_ipt_flow_text(pt, n, &fo, flags, &out, &st);
+		free(pt);
+		if (o->stat)
+			tk_buf_printf(&out, "insn: %llu\nerrors: %llu\n", (unsigned long long)st.insns,
+				      (unsigned long long)st.errors);
+		if (rc < 0) {
+			cli_error(file, UINT64_MAX, "thread %u: decode failed: %s", t->tid, tk_strerror(rc));
+			status = EXIT_INPUT;
+		}
+		tk_gap_stats_merge(&gaps, &st.gaps);
+	}
+	if (cli_out_close(&out) < 0)
+		status = EXIT_INPUT;
+	if (!tk_btrace_info(bt)->complete && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	rc = cli_report_gaps(file, &gaps, "gap");
+	tk_image_free(img);
+	tk_btrace_free(bt);
+	return rc > status ? rc : status;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
@@ -294,6 +442,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_decode(o, file, in, fi);
+	case TK_FMT_TKBT:
+		return decode_btrace(o, file, in);
 	case TK_FMT_IPT:
 		return decode_ipt(o, file, in);
 	default:

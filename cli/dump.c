@@ -19,6 +19,8 @@ static const char usage[] =
 	"packet the dump marks the offset and resumes at the next PSB.\n"
 	"XRay: every FDR metadata/function record or basic-mode record, in llvm-xray\n"
 	"fdr-dump's notation, after one header line; damaged spots are marked <Error: ...>.\n"
+	"Kanata: one line per command: line number, offset, the cycle it happens in, and the\n"
+	"command as parsed (tabs, numbers normalised); bad lines are reported on stderr.\n"
 	"\n"
 	"Exit status: 0 clean; 1 input was skipped (decode errors); 3 unreadable input.\n";
 
@@ -205,16 +207,16 @@ static int xray_dump(struct cli_opts *o, const char *file, struct tk_input *in)
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	if ((rc = cli_out_open(o, &out)))
-		return rc;
+	/* -q: check only; the records go nowhere */
+	struct cli_opts quiet_o = *o;
 	if (o->quiet)
-		out.len = 0;
+		quiet_o.output = "/dev/null";
+	if ((rc = cli_out_open(&quiet_o, &out)))
+		return rc;
 	memset(&gaps, 0, sizeof gaps);
 	long bad = tk_xray_dump(data, len, o->no_offset,
 				tk_input_compression(in) == TK_COMP_NONE && strcmp(file, "-"),
 				&out, &gaps);
-	if (o->quiet)
-		out.len = 0;
 	rc = cli_out_close(&out);
 	if (bad < 0) {
 		cli_error(file, 0, "not a readable XRay log: %s", tk_strerror((int)bad));
@@ -222,6 +224,89 @@ static int xray_dump(struct cli_opts *o, const char *file, struct tk_input *in)
 	}
 	int g = cli_report_gaps(file, &gaps, "damaged region");
 	return rc > g ? rc : g;
+}
+
+/* Kanata: every command with its line, offset and cycle. */
+struct kanata_dump {
+	struct tk_buf *out;
+	const char *file;
+	int no_offset, quiet;
+};
+
+static int kanata_dump_cmd(void *ctx, const struct tk_kanata_cmd *c)
+{
+	struct kanata_dump *k = ctx;
+	struct tk_buf *b = k->out;
+	static const char *const names[] = { "", "Kanata", "C=", "C", "I", "L", "S", "E", "R", "W" };
+
+	if (k->quiet)
+		return 0;
+	tk_buf_u64(b, c->line);
+	tk_buf_putc(b, '\t');
+	if (!k->no_offset) {
+		tk_buf_puts(b, "0x");
+		tk_buf_hex(b, c->offset, 8);
+		tk_buf_putc(b, '\t');
+	}
+	tk_buf_i64(b, c->cycle);
+	tk_buf_putc(b, '\t');
+	tk_buf_puts(b, c->kind <= TK_KANATA_DEP ? names[c->kind] : "?");
+	switch (c->kind) {
+	case TK_KANATA_HEADER:
+	case TK_KANATA_CYCLE_SET:
+	case TK_KANATA_CYCLE:
+		tk_buf_putc(b, '\t');
+		tk_buf_i64(b, c->a);
+		break;
+	case TK_KANATA_LABEL:
+		tk_buf_printf(b, "\t%lld\t%lld\t", (long long)c->id, (long long)c->a);
+		tk_buf_put(b, c->text, c->text_len);
+		break;
+	case TK_KANATA_STAGE_BEGIN:
+	case TK_KANATA_STAGE_END:
+		tk_buf_printf(b, "\t%lld\t", (long long)c->id);
+		tk_buf_put(b, c->lane, c->lane_len);
+		tk_buf_putc(b, '\t');
+		tk_buf_put(b, c->text, c->text_len);
+		break;
+	default:
+		tk_buf_printf(b, "\t%lld\t%lld\t%lld", (long long)c->id, (long long)c->a, (long long)c->b);
+		break;
+	}
+	tk_buf_putc(b, '\n');
+	return b->err;
+}
+
+static void kanata_dump_diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct kanata_dump *k = ctx;
+	if (d->level == TK_LOG_ERROR)
+		fprintf(stderr, "tracekit: %s:%llu: error: %s\n", k->file, (unsigned long long)d->line, d->msg);
+}
+
+static int dump_kanata(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_buf out;
+	struct kanata_dump k = { &out, file, o->no_offset, o->quiet };
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .cmd = kanata_dump_cmd,
+					    .diag = kanata_dump_diag, .ctx = &k };
+	struct tk_kanata_reader *r;
+	int rc, err;
+
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	if (!(r = tk_kanata_reader_new(&ro, &err))) {
+		cli_out_close(&out);
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	rc = tk_kanata_reader_run(r, in);
+	int status = rc < 0 ? EXIT_INPUT : tk_kanata_reader_counts(r)->errors ? EXIT_SKIPPED : EXIT_CLEAN;
+	if (rc < 0)
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+	tk_kanata_reader_free(r);
+	rc = cli_out_close(&out);
+	return rc > status ? rc : status;
 }
 
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
@@ -235,6 +320,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		return xray_dump(o, file, in);
 	case TK_FMT_IPT:
 		return dump_ipt(o, file, in);
+	case TK_FMT_KANATA:
+		return dump_kanata(o, file, in);
 	default:
 		return cli_unsupported("dump", file, fi);
 	}

@@ -15,9 +15,74 @@ static const char usage[] =
 	"\n"
 	"  --format NAME   skip detection: ipt, perf, xray, kanata, gem5, xtrace,\n"
 	"                  xtrace-snapshot, btrace\n"
+	"  -j N            threads for readers that split their input (Intel PT: at PSBs);\n"
+	"                  the output does not depend on N\n"
 	"\n"
 	"Exit status: 0 all files recognised; 1 a reader skipped damaged data; 3 a file could\n"
 	"not be read or its format is unknown (the others are still reported).\n";
+
+/* Branch-trace container: modules, threads and how complete the recording is. */
+static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *out)
+{
+	const uint8_t *data;
+	size_t len;
+	int err = 0, status = EXIT_CLEAN;
+
+	if ((err = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	if (!bt) {
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	const struct tk_btrace_info *bi = tk_btrace_info(bt);
+	tk_buf_printf(out, "  process %u", bi->pid);
+	if (bi->ppid)
+		tk_buf_printf(out, " (forked from %u)", bi->ppid);
+	tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
+		      bi->complete ? "complete" : "INCOMPLETE (no end record)");
+	if (bi->refused)
+		tk_buf_printf(out, "  refused: %s\n", bi->refused_msg);
+	if (bi->complete && !bi->exec)
+		tk_buf_printf(out, "  %llu CTIs patched, %llu traps\n", (unsigned long long)bi->patched,
+			      (unsigned long long)bi->traps);
+	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
+		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
+		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", m->path,
+			      (unsigned long long)m->start, (unsigned long long)m->end,
+			      (unsigned long long)m->bias);
+		if (m->build_id_len)
+			tk_buf_hex_bytes(out, m->build_id, m->build_id_len, 0);
+		else
+			tk_buf_puts(out, "none");
+		tk_buf_putc(out, '\n');
+	}
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		tk_buf_printf(out, "  thread %u: %llu bytes of PT in %llu pieces, %llu traps, "
+			      "%llu re-entries (%llu unresolved)%s", t->tid,
+			      (unsigned long long)t->stream_bytes, (unsigned long long)t->pieces,
+			      (unsigned long long)t->traps, (unsigned long long)t->reentries,
+			      (unsigned long long)t->unresolved, t->ended ? "" : ", no end record");
+		if (t->traps)
+			tk_buf_printf(out, ", %.1f%% at CTIs >= 5 bytes",
+				      100.0 * (double)t->traps_long / (double)t->traps);
+		if (t->tramp_hits)
+			tk_buf_printf(out, ", %llu by trampolines (%.1f%% of recorded CTIs still trapped)",
+				      (unsigned long long)t->tramp_hits,
+				      100.0 * (double)t->traps / (double)(t->traps + t->tramp_hits));
+		if (t->lost_pieces)
+			tk_buf_printf(out, ", %llu pieces LOST", (unsigned long long)t->lost_pieces);
+		tk_buf_putc(out, '\n');
+	}
+	if (!bi->complete && !bi->refused)
+		status = EXIT_SKIPPED;
+	int g = cli_report_gaps(file, tk_btrace_gaps(bt), "damaged record");
+	tk_btrace_free(bt);
+	return g > status ? g : status;
+}
 
 static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 {
@@ -306,6 +371,8 @@ static int details(const struct cli_opts *o, const char *file, struct tk_input *
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_details(o, file, in, fi, out);
+	case TK_FMT_TKBT:
+		return details_btrace(file, in, out);
 	case TK_FMT_XRAY:
 		return xray_info(o, file, in, out);
 	case TK_FMT_IPT:

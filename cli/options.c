@@ -1,6 +1,7 @@
 /* Option parsing and the helpers every command shares. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
+	OPT_TID,
 };
 
 static const struct option long_opts[] = {
@@ -55,6 +57,7 @@ static const struct option long_opts[] = {
 	{ "qemu", no_argument, NULL, OPT_QEMU },
 	{ "xray-mode", required_argument, NULL, OPT_XRAY_MODE },
 	{ "module", required_argument, NULL, OPT_MODULE },
+	{ "tid", required_argument, NULL, OPT_TID },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -86,6 +89,18 @@ int cli_parse_range(const char *s, uint64_t *a, uint64_t *b)
 	if (colon[1] && cli_parse_u64(colon + 1, b) < 0)
 		return -1;
 	return 0;
+}
+
+/* "A:B" with digits (or 0x hex) on either side and nothing else. */
+static int looks_like_range(const char *s)
+{
+	const char *colon = strchr(s, ':');
+	if (!colon || strchr(colon + 1, ':'))
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (p != colon && !isxdigit((unsigned char)*p) && *p != 'x')
+			return 0;
+	return 1;
 }
 
 static int num_arg(const char *opt, const char *arg, uint64_t *v)
@@ -149,6 +164,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_NO_DISASM: o->no_disasm = 1; break;
 		case OPT_STAT: o->stat = 1; break;
 		case OPT_TIME:
+			/* --time alone: print times (decode); --time A:B or --time=A:B: a window
+			 * (profile, convert). A following word that looks like a range is taken. */
+			if (!optarg && optind < argc && looks_like_range(argv[optind]))
+				optarg = argv[optind++];
 			if (optarg)
 				o->time_window = optarg;
 			else
@@ -177,6 +196,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_QEMU: o->rec_qemu = 1; break;
 		case OPT_XRAY_MODE: o->xray_mode = optarg; break;
 		case OPT_MODULE: if ((rc = list_arg("--module", o->module, &o->n_module, optarg))) return rc; break;
+		case OPT_TID: if ((rc = num_arg("--tid", optarg, &o->tid))) return rc; o->has_tid = 1; break;
 		case '?':
 		default:
 			if (optopt && optopt < 256)

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracekit/common.h"
 #include "tracekit/detect.h"
 
 #ifdef __cplusplus
@@ -16,8 +17,103 @@ extern "C" {
 #define TK_BTRACE_MAGIC "TKBTRACE"
 #define TK_BTRACE_VERSION 1
 
+/* ---- container layout (docs/formats/tkbt.md); all integers little-endian ----------- */
+#define TK_BTRACE_HEADER_SIZE 64
+#define TK_BTRACE_REC_MAGIC 0x52424b54u   /* "TKBR" */
+#define TK_BTRACE_REC_HEADER 24
+
+/* File header: magic[8], u32 version, u32 header size, u32 pid, u32 parent pid (the traced
+ * process this one was forked from, else 0), u64 TSC ticks per second (0 unknown), u64 TSC
+ * at start, then zeros up to the header size. */
+
+/* Record header: u32 TK_BTRACE_REC_MAGIC, u16 type, u16 flags, u32 thread id, u32 payload
+ * size, u32 FNV-1a checksum of the payload, u32 sequence number of the record within its
+ * thread. The payload follows, padded with zeros to a multiple of 8 bytes. */
+enum tk_btrace_rec_type {
+	TK_BTRACE_REC_MODULE = 1,      /* u64 load bias, u64 code start, u64 code end,
+					  u16 path size, u8 build-id size, u8 0, build id, path */
+	TK_BTRACE_REC_STREAM = 2,      /* a piece of the thread's Intel PT packet stream */
+	TK_BTRACE_REC_THREAD_END = 3,  /* u64 traps, u64 re-entries, u64 unresolved re-entries,
+					  u64 traps at CTIs of >= 5 bytes, u64 CTIs recorded by
+					  trampolines (no trap) */
+	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason */
+	TK_BTRACE_REC_EXEC = 5,        /* the process is about to exec: its trace ends here */
+	TK_BTRACE_REC_REFUSED = 6,     /* the recorder refused to continue; payload: message */
+};
+
+/* The recorder's FNV-1a checksum of a record payload. */
+static inline uint32_t tk_btrace_checksum(const uint8_t *p, size_t n)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
 /* Content probe: confidence 0..100 (0: not this format). */
 int tk_btrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+
+/* ---- reader ---------------------------------------------------------------------------- */
+struct tk_btrace;
+
+struct tk_btrace_opts {
+	size_t sz;                /* sizeof(struct tk_btrace_opts) */
+};
+
+struct tk_btrace_info {
+	unsigned version;
+	uint32_t pid, ppid;
+	uint64_t tsc_hz, start_tsc;
+	int complete;             /* ends with a process-end or exec record */
+	int exec;                 /* the process exec'd another program (trace ends there) */
+	int refused;              /* the recorder refused the program */
+	char refused_msg[160];
+	uint64_t traps;           /* from the process-end record (0 if missing) */
+	uint64_t patched;         /* CTIs patched with int3 */
+};
+
+struct tk_btrace_module {
+	uint64_t bias;            /* load bias: run-time address - ELF virtual address */
+	uint64_t start, end;      /* executable range (run-time addresses) */
+	const char *path;
+	uint8_t build_id[64];
+	unsigned build_id_len;
+};
+
+struct tk_btrace_thread {
+	uint32_t tid;
+	uint64_t pieces;          /* stream records */
+	uint64_t stream_bytes;
+	uint64_t first_offset;    /* file offset of the first stream record */
+	int ended;                /* has a thread-end record */
+	uint64_t traps, reentries, unresolved;   /* from the thread-end record */
+	uint64_t traps_long;      /* traps at CTIs of 5 bytes or more (could be trampolines) */
+	uint64_t tramp_hits;      /* CTIs recorded by a trampoline, without a trap */
+	uint64_t lost_pieces;     /* stream records missing or damaged */
+};
+
+/* Index a container held in memory (DATA must outlive the handle). Damaged records are
+ * skipped (resuming at the next record header), reported through tk_log and counted in the
+ * gap statistics. Returns NULL with *err set if DATA is not a readable container. */
+struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct tk_btrace_opts *opts,
+				 int *err);
+void tk_btrace_free(struct tk_btrace *bt);
+const struct tk_btrace_info *tk_btrace_info(const struct tk_btrace *bt);
+size_t tk_btrace_module_count(const struct tk_btrace *bt);
+const struct tk_btrace_module *tk_btrace_module(const struct tk_btrace *bt, size_t i);
+size_t tk_btrace_thread_count(const struct tk_btrace *bt);
+const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size_t i);
+const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt);
+
+/* Thread I's Intel PT stream as one raw buffer (malloc'd; the caller frees it). Where pieces
+ * are missing the stream gets an OVF packet and continues with the next piece, which starts
+ * with a PSB+ (a sync point), so PT decoders see the loss instead of a wrong flow. */
+int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len);
+
+/* Add the container's modules (from their paths, at their recorded load addresses) to a
+ * memory image for the PT flow decoder. */
+struct tk_image;
+int tk_btrace_add_modules(const struct tk_btrace *bt, struct tk_image *img);
 
 #ifdef __cplusplus
 }

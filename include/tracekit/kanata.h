@@ -8,6 +8,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/detect.h"
+#include "tracekit/event.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -182,6 +183,24 @@ int tk_kanata_w_dep(struct tk_kanata_writer *w, int64_t consumer, int64_t produc
 /* Write one parsed command (used by conversions and round trips). */
 int tk_kanata_w_cmd(struct tk_kanata_writer *w, const struct tk_kanata_cmd *c);
 int64_t tk_kanata_w_now(const struct tk_kanata_writer *w);
+
+/* ---- neutral events ------------------------------------------------------------------- */
+/* Decode into struct tk_event batches (event.h): TK_EV_INSN_BEGIN (addr = id, arg = thread),
+ * TK_EV_STAGE_BEGIN / TK_EV_STAGE_END (addr = id, arg = stage number, flags = lane number;
+ * names from tk_kanata_decoder_stage), TK_EV_RETIRE (arg = retire id), TK_EV_FLUSH,
+ * TK_EV_DEPENDENCY (addr = consumer, addr2 = producer, arg = type), and TK_EV_GAP for a
+ * skipped line (arg = byte offset, count = 1 line, flags = TK_GAP_DECODE_ERROR). time is
+ * the cycle minus the log's first cycle (commands before it count as 0); track is the thread
+ * (low 32 bits). A stage's END comes before the BEGIN of the stage that closes it. */
+struct tk_kanata_decoder;
+struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err);
+void tk_kanata_decoder_free(struct tk_kanata_decoder *d);
+int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in);
+/* Stage NUMBER's name and lane name (NULL if unknown). */
+const char *tk_kanata_decoder_stage(const struct tk_kanata_decoder *d, unsigned number,
+				    const char **lane);
+const struct tk_kanata_counts *tk_kanata_decoder_counts(const struct tk_kanata_decoder *d);
+const struct tk_gap_stats *tk_kanata_decoder_gaps(const struct tk_kanata_decoder *d);
 
 /* ---- conversions ----------------------------------------------------------------------- */
 struct tk_kanata_conv_opts {

@@ -18,7 +18,7 @@ struct addrs {
 	size_t n, cap;
 };
 
-static void addrs_push(struct addrs *v, uint64_t x)
+static __attribute__((unused)) void addrs_push(struct addrs *v, uint64_t x)
 {
 	if (v->n == v->cap) {
 		v->cap = v->cap ? v->cap * 2 : 4096;
@@ -29,7 +29,7 @@ static void addrs_push(struct addrs *v, uint64_t x)
 	v->a[v->n++] = x;
 }
 
-static int add_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
+static __attribute__((unused)) int add_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
 {
 	struct tk_image *img = ctx;
 
@@ -47,7 +47,7 @@ static int add_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
 	return 0;
 }
 
-static struct tk_image *self_image(void)
+static __attribute__((unused)) struct tk_image *self_image(void)
 {
 	int err;
 	struct tk_image *img = tk_image_new(&err);
@@ -58,7 +58,7 @@ static struct tk_image *self_image(void)
 }
 
 /* libipt reads code through this callback from our image. */
-static int pt_read_cb(uint8_t *buf, size_t size, const struct pt_asid *asid, uint64_t ip,
+static __attribute__((unused)) int pt_read_cb(uint8_t *buf, size_t size, const struct pt_asid *asid, uint64_t ip,
 		      void *ctx)
 {
 	(void)asid;
@@ -68,7 +68,7 @@ static int pt_read_cb(uint8_t *buf, size_t size, const struct pt_asid *asid, uin
 }
 
 /* libipt's instruction decoder: every instruction ptxed would print. */
-static int libipt_insns(const uint8_t *buf, size_t len, struct tk_image *img, struct addrs *out,
+static __attribute__((unused)) int libipt_insns(const uint8_t *buf, size_t len, struct tk_image *img, struct addrs *out,
 			uint64_t *nerr)
 {
 	struct pt_config cfg;
@@ -138,7 +138,7 @@ static int libipt_insns(const uint8_t *buf, size_t len, struct tk_image *img, st
 }
 
 /* libipt's block decoder: (first ip, instruction count, last ip) per block. */
-static int libipt_blocks(const uint8_t *buf, size_t len, struct tk_image *img, struct addrs *out)
+static __attribute__((unused)) int libipt_blocks(const uint8_t *buf, size_t len, struct tk_image *img, struct addrs *out)
 {
 	struct pt_config cfg;
 	struct pt_block_decoder *d;
@@ -198,7 +198,7 @@ struct tk_collect_chunk {
 	struct tk_flow *flow;
 };
 
-static void collect_insn(void *ctx, uint64_t addr, unsigned len)
+static __attribute__((unused)) void collect_insn(void *ctx, uint64_t addr, unsigned len)
 {
 	(void)len;
 	addrs_push(ctx, addr);
@@ -206,7 +206,7 @@ static void collect_insn(void *ctx, uint64_t addr, unsigned len)
 
 static struct tk_collect_chunk collect_ctx[4096];
 
-static int collect_events(void *ctx, const struct tk_event *ev, size_t n)
+static __attribute__((unused)) int collect_events(void *ctx, const struct tk_event *ev, size_t n)
 {
 	struct tk_collect_chunk *cc = ctx;
 
@@ -216,7 +216,7 @@ static int collect_events(void *ctx, const struct tk_event *ev, size_t n)
 	return 0;
 }
 
-static int collect_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+static __attribute__((unused)) int collect_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
 	struct tk_collect *c = ctx;
 
@@ -228,7 +228,7 @@ static int collect_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_si
 	return 0;
 }
 
-static int collect_merge(void *ctx, size_t i)
+static __attribute__((unused)) int collect_merge(void *ctx, size_t i)
 {
 	struct tk_collect *c = ctx;
 
@@ -239,7 +239,7 @@ static int collect_merge(void *ctx, size_t i)
 	return 0;
 }
 
-static int tk_insns(const uint8_t *buf, size_t len, struct tk_image *img, unsigned nthreads,
+static __attribute__((unused)) int tk_insns(const uint8_t *buf, size_t len, struct tk_image *img, unsigned nthreads,
 		    size_t chunk, struct addrs *out, struct tk_ipt_flow_stats *st)
 {
 	struct tk_collect c = { .out = out };
@@ -255,7 +255,7 @@ static int tk_insns(const uint8_t *buf, size_t len, struct tk_image *img, unsign
 }
 
 /* Blocks (ip, n, end) laid over the instruction list: index of the first mismatch or -1. */
-static long blocks_diff(const struct addrs *insns, const struct addrs *blk)
+static __attribute__((unused)) long blocks_diff(const struct addrs *insns, const struct addrs *blk)
 {
 	size_t p = 0;
 
@@ -270,7 +270,7 @@ static long blocks_diff(const struct addrs *insns, const struct addrs *blk)
 }
 
 /* Index of the first difference, or -1. */
-static long first_diff(const struct addrs *a, const struct addrs *b)
+static __attribute__((unused)) long first_diff(const struct addrs *a, const struct addrs *b)
 {
 	size_t n = a->n < b->n ? a->n : b->n;
 

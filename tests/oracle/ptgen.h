@@ -51,7 +51,7 @@ struct ptgen {
 	uint64_t silent;             /* instructions since the last packet */
 };
 
-static uint64_t ptgen_rand(struct ptgen *g)
+static __attribute__((unused)) uint64_t ptgen_rand(struct ptgen *g)
 {
 	g->rng ^= g->rng << 13;
 	g->rng ^= g->rng >> 7;
@@ -59,7 +59,7 @@ static uint64_t ptgen_rand(struct ptgen *g)
 	return g->rng;
 }
 
-static size_t ptgen_off(struct ptgen *g)
+static __attribute__((unused)) size_t ptgen_off(struct ptgen *g)
 {
 	uint64_t off = 0;
 
@@ -67,7 +67,7 @@ static size_t ptgen_off(struct ptgen *g)
 	return (size_t)off;
 }
 
-static int ptgen_put(struct ptgen *g, struct pt_packet *p)
+static __attribute__((unused)) int ptgen_put(struct ptgen *g, struct pt_packet *p)
 {
 	g->silent = 0;
 	if (ptgen_off(g) + 64 > g->cap)
@@ -75,7 +75,7 @@ static int ptgen_put(struct ptgen *g, struct pt_packet *p)
 	return pt_enc_next(g->enc, p) < 0 ? -1 : 0;
 }
 
-static int ptgen_flush_tnt(struct ptgen *g)
+static __attribute__((unused)) int ptgen_flush_tnt(struct ptgen *g)
 {
 	struct pt_packet p;
 
@@ -91,7 +91,7 @@ static int ptgen_flush_tnt(struct ptgen *g)
 	return ptgen_put(g, &p);
 }
 
-static int ptgen_bit(struct ptgen *g, int taken)
+static __attribute__((unused)) int ptgen_bit(struct ptgen *g, int taken)
 {
 	g->tnt = g->tnt << 1 | (taken ? 1 : 0);
 	if (++g->ntnt == g->tnt_max)
@@ -100,7 +100,7 @@ static int ptgen_bit(struct ptgen *g, int taken)
 }
 
 /* An IP packet with a random legal compression against the last IP. */
-static int ptgen_ip(struct ptgen *g, enum pt_packet_type type, uint64_t ip, int suppress)
+static __attribute__((unused)) int ptgen_ip(struct ptgen *g, enum pt_packet_type type, uint64_t ip, int suppress)
 {
 	struct pt_packet p;
 	enum pt_ip_compression c[6];
@@ -135,7 +135,7 @@ static int ptgen_ip(struct ptgen *g, enum pt_packet_type type, uint64_t ip, int 
 	return ptgen_put(g, &p);
 }
 
-static int ptgen_simple(struct ptgen *g, enum pt_packet_type type)
+static __attribute__((unused)) int ptgen_simple(struct ptgen *g, enum pt_packet_type type)
 {
 	struct pt_packet p;
 
@@ -144,7 +144,7 @@ static int ptgen_simple(struct ptgen *g, enum pt_packet_type type)
 	return ptgen_put(g, &p);
 }
 
-static int ptgen_mode64(struct ptgen *g)
+static __attribute__((unused)) int ptgen_mode64(struct ptgen *g)
 {
 	struct pt_packet p;
 
@@ -155,7 +155,7 @@ static int ptgen_mode64(struct ptgen *g)
 	return ptgen_put(g, &p);
 }
 
-static int ptgen_tsc(struct ptgen *g)
+static __attribute__((unused)) int ptgen_tsc(struct ptgen *g)
 {
 	struct pt_packet p;
 
@@ -167,7 +167,7 @@ static int ptgen_tsc(struct ptgen *g)
 }
 
 /* PSB+ at the current IP (tracing on). The hardware flushes TNT first. */
-static int ptgen_psb(struct ptgen *g, uint64_t ip, int enabled)
+static __attribute__((unused)) int ptgen_psb(struct ptgen *g, uint64_t ip, int enabled)
 {
 	if (ptgen_flush_tnt(g) < 0 || ptgen_simple(g, ppt_psb) < 0 || ptgen_tsc(g) < 0 ||
 	    ptgen_mode64(g) < 0)
@@ -183,12 +183,12 @@ static int ptgen_psb(struct ptgen *g, uint64_t ip, int enabled)
 	return 0;
 }
 
-static uint64_t ptgen_entry(struct ptgen *g)
+static __attribute__((unused)) uint64_t ptgen_entry(struct ptgen *g)
 {
 	return g->o.entries[ptgen_rand(g) % g->o.nentries];
 }
 
-static int ptgen_init(struct ptgen *g, const struct tk_image *img, const struct ptgen_opts *o)
+static __attribute__((unused)) int ptgen_init(struct ptgen *g, const struct tk_image *img, const struct ptgen_opts *o)
 {
 	memset(g, 0, sizeof(*g));
 	g->o = *o;
@@ -213,14 +213,14 @@ static int ptgen_init(struct ptgen *g, const struct tk_image *img, const struct 
 	return g->enc ? 0 : -1;
 }
 
-static void ptgen_fini(struct ptgen *g)
+static __attribute__((unused)) void ptgen_fini(struct ptgen *g)
 {
 	pt_free_encoder(g->enc);
 	free(g->buf);
 }
 
 /* (Re)start tracing at a random function: TIP.PGE (after MODE.Exec). */
-static int ptgen_enable(struct ptgen *g, uint64_t *ip)
+static __attribute__((unused)) int ptgen_enable(struct ptgen *g, uint64_t *ip)
 {
 	*ip = ptgen_entry(g);
 	g->depth = 0;
@@ -229,7 +229,7 @@ static int ptgen_enable(struct ptgen *g, uint64_t *ip)
 	return ptgen_ip(g, ppt_tip_pge, *ip, 0);
 }
 
-static void ptgen_cpush(struct ptgen *g, uint64_t ret)
+static __attribute__((unused)) void ptgen_cpush(struct ptgen *g, uint64_t ret)
 {
 	g->cstack[g->ctop] = ret;
 	g->ctop = (g->ctop + 1) % 64;
@@ -238,7 +238,7 @@ static void ptgen_cpush(struct ptgen *g, uint64_t ret)
 }
 
 /* Generate the stream; returns its size or -1. */
-static long ptgen_run(struct ptgen *g)
+static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 {
 	uint64_t ip;
 	int quiet = 0;   /* during an overflow: run without packets */

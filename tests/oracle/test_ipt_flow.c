@@ -98,6 +98,23 @@ static void run_case(const struct ptgen_opts *go_in)
 	assert_int_equal(st3.insns, ref.n);
 	assert_int_equal(st1.errors, 0);
 
+	/* the text (events included) is the same whatever the split and thread count */
+	struct tk_buf t1, t2;
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = 1,
+				       .chunk_bytes = SIZE_MAX / 2 };
+
+	assert_int_equal(tk_buf_init(&t1, -1, 1 << 20), 0);
+	assert_int_equal(tk_buf_init(&t2, -1, 1 << 20), 0);
+	assert_int_equal(tk_ipt_flow_text(g.buf, (size_t)len, &fo, TK_IPT_TEXT_NO_DISASM, &t1, &st1), 0);
+	fo.nthreads = 2;
+	fo.chunk_bytes = 8192;
+	assert_int_equal(tk_ipt_flow_text(g.buf, (size_t)len, &fo, TK_IPT_TEXT_NO_DISASM, &t2, &st2), 0);
+	assert_true(t1.len > ref.n * 17);
+	assert_int_equal(t1.len, t2.len);
+	assert_memory_equal(t1.data, t2.data, t1.len);
+	tk_buf_free(&t1);
+	tk_buf_free(&t2);
+
 	free(ref.a), free(blk.a), free(one.a), free(many.a), free(par.a);
 	ptgen_fini(&g);
 	tk_image_free(img);

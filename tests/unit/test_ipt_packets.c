@@ -152,6 +152,33 @@ static void test_split_and_count(void **state)
 	free(buf);
 }
 
+/* A run of 02 82 pairs longer than a PSB is one PSB at its end (libipt's rule); a
+ * multi-MiB run must be searched in linear time both ways. */
+static void test_long_runs(void **state)
+{
+	(void)state;
+	size_t n = 4u << 20;
+	uint8_t *b = malloc(n);
+	for (size_t i = 0; i < n; i += 2) {
+		b[i] = 2;
+		b[i + 1] = 0x82;
+	}
+	b[100] = 0;
+	uint64_t s;
+	assert_int_equal(tk_ipt_psb_next(b, n, 0, &s), 0);
+	assert_int_equal(s, 84);
+	assert_int_equal(tk_ipt_psb_next(b, n, 85, &s), 0);
+	assert_int_equal(s, n - 16);
+	assert_int_equal(tk_ipt_psb_prev(b, n, n - 100, &s), 0);
+	assert_int_equal(s, 84);
+	assert_int_equal(tk_ipt_psb_prev(b, n, n - 15, &s), 0);
+	assert_int_equal(s, n - 16);
+	assert_int_equal(tk_ipt_psb_prev(b, n, n + 1, &s), 0);
+	assert_int_equal(s, n - 16);
+	assert_int_equal(tk_ipt_psb_count(b, n), 2);
+	free(b);
+}
+
 static void test_dump_layout(void **state)
 {
 	(void)state;
@@ -184,6 +211,7 @@ int main(void)
 		cmocka_unit_test(test_newer_packets),
 		cmocka_unit_test(test_errors_do_not_advance),
 		cmocka_unit_test(test_split_and_count),
+		cmocka_unit_test(test_long_runs),
 		cmocka_unit_test(test_dump_layout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -541,6 +541,151 @@ static void test_gem5_order_squash(void **state)
 	tk_buf_free(&out);
 }
 
+/* 20,000 instructions whose records arrive out of seqNum order (gem5 prints an instruction
+ * when it leaves the pipeline): the window sorts them, every instruction is written once in
+ * seqNum order, and the log reads back clean. Every 7th is squashed after issue. */
+static void test_gem5_window_sort(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk_gem5w_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	FILE *f = fdopen(fd, "w");
+	const int n = 20000;
+	for (int k = 0; k < n; k++) {
+		/* swap neighbours in blocks of 64: record order is 63, 62, ..., 0, 127, ... */
+		int i = (k / 64) * 64 + 63 - k % 64;
+		if (i >= n)
+			i = k;
+		uint64_t t = 1000 + (uint64_t)i * 250;  /* 250 ticks per cycle, one fetch per cycle */
+		int squash = i % 7 == 3;
+		fprintf(f, "O3PipeView:fetch:%llu:0x%x:0:%d: op%d a, b\n", (unsigned long long)t,
+			0x1000 + 4 * i, 100 + i, i);
+		fprintf(f, "O3PipeView:decode:%llu\nO3PipeView:rename:%llu\nO3PipeView:dispatch:%llu\n",
+			(unsigned long long)(t + 250), (unsigned long long)(t + 500),
+			(unsigned long long)(t + 750));
+		fprintf(f, "O3PipeView:issue:%llu\nO3PipeView:complete:%llu\nO3PipeView:retire:%llu\n",
+			(unsigned long long)(t + 1000), squash ? 0ULL : (unsigned long long)(t + 1500),
+			squash ? 0ULL : (unsigned long long)(t + 2000));
+	}
+	fclose(f);
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	struct tk_buf out;
+	struct tk_gem5_result res;
+	tk_buf_init(&out, -1, 1 << 20);
+	assert_int_equal(tk_gem5_to_kanata(in, &out, NULL, &res), 0);
+	tk_input_free(in);
+	unlink(path);
+	assert_int_equal(res.ticks_per_cycle, 250);
+	assert_int_equal(res.insns, (uint64_t)n);
+	assert_int_equal(res.out_of_order, 0);
+	int squashed = 0;
+	for (int i = 0; i < n; i++)
+		squashed += i % 7 == 3;
+	assert_int_equal(res.squashed, (uint64_t)squashed);
+
+	/* read back: clean, and I lines carry seqNums 100, 101, ... in order */
+	struct canon k;
+	int err;
+	tk_buf_init(&k.b, -1, 1 << 20);
+	struct diags g = { 0 };
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = canon_cmd,
+					    .diag = collect, .ctx = &k, .diag_ctx = &g };
+	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &err);
+	assert_int_equal(tk_kanata_reader_feed(r, out.data, out.len, 1), 0);
+	const struct tk_kanata_counts *c = tk_kanata_reader_counts(r);
+	assert_int_equal(g.n, 0);
+	assert_int_equal(c->insns, (uint64_t)n);
+	assert_int_equal(c->retired, (uint64_t)(n - squashed));
+	assert_int_equal(c->flushed, (uint64_t)squashed);
+	assert_int_equal(c->in_flight, 0);
+	tk_kanata_reader_free(r);
+	int64_t expect = 100;
+	tk_buf_putc(&k.b, 0);
+	for (char *line = k.b.data; *line;) {
+		int kind;
+		long long cyc, id, a;
+		char *eol = strchr(line, '\n');
+		if (eol)
+			*eol = 0;  /* sscanf measures its whole input string */
+		if (sscanf(line, "%d %lld %lld %lld", &kind, &cyc, &id, &a) == 4 && kind == TK_KANATA_INSN) {
+			assert_int_equal(a, expect);
+			assert_int_equal(id, expect - 100);
+			/* fetch cycle = tick / 250 */
+			assert_int_equal(cyc, (1000 + (expect - 100) * 250) / 250);
+			expect++;
+		}
+		if (!eol)
+			break;
+		line = eol + 1;
+	}
+	assert_int_equal(expect, 100 + n);
+	tk_buf_free(&k.b);
+	tk_buf_free(&out);
+}
+
+/* ---- neutral events ---------------------------------------------------------------------- */
+struct ev_log {
+	struct tk_buf b;
+	uint64_t n[TK_EV__COUNT];
+};
+
+static int ev_sink(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_log *l = ctx;
+	for (size_t i = 0; i < n; i++) {
+		l->n[ev[i].kind]++;
+		tk_buf_printf(&l->b, "%s t%llu id%llu a%llu f%u\n", tk_event_kind_name(ev[i].kind),
+			      (unsigned long long)ev[i].time, (unsigned long long)ev[i].addr,
+			      (unsigned long long)ev[i].arg, ev[i].flags);
+	}
+	return 0;
+}
+
+static void test_decode_events(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk_kanata_ev_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, hand_log, sizeof hand_log - 1), (ssize_t)(sizeof hand_log - 1));
+	close(fd);
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	struct ev_log l = { 0 };
+	tk_buf_init(&l.b, -1, 4096);
+	int err;
+	struct tk_kanata_decoder *d = tk_kanata_decoder_new((struct tk_sink){ ev_sink, &l }, &err);
+	assert_non_null(d);
+	assert_int_equal(tk_kanata_decode(d, in), 0);
+	tk_input_free(in);
+	unlink(path);
+	/* 3 I; stages F F X X stl F; 2 retired, 1 flushed */
+	assert_int_equal(l.n[TK_EV_INSN_BEGIN], 3);
+	assert_int_equal(l.n[TK_EV_STAGE_BEGIN], 6);
+	assert_int_equal(l.n[TK_EV_STAGE_END], 6);
+	assert_int_equal(l.n[TK_EV_RETIRE], 2);
+	assert_int_equal(l.n[TK_EV_FLUSH], 1);
+	assert_int_equal(l.n[TK_EV_GAP], 0);
+	const char *lane;
+	/* stages are numbered in order of their first S: F, X, stl */
+	assert_string_equal(tk_kanata_decoder_stage(d, 1, &lane), "X");
+	assert_string_equal(lane, "0");
+	assert_string_equal(tk_kanata_decoder_stage(d, 2, &lane), "stl");
+	assert_string_equal(lane, "1");
+	assert_null(tk_kanata_decoder_stage(d, 3, &lane));
+	/* insn 0: F from 0 (cycle 10) ends at 1 when X begins; X ends at 3 before its retire */
+	tk_buf_putc(&l.b, 0);
+	assert_non_null(strstr(l.b.data, "stage-end t1 id0 a0 f0\nstage-begin t1 id0 a1 f0\n"));
+	assert_non_null(strstr(l.b.data, "stage-end t3 id0 a1 f0\nretire t3 id0 a0 f0\n"));
+	/* the stall lane (1) of insn 1: begins at 2, ends at 5 */
+	assert_non_null(strstr(l.b.data, "stage-begin t2 id1 a2 f1\n"));
+	assert_non_null(strstr(l.b.data, "stage-end t5 id1 a2 f1\n"));
+	tk_kanata_decoder_free(d);
+	tk_buf_free(&l.b);
+}
+
 /* ---- bounded memory on one 100 MB line --------------------------------------------------------- */
 static long maxrss_kb(void)
 {
@@ -689,7 +834,7 @@ static void test_parallel_equals_serial(void **state)
 	size_t n;
 	assert_int_equal(tk_input_map(in, &d, &n), 0);
 	/* many split points, from tiny chunks to a few */
-	static const size_t sizes[] = { 4096, 10007, 65536, 300000, 1000000 };
+	static const size_t sizes[] = { 8192, 65536, 300000, 1000000 };
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
 		assert_int_equal(compare_parallel((const char *)d, n, sizes[i]), 0);
 	tk_input_free(in);
@@ -699,8 +844,9 @@ static void test_parallel_equals_serial(void **state)
 		"I\t1\t1\t1\nL\t1\t0\tlabel\\nx\nW\t1\t0\t0\nW\t1\t8\t0\nS\t0\t1\tstl\nC\t2\n"
 		"E\t0\t0\tX\nE\t0\t1\tstl\nR\t0\t0\t0\nL\t0\t1\tafter\nR\t0\t0\t0\nW\t0\t1\t0\n"
 		"C\t-1\nC\t3\nS\t1\t0\tX\nR\t1\t1\t0\nI\t2\t2\t0\nC\t1\n";
-	for (size_t chunk = 1; chunk < sizeof bad; chunk += 3)
-		compare_parallel(bad, sizeof bad - 1, chunk);
+	static const size_t splits[] = { 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233 };
+	for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
+		compare_parallel(bad, sizeof bad - 1, splits[i]);
 	/* an id reused across chunks must fall back, and still give the serial answer */
 	static const char reuse[] = "Kanata\t0004\nI\t0\t0\t0\nC\t1\nR\t0\t0\t0\nC\t1\nI\t0\t1\t0\nC\t1\n";
 	int fell = 0;
@@ -724,6 +870,8 @@ int main(void)
 		cmocka_unit_test(test_cut),
 		cmocka_unit_test(test_gem5_basic),
 		cmocka_unit_test(test_gem5_order_squash),
+		cmocka_unit_test(test_gem5_window_sort),
+		cmocka_unit_test(test_decode_events),
 		cmocka_unit_test(test_huge_line),
 		cmocka_unit_test(test_parallel_equals_serial),
 	};

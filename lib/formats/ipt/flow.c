@@ -30,6 +30,8 @@ struct ptd {
 	size_t last_off;            /* offset of the last packet read */
 	size_t err_off;             /* offset of the last packet that failed to decode */
 	int pkt_err;                /* that failure is pending (reported by the walker) */
+	size_t last_resync;         /* where the last resync landed: the next must go further */
+	int resynced;
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
@@ -70,6 +72,9 @@ static int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t addr2, uin
  * decode error (d->pos unchanged). */
 static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 {
+	/* A packet that ran over the next chunk's PSB (corrupt data): this chunk is over. */
+	if (d->pos > d->end)
+		return -TK_E_EOF;
 	int rc = tk_ipt_decode_one(d->buf, d->len, d->pos, &d->pctx, p);
 
 	if (rc > 0) {
@@ -236,6 +241,48 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 	for (;;) {
 		size_t at = d->pos;
 
+		/* Fast paths for the two packets that dominate: TNT-8 and TIP. */
+		if (!d->pctx.blk && at < d->len) {
+			uint8_t b = d->buf[at];
+
+			if (!(b & 1) && b > 2) {
+				unsigned top = 31 - (unsigned)__builtin_clz(b);
+
+				d->last_off = at;
+				d->pos = at + 1;
+				if (top < 2)
+					continue;
+				q->kind = TK_FLOWQ_TNT;
+				q->ntnt = top - 1;
+				q->tnt = (b >> 1) & ((1u << (top - 1)) - 1);
+				return 0;
+			}
+			if ((b & 0x1f) == 0x0d && d->last.have_ip) {
+				static const uint8_t sz[8] = { 0, 2, 4, 6, 6, 0, 8, 0 };
+				unsigned ipc = b >> 5, n = sz[ipc];
+				uint64_t v = 0, last = d->last.ip;
+
+				if (n && d->len - at > n) {
+					memcpy(&v, d->buf + at + 1, n);
+					switch (ipc) {
+					case 1: ip = (last & ~0xffffull) | v; break;
+					case 2: ip = (last & ~0xffffffffull) | v; break;
+					case 3: ip = (uint64_t)((int64_t)(v << 16) >> 16); break;
+					case 4: ip = (last & ~0xffffffffffffull) | v; break;
+					default: ip = v; break;
+					}
+					d->last.ip = ip;
+					d->last.suppressed = 0;
+					d->last_off = at;
+					d->pos = at + 1 + n;
+					q->kind = TK_FLOWQ_TIP;
+					q->ip = ip;
+					q->mode = d->pending_mode;
+					d->pending_mode = -1;
+					return 0;
+				}
+			}
+		}
 		rc = fetch(d, &p);
 		if (rc == -TK_E_EOF) {
 			q->kind = TK_FLOWQ_END;
@@ -333,11 +380,19 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 		reset_flow_state(d);
 		return emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason);
 	}
+	if (d->resynced && from <= d->last_resync)
+		from = d->last_resync + 1;   /* never land on the same PSB twice */
 	if (tk_ipt_psb_find(d->buf, d->len, from, &psb) < 0 || psb > d->end)
 		psb = d->end > d->len ? d->len : d->end;
-	if (psb < off)
-		psb = (size_t)off;
-	skipped = psb - off;
+	if (psb <= off) {
+		/* already past this chunk's end: nothing more to decode here */
+		psb = d->end + 1;
+		skipped = 0;
+	} else {
+		skipped = psb - off;
+	}
+	d->last_resync = psb;
+	d->resynced = 1;
 	d->st->errors++;
 	tk_gap_stats_add(&d->st->gaps, off, skipped);
 	d->pos = psb;

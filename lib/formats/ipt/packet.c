@@ -10,7 +10,13 @@
 #include "formats/ipt/internal.h"
 #include "formats/ipt/fast_table.h"
 
-/* The fast path writes every simple packet through the ip member. */
+/* The fast path writes every simple packet through the ip member, and kind + size as
+ * one 8-byte header, the union's second word as one 8-byte store. */
+_Static_assert(offsetof(struct tk_ipt_packet, kind) == 0 &&
+	       offsetof(struct tk_ipt_packet, size) == sizeof(enum tk_ipt_pkt_kind) &&
+	       sizeof(enum tk_ipt_pkt_kind) == 4 && offsetof(struct tk_ipt_packet, offset) == 8 &&
+	       offsetof(struct tk_ipt_packet, ip.ipc) + 8 <= sizeof(struct tk_ipt_packet),
+	       "packet header layout");
 _Static_assert(offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tnt.bits) &&
 	       offsetof(struct tk_ipt_packet, ip.ipc) == offsetof(struct tk_ipt_packet, tnt.count) &&
 	       offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tsc.tsc) &&
@@ -437,9 +443,16 @@ int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb)
 	size_t i = (from + 7) & ~(size_t)7, s;
 
 	while ((i = psb_scan(buf, len, i)) < len) {
-		if (psb_from_word(buf, len, i, &s) == 0 && s >= from) {
-			*psb = s;
-			return 0;
+		if (psb_from_word(buf, len, i, &s) == 0) {
+			if (s >= from) {
+				*psb = s;
+				return 0;
+			}
+			/* Every word of this run ends at the same PSB: skip the run, so a
+			 * long run costs linear time. */
+			size_t next = (s + TK_IPT_PSB_SIZE + 7) & ~(size_t)7;
+			i = next > i ? next : i + 8;
+			continue;
 		}
 		i += 8;
 	}
@@ -470,11 +483,17 @@ int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *p
 	size_t i = (size_t)before & ~(size_t)7;
 	while (i >= 8) {
 		i -= 8;
-		if (psb_word(tk_le64(buf + i)) && psb_from_word(buf, len, i, &s) == 0 &&
-		    s < before) {
+		uint64_t w = tk_le64(buf + i);
+		if (!psb_word(w))
+			continue;
+		if (psb_from_word(buf, len, i, &s) == 0 && s < before) {
 			*psb = s;
 			return 0;
 		}
+		/* The lower words of this run (the same word value; a run of the other
+		 * parity is another run) end at the same place: skip them. */
+		while (i >= 8 && tk_le64(buf + i - 8) == w)
+			i -= 8;
 	}
 	return -TK_E_NOSYNC;
 }
@@ -639,24 +658,32 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	size_t pos = d->pos, len = d->len;
 	uint64_t base = d->base;
 	uint8_t blk = d->ctx.blk;
-	for (; i < n; i++) {
-		struct tk_ipt_packet *k = &pkts[i];
-		/* Fast path: the size comes from a 256-byte table (the only load on the
-		 * pos -> pos dependency chain), the rest from a parallel one; the only
-		 * data-dependent branch is "simple or not". Needs 9 readable bytes. */
-		if (__builtin_expect(pos + 16 <= len && !blk, 1)) {
-			const uint8_t *p = buf + pos;
-			unsigned sz = fast_size[p[0]];
-			if (__builtin_expect(sz != 0, 1)) {
+	/* The fast loop may start a packet at pos < fast_end. */
+	size_t fast_end = len >= 16 ? len - 15 : 0;
+	while (i < n) {
+		/* Fast loop: one byte and one 256-byte table on the pos -> pos dependency
+		 * chain, the rest from a parallel table, "simple or not" the only data-
+		 * dependent branch. Runs while 9 bytes past the opcode are readable. */
+		if (__builtin_expect(!blk, 1)) {
+			while (i < n && pos < fast_end) {
+				const uint8_t *p = buf + pos;
+				unsigned sz = fast_size[p[0]];
+				if (__builtin_expect(sz == 0, 0))
+					break;
 				const struct fast_entry *f = &fast_table[p[0]];
-				k->kind = (enum tk_ipt_pkt_kind)f->kind;
-				k->size = (uint8_t)sz;
+				struct tk_ipt_packet *k = &pkts[i++];
+				memcpy(k, &f->hdr, 8);             /* kind, size */
 				k->offset = base + pos;
 				k->ip.ip = (tk_le64(p + 1) & f->mask) | f->val;
-				k->ip.ipc = f->aux;
+				memcpy((char *)k + offsetof(struct tk_ipt_packet, ip.ipc), &f->aux, 8);
 				pos += sz;
-				continue;
 			}
+			if (i == n)
+				break;
+		}
+		struct tk_ipt_packet *k = &pkts[i];
+		if (pos + 16 <= len && !blk) {
+			const uint8_t *p = buf + pos;
 			/* The two most frequent variable packets, inline. */
 			if (p[0] == 0x02 && p[1] == 0xa3) {
 				uint64_t v = rd48(p + 2);
@@ -668,6 +695,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 					k->tnt.bits = v & ~(1ULL << top);
 					k->tnt.count = (uint8_t)top;
 					pos += 8;
+					i++;
 					continue;
 				}
 			} else if ((p[0] & 7) == 7) {
@@ -685,6 +713,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 					k->offset = base + pos;
 					k->cyc.value = v;
 					pos += j;
+					i++;
 					continue;
 				}
 			}
@@ -702,6 +731,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 		k->offset = base + pos;
 		k->size = (uint8_t)r;
 		pos += (size_t)r;
+		i++;
 	}
 	d->pos = pos;
 out:

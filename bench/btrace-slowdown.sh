@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Slowdown of `tracekit record --btrace` over native, side by side with valgrind's nulgrind
+# (--tool=none), lackey and callgrind, on three programs: branch-heavy, call-heavy and
+# multi-threaded (tests/data/btrace/). Medians of hyperfine runs; peak memory of one run.
+# Usage: bench/btrace-slowdown.sh [BUILD_DIR]  (env RUNS, default 3)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+tk=$build/tracekit
+runs=${RUNS:-3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+src=$here/tests/data/btrace
+
+cc -O2 -g -o "$work/branches" "$src/branches.c"
+cc -O2 -g -o "$work/calls" "$src/calls.c"
+cc -O2 -g -pthread -o "$work/threads" "$src/threads.c"
+
+declare -A args=([branches]=200000 [calls]=200000 [threads]="")
+median() { # hyperfine JSON -> median seconds
+	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["median"])' "$1"
+}
+peak_kb() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -n 1; }
+
+printf '%-9s %10s %10s %8s %10s %8s %10s %8s %10s %8s  %s\n' program native_s btrace_s x \
+	nulgrind_s x lackey_s x callgrind_s x "btrace traps + trampoline hits, peak KiB btrace/callgrind"
+for p in branches calls threads; do
+	a=${args[$p]}
+	cd "$work"
+	declare -A t=()
+	for tool in native btrace nulgrind lackey callgrind; do
+		case $tool in
+		native) cmd="./$p $a" ;;
+		btrace) cmd="$tk record --btrace -q -o $work/$p.tkbt -- ./$p $a" ;;
+		nulgrind) cmd="valgrind -q --tool=none ./$p $a" ;;
+		lackey) cmd="valgrind -q --tool=lackey ./$p $a" ;;
+		callgrind) cmd="valgrind -q --tool=callgrind --callgrind-out-file=/dev/null ./$p $a" ;;
+		esac
+		hyperfine -N -w 1 -r "$runs" --export-json "$work/h.json" --output=null "$cmd" >/dev/null 2>&1
+		t[$tool]=$(median "$work/h.json")
+	done
+	traps=$("$tk" info "$work/$p.tkbt" | awk '/traps,/ {for (i=1;i<=NF;i++) if ($i=="traps,") s+=$(i-1)} END {print s}')
+	tramp=$("$tk" info "$work/$p.tkbt" | awk '/by trampolines/ {for (i=1;i<=NF;i++) if ($i=="trampolines") {gsub(/[(]/,"",$(i+1)); s+=$(i-2)}} END {print s+0}')
+	mem_bt=$(peak_kb "$tk" record --btrace -q -o "$work/m.tkbt" -- ./$p $a)
+	mem_cg=$(peak_kb valgrind -q --tool=callgrind --callgrind-out-file=/dev/null ./$p $a)
+	r() { python3 -c "print('%.0f' % ($1 / $2))"; }
+	printf '%-9s %10.4f %10.3f %8s %10.3f %8s %10.3f %8s %10.3f %8s  %s + %s, %s/%s\n' "$p" \
+		"${t[native]}" "${t[btrace]}" "$(r "${t[btrace]}" "${t[native]}")" \
+		"${t[nulgrind]}" "$(r "${t[nulgrind]}" "${t[native]}")" \
+		"${t[lackey]}" "$(r "${t[lackey]}" "${t[native]}")" \
+		"${t[callgrind]}" "$(r "${t[callgrind]}" "${t[native]}")" "$traps" "$tramp" "$mem_bt" "$mem_cg"
+done

@@ -1,0 +1,312 @@
+/* Reader of tracekit's branch-trace container (docs/formats/tkbt.md): indexes the records,
+ * checks each one, and hands out per-thread Intel PT streams. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracekit/btrace.h"
+#include "tracekit/common.h"
+
+struct piece {
+	uint64_t off;         /* payload offset in the file */
+	uint32_t len;
+	int gap_before;       /* a piece of this thread was lost just before this one */
+};
+
+struct thread {
+	struct tk_btrace_thread pub;
+	uint32_t next_seq;
+	struct piece *pieces;
+	size_t npieces, cap;
+};
+
+struct tk_btrace {
+	const uint8_t *data;
+	size_t len;
+	struct tk_btrace_info info;
+	struct tk_btrace_module *mods;
+	char **paths;
+	size_t nmods;
+	struct thread *threads;
+	size_t nthreads;
+	struct tk_gap_stats gaps;
+};
+
+static void gap(struct tk_btrace *bt, uint64_t off, uint64_t skipped, const char *why)
+{
+	tk_gap_stats_add(&bt->gaps, off, skipped);
+	tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu bytes skipped)", (unsigned long long)off, why,
+	       (unsigned long long)skipped);
+}
+
+/* A plausible record header at OFF whose payload checks out. */
+static int record_ok(const struct tk_btrace *bt, uint64_t off)
+{
+	const uint8_t *p = bt->data + off;
+	if (off + TK_BTRACE_REC_HEADER > bt->len || tk_le32(p) != TK_BTRACE_REC_MAGIC)
+		return 0;
+	unsigned type = tk_le16(p + 4);
+	uint64_t n = tk_le32(p + 12);
+	if (type < TK_BTRACE_REC_MODULE || type > TK_BTRACE_REC_REFUSED)
+		return 0;
+	if (n > bt->len - off - TK_BTRACE_REC_HEADER)
+		return 0;
+	return tk_btrace_checksum(p + TK_BTRACE_REC_HEADER, (size_t)n) == tk_le32(p + 16);
+}
+
+static struct thread *thread_of(struct tk_btrace *bt, uint32_t tid)
+{
+	for (size_t i = 0; i < bt->nthreads; i++)
+		if (bt->threads[i].pub.tid == tid)
+			return &bt->threads[i];
+	struct thread *t = realloc(bt->threads, (bt->nthreads + 1) * sizeof *t);
+	if (!t)
+		return NULL;
+	bt->threads = t;
+	t = &t[bt->nthreads++];
+	memset(t, 0, sizeof *t);
+	t->pub.tid = tid;
+	return t;
+}
+
+static int add_module(struct tk_btrace *bt, const uint8_t *p, uint32_t n, uint64_t off)
+{
+	if (n < 28 || 28u + p[26] + tk_le16(p + 24) > n || p[26] > 64) {
+		gap(bt, off, n, "malformed module record");
+		return 0;
+	}
+	struct tk_btrace_module *m = realloc(bt->mods, (bt->nmods + 1) * sizeof *m);
+	if (!m)
+		return -TK_E_NOMEM;
+	bt->mods = m;
+	char **paths = realloc(bt->paths, (bt->nmods + 1) * sizeof *paths);
+	if (!paths)
+		return -TK_E_NOMEM;
+	bt->paths = paths;
+	m = &m[bt->nmods];
+	memset(m, 0, sizeof *m);
+	m->bias = tk_le64(p);
+	m->start = tk_le64(p + 8);
+	m->end = tk_le64(p + 16);
+	m->build_id_len = p[26];
+	memcpy(m->build_id, p + 28, m->build_id_len);
+	size_t plen = tk_le16(p + 24);
+	char *s = malloc(plen + 1);
+	if (!s)
+		return -TK_E_NOMEM;
+	memcpy(s, p + 28 + m->build_id_len, plen);
+	s[plen] = 0;
+	paths[bt->nmods] = s;
+	m->path = s;
+	bt->nmods++;
+	return 0;
+}
+
+static int add_piece(struct thread *t, uint64_t off, uint32_t len, uint32_t seq)
+{
+	if (t->npieces == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct piece *p = realloc(t->pieces, cap * sizeof *p);
+		if (!p)
+			return -TK_E_NOMEM;
+		t->pieces = p;
+		t->cap = cap;
+	}
+	struct piece *p = &t->pieces[t->npieces++];
+	p->off = off;
+	p->len = len;
+	p->gap_before = seq != t->next_seq;
+	if (p->gap_before)
+		t->pub.lost_pieces += seq > t->next_seq ? seq - t->next_seq : 1;
+	if (!t->pub.pieces)
+		t->pub.first_offset = off - TK_BTRACE_REC_HEADER;
+	t->pub.pieces++;
+	t->pub.stream_bytes += len;
+	t->next_seq = seq + 1;
+	return 0;
+}
+
+static int index_records(struct tk_btrace *bt, uint64_t off)
+{
+	while (off < bt->len) {
+		if (!record_ok(bt, off)) {
+			/* resync: the next 8-aligned record header that checks out */
+			uint64_t start = off;
+			if (bt->len - off < TK_BTRACE_REC_HEADER) {
+				gap(bt, off, bt->len - off, "trace ends inside a record");
+				return 0;
+			}
+			for (off += 8; off < bt->len && !record_ok(bt, off); off += 8)
+				;
+			if (off > bt->len)
+				off = bt->len;
+			gap(bt, start, off - start, off < bt->len ? "damaged record; resynchronised at the next record" :
+			    "damaged or truncated record at the end of the trace");
+			continue;
+		}
+		const uint8_t *h = bt->data + off;
+		unsigned type = tk_le16(h + 4);
+		uint32_t tid = tk_le32(h + 8), n = tk_le32(h + 12), seq = tk_le32(h + 20);
+		const uint8_t *p = h + TK_BTRACE_REC_HEADER;
+		uint64_t poff = off + TK_BTRACE_REC_HEADER;
+		struct thread *t;
+		int rc = 0;
+
+		bt->info.complete = 0;
+		switch (type) {
+		case TK_BTRACE_REC_MODULE:
+			rc = add_module(bt, p, n, off);
+			break;
+		case TK_BTRACE_REC_STREAM:
+			if (!(t = thread_of(bt, tid)))
+				return -TK_E_NOMEM;
+			rc = add_piece(t, poff, n, seq);
+			break;
+		case TK_BTRACE_REC_THREAD_END:
+			if (!(t = thread_of(bt, tid)))
+				return -TK_E_NOMEM;
+			if (seq != t->next_seq)
+				t->pub.lost_pieces += seq > t->next_seq ? seq - t->next_seq : 1;
+			t->next_seq = seq + 1;
+			t->pub.ended = 1;
+			if (n >= 24) {
+				t->pub.traps = tk_le64(p);
+				t->pub.reentries = tk_le64(p + 8);
+				t->pub.unresolved = tk_le64(p + 16);
+			}
+			if (n >= 32) {
+				t->pub.traps_long = tk_le64(p + 24);
+			}
+			if (n >= 40) {
+				t->pub.tramp_hits = tk_le64(p + 32);
+			}
+			break;
+		case TK_BTRACE_REC_PROCESS_END:
+			bt->info.complete = 1;
+			if (n >= 16) {
+				bt->info.traps = tk_le64(p);
+				bt->info.patched = tk_le64(p + 8);
+			}
+			break;
+		case TK_BTRACE_REC_EXEC:
+			bt->info.complete = 1;
+			bt->info.exec = 1;
+			break;
+		case TK_BTRACE_REC_REFUSED: {
+			size_t m = n < sizeof bt->info.refused_msg - 1 ? n : sizeof bt->info.refused_msg - 1;
+			bt->info.refused = 1;
+			memcpy(bt->info.refused_msg, p, m);
+			bt->info.refused_msg[m] = 0;
+			break;
+		}
+		}
+		if (rc < 0)
+			return rc;
+		off += TK_BTRACE_REC_HEADER + ((uint64_t)n + 7) / 8 * 8;
+	}
+	return 0;
+}
+
+struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct tk_btrace_opts *opts,
+				 int *err)
+{
+	struct tk_btrace *bt;
+	int rc;
+
+	(void)opts;
+	if (len < 16 || memcmp(data, TK_BTRACE_MAGIC, 8)) {
+		*err = -TK_E_BAD_FORMAT;
+		return NULL;
+	}
+	uint32_t version = tk_le32(data + 8), hsize = tk_le32(data + 12);
+	if (version != TK_BTRACE_VERSION) {
+		tk_log(TK_LOG_ERROR, "container version %u is not supported (this reader: %u)", version,
+		       TK_BTRACE_VERSION);
+		*err = -TK_E_UNSUPPORTED;
+		return NULL;
+	}
+	if (hsize < 40 || hsize > len || hsize % 8) {
+		tk_log(TK_LOG_ERROR, "offset 0xc: bad header size %u", hsize);
+		*err = -TK_E_BAD_FORMAT;
+		return NULL;
+	}
+	if (!(bt = calloc(1, sizeof *bt))) {
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	bt->data = data;
+	bt->len = len;
+	bt->info.version = version;
+	bt->info.pid = tk_le32(data + 16);
+	bt->info.ppid = tk_le32(data + 20);
+	bt->info.tsc_hz = tk_le64(data + 24);
+	bt->info.start_tsc = tk_le64(data + 32);
+	if ((rc = index_records(bt, hsize)) < 0) {
+		tk_btrace_free(bt);
+		*err = rc;
+		return NULL;
+	}
+	for (size_t i = 0; i < bt->nthreads; i++) {
+		const struct tk_btrace_thread *t = &bt->threads[i].pub;
+		if (t->lost_pieces)
+			tk_log(TK_LOG_WARN, "thread %u: %llu stream pieces lost", t->tid,
+			       (unsigned long long)t->lost_pieces);
+	}
+	if (!bt->info.complete && !bt->info.refused)
+		tk_log(TK_LOG_WARN, "the trace has no end record: the program was killed, called "
+		       "exit_group directly, or the file is truncated");
+	return bt;
+}
+
+void tk_btrace_free(struct tk_btrace *bt)
+{
+	if (!bt)
+		return;
+	for (size_t i = 0; i < bt->nmods; i++)
+		free(bt->paths[i]);
+	free(bt->paths);
+	free(bt->mods);
+	for (size_t i = 0; i < bt->nthreads; i++)
+		free(bt->threads[i].pieces);
+	free(bt->threads);
+	free(bt);
+}
+
+const struct tk_btrace_info *tk_btrace_info(const struct tk_btrace *bt) { return &bt->info; }
+size_t tk_btrace_module_count(const struct tk_btrace *bt) { return bt->nmods; }
+size_t tk_btrace_thread_count(const struct tk_btrace *bt) { return bt->nthreads; }
+const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt) { return &bt->gaps; }
+
+const struct tk_btrace_module *tk_btrace_module(const struct tk_btrace *bt, size_t i)
+{
+	return i < bt->nmods ? &bt->mods[i] : NULL;
+}
+
+const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size_t i)
+{
+	return i < bt->nthreads ? &bt->threads[i].pub : NULL;
+}
+
+int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len)
+{
+	static const uint8_t ovf[2] = { 0x02, 0xf3 };
+	if (i >= bt->nthreads)
+		return -TK_E_INVAL;
+	const struct thread *t = &bt->threads[i];
+	size_t n = 0;
+	for (size_t k = 0; k < t->npieces; k++)
+		n += t->pieces[k].len + sizeof ovf;
+	uint8_t *buf = malloc(n ? n : 1), *p = buf;
+	if (!buf)
+		return -TK_E_NOMEM;
+	for (size_t k = 0; k < t->npieces; k++) {
+		if (t->pieces[k].gap_before && k > 0) {
+			memcpy(p, ovf, sizeof ovf);
+			p += sizeof ovf;
+		}
+		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
+		p += t->pieces[k].len;
+	}
+	*out = buf;
+	*len = (size_t)(p - buf);
+	return 0;
+}

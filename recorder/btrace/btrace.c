@@ -1,0 +1,1627 @@
+/* libtkbtrace.so: a software branch recorder preloaded into an unmodified x86-64 program
+ * (after Btrace3 on SPARC, seed 003). At start-up it finds every control-transfer
+ * instruction (CTI) in the selected modules, keeps a compact copy of each, and replaces the
+ * ones whose outcome a flow decoder cannot know (conditional branches, indirect jumps and
+ * calls, returns) with int3. The SIGTRAP handler emulates the original instruction on the
+ * saved context, records its outcome as Intel PT packets in a per-thread buffer and resumes
+ * at the emulated next RIP. The code stays patched for the life of the process, so threads
+ * need no coordination beyond their own buffers.
+ *
+ * Environment (set by `tracekit record --btrace`): TK_BTRACE_OUT output path,
+ * TK_BTRACE_MODULES colon-separated module paths (empty: the main executable). */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <asm/prctl.h>
+#include <x86intrin.h>
+
+#include "tracekit/btrace.h"
+#include "tracekit/common.h"
+#include "cti.h"
+#include "ptenc.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define BUF_CAP (64 * 1024)
+#define BUF_FLUSH_AT (BUF_CAP - 256)
+#define PSB_EVERY 4096
+#define WALK_LIMIT 4096
+#define MAX_MODULES 16
+
+struct module {
+	char path[PATH_MAX];
+	uint64_t bias;
+	uint64_t start, end;          /* executable range (run-time addresses) */
+	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
+	uint8_t build_id[64];
+	unsigned build_id_len;
+};
+
+struct tstate {
+	struct ptenc enc;
+	size_t psb_pos;              /* enc.len at the last PSB; (size_t)-1 forces one */
+	int inside;                  /* the decoder is following this thread's code */
+	uint64_t resume;             /* where the thread probably re-enters traced code */
+	int tid;
+	int done;
+	uint32_t seq;
+	uint64_t traps, reentries, unresolved;
+	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
+	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
+	struct tstate *next;
+	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
+};
+
+/* Start-up data, read-only once patched. */
+static struct module modules[MAX_MODULES];
+static int nmodules;
+static struct cti *ctis;              /* trapped CTIs */
+static size_t nctis;
+static uint32_t *cti_hash;            /* open addressing: index + 1, 0 = empty */
+static size_t cti_hash_mask;
+static uint64_t *fn_start, *fn_end;   /* sorted function ranges */
+static size_t nfns;
+static uint64_t *ret_sites;           /* sorted return addresses of all calls */
+static uint64_t *ret_calls;           /* the call instruction of each */
+static uint64_t *tj_target, *tj_src;  /* direct jumps into PLT slots (tail calls), by target */
+static size_t ntj;
+static uint64_t plt_lo[MAX_MODULES * 4], plt_hi[MAX_MODULES * 4];
+static int nplt;
+static size_t nret_sites;
+static ZydisDecoder decoder;
+
+static int out_fd = -1;
+static char out_path[PATH_MAX];
+static volatile int active, closed;
+static int debug;                     /* TK_BTRACE_DEBUG: explain unresolved re-entries */
+static struct tstate *threads;        /* all thread states, pushed lock-free */
+static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
+static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
+static uint64_t total_traps_of_dead;
+
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+
+/* ---- small async-signal-safe helpers ------------------------------------------------ */
+
+static long sys_write_all(int fd, const struct iovec *iov, int n)
+{
+	/* O_APPEND keeps each record contiguous even with threads and forked children. */
+	return syscall(SYS_writev, fd, iov, n);
+}
+
+static void say2(const char *a, const char *b, const char *c)
+{
+	static const char pfx[] = "tracekit btrace: ";
+	struct iovec iov[5] = { { (void *)pfx, sizeof pfx - 1 }, { (void *)a, strlen(a) },
+				{ (void *)b, strlen(b) }, { (void *)c, strlen(c) }, { (void *)"\n", 1 } };
+	syscall(SYS_writev, 2, iov, 5);
+}
+
+static void say(const char *msg)
+{
+	say2(msg, "", "");
+}
+
+static void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
+{
+	uint8_t h[TK_BTRACE_REC_HEADER];
+	static const uint8_t zeros[8];
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_checksum(p, n);
+	uint16_t t = (uint16_t)type, flags = 0;
+
+	if (out_fd < 0)
+		return;
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &t, 2);
+	memcpy(h + 6, &flags, 2);
+	memcpy(h + 8, &tid, 4);
+	memcpy(h + 12, &n, 4);
+	memcpy(h + 16, &sum, 4);
+	memcpy(h + 20, &seq, 4);
+	struct iovec iov[3] = { { h, sizeof h }, { (void *)p, n }, { (void *)zeros, (8 - n % 8) % 8 } };
+	sys_write_all(out_fd, iov, 3);
+}
+
+/* ---- lookups ---------------------------------------------------------------------- */
+
+static inline const struct cti *cti_find(uint64_t addr)
+{
+	size_t i = tk_hash64(addr) & cti_hash_mask;
+	for (;;) {
+		uint32_t v = cti_hash[i];
+		if (!v)
+			return NULL;
+		if (ctis[v - 1].addr == addr)
+			return &ctis[v - 1];
+		i = (i + 1) & cti_hash_mask;
+	}
+}
+
+static inline const struct module *module_of(uint64_t addr)
+{
+	for (int i = 0; i < nmodules; i++)
+		if (addr >= modules[i].start && addr < modules[i].end)
+			return &modules[i];
+	return NULL;
+}
+
+/* Index of the last element <= key in a sorted array, or -1. */
+static long last_le(const uint64_t *a, size_t n, uint64_t key)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (a[mid] <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (long)lo - 1;
+}
+
+/* How an instruction moves RSP: *d gets the change; returns 0 if it cannot say. */
+static int rsp_effect(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops, int64_t *d)
+{
+	*d = 0;
+	switch (in->mnemonic) {
+	case ZYDIS_MNEMONIC_PUSH:
+		*d = -(int64_t)(in->operand_width / 8);
+		return 1;
+	case ZYDIS_MNEMONIC_POP:
+		if (ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && ops[0].reg.value == ZYDIS_REGISTER_RSP)
+			return 0;
+		*d = in->operand_width / 8;
+		return 1;
+	case ZYDIS_MNEMONIC_SUB:
+	case ZYDIS_MNEMONIC_ADD:
+		if (ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && ops[0].reg.value == ZYDIS_REGISTER_RSP) {
+			if (ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE)
+				return 0;
+			*d = in->mnemonic == ZYDIS_MNEMONIC_ADD ? ops[1].imm.value.s : -ops[1].imm.value.s;
+			return 1;
+		}
+		break;
+	case ZYDIS_MNEMONIC_LEA:
+		if (ops[0].reg.value == ZYDIS_REGISTER_RSP) {
+			if (ops[1].mem.base != ZYDIS_REGISTER_RSP || ops[1].mem.index != ZYDIS_REGISTER_NONE)
+				return 0;
+			*d = ops[1].mem.disp.value;
+			return 1;
+		}
+		break;
+	default:
+		break;
+	}
+	for (unsigned i = 0; i < in->operand_count; i++)
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER && (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+		    (ops[i].reg.value == ZYDIS_REGISTER_RSP || ops[i].reg.value == ZYDIS_REGISTER_ESP ||
+		     ops[i].reg.value == ZYDIS_REGISTER_SP))
+			return 0;
+	return 1;
+}
+
+/* Would a decoder starting at FROM reach TO without passing a trapped CTI? It follows
+ * straight-line code, direct jumps and direct calls, exactly as a PT flow decoder does
+ * between packets. *DELTA gets RSP at FROM minus RSP at TO (*DELTA_OK: whether known). */
+static int walk_reaches(uint64_t from, uint64_t to, int64_t *delta, int *delta_ok)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	uint64_t ip = from;
+	int64_t d = 0, e;
+	int ok = 1;
+
+	for (int n = 0; n < WALK_LIMIT; n++) {
+		if (ip == to) {
+			*delta = -d;
+			*delta_ok = ok;
+			return 1;
+		}
+		if (cti_find(ip))
+			return 0;
+		const struct module *m = module_of(ip);
+		if (!m)
+			return 0;
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start),
+							 m->end - ip, &in, ops)))
+			return 0;
+		struct cti c;
+		switch (cti_classify(&c, ip, &in, ops)) {
+		case CTI_NONE:
+			if (!rsp_effect(&in, ops, &e))
+				ok = 0;
+			d += e;
+			ip += in.length;
+			break;
+		case CTI_JMP_DIR: ip = c.target; break;
+		case CTI_CALL_DIR: ip = c.target; d -= 8; break;
+		default: return 0;
+		}
+	}
+	return 0;
+}
+
+static int in_plt(uint64_t a)
+{
+	for (int i = 0; i < nplt; i++)
+		if (a >= plt_lo[i] && a < plt_hi[i])
+			return 1;
+	return 0;
+}
+
+/* Target of the direct call at A (0 if A is not one). */
+static uint64_t direct_call_target(uint64_t a)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct module *m = module_of(a);
+	struct cti c;
+	if (!m || cti_find(a) ||
+	    !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (a - m->start), m->end - a, &in, ops)))
+		return 0;
+	return cti_classify(&c, a, &in, ops) == CTI_CALL_DIR ? c.target : 0;
+}
+
+/* Code after an unconditional jump or a return cannot be fallen into: when neither a return
+ * site nor the function start leads to IP, the thread entered at such a point (a C++
+ * landing pad, entered by the unwinder). The last one before IP that reaches it. */
+static uint64_t after_jump_entry(uint64_t fn, uint64_t ip)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct module *m = module_of(fn);
+	uint64_t a = fn, best[16];
+	int nbest = 0, n = 0;
+	int64_t d;
+	int dok;
+
+	if (!m)
+		return 0;
+	while (a < ip && n++ < 65536) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (a - m->start), m->end - a, &in, ops)))
+			return 0;
+		a += in.length;
+		if (in.mnemonic == ZYDIS_MNEMONIC_JMP || in.mnemonic == ZYDIS_MNEMONIC_RET ||
+		    in.mnemonic == ZYDIS_MNEMONIC_UD2 || in.mnemonic == ZYDIS_MNEMONIC_HLT)
+			best[nbest++ % 16] = a;
+	}
+	for (int i = 0; i < nbest && i < 16; i++) {
+		uint64_t cand = best[(nbest - 1 - i) % 16];
+		if (cand <= ip && walk_reaches(cand, ip, &d, &dok))
+			return cand;
+	}
+	return 0;
+}
+
+static int is_ret_site(uint64_t a, long *k)
+{
+	*k = last_le(ret_sites, nret_sites, a);
+	return *k >= 0 && ret_sites[*k] == a;
+}
+
+/* Where did the thread enter traced code, given that it is now at IP with stack pointer
+ * RSP and has passed no trapped CTI since? Candidates: the return site after the call that
+ * left (RESUME), other return sites of IP's function (longjmp, exceptions), the function's
+ * start (called from outside). A start reached by a direct call from traced code (its
+ * return address on the stack is a return site) means the entry is further up: follow the
+ * stack. Returns 0 if no candidate fits. */
+static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
+{
+	int64_t d;
+	int dok;
+	long k;
+
+	if (resume && walk_reaches(resume, ip, &d, &dok))
+		return resume;
+	long f = last_le(fn_start, nfns, ip);
+	if (f < 0 || ip >= fn_end[f] || depth > 64)
+		return 0;
+	for (long r = last_le(ret_sites, nret_sites, ip); r >= 0 && ret_sites[r] >= fn_start[f]; r--)
+		if (walk_reaches(ret_sites[r], ip, &d, &dok))
+			return ret_sites[r];
+	if (!walk_reaches(fn_start[f], ip, &d, &dok))
+		return after_jump_entry(fn_start[f], ip);
+	if (dok) {
+		uint64_t entry_rsp = rsp + (uint64_t)d, ra;
+		memcpy(&ra, (const void *)(uintptr_t)entry_rsp, 8);
+		if (is_ret_site(ra, &k) && direct_call_target(ret_calls[k]) == fn_start[f]) {
+			uint64_t up = entry_of(0, ret_calls[k], entry_rsp + 8, depth + 1);
+			if (up)
+				return up;
+		}
+	}
+	/* Nothing calls into a PLT slot from outside: a function tail-jumped to it. */
+	if (dok && in_plt(fn_start[f])) {
+		long t = last_le(tj_target, ntj, fn_start[f]);
+		if (t >= 0 && tj_target[t] == fn_start[f] && (t == 0 || tj_target[t - 1] != fn_start[f])) {
+			uint64_t up = entry_of(0, tj_src[t], rsp + (uint64_t)d, depth + 1);
+			if (up)
+				return up;
+		}
+	}
+	return fn_start[f];
+}
+
+/* The thread comes back into traced code (from a library, a signal handler, longjmp, ...)
+ * and traps at IP: find where it entered, so the decoder counts the code in between. */
+static uint64_t find_entry(struct tstate *ts, uint64_t ip, uint64_t rsp)
+{
+	ts->reentries++;
+	uint64_t e = entry_of(ts->resume, ip, rsp, 0);
+	if (e)
+		return e;
+	ts->unresolved++;
+	if (debug) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "unresolved re-entry before 0x%llx (resume 0x%llx)",
+			 (unsigned long long)ip, (unsigned long long)ts->resume);
+		say(msg);
+	}
+	return ip;
+}
+
+/* The return address of a jump out of traced code: at [rsp] for a PLT stub or a tail
+ * call, two words deeper for the lazy-binding PLT0 stub, which pushed two values. */
+static uint64_t return_address(const greg_t *g)
+{
+	const uint64_t *sp = (const uint64_t *)(uintptr_t)g[REG_RSP];
+	for (int i = 0; i < 3; i++) {
+		long k;
+		if (is_ret_site(sp[i], &k))
+			return sp[i];
+	}
+	return 0;
+}
+
+/* ---- per-thread buffers -------------------------------------------------------------- */
+
+static void flush_thread(struct tstate *ts)
+{
+	ptenc_tnt_flush(&ts->enc);
+	if (ts->enc.len && !closed)
+		put_rec(TK_BTRACE_REC_STREAM, (uint32_t)ts->tid, ts->seq++, ts->enc.buf,
+			(uint32_t)ts->enc.len);
+	ts->enc.len = 0;
+	ts->psb_pos = (size_t)-1;   /* every piece starts with a PSB: a sync point */
+}
+
+static void end_thread(struct tstate *ts)
+{
+	uint64_t st[5] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits };
+	flush_thread(ts);
+	if (!closed && !ts->done)
+		put_rec(TK_BTRACE_REC_THREAD_END, (uint32_t)ts->tid, ts->seq++, st, sizeof st);
+	ts->done = 1;
+}
+
+static struct tstate *thread_state(void)
+{
+	struct tstate *ts = tls;
+	if (ts)
+		return ts;
+	void *p = (void *)syscall(SYS_mmap, NULL, sizeof *ts, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	ts = p;   /* mmap gives zeros */
+	ts->enc.buf = ts->buf;
+	ts->psb_pos = (size_t)-1;
+	ts->tid = (int)syscall(SYS_gettid);
+	struct tstate *head = __atomic_load_n(&threads, __ATOMIC_ACQUIRE);
+	do
+		ts->next = head;
+	while (!__atomic_compare_exchange_n(&threads, &head, ts, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+	tls = ts;
+	return ts;
+}
+
+static void maybe_psb(struct tstate *ts, uint64_t ip)
+{
+	if (ts->psb_pos == (size_t)-1 || ts->enc.len - ts->psb_pos >= PSB_EVERY) {
+		ptenc_tnt_flush(&ts->enc);
+		ts->psb_pos = ts->enc.len;
+		ptenc_psb(&ts->enc, __rdtsc(), ts->inside, ip);
+	}
+}
+
+/* Record one CTI's outcome (the CTI at c->addr, next RIP r->next). */
+static void record(struct tstate *ts, const struct cti *c, const struct cti_result *r, const greg_t *g,
+		   uint64_t rsp)
+{
+	if (ts->enc.len >= BUF_FLUSH_AT)
+		flush_thread(ts);
+	if (!ts->inside) {
+		uint64_t entry = find_entry(ts, c->addr, rsp);
+		maybe_psb(ts, c->addr);
+		ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
+		ts->inside = 1;
+	} else {
+		maybe_psb(ts, c->addr);
+	}
+	switch (c->kind) {
+	case CTI_JCC:
+	case CTI_JCXZ:
+	case CTI_LOOP:
+		ptenc_tnt(&ts->enc, r->taken);
+		return;
+	default:
+		break;
+	}
+	if (module_of(r->next)) {
+		ptenc_ip(&ts->enc, PT_TIP, r->next, 0);
+		return;
+	}
+	/* Leaving traced code: tracing is off until the thread traps again. */
+	ptenc_ip(&ts->enc, PT_TIP_PGD, r->next, 0);
+	ts->inside = 0;
+	if (c->kind == CTI_CALL_IND)
+		ts->resume = c->addr + c->len;
+	else if (c->kind == CTI_JMP_IND)   /* a PLT stub or tail call: back to our caller */
+		ts->resume = return_address(g);
+	else
+		ts->resume = 0;
+	if (debug > 1) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "leave at 0x%llx to 0x%llx, resume 0x%llx", (unsigned long long)c->addr,
+			 (unsigned long long)r->next, (unsigned long long)ts->resume);
+		say(msg);
+	}
+}
+
+
+/* ---- trampolines: conditional jumps of 6 bytes record without a signal -----------------
+ * On its first trap, a `jcc rel32` is overwritten with `jmp rel32` to generated code that
+ * repeats the condition and, on each path, calls tramp_hit() through a stub that saves all
+ * registers, the flags and the extended state (XSAVE), then jumps on to the target or the
+ * fall-through. The recorded packets are the same as with the trap. */
+
+#define TRAMP_AREA (1u << 20)
+
+static uint8_t *tramp_area[MAX_MODULES];
+static size_t tramp_used[MAX_MODULES];
+static uint8_t *tramp_stub[MAX_MODULES];
+static uint8_t *tramp_done;           /* per CTI: 1 once rewritten (or given up) */
+static uint32_t *tramp_index[MAX_MODULES];  /* CTI index of each trampoline, in area order */
+static size_t tramp_count[MAX_MODULES];
+static size_t tramp_base[MAX_MODULES];   /* offset of the first trampoline (after the stub) */
+/* Where a thread is in trampoline code, for a signal that interrupts it: each path stores
+ * its code + 1 (fs-relative, no flags touched); tramp_hit clears it once recorded. */
+struct tramp_tls {
+	uint32_t code_plus1;
+	uint64_t dest;
+};
+static __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")));
+static int32_t ttls_fs_off;
+
+#define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
+#define TRAMP_SIZE (6 + 2 * TRAMP_PATH)
+static int tramps_on;
+static volatile int patch_lock;
+
+static void tramp_hit(uint32_t code, uint64_t rsp)
+{
+	sigset_t all, old;
+	const struct cti *c = &ctis[code >> 1];
+	struct cti_result r = { (code & 1) ? c->target : c->addr + c->len, (int)(code & 1) };
+	int saved_errno = errno;
+	greg_t g[NGREG];
+
+	/* a signal handler of the program must not record into the buffer half-way */
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+	if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
+		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
+	struct tstate *ts = active ? thread_state() : NULL;
+	if (ts) {
+		ts->tramp_hits++;
+		g[REG_RSP] = (greg_t)rsp;
+		record(ts, c, &r, g, rsp);
+	}
+	ttls.dest = r.next;
+	ttls.code_plus1 = 0;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+	errno = saved_errno;
+}
+
+static void emit(uint8_t **p, const void *b, size_t n)
+{
+	memcpy(*p, b, n);
+	*p += n;
+}
+
+static void emit_rel32(uint8_t **p, const uint8_t *to)
+{
+	int32_t rel = (int32_t)(to - (*p + 4));
+	emit(p, &rel, 4);
+}
+
+/* The shared save/call/restore stub; entered by call with the code in edi (saved by the
+ * caller) and the red zone already skipped. */
+static uint8_t *make_stub(uint8_t *p)
+{
+	uint8_t *start = p;
+	static const uint8_t save[] = {
+		0x9c, 0xfc,                         /* pushfq; cld */
+		0x50, 0x51, 0x52, 0x56,             /* push rax rcx rdx rsi */
+		0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53, /* push r8-r11 */
+		0x53,                               /* push rbx */
+		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
+		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
+		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
+		0x48, 0x81, 0xec, 0x00, 0x10, 0x00, 0x00, /* sub rsp, 4096 */
+		0x48, 0x83, 0xe4, 0xc0,             /* and rsp, -64 */
+		0x31, 0xc9,                         /* xor ecx, ecx */
+	};
+	emit(&p, save, sizeof save);
+	for (int i = 0; i < 8; i++) {   /* the XSAVE header must start zeroed */
+		uint8_t mov[] = { 0x48, 0x89, 0x8c, 0x24, (uint8_t)(0x00 + 8 * i), 0x02, 0x00, 0x00 };
+		emit(&p, mov, sizeof mov);
+	}
+	static const uint8_t xs[] = {
+		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff, /* mov eax,-1; mov edx,-1 */
+		0x0f, 0xae, 0x24, 0x24,             /* xsave [rsp] */
+		0x48, 0xb8,                         /* mov rax, imm64 */
+	};
+	emit(&p, xs, sizeof xs);
+	uint64_t fn = (uint64_t)(uintptr_t)tramp_hit;
+	emit(&p, &fn, 8);
+	static const uint8_t rest[] = {
+		0xff, 0xd0,                         /* call rax */
+		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff,
+		0x0f, 0xae, 0x2c, 0x24,             /* xrstor [rsp] */
+		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
+		0x5b,                               /* pop rbx */
+		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
+		0x5e, 0x5a, 0x59, 0x58,             /* pop rsi rdx rcx rax */
+		0x9d, 0xc3,                         /* popfq; ret */
+	};
+	emit(&p, rest, sizeof rest);
+	(void)start;
+	return p;
+}
+
+/* One path of a trampoline: record CODE, go to TO. */
+static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
+{
+	static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[disp32], imm32 */
+	uint32_t cp1 = code + 1;
+	emit(p, st, sizeof st);
+	emit(p, &ttls_fs_off, 4);
+	emit(p, &cp1, 4);
+	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf }; /* lea rsp,[rsp-128]; push rdi; mov edi, */
+	emit(p, pre, sizeof pre);
+	emit(p, &code, 4);
+	uint8_t call = 0xe8;
+	emit(p, &call, 1);
+	emit_rel32(p, stub);
+	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00, 0xe9 }; /* pop rdi; lea rsp,[rsp+128]; jmp */
+	emit(p, post, sizeof post);
+	emit_rel32(p, (uint8_t *)(uintptr_t)to);
+}
+
+static int xsave_ok(void)
+{
+	unsigned a, b, c, d;
+	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+	if (!(c & (1u << 26)) || !(c & (1u << 27)))
+		return 0;
+	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
+	return b && b + 64 <= 4096;
+}
+
+/* An area for module M's trampolines within +-2 GiB of its code. */
+static void tramp_setup(int m)
+{
+	uint64_t lo = modules[m].start, hi = modules[m].end;
+	for (uint64_t step = 1; step < 64; step++) {
+		uint64_t cands[2] = { (lo - step * (32u << 20)) & ~0xfffffULL, ((hi + 0xfffff) & ~0xfffffULL) + step * (32u << 20) };
+		for (int k = 0; k < 2; k++) {
+			void *p = mmap((void *)(uintptr_t)cands[k], TRAMP_AREA, PROT_READ | PROT_WRITE | PROT_EXEC,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			if (p == MAP_FAILED)
+				continue;
+			if ((uint64_t)(uintptr_t)p != cands[k]) {
+				munmap(p, TRAMP_AREA);
+				continue;
+			}
+			tramp_index[m] = calloc(TRAMP_AREA / TRAMP_SIZE + 1, sizeof(uint32_t));
+			if (!tramp_index[m]) {
+				munmap(p, TRAMP_AREA);
+				return;
+			}
+			tramp_stub[m] = p;
+			/* trampolines start on a TRAMP_SIZE grid after the stub */
+			size_t stub = (size_t)(make_stub(p) - (uint8_t *)p);
+			tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
+			tramp_area[m] = p;
+			return;
+		}
+	}
+}
+
+/* The path of an indirect jump or call through [rip+disp]: record (tramp_hit reads the
+ * pointer and leaves it in the thread's ttls.dest), push the return address for a call,
+ * and jump through ttls.dest, so the recorded target is exactly the one taken. */
+static void emit_indirect(uint8_t **p, uint8_t *stub, const struct cti *c, uint32_t code)
+{
+	static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
+	uint32_t cp1 = code + 1;
+	emit(p, st, sizeof st);
+	emit(p, &ttls_fs_off, 4);
+	emit(p, &cp1, 4);
+	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf };
+	emit(p, pre, sizeof pre);
+	emit(p, &code, 4);
+	uint8_t call = 0xe8;
+	emit(p, &call, 1);
+	emit_rel32(p, stub);
+	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+	emit(p, post, sizeof post);
+	uint8_t *lit_ref = NULL;
+	if (c->kind == CTI_CALL_IND) {
+		static const uint8_t push[] = { 0xff, 0x35 };   /* push qword [rip+rel32] */
+		emit(p, push, sizeof push);
+		lit_ref = *p;
+		*p += 4;
+	}
+	static const uint8_t jmp[] = { 0x64, 0xff, 0x24, 0x25 };   /* jmp qword fs:[disp32] */
+	emit(p, jmp, sizeof jmp);
+	int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
+	emit(p, &dest_off, 4);
+	if (lit_ref) {
+		uint64_t ret = c->addr + c->len;
+		int32_t rel = (int32_t)(*p - (lit_ref + 4));
+		memcpy(lit_ref, &rel, 4);
+		emit(p, &ret, 8);
+	}
+}
+
+static int tramp_eligible(const struct cti *c)
+{
+	if (c->len != 6)
+		return 0;
+	if (c->kind == CTI_JCC)
+		return 1;
+	return (c->kind == CTI_JMP_IND || c->kind == CTI_CALL_IND) && c->is_mem &&
+	       c->base == CTI_REG_RIP && c->index == CTI_REG_NONE && c->seg == CTI_SEG_NONE &&
+	       c->asize == 64;
+}
+
+/* Replace the jcc C (index I), which just trapped, by a jump to its trampoline. Runs in the
+ * trap handler with all signals blocked. */
+static void tramp_install(const struct cti *c, size_t i)
+{
+	if (__atomic_exchange_n(&tramp_done[i], 1, __ATOMIC_ACQ_REL))
+		return;
+	const struct module *mod = module_of(c->addr);
+	int m = (int)(mod - modules);
+	if (!mod || !tramp_area[m])
+		return;
+	while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
+		;
+	if (tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
+		goto out;
+	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
+	if (c->kind == CTI_JCC) {
+		uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
+		emit(&p, jcc, 2);
+		uint8_t *rel_at = p;
+		p += 4;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
+		uint8_t *taken = p;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
+		int32_t rel = (int32_t)(taken - (rel_at + 4));
+		memcpy(rel_at, &rel, 4);
+	} else {
+		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+	}
+	tramp_used[m] = (size_t)(t + TRAMP_SIZE - tramp_area[m]);   /* keep the grid */
+	tramp_index[m][tramp_count[m]] = (uint32_t)i;
+	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
+
+	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (c->addr + 5));
+	if (d != (int32_t)d)
+		goto out;
+	long pg = 4096;
+	uint64_t a = c->addr & ~(uint64_t)(pg - 1);
+	size_t len = (size_t)((c->addr + 6) - a);
+	if (syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+		goto out;
+	/* the displacement first, then the opcode over the int3: a thread that still sees
+	 * the int3 traps and is emulated as before */
+	int32_t rel32 = (int32_t)d;
+	memcpy((void *)(uintptr_t)(c->addr + 1), &rel32, 4);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	*(volatile uint8_t *)(uintptr_t)c->addr = 0xe9;
+	syscall(SYS_mprotect, a, len, PROT_READ | PROT_EXEC);
+out:
+	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
+ * while it is inside (in a trampoline, its stub or tramp_hit): the jcc not yet recorded, or
+ * the destination of the one just recorded. */
+static uint64_t logical_ip(uint64_t rip)
+{
+	for (int m = 0; m < nmodules; m++) {
+		uint64_t a = (uint64_t)(uintptr_t)tramp_area[m];
+		if (!a || rip < a + tramp_base[m] || rip >= a + TRAMP_AREA)
+			continue;
+		uint64_t off = rip - a - tramp_base[m], in = off % TRAMP_SIZE;
+		size_t k = (size_t)(off / TRAMP_SIZE);
+		if (k >= __atomic_load_n(&tramp_count[m], __ATOMIC_ACQUIRE))
+			break;
+		const struct cti *c = &ctis[tramp_index[m][k]];
+		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
+			return in < 28 ? c->addr : ttls.dest;
+		if (in < 6 + 28)
+			return c->addr;
+		if (in < 6 + TRAMP_PATH)
+			return c->addr + c->len;
+		if (in < 6 + TRAMP_PATH + 28)
+			return c->addr;
+		return c->target;
+	}
+	/* in the stub or in tramp_hit */
+	if (ttls.code_plus1)
+		return ctis[(ttls.code_plus1 - 1) >> 1].addr;
+	return ttls.dest;
+}
+
+/* ---- the trap handler ------------------------------------------------------------------ */
+
+static void die_foreign_trap(uint64_t ip)
+{
+	char msg[96];
+	snprintf(msg, sizeof msg, "unexpected SIGTRAP at 0x%llx (not a recorded branch)",
+		 (unsigned long long)ip);
+	say(msg);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	real_sigaction(SIGTRAP, &sa, NULL);
+	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGTRAP);
+}
+
+static void on_trap(int sig, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+	ucontext_t *uc = ucv;
+	greg_t *g = uc->uc_mcontext.gregs;
+	uint64_t ip = (uint64_t)g[REG_RIP] - 1;
+	const struct cti *c = si->si_code == SI_KERNEL ? cti_find(ip) : NULL;
+	struct cti_segs segs = { 0, 0 };
+	struct cti_result r = { 0, 0 };
+
+	(void)sig;
+	if (!c) {
+		die_foreign_trap(ip);
+		errno = saved_errno;
+		return;
+	}
+	if (c->is_mem && c->seg == CTI_SEG_FS)
+		syscall(SYS_arch_prctl, ARCH_GET_FS, &segs.fs_base);
+	if (c->is_mem && c->seg == CTI_SEG_GS)
+		syscall(SYS_arch_prctl, ARCH_GET_GS, &segs.gs_base);
+	uint64_t rsp = (uint64_t)g[REG_RSP];
+	/* The operand is read from the program's memory before the push of a call. */
+	cti_emulate(c, g, &segs, &r);
+	if (active) {
+		struct tstate *ts = thread_state();
+		if (ts) {
+			ts->traps++;
+			ts->traps_long += c->len >= 5;
+			record(ts, c, &r, g, rsp);
+		}
+		if (tramps_on && tramp_eligible(c))
+			tramp_install(c, (size_t)(c - ctis));
+	}
+	g[REG_RIP] = (greg_t)r.next;
+	errno = saved_errno;
+}
+
+/* ---- the program's own signal handlers ------------------------------------------------ */
+
+/* Signal delivery is an asynchronous transfer the decoder cannot see: disable tracing at
+ * the interrupted IP (FUP + TIP.PGD), run the handler (its code re-enables tracing when it
+ * traps), and expect the thread back at the interrupted IP afterwards. */
+static void wrap_handler(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	struct tstate *ts = active ? thread_state() : NULL;
+	struct sigaction *pa = &prog_action[sig];
+	sigset_t all, old;
+	uint64_t saved_resume = 0, interrupted = 0;
+	int was_inside = 0;
+
+	if (ts) {
+		sigfillset(&all);
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+		was_inside = ts->inside;
+		saved_resume = ts->resume;
+		if (ts->inside) {
+			if (ts->enc.len >= BUF_FLUSH_AT)
+				flush_thread(ts);
+			uint64_t rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+			if (!module_of(rip))
+				rip = logical_ip(rip);
+			interrupted = rip;
+			maybe_psb(ts, rip);
+			ptenc_ip(&ts->enc, PT_FUP, rip, 0);
+			ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
+			ts->inside = 0;
+		}
+		ts->resume = 0;
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+	}
+	struct tramp_tls saved_ttls = ttls;   /* the handler's trampolines must not clobber ours */
+	if (pa->sa_flags & SA_SIGINFO)
+		pa->sa_sigaction(sig, si, ucv);
+	else if (pa->sa_handler != SIG_IGN && pa->sa_handler != SIG_DFL)
+		pa->sa_handler(sig);
+	ttls = saved_ttls;
+	if (ts) {
+		ts->inside = 0;
+		uint64_t after = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+		ts->resume = !was_inside ? saved_resume : module_of(after) ? after : interrupted;
+	}
+}
+
+static void refuse(const char *why)
+{
+	say(why);
+	put_rec(TK_BTRACE_REC_REFUSED, (uint32_t)syscall(SYS_gettid), 0, why, (uint32_t)strlen(why));
+	_exit(127);
+}
+
+EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+	if (!real_sigaction)
+		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (!active || sig <= 0 || sig >= 65 || sig == SIGKILL || sig == SIGSTOP)
+		return real_sigaction(sig, act, oldact);
+	if (sig == SIGTRAP) {
+		if (oldact) {
+			memset(oldact, 0, sizeof *oldact);
+			oldact->sa_handler = SIG_DFL;
+		}
+		if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)
+			refuse("the program installs its own SIGTRAP handler, which the branch "
+			       "recorder needs; it cannot be recorded (trace discarded)");
+		return 0;
+	}
+	struct sigaction prev = prog_action[sig];
+	int rc = 0;
+	if (act) {
+		struct sigaction mine = *act;
+		sigdelset(&mine.sa_mask, SIGTRAP);
+		if (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
+			mine.sa_sigaction = wrap_handler;
+			mine.sa_flags |= SA_SIGINFO;
+		}
+		struct sigaction kept = prog_action[sig];
+		prog_action[sig] = *act;
+		rc = real_sigaction(sig, &mine, NULL);
+		if (rc < 0) {
+			prog_action[sig] = kept;
+			return rc;
+		}
+	}
+	if (oldact) {
+		if (prev.sa_handler == NULL && prev.sa_flags == 0)
+			real_sigaction(sig, NULL, oldact);   /* never set by the program */
+		else
+			*oldact = prev;
+	}
+	return rc;
+}
+
+EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = h;
+	sa.sa_flags = SA_RESTART;
+	if (sigaction(sig, &sa, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+static int fix_mask(int how, const sigset_t *set, sigset_t *copy)
+{
+	if (!set || how == SIG_UNBLOCK)
+		return 0;
+	*copy = *set;
+	sigdelset(copy, SIGTRAP);   /* a blocked int3 trap would kill the process */
+	return 1;
+}
+
+EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigset_t copy;
+	if (fix_mask(how, set, &copy))
+		set = &copy;
+	return syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8) < 0 ? -1 : 0;
+}
+
+EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	static int (*real)(int, const sigset_t *, sigset_t *);
+	sigset_t copy;
+	if (!real)
+		real = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	if (fix_mask(how, set, &copy))
+		set = &copy;
+	return real(how, set, old);
+}
+
+/* ---- threads, fork, exec, exit ---------------------------------------------------------- */
+
+struct start_arg {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void thread_cleanup(void *unused)
+{
+	(void)unused;
+	if (tls && active)
+		end_thread(tls);
+}
+
+static void *thread_start(void *p)
+{
+	struct start_arg a = *(struct start_arg *)p;
+	void *ret;
+	free(p);
+	pthread_cleanup_push(thread_cleanup, NULL);
+	ret = a.fn(a.arg);
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	if (!real)
+		real = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
+			dlsym(RTLD_NEXT, "pthread_create");
+	struct start_arg *a = active ? malloc(sizeof *a) : NULL;
+	if (!a)
+		return real(t, attr, fn, arg);
+	a->fn = fn;
+	a->arg = arg;
+	int rc = real(t, attr, thread_start, a);
+	if (rc)
+		free(a);
+	return rc;
+}
+
+static void write_header(uint32_t ppid)
+{
+	uint8_t h[TK_BTRACE_HEADER_SIZE];
+	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)getpid();
+	uint64_t hz = 0, tsc = __rdtsc();
+
+	memset(h, 0, sizeof h);
+	memcpy(h, TK_BTRACE_MAGIC, 8);
+	memcpy(h + 8, &v, 4);
+	memcpy(h + 12, &hs, 4);
+	memcpy(h + 16, &pid, 4);
+	memcpy(h + 20, &ppid, 4);
+	memcpy(h + 24, &hz, 8);
+	memcpy(h + 32, &tsc, 8);
+	if (write(out_fd, h, sizeof h) != (ssize_t)sizeof h)
+		say("cannot write the trace header");
+	for (int i = 0; i < nmodules; i++) {
+		const struct module *m = &modules[i];
+		uint8_t rec[24 + 4 + 64 + PATH_MAX];
+		uint16_t plen = (uint16_t)strlen(m->path);
+		memcpy(rec, &m->bias, 8);
+		memcpy(rec + 8, &m->start, 8);
+		memcpy(rec + 16, &m->end, 8);
+		memcpy(rec + 24, &plen, 2);
+		rec[26] = (uint8_t)m->build_id_len;
+		rec[27] = 0;
+		memcpy(rec + 28, m->build_id, m->build_id_len);
+		memcpy(rec + 28 + m->build_id_len, m->path, plen);
+		put_rec(TK_BTRACE_REC_MODULE, 0, 0, rec, 28 + m->build_id_len + plen);
+	}
+}
+
+static int open_output(const char *path)
+{
+	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+}
+
+/* The child of fork() writes its own trace, OUT.<pid>, starting at its next trap. */
+static void after_fork_child(void)
+{
+	char path[PATH_MAX + 16];
+	uint32_t ppid = (uint32_t)getppid();
+
+	if (!active)
+		return;
+	if (out_fd >= 0)
+		close(out_fd);
+	snprintf(path, sizeof path, "%s.%d", out_path, (int)getpid());
+	out_fd = open_output(path);
+	if (out_fd < 0) {
+		active = 0;
+		return;
+	}
+	struct tstate *me = tls;
+	threads = NULL;
+	if (me) {
+		/* The parent's pending bytes are the parent's to write. */
+		me->next = NULL;
+		me->enc.len = 0;
+		me->enc.ntnt = 0;
+		me->enc.tnt = 0;
+		me->psb_pos = (size_t)-1;
+		me->tid = (int)syscall(SYS_gettid);
+		me->seq = 0;
+		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
+		threads = me;
+	}
+	write_header(ppid);
+}
+
+static void finish(uint64_t reason)
+{
+	uint64_t traps = total_traps_of_dead, nthreads = 0;
+	if (!active || closed)
+		return;
+	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
+		traps += ts->traps;
+		nthreads++;
+		if (!ts->done)
+			end_thread(ts);
+	}
+	if (reason == 0) {
+		uint64_t st[4] = { traps, nctis, nthreads, reason };
+		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
+		closed = 1;
+	} else {
+		put_rec(TK_BTRACE_REC_EXEC, 0, 0, NULL, 0);
+		/* if exec fails, the threads go on with fresh pieces */
+		for (struct tstate *ts = threads; ts; ts = ts->next)
+			ts->done = 0;
+	}
+}
+
+__attribute__((destructor)) static void btrace_fini(void)
+{
+	finish(0);
+}
+
+EXPORT void _exit(int status)
+{
+	finish(0);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+/* Exec replaces the image: flush, then start the new program untraced. */
+static char **strip_env(char *const envp[])
+{
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	char **e = malloc((n + 1) * sizeof *e);
+	size_t k = 0;
+	if (!e)
+		return (char **)envp;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], "LD_PRELOAD=", 11) && strncmp(envp[i], "TK_BTRACE_", 10))
+			e[k++] = envp[i];
+	e[k] = NULL;
+	return e;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	static int (*real)(const char *, char *const[], char *const[]);
+	if (!real)
+		real = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+	finish(1);
+	return real(path, argv, strip_env(envp));
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	static int (*real)(const char *, char *const[], char *const[]);
+	if (!real)
+		real = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	finish(1);
+	return real(file, argv, strip_env(envp));
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* The list forms call execve inside libc, past the interposers: collect and forward. */
+#define MAX_EXEC_ARGS 4096
+static int collect(const char *arg0, va_list ap, char **argv, char ***envp)
+{
+	int n = 0;
+	argv[n++] = (char *)arg0;
+	while (arg0 && n < MAX_EXEC_ARGS) {
+		char *a = va_arg(ap, char *);
+		argv[n++] = a;
+		if (!a)
+			break;
+	}
+	if (n >= MAX_EXEC_ARGS) {
+		errno = E2BIG;
+		return -1;
+	}
+	if (envp)
+		*envp = va_arg(ap, char **);
+	return 0;
+}
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	static char *argv[MAX_EXEC_ARGS];
+	va_list ap;
+	va_start(ap, arg);
+	int rc = collect(arg, ap, argv, NULL);
+	va_end(ap);
+	return rc < 0 ? rc : execve(path, argv, environ);
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	static char *argv[MAX_EXEC_ARGS];
+	va_list ap;
+	va_start(ap, arg);
+	int rc = collect(arg, ap, argv, NULL);
+	va_end(ap);
+	return rc < 0 ? rc : execvpe(file, argv, environ);
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	static char *argv[MAX_EXEC_ARGS];
+	char **envp;
+	va_list ap;
+	va_start(ap, arg);
+	int rc = collect(arg, ap, argv, &envp);
+	va_end(ap);
+	return rc < 0 ? rc : execve(path, argv, envp);
+}
+
+/* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
+
+struct vec {
+	void *p;
+	size_t n, cap, elt;
+};
+
+static void *vec_push(struct vec *v)
+{
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 1024;
+		void *p = realloc(v->p, cap * v->elt);
+		if (!p)
+			return NULL;
+		v->p = p;
+		v->cap = cap;
+	}
+	return (char *)v->p + v->elt * v->n++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct fnrange {
+	uint64_t start, end;
+};
+
+static int cmp_fn(const void *a, const void *b)
+{
+	return cmp_u64(a, b);
+}
+
+struct scan {
+	struct vec ctis, fns, rets, tails;
+};
+
+/* Function ranges from the ELF symbol table (.symtab, else .dynsym) and the executable
+ * sections, read from the module's file. */
+static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
+{
+	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	uint8_t *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED || (size_t)st.st_size < sizeof(Elf64_Ehdr))
+		return -1;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_machine != EM_X86_64 || eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)st.st_size) {
+		munmap(f, (size_t)st.st_size);
+		return -1;
+	}
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
+	int symtab = -1, dynsym = -1;
+	const char *shstr = NULL;
+	uint64_t shstr_size = 0;
+	if (eh->e_shstrndx < eh->e_shnum && sh[eh->e_shstrndx].sh_offset + sh[eh->e_shstrndx].sh_size <= (uint64_t)st.st_size) {
+		shstr = (const char *)f + sh[eh->e_shstrndx].sh_offset;
+		shstr_size = sh[eh->e_shstrndx].sh_size;
+	}
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type == SHT_SYMTAB)
+			symtab = i;
+		else if (sh[i].sh_type == SHT_DYNSYM)
+			dynsym = i;
+		if ((sh[i].sh_flags & SHF_EXECINSTR) && sh[i].sh_type == SHT_PROGBITS) {
+			struct fnrange *r = vec_push(secs);
+			if (r) {
+				r->start = sh[i].sh_addr + m->bias;
+				r->end = r->start + sh[i].sh_size;
+			}
+			/* PLT stubs have no symbols; each 16-byte slot is an entry point */
+			const char *name = shstr && sh[i].sh_name < shstr_size ? shstr + sh[i].sh_name : "";
+			uint64_t slot = !strcmp(name, ".plt.got") ? 8 : 16;
+			if (!strncmp(name, ".plt", 4) && nplt < MAX_MODULES * 4) {
+				plt_lo[nplt] = sh[i].sh_addr + m->bias;
+				plt_hi[nplt++] = sh[i].sh_addr + m->bias + sh[i].sh_size;
+			}
+			if (!strncmp(name, ".plt", 4))
+				for (uint64_t a = 0; a + slot <= sh[i].sh_size; a += slot) {
+					struct fnrange *fr = vec_push(&sc->fns);
+					if (fr) {
+						fr->start = sh[i].sh_addr + m->bias + a;
+						fr->end = fr->start + slot;
+					}
+				}
+		}
+	}
+	int s = symtab >= 0 ? symtab : dynsym;
+	if (s >= 0 && sh[s].sh_offset + sh[s].sh_size <= (uint64_t)st.st_size) {
+		const Elf64_Sym *sym = (const Elf64_Sym *)(f + sh[s].sh_offset);
+		size_t n = sh[s].sh_size / sizeof *sym;
+		for (size_t i = 0; i < n; i++) {
+			if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF ||
+			    !sym[i].st_value)
+				continue;
+			struct fnrange *r = vec_push(&sc->fns);
+			if (r) {
+				r->start = sym[i].st_value + m->bias;
+				r->end = sym[i].st_size ? r->start + sym[i].st_size : 0;   /* 0: to the next symbol */
+			}
+		}
+	}
+	munmap(f, (size_t)st.st_size);
+	return 0;
+}
+
+/* Decode a section linearly, restarting at every function start it meets. */
+static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t end,
+		  const uint64_t *starts, size_t nstarts)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	long k = last_le(starts, nstarts, start);
+	size_t next = (size_t)(k + 1);
+	uint64_t ip = start;
+
+	while (ip < end) {
+		while (next < nstarts && starts[next] < ip)
+			next++;
+		if (next < nstarts && starts[next] == ip)
+			next++;
+		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start),
+							 lim - ip, &in, ops))) {
+			ip = ip + 1 < lim ? ip + 1 : lim;
+			continue;
+		}
+		struct cti c;
+		int kind = cti_classify(&c, ip, &in, ops);
+		c.orig = m->orig[ip - m->start];
+		if (kind == CTI_JMP_DIR && in_plt(c.target) && !in_plt(ip)) {
+			struct fnrange *t = vec_push(&sc->tails);   /* (target, jump) */
+			if (t) {
+				t->start = c.target;
+				t->end = ip;
+			}
+		}
+		if (kind == CTI_CALL_DIR || kind == CTI_CALL_IND) {
+			struct fnrange *r = vec_push(&sc->rets);   /* (return site, call) */
+			if (r) {
+				r->start = ip + in.length;
+				r->end = ip;
+			}
+		}
+		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_IND ||
+		    kind == CTI_CALL_IND || kind == CTI_RET) {
+			struct cti *p = vec_push(&sc->ctis);
+			if (p)
+				*p = c;
+		}
+		ip += in.length;
+	}
+}
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const char *want = data;
+	char path[PATH_MAX];
+	(void)size;
+
+	if (nmodules >= MAX_MODULES)
+		return 1;
+	if (!info->dlpi_name || !info->dlpi_name[0]) {
+		if (want[0])
+			return 0;
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+		if (n <= 0)
+			return 0;
+		path[n] = 0;
+	} else {
+		if (!want[0] || !realpath(info->dlpi_name, path))
+			return 0;
+		char wreal[PATH_MAX];
+		if (!realpath(want, wreal) || strcmp(wreal, path))
+			return 0;
+	}
+	struct module *m = &modules[nmodules];
+	uint64_t lo = UINT64_MAX, hi = 0;
+	memset(m, 0, sizeof *m);
+	snprintf(m->path, sizeof m->path, "%s", path);
+	m->bias = info->dlpi_addr;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			if (ph->p_vaddr + m->bias < lo)
+				lo = ph->p_vaddr + m->bias;
+			if (ph->p_vaddr + ph->p_memsz + m->bias > hi)
+				hi = ph->p_vaddr + ph->p_memsz + m->bias;
+		}
+		if (ph->p_type == PT_NOTE) {
+			const uint8_t *p = (const uint8_t *)(m->bias + ph->p_vaddr), *e = p + ph->p_memsz;
+			while (p + 12 <= e) {
+				const Elf64_Nhdr *nh = (const Elf64_Nhdr *)p;
+				const uint8_t *name = p + 12, *desc = name + ((nh->n_namesz + 3) & ~3u);
+				if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+				    !memcmp(name, "GNU", 4) && nh->n_descsz <= sizeof m->build_id) {
+					memcpy(m->build_id, desc, nh->n_descsz);
+					m->build_id_len = nh->n_descsz;
+				}
+				p = desc + ((nh->n_descsz + 3) & ~3u);
+			}
+		}
+	}
+	if (lo >= hi)
+		return 0;
+	m->start = lo;
+	m->end = hi;
+	m->orig = malloc(hi - lo);
+	if (!m->orig)
+		return 0;
+	memcpy(m->orig, (const void *)lo, hi - lo);
+	nmodules++;
+	return want[0] ? 1 : 1;
+}
+
+static int scan_module(struct module *m, struct scan *sc)
+{
+	struct vec secs = { .elt = sizeof(struct fnrange) };
+	size_t fn0 = sc->fns.n;
+	if (load_elf(m, sc, &secs) < 0)
+		return -1;
+	/* restart points: this module's function starts */
+	size_t ns = sc->fns.n - fn0;
+	uint64_t *starts = malloc((ns + 1) * sizeof *starts);
+	if (!starts)
+		return -1;
+	for (size_t i = 0; i < ns; i++)
+		starts[i] = ((struct fnrange *)sc->fns.p)[fn0 + i].start;
+	qsort(starts, ns, sizeof *starts, cmp_u64);
+	struct fnrange *sr = secs.p;
+	for (size_t i = 0; i < secs.n; i++) {
+		uint64_t s = sr[i].start < m->start ? m->start : sr[i].start;
+		uint64_t e = sr[i].end > m->end ? m->end : sr[i].end;
+		if (s < e)
+			sweep(m, sc, s, e, starts, ns);
+	}
+	free(starts);
+	free(secs.p);
+	return 0;
+}
+
+static int patch(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	for (int i = 0; i < nmodules; i++) {
+		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
+		size_t len = modules[i].end - a;
+		if (mprotect((void *)a, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < nctis; i++)
+		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
+	for (int i = 0; i < nmodules; i++) {
+		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
+		mprotect((void *)a, modules[i].end - a, PROT_READ | PROT_EXEC);
+	}
+	__builtin_ia32_mfence();
+	return 0;
+}
+
+__attribute__((constructor(101))) static void btrace_init(void)
+{
+	const char *out = getenv("TK_BTRACE_OUT");
+	const char *mods = getenv("TK_BTRACE_MODULES");
+	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
+			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) } };
+	struct sigaction sa, old;
+
+	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (!out || !*out || !real_sigaction)
+		return;
+	/* Programs this one starts (exec without our wrappers, system(), posix_spawn) inherit
+	 * the environment: they are not traced, and must not overwrite the trace. */
+	if (getenv("TK_BTRACE_STARTED"))
+		return;
+	setenv("TK_BTRACE_STARTED", "1", 1);
+	snprintf(out_path, sizeof out_path, "%s", out);
+	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
+	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+
+	if (!mods || !*mods) {
+		dl_iterate_phdr(add_module, (void *)"");
+	} else {
+		char list[4096], *save = NULL;
+		snprintf(list, sizeof list, "%s", mods);
+		for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+			int before = nmodules;
+			if (!strcmp(p, "main"))
+				dl_iterate_phdr(add_module, (void *)"");
+			else
+				dl_iterate_phdr(add_module, p);
+			if (nmodules == before) {
+				say2("module ", p, " is not loaded; not traced");
+			}
+		}
+	}
+	if (!nmodules) {
+		say("no module to trace");
+		return;
+	}
+	for (int i = 0; i < nmodules; i++)
+		if (scan_module(&modules[i], &sc) < 0) {
+			say2("cannot read ", modules[i].path, "; not recording");
+			return;
+		}
+
+	ctis = sc.ctis.p;
+	nctis = sc.ctis.n;
+	size_t hsize = 1024;
+	while (hsize < nctis * 2)
+		hsize *= 2;
+	cti_hash = calloc(hsize, sizeof *cti_hash);
+	cti_hash_mask = hsize - 1;
+	if (!cti_hash)
+		return;
+	for (size_t i = 0; i < nctis; i++) {
+		size_t h = tk_hash64(ctis[i].addr) & cti_hash_mask;
+		while (cti_hash[h])
+			h = (h + 1) & cti_hash_mask;
+		cti_hash[h] = (uint32_t)i + 1;
+	}
+	struct fnrange *fr = sc.fns.p;
+	qsort(fr, sc.fns.n, sizeof *fr, cmp_fn);
+	nfns = sc.fns.n;
+	fn_start = malloc((nfns + 1) * sizeof *fn_start);
+	fn_end = malloc((nfns + 1) * sizeof *fn_end);
+	if (!fn_start || !fn_end)
+		return;
+	for (size_t i = 0; i < nfns; i++) {
+		fn_start[i] = fr[i].start;
+		fn_end[i] = fr[i].end;
+		if (!fn_end[i]) {   /* assembler symbols without a size run to the next one */
+			size_t j = i + 1;
+			while (j < nfns && fr[j].start == fr[i].start)
+				j++;
+			const struct module *m = module_of(fr[i].start);
+			fn_end[i] = j < nfns ? fr[j].start : m ? m->end : fr[i].start + 1;
+			if (m && fn_end[i] > m->end)
+				fn_end[i] = m->end;
+		}
+	}
+	free(fr);
+	struct fnrange *rc = sc.rets.p;
+	nret_sites = sc.rets.n;
+	qsort(rc, nret_sites, sizeof *rc, cmp_fn);
+	ret_sites = malloc((nret_sites + 1) * sizeof *ret_sites);
+	ret_calls = malloc((nret_sites + 1) * sizeof *ret_calls);
+	if (!ret_sites || !ret_calls)
+		return;
+	for (size_t i = 0; i < nret_sites; i++) {
+		ret_sites[i] = rc[i].start;
+		ret_calls[i] = rc[i].end;
+	}
+	free(rc);
+	struct fnrange *tj = sc.tails.p;
+	ntj = sc.tails.n;
+	qsort(tj, ntj, sizeof *tj, cmp_fn);
+	tj_target = malloc((ntj + 1) * sizeof *tj_target);
+	tj_src = malloc((ntj + 1) * sizeof *tj_src);
+	if (!tj_target || !tj_src)
+		return;
+	for (size_t i = 0; i < ntj; i++) {
+		tj_target[i] = tj[i].start;
+		tj_src[i] = tj[i].end;
+	}
+	free(tj);
+
+	real_sigaction(SIGTRAP, NULL, &old);
+	if (old.sa_handler != SIG_DFL) {
+		say("SIGTRAP already has a handler in this process; not recording");
+		return;
+	}
+	out_fd = open_output(out_path);
+	if (out_fd < 0) {
+		say("cannot create the trace file; not recording");
+		return;
+	}
+	write_header(0);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_trap;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);   /* nothing may interrupt an emulation half-way */
+	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
+		return;
+	pthread_atfork(NULL, NULL, after_fork_child);
+	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
+	uint64_t fsb = 0;
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fsb);
+	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
+	ttls_fs_off = (int32_t)fs_off;
+	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
+	    (tramp_done = calloc(nctis + 1, 1))) {
+		for (int i = 0; i < nmodules; i++)
+			tramp_setup(i);
+		tramps_on = 1;
+	}
+	active = 1;
+	if (patch() < 0) {
+		active = 0;
+		refuse("cannot make the code writable (mprotect refused); not recording");
+	}
+}

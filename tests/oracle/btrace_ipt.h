@@ -1,0 +1,237 @@
+/* Test helper: decode a branch-trace container's per-thread PT streams with libipt's
+ * instruction-flow decoder (the reference) and count executed instructions per function of
+ * the traced modules. Shared by the btrace oracle tests. */
+#ifndef TK_TEST_BTRACE_IPT_H
+#define TK_TEST_BTRACE_IPT_H
+
+#include <elf.h>
+#include <fcntl.h>
+#include <intel-pt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tracekit/btrace.h"
+#include "tracekit/common.h"
+
+#define BT_MAX_FN 512
+
+struct bt_fn {
+	char name[64];
+	uint64_t start, end;   /* run-time addresses */
+	uint64_t insns;
+};
+
+struct bt_counts {
+	struct bt_fn fn[BT_MAX_FN];
+	int nfn;
+	uint64_t insns, decode_errors, threads, other;
+	int first_error;
+	int last_fn;           /* where code without a symbol (PLT stubs) is charged */
+};
+
+/* Function symbols of ELF file PATH loaded with BIAS. */
+static int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -1;
+	uint8_t *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return -1;
+	const Elf64_Ehdr *eh = (const void *)f;
+	const Elf64_Shdr *sh = (const void *)(f + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB)
+			continue;
+		const Elf64_Sym *sym = (const void *)(f + sh[i].sh_offset);
+		const char *str = (const char *)(f + sh[sh[i].sh_link].sh_offset);
+		for (size_t k = 0; k < sh[i].sh_size / sizeof *sym && c->nfn < BT_MAX_FN; k++) {
+			if (ELF64_ST_TYPE(sym[k].st_info) != STT_FUNC || !sym[k].st_value ||
+			    sym[k].st_shndx == SHN_UNDEF)
+				continue;
+			struct bt_fn *fn = &c->fn[c->nfn++];
+			snprintf(fn->name, sizeof fn->name, "%s", str + sym[k].st_name);
+			fn->start = sym[k].st_value + bias;
+			fn->end = fn->start + sym[k].st_size;
+			if (!sym[k].st_size && sym[k].st_shndx < eh->e_shnum) {
+				/* no size: up to the next symbol, within its section (see below) */
+				const Elf64_Shdr *sec = &sh[sym[k].st_shndx];
+				fn->insns = sec->sh_addr + sec->sh_size + bias;   /* section end, for now */
+			}
+			fn->insns = 0;
+		}
+	}
+	munmap(f, (size_t)st.st_size);
+	/* assembler symbols without a size (_init, crt helpers) run to the next symbol */
+	for (int i = 0; i < c->nfn; i++) {
+		if (c->fn[i].end != c->fn[i].start)
+			continue;
+		uint64_t next = c->fn[i].insns ? c->fn[i].insns : c->fn[i].start + 1;
+		c->fn[i].insns = 0;
+		for (int k = 0; k < c->nfn; k++)
+			if (c->fn[k].start > c->fn[i].start && c->fn[k].start < next)
+				next = c->fn[k].start;
+		c->fn[i].end = next;
+	}
+	return 0;
+}
+
+/* Executable segments of PATH into a libipt image. */
+static int bt_add_image(struct pt_image *img, const char *path, uint64_t bias)
+{
+	int fd = open(path, O_RDONLY);
+	Elf64_Ehdr eh;
+	if (fd < 0 || pread(fd, &eh, sizeof eh, 0) != sizeof eh)
+		return -1;
+	for (int i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != sizeof ph)
+			break;
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+			if (pt_image_add_file(img, path, ph.p_offset, ph.p_filesz, NULL, ph.p_vaddr + bias) < 0) {
+				close(fd);
+				return -1;
+			}
+	}
+	close(fd);
+	return 0;
+}
+
+/* Like callgrind, charge code without a symbol (PLT stubs) to the function before it. */
+static void bt_count(struct bt_counts *c, uint64_t ip)
+{
+	c->insns++;
+	for (int i = 0; i < c->nfn; i++)
+		if (ip >= c->fn[i].start && ip < c->fn[i].end) {
+			c->fn[i].insns++;
+			c->last_fn = i + 1;
+			return;
+		}
+	if (c->last_fn)
+		c->fn[c->last_fn - 1].insns++;
+	else
+		c->other++;
+}
+
+/* Decode one PT stream; decode errors are counted (a clean trace has none). */
+static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, const uint8_t *pt, size_t n)
+{
+	struct pt_config cfg;
+	pt_config_init(&cfg);
+	cfg.begin = (uint8_t *)pt;
+	cfg.end = (uint8_t *)pt + n;
+	struct pt_insn_decoder *dec = pt_insn_alloc_decoder(&cfg);
+	if (!dec) {
+		c->decode_errors++;
+		return;
+	}
+	struct pt_image *img = pt_insn_get_image(dec);
+	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
+		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
+		bt_add_image(img, m->path, m->bias);
+	}
+	c->last_fn = 0;
+	for (;;) {
+		int st = pt_insn_sync_forward(dec);
+		if (st < 0) {
+			if (st != -pte_eos) {
+				c->decode_errors++;
+				if (!c->first_error)
+					c->first_error = st;
+			}
+			break;
+		}
+		for (;;) {
+			while (st & pts_event_pending) {
+				struct pt_event ev;
+				st = pt_insn_event(dec, &ev, sizeof ev);
+				if (st < 0)
+					break;
+			}
+			if (st < 0)
+				break;
+			struct pt_insn insn;
+			st = pt_insn_next(dec, &insn, sizeof insn);
+			if (st < 0)
+				break;
+			bt_count(c, insn.ip);
+		}
+		if (st == -pte_eos)
+			break;
+		c->decode_errors++;
+		if (!c->first_error) {
+			uint64_t off = 0;
+			pt_insn_get_offset(dec, &off);
+			fprintf(stderr, "libipt: %s at stream offset 0x%llx\n", pt_errstr(pt_errcode(st)),
+				(unsigned long long)off);
+			c->first_error = st;
+		}
+	}
+	pt_insn_free_decoder(dec);
+}
+
+/* Decode every thread of the container at PATH. Returns 0 or -1 (unreadable). */
+static int bt_decode_file(struct bt_counts *c, const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -1;
+	uint8_t *data = malloc((size_t)st.st_size + 1);
+	if (!data || read(fd, data, (size_t)st.st_size) != st.st_size) {
+		close(fd);
+		free(data);
+		return -1;
+	}
+	close(fd);
+	int err = 0;
+	struct tk_btrace *bt = tk_btrace_open(data, (size_t)st.st_size, NULL, &err);
+	if (!bt) {
+		free(data);
+		return -1;
+	}
+	if (c->nfn == 0)
+		for (size_t i = 0; i < tk_btrace_module_count(bt); i++)
+			bt_load_symbols(c, tk_btrace_module(bt, i)->path, tk_btrace_module(bt, i)->bias);
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+		uint8_t *pt;
+		size_t n;
+		if (tk_btrace_thread_stream(bt, i, &pt, &n) == 0) {
+			bt_decode_stream(c, bt, pt, n);
+			free(pt);
+			c->threads++;
+		}
+	}
+	tk_btrace_free(bt);
+	free(data);
+	return 0;
+}
+
+/* PAT is a name or several joined by '+' (main+main.cold): does NAME (N bytes) match one? */
+static int bt_name_match(const char *pat, const char *name, size_t n)
+{
+	while (*pat) {
+		size_t l = strcspn(pat, "+");
+		if (l == n && !strncmp(pat, name, n))
+			return 1;
+		pat += l + (pat[l] == '+');
+	}
+	return 0;
+}
+
+static uint64_t bt_fn_insns(const struct bt_counts *c, const char *name)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < c->nfn; i++)
+		if (bt_name_match(name, c->fn[i].name, strlen(c->fn[i].name)))
+			n += c->fn[i].insns;
+	return n;
+}
+
+#endif

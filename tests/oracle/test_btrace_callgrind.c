@@ -1,0 +1,345 @@
+/* Exactness of the software branch recorder: record example programs (loops, a switch
+ * table, function pointers, recursion, tail calls, setjmp/longjmp, a signal handler, C++
+ * exceptions, 5 threads, fork) with `tracekit record --btrace`, decode the container's PT
+ * streams with libipt's reference instruction decoder, and compare the instructions executed
+ * per function with valgrind's callgrind on the same binary and input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+
+#include "oracle/btrace_ipt.h"
+
+static char work[256];
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* Sum callgrind's self cost (Ir) per function name over every output file PREFIX*. */
+static uint64_t cg_fn(const char *prefix, const char *fn)
+{
+	char cmd[1024], line[4096];
+	uint64_t total = 0;
+	snprintf(cmd, sizeof cmd, "for f in %s*; do callgrind_annotate --auto=no --threshold=100 --inclusive=no $f; done", prefix);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof line, p)) {
+		char *s = line, *colon, *end;
+		while (*s == ' ')
+			s++;
+		if (!(*s >= '0' && *s <= '9') || strstr(s, "=>"))
+			continue;
+		uint64_t v = 0;
+		for (; (*s >= '0' && *s <= '9') || *s == ','; s++)
+			if (*s != ',')
+				v = v * 10 + (uint64_t)(*s - '0');
+		if (!(colon = strstr(s, "):")) && !(colon = strchr(s, ':')))
+			continue;
+		/* "(12.3%)  file:function [object]" */
+		char *name = strrchr(s, ':');
+		if (!name)
+			continue;
+		name++;
+		end = name + strcspn(name, " '\n[");
+		if (bt_name_match(fn, name, (size_t)(end - name)))
+			total += v;
+	}
+	pclose(p);
+	return total;
+}
+
+static void compile(const char *name, const char *src, const char *flags)
+{
+	const char *cc = strstr(src, ".cc") ? "g++" : "cc";
+	assert_int_equal(sh("%s -O2 -g %s -o %s/%s %s/data/btrace/%s", cc, flags, work, name,
+			    getenv("TESTS"), src), 0);
+}
+
+/* Record NAME ARGS, decode, and compare FNS with callgrind. With CHILD_FNS, the program
+ * forks once: FNS are compared for the parent, CHILD_FNS (code only the child runs) for the
+ * child, each process's trace against its own callgrind file. */
+static void check2(const char *name, const char *args, const char *const *fns,
+		   const char *const *child_fns);
+
+static void check(const char *name, const char *args, const char *const *fns)
+{
+	check2(name, args, fns, NULL);
+}
+
+static void check_fork(const char *name, const char *const *fns, const char *const *child_fns)
+{
+	struct bt_counts *p = calloc(1, sizeof *p), *ch = calloc(1, sizeof *ch);
+	char path[600], cg[2][600];
+	int ncg = 0, npid[2] = { 0, 0 };
+	assert_non_null(p);
+	assert_non_null(ch);
+	assert_int_equal(sh("cd %s && rm -f %s.tkbt* && \"$TK\" record --btrace -q -o %s.tkbt -- ./%s >/dev/null",
+			    work, name, name, name), 0);
+	DIR *d = opendir(work);
+	struct dirent *de;
+	int nchild = 0;
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		size_t l = strlen(name);
+		if (strncmp(de->d_name, name, l) || strncmp(de->d_name + l, ".tkbt", 5))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", work, de->d_name);
+		if (de->d_name[l + 5] == '.')
+			nchild++;
+		assert_int_equal(bt_decode_file(de->d_name[l + 5] == '.' ? ch : p, path), 0);
+	}
+	closedir(d);
+	assert_int_equal(nchild, 1);
+	assert_int_equal(p->decode_errors + ch->decode_errors, 0);
+	assert_int_equal(sh("cd %s && rm -f %s.cg.* && valgrind -q --tool=callgrind --callgrind-out-file=%s.cg.%%p ./%s >/dev/null 2>&1",
+			    work, name, name, name), 0);
+	d = opendir(work);
+	assert_non_null(d);
+	while ((de = readdir(d)) && ncg < 2) {
+		size_t l = strlen(name);
+		if (strncmp(de->d_name, name, l) || strncmp(de->d_name + l, ".cg.", 4))
+			continue;
+		snprintf(cg[ncg], sizeof cg[ncg], "%s/%s", work, de->d_name);
+		npid[ncg++] = atoi(de->d_name + l + 4);
+	}
+	closedir(d);
+	assert_int_equal(ncg, 2);
+	/* the parent has the lower pid */
+	int par = npid[0] < npid[1] ? 0 : 1;
+	for (int side = 0; side < 2; side++) {
+		const char *const *f = side ? child_fns : fns;
+		struct bt_counts *c = side ? ch : p;
+		for (; *f; f++) {
+			uint64_t ours = bt_fn_insns(c, *f), theirs = cg_fn(cg[side ? !par : par], *f);
+			fprintf(stderr, "%s %s: %-10s btrace %8llu  callgrind %8llu\n", name,
+				side ? "child" : "parent", *f, (unsigned long long)ours, (unsigned long long)theirs);
+			assert_true(theirs > 0);
+			assert_int_equal(ours, theirs);
+		}
+	}
+	free(p);
+	free(ch);
+}
+
+static void check2(const char *name, const char *args, const char *const *fns,
+		   const char *const *child_fns)
+{
+	(void)child_fns;
+	struct bt_counts *c = calloc(1, sizeof *c);
+	char path[512];
+	assert_non_null(c);
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o %s.tkbt -- ./%s %s >/dev/null",
+			    work, name, name, args), 0);
+	/* the process's trace and, after fork, its children's */
+	DIR *d = opendir(work);
+	struct dirent *de;
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		size_t l = strlen(name);
+		if (strncmp(de->d_name, name, l) || strncmp(de->d_name + l, ".tkbt", 5))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", work, de->d_name);
+		assert_int_equal(bt_decode_file(c, path), 0);
+	}
+	closedir(d);
+	assert_int_equal(c->decode_errors, 0);
+	assert_true(c->insns > 0);
+	/* tracekit's own PT flow decoder agrees with libipt on the whole trace */
+	{
+		char cmd[1024], line[256];
+		uint64_t ours = 0;
+		snprintf(cmd, sizeof cmd, "\"$TK\" decode --stat %s/%s.tkbt", work, name);
+		FILE *p = popen(cmd, "r");
+		assert_non_null(p);
+		while (fgets(line, sizeof line, p))
+			if (!strncmp(line, "insn: ", 6))
+				ours += strtoull(line + 6, NULL, 10);
+		assert_int_equal(pclose(p), 0);
+		fprintf(stderr, "%s: tracekit decode %llu instructions, libipt %llu\n", name,
+			(unsigned long long)ours, (unsigned long long)c->insns);
+		assert_int_equal(ours, c->insns);
+	}
+	assert_int_equal(sh("cd %s && valgrind -q --tool=callgrind --callgrind-out-file=%s.cg.%%p ./%s %s >/dev/null 2>&1",
+			    work, name, name, args), 0);
+	char prefix[512];
+	snprintf(prefix, sizeof prefix, "%s/%s.cg.", work, name);
+	int bad = 0;
+	for (const char *const *f = fns; *f; f++) {
+		/* "~NAME": a known shortfall (code between a non-local entry, such as a longjmp
+		 * or a landing pad, and the next trap), bounded at 5% and never an excess */
+		int approx = **f == '~';
+		const char *fn = *f + approx;
+		uint64_t ours = bt_fn_insns(c, fn), theirs = cg_fn(prefix, fn);
+		int ok = theirs && (approx ? ours <= theirs && theirs - ours <= theirs / 20 : ours == theirs);
+		fprintf(stderr, "%s: %-10s btrace %8llu  callgrind %8llu%s\n", name, fn,
+			(unsigned long long)ours, (unsigned long long)theirs, ok ? "" : "  MISMATCH");
+		bad += !ok;
+	}
+	assert_int_equal(bad, 0);
+	free(c);
+}
+
+static void test_branches(void **state)
+{
+	static const char *const fns[] = { "main", "dispatch", "fib", "tail1", "tail2", "sq", "neg", NULL };
+	(void)state;
+	compile("branches", "branches.c", "");
+	check("branches", "2000", fns);
+	/* unoptimised code has other branch shapes (frame pointers, no tail calls) */
+	compile("branches0", "branches.c", "-O0");
+	check("branches0", "500", fns);
+}
+
+/* The same exactness with every CTI trapping (trampolines off). */
+static void test_branches_traps_only(void **state)
+{
+	static const char *const fns[] = { "main", "dispatch", "fib", "tail1", "tail2", "sq", "neg", NULL };
+	(void)state;
+	setenv("TK_BTRACE_TRAMPOLINES", "0", 1);
+	compile("branches_t", "branches.c", "");
+	check("branches_t", "1000", fns);
+	unsetenv("TK_BTRACE_TRAMPOLINES");
+}
+
+static void test_longjmp_and_signals(void **state)
+{
+	static const char *const fns[] = { "~main", "deep", "on_usr1", NULL };
+	(void)state;
+	compile("longjmp", "longjmp.c", "");
+	check("longjmp", "", fns);
+}
+
+static void test_threads(void **state)
+{
+	static const char *const fns[] = { "main", "work", "collatz", "start_early", NULL };
+	(void)state;
+	compile("threads", "threads.c", "-pthread");
+	check("threads", "", fns);
+}
+
+static void test_fork(void **state)
+{
+	static const char *const fns[] = { "main", "spin", "before", NULL };
+	static const char *const child_fns[] = { "child_work", NULL };
+	(void)state;
+	compile("fork", "fork.c", "");
+	check_fork("fork", fns, child_fns);
+}
+
+static void test_exceptions(void **state)
+{
+	static const char *const fns[] = { "~main+main.cold", "_ZL7throwerii+_ZL7throwerii.cold+thrower(int,", NULL };
+	(void)state;
+	if (sh("command -v g++ >/dev/null") != 0) {
+		fprintf(stderr, "g++ missing: C++ exceptions not checked\n");
+		fail();
+	}
+	compile("exceptions", "exceptions.cc", "");
+	check("exceptions", "", fns);
+}
+
+/* A fast SIGPROF timer interrupts the program anywhere, trampolines included: the trace must
+ * decode without error, count `work` exactly, and contain one whole handler run per tick. */
+static void test_async_signals(void **state)
+{
+	struct bt_counts *c = calloc(1, sizeof *c);
+	char path[512], line[256];
+	long ticks = 0, cg_ticks = 0;
+	(void)state;
+	assert_non_null(c);
+	compile("sigprof", "sigprof.c", "");
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o sigprof.tkbt -- ./sigprof > sigprof.out", work), 0);
+	assert_int_equal(sh("cd %s && valgrind -q --tool=callgrind --callgrind-out-file=sigprof.cg.%%p ./sigprof > sigprof.cgout 2>/dev/null", work), 0);
+	snprintf(path, sizeof path, "%s/sigprof.out", work);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof line, f));
+	assert_int_equal(sscanf(strstr(line, "ticks"), "ticks %ld", &ticks), 1);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/sigprof.cgout", work);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(line, sizeof line, f));
+	assert_int_equal(sscanf(strstr(line, "ticks"), "ticks %ld", &cg_ticks), 1);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/sigprof.tkbt", work);
+	assert_int_equal(bt_decode_file(c, path), 0);
+	assert_int_equal(c->decode_errors, 0);
+	snprintf(path, sizeof path, "%s/sigprof.cg.", work);
+	uint64_t w = bt_fn_insns(c, "work"), cw = cg_fn(path, "work");
+	uint64_t h = bt_fn_insns(c, "on_prof"), ch = cg_fn(path, "on_prof");
+	fprintf(stderr, "sigprof: work btrace %llu callgrind %llu; on_prof btrace %llu (%ld ticks), callgrind %llu (%ld ticks)\n",
+		(unsigned long long)w, (unsigned long long)cw, (unsigned long long)h, ticks,
+		(unsigned long long)ch, cg_ticks);
+	assert_int_equal(w, cw);
+	/* every tick ran the whole handler once, the same way (callgrind also charges the
+	 * signal-return stub to the handler, so its per-tick figure is not comparable) */
+	assert_true(ticks > 0);
+	assert_true(h > 0);
+	assert_int_equal(h % (uint64_t)ticks, 0);
+	(void)ch;
+	free(c);
+}
+
+static void test_exec(void **state)
+{
+	struct bt_counts *c = calloc(1, sizeof *c);
+	char path[512];
+	(void)state;
+	assert_non_null(c);
+	compile("exec", "exec.c", "");
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o exec.tkbt -- ./exec > exec.out", work), 0);
+	assert_int_equal(sh("grep -q \"exec'd\" %s/exec.out", work), 0);
+	assert_int_equal(sh("\"$TK\" info %s/exec.tkbt | grep -q 'ends at exec'", work), 0);
+	assert_int_equal(sh("\"$TK\" info %s/exec.tkbt | grep -q 'module .*/exec '", work), 0);
+	snprintf(path, sizeof path, "%s/exec.tkbt", work);
+	assert_int_equal(bt_decode_file(c, path), 0);
+	assert_int_equal(c->decode_errors, 0);
+	assert_true(bt_fn_insns(c, "main") > 100);
+	free(c);
+}
+
+static void test_refusals(void **state)
+{
+	(void)state;
+	compile("sigtrap", "sigtrap.c", "");
+	/* its own SIGTRAP handler: refused, exit 3, the program does not go on */
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o sigtrap.tkbt -- ./sigtrap > sigtrap.out 2>&1", work), 3);
+	assert_int_equal(sh("grep -q 'own SIGTRAP handler' %s/sigtrap.out", work), 0);
+	assert_int_not_equal(sh("grep -q 'not reached' %s/sigtrap.out", work), 0);
+	/* a static binary cannot take a preload library */
+	if (sh("cc -static -O1 -o %s/static %s/data/btrace/fork.c 2>/dev/null", work, getenv("TESTS")) == 0) {
+		assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o static.tkbt -- ./static > static.out 2>&1", work), 3);
+		assert_int_equal(sh("grep -q 'statically linked' %s/static.out", work), 0);
+	}
+}
+
+int main(void)
+{
+	snprintf(work, sizeof work, "/tmp/tk-btrace-cg-XXXXXX");
+	if (!mkdtemp(work))
+		return 1;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_branches),
+		cmocka_unit_test(test_branches_traps_only),
+		cmocka_unit_test(test_longjmp_and_signals),
+		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_exceptions),
+		cmocka_unit_test(test_async_signals),
+		cmocka_unit_test(test_exec),
+		cmocka_unit_test(test_refusals),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	sh("rm -rf %s", work);
+	return rc;
+}

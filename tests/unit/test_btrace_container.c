@@ -1,0 +1,247 @@
+/* The branch-trace container reader on good and damaged input: pieces of each thread's PT
+ * stream are joined in order; a damaged or missing piece becomes a gap (reported with its
+ * offset) and an OVF in the stream, which resumes at the next piece's PSB. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <intel-pt.h>
+
+#include "tracekit/btrace.h"
+#include "../../recorder/btrace/ptenc.h"
+
+struct img {
+	uint8_t b[16384];
+	size_t n;
+	size_t rec_off[32];
+	int nrec;
+};
+
+static void put(struct img *m, const void *p, size_t n)
+{
+	memcpy(m->b + m->n, p, n);
+	m->n += n;
+}
+
+static void rec(struct img *m, uint16_t type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
+{
+	uint8_t h[TK_BTRACE_REC_HEADER] = { 0 };
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_checksum(p, n);
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &type, 2);
+	memcpy(h + 8, &tid, 4);
+	memcpy(h + 12, &n, 4);
+	memcpy(h + 16, &sum, 4);
+	memcpy(h + 20, &seq, 4);
+	m->rec_off[m->nrec++] = m->n;
+	put(m, h, sizeof h);
+	put(m, p, n);
+	static const uint8_t z[8];
+	put(m, z, (8 - n % 8) % 8);
+}
+
+/* A piece of PT: PSB+, enable at IP, a few TNT bits and a TIP, disable. */
+static size_t piece(uint8_t *out, uint64_t ip, int k)
+{
+	struct ptenc e = { .buf = out };
+	ptenc_psb(&e, 1000 + (uint64_t)k, 0, 0);
+	ptenc_ip(&e, PT_TIP_PGE, ip, 0);
+	for (int i = 0; i < 5 + k; i++)
+		ptenc_tnt(&e, (i + k) & 1);
+	ptenc_ip(&e, PT_TIP, ip + 0x40 * (uint64_t)k, 0);
+	ptenc_ip(&e, PT_TIP_PGD, 0, 1);
+	return e.len;
+}
+
+/* Two threads of three pieces each, interleaved, then the ends. */
+static void build(struct img *m, uint8_t pieces[2][3][128], size_t plen[2][3])
+{
+	uint8_t h[TK_BTRACE_HEADER_SIZE] = { 0 };
+	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = 77;
+	memcpy(h, TK_BTRACE_MAGIC, 8);
+	memcpy(h + 8, &v, 4);
+	memcpy(h + 12, &hs, 4);
+	memcpy(h + 16, &pid, 4);
+	memset(m, 0, sizeof *m);
+	put(m, h, sizeof h);
+	uint8_t mod[28 + 4 + 8] = { 0 };
+	uint64_t bias = 0x555500000000ULL, s = bias + 0x1000, e = bias + 0x2000;
+	uint16_t plen16 = 8;
+	memcpy(mod, &bias, 8);
+	memcpy(mod + 8, &s, 8);
+	memcpy(mod + 16, &e, 8);
+	memcpy(mod + 24, &plen16, 2);
+	mod[26] = 4;
+	memcpy(mod + 28, "\x01\x02\x03\x04", 4);
+	memcpy(mod + 32, "/bin/foo", 8);
+	rec(m, TK_BTRACE_REC_MODULE, 0, 0, mod, sizeof mod);
+	for (int k = 0; k < 3; k++)
+		for (int t = 0; t < 2; t++) {
+			plen[t][k] = piece(pieces[t][k], s + 0x100 * (uint64_t)t, k);
+			rec(m, TK_BTRACE_REC_STREAM, 100 + (uint32_t)t, (uint32_t)k, pieces[t][k], (uint32_t)plen[t][k]);
+		}
+	uint64_t st[3] = { 9, 1, 0 };
+	rec(m, TK_BTRACE_REC_THREAD_END, 100, 3, st, sizeof st);
+	rec(m, TK_BTRACE_REC_THREAD_END, 101, 3, st, sizeof st);
+	uint64_t pe[4] = { 18, 5, 2, 0 };
+	rec(m, TK_BTRACE_REC_PROCESS_END, 0, 0, pe, sizeof pe);
+}
+
+static uint8_t pieces[2][3][128];
+static size_t plen[2][3];
+static struct img img;
+
+static void test_good(void **state)
+{
+	int err = 0;
+	(void)state;
+	build(&img, pieces, plen);
+	struct tk_btrace *bt = tk_btrace_open(img.b, img.n, NULL, &err);
+	assert_non_null(bt);
+	const struct tk_btrace_info *bi = tk_btrace_info(bt);
+	assert_int_equal(bi->pid, 77);
+	assert_true(bi->complete);
+	assert_int_equal(bi->traps, 18);
+	assert_int_equal(tk_btrace_module_count(bt), 1);
+	assert_string_equal(tk_btrace_module(bt, 0)->path, "/bin/foo");
+	assert_int_equal(tk_btrace_module(bt, 0)->build_id_len, 4);
+	assert_int_equal(tk_btrace_thread_count(bt), 2);
+	for (int t = 0; t < 2; t++) {
+		const struct tk_btrace_thread *th = tk_btrace_thread(bt, (size_t)t);
+		assert_int_equal(th->tid, 100 + t);
+		assert_int_equal(th->pieces, 3);
+		assert_true(th->ended);
+		assert_int_equal(th->lost_pieces, 0);
+		uint8_t *s;
+		size_t n;
+		assert_int_equal(tk_btrace_thread_stream(bt, (size_t)t, &s, &n), 0);
+		assert_int_equal(n, plen[t][0] + plen[t][1] + plen[t][2]);
+		assert_memory_equal(s, pieces[t][0], plen[t][0]);
+		assert_memory_equal(s + plen[t][0], pieces[t][1], plen[t][1]);
+		free(s);
+	}
+	assert_int_equal(tk_btrace_gaps(bt)->count, 0);
+	tk_btrace_free(bt);
+}
+
+/* Packets of STREAM through libipt: count OVF and PSB, and any decode error. */
+static void pt_scan(const uint8_t *s, size_t n, int *ovf, int *psb, int *errors)
+{
+	struct pt_config cfg;
+	pt_config_init(&cfg);
+	cfg.begin = (uint8_t *)s;
+	cfg.end = (uint8_t *)s + n;
+	struct pt_packet_decoder *d = pt_pkt_alloc_decoder(&cfg);
+	struct pt_packet p;
+	*ovf = *psb = *errors = 0;
+	assert_true(pt_pkt_sync_forward(d) >= 0);
+	for (;;) {
+		int rc = pt_pkt_next(d, &p, sizeof p);
+		if (rc == -pte_eos)
+			break;
+		if (rc < 0) {
+			(*errors)++;
+			if (pt_pkt_sync_forward(d) < 0)
+				break;
+			continue;
+		}
+		*ovf += p.type == ppt_ovf;
+		*psb += p.type == ppt_psb;
+	}
+	pt_pkt_free_decoder(d);
+}
+
+static void test_corrupt_piece(void **state)
+{
+	int err = 0, ovf, psb, errors;
+	(void)state;
+	build(&img, pieces, plen);
+	/* damage thread 100's second piece (record 3: module, t0p0, t1p0, t0p1, ...) */
+	size_t off = img.rec_off[3];
+	img.b[off + TK_BTRACE_REC_HEADER + 20] ^= 0x5a;
+	struct tk_btrace *bt = tk_btrace_open(img.b, img.n, NULL, &err);
+	assert_non_null(bt);
+	const struct tk_gap_stats *g = tk_btrace_gaps(bt);
+	assert_int_equal(g->count, 1);
+	assert_int_equal(g->first_offsets[0], off);
+	assert_true(g->bytes_skipped >= TK_BTRACE_REC_HEADER);
+	const struct tk_btrace_thread *t0 = tk_btrace_thread(bt, 0), *t1 = tk_btrace_thread(bt, 1);
+	assert_int_equal(t0->pieces, 2);
+	assert_int_equal(t0->lost_pieces, 1);
+	assert_int_equal(t1->pieces, 3);
+	assert_int_equal(t1->lost_pieces, 0);
+	uint8_t *s;
+	size_t n;
+	assert_int_equal(tk_btrace_thread_stream(bt, 0, &s, &n), 0);
+	assert_int_equal(n, plen[0][0] + 2 + plen[0][2]);
+	assert_memory_equal(s + plen[0][0], "\x02\xf3", 2);
+	pt_scan(s, n, &ovf, &psb, &errors);
+	assert_int_equal(ovf, 1);
+	assert_int_equal(psb, 2);
+	assert_int_equal(errors, 0);
+	free(s);
+	assert_true(tk_btrace_info(bt)->complete);
+	tk_btrace_free(bt);
+}
+
+static void test_garbage_and_truncation(void **state)
+{
+	int err = 0;
+	(void)state;
+	build(&img, pieces, plen);
+	/* 40 bytes of garbage in place of the start of record 2: resync at record 3 */
+	memset(img.b + img.rec_off[2], 0xee, 40);
+	struct tk_btrace *bt = tk_btrace_open(img.b, img.n, NULL, &err);
+	assert_non_null(bt);
+	assert_int_equal(tk_btrace_gaps(bt)->count, 1);
+	assert_int_equal(tk_btrace_gaps(bt)->first_offsets[0], img.rec_off[2]);
+	assert_int_equal(tk_btrace_gaps(bt)->bytes_skipped, img.rec_off[3] - img.rec_off[2]);
+	assert_int_equal(tk_btrace_thread(bt, 1)->lost_pieces, 1);
+	tk_btrace_free(bt);
+
+	/* cut inside the last stream record: the rest is reported, no end record */
+	build(&img, pieces, plen);
+	size_t cut = img.rec_off[6] + 10;
+	bt = tk_btrace_open(img.b, cut, NULL, &err);
+	assert_non_null(bt);
+	assert_false(tk_btrace_info(bt)->complete);
+	assert_int_equal(tk_btrace_gaps(bt)->count, 1);
+	assert_int_equal(tk_btrace_gaps(bt)->first_offsets[0], img.rec_off[6]);
+	assert_int_equal(tk_btrace_thread(bt, 0)->pieces, 3);
+	assert_int_equal(tk_btrace_thread(bt, 1)->pieces, 2);
+	tk_btrace_free(bt);
+}
+
+static void test_bad_header(void **state)
+{
+	int err = 0;
+	(void)state;
+	build(&img, pieces, plen);
+	img.b[8] = 9;   /* version 9 */
+	assert_null(tk_btrace_open(img.b, img.n, NULL, &err));
+	assert_int_equal(err, -TK_E_UNSUPPORTED);
+	build(&img, pieces, plen);
+	img.b[12] = 3;  /* header size 3 */
+	assert_null(tk_btrace_open(img.b, img.n, NULL, &err));
+	assert_int_equal(err, -TK_E_BAD_FORMAT);
+	assert_null(tk_btrace_open((const uint8_t *)"TKBTRAC", 7, NULL, &err));
+	struct tk_format_info fi;
+	build(&img, pieces, plen);
+	assert_int_equal(tk_detect_format(img.b, img.n, &fi), 0);
+	assert_int_equal(fi.id, TK_FMT_TKBT);
+	assert_int_equal(fi.version, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good),
+		cmocka_unit_test(test_corrupt_piece),
+		cmocka_unit_test(test_garbage_and_truncation),
+		cmocka_unit_test(test_bad_header),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

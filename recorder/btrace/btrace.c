@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -970,6 +971,69 @@ EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	return real(how, set, old);
 }
 
+/* ---- non-local entries: longjmp and C++ landing pads ------------------------------------
+ * Both jump from library code into the middle of a traced function, where no trap marks
+ * the spot; the code from there to the next trapped CTI would otherwise have to be placed
+ * by guessing (entry_of). The library calls that perform them know the exact address:
+ * longjmp reads it from the jmp_buf, the C++ personality routine hands it to the unwinder
+ * through _Unwind_SetIP. Both are called through the PLT, so they can be interposed; the
+ * address becomes the thread's resume point, which entry_of tries first. */
+
+static void expect_entry(uint64_t ip)
+{
+	struct tstate *ts;
+	if (!active || !module_of(ip) || !(ts = thread_state()) || ts->inside)
+		return;
+	ts->resume = ip;
+}
+
+/* glibc's x86-64 jmp_buf: rbx rbp r12 r13 r14 r15 rsp pc, with rbp, rsp and pc mangled as
+ * rol(value ^ guard, 0x11), the pointer guard being at fs:0x30 (tcbhead_t). A value that
+ * does not demangle into traced code is ignored (the guess of entry_of stays). */
+static void expect_longjmp(const void *env)
+{
+	uint64_t pc, guard;
+	memcpy(&pc, (const uint8_t *)env + 7 * 8, 8);
+	__asm__("movq %%fs:0x30, %0" : "=r"(guard));
+	pc = (pc >> 0x11 | pc << (64 - 0x11)) ^ guard;
+	expect_entry(pc);
+}
+
+/* Resolved at start-up: longjmp may be called from a signal handler, where dlsym may not. */
+static void (*real_longjmp[4])(struct __jmp_buf_tag *, int);
+static const char *const longjmp_names[4] = { "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk" };
+static void (*real_setip)(void *, uintptr_t);
+
+static void resolve_nonlocal(void)
+{
+	for (int i = 0; i < 4; i++)
+		real_longjmp[i] = (void (*)(struct __jmp_buf_tag *, int))dlsym(RTLD_NEXT, longjmp_names[i]);
+	real_setip = (void (*)(void *, uintptr_t))dlsym(RTLD_NEXT, "_Unwind_SetIP");
+}
+
+#define LONGJMP_WRAPPER(name, i)                                                           \
+	EXPORT __attribute__((noreturn)) void name(struct __jmp_buf_tag env[1], int val)   \
+	{                                                                                  \
+		if (!real_longjmp[i])                                                      \
+			resolve_nonlocal();                                                \
+		expect_longjmp(env);                                                       \
+		real_longjmp[i](env, val);                                                 \
+		__builtin_unreachable();                                                   \
+	}
+LONGJMP_WRAPPER(longjmp, 0)
+LONGJMP_WRAPPER(_longjmp, 1)
+LONGJMP_WRAPPER(siglongjmp, 2)
+LONGJMP_WRAPPER(__longjmp_chk, 3)
+
+/* libgcc_s is loaded by C++ programs before they can throw, but maybe after start-up. */
+EXPORT void _Unwind_SetIP(void *context, uintptr_t ip)
+{
+	if (!real_setip)
+		resolve_nonlocal();
+	expect_entry(ip);
+	real_setip(context, ip);
+}
+
 /* ---- threads, fork, exec, exit ---------------------------------------------------------- */
 
 struct start_arg {
@@ -1608,6 +1672,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
 		return;
 	pthread_atfork(NULL, NULL, after_fork_child);
+	resolve_nonlocal();
 	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
 	uint64_t fsb = 0;
 	syscall(SYS_arch_prctl, ARCH_GET_FS, &fsb);

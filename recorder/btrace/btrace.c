@@ -64,6 +64,7 @@ struct tstate {
 	uint64_t traps, reentries, unresolved;
 	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
 	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
+	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
 	struct tstate *next;
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
@@ -94,6 +95,7 @@ static struct tstate *threads;        /* all thread states, pushed lock-free */
 static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
 static uint64_t total_traps_of_dead;
+static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
@@ -491,7 +493,7 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
  * registers, the flags and the extended state (XSAVE), then jumps on to the target or the
  * fall-through. The recorded packets are the same as with the trap. */
 
-#define TRAMP_AREA (1u << 20)
+#define TRAMP_AREA (16u << 20)   /* reserved; pages are touched only as trampolines are made */
 
 static uint8_t *tramp_area[MAX_MODULES];
 static size_t tramp_used[MAX_MODULES];
@@ -510,7 +512,14 @@ static __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")))
 static int32_t ttls_fs_off;
 
 #define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
-#define TRAMP_SIZE (6 + 2 * TRAMP_PATH)
+/* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths | one path (+ ret)], and
+ * in the last TRAMP_META bytes, never executed, how the prefix maps to the original code:
+ * prefix length, instruction count, each one's offset in the slot and in the original
+ * window, and the window's distance back from the CTI. A zeroed area means no prefix. */
+#define TRAMP_SIZE 128
+#define TRAMP_META 16
+#define RELOC_MAX_INSNS 6
+#define RELOC_MAX_BYTES (TRAMP_SIZE - TRAMP_META - (6 + 2 * TRAMP_PATH))
 static int tramps_on;
 static volatile int patch_lock;
 
@@ -525,7 +534,9 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	/* a signal handler of the program must not record into the buffer half-way */
 	sigfillset(&all);
 	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
-	if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
+	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
+		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
+	else if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
 	struct tstate *ts = active ? thread_state() : NULL;
 	if (ts) {
@@ -754,6 +765,98 @@ out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* ---- relocation: short conditional jumps and returns ---------------------------------
+ * A `jcc rel8` (2 bytes) or a `ret` (1 or 3) has no room for a jump, but the straight-line
+ * instructions before it do: at start-up, before any other thread runs, the window from
+ * the last instruction boundary B that leaves 5 bytes up to the CTI's end is copied to a
+ * trampoline (RIP-relative displacements adjusted), followed by the recording paths, and a
+ * `jmp rel32` to it is written at B. Safe only where nothing can enter (B, B+5): no direct
+ * branch target, return site or function start lies there, and the function has no
+ * indirect jump (a jump table could target any instruction). Bytes from B+5 on keep the
+ * original code, so a branch into them still finds the CTI's int3. */
+
+struct reloc_insn {
+	uint64_t addr;
+	uint8_t len;
+	uint8_t disp_at;    /* offset of a RIP-relative disp32 in the instruction, 0 if none */
+};
+
+/* Make the trampoline of C (index I) with prefix PRE[0..N) and redirect the window to it.
+ * Runs at start-up with the module's code writable. Returns 0, or -1 to leave the trap. */
+static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
+{
+	const struct module *mod = module_of(c->addr);
+	int m = (int)(mod - modules);
+	if (!mod || !tramp_area[m] || n > RELOC_MAX_INSNS ||
+	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
+		return -1;
+	uint64_t b = pre[0].addr;
+	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
+	if (c->addr - b > RELOC_MAX_BYTES)
+		return -1;
+	memset(t, 0, TRAMP_SIZE);
+	for (int j = 0; j < n; j++) {
+		const uint8_t *src = mod->orig + (pre[j].addr - mod->start);
+		meta[2 + j] = (uint8_t)(p - t);
+		meta[8 + j] = (uint8_t)(pre[j].addr - b);
+		memcpy(p, src, pre[j].len);
+		if (pre[j].disp_at) {
+			int32_t disp;
+			memcpy(&disp, src + pre[j].disp_at, 4);
+			int64_t abs = (int64_t)(pre[j].addr + pre[j].len) + disp;
+			int64_t nd = abs - (int64_t)(uintptr_t)(p + pre[j].len);
+			if (nd != (int32_t)nd)
+				goto fail;   /* nothing is committed before the jump is written */
+			int32_t d32 = (int32_t)nd;
+			memcpy(p + pre[j].disp_at, &d32, 4);
+		}
+		p += pre[j].len;
+	}
+	meta[0] = (uint8_t)(p - t);
+	meta[1] = (uint8_t)n;
+	meta[14] = (uint8_t)(c->addr - b);
+	if (c->kind == CTI_JCC) {
+		uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
+		emit(&p, jcc, 2);
+		uint8_t *rel_at = p;
+		p += 4;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
+		uint8_t *taken = p;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
+		int32_t rel = (int32_t)(taken - (rel_at + 4));
+		memcpy(rel_at, &rel, 4);
+	} else {   /* ret: record the word it will pop, then the original ret */
+		static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
+		uint32_t code = (uint32_t)(i << 1), cp1 = code + 1;
+		emit(&p, st, sizeof st);
+		emit(&p, &ttls_fs_off, 4);
+		emit(&p, &cp1, 4);
+		static const uint8_t pre_call[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf };
+		emit(&p, pre_call, sizeof pre_call);
+		emit(&p, &code, 4);
+		uint8_t call = 0xe8;
+		emit(&p, &call, 1);
+		emit_rel32(&p, tramp_stub[m]);
+		static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+		emit(&p, post, sizeof post);
+		emit(&p, mod->orig + (c->addr - mod->start), c->len);
+	}
+	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (b + 5));
+	if (p > meta || d != (int32_t)d)
+		goto fail;
+	tramp_used[m] += TRAMP_SIZE;
+	tramp_index[m][tramp_count[m]] = (uint32_t)i;
+	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
+	uint8_t jmp[5] = { 0xe9 };
+	int32_t rel32 = (int32_t)d;
+	memcpy(jmp + 1, &rel32, 4);
+	memcpy((void *)(uintptr_t)b, jmp, 5);
+	return 0;
+fail:
+	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */
+	return -1;
+}
+
 /* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
  * while it is inside (in a trampoline, its stub or tramp_hit): the jcc not yet recorded, or
  * the destination of the one just recorded. */
@@ -768,6 +871,15 @@ static uint64_t logical_ip(uint64_t rip)
 		if (k >= __atomic_load_n(&tramp_count[m], __ATOMIC_ACQUIRE))
 			break;
 		const struct cti *c = &ctis[tramp_index[m][k]];
+		const uint8_t *meta = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE + TRAMP_SIZE - TRAMP_META;
+		unsigned plen = meta[0], n = meta[1];
+		if (in < plen) {   /* in the relocated prefix: the original of the next instruction */
+			unsigned j = 0;
+			while (j + 1 < n && meta[2 + j + 1] <= in)
+				j++;
+			return c->addr - meta[14] + meta[8 + j];
+		}
+		in -= plen;
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
 			return in < 28 ? c->addr : ttls.dest;
 		if (in < 6 + 28)
@@ -827,6 +939,7 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 		if (ts) {
 			ts->traps++;
 			ts->traps_long += c->len >= 5;
+			ts->kind_traps[(c->kind + (c->kind == CTI_JCC && c->len == 2 ? 8 : 0)) & 15]++;
 			record(ts, c, &r, g, rsp);
 		}
 		if (tramps_on && tramp_eligible(c))
@@ -1146,6 +1259,31 @@ static void after_fork_child(void)
 	write_header(ppid);
 }
 
+/* TK_BTRACE_DEBUG: where the traps went, by CTI kind, over all threads. */
+static void say_kinds(void)
+{
+	static const char *const names[16] = { [CTI_JCC] = "jcc rel32", [CTI_JCC + 8] = "jcc rel8",
+		[CTI_JCXZ] = "jrcxz", [CTI_LOOP] = "loop", [CTI_JMP_IND] = "jmp indirect",
+		[CTI_CALL_IND] = "call indirect", [CTI_RET] = "ret" };
+	uint64_t n[16] = { 0 }, tramp = 0, all = 0;
+	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
+		for (int k = 0; k < 16; k++)
+			n[k] += ts->kind_traps[k], all += ts->kind_traps[k];
+		tramp += ts->tramp_hits;
+	}
+	for (int k = 0; k < 16; k++)
+		if (n[k] && names[k]) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "%-13s %12llu traps (%.1f%% of traps)", names[k],
+				 (unsigned long long)n[k], 100.0 * (double)n[k] / (double)all);
+			say(msg);
+		}
+	char msg[128];
+	snprintf(msg, sizeof msg, "%zu of %zu trapped CTIs relocated at start-up; trampoline hits %llu; "
+		 "%.1f%% of recorded CTIs trapped", nrelocated, nctis, (unsigned long long)tramp, all + tramp ? 100.0 * (double)all / (double)(all + tramp) : 0.0);
+	say(msg);
+}
+
 static void finish(uint64_t reason)
 {
 	uint64_t traps = total_traps_of_dead, nthreads = 0;
@@ -1157,6 +1295,8 @@ static void finish(uint64_t reason)
 		if (!ts->done)
 			end_thread(ts);
 	}
+	if (debug)
+		say_kinds();
 	if (reason == 0) {
 		uint64_t st[4] = { traps, nctis, nthreads, reason };
 		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
@@ -1308,13 +1448,19 @@ struct fnrange {
 	uint64_t start, end;
 };
 
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
+			   size_t ntargets, const uint64_t *jind, size_t njind);
+static uint64_t *reloc_targets, *reloc_jind;
+static size_t nreloc_targets, nreloc_jind;
+static struct vec reloc_secs[MAX_MODULES];
+
 static int cmp_fn(const void *a, const void *b)
 {
 	return cmp_u64(a, b);
 }
 
 struct scan {
-	struct vec ctis, fns, rets, tails;
+	struct vec ctis, fns, rets, tails, targets;
 };
 
 /* Function ranges from the ELF symbol table (.symtab, else .dynsym) and the executable
@@ -1424,6 +1570,12 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 				t->end = ip;
 			}
 		}
+		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_DIR ||
+		    kind == CTI_CALL_DIR) {
+			uint64_t *t = vec_push(&sc->targets);
+			if (t)
+				*t = c.target;
+		}
 		if (kind == CTI_CALL_DIR || kind == CTI_CALL_IND) {
 			struct fnrange *r = vec_push(&sc->rets);   /* (return site, call) */
 			if (r) {
@@ -1524,9 +1676,10 @@ static int scan_module(struct module *m, struct scan *sc)
 			sweep(m, sc, s, e, starts, ns);
 	}
 	free(starts);
-	free(secs.p);
+	reloc_secs[m - modules] = secs;   /* the relocation pass walks them again */
 	return 0;
 }
+
 
 static int patch(void)
 {
@@ -1539,6 +1692,17 @@ static int patch(void)
 	}
 	for (size_t i = 0; i < nctis; i++)
 		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
+	/* after the int3s: a window's jump may cover its CTI */
+	for (int i = 0; tramps_on && reloc_targets && i < nmodules; i++) {
+		struct fnrange *sr = reloc_secs[i].p;
+		for (size_t k = 0; k < reloc_secs[i].n; k++) {
+			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
+			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
+			if (s < e)
+				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
+							   reloc_jind, nreloc_jind);
+		}
+	}
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
 		mprotect((void *)a, modules[i].end - a, PROT_READ | PROT_EXEC);
@@ -1547,12 +1711,98 @@ static int patch(void)
 	return 0;
 }
 
+/* Is anything in the sorted array A[0..N) within (LO, HI)? */
+static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
+{
+	long k = last_le(a, n, hi - 1);
+	return k >= 0 && a[k] > lo;
+}
+
+/* Relocate the windows before module M's short jcc and returns (see reloc_install), with
+ * the same linear decoding as sweep(). TARGETS: every direct branch target, sorted;
+ * JIND: every indirect jump, sorted. Returns how many were relocated. */
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
+			   size_t ntargets, const uint64_t *jind, size_t njind)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	struct reloc_insn ring[RELOC_MAX_INSNS + 1];
+	int nring = 0;
+	size_t done = 0;
+	uint64_t ip = start;
+	long f = -1;
+
+	while (ip < end) {
+		long k = last_le(fn_start, nfns, ip);
+		if (k >= 0 && fn_start[k] == ip)
+			nring = 0;   /* never relocate across a function start */
+		if (k != f)
+			f = k;
+		size_t nx = (size_t)(k + 1);
+		while (nx < nfns && fn_start[nx] <= ip)
+			nx++;
+		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), lim - ip, &in, ops))) {
+			nring = 0;
+			ip = ip + 1 < lim ? ip + 1 : lim;
+			continue;
+		}
+		struct cti c;
+		int kind = cti_classify(&c, ip, &in, ops);
+		if (kind == CTI_NONE) {
+			struct reloc_insn r = { ip, in.length, 0 };
+			int ok = 1;
+			for (unsigned o = 0; o < in.operand_count; o++) {
+				if (ops[o].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[o].imm.is_relative)
+					ok = 0;
+				if (ops[o].type == ZYDIS_OPERAND_TYPE_MEMORY && (ops[o].mem.base == ZYDIS_REGISTER_RIP ||
+										 ops[o].mem.base == ZYDIS_REGISTER_EIP)) {
+					if (in.raw.disp.size != 32 || ops[o].mem.base != ZYDIS_REGISTER_RIP)
+						ok = 0;
+					r.disp_at = in.raw.disp.offset;
+				}
+			}
+			if (!ok) {
+				nring = 0;
+			} else {
+				if (nring == RELOC_MAX_INSNS + 1) {
+					memmove(ring, ring + 1, sizeof ring[0] * RELOC_MAX_INSNS);
+					nring--;
+				}
+				ring[nring++] = r;
+			}
+			ip += in.length;
+			continue;
+		}
+		const struct cti *tc;
+		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET) && nring && f >= 0 &&
+		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
+		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
+			/* the latest boundary B that leaves room for the 5-byte jump */
+			int j = nring - 1;
+			while (j > 0 && ip + in.length - ring[j].addr < 5)
+				j--;
+			uint64_t b = ring[j].addr;
+			if (ip + in.length - b >= 5 && nring - j <= RELOC_MAX_INSNS &&
+			    !any_between(targets, ntargets, b, b + 5) &&
+			    !any_between(ret_sites, nret_sites, b, b + 5) &&
+			    !any_between(fn_start, nfns, b, b + 5) &&
+			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring - j) == 0)
+				done++;
+		}
+		nring = 0;
+		ip += in.length;
+	}
+	return done;
+}
+
 __attribute__((constructor(101))) static void btrace_init(void)
 {
 	const char *out = getenv("TK_BTRACE_OUT");
 	const char *mods = getenv("TK_BTRACE_MODULES");
 	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
-			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) } };
+			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
+			   .targets = { .elt = sizeof(uint64_t) } };
 	struct sigaction sa, old;
 
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
@@ -1653,6 +1903,21 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tj_src[i] = tj[i].end;
 	}
 	free(tj);
+
+	reloc_targets = sc.targets.p;
+	nreloc_targets = sc.targets.n;
+	if (reloc_targets)
+		qsort(reloc_targets, nreloc_targets, sizeof *reloc_targets, cmp_u64);
+	reloc_jind = malloc((nctis + 1) * sizeof *reloc_jind);
+	for (size_t i = 0; reloc_jind && i < nctis; i++)
+		if (ctis[i].kind == CTI_JMP_IND)
+			reloc_jind[nreloc_jind++] = ctis[i].addr;
+	if (reloc_jind)
+		qsort(reloc_jind, nreloc_jind, sizeof *reloc_jind, cmp_u64);
+	else
+		reloc_targets = NULL;   /* without it, no relocation */
+	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))
+		reloc_targets = NULL;
 
 	real_sigaction(SIGTRAP, NULL, &old);
 	if (old.sa_handler != SIG_DFL) {

@@ -536,6 +536,8 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
 	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
 		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
+	else if (c->kind == CTI_CALL_IND && !c->is_mem)   /* the path stored the register */
+		r.next = ttls.dest;
 	else if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
 	struct tstate *ts = active ? thread_state() : NULL;
@@ -785,12 +787,12 @@ struct reloc_insn {
  * Runs at start-up with the module's code writable. Returns 0, or -1 to leave the trap. */
 static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
 {
+	uint64_t b = n ? pre[0].addr : c->addr;
 	const struct module *mod = module_of(c->addr);
 	int m = (int)(mod - modules);
 	if (!mod || !tramp_area[m] || n > RELOC_MAX_INSNS ||
 	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		return -1;
-	uint64_t b = pre[0].addr;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
 	if (c->addr - b > RELOC_MAX_BYTES)
 		return -1;
@@ -825,6 +827,19 @@ static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn 
 		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
 		int32_t rel = (int32_t)(taken - (rel_at + 4));
 		memcpy(rel_at, &rel, 4);
+	} else if (c->kind == CTI_CALL_IND) {
+		/* call reg: store the register as the destination (mov fs:[dest], reg), record,
+		 * push the original return address, jump through the destination */
+		static const uint8_t hw[] = { [REG_RAX] = 0, [REG_RCX] = 1, [REG_RDX] = 2, [REG_RBX] = 3,
+			[REG_RSP] = 4, [REG_RBP] = 5, [REG_RSI] = 6, [REG_RDI] = 7, [REG_R8] = 8,
+			[REG_R9] = 9, [REG_R10] = 10, [REG_R11] = 11, [REG_R12] = 12, [REG_R13] = 13,
+			[REG_R14] = 14, [REG_R15] = 15 };
+		unsigned r = hw[c->base];
+		uint8_t mov[5] = { 0x64, (uint8_t)(0x48 | (r >> 3) << 2), 0x89, (uint8_t)((r & 7) << 3 | 4), 0x25 };
+		int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
+		emit(&p, mov, sizeof mov);
+		emit(&p, &dest_off, 4);
+		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	} else {   /* ret: record the word it will pop, then the original ret */
 		static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
 		uint32_t code = (uint32_t)(i << 1), cp1 = code + 1;
@@ -880,6 +895,8 @@ static uint64_t logical_ip(uint64_t rip)
 			return c->addr - meta[14] + meta[8 + j];
 		}
 		in -= plen;
+		if (c->kind == CTI_CALL_IND && !c->is_mem)   /* the register's store comes first */
+			return in < 9 + 28 ? c->addr : ttls.dest;
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
 			return in < 28 ? c->addr : ttls.dest;
 		if (in < 6 + 28)
@@ -1718,6 +1735,18 @@ static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
 	return k >= 0 && a[k] > lo;
 }
 
+/* The end of the NOP padding from A on (up to LIM). */
+static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
+{
+	ZydisDecodedInstruction in;
+	uint64_t start = a;
+	while (a < lim && a - start < 16 &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, m->orig + (a - m->start), lim - a, &in)) &&
+	       in.mnemonic == ZYDIS_MNEMONIC_NOP)
+		a += in.length;
+	return a;
+}
+
 /* Relocate the windows before module M's short jcc and returns (see reloc_install), with
  * the same linear decoding as sweep(). TARGETS: every direct branch target, sorted;
  * JIND: every indirect jump, sorted. Returns how many were relocated. */
@@ -1729,7 +1758,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1];
 	int nring = 0;
 	size_t done = 0;
-	uint64_t ip = start;
+	uint64_t ip = start, covered = 0;
 	long f = -1;
 
 	while (ip < end) {
@@ -1775,20 +1804,35 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			continue;
 		}
 		const struct cti *tc;
-		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET) && nring && f >= 0 &&
+		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET ||
+		     (kind == CTI_CALL_IND && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
 		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
 		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
 			/* the latest boundary B that leaves room for the 5-byte jump */
 			int j = nring - 1;
 			while (j > 0 && ip + in.length - ring[j].addr < 5)
 				j--;
-			uint64_t b = ring[j].addr;
-			if (ip + in.length - b >= 5 && nring - j <= RELOC_MAX_INSNS &&
+			uint64_t b = nring ? ring[j].addr : ip, room = ip + in.length;
+			if (nring && room - b < 5)
+				j = 0, b = ring[0].addr;
+			/* after a ret, alignment padding is never executed: the jump may cover it */
+			if (kind == CTI_RET && room - b < 5)
+				room = padding_end(m, room, lim);
+			if (room - b >= 5 && nring - j <= RELOC_MAX_INSNS && b >= covered &&
 			    !any_between(targets, ntargets, b, b + 5) &&
 			    !any_between(ret_sites, nret_sites, b, b + 5) &&
 			    !any_between(fn_start, nfns, b, b + 5) &&
-			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring - j) == 0)
+			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring ? nring - j : 0) == 0) {
 				done++;
+				covered = b + 5;   /* padding after a ret may be another window's start */
+				if (debug > 2) {
+					char msg[96];
+					snprintf(msg, sizeof msg, "relocated 0x%llx..0x%llx for the CTI at 0x%llx",
+						 (unsigned long long)(b - m->bias), (unsigned long long)(room - m->bias),
+						 (unsigned long long)(ip - m->bias));
+					say(msg);
+				}
+			}
 		}
 		nring = 0;
 		ip += in.length;

@@ -207,6 +207,51 @@ static void test_branches_traps_only(void **state)
 	unsetenv("TK_BTRACE_TRAMPOLINES");
 }
 
+/* Traps and trampoline hits over all threads of a trace, from `tracekit info`. */
+static void trap_counts(const char *name, uint64_t *traps, uint64_t *hits)
+{
+	char cmd[1024], line[1024];
+	*traps = *hits = 0;
+	snprintf(cmd, sizeof cmd, "\"$TK\" info %s/%s.tkbt", work, name);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof line, p)) {
+		char *t = strstr(line, " traps, "), *h = strstr(line, " by trampolines");
+		if (!strstr(line, "  thread ") || !t || !h)
+			continue;
+		while (t > line && t[-1] >= '0' && t[-1] <= '9')
+			t--;
+		while (h > line && h[-1] >= '0' && h[-1] <= '9')
+			h--;
+		*traps += strtoull(t, NULL, 10);
+		*hits += strtoull(h, NULL, 10);
+	}
+	assert_int_equal(pclose(p), 0);
+}
+
+/* Call-heavy code: short returns and `call reg` are relocated into trampolines at start-up
+ * (the windows before them), so almost nothing traps; the counts stay exact, and equal with
+ * relocation off. */
+static void test_calls_relocated(void **state)
+{
+	static const char *const fns[] = { "main", "mid", "leaf", "twice", NULL };
+	uint64_t traps, hits;
+	(void)state;
+	compile("calls", "calls.c", "");
+	check("calls", "3000", fns);
+	trap_counts("calls", &traps, &hits);
+	fprintf(stderr, "calls: %llu traps, %llu trampoline hits\n", (unsigned long long)traps,
+		(unsigned long long)hits);
+	assert_true(hits > 12000);
+	assert_true(traps * 100 < hits);
+	setenv("TK_BTRACE_RELOCATE", "0", 1);
+	compile("calls_nr", "calls.c", "");
+	check("calls_nr", "3000", fns);
+	unsetenv("TK_BTRACE_RELOCATE");
+	trap_counts("calls_nr", &traps, &hits);
+	assert_true(traps > 12000);
+}
+
 static void test_longjmp_and_signals(void **state)
 {
 	static const char *const fns[] = { "main", "deep", "on_usr1", NULL };
@@ -328,6 +373,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_branches_traps_only),
+		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_longjmp_and_signals),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_fork),

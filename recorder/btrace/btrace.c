@@ -536,7 +536,7 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
 	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
 		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
-	else if (c->kind == CTI_CALL_IND && !c->is_mem)   /* the path stored the register */
+	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the path stored the register */
 		r.next = ttls.dest;
 	else if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
@@ -827,8 +827,8 @@ static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn 
 		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
 		int32_t rel = (int32_t)(taken - (rel_at + 4));
 		memcpy(rel_at, &rel, 4);
-	} else if (c->kind == CTI_CALL_IND) {
-		/* call reg: store the register as the destination (mov fs:[dest], reg), record,
+	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
+		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */
 		static const uint8_t hw[] = { [REG_RAX] = 0, [REG_RCX] = 1, [REG_RDX] = 2, [REG_RBX] = 3,
 			[REG_RSP] = 4, [REG_RBP] = 5, [REG_RSI] = 6, [REG_RDI] = 7, [REG_R8] = 8,
@@ -895,7 +895,7 @@ static uint64_t logical_ip(uint64_t rip)
 			return c->addr - meta[14] + meta[8 + j];
 		}
 		in -= plen;
-		if (c->kind == CTI_CALL_IND && !c->is_mem)   /* the register's store comes first */
+		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the register's store comes first */
 			return in < 9 + 28 ? c->addr : ttls.dest;
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
 			return in < 28 ? c->addr : ttls.dest;
@@ -1735,6 +1735,85 @@ static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
 	return k >= 0 && a[k] > lo;
 }
 
+/* A compiler's jump table behind the indirect jump C: `cmp idx, N-1; ja default; lea base,
+ * [rip+T]; movsxd dst, [base + idx*4]; add dst, base; jmp dst` (the lea may come before the
+ * cmp). Pushes the N targets T + T[i] to TARGETS and returns 1 if the jump is exactly that,
+ * with every target inside its function; 0 otherwise (the function then stays unrelocated). */
+static int jump_table(const struct cti *c, struct vec *targets)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct module *m = module_of(c->addr);
+	long f = last_le(fn_start, nfns, c->addr);
+	uint64_t seq[8], ip, lea_t[16] = { 0 }, table = 0;
+	ZydisDecodedInstruction hist[8];
+	ZydisDecodedOperand hops[8][3];
+	int n = 0;
+
+	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base == CTI_REG_NONE)
+		return 0;
+	/* decode the function up to the jump, keeping the last 5 instructions */
+	for (ip = fn_start[f]; ip < c->addr;) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &in, ops)))
+			return 0;
+		if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
+		    ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+			uint8_t g = cti_greg(ops[0].reg.value);
+			if (g < 16)
+				lea_t[g] = ip + in.length + (uint64_t)ops[1].mem.disp.value;
+		}
+		memmove(hist, hist + 1, sizeof hist[0] * 4);
+		memmove(hops, hops + 1, sizeof hops[0] * 4);
+		memmove(seq, seq + 1, sizeof seq[0] * 4);
+		hist[4] = in;
+		memcpy(hops[4], ops, sizeof hops[4]);
+		seq[4] = ip;
+		n++;
+		ip += in.length;
+	}
+	if (n < 5 || ip != c->addr)
+		return 0;
+	/* ... cmp; ja; [lea;] movsxd; add; jmp */
+	int k = hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? 1 : 2;
+	const ZydisDecodedInstruction *cmp = &hist[k - 1], *ja = &hist[k], *mx = &hist[3], *add = &hist[4];
+	const ZydisDecodedOperand *co = hops[k - 1], *mo = hops[3], *ao = hops[4];
+	if (k == 1 && hist[2].mnemonic != ZYDIS_MNEMONIC_LEA)
+		return 0;
+	if (cmp->mnemonic != ZYDIS_MNEMONIC_CMP || ja->mnemonic != ZYDIS_MNEMONIC_JNBE ||
+	    mx->mnemonic != ZYDIS_MNEMONIC_MOVSXD || add->mnemonic != ZYDIS_MNEMONIC_ADD ||
+	    co[0].type != ZYDIS_OPERAND_TYPE_REGISTER || co[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    mo[1].type != ZYDIS_OPERAND_TYPE_MEMORY || mo[1].mem.scale != 4 ||
+	    mo[1].mem.disp.has_displacement || ao[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+	    ao[1].type != ZYDIS_OPERAND_TYPE_REGISTER)
+		return 0;
+	uint8_t idx = cti_greg(mo[1].mem.index), base = cti_greg(mo[1].mem.base);
+	uint8_t dst = cti_greg(mo[0].reg.value);
+	if (idx >= 16 || base >= 16 || cti_greg(co[0].reg.value) != idx || dst != c->base ||
+	    cti_greg(ao[0].reg.value) != dst || cti_greg(ao[1].reg.value) != base || !(table = lea_t[base]))
+		return 0;
+	/* the lea of the base must be the one just before (or before the cmp) */
+	if (hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? cti_greg(hops[2][0].reg.value) != base :
+	    !(hist[0].mnemonic == ZYDIS_MNEMONIC_LEA && cti_greg(hops[0][0].reg.value) == base))
+		return 0;
+	uint64_t entries = co[1].imm.value.u + 1;
+	if (entries > 4096)
+		return 0;
+	size_t first = targets->n;
+	for (uint64_t i = 0; i < entries; i++) {
+		int32_t e;
+		memcpy(&e, (const void *)(uintptr_t)(table + 4 * i), 4);
+		uint64_t t = table + (uint64_t)(int64_t)e;
+		uint64_t *slot = t >= fn_start[f] && t < fn_end[f] ? vec_push(targets) : NULL;
+		if (!slot) {
+			targets->n = first;
+			return 0;
+		}
+		*slot = t;
+	}
+	(void)seq;
+	return 1;
+}
+
 /* The end of the NOP padding from A on (up to LIM). */
 static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
 {
@@ -1805,7 +1884,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		}
 		const struct cti *tc;
 		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET ||
-		     (kind == CTI_CALL_IND && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
+		     ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
 		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
 		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
 			/* the latest boundary B that leaves room for the 5-byte jump */
@@ -1948,14 +2027,14 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 	free(tj);
 
+	reloc_jind = malloc((nctis + 1) * sizeof *reloc_jind);
+	for (size_t i = 0; reloc_jind && i < nctis; i++)
+		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
+			reloc_jind[nreloc_jind++] = ctis[i].addr;
 	reloc_targets = sc.targets.p;
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)
 		qsort(reloc_targets, nreloc_targets, sizeof *reloc_targets, cmp_u64);
-	reloc_jind = malloc((nctis + 1) * sizeof *reloc_jind);
-	for (size_t i = 0; reloc_jind && i < nctis; i++)
-		if (ctis[i].kind == CTI_JMP_IND)
-			reloc_jind[nreloc_jind++] = ctis[i].addr;
 	if (reloc_jind)
 		qsort(reloc_jind, nreloc_jind, sizeof *reloc_jind, cmp_u64);
 	else

@@ -65,6 +65,8 @@ struct tstate {
 	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
 	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
 	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
+	volatile int in_hit;         /* recording from a trampoline with signals not blocked */
+	volatile int muted;          /* a program handler interrupted that: its CTIs are not recorded */
 	struct tstate *next;
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
@@ -95,6 +97,7 @@ static struct tstate *threads;        /* all thread states, pushed lock-free */
 static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
 static uint64_t total_traps_of_dead;
+static int prog_handlers;             /* the program has installed a signal handler */
 static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -446,6 +449,8 @@ static void maybe_psb(struct tstate *ts, uint64_t ip)
 static void record(struct tstate *ts, const struct cti *c, const struct cti_result *r, const greg_t *g,
 		   uint64_t rsp)
 {
+	if (ts->muted)
+		return;
 	if (ts->enc.len >= BUF_FLUSH_AT)
 		flush_thread(ts);
 	if (!ts->inside) {
@@ -531,9 +536,15 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	int saved_errno = errno;
 	greg_t g[NGREG];
 
-	/* a signal handler of the program must not record into the buffer half-way */
-	sigfillset(&all);
-	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+	/* A signal handler of the program must not record into the buffer half-way. Blocking
+	 * signals costs two system calls, so it is done only once the program has a handler;
+	 * a handler installed meanwhile by another thread that interrupts this record runs
+	 * unrecorded (wrap_handler sees in_hit) rather than corrupt the stream. */
+	int block = __atomic_load_n(&prog_handlers, __ATOMIC_ACQUIRE);
+	if (block) {
+		sigfillset(&all);
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+	}
 	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
 		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
 	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the path stored the register */
@@ -542,13 +553,18 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
 	struct tstate *ts = active ? thread_state() : NULL;
 	if (ts) {
+		ts->in_hit = !block;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		ts->tramp_hits++;
 		g[REG_RSP] = (greg_t)rsp;
 		record(ts, c, &r, g, rsp);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		ts->in_hit = 0;
 	}
 	ttls.dest = r.next;
 	ttls.code_plus1 = 0;
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+	if (block)
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
 	errno = saved_errno;
 }
 
@@ -980,6 +996,20 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 	uint64_t saved_resume = 0, interrupted = 0;
 	int was_inside = 0;
 
+	if (ts && ts->in_hit) {
+		/* it interrupted a record in progress (see tramp_hit): run it unrecorded */
+		int was_muted = ts->muted;
+		ts->muted = 1;
+		ts->unresolved++;
+		struct tramp_tls saved = ttls;
+		if (pa->sa_flags & SA_SIGINFO)
+			pa->sa_sigaction(sig, si, ucv);
+		else if (pa->sa_handler != SIG_IGN && pa->sa_handler != SIG_DFL)
+			pa->sa_handler(sig);
+		ttls = saved;
+		ts->muted = was_muted;
+		return;
+	}
 	if (ts) {
 		sigfillset(&all);
 		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
@@ -1042,6 +1072,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 		struct sigaction mine = *act;
 		sigdelset(&mine.sa_mask, SIGTRAP);
 		if (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
+			__atomic_store_n(&prog_handlers, 1, __ATOMIC_RELEASE);
 			mine.sa_sigaction = wrap_handler;
 			mine.sa_flags |= SA_SIGINFO;
 		}

@@ -27,7 +27,8 @@ static const char usage[] =
 	"  --xray          run an XRay-instrumented program and collect its log\n"
 	"  --qemu          run an AArch64 program under qemu-aarch64 and write xtrace files\n"
 	"  --xray-mode M   (--xray) basic (default) or fdr\n"
-	"  -o FILE         output file (--btrace: default btrace.tkbt; --xray: default xray.log)\n"
+	"  -o FILE         output file (--btrace: default btrace.tkbt; --xray: default xray.log;\n"
+	"                  --qemu: output directory, default .)\n"
 	"\n"
 	"Exit status (--btrace): 0 trace complete; 1 trace incomplete (program killed, data\n"
 	"lost); 2 usage; 3 the program cannot be recorded (static binary, own SIGTRAP handler).\n"
@@ -37,7 +38,12 @@ static const char usage[] =
 	"runtime wrote to FILE. FDR mode cannot be started from the environment alone: the\n"
 	"program must call __xray_log_init_mode(\"xray-fdr\", ...), __xray_patch(), and at the\n"
 	"end __xray_log_finalize() and __xray_log_flushLog(); with --xray-mode fdr tracekit only\n"
-	"points the log into its directory and collects it.\n";
+	"points the log into its directory and collects it.\n"
+	"\n"
+	"--qemu writes xtrace.TIME.TID.hint9.xinsndata.bin per guest thread and, for the main\n"
+	"thread, xtrace.TIME.TID.hint9.xsnapshot.bin with registers every 1M user instructions\n"
+	"(taken from a second, deterministic run with -singlestep -d cpu,fpu). If the program\n"
+	"contains HINT #9, only instructions between its executions are collected.\n";
 
 /* ---- --btrace -------------------------------------------------------------------------- */
 
@@ -328,6 +334,8 @@ static int run(struct cli_opts *o)
 		cli_error(NULL, UINT64_MAX, "record: no command to run (see: tracekit help record)");
 		return EXIT_USAGE;
 	}
+	if (o->rec_qemu)
+		return cli_record_qemu(o);
 	if (o->rec_btrace)
 		return record_btrace(o);
 	if (o->rec_xray)

@@ -98,6 +98,8 @@ static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
 static uint64_t total_traps_of_dead;
 static int prog_handlers;             /* the program has installed a signal handler */
+static char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-up */
+static int npending;
 static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -1357,8 +1359,29 @@ static void finish(uint64_t reason)
 	}
 }
 
+static int loaded_now(struct dl_phdr_info *info, size_t size, void *data)
+{
+	char path[PATH_MAX];
+	(void)size;
+	return info->dlpi_name && info->dlpi_name[0] && realpath(info->dlpi_name, path) &&
+	       !strcmp(path, data);
+}
+
+/* Modules requested but loaded only later (dlopen) are not traced: say so at the end, by
+ * name, so that an empty trace of them is not mistaken for code that never ran. */
+static void report_late_modules(void)
+{
+	char want[PATH_MAX];
+	for (int i = 0; i < npending; i++)
+		if (realpath(pending[i], want) && dl_iterate_phdr(loaded_now, want))
+			say2("module ", pending[i], " was loaded after start-up (dlopen); it is not "
+			     "traced: only modules loaded with the program can be");
+}
+
 __attribute__((destructor)) static void btrace_fini(void)
 {
+	if (active && !closed)
+		report_late_modules();
 	finish(0);
 }
 
@@ -1983,7 +2006,9 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			else
 				dl_iterate_phdr(add_module, p);
 			if (nmodules == before) {
-				say2("module ", p, " is not loaded; not traced");
+				say2("module ", p, " is not loaded at start-up; not traced");
+				if (npending < MAX_MODULES)
+					snprintf(pending[npending++], PATH_MAX, "%s", p);
 			}
 		}
 	}

@@ -12,6 +12,7 @@
 #include "oracle/btrace_ipt.h"
 
 static char work[256];
+static const char *rec_opts = "";   /* extra `record` options for check() */
 
 static int sh(const char *fmt, ...)
 {
@@ -137,8 +138,8 @@ static void check2(const char *name, const char *args, const char *const *fns,
 	struct bt_counts *c = calloc(1, sizeof *c);
 	char path[512];
 	assert_non_null(c);
-	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q -o %s.tkbt -- ./%s %s >/dev/null",
-			    work, name, name, args), 0);
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -q %s -o %s.tkbt -- ./%s %s >/dev/null",
+			    work, rec_opts, name, name, args), 0);
 	/* the process's trace and, after fork, its children's */
 	DIR *d = opendir(work);
 	struct dirent *de;
@@ -250,6 +251,36 @@ static void test_calls_relocated(void **state)
 	unsetenv("TK_BTRACE_RELOCATE");
 	trap_counts("calls_nr", &traps, &hits);
 	assert_true(traps > 12000);
+}
+
+/* --module: a shared library the executable links, traced alone (the executable is not);
+ * a requested module that is only dlopen'ed later is named as not traced. */
+static void test_shared_module(void **state)
+{
+	static const char *const fns[] = { "shape_walk", "shape_pick", "step", NULL };
+	struct bt_counts *c = calloc(1, sizeof *c);
+	char path[512];
+	(void)state;
+	assert_non_null(c);
+	compile("libshape.so", "libshape.c", "-shared -fPIC");
+	compile("libother.so", "libshape.c", "-shared -fPIC");
+	assert_int_equal(sh("cc -O2 -g -o %s/useshape %s/data/btrace/useshape.c -L%s -lshape "
+			    "-Wl,-rpath,'$ORIGIN' -ldl", work, getenv("TESTS"), work), 0);
+	rec_opts = "--module ./libshape.so";
+	check("useshape", "", fns);
+	rec_opts = "";
+	snprintf(path, sizeof path, "%s/useshape.tkbt", work);
+	assert_int_equal(bt_decode_file(c, path), 0);
+	assert_int_equal(bt_fn_insns(c, "main"), 0);
+	assert_int_equal(sh("\"$TK\" info %s | grep -q 'module .*/libshape.so '", path), 0);
+	assert_int_equal(sh("\"$TK\" info %s | grep -q 'module .*/useshape '", path), 1);
+	/* libother.so: requested, opened by dlopen after start-up */
+	assert_int_equal(sh("cd %s && \"$TK\" record --btrace -o late.tkbt --module ./libshape.so "
+			    "--module ./libother.so -- ./useshape ./libother.so > late.out 2>&1", work), 0);
+	assert_int_equal(sh("grep -q 'libother.so is not loaded at start-up' %s/late.out", work), 0);
+	assert_int_equal(sh("grep -q 'libother.so was loaded after start-up (dlopen); it is not traced' "
+			    "%s/late.out", work), 0);
+	free(c);
 }
 
 static void test_longjmp_and_signals(void **state)
@@ -374,6 +405,7 @@ int main(void)
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_branches_traps_only),
 		cmocka_unit_test(test_calls_relocated),
+		cmocka_unit_test(test_shared_module),
 		cmocka_unit_test(test_longjmp_and_signals),
 		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_fork),

@@ -48,6 +48,7 @@ struct module {
 	char path[PATH_MAX];
 	uint64_t bias;
 	uint64_t start, end;          /* executable range (run-time addresses) */
+	uint64_t map_lo, map_hi;      /* all loaded segments */
 	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
 	uint8_t build_id[64];
 	unsigned build_id_len;
@@ -1693,6 +1694,12 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	m->bias = info->dlpi_addr;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			if (!m->map_lo || ph->p_vaddr + m->bias < m->map_lo)
+				m->map_lo = ph->p_vaddr + m->bias;
+			if (ph->p_vaddr + ph->p_filesz + m->bias > m->map_hi)
+				m->map_hi = ph->p_vaddr + ph->p_filesz + m->bias;
+		}
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
 			if (ph->p_vaddr + m->bias < lo)
 				lo = ph->p_vaddr + m->bias;
@@ -1850,8 +1857,8 @@ static int jump_table(const struct cti *c, struct vec *targets)
 	    !(hist[0].mnemonic == ZYDIS_MNEMONIC_LEA && cti_greg(hops[0][0].reg.value) == base))
 		return 0;
 	uint64_t entries = co[1].imm.value.u + 1;
-	if (entries > 4096)
-		return 0;
+	if (entries > 4096 || table < m->map_lo || table + 4 * entries > m->map_hi)
+		return 0;   /* never read outside the module's loaded file contents */
 	size_t first = targets->n;
 	for (uint64_t i = 0; i < entries; i++) {
 		int32_t e;

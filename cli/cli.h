@@ -147,7 +147,6 @@ int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out);
 int cli_xtrace_profile(const struct cli_opts *o, struct cli_xtrace *x, struct tk_prof *total,
 		       struct tk_gap_stats *gaps);
 /* tracekit record --qemu (cli/record_qemu.c). */
-int cli_record_qemu(struct cli_opts *o);
 /* One xtrace item as text, no newline. */
 void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 /* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */

@@ -25,7 +25,9 @@ static const char usage[] =
 	"                  instruction with its stages nested, tracks per thread, row and lane;\n"
 	"                  1 cycle = 1 us from the first cycle; --cycles A:B clips to that window\n"
 	"gem5 O3PipeView text:\n"
-	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum; CPUs named in a\n"
+	"                  debug prefix (\"system.cpu1:\") become Kanata threads (1)\n"
+	"  --tid N         only the CPU mapped to thread N\n"
 	"Traces with calls (a slice per call, per thread):\n"
 	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
 	"  --to chrome     Chrome trace-event JSON\n"
@@ -154,7 +156,8 @@ static void gem5_diag(void *ctx, uint64_t line, int is_error, const char *msg)
 
 static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *in)
 {
-	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = (void *)file };
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = (void *)file,
+				   .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
 	struct tk_gem5_result res;
 	const char *to = o->to ? o->to : "kanata";
 	struct tk_buf out;
@@ -174,10 +177,19 @@ static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *i
 	}
 	if (!o->quiet)
 		fprintf(stderr, "tracekit: %s: %llu instructions (%llu retired, %llu squashed), "
-			"%llu ticks per cycle\n", file, (unsigned long long)res.insns,
+			"%llu ticks per cycle, %llu CPU%s\n", file, (unsigned long long)res.insns,
 			(unsigned long long)res.retired, (unsigned long long)res.squashed,
-			(unsigned long long)res.ticks_per_cycle);
-	if ((res.skipped_lines || res.out_of_order) && status < EXIT_SKIPPED)
+			(unsigned long long)res.ticks_per_cycle, (unsigned long long)res.cpus,
+			res.cpus == 1 ? "" : "s");
+	if (o->has_tid && !res.cpus) {
+		cli_error(file, UINT64_MAX, "no records of CPU %llu (--tid)", (unsigned long long)o->tid);
+		if (status < EXIT_SKIPPED)
+			status = EXIT_SKIPPED;
+	}
+	if (res.duplicates && !o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu seqNums seen twice: several CPUs without a cpu name "
+			"prefix cannot be separated\n", file, (unsigned long long)res.duplicates);
+	if ((res.skipped_lines || res.out_of_order || res.duplicates) && status < EXIT_SKIPPED)
 		status = EXIT_SKIPPED;
 	return status;
 }

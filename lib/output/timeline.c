@@ -397,7 +397,7 @@ struct pl {
 	struct u64map ids;        /* instruction id -> pool index */
 	uint8_t *rows;            /* rows in use */
 	size_t nrows, crows;
-	struct tl_track *tracks;  /* per (thread, row, lane) */
+	struct tl_track **tracks; /* per (thread, row, lane); stable addresses */
 	size_t ntracks, ctracks;
 	struct u64map track_ix;   /* (thread, row, lane) key -> track index */
 	uint32_t *threads;        /* threads seen, in order */
@@ -506,19 +506,23 @@ static struct tl_track *pl_track(struct tk_timeline *t, uint32_t thread, uint32_
 	uint64_t key = (uint64_t)thread << 32 | (uint64_t)row << 3 | lane;
 	uint32_t *ix = u64map_find(&p->track_ix, key);
 	if (ix)
-		return &p->tracks[*ix - 1];
+		return p->tracks[*ix - 1];
 	if (p->ntracks == p->ctracks) {
 		size_t nc = p->ctracks ? p->ctracks * 2 : 64;
-		struct tl_track *nt = realloc(p->tracks, nc * sizeof *nt);
+		struct tl_track **nt = realloc(p->tracks, nc * sizeof *nt);
 		if (!nt)
 			return NULL;
 		p->tracks = nt;
 		p->ctracks = nc;
 	}
-	if (u64map_put(&p->track_ix, key, (uint32_t)p->ntracks) < 0)
+	struct tl_track *tr = calloc(1, sizeof *tr);
+	if (!tr)
 		return NULL;
-	struct tl_track *tr = &p->tracks[p->ntracks++];
-	memset(tr, 0, sizeof *tr);
+	if (u64map_put(&p->track_ix, key, (uint32_t)p->ntracks) < 0) {
+		free(tr);
+		return NULL;
+	}
+	p->tracks[p->ntracks++] = tr;
 	tr->id = row * PL_LANES + lane + 1;        /* Chrome tid within the thread's process */
 	tr->uuid = 0x300000000ull + p->ntracks;
 	tr->seq = p->next_seq++;
@@ -877,8 +881,9 @@ static void pl_free(struct pl *p)
 	u64map_free(&p->ids);
 	free(p->rows);
 	for (size_t i = 0; i < p->ntracks; i++) {
-		free(p->tracks[i].interned);
-		free(p->tracks[i].name);
+		free(p->tracks[i]->interned);
+		free(p->tracks[i]->name);
+		free(p->tracks[i]);
 	}
 	free(p->tracks);
 	u64map_free(&p->track_ix);

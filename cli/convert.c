@@ -24,11 +24,13 @@ static const char usage[] =
 	"  --to kanata     normalised Kanata (the four-column form Konata reads)\n"
 	"  --cycles A:B    with --to kanata: only instructions alive in cycles [A, B), renumbered,\n"
 	"                  as a valid smaller log; instructions alive at A start there\n"
-	"  --to chrome     Chrome trace-event JSON for Perfetto / chrome://tracing (also:\n"
-	"                  perfetto, json): a slice per instruction with stage slices, a process\n"
-	"                  per thread and a track per row and lane; 1 cycle = 1 us\n"
+	"  --to perfetto   Perfetto protobuf, --to chrome (or json) Chrome JSON: a slice per\n"
+	"                  instruction with its stages nested, tracks per thread, row and lane;\n"
+	"                  1 cycle = 1 us from the first cycle; --cycles A:B clips to that window\n"
 	"gem5 O3PipeView text:\n"
-	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum\n"
+	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum; CPUs named in a\n"
+	"                  debug prefix (\"system.cpu1:\") become Kanata threads (1)\n"
+	"  --tid N         only the CPU mapped to thread N\n"
 	"Traces with calls (a slice per call, per thread):\n"
 	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
 	"  --to chrome     Chrome trace-event JSON\n"
@@ -67,6 +69,45 @@ static void kanata_diag_count(void *ctx, const struct tk_kanata_diag *d)
 		kanata_diag((void *)k->file, d);
 }
 
+static const char *kanata_stage_name(void *ctx, unsigned stage, const char **lane)
+{
+	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
+}
+
+/* Chrome / Perfetto: neutral pipeline events into the shared timeline writer, 1 cycle = 1 us.
+ * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does. */
+static int kanata_timeline(struct cli_opts *o, const char *file, struct tk_input *in,
+			   enum tk_timeline_kind kind, struct tk_buf *out, uint64_t from, uint64_t to,
+			   int *status)
+{
+	struct tk_kanata_decoder *d = NULL;
+	struct tk_timeline_opts to_ = { .sz = sizeof to_, .kind = kind, .clock = { 1000000 },
+					.time_begin = from, .time_end = to == UINT64_MAX ? 0 : to,
+					.max_events = o->max_events, .process_name = "kanata",
+					.stage_name = kanata_stage_name, .stage_ctx = &d };
+	int err, rc;
+	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
+	if (!t)
+		return err;
+	if (!(d = tk_kanata_decoder_new(tk_timeline_sink(t), &err))) {
+		tk_timeline_free(t);
+		return err;
+	}
+	rc = tk_kanata_decode(d, in);
+	int frc = tk_timeline_finish(t);
+	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
+	if (rc >= 0)
+		*status = cli_report_gaps(file, g, "skipped line");
+	uint64_t dropped;
+	tk_timeline_slices(t, &dropped);
+	if (dropped && !o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu instructions left out (--max-events)\n", file,
+			(unsigned long long)dropped);
+	tk_kanata_decoder_free(d);
+	tk_timeline_free(t);
+	return rc < 0 ? rc : frc;
+}
+
 static int convert_kanata(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	struct count_ctx cc = { file, 0 };
@@ -86,15 +127,18 @@ static int convert_kanata(struct cli_opts *o, const char *file, struct tk_input 
 		co.cycle_from = (int64_t)a;
 		co.cycle_to = b > INT64_MAX ? INT64_MAX : (int64_t)b;
 	}
-	int chrome = !strcmp(to, "chrome") || !strcmp(to, "perfetto") || !strcmp(to, "json");
-	if (!chrome && strcmp(to, "kanata")) {
-		cli_error(NULL, UINT64_MAX, "convert: Kanata input: --to %s: expected kanata or chrome", to);
+	enum tk_timeline_kind tl = !strcmp(to, "json") ? TK_TIMELINE_CHROME : tk_timeline_kind_by_name(to);
+	if (!tl && strcmp(to, "kanata")) {
+		cli_error(NULL, UINT64_MAX, "convert: Kanata input: --to %s: expected kanata, chrome or perfetto",
+			  to);
 		return EXIT_USAGE;
 	}
 	if ((rc = cli_out_open(o, &out)))
 		return rc;
-	if (chrome)
-		rc = tk_kanata_to_chrome(in, &out, &co);
+	int tl_status = 0;
+	if (tl)
+		rc = kanata_timeline(o, file, in, tl, &out, o->cycles ? (uint64_t)co.cycle_from : 0,
+				     o->cycles ? (uint64_t)co.cycle_to : UINT64_MAX, &tl_status);
 	else if (o->cycles)
 		rc = tk_kanata_cut(in, &out, &co);
 	else
@@ -107,7 +151,7 @@ static int convert_kanata(struct cli_opts *o, const char *file, struct tk_input 
 	if (cc.errors > 20)
 		fprintf(stderr, "tracekit: %s: %llu more errors (tracekit check lists all)\n", file,
 			(unsigned long long)(cc.errors - 20));
-	if (cc.errors && status < EXIT_SKIPPED)
+	if ((cc.errors || tl_status) && status < EXIT_SKIPPED)
 		status = EXIT_SKIPPED;
 	return status;
 }
@@ -120,7 +164,8 @@ static void gem5_diag(void *ctx, uint64_t line, int is_error, const char *msg)
 
 static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *in)
 {
-	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = (void *)file };
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = (void *)file,
+				   .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
 	struct tk_gem5_result res;
 	const char *to = o->to ? o->to : "kanata";
 	struct tk_buf out;
@@ -140,10 +185,19 @@ static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *i
 	}
 	if (!o->quiet)
 		fprintf(stderr, "tracekit: %s: %llu instructions (%llu retired, %llu squashed), "
-			"%llu ticks per cycle\n", file, (unsigned long long)res.insns,
+			"%llu ticks per cycle, %llu CPU%s\n", file, (unsigned long long)res.insns,
 			(unsigned long long)res.retired, (unsigned long long)res.squashed,
-			(unsigned long long)res.ticks_per_cycle);
-	if ((res.skipped_lines || res.out_of_order) && status < EXIT_SKIPPED)
+			(unsigned long long)res.ticks_per_cycle, (unsigned long long)res.cpus,
+			res.cpus == 1 ? "" : "s");
+	if (o->has_tid && !res.cpus) {
+		cli_error(file, UINT64_MAX, "no records of CPU %llu (--tid)", (unsigned long long)o->tid);
+		if (status < EXIT_SKIPPED)
+			status = EXIT_SKIPPED;
+	}
+	if (res.duplicates && !o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu seqNums seen twice: several CPUs without a cpu name "
+			"prefix cannot be separated\n", file, (unsigned long long)res.duplicates);
+	if ((res.skipped_lines || res.out_of_order || res.duplicates) && status < EXIT_SKIPPED)
 		status = EXIT_SKIPPED;
 	return status;
 }

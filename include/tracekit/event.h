@@ -40,12 +40,15 @@ enum tk_event_kind {
 	TK_EV_TIME,          /* time reference only (e.g. a TSC packet) */
 
 	/* pipeline (Kanata) */
-	TK_EV_INSN_BEGIN,    /* addr = instruction id, arg = thread id in the simulated machine */
+	TK_EV_INSN_BEGIN,    /* addr = instruction id, arg = thread id in the simulated machine,
+				addr2 = id in the simulator (0 if none) */
 	TK_EV_STAGE_BEGIN,   /* addr = instruction id, arg = stage id, flags = lane */
 	TK_EV_STAGE_END,     /* addr = instruction id, arg = stage id, flags = lane */
 	TK_EV_RETIRE,        /* addr = instruction id, arg = retire id */
 	TK_EV_FLUSH,         /* addr = instruction id */
 	TK_EV_DEPENDENCY,    /* addr = consumer id, addr2 = producer id, arg = type */
+	/* (an instruction's label is a TK_EV_TYPED with flags = TK_TYPED_INSN_LABEL,
+	   addr = instruction id, data/count = text, sent before its RETIRE or FLUSH) */
 
 	/* lost or undecodable data: never silent */
 	TK_EV_GAP,           /* arg = byte offset in the input, count = bytes skipped,
@@ -75,6 +78,9 @@ enum tk_gap_reason {
 };
 
 enum tk_fn_flags { TK_FN_ADDR = 1 };
+
+/* TK_EV_TYPED flags of pipeline decoders (other producers put their record type there). */
+enum { TK_TYPED_INSN_LABEL = 0x4c41 };
 
 struct tk_event {
 	uint64_t time;   /* trace ticks (see tk_trace_clock); TK_TIME_NONE if unknown */

@@ -185,7 +185,9 @@ int tk_kanata_w_cmd(struct tk_kanata_writer *w, const struct tk_kanata_cmd *c);
 int64_t tk_kanata_w_now(const struct tk_kanata_writer *w);
 
 /* ---- neutral events ------------------------------------------------------------------- */
-/* Decode into struct tk_event batches (event.h): TK_EV_INSN_BEGIN (addr = id, arg = thread),
+/* Decode into struct tk_event batches (event.h): TK_EV_INSN_BEGIN (addr = id, arg = thread,
+ * addr2 = id in the simulator), its type-0 label as TK_EV_TYPED with TK_TYPED_INSN_LABEL
+ * (just before its RETIRE/FLUSH, or at the end for instructions still in flight),
  * TK_EV_STAGE_BEGIN / TK_EV_STAGE_END (addr = id, arg = stage number, flags = lane number;
  * names from tk_kanata_decoder_stage), TK_EV_RETIRE (arg = retire id), TK_EV_FLUSH,
  * TK_EV_DEPENDENCY (addr = consumer, addr2 = producer, arg = type), and TK_EV_GAP for a
@@ -215,9 +217,7 @@ int tk_kanata_rewrite(struct tk_input *in, struct tk_buf *out, const struct tk_k
 /* Keep the instructions that are alive somewhere in [cycle_from, cycle_to), renumbered from 0,
  * as a valid log Konata opens; instructions still in flight at cycle_to are flushed there. */
 int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
-/* Chrome trace-event JSON (opens in Perfetto and chrome://tracing): one slice per
- * instruction and one per stage, a process per thread, a track per lane; 1 cycle = 1 us. */
-int tk_kanata_to_chrome(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
+/* Timelines (Chrome JSON, Perfetto): tk_kanata_decoder_* into the shared writer (out.h). */
 
 #ifdef __cplusplus
 }

@@ -69,8 +69,20 @@ struct tk_timeline_opts {
 	uint64_t time_end;
 	uint64_t max_events;      /* at most this many slices begun; 0 = 10 million */
 	const char *process_name; /* name of the process track (default "trace") */
+	/* Pipeline events (TK_EV_INSN_BEGIN .. TK_EV_FLUSH): the name of stage number STAGE and
+	 * of its lane (*lane, may stay NULL); NULL callback or result: "stage N", "lane N". */
+	const char *(*stage_name)(void *ctx, unsigned stage, const char **lane);
+	void *stage_ctx;
 };
 
+/* Calls (CALL/RETURN, FUNC_ENTER/EXIT) become nested slices on a track per event track.
+ * Pipeline events become one slice per instruction, from TK_EV_INSN_BEGIN to TK_EV_RETIRE or
+ * TK_EV_FLUSH (named by its TK_TYPED_INSN_LABEL label, else "#id"; " (flushed)" appended
+ * to flushed ones, " (in flight)" to those still open at the finish), with its stages as
+ * slices nested inside: instructions in flight together take different rows, and each
+ * (thread, row, lane) is a track (Perfetto: grouped under a track per thread; Chrome: a
+ * process per thread, a thread per row and lane). Pipeline slices are written when the
+ * instruction ends, so memory grows with the instructions in flight, not the trace. */
 struct tk_timeline;
 /* Writes to B, which must stay valid until tk_timeline_free. */
 struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_opts *opts, int *err);

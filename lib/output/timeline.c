@@ -18,6 +18,7 @@ struct tl_frame {
 
 struct tl_track {
 	uint32_t id;
+	uint64_t uuid;            /* pipeline tracks: their uuid; 0: thread track 0x10000 + id */
 	uint32_t seq;             /* Perfetto packet sequence id */
 	struct tl_frame *st;
 	size_t depth, cap;
@@ -30,6 +31,8 @@ struct tl_track {
 	char *name;
 };
 
+struct pl;
+
 struct tk_timeline {
 	struct tk_timeline_opts o;
 	struct tk_buf *b;
@@ -41,6 +44,7 @@ struct tk_timeline {
 	uint64_t window_end;
 	int header_done, finished, nomem;
 	int first_json;
+	struct pl *pl;            /* pipeline state, made at the first pipeline event */
 };
 
 enum tk_timeline_kind tk_timeline_kind_by_name(const char *name)
@@ -146,6 +150,14 @@ static void header(struct tk_timeline *t)
 	t->header_done = 1;
 	const char *pname = t->o.process_name ? t->o.process_name : "trace";
 	if (t->o.kind == TK_TIMELINE_CHROME) {
+		if (t->pl) {
+			/* pipelines: a process per thread, the first of which comes next */
+			tk_buf_puts(b, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"source\":");
+			tk_buf_json_str(b, pname, strlen(pname));
+			tk_buf_puts(b, "},\"traceEvents\":[");
+			t->first_json = 1;
+			return;
+		}
 		tk_buf_puts(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
 		tk_buf_puts(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":");
 		tk_buf_json_str(b, pname, strlen(pname));
@@ -209,39 +221,14 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 	tr->last_ns = 0;
 }
 
-/* One slice begin or end on TR at TICKS. BEGIN: name of (key, kind). */
-static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t key, uint32_t kind,
-		 uint64_t ticks)
+/* One Perfetto slice begin (NAME) or end on TR at NS. */
+static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ns)
 {
 	struct tk_buf *b = t->b;
-	uint64_t ns = to_ns(t, ticks == TK_TIME_NONE ? 0 : ticks);
-	uint32_t name = 0;
-
-	if (!t->header_done)
-		header(t);
-	if (!tr->started)
-		start_track(t, tr);
-	if (begin) {
-		name = names_frame(&t->names, key, kind);
-		if (name == UINT32_MAX)
-			return -TK_E_NOMEM;
-	}
-	if (t->o.kind == TK_TIMELINE_CHROME) {
-		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":1,\"tid\":" : ",\n{\"ph\":\"E\",\"pid\":1,\"tid\":");
-		tk_buf_u64(b, tr->id);
-		tk_buf_puts(b, ",\"ts\":");
-		tk_buf_fixed(b, (int64_t)ns, 3); /* microseconds */
-		if (begin) {
-			const char *s = names_str(&t->names, name);
-			tk_buf_puts(b, ",\"name\":");
-			tk_buf_json_str(b, s, strlen(s));
-		}
-		tk_buf_putc(b, '}');
-		return b->err;
-	}
+	uint64_t uuid = tr->uuid ? tr->uuid : 0x10000ull + tr->id;
 	uint8_t te[32], pk[64 + 600];
 	size_t n = put_uint(te, 9, begin ? 1 : 2);             /* type: SLICE_BEGIN / SLICE_END */
-	n += put_uint(te + n, 11, 0x10000ull + tr->id);       /* track_uuid */
+	n += put_uint(te + n, 11, uuid);                      /* track_uuid */
 	if (begin)
 		n += put_uint(te + n, 10, name);                  /* name_iid */
 	uint64_t delta = ns >= tr->last_ns ? ns - tr->last_ns : 0;
@@ -273,6 +260,39 @@ static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t
 	k += put_uint(pk + k, 13, 2);                         /* SEQ_NEEDS_INCREMENTAL_STATE */
 	emit_packet(b, pk, k);
 	return b->err;
+}
+
+/* One slice begin or end on TR at TICKS. BEGIN: name of (key, kind). */
+static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t key, uint32_t kind,
+		 uint64_t ticks)
+{
+	struct tk_buf *b = t->b;
+	uint64_t ns = to_ns(t, ticks == TK_TIME_NONE ? 0 : ticks);
+	uint32_t name = 0;
+
+	if (!t->header_done)
+		header(t);
+	if (!tr->started)
+		start_track(t, tr);
+	if (begin) {
+		name = names_frame(&t->names, key, kind);
+		if (name == UINT32_MAX)
+			return -TK_E_NOMEM;
+	}
+	if (t->o.kind == TK_TIMELINE_CHROME) {
+		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":1,\"tid\":" : ",\n{\"ph\":\"E\",\"pid\":1,\"tid\":");
+		tk_buf_u64(b, tr->id);
+		tk_buf_puts(b, ",\"ts\":");
+		tk_buf_fixed(b, (int64_t)ns, 3); /* microseconds */
+		if (begin) {
+			const char *s = names_str(&t->names, name);
+			tk_buf_puts(b, ",\"name\":");
+			tk_buf_json_str(b, s, strlen(s));
+		}
+		tk_buf_putc(b, '}');
+		return b->err;
+	}
+	return pf_slice(t, tr, begin, name, ns);
 }
 
 /* ---- the stack ---------------------------------------------------------------------------- */
@@ -342,6 +362,535 @@ static int enter_window(struct tk_timeline *t, struct tl_track *tr)
 	return rc;
 }
 
+/* ---- pipelines: an instruction slice with its stages nested, on a track per row and lane -- */
+#define PL_LANES 8           /* lanes with their own track; higher lanes share the last */
+#define PL_LABEL_MAX 200
+
+struct pl_stage {
+	uint32_t stage;
+	uint16_t lane;
+	uint8_t open;
+	uint64_t b, e;
+};
+
+struct pl_insn {
+	uint64_t id, sim_id, begin;
+	uint32_t thread, row;
+	uint32_t nst, cst;
+	struct pl_stage *st;
+	uint32_t label_len;
+	char label[PL_LABEL_MAX + 1];
+};
+
+/* uint64 -> uint32 open-addressing map (linear probing, backward-shift delete) */
+struct u64map {
+	uint64_t *k;
+	uint32_t *v;              /* value + 1; 0 = empty */
+	size_t mask, n;
+};
+
+struct pl {
+	struct pl_insn *in;       /* pool of live instructions */
+	size_t nin, cin;
+	uint32_t *free_in;
+	size_t nfree;
+	struct u64map ids;        /* instruction id -> pool index */
+	uint8_t *rows;            /* rows in use */
+	size_t nrows, crows;
+	struct tl_track **tracks; /* per (thread, row, lane); stable addresses */
+	size_t ntracks, ctracks;
+	struct u64map track_ix;   /* (thread, row, lane) key -> track index */
+	uint32_t *threads;        /* threads seen, in order */
+	size_t nthreads, cthreads;
+	uint64_t t_max;
+	uint32_t next_seq;
+};
+
+static size_t u64_hash(uint64_t k, size_t mask)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (size_t)k & mask;
+}
+
+static uint32_t *u64map_find(const struct u64map *m, uint64_t k)
+{
+	if (!m->v)
+		return NULL;
+	for (size_t i = u64_hash(k, m->mask);; i = (i + 1) & m->mask) {
+		if (!m->v[i])
+			return NULL;
+		if (m->k[i] == k)
+			return &m->v[i];
+	}
+}
+
+static int u64map_put(struct u64map *m, uint64_t k, uint32_t v)
+{
+	if (!m->v || (m->n + 1) * 2 > m->mask + 1) {
+		size_t cap = m->v ? (m->mask + 1) * 2 : 256;
+		struct u64map nm = { calloc(cap, sizeof *nm.k), calloc(cap, sizeof *nm.v), cap - 1, 0 };
+		if (!nm.k || !nm.v) {
+			free(nm.k);
+			free(nm.v);
+			return -TK_E_NOMEM;
+		}
+		for (size_t i = 0; m->v && i <= m->mask; i++)
+			if (m->v[i])
+				u64map_put(&nm, m->k[i], m->v[i] - 1);
+		free(m->k);
+		free(m->v);
+		*m = nm;
+	}
+	size_t i = u64_hash(k, m->mask);
+	while (m->v[i] && m->k[i] != k)
+		i = (i + 1) & m->mask;
+	if (!m->v[i])
+		m->n++;
+	m->k[i] = k;
+	m->v[i] = v + 1;
+	return 0;
+}
+
+static void u64map_del(struct u64map *m, uint64_t k)
+{
+	uint32_t *p = u64map_find(m, k);
+	if (!p)
+		return;
+	size_t i = (size_t)(p - m->v), j = i;
+	m->v[i] = 0;
+	m->n--;
+	for (;;) {
+		j = (j + 1) & m->mask;
+		if (!m->v[j])
+			return;
+		size_t h = u64_hash(m->k[j], m->mask);
+		/* move j back to i unless its home lies cyclically in (i, j] */
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		m->k[i] = m->k[j];
+		m->v[i] = m->v[j];
+		m->v[j] = 0;
+		i = j;
+	}
+}
+
+static void u64map_free(struct u64map *m)
+{
+	free(m->k);
+	free(m->v);
+}
+
+static struct pl_insn *pl_find(struct pl *p, uint64_t id)
+{
+	uint32_t *v = u64map_find(&p->ids, id);
+	return v ? &p->in[*v - 1] : NULL;
+}
+
+static void pl_stage_names(const struct tk_timeline *t, unsigned stage, const char **sname,
+			   const char **lname)
+{
+	*sname = *lname = NULL;
+	if (t->o.stage_name)
+		*sname = t->o.stage_name(t->o.stage_ctx, stage, lname);
+}
+
+/* The track of (thread, row, lane), named by LNAME (NULL: the number); started on first use. */
+static struct tl_track *pl_track(struct tk_timeline *t, uint32_t thread, uint32_t row, unsigned lane,
+				 const char *lname)
+{
+	struct pl *p = t->pl;
+	if (lane >= PL_LANES)
+		lane = PL_LANES - 1;
+	uint64_t key = (uint64_t)thread << 32 | (uint64_t)row << 3 | lane;
+	uint32_t *ix = u64map_find(&p->track_ix, key);
+	if (ix)
+		return p->tracks[*ix - 1];
+	if (p->ntracks == p->ctracks) {
+		size_t nc = p->ctracks ? p->ctracks * 2 : 64;
+		struct tl_track **nt = realloc(p->tracks, nc * sizeof *nt);
+		if (!nt)
+			return NULL;
+		p->tracks = nt;
+		p->ctracks = nc;
+	}
+	struct tl_track *tr = calloc(1, sizeof *tr);
+	if (!tr)
+		return NULL;
+	if (u64map_put(&p->track_ix, key, (uint32_t)p->ntracks) < 0) {
+		free(tr);
+		return NULL;
+	}
+	p->tracks[p->ntracks++] = tr;
+	tr->id = row * PL_LANES + lane + 1;        /* Chrome tid within the thread's process */
+	tr->uuid = 0x300000000ull + p->ntracks;
+	tr->seq = p->next_seq++;
+
+	char label[96];
+	if (lname)
+		snprintf(label, sizeof label, "row %u lane %s", row, lname);
+	else
+		snprintf(label, sizeof label, "row %u lane %u", row, lane);
+	tr->name = strdup(label);
+	if (!tr->name)
+		return NULL;
+	struct tk_buf *b = t->b;
+	if (t->o.kind == TK_TIMELINE_CHROME) {
+		tk_buf_puts(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
+		tk_buf_u64(b, thread);
+		tk_buf_puts(b, ",\"tid\":");
+		tk_buf_u64(b, tr->id);
+		tk_buf_puts(b, ",\"args\":{\"name\":");
+		tk_buf_json_str(b, label, strlen(label));
+		tk_buf_puts(b, "}}");
+		tr->started = 1;
+		return tr;
+	}
+	uint8_t clk1[32], clk2[32], cs[80], defs[32], pk[512], td[200];
+	size_t n1 = put_uint(clk1, 1, PF_CLOCK_ID);
+	n1 += put_uint(clk1 + n1, 2, 0);
+	n1 += put_uint(clk1 + n1, 3, 1);                      /* is_incremental */
+	size_t n2 = put_uint(clk2, 1, PF_BOOTTIME);
+	n2 += put_uint(clk2 + n2, 2, 0);
+	size_t ncs = put_bytes(cs, 1, clk1, n1);
+	ncs += put_bytes(cs + ncs, 1, clk2, n2);
+	size_t nd = put_uint(defs, 58, PF_CLOCK_ID);          /* timestamp_clock_id */
+	size_t k = put_uint(pk, 10, tr->seq);
+	k += put_uint(pk + k, 13, 1);                         /* INCREMENTAL_STATE_CLEARED */
+	k += put_bytes(pk + k, 6, cs, ncs);                   /* clock_snapshot */
+	k += put_bytes(pk + k, 59, defs, nd);                 /* trace_packet_defaults */
+	emit_packet(b, pk, k);
+	size_t m = put_uint(td, 1, tr->uuid);                 /* uuid */
+	m += put_bytes(td + m, 2, label, strlen(label));      /* name */
+	m += put_uint(td + m, 5, 0x200000000ull + thread);    /* parent_uuid: the thread's group */
+	k = put_uint(pk, 10, tr->seq);
+	k += put_bytes(pk + k, 60, td, m);
+	emit_packet(b, pk, k);
+	tr->started = 1;
+	return tr;
+}
+
+/* First sight of a thread: its group track (Perfetto) or process (Chrome). */
+static int pl_thread(struct tk_timeline *t, uint32_t thread)
+{
+	struct pl *p = t->pl;
+	for (size_t i = 0; i < p->nthreads; i++)
+		if (p->threads[i] == thread)
+			return 0;
+	if (p->nthreads == p->cthreads) {
+		size_t nc = p->cthreads ? p->cthreads * 2 : 8;
+		uint32_t *nt = realloc(p->threads, nc * sizeof *nt);
+		if (!nt)
+			return -TK_E_NOMEM;
+		p->threads = nt;
+		p->cthreads = nc;
+	}
+	p->threads[p->nthreads++] = thread;
+	if (!t->header_done)
+		header(t);
+	char name[48];
+	snprintf(name, sizeof name, "thread %u", thread);
+	if (t->o.kind == TK_TIMELINE_CHROME) {
+		tk_buf_puts(t->b, t->first_json ? "\n" : ",\n");
+		t->first_json = 0;
+		tk_buf_puts(t->b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+		tk_buf_u64(t->b, thread);
+		tk_buf_puts(t->b, ",\"args\":{\"name\":");
+		tk_buf_json_str(t->b, name, strlen(name));
+		tk_buf_puts(t->b, "}}");
+		return t->b->err;
+	}
+	uint8_t td[96], pk[128];
+	size_t m = put_uint(td, 1, 0x200000000ull + thread);  /* uuid */
+	m += put_bytes(td + m, 2, name, strlen(name));        /* name */
+	m += put_uint(td + m, 5, PROCESS_UUID);               /* parent_uuid */
+	size_t k = put_uint(pk, 10, 1);
+	k += put_bytes(pk + k, 60, td, m);
+	emit_packet(t->b, pk, k);
+	return t->b->err;
+}
+
+static int pl_begin(struct tk_timeline *t, const struct tk_event *e, uint64_t time)
+{
+	struct pl *p = t->pl;
+	int rc;
+	if (pl_find(p, e->addr))
+		return 0;                /* an id begun twice: keep the first */
+	if ((rc = pl_thread(t, e->track)) < 0)
+		return rc;
+	uint32_t ix;
+	if (p->nfree) {
+		ix = p->free_in[--p->nfree];
+	} else {
+		if (p->nin == p->cin) {
+			size_t nc = p->cin ? p->cin * 2 : 64;
+			struct pl_insn *ni = realloc(p->in, nc * sizeof *ni);
+			uint32_t *nf = realloc(p->free_in, nc * sizeof *nf);
+			if (nf)
+				p->free_in = nf;
+			if (!ni || !nf) {
+				if (ni)
+					p->in = ni;
+				return -TK_E_NOMEM;
+			}
+			p->in = ni;
+			p->cin = nc;
+		}
+		ix = (uint32_t)p->nin++;
+		p->in[ix].st = NULL;
+		p->in[ix].cst = 0;
+	}
+	struct pl_insn *in = &p->in[ix];
+	in->id = e->addr;
+	in->sim_id = e->addr2;
+	in->begin = time;
+	in->thread = e->track;
+	in->nst = 0;
+	in->label_len = 0;
+	/* the lowest free row, as Konata draws them */
+	size_t row = 0;
+	while (row < p->nrows && p->rows[row])
+		row++;
+	if (row == p->nrows) {
+		if (p->nrows == p->crows) {
+			size_t nc = p->crows ? p->crows * 2 : 64;
+			uint8_t *nr = realloc(p->rows, nc);
+			if (!nr)
+				return -TK_E_NOMEM;
+			p->rows = nr;
+			p->crows = nc;
+		}
+		p->nrows++;
+	}
+	p->rows[row] = 1;
+	in->row = (uint32_t)row;
+	if (u64map_put(&p->ids, e->addr, ix) < 0)
+		return -TK_E_NOMEM;
+	return 0;
+}
+
+static int pl_stage(struct tk_timeline *t, struct pl_insn *in, const struct tk_event *e, uint64_t time,
+		    int begin)
+{
+	(void)t;
+	if (!begin) {
+		for (uint32_t i = in->nst; i > 0; i--) {
+			struct pl_stage *s = &in->st[i - 1];
+			if (s->open && s->stage == (uint32_t)e->arg) {
+				s->open = 0;
+				s->e = time;
+				return 0;
+			}
+		}
+		return 0;
+	}
+	if (in->nst == in->cst) {
+		uint32_t nc = in->cst ? in->cst * 2 : 8;
+		struct pl_stage *ns = realloc(in->st, nc * sizeof *ns);
+		if (!ns)
+			return -TK_E_NOMEM;
+		in->st = ns;
+		in->cst = nc;
+	}
+	struct pl_stage *s = &in->st[in->nst++];
+	s->stage = (uint32_t)e->arg;
+	s->lane = e->flags;
+	s->open = 1;
+	s->b = s->e = time;
+	return 0;
+}
+
+static int pl_chrome_x(struct tk_timeline *t, uint32_t thread, const struct tl_track *tr,
+		       const char *name, size_t len, uint64_t b, uint64_t e, const struct pl_insn *in)
+{
+	struct tk_buf *o = t->b;
+	tk_buf_puts(o, ",\n{\"ph\":\"X\",\"name\":");
+	tk_buf_json_str(o, name, len);
+	tk_buf_puts(o, ",\"pid\":");
+	tk_buf_u64(o, thread);
+	tk_buf_puts(o, ",\"tid\":");
+	tk_buf_u64(o, tr->id);
+	tk_buf_puts(o, ",\"ts\":");
+	tk_buf_fixed(o, (int64_t)to_ns(t, b), 3);
+	tk_buf_puts(o, ",\"dur\":");
+	tk_buf_fixed(o, (int64_t)(to_ns(t, e) - to_ns(t, b)), 3);
+	if (in) {
+		tk_buf_puts(o, ",\"args\":{\"id\":");
+		tk_buf_u64(o, in->id);
+		tk_buf_puts(o, ",\"sim_id\":");
+		tk_buf_u64(o, in->sim_id);
+		tk_buf_putc(o, '}');
+	}
+	tk_buf_putc(o, '}');
+	return o->err;
+}
+
+/* Clip [*b, *e] to the window; 0 if nothing is left. */
+static int pl_clip(const struct tk_timeline *t, uint64_t *b, uint64_t *e)
+{
+	if (*b >= t->window_end || *e < t->o.time_begin)
+		return 0;
+	if (*b < t->o.time_begin)
+		*b = t->o.time_begin;
+	if (*e > t->window_end)
+		*e = t->window_end;
+	return 1;
+}
+
+/* Write the instruction and its stages, then free its row. HOW: 0 retired, 1 flushed,
+ * 2 still in flight. */
+static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int how)
+{
+	struct pl *p = t->pl;
+	int rc = 0;
+	uint64_t b = in->begin, e = end < b ? b : end;
+
+	for (uint32_t i = 0; i < in->nst; i++)
+		if (in->st[i].open || in->st[i].e > e) {
+			in->st[i].open = 0;
+			in->st[i].e = e;
+		}
+	if (pl_clip(t, &b, &e)) {
+		if (t->slices >= t->max) {
+			t->dropped++;
+		} else {
+			char name[PL_LABEL_MAX + 48];
+			int nl = in->label_len ? snprintf(name, sizeof name, "%.*s", (int)in->label_len, in->label)
+					       : snprintf(name, sizeof name, "#%llu", (unsigned long long)in->id);
+			if (how)
+				nl += snprintf(name + nl, sizeof name - (size_t)nl, "%s",
+					       how == 1 ? " (flushed)" : " (in flight)");
+			const char *sn, *ln = NULL;
+			for (uint32_t i = 0; i < in->nst && !ln; i++)
+				if (!in->st[i].lane)
+					pl_stage_names(t, in->st[i].stage, &sn, &ln);
+			struct tl_track *row = pl_track(t, in->thread, in->row, 0, ln);
+			if (!row)
+				return -TK_E_NOMEM;
+			t->slices++;
+			if (t->o.kind == TK_TIMELINE_PERFETTO) {
+				uint32_t nm = names_intern(&t->names, name, (size_t)nl);
+				if (nm == UINT32_MAX)
+					return -TK_E_NOMEM;
+				rc = pf_slice(t, row, 1, nm, to_ns(t, b));
+			}
+			/* lane 0 nests in the instruction's slice; other lanes on their own tracks */
+			for (uint32_t i = 0; i < in->nst && rc >= 0; i++) {
+				struct pl_stage *s = &in->st[i];
+				uint64_t sb = s->b, se = s->e;
+				if (!pl_clip(t, &sb, &se))
+					continue;
+				char buf[24];
+				pl_stage_names(t, s->stage, &sn, &ln);
+				struct tl_track *tr = s->lane ? pl_track(t, in->thread, in->row, s->lane, ln) : row;
+				if (!tr)
+					return -TK_E_NOMEM;
+				if (!sn) {
+					snprintf(buf, sizeof buf, "stage %u", s->stage);
+					sn = buf;
+				}
+				t->slices++;
+				if (t->o.kind == TK_TIMELINE_CHROME) {
+					rc = pl_chrome_x(t, in->thread, tr, sn, strlen(sn), sb, se, NULL);
+					continue;
+				}
+				uint32_t nm = names_intern(&t->names, sn, strlen(sn));
+				if (nm == UINT32_MAX)
+					return -TK_E_NOMEM;
+				if ((rc = pf_slice(t, tr, 1, nm, to_ns(t, sb))) >= 0)
+					rc = pf_slice(t, tr, 0, 0, to_ns(t, se));
+			}
+			if (rc >= 0 && t->o.kind == TK_TIMELINE_CHROME)
+				rc = pl_chrome_x(t, in->thread, row, name, (size_t)nl, b, e, in);
+			else if (rc >= 0)
+				rc = pf_slice(t, row, 0, 0, to_ns(t, e));
+		}
+	}
+	p->rows[in->row] = 0;
+	uint32_t ix = (uint32_t)(in - p->in);
+	u64map_del(&p->ids, in->id);
+	p->free_in[p->nfree++] = ix;
+	return rc;
+}
+
+static int pl_event(struct tk_timeline *t, const struct tk_event *e)
+{
+	struct pl_insn *in;
+	if (!t->pl && !(t->pl = calloc(1, sizeof *t->pl)))
+		return -TK_E_NOMEM;
+	struct pl *p = t->pl;
+	if (!p->next_seq)
+		p->next_seq = 1u << 20;  /* clear of the call tracks' sequences */
+	uint64_t time = e->time != TK_TIME_NONE ? e->time : p->t_max;
+	if (e->time != TK_TIME_NONE && e->time > p->t_max)
+		p->t_max = e->time;
+	if (e->kind == TK_EV_INSN_BEGIN)
+		return pl_begin(t, e, time);
+	if (!(in = pl_find(p, e->addr)))
+		return 0;
+	switch (e->kind) {
+	case TK_EV_STAGE_BEGIN:
+		return pl_stage(t, in, e, time, 1);
+	case TK_EV_STAGE_END:
+		return pl_stage(t, in, e, time, 0);
+	case TK_EV_RETIRE:
+		return pl_end(t, in, time, 0);
+	case TK_EV_FLUSH:
+		return pl_end(t, in, time, 1);
+	case TK_EV_TYPED: {
+		size_t n = e->count, room = PL_LABEL_MAX - in->label_len;
+		memcpy(in->label + in->label_len, e->data, n < room ? n : room);
+		in->label_len += (uint32_t)(n < room ? n : room);
+		return 0;
+	}
+	}
+	return 0;
+}
+
+/* Instructions still in flight end at the last time seen, in id order of their pool. */
+static int pl_finish(struct tk_timeline *t)
+{
+	struct pl *p = t->pl;
+	int rc = 0;
+	if (!p)
+		return 0;
+	while (p->ids.n && rc >= 0) {
+		/* the oldest first: lowest begin time, then id */
+		struct pl_insn *best = NULL;
+		for (size_t i = 0; i <= p->ids.mask; i++) {
+			if (!p->ids.v[i])
+				continue;
+			struct pl_insn *in = &p->in[p->ids.v[i] - 1];
+			if (!best || in->begin < best->begin || (in->begin == best->begin && in->id < best->id))
+				best = in;
+		}
+		rc = pl_end(t, best, p->t_max, 2);
+	}
+	return rc;
+}
+
+static void pl_free(struct pl *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nin; i++)
+		free(p->in[i].st);
+	free(p->in);
+	free(p->free_in);
+	u64map_free(&p->ids);
+	free(p->rows);
+	for (size_t i = 0; i < p->ntracks; i++) {
+		free(p->tracks[i]->interned);
+		free(p->tracks[i]->name);
+		free(p->tracks[i]);
+	}
+	free(p->tracks);
+	u64map_free(&p->track_ix);
+	free(p->threads);
+	free(p);
+}
+
 int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 {
 	int rc = 0;
@@ -350,6 +899,11 @@ int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t 
 		return -TK_E_BAD_STATE;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		const struct tk_event *e = &ev[i];
+		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
+		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL && t->pl)) {
+			rc = pl_event(t, e);
+			continue;
+		}
 		if (!tr || tr->id != e->track) {
 			tr = get_track(t, e->track);
 			if (!tr)
@@ -474,6 +1028,8 @@ int tk_timeline_finish(struct tk_timeline *t)
 		return 0;
 	for (size_t i = 0; i < t->ntracks && rc >= 0; i++)
 		rc = pop_to(t, &t->tracks[i], 0, t->tracks[i].t_last);
+	if (rc >= 0)
+		rc = pl_finish(t);
 	if (!t->header_done)
 		header(t);
 	if (t->o.kind == TK_TIMELINE_CHROME)
@@ -499,6 +1055,7 @@ void tk_timeline_free(struct tk_timeline *t)
 		free(t->tracks[i].name);
 	}
 	free(t->tracks);
+	pl_free(t->pl);
 	names_free(&t->names);
 	free(t);
 }

@@ -636,6 +636,12 @@ static int ev_sink(void *ctx, const struct tk_event *ev, size_t n)
 	struct ev_log *l = ctx;
 	for (size_t i = 0; i < n; i++) {
 		l->n[ev[i].kind]++;
+		if (ev[i].kind == TK_EV_TYPED && ev[i].flags == TK_TYPED_INSN_LABEL) {
+			tk_buf_printf(&l->b, "label t%llu id%llu %.*s\n", (unsigned long long)ev[i].time,
+				      (unsigned long long)ev[i].addr, (int)ev[i].count,
+				      (const char *)ev[i].data);
+			continue;
+		}
 		tk_buf_printf(&l->b, "%s t%llu id%llu a%llu f%u\n", tk_event_kind_name(ev[i].kind),
 			      (unsigned long long)ev[i].time, (unsigned long long)ev[i].addr,
 			      (unsigned long long)ev[i].arg, ev[i].flags);
@@ -678,7 +684,10 @@ static void test_decode_events(void **state)
 	/* insn 0: F from 0 (cycle 10) ends at 1 when X begins; X ends at 3 before its retire */
 	tk_buf_putc(&l.b, 0);
 	assert_non_null(strstr(l.b.data, "stage-end t1 id0 a0 f0\nstage-begin t1 id0 a1 f0\n"));
-	assert_non_null(strstr(l.b.data, "stage-end t3 id0 a1 f0\nretire t3 id0 a0 f0\n"));
+	assert_non_null(strstr(l.b.data, "stage-end t3 id0 a1 f0\nlabel t3 id0 add\nretire t3 id0 a0 f0\n"));
+	/* labels unescaped, newlines shown as spaces; insn 2 has none */
+	assert_non_null(strstr(l.b.data, "label t6 id1 long load\nretire t6 id1 a1 f0\n"));
+	assert_int_equal(l.n[TK_EV_TYPED], 2);
 	/* the stall lane (1) of insn 1: begins at 2, ends at 5 */
 	assert_non_null(strstr(l.b.data, "stage-begin t2 id1 a2 f1\n"));
 	assert_non_null(strstr(l.b.data, "stage-end t5 id1 a2 f1\n"));

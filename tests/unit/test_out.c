@@ -262,12 +262,113 @@ static void test_chrome(void **state)
 	tk_sym_free(s);
 }
 
+/* ---- pipelines: instruction slices with nested stages --------------------------------------- */
+static const char *pl_stage_name(void *ctx, unsigned stage, const char **lane)
+{
+	static const char *const st[] = { "F", "X", "stl" };
+	(void)ctx;
+	*lane = stage == 2 ? "stall" : "main";
+	return stage < 3 ? st[stage] : NULL;
+}
+
+static size_t pl_stream(struct tk_event *ev)
+{
+	size_t n = 0;
+#define PE(k, t, id, a, fl) ev[n++] = (struct tk_event){ .kind = k, .time = t, .addr = id, .arg = a, .flags = fl, .track = 0 }
+	PE(TK_EV_INSN_BEGIN, 0, 7, 0, 0);
+	PE(TK_EV_STAGE_BEGIN, 0, 7, 0, 0);
+	PE(TK_EV_INSN_BEGIN, 1, 8, 0, 0);          /* overlaps 7: takes row 1 */
+	PE(TK_EV_STAGE_BEGIN, 1, 8, 0, 0);
+	PE(TK_EV_STAGE_BEGIN, 1, 8, 2, 1);          /* stall lane */
+	PE(TK_EV_STAGE_END, 2, 7, 0, 0);
+	PE(TK_EV_STAGE_BEGIN, 2, 7, 1, 0);
+	PE(TK_EV_STAGE_END, 4, 7, 1, 0);
+	ev[n++] = (struct tk_event){ .kind = TK_EV_TYPED, .flags = TK_TYPED_INSN_LABEL, .time = 4,
+				     .addr = 7, .data = "add r1", .count = 6 };
+	PE(TK_EV_RETIRE, 4, 7, 0, 0);
+	PE(TK_EV_INSN_BEGIN, 5, 9, 0, 0);           /* row 0 is free again */
+	PE(TK_EV_STAGE_END, 6, 8, 0, 0);
+	PE(TK_EV_STAGE_END, 6, 8, 2, 1);
+	PE(TK_EV_FLUSH, 6, 8, 0, 0);
+	PE(TK_EV_STAGE_BEGIN, 7, 9, 0, 0);         /* 9 is still in flight at the end (8) */
+	PE(TK_EV_INSN_BEGIN, 8, 10, 0, 0);
+#undef PE
+	return n;
+}
+
+static char *pl_chrome(struct tk_timeline_opts *o, uint64_t *slices, uint64_t *dropped)
+{
+	struct tk_event ev[32];
+	size_t n = pl_stream(ev);
+	struct tk_buf b;
+	int err;
+	tk_buf_init(&b, -1, 4096);
+	o->sz = sizeof *o;
+	o->kind = TK_TIMELINE_CHROME;
+	o->clock.ticks_per_second = 1000000;     /* 1 tick = 1 us */
+	o->stage_name = pl_stage_name;
+	struct tk_timeline *t = tk_timeline_new(&b, o, &err);
+	assert_non_null(t);
+	assert_int_equal(tk_timeline_events(t, ev, 7), 0);
+	assert_int_equal(tk_timeline_events(t, ev + 7, n - 7), 0);
+	assert_int_equal(tk_timeline_finish(t), 0);
+	*slices = tk_timeline_slices(t, dropped);
+	tk_timeline_free(t);
+	tk_buf_putc(&b, 0);
+	char *text = strdup((const char *)b.data);
+	tk_buf_free(&b);
+	return text;
+}
+
+static void test_pipeline_chrome(void **state)
+{
+	(void)state;
+	struct tk_timeline_opts o = { 0 };
+	uint64_t slices, dropped;
+	char *t = pl_chrome(&o, &slices, &dropped);
+	/* 4 instructions + 5 stages */
+	assert_int_equal(slices, 9);
+	assert_int_equal(dropped, 0);
+	/* row 0 lane main is tid 1, row 1 tid 9, row 1's stall lane (lane 1) tid 10 */
+	assert_non_null(strstr(t, "\"name\":\"add r1\",\"pid\":0,\"tid\":1,\"ts\":0.000,\"dur\":4.000,"
+				  "\"args\":{\"id\":7,"));
+	assert_non_null(strstr(t, "\"name\":\"X\",\"pid\":0,\"tid\":1,\"ts\":2.000,\"dur\":2.000}"));
+	assert_non_null(strstr(t, "\"name\":\"#8 (flushed)\",\"pid\":0,\"tid\":9,\"ts\":1.000,\"dur\":5.000"));
+	assert_non_null(strstr(t, "\"name\":\"stl\",\"pid\":0,\"tid\":10,\"ts\":1.000,\"dur\":5.000}"));
+	assert_non_null(strstr(t, "\"args\":{\"name\":\"row 1 lane stall\"}"));
+	/* 9 reuses row 0; still in flight: ends at the last time seen, its open F too */
+	assert_non_null(strstr(t, "\"name\":\"#9 (in flight)\",\"pid\":0,\"tid\":1,\"ts\":5.000,\"dur\":3.000"));
+	assert_non_null(strstr(t, "\"name\":\"F\",\"pid\":0,\"tid\":1,\"ts\":7.000,\"dur\":1.000}"));
+	assert_non_null(strstr(t, "\"name\":\"#10 (in flight)\",\"pid\":0,\"tid\":9,\"ts\":8.000,\"dur\":0.000"));
+	free(t);
+
+	/* a window [3, 6): 7 clipped to 3..4, X to 3..4; 8 and its stages clipped at 3; 9 from 5 to
+	 * 6 (the window's end); 10 begins at 8, outside */
+	struct tk_timeline_opts w = { .time_begin = 3, .time_end = 6 };
+	t = pl_chrome(&w, &slices, &dropped);
+	assert_non_null(strstr(t, "\"name\":\"add r1\",\"pid\":0,\"tid\":1,\"ts\":3.000,\"dur\":1.000"));
+	assert_non_null(strstr(t, "\"name\":\"#8 (flushed)\",\"pid\":0,\"tid\":9,\"ts\":3.000,\"dur\":3.000"));
+	assert_non_null(strstr(t, "\"name\":\"#9 (in flight)\",\"pid\":0,\"tid\":1,\"ts\":5.000,\"dur\":1.000"));
+	assert_null(strstr(t, "#10"));
+	assert_null(strstr(t, "\"name\":\"F\",\"pid\":0,\"tid\":1,\"ts\":0.000"));
+	free(t);
+
+	/* a cap of 2 slices: the first instruction (and its stages) fits, the rest is counted */
+	struct tk_timeline_opts c = { .max_events = 2 };
+	t = pl_chrome(&c, &slices, &dropped);
+	assert_int_equal(dropped, 3);
+	assert_non_null(strstr(t, "add r1"));
+	assert_null(strstr(t, "#8"));
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pprof_roundtrip),
 		cmocka_unit_test(test_perfetto),
 		cmocka_unit_test(test_chrome),
+		cmocka_unit_test(test_pipeline_chrome),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@ static const char *const gem5_names[ST_N] = { "fetch", "decode", "rename", "disp
 
 struct g5insn {
 	uint64_t seq;
+	uint32_t cpu;            /* index in conv.cpus */
 	uint64_t tick[ST_N];     /* 0: not reached */
 	uint64_t line;
 	int complete;            /* retire record seen */
@@ -34,21 +35,31 @@ struct g5ev {
 	int64_t rid;
 };
 
+/* One simulated CPU: seqNums are its own, so each sorts in its own heap. */
+struct g5cpu {
+	int64_t tid;                 /* Kanata thread: the name's trailing number, else 0 */
+	int skip;                    /* not selected */
+	struct g5insn *cur;          /* record being read */
+	struct g5insn **seqheap;     /* completed, min-heap by seq */
+	size_t nseq, capseq;
+	uint64_t last_seq;
+	int have_last, dup_warned;
+};
+
 struct conv {
 	struct tk_gem5_opts o;
 	struct tk_gem5_result *res;
 	struct tk_buf *out;
 	struct tk_kanata_writer *w;
-	struct g5insn **seqheap;     /* completed, min-heap by seq */
-	size_t nseq, capseq;
+	struct g5cpu *cpus;
+	size_t ncpus;
+	long cur_cpu;                /* CPU of the last record line (-1: not selected) */
+	size_t nseq;                 /* completed records waiting, all CPUs */
 	struct g5ev *evheap;         /* min-heap by (cycle, serial) */
 	size_t nev, capev;
 	uint64_t serial;
-	struct g5insn *cur;
 	uint64_t tpc, base_cycle;
 	int64_t next_kid, next_rid;
-	uint64_t last_seq;
-	int have_last;
 	int err;
 };
 
@@ -72,7 +83,7 @@ static int seq_less(const struct g5insn *a, const struct g5insn *b)
 	return a->seq < b->seq || (a->seq == b->seq && a->line < b->line);
 }
 
-static int seq_push(struct conv *c, struct g5insn *in)
+static int seq_push(struct g5cpu *c, struct g5insn *in)
 {
 	if (c->nseq == c->capseq) {
 		size_t cap = c->capseq ? c->capseq * 2 : 1024;
@@ -93,7 +104,7 @@ static int seq_push(struct conv *c, struct g5insn *in)
 	return 0;
 }
 
-static struct g5insn *seq_pop(struct conv *c)
+static struct g5insn *seq_pop(struct g5cpu *c)
 {
 	struct g5insn *top = c->seqheap[0];
 	c->seqheap[0] = c->seqheap[--c->nseq];
@@ -182,7 +193,8 @@ static int write_event(struct conv *c, const struct g5ev *e)
 	switch (e->kind) {
 	case EV_INSN: {
 		char l1[96];
-		rc = tk_kanata_w_insn(c->w, in->kid, (int64_t)in->seq, 0);
+		const struct g5cpu *cpu = &c->cpus[in->cpu];
+		rc = tk_kanata_w_insn(c->w, in->kid, (int64_t)in->seq, cpu->tid);
 		if (rc >= 0 && in->label)
 			rc = tk_kanata_w_label(c->w, in->kid, 0, in->label, strlen(in->label));
 		snprintf(l1, sizeof l1, "seqNum %llu, fetch tick %llu", (unsigned long long)in->seq,
@@ -221,13 +233,15 @@ static void detect_tpc(struct conv *c)
 
 	if (c->tpc)
 		return;
-	for (size_t i = 0; i < c->nseq; i++)
-		for (int s = 0; s < ST_N; s++)
-			if (c->seqheap[i]->tick[s] && c->seqheap[i]->tick[s] < lo)
-				lo = c->seqheap[i]->tick[s];
-	for (size_t i = 0; i < c->nseq; i++)
-		for (int s = 0; s < ST_N; s++) {
-			uint64_t t = c->seqheap[i]->tick[s];
+	for (size_t k = 0; k < c->ncpus; k++)
+		for (size_t i = 0; i < c->cpus[k].nseq; i++)
+			for (int s = 0; s < ST_N; s++)
+				if (c->cpus[k].seqheap[i]->tick[s] && c->cpus[k].seqheap[i]->tick[s] < lo)
+					lo = c->cpus[k].seqheap[i]->tick[s];
+	for (size_t k = 0; k < c->ncpus; k++)
+		for (size_t i = 0; i < c->cpus[k].nseq; i++)
+			for (int s = 0; s < ST_N; s++) {
+			uint64_t t = c->cpus[k].seqheap[i]->tick[s];
 			if (!t)
 				continue;
 			uint64_t a = t - lo, b = g;
@@ -253,13 +267,23 @@ static int schedule(struct conv *c, struct g5insn *in)
 		if (!c->w)
 			return rc;
 	}
-	if (c->have_last && in->seq < c->last_seq) {
+	struct g5cpu *cpu = &c->cpus[in->cpu];
+	if (cpu->have_last && in->seq < cpu->last_seq) {
 		c->res->out_of_order++;
 		g5diag(c, in->line, 0, "seqNum %llu arrived after %llu was written; a larger window "
-		       "would sort it", (unsigned long long)in->seq, (unsigned long long)c->last_seq);
+		       "would sort it", (unsigned long long)in->seq, (unsigned long long)cpu->last_seq);
+	} else if (cpu->have_last && in->seq == cpu->last_seq && !cpu->dup_warned) {
+		/* gem5 prints O3PipeView raw: several CPUs in one file have no name to tell them
+		 * apart, and their seqNums overlap */
+		cpu->dup_warned = 1;
+		c->res->duplicates++;
+		g5diag(c, in->line, 0, "seqNum %llu appears twice: records of several CPUs without "
+		       "a cpu name prefix? (further duplicates not reported)", (unsigned long long)in->seq);
+	} else if (cpu->have_last && in->seq == cpu->last_seq) {
+		c->res->duplicates++;
 	}
-	c->last_seq = in->seq;
-	c->have_last = 1;
+	cpu->last_seq = in->seq;
+	cpu->have_last = 1;
 	in->kid = c->next_kid++;
 	c->res->insns++;
 	fetch = in->tick[ST_F] ? to_cycle(c, in->tick[ST_F]) : tk_kanata_w_now(c->w);
@@ -298,24 +322,98 @@ static int schedule(struct conv *c, struct g5insn *in)
 	return 0;
 }
 
-static int finish_current(struct conv *c)
+/* The next record to write: each CPU's lowest seqNum, the CPU whose record was fetched
+ * first (CPUs advance together in time; Kanata time only moves forward). */
+static struct g5insn *pop_next(struct conv *c)
 {
-	struct g5insn *in = c->cur;
+	struct g5cpu *best = NULL;
+	for (size_t k = 0; k < c->ncpus; k++) {
+		struct g5cpu *p = &c->cpus[k];
+		if (p->nseq && (!best || p->seqheap[0]->tick[ST_F] < best->seqheap[0]->tick[ST_F]))
+			best = p;
+	}
+	if (!best)
+		return NULL;
+	c->nseq--;
+	return seq_pop(best);
+}
+
+static int finish_current(struct conv *c, struct g5cpu *cpu)
+{
+	struct g5insn *in = cpu->cur;
 	int rc;
 
 	if (!in)
 		return 0;
-	c->cur = NULL;
-	if ((rc = seq_push(c, in)) < 0) {
+	cpu->cur = NULL;
+	if ((rc = seq_push(cpu, in)) < 0) {
 		insn_free(in);
 		return rc;
 	}
+	c->nseq++;
 	if (c->nseq > c->o.window)
 		detect_tpc(c);
 	while (c->nseq > c->o.window)
-		if ((rc = schedule(c, seq_pop(c))) < 0)
+		if ((rc = schedule(c, pop_next(c))) < 0)
 			return rc;
 	return 0;
+}
+
+/* The CPU of a record line: named in the debug prefix before "O3PipeView:" ("1000:
+ * system.cpu1: ..."; the last word ending in ':', cut after its first component naming a
+ * cpu: "system.cpu1.commit" -> "system.cpu1"); a CPU is its thread number (the name's
+ * trailing digits, else 0), so "system.cpu" and unnamed lines are the same CPU. A line
+ * without a name continues the CPU of the line before. Returns the CPU's index, -1 when
+ * it is not selected, -2 when out of memory. */
+static long cpu_of(struct conv *c, const char *p, const char *m)
+{
+	const char *e = m, *b;
+	char name[64] = "";
+	while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	if (e > p && e[-1] == ':') {
+		e--;
+		b = e;
+		while (b > p && b[-1] != ' ' && b[-1] != '\t' && b[-1] != ':')
+			b--;
+		size_t n = (size_t)(e - b);
+		int digits_only = 1;
+		for (size_t i = 0; i < n; i++)
+			digits_only &= (unsigned)(b[i] - '0') < 10;
+		if (n && !digits_only) {       /* a bare number is gem5's tick */
+			if (n >= sizeof name)
+				n = sizeof name - 1;
+			memcpy(name, b, n);
+			name[n] = 0;
+			char *cpu = strstr(name, "cpu");
+			char *dot = cpu ? strchr(cpu, '.') : NULL;
+			if (dot)
+				*dot = 0;
+		}
+	}
+	if (!name[0] && c->ncpus)
+		return c->cur_cpu;
+	size_t n = strlen(name);
+	while (n && (unsigned)(name[n - 1] - '0') < 10)
+		n--;
+	int64_t tid = name[n] ? strtoll(name + n, NULL, 10) : 0;
+	size_t k = 0;
+	while (k < c->ncpus && c->cpus[k].tid != tid)
+		k++;
+	if (k == c->ncpus) {
+		void *np = realloc(c->cpus, (c->ncpus + 1) * sizeof *c->cpus);
+		if (!np)
+			return -2;
+		c->cpus = np;
+		struct g5cpu *cpu = &c->cpus[c->ncpus++];
+		memset(cpu, 0, sizeof *cpu);
+		cpu->tid = tid;
+		cpu->skip = c->o.select_cpu && tid != c->o.cpu;
+		if (!cpu->skip)
+			c->res->cpus++;
+	}
+	c->cur_cpu = c->cpus[k].skip ? -1 : (long)k;
+	return c->cur_cpu;
 }
 
 static int parse_u64(const char *p, const char *e, uint64_t *v)
@@ -351,6 +449,14 @@ static int line(struct conv *c, const char *p, const char *e, uint64_t lineno)
 	const char *m = memmem(p, (size_t)(e - p), "O3PipeView:", 11);
 	if (!m)
 		return 0;  /* other debug output */
+	long ci = cpu_of(c, p, m);
+	if (ci == -2)
+		return -TK_E_NOMEM;
+	if (ci < 0) {
+		c->res->other_cpu_lines++;
+		return 0;
+	}
+	struct g5cpu *cpu = &c->cpus[ci];
 	q = m;
 	/* fields 0..5 are colon-separated; the 7th (disassembly) keeps its own colons */
 	while (nf < 7) {
@@ -380,12 +486,14 @@ static int line(struct conv *c, const char *p, const char *e, uint64_t lineno)
 		int rc;
 		if (nf < 6 || parse_u64(f[5], fe[5], &seq) < 0)
 			goto bad;
-		if ((rc = finish_current(c)) < 0)
+		if ((rc = finish_current(c, cpu)) < 0)
 			return rc;
+		cpu = &c->cpus[ci];
 		struct g5insn *in = calloc(1, sizeof *in);
 		if (!in)
 			return -TK_E_NOMEM;
 		in->seq = seq;
+		in->cpu = (uint32_t)ci;
 		in->line = lineno;
 		in->tick[ST_F] = tick;
 		const char *d = nf >= 7 ? f[6] : e;
@@ -401,19 +509,19 @@ static int line(struct conv *c, const char *p, const char *e, uint64_t lineno)
 		memcpy(in->label + alen, ": ", 2);
 		memcpy(in->label + alen + 2, d, dlen);
 		in->label[alen + 2 + dlen] = 0;
-		c->cur = in;
+		cpu->cur = in;
 		return 0;
 	}
-	if (!c->cur) {
+	if (!cpu->cur) {
 		g5diag(c, lineno, 1, "%s record without a fetch record before it; line skipped",
 		       gem5_names[st]);
 		c->res->skipped_lines++;
 		return 0;
 	}
-	c->cur->tick[st] = tick;
+	cpu->cur->tick[st] = tick;
 	if (st == ST_RT) {
-		c->cur->complete = 1;
-		return finish_current(c);
+		cpu->cur->complete = 1;
+		return finish_current(c, cpu);
 	}
 	return 0;
 bad:
@@ -472,11 +580,12 @@ int tk_gem5_to_kanata(struct tk_input *input, struct tk_buf *out, const struct t
 			break;
 		}
 	}
-	if ((rc = finish_current(&c)) < 0)
-		goto out;
+	for (size_t k = 0; k < c.ncpus; k++)
+		if ((rc = finish_current(&c, &c.cpus[k])) < 0)
+			goto out;
 	detect_tpc(&c);
 	while (c.nseq)
-		if ((rc = schedule(&c, seq_pop(&c))) < 0)
+		if ((rc = schedule(&c, pop_next(&c))) < 0)
 			goto out;
 	if (!c.w && !(c.w = tk_kanata_writer_new(out, 0, &rc)))
 		goto out;
@@ -489,11 +598,14 @@ out:
 		if (--e.in->pending == 0)
 			insn_free(e.in);
 	}
-	while (c.nseq)
-		insn_free(seq_pop(&c));
-	if (c.cur)
-		insn_free(c.cur);
-	free(c.seqheap);
+	for (size_t k = 0; k < c.ncpus; k++) {
+		while (c.cpus[k].nseq)
+			insn_free(seq_pop(&c.cpus[k]));
+		if (c.cpus[k].cur)
+			insn_free(c.cpus[k].cur);
+		free(c.cpus[k].seqheap);
+	}
+	free(c.cpus);
 	free(c.evheap);
 	tk_kanata_writer_free(c.w);
 	free(buf);

@@ -9,6 +9,8 @@ struct tk_kanata_decoder {
 	struct tk_event_batch batch;
 	struct tk_gap_stats gaps;
 	int rc;
+	/* label text of the batch's label events, by slot: valid during the sink call */
+	char labels[TK_EVENT_BATCH][KN_LABEL_KEEP + 1];
 };
 
 static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
@@ -43,9 +45,27 @@ static void on_stage(void *ctx, const struct kn_insn *in, unsigned stage, int64_
 	e->track = (uint32_t)in->thread;
 }
 
+/* The instruction's type-0 label as a TK_TYPED_INSN_LABEL event. */
+static void label(struct tk_kanata_decoder *d, const struct kn_insn *in, int64_t cycle)
+{
+	struct tk_event *e;
+	if (!in->label_len || !(e = next(d)))
+		return;
+	char *text = d->labels[d->batch.n - 1];
+	memcpy(text, in->label, in->label_len);
+	e->kind = TK_EV_TYPED;
+	e->flags = TK_TYPED_INSN_LABEL;
+	e->time = ev_time(d, cycle);
+	e->addr = (uint64_t)in->id;
+	e->data = text;
+	e->count = in->label_len;
+	e->track = (uint32_t)in->thread;
+}
+
 static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t rid, int64_t end)
 {
 	struct tk_kanata_decoder *d = ctx;
+	label(d, in, end);
 	struct tk_event *e = next(d);
 	if (!e)
 		return;
@@ -68,6 +88,7 @@ static int on_cmd(void *ctx, const struct tk_kanata_cmd *c)
 			return d->rc;
 		e->kind = TK_EV_INSN_BEGIN;
 		e->addr = (uint64_t)c->id;
+		e->addr2 = (uint64_t)c->a;
 		e->arg = (uint64_t)c->b;
 		e->track = (uint32_t)c->b;
 		break;
@@ -141,9 +162,17 @@ void tk_kanata_decoder_free(struct tk_kanata_decoder *d)
 	free(d);
 }
 
+static void live_label(void *ctx, const struct kn_insn *in)
+{
+	struct tk_kanata_decoder *d = ctx;
+	label(d, in, tk_kanata_reader_counts(d->r)->last_cycle);
+}
+
 int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
 {
 	int rc = tk_kanata_reader_run(d->r, in);
+	if (rc >= 0 && d->rc >= 0)
+		kn_reader_live(d->r, live_label, d);
 	if (d->rc < 0)
 		return d->rc;
 	if (rc < 0)

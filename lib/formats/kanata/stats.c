@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <sys/mman.h>
 
 #include "formats/kanata/internal.h"
@@ -451,54 +454,90 @@ static void drop_pages(const struct par *P, const char *p, size_t n)
 		madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* One C / C= line at P (ending at LE) of chunk I: its effect on the cycle. */
+static void prefix_line(struct chunk *c, size_t i, const char *p, const char *le, int64_t *cur, int *seen)
+{
+	int64_t v;
+	if (le - p <= 1)
+		return;
+	if (p[1] == '=') {
+		if (kn_parse_i64(p + 2 + (le - p > 2 && p[2] == '\t'), le, &v) == 0) {
+			if (!c->first_op)
+				c->first_op = 2, c->first_set = v;
+			if (i == 0) {
+				if (!*seen || v >= *cur)
+					*cur = v;
+			} else if (!c->has_floor || v > c->floor) {
+				c->floor = c->has_floor && c->floor > v ? c->floor : v;
+				c->has_floor = 1;
+			}
+			*seen = 1;
+		}
+	} else if (p[1] == '\t' || p[1] == ' ') {
+		if (kn_parse_i64(p + 2, le, &v) == 0 && v >= 0) {
+			if (!c->first_op)
+				c->first_op = 1;
+			*cur += v;
+			c->add += v;
+			if (c->has_floor)
+				c->floor += v;
+			*seen = 1;
+		}
+	}
+}
+
+static void prefix_c_at(struct chunk *c, size_t i, const char *b, const char *q, const char *e,
+			int64_t *cur, int *seen)
+{
+	if (q > b && q[-1] != '\n')
+		return;        /* a 'C' inside a line */
+	const char *nl = memchr(q, '\n', (size_t)(e - q));
+	prefix_line(c, i, q, nl ? nl : e, cur, seen);
+}
+
+/* The chunk's newlines and its effect on the cycle (only C / C= lines matter), in one pass
+ * at memory speed: this pass runs before the parallel parse, so its cost limits the
+ * speed-up of -j N. 16 bytes at a time: newlines are summed in byte counters, and the
+ * rare 'C' (labels are mostly lower-case disassembly) is checked for a line start. */
 static int prefix_work(void *ctx, size_t i)
 {
 	struct par *P = ctx;
 	struct chunk *c = &P->ch[i];
-	const char *p = P->data + c->start, *e = p + c->len;
+	const char *b = P->data + c->start, *e = b + c->len;
+	size_t n = c->len, k = 0;
+	uint64_t lines = 0;
 	int64_t cur = 0;
 	int seen = 0;
 
 	c->add = 0;
 	c->has_floor = 0;
-	while (p < e) {
-		const char *nl = memchr(p, '\n', (size_t)(e - p));
-		const char *le = nl ? nl : e;
-		if (*p == 'C' && le - p > 1) {
-			int64_t v;
-			if (p[1] == '=') {
-				if (kn_parse_i64(p + 2 + (le - p > 2 && p[2] == '\t'), le, &v) == 0) {
-					if (!c->first_op)
-						c->first_op = 2, c->first_set = v;
-					if (i == 0) {
-						if (!seen || v >= cur)
-							cur = v;
-					} else if (!c->has_floor || v > c->floor) {
-						if (!c->has_floor || v > c->floor)
-							c->floor = c->has_floor && c->floor > v ? c->floor : v;
-						c->has_floor = 1;
-					}
-					seen = 1;
-				}
-			} else if (p[1] == '\t' || p[1] == ' ') {
-				if (kn_parse_i64(p + 2, le, &v) == 0 && v >= 0) {
-					if (!c->first_op)
-						c->first_op = 1;
-					cur += v;
-					c->add += v;
-					if (c->has_floor)
-						c->floor += v;
-					seen = 1;
-				}
+#ifdef __SSE2__
+	const __m128i vnl = _mm_set1_epi8('\n'), vc = _mm_set1_epi8('C'), zero = _mm_setzero_si128();
+	while (k + 16 <= n) {
+		__m128i acc = zero;
+		size_t stop = k + 16 * 255 < n ? k + 16 * 255 : n;   /* byte counters hold 255 */
+		for (; k + 16 <= stop; k += 16) {
+			__m128i x = _mm_loadu_si128((const __m128i *)(b + k));
+			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(x, vnl));
+			unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vc));
+			while (m) {
+				prefix_c_at(c, i, b, b + k + (unsigned)__builtin_ctz(m), e, &cur, &seen);
+				m &= m - 1;
 			}
 		}
-		if (!nl)
-			break;
-		c->lines++;
-		p = nl + 1;
+		__m128i sad = _mm_sad_epu8(acc, zero);
+		lines += (uint64_t)_mm_cvtsi128_si32(sad) + (uint64_t)_mm_extract_epi16(sad, 4);
 	}
+#endif
+	for (; k < n; k++) {
+		if (b[k] == '\n')
+			lines++;
+		else if (b[k] == 'C')
+			prefix_c_at(c, i, b, b + k, e, &cur, &seen);
+	}
+	c->lines = lines;
 	c->end0 = cur;
-	drop_pages(P, P->data + c->start, c->len);
+	drop_pages(P, b, c->len);
 	return 0;
 }
 

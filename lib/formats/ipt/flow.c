@@ -22,6 +22,132 @@ enum action {
 	ACT_EXSTOP,         /* EXSTOP + FUP */
 };
 
+/* Time from the timing packets, after the SDM (Intel PT, "Timing Information"): TSC sets
+ * the time; TMA in PSB+ gives the CTC and the FastCounter at that TSC; each MTC advances
+ * the time by the CTC delta converted to TSC ticks (cpuid 0x15 ebx/eax); CYC adds core
+ * cycles converted to TSC ticks with the nominal/current ratio (nom_freq/CBR). The state
+ * is reset at each PSB (whose TSC, TMA and CBR set it again), so chunks decode alone. */
+enum { FCR_SHIFT = 8 };             /* fixed point of the cycle -> tick ratio */
+
+struct ptime {
+	uint64_t tsc;               /* the current time */
+	uint64_t base;              /* time at the last TSC/MTC, minus FastCounter */
+	uint64_t fc;                /* ticks since base from CYC (or TMA's FastCounter) */
+	uint64_t fcr;               /* ticks per cycle << FCR_SHIFT, 0 = unknown */
+	uint32_t ctc, ctc_cyc;      /* CTC at the last MTC/TMA; at the last FC reset */
+	uint32_t mtc_freq, nom_freq, eax, ebx;
+	uint8_t have_tsc, have_tma, have_mtc;
+};
+
+static void ptime_reset(struct ptime *t)
+{
+	t->tsc = t->base = t->fc = t->fcr = 0;
+	t->ctc = t->ctc_cyc = 0;
+	t->have_tsc = t->have_tma = t->have_mtc = 0;
+}
+
+static void ptime_tsc(struct ptime *t, uint64_t tsc)
+{
+	t->have_tsc = 1;
+	t->have_tma = t->have_mtc = 0;
+	t->tsc = t->base = tsc;
+	t->ctc = 0;
+	t->fc = 0;
+}
+
+static void ptime_tma(struct ptime *t, uint32_t ctc, uint32_t fc)
+{
+	uint32_t hi = t->mtc_freq + 8;
+
+	/* only the first TMA after a TSC counts */
+	if (!t->have_tsc || t->have_tma || t->have_mtc)
+		return;
+	t->have_tma = 1;
+	t->base -= fc;
+	t->fc += fc;
+	/* TMA carries 16 CTC bits: enough to stand in for an MTC at low MTC rates */
+	if (hi <= 16)
+		t->have_mtc = 1;
+	t->ctc = t->ctc_cyc = ctc & ((1u << hi) - 1);
+}
+
+/* CTC delta to TSC ticks; 0 when the ratio is unknown. */
+static int ctc_ticks(const struct ptime *t, uint64_t ctc, uint64_t *ticks)
+{
+	if (!t->eax || !t->ebx)
+		return -1;
+	*ticks = ctc * t->ebx / t->eax;
+	return 0;
+}
+
+static int ctc_delta(const struct ptime *t, uint32_t ctc, uint32_t last, uint32_t *delta)
+{
+	if (ctc < last) {
+		ctc += 1u << (t->mtc_freq + 8);   /* one wrap-around */
+		if (ctc < last)
+			return -1;
+	}
+	*delta = ctc - last;
+	return 0;
+}
+
+static void ptime_mtc(struct ptime *t, uint8_t payload)
+{
+	uint32_t ctc = (uint32_t)payload << t->mtc_freq, last = t->ctc, delta;
+	int had_mtc = t->have_mtc;
+	uint64_t ticks;
+
+	if (t->have_tsc && !t->have_tma)
+		return;   /* between TSC and TMA: the CTC would look like it overflowed */
+	if (t->fc || !had_mtc)
+		t->ctc_cyc = ctc;
+	t->have_mtc = 1;
+	t->fc = 0;
+	t->ctc = ctc;
+	if (!had_mtc) {
+		if (!t->have_tma)
+			return;   /* no reference: where in the period did tracing start? */
+		/* the TMA gave the low 16 CTC bits; take the high ones from this MTC */
+		uint32_t lo = ctc & 0xffff, hi = ctc & ~0xffffu;
+
+		if (last & ~0xffffu)
+			return;
+		if (lo < last) {
+			hi -= 1u << 16;
+			hi &= 0xffu << t->mtc_freq;
+		}
+		last |= hi;
+	}
+	if (ctc_delta(t, ctc, last, &delta) < 0 || ctc_ticks(t, delta, &ticks) < 0)
+		return;
+	t->base += ticks;
+	t->tsc = t->base;
+}
+
+static void ptime_cyc(struct ptime *t, uint64_t cyc)
+{
+	if (!t->fcr)
+		return;
+	if (!t->fc && t->ctc != t->ctc_cyc) {
+		/* the cycles span MTC periods: drop the part of earlier ones */
+		uint32_t delta;
+		uint64_t ticks, old;
+
+		if (ctc_delta(t, t->ctc, t->ctc_cyc, &delta) < 0 || ctc_ticks(t, delta, &ticks) < 0)
+			return;
+		old = (ticks << FCR_SHIFT) / t->fcr;
+		cyc = cyc < old ? 0 : cyc - old;
+	}
+	t->fc += (cyc * t->fcr) >> FCR_SHIFT;
+	t->tsc = t->base + t->fc;
+}
+
+static void ptime_cbr(struct ptime *t, uint8_t ratio)
+{
+	if (ratio && t->nom_freq)
+		t->fcr = ((uint64_t)t->nom_freq << FCR_SHIFT) / ratio;
+}
+
 struct ptd {
 	const uint8_t *buf;
 	size_t len;
@@ -41,6 +167,7 @@ struct ptd {
 	int enabled, have_ip;
 	uint64_t ip;
 	uint64_t time;
+	struct ptime tm;
 	int action;
 	uint64_t act_ip;
 	int act_has_ip;
@@ -116,14 +243,31 @@ static int peek_psb_fup(struct ptd *d, size_t pos, uint64_t *ip)
 	return 0;
 }
 
+/* A timing packet: update the clock and the time stamped on what follows. */
+static void timing(struct ptd *d, const struct tk_ipt_packet *p)
+{
+	struct ptime *t = &d->tm;
+
+	switch (p->kind) {
+	case TK_IPT_PKT_TSC: ptime_tsc(t, p->tsc.tsc); break;
+	case TK_IPT_PKT_TMA: ptime_tma(t, p->tma.ctc, p->tma.fc); break;
+	case TK_IPT_PKT_MTC: ptime_mtc(t, p->mtc.ctc); break;
+	case TK_IPT_PKT_CYC: ptime_cyc(t, p->cyc.value); break;
+	default: return;
+	}
+	if (t->have_tsc && t->tsc != d->time) {
+		d->time = t->tsc;
+		tk_flow_set_time(d->flow, d->time);
+	}
+}
+
 /* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
 static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 {
 	*rc = 0;
 	switch (p->kind) {
-	case TK_IPT_PKT_TSC:
-		d->time = p->tsc.tsc;
-		tk_flow_set_time(d->flow, d->time);
+	case TK_IPT_PKT_TSC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC: case TK_IPT_PKT_CYC:
+		timing(d, p);
 		return 1;
 	case TK_IPT_PKT_PIP:
 		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->pip.cr3, TK_MODE_PAGING);
@@ -132,6 +276,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->vmcs.base, TK_MODE_VMCS);
 		return 1;
 	case TK_IPT_PKT_CBR:
+		ptime_cbr(&d->tm, p->cbr.ratio);
 		*rc = emit(d, TK_EV_POWER, 0, 0, 0, p->cbr.ratio, TK_IPT_POWER_CBR);
 		return 1;
 	case TK_IPT_PKT_MWAIT:
@@ -157,8 +302,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 			return 0;
 		*rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, p->ptw.payload, 0);
 		return 1;
-	case TK_IPT_PKT_PAD: case TK_IPT_PKT_MTC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_CYC:
-	case TK_IPT_PKT_MNT: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
+	case TK_IPT_PKT_PAD: case TK_IPT_PKT_MNT: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
 	case TK_IPT_PKT_EVD: case TK_IPT_PKT_TRIG: case TK_IPT_PKT_CFE:
 		return 1;
 	default:
@@ -415,6 +559,9 @@ static int do_psb(struct ptd *d)
 	reset_flow_state(d);
 	d->enabled = d->have_ip = 0;
 	d->pending_mode = -1;
+	ptime_reset(&d->tm);   /* as a chunk starting here would: -j N == -j 1 */
+	d->time = TK_TIME_NONE;
+	tk_flow_set_time(d->flow, d->time);
 	for (;;) {
 		if ((rc = fetch(d, &p)) < 0)
 			return rc == -TK_E_EOF ? 0 : rc;
@@ -432,9 +579,12 @@ static int do_psb(struct ptd *d)
 		case TK_IPT_PKT_MODE_EXEC:
 			d->mode = exec_mode(&p);
 			break;
-		case TK_IPT_PKT_TSC:
-			d->time = p.tsc.tsc;
-			tk_flow_set_time(d->flow, d->time);
+		case TK_IPT_PKT_TSC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC:
+		case TK_IPT_PKT_CYC:
+			timing(d, &p);
+			break;
+		case TK_IPT_PKT_CBR:
+			ptime_cbr(&d->tm, p.cbr.ratio);
 			break;
 		case TK_IPT_PKT_OVF:
 			return -TK_E_BAD_FORMAT;
@@ -689,6 +839,10 @@ static int work(void *ctx, size_t i)
 	d->end = i + 1 < r->nchunks ? r->offs[i + 1] : r->len;
 	d->flow = f;
 	d->st = &r->cst[i];
+	d->tm.mtc_freq = r->o->mtc_freq < 24 ? r->o->mtc_freq : 0;
+	d->tm.nom_freq = r->o->nom_freq;
+	d->tm.eax = r->o->cpuid_15_eax;
+	d->tm.ebx = r->o->cpuid_15_ebx;
 	d->out = batch;
 	if ((rc = r->c->begin(r->c->ctx, i, f, &sink)) >= 0) {
 		tk_event_batch_init(batch, sink);

@@ -24,9 +24,13 @@ struct ptgen_opts {
 	unsigned p_async_disable;    /* per-mille FUP+TIP.PGD ... TIP.PGE (default 1) */
 	unsigned p_ovf;              /* per-mille of branches starting an overflow (0 default) */
 	unsigned max_depth;          /* call depth beyond which calls become returns (30) */
+	unsigned timing;             /* PTGEN_MTC | PTGEN_CYC: timing packets between TNTs */
+	unsigned mtc_freq;           /* CTC bit of MTC's payload (IA32_RTIT_CTL.MTCFreq) */
 	const uint64_t *entries;     /* function starts: restart and indirect targets */
 	size_t nentries;
 };
+
+enum { PTGEN_MTC = 1, PTGEN_CYC = 2 };
 
 struct ptgen {
 	struct ptgen_opts o;
@@ -47,6 +51,7 @@ struct ptgen {
 	uint64_t next_psb;
 	uint64_t insns;              /* instructions executed while tracing */
 	uint64_t tsc;
+	uint32_t ctc;                /* the crystal clock (with timing) */
 	int ovf_lost;                /* instructions left to run without packets */
 	uint64_t silent;             /* instructions since the last packet */
 };
@@ -91,8 +96,30 @@ static __attribute__((unused)) int ptgen_flush_tnt(struct ptgen *g)
 	return ptgen_put(g, &p);
 }
 
+/* Timing packets as the hardware sends them while code runs: MTC each CTC period (some
+ * periods without a packet), CYC with the cycles since the last one. */
+static __attribute__((unused)) int ptgen_timing(struct ptgen *g)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	if ((g->o.timing & PTGEN_MTC) && (!(g->o.timing & PTGEN_CYC) || ptgen_rand(g) % 2)) {
+		g->ctc += (1 + (uint32_t)(ptgen_rand(g) % 3)) << g->o.mtc_freq;
+		p.type = ppt_mtc;
+		p.payload.mtc.ctc = (uint8_t)(g->ctc >> g->o.mtc_freq);
+	} else {
+		p.type = ppt_cyc;
+		p.payload.cyc.value = 1 + ptgen_rand(g) % 5000;
+	}
+	if (ptgen_flush_tnt(g) < 0)
+		return -1;
+	return ptgen_put(g, &p);
+}
+
 static __attribute__((unused)) int ptgen_bit(struct ptgen *g, int taken)
 {
+	if (g->o.timing && ptgen_rand(g) % 100 < 8 && ptgen_timing(g) < 0)
+		return -1;
 	g->tnt = g->tnt << 1 | (taken ? 1 : 0);
 	if (++g->ntnt == g->tnt_max)
 		return ptgen_flush_tnt(g);
@@ -169,8 +196,26 @@ static __attribute__((unused)) int ptgen_tsc(struct ptgen *g)
 /* PSB+ at the current IP (tracing on). The hardware flushes TNT first. */
 static __attribute__((unused)) int ptgen_psb(struct ptgen *g, uint64_t ip, int enabled)
 {
-	if (ptgen_flush_tnt(g) < 0 || ptgen_simple(g, ppt_psb) < 0 || ptgen_tsc(g) < 0 ||
-	    ptgen_mode64(g) < 0)
+	if (ptgen_flush_tnt(g) < 0 || ptgen_simple(g, ppt_psb) < 0 || ptgen_tsc(g) < 0)
+		return -1;
+	if (g->o.timing) {
+		/* TMA (CTC and FastCounter at the TSC), then the core:bus ratio */
+		struct pt_packet p;
+
+		memset(&p, 0, sizeof(p));
+		g->ctc += (uint32_t)(ptgen_rand(g) % 7);
+		p.type = ppt_tma;
+		p.payload.tma.ctc = (uint16_t)g->ctc;
+		p.payload.tma.fc = (uint16_t)(ptgen_rand(g) % 512);
+		if (ptgen_put(g, &p) < 0)
+			return -1;
+		memset(&p, 0, sizeof(p));
+		p.type = ppt_cbr;
+		p.payload.cbr.ratio = (uint8_t)(16 + ptgen_rand(g) % 24);
+		if (ptgen_put(g, &p) < 0)
+			return -1;
+	}
+	if (ptgen_mode64(g) < 0)
 		return -1;
 	g->last_ip = 0;
 	g->ctop = g->cdepth = 0;

@@ -168,6 +168,7 @@ struct ptd {
 	uint64_t ip;
 	uint64_t time;
 	struct ptime tm;
+	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
 	int action;
 	uint64_t act_ip;
 	int act_has_ip;
@@ -243,7 +244,18 @@ static int peek_psb_fup(struct ptd *d, size_t pos, uint64_t *ip)
 	return 0;
 }
 
-/* A timing packet: update the clock and the time stamped on what follows. */
+/* The clock becomes the time stamped on events. While the walker runs this happens at
+ * each TNT or TIP packet (the time of the branches it resolves), as libipt's query
+ * decoder does; timing packets read ahead of it wait for it. */
+static inline void publish_time(struct ptd *d)
+{
+	if (d->tm.have_tsc && d->tm.tsc != d->time) {
+		d->time = d->tm.tsc;
+		tk_flow_set_time(d->flow, d->time);
+	}
+}
+
+/* A timing packet: update the clock. */
 static void timing(struct ptd *d, const struct tk_ipt_packet *p)
 {
 	struct ptime *t = &d->tm;
@@ -255,10 +267,8 @@ static void timing(struct ptd *d, const struct tk_ipt_packet *p)
 	case TK_IPT_PKT_CYC: ptime_cyc(t, p->cyc.value); break;
 	default: return;
 	}
-	if (t->have_tsc && t->tsc != d->time) {
-		d->time = t->tsc;
-		tk_flow_set_time(d->flow, d->time);
-	}
+	if (!d->walking)
+		publish_time(d);
 }
 
 /* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
@@ -399,6 +409,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				q->kind = TK_FLOWQ_TNT;
 				q->ntnt = top - 1;
 				q->tnt = (b >> 1) & ((1u << (top - 1)) - 1);
+				publish_time(d);
 				return 0;
 			}
 			if ((b & 0x1f) == 0x0d && d->last.have_ip) {
@@ -423,6 +434,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 					q->ip = ip;
 					q->mode = d->pending_mode;
 					d->pending_mode = -1;
+					publish_time(d);
 					return 0;
 				}
 			}
@@ -442,6 +454,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			q->kind = TK_FLOWQ_TNT;
 			q->tnt = p.tnt.bits;
 			q->ntnt = p.tnt.count;
+			publish_time(d);
 			return 0;
 		case TK_IPT_PKT_TIP:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
@@ -452,10 +465,12 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			q->ip = ip;
 			q->mode = d->pending_mode;
 			d->pending_mode = -1;
+			publish_time(d);
 			return 0;
 		case TK_IPT_PKT_TIP_PGD:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
+			publish_time(d);
 			q->kind = TK_FLOWQ_PGD;
 			q->has_ip = rc;
 			q->ip = rc ? ip : 0;
@@ -724,7 +739,10 @@ static int decode_chunk(struct ptd *d)
 
 		struct tk_flow_result res;
 
+		d->walking = 1;
 		rc = tk_flow_walk(d->flow, &d->ip, &d->mode, &o, d->out, &res);
+		d->walking = 0;
+		publish_time(d);
 		d->st->insns += res.insns;
 		switch (rc) {
 		case TK_FLOW_STOPPED:

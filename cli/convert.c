@@ -596,7 +596,9 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		tk_sym_free(sym);
 		return status;
 	}
-	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
 
 	rc = tk_ipt_flow_events(data, len, &fo, tk_timeline_sink(ct.tl), &st);
 	status = cli_timeline_close(&ct);

@@ -96,7 +96,9 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 	}
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
-	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
 	struct ipt_prof_run r = { .total = total };
 	int64_t n = tk_ipt_split(data, len, (size_t)2 << 20, NULL, 0);
 
@@ -412,7 +414,9 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 			status = EXIT_INPUT;
 			break;
 		}
-		struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs };
+		struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
 		tk_buf_printf(&out, "[thread %u]\n", t->tid);
 		rc = tk_ipt_flow_text(pt, n, &fo, flags, &out, &st);
 		free(pt);

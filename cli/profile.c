@@ -337,7 +337,9 @@ static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input 
 		tk_sym_add_elf(sym, tk_btrace_module(bt, i)->path, tk_btrace_module(bt, i)->bias);
 	tr->prof = prof;
 	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
-		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs };
+		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
 		struct tk_ipt_flow_stats st;
 		uint8_t *pt;
 		size_t n;

@@ -36,6 +36,9 @@ OVF = bytes([0x02, 0xf3])
 def pip(cr3): return bytes([0x02, 0x43]) + struct.pack('<Q', (cr3 >> 5) << 1)[:6]
 def cbr(r): return bytes([0x02, 0x03, r, 0x00])
 def tsx(intx, abrt): return bytes([0x99, 0x20 | intx | abrt << 1])
+def tma(ctc, fc): return bytes([0x02, 0x73, ctc & 0xff, ctc >> 8, 0, fc & 0xff, fc >> 8])
+def mtc(c): return bytes([0x59, c])
+def cyc(v): return bytes([(v << 3) | 0x03])   # short form: v < 32
 def psbplus(at=None, t=0x1000):
     return PSB + tsc(t) + mode64() + (fup(at) if at is not None else b'') + PSBEND
 
@@ -64,6 +67,10 @@ streams = {
     # garbage in the middle: error, resync at the next PSB
     'bad-packet': psbplus() + mode64() + pge(0x1000) + tnt('0') + bytes([0x02, 0xff, 0x55])
                   + psbplus(0x1020, 0x3000) + tip(0x1011) + tip(0x1030) + pgd(),
+    # timing: TSC + TMA + CBR in PSB+, then MTC and CYC between the branches
+    'timing': PSB + tsc(0x10000) + tma(0x100, 0x20) + cbr(20) + mode64() + PSBEND + mode64()
+              + pge(0x1000) + cyc(10) + mtc(0x21) + tnt('0') + cyc(20) + tip(0x1030) + mtc(0x23)
+              + cyc(4) + pgd(),
 }
 for name, data in streams.items():
     open(name + '.pt', 'wb').write(data)

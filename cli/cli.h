@@ -168,6 +168,20 @@ struct tk_image *cli_image_load(const struct cli_opts *o);
 int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
 
+/* Branch traces (.tkbt): the container, its modules in a memory image and in the
+ * symbolizer (plus --elf/--raw). cli_btrace_events decodes the threads (--tid: one) into
+ * SINK and returns an exit status, gaps reported. */
+struct cli_btrace {
+	struct tk_btrace *bt;
+	struct tk_image *img;
+	struct tk_sym *sym;
+};
+int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct cli_btrace *cb);
+void cli_btrace_close(struct cli_btrace *cb);
+int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,
+		      struct tk_sink sink);
+
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];
 

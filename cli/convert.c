@@ -335,7 +335,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	if (!(sym = cli_sym_open(o, &status)))
 		return status;
 	if (!tl) {
-		struct tk_prof *p = tk_prof_new(NULL, &err);
+		struct tk_prof *p = cli_prof_new(sym, NULL, &err);
 
 		status = p ? cli_ipt_profile(o, file, in, p, &st) : EXIT_INPUT;
 		if (status != EXIT_INPUT && status != EXIT_USAGE) {

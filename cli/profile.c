@@ -187,16 +187,15 @@ static int ipt_profile(struct cli_opts *o, const char *file, struct tk_input *in
 {
 	struct tk_ipt_flow_stats st;
 	int err, status, wrc;
-	struct tk_prof *p = tk_prof_new(NULL, &err);
+	struct tk_prof *p;
 	struct tk_sym *sym;
 
-	if (!p) {
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
-		return EXIT_INPUT;
-	}
-	if (!(sym = cli_sym_open(o, &status))) {
-		tk_prof_free(p);
+	if (!(sym = cli_sym_open(o, &status)))
 		return status;
+	if (!(p = cli_prof_new(sym, NULL, &err))) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_sym_free(sym);
+		return EXIT_INPUT;
 	}
 	status = cli_ipt_profile(o, file, in, p, &st);
 	if (status != EXIT_INPUT && status != EXIT_USAGE) {
@@ -260,19 +259,22 @@ static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input 
 		return EXIT_INPUT;
 	}
 	struct tk_image *img = tk_image_new(&err);
-	struct tk_prof_opts po = { .sz = sizeof po };
-	struct tk_prof *prof = tk_prof_new(&po, &err);
+	struct tk_prof *prof = NULL;
 	struct tk_sym_opts so = { .sz = sizeof so };
 	struct tk_sym *sym = tk_sym_new(&so, &err);
 	struct bt_track *tr = malloc(sizeof *tr);
 	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+	if (sym)
+		for (size_t i = 0; i < tk_btrace_module_count(bt); i++)
+			tk_sym_add_elf(sym, tk_btrace_module(bt, i)->path, tk_btrace_module(bt, i)->bias);
+	/* the function entries: main and callbacks are entered from untraced code */
+	if (sym)
+		prof = cli_prof_new(sym, NULL, &err);
 	if (!img || !prof || !sym || !tr || tk_btrace_add_modules(bt, img) < 0) {
 		cli_error(file, UINT64_MAX, "cannot set up the decoder (modules missing?)");
 		status = EXIT_INPUT;
 		goto out;
 	}
-	for (size_t i = 0; i < tk_btrace_module_count(bt); i++)
-		tk_sym_add_elf(sym, tk_btrace_module(bt, i)->path, tk_btrace_module(bt, i)->bias);
 	tr->prof = prof;
 	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
 		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs };

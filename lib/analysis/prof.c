@@ -425,7 +425,8 @@ static int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64
 	if (t->depth == 0)
 		return orphan(p, t, ORPH_RETURN, target, 0, time);
 	size_t i = t->depth;
-	if (t->st[i - 1].ret != target) {
+	/* frames without a return address (0) never match; an unknown target ends one */
+	if (target && t->st[i - 1].ret != target) {
 		/* a return deeper into the stack (longjmp, exception); else just one frame */
 		size_t j = i - 1;
 		while (j > 0 && t->st[j - 1].ret != target)
@@ -439,6 +440,53 @@ static int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64
 			return rc;
 	}
 	return 0;
+}
+
+static int is_entry(const struct tk_prof *p, uint64_t addr)
+{
+	size_t lo = 0, hi = p->nentries;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->entries[mid] < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->nentries && p->entries[lo] == addr;
+}
+
+/* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
+ * return of a call into untraced code (ADDR is a frame's return address), or unknown. */
+static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time)
+{
+	if (!addr)
+		return 0;
+	if (is_entry(p, addr))
+		return push(p, t, addr, TK_PROF_KEY_ADDR, 0, time);
+	size_t i = t->depth;
+	while (i > 0 && t->st[i - 1].ret != addr)
+		i--;
+	if (i > 0) {
+		while (t->depth >= i) {
+			int rc = pop(p, t, time, 1);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	}
+	if (t->depth || t->gapped)
+		return 0;
+	/* maybe the return of a call that the previous chunk made: a merge replays it */
+	if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
+		return -TK_E_NOMEM;
+	t->orph[t->norph++] = (struct orphan){
+		.what = ORPH_ENABLE, .key = addr, .time = time, .insns = t->insns,
+		.child_ticks = t->base_child_ticks, .child_insns = t->base_child_insns,
+		.level_node = t->base_node,
+	};
+	t->norph_enable++;
+	end_level(p, t, time);
+	return start_level(p, t, time);
 }
 
 static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
@@ -459,6 +507,12 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- public: building ------------------------------------------------------------------ */
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 {
 	struct tk_prof *p = calloc(1, sizeof *p);
@@ -472,6 +526,26 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		memcpy(&p->opts, opts, n);
 	}
 	p->opts.sz = sizeof p->opts;
+	if (!p->opts.entries)
+		p->opts.nentries = 0;
+	if (p->opts.nentries) {
+		p->entries = malloc(p->opts.nentries * sizeof *p->entries);
+		if (!p->entries) {
+			free(p);
+			if (err)
+				*err = -TK_E_NOMEM;
+			return NULL;
+		}
+		memcpy(p->entries, p->opts.entries, p->opts.nentries * sizeof *p->entries);
+		qsort(p->entries, p->opts.nentries, sizeof *p->entries, cmp_u64);
+		size_t w = 0;
+		for (size_t i = 0; i < p->opts.nentries; i++)
+			if (!w || p->entries[w - 1] != p->entries[i])
+				p->entries[w++] = p->entries[i];
+		p->nentries = w;
+	}
+	p->opts.entries = p->entries;
+	p->opts.nentries = p->nentries;
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
@@ -488,6 +562,11 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	if (err)
 		*err = 0;
 	return p;
+}
+
+struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
+{
+	return tk_prof_new(&p->opts, err);
 }
 
 void tk_prof_free(struct tk_prof *p)
@@ -512,6 +591,7 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->tracks);
 	free(p->child_cache);
 	free(p->block_cache);
+	free(p->entries);
 	free(p);
 }
 
@@ -577,6 +657,9 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		case TK_EV_FUNC_EXIT:
 		case TK_EV_FUNC_TAIL_EXIT:
 			rc = do_exit(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, time);
+			break;
+		case TK_EV_ENABLE:
+			rc = do_enable(p, t, e->addr, time);
 			break;
 		case TK_EV_GAP:
 			p->sum.gaps++;
@@ -708,6 +791,8 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			tm->t_last = o->time;
 		if (o->what == ORPH_EXIT)
 			rc = do_exit(into, tm, o->key, o->keykind, o->time);
+		else if (o->what == ORPH_ENABLE)
+			rc = do_enable(into, tm, o->key, o->time);
 		else
 			rc = do_return(into, tm, o->key, o->time);
 		if (rc < 0)

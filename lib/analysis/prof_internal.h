@@ -49,7 +49,7 @@ struct frame {
 	uint64_t child_ticks, child_insns;
 };
 
-enum { ORPH_EXIT = 1, ORPH_RETURN = 2 };
+enum { ORPH_EXIT = 1, ORPH_RETURN = 2, ORPH_ENABLE = 3 };
 /* An exit/return on an empty stack before the track's first gap; a merge replays it on the
  * previous chunk's stack. */
 struct orphan {
@@ -77,6 +77,7 @@ struct track {
 	/* replayable orphans, and the state at the first gap */
 	struct orphan *orph;
 	size_t norph, corph;
+	size_t norph_enable;      /* of them ORPH_ENABLE (not counted as orphans) */
 	int gapped;
 	uint32_t gap_level_node;
 	uint64_t gap_insns, gap_time, gap_child_ticks, gap_child_insns;
@@ -84,6 +85,8 @@ struct track {
 
 struct tk_prof {
 	struct tk_prof_opts opts;
+	uint64_t *entries;        /* sorted, unique copy of opts.entries */
+	size_t nentries;
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;

@@ -12,7 +12,7 @@ int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s)
 	s->time_first = s->time_last = TK_TIME_NONE;
 	for (size_t i = 0; i < p->ntracks; i++) {
 		const struct track *t = &p->tracks[i];
-		s->orphans += t->norph;
+		s->orphans += t->norph - t->norph_enable;
 		if (t->t_min == UINT64_MAX)
 			continue;
 		if (s->time_first == TK_TIME_NONE || t->t_min < s->time_first)

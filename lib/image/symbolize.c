@@ -686,3 +686,21 @@ int tk_sym_module(const struct tk_sym *s, int index, const char **path, uint64_t
 		*end = m->end;
 	return 0;
 }
+
+int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n)
+{
+	size_t total = 0, k = 0;
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < s->nmods; i++)
+		total += s->mods[i].nsyms;
+	uint64_t *e = malloc((total + 1) * sizeof *e);
+	if (!e)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < s->nmods; i++)
+		for (size_t j = 0; j < s->mods[i].nsyms; j++)
+			e[k++] = s->mods[i].syms[j].addr + s->mods[i].bias;
+	*out = e;
+	*n = k;
+	return 0;
+}

@@ -12,7 +12,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 BUILD=$SRC/build
 LIBS="-lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl"
-gcc -O2 -D_GNU_SOURCE -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
+gcc -O2 -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 	-I"$SRC/include" "$BUILD/libtracekit.a" $LIBS
 gcc -O2 -o "$W/blk" "$SRC/bench/ipt-blk.c" -lipt -lelf
 LLVM=$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1[0-9].so.1 2>/dev/null | tail -n 1 || true)

@@ -32,6 +32,8 @@ size=$(stat -c %s fdr.xray)
 echo "log: $D/fdr.xray, $((size / 1000000)) MB, $("$TK" info fdr.xray | awk '/records:/{print $2}') records, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 
 user_time() { /usr/bin/time -f '%U' "$@" 2>&1 >/dev/null | tail -n 1; }
+# CPU seconds (user + system) and peak KB of one run: load-independent on a shared machine
+cpu_peak() { /usr/bin/time -f '%U %S %M' "$@" 2>&1 >/dev/null | tail -n 1 | awk '{printf "%.2f %d\n", $1 + $2, $3}'; }
 
 row() { # label tracekit-cmd... -- anchor-cmd...
 	local label=$1; shift
@@ -39,13 +41,14 @@ row() { # label tracekit-cmd... -- anchor-cmd...
 	while [ "$1" != -- ]; do tk+=("$1"); shift; done
 	shift
 	anchor=("$@")
-	local t1 t2 m1 m2
+	local t1 t2 c1 c2 m1 m2
 	t1=$(bench_time "${tk[@]}")
 	t2=$(bench_time "${anchor[@]}")
-	m1=$(bench_peak_kb "${tk[@]}")
-	m2=$(bench_peak_kb "${anchor[@]}")
-	printf '%-22s tracekit %8.2f s %8d KB | anchor %8.2f s %9d KB | %6.1fx faster, 1/%d memory\n' \
-		"$label" "$t1" "$m1" "$t2" "$m2" "$(bench_ratio "$t2" "$t1")" $((m2 / m1))
+	read -r c1 m1 < <(cpu_peak "${tk[@]}")
+	read -r c2 m2 < <(cpu_peak "${anchor[@]}")
+	printf '%-8s tracekit %6.2f s (cpu %6.2f s) %8d KB | anchor %6.2f s (cpu %6.2f s) %9d KB | %5.1fx faster (cpu %5.1fx), 1/%d memory\n' \
+		"$label" "$t1" "$c1" "$m1" "$t2" "$c2" "$m2" "$(bench_ratio "$t2" "$t1")" \
+		"$(bench_ratio "$c2" "$c1")" $((m2 / m1))
 }
 
 [ -n "${BENCH_SKIP_YAML:-}" ] || row "yaml" "$TK" convert --to xray-yaml -j 1 -o /dev/null fdr.xray -- \

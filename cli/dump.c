@@ -79,16 +79,16 @@ static int xray_dump(struct cli_opts *o, const char *file, struct tk_input *in)
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	if ((rc = cli_out_open(o, &out)))
-		return rc;
+	/* -q: check only; the records go nowhere */
+	struct cli_opts quiet_o = *o;
 	if (o->quiet)
-		out.len = 0;
+		quiet_o.output = "/dev/null";
+	if ((rc = cli_out_open(&quiet_o, &out)))
+		return rc;
 	memset(&gaps, 0, sizeof gaps);
 	long bad = tk_xray_dump(data, len, o->no_offset,
 				tk_input_compression(in) == TK_COMP_NONE && strcmp(file, "-"),
 				&out, &gaps);
-	if (o->quiet)
-		out.len = 0;
 	rc = cli_out_close(&out);
 	if (bad < 0) {
 		cli_error(file, 0, "not a readable XRay log: %s", tk_strerror((int)bad));

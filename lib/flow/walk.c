@@ -391,15 +391,30 @@ int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_e
 		if (tk_buf_reserve(out, 17 * blk->count) < 0)
 			return out->err;
 		a = b->start;
-		for (uint32_t i = 0; i < blk->count; i++) {
+		{
 			static const char hex[] = "0123456789abcdef";
-			char *d = out->data + out->len;
+			char *d = out->data + out->len, *prev = NULL;
+			uint64_t prev_hi = ~0ull;
 
-			for (int k = 15; k >= 0; k--)
-				d[15 - k] = hex[(a >> (4 * k)) & 15];
-			d[16] = '\n';
-			out->len += 17;
-			a += f->cache.lens[b->lens + i];
+			for (uint32_t i = 0; i < blk->count; i++) {
+				/* the upper 12 digits rarely change inside a block: copy them */
+				if ((a >> 16) == prev_hi) {
+					memcpy(d, prev, 12);
+				} else {
+					for (int k = 15; k >= 4; k--)
+						d[15 - k] = hex[(a >> (4 * k)) & 15];
+					prev_hi = a >> 16;
+				}
+				d[12] = hex[(a >> 12) & 15];
+				d[13] = hex[(a >> 8) & 15];
+				d[14] = hex[(a >> 4) & 15];
+				d[15] = hex[a & 15];
+				d[16] = '\n';
+				prev = d;
+				d += 17;
+				a += f->cache.lens[b->lens + i];
+			}
+			out->len = (size_t)(d - out->data);
 		}
 		return 0;
 	}

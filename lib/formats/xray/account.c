@@ -80,7 +80,8 @@ int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk
 		if (f[i].kind == TK_PROF_KEY_ID && f[i].ndur)
 			rows[nr++] = f[i];
 	sort_key = o->sort_key;
-	qsort(rows, nr, sizeof *rows, cmp_row);
+	if (nr)
+		qsort(rows, nr, sizeof *rows, cmp_row);
 	if (o->csv)
 		tk_buf_puts(out, o->per_thread ?
 			"thread,funcid,count,min,median,90%ile,99%ile,max,sum,function\n" :

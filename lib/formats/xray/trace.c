@@ -445,8 +445,9 @@ struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xr
 	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)
 		goto fail;
 	release(x, 0, len);
-	qsort(x->bufs, x->nbufs, sizeof *x->bufs,
-	      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
+	if (x->nbufs)
+		qsort(x->bufs, x->nbufs, sizeof *x->bufs,
+		      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
 	*err = 0;
 	return x;
 fail:

@@ -5,6 +5,9 @@
 
 #include "analysis/prof_internal.h"
 
+/* the per-event path: inlined into tk_prof_events (calls would cost a third of it) */
+#define HOT static inline __attribute__((always_inline))
+
 /* small direct-mapped caches in front of the hash tables: loops hit them */
 #define BLOCK_CACHE 4096
 #define CHILD_CACHE 65536
@@ -155,20 +158,18 @@ static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint3
 /* The child of PARENT for (key, kind), created when missing. */
 static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track);
 
-static uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
+HOT uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
 {
-	uint32_t *slot = NULL;
-	if (p->child_cache) {
-		slot = &p->child_cache[(key * 0x9e3779b1u ^ parent * 0x85ebca6bu) & (CHILD_CACHE - 1)];
-		uint32_t i = *slot;
-		if (i < p->nnodes) {
-			const struct node *n = &p->nodes[i];
-			if (n->key == key && n->parent == parent && n->kind == kind)
-				return i;
-		}
+	/* the caches always exist (tk_prof_new fails without them) */
+	uint32_t *slot = &p->child_cache[(key * 0x9e3779b1u ^ parent * 0x85ebca6bu) & (CHILD_CACHE - 1)];
+	uint32_t i = *slot;
+	if (i < p->nnodes) {
+		const struct node *n = &p->nodes[i];
+		if (n->key == key && n->parent == parent && n->kind == kind)
+			return i;
 	}
-	uint32_t i = get_child_slow(p, parent, key, kind, track);
-	if (slot && i != NONE32)
+	i = get_child_slow(p, parent, key, kind, track);
+	if (i != NONE32)
 		*slot = i;
 	return i;
 }
@@ -192,16 +193,16 @@ static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key,
 
 static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end);
 
-static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
+HOT struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
 {
-	uint32_t *slot = p->block_cache ? &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)] : NULL;
-	if (slot && *slot < p->nblocks) {
+	uint32_t *slot = &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)];
+	if (*slot < p->nblocks) {
 		struct block *b = &p->blocks[*slot];
 		if (b->start == start && b->end == end)
 			return b;
 	}
 	struct block *b = get_block_slow(p, start, end);
-	if (b && slot)
+	if (b)
 		*slot = (uint32_t)(b - p->blocks);
 	return b;
 }
@@ -312,7 +313,7 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- the stack ------------------------------------------------------------------------- */
 
-static int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
+HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
 	uint32_t *cache = t->depth ? &t->st[t->depth - 1].last_child : &t->base_last_child;
@@ -340,7 +341,7 @@ static int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind,
 }
 
 /* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
-static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
+HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
 	struct frame *f = &t->st[--t->depth];
 	struct node *n = &p->nodes[f->node];
@@ -420,7 +421,7 @@ static int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t ki
 	return 0;
 }
 
-static int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+HOT int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
 {
 	if (t->depth == 0)
 		return orphan(p, t, ORPH_RETURN, target, 0, time);
@@ -603,9 +604,10 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		return -TK_E_NOMEM;
 	const int want_blocks = !(p->opts.flags & TK_PROF_NO_BLOCKS);
 	struct track *t = NULL;
+	uint64_t nblocks = 0, ninsns = 0;   /* summed here: stores to p->sum would alias */
 	int rc = 0;
 
-	for (size_t i = 0; i < n && rc >= 0; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 		if (!t || t->id != e->track) {
 			t = get_track(p, e->track);
@@ -616,22 +618,22 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		}
 		uint64_t time = e->time;
 		if (time != TK_TIME_NONE) {
-			if (__builtin_expect(t->t_first == TK_TIME_NONE, 0))
-				t->t_first = time;
-			if (__builtin_expect(t->level_t_start == TK_TIME_NONE, 0))
-				t->level_t_start = time;
+			if (__builtin_expect((t->t_first == TK_TIME_NONE) | (t->level_t_start == TK_TIME_NONE), 0)) {
+				if (t->t_first == TK_TIME_NONE)
+					t->t_first = time;
+				if (t->level_t_start == TK_TIME_NONE)
+					t->level_t_start = time;
+			}
 			t->t_last = time;
-			if (time > t->t_max)
-				t->t_max = time;
-			if (time < t->t_min)
-				t->t_min = time;
+			t->t_max = time > t->t_max ? time : t->t_max;
+			t->t_min = time < t->t_min ? time : t->t_min;
 		} else {
 			time = t->t_last;
 		}
 		switch (e->kind) {
 		case TK_EV_BLOCK:
-			p->sum.blocks++;
-			p->sum.insns += e->count;
+			nblocks++;
+			ninsns += e->count;
 			t->insns += e->count;
 			if (!t->depth && !p->links[t->base_node].hint)
 				p->links[t->base_node].hint = e->addr;
@@ -668,7 +670,11 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		default:
 			break;
 		}
+		if (__builtin_expect(rc < 0, 0))
+			break;
 	}
+	p->sum.blocks += nblocks;
+	p->sum.insns += ninsns;
 	p->sum.events += n;
 	if (rc == -TK_E_NOMEM)
 		p->nomem = 1;

@@ -340,6 +340,35 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 	return 0;
 }
 
+static int dlog_chunk(struct tk_prof *p)
+{
+	if (grow((void **)&p->dlog, &p->cdlog, p->ndlog + 1, sizeof *p->dlog) < 0)
+		return -TK_E_NOMEM;
+	uint64_t *c = malloc(DLOG_CHUNK * sizeof *c);
+	if (!c)
+		return -TK_E_NOMEM;
+	p->dlog[p->ndlog++] = c;
+	p->dlog_cur = c;
+	p->dlog_n = 0;
+	return 0;
+}
+
+/* Append a duration of function FUNC (index) to the log. */
+HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
+{
+	if (__builtin_expect(p->dlog_n == DLOG_CHUNK, 0) && dlog_chunk(p) < 0)
+		return -TK_E_NOMEM;
+	if (__builtin_expect(ticks >= DUR_BIG, 0)) {
+		struct func *fn = &p->funcs[func];
+		if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
+			return -TK_E_NOMEM;
+		fn->big[fn->nbig++] = ticks;
+		ticks = DUR_BIG;
+	}
+	p->dlog_cur[p->dlog_n++] = (uint64_t)func << 32 | ticks;
+	return 0;
+}
+
 /* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
 HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
@@ -353,20 +382,9 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 		incl_t = time >= f->t_enter ? time - f->t_enter : 0;
 		n->incl_ticks += incl_t;
 		n->excl_ticks += incl_t >= f->child_ticks ? incl_t - f->child_ticks : 0;
-		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS)) {
-			struct func *fn = &p->funcs[n->func];
-			if (fn->ndur == fn->cdur &&
-			    grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
-				return -TK_E_NOMEM;
-			if (__builtin_expect(incl_t >= DUR_BIG, 0)) {
-				if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
-					return -TK_E_NOMEM;
-				fn->big[fn->nbig++] = incl_t;
-				fn->dur[fn->ndur++] = DUR_BIG;
-			} else {
-				fn->dur[fn->ndur++] = (uint32_t)incl_t;
-			}
-		}
+		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS) &&
+		    dlog_add(p, n->func, incl_t) < 0)
+			return -TK_E_NOMEM;
 	}
 	add_child_cost(t, incl_t, incl_i);
 	if (complete)
@@ -550,6 +568,7 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
+	p->dlog_n = DLOG_CHUNK;
 	p->child_cache = malloc(CHILD_CACHE * sizeof *p->child_cache);
 	p->block_cache = malloc(BLOCK_CACHE * sizeof *p->block_cache);
 	if (!p->child_cache || !p->block_cache) {
@@ -574,10 +593,11 @@ void tk_prof_free(struct tk_prof *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		free(p->funcs[i].dur);
+	for (size_t i = 0; i < p->nfuncs; i++)
 		free(p->funcs[i].big);
-	}
+	for (size_t i = 0; i < p->ndlog; i++)
+		free(p->dlog[i]);
+	free(p->dlog);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
@@ -881,25 +901,43 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 		b->execs += fb->execs;
 		b->insns += fb->insns;
 	}
+	uint32_t *fmap = malloc((from->nfuncs + 1) * sizeof *fmap);
+	if (!fmap)
+		goto nomem;
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
 		uint32_t fi = get_func(into, ff->track, ff->key, ff->kind);
-		if (fi == NONE32)
+		if (fi == NONE32) {
+			free(fmap);
 			goto nomem;
-		struct func *f = &into->funcs[fi];
-		if (ff->ndur) {
-			if (grow((void **)&f->dur, &f->cdur, f->ndur + ff->ndur, sizeof *f->dur) < 0)
-				goto nomem;
-			memcpy(f->dur + f->ndur, ff->dur, ff->ndur * sizeof *f->dur);
-			f->ndur += ff->ndur;
 		}
-		if (ff->nbig) {
-			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0)
+		fmap[i] = fi;
+	}
+	/* FROM's durations after INTO's (per function, the order of completion) */
+	for (size_t c = 0; c < from->ndlog; c++) {
+		size_t k = c + 1 == from->ndlog ? from->dlog_n : DLOG_CHUNK;
+		for (size_t j = 0; j < k; j++) {
+			uint64_t e = from->dlog[c][j];
+			if (into->dlog_n == DLOG_CHUNK && dlog_chunk(into) < 0) {
+				free(fmap);
 				goto nomem;
+			}
+			into->dlog_cur[into->dlog_n++] = (uint64_t)fmap[e >> 32] << 32 | (e & 0xffffffffu);
+		}
+	}
+	for (size_t i = 0; i < from->nfuncs; i++) {
+		const struct func *ff = &from->funcs[i];
+		struct func *f = &into->funcs[fmap[i]];
+		if (ff->nbig) {
+			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
+				free(fmap);
+				goto nomem;
+			}
 			memcpy(f->big + f->nbig, ff->big, ff->nbig * sizeof *f->big);
 			f->nbig += ff->nbig;
 		}
 	}
+	free(fmap);
 	uint32_t *map = malloc((from->nnodes + 1) * sizeof *map);
 	if (!map)
 		goto nomem;

@@ -27,14 +27,18 @@ struct nlink {
 struct func {
 	uint64_t key;
 	uint32_t kind, track;
-	uint32_t *dur;            /* durations of completed calls; DUR_BIG: the next of big[] */
-	size_t ndur, cdur;
 	uint64_t *big;            /* durations >= DUR_BIG, in order (rare: half the memory
 				     traffic for the common case) */
 	size_t nbig, cbig;
 };
 
 #define DUR_BIG UINT32_MAX
+
+/* Durations of completed calls, in completion order, as (func index << 32 | ticks) with
+ * ticks DUR_BIG meaning "the next of that function's big[]". One sequential log instead of
+ * an array per function: a store per call to one stream, not to hundreds. Chunks of
+ * DLOG_CHUNK entries (no copying as it grows). */
+#define DLOG_CHUNK ((size_t)1 << 20)
 
 struct block {
 	uint64_t start, end, execs, insns;
@@ -94,6 +98,10 @@ struct tk_prof {
 	size_t node_mask;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
+	uint64_t **dlog;          /* duration log chunks */
+	size_t ndlog, cdlog;
+	uint64_t *dlog_cur;       /* the last chunk */
+	size_t dlog_n;            /* entries in it (DLOG_CHUNK when a new one is needed) */
 	uint32_t *func_map;
 	size_t func_mask;
 	struct block *blocks;

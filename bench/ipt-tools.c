@@ -3,7 +3,9 @@
  *   walk FILE          libipt anchor: pt_pkt_next over the whole file, count packets
  *   ptdump FILE        libipt anchor: pt_pkt_next + ptdump-style printf to stdout
  *   psb FILE           PSB search: tracekit, libipt sync_forward, plain read bandwidth
- *   tkwalk FILE        tracekit: tk_ipt_pkt_next_batch over the whole file */
+ *   tkwalk FILE        tracekit: tk_ipt_pkt_next_batch over the whole file
+ *   timing IN OUT      copy of IN in cycle-accurate timing mode: a CYC before each TNT,
+ *                      TIP, TIP.PGE/PGD and FUP, an MTC every 64 packets */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,61 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	uint8_t *buf = map(path, &len);
+	if (!strcmp(cmd, "timing") && argc > 3) {
+		/* What the hardware adds with cyc=1 (a CYC with the cycles elapsed
+		 * ahead of the packets that carry them) and mtc (one per CTC period):
+		 * re-encode IN's packets with libipt, interleaving those. */
+		struct pt_packet_decoder *d = ref_decoder(buf, len);
+		size_t cap = len * 2 + 4096;
+		uint8_t *out = malloc(cap);
+		struct pt_config cfg;
+		memset(&cfg, 0, sizeof cfg);
+		cfg.size = sizeof cfg;
+		cfg.begin = out;
+		cfg.end = out + cap;
+		struct pt_encoder *enc = pt_alloc_encoder(&cfg);
+		uint64_t rng = 88172645463325252ULL, npk = 0;
+		uint8_t ctc = 0;
+		if (!out || !enc || pt_pkt_sync_forward(d) < 0)
+			return 1;
+		for (;;) {
+			struct pt_packet p, t;
+			int r = pt_pkt_next(d, &p, sizeof p);
+			if (r < 0) {
+				if (r == -pte_eos || pt_pkt_sync_forward(d) < 0)
+					break;
+				continue;
+			}
+			memset(&t, 0, sizeof t);
+			switch (p.type) {
+			case ppt_tnt_8: case ppt_tnt_64: case ppt_tip: case ppt_tip_pge:
+			case ppt_tip_pgd: case ppt_fup:
+				rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+				t.type = ppt_cyc;   /* mostly one byte (< 32 cycles), some two */
+				t.payload.cyc.value = rng % 8 ? 1 + rng % 31 : 32 + rng % 2000;
+				if (pt_enc_next(enc, &t) < 0)
+					return 1;
+				break;
+			default:
+				break;
+			}
+			if (++npk % 64 == 0) {
+				t.type = ppt_mtc;
+				t.payload.mtc.ctc = ctc++;
+				if (pt_enc_next(enc, &t) < 0)
+					return 1;
+			}
+			if (pt_enc_next(enc, &p) < 0)
+				return 1;
+		}
+		uint64_t olen;
+		pt_enc_get_offset(enc, &olen);
+		FILE *f = fopen(argv[3], "wb");
+		if (!f || fwrite(out, 1, olen, f) != olen)
+			return 3;
+		fclose(f);
+		return 0;
+	}
 	if (!strcmp(cmd, "walk") || !strcmp(cmd, "ptdump")) {
 		int print = !strcmp(cmd, "ptdump");
 		struct pt_packet_decoder *d = ref_decoder(buf, len);

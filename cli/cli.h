@@ -122,6 +122,33 @@ int cli_unsupported(const char *cmd, const char *file, const struct tk_format_in
 /* Usage error when a command got no file. */
 int cli_need_files(const struct cli_opts *o, const char *cmd);
 
+/* xtrace: an instruction file and its snapshot file (found by name), mapped and opened
+ * together (cli/xtrace_common.c). */
+struct cli_xtrace {
+	struct tk_input *in2;        /* the companion file, if opened here */
+	const uint8_t *insn, *snap;
+	size_t n, sn;
+	const char *insn_path, *snap_path;
+	struct tk_xtrace *t;
+	struct tk_xtrace_name name;
+	char other[4096];
+};
+int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    const struct tk_format_info *fi, struct cli_xtrace *x);
+void cli_xtrace_close(struct cli_xtrace *x);
+/* Statistics of every chunk, merged in order, with o->jobs threads. */
+int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_xtrace_stats *s,
+		     struct tk_gap_stats *gaps, unsigned flags);
+/* Gap summaries: snapshot-file problems, then instruction-file GAPS; returns the status. */
+int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_gap_stats *gaps);
+/* Symbols from --elf FILE[:BIAS] (NULL without --elf); returns 0 or an exit status. */
+int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out);
+/* Profile of every chunk (with -j), merged in order into TOTAL (not finished). */
+int cli_xtrace_profile(const struct cli_opts *o, struct cli_xtrace *x, struct tk_prof *total,
+		       struct tk_gap_stats *gaps);
+/* tracekit record --qemu (cli/record_qemu.c). */
+/* One xtrace item as text, no newline. */
+void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 /* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */

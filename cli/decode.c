@@ -1,5 +1,8 @@
 /* tracekit decode: reconstruct the executed instructions. Each format's handler is one case below; the work is in the library. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -185,6 +188,182 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 	return status;
 }
 
+/* ---- xtrace: chunks decoded in parallel into memory, written in order -------------- */
+struct xt_part {
+	struct tk_buf out, err;     /* text, and error messages to print at merge time */
+	struct tk_gap_stats gaps;
+	uint64_t insns;
+};
+
+struct xt_decode {
+	struct cli_opts *o;
+	struct cli_xtrace *x;
+	const char *file;
+	struct xt_part *parts;
+	struct tk_buf *out;
+	struct tk_gap_stats gaps;
+	uint64_t insns;
+	struct tk_progress prog;
+	uint64_t done;
+	/* Disassemblers are not thread-safe: each job borrows one from this stack. */
+	pthread_mutex_t lock;
+	struct tk_a64_disasm *free_dis[1100];
+	size_t n_free;
+};
+
+static struct tk_a64_disasm *dis_get(struct xt_decode *d, int *err)
+{
+	struct tk_a64_disasm *dis = NULL;
+	pthread_mutex_lock(&d->lock);
+	if (d->n_free)
+		dis = d->free_dis[--d->n_free];
+	pthread_mutex_unlock(&d->lock);
+	return dis ? dis : tk_a64_disasm_new(err);
+}
+
+static void dis_put(struct xt_decode *d, struct tk_a64_disasm *dis)
+{
+	if (!dis)
+		return;
+	pthread_mutex_lock(&d->lock);
+	if (d->n_free < sizeof d->free_dis / sizeof d->free_dis[0])
+		d->free_dis[d->n_free++] = dis, dis = NULL;
+	pthread_mutex_unlock(&d->lock);
+	tk_a64_disasm_free(dis);
+}
+
+static int xt_decode_work(void *ctx, size_t ci)
+{
+	struct xt_decode *d = ctx;
+	struct xt_part *pt = &d->parts[ci];
+	const uint8_t *p = d->x->insn;
+	size_t begin, end;
+	struct tk_xtrace_cursor c;
+	struct tk_xtrace_item it;
+	int no_dis = d->o->no_disasm, stat = d->o->stat, rc;
+	char text[256];
+
+	memset(pt, 0, sizeof *pt);
+	if ((rc = tk_buf_init(&pt->out, -1, 1 << 16)) < 0 || (rc = tk_buf_init(&pt->err, -1, 256)) < 0)
+		return rc;
+	struct tk_a64_disasm *xt_dis = NULL;
+	if (!no_dis && !stat && !(xt_dis = dis_get(d, &rc)))
+		return rc;
+	tk_xtrace_chunk(d->x->t, ci, &begin, &end);
+	tk_xtrace_cursor_init(&c, p, begin, end);
+	struct tk_buf *b = &pt->out;
+	for (;;) {
+		int r = tk_xtrace_next(&c, &it);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			size_t to = end;
+			if (tk_xtrace_nchunks(d->x->t) == 1)
+				to = tk_xtrace_resync(p, end, c.off);
+			tk_buf_printf(&pt->err, "tracekit: %s: offset 0x%zx: %s (token 0x%02x); "
+				      "skipped %zu bytes to the next sync point at 0x%zx\n", d->file,
+				      c.off, r == -TK_E_BAD_OPCODE ? "unknown token" :
+				      "item runs past the end of the data", p[c.off], to - c.off, to);
+			tk_gap_stats_add(&pt->gaps, c.off, to - c.off);
+			if (!stat)
+				tk_buf_printf(b, "[gap at offset 0x%zx: %zu bytes skipped]\n", c.off,
+					      to - c.off);
+			tk_xtrace_cursor_init(&c, p, to, end);
+			continue;
+		}
+		if (it.kind <= TK_XT_PCINST) {
+			pt->insns++;
+			if (stat)
+				continue;
+			if (it.pc == TK_XTRACE_PC_UNKNOWN)
+				tk_buf_puts(b, "????????????????");
+			else
+				tk_buf_hex(b, it.pc, 16);
+			if (!no_dis) {
+				tk_buf_puts(b, "  ");
+				tk_buf_hex(b, it.opcode, 8);
+				tk_buf_puts(b, "  ");
+				size_t l = tk_a64_disasm(xt_dis, it.pc == TK_XTRACE_PC_UNKNOWN ? 0 : it.pc,
+							 it.opcode, text, sizeof text);
+				tk_buf_put(b, text, l);
+				if (it.el) {
+					tk_buf_puts(b, "  ; el");
+					tk_buf_u64(b, it.el);
+				}
+			}
+			tk_buf_putc(b, '\n');
+		} else if (!no_dis && !stat) {
+			tk_buf_puts(b, "    ");
+			cli_xtrace_item_text(b, &it);
+			tk_buf_putc(b, '\n');
+		}
+	}
+	dis_put(d, xt_dis);
+	return pt->out.err ? pt->out.err : 0;
+}
+
+static int xt_decode_merge(void *ctx, size_t ci)
+{
+	struct xt_decode *d = ctx;
+	struct xt_part *pt = &d->parts[ci];
+	size_t b, e;
+	fwrite(pt->err.data, 1, pt->err.len, stderr);
+	tk_buf_put(d->out, pt->out.data, pt->out.len);
+	tk_gap_stats_merge(&d->gaps, &pt->gaps);
+	d->insns += pt->insns;
+	tk_buf_free(&pt->out);
+	tk_buf_free(&pt->err);
+	tk_xtrace_chunk(d->x->t, ci, &b, &e);
+	d->done += e - b;
+	tk_progress_set(&d->prog, d->done);
+	return d->out->err;
+}
+
+static int xtrace_decode(struct cli_opts *o, const char *file, struct tk_input *in,
+			 const struct tk_format_info *fi)
+{
+	struct cli_xtrace x;
+	struct tk_buf out;
+	int rc = cli_xtrace_open(o, file, in, fi, &x);
+	if (rc)
+		return rc;
+	if (!x.insn) {
+		cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
+		cli_xtrace_close(&x);
+		return EXIT_INPUT;
+	}
+	if ((rc = cli_out_open(o, &out))) {
+		cli_xtrace_close(&x);
+		return rc;
+	}
+	struct xt_decode d = { .o = o, .x = &x, .file = x.insn_path, .out = &out,
+			       .lock = PTHREAD_MUTEX_INITIALIZER };
+	size_t nc = tk_xtrace_nchunks(x.t);
+	d.parts = calloc(nc, sizeof *d.parts);
+	cli_progress_init(o, &d.prog, "decoding", x.n);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs ? o->jobs : tk_cpu_count() };
+	rc = d.parts ? tk_pool_run(&po, nc, xt_decode_work, xt_decode_merge, &d) : -TK_E_NOMEM;
+	tk_progress_finish(&d.prog);
+	if (d.parts)
+		for (size_t i = 0; i < nc; i++) {
+			tk_buf_free(&d.parts[i].out);
+			tk_buf_free(&d.parts[i].err);
+		}
+	free(d.parts);
+	while (d.n_free)
+		tk_a64_disasm_free(d.free_dis[--d.n_free]);
+	if (o->stat)
+		tk_buf_printf(&out, "instructions: %llu\n", (unsigned long long)d.insns);
+	int st = cli_out_close(&out);
+	int g = cli_xtrace_report(&x, file, &d.gaps);
+	cli_xtrace_close(&x);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	return st > g ? st : g;
+}
+
 /* Branch trace: each thread's PT stream through the PT flow decoder, against the recorded
  * modules (plus --elf/--raw). */
 static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
@@ -260,6 +439,9 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_XTRACE_INSN:
+	case TK_FMT_XTRACE_SNAP:
+		return xtrace_decode(o, file, in, fi);
 	case TK_FMT_TKBT:
 		return decode_btrace(o, file, in);
 	case TK_FMT_IPT:

@@ -1,5 +1,7 @@
 /* tracekit dump: print every packet or record with its file offset. Each format's handler is one case below; the work is in the library. */
+#include <stdio.h>
 #include <string.h>
+
 #include "cli.h"
 #include "tracekit/xray.h"
 
@@ -65,6 +67,132 @@ static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 	}
 	int g = cli_report_gaps(file, &gaps, "decode error");
 	return st > g ? st : g;
+}
+
+/* xtrace snapshot file: header, then every snapshot's fields and registers. */
+static void xtrace_dump_snaps(const struct cli_opts *o, struct cli_xtrace *x, struct tk_buf *b)
+{
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x->t);
+	const struct tk_xtrace_header *h = tk_xtrace_snapfile_header(sf);
+	const struct tk_xtrace_snap_layout *l = tk_xtrace_snapfile_layout(sf);
+	if (h) {
+		if (!o->no_offset)
+			tk_buf_puts(b, "0000000000000000  ");
+		tk_buf_printf(b, "HEADER magic 0x%08x global_snapshot %u version %llu split %u "
+			      "stream %u mem_order %u\n", h->magic, h->global_snapshot,
+			      (unsigned long long)h->version, h->split_type, h->stream_type,
+			      h->mem_order);
+	} else {
+		tk_buf_puts(b, "# no header (old trace)\n");
+	}
+	for (size_t i = 0; i < tk_xtrace_snapfile_count(sf); i++) {
+		struct tk_xtrace_snapshot s;
+		tk_xtrace_snapfile_get(sf, i, &s);
+		if (!o->no_offset) {
+			tk_buf_hex(b, s.offset, 16);
+			tk_buf_puts(b, "  ");
+		}
+		tk_buf_printf(b, "SNAPSHOT %zu file %llu index 0x%llx user %llu total %llu vl %llu\n",
+			      i, (unsigned long long)s.file_no, (unsigned long long)s.index,
+			      (unsigned long long)s.user_insns, (unsigned long long)s.total_insns,
+			      (unsigned long long)s.vl_bits);
+		if (o->quiet)
+			continue;
+		for (int r = 0; r < 32; r++) {
+			char name[8];
+			snprintf(name, sizeof name, r == 31 ? "sp" : "x%d", r);
+			tk_buf_printf(b, "%s%-3s %016llx", r % 4 ? "  " : "    ", name,
+				      (unsigned long long)s.x[r]);
+			if (r % 4 == 3)
+				tk_buf_putc(b, '\n');
+		}
+		for (int r = 0; r < 32; r++) {
+			tk_buf_printf(b, "    z%-2d ", r);
+			tk_buf_hex_bytes(b, s.z + (size_t)r * l->vl_bytes, l->vl_bytes, 0);
+			tk_buf_putc(b, '\n');
+		}
+		for (int r = 0; r < 16; r++) {
+			tk_buf_printf(b, "    p%-2d ", r);
+			tk_buf_hex_bytes(b, s.p + (size_t)r * l->p_slot, l->p_bytes, 0);
+			tk_buf_putc(b, '\n');
+		}
+		tk_buf_puts(b, "    ffr ");
+		tk_buf_hex_bytes(b, s.ffr, l->p_bytes, 0);
+		tk_buf_putc(b, '\n');
+		size_t za = (size_t)l->vl_bytes * l->vl_bytes, nz = 0;
+		for (size_t k = 0; k < za; k++)
+			nz += s.za[k] != 0;
+		if (!nz) {
+			tk_buf_puts(b, "    za  all zero\n");
+		} else {
+			for (size_t row = 0; row < l->vl_bytes; row++) {
+				tk_buf_printf(b, "    za[%zu] ", row);
+				tk_buf_hex_bytes(b, s.za + row * l->vl_bytes, l->vl_bytes, 0);
+				tk_buf_putc(b, '\n');
+			}
+		}
+		for (int r = 0; r < TK_XTRACE_NSYSREG; r++)
+			tk_buf_printf(b, "    %-11s %016llx\n", tk_xtrace_sysreg_name((unsigned)r),
+				      (unsigned long long)s.sys[r]);
+	}
+}
+
+/* xtrace: every token (instruction file) or every snapshot (snapshot file). */
+static int xtrace_dump(struct cli_opts *o, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi)
+{
+	struct cli_xtrace x;
+	struct tk_buf b;
+	struct tk_gap_stats gaps = { 0 };
+	int rc = cli_xtrace_open(o, file, in, fi, &x);
+	if (rc)
+		return rc;
+	if ((rc = cli_out_open(o, &b))) {
+		cli_xtrace_close(&x);
+		return rc;
+	}
+	if (fi->id == TK_FMT_XTRACE_SNAP) {
+		xtrace_dump_snaps(o, &x, &b);
+		} else {
+			for (size_t ci = 0; ci < tk_xtrace_nchunks(x.t); ci++) {
+			size_t begin, end;
+			struct tk_xtrace_cursor c;
+			struct tk_xtrace_item it;
+			tk_xtrace_chunk(x.t, ci, &begin, &end);
+			tk_xtrace_cursor_init(&c, x.insn, begin, end);
+			for (;;) {
+				int r = tk_xtrace_next(&c, &it);
+				if (r == 0)
+					break;
+				if (r < 0) {
+					size_t to = end;
+					if (tk_xtrace_nchunks(x.t) == 1)
+						to = tk_xtrace_resync(x.insn, end, c.off);
+					cli_error(file, c.off, "%s (token 0x%02x); skipped %zu bytes to the "
+						  "next sync point at 0x%zx", r == -TK_E_BAD_OPCODE ?
+						  "unknown token" : "item runs past the end of the data",
+						  x.insn[c.off], to - c.off, to);
+					tk_gap_stats_add(&gaps, c.off, to - c.off);
+					if (!o->quiet)
+						tk_buf_printf(&b, "%016zx  GAP %zu bytes\n", c.off, to - c.off);
+					tk_xtrace_cursor_init(&c, x.insn, to, end);
+					continue;
+				}
+				if (o->quiet)
+					continue;
+				if (!o->no_offset) {
+					tk_buf_hex(&b, it.offset, 16);
+					tk_buf_puts(&b, "  ");
+				}
+				cli_xtrace_item_text(&b, &it);
+				tk_buf_putc(&b, '\n');
+			}
+		}
+	}
+	rc = cli_out_close(&b);
+	int g = cli_xtrace_report(&x, file, &gaps);
+	cli_xtrace_close(&x);
+	return rc > g ? rc : g;
 }
 
 static int xray_dump(struct cli_opts *o, const char *file, struct tk_input *in)
@@ -185,6 +313,9 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_XTRACE_INSN:
+	case TK_FMT_XTRACE_SNAP:
+		return xtrace_dump(o, file, in, fi);
 	case TK_FMT_XRAY:
 		return xray_dump(o, file, in);
 	case TK_FMT_IPT:

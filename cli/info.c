@@ -140,6 +140,93 @@ static int info_ipt(const struct cli_opts *o, const char *file, struct tk_input 
 	return st.gaps.count ? EXIT_SKIPPED : EXIT_CLEAN;
 }
 
+/* xtrace: who was traced, instruction counts per EL, snapshots, vector length, time span. */
+static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_input *in,
+			  const struct tk_format_info *fi, struct tk_buf *out)
+{
+	struct cli_xtrace x;
+	struct tk_xtrace_stats s;
+	struct tk_gap_stats gaps = { 0 };
+	int rc = cli_xtrace_open(o, file, in, fi, &x);
+	if (rc)
+		return rc;
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.t);
+	const struct tk_xtrace_header *h = sf ? tk_xtrace_snapfile_header(sf) : NULL;
+	int core = h ? h->stream_type == 1 : x.name.hint == 13;
+	if (x.name.hint) {
+		tk_buf_printf(out, "  %s: %llu (hint #%u", core ? "core" : "thread",
+			      (unsigned long long)x.name.id, x.name.hint);
+		if (x.name.hint == 13)
+			tk_buf_puts(out, ", secondary core");
+		tk_buf_printf(out, "), collection started at %llu\n",
+			      (unsigned long long)x.name.timestamp);
+	} else {
+		tk_buf_puts(out, "  thread/core: unknown (name is not xtrace.TIME.ID.hintN.*.bin)\n");
+	}
+	if (x.insn_path != file && x.insn_path)
+		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", x.insn_path, x.n);
+	if (x.snap_path && x.snap_path != file)
+		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.snap_path, x.sn);
+	if (x.insn) {
+		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
+		rc = cli_xtrace_stats(o, &x, &s, &gaps, TK_XT_STATS_COUNTS);
+		uint64_t items = 0;
+		for (int k = 0; k < TK_XT__COUNT; k++)
+			items += s.items[k];
+		tk_buf_printf(out, "  instructions: %llu (EL0 %llu, EL1 %llu",
+			      (unsigned long long)(s.insns[0] + s.insns[1] + s.insns[2] + s.insns[3]),
+			      (unsigned long long)s.insns[0], (unsigned long long)s.insns[1]);
+		if (s.insns[2] || s.insns[3])
+			tk_buf_printf(out, ", EL2 %llu, EL3 %llu", (unsigned long long)s.insns[2],
+				      (unsigned long long)s.insns[3]);
+		tk_buf_printf(out, "), %llu items, %llu memory accesses\n", (unsigned long long)items,
+			      (unsigned long long)(s.loads + s.stores));
+		if (s.time_first != TK_TIME_NONE)
+			tk_buf_printf(out, "  time span: %llu .. %llu (%llu ticks, %llu TIME items)\n",
+				      (unsigned long long)s.time_first, (unsigned long long)s.time_last,
+				      (unsigned long long)(s.time_last - s.time_first),
+				      (unsigned long long)s.items[TK_XT_TIME]);
+		else
+			tk_buf_puts(out, "  time span: no TIME items (memory order not recorded)\n");
+		tk_xtrace_stats_free(&s);
+	} else {
+		tk_buf_puts(out, "  instruction file: not found beside it\n");
+	}
+	if (sf) {
+		const struct tk_xtrace_snap_layout *l = tk_xtrace_snapfile_layout(sf);
+		size_t ns = tk_xtrace_snapfile_count(sf);
+		tk_buf_printf(out, "  snapshots: %zu, %u bytes each, vector length %u bits\n", ns,
+			      l->size, ns ? l->vl_bits : 0);
+		if (h)
+			tk_buf_printf(out, "  snapshot header: version %llu, global snapshot %u, "
+				      "every 1M %s instructions, %s stream, memory order %s\n",
+				      (unsigned long long)h->version, h->global_snapshot,
+				      h->split_type ? "total" : "user",
+				      h->stream_type ? "core" : "thread",
+				      h->mem_order ? "recorded" : "not recorded");
+		else
+			tk_buf_puts(out, "  snapshot header: none (old trace)\n");
+		if (ns) {
+			struct tk_xtrace_snapshot a, b;
+			tk_xtrace_snapfile_get(sf, 0, &a);
+			tk_xtrace_snapfile_get(sf, ns - 1, &b);
+			tk_buf_printf(out, "  snapshot range: user instructions %llu .. %llu, "
+				      "total %llu .. %llu\n", (unsigned long long)a.user_insns,
+				      (unsigned long long)b.user_insns, (unsigned long long)a.total_insns,
+				      (unsigned long long)b.total_insns);
+		}
+	} else {
+		tk_buf_puts(out, "  snapshots: no snapshot file beside it\n");
+	}
+	int g = cli_xtrace_report(&x, file, &gaps);
+	cli_xtrace_close(&x);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	return g;
+}
+
 /* Set when a pipe was read to its end for its size: readers cannot look at it again. */
 static int input_drained;
 
@@ -281,6 +368,9 @@ static int details(const struct cli_opts *o, const char *file, struct tk_input *
 		   const struct tk_format_info *fi, struct tk_buf *out)
 {
 	switch (fi->id) {
+	case TK_FMT_XTRACE_INSN:
+	case TK_FMT_XTRACE_SNAP:
+		return xtrace_details(o, file, in, fi, out);
 	case TK_FMT_TKBT:
 		return details_btrace(file, in, out);
 	case TK_FMT_XRAY:

@@ -29,7 +29,69 @@ static const char usage[] =
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"
 	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
 	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
-	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n";
+	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n"
+	"\n"
+	"xtrace: --elf PROGRAM[:BIAS] names functions and lines; --lines, --source; -j N\n"
+	"splits at snapshot positions (same result as -j 1).\n";
+
+
+/* xtrace: blocks, calls and returns from the instruction stream, per chunk in parallel. */
+static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input *in,
+			  const struct tk_format_info *fi)
+{
+	struct cli_xtrace x;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_sym *sym = NULL;
+	struct tk_prof *p = NULL;
+	struct tk_buf out;
+	int rc, err = 0, status;
+	enum tk_out_kind kind = o->to ? tk_out_kind_by_name(o->to) : TK_OUT_TEXT;
+	if (!kind) {
+		cli_error(NULL, UINT64_MAX, "profile: unknown --to '%s'", o->to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_xtrace_open(o, file, in, fi, &x)))
+		return rc;
+	if (!x.insn) {
+		cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
+		cli_xtrace_close(&x);
+		return EXIT_INPUT;
+	}
+	if ((rc = cli_xtrace_symbols(o, &sym))) {
+		cli_xtrace_close(&x);
+		return rc;
+	}
+	struct tk_prof_opts po = { .sz = sizeof po };
+	if (!(p = tk_prof_new(&po, &err)) || (rc = cli_out_open(o, &out))) {
+		if (!p)
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_sym_free(sym);
+		cli_xtrace_close(&x);
+		return p ? rc : EXIT_INPUT;
+	}
+	rc = cli_xtrace_profile(o, &x, p, &gaps);
+	if (rc >= 0)
+		rc = tk_prof_finish(p);
+	if (rc >= 0) {
+		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+					  .threads = o->threads };
+		if (o->lines)
+			kind = TK_OUT_LINES;
+		if (o->source)
+			kind = TK_OUT_SOURCE;
+		rc = tk_out_profile(&out, p, kind, &oo);
+	}
+	status = cli_out_close(&out);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "profile: %s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	}
+	int g = cli_xtrace_report(&x, file, &gaps);
+	tk_prof_free(p);
+	tk_sym_free(sym);
+	cli_xtrace_close(&x);
+	return status > g ? status : g;
+}
 
 
 /* XRay: map the log, load --instr-map, index the buffers. */
@@ -326,6 +388,9 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_XTRACE_INSN:
+	case TK_FMT_XTRACE_SNAP:
+		return xtrace_profile(o, file, in, fi);
 	case TK_FMT_IPT:
 		return ipt_profile(o, file, in);
 	case TK_FMT_TKBT:

@@ -188,6 +188,85 @@ static uint64_t walk_both(uint8_t *buf, size_t len, int batch)
 	return n;
 }
 
+/* tk_ipt_pkt_next_batch with batches of random sizes (so the unrolled fast loop is left
+ * at every position and at every packet kind) gives exactly the packets, offsets and
+ * errors of tk_ipt_pkt_next, which walk_both checks against libipt. */
+static uint64_t batch_vs_single(uint8_t *buf, size_t len)
+{
+	int err;
+	struct tk_ipt_pkt_decoder *a = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	struct tk_ipt_pkt_decoder *b = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	static struct tk_ipt_packet pk[700];
+	struct tk_buf ta, tb;
+	uint64_t n = 0;
+
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(tk_buf_init(&ta, -1, 256), 0);
+	assert_int_equal(tk_buf_init(&tb, -1, 256), 0);
+	int sa = tk_ipt_pkt_sync_forward(a), sb = tk_ipt_pkt_sync_forward(b);
+	assert_int_equal(sa, sb);
+	while (sa >= 0) {
+		size_t want = 1 + gen_rand() % 700;
+		int e = 1, got = tk_ipt_pkt_next_batch(b, pk, want, &e);
+		struct tk_ipt_packet s;
+
+		assert_true(got >= 0 && (size_t)got <= want);
+		assert_true((size_t)got == want ? e == 0 : e < 0);
+		for (int i = 0; i < got; i++) {
+			assert_int_equal(tk_ipt_pkt_next(a, &s), pk[i].size);
+			assert_int_equal(s.kind, pk[i].kind);
+			assert_int_equal(s.offset, pk[i].offset);
+			ta.len = tb.len = 0;
+			tk_ipt_format_packet(&ta, &s, 1, NULL);
+			tk_ipt_format_packet(&tb, &pk[i], 1, NULL);
+			assert_int_equal(ta.len, tb.len);
+			assert_memory_equal(ta.data, tb.data, ta.len);
+			n++;
+		}
+		if (e == 0)
+			continue;
+		assert_int_equal(tk_ipt_pkt_next(a, &s), e);
+		if (e == -TK_E_EOF)
+			break;
+		uint64_t oa, ob;
+		tk_ipt_pkt_get_offset(a, &oa);
+		tk_ipt_pkt_get_offset(b, &ob);
+		assert_int_equal(oa, ob);
+		sa = tk_ipt_pkt_sync_forward(a);
+		sb = tk_ipt_pkt_sync_forward(b);
+		assert_int_equal(sa, sb);
+	}
+	tk_buf_free(&ta);
+	tk_buf_free(&tb);
+	tk_ipt_pkt_decoder_free(a);
+	tk_ipt_pkt_decoder_free(b);
+	return n;
+}
+
+static void test_batch_sizes(void **state)
+{
+	(void)state;
+	size_t cap = 1 << 16;
+	uint8_t *buf = malloc(cap);
+	uint64_t total = 0;
+	for (int round = 0; round < 80; round++) {
+		size_t len = gen_stream(buf, 256 + gen_rand() % (cap - 256), round & 1,
+					round % 3 ? 4096 : 0);
+		if (round >= 40) {
+			/* corrupted and cut streams: errors inside and at the end of batches */
+			int flips = 1 + (int)(gen_rand() % 16);
+			for (int i = 0; i < flips; i++)
+				buf[gen_rand() % len] ^= (uint8_t)(1 + gen_rand() % 255);
+			if (round % 4 == 0)
+				len -= gen_rand() % 8;
+		}
+		total += batch_vs_single(buf, len);
+	}
+	assert_true(total > 100000);
+	free(buf);
+}
+
 static void test_clean_streams(void **state)
 {
 	(void)state;
@@ -376,6 +455,7 @@ int main(void)
 		cmocka_unit_test(test_sync_from_offsets),
 		cmocka_unit_test(test_last_ip),
 		cmocka_unit_test(test_scan),
+		cmocka_unit_test(test_batch_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,8 +15,16 @@
 _Static_assert(offsetof(struct tk_ipt_packet, kind) == 0 &&
 	       offsetof(struct tk_ipt_packet, size) == sizeof(enum tk_ipt_pkt_kind) &&
 	       sizeof(enum tk_ipt_pkt_kind) == 4 && offsetof(struct tk_ipt_packet, offset) == 8 &&
-	       offsetof(struct tk_ipt_packet, ip.ipc) + 8 <= sizeof(struct tk_ipt_packet),
+	       offsetof(struct tk_ipt_packet, ip.ip) == 16 &&
+	       offsetof(struct tk_ipt_packet, ip.ipc) == 24 && sizeof(struct tk_ipt_packet) == 32,
 	       "packet header layout");
+_Static_assert(offsetof(struct tk_ipt_packet, exec.csl) == offsetof(struct tk_ipt_packet, ip.ip) &&
+	       offsetof(struct tk_ipt_packet, exec.csd) == offsetof(struct tk_ipt_packet, ip.ip) + 1 &&
+	       offsetof(struct tk_ipt_packet, exec.iflag) == offsetof(struct tk_ipt_packet, ip.ip) + 2,
+	       "MODE.Exec bits written as one word");
+_Static_assert(offsetof(struct fast_entry, hdr) == 8 && offsetof(struct fast_entry, val) == 16 &&
+	       offsetof(struct fast_entry, aux) == 24 && sizeof(struct fast_entry) == 32,
+	       "fast table entries: {mask, hdr} and {val, aux} are 16-byte vectors");
 _Static_assert(offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tnt.bits) &&
 	       offsetof(struct tk_ipt_packet, ip.ipc) == offsetof(struct tk_ipt_packet, tnt.count) &&
 	       offsetof(struct tk_ipt_packet, ip.ip) == offsetof(struct tk_ipt_packet, tsc.tsc) &&
@@ -640,66 +648,138 @@ int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkt)
 	return n;
 }
 
+/* One packet of the fast table at P into K: kind+size, offset, and the union's two words
+ * from (8 payload bytes & mask) | {val, aux}. Needs 9 readable bytes at P. */
+static inline __attribute__((always_inline)) void fast_emit(struct tk_ipt_packet *k,
+							     const struct fast_entry *f,
+							     const uint8_t *p, uint64_t off)
+{
+	memcpy(k, &f->hdr, 8);
+	k->offset = off;
+#ifdef __SSE2__
+	__m128i x = _mm_loadl_epi64((const __m128i *)(const void *)(p + 1));
+	x = _mm_and_si128(x, _mm_load_si128((const __m128i *)(const void *)&f->mask));
+	x = _mm_or_si128(x, _mm_load_si128((const __m128i *)(const void *)&f->val));
+	_mm_storeu_si128((__m128i *)(void *)&k->ip, x);
+#else
+	k->ip.ip = (tk_le64(p + 1) & f->mask) | f->val;
+	memcpy((char *)k + offsetof(struct tk_ipt_packet, ip.ipc), &f->aux, 8);
+#endif
+}
+
+/* The longest packet the fast table describes: TIP/FUP with a full IP. */
+#define FAST_MAX 9
+#define UNROLL 4
+
 int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkts,
 			  size_t n, int *err)
 {
-	size_t i = 0;
+	struct tk_ipt_packet *k = pkts, *kend = pkts + n;
 	int e = 0;
 
 	if (!d || (!pkts && n)) {
-		e = -TK_E_INVAL;
-		goto out;
+		if (err)
+			*err = -TK_E_INVAL;
+		return 0;
 	}
 	if (!d->synced) {
-		e = -TK_E_BAD_STATE;
-		goto out;
+		if (err)
+			*err = -TK_E_BAD_STATE;
+		return 0;
 	}
-	const uint8_t *buf = d->buf;
-	size_t pos = d->pos, len = d->len;
-	uint64_t base = d->base;
+	const uint8_t *buf = d->buf, *p = buf + d->pos, *end = buf + d->len;
+	/* offset of P = P + obias (mod 2^64) */
+	const uint64_t obias = d->base - (uint64_t)(uintptr_t)buf;
+	/* A packet starting before fast_end has 16 readable bytes; before fast4_end, so
+	 * have UNROLL packets of the fast table in a row. */
+	const size_t len = d->len;
+	const uint8_t *fast_end = len >= 16 ? end - 15 : buf;
+	const uint8_t *fast4_end = len >= 16 + UNROLL * FAST_MAX ? end - 15 - UNROLL * FAST_MAX : buf;
 	uint8_t blk = d->ctx.blk;
-	/* The fast loop may start a packet at pos < fast_end. */
-	size_t fast_end = len >= 16 ? len - 15 : 0;
-	while (i < n) {
-		/* Fast loop: one byte and one 256-byte table on the pos -> pos dependency
-		 * chain, the rest from a parallel table, "simple or not" the only data-
-		 * dependent branch. Runs while 9 bytes past the opcode are readable. */
+
+	while (k < kend) {
 		if (__builtin_expect(!blk, 1)) {
-			while (i < n && pos < fast_end) {
-				const uint8_t *p = buf + pos;
-				unsigned sz = fast_size[p[0]];
+			/* The hot loop: per packet one byte, one size byte on the position's
+			 * dependency chain, "in the table or not" the only data-dependent
+			 * branch; the loop test once per UNROLL packets. */
+			while (kend - k >= UNROLL && p < fast4_end) {
+#define FAST_STEP(j)								\
+				{							\
+					unsigned sz = fast_size[*p];			\
+					if (__builtin_expect(sz == 0, 0)) {		\
+						k += j;					\
+						goto slow;				\
+					}						\
+					fast_emit(k + j, &fast_table[*p], p,		\
+						  (uint64_t)(uintptr_t)p + obias);	\
+					p += sz;					\
+				}
+				FAST_STEP(0)
+				FAST_STEP(1)
+				FAST_STEP(2)
+				FAST_STEP(3)
+#undef FAST_STEP
+				k += UNROLL;
+			}
+			while (k < kend && p < fast_end) {
+				unsigned sz = fast_size[*p];
 				if (__builtin_expect(sz == 0, 0))
 					break;
-				const struct fast_entry *f = &fast_table[p[0]];
-				struct tk_ipt_packet *k = &pkts[i++];
-				memcpy(k, &f->hdr, 8);             /* kind, size */
-				k->offset = base + pos;
-				k->ip.ip = (tk_le64(p + 1) & f->mask) | f->val;
-				memcpy((char *)k + offsetof(struct tk_ipt_packet, ip.ipc), &f->aux, 8);
-				pos += sz;
+				fast_emit(k, &fast_table[*p], p, (uint64_t)(uintptr_t)p + obias);
+				p += sz;
+				k++;
 			}
-			if (i == n)
+			if (k == kend)
 				break;
 		}
-		struct tk_ipt_packet *k = &pkts[i];
-		if (pos + 16 <= len && !blk) {
-			const uint8_t *p = buf + pos;
-			/* The two most frequent variable packets, inline. */
-			if (p[0] == 0x02 && p[1] == 0xa3) {
-				uint64_t v = rd48(p + 2);
-				if (__builtin_expect(v >= 2, 1)) {
-					int top = 63 - __builtin_clzll(v);
-					k->kind = TK_IPT_PKT_TNT64;
-					k->size = 8;
-					k->offset = base + pos;
-					k->tnt.bits = v & ~(1ULL << top);
-					k->tnt.count = (uint8_t)top;
-					pos += 8;
-					i++;
+slow:
+		if (p >= end) {
+			e = -TK_E_EOF;
+			break;
+		}
+		uint64_t off = (uint64_t)(uintptr_t)p + obias;
+		if (p < fast_end && !blk) {
+			/* The frequent packets outside the table, inline: TNT-64, PSBEND,
+			 * MODE.Exec (around every syscall of a user-only trace), long CYC. */
+			uint8_t b = p[0];
+			if (b == 0x02) {
+				if (p[1] == 0xa3) {
+					uint64_t v = rd48(p + 2);
+					if (__builtin_expect(v >= 2, 1)) {
+						int top = 63 - __builtin_clzll(v);
+						k->kind = TK_IPT_PKT_TNT64;
+						k->size = 8;
+						k->offset = off;
+						k->tnt.bits = v & ~(1ULL << top);
+						k->tnt.count = (uint8_t)top;
+						p += 8;
+						k++;
+						continue;
+					}
+				} else if (p[1] == 0x23) {
+					k->kind = TK_IPT_PKT_PSBEND;
+					k->size = 2;
+					k->offset = off;
+					p += 2;
+					k++;
 					continue;
 				}
-			} else if ((p[0] & 7) == 7) {
-				uint64_t v = p[0] >> 3;
+			} else if (b == 0x99) {
+				uint8_t m = p[1];
+				if ((m >> 5) == 0) {
+					/* csl, csd, iflag: bits 0..2 of M spread to bytes */
+					uint64_t w = (m & 1) | (uint64_t)(m & 2) << 7 |
+						     (uint64_t)(m & 4) << 14;
+					uint64_t hdr = TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32;
+					memcpy(k, &hdr, 8);
+					k->offset = off;
+					k->ip.ip = w;
+					p += 2;
+					k++;
+					continue;
+				}
+			} else if ((b & 7) == 7) {
+				uint64_t v = b >> 3;
 				unsigned shl = 5, j = 1;
 				uint8_t x;
 				do {
@@ -710,34 +790,29 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 				if (!(x & 1)) {
 					k->kind = TK_IPT_PKT_CYC;
 					k->size = (uint8_t)j;
-					k->offset = base + pos;
+					k->offset = off;
 					k->cyc.value = v;
-					pos += j;
-					i++;
+					p += j;
+					k++;
 					continue;
 				}
 			}
 		}
-		if (pos >= len) {
-			e = -TK_E_EOF;
-			break;
-		}
-		int r = decode_at(buf + pos, len - pos, &d->ctx, k);
+		int r = decode_at(p, (size_t)(end - p), &d->ctx, k);
 		blk = d->ctx.blk;
 		if (r < 0) {
 			e = r;
 			break;
 		}
-		k->offset = base + pos;
+		k->offset = off;
 		k->size = (uint8_t)r;
-		pos += (size_t)r;
-		i++;
+		p += r;
+		k++;
 	}
-	d->pos = pos;
-out:
+	d->pos = (size_t)(p - buf);
 	if (err)
 		*err = e;
-	return (int)i;
+	return (int)(k - pkts);
 }
 
 int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *d)

@@ -3,61 +3,31 @@
 #include "tracekit/common.h"
 #include "tracekit/xtrace.h"
 
-/* Token byte: low 3 bits the class, high 5 bits subclass and parameters (seed 002). */
+#include "formats/xtrace/internal.h"
+
 size_t tk_xtrace_item_len(const uint8_t *p, size_t n)
 {
-	if (n < 1)
-		return SIZE_MAX;
-	unsigned t = p[0], hi = t >> 3;
-	size_t len;
-
-	switch (t & 7) {
-	case 1: /* INST: bits 3-5 subclass, bits 6-7 exception level */
-		switch (hi & 7) {
-		case 0: len = 1 + 4; break;        /* INST: opcode */
-		case 1: len = 1 + 8 + 4; break;    /* PCINST: pc, opcode */
-		default: return 0;
-		}
-		break;
-	case 2: /* MEM: bit 3 load/store, bits 4-7 log2 of the value size */
-		len = 1 + 8 + ((size_t)1 << (t >> 4));
-		break;
-	case 3: /* VAL: STXR, MRS, SVCARG, SVCRET, DC, TARGET_B */
-		if (hi > 5)
-			return 0;
-		len = 1 + 8;
-		break;
-	case 4: /* MISC */
-		switch (hi) {
-		case 1: len = 1 + 256; break;      /* ALLGPR: X0..X31 */
-		case 3: len = 1 + 8; break;        /* MISC_FLAGS: NZCV */
-		case 4:                            /* SYSCALL_VEC: count, then 16-byte iovecs */
-			if (n < 9)
-				return SIZE_MAX;
-			{
-				uint64_t cnt = tk_le64(p + 1);
-				if (cnt > 1024)
-					return 0;
-				len = 1 + 8 + (size_t)cnt * 16;
-			}
-			break;
-		default: return 0;
-		}
-		break;
-	case 7: /* TIME */
-		if (hi != 0)
-			return 0;
-		len = 1 + 8;
-		break;
-	default:
-		return 0;
-	}
-	return len;
+	return xt_item_len(p, n);
 }
 
-/* Instruction files have no header: walk the first tokens and require them all to be
- * valid, with instructions among them. Snapshot files carry a magic (or, in old traces,
- * nothing we can recognise with confidence). */
+/* Old snapshot files have no header: accept when some vector length puts a matching length
+ * field at the end of the first snapshot and its counts are sane. */
+static int probe_old_snapshot(const uint8_t *p, size_t n)
+{
+	for (uint32_t vl = 128; vl <= 2048; vl += 128) {
+		struct tk_xtrace_snap_layout l;
+		tk_xtrace_snap_layout(vl, &l);
+		if (n < l.size)
+			return 0;
+		if (tk_le64(p + l.off_vl) == vl)
+			return tk_le64(p) < 1024 && tk_le64(p + 16) <= tk_le64(p + 24);
+	}
+	return 0;
+}
+
+/* Instruction files have no header: they start at a PCINST (the writer's rule at every
+ * sync point) followed by valid tokens. A damaged token later in the peek window does not
+ * reject the file (the reader reports it with its offset). */
 int tk_xtrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 {
 	if (n >= 8 && tk_le32(p) == TK_XTRACE_SNAP_MAGIC) {
@@ -66,11 +36,20 @@ int tk_xtrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 		snprintf(fi->detail, sizeof fi->detail, "register snapshots");
 		return 95;
 	}
+	if (probe_old_snapshot(p, n)) {
+		fi->id = TK_FMT_XTRACE_SNAP;
+		fi->version = 0;
+		snprintf(fi->detail, sizeof fi->detail, "register snapshots, no header (old trace)");
+		return 60;
+	}
 	size_t off = 0, tokens = 0, insns = 0;
+	int bad = 0;
 	while (off < n && tokens < 256) {
-		size_t len = tk_xtrace_item_len(p + off, n - off);
-		if (len == 0)
-			return 0;
+		size_t len = xt_item_len(p + off, n - off);
+		if (len == 0) {
+			bad = 1;
+			break;
+		}
 		if (len == SIZE_MAX || off + len > n)
 			break; /* the peek window ends inside an item */
 		if ((p[off] & 7) == 1)
@@ -78,10 +57,15 @@ int tk_xtrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 		off += len;
 		tokens++;
 	}
-	if (insns == 0 || (tokens < 16 && off < n))
+	int starts_pcinst = n >= 13 && (p[0] & 0x3f) == 0x09 && (p[0] >> 6) <= 1;
+	if (insns == 0)
+		return 0;
+	if (bad && !(starts_pcinst && tokens >= 8))
+		return 0;
+	if (!bad && tokens < 16 && off < n)
 		return 0;
 	fi->id = TK_FMT_XTRACE_INSN;
 	fi->version = 0;
 	snprintf(fi->detail, sizeof fi->detail, "instruction stream");
-	return tokens >= 64 ? 70 : 40;
+	return bad ? 30 : tokens >= 64 ? 70 : 40;
 }

@@ -1,0 +1,265 @@
+/* tracekit's TCG plugin for qemu-aarch64 (QEMU 7.2): writes an xtrace instruction stream
+ * per guest thread, and for the first thread a list of snapshot points from which
+ * `tracekit record --qemu` fills in the registers (the 7.2 plugin API cannot read them).
+ *
+ * Arguments (-plugin PATH,arg=value,...):
+ *   dir=DIR       output directory
+ *   ts=N          timestamp in the file names
+ *   gate=0|1      1: collect only between executions of HINT #9 (the seed's trigger)
+ *   interval=N    snapshot every N user instructions (default 1000000)
+ *   time=0|1      TIME items before memory accesses (memory order across threads)
+ *
+ * Files: DIR/xtrace.TS.TID.hint9.xinsndata.bin, and DIR/xtrace.TS.TID.points with one line
+ * per snapshot point: "user total offset pc occurrence", occurrence being how many times
+ * the instruction at pc had started executing, this time included. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "qemu_plugin_api.h"
+#include "tracekit/xtrace.h"
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
+
+#define MAX_VCPUS 256
+#define HASH_BITS 16
+
+/* One per guest instruction address (shared by every translation of it). */
+struct insn {
+	uint64_t pc;
+	uint64_t runs;          /* executions by vcpu 0 */
+	uint32_t op;
+	uint8_t cls;
+	uint8_t hint;           /* HINT #9 */
+	struct insn *next;
+};
+
+struct vcpu {
+	struct tk_xtrace_writer *w;
+	FILE *points;
+	int fd;
+	int collecting, stopped;
+	int pending_target;     /* the last instruction was BR/BLR/RET/ERET */
+	uint64_t user, total;
+	uint64_t next_snap;
+};
+
+static struct insn *table[1 << HASH_BITS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vcpu vcpus[MAX_VCPUS];
+static char out_dir[1024] = ".";
+static unsigned long long ts;
+static int gate, with_time;
+static uint64_t interval = 1000000;
+static uint64_t time_counter;
+static int base_checked, base_ok;
+
+/* Guest memory must be at the same host address (qemu-user's guest_base 0) for the values
+ * of memory accesses; check once, on the first instruction, without risking a fault. */
+static int check_guest_base(uint64_t pc, uint32_t op)
+{
+	uint32_t got = 0;
+	struct iovec local = { &got, 4 }, remote = { (void *)(uintptr_t)pc, 4 };
+	base_ok = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 4 && got == op;
+	if (!base_ok)
+		fprintf(stderr, "tracekit-qemu: guest memory is not at its guest address "
+			"(guest_base != 0): memory values cannot be read; not recording\n");
+	base_checked = 1;
+	return base_ok;
+}
+
+static struct insn *insn_for(uint64_t pc, uint32_t op)
+{
+	size_t h = (size_t)(tk_hash64(pc) & ((1u << HASH_BITS) - 1));
+	pthread_mutex_lock(&lock);
+	struct insn *i;
+	for (i = table[h]; i; i = i->next)
+		if (i->pc == pc && i->op == op)
+			break;
+	if (!i && (i = calloc(1, sizeof *i))) {
+		i->pc = pc;
+		i->op = op;
+		i->cls = (uint8_t)tk_a64_classify(op);
+		i->hint = tk_a64_hint(op) == 9;
+		i->next = table[h];
+		table[h] = i;
+	}
+	pthread_mutex_unlock(&lock);
+	return i;
+}
+
+static struct vcpu *vcpu_get(unsigned idx)
+{
+	if (idx >= MAX_VCPUS)
+		return NULL;
+	struct vcpu *v = &vcpus[idx];
+	if (v->w || v->stopped)
+		return v->w ? v : NULL;
+	char path[1200];
+	long tid = syscall(SYS_gettid);
+	snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.hint9.xinsndata.bin", out_dir, ts, tid);
+	v->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int err = 0;
+	if (v->fd < 0 || !(v->w = tk_xtrace_writer_new(v->fd, -1, NULL, &err))) {
+		fprintf(stderr, "tracekit-qemu: cannot write %s\n", path);
+		v->stopped = 1;
+		return NULL;
+	}
+	if (idx == 0) {
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.points", out_dir, ts, tid);
+		v->points = fopen(path, "w");
+	}
+	v->collecting = !gate;
+	return v;
+}
+
+static void on_exec(unsigned idx, void *ud)
+{
+	struct insn *i = ud;
+	if (idx == 0)
+		i->runs++;
+	if (!base_checked)
+		check_guest_base(i->pc, i->op);
+	if (!base_ok)
+		return;
+	struct vcpu *v = vcpu_get(idx);
+	if (!v)
+		return;
+	if (gate && i->hint) {
+		v->collecting = !v->collecting;
+		v->pending_target = 0;
+		return;
+	}
+	if (!v->collecting)
+		return;
+	if (v->pending_target) {
+		tk_xtrace_write_value(v->w, TK_XT_TARGET_B, i->pc);
+		v->pending_target = 0;
+	}
+	int block_start = 0;
+	if (v->points && v->user == v->next_snap) {
+		fprintf(v->points, "%llu %llu %llu %llu %llu\n", (unsigned long long)v->user,
+			(unsigned long long)v->total,
+			(unsigned long long)tk_xtrace_writer_offset(v->w),
+			(unsigned long long)i->pc, (unsigned long long)i->runs);
+		v->next_snap += interval;
+		block_start = 1;
+	}
+	tk_xtrace_write_insn(v->w, 0, i->pc, i->op, block_start);
+	v->user++;
+	v->total++;
+	v->pending_target = i->cls == TK_A64_BR_IND || i->cls == TK_A64_CALL_IND ||
+			    i->cls == TK_A64_RET || i->cls == TK_A64_ERET;
+}
+
+static void on_mem(unsigned idx, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
+{
+	struct vcpu *v = idx < MAX_VCPUS ? &vcpus[idx] : NULL;
+	if (!v || !v->w || !v->collecting)
+		return;
+	unsigned shift = qemu_plugin_mem_size_shift(info);
+	uint8_t val[16] = { 0 };
+	/* qemu-user maps guest memory at the same host address here (guest_base 0, checked
+	 * in `tracekit record`); the callback runs after the access, so this is the value
+	 * loaded or stored. */
+	memcpy(val, (const void *)(uintptr_t)vaddr, (size_t)1 << (shift > 4 ? 4 : shift));
+	if (with_time)
+		tk_xtrace_write_value(v->w, TK_XT_TIME,
+				      __atomic_fetch_add(&time_counter, 1, __ATOMIC_RELAXED));
+	tk_xtrace_write_mem(v->w, qemu_plugin_mem_is_store(info), vaddr, val,
+			    shift > 4 ? 4 : shift);
+}
+
+static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	for (size_t k = 0; k < n; k++) {
+		struct qemu_plugin_insn *qi = qemu_plugin_tb_get_insn(tb, k);
+		uint32_t op = 0;
+		memcpy(&op, qemu_plugin_insn_data(qi), 4);
+		struct insn *i = insn_for(qemu_plugin_insn_vaddr(qi), op);
+		if (!i)
+			continue;
+		qemu_plugin_register_vcpu_insn_exec_cb(qi, on_exec, QEMU_PLUGIN_CB_NO_REGS, i);
+		qemu_plugin_register_vcpu_mem_cb(qi, on_mem, QEMU_PLUGIN_CB_NO_REGS,
+						 QEMU_PLUGIN_MEM_RW, i);
+	}
+}
+
+static void on_syscall(qemu_plugin_id_t id, unsigned idx, int64_t num, uint64_t a1,
+		       uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, uint64_t a6,
+		       uint64_t a7, uint64_t a8)
+{
+	struct vcpu *v = idx < MAX_VCPUS ? &vcpus[idx] : NULL;
+	if (!v || !v->w || !v->collecting)
+		return;
+	uint64_t args[7] = { (uint64_t)num, a1, a2, a3, a4, a5, a6 };
+	for (int k = 0; k < 7; k++)
+		tk_xtrace_write_value(v->w, TK_XT_SVCARG, args[k]);
+	/* readv, writev, preadv, pwritev: the iovecs. */
+	if ((num == 65 || num == 66 || num == 69 || num == 70) && a3 <= 1024)
+		tk_xtrace_write_syscall_vec(v->w, (const uint64_t *)(uintptr_t)a2, a3);
+}
+
+static void on_syscall_ret(qemu_plugin_id_t id, unsigned idx, int64_t num, int64_t ret)
+{
+	struct vcpu *v = idx < MAX_VCPUS ? &vcpus[idx] : NULL;
+	if (!v || !v->w || !v->collecting)
+		return;
+	tk_xtrace_write_value(v->w, TK_XT_SVCRET, (uint64_t)ret);
+}
+
+static void on_atexit(qemu_plugin_id_t id, void *ud)
+{
+	for (int k = 0; k < MAX_VCPUS; k++) {
+		struct vcpu *v = &vcpus[k];
+		if (!v->w)
+			continue;
+		if (tk_xtrace_writer_close(v->w) < 0)
+			fprintf(stderr, "tracekit-qemu: write error on the trace of vcpu %d\n", k);
+		v->w = NULL;
+		v->stopped = 1;
+		close(v->fd);
+		if (v->points)
+			fclose(v->points);
+		v->points = NULL;
+	}
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+					   int argc, char **argv)
+{
+	if (info->system_emulation || strcmp(info->target_name, "aarch64") != 0) {
+		fprintf(stderr, "tracekit-qemu: needs qemu-aarch64 (user mode)\n");
+		return -1;
+	}
+	for (int k = 0; k < argc; k++) {
+		const char *a = argv[k];
+		if (strncmp(a, "dir=", 4) == 0)
+			snprintf(out_dir, sizeof out_dir, "%s", a + 4);
+		else if (strncmp(a, "ts=", 3) == 0)
+			ts = strtoull(a + 3, NULL, 0);
+		else if (strncmp(a, "gate=", 5) == 0)
+			gate = atoi(a + 5);
+		else if (strncmp(a, "time=", 5) == 0)
+			with_time = atoi(a + 5);
+		else if (strncmp(a, "interval=", 9) == 0)
+			interval = strtoull(a + 9, NULL, 0);
+		else {
+			fprintf(stderr, "tracekit-qemu: unknown argument '%s'\n", a);
+			return -1;
+		}
+	}
+	if (!interval)
+		interval = 1000000;
+	qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb);
+	qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+	qemu_plugin_register_vcpu_syscall_ret_cb(id, on_syscall_ret);
+	qemu_plugin_register_atexit_cb(id, on_atexit, NULL);
+	return 0;
+}

@@ -132,8 +132,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 	o->progress = 1;
 	optind = 1;
 	opterr = 0;
-	/* '+': stop at the first non-option so `record -- CMD ARGS` keeps CMD's options. */
-	while ((c = getopt_long(argc, argv, "+j:o:qh", long_opts, NULL)) != -1) {
+	/* Options may follow file names, except for record, which stops at the first
+	 * non-option ('+') so that `record -- CMD ARGS` keeps CMD's own options. */
+	const char *shortopts = strcmp(cmd->name, "record") == 0 ? "+j:o:qh" : "j:o:qh";
+	while ((c = getopt_long(argc, argv, shortopts, long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			if ((rc = num_arg("-j", optarg, &v)))

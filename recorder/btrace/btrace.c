@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,6 +48,7 @@ struct module {
 	char path[PATH_MAX];
 	uint64_t bias;
 	uint64_t start, end;          /* executable range (run-time addresses) */
+	uint64_t map_lo, map_hi;      /* all loaded segments */
 	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
 	uint8_t build_id[64];
 	unsigned build_id_len;
@@ -63,6 +65,9 @@ struct tstate {
 	uint64_t traps, reentries, unresolved;
 	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
 	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
+	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
+	volatile int in_hit;         /* recording from a trampoline with signals not blocked */
+	volatile int muted;          /* a program handler interrupted that: its CTIs are not recorded */
 	struct tstate *next;
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
@@ -93,6 +98,10 @@ static struct tstate *threads;        /* all thread states, pushed lock-free */
 static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
 static uint64_t total_traps_of_dead;
+static int prog_handlers;             /* the program has installed a signal handler */
+static char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-up */
+static int npending;
+static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
 
@@ -458,6 +467,8 @@ static void maybe_psb(struct tstate *ts, uint64_t ip)
 static void record(struct tstate *ts, const struct cti *c, const struct cti_result *r, const greg_t *g,
 		   uint64_t rsp)
 {
+	if (ts->muted)
+		return;
 	if (ts->enc.len >= BUF_FLUSH_AT)
 		flush_thread(ts);
 	if (!ts->inside) {
@@ -505,7 +516,7 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
  * registers, the flags and the extended state (XSAVE), then jumps on to the target or the
  * fall-through. The recorded packets are the same as with the trap. */
 
-#define TRAMP_AREA (1u << 20)
+#define TRAMP_AREA (16u << 20)   /* reserved; pages are touched only as trampolines are made */
 
 static uint8_t *tramp_area[MAX_MODULES];
 static size_t tramp_used[MAX_MODULES];
@@ -524,7 +535,14 @@ static __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")))
 static int32_t ttls_fs_off;
 
 #define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
-#define TRAMP_SIZE (6 + 2 * TRAMP_PATH)
+/* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths | one path (+ ret)], and
+ * in the last TRAMP_META bytes, never executed, how the prefix maps to the original code:
+ * prefix length, instruction count, each one's offset in the slot and in the original
+ * window, and the window's distance back from the CTI. A zeroed area means no prefix. */
+#define TRAMP_SIZE 128
+#define TRAMP_META 16
+#define RELOC_MAX_INSNS 6
+#define RELOC_MAX_BYTES (TRAMP_SIZE - TRAMP_META - (6 + 2 * TRAMP_PATH))
 static int tramps_on;
 static volatile int patch_lock;
 
@@ -536,20 +554,35 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	int saved_errno = errno;
 	greg_t g[NGREG];
 
-	/* a signal handler of the program must not record into the buffer half-way */
-	sigfillset(&all);
-	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
-	if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
+	/* A signal handler of the program must not record into the buffer half-way. Blocking
+	 * signals costs two system calls, so it is done only once the program has a handler;
+	 * a handler installed meanwhile by another thread that interrupts this record runs
+	 * unrecorded (wrap_handler sees in_hit) rather than corrupt the stream. */
+	int block = __atomic_load_n(&prog_handlers, __ATOMIC_ACQUIRE);
+	if (block) {
+		sigfillset(&all);
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+	}
+	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
+		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
+	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the path stored the register */
+		r.next = ttls.dest;
+	else if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
 	struct tstate *ts = active ? thread_state() : NULL;
 	if (ts) {
+		ts->in_hit = !block;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		ts->tramp_hits++;
 		g[REG_RSP] = (greg_t)rsp;
 		record(ts, c, &r, g, rsp);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		ts->in_hit = 0;
 	}
 	ttls.dest = r.next;
 	ttls.code_plus1 = 0;
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+	if (block)
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
 	errno = saved_errno;
 }
 
@@ -768,6 +801,111 @@ out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 }
 
+/* ---- relocation: short conditional jumps and returns ---------------------------------
+ * A `jcc rel8` (2 bytes) or a `ret` (1 or 3) has no room for a jump, but the straight-line
+ * instructions before it do: at start-up, before any other thread runs, the window from
+ * the last instruction boundary B that leaves 5 bytes up to the CTI's end is copied to a
+ * trampoline (RIP-relative displacements adjusted), followed by the recording paths, and a
+ * `jmp rel32` to it is written at B. Safe only where nothing can enter (B, B+5): no direct
+ * branch target, return site or function start lies there, and the function has no
+ * indirect jump (a jump table could target any instruction). Bytes from B+5 on keep the
+ * original code, so a branch into them still finds the CTI's int3. */
+
+struct reloc_insn {
+	uint64_t addr;
+	uint8_t len;
+	uint8_t disp_at;    /* offset of a RIP-relative disp32 in the instruction, 0 if none */
+};
+
+/* Make the trampoline of C (index I) with prefix PRE[0..N) and redirect the window to it.
+ * Runs at start-up with the module's code writable. Returns 0, or -1 to leave the trap. */
+static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
+{
+	uint64_t b = n ? pre[0].addr : c->addr;
+	const struct module *mod = module_of(c->addr);
+	int m = (int)(mod - modules);
+	if (!mod || !tramp_area[m] || n > RELOC_MAX_INSNS ||
+	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
+		return -1;
+	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
+	if (c->addr - b > RELOC_MAX_BYTES)
+		return -1;
+	memset(t, 0, TRAMP_SIZE);
+	for (int j = 0; j < n; j++) {
+		const uint8_t *src = mod->orig + (pre[j].addr - mod->start);
+		meta[2 + j] = (uint8_t)(p - t);
+		meta[8 + j] = (uint8_t)(pre[j].addr - b);
+		memcpy(p, src, pre[j].len);
+		if (pre[j].disp_at) {
+			int32_t disp;
+			memcpy(&disp, src + pre[j].disp_at, 4);
+			int64_t abs = (int64_t)(pre[j].addr + pre[j].len) + disp;
+			int64_t nd = abs - (int64_t)(uintptr_t)(p + pre[j].len);
+			if (nd != (int32_t)nd)
+				goto fail;   /* nothing is committed before the jump is written */
+			int32_t d32 = (int32_t)nd;
+			memcpy(p + pre[j].disp_at, &d32, 4);
+		}
+		p += pre[j].len;
+	}
+	meta[0] = (uint8_t)(p - t);
+	meta[1] = (uint8_t)n;
+	meta[14] = (uint8_t)(c->addr - b);
+	if (c->kind == CTI_JCC) {
+		uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
+		emit(&p, jcc, 2);
+		uint8_t *rel_at = p;
+		p += 4;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
+		uint8_t *taken = p;
+		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
+		int32_t rel = (int32_t)(taken - (rel_at + 4));
+		memcpy(rel_at, &rel, 4);
+	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
+		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
+		 * push the original return address, jump through the destination */
+		static const uint8_t hw[] = { [REG_RAX] = 0, [REG_RCX] = 1, [REG_RDX] = 2, [REG_RBX] = 3,
+			[REG_RSP] = 4, [REG_RBP] = 5, [REG_RSI] = 6, [REG_RDI] = 7, [REG_R8] = 8,
+			[REG_R9] = 9, [REG_R10] = 10, [REG_R11] = 11, [REG_R12] = 12, [REG_R13] = 13,
+			[REG_R14] = 14, [REG_R15] = 15 };
+		unsigned r = hw[c->base];
+		uint8_t mov[5] = { 0x64, (uint8_t)(0x48 | (r >> 3) << 2), 0x89, (uint8_t)((r & 7) << 3 | 4), 0x25 };
+		int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
+		emit(&p, mov, sizeof mov);
+		emit(&p, &dest_off, 4);
+		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+	} else {   /* ret: record the word it will pop, then the original ret */
+		static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
+		uint32_t code = (uint32_t)(i << 1), cp1 = code + 1;
+		emit(&p, st, sizeof st);
+		emit(&p, &ttls_fs_off, 4);
+		emit(&p, &cp1, 4);
+		static const uint8_t pre_call[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf };
+		emit(&p, pre_call, sizeof pre_call);
+		emit(&p, &code, 4);
+		uint8_t call = 0xe8;
+		emit(&p, &call, 1);
+		emit_rel32(&p, tramp_stub[m]);
+		static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+		emit(&p, post, sizeof post);
+		emit(&p, mod->orig + (c->addr - mod->start), c->len);
+	}
+	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (b + 5));
+	if (p > meta || d != (int32_t)d)
+		goto fail;
+	tramp_used[m] += TRAMP_SIZE;
+	tramp_index[m][tramp_count[m]] = (uint32_t)i;
+	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
+	uint8_t jmp[5] = { 0xe9 };
+	int32_t rel32 = (int32_t)d;
+	memcpy(jmp + 1, &rel32, 4);
+	memcpy((void *)(uintptr_t)b, jmp, 5);
+	return 0;
+fail:
+	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */
+	return -1;
+}
+
 /* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
  * while it is inside (in a trampoline, its stub or tramp_hit): the jcc not yet recorded, or
  * the destination of the one just recorded. */
@@ -782,6 +920,17 @@ static uint64_t logical_ip(uint64_t rip)
 		if (k >= __atomic_load_n(&tramp_count[m], __ATOMIC_ACQUIRE))
 			break;
 		const struct cti *c = &ctis[tramp_index[m][k]];
+		const uint8_t *meta = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE + TRAMP_SIZE - TRAMP_META;
+		unsigned plen = meta[0], n = meta[1];
+		if (in < plen) {   /* in the relocated prefix: the original of the next instruction */
+			unsigned j = 0;
+			while (j + 1 < n && meta[2 + j + 1] <= in)
+				j++;
+			return c->addr - meta[14] + meta[8 + j];
+		}
+		in -= plen;
+		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the register's store comes first */
+			return in < 9 + 28 ? c->addr : ttls.dest;
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
 			return in < 28 ? c->addr : ttls.dest;
 		if (in < 6 + 28)
@@ -841,6 +990,7 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 		if (ts) {
 			ts->traps++;
 			ts->traps_long += c->len >= 5;
+			ts->kind_traps[(c->kind + (c->kind == CTI_JCC && c->len == 2 ? 8 : 0)) & 15]++;
 			record(ts, c, &r, g, rsp);
 		}
 		if (tramps_on && tramp_eligible(c))
@@ -864,6 +1014,20 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 	uint64_t saved_resume = 0, interrupted = 0;
 	int was_inside = 0;
 
+	if (ts && ts->in_hit) {
+		/* it interrupted a record in progress (see tramp_hit): run it unrecorded */
+		int was_muted = ts->muted;
+		ts->muted = 1;
+		ts->unresolved++;
+		struct tramp_tls saved = ttls;
+		if (pa->sa_flags & SA_SIGINFO)
+			pa->sa_sigaction(sig, si, ucv);
+		else if (pa->sa_handler != SIG_IGN && pa->sa_handler != SIG_DFL)
+			pa->sa_handler(sig);
+		ttls = saved;
+		ts->muted = was_muted;
+		return;
+	}
 	if (ts) {
 		sigfillset(&all);
 		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
@@ -926,6 +1090,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 		struct sigaction mine = *act;
 		sigdelset(&mine.sa_mask, SIGTRAP);
 		if (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
+			__atomic_store_n(&prog_handlers, 1, __ATOMIC_RELEASE);
 			mine.sa_sigaction = wrap_handler;
 			mine.sa_flags |= SA_SIGINFO;
 		}
@@ -983,6 +1148,69 @@ EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	if (fix_mask(how, set, &copy))
 		set = &copy;
 	return real(how, set, old);
+}
+
+/* ---- non-local entries: longjmp and C++ landing pads ------------------------------------
+ * Both jump from library code into the middle of a traced function, where no trap marks
+ * the spot; the code from there to the next trapped CTI would otherwise have to be placed
+ * by guessing (entry_of). The library calls that perform them know the exact address:
+ * longjmp reads it from the jmp_buf, the C++ personality routine hands it to the unwinder
+ * through _Unwind_SetIP. Both are called through the PLT, so they can be interposed; the
+ * address becomes the thread's resume point, which entry_of tries first. */
+
+static void expect_entry(uint64_t ip)
+{
+	struct tstate *ts;
+	if (!active || !module_of(ip) || !(ts = thread_state()) || ts->inside)
+		return;
+	ts->resume = ip;
+}
+
+/* glibc's x86-64 jmp_buf: rbx rbp r12 r13 r14 r15 rsp pc, with rbp, rsp and pc mangled as
+ * rol(value ^ guard, 0x11), the pointer guard being at fs:0x30 (tcbhead_t). A value that
+ * does not demangle into traced code is ignored (the guess of entry_of stays). */
+static void expect_longjmp(const void *env)
+{
+	uint64_t pc, guard;
+	memcpy(&pc, (const uint8_t *)env + 7 * 8, 8);
+	__asm__("movq %%fs:0x30, %0" : "=r"(guard));
+	pc = (pc >> 0x11 | pc << (64 - 0x11)) ^ guard;
+	expect_entry(pc);
+}
+
+/* Resolved at start-up: longjmp may be called from a signal handler, where dlsym may not. */
+static void (*real_longjmp[4])(struct __jmp_buf_tag *, int);
+static const char *const longjmp_names[4] = { "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk" };
+static void (*real_setip)(void *, uintptr_t);
+
+static void resolve_nonlocal(void)
+{
+	for (int i = 0; i < 4; i++)
+		real_longjmp[i] = (void (*)(struct __jmp_buf_tag *, int))dlsym(RTLD_NEXT, longjmp_names[i]);
+	real_setip = (void (*)(void *, uintptr_t))dlsym(RTLD_NEXT, "_Unwind_SetIP");
+}
+
+#define LONGJMP_WRAPPER(name, i)                                                           \
+	EXPORT __attribute__((noreturn)) void name(struct __jmp_buf_tag env[1], int val)   \
+	{                                                                                  \
+		if (!real_longjmp[i])                                                      \
+			resolve_nonlocal();                                                \
+		expect_longjmp(env);                                                       \
+		real_longjmp[i](env, val);                                                 \
+		__builtin_unreachable();                                                   \
+	}
+LONGJMP_WRAPPER(longjmp, 0)
+LONGJMP_WRAPPER(_longjmp, 1)
+LONGJMP_WRAPPER(siglongjmp, 2)
+LONGJMP_WRAPPER(__longjmp_chk, 3)
+
+/* libgcc_s is loaded by C++ programs before they can throw, but maybe after start-up. */
+EXPORT void _Unwind_SetIP(void *context, uintptr_t ip)
+{
+	if (!real_setip)
+		resolve_nonlocal();
+	expect_entry(ip);
+	real_setip(context, ip);
 }
 
 /* ---- threads, fork, exec, exit ---------------------------------------------------------- */
@@ -1097,6 +1325,31 @@ static void after_fork_child(void)
 	write_header(ppid);
 }
 
+/* TK_BTRACE_DEBUG: where the traps went, by CTI kind, over all threads. */
+static void say_kinds(void)
+{
+	static const char *const names[16] = { [CTI_JCC] = "jcc rel32", [CTI_JCC + 8] = "jcc rel8",
+		[CTI_JCXZ] = "jrcxz", [CTI_LOOP] = "loop", [CTI_JMP_IND] = "jmp indirect",
+		[CTI_CALL_IND] = "call indirect", [CTI_RET] = "ret" };
+	uint64_t n[16] = { 0 }, tramp = 0, all = 0;
+	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
+		for (int k = 0; k < 16; k++)
+			n[k] += ts->kind_traps[k], all += ts->kind_traps[k];
+		tramp += ts->tramp_hits;
+	}
+	for (int k = 0; k < 16; k++)
+		if (n[k] && names[k]) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "%-13s %12llu traps (%.1f%% of traps)", names[k],
+				 (unsigned long long)n[k], 100.0 * (double)n[k] / (double)all);
+			say(msg);
+		}
+	char msg[128];
+	snprintf(msg, sizeof msg, "%zu of %zu trapped CTIs relocated at start-up; trampoline hits %llu; "
+		 "%.1f%% of recorded CTIs trapped", nrelocated, nctis, (unsigned long long)tramp, all + tramp ? 100.0 * (double)all / (double)(all + tramp) : 0.0);
+	say(msg);
+}
+
 static void finish(uint64_t reason)
 {
 	uint64_t traps = total_traps_of_dead, nthreads = 0;
@@ -1108,6 +1361,8 @@ static void finish(uint64_t reason)
 		if (!ts->done)
 			end_thread(ts);
 	}
+	if (debug)
+		say_kinds();
 	if (reason == 0) {
 		uint64_t st[4] = { traps, nctis, nthreads, reason };
 		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
@@ -1120,8 +1375,29 @@ static void finish(uint64_t reason)
 	}
 }
 
+static int loaded_now(struct dl_phdr_info *info, size_t size, void *data)
+{
+	char path[PATH_MAX];
+	(void)size;
+	return info->dlpi_name && info->dlpi_name[0] && realpath(info->dlpi_name, path) &&
+	       !strcmp(path, data);
+}
+
+/* Modules requested but loaded only later (dlopen) are not traced: say so at the end, by
+ * name, so that an empty trace of them is not mistaken for code that never ran. */
+static void report_late_modules(void)
+{
+	char want[PATH_MAX];
+	for (int i = 0; i < npending; i++)
+		if (realpath(pending[i], want) && dl_iterate_phdr(loaded_now, want))
+			say2("module ", pending[i], " was loaded after start-up (dlopen); it is not "
+			     "traced: only modules loaded with the program can be");
+}
+
 __attribute__((destructor)) static void btrace_fini(void)
 {
+	if (active && !closed)
+		report_late_modules();
 	finish(0);
 }
 
@@ -1259,13 +1535,19 @@ struct fnrange {
 	uint64_t start, end;
 };
 
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
+			   size_t ntargets, const uint64_t *jind, size_t njind);
+static uint64_t *reloc_targets, *reloc_jind;
+static size_t nreloc_targets, nreloc_jind;
+static struct vec reloc_secs[MAX_MODULES];
+
 static int cmp_fn(const void *a, const void *b)
 {
 	return cmp_u64(a, b);
 }
 
 struct scan {
-	struct vec ctis, fns, rets, tails;
+	struct vec ctis, fns, rets, tails, targets;
 };
 
 /* Function ranges from the ELF symbol table (.symtab, else .dynsym) and the executable
@@ -1375,6 +1657,12 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 				t->end = ip;
 			}
 		}
+		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_DIR ||
+		    kind == CTI_CALL_DIR) {
+			uint64_t *t = vec_push(&sc->targets);
+			if (t)
+				*t = c.target;
+		}
 		if (kind == CTI_CALL_DIR || kind == CTI_CALL_IND) {
 			struct fnrange *r = vec_push(&sc->rets);   /* (return site, call) */
 			if (r) {
@@ -1421,6 +1709,12 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	m->bias = info->dlpi_addr;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			if (!m->map_lo || ph->p_vaddr + m->bias < m->map_lo)
+				m->map_lo = ph->p_vaddr + m->bias;
+			if (ph->p_vaddr + ph->p_filesz + m->bias > m->map_hi)
+				m->map_hi = ph->p_vaddr + ph->p_filesz + m->bias;
+		}
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
 			if (ph->p_vaddr + m->bias < lo)
 				lo = ph->p_vaddr + m->bias;
@@ -1475,9 +1769,10 @@ static int scan_module(struct module *m, struct scan *sc)
 			sweep(m, sc, s, e, starts, ns);
 	}
 	free(starts);
-	free(secs.p);
+	reloc_secs[m - modules] = secs;   /* the relocation pass walks them again */
 	return 0;
 }
+
 
 static int patch(void)
 {
@@ -1490,6 +1785,17 @@ static int patch(void)
 	}
 	for (size_t i = 0; i < nctis; i++)
 		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
+	/* after the int3s: a window's jump may cover its CTI */
+	for (int i = 0; tramps_on && reloc_targets && i < nmodules; i++) {
+		struct fnrange *sr = reloc_secs[i].p;
+		for (size_t k = 0; k < reloc_secs[i].n; k++) {
+			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
+			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
+			if (s < e)
+				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
+							   reloc_jind, nreloc_jind);
+		}
+	}
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
 		mprotect((void *)a, modules[i].end - a, PROT_READ | PROT_EXEC);
@@ -1498,12 +1804,204 @@ static int patch(void)
 	return 0;
 }
 
+/* Is anything in the sorted array A[0..N) within (LO, HI)? */
+static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
+{
+	long k = last_le(a, n, hi - 1);
+	return k >= 0 && a[k] > lo;
+}
+
+/* A compiler's jump table behind the indirect jump C: `cmp idx, N-1; ja default; lea base,
+ * [rip+T]; movsxd dst, [base + idx*4]; add dst, base; jmp dst` (the lea may come before the
+ * cmp). Pushes the N targets T + T[i] to TARGETS and returns 1 if the jump is exactly that,
+ * with every target inside its function; 0 otherwise (the function then stays unrelocated). */
+static int jump_table(const struct cti *c, struct vec *targets)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct module *m = module_of(c->addr);
+	long f = last_le(fn_start, nfns, c->addr);
+	uint64_t seq[8], ip, lea_t[16] = { 0 }, table = 0;
+	ZydisDecodedInstruction hist[8];
+	ZydisDecodedOperand hops[8][3];
+	int n = 0;
+
+	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base == CTI_REG_NONE)
+		return 0;
+	/* decode the function up to the jump, keeping the last 5 instructions */
+	for (ip = fn_start[f]; ip < c->addr;) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &in, ops)))
+			return 0;
+		if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
+		    ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+			uint8_t g = cti_greg(ops[0].reg.value);
+			if (g < 16)
+				lea_t[g] = ip + in.length + (uint64_t)ops[1].mem.disp.value;
+		}
+		memmove(hist, hist + 1, sizeof hist[0] * 4);
+		memmove(hops, hops + 1, sizeof hops[0] * 4);
+		memmove(seq, seq + 1, sizeof seq[0] * 4);
+		hist[4] = in;
+		memcpy(hops[4], ops, sizeof hops[4]);
+		seq[4] = ip;
+		n++;
+		ip += in.length;
+	}
+	if (n < 5 || ip != c->addr)
+		return 0;
+	/* ... cmp; ja; [lea;] movsxd; add; jmp */
+	int k = hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? 1 : 2;
+	const ZydisDecodedInstruction *cmp = &hist[k - 1], *ja = &hist[k], *mx = &hist[3], *add = &hist[4];
+	const ZydisDecodedOperand *co = hops[k - 1], *mo = hops[3], *ao = hops[4];
+	if (k == 1 && hist[2].mnemonic != ZYDIS_MNEMONIC_LEA)
+		return 0;
+	if (cmp->mnemonic != ZYDIS_MNEMONIC_CMP || ja->mnemonic != ZYDIS_MNEMONIC_JNBE ||
+	    mx->mnemonic != ZYDIS_MNEMONIC_MOVSXD || add->mnemonic != ZYDIS_MNEMONIC_ADD ||
+	    co[0].type != ZYDIS_OPERAND_TYPE_REGISTER || co[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    mo[1].type != ZYDIS_OPERAND_TYPE_MEMORY || mo[1].mem.scale != 4 ||
+	    mo[1].mem.disp.has_displacement || ao[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+	    ao[1].type != ZYDIS_OPERAND_TYPE_REGISTER)
+		return 0;
+	uint8_t idx = cti_greg(mo[1].mem.index), base = cti_greg(mo[1].mem.base);
+	uint8_t dst = cti_greg(mo[0].reg.value);
+	if (idx >= 16 || base >= 16 || cti_greg(co[0].reg.value) != idx || dst != c->base ||
+	    cti_greg(ao[0].reg.value) != dst || cti_greg(ao[1].reg.value) != base || !(table = lea_t[base]))
+		return 0;
+	/* the lea of the base must be the one just before (or before the cmp) */
+	if (hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? cti_greg(hops[2][0].reg.value) != base :
+	    !(hist[0].mnemonic == ZYDIS_MNEMONIC_LEA && cti_greg(hops[0][0].reg.value) == base))
+		return 0;
+	uint64_t entries = co[1].imm.value.u + 1;
+	if (entries > 4096 || table < m->map_lo || table + 4 * entries > m->map_hi)
+		return 0;   /* never read outside the module's loaded file contents */
+	size_t first = targets->n;
+	for (uint64_t i = 0; i < entries; i++) {
+		int32_t e;
+		memcpy(&e, (const void *)(uintptr_t)(table + 4 * i), 4);
+		uint64_t t = table + (uint64_t)(int64_t)e;
+		uint64_t *slot = t >= fn_start[f] && t < fn_end[f] ? vec_push(targets) : NULL;
+		if (!slot) {
+			targets->n = first;
+			return 0;
+		}
+		*slot = t;
+	}
+	(void)seq;
+	return 1;
+}
+
+/* The end of the NOP padding from A on (up to LIM). */
+static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
+{
+	ZydisDecodedInstruction in;
+	uint64_t start = a;
+	while (a < lim && a - start < 16 &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, m->orig + (a - m->start), lim - a, &in)) &&
+	       in.mnemonic == ZYDIS_MNEMONIC_NOP)
+		a += in.length;
+	return a;
+}
+
+/* Relocate the windows before module M's short jcc and returns (see reloc_install), with
+ * the same linear decoding as sweep(). TARGETS: every direct branch target, sorted;
+ * JIND: every indirect jump, sorted. Returns how many were relocated. */
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
+			   size_t ntargets, const uint64_t *jind, size_t njind)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	struct reloc_insn ring[RELOC_MAX_INSNS + 1];
+	int nring = 0;
+	size_t done = 0;
+	uint64_t ip = start, covered = 0;
+	long f = -1;
+
+	while (ip < end) {
+		long k = last_le(fn_start, nfns, ip);
+		if (k >= 0 && fn_start[k] == ip)
+			nring = 0;   /* never relocate across a function start */
+		if (k != f)
+			f = k;
+		size_t nx = (size_t)(k + 1);
+		while (nx < nfns && fn_start[nx] <= ip)
+			nx++;
+		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), lim - ip, &in, ops))) {
+			nring = 0;
+			ip = ip + 1 < lim ? ip + 1 : lim;
+			continue;
+		}
+		struct cti c;
+		int kind = cti_classify(&c, ip, &in, ops);
+		if (kind == CTI_NONE) {
+			struct reloc_insn r = { ip, in.length, 0 };
+			int ok = 1;
+			for (unsigned o = 0; o < in.operand_count; o++) {
+				if (ops[o].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[o].imm.is_relative)
+					ok = 0;
+				if (ops[o].type == ZYDIS_OPERAND_TYPE_MEMORY && (ops[o].mem.base == ZYDIS_REGISTER_RIP ||
+										 ops[o].mem.base == ZYDIS_REGISTER_EIP)) {
+					if (in.raw.disp.size != 32 || ops[o].mem.base != ZYDIS_REGISTER_RIP)
+						ok = 0;
+					r.disp_at = in.raw.disp.offset;
+				}
+			}
+			if (!ok) {
+				nring = 0;
+			} else {
+				if (nring == RELOC_MAX_INSNS + 1) {
+					memmove(ring, ring + 1, sizeof ring[0] * RELOC_MAX_INSNS);
+					nring--;
+				}
+				ring[nring++] = r;
+			}
+			ip += in.length;
+			continue;
+		}
+		const struct cti *tc;
+		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET ||
+		     ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
+		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
+		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
+			/* the latest boundary B that leaves room for the 5-byte jump */
+			int j = nring - 1;
+			while (j > 0 && ip + in.length - ring[j].addr < 5)
+				j--;
+			uint64_t b = nring ? ring[j].addr : ip, room = ip + in.length;
+			if (nring && room - b < 5)
+				j = 0, b = ring[0].addr;
+			/* after a ret, alignment padding is never executed: the jump may cover it */
+			if (kind == CTI_RET && room - b < 5)
+				room = padding_end(m, room, lim);
+			if (room - b >= 5 && nring - j <= RELOC_MAX_INSNS && b >= covered &&
+			    !any_between(targets, ntargets, b, b + 5) &&
+			    !any_between(ret_sites, nret_sites, b, b + 5) &&
+			    !any_between(fn_start, nfns, b, b + 5) &&
+			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring ? nring - j : 0) == 0) {
+				done++;
+				covered = b + 5;   /* padding after a ret may be another window's start */
+				if (debug > 2) {
+					char msg[96];
+					snprintf(msg, sizeof msg, "relocated 0x%llx..0x%llx for the CTI at 0x%llx",
+						 (unsigned long long)(b - m->bias), (unsigned long long)(room - m->bias),
+						 (unsigned long long)(ip - m->bias));
+					say(msg);
+				}
+			}
+		}
+		nring = 0;
+		ip += in.length;
+	}
+	return done;
+}
+
 __attribute__((constructor(101))) static void btrace_init(void)
 {
 	const char *out = getenv("TK_BTRACE_OUT");
 	const char *mods = getenv("TK_BTRACE_MODULES");
 	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
-			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) } };
+			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
+			   .targets = { .elt = sizeof(uint64_t) } };
 	struct sigaction sa, old;
 
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
@@ -1530,7 +2028,9 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			else
 				dl_iterate_phdr(add_module, p);
 			if (nmodules == before) {
-				say2("module ", p, " is not loaded; not traced");
+				say2("module ", p, " is not loaded at start-up; not traced");
+				if (npending < MAX_MODULES)
+					snprintf(pending[npending++], PATH_MAX, "%s", p);
 			}
 		}
 	}
@@ -1605,6 +2105,21 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 	free(tj);
 
+	reloc_jind = malloc((nctis + 1) * sizeof *reloc_jind);
+	for (size_t i = 0; reloc_jind && i < nctis; i++)
+		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
+			reloc_jind[nreloc_jind++] = ctis[i].addr;
+	reloc_targets = sc.targets.p;
+	nreloc_targets = sc.targets.n;
+	if (reloc_targets)
+		qsort(reloc_targets, nreloc_targets, sizeof *reloc_targets, cmp_u64);
+	if (reloc_jind)
+		qsort(reloc_jind, nreloc_jind, sizeof *reloc_jind, cmp_u64);
+	else
+		reloc_targets = NULL;   /* without it, no relocation */
+	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))
+		reloc_targets = NULL;
+
 	real_sigaction(SIGTRAP, NULL, &old);
 	if (old.sa_handler != SIG_DFL) {
 		say("SIGTRAP already has a handler in this process; not recording");
@@ -1623,6 +2138,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
 		return;
 	pthread_atfork(NULL, NULL, after_fork_child);
+	resolve_nonlocal();
 	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
 	uint64_t fsb = 0;
 	syscall(SYS_arch_prctl, ARCH_GET_FS, &fsb);

@@ -2,8 +2,17 @@
 #include <cstdio>
 #include <stdexcept>
 
+static int cleanups;
+
+// A destructor run during unwinding: a cleanup landing pad, left through _Unwind_Resume.
+struct guard {
+	int k;
+	~guard() { cleanups += k; }
+};
+
 __attribute__((noinline)) static int thrower(int n, int i)
 {
+	guard g{n & 1};
 	if (n == 0) {
 		if (i % 4 == 0)
 			throw std::runtime_error("x");
@@ -22,6 +31,6 @@ int main()
 			s -= 5;
 		}
 	}
-	std::printf("%ld\n", s);
+	std::printf("%ld %d\n", s, cleanups);
 	return 0;
 }

@@ -45,6 +45,24 @@ struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
 	return s;
 }
 
+struct tk_prof *cli_prof_new(struct tk_sym *sym, struct tk_prof_opts *po, int *err)
+{
+	struct tk_prof_opts def = { .sz = sizeof def };
+	uint64_t *entries = NULL;
+	size_t n = 0;
+	if (!po)
+		po = &def;
+	if (sym && tk_sym_entries(sym, &entries, &n) == 0) {
+		po->entries = entries;
+		po->nentries = n;
+	}
+	struct tk_prof *p = tk_prof_new(po, err);
+	po->entries = NULL;
+	po->nentries = 0;
+	free(entries);
+	return p;
+}
+
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o)
 {
 	if (o->to)

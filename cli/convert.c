@@ -392,7 +392,7 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 				status = crc;
 		}
 	} else {
-		struct tk_prof *p = tk_prof_new(NULL, &err);
+		struct tk_prof *p = cli_prof_new(cb.sym, NULL, &err);
 		status = p ? cli_btrace_events(o, file, &cb, tk_prof_sink(p)) : EXIT_INPUT;
 		if (status < EXIT_USAGE) {
 			tk_prof_finish(p);
@@ -603,7 +603,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	if (!(sym = cli_sym_open(o, &status)))
 		return status;
 	if (!tl) {
-		struct tk_prof *p = tk_prof_new(NULL, &err);
+		struct tk_prof *p = cli_prof_new(sym, NULL, &err);
 
 		status = p ? cli_ipt_profile(o, file, in, p, &st) : EXIT_INPUT;
 		if (status != EXIT_INPUT && status != EXIT_USAGE) {

@@ -249,16 +249,15 @@ static int ipt_profile(struct cli_opts *o, const char *file, struct tk_input *in
 {
 	struct tk_ipt_flow_stats st;
 	int err, status, wrc;
-	struct tk_prof *p = tk_prof_new(NULL, &err);
+	struct tk_prof *p;
 	struct tk_sym *sym;
 
-	if (!p) {
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
-		return EXIT_INPUT;
-	}
-	if (!(sym = cli_sym_open(o, &status))) {
-		tk_prof_free(p);
+	if (!(sym = cli_sym_open(o, &status)))
 		return status;
+	if (!(p = cli_prof_new(sym, NULL, &err))) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_sym_free(sym);
+		return EXIT_INPUT;
 	}
 	status = cli_ipt_profile(o, file, in, p, &st);
 	if (status != EXIT_INPUT && status != EXIT_USAGE) {
@@ -279,7 +278,7 @@ static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input 
 	int err, status = cli_btrace_open(o, file, in, &cb);
 	if (status)
 		return status;
-	struct tk_prof *p = tk_prof_new(NULL, &err);
+	struct tk_prof *p = cli_prof_new(cb.sym, NULL, &err);
 	status = p ? cli_btrace_events(o, file, &cb, tk_prof_sink(p)) : EXIT_INPUT;
 	if (status < EXIT_USAGE) {
 		tk_prof_finish(p);

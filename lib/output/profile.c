@@ -326,6 +326,11 @@ static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk
 		}
 		if (rc < 0)
 			break;
+		/* The base level of a track (code that ran outside any call the trace saw
+		 * begin) is left off the stacks above it, as flame graph tools expect; its
+		 * own time or instructions still show as "[unknown]". */
+		if (d > 1 && !strcmp(names_str(nm, a.n[anc[d - 1]].name), "[unknown]"))
+			d--;
 		path.len = 0;
 		while (d--) {
 			tk_buf_puts(&path, names_str(nm, a.n[anc[d]].name));

@@ -79,7 +79,7 @@ static void test_known_counts(void **state)
 	free(f);
 
 	char *folded = render(p, TK_OUT_FOLDED, 0);
-	assert_string_equal(folded, "[unknown];#1 40\n[unknown];#1;#2 30\n[unknown];#1;#2;#3 90\n");
+	assert_string_equal(folded, "#1 40\n#1;#2 30\n#1;#2;#3 90\n");
 	free(folded);
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);

@@ -181,8 +181,8 @@ static int exec_mode(const struct tk_ipt_packet *p)
 	return p->exec.csl ? TK_FLOW_64 : p->exec.csd ? TK_FLOW_32 : TK_FLOW_16;
 }
 
-static int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t addr2, uint64_t count,
-		uint64_t arg, uint16_t flags)
+static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t addr2,
+		       uint64_t count, uint64_t arg, uint16_t flags)
 {
 	int rc = 0;
 	struct tk_event *e = tk_event_batch_next(d->out, &rc);
@@ -247,12 +247,16 @@ static int peek_psb_fup(struct ptd *d, size_t pos, uint64_t *ip)
 /* The clock becomes the time stamped on events. While the walker runs this happens at
  * each TNT or TIP packet (the time of the branches it resolves), as libipt's query
  * decoder does; timing packets read ahead of it wait for it. */
-static inline void publish_time(struct ptd *d)
+static inline int publish_time(struct ptd *d)
 {
 	if (d->tm.have_tsc && d->tm.tsc != d->time) {
 		d->time = d->tm.tsc;
 		tk_flow_set_time(d->flow, d->time);
+		/* a tick: the time changed between two blocks of the flow */
+		if (d->walking)
+			return emit(d, TK_EV_TIME, 0, 0, 0, 0, 0);
 	}
+	return 0;
 }
 
 /* A timing packet: update the clock. */
@@ -268,7 +272,7 @@ static void timing(struct ptd *d, const struct tk_ipt_packet *p)
 	default: return;
 	}
 	if (!d->walking)
-		publish_time(d);
+		(void)publish_time(d);
 }
 
 /* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
@@ -409,8 +413,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				q->kind = TK_FLOWQ_TNT;
 				q->ntnt = top - 1;
 				q->tnt = (b >> 1) & ((1u << (top - 1)) - 1);
-				publish_time(d);
-				return 0;
+				return publish_time(d);
 			}
 			if ((b & 0x1f) == 0x0d && d->last.have_ip) {
 				static const uint8_t sz[8] = { 0, 2, 4, 6, 6, 0, 8, 0 };
@@ -434,8 +437,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 					q->ip = ip;
 					q->mode = d->pending_mode;
 					d->pending_mode = -1;
-					publish_time(d);
-					return 0;
+					return publish_time(d);
 				}
 			}
 		}
@@ -454,8 +456,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			q->kind = TK_FLOWQ_TNT;
 			q->tnt = p.tnt.bits;
 			q->ntnt = p.tnt.count;
-			publish_time(d);
-			return 0;
+			return publish_time(d);
 		case TK_IPT_PKT_TIP:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
@@ -465,12 +466,12 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			q->ip = ip;
 			q->mode = d->pending_mode;
 			d->pending_mode = -1;
-			publish_time(d);
-			return 0;
+			return publish_time(d);
 		case TK_IPT_PKT_TIP_PGD:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
-			publish_time(d);
+			if ((rc = publish_time(d)) < 0)
+				return rc;
 			q->kind = TK_FLOWQ_PGD;
 			q->has_ip = rc;
 			q->ip = rc ? ip : 0;
@@ -742,7 +743,7 @@ static int decode_chunk(struct ptd *d)
 		d->walking = 1;
 		rc = tk_flow_walk(d->flow, &d->ip, &d->mode, &o, d->out, &res);
 		d->walking = 0;
-		publish_time(d);
+		(void)publish_time(d);
 		d->st->insns += res.insns;
 		switch (rc) {
 		case TK_FLOW_STOPPED:

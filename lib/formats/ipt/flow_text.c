@@ -173,6 +173,12 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 				tk_buf_put(b, line, m);
 				k += m;
 			}
+		} else if (e->kind == TK_EV_TIME) {
+			/* ptxed's tick event: the time changed within the flow */
+			if (flags & TK_IPT_TEXT_TIME) {
+				put_time(b, e);
+				tk_buf_puts(b, "[tick]\n");
+			}
 		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN) {
 			if (flags & TK_IPT_TEXT_TIME)
 				put_time(b, e);

@@ -16,6 +16,7 @@ static size_t nentries;
 
 struct timed {
 	struct addrs ip, t;
+	struct addrs ev;   /* libipt: an event was pending after the instruction */
 };
 
 /* libipt: (ip, time) of each instruction; NO_TIME before the first TSC. */
@@ -63,6 +64,7 @@ static int libipt_timed(const uint8_t *buf, size_t len, struct tk_image *img,
 				if (pt_insn_time(d, &tsc, &lost_mtc, &lost_cyc) < 0)
 					tsc = NO_TIME;
 				addrs_push(&out->t, tsc);
+				addrs_push(&out->ev, status >= 0 && (status & pts_event_pending));
 			}
 			if (status < 0)
 				break;
@@ -149,10 +151,20 @@ static void compare(const char *what, const struct tk_image *img, const struct t
 		if (in.cls != TK_ISA_JCC && in.cls != TK_ISA_RET && in.cls != TK_ISA_JMP_IND &&
 		    in.cls != TK_ISA_CALL_IND)
 			continue;
-		if (got->t.a[i] != want->t.a[i])
+		/* libipt looks for events bound to the next IP before it returns a branch
+		 * and reads their packets' time then (a PSB+ right after a TIP gives the
+		 * branch the PSB's TSC): not comparable */
+		if (want->ev.a[i])
+			continue;
+		if (got->t.a[i] != want->t.a[i]) {
 			fprintf(stderr, "%s: time of insn %zu (%llx): want %llx got %llx\n", what,
 				i, (unsigned long long)ip, (unsigned long long)want->t.a[i],
 				(unsigned long long)got->t.a[i]);
+			for (size_t k = i > 6 ? i - 6 : 0; k < i + 3 && k < want->t.n; k++)
+				fprintf(stderr, "  %zu: %llx %llx %llx\n", k,
+					(unsigned long long)want->ip.a[k],
+					(unsigned long long)want->t.a[k], (unsigned long long)got->t.a[k]);
+		}
 		assert_int_equal(got->t.a[i], want->t.a[i]);
 		checked += want->t.a[i] != NO_TIME;
 	}
@@ -202,7 +214,7 @@ static void run_case(unsigned timing, struct tk_ipt_flow_opts fo, uint64_t seed)
 	/* and the chunk seams change nothing at all */
 	assert_int_equal(first_diff(&one.t, &par.t), -1);
 
-	free(ref.ip.a), free(ref.t.a), free(one.ip.a), free(one.t.a), free(par.ip.a), free(par.t.a);
+	free(ref.ip.a), free(ref.t.a), free(ref.ev.a), free(one.ip.a), free(one.t.a), free(par.ip.a), free(par.t.a);
 	ptgen_fini(&g);
 	tk_image_free(img);
 }

@@ -228,7 +228,8 @@ static void check_modes_agree(const char *name, const char *args)
 
 /* The bundled example: main is called from libc and its first trapped CTI (the loop test)
  * comes after a call-free prologue, so the entry must be placed at main's start, not at the
- * return site of the loop's call that also leads there. Every function of the program. */
+ * return site of the loop's call that also leads there. Every function of the program
+ * (the C run-time's _start, _init, frame_dummy... callgrind names by address or merges). */
 static void test_example_loops(void **state)
 {
 	static const char *const fns[] = { "main", "inner", "leaf", "apply", "twice", "negate", NULL };

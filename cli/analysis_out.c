@@ -45,6 +45,24 @@ struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
 	return s;
 }
 
+struct tk_prof *cli_prof_new(struct tk_sym *sym, struct tk_prof_opts *po, int *err)
+{
+	struct tk_prof_opts def = { .sz = sizeof def };
+	uint64_t *entries = NULL;
+	size_t n = 0;
+	if (!po)
+		po = &def;
+	if (sym && tk_sym_entries(sym, &entries, &n) == 0) {
+		po->entries = entries;
+		po->nentries = n;
+	}
+	struct tk_prof *p = tk_prof_new(po, err);
+	po->entries = NULL;
+	po->nentries = 0;
+	free(entries);
+	return p;
+}
+
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o)
 {
 	if (o->to)
@@ -126,4 +144,63 @@ int cli_timeline_close(struct cli_timeline *ct)
 		cli_warn(NULL, UINT64_MAX, "%llu calls left out of the timeline (--max-events / --time)",
 			 (unsigned long long)dropped);
 	return crc;
+}
+
+/* ---- branch traces (.tkbt), shared by decode, profile and convert ------------------ */
+
+int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct cli_btrace *cb)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc, err = 0, status;
+
+	memset(cb, 0, sizeof *cb);
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!(cb->bt = tk_btrace_open(data, len, NULL, &err))) {
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	/* the recorded modules, plus whatever --elf/--raw add */
+	if (!(cb->img = cli_image_load(o)) || !(cb->sym = cli_sym_open(o, &status))) {
+		cli_btrace_close(cb);
+		return EXIT_INPUT;
+	}
+	if (tk_btrace_add_modules(cb->bt, cb->img) < 0) {
+		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
+		cli_btrace_close(cb);
+		return EXIT_INPUT;
+	}
+	for (size_t i = 0; i < tk_btrace_module_count(cb->bt); i++)
+		tk_sym_add_elf(cb->sym, tk_btrace_module(cb->bt, i)->path,
+			       tk_btrace_module(cb->bt, i)->bias);
+	return 0;
+}
+
+void cli_btrace_close(struct cli_btrace *cb)
+{
+	tk_sym_free(cb->sym);
+	tk_image_free(cb->img);
+	tk_btrace_free(cb->bt);
+	memset(cb, 0, sizeof *cb);
+}
+
+int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,
+		      struct tk_sink sink)
+{
+	struct tk_btrace_events_opts eo = { .sz = sizeof eo, .image = cb->img,
+					    .nthreads = o->jobs, .only_tid = o->has_tid,
+					    .tid = (uint32_t)o->tid };
+	struct tk_gap_stats gaps = { 0 };
+	int rc = tk_btrace_events(cb->bt, &eo, sink, &gaps);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	int status = tk_btrace_info(cb->bt)->complete ? EXIT_CLEAN : EXIT_SKIPPED;
+	rc = cli_report_gaps(file, &gaps, "gap");
+	return rc > status ? rc : status;
 }

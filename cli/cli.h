@@ -153,6 +153,8 @@ void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
 int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym);
+/* A profile that knows SYM's function entries (calls from untraced code start frames). */
+struct tk_prof *cli_prof_new(struct tk_sym *sym, struct tk_prof_opts *po, int *err);
 struct cli_timeline {
 	struct tk_buf out;
 	struct tk_timeline *tl;   /* feed it: tk_timeline_sink(ct.tl) */
@@ -167,6 +169,20 @@ int cli_timeline_close(struct cli_timeline *ct);
 struct tk_image *cli_image_load(const struct cli_opts *o);
 int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
+
+/* Branch traces (.tkbt): the container, its modules in a memory image and in the
+ * symbolizer (plus --elf/--raw). cli_btrace_events decodes the threads (--tid: one) into
+ * SINK and returns an exit status, gaps reported. */
+struct cli_btrace {
+	struct tk_btrace *bt;
+	struct tk_image *img;
+	struct tk_sym *sym;
+};
+int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+		    struct cli_btrace *cb);
+void cli_btrace_close(struct cli_btrace *cb);
+int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,
+		      struct tk_sink sink);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

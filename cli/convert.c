@@ -370,6 +370,42 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 }
 
 /* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread). */
+/* Branch trace --to perfetto|chrome (a timeline) or any profile output. */
+static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	int timeline = tk_timeline_kind_by_name(o->to) != 0, err, status;
+	struct cli_btrace cb;
+
+	if (!timeline && !tk_out_kind_by_name(o->to)) {
+		cli_error(NULL, UINT64_MAX, "convert: a branch trace converts to ipt, perfetto, chrome, "
+			  "folded, pprof or a profile output, not '%s'", o->to);
+		return EXIT_USAGE;
+	}
+	if ((status = cli_btrace_open(o, file, in, &cb)))
+		return status;
+	if (timeline) {
+		struct cli_timeline ct;
+		if ((status = cli_timeline_open(o, cb.sym, (struct tk_trace_clock){ 0 }, &ct)) == 0) {
+			status = cli_btrace_events(o, file, &cb, tk_timeline_sink(ct.tl));
+			int crc = cli_timeline_close(&ct);
+			if (crc > status)
+				status = crc;
+		}
+	} else {
+		struct tk_prof *p = cli_prof_new(cb.sym, NULL, &err);
+		status = p ? cli_btrace_events(o, file, &cb, tk_prof_sink(p)) : EXIT_INPUT;
+		if (status < EXIT_USAGE) {
+			tk_prof_finish(p);
+			int wrc = cli_profile_write(o, p, cb.sym);
+			if (wrc > status)
+				status = wrc;
+		}
+		tk_prof_free(p);
+	}
+	cli_btrace_close(&cb);
+	return status;
+}
+
 static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const uint8_t *data;
@@ -377,8 +413,11 @@ static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input 
 	uint8_t *pt;
 	int err = 0, status = EXIT_CLEAN;
 
-	if (!o->to || strcmp(o->to, "ipt")) {
-		cli_error(file, UINT64_MAX, "convert: a branch trace converts --to ipt");
+	if (o->to && strcmp(o->to, "ipt") != 0)
+		return convert_btrace_events(o, file, in);
+	if (!o->to) {
+		cli_error(file, UINT64_MAX, "convert: a branch trace converts --to ipt, perfetto, "
+			  "chrome, folded, pprof or a profile output");
 		return EXIT_USAGE;
 	}
 	if ((err = tk_input_map(in, &data, &len)) < 0) {
@@ -564,7 +603,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	if (!(sym = cli_sym_open(o, &status)))
 		return status;
 	if (!tl) {
-		struct tk_prof *p = tk_prof_new(NULL, &err);
+		struct tk_prof *p = cli_prof_new(sym, NULL, &err);
 
 		status = p ? cli_ipt_profile(o, file, in, p, &st) : EXIT_INPUT;
 		if (status != EXIT_INPUT && status != EXIT_USAGE) {

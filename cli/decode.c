@@ -65,7 +65,7 @@ static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_s
 	(void)flow;
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
-	r->chunks[i] = tk_prof_new(NULL, &err);
+	r->chunks[i] = tk_prof_new_like(r->total, &err);
 	if (!r->chunks[i])
 		return err;
 	*sink = tk_prof_sink(r->chunks[i]);

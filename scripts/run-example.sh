@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# The main job on bundled examples (what `make run` shows a newcomer).
+# The main job on bundled examples (what `make run` shows a newcomer): record a bundled
+# program's branches in software, then profile it per function, per call path and per
+# source line; then recognise the bundled sample traces.
 set -euo pipefail
-tk=${1:-build/tracekit}
+tk=$(cd "$(dirname "${1:-build/tracekit}")" && pwd)/$(basename "${1:-build/tracekit}")
 here=$(cd "$(dirname "$0")/.." && pwd)
 data=$(cd "$here/../shared/data" 2>/dev/null && pwd) || data=""
-[ -n "$data" ] || data="$here/tests/data"
-echo "== tracekit info on the bundled samples"
-"$tk" info "$data"/kanata/*
 
-# Software branch trace of a bundled example (any x86-64 machine, no Intel PT needed).
-if [ "$(uname -m)" = x86_64 ] && command -v cc >/dev/null; then
-	bt=$(mktemp -d)
-	cc -O2 -g -o "$bt/branches" "$here/tests/data/btrace/branches.c"
-	echo "== tracekit record --btrace on tests/data/btrace/branches.c, then profile"
-	"$tk" record --btrace -o "$bt/branches.tkbt" -- "$bt/branches" 2000
-	"$tk" profile --top 8 "$bt/branches.tkbt"
-	rm -rf "$bt"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+cc -O0 -g -o loops "$here/examples/loops.c"
+
+echo "== tracekit record --btrace -o loops.tkbt -- ./loops   (examples/loops.c, built -O0 -g)"
+"$tk" record --btrace -o loops.tkbt -- ./loops
+echo
+echo "== tracekit profile loops.tkbt   (calls and instructions per function)"
+"$tk" profile --top 8 loops.tkbt
+echo
+echo "== tracekit profile --to calltree loops.tkbt   (call hierarchy)"
+"$tk" profile --to calltree loops.tkbt
+echo
+echo "== tracekit profile --source loops.tkbt   (executions per source line)"
+"$tk" profile --source loops.tkbt
+echo
+if [ -n "$data" ]; then
+	echo "== tracekit info on the bundled sample traces"
+	(cd "$data" && "$tk" info kanata/*)
 fi
+echo
+echo "More: tracekit help; manual pages in docs/."

@@ -115,6 +115,21 @@ int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out,
 struct tk_image;
 int tk_btrace_add_modules(const struct tk_btrace *bt, struct tk_image *img);
 
+/* Every thread's stream through the Intel PT flow decoder (its public API: the container
+ * holds PT packets) into SINK, thread after thread, each event's track set to the thread
+ * id. Lost or damaged pieces arrive as TK_EV_GAP events and are added to *GAPS (with the
+ * container's own damage). */
+struct tk_btrace_events_opts {
+	size_t sz;                 /* sizeof(struct tk_btrace_events_opts) */
+	struct tk_image *image;    /* code of the recorded modules (tk_btrace_add_modules) */
+	unsigned nthreads;         /* decoder threads per stream; 0 = all cores */
+	int only_tid;              /* decode only thread TID */
+	uint32_t tid;
+};
+struct tk_sink;
+int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
+		     struct tk_sink sink, struct tk_gap_stats *gaps);
+
 #ifdef __cplusplus
 }
 #endif

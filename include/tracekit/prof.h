@@ -15,6 +15,13 @@
  * ends one). TK_EV_GAP drops the track's stack: the calls
  * open at a gap are counted as truncated, never guessed.
  *
+ * Code that runs between untraced code (instruction-level traces with IP filtering, a
+ * branch recorder that traces one module): TK_EV_ENABLE at a function entry (see
+ * tk_prof_opts.entries) pushes a frame for it, without a return address; a return pops it.
+ * TK_EV_ENABLE at the return address of a frame (a call into untraced code came back) ends
+ * the frames down to that one. An ENABLE elsewhere on an empty stack ends the unknown
+ * level like an orphan return, so that a merge can match it with the previous chunk.
+ *
  * Time is in trace ticks (event.time); instructions are the sum of TK_EV_BLOCK counts. */
 #ifndef TRACEKIT_PROF_H
 #define TRACEKIT_PROF_H
@@ -40,9 +47,17 @@ struct tk_prof_opts {
 	size_t sz;                   /* sizeof(struct tk_prof_opts) */
 	unsigned flags;              /* enum tk_prof_flags */
 	struct tk_trace_clock clock; /* ticks per second when known (reports convert) */
+	/* Function entry points (run-time addresses, any order; copied), e.g. from
+	 * tk_sym_entries. Tracing that resumes (TK_EV_ENABLE) at one of them is a call from
+	 * untraced code (libc calling main, a callback): it starts a frame for that function,
+	 * which its return ends. Without them such code runs in the unknown level. */
+	const uint64_t *entries;
+	size_t nentries;
 };
 
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
+/* A new, empty profile with P's options (for the next chunk of the same stream). */
+struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err);
 void tk_prof_free(struct tk_prof *p);
 
 /* Feed events. Returns 0 or -TK_E_NOMEM. */

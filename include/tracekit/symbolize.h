@@ -77,6 +77,10 @@ typedef int (*tk_sym_line_fn)(void *ctx, const char *file, unsigned line, uint64
 int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
 		 tk_sym_line_fn fn, void *ctx);
 
+/* Run-time entry addresses of every function symbol of every module (for
+ * tk_prof_opts.entries), in no particular order. *out is malloc'd (free()). */
+int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n);
+
 /* Build-id of module INDEX as lower-case hex ("" if none). */
 const char *tk_sym_build_id(struct tk_sym *s, int module, char *buf, size_t n);
 int tk_sym_module_count(const struct tk_sym *s);

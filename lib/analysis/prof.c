@@ -5,6 +5,9 @@
 
 #include "analysis/prof_internal.h"
 
+/* the per-event path: inlined into tk_prof_events (calls would cost a third of it) */
+#define HOT static inline __attribute__((always_inline))
+
 /* small direct-mapped caches in front of the hash tables: loops hit them */
 #define BLOCK_CACHE 4096
 #define CHILD_CACHE 65536
@@ -155,20 +158,18 @@ static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint3
 /* The child of PARENT for (key, kind), created when missing. */
 static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track);
 
-static uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
+HOT uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
 {
-	uint32_t *slot = NULL;
-	if (p->child_cache) {
-		slot = &p->child_cache[(key * 0x9e3779b1u ^ parent * 0x85ebca6bu) & (CHILD_CACHE - 1)];
-		uint32_t i = *slot;
-		if (i < p->nnodes) {
-			const struct node *n = &p->nodes[i];
-			if (n->key == key && n->parent == parent && n->kind == kind)
-				return i;
-		}
+	/* the caches always exist (tk_prof_new fails without them) */
+	uint32_t *slot = &p->child_cache[(key * 0x9e3779b1u ^ parent * 0x85ebca6bu) & (CHILD_CACHE - 1)];
+	uint32_t i = *slot;
+	if (i < p->nnodes) {
+		const struct node *n = &p->nodes[i];
+		if (n->key == key && n->parent == parent && n->kind == kind)
+			return i;
 	}
-	uint32_t i = get_child_slow(p, parent, key, kind, track);
-	if (slot && i != NONE32)
+	i = get_child_slow(p, parent, key, kind, track);
+	if (i != NONE32)
 		*slot = i;
 	return i;
 }
@@ -192,16 +193,16 @@ static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key,
 
 static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end);
 
-static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
+HOT struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
 {
-	uint32_t *slot = p->block_cache ? &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)] : NULL;
-	if (slot && *slot < p->nblocks) {
+	uint32_t *slot = &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)];
+	if (*slot < p->nblocks) {
 		struct block *b = &p->blocks[*slot];
 		if (b->start == start && b->end == end)
 			return b;
 	}
 	struct block *b = get_block_slow(p, start, end);
-	if (b && slot)
+	if (b)
 		*slot = (uint32_t)(b - p->blocks);
 	return b;
 }
@@ -312,7 +313,7 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- the stack ------------------------------------------------------------------------- */
 
-static int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
+HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
 	uint32_t *cache = t->depth ? &t->st[t->depth - 1].last_child : &t->base_last_child;
@@ -339,8 +340,37 @@ static int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind,
 	return 0;
 }
 
+static int dlog_chunk(struct tk_prof *p)
+{
+	if (grow((void **)&p->dlog, &p->cdlog, p->ndlog + 1, sizeof *p->dlog) < 0)
+		return -TK_E_NOMEM;
+	uint64_t *c = malloc(DLOG_CHUNK * sizeof *c);
+	if (!c)
+		return -TK_E_NOMEM;
+	p->dlog[p->ndlog++] = c;
+	p->dlog_cur = c;
+	p->dlog_n = 0;
+	return 0;
+}
+
+/* Append a duration of function FUNC (index) to the log. */
+HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
+{
+	if (__builtin_expect(p->dlog_n == DLOG_CHUNK, 0) && dlog_chunk(p) < 0)
+		return -TK_E_NOMEM;
+	if (__builtin_expect(ticks >= DUR_BIG, 0)) {
+		struct func *fn = &p->funcs[func];
+		if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
+			return -TK_E_NOMEM;
+		fn->big[fn->nbig++] = ticks;
+		ticks = DUR_BIG;
+	}
+	p->dlog_cur[p->dlog_n++] = (uint64_t)func << 32 | ticks;
+	return 0;
+}
+
 /* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
-static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
+HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
 	struct frame *f = &t->st[--t->depth];
 	struct node *n = &p->nodes[f->node];
@@ -352,20 +382,9 @@ static int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 		incl_t = time >= f->t_enter ? time - f->t_enter : 0;
 		n->incl_ticks += incl_t;
 		n->excl_ticks += incl_t >= f->child_ticks ? incl_t - f->child_ticks : 0;
-		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS)) {
-			struct func *fn = &p->funcs[n->func];
-			if (fn->ndur == fn->cdur &&
-			    grow((void **)&fn->dur, &fn->cdur, fn->ndur + 1, sizeof *fn->dur) < 0)
-				return -TK_E_NOMEM;
-			if (__builtin_expect(incl_t >= DUR_BIG, 0)) {
-				if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
-					return -TK_E_NOMEM;
-				fn->big[fn->nbig++] = incl_t;
-				fn->dur[fn->ndur++] = DUR_BIG;
-			} else {
-				fn->dur[fn->ndur++] = (uint32_t)incl_t;
-			}
-		}
+		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS) &&
+		    dlog_add(p, n->func, incl_t) < 0)
+			return -TK_E_NOMEM;
 	}
 	add_child_cost(t, incl_t, incl_i);
 	if (complete)
@@ -420,12 +439,13 @@ static int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t ki
 	return 0;
 }
 
-static int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+HOT int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
 {
 	if (t->depth == 0)
 		return orphan(p, t, ORPH_RETURN, target, 0, time);
 	size_t i = t->depth;
-	if (t->st[i - 1].ret != target) {
+	/* frames without a return address (0) never match; an unknown target ends one */
+	if (target && t->st[i - 1].ret != target) {
 		/* a return deeper into the stack (longjmp, exception); else just one frame */
 		size_t j = i - 1;
 		while (j > 0 && t->st[j - 1].ret != target)
@@ -439,6 +459,53 @@ static int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64
 			return rc;
 	}
 	return 0;
+}
+
+static int is_entry(const struct tk_prof *p, uint64_t addr)
+{
+	size_t lo = 0, hi = p->nentries;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->entries[mid] < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->nentries && p->entries[lo] == addr;
+}
+
+/* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
+ * return of a call into untraced code (ADDR is a frame's return address), or unknown. */
+static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time)
+{
+	if (!addr)
+		return 0;
+	if (is_entry(p, addr))
+		return push(p, t, addr, TK_PROF_KEY_ADDR, 0, time);
+	size_t i = t->depth;
+	while (i > 0 && t->st[i - 1].ret != addr)
+		i--;
+	if (i > 0) {
+		while (t->depth >= i) {
+			int rc = pop(p, t, time, 1);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	}
+	if (t->depth || t->gapped)
+		return 0;
+	/* maybe the return of a call that the previous chunk made: a merge replays it */
+	if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
+		return -TK_E_NOMEM;
+	t->orph[t->norph++] = (struct orphan){
+		.what = ORPH_ENABLE, .key = addr, .time = time, .insns = t->insns,
+		.child_ticks = t->base_child_ticks, .child_insns = t->base_child_insns,
+		.level_node = t->base_node,
+	};
+	t->norph_enable++;
+	end_level(p, t, time);
+	return start_level(p, t, time);
 }
 
 static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
@@ -459,6 +526,12 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- public: building ------------------------------------------------------------------ */
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 {
 	struct tk_prof *p = calloc(1, sizeof *p);
@@ -472,9 +545,30 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		memcpy(&p->opts, opts, n);
 	}
 	p->opts.sz = sizeof p->opts;
+	if (!p->opts.entries)
+		p->opts.nentries = 0;
+	if (p->opts.nentries) {
+		p->entries = malloc(p->opts.nentries * sizeof *p->entries);
+		if (!p->entries) {
+			free(p);
+			if (err)
+				*err = -TK_E_NOMEM;
+			return NULL;
+		}
+		memcpy(p->entries, p->opts.entries, p->opts.nentries * sizeof *p->entries);
+		qsort(p->entries, p->opts.nentries, sizeof *p->entries, cmp_u64);
+		size_t w = 0;
+		for (size_t i = 0; i < p->opts.nentries; i++)
+			if (!w || p->entries[w - 1] != p->entries[i])
+				p->entries[w++] = p->entries[i];
+		p->nentries = w;
+	}
+	p->opts.entries = p->entries;
+	p->opts.nentries = p->nentries;
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
+	p->dlog_n = DLOG_CHUNK;
 	p->child_cache = malloc(CHILD_CACHE * sizeof *p->child_cache);
 	p->block_cache = malloc(BLOCK_CACHE * sizeof *p->block_cache);
 	if (!p->child_cache || !p->block_cache) {
@@ -490,14 +584,20 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	return p;
 }
 
+struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
+{
+	return tk_prof_new(&p->opts, err);
+}
+
 void tk_prof_free(struct tk_prof *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nfuncs; i++) {
-		free(p->funcs[i].dur);
+	for (size_t i = 0; i < p->nfuncs; i++)
 		free(p->funcs[i].big);
-	}
+	for (size_t i = 0; i < p->ndlog; i++)
+		free(p->dlog[i]);
+	free(p->dlog);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
@@ -512,6 +612,7 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->tracks);
 	free(p->child_cache);
 	free(p->block_cache);
+	free(p->entries);
 	free(p);
 }
 
@@ -523,9 +624,10 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		return -TK_E_NOMEM;
 	const int want_blocks = !(p->opts.flags & TK_PROF_NO_BLOCKS);
 	struct track *t = NULL;
+	uint64_t nblocks = 0, ninsns = 0;   /* summed here: stores to p->sum would alias */
 	int rc = 0;
 
-	for (size_t i = 0; i < n && rc >= 0; i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 		if (!t || t->id != e->track) {
 			t = get_track(p, e->track);
@@ -536,22 +638,22 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		}
 		uint64_t time = e->time;
 		if (time != TK_TIME_NONE) {
-			if (__builtin_expect(t->t_first == TK_TIME_NONE, 0))
-				t->t_first = time;
-			if (__builtin_expect(t->level_t_start == TK_TIME_NONE, 0))
-				t->level_t_start = time;
+			if (__builtin_expect((t->t_first == TK_TIME_NONE) | (t->level_t_start == TK_TIME_NONE), 0)) {
+				if (t->t_first == TK_TIME_NONE)
+					t->t_first = time;
+				if (t->level_t_start == TK_TIME_NONE)
+					t->level_t_start = time;
+			}
 			t->t_last = time;
-			if (time > t->t_max)
-				t->t_max = time;
-			if (time < t->t_min)
-				t->t_min = time;
+			t->t_max = time > t->t_max ? time : t->t_max;
+			t->t_min = time < t->t_min ? time : t->t_min;
 		} else {
 			time = t->t_last;
 		}
 		switch (e->kind) {
 		case TK_EV_BLOCK:
-			p->sum.blocks++;
-			p->sum.insns += e->count;
+			nblocks++;
+			ninsns += e->count;
 			t->insns += e->count;
 			if (!t->depth && !p->links[t->base_node].hint)
 				p->links[t->base_node].hint = e->addr;
@@ -578,6 +680,9 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		case TK_EV_FUNC_TAIL_EXIT:
 			rc = do_exit(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, time);
 			break;
+		case TK_EV_ENABLE:
+			rc = do_enable(p, t, e->addr, time);
+			break;
 		case TK_EV_GAP:
 			p->sum.gaps++;
 			rc = do_gap(p, t, time);
@@ -585,7 +690,11 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		default:
 			break;
 		}
+		if (__builtin_expect(rc < 0, 0))
+			break;
 	}
+	p->sum.blocks += nblocks;
+	p->sum.insns += ninsns;
 	p->sum.events += n;
 	if (rc == -TK_E_NOMEM)
 		p->nomem = 1;
@@ -708,6 +817,8 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			tm->t_last = o->time;
 		if (o->what == ORPH_EXIT)
 			rc = do_exit(into, tm, o->key, o->keykind, o->time);
+		else if (o->what == ORPH_ENABLE)
+			rc = do_enable(into, tm, o->key, o->time);
 		else
 			rc = do_return(into, tm, o->key, o->time);
 		if (rc < 0)
@@ -790,25 +901,43 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 		b->execs += fb->execs;
 		b->insns += fb->insns;
 	}
+	uint32_t *fmap = malloc((from->nfuncs + 1) * sizeof *fmap);
+	if (!fmap)
+		goto nomem;
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
 		uint32_t fi = get_func(into, ff->track, ff->key, ff->kind);
-		if (fi == NONE32)
+		if (fi == NONE32) {
+			free(fmap);
 			goto nomem;
-		struct func *f = &into->funcs[fi];
-		if (ff->ndur) {
-			if (grow((void **)&f->dur, &f->cdur, f->ndur + ff->ndur, sizeof *f->dur) < 0)
-				goto nomem;
-			memcpy(f->dur + f->ndur, ff->dur, ff->ndur * sizeof *f->dur);
-			f->ndur += ff->ndur;
 		}
-		if (ff->nbig) {
-			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0)
+		fmap[i] = fi;
+	}
+	/* FROM's durations after INTO's (per function, the order of completion) */
+	for (size_t c = 0; c < from->ndlog; c++) {
+		size_t k = c + 1 == from->ndlog ? from->dlog_n : DLOG_CHUNK;
+		for (size_t j = 0; j < k; j++) {
+			uint64_t e = from->dlog[c][j];
+			if (into->dlog_n == DLOG_CHUNK && dlog_chunk(into) < 0) {
+				free(fmap);
 				goto nomem;
+			}
+			into->dlog_cur[into->dlog_n++] = (uint64_t)fmap[e >> 32] << 32 | (e & 0xffffffffu);
+		}
+	}
+	for (size_t i = 0; i < from->nfuncs; i++) {
+		const struct func *ff = &from->funcs[i];
+		struct func *f = &into->funcs[fmap[i]];
+		if (ff->nbig) {
+			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
+				free(fmap);
+				goto nomem;
+			}
 			memcpy(f->big + f->nbig, ff->big, ff->nbig * sizeof *f->big);
 			f->nbig += ff->nbig;
 		}
 	}
+	free(fmap);
 	uint32_t *map = malloc((from->nnodes + 1) * sizeof *map);
 	if (!map)
 		goto nomem;

@@ -27,14 +27,18 @@ struct nlink {
 struct func {
 	uint64_t key;
 	uint32_t kind, track;
-	uint32_t *dur;            /* durations of completed calls; DUR_BIG: the next of big[] */
-	size_t ndur, cdur;
 	uint64_t *big;            /* durations >= DUR_BIG, in order (rare: half the memory
 				     traffic for the common case) */
 	size_t nbig, cbig;
 };
 
 #define DUR_BIG UINT32_MAX
+
+/* Durations of completed calls, in completion order, as (func index << 32 | ticks) with
+ * ticks DUR_BIG meaning "the next of that function's big[]". One sequential log instead of
+ * an array per function: a store per call to one stream, not to hundreds. Chunks of
+ * DLOG_CHUNK entries (no copying as it grows). */
+#define DLOG_CHUNK ((size_t)1 << 20)
 
 struct block {
 	uint64_t start, end, execs, insns;
@@ -49,7 +53,7 @@ struct frame {
 	uint64_t child_ticks, child_insns;
 };
 
-enum { ORPH_EXIT = 1, ORPH_RETURN = 2 };
+enum { ORPH_EXIT = 1, ORPH_RETURN = 2, ORPH_ENABLE = 3 };
 /* An exit/return on an empty stack before the track's first gap; a merge replays it on the
  * previous chunk's stack. */
 struct orphan {
@@ -77,6 +81,7 @@ struct track {
 	/* replayable orphans, and the state at the first gap */
 	struct orphan *orph;
 	size_t norph, corph;
+	size_t norph_enable;      /* of them ORPH_ENABLE (not counted as orphans) */
 	int gapped;
 	uint32_t gap_level_node;
 	uint64_t gap_insns, gap_time, gap_child_ticks, gap_child_insns;
@@ -84,6 +89,8 @@ struct track {
 
 struct tk_prof {
 	struct tk_prof_opts opts;
+	uint64_t *entries;        /* sorted, unique copy of opts.entries */
+	size_t nentries;
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;
@@ -91,6 +98,10 @@ struct tk_prof {
 	size_t node_mask;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
+	uint64_t **dlog;          /* duration log chunks */
+	size_t ndlog, cdlog;
+	uint64_t *dlog_cur;       /* the last chunk */
+	size_t dlog_n;            /* entries in it (DLOG_CHUNK when a new one is needed) */
 	uint32_t *func_map;
 	size_t func_mask;
 	struct block *blocks;

@@ -12,7 +12,7 @@ int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s)
 	s->time_first = s->time_last = TK_TIME_NONE;
 	for (size_t i = 0; i < p->ntracks; i++) {
 		const struct track *t = &p->tracks[i];
-		s->orphans += t->norph;
+		s->orphans += t->norph - t->norph_enable;
 		if (t->t_min == UINT64_MAX)
 			continue;
 		if (s->time_first == TK_TIME_NONE || t->t_min < s->time_first)
@@ -90,13 +90,36 @@ fail:
 	return NULL;
 }
 
-/* The durations of F as 64-bit values, appended at OUT. */
-static size_t expand_durations(const struct func *f, uint64_t *out)
+/* Every function's durations (64-bit, in completion order) into ALL: function i's at
+ * ALL + OFF[i], CNT[i] of them. OFF is given (the caller chooses the layout). */
+static void place_durations(const struct tk_prof *p, const size_t *off, size_t *cnt, size_t *bigi,
+			    uint64_t *all)
 {
-	size_t b = 0;
-	for (size_t i = 0; i < f->ndur; i++)
-		out[i] = f->dur[i] == DUR_BIG && b < f->nbig ? f->big[b++] : f->dur[i];
-	return f->ndur;
+	for (size_t c = 0; c < p->ndlog; c++) {
+		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+		const uint64_t *v = p->dlog[c];
+		for (size_t j = 0; j < k; j++) {
+			uint32_t f = (uint32_t)(v[j] >> 32);
+			uint64_t d = v[j] & 0xffffffffu;
+			if (d == DUR_BIG && bigi[f] < p->funcs[f].nbig)
+				d = p->funcs[f].big[bigi[f]++];
+			all[off[f] + cnt[f]++] = d;
+		}
+	}
+}
+
+/* Durations per function index (CNT, zeroed by the caller). */
+static size_t count_durations(const struct tk_prof *p, size_t *cnt)
+{
+	size_t total = 0;
+	for (size_t c = 0; c < p->ndlog; c++) {
+		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+		const uint64_t *v = p->dlog[c];
+		for (size_t j = 0; j < k; j++)
+			cnt[v[j] >> 32]++;
+		total += k;
+	}
+	return total;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -186,35 +209,48 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	free(rec);
 	free(row_of_track);
 
-	/* durations */
-	size_t total = 0;
-	for (size_t i = 0; i < p->nfuncs; i++)
-		total += p->funcs[i].ndur;
+	/* durations: counted per function, then placed so that the rows that fold together
+	 * (one function over tracks) have theirs side by side */
+	size_t *cnt = calloc(p->nfuncs + 1, sizeof *cnt), *off = calloc(p->nfuncs + 1, sizeof *off);
+	size_t *bigi = calloc(p->nfuncs + 1, sizeof *bigi);
+	size_t total = cnt ? count_durations(p, cnt) : 0;
 	uint64_t *tmp = malloc((total + 1) * sizeof *tmp);
-	if (!tmp) {
+	if (!tmp || !cnt || !off || !bigi) {
+		free(tmp);
+		free(cnt);
+		free(off);
+		free(bigi);
 		free(rows);
 		return -TK_E_NOMEM;
 	}
 	if (per_thread) {
+		size_t o = 0;
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			dur_stats(&rows[i], tmp, expand_durations(&p->funcs[i], tmp));
+			off[i] = o;
+			o += cnt[i];
+			cnt[i] = 0;
 		}
+		place_durations(p, off, cnt, bigi, tmp);
+		for (size_t i = 0; i < p->nfuncs; i++)
+			dur_stats(&rows[i], tmp + off[i], cnt[i]);
 	} else {
-		/* fold rows of the same function over tracks; keep the func index to find durations */
-		uint32_t *idx = malloc((nrows + 1) * sizeof *idx);
-		if (!idx) {
-			free(tmp);
-			free(rows);
-			return -TK_E_NOMEM;
-		}
-		for (size_t i = 0; i < nrows; i++) {
-			idx[i] = (uint32_t)i;
-			rows[i].track = (uint32_t)i; /* remember the origin while sorting */
-		}
+		/* fold rows of the same function over tracks; remember each row's func index */
+		for (size_t i = 0; i < nrows; i++)
+			rows[i].track = (uint32_t)i; /* the origin, while sorting */
 		qsort(rows, nrows, sizeof *rows, cmp_func_key);
+		size_t o = 0;
+		for (size_t i = 0; i < nrows; i++) {
+			uint32_t origin = rows[i].track;
+			if (origin < p->nfuncs) {
+				off[origin] = o;
+				o += cnt[origin];
+				cnt[origin] = 0;
+			}
+		}
+		place_durations(p, off, cnt, bigi, tmp);
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
-			size_t j = i, nd = 0;
+			size_t j = i, nd = 0, first = SIZE_MAX;
 			struct tk_prof_func acc = rows[i];
 			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
@@ -224,20 +260,25 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs)
-					nd += expand_durations(&p->funcs[origin], tmp + nd);
+				if (origin < p->nfuncs) {
+					if (first == SIZE_MAX)
+						first = off[origin];
+					nd += cnt[origin];
+				}
 			}
 			acc.track = 0;
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)
 				acc.key = 0;
-			dur_stats(&acc, tmp, nd);
+			dur_stats(&acc, first == SIZE_MAX ? tmp : tmp + first, nd);
 			rows[w++] = acc;
 			i = j;
 		}
 		nrows = w;
-		free(idx);
 	}
 	free(tmp);
+	free(cnt);
+	free(off);
+	free(bigi);
 	/* drop the unknown rows that saw nothing */
 	size_t w = 0;
 	for (size_t i = 0; i < nrows; i++)

@@ -285,6 +285,12 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 					mode = q->mode;
 				q->kind = TK_FLOWQ_NONE;
 			} else {
+				/* A return that leaves the traced code is still a return (the
+				 * profile ends the frame of a function entered from outside);
+				 * like a call that leaves, it is reported before the disable. */
+				if (q->kind == TK_FLOWQ_PGD &&
+				    (rc = emit(f, out, TK_EV_RETURN, b->last, q->has_ip ? q->ip : 0, 0, 0, 0)) < 0)
+					goto out;
 				goto disable_or_fail;
 			}
 			if ((rc = emit(f, out, TK_EV_RETURN, b->last, ip, 0, 0, 0)) < 0)

@@ -29,6 +29,7 @@ struct module {
 	struct symbol *syms;
 	size_t nsyms;
 	char *strings;            /* copies of symbol names */
+	char *plt_strings;        /* names of PLT stubs ("printf@plt") */
 	uint8_t *build_id;
 	size_t build_id_len;
 	int machine;
@@ -88,6 +89,7 @@ void tk_sym_free(struct tk_sym *s)
 		free(m->path);
 		free(m->syms);
 		free(m->strings);
+		free(m->plt_strings);
 		free(m->build_id);
 		free(m->cus);
 	}
@@ -107,6 +109,145 @@ static int cmp_sym(const void *a, const void *b)
 	if (x->size != y->size)
 		return x->size > y->size ? -1 : 1;
 	return strcmp(x->name, y->name);
+}
+
+struct got_name {
+	uint64_t slot;            /* GOT entry (file address) */
+	const char *name;         /* symbol whose address the dynamic linker puts there */
+};
+
+static int cmp_got(const void *a, const void *b)
+{
+	const struct got_name *x = a, *y = b;
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static const char *got_lookup(const struct got_name *g, size_t n, uint64_t slot)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (g[mid].slot < slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && g[lo].slot == slot ? g[lo].name : NULL;
+}
+
+/* The GOT slot a PLT entry jumps through: `jmp [rip+disp32]` (ff 25), maybe after endbr64
+ * and/or a bnd prefix, as the linkers lay out .plt, .plt.sec and .plt.got entries. */
+static int plt_entry_slot(const uint8_t *c, size_t n, uint64_t addr, uint64_t *slot)
+{
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	size_t o = 0;
+	if (n >= 4 && !memcmp(c, endbr64, 4))
+		o = 4;
+	if (o < n && c[o] == 0xf2)
+		o++;
+	if (o + 6 > n || c[o] != 0xff || c[o + 1] != 0x25)
+		return 0;
+	int32_t disp;
+	memcpy(&disp, c + o + 2, 4);
+	*slot = addr + o + 6 + (uint64_t)(int64_t)disp;
+	return 1;
+}
+
+/* Synthetic symbols "name@plt" for the PLT stubs of an x86-64 module (as objdump and perf
+ * name them): each stub of .plt / .plt.sec / .plt.got jumps through a GOT slot, and the
+ * slot's JUMP_SLOT or GLOB_DAT relocation names the function. Appended at m->syms + *k. */
+static int add_plt_symbols(struct module *m, size_t *k, size_t *cap)
+{
+	size_t shstrndx, ngot = 0, cgot = 0, nstr = 0;
+	struct got_name *got = NULL;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	int rc = 0;
+
+	if (m->machine != EM_X86_64 || elf_getshdrstrndx(m->elf, &shstrndx) != 0)
+		return 0;
+	while ((scn = elf_nextscn(m->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
+			continue;
+		Elf_Scn *symscn = elf_getscn(m->elf, sh.sh_link);
+		GElf_Shdr symsh;
+		Elf_Data *d = elf_getdata(scn, NULL), *sd = symscn ? elf_getdata(symscn, NULL) : NULL;
+		if (!d || !sd || !gelf_getshdr(symscn, &symsh) || symsh.sh_type != SHT_DYNSYM)
+			continue;
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; i < n; i++) {
+			GElf_Rela r;
+			GElf_Sym sym;
+			if (!gelf_getrela(d, (int)i, &r))
+				continue;
+			unsigned type = (unsigned)GELF_R_TYPE(r.r_info);
+			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) ||
+			    !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
+				continue;
+			const char *name = elf_strptr(m->elf, symsh.sh_link, sym.st_name);
+			if (!name || !*name)
+				continue;
+			if (ngot == cgot) {
+				size_t nc = cgot ? cgot * 2 : 64;
+				struct got_name *g = realloc(got, nc * sizeof *g);
+				if (!g) {
+					free(got);
+					return -TK_E_NOMEM;
+				}
+				got = g;
+				cgot = nc;
+			}
+			got[ngot++] = (struct got_name){ r.r_offset, name };
+			nstr += strlen(name) + sizeof "@plt";
+		}
+	}
+	if (!ngot)
+		return 0;
+	qsort(got, ngot, sizeof *got, cmp_got);
+	if (!(m->plt_strings = malloc(nstr))) {
+		free(got);
+		return -TK_E_NOMEM;
+	}
+	size_t off = 0;
+	scn = NULL;
+	while ((scn = elf_nextscn(m->elf, scn)) && rc == 0) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+			continue;
+		const char *sname = elf_strptr(m->elf, shstrndx, sh.sh_name);
+		if (!sname || (strcmp(sname, ".plt") && strcmp(sname, ".plt.sec") && strcmp(sname, ".plt.got")))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		uint64_t es = sh.sh_entsize ? sh.sh_entsize : 16;
+		if (!d || !d->d_buf || d->d_size < sh.sh_size || es > 64)
+			continue;
+		for (uint64_t e = 0; e + es <= sh.sh_size; e += es) {
+			uint64_t slot;
+			const char *name;
+			if (!plt_entry_slot((const uint8_t *)d->d_buf + e, es, sh.sh_addr + e, &slot) ||
+			    !(name = got_lookup(got, ngot, slot)))
+				continue;
+			size_t len = strlen(name);
+			if (off + len + sizeof "@plt" > nstr)
+				break;   /* a name used by two stubs: out of room, keep the rest unnamed */
+			if (*k == *cap) {
+				size_t nc = *cap * 2 + 16;
+				struct symbol *ns = realloc(m->syms, nc * sizeof *ns);
+				if (!ns) {
+					rc = -TK_E_NOMEM;
+					break;
+				}
+				m->syms = ns;
+				*cap = nc;
+			}
+			char *dst = m->plt_strings + off;
+			memcpy(dst, name, len);
+			memcpy(dst + len, "@plt", sizeof "@plt");
+			off += len + sizeof "@plt";
+			m->syms[(*k)++] = (struct symbol){ sh.sh_addr + e, es, dst };
+		}
+	}
+	free(got);
+	return rc;
 }
 
 static int load_symbols(struct module *m)
@@ -154,6 +295,10 @@ static int load_symbols(struct module *m)
 		m->syms[k++] = (struct symbol){ sym.st_value, sym.st_size, m->strings + off };
 		off += len;
 	}
+	size_t cap = n + 1;
+	int rc = add_plt_symbols(m, &k, &cap);
+	if (rc < 0)
+		return rc;
 	qsort(m->syms, k, sizeof *m->syms, cmp_sym);
 	/* one symbol per address (aliases share it) */
 	size_t w = 0;
@@ -684,5 +829,23 @@ int tk_sym_module(const struct tk_sym *s, int index, const char **path, uint64_t
 		*start = m->start;
 	if (end)
 		*end = m->end;
+	return 0;
+}
+
+int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n)
+{
+	size_t total = 0, k = 0;
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < s->nmods; i++)
+		total += s->mods[i].nsyms;
+	uint64_t *e = malloc((total + 1) * sizeof *e);
+	if (!e)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < s->nmods; i++)
+		for (size_t j = 0; j < s->mods[i].nsyms; j++)
+			e[k++] = s->mods[i].syms[j].addr + s->mods[i].bias;
+	*out = e;
+	*n = k;
 	return 0;
 }

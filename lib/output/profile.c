@@ -18,6 +18,26 @@ enum tk_out_kind tk_out_kind_by_name(const char *name)
 	return 0;
 }
 
+int out_count_sort(const char *s, enum count_sort *k)
+{
+	static const struct { const char *n; enum count_sort k; } keys[] = {
+		{ "insns", CS_INSNS }, { "self-insns", CS_INSNS }, { "incl", CS_INSNS },
+		{ "excl", CS_INSNS }, { "self", CS_INSNS },
+		{ "execs", CS_EXECS }, { "calls", CS_EXECS }, { "count", CS_EXECS },
+		{ "name", CS_PLACE }, { "line", CS_PLACE }, { "addr", CS_PLACE },
+	};
+	*k = CS_INSNS;
+	if (!s)
+		return 0;
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (!strcmp(s, keys[i].n)) {
+			*k = keys[i].k;
+			return 0;
+		}
+	tk_log(TK_LOG_ERROR, "sort key '%s' does not apply to lines or blocks (insns, execs, name)", s);
+	return -TK_E_INVAL;
+}
+
 /* ---- the function table ------------------------------------------------------------------ */
 
 struct row {
@@ -257,6 +277,14 @@ static int cmp_folded(const void *x, const void *y)
 	return strcmp(((const struct folded_line *)x)->path, ((const struct folded_line *)y)->path);
 }
 
+static int cmp_folded_heavy(const void *x, const void *y)
+{
+	const struct folded_line *a = x, *b = y;
+	if (a->v != b->v)
+		return a->v > b->v ? -1 : 1;
+	return strcmp(a->path, b->path);
+}
+
 static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
 		      struct names *nm)
 {
@@ -298,6 +326,11 @@ static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk
 		}
 		if (rc < 0)
 			break;
+		/* The base level of a track (code that ran outside any call the trace saw
+		 * begin) is left off the stacks above it, as flame graph tools expect; its
+		 * own time or instructions still show as "[unknown]". */
+		if (d > 1 && !strcmp(names_str(nm, a.n[anc[d - 1]].name), "[unknown]"))
+			d--;
 		path.len = 0;
 		while (d--) {
 			tk_buf_puts(&path, names_str(nm, a.n[anc[d]].name));
@@ -313,16 +346,31 @@ static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk
 	}
 	free(anc);
 	qsort(lines, nl, sizeof *lines, cmp_folded);
-	for (size_t i = 0; i < nl && rc >= 0;) {
-		size_t j = i;
-		uint64_t v = 0;
-		for (; j < nl && !strcmp(lines[j].path, lines[i].path); j++)
-			v += lines[j].v;
+	/* equal paths (of different tracks or unknown levels) become one line */
+	size_t w = 0;
+	for (size_t i = 0; i < nl;) {
+		size_t j = i + 1;
+		for (; j < nl && !strcmp(lines[j].path, lines[i].path); j++) {
+			lines[i].v += lines[j].v;
+			free(lines[j].path);
+		}
+		lines[w++] = lines[i];
+		i = j;
+	}
+	nl = w;
+	/* --top N: the N heaviest stacks, still in path order (as flame graph tools expect) */
+	if (o->top && nl > o->top) {
+		qsort(lines, nl, sizeof *lines, cmp_folded_heavy);
+		for (size_t i = o->top; i < nl; i++)
+			free(lines[i].path);
+		nl = o->top;
+		qsort(lines, nl, sizeof *lines, cmp_folded);
+	}
+	for (size_t i = 0; i < nl && rc >= 0; i++) {
 		tk_buf_puts(b, lines[i].path);
 		tk_buf_putc(b, ' ');
-		tk_buf_u64(b, v);
+		tk_buf_u64(b, lines[i].v);
 		tk_buf_putc(b, '\n');
-		i = j;
 	}
 	for (size_t i = 0; i < nl; i++)
 		free(lines[i].path);
@@ -332,14 +380,49 @@ static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk
 	return rc < 0 ? rc : b->err;
 }
 
+struct tree_sort {
+	const struct agg *a;
+	enum sort_key key;
+	int by_key;               /* --sort given; else by the metric's inclusive value */
+	uint64_t top;
+};
+
+static uint64_t node_value(const struct agg_node *n, enum sort_key k, enum tk_out_metric m)
+{
+	switch (k) {
+	case S_CALLS: return n->calls;
+	case S_INCL: return n->incl_ticks;
+	case S_EXCL: return n->excl_ticks;
+	case S_INSNS: return n->incl_insns;
+	case S_SELF_INSNS: return n->excl_insns;
+	default: return agg_total(n, m);  /* duration statistics are per function only */
+	}
+}
+
+static int cmp_tree(const void *x, const void *y, void *ctx)
+{
+	const struct tree_sort *ts = ctx;
+	const struct agg_node *a = &ts->a->n[*(const uint32_t *)x], *b = &ts->a->n[*(const uint32_t *)y];
+	if (ts->key != S_NAME) {
+		uint64_t va = node_value(a, ts->key, TK_OUT_M_INSNS), vb = node_value(b, ts->key, TK_OUT_M_INSNS);
+		if (va != vb)
+			return va > vb ? -1 : 1;
+	}
+	return strcmp(names_str(ts->a->names, a->name), names_str(ts->a->names, b->name));
+}
+
 static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int depth,
-			enum tk_out_metric m, uint64_t tps)
+			enum tk_out_metric m, uint64_t tps, struct tree_sort *ts)
 {
 	uint32_t *kids;
 	size_t n;
 	int rc = agg_children(a, v, m, &kids, &n);
 	if (rc < 0)
 		return rc;
+	if (ts->by_key)
+		qsort_r(kids, n, sizeof *kids, cmp_tree, ts);
+	if (ts->top && n > ts->top)
+		n = ts->top;   /* the heaviest callees of each caller */
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		const struct agg_node *c = &a->n[kids[i]];
 		pad_u64(b, c->calls, 12);
@@ -357,7 +440,7 @@ static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int d
 		tk_buf_putc(b, '\n');
 		/* recursion depth follows the call depth; deep traces have deep trees */
 		if (depth < 10000)
-			rc = calltree_rec(b, a, kids[i], depth + 1, m, tps);
+			rc = calltree_rec(b, a, kids[i], depth + 1, m, tps, ts);
 	}
 	free(kids);
 	return rc;
@@ -369,14 +452,18 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 	struct agg a;
 	enum tk_out_metric m = out_metric(p, o->metric);
 	struct tk_prof_summary s;
+	struct tree_sort ts = { .a = &a, .by_key = o->sort != NULL, .top = o->top };
 	tk_prof_summary(p, &s);
-	int rc = agg_build(&a, p, nm, o->threads);
+	int rc = parse_sort(o->sort, m, &ts.key);
+	if (rc < 0)
+		return rc;
+	rc = agg_build(&a, p, nm, o->threads);
 	if (rc >= 0) {
 		write_summary_text(b, p);
 		tk_buf_printf(b, "       calls  %s  %s  call tree\n",
 			      m == TK_OUT_M_INSNS ? "  incl-insns" : "   incl-time",
 			      m == TK_OUT_M_INSNS ? "  excl-insns" : "   excl-time");
-		rc = calltree_rec(b, &a, 0, 0, m, s.clock.ticks_per_second);
+		rc = calltree_rec(b, &a, 0, 0, m, s.clock.ticks_per_second, &ts);
 	}
 	agg_free(&a);
 	return rc < 0 ? rc : b->err;
@@ -483,13 +570,41 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	return rc < 0 ? rc : b->err;
 }
 
+static int cmp_block_insns(const void *x, const void *y)
+{
+	const struct tk_prof_block *a = x, *b = y;
+	if (a->insns != b->insns)
+		return a->insns > b->insns ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int cmp_block_execs(const void *x, const void *y)
+{
+	const struct tk_prof_block *a = x, *b = y;
+	if (a->execs != b->execs)
+		return a->execs > b->execs ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static int cmp_block_addr(const void *x, const void *y)
+{
+	const struct tk_prof_block *a = x, *b = y;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return a->end < b->end ? -1 : a->end > b->end;
+}
+
 static int out_blocks(struct tk_buf *b, const struct tk_prof *p, struct names *nm, const struct tk_out_opts *o)
 {
 	struct tk_prof_block *bl;
 	size_t n;
-	int rc = tk_prof_blocks(p, &bl, &n);
-	if (rc < 0)
+	enum count_sort key;
+	int rc = out_count_sort(o->sort, &key);
+	if (rc < 0 || (rc = tk_prof_blocks(p, &bl, &n)) < 0)
 		return rc;
+	qsort(bl, n, sizeof *bl, key == CS_EXECS ? cmp_block_execs : key == CS_PLACE ? cmp_block_addr : cmp_block_insns);
+	if (o->top && n > o->top)
+		n = o->top;
 	tk_buf_puts(b, "             start                end       execs       insns  function\n");
 	for (size_t i = 0; i < n; i++) {
 		tk_buf_puts(b, "0x");

@@ -145,16 +145,44 @@ static int annotate_file(struct tk_buf *b, const char *path, const char *root,
 	return 0;
 }
 
+static int cmp_line_insns(const void *a, const void *b)
+{
+	const struct line_count *x = a, *y = b;
+	if (x->insns != y->insns)
+		return x->insns > y->insns ? -1 : 1;
+	return cmp_line(a, b);
+}
+
+static int cmp_line_execs(const void *a, const void *b)
+{
+	const struct line_count *x = a, *y = b;
+	if (x->execs != y->execs)
+		return x->execs > y->execs ? -1 : 1;
+	return cmp_line(a, b);
+}
+
 int out_source(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o, int lines_table)
 {
 	struct line_table t;
+	enum count_sort key;
 	if (!o->sym) {
 		tk_log(TK_LOG_ERROR, "per-line output needs the program's ELF file (with debug info)");
 		return -TK_E_INVAL;
 	}
-	int rc = collect_lines(p, o->sym, &t);
+	int rc = out_count_sort(o->sort, &key);
 	if (rc < 0)
 		return rc;
+	if ((rc = collect_lines(p, o->sym, &t)) < 0)
+		return rc;
+	/* the table in --sort order; --top N keeps the first N lines (the annotated source
+	 * then shows counts on those lines only, in the files that have them) */
+	if (t.n && (lines_table || o->top))
+		qsort(t.v, t.n, sizeof *t.v, key == CS_EXECS ? cmp_line_execs :
+		      key == CS_PLACE ? cmp_line : cmp_line_insns);
+	if (o->top && t.n > o->top)
+		t.n = o->top;
+	if (!lines_table && o->top && t.n)
+		qsort(t.v, t.n, sizeof *t.v, cmp_line);
 	if (lines_table) {
 		tk_buf_puts(b, "       execs        insns  file:line\n");
 		for (size_t i = 0; i < t.n; i++) {

@@ -376,11 +376,26 @@ static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
 		if (untraced_return_address(ra))
 			return fn_start[f];
 	}
+	/* A return site and the function start may both lead to IP (a loop whose condition
+	 * is tested at the bottom, after a call). A return that came back leaves its return
+	 * address just below the stack pointer: prefer the site with that evidence, then the
+	 * start, then a site without it (pushes since may have overwritten the evidence). */
+	uint64_t site = 0;
 	for (long r = last_le(ret_sites, nret_sites, ip); r >= 0 && ret_sites[r] >= fn_start[f]; r--)
-		if (walk_reaches(ret_sites[r], ip, &d, &dok))
-			return ret_sites[r];
+		if (walk_reaches(ret_sites[r], ip, &d, &dok)) {
+			uint64_t below;
+			if (!dok || d < 0)
+				return ret_sites[r];
+			memcpy(&below, (const void *)(uintptr_t)(rsp + (uint64_t)d - 8), 8);
+			if (below == ret_sites[r])
+				return ret_sites[r];
+			if (!site)
+				site = ret_sites[r];
+		}
 	if (!walk_reaches(fn_start[f], ip, &d, &dok))
-		return after_jump_entry(fn_start[f], ip);
+		return site ? site : after_jump_entry(fn_start[f], ip);
+	if (site && !dok)
+		return site;
 	if (dok) {
 		uint64_t entry_rsp = rsp + (uint64_t)d, ra;
 		memcpy(&ra, (const void *)(uintptr_t)entry_rsp, 8);

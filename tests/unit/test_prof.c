@@ -79,7 +79,7 @@ static void test_known_counts(void **state)
 	free(f);
 
 	char *folded = render(p, TK_OUT_FOLDED, 0);
-	assert_string_equal(folded, "[unknown];#1 40\n[unknown];#1;#2 30\n[unknown];#1;#2;#3 90\n");
+	assert_string_equal(folded, "#1 40\n#1;#2 30\n#1;#2;#3 90\n");
 	free(folded);
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
@@ -169,7 +169,7 @@ static void test_instructions(void **state)
 
 /* A deterministic random stream: 3 tracks, enters/exits of 6 functions (recursion too),
  * blocks, lost exits, exits without enter, gaps, calls and returns. */
-static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed)
+static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed, int with_enable)
 {
 	uint64_t x = seed, t[3] = { 1000, 2000, 3000 };
 	size_t n = 0;
@@ -224,6 +224,28 @@ static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed)
 				if (depth[tr])
 					depth[tr]--;
 			}
+		} else if (with_enable && op >= 94) {
+			/* tracing resumes: at an entry (0x500100..0x500600, see ENTRIES), at
+			 * the return address of the innermost call, or elsewhere; or a return
+			 * to untraced code (target unknown). (Resuming deeper in a stack begun
+			 * in an earlier chunk is the limit of exact merging, as for returns.) */
+			unsigned how = (r >> 12) % 4;
+			int d = depth[tr];
+			e->kind = how == 3 ? TK_EV_RETURN : TK_EV_ENABLE;
+			e->addr = how == 0 ? 0x500000 + (1 + (r >> 14) % 6) * 0x100 :
+				  how == 1 && d && rets[tr][d - 1] ? rets[tr][d - 1] :
+				  0x620000 + ((r >> 14) % 4);
+			if (how == 1 && e->addr != 0x620000 + ((r >> 14) % 4))
+				depth[tr]--;
+			if (how == 3) {
+				e->addr = 0x400000;
+				e->addr2 = 0;
+				if (depth[tr])
+					depth[tr]--;
+			} else if (how == 0 && depth[tr] < 60) {
+				stack[tr][depth[tr]] = 0;
+				rets[tr][depth[tr]++] = 0;
+			}
 		} else if (op < 91) {
 			e->kind = TK_EV_GAP;
 			e->flags = TK_GAP_OVERFLOW;
@@ -258,20 +280,22 @@ static void assert_same_profile(struct tk_prof *a, struct tk_prof *b)
 	assert_memory_equal(&sa, &sb, sizeof sa);
 }
 
-static void test_merge_equals_whole(void **state)
+static void merge_equals_whole(int with_enable)
 {
-	(void)state;
 	enum { N = 6000 };
+	static const uint64_t entries[] = { 0x500300, 0x500100, 0x500200, 0x500600, 0x500500, 0x500400, 0x500100 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 7 };
+	const struct tk_prof_opts *opts = with_enable ? &po : NULL;
 	struct tk_event *ev = malloc(N * sizeof *ev);
 	for (uint64_t seed = 1; seed <= 4; seed++) {
-		size_t n = random_stream(ev, N, seed);
-		struct tk_prof *whole = tk_prof_new(NULL, NULL);
+		size_t n = random_stream(ev, N, seed, with_enable);
+		struct tk_prof *whole = tk_prof_new(opts, NULL);
 		assert_int_equal(tk_prof_events(whole, ev, n), 0);
 		tk_prof_finish(whole);
 		/* two halves at several points, and many small chunks */
 		size_t cuts[] = { 1, n / 3, n / 2, n - 1 };
 		for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
-			struct tk_prof *h1 = tk_prof_new(NULL, NULL), *h2 = tk_prof_new(NULL, NULL);
+			struct tk_prof *h1 = tk_prof_new(opts, NULL), *h2 = tk_prof_new(opts, NULL);
 			assert_int_equal(tk_prof_events(h1, ev, cuts[c]), 0);
 			assert_int_equal(tk_prof_events(h2, ev + cuts[c], n - cuts[c]), 0);
 			assert_int_equal(tk_prof_merge(h1, h2), 0);
@@ -280,10 +304,10 @@ static void test_merge_equals_whole(void **state)
 			tk_prof_free(h1);
 			tk_prof_free(h2);
 		}
-		struct tk_prof *acc = tk_prof_new(NULL, NULL);
+		struct tk_prof *acc = tk_prof_new(opts, NULL);
 		size_t step = 137 + seed * 11;
 		for (size_t i = 0; i < n; i += step) {
-			struct tk_prof *ch = tk_prof_new(NULL, NULL);
+			struct tk_prof *ch = tk_prof_new(opts, NULL);
 			size_t k = n - i < step ? n - i : step;
 			assert_int_equal(tk_prof_events(ch, ev + i, k), 0);
 			assert_int_equal(tk_prof_merge(acc, ch), 0);
@@ -295,6 +319,125 @@ static void test_merge_equals_whole(void **state)
 		tk_prof_free(whole);
 	}
 	free(ev);
+}
+
+static void test_merge_equals_whole(void **state)
+{
+	(void)state;
+	merge_equals_whole(0);
+}
+
+/* Calls from untraced code (TK_EV_ENABLE at entries) and returns into it, chunked anywhere:
+ * the merged chunks still give exactly the whole. */
+static void test_merge_with_enables(void **state)
+{
+	(void)state;
+	merge_equals_whole(1);
+}
+
+/* A program whose caller is not traced (libc calls main, a library calls back, dtors run
+ * after main): the shape of a branch trace of one module. */
+static size_t untraced_caller_stream(struct tk_event *ev)
+{
+	size_t n = 0;
+	uint64_t t = 100;
+#define EV(k, a, a2, c, r) ev[n++] = (struct tk_event){ .kind = k, .addr = a, .addr2 = a2, .count = c, .arg = r, .time = t += 10 }
+	EV(TK_EV_ENABLE, 0x1000, 0, 0, 0);          /* _start */
+	EV(TK_EV_BLOCK, 0x1000, 0x1008, 3, 0);
+	EV(TK_EV_DISABLE, 0x1008, 0x7f0000, 0, 0);  /* calls libc (indirect: no call event) */
+	EV(TK_EV_ENABLE, 0x2000, 0, 0, 0);          /* libc calls main */
+	EV(TK_EV_BLOCK, 0x2000, 0x2010, 4, 0);
+	EV(TK_EV_CALL, 0x2010, 0x5000, 0, 0x2015);  /* main -> plt stub */
+	EV(TK_EV_BLOCK, 0x5000, 0x5000, 1, 0);
+	EV(TK_EV_DISABLE, 0x5000, 0x7f1000, 0, 0);  /* the stub jumps into libc */
+	EV(TK_EV_ENABLE, 0x4000, 0, 0, 0);          /* which calls back */
+	EV(TK_EV_BLOCK, 0x4000, 0x4004, 2, 0);
+	EV(TK_EV_RETURN, 0x4004, 0x7f1100, 0, 0);   /* back into libc */
+	EV(TK_EV_DISABLE, 0x4004, 0x7f1100, 0, 0);
+	EV(TK_EV_ENABLE, 0x2015, 0, 0, 0);          /* libc returns to main: ends the stub's call */
+	EV(TK_EV_BLOCK, 0x2015, 0x2020, 3, 0);
+	EV(TK_EV_RETURN, 0x2020, 0x7f0100, 0, 0);   /* main returns into libc */
+	EV(TK_EV_DISABLE, 0x2020, 0x7f0100, 0, 0);
+	EV(TK_EV_ENABLE, 0x3000, 0, 0, 0);          /* a destructor, called by exit */
+	EV(TK_EV_BLOCK, 0x3000, 0x3004, 2, 0);
+	EV(TK_EV_RETURN, 0x3004, 0, 0, 0);          /* target unknown */
+	EV(TK_EV_ENABLE, 0x2017, 0, 0, 0);          /* not an entry, no frame returns there */
+	EV(TK_EV_BLOCK, 0x2017, 0x2020, 1, 0);
+#undef EV
+	return n;
+}
+
+static void test_calls_from_untraced_code(void **state)
+{
+	(void)state;
+	static const uint64_t entries[] = { 0x4000, 0x1000, 0x3000, 0x2000, 0x5000 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 5 };
+	struct tk_event ev[64];
+	size_t n = untraced_caller_stream(ev);
+	struct tk_prof *p = tk_prof_new(&po, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_prof_func *f;
+	size_t nf;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	const struct tk_prof_func *start = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *mainf = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *cb = find_func(f, nf, 0x4000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *stub = find_func(f, nf, 0x5000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *dtor = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);
+	assert_non_null(start);
+	assert_non_null(mainf);
+	assert_non_null(cb);
+	assert_non_null(stub);
+	assert_non_null(dtor);
+	assert_int_equal(mainf->calls, 1);
+	assert_int_equal(mainf->incl_insns, 4 + 1 + 2 + 3);
+	assert_int_equal(mainf->excl_insns, 4 + 3);
+	assert_int_equal(mainf->ndur, 1);
+	assert_int_equal(mainf->dur_max, 250 - 140); /* ENABLE at t=140, RETURN at t=250 */
+	assert_int_equal(stub->calls, 1);
+	assert_int_equal(stub->incl_insns, 1 + 2);
+	assert_int_equal(cb->calls, 1);
+	assert_int_equal(cb->incl_insns, 2);
+	assert_int_equal(dtor->calls, 1);
+	assert_int_equal(dtor->incl_insns, 2);
+	assert_int_equal(start->calls, 1);
+	assert_int_equal(start->incl_insns, 3 + 10 + 2 + 1);
+	free(f);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.calls, 5);
+	assert_int_equal(s.returns, 4);
+	assert_int_equal(s.open_at_end, 1);   /* _start never returns */
+	assert_int_equal(s.orphans, 0);
+	/* the call paths: the callback under the stub under main under _start */
+	char *folded = render(p, TK_OUT_FOLDED, 0);
+	assert_non_null(strstr(folded, "0x1000;0x2000;0x5000;0x4000 2\n"));
+	assert_non_null(strstr(folded, "0x1000;0x3000 2\n"));
+	free(folded);
+
+	/* cut anywhere, the merged chunks equal the whole */
+	for (size_t cut = 1; cut < n; cut++) {
+		struct tk_prof *h1 = tk_prof_new(&po, NULL), *h2 = tk_prof_new_like(h1, NULL);
+		assert_int_equal(tk_prof_events(h1, ev, cut), 0);
+		assert_int_equal(tk_prof_events(h2, ev + cut, n - cut), 0);
+		assert_int_equal(tk_prof_merge(h1, h2), 0);
+		tk_prof_finish(h1);
+		assert_same_profile(p, h1);
+		tk_prof_free(h1);
+		tk_prof_free(h2);
+	}
+	tk_prof_free(p);
+
+	/* without entries, main is not known: its code runs in the unknown level */
+	p = tk_prof_new(NULL, NULL);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	assert_null(find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR));
+	free(f);
+	tk_prof_free(p);
 }
 
 /* Orphans at the start; a gap drops the stack and counts it. */
@@ -363,6 +506,8 @@ int main(void)
 		cmocka_unit_test(test_instructions),
 		cmocka_unit_test(test_orphans_and_gaps),
 		cmocka_unit_test(test_merge_equals_whole),
+		cmocka_unit_test(test_merge_with_enables),
+		cmocka_unit_test(test_calls_from_untraced_code),
 		cmocka_unit_test(test_long_durations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

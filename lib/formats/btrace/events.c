@@ -1,0 +1,68 @@
+/* A branch trace's threads as neutral events, through the Intel PT flow decoder's public
+ * API (the container holds one PT stream per thread). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracekit/btrace.h"
+#include "tracekit/event.h"
+#include "tracekit/ipt_flow.h"
+
+/* Sets the track of every event to the recorded thread id before passing it on. */
+struct retrack {
+	struct tk_sink next;
+	uint32_t tid;
+	struct tk_event ev[256];
+};
+
+static int retrack_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct retrack *t = ctx;
+	while (n) {
+		size_t k = n < 256 ? n : 256;
+		memcpy(t->ev, ev, k * sizeof *ev);
+		for (size_t i = 0; i < k; i++)
+			t->ev[i].track = t->tid;
+		int rc = t->next.events(t->next.ctx, t->ev, k);
+		if (rc < 0)
+			return rc;
+		ev += k;
+		n -= k;
+	}
+	return 0;
+}
+
+int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
+		     struct tk_sink sink, struct tk_gap_stats *gaps)
+{
+	struct tk_btrace_events_opts o = { 0 };
+	if (!bt || !opts || !sink.events)
+		return -TK_E_INVAL;
+	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+
+	struct retrack *t = malloc(sizeof *t);
+	if (!t)
+		return -TK_E_NOMEM;
+	t->next = sink;
+	if (gaps)
+		tk_gap_stats_merge(gaps, tk_btrace_gaps(bt));
+	int rc = 0;
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = o.image, .nthreads = o.nthreads };
+		struct tk_ipt_flow_stats st;
+		uint8_t *pt;
+		size_t n;
+
+		t->tid = tk_btrace_thread(bt, i)->tid;
+		if (o.only_tid && t->tid != o.tid)
+			continue;
+		if ((rc = tk_btrace_thread_stream(bt, i, &pt, &n)) < 0)
+			break;
+		memset(&st, 0, sizeof st);
+		rc = tk_ipt_flow_events(pt, n, &fo, (struct tk_sink){ retrack_events, t }, &st);
+		free(pt);
+		if (gaps)
+			tk_gap_stats_merge(gaps, &st.gaps);
+	}
+	free(t);
+	return rc < 0 ? rc : 0;
+}

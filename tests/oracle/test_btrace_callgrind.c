@@ -254,7 +254,7 @@ static void test_example_loops(void **state)
  * atexit handler, a signal handler; -O0 and -O2, trap-only and with trampolines. */
 static void test_callbacks(void **state)
 {
-	static const char *const fns[] = { "main", "by_value", "by_digit_sum", "at_end", "on_usr1", NULL };
+	static const char *const fns[] = { "main", "setup", "by_value", "by_digit_sum", "at_end", "on_usr1", NULL };
 	(void)state;
 	compile("callbacks", "callbacks.c", "");
 	check("callbacks", "300", fns);

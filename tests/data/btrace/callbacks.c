@@ -37,19 +37,28 @@ static void on_usr1(int sig)
 		sink += i;
 }
 
-int main(int argc, char **argv)
+__attribute__((constructor)) static void setup(void)
 {
-	int n = argc > 1 ? atoi(argv[1]) : 200, v[1000];
-	long total = 0;
-
 	atexit(at_end);
 	signal(SIGUSR1, on_usr1);
+}
+
+/* Nothing trapped from main's start to the loop test, which the return site of qsort
+ * also leads to: the recorder must know that qsort, not libc's call of main, returned. */
+int main(int argc, char **argv)
+{
+	int n = 250 + 50 * argc, v[1000];
+	long total = 0;
+
+	(void)argv;
 	for (int round = 0; round < 4; round++) {
 		for (int i = 0; i < n; i++)
 			v[i] = (i * 7919 + round * 31) % 1000;
+		raise(SIGUSR1);
+		/* the last call of the loop body: after it, the return site and main's start
+		 * both lead to the loop test without a trapped CTI */
 		qsort(v, (size_t)n, sizeof *v, round & 1 ? by_digit_sum : by_value);
 		total += v[0] + v[n - 1];
-		raise(SIGUSR1);
 	}
 	printf("%ld\n", total);
 	return 0;

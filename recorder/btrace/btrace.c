@@ -59,6 +59,10 @@ struct tstate {
 	size_t psb_pos;              /* enc.len at the last PSB; (size_t)-1 forces one */
 	int inside;                  /* the decoder is following this thread's code */
 	uint64_t resume;             /* where the thread probably re-enters traced code */
+	/* Resume points of the untraced calls still in progress while a callback runs (qsort
+	 * calling a comparator): the comparator's return to qsort restores the outer one. */
+	uint64_t outer_resume[16];
+	unsigned nouter;
 	int tid;
 	int done;
 	uint32_t seq;
@@ -323,6 +327,28 @@ static int is_ret_site(uint64_t a, long *k)
 	return *k >= 0 && ret_sites[*k] == a;
 }
 
+/* Is RA the return address of a call made by untraced code (libc calling main, a thread's
+ * start routine, a qsort comparator, an atexit or signal handler)? It lies outside the
+ * traced modules and follows a call instruction. The bytes are read with
+ * process_vm_readv, which fails instead of faulting on an unmapped page. */
+static int untraced_return_address(uint64_t ra)
+{
+	uint8_t b[8];
+	long k;
+	if (ra < 0x10000 || ra >= 0x800000000000ull || module_of(ra) || is_ret_site(ra, &k))
+		return 0;
+	struct iovec local = { b, sizeof b }, remote = { (void *)(uintptr_t)(ra - 8), sizeof b };
+	if (syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L) != (long)sizeof b)
+		return 0;
+	if (b[3] == 0xe8)   /* call rel32 */
+		return 1;
+	static const int ff_at[] = { 2, 3, 4, 6, 7 };   /* call r/m64: ff /2 */
+	for (unsigned i = 0; i < sizeof ff_at / sizeof *ff_at; i++)
+		if (b[8 - ff_at[i]] == 0xff && ((b[9 - ff_at[i]] >> 3) & 7) == 2)
+			return 1;
+	return 0;
+}
+
 /* Where did the thread enter traced code, given that it is now at IP with stack pointer
  * RSP and has passed no trapped CTI since? Candidates: the return site after the call that
  * left (RESUME), other return sites of IP's function (longjmp, exceptions), the function's
@@ -340,6 +366,16 @@ static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
 	long f = last_le(fn_start, nfns, ip);
 	if (f < 0 || ip >= fn_end[f] || depth > 64)
 		return 0;
+	/* The stack decides first: if the function's start leads to IP and the word where its
+	 * return address would be was pushed by a call in untraced code, the thread entered
+	 * here from outside, even when a return site of the function (a loop calling out)
+	 * also leads to IP. A PLT slot is never called from outside (see below). */
+	if (!in_plt(fn_start[f]) && walk_reaches(fn_start[f], ip, &d, &dok) && dok) {
+		uint64_t ra;
+		memcpy(&ra, (const void *)(uintptr_t)(rsp + (uint64_t)d), 8);
+		if (untraced_return_address(ra))
+			return fn_start[f];
+	}
 	/* A return site and the function start may both lead to IP (a loop whose condition
 	 * is tested at the bottom, after a call). A return that came back leaves its return
 	 * address just below the stack pointer: prefer the site with that evidence, then the
@@ -473,6 +509,13 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 		flush_thread(ts);
 	if (!ts->inside) {
 		uint64_t entry = find_entry(ts, c->addr, rsp);
+		if (entry != ts->resume) {   /* a new entry from untraced code, not the return */
+			if (ts->nouter == 16) {
+				memmove(ts->outer_resume, ts->outer_resume + 1, 15 * sizeof *ts->outer_resume);
+				ts->nouter--;
+			}
+			ts->outer_resume[ts->nouter++] = ts->resume;
+		}
 		maybe_psb(ts, c->addr);
 		ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
 		ts->inside = 1;
@@ -499,6 +542,8 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 		ts->resume = c->addr + c->len;
 	else if (c->kind == CTI_JMP_IND)   /* a PLT stub or tail call: back to our caller */
 		ts->resume = return_address(g);
+	else if (c->kind == CTI_RET && ts->nouter)   /* a callback returns to its caller */
+		ts->resume = ts->outer_resume[--ts->nouter];
 	else
 		ts->resume = 0;
 	if (debug > 1) {

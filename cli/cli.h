@@ -119,6 +119,11 @@ int cli_parse_u64(const char *s, uint64_t *v);
 
 /* The command does not handle this format (yet): message and EXIT_INPUT. */
 int cli_unsupported(const char *cmd, const char *file, const struct tk_format_info *fi);
+/* Open each file of the command line, detect its format and call RUN_FILE; the worst exit
+ * status wins, and one bad file does not stop the others. */
+typedef int (*cli_run_file_fn)(struct cli_opts *o, const char *file, struct tk_input *in,
+			       const struct tk_format_info *fi);
+int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file);
 /* Usage error when a command got no file. */
 int cli_need_files(const struct cli_opts *o, const char *cmd);
 
@@ -183,6 +188,15 @@ int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 void cli_btrace_close(struct cli_btrace *cb);
 int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,
 		      struct tk_sink sink);
+
+/* XRay (cli/xray_common.c): map the log, load --instr-map, index the buffers (NULL and
+ * *status set after printing an error); after a walk, report orphan exits and gaps and
+ * return the exit status. */
+struct tk_xray;
+struct tk_xray_map;
+struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+			      struct tk_xray_map **map, int *status);
+int cli_xray_finish(const char *file, struct tk_xray *x);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

@@ -329,22 +329,7 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 
 static int run(struct cli_opts *o)
 {
-	int status = EXIT_CLEAN, rc;
-
-	if ((rc = cli_need_files(o, "dump")))
-		return rc;
-	for (int i = 0; i < o->nargs; i++) {
-		struct tk_input *in;
-		struct tk_format_info fi;
-
-		if ((rc = cli_open(o, o->args[i], &in, &fi)) == 0) {
-			rc = run_file(o, o->args[i], in, &fi);
-			tk_input_free(in);
-		}
-		if (rc > status)
-			status = rc;
-	}
-	return status;
+	return cli_run_files(o, "dump", run_file);
 }
 
 const struct cli_command cli_cmd_dump = {

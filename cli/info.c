@@ -265,59 +265,14 @@ static int info_kanata(const char *file, struct tk_input *in, struct tk_buf *out
 }
 
 /* Format-specific details after the first line; returns an exit status. */
-/* XRay: map the log, load --instr-map, index the buffers. */
-static struct tk_xray *xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
-				 struct tk_xray_map **map, int *status)
-{
-	const uint8_t *data;
-	size_t len;
-	int rc, err;
 
-	*map = NULL;
-	if ((rc = tk_input_map(in, &data, &len)) < 0) {
-		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		*status = EXIT_INPUT;
-		return NULL;
-	}
-	if (o->instr_map && !(*map = tk_xray_map_load(o->instr_map, &err))) {
-		cli_error(o->instr_map, UINT64_MAX, "cannot load the instrumentation map: %s",
-			  tk_strerror(err));
-		*status = EXIT_INPUT;
-		return NULL;
-	}
-	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
-				   .max_func_id = tk_xray_map_max_id(*map),
-				   /* plain files are mapped read-only: pages can go back */
-				   .release_input = tk_input_compression(in) == TK_COMP_NONE &&
-						    strcmp(file, "-") != 0 };
-	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
-	if (!x) {
-		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
-			  "not a readable XRay log: %s", tk_strerror(err));
-		tk_xray_map_free(*map);
-		*map = NULL;
-		*status = EXIT_INPUT;
-	}
-	return x;
-}
-
-/* Exit status after a walk: gaps and orphan exits are reported on stderr. */
-static int xray_finish(const char *file, struct tk_xray *x)
-{
-	const struct tk_xray_stats *st = tk_xray_stats(x);
-	if (st->orphan_exits)
-		cli_warn(file, UINT64_MAX,
-			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",
-			 (unsigned long long)st->orphan_exits);
-	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
-}
 
 static int xray_info(const struct cli_opts *o, const char *file, struct tk_input *in,
 		     struct tk_buf *out)
 {
 	struct tk_xray_map *map;
 	int status = 0, rc;
-	struct tk_xray *x = xray_open(o, file, in, &map, &status);
+	struct tk_xray *x = cli_xray_open(o, file, in, &map, &status);
 	if (!x)
 		return status;
 	const struct tk_xray_header *h = tk_xray_header(x);
@@ -358,7 +313,7 @@ static int xray_info(const struct cli_opts *o, const char *file, struct tk_input
 			tk_buf_printf(out, ", %llu orphan exits", (unsigned long long)t->orphan_exits);
 		tk_buf_putc(out, '\n');
 	}
-	rc = xray_finish(file, x);
+	rc = cli_xray_finish(file, x);
 	tk_xray_free(x);
 	tk_xray_map_free(map);
 	return rc > status ? rc : status;

@@ -384,3 +384,23 @@ int cli_need_files(const struct cli_opts *o, const char *cmd)
 	cli_error(NULL, UINT64_MAX, "%s: no input file (see: tracekit help %s)", cmd, cmd);
 	return EXIT_USAGE;
 }
+
+int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file)
+{
+	int status = EXIT_CLEAN, rc;
+
+	if ((rc = cli_need_files(o, cmd)))
+		return rc;
+	for (int i = 0; i < o->nargs; i++) {
+		struct tk_input *in;
+		struct tk_format_info fi;
+
+		if ((rc = cli_open(o, o->args[i], &in, &fi)) == 0) {
+			rc = run_file(o, o->args[i], in, &fi);
+			tk_input_free(in);
+		}
+		if (rc > status)
+			status = rc;
+	}
+	return status;
+}

@@ -172,6 +172,8 @@ int cli_timeline_close(struct cli_timeline *ct);
 /* Intel PT flow (cli/decode.c): the memory image from --elf/--raw, and a whole trace into a
  * profile (chunks decoded on -j threads, merged in order). Returns an exit status. */
 struct tk_image *cli_image_load(const struct cli_opts *o);
+/* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */
+int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in);
 int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
 

@@ -548,29 +548,17 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
 	struct tk_ipt_flow_stats st;
 	struct tk_sym *sym;
-	int status, rc, err;
+	int status, rc;
 
 	if (!tl && !tk_out_kind_by_name(to)) {
 		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to perfetto, chrome, folded, "
 			  "pprof or a profile output, not '%s'", to);
 		return EXIT_USAGE;
 	}
+	if (!tl)
+		return cli_ipt_profile_out(o, file, in);
 	if (!(sym = cli_sym_open(o, &status)))
 		return status;
-	if (!tl) {
-		struct tk_prof *p = cli_prof_new(sym, NULL, &err);
-
-		status = p ? cli_ipt_profile(o, file, in, p, &st) : EXIT_INPUT;
-		if (status != EXIT_INPUT && status != EXIT_USAGE) {
-			int wrc = cli_profile_write(o, p, sym);
-
-			if (wrc > status)
-				status = wrc;
-		}
-		tk_prof_free(p);
-		tk_sym_free(sym);
-		return status;
-	}
 	const uint8_t *data;
 	size_t len;
 	struct tk_image *img;

@@ -127,6 +127,32 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 	return 0;
 }
 
+/* Intel PT into a profile written with the generic outputs (profile and convert). */
+int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_ipt_flow_stats st;
+	int err, status, wrc;
+	struct tk_prof *p;
+	struct tk_sym *sym;
+
+	if (!(sym = cli_sym_open(o, &status)))
+		return status;
+	if (!(p = cli_prof_new(sym, NULL, &err))) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_sym_free(sym);
+		return EXIT_INPUT;
+	}
+	status = cli_ipt_profile(o, file, in, p, &st);
+	if (status != EXIT_INPUT && status != EXIT_USAGE) {
+		wrc = cli_profile_write(o, p, sym);
+		if (wrc > status)
+			status = wrc;
+	}
+	tk_sym_free(sym);
+	tk_prof_free(p);
+	return status;
+}
+
 static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const uint8_t *data;

@@ -198,33 +198,6 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
-/* Intel PT: instruction flow against --elf/--raw into the shared profile; --elf also gives
- * symbols and line tables. */
-static int ipt_profile(struct cli_opts *o, const char *file, struct tk_input *in)
-{
-	struct tk_ipt_flow_stats st;
-	int err, status, wrc;
-	struct tk_prof *p;
-	struct tk_sym *sym;
-
-	if (!(sym = cli_sym_open(o, &status)))
-		return status;
-	if (!(p = cli_prof_new(sym, NULL, &err))) {
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
-		tk_sym_free(sym);
-		return EXIT_INPUT;
-	}
-	status = cli_ipt_profile(o, file, in, p, &st);
-	if (status != EXIT_INPUT && status != EXIT_USAGE) {
-		wrc = cli_profile_write(o, p, sym);
-		if (wrc > status)
-			status = wrc;
-	}
-	tk_sym_free(sym);
-	tk_prof_free(p);
-	return status;
-}
-
 /* Branch trace: every thread's PT stream through the flow decoder into one profile,
  * symbolised with the recorded modules. */
 static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
@@ -254,7 +227,7 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_profile(o, file, in, fi);
 	case TK_FMT_IPT:
-		return ipt_profile(o, file, in);
+		return cli_ipt_profile_out(o, file, in);
 	case TK_FMT_TKBT:
 		return profile_btrace(o, file, in);
 	case TK_FMT_XRAY:

@@ -73,7 +73,11 @@ enum tk_compression tk_input_compression(const struct tk_input *in);
  * so far (all of them once it has been read to the end). */
 uint64_t tk_input_file_size(const struct tk_input *in);
 
-/* Up to the first N decompressed bytes, for format detection; does not disturb reading. */
+/* How many bytes tk_input_peek gives at most (what format detection looks at). */
+#define TK_INPUT_PEEK 65536
+
+/* Up to the first TK_INPUT_PEEK decompressed bytes, for format detection; does not disturb
+ * reading. */
 int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len);
 
 /* The whole decompressed content, contiguous. Plain files are mmap'd (no copy); compressed

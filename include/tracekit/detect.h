@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracekit/common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,7 +44,7 @@ const char *tk_format_description(enum tk_format_id id);
 enum tk_format_id tk_format_by_name(const char *name);
 
 /* How many bytes detection wants to look at. */
-#define TK_DETECT_PEEK 65536
+#define TK_DETECT_PEEK TK_INPUT_PEEK
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,6 @@
 #include <zstd.h>
 
 #include "tracekit/common.h"
-#include "tracekit/detect.h"
 
 struct tk_input {
 	char *name;
@@ -476,7 +475,7 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 		return 0;
 	}
 	detect_compression(in);
-	rc = raw_head(in, &head, &head_len, in->comp ? 4 * TK_DETECT_PEEK : TK_DETECT_PEEK);
+	rc = raw_head(in, &head, &head_len, in->comp ? 4 * TK_INPUT_PEEK : TK_INPUT_PEEK);
 	if (rc < 0)
 		return rc;
 	if (in->comp == TK_COMP_NONE) {
@@ -488,7 +487,7 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 
 	/* Compressed: decompress the head with a private context; errors here are ignored
 	 * (the real read reports them with an offset). */
-	in->peek = malloc(TK_DETECT_PEEK);
+	in->peek = malloc(TK_INPUT_PEEK);
 	if (!in->peek)
 		return -TK_E_NOMEM;
 	size_t out = 0;
@@ -499,9 +498,9 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 			zs.next_in = (Bytef *)head;
 			zs.avail_in = (uInt)head_len;
 			zs.next_out = in->peek;
-			zs.avail_out = TK_DETECT_PEEK;
+			zs.avail_out = TK_INPUT_PEEK;
 			inflate(&zs, Z_SYNC_FLUSH);
-			out = TK_DETECT_PEEK - zs.avail_out;
+			out = TK_INPUT_PEEK - zs.avail_out;
 			inflateEnd(&zs);
 		}
 	} else {
@@ -509,7 +508,7 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 		if (zd) {
 			ZSTD_initDStream(zd);
 			ZSTD_inBuffer ib = { head, head_len, 0 };
-			ZSTD_outBuffer ob = { in->peek, TK_DETECT_PEEK, 0 };
+			ZSTD_outBuffer ob = { in->peek, TK_INPUT_PEEK, 0 };
 			while (ob.pos < ob.size && ib.pos < ib.size) {
 				size_t r = ZSTD_decompressStream(zd, &ob, &ib);
 				if (ZSTD_isError(r) || r == 0)

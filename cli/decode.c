@@ -18,6 +18,7 @@ static const char usage[] =
 	"  --time              print the time of each event\n"
 	"  --mtc-freq N, --nom-freq N, --cpuid-0x15.eax N, --cpuid-0x15.ebx N\n"
 	"                      timing parameters (as ptxed)\n"
+	"  --tid N             (branch traces) only thread N\n"
 	"  -j N                decode with N threads (default: all cores)\n"
 	"  -o FILE             write to FILE\n"
 	"\n"

@@ -313,6 +313,84 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- the stack ------------------------------------------------------------------------- */
 
+static inline size_t ret_hash(uint64_t ret)
+{
+	return (size_t)((ret * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+static void retset_put(struct retset *r, uint64_t ret, uint32_t n)
+{
+	size_t i = ret_hash(ret) & r->mask;
+	while (r->key[i] && r->key[i] != ret)
+		i = (i + 1) & r->mask;
+	if (!r->key[i]) {
+		r->key[i] = ret;
+		r->used++;
+	}
+	r->cnt[i] += n;
+}
+
+/* Size the set for the stack (a quarter full at most) and drop keys no frame holds. */
+static int retset_rebuild(struct track *t)
+{
+	size_t size = 64;
+	while (size < 4 * (t->depth + 1))
+		size *= 2;
+	uint64_t *key = calloc(size, sizeof *key);
+	uint32_t *cnt = calloc(size, sizeof *cnt);
+	if (!key || !cnt) {
+		free(key);
+		free(cnt);
+		return -TK_E_NOMEM;
+	}
+	free(t->rets.key);
+	free(t->rets.cnt);
+	t->rets = (struct retset){ .key = key, .cnt = cnt, .mask = size - 1 };
+	for (size_t i = 0; i < t->depth; i++)
+		if (t->st[i].ret)
+			retset_put(&t->rets, t->st[i].ret, 1);
+	return 0;
+}
+
+static inline int retset_add(struct track *t, uint64_t ret)
+{
+	if (2 * (t->rets.used + 1) > t->rets.mask + 1 || !t->rets.key) {
+		int rc = retset_rebuild(t);
+		if (rc < 0)
+			return rc;
+	}
+	retset_put(&t->rets, ret, 1);
+	return 0;
+}
+
+static inline void retset_del(struct retset *r, uint64_t ret)
+{
+	size_t i = ret_hash(ret) & r->mask;
+	while (r->key[i] != ret)
+		i = (i + 1) & r->mask;
+	r->cnt[i]--;
+}
+
+static inline int retset_has(const struct retset *r, uint64_t ret)
+{
+	if (!r->key)
+		return 0;
+	size_t i = ret_hash(ret) & r->mask;
+	while (r->key[i] && r->key[i] != ret)
+		i = (i + 1) & r->mask;
+	return r->key[i] && r->cnt[i];
+}
+
+static inline void clear_stack(struct track *t)
+{
+	t->depth = 0;
+	if (t->rets.key) {
+		memset(t->rets.key, 0, (t->rets.mask + 1) * sizeof *t->rets.key);
+		memset(t->rets.cnt, 0, (t->rets.mask + 1) * sizeof *t->rets.cnt);
+		t->rets.used = 0;
+	}
+}
+
 HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
@@ -326,6 +404,8 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 		*cache = n;
 	}
 	if (grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
+		return -TK_E_NOMEM;
+	if (ret && retset_add(t, ret) < 0)
 		return -TK_E_NOMEM;
 	p->nodes[n].calls++;
 	struct frame *f = &t->st[t->depth++];
@@ -374,6 +454,8 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
 	struct frame *f = &t->st[--t->depth];
 	struct node *n = &p->nodes[f->node];
+	if (f->ret)
+		retset_del(&t->rets, f->ret);
 	uint64_t incl_i = t->insns - f->i_enter, incl_t = 0;
 
 	n->incl_insns += incl_i;
@@ -445,7 +527,7 @@ HOT int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t 
 		return orphan(p, t, ORPH_RETURN, target, 0, time);
 	size_t i = t->depth;
 	/* frames without a return address (0) never match; an unknown target ends one */
-	if (target && t->st[i - 1].ret != target) {
+	if (target && t->st[i - 1].ret != target && retset_has(&t->rets, target)) {
 		/* a return deeper into the stack (longjmp, exception); else just one frame */
 		size_t j = i - 1;
 		while (j > 0 && t->st[j - 1].ret != target)
@@ -482,7 +564,7 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 		return 0;
 	if (is_entry(p, addr))
 		return push(p, t, addr, TK_PROF_KEY_ADDR, 0, time);
-	size_t i = t->depth;
+	size_t i = retset_has(&t->rets, addr) ? t->depth : 0;
 	while (i > 0 && t->st[i - 1].ret != addr)
 		i--;
 	if (i > 0) {
@@ -519,7 +601,7 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 		t->gap_child_insns = t->base_child_insns;
 	}
 	p->sum.truncated += t->depth;
-	t->depth = 0;
+	clear_stack(t);
 	end_level(p, t, time);
 	return start_level(p, t, time);
 }
@@ -601,6 +683,8 @@ void tk_prof_free(struct tk_prof *p)
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
+		free(p->tracks[i].rets.key);
+		free(p->tracks[i].rets.cnt);
 	}
 	free(p->nodes);
 	free(p->links);
@@ -830,7 +914,7 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		add_child_cost(tm, tb->gap_child_ticks, tb->gap_child_insns);
 		tm->insns = off + tb->gap_insns;
 		into->sum.truncated += tm->depth;
-		tm->depth = 0;
+		clear_stack(tm);
 		end_level(into, tm, tb->gap_time);
 		if (!tm->gapped) {
 			tm->gapped = 1;
@@ -861,6 +945,8 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		if (f.node == NONE32)
 			return -TK_E_INTERNAL;
 		tm->st[tm->depth++] = f;
+		if (f.ret && retset_add(tm, f.ret) < 0)
+			return -TK_E_NOMEM;
 	}
 	tm->insns = off + tb->insns;
 	if (tb->t_last != TK_TIME_NONE)

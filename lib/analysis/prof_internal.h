@@ -65,6 +65,15 @@ struct orphan {
 	uint32_t level_node;      /* unknown level that this orphan ended */
 };
 
+/* The return addresses on a track's stack, as an exact multiset (open addressing, keys
+ * with a zero count stay until a rebuild): a return or resume to an address that no
+ * frame holds skips the search down the stack, which deep stacks made quadratic. */
+struct retset {
+	uint64_t *key;            /* 0 = empty slot */
+	uint32_t *cnt;
+	size_t mask, used;        /* used: slots with a key */
+};
+
 struct track {
 	uint32_t id;
 	uint32_t root;
@@ -85,6 +94,7 @@ struct track {
 	int gapped;
 	uint32_t gap_level_node;
 	uint64_t gap_insns, gap_time, gap_child_ticks, gap_child_insns;
+	struct retset rets;
 };
 
 struct tk_prof {

@@ -498,6 +498,43 @@ static void test_long_durations(void **state)
 	}
 }
 
+/* A stack 200,000 calls deep with resumes at addresses no frame holds, then a resume and a
+ * return deep into it: each ends exactly the frames above its target (the return-address
+ * set must stay exact through its rebuilds). */
+static void test_deep_stack(void **state)
+{
+	(void)state;
+	enum { DEPTH = 200000 };
+	struct tk_event *ev = calloc(2 * DEPTH + 2, sizeof *ev);
+	assert_non_null(ev);
+	size_t n = 0;
+	for (uint64_t i = 0; i < DEPTH; i++) {
+		ev[n++] = (struct tk_event){ .kind = TK_EV_CALL, .addr = 0x400000 + i * 8,
+					     .addr2 = 0x1000 + (i % 1000) * 16, .arg = 0x900000 + i * 4,
+					     .time = TK_TIME_NONE };
+		ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .addr = 0x5000000 + i,
+					     .time = TK_TIME_NONE };
+	}
+	/* resume at the return address of frame 150,000: frames 150,000.. end */
+	ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .addr = 0x900000 + 150000 * 4,
+				     .time = TK_TIME_NONE };
+	/* return to frame 100's return address: frames 100..149,999 end */
+	ev[n++] = (struct tk_event){ .kind = TK_EV_RETURN, .addr = 0x2000, .addr2 = 0x900000 + 100 * 4,
+				     .time = TK_TIME_NONE };
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.calls, DEPTH);
+	assert_int_equal(s.returns, DEPTH - 100);
+	assert_int_equal(s.open_at_end, 100);
+	assert_int_equal(s.orphans, 0);
+	tk_prof_free(p);
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -509,6 +546,7 @@ int main(void)
 		cmocka_unit_test(test_merge_with_enables),
 		cmocka_unit_test(test_calls_from_untraced_code),
 		cmocka_unit_test(test_long_durations),
+		cmocka_unit_test(test_deep_stack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

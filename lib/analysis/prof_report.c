@@ -90,20 +90,49 @@ fail:
 	return NULL;
 }
 
-/* Every function's durations (64-bit, in completion order) into ALL: function i's at
- * ALL + OFF[i], CNT[i] of them. OFF is given (the caller chooses the layout). */
-static void place_durations(const struct tk_prof *p, const size_t *off, size_t *cnt, size_t *bigi,
-			    uint64_t *all)
+/* Durations are gathered per function (or per group of functions folded together) into
+ * 32-bit slots; groups with a duration of DUR_BIG ticks or more get 64-bit slots. Half the
+ * memory and bandwidth for the common case. */
+struct dur_place {
+	size_t *off;              /* per function: first slot in a32 or a64 */
+	size_t *cnt;              /* per function: slots filled so far */
+	uint8_t *wide;            /* per function: its group uses a64 */
+	uint32_t *a32;
+	uint64_t *a64;
+};
+
+/* Every function's durations, in completion order, into its slots. */
+static void place_durations(const struct tk_prof *p, struct dur_place *dp, int any_wide)
 {
+	size_t *off = dp->off, *cnt = dp->cnt, *bigi = NULL;
+	uint32_t *a32 = dp->a32;
+
+	if (!any_wide) {
+		/* no function has a big duration: every entry is its 32-bit duration */
+		for (size_t c = 0; c < p->ndlog; c++) {
+			size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+			const uint64_t *v = p->dlog[c];
+			for (size_t j = 0; j < k; j++) {
+				uint32_t f = (uint32_t)(v[j] >> 32);
+				a32[off[f] + cnt[f]++] = (uint32_t)v[j];
+			}
+		}
+		return;
+	}
+	bigi = dp->cnt + p->nfuncs + 1;   /* caller allocated 2 * (nfuncs + 1) */
 	for (size_t c = 0; c < p->ndlog; c++) {
 		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
 		const uint64_t *v = p->dlog[c];
 		for (size_t j = 0; j < k; j++) {
 			uint32_t f = (uint32_t)(v[j] >> 32);
 			uint64_t d = v[j] & 0xffffffffu;
+			if (!dp->wide[f]) {
+				a32[off[f] + cnt[f]++] = (uint32_t)d;
+				continue;
+			}
 			if (d == DUR_BIG && bigi[f] < p->funcs[f].nbig)
 				d = p->funcs[f].big[bigi[f]++];
-			all[off[f] + cnt[f]++] = d;
+			dp->a64[off[f] + cnt[f]++] = d;
 		}
 	}
 }
@@ -122,28 +151,122 @@ static size_t count_durations(const struct tk_prof *p, size_t *cnt)
 	return total;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
+/* select_T(A, N, K): permute A[0..N) so that A[K] is the K-th smallest, with nothing larger
+ * before it and nothing smaller after it (what std::nth_element guarantees, so the values
+ * picked are the same as llvm-xray's). Quickselect with a median-of-three pivot and Hoare's
+ * partition (runs of equal durations split evenly); after too many poor splits the rest
+ * is heap-sorted, which bounds the worst case at O(n log n). */
+#define DEFINE_SELECT(T)								\
+static void sift_##T(T *a, size_t n, size_t i)						\
+{											\
+	T v = a[i];									\
+	for (size_t c; (c = 2 * i + 1) < n; i = c) {					\
+		if (c + 1 < n && a[c + 1] > a[c])					\
+			c++;								\
+		if (a[c] <= v)								\
+			break;								\
+		a[i] = a[c];								\
+	}										\
+	a[i] = v;									\
+}											\
+											\
+static void heapsort_##T(T *a, size_t n)						\
+{											\
+	for (size_t i = n / 2; i-- > 0;)						\
+		sift_##T(a, n, i);							\
+	while (n > 1) {									\
+		T t = a[0];								\
+		a[0] = a[--n];								\
+		a[n] = t;								\
+		sift_##T(a, n, 0);							\
+	}										\
+}											\
+											\
+static void select_##T(T *a, size_t n, size_t k)					\
+{											\
+	size_t lo = 0, hi = n - 1;	/* inclusive */					\
+	unsigned budget = 16;								\
+											\
+	for (size_t m = n; m > 1; m >>= 1)						\
+		budget += 2;								\
+	while (hi > lo) {								\
+		if (hi - lo < 16 || !budget--) {					\
+			heapsort_##T(a + lo, hi - lo + 1);				\
+			return;								\
+		}									\
+		size_t mid = lo + (hi - lo) / 2, i = lo, j = hi;			\
+		T t;									\
+		/* a[lo] <= a[mid] <= a[hi]: the ends stop the scans below */		\
+		if (a[mid] < a[lo])							\
+			t = a[mid], a[mid] = a[lo], a[lo] = t;				\
+		if (a[hi] < a[lo])							\
+			t = a[hi], a[hi] = a[lo], a[lo] = t;				\
+		if (a[hi] < a[mid])							\
+			t = a[hi], a[hi] = a[mid], a[mid] = t;				\
+		T pv = a[mid];								\
+		for (;;) {								\
+			do								\
+				i++;							\
+			while (a[i] < pv);						\
+			do								\
+				j--;							\
+			while (a[j] > pv);						\
+			if (i >= j)							\
+				break;							\
+			t = a[i], a[i] = a[j], a[j] = t;				\
+		}									\
+		/* a[lo..j] <= pv <= a[i..hi], and i is j (then a[i] is pv) or j + 1 */	\
+		if (i == j && k == i)							\
+			return;								\
+		if (k <= j)								\
+			hi = j;								\
+		else									\
+			lo = i;								\
+	}										\
 }
 
-/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...). */
-static void dur_stats(struct tk_prof_func *f, uint64_t *d, size_t n)
+DEFINE_SELECT(uint32_t)
+DEFINE_SELECT(uint64_t)
+
+/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...):
+ * each percentile is selected in the part above the previous one. */
+#define DEFINE_DUR_STATS(T)								\
+static void dur_stats_##T(struct tk_prof_func *f, T *d, size_t n)			\
+{											\
+	f->ndur = n;									\
+	if (!n)										\
+		return;									\
+	size_t k50 = n / 2, k90 = (size_t)((double)n * 0.9);				\
+	size_t k99 = (size_t)((double)n * 0.99);					\
+	T lo = d[0], hi = d[0];								\
+	uint64_t s = 0;									\
+	for (size_t i = 0; i < n; i++) {						\
+		lo = d[i] < lo ? d[i] : lo;						\
+		hi = d[i] > hi ? d[i] : hi;						\
+		s += d[i];								\
+	}										\
+	f->dur_min = lo;								\
+	f->dur_max = hi;								\
+	f->dur_sum = s;									\
+	select_##T(d, n, k50);								\
+	select_##T(d + k50, n - k50, k90 - k50);					\
+	select_##T(d + k90, n - k90, k99 - k90);					\
+	f->dur_median = d[k50];								\
+	f->dur_p90 = d[k90];								\
+	f->dur_p99 = d[k99];								\
+}
+
+DEFINE_DUR_STATS(uint32_t)
+DEFINE_DUR_STATS(uint64_t)
+
+/* The statistics of function group G: WIDE says which slots hold its durations. */
+static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wide, size_t first,
+		      size_t n)
 {
-	f->ndur = n;
-	if (!n)
-		return;
-	qsort(d, n, sizeof *d, cmp_u64);
-	f->dur_min = d[0];
-	f->dur_max = d[n - 1];
-	f->dur_median = d[n / 2];
-	f->dur_p90 = d[(size_t)((double)n * 0.9)];
-	f->dur_p99 = d[(size_t)((double)n * 0.99)];
-	uint64_t s = 0;
-	for (size_t i = 0; i < n; i++)
-		s += d[i];
-	f->dur_sum = s;
+	if (wide)
+		dur_stats_uint64_t(f, dp->a64 + first, n);
+	else
+		dur_stats_uint32_t(f, dp->a32 + first, n);
 }
 
 static int cmp_func_key(const void *a, const void *b)
@@ -211,46 +334,64 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
-	size_t *cnt = calloc(p->nfuncs + 1, sizeof *cnt), *off = calloc(p->nfuncs + 1, sizeof *off);
-	size_t *bigi = calloc(p->nfuncs + 1, sizeof *bigi);
-	size_t total = cnt ? count_durations(p, cnt) : 0;
-	uint64_t *tmp = malloc((total + 1) * sizeof *tmp);
-	if (!tmp || !cnt || !off || !bigi) {
-		free(tmp);
-		free(cnt);
-		free(off);
-		free(bigi);
-		free(rows);
-		return -TK_E_NOMEM;
-	}
+	struct dur_place dp = { 0 };
+	size_t *cnt = calloc(2 * (p->nfuncs + 1), sizeof *cnt);
+	dp.off = calloc(p->nfuncs + 1, sizeof *dp.off);
+	dp.wide = calloc(p->nfuncs + 1, 1);
+	dp.cnt = cnt;
+	if (!cnt || !dp.off || !dp.wide)
+		goto nomem;
+	count_durations(p, cnt);
+	size_t n32 = 0, n64 = 0;
+	int any_wide = 0;
 	if (per_thread) {
-		size_t o = 0;
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			off[i] = o;
-			o += cnt[i];
+			dp.wide[i] = p->funcs[i].nbig > 0;
+			any_wide |= dp.wide[i];
+			size_t *o = dp.wide[i] ? &n64 : &n32;
+			dp.off[i] = *o;
+			*o += cnt[i];
 			cnt[i] = 0;
 		}
-		place_durations(p, off, cnt, bigi, tmp);
+		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
+		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
+		if (!dp.a32 || !dp.a64)
+			goto nomem;
+		place_durations(p, &dp, any_wide);
 		for (size_t i = 0; i < p->nfuncs; i++)
-			dur_stats(&rows[i], tmp + off[i], cnt[i]);
+			dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
 	} else {
 		/* fold rows of the same function over tracks; remember each row's func index */
 		for (size_t i = 0; i < nrows; i++)
 			rows[i].track = (uint32_t)i; /* the origin, while sorting */
 		qsort(rows, nrows, sizeof *rows, cmp_func_key);
-		size_t o = 0;
-		for (size_t i = 0; i < nrows; i++) {
-			uint32_t origin = rows[i].track;
-			if (origin < p->nfuncs) {
-				off[origin] = o;
-				o += cnt[origin];
-				cnt[origin] = 0;
+		for (size_t i = 0; i < nrows;) {
+			size_t j = i;
+			int wide = 0;
+			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++)
+				if (rows[j].track < p->nfuncs && p->funcs[rows[j].track].nbig)
+					wide = 1;
+			any_wide |= wide;
+			size_t *o = wide ? &n64 : &n32;
+			for (; i < j; i++) {
+				uint32_t origin = rows[i].track;
+				if (origin < p->nfuncs) {
+					dp.wide[origin] = (uint8_t)wide;
+					dp.off[origin] = *o;
+					*o += cnt[origin];
+					cnt[origin] = 0;
+				}
 			}
 		}
-		place_durations(p, off, cnt, bigi, tmp);
+		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
+		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
+		if (!dp.a32 || !dp.a64)
+			goto nomem;
+		place_durations(p, &dp, any_wide);
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;
+			int wide = 0;
 			struct tk_prof_func acc = rows[i];
 			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
@@ -262,23 +403,25 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				uint32_t origin = rows[j].track;
 				if (origin < p->nfuncs) {
 					if (first == SIZE_MAX)
-						first = off[origin];
+						first = dp.off[origin];
+					wide = dp.wide[origin];
 					nd += cnt[origin];
 				}
 			}
 			acc.track = 0;
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)
 				acc.key = 0;
-			dur_stats(&acc, first == SIZE_MAX ? tmp : tmp + first, nd);
+			dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
 			rows[w++] = acc;
 			i = j;
 		}
 		nrows = w;
 	}
-	free(tmp);
+	free(dp.a32);
+	free(dp.a64);
 	free(cnt);
-	free(off);
-	free(bigi);
+	free(dp.off);
+	free(dp.wide);
 	/* drop the unknown rows that saw nothing */
 	size_t w = 0;
 	for (size_t i = 0; i < nrows; i++)
@@ -287,6 +430,14 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	*out = rows;
 	*nout = w;
 	return 0;
+nomem:
+	free(dp.a32);
+	free(dp.a64);
+	free(cnt);
+	free(dp.off);
+	free(dp.wide);
+	free(rows);
+	return -TK_E_NOMEM;
 }
 
 int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)

@@ -167,8 +167,13 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 		return status;
 	}
 	static const struct tk_xray_chunk_ops ops = { xray_prof_begin, xray_prof_merge };
-	pc.total = p;
+	/* the first chunk's profile becomes the total (merging it into an empty one would
+	 * copy it: twice the memory at -j 1); P stays for a log without buffers */
 	rc = tk_xray_decode_chunks(x, &ops, &pc);
+	if (pc.total) {
+		tk_prof_free(p);
+		p = pc.total;
+	}
 	if (rc >= 0)
 		rc = tk_prof_finish(p);
 	if (rc >= 0 && map)

@@ -147,5 +147,15 @@ cmp -s m1 m2 && grep -q witharg m1 && ok "YAML map = ELF map" || bad "YAML map"
 "$TK" record --xray -o rec.xray -- ./prog basic 0 5 2>/dev/null
 "$TK" info rec.xray | grep -q "basic, version" && ok "record --xray" || bad "record --xray"
 
+# 7. Read through a pipe (held in memory, not a file mapping whose pages can be given
+# back): the same table and YAML as from the file.
+f=$(one bigmt-fdr)
+"$TK" profile --to account-csv "$f" >file.acc
+"$TK" profile --to account-csv <(cat "$f") >pipe.acc
+"$TK" convert --to xray-yaml "$f" >file.yaml
+"$TK" convert --to xray-yaml <(cat "$f") >pipe.yaml
+[ -s file.acc ] && cmp -s file.acc pipe.acc && cmp -s file.yaml pipe.yaml &&
+	ok "pipe input = file input" || bad "pipe input differs from file input"
+
 [ $fail -eq 0 ] && echo "xray oracle: all passed"
 exit $fail

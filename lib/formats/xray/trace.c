@@ -90,19 +90,23 @@ const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t
 }
 const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x) { return &x->stats; }
 
-/* With opts.release_input, give back the pages of [start, end) that lie wholly inside it:
- * the data is a read-only file mapping, so they come back from the page cache if read
- * again. This keeps the resident size independent of the log size. */
+/* With opts.release_input, give back the pages under [start, end), rounded out to
+ * RELEASE_ALIGN: the data is a read-only file mapping, so a page that a neighbouring buffer
+ * still needs just comes back from the page cache when read again. Rounding out to the
+ * kernel's fault-around window also drops the neighbours that a fault mapped ahead (other
+ * threads' buffers, read much later in thread order). This keeps the resident size
+ * independent of the log size. */
+#define RELEASE_ALIGN ((uintptr_t)64 << 10)
 static void release(const struct tk_xray *x, uint64_t start, uint64_t end)
 {
-	static long page;
-	if (!x->opts.release_input)
+	if (!x->opts.release_input || end <= start)
 		return;
-	if (!page)
-		page = sysconf(_SC_PAGESIZE);
-	uintptr_t a = (uintptr_t)x->p + start, e = (uintptr_t)x->p + end;
-	a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-	e &= ~((uintptr_t)page - 1);
+	uintptr_t lo = (uintptr_t)x->p, hi = lo + x->n;
+	uintptr_t a = ((uintptr_t)x->p + start) & ~(RELEASE_ALIGN - 1);
+	uintptr_t e = ((uintptr_t)x->p + end + RELEASE_ALIGN - 1) & ~(RELEASE_ALIGN - 1);
+	/* the mapping starts on a page; its last page may be partial */
+	a = a < lo ? lo : a;
+	e = e > hi ? hi : e;
 	if (e > a)
 		madvise((void *)a, e - a, MADV_DONTNEED);
 }

@@ -53,12 +53,13 @@ for log in st-fdr mt-fdr big-fdr; do
 	cmp -s ref.dump out.dump && ok "$log dump" || bad "$log dump differs"
 done
 
-# 2. account: counts and sums equal llvm-xray account on single-thread logs it reads.
+# 2. account: counts, min, median, 90p, 99p, max and sums equal llvm-xray account on
+# single-thread logs it reads.
 for log in st-basic st-fdr; do
 	f=$(one $log)
-	llvm-xray-16 account -m prog -format=csv "$f" | tail -n +2 | cut -d, -f1,2,8 | sort >ref.acc
-	"$TK" profile --to account-csv "$f" | tail -n +2 | cut -d, -f1,2,8 | sort >out.acc
-	[ -s ref.acc ] && cmp -s ref.acc out.acc && ok "$log account counts/sums" ||
+	llvm-xray-16 account -m prog -format=csv "$f" | tail -n +2 | cut -d, -f1-8 | sort >ref.acc
+	"$TK" profile --to account-csv "$f" | tail -n +2 | cut -d, -f1-8 | sort >out.acc
+	[ -s ref.acc ] && cmp -s ref.acc out.acc && ok "$log account counts, percentiles, sums" ||
 		{ bad "$log account differs"; diff ref.acc out.acc | head; }
 done
 
@@ -83,9 +84,9 @@ cmp -s a b && ok "mt-fdr counts = ground truth = basic-mode log" || { bad "mt-fd
 # raw writer keeps the FDR header, so the header is set to basic mode v3 by hand)
 llvm-xray-16 convert -f raw --sort -o mt.raw "$(one mt-fdr)"
 printf '\x03\x00\x00\x00' | dd of=mt.raw conv=notrunc bs=1 count=4 2>/dev/null
-llvm-xray-16 account -format=csv mt.raw | tail -n +2 | cut -d, -f1,2 | sort >c
-"$TK" profile --to account-csv "$(one mt-fdr)" | tail -n +2 | cut -d, -f1,2 | sort >d
-[ -s c ] && cmp -s c d && ok "mt-fdr counts = llvm-xray account on the sorted raw log" ||
+llvm-xray-16 account -format=csv mt.raw | tail -n +2 | cut -d, -f1-8 | sort >c
+"$TK" profile --to account-csv "$(one mt-fdr)" | tail -n +2 | cut -d, -f1-8 | sort >d
+[ -s c ] && cmp -s c d && ok "mt-fdr account (counts, percentiles, sums) = llvm-xray account on the sorted raw log" ||
 	{ bad "mt-fdr vs sorted raw"; diff c d; }
 if llvm-xray-16 account -m prog "$(one mt-fdr)" >/dev/null 2>&1; then
 	echo "note: llvm-xray account read the multi-thread log"

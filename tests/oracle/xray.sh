@@ -119,9 +119,13 @@ for line in out.splitlines():
 print("ok: per-thread TSCs monotonic over", len(last), "threads")
 PY
 for log in mt-fdr bigmt-fdr; do
-	"$TK" profile -j 1 --threads "$(one $log)" >p1
-	"$TK" profile -j 2 --threads "$(one $log)" >p2
-	cmp -s p1 p2 && ok "$log profile -j1 = -j2" || bad "$log profile -j1 != -j2"
+	for to in "--threads" "--to pprof" "--to calltree" "--to json" "--to account-csv"; do
+		# shellcheck disable=SC2086
+		"$TK" profile -j 1 $to "$(one $log)" >p1
+		# shellcheck disable=SC2086
+		"$TK" profile -j 2 $to "$(one $log)" >p2
+		cmp -s p1 p2 && ok "$log profile $to -j1 = -j2" || bad "$log profile $to -j1 != -j2"
+	done
 done
 
 # 4. Ring-wrapped log: decodes fully, orphan exits counted and reported, exit status 1.

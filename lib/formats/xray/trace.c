@@ -912,28 +912,31 @@ static void log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *
 	tk_gap_stats_add(&x->stats.gaps, off, skip);
 }
 
-/* Deliver the records of one expanded buffer: patch inherited state, count, hand on. */
-static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+/* Where one buffer's records are counted (set up by deliver_begin). */
+struct dctx {
+	struct tk_xray_thread_info *ti;
+	struct tk_xray_stats *st;
+	uint8_t *cpu_seen;
+	struct xr_tstat *ts;       /* chunk mode */
+};
+
+static int deliver_begin(struct deliver *d, const struct xr_buf *b, struct dctx *k)
 {
 	struct tk_xray *x = d->x;
-	struct xr_carry *cs = &d->carry;
-	int rc;
+	struct xr_chunk_stats *cst = d->cst;
 
-	if (o->nomem)
-		return -TK_E_NOMEM;
 	if (!d->have_thread || d->thread != b->thread) {
-		memset(cs, 0, sizeof *cs);
+		memset(&d->carry, 0, sizeof d->carry);
 		d->thread = b->thread;
 		d->have_thread = 1;
 	}
-	struct tk_xray_thread_info *ti = &x->threads[b->thread];
-	struct tk_xray_stats *st = &x->stats;
-	uint8_t *cpu_seen = x->cpu_seen;
-	struct xr_tstat *ts = NULL;
-	struct xr_chunk_stats *cst = d->cst;
+	k->ti = &x->threads[b->thread];
+	k->st = &x->stats;
+	k->cpu_seen = x->cpu_seen;
+	k->ts = NULL;
 	if (cst) {
-		st = &cst->s;
-		cpu_seen = cst->cpu_seen;
+		k->st = &cst->s;
+		k->cpu_seen = cst->cpu_seen;
 		if (!cst->nts || cst->ts[cst->nts - 1].thread != b->thread) {
 			if (cst->nts == cst->capts) {
 				size_t cap = cst->capts ? cst->capts * 2 : 8;
@@ -943,14 +946,137 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 				cst->ts = t;
 				cst->capts = cap;
 			}
-			ts = &cst->ts[cst->nts++];
-			memset(ts, 0, sizeof *ts);
-			ts->thread = b->thread;
-			ts->first = UINT64_MAX;
+			k->ts = &cst->ts[cst->nts++];
+			memset(k->ts, 0, sizeof *k->ts);
+			k->ts->thread = b->thread;
+			k->ts->first = UINT64_MAX;
 		} else {
-			ts = &cst->ts[cst->nts - 1];
+			k->ts = &cst->ts[cst->nts - 1];
 		}
 	}
+	return 0;
+}
+
+/* Count one record (its inherited state filled in) and hand it on. */
+static inline int deliver_one(struct deliver *d, const struct dctx *k, struct tk_xray_rec *r)
+{
+	struct xr_carry *cs = &d->carry;
+	struct tk_xray_stats *st = k->st;
+	struct xr_tstat *ts = k->ts;
+	int rc;
+
+	r->orphan = 0;
+	switch (r->type) {
+	case TK_XRAY_R_ENTER:
+	case TK_XRAY_R_ENTER_ARG:
+		cs->depth++;
+		st->function_records++;
+		break;
+	case TK_XRAY_R_EXIT:
+	case TK_XRAY_R_TAIL_EXIT:
+		st->function_records++;
+		if (cs->depth) {
+			cs->depth--;
+		} else if (ts) {
+			/* whether it is an orphan depends on earlier chunks: the merge says */
+			if (ts->clamped < 4)
+				ts->clamp_off[ts->clamped] = r->offset;
+			ts->clamped++;
+		} else {
+			r->orphan = 1;
+			k->ti->orphan_exits++;
+			st->orphan_exits++;
+			if (!cs->wrapped) {
+				/* The log lost this thread's older records (ring wrap). */
+				cs->wrapped = 1;
+				tk_gap_stats_add(&st->gaps, r->offset, 0);
+			}
+		}
+		break;
+	case TK_XRAY_R_CUSTOM:
+		st->custom_events++;
+		break;
+	case TK_XRAY_R_TYPED:
+		st->typed_events++;
+		break;
+	}
+	st->call_args += r->nargs;
+	st->records++;
+	if (ts) {
+		ts->records++;
+		if (r->tsc < ts->first)
+			ts->first = r->tsc;
+		if (r->tsc > ts->last)
+			ts->last = r->tsc;
+	} else {
+		k->ti->records++;
+		if (r->tsc < k->ti->first_tsc)
+			k->ti->first_tsc = r->tsc;
+		if (r->tsc > k->ti->last_tsc)
+			k->ti->last_tsc = r->tsc;
+	}
+	if (r->tsc < st->first_tsc)
+		st->first_tsc = r->tsc;
+	if (r->tsc > st->last_tsc)
+		st->last_tsc = r->tsc;
+	k->cpu_seen[r->cpu >> 3] |= (uint8_t)(1u << (r->cpu & 7));
+	if (d->cb && (rc = d->cb(d->cb_ctx, r)) < 0)
+		return rc;
+	if (d->batch && (rc = emit_rec(d, r)) < 0)
+		return rc;
+	return 0;
+}
+
+/* After a buffer: the state it leaves to the next one of the thread, and its damage. */
+static int deliver_end(struct deliver *d, const struct xr_buf *b, const struct xr_out *o,
+		       const struct dctx *k)
+{
+	struct xr_carry *cs = &d->carry;
+	struct xr_chunk_stats *cst = d->cst;
+	int rc;
+
+	cs->base = o->base_known ? o->base : cs->base + o->base;
+	if (o->cpu_known)
+		cs->cpu = o->cpu;
+	if (o->func_known)
+		cs->func = o->func;
+	if (o->rt_known)
+		cs->rt = o->rt;
+	if (o->pid_known)
+		cs->pid = o->pid;
+	if (k->ts)
+		k->ts->end_depth = cs->depth;
+	if (o->err && cst) {
+		if (cst->nerrs == cst->caperrs) {
+			size_t cap = cst->caperrs ? cst->caperrs * 2 : 4;
+			void *t = realloc(cst->errs, cap * sizeof *cst->errs);
+			if (!t)
+				return -TK_E_NOMEM;
+			cst->errs = t;
+			cst->caperrs = cap;
+		}
+		cst->errs[cst->nerrs++] = (struct xr_err){ o->err_off, o->err_skip, o->err };
+	} else if (o->err) {
+		log_err(d->x, o->err_off, o->err_skip, o->err);
+	}
+	if (o->err) {
+		if ((rc = emit_gap(d, o->err_off, o->err_skip, o->err_reason, b->thread)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Deliver the records of one expanded buffer: patch inherited state, count, hand on. */
+static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+{
+	struct xr_carry *cs = &d->carry;
+	struct dctx k;
+	int rc;
+
+	if (o->nomem)
+		return -TK_E_NOMEM;
+	if ((rc = deliver_begin(d, b, &k)) < 0)
+		return rc;
 	for (size_t i = 0; i < o->n; i++) {
 		struct xr_rec *xr = &o->recs[i];
 		struct tk_xray_rec *r = &xr->r;
@@ -969,96 +1095,194 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 		}
 		r->thread = b->thread;
 		r->args = r->nargs ? o->args + xr->argi : NULL;
-		r->orphan = 0;
-		switch (r->type) {
-		case TK_XRAY_R_ENTER:
-		case TK_XRAY_R_ENTER_ARG:
-			cs->depth++;
-			st->function_records++;
+		if ((rc = deliver_one(d, &k, r)) < 0)
+			return rc;
+	}
+	return deliver_end(d, b, o, &k);
+}
+
+/* FDR buffer B expanded and delivered in one pass, for the chunk decoder: the buffer starts
+ * from the state its thread carries (nothing to patch afterwards) and no record array is
+ * built. Records are held back by one, since a CallArgument changes the record before
+ * it. The same records, counts and events as expand() + deliver_buf(). */
+static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+{
+	const struct tk_xray *x = d->x;
+	const uint8_t *p = x->p;
+	int be = x->h.big_endian, rc;
+	unsigned version = x->h.version;
+	int32_t max_id = x->opts.max_func_id;
+	struct tk_xray_cursor c;
+	struct tk_xray_record rec;
+	struct tk_xray_rec held;   /* the last record, not yet delivered */
+	int have = 0;
+	uint32_t tid = 0;
+	const char *msg;
+	uint64_t skipped;
+	struct dctx k;
+
+	out_reset(o);
+	if ((rc = deliver_begin(d, b, &k)) < 0)
+		return rc;
+	/* start from the carried state, marked unknown so that deliver_end keeps it */
+	const struct xr_carry *cs = &d->carry;
+	uint64_t base = cs->base;
+	uint16_t cpu = cs->cpu, rt = cs->rt;
+	uint32_t pid = cs->pid;
+	memset(&held, 0, sizeof held);
+	held.thread = b->thread;
+
+	memset(&c, 0, sizeof c);
+	c.p = p;
+	c.h = x->h;
+	c.n = b->end;
+	c.off = b->start;
+	c.in_buffer = 1;
+	c.buf_end = b->end;
+	c.v1_buf_start = b->start;
+#define FLUSH()								\
+	do {								\
+		if (have) {						\
+			held.args = held.nargs ? o->args : NULL;	\
+			if ((rc = deliver_one(d, &k, &held)) < 0)	\
+				return rc;				\
+			have = 0;					\
+			o->nargs = 0;					\
+		}							\
+	} while (0)
+	while (c.off < b->end) {
+		/* fast path: a well-formed function record (most of any log) */
+		if (!xr_is_meta(p[c.off], be) && b->end - c.off >= 8) {
+			uint32_t w = xr_rd32(p + c.off, be);
+			unsigned fnt = be ? (w >> 28) & 7 : (w >> 1) & 7;
+			int32_t id = (int32_t)(be ? w & 0x0fffffffu : w >> 4);
+			if (fnt <= TK_XRAY_ENTER_ARGS && id != 0 && (max_id <= 0 || id <= max_id)) {
+				FLUSH();
+				base += xr_rd32(p + c.off + 4, be);
+				held.tsc = base;
+				held.offset = c.off;
+				held.func_id = id;
+				held.tid = tid;
+				held.pid = pid;
+				held.cpu = cpu;
+				held.rec_type = rt;
+				held.type = (uint8_t)fnt;
+				held.nargs = 0;
+				held.data = NULL;
+				held.data_len = 0;
+				have = 1;
+				o->func = id;
+				o->func_known = 1;
+				c.off += 8;
+				continue;
+			}
+		}
+		rc = tk_xray_next(&c, &rec, &msg, &skipped);
+		if (rc == 0)
 			break;
-		case TK_XRAY_R_EXIT:
-		case TK_XRAY_R_TAIL_EXIT:
-			st->function_records++;
-			if (cs->depth) {
-				cs->depth--;
-			} else if (ts) {
-				/* whether it is an orphan depends on earlier chunks: the merge says */
-				if (ts->clamped < 4)
-					ts->clamp_off[ts->clamped] = r->offset;
-				ts->clamped++;
-			} else {
-				r->orphan = 1;
-				ti->orphan_exits++;
-				st->orphan_exits++;
-				if (!cs->wrapped) {
-					/* The log lost this thread's older records (ring wrap). */
-					cs->wrapped = 1;
-					tk_gap_stats_add(&st->gaps, r->offset, 0);
-				}
+		if (rc < 0) {
+			set_err(o, rec.offset, b->end, msg,
+				rc == -TK_E_TRUNCATED || strstr(msg, "truncated") ?
+				TK_GAP_TRUNCATED : TK_GAP_DECODE_ERROR);
+			break;
+		}
+		if (rec.kind == TK_XRAY_END_OF_BUFFER)
+			break;
+		switch (rec.kind) {
+		case TK_XRAY_NEW_BUFFER:
+			tid = (uint32_t)rec.tid;
+			if (version == 2) {
+				pid = tid;
+				o->pid_known = 1;
 			}
 			break;
-		case TK_XRAY_R_CUSTOM:
-			st->custom_events++;
+		case TK_XRAY_NEW_CPU:
+			cpu = rec.cpu;
+			o->cpu_known = 1;
+			base = rec.tsc;
+			o->base_known = 1;
 			break;
-		case TK_XRAY_R_TYPED:
-			st->typed_events++;
+		case TK_XRAY_TSC_WRAP:
+			base = rec.tsc;
+			o->base_known = 1;
+			break;
+		case TK_XRAY_PID:
+			pid = (uint32_t)rec.pid;
+			o->pid_known = 1;
+			break;
+		case TK_XRAY_CALL_ARG:
+			if (have && add_arg(o, rec.value) == 0) {
+				held.nargs++;
+				held.type = TK_XRAY_R_ENTER_ARG;
+			}
+			break;
+		case TK_XRAY_FUNCTION:
+			if (rec.func_id == 0 || (max_id > 0 && rec.func_id > max_id)) {
+				set_err(o, rec.offset, b->end, "corrupt function id",
+					TK_GAP_DECODE_ERROR);
+				goto out;
+			}
+			FLUSH();
+			base += rec.delta;
+			held.tsc = base;
+			held.offset = rec.offset;
+			held.func_id = rec.func_id;
+			held.tid = tid;
+			held.pid = pid;
+			held.cpu = cpu;
+			held.rec_type = rt;
+			held.type = (uint8_t)rec.fn;
+			held.nargs = 0;
+			held.data = NULL;
+			held.data_len = 0;
+			have = 1;
+			o->func = rec.func_id;
+			o->func_known = 1;
+			break;
+		case TK_XRAY_CUSTOM:
+		case TK_XRAY_TYPED:
+			FLUSH();
+			held.offset = rec.offset;
+			if (rec.kind == TK_XRAY_TYPED) {
+				rt = rec.event_type;
+				o->rt_known = 1;
+			}
+			if (rec.kind == TK_XRAY_CUSTOM && version < 5) {
+				held.tsc = rec.tsc;
+				held.cpu = rec.cpu;
+			} else {
+				base += (uint64_t)(int64_t)rec.sdelta;
+				held.tsc = base;
+				held.cpu = cpu;
+			}
+			held.type = rec.kind == TK_XRAY_TYPED ? TK_XRAY_R_TYPED : TK_XRAY_R_CUSTOM;
+			held.func_id = o->func_known ? o->func : cs->func;
+			held.tid = tid;
+			held.pid = pid;
+			held.rec_type = rt;
+			held.nargs = 0;
+			held.data = rec.data;
+			held.data_len = (uint32_t)rec.data_size;
+			have = 1;
+			break;
+		default:
 			break;
 		}
-		st->call_args += r->nargs;
-		st->records++;
-		if (ts) {
-			ts->records++;
-			if (r->tsc < ts->first)
-				ts->first = r->tsc;
-			if (r->tsc > ts->last)
-				ts->last = r->tsc;
-		} else {
-			ti->records++;
-			if (r->tsc < ti->first_tsc)
-				ti->first_tsc = r->tsc;
-			if (r->tsc > ti->last_tsc)
-				ti->last_tsc = r->tsc;
-		}
-		if (r->tsc < st->first_tsc)
-			st->first_tsc = r->tsc;
-		if (r->tsc > st->last_tsc)
-			st->last_tsc = r->tsc;
-		cpu_seen[r->cpu >> 3] |= (uint8_t)(1u << (r->cpu & 7));
-		if (d->cb && (rc = d->cb(d->cb_ctx, r)) < 0)
-			return rc;
-		if (d->batch && (rc = emit_rec(d, r)) < 0)
-			return rc;
+		if (o->nomem)
+			return -TK_E_NOMEM;
 	}
-	/* The state this buffer leaves to the next one of the thread. */
-	cs->base = o->base_known ? o->base : cs->base + o->base;
-	if (o->cpu_known)
-		cs->cpu = o->cpu;
-	if (o->func_known)
-		cs->func = o->func;
-	if (o->rt_known)
-		cs->rt = o->rt;
-	if (o->pid_known)
-		cs->pid = o->pid;
-	if (ts)
-		ts->end_depth = cs->depth;
-	if (o->err && cst) {
-		if (cst->nerrs == cst->caperrs) {
-			size_t cap = cst->caperrs ? cst->caperrs * 2 : 4;
-			void *t = realloc(cst->errs, cap * sizeof *cst->errs);
-			if (!t)
-				return -TK_E_NOMEM;
-			cst->errs = t;
-			cst->caperrs = cap;
-		}
-		cst->errs[cst->nerrs++] = (struct xr_err){ o->err_off, o->err_skip, o->err };
-	} else if (o->err) {
-		log_err(x, o->err_off, o->err_skip, o->err);
-	}
-	if (o->err) {
-		if ((rc = emit_gap(d, o->err_off, o->err_skip, o->err_reason, b->thread)) < 0)
-			return rc;
-	}
-	return 0;
+out:
+	if (o->nomem)
+		return -TK_E_NOMEM;
+	FLUSH();
+#undef FLUSH
+	/* the end state, as expand() leaves it: absolute where set in the buffer, else the
+	 * sum of the deltas on top of the carried base */
+	o->base = o->base_known ? base : base - cs->base;
+	o->cpu = cpu;
+	o->rt = rt;
+	o->pid = pid;
+	return deliver_end(d, b, o, &k);
 }
 
 /* Basic mode resumes after a bad record inside a run: split the run there. */
@@ -1221,11 +1445,16 @@ static int cjob_work(void *ctx, size_t i)
 	j->d.batch = &j->batch;
 	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
 		struct xr_buf b = x->bufs[k];
+		if (x->h.type == TK_XRAY_FDR) {
+			rc = expand_deliver_fdr(&j->d, &b, &j->o);
+			release(x, b.start, b.end);
+			continue;
+		}
 		for (;;) {
 			expand(x, &b, &j->o);
 			if ((rc = deliver_buf(&j->d, &b, &j->o)) < 0)
 				break;
-			if (!j->o.err || x->h.type == TK_XRAY_FDR || j->o.err_off + 32 >= b.end)
+			if (!j->o.err || j->o.err_off + 32 >= b.end)
 				break;
 			basic_resume(&j->o, &b);
 		}

@@ -1103,85 +1103,157 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 
 /* FDR buffer B expanded and delivered in one pass, for the chunk decoder: the buffer starts
  * from the state its thread carries (nothing to patch afterwards) and no record array is
- * built. Records are held back by one, since a CallArgument changes the record before
- * it. The same records, counts and events as expand() + deliver_buf(). */
-static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+ * built. A record is held back until the next one (a CallArgument changes the record
+ * before it, even after other metadata). Plain function records (no arguments; an exit
+ * that ends a call of this chunk) go straight into the batch with their counts kept in
+ * locals; everything else goes through deliver_one. The same records, counts and events
+ * as expand() + deliver_buf(). */
+static __attribute__((noinline)) int deliver_held_slow(struct deliver *d, const struct dctx *k,
+							struct tk_xray_rec *r, struct xr_out *o)
 {
+	r->args = r->nargs ? o->args : NULL;
+	int rc = deliver_one(d, k, r);
+	o->nargs = 0;
+	return rc;
+}
+
+static inline __attribute__((always_inline)) int
+expand_deliver_fdr_endian(struct deliver *d, const struct xr_buf *b, struct xr_out *o, const int be)
+{
+	static const uint16_t kinds[] = {
+		[TK_XRAY_R_ENTER] = TK_EV_FUNC_ENTER, [TK_XRAY_R_EXIT] = TK_EV_FUNC_EXIT,
+		[TK_XRAY_R_TAIL_EXIT] = TK_EV_FUNC_TAIL_EXIT,
+	};
 	const struct tk_xray *x = d->x;
 	const uint8_t *p = x->p;
-	int be = x->h.big_endian, rc;
-	unsigned version = x->h.version;
-	int32_t max_id = x->opts.max_func_id;
+	const size_t end = b->end;
+	const unsigned version = x->h.version;
+	const int32_t max_id = x->opts.max_func_id;
+	struct tk_event_batch *batch = d->batch;
+	struct xr_carry *cs = &d->carry;
 	struct tk_xray_cursor c;
 	struct tk_xray_record rec;
-	struct tk_xray_rec held;   /* the last record, not yet delivered */
-	int have = 0;
-	uint32_t tid = 0;
 	const char *msg;
 	uint64_t skipped;
 	struct dctx k;
+	int rc;
 
 	out_reset(o);
 	if ((rc = deliver_begin(d, b, &k)) < 0)
 		return rc;
-	/* start from the carried state, marked unknown so that deliver_end keeps it */
-	const struct xr_carry *cs = &d->carry;
+	/* the thread's state; o->*_known say what this buffer set */
 	uint64_t base = cs->base;
 	uint16_t cpu = cs->cpu, rt = cs->rt;
-	uint32_t pid = cs->pid;
-	memset(&held, 0, sizeof held);
-	held.thread = b->thread;
+	uint32_t pid = cs->pid, tid = 0;
+	int32_t func = cs->func;
+	/* the held record */
+	int have = 0;
+	uint8_t h_type = 0;
+	int32_t h_id = 0;
+	uint16_t h_cpu = 0, h_rt = 0, h_nargs = 0;
+	uint32_t h_tid = 0, h_pid = 0, h_len = 0;
+	uint64_t h_tsc = 0, h_off = 0;
+	const uint8_t *h_data = NULL;
+	/* counts of the fast path */
+	uint64_t nfast = 0, tmin = UINT64_MAX, tmax = 0;
+	uint32_t marked_cpu = UINT32_MAX;
 
 	memset(&c, 0, sizeof c);
 	c.p = p;
 	c.h = x->h;
-	c.n = b->end;
-	c.off = b->start;
+	c.n = end;
 	c.in_buffer = 1;
-	c.buf_end = b->end;
+	c.buf_end = end;
 	c.v1_buf_start = b->start;
-#define FLUSH()								\
-	do {								\
-		if (have) {						\
-			held.args = held.nargs ? o->args : NULL;	\
-			if ((rc = deliver_one(d, &k, &held)) < 0)	\
-				return rc;				\
-			have = 0;					\
-			o->nargs = 0;					\
-		}							\
+#define FLUSH()									\
+	do {									\
+		if (!have)							\
+			break;							\
+		have = 0;							\
+		if (__builtin_expect(h_nargs || h_type > TK_XRAY_R_TAIL_EXIT ||	\
+				     (h_type != TK_XRAY_R_ENTER && !cs->depth), 0)) { \
+			struct tk_xray_rec r = {				\
+				.tsc = h_tsc, .offset = h_off, .func_id = h_id,	\
+				.tid = h_tid, .pid = h_pid, .cpu = h_cpu,	\
+				.rec_type = h_rt, .type = h_type,		\
+				.nargs = h_nargs, .data = h_data,		\
+				.data_len = h_len, .thread = b->thread,		\
+			};							\
+			if ((rc = deliver_held_slow(d, &k, &r, o)) < 0)		\
+				return rc;					\
+			break;							\
+		}								\
+		EMIT(h_type, h_id, h_tsc, h_cpu);				\
 	} while (0)
-	while (c.off < b->end) {
-		/* fast path: a well-formed function record (most of any log) */
-		if (!xr_is_meta(p[c.off], be) && b->end - c.off >= 8) {
-			uint32_t w = xr_rd32(p + c.off, be);
+/* a plain function record, delivered: counted here, straight into the batch */
+#define EMIT(type, id, tsc, cpu_)						\
+	do {									\
+		cs->depth += (type) == TK_XRAY_R_ENTER ? 1 : (uint64_t)-1;	\
+		nfast++;							\
+		tmin = (tsc) < tmin ? (tsc) : tmin;				\
+		tmax = (tsc) > tmax ? (tsc) : tmax;				\
+		if ((cpu_) != marked_cpu) {					\
+			k.cpu_seen[(cpu_) >> 3] |= (uint8_t)(1u << ((cpu_) & 7)); \
+			marked_cpu = (cpu_);					\
+		}								\
+		if (batch->n == TK_EVENT_BATCH &&				\
+		    (rc = tk_event_batch_flush(batch)) < 0)			\
+			return rc;						\
+		struct tk_event *e = &batch->ev[batch->n++];			\
+		e->time = (tsc);						\
+		e->addr = (uint64_t)(int64_t)(id);				\
+		e->addr2 = 0;							\
+		e->count = 0;							\
+		e->arg = 0;							\
+		e->track = b->thread;						\
+		e->kind = kinds[(type)];					\
+		e->flags = 0;							\
+	} while (0)
+#define HOLD(type, id, tsc, off, cpu_, data, len)				\
+	do {									\
+		have = 1;							\
+		h_type = (uint8_t)(type);					\
+		h_id = (id);							\
+		h_tsc = (tsc);							\
+		h_off = (off);							\
+		h_cpu = (cpu_);							\
+		h_tid = tid;							\
+		h_pid = pid;							\
+		h_rt = rt;							\
+		h_nargs = 0;							\
+		h_data = (data);						\
+		h_len = (len);							\
+	} while (0)
+	size_t off = b->start;
+	while (off < end) {
+		/* a well-formed function record (most of any log) */
+		if (!xr_is_meta(p[off], be) && end - off >= 8) {
+			uint32_t w = xr_rd32(p + off, be);
 			unsigned fnt = be ? (w >> 28) & 7 : (w >> 1) & 7;
 			int32_t id = (int32_t)(be ? w & 0x0fffffffu : w >> 4);
 			if (fnt <= TK_XRAY_ENTER_ARGS && id != 0 && (max_id <= 0 || id <= max_id)) {
 				FLUSH();
-				base += xr_rd32(p + c.off + 4, be);
-				held.tsc = base;
-				held.offset = c.off;
-				held.func_id = id;
-				held.tid = tid;
-				held.pid = pid;
-				held.cpu = cpu;
-				held.rec_type = rt;
-				held.type = (uint8_t)fnt;
-				held.nargs = 0;
-				held.data = NULL;
-				held.data_len = 0;
-				have = 1;
-				o->func = id;
+				base += xr_rd32(p + off + 4, be);
+				func = id;
 				o->func_known = 1;
-				c.off += 8;
+				/* no hold when a function record or the end follows: nothing
+				 * can change this one */
+				if (fnt <= TK_XRAY_TAIL_EXIT && (fnt == TK_XRAY_ENTER || cs->depth) &&
+				    (end - off < 16 || !xr_is_meta(p[off + 8], be)))
+					EMIT(fnt, id, base, cpu);
+				else
+					HOLD(fnt, id, base, off, cpu, NULL, 0);
+				off += 8;
 				continue;
 			}
 		}
+		c.off = off;
 		rc = tk_xray_next(&c, &rec, &msg, &skipped);
+		off = c.off;
 		if (rc == 0)
 			break;
 		if (rc < 0) {
-			set_err(o, rec.offset, b->end, msg,
+			set_err(o, rec.offset, end, msg,
 				rc == -TK_E_TRUNCATED || strstr(msg, "truncated") ?
 				TK_GAP_TRUNCATED : TK_GAP_DECODE_ERROR);
 			break;
@@ -1212,58 +1284,37 @@ static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct 
 			break;
 		case TK_XRAY_CALL_ARG:
 			if (have && add_arg(o, rec.value) == 0) {
-				held.nargs++;
-				held.type = TK_XRAY_R_ENTER_ARG;
+				h_nargs++;
+				h_type = TK_XRAY_R_ENTER_ARG;
 			}
 			break;
 		case TK_XRAY_FUNCTION:
 			if (rec.func_id == 0 || (max_id > 0 && rec.func_id > max_id)) {
-				set_err(o, rec.offset, b->end, "corrupt function id",
+				set_err(o, rec.offset, end, "corrupt function id",
 					TK_GAP_DECODE_ERROR);
 				goto out;
 			}
 			FLUSH();
 			base += rec.delta;
-			held.tsc = base;
-			held.offset = rec.offset;
-			held.func_id = rec.func_id;
-			held.tid = tid;
-			held.pid = pid;
-			held.cpu = cpu;
-			held.rec_type = rt;
-			held.type = (uint8_t)rec.fn;
-			held.nargs = 0;
-			held.data = NULL;
-			held.data_len = 0;
-			have = 1;
-			o->func = rec.func_id;
+			HOLD(rec.fn, rec.func_id, base, rec.offset, cpu, NULL, 0);
+			func = rec.func_id;
 			o->func_known = 1;
 			break;
 		case TK_XRAY_CUSTOM:
 		case TK_XRAY_TYPED:
 			FLUSH();
-			held.offset = rec.offset;
 			if (rec.kind == TK_XRAY_TYPED) {
 				rt = rec.event_type;
 				o->rt_known = 1;
 			}
 			if (rec.kind == TK_XRAY_CUSTOM && version < 5) {
-				held.tsc = rec.tsc;
-				held.cpu = rec.cpu;
+				HOLD(TK_XRAY_R_CUSTOM, func, rec.tsc, rec.offset, rec.cpu, rec.data,
+				     (uint32_t)rec.data_size);
 			} else {
 				base += (uint64_t)(int64_t)rec.sdelta;
-				held.tsc = base;
-				held.cpu = cpu;
+				HOLD(rec.kind == TK_XRAY_TYPED ? TK_XRAY_R_TYPED : TK_XRAY_R_CUSTOM,
+				     func, base, rec.offset, cpu, rec.data, (uint32_t)rec.data_size);
 			}
-			held.type = rec.kind == TK_XRAY_TYPED ? TK_XRAY_R_TYPED : TK_XRAY_R_CUSTOM;
-			held.func_id = o->func_known ? o->func : cs->func;
-			held.tid = tid;
-			held.pid = pid;
-			held.rec_type = rt;
-			held.nargs = 0;
-			held.data = rec.data;
-			held.data_len = (uint32_t)rec.data_size;
-			have = 1;
 			break;
 		default:
 			break;
@@ -1276,13 +1327,38 @@ out:
 		return -TK_E_NOMEM;
 	FLUSH();
 #undef FLUSH
+#undef EMIT
+#undef HOLD
+	k.st->records += nfast;
+	k.st->function_records += nfast;
+	k.ts->records += nfast;
+	if (nfast) {
+		if (tmin < k.ts->first)
+			k.ts->first = tmin;
+		if (tmax > k.ts->last)
+			k.ts->last = tmax;
+		if (tmin < k.st->first_tsc)
+			k.st->first_tsc = tmin;
+		if (tmax > k.st->last_tsc)
+			k.st->last_tsc = tmax;
+	}
 	/* the end state, as expand() leaves it: absolute where set in the buffer, else the
 	 * sum of the deltas on top of the carried base */
 	o->base = o->base_known ? base : base - cs->base;
 	o->cpu = cpu;
 	o->rt = rt;
 	o->pid = pid;
+	o->func = func;
 	return deliver_end(d, b, o, &k);
+}
+
+/* One copy per byte order: the record reads fold to plain loads. Chunk mode only (a
+ * batch, no callback). */
+static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+{
+	if (d->x->h.big_endian)
+		return expand_deliver_fdr_endian(d, b, o, 1);
+	return expand_deliver_fdr_endian(d, b, o, 0);
 }
 
 /* Basic mode resumes after a bad record inside a run: split the run there. */

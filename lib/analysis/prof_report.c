@@ -94,6 +94,7 @@ fail:
  * 32-bit slots; groups with a duration of DUR_BIG ticks or more get 64-bit slots. Half the
  * memory and bandwidth for the common case. */
 struct dur_place {
+	uint32_t *big;            /* per function: its radix group (NONE32: it has slots) */
 	size_t *off;              /* per function: first slot in a32 or a64 */
 	size_t *cnt;              /* per function: slots filled so far */
 	uint8_t *wide;            /* per function: its group uses a64 */
@@ -114,7 +115,8 @@ static void place_durations(const struct tk_prof *p, struct dur_place *dp, int a
 			const uint64_t *v = p->dlog[c];
 			for (size_t j = 0; j < k; j++) {
 				uint32_t f = (uint32_t)(v[j] >> 32);
-				a32[off[f] + cnt[f]++] = (uint32_t)v[j];
+				if (dp->big[f] == NONE32)
+					a32[off[f] + cnt[f]++] = (uint32_t)v[j];
 			}
 		}
 		return;
@@ -126,6 +128,8 @@ static void place_durations(const struct tk_prof *p, struct dur_place *dp, int a
 		for (size_t j = 0; j < k; j++) {
 			uint32_t f = (uint32_t)(v[j] >> 32);
 			uint64_t d = v[j] & 0xffffffffu;
+			if (dp->big[f] != NONE32)
+				continue;
 			if (!dp->wide[f]) {
 				a32[off[f] + cnt[f]++] = (uint32_t)d;
 				continue;
@@ -269,6 +273,129 @@ static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wi
 		dur_stats_uint32_t(f, dp->a32 + first, n);
 }
 
+/* Groups of many durations (all below DUR_BIG) are not copied: their order statistics
+ * come from two counting passes over the duration log, one histogram of the high 16 bits
+ * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
+ * copy of the largest functions' durations, and exact (the same values as any selection).
+ * RADIX_BATCH groups share each pass. */
+#define RADIX_MIN ((size_t)1 << 16)
+#define RADIX_BATCH 8
+
+struct radix_group {
+	size_t row;               /* its row in the result */
+	uint64_t n, sum;
+	uint32_t min, max;
+	uint64_t rank[3];         /* n/2, floor(n*0.9), floor(n*0.99) */
+	uint32_t hi[3];           /* the high half of each, after the first pass */
+	uint64_t below[3];        /* durations in lower buckets */
+	uint32_t value[3];
+};
+
+static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
+			uint32_t g0, uint32_t nb, uint32_t *hist)
+{
+	/* pass 1: high halves, and min/max/sum */
+	for (size_t c = 0; c < p->ndlog; c++) {
+		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+		const uint64_t *v = p->dlog[c];
+		for (size_t j = 0; j < k; j++) {
+			uint32_t i = big[v[j] >> 32] - g0;
+			if (i >= nb)
+				continue;
+			uint32_t d = (uint32_t)v[j];
+			struct radix_group *r = &g[g0 + i];
+			hist[(size_t)i << 16 | d >> 16]++;
+			r->sum += d;
+			r->min = d < r->min ? d : r->min;
+			r->max = d > r->max ? d : r->max;
+		}
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		struct radix_group *r = &g[g0 + i];
+		uint32_t *h = hist + ((size_t)i << 16);
+		uint64_t cum = 0;
+		int want = 0;
+		for (uint32_t b = 0; b < 65536 && want < 3; b++) {
+			while (want < 3 && r->rank[want] < cum + h[b]) {
+				r->hi[want] = b;
+				r->below[want] = cum;
+				want++;
+			}
+			cum += h[b];
+		}
+		memset(h, 0, (size_t)65536 * sizeof *h);
+	}
+	/* pass 2: low halves inside the wanted buckets (up to three per group, three
+	 * histograms: the first pass's memory, zeroed, and two more after it) */
+	for (size_t c = 0; c < p->ndlog; c++) {
+		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+		const uint64_t *v = p->dlog[c];
+		for (size_t j = 0; j < k; j++) {
+			uint32_t i = big[v[j] >> 32] - g0;
+			if (i >= nb)
+				continue;
+			uint32_t d = (uint32_t)v[j], hi = d >> 16;
+			const struct radix_group *r = &g[g0 + i];
+			for (int w = 0; w < 3; w++) {
+				if (hi == r->hi[w]) {
+					hist[((size_t)(w * nb + i)) << 16 | (d & 0xffff)]++;
+					break;
+				}
+			}
+		}
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		struct radix_group *r = &g[g0 + i];
+		for (int w = 0; w < 3; w++) {
+			int slot = w;     /* the first rank with the same bucket counted it */
+			while (slot > 0 && r->hi[slot - 1] == r->hi[w])
+				slot--;
+			const uint32_t *h = hist + ((size_t)(slot * nb + i) << 16);
+			uint64_t cum = r->below[w];
+			uint32_t lo = 0;
+			while (cum + h[lo] <= r->rank[w])
+				cum += h[lo++];
+			r->value[w] = r->hi[w] << 16 | lo;
+		}
+	}
+}
+
+/* The statistics of the radix groups, written into their rows. */
+static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
+		       uint32_t ng, struct tk_prof_func *rows)
+{
+	if (!ng)
+		return 0;
+	uint32_t per = ng < RADIX_BATCH ? ng : RADIX_BATCH;
+	uint32_t *hist = calloc((size_t)3 * per << 16, sizeof *hist);
+	if (!hist)
+		return -TK_E_NOMEM;
+	for (uint32_t i = 0; i < ng; i++) {
+		struct radix_group *r = &g[i];
+		r->min = UINT32_MAX;
+		r->rank[0] = r->n / 2;
+		r->rank[1] = (uint64_t)((double)r->n * 0.9);
+		r->rank[2] = (uint64_t)((double)r->n * 0.99);
+	}
+	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
+		uint32_t nb = ng - g0 < per ? ng - g0 : per;
+		radix_batch(p, big, g, g0, nb, hist);
+		memset(hist, 0, ((size_t)3 * nb << 16) * sizeof *hist);
+	}
+	free(hist);
+	for (uint32_t i = 0; i < ng; i++) {
+		struct tk_prof_func *f = &rows[g[i].row];
+		f->ndur = g[i].n;
+		f->dur_min = g[i].min;
+		f->dur_max = g[i].max;
+		f->dur_sum = g[i].sum;
+		f->dur_median = g[i].value[0];
+		f->dur_p90 = g[i].value[1];
+		f->dur_p99 = g[i].value[2];
+	}
+	return 0;
+}
+
 static int cmp_func_key(const void *a, const void *b)
 {
 	const struct tk_prof_func *x = a, *y = b;
@@ -335,12 +462,16 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
 	struct dur_place dp = { 0 };
+	struct radix_group *rg = calloc(p->nfuncs + 1, sizeof *rg);
+	uint32_t nrg = 0;
 	size_t *cnt = calloc(2 * (p->nfuncs + 1), sizeof *cnt);
 	dp.off = calloc(p->nfuncs + 1, sizeof *dp.off);
 	dp.wide = calloc(p->nfuncs + 1, 1);
+	dp.big = malloc((p->nfuncs + 1) * sizeof *dp.big);
 	dp.cnt = cnt;
-	if (!cnt || !dp.off || !dp.wide)
+	if (!cnt || !dp.off || !dp.wide || !dp.big || !rg)
 		goto nomem;
+	memset(dp.big, 0xff, (p->nfuncs + 1) * sizeof *dp.big);
 	count_durations(p, cnt);
 	size_t n32 = 0, n64 = 0;
 	int any_wide = 0;
@@ -348,6 +479,13 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		for (size_t i = 0; i < p->nfuncs; i++) {
 			dp.wide[i] = p->funcs[i].nbig > 0;
 			any_wide |= dp.wide[i];
+			if (!dp.wide[i] && cnt[i] >= RADIX_MIN) {
+				rg[nrg].row = i;
+				rg[nrg].n = cnt[i];
+				dp.big[i] = nrg++;
+				cnt[i] = 0;
+				continue;
+			}
 			size_t *o = dp.wide[i] ? &n64 : &n32;
 			dp.off[i] = *o;
 			*o += cnt[i];
@@ -359,30 +497,44 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			goto nomem;
 		place_durations(p, &dp, any_wide);
 		for (size_t i = 0; i < p->nfuncs; i++)
-			dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
+			if (dp.big[i] == NONE32)
+				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
+		if (radix_stats(p, dp.big, rg, nrg, rows) < 0)
+			goto nomem;
 	} else {
 		/* fold rows of the same function over tracks; remember each row's func index */
 		for (size_t i = 0; i < nrows; i++)
 			rows[i].track = (uint32_t)i; /* the origin, while sorting */
 		qsort(rows, nrows, sizeof *rows, cmp_func_key);
 		for (size_t i = 0; i < nrows;) {
-			size_t j = i;
+			size_t j = i, n = 0;
 			int wide = 0;
-			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++)
+			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
 				if (rows[j].track < p->nfuncs && p->funcs[rows[j].track].nbig)
 					wide = 1;
+				if (rows[j].track < p->nfuncs)
+					n += cnt[rows[j].track];
+			}
+			int radix = !wide && n >= RADIX_MIN;
+			if (radix)
+				rg[nrg].n = n;
 			any_wide |= wide;
 			size_t *o = wide ? &n64 : &n32;
 			for (; i < j; i++) {
 				uint32_t origin = rows[i].track;
-				if (origin < p->nfuncs) {
+				if (origin < p->nfuncs && radix) {
+					dp.big[origin] = nrg;
+				} else if (origin < p->nfuncs) {
 					dp.wide[origin] = (uint8_t)wide;
 					dp.off[origin] = *o;
 					*o += cnt[origin];
-					cnt[origin] = 0;
 				}
 			}
+			nrg += (uint32_t)radix;
 		}
+		for (size_t i = 0; i < p->nfuncs; i++)
+			if (dp.big[i] == NONE32)
+				cnt[i] = 0;
 		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
 		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
 		if (!dp.a32 || !dp.a64)
@@ -392,6 +544,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;
 			int wide = 0;
+			uint32_t radix = NONE32;
 			struct tk_prof_func acc = rows[i];
 			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
@@ -401,7 +554,9 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs) {
+				if (origin < p->nfuncs && dp.big[origin] != NONE32) {
+					radix = dp.big[origin];
+				} else if (origin < p->nfuncs) {
 					if (first == SIZE_MAX)
 						first = dp.off[origin];
 					wide = dp.wide[origin];
@@ -411,12 +566,19 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			acc.track = 0;
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)
 				acc.key = 0;
-			dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
+			if (radix != NONE32)
+				rg[radix].row = w;   /* filled in by radix_stats */
+			else
+				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
 			rows[w++] = acc;
 			i = j;
 		}
 		nrows = w;
+		if (radix_stats(p, dp.big, rg, nrg, rows) < 0)
+			goto nomem;
 	}
+	free(rg);
+	free(dp.big);
 	free(dp.a32);
 	free(dp.a64);
 	free(cnt);
@@ -431,6 +593,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	*nout = w;
 	return 0;
 nomem:
+	free(rg);
+	free(dp.big);
 	free(dp.a32);
 	free(dp.a64);
 	free(cnt);

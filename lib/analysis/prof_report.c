@@ -103,10 +103,14 @@ struct dur_place {
 };
 
 /* Every function's durations, in completion order, into its slots. */
-static void place_durations(const struct tk_prof *p, struct dur_place *dp, int any_wide)
+static void place_durations(const struct tk_prof *p, struct dur_place *dp, int any_wide,
+			    size_t nslots)
 {
 	size_t *off = dp->off, *cnt = dp->cnt, *bigi = NULL;
 	uint32_t *a32 = dp->a32;
+
+	if (!nslots)
+		return;   /* every function is selected by histograms */
 
 	if (!any_wide) {
 		/* no function has a big duration: every entry is its 32-bit duration */
@@ -495,7 +499,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
 		if (!dp.a32 || !dp.a64)
 			goto nomem;
-		place_durations(p, &dp, any_wide);
+		place_durations(p, &dp, any_wide, n32 + n64);
 		for (size_t i = 0; i < p->nfuncs; i++)
 			if (dp.big[i] == NONE32)
 				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
@@ -539,7 +543,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
 		if (!dp.a32 || !dp.a64)
 			goto nomem;
-		place_durations(p, &dp, any_wide);
+		place_durations(p, &dp, any_wide, n32 + n64);
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;

@@ -199,6 +199,8 @@ struct tk_xray_map;
 struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 			      struct tk_xray_map **map, int *status);
 int cli_xray_finish(const char *file, struct tk_xray *x);
+/* The mapped input is a read-only mapping of a regular file (its pages can be given back). */
+int cli_xray_release_ok(const char *file, struct tk_input *in);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

@@ -4,6 +4,14 @@
 
 #include "cli.h"
 
+int cli_xray_release_ok(const char *file, struct tk_input *in)
+{
+	/* a pipe or FIFO is read into memory, where giving pages back would lose the data */
+	struct stat st;
+	return strcmp(file, "-") != 0 && stat(file, &st) == 0 && S_ISREG(st.st_mode) &&
+	       tk_input_compression(in) == TK_COMP_NONE;
+}
+
 /* XRay: map the log, load --instr-map, index the buffers. */
 struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 			      struct tk_xray_map **map, int *status)
@@ -24,13 +32,9 @@ struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct
 		*status = EXIT_INPUT;
 		return NULL;
 	}
-	/* uncompressed regular files are mapped read-only: pages can go back (a pipe or FIFO
-	 * is read into memory, where giving pages back would lose the data) */
-	struct stat st;
-	int regular = strcmp(file, "-") != 0 && stat(file, &st) == 0 && S_ISREG(st.st_mode);
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
 				   .max_func_id = tk_xray_map_max_id(*map),
-				   .release_input = regular && tk_input_compression(in) == TK_COMP_NONE };
+				   .release_input = cli_xray_release_ok(file, in) };
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {
 		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,

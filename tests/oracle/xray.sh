@@ -153,13 +153,16 @@ cmp -s m1 m2 && grep -q witharg m1 && ok "YAML map = ELF map" || bad "YAML map"
 "$TK" info rec.xray | grep -q "basic, version" && ok "record --xray" || bad "record --xray"
 
 # 7. Read through a pipe (held in memory, not a file mapping whose pages can be given
-# back): the same table and YAML as from the file.
+# back): the same table, YAML and dump as from the file.
 f=$(one bigmt-fdr)
 "$TK" profile --to account-csv "$f" >file.acc
 "$TK" profile --to account-csv <(cat "$f") >pipe.acc
 "$TK" convert --to xray-yaml "$f" >file.yaml
 "$TK" convert --to xray-yaml <(cat "$f") >pipe.yaml
+"$TK" dump "$f" >file.dump
+"$TK" dump <(cat "$f") >pipe.dump
 [ -s file.acc ] && cmp -s file.acc pipe.acc && cmp -s file.yaml pipe.yaml &&
+	cmp -s file.dump pipe.dump &&
 	ok "pipe input = file input" || bad "pipe input differs from file input"
 
 [ $fail -eq 0 ] && echo "xray oracle: all passed"

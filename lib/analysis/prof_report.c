@@ -145,18 +145,38 @@ static void place_durations(const struct tk_prof *p, struct dur_place *dp, int a
 	}
 }
 
-/* Durations per function index (CNT, zeroed by the caller). */
-static size_t count_durations(const struct tk_prof *p, size_t *cnt)
+/* With few functions, the counting pass also builds each function's histogram of the
+ * high 16 bits of its durations (with min, max and sum), which the histogram selection
+ * below would otherwise need a pass of its own for. The tables are allocated zeroed and
+ * touched only where durations fall. */
+#define SPEC_FUNCS 64
+
+struct spec {
+	uint32_t *hist;           /* function f's at f << 16 */
+	uint64_t *sum;
+	uint32_t *min, *max;
+};
+
+/* Durations per function index (CNT, zeroed by the caller); SP (or NULL): the histograms. */
+static void count_durations(const struct tk_prof *p, size_t *cnt, struct spec *sp)
 {
-	size_t total = 0;
 	for (size_t c = 0; c < p->ndlog; c++) {
 		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
 		const uint64_t *v = p->dlog[c];
-		for (size_t j = 0; j < k; j++)
-			cnt[v[j] >> 32]++;
-		total += k;
+		if (!sp) {
+			for (size_t j = 0; j < k; j++)
+				cnt[v[j] >> 32]++;
+			continue;
+		}
+		for (size_t j = 0; j < k; j++) {
+			uint32_t f = (uint32_t)(v[j] >> 32), d = (uint32_t)v[j];
+			cnt[f]++;
+			sp->hist[(size_t)f << 16 | d >> 16]++;
+			sp->sum[f] += d;
+			sp->min[f] = d < sp->min[f] ? d : sp->min[f];
+			sp->max[f] = d > sp->max[f] ? d : sp->max[f];
+		}
 	}
-	return total;
 }
 
 /* select_T(A, N, K): permute A[0..N) so that A[K] is the K-th smallest, with nothing larger
@@ -296,10 +316,24 @@ struct radix_group {
 };
 
 static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
-			uint32_t g0, uint32_t nb, uint32_t *hist)
+			uint32_t g0, uint32_t nb, uint32_t *hist, const struct spec *sp)
 {
-	/* pass 1: high halves, and min/max/sum */
-	for (size_t c = 0; c < p->ndlog; c++) {
+	/* pass 1: high halves, and min/max/sum; from the counting pass's histograms if it
+	 * made them */
+	for (size_t f = 0; sp && f < p->nfuncs; f++) {
+		uint32_t i = big[f] - g0;
+		if (i >= nb)
+			continue;
+		struct radix_group *r = &g[g0 + i];
+		uint32_t *h = hist + ((size_t)i << 16);
+		const uint32_t *fh = sp->hist + (f << 16);
+		for (size_t b = 0; b < 65536; b++)
+			h[b] += fh[b];
+		r->sum += sp->sum[f];
+		r->min = sp->min[f] < r->min ? sp->min[f] : r->min;
+		r->max = sp->max[f] > r->max ? sp->max[f] : r->max;
+	}
+	for (size_t c = 0; !sp && c < p->ndlog; c++) {
 		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
 		const uint64_t *v = p->dlog[c];
 		for (size_t j = 0; j < k; j++) {
@@ -366,7 +400,7 @@ static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct rad
 
 /* The statistics of the radix groups, written into their rows. */
 static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
-		       uint32_t ng, struct tk_prof_func *rows)
+		       uint32_t ng, struct tk_prof_func *rows, const struct spec *sp)
 {
 	if (!ng)
 		return 0;
@@ -383,7 +417,7 @@ static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radi
 	}
 	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
 		uint32_t nb = ng - g0 < per ? ng - g0 : per;
-		radix_batch(p, big, g, g0, nb, hist);
+		radix_batch(p, big, g, g0, nb, hist, sp);
 		memset(hist, 0, ((size_t)3 * nb << 16) * sizeof *hist);
 	}
 	free(hist);
@@ -466,6 +500,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
 	struct dur_place dp = { 0 };
+	struct spec sp = { 0 };
 	struct radix_group *rg = calloc(p->nfuncs + 1, sizeof *rg);
 	uint32_t nrg = 0;
 	size_t *cnt = calloc(2 * (p->nfuncs + 1), sizeof *cnt);
@@ -476,7 +511,16 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	if (!cnt || !dp.off || !dp.wide || !dp.big || !rg)
 		goto nomem;
 	memset(dp.big, 0xff, (p->nfuncs + 1) * sizeof *dp.big);
-	count_durations(p, cnt);
+	if (p->nfuncs <= SPEC_FUNCS && p->ndlog) {
+		sp.hist = calloc(p->nfuncs << 16, sizeof *sp.hist);
+		sp.sum = calloc(p->nfuncs, sizeof *sp.sum);
+		sp.min = malloc(p->nfuncs * sizeof *sp.min);
+		sp.max = calloc(p->nfuncs, sizeof *sp.max);
+		if (!sp.hist || !sp.sum || !sp.min || !sp.max)
+			goto nomem;
+		memset(sp.min, 0xff, p->nfuncs * sizeof *sp.min);
+	}
+	count_durations(p, cnt, sp.hist ? &sp : NULL);
 	size_t n32 = 0, n64 = 0;
 	int any_wide = 0;
 	if (per_thread) {
@@ -503,7 +547,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		for (size_t i = 0; i < p->nfuncs; i++)
 			if (dp.big[i] == NONE32)
 				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
-		if (radix_stats(p, dp.big, rg, nrg, rows) < 0)
+		if (radix_stats(p, dp.big, rg, nrg, rows, sp.hist ? &sp : NULL) < 0)
 			goto nomem;
 	} else {
 		/* fold rows of the same function over tracks; remember each row's func index */
@@ -578,9 +622,13 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			i = j;
 		}
 		nrows = w;
-		if (radix_stats(p, dp.big, rg, nrg, rows) < 0)
+		if (radix_stats(p, dp.big, rg, nrg, rows, sp.hist ? &sp : NULL) < 0)
 			goto nomem;
 	}
+	free(sp.hist);
+	free(sp.sum);
+	free(sp.min);
+	free(sp.max);
 	free(rg);
 	free(dp.big);
 	free(dp.a32);
@@ -597,6 +645,10 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	*nout = w;
 	return 0;
 nomem:
+	free(sp.hist);
+	free(sp.sum);
+	free(sp.min);
+	free(sp.max);
 	free(rg);
 	free(dp.big);
 	free(dp.a32);

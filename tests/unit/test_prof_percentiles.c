@@ -60,10 +60,11 @@ static void expect(const struct tk_prof_func *f, uint64_t *d, size_t n)
 }
 
 /* Function 1 gets N durations of SHAPE spread over three threads, function 2 a few
- * small ones (a second group beside it, of the other width when SHAPE has big ones). */
-static void check(enum shape s, size_t n)
+ * small ones (a second group beside it, of the other width when SHAPE has big ones), and
+ * EXTRA more functions two calls each (many functions take another path). */
+static void check_extra(enum shape s, size_t n, size_t extra)
 {
-	size_t total = n + 5;
+	size_t total = n + 5 + 2 * extra;
 	struct tk_event *ev = calloc(2 * total, sizeof *ev);
 	uint64_t *d = calloc(total, sizeof *d), *per[3];
 	size_t nper[3] = { 0 };
@@ -80,7 +81,8 @@ static void check(enum shape s, size_t n)
 	size_t ne = 0;
 	for (size_t i = 0; i < total; i++) {
 		uint32_t track = (uint32_t)(rnd() % 3);
-		uint64_t fn = i < n ? 1 : 2, dur = i < n ? duration(s, i, n) : 7 * i;
+		uint64_t fn = i < n ? 1 : i < n + 5 ? 2 : 100 + (i - n - 5) / 2;
+		uint64_t dur = i < n ? duration(s, i, n) : 7 * i;
 		ev[ne++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = fn, .time = t[track],
 					      .track = track };
 		t[track] += dur;
@@ -134,6 +136,11 @@ static void check(enum shape s, size_t n)
 	free(d);
 }
 
+static void check(enum shape s, size_t n)
+{
+	check_extra(s, n, 0);
+}
+
 static void test_small_sizes(void **state)
 {
 	(void)state;
@@ -151,11 +158,23 @@ static void test_large_sizes(void **state)
 			check((enum shape)s, sizes[i]);
 }
 
+/* more than 64 functions (over three threads): the histograms are built in passes of
+ * their own */
+static void test_many_functions(void **state)
+{
+	(void)state;
+	for (int s = 0; s < NSHAPES; s++) {
+		check_extra((enum shape)s, 200003, 40);
+		check_extra((enum shape)s, 70000, 100);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_small_sizes),
 		cmocka_unit_test(test_large_sizes),
+		cmocka_unit_test(test_many_functions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,6 +97,7 @@ const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x) { return &x->
  * threads' buffers, read much later in thread order). This keeps the resident size
  * independent of the log size. */
 #define RELEASE_ALIGN ((uintptr_t)64 << 10)
+#define RELEASE_SPAN ((uint64_t)4 << 20)
 static void release(const struct tk_xray *x, uint64_t start, uint64_t end)
 {
 	if (!x->opts.release_input || end <= start)
@@ -1519,11 +1520,21 @@ static int cjob_work(void *ctx, size_t i)
 		return j->rc = rc;
 	tk_event_batch_init(&j->batch, sink);
 	j->d.batch = &j->batch;
+	/* FDR: a thread's buffers lie in file order between other threads' ones; the span
+	 * read since REL_FROM is given back every RELEASE_SPAN bytes (the other threads'
+	 * buffers in it come back from the page cache when their turn comes), not buffer by
+	 * buffer: one madvise and TLB flush per span */
+	uint64_t rel_from = UINT64_MAX, rel_to = 0;
 	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
 		struct xr_buf b = x->bufs[k];
 		if (x->h.type == TK_XRAY_FDR) {
 			rc = expand_deliver_fdr(&j->d, &b, &j->o);
-			release(x, b.start, b.end);
+			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
+				if (rel_from != UINT64_MAX)
+					release(x, rel_from, rel_to);
+				rel_from = b.start;
+			}
+			rel_to = b.end;
 			continue;
 		}
 		for (;;) {
@@ -1536,6 +1547,8 @@ static int cjob_work(void *ctx, size_t i)
 		}
 		release(x, x->bufs[k].start, x->bufs[k].end);
 	}
+	if (rel_from != UINT64_MAX)
+		release(x, rel_from, rel_to);
 	if (rc >= 0)
 		rc = tk_event_batch_flush(&j->batch);
 	return j->rc = rc;

@@ -193,17 +193,23 @@ static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key,
 
 static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end);
 
+static inline size_t block_slot(uint64_t start)
+{
+	return (size_t)(start ^ start >> 12) & (BLOCK_CACHE - 1);
+}
+
 HOT struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
 {
-	uint32_t *slot = &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)];
-	if (*slot < p->nblocks) {
-		struct block *b = &p->blocks[*slot];
-		if (b->start == start && b->end == end)
-			return b;
-	}
+	/* the keys are in the cache: no bounds check, no load of a block that is not it */
+	struct block_slot *c = &p->block_cache[block_slot(start)];
+	if (c->start == start && c->end == end)
+		return &p->blocks[c->index];
 	struct block *b = get_block_slow(p, start, end);
-	if (b)
-		*slot = (uint32_t)(b - p->blocks);
+	if (b) {
+		c->start = start;
+		c->end = end;
+		c->index = (uint64_t)(b - p->blocks);
+	}
 	return b;
 }
 
@@ -263,7 +269,6 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	t->base_node = new_level(p, t, 1);
 	if (t->base_node == NONE32)
 		return NULL;
-	t->base_last_child = NONE32;
 	p->last_track = (uint32_t)p->ntracks++;
 	p->sum.tracks = (uint32_t)p->ntracks;
 	return t;
@@ -305,7 +310,6 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 	if (n == NONE32)
 		return -TK_E_NOMEM;
 	t->base_node = n;
-	t->base_last_child = NONE32;
 	t->level_i_start = t->insns;
 	t->level_t_start = time;
 	t->untimed |= time == TK_TIME_NONE;
@@ -426,21 +430,15 @@ static inline void clear_stack(struct track *t)
 HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
-	uint32_t *cache = t->depth ? &t->st[t->depth - 1].last_child : &t->base_last_child;
-	uint32_t n = *cache;
-	if (n == NONE32 || n >= p->nnodes || p->nodes[n].key != key || p->nodes[n].kind != kind ||
-	    p->nodes[n].parent != cur_node(t)) {
-		n = get_child(p, cur_node(t), key, kind, t->id);
-		if (n == NONE32)
-			return -TK_E_NOMEM;
-		*cache = n;
-	}
-	if (grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
+	uint32_t n = get_child(p, cur_node(t), key, kind, t->id);
+	if (n == NONE32)
+		return -TK_E_NOMEM;
+	if (__builtin_expect(t->depth == t->cap, 0) &&
+	    grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
 		return -TK_E_NOMEM;
 	p->nodes[n].calls++;
 	struct frame *f = &t->st[t->depth++];
 	f->node = n;
-	f->last_child = NONE32;
 	f->timed = time != TK_TIME_NONE;
 	f->tail = 0;
 	f->ret = ret;
@@ -611,7 +609,20 @@ static inline size_t tail_chain(const struct track *t, size_t i)
 	return i;
 }
 
+static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time);
+
+/* A return: almost always of the top frame, to its return address. */
 HOT int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+{
+	if (t->depth) {
+		const struct frame *f = &t->st[t->depth - 1];
+		if (!f->tail && (f->ret == target || !target))
+			return pop(p, t, time, 1);
+	}
+	return do_return_search(p, t, target, time);
+}
+
+static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
 {
 	if (t->depth == 0)
 		return orphan(p, t, ORPH_RETURN, target, 0, time);
@@ -763,7 +774,9 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		return NULL;
 	}
 	memset(p->child_cache, 0xff, CHILD_CACHE * sizeof *p->child_cache);
-	memset(p->block_cache, 0xff, BLOCK_CACHE * sizeof *p->block_cache);
+	/* an empty slot holds a start address that belongs to another slot: never a hit */
+	for (size_t i = 0; i < BLOCK_CACHE; i++)
+		p->block_cache[i] = (struct block_slot){ .start = i ^ 1 };
 	if (err)
 		*err = 0;
 	return p;
@@ -1077,7 +1090,6 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			tm->gap_child_insns = tm->base_child_insns;
 		}
 		tm->base_node = map[tb->base_node];
-		tm->base_last_child = NONE32;
 		tm->level_i_start = off + tb->level_i_start;
 		tm->level_t_start = tb->level_t_start;
 		tm->untimed = tm->t_first == TK_TIME_NONE || tm->level_t_start == TK_TIME_NONE;
@@ -1093,7 +1105,6 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	for (size_t i = 0; i < tb->depth; i++) {
 		struct frame f = tb->st[i];
 		f.node = map[f.node];
-		f.last_child = NONE32;
 		f.i_enter += off;
 		if (f.node == NONE32)
 			return -TK_E_INTERNAL;

@@ -46,9 +46,12 @@ struct block {
 	uint64_t start, end, execs, insns;
 };
 
+struct block_slot {
+	uint64_t start, end, index;
+};
+
 struct frame {
 	uint32_t node;
-	uint32_t last_child;      /* cache: the node this frame called last (loops call the same) */
 	uint8_t timed;
 	uint8_t tail;             /* entered by a jump (tail call): its return ends the frame
 				     below too, as callgrind's stack-pointer unwinding does */
@@ -93,7 +96,6 @@ struct track {
 	uint64_t t_min, t_max;    /* over timed events (t_min UINT64_MAX, t_max 0 if none) */
 	/* the unknown level below the stack */
 	uint32_t base_node;
-	uint32_t base_last_child;
 	uint64_t level_i_start, level_t_start;
 	uint64_t base_child_ticks, base_child_insns;
 	/* replayable orphans, and the state at the first gap */
@@ -139,7 +141,7 @@ struct tk_prof {
 	size_t ntracks, ctracks;
 	uint32_t last_track;      /* index of the track of the previous event */
 	uint32_t *child_cache;    /* direct-mapped (parent, function) -> node, before the table */
-	uint32_t *block_cache;    /* direct-mapped start address -> block */
+	struct block_slot *block_cache; /* direct-mapped start address -> block */
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;

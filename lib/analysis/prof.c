@@ -1108,6 +1108,9 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		f.i_enter += off;
 		if (f.node == NONE32)
 			return -TK_E_INTERNAL;
+		/* B's tail calls from its unknown level return where INTO's top frame does */
+		if (f.tail && !f.ret && tm->depth)
+			f.ret = tm->st[tm->depth - 1].ret;
 		tm->st[tm->depth++] = f;
 	}
 	tm->insns = off + tb->insns;

@@ -80,3 +80,31 @@ if dict(ours_arcs) != theirs_arcs or not theirs_arcs:
 print(f"{opt}: {len(ours)} lines, {sum(ours.values())} instructions equal callgrind; calls equal")
 PY
 done
+
+# Mutual tail recursion (tail1 <-> tail2 by jumps at -O2), recursion, a switch table: the
+# per-function calls equal callgrind's (its recursion levels, fib'2, summed).
+cc -O2 -g -o branches "$SRC/tests/data/btrace/branches.c"
+"$TK" record --btrace -q -o b.tkbt -- ./branches 300 >/dev/null
+"$TK" profile --to csv -o bfuncs.csv b.tkbt
+valgrind -q --tool=callgrind --callgrind-out-file=bcg.out --compress-strings=no \
+	--compress-pos=no --skip-plt=no ./branches 300 >/dev/null
+python3 - bfuncs.csv bcg.out <<'PY'
+import collections, csv, sys
+funcs_csv, cg = sys.argv[1:]
+calls = collections.Counter()
+for line in open(cg):
+    if line.startswith('cfn='):
+        cfn = line[4:].strip().split("'")[0]
+    elif line.startswith('calls='):
+        calls[cfn] += int(line[6:].split()[0])
+rows = list(csv.DictReader(open(funcs_csv)))
+name_key = 'function' if 'function' in rows[0] else list(rows[0])[-1]
+ours = collections.Counter()
+for r in rows:
+    ours[r[name_key]] += int(r['calls'])
+fns = ('main', 'dispatch', 'fib', 'tail1', 'tail2', 'sq', 'neg')
+bad = {fn: (ours[fn], calls[fn]) for fn in fns if ours[fn] != calls[fn] or not calls[fn]}
+if bad:
+    sys.exit(f"branches -O2: calls differ (tracekit, callgrind): {bad}")
+print("branches -O2: calls equal callgrind:", {fn: ours[fn] for fn in fns})
+PY

@@ -1,5 +1,6 @@
 /* Consumers of the PT flow: ptxed-like text and in-order event delivery. Each chunk is
  * formatted on its worker into its own buffer; the calling thread writes them in order. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "tracekit/ipt.h"
@@ -14,11 +15,18 @@ struct text_chunk {
 	struct text_run *run;
 };
 
+#define SPARE_BUFS 8
+
 struct text_run {
 	unsigned flags;
 	unsigned nthreads;
 	struct tk_buf *out;
 	struct text_chunk *chunks;    /* one per chunk */
+	/* Chunk buffers written out, kept for the next chunks: a fresh buffer per chunk
+	 * would grow by realloc and fault in tens of MB of new pages each time. */
+	pthread_mutex_t lock;
+	struct tk_buf spare[SPARE_BUFS];
+	unsigned nspare;
 };
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
@@ -197,10 +205,20 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 
 	tc->flow = flow;
 	tc->run = r;
-	if (r->nthreads <= 1)
+	if (r->nthreads <= 1) {
 		tc->buf = *r->out;            /* one thread: straight into the output */
-	else if (tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
-		return -TK_E_NOMEM;
+	} else {
+		int have = 0;
+
+		pthread_mutex_lock(&r->lock);
+		if (r->nspare) {
+			tc->buf = r->spare[--r->nspare];
+			have = 1;
+		}
+		pthread_mutex_unlock(&r->lock);
+		if (!have && tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
+			return -TK_E_NOMEM;
+	}
 	if (!tc->scratch.data && tk_buf_init(&tc->scratch, -1, 4096) < 0)
 		return -TK_E_NOMEM;
 	sink->events = text_events;
@@ -219,10 +237,27 @@ static int text_merge(void *ctx, size_t i)
 		return r->out->err;
 	}
 	rc = tc->buf.err;
-	if (!rc && tc->buf.len)
-		tk_buf_put(r->out, tc->buf.data, tc->buf.len);
-	tk_buf_free(&tc->buf);
+	if (!rc && tc->buf.len) {
+		if (r->out->fd >= 0 && tc->buf.len >= r->out->cap - r->out->len) {
+			/* a file: write the chunk's text as it is rather than copy it */
+			struct tk_buf direct = tc->buf;
+
+			direct.fd = r->out->fd;
+			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0)
+				r->out->err = r->out->err ? r->out->err : direct.err;
+		} else {
+			tk_buf_put(r->out, tc->buf.data, tc->buf.len);
+		}
+	}
 	tk_buf_free(&tc->scratch);
+	pthread_mutex_lock(&r->lock);
+	if (!rc && r->nspare < SPARE_BUFS) {
+		tc->buf.len = 0;
+		r->spare[r->nspare++] = tc->buf;
+		tc->buf.data = NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	tk_buf_free(&tc->buf);
 	return rc ? rc : r->out->err;
 }
 
@@ -242,12 +277,16 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
+	pthread_mutex_init(&r.lock, NULL);
 	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
 	for (int64_t i = 0; i < n; i++) {
 		if (r.nthreads > 1)
 			tk_buf_free(&r.chunks[i].buf);
 		tk_buf_free(&r.chunks[i].scratch);
 	}
+	for (unsigned i = 0; i < r.nspare; i++)
+		tk_buf_free(&r.spare[i]);
+	pthread_mutex_destroy(&r.lock);
 	free(r.chunks);
 	return rc;
 }

@@ -145,6 +145,166 @@ static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uin
 	return 0;
 }
 
+/* Next event slot of OUT with the fill level held in *N (the caller's register copy). */
+static inline struct tk_event *next_slot(struct tk_flow *f, struct tk_event_batch *out,
+					 size_t *n, uint32_t wr, int *rc)
+{
+	if (*n == TK_EVENT_BATCH) {
+		/* the sink may print blocks: it reads the ring of emitted blocks */
+		f->emitted_wr = wr;
+		out->n = *n;
+		if ((*rc = tk_event_batch_flush(out)) < 0)
+			return NULL;
+		*n = 0;
+	}
+	return &out->ev[(*n)++];
+}
+
+/* The hot path: while the oracle hands out TNT bits, follow direct branches, conditional
+ * branches and compressed returns with the walk's state in locals (the events written
+ * through pointers would otherwise force every field to be reloaded). Stops before a
+ * block it does not handle (no code, indirect branch, a return the bits cannot explain)
+ * or when the next item is not TNT, leaving that to the general loop. Returns < 0 on
+ * errors, 1 if the walk must end at the limit of blocks without trace (*fromp set). */
+static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
+		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
+		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
+{
+	uint64_t ip = *ipp, tnt = q->tnt, insns = 0, time = f->time;
+	unsigned ntnt = q->ntnt;
+	uint32_t prev = *prevp, idle = *idlep, wr = f->emitted_wr, track = f->track;
+	int slot = *slotp, rc = 0;
+	size_t n = out->n;
+	struct tk_block *blocks = f->cache.blocks;
+	struct tk_event *e;
+
+	for (;;) {
+		uint32_t bi;
+
+		if (prev != UINT32_MAX && blocks[prev].succ[slot]) {
+			bi = blocks[prev].succ[slot] - 1;
+		} else {
+			bi = tk_bcache_index(&f->cache, ip, mode);
+			if (bi == UINT32_MAX) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			blocks = f->cache.blocks;
+			if (prev != UINT32_MAX)
+				blocks[prev].succ[slot] = bi + 1;
+		}
+		const struct tk_block *b = &blocks[bi];
+		unsigned cls = b->cls;
+
+		if ((b->flags & TK_BLK_EMPTY) ||
+		    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_CALL &&
+		     cls != TK_ISA_JCC && cls != TK_ISA_RET))
+			break;
+		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
+			break;
+		if (!(e = next_slot(f, out, &n, wr, &rc)))
+			break;
+		blocks = f->cache.blocks;    /* printing may have grown the cache */
+		b = &blocks[bi];
+		e->time = time;
+		e->addr = b->start;
+		e->addr2 = b->last;
+		e->count = b->ninsn;
+		e->arg = 0;
+		e->track = track;
+		e->kind = TK_EV_BLOCK;
+		e->flags = b->mode;
+		f->emitted[wr++ % EMITTED_RING] = bi;
+		insns += b->ninsn;
+		prev = bi;
+		if (cls == TK_ISA_OTHER) {
+			ip = b->next;
+			slot = 0;
+			continue;
+		}
+		if (cls == TK_ISA_JMP || cls == TK_ISA_CALL) {
+			if (cls == TK_ISA_CALL) {
+				if (!(b->flags & TK_BLK_ZERO_CALL))
+					push_ret(f, b->next);
+				if (!(e = next_slot(f, out, &n, wr, &rc)))
+					break;
+				blocks = f->cache.blocks;
+				b = &blocks[bi];
+				e->time = time;
+				e->addr = b->last;
+				e->addr2 = b->target;
+				e->count = 0;
+				e->arg = b->next;
+				e->track = track;
+				e->kind = TK_EV_CALL;
+				e->flags = 0;
+			}
+			ip = b->target;
+			slot = 0;
+			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
+				*fromp = b->last;
+				rc = 1;
+				break;
+			}
+			continue;
+		}
+		/* a conditional branch or a compressed return: one TNT bit */
+		int taken = (tnt >> --ntnt) & 1;
+
+		idle = 0;
+		if (cls == TK_ISA_JCC) {
+			ip = taken ? b->target : b->next;
+			slot = taken;
+		} else {
+			uint64_t last = b->last;
+
+			pop_ret(f, &ip);       /* depth checked above */
+			prev = UINT32_MAX;     /* returns go through the hash table */
+			if (!(e = next_slot(f, out, &n, wr, &rc)))
+				break;
+			e->time = time;
+			e->addr = last;
+			e->addr2 = ip;
+			e->count = 0;
+			e->arg = 0;
+			e->track = track;
+			e->kind = TK_EV_RETURN;
+			e->flags = 0;
+		}
+		if (ntnt)
+			continue;
+		/* packet used up: the next item (it may publish events and the time) */
+		q->kind = TK_FLOWQ_NONE;
+		q->ntnt = 0;
+		f->emitted_wr = wr;
+		out->n = n;
+		if ((rc = o->next(o->ctx, q)) < 0)
+			break;
+		n = out->n;
+		time = f->time;
+		track = f->track;
+		blocks = f->cache.blocks;
+		if (q->kind != TK_FLOWQ_TNT)
+			break;
+		tnt = q->tnt;
+		ntnt = q->ntnt;
+	}
+	if (q->kind == TK_FLOWQ_TNT) {
+		q->tnt = tnt;
+		q->ntnt = ntnt;
+		if (!ntnt)
+			q->kind = TK_FLOWQ_NONE;
+	}
+	f->emitted_wr = wr;
+	out->n = n;
+	*ipp = ip;
+	*prevp = prev;
+	*slotp = slot;
+	*idlep = idle;
+	*insnsp += insns;
+	return rc;
+}
+
 int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res)
 {
@@ -159,6 +319,17 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;
+		if (q->kind == TK_FLOWQ_TNT && q->ntnt) {
+			rc = walk_tnt(f, q, o, out, mode, &ip, &prev, &prev_slot, &idle,
+				      &res->insns, &res->from);
+			if (rc) {
+				if (rc > 0)
+					rc = -TK_E_LIMIT;
+				goto out;
+			}
+			if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
+				goto out;
+		}
 		if (q->kind == TK_FLOWQ_STOP && q->ip == ip) {
 			q->kind = TK_FLOWQ_NONE;
 			rc = TK_FLOW_STOPPED;

@@ -18,6 +18,7 @@ struct tk_flow {
 	unsigned top, depth;           /* ring buffer: top = next slot, depth <= RET_STACK */
 	uint64_t time;
 	uint32_t track;
+	int quiet;                     /* no BLOCK/CALL/RETURN events (only counting) */
 	/* Block index of each TK_EV_BLOCK the walker emitted, in order: the printer takes
 	 * them from here instead of looking each block up again (checked, so an event
 	 * from elsewhere or an overrun only costs the lookup). Larger than a batch. */
@@ -71,6 +72,11 @@ void tk_flow_set_track(struct tk_flow *f, uint32_t track)
 	f->track = track;
 }
 
+void tk_flow_set_flow_events(struct tk_flow *f, int on)
+{
+	f->quiet = !on;
+}
+
 void tk_flow_clear_pending(struct tk_flow *f)
 {
 	f->q.kind = TK_FLOWQ_NONE;
@@ -104,9 +110,11 @@ static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned k
 		       uint16_t flags)
 {
 	int rc = 0;
-	struct tk_event *e = tk_event_batch_next(out, &rc);
+	struct tk_event *e;
 
-	if (!e)
+	if (f->quiet && (kind == TK_EV_BLOCK || kind == TK_EV_CALL || kind == TK_EV_RETURN))
+		return 0;
+	if (!(e = tk_event_batch_next(out, &rc)))
 		return rc;
 	e->time = f->time;
 	e->addr = addr;
@@ -173,7 +181,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 	uint64_t ip = *ipp, tnt = q->tnt, insns = 0, time = f->time;
 	unsigned ntnt = q->ntnt;
 	uint32_t prev = *prevp, idle = *idlep, wr = f->emitted_wr, track = f->track;
-	int slot = *slotp, rc = 0;
+	int slot = *slotp, rc = 0, quiet = f->quiet;
 	size_t n = out->n;
 	struct tk_block *blocks = f->cache.blocks;
 	struct tk_event *e;
@@ -202,19 +210,21 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			break;
 		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
 			break;
-		if (!(e = next_slot(f, out, &n, wr, &rc)))
-			break;
-		blocks = f->cache.blocks;    /* printing may have grown the cache */
-		b = &blocks[bi];
-		e->time = time;
-		e->addr = b->start;
-		e->addr2 = b->last;
-		e->count = b->ninsn;
-		e->arg = 0;
-		e->track = track;
-		e->kind = TK_EV_BLOCK;
-		e->flags = b->mode;
-		f->emitted[wr++ % EMITTED_RING] = bi;
+		if (!quiet) {
+			if (!(e = next_slot(f, out, &n, wr, &rc)))
+				break;
+			blocks = f->cache.blocks;    /* printing may have grown the cache */
+			b = &blocks[bi];
+			e->time = time;
+			e->addr = b->start;
+			e->addr2 = b->last;
+			e->count = b->ninsn;
+			e->arg = 0;
+			e->track = track;
+			e->kind = TK_EV_BLOCK;
+			e->flags = b->mode;
+			f->emitted[wr++ % EMITTED_RING] = bi;
+		}
 		insns += b->ninsn;
 		prev = bi;
 		if (cls == TK_ISA_OTHER) {
@@ -226,6 +236,8 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			if (cls == TK_ISA_CALL) {
 				if (!(b->flags & TK_BLK_ZERO_CALL))
 					push_ret(f, b->next);
+				if (quiet)
+					goto call_done;
 				if (!(e = next_slot(f, out, &n, wr, &rc)))
 					break;
 				blocks = f->cache.blocks;
@@ -239,6 +251,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				e->kind = TK_EV_CALL;
 				e->flags = 0;
 			}
+call_done:
 			ip = b->target;
 			slot = 0;
 			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
@@ -260,6 +273,8 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 
 			pop_ret(f, &ip);       /* depth checked above */
 			prev = UINT32_MAX;     /* returns go through the hash table */
+			if (quiet)
+				goto ret_done;
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
 			e->time = time;
@@ -271,6 +286,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			e->kind = TK_EV_RETURN;
 			e->flags = 0;
 		}
+ret_done:
 		if (ntnt)
 			continue;
 		/* packet used up: the next item (it may publish events and the time) */

@@ -205,6 +205,8 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 
 	tc->flow = flow;
 	tc->run = r;
+	/* --stat counts: the walker need not describe each block */
+	tk_flow_set_flow_events(flow, !(r->flags & TK_IPT_TEXT_STAT));
 	if (r->nthreads <= 1) {
 		tc->buf = *r->out;            /* one thread: straight into the output */
 	} else {

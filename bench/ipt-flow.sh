@@ -36,8 +36,10 @@ gcc -O2 -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 gcc -O2 -o "$W/blk" "$SRC/bench/ipt-blk.c" -lipt -lelf
 LLVM=$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1[0-9].so.1 2>/dev/null | tail -n 1 || true)
 
+# run_case NAME PT ARGS NODIS_PT: NODIS_PT is a smaller input for the text output (17
+# bytes per instruction: a 100 MB trace of a real program would print tens of GB)
 run_case() {
-	local name=$1 pt=$2 args=$3
+	local name=$1 pt=$2 args=$3 npt=$4
 	local insns
 	insns=$("$TK" decode --stat -j 1 $args "$pt" | awk '/^insn:/ {print $2}')
 	local blk_insns
@@ -48,8 +50,10 @@ run_case() {
 	t_stat2=$(bench_time "$TK" decode --stat -j 2 $args "$pt")
 	t_prof1=$(bench_time "$TK" profile -j 1 $args "$pt")
 	t_prof2=$(bench_time "$TK" profile -j 2 $args "$pt")
-	t_nodis1=$(bench_time "$TK" decode --no-disasm -j 1 -o "$OUTDIR/out.txt" $args "$pt")
-	t_nodis2=$(bench_time "$TK" decode --no-disasm -j 2 -o "$OUTDIR/out.txt" $args "$pt")
+	local ninsns
+	ninsns=$("$TK" decode --stat -j 1 $args "$npt" | awk '/^insn:/ {print $2}' || true)
+	t_nodis1=$(bench_time "$TK" decode --no-disasm -j 1 -o "$OUTDIR/out.txt" $args "$npt")
+	t_nodis2=$(bench_time "$TK" decode --no-disasm -j 2 -o "$OUTDIR/out.txt" $args "$npt")
 	rm -f "$OUTDIR/out.txt"
 	local mem_blk mem_tk
 	mem_blk=$(bench_peak_kb "$W/blk" "$pt" $args)
@@ -60,10 +64,11 @@ run_case() {
 	printf '%-36s %8s s  %sx -j 1\n' "tracekit decode --stat -j 2" "$t_stat2" "$(bench_ratio "$t_stat1" "$t_stat2")"
 	printf '%-36s %8s s  %sx pt_blk\n' "tracekit profile -j 1" "$t_prof1" "$(bench_ratio "$t_blk" "$t_prof1")"
 	printf '%-36s %8s s  %sx -j 1\n' "tracekit profile -j 2" "$t_prof2" "$(bench_ratio "$t_prof1" "$t_prof2")"
+	echo "text output: $(stat -c %s "$npt") bytes of the trace, $ninsns instructions, into $OUTDIR"
 	printf '%-36s %8s s  %s M insn/s\n' "tracekit decode --no-disasm -j 1 -o F" "$t_nodis1" \
-		"$(echo "scale=1; $insns / $t_nodis1 / 1000000" | bc -l)"
+		"$(echo "scale=1; $ninsns / $t_nodis1 / 1000000" | bc -l)"
 	printf '%-36s %8s s  %s M insn/s, %sx -j 1\n' "tracekit decode --no-disasm -j 2 -o F" \
-		"$t_nodis2" "$(echo "scale=1; $insns / $t_nodis2 / 1000000" | bc -l)" \
+		"$t_nodis2" "$(echo "scale=1; $ninsns / $t_nodis2 / 1000000" | bc -l)" \
 		"$(bench_ratio "$t_nodis1" "$t_nodis2")"
 	echo "peak memory: pt_blk ${mem_blk} KiB, tracekit -j 2 ${mem_tk} KiB"
 }
@@ -71,7 +76,10 @@ run_case() {
 gen_case() {
 	local name=$1 lib=${2:-}
 	"$W/gen" "$W/$name.pt" "$MB" $lib >"$W/$name.args" 2>"$W/$name.gen"
-	run_case "$name (random walk)" "$W/$name.pt" "$(tr '\n' ' ' <"$W/$name.args")"
+	# text: the first 30 MiB (the generator puts a PSB every few KiB)
+	head -c $((30 << 20)) "$W/$name.pt" >"$W/$name.head.pt"
+	run_case "$name (random walk)" "$W/$name.pt" "$(tr '\n' ' ' <"$W/$name.args")" \
+		"$W/$name.head.pt"
 }
 
 # record_case NAME MODULE CMD...: record CMD once (cached), then repeat its PT up to MB
@@ -90,7 +98,7 @@ record_case() {
 	fi
 	local n=$(( (MB * 1048576 + $(stat -c %s "$c.pt") - 1) / $(stat -c %s "$c.pt") ))
 	for ((i = 0; i < n; i++)); do cat "$c.pt"; done >"$W/$name.pt"
-	run_case "$name (recorded, $n copies)" "$W/$name.pt" "$(tr '\n' ' ' <"$c.args")"
+	run_case "$name (recorded, $n copies)" "$W/$name.pt" "$(tr '\n' ' ' <"$c.args")" "$c.pt"
 }
 
 for c in $CASES; do

@@ -366,7 +366,7 @@ static int text_merge(void *ctx, size_t i)
 	}
 	tk_buf_free(&tc->scratch);
 	pthread_mutex_lock(&r->lock);
-	if (!rc && r->nspare < SPARE_BUFS) {
+	if (!rc && r->nspare < SPARE_BUFS && r->nspare < r->nthreads) {
 		tc->buf.len = 0;
 		r->spare[r->nspare++] = tc->buf;
 		tc->buf.data = NULL;

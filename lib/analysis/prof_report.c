@@ -669,15 +669,14 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 
 	for (size_t ti = 0; ti < p->ntracks && rc >= 0; ti++) {
 		const struct track *t = &p->tracks[ti];
-		/* stack entries: node index, with its depth implied by a parallel walk */
+		/* stack entries: (node, depth) pairs. Preorder keeps frames[0, depth - 1) the
+		 * node's ancestors, so each path costs one frame, not its whole depth. */
 		for (uint32_t c = p->links[t->root].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
-			rc = dfs_push(&d, c);
+			if ((rc = dfs_push(&d, c)) >= 0)
+				rc = dfs_push(&d, 1);
 		while (d.n && rc >= 0) {
+			size_t depth = d.stack[--d.n];
 			uint32_t v = d.stack[--d.n];
-			/* depth = number of ancestors below the root */
-			size_t depth = 0;
-			for (uint32_t a = v; p->nodes[a].kind != KIND_TRACK; a = p->nodes[a].parent)
-				depth++;
 			if (depth > cap) {
 				size_t nc = cap ? cap * 2 : 64;
 				while (nc < depth)
@@ -690,14 +689,9 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				frames = f;
 				cap = nc;
 			}
-			size_t k = depth;
-			for (uint32_t a = v; p->nodes[a].kind != KIND_TRACK; a = p->nodes[a].parent) {
-				const struct node *n = &p->nodes[a];
-				k--;
-				frames[k].kind = n->kind;
-				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? p->links[a].hint : n->key;
-			}
 			const struct node *n = &p->nodes[v];
+			frames[depth - 1].kind = n->kind;
+			frames[depth - 1].key = n->kind == TK_PROF_KEY_UNKNOWN ? p->links[v].hint : n->key;
 			struct tk_prof_path_stats st = {
 				.track = n->track, .calls = n->calls,
 				.incl_ticks = n->incl_ticks, .excl_ticks = n->excl_ticks,
@@ -705,7 +699,8 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 			};
 			rc = fn(ctx, frames, depth, &st);
 			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
-				rc = dfs_push(&d, c);
+				if ((rc = dfs_push(&d, c)) >= 0)
+					rc = dfs_push(&d, (uint32_t)depth + 1);
 		}
 	}
 	free(d.stack);

@@ -123,7 +123,8 @@ static int xray_prof_merge(void *ctx, size_t chunk, void *consumer)
 		c->total = consumer;
 		return 0;
 	}
-	int rc = tk_prof_merge(c->total, consumer);
+	/* the chunk's durations move into the total, not copied */
+	int rc = tk_prof_merge_take(c->total, consumer);
 	tk_prof_free(consumer);
 	return rc;
 }
@@ -151,7 +152,8 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	if (!x)
 		return status;
 	struct xray_prof_ctx pc = { .po = { .sz = sizeof pc.po,
-					    .clock = { tk_xray_header(x)->cycle_frequency } } };
+					    .clock = { tk_xray_header(x)->cycle_frequency },
+					    .nthreads = o->jobs ? o->jobs : tk_cpu_count() } };
 	struct tk_prof *p = tk_prof_new(&pc.po, &err);
 	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
 	struct tk_sym *sym = p ? tk_sym_new(&so, &err) : NULL;

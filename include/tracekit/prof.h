@@ -60,6 +60,9 @@ struct tk_prof_opts {
 	 * them such code runs in the unknown level. */
 	const uint64_t *entries;
 	size_t nentries;
+	/* Threads tk_prof_funcs may use for the duration statistics of a large profile
+	 * (0 or 1: the calling thread only). The results are the same for any count. */
+	unsigned nthreads;
 };
 
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
@@ -77,6 +80,9 @@ struct tk_sink tk_prof_sink(struct tk_prof *p);
  * INTO's stacks. Merging the profiles of consecutive chunks gives exactly the profile of the
  * whole stream. FROM is not changed. */
 int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from);
+/* The same, but FROM's data may move into INTO instead of being copied (the call
+ * durations are not copied): afterwards FROM may only be freed. */
+int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from);
 
 /* End of input: calls still open are ended at the last time seen on their track (counted
  * as open_at_end). Call once, after the last events/merge and before reading results. */

@@ -453,19 +453,24 @@ static int dlog_chunk(struct tk_prof *p)
 {
 	if (grow((void **)&p->dlog, &p->cdlog, p->ndlog + 1, sizeof *p->dlog) < 0)
 		return -TK_E_NOMEM;
-	uint64_t *c = malloc(DLOG_CHUNK * sizeof *c);
+	/* after a take, a small one first: the seams of a merge complete few calls */
+	size_t cap = p->dlog_cur || !p->ndlog ? DLOG_CHUNK : DLOG_SMALL;
+	uint64_t *c = malloc(cap * sizeof *c);
 	if (!c)
 		return -TK_E_NOMEM;
-	p->dlog[p->ndlog++] = c;
+	if (p->dlog_cur)
+		p->dlog[p->ndlog - 1].n = p->dlog_n;
+	p->dlog[p->ndlog++] = (struct dchunk){ .v = c };
 	p->dlog_cur = c;
 	p->dlog_n = 0;
+	p->dlog_cap = cap;
 	return 0;
 }
 
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
-	if (__builtin_expect(p->dlog_n == DLOG_CHUNK, 0) && dlog_chunk(p) < 0)
+	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && dlog_chunk(p) < 0)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(ticks >= DUR_BIG, 0)) {
 		struct func *fn = &p->funcs[func];
@@ -764,7 +769,7 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
-	p->dlog_n = DLOG_CHUNK;
+	p->dlog_n = p->dlog_cap = 0;
 	p->child_cache = malloc(CHILD_CACHE * sizeof *p->child_cache);
 	p->block_cache = malloc(BLOCK_CACHE * sizeof *p->block_cache);
 	if (!p->child_cache || !p->block_cache) {
@@ -794,8 +799,11 @@ void tk_prof_free(struct tk_prof *p)
 	for (size_t i = 0; i < p->nfuncs; i++)
 		free(p->funcs[i].big);
 	for (size_t i = 0; i < p->ndlog; i++)
-		free(p->dlog[i]);
+		free(p->dlog[i].v);
 	free(p->dlog);
+	for (size_t i = 0; i < p->nfmaps; i++)
+		free(p->fmaps[i].v);
+	free(p->fmaps);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
@@ -1123,7 +1131,74 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	return 0;
 }
 
-int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
+/* FROM's durations after INTO's (per function, the order of completion), FMAP giving
+ * INTO's index of each of FROM's functions. TAKE: FROM's chunks move to INTO (FROM must
+ * only be freed after), each with the map from its indexes to INTO's. Returns 1 when INTO
+ * keeps FMAP. */
+static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap, int take)
+{
+	if (!take) {
+		for (size_t c = 0; c < from->ndlog; c++) {
+			size_t k = dlog_len(from, c);
+			const uint64_t *v = from->dlog[c].v;
+			const uint32_t *m = from->dlog[c].map;
+			for (size_t j = 0; j < k; j++) {
+				uint64_t e = v[j];
+				uint32_t f = (uint32_t)(e >> 32);
+				if (into->dlog_n == into->dlog_cap && dlog_chunk(into) < 0)
+					return -TK_E_NOMEM;
+				into->dlog_cur[into->dlog_n++] =
+					(uint64_t)fmap[m ? m[f] : f] << 32 | (e & 0xffffffffu);
+			}
+		}
+		return 0;
+	}
+	if (!from->ndlog)
+		return 0;
+	/* FMAP itself, and the composition with each map that FROM's taken chunks carry */
+	size_t need = into->nfmaps + 1 + from->nfmaps;
+	if (grow((void **)&into->fmaps, &into->cfmaps, need, sizeof *into->fmaps) < 0 ||
+	    grow((void **)&into->dlog, &into->cdlog, into->ndlog + from->ndlog, sizeof *into->dlog) < 0)
+		return -TK_E_NOMEM;
+	size_t base = into->nfmaps;
+	for (size_t i = 0; i < from->nfmaps; i++) {
+		const struct fmap *fm = &from->fmaps[i];
+		uint32_t *v = malloc((fm->n + 1) * sizeof *v);
+		if (!v) {
+			while (into->nfmaps > base)
+				free(into->fmaps[--into->nfmaps].v);
+			return -TK_E_NOMEM;
+		}
+		for (size_t j = 0; j < fm->n; j++)
+			v[j] = fmap[fm->v[j]];
+		into->fmaps[into->nfmaps++] = (struct fmap){ v, fm->n };
+	}
+	into->fmaps[into->nfmaps++] = (struct fmap){ fmap, from->nfuncs };
+	if (into->dlog_cur)
+		into->dlog[into->ndlog - 1].n = into->dlog_n;
+	for (size_t c = 0; c < from->ndlog; c++) {
+		struct dchunk d = from->dlog[c];
+		d.n = dlog_len(from, c);
+		if (d.map) {
+			size_t k = 0;
+			while (from->fmaps[k].v != d.map)
+				k++;
+			d.map = into->fmaps[base + k].v;
+		} else {
+			d.map = fmap;
+		}
+		into->dlog[into->ndlog++] = d;
+	}
+	/* later durations go to a chunk of their own (a taken chunk's indexes are FROM's) */
+	into->dlog_cur = NULL;
+	into->dlog_n = into->dlog_cap = 0;
+	from->ndlog = 0;
+	from->dlog_cur = NULL;
+	from->dlog_n = from->dlog_cap = 0;
+	return 1;
+}
+
+static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 {
 	int rc = 0;
 
@@ -1164,31 +1239,26 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 		}
 		fmap[i] = fi;
 	}
-	/* FROM's durations after INTO's (per function, the order of completion) */
-	for (size_t c = 0; c < from->ndlog; c++) {
-		size_t k = c + 1 == from->ndlog ? from->dlog_n : DLOG_CHUNK;
-		for (size_t j = 0; j < k; j++) {
-			uint64_t e = from->dlog[c][j];
-			if (into->dlog_n == DLOG_CHUNK && dlog_chunk(into) < 0) {
-				free(fmap);
-				goto nomem;
-			}
-			into->dlog_cur[into->dlog_n++] = (uint64_t)fmap[e >> 32] << 32 | (e & 0xffffffffu);
-		}
+	int owned = merge_dlog(into, from, fmap, take);
+	if (owned < 0) {
+		free(fmap);
+		goto nomem;
 	}
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
 		struct func *f = &into->funcs[fmap[i]];
 		if (ff->nbig) {
 			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
-				free(fmap);
+				if (!owned)
+					free(fmap);
 				goto nomem;
 			}
 			memcpy(f->big + f->nbig, ff->big, ff->nbig * sizeof *f->big);
 			f->nbig += ff->nbig;
 		}
 	}
-	free(fmap);
+	if (!owned)
+		free(fmap);
 	uint32_t *map = malloc((from->nnodes + 1) * sizeof *map);
 	if (!map)
 		goto nomem;
@@ -1202,4 +1272,15 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 nomem:
 	into->nomem = 1;
 	return -TK_E_NOMEM;
+}
+
+int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
+{
+	/* without taking, FROM is only read */
+	return merge(into, (struct tk_prof *)from, 0);
+}
+
+int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from)
+{
+	return merge(into, from, 1);
 }

@@ -41,6 +41,21 @@ struct func {
  * an array per function: a store per call to one stream, not to hundreds. Chunks of
  * DLOG_CHUNK entries (no copying as it grows). */
 #define DLOG_CHUNK ((size_t)1 << 20)
+#define DLOG_SMALL ((size_t)1 << 12)
+
+/* A chunk of the log. Chunks taken over from another profile by tk_prof_merge_take keep
+ * that profile's function indexes: MAP (one of tk_prof.fmaps) translates them when the log
+ * is read, so a merge moves the chunks instead of copying them. */
+struct dchunk {
+	uint64_t *v;
+	size_t n;                 /* entries (the current chunk: tk_prof.dlog_n) */
+	const uint32_t *map;      /* NULL: this profile's indexes */
+};
+
+struct fmap {
+	uint32_t *v;
+	size_t n;
+};
 
 struct block {
 	uint64_t start, end, execs, insns;
@@ -127,10 +142,12 @@ struct tk_prof {
 	size_t node_mask;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
-	uint64_t **dlog;          /* duration log chunks */
+	struct dchunk *dlog;      /* duration log chunks */
 	size_t ndlog, cdlog;
-	uint64_t *dlog_cur;       /* the last chunk */
-	size_t dlog_n;            /* entries in it (DLOG_CHUNK when a new one is needed) */
+	uint64_t *dlog_cur;       /* the last chunk, NULL after a take */
+	size_t dlog_n, dlog_cap;  /* entries in it and its size (equal: a new one is needed) */
+	struct fmap *fmaps;       /* function index maps of taken chunks */
+	size_t nfmaps, cfmaps;
 	uint32_t *func_map;
 	size_t func_mask;
 	struct block *blocks;
@@ -148,5 +165,11 @@ struct tk_prof {
 	int finished;
 	int nomem;
 };
+
+/* Entries in chunk C of P's duration log. */
+static inline size_t dlog_len(const struct tk_prof *p, size_t c)
+{
+	return p->dlog[c].v == p->dlog_cur ? p->dlog_n : p->dlog[c].n;
+}
 
 #endif

@@ -96,54 +96,10 @@ fail:
 struct dur_place {
 	uint32_t *big;            /* per function: its radix group (NONE32: it has slots) */
 	size_t *off;              /* per function: first slot in a32 or a64 */
-	size_t *cnt;              /* per function: slots filled so far */
 	uint8_t *wide;            /* per function: its group uses a64 */
 	uint32_t *a32;
 	uint64_t *a64;
 };
-
-/* Every function's durations, in completion order, into its slots. */
-static void place_durations(const struct tk_prof *p, struct dur_place *dp, int any_wide,
-			    size_t nslots)
-{
-	size_t *off = dp->off, *cnt = dp->cnt, *bigi = NULL;
-	uint32_t *a32 = dp->a32;
-
-	if (!nslots)
-		return;   /* every function is selected by histograms */
-
-	if (!any_wide) {
-		/* no function has a big duration: every entry is its 32-bit duration */
-		for (size_t c = 0; c < p->ndlog; c++) {
-			size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
-			const uint64_t *v = p->dlog[c];
-			for (size_t j = 0; j < k; j++) {
-				uint32_t f = (uint32_t)(v[j] >> 32);
-				if (dp->big[f] == NONE32)
-					a32[off[f] + cnt[f]++] = (uint32_t)v[j];
-			}
-		}
-		return;
-	}
-	bigi = dp->cnt + p->nfuncs + 1;   /* caller allocated 2 * (nfuncs + 1) */
-	for (size_t c = 0; c < p->ndlog; c++) {
-		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
-		const uint64_t *v = p->dlog[c];
-		for (size_t j = 0; j < k; j++) {
-			uint32_t f = (uint32_t)(v[j] >> 32);
-			uint64_t d = v[j] & 0xffffffffu;
-			if (dp->big[f] != NONE32)
-				continue;
-			if (!dp->wide[f]) {
-				a32[off[f] + cnt[f]++] = (uint32_t)d;
-				continue;
-			}
-			if (d == DUR_BIG && bigi[f] < p->funcs[f].nbig)
-				d = p->funcs[f].big[bigi[f]++];
-			dp->a64[off[f] + cnt[f]++] = d;
-		}
-	}
-}
 
 /* With few functions, the counting pass also builds each function's histogram of the
  * high 16 bits of its durations (with min, max and sum), which the histogram selection
@@ -157,25 +113,215 @@ struct spec {
 	uint32_t *min, *max;
 };
 
-/* Durations per function index (CNT, zeroed by the caller); SP (or NULL): the histograms. */
-static void count_durations(const struct tk_prof *p, size_t *cnt, struct spec *sp)
+/* Groups of many durations (all below DUR_BIG) are not copied: their order statistics
+ * come from two counting passes over the duration log, one histogram of the high 16 bits
+ * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
+ * copy of the largest functions' durations, and exact (the same values as any selection).
+ * RADIX_BATCH groups share each pass. */
+#define RADIX_MIN ((size_t)1 << 16)
+#define RADIX_BATCH 8
+
+struct radix_group {
+	size_t row;               /* its row in the result */
+	uint64_t n, sum;
+	uint32_t min, max;
+	uint64_t rank[3];         /* n/2, floor(n*0.9), floor(n*0.99) */
+	uint32_t hi[3];           /* the high half of each, after the first pass */
+	uint64_t below[3];        /* durations in lower buckets */
+	uint32_t value[3];
+};
+
+/* ---- passes over the duration log, in parts (on threads when the log is large) --------- */
+
+#define PAR_MIN ((size_t)1 << 16)  /* entries per thread, at least */
+#define MAX_PARTS 16
+
+enum { SCAN_COUNT, SCAN_HIGH, SCAN_LOW };
+
+/* One part of the log and what a pass over it gathers. */
+struct scan {
+	const struct tk_prof *p;
+	size_t c0, j0, c1, j1;    /* entries from chunk c0 index j0 to chunk c1 index j1 */
+	int mode;                 /* SCAN_* */
+	size_t *cnt;              /* COUNT: per function, its durations here */
+	size_t *nbig;             /* COUNT: per function, its entries here that stand for big[] */
+	struct spec sp;           /* COUNT with few functions (else hist is NULL) */
+	/* HIGH and LOW: radix groups g0..g0+nb */
+	const struct dur_place *dp;
+	const struct radix_group *g;
+	uint32_t g0, nb;
+	uint32_t *hist;           /* this part's histograms (3 * RADIX_BATCH << 16) */
+	uint64_t gsum[RADIX_BATCH];
+	uint32_t gmin[RADIX_BATCH], gmax[RADIX_BATCH];
+	/* LOW: also put the other functions' durations into their slots */
+	int place;
+	size_t *pos;              /* per function: its next slot */
+	size_t *bigi;             /* per function: its next big[] value */
+	int done;                 /* this pass ran over the part */
+};
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* M: the chunk's function index map or NULL (a constant in each caller, so each loop is
+ * compiled without the lookup when there is none). */
+INLINE void count_seg(struct scan *s, const uint64_t *v, size_t lo, size_t hi, const uint32_t *m,
+		      int spec)
 {
-	for (size_t c = 0; c < p->ndlog; c++) {
-		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
-		const uint64_t *v = p->dlog[c];
-		if (!sp) {
-			for (size_t j = 0; j < k; j++)
-				cnt[v[j] >> 32]++;
+	size_t *cnt = s->cnt, *nbig = s->nbig;
+	for (size_t j = lo; j < hi; j++) {
+		uint32_t f = (uint32_t)(v[j] >> 32), d = (uint32_t)v[j];
+		if (m)
+			f = m[f];
+		cnt[f]++;
+		if (__builtin_expect(d == DUR_BIG, 0))
+			nbig[f]++;
+		if (spec) {
+			s->sp.hist[(size_t)f << 16 | d >> 16]++;
+			s->sp.sum[f] += d;
+			s->sp.min[f] = d < s->sp.min[f] ? d : s->sp.min[f];
+			s->sp.max[f] = d > s->sp.max[f] ? d : s->sp.max[f];
+		}
+	}
+}
+
+INLINE void high_seg(struct scan *s, const uint64_t *v, size_t lo, size_t hi, const uint32_t *m)
+{
+	const uint32_t *big = s->dp->big, g0 = s->g0, nb = s->nb;
+	uint32_t *hist = s->hist;
+	for (size_t j = lo; j < hi; j++) {
+		uint32_t f = (uint32_t)(v[j] >> 32), d = (uint32_t)v[j];
+		if (m)
+			f = m[f];
+		uint32_t i = big[f] - g0;
+		if (i >= nb)
+			continue;
+		hist[(size_t)i << 16 | d >> 16]++;
+		s->gsum[i] += d;
+		s->gmin[i] = d < s->gmin[i] ? d : s->gmin[i];
+		s->gmax[i] = d > s->gmax[i] ? d : s->gmax[i];
+	}
+}
+
+INLINE void low_seg(struct scan *s, const uint64_t *v, size_t lo, size_t hi, const uint32_t *m)
+{
+	const struct dur_place *dp = s->dp;
+	const uint32_t *big = dp->big, g0 = s->g0, nb = s->nb;
+	const struct radix_group *g = s->g;
+	const struct func *funcs = s->p->funcs;
+	uint32_t *hist = s->hist;
+	size_t *pos = s->pos, *bigi = s->bigi;
+	for (size_t j = lo; j < hi; j++) {
+		uint32_t f = (uint32_t)(v[j] >> 32), d = (uint32_t)v[j];
+		if (m)
+			f = m[f];
+		uint32_t i = big[f] - g0;
+		if (i < nb) {
+			const struct radix_group *r = &g[g0 + i];
+			for (uint32_t w = 0, h = d >> 16; w < 3; w++) {
+				if (h == r->hi[w]) {
+					hist[((size_t)(w * nb + i)) << 16 | (d & 0xffff)]++;
+					break;
+				}
+			}
 			continue;
 		}
-		for (size_t j = 0; j < k; j++) {
-			uint32_t f = (uint32_t)(v[j] >> 32), d = (uint32_t)v[j];
-			cnt[f]++;
-			sp->hist[(size_t)f << 16 | d >> 16]++;
-			sp->sum[f] += d;
-			sp->min[f] = d < sp->min[f] ? d : sp->min[f];
-			sp->max[f] = d > sp->max[f] ? d : sp->max[f];
+		if (!s->place || big[f] != NONE32)
+			continue;
+		if (!dp->wide[f]) {
+			dp->a32[pos[f]++] = d;
+			continue;
 		}
+		uint64_t d64 = d;
+		if (d == DUR_BIG && bigi[f] < funcs[f].nbig)
+			d64 = funcs[f].big[bigi[f]++];
+		dp->a64[pos[f]++] = d64;
+	}
+}
+
+static int scan_part(void *ctx, size_t index)
+{
+	struct scan *s = (struct scan *)ctx + index;
+	const struct tk_prof *p = s->p;
+	s->done = 1;
+	for (size_t c = s->c0; c <= s->c1 && c < p->ndlog; c++) {
+		size_t lo = c == s->c0 ? s->j0 : 0, hi = c == s->c1 ? s->j1 : dlog_len(p, c);
+		const uint64_t *v = p->dlog[c].v;
+		const uint32_t *m = p->dlog[c].map;
+		switch (s->mode) {
+		case SCAN_COUNT:
+			if (s->sp.hist)
+				m ? count_seg(s, v, lo, hi, m, 1) : count_seg(s, v, lo, hi, NULL, 1);
+			else
+				m ? count_seg(s, v, lo, hi, m, 0) : count_seg(s, v, lo, hi, NULL, 0);
+			break;
+		case SCAN_HIGH:
+			m ? high_seg(s, v, lo, hi, m) : high_seg(s, v, lo, hi, NULL);
+			break;
+		default:
+			m ? low_seg(s, v, lo, hi, m) : low_seg(s, v, lo, hi, NULL);
+			break;
+		}
+	}
+	return 0;
+}
+
+static int run_scans(struct scan *s, size_t np, int mode)
+{
+	for (size_t t = 0; t < np; t++) {
+		s[t].mode = mode;
+		s[t].done = 0;
+	}
+	if (np > 1) {
+		struct tk_pool_opts po = { .sz = sizeof po, .nthreads = (unsigned)np, .window = np };
+		tk_pool_run(&po, np, scan_part, NULL, s);
+	}
+	/* one part, or no threads could start: here */
+	for (size_t t = 0; t < np; t++)
+		if (!s[t].done)
+			scan_part(s, t);
+	return 0;
+}
+
+/* Cut the log into parts of equal size: one per thread (at most NTHREADS), while each
+ * gets at least PAR_MIN entries. */
+static size_t split_log(const struct tk_prof *p, unsigned nthreads, struct scan *s)
+{
+	size_t total = 0, np = nthreads ? nthreads : 1;
+	for (size_t c = 0; c < p->ndlog; c++)
+		total += dlog_len(p, c);
+	if (np > MAX_PARTS)
+		np = MAX_PARTS;
+	while (np > 1 && total / np < PAR_MIN)
+		np--;
+	size_t c = 0, j = 0, done = 0;   /* (c, j) is entry number DONE */
+	for (size_t t = 0; t < np; t++) {
+		size_t end = total / np * (t + 1) + (t + 1 == np ? total % np : 0);
+		s[t].p = p;
+		s[t].c0 = c;
+		s[t].j0 = j;
+		while (c < p->ndlog && done + (dlog_len(p, c) - j) <= end) {
+			done += dlog_len(p, c) - j;
+			c++;
+			j = 0;
+		}
+		if (c < p->ndlog) {
+			j += end - done;
+			done = end;
+		}
+		s[t].c1 = c;
+		s[t].j1 = j;
+	}
+	return np;
+}
+
+/* Add part T's histogram words [0, N) into part 0's and clear them. */
+static void add_hist(struct scan *s, size_t np, size_t n)
+{
+	for (size_t t = 1; t < np; t++) {
+		uint32_t *h = s[t].hist;
+		for (size_t b = 0; b < n; b++)
+			s[0].hist[b] += h[b];
+		memset(h, 0, n * sizeof *h);
 	}
 }
 
@@ -297,55 +443,51 @@ static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wi
 		dur_stats_uint32_t(f, dp->a32 + first, n);
 }
 
-/* Groups of many durations (all below DUR_BIG) are not copied: their order statistics
- * come from two counting passes over the duration log, one histogram of the high 16 bits
- * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
- * copy of the largest functions' durations, and exact (the same values as any selection).
- * RADIX_BATCH groups share each pass. */
-#define RADIX_MIN ((size_t)1 << 16)
-#define RADIX_BATCH 8
-
-struct radix_group {
-	size_t row;               /* its row in the result */
-	uint64_t n, sum;
-	uint32_t min, max;
-	uint64_t rank[3];         /* n/2, floor(n*0.9), floor(n*0.99) */
-	uint32_t hi[3];           /* the high half of each, after the first pass */
-	uint64_t below[3];        /* durations in lower buckets */
-	uint32_t value[3];
-};
-
-static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
-			uint32_t g0, uint32_t nb, uint32_t *hist, const struct spec *sp)
+static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
+			uint32_t g0, uint32_t nb, int spec, int place)
 {
+	const struct tk_prof *p = s[0].p;
+	uint32_t *hist = s[0].hist;
+
+	for (size_t t = 0; t < np; t++) {
+		s[t].g = g;
+		s[t].g0 = g0;
+		s[t].nb = nb;
+		s[t].place = place;
+	}
 	/* pass 1: high halves, and min/max/sum; from the counting pass's histograms if it
 	 * made them */
-	for (size_t f = 0; sp && f < p->nfuncs; f++) {
+	for (size_t f = 0; spec && f < p->nfuncs; f++) {
 		uint32_t i = big[f] - g0;
 		if (i >= nb)
 			continue;
 		struct radix_group *r = &g[g0 + i];
 		uint32_t *h = hist + ((size_t)i << 16);
-		const uint32_t *fh = sp->hist + (f << 16);
-		for (size_t b = 0; b < 65536; b++)
-			h[b] += fh[b];
-		r->sum += sp->sum[f];
-		r->min = sp->min[f] < r->min ? sp->min[f] : r->min;
-		r->max = sp->max[f] > r->max ? sp->max[f] : r->max;
+		for (size_t t = 0; t < np; t++) {
+			const struct spec *sp = &s[t].sp;
+			const uint32_t *fh = sp->hist + (f << 16);
+			for (size_t b = 0; b < 65536; b++)
+				h[b] += fh[b];
+			r->sum += sp->sum[f];
+			r->min = sp->min[f] < r->min ? sp->min[f] : r->min;
+			r->max = sp->max[f] > r->max ? sp->max[f] : r->max;
+		}
 	}
-	for (size_t c = 0; !sp && c < p->ndlog; c++) {
-		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
-		const uint64_t *v = p->dlog[c];
-		for (size_t j = 0; j < k; j++) {
-			uint32_t i = big[v[j] >> 32] - g0;
-			if (i >= nb)
-				continue;
-			uint32_t d = (uint32_t)v[j];
+	if (!spec && nb) {
+		for (size_t t = 0; t < np; t++) {
+			memset(s[t].gsum, 0, sizeof s[t].gsum);
+			memset(s[t].gmin, 0xff, sizeof s[t].gmin);
+			memset(s[t].gmax, 0, sizeof s[t].gmax);
+		}
+		run_scans(s, np, SCAN_HIGH);
+		add_hist(s, np, (size_t)nb << 16);
+		for (uint32_t i = 0; i < nb; i++) {
 			struct radix_group *r = &g[g0 + i];
-			hist[(size_t)i << 16 | d >> 16]++;
-			r->sum += d;
-			r->min = d < r->min ? d : r->min;
-			r->max = d > r->max ? d : r->max;
+			for (size_t t = 0; t < np; t++) {
+				r->sum += s[t].gsum[i];
+				r->min = s[t].gmin[i] < r->min ? s[t].gmin[i] : r->min;
+				r->max = s[t].gmax[i] > r->max ? s[t].gmax[i] : r->max;
+			}
 		}
 	}
 	for (uint32_t i = 0; i < nb; i++) {
@@ -364,24 +506,10 @@ static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct rad
 		memset(h, 0, (size_t)65536 * sizeof *h);
 	}
 	/* pass 2: low halves inside the wanted buckets (up to three per group, three
-	 * histograms: the first pass's memory, zeroed, and two more after it) */
-	for (size_t c = 0; c < p->ndlog; c++) {
-		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
-		const uint64_t *v = p->dlog[c];
-		for (size_t j = 0; j < k; j++) {
-			uint32_t i = big[v[j] >> 32] - g0;
-			if (i >= nb)
-				continue;
-			uint32_t d = (uint32_t)v[j], hi = d >> 16;
-			const struct radix_group *r = &g[g0 + i];
-			for (int w = 0; w < 3; w++) {
-				if (hi == r->hi[w]) {
-					hist[((size_t)(w * nb + i)) << 16 | (d & 0xffff)]++;
-					break;
-				}
-			}
-		}
-	}
+	 * histograms: the first pass's memory, zeroed, and two more after it); and, with
+	 * PLACE, the other functions' durations into their slots */
+	run_scans(s, np, SCAN_LOW);
+	add_hist(s, np, (size_t)3 * nb << 16);
 	for (uint32_t i = 0; i < nb; i++) {
 		struct radix_group *r = &g[g0 + i];
 		for (int w = 0; w < 3; w++) {
@@ -398,16 +526,26 @@ static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct rad
 	}
 }
 
-/* The statistics of the radix groups, written into their rows. */
-static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
-		       uint32_t ng, struct tk_prof_func *rows, const struct spec *sp)
+/* The statistics of the radix groups (in G), and with PLACE every other function's
+ * durations in its slots (in the first pass 2, or a pass of its own without groups). */
+static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
+		       uint32_t ng, int spec, int place)
 {
-	if (!ng)
-		return 0;
 	uint32_t per = ng < RADIX_BATCH ? ng : RADIX_BATCH;
-	uint32_t *hist = calloc((size_t)3 * per << 16, sizeof *hist);
-	if (!hist)
-		return -TK_E_NOMEM;
+	if (!ng) {
+		for (size_t t = 0; t < np; t++) {
+			s[t].g0 = s[t].nb = 0;     /* no group: places only */
+			s[t].place = 1;
+		}
+		if (place)
+			run_scans(s, np, SCAN_LOW);
+		return 0;
+	}
+	for (size_t t = 0; t < np; t++) {
+		s[t].hist = calloc((size_t)3 * per << 16, sizeof *s[t].hist);
+		if (!s[t].hist)
+			return -TK_E_NOMEM;   /* the caller frees them */
+	}
 	for (uint32_t i = 0; i < ng; i++) {
 		struct radix_group *r = &g[i];
 		r->min = UINT32_MAX;
@@ -417,10 +555,14 @@ static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radi
 	}
 	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
 		uint32_t nb = ng - g0 < per ? ng - g0 : per;
-		radix_batch(p, big, g, g0, nb, hist, sp);
-		memset(hist, 0, ((size_t)3 * nb << 16) * sizeof *hist);
+		radix_batch(s, np, big, g, g0, nb, spec, place && !g0);
+		memset(s[0].hist, 0, ((size_t)3 * nb << 16) * sizeof *s[0].hist);
 	}
-	free(hist);
+	return 0;
+}
+
+static void radix_rows(const struct radix_group *g, uint32_t ng, struct tk_prof_func *rows)
+{
 	for (uint32_t i = 0; i < ng; i++) {
 		struct tk_prof_func *f = &rows[g[i].row];
 		f->ndur = g[i].n;
@@ -431,7 +573,6 @@ static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radi
 		f->dur_p90 = g[i].value[1];
 		f->dur_p99 = g[i].value[2];
 	}
-	return 0;
 }
 
 static int cmp_func_key(const void *a, const void *b)
@@ -500,55 +641,64 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
 	struct dur_place dp = { 0 };
-	struct spec sp = { 0 };
-	struct radix_group *rg = calloc(p->nfuncs + 1, sizeof *rg);
+	struct scan s[MAX_PARTS];
+	memset(s, 0, sizeof s);
+	size_t np = split_log(p, p->opts.nthreads, s);
+	const size_t nf1 = p->nfuncs + 1;
+	struct radix_group *rg = calloc(nf1, sizeof *rg);
 	uint32_t nrg = 0;
-	size_t *cnt = calloc(2 * (p->nfuncs + 1), sizeof *cnt);
-	dp.off = calloc(p->nfuncs + 1, sizeof *dp.off);
-	dp.wide = calloc(p->nfuncs + 1, 1);
-	dp.big = malloc((p->nfuncs + 1) * sizeof *dp.big);
-	dp.cnt = cnt;
-	if (!cnt || !dp.off || !dp.wide || !dp.big || !rg)
-		goto nomem;
-	memset(dp.big, 0xff, (p->nfuncs + 1) * sizeof *dp.big);
-	if (p->nfuncs <= SPEC_FUNCS && p->ndlog) {
-		sp.hist = calloc(p->nfuncs << 16, sizeof *sp.hist);
-		sp.sum = calloc(p->nfuncs, sizeof *sp.sum);
-		sp.min = malloc(p->nfuncs * sizeof *sp.min);
-		sp.max = calloc(p->nfuncs, sizeof *sp.max);
-		if (!sp.hist || !sp.sum || !sp.min || !sp.max)
-			goto nomem;
-		memset(sp.min, 0xff, p->nfuncs * sizeof *sp.min);
+	size_t *cnt = calloc(nf1, sizeof *cnt);
+	size_t *part_arrays = calloc(4 * nf1 * np, sizeof *part_arrays);
+	int spec = p->nfuncs <= SPEC_FUNCS && p->ndlog;
+	int rc = -TK_E_NOMEM;
+	dp.off = calloc(nf1, sizeof *dp.off);
+	dp.wide = calloc(nf1, 1);
+	dp.big = malloc(nf1 * sizeof *dp.big);
+	if (!cnt || !part_arrays || !dp.off || !dp.wide || !dp.big || !rg)
+		goto out;
+	for (size_t t = 0; t < np; t++) {
+		s[t].cnt = part_arrays + 4 * nf1 * t;
+		s[t].nbig = s[t].cnt + nf1;
+		s[t].pos = s[t].cnt + 2 * nf1;
+		s[t].bigi = s[t].cnt + 3 * nf1;
+		s[t].dp = &dp;
 	}
-	count_durations(p, cnt, sp.hist ? &sp : NULL);
+	memset(dp.big, 0xff, nf1 * sizeof *dp.big);
+	for (size_t t = 0; spec && t < np; t++) {
+		struct spec *sp = &s[t].sp;
+		sp->hist = calloc(p->nfuncs << 16, sizeof *sp->hist);
+		sp->sum = calloc(p->nfuncs, sizeof *sp->sum);
+		sp->min = malloc(p->nfuncs * sizeof *sp->min);
+		sp->max = calloc(p->nfuncs, sizeof *sp->max);
+		if (!sp->hist || !sp->sum || !sp->min || !sp->max)
+			goto out;
+		memset(sp->min, 0xff, p->nfuncs * sizeof *sp->min);
+	}
+	if ((rc = run_scans(s, np, SCAN_COUNT)) < 0)
+		goto out;
+	rc = -TK_E_NOMEM;
+	/* each part's first slot and big[] value of every function follow the parts before */
+	for (size_t t = 0; t < np; t++) {
+		for (size_t i = 0; i < p->nfuncs; i++) {
+			s[t].pos[i] = cnt[i];
+			s[t].bigi[i] = t ? s[t - 1].bigi[i] + s[t - 1].nbig[i] : 0;
+			cnt[i] += s[t].cnt[i];
+		}
+	}
 	size_t n32 = 0, n64 = 0;
-	int any_wide = 0;
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++) {
 			dp.wide[i] = p->funcs[i].nbig > 0;
-			any_wide |= dp.wide[i];
 			if (!dp.wide[i] && cnt[i] >= RADIX_MIN) {
 				rg[nrg].row = i;
 				rg[nrg].n = cnt[i];
 				dp.big[i] = nrg++;
-				cnt[i] = 0;
 				continue;
 			}
 			size_t *o = dp.wide[i] ? &n64 : &n32;
 			dp.off[i] = *o;
 			*o += cnt[i];
-			cnt[i] = 0;
 		}
-		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
-		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
-		if (!dp.a32 || !dp.a64)
-			goto nomem;
-		place_durations(p, &dp, any_wide, n32 + n64);
-		for (size_t i = 0; i < p->nfuncs; i++)
-			if (dp.big[i] == NONE32)
-				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
-		if (radix_stats(p, dp.big, rg, nrg, rows, sp.hist ? &sp : NULL) < 0)
-			goto nomem;
 	} else {
 		/* fold rows of the same function over tracks; remember each row's func index */
 		for (size_t i = 0; i < nrows; i++)
@@ -566,7 +716,6 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			int radix = !wide && n >= RADIX_MIN;
 			if (radix)
 				rg[nrg].n = n;
-			any_wide |= wide;
 			size_t *o = wide ? &n64 : &n32;
 			for (; i < j; i++) {
 				uint32_t origin = rows[i].track;
@@ -580,14 +729,23 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			}
 			nrg += (uint32_t)radix;
 		}
+	}
+	for (size_t t = 0; t < np; t++)
+		for (size_t i = 0; i < p->nfuncs; i++)
+			s[t].pos[i] += dp.off[i];
+	dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
+	dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
+	if (!dp.a32 || !dp.a64)
+		goto out;
+	/* the radix groups' statistics, and every other function's durations in its slots */
+	if ((rc = radix_stats(s, np, dp.big, rg, nrg, spec, n32 + n64 > 0)) < 0)
+		goto out;
+	rc = -TK_E_NOMEM;
+	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++)
 			if (dp.big[i] == NONE32)
-				cnt[i] = 0;
-		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
-		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
-		if (!dp.a32 || !dp.a64)
-			goto nomem;
-		place_durations(p, &dp, any_wide, n32 + n64);
+				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
+	} else {
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;
@@ -615,20 +773,25 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)
 				acc.key = 0;
 			if (radix != NONE32)
-				rg[radix].row = w;   /* filled in by radix_stats */
+				rg[radix].row = w;   /* filled in by radix_rows */
 			else
 				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
 			rows[w++] = acc;
 			i = j;
 		}
 		nrows = w;
-		if (radix_stats(p, dp.big, rg, nrg, rows, sp.hist ? &sp : NULL) < 0)
-			goto nomem;
 	}
-	free(sp.hist);
-	free(sp.sum);
-	free(sp.min);
-	free(sp.max);
+	radix_rows(rg, nrg, rows);
+	rc = 0;
+out:
+	for (size_t t = 0; t < np; t++) {
+		free(s[t].sp.hist);
+		free(s[t].sp.sum);
+		free(s[t].sp.min);
+		free(s[t].sp.max);
+		free(s[t].hist);
+	}
+	free(part_arrays);
 	free(rg);
 	free(dp.big);
 	free(dp.a32);
@@ -636,6 +799,10 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	free(cnt);
 	free(dp.off);
 	free(dp.wide);
+	if (rc < 0) {
+		free(rows);
+		return rc;
+	}
 	/* drop the unknown rows that saw nothing */
 	size_t w = 0;
 	for (size_t i = 0; i < nrows; i++)
@@ -644,20 +811,6 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	*out = rows;
 	*nout = w;
 	return 0;
-nomem:
-	free(sp.hist);
-	free(sp.sum);
-	free(sp.min);
-	free(sp.max);
-	free(rg);
-	free(dp.big);
-	free(dp.a32);
-	free(dp.a64);
-	free(cnt);
-	free(dp.off);
-	free(dp.wide);
-	free(rows);
-	return -TK_E_NOMEM;
 }
 
 int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)

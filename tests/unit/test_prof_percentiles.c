@@ -1,7 +1,9 @@
 /* Duration statistics of tk_prof_funcs (selected, not sorted) against a full sort of the
  * same durations, at llvm-xray account's positions (n/2, floor(n*0.9), floor(n*0.99)), for
  * many sizes and shapes: random, runs of equal values, sorted, reversed, organ pipe, and
- * durations past 32 bits; merged over threads and per thread. */
+ * durations past 32 bits; merged over threads and per thread. The same statistics from
+ * several threads (tk_prof_opts.nthreads) and from chunk profiles merged by moving their
+ * durations (tk_prof_merge_take). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,12 +171,134 @@ static void test_many_functions(void **state)
 	}
 }
 
+static int cmp_row(const void *a, const void *b)
+{
+	const struct tk_prof_func *x = a, *y = b;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->track < y->track ? -1 : x->track > y->track;
+}
+
+/* P's and Q's function tables are the same (in key order), per thread and merged. */
+static void same_funcs(const struct tk_prof *p, const struct tk_prof *q)
+{
+	for (int pt = 0; pt < 2; pt++) {
+		struct tk_prof_func *a, *b;
+		size_t na, nb;
+		assert_int_equal(tk_prof_funcs(p, pt, &a, &na), 0);
+		assert_int_equal(tk_prof_funcs(q, pt, &b, &nb), 0);
+		assert_int_equal(na, nb);
+		qsort(a, na, sizeof *a, cmp_row);
+		qsort(b, nb, sizeof *b, cmp_row);
+		for (size_t i = 0; i < na; i++) {
+			assert_int_equal(a[i].key, b[i].key);
+			assert_int_equal(a[i].track, b[i].track);
+			assert_int_equal(a[i].calls, b[i].calls);
+			assert_int_equal(a[i].incl_ticks, b[i].incl_ticks);
+			assert_int_equal(a[i].excl_ticks, b[i].excl_ticks);
+			assert_int_equal(a[i].ndur, b[i].ndur);
+			assert_int_equal(a[i].dur_min, b[i].dur_min);
+			assert_int_equal(a[i].dur_median, b[i].dur_median);
+			assert_int_equal(a[i].dur_p90, b[i].dur_p90);
+			assert_int_equal(a[i].dur_p99, b[i].dur_p99);
+			assert_int_equal(a[i].dur_max, b[i].dur_max);
+			assert_int_equal(a[i].dur_sum, b[i].dur_sum);
+		}
+		free(a);
+		free(b);
+	}
+}
+
+/* N durations of SHAPE (function 1, nested calls of function 2 inside some, EXTRA more
+ * functions) over three threads: one profile on one thread; the same with three threads
+ * for the statistics; and five chunk profiles (cut anywhere, so calls span the cuts)
+ * merged by taking, by taking a profile that itself took one, and by copying a profile
+ * with taken chunks. All give the same table. */
+static void check_parts(enum shape s, size_t n, size_t extra)
+{
+	size_t cap = 4 * (n + extra) + 16;
+	struct tk_event *ev = calloc(cap, sizeof *ev);
+	uint64_t t[3] = { 1000, 2000, 3000 };
+	size_t ne = 0;
+
+	assert_non_null(ev);
+	for (size_t i = 0; i < n + extra; i++) {
+		uint32_t track = (uint32_t)(rnd() % 3);
+		uint64_t fn = i < n ? 1 : 100 + rnd() % (extra + 1);
+		uint64_t dur = i < n ? duration(s, i, n) : rnd() % 5000;
+		int nested = rnd() % 4 == 0;
+		ev[ne++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = fn, .time = t[track],
+					      .track = track };
+		if (nested) {
+			ev[ne++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = 2,
+						      .time = t[track] + 1, .track = track };
+			ev[ne++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = 2,
+						      .time = t[track] + 1 + dur / 2, .track = track };
+		}
+		t[track] += dur + 2;
+		ev[ne++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = fn, .time = t[track],
+					      .track = track };
+		t[track] += 3;
+	}
+	struct tk_prof_opts one = { .sz = sizeof one }, three = { .sz = sizeof three, .nthreads = 3 };
+	struct tk_prof *whole = tk_prof_new(&one, NULL), *par = tk_prof_new(&three, NULL);
+	assert_non_null(whole);
+	assert_non_null(par);
+	assert_int_equal(tk_prof_events(whole, ev, ne), 0);
+	assert_int_equal(tk_prof_events(par, ev, ne), 0);
+
+	size_t cut[6] = { 0, 0, 0, 0, 0, ne };
+	for (int k = 1; k < 5; k++)
+		cut[k] = ne * (size_t)k / 5 + rnd() % 7;
+	struct tk_prof *ch[5];
+	struct tk_prof_opts two = { .sz = sizeof two, .nthreads = 2 };
+	for (int k = 0; k < 5; k++) {
+		ch[k] = tk_prof_new(&two, NULL);
+		assert_non_null(ch[k]);
+		assert_int_equal(tk_prof_events(ch[k], ev + cut[k], cut[k + 1] - cut[k]), 0);
+	}
+	/* A = 0 + 1; B = 2 + 3; A += B (maps of maps); D = copy of A, then D += 4 */
+	assert_int_equal(tk_prof_merge_take(ch[0], ch[1]), 0);
+	assert_int_equal(tk_prof_merge_take(ch[2], ch[3]), 0);
+	assert_int_equal(tk_prof_merge_take(ch[0], ch[2]), 0);
+	struct tk_prof *d = tk_prof_new(&two, NULL);
+	assert_non_null(d);
+	assert_int_equal(tk_prof_merge(d, ch[0]), 0);
+	assert_int_equal(tk_prof_merge_take(d, ch[4]), 0);
+	/* the taking merge left A whole: it still equals the copy's source */
+	assert_int_equal(tk_prof_finish(ch[0]), 0);
+	assert_int_equal(tk_prof_finish(d), 0);
+	assert_int_equal(tk_prof_finish(whole), 0);
+	assert_int_equal(tk_prof_finish(par), 0);
+	same_funcs(whole, par);
+	same_funcs(whole, d);
+
+	for (int k = 0; k < 5; k++)
+		tk_prof_free(ch[k]);
+	tk_prof_free(d);
+	tk_prof_free(whole);
+	tk_prof_free(par);
+	free(ev);
+}
+
+static void test_threads_and_takes(void **state)
+{
+	(void)state;
+	for (int s = 0; s < NSHAPES; s++) {
+		check_parts((enum shape)s, 300007, 0);
+		check_parts((enum shape)s, 200003, 90);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_small_sizes),
 		cmocka_unit_test(test_large_sizes),
 		cmocka_unit_test(test_many_functions),
+		cmocka_unit_test(test_threads_and_takes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@ struct func {
  * DLOG_CHUNK entries (no copying as it grows). */
 #define DLOG_CHUNK ((size_t)1 << 20)
 #define DLOG_SMALL ((size_t)1 << 12)
+#define DLOG_SLICE ((size_t)1 << 16)   /* made writable at once (512 KiB) */
 
 /* A chunk of the log. Chunks taken over from another profile by tk_prof_merge_take keep
  * that profile's function indexes: MAP (one of tk_prof.fmaps) translates them when the log
@@ -145,7 +146,8 @@ struct tk_prof {
 	struct dchunk *dlog;      /* duration log chunks */
 	size_t ndlog, cdlog;
 	uint64_t *dlog_cur;       /* the last chunk, NULL after a take */
-	size_t dlog_n, dlog_cap;  /* entries in it and its size (equal: a new one is needed) */
+	size_t dlog_n, dlog_cap;  /* entries in it and its writable part (equal: dlog_more) */
+	size_t dlog_end;          /* its size */
 	struct fmap *fmaps;       /* function index maps of taken chunks */
 	size_t nfmaps, cfmaps;
 	uint32_t *func_map;

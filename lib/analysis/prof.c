@@ -486,9 +486,8 @@ static int dlog_more(struct tk_prof *p)
 	p->dlog_cur = c;
 	p->dlog_n = 0;
 	p->dlog_end = cap;
-	p->dlog_cap = cap < DLOG_SLICE ? cap : DLOG_SLICE;
-	if (cap > DLOG_SMALL)
-		dlog_populate(c, c + p->dlog_cap);
+	/* the first few thousand fault in as usual: small profiles stay small */
+	p->dlog_cap = cap < DLOG_SMALL ? cap : DLOG_SMALL;
 	return 0;
 }
 

@@ -676,21 +676,17 @@ static inline __attribute__((always_inline)) void fast_emit(struct tk_ipt_packet
  * cycles a packet however few instructions it runs. So with AVX2, the size of a
  * packet starting at each byte of a window of SZW bytes is computed first, 32 bytes
  * per step and no chain, and the walk then needs one load per packet: szv[i]. The
- * same pass looks at the second byte and also sizes MODE.Exec/TSX, PSBEND, STOP and
- * OVF (a user-space trace has a MODE.Exec around every system call), giving each its
- * fast_table slot in idxv[i] (see fast_table.h), so they skip the slow path too. */
+ * result equals fast_size[] byte for byte (checked once at first use). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SZW 512
 
-/* Reads N + 1 bytes at P. */
-__attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t *szv,
-							uint8_t *idxv, size_t n)
+__attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t *out, size_t n)
 {
 	/* By the low nibble L: 1 for even L (TNT-8, PAD) and L = 3, b (one-byte CYC);
 	 * TIP/TIP.PGE/TIP.PGD/FUP (L = 1, d) take their size from the IPC (high nibble
-	 * / 2); L = 9 is TSC (0x19) or MTC (0x59) by the high nibble; all else 0 (the
-	 * slow path) but for the two-byte opcodes below. */
+	 * / 2); L = 9 is TSC (0x19) or MTC (0x59) by the high nibble; 0x02 and all else:
+	 * 0 (slow path). */
 	const __m256i fix = _mm256_setr_epi8(1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0,
 					     1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0);
 	const __m256i ipm = _mm256_setr_epi8(0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0,
@@ -701,14 +697,10 @@ __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t
 					     1, 1, 3, 3, 5, 5, 7, 7, 7, 7, 0, 0, 9, 9, 0, 0);
 	const __m256i l9s = _mm256_setr_epi8(0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					     0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-	/* 0x02 E with E = x3: PSBEND (0x23), STOP (0x83), OVF (0xf3) by x. */
-	const __m256i e3s = _mm256_setr_epi8(0, 0, 2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 2,
-					     0, 0, 2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 2);
-	const __m256i lo = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(0x02);
+	const __m256i lo = _mm256_set1_epi8(0x0f), ext = _mm256_set1_epi8(0x02);
 
 	for (size_t i = 0; i < n; i += 32) {
 		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
-		__m256i e = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
 		__m256i l = _mm256_and_si256(b, lo);
 		__m256i h = _mm256_and_si256(_mm256_srli_epi16(b, 4), lo);
 		__m256i s = _mm256_shuffle_epi8(fix, l);
@@ -716,41 +708,28 @@ __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t
 							_mm256_shuffle_epi8(ips, h)));
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
 							_mm256_shuffle_epi8(l9s, h)));
-		/* MODE (0x99): size 2 if E[7:6] = 0 (E[7:5] = 0 Exec, 1 TSX); slot
-		 * 0x07 | E[5] << 7 | E[2:0] << 4. */
-		__m256i is99 = _mm256_cmpeq_epi8(b, _mm256_set1_epi8((char)0x99));
-		__m256i m99 = _mm256_and_si256(is99, _mm256_cmpeq_epi8(
-			_mm256_and_si256(e, _mm256_set1_epi8((char)0xc0)), _mm256_setzero_si256()));
-		__m256i x99 = _mm256_or_si256(_mm256_set1_epi8(0x07), _mm256_or_si256(
-			_mm256_slli_epi16(_mm256_and_si256(e, _mm256_set1_epi8(0x20)), 2),
-			_mm256_slli_epi16(_mm256_and_si256(e, _mm256_set1_epi8(0x07)), 4)));
-		/* 0x02 E: the three two-byte packets of e3s; slot 0x05 | E[7:4]. */
-		__m256i is02 = _mm256_cmpeq_epi8(b, two);
-		__m256i e3 = _mm256_and_si256(
-			_mm256_cmpeq_epi8(_mm256_and_si256(e, lo), _mm256_set1_epi8(0x03)),
-			_mm256_shuffle_epi8(e3s, _mm256_and_si256(_mm256_srli_epi16(e, 4), lo)));
-		__m256i x02 = _mm256_or_si256(_mm256_set1_epi8(0x05),
-					      _mm256_andnot_si256(lo, e));
-		/* b = 0x02 has s = 0 from the nibble tables (L = 2 gives 1: clear it). */
-		s = _mm256_blendv_epi8(s, _mm256_and_si256(m99, two), is99);
-		s = _mm256_blendv_epi8(s, e3, is02);
-		__m256i x = _mm256_blendv_epi8(b, x99, is99);
-		x = _mm256_blendv_epi8(x, x02, is02);
-		_mm256_storeu_si256((__m256i *)(void *)(szv + i), s);
-		_mm256_storeu_si256((__m256i *)(void *)(idxv + i), x);
+		s = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, ext), s);
+		_mm256_storeu_si256((__m256i *)(void *)(out + i), s);
 	}
 }
 
-/* 1: the CPU has AVX2 (every CPU with Intel PT since Broadwell has). */
+/* 1: AVX2 present and sizes_avx2 agrees with fast_size[] on every byte value. */
 static int szv_usable(void)
 {
 	static int usable = -1;
 	int u = __atomic_load_n(&usable, __ATOMIC_RELAXED);
-	if (u < 0) {
-		__builtin_cpu_init();
-		u = __builtin_cpu_supports("avx2") ? 1 : 0;
-		__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
+	if (u >= 0)
+		return u;
+	u = 0;
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx2")) {
+		uint8_t all[256], sz[256];
+		for (int i = 0; i < 256; i++)
+			all[i] = (uint8_t)i;
+		sizes_avx2(all, sz, 256);
+		u = !memcmp(sz, fast_size, 256);
 	}
+	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
 }
 #else
@@ -785,9 +764,8 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 #if SZW
 	/* Window [wb, wb + SZW) with sizes szv; packets starting before wlim are walked
 	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
-	 * bytes are readable, so every packet in it has its 16 (and sizes_avx2 its
-	 * SZW + 1). */
-	uint8_t szv[SZW] __attribute__((aligned(32))), idxv[SZW] __attribute__((aligned(32)));
+	 * bytes are readable, so every packet in it has its 16. */
+	uint8_t szv[SZW] __attribute__((aligned(32)));
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;
@@ -802,7 +780,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 						break;
 					wb = p;
 					wlim = p + SZW - UNROLL * FAST_MAX;
-					sizes_avx2(wb, szv, idxv, SZW);
+					sizes_avx2(wb, szv, SZW);
 				}
 				size_t i = (size_t)(p - wb);
 				if (kend - k < UNROLL)
@@ -818,7 +796,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 							goto slow;			\
 						}					\
 						const uint8_t *q = wb + i;		\
-						fast_emit(k + j, &fast_table[idxv[i]], q, \
+						fast_emit(k + j, &fast_table[*q], q,	\
 							  (uint64_t)(uintptr_t)q + obias); \
 						i += sz;				\
 					}

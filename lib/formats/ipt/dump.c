@@ -1,7 +1,9 @@
 /* Intel PT stream walk with resync, packet statistics (tracekit info) and the ptdump-
  * layout dump (tracekit dump). Formatting writes straight into the output buffer. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "formats/ipt/internal.h"
 
@@ -365,6 +367,120 @@ static int walk_start(struct walk *w)
 	return 1;
 }
 
+/* Writing to a file costs the kernel about as much as formatting costs us (the page-
+ * cache copy of GBs of text), so a big dump into a descriptor formats into one buffer
+ * while a writer thread writes the other: the output is the same bytes in the same
+ * order, and tk_buf's own flush never runs while the thread owns a buffer (each batch
+ * starts with room for all its lines). */
+#define ASYNC_MIN_INPUT (4u << 20)
+#define ASYNC_BUF (8u << 20)    /* few hand-overs: each may wait for a scheduler tick */
+#define ROOM (BATCH * 192 + 256)
+
+struct writer {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	int fd;
+	char *full;             /* being written; NULL when the thread is idle */
+	size_t full_len;
+	char *spare;            /* the buffer not in OUT, once written */
+	int done, err;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->full && !w->done)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (!w->full)
+			break;
+		char *b = w->full;
+		size_t n = w->full_len, off = 0;
+		int err = w->err;
+		pthread_mutex_unlock(&w->mu);
+		while (!err && off < n) {
+			ssize_t r = write(w->fd, b + off, n - off);
+			if (r < 0 && errno != EINTR)
+				err = -TK_E_IO;
+			else if (r > 0)
+				off += (size_t)r;
+		}
+		pthread_mutex_lock(&w->mu);
+		w->err = err;
+		w->spare = b;
+		w->full = NULL;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* 0: OUT now writes through W. Else OUT stays synchronous. */
+static int writer_start(struct writer *w, struct tk_buf *out)
+{
+	memset(w, 0, sizeof *w);
+	if (out->fd < 0 || out->err)
+		return -1;
+	if (out->cap < ASYNC_BUF) {
+		char *d = realloc(out->data, ASYNC_BUF);
+		if (!d)
+			return -1;
+		out->data = d;
+		out->cap = ASYNC_BUF;
+	}
+	w->fd = out->fd;
+	w->spare = malloc(out->cap);
+	if (!w->spare)
+		return -1;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	if (pthread_create(&w->th, NULL, writer_main, w)) {
+		pthread_cond_destroy(&w->cv);
+		pthread_mutex_destroy(&w->mu);
+		free(w->spare);
+		return -1;
+	}
+	return 0;
+}
+
+/* Hand OUT's data to the thread and continue in the spare buffer (waits while the
+ * thread still writes the previous one). */
+static void writer_hand_over(struct writer *w, struct tk_buf *out)
+{
+	pthread_mutex_lock(&w->mu);
+	while (w->full)
+		pthread_cond_wait(&w->cv, &w->mu);
+	if (w->err) {
+		if (!out->err)
+			out->err = w->err;
+	} else if (out->len) {
+		w->full = out->data;
+		w->full_len = out->len;
+		out->data = w->spare;
+		out->len = 0;
+		w->spare = NULL;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Wait for the thread to write all it has; OUT keeps what is left for the caller. */
+static void writer_stop(struct writer *w, struct tk_buf *out)
+{
+	pthread_mutex_lock(&w->mu);
+	w->done = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->th, NULL);
+	if (w->err && !out->err)
+		out->err = w->err;
+	free(w->spare);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+}
+
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
 		struct tk_buf *out, struct tk_gap_stats *gaps)
 {
@@ -387,8 +503,12 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
 	int show_off = !o->no_offset;
+	struct writer wr;
+	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_start(&wr, out) == 0;
 	r = walk_start(&w);
 	while (r > 0) {
+		if (async && out->cap - out->len < ROOM)
+			writer_hand_over(&wr, out);
 		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
@@ -421,6 +541,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		/* ptdump forgets the last IP when it resyncs. */
 		tk_ipt_last_ip_init(&last);
 	}
+	if (async)
+		writer_stop(&wr, out);
 	free(pk);
 	tk_ipt_pkt_decoder_free(w.dec);
 	if (r >= 0 && out->err)

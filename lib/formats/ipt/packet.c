@@ -680,6 +680,9 @@ static inline __attribute__((always_inline)) void fast_emit(struct tk_ipt_packet
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SZW 512
+#ifndef WIN_UNROLL
+#define WIN_UNROLL 4
+#endif
 
 __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t *out, size_t n)
 {
@@ -779,11 +782,11 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 					if (!win || p > win_end)
 						break;
 					wb = p;
-					wlim = p + SZW - UNROLL * FAST_MAX;
+					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
 					sizes_avx2(wb, szv, SZW);
 				}
 				size_t i = (size_t)(p - wb);
-				if (kend - k < UNROLL)
+				if (kend - k < WIN_UNROLL)
 					break;
 				/* The hot loop: per packet the chain i -> szv[i] -> i + size. */
 				do {
@@ -801,12 +804,16 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 						i += sz;				\
 					}
 					WIN_STEP(0)
+#if WIN_UNROLL > 1
 					WIN_STEP(1)
+#endif
+#if WIN_UNROLL > 2
 					WIN_STEP(2)
 					WIN_STEP(3)
+#endif
 #undef WIN_STEP
-					k += UNROLL;
-				} while (kend - k >= UNROLL && i < SZW - UNROLL * FAST_MAX);
+					k += WIN_UNROLL;
+				} while (kend - k >= WIN_UNROLL && i < SZW - WIN_UNROLL * FAST_MAX);
 				p = wb + i;
 			}
 #endif

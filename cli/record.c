@@ -637,25 +637,31 @@ static void read_dumps(int fd, struct point *pts, size_t npts, struct dump_pc *p
 	fclose(f);
 }
 
-/* -dfilter for the dump PCs: nearby PCs become one range (a long list would pass the
- * kernel's limit for one argument); dumps at PCs in between are skipped when read. */
+/* -dfilter for the dump PCs. One argument may not pass the kernel's 128 KiB limit: when
+ * the list is too long, nearby PCs become one range (the smallest gap that fits); dumps at
+ * PCs in between cost log volume and are skipped when read. */
 static char *dump_filter(const struct dump_pc *pcs, size_t n)
 {
-	char *s = malloc(n * 40 + 1);
-	size_t len = 0;
+	char *s = malloc(n * 48 + 1);
 	if (!s)
 		return NULL;
-	s[0] = 0;
-	uint64_t gap = n > 4000 ? 4096 : 0;
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		while (j + 1 < n && pcs[j + 1].pc - pcs[j].pc <= gap)
-			j++;
-		len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "..0x%" PRIx64, i ? "," : "",
-				       pcs[i].pc, pcs[j].pc + 3);
-		i = j + 1;
+	for (uint64_t gap = 0;; gap = gap ? 2 * gap : 8) {
+		size_t len = 0;
+		s[0] = 0;
+		for (size_t i = 0; i < n;) {
+			size_t j = i;
+			while (j + 1 < n && pcs[j + 1].pc - pcs[j].pc <= gap)
+				j++;
+			if (j == i)
+				len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "+4", i ? "," : "", pcs[i].pc);
+			else
+				len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "..0x%" PRIx64, i ? "," : "",
+						       pcs[i].pc, pcs[j].pc + 3);
+			i = j + 1;
+		}
+		if (len < 120000 || gap > ((uint64_t)1 << 40))
+			return s;
 	}
-	return s;
 }
 
 /* Standard output for the register run, of the same kind as ours (the trace run's): the C
@@ -817,8 +823,11 @@ static int record_qemu(struct cli_opts *o)
 			k2++;
 		e->fix_end = k2;
 	}
-	for (size_t i = 0; pcs && i < npts; i++)
-		find_pc(pcs, npcs, pts[i].pc)->has_point = 1;
+	for (size_t i = 0; pcs && i < npts; i++) {
+		struct dump_pc *e = find_pc(pcs, npcs, pts[i].pc);
+		if (e)
+			e->has_point = 1;
+	}
 	free(allpc);
 	int rc = EXIT_CLEAN;
 	if (npts) {

@@ -193,7 +193,11 @@ int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_x
 		return -TK_E_NOMEM;
 	}
 	cli_progress_init(o, &prog, "reading", x->n);
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs ? o->jobs : tk_cpu_count() };
+	/* Chunks end at snapshots, so their sizes vary (kernel code between two 1M-user-
+	 * instruction snapshots, a cut stream): a deeper look-ahead lets the other workers go
+	 * on past a long chunk. A finished part holds under 1 MB (the footprint sets). */
+	unsigned nt = o->jobs ? o->jobs : tk_cpu_count();
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = 16 * (size_t)nt };
 	int rc = tk_pool_run(&po, nc, stats_work, stats_merge, &j);
 	tk_progress_finish(&prog);
 	free(j.part);

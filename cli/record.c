@@ -45,9 +45,9 @@ static const char usage[] =
 	"\n"
 	"--qemu writes xtrace.TIME.TID.hint9.xinsndata.bin per guest thread and, for the main\n"
 	"thread, xtrace.TIME.TID.hint9.xsnapshot.bin with registers every 1M user instructions\n"
-	"(taken from a second, deterministic run with -singlestep -d cpu,fpu). That run also\n"
-	"gives the main thread's STXR status, MRS/MSR values, DC ZVA addresses, NZCV after\n"
-	"conditional selects and RNDR, and all GPRs after each syscall. If the program\n"
+	"(taken from a second, deterministic run with -singlestep -d cpu,fpu). A third run\n"
+	"(-d cpu) gives the main thread's STXR status, MRS/MSR values, DC ZVA addresses, NZCV\n"
+	"after conditional selects and RNDR, and all GPRs after each syscall. If the program\n"
 	"contains HINT #9, only instructions between its executions are collected.\n";
 
 /* ---- --btrace -------------------------------------------------------------------------- */
@@ -637,31 +637,84 @@ static void read_dumps(int fd, struct point *pts, size_t npts, struct dump_pc *p
 	fclose(f);
 }
 
-/* -dfilter for the dump PCs. One argument may not pass the kernel's 128 KiB limit: when
- * the list is too long, nearby PCs become one range (the smallest gap that fits); dumps at
- * PCs in between cost log volume and are skipped when read. */
-static char *dump_filter(const struct dump_pc *pcs, size_t n)
+/* -dfilter for the dump PCs. QEMU 7.2 tests every executed instruction against each range
+ * in turn (singlestep: every instruction is a block), about 2.8 ns per range and
+ * instruction here, while a register dump (-d cpu,fpu with SVE) costs about 85 us. So
+ * neighbouring target PCs become one range when the instructions between them ran fewer
+ * than total / 30000 times (RUNS: the plugin's count per PC; the extra dumps are skipped
+ * when read), and more are joined, cheapest first, while the list passes the kernel's
+ * 128 KiB limit for one argument. */
+struct pc_runs {
+	uint64_t pc, runs;
+};
+
+static int cmp_pc_runs(const void *a, const void *b)
+{
+	const struct pc_runs *x = a, *y = b;
+	return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+struct gap {
+	uint64_t extra;
+	size_t i;
+};
+
+static int cmp_gap(const void *a, const void *b)
+{
+	const struct gap *x = a, *y = b;
+	return x->extra < y->extra ? -1 : x->extra > y->extra;
+}
+
+static size_t filter_text(const struct dump_pc *pcs, size_t n, const uint8_t *join, char *s)
+{
+	size_t len = 0;
+	s[0] = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j + 1 < n && join[j])
+			j++;
+		if (j == i)
+			len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "+4", i ? "," : "", pcs[i].pc);
+		else
+			len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "..0x%" PRIx64, i ? "," : "",
+					       pcs[i].pc, pcs[j].pc + 3);
+		i = j + 1;
+	}
+	return len;
+}
+
+static char *dump_filter(const struct dump_pc *pcs, size_t n, struct pc_runs *runs, size_t nruns)
 {
 	char *s = malloc(n * 48 + 1);
-	if (!s)
+	uint8_t *join = calloc(n + 1, 1);
+	struct gap *gaps = calloc(n + 1, sizeof *gaps);
+	if (!s || !join || !gaps) {
+		free(join);
+		free(gaps);
+		free(s);
 		return NULL;
-	for (uint64_t gap = 0;; gap = gap ? 2 * gap : 8) {
-		size_t len = 0;
-		s[0] = 0;
-		for (size_t i = 0; i < n;) {
-			size_t j = i;
-			while (j + 1 < n && pcs[j + 1].pc - pcs[j].pc <= gap)
-				j++;
-			if (j == i)
-				len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "+4", i ? "," : "", pcs[i].pc);
-			else
-				len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "..0x%" PRIx64, i ? "," : "",
-						       pcs[i].pc, pcs[j].pc + 3);
-			i = j + 1;
-		}
-		if (len < 120000 || gap > ((uint64_t)1 << 40))
-			return s;
 	}
+	uint64_t total = 0;
+	for (size_t k = 0; k < nruns; k++)
+		total += runs[k].runs;
+	/* Executions strictly between neighbouring targets (unknown without RUNS: never). */
+	size_t r = 0, ngaps = 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		uint64_t extra = nruns ? 0 : UINT64_MAX / 2;
+		while (r < nruns && runs[r].pc <= pcs[i].pc)
+			r++;
+		for (size_t k = r; k < nruns && runs[k].pc < pcs[i + 1].pc; k++)
+			extra += runs[k].runs;
+		gaps[ngaps++] = (struct gap){ extra, i };
+		if (extra < total / 30000)
+			join[i] = 1;
+	}
+	qsort(gaps, ngaps, sizeof *gaps, cmp_gap);
+	for (size_t g = 0; filter_text(pcs, n, join, s) >= 120000 && g < ngaps; g++)
+		join[gaps[g].i] = 1;
+	free(join);
+	free(gaps);
+	return s;
 }
 
 /* Standard output for the register run, of the same kind as ours (the trace run's): the C
@@ -706,6 +759,77 @@ static int regrun_output(const char *dir, pid_t *drain)
 		}
 	}
 	return open("/dev/null", O_WRONLY);
+}
+
+/* The PCs to dump at: the points' (PTS) or the fixups' (FIX), sorted, each with its range
+ * of fixups. */
+static struct dump_pc *make_pcs(const struct point *pts, size_t npts, const struct fixup *fix,
+				size_t nfix, size_t *npcs)
+{
+	uint64_t *allpc = malloc((npts + nfix + 1) * sizeof *allpc);
+	struct dump_pc *pcs = calloc(npts + nfix + 1, sizeof *pcs);
+	size_t nall = 0, n = 0;
+	*npcs = 0;
+	if (!allpc || !pcs) {
+		free(allpc);
+		free(pcs);
+		return NULL;
+	}
+	for (size_t i = 0; i < npts; i++)
+		allpc[nall++] = pts[i].pc;
+	for (size_t i = 0; i < nfix; i++)
+		allpc[nall++] = fix[i].pc;
+	qsort(allpc, nall, sizeof *allpc, cmp_u64);
+	for (size_t i = 0, k = 0; i < nall; i++) {
+		if (n && pcs[n - 1].pc == allpc[i])
+			continue;
+		struct dump_pc *e = &pcs[n++];
+		e->pc = allpc[i];
+		e->has_point = npts > 0;
+		while (k < nfix && fix[k].pc < e->pc)
+			k++;
+		e->fix_next = k;
+		while (k < nfix && fix[k].pc == e->pc)
+			k++;
+		e->fix_end = k;
+	}
+	free(allpc);
+	*npcs = n;
+	return pcs;
+}
+
+/* One register run: PROGRAM under qemu, single-stepped, with -d FLAGS at FILTER; the dumps
+ * fill PTS or FIX (values written into INSN_FD). */
+static void register_run(const struct cli_opts *o, char **argv, const char *dir,
+			 const char *flags, const char *filter, struct point *pts, size_t npts,
+			 struct dump_pc *pcs, size_t npcs, struct fixup *fix, int insn_fd)
+{
+	int pfd[2], k = 0, status;
+	if (!filter || pipe(pfd) < 0)
+		return;
+	argv[k++] = (char *)QEMU;
+	argv[k++] = (char *)"-seed";
+	argv[k++] = (char *)SEED;
+	argv[k++] = (char *)"-singlestep";
+	argv[k++] = (char *)"-d";
+	argv[k++] = (char *)flags;
+	argv[k++] = (char *)"-dfilter";
+	argv[k++] = (char *)filter;
+	argv[k++] = (char *)"-D";
+	argv[k++] = (char *)"/dev/fd/3";
+	for (int i = 0; i < o->nargs; i++)
+		argv[k++] = o->args[i];
+	argv[k] = NULL;
+	pid_t drain = -1;
+	int out2 = regrun_output(dir, &drain);
+	pid_t p2 = spawn(argv, out2, pfd[1]);
+	close(pfd[1]);
+	if (out2 >= 0)
+		close(out2);
+	read_dumps(pfd[0], pts, npts, pcs, npcs, fix, insn_fd);
+	waitpid(p2, &status, 0);
+	if (drain > 0)
+		waitpid(drain, NULL, 0);
 }
 
 static int record_qemu(struct cli_opts *o)
@@ -801,74 +925,46 @@ static int record_qemu(struct cli_opts *o)
 		unlink(path);
 	}
 	qsort(fix, nfix, sizeof *fix, cmp_fixup);
-	/* The PCs to dump at: snapshot points and fixups. */
-	uint64_t *allpc = malloc((npts + nfix + 1) * sizeof *allpc);
-	size_t nall = 0, npcs = 0;
-	for (size_t i = 0; allpc && i < npts; i++)
-		allpc[nall++] = pts[i].pc;
-	for (size_t i = 0; allpc && i < nfix; i++)
-		allpc[nall++] = fix[i].pc;
-	if (allpc)
-		qsort(allpc, nall, sizeof *allpc, cmp_u64);
-	struct dump_pc *pcs = calloc(nall + 1, sizeof *pcs);
-	for (size_t i = 0, k2 = 0; pcs && i < nall; i++) {
-		if (npcs && pcs[npcs - 1].pc == allpc[i])
-			continue;
-		struct dump_pc *e = &pcs[npcs++];
-		e->pc = allpc[i];
-		while (k2 < nfix && fix[k2].pc < e->pc)
-			k2++;
-		e->fix_next = k2;
-		while (k2 < nfix && fix[k2].pc == e->pc)
-			k2++;
-		e->fix_end = k2;
-	}
-	for (size_t i = 0; pcs && i < npts; i++) {
-		struct dump_pc *e = find_pc(pcs, npcs, pts[i].pc);
-		if (e)
-			e->has_point = 1;
-	}
-	free(allpc);
 	int rc = EXIT_CLEAN;
 	if (npts) {
-		/* Second run: register dumps at the snapshot and fixup pcs only. */
-		char *filter = dump_filter(pcs, npcs);
-		int pfd[2];
-		if (pipe(pfd) < 0) {
-			free(filter);
-			free(pts);
-			free(pcs);
-			free(fix);
-			free(argv);
-			return EXIT_INPUT;
-		}
-		k = 0;
-		argv[k++] = (char *)QEMU;
-		argv[k++] = (char *)"-seed";
-		argv[k++] = (char *)SEED;
-		argv[k++] = (char *)"-singlestep";
-		argv[k++] = (char *)"-d";
-		argv[k++] = (char *)"cpu,fpu,nochain";
-		argv[k++] = (char *)"-dfilter";
-		argv[k++] = filter;
-		argv[k++] = (char *)"-D";
-		argv[k++] = (char *)"/dev/fd/3";
-		for (int i = 0; i < o->nargs; i++)
-			argv[k++] = o->args[i];
-		argv[k] = NULL;
-		pid_t drain = -1;
-		int out2 = regrun_output(dir, &drain);
-		pid_t p2 = spawn(argv, out2, pfd[1]);
-		close(pfd[1]);
-		if (out2 >= 0)
-			close(out2);
-		snprintf(path, sizeof path, "%s/xtrace.%llu.%d.hint9.xinsndata.bin", dir, ts, (int)pid);
-		int insn_fd = nfix ? open(path, O_WRONLY | O_CLOEXEC) : -1;
-		read_dumps(pfd[0], pts, npts, pcs, npcs, fix, insn_fd);
-		waitpid(p2, &status, 0);
-		if (drain > 0)
-			waitpid(drain, NULL, 0);
+		/* Register runs. Snapshots need the vector registers (-d fpu: a dump costs about
+		 * 85 us with SVE), the stream's values only the general ones (about 15 us), so
+		 * two runs: the second only when there are values to fill. */
+		size_t npcs = 0;
+		struct dump_pc *pcs = make_pcs(pts, npts, NULL, 0, &npcs);
+		char *filter = pcs ? dump_filter(pcs, npcs, NULL, 0) : NULL;
+		register_run(o, argv, dir, "cpu,fpu,nochain", filter, pts, npts, pcs, npcs, NULL, -1);
 		free(filter);
+		free(pcs);
+		/* Execution counts per PC, to keep the second run's -dfilter short. */
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%d.runs", dir, ts, (int)pid);
+		FILE *rf = fopen(path, "r");
+		struct pc_runs *runs = NULL;
+		size_t nruns = 0, rcap = 0;
+		while (rf && fscanf(rf, "%llu %llu", &a, &b) == 2) {
+			if (nruns == rcap) {
+				rcap = rcap ? 2 * rcap : 1024;
+				struct pc_runs *nr = realloc(runs, rcap * sizeof *runs);
+				if (!nr)
+					break;
+				runs = nr;
+			}
+			runs[nruns++] = (struct pc_runs){ a, b };
+		}
+		if (rf)
+			fclose(rf);
+		qsort(runs, nruns, sizeof *runs, cmp_pc_runs);
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%d.hint9.xinsndata.bin", dir, ts, (int)pid);
+		int insn_fd = -1;
+		if (nfix && (insn_fd = open(path, O_WRONLY | O_CLOEXEC)) >= 0 &&
+		    (pcs = make_pcs(NULL, 0, fix, nfix, &npcs))) {
+			filter = dump_filter(pcs, npcs, runs, nruns);
+			register_run(o, argv, dir, "cpu,nochain", filter, NULL, 0, pcs, npcs, fix,
+				     insn_fd);
+			free(filter);
+			free(pcs);
+		}
+		free(runs);
 		size_t fix_missing = 0;
 		for (size_t i = 0; i < nfix; i++)
 			fix_missing += fix[i].offset != UINT64_MAX && !fix[i].done;
@@ -876,7 +972,7 @@ static int record_qemu(struct cli_opts *o)
 			fix_missing = nfix;
 		if (fix_missing) {
 			cli_warn(path, UINT64_MAX, "%zu of %zu register values (STXR, MRS, DC, "
-				 "MISC_FLAGS, ALLGPR items) were not found in the register run; "
+				 "MISC_FLAGS, ALLGPR items) were not found in the value run; "
 				 "they read 0 (is the program deterministic?)", fix_missing, nfix);
 			rc = EXIT_SKIPPED;
 		}
@@ -945,6 +1041,9 @@ static int record_qemu(struct cli_opts *o)
 			rc = EXIT_SKIPPED;
 		}
 	}
+	/* The plugin's count file, if the block above did not read it (no snapshot point). */
+	snprintf(path, sizeof path, "%s/xtrace.%llu.%d.runs", dir, ts, (int)pid);
+	unlink(path);
 	uint64_t t2 = tk_now_ns();
 	if (!o->quiet)
 		fprintf(stderr, "tracekit: wrote %s/xtrace.%llu.*.hint9.{xinsndata,xsnapshot}.bin: "
@@ -952,7 +1051,6 @@ static int record_qemu(struct cli_opts *o)
 			"run %.2f s\n", dir, ts, npts, prog_status, (double)(t1 - t0) / 1e9,
 			(double)(t2 - t1) / 1e9);
 	free(pts);
-	free(pcs);
 	free(fix);
 	free(argv);
 	return rc;

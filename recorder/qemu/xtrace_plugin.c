@@ -19,7 +19,8 @@
  * value 0 at byte OFFSET (UINT64_MAX: no item, only TPIDR_EL0 tracking); `tracekit record`
  * takes the value from the register run's dump before the OCCURRENCE-th execution of PC:
  * register REG (x: 64 bits, w: low 32 bits), f: NZCV from PSTATE, g: X1-X30 and SP (ALLGPR;
- * X0 is written here, the syscall's return value). */
+ * X0 is written here, the syscall's return value); and DIR/xtrace.TS.TID.runs, "pc count"
+ * per executed PC of the first thread. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -89,7 +90,7 @@ static void classify_fix(struct insn *i)
 
 struct vcpu {
 	struct tk_xtrace_writer *w;
-	FILE *points, *fixups;
+	FILE *points, *fixups, *runs_out;
 	int fd;
 	struct insn *pending_fix;       /* its value comes from the next instruction's dump */
 	uint64_t executed;              /* instructions started, collected or not */
@@ -167,6 +168,8 @@ static struct vcpu *vcpu_get(unsigned idx)
 		v->points = fopen(path, "w");
 		snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.fixups", out_dir, ts, tid);
 		v->fixups = fopen(path, "w");
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.runs", out_dir, ts, tid);
+		v->runs_out = fopen(path, "w");
 	}
 	v->collecting = !gate;
 	return v;
@@ -334,6 +337,17 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned idx, int64_t num, int64
 	tk_xtrace_write_value(v->w, TK_XT_SVCRET, (uint64_t)ret);
 }
 
+/* How often the first thread ran each PC: `tracekit record` keeps the register run's
+ * -dfilter short by merging target PCs with little executed code between them. */
+static void write_runs(FILE *f)
+{
+	for (size_t h = 0; h < (size_t)1 << HASH_BITS; h++)
+		for (struct insn *i = table[h]; i; i = i->next)
+			if (i->runs)
+				fprintf(f, "%llu %llu\n", (unsigned long long)i->pc,
+					(unsigned long long)i->runs);
+}
+
 static void on_atexit(qemu_plugin_id_t id, void *ud)
 {
 	for (int k = 0; k < MAX_VCPUS; k++) {
@@ -349,7 +363,11 @@ static void on_atexit(qemu_plugin_id_t id, void *ud)
 			fclose(v->points);
 		if (v->fixups)
 			fclose(v->fixups);
-		v->points = v->fixups = NULL;
+		if (v->runs_out) {
+			write_runs(v->runs_out);
+			fclose(v->runs_out);
+		}
+		v->points = v->fixups = v->runs_out = NULL;
 	}
 }
 

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # Intel PT instruction flow: tracekit decode/profile against libipt's block decoder
-# (bench/ipt-blk.c: pt_blk_next, as ptxed --block-decoder) on generated traces of at least
-# 100 MB over real code: libc, and libc + a large library (libLLVM). The traces come from
-# the test generator (tests/oracle/ptgen.h) walking the code loaded in its own process.
-# usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5)
+# (bench/ipt-blk.c: pt_blk_next, as ptxed --block-decoder) on traces of at least MBYTES MB.
+# Inputs (docs/PERFORMANCE.md, section "Intel PT flow"):
+#   gzip      real program: `gzip -9` recorded with `tracekit record --btrace` (its own
+#             code: the deflate loops), converted with `tracekit convert --to ipt`
+#   llvm-O2   real work inside a large library: libLLVM's O2 pipeline on an IR file
+#             (bench/ipt-flow-llvm.c), recorded with `--module libLLVM`
+#   libc      worst case: a random walk over all of libc (bench/ipt-flow-gen.c,
+#             tests/oracle/ptgen.h: 50% taken TNTs, random indirect targets)
+#   llvm      worst case: the same random walk over libc and libLLVM
+# A recorded run is repeated end to end (each copy starts with a PSB) up to MBYTES, as a
+# longer run of the same program would be. Recording is slow (every branch is emulated:
+# minutes), so the recorded traces are kept in $BENCH_CACHE (default build/bench-ipt-flow;
+# delete it to record again).
+# usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5; BENCH_CASES="gzip llvm-O2
+#        libc llvm" to choose)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,43 +22,102 @@ MB=${1:-100}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 BUILD=$SRC/build
+CACHE=${BENCH_CACHE:-$BUILD/bench-ipt-flow}
+CASES=${BENCH_CASES:-gzip llvm-O2 libc llvm}
+# the text output goes to memory-backed files where there are some: the figure is about
+# formatting and write(), not this machine's disk
+OUTDIR=$W
+[ -d /dev/shm ] && [ -w /dev/shm ] && OUTDIR=$(mktemp -d /dev/shm/tk-bench.XXXXXX) &&
+	trap 'rm -rf "$W" "$OUTDIR"' EXIT
+mkdir -p "$CACHE"
 LIBS="-lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl"
 gcc -O2 -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 	-I"$SRC/include" "$BUILD/libtracekit.a" $LIBS
 gcc -O2 -o "$W/blk" "$SRC/bench/ipt-blk.c" -lipt -lelf
 LLVM=$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1[0-9].so.1 2>/dev/null | tail -n 1 || true)
 
+# run_case NAME PT ARGS NODIS_PT: NODIS_PT is a smaller input for the text output (17
+# bytes per instruction: a 100 MB trace of a real program would print tens of GB)
 run_case() {
-	local name=$1 lib=${2:-}
-	local pt=$W/$name.pt args
-	"$W/gen" "$pt" "$MB" $lib >"$W/$name.args" 2>"$W/$name.gen"
-	args=$(tr '\n' ' ' <"$W/$name.args")
+	local name=$1 pt=$2 args=$3 npt=$4
 	local insns
 	insns=$("$TK" decode --stat -j 1 $args "$pt" | awk '/^insn:/ {print $2}')
 	local blk_insns
 	blk_insns=$("$W/blk" "$pt" $args | awk '/^insn:/ {print $2}')
-	local t_blk t_stat1 t_stat2 t_prof1 t_prof2 t_nodis
+	local t_blk t_stat1 t_stat2 t_prof1 t_prof2 t_nodis1 t_nodis2
 	t_blk=$(bench_time "$W/blk" "$pt" $args)
 	t_stat1=$(bench_time "$TK" decode --stat -j 1 $args "$pt")
 	t_stat2=$(bench_time "$TK" decode --stat -j 2 $args "$pt")
 	t_prof1=$(bench_time "$TK" profile -j 1 $args "$pt")
 	t_prof2=$(bench_time "$TK" profile -j 2 $args "$pt")
-	t_nodis=$(bench_time "$TK" decode --no-disasm -j 1 -o "$W/out.txt" $args "$pt")
+	local ninsns
+	ninsns=$("$TK" decode --stat -j 1 $args "$npt" | awk '/^insn:/ {print $2}' || true)
+	t_nodis1=$(bench_time "$TK" decode --no-disasm -j 1 -o "$OUTDIR/out.txt" $args "$npt")
+	t_nodis2=$(bench_time "$TK" decode --no-disasm -j 2 -o "$OUTDIR/out.txt" $args "$npt")
+	rm -f "$OUTDIR/out.txt"
 	local mem_blk mem_tk
 	mem_blk=$(bench_peak_kb "$W/blk" "$pt" $args)
 	mem_tk=$(bench_peak_kb "$TK" decode --stat -j 2 $args "$pt")
 	echo "== $name: $(stat -c %s "$pt") bytes, $insns instructions (pt_blk: $blk_insns)"
-	printf '%-34s %8s s\n' "libipt pt_blk_next" "$t_blk"
-	printf '%-34s %8s s  %sx pt_blk\n' "tracekit decode --stat -j 1" "$t_stat1" "$(bench_ratio "$t_blk" "$t_stat1")"
-	printf '%-34s %8s s  %sx -j 1\n' "tracekit decode --stat -j 2" "$t_stat2" "$(bench_ratio "$t_stat1" "$t_stat2")"
-	printf '%-34s %8s s  %sx pt_blk\n' "tracekit profile -j 1" "$t_prof1" "$(bench_ratio "$t_blk" "$t_prof1")"
-	printf '%-34s %8s s  %sx -j 1\n' "tracekit profile -j 2" "$t_prof2" "$(bench_ratio "$t_prof1" "$t_prof2")"
-	printf '%-34s %8s s  %s M insn/s\n' "tracekit decode --no-disasm -o F" "$t_nodis" \
-		"$(echo "scale=1; $insns / $t_nodis / 1000000" | bc -l)"
+	printf '%-36s %8s s\n' "libipt pt_blk_next" "$t_blk"
+	printf '%-36s %8s s  %sx pt_blk\n' "tracekit decode --stat -j 1" "$t_stat1" "$(bench_ratio "$t_blk" "$t_stat1")"
+	printf '%-36s %8s s  %sx -j 1\n' "tracekit decode --stat -j 2" "$t_stat2" "$(bench_ratio "$t_stat1" "$t_stat2")"
+	printf '%-36s %8s s  %sx pt_blk\n' "tracekit profile -j 1" "$t_prof1" "$(bench_ratio "$t_blk" "$t_prof1")"
+	printf '%-36s %8s s  %sx -j 1\n' "tracekit profile -j 2" "$t_prof2" "$(bench_ratio "$t_prof1" "$t_prof2")"
+	echo "text output: $(stat -c %s "$npt") bytes of the trace, $ninsns instructions, into $OUTDIR"
+	printf '%-36s %8s s  %s M insn/s\n' "tracekit decode --no-disasm -j 1 -o F" "$t_nodis1" \
+		"$(echo "scale=1; $ninsns / $t_nodis1 / 1000000" | bc -l)"
+	printf '%-36s %8s s  %s M insn/s, %sx -j 1\n' "tracekit decode --no-disasm -j 2 -o F" \
+		"$t_nodis2" "$(echo "scale=1; $ninsns / $t_nodis2 / 1000000" | bc -l)" \
+		"$(bench_ratio "$t_nodis1" "$t_nodis2")"
 	echo "peak memory: pt_blk ${mem_blk} KiB, tracekit -j 2 ${mem_tk} KiB"
 }
 
-run_case libc
-if [ -n "$LLVM" ]; then
-	run_case llvm "$LLVM"
-fi
+gen_case() {
+	local name=$1 lib=${2:-}
+	"$W/gen" "$W/$name.pt" "$MB" $lib >"$W/$name.args" 2>"$W/$name.gen"
+	# text: the first 30 MiB (the generator puts a PSB every few KiB)
+	head -c $((30 << 20)) "$W/$name.pt" >"$W/$name.head.pt"
+	run_case "$name (random walk)" "$W/$name.pt" "$(tr '\n' ' ' <"$W/$name.args")" \
+		"$W/$name.head.pt"
+}
+
+# record_case NAME MODULE CMD...: record CMD once (cached), then repeat its PT up to MB
+record_case() {
+	local name=$1 module=$2
+	shift 2
+	local c=$CACHE/$name
+	if [ ! -s "$c.pt" ] || [ ! -s "$c.args" ]; then
+		echo "recording $name (slow: every branch is emulated) ..." >&2
+		(cd "$W" && "$TK" record --btrace -o "$c.tkbt" --module "$module" -- "$@" >/dev/null) ||
+			[ $? -eq 1 ]
+		"$TK" convert --to ipt -o "$c.pt" "$c.tkbt"
+		"$TK" info "$c.tkbt" | awk '$1 == "module" {print "--elf " $2 ":" $(NF - 2)}' >"$c.args"
+		"$TK" info "$c.tkbt" | sed 's/^/  /' >"$c.info"
+		rm -f "$c.tkbt"
+	fi
+	local n=$(( (MB * 1048576 + $(stat -c %s "$c.pt") - 1) / $(stat -c %s "$c.pt") ))
+	for ((i = 0; i < n; i++)); do cat "$c.pt"; done >"$W/$name.pt"
+	run_case "$name (recorded, $n copies)" "$W/$name.pt" "$(tr '\n' ' ' <"$c.args")" "$c.pt"
+}
+
+for c in $CASES; do
+	case $c in
+	gzip)
+		# gzip -9 of 200 KiB of our own binary: deflate's match loops
+		head -c 204800 "$TK" >"$W/gzip.in"
+		record_case gzip main gzip -9 -c "$W/gzip.in"
+		;;
+	llvm-O2)
+		[ -n "$LLVM" ] || continue
+		LLVMDIR=/usr/lib/llvm-$(basename "$LLVM" | sed 's/libLLVM-\([0-9]*\).*/\1/')
+		gcc -O2 -I"$LLVMDIR/include" -o "$W/llvm-o2" "$SRC/bench/ipt-flow-llvm.c" \
+			-L"$LLVMDIR/lib" -lLLVM -Wl,-rpath,"$LLVMDIR/lib"
+		"$LLVMDIR/bin/clang" -O0 -Xclang -disable-O0-optnone -S -emit-llvm \
+			-I"$SRC/include" -I"$SRC/lib" -o "$W/walk.ll" "$SRC/lib/flow/walk.c"
+		record_case llvm-O2 "$(readlink -f "$LLVM")" "$W/llvm-o2" "$W/walk.ll" 1
+		;;
+	libc) gen_case libc ;;
+	llvm) [ -n "$LLVM" ] && gen_case llvm "$LLVM" ;;
+	esac
+done

@@ -28,7 +28,7 @@ if [ ! -s sorted.raw ]; then
 	llvm-xray-16 convert -f raw --sort -o sorted.raw fdr.xray
 	printf '\x03\x00\x00\x00' | dd of=sorted.raw conv=notrunc bs=1 count=4 2>/dev/null
 fi
-size=$(stat -c %s fdr.xray)
+size=$(stat -L -c %s fdr.xray)
 echo "log: $D/fdr.xray, $((size / 1000000)) MB, $("$TK" info fdr.xray | awk '/records:/{print $2}') records, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 
 user_time() { /usr/bin/time -f '%U' "$@" 2>&1 >/dev/null | tail -n 1; }

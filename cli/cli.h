@@ -137,6 +137,7 @@ struct cli_xtrace {
 	struct tk_xtrace *t;
 	struct tk_xtrace_name name;
 	char other[4096];
+	int insn_mapped;             /* insn is a read-only file mapping: pages may be given back */
 };
 int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi, struct cli_xtrace *x);
@@ -199,6 +200,8 @@ struct tk_xray_map;
 struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 			      struct tk_xray_map **map, int *status);
 int cli_xray_finish(const char *file, struct tk_xray *x);
+/* The mapped input is a read-only mapping of a regular file (its pages can be given back). */
+int cli_xray_release_ok(const char *file, struct tk_input *in);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

@@ -467,9 +467,12 @@ static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input 
 
 
 
-/* Chrome / Perfetto through the shared timeline writer, fed by the parallel decoder. */
+/* Chrome / Perfetto through the shared timeline writer, fed by the parallel decoder;
+ * --time A:B (TSC ticks) and --max-events N as for the other formats. *DROPPED: slices
+ * left out by them. */
 static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
-			 enum tk_timeline_kind kind, struct tk_buf *out)
+			 enum tk_timeline_kind kind, const struct cli_opts *o, struct tk_buf *out,
+			 uint64_t *dropped)
 {
 	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
 	int err, rc;
@@ -482,7 +485,13 @@ static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
 	}
 	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
 				       .clock = { tk_xray_header(x)->cycle_frequency },
-				       .process_name = "xray" };
+				       .max_events = o->max_events, .process_name = "xray" };
+	if (o->time_window) {
+		/* checked by the caller */
+		cli_parse_range(o->time_window, &to.time_begin, &to.time_end);
+		if (to.time_end == UINT64_MAX)
+			to.time_end = 0;
+	}
 	struct tk_timeline *t = tk_timeline_new(out, &to, &err);
 	if (!t) {
 		tk_sym_free(sym);
@@ -496,6 +505,7 @@ static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
 	}
 	rc = tk_xray_decode(x, tk_timeline_sink(t));
 	int frc = tk_timeline_finish(t);
+	tk_timeline_slices(t, dropped);
 	tk_timeline_free(t);
 	tk_sym_free(sym);
 	return rc < 0 ? rc : frc;
@@ -514,6 +524,11 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 			  "convert: XRay logs convert to xray-yaml, chrome or perfetto, not '%s'", to);
 		return EXIT_USAGE;
 	}
+	uint64_t tb, te, dropped = 0;
+	if (tl && o->time_window && cli_parse_range(o->time_window, &tb, &te) < 0) {
+		cli_error(NULL, UINT64_MAX, "--time: expected A:B, got '%s'", o->time_window);
+		return EXIT_USAGE;
+	}
 	struct tk_xray *x = cli_xray_open(o, file, in, &map, &status);
 	if (!x)
 		return status;
@@ -523,7 +538,7 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 		return rc;
 	}
 	if (tl) {
-		rc = xray_timeline(x, map, tl, &out);
+		rc = xray_timeline(x, map, tl, o, &out, &dropped);
 	} else {
 		rc = tk_xray_yaml(x, map, &out);
 	}
@@ -534,6 +549,9 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	int wrc = cli_out_close(&out);
 	if (wrc > status)
 		status = wrc;
+	if (dropped)
+		cli_warn(file, UINT64_MAX, "%llu calls left out of the timeline (--max-events / --time)",
+			 (unsigned long long)dropped);
 	rc = cli_xray_finish(file, x);
 	tk_xray_free(x);
 	tk_xray_map_free(map);

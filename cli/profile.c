@@ -167,8 +167,17 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 		return status;
 	}
 	static const struct tk_xray_chunk_ops ops = { xray_prof_begin, xray_prof_merge };
-	pc.total = p;
+	/* The first chunk's profile becomes the total: merging it into an empty one would
+	 * copy it (twice the memory at -j 1). Only pprof's sample order follows the order in
+	 * which call paths were created, which a merge makes the same for any -j: there P
+	 * takes every chunk. Otherwise P stays for a log without buffers. */
+	if (kind == TK_OUT_PPROF && !account)
+		pc.total = p;
 	rc = tk_xray_decode_chunks(x, &ops, &pc);
+	if (pc.total && pc.total != p) {
+		tk_prof_free(p);
+		p = pc.total;
+	}
 	if (rc >= 0)
 		rc = tk_prof_finish(p);
 	if (rc >= 0 && map)

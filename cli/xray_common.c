@@ -1,7 +1,16 @@
 /* XRay pieces shared by the commands that read XRay logs (info, profile, convert). */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+
+int cli_xray_release_ok(const char *file, struct tk_input *in)
+{
+	/* a pipe or FIFO is read into memory, where giving pages back would lose the data */
+	struct stat st;
+	return strcmp(file, "-") != 0 && stat(file, &st) == 0 && S_ISREG(st.st_mode) &&
+	       tk_input_compression(in) == TK_COMP_NONE;
+}
 
 /* XRay: map the log, load --instr-map, index the buffers. */
 struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct tk_input *in,
@@ -25,9 +34,7 @@ struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct
 	}
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
 				   .max_func_id = tk_xray_map_max_id(*map),
-				   /* plain files are mapped read-only: pages can go back */
-				   .release_input = tk_input_compression(in) == TK_COMP_NONE &&
-						    strcmp(file, "-") != 0 };
+				   .release_input = cli_xray_release_ok(file, in) };
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {
 		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,

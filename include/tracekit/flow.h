@@ -64,6 +64,9 @@ void tk_flow_reset_stack(struct tk_flow *f);
 /* Time stamped on the events produced from now on. */
 void tk_flow_set_time(struct tk_flow *f, uint64_t time);
 void tk_flow_set_track(struct tk_flow *f, uint32_t track);
+/* ON = 0: walk without emitting TK_EV_BLOCK/CALL/RETURN events (instruction counts still
+ * come back in tk_flow_result), for consumers that only count. Default 1. */
+void tk_flow_set_flow_events(struct tk_flow *f, int on);
 
 /* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
  * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip),

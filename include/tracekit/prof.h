@@ -22,6 +22,12 @@
  * the frames down to that one. An ENABLE elsewhere on an empty stack ends the unknown
  * level like an orphan return, so that a merge can match it with the previous chunk.
  *
+ * Tail calls (instruction-level traces, with tk_prof_opts.entries): a TK_EV_BLOCK at a
+ * function entry right after a TK_EV_BLOCK of the same track (a jump, no TK_EV_CALL) is a
+ * call of that function, as valgrind's callgrind counts it. Its frame takes the return
+ * address of the frame that jumped, and its return ends that frame too. Chunks still merge
+ * exactly: a chunk that begins with such a block leaves the decision to tk_prof_merge.
+ *
  * Time is in trace ticks (event.time); instructions are the sum of TK_EV_BLOCK counts. */
 #ifndef TRACEKIT_PROF_H
 #define TRACEKIT_PROF_H
@@ -50,7 +56,8 @@ struct tk_prof_opts {
 	/* Function entry points (run-time addresses, any order; copied), e.g. from
 	 * tk_sym_entries. Tracing that resumes (TK_EV_ENABLE) at one of them is a call from
 	 * untraced code (libc calling main, a callback): it starts a frame for that function,
-	 * which its return ends. Without them such code runs in the unknown level. */
+	 * which its return ends. A jump to one of them is a tail call (see above). Without
+	 * them such code runs in the unknown level. */
 	const uint64_t *entries;
 	size_t nentries;
 };

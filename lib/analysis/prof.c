@@ -193,17 +193,23 @@ static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key,
 
 static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end);
 
+static inline size_t block_slot(uint64_t start)
+{
+	return (size_t)(start ^ start >> 12) & (BLOCK_CACHE - 1);
+}
+
 HOT struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
 {
-	uint32_t *slot = &p->block_cache[(start ^ start >> 12) & (BLOCK_CACHE - 1)];
-	if (*slot < p->nblocks) {
-		struct block *b = &p->blocks[*slot];
-		if (b->start == start && b->end == end)
-			return b;
-	}
+	/* the keys are in the cache: no bounds check, no load of a block that is not it */
+	struct block_slot *c = &p->block_cache[block_slot(start)];
+	if (c->start == start && c->end == end)
+		return &p->blocks[c->index];
 	struct block *b = get_block_slow(p, start, end);
-	if (b)
-		*slot = (uint32_t)(b - p->blocks);
+	if (b) {
+		c->start = start;
+		c->end = end;
+		c->index = (uint64_t)(b - p->blocks);
+	}
 	return b;
 }
 
@@ -254,6 +260,7 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	memset(t, 0, sizeof *t);
 	t->id = id;
 	t->t_last = t->t_first = t->level_t_start = TK_TIME_NONE;
+	t->untimed = 1;
 	t->t_min = UINT64_MAX;
 	t->t_max = 0;
 	t->root = get_child(p, NONE32, id, KIND_TRACK, id);
@@ -262,7 +269,6 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	t->base_node = new_level(p, t, 1);
 	if (t->base_node == NONE32)
 		return NULL;
-	t->base_last_child = NONE32;
 	p->last_track = (uint32_t)p->ntracks++;
 	p->sum.tracks = (uint32_t)p->ntracks;
 	return t;
@@ -304,9 +310,9 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 	if (n == NONE32)
 		return -TK_E_NOMEM;
 	t->base_node = n;
-	t->base_last_child = NONE32;
 	t->level_i_start = t->insns;
 	t->level_t_start = time;
+	t->untimed |= time == TK_TIME_NONE;
 	t->base_child_ticks = t->base_child_insns = 0;
 	return 0;
 }
@@ -334,7 +340,7 @@ static void retset_put(struct retset *r, uint64_t ret, uint32_t n)
 static int retset_rebuild(struct track *t)
 {
 	size_t size = 64;
-	while (size < 4 * (t->depth + 1))
+	while (size < 4 * (t->rets_depth + 1))
 		size *= 2;
 	uint64_t *key = calloc(size, sizeof *key);
 	uint32_t *cnt = calloc(size, sizeof *cnt);
@@ -346,7 +352,7 @@ static int retset_rebuild(struct track *t)
 	free(t->rets.key);
 	free(t->rets.cnt);
 	t->rets = (struct retset){ .key = key, .cnt = cnt, .mask = size - 1 };
-	for (size_t i = 0; i < t->depth; i++)
+	for (size_t i = 0; i < t->rets_depth; i++)
 		if (t->st[i].ret)
 			retset_put(&t->rets, t->st[i].ret, 1);
 	return 0;
@@ -363,12 +369,30 @@ static inline int retset_add(struct track *t, uint64_t ret)
 	return 0;
 }
 
+/* Drop one occurrence; a key whose count reaches zero leaves the table (backward-shift
+ * deletion), so the table never fills with dead keys and never needs a rebuild for them. */
 static inline void retset_del(struct retset *r, uint64_t ret)
 {
 	size_t i = ret_hash(ret) & r->mask;
 	while (r->key[i] != ret)
 		i = (i + 1) & r->mask;
-	r->cnt[i]--;
+	if (--r->cnt[i])
+		return;
+	for (size_t j = i;;) {
+		j = (j + 1) & r->mask;
+		if (!r->key[j])
+			break;
+		size_t h = ret_hash(r->key[j]) & r->mask;
+		/* the key at j may move to the hole at i unless its home lies in (i, j] */
+		if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
+			r->key[i] = r->key[j];
+			r->cnt[i] = r->cnt[j];
+			i = j;
+		}
+	}
+	r->key[i] = 0;
+	r->cnt[i] = 0;
+	r->used--;
 }
 
 static inline int retset_has(const struct retset *r, uint64_t ret)
@@ -378,12 +402,24 @@ static inline int retset_has(const struct retset *r, uint64_t ret)
 	size_t i = ret_hash(ret) & r->mask;
 	while (r->key[i] && r->key[i] != ret)
 		i = (i + 1) & r->mask;
-	return r->key[i] && r->cnt[i];
+	return r->key[i] != 0;
+}
+
+/* Bring the set up to the whole stack. */
+static int retset_sync(struct track *t)
+{
+	for (; t->rets_depth < t->depth; t->rets_depth++) {
+		uint64_t ret = t->st[t->rets_depth].ret;
+		if (ret && retset_add(t, ret) < 0)
+			return -TK_E_NOMEM;
+	}
+	return 0;
 }
 
 static inline void clear_stack(struct track *t)
 {
 	t->depth = 0;
+	t->rets_depth = 0;
 	if (t->rets.key) {
 		memset(t->rets.key, 0, (t->rets.mask + 1) * sizeof *t->rets.key);
 		memset(t->rets.cnt, 0, (t->rets.mask + 1) * sizeof *t->rets.cnt);
@@ -394,24 +430,17 @@ static inline void clear_stack(struct track *t)
 HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
-	uint32_t *cache = t->depth ? &t->st[t->depth - 1].last_child : &t->base_last_child;
-	uint32_t n = *cache;
-	if (n == NONE32 || n >= p->nnodes || p->nodes[n].key != key || p->nodes[n].kind != kind ||
-	    p->nodes[n].parent != cur_node(t)) {
-		n = get_child(p, cur_node(t), key, kind, t->id);
-		if (n == NONE32)
-			return -TK_E_NOMEM;
-		*cache = n;
-	}
-	if (grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
+	uint32_t n = get_child(p, cur_node(t), key, kind, t->id);
+	if (n == NONE32)
 		return -TK_E_NOMEM;
-	if (ret && retset_add(t, ret) < 0)
+	if (__builtin_expect(t->depth == t->cap, 0) &&
+	    grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
 		return -TK_E_NOMEM;
 	p->nodes[n].calls++;
 	struct frame *f = &t->st[t->depth++];
 	f->node = n;
-	f->last_child = NONE32;
 	f->timed = time != TK_TIME_NONE;
+	f->tail = 0;
 	f->ret = ret;
 	f->t_enter = time;
 	f->i_enter = t->insns;
@@ -454,8 +483,11 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
 	struct frame *f = &t->st[--t->depth];
 	struct node *n = &p->nodes[f->node];
-	if (f->ret)
-		retset_del(&t->rets, f->ret);
+	if (__builtin_expect(t->rets_depth > t->depth, 0)) {
+		if (f->ret)
+			retset_del(&t->rets, f->ret);
+		t->rets_depth = t->depth;
+	}
 	uint64_t incl_i = t->insns - f->i_enter, incl_t = 0;
 
 	n->incl_insns += incl_i;
@@ -492,7 +524,7 @@ static int orphan(struct tk_prof *p, struct track *t, uint32_t what, uint64_t ke
 	return start_level(p, t, time);
 }
 
-static int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t time)
+static int do_exit_search(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t time)
 {
 	size_t i = t->depth;
 	while (i > 0) {
@@ -521,26 +553,15 @@ static int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t ki
 	return 0;
 }
 
-HOT int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+/* An exit: almost always of the top frame. */
+HOT int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t time)
 {
-	if (t->depth == 0)
-		return orphan(p, t, ORPH_RETURN, target, 0, time);
-	size_t i = t->depth;
-	/* frames without a return address (0) never match; an unknown target ends one */
-	if (target && t->st[i - 1].ret != target && retset_has(&t->rets, target)) {
-		/* a return deeper into the stack (longjmp, exception); else just one frame */
-		size_t j = i - 1;
-		while (j > 0 && t->st[j - 1].ret != target)
-			j--;
-		if (j > 0)
-			i = j;
+	if (t->depth) {
+		const struct node *n = &p->nodes[t->st[t->depth - 1].node];
+		if (n->key == key && n->kind == kind)
+			return pop(p, t, time, 1);
 	}
-	while (t->depth >= i) {
-		int rc = pop(p, t, time, 1);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return do_exit_search(p, t, key, kind, time);
 }
 
 static int is_entry(const struct tk_prof *p, uint64_t addr)
@@ -556,18 +577,98 @@ static int is_entry(const struct tk_prof *p, uint64_t addr)
 	return lo < p->nentries && p->entries[lo] == addr;
 }
 
+static inline size_t entry_bit(uint64_t addr)
+{
+	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 48) & (ENTRY_BITS - 1);
+}
+
+/* is_entry behind a bit filter: most blocks start elsewhere (a load and a test) */
+static inline int is_entry_fast(const struct tk_prof *p, uint64_t addr)
+{
+	size_t b = entry_bit(addr);
+	return (p->entry_bits[b / 64] >> (b % 64) & 1) && is_entry(p, addr);
+}
+
+/* A jump to a function entry (no call): a frame for it, as callgrind counts it. It returns
+ * where its caller would have (its return ends both frames). */
+static int tail_call(struct tk_prof *p, struct track *t, uint64_t entry, uint64_t time)
+{
+	uint64_t ret = t->depth ? t->st[t->depth - 1].ret : 0;
+	int rc = push(p, t, entry, TK_PROF_KEY_ADDR, ret, time);
+	if (rc >= 0)
+		t->st[t->depth - 1].tail = 1;
+	return rc;
+}
+
+/* The lowest frame that ending frame I-1 (1-based I) ends too: tail calls go with the
+ * frame that jumped. */
+static inline size_t tail_chain(const struct track *t, size_t i)
+{
+	while (i > 1 && t->st[i - 1].tail)
+		i--;
+	return i;
+}
+
+static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time);
+
+/* A return: almost always of the top frame, to its return address. */
+HOT int do_return(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+{
+	if (t->depth) {
+		const struct frame *f = &t->st[t->depth - 1];
+		if (!f->tail && (f->ret == target || !target))
+			return pop(p, t, time, 1);
+	}
+	return do_return_search(p, t, target, time);
+}
+
+static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target, uint64_t time)
+{
+	if (t->depth == 0)
+		return orphan(p, t, ORPH_RETURN, target, 0, time);
+	size_t i = t->depth;
+	/* frames without a return address (0) never match; an unknown target ends one */
+	if (target && t->st[i - 1].ret != target) {
+		if (retset_sync(t) < 0)
+			return -TK_E_NOMEM;
+	}
+	if (target && t->st[i - 1].ret != target && retset_has(&t->rets, target)) {
+		/* a return deeper into the stack (longjmp, exception); else just one frame */
+		size_t j = i - 1;
+		while (j > 0 && t->st[j - 1].ret != target)
+			j--;
+		if (j > 0)
+			i = j;
+	}
+	i = tail_chain(t, i);
+	/* a tail call made at the unknown level: its return ends that level too (only frames
+	 * without a return address reach down there) */
+	int below = t->st[i - 1].tail;
+	while (t->depth >= i) {
+		int rc = pop(p, t, time, 1);
+		if (rc < 0)
+			return rc;
+	}
+	if (below)
+		return orphan(p, t, ORPH_RETURN, target, 0, time);
+	return 0;
+}
+
 /* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
  * return of a call into untraced code (ADDR is a frame's return address), or unknown. */
 static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time)
 {
 	if (!addr)
 		return 0;
-	if (is_entry(p, addr))
+	if (p->nentries && is_entry_fast(p, addr))
 		return push(p, t, addr, TK_PROF_KEY_ADDR, 0, time);
+	if (retset_sync(t) < 0)
+		return -TK_E_NOMEM;
 	size_t i = retset_has(&t->rets, addr) ? t->depth : 0;
 	while (i > 0 && t->st[i - 1].ret != addr)
 		i--;
 	if (i > 0) {
+		i = tail_chain(t, i);
 		while (t->depth >= i) {
 			int rc = pop(p, t, time, 1);
 			if (rc < 0)
@@ -647,6 +748,19 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	}
 	p->opts.entries = p->entries;
 	p->opts.nentries = p->nentries;
+	if (p->nentries) {
+		p->entry_bits = calloc(ENTRY_BITS / 64, sizeof *p->entry_bits);
+		if (!p->entry_bits) {
+			tk_prof_free(p);
+			if (err)
+				*err = -TK_E_NOMEM;
+			return NULL;
+		}
+		for (size_t i = 0; i < p->nentries; i++) {
+			size_t b = entry_bit(p->entries[i]);
+			p->entry_bits[b / 64] |= (uint64_t)1 << (b % 64);
+		}
+	}
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
@@ -660,7 +774,9 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		return NULL;
 	}
 	memset(p->child_cache, 0xff, CHILD_CACHE * sizeof *p->child_cache);
-	memset(p->block_cache, 0xff, BLOCK_CACHE * sizeof *p->block_cache);
+	/* an empty slot holds a start address that belongs to another slot: never a hit */
+	for (size_t i = 0; i < BLOCK_CACHE; i++)
+		p->block_cache[i] = (struct block_slot){ .start = i ^ 1 };
 	if (err)
 		*err = 0;
 	return p;
@@ -697,6 +813,7 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->child_cache);
 	free(p->block_cache);
 	free(p->entries);
+	free(p->entry_bits);
 	free(p);
 }
 
@@ -707,13 +824,20 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 	if (p->nomem)
 		return -TK_E_NOMEM;
 	const int want_blocks = !(p->opts.flags & TK_PROF_NO_BLOCKS);
-	struct track *t = NULL;
+	const int tails = p->nentries != 0;
 	uint64_t nblocks = 0, ninsns = 0;   /* summed here: stores to p->sum would alias */
 	int rc = 0;
 
+	if (!n)
+		return 0;
+	struct track *t = get_track(p, ev[0].track);
+	if (!t) {
+		p->nomem = 1;
+		return -TK_E_NOMEM;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
-		if (!t || t->id != e->track) {
+		if (__builtin_expect(t->id != e->track, 0)) {
 			t = get_track(p, e->track);
 			if (!t) {
 				rc = -TK_E_NOMEM;
@@ -722,20 +846,38 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		}
 		uint64_t time = e->time;
 		if (time != TK_TIME_NONE) {
-			if (__builtin_expect((t->t_first == TK_TIME_NONE) | (t->level_t_start == TK_TIME_NONE), 0)) {
+			if (__builtin_expect(t->untimed, 0)) {
 				if (t->t_first == TK_TIME_NONE)
-					t->t_first = time;
+					t->t_first = t->t_min = time;
 				if (t->level_t_start == TK_TIME_NONE)
 					t->level_t_start = time;
+				t->untimed = 0;
 			}
 			t->t_last = time;
-			t->t_max = time > t->t_max ? time : t->t_max;
-			t->t_min = time < t->t_min ? time : t->t_min;
+			/* t_min <= t_max once a time was seen (t_first is set then) */
+			if (time >= t->t_max)
+				t->t_max = time;
+			else if (time < t->t_min)
+				t->t_min = time;
 		} else {
 			time = t->t_last;
 		}
-		switch (e->kind) {
-		case TK_EV_BLOCK:
+		if (e->kind == TK_EV_BLOCK) {
+			if (tails) {
+				/* reached without a call: a jump (or fall-through) */
+				if (t->flow != FLOW_OTHER && is_entry_fast(p, e->addr)) {
+					if (t->flow == FLOW_BLOCK) {
+						if ((rc = tail_call(p, t, e->addr, time)) < 0)
+							break;
+					} else if (!t->head_pending) {
+						/* what came before is in the previous chunk */
+						t->head_pending = 1;
+						t->head_entry = e->addr;
+						t->head_time = time;
+					}
+				}
+				t->flow = FLOW_BLOCK;
+			}
 			nblocks++;
 			ninsns += e->count;
 			t->insns += e->count;
@@ -750,11 +892,15 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 				b->execs++;
 				b->insns += e->count;
 			}
-			break;
+			continue;
+		}
+		switch (e->kind) {
 		case TK_EV_CALL:
+			t->flow = FLOW_OTHER;
 			rc = push(p, t, e->addr2, TK_PROF_KEY_ADDR, e->arg, time);
 			break;
 		case TK_EV_RETURN:
+			t->flow = FLOW_OTHER;
 			rc = do_return(p, t, e->addr2, time);
 			break;
 		case TK_EV_FUNC_ENTER:
@@ -765,11 +911,17 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			rc = do_exit(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, time);
 			break;
 		case TK_EV_ENABLE:
+			t->flow = FLOW_OTHER;
 			rc = do_enable(p, t, e->addr, time);
 			break;
 		case TK_EV_GAP:
+			t->flow = FLOW_OTHER;
 			p->sum.gaps++;
 			rc = do_gap(p, t, time);
+			break;
+		case TK_EV_DISABLE:
+		case TK_EV_INTERRUPT:
+			t->flow = FLOW_OTHER;
 			break;
 		default:
 			break;
@@ -888,9 +1040,22 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		tm->level_t_start = tb->t_first;
 	if (tm->t_first == TK_TIME_NONE)
 		tm->t_first = tb->t_first;
+	tm->untimed = tm->t_first == TK_TIME_NONE || tm->level_t_start == TK_TIME_NONE;
 	/* the unknown levels after B's gaps, copied whole */
 	if ((rc = graft(into, from, tb->root, tm->root, map, tm->id)) < 0)
 		return rc;
+	/* B began with a block at a function entry: after a block, that was a tail call */
+	if (tb->head_pending && tm->flow == FLOW_BLOCK &&
+	    (rc = tail_call(into, tm, tb->head_entry,
+			    tb->head_time != TK_TIME_NONE ? tb->head_time : tm->t_last)) < 0)
+		return rc;
+	if (tm->flow == FLOW_START) {
+		tm->head_pending = tb->head_pending;
+		tm->head_entry = tb->head_entry;
+		tm->head_time = tb->head_time;
+	}
+	if (tb->flow != FLOW_START)
+		tm->flow = tb->flow;
 	for (size_t k = 0; k < tb->norph; k++) {
 		const struct orphan *o = &tb->orph[k];
 		if ((rc = graft_level(into, from, tm, o->level_node, map)) < 0)
@@ -925,9 +1090,9 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			tm->gap_child_insns = tm->base_child_insns;
 		}
 		tm->base_node = map[tb->base_node];
-		tm->base_last_child = NONE32;
 		tm->level_i_start = off + tb->level_i_start;
 		tm->level_t_start = tb->level_t_start;
+		tm->untimed = tm->t_first == TK_TIME_NONE || tm->level_t_start == TK_TIME_NONE;
 		tm->base_child_ticks = tb->base_child_ticks;
 		tm->base_child_insns = tb->base_child_insns;
 	} else {
@@ -940,13 +1105,13 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	for (size_t i = 0; i < tb->depth; i++) {
 		struct frame f = tb->st[i];
 		f.node = map[f.node];
-		f.last_child = NONE32;
 		f.i_enter += off;
 		if (f.node == NONE32)
 			return -TK_E_INTERNAL;
+		/* B's tail calls from its unknown level return where INTO's top frame does */
+		if (f.tail && !f.ret && tm->depth)
+			f.ret = tm->st[tm->depth - 1].ret;
 		tm->st[tm->depth++] = f;
-		if (f.ret && retset_add(tm, f.ret) < 0)
-			return -TK_E_NOMEM;
 	}
 	tm->insns = off + tb->insns;
 	if (tb->t_last != TK_TIME_NONE)

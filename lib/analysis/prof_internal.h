@@ -34,6 +34,8 @@ struct func {
 
 #define DUR_BIG UINT32_MAX
 
+#define ENTRY_BITS ((size_t)1 << 16)
+
 /* Durations of completed calls, in completion order, as (func index << 32 | ticks) with
  * ticks DUR_BIG meaning "the next of that function's big[]". One sequential log instead of
  * an array per function: a store per call to one stream, not to hundreds. Chunks of
@@ -44,14 +46,22 @@ struct block {
 	uint64_t start, end, execs, insns;
 };
 
+struct block_slot {
+	uint64_t start, end, index;
+};
+
 struct frame {
 	uint32_t node;
-	uint32_t last_child;      /* cache: the node this frame called last (loops call the same) */
 	uint8_t timed;
-	uint64_t ret;             /* return address (TK_EV_CALL), 0 otherwise */
+	uint8_t tail;             /* entered by a jump (tail call): its return ends the frame
+				     below too, as callgrind's stack-pointer unwinding does */
+	uint64_t ret;             /* return address (TK_EV_CALL; a tail call inherits the
+				     caller's), 0 otherwise */
 	uint64_t t_enter, i_enter;
 	uint64_t child_ticks, child_insns;
 };
+
+enum { FLOW_START = 0, FLOW_BLOCK, FLOW_OTHER };
 
 enum { ORPH_EXIT = 1, ORPH_RETURN = 2, ORPH_ENABLE = 3 };
 /* An exit/return on an empty stack before the track's first gap; a merge replays it on the
@@ -65,13 +75,15 @@ struct orphan {
 	uint32_t level_node;      /* unknown level that this orphan ended */
 };
 
-/* The return addresses on a track's stack, as an exact multiset (open addressing, keys
- * with a zero count stay until a rebuild): a return or resume to an address that no
+/* The return addresses of a track's frames [0, rets_depth), as an exact multiset (linear
+ * probing; a key leaves when its count reaches zero). Brought up to the whole stack only
+ * when a return or resume does not match the top frame, so matching calls and returns
+ * never touch it (each frame enters and leaves it at most once): a return or resume to an address that no
  * frame holds skips the search down the stack, which deep stacks made quadratic. */
 struct retset {
 	uint64_t *key;            /* 0 = empty slot */
 	uint32_t *cnt;
-	size_t mask, used;        /* used: slots with a key */
+	size_t mask, used;        /* used: slots with a key (all with a count > 0) */
 };
 
 struct track {
@@ -84,7 +96,6 @@ struct track {
 	uint64_t t_min, t_max;    /* over timed events (t_min UINT64_MAX, t_max 0 if none) */
 	/* the unknown level below the stack */
 	uint32_t base_node;
-	uint32_t base_last_child;
 	uint64_t level_i_start, level_t_start;
 	uint64_t base_child_ticks, base_child_insns;
 	/* replayable orphans, and the state at the first gap */
@@ -95,12 +106,20 @@ struct track {
 	uint32_t gap_level_node;
 	uint64_t gap_insns, gap_time, gap_child_ticks, gap_child_insns;
 	struct retset rets;
+	size_t rets_depth;        /* frames below this are in rets */
+	/* tail calls: a block at a function entry right after a block (no call in between) */
+	uint8_t flow;             /* FLOW_*: the last control-flow event on this track */
+	uint8_t head_pending;     /* the first one was a block at head_entry: a tail call if
+				     the previous chunk ended with a block (tk_prof_merge) */
+	uint64_t head_entry, head_time;
+	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
 };
 
 struct tk_prof {
 	struct tk_prof_opts opts;
 	uint64_t *entries;        /* sorted, unique copy of opts.entries */
 	size_t nentries;
+	uint64_t *entry_bits;     /* ENTRY_BITS-bit filter of hashed entries (no false negatives) */
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;
@@ -122,7 +141,7 @@ struct tk_prof {
 	size_t ntracks, ctracks;
 	uint32_t last_track;      /* index of the track of the previous event */
 	uint32_t *child_cache;    /* direct-mapped (parent, function) -> node, before the table */
-	uint32_t *block_cache;    /* direct-mapped start address -> block */
+	struct block_slot *block_cache; /* direct-mapped start address -> block */
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;

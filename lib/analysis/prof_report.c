@@ -90,60 +90,348 @@ fail:
 	return NULL;
 }
 
-/* Every function's durations (64-bit, in completion order) into ALL: function i's at
- * ALL + OFF[i], CNT[i] of them. OFF is given (the caller chooses the layout). */
-static void place_durations(const struct tk_prof *p, const size_t *off, size_t *cnt, size_t *bigi,
-			    uint64_t *all)
+/* Durations are gathered per function (or per group of functions folded together) into
+ * 32-bit slots; groups with a duration of DUR_BIG ticks or more get 64-bit slots. Half the
+ * memory and bandwidth for the common case. */
+struct dur_place {
+	uint32_t *big;            /* per function: its radix group (NONE32: it has slots) */
+	size_t *off;              /* per function: first slot in a32 or a64 */
+	size_t *cnt;              /* per function: slots filled so far */
+	uint8_t *wide;            /* per function: its group uses a64 */
+	uint32_t *a32;
+	uint64_t *a64;
+};
+
+/* Every function's durations, in completion order, into its slots. */
+static void place_durations(const struct tk_prof *p, struct dur_place *dp, int any_wide,
+			    size_t nslots)
 {
+	size_t *off = dp->off, *cnt = dp->cnt, *bigi = NULL;
+	uint32_t *a32 = dp->a32;
+
+	if (!nslots)
+		return;   /* every function is selected by histograms */
+
+	if (!any_wide) {
+		/* no function has a big duration: every entry is its 32-bit duration */
+		for (size_t c = 0; c < p->ndlog; c++) {
+			size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+			const uint64_t *v = p->dlog[c];
+			for (size_t j = 0; j < k; j++) {
+				uint32_t f = (uint32_t)(v[j] >> 32);
+				if (dp->big[f] == NONE32)
+					a32[off[f] + cnt[f]++] = (uint32_t)v[j];
+			}
+		}
+		return;
+	}
+	bigi = dp->cnt + p->nfuncs + 1;   /* caller allocated 2 * (nfuncs + 1) */
 	for (size_t c = 0; c < p->ndlog; c++) {
 		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
 		const uint64_t *v = p->dlog[c];
 		for (size_t j = 0; j < k; j++) {
 			uint32_t f = (uint32_t)(v[j] >> 32);
 			uint64_t d = v[j] & 0xffffffffu;
+			if (dp->big[f] != NONE32)
+				continue;
+			if (!dp->wide[f]) {
+				a32[off[f] + cnt[f]++] = (uint32_t)d;
+				continue;
+			}
 			if (d == DUR_BIG && bigi[f] < p->funcs[f].nbig)
 				d = p->funcs[f].big[bigi[f]++];
-			all[off[f] + cnt[f]++] = d;
+			dp->a64[off[f] + cnt[f]++] = d;
 		}
 	}
 }
 
-/* Durations per function index (CNT, zeroed by the caller). */
-static size_t count_durations(const struct tk_prof *p, size_t *cnt)
+/* With few functions, the counting pass also builds each function's histogram of the
+ * high 16 bits of its durations (with min, max and sum), which the histogram selection
+ * below would otherwise need a pass of its own for. The tables are allocated zeroed and
+ * touched only where durations fall. */
+#define SPEC_FUNCS 64
+
+struct spec {
+	uint32_t *hist;           /* function f's at f << 16 */
+	uint64_t *sum;
+	uint32_t *min, *max;
+};
+
+/* Durations per function index (CNT, zeroed by the caller); SP (or NULL): the histograms. */
+static void count_durations(const struct tk_prof *p, size_t *cnt, struct spec *sp)
 {
-	size_t total = 0;
 	for (size_t c = 0; c < p->ndlog; c++) {
 		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
 		const uint64_t *v = p->dlog[c];
-		for (size_t j = 0; j < k; j++)
-			cnt[v[j] >> 32]++;
-		total += k;
+		if (!sp) {
+			for (size_t j = 0; j < k; j++)
+				cnt[v[j] >> 32]++;
+			continue;
+		}
+		for (size_t j = 0; j < k; j++) {
+			uint32_t f = (uint32_t)(v[j] >> 32), d = (uint32_t)v[j];
+			cnt[f]++;
+			sp->hist[(size_t)f << 16 | d >> 16]++;
+			sp->sum[f] += d;
+			sp->min[f] = d < sp->min[f] ? d : sp->min[f];
+			sp->max[f] = d > sp->max[f] ? d : sp->max[f];
+		}
 	}
-	return total;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
+/* select_T(A, N, K): permute A[0..N) so that A[K] is the K-th smallest, with nothing larger
+ * before it and nothing smaller after it (what std::nth_element guarantees, so the values
+ * picked are the same as llvm-xray's). Quickselect with a median-of-three pivot and Hoare's
+ * partition (runs of equal durations split evenly); after too many poor splits the rest
+ * is heap-sorted, which bounds the worst case at O(n log n). */
+#define DEFINE_SELECT(T)								\
+static void sift_##T(T *a, size_t n, size_t i)						\
+{											\
+	T v = a[i];									\
+	for (size_t c; (c = 2 * i + 1) < n; i = c) {					\
+		if (c + 1 < n && a[c + 1] > a[c])					\
+			c++;								\
+		if (a[c] <= v)								\
+			break;								\
+		a[i] = a[c];								\
+	}										\
+	a[i] = v;									\
+}											\
+											\
+static void heapsort_##T(T *a, size_t n)						\
+{											\
+	for (size_t i = n / 2; i-- > 0;)						\
+		sift_##T(a, n, i);							\
+	while (n > 1) {									\
+		T t = a[0];								\
+		a[0] = a[--n];								\
+		a[n] = t;								\
+		sift_##T(a, n, 0);							\
+	}										\
+}											\
+											\
+static void select_##T(T *a, size_t n, size_t k)					\
+{											\
+	size_t lo = 0, hi = n - 1;	/* inclusive */					\
+	unsigned budget = 16;								\
+											\
+	for (size_t m = n; m > 1; m >>= 1)						\
+		budget += 2;								\
+	while (hi > lo) {								\
+		if (hi - lo < 16 || !budget--) {					\
+			heapsort_##T(a + lo, hi - lo + 1);				\
+			return;								\
+		}									\
+		size_t mid = lo + (hi - lo) / 2, i = lo, j = hi;			\
+		T t;									\
+		/* a[lo] <= a[mid] <= a[hi]: the ends stop the scans below */		\
+		if (a[mid] < a[lo])							\
+			t = a[mid], a[mid] = a[lo], a[lo] = t;				\
+		if (a[hi] < a[lo])							\
+			t = a[hi], a[hi] = a[lo], a[lo] = t;				\
+		if (a[hi] < a[mid])							\
+			t = a[hi], a[hi] = a[mid], a[mid] = t;				\
+		T pv = a[mid];								\
+		for (;;) {								\
+			do								\
+				i++;							\
+			while (a[i] < pv);						\
+			do								\
+				j--;							\
+			while (a[j] > pv);						\
+			if (i >= j)							\
+				break;							\
+			t = a[i], a[i] = a[j], a[j] = t;				\
+		}									\
+		/* a[lo..j] <= pv <= a[i..hi], and i is j (then a[i] is pv) or j + 1 */	\
+		if (i == j && k == i)							\
+			return;								\
+		if (k <= j)								\
+			hi = j;								\
+		else									\
+			lo = i;								\
+	}										\
 }
 
-/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...). */
-static void dur_stats(struct tk_prof_func *f, uint64_t *d, size_t n)
+DEFINE_SELECT(uint32_t)
+DEFINE_SELECT(uint64_t)
+
+/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...):
+ * each percentile is selected in the part above the previous one. */
+#define DEFINE_DUR_STATS(T)								\
+static void dur_stats_##T(struct tk_prof_func *f, T *d, size_t n)			\
+{											\
+	f->ndur = n;									\
+	if (!n)										\
+		return;									\
+	size_t k50 = n / 2, k90 = (size_t)((double)n * 0.9);				\
+	size_t k99 = (size_t)((double)n * 0.99);					\
+	T lo = d[0], hi = d[0];								\
+	uint64_t s = 0;									\
+	for (size_t i = 0; i < n; i++) {						\
+		lo = d[i] < lo ? d[i] : lo;						\
+		hi = d[i] > hi ? d[i] : hi;						\
+		s += d[i];								\
+	}										\
+	f->dur_min = lo;								\
+	f->dur_max = hi;								\
+	f->dur_sum = s;									\
+	select_##T(d, n, k50);								\
+	select_##T(d + k50, n - k50, k90 - k50);					\
+	select_##T(d + k90, n - k90, k99 - k90);					\
+	f->dur_median = d[k50];								\
+	f->dur_p90 = d[k90];								\
+	f->dur_p99 = d[k99];								\
+}
+
+DEFINE_DUR_STATS(uint32_t)
+DEFINE_DUR_STATS(uint64_t)
+
+/* The statistics of function group G: WIDE says which slots hold its durations. */
+static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wide, size_t first,
+		      size_t n)
 {
-	f->ndur = n;
-	if (!n)
-		return;
-	qsort(d, n, sizeof *d, cmp_u64);
-	f->dur_min = d[0];
-	f->dur_max = d[n - 1];
-	f->dur_median = d[n / 2];
-	f->dur_p90 = d[(size_t)((double)n * 0.9)];
-	f->dur_p99 = d[(size_t)((double)n * 0.99)];
-	uint64_t s = 0;
-	for (size_t i = 0; i < n; i++)
-		s += d[i];
-	f->dur_sum = s;
+	if (wide)
+		dur_stats_uint64_t(f, dp->a64 + first, n);
+	else
+		dur_stats_uint32_t(f, dp->a32 + first, n);
+}
+
+/* Groups of many durations (all below DUR_BIG) are not copied: their order statistics
+ * come from two counting passes over the duration log, one histogram of the high 16 bits
+ * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
+ * copy of the largest functions' durations, and exact (the same values as any selection).
+ * RADIX_BATCH groups share each pass. */
+#define RADIX_MIN ((size_t)1 << 16)
+#define RADIX_BATCH 8
+
+struct radix_group {
+	size_t row;               /* its row in the result */
+	uint64_t n, sum;
+	uint32_t min, max;
+	uint64_t rank[3];         /* n/2, floor(n*0.9), floor(n*0.99) */
+	uint32_t hi[3];           /* the high half of each, after the first pass */
+	uint64_t below[3];        /* durations in lower buckets */
+	uint32_t value[3];
+};
+
+static void radix_batch(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
+			uint32_t g0, uint32_t nb, uint32_t *hist, const struct spec *sp)
+{
+	/* pass 1: high halves, and min/max/sum; from the counting pass's histograms if it
+	 * made them */
+	for (size_t f = 0; sp && f < p->nfuncs; f++) {
+		uint32_t i = big[f] - g0;
+		if (i >= nb)
+			continue;
+		struct radix_group *r = &g[g0 + i];
+		uint32_t *h = hist + ((size_t)i << 16);
+		const uint32_t *fh = sp->hist + (f << 16);
+		for (size_t b = 0; b < 65536; b++)
+			h[b] += fh[b];
+		r->sum += sp->sum[f];
+		r->min = sp->min[f] < r->min ? sp->min[f] : r->min;
+		r->max = sp->max[f] > r->max ? sp->max[f] : r->max;
+	}
+	for (size_t c = 0; !sp && c < p->ndlog; c++) {
+		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+		const uint64_t *v = p->dlog[c];
+		for (size_t j = 0; j < k; j++) {
+			uint32_t i = big[v[j] >> 32] - g0;
+			if (i >= nb)
+				continue;
+			uint32_t d = (uint32_t)v[j];
+			struct radix_group *r = &g[g0 + i];
+			hist[(size_t)i << 16 | d >> 16]++;
+			r->sum += d;
+			r->min = d < r->min ? d : r->min;
+			r->max = d > r->max ? d : r->max;
+		}
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		struct radix_group *r = &g[g0 + i];
+		uint32_t *h = hist + ((size_t)i << 16);
+		uint64_t cum = 0;
+		int want = 0;
+		for (uint32_t b = 0; b < 65536 && want < 3; b++) {
+			while (want < 3 && r->rank[want] < cum + h[b]) {
+				r->hi[want] = b;
+				r->below[want] = cum;
+				want++;
+			}
+			cum += h[b];
+		}
+		memset(h, 0, (size_t)65536 * sizeof *h);
+	}
+	/* pass 2: low halves inside the wanted buckets (up to three per group, three
+	 * histograms: the first pass's memory, zeroed, and two more after it) */
+	for (size_t c = 0; c < p->ndlog; c++) {
+		size_t k = c + 1 == p->ndlog ? p->dlog_n : DLOG_CHUNK;
+		const uint64_t *v = p->dlog[c];
+		for (size_t j = 0; j < k; j++) {
+			uint32_t i = big[v[j] >> 32] - g0;
+			if (i >= nb)
+				continue;
+			uint32_t d = (uint32_t)v[j], hi = d >> 16;
+			const struct radix_group *r = &g[g0 + i];
+			for (int w = 0; w < 3; w++) {
+				if (hi == r->hi[w]) {
+					hist[((size_t)(w * nb + i)) << 16 | (d & 0xffff)]++;
+					break;
+				}
+			}
+		}
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		struct radix_group *r = &g[g0 + i];
+		for (int w = 0; w < 3; w++) {
+			int slot = w;     /* the first rank with the same bucket counted it */
+			while (slot > 0 && r->hi[slot - 1] == r->hi[w])
+				slot--;
+			const uint32_t *h = hist + ((size_t)(slot * nb + i) << 16);
+			uint64_t cum = r->below[w];
+			uint32_t lo = 0;
+			while (cum + h[lo] <= r->rank[w])
+				cum += h[lo++];
+			r->value[w] = r->hi[w] << 16 | lo;
+		}
+	}
+}
+
+/* The statistics of the radix groups, written into their rows. */
+static int radix_stats(const struct tk_prof *p, const uint32_t *big, struct radix_group *g,
+		       uint32_t ng, struct tk_prof_func *rows, const struct spec *sp)
+{
+	if (!ng)
+		return 0;
+	uint32_t per = ng < RADIX_BATCH ? ng : RADIX_BATCH;
+	uint32_t *hist = calloc((size_t)3 * per << 16, sizeof *hist);
+	if (!hist)
+		return -TK_E_NOMEM;
+	for (uint32_t i = 0; i < ng; i++) {
+		struct radix_group *r = &g[i];
+		r->min = UINT32_MAX;
+		r->rank[0] = r->n / 2;
+		r->rank[1] = (uint64_t)((double)r->n * 0.9);
+		r->rank[2] = (uint64_t)((double)r->n * 0.99);
+	}
+	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
+		uint32_t nb = ng - g0 < per ? ng - g0 : per;
+		radix_batch(p, big, g, g0, nb, hist, sp);
+		memset(hist, 0, ((size_t)3 * nb << 16) * sizeof *hist);
+	}
+	free(hist);
+	for (uint32_t i = 0; i < ng; i++) {
+		struct tk_prof_func *f = &rows[g[i].row];
+		f->ndur = g[i].n;
+		f->dur_min = g[i].min;
+		f->dur_max = g[i].max;
+		f->dur_sum = g[i].sum;
+		f->dur_median = g[i].value[0];
+		f->dur_p90 = g[i].value[1];
+		f->dur_p99 = g[i].value[2];
+	}
+	return 0;
 }
 
 static int cmp_func_key(const void *a, const void *b)
@@ -211,46 +499,100 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
-	size_t *cnt = calloc(p->nfuncs + 1, sizeof *cnt), *off = calloc(p->nfuncs + 1, sizeof *off);
-	size_t *bigi = calloc(p->nfuncs + 1, sizeof *bigi);
-	size_t total = cnt ? count_durations(p, cnt) : 0;
-	uint64_t *tmp = malloc((total + 1) * sizeof *tmp);
-	if (!tmp || !cnt || !off || !bigi) {
-		free(tmp);
-		free(cnt);
-		free(off);
-		free(bigi);
-		free(rows);
-		return -TK_E_NOMEM;
+	struct dur_place dp = { 0 };
+	struct spec sp = { 0 };
+	struct radix_group *rg = calloc(p->nfuncs + 1, sizeof *rg);
+	uint32_t nrg = 0;
+	size_t *cnt = calloc(2 * (p->nfuncs + 1), sizeof *cnt);
+	dp.off = calloc(p->nfuncs + 1, sizeof *dp.off);
+	dp.wide = calloc(p->nfuncs + 1, 1);
+	dp.big = malloc((p->nfuncs + 1) * sizeof *dp.big);
+	dp.cnt = cnt;
+	if (!cnt || !dp.off || !dp.wide || !dp.big || !rg)
+		goto nomem;
+	memset(dp.big, 0xff, (p->nfuncs + 1) * sizeof *dp.big);
+	if (p->nfuncs <= SPEC_FUNCS && p->ndlog) {
+		sp.hist = calloc(p->nfuncs << 16, sizeof *sp.hist);
+		sp.sum = calloc(p->nfuncs, sizeof *sp.sum);
+		sp.min = malloc(p->nfuncs * sizeof *sp.min);
+		sp.max = calloc(p->nfuncs, sizeof *sp.max);
+		if (!sp.hist || !sp.sum || !sp.min || !sp.max)
+			goto nomem;
+		memset(sp.min, 0xff, p->nfuncs * sizeof *sp.min);
 	}
+	count_durations(p, cnt, sp.hist ? &sp : NULL);
+	size_t n32 = 0, n64 = 0;
+	int any_wide = 0;
 	if (per_thread) {
-		size_t o = 0;
 		for (size_t i = 0; i < p->nfuncs; i++) {
-			off[i] = o;
-			o += cnt[i];
+			dp.wide[i] = p->funcs[i].nbig > 0;
+			any_wide |= dp.wide[i];
+			if (!dp.wide[i] && cnt[i] >= RADIX_MIN) {
+				rg[nrg].row = i;
+				rg[nrg].n = cnt[i];
+				dp.big[i] = nrg++;
+				cnt[i] = 0;
+				continue;
+			}
+			size_t *o = dp.wide[i] ? &n64 : &n32;
+			dp.off[i] = *o;
+			*o += cnt[i];
 			cnt[i] = 0;
 		}
-		place_durations(p, off, cnt, bigi, tmp);
+		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
+		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
+		if (!dp.a32 || !dp.a64)
+			goto nomem;
+		place_durations(p, &dp, any_wide, n32 + n64);
 		for (size_t i = 0; i < p->nfuncs; i++)
-			dur_stats(&rows[i], tmp + off[i], cnt[i]);
+			if (dp.big[i] == NONE32)
+				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
+		if (radix_stats(p, dp.big, rg, nrg, rows, sp.hist ? &sp : NULL) < 0)
+			goto nomem;
 	} else {
 		/* fold rows of the same function over tracks; remember each row's func index */
 		for (size_t i = 0; i < nrows; i++)
 			rows[i].track = (uint32_t)i; /* the origin, while sorting */
 		qsort(rows, nrows, sizeof *rows, cmp_func_key);
-		size_t o = 0;
-		for (size_t i = 0; i < nrows; i++) {
-			uint32_t origin = rows[i].track;
-			if (origin < p->nfuncs) {
-				off[origin] = o;
-				o += cnt[origin];
-				cnt[origin] = 0;
+		for (size_t i = 0; i < nrows;) {
+			size_t j = i, n = 0;
+			int wide = 0;
+			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
+				if (rows[j].track < p->nfuncs && p->funcs[rows[j].track].nbig)
+					wide = 1;
+				if (rows[j].track < p->nfuncs)
+					n += cnt[rows[j].track];
 			}
+			int radix = !wide && n >= RADIX_MIN;
+			if (radix)
+				rg[nrg].n = n;
+			any_wide |= wide;
+			size_t *o = wide ? &n64 : &n32;
+			for (; i < j; i++) {
+				uint32_t origin = rows[i].track;
+				if (origin < p->nfuncs && radix) {
+					dp.big[origin] = nrg;
+				} else if (origin < p->nfuncs) {
+					dp.wide[origin] = (uint8_t)wide;
+					dp.off[origin] = *o;
+					*o += cnt[origin];
+				}
+			}
+			nrg += (uint32_t)radix;
 		}
-		place_durations(p, off, cnt, bigi, tmp);
+		for (size_t i = 0; i < p->nfuncs; i++)
+			if (dp.big[i] == NONE32)
+				cnt[i] = 0;
+		dp.a32 = malloc((n32 + 1) * sizeof *dp.a32);
+		dp.a64 = malloc((n64 + 1) * sizeof *dp.a64);
+		if (!dp.a32 || !dp.a64)
+			goto nomem;
+		place_durations(p, &dp, any_wide, n32 + n64);
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;
+			int wide = 0;
+			uint32_t radix = NONE32;
 			struct tk_prof_func acc = rows[i];
 			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
@@ -260,25 +602,40 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				acc.incl_insns += rows[j].incl_insns;
 				acc.excl_insns += rows[j].excl_insns;
 				uint32_t origin = rows[j].track;
-				if (origin < p->nfuncs) {
+				if (origin < p->nfuncs && dp.big[origin] != NONE32) {
+					radix = dp.big[origin];
+				} else if (origin < p->nfuncs) {
 					if (first == SIZE_MAX)
-						first = off[origin];
+						first = dp.off[origin];
+					wide = dp.wide[origin];
 					nd += cnt[origin];
 				}
 			}
 			acc.track = 0;
 			if (acc.kind == TK_PROF_KEY_UNKNOWN)
 				acc.key = 0;
-			dur_stats(&acc, first == SIZE_MAX ? tmp : tmp + first, nd);
+			if (radix != NONE32)
+				rg[radix].row = w;   /* filled in by radix_stats */
+			else
+				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
 			rows[w++] = acc;
 			i = j;
 		}
 		nrows = w;
+		if (radix_stats(p, dp.big, rg, nrg, rows, sp.hist ? &sp : NULL) < 0)
+			goto nomem;
 	}
-	free(tmp);
+	free(sp.hist);
+	free(sp.sum);
+	free(sp.min);
+	free(sp.max);
+	free(rg);
+	free(dp.big);
+	free(dp.a32);
+	free(dp.a64);
 	free(cnt);
-	free(off);
-	free(bigi);
+	free(dp.off);
+	free(dp.wide);
 	/* drop the unknown rows that saw nothing */
 	size_t w = 0;
 	for (size_t i = 0; i < nrows; i++)
@@ -287,6 +644,20 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	*out = rows;
 	*nout = w;
 	return 0;
+nomem:
+	free(sp.hist);
+	free(sp.sum);
+	free(sp.min);
+	free(sp.max);
+	free(rg);
+	free(dp.big);
+	free(dp.a32);
+	free(dp.a64);
+	free(cnt);
+	free(dp.off);
+	free(dp.wide);
+	free(rows);
+	return -TK_E_NOMEM;
 }
 
 int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
@@ -298,15 +669,14 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 
 	for (size_t ti = 0; ti < p->ntracks && rc >= 0; ti++) {
 		const struct track *t = &p->tracks[ti];
-		/* stack entries: node index, with its depth implied by a parallel walk */
+		/* stack entries: (node, depth) pairs. Preorder keeps frames[0, depth - 1) the
+		 * node's ancestors, so each path costs one frame, not its whole depth. */
 		for (uint32_t c = p->links[t->root].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
-			rc = dfs_push(&d, c);
+			if ((rc = dfs_push(&d, c)) >= 0)
+				rc = dfs_push(&d, 1);
 		while (d.n && rc >= 0) {
+			size_t depth = d.stack[--d.n];
 			uint32_t v = d.stack[--d.n];
-			/* depth = number of ancestors below the root */
-			size_t depth = 0;
-			for (uint32_t a = v; p->nodes[a].kind != KIND_TRACK; a = p->nodes[a].parent)
-				depth++;
 			if (depth > cap) {
 				size_t nc = cap ? cap * 2 : 64;
 				while (nc < depth)
@@ -319,14 +689,9 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				frames = f;
 				cap = nc;
 			}
-			size_t k = depth;
-			for (uint32_t a = v; p->nodes[a].kind != KIND_TRACK; a = p->nodes[a].parent) {
-				const struct node *n = &p->nodes[a];
-				k--;
-				frames[k].kind = n->kind;
-				frames[k].key = n->kind == TK_PROF_KEY_UNKNOWN ? p->links[a].hint : n->key;
-			}
 			const struct node *n = &p->nodes[v];
+			frames[depth - 1].kind = n->kind;
+			frames[depth - 1].key = n->kind == TK_PROF_KEY_UNKNOWN ? p->links[v].hint : n->key;
 			struct tk_prof_path_stats st = {
 				.track = n->track, .calls = n->calls,
 				.incl_ticks = n->incl_ticks, .excl_ticks = n->excl_ticks,
@@ -334,7 +699,8 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 			};
 			rc = fn(ctx, frames, depth, &st);
 			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
-				rc = dfs_push(&d, c);
+				if ((rc = dfs_push(&d, c)) >= 0)
+					rc = dfs_push(&d, (uint32_t)depth + 1);
 		}
 	}
 	free(d.stack);

@@ -2,12 +2,14 @@
  * The oracle's next item is fetched eagerly, so an event bound to an IP (a STOP item) is
  * known before the walker passes that IP. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "isa/bcache.h"
 #include "tracekit/flow.h"
 
 #define RET_STACK 64               /* as deep as the hardware's compression stack */
 #define MAX_BLOCKS_WITHOUT_TRACE (1u << 22)
+#define EMITTED_RING 4096
 
 struct tk_flow {
 	struct tk_bcache cache;
@@ -16,6 +18,12 @@ struct tk_flow {
 	unsigned top, depth;           /* ring buffer: top = next slot, depth <= RET_STACK */
 	uint64_t time;
 	uint32_t track;
+	int quiet;                     /* no BLOCK/CALL/RETURN events (only counting) */
+	/* Block index of each TK_EV_BLOCK the walker emitted, in order: the printer takes
+	 * them from here instead of looking each block up again (checked, so an event
+	 * from elsewhere or an overrun only costs the lookup). Larger than a batch. */
+	uint32_t emitted[EMITTED_RING];
+	uint32_t emitted_wr, emitted_rd;
 };
 
 struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
@@ -64,6 +72,11 @@ void tk_flow_set_track(struct tk_flow *f, uint32_t track)
 	f->track = track;
 }
 
+void tk_flow_set_flow_events(struct tk_flow *f, int on)
+{
+	f->quiet = !on;
+}
+
 void tk_flow_clear_pending(struct tk_flow *f)
 {
 	f->q.kind = TK_FLOWQ_NONE;
@@ -97,9 +110,11 @@ static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned k
 		       uint16_t flags)
 {
 	int rc = 0;
-	struct tk_event *e = tk_event_batch_next(out, &rc);
+	struct tk_event *e;
 
-	if (!e)
+	if (f->quiet && (kind == TK_EV_BLOCK || kind == TK_EV_CALL || kind == TK_EV_RETURN))
+		return 0;
+	if (!(e = tk_event_batch_next(out, &rc)))
 		return rc;
 	e->time = f->time;
 	e->addr = addr;
@@ -138,6 +153,174 @@ static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uin
 	return 0;
 }
 
+/* Next event slot of OUT with the fill level held in *N (the caller's register copy). */
+static inline struct tk_event *next_slot(struct tk_flow *f, struct tk_event_batch *out,
+					 size_t *n, uint32_t wr, int *rc)
+{
+	if (*n == TK_EVENT_BATCH) {
+		/* the sink may print blocks: it reads the ring of emitted blocks */
+		f->emitted_wr = wr;
+		out->n = *n;
+		if ((*rc = tk_event_batch_flush(out)) < 0)
+			return NULL;
+		*n = 0;
+	}
+	return &out->ev[(*n)++];
+}
+
+/* The hot path: while the oracle hands out TNT bits, follow direct branches, conditional
+ * branches and compressed returns with the walk's state in locals (the events written
+ * through pointers would otherwise force every field to be reloaded). Stops before a
+ * block it does not handle (no code, indirect branch, a return the bits cannot explain)
+ * or when the next item is not TNT, leaving that to the general loop. Returns < 0 on
+ * errors, 1 if the walk must end at the limit of blocks without trace (*fromp set). */
+static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
+		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
+		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
+{
+	uint64_t ip = *ipp, tnt = q->tnt, insns = 0, time = f->time;
+	unsigned ntnt = q->ntnt;
+	uint32_t prev = *prevp, idle = *idlep, wr = f->emitted_wr, track = f->track;
+	int slot = *slotp, rc = 0, quiet = f->quiet;
+	size_t n = out->n;
+	struct tk_block *blocks = f->cache.blocks;
+	struct tk_event *e;
+
+	for (;;) {
+		uint32_t bi;
+
+		if (prev != UINT32_MAX && blocks[prev].succ[slot]) {
+			bi = blocks[prev].succ[slot] - 1;
+		} else {
+			bi = tk_bcache_index(&f->cache, ip, mode);
+			if (bi == UINT32_MAX) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			blocks = f->cache.blocks;
+			if (prev != UINT32_MAX)
+				blocks[prev].succ[slot] = bi + 1;
+		}
+		const struct tk_block *b = &blocks[bi];
+		unsigned cls = b->cls;
+
+		if ((b->flags & TK_BLK_EMPTY) ||
+		    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_CALL &&
+		     cls != TK_ISA_JCC && cls != TK_ISA_RET))
+			break;
+		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
+			break;
+		if (!quiet) {
+			if (!(e = next_slot(f, out, &n, wr, &rc)))
+				break;
+			blocks = f->cache.blocks;    /* printing may have grown the cache */
+			b = &blocks[bi];
+			e->time = time;
+			e->addr = b->start;
+			e->addr2 = b->last;
+			e->count = b->ninsn;
+			e->arg = 0;
+			e->track = track;
+			e->kind = TK_EV_BLOCK;
+			e->flags = b->mode;
+			f->emitted[wr++ % EMITTED_RING] = bi;
+		}
+		insns += b->ninsn;
+		prev = bi;
+		if (cls == TK_ISA_OTHER) {
+			ip = b->next;
+			slot = 0;
+			continue;
+		}
+		if (cls == TK_ISA_JMP || cls == TK_ISA_CALL) {
+			if (cls == TK_ISA_CALL) {
+				if (!(b->flags & TK_BLK_ZERO_CALL))
+					push_ret(f, b->next);
+				if (quiet)
+					goto call_done;
+				if (!(e = next_slot(f, out, &n, wr, &rc)))
+					break;
+				blocks = f->cache.blocks;
+				b = &blocks[bi];
+				e->time = time;
+				e->addr = b->last;
+				e->addr2 = b->target;
+				e->count = 0;
+				e->arg = b->next;
+				e->track = track;
+				e->kind = TK_EV_CALL;
+				e->flags = 0;
+			}
+call_done:
+			ip = b->target;
+			slot = 0;
+			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
+				*fromp = b->last;
+				rc = 1;
+				break;
+			}
+			continue;
+		}
+		/* a conditional branch or a compressed return: one TNT bit */
+		int taken = (tnt >> --ntnt) & 1;
+
+		idle = 0;
+		if (cls == TK_ISA_JCC) {
+			ip = taken ? b->target : b->next;
+			slot = taken;
+		} else {
+			uint64_t last = b->last;
+
+			pop_ret(f, &ip);       /* depth checked above */
+			prev = UINT32_MAX;     /* returns go through the hash table */
+			if (quiet)
+				goto ret_done;
+			if (!(e = next_slot(f, out, &n, wr, &rc)))
+				break;
+			e->time = time;
+			e->addr = last;
+			e->addr2 = ip;
+			e->count = 0;
+			e->arg = 0;
+			e->track = track;
+			e->kind = TK_EV_RETURN;
+			e->flags = 0;
+		}
+ret_done:
+		if (ntnt)
+			continue;
+		/* packet used up: the next item (it may publish events and the time) */
+		q->kind = TK_FLOWQ_NONE;
+		q->ntnt = 0;
+		f->emitted_wr = wr;
+		out->n = n;
+		if ((rc = o->next(o->ctx, q)) < 0)
+			break;
+		n = out->n;
+		time = f->time;
+		track = f->track;
+		blocks = f->cache.blocks;
+		if (q->kind != TK_FLOWQ_TNT)
+			break;
+		tnt = q->tnt;
+		ntnt = q->ntnt;
+	}
+	if (q->kind == TK_FLOWQ_TNT) {
+		q->tnt = tnt;
+		q->ntnt = ntnt;
+		if (!ntnt)
+			q->kind = TK_FLOWQ_NONE;
+	}
+	f->emitted_wr = wr;
+	out->n = n;
+	*ipp = ip;
+	*prevp = prev;
+	*slotp = slot;
+	*idlep = idle;
+	*insnsp += insns;
+	return rc;
+}
+
 int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res)
 {
@@ -152,6 +335,17 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;
+		if (q->kind == TK_FLOWQ_TNT && q->ntnt) {
+			rc = walk_tnt(f, q, o, out, mode, &ip, &prev, &prev_slot, &idle,
+				      &res->insns, &res->from);
+			if (rc) {
+				if (rc > 0)
+					rc = -TK_E_LIMIT;
+				goto out;
+			}
+			if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
+				goto out;
+		}
 		if (q->kind == TK_FLOWQ_STOP && q->ip == ip) {
 			q->kind = TK_FLOWQ_NONE;
 			rc = TK_FLOW_STOPPED;
@@ -190,6 +384,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if ((rc = emit(f, out, TK_EV_BLOCK, b->start,
 					       insn_addr(&f->cache, b, k - 1), k, 0, b->mode)) < 0)
 					goto out;
+				f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
 				res->insns += k;
 				ip = q->ip;
 				q->kind = TK_FLOWQ_NONE;
@@ -206,6 +401,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			 * reported: it was executed, only its outcome is unknown. */
 			if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
 				goto out;
+			f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
 			res->insns += b->ninsn;
 			res->from = b->last;
 			ip = b->last;
@@ -214,6 +410,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		}
 		if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
 			goto out;
+		f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
 		res->insns += b->ninsn;
 
 		switch (b->cls) {
@@ -376,6 +573,35 @@ int tk_flow_block_insns(struct tk_flow *f, const struct tk_event *blk,
 	return 0;
 }
 
+/* Eight hex digits of the low 32 bits of V as they are laid out in memory (little-endian
+ * host): each nibble spread into a byte, then '0'..'9' / 'a'..'f' without a branch. */
+static inline uint64_t hex8(uint64_t v)
+{
+	uint64_t t = v & 0xffffffffu;
+
+	t = (t | t << 16) & 0x0000ffff0000ffffull;
+	t = (t | t << 8) & 0x00ff00ff00ff00ffull;
+	t = (t | t << 4) & 0x0f0f0f0f0f0f0f0full;
+	t = __builtin_bswap64(t);      /* most significant digit first in memory */
+	return t + 0x3030303030303030ull +
+	       (((t + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull) * 0x27;
+}
+
+/* "00".."ff" as 16-bit words in memory order */
+static const uint16_t hex_pairs[256] = {
+#define HD(d) ((d) < 10 ? '0' + (d) : 'a' + (d) - 10)
+#define HP(n) (uint16_t)(HD((n) >> 4) | HD((n) & 15) << 8)
+#define HP4(n) HP(n), HP(n + 1), HP(n + 2), HP(n + 3)
+#define HP16(n) HP4(n), HP4(n + 4), HP4(n + 8), HP4(n + 12)
+	HP16(0x00), HP16(0x10), HP16(0x20), HP16(0x30), HP16(0x40), HP16(0x50), HP16(0x60),
+	HP16(0x70), HP16(0x80), HP16(0x90), HP16(0xa0), HP16(0xb0), HP16(0xc0), HP16(0xd0),
+	HP16(0xe0), HP16(0xf0),
+#undef HP16
+#undef HP4
+#undef HP
+#undef HD
+};
+
 int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_event *blk,
 			int disasm)
 {
@@ -383,8 +609,24 @@ int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_e
 
 	if (!disasm) {
 		/* Hot path for --no-disasm: no callback per instruction. */
-		const struct tk_block *b = tk_bcache_get(&f->cache, blk->addr, mode);
+		const struct tk_block *b = NULL;
 		uint64_t a;
+
+		if (f->emitted_wr - f->emitted_rd > EMITTED_RING)
+			f->emitted_rd = f->emitted_wr - EMITTED_RING;
+		/* this event's block, or the next one if an event was not printed */
+		for (int k = 0; k < 2 && f->emitted_rd + k != f->emitted_wr; k++) {
+			uint32_t bi = f->emitted[(f->emitted_rd + k) % EMITTED_RING];
+
+			if (bi < f->cache.nblocks && f->cache.blocks[bi].start == blk->addr &&
+			    f->cache.blocks[bi].mode == mode) {
+				b = &f->cache.blocks[bi];
+				f->emitted_rd += (uint32_t)k + 1;
+				break;
+			}
+		}
+		if (!b)
+			b = tk_bcache_get(&f->cache, blk->addr, mode);
 
 		if (!b || b->ninsn < blk->count)
 			return -TK_E_INVAL;
@@ -392,27 +634,26 @@ int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_e
 			return out->err;
 		a = b->start;
 		{
-			static const char hex[] = "0123456789abcdef";
-			char *d = out->data + out->len, *prev = NULL;
-			uint64_t prev_hi = ~0ull;
+			const uint8_t *lens = f->cache.lens + b->lens;
+			char *d = out->data + out->len;
+			uint64_t p0 = 0, p1 = 0, hi = ~0ull;
 
 			for (uint32_t i = 0; i < blk->count; i++) {
-				/* the upper 12 digits rarely change inside a block: copy them */
-				if ((a >> 16) == prev_hi) {
-					memcpy(d, prev, 12);
-				} else {
-					for (int k = 15; k >= 4; k--)
-						d[15 - k] = hex[(a >> (4 * k)) & 15];
-					prev_hi = a >> 16;
+				/* the upper 12 digits rarely change inside a block: keep them
+				 * in registers; the low 4 come from a byte-pair table */
+				if ((a >> 16) != hi) {
+					hi = a >> 16;
+					p0 = hex8(a >> 32);
+					p1 = hex8(a) & 0xffffffffu;
 				}
-				d[12] = hex[(a >> 12) & 15];
-				d[13] = hex[(a >> 8) & 15];
-				d[14] = hex[(a >> 4) & 15];
-				d[15] = hex[a & 15];
+				uint64_t w = p1 | (uint64_t)hex_pairs[(a >> 8) & 0xff] << 32 |
+					     (uint64_t)hex_pairs[a & 0xff] << 48;
+
+				memcpy(d, &p0, 8);
+				memcpy(d + 8, &w, 8);
 				d[16] = '\n';
-				prev = d;
 				d += 17;
-				a += f->cache.lens[b->lens + i];
+				a += lens[i];
 			}
 			out->len = (size_t)(d - out->data);
 		}

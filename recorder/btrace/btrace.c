@@ -1420,21 +1420,37 @@ static void finish(uint64_t reason)
 	}
 }
 
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* Is the loaded object NAME (as the loader lists it; REAL its resolved path) the module the
+ * user asked for? A path names one file; a bare name such as libc.so.6 matches the file
+ * name the loader used or the file it resolves to. */
+static int is_wanted(const char *want, const char *name, const char *real)
+{
+	if (!strchr(want, '/'))
+		return !strcmp(base_name(name), want) || !strcmp(base_name(real), want);
+	char wreal[PATH_MAX];
+	return realpath(want, wreal) && !strcmp(wreal, real);
+}
+
 static int loaded_now(struct dl_phdr_info *info, size_t size, void *data)
 {
 	char path[PATH_MAX];
 	(void)size;
 	return info->dlpi_name && info->dlpi_name[0] && realpath(info->dlpi_name, path) &&
-	       !strcmp(path, data);
+	       is_wanted(data, info->dlpi_name, path);
 }
 
 /* Modules requested but loaded only later (dlopen) are not traced: say so at the end, by
  * name, so that an empty trace of them is not mistaken for code that never ran. */
 static void report_late_modules(void)
 {
-	char want[PATH_MAX];
 	for (int i = 0; i < npending; i++)
-		if (realpath(pending[i], want) && dl_iterate_phdr(loaded_now, want))
+		if (dl_iterate_phdr(loaded_now, pending[i]))
 			say2("module ", pending[i], " was loaded after start-up (dlopen); it is not "
 			     "traced: only modules loaded with the program can be");
 }
@@ -1725,6 +1741,32 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 	}
 }
 
+static int refused_modules;
+
+/* The name of a function the recorder runs while handling a trap that lies in [lo, hi), or
+ * NULL: such a module (libc, Zydis, this library) cannot be patched with int3. */
+static const char *recorder_code_in(uint64_t lo, uint64_t hi)
+{
+	static const struct {
+		const char *name;
+		const void *fn;
+	} used[] = {
+		{ "memcpy", (const void *)memcpy },
+		{ "memset", (const void *)memset },
+		{ "write", (const void *)write },
+		{ "syscall", (const void *)syscall },
+		{ "pthread_self", (const void *)pthread_self },
+		{ "ZydisDecoderDecodeFull", (const void *)ZydisDecoderDecodeFull },
+		{ "the recorder", (const void *)on_trap },
+	};
+	for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+		uint64_t a = (uint64_t)(uintptr_t)used[i].fn;
+		if (a >= lo && a < hi)
+			return used[i].name;
+	}
+	return NULL;
+}
+
 static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 {
 	const char *want = data;
@@ -1741,10 +1783,7 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 			return 0;
 		path[n] = 0;
 	} else {
-		if (!want[0] || !realpath(info->dlpi_name, path))
-			return 0;
-		char wreal[PATH_MAX];
-		if (!realpath(want, wreal) || strcmp(wreal, path))
+		if (!want[0] || !realpath(info->dlpi_name, path) || !is_wanted(want, info->dlpi_name, path))
 			return 0;
 	}
 	struct module *m = &modules[nmodules];
@@ -1782,6 +1821,17 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	}
 	if (lo >= hi)
 		return 0;
+	const char *needed = recorder_code_in(lo, hi);
+	if (needed) {
+		/* its int3s would trap inside our own SIGTRAP handler, where SIGTRAP is blocked:
+		 * the kernel kills the program */
+		char why[PATH_MAX + 128];
+		snprintf(why, sizeof why, "%s is not traced: the recorder's trap handler runs its "
+			 "code (%s)", path, needed);
+		say2("module ", why, "");
+		refused_modules++;
+		return want[0] ? 1 : 0;
+	}
 	m->start = lo;
 	m->end = hi;
 	m->orig = malloc(hi - lo);
@@ -2067,12 +2117,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		char list[4096], *save = NULL;
 		snprintf(list, sizeof list, "%s", mods);
 		for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-			int before = nmodules;
+			int before = nmodules, refused = refused_modules;
 			if (!strcmp(p, "main"))
 				dl_iterate_phdr(add_module, (void *)"");
 			else
 				dl_iterate_phdr(add_module, p);
-			if (nmodules == before) {
+			if (nmodules == before && refused_modules == refused) {
 				say2("module ", p, " is not loaded at start-up; not traced");
 				if (npending < MAX_MODULES)
 					snprintf(pending[npending++], PATH_MAX, "%s", p);

@@ -1,6 +1,7 @@
 /* Arbitrary event streams into the profile builder (whole, and as two merged chunks), every
  * profile writer, and both timeline writers: nothing may crash, leak or misbehave. Each
- * 8 input bytes make one event: kind, track, function, address and time steps. */
+ * 8 input bytes make one event: kind, track, function, address and time steps; with
+ * function entries (tail calls) or without. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		e->time = p[6] == 0xff ? TK_TIME_NONE : t;
 	}
 	size_t cut = n ? (size_t)data[size - 1] * n / 256 : 0;
-	struct tk_prof *whole = tk_prof_new(NULL, NULL), *a = tk_prof_new(NULL, NULL),
-		       *b = tk_prof_new(NULL, NULL);
+	/* function entries (every 4th address): blocks there after blocks are tail calls */
+	uint64_t entries[64];
+	for (size_t i = 0; i < 64; i++)
+		entries[i] = 0x1000 + i * 64;
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 64 };
+	const struct tk_prof_opts *opts = size && (data[0] & 0x20) ? &po : NULL;
+	struct tk_prof *whole = tk_prof_new(opts, NULL), *a = tk_prof_new(opts, NULL),
+		       *b = tk_prof_new(opts, NULL);
 	if (whole && a && b) {
 		tk_prof_events(whole, ev, n);
 		tk_prof_events(a, ev, cut);

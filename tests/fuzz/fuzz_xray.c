@@ -1,5 +1,6 @@
-/* Fuzz target for the XRay reader: header, record cursor (dump), index, parallel decode
- * and the TSC-sorted walk (YAML) must survive any input. */
+/* Fuzz target for the XRay reader: header, record cursor (dump), index, parallel decode,
+ * the chunk decoder and the TSC-sorted walk (YAML) must survive any input; the chunk
+ * decoder must give the same events as the parallel decoder. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,42 @@ static int count_events(void *ctx, const struct tk_event *ev, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((ev[i].kind == TK_EV_CUSTOM || ev[i].kind == TK_EV_TYPED) && ev[i].count)
 			*(size_t *)ctx += ((const uint8_t *)ev[i].data)[ev[i].count - 1];
+	return 0;
+}
+
+/* a hash of the event stream, in order */
+static int hash_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	uint64_t *h = ctx;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = ev[i].time ^ ev[i].addr * 31 ^ (uint64_t)ev[i].kind << 48 ^
+			     (uint64_t)ev[i].track << 32 ^ ev[i].count * 7;
+		if (ev[i].kind != TK_EV_CUSTOM && ev[i].kind != TK_EV_TYPED)
+			v ^= ev[i].arg * 13;
+		*h = (*h ^ v) * 0x100000001b3ULL;
+	}
+	return 0;
+}
+
+/* each chunk hashes its own events; the merge folds them in order (one chunk: the
+ * stream's hash) */
+static int chunk_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
+{
+	(void)ctx, (void)chunk;
+	uint64_t *h = calloc(1, sizeof *h);
+	if (!h)
+		return -TK_E_NOMEM;
+	*sink = (struct tk_sink){ hash_events, h };
+	*consumer = h;
+	return 0;
+}
+
+static int chunk_merge(void *ctx, size_t chunk, void *consumer)
+{
+	uint64_t *total = ctx, *h = consumer;
+	(void)chunk;
+	*total = *total * 0x9e3779b97f4a7c15ULL ^ *h;
+	free(h);
 	return 0;
 }
 
@@ -38,6 +75,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!x)
 				break;
 			tk_xray_decode(x, (struct tk_sink){ count_events, &n });
+			if (nt == 1) {
+				/* one chunk on one thread: the same stream, event for event */
+				static const struct tk_xray_chunk_ops ops = { chunk_begin, chunk_merge };
+				uint64_t h1 = 0, h2 = 0;
+				tk_xray_decode(x, (struct tk_sink){ hash_events, &h1 });
+				tk_xray_decode_chunks(x, &ops, &h2);
+				if (h1 != h2)
+					__builtin_trap();
+			} else {
+				static const struct tk_xray_chunk_ops ops = { chunk_begin, chunk_merge };
+				uint64_t h = 0;
+				tk_xray_decode_chunks(x, &ops, &h);
+			}
 			if (nt == 1) {
 				tk_xray_yaml(x, NULL, &out);
 				out.len = 0;

@@ -22,7 +22,7 @@ static const uint8_t code[] = {
 };
 
 struct script {
-	struct tk_flow_q q[8];
+	struct tk_flow_q q[64];
 	int n, i;
 };
 
@@ -126,9 +126,124 @@ static void test_walk(void **state)
 	tk_image_free(img);
 }
 
+/* A loop: dec ecx; jnz back; call f; jmp back; f: ret */
+static const uint8_t loop_code[] = {
+	0xff, 0xc9,                   /* 2000 dec ecx */
+	0x75, 0xfc,                   /* 2002 jnz 2000 */
+	0xe8, 0x07, 0x00, 0x00, 0x00, /* 2004 call 2010 */
+	0xeb, 0xf5,                   /* 2009 jmp 2000 */
+	0xcc, 0xcc, 0xcc, 0xcc, 0xcc, /* 200b */
+	0xc3,                         /* 2010 ret */
+};
+
+struct tally {
+	struct tk_flow *f;
+	uint64_t blocks, calls, returns, insns;
+	struct tk_buf text;           /* --no-disasm lines printed as the events arrive */
+};
+
+static int tally(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tally *t = ctx;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].kind == TK_EV_BLOCK) {
+			t->blocks++;
+			t->insns += ev[i].count;
+			assert_int_equal(tk_flow_print_block(t->f, &t->text, &ev[i], 0), 0);
+		}
+		t->calls += ev[i].kind == TK_EV_CALL;
+		t->returns += ev[i].kind == TK_EV_RETURN;
+	}
+	return 0;
+}
+
+static void line(void *ctx, uint64_t addr, unsigned len)
+{
+	(void)len;
+	tk_buf_hex(ctx, addr, 16);
+	tk_buf_putc(ctx, '\n');
+}
+
+/* Many TNT packets through the walker's TNT fast path, with more events than a batch
+ * holds: the same instructions with and without flow events, and the printed addresses
+ * equal to the block expansion. */
+static void test_loop_quiet(void **state)
+{
+	(void)state;
+	int err, mode;
+	struct tk_image *img = tk_image_new(&err);
+	struct tk_flow_result res[2];
+	struct tally t[2];
+	uint64_t ip[2];
+	int rc[2];
+
+	tk_image_add_mem(img, loop_code, sizeof(loop_code), 0x2000);
+	for (int quiet = 0; quiet < 2; quiet++) {
+		struct tk_flow *f = tk_flow_new(img, &err);
+		struct script s = { .n = 40 };
+		struct tk_event_batch b;
+		struct tk_flow_oracle o = { next, &s };
+
+		assert_non_null(f);
+		tk_flow_set_flow_events(f, !quiet);
+		/* per iteration: jnz taken 3 times, not taken, compressed return: 11101 */
+		for (int i = 0; i < s.n; i++)
+			s.q[i] = (struct tk_flow_q){ .kind = TK_FLOWQ_TNT, .ntnt = 30,
+						     .tnt = 0x1d * 0x2108421ull };
+		memset(&t[quiet], 0, sizeof(t[quiet]));
+		t[quiet].f = f;
+		assert_int_equal(tk_buf_init(&t[quiet].text, -1, 4096), 0);
+		tk_event_batch_init(&b, (struct tk_sink){ tally, &t[quiet] });
+		ip[quiet] = 0x2000;
+		mode = TK_FLOW_64;
+		rc[quiet] = tk_flow_walk(f, &ip[quiet], &mode, &o, &b, &res[quiet]);
+		assert_int_equal(tk_event_batch_flush(&b), 0);
+		if (!quiet) {
+			/* 240 iterations of 3 * 2 + 2 + 1 + 1 + 1 instructions, then the
+			 * loop test that needs a bit the trace does not have */
+			assert_int_equal(rc[0], TK_FLOW_ENDED);
+			assert_int_equal(res[0].insns, 240 * 11 + 2);
+			assert_int_equal(t[0].insns, res[0].insns);
+			assert_int_equal(t[0].calls, 240);
+			assert_int_equal(t[0].returns, 240);
+			assert_true(t[0].blocks > TK_EVENT_BATCH);
+			/* printed lines = the expansion of each block */
+			struct tk_buf want;
+			uint64_t a = 0x2000;
+
+			assert_int_equal(tk_buf_init(&want, -1, 4096), 0);
+			for (int it = 0; it < 240; it++) {
+				for (int k = 0; k < 4; k++) {
+					line(&want, 0x2000, 2);
+					line(&want, 0x2002, 2);
+				}
+				line(&want, 0x2004, 5);
+				line(&want, 0x2010, 1);
+				line(&want, 0x2009, 2);
+			}
+			line(&want, a, 2);
+			line(&want, 0x2002, 2);
+			assert_int_equal(t[0].text.len, want.len);
+			assert_memory_equal(t[0].text.data, want.data, want.len);
+			tk_buf_free(&want);
+		} else {
+			assert_int_equal(t[1].blocks + t[1].calls + t[1].returns, 0);
+			assert_int_equal(rc[1], rc[0]);
+			assert_int_equal(res[1].insns, res[0].insns);
+			assert_int_equal(res[1].from, res[0].from);
+			assert_int_equal(ip[1], ip[0]);
+		}
+		tk_buf_free(&t[quiet].text);
+		tk_flow_free(f);
+	}
+	tk_image_free(img);
+}
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = { cmocka_unit_test(test_walk) };
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_walk),
+					    cmocka_unit_test(test_loop_quiet) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

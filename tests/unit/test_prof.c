@@ -168,13 +168,15 @@ static void test_instructions(void **state)
 }
 
 /* A deterministic random stream: 3 tracks, enters/exits of 6 functions (recursion too),
- * blocks, lost exits, exits without enter, gaps, calls and returns. */
+ * blocks, lost exits, exits without enter, gaps, calls and returns (WITH_ENABLE: also
+ * resumes, and jumps to entries: tail calls). */
 static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed, int with_enable)
 {
 	uint64_t x = seed, t[3] = { 1000, 2000, 3000 };
 	size_t n = 0;
 	int depth[3] = { 0 };
 	uint64_t stack[3][64], rets[3][64];
+	int after_block[3] = { 0 };
 	while (n < max) {
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 		unsigned r = (unsigned)(x >> 33);
@@ -246,6 +248,17 @@ static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed, int 
 				stack[tr][depth[tr]] = 0;
 				rets[tr][depth[tr]++] = 0;
 			}
+		} else if (with_enable && op == 92) {
+			/* a jump to an entry: a tail call when it follows a block */
+			e->kind = TK_EV_BLOCK;
+			e->addr = 0x500000 + (1 + (r >> 12) % 6) * 0x100;
+			e->count = 3;
+			e->addr2 = e->addr + 8;
+			if (after_block[tr] && depth[tr] < 60) {
+				stack[tr][depth[tr]] = 0;
+				rets[tr][depth[tr]] = depth[tr] ? rets[tr][depth[tr] - 1] : 0;
+				depth[tr]++;
+			}
 		} else if (op < 91) {
 			e->kind = TK_EV_GAP;
 			e->flags = TK_GAP_OVERFLOW;
@@ -256,6 +269,7 @@ static size_t random_stream(struct tk_event *ev, size_t max, uint64_t seed, int 
 			e->count = 2;
 			e->addr2 = e->addr + 4;
 		}
+		after_block[tr] = e->kind == TK_EV_BLOCK;
 	}
 	return n;
 }
@@ -440,6 +454,114 @@ static void test_calls_from_untraced_code(void **state)
 	tk_prof_free(p);
 }
 
+/* Tail calls (-O2): a jump to a function entry (a block at an entry right after a block,
+ * no call event) is a call, as callgrind counts it; the return of the function jumped to
+ * ends the function that jumped too. Cut anywhere, merged chunks equal the whole. */
+static size_t tail_call_stream(struct tk_event *ev)
+{
+	size_t n = 0;
+	uint64_t t = 100;
+#define EV(k, a, a2, c, r) ev[n++] = (struct tk_event){ .kind = k, .addr = a, .addr2 = a2, .count = c, .arg = r, .time = t += 10 }
+	EV(TK_EV_BLOCK, 0x800, 0x804, 1, 0);        /* unknown code jumps to negate */
+	EV(TK_EV_BLOCK, 0x4000, 0x4004, 2, 0);
+	EV(TK_EV_RETURN, 0x4004, 0x850, 0, 0);      /* which returns for it: ends that level */
+	EV(TK_EV_BLOCK, 0x850, 0x850, 1, 0);
+	EV(TK_EV_CALL, 0x850, 0x1000, 0, 0x855);    /* -> main */
+	EV(TK_EV_BLOCK, 0x1000, 0x1008, 3, 0);
+	EV(TK_EV_CALL, 0x1008, 0x2000, 0, 0x100d);  /* main -> apply */
+	EV(TK_EV_BLOCK, 0x2000, 0x2004, 2, 0);      /* apply: jmp twice */
+	EV(TK_EV_BLOCK, 0x3000, 0x300c, 4, 0);
+	EV(TK_EV_RETURN, 0x300c, 0x100d, 0, 0);     /* twice returns to main: apply ends too */
+	EV(TK_EV_BLOCK, 0x100d, 0x1010, 2, 0);
+	EV(TK_EV_CALL, 0x1010, 0x2000, 0, 0x1015);  /* main -> apply */
+	EV(TK_EV_BLOCK, 0x2000, 0x2004, 2, 0);      /* jcc not taken */
+	EV(TK_EV_BLOCK, 0x2008, 0x2008, 1, 0);      /* jmp negate */
+	EV(TK_EV_TIME, 0, 0, 0, 0);                 /* not a transfer */
+	EV(TK_EV_BLOCK, 0x4000, 0x4008, 3, 0);      /* negate: jmp twice */
+	EV(TK_EV_BLOCK, 0x3000, 0x300c, 4, 0);
+	EV(TK_EV_RETURN, 0x300c, 0x1015, 0, 0);     /* ends twice, negate and apply */
+	EV(TK_EV_BLOCK, 0x1015, 0x1015, 1, 0);
+	EV(TK_EV_RETURN, 0x1015, 0x855, 0, 0);
+	EV(TK_EV_BLOCK, 0x855, 0x855, 1, 0);
+#undef EV
+	return n;
+}
+
+static void test_tail_calls(void **state)
+{
+	(void)state;
+	static const uint64_t entries[] = { 0x1000, 0x2000, 0x3000, 0x4000 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 4 };
+	struct tk_event ev[64];
+	size_t n = tail_call_stream(ev);
+	struct tk_prof *p = tk_prof_new(&po, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_prof_func *f;
+	size_t nf;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	const struct tk_prof_func *mainf = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *apply = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *twice = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *negate = find_func(f, nf, 0x4000, TK_PROF_KEY_ADDR);
+	assert_non_null(mainf);
+	assert_non_null(apply);
+	assert_non_null(twice);
+	assert_non_null(negate);
+	assert_int_equal(mainf->calls, 1);
+	assert_int_equal(apply->calls, 2);
+	assert_int_equal(twice->calls, 2);
+	assert_int_equal(negate->calls, 2);
+	assert_int_equal(apply->incl_insns, (2 + 4) + (2 + 1 + 3 + 4));
+	assert_int_equal(apply->excl_insns, 2 + 2 + 1);
+	assert_int_equal(twice->incl_insns, 8);
+	assert_int_equal(negate->incl_insns, 2 + 3 + 4);
+	assert_int_equal(negate->excl_insns, 2 + 3);
+	assert_int_equal(mainf->incl_insns, 3 + 6 + 2 + 10 + 1);
+	/* apply's second call: entered at t=220, ended by twice's return at t=280 */
+	assert_int_equal(apply->dur_max, 280 - 220);
+	free(f);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.calls, 7);
+	assert_int_equal(s.returns, 7);
+	assert_int_equal(s.open_at_end, 0);
+	char *folded = render(p, TK_OUT_FOLDED, 0);
+	assert_non_null(strstr(folded, "0x1000;0x2000;0x3000 4\n"));
+	assert_non_null(strstr(folded, "0x1000;0x2000;0x4000 3\n"));
+	assert_non_null(strstr(folded, "0x1000;0x2000;0x4000;0x3000 4\n"));
+	free(folded);
+
+	/* cut anywhere (into two or three chunks), the merged chunks equal the whole */
+	for (size_t cut = 1; cut < n; cut++)
+		for (size_t cut2 = cut; cut2 < n; cut2++) {
+			struct tk_prof *h1 = tk_prof_new(&po, NULL), *h2 = tk_prof_new_like(h1, NULL);
+			struct tk_prof *h3 = tk_prof_new_like(h1, NULL);
+			assert_int_equal(tk_prof_events(h1, ev, cut), 0);
+			assert_int_equal(tk_prof_events(h2, ev + cut, cut2 - cut), 0);
+			assert_int_equal(tk_prof_events(h3, ev + cut2, n - cut2), 0);
+			assert_int_equal(tk_prof_merge(h1, h2), 0);
+			assert_int_equal(tk_prof_merge(h1, h3), 0);
+			tk_prof_finish(h1);
+			assert_same_profile(p, h1);
+			tk_prof_free(h1);
+			tk_prof_free(h2);
+			tk_prof_free(h3);
+		}
+	tk_prof_free(p);
+
+	/* without entries there are no tail calls: twice and negate are never called */
+	p = tk_prof_new(NULL, NULL);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	assert_null(find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR));
+	assert_null(find_func(f, nf, 0x4000, TK_PROF_KEY_ADDR));
+	free(f);
+	tk_prof_free(p);
+}
+
 /* Orphans at the start; a gap drops the stack and counts it. */
 static void test_orphans_and_gaps(void **state)
 {
@@ -545,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_merge_equals_whole),
 		cmocka_unit_test(test_merge_with_enables),
 		cmocka_unit_test(test_calls_from_untraced_code),
+		cmocka_unit_test(test_tail_calls),
 		cmocka_unit_test(test_long_durations),
 		cmocka_unit_test(test_deep_stack),
 	};

@@ -1,5 +1,6 @@
 /* Consumers of the PT flow: ptxed-like text and in-order event delivery. Each chunk is
  * formatted on its worker into its own buffer; the calling thread writes them in order. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "tracekit/ipt.h"
@@ -14,12 +15,124 @@ struct text_chunk {
 	struct text_run *run;
 };
 
+#define SPARE_BUFS 8
+#define WRITE_BYTES ((size_t)512 << 10)
+
+/* -j 1 into a file: a second thread does the write() calls (page-cache copies, a third
+ * of the time of --no-disasm) while the walker formats the next buffer. */
+struct writer {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int fd, err, done, busy;
+	struct tk_buf full;          /* being written when busy */
+	struct tk_buf free;          /* written, ready for reuse (data NULL if none) */
+};
+
 struct text_run {
 	unsigned flags;
 	unsigned nthreads;
 	struct tk_buf *out;
 	struct text_chunk *chunks;    /* one per chunk */
+	/* Chunk buffers written out, kept for the next chunks: a fresh buffer per chunk
+	 * would grow by realloc and fault in tens of MB of new pages each time. */
+	pthread_mutex_t lock;
+	struct tk_buf spare[SPARE_BUFS];
+	unsigned nspare;
+	struct writer *w;            /* -j 1 into a file, else NULL */
+	struct tk_buf cur;           /* -j 1 with a writer: the buffer being formatted */
 };
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->busy && !w->done)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->busy)
+			break;
+		struct tk_buf b = w->full;
+
+		pthread_mutex_unlock(&w->lock);
+		b.fd = w->fd;
+		tk_buf_flush(&b);
+		pthread_mutex_lock(&w->lock);
+		if (b.err && !w->err)
+			w->err = b.err;
+		b.fd = -1;
+		b.err = 0;
+		if (w->free.data)
+			tk_buf_free(&b);
+		else
+			w->free = b;
+		w->busy = 0;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* Hand B's text to the writer (after the previous buffer is written) and give B an empty
+ * buffer to go on with. */
+static int writer_submit(struct writer *w, struct tk_buf *b)
+{
+	int err;
+
+	if (b->err)
+		return b->err;
+	pthread_mutex_lock(&w->lock);
+	while (w->busy)
+		pthread_cond_wait(&w->cond, &w->lock);
+	w->full = *b;
+	w->busy = 1;
+	*b = w->free;
+	w->free.data = NULL;
+	err = w->err;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (!b->data && tk_buf_init(b, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) < 0)
+		return b->err;
+	b->len = 0;
+	return err;
+}
+
+static struct writer *writer_start(int fd)
+{
+	struct writer *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return NULL;
+	w->fd = fd;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	if (pthread_create(&w->thread, NULL, writer_main, w)) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* Wait for the writes, stop the thread; its first error. */
+static int writer_stop(struct writer *w)
+{
+	int err;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	err = w->err;
+	tk_buf_free(&w->free);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	return err;
+}
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
 
@@ -187,6 +300,8 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 	}
 	if (b->err)
 		return b->err;
+	if (tc->run->w && b->len >= WRITE_BYTES)
+		return writer_submit(tc->run->w, b);
 	return 0;
 }
 
@@ -197,10 +312,24 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 
 	tc->flow = flow;
 	tc->run = r;
-	if (r->nthreads <= 1)
+	/* --stat counts: the walker need not describe each block */
+	tk_flow_set_flow_events(flow, !(r->flags & TK_IPT_TEXT_STAT));
+	if (r->w) {
+		tc->buf = r->cur;             /* one thread, handed to the writer in pieces */
+	} else if (r->nthreads <= 1) {
 		tc->buf = *r->out;            /* one thread: straight into the output */
-	else if (tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
-		return -TK_E_NOMEM;
+	} else {
+		int have = 0;
+
+		pthread_mutex_lock(&r->lock);
+		if (r->nspare) {
+			tc->buf = r->spare[--r->nspare];
+			have = 1;
+		}
+		pthread_mutex_unlock(&r->lock);
+		if (!have && tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
+			return -TK_E_NOMEM;
+	}
 	if (!tc->scratch.data && tk_buf_init(&tc->scratch, -1, 4096) < 0)
 		return -TK_E_NOMEM;
 	sink->events = text_events;
@@ -214,15 +343,36 @@ static int text_merge(void *ctx, size_t i)
 	struct text_chunk *tc = &r->chunks[i];
 	int rc;
 
+	if (r->w) {
+		r->cur = tc->buf;
+		return r->cur.err;
+	}
 	if (r->nthreads <= 1) {
 		*r->out = tc->buf;
 		return r->out->err;
 	}
 	rc = tc->buf.err;
-	if (!rc && tc->buf.len)
-		tk_buf_put(r->out, tc->buf.data, tc->buf.len);
-	tk_buf_free(&tc->buf);
+	if (!rc && tc->buf.len) {
+		if (r->out->fd >= 0 && tc->buf.len >= r->out->cap - r->out->len) {
+			/* a file: write the chunk's text as it is rather than copy it */
+			struct tk_buf direct = tc->buf;
+
+			direct.fd = r->out->fd;
+			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0)
+				r->out->err = r->out->err ? r->out->err : direct.err;
+		} else {
+			tk_buf_put(r->out, tc->buf.data, tc->buf.len);
+		}
+	}
 	tk_buf_free(&tc->scratch);
+	pthread_mutex_lock(&r->lock);
+	if (!rc && r->nspare < SPARE_BUFS && r->nspare < r->nthreads) {
+		tc->buf.len = 0;
+		r->spare[r->nspare++] = tc->buf;
+		tc->buf.data = NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	tk_buf_free(&tc->buf);
 	return rc ? rc : r->out->err;
 }
 
@@ -242,12 +392,33 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
+	pthread_mutex_init(&r.lock, NULL);
+	if (r.nthreads <= 1 && out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) &&
+	    tk_buf_flush(out) >= 0 && tk_buf_init(&r.cur, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) >= 0) {
+		if (!(r.w = writer_start(out->fd)))
+			tk_buf_free(&r.cur);
+	}
 	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
+	if (r.w) {
+		/* the rest, then wait for every write (the caller writes after us) */
+		int wrc = writer_submit(r.w, &r.cur), stop = writer_stop(r.w);
+
+		if (stop < 0)
+			wrc = stop;
+		tk_buf_free(&r.cur);
+		if (wrc < 0 && !out->err)
+			out->err = wrc;
+		if (rc >= 0 && wrc < 0)
+			rc = wrc;
+	}
 	for (int64_t i = 0; i < n; i++) {
 		if (r.nthreads > 1)
 			tk_buf_free(&r.chunks[i].buf);
 		tk_buf_free(&r.chunks[i].scratch);
 	}
+	for (unsigned i = 0; i < r.nspare; i++)
+		tk_buf_free(&r.spare[i]);
+	pthread_mutex_destroy(&r.lock);
 	free(r.chunks);
 	return rc;
 }

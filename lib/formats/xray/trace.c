@@ -90,19 +90,24 @@ const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t
 }
 const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x) { return &x->stats; }
 
-/* With opts.release_input, give back the pages of [start, end) that lie wholly inside it:
- * the data is a read-only file mapping, so they come back from the page cache if read
- * again. This keeps the resident size independent of the log size. */
+/* With opts.release_input, give back the pages under [start, end), rounded out to
+ * RELEASE_ALIGN: the data is a read-only file mapping, so a page that a neighbouring buffer
+ * still needs just comes back from the page cache when read again. Rounding out to the
+ * kernel's fault-around window also drops the neighbours that a fault mapped ahead (other
+ * threads' buffers, read much later in thread order). This keeps the resident size
+ * independent of the log size. */
+#define RELEASE_ALIGN ((uintptr_t)64 << 10)
+#define RELEASE_SPAN ((uint64_t)4 << 20)
 static void release(const struct tk_xray *x, uint64_t start, uint64_t end)
 {
-	static long page;
-	if (!x->opts.release_input)
+	if (!x->opts.release_input || end <= start)
 		return;
-	if (!page)
-		page = sysconf(_SC_PAGESIZE);
-	uintptr_t a = (uintptr_t)x->p + start, e = (uintptr_t)x->p + end;
-	a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-	e &= ~((uintptr_t)page - 1);
+	uintptr_t lo = (uintptr_t)x->p, hi = lo + x->n;
+	uintptr_t a = ((uintptr_t)x->p + start) & ~(RELEASE_ALIGN - 1);
+	uintptr_t e = ((uintptr_t)x->p + end + RELEASE_ALIGN - 1) & ~(RELEASE_ALIGN - 1);
+	/* the mapping starts on a page; its last page may be partial */
+	a = a < lo ? lo : a;
+	e = e > hi ? hi : e;
 	if (e > a)
 		madvise((void *)a, e - a, MADV_DONTNEED);
 }
@@ -908,28 +913,31 @@ static void log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *
 	tk_gap_stats_add(&x->stats.gaps, off, skip);
 }
 
-/* Deliver the records of one expanded buffer: patch inherited state, count, hand on. */
-static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+/* Where one buffer's records are counted (set up by deliver_begin). */
+struct dctx {
+	struct tk_xray_thread_info *ti;
+	struct tk_xray_stats *st;
+	uint8_t *cpu_seen;
+	struct xr_tstat *ts;       /* chunk mode */
+};
+
+static int deliver_begin(struct deliver *d, const struct xr_buf *b, struct dctx *k)
 {
 	struct tk_xray *x = d->x;
-	struct xr_carry *cs = &d->carry;
-	int rc;
+	struct xr_chunk_stats *cst = d->cst;
 
-	if (o->nomem)
-		return -TK_E_NOMEM;
 	if (!d->have_thread || d->thread != b->thread) {
-		memset(cs, 0, sizeof *cs);
+		memset(&d->carry, 0, sizeof d->carry);
 		d->thread = b->thread;
 		d->have_thread = 1;
 	}
-	struct tk_xray_thread_info *ti = &x->threads[b->thread];
-	struct tk_xray_stats *st = &x->stats;
-	uint8_t *cpu_seen = x->cpu_seen;
-	struct xr_tstat *ts = NULL;
-	struct xr_chunk_stats *cst = d->cst;
+	k->ti = &x->threads[b->thread];
+	k->st = &x->stats;
+	k->cpu_seen = x->cpu_seen;
+	k->ts = NULL;
 	if (cst) {
-		st = &cst->s;
-		cpu_seen = cst->cpu_seen;
+		k->st = &cst->s;
+		k->cpu_seen = cst->cpu_seen;
 		if (!cst->nts || cst->ts[cst->nts - 1].thread != b->thread) {
 			if (cst->nts == cst->capts) {
 				size_t cap = cst->capts ? cst->capts * 2 : 8;
@@ -939,14 +947,137 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 				cst->ts = t;
 				cst->capts = cap;
 			}
-			ts = &cst->ts[cst->nts++];
-			memset(ts, 0, sizeof *ts);
-			ts->thread = b->thread;
-			ts->first = UINT64_MAX;
+			k->ts = &cst->ts[cst->nts++];
+			memset(k->ts, 0, sizeof *k->ts);
+			k->ts->thread = b->thread;
+			k->ts->first = UINT64_MAX;
 		} else {
-			ts = &cst->ts[cst->nts - 1];
+			k->ts = &cst->ts[cst->nts - 1];
 		}
 	}
+	return 0;
+}
+
+/* Count one record (its inherited state filled in) and hand it on. */
+static inline int deliver_one(struct deliver *d, const struct dctx *k, struct tk_xray_rec *r)
+{
+	struct xr_carry *cs = &d->carry;
+	struct tk_xray_stats *st = k->st;
+	struct xr_tstat *ts = k->ts;
+	int rc;
+
+	r->orphan = 0;
+	switch (r->type) {
+	case TK_XRAY_R_ENTER:
+	case TK_XRAY_R_ENTER_ARG:
+		cs->depth++;
+		st->function_records++;
+		break;
+	case TK_XRAY_R_EXIT:
+	case TK_XRAY_R_TAIL_EXIT:
+		st->function_records++;
+		if (cs->depth) {
+			cs->depth--;
+		} else if (ts) {
+			/* whether it is an orphan depends on earlier chunks: the merge says */
+			if (ts->clamped < 4)
+				ts->clamp_off[ts->clamped] = r->offset;
+			ts->clamped++;
+		} else {
+			r->orphan = 1;
+			k->ti->orphan_exits++;
+			st->orphan_exits++;
+			if (!cs->wrapped) {
+				/* The log lost this thread's older records (ring wrap). */
+				cs->wrapped = 1;
+				tk_gap_stats_add(&st->gaps, r->offset, 0);
+			}
+		}
+		break;
+	case TK_XRAY_R_CUSTOM:
+		st->custom_events++;
+		break;
+	case TK_XRAY_R_TYPED:
+		st->typed_events++;
+		break;
+	}
+	st->call_args += r->nargs;
+	st->records++;
+	if (ts) {
+		ts->records++;
+		if (r->tsc < ts->first)
+			ts->first = r->tsc;
+		if (r->tsc > ts->last)
+			ts->last = r->tsc;
+	} else {
+		k->ti->records++;
+		if (r->tsc < k->ti->first_tsc)
+			k->ti->first_tsc = r->tsc;
+		if (r->tsc > k->ti->last_tsc)
+			k->ti->last_tsc = r->tsc;
+	}
+	if (r->tsc < st->first_tsc)
+		st->first_tsc = r->tsc;
+	if (r->tsc > st->last_tsc)
+		st->last_tsc = r->tsc;
+	k->cpu_seen[r->cpu >> 3] |= (uint8_t)(1u << (r->cpu & 7));
+	if (d->cb && (rc = d->cb(d->cb_ctx, r)) < 0)
+		return rc;
+	if (d->batch && (rc = emit_rec(d, r)) < 0)
+		return rc;
+	return 0;
+}
+
+/* After a buffer: the state it leaves to the next one of the thread, and its damage. */
+static int deliver_end(struct deliver *d, const struct xr_buf *b, const struct xr_out *o,
+		       const struct dctx *k)
+{
+	struct xr_carry *cs = &d->carry;
+	struct xr_chunk_stats *cst = d->cst;
+	int rc;
+
+	cs->base = o->base_known ? o->base : cs->base + o->base;
+	if (o->cpu_known)
+		cs->cpu = o->cpu;
+	if (o->func_known)
+		cs->func = o->func;
+	if (o->rt_known)
+		cs->rt = o->rt;
+	if (o->pid_known)
+		cs->pid = o->pid;
+	if (k->ts)
+		k->ts->end_depth = cs->depth;
+	if (o->err && cst) {
+		if (cst->nerrs == cst->caperrs) {
+			size_t cap = cst->caperrs ? cst->caperrs * 2 : 4;
+			void *t = realloc(cst->errs, cap * sizeof *cst->errs);
+			if (!t)
+				return -TK_E_NOMEM;
+			cst->errs = t;
+			cst->caperrs = cap;
+		}
+		cst->errs[cst->nerrs++] = (struct xr_err){ o->err_off, o->err_skip, o->err };
+	} else if (o->err) {
+		log_err(d->x, o->err_off, o->err_skip, o->err);
+	}
+	if (o->err) {
+		if ((rc = emit_gap(d, o->err_off, o->err_skip, o->err_reason, b->thread)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Deliver the records of one expanded buffer: patch inherited state, count, hand on. */
+static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+{
+	struct xr_carry *cs = &d->carry;
+	struct dctx k;
+	int rc;
+
+	if (o->nomem)
+		return -TK_E_NOMEM;
+	if ((rc = deliver_begin(d, b, &k)) < 0)
+		return rc;
 	for (size_t i = 0; i < o->n; i++) {
 		struct xr_rec *xr = &o->recs[i];
 		struct tk_xray_rec *r = &xr->r;
@@ -965,96 +1096,270 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
 		}
 		r->thread = b->thread;
 		r->args = r->nargs ? o->args + xr->argi : NULL;
-		r->orphan = 0;
-		switch (r->type) {
-		case TK_XRAY_R_ENTER:
-		case TK_XRAY_R_ENTER_ARG:
-			cs->depth++;
-			st->function_records++;
+		if ((rc = deliver_one(d, &k, r)) < 0)
+			return rc;
+	}
+	return deliver_end(d, b, o, &k);
+}
+
+/* FDR buffer B expanded and delivered in one pass, for the chunk decoder: the buffer starts
+ * from the state its thread carries (nothing to patch afterwards) and no record array is
+ * built. A record is held back until the next one (a CallArgument changes the record
+ * before it, even after other metadata). Plain function records (no arguments; an exit
+ * that ends a call of this chunk) go straight into the batch with their counts kept in
+ * locals; everything else goes through deliver_one. The same records, counts and events
+ * as expand() + deliver_buf(). */
+static __attribute__((noinline)) int deliver_held_slow(struct deliver *d, const struct dctx *k,
+							struct tk_xray_rec *r, struct xr_out *o)
+{
+	r->args = r->nargs ? o->args : NULL;
+	int rc = deliver_one(d, k, r);
+	o->nargs = 0;
+	return rc;
+}
+
+static inline __attribute__((always_inline)) int
+expand_deliver_fdr_endian(struct deliver *d, const struct xr_buf *b, struct xr_out *o, const int be)
+{
+	static const uint16_t kinds[] = {
+		[TK_XRAY_R_ENTER] = TK_EV_FUNC_ENTER, [TK_XRAY_R_EXIT] = TK_EV_FUNC_EXIT,
+		[TK_XRAY_R_TAIL_EXIT] = TK_EV_FUNC_TAIL_EXIT,
+	};
+	const struct tk_xray *x = d->x;
+	const uint8_t *p = x->p;
+	const size_t end = b->end;
+	const unsigned version = x->h.version;
+	const int32_t max_id = x->opts.max_func_id;
+	struct tk_event_batch *batch = d->batch;
+	struct xr_carry *cs = &d->carry;
+	struct tk_xray_cursor c;
+	struct tk_xray_record rec;
+	const char *msg;
+	uint64_t skipped;
+	struct dctx k;
+	int rc;
+
+	out_reset(o);
+	if ((rc = deliver_begin(d, b, &k)) < 0)
+		return rc;
+	/* the thread's state; o->*_known say what this buffer set */
+	uint64_t base = cs->base;
+	uint16_t cpu = cs->cpu, rt = cs->rt;
+	uint32_t pid = cs->pid, tid = 0;
+	int32_t func = cs->func;
+	/* the held record */
+	int have = 0;
+	uint8_t h_type = 0;
+	int32_t h_id = 0;
+	uint16_t h_cpu = 0, h_rt = 0, h_nargs = 0;
+	uint32_t h_tid = 0, h_pid = 0, h_len = 0;
+	uint64_t h_tsc = 0, h_off = 0;
+	const uint8_t *h_data = NULL;
+	/* counts of the fast path */
+	uint64_t nfast = 0, tmin = UINT64_MAX, tmax = 0;
+	uint32_t marked_cpu = UINT32_MAX;
+
+	memset(&c, 0, sizeof c);
+	c.p = p;
+	c.h = x->h;
+	c.n = end;
+	c.in_buffer = 1;
+	c.buf_end = end;
+	c.v1_buf_start = b->start;
+#define FLUSH()									\
+	do {									\
+		if (!have)							\
+			break;							\
+		have = 0;							\
+		if (__builtin_expect(h_nargs || h_type > TK_XRAY_R_TAIL_EXIT ||	\
+				     (h_type != TK_XRAY_R_ENTER && !cs->depth), 0)) { \
+			struct tk_xray_rec r = {				\
+				.tsc = h_tsc, .offset = h_off, .func_id = h_id,	\
+				.tid = h_tid, .pid = h_pid, .cpu = h_cpu,	\
+				.rec_type = h_rt, .type = h_type,		\
+				.nargs = h_nargs, .data = h_data,		\
+				.data_len = h_len, .thread = b->thread,		\
+			};							\
+			if ((rc = deliver_held_slow(d, &k, &r, o)) < 0)		\
+				return rc;					\
+			break;							\
+		}								\
+		EMIT(h_type, h_id, h_tsc, h_cpu);				\
+	} while (0)
+/* a plain function record, delivered: counted here, straight into the batch */
+#define EMIT(type, id, tsc, cpu_)						\
+	do {									\
+		cs->depth += (type) == TK_XRAY_R_ENTER ? 1 : (uint64_t)-1;	\
+		nfast++;							\
+		tmin = (tsc) < tmin ? (tsc) : tmin;				\
+		tmax = (tsc) > tmax ? (tsc) : tmax;				\
+		if ((cpu_) != marked_cpu) {					\
+			k.cpu_seen[(cpu_) >> 3] |= (uint8_t)(1u << ((cpu_) & 7)); \
+			marked_cpu = (cpu_);					\
+		}								\
+		if (batch->n == TK_EVENT_BATCH &&				\
+		    (rc = tk_event_batch_flush(batch)) < 0)			\
+			return rc;						\
+		struct tk_event *e = &batch->ev[batch->n++];			\
+		e->time = (tsc);						\
+		e->addr = (uint64_t)(int64_t)(id);				\
+		e->addr2 = 0;							\
+		e->count = 0;							\
+		e->arg = 0;							\
+		e->track = b->thread;						\
+		e->kind = kinds[(type)];					\
+		e->flags = 0;							\
+	} while (0)
+#define HOLD(type, id, tsc, off, cpu_, data, len)				\
+	do {									\
+		have = 1;							\
+		h_type = (uint8_t)(type);					\
+		h_id = (id);							\
+		h_tsc = (tsc);							\
+		h_off = (off);							\
+		h_cpu = (cpu_);							\
+		h_tid = tid;							\
+		h_pid = pid;							\
+		h_rt = rt;							\
+		h_nargs = 0;							\
+		h_data = (data);						\
+		h_len = (len);							\
+	} while (0)
+	size_t off = b->start;
+	while (off < end) {
+		/* a well-formed function record (most of any log) */
+		if (!xr_is_meta(p[off], be) && end - off >= 8) {
+			uint32_t w = xr_rd32(p + off, be);
+			unsigned fnt = be ? (w >> 28) & 7 : (w >> 1) & 7;
+			int32_t id = (int32_t)(be ? w & 0x0fffffffu : w >> 4);
+			if (fnt <= TK_XRAY_ENTER_ARGS && id != 0 && (max_id <= 0 || id <= max_id)) {
+				FLUSH();
+				base += xr_rd32(p + off + 4, be);
+				func = id;
+				o->func_known = 1;
+				/* no hold when a function record or the end follows: nothing
+				 * can change this one */
+				if (fnt <= TK_XRAY_TAIL_EXIT && (fnt == TK_XRAY_ENTER || cs->depth) &&
+				    (end - off < 16 || !xr_is_meta(p[off + 8], be)))
+					EMIT(fnt, id, base, cpu);
+				else
+					HOLD(fnt, id, base, off, cpu, NULL, 0);
+				off += 8;
+				continue;
+			}
+		}
+		c.off = off;
+		rc = tk_xray_next(&c, &rec, &msg, &skipped);
+		off = c.off;
+		if (rc == 0)
 			break;
-		case TK_XRAY_R_EXIT:
-		case TK_XRAY_R_TAIL_EXIT:
-			st->function_records++;
-			if (cs->depth) {
-				cs->depth--;
-			} else if (ts) {
-				/* whether it is an orphan depends on earlier chunks: the merge says */
-				if (ts->clamped < 4)
-					ts->clamp_off[ts->clamped] = r->offset;
-				ts->clamped++;
-			} else {
-				r->orphan = 1;
-				ti->orphan_exits++;
-				st->orphan_exits++;
-				if (!cs->wrapped) {
-					/* The log lost this thread's older records (ring wrap). */
-					cs->wrapped = 1;
-					tk_gap_stats_add(&st->gaps, r->offset, 0);
-				}
+		if (rc < 0) {
+			set_err(o, rec.offset, end, msg,
+				rc == -TK_E_TRUNCATED || strstr(msg, "truncated") ?
+				TK_GAP_TRUNCATED : TK_GAP_DECODE_ERROR);
+			break;
+		}
+		if (rec.kind == TK_XRAY_END_OF_BUFFER)
+			break;
+		switch (rec.kind) {
+		case TK_XRAY_NEW_BUFFER:
+			tid = (uint32_t)rec.tid;
+			if (version == 2) {
+				pid = tid;
+				o->pid_known = 1;
 			}
 			break;
-		case TK_XRAY_R_CUSTOM:
-			st->custom_events++;
+		case TK_XRAY_NEW_CPU:
+			cpu = rec.cpu;
+			o->cpu_known = 1;
+			base = rec.tsc;
+			o->base_known = 1;
 			break;
-		case TK_XRAY_R_TYPED:
-			st->typed_events++;
+		case TK_XRAY_TSC_WRAP:
+			base = rec.tsc;
+			o->base_known = 1;
+			break;
+		case TK_XRAY_PID:
+			pid = (uint32_t)rec.pid;
+			o->pid_known = 1;
+			break;
+		case TK_XRAY_CALL_ARG:
+			if (have && add_arg(o, rec.value) == 0) {
+				h_nargs++;
+				h_type = TK_XRAY_R_ENTER_ARG;
+			}
+			break;
+		case TK_XRAY_FUNCTION:
+			if (rec.func_id == 0 || (max_id > 0 && rec.func_id > max_id)) {
+				set_err(o, rec.offset, end, "corrupt function id",
+					TK_GAP_DECODE_ERROR);
+				goto out;
+			}
+			FLUSH();
+			base += rec.delta;
+			HOLD(rec.fn, rec.func_id, base, rec.offset, cpu, NULL, 0);
+			func = rec.func_id;
+			o->func_known = 1;
+			break;
+		case TK_XRAY_CUSTOM:
+		case TK_XRAY_TYPED:
+			FLUSH();
+			if (rec.kind == TK_XRAY_TYPED) {
+				rt = rec.event_type;
+				o->rt_known = 1;
+			}
+			if (rec.kind == TK_XRAY_CUSTOM && version < 5) {
+				HOLD(TK_XRAY_R_CUSTOM, func, rec.tsc, rec.offset, rec.cpu, rec.data,
+				     (uint32_t)rec.data_size);
+			} else {
+				base += (uint64_t)(int64_t)rec.sdelta;
+				HOLD(rec.kind == TK_XRAY_TYPED ? TK_XRAY_R_TYPED : TK_XRAY_R_CUSTOM,
+				     func, base, rec.offset, cpu, rec.data, (uint32_t)rec.data_size);
+			}
+			break;
+		default:
 			break;
 		}
-		st->call_args += r->nargs;
-		st->records++;
-		if (ts) {
-			ts->records++;
-			if (r->tsc < ts->first)
-				ts->first = r->tsc;
-			if (r->tsc > ts->last)
-				ts->last = r->tsc;
-		} else {
-			ti->records++;
-			if (r->tsc < ti->first_tsc)
-				ti->first_tsc = r->tsc;
-			if (r->tsc > ti->last_tsc)
-				ti->last_tsc = r->tsc;
-		}
-		if (r->tsc < st->first_tsc)
-			st->first_tsc = r->tsc;
-		if (r->tsc > st->last_tsc)
-			st->last_tsc = r->tsc;
-		cpu_seen[r->cpu >> 3] |= (uint8_t)(1u << (r->cpu & 7));
-		if (d->cb && (rc = d->cb(d->cb_ctx, r)) < 0)
-			return rc;
-		if (d->batch && (rc = emit_rec(d, r)) < 0)
-			return rc;
+		if (o->nomem)
+			return -TK_E_NOMEM;
 	}
-	/* The state this buffer leaves to the next one of the thread. */
-	cs->base = o->base_known ? o->base : cs->base + o->base;
-	if (o->cpu_known)
-		cs->cpu = o->cpu;
-	if (o->func_known)
-		cs->func = o->func;
-	if (o->rt_known)
-		cs->rt = o->rt;
-	if (o->pid_known)
-		cs->pid = o->pid;
-	if (ts)
-		ts->end_depth = cs->depth;
-	if (o->err && cst) {
-		if (cst->nerrs == cst->caperrs) {
-			size_t cap = cst->caperrs ? cst->caperrs * 2 : 4;
-			void *t = realloc(cst->errs, cap * sizeof *cst->errs);
-			if (!t)
-				return -TK_E_NOMEM;
-			cst->errs = t;
-			cst->caperrs = cap;
-		}
-		cst->errs[cst->nerrs++] = (struct xr_err){ o->err_off, o->err_skip, o->err };
-	} else if (o->err) {
-		log_err(x, o->err_off, o->err_skip, o->err);
+out:
+	if (o->nomem)
+		return -TK_E_NOMEM;
+	FLUSH();
+#undef FLUSH
+#undef EMIT
+#undef HOLD
+	k.st->records += nfast;
+	k.st->function_records += nfast;
+	k.ts->records += nfast;
+	if (nfast) {
+		if (tmin < k.ts->first)
+			k.ts->first = tmin;
+		if (tmax > k.ts->last)
+			k.ts->last = tmax;
+		if (tmin < k.st->first_tsc)
+			k.st->first_tsc = tmin;
+		if (tmax > k.st->last_tsc)
+			k.st->last_tsc = tmax;
 	}
-	if (o->err) {
-		if ((rc = emit_gap(d, o->err_off, o->err_skip, o->err_reason, b->thread)) < 0)
-			return rc;
-	}
-	return 0;
+	/* the end state, as expand() leaves it: absolute where set in the buffer, else the
+	 * sum of the deltas on top of the carried base */
+	o->base = o->base_known ? base : base - cs->base;
+	o->cpu = cpu;
+	o->rt = rt;
+	o->pid = pid;
+	o->func = func;
+	return deliver_end(d, b, o, &k);
+}
+
+/* One copy per byte order: the record reads fold to plain loads. Chunk mode only (a
+ * batch, no callback). */
+static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+{
+	if (d->x->h.big_endian)
+		return expand_deliver_fdr_endian(d, b, o, 1);
+	return expand_deliver_fdr_endian(d, b, o, 0);
 }
 
 /* Basic mode resumes after a bad record inside a run: split the run there. */
@@ -1215,18 +1520,35 @@ static int cjob_work(void *ctx, size_t i)
 		return j->rc = rc;
 	tk_event_batch_init(&j->batch, sink);
 	j->d.batch = &j->batch;
+	/* FDR: a thread's buffers lie in file order between other threads' ones; the span
+	 * read since REL_FROM is given back every RELEASE_SPAN bytes (the other threads'
+	 * buffers in it come back from the page cache when their turn comes), not buffer by
+	 * buffer: one madvise and TLB flush per span */
+	uint64_t rel_from = UINT64_MAX, rel_to = 0;
 	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
 		struct xr_buf b = x->bufs[k];
+		if (x->h.type == TK_XRAY_FDR) {
+			rc = expand_deliver_fdr(&j->d, &b, &j->o);
+			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
+				if (rel_from != UINT64_MAX)
+					release(x, rel_from, rel_to);
+				rel_from = b.start;
+			}
+			rel_to = b.end;
+			continue;
+		}
 		for (;;) {
 			expand(x, &b, &j->o);
 			if ((rc = deliver_buf(&j->d, &b, &j->o)) < 0)
 				break;
-			if (!j->o.err || x->h.type == TK_XRAY_FDR || j->o.err_off + 32 >= b.end)
+			if (!j->o.err || j->o.err_off + 32 >= b.end)
 				break;
 			basic_resume(&j->o, &b);
 		}
 		release(x, x->bufs[k].start, x->bufs[k].end);
 	}
+	if (rel_from != UINT64_MAX)
+		release(x, rel_from, rel_to);
 	if (rc >= 0)
 		rc = tk_event_batch_flush(&j->batch);
 	return j->rc = rc;

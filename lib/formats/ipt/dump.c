@@ -376,51 +376,9 @@ static int walk_start(struct walk *w)
 #define ASYNC_BUF (8u << 20)    /* few hand-overs: each may wait for a scheduler tick */
 #define ROOM (BATCH * 192 + 256)
 
-struct writer {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pthread_t th;
-	int fd;
-	char *full;             /* being written; NULL when the thread is idle */
-	size_t full_len;
-	char *spare;            /* the buffer not in OUT, once written */
-	int done, err;
-};
-
-static void *writer_main(void *arg)
+/* 0: OUT (a descriptor) now has room for ASYNC_BUF bytes and writes through *W. */
+static int writer_open(struct tk_buf *out, struct tk_writer **w)
 {
-	struct writer *w = arg;
-	pthread_mutex_lock(&w->mu);
-	for (;;) {
-		while (!w->full && !w->done)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->full)
-			break;
-		char *b = w->full;
-		size_t n = w->full_len, off = 0;
-		int err = w->err;
-		pthread_mutex_unlock(&w->mu);
-		while (!err && off < n) {
-			ssize_t r = write(w->fd, b + off, n - off);
-			if (r < 0 && errno != EINTR)
-				err = -TK_E_IO;
-			else if (r > 0)
-				off += (size_t)r;
-		}
-		pthread_mutex_lock(&w->mu);
-		w->err = err;
-		w->spare = b;
-		w->full = NULL;
-		pthread_cond_broadcast(&w->cv);
-	}
-	pthread_mutex_unlock(&w->mu);
-	return NULL;
-}
-
-/* 0: OUT now writes through W. Else OUT stays synchronous. */
-static int writer_start(struct writer *w, struct tk_buf *out)
-{
-	memset(w, 0, sizeof *w);
 	if (out->fd < 0 || out->err)
 		return -1;
 	if (out->cap < ASYNC_BUF) {
@@ -430,55 +388,8 @@ static int writer_start(struct writer *w, struct tk_buf *out)
 		out->data = d;
 		out->cap = ASYNC_BUF;
 	}
-	w->fd = out->fd;
-	w->spare = malloc(out->cap);
-	if (!w->spare)
-		return -1;
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->th, NULL, writer_main, w)) {
-		pthread_cond_destroy(&w->cv);
-		pthread_mutex_destroy(&w->mu);
-		free(w->spare);
-		return -1;
-	}
-	return 0;
-}
-
-/* Hand OUT's data to the thread and continue in the spare buffer (waits while the
- * thread still writes the previous one). */
-static void writer_hand_over(struct writer *w, struct tk_buf *out)
-{
-	pthread_mutex_lock(&w->mu);
-	while (w->full)
-		pthread_cond_wait(&w->cv, &w->mu);
-	if (w->err) {
-		if (!out->err)
-			out->err = w->err;
-	} else if (out->len) {
-		w->full = out->data;
-		w->full_len = out->len;
-		out->data = w->spare;
-		out->len = 0;
-		w->spare = NULL;
-		pthread_cond_broadcast(&w->cv);
-	}
-	pthread_mutex_unlock(&w->mu);
-}
-
-/* Wait for the thread to write all it has; OUT keeps what is left for the caller. */
-static void writer_stop(struct writer *w, struct tk_buf *out)
-{
-	pthread_mutex_lock(&w->mu);
-	w->done = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	pthread_join(w->th, NULL);
-	if (w->err && !out->err)
-		out->err = w->err;
-	free(w->spare);
-	pthread_cond_destroy(&w->cv);
-	pthread_mutex_destroy(&w->mu);
+	*w = tk_writer_start(out->fd, NULL);
+	return *w ? 0 : -1;
 }
 
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
@@ -503,12 +414,12 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
 	int show_off = !o->no_offset;
-	struct writer wr;
-	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_start(&wr, out) == 0;
+	struct tk_writer *wr = NULL;
+	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;
 	r = walk_start(&w);
 	while (r > 0) {
 		if (async && out->cap - out->len < ROOM)
-			writer_hand_over(&wr, out);
+			tk_writer_submit(wr, out);
 		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
@@ -541,8 +452,12 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		/* ptdump forgets the last IP when it resyncs. */
 		tk_ipt_last_ip_init(&last);
 	}
-	if (async)
-		writer_stop(&wr, out);
+	if (async) {
+		/* what is left in OUT is the caller's to flush, after all handed over */
+		int werr = tk_writer_stop(wr);
+		if (werr < 0 && !out->err)
+			out->err = werr;
+	}
 	free(pk);
 	tk_ipt_pkt_decoder_free(w.dec);
 	if (r >= 0 && out->err)

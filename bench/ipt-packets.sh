@@ -35,12 +35,12 @@ FLOW=$WORK/flow-${MB}m.pt
 [ -f "$PT" ] || "$TOOLS" gen "$PT" "$MB"
 [ -f "$FLOW" ] || "$WORK/ipt-flow-gen" "$FLOW" "$MB" >/dev/null 2>&1
 [ -f "$WORK/flowt-${MB}m.pt" ] || "$TOOLS" timing "$FLOW" "$WORK/flowt-${MB}m.pt"
-BYTES=$(stat -c %s "$PT")
+BYTES=$(stat -L -c %s "$PT")
 
 # Packet walk on both inputs, each side checked to count the same packets.
 walk_case() {
 	local name=$1 pt=$2 bytes n
-	bytes=$(stat -c %s "$pt")
+	bytes=$(stat -L -c %s "$pt")
 	n=$("$TOOLS" walk "$pt")
 	[ "$("$TOOLS" tkwalk "$pt")" = "$n" ] || { echo "$name: packet counts differ"; exit 1; }
 	local t_ref t_tk t_quiet

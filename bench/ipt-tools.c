@@ -4,6 +4,9 @@
  *   ptdump FILE        libipt anchor: pt_pkt_next + ptdump-style printf to stdout
  *   psb FILE           PSB search: tracekit, libipt sync_forward, plain read bandwidth
  *   tkwalk FILE        tracekit: tk_ipt_pkt_next_batch over the whole file
+ *   cpu FILE [REPS]    both walks in this process, REPS times each (default 5): the
+ *                      least thread CPU time per packet of each and the ratio (on a
+ *                      shared machine, time other jobs take from us is not counted)
  *   timing IN OUT      copy of IN in cycle-accurate timing mode: a CYC before each TNT,
  *                      TIP, TIP.PGE/PGD and FUP, an MTC every 64 packets */
 #include <fcntl.h>
@@ -38,6 +41,32 @@ static uint8_t *map(const char *path, size_t *len)
 }
 
 static volatile uint64_t sink;
+
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t walk_tk(const uint8_t *buf, size_t len)
+{
+	int err;
+	struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	static struct tk_ipt_packet pk[512];
+	uint64_t n = 0;
+	if (!d || tk_ipt_pkt_sync_forward(d) < 0)
+		exit(1);
+	for (;;) {
+		n += (uint64_t)tk_ipt_pkt_next_batch(d, pk, 512, &err);
+		if (err == -TK_E_EOF)
+			break;
+		if (err && tk_ipt_pkt_sync_forward(d) < 0)
+			break;
+	}
+	tk_ipt_pkt_decoder_free(d);
+	return n;
+}
 
 static double now(void)
 {
@@ -162,22 +191,41 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "tkwalk")) {
-		int err;
-		struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
-		static struct tk_ipt_packet pk[512];
-		uint64_t n = 0;
-		if (tk_ipt_pkt_sync_forward(d) < 0)
-			return 1;
-		for (;;) {
-			n += (uint64_t)tk_ipt_pkt_next_batch(d, pk, 512, &err);
-			if (err == -TK_E_EOF)
-				break;
-			if (err && tk_ipt_pkt_sync_forward(d) < 0)
-				break;
-		}
-		printf("%llu packets\n", (unsigned long long)n);
-		tk_ipt_pkt_decoder_free(d);
+		printf("%llu packets\n", (unsigned long long)walk_tk(buf, len));
 		return 0;
+	}
+	if (!strcmp(cmd, "cpu")) {
+		int reps = argc > 3 ? atoi(argv[3]) : 5;
+		double best_tk = 1e9, best_ref = 1e9;
+		uint64_t ntk = 0, nref = 0;
+		for (int rep = 0; rep < reps; rep++) {
+			double t0 = cpu_now();
+			ntk = walk_tk(buf, len);
+			double t1 = cpu_now();
+			struct pt_packet_decoder *d = ref_decoder(buf, len);
+			nref = 0;
+			if (pt_pkt_sync_forward(d) < 0)
+				return 1;
+			for (;;) {
+				struct pt_packet p;
+				int r = pt_pkt_next(d, &p, sizeof p);
+				if (r < 0) {
+					if (r == -pte_eos || pt_pkt_sync_forward(d) < 0)
+						break;
+					continue;
+				}
+				nref++;
+			}
+			pt_pkt_free_decoder(d);
+			double t2 = cpu_now();
+			if (t1 - t0 < best_tk) best_tk = t1 - t0;
+			if (t2 - t1 < best_ref) best_ref = t2 - t1;
+		}
+		printf("CPU time, least of %d: libipt %.2f ns/packet (%.0f MB/s), tracekit %.2f "
+		       "ns/packet (%.0f MB/s), %.2fx\n", reps, best_ref * 1e9 / nref,
+		       len / best_ref / 1e6, best_tk * 1e9 / ntk, len / best_tk / 1e6,
+		       best_ref / best_tk);
+		return ntk == nref ? 0 : 1;
 	}
 	if (!strcmp(cmd, "psb")) {
 		double best_tk = 1e9, best_ref = 1e9, best_mem = 1e9;

@@ -137,6 +137,7 @@ struct cli_xtrace {
 	struct tk_xtrace *t;
 	struct tk_xtrace_name name;
 	char other[4096];
+	int insn_mapped;             /* insn is a read-only file mapping: pages may be given back */
 };
 int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi, struct cli_xtrace *x);

@@ -45,7 +45,9 @@ static const char usage[] =
 	"\n"
 	"--qemu writes xtrace.TIME.TID.hint9.xinsndata.bin per guest thread and, for the main\n"
 	"thread, xtrace.TIME.TID.hint9.xsnapshot.bin with registers every 1M user instructions\n"
-	"(taken from a second, deterministic run with -singlestep -d cpu,fpu). If the program\n"
+	"(taken from a second, deterministic run with -singlestep -d cpu,fpu). A third run\n"
+	"(-d cpu) gives the main thread's STXR status, MRS/MSR values, DC ZVA addresses, NZCV\n"
+	"after conditional selects and RNDR, and all GPRs after each syscall. If the program\n"
 	"contains HINT #9, only instructions between its executions are collected.\n";
 
 /* ---- --btrace -------------------------------------------------------------------------- */
@@ -341,12 +343,13 @@ static int record_xray(struct cli_opts *o)
 #define SEED "1"  /* same guest random bytes (AT_RANDOM, getrandom) in both runs */
 
 struct point {
-	uint64_t user, total, offset, pc, occurrence;
+	uint64_t user, total, offset, pc, occurrence, executed;
 	uint64_t seen;
 	int done;
 	struct tk_xtrace_snapshot s;
 	uint8_t z[32 * 256], p[16 * 32], ffr[32];
 	uint32_t vl_bits;
+	uint64_t tpidr;
 };
 
 static int find_plugin(char *buf, size_t len)
@@ -477,39 +480,147 @@ static void parse_dump(char *buf, struct point *pt)
 	pt->done = 1;
 }
 
-/* Second run: read the -d cpu log from FD and fill the points. */
-static void read_dumps(int fd, struct point *pts, size_t npts)
+/* A register value the plugin could not read (see recorder/qemu/xtrace_plugin.c): the
+ * item at OFFSET of the instruction file gets it from the dump before the OCCURRENCE-th
+ * execution of PC. */
+struct fixup {
+	uint64_t offset, pc, occurrence, executed, value;
+	uint32_t sysreg;       /* MSR: the system register (opcode without Rt) */
+	char what;             /* x: Xreg, w: Wreg, f: NZCV, g: X1-X30 and SP (ALLGPR) */
+	uint8_t reg;
+	uint8_t done;
+};
+
+#define MSR_TPIDR_EL0 0xd51bd040u
+
+/* One PC the register run dumps at, with how often it has been dumped so far. */
+struct dump_pc {
+	uint64_t pc, seen;
+	size_t fix_next, fix_end;   /* its fixups (sorted by occurrence) still to fill */
+	int has_point;
+};
+
+static int cmp_fixup(const void *a, const void *b)
+{
+	const struct fixup *x = a, *y = b;
+	if (x->pc != y->pc)
+		return x->pc < y->pc ? -1 : 1;
+	if (x->occurrence != y->occurrence)
+		return x->occurrence < y->occurrence ? -1 : 1;
+	return x->executed < y->executed ? -1 : x->executed > y->executed;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static struct dump_pc *find_pc(struct dump_pc *t, size_t n, uint64_t pc)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t[mid].pc < pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && t[lo].pc == pc ? &t[lo] : NULL;
+}
+
+/* X0-X30, SP and NZCV (r[32]) of one dump; the fpu part after PSTATE is not needed. */
+static void parse_gprs(const char *p, uint64_t r[33])
+{
+	while (*p) {
+		while (*p == ' ' || *p == '\n')
+			p++;
+		if (p[0] == 'X' && p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9' &&
+		    p[3] == '=') {
+			int n = (p[1] - '0') * 10 + p[2] - '0';
+			if (n < 31)
+				r[n] = strtoull(p + 4, NULL, 16);
+		} else if (strncmp(p, "SP=", 3) == 0) {
+			r[31] = strtoull(p + 3, NULL, 16);
+		} else if (strncmp(p, "PSTATE=", 7) == 0) {
+			r[32] = strtoull(p + 7, NULL, 16) & 0xf0000000u;
+			return;
+		}
+		while (*p && *p != ' ' && *p != '\n')
+			p++;
+	}
+}
+
+/* Fill the fixups of one dump: values into the instruction file at their offsets. */
+static void fill_fixups(const char *dump, struct fixup *f, size_t n, int fd)
+{
+	uint64_t r[33] = { 0 };
+	parse_gprs(dump, r);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = f[i].what == 'f' ? r[32] : r[f[i].reg < 32 ? f[i].reg : 31];
+		if (f[i].what == 'w')
+			v &= 0xffffffffu;
+		f[i].value = v;
+		f[i].done = 1;
+		if (f[i].offset == UINT64_MAX || fd < 0)
+			continue;
+		if (f[i].what == 'g') {
+			/* X1-X30, SP: X0 is the syscall result the plugin saw in the trace run */
+			uint8_t b[248];
+			for (int k = 1; k < 32; k++)
+				memcpy(b + 8 * (k - 1), &r[k], 8);
+			if (pwrite(fd, b, sizeof b, (off_t)f[i].offset + 8) != (ssize_t)sizeof b)
+				f[i].done = 0;
+		} else if (pwrite(fd, &v, 8, (off_t)f[i].offset) != 8) {
+			f[i].done = 0;
+		}
+	}
+}
+
+/* Second run: read the -d cpu log from FD; fill the points' registers and the fixups. */
+static void read_dumps(int fd, struct point *pts, size_t npts, struct dump_pc *pcs, size_t npcs,
+		       struct fixup *fix, int insn_fd)
 {
 	FILE *f = fdopen(fd, "r");
 	char line[1024];
 	char *dump = NULL;
-	size_t dlen = 0, dcap = 0;
+	size_t dlen = 0, dcap = 0, fix_from = 0, fix_to = 0;
 	struct point *cur = NULL;
+	int collect = 0;
 	if (!f)
 		return;
 	for (;;) {
 		int eof = !fgets(line, sizeof line, f);
 		int starts = !eof && strncmp(line, " PC=", 4) == 0;
-		if ((eof || starts) && cur) {
-			parse_dump(dump, cur);
+		if ((eof || starts) && collect) {
+			if (fix_to > fix_from)
+				fill_fixups(dump, fix + fix_from, fix_to - fix_from, insn_fd);
+			if (cur)
+				parse_dump(dump, cur);
 			cur = NULL;
+			collect = 0;
+			fix_from = fix_to = 0;
 		}
 		if (eof)
 			break;
 		if (starts) {
 			uint64_t pc = strtoull(line + 4, NULL, 16);
-			/* Each snapshot point is the occurrence-th execution of its pc. */
-			for (size_t i = 0; i < npts; i++) {
-				if (pts[i].pc != pc)
-					continue;
-				pts[i].seen++;
-				if (pts[i].seen == pts[i].occurrence && !pts[i].done)
-					cur = &pts[i];
-			}
-			/* Points sharing a pc count the same executions: keep them in step. */
+			struct dump_pc *e = find_pc(pcs, npcs, pc);
 			dlen = 0;
+			if (!e)
+				continue; /* dumped as part of a merged -dfilter range */
+			e->seen++;
+			/* Each snapshot point is the occurrence-th execution of its pc. */
+			for (size_t i = 0; e->has_point && i < npts; i++)
+				if (pts[i].pc == pc && e->seen == pts[i].occurrence && !pts[i].done)
+					cur = &pts[i];
+			fix_from = fix_to = e->fix_next;
+			while (fix_to < e->fix_end && fix[fix_to].occurrence == e->seen)
+				fix_to++;
+			e->fix_next = fix_to;
+			collect = cur || fix_to > fix_from;
 		}
-		if (cur) {
+		if (collect) {
 			size_t l = strlen(line);
 			if (dlen + l + 1 > dcap) {
 				dcap = (dlen + l + 1) * 2;
@@ -524,6 +635,201 @@ static void read_dumps(int fd, struct point *pts, size_t npts)
 	}
 	free(dump);
 	fclose(f);
+}
+
+/* -dfilter for the dump PCs. QEMU 7.2 tests every executed instruction against each range
+ * in turn (singlestep: every instruction is a block), about 2.8 ns per range and
+ * instruction here, while a register dump (-d cpu,fpu with SVE) costs about 85 us. So
+ * neighbouring target PCs become one range when the instructions between them ran fewer
+ * than total / 30000 times (RUNS: the plugin's count per PC; the extra dumps are skipped
+ * when read), and more are joined, cheapest first, while the list passes the kernel's
+ * 128 KiB limit for one argument. */
+struct pc_runs {
+	uint64_t pc, runs;
+};
+
+static int cmp_pc_runs(const void *a, const void *b)
+{
+	const struct pc_runs *x = a, *y = b;
+	return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+struct gap {
+	uint64_t extra;
+	size_t i;
+};
+
+static int cmp_gap(const void *a, const void *b)
+{
+	const struct gap *x = a, *y = b;
+	return x->extra < y->extra ? -1 : x->extra > y->extra;
+}
+
+static size_t filter_text(const struct dump_pc *pcs, size_t n, const uint8_t *join, char *s)
+{
+	size_t len = 0;
+	s[0] = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j + 1 < n && join[j])
+			j++;
+		if (j == i)
+			len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "+4", i ? "," : "", pcs[i].pc);
+		else
+			len += (size_t)sprintf(s + len, "%s0x%" PRIx64 "..0x%" PRIx64, i ? "," : "",
+					       pcs[i].pc, pcs[j].pc + 3);
+		i = j + 1;
+	}
+	return len;
+}
+
+static char *dump_filter(const struct dump_pc *pcs, size_t n, struct pc_runs *runs, size_t nruns)
+{
+	char *s = malloc(n * 48 + 1);
+	uint8_t *join = calloc(n + 1, 1);
+	struct gap *gaps = calloc(n + 1, sizeof *gaps);
+	if (!s || !join || !gaps) {
+		free(join);
+		free(gaps);
+		free(s);
+		return NULL;
+	}
+	uint64_t total = 0;
+	for (size_t k = 0; k < nruns; k++)
+		total += runs[k].runs;
+	/* Executions strictly between neighbouring targets (unknown without RUNS: never). */
+	size_t r = 0, ngaps = 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		uint64_t extra = nruns ? 0 : UINT64_MAX / 2;
+		while (r < nruns && runs[r].pc <= pcs[i].pc)
+			r++;
+		for (size_t k = r; k < nruns && runs[k].pc < pcs[i + 1].pc; k++)
+			extra += runs[k].runs;
+		gaps[ngaps++] = (struct gap){ extra, i };
+		if (extra < total / 30000)
+			join[i] = 1;
+	}
+	qsort(gaps, ngaps, sizeof *gaps, cmp_gap);
+	for (size_t g = 0; filter_text(pcs, n, join, s) >= 120000 && g < ngaps; g++)
+		join[gaps[g].i] = 1;
+	free(join);
+	free(gaps);
+	return s;
+}
+
+/* Standard output for the register run, of the same kind as ours (the trace run's): the C
+ * library takes other paths for a terminal (line buffering), a character device (an
+ * isatty check) and a file or pipe, and the second run must execute the same
+ * instructions. A file or pipe: a deleted temporary file in DIR; a terminal: a
+ * pseudo-terminal drained by a child process; anything else: /dev/null. */
+static int regrun_output(const char *dir, pid_t *drain)
+{
+	struct stat st;
+	*drain = -1;
+	if (fstat(1, &st) == 0 && (S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) ||
+				   S_ISSOCK(st.st_mode))) {
+		char tmp[4200];
+		snprintf(tmp, sizeof tmp, "%.4000s/.tracekit-regrun-XXXXXX", dir);
+		int fd = mkstemp(tmp);
+		if (fd >= 0) {
+			unlink(tmp);
+			return fd;
+		}
+	} else if (isatty(1)) {
+		int m = posix_openpt(O_RDWR | O_NOCTTY);
+		char *name = m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0 ? ptsname(m) : NULL;
+		int sl = name ? open(name, O_WRONLY | O_NOCTTY) : -1;
+		if (sl >= 0) {
+			pid_t c = fork();
+			if (c == 0) {
+				char b[4096];
+				close(sl);
+				while (read(m, b, sizeof b) > 0)
+					;
+				_exit(0);
+			}
+			close(m);
+			if (c > 0) {
+				*drain = c;
+				return sl;
+			}
+			close(sl);
+		} else if (m >= 0) {
+			close(m);
+		}
+	}
+	return open("/dev/null", O_WRONLY);
+}
+
+/* The PCs to dump at: the points' (PTS) or the fixups' (FIX), sorted, each with its range
+ * of fixups. */
+static struct dump_pc *make_pcs(const struct point *pts, size_t npts, const struct fixup *fix,
+				size_t nfix, size_t *npcs)
+{
+	uint64_t *allpc = malloc((npts + nfix + 1) * sizeof *allpc);
+	struct dump_pc *pcs = calloc(npts + nfix + 1, sizeof *pcs);
+	size_t nall = 0, n = 0;
+	*npcs = 0;
+	if (!allpc || !pcs) {
+		free(allpc);
+		free(pcs);
+		return NULL;
+	}
+	for (size_t i = 0; i < npts; i++)
+		allpc[nall++] = pts[i].pc;
+	for (size_t i = 0; i < nfix; i++)
+		allpc[nall++] = fix[i].pc;
+	qsort(allpc, nall, sizeof *allpc, cmp_u64);
+	for (size_t i = 0, k = 0; i < nall; i++) {
+		if (n && pcs[n - 1].pc == allpc[i])
+			continue;
+		struct dump_pc *e = &pcs[n++];
+		e->pc = allpc[i];
+		e->has_point = npts > 0;
+		while (k < nfix && fix[k].pc < e->pc)
+			k++;
+		e->fix_next = k;
+		while (k < nfix && fix[k].pc == e->pc)
+			k++;
+		e->fix_end = k;
+	}
+	free(allpc);
+	*npcs = n;
+	return pcs;
+}
+
+/* One register run: PROGRAM under qemu, single-stepped, with -d FLAGS at FILTER; the dumps
+ * fill PTS or FIX (values written into INSN_FD). */
+static void register_run(const struct cli_opts *o, char **argv, const char *dir,
+			 const char *flags, const char *filter, struct point *pts, size_t npts,
+			 struct dump_pc *pcs, size_t npcs, struct fixup *fix, int insn_fd)
+{
+	int pfd[2], k = 0, status;
+	if (!filter || pipe(pfd) < 0)
+		return;
+	argv[k++] = (char *)QEMU;
+	argv[k++] = (char *)"-seed";
+	argv[k++] = (char *)SEED;
+	argv[k++] = (char *)"-singlestep";
+	argv[k++] = (char *)"-d";
+	argv[k++] = (char *)flags;
+	argv[k++] = (char *)"-dfilter";
+	argv[k++] = (char *)filter;
+	argv[k++] = (char *)"-D";
+	argv[k++] = (char *)"/dev/fd/3";
+	for (int i = 0; i < o->nargs; i++)
+		argv[k++] = o->args[i];
+	argv[k] = NULL;
+	pid_t drain = -1;
+	int out2 = regrun_output(dir, &drain);
+	pid_t p2 = spawn(argv, out2, pfd[1]);
+	close(pfd[1]);
+	if (out2 >= 0)
+		close(out2);
+	read_dumps(pfd[0], pts, npts, pcs, npcs, fix, insn_fd);
+	waitpid(p2, &status, 0);
+	if (drain > 0)
+		waitpid(drain, NULL, 0);
 }
 
 static int record_qemu(struct cli_opts *o)
@@ -578,8 +884,8 @@ static int record_qemu(struct cli_opts *o)
 	FILE *pf = fopen(path, "r");
 	struct point *pts = NULL;
 	size_t npts = 0, cap = 0;
-	unsigned long long a, b, c, d, e;
-	while (pf && fscanf(pf, "%llu %llu %llu %llu %llu", &a, &b, &c, &d, &e) == 5) {
+	unsigned long long a, b, c, d, e, g;
+	while (pf && fscanf(pf, "%llu %llu %llu %llu %llu %llu", &a, &b, &c, &d, &e, &g) == 6) {
 		if (npts == cap) {
 			cap = cap ? 2 * cap : 16;
 			struct point *np = realloc(pts, cap * sizeof *pts);
@@ -588,49 +894,103 @@ static int record_qemu(struct cli_opts *o)
 			pts = np;
 		}
 		memset(&pts[npts], 0, sizeof pts[npts]);
-		pts[npts++] = (struct point){ .user = a, .total = b, .offset = c, .pc = d, .occurrence = e };
+		pts[npts++] = (struct point){ .user = a, .total = b, .offset = c, .pc = d,
+					      .occurrence = e, .executed = g };
 	}
 	if (pf) {
 		fclose(pf);
 		unlink(path);
 	}
+	/* Register values for VAL / MISC items of the main thread. */
+	snprintf(path, sizeof path, "%s/xtrace.%llu.%d.fixups", dir, ts, (int)pid);
+	pf = fopen(path, "r");
+	struct fixup *fix = NULL;
+	size_t nfix = 0, fcap = 0;
+	char what;
+	unsigned reg, sysreg;
+	while (pf && fscanf(pf, "%llu %llu %llu %c %u %llu %u", &a, &b, &c, &what, &reg, &g,
+			    &sysreg) == 7) {
+		if (nfix == fcap) {
+			fcap = fcap ? 2 * fcap : 64;
+			struct fixup *nf = realloc(fix, fcap * sizeof *fix);
+			if (!nf)
+				break;
+			fix = nf;
+		}
+		fix[nfix++] = (struct fixup){ .offset = a, .pc = b, .occurrence = c, .executed = g,
+					      .sysreg = sysreg, .what = what, .reg = (uint8_t)reg };
+	}
+	if (pf) {
+		fclose(pf);
+		unlink(path);
+	}
+	qsort(fix, nfix, sizeof *fix, cmp_fixup);
 	int rc = EXIT_CLEAN;
 	if (npts) {
-		/* Second run: register dumps at the snapshot pcs only. */
-		size_t flen = 0;
-		char *filter = malloc(npts * 40 + 1);
-		filter[0] = 0;
-		for (size_t i = 0; i < npts; i++)
-			flen += (size_t)sprintf(filter + flen, "%s0x%" PRIx64 "+4", i ? "," : "", pts[i].pc);
-		int pfd[2];
-		if (pipe(pfd) < 0) {
-			free(filter);
-			free(pts);
-			free(argv);
-			return EXIT_INPUT;
-		}
-		k = 0;
-		argv[k++] = (char *)QEMU;
-		argv[k++] = (char *)"-seed";
-		argv[k++] = (char *)SEED;
-		argv[k++] = (char *)"-singlestep";
-		argv[k++] = (char *)"-d";
-		argv[k++] = (char *)"cpu,fpu,nochain";
-		argv[k++] = (char *)"-dfilter";
-		argv[k++] = filter;
-		argv[k++] = (char *)"-D";
-		argv[k++] = (char *)"/dev/fd/3";
-		for (int i = 0; i < o->nargs; i++)
-			argv[k++] = o->args[i];
-		argv[k] = NULL;
-		int devnull = open("/dev/null", O_WRONLY);
-		pid_t p2 = spawn(argv, devnull, pfd[1]);
-		close(pfd[1]);
-		if (devnull >= 0)
-			close(devnull);
-		read_dumps(pfd[0], pts, npts);
-		waitpid(p2, &status, 0);
+		/* Register runs. Snapshots need the vector registers (-d fpu: a dump costs about
+		 * 85 us with SVE), the stream's values only the general ones (about 15 us), so
+		 * two runs: the second only when there are values to fill. */
+		size_t npcs = 0;
+		struct dump_pc *pcs = make_pcs(pts, npts, NULL, 0, &npcs);
+		char *filter = pcs ? dump_filter(pcs, npcs, NULL, 0) : NULL;
+		register_run(o, argv, dir, "cpu,fpu,nochain", filter, pts, npts, pcs, npcs, NULL, -1);
 		free(filter);
+		free(pcs);
+		/* Execution counts per PC, to keep the second run's -dfilter short. */
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%d.runs", dir, ts, (int)pid);
+		FILE *rf = fopen(path, "r");
+		struct pc_runs *runs = NULL;
+		size_t nruns = 0, rcap = 0;
+		while (rf && fscanf(rf, "%llu %llu", &a, &b) == 2) {
+			if (nruns == rcap) {
+				rcap = rcap ? 2 * rcap : 1024;
+				struct pc_runs *nr = realloc(runs, rcap * sizeof *runs);
+				if (!nr)
+					break;
+				runs = nr;
+			}
+			runs[nruns++] = (struct pc_runs){ a, b };
+		}
+		if (rf)
+			fclose(rf);
+		qsort(runs, nruns, sizeof *runs, cmp_pc_runs);
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%d.hint9.xinsndata.bin", dir, ts, (int)pid);
+		int insn_fd = -1;
+		if (nfix && (insn_fd = open(path, O_WRONLY | O_CLOEXEC)) >= 0 &&
+		    (pcs = make_pcs(NULL, 0, fix, nfix, &npcs))) {
+			filter = dump_filter(pcs, npcs, runs, nruns);
+			register_run(o, argv, dir, "cpu,nochain", filter, NULL, 0, pcs, npcs, fix,
+				     insn_fd);
+			free(filter);
+			free(pcs);
+		}
+		free(runs);
+		size_t fix_missing = 0;
+		for (size_t i = 0; i < nfix; i++)
+			fix_missing += fix[i].offset != UINT64_MAX && !fix[i].done;
+		if (insn_fd >= 0 && close(insn_fd) != 0)
+			fix_missing = nfix;
+		if (fix_missing) {
+			cli_warn(path, UINT64_MAX, "%zu of %zu register values (STXR, MRS, DC, "
+				 "MISC_FLAGS, ALLGPR items) were not found in the value run; "
+				 "they read 0 (is the program deterministic?)", fix_missing, nfix);
+			rc = EXIT_SKIPPED;
+		}
+		/* TPIDR_EL0 at each snapshot: the last MSR TPIDR_EL0 before it (0 at start,
+		 * as Linux starts a process). */
+		size_t ntp = 0;
+		for (size_t k2 = 0; k2 < nfix; k2++)
+			if (fix[k2].sysreg == MSR_TPIDR_EL0 && fix[k2].done)
+				fix[ntp++] = fix[k2];   /* fix[] is not needed after this */
+		for (size_t i = 0; i < npts; i++) {
+			uint64_t best = 0, tp = 0;
+			for (size_t k2 = 0; k2 < ntp; k2++)
+				if (fix[k2].executed < pts[i].executed && fix[k2].executed >= best) {
+					best = fix[k2].executed;
+					tp = fix[k2].value;
+				}
+			pts[i].tpidr = tp;
+		}
 
 		snprintf(path, sizeof path, "%s/xtrace.%llu.%d.hint9.xsnapshot.bin", dir, ts, (int)pid);
 		FILE *sf = fopen(path, "wb");
@@ -665,6 +1025,7 @@ static int record_qemu(struct cli_opts *o)
 			pt->s.p = pslots;
 			pt->s.ffr = pt->ffr;
 			pt->s.za = NULL;
+			pt->s.sys[TK_XT_TPIDR_EL0] = pt->tpidr;
 			tk_xtrace_snap_encode(&lay, &pt->s, rec);
 			fwrite(rec, 1, lay.size, sf);
 		}
@@ -680,6 +1041,9 @@ static int record_qemu(struct cli_opts *o)
 			rc = EXIT_SKIPPED;
 		}
 	}
+	/* The plugin's count file, if the block above did not read it (no snapshot point). */
+	snprintf(path, sizeof path, "%s/xtrace.%llu.%d.runs", dir, ts, (int)pid);
+	unlink(path);
 	uint64_t t2 = tk_now_ns();
 	if (!o->quiet)
 		fprintf(stderr, "tracekit: wrote %s/xtrace.%llu.*.hint9.{xinsndata,xsnapshot}.bin: "
@@ -687,6 +1051,7 @@ static int record_qemu(struct cli_opts *o)
 			"run %.2f s\n", dir, ts, npts, prog_status, (double)(t1 - t0) / 1e9,
 			(double)(t2 - t1) / 1e9);
 	free(pts);
+	free(fix);
 	free(argv);
 	return rc;
 }

@@ -132,6 +132,19 @@ static inline void tk_buf_puts(struct tk_buf *b, const char *s)
 	tk_buf_put(b, s, strlen(s));
 }
 
+/* ---- background writer: write() of one buffer overlaps the filling of the next ------ */
+/* Writing GBs of text into a file costs the kernel about as much as formatting it (the
+ * page-cache copy): a writer thread writes each handed-over buffer to FD, in order, while
+ * the caller fills another. */
+struct tk_writer;
+struct tk_writer *tk_writer_start(int fd, int *err);
+/* Hand B's bytes to the writer (waiting while it still writes the previous ones); B goes
+ * on in an empty buffer of at least the same capacity and keeps its fd. Returns the first
+ * write error (also stored in b->err), else 0. */
+int tk_writer_submit(struct tk_writer *w, struct tk_buf *b);
+/* Wait until everything handed over is written, end the thread; its first error. */
+int tk_writer_stop(struct tk_writer *w);
+
 /* ---- worker pool: chunk jobs on N threads, results handed back in chunk order ---- */
 /* work(ctx, i) runs on a worker thread for i in [0, njobs). merge(ctx, i) runs on the
  * calling thread, strictly in order 0, 1, 2, ..., each as soon as job i is done. At most

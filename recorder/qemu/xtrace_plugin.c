@@ -9,9 +9,18 @@
  *   interval=N    snapshot every N user instructions (default 1000000)
  *   time=0|1      TIME items before memory accesses (memory order across threads)
  *
- * Files: DIR/xtrace.TS.TID.hint9.xinsndata.bin, and DIR/xtrace.TS.TID.points with one line
- * per snapshot point: "user total offset pc occurrence", occurrence being how many times
- * the instruction at pc had started executing, this time included. */
+ * Files: DIR/xtrace.TS.TID.hint9.xinsndata.bin, and for the first thread
+ * DIR/xtrace.TS.TID.points with one line per snapshot point:
+ * "user total offset pc occurrence executed", occurrence being how many times the
+ * instruction at pc had started executing, this time included, and executed how many
+ * instructions the thread had started (collected or not); and DIR/xtrace.TS.TID.fixups with
+ * one line per register value the plugin cannot read:
+ * "offset pc occurrence what reg executed sysreg". The item is already in the stream with
+ * value 0 at byte OFFSET (UINT64_MAX: no item, only TPIDR_EL0 tracking); `tracekit record`
+ * takes the value from the register run's dump before the OCCURRENCE-th execution of PC:
+ * register REG (x: 64 bits, w: low 32 bits), f: NZCV from PSTATE, g: X1-X30 and SP (ALLGPR;
+ * X0 is written here, the syscall's return value); and DIR/xtrace.TS.TID.runs, "pc count"
+ * per executed PC of the first thread. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,13 +45,56 @@ struct insn {
 	uint32_t op;
 	uint8_t cls;
 	uint8_t hint;           /* HINT #9 */
+	uint8_t fix;            /* FIX_*: a value the plugin cannot read (no register access) */
+	uint8_t reg;            /* its register */
 	struct insn *next;
 };
 
+/* Register values of VAL and MISC items, taken from the register run: BEFORE the
+ * instruction (operand registers: dump at its own pc) or AFTER it (results: dump at the
+ * next executed instruction). */
+enum {
+	FIX_NONE,
+	FIX_STXR,       /* after: Ws, the status */
+	FIX_MRS,        /* after: Xt, the value read */
+	FIX_RNDR,       /* after: Xt, then NZCV (MISC_FLAGS) */
+	FIX_FLAGS,      /* after: NZCV of a conditional select */
+	FIX_SVC,        /* after: ALLGPR on the return from the kernel (EL1 -> EL0) */
+	FIX_MSR,        /* before: Xt, the value written */
+	FIX_DC,         /* before: Xt, the DC ZVA / GZVA address */
+};
+#define MSR_TPIDR_EL0 0xd51bd040u
+
+static void classify_fix(struct insn *i)
+{
+	uint32_t op = i->op, rt = op & 31;
+	i->reg = (uint8_t)rt;
+	if ((op >> 23 & 0x7f) == 0x10 && !(op >> 22 & 1) && (!(op >> 21 & 1) || op >> 31)) {
+		/* STXR, STLXR (B/H/W/X), STXP, STLXP; bit 31 clear with o1 is CASP */
+		i->reg = (uint8_t)(op >> 16 & 31);
+		i->fix = i->reg == 31 ? FIX_NONE : FIX_STXR;
+	} else if ((op & 0xffffffc0u) == 0xd53b2400u) {
+		i->fix = rt == 31 ? FIX_FLAGS : FIX_RNDR;      /* MRS RNDR / RNDRRS */
+	} else if ((op & 0xfff00000u) == 0xd5300000u) {
+		i->fix = rt == 31 ? FIX_NONE : FIX_MRS;
+	} else if ((op & 0xfff00000u) == 0xd5100000u) {
+		i->fix = FIX_MSR;
+	} else if ((op & 0xffffffe0u) == 0xd50b7420u || (op & 0xffffffe0u) == 0xd50b7480u) {
+		i->fix = FIX_DC;
+	} else if ((op & 0x3fe00800u) == 0x1a800000u) {
+		i->fix = FIX_FLAGS;                             /* CSEL, CSINC, CSINV, CSNEG */
+	} else if ((op & 0xffe0001fu) == 0xd4000001u) {
+		i->fix = FIX_SVC;
+	}
+}
+
 struct vcpu {
 	struct tk_xtrace_writer *w;
-	FILE *points;
+	FILE *points, *fixups, *runs_out;
 	int fd;
+	struct insn *pending_fix;       /* its value comes from the next instruction's dump */
+	uint64_t executed;              /* instructions started, collected or not */
+	uint64_t last_ret;              /* the last syscall's return value */
 	int collecting, stopped;
 	int pending_target;     /* the last instruction was BR/BLR/RET/ERET */
 	uint64_t user, total;
@@ -86,6 +138,7 @@ static struct insn *insn_for(uint64_t pc, uint32_t op)
 		i->op = op;
 		i->cls = (uint8_t)tk_a64_classify(op);
 		i->hint = tk_a64_hint(op) == 9;
+		classify_fix(i);
 		i->next = table[h];
 		table[h] = i;
 	}
@@ -113,9 +166,57 @@ static struct vcpu *vcpu_get(unsigned idx)
 	if (idx == 0) {
 		snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.points", out_dir, ts, tid);
 		v->points = fopen(path, "w");
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.fixups", out_dir, ts, tid);
+		v->fixups = fopen(path, "w");
+		snprintf(path, sizeof path, "%s/xtrace.%llu.%ld.runs", out_dir, ts, tid);
+		v->runs_out = fopen(path, "w");
 	}
 	v->collecting = !gate;
 	return v;
+}
+
+/* A VAL or MISC item with value 0 now, and the line that tells `tracekit record` where its
+ * value is in the register run. */
+static void fix_item(struct vcpu *v, const struct insn *at, unsigned kind, char what,
+		     unsigned reg, uint32_t sysreg)
+{
+	uint64_t off = tk_xtrace_writer_offset(v->w) + 1;
+	if (kind == TK_XT_ALLGPR) {
+		/* X0 is the syscall's result from this run (the register run's may differ:
+		 * getpid); `tracekit record` fills X1-X30 and SP. */
+		uint64_t x[32] = { v->last_ret };
+		tk_xtrace_write_allgpr(v->w, x);
+	} else {
+		tk_xtrace_write_value(v->w, kind, 0);
+	}
+	fprintf(v->fixups, "%llu %llu %llu %c %u %llu %u\n", (unsigned long long)off,
+		(unsigned long long)at->pc, (unsigned long long)at->runs, what, reg,
+		(unsigned long long)v->executed, sysreg);
+}
+
+/* Items whose value is the state after instruction P, now that the next one (AT) runs. */
+static void fix_after(struct vcpu *v, const struct insn *p, const struct insn *at)
+{
+	switch (p->fix) {
+	case FIX_STXR: fix_item(v, at, TK_XT_STXR, 'w', p->reg, 0); break;
+	case FIX_MRS: fix_item(v, at, TK_XT_MRS, 'x', p->reg, 0); break;
+	case FIX_RNDR:
+		fix_item(v, at, TK_XT_MRS, 'x', p->reg, 0);
+		fix_item(v, at, TK_XT_FLAGS, 'f', 0, 0);
+		break;
+	case FIX_FLAGS: fix_item(v, at, TK_XT_FLAGS, 'f', 0, 0); break;
+	case FIX_SVC: fix_item(v, at, TK_XT_ALLGPR, 'g', 0, 0); break;
+	}
+}
+
+/* Items whose value is an operand of I (its own dump); XZR is known. */
+static void fix_before(struct vcpu *v, const struct insn *i)
+{
+	unsigned kind = i->fix == FIX_DC ? TK_XT_DC : TK_XT_MRS;
+	if (i->reg == 31)
+		tk_xtrace_write_value(v->w, kind, 0);
+	else
+		fix_item(v, i, kind, 'x', i->reg, i->fix == FIX_MSR ? i->op & ~31u : 0);
 }
 
 static void on_exec(unsigned idx, void *ud)
@@ -130,23 +231,37 @@ static void on_exec(unsigned idx, void *ud)
 	struct vcpu *v = vcpu_get(idx);
 	if (!v)
 		return;
+	v->executed++;
 	if (gate && i->hint) {
 		v->collecting = !v->collecting;
 		v->pending_target = 0;
+		v->pending_fix = NULL;
 		return;
 	}
-	if (!v->collecting)
+	if (!v->collecting) {
+		/* TPIDR_EL0 set before collection (the C library's start-up) still counts for
+		 * the snapshots' TPIDR_EL0. */
+		if (v->fixups && (i->op & ~31u) == MSR_TPIDR_EL0 && i->reg != 31)
+			fprintf(v->fixups, "%llu %llu %llu x %u %llu %u\n", (unsigned long long)UINT64_MAX,
+				(unsigned long long)i->pc, (unsigned long long)i->runs, i->reg,
+				(unsigned long long)v->executed, MSR_TPIDR_EL0);
 		return;
+	}
 	if (v->pending_target) {
 		tk_xtrace_write_value(v->w, TK_XT_TARGET_B, i->pc);
 		v->pending_target = 0;
 	}
+	if (v->pending_fix) {
+		fix_after(v, v->pending_fix, i);
+		v->pending_fix = NULL;
+	}
 	int block_start = 0;
 	if (v->points && v->user == v->next_snap) {
-		fprintf(v->points, "%llu %llu %llu %llu %llu\n", (unsigned long long)v->user,
+		fprintf(v->points, "%llu %llu %llu %llu %llu %llu\n", (unsigned long long)v->user,
 			(unsigned long long)v->total,
 			(unsigned long long)tk_xtrace_writer_offset(v->w),
-			(unsigned long long)i->pc, (unsigned long long)i->runs);
+			(unsigned long long)i->pc, (unsigned long long)i->runs,
+			(unsigned long long)v->executed);
 		v->next_snap += interval;
 		block_start = 1;
 	}
@@ -155,6 +270,13 @@ static void on_exec(unsigned idx, void *ud)
 	v->total++;
 	v->pending_target = i->cls == TK_A64_BR_IND || i->cls == TK_A64_CALL_IND ||
 			    i->cls == TK_A64_RET || i->cls == TK_A64_ERET;
+	/* Register values only for the thread the register run follows (the first). */
+	if (v->fixups && i->fix) {
+		if (i->fix >= FIX_MSR)
+			fix_before(v, i);
+		else
+			v->pending_fix = i;
+	}
 }
 
 static void on_mem(unsigned idx, qemu_plugin_meminfo_t info, uint64_t vaddr, void *ud)
@@ -211,7 +333,19 @@ static void on_syscall_ret(qemu_plugin_id_t id, unsigned idx, int64_t num, int64
 	struct vcpu *v = idx < MAX_VCPUS ? &vcpus[idx] : NULL;
 	if (!v || !v->w || !v->collecting)
 		return;
+	v->last_ret = (uint64_t)ret;
 	tk_xtrace_write_value(v->w, TK_XT_SVCRET, (uint64_t)ret);
+}
+
+/* How often the first thread ran each PC: `tracekit record` keeps the register run's
+ * -dfilter short by merging target PCs with little executed code between them. */
+static void write_runs(FILE *f)
+{
+	for (size_t h = 0; h < (size_t)1 << HASH_BITS; h++)
+		for (struct insn *i = table[h]; i; i = i->next)
+			if (i->runs)
+				fprintf(f, "%llu %llu\n", (unsigned long long)i->pc,
+					(unsigned long long)i->runs);
 }
 
 static void on_atexit(qemu_plugin_id_t id, void *ud)
@@ -227,7 +361,13 @@ static void on_atexit(qemu_plugin_id_t id, void *ud)
 		close(v->fd);
 		if (v->points)
 			fclose(v->points);
-		v->points = NULL;
+		if (v->fixups)
+			fclose(v->fixups);
+		if (v->runs_out) {
+			write_runs(v->runs_out);
+			fclose(v->runs_out);
+		}
+		v->points = v->fixups = v->runs_out = NULL;
 	}
 }
 

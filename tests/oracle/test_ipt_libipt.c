@@ -267,6 +267,57 @@ static void test_batch_sizes(void **state)
 	free(buf);
 }
 
+/* Every two-byte opcode start, with random payload and a long tail (so the batch walk
+ * takes its windowed fast path, which sizes packets from their first two bytes): the
+ * batch decodes the same packets and stops at the same error as the single step. */
+static void test_every_opcode_pair(void **state)
+{
+	(void)state;
+	enum { LEN = 1024 };
+	static uint8_t buf[LEN];
+	static struct tk_ipt_packet pk[8];
+	struct tk_buf ta, tb;
+	int err;
+	uint64_t n = 0;
+
+	assert_int_equal(tk_buf_init(&ta, -1, 256), 0);
+	assert_int_equal(tk_buf_init(&tb, -1, 256), 0);
+	for (unsigned v = 0; v < 2 * 65536; v++) {
+		buf[0] = (uint8_t)v;
+		buf[1] = (uint8_t)(v >> 8);
+		for (int i = 2; i < LEN; i++)
+			buf[i] = i < 18 ? (uint8_t)gen_rand() : (v & 0x10000) ? 0x06 : 0x00;
+		struct tk_ipt_pkt_decoder *a = tk_ipt_pkt_decoder_new(buf, LEN, NULL, &err);
+		struct tk_ipt_pkt_decoder *b = tk_ipt_pkt_decoder_new(buf, LEN, NULL, &err);
+		assert_int_equal(tk_ipt_pkt_sync_set(a, 0), 0);
+		assert_int_equal(tk_ipt_pkt_sync_set(b, 0), 0);
+		int e = 1, got = tk_ipt_pkt_next_batch(b, pk, 8, &e);
+		assert_true(got >= 0 && got <= 8);
+		for (int i = 0; i < got; i++) {
+			struct tk_ipt_packet s;
+			assert_int_equal(tk_ipt_pkt_next(a, &s), pk[i].size);
+			assert_int_equal(s.kind, pk[i].kind);
+			assert_int_equal(s.offset, pk[i].offset);
+			ta.len = tb.len = 0;
+			tk_ipt_format_packet(&ta, &s, 1, NULL);
+			tk_ipt_format_packet(&tb, &pk[i], 1, NULL);
+			assert_int_equal(ta.len, tb.len);
+			assert_memory_equal(ta.data, tb.data, ta.len);
+			n++;
+		}
+		if (got < 8) {
+			struct tk_ipt_packet s;
+			assert_true(e < 0);
+			assert_int_equal(tk_ipt_pkt_next(a, &s), e);
+		}
+		tk_ipt_pkt_decoder_free(a);
+		tk_ipt_pkt_decoder_free(b);
+	}
+	assert_true(n > 65536);
+	tk_buf_free(&ta);
+	tk_buf_free(&tb);
+}
+
 static void test_clean_streams(void **state)
 {
 	(void)state;
@@ -456,6 +507,7 @@ int main(void)
 		cmocka_unit_test(test_last_ip),
 		cmocka_unit_test(test_scan),
 		cmocka_unit_test(test_batch_sizes),
+		cmocka_unit_test(test_every_opcode_pair),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -64,10 +65,53 @@ static void test_dump_matches_ptdump(void **state)
 	free(buf);
 }
 
+/* A dump big enough to be written by the writer thread (into a file descriptor) is the
+ * same bytes as the dump into memory, also on a damaged stream (error marks between
+ * the packets) and with a small caller buffer. */
+static void test_dump_to_fd(void **state)
+{
+	(void)state;
+	size_t cap = 6 << 20;
+	uint8_t *buf = malloc(cap);
+	assert_non_null(buf);
+	size_t len = gen_stream(buf, cap, 1, 4096);
+	assert_true(len > (5u << 20));
+	for (int round = 0; round < 2; round++) {
+		if (round)
+			for (int i = 0; i < 40; i++)
+				buf[gen_rand() % len] ^= (uint8_t)(1 + gen_rand() % 255);
+		struct tk_ipt_dump_opts o = { .sz = sizeof o };
+		struct tk_gap_stats g1 = { 0 }, g2 = { 0 };
+		struct tk_buf mem, file;
+		tk_buf_init(&mem, -1, 0);
+		assert_int_equal(tk_ipt_dump(buf, len, &o, &mem, &g1), 0);
+		char path[] = "/tmp/tk-dump-fd-XXXXXX";
+		int fd = mkstemp(path);
+		assert_true(fd >= 0);
+		unlink(path);
+		tk_buf_init(&file, fd, round ? 4096 : 0);
+		assert_int_equal(tk_ipt_dump(buf, len, &o, &file, &g2), 0);
+		assert_int_equal(tk_buf_flush(&file), 0);
+		assert_int_equal(g1.count, g2.count);
+		assert_true(round ? g1.count > 0 : g1.count == 0);
+		off_t n = lseek(fd, 0, SEEK_END);
+		assert_int_equal((size_t)n, mem.len);
+		char *got = malloc(mem.len);
+		assert_int_equal(pread(fd, got, mem.len, 0), (ssize_t)mem.len);
+		assert_memory_equal(got, mem.data, mem.len);
+		free(got);
+		close(fd);
+		tk_buf_free(&file);
+		tk_buf_free(&mem);
+	}
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dump_matches_ptdump),
+		cmocka_unit_test(test_dump_to_fd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

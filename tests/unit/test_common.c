@@ -468,6 +468,57 @@ static int teardown(void **state)
 	return system(cmd);
 }
 
+/* The background writer puts every handed-over buffer into the file in order, whatever
+ * their sizes, and reports a write error (a closed descriptor). */
+static void test_writer(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk-writer-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	struct tk_writer *w = tk_writer_start(fd, NULL);
+	assert_non_null(w);
+	struct tk_buf b;
+	assert_int_equal(tk_buf_init(&b, -1, 1000), 0);
+	uint64_t want = 0;
+	for (uint32_t i = 0; i < 5000; i++) {
+		tk_buf_u64(&b, i);
+		tk_buf_putc(&b, '\n');
+		want += i;
+		if (i % 37 == 0 || b.len > 900)
+			assert_int_equal(tk_writer_submit(w, &b), 0);
+	}
+	assert_int_equal(tk_writer_submit(w, &b), 0);
+	assert_int_equal(tk_writer_stop(w), 0);
+	assert_int_equal(b.len, 0);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	uint64_t v, next = 0, sum = 0;
+	while (fscanf(f, "%lu", &v) == 1) {
+		assert_int_equal(v, next++);
+		sum += v;
+	}
+	fclose(f);
+	assert_int_equal(next, 5000);
+	assert_int_equal(sum, want);
+
+	/* a descriptor that cannot be written: the error comes back at the next hand-over */
+	int bad = open(path, O_RDONLY);
+	assert_true(bad >= 0);
+	w = tk_writer_start(bad, NULL);
+	assert_non_null(w);
+	tk_buf_puts(&b, "x\n");
+	assert_int_equal(tk_writer_submit(w, &b), 0);
+	tk_buf_puts(&b, "y\n");
+	int rc = tk_writer_submit(w, &b);
+	int stop = tk_writer_stop(w);
+	assert_true(rc == -TK_E_IO || stop == -TK_E_IO);
+	close(bad);
+	close(fd);
+	unlink(path);
+	tk_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -482,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_gap_stats),
 		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_errors_and_leb),
+		cmocka_unit_test(test_writer),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

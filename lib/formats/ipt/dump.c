@@ -1,7 +1,9 @@
 /* Intel PT stream walk with resync, packet statistics (tracekit info) and the ptdump-
  * layout dump (tracekit dump). Formatting writes straight into the output buffer. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "formats/ipt/internal.h"
 
@@ -365,6 +367,31 @@ static int walk_start(struct walk *w)
 	return 1;
 }
 
+/* Writing to a file costs the kernel about as much as formatting costs us (the page-
+ * cache copy of GBs of text), so a big dump into a descriptor formats into one buffer
+ * while a writer thread writes the other: the output is the same bytes in the same
+ * order, and tk_buf's own flush never runs while the thread owns a buffer (each batch
+ * starts with room for all its lines). */
+#define ASYNC_MIN_INPUT (4u << 20)
+#define ASYNC_BUF (8u << 20)    /* few hand-overs: each may wait for a scheduler tick */
+#define ROOM (BATCH * 192 + 256)
+
+/* 0: OUT (a descriptor) now has room for ASYNC_BUF bytes and writes through *W. */
+static int writer_open(struct tk_buf *out, struct tk_writer **w)
+{
+	if (out->fd < 0 || out->err)
+		return -1;
+	if (out->cap < ASYNC_BUF) {
+		char *d = realloc(out->data, ASYNC_BUF);
+		if (!d)
+			return -1;
+		out->data = d;
+		out->cap = ASYNC_BUF;
+	}
+	*w = tk_writer_start(out->fd, NULL);
+	return *w ? 0 : -1;
+}
+
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
 		struct tk_buf *out, struct tk_gap_stats *gaps)
 {
@@ -387,8 +414,12 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
 	int show_off = !o->no_offset;
+	struct tk_writer *wr = NULL;
+	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;
 	r = walk_start(&w);
 	while (r > 0) {
+		if (async && out->cap - out->len < ROOM)
+			tk_writer_submit(wr, out);
 		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
@@ -420,6 +451,12 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		}
 		/* ptdump forgets the last IP when it resyncs. */
 		tk_ipt_last_ip_init(&last);
+	}
+	if (async) {
+		/* what is left in OUT is the caller's to flush, after all handed over */
+		int werr = tk_writer_stop(wr);
+		if (werr < 0 && !out->err)
+			out->err = werr;
 	}
 	free(pk);
 	tk_ipt_pkt_decoder_free(w.dec);

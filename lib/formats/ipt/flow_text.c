@@ -18,17 +18,6 @@ struct text_chunk {
 #define SPARE_BUFS 8
 #define WRITE_BYTES ((size_t)512 << 10)
 
-/* -j 1 into a file: a second thread does the write() calls (page-cache copies, a third
- * of the time of --no-disasm) while the walker formats the next buffer. */
-struct writer {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int fd, err, done, busy;
-	struct tk_buf full;          /* being written when busy */
-	struct tk_buf free;          /* written, ready for reuse (data NULL if none) */
-};
-
 struct text_run {
 	unsigned flags;
 	unsigned nthreads;
@@ -39,100 +28,9 @@ struct text_run {
 	pthread_mutex_t lock;
 	struct tk_buf spare[SPARE_BUFS];
 	unsigned nspare;
-	struct writer *w;            /* -j 1 into a file, else NULL */
+	struct tk_writer *w;         /* -j 1 into a file: write() overlaps formatting */
 	struct tk_buf cur;           /* -j 1 with a writer: the buffer being formatted */
 };
-
-static void *writer_main(void *arg)
-{
-	struct writer *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		while (!w->busy && !w->done)
-			pthread_cond_wait(&w->cond, &w->lock);
-		if (!w->busy)
-			break;
-		struct tk_buf b = w->full;
-
-		pthread_mutex_unlock(&w->lock);
-		b.fd = w->fd;
-		tk_buf_flush(&b);
-		pthread_mutex_lock(&w->lock);
-		if (b.err && !w->err)
-			w->err = b.err;
-		b.fd = -1;
-		b.err = 0;
-		if (w->free.data)
-			tk_buf_free(&b);
-		else
-			w->free = b;
-		w->busy = 0;
-		pthread_cond_broadcast(&w->cond);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-/* Hand B's text to the writer (after the previous buffer is written) and give B an empty
- * buffer to go on with. */
-static int writer_submit(struct writer *w, struct tk_buf *b)
-{
-	int err;
-
-	if (b->err)
-		return b->err;
-	pthread_mutex_lock(&w->lock);
-	while (w->busy)
-		pthread_cond_wait(&w->cond, &w->lock);
-	w->full = *b;
-	w->busy = 1;
-	*b = w->free;
-	w->free.data = NULL;
-	err = w->err;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	if (!b->data && tk_buf_init(b, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) < 0)
-		return b->err;
-	b->len = 0;
-	return err;
-}
-
-static struct writer *writer_start(int fd)
-{
-	struct writer *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return NULL;
-	w->fd = fd;
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	if (pthread_create(&w->thread, NULL, writer_main, w)) {
-		pthread_cond_destroy(&w->cond);
-		pthread_mutex_destroy(&w->lock);
-		free(w);
-		return NULL;
-	}
-	return w;
-}
-
-/* Wait for the writes, stop the thread; its first error. */
-static int writer_stop(struct writer *w)
-{
-	int err;
-
-	pthread_mutex_lock(&w->lock);
-	w->done = 1;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	err = w->err;
-	tk_buf_free(&w->free);
-	pthread_cond_destroy(&w->cond);
-	pthread_mutex_destroy(&w->lock);
-	free(w);
-	return err;
-}
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
 
@@ -301,7 +199,7 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 	if (b->err)
 		return b->err;
 	if (tc->run->w && b->len >= WRITE_BYTES)
-		return writer_submit(tc->run->w, b);
+		return tk_writer_submit(tc->run->w, b);
 	return 0;
 }
 
@@ -395,13 +293,13 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	pthread_mutex_init(&r.lock, NULL);
 	if (r.nthreads <= 1 && out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) &&
 	    tk_buf_flush(out) >= 0 && tk_buf_init(&r.cur, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) >= 0) {
-		if (!(r.w = writer_start(out->fd)))
+		if (!(r.w = tk_writer_start(out->fd, NULL)))
 			tk_buf_free(&r.cur);
 	}
 	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
 	if (r.w) {
 		/* the rest, then wait for every write (the caller writes after us) */
-		int wrc = writer_submit(r.w, &r.cur), stop = writer_stop(r.w);
+		int wrc = tk_writer_submit(r.w, &r.cur), stop = tk_writer_stop(r.w);
 
 		if (stop < 0)
 			wrc = stop;

@@ -245,12 +245,21 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 	}
 	if (cc)
 		memset(cc->cls, 0xff, sizeof cc->cls);
+	/* Counters in locals: stores through hist[] could alias *s and force reloads. */
+	uint64_t ncls[TK_A64__COUNT] = { 0 }, n_cond = 0, n_taken = 0, n_switch = 0;
 
 	while (off < end) {
 		const uint8_t *q = p + off;
 		unsigned tok = q[0];
-		size_t len = len_tab[tok];
-		if (len == XT_LEN_VAR)
+		/* The next item's offset is the loop's critical path: compute INST/PCINST and
+		 * MEM lengths (most items) from the token instead of loading them; the class
+		 * branch is predicted, so the load does not wait. */
+		size_t len;
+		if ((tok & 0x37) == 0x01)
+			len = 5 + (tok & 8);
+		else if ((tok & 7) == 2)
+			len = 9 + ((size_t)1 << (tok >> 4));
+		else if ((len = len_tab[tok]) == XT_LEN_VAR)
 			len = xt_item_len(q, end - off);
 		if (len == 0 || len == SIZE_MAX || len > end - off) {
 			size_t to = end;
@@ -279,38 +288,36 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 		if (!full) {
 			if ((tok & 7) == 1) {
 				int nel = tok >> 6;
-				if (el >= 0 && nel != el)
-					s->el_switches++;
-				if (el < 0 && sm)
-					sm->first_el = nel;
+				if (el < 0) {
+					if (sm)
+						sm->first_el = nel;
+					el = nel;
+				}
+				n_switch += nel != el;
 				el = nel;
 			}
 			continue;
 		}
 		if ((tok & 7) == 1) {
-			uint32_t op;
-			uint64_t npc;
-			if (tok & 8) {
+			/* PCINST carries the PC (bit 3 set, opcode at +9), INST follows on. */
+			uint32_t op = tk_le32(q + 1 + (tok & 8));
+			uint64_t npc = pc == TK_XTRACE_PC_UNKNOWN ? pc : pc + 4;
+			if (tok & 8)
 				npc = tk_le64(q + 1);
-				op = tk_le32(q + 9);
-			} else {
-				npc = pc == TK_XTRACE_PC_UNKNOWN ? pc : pc + 4;
-				op = tk_le32(q + 1);
-			}
-			if (prev_cls == TK_A64_BR_COND) {
-				if (npc == pc + 4)
-					s->cond_not_taken++;
-				else
-					s->cond_taken++;
-			}
+			/* Branch outcomes and EL switches without branches: they are data. */
+			unsigned was_cond = prev_cls == TK_A64_BR_COND;
+			n_cond += was_cond;
+			n_taken += was_cond & (npc != pc + 4);
 			int nel = tok >> 6;
-			if (el >= 0 && nel != el)
-				s->el_switches++;
-			if (el < 0 && sm)
-				sm->first_el = nel;
+			if (el < 0) {
+				if (sm)
+					sm->first_el = nel;
+				el = nel;
+			}
+			n_switch += nel != el;
 			el = nel;
 			unsigned cls = classify_cached(cc, op);
-			s->cls[cls]++;
+			ncls[cls]++;
 			prev_cls = cls;
 			svc_pending = cls == TK_A64_SVC;
 			pc = npc;
@@ -344,6 +351,11 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 	}
 	if (sm && el >= 0)
 		sm->last_el = el;
+	for (int k = 0; k < TK_A64__COUNT; k++)
+		s->cls[k] += ncls[k];
+	s->cond_taken += n_taken;
+	s->cond_not_taken += n_cond - n_taken;
+	s->el_switches += n_switch;
 	fold_hist(s, hist);
 	free(hist);
 	free(cc);

@@ -11,11 +11,8 @@
  * seconds and the nanoseconds of the wall-clock marker to be smaller, which is no strict
  * weak ordering, so std::sort scrambles threads with more than 16 buffers. We sort by
  * (seconds, nanoseconds, first TSC, file offset), which is a total order. */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "formats/xray/internal.h"
@@ -83,7 +80,6 @@ struct tk_xray {
 	struct tk_gap_stats index_gaps;
 	struct tk_xray_stats stats;
 	uint8_t cpu_seen[8192];
-	atomic_size_t *index_at;   /* where the FDR index reads (a helper maps pages ahead) */
 };
 
 const struct tk_xray_header *tk_xray_header(const struct tk_xray *x) { return &x->h; }
@@ -239,8 +235,6 @@ static int index_fdr(struct tk_xray *x)
 			release(x, released, off);
 			released = off;
 		}
-		if (x->index_at)
-			atomic_store_explicit(x->index_at, off, memory_order_relaxed);
 		memset(&b, 0, sizeof b);
 		if (x->h.version >= 2) {
 			if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be)) {
@@ -430,48 +424,6 @@ static int llvm_thread_rank(struct tk_xray *x)
 	return 0;
 }
 
-/* With threads to spare, a helper maps the log's pages (MADV_POPULATE_READ, one call per
- * PREFAULT_STEP) a little ahead of the FDR index, which would otherwise take a page fault
- * per 64 KiB on the one thread that runs before any decoding can start. It stays at most
- * PREFAULT_AHEAD ahead (the index gives pages back behind it: the resident size stays
- * bounded), and only maps what the index will read. */
-#define PREFAULT_STEP ((size_t)1 << 20)
-#define PREFAULT_AHEAD ((size_t)6 << 20)
-#define PREFAULT_MIN ((size_t)32 << 20)
-
-struct prefault {
-	const uint8_t *p;
-	size_t n;
-	atomic_size_t at;          /* the index's position */
-	atomic_int stop;
-};
-
-static void *prefault_run(void *arg)
-{
-	struct prefault *f = arg;
-	size_t pos = 0;
-
-	while (pos < f->n && !atomic_load_explicit(&f->stop, memory_order_relaxed)) {
-		size_t at = atomic_load_explicit(&f->at, memory_order_relaxed) & ~(size_t)4095;
-		if (pos < at)
-			pos = at;
-		if (pos >= at + PREFAULT_AHEAD) {
-			struct timespec ts = { 0, 20000 };
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		size_t k = f->n - pos < PREFAULT_STEP ? f->n - pos : PREFAULT_STEP;
-#ifdef MADV_POPULATE_READ
-		if (madvise((void *)(f->p + pos), k, MADV_POPULATE_READ) < 0)
-			break;             /* not supported: the index faults as usual */
-#else
-		break;
-#endif
-		pos += k;
-	}
-	return NULL;
-}
-
 struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xray_opts *opts,
 			     int *err)
 {
@@ -492,19 +444,7 @@ struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xr
 		rc = -TK_E_UNSUPPORTED;
 		goto fail;
 	}
-	struct prefault pf = { .p = data, .n = len };
-	pthread_t helper;
-	int helped = x->h.type == TK_XRAY_FDR && x->opts.nthreads > 1 && x->opts.release_input &&
-		     ((uintptr_t)data & 4095) == 0 && len >= PREFAULT_MIN &&
-		     pthread_create(&helper, NULL, prefault_run, &pf) == 0;
-	if (helped)
-		x->index_at = &pf.at;
 	rc = x->h.type == TK_XRAY_FDR ? index_fdr(x) : index_basic(x);
-	if (helped) {
-		atomic_store(&pf.stop, 1);
-		pthread_join(helper, NULL);
-		x->index_at = NULL;
-	}
 	if (rc < 0)
 		goto fail;
 	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)

@@ -287,8 +287,8 @@ static void test_threads_and_takes(void **state)
 {
 	(void)state;
 	for (int s = 0; s < NSHAPES; s++) {
-		check_parts((enum shape)s, 300007, 0);
-		check_parts((enum shape)s, 200003, 90);
+		check_parts((enum shape)s, 200003, 0);
+		check_parts((enum shape)s, 140003, 90);
 	}
 }
 

@@ -8,7 +8,10 @@
 #include "tracekit/flow.h"
 
 #define RET_STACK 64               /* as deep as the hardware's compression stack */
-#define MAX_BLOCKS_WITHOUT_TRACE (1u << 22)
+/* Direct jumps and calls need no trace; a run this long of nothing else is an endless
+ * loop (jmp .) or a wrong image, never compiled code: stop it with an error rather than
+ * print millions of lines (the fuzzer's jmp-loop input took over 10 s at 1 << 22). */
+#define MAX_BLOCKS_WITHOUT_TRACE (1u << 16)
 #define EMITTED_RING 4096
 
 struct tk_flow {

@@ -63,6 +63,10 @@ struct tk_prof_opts {
 	/* Threads tk_prof_funcs may use for the duration statistics of a large profile
 	 * (0 or 1: the calling thread only). The results are the same for any count. */
 	unsigned nthreads;
+	/* Call durations kept in memory (bytes; 0: 256 MiB). Beyond that the duration log
+	 * lives in an unlinked temporary file in $TMPDIR (or /tmp), mapped while it is
+	 * written and read, so memory stays bounded whatever the trace's length. */
+	size_t durations_in_memory;
 };
 
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);

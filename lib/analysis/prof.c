@@ -1,8 +1,10 @@
 /* Profile builder: call stacks per track, call-path tree, per-function durations, per-block
  * counts; exact merging of consecutive chunk profiles. See include/tracekit/prof.h. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "analysis/prof_internal.h"
 
@@ -464,6 +466,40 @@ static void dlog_populate(uint64_t *from, uint64_t *to)
 #endif
 }
 
+void dlog_release(const struct dchunk *d, size_t entries)
+{
+	if (d->spilled && entries)
+		madvise(d->v, ((entries * sizeof *d->v) + 4095) & ~(size_t)4095, MADV_DONTNEED);
+}
+
+/* A chunk of DLOG_CHUNK entries in the spill file (created on first use), or NULL. */
+static uint64_t *spill_chunk(struct tk_prof *p)
+{
+	const size_t bytes = DLOG_CHUNK * sizeof(uint64_t);
+	if (!p->spill_fd) {
+		const char *dir = getenv("TMPDIR");
+		if (!dir || !*dir)
+			dir = "/tmp";
+		int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return NULL;
+		p->spill_fd = fd + 1;
+	}
+	if (ftruncate(p->spill_fd - 1, (off_t)(p->spill_off + bytes)) < 0)
+		return NULL;
+	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->spill_fd - 1,
+		       (off_t)p->spill_off);
+	if (m == MAP_FAILED)
+		return NULL;
+	p->spill_off += bytes;
+	return m;
+}
+
+static size_t dlog_budget(const struct tk_prof *p)
+{
+	return p->opts.durations_in_memory ? p->opts.durations_in_memory : DLOG_IN_MEMORY;
+}
+
 /* Room for the next duration: the next slice of the chunk, or a new chunk. */
 static int dlog_more(struct tk_prof *p)
 {
@@ -477,12 +513,19 @@ static int dlog_more(struct tk_prof *p)
 		return -TK_E_NOMEM;
 	/* after a take, a small one first: the seams of a merge complete few calls */
 	size_t cap = p->dlog_cur || !p->ndlog ? DLOG_CHUNK : DLOG_SMALL;
-	uint64_t *c = malloc(cap * sizeof *c);
-	if (!c)
+	uint64_t *c = NULL;
+	int spilled = 0;
+	if (cap == DLOG_CHUNK && p->dlog_heap + cap * sizeof *c > dlog_budget(p))
+		spilled = (c = spill_chunk(p)) != NULL;   /* else memory, as long as there is */
+	if (!c && !(c = malloc(cap * sizeof *c)))
 		return -TK_E_NOMEM;
-	if (p->dlog_cur)
+	if (!spilled)
+		p->dlog_heap += cap * sizeof *c;
+	if (p->dlog_cur) {
 		p->dlog[p->ndlog - 1].n = p->dlog_n;
-	p->dlog[p->ndlog++] = (struct dchunk){ .v = c };
+		dlog_release(&p->dlog[p->ndlog - 1], p->dlog_n);
+	}
+	p->dlog[p->ndlog++] = (struct dchunk){ .v = c, .spilled = (uint8_t)spilled };
 	p->dlog_cur = c;
 	p->dlog_n = 0;
 	p->dlog_end = cap;
@@ -822,8 +865,14 @@ void tk_prof_free(struct tk_prof *p)
 		return;
 	for (size_t i = 0; i < p->nfuncs; i++)
 		free(p->funcs[i].big);
-	for (size_t i = 0; i < p->ndlog; i++)
-		free(p->dlog[i].v);
+	for (size_t i = 0; i < p->ndlog; i++) {
+		if (p->dlog[i].spilled)
+			munmap(p->dlog[i].v, DLOG_CHUNK * sizeof *p->dlog[i].v);
+		else
+			free(p->dlog[i].v);
+	}
+	if (p->spill_fd)
+		close(p->spill_fd - 1);
 	free(p->dlog);
 	for (size_t i = 0; i < p->nfmaps; i++)
 		free(p->fmaps[i].v);
@@ -1210,6 +1259,20 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 			d.map = into->fmaps[base + k].v;
 		} else {
 			d.map = fmap;
+		}
+		if (!d.spilled) {
+			size_t bytes = (d.v == from->dlog_cur ? from->dlog_end : DLOG_CHUNK) * sizeof *d.v;
+			uint64_t *m;
+			if (into->dlog_heap + bytes > dlog_budget(into) && bytes == DLOG_CHUNK * sizeof *d.v &&
+			    (m = spill_chunk(into)) != NULL) {
+				memcpy(m, d.v, d.n * sizeof *d.v);
+				free(d.v);
+				d.v = m;
+				d.spilled = 1;
+				dlog_release(&d, d.n);
+			} else {
+				into->dlog_heap += bytes;
+			}
 		}
 		into->dlog[into->ndlog++] = d;
 	}

@@ -51,7 +51,10 @@ struct dchunk {
 	uint64_t *v;
 	size_t n;                 /* entries (the current chunk: tk_prof.dlog_n) */
 	const uint32_t *map;      /* NULL: this profile's indexes */
+	uint8_t spilled;          /* DLOG_CHUNK entries mapped from a spill file, not malloc'd */
 };
+
+#define DLOG_IN_MEMORY ((size_t)256 << 20)  /* default of tk_prof_opts.durations_in_memory */
 
 struct fmap {
 	uint32_t *v;
@@ -148,6 +151,9 @@ struct tk_prof {
 	uint64_t *dlog_cur;       /* the last chunk, NULL after a take */
 	size_t dlog_n, dlog_cap;  /* entries in it and its writable part (equal: dlog_more) */
 	size_t dlog_end;          /* its size */
+	size_t dlog_heap;         /* bytes of malloc'd chunks */
+	int spill_fd;             /* the spill file + 1 (0: none yet) */
+	uint64_t spill_off;       /* its size */
 	struct fmap *fmaps;       /* function index maps of taken chunks */
 	size_t nfmaps, cfmaps;
 	uint32_t *func_map;
@@ -169,6 +175,10 @@ struct tk_prof {
 };
 
 /* Entries in chunk C of P's duration log. */
+/* Give a spilled chunk's pages back (its data stays in the file, which the kernel may
+ * write out): read or written, it no longer counts towards the process's memory. */
+void dlog_release(const struct dchunk *d, size_t entries);
+
 static inline size_t dlog_len(const struct tk_prof *p, size_t c)
 {
 	return p->dlog[c].v == p->dlog_cur ? p->dlog_n : p->dlog[c].n;

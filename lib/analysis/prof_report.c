@@ -261,6 +261,8 @@ static int scan_part(void *ctx, size_t index)
 			m ? low_seg(s, v, lo, hi, m) : low_seg(s, v, lo, hi, NULL);
 			break;
 		}
+		if (p->dlog[c].spilled && lo == 0)
+			dlog_release(&p->dlog[c], hi);   /* read: back to the file */
 	}
 	return 0;
 }

@@ -216,7 +216,7 @@ static void same_funcs(const struct tk_prof *p, const struct tk_prof *q)
  * for the statistics; and five chunk profiles (cut anywhere, so calls span the cuts)
  * merged by taking, by taking a profile that itself took one, and by copying a profile
  * with taken chunks. All give the same table. */
-static void check_parts(enum shape s, size_t n, size_t extra)
+static void check_parts(enum shape s, size_t n, size_t extra, size_t in_memory)
 {
 	size_t cap = 4 * (n + extra) + 16;
 	struct tk_event *ev = calloc(cap, sizeof *ev);
@@ -242,7 +242,8 @@ static void check_parts(enum shape s, size_t n, size_t extra)
 					      .track = track };
 		t[track] += 3;
 	}
-	struct tk_prof_opts one = { .sz = sizeof one }, three = { .sz = sizeof three, .nthreads = 3 };
+	struct tk_prof_opts one = { .sz = sizeof one },
+			    three = { .sz = sizeof three, .nthreads = 3, .durations_in_memory = in_memory };
 	struct tk_prof *whole = tk_prof_new(&one, NULL), *par = tk_prof_new(&three, NULL);
 	assert_non_null(whole);
 	assert_non_null(par);
@@ -254,8 +255,10 @@ static void check_parts(enum shape s, size_t n, size_t extra)
 		cut[k] = ne * (size_t)k / 5 + rnd() % 7;
 	struct tk_prof *ch[5];
 	struct tk_prof_opts two = { .sz = sizeof two, .nthreads = 2 };
+	/* A and D spill beyond IN_MEMORY: taken chunks are moved into the spill file */
+	struct tk_prof_opts spill = { .sz = sizeof spill, .nthreads = 2, .durations_in_memory = in_memory };
 	for (int k = 0; k < 5; k++) {
-		ch[k] = tk_prof_new(&two, NULL);
+		ch[k] = tk_prof_new(k ? &two : &spill, NULL);
 		assert_non_null(ch[k]);
 		assert_int_equal(tk_prof_events(ch[k], ev + cut[k], cut[k + 1] - cut[k]), 0);
 	}
@@ -263,7 +266,7 @@ static void check_parts(enum shape s, size_t n, size_t extra)
 	assert_int_equal(tk_prof_merge_take(ch[0], ch[1]), 0);
 	assert_int_equal(tk_prof_merge_take(ch[2], ch[3]), 0);
 	assert_int_equal(tk_prof_merge_take(ch[0], ch[2]), 0);
-	struct tk_prof *d = tk_prof_new(&two, NULL);
+	struct tk_prof *d = tk_prof_new(&spill, NULL);
 	assert_non_null(d);
 	assert_int_equal(tk_prof_merge(d, ch[0]), 0);
 	assert_int_equal(tk_prof_merge_take(d, ch[4]), 0);
@@ -287,9 +290,18 @@ static void test_threads_and_takes(void **state)
 {
 	(void)state;
 	for (int s = 0; s < NSHAPES; s++) {
-		check_parts((enum shape)s, 200003, 0);
-		check_parts((enum shape)s, 140003, 90);
+		check_parts((enum shape)s, 200003, 0, 0);
+		check_parts((enum shape)s, 140003, 90, 0);
 	}
+}
+
+/* With 1 byte of durations allowed in memory every chunk of the log lives in the spill
+ * file (written, taken over by copying into it, read by threads): same tables. */
+static void test_spill_file(void **state)
+{
+	(void)state;
+	check_parts((enum shape)0, 200003, 0, 1);
+	check_parts((enum shape)(NSHAPES - 1), 140003, 90, 1);
 }
 
 int main(void)
@@ -299,6 +311,7 @@ int main(void)
 		cmocka_unit_test(test_large_sizes),
 		cmocka_unit_test(test_many_functions),
 		cmocka_unit_test(test_threads_and_takes),
+		cmocka_unit_test(test_spill_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,3 +204,18 @@ int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btr
 	rc = cli_report_gaps(file, &gaps, "gap");
 	return rc > status ? rc : status;
 }
+
+int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb)
+{
+	int err, status;
+	struct tk_prof *p = cli_prof_new(cb->sym, NULL, &err);
+	status = p ? cli_btrace_events(o, file, cb, tk_prof_sink(p)) : EXIT_INPUT;
+	if (status < EXIT_USAGE) {
+		tk_prof_finish(p);
+		int wrc = cli_profile_write(o, p, cb->sym);
+		if (wrc > status)
+			status = wrc;
+	}
+	tk_prof_free(p);
+	return status;
+}

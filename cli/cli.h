@@ -141,6 +141,9 @@ struct cli_xtrace {
 };
 int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi, struct cli_xtrace *x);
+/* cli_xtrace_open for commands that walk instructions: a snapshot file alone is an error. */
+int cli_xtrace_open_insn(const struct cli_opts *o, const char *file, struct tk_input *in,
+			 const struct tk_format_info *fi, struct cli_xtrace *x);
 void cli_xtrace_close(struct cli_xtrace *x);
 /* Statistics of every chunk, merged in order, with o->jobs threads. */
 int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_xtrace_stats *s,
@@ -189,6 +192,8 @@ struct cli_btrace {
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb);
 void cli_btrace_close(struct cli_btrace *cb);
+/* The profile of CB's threads, written as --to asks; returns the exit status. */
+int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb);
 int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,
 		      struct tk_sink sink);
 

@@ -212,14 +212,12 @@ static int xtrace_timeline(struct cli_opts *o, const char *file, struct tk_input
 	struct tk_sym *sym = NULL;
 	struct tk_buf out;
 	int rc, err = 0;
-	if ((rc = cli_xtrace_open(o, file, in, fi, &x)))
+	if ((rc = cli_xtrace_open_insn(o, file, in, fi, &x)))
 		return rc;
-	if (!x.insn || (rc = cli_xtrace_symbols(o, &sym)) || (rc = cli_out_open(o, &out))) {
-		if (!x.insn)
-			cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
+	if ((rc = cli_xtrace_symbols(o, &sym)) || (rc = cli_out_open(o, &out))) {
 		tk_sym_free(sym);
 		cli_xtrace_close(&x);
-		return rc ? rc : EXIT_INPUT;
+		return rc;
 	}
 	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
 				       .max_events = o->max_events, .process_name = x.insn_path };
@@ -373,7 +371,7 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 /* Branch trace --to perfetto|chrome (a timeline) or any profile output. */
 static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk_input *in)
 {
-	int timeline = tk_timeline_kind_by_name(o->to) != 0, err, status;
+	int timeline = tk_timeline_kind_by_name(o->to) != 0, status;
 	struct cli_btrace cb;
 
 	if (!timeline && !tk_out_kind_by_name(o->to)) {
@@ -392,15 +390,7 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 				status = crc;
 		}
 	} else {
-		struct tk_prof *p = cli_prof_new(cb.sym, NULL, &err);
-		status = p ? cli_btrace_events(o, file, &cb, tk_prof_sink(p)) : EXIT_INPUT;
-		if (status < EXIT_USAGE) {
-			tk_prof_finish(p);
-			int wrc = cli_profile_write(o, p, cb.sym);
-			if (wrc > status)
-				status = wrc;
-		}
-		tk_prof_free(p);
+		status = cli_btrace_profile(o, file, &cb);
 	}
 	cli_btrace_close(&cb);
 	return status;

@@ -353,14 +353,9 @@ static int xtrace_decode(struct cli_opts *o, const char *file, struct tk_input *
 {
 	struct cli_xtrace x;
 	struct tk_buf out;
-	int rc = cli_xtrace_open(o, file, in, fi, &x);
+	int rc = cli_xtrace_open_insn(o, file, in, fi, &x);
 	if (rc)
 		return rc;
-	if (!x.insn) {
-		cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
-		cli_xtrace_close(&x);
-		return EXIT_INPUT;
-	}
 	if ((rc = cli_out_open(o, &out))) {
 		cli_xtrace_close(&x);
 		return rc;

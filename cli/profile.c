@@ -50,13 +50,8 @@ static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input 
 		cli_error(NULL, UINT64_MAX, "profile: unknown --to '%s'", o->to);
 		return EXIT_USAGE;
 	}
-	if ((rc = cli_xtrace_open(o, file, in, fi, &x)))
+	if ((rc = cli_xtrace_open_insn(o, file, in, fi, &x)))
 		return rc;
-	if (!x.insn) {
-		cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
-		cli_xtrace_close(&x);
-		return EXIT_INPUT;
-	}
 	if ((rc = cli_xtrace_symbols(o, &sym))) {
 		cli_xtrace_close(&x);
 		return rc;
@@ -214,18 +209,10 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	struct cli_btrace cb;
-	int err, status = cli_btrace_open(o, file, in, &cb);
+	int status = cli_btrace_open(o, file, in, &cb);
 	if (status)
 		return status;
-	struct tk_prof *p = cli_prof_new(cb.sym, NULL, &err);
-	status = p ? cli_btrace_events(o, file, &cb, tk_prof_sink(p)) : EXIT_INPUT;
-	if (status < EXIT_USAGE) {
-		tk_prof_finish(p);
-		int wrc = cli_profile_write(o, p, cb.sym);
-		if (wrc > status)
-			status = wrc;
-	}
-	tk_prof_free(p);
+	status = cli_btrace_profile(o, file, &cb);
 	cli_btrace_close(&cb);
 	return status;
 }

@@ -397,14 +397,9 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 	struct tk_xtrace_stats s;
 	struct tk_gap_stats gaps = { 0 };
 	struct tk_buf b;
-	int rc = cli_xtrace_open(o, file, in, fi, &x);
+	int rc = cli_xtrace_open_insn(o, file, in, fi, &x);
 	if (rc)
 		return rc;
-	if (!x.insn) {
-		cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
-		cli_xtrace_close(&x);
-		return EXIT_INPUT;
-	}
 	if ((rc = cli_out_open(o, &b))) {
 		cli_xtrace_close(&x);
 		return rc;

@@ -111,6 +111,20 @@ int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 	return 0;
 }
 
+int cli_xtrace_open_insn(const struct cli_opts *o, const char *file, struct tk_input *in,
+			 const struct tk_format_info *fi, struct cli_xtrace *x)
+{
+	int rc = cli_xtrace_open(o, file, in, fi, x);
+	if (rc)
+		return rc;
+	if (!x->insn) {
+		cli_error(file, UINT64_MAX, "no instruction file beside this snapshot file");
+		cli_xtrace_close(x);
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
 void cli_xtrace_close(struct cli_xtrace *x)
 {
 	tk_xtrace_free(x->t);

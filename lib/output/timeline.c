@@ -177,6 +177,26 @@ static void header(struct tk_timeline *t)
 	emit_packet(b, pk, k);
 }
 
+/* The first packet of sequence SEQ: clears incremental state, defines the incremental
+ * clock (ns since the trace's zero) and makes it the sequence's default. */
+static void start_sequence(struct tk_buf *b, uint64_t seq)
+{
+	uint8_t clk1[32], clk2[32], cs[80], defs[32], pk[160];
+	size_t n1 = put_uint(clk1, 1, PF_CLOCK_ID);
+	n1 += put_uint(clk1 + n1, 2, 0);
+	n1 += put_uint(clk1 + n1, 3, 1);                      /* is_incremental */
+	size_t n2 = put_uint(clk2, 1, PF_BOOTTIME);
+	n2 += put_uint(clk2 + n2, 2, 0);
+	size_t ncs = put_bytes(cs, 1, clk1, n1);
+	ncs += put_bytes(cs + ncs, 1, clk2, n2);
+	size_t nd = put_uint(defs, 58, PF_CLOCK_ID);          /* timestamp_clock_id */
+	size_t k = put_uint(pk, 10, seq);
+	k += put_uint(pk + k, 13, 1);                         /* INCREMENTAL_STATE_CLEARED */
+	k += put_bytes(pk + k, 6, cs, ncs);                   /* clock_snapshot */
+	k += put_bytes(pk + k, 59, defs, nd);                 /* trace_packet_defaults */
+	emit_packet(b, pk, k);
+}
+
 /* First packet of a track's sequence: clears incremental state, defines the incremental
  * clock (ns since the trace's zero), sets defaults, and describes the thread track. */
 static void start_track(struct tk_timeline *t, struct tl_track *tr)
@@ -193,21 +213,8 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 		tk_buf_puts(b, "}}");
 		return;
 	}
-	uint8_t clk1[32], clk2[32], cs[80], defs[32], pk[512], thr[300], td[360];
-	size_t n1 = put_uint(clk1, 1, PF_CLOCK_ID);
-	n1 += put_uint(clk1 + n1, 2, 0);
-	n1 += put_uint(clk1 + n1, 3, 1);                      /* is_incremental */
-	size_t n2 = put_uint(clk2, 1, PF_BOOTTIME);
-	n2 += put_uint(clk2 + n2, 2, 0);
-	size_t ncs = put_bytes(cs, 1, clk1, n1);
-	ncs += put_bytes(cs + ncs, 1, clk2, n2);
-	size_t nd = put_uint(defs, 58, PF_CLOCK_ID);          /* timestamp_clock_id */
-	size_t k = put_uint(pk, 10, tr->seq);
-	k += put_uint(pk + k, 13, 1);                         /* INCREMENTAL_STATE_CLEARED */
-	k += put_bytes(pk + k, 6, cs, ncs);                   /* clock_snapshot */
-	k += put_bytes(pk + k, 59, defs, nd);                 /* trace_packet_defaults */
-	emit_packet(b, pk, k);
-
+	uint8_t pk[512], thr[300], td[360];
+	start_sequence(b, tr->seq);
 	size_t ll = strlen(label) > 256 ? 256 : strlen(label);
 	size_t nt = put_uint(thr, 1, 1);                      /* pid */
 	nt += put_uint(thr + nt, 2, tr->id);                  /* tid */
@@ -215,7 +222,7 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 	size_t m = put_uint(td, 1, 0x10000ull + tr->id);      /* uuid */
 	m += put_uint(td + m, 5, PROCESS_UUID);               /* parent_uuid */
 	m += put_bytes(td + m, 4, thr, nt);                   /* thread */
-	k = put_uint(pk, 10, tr->seq);
+	size_t k = put_uint(pk, 10, tr->seq);
 	k += put_bytes(pk + k, 60, td, m);
 	emit_packet(b, pk, k);
 	tr->last_ns = 0;
@@ -547,24 +554,12 @@ static struct tl_track *pl_track(struct tk_timeline *t, uint32_t thread, uint32_
 		tr->started = 1;
 		return tr;
 	}
-	uint8_t clk1[32], clk2[32], cs[80], defs[32], pk[512], td[200];
-	size_t n1 = put_uint(clk1, 1, PF_CLOCK_ID);
-	n1 += put_uint(clk1 + n1, 2, 0);
-	n1 += put_uint(clk1 + n1, 3, 1);                      /* is_incremental */
-	size_t n2 = put_uint(clk2, 1, PF_BOOTTIME);
-	n2 += put_uint(clk2 + n2, 2, 0);
-	size_t ncs = put_bytes(cs, 1, clk1, n1);
-	ncs += put_bytes(cs + ncs, 1, clk2, n2);
-	size_t nd = put_uint(defs, 58, PF_CLOCK_ID);          /* timestamp_clock_id */
-	size_t k = put_uint(pk, 10, tr->seq);
-	k += put_uint(pk + k, 13, 1);                         /* INCREMENTAL_STATE_CLEARED */
-	k += put_bytes(pk + k, 6, cs, ncs);                   /* clock_snapshot */
-	k += put_bytes(pk + k, 59, defs, nd);                 /* trace_packet_defaults */
-	emit_packet(b, pk, k);
+	uint8_t pk[512], td[200];
+	start_sequence(b, tr->seq);
 	size_t m = put_uint(td, 1, tr->uuid);                 /* uuid */
 	m += put_bytes(td + m, 2, label, strlen(label));      /* name */
 	m += put_uint(td + m, 5, 0x200000000ull + thread);    /* parent_uuid: the thread's group */
-	k = put_uint(pk, 10, tr->seq);
+	size_t k = put_uint(pk, 10, tr->seq);
 	k += put_bytes(pk + k, 60, td, m);
 	emit_packet(b, pk, k);
 	tr->started = 1;

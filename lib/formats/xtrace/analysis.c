@@ -187,6 +187,20 @@ static inline unsigned classify_cached(struct cls_cache *c, uint32_t op)
 }
 
 /* Fold a chunk's token histogram into the counters. */
+/* The exception level of the next instruction: 1 if it differs from the current one (the
+ * first instruction's level is noted in SM, not counted as a switch). */
+static inline unsigned el_step(int *el, int nel, struct seam *sm)
+{
+	if (*el < 0) {
+		if (sm)
+			sm->first_el = nel;
+		*el = nel;
+	}
+	unsigned sw = nel != *el;
+	*el = nel;
+	return sw;
+}
+
 static void fold_hist(struct tk_xtrace_stats *s, const uint64_t *hist)
 {
 	for (unsigned t = 0; t < 256; t++) {
@@ -286,16 +300,8 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 			continue;
 		}
 		if (!full) {
-			if ((tok & 7) == 1) {
-				int nel = tok >> 6;
-				if (el < 0) {
-					if (sm)
-						sm->first_el = nel;
-					el = nel;
-				}
-				n_switch += nel != el;
-				el = nel;
-			}
+			if ((tok & 7) == 1)
+				n_switch += el_step(&el, tok >> 6, sm);
 			continue;
 		}
 		if ((tok & 7) == 1) {
@@ -308,14 +314,7 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 			unsigned was_cond = prev_cls == TK_A64_BR_COND;
 			n_cond += was_cond;
 			n_taken += was_cond & (npc != pc + 4);
-			int nel = tok >> 6;
-			if (el < 0) {
-				if (sm)
-					sm->first_el = nel;
-				el = nel;
-			}
-			n_switch += nel != el;
-			el = nel;
+			n_switch += el_step(&el, tok >> 6, sm);
 			unsigned cls = classify_cached(cc, op);
 			ncls[cls]++;
 			prev_cls = cls;

@@ -797,6 +797,21 @@ static int tramp_eligible(const struct cti *c)
 
 /* Replace the jcc C (index I), which just trapped, by a jump to its trampoline. Runs in the
  * trap handler with all signals blocked. */
+
+/* A conditional branch in a trampoline: the jcc itself, then the not-taken and the taken
+ * path, each recording outcome I << 1 | taken through STUB and going on at its target. */
+static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i)
+{
+	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
+	emit(pp, jcc, 2);
+	uint8_t *rel_at = *pp;
+	*pp += 4;
+	emit_path(pp, stub, (uint32_t)(i << 1), c->addr + c->len);
+	uint8_t *taken = *pp;
+	emit_path(pp, stub, (uint32_t)(i << 1 | 1), c->target);
+	int32_t rel = (int32_t)(taken - (rel_at + 4));
+	memcpy(rel_at, &rel, 4);
+}
 static void tramp_install(const struct cti *c, size_t i)
 {
 	if (__atomic_exchange_n(&tramp_done[i], 1, __ATOMIC_ACQ_REL))
@@ -811,15 +826,7 @@ static void tramp_install(const struct cti *c, size_t i)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
-		uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
-		emit(&p, jcc, 2);
-		uint8_t *rel_at = p;
-		p += 4;
-		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
-		uint8_t *taken = p;
-		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
-		int32_t rel = (int32_t)(taken - (rel_at + 4));
-		memcpy(rel_at, &rel, 4);
+		emit_jcc_paths(&p, tramp_stub[m], c, i);
 	} else {
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	}
@@ -897,15 +904,7 @@ static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn 
 	meta[1] = (uint8_t)n;
 	meta[14] = (uint8_t)(c->addr - b);
 	if (c->kind == CTI_JCC) {
-		uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
-		emit(&p, jcc, 2);
-		uint8_t *rel_at = p;
-		p += 4;
-		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1), c->addr + c->len);
-		uint8_t *taken = p;
-		emit_path(&p, tramp_stub[m], (uint32_t)(i << 1 | 1), c->target);
-		int32_t rel = (int32_t)(taken - (rel_at + 4));
-		memcpy(rel_at, &rel, 4);
+		emit_jcc_paths(&p, tramp_stub[m], c, i);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
 		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */

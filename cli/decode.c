@@ -61,16 +61,34 @@ struct ipt_prof_run {
 static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
 	struct ipt_prof_run *r = ctx;
+	const uint64_t *entries;
+	size_t nentries;
 	int err;
 
-	(void)flow;
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
 	r->chunks[i] = tk_prof_new_like(r->total, &err);
 	if (!r->chunks[i])
 		return err;
+	/* blocks are counted by the walker, not sent one event each (same profile) */
+	entries = tk_prof_entries(r->total, &nentries);
+	if ((err = tk_flow_set_count_mode(flow, 1, entries, nentries)) < 0)
+		return err;
 	*sink = tk_prof_sink(r->chunks[i]);
 	return 0;
+}
+
+static int add_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
+{
+	return tk_prof_add_block(ctx, start, last, execs, insns);
+}
+
+/* The chunk's decoded: its block counts go into its profile. */
+static int ipt_prof_end(void *ctx, size_t i, struct tk_flow *flow)
+{
+	struct ipt_prof_run *r = ctx;
+
+	return tk_flow_take_counts(flow, add_block, r->chunks[i]);
 }
 
 static int ipt_prof_merge(void *ctx, size_t i)
@@ -105,7 +123,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
-	struct tk_ipt_flow_consumer c = { ipt_prof_begin, NULL, ipt_prof_merge, &r };
+	struct tk_ipt_flow_consumer c = { ipt_prof_begin, ipt_prof_end, ipt_prof_merge, &r };
 
 	rc = r.chunks ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
 	for (size_t i = 0; r.chunks && i < r.n; i++)

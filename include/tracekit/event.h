@@ -53,6 +53,11 @@ enum tk_event_kind {
 	/* lost or undecodable data: never silent */
 	TK_EV_GAP,           /* arg = byte offset in the input, count = bytes skipped,
 				flags = enum tk_gap_reason, addr = IP if relevant */
+
+	/* instruction-level producers in count mode (tk_flow_set_count_mode) */
+	TK_EV_INSNS,         /* count = instructions executed since the previous event in
+				blocks not reported one by one (their executions reach the
+				consumer in bulk, e.g. tk_prof_add_block) */
 	TK_EV__COUNT
 };
 

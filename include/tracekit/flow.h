@@ -68,6 +68,19 @@ void tk_flow_set_track(struct tk_flow *f, uint32_t track);
  * come back in tk_flow_result), for consumers that only count. Default 1. */
 void tk_flow_set_flow_events(struct tk_flow *f, int on);
 
+/* Count mode, for profiles: blocks are counted in the walker's block cache instead of
+ * being reported one TK_EV_BLOCK each. Only the first block of a walk, the block after a
+ * return, a block that starts at one of ENTRIES (function entry points, any order: tail
+ * calls are seen there) and a block cut short are still reported; the instructions of
+ * the others go out as a TK_EV_INSNS ahead of the next event (and at the end of each
+ * tk_flow_walk), and their executions through tk_flow_take_counts. Off by default. */
+int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, size_t n);
+typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, uint64_t execs,
+				uint64_t insns);
+/* Count mode: call FN for each block counted since the last call (START and LAST: its
+ * first and last instruction; INSNS = EXECS * its length) and start counting afresh. */
+int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
+
 /* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
  * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip),
  * -TK_E_BAD_OPCODE (undecodable code at *ip), -TK_E_BAD_FORMAT (the trace does not fit the

@@ -79,6 +79,15 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n);
 /* A sink that calls tk_prof_events. */
 struct tk_sink tk_prof_sink(struct tk_prof *p);
 
+/* Executions of a basic block (first instruction START, last LAST) that the producer
+ * counted instead of sending one TK_EV_BLOCK each (tk_flow_set_count_mode; their
+ * instructions came as TK_EV_INSNS events): the block table and the summary count them as
+ * those events would. Order does not matter. */
+int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
+		      uint64_t insns);
+/* The function entries of P's options, sorted and unique (*N of them). */
+const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
+
 /* Add FROM (the profile of the events right after INTO's, e.g. the next chunk) into INTO:
  * counts add, FROM's orphans end INTO's open calls in order, FROM's open calls continue on
  * INTO's stacks. Merging the profiles of consecutive chunks gives exactly the profile of the

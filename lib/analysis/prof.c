@@ -907,6 +907,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 	const int want_blocks = !(p->opts.flags & TK_PROF_NO_BLOCKS);
 	const int tails = p->nentries != 0;
 	uint64_t nblocks = 0, ninsns = 0;   /* summed here: stores to p->sum would alias */
+	uint64_t ninsns_ev = 0;             /* TK_EV_INSNS: bookkeeping, not events of the trace */
 	int rc = 0;
 
 	if (!n)
@@ -976,6 +977,14 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			continue;
 		}
 		switch (e->kind) {
+		case TK_EV_INSNS:
+			/* blocks counted by the producer (tk_prof_add_block) ran here */
+			ninsns += e->count;
+			t->insns += e->count;
+			if (tails && e->count)
+				t->flow = FLOW_BLOCK;
+			ninsns_ev++;
+			break;
 		case TK_EV_CALL:
 			t->flow = FLOW_OTHER;
 			rc = push(p, t, e->addr2, TK_PROF_KEY_ADDR, e->arg, time);
@@ -1012,10 +1021,40 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 	}
 	p->sum.blocks += nblocks;
 	p->sum.insns += ninsns;
-	p->sum.events += n;
+	p->sum.events += n - ninsns_ev;
 	if (rc == -TK_E_NOMEM)
 		p->nomem = 1;
 	return rc < 0 ? rc : 0;
+}
+
+int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
+		      uint64_t insns)
+{
+	if (p->finished)
+		return -TK_E_BAD_STATE;
+	if (p->nomem)
+		return -TK_E_NOMEM;
+	if (!execs)
+		return 0;
+	/* as EXECS block events would count (their instructions came as TK_EV_INSNS) */
+	p->sum.blocks += execs;
+	p->sum.events += execs;
+	if (p->opts.flags & TK_PROF_NO_BLOCKS)
+		return 0;
+	struct block *b = get_block(p, start, last);
+	if (!b) {
+		p->nomem = 1;
+		return -TK_E_NOMEM;
+	}
+	b->execs += execs;
+	b->insns += insns;
+	return 0;
+}
+
+const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n)
+{
+	*n = p->nentries;
+	return p->entries;
 }
 
 static int prof_sink_fn(void *ctx, const struct tk_event *ev, size_t n)

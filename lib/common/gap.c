@@ -43,6 +43,7 @@ static const char *const kind_names[TK_EV__COUNT] = {
 	[TK_EV_TIME] = "time", [TK_EV_INSN_BEGIN] = "insn", [TK_EV_STAGE_BEGIN] = "stage-begin",
 	[TK_EV_STAGE_END] = "stage-end", [TK_EV_RETIRE] = "retire", [TK_EV_FLUSH] = "flush",
 	[TK_EV_DEPENDENCY] = "dependency", [TK_EV_GAP] = "gap",
+	[TK_EV_INSNS] = "insns",
 };
 
 const char *tk_event_kind_name(unsigned kind)

@@ -7,12 +7,34 @@
 #include "isa/bcache.h"
 #include "tracekit/flow.h"
 
+_Static_assert(sizeof(struct tk_block) == 64, "a block is one cache line");
+
 #define RET_STACK 64               /* as deep as the hardware's compression stack */
 /* Direct jumps and calls need no trace; a run this long of nothing else is an endless
  * loop (jmp .) or a wrong image, never compiled code: stop it with an error rather than
  * print millions of lines (the fuzzer's jmp-loop input took over 10 s at 1 << 22). */
 #define MAX_BLOCKS_WITHOUT_TRACE (1u << 16)
 #define EMITTED_RING 4096
+
+/* Path cache (after libxdc): from a block's outgoing edge, a run of up to PATH_BITS
+ * conditional outcomes always leads through the same blocks, so the walk looks the whole
+ * run up once per TNT byte instead of stepping block by block. Used when no per-block
+ * events are wanted (instruction counting, count mode). A path covers direct jumps,
+ * fall-throughs and conditional branches; calls, returns and function entries (count
+ * mode reports those) end it, and it always ends right after a consumed outcome. */
+#define PATH_BITS 8
+#define PATH_SLOTS_LOG 14
+#define PATH_SLOTS (1u << PATH_SLOTS_LOG)
+#define PATH_MAX_BLOCKS 64
+
+struct path_slot {
+	uint64_t key;                  /* edge << 9 | outcomes with a stop bit above; 0 = empty */
+	uint64_t hits;                 /* count mode: uses not yet added to the blocks */
+	uint32_t end;                  /* edge after the path: last block index << 1 | taken */
+	uint32_t insns;
+	uint16_t lead;                 /* direct jumps before the first outcome (idle limit) */
+	uint8_t nbits;                 /* outcomes the path consumes; 0: walk block by block */
+};
 
 struct tk_flow {
 	struct tk_bcache cache;
@@ -27,6 +49,16 @@ struct tk_flow {
 	 * from elsewhere or an overrun only costs the lookup). Larger than a batch. */
 	uint32_t emitted[EMITTED_RING];
 	uint32_t emitted_wr, emitted_rd;
+	/* Count mode: a block is reported as a TK_EV_BLOCK only when it is the first of a
+	 * walk, follows a return or starts a function (or is cut short); the others are
+	 * counted in the cache (tk_block.execs) and their instructions go out as one
+	 * TK_EV_INSNS ahead of the next event. */
+	int count;
+	int report_next;               /* report the next block */
+	uint64_t unsent;               /* instructions of unreported blocks not yet sent */
+	struct path_slot *paths;       /* PATH_SLOTS, allocated on first use */
+	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
+	size_t count_n;
 };
 
 struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
@@ -57,6 +89,7 @@ void tk_flow_free(struct tk_flow *f)
 	if (!f)
 		return;
 	tk_bcache_fini(&f->cache);
+	free(f->paths);
 	free(f);
 }
 
@@ -75,9 +108,47 @@ void tk_flow_set_track(struct tk_flow *f, uint32_t track)
 	f->track = track;
 }
 
+static int flush_paths(struct tk_flow *f);
+
 void tk_flow_set_flow_events(struct tk_flow *f, int on)
 {
-	f->quiet = !on;
+	if (f->quiet != !on) {
+		(void)flush_paths(f);   /* nothing counted unless in count mode */
+		f->quiet = !on;
+	}
+}
+
+int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, size_t n)
+{
+	int rc;
+
+	/* the same again (each chunk of a run): keep the cache as it is */
+	if (f->count == (on != 0) && (!on || (f->count_entries == entries && f->count_n == n)))
+		return 0;
+	if ((rc = flush_paths(f)) < 0)
+		return rc;
+	f->count_entries = on ? entries : NULL;
+	f->count_n = on ? n : 0;
+	/* paths stop at function entries in count mode only: fill them again */
+	if (f->paths)
+		memset(f->paths, 0, PATH_SLOTS * sizeof(*f->paths));
+	f->count = on != 0;
+	return tk_bcache_set_entries(&f->cache, on ? entries : NULL, on ? n : 0);
+}
+
+int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx)
+{
+	int rc = flush_paths(f);
+
+	for (uint32_t i = 0; rc >= 0 && i < f->cache.nblocks; i++) {
+		struct tk_block *b = &f->cache.blocks[i];
+
+		if (b->execs) {
+			rc = fn(ctx, b->start, b->last, b->execs, b->execs * b->ninsn);
+			b->execs = 0;
+		}
+	}
+	return rc < 0 ? rc : 0;
 }
 
 void tk_flow_clear_pending(struct tk_flow *f)
@@ -108,15 +179,19 @@ static inline int pop_ret(struct tk_flow *f, uint64_t *ret)
 	return 0;
 }
 
-static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
-		       uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg,
-		       uint16_t flags)
+static int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
+		uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg, uint16_t flags)
 {
 	int rc = 0;
 	struct tk_event *e;
 
 	if (f->quiet && (kind == TK_EV_BLOCK || kind == TK_EV_CALL || kind == TK_EV_RETURN))
 		return 0;
+	if (f->unsent && kind != TK_EV_INSNS) {
+		if ((rc = emit(f, out, TK_EV_INSNS, 0, 0, f->unsent, 0, 0)) < 0)
+			return rc;
+		f->unsent = 0;
+	}
 	if (!(e = tk_event_batch_next(out, &rc)))
 		return rc;
 	e->time = f->time;
@@ -156,6 +231,26 @@ static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uin
 	return 0;
 }
 
+/* Block BI of the cache was walked, its first N instructions up to LAST. Count mode
+ * counts it instead of reporting it when it can. */
+static int walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t bi, uint64_t last,
+		  uint32_t n)
+{
+	struct tk_block *b = &f->cache.blocks[bi];
+	int rc;
+
+	if (f->count && !f->report_next && !(b->flags & TK_BLK_ENTRY) && n == b->ninsn) {
+		b->execs++;
+		f->unsent += n;
+		return 0;
+	}
+	if ((rc = emit(f, out, TK_EV_BLOCK, b->start, last, n, 0, b->mode)) < 0)
+		return rc;
+	f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
+	f->report_next = 0;
+	return 0;
+}
+
 /* Next event slot of OUT with the fill level held in *N (the caller's register copy). */
 static inline struct tk_event *next_slot(struct tk_flow *f, struct tk_event_batch *out,
 					 size_t *n, uint32_t wr, int *rc)
@@ -171,6 +266,98 @@ static inline struct tk_event *next_slot(struct tk_flow *f, struct tk_event_batc
 	return &out->ev[(*n)++];
 }
 
+/* ---- the path cache ------------------------------------------------------------------- */
+
+static inline uint32_t path_index(uint64_t key)
+{
+	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - PATH_SLOTS_LOG));
+}
+
+/* Walk the path of KEY (edge and outcomes) through the cache's links. Without ADD: fill S
+ * with its longest prefix that ends right after an outcome. With ADD: add ADD to the
+ * executions of every block of the S->nbits outcomes' path (as filled before). */
+static int path_walk(struct tk_flow *f, uint64_t key, struct path_slot *s, uint64_t add)
+{
+	uint32_t prev = (uint32_t)(key >> 10), slot = (uint32_t)(key >> 9) & 1;
+	uint32_t pat = (uint32_t)key & 511, k = 31 - (uint32_t)__builtin_clz(pat);
+	uint32_t limit = add ? s->nbits : k, used = 0, insns = 0, lead = 0;
+
+	if (!add)
+		*s = (struct path_slot){ .key = key };
+	for (unsigned step = 0; step < PATH_MAX_BLOCKS && used < limit; step++) {
+		const struct tk_block *pb = &f->cache.blocks[prev];
+		uint32_t bi = pb->succ[slot];
+
+		if (bi) {
+			bi--;
+		} else {
+			uint64_t ip = pb->cls == TK_ISA_OTHER ? pb->next
+				      : pb->cls == TK_ISA_JCC && !slot ? pb->next : pb->target;
+
+			bi = tk_bcache_index(&f->cache, ip, pb->mode);
+			if (bi == UINT32_MAX)
+				return -TK_E_NOMEM;
+			f->cache.blocks[prev].succ[slot] = bi + 1;
+		}
+		struct tk_block *b = &f->cache.blocks[bi];
+		unsigned cls = b->cls;
+
+		if ((b->flags & TK_BLK_EMPTY) || (f->count && (b->flags & TK_BLK_ENTRY)) ||
+		    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_JCC))
+			break;
+		b->execs += add;
+		insns += b->ninsn;
+		prev = bi;
+		slot = 0;
+		if (cls == TK_ISA_JCC) {
+			slot = (pat >> (k - 1 - used)) & 1;
+			if (!add) {
+				s->nbits = (uint8_t)++used;
+				s->insns = insns;
+				s->end = prev << 1 | slot;
+				if (used == 1)
+					s->lead = (uint16_t)lead;
+			} else {
+				used++;
+			}
+		} else if (cls == TK_ISA_JMP && !used) {
+			lead++;
+		}
+	}
+	return 0;
+}
+
+/* Count mode: add the paths' uses to their blocks. */
+static int flush_paths(struct tk_flow *f)
+{
+	if (!f->paths)
+		return 0;
+	for (uint32_t i = 0; i < PATH_SLOTS; i++) {
+		struct path_slot *s = &f->paths[i];
+
+		if (s->hits) {
+			int rc = path_walk(f, s->key, s, s->hits);
+
+			if (rc < 0)
+				return rc;
+			s->hits = 0;
+		}
+	}
+	return 0;
+}
+
+/* The slot of KEY, filled if it held another path. NULL when out of memory. */
+static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
+{
+	struct path_slot *s = &f->paths[path_index(key)];
+
+	if (s->key == key)
+		return s;
+	if (s->hits && path_walk(f, s->key, s, s->hits) < 0)
+		return NULL;
+	return path_walk(f, key, s, 0) < 0 ? NULL : s;
+}
+
 /* The hot path: while the oracle hands out TNT bits, follow direct branches, conditional
  * branches and compressed returns with the walk's state in locals (the events written
  * through pointers would otherwise force every field to be reloaded). Stops before a
@@ -181,17 +368,56 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
 		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
 {
-	uint64_t ip = *ipp, tnt = q->tnt, insns = 0, time = f->time;
+	uint64_t ip = *ipp, tnt = q->tnt, insns = 0, time = f->time, unsent = f->unsent;
 	unsigned ntnt = q->ntnt;
 	uint32_t prev = *prevp, idle = *idlep, wr = f->emitted_wr, track = f->track;
-	int slot = *slotp, rc = 0, quiet = f->quiet;
+	int slot = *slotp, rc = 0, quiet = f->quiet, count = f->count;
+	int report_next = f->report_next;
 	size_t n = out->n;
 	struct tk_block *blocks = f->cache.blocks;
+	struct path_slot *paths = NULL;   /* only when blocks are not reported one by one */
 	struct tk_event *e;
 
+	if (quiet || count) {
+		if (!f->paths && !(f->paths = calloc(PATH_SLOTS, sizeof(*f->paths))))
+			return -TK_E_NOMEM;
+		paths = f->paths;
+	}
 	for (;;) {
 		uint32_t bi;
 
+		if (paths && prev != UINT32_MAX && !report_next) {
+			/* the next outcomes (at most PATH_BITS) as one key */
+			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
+			uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
+			uint64_t key = ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
+			struct path_slot *s = &paths[path_index(key)];
+
+			if (s->key != key) {
+				if (!(s = path_get(f, key))) {
+					rc = -TK_E_NOMEM;
+					break;
+				}
+				blocks = f->cache.blocks;
+			}
+			if (s->nbits && idle + s->lead <= MAX_BLOCKS_WITHOUT_TRACE) {
+				const struct tk_block *last = &blocks[s->end >> 1];
+
+				insns += s->insns;
+				if (count) {
+					s->hits++;
+					unsent += s->insns;
+				}
+				prev = s->end >> 1;
+				slot = (int)(s->end & 1);
+				ip = slot ? last->target : last->next;
+				ntnt -= s->nbits;
+				idle = 0;
+				if (ntnt)
+					continue;
+				goto used_up;
+			}
+		}
 		if (prev != UINT32_MAX && blocks[prev].succ[slot]) {
 			bi = blocks[prev].succ[slot] - 1;
 		} else {
@@ -213,7 +439,17 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			break;
 		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
 			break;
-		if (!quiet) {
+		if (count && !report_next && !(b->flags & TK_BLK_ENTRY)) {
+			blocks[bi].execs++;
+			unsent += b->ninsn;
+		} else if (!quiet) {
+			if (unsent) {
+				if (!(e = next_slot(f, out, &n, wr, &rc)))
+					break;
+				*e = (struct tk_event){ .time = time, .count = unsent, .track = track,
+							.kind = TK_EV_INSNS };
+				unsent = 0;
+			}
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
 			blocks = f->cache.blocks;    /* printing may have grown the cache */
@@ -227,6 +463,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			e->kind = TK_EV_BLOCK;
 			e->flags = b->mode;
 			f->emitted[wr++ % EMITTED_RING] = bi;
+			report_next = 0;
 		}
 		insns += b->ninsn;
 		prev = bi;
@@ -241,6 +478,13 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 					push_ret(f, b->next);
 				if (quiet)
 					goto call_done;
+				if (unsent) {
+					if (!(e = next_slot(f, out, &n, wr, &rc)))
+						break;
+					*e = (struct tk_event){ .time = time, .count = unsent,
+								.track = track, .kind = TK_EV_INSNS };
+					unsent = 0;
+				}
 				if (!(e = next_slot(f, out, &n, wr, &rc)))
 					break;
 				blocks = f->cache.blocks;
@@ -278,6 +522,13 @@ call_done:
 			prev = UINT32_MAX;     /* returns go through the hash table */
 			if (quiet)
 				goto ret_done;
+			if (unsent) {
+				if (!(e = next_slot(f, out, &n, wr, &rc)))
+					break;
+				*e = (struct tk_event){ .time = time, .count = unsent, .track = track,
+							.kind = TK_EV_INSNS };
+				unsent = 0;
+			}
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
 			e->time = time;
@@ -288,10 +539,12 @@ call_done:
 			e->track = track;
 			e->kind = TK_EV_RETURN;
 			e->flags = 0;
+			report_next = count;
 		}
 ret_done:
 		if (ntnt)
 			continue;
+used_up:
 		/* packet used up: the next item (it may publish events and the time) */
 		q->kind = TK_FLOWQ_NONE;
 		q->ntnt = 0;
@@ -315,6 +568,8 @@ ret_done:
 			q->kind = TK_FLOWQ_NONE;
 	}
 	f->emitted_wr = wr;
+	f->unsent = unsent;
+	f->report_next = report_next;
 	out->n = n;
 	*ipp = ip;
 	*prevp = prev;
@@ -335,6 +590,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 
 	res->from = 0;
 	res->insns = 0;
+	f->report_next = f->count;
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;
@@ -384,10 +640,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			uint32_t k;
 
 			if (insns_before(&f->cache, b, q->ip, &k)) {
-				if ((rc = emit(f, out, TK_EV_BLOCK, b->start,
-					       insn_addr(&f->cache, b, k - 1), k, 0, b->mode)) < 0)
+				if ((rc = walked(f, out, bi, insn_addr(&f->cache, b, k - 1), k)) < 0)
 					goto out;
-				f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
 				res->insns += k;
 				ip = q->ip;
 				q->kind = TK_FLOWQ_NONE;
@@ -402,18 +656,18 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		if (needs && (q->kind == TK_FLOWQ_END || q->kind == TK_FLOWQ_STOP)) {
 			/* The branch cannot be followed. Like libipt, the branch itself is
 			 * reported: it was executed, only its outcome is unknown. */
-			if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
+			if ((rc = walked(f, out, bi, b->last, b->ninsn)) < 0)
 				goto out;
-			f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
+			b = &f->cache.blocks[bi];
 			res->insns += b->ninsn;
 			res->from = b->last;
 			ip = b->last;
 			rc = q->kind == TK_FLOWQ_END ? TK_FLOW_ENDED : -TK_E_BAD_FORMAT;
 			goto out;
 		}
-		if ((rc = emit(f, out, TK_EV_BLOCK, b->start, b->last, b->ninsn, 0, b->mode)) < 0)
+		if ((rc = walked(f, out, bi, b->last, b->ninsn)) < 0)
 			goto out;
-		f->emitted[f->emitted_wr++ % EMITTED_RING] = bi;
+		b = &f->cache.blocks[bi];    /* a printing sink may have grown the cache */
 		res->insns += b->ninsn;
 
 		switch (b->cls) {
@@ -491,10 +745,12 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if (q->kind == TK_FLOWQ_PGD &&
 				    (rc = emit(f, out, TK_EV_RETURN, b->last, q->has_ip ? q->ip : 0, 0, 0, 0)) < 0)
 					goto out;
+				f->report_next = f->count;
 				goto disable_or_fail;
 			}
 			if ((rc = emit(f, out, TK_EV_RETURN, b->last, ip, 0, 0, 0)) < 0)
 				goto out;
+			f->report_next = f->count;
 			idle = 0;
 			continue;
 		default:   /* indirect jump/call, far transfer */
@@ -525,6 +781,14 @@ disable_or_fail:
 		goto out;
 	}
 out:
+	if (f->unsent) {
+		/* what ran before the walk stopped comes before what stopped it */
+		int frc = emit(f, out, TK_EV_INSNS, 0, 0, f->unsent, 0, 0);
+
+		f->unsent = 0;
+		if (frc < 0 && rc >= 0)
+			rc = frc;
+	}
 	*ipp = ip;
 	*modep = mode;
 	return rc;

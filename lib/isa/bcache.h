@@ -13,6 +13,7 @@ enum tk_block_flags {
 	TK_BLK_NOMAP = 2,       /* code ended: the instruction after `last` is not in the image */
 	TK_BLK_BAD = 4,         /* the instruction after `last` does not decode */
 	TK_BLK_EMPTY = 8,       /* no instruction at start at all (see NOMAP/BAD) */
+	TK_BLK_ENTRY = 16,      /* starts at a function entry (tk_bcache_set_entries) */
 };
 
 struct tk_block {
@@ -27,6 +28,8 @@ struct tk_block {
 	uint8_t cls;         /* enum tk_isa_class of the last instruction (OTHER: block cut) */
 	uint8_t mode;
 	uint8_t flags;
+	uint64_t execs;      /* executions counted by the flow walker's count mode (with
+				this, a block is 64 bytes: indexing is a shift) */
 };
 
 struct tk_bcache {
@@ -39,10 +42,15 @@ struct tk_bcache {
 	uint8_t *lens;
 	size_t nlens, caplens;
 	uint64_t decoded_bytes;
+	uint64_t *entries;   /* sorted function entries: blocks starting there get TK_BLK_ENTRY */
+	size_t nentries;
 };
 
 int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img);
 void tk_bcache_fini(struct tk_bcache *c);
+/* Function entries (any order; copied): blocks built from now on, and those already
+ * built, carry TK_BLK_ENTRY when they start at one. */
+int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n);
 /* The block at IP in MODE (built on first use). NULL only when out of memory. */
 const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode);
 

@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include "oracle/ptcommon.h"
+#include "tracekit/out.h"
+#include "tracekit/prof.h"
 
 static uint64_t entries[32];
 static size_t nentries;
@@ -49,6 +51,75 @@ static void report_diff(const char *what, const struct addrs *want, const struct
 				(unsigned long long)(k < (long)got->n ? got->a[k] : 0));
 	}
 	assert_int_equal(d, -1);
+}
+
+/* Profiles of a stream: one per chunk, merged in order; COUNT: blocks counted by the
+ * walker (tk_flow_set_count_mode, as `tracekit profile` does) instead of block events. */
+struct prof_run {
+	struct tk_prof *total, *chunks[4096];
+	int count;
+};
+
+static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct prof_run *r = ctx;
+	const uint64_t *e;
+	size_t n;
+	int err;
+
+	if (!(r->chunks[i] = tk_prof_new_like(r->total, &err)))
+		return err;
+	e = tk_prof_entries(r->total, &n);
+	if ((err = tk_flow_set_count_mode(flow, r->count, e, n)) < 0)
+		return err;
+	*sink = tk_prof_sink(r->chunks[i]);
+	return 0;
+}
+
+static int prof_add_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs,
+			  uint64_t insns)
+{
+	return tk_prof_add_block(ctx, start, last, execs, insns);
+}
+
+static int prof_end(void *ctx, size_t i, struct tk_flow *flow)
+{
+	struct prof_run *r = ctx;
+
+	return r->count ? tk_flow_take_counts(flow, prof_add_block, r->chunks[i]) : 0;
+}
+
+static int prof_merge(void *ctx, size_t i)
+{
+	struct prof_run *r = ctx;
+	int rc = tk_prof_merge(r->total, r->chunks[i]);
+
+	tk_prof_free(r->chunks[i]);
+	return rc;
+}
+
+/* The profile as JSON (functions, call paths), a block table and the text table. */
+static void prof_report(const uint8_t *buf, size_t len, struct tk_image *img, unsigned nthreads,
+			size_t chunk, int count, struct tk_buf *out)
+{
+	static struct prof_run r;
+	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = nentries };
+	struct tk_ipt_flow_consumer c = { prof_begin, prof_end, prof_merge, &r };
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = nthreads,
+				       .chunk_bytes = chunk };
+	struct tk_ipt_flow_stats st;
+	struct tk_out_opts oo = { .sz = sizeof(oo) };
+	int err;
+
+	r.count = count;
+	assert_non_null(r.total = tk_prof_new(&po, &err));
+	assert_int_equal(tk_ipt_flow_decode(buf, len, &fo, &c, &st), 0);
+	assert_int_equal(tk_prof_finish(r.total), 0);
+	assert_int_equal(tk_buf_init(out, -1, 1 << 20), 0);
+	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_JSON, &oo), 0);
+	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_BLOCKS, &oo), 0);
+	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_TEXT, &oo), 0);
+	tk_prof_free(r.total);
 }
 
 static void run_case(const struct ptgen_opts *go_in)
@@ -114,6 +185,23 @@ static void run_case(const struct ptgen_opts *go_in)
 	assert_memory_equal(t1.data, t2.data, t1.len);
 	tk_buf_free(&t1);
 	tk_buf_free(&t2);
+
+	/* a profile from counted blocks is the profile from block events, whole or split */
+	struct tk_buf full, counted;
+
+	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 0, &full);
+	assert_true(full.len > 1000);
+	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 1, &counted);
+	assert_int_equal(full.len, counted.len);
+	assert_memory_equal(full.data, counted.data, full.len);
+	tk_buf_free(&counted);
+	tk_buf_free(&full);
+	prof_report(g.buf, (size_t)len, img, 2, 8192, 0, &full);
+	prof_report(g.buf, (size_t)len, img, 2, 8192, 1, &counted);
+	assert_int_equal(full.len, counted.len);
+	assert_memory_equal(full.data, counted.data, full.len);
+	tk_buf_free(&counted);
+	tk_buf_free(&full);
 
 	free(ref.a), free(blk.a), free(one.a), free(many.a), free(par.a);
 	ptgen_fini(&g);

@@ -23,9 +23,14 @@ _Static_assert(sizeof(struct tk_block) == 64, "a block is one cache line");
  * fall-throughs and conditional branches; calls, returns and function entries (count
  * mode reports those) end it, and it always ends right after a consumed outcome. */
 #define PATH_BITS 8
-#define PATH_SLOTS_LOG 14
+#define PATH_SLOTS_LOG 12
 #define PATH_SLOTS (1u << PATH_SLOTS_LOG)
 #define PATH_MAX_BLOCKS 64
+/* Outcomes that never repeat (a random walk) make every lookup a miss, and filling a
+ * path costs more than walking it: after a window of PATH_WINDOW lookups with more than
+ * PATH_WINDOW / 3 misses, walk block by block for the next PATH_REST chances. */
+#define PATH_WINDOW 256
+#define PATH_REST 16384
 
 struct path_slot {
 	uint64_t key;                  /* edge << 9 | outcomes with a stop bit above; 0 = empty */
@@ -57,6 +62,7 @@ struct tk_flow {
 	int report_next;               /* report the next block */
 	uint64_t unsent;               /* instructions of unreported blocks not yet sent */
 	struct path_slot *paths;       /* PATH_SLOTS, allocated on first use */
+	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
 	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
 	size_t count_n;
 };
@@ -151,6 +157,11 @@ int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx)
 	return rc < 0 ? rc : 0;
 }
 
+unsigned tk_flow_pending_tnt(const struct tk_flow *f)
+{
+	return f->q.kind == TK_FLOWQ_TNT ? f->q.ntnt : 0;
+}
+
 void tk_flow_clear_pending(struct tk_flow *f)
 {
 	f->q.kind = TK_FLOWQ_NONE;
@@ -179,19 +190,13 @@ static inline int pop_ret(struct tk_flow *f, uint64_t *ret)
 	return 0;
 }
 
-static int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
-		uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg, uint16_t flags)
+static inline int put_event(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
+			    uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg,
+			    uint16_t flags)
 {
 	int rc = 0;
 	struct tk_event *e;
 
-	if (f->quiet && (kind == TK_EV_BLOCK || kind == TK_EV_CALL || kind == TK_EV_RETURN))
-		return 0;
-	if (f->unsent && kind != TK_EV_INSNS) {
-		if ((rc = emit(f, out, TK_EV_INSNS, 0, 0, f->unsent, 0, 0)) < 0)
-			return rc;
-		f->unsent = 0;
-	}
 	if (!(e = tk_event_batch_next(out, &rc)))
 		return rc;
 	e->time = f->time;
@@ -203,6 +208,28 @@ static int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
 	e->kind = (uint16_t)kind;
 	e->flags = flags;
 	return 0;
+}
+
+/* Count mode: the instructions of unreported blocks go out ahead of the next event. */
+static int send_unsent(struct tk_flow *f, struct tk_event_batch *out)
+{
+	int rc = put_event(f, out, TK_EV_INSNS, 0, 0, f->unsent, 0, 0);
+
+	f->unsent = 0;
+	return rc;
+}
+
+static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
+		       uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg,
+		       uint16_t flags)
+{
+	int rc;
+
+	if (f->quiet && (kind == TK_EV_BLOCK || kind == TK_EV_CALL || kind == TK_EV_RETURN))
+		return 0;
+	if (f->unsent && (rc = send_unsent(f, out)) < 0)
+		return rc;
+	return put_event(f, out, kind, addr, addr2, count, arg, flags);
 }
 
 /* Address of instruction K (0-based) of block B, via the length array. */
@@ -233,12 +260,14 @@ static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uin
 
 /* Block BI of the cache was walked, its first N instructions up to LAST. Count mode
  * counts it instead of reporting it when it can. */
-static int walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t bi, uint64_t last,
-		  uint32_t n)
+static inline int walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t bi,
+			 uint64_t last, uint32_t n)
 {
 	struct tk_block *b = &f->cache.blocks[bi];
 	int rc;
 
+	if (f->quiet)
+		return 0;
 	if (f->count && !f->report_next && !(b->flags & TK_BLK_ENTRY) && n == b->ninsn) {
 		b->execs++;
 		f->unsent += n;
@@ -346,6 +375,21 @@ static int flush_paths(struct tk_flow *f)
 	return 0;
 }
 
+/* Whether to walk block by block this time (see PATH_WINDOW). */
+static inline int path_rest(struct tk_flow *f)
+{
+	if (f->path_rest) {
+		f->path_rest--;
+		return 1;
+	}
+	if (++f->path_tries == PATH_WINDOW) {
+		if (f->path_misses > PATH_WINDOW / 3)
+			f->path_rest = PATH_REST;
+		f->path_tries = f->path_misses = 0;
+	}
+	return 0;
+}
+
 /* The slot of KEY, filled if it held another path. NULL when out of memory. */
 static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
 {
@@ -386,7 +430,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 	for (;;) {
 		uint32_t bi;
 
-		if (paths && prev != UINT32_MAX && !report_next) {
+		if (paths && prev != UINT32_MAX && !report_next && !path_rest(f)) {
 			/* the next outcomes (at most PATH_BITS) as one key */
 			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
 			uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
@@ -394,6 +438,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			struct path_slot *s = &paths[path_index(key)];
 
 			if (s->key != key) {
+				f->path_misses++;
 				if (!(s = path_get(f, key))) {
 					rc = -TK_E_NOMEM;
 					break;
@@ -722,16 +767,16 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			goto out;
 		case TK_ISA_RET:
 			if (q->kind == TK_FLOWQ_TNT) {
-				int taken = (q->tnt >> --q->ntnt) & 1;
 				uint64_t to;
 
-				if (!q->ntnt)
-					q->kind = TK_FLOWQ_NONE;
-				if (!taken || pop_ret(f, &to) < 0) {
+				/* checked before the outcome is used: an error names its packet */
+				if (!((q->tnt >> (q->ntnt - 1)) & 1) || pop_ret(f, &to) < 0) {
 					res->from = b->last;
 					rc = -TK_E_BAD_FORMAT;
 					goto out;
 				}
+				if (!--q->ntnt)
+					q->kind = TK_FLOWQ_NONE;
 				ip = to;
 			} else if (q->kind == TK_FLOWQ_TIP) {
 				ip = q->ip;
@@ -783,9 +828,8 @@ disable_or_fail:
 out:
 	if (f->unsent) {
 		/* what ran before the walk stopped comes before what stopped it */
-		int frc = emit(f, out, TK_EV_INSNS, 0, 0, f->unsent, 0, 0);
+		int frc = send_unsent(f, out);
 
-		f->unsent = 0;
 		if (frc < 0 && rc >= 0)
 			rc = frc;
 	}

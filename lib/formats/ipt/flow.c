@@ -154,6 +154,11 @@ struct ptd {
 	size_t start, end;          /* chunk [start, end) */
 	size_t pos;                 /* next packet */
 	size_t last_off;            /* offset of the last packet read */
+	/* The TNT-8 packets of the walker's current TNT item: consecutive one-byte packets
+	 * from run_off, run_bits[i] outcomes each (errors name the packet of an outcome). */
+	size_t run_off;
+	unsigned run_n;
+	uint8_t run_bits[64];
 	size_t err_off;             /* offset of the last packet that failed to decode */
 	int pkt_err;                /* that failure is pending (reported by the walker) */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
@@ -404,15 +409,30 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			uint8_t b = d->buf[at];
 
 			if (!(b & 1) && b > 2) {
-				unsigned top = 31 - (unsigned)__builtin_clz(b);
+				/* A run of TNT-8 packets is one item of up to 64 outcomes: no
+				 * packet between them, so no time or event between them. */
+				unsigned nb = 31 - (unsigned)__builtin_clz(b) - 1, run = 1;
+				uint64_t bits = (b >> 1) & ((1u << nb) - 1);
+				size_t end = d->len;
 
-				d->last_off = at;
-				d->pos = at + 1;
-				if (top < 2)
-					continue;
+				d->run_off = at;
+				d->run_bits[0] = (uint8_t)nb;
+				while (++at < end) {
+					uint8_t c = d->buf[at];
+					unsigned m = 31 - (unsigned)__builtin_clz(c | 1) - 1;
+
+					if ((c & 1) || c <= 2 || nb + m > 64)
+						break;
+					bits = bits << m | ((c >> 1) & ((1u << m) - 1));
+					nb += m;
+					d->run_bits[run++] = (uint8_t)m;
+				}
+				d->run_n = run;
+				d->last_off = at - 1;
+				d->pos = at;
 				q->kind = TK_FLOWQ_TNT;
-				q->ntnt = top - 1;
-				q->tnt = (b >> 1) & ((1u << (top - 1)) - 1);
+				q->ntnt = nb;
+				q->tnt = bits;
 				return publish_time(d);
 			}
 			if ((b & 0x1f) == 0x0d && d->last.have_ip) {
@@ -453,6 +473,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		case TK_IPT_PKT_TNT64:
 			if (!p.tnt.count)
 				continue;
+			d->run_n = 0;
 			q->kind = TK_FLOWQ_TNT;
 			q->tnt = p.tnt.bits;
 			q->ntnt = p.tnt.count;
@@ -517,6 +538,23 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		if (side_event(d, &p, &rc) && rc < 0)
 			return rc;
 	}
+}
+
+/* Offset of the packet the walker was reading when it failed: with outcomes of a TNT-8
+ * run still unused, the packet of the first of them; else the last packet read. */
+static size_t walk_error_off(struct ptd *d)
+{
+	unsigned left = tk_flow_pending_tnt(d->flow), total = 0, i;
+
+	if (!left || !d->run_n)
+		return d->last_off;
+	for (i = 0; i < d->run_n; i++)
+		total += d->run_bits[i];
+	if (left > total)
+		return d->last_off;
+	for (i = 0; total - d->run_bits[i] >= left; i++)
+		total -= d->run_bits[i];
+	return d->run_off + i;
 }
 
 static void reset_flow_state(struct ptd *d)
@@ -776,7 +814,7 @@ static int decode_chunk(struct ptd *d)
 				return rc;
 			break;
 		case -TK_E_NOMAP:
-			if ((rc = resync(d, d->last_off, rc, TK_GAP_NO_IMAGE, res.from)) < 0)
+			if ((rc = resync(d, walk_error_off(d), rc, TK_GAP_NO_IMAGE, res.from)) < 0)
 				return rc;
 			break;
 		case -TK_E_NOMEM:
@@ -787,7 +825,7 @@ static int decode_chunk(struct ptd *d)
 				/* A sink error is passed through; trace errors resync. */
 				if (d->out->sink.events && rc == -TK_E_IO)
 					return rc;
-				size_t at = d->pkt_err ? d->err_off : d->last_off;
+				size_t at = d->pkt_err ? d->err_off : walk_error_off(d);
 
 				if ((rc = resync(d, at, rc, TK_GAP_DECODE_ERROR, res.from)) < 0)
 					return rc;

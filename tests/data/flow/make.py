@@ -17,6 +17,8 @@ put(0x1020, bytes([0x90, 0xc3]))                    # nop; ret
 put(0x1030, bytes([0x0f, 0x05]))                    # syscall
 put(0x1032, bytes([0xc3]))                          # ret
 put(0x1040, bytes([0x90, 0x90, 0xeb, 0xfc]))        # nop; nop; jmp 0x1040
+put(0x1050, bytes([0xff, 0xc9, 0x75, 0xfc]))        # dec ecx; jnz 0x1050
+put(0x1054, bytes([0xff, 0xe0]))                    # jmp rax
 open('code.bin', 'wb').write(code)
 
 PSB = bytes([0x02, 0x82] * 8)
@@ -67,6 +69,11 @@ streams = {
     # garbage in the middle: error, resync at the next PSB
     'bad-packet': psbplus() + mode64() + pge(0x1000) + tnt('0') + bytes([0x02, 0xff, 0x55])
                   + psbplus(0x1020, 0x3000) + tip(0x1011) + tip(0x1030) + pgd(),
+    # a run of TNT-8 packets whose sixth outcome leaves the loop for an indirect jump
+    # while outcomes are left: the error names the third packet (offset 0x27), the one
+    # holding the first unused outcome
+    'tnt-run-error': psbplus() + mode64() + pge(0x1050) + tnt('111111') + tnt('111110')
+                     + tnt('111111') + tip(0x1030) + pgd(),
     # timing: TSC + TMA + CBR in PSB+, then MTC and CYC between the branches
     'timing': PSB + tsc(0x10000) + tma(0x100, 0x20) + cbr(20) + mode64() + PSBEND + mode64()
               + pge(0x1000) + cyc(10) + mtc(0x21) + tnt('0') + cyc(20) + tip(0x1030) + mtc(0x23)

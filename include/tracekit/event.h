@@ -15,8 +15,11 @@ enum tk_event_kind {
 	/* instruction-level flow */
 	TK_EV_BLOCK = 1,     /* executed basic block: addr = first insn, addr2 = last insn,
 				count = instructions */
-	TK_EV_CALL,          /* addr = call insn, addr2 = target, arg = return address */
-	TK_EV_RETURN,        /* addr = return insn, addr2 = target (return site) */
+	TK_EV_CALL,          /* addr = call insn, addr2 = target, arg = return address;
+				count = instructions run before it in unreported blocks (as
+				TK_EV_INSNS; 0 unless the producer counts blocks) */
+	TK_EV_RETURN,        /* addr = return insn, addr2 = target (return site); count as
+				TK_EV_CALL */
 	TK_EV_BRANCH,        /* addr = branch insn, addr2 = target, flags: TK_BR_* */
 	TK_EV_MODE,          /* flags = TK_MODE_*; arg = mode-specific value (e.g. CR3 for paging) */
 	TK_EV_ENABLE,        /* tracing (re)started at addr */

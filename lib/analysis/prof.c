@@ -987,11 +987,19 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			break;
 		case TK_EV_CALL:
 			t->flow = FLOW_OTHER;
+			ninsns += e->count;        /* blocks counted by the producer */
+			t->insns += e->count;
 			rc = push(p, t, e->addr2, TK_PROF_KEY_ADDR, e->arg, time);
 			break;
 		case TK_EV_RETURN:
 			t->flow = FLOW_OTHER;
+			ninsns += e->count;
+			t->insns += e->count;
 			rc = do_return(p, t, e->addr2, time);
+			/* back at the unknown level: it begins where the return went (the block
+			 * there, the first seen at that level, may not come as an event) */
+			if (!t->depth && !p->links[t->base_node].hint)
+				p->links[t->base_node].hint = e->addr2;
 			break;
 		case TK_EV_FUNC_ENTER:
 			rc = push(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, 0, time);

@@ -55,9 +55,9 @@ struct tk_flow {
 	uint32_t emitted[EMITTED_RING];
 	uint32_t emitted_wr, emitted_rd;
 	/* Count mode: a block is reported as a TK_EV_BLOCK only when it is the first of a
-	 * walk, follows a return or starts a function (or is cut short); the others are
-	 * counted in the cache (tk_block.execs) and their instructions go out as one
-	 * TK_EV_INSNS ahead of the next event. */
+	 * walk or starts a function (or is cut short); the others are counted in the cache
+	 * (tk_block.execs) and their instructions go with the next call or return (its
+	 * count) or as a TK_EV_INSNS ahead of any other event. */
 	int count;
 	int report_next;               /* report the next block */
 	uint64_t unsent;               /* instructions of unreported blocks not yet sent */
@@ -227,8 +227,14 @@ static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned k
 
 	if (f->quiet && (kind == TK_EV_BLOCK || kind == TK_EV_CALL || kind == TK_EV_RETURN))
 		return 0;
-	if (f->unsent && (rc = send_unsent(f, out)) < 0)
-		return rc;
+	if (f->unsent) {
+		if (kind == TK_EV_CALL || kind == TK_EV_RETURN) {
+			count = f->unsent;   /* calls and returns carry them */
+			f->unsent = 0;
+		} else if ((rc = send_unsent(f, out)) < 0) {
+			return rc;
+		}
+	}
 	return put_event(f, out, kind, addr, addr2, count, arg, flags);
 }
 
@@ -523,13 +529,6 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 					push_ret(f, b->next);
 				if (quiet)
 					goto call_done;
-				if (unsent) {
-					if (!(e = next_slot(f, out, &n, wr, &rc)))
-						break;
-					*e = (struct tk_event){ .time = time, .count = unsent,
-								.track = track, .kind = TK_EV_INSNS };
-					unsent = 0;
-				}
 				if (!(e = next_slot(f, out, &n, wr, &rc)))
 					break;
 				blocks = f->cache.blocks;
@@ -537,7 +536,8 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				e->time = time;
 				e->addr = b->last;
 				e->addr2 = b->target;
-				e->count = 0;
+				e->count = unsent;   /* count mode: the blocks before it */
+				unsent = 0;
 				e->arg = b->next;
 				e->track = track;
 				e->kind = TK_EV_CALL;
@@ -567,24 +567,17 @@ call_done:
 			prev = UINT32_MAX;     /* returns go through the hash table */
 			if (quiet)
 				goto ret_done;
-			if (unsent) {
-				if (!(e = next_slot(f, out, &n, wr, &rc)))
-					break;
-				*e = (struct tk_event){ .time = time, .count = unsent, .track = track,
-							.kind = TK_EV_INSNS };
-				unsent = 0;
-			}
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
 			e->time = time;
 			e->addr = last;
 			e->addr2 = ip;
-			e->count = 0;
+			e->count = unsent;
+			unsent = 0;
 			e->arg = 0;
 			e->track = track;
 			e->kind = TK_EV_RETURN;
 			e->flags = 0;
-			report_next = count;
 		}
 ret_done:
 		if (ntnt)
@@ -790,12 +783,10 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if (q->kind == TK_FLOWQ_PGD &&
 				    (rc = emit(f, out, TK_EV_RETURN, b->last, q->has_ip ? q->ip : 0, 0, 0, 0)) < 0)
 					goto out;
-				f->report_next = f->count;
 				goto disable_or_fail;
 			}
 			if ((rc = emit(f, out, TK_EV_RETURN, b->last, ip, 0, 0, 0)) < 0)
 				goto out;
-			f->report_next = f->count;
 			idle = 0;
 			continue;
 		default:   /* indirect jump/call, far transfer */

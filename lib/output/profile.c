@@ -140,11 +140,13 @@ static void put_time(struct tk_buf *b, uint64_t ticks, uint64_t tps)
 	tk_buf_fixed(b, (int64_t)ns, 3);
 }
 
+/* Right-aligned in WIDTH columns, and apart from the column before even when wider (raw
+ * ticks of long traces are). */
 static void pad_u64(struct tk_buf *b, uint64_t v, int width)
 {
 	char tmp[32];
 	int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
-	for (int i = n; i < width; i++)
+	for (int i = n < width ? n : width - 1; i < width; i++)
 		tk_buf_putc(b, ' ');
 	tk_buf_put(b, tmp, (size_t)n);
 }
@@ -155,7 +157,7 @@ static void pad_time(struct tk_buf *b, uint64_t ticks, uint64_t tps, int width)
 	if (tk_buf_init(&t, -1, 64) < 0)
 		return;
 	put_time(&t, ticks, tps);
-	for (int i = (int)t.len; i < width; i++)
+	for (int i = (int)t.len < width ? (int)t.len : width - 1; i < width; i++)
 		tk_buf_putc(b, ' ');
 	tk_buf_put(b, t.data, t.len);
 	tk_buf_free(&t);

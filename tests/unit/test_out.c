@@ -205,6 +205,41 @@ static void check_perfetto(const char *text, uint64_t expect_first_begin, uint64
 	assert_int_equal(last_end, expect_last_end);
 }
 
+/* The text table stays a table when a value is wider than its column: every row splits
+ * into the header's 10 numbers and the name (raw ticks of a long trace have 12+ digits). */
+static void test_text_wide_values(void **state)
+{
+	(void)state;
+	struct tk_event ev[2] = {
+		{ .kind = TK_EV_FUNC_ENTER, .addr = 2, .time = 1 },
+		{ .kind = TK_EV_FUNC_EXIT, .addr = 2, .time = 1 + 170971677517ull },
+	};
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	struct tk_sym *sym = names();
+	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym };
+	struct tk_buf b;
+
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, 2), 0);
+	assert_int_equal(tk_prof_finish(p), 0);
+	assert_int_equal(tk_buf_init(&b, -1, 4096), 0);
+	assert_int_equal(tk_out_profile(&b, p, TK_OUT_TEXT, &oo), 0);
+	tk_buf_putc(&b, 0);
+	const char *row = strstr(b.data, "alpha");
+	assert_non_null(row);
+	while (row > b.data && row[-1] != '\n')
+		row--;
+	int fields = 0;
+	for (const char *c = row; *c && *c != '\n'; c++)
+		if (*c != ' ' && (c == row || c[-1] == ' '))
+			fields++;
+	assert_int_equal(fields, 11);
+	assert_non_null(strstr(row, " 170971677517 170971677517"));
+	tk_buf_free(&b);
+	tk_sym_free(sym);
+	tk_prof_free(p);
+}
+
 static void test_perfetto(void **state)
 {
 	(void)state;
@@ -366,6 +401,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pprof_roundtrip),
+		cmocka_unit_test(test_text_wide_values),
 		cmocka_unit_test(test_perfetto),
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),

@@ -83,12 +83,13 @@ static int add_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, u
 	return tk_prof_add_block(ctx, start, last, execs, insns);
 }
 
-/* The chunk's decoded: its block counts go into its profile. */
-static int ipt_prof_end(void *ctx, size_t i, struct tk_flow *flow)
+/* All chunks merged: the block counts each decoder gathered go into the total (they add
+ * up in any order, so one table per decoder instead of one per chunk). */
+static int ipt_prof_done(void *ctx, struct tk_flow *flow)
 {
 	struct ipt_prof_run *r = ctx;
 
-	return tk_flow_take_counts(flow, add_block, r->chunks[i]);
+	return tk_flow_take_counts(flow, add_block, r->total);
 }
 
 static int ipt_prof_merge(void *ctx, size_t i)
@@ -123,7 +124,8 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
-	struct tk_ipt_flow_consumer c = { ipt_prof_begin, ipt_prof_end, ipt_prof_merge, &r };
+	struct tk_ipt_flow_consumer c = { .begin = ipt_prof_begin, .merge = ipt_prof_merge,
+					  .ctx = &r, .done = ipt_prof_done };
 
 	rc = r.chunks ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
 	for (size_t i = 0; r.chunks && i < r.n; i++)

@@ -51,6 +51,9 @@ struct tk_ipt_flow_consumer {
 	int (*end)(void *ctx, size_t chunk, struct tk_flow *flow);
 	int (*merge)(void *ctx, size_t chunk);
 	void *ctx;
+	/* Optional: each decoder (flow) once more when all chunks are merged, before it is
+	 * freed; for what it gathered over all its chunks (tk_flow_take_counts). */
+	int (*done)(void *ctx, struct tk_flow *flow);
 };
 
 /* Decode BUF (a raw PT stream) against opts->image. Errors become TK_EV_GAP events (and

@@ -54,7 +54,7 @@ static void report_diff(const char *what, const struct addrs *want, const struct
 }
 
 /* Profiles of a stream: one per chunk, merged in order; COUNT: blocks counted by the
- * walker (tk_flow_set_count_mode, as `tracekit profile` does) instead of block events. */
+ * walker (tk_flow_set_count_mode) instead of block events. */
 struct prof_run {
 	struct tk_prof *total, *chunks[4096];
 	int count;
@@ -70,7 +70,7 @@ static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	if (!(r->chunks[i] = tk_prof_new_like(r->total, &err)))
 		return err;
 	e = tk_prof_entries(r->total, &n);
-	if ((err = tk_flow_set_count_mode(flow, r->count, e, n)) < 0)
+	if ((err = tk_flow_set_count_mode(flow, r->count != 0, e, n)) < 0)
 		return err;
 	*sink = tk_prof_sink(r->chunks[i]);
 	return 0;
@@ -82,11 +82,20 @@ static int prof_add_block(void *ctx, uint64_t start, uint64_t last, uint64_t exe
 	return tk_prof_add_block(ctx, start, last, execs, insns);
 }
 
+/* COUNT 1: each chunk's block counts into its profile; 2: each walker's, once at the end,
+ * into the total (as `tracekit profile` does) */
 static int prof_end(void *ctx, size_t i, struct tk_flow *flow)
 {
 	struct prof_run *r = ctx;
 
-	return r->count ? tk_flow_take_counts(flow, prof_add_block, r->chunks[i]) : 0;
+	return r->count == 1 ? tk_flow_take_counts(flow, prof_add_block, r->chunks[i]) : 0;
+}
+
+static int prof_done(void *ctx, struct tk_flow *flow)
+{
+	struct prof_run *r = ctx;
+
+	return r->count == 2 ? tk_flow_take_counts(flow, prof_add_block, r->total) : 0;
 }
 
 static int prof_merge(void *ctx, size_t i)
@@ -104,7 +113,7 @@ static void prof_report(const uint8_t *buf, size_t len, struct tk_image *img, un
 {
 	static struct prof_run r;
 	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = nentries };
-	struct tk_ipt_flow_consumer c = { prof_begin, prof_end, prof_merge, &r };
+	struct tk_ipt_flow_consumer c = { prof_begin, prof_end, prof_merge, &r, prof_done };
 	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = nthreads,
 				       .chunk_bytes = chunk };
 	struct tk_ipt_flow_stats st;
@@ -197,10 +206,12 @@ static void run_case(const struct ptgen_opts *go_in)
 	tk_buf_free(&counted);
 	tk_buf_free(&full);
 	prof_report(g.buf, (size_t)len, img, 2, 8192, 0, &full);
-	prof_report(g.buf, (size_t)len, img, 2, 8192, 1, &counted);
-	assert_int_equal(full.len, counted.len);
-	assert_memory_equal(full.data, counted.data, full.len);
-	tk_buf_free(&counted);
+	for (int count = 1; count <= 2; count++) {
+		prof_report(g.buf, (size_t)len, img, 2, 8192, count, &counted);
+		assert_int_equal(full.len, counted.len);
+		assert_memory_equal(full.data, counted.data, full.len);
+		tk_buf_free(&counted);
+	}
 	tk_buf_free(&full);
 
 	free(ref.a), free(blk.a), free(one.a), free(many.a), free(par.a);

@@ -967,8 +967,11 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	}
 	st->chunks = r.nchunks;
 out:
-	for (size_t i = 0; r.free_flows && i < r.nfree; i++)
+	for (size_t i = 0; r.free_flows && i < r.nfree; i++) {
+		if (rc >= 0 && c->done)
+			rc = c->done(c->ctx, r.free_flows[i]);
 		tk_flow_free(r.free_flows[i]);
+	}
 	free(r.free_flows);
 	free(r.offs);
 	free(r.cst);

@@ -29,8 +29,8 @@ _Static_assert(sizeof(struct tk_block) == 64, "a block is one cache line");
 /* Outcomes that never repeat (a random walk) make every lookup a miss, and filling a
  * path costs more than walking it: after a window of PATH_WINDOW lookups with more than
  * PATH_WINDOW / 3 misses, walk block by block for the next PATH_REST chances. */
-#define PATH_WINDOW 256
-#define PATH_REST 16384
+#define PATH_WINDOW 128
+#define PATH_REST 65536
 
 struct path_slot {
 	uint64_t key;                  /* edge << 9 | outcomes with a stop bit above; 0 = empty */

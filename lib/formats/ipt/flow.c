@@ -405,7 +405,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		size_t at = d->pos;
 
 		/* Fast paths for the two packets that dominate: TNT-8 and TIP. */
-		if (!d->pctx.blk && at < d->len) {
+		if (!d->pctx.blk && at < d->len && at <= d->end) {
 			uint8_t b = d->buf[at];
 
 			if (!(b & 1) && b > 2) {
@@ -434,6 +434,23 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				q->ntnt = nb;
 				q->tnt = bits;
 				return publish_time(d);
+			}
+			if (b == 0x02 && d->len - at >= 8 && d->buf[at + 1] == 0xa3) {
+				/* TNT-64: the outcomes below the highest set bit of 48 */
+				uint64_t v = 0;
+
+				memcpy(&v, d->buf + at + 2, 6);
+				if (v >= 2) {
+					unsigned top = 63 - (unsigned)__builtin_clzll(v);
+
+					d->run_n = 0;
+					d->last_off = at;
+					d->pos = at + 8;
+					q->kind = TK_FLOWQ_TNT;
+					q->ntnt = top;
+					q->tnt = v & ~(1ull << top);
+					return publish_time(d);
+				}
 			}
 			if ((b & 0x1f) == 0x0d && d->last.have_ip) {
 				static const uint8_t sz[8] = { 0, 2, 4, 6, 6, 0, 8, 0 };

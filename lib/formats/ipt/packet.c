@@ -684,7 +684,7 @@ static inline __attribute__((always_inline)) void fast_emit(struct tk_ipt_packet
 #define WIN_UNROLL 4
 #endif
 
-__attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t *out, size_t n)
+__attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint16_t *out, size_t n)
 {
 	/* By the low nibble L: 1 for even L (TNT-8, PAD) and L = 3, b (one-byte CYC);
 	 * TIP/TIP.PGE/TIP.PGD/FUP (L = 1, d) take their size from the IPC (high nibble
@@ -701,6 +701,8 @@ __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t
 	const __m256i l9s = _mm256_setr_epi8(0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					     0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 	const __m256i lo = _mm256_set1_epi8(0x0f), ext = _mm256_set1_epi8(0x02);
+	const __m256i sixteen = _mm256_set1_epi16(16), step = _mm256_set1_epi16(32);
+	__m256i idx = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 
 	for (size_t i = 0; i < n; i += 32) {
 		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
@@ -712,11 +714,18 @@ __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
 							_mm256_shuffle_epi8(l9s, h)));
 		s = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, ext), s);
-		_mm256_storeu_si256((__m256i *)(void *)(out + i), s);
+		/* out[j] = j + size: the walk's chain is then one load, j = out[j], with no
+		 * add on it (size 0: out[j] = j, the exit test). */
+		__m256i lo16 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(s));
+		__m256i hi16 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(s, 1));
+		_mm256_store_si256((__m256i *)(void *)(out + i), _mm256_add_epi16(lo16, idx));
+		_mm256_store_si256((__m256i *)(void *)(out + i + 16),
+				   _mm256_add_epi16(hi16, _mm256_add_epi16(idx, sixteen)));
+		idx = _mm256_add_epi16(idx, step);
 	}
 }
 
-/* 1: AVX2 present and sizes_avx2 agrees with fast_size[] on every byte value. */
+/* 1: AVX2 present and nexts_avx2 agrees with fast_size[] on every byte value. */
 static int szv_usable(void)
 {
 	static int usable = -1;
@@ -726,11 +735,14 @@ static int szv_usable(void)
 	u = 0;
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2")) {
-		uint8_t all[256], sz[256];
+		uint8_t all[256];
+		uint16_t nx[256] __attribute__((aligned(32)));
 		for (int i = 0; i < 256; i++)
 			all[i] = (uint8_t)i;
-		sizes_avx2(all, sz, 256);
-		u = !memcmp(sz, fast_size, 256);
+		nexts_avx2(all, nx, 256);
+		u = 1;
+		for (int i = 0; i < 256; i++)
+			u &= nx[i] == i + fast_size[i];
 	}
 	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
@@ -768,7 +780,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	/* Window [wb, wb + SZW) with sizes szv; packets starting before wlim are walked
 	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
 	 * bytes are readable, so every packet in it has its 16. */
-	uint8_t szv[SZW] __attribute__((aligned(32)));
+	uint16_t nxv[SZW] __attribute__((aligned(32)));
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;
@@ -783,17 +795,17 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 						break;
 					wb = p;
 					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
-					sizes_avx2(wb, szv, SZW);
+					nexts_avx2(wb, nxv, SZW);
 				}
 				size_t i = (size_t)(p - wb);
 				if (kend - k < WIN_UNROLL)
 					break;
-				/* The hot loop: per packet the chain i -> szv[i] -> i + size. */
+				/* The hot loop: per packet the chain i -> nxv[i]. */
 				do {
 #define WIN_STEP(j)								\
 					{						\
-						unsigned sz = szv[i];			\
-						if (__builtin_expect(sz == 0, 0)) {	\
+						size_t nx = nxv[i];			\
+						if (__builtin_expect(nx == i, 0)) {	\
 							k += j;				\
 							p = wb + i;			\
 							goto slow;			\
@@ -801,7 +813,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 						const uint8_t *q = wb + i;		\
 						fast_emit(k + j, &fast_table[*q], q,	\
 							  (uint64_t)(uintptr_t)q + obias); \
-						i += sz;				\
+						i = nx;					\
 					}
 					WIN_STEP(0)
 #if WIN_UNROLL > 1

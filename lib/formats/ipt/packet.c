@@ -679,12 +679,12 @@ static inline __attribute__((always_inline)) void fast_emit(struct tk_ipt_packet
  * result equals fast_size[] byte for byte (checked once at first use). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define SZW 512
+#define SZW 256
 #ifndef WIN_UNROLL
 #define WIN_UNROLL 4
 #endif
 
-__attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint16_t *out, size_t n)
+__attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t *out, size_t n)
 {
 	/* By the low nibble L: 1 for even L (TNT-8, PAD) and L = 3, b (one-byte CYC);
 	 * TIP/TIP.PGE/TIP.PGD/FUP (L = 1, d) take their size from the IPC (high nibble
@@ -701,8 +701,9 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint16_
 	const __m256i l9s = _mm256_setr_epi8(0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					     0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 	const __m256i lo = _mm256_set1_epi8(0x0f), ext = _mm256_set1_epi8(0x02);
-	const __m256i sixteen = _mm256_set1_epi16(16), step = _mm256_set1_epi16(32);
-	__m256i idx = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m256i step = _mm256_set1_epi8(32);
+	__m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+				       16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 
 	for (size_t i = 0; i < n; i += 32) {
 		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
@@ -714,14 +715,11 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint16_
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
 							_mm256_shuffle_epi8(l9s, h)));
 		s = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, ext), s);
-		/* out[j] = j + size: the walk's chain is then one load, j = out[j], with no
-		 * add on it (size 0: out[j] = j, the exit test). */
-		__m256i lo16 = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(s));
-		__m256i hi16 = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(s, 1));
-		_mm256_store_si256((__m256i *)(void *)(out + i), _mm256_add_epi16(lo16, idx));
-		_mm256_store_si256((__m256i *)(void *)(out + i + 16),
-				   _mm256_add_epi16(hi16, _mm256_add_epi16(idx, sixteen)));
-		idx = _mm256_add_epi16(idx, step);
+		/* out[j] = j + size (mod 256: the walk never starts a packet past
+		 * SZW - 9): its chain is then one load, j = out[j], with no add on it
+		 * (size 0: out[j] = j, the exit test). */
+		_mm256_store_si256((__m256i *)(void *)(out + i), _mm256_add_epi8(s, idx));
+		idx = _mm256_add_epi8(idx, step);
 	}
 }
 
@@ -736,13 +734,13 @@ static int szv_usable(void)
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2")) {
 		uint8_t all[256];
-		uint16_t nx[256] __attribute__((aligned(32)));
+		uint8_t nx[256] __attribute__((aligned(32)));
 		for (int i = 0; i < 256; i++)
 			all[i] = (uint8_t)i;
 		nexts_avx2(all, nx, 256);
 		u = 1;
 		for (int i = 0; i < 256; i++)
-			u &= nx[i] == i + fast_size[i];
+			u &= nx[i] == (uint8_t)(i + fast_size[i]);
 	}
 	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
@@ -780,7 +778,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	/* Window [wb, wb + SZW) with sizes szv; packets starting before wlim are walked
 	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
 	 * bytes are readable, so every packet in it has its 16. */
-	uint16_t nxv[SZW] __attribute__((aligned(32)));
+	uint8_t nxv[SZW] __attribute__((aligned(32)));
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;

@@ -714,7 +714,8 @@ static __attribute__((noinline)) unsigned ext_inline(const uint8_t *p, struct tk
 #define WIN_UNROLL 4
 #endif
 
-__attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t *out, size_t n)
+__attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t *out, uint8_t *key,
+							size_t n)
 {
 	/* By the low nibble L: 1 for even L (TNT-8, PAD) and L = 3, b (one-byte CYC);
 	 * TIP/TIP.PGE/TIP.PGD/FUP (L = 1, d) take their size from the IPC (high nibble
@@ -732,6 +733,8 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 					     0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 	const __m256i lo = _mm256_set1_epi8(0x0f), ext = _mm256_set1_epi8(0x02);
 	const __m256i step = _mm256_set1_epi8(32);
+	const __m256i mode = _mm256_set1_epi8((char)0x99), hi3 = _mm256_set1_epi8((char)0xe0);
+	const __m256i two = _mm256_set1_epi8(2), k70 = _mm256_set1_epi8(0x70);
 	__m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 				       16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 
@@ -745,6 +748,17 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
 							_mm256_shuffle_epi8(l9s, h)));
 		s = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, ext), s);
+		/* MODE.Exec (99, then 000xxxxx): 2 bytes, its table slot by the mode bits
+		 * it reports, 0x99 ^ (mode & 7) << 4 (the free slots x9 of no packet of
+		 * the table); every other packet's slot is its first byte. */
+		__m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
+		__m256i ex = _mm256_and_si256(_mm256_cmpeq_epi8(b, mode),
+					      _mm256_cmpeq_epi8(_mm256_and_si256(b1, hi3),
+								_mm256_setzero_si256()));
+		s = _mm256_or_si256(s, _mm256_and_si256(ex, two));
+		__m256i kx = _mm256_and_si256(_mm256_slli_epi16(b1, 4), k70);
+		_mm256_store_si256((__m256i *)(void *)(key + i),
+				   _mm256_xor_si256(b, _mm256_and_si256(ex, kx)));
 		/* out[j] = j + size (mod 256: the walk never starts a packet past
 		 * SZW - 9): its chain is then one load, j = out[j], with no add on it
 		 * (size 0: out[j] = j, the exit test). */
@@ -763,14 +777,17 @@ static int szv_usable(void)
 	u = 0;
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2")) {
-		uint8_t all[256];
-		uint8_t nx[256] __attribute__((aligned(32)));
+		uint8_t all[256 + 32] = { 0 };
+		uint8_t nx[256] __attribute__((aligned(32))), key[256] __attribute__((aligned(32)));
 		for (int i = 0; i < 256; i++)
 			all[i] = (uint8_t)i;
-		nexts_avx2(all, nx, 256);
+		nexts_avx2(all, nx, key, 256);
 		u = 1;
 		for (int i = 0; i < 256; i++)
-			u &= nx[i] == (uint8_t)(i + fast_size[i]);
+			u &= nx[i] == (uint8_t)(i + fast_size[i]) && key[i] == i;
+		all[0] = 0x99, all[1] = 0x05;   /* MODE.Exec, csl and iflag */
+		nexts_avx2(all, nx, key, 32);
+		u &= nx[0] == 2 && key[0] == (0x99 ^ 0x50);
 	}
 	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
@@ -808,7 +825,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	/* Window [wb, wb + SZW) with sizes szv; packets starting before wlim are walked
 	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
 	 * bytes are readable, so every packet in it has its 16. */
-	uint8_t nxv[SZW] __attribute__((aligned(32)));
+	uint8_t nxv[SZW] __attribute__((aligned(32))), keyv[SZW] __attribute__((aligned(32)));
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;
@@ -823,7 +840,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 						break;
 					wb = p;
 					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
-					nexts_avx2(wb, nxv, SZW);
+					nexts_avx2(wb, nxv, keyv, SZW);
 				}
 				size_t i = (size_t)(p - wb);
 				if (kend - k < WIN_UNROLL)
@@ -839,7 +856,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 							goto slow;			\
 						}					\
 						const uint8_t *q = wb + i;		\
-						fast_emit(k + j, &fast_table[*q], q,	\
+						fast_emit(k + j, &fast_table[keyv[i]], q, \
 							  (uint64_t)(uintptr_t)q + obias); \
 						i = nx;					\
 					}

@@ -19,7 +19,9 @@ struct fast_entry {
 static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_PAD | (uint64_t)1 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TIP_PGD | (uint64_t)1 << 32, 0x0ULL, 0 },
-	{ 0, 0, 0, 0 },
+	/* 0x02, window walk only: TNT-64 with its raw payload << 8 (stop bit finished
+	 * later, tnt64_finish in packet.c) */
+	{ 0x00ffffffffffff00ULL, (uint64_t)TK_IPT_PKT_TNT64 | (uint64_t)8 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x0ULL, 1 },
 	{ 0, 0, 0, 0 },

@@ -735,6 +735,7 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 	const __m256i step = _mm256_set1_epi8(32);
 	const __m256i mode = _mm256_set1_epi8((char)0x99), hi3 = _mm256_set1_epi8((char)0xe0);
 	const __m256i two = _mm256_set1_epi8(2), k70 = _mm256_set1_epi8(0x70);
+	const __m256i a3 = _mm256_set1_epi8((char)0xa3), eight = _mm256_set1_epi8(8);
 	__m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 				       16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 
@@ -747,7 +748,8 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 							_mm256_shuffle_epi8(ips, h)));
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
 							_mm256_shuffle_epi8(l9s, h)));
-		s = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, ext), s);
+		__m256i isx = _mm256_cmpeq_epi8(b, ext);
+		s = _mm256_andnot_si256(isx, s);
 		/* MODE.Exec (99, then 000xxxxx): 2 bytes, its table slot by the mode bits
 		 * it reports, 0x99 ^ (mode & 7) << 4 (the free slots x9 of no packet of
 		 * the table); every other packet's slot is its first byte. */
@@ -756,6 +758,9 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 					      _mm256_cmpeq_epi8(_mm256_and_si256(b1, hi3),
 								_mm256_setzero_si256()));
 		s = _mm256_or_si256(s, _mm256_and_si256(ex, two));
+		/* TNT-64 (02 a3): 8 bytes, slot 0x02 (finished after the walk) */
+		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_and_si256(isx, _mm256_cmpeq_epi8(b1, a3)),
+							eight));
 		__m256i kx = _mm256_and_si256(_mm256_slli_epi16(b1, 4), k70);
 		_mm256_store_si256((__m256i *)(void *)(key + i),
 				   _mm256_xor_si256(b, _mm256_and_si256(ex, kx)));
@@ -788,12 +793,37 @@ static int szv_usable(void)
 		all[0] = 0x99, all[1] = 0x05;   /* MODE.Exec, csl and iflag */
 		nexts_avx2(all, nx, key, 32);
 		u &= nx[0] == 2 && key[0] == (0x99 ^ 0x50);
+		all[0] = 0x02, all[1] = 0xa3;   /* TNT-64 */
+		nexts_avx2(all, nx, key, 32);
+		u &= nx[0] == 8 && key[0] == 0x02 && nx[1] == 1 + fast_size[0xa3];
 	}
 	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
 }
 #else
 #define SZW 0
+#endif
+
+#if SZW
+/* TNT-64 packets of the window walk, emitted with their raw payload << 8 in ip.ip
+ * (count 0): split the stop bit off. Out of the walk, in a loop of their own, so that
+ * the walk does not branch on them (TNT-64 after TNT-8 comes at random, each exit from
+ * the walk a mispredicted branch). Returns the index in TL of one without a stop bit
+ * (an error at that packet), or NT. */
+#define TL_MAX 48   /* > TNT-64 packets starting in one window: SZW / 8 + WIN_UNROLL */
+static inline unsigned tnt64_finish(struct tk_ipt_packet *const *tl, unsigned nt)
+{
+	for (unsigned f = 0; f < nt; f++) {
+		struct tk_ipt_packet *o = tl[f];
+		uint64_t v = o->tnt.bits >> 8;
+		if (__builtin_expect(v < 2, 0))
+			return f;
+		int top = 63 - __builtin_clzll(v);
+		o->tnt.bits = v & ~(1ULL << top);
+		o->tnt.count = (uint8_t)top;
+	}
+	return nt;
+}
 #endif
 
 int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkts,
@@ -826,6 +856,9 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
 	 * bytes are readable, so every packet in it has its 16. */
 	uint8_t nxv[SZW] __attribute__((aligned(32))), keyv[SZW] __attribute__((aligned(32)));
+	/* TNT-64 packets emitted raw in the current window, for tnt64_finish */
+	struct tk_ipt_packet *tl[TL_MAX];
+	unsigned nt = 0, bad;
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;
@@ -838,6 +871,9 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 				if (p >= wlim) {
 					if (!win || p > win_end)
 						break;
+					if ((bad = tnt64_finish(tl, nt)) < nt)
+						goto tnt64_bad;
+					nt = 0;
 					wb = p;
 					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
 					nexts_avx2(wb, nxv, keyv, SZW);
@@ -845,7 +881,9 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 				size_t i = (size_t)(p - wb);
 				if (kend - k < WIN_UNROLL)
 					break;
-				/* The hot loop: per packet the chain i -> nxv[i]. */
+				/* The hot loop: per packet the chain i -> nxv[i]. Every packet
+				 * is stored in tl[nt], kept (nt + 1) only for a TNT-64: no
+				 * branch on the kind. */
 				do {
 #define WIN_STEP(j)								\
 					{						\
@@ -856,8 +894,11 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 							goto slow;			\
 						}					\
 						const uint8_t *q = wb + i;		\
-						fast_emit(k + j, &fast_table[keyv[i]], q, \
+						unsigned key = keyv[i];			\
+						fast_emit(k + j, &fast_table[key], q,	\
 							  (uint64_t)(uintptr_t)q + obias); \
+						tl[nt] = k + j;				\
+						nt += key == 0x02;			\
 						i = nx;					\
 					}
 					WIN_STEP(0)
@@ -1005,6 +1046,18 @@ slow:
 		p += r;
 		k++;
 	}
+#if SZW
+	if ((bad = tnt64_finish(tl, nt)) < nt) {
+tnt64_bad:
+		/* A TNT-64 without stop bit: the batch ends before it, with the
+		 * decoder's error for it; what followed it is dropped (the window walk
+		 * ran with blk 0 there). */
+		k = tl[bad];
+		p = (const uint8_t *)(uintptr_t)(k->offset - obias);
+		d->ctx.blk = 0;
+		e = decode_at(p, (size_t)(end - p), &d->ctx, k);
+	}
+#endif
 	d->pos = (size_t)(p - buf);
 	if (err)
 		*err = e;

@@ -703,10 +703,12 @@ static __attribute__((noinline)) unsigned ext_inline(const uint8_t *p, struct tk
 
 /* Sizes ahead of time. Looking up fast_size[*p] puts two loads (the byte, then its
  * size) on the loop-carried chain p -> p + size, which bounds the walk at about 9
- * cycles a packet however few instructions it runs. So with AVX2, the size of a
- * packet starting at each byte of a window of SZW bytes is computed first, 32 bytes
- * per step and no chain, and the walk then needs one load per packet: szv[i]. The
- * result equals fast_size[] byte for byte (checked once at first use). */
+ * cycles a packet however few instructions it runs. So with AVX2, the next packet's
+ * index (j + size) for a packet starting at each byte j of a window of SZW bytes, and
+ * its table slot, are computed first, 32 bytes per step and no chain, and the walk
+ * then needs one load per packet on the chain: i = nxv[i]. The sizes equal fast_size[]
+ * for the table packets, and the pass adds MODE.Exec and TNT-64 (checked once at first
+ * use). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SZW 256
@@ -852,9 +854,9 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	const uint8_t *fast4_end = len >= 16 + UNROLL * FAST_MAX ? end - 15 - UNROLL * FAST_MAX : buf;
 	uint8_t blk = d->ctx.blk;
 #if SZW
-	/* Window [wb, wb + SZW) with sizes szv; packets starting before wlim are walked
-	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
-	 * bytes are readable, so every packet in it has its 16. */
+	/* Window [wb, wb + SZW) with next indices nxv and table slots keyv; packets
+	 * starting before wlim are walked with it (UNROLL of them stay inside). A window
+	 * starts only where SZW + 16 bytes are readable, so every packet in it has its 16. */
 	uint8_t nxv[SZW] __attribute__((aligned(32))), keyv[SZW] __attribute__((aligned(32)));
 	/* TNT-64 packets emitted raw in the current window, for tnt64_finish */
 	struct tk_ipt_packet *tl[TL_MAX];

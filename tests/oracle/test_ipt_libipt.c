@@ -267,6 +267,50 @@ static void test_batch_sizes(void **state)
 	free(buf);
 }
 
+/* TNT-64 and MODE.Exec among TNT-8 (the batch walk's window handles them in the table:
+ * TNT-64 finished after the walk), with some TNT-64 without stop bit (payload 0 or 1)
+ * and a PSB+ every 2 KiB to resynchronise after them: the same packets and errors as
+ * the single step, at every batch size. */
+static void test_tnt64_mode_window(void **state)
+{
+	(void)state;
+	size_t cap = 1 << 16;
+	uint8_t *buf = malloc(cap + 64);
+	uint64_t total = 0;
+	for (int round = 0; round < 40; round++) {
+		size_t len = 0, next_psb = 0;
+		size_t want = 4096 + gen_rand() % (cap - 4096);
+		while (len < want) {
+			if (len >= next_psb) {
+				for (int i = 0; i < 8; i++)
+					buf[len++] = 0x02, buf[len++] = 0x82;
+				buf[len++] = 0x02, buf[len++] = 0x23;
+				next_psb = len + 2048;
+			}
+			unsigned r = gen_rand() % 100;
+			if (r < 60) {
+				buf[len++] = (uint8_t)(4 + 2 * (gen_rand() % 126));   /* TNT-8 */
+			} else if (r < 85) {
+				uint64_t v = ((uint64_t)gen_rand() << 32 | gen_rand()) & 0xffffffffffffULL;
+				v >>= gen_rand() % 48;
+				if (round & 1 && gen_rand() % 64 == 0)
+					v = gen_rand() % 2;     /* no stop bit: an error */
+				else if (v < 2)
+					v = 2;
+				buf[len++] = 0x02, buf[len++] = 0xa3;
+				for (int i = 0; i < 6; i++)
+					buf[len++] = (uint8_t)(v >> 8 * i);
+			} else {
+				buf[len++] = 0x99;                      /* MODE.Exec or TSX */
+				buf[len++] = (uint8_t)(gen_rand() % 64);
+			}
+		}
+		total += batch_vs_single(buf, len);
+	}
+	assert_true(total > 100000);
+	free(buf);
+}
+
 /* Every two-byte opcode start, with random payload and a long tail (so the batch walk
  * takes its windowed fast path, which sizes packets from their first two bytes): the
  * batch decodes the same packets and stops at the same error as the single step. */
@@ -508,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_scan),
 		cmocka_unit_test(test_batch_sizes),
 		cmocka_unit_test(test_every_opcode_pair),
+		cmocka_unit_test(test_tnt64_mode_window),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

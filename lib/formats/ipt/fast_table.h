@@ -9,13 +9,19 @@ struct fast_entry {
 	uint64_t aux;   /* the union's second word: TNT count or IPC */
 };
 
+/* The slots 0x99 ^ (m << 4), m = 0..7 (x9: no packet of the table starts so) are
+ * MODE.Exec with mode bits m, for the AVX2 window walk, whose size pass maps a
+ * MODE.Exec packet there; fast_size keeps 0 for them (the slow path elsewhere). */
+
 /* Order and alignment let the decoder AND the zero-extended 8 payload bytes with
  * {mask, hdr} (the high lane is zero, so hdr drops out) and OR {val, aux} as 16-byte
  * vectors: the union's two words in one store. */
 static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_PAD | (uint64_t)1 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TIP_PGD | (uint64_t)1 << 32, 0x0ULL, 0 },
-	{ 0, 0, 0, 0 },
+	/* 0x02, window walk only: TNT-64 with its raw payload << 8 (stop bit finished
+	 * later, tnt64_finish in packet.c) */
+	{ 0x00ffffffffffff00ULL, (uint64_t)TK_IPT_PKT_TNT64 | (uint64_t)8 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x0ULL, 1 },
 	{ 0, 0, 0, 0 },
@@ -150,7 +156,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x3ULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x4ULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x1ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x5ULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x11ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x6ULL, 6 },
@@ -166,7 +172,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0xbULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0xcULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x0ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0xdULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x13ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0xeULL, 6 },
@@ -182,7 +188,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x13ULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x14ULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x101ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x15ULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x15ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x16ULL, 6 },
@@ -198,7 +204,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x1bULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x1cULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x100ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x1dULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x17ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x1eULL, 6 },
@@ -214,7 +220,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x23ULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x24ULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x10001ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x25ULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x19ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x26ULL, 6 },
@@ -230,7 +236,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x2bULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x2cULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x10000ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x2dULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x1bULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x2eULL, 6 },
@@ -246,7 +252,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x33ULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x34ULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x10101ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x35ULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x1dULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x36ULL, 6 },
@@ -262,7 +268,7 @@ static const struct fast_entry fast_table[256] __attribute__((aligned(64))) = {
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x3bULL, 6 },
 	{ 0, 0, 0, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x3cULL, 6 },
-	{ 0, 0, 0, 0 },
+	{ 0x0ULL, (uint64_t)TK_IPT_PKT_MODE_EXEC | (uint64_t)2 << 32, 0x10100ULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x3dULL, 6 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_CYC | (uint64_t)1 << 32, 0x1fULL, 0 },
 	{ 0x0ULL, (uint64_t)TK_IPT_PKT_TNT8 | (uint64_t)1 << 32, 0x3eULL, 6 },

@@ -667,24 +667,57 @@ static inline __attribute__((always_inline)) void fast_emit(struct tk_ipt_packet
 #endif
 }
 
+/* The other frequent extended packets (one each in every PSB+, on CR3 writes, PTWRITE)
+ * for the batch walk, with 16 bytes readable at P: the same fields as decode_ext,
+ * without its two jump tables (each a likely mispredict when kinds mix). Out of line,
+ * so that the walk's own code stays as it is. Returns the size, or 0: the decoder. */
+static __attribute__((noinline)) unsigned ext_inline(const uint8_t *p, struct tk_ipt_packet *k)
+{
+	uint8_t e = p[1];
+	if (e == 0x43) {
+		uint64_t v = rd48(p + 2);
+		k->kind = TK_IPT_PKT_PIP;
+		k->pip.nr = v & 1;
+		k->pip.cr3 = (v >> 1) << 5;
+		return 8;
+	}
+	if (e == 0x03) {
+		k->kind = TK_IPT_PKT_CBR;
+		k->cbr.ratio = p[2];
+		return 4;
+	}
+	if ((e & 0x1f) == 0x12 && !(e & 0x40)) {
+		unsigned plc = (e >> 5) & 1;
+		k->kind = TK_IPT_PKT_PTW;
+		k->ptw.payload = tk_le64(p + 2) & (plc ? ~0ULL : 0xffffffffULL);
+		k->ptw.plc = (uint8_t)plc;
+		k->ptw.ip = e >> 7;
+		return plc ? 10 : 6;
+	}
+	return 0;
+}
+
 /* The longest packet the fast table describes: TIP/FUP with a full IP. */
 #define FAST_MAX 9
 #define UNROLL 4
 
 /* Sizes ahead of time. Looking up fast_size[*p] puts two loads (the byte, then its
  * size) on the loop-carried chain p -> p + size, which bounds the walk at about 9
- * cycles a packet however few instructions it runs. So with AVX2, the size of a
- * packet starting at each byte of a window of SZW bytes is computed first, 32 bytes
- * per step and no chain, and the walk then needs one load per packet: szv[i]. The
- * result equals fast_size[] byte for byte (checked once at first use). */
+ * cycles a packet however few instructions it runs. So with AVX2, the next packet's
+ * index (j + size) for a packet starting at each byte j of a window of SZW bytes, and
+ * its table slot, are computed first, 32 bytes per step and no chain, and the walk
+ * then needs one load per packet on the chain: i = nxv[i]. The sizes equal fast_size[]
+ * for the table packets, and the pass adds MODE.Exec and TNT-64 (checked once at first
+ * use). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define SZW 512
+#define SZW 256
 #ifndef WIN_UNROLL
 #define WIN_UNROLL 4
 #endif
 
-__attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t *out, size_t n)
+__attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t *out, uint8_t *key,
+							size_t n)
 {
 	/* By the low nibble L: 1 for even L (TNT-8, PAD) and L = 3, b (one-byte CYC);
 	 * TIP/TIP.PGE/TIP.PGD/FUP (L = 1, d) take their size from the IPC (high nibble
@@ -701,6 +734,12 @@ __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t
 	const __m256i l9s = _mm256_setr_epi8(0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 					     0, 8, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 	const __m256i lo = _mm256_set1_epi8(0x0f), ext = _mm256_set1_epi8(0x02);
+	const __m256i step = _mm256_set1_epi8(32);
+	const __m256i mode = _mm256_set1_epi8((char)0x99), hi3 = _mm256_set1_epi8((char)0xe0);
+	const __m256i two = _mm256_set1_epi8(2), k70 = _mm256_set1_epi8(0x70);
+	const __m256i a3 = _mm256_set1_epi8((char)0xa3), eight = _mm256_set1_epi8(8);
+	__m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+				       16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 
 	for (size_t i = 0; i < n; i += 32) {
 		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
@@ -711,12 +750,31 @@ __attribute__((target("avx2"))) static void sizes_avx2(const uint8_t *p, uint8_t
 							_mm256_shuffle_epi8(ips, h)));
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
 							_mm256_shuffle_epi8(l9s, h)));
-		s = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, ext), s);
-		_mm256_storeu_si256((__m256i *)(void *)(out + i), s);
+		__m256i isx = _mm256_cmpeq_epi8(b, ext);
+		s = _mm256_andnot_si256(isx, s);
+		/* MODE.Exec (99, then 000xxxxx): 2 bytes, its table slot by the mode bits
+		 * it reports, 0x99 ^ (mode & 7) << 4 (the free slots x9 of no packet of
+		 * the table); every other packet's slot is its first byte. */
+		__m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
+		__m256i ex = _mm256_and_si256(_mm256_cmpeq_epi8(b, mode),
+					      _mm256_cmpeq_epi8(_mm256_and_si256(b1, hi3),
+								_mm256_setzero_si256()));
+		s = _mm256_or_si256(s, _mm256_and_si256(ex, two));
+		/* TNT-64 (02 a3): 8 bytes, slot 0x02 (finished after the walk) */
+		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_and_si256(isx, _mm256_cmpeq_epi8(b1, a3)),
+							eight));
+		__m256i kx = _mm256_and_si256(_mm256_slli_epi16(b1, 4), k70);
+		_mm256_store_si256((__m256i *)(void *)(key + i),
+				   _mm256_xor_si256(b, _mm256_and_si256(ex, kx)));
+		/* out[j] = j + size (mod 256: the walk never starts a packet past
+		 * SZW - 9): its chain is then one load, j = out[j], with no add on it
+		 * (size 0: out[j] = j, the exit test). */
+		_mm256_store_si256((__m256i *)(void *)(out + i), _mm256_add_epi8(s, idx));
+		idx = _mm256_add_epi8(idx, step);
 	}
 }
 
-/* 1: AVX2 present and sizes_avx2 agrees with fast_size[] on every byte value. */
+/* 1: AVX2 present and nexts_avx2 agrees with fast_size[] on every byte value. */
 static int szv_usable(void)
 {
 	static int usable = -1;
@@ -726,17 +784,48 @@ static int szv_usable(void)
 	u = 0;
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2")) {
-		uint8_t all[256], sz[256];
+		uint8_t all[256 + 32] = { 0 };
+		uint8_t nx[256] __attribute__((aligned(32))), key[256] __attribute__((aligned(32)));
 		for (int i = 0; i < 256; i++)
 			all[i] = (uint8_t)i;
-		sizes_avx2(all, sz, 256);
-		u = !memcmp(sz, fast_size, 256);
+		nexts_avx2(all, nx, key, 256);
+		u = 1;
+		for (int i = 0; i < 256; i++)
+			u &= nx[i] == (uint8_t)(i + fast_size[i]) && key[i] == i;
+		all[0] = 0x99, all[1] = 0x05;   /* MODE.Exec, csl and iflag */
+		nexts_avx2(all, nx, key, 32);
+		u &= nx[0] == 2 && key[0] == (0x99 ^ 0x50);
+		all[0] = 0x02, all[1] = 0xa3;   /* TNT-64 */
+		nexts_avx2(all, nx, key, 32);
+		u &= nx[0] == 8 && key[0] == 0x02 && nx[1] == 1 + fast_size[0xa3];
 	}
 	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
 }
 #else
 #define SZW 0
+#endif
+
+#if SZW
+/* TNT-64 packets of the window walk, emitted with their raw payload << 8 in ip.ip
+ * (count 0): split the stop bit off. Out of the walk, in a loop of their own, so that
+ * the walk does not branch on them (TNT-64 after TNT-8 comes at random, each exit from
+ * the walk a mispredicted branch). Returns the index in TL of one without a stop bit
+ * (an error at that packet), or NT. */
+#define TL_MAX 48   /* > TNT-64 packets starting in one window: SZW / 8 + WIN_UNROLL */
+static inline unsigned tnt64_finish(struct tk_ipt_packet *const *tl, unsigned nt)
+{
+	for (unsigned f = 0; f < nt; f++) {
+		struct tk_ipt_packet *o = tl[f];
+		uint64_t v = o->tnt.bits >> 8;
+		if (__builtin_expect(v < 2, 0))
+			return f;
+		int top = 63 - __builtin_clzll(v);
+		o->tnt.bits = v & ~(1ULL << top);
+		o->tnt.count = (uint8_t)top;
+	}
+	return nt;
+}
 #endif
 
 int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pkts,
@@ -765,10 +854,13 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	const uint8_t *fast4_end = len >= 16 + UNROLL * FAST_MAX ? end - 15 - UNROLL * FAST_MAX : buf;
 	uint8_t blk = d->ctx.blk;
 #if SZW
-	/* Window [wb, wb + SZW) with sizes szv; packets starting before wlim are walked
-	 * with it (UNROLL of them stay inside). A window starts only where SZW + 16
-	 * bytes are readable, so every packet in it has its 16. */
-	uint8_t szv[SZW] __attribute__((aligned(32)));
+	/* Window [wb, wb + SZW) with next indices nxv and table slots keyv; packets
+	 * starting before wlim are walked with it (UNROLL of them stay inside). A window
+	 * starts only where SZW + 16 bytes are readable, so every packet in it has its 16. */
+	uint8_t nxv[SZW] __attribute__((aligned(32))), keyv[SZW] __attribute__((aligned(32)));
+	/* TNT-64 packets emitted raw in the current window, for tnt64_finish */
+	struct tk_ipt_packet *tl[TL_MAX];
+	unsigned nt = 0, bad;
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;
@@ -781,27 +873,35 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 				if (p >= wlim) {
 					if (!win || p > win_end)
 						break;
+					if ((bad = tnt64_finish(tl, nt)) < nt)
+						goto tnt64_bad;
+					nt = 0;
 					wb = p;
 					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
-					sizes_avx2(wb, szv, SZW);
+					nexts_avx2(wb, nxv, keyv, SZW);
 				}
 				size_t i = (size_t)(p - wb);
 				if (kend - k < WIN_UNROLL)
 					break;
-				/* The hot loop: per packet the chain i -> szv[i] -> i + size. */
+				/* The hot loop: per packet the chain i -> nxv[i]. Every packet
+				 * is stored in tl[nt], kept (nt + 1) only for a TNT-64: no
+				 * branch on the kind. */
 				do {
 #define WIN_STEP(j)								\
 					{						\
-						unsigned sz = szv[i];			\
-						if (__builtin_expect(sz == 0, 0)) {	\
+						size_t nx = nxv[i];			\
+						if (__builtin_expect(nx == i, 0)) {	\
 							k += j;				\
 							p = wb + i;			\
 							goto slow;			\
 						}					\
 						const uint8_t *q = wb + i;		\
-						fast_emit(k + j, &fast_table[*q], q,	\
+						unsigned key = keyv[i];			\
+						fast_emit(k + j, &fast_table[key], q,	\
 							  (uint64_t)(uintptr_t)q + obias); \
-						i += sz;				\
+						tl[nt] = k + j;				\
+						nt += key == 0x02;			\
+						i = nx;					\
 					}
 					WIN_STEP(0)
 #if WIN_UNROLL > 1
@@ -882,6 +982,14 @@ slow:
 					k++;
 					continue;
 				}
+				unsigned n = ext_inline(p, k);
+				if (n) {
+					k->size = (uint8_t)n;
+					k->offset = off;
+					p += n;
+					k++;
+					continue;
+				}
 			} else if (b == 0x99) {
 				uint8_t m = p[1];
 				if ((m >> 5) == 0) {
@@ -896,21 +1004,34 @@ slow:
 					k++;
 					continue;
 				}
-			} else if ((b & 7) == 7) {
-				uint64_t v = b >> 3;
-				unsigned shl = 5, j = 1;
-				uint8_t x;
-				do {
-					x = p[j++];
-					v |= (uint64_t)(x >> 1) << shl;
-					shl += 7;
-				} while ((x & 1) && j < 9);
-				if (!(x & 1)) {
-					k->kind = TK_IPT_PKT_CYC;
-					k->size = (uint8_t)j;
+				if ((m >> 5) == 1) {
+					k->kind = TK_IPT_PKT_MODE_TSX;
+					k->size = 2;
 					k->offset = off;
-					k->cyc.value = v;
-					p += j;
+					k->tsx.intx = m & 1;
+					k->tsx.abrt = (m >> 1) & 1;
+					p += 2;
+					k++;
+					continue;
+				}
+			} else if ((b & 7) == 7) {
+				/* Up to 8 more bytes, 7 bits each above the ext bit, the last one's
+				 * ext bit clear: found and packed without a loop (whose trip count,
+				 * the packet's size, would be one more branch to mispredict). */
+				uint64_t x = tk_le64(p + 1);
+				uint64_t stop = ~x & 0x0101010101010101ULL;
+				if (__builtin_expect(stop != 0, 1)) {
+					unsigned nb = (unsigned)__builtin_ctzll(stop) / 8 + 1;
+					uint64_t y = (x & (~0ULL >> (64 - 8 * nb))) >> 1 &
+						     0x7f7f7f7f7f7f7f7fULL;
+					y = (y & 0x007f007f007f007fULL) | (y & 0x7f007f007f007f00ULL) >> 1;
+					y = (y & 0x00003fff00003fffULL) | (y & 0x3fff00003fff0000ULL) >> 2;
+					y = (y & 0x000000000fffffffULL) | (y & 0x0fffffff00000000ULL) >> 4;
+					k->kind = TK_IPT_PKT_CYC;
+					k->size = (uint8_t)(1 + nb);
+					k->offset = off;
+					k->cyc.value = (uint64_t)(b >> 3) | y << 5;
+					p += 1 + nb;
 					k++;
 					continue;
 				}
@@ -927,6 +1048,18 @@ slow:
 		p += r;
 		k++;
 	}
+#if SZW
+	if ((bad = tnt64_finish(tl, nt)) < nt) {
+tnt64_bad:
+		/* A TNT-64 without stop bit: the batch ends before it, with the
+		 * decoder's error for it; what followed it is dropped (the window walk
+		 * ran with blk 0 there). */
+		k = tl[bad];
+		p = (const uint8_t *)(uintptr_t)(k->offset - obias);
+		d->ctx.blk = 0;
+		e = decode_at(p, (size_t)(end - p), &d->ctx, k);
+	}
+#endif
 	d->pos = (size_t)(p - buf);
 	if (err)
 		*err = e;

@@ -12,7 +12,6 @@
 #define HOT static inline __attribute__((always_inline))
 
 /* small direct-mapped caches in front of the hash tables: loops hit them */
-#define BLOCK_CACHE 4096
 #define CHILD_CACHE 65536
 
 /* ---- growable arrays and hash tables --------------------------------------------------- */
@@ -194,29 +193,64 @@ static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key,
 	return new_node(p, parent, key, kind, track, s);
 }
 
-static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end);
-
 static inline size_t block_slot(uint64_t start)
 {
 	return (size_t)(start ^ start >> 12) & (BLOCK_CACHE - 1);
 }
 
-HOT struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
+/* Count one execution of block [START, END] of COUNT instructions. The counts stay in the
+ * cache slot while the block is there: a hit touches one slot and nothing else. */
+static int count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count);
+static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end);
+
+HOT int count_block(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count)
 {
-	/* the keys are in the cache: no bounds check, no load of a block that is not it */
 	struct block_slot *c = &p->block_cache[block_slot(start)];
-	if (c->start == start && c->end == end)
-		return &p->blocks[c->index];
-	struct block *b = get_block_slow(p, start, end);
-	if (b) {
-		c->start = start;
-		c->end = end;
-		c->index = (uint64_t)(b - p->blocks);
+	if (__builtin_expect(c->start == start && c->len == end - start, 1)) {
+		c->execs++;
+		c->insns += count;
+		return 0;
 	}
-	return b;
+	return count_block_slow(p, start, end, count);
 }
 
-static struct block *get_block_slow(struct tk_prof *p, uint64_t start, uint64_t end)
+/* Move a slot's counts into its block. */
+static inline void block_slot_flush(struct tk_prof *p, struct block_slot *c)
+{
+	if (c->execs) {
+		p->blocks[c->index].execs += c->execs;
+		p->blocks[c->index].insns += c->insns;
+		c->execs = c->insns = 0;
+	}
+}
+
+static int count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count)
+{
+	struct block *b = get_block(p, start, end);
+	if (!b)
+		return -TK_E_NOMEM;
+	if (end - start > UINT32_MAX) {
+		b->execs++;
+		b->insns += count;
+		return 0;
+	}
+	struct block_slot *c = &p->block_cache[block_slot(start)];
+	block_slot_flush(p, c);
+	*c = (struct block_slot){ .start = start, .len = (uint32_t)(end - start),
+				  .index = (uint32_t)(b - p->blocks), .execs = 1, .insns = count };
+	return 0;
+}
+
+/* All counts of the cache into the blocks (before they are read). */
+static void block_cache_flush(struct tk_prof *p)
+{
+	for (size_t i = 0; i < BLOCK_CACHE; i++)
+		block_slot_flush(p, &p->block_cache[i]);
+}
+
+/* The block [START, END] in the table, created when missing (its counts may lag: the
+ * cache's are added by block_cache_flush). */
+static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
 {
 	if ((p->nblocks + 1) * 2 > p->block_mask + 1 || !p->block_map)
 		if (rehash(&p->block_map, &p->block_mask, p->nblocks, block_hash_of, p) < 0)
@@ -848,7 +882,7 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	memset(p->child_cache, 0xff, CHILD_CACHE * sizeof *p->child_cache);
 	/* an empty slot holds a start address that belongs to another slot: never a hit */
 	for (size_t i = 0; i < BLOCK_CACHE; i++)
-		p->block_cache[i] = (struct block_slot){ .start = i ^ 1 };
+		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
 	if (err)
 		*err = 0;
 	return p;
@@ -964,15 +998,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			t->insns += e->count;
 			if (!t->depth && !p->links[t->base_node].hint)
 				p->links[t->base_node].hint = e->addr;
-			if (want_blocks) {
-				struct block *b = get_block(p, e->addr, e->addr2);
-				if (!b) {
-					rc = -TK_E_NOMEM;
-					break;
-				}
-				b->execs++;
-				b->insns += e->count;
-			}
+			if (want_blocks && (rc = count_block(p, e->addr, e->addr2, e->count)) < 0)
+				break;
 			continue;
 		}
 		switch (e->kind) {
@@ -1032,6 +1059,7 @@ int tk_prof_finish(struct tk_prof *p)
 {
 	if (p->finished)
 		return 0;
+	block_cache_flush(p);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		struct track *t = &p->tracks[i];
 		p->sum.open_at_end += t->depth;
@@ -1313,6 +1341,17 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 			goto nomem;
 		b->execs += fb->execs;
 		b->insns += fb->insns;
+	}
+	/* and what FROM's block cache holds (FROM is only read) */
+	for (size_t i = 0; i < BLOCK_CACHE; i++) {
+		const struct block_slot *c = &from->block_cache[i];
+		if (!c->execs)
+			continue;
+		struct block *b = get_block(into, from->blocks[c->index].start, from->blocks[c->index].end);
+		if (!b)
+			goto nomem;
+		b->execs += c->execs;
+		b->insns += c->insns;
 	}
 	uint32_t *fmap = malloc((from->nfuncs + 1) * sizeof *fmap);
 	if (!fmap)

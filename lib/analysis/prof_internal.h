@@ -65,8 +65,16 @@ struct block {
 	uint64_t start, end, execs, insns;
 };
 
+/* A slot of the block cache: the block's key and the executions counted since it came into
+ * the slot (added to blocks[index] when it leaves, or by block_cache_flush). Two slots a
+ * cache line, and a hit touches nothing else. A block longer than 2^32 bytes is never
+ * cached (len cannot hold it). */
+#define BLOCK_CACHE 4096          /* slots, direct-mapped by start address */
 struct block_slot {
-	uint64_t start, end, index;
+	uint64_t start;
+	uint32_t len;             /* end - start */
+	uint32_t index;           /* into blocks; meaningful while execs != 0 */
+	uint64_t execs, insns;    /* not yet in blocks[index] */
 };
 
 struct frame {
@@ -166,7 +174,8 @@ struct tk_prof {
 	size_t ntracks, ctracks;
 	uint32_t last_track;      /* index of the track of the previous event */
 	uint32_t *child_cache;    /* direct-mapped (parent, function) -> node, before the table */
-	struct block_slot *block_cache; /* direct-mapped start address -> block */
+	struct block_slot *block_cache; /* direct-mapped start address -> block and its
+					   counts not yet in blocks (block_cache_flush) */
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;

@@ -300,6 +300,7 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	t->untimed = 1;
 	t->t_min = UINT64_MAX;
 	t->t_max = 0;
+	t->hint_node = NONE32;
 	t->root = get_child(p, NONE32, id, KIND_TRACK, id);
 	if (t->root == NONE32)
 		return NULL;
@@ -309,6 +310,16 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	p->last_track = (uint32_t)p->ntracks++;
 	p->sum.tracks = (uint32_t)p->ntracks;
 	return t;
+}
+
+/* A block at the unknown level of T, whose hint may be unset (hint_node != base_node). */
+static void set_hint(struct tk_prof *p, struct track *t, uint64_t addr)
+{
+	struct nlink *l = &p->links[t->base_node];
+	if (!l->hint)
+		l->hint = addr;
+	if (l->hint)
+		t->hint_node = t->base_node;
 }
 
 static inline uint32_t cur_node(const struct track *t)
@@ -996,8 +1007,10 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			nblocks++;
 			ninsns += e->count;
 			t->insns += e->count;
-			if (!t->depth && !p->links[t->base_node].hint)
-				p->links[t->base_node].hint = e->addr;
+			/* the first address seen at the unknown level names it; hint_node saves
+			   loading the level's (cold) link for every block */
+			if (__builtin_expect(t->hint_node != t->base_node, 0) && !t->depth)
+				set_hint(p, t, e->addr);
 			if (want_blocks && (rc = count_block(p, e->addr, e->addr2, e->count)) < 0)
 				break;
 			continue;

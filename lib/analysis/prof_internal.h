@@ -18,6 +18,11 @@ struct node {
 	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
 };
 
+/* A slot of the node table: the node and its tag (node_tag: never 0; 0 = empty slot). */
+struct nslot {
+	uint32_t node, tag;
+};
+
 struct nlink {
 	uint64_t hint;            /* unknown levels: first code address seen there */
 	uint32_t first_child, next_sibling;
@@ -151,7 +156,7 @@ struct tk_prof {
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;
-	uint32_t *node_map;       /* open addressing: (parent, key, kind) -> node */
+	struct nslot *node_map;   /* open addressing: (parent, key, kind) -> node */
 	size_t node_mask;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
@@ -174,7 +179,6 @@ struct tk_prof {
 	struct track *tracks;
 	size_t ntracks, ctracks;
 	uint32_t last_track;      /* index of the track of the previous event */
-	uint32_t *child_cache;    /* direct-mapped (parent, function) -> node, before the table */
 	struct block_slot *block_cache; /* direct-mapped start address -> block and its
 					   counts not yet in blocks (block_cache_flush) */
 	uint64_t serial;          /* keys of unknown-level nodes */

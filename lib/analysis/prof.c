@@ -922,7 +922,8 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
 	p->dlog_n = p->dlog_cap = p->dlog_end = 0;
-	p->block_cache = malloc(BLOCK_CACHE * sizeof *p->block_cache);
+	/* cache-line aligned: a slot must not straddle two lines */
+	p->block_cache = aligned_alloc(64, BLOCK_CACHE * sizeof *p->block_cache);
 	if (node_rehash(p) < 0 || !p->block_cache) {
 		tk_prof_free(p);
 		if (err)

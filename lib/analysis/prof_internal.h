@@ -128,7 +128,8 @@ struct track {
 	uint64_t t_min, t_max;    /* over timed events (t_min UINT64_MAX, t_max 0 if none) */
 	/* the unknown level below the stack */
 	uint32_t base_node;
-	uint32_t hint_node;       /* a node whose hint is set: base_node's unless they differ */
+	uint32_t hint_node;       /* a level whose hint is known set: while it is not
+				     base_node, blocks at depth 0 look at base_node's hint */
 	uint64_t level_i_start, level_t_start;
 	uint64_t base_child_ticks, base_child_insns;
 	/* replayable orphans, and the state at the first gap */

@@ -18,6 +18,11 @@ struct node {
 	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
 };
 
+/* A slot of the node table: the node and its tag (node_tag: never 0; 0 = empty slot). */
+struct nslot {
+	uint32_t node, tag;
+};
+
 struct nlink {
 	uint64_t hint;            /* unknown levels: first code address seen there */
 	uint32_t first_child, next_sibling;
@@ -65,8 +70,16 @@ struct block {
 	uint64_t start, end, execs, insns;
 };
 
+/* A slot of the block cache: the block's key and the executions counted since it came into
+ * the slot (added to blocks[index] when it leaves, or by block_cache_flush). Two slots a
+ * cache line, and a hit touches nothing else. A block longer than 2^32 bytes is never
+ * cached (len cannot hold it). */
+#define BLOCK_CACHE 4096          /* slots, direct-mapped by start address */
 struct block_slot {
-	uint64_t start, end, index;
+	uint64_t start;
+	uint32_t len;             /* end - start */
+	uint32_t index;           /* into blocks; meaningful while execs != 0 */
+	uint64_t execs, insns;    /* not yet in blocks[index] */
 };
 
 struct frame {
@@ -115,6 +128,8 @@ struct track {
 	uint64_t t_min, t_max;    /* over timed events (t_min UINT64_MAX, t_max 0 if none) */
 	/* the unknown level below the stack */
 	uint32_t base_node;
+	uint32_t hint_node;       /* a level whose hint is known set: while it is not
+				     base_node, blocks at depth 0 look at base_node's hint */
 	uint64_t level_i_start, level_t_start;
 	uint64_t base_child_ticks, base_child_insns;
 	/* replayable orphans, and the state at the first gap */
@@ -142,7 +157,7 @@ struct tk_prof {
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;
-	uint32_t *node_map;       /* open addressing: (parent, key, kind) -> node */
+	struct nslot *node_map;   /* open addressing: (parent, key, kind) -> node */
 	size_t node_mask;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
@@ -165,8 +180,8 @@ struct tk_prof {
 	struct track *tracks;
 	size_t ntracks, ctracks;
 	uint32_t last_track;      /* index of the track of the previous event */
-	uint32_t *child_cache;    /* direct-mapped (parent, function) -> node, before the table */
-	struct block_slot *block_cache; /* direct-mapped start address -> block */
+	struct block_slot *block_cache; /* direct-mapped start address -> block and its
+					   counts not yet in blocks (block_cache_flush) */
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;

@@ -872,6 +872,14 @@ int tk_prof_blocks(const struct tk_prof *p, struct tk_prof_block **out, size_t *
 	for (size_t i = 0; i < p->nblocks; i++)
 		(*out)[i] = (struct tk_prof_block){ p->blocks[i].start, p->blocks[i].end,
 						    p->blocks[i].execs, p->blocks[i].insns };
+	/* counts still in the block cache (none after tk_prof_finish) */
+	for (size_t i = 0; i < BLOCK_CACHE; i++) {
+		const struct block_slot *c = &p->block_cache[i];
+		if (c->execs) {
+			(*out)[c->index].execs += c->execs;
+			(*out)[c->index].insns += c->insns;
+		}
+	}
 	*n = p->nblocks;
 	return 0;
 }

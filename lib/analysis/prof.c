@@ -1076,8 +1076,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			rc = do_return(p, t, e->addr2, time);
 			/* back at the unknown level: it begins where the return went (the block
 			 * there, the first seen at that level, may not come as an event) */
-			if (!t->depth && !p->links[t->base_node].hint)
-				p->links[t->base_node].hint = e->addr2;
+			if (!t->depth && t->hint_node != t->base_node)
+				set_hint(p, t, e->addr2);
 			break;
 		case TK_EV_FUNC_ENTER:
 			rc = push(p, t, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, 0, time);

@@ -511,12 +511,6 @@ static int cmp_fixup(const void *a, const void *b)
 	return x->executed < y->executed ? -1 : x->executed > y->executed;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static struct dump_pc *find_pc(struct dump_pc *t, size_t n, uint64_t pc)
 {
 	size_t lo = 0, hi = n;
@@ -780,7 +774,7 @@ static struct dump_pc *make_pcs(const struct point *pts, size_t npts, const stru
 		allpc[nall++] = pts[i].pc;
 	for (size_t i = 0; i < nfix; i++)
 		allpc[nall++] = fix[i].pc;
-	qsort(allpc, nall, sizeof *allpc, cmp_u64);
+	qsort(allpc, nall, sizeof *allpc, tk_cmp_u64);
 	for (size_t i = 0, k = 0; i < nall; i++) {
 		if (n && pcs[n - 1].pc == allpc[i])
 			continue;

@@ -215,6 +215,10 @@ static inline uint64_t tk_be64(const uint8_t *p) { return __builtin_bswap64(tk_l
 /* Unsigned LEB128; returns bytes consumed, 0 if truncated or longer than 10 bytes. */
 size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v);
 
+/* qsort comparator for uint64_t; whether X is in V, N values sorted ascending. */
+int tk_cmp_u64(const void *a, const void *b);
+int tk_sorted_has_u64(const uint64_t *v, size_t n, uint64_t x);
+
 /* 64-bit hash for tables (not cryptographic). */
 static inline uint64_t tk_hash64(uint64_t x)
 {

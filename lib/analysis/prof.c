@@ -723,15 +723,7 @@ HOT int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind,
 
 static int is_entry(const struct tk_prof *p, uint64_t addr)
 {
-	size_t lo = 0, hi = p->nentries;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->entries[mid] < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < p->nentries && p->entries[lo] == addr;
+	return tk_sorted_has_u64(p->entries, p->nentries, addr);
 }
 
 static inline size_t entry_bit(uint64_t addr)
@@ -866,12 +858,6 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- public: building ------------------------------------------------------------------ */
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 {
 	struct tk_prof *p = calloc(1, sizeof *p);
@@ -896,7 +882,7 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 			return NULL;
 		}
 		memcpy(p->entries, p->opts.entries, p->opts.nentries * sizeof *p->entries);
-		qsort(p->entries, p->opts.nentries, sizeof *p->entries, cmp_u64);
+		qsort(p->entries, p->opts.nentries, sizeof *p->entries, tk_cmp_u64);
 		size_t w = 0;
 		for (size_t i = 0; i < p->opts.nentries; i++)
 			if (!w || p->entries[w - 1] != p->entries[i])

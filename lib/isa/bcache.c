@@ -25,28 +25,6 @@ void tk_bcache_fini(struct tk_bcache *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int is_entry(const struct tk_bcache *c, uint64_t ip)
-{
-	size_t lo = 0, hi = c->nentries;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (c->entries[mid] < ip)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < c->nentries && c->entries[lo] == ip;
-}
-
 int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n)
 {
 	uint64_t *e = NULL;
@@ -55,7 +33,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 		if (!(e = malloc(n * sizeof(*e))))
 			return -TK_E_NOMEM;
 		memcpy(e, entries, n * sizeof(*e));
-		qsort(e, n, sizeof(*e), cmp_u64);
+		qsort(e, n, sizeof(*e), tk_cmp_u64);
 	}
 	free(c->entries);
 	c->entries = e;
@@ -64,7 +42,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 		struct tk_block *b = &c->blocks[i];
 
 		b->flags = (uint8_t)((b->flags & ~TK_BLK_ENTRY) |
-				     (is_entry(c, b->start) ? TK_BLK_ENTRY : 0));
+				     (tk_sorted_has_u64(e, n, b->start) ? TK_BLK_ENTRY : 0));
 	}
 	return 0;
 }
@@ -177,7 +155,7 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 	}
 	if (!b.ninsn)
 		b.flags |= TK_BLK_EMPTY;
-	if (c->nentries && is_entry(c, ip))
+	if (tk_sorted_has_u64(c->entries, c->nentries, ip))
 		b.flags |= TK_BLK_ENTRY;
 	if (c->nblocks == c->capblocks) {
 		uint32_t cap = c->capblocks ? c->capblocks * 2 : 1024;

@@ -393,12 +393,37 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 	return 0;
 }
 
+/* The IP packet (TIP, TIP.PGE, TIP.PGD, FUP) at AT with an IP, decoded in place of the
+ * general decoder and applied to the last IP: its size, and *IP; 0 where the general
+ * path must take it (suppressed or reserved compression, too short, nothing to update). */
+static inline unsigned fast_ip(struct ptd *d, size_t at, uint64_t *ip)
+{
+	static const uint8_t sz[8] = { 0, 2, 4, 6, 6, 0, 8, 0 };
+	unsigned ipc = d->buf[at] >> 5, n = sz[ipc];
+	uint64_t v = 0, last = d->last.ip;
+
+	if (!n || d->len - at <= n || !d->last.have_ip)
+		return 0;
+	memcpy(&v, d->buf + at + 1, n);
+	switch (ipc) {
+	case 1: *ip = (last & ~0xffffull) | v; break;
+	case 2: *ip = (last & ~0xffffffffull) | v; break;
+	case 3: *ip = (uint64_t)((int64_t)(v << 16) >> 16); break;
+	case 4: *ip = (last & ~0xffffffffffffull) | v; break;
+	default: *ip = v; break;
+	}
+	d->last.ip = *ip;
+	d->last.suppressed = 0;
+	return 1 + n;
+}
+
 /* The branch oracle for the walker. */
 static int oracle_next(void *ctx, struct tk_flow_q *q)
 {
 	struct ptd *d = ctx;
 	struct tk_ipt_packet p;
 	uint64_t ip;
+	unsigned n;
 	int rc;
 
 	for (;;) {
@@ -452,30 +477,27 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 					return publish_time(d);
 				}
 			}
-			if ((b & 0x1f) == 0x0d && d->last.have_ip) {
-				static const uint8_t sz[8] = { 0, 2, 4, 6, 6, 0, 8, 0 };
-				unsigned ipc = b >> 5, n = sz[ipc];
-				uint64_t v = 0, last = d->last.ip;
-
-				if (n && d->len - at > n) {
-					memcpy(&v, d->buf + at + 1, n);
-					switch (ipc) {
-					case 1: ip = (last & ~0xffffull) | v; break;
-					case 2: ip = (last & ~0xffffffffull) | v; break;
-					case 3: ip = (uint64_t)((int64_t)(v << 16) >> 16); break;
-					case 4: ip = (last & ~0xffffffffffffull) | v; break;
-					default: ip = v; break;
-					}
-					d->last.ip = ip;
-					d->last.suppressed = 0;
-					d->last_off = at;
-					d->pos = at + 1 + n;
-					q->kind = TK_FLOWQ_TIP;
-					q->ip = ip;
-					q->mode = d->pending_mode;
-					d->pending_mode = -1;
-					return publish_time(d);
-				}
+			if ((b & 0x1f) == 0x0d && (n = fast_ip(d, at, &ip))) {
+				d->last_off = at;
+				d->pos = at + n;
+				q->kind = TK_FLOWQ_TIP;
+				q->ip = ip;
+				q->mode = d->pending_mode;
+				d->pending_mode = -1;
+				return publish_time(d);
+			}
+			if ((b & 0x1f) == 0x01 && (n = b >> 5 ? fast_ip(d, at, &ip) : 1)) {
+				/* TIP.PGD, often without IP (a syscall in a user-only trace) */
+				if (n == 1)
+					d->last.suppressed = 1;
+				d->last_off = at;
+				d->pos = at + n;
+				if ((rc = publish_time(d)) < 0)
+					return rc;
+				q->kind = TK_FLOWQ_PGD;
+				q->has_ip = n > 1;
+				q->ip = n > 1 ? ip : 0;
+				return 0;
 			}
 		}
 		rc = fetch(d, &p);
@@ -703,8 +725,32 @@ static int idle_step(struct ptd *d, int *after_ovf)
 	struct tk_ipt_packet p;
 	size_t at = d->pos;
 	uint64_t ip;
+	unsigned n;
 	int rc;
 
+	/* MODE.Exec and TIP.PGE around every syscall of a user-only trace, in place */
+	if (!d->pctx.blk && at + 1 < d->len && at < d->end) {
+		uint8_t b = d->buf[at], m = d->buf[at + 1];
+
+		if (b == 0x99 && !(m >> 5)) {
+			d->last_off = at;
+			d->pos = at + 2;
+			d->pending_mode = m & 1 ? TK_FLOW_64 : m & 2 ? TK_FLOW_32 : TK_FLOW_16;
+			if (!d->enabled)
+				d->mode = d->pending_mode;
+			return 0;
+		}
+		if ((b & 0x1f) == 0x11 && (n = fast_ip(d, at, &ip))) {
+			d->last_off = at;
+			d->pos = at + n;
+			if (d->pending_mode >= 0)
+				d->mode = d->pending_mode, d->pending_mode = -1;
+			d->ip = ip;
+			d->enabled = d->have_ip = 1;
+			*after_ovf = 0;
+			return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+		}
+	}
 	rc = fetch(d, &p);
 	if (rc == -TK_E_EOF)
 		return 1;

@@ -404,7 +404,10 @@ static inline unsigned fast_ip(struct ptd *d, size_t at, uint64_t *ip)
 
 	if (!n || d->len - at <= n || !d->last.have_ip)
 		return 0;
-	memcpy(&v, d->buf + at + 1, n);
+	if (d->len - at > 8)   /* one load, the bytes past the packet masked off */
+		v = tk_le64(d->buf + at + 1) & (~0ull >> (64 - 8 * n));
+	else
+		memcpy(&v, d->buf + at + 1, n);
 	switch (ipc) {
 	case 1: *ip = (last & ~0xffffull) | v; break;
 	case 2: *ip = (last & ~0xffffffffull) | v; break;

@@ -185,7 +185,7 @@ static void test_folded_matches_reference(void **state)
 		assert_int_equal(tk_sym_set_func(s, i + 1, fnames[i], 0), 0);
 	static struct tk_event ev[4000];
 	size_t cases = 0, top_cases = 0, tie_cases = 0, unknown_cases = 0;
-	for (uint64_t seed = 1; seed <= 300; seed++) {
+	for (uint64_t seed = 1; seed <= 120; seed++) {
 		rng_state = seed;
 		uint32_t nfuncs = 2 + rnd(NNAMES - 1);
 		size_t n = random_stream(ev, 20 + rnd(sizeof ev / sizeof ev[0] - 20), nfuncs);

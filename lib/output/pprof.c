@@ -40,25 +40,32 @@ static void value_type(struct tk_buf *out, struct tk_buf *tmp, unsigned field, u
 	pb_msg(out, field, tmp);
 }
 
-static int gzip_into(struct tk_buf *b, const struct tk_buf *raw)
+/* Compress what RAW holds into B and empty RAW: the profile is written in pieces, so that
+ * memory stays O(names), not O(paths x depth) for the samples. FLUSH is Z_NO_FLUSH, or
+ * Z_FINISH for the last piece. */
+static int gzip_drain(z_stream *z, struct tk_buf *b, struct tk_buf *raw, int flush)
 {
-	z_stream z;
-	memset(&z, 0, sizeof z);
-	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -TK_E_NOMEM;
-	z.next_in = (Bytef *)raw->data;
-	z.avail_in = (uInt)raw->len;
+	if (raw->err)
+		return raw->err;
+	z->next_in = (Bytef *)raw->data;
+	z->avail_in = (uInt)raw->len;
 	int zr;
 	do {
 		if (tk_buf_reserve(b, 65536) < 0)
-			break;
-		z.next_out = (Bytef *)b->data + b->len;
-		z.avail_out = (uInt)(b->cap - b->len);
-		zr = deflate(&z, Z_FINISH);
-		b->len = b->cap - z.avail_out;
-	} while (zr == Z_OK || zr == Z_BUF_ERROR);
-	deflateEnd(&z);
-	return zr == Z_STREAM_END ? b->err : (b->err ? b->err : -TK_E_INTERNAL);
+			return b->err;
+		size_t room = b->cap - b->len;
+		if (room > 1u << 30)
+			room = 1u << 30;          /* avail_out is an unsigned int */
+		z->next_out = (Bytef *)b->data + b->len;
+		z->avail_out = (uInt)room;
+		zr = deflate(z, flush);
+		b->len += room - z->avail_out;
+	} while (flush == Z_FINISH ? zr == Z_OK || zr == Z_BUF_ERROR
+				   : zr == Z_OK && (z->avail_in || z->avail_out == 0));
+	raw->len = 0;
+	if (flush == Z_FINISH ? zr != Z_STREAM_END : zr != Z_OK && zr != Z_BUF_ERROR)
+		return b->err ? b->err : -TK_E_INTERNAL;
+	return b->err;
 }
 
 int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o)
@@ -77,6 +84,12 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 	tk_buf_init(&raw, -1, 1 << 16);
 	tk_buf_init(&tmp, -1, 4096);
 	tk_buf_init(&ids, -1, 4096);
+	z_stream z;
+	memset(&z, 0, sizeof z);
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+		rc = -TK_E_NOMEM;
+		goto out_z;
+	}
 
 	const char *type = m == TK_OUT_M_INSNS ? "instructions" : m == TK_OUT_M_TICKS ? "time" : "calls";
 	const char *unit = m == TK_OUT_M_TICKS ? (s.clock.ticks_per_second ? "nanoseconds" : "ticks") : "count";
@@ -108,6 +121,8 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 		pb_varint(&ids, v);
 		pb_msg(&tmp, 2, &ids);                                /* value (packed) */
 		pb_msg(&raw, 2, &tmp);
+		if (raw.len >= 1 << 20 && (rc = gzip_drain(&z, b, &raw, Z_NO_FLUSH)) < 0)
+			goto out;
 	}
 	/* one location and one function per name that occurs in the tree */
 	uint8_t *used = calloc(nm.n + 1, 1);
@@ -149,8 +164,10 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 	pb_uint(&raw, 12, 1);                                  /* period */
 	rc = raw.err ? raw.err : tmp.err ? tmp.err : ids.err;
 	if (rc >= 0)
-		rc = gzip_into(b, &raw);
+		rc = gzip_drain(&z, b, &raw, Z_FINISH);
 out:
+	deflateEnd(&z);
+out_z:
 	tk_buf_free(&raw);
 	tk_buf_free(&tmp);
 	tk_buf_free(&ids);

@@ -269,116 +269,302 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 
 /* ---- folded stacks and the call tree ------------------------------------------------------ */
 
-struct folded_line {
-	char *path;
+/* Folded stacks are "a;b;c VALUE" lines in strcmp order of the joined path, equal paths
+ * merged. Building every path string costs paths x depth bytes (a random walk through libc
+ * has 270,000-deep stacks), so the paths are merged in a trie and printed by walking it in
+ * that order, with only the current path held as text.
+ *
+ * A trie node is one distinct path string. Its key is one ';'-free component of a name: a
+ * name holding ';' spans several nodes, so paths that join to equal strings land on the
+ * same node whatever names they came from. Among the children of a node (paths P;x...), each
+ * child x has two sort keys: its own line "x" and its subtree "x;". Because no component
+ * holds ';', strcmp order of these keys is the strcmp order of all the joined paths below. */
+struct ftrie {
+	uint32_t name;            /* component (names id, no ';') */
+	uint32_t parent, first_child, next_sibling;
+	uint32_t line;            /* some call path ends here with a self value */
 	uint64_t v;
 };
 
-static int cmp_folded(const void *x, const void *y)
+struct fold {
+	struct ftrie *t;
+	size_t nt, cap;
+	uint32_t *map;            /* (parent, name) -> node */
+	size_t mask;
+	const struct names *nm;
+};
+
+static uint32_t fold_child(struct fold *f, uint32_t parent, uint32_t name)
 {
-	return strcmp(((const struct folded_line *)x)->path, ((const struct folded_line *)y)->path);
+	if ((f->nt + 1) * 2 > f->mask + 1 || !f->map) {
+		size_t size = f->map ? (f->mask + 1) * 2 : 1024;
+		uint32_t *m = malloc(size * sizeof *m);
+		if (!m)
+			return UINT32_MAX;
+		memset(m, 0xff, size * sizeof *m);
+		for (size_t i = 1; i < f->nt; i++) {
+			size_t k = tk_hash64((uint64_t)f->t[i].parent << 32 | f->t[i].name) & (size - 1);
+			while (m[k] != UINT32_MAX)
+				k = (k + 1) & (size - 1);
+			m[k] = (uint32_t)i;
+		}
+		free(f->map);
+		f->map = m;
+		f->mask = size - 1;
+	}
+	size_t k = tk_hash64((uint64_t)parent << 32 | name) & f->mask;
+	for (; f->map[k] != UINT32_MAX; k = (k + 1) & f->mask) {
+		const struct ftrie *n = &f->t[f->map[k]];
+		if (n->parent == parent && n->name == name)
+			return f->map[k];
+	}
+	if (f->nt >= UINT32_MAX >> 1)
+		return UINT32_MAX;                /* keys are node << 1 | subtree */
+	if (f->nt == f->cap) {
+		size_t nc = f->cap * 2;
+		struct ftrie *nt = realloc(f->t, nc * sizeof *nt);
+		if (!nt)
+			return UINT32_MAX;
+		f->t = nt;
+		f->cap = nc;
+	}
+	uint32_t i = (uint32_t)f->nt++;
+	f->t[i] = (struct ftrie){ .name = name, .parent = parent, .first_child = UINT32_MAX,
+				  .next_sibling = f->t[parent].first_child };
+	f->t[parent].first_child = i;
+	f->map[k] = i;
+	return i;
 }
 
-static int cmp_folded_heavy(const void *x, const void *y)
+/* The trie node of path PARENT;NAME, splitting NAME at each ';' (interning the pieces). */
+static uint32_t fold_name(struct fold *f, struct names *nm, uint32_t parent, uint32_t name)
 {
-	const struct folded_line *a = x, *b = y;
-	if (a->v != b->v)
-		return a->v > b->v ? -1 : 1;
-	return strcmp(a->path, b->path);
+	const char *s = names_str(nm, name);
+	if (!strchr(s, ';'))
+		return fold_child(f, parent, name);
+	for (;;) {
+		const char *e = strchr(s, ';');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		uint32_t id = names_intern(nm, s, len);
+		if (id == UINT32_MAX || (parent = fold_child(f, parent, id)) == UINT32_MAX)
+			return UINT32_MAX;
+		if (!e)
+			return parent;
+		s = e + 1;
+	}
+}
+
+/* Merge the call tree into the trie. Returns the number of lines, or < 0. */
+static int64_t fold_build(struct fold *f, const struct agg *a, struct names *nm, enum tk_out_metric m)
+{
+	memset(f, 0, sizeof *f);
+	f->nm = nm;
+	f->cap = 1024;
+	f->t = malloc(f->cap * sizeof *f->t);
+	/* base[i]: the trie node below which agg node i's children go */
+	uint32_t *base = malloc(a->nn * sizeof *base);
+	if (!f->t || !base) {
+		free(base);
+		return -TK_E_NOMEM;
+	}
+	f->t[0] = (struct ftrie){ .parent = UINT32_MAX, .first_child = UINT32_MAX,
+				  .next_sibling = UINT32_MAX };
+	f->nt = 1;
+	base[0] = 0;
+	int64_t lines = 0;
+	/* nodes are created parents first */
+	for (size_t i = 1; i < a->nn; i++) {
+		const struct agg_node *n = &a->n[i];
+		uint32_t own;
+		/* The base level of a track (code that ran outside any call the trace saw
+		 * begin) is left off the stacks above it, as flame graph tools expect; its
+		 * own time or instructions still show as "[unknown]". */
+		if (n->parent == 0 && !strcmp(names_str(nm, n->name), "[unknown]")) {
+			own = fold_child(f, 0, n->name);
+			base[i] = 0;
+		} else {
+			own = fold_name(f, nm, base[n->parent], n->name);
+			base[i] = own;
+		}
+		if (own == UINT32_MAX) {
+			free(base);
+			return -TK_E_NOMEM;
+		}
+		uint64_t v = agg_self(n, m);
+		if (!v)
+			continue;
+		lines += !f->t[own].line;
+		f->t[own].line = 1;
+		f->t[own].v += v;
+	}
+	free(base);
+	free(f->map);
+	f->map = NULL;
+	return lines;
+}
+
+static void fold_free(struct fold *f)
+{
+	free(f->t);
+	free(f->map);
+	memset(f, 0, sizeof *f);
+}
+
+/* strcmp of NAME(x) + (x & 1 ? ";" : "") against the same for y; x, y = node << 1 | subtree */
+static int cmp_fold_key(const void *px, const void *py, void *ctx)
+{
+	const struct fold *f = ctx;
+	uint32_t x = *(const uint32_t *)px, y = *(const uint32_t *)py;
+	const unsigned char *s = (const unsigned char *)names_str(f->nm, f->t[x >> 1].name);
+	const unsigned char *t = (const unsigned char *)names_str(f->nm, f->t[y >> 1].name);
+	while (*s && *s == *t)
+		s++, t++;
+	int cs = *s ? *s : (x & 1) ? ';' : 0;
+	int ct = *t ? *t : (y & 1) ? ';' : 0;
+	if (cs != ct || !cs)
+		return cs - ct;
+	/* both names ended and both keys go on with ';' (a node against itself) */
+	return 0;
+}
+
+struct fold_frame {
+	size_t kbeg, kpos, kend;  /* this frame's keys on the key stack; the next one */
+	size_t plen;              /* length of the node's path text */
+};
+
+struct fold_walk {
+	const struct fold *f;
+	struct fold_frame *fr;
+	size_t nf, fcap;
+	uint32_t *keys;
+	size_t nk, kcap;
+	struct tk_buf path;       /* the path of the top frame's node ("" for the root) */
+};
+
+/* Push a frame for node V: the keys of its children (own lines with a value, subtrees that
+ * are not empty) in strcmp order. */
+static int fold_push(struct fold_walk *w, uint32_t v)
+{
+	const struct ftrie *t = w->f->t;
+	size_t n = 0;
+	for (uint32_t c = t[v].first_child; c != UINT32_MAX; c = t[c].next_sibling)
+		n++;
+	if (w->nf == w->fcap) {
+		size_t nc = w->fcap ? w->fcap * 2 : 64;
+		struct fold_frame *nf = realloc(w->fr, nc * sizeof *nf);
+		if (!nf)
+			return -TK_E_NOMEM;
+		w->fr = nf;
+		w->fcap = nc;
+	}
+	if (w->nk + 2 * n > w->kcap) {
+		size_t nc = w->kcap ? w->kcap : 256;
+		while (w->nk + 2 * n > nc)
+			nc *= 2;
+		uint32_t *nk = realloc(w->keys, nc * sizeof *nk);
+		if (!nk)
+			return -TK_E_NOMEM;
+		w->keys = nk;
+		w->kcap = nc;
+	}
+	size_t k0 = w->nk;
+	for (uint32_t c = t[v].first_child; c != UINT32_MAX; c = t[c].next_sibling) {
+		if (t[c].line)
+			w->keys[w->nk++] = c << 1;
+		if (t[c].first_child != UINT32_MAX)
+			w->keys[w->nk++] = c << 1 | 1;
+	}
+	qsort_r(w->keys + k0, w->nk - k0, sizeof *w->keys, cmp_fold_key, (void *)w->f);
+	w->fr[w->nf++] = (struct fold_frame){ .kbeg = k0, .kpos = k0, .kend = w->nk,
+					      .plen = w->path.len };
+	return 0;
+}
+
+static int cmp_u64_desc(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a > b ? -1 : a < b;
 }
 
 static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
 		      struct names *nm)
 {
 	struct agg a;
+	struct fold f;
 	enum tk_out_metric m = out_metric(p, o->metric);
 	int rc = agg_build(&a, p, nm, o->threads);
 	if (rc < 0) {
 		agg_free(&a);
 		return rc;
 	}
-	struct folded_line *lines = calloc(a.nn + 1, sizeof *lines);
-	size_t nl = 0;
-	struct tk_buf path;
-	if (!lines || tk_buf_init(&path, -1, 4096) < 0) {
-		free(lines);
-		agg_free(&a);
-		return -TK_E_NOMEM;
+	int64_t nl = fold_build(&f, &a, nm, m);
+	agg_free(&a);
+	if (nl < 0) {
+		fold_free(&f);
+		return (int)nl;
 	}
-	/* nodes are created parents first: one pass builds each path from its ancestors */
-	uint32_t *anc = NULL;
-	size_t cap = 0;
-	for (size_t i = 1; i < a.nn && rc >= 0; i++) {
-		uint64_t v = agg_self(&a.n[i], m);
-		if (!v)
+	/* --top N: the N heaviest stacks, ties in path order, still printed in path order (as
+	 * flame graph tools expect): every line above the N-th largest value, and of the lines
+	 * equal to it the first ones in path order. */
+	uint64_t thr = 0, quota = UINT64_MAX;
+	int limit = o->top && (uint64_t)nl > o->top;
+	if (limit) {
+		uint64_t *vals = malloc((size_t)nl * sizeof *vals);
+		if (!vals) {
+			fold_free(&f);
+			return -TK_E_NOMEM;
+		}
+		size_t k = 0;
+		for (size_t i = 1; i < f.nt; i++)
+			if (f.t[i].line)
+				vals[k++] = f.t[i].v;
+		qsort(vals, k, sizeof *vals, cmp_u64_desc);
+		thr = vals[o->top - 1];
+		quota = o->top;
+		for (size_t i = 0; i < k && vals[i] > thr; i++)
+			quota--;
+		free(vals);
+	}
+	/* depth-first walk with an explicit stack (paths can be 270,000 deep): a frame per
+	 * trie node on the current path, its children's keys sorted on a shared key stack */
+	struct fold_walk w = { .f = &f };
+	tk_buf_init(&w.path, -1, 4096);
+	rc = fold_push(&w, 0);
+	while (rc >= 0 && w.nf && !b->err) {
+		struct fold_frame *t = &w.fr[w.nf - 1];
+		if (t->kpos == t->kend) {
+			w.nk = t->kbeg;
+			w.nf--;
 			continue;
-		size_t d = 0;
-		for (uint32_t x = (uint32_t)i; x != 0; x = a.n[x].parent) {
-			if (d == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				uint32_t *na = realloc(anc, nc * sizeof *na);
-				if (!na) {
-					rc = -TK_E_NOMEM;
-					break;
-				}
-				anc = na;
-				cap = nc;
-			}
-			anc[d++] = x;
 		}
-		if (rc < 0)
-			break;
-		/* The base level of a track (code that ran outside any call the trace saw
-		 * begin) is left off the stacks above it, as flame graph tools expect; its
-		 * own time or instructions still show as "[unknown]". */
-		if (d > 1 && !strcmp(names_str(nm, a.n[anc[d - 1]].name), "[unknown]"))
-			d--;
-		path.len = 0;
-		while (d--) {
-			tk_buf_puts(&path, names_str(nm, a.n[anc[d]].name));
-			if (d)
-				tk_buf_putc(&path, ';');
+		uint32_t key = w.keys[t->kpos++], c = key >> 1;
+		const char *name = names_str(nm, f.t[c].name);
+		w.path.len = t->plen;
+		if (key & 1) {
+			if (w.nf > 1)
+				tk_buf_putc(&w.path, ';');
+			tk_buf_puts(&w.path, name);
+			rc = w.path.err ? w.path.err : fold_push(&w, c);  /* t is stale now */
+			continue;
 		}
-		lines[nl].path = strndup(path.data, path.len);
-		if (!lines[nl].path || path.err) {
-			rc = -TK_E_NOMEM;
-			break;
+		uint64_t v = f.t[c].v;
+		if (limit && v <= thr) {
+			if (v < thr || !quota)
+				continue;
+			quota--;
 		}
-		lines[nl++].v = v;
-	}
-	free(anc);
-	qsort(lines, nl, sizeof *lines, cmp_folded);
-	/* equal paths (of different tracks or unknown levels) become one line */
-	size_t w = 0;
-	for (size_t i = 0; i < nl;) {
-		size_t j = i + 1;
-		for (; j < nl && !strcmp(lines[j].path, lines[i].path); j++) {
-			lines[i].v += lines[j].v;
-			free(lines[j].path);
-		}
-		lines[w++] = lines[i];
-		i = j;
-	}
-	nl = w;
-	/* --top N: the N heaviest stacks, still in path order (as flame graph tools expect) */
-	if (o->top && nl > o->top) {
-		qsort(lines, nl, sizeof *lines, cmp_folded_heavy);
-		for (size_t i = o->top; i < nl; i++)
-			free(lines[i].path);
-		nl = o->top;
-		qsort(lines, nl, sizeof *lines, cmp_folded);
-	}
-	for (size_t i = 0; i < nl && rc >= 0; i++) {
-		tk_buf_puts(b, lines[i].path);
+		tk_buf_put(b, w.path.data, w.path.len);
+		if (w.nf > 1)
+			tk_buf_putc(b, ';');
+		tk_buf_puts(b, name);
 		tk_buf_putc(b, ' ');
-		tk_buf_u64(b, lines[i].v);
+		tk_buf_u64(b, v);
 		tk_buf_putc(b, '\n');
 	}
-	for (size_t i = 0; i < nl; i++)
-		free(lines[i].path);
-	free(lines);
-	tk_buf_free(&path);
-	agg_free(&a);
+	free(w.fr);
+	free(w.keys);
+	tk_buf_free(&w.path);
+	fold_free(&f);
 	return rc < 0 ? rc : b->err;
 }
 

@@ -474,7 +474,8 @@ static int fold_push(struct fold_walk *w, uint32_t v)
 		if (t[c].first_child != UINT32_MAX)
 			w->keys[w->nk++] = c << 1 | 1;
 	}
-	qsort_r(w->keys + k0, w->nk - k0, sizeof *w->keys, cmp_fold_key, (void *)w->f);
+	if (w->nk > k0)   /* (no keys yet: keys may still be NULL) */
+		qsort_r(w->keys + k0, w->nk - k0, sizeof *w->keys, cmp_fold_key, (void *)w->f);
 	w->fr[w->nf++] = (struct fold_frame){ .kbeg = k0, .kpos = k0, .kend = w->nk,
 					      .plen = w->path.len };
 	return 0;

@@ -1,10 +1,14 @@
 /* Fuzz the PT event and flow layer: any bytes as a PT stream over a small code image
  * (branches of every kind, a loop, a syscall), in one chunk and in tiny chunks, to
- * events and to ptxed-like text. Nothing may crash, leak or read out of bounds. */
+ * events, to ptxed-like text, to counts only (the path cache) and to a profile with
+ * blocks counted by the walker (count mode, function entries). Nothing may crash, leak
+ * or read out of bounds. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "tracekit/flow.h"
 #include "tracekit/ipt_flow.h"
+#include "tracekit/prof.h"
 
 static const uint8_t code[] = {
 	0x31, 0xc0, 0x83, 0xf8, 0x01, 0x74, 0x02, 0xeb, 0x03, 0x90, 0x90, 0x90, /* 1000 */
@@ -25,6 +29,49 @@ static int count_events(void *ctx, const struct tk_event *ev, size_t n)
 	*total += n;
 	(void)ev;
 	return 0;
+}
+
+/* a profile per chunk, merged in order, as `tracekit profile` builds it */
+struct prof_run {
+	struct tk_prof *total, *chunk[64];
+};
+
+static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct prof_run *r = ctx;
+	const uint64_t *e;
+	size_t n;
+	int err;
+
+	if (i >= 64 || !(r->chunk[i] = tk_prof_new_like(r->total, &err)))
+		return -TK_E_NOMEM;
+	e = tk_prof_entries(r->total, &n);
+	if ((err = tk_flow_set_count_mode(flow, 1, e, n)) < 0)
+		return err;
+	*sink = tk_prof_sink(r->chunk[i]);
+	return 0;
+}
+
+static int prof_merge(void *ctx, size_t i)
+{
+	struct prof_run *r = ctx;
+	int rc = tk_prof_merge(r->total, r->chunk[i]);
+
+	tk_prof_free(r->chunk[i]);
+	r->chunk[i] = NULL;
+	return rc;
+}
+
+static int prof_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
+{
+	return tk_prof_add_block(ctx, start, last, execs, insns);
+}
+
+static int prof_done(void *ctx, struct tk_flow *flow)
+{
+	struct prof_run *r = ctx;
+
+	return tk_flow_take_counts(flow, prof_block, r->total);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -49,7 +96,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tk_ipt_flow_events(data, size, &o, sink, &st);
 	if (tk_buf_init(&out, -1, 4096) == 0) {
 		tk_ipt_flow_text(data, size, &o, 0, &out, &st);
+		tk_ipt_flow_text(data, size, &o, TK_IPT_TEXT_STAT, &out, &st);
 		tk_buf_free(&out);
+	}
+	static const uint64_t entries[] = { 0x1000, 0x1020, 0x1030, 0x1040 };
+	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = 4 };
+	struct prof_run r = { 0 };
+	struct tk_ipt_flow_consumer c = { .begin = prof_begin, .merge = prof_merge, .ctx = &r,
+					  .done = prof_done };
+	int err;
+
+	if (size / 32 < 60 && (r.total = tk_prof_new(&po, &err))) {
+		tk_ipt_flow_decode(data, size, &o, &c, &st);
+		for (size_t i = 0; i < 64; i++)
+			tk_prof_free(r.chunk[i]);
+		tk_prof_finish(r.total);
+		tk_prof_free(r.total);
 	}
 	return 0;
 }

@@ -135,7 +135,10 @@ static inline void tk_buf_puts(struct tk_buf *b, const char *s)
 /* ---- background writer: write() of one buffer overlaps the filling of the next ------ */
 /* Writing GBs of text into a file costs the kernel about as much as formatting it (the
  * page-cache copy): a writer thread writes each handed-over buffer to FD, in order, while
- * the caller fills another. */
+ * the caller fills another. Past the first 64 MiB, a regular file is written with
+ * O_DIRECT where the filesystem allows it (whole aligned blocks, staged; the flags are
+ * restored and the tail written normally at tk_writer_stop), so the rest of a huge
+ * output costs neither the copy nor write-back throttling. */
 struct tk_writer;
 struct tk_writer *tk_writer_start(int fd, int *err);
 /* Hand B's bytes to the writer (waiting while it still writes the previous ones); B goes

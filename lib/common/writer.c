@@ -1,8 +1,11 @@
 /* Background writer: one thread writes handed-over buffers while the caller fills the
  * next, so that the kernel's copy of the output no longer adds to formatting time. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tracekit/common.h"
@@ -16,7 +19,112 @@ struct tk_writer {
 	size_t full_len, full_cap;
 	char *spare;                /* a written buffer, for the caller's next one */
 	size_t spare_cap;
+	/* direct I/O (see DIRECT_AFTER): on or not, the file's status flags before, bytes
+	 * written through the page cache, and a staging buffer with `staged` bytes in it */
+	int direct, fl;
+	uint64_t written;
+	char *stage;
+	size_t staged;
 };
+
+/* A large output to a regular file goes past the page cache once it is DIRECT_AFTER bytes
+ * long: the kernel's copy into the cache (and its write-back throttling) cost as much as
+ * formatting GBs of text, a direct write almost nothing. Writes must then be whole
+ * aligned blocks, so the data is staged; the tail is written normally at the end. */
+#define DIRECT_AFTER ((uint64_t)64 << 20)
+#define DIRECT_ALIGN 4096
+#define STAGE_SIZE ((size_t)8 << 20)
+
+static int write_all(int fd, const char *data, size_t n)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		ssize_t r = write(fd, data + off, n - off);
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (r > 0)
+			off += (size_t)r;
+	}
+	return 0;
+}
+
+/* Leave direct I/O: the staged tail goes out through the page cache. */
+static int direct_end(struct tk_writer *w)
+{
+	int rc = 0;
+
+	if (w->direct) {
+		fcntl(w->fd, F_SETFL, w->fl);
+		rc = write_all(w->fd, w->stage, w->staged);
+		w->direct = 0;
+		w->staged = 0;
+	}
+	return rc;
+}
+
+/* Switch FD to direct I/O if it is a regular file and the filesystem lets it. DATA, N:
+ * what was just written, which ends the file so far. Direct writes start at a block
+ * boundary, so the part of the last block written so far (the end of DATA) is staged
+ * and written again, with what follows, from the boundary on. */
+static void direct_begin(struct tk_writer *w, const char *data, size_t n)
+{
+	struct stat st;
+	off_t at;
+	size_t part;
+	void *p;
+
+	w->written = 0;   /* try again after as much again, unless it works */
+	if (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (at = lseek(w->fd, 0, SEEK_CUR)) < 0 || (w->fl = fcntl(w->fd, F_GETFL)) < 0 ||
+	    (w->fl & O_APPEND))
+		return;
+	part = (size_t)at % DIRECT_ALIGN;
+	if (part > n)
+		return;
+	if (!w->stage) {
+		if (posix_memalign(&p, DIRECT_ALIGN, STAGE_SIZE))
+			return;
+		w->stage = p;
+	}
+	if (fcntl(w->fd, F_SETFL, w->fl | O_DIRECT) < 0)
+		return;
+	if (lseek(w->fd, at - (off_t)part, SEEK_SET) < 0) {
+		fcntl(w->fd, F_SETFL, w->fl);
+		return;
+	}
+	memcpy(w->stage, data + n - part, part);
+	w->staged = part;
+	w->direct = 1;
+}
+
+/* Stage DATA and write the whole blocks staged. Returns -1 on an I/O error; a write the
+ * filesystem refuses ends direct I/O and the rest goes through the page cache. */
+static int write_direct(struct tk_writer *w, const char *data, size_t n)
+{
+	while (n) {
+		size_t k = STAGE_SIZE - w->staged < n ? STAGE_SIZE - w->staged : n;
+
+		memcpy(w->stage + w->staged, data, k);
+		w->staged += k;
+		data += k;
+		n -= k;
+		size_t whole = w->staged & ~(size_t)(DIRECT_ALIGN - 1);
+		if (!whole)
+			continue;
+		ssize_t r = write(w->fd, w->stage, whole);
+		if (r != (ssize_t)whole) {
+			if (r > 0) {
+				memmove(w->stage, w->stage + r, w->staged - (size_t)r);
+				w->staged -= (size_t)r;
+			}
+			return direct_end(w) < 0 || write_all(w->fd, data, n) < 0 ? -1 : 0;
+		}
+		memmove(w->stage, w->stage + whole, w->staged - whole);
+		w->staged -= whole;
+	}
+	return 0;
+}
 
 static void *writer_main(void *arg)
 {
@@ -29,16 +137,18 @@ static void *writer_main(void *arg)
 		if (!w->full)
 			break;
 		char *data = w->full;
-		size_t n = w->full_len, off = 0;
+		size_t n = w->full_len;
 		int err = w->err;
 
 		pthread_mutex_unlock(&w->lock);
-		while (!err && off < n) {
-			ssize_t r = write(w->fd, data + off, n - off);
-			if (r < 0 && errno != EINTR)
+		if (!err && w->direct) {
+			if (write_direct(w, data, n) < 0)
 				err = -TK_E_IO;
-			else if (r > 0)
-				off += (size_t)r;
+		} else if (!err) {
+			if (write_all(w->fd, data, n) < 0)
+				err = -TK_E_IO;
+			else if ((w->written += n) >= DIRECT_AFTER)
+				direct_begin(w, data, n);
 		}
 		pthread_mutex_lock(&w->lock);
 		w->err = err;
@@ -116,6 +226,9 @@ int tk_writer_stop(struct tk_writer *w)
 	pthread_mutex_unlock(&w->lock);
 	pthread_join(w->thread, NULL);
 	int err = w->err;
+	if (direct_end(w) < 0 && !err)
+		err = -TK_E_IO;
+	free(w->stage);
 	free(w->spare);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);

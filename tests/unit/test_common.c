@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -519,6 +520,61 @@ static void test_writer(void **state)
 	tk_buf_free(&b);
 }
 
+/* Past 64 MiB into a regular file the writer goes around the page cache (O_DIRECT, where
+ * the filesystem has it): the file still holds every byte in order, buffers of odd sizes
+ * included, and the descriptor's flags are as before once the writer stops. */
+static void test_writer_direct(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk-writer-direct-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	int probe = open(path, O_WRONLY | O_DIRECT), can_direct = probe >= 0;
+	if (probe >= 0)
+		close(probe);
+	int fl = fcntl(fd, F_GETFL);
+	struct tk_writer *w = tk_writer_start(fd, NULL);
+	assert_non_null(w);
+	struct tk_buf b;
+	assert_int_equal(tk_buf_init(&b, -1, 3 << 20), 0);
+	uint64_t pos = 0, total = (uint64_t)100 << 20;
+	int saw_direct = 0;
+	for (uint32_t k = 0; pos < total; k++) {
+		/* an odd length each time: blocks never line up with buffers */
+		size_t n = (size_t)(1 << 20) + k * 4099 % 65521 + 1;
+		assert_int_equal(tk_buf_reserve(&b, n), 0);
+		for (size_t i = 0; i < n; i++)
+			b.data[b.len + i] = (char)((pos + i) * 2654435761u >> 13);
+		b.len += n;
+		pos += n;
+		assert_int_equal(tk_writer_submit(w, &b), 0);
+		saw_direct |= (fcntl(fd, F_GETFL) & O_DIRECT) != 0;
+	}
+	assert_int_equal(tk_writer_stop(w), 0);
+	assert_int_equal(fcntl(fd, F_GETFL), fl);
+	if (can_direct)
+		assert_true(saw_direct);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal((uint64_t)st.st_size, pos);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static char chunk[1 << 16];
+	uint64_t at = 0, bad = 0;
+	size_t r;
+	while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
+		for (size_t i = 0; i < r; i++)
+			bad += chunk[i] != (char)((at + i) * 2654435761u >> 13);
+		at += r;
+	}
+	fclose(f);
+	assert_int_equal(at, pos);
+	assert_int_equal(bad, 0);
+	close(fd);
+	unlink(path);
+	tk_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -534,6 +590,7 @@ int main(void)
 		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_errors_and_leb),
 		cmocka_unit_test(test_writer),
+		cmocka_unit_test(test_writer_direct),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

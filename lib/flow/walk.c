@@ -45,6 +45,9 @@ struct tk_flow {
 	struct tk_bcache cache;
 	struct tk_flow_q q;            /* pending oracle item */
 	uint64_t stack[RET_STACK];
+	/* the block of each call on the stack: its succ[1] links the block at the return
+	 * address, so a compressed return needs no hash lookup */
+	uint32_t stack_call[RET_STACK];
 	unsigned top, depth;           /* ring buffer: top = next slot, depth <= RET_STACK */
 	uint64_t time;
 	uint32_t track;
@@ -172,22 +175,35 @@ uint64_t tk_flow_decoded_bytes(const struct tk_flow *f)
 	return f->cache.decoded_bytes;
 }
 
-static inline void push_ret(struct tk_flow *f, uint64_t ret)
+static inline void push_ret(struct tk_flow *f, uint64_t ret, uint32_t call_bi)
 {
 	f->stack[f->top] = ret;
+	f->stack_call[f->top] = call_bi;
 	f->top = (f->top + 1) % RET_STACK;
 	if (f->depth < RET_STACK)
 		f->depth++;
 }
 
-static inline int pop_ret(struct tk_flow *f, uint64_t *ret)
+static inline int pop_ret(struct tk_flow *f, uint64_t *ret, uint32_t *call_bi)
 {
 	if (!f->depth)
 		return -1;
 	f->top = (f->top + RET_STACK - 1) % RET_STACK;
 	f->depth--;
 	*ret = f->stack[f->top];
+	*call_bi = f->stack_call[f->top];
 	return 0;
+}
+
+/* The address block B's edge SLOT leads to: [0] fall-through or direct target, [1] the
+ * taken side of a conditional branch or, for a call, the return address. */
+static inline uint64_t succ_ip(const struct tk_block *b, unsigned slot)
+{
+	if (b->cls == TK_ISA_CALL || b->cls == TK_ISA_CALL_IND)
+		return slot ? b->next : b->target;
+	if (b->cls == TK_ISA_JCC)
+		return slot ? b->target : b->next;
+	return b->cls == TK_ISA_OTHER ? b->next : b->target;
 }
 
 static inline int put_event(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
@@ -326,10 +342,7 @@ static int path_walk(struct tk_flow *f, uint64_t key, struct path_slot *s, uint6
 		if (bi) {
 			bi--;
 		} else {
-			uint64_t ip = pb->cls == TK_ISA_OTHER ? pb->next
-				      : pb->cls == TK_ISA_JCC && !slot ? pb->next : pb->target;
-
-			bi = tk_bcache_index(&f->cache, ip, pb->mode);
+			bi = tk_bcache_index(&f->cache, succ_ip(pb, slot), pb->mode);
 			if (bi == UINT32_MAX)
 				return -TK_E_NOMEM;
 			f->cache.blocks[prev].succ[slot] = bi + 1;
@@ -526,7 +539,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 		if (cls == TK_ISA_JMP || cls == TK_ISA_CALL) {
 			if (cls == TK_ISA_CALL) {
 				if (!(b->flags & TK_BLK_ZERO_CALL))
-					push_ret(f, b->next);
+					push_ret(f, b->next, bi);
 				if (quiet)
 					goto call_done;
 				if (!(e = next_slot(f, out, &n, wr, &rc)))
@@ -562,9 +575,13 @@ call_done:
 			slot = taken;
 		} else {
 			uint64_t last = b->last;
+			uint32_t call_bi = 0;
 
-			pop_ret(f, &ip);       /* depth checked above */
-			prev = UINT32_MAX;     /* returns go through the hash table */
+			pop_ret(f, &ip, &call_bi);   /* depth checked above */
+			/* the return site hangs off the call's block (same mode: it was
+			 * looked up in the call's) */
+			prev = blocks[call_bi].mode == mode ? call_bi : UINT32_MAX;
+			slot = 1;
 			if (quiet)
 				goto ret_done;
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
@@ -717,7 +734,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		case TK_ISA_CALL:
 			if (b->cls == TK_ISA_CALL) {
 				if (!(b->flags & TK_BLK_ZERO_CALL))
-					push_ret(f, b->next);
+					push_ret(f, b->next, bi);
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, b->target, 0, b->next,
 					       0)) < 0)
 					goto out;
@@ -761,9 +778,10 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		case TK_ISA_RET:
 			if (q->kind == TK_FLOWQ_TNT) {
 				uint64_t to;
+				uint32_t call_bi;
 
 				/* checked before the outcome is used: an error names its packet */
-				if (!((q->tnt >> (q->ntnt - 1)) & 1) || pop_ret(f, &to) < 0) {
+				if (!((q->tnt >> (q->ntnt - 1)) & 1) || pop_ret(f, &to, &call_bi) < 0) {
 					res->from = b->last;
 					rc = -TK_E_BAD_FORMAT;
 					goto out;
@@ -771,6 +789,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if (!--q->ntnt)
 					q->kind = TK_FLOWQ_NONE;
 				ip = to;
+				if (f->cache.blocks[call_bi].mode == mode)
+					prev = call_bi, prev_slot = 1;
 			} else if (q->kind == TK_FLOWQ_TIP) {
 				ip = q->ip;
 				if (q->mode >= 0)
@@ -798,7 +818,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			q->kind = TK_FLOWQ_NONE;
 			idle = 0;
 			if (b->cls == TK_ISA_CALL_IND) {
-				push_ret(f, b->next);
+				push_ret(f, b->next, bi);
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)
 					goto out;
 			}

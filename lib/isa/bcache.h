@@ -24,7 +24,7 @@ struct tk_block {
 	uint32_t ninsn;
 	uint32_t lens;       /* index of the instruction lengths in the cache's length array */
 	uint32_t succ[2];    /* successor block index + 1 (0: not linked yet): [0] fall-through
-				or direct target, [1] taken conditional branch */
+				or direct target, [1] taken conditional branch or a call's return address */
 	uint8_t cls;         /* enum tk_isa_class of the last instruction (OTHER: block cut) */
 	uint8_t mode;
 	uint8_t flags;

@@ -425,8 +425,11 @@ static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
  * branches and compressed returns with the walk's state in locals (the events written
  * through pointers would otherwise force every field to be reloaded). Stops before a
  * block it does not handle (no code, indirect branch, a return the bits cannot explain)
- * or when the next item is not TNT, leaving that to the general loop. Returns < 0 on
- * errors, 1 if the walk must end at the limit of blocks without trace (*fromp set). */
+ * or when the next item is not TNT, leaving that to the general loop. While there is an
+ * edge (*PREVP, *SLOTP) the position is that edge: the address is worked out only where
+ * a link is missing and on return (a select on each outcome was a branch the CPU could
+ * not predict). Returns < 0 on errors, 1 if the walk must end at the limit of blocks
+ * without trace (*fromp set). */
 static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
 		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
 		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
@@ -465,8 +468,6 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				blocks = f->cache.blocks;
 			}
 			if (s->nbits && idle + s->lead <= MAX_BLOCKS_WITHOUT_TRACE) {
-				const struct tk_block *last = &blocks[s->end >> 1];
-
 				insns += s->insns;
 				if (count) {
 					s->hits++;
@@ -474,7 +475,6 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				}
 				prev = s->end >> 1;
 				slot = (int)(s->end & 1);
-				ip = slot ? last->target : last->next;
 				ntnt -= s->nbits;
 				idle = 0;
 				if (ntnt)
@@ -485,6 +485,8 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 		if (prev != UINT32_MAX && blocks[prev].succ[slot]) {
 			bi = blocks[prev].succ[slot] - 1;
 		} else {
+			if (prev != UINT32_MAX)
+				ip = succ_ip(&blocks[prev], (unsigned)slot);
 			bi = tk_bcache_index(&f->cache, ip, mode);
 			if (bi == UINT32_MAX) {
 				rc = -TK_E_NOMEM;
@@ -531,11 +533,9 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 		}
 		insns += b->ninsn;
 		prev = bi;
-		if (cls == TK_ISA_OTHER) {
-			ip = b->next;
-			slot = 0;
+		slot = 0;
+		if (cls == TK_ISA_OTHER)
 			continue;
-		}
 		if (cls == TK_ISA_JMP || cls == TK_ISA_CALL) {
 			if (cls == TK_ISA_CALL) {
 				if (!(b->flags & TK_BLK_ZERO_CALL))
@@ -557,8 +557,6 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				e->flags = 0;
 			}
 call_done:
-			ip = b->target;
-			slot = 0;
 			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
 				*fromp = b->last;
 				rc = 1;
@@ -571,7 +569,6 @@ call_done:
 
 		idle = 0;
 		if (cls == TK_ISA_JCC) {
-			ip = taken ? b->target : b->next;
 			slot = taken;
 		} else {
 			uint64_t last = b->last;
@@ -626,7 +623,7 @@ used_up:
 	f->unsent = unsent;
 	f->report_next = report_next;
 	out->n = n;
-	*ipp = ip;
+	*ipp = prev != UINT32_MAX ? succ_ip(&f->cache.blocks[prev], (unsigned)slot) : ip;
 	*prevp = prev;
 	*slotp = slot;
 	*idlep = idle;

@@ -858,6 +858,49 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- public: building ------------------------------------------------------------------ */
 
+static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
+{
+	struct entry_set *e = calloc(1, sizeof *e);
+
+	if (!e || !(e->v = malloc(n * sizeof *e->v)) ||
+	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits))) {
+		if (e)
+			free(e->v);
+		free(e);
+		return NULL;
+	}
+	memcpy(e->v, entries, n * sizeof *e->v);
+	qsort(e->v, n, sizeof *e->v, tk_cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		if (!e->n || e->v[e->n - 1] != e->v[i])
+			e->v[e->n++] = e->v[i];
+	for (size_t i = 0; i < e->n; i++) {
+		size_t b = entry_bit(e->v[i]);
+		e->bits[b / 64] |= (uint64_t)1 << (b % 64);
+	}
+	e->refs = 1;
+	return e;
+}
+
+static void entry_set_put(struct entry_set *e)
+{
+	if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(e->v);
+		free(e->bits);
+		free(e);
+	}
+}
+
+/* P's entries from its entry set (none without one). */
+static void use_entries(struct tk_prof *p)
+{
+	p->entries = p->eset ? p->eset->v : NULL;
+	p->nentries = p->eset ? p->eset->n : 0;
+	p->entry_bits = p->eset ? p->eset->bits : NULL;
+	p->opts.entries = p->entries;
+	p->opts.nentries = p->nentries;
+}
+
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 {
 	struct tk_prof *p = calloc(1, sizeof *p);
@@ -873,37 +916,13 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 	p->opts.sz = sizeof p->opts;
 	if (!p->opts.entries)
 		p->opts.nentries = 0;
-	if (p->opts.nentries) {
-		p->entries = malloc(p->opts.nentries * sizeof *p->entries);
-		if (!p->entries) {
-			free(p);
-			if (err)
-				*err = -TK_E_NOMEM;
-			return NULL;
-		}
-		memcpy(p->entries, p->opts.entries, p->opts.nentries * sizeof *p->entries);
-		qsort(p->entries, p->opts.nentries, sizeof *p->entries, tk_cmp_u64);
-		size_t w = 0;
-		for (size_t i = 0; i < p->opts.nentries; i++)
-			if (!w || p->entries[w - 1] != p->entries[i])
-				p->entries[w++] = p->entries[i];
-		p->nentries = w;
+	if (p->opts.nentries && !(p->eset = entry_set_new(p->opts.entries, p->opts.nentries))) {
+		free(p);
+		if (err)
+			*err = -TK_E_NOMEM;
+		return NULL;
 	}
-	p->opts.entries = p->entries;
-	p->opts.nentries = p->nentries;
-	if (p->nentries) {
-		p->entry_bits = calloc(ENTRY_BITS / 64, sizeof *p->entry_bits);
-		if (!p->entry_bits) {
-			tk_prof_free(p);
-			if (err)
-				*err = -TK_E_NOMEM;
-			return NULL;
-		}
-		for (size_t i = 0; i < p->nentries; i++) {
-			size_t b = entry_bit(p->entries[i]);
-			p->entry_bits[b / 64] |= (uint64_t)1 << (b % 64);
-		}
-	}
+	use_entries(p);
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
@@ -926,7 +945,18 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 
 struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 {
-	return tk_prof_new(&p->opts, err);
+	struct tk_prof_opts o = p->opts;
+
+	o.entries = NULL;
+	o.nentries = 0;
+	struct tk_prof *q = tk_prof_new(&o, err);
+
+	if (q && p->eset) {
+		__atomic_add_fetch(&p->eset->refs, 1, __ATOMIC_RELAXED);
+		q->eset = p->eset;
+		use_entries(q);
+	}
+	return q;
 }
 
 void tk_prof_free(struct tk_prof *p)
@@ -962,8 +992,7 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->block_map);
 	free(p->tracks);
 	free(p->block_cache);
-	free(p->entries);
-	free(p->entry_bits);
+	entry_set_put(p->eset);
 	free(p);
 }
 

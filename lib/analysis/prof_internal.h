@@ -149,11 +149,22 @@ struct track {
 	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
 };
 
+/* The function entries, sorted and unique, and a filter of them: built once and shared by
+ * the profiles made with tk_prof_new_like (a chunk each: sorting 100k entries of a large
+ * library per chunk cost more than some chunks' events). */
+struct entry_set {
+	uint64_t *v;
+	size_t n;
+	uint64_t *bits;           /* ENTRY_BITS-bit filter of hashed entries (no false negatives) */
+	int refs;                 /* atomic */
+};
+
 struct tk_prof {
 	struct tk_prof_opts opts;
-	uint64_t *entries;        /* sorted, unique copy of opts.entries */
+	struct entry_set *eset;   /* NULL: no entries */
+	const uint64_t *entries;  /* eset's, for the hot paths */
 	size_t nentries;
-	uint64_t *entry_bits;     /* ENTRY_BITS-bit filter of hashed entries (no false negatives) */
+	const uint64_t *entry_bits;
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;

@@ -45,13 +45,17 @@ struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
 	return s;
 }
 
-struct tk_prof *cli_prof_new(struct tk_sym *sym, struct tk_prof_opts *po, int *err)
+struct tk_prof *cli_prof_new(const struct cli_opts *o, struct tk_sym *sym, struct tk_prof_opts *po,
+			     int *err)
 {
 	struct tk_prof_opts def = { .sz = sizeof def };
 	uint64_t *entries = NULL;
 	size_t n = 0;
 	if (!po)
 		po = &def;
+	/* -j also for the duration statistics (the same result for any count) */
+	if (!po->nthreads)
+		po->nthreads = o->jobs ? o->jobs : tk_cpu_count();
 	if (sym && tk_sym_entries(sym, &entries, &n) == 0) {
 		po->entries = entries;
 		po->nentries = n;
@@ -208,7 +212,7 @@ int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btr
 int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb)
 {
 	int err, status;
-	struct tk_prof *p = cli_prof_new(cb->sym, NULL, &err);
+	struct tk_prof *p = cli_prof_new(o, cb->sym, NULL, &err);
 	status = p ? cli_btrace_events(o, file, cb, tk_prof_sink(p)) : EXIT_INPUT;
 	if (status < EXIT_USAGE) {
 		tk_prof_finish(p);

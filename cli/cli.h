@@ -163,7 +163,8 @@ struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --el
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
 int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym);
 /* A profile that knows SYM's function entries (calls from untraced code start frames). */
-struct tk_prof *cli_prof_new(struct tk_sym *sym, struct tk_prof_opts *po, int *err);
+struct tk_prof *cli_prof_new(const struct cli_opts *o, struct tk_sym *sym, struct tk_prof_opts *po,
+			     int *err);
 struct cli_timeline {
 	struct tk_buf out;
 	struct tk_timeline *tl;   /* feed it: tk_timeline_sink(ct.tl) */

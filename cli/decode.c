@@ -158,7 +158,7 @@ int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_in
 
 	if (!(sym = cli_sym_open(o, &status)))
 		return status;
-	if (!(p = cli_prof_new(sym, NULL, &err))) {
+	if (!(p = cli_prof_new(o, sym, NULL, &err))) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		tk_sym_free(sym);
 		return EXIT_INPUT;

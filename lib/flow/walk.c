@@ -63,6 +63,8 @@ struct tk_flow {
 	 * count) or as a TK_EV_INSNS ahead of any other event. */
 	int count;
 	int report_next;               /* report the next block */
+	int via_call;                  /* the next block is a call's target: at a function
+					  entry it is no tail call, so it need not be reported */
 	uint64_t unsent;               /* instructions of unreported blocks not yet sent */
 	struct path_slot *paths;       /* PATH_SLOTS, allocated on first use */
 	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
@@ -290,7 +292,11 @@ static inline int walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t
 
 	if (f->quiet)
 		return 0;
-	if (f->count && !f->report_next && !(b->flags & TK_BLK_ENTRY) && n == b->ninsn) {
+	int via_call = f->via_call;
+
+	f->via_call = 0;
+	if (f->count && !f->report_next && (!(b->flags & TK_BLK_ENTRY) || via_call) &&
+	    n == b->ninsn) {
 		b->execs++;
 		f->unsent += n;
 		return 0;
@@ -438,7 +444,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 	unsigned ntnt = q->ntnt;
 	uint32_t prev = *prevp, idle = *idlep, wr = f->emitted_wr, track = f->track;
 	int slot = *slotp, rc = 0, quiet = f->quiet, count = f->count;
-	int report_next = f->report_next;
+	int report_next = f->report_next, via_call = f->via_call;
 	size_t n = out->n;
 	struct tk_block *blocks = f->cache.blocks;
 	struct path_slot *paths = NULL;   /* only when blocks are not reported one by one */
@@ -477,6 +483,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				slot = (int)(s->end & 1);
 				ntnt -= s->nbits;
 				idle = 0;
+				via_call = 0;
 				if (ntnt)
 					continue;
 				goto used_up;
@@ -505,7 +512,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			break;
 		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
 			break;
-		if (count && !report_next && !(b->flags & TK_BLK_ENTRY)) {
+		if (count && !report_next && (!(b->flags & TK_BLK_ENTRY) || via_call)) {
 			blocks[bi].execs++;
 			unsent += b->ninsn;
 		} else if (!quiet) {
@@ -534,6 +541,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 		insns += b->ninsn;
 		prev = bi;
 		slot = 0;
+		via_call = cls == TK_ISA_CALL;
 		if (cls == TK_ISA_OTHER)
 			continue;
 		if (cls == TK_ISA_JMP || cls == TK_ISA_CALL) {
@@ -622,6 +630,7 @@ used_up:
 	f->emitted_wr = wr;
 	f->unsent = unsent;
 	f->report_next = report_next;
+	f->via_call = via_call;
 	out->n = n;
 	*ipp = prev != UINT32_MAX ? succ_ip(&f->cache.blocks[prev], (unsigned)slot) : ip;
 	*prevp = prev;
@@ -643,6 +652,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	res->from = 0;
 	res->insns = 0;
 	f->report_next = f->count;
+	f->via_call = 0;
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;
@@ -735,6 +745,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, b->target, 0, b->next,
 					       0)) < 0)
 					goto out;
+				f->via_call = 1;
 			}
 			if (q->kind == TK_FLOWQ_PGD && q->has_ip && q->ip == b->target) {
 				q->kind = TK_FLOWQ_NONE;
@@ -818,6 +829,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				push_ret(f, b->next, bi);
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)
 					goto out;
+				f->via_call = 1;
 			}
 			continue;
 		}

@@ -709,7 +709,7 @@ static int do_action(struct ptd *d)
 		return rc;
 	case ACT_ASYNC_DISABLE:
 		d->enabled = 0;
-		return emit(d, TK_EV_DISABLE, d->ip, 0, 0, 0, TK_IPT_DISABLE_ASYNC);
+		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
 	case ACT_TSX:
 		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags);
 	case ACT_PTW:

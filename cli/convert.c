@@ -367,7 +367,6 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 	return cli_report_gaps(file, &gaps, "damaged region");
 }
 
-/* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread). */
 /* Branch trace --to perfetto|chrome (a timeline) or any profile output. */
 static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk_input *in)
 {
@@ -396,6 +395,40 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 	return status;
 }
 
+/* One thread's stream re-encoded as hardware with return compression writes it. */
+static int btrace_retcomp(struct cli_opts *o, const char *file, const struct tk_btrace *bt,
+			  const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_ipt_reencode_stats st;
+	struct tk_image *img;
+	int rc;
+
+	if (!(img = cli_image_load(o)))
+		return EXIT_INPUT;
+	if (tk_btrace_add_modules(bt, img) < 0) {
+		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
+		tk_image_free(img);
+		return EXIT_INPUT;
+	}
+	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs };
+	rc = tk_ipt_reencode(pt, n, &fo, NULL, out, &st);
+	tk_image_free(img);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "re-encoding failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	tk_gap_stats_merge(gaps, &st.flow.gaps);
+	if (!o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu instructions, %llu of %llu returns compressed; "
+			"%llu TIPs, %llu bytes (recorded: %zu)\n", file,
+			(unsigned long long)st.flow.insns, (unsigned long long)st.compressed,
+			(unsigned long long)st.returns, (unsigned long long)st.tips,
+			(unsigned long long)st.bytes, n);
+	return EXIT_CLEAN;
+}
+
+/* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread):
+ * with return compression (decoded and written again), or with --no-retcomp as recorded. */
 static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const uint8_t *data;
@@ -442,15 +475,21 @@ static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input 
 		tk_btrace_free(bt);
 		return EXIT_INPUT;
 	}
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
 	struct tk_buf out;
 	if ((status = cli_out_open(o, &out)) == 0) {
-		tk_buf_put(&out, pt, n);
-		status = cli_out_close(&out);
+		if (o->no_retcomp)
+			tk_buf_put(&out, pt, n);
+		else
+			status = btrace_retcomp(o, file, bt, pt, n, &out, &gaps);
+		int crc = cli_out_close(&out);
+		if (crc > status)
+			status = crc;
 	}
 	free(pt);
 	if (!tk_btrace_info(bt)->complete && status == EXIT_CLEAN)
 		status = EXIT_SKIPPED;
-	int g = cli_report_gaps(file, tk_btrace_gaps(bt), "damaged record");
+	int g = cli_report_gaps(file, &gaps, o->no_retcomp ? "damaged record" : "gap");
 	tk_btrace_free(bt);
 	return g > status ? g : status;
 }

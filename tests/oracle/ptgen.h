@@ -26,6 +26,7 @@ struct ptgen_opts {
 	unsigned max_depth;          /* call depth beyond which calls become returns (30) */
 	unsigned timing;             /* PTGEN_MTC | PTGEN_CYC: timing packets between TNTs */
 	unsigned mtc_freq;           /* CTC bit of MTC's payload (IA32_RTIT_CTL.MTCFreq) */
+	int no_retcomp;              /* every return a TIP (perf's noretcomp, a branch trace) */
 	const uint64_t *entries;     /* function starts: restart and indirect targets */
 	size_t nentries;
 };
@@ -366,7 +367,7 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			} else {
 				to = ptgen_entry(g);
 			}
-			if (g->cdepth && g->cstack[(g->ctop + 63) % 64] == to) {
+			if (!g->o.no_retcomp && g->cdepth && g->cstack[(g->ctop + 63) % 64] == to) {
 				g->ctop = (g->ctop + 63) % 64;
 				g->cdepth--;
 				if (!quiet && ptgen_bit(g, 1) < 0)

@@ -34,6 +34,7 @@ struct renc {
 	size_t since_psb, period;
 	int on;                        /* tracing is on as the output tells it */
 	int need_psb;                  /* the next block or enable starts with a PSB+ */
+	int need_fup;                  /* after an overflow: a FUP where tracing goes on */
 	int wrote;                     /* something written in this chunk */
 	int mode;                      /* of the last MODE.Exec written; -1 none */
 	uint64_t time;                 /* of the last TSC written */
@@ -150,6 +151,7 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 		put_ip(r, TK_IPT_PKT_FUP, ip);
 	put_kind(r, TK_IPT_PKT_PSBEND);
 	r->need_psb = 0;
+	r->need_fup &= !on;
 	r->on = on;
 }
 
@@ -188,6 +190,7 @@ static void resolve(struct renc *r, int mode)
 		put_ip(r, TK_IPT_PKT_TIP, ip);
 		return;
 	case PEND_PGE:
+		r->need_fup = 0;               /* an overflow may resolve with TIP.PGE */
 		if (r->need_psb) {
 			psb(r, 0, 0, mode, r->pend.time);
 		} else {
@@ -217,11 +220,25 @@ static void pend(struct renc *r, int kind, uint64_t from, uint64_t ip, uint64_t 
 	r->pend.time = time;
 }
 
+/* Tracing goes on at IP after an overflow: OVF, timing packets, FUP (the SDM's form; a
+ * PSB+ between them would hide the FUP from libipt). */
+static void resume_at(struct renc *r, uint64_t ip, int mode, uint64_t time)
+{
+	put_time(r, time);
+	if (mode != r->mode)
+		put_mode(r, mode);
+	put_ip(r, TK_IPT_PKT_FUP, ip);
+	r->need_fup = 0;
+	r->on = 1;
+}
+
 /* Before an event bound to an IP while tracing: a chunk's first packets are a PSB+. */
 static void sync_at(struct renc *r, uint64_t ip, uint64_t time)
 {
 	if (r->need_psb)
 		psb(r, 1, ip, r->mode, time);
+	else if (r->need_fup)
+		resume_at(r, ip, r->mode, time);
 	else
 		put_time(r, time);
 }
@@ -241,8 +258,10 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 				resolve(r, mode);
 			/* A time that changed without a tick came from a PSB+ in the input
 			 * (its TSC): one here gives the same time from the same instruction. */
-			if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
-			    r->since_psb >= r->period)
+			if (r->need_fup && !r->need_psb)
+				resume_at(r, e->addr, mode, e->time);
+			else if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
+				 r->since_psb >= r->period)
 				psb(r, 1, e->addr, mode, e->time);
 			break;
 		}
@@ -304,7 +323,7 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			tk_ipt_last_ip_init(&r->last);
 			r->top = r->depth = 0;
 			r->on = 0;
-			r->need_psb = 1;
+			r->need_fup = 1;
 			break;
 		case TK_EV_TIME:
 			if (r->pend.kind)

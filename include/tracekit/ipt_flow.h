@@ -77,16 +77,16 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 /* ---- re-encoding ------------------------------------------------------------------------ */
 /* Write the flow of BUF again as a processor with return compression writes it: a return
  * to the top of the 64-entry stack of call return addresses becomes a taken TNT bit,
- * outcomes go in TNT-8 packets, each IP packet is compressed against the new stream's last
- * IP, and a PSB+ (TSC, MODE.Exec, FUP when tracing is on) starts each chunk of the input
- * and follows every psb_period bytes, at an instruction where the next block starts.
- * Enables, disables, asynchronous FUPs, mode changes and time (a TSC where it changes)
- * keep their place; lost data (gaps) becomes an OVF, and a PSB+ where decoding resumes.
- * Decoding runs with FOPTS (image, threads, chunk size); the output does not depend on
- * the number of threads. */
+ * outcomes go in TNT-8 packets and each IP packet is compressed against the new stream's
+ * last IP. A PSB+ (TSC, MODE.Exec, FUP when tracing is on) starts each chunk of the input,
+ * stands where the input had one while tracing, and follows psb_period bytes without one,
+ * each at an instruction where a block starts. Enables, disables, asynchronous events,
+ * mode changes and times keep their place in the flow; lost data (gaps) becomes an OVF,
+ * resolved by a FUP or TIP.PGE where decoding resumed. FOPTS (image, threads, chunk size)
+ * drive the decoding; the output does not depend on the number of threads. */
 struct tk_ipt_reencode_opts {
 	size_t sz;                    /* sizeof(struct tk_ipt_reencode_opts) */
-	size_t psb_period;            /* output bytes between PSB+ (0: 4096) */
+	size_t psb_period;            /* most output bytes without a PSB+ (0: 8192) */
 };
 
 struct tk_ipt_reencode_stats {

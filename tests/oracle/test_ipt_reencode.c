@@ -109,6 +109,12 @@ static void run_case(const struct ptgen_opts *go_in, struct tk_ipt_flow_opts tim
 			for (int k = 0; k < 24; k++)
 				g.buf[at + (size_t)k] = (uint8_t)(r >> (k % 56));
 		}
+		/* and right before the PSBs where the re-encoder's chunks (16 KiB) start:
+		 * an overflow at the end of a chunk, tracing on again in the next one */
+		uint64_t offs[4];
+		assert_true(tk_ipt_split(g.buf, (size_t)len, 16384, offs, 4) >= 4);
+		for (int i = 1; i < 4; i++)
+			memset(g.buf + offs[i] - 12, 0x55, 12);
 	}
 	struct tk_ipt_flow_opts fo = timing;
 	fo.sz = sizeof(fo);

@@ -6,26 +6,32 @@
  * leaves the stack alone, and the stack is emptied at each PSB and overflow, as decoders
  * (libipt, lib/flow/walk.c) assume.
  *
- * Each chunk of the input (from one of its PSBs) is re-encoded alone, starting with a
- * PSB+ of its own, so chunks run in parallel and the output does not depend on the
- * number of threads. Within a chunk a PSB+ follows about every psb_period bytes, at the
- * start of a block: its FUP is the next instruction, where a parallel decoder's chunk
- * ends. The IP packet of an indirect branch or return waits for the next block, which
- * tells the execution mode it leads to (a MODE.Exec goes first when that changes) and
- * whether a return left the traced code (then its TIP.PGD is all there is). */
+ * Each chunk of the input (from one of its PSBs) is re-encoded alone into its own
+ * buffer, starting with a PSB+ of its own, so chunks run in parallel and the output does
+ * not depend on the number of threads. A PSB+ goes at the start of a block (its FUP is
+ * the next instruction, where a parallel decoder's chunk ends): where the input had one
+ * while tracing (the time changed without a tick: same time from the same instruction),
+ * where the execution mode changed, and when psb_period bytes passed without one. Ticks
+ * (timing packets between branches) become a TSC at the same place in the flow.
+ *
+ * The IP packet of an indirect branch or return waits for the next block, which tells the
+ * execution mode it leads to (a MODE.Exec goes first when that changes) and whether a
+ * return left the traced code (then its TIP.PGD is all there is). Lost data becomes OVF,
+ * then timing packets and a FUP where tracing goes on (or TIP.PGE), as the SDM has it. */
 #include <stdlib.h>
 
 #include "tracekit/ipt.h"
 #include "tracekit/ipt_flow.h"
 
 #define RET_STACK 64
-#define PSB_PERIOD 4096
+/* Without a PSB in the input for this long: the input's own, every 4 KiB of input,
+ * come first unless nothing could be compressed. */
+#define PSB_PERIOD 8192
 
 enum { PEND_NONE, PEND_RET, PEND_TIP, PEND_PGE, PEND_ASYNC };
 
 struct renc {
-	struct tk_buf *out;
-	struct tk_buf own;             /* this chunk's bytes when chunks run in parallel */
+	struct tk_buf out;             /* this chunk's bytes */
 	struct tk_ipt_last_ip last;
 	uint64_t stack[RET_STACK];     /* ring: top = next slot */
 	unsigned top, depth;
@@ -36,6 +42,8 @@ struct renc {
 	int need_psb;                  /* the next block or enable starts with a PSB+ */
 	int need_fup;                  /* after an overflow: a FUP where tracing goes on */
 	int wrote;                     /* something written in this chunk */
+	int starts_on;                 /* it starts with a PSB+ with a FUP, at first_ip */
+	uint64_t first_ip;
 	int mode;                      /* of the last MODE.Exec written; -1 none */
 	uint64_t time;                 /* of the last TSC written */
 	struct {
@@ -68,7 +76,7 @@ static void put(struct renc *r, const struct tk_ipt_packet *p)
 
 	if (p->kind != TK_IPT_PKT_TNT8)
 		flush_tnt(r);
-	if ((n = tk_ipt_encode(r->out, p)) > 0) {
+	if ((n = tk_ipt_encode(&r->out, p)) > 0) {
 		r->since_psb += (size_t)n;
 		r->st.bytes += (uint64_t)n;
 		r->wrote = 1;
@@ -139,6 +147,10 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 	struct tk_ipt_packet p = { .kind = TK_IPT_PKT_PSB };
 
 	flush_tnt(r);
+	if (!r->wrote && on) {
+		r->starts_on = 1;
+		r->first_ip = ip;
+	}
 	r->since_psb = 0;
 	put(r, &p);
 	r->st.psbs++;
@@ -191,13 +203,11 @@ static void resolve(struct renc *r, int mode)
 		return;
 	case PEND_PGE:
 		r->need_fup = 0;               /* an overflow may resolve with TIP.PGE */
-		if (r->need_psb) {
+		/* a new time while tracing was off: the input's PSB+ without FUP */
+		if (r->need_psb || r->pend.time != r->time || r->since_psb >= r->period)
 			psb(r, 0, 0, mode, r->pend.time);
-		} else {
-			put_time(r, r->pend.time);
-			if (mode != r->mode)
-				put_mode(r, mode);
-		}
+		else if (mode != r->mode)
+			put_mode(r, mode);
 		put_ip(r, TK_IPT_PKT_TIP_PGE, ip);
 		r->on = 1;
 		return;
@@ -337,25 +347,24 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			break;
 		}
 	}
-	return r->out->err;
+	return r->out.err;
 }
 
-static void renc_init(struct renc *r, size_t period, struct tk_buf *out)
+static int renc_init(struct renc *r, size_t period)
 {
 	memset(r, 0, sizeof(*r));
-	r->out = out;
 	r->period = period;
 	r->need_psb = 1;
 	r->mode = -1;
 	r->time = TK_TIME_NONE;
 	tk_ipt_last_ip_init(&r->last);
+	return tk_buf_init(&r->out, -1, 64 << 10) < 0 ? -TK_E_NOMEM : 0;
 }
 
 /* ---- the chunked driver ----------------------------------------------------------------- */
 
 struct run {
 	struct tk_buf *out;
-	unsigned nthreads;
 	size_t period;
 	struct renc *chunks;
 	struct tk_ipt_reencode_stats *st;
@@ -367,12 +376,8 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	struct renc *r = &u->chunks[i];
 
 	tk_flow_set_branch_events(flow, 1);
-	renc_init(r, u->period, u->out);
-	if (u->nthreads > 1) {
-		if (tk_buf_init(&r->own, -1, 64 << 10) < 0)
-			return -TK_E_NOMEM;
-		r->out = &r->own;
-	}
+	if (renc_init(r, u->period) < 0)
+		return -TK_E_NOMEM;
 	sink->events = renc_events;
 	sink->ctx = r;
 	return 0;
@@ -387,7 +392,7 @@ static int re_end(void *ctx, size_t i, struct tk_flow *flow)
 	if (r->pend.kind)
 		resolve(r, -1);
 	flush_tnt(r);
-	return r->out->err;
+	return r->out.err;
 }
 
 static int re_merge(void *ctx, size_t i)
@@ -396,10 +401,20 @@ static int re_merge(void *ctx, size_t i)
 	struct renc *r = &u->chunks[i];
 	struct tk_ipt_reencode_stats *st = u->st;
 
-	if (u->nthreads > 1) {
-		tk_buf_put(u->out, r->own.data, r->own.len);
-		tk_buf_free(&r->own);
+	if (i && u->chunks[i - 1].need_fup && r->starts_on) {
+		/* The last chunk ended in an overflow that resolves where this one starts:
+		 * OVF, FUP (libipt does not take a PSB+ FUP for it). */
+		struct tk_ipt_last_ip l;
+		struct tk_ipt_packet p;
+		int n;
+
+		tk_ipt_last_ip_init(&l);
+		tk_ipt_ip_packet(&l, TK_IPT_PKT_FUP, r->first_ip, &p);
+		if ((n = tk_ipt_encode(u->out, &p)) > 0)
+			st->bytes += (uint64_t)n;
 	}
+	tk_buf_put(u->out, r->out.data, r->out.len);
+	tk_buf_free(&r->out);
 	st->bytes += r->st.bytes;
 	st->returns += r->st.returns;
 	st->compressed += r->st.compressed;
@@ -429,14 +444,13 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	memset(st, 0, sizeof(*st));
 	u.period = o.psb_period ? o.psb_period : PSB_PERIOD;
-	u.nthreads = fopts->nthreads ? fopts->nthreads : tk_cpu_count();
 	n = tk_ipt_split(buf, len, chunk, NULL, 0);
 	u.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.chunks));
 	if (!u.chunks)
 		return -TK_E_NOMEM;
 	rc = tk_ipt_flow_decode(buf, len, fopts, &c, &st->flow);
 	for (int64_t i = 0; i < n; i++)
-		tk_buf_free(&u.chunks[i].own);
+		tk_buf_free(&u.chunks[i].out);
 	free(u.chunks);
 	return rc;
 }

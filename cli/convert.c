@@ -395,13 +395,39 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 	return status;
 }
 
-/* One thread's stream re-encoded as hardware with return compression writes it. */
+/* A PT stream written again as hardware with return compression writes it, into OUT;
+ * what the decoder lost goes into GAPS. Returns an exit status. */
+static int reencode(struct cli_opts *o, const char *file, const struct tk_image *img,
+		    const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_ipt_reencode_stats st;
+	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
+	int rc = tk_ipt_reencode(pt, n, &fo, NULL, out, &st);
+
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "re-encoding failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	tk_gap_stats_merge(gaps, &st.flow.gaps);
+	if (!o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu instructions, %llu of %llu returns compressed; "
+			"%llu TIPs, %llu bytes (was %zu)\n", file, (unsigned long long)st.flow.insns,
+			(unsigned long long)st.compressed, (unsigned long long)st.returns,
+			(unsigned long long)st.tips, (unsigned long long)st.bytes, n);
+	if (st.dropped)
+		cli_warn(file, UINT64_MAX, "%llu events (PTWRITE, power, TSX, paging) are not in the "
+			 "re-encoded stream", (unsigned long long)st.dropped);
+	return EXIT_CLEAN;
+}
+
+/* One thread's stream re-encoded, against the recorded modules (plus --elf/--raw). */
 static int btrace_retcomp(struct cli_opts *o, const char *file, const struct tk_btrace *bt,
 			  const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
 {
-	struct tk_ipt_reencode_stats st;
 	struct tk_image *img;
-	int rc;
+	int status;
 
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
@@ -410,21 +436,9 @@ static int btrace_retcomp(struct cli_opts *o, const char *file, const struct tk_
 		tk_image_free(img);
 		return EXIT_INPUT;
 	}
-	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs };
-	rc = tk_ipt_reencode(pt, n, &fo, NULL, out, &st);
+	status = reencode(o, file, img, pt, n, out, gaps);
 	tk_image_free(img);
-	if (rc < 0) {
-		cli_error(file, UINT64_MAX, "re-encoding failed: %s", tk_strerror(rc));
-		return EXIT_INPUT;
-	}
-	tk_gap_stats_merge(gaps, &st.flow.gaps);
-	if (!o->quiet)
-		fprintf(stderr, "tracekit: %s: %llu instructions, %llu of %llu returns compressed; "
-			"%llu TIPs, %llu bytes (recorded: %zu)\n", file,
-			(unsigned long long)st.flow.insns, (unsigned long long)st.compressed,
-			(unsigned long long)st.returns, (unsigned long long)st.tips,
-			(unsigned long long)st.bytes, n);
-	return EXIT_CLEAN;
+	return status;
 }
 
 /* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread):
@@ -587,8 +601,41 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
+/* Intel PT --to ipt: the stream with return compression (against --elf/--raw). */
+static int ipt_reencode(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_gap_stats gaps = { 0 };
+	const uint8_t *data;
+	struct tk_image *img;
+	struct tk_buf out;
+	size_t len;
+	int rc, status;
+
+	if (o->no_retcomp) {
+		cli_error(NULL, UINT64_MAX, "convert: --no-retcomp is for branch traces; a raw "
+			  "stream --to ipt is re-encoded with return compression");
+		return EXIT_USAGE;
+	}
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o)))
+		return EXIT_INPUT;
+	if ((status = cli_out_open(o, &out)) == 0) {
+		status = reencode(o, file, img, data, len, &out, &gaps);
+		int crc = cli_out_close(&out);
+		if (crc > status)
+			status = crc;
+	}
+	tk_image_free(img);
+	rc = cli_report_gaps(file, &gaps, "gap");
+	return rc > status ? rc : status;
+}
+
 /* Intel PT: --to folded|pprof (and the other profile outputs) through the shared profile;
- * --to perfetto|chrome through the timeline writer, events in order. */
+ * --to perfetto|chrome through the timeline writer, events in order; --to ipt again with
+ * return compression. */
 static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const char *to = o->to ? o->to : "perfetto";
@@ -597,9 +644,11 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	struct tk_sym *sym;
 	int status, rc;
 
+	if (!strcmp(to, "ipt"))
+		return ipt_reencode(o, file, in);
 	if (!tl && !tk_out_kind_by_name(to)) {
-		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to perfetto, chrome, folded, "
-			  "pprof or a profile output, not '%s'", to);
+		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to ipt, perfetto, chrome, "
+			  "folded, pprof or a profile output, not '%s'", to);
 		return EXIT_USAGE;
 	}
 	if (!tl)

@@ -1,12 +1,13 @@
 /* Test helper: decode a branch-trace container's per-thread PT streams with libipt's
  * instruction-flow decoder (the reference) and count executed instructions per function of
- * the traced modules. Shared by the btrace oracle tests. */
+ * the traced modules; run shell commands. Shared by the btrace oracle tests. */
 #ifndef TK_TEST_BTRACE_IPT_H
 #define TK_TEST_BTRACE_IPT_H
 
 #include <elf.h>
 #include <fcntl.h>
 #include <intel-pt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,18 @@ struct bt_counts {
 	uint64_t *ips;
 	size_t nips, cap;
 };
+
+/* Run a shell command (printf-style); its exit status, 128 if it did not exit. */
+static __attribute__((unused, format(printf, 1, 2))) int sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
 
 /* Function symbols of ELF file PATH loaded with BIAS. */
 static __attribute__((unused)) int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias)

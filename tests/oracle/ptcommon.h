@@ -280,4 +280,47 @@ static __attribute__((unused)) long first_diff(const struct addrs *a, const stru
 	return a->n == b->n ? -1 : (long)n;
 }
 
+/* The index of the first instruction where GOT differs from WANT (-1: none), printed with
+ * the instructions around it. */
+static __attribute__((unused)) long report_diff(const char *what, const struct addrs *want,
+						const struct addrs *got)
+{
+	long d = first_diff(want, got);
+
+	if (d >= 0) {
+		fprintf(stderr, "%s: first difference at insn %ld of %zu/%zu: want %llx got %llx\n",
+			what, d, want->n, got->n,
+			(unsigned long long)(d < (long)want->n ? want->a[d] : 0),
+			(unsigned long long)(d < (long)got->n ? got->a[d] : 0));
+		for (long k = d > 3 ? d - 3 : 0; k < d + 3; k++)
+			fprintf(stderr, "  %ld: %llx %llx\n", k,
+				(unsigned long long)(k < (long)want->n ? want->a[k] : 0),
+				(unsigned long long)(k < (long)got->n ? got->a[k] : 0));
+	}
+	return d;
+}
+
+/* Function entries of libc and tracekit for ptgen's indirect branches (at most 16), EXTRA
+ * (if not 0) among them; returns how many. */
+static __attribute__((unused)) size_t pt_entries(uint64_t *e, uint64_t extra)
+{
+	size_t n = 0;
+
+	e[n++] = (uint64_t)(uintptr_t)&strlen;
+	e[n++] = (uint64_t)(uintptr_t)&memcpy;
+	e[n++] = (uint64_t)(uintptr_t)&qsort;
+	e[n++] = (uint64_t)(uintptr_t)&snprintf;
+	e[n++] = (uint64_t)(uintptr_t)&malloc;
+	e[n++] = (uint64_t)(uintptr_t)&free;
+	e[n++] = (uint64_t)(uintptr_t)&strtol;
+	if (extra)
+		e[n++] = extra;
+	e[n++] = (uint64_t)(uintptr_t)&first_diff;
+	e[n++] = (uint64_t)(uintptr_t)&addrs_push;
+	e[n++] = (uint64_t)(uintptr_t)&tk_ipt_flow_decode;
+	e[n++] = (uint64_t)(uintptr_t)&tk_image_read;
+	e[n++] = (uint64_t)(uintptr_t)&tk_isa_classify;
+	return n;
+}
+
 #endif

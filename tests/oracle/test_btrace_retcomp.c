@@ -20,17 +20,6 @@
 
 static char work[256];
 
-static int sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	int rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
 static uint8_t *slurp(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");

@@ -17,30 +17,9 @@
 static uint64_t entries[16];
 static size_t nentries;
 
-static void setup_entries(void)
-{
-	nentries = 0;
-	entries[nentries++] = (uint64_t)(uintptr_t)&strlen;
-	entries[nentries++] = (uint64_t)(uintptr_t)&memcpy;
-	entries[nentries++] = (uint64_t)(uintptr_t)&qsort;
-	entries[nentries++] = (uint64_t)(uintptr_t)&snprintf;
-	entries[nentries++] = (uint64_t)(uintptr_t)&malloc;
-	entries[nentries++] = (uint64_t)(uintptr_t)&free;
-	entries[nentries++] = (uint64_t)(uintptr_t)&tk_ipt_flow_decode;
-	entries[nentries++] = (uint64_t)(uintptr_t)&tk_image_read;
-	entries[nentries++] = (uint64_t)(uintptr_t)&tk_isa_classify;
-}
-
 static void same_insns(const char *what, const struct addrs *want, const struct addrs *got)
 {
-	long d = first_diff(want, got);
-
-	if (d >= 0)
-		fprintf(stderr, "%s: first difference at insn %ld of %zu/%zu: want %llx got %llx\n",
-			what, d, want->n, got->n,
-			(unsigned long long)(d < (long)want->n ? want->a[d] : 0),
-			(unsigned long long)(d < (long)got->n ? got->a[d] : 0));
-	assert_int_equal(d, -1);
+	assert_int_equal(report_diff(what, want, got), -1);
 }
 
 /* tracekit's listing (addresses, events, times) without the overflow lines, whose offsets
@@ -93,7 +72,7 @@ static void run_case(const struct ptgen_opts *go_in, struct tk_ipt_flow_opts tim
 	long len;
 
 	assert_non_null(img);
-	setup_entries();
+	nentries = pt_entries(entries, 0);
 	go.entries = entries;
 	go.nentries = nentries;
 	assert_int_equal(ptgen_init(&g, img, &go), 0);

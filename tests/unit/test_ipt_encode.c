@@ -116,6 +116,19 @@ static void same_fields(const struct tk_ipt_packet *want, const struct pt_packet
 	}
 }
 
+/* libipt's packet decoder on B's bytes, from the first (no PSB needed). */
+static struct pt_packet_decoder *libipt_at_start(struct tk_buf *b)
+{
+	struct pt_config cfg;
+	pt_config_init(&cfg);
+	cfg.begin = (uint8_t *)b->data;
+	cfg.end = (uint8_t *)b->data + b->len;
+	struct pt_packet_decoder *ref = pt_pkt_alloc_decoder(&cfg);
+	assert_non_null(ref);
+	assert_int_equal(pt_pkt_sync_set(ref, 0), 0);
+	return ref;
+}
+
 static void test_random_packets(void **state)
 {
 	(void)state;
@@ -134,13 +147,7 @@ static void test_random_packets(void **state)
 	}
 	assert_int_equal(b.len, n);
 
-	struct pt_config cfg;
-	pt_config_init(&cfg);
-	cfg.begin = (uint8_t *)b.data;
-	cfg.end = (uint8_t *)b.data + b.len;
-	struct pt_packet_decoder *ref = pt_pkt_alloc_decoder(&cfg);
-	assert_non_null(ref);
-	assert_int_equal(pt_pkt_sync_set(ref, 0), 0);
+	struct pt_packet_decoder *ref = libipt_at_start(&b);
 	int err;
 	struct tk_ipt_pkt_decoder *tk = tk_ipt_pkt_decoder_new((const uint8_t *)b.data, b.len, NULL, &err);
 	assert_non_null(tk);
@@ -232,13 +239,7 @@ static void test_ip_compression(void **state)
 		ips[i] = ip;
 	}
 
-	struct pt_config cfg;
-	pt_config_init(&cfg);
-	cfg.begin = (uint8_t *)b.data;
-	cfg.end = (uint8_t *)b.data + b.len;
-	struct pt_packet_decoder *ref = pt_pkt_alloc_decoder(&cfg);
-	assert_non_null(ref);
-	assert_int_equal(pt_pkt_sync_set(ref, 0), 0);
+	struct pt_packet_decoder *ref = libipt_at_start(&b);
 	uint64_t last = 0;
 	int have = 0;
 	for (unsigned i = 0; i < N; i++) {

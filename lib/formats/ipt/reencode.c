@@ -92,7 +92,7 @@ static void put_kind(struct renc *r, enum tk_ipt_pkt_kind kind)
 
 static void put_ip(struct renc *r, enum tk_ipt_pkt_kind kind, uint64_t ip)
 {
-	struct tk_ipt_packet p;
+	struct tk_ipt_packet p = { .kind = kind };
 
 	tk_ipt_ip_packet(&r->last, kind, ip, &p);
 	if (kind == TK_IPT_PKT_TIP)
@@ -266,10 +266,10 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 
 			if (r->pend.kind)
 				resolve(r, mode);
-			/* A time that changed without a tick came from a PSB+ in the input
-			 * (its TSC): one here gives the same time from the same instruction. */
 			if (r->need_fup && !r->need_psb)
 				resume_at(r, e->addr, mode, e->time);
+			/* a time that changed without a tick came from a PSB+ in the input
+			 * (its TSC): one here gives the same time from the same instruction */
 			else if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
 				 r->since_psb >= r->period)
 				psb(r, 1, e->addr, mode, e->time);

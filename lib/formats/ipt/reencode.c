@@ -20,7 +20,7 @@
  * then timing packets and a FUP where tracing goes on (or TIP.PGE), as the SDM has it. */
 #include <stdlib.h>
 
-#include "tracekit/ipt.h"
+#include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
 
 #define RET_STACK 64
@@ -41,9 +41,12 @@ struct renc {
 	int on;                        /* tracing is on as the output tells it */
 	int need_psb;                  /* the next block or enable starts with a PSB+ */
 	int need_fup;                  /* after an overflow: a FUP where tracing goes on */
+	int tick;                      /* a tick came before the chunk's first PSB+ */
 	int wrote;                     /* something written in this chunk */
 	int starts_on;                 /* it starts with a PSB+ with a FUP, at first_ip */
 	uint64_t first_ip;
+	int input_on;                  /* the input chunk's PSB+ has a FUP, at input_ip */
+	uint64_t input_ip;
 	int mode;                      /* of the last MODE.Exec written; -1 none */
 	uint64_t time;                 /* of the last TSC written */
 	struct {
@@ -157,11 +160,18 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 	tk_ipt_last_ip_init(&r->last);
 	r->top = r->depth = 0;
 	r->time = TK_TIME_NONE;
-	put_time(r, time);
+	if (!r->tick)
+		put_time(r, time);
 	put_mode(r, mode >= 0 ? mode : TK_FLOW_64);
 	if (on)
 		put_ip(r, TK_IPT_PKT_FUP, ip);
 	put_kind(r, TK_IPT_PKT_PSBEND);
+	if (r->tick) {
+		/* the input's PSB+ time is not known; TIME is the time after its tick, so
+		 * the PSB+ goes without TSC and the TSC follows it: a tick again */
+		put_time(r, time);
+		r->tick = 0;
+	}
 	r->need_psb = 0;
 	r->need_fup &= !on;
 	r->on = on;
@@ -326,8 +336,10 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 		case TK_EV_GAP:
 			if (r->pend.kind)
 				resolve(r, -1);
+			/* lost right at the chunk's start: its PSB+ as in the input, so the
+			 * last chunk's flow stops where this one starts */
 			if (!r->wrote)
-				psb(r, 0, 0, r->mode, e->time);
+				psb(r, r->input_on, r->input_ip, r->mode, e->time);
 			put_kind(r, TK_IPT_PKT_OVF);
 			r->st.overflows++;
 			tk_ipt_last_ip_init(&r->last);
@@ -338,7 +350,9 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 		case TK_EV_TIME:
 			if (r->pend.kind)
 				resolve(r, -1);
-			if (!r->need_psb)
+			if (r->need_psb)
+				r->tick = 1;
+			else
 				put_time(r, e->time);
 			break;
 		default:
@@ -364,6 +378,9 @@ static int renc_init(struct renc *r, size_t period)
 /* ---- the chunked driver ----------------------------------------------------------------- */
 
 struct run {
+	const uint8_t *buf;
+	size_t len;
+	uint64_t *offs;                /* where the decoder's chunks start (its PSBs) */
 	struct tk_buf *out;
 	size_t period;
 	struct renc *chunks;
@@ -378,6 +395,7 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	tk_flow_set_branch_events(flow, 1);
 	if (renc_init(r, u->period) < 0)
 		return -TK_E_NOMEM;
+	r->input_on = tk_ipt_psb_fup(u->buf, u->len, u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip);
 	sink->events = renc_events;
 	sink->ctx = r;
 	return 0;
@@ -432,9 +450,9 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 		    struct tk_ipt_reencode_stats *st)
 {
 	struct tk_ipt_reencode_opts o = { 0 };
-	struct run u = { .out = out, .st = st };
+	struct run u = { .buf = buf, .len = len, .out = out, .st = st };
 	struct tk_ipt_flow_consumer c = { re_begin, re_end, re_merge, &u, NULL };
-	size_t chunk = fopts && fopts->chunk_bytes ? fopts->chunk_bytes : (size_t)2 << 20;
+	size_t chunk = fopts && fopts->chunk_bytes ? fopts->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	int64_t n;
 	int rc;
 
@@ -446,11 +464,17 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 	u.period = o.psb_period ? o.psb_period : PSB_PERIOD;
 	n = tk_ipt_split(buf, len, chunk, NULL, 0);
 	u.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.chunks));
-	if (!u.chunks)
+	u.offs = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.offs));
+	if (!u.chunks || !u.offs) {
+		free(u.chunks);
+		free(u.offs);
 		return -TK_E_NOMEM;
+	}
+	tk_ipt_split(buf, len, chunk, u.offs, (size_t)(n > 0 ? n : 0));
 	rc = tk_ipt_flow_decode(buf, len, fopts, &c, &st->flow);
 	for (int64_t i = 0; i < n; i++)
 		tk_buf_free(&u.chunks[i].out);
 	free(u.chunks);
+	free(u.offs);
 	return rc;
 }

@@ -300,27 +300,4 @@ static __attribute__((unused)) long report_diff(const char *what, const struct a
 	return d;
 }
 
-/* Function entries of libc and tracekit for ptgen's indirect branches (at most 16), EXTRA
- * (if not 0) among them; returns how many. */
-static __attribute__((unused)) size_t pt_entries(uint64_t *e, uint64_t extra)
-{
-	size_t n = 0;
-
-	e[n++] = (uint64_t)(uintptr_t)&strlen;
-	e[n++] = (uint64_t)(uintptr_t)&memcpy;
-	e[n++] = (uint64_t)(uintptr_t)&qsort;
-	e[n++] = (uint64_t)(uintptr_t)&snprintf;
-	e[n++] = (uint64_t)(uintptr_t)&malloc;
-	e[n++] = (uint64_t)(uintptr_t)&free;
-	e[n++] = (uint64_t)(uintptr_t)&strtol;
-	if (extra)
-		e[n++] = extra;
-	e[n++] = (uint64_t)(uintptr_t)&first_diff;
-	e[n++] = (uint64_t)(uintptr_t)&addrs_push;
-	e[n++] = (uint64_t)(uintptr_t)&tk_ipt_flow_decode;
-	e[n++] = (uint64_t)(uintptr_t)&tk_image_read;
-	e[n++] = (uint64_t)(uintptr_t)&tk_isa_classify;
-	return n;
-}
-
 #endif

@@ -20,7 +20,20 @@ static int cmp_int(const void *a, const void *b)
 
 static void setup_entries(void)
 {
-	nentries = pt_entries(entries, (uint64_t)(uintptr_t)&cmp_int);
+	nentries = 0;
+	entries[nentries++] = (uint64_t)(uintptr_t)&strlen;
+	entries[nentries++] = (uint64_t)(uintptr_t)&memcpy;
+	entries[nentries++] = (uint64_t)(uintptr_t)&qsort;
+	entries[nentries++] = (uint64_t)(uintptr_t)&snprintf;
+	entries[nentries++] = (uint64_t)(uintptr_t)&malloc;
+	entries[nentries++] = (uint64_t)(uintptr_t)&free;
+	entries[nentries++] = (uint64_t)(uintptr_t)&strtol;
+	entries[nentries++] = (uint64_t)(uintptr_t)&cmp_int;
+	entries[nentries++] = (uint64_t)(uintptr_t)&first_diff;
+	entries[nentries++] = (uint64_t)(uintptr_t)&addrs_push;
+	entries[nentries++] = (uint64_t)(uintptr_t)&tk_ipt_flow_decode;
+	entries[nentries++] = (uint64_t)(uintptr_t)&tk_image_read;
+	entries[nentries++] = (uint64_t)(uintptr_t)&tk_isa_classify;
 }
 
 /* Profiles of a stream: one per chunk, merged in order; COUNT: blocks counted by the

@@ -73,6 +73,7 @@ struct cli_opts {
 	int n_module;
 	int has_tid;                 /* --tid N given */
 	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
+	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */
 
 	/* positional arguments (files, or the command after `--` for record) */
 	char **args;

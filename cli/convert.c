@@ -16,7 +16,10 @@ static const char usage[] =
 	"Convert a trace to another format.\n"
 	"\n"
 	"  --to FMT        output format\n"
-	"                  branch trace (btrace): ipt, one thread's raw Intel PT stream\n"
+	"                  branch trace (btrace): ipt, one thread's raw Intel PT stream as\n"
+	"                  hardware with return compression writes it (a return to its call is\n"
+	"                  a TNT bit, not a TIP); same flow, profile and times as the trace\n"
+	"  --no-retcomp    (btrace --to ipt) the stream as recorded: every return a TIP\n"
 	"  --tid N         (btrace) the thread to convert; default the first\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
@@ -42,6 +45,8 @@ static const char usage[] =
 	"  --to chrome     Chrome trace-event JSON, --to perfetto Perfetto protobuf: a slice per\n"
 	"                  call on a track per thread (shared timeline writer)\n"
 	"  --instr-map F   ELF binary or `llvm-xray extract` YAML: function names\n"
+	"Intel PT raw stream (--elf FILE[:BASE], --raw FILE:ADDR give the code):\n"
+	"  --to ipt        the same flow again, with return compression\n"
 	"Kunpeng xtrace (instruction or snapshot file; the other is found by name):\n"
 	"  --slice K:N     write FILE.xinsndata.bin and FILE.xsnapshot.bin (-o FILE) that start\n"
 	"                  at snapshot K and hold N instructions: a simulator checkpoint\n"
@@ -367,7 +372,6 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 	return cli_report_gaps(file, &gaps, "damaged region");
 }
 
-/* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread). */
 /* Branch trace --to perfetto|chrome (a timeline) or any profile output. */
 static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk_input *in)
 {
@@ -396,6 +400,54 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 	return status;
 }
 
+/* A PT stream written again as hardware with return compression writes it, into OUT;
+ * what the decoder lost goes into GAPS. Returns an exit status. */
+static int reencode(struct cli_opts *o, const char *file, const struct tk_image *img,
+		    const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_ipt_reencode_stats st;
+	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
+	int rc = tk_ipt_reencode(pt, n, &fo, NULL, out, &st);
+
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "re-encoding failed: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	tk_gap_stats_merge(gaps, &st.flow.gaps);
+	if (!o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu instructions, %llu of %llu returns compressed; "
+			"%llu TIPs, %llu bytes (was %zu)\n", file, (unsigned long long)st.flow.insns,
+			(unsigned long long)st.compressed, (unsigned long long)st.returns,
+			(unsigned long long)st.tips, (unsigned long long)st.bytes, n);
+	if (st.dropped)
+		cli_warn(file, UINT64_MAX, "%llu events (PTWRITE, power, TSX, paging) are not in the "
+			 "re-encoded stream", (unsigned long long)st.dropped);
+	return EXIT_CLEAN;
+}
+
+/* One thread's stream re-encoded, against the recorded modules (plus --elf/--raw). */
+static int btrace_retcomp(struct cli_opts *o, const char *file, const struct tk_btrace *bt,
+			  const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_image *img;
+	int status;
+
+	if (!(img = cli_image_load(o)))
+		return EXIT_INPUT;
+	if (tk_btrace_add_modules(bt, img) < 0) {
+		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
+		tk_image_free(img);
+		return EXIT_INPUT;
+	}
+	status = reencode(o, file, img, pt, n, out, gaps);
+	tk_image_free(img);
+	return status;
+}
+
+/* Branch trace -> one thread's raw Intel PT stream (--tid N, default the first thread):
+ * with return compression (decoded and written again), or with --no-retcomp as recorded. */
 static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const uint8_t *data;
@@ -442,15 +494,21 @@ static int convert_btrace(struct cli_opts *o, const char *file, struct tk_input 
 		tk_btrace_free(bt);
 		return EXIT_INPUT;
 	}
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
 	struct tk_buf out;
 	if ((status = cli_out_open(o, &out)) == 0) {
-		tk_buf_put(&out, pt, n);
-		status = cli_out_close(&out);
+		if (o->no_retcomp)
+			tk_buf_put(&out, pt, n);
+		else
+			status = btrace_retcomp(o, file, bt, pt, n, &out, &gaps);
+		int crc = cli_out_close(&out);
+		if (crc > status)
+			status = crc;
 	}
 	free(pt);
 	if (!tk_btrace_info(bt)->complete && status == EXIT_CLEAN)
 		status = EXIT_SKIPPED;
-	int g = cli_report_gaps(file, tk_btrace_gaps(bt), "damaged record");
+	int g = cli_report_gaps(file, &gaps, o->no_retcomp ? "damaged record" : "gap");
 	tk_btrace_free(bt);
 	return g > status ? g : status;
 }
@@ -548,8 +606,41 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
+/* Intel PT --to ipt: the stream with return compression (against --elf/--raw). */
+static int ipt_reencode(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_gap_stats gaps = { 0 };
+	const uint8_t *data;
+	struct tk_image *img;
+	struct tk_buf out;
+	size_t len;
+	int rc, status;
+
+	if (o->no_retcomp) {
+		cli_error(NULL, UINT64_MAX, "convert: --no-retcomp is for branch traces; a raw "
+			  "stream --to ipt is re-encoded with return compression");
+		return EXIT_USAGE;
+	}
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!(img = cli_image_load(o)))
+		return EXIT_INPUT;
+	if ((status = cli_out_open(o, &out)) == 0) {
+		status = reencode(o, file, img, data, len, &out, &gaps);
+		int crc = cli_out_close(&out);
+		if (crc > status)
+			status = crc;
+	}
+	tk_image_free(img);
+	rc = cli_report_gaps(file, &gaps, "gap");
+	return rc > status ? rc : status;
+}
+
 /* Intel PT: --to folded|pprof (and the other profile outputs) through the shared profile;
- * --to perfetto|chrome through the timeline writer, events in order. */
+ * --to perfetto|chrome through the timeline writer, events in order; --to ipt again with
+ * return compression. */
 static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in)
 {
 	const char *to = o->to ? o->to : "perfetto";
@@ -558,9 +649,11 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	struct tk_sym *sym;
 	int status, rc;
 
+	if (!strcmp(to, "ipt"))
+		return ipt_reencode(o, file, in);
 	if (!tl && !tk_out_kind_by_name(to)) {
-		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to perfetto, chrome, folded, "
-			  "pprof or a profile output, not '%s'", to);
+		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to ipt, perfetto, chrome, "
+			  "folded, pprof or a profile output, not '%s'", to);
 		return EXIT_USAGE;
 	}
 	if (!tl)

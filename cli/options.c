@@ -16,7 +16,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
-	OPT_TID,
+	OPT_TID, OPT_NO_RETCOMP,
 };
 
 static const struct option long_opts[] = {
@@ -58,6 +58,7 @@ static const struct option long_opts[] = {
 	{ "xray-mode", required_argument, NULL, OPT_XRAY_MODE },
 	{ "module", required_argument, NULL, OPT_MODULE },
 	{ "tid", required_argument, NULL, OPT_TID },
+	{ "no-retcomp", no_argument, NULL, OPT_NO_RETCOMP },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -184,6 +185,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_TOP: if ((rc = num_arg("--top", optarg, &o->top))) return rc; break;
 		case OPT_THREADS: o->threads = 1; break;
 		case OPT_STACKS: o->stacks = 1; break;
+		case OPT_NO_RETCOMP: o->no_retcomp = 1; break;
 		case OPT_LINES: o->lines = 1; break;
 		case OPT_SOURCE: o->source = 1; break;
 		case OPT_INSTR_MAP: o->instr_map = optarg; break;

@@ -23,7 +23,8 @@ enum tk_event_kind {
 	TK_EV_BRANCH,        /* addr = branch insn, addr2 = target, flags: TK_BR_* */
 	TK_EV_MODE,          /* flags = TK_MODE_*; arg = mode-specific value (e.g. CR3 for paging) */
 	TK_EV_ENABLE,        /* tracing (re)started at addr */
-	TK_EV_DISABLE,       /* tracing stopped; addr = last known IP (0 if unknown) */
+	TK_EV_DISABLE,       /* tracing stopped; addr = last known IP (0 if unknown), addr2 =
+				where control went if the trace says (else 0) */
 	TK_EV_SYSCALL,       /* addr = syscall insn, arg = number (TK_NONE if unknown) */
 	TK_EV_INTERRUPT,     /* asynchronous transfer: addr = interrupted IP, addr2 = handler */
 

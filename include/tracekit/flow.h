@@ -68,6 +68,14 @@ void tk_flow_set_track(struct tk_flow *f, uint32_t track);
  * come back in tk_flow_result), for consumers that only count. Default 1. */
 void tk_flow_set_flow_events(struct tk_flow *f, int on);
 
+/* ON = 1: also report how the trace resolved each branch, for consumers that write the
+ * flow back as packets: a TK_EV_BRANCH for every conditional branch (addr = the branch,
+ * addr2 = where it went, flags TK_BR_CONDITIONAL, | TK_BR_TAKEN if taken) and for every
+ * indirect jump or call or far transfer given a target (flags TK_BR_INDIRECT | TK_BR_TAKEN,
+ * ahead of an indirect call's TK_EV_CALL). Returns stay TK_EV_RETURN only. The walk goes
+ * block by block then (no bulk TNT path). Off by default. */
+void tk_flow_set_branch_events(struct tk_flow *f, int on);
+
 /* Count mode, for profiles: blocks are counted in the walker's block cache instead of
  * being reported one TK_EV_BLOCK each. Only the first block of a walk, a block that
  * starts at one of ENTRIES (function entry points, any order: tail calls are seen there)

@@ -187,6 +187,19 @@ int tk_ipt_last_ip_update(struct tk_ipt_last_ip *l, const struct tk_ipt_packet *
 /* The reconstructed IP: 0, -TK_E_NOT_FOUND (no IP yet) or -TK_E_NOSYNC (suppressed). */
 int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip);
 
+/* ---- packet encoder ------------------------------------------------------------------ */
+/* Append PKT to OUT in the SDM's encoding, the inverse of tk_ipt_pkt_next: PAD, PSB,
+ * PSBEND, OVF, TNT-8 (1 to 6 bits), TNT-64 (1 to 47 bits), TIP, TIP.PGE, TIP.PGD and FUP
+ * (ip.ip is the payload of compression ip.ipc, as the decoder reports it), MODE.Exec,
+ * TSC. PKT's size and offset are not used. Returns the packet's size, -TK_E_INVAL for
+ * another kind or a field that does not fit, or OUT's error. */
+int tk_ipt_encode(struct tk_buf *out, const struct tk_ipt_packet *pkt);
+/* Fill PKT as an IP packet of KIND for IP, compressed against the last IP *L the way the
+ * processor does it (the fewest bytes; sent whole when L holds no IP, as after a PSB),
+ * and update *L as a decoder will. */
+void tk_ipt_ip_packet(struct tk_ipt_last_ip *l, enum tk_ipt_pkt_kind kind, uint64_t ip,
+		      struct tk_ipt_packet *pkt);
+
 /* ---- whole-stream scan (tracekit info) and dump ------------------------------------- */
 struct tk_ipt_stats {
 	uint64_t bytes;

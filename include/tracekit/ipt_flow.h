@@ -74,6 +74,34 @@ enum tk_ipt_text_flags {
 int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats);
 
+/* ---- re-encoding ------------------------------------------------------------------------ */
+/* Write the flow of BUF again as a processor with return compression writes it: a return
+ * to the top of the 64-entry stack of call return addresses becomes a taken TNT bit,
+ * outcomes go in TNT-8 packets and each IP packet is compressed against the new stream's
+ * last IP. A PSB+ (TSC, MODE.Exec, FUP when tracing is on) starts each chunk of the input,
+ * stands where the input had one while tracing, and follows psb_period bytes without one,
+ * each at an instruction where a block starts. Enables, disables, asynchronous events,
+ * mode changes and times keep their place in the flow; lost data (gaps) becomes an OVF,
+ * resolved by a FUP or TIP.PGE where decoding resumed. FOPTS (image, threads, chunk size)
+ * drive the decoding; the output does not depend on the number of threads. */
+struct tk_ipt_reencode_opts {
+	size_t sz;                    /* sizeof(struct tk_ipt_reencode_opts) */
+	size_t psb_period;            /* most output bytes without a PSB+ (0: 8192) */
+};
+
+struct tk_ipt_reencode_stats {
+	struct tk_ipt_flow_stats flow;  /* decoding BUF: instructions, errors, gaps */
+	uint64_t bytes;               /* written */
+	uint64_t returns;             /* returns in the flow */
+	uint64_t compressed;          /* of them, written as a taken TNT bit */
+	uint64_t tnt_bits, tnt_packets, tips, psbs, overflows;
+	uint64_t dropped;             /* events without a packet here (PTWRITE, power, TSX, ...) */
+};
+
+int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *fopts,
+		    const struct tk_ipt_reencode_opts *opts, struct tk_buf *out,
+		    struct tk_ipt_reencode_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,7 @@ struct tk_flow {
 	uint64_t time;
 	uint32_t track;
 	int quiet;                     /* no BLOCK/CALL/RETURN events (only counting) */
+	int branches;                  /* TK_EV_BRANCH for each resolved branch */
 	/* Block index of each TK_EV_BLOCK the walker emitted, in order: the printer takes
 	 * them from here instead of looking each block up again (checked, so an event
 	 * from elsewhere or an overrun only costs the lookup). Larger than a batch. */
@@ -117,6 +118,11 @@ void tk_flow_set_time(struct tk_flow *f, uint64_t time)
 void tk_flow_set_track(struct tk_flow *f, uint32_t track)
 {
 	f->track = track;
+}
+
+void tk_flow_set_branch_events(struct tk_flow *f, int on)
+{
+	f->branches = on != 0;
 }
 
 static int flush_paths(struct tk_flow *f);
@@ -656,7 +662,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;
-		if (q->kind == TK_FLOWQ_TNT && q->ntnt) {
+		if (q->kind == TK_FLOWQ_TNT && q->ntnt && !f->branches) {
 			rc = walk_tnt(f, q, o, out, mode, &ip, &prev, &prev_slot, &idle,
 				      &res->insns, &res->from);
 			if (rc) {
@@ -771,6 +777,10 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				ip = taken ? b->target : b->next;
 				prev = bi, prev_slot = taken;
 				idle = 0;
+				if (f->branches &&
+				    (rc = emit(f, out, TK_EV_BRANCH, b->last, ip, 0, 0,
+					       TK_BR_CONDITIONAL | (taken ? TK_BR_TAKEN : 0))) < 0)
+					goto out;
 				continue;
 			}
 			if (q->kind == TK_FLOWQ_PGD) {
@@ -825,6 +835,11 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				mode = q->mode;
 			q->kind = TK_FLOWQ_NONE;
 			idle = 0;
+			if (f->branches &&
+			    (rc = emit(f, out, TK_EV_BRANCH, b->last, ip, 0, 0,
+				       TK_BR_INDIRECT | TK_BR_TAKEN)) < 0)
+				goto out;
+			b = &f->cache.blocks[bi];    /* the sink may have grown the cache */
 			if (b->cls == TK_ISA_CALL_IND) {
 				push_ret(f, b->next, bi);
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)

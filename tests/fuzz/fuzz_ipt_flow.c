@@ -1,8 +1,8 @@
 /* Fuzz the PT event and flow layer: any bytes as a PT stream over a small code image
  * (branches of every kind, a loop, a syscall), in one chunk and in tiny chunks, to
- * events, to ptxed-like text, to counts only (the path cache) and to a profile with
- * blocks counted by the walker (count mode, function entries). Nothing may crash, leak
- * or read out of bounds. */
+ * events, to ptxed-like text, to counts only (the path cache), to a profile with
+ * blocks counted by the walker (count mode, function entries) and re-encoded with return
+ * compression. Nothing may crash, leak or read out of bounds. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -97,6 +97,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (tk_buf_init(&out, -1, 4096) == 0) {
 		tk_ipt_flow_text(data, size, &o, 0, &out, &st);
 		tk_ipt_flow_text(data, size, &o, TK_IPT_TEXT_STAT, &out, &st);
+		tk_buf_free(&out);
+	}
+	/* written again with return compression (in tiny chunks): the result is a stream the
+	 * decoder reads without a decode error (what the input lost is an overflow) */
+	if (tk_buf_init(&out, -1, 4096) == 0) {
+		struct tk_ipt_reencode_stats rs;
+		struct tk_ipt_flow_opts d = { .sz = sizeof(d), .image = img, .nthreads = 1 };
+
+		if (tk_ipt_reencode(data, size, &o, NULL, &out, &rs) == 0 &&
+		    tk_ipt_flow_events((const uint8_t *)out.data, out.len, &d, sink, &st) == 0 &&
+		    st.errors)
+			abort();
 		tk_buf_free(&out);
 	}
 	static const uint64_t entries[] = { 0x1000, 0x1020, 0x1030, 0x1040 };

@@ -1,12 +1,13 @@
 /* Test helper: decode a branch-trace container's per-thread PT streams with libipt's
  * instruction-flow decoder (the reference) and count executed instructions per function of
- * the traced modules. Shared by the btrace oracle tests. */
+ * the traced modules; run shell commands. Shared by the btrace oracle tests. */
 #ifndef TK_TEST_BTRACE_IPT_H
 #define TK_TEST_BTRACE_IPT_H
 
 #include <elf.h>
 #include <fcntl.h>
 #include <intel-pt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,27 @@ struct bt_counts {
 	uint64_t insns, decode_errors, threads, other;
 	int first_error;
 	int last_fn;           /* where code without a symbol (PLT stubs) is charged */
+	uint64_t returns;      /* ptic_return instructions */
+	uint64_t returns_in;   /* of them, returns to traced code (no disable after them) */
+	int keep_ips;          /* record every instruction's address in ips[] */
+	uint64_t *ips;
+	size_t nips, cap;
 };
 
+/* Run a shell command (printf-style); its exit status, 128 if it did not exit. */
+static __attribute__((unused, format(printf, 1, 2))) int sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int rc = system(cmd);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
 /* Function symbols of ELF file PATH loaded with BIAS. */
-static int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias)
+static __attribute__((unused)) int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias)
 {
 	int fd = open(path, O_RDONLY);
 	struct stat st;
@@ -83,7 +101,7 @@ static int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias)
 }
 
 /* Executable segments of PATH into a libipt image. */
-static int bt_add_image(struct pt_image *img, const char *path, uint64_t bias)
+static __attribute__((unused)) int bt_add_image(struct pt_image *img, const char *path, uint64_t bias)
 {
 	int fd = open(path, O_RDONLY);
 	Elf64_Ehdr eh;
@@ -104,9 +122,17 @@ static int bt_add_image(struct pt_image *img, const char *path, uint64_t bias)
 }
 
 /* Like callgrind, charge code without a symbol (PLT stubs) to the function before it. */
-static void bt_count(struct bt_counts *c, uint64_t ip)
+static __attribute__((unused)) void bt_count(struct bt_counts *c, uint64_t ip)
 {
 	c->insns++;
+	if (c->keep_ips) {
+		if (c->nips == c->cap) {
+			c->cap = c->cap ? 2 * c->cap : 4096;
+			if (!(c->ips = realloc(c->ips, c->cap * sizeof *c->ips)))
+				abort();
+		}
+		c->ips[c->nips++] = ip;
+	}
 	for (int i = 0; i < c->nfn; i++)
 		if (ip >= c->fn[i].start && ip < c->fn[i].end) {
 			c->fn[i].insns++;
@@ -120,7 +146,7 @@ static void bt_count(struct bt_counts *c, uint64_t ip)
 }
 
 /* Decode one PT stream; decode errors are counted (a clean trace has none). */
-static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, const uint8_t *pt, size_t n)
+static __attribute__((unused)) void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, const uint8_t *pt, size_t n)
 {
 	struct pt_config cfg;
 	pt_config_init(&cfg);
@@ -137,6 +163,7 @@ static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, co
 		bt_add_image(img, m->path, m->bias);
 	}
 	c->last_fn = 0;
+	int after_ret = 0;
 	for (;;) {
 		int st = pt_insn_sync_forward(dec);
 		if (st < 0) {
@@ -153,6 +180,9 @@ static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, co
 				st = pt_insn_event(dec, &ev, sizeof ev);
 				if (st < 0)
 					break;
+				if (ev.type == ptev_disabled || ev.type == ptev_async_disabled ||
+				    ev.type == ptev_overflow)
+					after_ret = 0;
 			}
 			if (st < 0)
 				break;
@@ -161,6 +191,9 @@ static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, co
 			if (st < 0)
 				break;
 			bt_count(c, insn.ip);
+			c->returns_in += after_ret;
+			after_ret = insn.iclass == ptic_return;
+			c->returns += after_ret;
 		}
 		if (st == -pte_eos)
 			break;
@@ -177,7 +210,7 @@ static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, co
 }
 
 /* Decode every thread of the container at PATH. Returns 0 or -1 (unreadable). */
-static int bt_decode_file(struct bt_counts *c, const char *path)
+static __attribute__((unused)) int bt_decode_file(struct bt_counts *c, const char *path)
 {
 	int fd = open(path, O_RDONLY);
 	struct stat st;
@@ -214,7 +247,7 @@ static int bt_decode_file(struct bt_counts *c, const char *path)
 }
 
 /* PAT is a name or several joined by '+' (main+main.cold): does NAME (N bytes) match one? */
-static int bt_name_match(const char *pat, const char *name, size_t n)
+static __attribute__((unused)) int bt_name_match(const char *pat, const char *name, size_t n)
 {
 	while (*pat) {
 		size_t l = strcspn(pat, "+");
@@ -225,7 +258,7 @@ static int bt_name_match(const char *pat, const char *name, size_t n)
 	return 0;
 }
 
-static uint64_t bt_fn_insns(const struct bt_counts *c, const char *name)
+static __attribute__((unused)) uint64_t bt_fn_insns(const struct bt_counts *c, const char *name)
 {
 	uint64_t n = 0;
 	for (int i = 0; i < c->nfn; i++)

@@ -280,4 +280,24 @@ static __attribute__((unused)) long first_diff(const struct addrs *a, const stru
 	return a->n == b->n ? -1 : (long)n;
 }
 
+/* The index of the first instruction where GOT differs from WANT (-1: none), printed with
+ * the instructions around it. */
+static __attribute__((unused)) long report_diff(const char *what, const struct addrs *want,
+						const struct addrs *got)
+{
+	long d = first_diff(want, got);
+
+	if (d >= 0) {
+		fprintf(stderr, "%s: first difference at insn %ld of %zu/%zu: want %llx got %llx\n",
+			what, d, want->n, got->n,
+			(unsigned long long)(d < (long)want->n ? want->a[d] : 0),
+			(unsigned long long)(d < (long)got->n ? got->a[d] : 0));
+		for (long k = d > 3 ? d - 3 : 0; k < d + 3; k++)
+			fprintf(stderr, "  %ld: %llx %llx\n", k,
+				(unsigned long long)(k < (long)want->n ? want->a[k] : 0),
+				(unsigned long long)(k < (long)got->n ? got->a[k] : 0));
+	}
+	return d;
+}
+
 #endif

@@ -26,6 +26,8 @@ struct ptgen_opts {
 	unsigned max_depth;          /* call depth beyond which calls become returns (30) */
 	unsigned timing;             /* PTGEN_MTC | PTGEN_CYC: timing packets between TNTs */
 	unsigned mtc_freq;           /* CTC bit of MTC's payload (IA32_RTIT_CTL.MTCFreq) */
+	int no_retcomp;              /* every return a TIP (perf's noretcomp, a branch trace); the
+					compression stack is kept as if compressing, and counted */
 	const uint64_t *entries;     /* function starts: restart and indirect targets */
 	size_t nentries;
 };
@@ -50,6 +52,7 @@ struct ptgen {
 	unsigned ctop, cdepth;
 	uint64_t next_psb;
 	uint64_t insns;              /* instructions executed while tracing */
+	uint64_t compressible;       /* returns to the compression stack's top while tracing */
 	uint64_t tsc;
 	uint32_t ctc;                /* the crystal clock (with timing) */
 	int ovf_lost;                /* instructions left to run without packets */
@@ -369,7 +372,9 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			if (g->cdepth && g->cstack[(g->ctop + 63) % 64] == to) {
 				g->ctop = (g->ctop + 63) % 64;
 				g->cdepth--;
-				if (!quiet && ptgen_bit(g, 1) < 0)
+				g->compressible += !quiet;
+				if (!quiet && (g->o.no_retcomp ? ptgen_ip(g, ppt_tip, to, 0)
+							       : ptgen_bit(g, 1)) < 0)
 					return -1;
 			} else {
 				/* an uncompressed return leaves the compression stack alone

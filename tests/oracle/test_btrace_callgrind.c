@@ -14,17 +14,6 @@
 static char work[256];
 static const char *rec_opts = "";   /* extra `record` options for check() */
 
-static int sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	int rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
 /* Sum callgrind's self cost (Ir) per function name over every output file PREFIX*. */
 static uint64_t cg_fn(const char *prefix, const char *fn)
 {

@@ -13,18 +13,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-static char work[256];
+#include "oracle/btrace_ipt.h"
 
-static int sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	int rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
+static char work[256];
 
 /* Calls of FN in `tracekit profile --to csv` output: "name",calls,... */
 static uint64_t our_calls(const char *csv, const char *fn)

@@ -227,8 +227,7 @@ static int last_ip(struct ptd *d, const struct tk_ipt_packet *p, uint64_t *ip)
 	return tk_ipt_last_ip_query(&d->last, ip) == 0;
 }
 
-/* The FUP of the PSB+ at POS (without side effects): 1 and *IP if there is one. */
-static int peek_psb_fup(struct ptd *d, size_t pos, uint64_t *ip)
+int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 {
 	struct tk_ipt_ctx ctx = { 0 };
 	struct tk_ipt_last_ip l;
@@ -236,7 +235,7 @@ static int peek_psb_fup(struct ptd *d, size_t pos, uint64_t *ip)
 	int rc;
 
 	tk_ipt_last_ip_init(&l);
-	while ((rc = tk_ipt_decode_one(d->buf, d->len, pos, &ctx, &p)) > 0) {
+	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
 		pos += (size_t)rc;
 		if (p.kind == TK_IPT_PKT_PSBEND)
 			return 0;
@@ -564,7 +563,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			 * its FUP (or runs out of trace if tracing is off). */
 			d->pos = at;
 			d->action = at >= d->end ? ACT_CHUNK_END : ACT_PSB;
-			if (peek_psb_fup(d, at + (size_t)rc, &ip)) {
+			if (tk_ipt_psb_fup(d->buf, d->len, at + (size_t)rc, &ip)) {
 				q->kind = TK_FLOWQ_STOP;
 				q->ip = ip;
 				q->has_ip = 1;
@@ -709,7 +708,7 @@ static int do_action(struct ptd *d)
 		return rc;
 	case ACT_ASYNC_DISABLE:
 		d->enabled = 0;
-		return emit(d, TK_EV_DISABLE, d->ip, 0, 0, 0, TK_IPT_DISABLE_ASYNC);
+		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
 	case ACT_TSX:
 		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags);
 	case ACT_PTW:
@@ -992,7 +991,7 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *st)
 {
 	struct run r = { .buf = buf, .len = len, .o = o, .c = c };
-	size_t chunk = o && o->chunk_bytes ? o->chunk_bytes : (size_t)2 << 20;
+	size_t chunk = o && o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	unsigned nthreads;
 	int64_t n;
 	int rc;

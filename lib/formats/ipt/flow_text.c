@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "tracekit/ipt.h"
+#include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
 
 /* ---- text ------------------------------------------------------------------------------ */
@@ -279,7 +279,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 {
 	struct text_run r = { .flags = flags, .out = out };
 	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r };
-	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : (size_t)2 << 20;
+	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	int64_t n;
 	int rc;
 
@@ -387,7 +387,7 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 {
 	struct ev_run r = { .sink = sink };
 	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r };
-	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : (size_t)2 << 20;
+	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	int64_t n;
 	int rc;
 

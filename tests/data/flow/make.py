@@ -78,6 +78,11 @@ streams = {
     'timing': PSB + tsc(0x10000) + tma(0x100, 0x20) + cbr(20) + mode64() + PSBEND + mode64()
               + pge(0x1000) + cyc(10) + mtc(0x21) + tnt('0') + cyc(20) + tip(0x1030) + mtc(0x23)
               + cyc(4) + pgd(),
+    # every return a TIP, as a branch trace records them (convert --to ipt compresses the
+    # two that return to their call; the one after the syscall has no call before it)
+    'retcomp': psbplus() + mode64() + pge(0x1000) + tnt('0') + tip(0x1011) + tip(0x1050)
+               + tnt('110') + tip(0x1030) + pgd() + mode64() + pge(0x1032) + tip(0x1000)
+               + tnt('1') + tip(0x1011) + tip(0x1030) + pgd(),
 }
 for name, data in streams.items():
     open(name + '.pt', 'wb').write(data)

@@ -311,6 +311,23 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 				return -1;
 			continue;
 		}
+		if (in.len == 1 && code[0] == 0xf4) {
+			/* hlt faults in user mode: tracing stops at it, as at any exception
+			 * into the untraced kernel (FUP + TIP.PGD), and restarts elsewhere.
+			 * Walking on would spin in the jump around it (abort's), where no
+			 * decoder can tell one pass from the next (libipt ran past 100 M
+			 * instructions there now and then, with ASLR placing the code). */
+			if (quiet) {
+				quiet = 0;
+				if (ptgen_enable(g, &ip) < 0)
+					return -1;
+				continue;
+			}
+			if (ptgen_ip(g, ppt_fup, ip, 0) < 0 || ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 ||
+			    ptgen_enable(g, &ip) < 0)
+				return -1;
+			continue;
+		}
 		if (!quiet)
 			g->insns++;
 		if (++g->silent > 20000 && !quiet) {
@@ -438,7 +455,12 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			continue;
 		}
 	}
+	/* Tracing stops where the stream ends (FUP + TIP.PGD), so no decoder walks on past
+	 * the last packet: code that needs no trace (a loop of direct jumps) would let it
+	 * run for ever. */
 	if (ptgen_flush_tnt(g) < 0)
+		return -1;
+	if (!quiet && (ptgen_ip(g, ppt_fup, ip, 0) < 0 || ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0))
 		return -1;
 	return (long)ptgen_off(g);
 }

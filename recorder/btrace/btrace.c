@@ -1267,6 +1267,67 @@ static long emulate_sigprocmask(const greg_t *g, ucontext_t *uc)
 	return 0;
 }
 
+static void wrap_handler(int sig, siginfo_t *si, void *ucv);
+
+/* The kernel's struct sigaction on x86-64. */
+struct ksigaction {
+	uint64_t handler, flags, restorer, mask;
+};
+
+/* rt_sigaction, done here (it does not block): SIGTRAP keeps the recorder's handler (the
+ * program is told it has none), no handler blocks SIGTRAP, and every handler, libc's own
+ * included (SIGCANCEL, SIGSETXID: libc installs them past the sigaction interposer), runs
+ * through wrap_handler, so that the trace knows where the thread was interrupted and where
+ * it goes on. Returns the system call's result. */
+static long emulate_sigaction(const greg_t *g)
+{
+	int sig = (int)g[REG_RDI];
+	uint64_t act = (uint64_t)g[REG_RSI], oact = (uint64_t)g[REG_RDX];
+	struct ksigaction k, mine, o;
+	uint64_t wrap = (uint64_t)(uintptr_t)wrap_handler, trap = 1ull << (SIGTRAP - 1);
+	int known = sig > 0 && sig < 65, wrapped = 0;
+
+	if ((uint64_t)g[REG_R10] != 8)
+		return -EINVAL;
+	if (sig == SIGTRAP) {
+		static const struct ksigaction none;
+		return oact && rt_write_mem(oact, &none, sizeof none) < 0 ? -EFAULT : 0;
+	}
+	if (act) {
+		if (rt_read_mem(&k, act, sizeof k) < 0)
+			return -EFAULT;
+		mine = k;
+		mine.mask &= ~trap;
+		if (known && k.handler > (uint64_t)(uintptr_t)SIG_IGN && k.handler != wrap) {
+			mine.handler = wrap;
+			mine.flags |= SA_SIGINFO;
+			wrapped = 1;
+		}
+	}
+	long rc = rt_syscall(SYS_rt_sigaction, sig, act ? &mine : NULL, oact ? &o : NULL, 8, 0, 0);
+	if (rc < 0)
+		return rc;
+	if (oact && known && o.handler == wrap) {
+		const struct sigaction *pa = &prog_action[sig];
+		o.handler = (uint64_t)(uintptr_t)pa->sa_handler;
+		o.flags = (uint64_t)pa->sa_flags;
+		memcpy(&o.mask, &pa->sa_mask, 8);
+	}
+	if (act && known && k.handler != wrap) {
+		struct sigaction *pa = &prog_action[sig];
+		memset(pa, 0, sizeof *pa);
+		pa->sa_handler = (sighandler_t)(uintptr_t)k.handler;
+		pa->sa_flags = (int)k.flags;
+		memcpy(&pa->sa_mask, &k.mask, 8);
+		pa->sa_restorer = (void (*)(void))(uintptr_t)k.restorer;
+		if (wrapped)
+			__atomic_store_n(&prog_handlers, 1, __ATOMIC_RELEASE);
+	}
+	if (oact && rt_write_mem(oact, &o, sizeof o) < 0)
+		return -EFAULT;
+	return 0;
+}
+
 /* A new task is about to be made by clone/clone3/vfork with FLAGS, from traced code at
  * SITE: a thread with a TLS of its own starts with a fresh state just after the system
  * call; one without shares or copies the caller's state (see foreign_task). */
@@ -1318,18 +1379,7 @@ static void on_syscall(const struct cti *c, ucontext_t *uc)
 		g[REG_RIP] = (greg_t)back;
 		return;
 	case SYS_rt_sigaction:
-		if ((int)g[REG_RDI] != SIGTRAP)
-			break;
-		/* the recorder's handler stays; the program is told SIGTRAP has none */
-		if (g[REG_RDX]) {
-			static const uint64_t none[4];
-			if (rt_write_mem((uint64_t)g[REG_RDX], none, sizeof none) < 0) {
-				g[REG_RAX] = -EFAULT;
-				g[REG_RIP] = (greg_t)back;
-				return;
-			}
-		}
-		g[REG_RAX] = 0;
+		g[REG_RAX] = emulate_sigaction(g);
 		g[REG_RIP] = (greg_t)back;
 		return;
 	case SYS_exit:
@@ -2863,7 +2913,10 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_trap;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigfillset(&sa.sa_mask);   /* nothing may interrupt an emulation half-way */
+	/* Nothing may interrupt an emulation half-way, not even libc's internal SIGCANCEL and
+	 * SIGSETXID, which sigfillset leaves out: their handlers run libc, which may be traced
+	 * (a trap while the handler runs kills the process). */
+	memset(&sa.sa_mask, 0xff, sizeof sa.sa_mask);
 	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
 		return;
 	/* The kernel returns from our handler into libc's __restore_rt (sa_restorer) with
@@ -2877,6 +2930,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			say("the signal return code (sa_restorer) would be patched; not recording");
 			return;
 		}
+	uint64_t trapbit = 1ull << (SIGTRAP - 1);   /* a program may start with it blocked */
+	rt_sigmask(SIG_UNBLOCK, &trapbit, NULL);
 	pthread_atfork(NULL, NULL, after_fork_child);
 	resolve_nonlocal();
 	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");

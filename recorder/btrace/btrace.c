@@ -2319,6 +2319,18 @@ static long eax_imm(const ZydisDecodedInstruction *in, const ZydisDecodedOperand
 	return (long)(ops[1].imm.value.u & 0xffffffff);
 }
 
+/* Decode the instruction at IP, which must end by END and, unless it is a NOP, by the next
+ * function start LIM: the unwind table (used for function starts without a symbol table)
+ * starts libc's signal return code one byte early, inside the padding before it, and the
+ * decoding must not restart there. */
+static int decode_at(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end,
+		     ZydisDecodedInstruction *in, ZydisDecodedOperand *ops)
+{
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), end - ip, in, ops)))
+		return 0;
+	return ip + in->length <= lim || in->mnemonic == ZYDIS_MNEMONIC_NOP;
+}
+
 /* Decode a section linearly, restarting at every function start it meets. */
 static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t end,
 		  const uint64_t *starts, size_t nstarts)
@@ -2336,8 +2348,7 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		if (next < nstarts && starts[next] == ip)
 			next++;
 		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start),
-							 lim - ip, &in, ops))) {
+		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			eax = -1;
 			continue;
@@ -2650,15 +2661,15 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 
 	while (ip < end) {
 		long k = last_le(fn_start, nfns, ip);
-		if (k >= 0 && fn_start[k] == ip)
+		if (k != f) {
 			nring = 0;   /* never relocate across a function start */
-		if (k != f)
 			f = k;
+		}
 		size_t nx = (size_t)(k + 1);
 		while (nx < nfns && fn_start[nx] <= ip)
 			nx++;
 		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), lim - ip, &in, ops))) {
+		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			nring = 0;
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			continue;

@@ -12,6 +12,7 @@
 #include <libelf.h>
 #include <Zydis/Zydis.h>
 
+#include "tracekit/common.h"
 #include "tracekit/symbolize.h"
 
 struct symbol {
@@ -293,12 +294,9 @@ static void open_debug_file(struct module *m)
 {
 	char path[64 + 2 * 64];
 	m->dbg_fd = -1;
-	if (m->build_id_len < 2 || m->build_id_len > 64 || symbol_section(m->elf, 0))
+	if (symbol_section(m->elf, 0) ||
+	    tk_debug_file_path(path, sizeof path, m->build_id, m->build_id_len) < 0)
 		return;
-	int n = snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/", m->build_id[0]);
-	for (size_t i = 1; i < m->build_id_len; i++)
-		n += snprintf(path + n, sizeof path - (size_t)n, "%02x", m->build_id[i]);
-	snprintf(path + n, sizeof path - (size_t)n, ".debug");
 	m->dbg_fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (m->dbg_fd < 0)
 		return;

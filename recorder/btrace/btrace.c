@@ -126,7 +126,7 @@ static uint64_t birth_site[8];
 static unsigned nbirth;
 /* Big RSP changes (sub rsp, 0x1000) of straight-line instructions, for the walk (IM_RSP_BIG). */
 static uint64_t *big_rsp_addr;
-static int64_t *big_rsp_delta;
+static uint64_t *big_rsp_delta;     /* int64_t values */
 static size_t nbig_rsp;
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -307,7 +307,7 @@ static int imap_rsp(uint64_t ip, uint16_t e, int64_t *d)
 		*d = 0;
 		return 0;
 	}
-	*d = big_rsp_delta[k];
+	*d = (int64_t)big_rsp_delta[k];
 	return 1;
 }
 
@@ -2107,12 +2107,8 @@ static struct vec reloc_secs[MAX_MODULES];
 
 
 struct scan {
-	struct vec ctis, fns, rets, tails, targets, big_rsp;
-};
-
-struct big_rsp {
-	uint64_t addr;
-	int64_t delta;
+	struct vec ctis, fns, rets, tails, targets;
+	struct vec big_rsp;   /* (address, RSP change as int64) */
 };
 
 /* Read-only mapping of a whole ELF file, or NULL. */
@@ -2238,13 +2234,8 @@ static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
 		char dbg[64 + 2 * sizeof m->build_id];
 		const uint8_t *df = NULL;
 		size_t dsize = 0;
-		if (m->build_id_len >= 2) {
-			int n = snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%02x/", m->build_id[0]);
-			for (unsigned i = 1; i < m->build_id_len; i++)
-				n += snprintf(dbg + n, sizeof dbg - (size_t)n, "%02x", m->build_id[i]);
-			snprintf(dbg + n, sizeof dbg - (size_t)n, ".debug");
+		if (tk_debug_file_path(dbg, sizeof dbg, m->build_id, m->build_id_len) == 0)
 			df = map_elf(dbg, &dsize);
-		}
 		if (!df || !fn_symbols(df, dsize, m, sc, 0)) {
 			fn_symbols(f, size, m, sc, 1);
 			fde_starts(m, sc);
@@ -2276,10 +2267,10 @@ static uint16_t imap_entry(struct scan *sc, uint64_t ip, const ZydisDecodedInstr
 		if (!rsp_effect(in, ops, &d)) {
 			e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
 		} else if (d <= IM_RSP_UNKNOWN || d >= IM_RSP_BIG) {   /* not an int8 of ours */
-			struct big_rsp *br = vec_push(&sc->big_rsp);
+			struct fnrange *br = vec_push(&sc->big_rsp);
 			if (br) {
-				br->addr = ip;
-				br->delta = d;
+				br->start = ip;
+				br->end = (uint64_t)d;
 				e |= (uint16_t)((uint8_t)IM_RSP_BIG << 8);
 			} else {
 				e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
@@ -2738,6 +2729,25 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	return done;
 }
 
+/* Sort the (key, value) pairs of V by key into two arrays, and free V. */
+static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n)
+{
+	struct fnrange *p = v->p;
+	*n = v->n;
+	sort_u64(p, *n, sizeof *p);
+	*keys = malloc((*n + 1) * sizeof **keys);
+	*vals = malloc((*n + 1) * sizeof **vals);
+	if (!*keys || !*vals)
+		return -1;
+	for (size_t i = 0; i < *n; i++) {
+		(*keys)[i] = p[i].start;
+		(*vals)[i] = p[i].end;
+	}
+	free(p);
+	v->p = NULL;
+	return 0;
+}
+
 /* Each trapped system call of module M runs natively from a stub near it, `syscall; jmp
  * back` (on_syscall); the stub's address is kept in the CTI's target. */
 static int syscall_stubs(void)
@@ -2775,7 +2785,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	const char *mods = getenv("TK_BTRACE_MODULES");
 	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
 			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
-			   .targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct big_rsp) } };
+			   .targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct fnrange) } };
 	struct sigaction sa, old;
 
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
@@ -2854,42 +2864,10 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		}
 	}
 	free(fr);
-	struct fnrange *rc = sc.rets.p;
-	nret_sites = sc.rets.n;
-	sort_u64(rc, nret_sites, sizeof *rc);
-	ret_sites = malloc((nret_sites + 1) * sizeof *ret_sites);
-	ret_calls = malloc((nret_sites + 1) * sizeof *ret_calls);
-	if (!ret_sites || !ret_calls)
+	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
+	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
+	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
 		return;
-	for (size_t i = 0; i < nret_sites; i++) {
-		ret_sites[i] = rc[i].start;
-		ret_calls[i] = rc[i].end;
-	}
-	free(rc);
-	struct fnrange *tj = sc.tails.p;
-	ntj = sc.tails.n;
-	sort_u64(tj, ntj, sizeof *tj);
-	tj_target = malloc((ntj + 1) * sizeof *tj_target);
-	tj_src = malloc((ntj + 1) * sizeof *tj_src);
-	if (!tj_target || !tj_src)
-		return;
-	for (size_t i = 0; i < ntj; i++) {
-		tj_target[i] = tj[i].start;
-		tj_src[i] = tj[i].end;
-	}
-	free(tj);
-	struct big_rsp *br = sc.big_rsp.p;
-	nbig_rsp = sc.big_rsp.n;
-	sort_u64(br, nbig_rsp, sizeof *br);
-	big_rsp_addr = malloc((nbig_rsp + 1) * sizeof *big_rsp_addr);
-	big_rsp_delta = malloc((nbig_rsp + 1) * sizeof *big_rsp_delta);
-	if (!big_rsp_addr || !big_rsp_delta)
-		return;
-	for (size_t i = 0; i < nbig_rsp; i++) {
-		big_rsp_addr[i] = br[i].addr;
-		big_rsp_delta[i] = br[i].delta;
-	}
-	free(br);
 	if (syscall_stubs() < 0) {
 		say("cannot map the system call stubs near the traced code; not recording");
 		return;

@@ -102,15 +102,10 @@ static int bt_read_symtab(struct bt_counts *c, const char *path, uint64_t bias)
 static int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias, const uint8_t *bid,
 			   unsigned bidlen)
 {
+	char dbg[256];
 	int n = bt_read_symtab(c, path, bias);
-	if (n == 0 && bidlen >= 2) {
-		char dbg[256];
-		int l = snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%02x/", bid[0]);
-		for (unsigned i = 1; i < bidlen; i++)
-			l += snprintf(dbg + l, sizeof dbg - (size_t)l, "%02x", bid[i]);
-		snprintf(dbg + l, sizeof dbg - (size_t)l, ".debug");
+	if (n == 0 && tk_debug_file_path(dbg, sizeof dbg, bid, bidlen) == 0)
 		n = bt_read_symtab(c, dbg, bias);
-	}
 	return n < 0 ? -1 : 0;
 }
 
@@ -233,22 +228,36 @@ static void bt_decode_stream(struct bt_counts *c, const struct tk_btrace *bt, co
 	pt_insn_free_decoder(dec);
 }
 
-/* Decode every thread of the container at PATH. Returns 0 or -1 (unreadable). */
-static int bt_decode_file(struct bt_counts *c, const char *path)
+/* The whole file at PATH (malloc'd, *LEN bytes), or NULL. */
+static uint8_t *bt_read_file(const char *path, size_t *len)
 {
 	int fd = open(path, O_RDONLY);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return -1;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
 	uint8_t *data = malloc((size_t)st.st_size + 1);
 	if (!data || read(fd, data, (size_t)st.st_size) != st.st_size) {
 		close(fd);
 		free(data);
-		return -1;
+		return NULL;
 	}
 	close(fd);
+	*len = (size_t)st.st_size;
+	return data;
+}
+
+/* Decode every thread of the container at PATH. Returns 0 or -1 (unreadable). */
+static int bt_decode_file(struct bt_counts *c, const char *path)
+{
+	size_t len;
+	uint8_t *data = bt_read_file(path, &len);
+	if (!data)
+		return -1;
 	int err = 0;
-	struct tk_btrace *bt = tk_btrace_open(data, (size_t)st.st_size, NULL, &err);
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
 	if (!bt) {
 		free(data);
 		return -1;

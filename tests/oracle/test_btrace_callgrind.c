@@ -210,42 +210,28 @@ static uint64_t unresolved(const char *name)
  * with libipt to the instructions the container does: returns their sum. */
 static uint64_t ipt_converted_insns(const char *name)
 {
-	char path[600];
+	char path[600], pt_path[600];
 	uint64_t total = 0;
-	snprintf(path, sizeof path, "%s/%s.tkbt", work, name);
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	long len = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	uint8_t *data = malloc((size_t)len);
-	assert_non_null(data);
-	assert_int_equal(fread(data, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
+	size_t len, n;
 	int err = 0;
-	struct tk_btrace *bt = tk_btrace_open(data, (size_t)len, NULL, &err);
+	snprintf(path, sizeof path, "%s/%s.tkbt", work, name);
+	uint8_t *data = bt_read_file(path, &len);
+	assert_non_null(data);
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
 	assert_non_null(bt);
 	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
 		unsigned tid = tk_btrace_thread(bt, i)->tid;
 		struct bt_counts *c = calloc(1, sizeof *c);
 		assert_non_null(c);
-		assert_int_equal(sh("\"$TK\" convert --to ipt --tid %u -o %s/%s.%u.pt %s", tid, work, name, tid, path), 0);
-		snprintf(path, sizeof path, "%s/%s.%u.pt", work, name, tid);
-		f = fopen(path, "rb");
-		assert_non_null(f);
-		fseek(f, 0, SEEK_END);
-		long n = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		uint8_t *pt = malloc((size_t)n + 1);
+		snprintf(pt_path, sizeof pt_path, "%s/%s.%u.pt", work, name, tid);
+		assert_int_equal(sh("\"$TK\" convert --to ipt --tid %u -o %s %s", tid, pt_path, path), 0);
+		uint8_t *pt = bt_read_file(pt_path, &n);
 		assert_non_null(pt);
-		assert_int_equal(fread(pt, 1, (size_t)n, f), (size_t)n);
-		fclose(f);
-		bt_decode_stream(c, bt, pt, (size_t)n);
+		bt_decode_stream(c, bt, pt, n);
 		assert_int_equal(c->decode_errors, 0);
 		total += c->insns;
 		free(pt);
 		free(c);
-		snprintf(path, sizeof path, "%s/%s.tkbt", work, name);
 	}
 	tk_btrace_free(bt);
 	free(data);
@@ -607,20 +593,22 @@ static void test_existing_with_libc(void **state)
 	static const char *const ex[] = { "main+main.cold", "_ZL7throwerii+_ZL7throwerii.cold+thrower(int,", NULL };
 	static const char *const fk[] = { "main", "spin", "before", NULL };
 	static const char *const fk_child[] = { "child_work", NULL };
+	static const struct {
+		const char *name, *src, *flags, *args;
+		const char *const *fns;
+	} progs[] = {
+		{ "threads_lc", "threads.c", "-pthread", "", thr },
+		{ "longjmp_lc", "longjmp.c", "", "", lj },
+		{ "callbacks_lc", "callbacks.c", "", "300", cb },
+		{ "exceptions_lc", "exceptions.cc", "", "", ex },
+	};
 	(void)state;
 	rec_opts = "--module main --module libc.so.6";
-	compile("threads_lc", "threads.c", "-pthread");
-	check("threads_lc", "", thr);
-	check_clean("threads_lc");
-	compile("longjmp_lc", "longjmp.c", "");
-	check("longjmp_lc", "", lj);
-	check_clean("longjmp_lc");
-	compile("callbacks_lc", "callbacks.c", "");
-	check("callbacks_lc", "300", cb);
-	check_clean("callbacks_lc");
-	compile("exceptions_lc", "exceptions.cc", "");
-	check("exceptions_lc", "", ex);
-	check_clean("exceptions_lc");
+	for (size_t i = 0; i < sizeof progs / sizeof *progs; i++) {
+		compile(progs[i].name, progs[i].src, progs[i].flags);
+		check(progs[i].name, progs[i].args, progs[i].fns);
+		check_clean(progs[i].name);
+	}
 	compile("fork_lc", "fork.c", "");
 	check_fork("fork_lc", fk, fk_child);
 	assert_int_equal(unresolved("fork_lc"), 0);

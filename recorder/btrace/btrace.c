@@ -176,6 +176,44 @@ static void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_
 	sys_write_all(out_fd, iov, 3);
 }
 
+/* ---- memory of its own -----------------------------------------------------------------
+ * The recorder never allocates from the program's heap: malloc's state (arenas, bins, the
+ * break) stays as the program alone leaves it, so that a traced malloc runs as it would
+ * without the recorder. Start-up data comes from mmap, in 1 MiB chunks or one mapping for a
+ * large block; only large blocks are ever given back. Start-up only (one thread). */
+#define REC_CHUNK (1u << 20)
+
+static void *rec_map(size_t n)
+{
+	long p = rt_syscall(SYS_mmap, NULL, (n + 4095) & ~(size_t)4095, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p < 0 && p > -4096 ? NULL : (void *)p;
+}
+
+static void *rec_alloc(size_t n)   /* zeroed, 16-aligned */
+{
+	static uint8_t *cur;
+	static size_t left;
+	n = (n + 15) & ~(size_t)15;
+	if (n >= REC_CHUNK / 2)
+		return rec_map(n);
+	if (n > left) {
+		if (!(cur = rec_map(REC_CHUNK)))
+			return NULL;
+		left = REC_CHUNK;
+	}
+	void *r = cur;
+	cur += n;
+	left -= n;
+	return r;
+}
+
+static void rec_free(void *p, size_t n)
+{
+	if (p && ((n + 15) & ~(size_t)15) >= REC_CHUNK / 2)
+		rt_syscall(SYS_munmap, p, (n + 4095) & ~(size_t)4095, 0, 0, 0, 0);
+}
+
 /* ---- lookups ---------------------------------------------------------------------- */
 
 static inline const struct cti *cti_find(uint64_t addr)
@@ -954,7 +992,7 @@ static void tramp_setup(int m)
 	uint8_t *p = map_near(m, TRAMP_AREA);
 	if (!p)
 		return;
-	tramp_index[m] = calloc(TRAMP_AREA / TRAMP_SIZE + 1, sizeof(uint32_t));
+	tramp_index[m] = rec_alloc((TRAMP_AREA / TRAMP_SIZE + 1) * sizeof(uint32_t));
 	if (!tramp_index[m]) {
 		munmap(p, TRAMP_AREA);
 		return;
@@ -2056,9 +2094,12 @@ static void *vec_push(struct vec *v)
 {
 	if (v->n == v->cap) {
 		size_t cap = v->cap ? v->cap * 2 : 1024;
-		void *p = realloc(v->p, cap * v->elt);
+		void *p = rec_alloc(cap * v->elt);
 		if (!p)
 			return NULL;
+		if (v->p)
+			memcpy(p, v->p, v->n * v->elt);
+		rec_free(v->p, v->cap * v->elt);
 		v->p = p;
 		v->cap = cap;
 	}
@@ -2476,13 +2517,10 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	}
 	m->start = lo;
 	m->end = hi;
-	m->orig = malloc(hi - lo);
-	m->imap = calloc(hi - lo, sizeof *m->imap);
-	if (!m->orig || !m->imap) {
-		free(m->orig);
-		free(m->imap);
+	m->orig = rec_alloc(hi - lo);
+	m->imap = rec_alloc((hi - lo) * sizeof *m->imap);
+	if (!m->orig || !m->imap)
 		return 0;
-	}
 	memcpy(m->orig, (const void *)lo, hi - lo);
 	nmodules++;
 	return want[0] ? 1 : 1;
@@ -2496,7 +2534,7 @@ static int scan_module(struct module *m, struct scan *sc)
 		return -1;
 	/* restart points: this module's function starts */
 	size_t ns = sc->fns.n - fn0;
-	uint64_t *starts = malloc((ns + 1) * sizeof *starts);
+	uint64_t *starts = rec_alloc((ns + 1) * sizeof *starts);
 	if (!starts)
 		return -1;
 	for (size_t i = 0; i < ns; i++)
@@ -2509,7 +2547,7 @@ static int scan_module(struct module *m, struct scan *sc)
 		if (s < e)
 			sweep(m, sc, s, e, starts, ns);
 	}
-	free(starts);
+	rec_free(starts, (ns + 1) * sizeof *starts);
 	reloc_secs[m - modules] = secs;   /* the relocation pass walks them again */
 	return 0;
 }
@@ -2735,15 +2773,15 @@ static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *
 	struct fnrange *p = v->p;
 	*n = v->n;
 	sort_u64(p, *n, sizeof *p);
-	*keys = malloc((*n + 1) * sizeof **keys);
-	*vals = malloc((*n + 1) * sizeof **vals);
+	*keys = rec_alloc((*n + 1) * sizeof **keys);
+	*vals = rec_alloc((*n + 1) * sizeof **vals);
 	if (!*keys || !*vals)
 		return -1;
 	for (size_t i = 0; i < *n; i++) {
 		(*keys)[i] = p[i].start;
 		(*vals)[i] = p[i].end;
 	}
-	free(p);
+	rec_free(p, v->cap * v->elt);
 	v->p = NULL;
 	return 0;
 }
@@ -2792,11 +2830,10 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	if (!out || !*out || !real_sigaction)
 		return;
 	/* Programs this one starts (exec without our wrappers, system(), posix_spawn) inherit
-	 * the environment: they are not traced, and must not overwrite the trace. */
-	if (getenv("TK_BTRACE_STARTED"))
-		return;
-	setenv("TK_BTRACE_STARTED", "1", 1);
+	 * the environment: they are not traced, and must not overwrite the trace. (unsetenv,
+	 * unlike setenv, does not allocate: the program's heap stays untouched.) */
 	snprintf(out_path, sizeof out_path, "%s", out);
+	unsetenv("TK_BTRACE_OUT");
 	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 
@@ -2833,7 +2870,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	size_t hsize = 1024;
 	while (hsize < nctis * 2)
 		hsize *= 2;
-	cti_hash = calloc(hsize, sizeof *cti_hash);
+	cti_hash = rec_alloc(hsize * sizeof *cti_hash);
 	cti_hash_mask = hsize - 1;
 	if (!cti_hash)
 		return;
@@ -2846,8 +2883,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	struct fnrange *fr = sc.fns.p;
 	sort_u64(fr, sc.fns.n, sizeof *fr);
 	nfns = sc.fns.n;
-	fn_start = malloc((nfns + 1) * sizeof *fn_start);
-	fn_end = malloc((nfns + 1) * sizeof *fn_end);
+	fn_start = rec_alloc((nfns + 1) * sizeof *fn_start);
+	fn_end = rec_alloc((nfns + 1) * sizeof *fn_end);
 	if (!fn_start || !fn_end)
 		return;
 	for (size_t i = 0; i < nfns; i++) {
@@ -2863,7 +2900,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 				fn_end[i] = m->end;
 		}
 	}
-	free(fr);
+	rec_free(fr, sc.fns.cap * sc.fns.elt);
 	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
 	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
 	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
@@ -2873,7 +2910,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		return;
 	}
 
-	reloc_jind = malloc((nctis + 1) * sizeof *reloc_jind);
+	reloc_jind = rec_alloc((nctis + 1) * sizeof *reloc_jind);
 	for (size_t i = 0; reloc_jind && i < nctis; i++)
 		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
 			reloc_jind[nreloc_jind++] = ctis[i].addr;
@@ -2935,12 +2972,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
 	ttls_fs_off = (int32_t)fs_off;
 	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
-	    (tramp_done = calloc(nctis + 1, 1))) {
+	    (tramp_done = rec_alloc(nctis + 1))) {
 		for (int i = 0; i < nmodules; i++)
 			tramp_setup(i);
 		tramps_on = 1;
 	}
-	windows = tramps_on && reloc_targets ? malloc((nctis + 1) * sizeof *windows) : NULL;
+	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {

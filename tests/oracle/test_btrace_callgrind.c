@@ -264,10 +264,11 @@ static void test_branches_traps_only(void **state)
  * the decoded instructions (thread ids dropped) in NAME.decode<MODE>. */
 static void decode_fixed(const char *name, const char *args, int trampolines)
 {
-	assert_int_equal(sh("cd %s && TK_BTRACE_TRAMPOLINES=%d setarch x86_64 -R \"$TK\" record --btrace -q "
+	assert_int_equal(sh("cd %s && TK_BTRACE_TRAMPOLINES=%d setarch x86_64 -R \"$TK\" record --btrace -q %s "
 			    "-o %s.fixed%d.tkbt -- ./%s %s >/dev/null && \"$TK\" decode %s.fixed%d.tkbt | "
 			    "grep -v '^\\[thread' >%s.decode%d",
-			    work, trampolines, name, trampolines, name, args, name, trampolines, name, trampolines), 0);
+			    work, trampolines, rec_opts, name, trampolines, name, args, name, trampolines, name,
+			    trampolines), 0);
 }
 
 /* Trap-only and trampoline recordings of the same run decode to the same instructions. */
@@ -609,6 +610,8 @@ static void test_existing_with_libc(void **state)
 		check(progs[i].name, progs[i].args, progs[i].fns);
 		check_clean(progs[i].name);
 	}
+	/* trap-only and trampoline recordings of libc decode to the same instructions */
+	check_modes_agree("callbacks_lc", "300");
 	compile("fork_lc", "fork.c", "");
 	check_fork("fork_lc", fk, fk_child);
 	assert_int_equal(unresolved("fork_lc"), 0);

@@ -521,7 +521,8 @@ static void test_refusals(void **state)
  * - string functions chosen by IFUNC (strcmp, strlen, strchrnul, memcpy): valgrind reports
  *   its own CPUID, so glibc runs __strcmp_avx2 under callgrind and __strcmp_evex natively;
  *   callgrind also counts each iteration of a rep-prefixed instruction;
- * - malloc internals: the recorder's own start-up allocations change the heap;
+ * - malloc internals: the loader and libc's start-up allocate before the recorder starts
+ *   (the recorder itself takes no heap memory), so part of the heap's history is missing;
  * - start_thread and clone: valgrind has no clone3, so glibc falls back to clone under it;
  *   pthread_join: whether it waits depends on timing;
  * - what walks the loaded libraries or atfork handlers (__cxa_finalize, _dl_fini, fork

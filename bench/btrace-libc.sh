@@ -4,7 +4,8 @@
 # libc.so.6` and with `--module libc.so.6` alone. Prints native and recording time (median
 # of BENCH_RUNS), instructions recorded, trace size, traps and trampoline records per
 # second, and whether the trace is complete and decodes cleanly (errors, unresolved
-# re-entries). OUT=DIR keeps the traces (and their raw PT, for PT decoder benchmarks).
+# re-entries). OUT=DIR keeps the traces (and their raw PT, for PT decoder benchmarks), with
+# the program they name.
 # usage: bench/btrace-libc.sh [N]   (default 40000 keys: ~58 M instructions)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -14,13 +15,14 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 OUT=${OUT:-$W}
 mkdir -p "$OUT"
-cc -O2 -g -o "$W/btrace-libc" "$SRC/bench/btrace-libc.c"
-t_native=$(bench_time "$W/btrace-libc" "$N")
+P=$OUT/btrace-libc
+cc -O2 -g -o "$P" "$SRC/bench/btrace-libc.c"
+t_native=$(bench_time "$P" "$N")
 echo "btrace-libc $N: native $t_native s"
 for mods in "--module main --module libc.so.6" "--module libc.so.6"; do
 	tag=$([ "$mods" = "--module libc.so.6" ] && echo libc || echo main+libc)
-	t=$(bench_time "$TK" record --btrace -q $mods -o "$W/t.tkbt" -- "$W/btrace-libc" "$N")
-	"$TK" record --btrace -q $mods -o "$OUT/$tag.tkbt" -- "$W/btrace-libc" "$N" >/dev/null
+	t=$(bench_time "$TK" record --btrace -q $mods -o "$W/t.tkbt" -- "$P" "$N")
+	"$TK" record --btrace -q $mods -o "$OUT/$tag.tkbt" -- "$P" "$N" >/dev/null
 	"$TK" info "$OUT/$tag.tkbt" >"$W/info"
 	insns=$("$TK" decode --stat "$OUT/$tag.tkbt" | awk '/^insn:/ {s += $2} END {print s}')
 	errors=$("$TK" decode --stat "$OUT/$tag.tkbt" | awk '/^errors:/ {s += $2} END {print s}')

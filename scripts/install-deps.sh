@@ -9,6 +9,7 @@ packages=(
 	libcmocka-dev
 	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev
 	libipt-dev valgrind protobuf-compiler hyperfine bc time
+	libc6-dbg
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 )
 # Node.js (for the pprof reader in tests) may come from another repository; only add

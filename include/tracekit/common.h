@@ -233,6 +233,27 @@ static inline uint64_t tk_hash64(uint64_t x)
 	return x;
 }
 
+/* Where distributions install the separate debug file of a module whose GNU build id is
+ * ID (N bytes): /usr/lib/debug/.build-id/ab/cdef....debug (Debian's libc6-dbg for libc).
+ * Writes it to BUF; returns 0, or -1 if the id is shorter than 2 bytes or BUF too small.
+ * Header-only: the branch recorder uses it too. */
+static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, size_t n)
+{
+	static const char dir[] = "/usr/lib/debug/.build-id/", hex[] = "0123456789abcdef";
+	size_t k = sizeof dir - 1;
+	if (n < 2 || size < k + 2 * n + sizeof "/.debug")
+		return -1;
+	memcpy(buf, dir, k);
+	for (size_t i = 0; i < n; i++) {
+		buf[k++] = hex[id[i] >> 4];
+		buf[k++] = hex[id[i] & 15];
+		if (i == 0)
+			buf[k++] = '/';
+	}
+	memcpy(buf + k, ".debug", sizeof ".debug");
+	return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

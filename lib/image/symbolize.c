@@ -12,6 +12,7 @@
 #include <libelf.h>
 #include <Zydis/Zydis.h>
 
+#include "tracekit/common.h"
 #include "tracekit/symbolize.h"
 
 struct symbol {
@@ -24,6 +25,8 @@ struct module {
 	const char *base;         /* basename of path */
 	int fd;
 	Elf *elf;
+	int dbg_fd;               /* its separate debug file (by build id), for symbols; -1 */
+	Elf *dbg_elf;
 	Dwarf *dw;
 	uint64_t bias, start, end; /* run-time range [start, end) */
 	struct symbol *syms;
@@ -86,6 +89,10 @@ void tk_sym_free(struct tk_sym *s)
 			elf_end(m->elf);
 		if (m->fd >= 0)
 			close(m->fd);
+		if (m->dbg_elf)
+			elf_end(m->dbg_elf);
+		if (m->dbg_fd >= 0)
+			close(m->dbg_fd);
 		free(m->path);
 		free(m->syms);
 		free(m->strings);
@@ -100,14 +107,28 @@ void tk_sym_free(struct tk_sym *s)
 	free(s);
 }
 
+/* How internal an alias looks (lower is the name users know): glibc's hidden __GI_ and
+ * __EI_ aliases and versioned names last, then by leading underscores (printf before
+ * _IO_printf, log1p before __w_log1p, as a debug file lists them all). */
+static int alias_rank(const char *n)
+{
+	int r = !strncmp(n, "__GI_", 5) || !strncmp(n, "__EI_", 5) || strchr(n, '@') ? 100 : 0;
+	while (*n == '_')
+		r++, n++;
+	return r;
+}
+
 static int cmp_sym(const void *a, const void *b)
 {
 	const struct symbol *x = a, *y = b;
 	if (x->addr != y->addr)
 		return x->addr < y->addr ? -1 : 1;
-	/* prefer sized, global-looking names first: stable order by size then name */
+	/* prefer sized, global-looking names first: stable order by size, rank, then name */
 	if (x->size != y->size)
 		return x->size > y->size ? -1 : 1;
+	int rx = alias_rank(x->name), ry = alias_rank(y->name);
+	if (rx != ry)
+		return rx < ry ? -1 : 1;
 	return strcmp(x->name, y->name);
 }
 
@@ -250,11 +271,12 @@ static int add_plt_symbols(struct module *m, size_t *k, size_t *cap)
 	return rc;
 }
 
-static int load_symbols(struct module *m)
+/* The symbol table section of E: .symtab, else (with DYNSYM_OK) .dynsym, else NULL. */
+static Elf_Scn *symbol_section(Elf *e, int dynsym_ok)
 {
 	Elf_Scn *scn = NULL, *symtab = NULL, *dynsym = NULL;
 	GElf_Shdr sh;
-	while ((scn = elf_nextscn(m->elf, scn))) {
+	while ((scn = elf_nextscn(e, scn))) {
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		if (sh.sh_type == SHT_SYMTAB)
@@ -262,7 +284,37 @@ static int load_symbols(struct module *m)
 		else if (sh.sh_type == SHT_DYNSYM)
 			dynsym = scn;
 	}
-	scn = symtab ? symtab : dynsym;
+	return symtab ? symtab : dynsym_ok ? dynsym : NULL;
+}
+
+/* A stripped module (Debian's libc) keeps its full symbol table in a separate debug file
+ * named by its build id (libc6-dbg installs libc's): open it when the module has no
+ * .symtab, so that profiles name its internal functions. */
+static void open_debug_file(struct module *m)
+{
+	char path[64 + 2 * 64];
+	m->dbg_fd = -1;
+	if (symbol_section(m->elf, 0) ||
+	    tk_debug_file_path(path, sizeof path, m->build_id, m->build_id_len) < 0)
+		return;
+	m->dbg_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (m->dbg_fd < 0)
+		return;
+	m->dbg_elf = elf_begin(m->dbg_fd, ELF_C_READ_MMAP, NULL);
+	if (!m->dbg_elf || elf_kind(m->dbg_elf) != ELF_K_ELF || !symbol_section(m->dbg_elf, 0)) {
+		if (m->dbg_elf)
+			elf_end(m->dbg_elf);
+		m->dbg_elf = NULL;
+		close(m->dbg_fd);
+		m->dbg_fd = -1;
+	}
+}
+
+static int load_symbols(struct module *m)
+{
+	Elf *e = m->dbg_elf ? m->dbg_elf : m->elf;
+	Elf_Scn *scn = symbol_section(e, 1);
+	GElf_Shdr sh;
 	if (!scn)
 		return 0;
 	gelf_getshdr(scn, &sh);
@@ -274,7 +326,7 @@ static int load_symbols(struct module *m)
 		GElf_Sym sym;
 		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
 			continue;
-		const char *name = elf_strptr(m->elf, sh.sh_link, sym.st_name);
+		const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
 		if (name)
 			nstr += strlen(name) + 1;
 	}
@@ -287,7 +339,7 @@ static int load_symbols(struct module *m)
 		GElf_Sym sym;
 		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
 			continue;
-		const char *name = elf_strptr(m->elf, sh.sh_link, sym.st_name);
+		const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
 		if (!name)
 			continue;
 		size_t len = strlen(name) + 1;
@@ -362,6 +414,7 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 		memcpy(m->build_id, bid, (size_t)bl);
 		m->build_id_len = (size_t)bl;
 	}
+	open_debug_file(m);
 	int rc = load_symbols(m);
 	if (!s->opts.no_dwarf)
 		m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL); /* NULL: no debug info */

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +37,7 @@
 #include "tracekit/common.h"
 #include "cti.h"
 #include "ptenc.h"
+#include "rt.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define BUF_CAP (64 * 1024)
@@ -50,6 +52,8 @@ struct module {
 	uint64_t start, end;          /* executable range (run-time addresses) */
 	uint64_t map_lo, map_hi;      /* all loaded segments */
 	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
+	uint16_t *imap;               /* per byte of [start, end): the instruction there (IM_*) */
+	uint64_t eh_frame_hdr;        /* PT_GNU_EH_FRAME (run-time), for function starts */
 	uint8_t build_id[64];
 	unsigned build_id_len;
 };
@@ -72,6 +76,11 @@ struct tstate {
 	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
 	volatile int in_hit;         /* recording from a trampoline with signals not blocked */
 	volatile int muted;          /* a program handler interrupted that: its CTIs are not recorded */
+	int born;                    /* has recorded once (a new thread's entry: see birth_site) */
+	/* A clone of this thread that shares this state (no TLS of its own) may run before the
+	 * thread itself records again: its records are told apart by the thread id. */
+	int clone_pending;           /* CLONE_SHARED or CLONE_COPY, cleared by the thread */
+	int check_tid;               /* a clone shares memory and runs concurrently: always check */
 	struct tstate *next;
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
@@ -107,22 +116,39 @@ static char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at
 static int npending;
 static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int out_pid;                   /* the process that owns out_fd */
+/* libc is traced: its exit system calls are trapped, so threads and the process end there
+ * (not when a thread's start routine returns, nor in the destructor) */
+static int exits_traced;
+/* Addresses just after a clone/clone3 system call seen in traced code: a new thread (with
+ * its own TLS, so a fresh state) starts at one of them. */
+static uint64_t birth_site[8];
+static unsigned nbirth;
+/* Big RSP changes (sub rsp, 0x1000) of straight-line instructions, for the walk (IM_RSP_BIG). */
+static uint64_t *big_rsp_addr;
+static uint64_t *big_rsp_delta;     /* int64_t values */
+static size_t nbig_rsp;
 
-/* ---- small async-signal-safe helpers ------------------------------------------------ */
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+
+/* ---- small async-signal-safe helpers (no libc: see rt.h) --------------------------------- */
 
 static long sys_write_all(int fd, const struct iovec *iov, int n)
 {
 	/* O_APPEND keeps each record contiguous even with threads and forked children. */
-	return syscall(SYS_writev, fd, iov, n);
+	return rt_syscall(SYS_writev, fd, iov, n, 0, 0, 0);
 }
 
 static void say2(const char *a, const char *b, const char *c)
 {
 	static const char pfx[] = "tracekit btrace: ";
-	struct iovec iov[5] = { { (void *)pfx, sizeof pfx - 1 }, { (void *)a, strlen(a) },
-				{ (void *)b, strlen(b) }, { (void *)c, strlen(c) }, { (void *)"\n", 1 } };
-	syscall(SYS_writev, 2, iov, 5);
+	struct iovec iov[5] = { { (void *)pfx, sizeof pfx - 1 }, { (void *)a, rt_strlen(a) },
+				{ (void *)b, rt_strlen(b) }, { (void *)c, rt_strlen(c) }, { (void *)"\n", 1 } };
+	sys_write_all(2, iov, 5);
 }
 
 static void say(const char *msg)
@@ -148,6 +174,44 @@ static void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_
 	memcpy(h + 20, &seq, 4);
 	struct iovec iov[3] = { { h, sizeof h }, { (void *)p, n }, { (void *)zeros, (8 - n % 8) % 8 } };
 	sys_write_all(out_fd, iov, 3);
+}
+
+/* ---- memory of its own -----------------------------------------------------------------
+ * The recorder never allocates from the program's heap: malloc's state (arenas, bins, the
+ * break) stays as the program alone leaves it, so that a traced malloc runs as it would
+ * without the recorder. Start-up data comes from mmap, in 1 MiB chunks or one mapping for a
+ * large block; only large blocks are ever given back. Start-up only (one thread). */
+#define REC_CHUNK (1u << 20)
+
+static void *rec_map(size_t n)
+{
+	long p = rt_syscall(SYS_mmap, NULL, (n + 4095) & ~(size_t)4095, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p < 0 && p > -4096 ? NULL : (void *)p;
+}
+
+static void *rec_alloc(size_t n)   /* zeroed, 16-aligned */
+{
+	static uint8_t *cur;
+	static size_t left;
+	n = (n + 15) & ~(size_t)15;
+	if (n >= REC_CHUNK / 2)
+		return rec_map(n);
+	if (n > left) {
+		if (!(cur = rec_map(REC_CHUNK)))
+			return NULL;
+		left = REC_CHUNK;
+	}
+	void *r = cur;
+	cur += n;
+	left -= n;
+	return r;
+}
+
+static void rec_free(void *p, size_t n)
+{
+	if (p && ((n + 15) & ~(size_t)15) >= REC_CHUNK / 2)
+		rt_syscall(SYS_munmap, p, (n + 4095) & ~(size_t)4095, 0, 0, 0, 0);
 }
 
 /* ---- lookups ---------------------------------------------------------------------- */
@@ -228,13 +292,68 @@ static int rsp_effect(const ZydisDecodedInstruction *in, const ZydisDecodedOpera
 	return 1;
 }
 
+/* The instruction map: at start-up, every instruction of a traced module is decoded once
+ * (with Zydis, in the linear sweep) and described in 16 bits at the offset of its first
+ * byte, so that the trap handler follows code without a decoder (Zydis calls libc):
+ * bits 0-3 length (0: no instruction starts here), 4-5 class, 6 direct jump with rel8,
+ * 7 nothing falls through after it (jmp, ret, ud2, hlt), 8-15 its RSP change as int8
+ * (IM_RSP_UNKNOWN, or IM_RSP_BIG: look it up in big_rsp_*). */
+#define IM_LEN 0x0f
+#define IM_STRAIGHT 0x00
+#define IM_JMP 0x10
+#define IM_CALL 0x20
+#define IM_STOP 0x30        /* any other control transfer, and system calls */
+#define IM_CLASS 0x30
+#define IM_REL8 0x40
+#define IM_ENDS 0x80
+#define IM_RSP_UNKNOWN (-128)
+#define IM_RSP_BIG 127
+
+static inline uint16_t imap_at(const struct module *m, uint64_t ip)
+{
+	return m->imap[ip - m->start];
+}
+
+/* Target of the direct jump or call E at IP (its displacement ends the instruction). */
+static uint64_t imap_target(const struct module *m, uint64_t ip, uint16_t e)
+{
+	unsigned len = e & IM_LEN;
+	const uint8_t *end = m->orig + (ip - m->start) + len;
+	int32_t rel;
+	if (e & IM_REL8) {
+		rel = (int8_t)end[-1];
+	} else {
+		memcpy(&rel, end - 4, 4);
+	}
+	return ip + len + (uint64_t)(int64_t)rel;
+}
+
+/* RSP change of the straight-line instruction E at IP; 0 if unknown. */
+static int imap_rsp(uint64_t ip, uint16_t e, int64_t *d)
+{
+	int8_t v = (int8_t)(e >> 8);
+	if (v == IM_RSP_UNKNOWN) {
+		*d = 0;
+		return 0;
+	}
+	if (v != IM_RSP_BIG) {
+		*d = v;
+		return 1;
+	}
+	long k = last_le(big_rsp_addr, nbig_rsp, ip);
+	if (k < 0 || big_rsp_addr[k] != ip) {
+		*d = 0;
+		return 0;
+	}
+	*d = (int64_t)big_rsp_delta[k];
+	return 1;
+}
+
 /* Would a decoder starting at FROM reach TO without passing a trapped CTI? It follows
  * straight-line code, direct jumps and direct calls, exactly as a PT flow decoder does
  * between packets. *DELTA gets RSP at FROM minus RSP at TO (*DELTA_OK: whether known). */
 static int walk_reaches(uint64_t from, uint64_t to, int64_t *delta, int *delta_ok)
 {
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	uint64_t ip = from;
 	int64_t d = 0, e;
 	int ok = 1;
@@ -250,19 +369,18 @@ static int walk_reaches(uint64_t from, uint64_t to, int64_t *delta, int *delta_o
 		const struct module *m = module_of(ip);
 		if (!m)
 			return 0;
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start),
-							 m->end - ip, &in, ops)))
+		uint16_t im = imap_at(m, ip);
+		if (!(im & IM_LEN))
 			return 0;
-		struct cti c;
-		switch (cti_classify(&c, ip, &in, ops)) {
-		case CTI_NONE:
-			if (!rsp_effect(&in, ops, &e))
+		switch (im & IM_CLASS) {
+		case IM_STRAIGHT:
+			if (!imap_rsp(ip, im, &e))
 				ok = 0;
 			d += e;
-			ip += in.length;
+			ip += im & IM_LEN;
 			break;
-		case CTI_JMP_DIR: ip = c.target; break;
-		case CTI_CALL_DIR: ip = c.target; d -= 8; break;
+		case IM_JMP: ip = imap_target(m, ip, im); break;
+		case IM_CALL: ip = imap_target(m, ip, im); d -= 8; break;
 		default: return 0;
 		}
 	}
@@ -280,14 +398,11 @@ static int in_plt(uint64_t a)
 /* Target of the direct call at A (0 if A is not one). */
 static uint64_t direct_call_target(uint64_t a)
 {
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	const struct module *m = module_of(a);
-	struct cti c;
-	if (!m || cti_find(a) ||
-	    !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (a - m->start), m->end - a, &in, ops)))
+	if (!m || cti_find(a))
 		return 0;
-	return cti_classify(&c, a, &in, ops) == CTI_CALL_DIR ? c.target : 0;
+	uint16_t im = imap_at(m, a);
+	return (im & IM_LEN) && (im & IM_CLASS) == IM_CALL ? imap_target(m, a, im) : 0;
 }
 
 /* Code after an unconditional jump or a return cannot be fallen into: when neither a return
@@ -295,8 +410,6 @@ static uint64_t direct_call_target(uint64_t a)
  * landing pad, entered by the unwinder). The last one before IP that reaches it. */
 static uint64_t after_jump_entry(uint64_t fn, uint64_t ip)
 {
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	const struct module *m = module_of(fn);
 	uint64_t a = fn, best[16];
 	int nbest = 0, n = 0;
@@ -306,11 +419,11 @@ static uint64_t after_jump_entry(uint64_t fn, uint64_t ip)
 	if (!m)
 		return 0;
 	while (a < ip && n++ < 65536) {
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (a - m->start), m->end - a, &in, ops)))
+		uint16_t im = imap_at(m, a);
+		if (!(im & IM_LEN))
 			return 0;
-		a += in.length;
-		if (in.mnemonic == ZYDIS_MNEMONIC_JMP || in.mnemonic == ZYDIS_MNEMONIC_RET ||
-		    in.mnemonic == ZYDIS_MNEMONIC_UD2 || in.mnemonic == ZYDIS_MNEMONIC_HLT)
+		a += im & IM_LEN;
+		if (im & IM_ENDS)
 			best[nbest++ % 16] = a;
 	}
 	for (int i = 0; i < nbest && i < 16; i++) {
@@ -337,8 +450,7 @@ static int untraced_return_address(uint64_t ra)
 	long k;
 	if (ra < 0x10000 || ra >= 0x800000000000ull || module_of(ra) || is_ret_site(ra, &k))
 		return 0;
-	struct iovec local = { b, sizeof b }, remote = { (void *)(uintptr_t)(ra - 8), sizeof b };
-	if (syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L) != (long)sizeof b)
+	if (rt_read_mem(b, ra - 8, sizeof b) < 0)
 		return 0;
 	if (b[3] == 0xe8)   /* call rel32 */
 		return 1;
@@ -347,6 +459,69 @@ static int untraced_return_address(uint64_t ra)
 		if (b[8 - ff_at[i]] == 0xff && ((b[9 - ff_at[i]] >> 3) & 7) == 2)
 			return 1;
 	return 0;
+}
+
+/* N code bytes at A as the program's file has them: traced code is patched (int3s,
+ * trampoline jumps), so its bytes come from the copy; others from memory, by a read
+ * that fails instead of faulting. */
+static int read_code(void *dst, uint64_t a, size_t n)
+{
+	const struct module *m = module_of(a);
+	if (m && a + n <= m->end) {
+		memcpy(dst, m->orig + (a - m->start), n);
+		return 0;
+	}
+	return rt_read_mem(dst, a, n);
+}
+
+/* The function that the call returning to RA called, where its code says so: a `call
+ * rel32` to a function or to a PLT stub `jmp [rip+d]` (after endbr64, with bnd or not), or
+ * a `call [rip+d]`; the GOT slot holds the function (bound by the time it runs). 0 if
+ * unknown. */
+static uint64_t called_function(uint64_t ra)
+{
+	uint8_t b[6], s[12];
+	int32_t d;
+	uint64_t slot, t;
+	if (read_code(b, ra - 6, sizeof b) < 0)
+		return 0;
+	if (b[0] == 0xff && b[1] == 0x15) {
+		memcpy(&d, b + 2, 4);
+		slot = ra + (uint64_t)(int64_t)d;
+	} else if (b[1] == 0xe8) {
+		memcpy(&d, b + 2, 4);
+		t = ra + (uint64_t)(int64_t)d;
+		if (module_of(t) && !in_plt(t))
+			return t;
+		if (read_code(s, t, sizeof s) < 0)
+			return 0;
+		unsigned o = 0;
+		if (s[0] == 0xf3 && s[1] == 0x0f && s[2] == 0x1e && s[3] == 0xfa)
+			o = 4;
+		if (s[o] == 0xf2)
+			o++;
+		if (s[o] != 0xff || s[o + 1] != 0x25)
+			return 0;
+		memcpy(&d, s + o + 2, 4);
+		slot = t + o + 6 + (uint64_t)(int64_t)d;
+	} else {
+		return 0;
+	}
+	return rt_read_mem(&t, slot, 8) < 0 ? 0 : t;
+}
+
+/* The thread entered the function FN (its start reaches IP, RSP changing by D) through a
+ * call returning to RA: at FN, or at the function the call named when that one jumps on
+ * to FN (qsort to __qsort_r, strtol to ____strtol_l_internal). */
+static uint64_t wrapper_entry(uint64_t ra, uint64_t fn, uint64_t ip, int64_t d)
+{
+	uint64_t callee = called_function(ra);
+	int64_t d2;
+	int dok2;
+	if (callee && callee != fn && module_of(callee) && walk_reaches(callee, ip, &d2, &dok2) && dok2 &&
+	    d2 == d)
+		return callee;
+	return fn;
 }
 
 /* Where did the thread enter traced code, given that it is now at IP with stack pointer
@@ -374,7 +549,7 @@ static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
 		uint64_t ra;
 		memcpy(&ra, (const void *)(uintptr_t)(rsp + (uint64_t)d), 8);
 		if (untraced_return_address(ra))
-			return fn_start[f];
+			return wrapper_entry(ra, fn_start[f], ip, d);
 	}
 	/* A return site and the function start may both lead to IP (a loop whose condition
 	 * is tested at the bottom, after a call). A return that came back leaves its return
@@ -399,10 +574,20 @@ static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
 	if (dok) {
 		uint64_t entry_rsp = rsp + (uint64_t)d, ra;
 		memcpy(&ra, (const void *)(uintptr_t)entry_rsp, 8);
-		if (is_ret_site(ra, &k) && direct_call_target(ret_calls[k]) == fn_start[f]) {
-			uint64_t up = entry_of(0, ret_calls[k], entry_rsp + 8, depth + 1);
-			if (up)
-				return up;
+		if (is_ret_site(ra, &k)) {
+			/* called directly, or through a function that jumps here: from further up */
+			uint64_t t = direct_call_target(ret_calls[k]);
+			int64_t d2;
+			int dok2;
+			if (t && (t == fn_start[f] || (walk_reaches(t, ip, &d2, &dok2) && dok2 && d2 == d))) {
+				uint64_t up = entry_of(0, ret_calls[k], entry_rsp + 8, depth + 1);
+				if (up)
+					return up;
+			}
+			/* a call through a PLT slot bound lazily: ld.so jumped to the function
+			 * it named, which may jump on to this one */
+			if (!in_plt(fn_start[f]))
+				return wrapper_entry(ra, fn_start[f], ip, d);
 		}
 	}
 	/* Nothing calls into a PLT slot from outside: a function tail-jumped to it. */
@@ -418,18 +603,30 @@ static uint64_t entry_of(uint64_t resume, uint64_t ip, uint64_t rsp, int depth)
 }
 
 /* The thread comes back into traced code (from a library, a signal handler, longjmp, ...)
- * and traps at IP: find where it entered, so the decoder counts the code in between. */
+ * and traps at IP: find where it entered, so the decoder counts the code in between. A
+ * thread that never recorded before and was created in traced code (libc's clone) starts
+ * just after the clone system call. */
 static uint64_t find_entry(struct tstate *ts, uint64_t ip, uint64_t rsp)
 {
+	int64_t d;
+	int dok;
 	ts->reentries++;
+	if (!ts->born)
+		for (unsigned i = 0; i < __atomic_load_n(&nbirth, __ATOMIC_ACQUIRE) && i < 8; i++)
+			if (walk_reaches(birth_site[i], ip, &d, &dok))
+				return birth_site[i];
 	uint64_t e = entry_of(ts->resume, ip, rsp, 0);
 	if (e)
 		return e;
 	ts->unresolved++;
 	if (debug) {
 		char msg[96];
-		snprintf(msg, sizeof msg, "unresolved re-entry before 0x%llx (resume 0x%llx)",
-			 (unsigned long long)ip, (unsigned long long)ts->resume);
+		struct rt_buf b = { msg, 0, sizeof msg };
+		rt_puts(&b, "unresolved re-entry before ");
+		rt_putx(&b, ip);
+		rt_puts(&b, " (resume ");
+		rt_putx(&b, ts->resume);
+		rt_puts(&b, ")");
 		say(msg);
 	}
 	return ip;
@@ -474,14 +671,14 @@ static struct tstate *thread_state(void)
 	struct tstate *ts = tls;
 	if (ts)
 		return ts;
-	void *p = (void *)syscall(SYS_mmap, NULL, sizeof *ts, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	long p = rt_syscall(SYS_mmap, NULL, sizeof *ts, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p < 0 && p > -4096)
 		return NULL;
-	ts = p;   /* mmap gives zeros */
+	ts = (struct tstate *)p;   /* mmap gives zeros */
 	ts->enc.buf = ts->buf;
 	ts->psb_pos = (size_t)-1;
-	ts->tid = (int)syscall(SYS_gettid);
+	ts->tid = rt_gettid();
 	struct tstate *head = __atomic_load_n(&threads, __ATOMIC_ACQUIRE);
 	do
 		ts->next = head;
@@ -499,19 +696,70 @@ static void maybe_psb(struct tstate *ts, uint64_t ip)
 	}
 }
 
-/* Record one CTI's outcome (the CTI at c->addr, next RIP r->next). */
-static void record(struct tstate *ts, const struct cti *c, const struct cti_result *r, const greg_t *g,
-		   uint64_t rsp)
+#define CLONE_SHARED 1   /* the clone shares memory (vfork, posix_spawn): not recorded */
+#define CLONE_COPY 2     /* the clone has a copy (fork): it starts its own trace */
+
+static void child_switch(struct tstate *ts, int tid);
+
+/* Is the task running now not the thread that owns TS? A clone made without a TLS of its
+ * own (vfork, posix_spawn's child, fork) runs with its parent's state until it, or the
+ * parent, records: the thread id tells them apart. A forked child switches to its own
+ * trace file here; a child that shares memory is not recorded. */
+static int foreign_task(struct tstate *ts)
 {
-	if (ts->muted)
+	if (!(ts->clone_pending | ts->check_tid))
+		return 0;
+	int tid = rt_gettid();
+	if (tid == ts->tid) {
+		ts->clone_pending = 0;   /* the parent is back: its child has exec'd, exited or forked off */
+		return 0;
+	}
+	if (ts->clone_pending == CLONE_COPY && !ts->check_tid) {
+		child_switch(ts, tid);
+		return 0;
+	}
+	return 1;
+}
+
+/* TK_BTRACE_DEBUG=2: where the thread leaves traced code, and where it enters again (NEXT,
+ * found at the trap at C while not inside). */
+static void leave_message(const struct cti *c, uint64_t next, uint64_t resume, int enter)
+{
+	char msg[96];
+	struct rt_buf b = { msg, 0, sizeof msg };
+	rt_puts(&b, enter ? "enter before " : "leave at ");
+	rt_putx(&b, c->addr);
+	rt_puts(&b, enter ? " at " : " to ");
+	rt_putx(&b, next);
+	rt_puts(&b, ", resume ");
+	rt_putx(&b, resume);
+	say(msg);
+}
+
+/* Record one CTI's outcome (the CTI at c->addr, next RIP r->next); TRAP: it trapped (else a
+ * trampoline recorded it). */
+static void record(struct tstate *ts, const struct cti *c, const struct cti_result *r, const greg_t *g,
+		   uint64_t rsp, int trap)
+{
+	if (ts->muted || ts->done || foreign_task(ts))
 		return;
+	if (trap) {
+		ts->traps++;
+		ts->traps_long += c->len >= 5;
+		ts->kind_traps[(c->kind + (c->kind == CTI_JCC && c->len == 2 ? 8 : 0)) & 15]++;
+	} else {
+		ts->tramp_hits++;
+	}
 	if (ts->enc.len >= BUF_FLUSH_AT)
 		flush_thread(ts);
 	if (!ts->inside) {
 		uint64_t entry = find_entry(ts, c->addr, rsp);
+		if (debug > 1)
+			leave_message(c, entry, ts->resume, 1);
 		if (entry != ts->resume) {   /* a new entry from untraced code, not the return */
 			if (ts->nouter == 16) {
-				memmove(ts->outer_resume, ts->outer_resume + 1, 15 * sizeof *ts->outer_resume);
+				for (int i = 0; i < 15; i++)
+					ts->outer_resume[i] = ts->outer_resume[i + 1];
 				ts->nouter--;
 			}
 			ts->outer_resume[ts->nouter++] = ts->resume;
@@ -519,6 +767,7 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 		maybe_psb(ts, c->addr);
 		ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
 		ts->inside = 1;
+		ts->born = 1;
 	} else {
 		maybe_psb(ts, c->addr);
 	}
@@ -527,6 +776,13 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 	case CTI_JCXZ:
 	case CTI_LOOP:
 		ptenc_tnt(&ts->enc, r->taken);
+		return;
+	case CTI_SYSCALL:
+		/* a far transfer to the kernel, which is not traced: like Intel PT with user-mode
+		 * tracing, TIP.PGD without an IP here, TIP.PGE where the thread comes back */
+		ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
+		ts->inside = 0;
+		ts->resume = c->addr + c->len;
 		return;
 	default:
 		break;
@@ -546,12 +802,8 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 		ts->resume = ts->outer_resume[--ts->nouter];
 	else
 		ts->resume = 0;
-	if (debug > 1) {
-		char msg[96];
-		snprintf(msg, sizeof msg, "leave at 0x%llx to 0x%llx, resume 0x%llx", (unsigned long long)c->addr,
-			 (unsigned long long)r->next, (unsigned long long)ts->resume);
-		say(msg);
-	}
+	if (debug > 1)
+		leave_message(c, r->next, ts->resume, 0);
 }
 
 
@@ -593,21 +845,19 @@ static volatile int patch_lock;
 
 static void tramp_hit(uint32_t code, uint64_t rsp)
 {
-	sigset_t all, old;
+	uint64_t all = ~0ull, old;
 	const struct cti *c = &ctis[code >> 1];
 	struct cti_result r = { (code & 1) ? c->target : c->addr + c->len, (int)(code & 1) };
-	int saved_errno = errno;
 	greg_t g[NGREG];
 
 	/* A signal handler of the program must not record into the buffer half-way. Blocking
 	 * signals costs two system calls, so it is done only once the program has a handler;
 	 * a handler installed meanwhile by another thread that interrupts this record runs
-	 * unrecorded (wrap_handler sees in_hit) rather than corrupt the stream. */
+	 * unrecorded (wrap_handler sees in_hit) rather than corrupt the stream. Nothing here
+	 * touches errno: no libc (rt.h). */
 	int block = __atomic_load_n(&prog_handlers, __ATOMIC_ACQUIRE);
-	if (block) {
-		sigfillset(&all);
-		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
-	}
+	if (block)
+		rt_sigmask(SIG_BLOCK, &all, &old);
 	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
 		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
 	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the path stored the register */
@@ -618,17 +868,15 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	if (ts) {
 		ts->in_hit = !block;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		ts->tramp_hits++;
 		g[REG_RSP] = (greg_t)rsp;
-		record(ts, c, &r, g, rsp);
+		record(ts, c, &r, g, rsp, 0);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		ts->in_hit = 0;
 	}
 	ttls.dest = r.next;
 	ttls.code_plus1 = 0;
 	if (block)
-		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
-	errno = saved_errno;
+		rt_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void emit(uint8_t **p, const void *b, size_t n)
@@ -717,34 +965,43 @@ static int xsave_ok(void)
 	return b && b + 64 <= 4096;
 }
 
-/* An area for module M's trampolines within +-2 GiB of its code. */
-static void tramp_setup(int m)
+/* SIZE bytes of executable memory within +-2 GiB of module M's code (reached by rel32). */
+static uint8_t *map_near(int m, size_t size)
 {
 	uint64_t lo = modules[m].start, hi = modules[m].end;
 	for (uint64_t step = 1; step < 64; step++) {
 		uint64_t cands[2] = { (lo - step * (32u << 20)) & ~0xfffffULL, ((hi + 0xfffff) & ~0xfffffULL) + step * (32u << 20) };
 		for (int k = 0; k < 2; k++) {
-			void *p = mmap((void *)(uintptr_t)cands[k], TRAMP_AREA, PROT_READ | PROT_WRITE | PROT_EXEC,
+			void *p = mmap((void *)(uintptr_t)cands[k], size, PROT_READ | PROT_WRITE | PROT_EXEC,
 				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 			if (p == MAP_FAILED)
 				continue;
 			if ((uint64_t)(uintptr_t)p != cands[k]) {
-				munmap(p, TRAMP_AREA);
+				munmap(p, size);
 				continue;
 			}
-			tramp_index[m] = calloc(TRAMP_AREA / TRAMP_SIZE + 1, sizeof(uint32_t));
-			if (!tramp_index[m]) {
-				munmap(p, TRAMP_AREA);
-				return;
-			}
-			tramp_stub[m] = p;
-			/* trampolines start on a TRAMP_SIZE grid after the stub */
-			size_t stub = (size_t)(make_stub(p) - (uint8_t *)p);
-			tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
-			tramp_area[m] = p;
-			return;
+			return p;
 		}
 	}
+	return NULL;
+}
+
+/* An area for module M's trampolines within +-2 GiB of its code. */
+static void tramp_setup(int m)
+{
+	uint8_t *p = map_near(m, TRAMP_AREA);
+	if (!p)
+		return;
+	tramp_index[m] = rec_alloc((TRAMP_AREA / TRAMP_SIZE + 1) * sizeof(uint32_t));
+	if (!tramp_index[m]) {
+		munmap(p, TRAMP_AREA);
+		return;
+	}
+	tramp_stub[m] = p;
+	/* trampolines start on a TRAMP_SIZE grid after the stub */
+	size_t stub = (size_t)(make_stub(p) - p);
+	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
+	tramp_area[m] = p;
 }
 
 /* The path of an indirect jump or call through [rip+disp]: record (tramp_hit reads the
@@ -840,7 +1097,7 @@ static void tramp_install(const struct cti *c, size_t i)
 	long pg = 4096;
 	uint64_t a = c->addr & ~(uint64_t)(pg - 1);
 	size_t len = (size_t)((c->addr + 6) - a);
-	if (syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+	if (rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0)
 		goto out;
 	/* the displacement first, then the opcode over the int3: a thread that still sees
 	 * the int3 traps and is emulated as before */
@@ -848,7 +1105,7 @@ static void tramp_install(const struct cti *c, size_t i)
 	memcpy((void *)(uintptr_t)(c->addr + 1), &rel32, 4);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	*(volatile uint8_t *)(uintptr_t)c->addr = 0xe9;
-	syscall(SYS_mprotect, a, len, PROT_READ | PROT_EXEC);
+	rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_EXEC, 0, 0, 0);
 out:
 	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
 }
@@ -869,14 +1126,24 @@ struct reloc_insn {
 	uint8_t disp_at;    /* offset of a RIP-relative disp32 in the instruction, 0 if none */
 };
 
-/* Make the trampoline of C (index I) with prefix PRE[0..N) and redirect the window to it.
- * Runs at start-up with the module's code writable. Returns 0, or -1 to leave the trap. */
+/* The jumps into relocated windows, written by patch() after the int3s (a window's jump
+ * may cover its CTI). Everything is decided before the first int3: Zydis, which decides,
+ * calls libc's memset, and would trap millions of times with libc traced. */
+struct window {
+	uint64_t at;
+	uint8_t jmp[5];
+};
+static struct window *windows;   /* room for one per CTI */
+static size_t nwindows;
+
+/* Make the trampoline of C (index I) with prefix PRE[0..N) and plan the jump from the
+ * window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
 static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
 {
 	uint64_t b = n ? pre[0].addr : c->addr;
 	const struct module *mod = module_of(c->addr);
 	int m = (int)(mod - modules);
-	if (!mod || !tramp_area[m] || n > RELOC_MAX_INSNS ||
+	if (!mod || !tramp_area[m] || !windows || n > RELOC_MAX_INSNS ||
 	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		return -1;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
@@ -940,10 +1207,11 @@ static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn 
 	tramp_used[m] += TRAMP_SIZE;
 	tramp_index[m][tramp_count[m]] = (uint32_t)i;
 	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
-	uint8_t jmp[5] = { 0xe9 };
+	struct window *w = &windows[nwindows++];
 	int32_t rel32 = (int32_t)d;
-	memcpy(jmp + 1, &rel32, 4);
-	memcpy((void *)(uintptr_t)b, jmp, 5);
+	w->at = b;
+	w->jmp[0] = 0xe9;
+	memcpy(w->jmp + 1, &rel32, 4);
 	return 0;
 fail:
 	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */
@@ -996,19 +1264,193 @@ static uint64_t logical_ip(uint64_t rip)
 static void die_foreign_trap(uint64_t ip)
 {
 	char msg[96];
-	snprintf(msg, sizeof msg, "unexpected SIGTRAP at 0x%llx (not a recorded branch)",
-		 (unsigned long long)ip);
+	struct rt_buf b = { msg, 0, sizeof msg };
+	rt_puts(&b, "unexpected SIGTRAP at ");
+	rt_putx(&b, ip);
+	rt_puts(&b, " (not a recorded branch)");
 	say(msg);
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
-	real_sigaction(SIGTRAP, &sa, NULL);
-	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGTRAP);
+	uint64_t dfl[4] = { 0, 0, 0, 0 };   /* the kernel's struct sigaction: SIG_DFL */
+	rt_syscall(SYS_rt_sigaction, SIGTRAP, dfl, NULL, 8, 0, 0);
+	rt_syscall(SYS_tgkill, rt_getpid(), rt_gettid(), SIGTRAP, 0, 0, 0);
+}
+
+static void finish(uint64_t reason);
+static void end_thread(struct tstate *ts);
+
+/* rt_sigprocmask, done on the interrupted context's mask (the kernel restores it when the
+ * handler returns): as the system call would, except that SIGTRAP is never blocked (a
+ * blocked int3 trap kills the process; libc blocks all signals around clone, raise and
+ * posix_spawn). Returns the system call's result. */
+static long emulate_sigprocmask(const greg_t *g, ucontext_t *uc)
+{
+	uint64_t cur, nw, set;
+	memcpy(&cur, &uc->uc_sigmask, 8);   /* the kernel's 8-byte mask is in front */
+	nw = cur;
+	if ((uint64_t)g[REG_R10] != 8)
+		return -EINVAL;
+	if (g[REG_RSI]) {
+		if (rt_read_mem(&set, (uint64_t)g[REG_RSI], 8) < 0)
+			return -EFAULT;
+		switch ((int)g[REG_RDI]) {
+		case SIG_BLOCK: nw = cur | set; break;
+		case SIG_UNBLOCK: nw = cur & ~set; break;
+		case SIG_SETMASK: nw = set; break;
+		default: return -EINVAL;
+		}
+		nw &= ~(1ull << (SIGTRAP - 1) | 1ull << (SIGKILL - 1) | 1ull << (SIGSTOP - 1));
+	}
+	if (g[REG_RDX] && rt_write_mem((uint64_t)g[REG_RDX], &cur, 8) < 0)
+		return -EFAULT;
+	memcpy(&uc->uc_sigmask, &nw, 8);
+	return 0;
+}
+
+static void wrap_handler(int sig, siginfo_t *si, void *ucv);
+
+/* The kernel's struct sigaction on x86-64. */
+struct ksigaction {
+	uint64_t handler, flags, restorer, mask;
+};
+
+/* rt_sigaction, done here (it does not block): SIGTRAP keeps the recorder's handler (the
+ * program is told it has none), no handler blocks SIGTRAP, and every handler, libc's own
+ * included (SIGCANCEL, SIGSETXID: libc installs them past the sigaction interposer), runs
+ * through wrap_handler, so that the trace knows where the thread was interrupted and where
+ * it goes on. Returns the system call's result. */
+static long emulate_sigaction(const greg_t *g)
+{
+	int sig = (int)g[REG_RDI];
+	uint64_t act = (uint64_t)g[REG_RSI], oact = (uint64_t)g[REG_RDX];
+	struct ksigaction k, mine, o;
+	uint64_t wrap = (uint64_t)(uintptr_t)wrap_handler, trap = 1ull << (SIGTRAP - 1);
+	int known = sig > 0 && sig < 65, wrapped = 0;
+
+	if ((uint64_t)g[REG_R10] != 8)
+		return -EINVAL;
+	if (sig == SIGTRAP) {
+		static const struct ksigaction none;
+		return oact && rt_write_mem(oact, &none, sizeof none) < 0 ? -EFAULT : 0;
+	}
+	if (act) {
+		if (rt_read_mem(&k, act, sizeof k) < 0)
+			return -EFAULT;
+		mine = k;
+		mine.mask &= ~trap;
+		if (known && k.handler > (uint64_t)(uintptr_t)SIG_IGN && k.handler != wrap) {
+			mine.handler = wrap;
+			mine.flags |= SA_SIGINFO;
+			wrapped = 1;
+		}
+	}
+	long rc = rt_syscall(SYS_rt_sigaction, sig, act ? &mine : NULL, oact ? &o : NULL, 8, 0, 0);
+	if (rc < 0)
+		return rc;
+	if (oact && known && o.handler == wrap) {
+		const struct sigaction *pa = &prog_action[sig];
+		o.handler = (uint64_t)(uintptr_t)pa->sa_handler;
+		o.flags = (uint64_t)pa->sa_flags;
+		memcpy(&o.mask, &pa->sa_mask, 8);
+	}
+	if (act && known && k.handler != wrap) {
+		struct sigaction *pa = &prog_action[sig];
+		memset(pa, 0, sizeof *pa);
+		pa->sa_handler = (sighandler_t)(uintptr_t)k.handler;
+		pa->sa_flags = (int)k.flags;
+		memcpy(&pa->sa_mask, &k.mask, 8);
+		pa->sa_restorer = (void (*)(void))(uintptr_t)k.restorer;
+		if (wrapped)
+			__atomic_store_n(&prog_handlers, 1, __ATOMIC_RELEASE);
+	}
+	if (oact && rt_write_mem(oact, &o, sizeof o) < 0)
+		return -EFAULT;
+	return 0;
+}
+
+/* A new task is about to be made by clone/clone3/vfork with FLAGS, from traced code at
+ * SITE: a thread with a TLS of its own starts with a fresh state just after the system
+ * call; one without shares or copies the caller's state (see foreign_task). */
+static void note_clone(struct tstate *ts, uint64_t flags, uint64_t site)
+{
+	if (flags & CLONE_SETTLS) {
+		unsigned n = __atomic_load_n(&nbirth, __ATOMIC_ACQUIRE);
+		for (unsigned i = 0; i < n && i < 8; i++)
+			if (birth_site[i] == site)
+				return;
+		while (n < 8 && !__atomic_compare_exchange_n(&nbirth, &n, n + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			;
+		if (n < 8) {
+			birth_site[n] = site;   /* racing writers of one slot write the same site */
+			__atomic_thread_fence(__ATOMIC_RELEASE);
+		}
+		return;
+	}
+	if (!ts || ts->done)
+		return;
+	if (!(flags & CLONE_VM)) {
+		ts->clone_pending = CLONE_COPY;
+	} else {
+		ts->clone_pending = CLONE_SHARED;
+		if (!(flags & CLONE_VFORK))   /* both run at once: the parent cannot clear it */
+			ts->check_tid = 1;
+	}
+}
+
+/* A system call in traced code: it trapped, so that the trace says where the thread left
+ * for the kernel (TIP.PGD) and came back (TIP.PGE), and so that no system call of libc can
+ * break the recorder: masks never block SIGTRAP, SIGTRAP keeps its handler, the thread's
+ * or the process's trace ends at its exit. The call itself runs natively in the site's stub
+ * (`syscall; jmp back`), since a call made from this handler would run with every signal
+ * blocked and with the handler's stack. */
+static void on_syscall(const struct cti *c, ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uint64_t nr = (uint64_t)g[REG_RAX], back = c->addr + c->len;
+	struct cti_result r = { back, 0 };
+	struct tstate *ts = active ? thread_state() : NULL;
+	int mine = ts && !foreign_task(ts);
+
+	if (mine)
+		record(ts, c, &r, g, (uint64_t)g[REG_RSP], 1);
+	switch (nr) {
+	case SYS_rt_sigprocmask:
+		g[REG_RAX] = emulate_sigprocmask(g, uc);
+		g[REG_RIP] = (greg_t)back;
+		return;
+	case SYS_rt_sigaction:
+		g[REG_RAX] = emulate_sigaction(g);
+		g[REG_RIP] = (greg_t)back;
+		return;
+	case SYS_exit:
+		if (mine)
+			end_thread(ts);
+		break;
+	case SYS_exit_group:
+		if (mine)
+			finish(0);
+		break;
+	case SYS_clone:
+		note_clone(mine ? ts : NULL, (uint64_t)g[REG_RDI], back);
+		break;
+	case SYS_clone3: {
+		uint64_t flags;
+		if (rt_read_mem(&flags, (uint64_t)g[REG_RDI], 8) == 0)
+			note_clone(mine ? ts : NULL, flags, back);
+		break;
+	}
+	case SYS_vfork:
+		note_clone(mine ? ts : NULL, CLONE_VM | CLONE_VFORK, back);
+		break;
+	case SYS_fork:
+		note_clone(mine ? ts : NULL, 0, back);
+		break;
+	default:
+		break;
+	}
+	g[REG_RIP] = (greg_t)c->target;   /* the stub */
 }
 
 static void on_trap(int sig, siginfo_t *si, void *ucv)
 {
-	int saved_errno = errno;
 	ucontext_t *uc = ucv;
 	greg_t *g = uc->uc_mcontext.gregs;
 	uint64_t ip = (uint64_t)g[REG_RIP] - 1;
@@ -1019,29 +1461,27 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 	(void)sig;
 	if (!c) {
 		die_foreign_trap(ip);
-		errno = saved_errno;
+		return;
+	}
+	if (c->kind == CTI_SYSCALL) {
+		on_syscall(c, uc);
 		return;
 	}
 	if (c->is_mem && c->seg == CTI_SEG_FS)
-		syscall(SYS_arch_prctl, ARCH_GET_FS, &segs.fs_base);
+		segs.fs_base = rt_fs_base();
 	if (c->is_mem && c->seg == CTI_SEG_GS)
-		syscall(SYS_arch_prctl, ARCH_GET_GS, &segs.gs_base);
+		rt_syscall(SYS_arch_prctl, ARCH_GET_GS, &segs.gs_base, 0, 0, 0, 0);
 	uint64_t rsp = (uint64_t)g[REG_RSP];
 	/* The operand is read from the program's memory before the push of a call. */
 	cti_emulate(c, g, &segs, &r);
 	if (active) {
 		struct tstate *ts = thread_state();
-		if (ts) {
-			ts->traps++;
-			ts->traps_long += c->len >= 5;
-			ts->kind_traps[(c->kind + (c->kind == CTI_JCC && c->len == 2 ? 8 : 0)) & 15]++;
-			record(ts, c, &r, g, rsp);
-		}
+		if (ts)
+			record(ts, c, &r, g, rsp, 1);
 		if (tramps_on && tramp_eligible(c))
 			tramp_install(c, (size_t)(c - ctis));
 	}
 	g[REG_RIP] = (greg_t)r.next;
-	errno = saved_errno;
 }
 
 /* ---- the program's own signal handlers ------------------------------------------------ */
@@ -1054,7 +1494,7 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 	ucontext_t *uc = ucv;
 	struct tstate *ts = active ? thread_state() : NULL;
 	struct sigaction *pa = &prog_action[sig];
-	sigset_t all, old;
+	uint64_t all = ~0ull, old;
 	uint64_t saved_resume = 0, interrupted = 0;
 	int was_inside = 0;
 
@@ -1072,9 +1512,10 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 		ts->muted = was_muted;
 		return;
 	}
+	if (ts && foreign_task(ts))
+		ts = NULL;
 	if (ts) {
-		sigfillset(&all);
-		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, _NSIG / 8);
+		rt_sigmask(SIG_BLOCK, &all, &old);
 		was_inside = ts->inside;
 		saved_resume = ts->resume;
 		if (ts->inside) {
@@ -1090,7 +1531,7 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 			ts->inside = 0;
 		}
 		ts->resume = 0;
-		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, _NSIG / 8);
+		rt_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	struct tramp_tls saved_ttls = ttls;   /* the handler's trampolines must not clobber ours */
 	if (pa->sa_flags & SA_SIGINFO)
@@ -1108,7 +1549,7 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 static void refuse(const char *why)
 {
 	say(why);
-	put_rec(TK_BTRACE_REC_REFUSED, (uint32_t)syscall(SYS_gettid), 0, why, (uint32_t)strlen(why));
+	put_rec(TK_BTRACE_REC_REFUSED, (uint32_t)rt_gettid(), 0, why, (uint32_t)rt_strlen(why));
 	_exit(127);
 }
 
@@ -1180,18 +1621,22 @@ EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 	sigset_t copy;
 	if (fix_mask(how, set, &copy))
 		set = &copy;
-	return syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8) < 0 ? -1 : 0;
+	long rc = rt_syscall(SYS_rt_sigprocmask, how, set, old, 8, 0, 0);
+	if (rc < 0) {
+		errno = (int)-rc;
+		return -1;
+	}
+	return 0;
 }
 
 EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	static int (*real)(int, const sigset_t *, sigset_t *);
 	sigset_t copy;
-	if (!real)
-		real = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	if (!real_pthread_sigmask)
+		real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
 	if (fix_mask(how, set, &copy))
 		set = &copy;
-	return real(how, set, old);
+	return real_pthread_sigmask(how, set, old);
 }
 
 /* ---- non-local entries: longjmp and C++ landing pads ------------------------------------
@@ -1282,27 +1727,30 @@ static void *thread_start(void *p)
 	return ret;
 }
 
+/* A thread's stream ends when its start routine returns or it calls pthread_exit: the rest
+ * (libc's start_thread) is untraced, unless libc is, and then it ends at the thread's exit
+ * system call and the start routine is not wrapped. */
 EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-	if (!real)
-		real = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
+	if (!real_pthread_create)
+		real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
 			dlsym(RTLD_NEXT, "pthread_create");
-	struct start_arg *a = active ? malloc(sizeof *a) : NULL;
+	struct start_arg *a = active && !exits_traced ? malloc(sizeof *a) : NULL;
 	if (!a)
-		return real(t, attr, fn, arg);
+		return real_pthread_create(t, attr, fn, arg);
 	a->fn = fn;
 	a->arg = arg;
-	int rc = real(t, attr, thread_start, a);
+	int rc = real_pthread_create(t, attr, thread_start, a);
 	if (rc)
 		free(a);
 	return rc;
 }
 
+/* Also run in a forked child from the trap handler: no libc. */
 static void write_header(uint32_t ppid)
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE];
-	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)getpid();
+	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)rt_getpid();
 	uint64_t hz = 0, tsc = __rdtsc();
 
 	memset(h, 0, sizeof h);
@@ -1313,12 +1761,12 @@ static void write_header(uint32_t ppid)
 	memcpy(h + 20, &ppid, 4);
 	memcpy(h + 24, &hz, 8);
 	memcpy(h + 32, &tsc, 8);
-	if (write(out_fd, h, sizeof h) != (ssize_t)sizeof h)
+	if (rt_syscall(SYS_write, out_fd, h, sizeof h, 0, 0, 0) != (long)sizeof h)
 		say("cannot write the trace header");
 	for (int i = 0; i < nmodules; i++) {
 		const struct module *m = &modules[i];
 		uint8_t rec[24 + 4 + 64 + PATH_MAX];
-		uint16_t plen = (uint16_t)strlen(m->path);
+		uint16_t plen = (uint16_t)rt_strlen(m->path);
 		memcpy(rec, &m->bias, 8);
 		memcpy(rec + 8, &m->start, 8);
 		memcpy(rec + 16, &m->end, 8);
@@ -1333,26 +1781,33 @@ static void write_header(uint32_t ppid)
 
 static int open_output(const char *path)
 {
-	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	long fd = rt_syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+			     0644, 0, 0);
+	return fd < 0 ? -1 : (int)fd;
 }
 
-/* The child of fork() writes its own trace, OUT.<pid>, starting at its next trap. */
-static void after_fork_child(void)
+/* A forked child (thread ME, now TID) writes its own trace, OUT.<pid>, from its next branch
+ * on: from fork()'s handler when libc is untraced, from its first record after the fork
+ * system call when libc is traced (and then fork()'s handler finds it done). */
+static void child_switch(struct tstate *me, int tid)
 {
 	char path[PATH_MAX + 16];
-	uint32_t ppid = (uint32_t)getppid();
+	struct rt_buf b = { path, 0, sizeof path };
+	int pid = rt_getpid();
 
-	if (!active)
+	if (!active || pid == out_pid)
 		return;
+	out_pid = pid;
 	if (out_fd >= 0)
-		close(out_fd);
-	snprintf(path, sizeof path, "%s.%d", out_path, (int)getpid());
+		rt_syscall(SYS_close, out_fd, 0, 0, 0, 0, 0);
+	rt_puts(&b, out_path);
+	rt_puts(&b, ".");
+	rt_putu(&b, (uint64_t)pid);
 	out_fd = open_output(path);
 	if (out_fd < 0) {
 		active = 0;
 		return;
 	}
-	struct tstate *me = tls;
 	threads = NULL;
 	if (me) {
 		/* The parent's pending bytes are the parent's to write. */
@@ -1361,21 +1816,40 @@ static void after_fork_child(void)
 		me->enc.ntnt = 0;
 		me->enc.tnt = 0;
 		me->psb_pos = (size_t)-1;
-		me->tid = (int)syscall(SYS_gettid);
+		me->tid = tid;
 		me->seq = 0;
 		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
+		me->clone_pending = 0;
 		threads = me;
 	}
-	write_header(ppid);
+	write_header((uint32_t)rt_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0));
 }
 
-/* TK_BTRACE_DEBUG: where the traps went, by CTI kind, over all threads. */
+static void after_fork_child(void)
+{
+	child_switch(tls, rt_gettid());
+}
+
+/* N/ALL as a percentage with one decimal. */
+static void put_pct(struct rt_buf *b, uint64_t n, uint64_t all)
+{
+	uint64_t pm = all ? (n * 1000 + all / 2) / all : 0;
+	rt_putu(b, pm / 10);
+	rt_puts(b, ".");
+	rt_putu(b, pm % 10);
+	rt_puts(b, "%");
+}
+
+/* TK_BTRACE_DEBUG: where the traps went, by CTI kind, over all threads (at exit, maybe from
+ * the trap handler: no libc). */
 static void say_kinds(void)
 {
 	static const char *const names[16] = { [CTI_JCC] = "jcc rel32", [CTI_JCC + 8] = "jcc rel8",
 		[CTI_JCXZ] = "jrcxz", [CTI_LOOP] = "loop", [CTI_JMP_IND] = "jmp indirect",
-		[CTI_CALL_IND] = "call indirect", [CTI_RET] = "ret" };
+		[CTI_CALL_IND] = "call indirect", [CTI_RET] = "ret", [CTI_SYSCALL] = "syscall" };
 	uint64_t n[16] = { 0 }, tramp = 0, all = 0;
+	char msg[160];
+	struct rt_buf b;
 	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
 		for (int k = 0; k < 16; k++)
 			n[k] += ts->kind_traps[k], all += ts->kind_traps[k];
@@ -1383,14 +1857,24 @@ static void say_kinds(void)
 	}
 	for (int k = 0; k < 16; k++)
 		if (n[k] && names[k]) {
-			char msg[128];
-			snprintf(msg, sizeof msg, "%-13s %12llu traps (%.1f%% of traps)", names[k],
-				 (unsigned long long)n[k], 100.0 * (double)n[k] / (double)all);
+			b = (struct rt_buf){ msg, 0, sizeof msg };
+			rt_puts(&b, names[k]);
+			rt_puts(&b, ": ");
+			rt_putu(&b, n[k]);
+			rt_puts(&b, " traps (");
+			put_pct(&b, n[k], all);
+			rt_puts(&b, " of traps)");
 			say(msg);
 		}
-	char msg[128];
-	snprintf(msg, sizeof msg, "%zu of %zu trapped CTIs relocated at start-up; trampoline hits %llu; "
-		 "%.1f%% of recorded CTIs trapped", nrelocated, nctis, (unsigned long long)tramp, all + tramp ? 100.0 * (double)all / (double)(all + tramp) : 0.0);
+	b = (struct rt_buf){ msg, 0, sizeof msg };
+	rt_putu(&b, nrelocated);
+	rt_puts(&b, " of ");
+	rt_putu(&b, nctis);
+	rt_puts(&b, " trapped CTIs relocated at start-up; trampoline hits ");
+	rt_putu(&b, tramp);
+	rt_puts(&b, "; ");
+	put_pct(&b, all, all + tramp);
+	rt_puts(&b, " of recorded CTIs trapped");
 	say(msg);
 }
 
@@ -1454,17 +1938,42 @@ static void report_late_modules(void)
 			     "traced: only modules loaded with the program can be");
 }
 
+/* While the recorder itself calls libc from the program's thread (bookkeeping in the
+ * interposers and at exit), nothing is recorded: that code is not the program's. */
+static int mute_self(void)
+{
+	struct tstate *ts = active ? tls : NULL;
+	if (!ts)
+		return -1;
+	int was = ts->muted;
+	ts->muted = 1;
+	return was;
+}
+
+static void unmute_self(int was)
+{
+	if (was >= 0 && tls)
+		tls->muted = was;
+}
+
+/* With libc traced, the process's trace ends at the exit_group system call (after this
+ * destructor, stdio's flush at exit and _exit run, and are recorded). */
 __attribute__((destructor)) static void btrace_fini(void)
 {
-	if (active && !closed)
+	if (active && !closed) {
+		int was = mute_self();
 		report_late_modules();
-	finish(0);
+		unmute_self(was);
+	}
+	if (!exits_traced)
+		finish(0);
 }
 
 EXPORT void _exit(int status)
 {
-	finish(0);
-	syscall(SYS_exit_group, status);
+	if (!(tls && active && foreign_task(tls)))
+		finish(0);
+	rt_syscall(SYS_exit_group, status, 0, 0, 0, 0, 0);
 	__builtin_unreachable();
 }
 
@@ -1485,13 +1994,24 @@ static char **strip_env(char *const envp[])
 	return e;
 }
 
+/* Not in a vfork child that shares our state (with libc traced, it is known): its exec
+ * does not end the parent's trace. */
+static char **exec_prepare(char *const envp[])
+{
+	if (tls && active && foreign_task(tls))
+		return strip_env(envp);
+	int was = mute_self();
+	char **e = strip_env(envp);
+	unmute_self(was);
+	finish(1);
+	return e;
+}
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	static int (*real)(const char *, char *const[], char *const[]);
-	if (!real)
-		real = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
-	finish(1);
-	return real(path, argv, strip_env(envp));
+	if (!real_execve)
+		real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+	return real_execve(path, argv, exec_prepare(envp));
 }
 
 EXPORT int execv(const char *path, char *const argv[])
@@ -1501,11 +2021,9 @@ EXPORT int execv(const char *path, char *const argv[])
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	static int (*real)(const char *, char *const[], char *const[]);
-	if (!real)
-		real = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
-	finish(1);
-	return real(file, argv, strip_env(envp));
+	if (!real_execvpe)
+		real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	return real_execvpe(file, argv, exec_prepare(envp));
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
@@ -1576,19 +2094,46 @@ static void *vec_push(struct vec *v)
 {
 	if (v->n == v->cap) {
 		size_t cap = v->cap ? v->cap * 2 : 1024;
-		void *p = realloc(v->p, cap * v->elt);
+		void *p = rec_alloc(cap * v->elt);
 		if (!p)
 			return NULL;
+		if (v->p)
+			memcpy(p, v->p, v->n * v->elt);
+		rec_free(v->p, v->cap * v->elt);
 		v->p = p;
 		v->cap = cap;
 	}
 	return (char *)v->p + v->elt * v->n++;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Sort N elements of SIZE bytes (8 or 16) by their first u64, in place (heapsort). Not
+ * libc's qsort: it keeps state (qsort_r's page size and memory size, computed on its first
+ * large sort), and a traced program's first qsort must run as it would without us. */
+static void sort_u64(void *base, size_t n, size_t size)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
+	uint8_t *a = base, t[16];
+#define KEY(i) (*(const uint64_t *)(const void *)(a + (i) * size))
+#define SWAP(i, j) (memcpy(t, a + (i) * size, size), memcpy(a + (i) * size, a + (j) * size, size), \
+		    memcpy(a + (j) * size, t, size))
+	for (size_t end = n, start = n / 2; end > 1;) {
+		size_t root;
+		if (start > 0) {
+			root = --start;
+		} else {
+			SWAP(0, end - 1);
+			end--;
+			root = 0;
+		}
+		for (size_t child; (child = 2 * root + 1) < end; root = child) {
+			if (child + 1 < end && KEY(child + 1) > KEY(child))
+				child++;
+			if (KEY(root) >= KEY(child))
+				break;
+			SWAP(root, child);
+		}
+	}
+#undef KEY
+#undef SWAP
 }
 
 struct fnrange {
@@ -1601,49 +2146,108 @@ static uint64_t *reloc_targets, *reloc_jind;
 static size_t nreloc_targets, nreloc_jind;
 static struct vec reloc_secs[MAX_MODULES];
 
-static int cmp_fn(const void *a, const void *b)
-{
-	return cmp_u64(a, b);
-}
 
 struct scan {
 	struct vec ctis, fns, rets, tails, targets;
+	struct vec big_rsp;   /* (address, RSP change as int64) */
 };
 
-/* Function ranges from the ELF symbol table (.symtab, else .dynsym) and the executable
- * sections, read from the module's file. */
-static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
+/* Read-only mapping of a whole ELF file, or NULL. */
+static const uint8_t *map_elf(const char *path, size_t *size)
 {
-	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		return NULL;
 	}
-	uint8_t *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	void *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
-	if (f == MAP_FAILED || (size_t)st.st_size < sizeof(Elf64_Ehdr))
-		return -1;
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh->e_machine != EM_X86_64 || eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)st.st_size) {
+	if (f == MAP_FAILED)
+		return NULL;
+	const Elf64_Ehdr *eh = f;
+	if ((size_t)st.st_size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64 ||
+	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)st.st_size) {
 		munmap(f, (size_t)st.st_size);
-		return -1;
+		return NULL;
 	}
+	*size = (size_t)st.st_size;
+	return f;
+}
+
+/* Function symbols (STT_FUNC) of the mapped ELF file F: from .symtab, or with DYNSYM from
+ * .dynsym when there is none. Returns whether a .symtab was read. */
+static int fn_symbols(const uint8_t *f, size_t size, const struct module *m, struct scan *sc, int dynsym_ok)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
 	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
 	int symtab = -1, dynsym = -1;
-	const char *shstr = NULL;
-	uint64_t shstr_size = 0;
-	if (eh->e_shstrndx < eh->e_shnum && sh[eh->e_shstrndx].sh_offset + sh[eh->e_shstrndx].sh_size <= (uint64_t)st.st_size) {
-		shstr = (const char *)f + sh[eh->e_shstrndx].sh_offset;
-		shstr_size = sh[eh->e_shstrndx].sh_size;
-	}
 	for (int i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_type == SHT_SYMTAB)
 			symtab = i;
 		else if (sh[i].sh_type == SHT_DYNSYM)
 			dynsym = i;
+	}
+	int s = symtab >= 0 ? symtab : dynsym_ok ? dynsym : -1;
+	if (s < 0 || sh[s].sh_offset + sh[s].sh_size > (uint64_t)size)
+		return 0;
+	const Elf64_Sym *sym = (const Elf64_Sym *)(f + sh[s].sh_offset);
+	size_t n = sh[s].sh_size / sizeof *sym;
+	for (size_t i = 0; i < n; i++) {
+		if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF ||
+		    !sym[i].st_value)
+			continue;
+		struct fnrange *r = vec_push(&sc->fns);
+		if (r) {
+			r->start = sym[i].st_value + m->bias;
+			r->end = sym[i].st_size ? r->start + sym[i].st_size : 0;   /* 0: to the next symbol */
+		}
+	}
+	return symtab >= 0;
+}
+
+/* Function starts from the loaded .eh_frame_hdr's search table (every function with unwind
+ * information, static ones included), for modules without any .symtab: each runs to the
+ * next start. Only the encoding every toolchain writes is read. */
+static void fde_starts(const struct module *m, struct scan *sc)
+{
+	const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
+	uint32_t count;
+	if (!h || h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
+		return;   /* version 1, pcrel sdata4, udata4 count, datarel sdata4 table */
+	memcpy(&count, h + 8, 4);
+	for (uint32_t i = 0; i < count; i++) {
+		int32_t loc;
+		memcpy(&loc, h + 12 + 8 * (size_t)i, 4);
+		struct fnrange *r = vec_push(&sc->fns);
+		if (r) {
+			r->start = m->eh_frame_hdr + (uint64_t)(int64_t)loc;
+			r->end = 0;
+		}
+	}
+}
+
+/* Function ranges and the executable sections, read from the module's file. Functions come
+ * from its .symtab, else from the .symtab of its separate debug file (found by build id,
+ * as Debian's libc6-dbg installs libc's), else from .dynsym plus the unwind table: a
+ * stripped libc exports few of the functions that run (IFUNC variants, static helpers). */
+static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
+{
+	size_t size;
+	const uint8_t *f = map_elf(m->path, &size);
+	if (!f)
+		return -1;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
+	const char *shstr = NULL;
+	uint64_t shstr_size = 0;
+	if (eh->e_shstrndx < eh->e_shnum && sh[eh->e_shstrndx].sh_offset + sh[eh->e_shstrndx].sh_size <= (uint64_t)size) {
+		shstr = (const char *)f + sh[eh->e_shstrndx].sh_offset;
+		shstr_size = sh[eh->e_shstrndx].sh_size;
+	}
+	for (int i = 0; i < eh->e_shnum; i++) {
 		if ((sh[i].sh_flags & SHF_EXECINSTR) && sh[i].sh_type == SHT_PROGBITS) {
 			struct fnrange *r = vec_push(secs);
 			if (r) {
@@ -1667,23 +2271,96 @@ static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
 				}
 		}
 	}
-	int s = symtab >= 0 ? symtab : dynsym;
-	if (s >= 0 && sh[s].sh_offset + sh[s].sh_size <= (uint64_t)st.st_size) {
-		const Elf64_Sym *sym = (const Elf64_Sym *)(f + sh[s].sh_offset);
-		size_t n = sh[s].sh_size / sizeof *sym;
-		for (size_t i = 0; i < n; i++) {
-			if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF ||
-			    !sym[i].st_value)
-				continue;
-			struct fnrange *r = vec_push(&sc->fns);
-			if (r) {
-				r->start = sym[i].st_value + m->bias;
-				r->end = sym[i].st_size ? r->start + sym[i].st_size : 0;   /* 0: to the next symbol */
-			}
+	if (!fn_symbols(f, size, m, sc, 0)) {
+		char dbg[64 + 2 * sizeof m->build_id];
+		const uint8_t *df = NULL;
+		size_t dsize = 0;
+		if (tk_debug_file_path(dbg, sizeof dbg, m->build_id, m->build_id_len) == 0)
+			df = map_elf(dbg, &dsize);
+		if (!df || !fn_symbols(df, dsize, m, sc, 0)) {
+			fn_symbols(f, size, m, sc, 1);
+			fde_starts(m, sc);
 		}
+		if (df)
+			munmap((void *)df, dsize);
 	}
-	munmap(f, (size_t)st.st_size);
+	munmap((void *)f, size);
 	return 0;
+}
+
+/* The instruction map entry (IM_*) of instruction IN at IP of kind KIND (C its CTI). */
+static uint16_t imap_entry(struct scan *sc, uint64_t ip, const ZydisDecodedInstruction *in,
+			   const ZydisDecodedOperand *ops, int kind)
+{
+	uint16_t e = in->length & IM_LEN;
+	int64_t d;
+	switch (kind) {
+	case CTI_NONE:
+		if (in->mnemonic == ZYDIS_MNEMONIC_UD2 || in->mnemonic == ZYDIS_MNEMONIC_HLT) {
+			e |= IM_STOP | IM_ENDS;
+			break;
+		}
+		if (in->meta.category == ZYDIS_CATEGORY_SYSCALL || in->meta.category == ZYDIS_CATEGORY_SYSRET ||
+		    in->meta.category == ZYDIS_CATEGORY_INTERRUPT) {
+			e |= IM_STOP;
+			break;
+		}
+		if (!rsp_effect(in, ops, &d)) {
+			e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
+		} else if (d <= IM_RSP_UNKNOWN || d >= IM_RSP_BIG) {   /* not an int8 of ours */
+			struct fnrange *br = vec_push(&sc->big_rsp);
+			if (br) {
+				br->start = ip;
+				br->end = (uint64_t)d;
+				e |= (uint16_t)((uint8_t)IM_RSP_BIG << 8);
+			} else {
+				e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
+			}
+		} else {
+			e |= (uint16_t)((uint8_t)(int8_t)d << 8);
+		}
+		break;
+	case CTI_JMP_DIR:
+		e |= IM_JMP | IM_ENDS;
+		if (in->raw.imm[0].size == 8)
+			e |= IM_REL8;
+		break;
+	case CTI_CALL_DIR:
+		e |= IM_CALL;
+		if (in->raw.imm[0].size != 32)
+			e = (e & ~IM_CLASS) | IM_STOP;   /* not a form imap_target reads */
+		break;
+	default:
+		e |= IM_STOP;
+		if (in->mnemonic == ZYDIS_MNEMONIC_JMP || in->mnemonic == ZYDIS_MNEMONIC_RET)
+			e |= IM_ENDS;
+		break;
+	}
+	if (kind == CTI_JMP_DIR && in->raw.imm[0].size != 8 && in->raw.imm[0].size != 32)
+		e = (e & ~IM_CLASS) | IM_STOP;
+	return e;
+}
+
+/* Does the instruction set EAX/RAX to an immediate? Its value, else -1. */
+static long eax_imm(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
+{
+	if (in->mnemonic != ZYDIS_MNEMONIC_MOV || in->operand_count_visible != 2 ||
+	    ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    (ops[0].reg.value != ZYDIS_REGISTER_EAX && ops[0].reg.value != ZYDIS_REGISTER_RAX))
+		return -1;
+	return (long)(ops[1].imm.value.u & 0xffffffff);
+}
+
+/* Decode the instruction at IP, which must end by END and, unless it is a NOP, by the next
+ * function start LIM: the unwind table (used for function starts without a symbol table)
+ * starts libc's signal return code one byte early, inside the padding before it, and the
+ * decoding must not restart there. */
+static int decode_at(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end,
+		     ZydisDecodedInstruction *in, ZydisDecodedOperand *ops)
+{
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), end - ip, in, ops)))
+		return 0;
+	return ip + in->length <= lim || in->mnemonic == ZYDIS_MNEMONIC_NOP;
 }
 
 /* Decode a section linearly, restarting at every function start it meets. */
@@ -1695,6 +2372,7 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 	long k = last_le(starts, nstarts, start);
 	size_t next = (size_t)(k + 1);
 	uint64_t ip = start;
+	long eax = -1;   /* the value the previous instruction put in eax, or -1 */
 
 	while (ip < end) {
 		while (next < nstarts && starts[next] < ip)
@@ -1702,14 +2380,15 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		if (next < nstarts && starts[next] == ip)
 			next++;
 		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start),
-							 lim - ip, &in, ops))) {
+		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			ip = ip + 1 < lim ? ip + 1 : lim;
+			eax = -1;
 			continue;
 		}
 		struct cti c;
 		int kind = cti_classify(&c, ip, &in, ops);
 		c.orig = m->orig[ip - m->start];
+		m->imap[ip - m->start] = imap_entry(sc, ip, &in, ops, kind);
 		if (kind == CTI_JMP_DIR && in_plt(c.target) && !in_plt(ip)) {
 			struct fnrange *t = vec_push(&sc->tails);   /* (target, jump) */
 			if (t) {
@@ -1730,12 +2409,19 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 				r->end = ip;
 			}
 		}
+		/* Every system call traps (on_syscall), except rt_sigreturn: the return from a
+		 * signal handler, ours included, runs it with the handler's mask (SIGTRAP
+		 * blocked), and it is never a traced thread's (handlers return through the
+		 * recorder's wrapper). */
+		if (kind == CTI_SYSCALL && eax == SYS_rt_sigreturn)
+			kind = CTI_OTHER;
 		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_IND ||
-		    kind == CTI_CALL_IND || kind == CTI_RET) {
+		    kind == CTI_CALL_IND || kind == CTI_RET || kind == CTI_SYSCALL) {
 			struct cti *p = vec_push(&sc->ctis);
 			if (p)
 				*p = c;
 		}
+		eax = eax_imm(&in, ops);
 		ip += in.length;
 	}
 }
@@ -1743,19 +2429,15 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 static int refused_modules;
 
 /* The name of a function the recorder runs while handling a trap that lies in [lo, hi), or
- * NULL: such a module (libc, Zydis, this library) cannot be patched with int3. */
+ * NULL: such a module cannot be patched with int3 (a trap inside the SIGTRAP handler, where
+ * SIGTRAP is blocked, kills the process). The handler calls no other module (rt.h, mem.c;
+ * tests/oracle/btrace_nolibc.sh checks the library), so only the recorder itself is left. */
 static const char *recorder_code_in(uint64_t lo, uint64_t hi)
 {
 	static const struct {
 		const char *name;
 		const void *fn;
 	} used[] = {
-		{ "memcpy", (const void *)memcpy },
-		{ "memset", (const void *)memset },
-		{ "write", (const void *)write },
-		{ "syscall", (const void *)syscall },
-		{ "pthread_self", (const void *)pthread_self },
-		{ "ZydisDecoderDecodeFull", (const void *)ZydisDecoderDecodeFull },
 		{ "the recorder", (const void *)on_trap },
 	};
 	for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
@@ -1804,6 +2486,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 			if (ph->p_vaddr + ph->p_memsz + m->bias > hi)
 				hi = ph->p_vaddr + ph->p_memsz + m->bias;
 		}
+		if (ph->p_type == PT_GNU_EH_FRAME)
+			m->eh_frame_hdr = ph->p_vaddr + m->bias;
 		if (ph->p_type == PT_NOTE) {
 			const uint8_t *p = (const uint8_t *)(m->bias + ph->p_vaddr), *e = p + ph->p_memsz;
 			while (p + 12 <= e) {
@@ -1833,8 +2517,9 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	}
 	m->start = lo;
 	m->end = hi;
-	m->orig = malloc(hi - lo);
-	if (!m->orig)
+	m->orig = rec_alloc(hi - lo);
+	m->imap = rec_alloc((hi - lo) * sizeof *m->imap);
+	if (!m->orig || !m->imap)
 		return 0;
 	memcpy(m->orig, (const void *)lo, hi - lo);
 	nmodules++;
@@ -1849,12 +2534,12 @@ static int scan_module(struct module *m, struct scan *sc)
 		return -1;
 	/* restart points: this module's function starts */
 	size_t ns = sc->fns.n - fn0;
-	uint64_t *starts = malloc((ns + 1) * sizeof *starts);
+	uint64_t *starts = rec_alloc((ns + 1) * sizeof *starts);
 	if (!starts)
 		return -1;
 	for (size_t i = 0; i < ns; i++)
 		starts[i] = ((struct fnrange *)sc->fns.p)[fn0 + i].start;
-	qsort(starts, ns, sizeof *starts, cmp_u64);
+	sort_u64(starts, ns, sizeof *starts);
 	struct fnrange *sr = secs.p;
 	for (size_t i = 0; i < secs.n; i++) {
 		uint64_t s = sr[i].start < m->start ? m->start : sr[i].start;
@@ -1862,37 +2547,30 @@ static int scan_module(struct module *m, struct scan *sc)
 		if (s < e)
 			sweep(m, sc, s, e, starts, ns);
 	}
-	free(starts);
+	rec_free(starts, (ns + 1) * sizeof *starts);
 	reloc_secs[m - modules] = secs;   /* the relocation pass walks them again */
 	return 0;
 }
 
 
+/* From the first int3 on, a call into a traced libc traps: from here on, raw system calls. */
 static int patch(void)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
 		size_t len = modules[i].end - a;
-		if (mprotect((void *)a, len, PROT_READ | PROT_WRITE | PROT_EXEC) < 0)
+		if (rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < nctis; i++)
 		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
 	/* after the int3s: a window's jump may cover its CTI */
-	for (int i = 0; tramps_on && reloc_targets && i < nmodules; i++) {
-		struct fnrange *sr = reloc_secs[i].p;
-		for (size_t k = 0; k < reloc_secs[i].n; k++) {
-			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
-			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
-			if (s < e)
-				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
-							   reloc_jind, nreloc_jind);
-		}
-	}
+	for (size_t i = 0; i < nwindows; i++)
+		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, 5);
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
-		mprotect((void *)a, modules[i].end - a, PROT_READ | PROT_EXEC);
+		rt_syscall(SYS_mprotect, a, modules[i].end - a, PROT_READ | PROT_EXEC, 0, 0, 0);
 	}
 	__builtin_ia32_mfence();
 	return 0;
@@ -2012,15 +2690,15 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 
 	while (ip < end) {
 		long k = last_le(fn_start, nfns, ip);
-		if (k >= 0 && fn_start[k] == ip)
+		if (k != f) {
 			nring = 0;   /* never relocate across a function start */
-		if (k != f)
 			f = k;
+		}
 		size_t nx = (size_t)(k + 1);
 		while (nx < nfns && fn_start[nx] <= ip)
 			nx++;
 		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), lim - ip, &in, ops))) {
+		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			nring = 0;
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			continue;
@@ -2089,24 +2767,73 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	return done;
 }
 
+/* Sort the (key, value) pairs of V by key into two arrays, and free V. */
+static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n)
+{
+	struct fnrange *p = v->p;
+	*n = v->n;
+	sort_u64(p, *n, sizeof *p);
+	*keys = rec_alloc((*n + 1) * sizeof **keys);
+	*vals = rec_alloc((*n + 1) * sizeof **vals);
+	if (!*keys || !*vals)
+		return -1;
+	for (size_t i = 0; i < *n; i++) {
+		(*keys)[i] = p[i].start;
+		(*vals)[i] = p[i].end;
+	}
+	rec_free(p, v->cap * v->elt);
+	v->p = NULL;
+	return 0;
+}
+
+/* Each trapped system call of module M runs natively from a stub near it, `syscall; jmp
+ * back` (on_syscall); the stub's address is kept in the CTI's target. */
+static int syscall_stubs(void)
+{
+	for (int m = 0; m < nmodules; m++) {
+		size_t n = 0;
+		for (size_t i = 0; i < nctis; i++)
+			n += ctis[i].kind == CTI_SYSCALL && module_of(ctis[i].addr) == &modules[m];
+		if (!n)
+			continue;
+		size_t size = (n * 8 + 4095) & ~(size_t)4095;
+		uint8_t *p = map_near(m, size);
+		if (!p)
+			return -1;
+		for (size_t i = 0; i < nctis; i++) {
+			struct cti *c = &ctis[i];
+			if (c->kind != CTI_SYSCALL || module_of(c->addr) != &modules[m])
+				continue;
+			int32_t rel = (int32_t)((int64_t)(c->addr + c->len) - (int64_t)(uintptr_t)(p + 7));
+			p[0] = 0x0f;
+			p[1] = 0x05;
+			p[2] = 0xe9;
+			memcpy(p + 3, &rel, 4);
+			p[7] = 0xcc;
+			c->target = (uint64_t)(uintptr_t)p;
+			p += 8;
+		}
+	}
+	return 0;
+}
+
 __attribute__((constructor(101))) static void btrace_init(void)
 {
 	const char *out = getenv("TK_BTRACE_OUT");
 	const char *mods = getenv("TK_BTRACE_MODULES");
 	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
 			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
-			   .targets = { .elt = sizeof(uint64_t) } };
+			   .targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct fnrange) } };
 	struct sigaction sa, old;
 
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	if (!out || !*out || !real_sigaction)
 		return;
 	/* Programs this one starts (exec without our wrappers, system(), posix_spawn) inherit
-	 * the environment: they are not traced, and must not overwrite the trace. */
-	if (getenv("TK_BTRACE_STARTED"))
-		return;
-	setenv("TK_BTRACE_STARTED", "1", 1);
+	 * the environment: they are not traced, and must not overwrite the trace. (unsetenv,
+	 * unlike setenv, does not allocate: the program's heap stays untouched.) */
 	snprintf(out_path, sizeof out_path, "%s", out);
+	unsetenv("TK_BTRACE_OUT");
 	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 
@@ -2143,7 +2870,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	size_t hsize = 1024;
 	while (hsize < nctis * 2)
 		hsize *= 2;
-	cti_hash = calloc(hsize, sizeof *cti_hash);
+	cti_hash = rec_alloc(hsize * sizeof *cti_hash);
 	cti_hash_mask = hsize - 1;
 	if (!cti_hash)
 		return;
@@ -2154,10 +2881,10 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		cti_hash[h] = (uint32_t)i + 1;
 	}
 	struct fnrange *fr = sc.fns.p;
-	qsort(fr, sc.fns.n, sizeof *fr, cmp_fn);
+	sort_u64(fr, sc.fns.n, sizeof *fr);
 	nfns = sc.fns.n;
-	fn_start = malloc((nfns + 1) * sizeof *fn_start);
-	fn_end = malloc((nfns + 1) * sizeof *fn_end);
+	fn_start = rec_alloc((nfns + 1) * sizeof *fn_start);
+	fn_end = rec_alloc((nfns + 1) * sizeof *fn_end);
 	if (!fn_start || !fn_end)
 		return;
 	for (size_t i = 0; i < nfns; i++) {
@@ -2173,42 +2900,26 @@ __attribute__((constructor(101))) static void btrace_init(void)
 				fn_end[i] = m->end;
 		}
 	}
-	free(fr);
-	struct fnrange *rc = sc.rets.p;
-	nret_sites = sc.rets.n;
-	qsort(rc, nret_sites, sizeof *rc, cmp_fn);
-	ret_sites = malloc((nret_sites + 1) * sizeof *ret_sites);
-	ret_calls = malloc((nret_sites + 1) * sizeof *ret_calls);
-	if (!ret_sites || !ret_calls)
+	rec_free(fr, sc.fns.cap * sc.fns.elt);
+	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
+	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
+	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
 		return;
-	for (size_t i = 0; i < nret_sites; i++) {
-		ret_sites[i] = rc[i].start;
-		ret_calls[i] = rc[i].end;
-	}
-	free(rc);
-	struct fnrange *tj = sc.tails.p;
-	ntj = sc.tails.n;
-	qsort(tj, ntj, sizeof *tj, cmp_fn);
-	tj_target = malloc((ntj + 1) * sizeof *tj_target);
-	tj_src = malloc((ntj + 1) * sizeof *tj_src);
-	if (!tj_target || !tj_src)
+	if (syscall_stubs() < 0) {
+		say("cannot map the system call stubs near the traced code; not recording");
 		return;
-	for (size_t i = 0; i < ntj; i++) {
-		tj_target[i] = tj[i].start;
-		tj_src[i] = tj[i].end;
 	}
-	free(tj);
 
-	reloc_jind = malloc((nctis + 1) * sizeof *reloc_jind);
+	reloc_jind = rec_alloc((nctis + 1) * sizeof *reloc_jind);
 	for (size_t i = 0; reloc_jind && i < nctis; i++)
 		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
 			reloc_jind[nreloc_jind++] = ctis[i].addr;
 	reloc_targets = sc.targets.p;
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)
-		qsort(reloc_targets, nreloc_targets, sizeof *reloc_targets, cmp_u64);
+		sort_u64(reloc_targets, nreloc_targets, sizeof *reloc_targets);
 	if (reloc_jind)
-		qsort(reloc_jind, nreloc_jind, sizeof *reloc_jind, cmp_u64);
+		sort_u64(reloc_jind, nreloc_jind, sizeof *reloc_jind);
 	else
 		reloc_targets = NULL;   /* without it, no relocation */
 	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))
@@ -2228,25 +2939,56 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_trap;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigfillset(&sa.sa_mask);   /* nothing may interrupt an emulation half-way */
+	/* Nothing may interrupt an emulation half-way, not even libc's internal SIGCANCEL and
+	 * SIGSETXID, which sigfillset leaves out: their handlers run libc, which may be traced
+	 * (a trap while the handler runs kills the process). */
+	memset(&sa.sa_mask, 0xff, sizeof sa.sa_mask);
 	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
 		return;
+	/* The kernel returns from our handler into libc's __restore_rt (sa_restorer) with
+	 * SIGTRAP still blocked: nothing there may trap. It holds no branch, and its
+	 * rt_sigreturn is the one system call left untrapped (sweep); check it. */
+	struct sigaction cur;
+	real_sigaction(SIGTRAP, NULL, &cur);
+	for (uint64_t a = (uint64_t)(uintptr_t)cur.sa_restorer; cur.sa_restorer && a < (uint64_t)(uintptr_t)cur.sa_restorer + 16; a++)
+		if (cti_find(a)) {
+			real_sigaction(SIGTRAP, &old, NULL);
+			say("the signal return code (sa_restorer) would be patched; not recording");
+			return;
+		}
+	uint64_t trapbit = 1ull << (SIGTRAP - 1);   /* a program may start with it blocked */
+	rt_sigmask(SIG_UNBLOCK, &trapbit, NULL);
 	pthread_atfork(NULL, NULL, after_fork_child);
 	resolve_nonlocal();
+	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
+		dlsym(RTLD_NEXT, "pthread_create");
+	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+	real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	exits_traced = module_of((uint64_t)(uintptr_t)dlsym(RTLD_NEXT, "_exit")) != NULL;
+	out_pid = getpid();
 	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
-	uint64_t fsb = 0;
-	syscall(SYS_arch_prctl, ARCH_GET_FS, &fsb);
+	uint64_t fsb = rt_fs_base();
 	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
 	ttls_fs_off = (int32_t)fs_off;
 	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
-	    (tramp_done = calloc(nctis + 1, 1))) {
+	    (tramp_done = rec_alloc(nctis + 1))) {
 		for (int i = 0; i < nmodules; i++)
 			tramp_setup(i);
 		tramps_on = 1;
 	}
-	active = 1;
-	if (patch() < 0) {
-		active = 0;
-		refuse("cannot make the code writable (mprotect refused); not recording");
+	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
+	for (int i = 0; windows && i < nmodules; i++) {
+		struct fnrange *sr = reloc_secs[i].p;
+		for (size_t k = 0; k < reloc_secs[i].n; k++) {
+			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
+			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
+			if (s < e)
+				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
+							   reloc_jind, nreloc_jind);
+		}
 	}
+	if (patch() < 0)
+		refuse("cannot make the code writable (mprotect refused); not recording");
+	active = 1;
 }

@@ -22,6 +22,7 @@ enum cti_kind {
 	CTI_JMP_DIR,    /* jmp rel: not trapped, but walked */
 	CTI_CALL_DIR,   /* call rel: not trapped, but walked */
 	CTI_OTHER,      /* far transfers, iret, sysret...: neither trapped nor walked */
+	CTI_SYSCALL,    /* syscall: trapped (the kernel is not traced), not emulated here */
 };
 
 /* Operand register: an index into mcontext gregs, or one of these. */
@@ -83,6 +84,8 @@ static inline int cti_classify(struct cti *c, uint64_t addr, const ZydisDecodedI
 	c->len = in->length;
 	c->asize = in->address_width == 32 ? 32 : 64;
 	c->base = c->index = CTI_REG_NONE;
+	if (in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		return c->kind = CTI_SYSCALL;
 	switch (in->meta.category) {
 	case ZYDIS_CATEGORY_COND_BR:
 	case ZYDIS_CATEGORY_UNCOND_BR:

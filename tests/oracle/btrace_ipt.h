@@ -18,10 +18,10 @@
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
 
-#define BT_MAX_FN 512
+#define BT_MAX_FN 8192
 
 struct bt_fn {
-	char name[64];
+	char name[256];        /* the symbol's names (aliases at the same range), space-separated */
 	uint64_t start, end;   /* run-time addresses */
 	uint64_t insns;
 };
@@ -51,19 +51,32 @@ static __attribute__((unused, format(printf, 1, 2))) int sh(const char *fmt, ...
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
-/* Function symbols of ELF file PATH loaded with BIAS. */
-static __attribute__((unused)) int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias)
+static __attribute__((unused)) int bt_fn_cmp(const void *a, const void *b)
 {
-	int fd = open(path, O_RDONLY);
+	const struct bt_fn *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Function symbols of ELF file PATH loaded with BIAS, from its .symtab. Returns how many
+ * were added, or -1. */
+static __attribute__((unused)) int bt_read_symtab(struct bt_counts *c, const char *path, uint64_t bias)
+{
+	int fd = open(path, O_RDONLY), n = 0;
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0)
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
+	}
 	uint8_t *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (f == MAP_FAILED)
 		return -1;
 	const Elf64_Ehdr *eh = (const void *)f;
 	const Elf64_Shdr *sh = (const void *)(f + eh->e_shoff);
+	int first = c->nfn;
 	for (int i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_type != SHT_SYMTAB)
 			continue;
@@ -77,27 +90,57 @@ static __attribute__((unused)) int bt_load_symbols(struct bt_counts *c, const ch
 			snprintf(fn->name, sizeof fn->name, "%s", str + sym[k].st_name);
 			fn->start = sym[k].st_value + bias;
 			fn->end = fn->start + sym[k].st_size;
+			fn->insns = 0;
 			if (!sym[k].st_size && sym[k].st_shndx < eh->e_shnum) {
 				/* no size: up to the next symbol, within its section (see below) */
 				const Elf64_Shdr *sec = &sh[sym[k].st_shndx];
 				fn->insns = sec->sh_addr + sec->sh_size + bias;   /* section end, for now */
 			}
-			fn->insns = 0;
+			n++;
 		}
 	}
 	munmap(f, (size_t)st.st_size);
 	/* assembler symbols without a size (_init, crt helpers) run to the next symbol */
-	for (int i = 0; i < c->nfn; i++) {
+	for (int i = first; i < c->nfn; i++) {
 		if (c->fn[i].end != c->fn[i].start)
 			continue;
 		uint64_t next = c->fn[i].insns ? c->fn[i].insns : c->fn[i].start + 1;
-		c->fn[i].insns = 0;
-		for (int k = 0; k < c->nfn; k++)
+		for (int k = first; k < c->nfn; k++)
 			if (c->fn[k].start > c->fn[i].start && c->fn[k].start < next)
 				next = c->fn[k].start;
 		c->fn[i].end = next;
 	}
-	return 0;
+	for (int i = first; i < c->nfn; i++)
+		c->fn[i].insns = 0;
+	return n;
+}
+
+/* Function symbols of a module (PATH, BIAS, build id BID of BIDLEN bytes): its .symtab, or
+ * that of its separate debug file (Debian's libc6-dbg for libc), as callgrind finds them. */
+static __attribute__((unused)) int bt_load_symbols(struct bt_counts *c, const char *path, uint64_t bias, const uint8_t *bid,
+			   unsigned bidlen)
+{
+	char dbg[256];
+	int n = bt_read_symtab(c, path, bias);
+	if (n == 0 && tk_debug_file_path(dbg, sizeof dbg, bid, bidlen) == 0)
+		n = bt_read_symtab(c, dbg, bias);
+	return n < 0 ? -1 : 0;
+}
+
+/* Sort the functions and merge aliases (the same range) into one entry with all names. */
+static __attribute__((unused)) void bt_sort_symbols(struct bt_counts *c)
+{
+	int k = 0;
+	qsort(c->fn, (size_t)c->nfn, sizeof c->fn[0], bt_fn_cmp);
+	for (int i = 0; i < c->nfn; i++) {
+		if (k && c->fn[k - 1].start == c->fn[i].start && c->fn[k - 1].end == c->fn[i].end) {
+			size_t l = strlen(c->fn[k - 1].name);
+			snprintf(c->fn[k - 1].name + l, sizeof c->fn[0].name - l, " %s", c->fn[i].name);
+			continue;
+		}
+		c->fn[k++] = c->fn[i];
+	}
+	c->nfn = k;
 }
 
 /* Executable segments of PATH into a libipt image. */
@@ -124,6 +167,7 @@ static __attribute__((unused)) int bt_add_image(struct pt_image *img, const char
 /* Like callgrind, charge code without a symbol (PLT stubs) to the function before it. */
 static __attribute__((unused)) void bt_count(struct bt_counts *c, uint64_t ip)
 {
+	int lo = 0, hi = c->nfn;
 	c->insns++;
 	if (c->keep_ips) {
 		if (c->nips == c->cap) {
@@ -133,8 +177,16 @@ static __attribute__((unused)) void bt_count(struct bt_counts *c, uint64_t ip)
 		}
 		c->ips[c->nips++] = ip;
 	}
-	for (int i = 0; i < c->nfn; i++)
-		if (ip >= c->fn[i].start && ip < c->fn[i].end) {
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (c->fn[mid].start <= ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* the innermost range holding IP among the few that start at or before it */
+	for (int i = lo - 1; i >= 0 && i >= lo - 8; i--)
+		if (ip < c->fn[i].end) {
 			c->fn[i].insns++;
 			c->last_fn = i + 1;
 			return;
@@ -209,29 +261,47 @@ static __attribute__((unused)) void bt_decode_stream(struct bt_counts *c, const 
 	pt_insn_free_decoder(dec);
 }
 
-/* Decode every thread of the container at PATH. Returns 0 or -1 (unreadable). */
-static __attribute__((unused)) int bt_decode_file(struct bt_counts *c, const char *path)
+/* The whole file at PATH (malloc'd, *LEN bytes), or NULL. */
+static __attribute__((unused)) uint8_t *bt_read_file(const char *path, size_t *len)
 {
 	int fd = open(path, O_RDONLY);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return -1;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
 	uint8_t *data = malloc((size_t)st.st_size + 1);
 	if (!data || read(fd, data, (size_t)st.st_size) != st.st_size) {
 		close(fd);
 		free(data);
-		return -1;
+		return NULL;
 	}
 	close(fd);
+	*len = (size_t)st.st_size;
+	return data;
+}
+
+/* Decode every thread of the container at PATH. Returns 0 or -1 (unreadable). */
+static __attribute__((unused)) int bt_decode_file(struct bt_counts *c, const char *path)
+{
+	size_t len;
+	uint8_t *data = bt_read_file(path, &len);
+	if (!data)
+		return -1;
 	int err = 0;
-	struct tk_btrace *bt = tk_btrace_open(data, (size_t)st.st_size, NULL, &err);
+	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
 	if (!bt) {
 		free(data);
 		return -1;
 	}
-	if (c->nfn == 0)
-		for (size_t i = 0; i < tk_btrace_module_count(bt); i++)
-			bt_load_symbols(c, tk_btrace_module(bt, i)->path, tk_btrace_module(bt, i)->bias);
+	if (c->nfn == 0) {
+		for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
+			const struct tk_btrace_module *m = tk_btrace_module(bt, i);
+			bt_load_symbols(c, m->path, m->bias, m->build_id, m->build_id_len);
+		}
+		bt_sort_symbols(c);
+	}
 	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
 		uint8_t *pt;
 		size_t n;
@@ -258,12 +328,19 @@ static __attribute__((unused)) int bt_name_match(const char *pat, const char *na
 	return 0;
 }
 
-static __attribute__((unused)) uint64_t bt_fn_insns(const struct bt_counts *c, const char *name)
+/* Instructions of the functions PAT names (a function counts once, by any of its aliases). */
+static __attribute__((unused)) uint64_t bt_fn_insns(const struct bt_counts *c, const char *pat)
 {
 	uint64_t n = 0;
 	for (int i = 0; i < c->nfn; i++)
-		if (bt_name_match(name, c->fn[i].name, strlen(c->fn[i].name)))
-			n += c->fn[i].insns;
+		for (const char *a = c->fn[i].name; *a;) {
+			size_t l = strcspn(a, " ");
+			if (bt_name_match(pat, a, l)) {
+				n += c->fn[i].insns;
+				break;
+			}
+			a += l + (a[l] == ' ');
+		}
 	return n;
 }
 

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The branch recorder's trap path calls no other library: with libc traced, any libc code it
+# ran would trap inside the SIGTRAP handler (SIGTRAP blocked there: the kernel kills the
+# process), or record the recorder's own work. From the handler, the trampolines' recording
+# function and the wrapper of the program's signal handlers, follow every direct call and
+# jump in libtkbtrace.so: none may reach a PLT slot or call through the GOT. Indirect calls
+# through a register are the program's own handlers (wrap_handler) and are allowed.
+set -euo pipefail
+lib="$BUILD/recorder/btrace/libtkbtrace.so"
+[ -f "$lib" ] || { echo "no $lib"; exit 1; }
+objdump -d --no-show-raw-insn "$lib" | python3 -c '
+import re, sys
+funcs, cur = {}, None
+for line in sys.stdin:
+    m = re.match(r"[0-9a-f]+ <([^>]+)>:", line)
+    if m:
+        cur = m.group(1)
+        funcs[cur] = []
+        continue
+    if cur and re.match(r"\s+[0-9a-f]+:", line):
+        funcs[cur].append(line.rstrip())
+roots = ["on_trap", "tramp_hit", "wrap_handler"]
+missing = [r for r in roots if r not in funcs]
+if missing:
+    sys.exit("roots not found (inlined or renamed?): %s" % missing)
+seen, todo, bad = set(), list(roots), []
+while todo:
+    f = todo.pop()
+    if f in seen:
+        continue
+    seen.add(f)
+    for ins in funcs.get(f, []):
+        m = re.search(r"\b(call|jmp|j[a-z]+)\s+[0-9a-f]+ <([^>+]+)(\+0x[0-9a-f]+)?>", ins)
+        if m:
+            target = m.group(2)
+            if target.endswith("@plt"):
+                bad.append("%s: %s" % (f, ins.strip()))
+            elif target != f:
+                todo.append(target)
+        elif re.search(r"\b(call|jmp)\s+\*.*\(%rip\)", ins):
+            bad.append("%s: %s (through the GOT)" % (f, ins.strip()))
+if bad:
+    print("the trap path of libtkbtrace.so calls other libraries:")
+    print("\n".join(bad))
+    sys.exit(1)
+print("trap path: %d functions, no PLT or GOT call" % len(seen))
+'

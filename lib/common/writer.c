@@ -10,6 +10,14 @@
 
 #include "tracekit/common.h"
 
+/* A large output to a regular file goes past the page cache once it reaches DIRECT_AFTER
+ * bytes: the kernel's copy into the cache (and its write-back throttling) cost as much as
+ * formatting GBs of text, a direct write almost nothing. Writes must then be whole
+ * aligned blocks, so the data is staged; the tail is written normally at the end. */
+#define DIRECT_AFTER ((uint64_t)64 << 20)
+#define DIRECT_ALIGN 4096
+#define STAGE_SIZE ((size_t)8 << 20)
+
 struct tk_writer {
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -20,20 +28,15 @@ struct tk_writer {
 	char *spare;                /* a written buffer, for the caller's next one */
 	size_t spare_cap;
 	/* direct I/O (see DIRECT_AFTER): on or not, the file's status flags before, bytes
-	 * written through the page cache, and a staging buffer with `staged` bytes in it */
+	 * written through the page cache and the last DIRECT_ALIGN of them, and a staging
+	 * buffer with `staged` bytes in it */
 	int direct, fl;
 	uint64_t written;
+	size_t ntail;
 	char *stage;
 	size_t staged;
+	char tail[DIRECT_ALIGN];
 };
-
-/* A large output to a regular file goes past the page cache once it is DIRECT_AFTER bytes
- * long: the kernel's copy into the cache (and its write-back throttling) cost as much as
- * formatting GBs of text, a direct write almost nothing. Writes must then be whole
- * aligned blocks, so the data is staged; the tail is written normally at the end. */
-#define DIRECT_AFTER ((uint64_t)64 << 20)
-#define DIRECT_ALIGN 4096
-#define STAGE_SIZE ((size_t)8 << 20)
 
 static int write_all(int fd, const char *data, size_t n)
 {
@@ -63,11 +66,10 @@ static int direct_end(struct tk_writer *w)
 	return rc;
 }
 
-/* Switch FD to direct I/O if it is a regular file and the filesystem lets it. DATA, N:
- * what was just written, which ends the file so far. Direct writes start at a block
- * boundary, so the part of the last block written so far (the end of DATA) is staged
- * and written again, with what follows, from the boundary on. */
-static void direct_begin(struct tk_writer *w, const char *data, size_t n)
+/* Switch FD to direct I/O if it is a regular file and the filesystem lets it. Direct
+ * writes start at a block boundary, so the part of the last block written so far (the end
+ * of w->tail) is staged and written again, with what follows, from the boundary on. */
+static void direct_begin(struct tk_writer *w)
 {
 	struct stat st;
 	off_t at;
@@ -80,7 +82,7 @@ static void direct_begin(struct tk_writer *w, const char *data, size_t n)
 	    (w->fl & O_APPEND))
 		return;
 	part = (size_t)at % DIRECT_ALIGN;
-	if (part > n)
+	if (part > w->ntail)
 		return;
 	if (!w->stage) {
 		if (posix_memalign(&p, DIRECT_ALIGN, STAGE_SIZE))
@@ -93,9 +95,24 @@ static void direct_begin(struct tk_writer *w, const char *data, size_t n)
 		fcntl(w->fd, F_SETFL, w->fl);
 		return;
 	}
-	memcpy(w->stage, data + n - part, part);
+	memcpy(w->stage, w->tail + w->ntail - part, part);
 	w->staged = part;
 	w->direct = 1;
+}
+
+/* Keep the last DIRECT_ALIGN bytes written through the page cache (for direct_begin). */
+static void keep_tail(struct tk_writer *w, const char *data, size_t n)
+{
+	if (n >= DIRECT_ALIGN) {
+		memcpy(w->tail, data + n - DIRECT_ALIGN, DIRECT_ALIGN);
+		w->ntail = DIRECT_ALIGN;
+		return;
+	}
+	size_t keep = w->ntail + n > DIRECT_ALIGN ? DIRECT_ALIGN - n : w->ntail;
+
+	memmove(w->tail, w->tail + w->ntail - keep, keep);
+	memcpy(w->tail + keep, data, n);
+	w->ntail = keep + n;
 }
 
 /* Stage DATA and write the whole blocks staged. Returns -1 on an I/O error; a write the
@@ -141,14 +158,17 @@ static void *writer_main(void *arg)
 		int err = w->err;
 
 		pthread_mutex_unlock(&w->lock);
+		/* decided before a write: one buffer may hold hundreds of MB */
+		if (!err && !w->direct && w->written + n >= DIRECT_AFTER)
+			direct_begin(w);
 		if (!err && w->direct) {
 			if (write_direct(w, data, n) < 0)
 				err = -TK_E_IO;
 		} else if (!err) {
 			if (write_all(w->fd, data, n) < 0)
 				err = -TK_E_IO;
-			else if ((w->written += n) >= DIRECT_AFTER)
-				direct_begin(w, data, n);
+			w->written += n;
+			keep_tail(w, data, n);
 		}
 		pthread_mutex_lock(&w->lock);
 		w->err = err;

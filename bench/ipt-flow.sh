@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Intel PT instruction flow: tracekit decode/profile against libipt's block decoder
-# (bench/ipt-blk.c: pt_blk_next, as ptxed --block-decoder) on traces of at least MBYTES MB.
+# (bench/ipt-blk.c: pt_blk_next with an image section cache, as ptxed --block-decoder) on
+# traces of at least MBYTES MB.
 # Inputs (docs/PERFORMANCE.md, section "Intel PT flow"):
-#   gzip      real program: `gzip -9` recorded with `tracekit record --btrace` (its own
-#             code: the deflate loops), converted with `tracekit convert --to ipt`
+#   libc      real program over libc: bench/ipt-flow-libc.c (snprintf, strtod, qsort with
+#             strcmp, bsearch, malloc), recorded with `tracekit record --btrace --module main
+#             --module libc.so.6` (90% of its instructions are libc's)
 #   llvm-O2   real work inside a large library: libLLVM's O2 pipeline on an IR file
 #             (bench/ipt-flow-llvm.c), recorded with `--module libLLVM`
-#   libc      worst case: a random walk over all of libc (bench/ipt-flow-gen.c,
-#             tests/oracle/ptgen.h: 50% taken TNTs, random indirect targets)
-#   llvm      worst case: the same random walk over libc and libLLVM
+#   gzip      real program: `gzip -9` recorded in its own code (the deflate loops)
+#   libc-walk stress case: a random walk over all of libc (bench/ipt-flow-gen.c,
+#             tests/oracle/ptgen.h: 50% taken TNTs, random indirect targets, a system call
+#             every ~20 instructions)
+#   llvm-walk stress case: the same random walk over libc and libLLVM
+# Recorded traces are converted with `tracekit convert --to ipt`, which writes what the
+# processor would (return compression).
 # A recorded run is repeated end to end (each copy starts with a PSB) up to MBYTES, as a
 # longer run of the same program would be. Recording is slow (every branch is emulated:
 # minutes), so the recorded traces are kept in $BENCH_CACHE (default build/bench-ipt-flow;
 # delete it to record again).
-# usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5; BENCH_CASES="gzip llvm-O2
-#        libc llvm" to choose)
+# usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5; BENCH_CASES="libc llvm-O2
+#        gzip libc-walk llvm-walk" to choose)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,12 +29,11 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 BUILD=$SRC/build
 CACHE=${BENCH_CACHE:-$BUILD/bench-ipt-flow}
-CASES=${BENCH_CASES:-gzip llvm-O2 libc llvm}
-# the text output goes to memory-backed files where there are some: the figure is about
-# formatting and write(), not this machine's disk
-OUTDIR=$W
-[ -d /dev/shm ] && [ -w /dev/shm ] && OUTDIR=$(mktemp -d /dev/shm/tk-bench.XXXXXX) &&
-	trap 'rm -rf "$W" "$OUTDIR"' EXIT
+CASES=${BENCH_CASES:-libc llvm-O2 gzip libc-walk llvm-walk}
+# The text output (gigabytes) goes to a file on disk, as a user's would: past 64 MiB
+# tracekit writes it with direct I/O, which costs less than a tmpfs file's page
+# allocation (BENCH_OUTDIR to choose another place)
+OUTDIR=${BENCH_OUTDIR:-$W}
 mkdir -p "$CACHE"
 LIBS="-lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl"
 gcc -O2 -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
@@ -82,23 +87,26 @@ gen_case() {
 		"$W/$name.head.pt"
 }
 
-# record_case NAME MODULE CMD...: record CMD once (cached), then repeat its PT up to MB
+# record_case NAME "MODULE..." CMD...: record CMD once (the .tkbt is cached), convert it to
+# the raw PT a processor would write (return compression: a return to the address its call
+# pushed is a TNT bit, as with perf's default), then repeat that PT up to MB
 record_case() {
-	local name=$1 module=$2
+	local name=$1 mods=() m
+	for m in $2; do mods+=(--module "$m"); done
 	shift 2
 	local c=$CACHE/$name
-	if [ ! -s "$c.pt" ] || [ ! -s "$c.args" ]; then
+	if [ ! -s "$c.tkbt" ] || [ ! -s "$c.args" ]; then
 		echo "recording $name (slow: every branch is emulated) ..." >&2
-		(cd "$W" && "$TK" record --btrace -o "$c.tkbt" --module "$module" -- "$@" >/dev/null) ||
+		(cd "$W" && "$TK" record --btrace -o "$c.tkbt" "${mods[@]}" -- "$@" >/dev/null) ||
 			[ $? -eq 1 ]
-		"$TK" convert --to ipt -o "$c.pt" "$c.tkbt"
 		"$TK" info "$c.tkbt" | awk '$1 == "module" {print "--elf " $2 ":" $(NF - 2)}' >"$c.args"
 		"$TK" info "$c.tkbt" | sed 's/^/  /' >"$c.info"
-		rm -f "$c.tkbt"
 	fi
-	local n=$(( (MB * 1048576 + $(stat -c %s "$c.pt") - 1) / $(stat -c %s "$c.pt") ))
-	for ((i = 0; i < n; i++)); do cat "$c.pt"; done >"$W/$name.pt"
-	run_case "$name (recorded, $n copies)" "$W/$name.pt" "$(tr '\n' ' ' <"$c.args")" "$c.pt"
+	"$TK" convert --to ipt -o "$W/$name.one.pt" "$c.tkbt"
+	local one=$W/$name.one.pt
+	local n=$(( (MB * 1048576 + $(stat -c %s "$one") - 1) / $(stat -c %s "$one") ))
+	for ((i = 0; i < n; i++)); do cat "$one"; done >"$W/$name.pt"
+	run_case "$name (recorded, $n copies)" "$W/$name.pt" "$(tr '\n' ' ' <"$c.args")" "$one"
 }
 
 for c in $CASES; do
@@ -117,7 +125,13 @@ for c in $CASES; do
 			-I"$SRC/include" -I"$SRC/lib" -o "$W/walk.ll" "$SRC/lib/flow/walk.c"
 		record_case llvm-O2 "$(readlink -f "$LLVM")" "$W/llvm-o2" "$W/walk.ll" 1
 		;;
-	libc) gen_case libc ;;
-	llvm) [ -n "$LLVM" ] && gen_case llvm "$LLVM" ;;
+	libc)
+		# its own copy in the cache: the recording names the program
+		[ -x "$CACHE/libcwork" ] || gcc -O2 -o "$CACHE/libcwork" "$SRC/bench/ipt-flow-libc.c"
+		record_case libc "main $(readlink -f /lib/x86_64-linux-gnu/libc.so.6)" \
+			"$CACHE/libcwork" 20000 3
+		;;
+	libc-walk) gen_case libc-walk ;;
+	llvm-walk) [ -n "$LLVM" ] && gen_case llvm-walk "$LLVM" ;;
 	esac
 done

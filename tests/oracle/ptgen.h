@@ -298,25 +298,17 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 		struct tk_isa_insn in;
 		int n = tk_image_read(g->img, ip, code, sizeof(code));
 
-		if (n <= 0 || tk_isa_classify(&g->isa, TK_ISA_64, code, (size_t)n, ip, &in) < 0 ||
-		    tk_image_read(g->img, ip + in.len - 1, code, 1) <= 0) {
-			/* wandered off the code: tracing stops, restarts elsewhere */
-			if (quiet) {
-				quiet = 0;
-				if (ptgen_enable(g, &ip) < 0)
-					return -1;
-				continue;
-			}
-			if (ptgen_ip(g, ppt_tip_pgd, 0, 1) < 0 || ptgen_enable(g, &ip) < 0)
-				return -1;
-			continue;
-		}
-		if (in.len == 1 && code[0] == 0xf4) {
-			/* hlt faults in user mode: tracing stops at it, as at any exception
-			 * into the untraced kernel (FUP + TIP.PGD), and restarts elsewhere.
-			 * Walking on would spin in the jump around it (abort's), where no
-			 * decoder can tell one pass from the next (libipt ran past 100 M
-			 * instructions there now and then, with ASLR placing the code). */
+		/* Wandered off the code (undecodable or unmapped: #UD, #PF), or at a hlt,
+		 * which faults in user mode too: tracing stops at the instruction, as at any
+		 * exception into the untraced kernel (FUP + TIP.PGD), and restarts elsewhere.
+		 * (Walking on past a hlt would spin in the jump around it, abort's, where no
+		 * decoder can tell one pass from the next: libipt ran past 100 M
+		 * instructions there now and then, with ASLR placing the code.) */
+		int fault = n <= 0 || tk_isa_classify(&g->isa, TK_ISA_64, code, (size_t)n, ip, &in) < 0 ||
+			    tk_image_read(g->img, ip + in.len - 1, code, 1) <= 0 ||
+			    (in.len == 1 && code[0] == 0xf4);
+
+		if (fault) {
 			if (quiet) {
 				quiet = 0;
 				if (ptgen_enable(g, &ip) < 0)

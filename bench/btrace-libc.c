@@ -1,5 +1,6 @@
 /* Work inside libc for `tracekit record --btrace --module libc.so.6` (bench/btrace-libc.sh,
- * and the recorded-libc input of bench/ipt-flow.sh): format N keys with snprintf, sort them
+ * the recorder's speed; bench/ipt-flow.sh records bench/ipt-flow-libc.c, a broader mix of
+ * libc for the decoders): format N keys with snprintf, sort them
  * with qsort and a comparator that calls strcmp, print the first and last. About 1400
  * instructions per key, nearly all in libc (N = 40000: 58 M instructions). */
 #include <stdio.h>

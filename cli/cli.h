@@ -178,6 +178,9 @@ int cli_timeline_close(struct cli_timeline *ct);
 /* Intel PT flow (cli/decode.c): the memory image from --elf/--raw, and a whole trace into a
  * profile (chunks decoded on -j threads, merged in order). Returns an exit status. */
 struct tk_image *cli_image_load(const struct cli_opts *o);
+/* The flow decoder's options from the command line: IMG, -j, --mtc-freq, --nom-freq,
+ * --cpuid-0x15.eax/ebx. */
+struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img);
 /* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */
 int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in);
 int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,

@@ -406,9 +406,7 @@ static int reencode(struct cli_opts *o, const char *file, const struct tk_image 
 		    const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
 {
 	struct tk_ipt_reencode_stats st;
-	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = o->jobs,
-		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
-		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
+	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
 	int rc = tk_ipt_reencode(pt, n, &fo, NULL, out, &st);
 
 	if (rc < 0) {
@@ -679,9 +677,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		tk_sym_free(sym);
 		return status;
 	}
-	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs,
-		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
-		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
+	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
 
 	rc = tk_ipt_flow_events(data, len, &fo, tk_timeline_sink(ct.tl), &st);
 	status = cli_timeline_close(&ct);

@@ -26,6 +26,15 @@ static const char usage[] =
 	"([enabled], [disabled], [overflow ...], [error: ...]). Decode errors resync at the\n"
 	"next PSB; the exit status is then 1. See docs/tracekit-decode.md.\n";
 
+struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img)
+{
+	return (struct tk_ipt_flow_opts){
+		.sz = sizeof(struct tk_ipt_flow_opts), .image = img, .nthreads = o->jobs,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+	};
+}
+
 /* The memory image from --elf/--raw (ptxed's spelling). NULL after printing an error. */
 struct tk_image *cli_image_load(const struct cli_opts *o)
 {
@@ -116,9 +125,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 	}
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
-	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs,
-		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
-		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
+	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
 	struct ipt_prof_run r = { .total = total };
 	int64_t n = tk_ipt_split(data, len, (size_t)2 << 20, NULL, 0);
 
@@ -192,11 +199,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 		cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
-	struct tk_ipt_flow_opts fo = {
-		.sz = sizeof(fo), .image = img, .nthreads = o->jobs,
-		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
-		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
-	};
+	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
 	if (o->no_disasm)
 		flags |= TK_IPT_TEXT_NO_DISASM;
 	if (o->time)
@@ -456,9 +459,7 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 			status = EXIT_INPUT;
 			break;
 		}
-		struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = o->jobs,
-		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
-		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx };
+		struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
 		tk_buf_printf(&out, "[thread %u]\n", t->tid);
 		rc = tk_ipt_flow_text(pt, n, &fo, flags, &out, &st);
 		free(pt);

@@ -2,6 +2,7 @@
  * formatted on its worker into its own buffer; the calling thread writes them in order. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
@@ -293,7 +294,9 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 
 	if (!opts || !out)
 		return -TK_E_INVAL;
-	o = *opts;
+	memset(&o, 0, sizeof o);
+	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);   /* an older caller's */
+	o.sz = sizeof o;
 	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
 	if (!o.chunk_bytes)
 		o.chunk_bytes = r.nthreads > 1 && !(flags & TK_IPT_TEXT_STAT) ? TEXT_CHUNK

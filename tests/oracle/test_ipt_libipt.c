@@ -267,10 +267,11 @@ static void test_batch_sizes(void **state)
 	free(buf);
 }
 
-/* TNT-64 and MODE.Exec among TNT-8 (the batch walk's window handles them in the table:
- * TNT-64 finished after the walk), with some TNT-64 without stop bit (payload 0 or 1)
- * and a PSB+ every 2 KiB to resynchronise after them: the same packets and errors as
- * the single step, at every batch size. */
+/* TNT-64, MODE.Exec and (in odd rounds, as cycle-accurate traces) CYCs of one to three
+ * bytes among TNT-8 (the batch walk's window handles them in the table: TNT-64 and
+ * two-byte CYC finished after the walk, the latter once a long CYC was seen), with some
+ * TNT-64 without stop bit (payload 0 or 1) and a PSB+ every 2 KiB to resynchronise
+ * after them: the same packets and errors as the single step, at every batch size. */
 static void test_tnt64_mode_window(void **state)
 {
 	(void)state;
@@ -300,9 +301,15 @@ static void test_tnt64_mode_window(void **state)
 				buf[len++] = 0x02, buf[len++] = 0xa3;
 				for (int i = 0; i < 6; i++)
 					buf[len++] = (uint8_t)(v >> 8 * i);
-			} else {
+			} else if (r < 93 || !(round & 1)) {
 				buf[len++] = 0x99;                      /* MODE.Exec or TSX */
 				buf[len++] = (uint8_t)(gen_rand() % 64);
+			} else {
+				/* CYC: 5 bits, then 7 bits a byte, bit 2 / bit 0 = more */
+				uint64_t v = gen_rand() & ((1u << (1 + gen_rand() % 19)) - 1);
+				buf[len++] = (uint8_t)((v & 0x1f) << 3 | 3 | (v >= 0x20) << 2);
+				for (v >>= 5; v; v >>= 7)
+					buf[len++] = (uint8_t)((v & 0x7f) << 1 | (v >= 0x80));
 			}
 		}
 		total += batch_vs_single(buf, len);

@@ -598,6 +598,9 @@ struct tk_ipt_pkt_decoder {
 	size_t psb;           /* last sync point (sync_forward/backward), or SIZE_MAX */
 	uint64_t base;
 	struct tk_ipt_ctx ctx;
+	/* a CYC longer than one byte seen: cycle-accurate, the window walk takes two-byte
+	 * CYCs from then on (it costs a little on every packet, so not before) */
+	uint8_t long_cyc;
 };
 
 struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len,
@@ -712,19 +715,20 @@ static __attribute__((noinline)) unsigned ext_inline(const uint8_t *p, struct tk
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SZW 256
-#ifndef WIN_UNROLL
-#define WIN_UNROLL 4
-#endif
+#define WIN_UNROLL 4   /* WIN_LOOP's steps */
 
 __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t *out, uint8_t *key,
-							size_t n)
+							size_t n, int cyc2)
 {
 	/* By the low nibble L: 1 for even L (TNT-8, PAD) and L = 3, b (one-byte CYC);
+	 * with CYC2, 2 for L = 7, f if the next byte has bit 0 clear (two-byte CYC);
 	 * TIP/TIP.PGE/TIP.PGD/FUP (L = 1, d) take their size from the IPC (high nibble
 	 * / 2); L = 9 is TSC (0x19) or MTC (0x59) by the high nibble; 0x02 and all else:
 	 * 0 (slow path). */
-	const __m256i fix = _mm256_setr_epi8(1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0,
-					     1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0);
+	const __m256i fix = cyc2 ? _mm256_setr_epi8(1, 0, 1, 1, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0, 1, 2,
+						    1, 0, 1, 1, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0, 1, 2)
+				 : _mm256_setr_epi8(1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0,
+						    1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0);
 	const __m256i ipm = _mm256_setr_epi8(0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0,
 					     0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0);
 	const __m256i l9m = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0,
@@ -745,7 +749,12 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + i));
 		__m256i l = _mm256_and_si256(b, lo);
 		__m256i h = _mm256_and_si256(_mm256_srli_epi16(b, 4), lo);
+		__m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
+		/* two-byte CYC: 2 from fix (the only size there with bit 1), dropped if
+		 * the next byte has bit 0 set (b1 << 1 in 16-bit lanes: the bit carried in
+		 * from the byte below lands in bit 0, not in bit 1) */
 		__m256i s = _mm256_shuffle_epi8(fix, l);
+		s = _mm256_andnot_si256(_mm256_and_si256(_mm256_slli_epi16(b1, 1), two), s);
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(ipm, l),
 							_mm256_shuffle_epi8(ips, h)));
 		s = _mm256_or_si256(s, _mm256_and_si256(_mm256_shuffle_epi8(l9m, l),
@@ -755,7 +764,6 @@ __attribute__((target("avx2"))) static void nexts_avx2(const uint8_t *p, uint8_t
 		/* MODE.Exec (99, then 000xxxxx): 2 bytes, its table slot by the mode bits
 		 * it reports, 0x99 ^ (mode & 7) << 4 (the free slots x9 of no packet of
 		 * the table); every other packet's slot is its first byte. */
-		__m256i b1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + i + 1));
 		__m256i ex = _mm256_and_si256(_mm256_cmpeq_epi8(b, mode),
 					      _mm256_cmpeq_epi8(_mm256_and_si256(b1, hi3),
 								_mm256_setzero_si256()));
@@ -786,18 +794,25 @@ static int szv_usable(void)
 	if (__builtin_cpu_supports("avx2")) {
 		uint8_t all[256 + 32] = { 0 };
 		uint8_t nx[256] __attribute__((aligned(32))), key[256] __attribute__((aligned(32)));
-		for (int i = 0; i < 256; i++)
-			all[i] = (uint8_t)i;
-		nexts_avx2(all, nx, key, 256);
 		u = 1;
-		for (int i = 0; i < 256; i++)
-			u &= nx[i] == (uint8_t)(i + fast_size[i]) && key[i] == i;
-		all[0] = 0x99, all[1] = 0x05;   /* MODE.Exec, csl and iflag */
-		nexts_avx2(all, nx, key, 32);
-		u &= nx[0] == 2 && key[0] == (0x99 ^ 0x50);
-		all[0] = 0x02, all[1] = 0xa3;   /* TNT-64 */
-		nexts_avx2(all, nx, key, 32);
-		u &= nx[0] == 8 && key[0] == 0x02 && nx[1] == 1 + fast_size[0xa3];
+		for (int cyc2 = 0; cyc2 < 2; cyc2++) {
+			for (int i = 0; i < 256; i++)
+				all[i] = (uint8_t)i;
+			nexts_avx2(all, nx, key, 256, cyc2);
+			/* all[i + 1] is even after each xxxxx111: a two-byte CYC */
+			for (int i = 0; i < 256; i++)
+				u &= nx[i] == (uint8_t)(i + (cyc2 && (i & 7) == 7 ? 2 : fast_size[i])) &&
+				     key[i] == i;
+			all[0] = 0x99, all[1] = 0x05;   /* MODE.Exec, csl and iflag */
+			nexts_avx2(all, nx, key, 32, cyc2);
+			u &= nx[0] == 2 && key[0] == (0x99 ^ 0x50);
+			all[0] = 0x02, all[1] = 0xa3;   /* TNT-64 */
+			nexts_avx2(all, nx, key, 32, cyc2);
+			u &= nx[0] == 8 && key[0] == 0x02 && nx[1] == 1 + fast_size[0xa3];
+			all[0] = 0x0f, all[1] = 0x03;   /* CYC of three bytes or more */
+			nexts_avx2(all, nx, key, 32, cyc2);
+			u &= nx[0] == 0;
+		}
 	}
 	__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
 	return u;
@@ -813,9 +828,9 @@ static int szv_usable(void)
  * the walk a mispredicted branch). Returns the index in TL of one without a stop bit
  * (an error at that packet), or NT. */
 #define TL_MAX 48   /* > TNT-64 packets starting in one window: SZW / 8 + WIN_UNROLL */
-static inline unsigned tnt64_finish(struct tk_ipt_packet *const *tl, unsigned nt)
+static inline size_t tnt64_finish(struct tk_ipt_packet *const *tl, size_t nt)
 {
-	for (unsigned f = 0; f < nt; f++) {
+	for (size_t f = 0; f < nt; f++) {
 		struct tk_ipt_packet *o = tl[f];
 		uint64_t v = o->tnt.bits >> 8;
 		if (__builtin_expect(v < 2, 0))
@@ -825,6 +840,20 @@ static inline unsigned tnt64_finish(struct tk_ipt_packet *const *tl, unsigned nt
 		o->tnt.count = (uint8_t)top;
 	}
 	return nt;
+}
+
+/* Two-byte CYCs of the window walk, emitted raw (fast_table.h): the value from the
+ * first byte's bits 7:3 (raw 12:8) and the second's 7:1 (raw 7:1). Out of the walk for
+ * the same reason as TNT-64: in a cycle-accurate trace one CYC in eight or so is long,
+ * at random. A list of their own: one loop over both kinds would branch on the kind or
+ * compute both (each measured slower). */
+#define CL_MAX (SZW / 2 + WIN_UNROLL + 1)   /* > two-byte CYCs starting in one window */
+static inline void cyc2_finish(struct tk_ipt_packet *const *cl, size_t nc)
+{
+	for (size_t f = 0; f < nc; f++) {
+		uint64_t raw = cl[f]->cyc.value;
+		cl[f]->cyc.value = raw >> 8 | (raw & 0xfe) << 4;
+	}
 }
 #endif
 
@@ -858,11 +887,13 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	 * starting before wlim are walked with it (UNROLL of them stay inside). A window
 	 * starts only where SZW + 16 bytes are readable, so every packet in it has its 16. */
 	uint8_t nxv[SZW] __attribute__((aligned(32))), keyv[SZW] __attribute__((aligned(32)));
-	/* TNT-64 packets emitted raw in the current window, for tnt64_finish */
-	struct tk_ipt_packet *tl[TL_MAX];
-	unsigned nt = 0, bad;
+	/* TNT-64 packets and two-byte CYCs emitted raw in the current window, for
+	 * tnt64_finish and cyc2_finish (size_t: no zero extension per packet) */
+	struct tk_ipt_packet *tl[TL_MAX], *cl[CL_MAX];
+	size_t nt = 0, nc = 0, bad;
 	const uint8_t *wb = p, *wlim = p;
 	const int win = szv_usable() && len >= SZW + 16;
+	int wcyc2 = 0;   /* the window takes two-byte CYCs (d->long_cyc at its start) */
 	const uint8_t *win_end = win ? end - SZW - 16 : buf;
 #endif
 
@@ -873,47 +904,57 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 				if (p >= wlim) {
 					if (!win || p > win_end)
 						break;
+					cyc2_finish(cl, nc);
+					nc = 0;
 					if ((bad = tnt64_finish(tl, nt)) < nt)
 						goto tnt64_bad;
 					nt = 0;
 					wb = p;
 					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
-					nexts_avx2(wb, nxv, keyv, SZW);
+					wcyc2 = d->long_cyc;
+					nexts_avx2(wb, nxv, keyv, SZW, wcyc2);
 				}
 				size_t i = (size_t)(p - wb);
 				if (kend - k < WIN_UNROLL)
 					break;
 				/* The hot loop: per packet the chain i -> nxv[i]. Every packet
-				 * is stored in tl[nt], kept (nt + 1) only for a TNT-64: no
+				 * is stored in tl[nt] (and cl[nc] if the window takes two-byte
+				 * CYCs), kept (+ 1) only for a TNT-64 (a two-byte CYC): no
 				 * branch on the kind. */
-				do {
-#define WIN_STEP(j)								\
-					{						\
-						size_t nx = nxv[i];			\
-						if (__builtin_expect(nx == i, 0)) {	\
-							k += j;				\
-							p = wb + i;			\
-							goto slow;			\
-						}					\
-						const uint8_t *q = wb + i;		\
-						unsigned key = keyv[i];			\
-						fast_emit(k + j, &fast_table[key], q,	\
-							  (uint64_t)(uintptr_t)q + obias); \
-						tl[nt] = k + j;				\
-						nt += key == 0x02;			\
-						i = nx;					\
-					}
-					WIN_STEP(0)
-#if WIN_UNROLL > 1
-					WIN_STEP(1)
-#endif
-#if WIN_UNROLL > 2
-					WIN_STEP(2)
-					WIN_STEP(3)
-#endif
+#define WIN_STEP(j, cyc2)							\
+				{							\
+					size_t nx = nxv[i];				\
+					if (__builtin_expect(nx == i, 0)) {		\
+						k += j;					\
+						p = wb + i;				\
+						goto slow;				\
+					}						\
+					const uint8_t *q = wb + i;			\
+					unsigned key = keyv[i];				\
+					fast_emit(k + j, &fast_table[key], q,		\
+						  (uint64_t)(uintptr_t)q + obias);	\
+					tl[nt] = k + j;					\
+					nt += key == 0x02;				\
+					if (cyc2) {					\
+						cl[nc] = k + j;				\
+						nc += (key & 7) == 7;			\
+					}						\
+					i = nx;						\
+				}
+#define WIN_LOOP(cyc2)								\
+				do {						\
+					WIN_STEP(0, cyc2)			\
+					WIN_STEP(1, cyc2)			\
+					WIN_STEP(2, cyc2)			\
+					WIN_STEP(3, cyc2)			\
+					k += WIN_UNROLL;			\
+				} while (kend - k >= WIN_UNROLL && i < SZW - WIN_UNROLL * FAST_MAX)
+				if (wcyc2)
+					WIN_LOOP(1);
+				else
+					WIN_LOOP(0);
+#undef WIN_LOOP
 #undef WIN_STEP
-					k += WIN_UNROLL;
-				} while (kend - k >= WIN_UNROLL && i < SZW - WIN_UNROLL * FAST_MAX);
 				p = wb + i;
 			}
 #endif
@@ -1031,6 +1072,7 @@ slow:
 					k->size = (uint8_t)(1 + nb);
 					k->offset = off;
 					k->cyc.value = (uint64_t)(b >> 3) | y << 5;
+					d->long_cyc = 1;
 					p += 1 + nb;
 					k++;
 					continue;
@@ -1049,6 +1091,7 @@ slow:
 		k++;
 	}
 #if SZW
+	cyc2_finish(cl, nc);
 	if ((bad = tnt64_finish(tl, nt)) < nt) {
 tnt64_bad:
 		/* A TNT-64 without stop bit: the batch ends before it, with the

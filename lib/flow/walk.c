@@ -464,7 +464,10 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 	for (;;) {
 		uint32_t bi;
 
-		if (paths && prev != UINT32_MAX && !report_next && !path_rest(f)) {
+		/* (no lookup from an edge whose path ends before any outcome: a call or a
+		 * return right after a branch, 40% of the lookups in libc code) */
+		if (paths && prev != UINT32_MAX && !report_next &&
+		    !(blocks[prev].nopath >> slot & 1) && !path_rest(f)) {
 			/* the next outcomes (at most PATH_BITS) as one key */
 			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
 			uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
@@ -494,6 +497,8 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 					continue;
 				goto used_up;
 			}
+			if (!s->nbits)
+				blocks[prev].nopath |= (uint8_t)(1u << slot);
 		}
 		if (prev != UINT32_MAX && blocks[prev].succ[slot]) {
 			bi = blocks[prev].succ[slot] - 1;

@@ -43,6 +43,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 
 		b->flags = (uint8_t)((b->flags & ~TK_BLK_ENTRY) |
 				     (tk_sorted_has_u64(e, n, b->start) ? TK_BLK_ENTRY : 0));
+		b->nopath = 0;   /* an entry can end a path (count mode) */
 	}
 	return 0;
 }

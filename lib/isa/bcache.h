@@ -28,6 +28,8 @@ struct tk_block {
 	uint8_t cls;         /* enum tk_isa_class of the last instruction (OTHER: block cut) */
 	uint8_t mode;
 	uint8_t flags;
+	uint8_t nopath;      /* the flow walker's: bit S set when its path cache found that the
+				blocks from succ[S] end a path before any outcome */
 	uint64_t execs;      /* executions counted by the flow walker's count mode (with
 				this, a block is 64 bytes: indexing is a shift) */
 };

@@ -104,7 +104,8 @@ static int ipt_prof_done(void *ctx, struct tk_flow *flow)
 static int ipt_prof_merge(void *ctx, size_t i)
 {
 	struct ipt_prof_run *r = ctx;
-	int rc = tk_prof_merge(r->total, r->chunks[i]);
+	/* the chunk is freed next: its durations move into the total, not copied */
+	int rc = tk_prof_merge_take(r->total, r->chunks[i]);
 
 	tk_prof_free(r->chunks[i]);
 	r->chunks[i] = NULL;

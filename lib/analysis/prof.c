@@ -721,14 +721,27 @@ HOT int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind,
 	return do_exit_search(p, t, key, kind, time);
 }
 
-static int is_entry(const struct tk_prof *p, uint64_t addr)
-{
-	return tk_sorted_has_u64(p->entries, p->nentries, addr);
-}
-
 static inline size_t entry_bit(uint64_t addr)
 {
 	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 48) & (ENTRY_BITS - 1);
+}
+
+static inline size_t entry_slot(uint64_t addr)
+{
+	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+static int is_entry(const struct tk_prof *p, uint64_t addr)
+{
+	if (!addr)
+		return tk_sorted_has_u64(p->entries, p->nentries, addr);
+	for (size_t s = entry_slot(addr);; s++) {
+		uint64_t v = p->entry_slots[s & p->entry_slot_mask];
+		if (v == addr)
+			return 1;
+		if (!v)
+			return 0;
+	}
 }
 
 /* is_entry behind a bit filter: most blocks start elsewhere (a load and a test) */
@@ -811,11 +824,15 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 		return 0;
 	if (p->nentries && is_entry_fast(p, addr))
 		return push(p, t, addr, TK_PROF_KEY_ADDR, 0, time);
-	if (retset_sync(t) < 0)
-		return -TK_E_NOMEM;
-	size_t i = retset_has(&t->rets, addr) ? t->depth : 0;
-	while (i > 0 && t->st[i - 1].ret != addr)
-		i--;
+	size_t i = t->depth;
+	/* mostly a call into untraced code came back to the top frame: no search */
+	if (!i || t->st[i - 1].ret != addr) {
+		if (retset_sync(t) < 0)
+			return -TK_E_NOMEM;
+		i = retset_has(&t->rets, addr) ? t->depth : 0;
+		while (i > 0 && t->st[i - 1].ret != addr)
+			i--;
+	}
 	if (i > 0) {
 		i = tail_chain(t, i);
 		while (t->depth >= i) {
@@ -861,14 +878,21 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
 {
 	struct entry_set *e = calloc(1, sizeof *e);
+	size_t nslots = 16;
 
+	while (nslots < 2 * n)
+		nslots *= 2;
 	if (!e || !(e->v = malloc(n * sizeof *e->v)) ||
-	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits))) {
-		if (e)
+	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits)) ||
+	    !(e->slots = calloc(nslots, sizeof *e->slots))) {
+		if (e) {
 			free(e->v);
+			free(e->bits);
+		}
 		free(e);
 		return NULL;
 	}
+	e->slot_mask = nslots - 1;
 	memcpy(e->v, entries, n * sizeof *e->v);
 	qsort(e->v, n, sizeof *e->v, tk_cmp_u64);
 	for (size_t i = 0; i < n; i++)
@@ -877,6 +901,12 @@ static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
 	for (size_t i = 0; i < e->n; i++) {
 		size_t b = entry_bit(e->v[i]);
 		e->bits[b / 64] |= (uint64_t)1 << (b % 64);
+		if (!e->v[i])
+			continue;   /* is_entry looks 0 up in v */
+		size_t k = entry_slot(e->v[i]);
+		while (e->slots[k & e->slot_mask])
+			k++;
+		e->slots[k & e->slot_mask] = e->v[i];
 	}
 	e->refs = 1;
 	return e;
@@ -887,6 +917,7 @@ static void entry_set_put(struct entry_set *e)
 	if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		free(e->v);
 		free(e->bits);
+		free(e->slots);
 		free(e);
 	}
 }
@@ -897,6 +928,8 @@ static void use_entries(struct tk_prof *p)
 	p->entries = p->eset ? p->eset->v : NULL;
 	p->nentries = p->eset ? p->eset->n : 0;
 	p->entry_bits = p->eset ? p->eset->bits : NULL;
+	p->entry_slots = p->eset ? p->eset->slots : NULL;
+	p->entry_slot_mask = p->eset ? p->eset->slot_mask : 0;
 	p->opts.entries = p->entries;
 	p->opts.nentries = p->nentries;
 }

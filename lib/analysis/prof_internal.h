@@ -156,6 +156,10 @@ struct entry_set {
 	uint64_t *v;
 	size_t n;
 	uint64_t *bits;           /* ENTRY_BITS-bit filter of hashed entries (no false negatives) */
+	uint64_t *slots;          /* the nonzero entries, open addressing at most half full
+				     (0: empty); a large library's entries saturate the filter,
+				     and a binary search of them cost 150 instructions */
+	size_t slot_mask;
 	int refs;                 /* atomic */
 };
 
@@ -165,6 +169,8 @@ struct tk_prof {
 	const uint64_t *entries;  /* eset's, for the hot paths */
 	size_t nentries;
 	const uint64_t *entry_bits;
+	const uint64_t *entry_slots;
+	size_t entry_slot_mask;
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
 	size_t nnodes, cnodes;

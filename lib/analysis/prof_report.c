@@ -101,14 +101,18 @@ struct dur_place {
 	uint64_t *a64;
 };
 
-/* With few functions, the counting pass also builds each function's histogram of the
- * high 16 bits of its durations (with min, max and sum), which the histogram selection
- * below would otherwise need a pass of its own for. The tables are allocated zeroed and
- * touched only where durations fall. */
+/* The counting pass also builds the histogram of the high 16 bits of the durations (with
+ * min, max and sum) of each function that may be in a radix group: all of them when there
+ * are few, else those with RADIX_MIN calls or more (a function has no more durations than
+ * calls), at most SPEC_HISTS over the parts. The histogram selection below would otherwise
+ * need a pass of its own for them. The tables are allocated zeroed and touched only where
+ * durations fall. */
 #define SPEC_FUNCS 64
+#define SPEC_HISTS 128
 
 struct spec {
-	uint32_t *hist;           /* function f's at f << 16 */
+	const uint32_t *slot;     /* per function: its histogram's index, NONE32 for none */
+	uint32_t *hist;           /* histogram h at h << 16 */
 	uint64_t *sum;
 	uint32_t *min, *max;
 };
@@ -117,9 +121,11 @@ struct spec {
  * come from two counting passes over the duration log, one histogram of the high 16 bits
  * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
  * copy of the largest functions' durations, and exact (the same values as any selection).
- * RADIX_BATCH groups share each pass. */
+ * Groups share each pass in batches: RADIX_GROUPS over the parts (3 histograms of 256 KiB
+ * each per part), at least RADIX_BATCH a part. */
 #define RADIX_MIN ((size_t)1 << 16)
 #define RADIX_BATCH 8
+#define RADIX_GROUPS 32
 
 struct radix_group {
 	size_t row;               /* its row in the result */
@@ -145,14 +151,14 @@ struct scan {
 	int mode;                 /* SCAN_* */
 	size_t *cnt;              /* COUNT: per function, its durations here */
 	size_t *nbig;             /* COUNT: per function, its entries here that stand for big[] */
-	struct spec sp;           /* COUNT with few functions (else hist is NULL) */
+	struct spec sp;           /* COUNT: histograms (hist is NULL without) */
 	/* HIGH and LOW: radix groups g0..g0+nb */
 	const struct dur_place *dp;
 	const struct radix_group *g;
 	uint32_t g0, nb;
-	uint32_t *hist;           /* this part's histograms (3 * RADIX_BATCH << 16) */
-	uint64_t gsum[RADIX_BATCH];
-	uint32_t gmin[RADIX_BATCH], gmax[RADIX_BATCH];
+	uint32_t *hist;           /* this part's histograms (3 * batch << 16) */
+	uint64_t gsum[RADIX_GROUPS];
+	uint32_t gmin[RADIX_GROUPS], gmax[RADIX_GROUPS];
 	/* LOW: also put the other functions' durations into their slots */
 	int place;
 	size_t *pos;              /* per function: its next slot */
@@ -175,11 +181,12 @@ INLINE void count_seg(struct scan *s, const uint64_t *v, size_t lo, size_t hi, c
 		cnt[f]++;
 		if (__builtin_expect(d == DUR_BIG, 0))
 			nbig[f]++;
-		if (spec) {
-			s->sp.hist[(size_t)f << 16 | d >> 16]++;
-			s->sp.sum[f] += d;
-			s->sp.min[f] = d < s->sp.min[f] ? d : s->sp.min[f];
-			s->sp.max[f] = d > s->sp.max[f] ? d : s->sp.max[f];
+		uint32_t h;
+		if (spec && (h = s->sp.slot[f]) != NONE32) {
+			s->sp.hist[(size_t)h << 16 | d >> 16]++;
+			s->sp.sum[h] += d;
+			s->sp.min[h] = d < s->sp.min[h] ? d : s->sp.min[h];
+			s->sp.max[h] = d > s->sp.max[h] ? d : s->sp.max[h];
 		}
 	}
 }
@@ -446,10 +453,12 @@ static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wi
 }
 
 static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
-			uint32_t g0, uint32_t nb, int spec, int place)
+			uint32_t g0, uint32_t nb, int place)
 {
 	const struct tk_prof *p = s[0].p;
 	uint32_t *hist = s[0].hist;
+	const uint32_t *slot = s[0].sp.hist ? s[0].sp.slot : NULL;
+	int spec = slot != NULL;
 
 	for (size_t t = 0; t < np; t++) {
 		s[t].g = g;
@@ -458,21 +467,25 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 		s[t].place = place;
 	}
 	/* pass 1: high halves, and min/max/sum; from the counting pass's histograms if it
-	 * made them */
+	 * made them for every function of the batch */
+	for (size_t f = 0; spec && f < p->nfuncs; f++)
+		if (big[f] - g0 < nb && slot[f] == NONE32)
+			spec = 0;
 	for (size_t f = 0; spec && f < p->nfuncs; f++) {
 		uint32_t i = big[f] - g0;
 		if (i >= nb)
 			continue;
 		struct radix_group *r = &g[g0 + i];
 		uint32_t *h = hist + ((size_t)i << 16);
+		size_t k = slot[f];
 		for (size_t t = 0; t < np; t++) {
 			const struct spec *sp = &s[t].sp;
-			const uint32_t *fh = sp->hist + (f << 16);
+			const uint32_t *fh = sp->hist + (k << 16);
 			for (size_t b = 0; b < 65536; b++)
 				h[b] += fh[b];
-			r->sum += sp->sum[f];
-			r->min = sp->min[f] < r->min ? sp->min[f] : r->min;
-			r->max = sp->max[f] > r->max ? sp->max[f] : r->max;
+			r->sum += sp->sum[k];
+			r->min = sp->min[k] < r->min ? sp->min[k] : r->min;
+			r->max = sp->max[k] > r->max ? sp->max[k] : r->max;
 		}
 	}
 	if (!spec && nb) {
@@ -531,9 +544,11 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 /* The statistics of the radix groups (in G), and with PLACE every other function's
  * durations in its slots (in the first pass 2, or a pass of its own without groups). */
 static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
-		       uint32_t ng, int spec, int place)
+		       uint32_t ng, int place)
 {
-	uint32_t per = ng < RADIX_BATCH ? ng : RADIX_BATCH;
+	uint32_t per = RADIX_GROUPS / np > RADIX_BATCH ? (uint32_t)(RADIX_GROUPS / np) : RADIX_BATCH;
+	if (per > ng)
+		per = ng;
 	if (!ng) {
 		for (size_t t = 0; t < np; t++) {
 			s[t].g0 = s[t].nb = 0;     /* no group: places only */
@@ -557,7 +572,7 @@ static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct ra
 	}
 	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
 		uint32_t nb = ng - g0 < per ? ng - g0 : per;
-		radix_batch(s, np, big, g, g0, nb, spec, place && !g0);
+		radix_batch(s, np, big, g, g0, nb, place && !g0);
 		memset(s[0].hist, 0, ((size_t)3 * nb << 16) * sizeof *s[0].hist);
 	}
 	return 0;
@@ -651,13 +666,21 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	uint32_t nrg = 0;
 	size_t *cnt = calloc(nf1, sizeof *cnt);
 	size_t *part_arrays = calloc(4 * nf1 * np, sizeof *part_arrays);
-	int spec = p->nfuncs <= SPEC_FUNCS && p->ndlog;
+	uint32_t *spec_slot = malloc(nf1 * sizeof *spec_slot);
+	uint32_t nspec = 0;
 	int rc = -TK_E_NOMEM;
 	dp.off = calloc(nf1, sizeof *dp.off);
 	dp.wide = calloc(nf1, 1);
 	dp.big = malloc(nf1 * sizeof *dp.big);
-	if (!cnt || !part_arrays || !dp.off || !dp.wide || !dp.big || !rg)
+	if (!cnt || !part_arrays || !dp.off || !dp.wide || !dp.big || !rg || !spec_slot)
 		goto out;
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		int want = p->nfuncs <= SPEC_FUNCS ||
+			   (rows[i].calls >= RADIX_MIN && (nspec + 1) * np <= SPEC_HISTS);
+		spec_slot[i] = want ? nspec++ : NONE32;
+	}
+	if (!p->ndlog)
+		nspec = 0;
 	for (size_t t = 0; t < np; t++) {
 		s[t].cnt = part_arrays + 4 * nf1 * t;
 		s[t].nbig = s[t].cnt + nf1;
@@ -666,15 +689,16 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		s[t].dp = &dp;
 	}
 	memset(dp.big, 0xff, nf1 * sizeof *dp.big);
-	for (size_t t = 0; spec && t < np; t++) {
+	for (size_t t = 0; nspec && t < np; t++) {
 		struct spec *sp = &s[t].sp;
-		sp->hist = calloc(p->nfuncs << 16, sizeof *sp->hist);
-		sp->sum = calloc(p->nfuncs, sizeof *sp->sum);
-		sp->min = malloc(p->nfuncs * sizeof *sp->min);
-		sp->max = calloc(p->nfuncs, sizeof *sp->max);
+		sp->slot = spec_slot;
+		sp->hist = calloc((size_t)nspec << 16, sizeof *sp->hist);
+		sp->sum = calloc(nspec, sizeof *sp->sum);
+		sp->min = malloc(nspec * sizeof *sp->min);
+		sp->max = calloc(nspec, sizeof *sp->max);
 		if (!sp->hist || !sp->sum || !sp->min || !sp->max)
 			goto out;
-		memset(sp->min, 0xff, p->nfuncs * sizeof *sp->min);
+		memset(sp->min, 0xff, nspec * sizeof *sp->min);
 	}
 	if ((rc = run_scans(s, np, SCAN_COUNT)) < 0)
 		goto out;
@@ -740,7 +764,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	if (!dp.a32 || !dp.a64)
 		goto out;
 	/* the radix groups' statistics, and every other function's durations in its slots */
-	if ((rc = radix_stats(s, np, dp.big, rg, nrg, spec, n32 + n64 > 0)) < 0)
+	if ((rc = radix_stats(s, np, dp.big, rg, nrg, n32 + n64 > 0)) < 0)
 		goto out;
 	rc = -TK_E_NOMEM;
 	if (per_thread) {
@@ -794,6 +818,7 @@ out:
 		free(s[t].hist);
 	}
 	free(part_arrays);
+	free(spec_slot);
 	free(rg);
 	free(dp.big);
 	free(dp.a32);

@@ -622,6 +622,10 @@ static int dlog_more(struct tk_prof *p)
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
+	if (!ticks) {
+		p->funcs[func].zeros++;
+		return 0;
+	}
 	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && dlog_more(p) < 0)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(ticks >= DUR_BIG, 0)) {
@@ -1519,6 +1523,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
 		struct func *f = &into->funcs[fmap[i]];
+		f->zeros += ff->zeros;
 		if (ff->nbig) {
 			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
 				if (!owned)

@@ -129,7 +129,8 @@ struct spec {
 
 struct radix_group {
 	size_t row;               /* its row in the result */
-	uint64_t n, sum;
+	uint64_t n, sum;          /* n: with the zeros */
+	uint64_t zeros;           /* durations of 0 ticks, not in the log (func.zeros) */
 	uint32_t min, max;
 	uint64_t rank[3];         /* n/2, floor(n*0.9), floor(n*0.99) */
 	uint32_t hi[3];           /* the high half of each, after the first pass */
@@ -411,32 +412,43 @@ static void select_##T(T *a, size_t n, size_t k)					\
 DEFINE_SELECT(uint32_t)
 DEFINE_SELECT(uint64_t)
 
-/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...):
- * each percentile is selected in the part above the previous one. */
+/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...)
+ * of the N durations in D and ZEROS more of 0 ticks (the smallest: rank k is 0 below
+ * ZEROS, else rank k - ZEROS of D): each percentile is selected in the part above the
+ * previous one. */
 #define DEFINE_DUR_STATS(T)								\
-static void dur_stats_##T(struct tk_prof_func *f, T *d, size_t n)			\
+static uint64_t dur_rank_##T(T *d, size_t n, uint64_t zeros, uint64_t k, size_t *lo)	\
 {											\
-	f->ndur = n;									\
-	if (!n)										\
+	if (k < zeros)									\
+		return 0;								\
+	size_t r = (size_t)(k - zeros);							\
+	select_##T(d + *lo, n - *lo, r - *lo);						\
+	*lo = r;									\
+	return d[r];									\
+}											\
+											\
+static void dur_stats_##T(struct tk_prof_func *f, T *d, size_t n, uint64_t zeros)	\
+{											\
+	uint64_t total = n + zeros;							\
+	f->ndur = total;								\
+	if (!total)									\
 		return;									\
-	size_t k50 = n / 2, k90 = (size_t)((double)n * 0.9);				\
-	size_t k99 = (size_t)((double)n * 0.99);					\
-	T lo = d[0], hi = d[0];								\
+	uint64_t k50 = total / 2, k90 = (uint64_t)((double)total * 0.9);		\
+	uint64_t k99 = (uint64_t)((double)total * 0.99);				\
+	T lo = n ? d[0] : 0, hi = lo;							\
 	uint64_t s = 0;									\
 	for (size_t i = 0; i < n; i++) {						\
 		lo = d[i] < lo ? d[i] : lo;						\
 		hi = d[i] > hi ? d[i] : hi;						\
 		s += d[i];								\
 	}										\
-	f->dur_min = lo;								\
+	f->dur_min = zeros ? 0 : lo;							\
 	f->dur_max = hi;								\
 	f->dur_sum = s;									\
-	select_##T(d, n, k50);								\
-	select_##T(d + k50, n - k50, k90 - k50);					\
-	select_##T(d + k90, n - k90, k99 - k90);					\
-	f->dur_median = d[k50];								\
-	f->dur_p90 = d[k90];								\
-	f->dur_p99 = d[k99];								\
+	size_t done = 0;   /* d[done, n) holds the ranks from the last one selected up */	\
+	f->dur_median = dur_rank_##T(d, n, zeros, k50, &done);				\
+	f->dur_p90 = dur_rank_##T(d, n, zeros, k90, &done);				\
+	f->dur_p99 = dur_rank_##T(d, n, zeros, k99, &done);				\
 }
 
 DEFINE_DUR_STATS(uint32_t)
@@ -444,12 +456,12 @@ DEFINE_DUR_STATS(uint64_t)
 
 /* The statistics of function group G: WIDE says which slots hold its durations. */
 static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wide, size_t first,
-		      size_t n)
+		      size_t n, uint64_t zeros)
 {
 	if (wide)
-		dur_stats_uint64_t(f, dp->a64 + first, n);
+		dur_stats_uint64_t(f, dp->a64 + first, n, zeros);
 	else
-		dur_stats_uint32_t(f, dp->a32 + first, n);
+		dur_stats_uint32_t(f, dp->a32 + first, n, zeros);
 }
 
 static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
@@ -510,13 +522,16 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 		uint32_t *h = hist + ((size_t)i << 16);
 		uint64_t cum = 0;
 		int want = 0;
+		if (r->zeros)
+			r->min = 0;
 		for (uint32_t b = 0; b < 65536 && want < 3; b++) {
-			while (want < 3 && r->rank[want] < cum + h[b]) {
+			uint64_t in_b = h[b] + (b ? 0 : r->zeros);
+			while (want < 3 && r->rank[want] < cum + in_b) {
 				r->hi[want] = b;
 				r->below[want] = cum;
 				want++;
 			}
-			cum += h[b];
+			cum += in_b;
 		}
 		memset(h, 0, (size_t)65536 * sizeof *h);
 	}
@@ -532,7 +547,7 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 			while (slot > 0 && r->hi[slot - 1] == r->hi[w])
 				slot--;
 			const uint32_t *h = hist + ((size_t)(slot * nb + i) << 16);
-			uint64_t cum = r->below[w];
+			uint64_t cum = r->below[w] + (r->hi[w] ? 0 : r->zeros);   /* at 0 */
 			uint32_t lo = 0;
 			while (cum + h[lo] <= r->rank[w])
 				cum += h[lo++];
@@ -717,7 +732,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			dp.wide[i] = p->funcs[i].nbig > 0;
 			if (!dp.wide[i] && cnt[i] >= RADIX_MIN) {
 				rg[nrg].row = i;
-				rg[nrg].n = cnt[i];
+				rg[nrg].zeros = p->funcs[i].zeros;
+				rg[nrg].n = cnt[i] + rg[nrg].zeros;
 				dp.big[i] = nrg++;
 				continue;
 			}
@@ -732,16 +748,21 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		qsort(rows, nrows, sizeof *rows, cmp_func_key);
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, n = 0;
+			uint64_t zeros = 0;
 			int wide = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
 				if (rows[j].track < p->nfuncs && p->funcs[rows[j].track].nbig)
 					wide = 1;
-				if (rows[j].track < p->nfuncs)
+				if (rows[j].track < p->nfuncs) {
 					n += cnt[rows[j].track];
+					zeros += p->funcs[rows[j].track].zeros;
+				}
 			}
 			int radix = !wide && n >= RADIX_MIN;
-			if (radix)
-				rg[nrg].n = n;
+			if (radix) {
+				rg[nrg].n = n + zeros;
+				rg[nrg].zeros = zeros;
+			}
 			size_t *o = wide ? &n64 : &n32;
 			for (; i < j; i++) {
 				uint32_t origin = rows[i].track;
@@ -770,11 +791,13 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++)
 			if (dp.big[i] == NONE32)
-				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
+				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i],
+					  p->funcs[i].zeros);
 	} else {
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;
+			uint64_t zeros = 0;
 			int wide = 0;
 			uint32_t radix = NONE32;
 			struct tk_prof_func acc = rows[i];
@@ -793,6 +816,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 						first = dp.off[origin];
 					wide = dp.wide[origin];
 					nd += cnt[origin];
+					zeros += p->funcs[origin].zeros;
 				}
 			}
 			acc.track = 0;
@@ -801,7 +825,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			if (radix != NONE32)
 				rg[radix].row = w;   /* filled in by radix_rows */
 			else
-				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
+				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd, zeros);
 			rows[w++] = acc;
 			i = j;
 		}

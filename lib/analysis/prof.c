@@ -102,7 +102,19 @@ static uint32_t get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32
 	return i;
 }
 
-/* Nodes are cache-line aligned (realloc would not keep that). */
+/* Node arrays of this many bytes or more are mappings of their own. */
+#define NODES_MAPPED ((size_t)2 << 20)
+
+static void free_nodes(struct node *n, size_t cap)
+{
+	if (cap * sizeof *n >= NODES_MAPPED)
+		munmap(n, cap * sizeof *n);
+	else
+		free(n);
+}
+
+/* Nodes are cache-line aligned (realloc would not keep that). A large array is a mapping
+ * that mremap grows without copying: doubling a 64 MiB array by a copy faulted in both. */
 static int grow_nodes(struct tk_prof *p, size_t need)
 {
 	if (need <= p->cnodes)
@@ -110,17 +122,27 @@ static int grow_nodes(struct tk_prof *p, size_t need)
 	size_t nc = p->cnodes ? p->cnodes * 2 : 256;
 	while (nc < need)
 		nc *= 2;
-	struct node *n = aligned_alloc(64, nc * sizeof *n);
 	struct nlink *l = realloc(p->links, nc * sizeof *l);
-	if (l)
-		p->links = l;
-	if (!n || !l) {
-		free(n);
+	if (!l)
 		return -TK_E_NOMEM;
+	p->links = l;
+	size_t bytes = nc * sizeof(struct node), old = p->cnodes * sizeof(struct node);
+	struct node *n;
+	if (bytes < NODES_MAPPED) {
+		n = aligned_alloc(64, bytes);
+	} else {
+		void *m = old >= NODES_MAPPED ? mremap(p->nodes, old, bytes, MREMAP_MAYMOVE)
+					      : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+						     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		n = m == MAP_FAILED ? NULL : m;
 	}
-	if (p->nnodes)
-		memcpy(n, p->nodes, p->nnodes * sizeof *n);
-	free(p->nodes);
+	if (!n)
+		return -TK_E_NOMEM;
+	if (old < NODES_MAPPED) {
+		if (p->nnodes)
+			memcpy(n, p->nodes, p->nnodes * sizeof *n);
+		free(p->nodes);
+	}
 	p->nodes = n;
 	p->cnodes = nc;
 	return 0;
@@ -1020,7 +1042,7 @@ void tk_prof_free(struct tk_prof *p)
 		free(p->tracks[i].rets.key);
 		free(p->tracks[i].rets.cnt);
 	}
-	free(p->nodes);
+	free_nodes(p->nodes, p->cnodes);
 	free(p->links);
 	free(p->node_map);
 	free(p->funcs);

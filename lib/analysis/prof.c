@@ -1102,6 +1102,13 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			time = t->t_last;
 		}
 		if (e->kind == TK_EV_BLOCK) {
+			if (e->arg) {
+				/* blocks counted by the producer ran before it (as TK_EV_INSNS) */
+				ninsns += e->arg;
+				t->insns += e->arg;
+				if (tails)
+					t->flow = FLOW_BLOCK;
+			}
 			if (tails) {
 				/* reached without a call: a jump (or fall-through) */
 				if (t->flow != FLOW_OTHER && is_entry_fast(p, e->addr)) {

@@ -960,6 +960,18 @@ static void use_entries(struct tk_prof *p)
 	p->opts.nentries = p->nentries;
 }
 
+/* The state of a profile that has seen nothing (its tables empty). */
+static void start_empty(struct tk_prof *p)
+{
+	memset(&p->sum, 0, sizeof p->sum);
+	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
+	p->sum.clock = p->opts.clock;
+	p->last_track = NONE32;
+	/* an empty slot holds a start address that belongs to another slot: never a hit */
+	for (size_t i = 0; i < BLOCK_CACHE; i++)
+		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
+}
+
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 {
 	struct tk_prof *p = calloc(1, sizeof *p);
@@ -982,10 +994,6 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		return NULL;
 	}
 	use_entries(p);
-	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
-	p->sum.clock = p->opts.clock;
-	p->last_track = NONE32;
-	p->dlog_n = p->dlog_cap = p->dlog_end = 0;
 	/* cache-line aligned: a slot must not straddle two lines */
 	p->block_cache = aligned_alloc(64, BLOCK_CACHE * sizeof *p->block_cache);
 	if (node_rehash(p) < 0 || !p->block_cache) {
@@ -994,9 +1002,7 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 			*err = -TK_E_NOMEM;
 		return NULL;
 	}
-	/* an empty slot holds a start address that belongs to another slot: never a hit */
-	for (size_t i = 0; i < BLOCK_CACHE; i++)
-		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
+	start_empty(p);
 	if (err)
 		*err = 0;
 	return p;
@@ -1018,10 +1024,10 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 	return q;
 }
 
-void tk_prof_free(struct tk_prof *p)
+/* Free what P gathered besides its tables: the functions' big[], the duration log and its
+ * maps, the tracks' stacks. */
+static void free_gathered(struct tk_prof *p)
 {
-	if (!p)
-		return;
 	for (size_t i = 0; i < p->nfuncs; i++)
 		free(p->funcs[i].big);
 	for (size_t i = 0; i < p->ndlog; i++) {
@@ -1032,16 +1038,43 @@ void tk_prof_free(struct tk_prof *p)
 	}
 	if (p->spill_fd)
 		close(p->spill_fd - 1);
-	free(p->dlog);
 	for (size_t i = 0; i < p->nfmaps; i++)
 		free(p->fmaps[i].v);
-	free(p->fmaps);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
 		free(p->tracks[i].rets.key);
 		free(p->tracks[i].rets.cnt);
 	}
+}
+
+int tk_prof_reset(struct tk_prof *p)
+{
+	free_gathered(p);
+	p->nnodes = p->nfuncs = p->nblocks = p->ntracks = p->ndlog = p->nfmaps = 0;
+	p->dlog_cur = NULL;
+	p->dlog_n = p->dlog_cap = p->dlog_end = p->dlog_heap = 0;
+	p->spill_fd = 0;
+	p->spill_off = 0;
+	memset(p->node_map, 0, (p->node_mask + 1) * sizeof *p->node_map);
+	if (p->func_map)
+		memset(p->func_map, 0xff, (p->func_mask + 1) * sizeof *p->func_map);
+	if (p->block_map)
+		memset(p->block_map, 0xff, (p->block_mask + 1) * sizeof *p->block_map);
+	p->serial = 0;
+	p->final_orphans = 0;
+	p->finished = p->nomem = 0;
+	start_empty(p);
+	return 0;
+}
+
+void tk_prof_free(struct tk_prof *p)
+{
+	if (!p)
+		return;
+	free_gathered(p);
+	free(p->dlog);
+	free(p->fmaps);
 	free_nodes(p->nodes, p->cnodes);
 	free(p->links);
 	free(p->node_map);

@@ -2,8 +2,8 @@
  * same durations, at llvm-xray account's positions (n/2, floor(n*0.9), floor(n*0.99)), for
  * many sizes and shapes: random, runs of equal values, sorted, reversed, organ pipe, mostly
  * zeros, and durations past 32 bits; merged over threads and per thread. The same statistics from
- * several threads (tk_prof_opts.nthreads) and from chunk profiles merged by moving their
- * durations (tk_prof_merge_take). */
+ * several threads (tk_prof_opts.nthreads), from chunk profiles merged by moving their
+ * durations (tk_prof_merge_take) and from a profile emptied after that (tk_prof_reset). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -282,6 +282,11 @@ static void check_parts(enum shape s, size_t n, size_t extra, size_t in_memory)
 	assert_int_equal(tk_prof_finish(par), 0);
 	same_funcs(whole, par);
 	same_funcs(whole, d);
+	/* a profile emptied after a take (tk_prof_reset) is as good as a new one */
+	assert_int_equal(tk_prof_reset(ch[1]), 0);
+	assert_int_equal(tk_prof_events(ch[1], ev, ne), 0);
+	assert_int_equal(tk_prof_finish(ch[1]), 0);
+	same_funcs(whole, ch[1]);
 
 	for (int k = 0; k < 5; k++)
 		tk_prof_free(ch[k]);

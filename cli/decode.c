@@ -59,11 +59,15 @@ struct tk_image *cli_image_load(const struct cli_opts *o)
 }
 
 /* Intel PT to a profile: one tk_prof per chunk (decoded in parallel), merged in order,
- * which stitches call stacks across the seams. */
+ * which stitches call stacks across the seams. A merged chunk's profile is emptied for a
+ * later chunk (its tables keep their size: no growing and faulting in again). */
 struct ipt_prof_run {
 	struct tk_prof **chunks;
 	size_t n;
 	struct tk_prof *total;
+	struct tk_prof **spare;         /* emptied profiles (at most n) */
+	size_t nspare;
+	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
 	int err;
 };
 
@@ -76,8 +80,10 @@ static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_s
 
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
-	r->chunks[i] = tk_prof_new_like(r->total, &err);
-	if (!r->chunks[i])
+	pthread_mutex_lock(&r->lock);
+	r->chunks[i] = r->nspare ? r->spare[--r->nspare] : NULL;
+	pthread_mutex_unlock(&r->lock);
+	if (!r->chunks[i] && !(r->chunks[i] = tk_prof_new_like(r->total, &err)))
 		return err;
 	/* blocks are counted by the walker, not sent one event each (same profile) */
 	entries = tk_prof_entries(r->total, &nentries);
@@ -104,9 +110,13 @@ static int ipt_prof_done(void *ctx, struct tk_flow *flow)
 static int ipt_prof_merge(void *ctx, size_t i)
 {
 	struct ipt_prof_run *r = ctx;
-	int rc = tk_prof_merge(r->total, r->chunks[i]);
+	/* the chunk is emptied next: its durations move into the total, not copied */
+	int rc = tk_prof_merge_take(r->total, r->chunks[i]);
 
-	tk_prof_free(r->chunks[i]);
+	tk_prof_reset(r->chunks[i]);
+	pthread_mutex_lock(&r->lock);
+	r->spare[r->nspare++] = r->chunks[i];
+	pthread_mutex_unlock(&r->lock);
 	r->chunks[i] = NULL;
 	return rc;
 }
@@ -126,18 +136,22 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
 	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
-	struct ipt_prof_run r = { .total = total };
+	struct ipt_prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER };
 	int64_t n = tk_ipt_split(data, len, (size_t)2 << 20, NULL, 0);
 
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
+	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
 	struct tk_ipt_flow_consumer c = { .begin = ipt_prof_begin, .merge = ipt_prof_merge,
 					  .ctx = &r, .done = ipt_prof_done };
 
-	rc = r.chunks ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
+	rc = r.chunks && r.spare ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
 	for (size_t i = 0; r.chunks && i < r.n; i++)
 		tk_prof_free(r.chunks[i]);
+	for (size_t i = 0; i < r.nspare; i++)
+		tk_prof_free(r.spare[i]);
 	free(r.chunks);
+	free(r.spare);
 	tk_image_free(img);
 	if (rc >= 0)
 		rc = tk_prof_finish(total);

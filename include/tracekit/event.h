@@ -14,7 +14,8 @@ extern "C" {
 enum tk_event_kind {
 	/* instruction-level flow */
 	TK_EV_BLOCK = 1,     /* executed basic block: addr = first insn, addr2 = last insn,
-				count = instructions */
+				count = instructions; arg = instructions run before it in
+				unreported blocks (as TK_EV_CALL's count) */
 	TK_EV_CALL,          /* addr = call insn, addr2 = target, arg = return address;
 				count = instructions run before it in unreported blocks (as
 				TK_EV_INSNS; 0 unless the producer counts blocks) */

@@ -73,6 +73,9 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
 /* A new, empty profile with P's options (for the next chunk of the same stream). */
 struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err);
 void tk_prof_free(struct tk_prof *p);
+/* Empty P again, as tk_prof_new_like(P) would make it, keeping its memory: the next chunk's
+ * profile needs its tables grown and faulted in no more. Returns 0. */
+int tk_prof_reset(struct tk_prof *p);
 
 /* Feed events. Returns 0 or -TK_E_NOMEM. */
 int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n);

@@ -102,7 +102,19 @@ static uint32_t get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32
 	return i;
 }
 
-/* Nodes are cache-line aligned (realloc would not keep that). */
+/* Node arrays of this many bytes or more are mappings of their own. */
+#define NODES_MAPPED ((size_t)2 << 20)
+
+static void free_nodes(struct node *n, size_t cap)
+{
+	if (cap * sizeof *n >= NODES_MAPPED)
+		munmap(n, cap * sizeof *n);
+	else
+		free(n);
+}
+
+/* Nodes are cache-line aligned (realloc would not keep that). A large array is a mapping
+ * that mremap grows without copying: doubling a 64 MiB array by a copy faulted in both. */
 static int grow_nodes(struct tk_prof *p, size_t need)
 {
 	if (need <= p->cnodes)
@@ -110,17 +122,27 @@ static int grow_nodes(struct tk_prof *p, size_t need)
 	size_t nc = p->cnodes ? p->cnodes * 2 : 256;
 	while (nc < need)
 		nc *= 2;
-	struct node *n = aligned_alloc(64, nc * sizeof *n);
 	struct nlink *l = realloc(p->links, nc * sizeof *l);
-	if (l)
-		p->links = l;
-	if (!n || !l) {
-		free(n);
+	if (!l)
 		return -TK_E_NOMEM;
+	p->links = l;
+	size_t bytes = nc * sizeof(struct node), old = p->cnodes * sizeof(struct node);
+	struct node *n;
+	if (bytes < NODES_MAPPED) {
+		n = aligned_alloc(64, bytes);
+	} else {
+		void *m = old >= NODES_MAPPED ? mremap(p->nodes, old, bytes, MREMAP_MAYMOVE)
+					      : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+						     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		n = m == MAP_FAILED ? NULL : m;
 	}
-	if (p->nnodes)
-		memcpy(n, p->nodes, p->nnodes * sizeof *n);
-	free(p->nodes);
+	if (!n)
+		return -TK_E_NOMEM;
+	if (old < NODES_MAPPED) {
+		if (p->nnodes)
+			memcpy(n, p->nodes, p->nnodes * sizeof *n);
+		free(p->nodes);
+	}
 	p->nodes = n;
 	p->cnodes = nc;
 	return 0;
@@ -622,6 +644,10 @@ static int dlog_more(struct tk_prof *p)
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
+	if (!ticks) {
+		p->funcs[func].zeros++;
+		return 0;
+	}
 	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && dlog_more(p) < 0)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(ticks >= DUR_BIG, 0)) {
@@ -721,14 +747,27 @@ HOT int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind,
 	return do_exit_search(p, t, key, kind, time);
 }
 
-static int is_entry(const struct tk_prof *p, uint64_t addr)
-{
-	return tk_sorted_has_u64(p->entries, p->nentries, addr);
-}
-
 static inline size_t entry_bit(uint64_t addr)
 {
 	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 48) & (ENTRY_BITS - 1);
+}
+
+static inline size_t entry_slot(uint64_t addr)
+{
+	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+static int is_entry(const struct tk_prof *p, uint64_t addr)
+{
+	if (!addr)
+		return tk_sorted_has_u64(p->entries, p->nentries, addr);
+	for (size_t s = entry_slot(addr);; s++) {
+		uint64_t v = p->entry_slots[s & p->entry_slot_mask];
+		if (v == addr)
+			return 1;
+		if (!v)
+			return 0;
+	}
 }
 
 /* is_entry behind a bit filter: most blocks start elsewhere (a load and a test) */
@@ -811,11 +850,15 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 		return 0;
 	if (p->nentries && is_entry_fast(p, addr))
 		return push(p, t, addr, TK_PROF_KEY_ADDR, 0, time);
-	if (retset_sync(t) < 0)
-		return -TK_E_NOMEM;
-	size_t i = retset_has(&t->rets, addr) ? t->depth : 0;
-	while (i > 0 && t->st[i - 1].ret != addr)
-		i--;
+	size_t i = t->depth;
+	/* mostly a call into untraced code came back to the top frame: no search */
+	if (!i || t->st[i - 1].ret != addr) {
+		if (retset_sync(t) < 0)
+			return -TK_E_NOMEM;
+		i = retset_has(&t->rets, addr) ? t->depth : 0;
+		while (i > 0 && t->st[i - 1].ret != addr)
+			i--;
+	}
 	if (i > 0) {
 		i = tail_chain(t, i);
 		while (t->depth >= i) {
@@ -861,14 +904,21 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
 {
 	struct entry_set *e = calloc(1, sizeof *e);
+	size_t nslots = 16;
 
+	while (nslots < 2 * n)
+		nslots *= 2;
 	if (!e || !(e->v = malloc(n * sizeof *e->v)) ||
-	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits))) {
-		if (e)
+	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits)) ||
+	    !(e->slots = calloc(nslots, sizeof *e->slots))) {
+		if (e) {
 			free(e->v);
+			free(e->bits);
+		}
 		free(e);
 		return NULL;
 	}
+	e->slot_mask = nslots - 1;
 	memcpy(e->v, entries, n * sizeof *e->v);
 	qsort(e->v, n, sizeof *e->v, tk_cmp_u64);
 	for (size_t i = 0; i < n; i++)
@@ -877,6 +927,12 @@ static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
 	for (size_t i = 0; i < e->n; i++) {
 		size_t b = entry_bit(e->v[i]);
 		e->bits[b / 64] |= (uint64_t)1 << (b % 64);
+		if (!e->v[i])
+			continue;   /* is_entry looks 0 up in v */
+		size_t k = entry_slot(e->v[i]);
+		while (e->slots[k & e->slot_mask])
+			k++;
+		e->slots[k & e->slot_mask] = e->v[i];
 	}
 	e->refs = 1;
 	return e;
@@ -887,6 +943,7 @@ static void entry_set_put(struct entry_set *e)
 	if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		free(e->v);
 		free(e->bits);
+		free(e->slots);
 		free(e);
 	}
 }
@@ -897,8 +954,22 @@ static void use_entries(struct tk_prof *p)
 	p->entries = p->eset ? p->eset->v : NULL;
 	p->nentries = p->eset ? p->eset->n : 0;
 	p->entry_bits = p->eset ? p->eset->bits : NULL;
+	p->entry_slots = p->eset ? p->eset->slots : NULL;
+	p->entry_slot_mask = p->eset ? p->eset->slot_mask : 0;
 	p->opts.entries = p->entries;
 	p->opts.nentries = p->nentries;
+}
+
+/* The state of a profile that has seen nothing (its tables empty). */
+static void start_empty(struct tk_prof *p)
+{
+	memset(&p->sum, 0, sizeof p->sum);
+	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
+	p->sum.clock = p->opts.clock;
+	p->last_track = NONE32;
+	/* an empty slot holds a start address that belongs to another slot: never a hit */
+	for (size_t i = 0; i < BLOCK_CACHE; i++)
+		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
 }
 
 struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
@@ -923,10 +994,6 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		return NULL;
 	}
 	use_entries(p);
-	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
-	p->sum.clock = p->opts.clock;
-	p->last_track = NONE32;
-	p->dlog_n = p->dlog_cap = p->dlog_end = 0;
 	/* cache-line aligned: a slot must not straddle two lines */
 	p->block_cache = aligned_alloc(64, BLOCK_CACHE * sizeof *p->block_cache);
 	if (node_rehash(p) < 0 || !p->block_cache) {
@@ -935,9 +1002,7 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 			*err = -TK_E_NOMEM;
 		return NULL;
 	}
-	/* an empty slot holds a start address that belongs to another slot: never a hit */
-	for (size_t i = 0; i < BLOCK_CACHE; i++)
-		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
+	start_empty(p);
 	if (err)
 		*err = 0;
 	return p;
@@ -959,10 +1024,10 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 	return q;
 }
 
-void tk_prof_free(struct tk_prof *p)
+/* Free what P gathered besides its tables: the functions' big[], the duration log and its
+ * maps, the tracks' stacks. */
+static void free_gathered(struct tk_prof *p)
 {
-	if (!p)
-		return;
 	for (size_t i = 0; i < p->nfuncs; i++)
 		free(p->funcs[i].big);
 	for (size_t i = 0; i < p->ndlog; i++) {
@@ -973,17 +1038,44 @@ void tk_prof_free(struct tk_prof *p)
 	}
 	if (p->spill_fd)
 		close(p->spill_fd - 1);
-	free(p->dlog);
 	for (size_t i = 0; i < p->nfmaps; i++)
 		free(p->fmaps[i].v);
-	free(p->fmaps);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
 		free(p->tracks[i].rets.key);
 		free(p->tracks[i].rets.cnt);
 	}
-	free(p->nodes);
+}
+
+int tk_prof_reset(struct tk_prof *p)
+{
+	free_gathered(p);
+	p->nnodes = p->nfuncs = p->nblocks = p->ntracks = p->ndlog = p->nfmaps = 0;
+	p->dlog_cur = NULL;
+	p->dlog_n = p->dlog_cap = p->dlog_end = p->dlog_heap = 0;
+	p->spill_fd = 0;
+	p->spill_off = 0;
+	memset(p->node_map, 0, (p->node_mask + 1) * sizeof *p->node_map);
+	if (p->func_map)
+		memset(p->func_map, 0xff, (p->func_mask + 1) * sizeof *p->func_map);
+	if (p->block_map)
+		memset(p->block_map, 0xff, (p->block_mask + 1) * sizeof *p->block_map);
+	p->serial = 0;
+	p->final_orphans = 0;
+	p->finished = p->nomem = 0;
+	start_empty(p);
+	return 0;
+}
+
+void tk_prof_free(struct tk_prof *p)
+{
+	if (!p)
+		return;
+	free_gathered(p);
+	free(p->dlog);
+	free(p->fmaps);
+	free_nodes(p->nodes, p->cnodes);
 	free(p->links);
 	free(p->node_map);
 	free(p->funcs);
@@ -1043,6 +1135,13 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			time = t->t_last;
 		}
 		if (e->kind == TK_EV_BLOCK) {
+			if (e->arg) {
+				/* blocks counted by the producer ran before it (as TK_EV_INSNS) */
+				ninsns += e->arg;
+				t->insns += e->arg;
+				if (tails)
+					t->flow = FLOW_BLOCK;
+			}
 			if (tails) {
 				/* reached without a call: a jump (or fall-through) */
 				if (t->flow != FLOW_OTHER && is_entry_fast(p, e->addr)) {
@@ -1214,6 +1313,12 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 	map[src] = dst;
 	while (n) {
 		struct pair pr = stack[--n];
+		/* the children's slots of INTO's table, fetched together: one cache miss after
+		   another was most of a merge */
+		for (uint32_t c = from->links[pr.from].first_child; c != NONE32; c = from->links[c].next_sibling) {
+			uint64_t h = node_hash(pr.into, from->nodes[c].key, from->nodes[c].kind);
+			__builtin_prefetch(&into->node_map[h & into->node_mask]);
+		}
 		for (uint32_t c = from->links[pr.from].first_child; c != NONE32; c = from->links[c].next_sibling) {
 			const struct node *cn = &from->nodes[c];
 			uint32_t m;
@@ -1486,6 +1591,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
 		struct func *f = &into->funcs[fmap[i]];
+		f->zeros += ff->zeros;
 		if (ff->nbig) {
 			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
 				if (!owned)

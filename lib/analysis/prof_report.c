@@ -101,14 +101,18 @@ struct dur_place {
 	uint64_t *a64;
 };
 
-/* With few functions, the counting pass also builds each function's histogram of the
- * high 16 bits of its durations (with min, max and sum), which the histogram selection
- * below would otherwise need a pass of its own for. The tables are allocated zeroed and
- * touched only where durations fall. */
+/* The counting pass also builds the histogram of the high 16 bits of the durations (with
+ * min, max and sum) of each function that may be in a radix group: all of them when there
+ * are few, else those with RADIX_MIN calls or more (a function has no more durations than
+ * calls), at most SPEC_HISTS over the parts. The histogram selection below would otherwise
+ * need a pass of its own for them. The tables are allocated zeroed and touched only where
+ * durations fall. */
 #define SPEC_FUNCS 64
+#define SPEC_HISTS 128
 
 struct spec {
-	uint32_t *hist;           /* function f's at f << 16 */
+	const uint32_t *slot;     /* per function: its histogram's index, NONE32 for none */
+	uint32_t *hist;           /* histogram h at h << 16 */
 	uint64_t *sum;
 	uint32_t *min, *max;
 };
@@ -117,13 +121,16 @@ struct spec {
  * come from two counting passes over the duration log, one histogram of the high 16 bits
  * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
  * copy of the largest functions' durations, and exact (the same values as any selection).
- * RADIX_BATCH groups share each pass. */
+ * Groups share each pass in batches: RADIX_GROUPS over the parts (3 histograms of 256 KiB
+ * each per part), at least RADIX_BATCH a part. */
 #define RADIX_MIN ((size_t)1 << 16)
 #define RADIX_BATCH 8
+#define RADIX_GROUPS 32
 
 struct radix_group {
 	size_t row;               /* its row in the result */
-	uint64_t n, sum;
+	uint64_t n, sum;          /* n: with the zeros */
+	uint64_t zeros;           /* durations of 0 ticks, not in the log (func.zeros) */
 	uint32_t min, max;
 	uint64_t rank[3];         /* n/2, floor(n*0.9), floor(n*0.99) */
 	uint32_t hi[3];           /* the high half of each, after the first pass */
@@ -145,14 +152,14 @@ struct scan {
 	int mode;                 /* SCAN_* */
 	size_t *cnt;              /* COUNT: per function, its durations here */
 	size_t *nbig;             /* COUNT: per function, its entries here that stand for big[] */
-	struct spec sp;           /* COUNT with few functions (else hist is NULL) */
+	struct spec sp;           /* COUNT: histograms (hist is NULL without) */
 	/* HIGH and LOW: radix groups g0..g0+nb */
 	const struct dur_place *dp;
 	const struct radix_group *g;
 	uint32_t g0, nb;
-	uint32_t *hist;           /* this part's histograms (3 * RADIX_BATCH << 16) */
-	uint64_t gsum[RADIX_BATCH];
-	uint32_t gmin[RADIX_BATCH], gmax[RADIX_BATCH];
+	uint32_t *hist;           /* this part's histograms (3 * batch << 16) */
+	uint64_t gsum[RADIX_GROUPS];
+	uint32_t gmin[RADIX_GROUPS], gmax[RADIX_GROUPS];
 	/* LOW: also put the other functions' durations into their slots */
 	int place;
 	size_t *pos;              /* per function: its next slot */
@@ -175,11 +182,12 @@ INLINE void count_seg(struct scan *s, const uint64_t *v, size_t lo, size_t hi, c
 		cnt[f]++;
 		if (__builtin_expect(d == DUR_BIG, 0))
 			nbig[f]++;
-		if (spec) {
-			s->sp.hist[(size_t)f << 16 | d >> 16]++;
-			s->sp.sum[f] += d;
-			s->sp.min[f] = d < s->sp.min[f] ? d : s->sp.min[f];
-			s->sp.max[f] = d > s->sp.max[f] ? d : s->sp.max[f];
+		uint32_t h;
+		if (spec && (h = s->sp.slot[f]) != NONE32) {
+			s->sp.hist[(size_t)h << 16 | d >> 16]++;
+			s->sp.sum[h] += d;
+			s->sp.min[h] = d < s->sp.min[h] ? d : s->sp.min[h];
+			s->sp.max[h] = d > s->sp.max[h] ? d : s->sp.max[h];
 		}
 	}
 }
@@ -404,32 +412,43 @@ static void select_##T(T *a, size_t n, size_t k)					\
 DEFINE_SELECT(uint32_t)
 DEFINE_SELECT(uint64_t)
 
-/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...):
- * each percentile is selected in the part above the previous one. */
+/* min/median/p90/p99/max as llvm-xray account computes them (index n/2, floor(n*0.9), ...)
+ * of the N durations in D and ZEROS more of 0 ticks (the smallest: rank k is 0 below
+ * ZEROS, else rank k - ZEROS of D): each percentile is selected in the part above the
+ * previous one. */
 #define DEFINE_DUR_STATS(T)								\
-static void dur_stats_##T(struct tk_prof_func *f, T *d, size_t n)			\
+static uint64_t dur_rank_##T(T *d, size_t n, uint64_t zeros, uint64_t k, size_t *lo)	\
 {											\
-	f->ndur = n;									\
-	if (!n)										\
+	if (k < zeros)									\
+		return 0;								\
+	size_t r = (size_t)(k - zeros);							\
+	select_##T(d + *lo, n - *lo, r - *lo);						\
+	*lo = r;									\
+	return d[r];									\
+}											\
+											\
+static void dur_stats_##T(struct tk_prof_func *f, T *d, size_t n, uint64_t zeros)	\
+{											\
+	uint64_t total = n + zeros;							\
+	f->ndur = total;								\
+	if (!total)									\
 		return;									\
-	size_t k50 = n / 2, k90 = (size_t)((double)n * 0.9);				\
-	size_t k99 = (size_t)((double)n * 0.99);					\
-	T lo = d[0], hi = d[0];								\
+	uint64_t k50 = total / 2, k90 = (uint64_t)((double)total * 0.9);		\
+	uint64_t k99 = (uint64_t)((double)total * 0.99);				\
+	T lo = n ? d[0] : 0, hi = lo;							\
 	uint64_t s = 0;									\
 	for (size_t i = 0; i < n; i++) {						\
 		lo = d[i] < lo ? d[i] : lo;						\
 		hi = d[i] > hi ? d[i] : hi;						\
 		s += d[i];								\
 	}										\
-	f->dur_min = lo;								\
+	f->dur_min = zeros ? 0 : lo;							\
 	f->dur_max = hi;								\
 	f->dur_sum = s;									\
-	select_##T(d, n, k50);								\
-	select_##T(d + k50, n - k50, k90 - k50);					\
-	select_##T(d + k90, n - k90, k99 - k90);					\
-	f->dur_median = d[k50];								\
-	f->dur_p90 = d[k90];								\
-	f->dur_p99 = d[k99];								\
+	size_t done = 0;   /* d[done, n) holds the ranks from the last one selected up */	\
+	f->dur_median = dur_rank_##T(d, n, zeros, k50, &done);				\
+	f->dur_p90 = dur_rank_##T(d, n, zeros, k90, &done);				\
+	f->dur_p99 = dur_rank_##T(d, n, zeros, k99, &done);				\
 }
 
 DEFINE_DUR_STATS(uint32_t)
@@ -437,19 +456,21 @@ DEFINE_DUR_STATS(uint64_t)
 
 /* The statistics of function group G: WIDE says which slots hold its durations. */
 static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wide, size_t first,
-		      size_t n)
+		      size_t n, uint64_t zeros)
 {
 	if (wide)
-		dur_stats_uint64_t(f, dp->a64 + first, n);
+		dur_stats_uint64_t(f, dp->a64 + first, n, zeros);
 	else
-		dur_stats_uint32_t(f, dp->a32 + first, n);
+		dur_stats_uint32_t(f, dp->a32 + first, n, zeros);
 }
 
 static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
-			uint32_t g0, uint32_t nb, int spec, int place)
+			uint32_t g0, uint32_t nb, int place)
 {
 	const struct tk_prof *p = s[0].p;
 	uint32_t *hist = s[0].hist;
+	const uint32_t *slot = s[0].sp.hist ? s[0].sp.slot : NULL;
+	int spec = slot != NULL;
 
 	for (size_t t = 0; t < np; t++) {
 		s[t].g = g;
@@ -458,21 +479,25 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 		s[t].place = place;
 	}
 	/* pass 1: high halves, and min/max/sum; from the counting pass's histograms if it
-	 * made them */
+	 * made them for every function of the batch */
+	for (size_t f = 0; spec && f < p->nfuncs; f++)
+		if (big[f] - g0 < nb && slot[f] == NONE32)
+			spec = 0;
 	for (size_t f = 0; spec && f < p->nfuncs; f++) {
 		uint32_t i = big[f] - g0;
 		if (i >= nb)
 			continue;
 		struct radix_group *r = &g[g0 + i];
 		uint32_t *h = hist + ((size_t)i << 16);
+		size_t k = slot[f];
 		for (size_t t = 0; t < np; t++) {
 			const struct spec *sp = &s[t].sp;
-			const uint32_t *fh = sp->hist + (f << 16);
+			const uint32_t *fh = sp->hist + (k << 16);
 			for (size_t b = 0; b < 65536; b++)
 				h[b] += fh[b];
-			r->sum += sp->sum[f];
-			r->min = sp->min[f] < r->min ? sp->min[f] : r->min;
-			r->max = sp->max[f] > r->max ? sp->max[f] : r->max;
+			r->sum += sp->sum[k];
+			r->min = sp->min[k] < r->min ? sp->min[k] : r->min;
+			r->max = sp->max[k] > r->max ? sp->max[k] : r->max;
 		}
 	}
 	if (!spec && nb) {
@@ -497,13 +522,16 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 		uint32_t *h = hist + ((size_t)i << 16);
 		uint64_t cum = 0;
 		int want = 0;
+		if (r->zeros)
+			r->min = 0;
 		for (uint32_t b = 0; b < 65536 && want < 3; b++) {
-			while (want < 3 && r->rank[want] < cum + h[b]) {
+			uint64_t in_b = h[b] + (b ? 0 : r->zeros);
+			while (want < 3 && r->rank[want] < cum + in_b) {
 				r->hi[want] = b;
 				r->below[want] = cum;
 				want++;
 			}
-			cum += h[b];
+			cum += in_b;
 		}
 		memset(h, 0, (size_t)65536 * sizeof *h);
 	}
@@ -519,7 +547,7 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 			while (slot > 0 && r->hi[slot - 1] == r->hi[w])
 				slot--;
 			const uint32_t *h = hist + ((size_t)(slot * nb + i) << 16);
-			uint64_t cum = r->below[w];
+			uint64_t cum = r->below[w] + (r->hi[w] ? 0 : r->zeros);   /* at 0 */
 			uint32_t lo = 0;
 			while (cum + h[lo] <= r->rank[w])
 				cum += h[lo++];
@@ -531,9 +559,11 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 /* The statistics of the radix groups (in G), and with PLACE every other function's
  * durations in its slots (in the first pass 2, or a pass of its own without groups). */
 static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
-		       uint32_t ng, int spec, int place)
+		       uint32_t ng, int place)
 {
-	uint32_t per = ng < RADIX_BATCH ? ng : RADIX_BATCH;
+	uint32_t per = RADIX_GROUPS / np > RADIX_BATCH ? (uint32_t)(RADIX_GROUPS / np) : RADIX_BATCH;
+	if (per > ng)
+		per = ng;
 	if (!ng) {
 		for (size_t t = 0; t < np; t++) {
 			s[t].g0 = s[t].nb = 0;     /* no group: places only */
@@ -557,7 +587,7 @@ static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct ra
 	}
 	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
 		uint32_t nb = ng - g0 < per ? ng - g0 : per;
-		radix_batch(s, np, big, g, g0, nb, spec, place && !g0);
+		radix_batch(s, np, big, g, g0, nb, place && !g0);
 		memset(s[0].hist, 0, ((size_t)3 * nb << 16) * sizeof *s[0].hist);
 	}
 	return 0;
@@ -651,13 +681,21 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	uint32_t nrg = 0;
 	size_t *cnt = calloc(nf1, sizeof *cnt);
 	size_t *part_arrays = calloc(4 * nf1 * np, sizeof *part_arrays);
-	int spec = p->nfuncs <= SPEC_FUNCS && p->ndlog;
+	uint32_t *spec_slot = malloc(nf1 * sizeof *spec_slot);
+	uint32_t nspec = 0;
 	int rc = -TK_E_NOMEM;
 	dp.off = calloc(nf1, sizeof *dp.off);
 	dp.wide = calloc(nf1, 1);
 	dp.big = malloc(nf1 * sizeof *dp.big);
-	if (!cnt || !part_arrays || !dp.off || !dp.wide || !dp.big || !rg)
+	if (!cnt || !part_arrays || !dp.off || !dp.wide || !dp.big || !rg || !spec_slot)
 		goto out;
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		int want = p->nfuncs <= SPEC_FUNCS ||
+			   (rows[i].calls >= RADIX_MIN && (nspec + 1) * np <= SPEC_HISTS);
+		spec_slot[i] = want ? nspec++ : NONE32;
+	}
+	if (!p->ndlog)
+		nspec = 0;
 	for (size_t t = 0; t < np; t++) {
 		s[t].cnt = part_arrays + 4 * nf1 * t;
 		s[t].nbig = s[t].cnt + nf1;
@@ -666,15 +704,16 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		s[t].dp = &dp;
 	}
 	memset(dp.big, 0xff, nf1 * sizeof *dp.big);
-	for (size_t t = 0; spec && t < np; t++) {
+	for (size_t t = 0; nspec && t < np; t++) {
 		struct spec *sp = &s[t].sp;
-		sp->hist = calloc(p->nfuncs << 16, sizeof *sp->hist);
-		sp->sum = calloc(p->nfuncs, sizeof *sp->sum);
-		sp->min = malloc(p->nfuncs * sizeof *sp->min);
-		sp->max = calloc(p->nfuncs, sizeof *sp->max);
+		sp->slot = spec_slot;
+		sp->hist = calloc((size_t)nspec << 16, sizeof *sp->hist);
+		sp->sum = calloc(nspec, sizeof *sp->sum);
+		sp->min = malloc(nspec * sizeof *sp->min);
+		sp->max = calloc(nspec, sizeof *sp->max);
 		if (!sp->hist || !sp->sum || !sp->min || !sp->max)
 			goto out;
-		memset(sp->min, 0xff, p->nfuncs * sizeof *sp->min);
+		memset(sp->min, 0xff, nspec * sizeof *sp->min);
 	}
 	if ((rc = run_scans(s, np, SCAN_COUNT)) < 0)
 		goto out;
@@ -693,7 +732,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			dp.wide[i] = p->funcs[i].nbig > 0;
 			if (!dp.wide[i] && cnt[i] >= RADIX_MIN) {
 				rg[nrg].row = i;
-				rg[nrg].n = cnt[i];
+				rg[nrg].zeros = p->funcs[i].zeros;
+				rg[nrg].n = cnt[i] + rg[nrg].zeros;
 				dp.big[i] = nrg++;
 				continue;
 			}
@@ -708,16 +748,21 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		qsort(rows, nrows, sizeof *rows, cmp_func_key);
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, n = 0;
+			uint64_t zeros = 0;
 			int wide = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
 				if (rows[j].track < p->nfuncs && p->funcs[rows[j].track].nbig)
 					wide = 1;
-				if (rows[j].track < p->nfuncs)
+				if (rows[j].track < p->nfuncs) {
 					n += cnt[rows[j].track];
+					zeros += p->funcs[rows[j].track].zeros;
+				}
 			}
 			int radix = !wide && n >= RADIX_MIN;
-			if (radix)
-				rg[nrg].n = n;
+			if (radix) {
+				rg[nrg].n = n + zeros;
+				rg[nrg].zeros = zeros;
+			}
 			size_t *o = wide ? &n64 : &n32;
 			for (; i < j; i++) {
 				uint32_t origin = rows[i].track;
@@ -740,17 +785,19 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	if (!dp.a32 || !dp.a64)
 		goto out;
 	/* the radix groups' statistics, and every other function's durations in its slots */
-	if ((rc = radix_stats(s, np, dp.big, rg, nrg, spec, n32 + n64 > 0)) < 0)
+	if ((rc = radix_stats(s, np, dp.big, rg, nrg, n32 + n64 > 0)) < 0)
 		goto out;
 	rc = -TK_E_NOMEM;
 	if (per_thread) {
 		for (size_t i = 0; i < p->nfuncs; i++)
 			if (dp.big[i] == NONE32)
-				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i]);
+				dur_stats(&rows[i], &dp, dp.wide[i], dp.off[i], cnt[i],
+					  p->funcs[i].zeros);
 	} else {
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, nd = 0, first = SIZE_MAX;
+			uint64_t zeros = 0;
 			int wide = 0;
 			uint32_t radix = NONE32;
 			struct tk_prof_func acc = rows[i];
@@ -769,6 +816,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 						first = dp.off[origin];
 					wide = dp.wide[origin];
 					nd += cnt[origin];
+					zeros += p->funcs[origin].zeros;
 				}
 			}
 			acc.track = 0;
@@ -777,7 +825,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			if (radix != NONE32)
 				rg[radix].row = w;   /* filled in by radix_rows */
 			else
-				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd);
+				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd, zeros);
 			rows[w++] = acc;
 			i = j;
 		}
@@ -794,6 +842,7 @@ out:
 		free(s[t].hist);
 	}
 	free(part_arrays);
+	free(spec_slot);
 	free(rg);
 	free(dp.big);
 	free(dp.a32);

@@ -60,8 +60,8 @@ struct tk_flow {
 	uint32_t emitted_wr, emitted_rd;
 	/* Count mode: a block is reported as a TK_EV_BLOCK only when it is the first of a
 	 * walk or starts a function (or is cut short); the others are counted in the cache
-	 * (tk_block.execs) and their instructions go with the next call or return (its
-	 * count) or as a TK_EV_INSNS ahead of any other event. */
+	 * (tk_block.execs) and their instructions go with the next block (its arg), call
+	 * or return (its count) or as a TK_EV_INSNS ahead of any other event. */
 	int count;
 	int report_next;               /* report the next block */
 	int via_call;                  /* the next block is a call's target: at a function
@@ -254,6 +254,9 @@ static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned k
 	if (f->unsent) {
 		if (kind == TK_EV_CALL || kind == TK_EV_RETURN) {
 			count = f->unsent;   /* calls and returns carry them */
+			f->unsent = 0;
+		} else if (kind == TK_EV_BLOCK) {
+			arg = f->unsent;     /* and reported blocks (a tail call's entry) */
 			f->unsent = 0;
 		} else if ((rc = send_unsent(f, out)) < 0) {
 			return rc;
@@ -527,13 +530,6 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			blocks[bi].execs++;
 			unsent += b->ninsn;
 		} else if (!quiet) {
-			if (unsent) {
-				if (!(e = next_slot(f, out, &n, wr, &rc)))
-					break;
-				*e = (struct tk_event){ .time = time, .count = unsent, .track = track,
-							.kind = TK_EV_INSNS };
-				unsent = 0;
-			}
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
 			blocks = f->cache.blocks;    /* printing may have grown the cache */
@@ -542,7 +538,8 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			e->addr = b->start;
 			e->addr2 = b->last;
 			e->count = b->ninsn;
-			e->arg = 0;
+			e->arg = unsent;             /* count mode: the blocks before it */
+			unsent = 0;
 			e->track = track;
 			e->kind = TK_EV_BLOCK;
 			e->flags = b->mode;

@@ -189,7 +189,7 @@ static int node_rehash(struct tk_prof *p)
 	size_t size = p->node_map ? (p->node_mask + 1) * 2 : 1024;
 	while (size < (p->nnodes + 1) * 2)
 		size *= 2;
-	struct nslot *m = calloc(size, sizeof *m);
+	struct nslot *m = tk_calloc_written(size, sizeof *m);
 	if (!m)
 		return -TK_E_NOMEM;
 	for (uint32_t i = 0; i < p->nnodes; i++) {
@@ -452,8 +452,8 @@ static int retset_rebuild(struct track *t)
 	size_t size = 64;
 	while (size < 4 * (t->rets_depth + 1))
 		size *= 2;
-	uint64_t *key = calloc(size, sizeof *key);
-	uint32_t *cnt = calloc(size, sizeof *cnt);
+	uint64_t *key = tk_calloc_written(size, sizeof *key);
+	uint32_t *cnt = tk_calloc_written(size, sizeof *cnt);
 	if (!key || !cnt) {
 		free(key);
 		free(cnt);

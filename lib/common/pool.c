@@ -12,6 +12,16 @@ unsigned tk_cpu_count(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+void *tk_calloc_written(size_t n, size_t size)
+{
+	char *m = calloc(n, size);
+
+	/* volatile: malloc + memset would be turned into calloc by the compiler */
+	for (size_t i = 0; m && i < n * size; i += 4096)
+		((volatile char *)m)[i] = 0;
+	return m;
+}
+
 struct pool {
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv;   /* workers wait for a job to be startable */

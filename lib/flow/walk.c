@@ -460,7 +460,7 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 	struct tk_event *e;
 
 	if (quiet || count) {
-		if (!f->paths && !(f->paths = calloc(PATH_SLOTS, sizeof(*f->paths))))
+		if (!f->paths && !(f->paths = tk_calloc_written(PATH_SLOTS, sizeof(*f->paths))))
 			return -TK_E_NOMEM;
 		paths = f->paths;
 	}

@@ -12,7 +12,7 @@ int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img)
 	c->img = img;
 	tk_isa_init(&c->isa);
 	c->mask = 4095;
-	c->slots = calloc(c->mask + 1, sizeof(*c->slots));
+	c->slots = tk_calloc_written(c->mask + 1, sizeof(*c->slots));
 	return c->slots ? 0 : -TK_E_NOMEM;
 }
 
@@ -51,7 +51,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 static int grow_slots(struct tk_bcache *c)
 {
 	uint32_t mask = c->mask * 2 + 1;
-	uint32_t *slots = calloc((size_t)mask + 1, sizeof(*slots));
+	uint32_t *slots = tk_calloc_written((size_t)mask + 1, sizeof(*slots));
 
 	if (!slots)
 		return -TK_E_NOMEM;

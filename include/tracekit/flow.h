@@ -81,8 +81,8 @@ void tk_flow_set_branch_events(struct tk_flow *f, int on);
  * starts at one of ENTRIES (function entry points, any order: tail calls are seen there)
  * and a block cut short are still reported. The instructions of the others go with the
  * next TK_EV_BLOCK (its arg), TK_EV_CALL or TK_EV_RETURN (its count) or as a TK_EV_INSNS
- * ahead of any other event (and at the end of each tk_flow_walk); their executions come through
- * tk_flow_take_counts. Off by default. */
+ * ahead of any other event (and at the end of each tk_flow_walk); their executions come
+ * through tk_flow_take_counts. Off by default. */
 int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, size_t n);
 typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, uint64_t execs,
 				uint64_t insns);

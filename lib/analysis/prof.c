@@ -1315,7 +1315,8 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 		struct pair pr = stack[--n];
 		/* the children's slots of INTO's table, fetched together: one cache miss after
 		   another was most of a merge */
-		for (uint32_t c = from->links[pr.from].first_child; c != NONE32; c = from->links[c].next_sibling) {
+		for (uint32_t c = from->links[pr.from].first_child; c != NONE32;
+		     c = from->links[c].next_sibling) {
 			uint64_t h = node_hash(pr.into, from->nodes[c].key, from->nodes[c].kind);
 			__builtin_prefetch(&into->node_map[h & into->node_mask]);
 		}

@@ -7,7 +7,7 @@
 #include "isa/bcache.h"
 #include "tracekit/flow.h"
 
-_Static_assert(sizeof(struct tk_block) == 64, "a block is one cache line");
+_Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
 
 #define RET_STACK 64               /* as deep as the hardware's compression stack */
 /* Direct jumps and calls need no trace; a run this long of nothing else is an endless
@@ -20,34 +20,60 @@ _Static_assert(sizeof(struct tk_block) == 64, "a block is one cache line");
  * conditional outcomes always leads through the same blocks, so the walk looks the whole
  * run up once per TNT byte instead of stepping block by block. Used when no per-block
  * events are wanted (instruction counting, count mode). A path covers direct jumps,
- * fall-throughs and conditional branches; calls, returns and function entries (count
- * mode reports those) end it, and it always ends right after a consumed outcome. */
+ * fall-throughs and conditional branches; in count mode calls, returns and function
+ * entries (it reports those) end it. It always ends right after a consumed outcome. */
 #define PATH_BITS 8
-#define PATH_SLOTS_LOG 12
-#define PATH_SLOTS (1u << PATH_SLOTS_LOG)
 #define PATH_MAX_BLOCKS 64
 /* Outcomes that never repeat (a random walk) make every lookup a miss, and filling a
  * path costs more than walking it: after a window of PATH_WINDOW lookups with more than
- * PATH_WINDOW / 3 misses, walk block by block for the next PATH_REST chances. */
+ * a mode's miss limit, walk block by block for the next PATH_REST chances. */
 #define PATH_WINDOW 128
 #define PATH_REST 65536
+/* Table sizes and miss limits, measured: paths through calls (counting) cover more code
+ * and repay a larger table (libLLVM: 12% misses with 16 K slots, 21% with 4 K) and more
+ * misses; in count mode the larger table was slower. */
+#define PATH_LOG_CROSS 14
+#define PATH_MISS_CROSS (PATH_WINDOW * 3 / 4)
+#define PATH_LOG_COUNT 12
+#define PATH_MISS_COUNT (PATH_WINDOW / 3)
+
+/* Without events (quiet), a path also runs through calls and returns. A return to a
+ * call of the same path is a compressed return (a taken bit, as the walk would take it)
+ * to a known place; calls not returned from within the path are pushed when it is used,
+ * up to PATH_PUSHES of them. A return to an older call ends the path: its use pops the
+ * return stack (end is then PATH_END_POP). A path is not taken where its calls would
+ * push the oldest return off a full stack: the walk would lose that entry, and a
+ * return the trace should not have compressed must fail as it does there. */
+#define PATH_PUSHES 2
+#define PATH_END_POP UINT32_MAX
 
 struct path_slot {
 	uint64_t key;                  /* edge << 9 | outcomes with a stop bit above; 0 = empty */
-	uint64_t hits;                 /* count mode: uses not yet added to the blocks */
+	union {
+		uint64_t hits;         /* count mode: uses not yet added to the blocks */
+		uint32_t push[PATH_PUSHES];   /* quiet: blocks of the calls left on the stack */
+	};
 	uint32_t end;                  /* edge after the path: last block index << 1 | taken */
 	uint32_t insns;
-	uint16_t lead;                 /* direct jumps before the first outcome (idle limit) */
+	uint16_t lead;                 /* direct jumps and calls before the first outcome */
 	uint8_t nbits;                 /* outcomes the path consumes; 0: walk block by block */
+	uint8_t npush;                 /* quiet: calls left on the stack */
+	uint8_t peak;                  /* quiet: most calls of the path on the stack at once */
 };
+
+_Static_assert(sizeof(struct path_slot) == 32, "two slots to a cache line");
 
 struct tk_flow {
 	struct tk_bcache cache;
 	struct tk_flow_q q;            /* pending oracle item */
-	uint64_t stack[RET_STACK];
-	/* the block of each call on the stack: its succ[1] links the block at the return
-	 * address, so a compressed return needs no hash lookup */
+	/* the block of each call on the stack and its mode: the return address is the
+	 * block's next, and its link succ[1] leads to the block there, so a compressed
+	 * return needs no hash lookup and reads no more than the link */
 	uint32_t stack_call[RET_STACK];
+	uint8_t stack_mode[RET_STACK];
+	/* the return address (the call block's next), kept only while there are events: a
+	 * return event needs it, and the call block is rarely still in the cache by then */
+	uint64_t stack_ret[RET_STACK];
 	unsigned top, depth;           /* ring buffer: top = next slot, depth <= RET_STACK */
 	uint64_t time;
 	uint32_t track;
@@ -67,7 +93,9 @@ struct tk_flow {
 	int via_call;                  /* the next block is a call's target: at a function
 					  entry it is no tail call, so it need not be reported */
 	uint64_t unsent;               /* instructions of unreported blocks not yet sent */
-	struct path_slot *paths;       /* PATH_SLOTS, allocated on first use */
+	struct path_slot *paths;       /* allocated on first use, for the mode then */
+	unsigned path_log;             /* the table holds 1 << path_log slots */
+	uint32_t path_miss_max;
 	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
 	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
 	size_t count_n;
@@ -127,11 +155,25 @@ void tk_flow_set_branch_events(struct tk_flow *f, int on)
 
 static int flush_paths(struct tk_flow *f);
 
+/* Paths, after a change of what they may cross: gone, filled again on first use. */
+static void drop_paths(struct tk_flow *f)
+{
+	free(f->paths);
+	f->paths = NULL;
+	for (uint32_t i = 0; i < f->cache.nblocks; i++)
+		f->cache.links[i].flags &= (uint8_t)~(TK_BLK_NOPATH | TK_BLK_NOPATH << 1);
+}
+
 void tk_flow_set_flow_events(struct tk_flow *f, int on)
 {
 	if (f->quiet != !on) {
 		(void)flush_paths(f);   /* nothing counted unless in count mode */
 		f->quiet = !on;
+		/* the return addresses were not kept while quiet */
+		for (unsigned i = 0; i < RET_STACK; i++)
+			f->stack_ret[i] = f->cache.nblocks > f->stack_call[i] ?
+					  f->cache.blocks[f->stack_call[i]].next : 0;
+		drop_paths(f);   /* they run through calls only when quiet */
 	}
 }
 
@@ -146,9 +188,7 @@ int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, s
 		return rc;
 	f->count_entries = on ? entries : NULL;
 	f->count_n = on ? n : 0;
-	/* paths stop at function entries in count mode only: fill them again */
-	if (f->paths)
-		memset(f->paths, 0, PATH_SLOTS * sizeof(*f->paths));
+	drop_paths(f);   /* they stop at function entries in count mode only */
 	f->count = on != 0;
 	return tk_bcache_set_entries(&f->cache, on ? entries : NULL, on ? n : 0);
 }
@@ -159,10 +199,12 @@ int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx)
 
 	for (uint32_t i = 0; rc >= 0 && i < f->cache.nblocks; i++) {
 		struct tk_block *b = &f->cache.blocks[i];
+		uint64_t execs = b->execs + f->cache.links[i].execs;
 
-		if (b->execs) {
-			rc = fn(ctx, b->start, b->last, b->execs, b->execs * b->ninsn);
+		if (execs) {
+			rc = fn(ctx, b->start, b->last, execs, execs * b->ninsn);
 			b->execs = 0;
+			f->cache.links[i].execs = 0;
 		}
 	}
 	return rc < 0 ? rc : 0;
@@ -183,24 +225,33 @@ uint64_t tk_flow_decoded_bytes(const struct tk_flow *f)
 	return f->cache.decoded_bytes;
 }
 
-static inline void push_ret(struct tk_flow *f, uint64_t ret, uint32_t call_bi)
+static inline void push_ret(struct tk_flow *f, uint32_t call_bi, int mode, uint64_t ret)
 {
-	f->stack[f->top] = ret;
+	f->stack_ret[f->top] = ret;
 	f->stack_call[f->top] = call_bi;
+	f->stack_mode[f->top] = (uint8_t)mode;
 	f->top = (f->top + 1) % RET_STACK;
 	if (f->depth < RET_STACK)
 		f->depth++;
 }
 
-static inline int pop_ret(struct tk_flow *f, uint64_t *ret, uint32_t *call_bi)
+/* The call block and mode of the top of the stack, popped. */
+static inline int pop_ret(struct tk_flow *f, uint32_t *call_bi, int *mode)
 {
 	if (!f->depth)
 		return -1;
 	f->top = (f->top + RET_STACK - 1) % RET_STACK;
 	f->depth--;
-	*ret = f->stack[f->top];
 	*call_bi = f->stack_call[f->top];
+	*mode = f->stack_mode[f->top];
 	return 0;
+}
+
+/* One more execution of block BI in count mode. */
+static inline void count_exec(struct tk_bcache *c, uint32_t bi)
+{
+	if (__builtin_expect(!++c->links[bi].execs, 0))
+		c->blocks[bi].execs += 1ull << 32;
 }
 
 /* The address block B's edge SLOT leads to: [0] fall-through or direct target, [1] the
@@ -293,8 +344,8 @@ static int insns_before(const struct tk_bcache *c, const struct tk_block *b, uin
 
 /* Block BI of the cache was walked, its first N instructions up to LAST. Count mode
  * counts it instead of reporting it when it can. */
-static inline int walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t bi,
-			 uint64_t last, uint32_t n)
+static inline __attribute__((always_inline)) int
+walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t bi, uint64_t last, uint32_t n)
 {
 	struct tk_block *b = &f->cache.blocks[bi];
 	int rc;
@@ -306,7 +357,7 @@ static inline int walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t
 	f->via_call = 0;
 	if (f->count && !f->report_next && (!(b->flags & TK_BLK_ENTRY) || via_call) &&
 	    n == b->ninsn) {
-		b->execs++;
+		count_exec(&f->cache, bi);
 		f->unsent += n;
 		return 0;
 	}
@@ -334,9 +385,24 @@ static inline struct tk_event *next_slot(struct tk_flow *f, struct tk_event_batc
 
 /* ---- the path cache ------------------------------------------------------------------- */
 
-static inline uint32_t path_index(uint64_t key)
+static inline uint32_t path_index(unsigned log, uint64_t key)
 {
-	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - PATH_SLOTS_LOG));
+	return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - log));
+}
+
+/* Paths through calls and returns: only without events (see PATH_PUSHES). */
+static inline int paths_cross(const struct tk_flow *f)
+{
+	return f->quiet && !f->count;
+}
+
+static int alloc_paths(struct tk_flow *f)
+{
+	f->path_log = paths_cross(f) ? PATH_LOG_CROSS : PATH_LOG_COUNT;
+	f->path_miss_max = paths_cross(f) ? PATH_MISS_CROSS : PATH_MISS_COUNT;
+	f->path_tries = f->path_misses = f->path_rest = 0;
+	f->paths = tk_calloc_written((size_t)1 << f->path_log, sizeof(*f->paths));
+	return f->paths ? 0 : -TK_E_NOMEM;
 }
 
 /* Walk the path of KEY (edge and outcomes) through the cache's links. Without ADD: fill S
@@ -347,44 +413,76 @@ static int path_walk(struct tk_flow *f, uint64_t key, struct path_slot *s, uint6
 	uint32_t prev = (uint32_t)(key >> 10), slot = (uint32_t)(key >> 9) & 1;
 	uint32_t pat = (uint32_t)key & 511, k = 31 - (uint32_t)__builtin_clz(pat);
 	uint32_t limit = add ? s->nbits : k, used = 0, insns = 0, lead = 0;
+	uint32_t calls[PATH_PUSHES];   /* the path's calls not returned from */
+	unsigned ncalls = 0, peak = 0;
+	int cross = paths_cross(f);
 
 	if (!add)
 		*s = (struct path_slot){ .key = key };
 	for (unsigned step = 0; step < PATH_MAX_BLOCKS && used < limit; step++) {
-		const struct tk_block *pb = &f->cache.blocks[prev];
-		uint32_t bi = pb->succ[slot];
+		uint32_t bi = f->cache.links[prev].succ[slot];
 
 		if (bi) {
 			bi--;
 		} else {
+			const struct tk_block *pb = &f->cache.blocks[prev];
+
 			bi = tk_bcache_index(&f->cache, succ_ip(pb, slot), pb->mode);
 			if (bi == UINT32_MAX)
 				return -TK_E_NOMEM;
-			f->cache.blocks[prev].succ[slot] = bi + 1;
+			f->cache.links[prev].succ[slot] = bi + 1;
 		}
-		struct tk_block *b = &f->cache.blocks[bi];
-		unsigned cls = b->cls;
+		const struct tk_block_link *l = &f->cache.links[bi];
+		unsigned cls = l->cls;
 
-		if ((b->flags & TK_BLK_EMPTY) || (f->count && (b->flags & TK_BLK_ENTRY)) ||
-		    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_JCC))
+		if (cls == TK_ISA_CALL && cross && !(l->flags & TK_BLK_ZERO_CALL)) {
+			if (ncalls == PATH_PUSHES)
+				break;
+			calls[ncalls++] = bi;
+			peak = ncalls > peak ? ncalls : peak;
+		} else if (cls == TK_ISA_CALL && cross) {
+			cls = TK_ISA_JMP;   /* a call to the next instruction pushes nothing */
+		} else if (cls == TK_ISA_RET && cross) {
+			/* only as a taken bit */
+			if (!((pat >> (k - 1 - used)) & 1))
+				break;
+		} else if (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_JCC) {
 			break;
-		b->execs += add;
-		insns += b->ninsn;
+		}
+		if ((l->flags & TK_BLK_EMPTY) || (f->count && (l->flags & TK_BLK_ENTRY)))
+			break;
+		if (add)
+			f->cache.blocks[bi].execs += add;
+		insns += l->ninsn;
 		prev = bi;
 		slot = 0;
-		if (cls == TK_ISA_JCC) {
-			slot = (pat >> (k - 1 - used)) & 1;
+		if (cls == TK_ISA_JCC || cls == TK_ISA_RET) {
+			int pops = 0;   /* a return to a call from before the path */
+
+			if (cls == TK_ISA_JCC) {
+				slot = (pat >> (k - 1 - used)) & 1;
+			} else if (ncalls) {
+				prev = calls[--ncalls];   /* on to the return site */
+				slot = 1;
+			} else {
+				pops = 1;
+			}
 			if (!add) {
 				s->nbits = (uint8_t)++used;
 				s->insns = insns;
-				s->end = prev << 1 | slot;
+				s->end = pops ? PATH_END_POP : prev << 1 | slot;
+				s->npush = (uint8_t)ncalls;
+				s->peak = (uint8_t)peak;
+				memcpy(s->push, calls, ncalls * sizeof(*calls));
 				if (used == 1)
 					s->lead = (uint16_t)lead;
 			} else {
 				used++;
 			}
-		} else if (cls == TK_ISA_JMP && !used) {
-			lead++;
+			if (pops)
+				break;
+		} else if (cls != TK_ISA_OTHER && !used) {
+			lead++;   /* a jump or a call */
 		}
 	}
 	return 0;
@@ -395,10 +493,10 @@ static int flush_paths(struct tk_flow *f)
 {
 	if (!f->paths)
 		return 0;
-	for (uint32_t i = 0; i < PATH_SLOTS; i++) {
+	for (uint32_t i = 0; i < 1u << f->path_log; i++) {
 		struct path_slot *s = &f->paths[i];
 
-		if (s->hits) {
+		if (f->count && s->hits) {
 			int rc = path_walk(f, s->key, s, s->hits);
 
 			if (rc < 0)
@@ -417,7 +515,7 @@ static inline int path_rest(struct tk_flow *f)
 		return 1;
 	}
 	if (++f->path_tries == PATH_WINDOW) {
-		if (f->path_misses > PATH_WINDOW / 3)
+		if (f->path_misses > f->path_miss_max)
 			f->path_rest = PATH_REST;
 		f->path_tries = f->path_misses = 0;
 	}
@@ -427,11 +525,11 @@ static inline int path_rest(struct tk_flow *f)
 /* The slot of KEY, filled if it held another path. NULL when out of memory. */
 static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
 {
-	struct path_slot *s = &f->paths[path_index(key)];
+	struct path_slot *s = &f->paths[path_index(f->path_log, key)];
 
 	if (s->key == key)
 		return s;
-	if (s->hits && path_walk(f, s->key, s, s->hits) < 0)
+	if (f->count && s->hits && path_walk(f, s->key, s, s->hits) < 0)
 		return NULL;
 	return path_walk(f, key, s, 0) < 0 ? NULL : s;
 }
@@ -444,23 +542,29 @@ static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
  * edge (*PREVP, *SLOTP) the position is that edge: the address is worked out only where
  * a link is missing and on return (a select on each outcome was a branch the CPU could
  * not predict). Returns < 0 on errors, 1 if the walk must end at the limit of blocks
- * without trace (*fromp set). */
-static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
-		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
-		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
+ * without trace (*fromp set). QUIET and COUNT are f's, as constants where walk_tnt
+ * makes a copy for them. */
+static inline __attribute__((always_inline)) int
+walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
+	    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp, int *slotp,
+	    uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp, const int quiet, const int count)
 {
 	uint64_t ip = *ipp, tnt = q->tnt, insns = 0, time = f->time, unsent = f->unsent;
 	unsigned ntnt = q->ntnt;
 	uint32_t prev = *prevp, idle = *idlep, wr = f->emitted_wr, track = f->track;
-	int slot = *slotp, rc = 0, quiet = f->quiet, count = f->count;
+	int slot = *slotp, rc = 0;
 	int report_next = f->report_next, via_call = f->via_call;
 	size_t n = out->n;
 	struct tk_block *blocks = f->cache.blocks;
+	struct tk_block_link *links = f->cache.links;
 	struct path_slot *paths = NULL;   /* only when blocks are not reported one by one */
 	struct tk_event *e;
+	/* as paths_cross(f) and f->path_log, constant where quiet and count are */
+	const int cross = quiet && !count;
+	const unsigned plog = cross ? PATH_LOG_CROSS : PATH_LOG_COUNT;
 
 	if (quiet || count) {
-		if (!f->paths && !(f->paths = tk_calloc_written(PATH_SLOTS, sizeof(*f->paths))))
+		if (!f->paths && alloc_paths(f) < 0)
 			return -TK_E_NOMEM;
 		paths = f->paths;
 	}
@@ -470,12 +574,12 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 		/* (no lookup from an edge whose path ends before any outcome: a call or a
 		 * return right after a branch, 40% of the lookups in libc code) */
 		if (paths && prev != UINT32_MAX && !report_next &&
-		    !(blocks[prev].nopath >> slot & 1) && !path_rest(f)) {
+		    !((links[prev].flags >> slot) & TK_BLK_NOPATH) && !path_rest(f)) {
 			/* the next outcomes (at most PATH_BITS) as one key */
 			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
 			uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
 			uint64_t key = ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
-			struct path_slot *s = &paths[path_index(key)];
+			struct path_slot *s = &paths[path_index(plog, key)];
 
 			if (s->key != key) {
 				f->path_misses++;
@@ -484,15 +588,31 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 					break;
 				}
 				blocks = f->cache.blocks;
+				links = f->cache.links;
 			}
-			if (s->nbits && idle + s->lead <= MAX_BLOCKS_WITHOUT_TRACE) {
+			if (s->nbits && idle + s->lead <= MAX_BLOCKS_WITHOUT_TRACE &&
+			    (!cross || ((s->end != PATH_END_POP || f->depth) &&
+					f->depth + s->peak <= RET_STACK))) {
+				for (unsigned i = 0; cross && i < s->npush; i++)
+					push_ret(f, s->push[i], mode, 0);   /* quiet */
 				insns += s->insns;
 				if (count) {
 					s->hits++;
 					unsent += s->insns;
 				}
-				prev = s->end >> 1;
-				slot = (int)(s->end & 1);
+				if (!cross || s->end != PATH_END_POP) {
+					prev = s->end >> 1;
+					slot = (int)(s->end & 1);
+				} else {
+					uint32_t call_bi = 0;
+					int call_mode = 0;
+
+					pop_ret(f, &call_bi, &call_mode);
+					prev = call_mode == mode ? call_bi : UINT32_MAX;
+					slot = 1;
+					if (prev == UINT32_MAX)
+						ip = blocks[call_bi].next;
+				}
 				ntnt -= s->nbits;
 				idle = 0;
 				via_call = 0;
@@ -501,10 +621,10 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				goto used_up;
 			}
 			if (!s->nbits)
-				blocks[prev].nopath |= (uint8_t)(1u << slot);
+				links[prev].flags |= (uint8_t)(TK_BLK_NOPATH << slot);
 		}
-		if (prev != UINT32_MAX && blocks[prev].succ[slot]) {
-			bi = blocks[prev].succ[slot] - 1;
+		if (prev != UINT32_MAX && links[prev].succ[slot]) {
+			bi = links[prev].succ[slot] - 1;
 		} else {
 			if (prev != UINT32_MAX)
 				ip = succ_ip(&blocks[prev], (unsigned)slot);
@@ -514,39 +634,42 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 				break;
 			}
 			blocks = f->cache.blocks;
+			links = f->cache.links;
 			if (prev != UINT32_MAX)
-				blocks[prev].succ[slot] = bi + 1;
+				links[prev].succ[slot] = bi + 1;
 		}
-		const struct tk_block *b = &blocks[bi];
-		unsigned cls = b->cls;
+		const struct tk_block_link *l = &links[bi];
+		unsigned cls = l->cls, ninsn = l->ninsn;
 
-		if ((b->flags & TK_BLK_EMPTY) ||
+		if ((l->flags & TK_BLK_EMPTY) ||
 		    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_CALL &&
 		     cls != TK_ISA_JCC && cls != TK_ISA_RET))
 			break;
 		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
 			break;
-		if (count && !report_next && (!(b->flags & TK_BLK_ENTRY) || via_call)) {
-			blocks[bi].execs++;
-			unsent += b->ninsn;
+		if (count && !report_next && (!(l->flags & TK_BLK_ENTRY) || via_call)) {
+			if (__builtin_expect(!++links[bi].execs, 0))
+				blocks[bi].execs += 1ull << 32;   /* see count_exec */
+			unsent += ninsn;
 		} else if (!quiet) {
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
 			blocks = f->cache.blocks;    /* printing may have grown the cache */
-			b = &blocks[bi];
+			links = f->cache.links;
+			l = &links[bi];
 			e->time = time;
-			e->addr = b->start;
-			e->addr2 = b->last;
-			e->count = b->ninsn;
+			e->addr = l->start;
+			e->addr2 = tk_link_last(l);
+			e->count = ninsn;
 			e->arg = unsent;             /* count mode: the blocks before it */
 			unsent = 0;
 			e->track = track;
 			e->kind = TK_EV_BLOCK;
-			e->flags = b->mode;
+			e->flags = l->mode;
 			f->emitted[wr++ % EMITTED_RING] = bi;
 			report_next = 0;
 		}
-		insns += b->ninsn;
+		insns += ninsn;
 		prev = bi;
 		slot = 0;
 		via_call = cls == TK_ISA_CALL;
@@ -554,27 +677,31 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			continue;
 		if (cls == TK_ISA_JMP || cls == TK_ISA_CALL) {
 			if (cls == TK_ISA_CALL) {
-				if (!(b->flags & TK_BLK_ZERO_CALL))
-					push_ret(f, b->next, bi);
-				if (quiet)
+				if (quiet) {
+					if (!(links[bi].flags & TK_BLK_ZERO_CALL))
+						push_ret(f, bi, mode, 0);
 					goto call_done;
+				}
+				if (!(links[bi].flags & TK_BLK_ZERO_CALL))
+					push_ret(f, bi, mode, tk_link_next(&links[bi]));
 				if (!(e = next_slot(f, out, &n, wr, &rc)))
 					break;
 				blocks = f->cache.blocks;
-				b = &blocks[bi];
+				links = f->cache.links;
+				l = &links[bi];
 				e->time = time;
-				e->addr = b->last;
-				e->addr2 = b->target;
+				e->addr = tk_link_last(l);
+				e->addr2 = tk_bcache_target(&f->cache, bi);
 				e->count = unsent;   /* count mode: the blocks before it */
 				unsent = 0;
-				e->arg = b->next;
+				e->arg = tk_link_next(l);
 				e->track = track;
 				e->kind = TK_EV_CALL;
 				e->flags = 0;
 			}
 call_done:
 			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
-				*fromp = b->last;
+				*fromp = tk_link_last(&links[bi]);
 				rc = 1;
 				break;
 			}
@@ -587,20 +714,26 @@ call_done:
 		if (cls == TK_ISA_JCC) {
 			slot = taken;
 		} else {
-			uint64_t last = b->last;
 			uint32_t call_bi = 0;
+			int call_mode = 0;
 
-			pop_ret(f, &ip, &call_bi);   /* depth checked above */
+			pop_ret(f, &call_bi, &call_mode);   /* depth checked above */
 			/* the return site hangs off the call's block (same mode: it was
 			 * looked up in the call's) */
-			prev = blocks[call_bi].mode == mode ? call_bi : UINT32_MAX;
+			prev = call_mode == mode ? call_bi : UINT32_MAX;
 			slot = 1;
+			if (!quiet)
+				ip = f->stack_ret[f->top];   /* as popped */
+			else if (prev == UINT32_MAX)
+				ip = blocks[call_bi].next;
 			if (quiet)
 				goto ret_done;
 			if (!(e = next_slot(f, out, &n, wr, &rc)))
 				break;
+			blocks = f->cache.blocks;    /* printing may have grown the cache */
+			links = f->cache.links;
 			e->time = time;
-			e->addr = last;
+			e->addr = tk_link_last(&links[bi]);
 			e->addr2 = ip;
 			e->count = unsent;
 			unsent = 0;
@@ -648,6 +781,22 @@ used_up:
 	return rc;
 }
 
+/* walk_tnt_as compiled for counting (decode --stat) and for count mode (profile) on
+ * their own: each loop then keeps its state in registers */
+static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
+		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
+		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
+{
+	if (f->quiet && !f->count)
+		return walk_tnt_as(f, q, o, out, mode, ipp, prevp, slotp, idlep, insnsp, fromp,
+				   1, 0);
+	if (!f->quiet && f->count)
+		return walk_tnt_as(f, q, o, out, mode, ipp, prevp, slotp, idlep, insnsp, fromp,
+				   0, 1);
+	return walk_tnt_as(f, q, o, out, mode, ipp, prevp, slotp, idlep, insnsp, fromp,
+			   f->quiet, f->count);
+}
+
 int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res)
 {
@@ -685,8 +834,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		 * lookup on the hot path. */
 		uint32_t bi;
 
-		if (prev != UINT32_MAX && f->cache.blocks[prev].succ[prev_slot]) {
-			bi = f->cache.blocks[prev].succ[prev_slot] - 1;
+		if (prev != UINT32_MAX && f->cache.links[prev].succ[prev_slot]) {
+			bi = f->cache.links[prev].succ[prev_slot] - 1;
 		} else {
 			bi = tk_bcache_index(&f->cache, ip, mode);
 			if (bi == UINT32_MAX) {
@@ -694,7 +843,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				goto out;
 			}
 			if (prev != UINT32_MAX)
-				f->cache.blocks[prev].succ[prev_slot] = bi + 1;
+				f->cache.links[prev].succ[prev_slot] = bi + 1;
 		}
 		/* valid until the next lookup (the cache may grow) */
 		const struct tk_block *b = &f->cache.blocks[bi];
@@ -749,7 +898,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		case TK_ISA_CALL:
 			if (b->cls == TK_ISA_CALL) {
 				if (!(b->flags & TK_BLK_ZERO_CALL))
-					push_ret(f, b->next, bi);
+					push_ret(f, bi, mode, b->next);
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, b->target, 0, b->next,
 					       0)) < 0)
 					goto out;
@@ -797,19 +946,20 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			goto out;
 		case TK_ISA_RET:
 			if (q->kind == TK_FLOWQ_TNT) {
-				uint64_t to;
 				uint32_t call_bi;
+				int call_mode;
 
 				/* checked before the outcome is used: an error names its packet */
-				if (!((q->tnt >> (q->ntnt - 1)) & 1) || pop_ret(f, &to, &call_bi) < 0) {
+				if (!((q->tnt >> (q->ntnt - 1)) & 1) ||
+				    pop_ret(f, &call_bi, &call_mode) < 0) {
 					res->from = b->last;
 					rc = -TK_E_BAD_FORMAT;
 					goto out;
 				}
 				if (!--q->ntnt)
 					q->kind = TK_FLOWQ_NONE;
-				ip = to;
-				if (f->cache.blocks[call_bi].mode == mode)
+				ip = f->cache.blocks[call_bi].next;
+				if (call_mode == mode)
 					prev = call_bi, prev_slot = 1;
 			} else if (q->kind == TK_FLOWQ_TIP) {
 				ip = q->ip;
@@ -843,7 +993,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				goto out;
 			b = &f->cache.blocks[bi];    /* the sink may have grown the cache */
 			if (b->cls == TK_ISA_CALL_IND) {
-				push_ret(f, b->next, bi);
+				push_ret(f, bi, mode, b->next);
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)
 					goto out;
 				f->via_call = 1;

@@ -21,6 +21,7 @@ void tk_bcache_fini(struct tk_bcache *c)
 	free(c->entries);
 	free(c->slots);
 	free(c->blocks);
+	free(c->links);
 	free(c->lens);
 	memset(c, 0, sizeof(*c));
 }
@@ -43,7 +44,8 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 
 		b->flags = (uint8_t)((b->flags & ~TK_BLK_ENTRY) |
 				     (tk_sorted_has_u64(e, n, b->start) ? TK_BLK_ENTRY : 0));
-		b->nopath = 0;   /* an entry can end a path (count mode) */
+		/* an entry can end a path (count mode) */
+		c->links[i].flags = (uint8_t)(b->flags | (c->links[i].flags & TK_BLK_FAR));
 	}
 	return 0;
 }
@@ -165,9 +167,24 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 		if (!nb)
 			return NULL;
 		c->blocks = nb;
+		struct tk_block_link *nl = realloc(c->links, (size_t)cap * sizeof(*nl));
+
+		if (!nl)
+			return NULL;
+		c->links = nl;
 		c->capblocks = cap;
 	}
 	c->blocks[c->nblocks] = b;
+	struct tk_block_link *l = &c->links[c->nblocks];
+
+	*l = (struct tk_block_link){ .ninsn = (uint16_t)b.ninsn, .cls = b.cls, .flags = b.flags,
+				     .start = b.start, .last_off = (uint16_t)(b.last - b.start),
+				     .last_len = (uint8_t)(b.next - b.last), .mode = b.mode,
+				     .target_rel = (int32_t)(b.target - b.next) };
+	if (tk_link_last(l) != b.last || tk_link_next(l) != b.next)
+		return NULL;   /* cannot be: blocks are short, instructions 15 bytes at most */
+	if (tk_bcache_target(c, c->nblocks) != b.target)
+		l->flags |= TK_BLK_FAR;
 	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
 
 	while (c->slots[h])

@@ -9,7 +9,9 @@
  *      instructions and events;
  *  (c) most returns became TNT bits: the TIPs drop by more than half the returns to
  *      traced code libipt saw, and --no-retcomp writes the recorded stream byte for byte;
- *  (d) `tracekit profile` of the compressed stream equals the container's. */
+ *  (d) `tracekit profile` of the compressed stream equals the container's;
+ *  (e) `tracekit decode --stat` (-j 1 and -j 2), whose walk takes whole paths through
+ *      calls and returns at a time, counts the instructions libipt found. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,6 +111,11 @@ static void check_thread(const char *base, const struct tk_btrace *bt, size_t k,
 		assert_true(n < rn);
 	}
 	assert_true(t_pt <= t_raw);
+
+	/* (e) counting alone: the number libipt found */
+	for (int j = 1; j <= 2; j++)
+		assert_int_equal(sh("test \"$(\"$TK\" decode --stat -j %d %s %s.%u.pt | "
+				    "awk '/^insn:/ {print $2}')\" = %zu", j, elf, base, tid, i), 0);
 
 	/* (d) the same profile */
 	assert_int_equal(sh("\"$TK\" profile --to csv --tid %u -o %s.%u.p1 %s.tkbt", tid, base, tid,

@@ -26,14 +26,18 @@ _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
 #define PATH_MAX_BLOCKS 64
 /* Outcomes that never repeat (a random walk) make every lookup a miss, and filling a
  * path costs more than walking it: after a window of PATH_WINDOW lookups with more than
- * PATH_WINDOW / 3 misses, walk block by block for the next PATH_REST chances. */
+ * a mode's limit of misses, walk block by block for the mode's number of chances. */
 #define PATH_WINDOW 128
-#define PATH_REST 65536
-/* Table sizes, measured: paths through calls (counting) cover more code and repay a
- * larger table (libLLVM: 12% misses with 16 K slots, 21% with 4 K); in count mode the
- * larger table was slower. */
+/* Sizes and limits, measured. Paths through calls (counting) cover more code and repay
+ * a larger table (libLLVM: 12% misses with 16 K slots, 21% with 4 K); their misses come
+ * in bursts, and long rests after them cost libLLVM what the paths gained, so they rest
+ * briefly. In count mode the larger table and the shorter rest were slower. */
 #define PATH_LOG_CROSS 14
+#define PATH_MISS_CROSS (PATH_WINDOW / 2)
+#define PATH_REST_CROSS 4096
 #define PATH_LOG_COUNT 12
+#define PATH_MISS_COUNT (PATH_WINDOW / 3)
+#define PATH_REST_COUNT 65536
 
 /* Without events (quiet), a path also runs through calls and returns. A return to a
  * call of the same path is a compressed return (a taken bit, as the walk would take it)
@@ -93,6 +97,7 @@ struct tk_flow {
 	uint64_t unsent;               /* instructions of unreported blocks not yet sent */
 	struct path_slot *paths;       /* allocated on first use, for the mode then */
 	unsigned path_log;             /* the table holds 1 << path_log slots */
+	uint32_t path_miss_max, path_rest_len;   /* the mode's (see PATH_WINDOW) */
 	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
 	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
 	size_t count_n;
@@ -396,6 +401,8 @@ static inline int paths_cross(const struct tk_flow *f)
 static int alloc_paths(struct tk_flow *f)
 {
 	f->path_log = paths_cross(f) ? PATH_LOG_CROSS : PATH_LOG_COUNT;
+	f->path_miss_max = paths_cross(f) ? PATH_MISS_CROSS : PATH_MISS_COUNT;
+	f->path_rest_len = paths_cross(f) ? PATH_REST_CROSS : PATH_REST_COUNT;
 	f->path_tries = f->path_misses = f->path_rest = 0;
 	f->paths = tk_calloc_written((size_t)1 << f->path_log, sizeof(*f->paths));
 	return f->paths ? 0 : -TK_E_NOMEM;
@@ -511,8 +518,8 @@ static inline int path_rest(struct tk_flow *f)
 		return 1;
 	}
 	if (++f->path_tries == PATH_WINDOW) {
-		if (f->path_misses > PATH_WINDOW / 3)
-			f->path_rest = PATH_REST;
+		if (f->path_misses > f->path_miss_max)
+			f->path_rest = f->path_rest_len;
 		f->path_tries = f->path_misses = 0;
 	}
 	return 0;

@@ -88,7 +88,7 @@ struct tk_flow {
 	uint32_t emitted_wr, emitted_rd;
 	/* Count mode: a block is reported as a TK_EV_BLOCK only when it is the first of a
 	 * walk or starts a function (or is cut short); the others are counted in the cache
-	 * (tk_block.execs) and their instructions go with the next block (its arg), call
+	 * (tk_block_link.execs) and their instructions go with the next block (its arg), call
 	 * or return (its count) or as a TK_EV_INSNS ahead of any other event. */
 	int count;
 	int report_next;               /* report the next block */
@@ -249,11 +249,12 @@ static inline int pop_ret(struct tk_flow *f, uint32_t *call_bi, int *mode)
 	return 0;
 }
 
-/* One more execution of block BI in count mode. */
-static inline void count_exec(struct tk_bcache *c, uint32_t bi)
+/* One more execution of block BI in count mode (the link's count carries into the
+ * block's). LINKS and BLOCKS are the cache's arrays, as the caller holds them. */
+static inline void count_exec(struct tk_block_link *links, struct tk_block *blocks, uint32_t bi)
 {
-	if (__builtin_expect(!++c->links[bi].execs, 0))
-		c->blocks[bi].execs += 1ull << 32;
+	if (__builtin_expect(!++links[bi].execs, 0))
+		blocks[bi].execs += 1ull << 32;
 }
 
 /* The address block B's edge SLOT leads to: [0] fall-through or direct target, [1] the
@@ -359,7 +360,7 @@ walked(struct tk_flow *f, struct tk_event_batch *out, uint32_t bi, uint64_t last
 	f->via_call = 0;
 	if (f->count && !f->report_next && (!(b->flags & TK_BLK_ENTRY) || via_call) &&
 	    n == b->ninsn) {
-		count_exec(&f->cache, bi);
+		count_exec(f->cache.links, f->cache.blocks, bi);
 		f->unsent += n;
 		return 0;
 	}
@@ -651,8 +652,7 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
 			break;
 		if (count && !report_next && (!(l->flags & TK_BLK_ENTRY) || via_call)) {
-			if (__builtin_expect(!++links[bi].execs, 0))
-				blocks[bi].execs += 1ull << 32;   /* see count_exec */
+			count_exec(links, blocks, bi);
 			unsent += ninsn;
 		} else if (!quiet) {
 			if (!(e = next_slot(f, out, &n, wr, &rc)))

@@ -5,6 +5,9 @@
 #include "tracekit/common.h"
 
 #define MAX_BLOCK_INSNS 4096   /* cut very long straight runs: keeps lengths bounded */
+#define MAX_INSN_BYTES 15      /* x86's longest instruction (AArch64's are 4) */
+/* a block's last instruction is within a link's 16-bit offset of its start */
+_Static_assert((MAX_BLOCK_INSNS - 1) * MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
 
 int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img)
 {
@@ -114,13 +117,13 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 		}
 		p = code;
 		n = avail;
-		if (n < 15) {
+		if (n < MAX_INSN_BYTES) {
 			int got = tk_image_read(c->img, b.next, tmp, sizeof(tmp));
 			size_t m = got > 0 ? (size_t)got : 0;
 
 			/* Bytes may continue in a following segment. */
-			while (m < 15) {
-				int more = tk_image_read(c->img, b.next + m, tmp + m, 15 - m);
+			while (m < MAX_INSN_BYTES) {
+				int more = tk_image_read(c->img, b.next + m, tmp + m, MAX_INSN_BYTES - m);
 
 				if (more <= 0)
 					break;
@@ -181,8 +184,6 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 				     .start = b.start, .last_off = (uint16_t)(b.last - b.start),
 				     .last_len = (uint8_t)(b.next - b.last), .mode = b.mode,
 				     .target_rel = (int32_t)(b.target - b.next) };
-	if (tk_link_last(l) != b.last || tk_link_next(l) != b.next)
-		return NULL;   /* cannot be: blocks are short, instructions 15 bytes at most */
 	if (tk_bcache_target(c, c->nblocks) != b.target)
 		l->flags |= TK_BLK_FAR;
 	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;

@@ -110,10 +110,11 @@ static inline uint32_t tk_bcache_index(struct tk_bcache *c, uint64_t ip, int mod
 	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
 	uint32_t s;
 
+	/* compared in the link, which the walker reads next anyway: one miss, not two */
 	while ((s = c->slots[h])) {
-		const struct tk_block *b = &c->blocks[s - 1];
+		const struct tk_block_link *l = &c->links[s - 1];
 
-		if (b->start == ip && b->mode == mode)
+		if (l->start == ip && l->mode == mode)
 			return s - 1;
 		h = (h + 1) & c->mask;
 	}
@@ -126,10 +127,10 @@ static inline const struct tk_block *tk_bcache_get(struct tk_bcache *c, uint64_t
 	uint32_t s;
 
 	while ((s = c->slots[h])) {
-		const struct tk_block *b = &c->blocks[s - 1];
+		const struct tk_block_link *l = &c->links[s - 1];
 
-		if (b->start == ip && b->mode == mode)
-			return b;
+		if (l->start == ip && l->mode == mode)
+			return &c->blocks[s - 1];
 		h = (h + 1) & c->mask;
 	}
 	return tk_bcache_get_slow(c, ip, mode);

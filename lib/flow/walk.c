@@ -101,6 +101,14 @@ struct tk_flow {
 	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
 	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
 	size_t count_n;
+	/* The indirect branch (or uncompressed return) whose target the next lookup finds,
+	 * or UINT32_MAX. Such a block's succ[0] is otherwise unused: it keeps the last
+	 * target seen there, checked against the new one, which saves the hash table's
+	 * miss when the target repeats. Not a link: paths never follow it. */
+	uint32_t jump_from;
+	/* Such a block where the last walk was disabled (a syscall): the next walk starts
+	 * with it as jump_from, and where tracing resumes is remembered as its target. */
+	uint32_t resume_from;
 };
 
 struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
@@ -121,6 +129,7 @@ struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
 		return NULL;
 	}
 	f->time = TK_TIME_NONE;
+	f->jump_from = f->resume_from = UINT32_MAX;
 	if (err)
 		*err = 0;
 	return f;
@@ -317,6 +326,26 @@ static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned k
 		}
 	}
 	return put_event(f, out, kind, addr, addr2, count, arg, flags);
+}
+
+/* Index of the block at IP, the target of f->jump_from if that is set (see there).
+ * UINT32_MAX when out of memory. */
+static inline uint32_t lookup_target(struct tk_flow *f, uint64_t ip, int mode)
+{
+	uint32_t from = f->jump_from, bi;
+
+	if (from == UINT32_MAX)
+		return tk_bcache_index(&f->cache, ip, mode);
+	f->jump_from = UINT32_MAX;
+	if ((bi = f->cache.links[from].succ[0])) {
+		const struct tk_block_link *l = &f->cache.links[bi - 1];
+
+		if (l->start == ip && l->mode == mode)
+			return bi - 1;
+	}
+	if ((bi = tk_bcache_index(&f->cache, ip, mode)) != UINT32_MAX)
+		f->cache.links[from].succ[0] = bi + 1;
+	return bi;
 }
 
 /* Address of instruction K (0-based) of block B, via the length array. */
@@ -577,7 +606,7 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 
 		/* (no lookup from an edge whose path ends before any outcome: a call or a
 		 * return right after a branch, 40% of the lookups in libc code) */
-		if (paths && prev != UINT32_MAX && !report_next &&
+		if (paths && prev != UINT32_MAX && !report_next && ntnt &&
 		    !((links[prev].flags >> slot) & TK_BLK_NOPATH) && !path_rest(f)) {
 			/* the next outcomes (at most PATH_BITS) as one key */
 			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
@@ -632,7 +661,7 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 		} else {
 			if (prev != UINT32_MAX)
 				ip = succ_ip(&blocks[prev], (unsigned)slot);
-			bi = tk_bcache_index(&f->cache, ip, mode);
+			bi = lookup_target(f, ip, mode);
 			if (bi == UINT32_MAX) {
 				rc = -TK_E_NOMEM;
 				break;
@@ -645,12 +674,20 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 		const struct tk_block_link *l = &links[bi];
 		unsigned cls = l->cls, ninsn = l->ninsn;
 
-		if ((l->flags & TK_BLK_EMPTY) ||
-		    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_CALL &&
-		     cls != TK_ISA_JCC && cls != TK_ISA_RET))
+		if (!ntnt) {
+			/* A TIP is next (see used_up): direct flow up to the indirect branch
+			 * or return it resolves, taken below as the general loop would. */
+			if ((l->flags & TK_BLK_EMPTY) ||
+			    (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_CALL &&
+			     cls != TK_ISA_RET && cls != TK_ISA_JMP_IND && cls != TK_ISA_CALL_IND))
+				break;
+		} else if ((l->flags & TK_BLK_EMPTY) ||
+			   (cls != TK_ISA_OTHER && cls != TK_ISA_JMP && cls != TK_ISA_CALL &&
+			    cls != TK_ISA_JCC && cls != TK_ISA_RET)) {
 			break;
-		if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth))
+		} else if (cls == TK_ISA_RET && (!((tnt >> (ntnt - 1)) & 1) || !f->depth)) {
 			break;
+		}
 		if (count && !report_next && (!(l->flags & TK_BLK_ENTRY) || via_call)) {
 			count_exec(links, blocks, bi);
 			unsent += ninsn;
@@ -710,6 +747,34 @@ call_done:
 			}
 			continue;
 		}
+		if (!ntnt) {
+			/* the pending TIP's return, indirect jump or indirect call */
+			if (cls == TK_ISA_CALL_IND) {
+				push_ret(f, bi, mode, quiet ? 0 : tk_link_next(&links[bi]));
+				via_call = 1;
+			}
+			if (!quiet && cls != TK_ISA_JMP_IND) {
+				if (!(e = next_slot(f, out, &n, wr, &rc)))
+					break;
+				blocks = f->cache.blocks;
+				links = f->cache.links;
+				l = &links[bi];
+				e->time = time;
+				e->addr = tk_link_last(l);
+				e->addr2 = q->ip;
+				e->count = unsent;   /* count mode: the blocks before it */
+				unsent = 0;
+				e->arg = cls == TK_ISA_CALL_IND ? tk_link_next(l) : 0;
+				e->track = track;
+				e->kind = cls == TK_ISA_CALL_IND ? TK_EV_CALL : TK_EV_RETURN;
+				e->flags = 0;
+			}
+			ip = q->ip;
+			f->jump_from = bi;
+			prev = UINT32_MAX;
+			idle = 0;
+			goto used_up;
+		}
 		/* a conditional branch or a compressed return: one TNT bit */
 		int taken = (tnt >> --ntnt) & 1;
 
@@ -760,8 +825,14 @@ used_up:
 		time = f->time;
 		track = f->track;
 		blocks = f->cache.blocks;
-		if (q->kind != TK_FLOWQ_TNT)
-			break;
+		if (q->kind != TK_FLOWQ_TNT) {
+			/* a TIP in the same mode is taken here, not in the general loop
+			 * (a quarter of the packets in libLLVM's trace) */
+			if (q->kind != TK_FLOWQ_TIP || q->mode >= 0)
+				break;
+			ntnt = 0;
+			continue;
+		}
 		tnt = q->tnt;
 		ntnt = q->ntnt;
 	}
@@ -811,6 +882,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 
 	res->from = 0;
 	res->insns = 0;
+	f->jump_from = f->resume_from;
+	f->resume_from = UINT32_MAX;
 	f->report_next = f->count;
 	f->via_call = 0;
 	for (;;) {
@@ -840,7 +913,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		if (prev != UINT32_MAX && f->cache.links[prev].succ[prev_slot]) {
 			bi = f->cache.links[prev].succ[prev_slot] - 1;
 		} else {
-			bi = tk_bcache_index(&f->cache, ip, mode);
+			bi = lookup_target(f, ip, mode);
 			if (bi == UINT32_MAX) {
 				rc = -TK_E_NOMEM;
 				goto out;
@@ -969,6 +1042,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if (q->mode >= 0)
 					mode = q->mode;
 				q->kind = TK_FLOWQ_NONE;
+				f->jump_from = bi;
 			} else {
 				/* A return that leaves the traced code is still a return (the
 				 * profile ends the frame of a function entered from outside);
@@ -989,6 +1063,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			if (q->mode >= 0)
 				mode = q->mode;
 			q->kind = TK_FLOWQ_NONE;
+			f->jump_from = bi;
 			idle = 0;
 			if (f->branches &&
 			    (rc = emit(f, out, TK_EV_BRANCH, b->last, ip, 0, 0,
@@ -1010,6 +1085,7 @@ disable_or_fail:
 			ip = q->has_ip ? q->ip : 0;
 			q->kind = TK_FLOWQ_NONE;
 			rc = TK_FLOW_DISABLED;
+			f->resume_from = bi;   /* an indirect branch, return or far transfer */
 		} else {
 			rc = -TK_E_BAD_FORMAT;
 		}

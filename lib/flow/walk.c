@@ -567,6 +567,91 @@ static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
 	return path_walk(f, key, s, 0) < 0 ? NULL : s;
 }
 
+/* Counting (paths_cross): path after path from the edge (*PREVP, *SLOTP), which has
+ * outcomes left and is not NOPATH, with the return stack and the rest counters in
+ * registers. Returns 0 when the outcomes are used up, 1 when the walk must take the
+ * next block alone (a path that cannot be taken, an edge without paths, a return to
+ * another mode, a rest begun), < 0 on errors. As walk_tnt_as's general step would. */
+static inline __attribute__((always_inline)) int
+run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *tntp,
+	  unsigned *ntntp, uint32_t *prevp, int *slotp, uint64_t *ipp, uint32_t *idlep,
+	  uint64_t *insnsp)
+{
+	struct tk_block_link *links = f->cache.links;
+	uint64_t tnt = *tntp, insns = *insnsp;
+	unsigned ntnt = *ntntp, top = f->top, depth = f->depth;
+	uint32_t prev = *prevp, idle = *idlep, tries = f->path_tries, misses = f->path_misses;
+	int slot = *slotp, stop = 1;
+
+	for (;;) {
+		unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
+		uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
+		uint64_t key = ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
+		struct path_slot *s = &paths[path_index(PATH_LOG_CROSS, key)];
+
+		if (++tries == PATH_WINDOW) {
+			if (misses > f->path_miss_max)
+				f->path_rest = f->path_rest_len;   /* from the next lookup on */
+			tries = misses = 0;
+		}
+		if (s->key != key) {
+			misses++;
+			if (!(s = path_get(f, key))) {
+				stop = -TK_E_NOMEM;
+				break;
+			}
+			links = f->cache.links;
+		}
+		if (!s->nbits) {
+			links[prev].flags |= (uint8_t)(TK_BLK_NOPATH << slot);
+			break;
+		}
+		if (idle + s->lead > MAX_BLOCKS_WITHOUT_TRACE ||
+		    (s->end == PATH_END_POP && !depth) || depth + s->peak > RET_STACK)
+			break;
+		for (unsigned i = 0; i < s->npush; i++) {
+			f->stack_call[top] = s->push[i];   /* (no return address: quiet) */
+			f->stack_mode[top] = (uint8_t)mode;
+			top = (top + 1) % RET_STACK;
+		}
+		depth += s->npush;   /* the peak check keeps it within RET_STACK */
+		insns += s->insns;
+		if (s->end != PATH_END_POP) {
+			prev = s->end >> 1;
+			slot = (int)(s->end & 1);
+		} else {
+			uint32_t call_bi;
+
+			top = (top + RET_STACK - 1) % RET_STACK;
+			depth--;
+			call_bi = f->stack_call[top];
+			prev = f->stack_mode[top] == mode ? call_bi : UINT32_MAX;
+			slot = 1;
+			if (prev == UINT32_MAX)
+				*ipp = f->cache.blocks[call_bi].next;
+		}
+		ntnt -= s->nbits;
+		idle = 0;
+		if (!ntnt) {
+			stop = 0;
+			break;
+		}
+		if (prev == UINT32_MAX || f->path_rest ||
+		    ((links[prev].flags >> slot) & TK_BLK_NOPATH))
+			break;
+	}
+	f->top = top;
+	f->depth = depth;
+	f->path_tries = tries;
+	f->path_misses = misses;
+	*ntntp = ntnt;
+	*prevp = prev;
+	*slotp = slot;
+	*idlep = idle;
+	*insnsp = insns;
+	return stop;
+}
+
 /* The hot path: while the oracle hands out TNT bits, follow direct branches, conditional
  * branches and compressed returns with the walk's state in locals (the events written
  * through pointers would otherwise force every field to be reloaded). Stops before a
@@ -592,9 +677,8 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 	struct tk_block_link *links = f->cache.links;
 	struct path_slot *paths = NULL;   /* only when blocks are not reported one by one */
 	struct tk_event *e;
-	/* as paths_cross(f) and f->path_log, constant where quiet and count are */
+	/* as paths_cross(f), constant where quiet and count are */
 	const int cross = quiet && !count;
-	const unsigned plog = cross ? PATH_LOG_CROSS : PATH_LOG_COUNT;
 
 	if (quiet || count) {
 		if (!f->paths && alloc_paths(f) < 0)
@@ -606,13 +690,30 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 
 		/* (no lookup from an edge whose path ends before any outcome: a call or a
 		 * return right after a branch, 40% of the lookups in libc code) */
-		if (paths && prev != UINT32_MAX && !report_next && ntnt &&
-		    !((links[prev].flags >> slot) & TK_BLK_NOPATH) && !path_rest(f)) {
+		if (cross && prev != UINT32_MAX && ntnt &&
+		    !((links[prev].flags >> slot) & TK_BLK_NOPATH)) {
+			if (f->path_rest) {
+				f->path_rest--;   /* resting (see PATH_WINDOW): this block alone */
+			} else {
+				int stop = run_paths(f, paths, mode, &tnt, &ntnt, &prev, &slot, &ip,
+						     &idle, &insns);
+
+				if (stop < 0) {
+					rc = stop;
+					break;
+				}
+				blocks = f->cache.blocks;
+				links = f->cache.links;
+				if (!stop)
+					goto used_up;
+			}
+		} else if (count && prev != UINT32_MAX && !report_next && ntnt &&
+			   !((links[prev].flags >> slot) & TK_BLK_NOPATH) && !path_rest(f)) {
 			/* the next outcomes (at most PATH_BITS) as one key */
 			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
 			uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
 			uint64_t key = ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
-			struct path_slot *s = &paths[path_index(plog, key)];
+			struct path_slot *s = &paths[path_index(PATH_LOG_COUNT, key)];
 
 			if (s->key != key) {
 				f->path_misses++;
@@ -623,29 +724,12 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 				blocks = f->cache.blocks;
 				links = f->cache.links;
 			}
-			if (s->nbits && idle + s->lead <= MAX_BLOCKS_WITHOUT_TRACE &&
-			    (!cross || ((s->end != PATH_END_POP || f->depth) &&
-					f->depth + s->peak <= RET_STACK))) {
-				for (unsigned i = 0; cross && i < s->npush; i++)
-					push_ret(f, s->push[i], mode, 0);   /* quiet */
+			if (s->nbits && idle + s->lead <= MAX_BLOCKS_WITHOUT_TRACE) {
 				insns += s->insns;
-				if (count) {
-					s->hits++;
-					unsent += s->insns;
-				}
-				if (!cross || s->end != PATH_END_POP) {
-					prev = s->end >> 1;
-					slot = (int)(s->end & 1);
-				} else {
-					uint32_t call_bi = 0;
-					int call_mode = 0;
-
-					pop_ret(f, &call_bi, &call_mode);
-					prev = call_mode == mode ? call_bi : UINT32_MAX;
-					slot = 1;
-					if (prev == UINT32_MAX)
-						ip = blocks[call_bi].next;
-				}
+				s->hits++;
+				unsent += s->insns;
+				prev = s->end >> 1;
+				slot = (int)(s->end & 1);
 				ntnt -= s->nbits;
 				idle = 0;
 				via_call = 0;

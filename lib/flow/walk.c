@@ -30,11 +30,13 @@ _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
 #define PATH_WINDOW 128
 /* Sizes and limits, measured. Paths through calls (counting) cover more code and repay
  * a larger table (libLLVM: 12% misses with 16 K slots, 21% with 4 K); their misses come
- * in bursts, and long rests after them cost libLLVM what the paths gained, so they rest
- * briefly. In count mode the larger table and the shorter rest were slower. */
+ * in bursts, and long rests after them cost libLLVM what the paths gained, so a first
+ * rest is short and only rests in a row grow (a random walk's). In count mode the larger
+ * table and the shorter rest were slower. */
 #define PATH_LOG_CROSS 14
 #define PATH_MISS_CROSS (PATH_WINDOW / 2)
-#define PATH_REST_CROSS 4096
+#define PATH_REST_CROSS_FIRST 256
+#define PATH_REST_CROSS 16384
 #define PATH_LOG_COUNT 12
 #define PATH_MISS_COUNT (PATH_WINDOW / 3)
 #define PATH_REST_COUNT 65536
@@ -98,6 +100,7 @@ struct tk_flow {
 	struct path_slot *paths;       /* allocated on first use, for the mode then */
 	unsigned path_log;             /* the table holds 1 << path_log slots */
 	uint32_t path_miss_max, path_rest_len;   /* the mode's (see PATH_WINDOW) */
+	uint32_t path_rest_first, path_rest_next;   /* rest lengths (see path_window_end) */
 	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
 	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
 	size_t count_n;
@@ -434,6 +437,8 @@ static int alloc_paths(struct tk_flow *f)
 	f->path_miss_max = paths_cross(f) ? PATH_MISS_CROSS : PATH_MISS_COUNT;
 	f->path_rest_len = paths_cross(f) ? PATH_REST_CROSS : PATH_REST_COUNT;
 	f->path_tries = f->path_misses = f->path_rest = 0;
+	f->path_rest_first = paths_cross(f) ? PATH_REST_CROSS_FIRST : PATH_REST_COUNT;
+	f->path_rest_next = f->path_rest_first;
 	f->paths = tk_calloc_written((size_t)1 << f->path_log, sizeof(*f->paths));
 	return f->paths ? 0 : -TK_E_NOMEM;
 }
@@ -541,6 +546,19 @@ static int flush_paths(struct tk_flow *f)
 }
 
 /* Whether to walk block by block this time (see PATH_WINDOW). */
+/* A window of lookups is over: rest if it missed too often, each rest in a row twice
+ * as long as the one before, up to the mode's length. */
+static inline void path_window_end(struct tk_flow *f, uint32_t misses)
+{
+	if (misses > f->path_miss_max) {
+		f->path_rest = f->path_rest_next;
+		if (f->path_rest_next < f->path_rest_len)
+			f->path_rest_next *= 2;
+	} else {
+		f->path_rest_next = f->path_rest_first;
+	}
+}
+
 static inline int path_rest(struct tk_flow *f)
 {
 	if (f->path_rest) {
@@ -548,8 +566,7 @@ static inline int path_rest(struct tk_flow *f)
 		return 1;
 	}
 	if (++f->path_tries == PATH_WINDOW) {
-		if (f->path_misses > f->path_miss_max)
-			f->path_rest = f->path_rest_len;
+		path_window_end(f, f->path_misses);
 		f->path_tries = f->path_misses = 0;
 	}
 	return 0;
@@ -590,8 +607,7 @@ run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *
 		struct path_slot *s = &paths[path_index(PATH_LOG_CROSS, key)];
 
 		if (++tries == PATH_WINDOW) {
-			if (misses > f->path_miss_max)
-				f->path_rest = f->path_rest_len;   /* from the next lookup on */
+			path_window_end(f, misses);   /* a rest from the next lookup on */
 			tries = misses = 0;
 		}
 		if (s->key != key) {

@@ -26,7 +26,8 @@ _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
 #define PATH_MAX_BLOCKS 64
 /* Outcomes that never repeat (a random walk) make every lookup a miss, and filling a
  * path costs more than walking it: after a window of PATH_WINDOW lookups with more than
- * a mode's limit of misses, walk block by block for the mode's number of chances. */
+ * a mode's limit of misses, walk block by block for a number of chances (see
+ * path_window_end). */
 #define PATH_WINDOW 128
 /* Sizes and limits, measured. Paths through calls (counting) cover more code and repay
  * a larger table (libLLVM: 12% misses with 16 K slots, 21% with 4 K); their misses come

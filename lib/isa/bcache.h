@@ -41,7 +41,9 @@ struct tk_block {
  * the block's addresses. */
 struct tk_block_link {
 	uint32_t succ[2];    /* successor block index + 1 (0: not linked yet): [0] fall-through
-				or direct target, [1] taken conditional branch or a call's return address */
+				or direct target, [1] taken conditional branch or a call's return address;
+				an indirect branch's or return's [0]: its last target (the walker's
+				guess, checked before use) */
 	uint32_t execs;      /* count mode: executions, carried into tk_block.execs on wrap */
 	uint16_t ninsn;      /* as the block's (a block has at most 4096) */
 	uint8_t cls;         /* as the block's */

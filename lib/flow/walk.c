@@ -585,6 +585,23 @@ static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
 	return path_walk(f, key, s, 0) < 0 ? NULL : s;
 }
 
+/* A call or return event of the hot path, from link L's block to TO; it carries the
+ * instructions of count mode's unreported blocks (*UNSENT) */
+static inline void fill_transfer(struct tk_event *e, unsigned kind, const struct tk_block_link *l,
+				 uint64_t to, uint64_t arg, uint64_t time, uint32_t track,
+				 uint64_t *unsent)
+{
+	e->time = time;
+	e->addr = tk_link_last(l);
+	e->addr2 = to;
+	e->count = *unsent;
+	*unsent = 0;
+	e->arg = arg;
+	e->track = track;
+	e->kind = (uint16_t)kind;
+	e->flags = 0;
+}
+
 /* Counting (paths_cross): path after path from the edge (*PREVP, *SLOTP), which has
  * outcomes left and is not NOPATH, with the return stack and the rest counters in
  * registers. Returns 0 when the outcomes are used up, 1 when the walk must take the
@@ -830,15 +847,8 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 				blocks = f->cache.blocks;
 				links = f->cache.links;
 				l = &links[bi];
-				e->time = time;
-				e->addr = tk_link_last(l);
-				e->addr2 = tk_bcache_target(&f->cache, bi);
-				e->count = unsent;   /* count mode: the blocks before it */
-				unsent = 0;
-				e->arg = tk_link_next(l);
-				e->track = track;
-				e->kind = TK_EV_CALL;
-				e->flags = 0;
+				fill_transfer(e, TK_EV_CALL, l, tk_bcache_target(&f->cache, bi),
+					      tk_link_next(l), time, track, &unsent);
 			}
 call_done:
 			if (++idle > MAX_BLOCKS_WITHOUT_TRACE) {
@@ -860,15 +870,12 @@ call_done:
 				blocks = f->cache.blocks;
 				links = f->cache.links;
 				l = &links[bi];
-				e->time = time;
-				e->addr = tk_link_last(l);
-				e->addr2 = q->ip;
-				e->count = unsent;   /* count mode: the blocks before it */
-				unsent = 0;
-				e->arg = cls == TK_ISA_CALL_IND ? tk_link_next(l) : 0;
-				e->track = track;
-				e->kind = cls == TK_ISA_CALL_IND ? TK_EV_CALL : TK_EV_RETURN;
-				e->flags = 0;
+				if (cls == TK_ISA_CALL_IND)
+					fill_transfer(e, TK_EV_CALL, l, q->ip, tk_link_next(l), time,
+						      track, &unsent);
+				else
+					fill_transfer(e, TK_EV_RETURN, l, q->ip, 0, time, track,
+						      &unsent);
 			}
 			ip = q->ip;
 			f->jump_from = bi;
@@ -901,15 +908,7 @@ call_done:
 				break;
 			blocks = f->cache.blocks;    /* printing may have grown the cache */
 			links = f->cache.links;
-			e->time = time;
-			e->addr = tk_link_last(&links[bi]);
-			e->addr2 = ip;
-			e->count = unsent;
-			unsent = 0;
-			e->arg = 0;
-			e->track = track;
-			e->kind = TK_EV_RETURN;
-			e->flags = 0;
+			fill_transfer(e, TK_EV_RETURN, &links[bi], ip, 0, time, track, &unsent);
 		}
 ret_done:
 		if (ntnt)

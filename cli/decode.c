@@ -137,7 +137,9 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 		return EXIT_INPUT;
 	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
 	struct ipt_prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER };
-	int64_t n = tk_ipt_split(data, len, (size_t)2 << 20, NULL, 0);
+	/* as many chunks as the decoder will make (ipt_prof_begin's index) */
+	int64_t n = tk_ipt_split(data, len, fo.chunk_bytes ? fo.chunk_bytes : TK_IPT_FLOW_CHUNK,
+				 NULL, 0);
 
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));

@@ -15,11 +15,14 @@
 extern "C" {
 #endif
 
+/* The PSB split's chunk size when tk_ipt_flow_opts.chunk_bytes is 0. */
+#define TK_IPT_FLOW_CHUNK ((size_t)2 << 20)
+
 struct tk_ipt_flow_opts {
 	size_t sz;                    /* sizeof(struct tk_ipt_flow_opts) */
 	const struct tk_image *image;
 	unsigned nthreads;            /* 0 = all cores, 1 = on the calling thread */
-	size_t chunk_bytes;           /* target chunk size for the PSB split (0: 2 MiB) */
+	size_t chunk_bytes;           /* target chunk size for the PSB split (0: TK_IPT_FLOW_CHUNK) */
 	/* Timing (ptxed's options); 0 = unknown. Event times are TSC ticks, refined by
 	 * MTC when mtc_freq and the CPUID 0x15 ratio are known. */
 	uint32_t mtc_freq, nom_freq, cpuid_15_eax, cpuid_15_ebx;

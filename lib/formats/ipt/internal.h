@@ -24,7 +24,4 @@ int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb);
 /* The IP of the FUP in the PSB+ whose PSB ends at POS: 1 and *IP, or 0 without one. */
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip);
 
-/* The flow decoder's chunk size when tk_ipt_flow_opts.chunk_bytes is 0. */
-#define TK_IPT_FLOW_CHUNK ((size_t)2 << 20)
-
 #endif

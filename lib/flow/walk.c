@@ -444,6 +444,16 @@ static int alloc_paths(struct tk_flow *f)
 	return f->paths ? 0 : -TK_E_NOMEM;
 }
 
+/* The key of the path from edge (PREV, SLOT) over the next outcomes of TNT (NTNT > 0
+ * left), at most PATH_BITS of them */
+static inline uint64_t path_key(uint32_t prev, int slot, uint64_t tnt, unsigned ntnt)
+{
+	unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
+	uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
+
+	return ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
+}
+
 /* Walk the path of KEY (edge and outcomes) through the cache's links. Without ADD: fill S
  * with its longest prefix that ends right after an outcome. With ADD: add ADD to the
  * executions of every block of the S->nbits outcomes' path (as filled before). */
@@ -546,7 +556,6 @@ static int flush_paths(struct tk_flow *f)
 	return 0;
 }
 
-/* Whether to walk block by block this time (see PATH_WINDOW). */
 /* A window of lookups is over: rest if it missed too often, each rest in a row twice
  * as long as the one before, up to the mode's length. */
 static inline void path_window_end(struct tk_flow *f, uint32_t misses)
@@ -560,6 +569,7 @@ static inline void path_window_end(struct tk_flow *f, uint32_t misses)
 	}
 }
 
+/* Whether to walk block by block this time (see PATH_WINDOW). */
 static inline int path_rest(struct tk_flow *f)
 {
 	if (f->path_rest) {
@@ -587,9 +597,9 @@ static struct path_slot *path_get(struct tk_flow *f, uint64_t key)
 
 /* A call or return event of the hot path, from link L's block to TO; it carries the
  * instructions of count mode's unreported blocks (*UNSENT) */
-static inline void fill_transfer(struct tk_event *e, unsigned kind, const struct tk_block_link *l,
-				 uint64_t to, uint64_t arg, uint64_t time, uint32_t track,
-				 uint64_t *unsent)
+static inline void fill_transfer(struct tk_event *e, unsigned kind,
+				 const struct tk_block_link *l, uint64_t to, uint64_t arg,
+				 uint64_t time, uint32_t track, uint64_t *unsent)
 {
 	e->time = time;
 	e->addr = tk_link_last(l);
@@ -619,9 +629,7 @@ run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *
 	int slot = *slotp, stop = 1;
 
 	for (;;) {
-		unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
-		uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
-		uint64_t key = ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
+		uint64_t key = path_key(prev, slot, tnt, ntnt);
 		struct path_slot *s = &paths[path_index(PATH_LOG_CROSS, key)];
 
 		if (++tries == PATH_WINDOW) {
@@ -688,9 +696,10 @@ run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *
 
 /* The hot path: while the oracle hands out TNT bits, follow direct branches, conditional
  * branches and compressed returns with the walk's state in locals (the events written
- * through pointers would otherwise force every field to be reloaded). Stops before a
- * block it does not handle (no code, indirect branch, a return the bits cannot explain)
- * or when the next item is not TNT, leaving that to the general loop. While there is an
+ * through pointers would otherwise force every field to be reloaded); a TIP in the same
+ * mode after the bits resolves its indirect branch or return here too. Stops before a
+ * block it does not handle (no code, a far transfer, a branch the next item cannot
+ * resolve) or at an item that is neither, leaving that to the general loop. While there is an
  * edge (*PREVP, *SLOTP) the position is that edge: the address is worked out only where
  * a link is missing and on return (a select on each outcome was a branch the CPU could
  * not predict). Returns < 0 on errors, 1 if the walk must end at the limit of blocks
@@ -743,10 +752,7 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 			}
 		} else if (count && prev != UINT32_MAX && !report_next && ntnt &&
 			   !((links[prev].flags >> slot) & TK_BLK_NOPATH) && !path_rest(f)) {
-			/* the next outcomes (at most PATH_BITS) as one key */
-			unsigned k = ntnt < PATH_BITS ? ntnt : PATH_BITS;
-			uint32_t pat = ((uint32_t)(tnt >> (ntnt - k)) & ((1u << k) - 1)) | 1u << k;
-			uint64_t key = ((uint64_t)prev << 1 | (unsigned)slot) << 9 | pat;
+			uint64_t key = path_key(prev, slot, tnt, ntnt);
 			struct path_slot *s = &paths[path_index(PATH_LOG_COUNT, key)];
 
 			if (s->key != key) {

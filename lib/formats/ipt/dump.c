@@ -334,11 +334,14 @@ static int walk_resync(struct walk *w, int err, uint64_t *bad_off)
 		tk_ipt_pkt_get_offset(w->dec, &next);
 	else
 		next = w->len;
+	/* the PSB may start a little before the bad packet (one that ate its first
+	 * bytes): nothing skipped then */
+	uint64_t skipped = next > at ? next - at : 0;
 	if (w->gaps)
-		tk_gap_stats_add(w->gaps, at, next - at);
+		tk_gap_stats_add(w->gaps, at, skipped);
 	*bad_off = at;
 	if (w->on_error) {
-		int r = w->on_error(w->ctx, at, err, next - at);
+		int r = w->on_error(w->ctx, at, err, skipped);
 		if (r < 0)
 			return r;
 	}

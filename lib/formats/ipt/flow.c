@@ -161,6 +161,7 @@ struct ptd {
 	uint8_t run_bits[64];
 	size_t err_off;             /* offset of the last packet that failed to decode */
 	int pkt_err;                /* that failure is pending (reported by the walker) */
+	int overran;                /* a packet ran over the chunk's end: reported once */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	struct tk_ipt_ctx pctx;
@@ -205,9 +206,17 @@ static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t add
  * decode error (d->pos unchanged). */
 static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 {
-	/* A packet that ran over the next chunk's PSB (corrupt data): this chunk is over. */
-	if (d->pos > d->end)
-		return -TK_E_EOF;
+	/* A packet that ran over the next chunk's PSB (corrupt data): an error at that packet
+	 * (what the walker did after it may be wrong, and the next chunk starts afresh at
+	 * the PSB), then this chunk is over. */
+	if (d->pos > d->end) {
+		if (d->overran)
+			return -TK_E_EOF;
+		d->overran = 1;
+		d->err_off = d->last_off;
+		d->pkt_err = 1;
+		return -TK_E_TRUNCATED;
+	}
 	int rc = tk_ipt_decode_one(d->buf, d->len, d->pos, &d->pctx, p);
 
 	if (rc > 0) {
@@ -757,7 +766,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 	if (rc == -TK_E_EOF)
 		return 1;
 	if (rc < 0)
-		return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		return resync(d, d->err_off, rc, TK_GAP_DECODE_ERROR, 0);
 	switch (p.kind) {
 	case TK_IPT_PKT_PSB:
 		d->pos = at;

@@ -92,7 +92,9 @@ static int scan_chunk(void *ctx, size_t i)
 			tk_ipt_pkt_get_offset(d, &next);
 		else
 			next = end;
-		if ((r->rc = add_err(r, at, err, next - at)) < 0 || !more)
+		/* the PSB may start a little before the bad packet (one that ate its
+		 * first bytes): nothing skipped then */
+		if ((r->rc = add_err(r, at, err, next > at ? next - at : 0)) < 0 || !more)
 			break;
 	}
 	free(pk);

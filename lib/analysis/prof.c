@@ -843,8 +843,11 @@ static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target,
 }
 
 /* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
- * return of a call into untraced code (ADDR is a frame's return address), or unknown. */
-static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time)
+ * return of a call into untraced code (ADDR is a frame's return address), or unknown.
+ * JUMPED_OUT: tracing had stopped elsewhere than ADDR (a branch out of the traced code,
+ * not an interrupt that resumes in place). */
+static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time,
+		     int jumped_out)
 {
 	if (!addr)
 		return 0;
@@ -868,13 +871,27 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 		}
 		return 0;
 	}
+	/* Only tail calls made at the unknown level, and tracing left by a jump: their
+	 * return address is their caller's, which only the chunk before knows, so this is
+	 * most likely that caller's return (operator delete jumped to its PLT stub, libstdc++
+	 * returned). They end here, and the merge replays the enable on the chunk before's
+	 * stack, as one trace would have searched it. (Were it nobody's return, one trace
+	 * would have kept them: the limit of exact merging, as for deep returns.) */
+	if (jumped_out && t->depth && t->st[0].tail && tail_chain(t, t->depth) == 1) {
+		while (t->depth) {
+			int rc = pop(p, t, time, 1);
+			if (rc < 0)
+				return rc;
+		}
+	}
 	if (t->depth || t->gapped)
 		return 0;
 	/* maybe the return of a call that the previous chunk made: a merge replays it */
 	if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
 		return -TK_E_NOMEM;
 	t->orph[t->norph++] = (struct orphan){
-		.what = ORPH_ENABLE, .key = addr, .time = time, .insns = t->insns,
+		.what = ORPH_ENABLE, .keykind = (uint32_t)jumped_out, .key = addr, .time = time,
+		.insns = t->insns,
 		.child_ticks = t->base_child_ticks, .child_insns = t->base_child_insns,
 		.level_node = t->base_node,
 	};
@@ -1202,14 +1219,19 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			break;
 		case TK_EV_ENABLE:
 			t->flow = FLOW_OTHER;
-			rc = do_enable(p, t, e->addr, time);
+			rc = do_enable(p, t, e->addr, time, t->off_at && t->off_at != e->addr);
+			t->off_at = 0;
 			break;
 		case TK_EV_GAP:
 			t->flow = FLOW_OTHER;
+			t->off_at = 0;
 			p->sum.gaps++;
 			rc = do_gap(p, t, time);
 			break;
 		case TK_EV_DISABLE:
+			t->flow = FLOW_OTHER;
+			t->off_at = e->addr;
+			break;
 		case TK_EV_INTERRUPT:
 			t->flow = FLOW_OTHER;
 			break;
@@ -1395,7 +1417,7 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		if (o->what == ORPH_EXIT)
 			rc = do_exit(into, tm, o->key, o->keykind, o->time);
 		else if (o->what == ORPH_ENABLE)
-			rc = do_enable(into, tm, o->key, o->time);
+			rc = do_enable(into, tm, o->key, o->time, (int)o->keykind);
 		else
 			rc = do_return(into, tm, o->key, o->time);
 		if (rc < 0)

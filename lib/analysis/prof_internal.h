@@ -103,8 +103,9 @@ enum { ORPH_EXIT = 1, ORPH_RETURN = 2, ORPH_ENABLE = 3 };
  * previous chunk's stack. */
 struct orphan {
 	uint32_t what;            /* ORPH_* */
-	uint32_t keykind;
-	uint64_t key;             /* exit: function; return: target */
+	uint32_t keykind;         /* exit: TK_PROF_KEY_*; enable: it came back from a jump
+				     out of the trace (do_enable's JUMPED_OUT) */
+	uint64_t key;             /* exit: function; return, enable: target */
 	uint64_t time, insns;     /* track clock and instruction counter at the orphan */
 	uint64_t child_ticks, child_insns; /* completed at the base level since the last one */
 	uint32_t level_node;      /* unknown level that this orphan ended */
@@ -150,6 +151,7 @@ struct track {
 				     the previous chunk ended with a block (tk_prof_merge) */
 	uint64_t head_entry, head_time;
 	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
+	uint64_t off_at;          /* where tracing last stopped (TK_EV_DISABLE), 0 if on */
 };
 
 /* The function entries, sorted and unique, and a filter of them: built once and shared by

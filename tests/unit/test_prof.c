@@ -562,6 +562,82 @@ static void test_tail_calls(void **state)
 	tk_prof_free(p);
 }
 
+/* A tail call into untraced code (operator delete jumping to its PLT stub, the stub into
+ * libstdc++): tracing resumes at the return address of the call that the tail calls hang
+ * off. Cut where the tail calls are made at a chunk's unknown level, the enable must still
+ * end them and the call they belong to, as in the whole (found in libLLVM's profile, whose
+ * result changed with the chunk size by 5 instructions). */
+static size_t tail_out_stream(struct tk_event *ev)
+{
+	size_t n = 0;
+	uint64_t t = 100;
+#define EV(k, a, a2, c, r) ev[n++] = (struct tk_event){ .kind = k, .addr = a, .addr2 = a2, .count = c, .arg = r, .time = t += 10 }
+	EV(TK_EV_CALL, 0x850, 0x1000, 0, 0x855);    /* -> erase */
+	EV(TK_EV_BLOCK, 0x1000, 0x1008, 3, 0);
+	EV(TK_EV_CALL, 0x1008, 0x2000, 0, 0x100d);  /* erase -> delete_value */
+	EV(TK_EV_BLOCK, 0x2000, 0x2004, 2, 0);
+	EV(TK_EV_BLOCK, 0x2008, 0x200c, 2, 0);
+	EV(TK_EV_BLOCK, 0x3000, 0x3004, 2, 0);      /* jmp operator delete */
+	EV(TK_EV_BLOCK, 0x5000, 0x5000, 1, 0);      /* jmp its PLT stub */
+	EV(TK_EV_DISABLE, 0x5000, 0x7f0000, 0, 0);  /* into untraced code */
+	EV(TK_EV_ENABLE, 0x100d, 0, 0, 0);          /* which returns to erase */
+	EV(TK_EV_BLOCK, 0x100d, 0x1010, 5, 0);
+	EV(TK_EV_RETURN, 0x1010, 0x855, 0, 0);
+	EV(TK_EV_BLOCK, 0x855, 0x855, 1, 0);
+#undef EV
+	return n;
+}
+
+static void test_tail_call_out_of_trace(void **state)
+{
+	(void)state;
+	static const uint64_t entries[] = { 0x1000, 0x2000, 0x3000, 0x5000 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 4 };
+	struct tk_event ev[32];
+	size_t n = tail_out_stream(ev);
+	struct tk_prof *p = tk_prof_new(&po, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	struct tk_prof_func *f;
+	size_t nf;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	const struct tk_prof_func *erase = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *dv = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *del = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *plt = find_func(f, nf, 0x5000, TK_PROF_KEY_ADDR);
+	assert_non_null(erase);
+	assert_non_null(dv);
+	assert_non_null(del);
+	assert_non_null(plt);
+	assert_int_equal(erase->incl_insns, 3 + 2 + 2 + 2 + 1 + 5);
+	assert_int_equal(erase->excl_insns, 3 + 5);
+	assert_int_equal(dv->incl_insns, 2 + 2 + 2 + 1);
+	assert_int_equal(del->incl_insns, 2 + 1);
+	assert_int_equal(plt->incl_insns, 1);
+	free(f);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.open_at_end, 0);
+
+	for (size_t cut = 1; cut < n; cut++)
+		for (size_t cut2 = cut; cut2 < n; cut2++) {
+			struct tk_prof *h1 = tk_prof_new(&po, NULL), *h2 = tk_prof_new_like(h1, NULL);
+			struct tk_prof *h3 = tk_prof_new_like(h1, NULL);
+			assert_int_equal(tk_prof_events(h1, ev, cut), 0);
+			assert_int_equal(tk_prof_events(h2, ev + cut, cut2 - cut), 0);
+			assert_int_equal(tk_prof_events(h3, ev + cut2, n - cut2), 0);
+			assert_int_equal(tk_prof_merge(h1, h2), 0);
+			assert_int_equal(tk_prof_merge(h1, h3), 0);
+			tk_prof_finish(h1);
+			assert_same_profile(p, h1);
+			tk_prof_free(h1);
+			tk_prof_free(h2);
+			tk_prof_free(h3);
+		}
+	tk_prof_free(p);
+}
+
 /* Orphans at the start; a gap drops the stack and counts it. */
 static void test_orphans_and_gaps(void **state)
 {
@@ -668,6 +744,7 @@ int main(void)
 		cmocka_unit_test(test_merge_with_enables),
 		cmocka_unit_test(test_calls_from_untraced_code),
 		cmocka_unit_test(test_tail_calls),
+		cmocka_unit_test(test_tail_call_out_of_trace),
 		cmocka_unit_test(test_long_durations),
 		cmocka_unit_test(test_deep_stack),
 	};

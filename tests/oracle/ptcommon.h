@@ -270,6 +270,22 @@ static __attribute__((unused)) long blocks_diff(const struct addrs *insns, const
 }
 
 /* Index of the first difference, or -1. */
+/* Whether two texts are equal; if not, prints the first line where they differ. */
+static __attribute__((unused)) int same_text(const char *what, const struct tk_buf *a,
+					     const struct tk_buf *b)
+{
+	size_t k = 0, line = 1, from = 0;
+
+	if (a->len == b->len && !memcmp(a->data, b->data, a->len))
+		return 1;
+	while (k < a->len && k < b->len && a->data[k] == b->data[k])
+		if (a->data[k++] == '\n')
+			line++, from = k;
+	fprintf(stderr, "%s differ at line %zu:\n%.300s\n--\n%.300s\n", what, line,
+		a->data + from, b->data + from);
+	return 0;
+}
+
 static __attribute__((unused)) long first_diff(const struct addrs *a, const struct addrs *b)
 {
 	size_t n = a->n < b->n ? a->n : b->n;

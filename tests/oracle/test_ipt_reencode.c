@@ -192,17 +192,7 @@ static void run_case(const struct ptgen_opts *go_in, struct tk_ipt_flow_opts tim
 						.chunk_bytes = 4096 };
 		listing(o, out.len, &fo2, &t2, &st2);
 		assert_true(t1.len > ref.n * 17);
-		if (t1.len != t2.len || memcmp(t1.data, t2.data, t1.len)) {
-			size_t k = 0, line = 1, from = 0;
-
-			while (k < t1.len && k < t2.len && t1.data[k] == t2.data[k])
-				if (t1.data[k++] == '\n')
-					line++, from = k;
-			fprintf(stderr, "listings differ at line %zu: input, then output\n%.300s\n--\n%.300s\n",
-				line, t1.data + from, t2.data + from);
-		}
-		assert_int_equal(t1.len, t2.len);
-		assert_memory_equal(t1.data, t2.data, t1.len);
+		assert_true(same_text("listings (input, then output)", &t1, &t2));
 		tk_buf_free(&t1);
 		tk_buf_free(&t2);
 	}

@@ -294,6 +294,27 @@ static void assert_same_profile(struct tk_prof *a, struct tk_prof *b)
 	assert_memory_equal(&sa, &sb, sizeof sa);
 }
 
+/* EV cut anywhere into two or three chunks, the merged chunks' profile is WHOLE. */
+static void assert_cuts_equal_whole(struct tk_prof *whole, const struct tk_prof_opts *po,
+				    const struct tk_event *ev, size_t n)
+{
+	for (size_t cut = 1; cut < n; cut++)
+		for (size_t cut2 = cut; cut2 < n; cut2++) {
+			struct tk_prof *h1 = tk_prof_new(po, NULL), *h2 = tk_prof_new_like(h1, NULL);
+			struct tk_prof *h3 = tk_prof_new_like(h1, NULL);
+			assert_int_equal(tk_prof_events(h1, ev, cut), 0);
+			assert_int_equal(tk_prof_events(h2, ev + cut, cut2 - cut), 0);
+			assert_int_equal(tk_prof_events(h3, ev + cut2, n - cut2), 0);
+			assert_int_equal(tk_prof_merge(h1, h2), 0);
+			assert_int_equal(tk_prof_merge(h1, h3), 0);
+			tk_prof_finish(h1);
+			assert_same_profile(whole, h1);
+			tk_prof_free(h1);
+			tk_prof_free(h2);
+			tk_prof_free(h3);
+		}
+}
+
 static void merge_equals_whole(int with_enable)
 {
 	enum { N = 6000 };
@@ -534,21 +555,7 @@ static void test_tail_calls(void **state)
 	free(folded);
 
 	/* cut anywhere (into two or three chunks), the merged chunks equal the whole */
-	for (size_t cut = 1; cut < n; cut++)
-		for (size_t cut2 = cut; cut2 < n; cut2++) {
-			struct tk_prof *h1 = tk_prof_new(&po, NULL), *h2 = tk_prof_new_like(h1, NULL);
-			struct tk_prof *h3 = tk_prof_new_like(h1, NULL);
-			assert_int_equal(tk_prof_events(h1, ev, cut), 0);
-			assert_int_equal(tk_prof_events(h2, ev + cut, cut2 - cut), 0);
-			assert_int_equal(tk_prof_events(h3, ev + cut2, n - cut2), 0);
-			assert_int_equal(tk_prof_merge(h1, h2), 0);
-			assert_int_equal(tk_prof_merge(h1, h3), 0);
-			tk_prof_finish(h1);
-			assert_same_profile(p, h1);
-			tk_prof_free(h1);
-			tk_prof_free(h2);
-			tk_prof_free(h3);
-		}
+	assert_cuts_equal_whole(p, &po, ev, n);
 	tk_prof_free(p);
 
 	/* without entries there are no tail calls: twice and negate are never called */
@@ -620,21 +627,7 @@ static void test_tail_call_out_of_trace(void **state)
 	tk_prof_summary(p, &s);
 	assert_int_equal(s.open_at_end, 0);
 
-	for (size_t cut = 1; cut < n; cut++)
-		for (size_t cut2 = cut; cut2 < n; cut2++) {
-			struct tk_prof *h1 = tk_prof_new(&po, NULL), *h2 = tk_prof_new_like(h1, NULL);
-			struct tk_prof *h3 = tk_prof_new_like(h1, NULL);
-			assert_int_equal(tk_prof_events(h1, ev, cut), 0);
-			assert_int_equal(tk_prof_events(h2, ev + cut, cut2 - cut), 0);
-			assert_int_equal(tk_prof_events(h3, ev + cut2, n - cut2), 0);
-			assert_int_equal(tk_prof_merge(h1, h2), 0);
-			assert_int_equal(tk_prof_merge(h1, h3), 0);
-			tk_prof_finish(h1);
-			assert_same_profile(p, h1);
-			tk_prof_free(h1);
-			tk_prof_free(h2);
-			tk_prof_free(h3);
-		}
+	assert_cuts_equal_whole(p, &po, ev, n);
 	tk_prof_free(p);
 }
 

@@ -1,7 +1,8 @@
 /* A PSB whose first bytes a packet before it has eaten (corrupt or hostile input): the
- * chunk before that PSB reports the packet that runs over it instead of ending quietly,
- * the packet scan does not count a negative skip, and re-encoding writes the loss as an
- * overflow so its output decodes cleanly. Found by fuzz_ipt_flow. */
+ * packet that runs over it is an error and decoding resumes at the PSB, in one chunk as
+ * where a chunk starts at that PSB; the packet scan does not count a negative skip; and
+ * re-encoding writes the loss as an overflow so its output decodes cleanly. Found by
+ * fuzz_ipt_flow. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,23 +64,35 @@ static struct tk_image *image(void)
 	return img;
 }
 
-static void test_chunk_reports_overrun(void **state)
+static void test_overrun_is_an_error(void **state)
 {
 	struct tk_image *img = image();
-	struct tk_ipt_flow_opts o = { .sz = sizeof(o), .image = img, .nthreads = 1,
-				      .chunk_bytes = 32 };
+	struct tk_ipt_flow_opts o = { .sz = sizeof(o), .image = img, .nthreads = 1 };
 	struct tk_ipt_flow_stats st;
+	struct tk_buf text[2];
 	size_t n = 0;
 	struct tk_sink sink = { count_events, &n };
 
 	(void)state;
-	assert_int_equal(tk_ipt_flow_events(stream, sizeof(stream), &o, sink, &st), 0);
-	assert_int_equal(st.chunks, 2);
-	/* the CYC at 0x26 ran over the PSB at 0x29: an error there, its 3 bytes skipped;
-	 * the second chunk decodes whole */
-	assert_int_equal(st.errors, 1);
-	assert_int_equal(st.gaps.first_offsets[0], 0x26);
-	assert_int_equal(st.gaps.bytes_skipped, 3);
+	/* in one chunk and with a chunk starting at the PSB: the CYC at 0x26 ran over the PSB
+	 * at 0x29: an error there, its 3 bytes skipped; what follows the PSB decodes whole,
+	 * the same either way */
+	for (int split = 0; split < 2; split++) {
+		o.chunk_bytes = split ? 32 : 0;
+		assert_int_equal(tk_ipt_flow_events(stream, sizeof(stream), &o, sink, &st), 0);
+		assert_int_equal(st.chunks, split ? 2 : 1);
+		assert_int_equal(st.errors, 1);
+		assert_int_equal(st.gaps.first_offsets[0], 0x26);
+		assert_int_equal(st.gaps.bytes_skipped, 3);
+		/* 0x1003..0x1012 before; nop, ret, jmp rax, syscall after */
+		assert_int_equal(st.insns, 6 + 4);
+		assert_int_equal(tk_buf_init(&text[split], -1, 4096), 0);
+		assert_int_equal(tk_ipt_flow_text(stream, sizeof(stream), &o, 0, &text[split], &st), 0);
+	}
+	assert_int_equal(text[0].len, text[1].len);
+	assert_memory_equal(text[0].data, text[1].data, text[0].len);
+	tk_buf_free(&text[0]);
+	tk_buf_free(&text[1]);
 	tk_image_free(img);
 }
 
@@ -140,7 +153,7 @@ static void test_scan_skips_nothing_backwards(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_chunk_reports_overrun),
+		cmocka_unit_test(test_overrun_is_an_error),
 		cmocka_unit_test(test_reencoded_loss_is_overflow),
 		cmocka_unit_test(test_scan_skips_nothing_backwards),
 	};

@@ -161,7 +161,10 @@ struct ptd {
 	uint8_t run_bits[64];
 	size_t err_off;             /* offset of the last packet that failed to decode */
 	int pkt_err;                /* that failure is pending (reported by the walker) */
-	int overran;                /* a packet ran over the chunk's end: reported once */
+	size_t next_psb;            /* the first PSB after the last one read (SIZE_MAX past the
+				       chunk's end): a sync point however the packets before
+				       it decode, in one chunk as at a chunk's start */
+	int overran;                /* a packet ran over next_psb: resync lands there */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	struct tk_ipt_ctx pctx;
@@ -202,14 +205,27 @@ static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t add
 	return 0;
 }
 
+/* The first PSB at or after FROM within the chunk: its end (the next chunk's PSB) if none
+ * before, SIZE_MAX from past it. */
+static size_t psb_after(const struct ptd *d, size_t from)
+{
+	size_t s;
+
+	if (from > d->end)
+		return SIZE_MAX;
+	if (tk_ipt_psb_find(d->buf, d->len, from, &s) < 0 || s > d->end)
+		return d->end;
+	return s;
+}
+
 /* Read the packet at d->pos. Returns its size, -TK_E_EOF at the end of the buffer, or a
  * decode error (d->pos unchanged). */
 static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 {
-	/* A packet that ran over the next chunk's PSB (corrupt data): an error at that packet
-	 * (what the walker did after it may be wrong, and the next chunk starts afresh at
-	 * the PSB), then this chunk is over. */
-	if (d->pos > d->end) {
+	/* The last packet ran over the start of a PSB (corrupt data, or a loss right before
+	 * the PSB): an error at that packet, and resync at the PSB, as a chunk starting
+	 * there would (what the walker did after that packet may be wrong). */
+	if (__builtin_expect(d->pos > d->next_psb, 0)) {
 		if (d->overran)
 			return -TK_E_EOF;
 		d->overran = 1;
@@ -222,6 +238,8 @@ static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 	if (rc > 0) {
 		d->last_off = d->pos;
 		d->pos += (size_t)rc;
+		if (d->last_off == d->next_psb)
+			d->next_psb = psb_after(d, d->last_off + 1);
 	} else if (rc != -TK_E_EOF) {
 		d->err_off = d->pos;
 		d->pkt_err = 1;
@@ -441,7 +459,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		size_t at = d->pos;
 
 		/* Fast paths for the two packets that dominate: TNT-8 and TIP. */
-		if (!d->pctx.blk && at < d->len && at <= d->end) {
+		if (!d->pctx.blk && at < d->len && at < d->next_psb) {
 			uint8_t b = d->buf[at];
 
 			if (!(b & 1) && b > 2) {
@@ -630,8 +648,12 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	}
 	if (d->resynced && from <= d->last_resync)
 		from = d->last_resync + 1;   /* never land on the same PSB twice */
-	if (tk_ipt_psb_find(d->buf, d->len, from, &psb) < 0 || psb > d->end)
+	if (d->overran) {
+		psb = d->next_psb;           /* the PSB that the packet at OFF ran over */
+		d->overran = 0;
+	} else if (tk_ipt_psb_find(d->buf, d->len, from, &psb) < 0 || psb > d->end) {
 		psb = d->end > d->len ? d->len : d->end;
+	}
 	if (psb <= off) {
 		/* already past this chunk's end: nothing more to decode here */
 		psb = d->end + 1;
@@ -740,7 +762,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 	int rc;
 
 	/* MODE.Exec and TIP.PGE around every syscall of a user-only trace, in place */
-	if (!d->pctx.blk && at + 1 < d->len && at < d->end) {
+	if (!d->pctx.blk && at + 1 < d->len && at < d->next_psb) {
 		uint8_t b = d->buf[at], m = d->buf[at + 1];
 
 		if (b == 0x99 && !(m >> 5)) {
@@ -834,7 +856,7 @@ static int decode_chunk(struct ptd *d)
 	struct tk_flow_oracle o = { oracle_next, d };
 	int after_ovf = 0, rc;
 
-	d->pos = d->start;
+	d->pos = d->next_psb = d->start;
 	d->mode = TK_FLOW_64;
 	d->pending_mode = -1;
 	d->time = TK_TIME_NONE;

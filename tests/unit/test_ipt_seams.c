@@ -47,6 +47,28 @@ static const uint8_t stream[] = {
 	0x01,                                                   /* tip.pgd */
 };
 
+/* The same with a CYC of three bytes: the second PSB is whole, but the flow (at an int3,
+ * waiting for an event) cannot reach its FUP's IP: an error there, nothing skipped, and
+ * decoding goes on at that PSB. (With chunks of 32 bytes, a resync past the first chunk's
+ * end once decoded on after it for ever.) */
+static uint8_t stream_psb_whole[sizeof(stream)];
+
+/* A PSB+ cut short: no PSBEND before the next PSB, which starts a sound one. */
+static const uint8_t stream_no_psbend[] = {
+	PSB16,
+	0x19, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00,         /* tsc 0x1000 */
+	0x99, 0x01,                                             /* mode.exec */
+	0x7d, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00,               /* fup 0x1000 */
+	PSB16,                                                  /* 0x21 */
+	0x19, 0x00, 0x30, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x99, 0x01,
+	0x7d, 0x20, 0x10, 0x00, 0x00, 0x00, 0x00,               /* fup 0x1020 */
+	0x02, 0x23,                                             /* psbend */
+	0x6d, 0x11, 0x10, 0x00, 0x00, 0x00, 0x00,               /* tip 0x1011 */
+	0x6d, 0x30, 0x10, 0x00, 0x00, 0x00, 0x00,               /* tip 0x1030 */
+	0x01,                                                   /* tip.pgd */
+};
+
 static int count_events(void *ctx, const struct tk_event *ev, size_t n)
 {
 	(void)ev;
@@ -64,36 +86,74 @@ static struct tk_image *image(void)
 	return img;
 }
 
-static void test_overrun_is_an_error(void **state)
+/* BUF decoded in one chunk and in chunks of 32 bytes (one starting at each PSB): the same
+ * text and counts either way; those of the one chunk in *ST. */
+static void same_either_way(const uint8_t *buf, size_t len, struct tk_ipt_flow_stats *st)
 {
 	struct tk_image *img = image();
 	struct tk_ipt_flow_opts o = { .sz = sizeof(o), .image = img, .nthreads = 1 };
-	struct tk_ipt_flow_stats st;
+	struct tk_ipt_flow_stats s[2];
 	struct tk_buf text[2];
-	size_t n = 0;
-	struct tk_sink sink = { count_events, &n };
 
-	(void)state;
-	/* in one chunk and with a chunk starting at the PSB: the CYC at 0x26 ran over the PSB
-	 * at 0x29: an error there, its 3 bytes skipped; what follows the PSB decodes whole,
-	 * the same either way */
 	for (int split = 0; split < 2; split++) {
 		o.chunk_bytes = split ? 32 : 0;
-		assert_int_equal(tk_ipt_flow_events(stream, sizeof(stream), &o, sink, &st), 0);
-		assert_int_equal(st.chunks, split ? 2 : 1);
-		assert_int_equal(st.errors, 1);
-		assert_int_equal(st.gaps.first_offsets[0], 0x26);
-		assert_int_equal(st.gaps.bytes_skipped, 3);
-		/* 0x1003..0x1012 before; nop, ret, jmp rax, syscall after */
-		assert_int_equal(st.insns, 6 + 4);
 		assert_int_equal(tk_buf_init(&text[split], -1, 4096), 0);
-		assert_int_equal(tk_ipt_flow_text(stream, sizeof(stream), &o, 0, &text[split], &st), 0);
+		assert_int_equal(tk_ipt_flow_text(buf, len, &o, 0, &text[split], &s[split]), 0);
 	}
+	assert_int_equal(s[0].chunks, 1);
+	assert_int_equal(s[1].chunks, 2);
+	assert_int_equal(s[0].insns, s[1].insns);
+	assert_int_equal(s[0].errors, s[1].errors);
+	assert_int_equal(s[0].gaps.bytes_skipped, s[1].gaps.bytes_skipped);
+	assert_int_equal(s[0].gaps.first_offsets[0], s[1].gaps.first_offsets[0]);
 	assert_int_equal(text[0].len, text[1].len);
 	assert_memory_equal(text[0].data, text[1].data, text[0].len);
+	*st = s[0];
 	tk_buf_free(&text[0]);
 	tk_buf_free(&text[1]);
 	tk_image_free(img);
+}
+
+static void test_overrun_is_an_error(void **state)
+{
+	struct tk_ipt_flow_stats st;
+
+	(void)state;
+	/* the CYC at 0x26 ran over the PSB at 0x29: an error there, its 3 bytes skipped;
+	 * what follows the PSB decodes whole */
+	same_either_way(stream, sizeof(stream), &st);
+	assert_int_equal(st.errors, 1);
+	assert_int_equal(st.gaps.first_offsets[0], 0x26);
+	assert_int_equal(st.gaps.bytes_skipped, 3);
+	/* 0x1003..0x1012 before; nop, ret, jmp rax, syscall after */
+	assert_int_equal(st.insns, 6 + 4);
+}
+
+static void test_unreachable_psb(void **state)
+{
+	struct tk_ipt_flow_stats st;
+
+	(void)state;
+	memcpy(stream_psb_whole, stream, sizeof(stream));
+	stream_psb_whole[0x28] = 0xa6;   /* the CYC's last byte */
+	same_either_way(stream_psb_whole, sizeof(stream_psb_whole), &st);
+	assert_int_equal(st.errors, 1);
+	assert_int_equal(st.gaps.first_offsets[0], 0x29);
+	assert_int_equal(st.gaps.bytes_skipped, 0);
+	/* 0x1003..0x1014 (the int3) before; nop, ret, jmp rax, syscall after */
+	assert_int_equal(st.insns, 7 + 4);
+}
+
+static void test_psb_without_psbend(void **state)
+{
+	struct tk_ipt_flow_stats st;
+
+	(void)state;
+	same_either_way(stream_no_psbend, sizeof(stream_no_psbend), &st);
+	assert_int_equal(st.errors, 1);
+	assert_int_equal(st.gaps.first_offsets[0], 0x21);
+	assert_int_equal(st.gaps.bytes_skipped, 0);
+	assert_int_equal(st.insns, 4);   /* nop, ret, jmp rax, syscall */
 }
 
 static void test_reencoded_loss_is_overflow(void **state)
@@ -154,6 +214,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_overrun_is_an_error),
+		cmocka_unit_test(test_unreachable_psb),
+		cmocka_unit_test(test_psb_without_psbend),
 		cmocka_unit_test(test_reencoded_loss_is_overflow),
 		cmocka_unit_test(test_scan_skips_nothing_backwards),
 	};

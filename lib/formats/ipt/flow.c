@@ -161,10 +161,11 @@ struct ptd {
 	uint8_t run_bits[64];
 	size_t err_off;             /* offset of the last packet that failed to decode */
 	int pkt_err;                /* that failure is pending (reported by the walker) */
-	size_t next_psb;            /* the first PSB after the last one read (SIZE_MAX past the
+	size_t next_psb;            /* the first PSB after the last one read (at most the
 				       chunk's end): a sync point however the packets before
 				       it decode, in one chunk as at a chunk's start */
 	int overran;                /* a packet ran over next_psb: resync lands there */
+	int over;                   /* a resync found nothing more in this chunk */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	struct tk_ipt_ctx pctx;
@@ -205,15 +206,13 @@ static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t add
 	return 0;
 }
 
-/* The first PSB at or after FROM within the chunk: its end (the next chunk's PSB) if none
- * before, SIZE_MAX from past it. */
+/* The first PSB at or after FROM within the chunk; its end (the next chunk's PSB) if
+ * none comes before. */
 static size_t psb_after(const struct ptd *d, size_t from)
 {
 	size_t s;
 
-	if (from > d->end)
-		return SIZE_MAX;
-	if (tk_ipt_psb_find(d->buf, d->len, from, &s) < 0 || s > d->end)
+	if (from >= d->end || tk_ipt_psb_find(d->buf, d->len, from, &s) < 0 || s > d->end)
 		return d->end;
 	return s;
 }
@@ -226,7 +225,7 @@ static inline int fetch(struct ptd *d, struct tk_ipt_packet *p)
 	 * the PSB): an error at that packet, and resync at the PSB, as a chunk starting
 	 * there would (what the walker did after that packet may be wrong). */
 	if (__builtin_expect(d->pos > d->next_psb, 0)) {
-		if (d->overran)
+		if (d->overran || d->over)
 			return -TK_E_EOF;
 		d->overran = 1;
 		d->err_off = d->last_off;
@@ -648,16 +647,26 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	}
 	if (d->resynced && from <= d->last_resync)
 		from = d->last_resync + 1;   /* never land on the same PSB twice */
-	if (d->overran) {
-		psb = d->next_psb;           /* the PSB that the packet at OFF ran over */
-		d->overran = 0;
+	/* The error is at a PSB (what came before cannot reach its IP, or expected some
+	 * other packet): the PSB itself is sound, and decoding goes on there, as in a chunk
+	 * that starts at it. */
+	int ran_over = d->overran || (d->pos > d->next_psb && !d->over);
+	int at_psb = !ran_over && !(d->resynced && off <= d->last_resync) &&
+		     tk_ipt_psb_find(d->buf, d->len, (size_t)off, &psb) == 0 && psb == off;
+
+	d->overran = 0;
+	if (ran_over) {
+		psb = d->next_psb;           /* the PSB that the last packet ran over */
+	} else if (at_psb) {
+		psb = (size_t)off;
 	} else if (tk_ipt_psb_find(d->buf, d->len, from, &psb) < 0 || psb > d->end) {
 		psb = d->end > d->len ? d->len : d->end;
 	}
-	if (psb <= off) {
+	if (psb < off || (psb == off && !at_psb)) {
 		/* already past this chunk's end: nothing more to decode here */
 		psb = d->end + 1;
 		skipped = 0;
+		d->over = 1;
 	} else {
 		skipped = psb - off;
 	}
@@ -713,6 +722,10 @@ static int do_psb(struct ptd *d)
 			ptime_cbr(&d->tm, p.cbr.ratio);
 			break;
 		case TK_IPT_PKT_OVF:
+			return -TK_E_BAD_FORMAT;
+		case TK_IPT_PKT_PSB:
+			/* a PSB+ cut short (no PSBEND): an error at this PSB, which starts
+			 * the next one */
 			return -TK_E_BAD_FORMAT;
 		default:
 			break;   /* PIP, VMCS, CBR, TMA, MTC, PAD, MODE.TSX: state only */

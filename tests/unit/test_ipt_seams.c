@@ -69,6 +69,19 @@ static const uint8_t stream_no_psbend[] = {
 	0x01,                                                   /* tip.pgd */
 };
 
+/* A bad packet, then a PSB whose own PSB+ is bad right after the PSB: two errors, not a
+ * second try at that PSB (a chunk that starts at it does not retry it either). */
+static const uint8_t stream_bad_psb_plus[] = {
+	PSB16,
+	0x19, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00,         /* tsc */
+	0x99, 0x01, 0x02, 0x23,                                 /* mode.exec, psbend */
+	0x99, 0xb1,                                             /* 0x1c: reserved bits */
+	0x00, 0x00,                                             /* pad */
+	PSB16,                                                  /* 0x20 */
+	0x25,                                                   /* an unknown opcode */
+	0x00, 0x00, 0x00, 0x00,
+};
+
 static int count_events(void *ctx, const struct tk_event *ev, size_t n)
 {
 	(void)ev;
@@ -210,12 +223,25 @@ static void test_scan_skips_nothing_backwards(void **state)
 	assert_int_equal(st.gaps.bytes_skipped, 0);
 }
 
+static void test_bad_psb_plus(void **state)
+{
+	struct tk_ipt_flow_stats st;
+
+	(void)state;
+	same_either_way(stream_bad_psb_plus, sizeof(stream_bad_psb_plus), &st);
+	assert_int_equal(st.errors, 2);
+	assert_int_equal(st.gaps.first_offsets[0], 0x1c);
+	assert_int_equal(st.gaps.first_offsets[1], 0x20);
+	assert_int_equal(st.insns, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_overrun_is_an_error),
 		cmocka_unit_test(test_unreachable_psb),
 		cmocka_unit_test(test_psb_without_psbend),
+		cmocka_unit_test(test_bad_psb_plus),
 		cmocka_unit_test(test_reencoded_loss_is_overflow),
 		cmocka_unit_test(test_scan_skips_nothing_backwards),
 	};

@@ -166,6 +166,7 @@ struct ptd {
 				       it decode, in one chunk as at a chunk's start */
 	int overran;                /* a packet ran over next_psb: resync lands there */
 	int over;                   /* a resync found nothing more in this chunk */
+	size_t psb_read;            /* the PSB whose PSB+ was read last (SIZE_MAX: none) */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	struct tk_ipt_ctx pctx;
@@ -649,9 +650,9 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 		from = d->last_resync + 1;   /* never land on the same PSB twice */
 	/* The error is at a PSB (what came before cannot reach its IP, or expected some
 	 * other packet): the PSB itself is sound, and decoding goes on there, as in a chunk
-	 * that starts at it. */
+	 * that starts at it; not when its own PSB+ failed. */
 	int ran_over = d->overran || (d->pos > d->next_psb && !d->over);
-	int at_psb = !ran_over && !(d->resynced && off <= d->last_resync) &&
+	int at_psb = !ran_over && off != d->psb_read && !(d->resynced && off <= d->last_resync) &&
 		     tk_ipt_psb_find(d->buf, d->len, (size_t)off, &psb) == 0 && psb == off;
 
 	d->overran = 0;
@@ -688,6 +689,7 @@ static int do_psb(struct ptd *d)
 	uint64_t ip;
 	int rc;
 
+	d->psb_read = d->pos;
 	if ((rc = fetch(d, &p)) < 0)
 		return rc;
 	tk_ipt_last_ip_init(&d->last);
@@ -870,6 +872,7 @@ static int decode_chunk(struct ptd *d)
 	int after_ovf = 0, rc;
 
 	d->pos = d->next_psb = d->start;
+	d->psb_read = SIZE_MAX;
 	d->mode = TK_FLOW_64;
 	d->pending_mode = -1;
 	d->time = TK_TIME_NONE;

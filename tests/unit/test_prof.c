@@ -315,6 +315,18 @@ static void assert_cuts_equal_whole(struct tk_prof *whole, const struct tk_prof_
 		}
 }
 
+/* The profile of EV[0..N) in one piece, finished, with its functions in *F (to free). */
+static struct tk_prof *profile_of(const struct tk_prof_opts *po, const struct tk_event *ev, size_t n,
+				  struct tk_prof_func **f, size_t *nf)
+{
+	struct tk_prof *p = tk_prof_new(po, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	tk_prof_finish(p);
+	assert_int_equal(tk_prof_funcs(p, 0, f, nf), 0);
+	return p;
+}
+
 static void merge_equals_whole(int with_enable)
 {
 	enum { N = 6000 };
@@ -409,13 +421,9 @@ static void test_calls_from_untraced_code(void **state)
 	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 5 };
 	struct tk_event ev[64];
 	size_t n = untraced_caller_stream(ev);
-	struct tk_prof *p = tk_prof_new(&po, NULL);
-	assert_non_null(p);
-	assert_int_equal(tk_prof_events(p, ev, n), 0);
-	tk_prof_finish(p);
 	struct tk_prof_func *f;
 	size_t nf;
-	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	struct tk_prof *p = profile_of(&po, ev, n, &f, &nf);
 	const struct tk_prof_func *start = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
 	const struct tk_prof_func *mainf = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
 	const struct tk_prof_func *cb = find_func(f, nf, 0x4000, TK_PROF_KEY_ADDR);
@@ -515,13 +523,9 @@ static void test_tail_calls(void **state)
 	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 4 };
 	struct tk_event ev[64];
 	size_t n = tail_call_stream(ev);
-	struct tk_prof *p = tk_prof_new(&po, NULL);
-	assert_non_null(p);
-	assert_int_equal(tk_prof_events(p, ev, n), 0);
-	tk_prof_finish(p);
 	struct tk_prof_func *f;
 	size_t nf;
-	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	struct tk_prof *p = profile_of(&po, ev, n, &f, &nf);
 	const struct tk_prof_func *mainf = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
 	const struct tk_prof_func *apply = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
 	const struct tk_prof_func *twice = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);
@@ -602,13 +606,9 @@ static void test_tail_call_out_of_trace(void **state)
 	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 4 };
 	struct tk_event ev[32];
 	size_t n = tail_out_stream(ev);
-	struct tk_prof *p = tk_prof_new(&po, NULL);
-	assert_non_null(p);
-	assert_int_equal(tk_prof_events(p, ev, n), 0);
-	tk_prof_finish(p);
 	struct tk_prof_func *f;
 	size_t nf;
-	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	struct tk_prof *p = profile_of(&po, ev, n, &f, &nf);
 	const struct tk_prof_func *erase = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
 	const struct tk_prof_func *dv = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
 	const struct tk_prof_func *del = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);

@@ -844,8 +844,8 @@ static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target,
 
 /* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
  * return of a call into untraced code (ADDR is a frame's return address), or unknown.
- * JUMPED_OUT: tracing had stopped elsewhere than ADDR (a branch out of the traced code,
- * not an interrupt that resumes in place). */
+ * JUMPED_OUT: tracing had stopped at a branch out of the traced code (not an interrupt
+ * that resumes in place, nor a syscall that resumes after itself). */
 static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time,
 		     int jumped_out)
 {
@@ -1219,7 +1219,10 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			break;
 		case TK_EV_ENABLE:
 			t->flow = FLOW_OTHER;
-			rc = do_enable(p, t, e->addr, time, t->off_at && t->off_at != e->addr);
+			/* it left by a jump when it resumes neither where it stopped (an
+			 * interrupt) nor right after that instruction (a syscall's return) */
+			rc = do_enable(p, t, e->addr, time, t->off_at && (e->addr < t->off_at ||
+								      e->addr - t->off_at > 15));
 			t->off_at = 0;
 			break;
 		case TK_EV_GAP:

@@ -599,6 +599,29 @@ static size_t tail_out_stream(struct tk_event *ev)
 	return n;
 }
 
+/* The same tail call making a syscall instead: tracing stops at it and resumes right
+ * after it, in the same function; the tail call goes on (until its return). */
+static size_t tail_syscall_stream(struct tk_event *ev)
+{
+	size_t n = 0;
+	uint64_t t = 100;
+#define EV(k, a, a2, c, r) ev[n++] = (struct tk_event){ .kind = k, .addr = a, .addr2 = a2, .count = c, .arg = r, .time = t += 10 }
+	EV(TK_EV_CALL, 0x850, 0x1000, 0, 0x855);    /* -> erase */
+	EV(TK_EV_BLOCK, 0x1000, 0x1008, 3, 0);
+	EV(TK_EV_CALL, 0x1008, 0x2000, 0, 0x100d);  /* erase -> delete_value */
+	EV(TK_EV_BLOCK, 0x2000, 0x2004, 2, 0);
+	EV(TK_EV_BLOCK, 0x3000, 0x3008, 3, 0);      /* jmp free; syscall at 0x3008 */
+	EV(TK_EV_DISABLE, 0x3008, 0, 0, 0);
+	EV(TK_EV_ENABLE, 0x300a, 0, 0, 0);          /* back after the syscall */
+	EV(TK_EV_BLOCK, 0x300a, 0x300c, 2, 0);
+	EV(TK_EV_RETURN, 0x300c, 0x100d, 0, 0);     /* free returns for delete_value */
+	EV(TK_EV_BLOCK, 0x100d, 0x1010, 5, 0);
+	EV(TK_EV_RETURN, 0x1010, 0x855, 0, 0);
+	EV(TK_EV_BLOCK, 0x855, 0x855, 1, 0);
+#undef EV
+	return n;
+}
+
 static void test_tail_call_out_of_trace(void **state)
 {
 	(void)state;
@@ -626,6 +649,15 @@ static void test_tail_call_out_of_trace(void **state)
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
 	assert_int_equal(s.open_at_end, 0);
+	assert_cuts_equal_whole(p, &po, ev, n);
+	tk_prof_free(p);
+
+	n = tail_syscall_stream(ev);
+	p = profile_of(&po, ev, n, &f, &nf);
+	del = find_func(f, nf, 0x3000, TK_PROF_KEY_ADDR);
+	assert_non_null(del);
+	assert_int_equal(del->incl_insns, 3 + 2);
+	free(f);
 
 	assert_cuts_equal_whole(p, &po, ev, n);
 	tk_prof_free(p);

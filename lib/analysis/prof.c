@@ -8,6 +8,10 @@
 
 #include "analysis/prof_internal.h"
 
+/* The longest instruction of any traced ISA (x86's; lib/isa/bcache.c has the same): a
+ * resume this close after where tracing stopped is after that instruction. */
+#define MAX_INSN_BYTES 15
+
 /* the per-event path: inlined into tk_prof_events (calls would cost a third of it) */
 #define HOT static inline __attribute__((always_inline))
 
@@ -1221,8 +1225,9 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			t->flow = FLOW_OTHER;
 			/* it left by a jump when it resumes neither where it stopped (an
 			 * interrupt) nor right after that instruction (a syscall's return) */
-			rc = do_enable(p, t, e->addr, time, t->off_at && (e->addr < t->off_at ||
-								      e->addr - t->off_at > 15));
+			rc = do_enable(p, t, e->addr, time,
+				       t->off_at && (e->addr < t->off_at ||
+						     e->addr - t->off_at > MAX_INSN_BYTES));
 			t->off_at = 0;
 			break;
 		case TK_EV_GAP:

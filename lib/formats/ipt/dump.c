@@ -327,16 +327,8 @@ struct walk {
  * skipped and move there. Returns 1 to continue, 0 at the end, < 0 to stop. */
 static int walk_resync(struct walk *w, int err, uint64_t *bad_off)
 {
-	uint64_t at, next;
-	tk_ipt_pkt_get_offset(w->dec, &at);
-	int more = tk_ipt_pkt_sync_forward(w->dec) == 0;
-	if (more)
-		tk_ipt_pkt_get_offset(w->dec, &next);
-	else
-		next = w->len;
-	/* the PSB may start a little before the bad packet (one that ate its first
-	 * bytes): nothing skipped then */
-	uint64_t skipped = next > at ? next - at : 0;
+	uint64_t at, skipped;
+	int more = tk_ipt_pkt_resync(w->dec, w->len, &at, &skipped);
 	if (w->gaps)
 		tk_gap_stats_add(w->gaps, at, skipped);
 	*bad_off = at;

@@ -21,6 +21,12 @@ int tk_ipt_decode_one(const uint8_t *buf, size_t len, size_t pos, struct tk_ipt_
 /* First PSB starting at or after FROM (libipt's run-end rule). 0 or -TK_E_NOSYNC. */
 int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb);
 
+/* After a decode error at D's position (*AT): move to the next PSB. *SKIPPED: the bytes up
+ * to it, or to END without one; 0 when it starts before *AT (a bad packet ate its first
+ * bytes, and libipt's search starts a little back). Returns 1 if a PSB was found. */
+int tk_ipt_pkt_resync(struct tk_ipt_pkt_decoder *d, uint64_t end, uint64_t *at,
+		      uint64_t *skipped);
+
 /* The IP of the FUP in the PSB+ whose PSB ends at POS: 1 and *IP, or 0 without one. */
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip);
 

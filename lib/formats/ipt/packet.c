@@ -1128,6 +1128,19 @@ int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *d)
 	return 0;
 }
 
+int tk_ipt_pkt_resync(struct tk_ipt_pkt_decoder *d, uint64_t end, uint64_t *at,
+		      uint64_t *skipped)
+{
+	uint64_t next = end;
+
+	tk_ipt_pkt_get_offset(d, at);
+	int more = tk_ipt_pkt_sync_forward(d) == 0;
+	if (more)
+		tk_ipt_pkt_get_offset(d, &next);
+	*skipped = next > *at ? next - *at : 0;
+	return more;
+}
+
 int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *d)
 {
 	uint64_t s;

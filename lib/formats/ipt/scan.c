@@ -85,16 +85,9 @@ static int scan_chunk(void *ctx, size_t i)
 			continue;
 		if (err == -TK_E_EOF)
 			break;
-		uint64_t at, next;
-		tk_ipt_pkt_get_offset(d, &at);
-		int more = tk_ipt_pkt_sync_forward(d) == 0;
-		if (more)
-			tk_ipt_pkt_get_offset(d, &next);
-		else
-			next = end;
-		/* the PSB may start a little before the bad packet (one that ate its
-		 * first bytes): nothing skipped then */
-		if ((r->rc = add_err(r, at, err, next > at ? next - at : 0)) < 0 || !more)
+		uint64_t at, skipped;
+		int more = tk_ipt_pkt_resync(d, end, &at, &skipped);
+		if ((r->rc = add_err(r, at, err, skipped)) < 0 || !more)
 			break;
 	}
 	free(pk);

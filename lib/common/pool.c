@@ -2,6 +2,8 @@
  * order, with a bounded look-ahead window so memory does not grow with the job count. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "tracekit/common.h"
@@ -19,6 +21,22 @@ void *tk_calloc_written(size_t n, size_t size)
 	/* volatile: malloc + memset would be turned into calloc by the compiler */
 	for (size_t i = 0; m && i < n * size; i += 4096)
 		((volatile char *)m)[i] = 0;
+	return m;
+}
+
+void *tk_calloc_huge(size_t n, size_t size)
+{
+	const size_t huge = (size_t)2 << 20;
+	size_t bytes = n * size, len;
+	char *m;
+
+	if (size && bytes / size != n)
+		return NULL;
+	len = (bytes + huge - 1) / huge * huge;
+	if (!len || !(m = aligned_alloc(huge, len)))
+		return len ? NULL : calloc(n, size);
+	(void)madvise(m, len, MADV_HUGEPAGE);   /* a hint: small pages otherwise */
+	memset(m, 0, len);
 	return m;
 }
 

@@ -30,11 +30,12 @@ _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
  * path_window_end). */
 #define PATH_WINDOW 128
 /* Sizes and limits, measured. Paths through calls (counting) cover more code and repay
- * a larger table (libLLVM: 12% misses with 16 K slots, 21% with 4 K); their misses come
- * in bursts, and long rests after them cost libLLVM what the paths gained, so a first
- * rest is short and only rests in a row grow (a random walk's). In count mode the larger
- * table and the shorter rest were slower. */
-#define PATH_LOG_CROSS 14
+ * a larger table (libLLVM: 21% misses with 4 K slots, 12% with 16 K, 6% with 64 K; on
+ * huge pages, and with each slot's next-but-one fetched ahead, 64 K is the fastest);
+ * their misses come in bursts, and long rests after them cost libLLVM what the paths
+ * gained, so a first rest is short and only rests in a row grow (a random walk's). In
+ * count mode the larger table and the shorter rest were slower. */
+#define PATH_LOG_CROSS 16
 #define PATH_MISS_CROSS (PATH_WINDOW / 2)
 #define PATH_REST_CROSS_FIRST 256
 #define PATH_REST_CROSS 16384
@@ -46,9 +47,9 @@ _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
  * call of the same path is a compressed return (a taken bit, as the walk would take it)
  * to a known place; calls not returned from within the path are pushed when it is used,
  * up to PATH_PUSHES of them. A return to an older call ends the path: its use pops the
- * return stack (end is then PATH_END_POP). A path is not taken where its calls would
- * push the oldest return off a full stack: the walk would lose that entry, and a
- * return the trace should not have compressed must fail as it does there. */
+ * return stack (end is then PATH_END_POP). Where its calls push onto a full stack, the
+ * oldest entries go first, as many as pushing them one by one would drop (the path's
+ * peak beyond the free room): a later return to one of them then fails as it would. */
 #define PATH_PUSHES 2
 #define PATH_END_POP UINT32_MAX
 
@@ -64,9 +65,13 @@ struct path_slot {
 	uint8_t nbits;                 /* outcomes the path consumes; 0: walk block by block */
 	uint8_t npush;                 /* quiet: calls left on the stack */
 	uint8_t peak;                  /* quiet: most calls of the path on the stack at once */
+	uint8_t pad;
+	uint16_t ahead;                /* counting: the slot of the path two after this one,
+					  last time: fetched ahead (see run_paths) */
 };
 
 _Static_assert(sizeof(struct path_slot) == 32, "two slots to a cache line");
+_Static_assert(PATH_LOG_CROSS <= 16, "ahead holds a slot index");
 
 struct tk_flow {
 	struct tk_bcache cache;
@@ -103,6 +108,9 @@ struct tk_flow {
 	uint32_t path_miss_max, path_rest_len;   /* the mode's (see PATH_WINDOW) */
 	uint32_t path_rest_first, path_rest_next;   /* rest lengths (see path_window_end) */
 	uint32_t path_tries, path_misses, path_rest;  /* see PATH_WINDOW */
+	/* counting: the slots of the last two paths taken (UINT32_MAX: none); the one
+	 * two back learns where the next one is (path_slot.ahead) */
+	uint32_t path_back[2];
 	const uint64_t *count_entries; /* as last given to tk_flow_set_count_mode */
 	size_t count_n;
 	/* The indirect branch (or uncompressed return) whose target the next lookup finds,
@@ -438,9 +446,10 @@ static int alloc_paths(struct tk_flow *f)
 	f->path_miss_max = paths_cross(f) ? PATH_MISS_CROSS : PATH_MISS_COUNT;
 	f->path_rest_len = paths_cross(f) ? PATH_REST_CROSS : PATH_REST_COUNT;
 	f->path_tries = f->path_misses = f->path_rest = 0;
+	f->path_back[0] = f->path_back[1] = UINT32_MAX;
 	f->path_rest_first = paths_cross(f) ? PATH_REST_CROSS_FIRST : PATH_REST_COUNT;
 	f->path_rest_next = f->path_rest_first;
-	f->paths = tk_calloc_written((size_t)1 << f->path_log, sizeof(*f->paths));
+	f->paths = tk_calloc_huge((size_t)1 << f->path_log, sizeof(*f->paths));
 	return f->paths ? 0 : -TK_E_NOMEM;
 }
 
@@ -462,7 +471,7 @@ static int path_walk(struct tk_flow *f, uint64_t key, struct path_slot *s, uint6
 	uint32_t prev = (uint32_t)(key >> 10), slot = (uint32_t)(key >> 9) & 1;
 	uint32_t pat = (uint32_t)key & 511, k = 31 - (uint32_t)__builtin_clz(pat);
 	uint32_t limit = add ? s->nbits : k, used = 0, insns = 0, lead = 0;
-	uint32_t calls[PATH_PUSHES];   /* the path's calls not returned from */
+	uint32_t calls[PATH_PUSHES] = { 0 };   /* the path's calls not returned from */
 	unsigned ncalls = 0, peak = 0;
 	int cross = paths_cross(f);
 
@@ -522,7 +531,7 @@ static int path_walk(struct tk_flow *f, uint64_t key, struct path_slot *s, uint6
 				s->end = pops ? PATH_END_POP : prev << 1 | slot;
 				s->npush = (uint8_t)ncalls;
 				s->peak = (uint8_t)peak;
-				memcpy(s->push, calls, ncalls * sizeof(*calls));
+				memcpy(s->push, calls, sizeof(calls));   /* (a constant size: no call) */
 				if (used == 1)
 					s->lead = (uint16_t)lead;
 			} else {
@@ -627,10 +636,12 @@ run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *
 	unsigned ntnt = *ntntp, top = f->top, depth = f->depth;
 	uint32_t prev = *prevp, idle = *idlep, tries = f->path_tries, misses = f->path_misses;
 	int slot = *slotp, stop = 1;
+	uint32_t back1 = f->path_back[0], back2 = f->path_back[1];
 
 	for (;;) {
 		uint64_t key = path_key(prev, slot, tnt, ntnt);
-		struct path_slot *s = &paths[path_index(PATH_LOG_CROSS, key)];
+		uint32_t at = path_index(PATH_LOG_CROSS, key);
+		struct path_slot *s = &paths[at];
 
 		if (++tries == PATH_WINDOW) {
 			path_window_end(f, misses);   /* a rest from the next lookup on */
@@ -648,15 +659,25 @@ run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *
 			links[prev].flags |= (uint8_t)(TK_BLK_NOPATH << slot);
 			break;
 		}
-		if (idle + s->lead > MAX_BLOCKS_WITHOUT_TRACE ||
-		    (s->end == PATH_END_POP && !depth) || depth + s->peak > RET_STACK)
+		/* Each lookup waits for the one before (its key is that path's end), and
+		 * the table does not stay in L1/L2: start loading the slot that came two
+		 * paths after this one last time while this one and the next are used. */
+		__builtin_prefetch(&paths[s->ahead]);
+		if (back2 != UINT32_MAX)
+			paths[back2].ahead = (uint16_t)at;
+		back2 = back1;
+		back1 = at;
+		if (idle + s->lead > MAX_BLOCKS_WITHOUT_TRACE || (s->end == PATH_END_POP && !depth))
 			break;
+		/* calls pushing onto a full stack drop its oldest entries, as one by one */
+		if (depth + s->peak > RET_STACK)
+			depth = RET_STACK - s->peak;
 		for (unsigned i = 0; i < s->npush; i++) {
 			f->stack_call[top] = s->push[i];   /* (no return address: quiet) */
 			f->stack_mode[top] = (uint8_t)mode;
 			top = (top + 1) % RET_STACK;
 		}
-		depth += s->npush;   /* the peak check keeps it within RET_STACK */
+		depth += s->npush;   /* npush <= peak: within RET_STACK */
 		insns += s->insns;
 		if (s->end != PATH_END_POP) {
 			prev = s->end >> 1;
@@ -684,6 +705,8 @@ run_paths(struct tk_flow *f, struct path_slot *paths, int mode, const uint64_t *
 	}
 	f->top = top;
 	f->depth = depth;
+	f->path_back[0] = back1;
+	f->path_back[1] = back2;
 	f->path_tries = tries;
 	f->path_misses = misses;
 	*ntntp = ntnt;
@@ -992,6 +1015,21 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	f->resume_from = UINT32_MAX;
 	f->report_next = f->count;
 	f->via_call = 0;
+	if (f->depth) {
+		/* Tracing resumes where the call on top of the stack returns (a call that
+		 * left the traced code, through a PLT stub: 97% of libLLVM's resumes): the
+		 * call block's link leads there. The stack is not popped; the return was
+		 * not traced. (The disabling block's last target found 42% of them.) */
+		unsigned t = (f->top + RET_STACK - 1) % RET_STACK;
+		uint32_t cb = f->stack_call[t];
+
+		if (f->stack_mode[t] == mode && cb < f->cache.nblocks &&
+		    tk_link_next(&f->cache.links[cb]) == ip) {
+			prev = cb;
+			prev_slot = 1;
+			f->jump_from = UINT32_MAX;
+		}
+	}
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;

@@ -1,7 +1,7 @@
 /* `tracekit convert --to ipt` of recorded branch traces writes what hardware with return
- * compression writes. Real programs (loops, recursion with longjmp, function pointers,
- * callbacks from untraced code, signals, C++ exceptions, threads, a shared module) are
- * recorded with `tracekit record --btrace`; each thread's stream is converted with and
+ * compression writes. Real programs (loops, recursion with longjmp and deeper than the
+ * 64-entry return stack, function pointers, callbacks from untraced code, signals, C++
+ * exceptions, threads, a shared module) are recorded with `tracekit record --btrace`; each thread's stream is converted with and
  * without return compression, and:
  *  (a) libipt's pt_insn decoder finds in the compressed stream, address for address, the
  *      instructions `tracekit decode` reconstructs from the container;
@@ -170,6 +170,7 @@ static void test_loops_recursion(void **state)
 	(void)state;
 	check("loops", "examples/loops.c", "-O0", "", "");
 	check("recursion", "examples/recursion.c", "-O0", "", "");
+	check("deep", "deep.c", "-O2", "", "");
 }
 
 static void test_calls_callbacks(void **state)

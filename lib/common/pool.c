@@ -1,6 +1,7 @@
 /* Worker pool: jobs run on N threads, results are merged on the caller's thread in job
  * order, with a bounded look-ahead window so memory does not grow with the job count. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,7 +31,7 @@ void *tk_calloc_huge(size_t n, size_t size)
 	size_t bytes = n * size, len;
 	char *m;
 
-	if (size && bytes / size != n)
+	if ((size && bytes / size != n) || bytes > SIZE_MAX - huge)
 		return NULL;
 	len = (bytes + huge - 1) / huge * huge;
 	if (!len || !(m = aligned_alloc(huge, len)))

@@ -1,5 +1,6 @@
 /* Block cache: straight-line runs of code classified once, looked up by start address. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "isa/bcache.h"
 #include "tracekit/common.h"
@@ -9,13 +10,39 @@
 /* a block's last instruction is within a link's 16-bit offset of its start */
 _Static_assert((MAX_BLOCK_INSNS - 1) * MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
 
+/* The walker reads links (and, less often, blocks and slots) at random: past half a huge
+ * page they live on huge pages, where the kernel gives them, for fewer TLB misses. */
+#define HUGE_FROM ((size_t)1 << 20)
+
+/* OLD (N elements of SIZE in use) grown to CAP elements; NULL when out of memory (OLD is
+ * then kept). */
+static void *grow_array(void *old, size_t n, size_t cap, size_t size)
+{
+	void *m;
+
+	if (cap * size < HUGE_FROM)
+		return realloc(old, cap * size);
+	if (!(m = tk_calloc_huge(cap, size)))
+		return NULL;
+	if (n)
+		memcpy(m, old, n * size);
+	free(old);
+	return m;
+}
+
+static uint32_t *alloc_slots(size_t n)
+{
+	return n * sizeof(uint32_t) < HUGE_FROM ? tk_calloc_written(n, sizeof(uint32_t))
+						 : tk_calloc_huge(n, sizeof(uint32_t));
+}
+
 int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img)
 {
 	memset(c, 0, sizeof(*c));
 	c->img = img;
 	tk_isa_init(&c->isa);
 	c->mask = 4095;
-	c->slots = tk_calloc_written(c->mask + 1, sizeof(*c->slots));
+	c->slots = alloc_slots(c->mask + 1);
 	return c->slots ? 0 : -TK_E_NOMEM;
 }
 
@@ -56,7 +83,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 static int grow_slots(struct tk_bcache *c)
 {
 	uint32_t mask = c->mask * 2 + 1;
-	uint32_t *slots = tk_calloc_written((size_t)mask + 1, sizeof(*slots));
+	uint32_t *slots = alloc_slots((size_t)mask + 1);
 
 	if (!slots)
 		return -TK_E_NOMEM;
@@ -165,12 +192,12 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 		b.flags |= TK_BLK_ENTRY;
 	if (c->nblocks == c->capblocks) {
 		uint32_t cap = c->capblocks ? c->capblocks * 2 : 1024;
-		struct tk_block *nb = realloc(c->blocks, (size_t)cap * sizeof(*nb));
+		struct tk_block *nb = grow_array(c->blocks, c->nblocks, cap, sizeof(*nb));
 
 		if (!nb)
 			return NULL;
 		c->blocks = nb;
-		struct tk_block_link *nl = realloc(c->links, (size_t)cap * sizeof(*nl));
+		struct tk_block_link *nl = grow_array(c->links, c->nblocks, cap, sizeof(*nl));
 
 		if (!nl)
 			return NULL;

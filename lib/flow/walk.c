@@ -65,7 +65,7 @@ struct path_slot {
 	uint8_t nbits;                 /* outcomes the path consumes; 0: walk block by block */
 	uint8_t npush;                 /* quiet: calls left on the stack */
 	uint8_t peak;                  /* quiet: most calls of the path on the stack at once */
-	uint8_t pad;
+	uint8_t unused;
 	uint16_t ahead;                /* counting: the slot of the path two after this one,
 					  last time: fetched ahead (see run_paths) */
 };

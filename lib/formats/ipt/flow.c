@@ -641,6 +641,12 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 	}
 }
 
+/* Outcomes of the I-th packet of the current TNT-8 run. */
+static unsigned run_outcomes(const struct ptd *d, unsigned i)
+{
+	return tnt8_byte[d->buf[d->run_off + i]] >> 8;
+}
+
 /* Offset of the packet the walker was reading when it failed: with outcomes of a TNT-8
  * run still unused, the packet of the first of them; else the last packet read. */
 static size_t walk_error_off(struct ptd *d)
@@ -650,11 +656,11 @@ static size_t walk_error_off(struct ptd *d)
 	if (!left || !d->run_n)
 		return d->last_off;
 	for (i = 0; i < d->run_n; i++)
-		total += tnt8_byte[d->buf[d->run_off + i]] >> 8;
+		total += run_outcomes(d, i);
 	if (left > total)
 		return d->last_off;
-	for (i = 0; total - (tnt8_byte[d->buf[d->run_off + i]] >> 8) >= left; i++)
-		total -= tnt8_byte[d->buf[d->run_off + i]] >> 8;
+	for (i = 0; total - run_outcomes(d, i) >= left; i++)
+		total -= run_outcomes(d, i);
 	return d->run_off + i;
 }
 

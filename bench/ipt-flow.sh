@@ -19,6 +19,9 @@
 # longer run of the same program would be. Recording is slow (every branch is emulated:
 # minutes), so the recorded traces are kept in $BENCH_CACHE (default build/bench-ipt-flow;
 # delete it to record again).
+# Besides the medians of each command's runs, the one-core ratios to pt_blk are measured
+# in interleaved rounds (pt_blk, then tracekit right after it: bench_interleaved_ratio),
+# which this machine's drifting speed does not bias.
 # usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5; BENCH_CASES="libc llvm-O2
 #        gzip libc-walk llvm-walk" to choose)
 set -euo pipefail
@@ -69,6 +72,10 @@ run_case() {
 	printf '%-36s %8s s  %sx -j 1\n' "tracekit decode --stat -j 2" "$t_stat2" "$(bench_ratio "$t_stat1" "$t_stat2")"
 	printf '%-36s %8s s  %sx pt_blk\n' "tracekit profile -j 1" "$t_prof1" "$(bench_ratio "$t_blk" "$t_prof1")"
 	printf '%-36s %8s s  %sx -j 1\n' "tracekit profile -j 2" "$t_prof2" "$(bench_ratio "$t_prof1" "$t_prof2")"
+	printf '%-36s %8s   %sx pt_blk\n' "interleaved rounds: decode --stat -j 1" "" \
+		"$(bench_interleaved_ratio "$W/blk $pt $args" "$TK decode --stat -j 1 $args $pt")"
+	printf '%-36s %8s   %sx pt_blk\n' "interleaved rounds: profile -j 1" "" \
+		"$(bench_interleaved_ratio "$W/blk $pt $args" "$TK profile -j 1 $args $pt")"
 	echo "text output: $(stat -c %s "$npt") bytes of the trace, $ninsns instructions, into $OUTDIR"
 	printf '%-36s %8s s  %s M insn/s\n' "tracekit decode --no-disasm -j 1 -o F" "$t_nodis1" \
 		"$(echo "scale=1; $ninsns / $t_nodis1 / 1000000" | bc -l)"

@@ -26,3 +26,20 @@ bench_peak_kb() {
 bench_ratio() {
 	echo "scale=2; $1 / $2" | bc -l
 }
+
+# bench_interleaved_ratio "CMD_A" "CMD_B": BENCH_RUNS rounds, each running A and then B
+# right after it; prints the median of the rounds' time(A) / time(B). On a shared machine
+# whose speed drifts within minutes, medians of A's runs and then of B's runs compare
+# different moments; a round compares the same one. (Commands are split at spaces.)
+bench_interleaved_ratio() {
+	local a=$1 b=$2 i s m e ratios=()
+	for ((i = 0; i < BENCH_RUNS; i++)); do
+		s=$(date +%s.%N)
+		$a >/dev/null 2>&1
+		m=$(date +%s.%N)
+		$b >/dev/null 2>&1
+		e=$(date +%s.%N)
+		ratios+=("$(echo "($m - $s) / ($e - $m)" | bc -l)")
+	done
+	printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
+}

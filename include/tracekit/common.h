@@ -170,9 +170,10 @@ unsigned tk_cpu_count(void);
  * it is a copy-on-write fault that flushes the TLB of every CPU running another thread of
  * the process (9% of `profile -j 2` on libLLVM). */
 void *tk_calloc_written(size_t n, size_t size);
-/* tk_calloc_written for a table read at random on a hot path, on huge pages where the
- * kernel gives them (madvise): one TLB entry instead of hundreds. Rounded up to and
- * aligned at 2 MiB; released with free(). */
+/* tk_calloc_written for a table read at random on a hot path: from TK_HUGE_FROM bytes on,
+ * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),
+ * rounded up to and aligned at 2 MiB. Released with free(). */
+#define TK_HUGE_FROM ((size_t)1 << 20)
 void *tk_calloc_huge(size_t n, size_t size);
 
 /* ---- progress: rate-limited status lines for long runs ----------------------------- */

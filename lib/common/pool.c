@@ -33,9 +33,11 @@ void *tk_calloc_huge(size_t n, size_t size)
 
 	if ((size && bytes / size != n) || bytes > SIZE_MAX - huge)
 		return NULL;
+	if (bytes < TK_HUGE_FROM)   /* a huge page would be mostly waste */
+		return tk_calloc_written(n, size);
 	len = (bytes + huge - 1) / huge * huge;
-	if (!len || !(m = aligned_alloc(huge, len)))
-		return len ? NULL : calloc(n, size);
+	if (!(m = aligned_alloc(huge, len)))
+		return NULL;
 	(void)madvise(m, len, MADV_HUGEPAGE);   /* a hint: small pages otherwise */
 	memset(m, 0, len);
 	return m;

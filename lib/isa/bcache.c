@@ -10,17 +10,14 @@
 /* a block's last instruction is within a link's 16-bit offset of its start */
 _Static_assert((MAX_BLOCK_INSNS - 1) * MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
 
-/* The walker reads links (and, less often, blocks and slots) at random: past half a huge
- * page they live on huge pages, where the kernel gives them, for fewer TLB misses. */
-#define HUGE_FROM ((size_t)1 << 20)
-
-/* OLD (N elements of SIZE in use) grown to CAP elements; NULL when out of memory (OLD is
- * then kept). */
+/* OLD (N elements of SIZE in use) grown to CAP elements, on huge pages once that is large
+ * enough (tk_calloc_huge: the walker reads links, and less often blocks and slots, at
+ * random); NULL when out of memory (OLD is then kept). realloc cannot keep the alignment. */
 static void *grow_array(void *old, size_t n, size_t cap, size_t size)
 {
 	void *m;
 
-	if (cap * size < HUGE_FROM)
+	if (cap * size < TK_HUGE_FROM)
 		return realloc(old, cap * size);
 	if (!(m = tk_calloc_huge(cap, size)))
 		return NULL;
@@ -30,19 +27,13 @@ static void *grow_array(void *old, size_t n, size_t cap, size_t size)
 	return m;
 }
 
-static uint32_t *alloc_slots(size_t n)
-{
-	return n * sizeof(uint32_t) < HUGE_FROM ? tk_calloc_written(n, sizeof(uint32_t))
-						 : tk_calloc_huge(n, sizeof(uint32_t));
-}
-
 int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img)
 {
 	memset(c, 0, sizeof(*c));
 	c->img = img;
 	tk_isa_init(&c->isa);
 	c->mask = 4095;
-	c->slots = alloc_slots(c->mask + 1);
+	c->slots = tk_calloc_huge(c->mask + 1, sizeof(*c->slots));
 	return c->slots ? 0 : -TK_E_NOMEM;
 }
 
@@ -83,7 +74,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 static int grow_slots(struct tk_bcache *c)
 {
 	uint32_t mask = c->mask * 2 + 1;
-	uint32_t *slots = alloc_slots((size_t)mask + 1);
+	uint32_t *slots = tk_calloc_huge((size_t)mask + 1, sizeof(*slots));
 
 	if (!slots)
 		return -TK_E_NOMEM;

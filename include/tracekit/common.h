@@ -170,6 +170,9 @@ unsigned tk_cpu_count(void);
  * it is a copy-on-write fault that flushes the TLB of every CPU running another thread of
  * the process (9% of `profile -j 2` on libLLVM). */
 void *tk_calloc_written(size_t n, size_t size);
+
+/* The longest instruction of any traced ISA (x86's; AArch64's are 4 bytes). */
+#define TK_MAX_INSN_BYTES 15
 /* tk_calloc_written for a table read at random on a hot path: from TK_HUGE_FROM bytes on,
  * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),
  * rounded up to and aligned at 2 MiB. Released with free(). */

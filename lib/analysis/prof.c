@@ -8,10 +8,6 @@
 
 #include "analysis/prof_internal.h"
 
-/* The longest instruction of any traced ISA (x86's; lib/isa/bcache.c has the same): a
- * resume this close after where tracing stopped is after that instruction. */
-#define MAX_INSN_BYTES 15
-
 /* the per-event path: inlined into tk_prof_events (calls would cost a third of it) */
 #define HOT static inline __attribute__((always_inline))
 
@@ -1227,7 +1223,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			 * interrupt) nor right after that instruction (a syscall's return) */
 			rc = do_enable(p, t, e->addr, time,
 				       t->off_at && (e->addr < t->off_at ||
-						     e->addr - t->off_at > MAX_INSN_BYTES));
+						     e->addr - t->off_at > TK_MAX_INSN_BYTES));
 			t->off_at = 0;
 			break;
 		case TK_EV_GAP:

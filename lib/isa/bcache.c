@@ -6,9 +6,8 @@
 #include "tracekit/common.h"
 
 #define MAX_BLOCK_INSNS 4096   /* cut very long straight runs: keeps lengths bounded */
-#define MAX_INSN_BYTES 15      /* x86's longest instruction (AArch64's are 4) */
 /* a block's last instruction is within a link's 16-bit offset of its start */
-_Static_assert((MAX_BLOCK_INSNS - 1) * MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
+_Static_assert((MAX_BLOCK_INSNS - 1) * TK_MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
 
 /* OLD (N elements of SIZE in use) grown to CAP elements, on huge pages once that is large
  * enough (tk_calloc_huge: the walker reads links, and less often blocks and slots, at
@@ -135,13 +134,14 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 		}
 		p = code;
 		n = avail;
-		if (n < MAX_INSN_BYTES) {
+		if (n < TK_MAX_INSN_BYTES) {
 			int got = tk_image_read(c->img, b.next, tmp, sizeof(tmp));
 			size_t m = got > 0 ? (size_t)got : 0;
 
 			/* Bytes may continue in a following segment. */
-			while (m < MAX_INSN_BYTES) {
-				int more = tk_image_read(c->img, b.next + m, tmp + m, MAX_INSN_BYTES - m);
+			while (m < TK_MAX_INSN_BYTES) {
+				int more = tk_image_read(c->img, b.next + m, tmp + m,
+							 TK_MAX_INSN_BYTES - m);
 
 				if (more <= 0)
 					break;

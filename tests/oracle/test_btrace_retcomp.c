@@ -1,8 +1,8 @@
 /* `tracekit convert --to ipt` of recorded branch traces writes what hardware with return
  * compression writes. Real programs (loops, recursion with longjmp and deeper than the
  * 64-entry return stack, function pointers, callbacks from untraced code, signals, C++
- * exceptions, threads, a shared module) are recorded with `tracekit record --btrace`; each thread's stream is converted with and
- * without return compression, and:
+ * exceptions, threads, a shared module) are recorded with `tracekit record --btrace`;
+ * each thread's stream is converted with and without return compression, and:
  *  (a) libipt's pt_insn decoder finds in the compressed stream, address for address, the
  *      instructions `tracekit decode` reconstructs from the container;
  *  (b) `tracekit decode` of the compressed stream (-j 1 and -j 2) lists the same

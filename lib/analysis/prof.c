@@ -1534,9 +1534,13 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 			d.map = fmap;
 		}
 		if (!d.spilled) {
-			size_t bytes = (d.v == from->dlog_cur ? from->dlog_end : DLOG_CHUNK) * sizeof *d.v;
+			/* FROM's last chunk is mostly unused (a chunk of trace completes few
+			 * calls with a duration): only what was made writable counts */
+			int last = d.v == from->dlog_cur;
+			size_t bytes = (last ? from->dlog_cap : DLOG_CHUNK) * sizeof *d.v;
 			uint64_t *m;
-			if (into->dlog_heap + bytes > dlog_budget(into) && bytes == DLOG_CHUNK * sizeof *d.v &&
+			if (into->dlog_heap + bytes > dlog_budget(into) &&
+			    (last ? from->dlog_end : DLOG_CHUNK) == DLOG_CHUNK &&
 			    (m = spill_chunk(into)) != NULL) {
 				memcpy(m, d.v, d.n * sizeof *d.v);
 				free(d.v);

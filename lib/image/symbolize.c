@@ -31,6 +31,10 @@ struct module {
 	uint64_t bias, start, end; /* run-time range [start, end) */
 	struct symbol *syms;
 	size_t nsyms;
+	/* a module with no full symbol table: the starts of its unwind table's FDEs (file
+	 * addresses), which name no function but mark where local functions begin */
+	uint64_t *fde_starts;
+	size_t nfde_starts;
 	char *strings;            /* copies of symbol names */
 	char *plt_strings;        /* names of PLT stubs ("printf@plt") */
 	uint8_t *build_id;
@@ -95,6 +99,7 @@ void tk_sym_free(struct tk_sym *s)
 			close(m->dbg_fd);
 		free(m->path);
 		free(m->syms);
+		free(m->fde_starts);
 		free(m->strings);
 		free(m->plt_strings);
 		free(m->build_id);
@@ -361,6 +366,68 @@ static int load_symbols(struct module *m)
 	return 0;
 }
 
+/* A 4-byte field of the unwind table's header at P (little-endian, as both ISAs here) */
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A stripped module's .dynsym lists only exported functions: a callback into a local one
+ * (qsort's comparator, a virtual method called from untraced code) would resume tracing
+ * at an address that is no known entry, and the profile would lose its stack there. Every
+ * function the compiler emitted has an FDE in .eh_frame, and .eh_frame_hdr lists their
+ * starts sorted: take those. Only the layout every linker writes is read (version 1,
+ * eh_frame_ptr pc-relative sdata4, count udata4, table datarel sdata4 pairs); any other
+ * leaves the module with its symbols alone. */
+static int load_fde_starts(struct module *m)
+{
+	size_t nph = 0;
+	GElf_Phdr ph;
+	int found = 0;
+	if (symbol_section(m->dbg_elf ? m->dbg_elf : m->elf, 0) || elf_getphdrnum(m->elf, &nph) != 0)
+		return 0;
+	for (size_t i = 0; i < nph && !found; i++)
+		found = gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME;
+	if (!found || ph.p_filesz < 12)
+		return 0;
+	Elf_Data *d = elf_getdata_rawchunk(m->elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+	if (!d || !d->d_buf || d->d_size < 12)
+		return 0;
+	const uint8_t *h = d->d_buf;
+	if (h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
+		return 0;
+	size_t n = le32(h + 8);
+	if (n > (d->d_size - 12) / 8)
+		return 0;   /* a count the table cannot hold: a damaged file */
+	/* the linker's FDE for a PLT covers stubs, not a function: its stubs are named
+	 * symbols already, and its start (PLT0) is the lazy binder's, jumped to by them */
+	uint64_t plt_lo[4], plt_hi[4];
+	size_t nplt = 0, shstrndx;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	if (elf_getshdrstrndx(m->elf, &shstrndx) == 0)
+		while ((scn = elf_nextscn(m->elf, scn)) && nplt < 4) {
+			const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(m->elf, shstrndx, sh.sh_name) : NULL;
+			if (name && !strncmp(name, ".plt", 4)) {
+				plt_lo[nplt] = sh.sh_addr;
+				plt_hi[nplt++] = sh.sh_addr + sh.sh_size;
+			}
+		}
+	if (!(m->fde_starts = malloc((n + 1) * sizeof *m->fde_starts)))
+		return -TK_E_NOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t a = ph.p_vaddr + (uint64_t)(int64_t)(int32_t)le32(h + 12 + 8 * i);
+		size_t j = 0;
+		while (j < nplt && !(a >= plt_lo[j] && a < plt_hi[j]))
+			j++;
+		if (j == nplt)
+			m->fde_starts[k++] = a;
+	}
+	m->nfde_starts = k;
+	return 0;
+}
+
 int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 {
 	if (s->nmods == s->cmods) {
@@ -416,6 +483,8 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 	}
 	open_debug_file(m);
 	int rc = load_symbols(m);
+	if (rc >= 0)
+		rc = load_fde_starts(m);
 	if (!s->opts.no_dwarf)
 		m->dw = dwarf_begin_elf(m->elf, DWARF_C_READ, NULL); /* NULL: no debug info */
 	s->nmods++;
@@ -891,13 +960,17 @@ int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n)
 	*out = NULL;
 	*n = 0;
 	for (size_t i = 0; i < s->nmods; i++)
-		total += s->mods[i].nsyms;
+		total += s->mods[i].nsyms + s->mods[i].nfde_starts;
 	uint64_t *e = malloc((total + 1) * sizeof *e);
 	if (!e)
 		return -TK_E_NOMEM;
-	for (size_t i = 0; i < s->nmods; i++)
-		for (size_t j = 0; j < s->mods[i].nsyms; j++)
-			e[k++] = s->mods[i].syms[j].addr + s->mods[i].bias;
+	for (size_t i = 0; i < s->nmods; i++) {
+		const struct module *m = &s->mods[i];
+		for (size_t j = 0; j < m->nsyms; j++)
+			e[k++] = m->syms[j].addr + m->bias;
+		for (size_t j = 0; j < m->nfde_starts; j++)
+			e[k++] = m->fde_starts[j] + m->bias;
+	}
 	*out = e;
 	*n = k;
 	return 0;

@@ -366,7 +366,7 @@ static int load_symbols(struct module *m)
 	return 0;
 }
 
-/* A 4-byte field of the unwind table's header at P (little-endian, as both ISAs here) */
+/* A 4-byte field of the unwind table at P (a little-endian module's) */
 static uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -384,7 +384,9 @@ static int load_fde_starts(struct module *m)
 	size_t nph = 0;
 	GElf_Phdr ph;
 	int found = 0;
-	if (symbol_section(m->dbg_elf ? m->dbg_elf : m->elf, 0) || elf_getphdrnum(m->elf, &nph) != 0)
+	const char *ident = elf_getident(m->elf, NULL);
+	if (symbol_section(m->dbg_elf ? m->dbg_elf : m->elf, 0) || elf_getphdrnum(m->elf, &nph) != 0 ||
+	    !ident || ident[EI_DATA] != ELFDATA2LSB)
 		return 0;
 	for (size_t i = 0; i < nph && !found; i++)
 		found = gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME;

@@ -13,6 +13,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/image.h"
+#include "image/elf_phdrs.h"
 
 struct seg {
 	uint64_t start, end;      /* [start, end) */
@@ -181,6 +182,7 @@ int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int 
 			elf_end(elf);
 		return -TK_E_BAD_FORMAT;
 	}
+	nph = tk_elf_phdr_count(elf);
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
 

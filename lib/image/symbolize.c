@@ -14,6 +14,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/symbolize.h"
+#include "image/elf_phdrs.h"
 
 struct symbol {
 	uint64_t addr, size;      /* file addresses */
@@ -381,12 +382,11 @@ static uint32_t le32(const uint8_t *p)
  * leaves the module with its symbols alone. */
 static int load_fde_starts(struct module *m)
 {
-	size_t nph = 0;
+	size_t nph = tk_elf_phdr_count(m->elf);
 	GElf_Phdr ph;
 	int found = 0;
 	const char *ident = elf_getident(m->elf, NULL);
-	if (symbol_section(m->dbg_elf ? m->dbg_elf : m->elf, 0) || elf_getphdrnum(m->elf, &nph) != 0 ||
-	    !ident || ident[EI_DATA] != ELFDATA2LSB)
+	if (symbol_section(m->dbg_elf ? m->dbg_elf : m->elf, 0) || !ident || ident[EI_DATA] != ELFDATA2LSB)
 		return 0;
 	for (size_t i = 0; i < nph && !found; i++)
 		found = gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME;
@@ -461,9 +461,8 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 	const char *slash = m->path ? strrchr(m->path, '/') : NULL;
 	m->base = slash ? slash + 1 : m->path;
 	m->bias = bias;
-	size_t nph = 0;
+	size_t nph = tk_elf_phdr_count(m->elf);
 	uint64_t lo = UINT64_MAX, hi = 0;
-	elf_getphdrnum(m->elf, &nph);
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
 		if (gelf_getphdr(m->elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
@@ -505,13 +504,12 @@ int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
 	elf_version(EV_CURRENT);
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	uint64_t lo = UINT64_MAX;
-	size_t nph = 0;
-	if (e && elf_getphdrnum(e, &nph) == 0)
-		for (size_t i = 0; i < nph; i++) {
-			GElf_Phdr ph;
-			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < lo)
-				lo = ph.p_vaddr;
-		}
+	size_t nph = tk_elf_phdr_count(e);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < lo)
+			lo = ph.p_vaddr;
+	}
 	if (e)
 		elf_end(e);
 	close(fd);
@@ -531,6 +529,7 @@ int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	size_t nph = 0;
 	if (e && elf_getphdrnum(e, &nph) == 0) {
+		nph = tk_elf_phdr_count(e);
 		for (size_t i = 0; i < nph; i++) {
 			GElf_Phdr ph;
 			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)

@@ -32,7 +32,7 @@ int tk_xtrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi)
 {
 	if (n >= 8 && tk_le32(p) == TK_XTRACE_SNAP_MAGIC) {
 		fi->id = TK_FMT_XTRACE_SNAP;
-		fi->version = (unsigned)tk_le64(p + 8);
+		fi->version = n >= 16 ? (unsigned)tk_le64(p + 8) : 0;   /* a header cut short */
 		snprintf(fi->detail, sizeof fi->detail, "register snapshots");
 		return 95;
 	}

@@ -264,8 +264,10 @@ static int schedule(struct conv *c, struct g5insn *in)
 
 	if (!c->w) {
 		c->w = tk_kanata_writer_new(c->out, in->tick[ST_F] ? to_cycle(c, in->tick[ST_F]) : 0, &rc);
-		if (!c->w)
+		if (!c->w) {
+			insn_free(in);   /* ours until its first event is queued */
 			return rc;
+		}
 	}
 	struct g5cpu *cpu = &c->cpus[in->cpu];
 	if (cpu->have_last && in->seq < cpu->last_seq) {
@@ -290,11 +292,16 @@ static int schedule(struct conv *c, struct g5insn *in)
 	if (fetch < tk_kanata_w_now(c->w))
 		fetch = tk_kanata_w_now(c->w);  /* cannot go back in time */
 	/* everything earlier than this fetch is final */
-	if ((rc = drain_events(c, fetch - 1)) < 0)
+	if ((rc = drain_events(c, fetch - 1)) < 0) {
+		insn_free(in);
 		return rc;
+	}
 	in->pending = 1;
-	if ((rc = ev_push(c, (struct g5ev){ .cycle = fetch, .in = in, .kind = EV_INSN })) < 0)
+	if ((rc = ev_push(c, (struct g5ev){ .cycle = fetch, .in = in, .kind = EV_INSN })) < 0) {
+		insn_free(in);
 		return rc;
+	}
+	/* from here on the queued events own it: pending counts them */
 	prev = last = fetch;
 	for (int s = 0; s < ST_N; s++) {
 		if (!in->tick[s] && s != ST_F)
@@ -303,8 +310,10 @@ static int schedule(struct conv *c, struct g5insn *in)
 		if (cy < prev)
 			cy = prev;  /* stages never go back */
 		in->pending++;
-		if ((rc = ev_push(c, (struct g5ev){ .cycle = cy, .in = in, .kind = EV_STAGE, .stage = s })) < 0)
+		if ((rc = ev_push(c, (struct g5ev){ .cycle = cy, .in = in, .kind = EV_STAGE, .stage = s })) < 0) {
+			in->pending--;
 			return rc;
+		}
 		prev = last = cy;
 	}
 	if (in->complete) {
@@ -316,8 +325,10 @@ static int schedule(struct conv *c, struct g5insn *in)
 			c->res->retired++;
 		rc = ev_push(c, (struct g5ev){ .cycle = last + 1, .in = in, .kind = EV_RETIRE,
 					       .flush = flush, .rid = flush ? c->next_rid : c->next_rid++ });
-		if (rc < 0)
+		if (rc < 0) {
+			in->pending--;
 			return rc;
+		}
 	}
 	return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/symbolize.h"
+#include "image/eh_frame_hdr.h"
 #include "image/elf_phdrs.h"
 
 struct symbol {
@@ -367,19 +368,12 @@ static int load_symbols(struct module *m)
 	return 0;
 }
 
-/* A 4-byte field of the unwind table at P (a little-endian module's) */
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* A stripped module's .dynsym lists only exported functions: a callback into a local one
  * (qsort's comparator, a virtual method called from untraced code) would resume tracing
  * at an address that is no known entry, and the profile would lose its stack there. Every
  * function the compiler emitted has an FDE in .eh_frame, and .eh_frame_hdr lists their
- * starts sorted: take those. Only the layout every linker writes is read (version 1,
- * eh_frame_ptr pc-relative sdata4, count udata4, table datarel sdata4 pairs); any other
- * leaves the module with its symbols alone. */
+ * starts sorted: take those (eh_frame_hdr.h; another layout leaves the module with its
+ * symbols alone). */
 static int load_fde_starts(struct module *m)
 {
 	size_t nph = tk_elf_phdr_count(m->elf);
@@ -393,14 +387,17 @@ static int load_fde_starts(struct module *m)
 	if (!found || ph.p_filesz < 12)
 		return 0;
 	Elf_Data *d = elf_getdata_rawchunk(m->elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
-	if (!d || !d->d_buf || d->d_size < 12)
+	if (!d || !d->d_buf)
 		return 0;
 	const uint8_t *h = d->d_buf;
-	if (h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
+	int64_t count = tk_ehfh_count(h, d->d_size);
+	if (count < 0) {
+		tk_log(TK_LOG_WARN, "%s: .eh_frame_hdr at offset 0x%llx claims %u functions, has "
+		       "room for %zu: damaged, not used (local functions are not entries)", m->path,
+		       (unsigned long long)ph.p_offset, tk_ehfh_le32(h + 8), (d->d_size - 12) / 8);
 		return 0;
-	size_t n = le32(h + 8);
-	if (n > (d->d_size - 12) / 8)
-		return 0;   /* a count the table cannot hold: a damaged file */
+	}
+	size_t n = (size_t)count;
 	/* the linker's FDE for a PLT covers stubs, not a function: its stubs are named
 	 * symbols already, and its start (PLT0) is the lazy binder's, jumped to by them */
 	uint64_t plt_lo[4], plt_hi[4];
@@ -419,7 +416,7 @@ static int load_fde_starts(struct module *m)
 		return -TK_E_NOMEM;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t a = ph.p_vaddr + (uint64_t)(int64_t)(int32_t)le32(h + 12 + 8 * i);
+		uint64_t a = tk_ehfh_start(h, ph.p_vaddr, i);
 		size_t j = 0;
 		while (j < nplt && !(a >= plt_lo[j] && a < plt_hi[j]))
 			j++;

@@ -35,6 +35,7 @@
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
+#include "image/eh_frame_hdr.h"
 #include "cti.h"
 #include "ptenc.h"
 #include "rt.h"
@@ -54,6 +55,7 @@ struct module {
 	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
 	uint16_t *imap;               /* per byte of [start, end): the instruction there (IM_*) */
 	uint64_t eh_frame_hdr;        /* PT_GNU_EH_FRAME (run-time), for function starts */
+	uint64_t eh_frame_hdr_size;   /* its p_memsz: the table is read no further */
 	uint8_t build_id[64];
 	unsigned build_id_len;
 };
@@ -2210,20 +2212,16 @@ static int fn_symbols(const uint8_t *f, size_t size, const struct module *m, str
 
 /* Function starts from the loaded .eh_frame_hdr's search table (every function with unwind
  * information, static ones included), for modules without any .symtab: each runs to the
- * next start. Only the encoding every toolchain writes is read. */
+ * next start. A count larger than the segment (a damaged file) is not followed: reading
+ * past it crashed the traced program. */
 static void fde_starts(const struct module *m, struct scan *sc)
 {
 	const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
-	uint32_t count;
-	if (!h || h[0] != 1 || h[1] != 0x1b || h[2] != 0x03 || h[3] != 0x3b)
-		return;   /* version 1, pcrel sdata4, udata4 count, datarel sdata4 table */
-	memcpy(&count, h + 8, 4);
-	for (uint32_t i = 0; i < count; i++) {
-		int32_t loc;
-		memcpy(&loc, h + 12 + 8 * (size_t)i, 4);
+	int64_t count = h ? tk_ehfh_count(h, m->eh_frame_hdr_size) : 0;
+	for (int64_t i = 0; i < count; i++) {
 		struct fnrange *r = vec_push(&sc->fns);
 		if (r) {
-			r->start = m->eh_frame_hdr + (uint64_t)(int64_t)loc;
+			r->start = tk_ehfh_start(h, m->eh_frame_hdr, (size_t)i);
 			r->end = 0;
 		}
 	}
@@ -2486,8 +2484,10 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 			if (ph->p_vaddr + ph->p_memsz + m->bias > hi)
 				hi = ph->p_vaddr + ph->p_memsz + m->bias;
 		}
-		if (ph->p_type == PT_GNU_EH_FRAME)
+		if (ph->p_type == PT_GNU_EH_FRAME) {
 			m->eh_frame_hdr = ph->p_vaddr + m->bias;
+			m->eh_frame_hdr_size = ph->p_memsz;
+		}
 		if (ph->p_type == PT_NOTE) {
 			const uint8_t *p = (const uint8_t *)(m->bias + ph->p_vaddr), *e = p + ph->p_memsz;
 			while (p + 12 <= e) {

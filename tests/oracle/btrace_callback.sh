@@ -5,6 +5,7 @@
 # Ground truth: the comparator counts its own calls and the program prints the count; the
 # unstripped program's profile (comparator and main named by .symtab) gives the same rows
 # for the comparator, main and qsort@plt as the stripped one (named by module offset).
+# Then a copy whose unwind table is damaged.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -64,4 +65,19 @@ got_qsort=$(row "$work/cbs.csv" qsort@plt)
 	{ echo "stripped: main cbs+0x$main_off '$got_main', want '$want_main'"; cat "$work/cbs.csv"; exit 1; }
 [ "$got_qsort" = "$want_qsort" ] ||
 	{ echo "stripped: qsort@plt '$got_qsort', want '$want_qsort'"; cat "$work/cbs.csv"; exit 1; }
+
+# The same program with its unwind table's count damaged (billions of FDEs): the recorder
+# reads the loaded table and must not follow the count past the segment (it crashed the
+# program); the profile warns with the table's offset and still decodes.
+cp "$work/cbs" "$work/cbd"
+hdr=$(readelf -lW "$work/cbd" | awk '$1 == "GNU_EH_FRAME" {print $2}')
+printf '\360\377\377\177' | dd of="$work/cbd" bs=1 seek=$((hdr + 8)) conv=notrunc status=none
+got=$("$TK" record --btrace -o "$work/cbd.tkbt" -- "$work/cbd" 2>"$work/cbd.err") ||
+	{ echo "damaged table: record failed"; cat "$work/cbd.err"; exit 1; }
+[ "$got" = "$ncmp" ] || { echo "damaged table: printed '$got', not '$ncmp'"; cat "$work/cbd.err"; exit 1; }
+"$TK" profile --to csv "$work/cbd.tkbt" >"$work/cbd.csv" 2>"$work/cbd.perr" ||
+	{ echo "damaged table: profile failed"; cat "$work/cbd.perr"; exit 1; }
+grep -q "cbd: .eh_frame_hdr at offset $(printf 0x%x $((hdr))) claims" "$work/cbd.perr" ||
+	{ echo "damaged table: no warning with the offset"; cat "$work/cbd.perr"; exit 1; }
+grep -q '^"qsort@plt",1,' "$work/cbd.csv" || { echo "damaged table: no qsort@plt call"; cat "$work/cbd.csv"; exit 1; }
 echo ok

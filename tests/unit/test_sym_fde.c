@@ -1,7 +1,8 @@
 /* A stripped program's local functions are entries (tk_sym_entries) through the FDE starts
- * of .eh_frame_hdr; the PLT's FDE is not one; a damaged table (a count it cannot hold, an
- * unknown version) adds nothing and reads nothing out of bounds. Reference: nm and objdump
- * on the unstripped program. */
+ * of .eh_frame_hdr; the PLT's FDE is not one. A damaged table adds nothing, reads nothing
+ * out of bounds (the ASan build checks) and leaves the module's symbols loaded; a count the
+ * table cannot hold is reported with the table's offset. Reference: nm and objdump on the
+ * unstripped program. */
 #include <elf.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +17,15 @@
 #include "tracekit/tracekit.h"
 
 static char dir[] = "/tmp/tk-fde-XXXXXX";
-static uint64_t cmp_addr, plt0_addr;
+static uint64_t cmp_addr, plt0_addr, qsort_plt_addr;
+static char logged[512];
+
+static void keep_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx;
+	if (level <= TK_LOG_WARN)
+		snprintf(logged, sizeof logged, "%s", msg);
+}
 
 static const char program[] =
 	"#include <stdio.h>\n#include <stdlib.h>\n"
@@ -107,9 +116,11 @@ static int setup(void **state)
 			cmp_addr = a;
 		if (sscanf(line, "%llx <%255[^>]>:", &a, name) == 2 && strstr(name, "@plt-0x"))
 			plt0_addr = a;
+		else if (sscanf(line, "%llx <%255[^>]>:", &a, name) == 2 && !strcmp(name, "qsort@plt"))
+			qsort_plt_addr = a;
 	}
 	pclose(p);
-	return cmp_addr && plt0_addr ? 0 : -1;
+	return cmp_addr && plt0_addr && qsort_plt_addr ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -135,15 +146,26 @@ static void test_local_function_is_entry(void **state)
 
 static void test_damaged_table(void **state)
 {
-	char path[256];
+	char path[256], want[64];
 	const uint8_t huge_count[4] = { 0xf0, 0xff, 0xff, 0x7f }, version2 = 2;
 	(void)state;
 	snprintf(path, sizeof path, "%s/count", dir);
 	patched_copy(path, 8, huge_count, sizeof huge_count);
+	tk_set_log(keep_log, NULL);
+	logged[0] = 0;
 	assert_false(entries_have(path, cmp_addr));
+	tk_set_log(NULL, NULL);
+	/* said, with where the table is */
+	snprintf(want, sizeof want, "offset 0x%lx", eh_frame_hdr_offset(path));
+	fprintf(stderr, "logged: %s\n", logged);
+	assert_non_null(strstr(logged, ".eh_frame_hdr"));
+	assert_non_null(strstr(logged, want));
+	/* the rest of the module still loads: its PLT stubs are entries */
+	assert_true(entries_have(path, qsort_plt_addr));
 	snprintf(path, sizeof path, "%s/version", dir);
 	patched_copy(path, 0, &version2, 1);
 	assert_false(entries_have(path, cmp_addr));
+	assert_true(entries_have(path, qsort_plt_addr));
 }
 
 int main(void)

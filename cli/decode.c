@@ -28,8 +28,12 @@ static const char usage[] =
 
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img)
 {
+	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
+	const char *chunk = getenv("TK_IPT_CHUNK");
+
 	return (struct tk_ipt_flow_opts){
 		.sz = sizeof(struct tk_ipt_flow_opts), .image = img, .nthreads = o->jobs,
+		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0,
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 	};
@@ -60,9 +64,12 @@ struct tk_image *cli_image_load(const struct cli_opts *o)
 
 /* Intel PT to a profile: one tk_prof per chunk (decoded in parallel), merged in order,
  * which stitches call stacks across the seams. A merged chunk's profile is emptied for a
- * later chunk (its tables keep their size: no growing and faulting in again). */
+ * later chunk (its tables keep their size: no growing and faulting in again). A chunk whose
+ * merge would not give the one-pass profile (tk_prof_seam_exact) is decoded again, its
+ * events going to the total directly. */
 struct ipt_prof_run {
 	struct tk_prof **chunks;
+	uint8_t *redone;                /* per chunk: decoded again into the total */
 	size_t n;
 	struct tk_prof *total;
 	struct tk_prof **spare;         /* emptied profiles (at most n) */
@@ -93,6 +100,27 @@ static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_s
 	return 0;
 }
 
+/* Before chunk I merges: a return in it that may end calls of the chunks before (longjmp
+ * past the seam) makes its events go to the total itself, as in one pass. */
+static int ipt_prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ipt_prof_run *r = ctx;
+	const uint64_t *entries;
+	size_t nentries;
+	int err;
+
+	if (i >= r->n || !r->chunks[i])
+		return -TK_E_INTERNAL;
+	if (!flow)
+		return !tk_prof_seam_exact(r->total, r->chunks[i]);
+	entries = tk_prof_entries(r->total, &nentries);
+	if ((err = tk_flow_set_count_mode(flow, 1, entries, nentries)) < 0)
+		return err;
+	r->redone[i] = 1;
+	*sink = tk_prof_sink(r->total);
+	return 1;
+}
+
 static int add_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
 {
 	return tk_prof_add_block(ctx, start, last, execs, insns);
@@ -111,7 +139,7 @@ static int ipt_prof_merge(void *ctx, size_t i)
 {
 	struct ipt_prof_run *r = ctx;
 	/* the chunk is emptied next: its durations move into the total, not copied */
-	int rc = tk_prof_merge_take(r->total, r->chunks[i]);
+	int rc = r->redone[i] ? 0 : tk_prof_merge_take(r->total, r->chunks[i]);
 
 	tk_prof_reset(r->chunks[i]);
 	pthread_mutex_lock(&r->lock);
@@ -144,16 +172,20 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
+	r.redone = calloc(r.n ? r.n : 1, 1);
 	struct tk_ipt_flow_consumer c = { .begin = ipt_prof_begin, .merge = ipt_prof_merge,
-					  .ctx = &r, .done = ipt_prof_done };
+					  .ctx = &r, .done = ipt_prof_done,
+					  .redo = ipt_prof_redo };
 
-	rc = r.chunks && r.spare ? tk_ipt_flow_decode(data, len, &fo, &c, st) : -TK_E_NOMEM;
+	rc = r.chunks && r.spare && r.redone ? tk_ipt_flow_decode(data, len, &fo, &c, st)
+					     : -TK_E_NOMEM;
 	for (size_t i = 0; r.chunks && i < r.n; i++)
 		tk_prof_free(r.chunks[i]);
 	for (size_t i = 0; i < r.nspare; i++)
 		tk_prof_free(r.spare[i]);
 	free(r.chunks);
 	free(r.spare);
+	free(r.redone);
 	tk_image_free(img);
 	if (rc >= 0)
 		rc = tk_prof_finish(total);

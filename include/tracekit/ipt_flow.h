@@ -57,6 +57,12 @@ struct tk_ipt_flow_consumer {
 	/* Optional: each decoder (flow) once more when all chunks are merged, before it is
 	 * freed; for what it gathered over all its chunks (tk_flow_take_counts). */
 	int (*done)(void *ctx, struct tk_flow *flow);
+	/* Optional: before merge(CHUNK), with FLOW NULL: 1 if the chunk must be decoded again
+	 * (its events were right, the result of merging them is not: tk_prof_seam_exact), 0
+	 * if not. If 1, called again with a decoder of its own (set it up as begin does) to
+	 * give the sink of the second decoding; that decoder is then freed without done, and
+	 * the chunk's stats count once. merge(CHUNK) follows either way. */
+	int (*redo)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 };
 
 /* Decode BUF (a raw PT stream) against opts->image. Errors become TK_EV_GAP events (and

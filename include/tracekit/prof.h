@@ -94,8 +94,14 @@ const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
 /* Add FROM (the profile of the events right after INTO's, e.g. the next chunk) into INTO:
  * counts add, FROM's orphans end INTO's open calls in order, FROM's open calls continue on
  * INTO's stacks. Merging the profiles of consecutive chunks gives exactly the profile of the
- * whole stream. FROM is not changed. */
+ * whole stream, unless tk_prof_seam_exact says otherwise. FROM is not changed. */
 int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from);
+/* 0 when merging FROM into INTO would not give the profile of the whole stream: a return
+ * in FROM matched none of FROM's open calls (it ended only the innermost, as a return that
+ * matches no call does) and one of INTO's open calls holds its target (in one pass it would
+ * have ended every call above that one: longjmp, exceptions). FROM's events must then go
+ * to INTO itself. 1 otherwise. Either may err towards 0 (a few such returns are kept). */
+int tk_prof_seam_exact(const struct tk_prof *into, const struct tk_prof *from);
 /* The same, but FROM's data may move into INTO instead of being copied (the call
  * durations are not copied): afterwards FROM may only be freed. */
 int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from);

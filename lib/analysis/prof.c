@@ -820,18 +820,37 @@ static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target,
 		if (retset_sync(t) < 0)
 			return -TK_E_NOMEM;
 	}
-	if (target && t->st[i - 1].ret != target && retset_has(&t->rets, target)) {
+	int unmatched = 0;
+
+	if (target && t->st[i - 1].ret != target) {
 		/* a return deeper into the stack (longjmp, exception); else just one frame */
-		size_t j = i - 1;
+		size_t j = retset_has(&t->rets, target) ? i - 1 : 0;
 		while (j > 0 && t->st[j - 1].ret != target)
 			j--;
 		if (j > 0)
 			i = j;
+		else
+			unmatched = 1;
 	}
 	i = tail_chain(t, i);
 	/* a tail call made at the unknown level: its return ends that level too (only frames
 	 * without a return address reach down there) */
 	int below = t->st[i - 1].tail;
+
+	if (unmatched && !below) {
+		/* maybe to a call of the chunks before (tk_prof_seam_exact); a return through
+		 * the unknown level is an orphan, which the merge replays. Mostly the same few
+		 * targets: the returns of callbacks into untraced code (qsort's comparator). */
+		size_t u = 0;
+
+		while (u < t->nunmatched && u < UNMATCHED_KEPT && t->unmatched[u] != target)
+			u++;
+		if (u == t->nunmatched) {
+			if (u < UNMATCHED_KEPT)
+				t->unmatched[u] = target;
+			t->nunmatched++;
+		}
+	}
 	while (t->depth >= i) {
 		int rc = pop(p, t, time, 1);
 		if (rc < 0)
@@ -876,7 +895,7 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 	 * most likely that caller's return (operator delete jumped to its PLT stub, libstdc++
 	 * returned). They end here, and the merge replays the enable on the chunk before's
 	 * stack, as one trace would have searched it. (Were it nobody's return, one trace
-	 * would have kept them: the limit of exact merging, as for deep returns.) */
+	 * would have kept them: the limit of exact merging.) */
 	if (jumped_out && t->depth && t->st[0].tail && tail_chain(t, t->depth) == 1) {
 		while (t->depth) {
 			int rc = pop(p, t, time, 1);
@@ -1654,6 +1673,32 @@ int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from)
 {
 	/* without taking, FROM is only read */
 	return merge(into, (struct tk_prof *)from, 0);
+}
+
+int tk_prof_seam_exact(const struct tk_prof *into, const struct tk_prof *from)
+{
+	for (size_t k = 0; k < from->ntracks; k++) {
+		const struct track *tb = &from->tracks[k], *tm = NULL;
+
+		if (!tb->nunmatched)
+			continue;
+		for (size_t m = 0; m < into->ntracks && !tm; m++)
+			if (into->tracks[m].id == tb->id)
+				tm = &into->tracks[m];
+		for (size_t i = 0; tm && i < tm->depth; i++) {
+			uint64_t ret = tm->st[i].ret;
+
+			if (!ret)
+				continue;
+			if (tb->nunmatched > UNMATCHED_KEPT)
+				return 0;
+			for (size_t u = 0; u < tb->nunmatched; u++)
+				if (tb->unmatched[u] == ret) {
+					return 0;
+				}
+		}
+	}
+	return 1;
 }
 
 int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from)

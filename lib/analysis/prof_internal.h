@@ -122,6 +122,7 @@ struct retset {
 	size_t mask, used;        /* used: slots with a key (all with a count > 0) */
 };
 
+#define UNMATCHED_KEPT 16
 struct track {
 	uint32_t id;
 	uint32_t root;
@@ -152,6 +153,10 @@ struct track {
 	uint64_t head_entry, head_time;
 	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
 	uint64_t off_at;          /* where tracing last stopped (TK_EV_DISABLE), 0 if on */
+	/* targets of returns that matched no open call while there were some: in a chunk's
+	 * profile, maybe calls of the chunks before (tk_prof_seam_exact) */
+	uint64_t unmatched[UNMATCHED_KEPT];
+	size_t nunmatched;        /* distinct targets; more than UNMATCHED_KEPT: any may be */
 };
 
 /* The function entries, sorted and unique, and a filter of them: built once and shared by

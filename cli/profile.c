@@ -56,8 +56,8 @@ static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input 
 		cli_xtrace_close(&x);
 		return rc;
 	}
-	struct tk_prof_opts po = { .sz = sizeof po };
-	if (!(p = tk_prof_new(&po, &err)) || (rc = cli_out_open(o, &out))) {
+	/* --elf's function entries: tail calls and calls from untraced code, as for PT */
+	if (!(p = cli_prof_new(o, sym, NULL, &err)) || (rc = cli_out_open(o, &out))) {
 		if (!p)
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		tk_sym_free(sym);

@@ -345,9 +345,8 @@ struct prof_job {
 static int prof_work(void *ctx, size_t i)
 {
 	struct prof_job *j = ctx;
-	struct tk_prof_opts po = { .sz = sizeof po };
 	int err = 0;
-	if (!(j->part[i] = tk_prof_new(&po, &err)))
+	if (!(j->part[i] = tk_prof_new_like(j->total, &err)))
 		return err;
 	int rc = tk_xtrace_decode_chunk(j->t, i, j->track, 0, tk_prof_sink(j->part[i]),
 					&j->part_gaps[i]);

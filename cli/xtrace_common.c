@@ -357,7 +357,17 @@ static int prof_work(void *ctx, size_t i)
 static int prof_merge(void *ctx, size_t i)
 {
 	struct prof_job *j = ctx;
-	int rc = tk_prof_merge(j->total, j->part[i]);
+	int rc;
+
+	if (tk_prof_seam_exact(j->total, j->part[i])) {
+		rc = tk_prof_merge(j->total, j->part[i]);
+	} else {
+		/* a return that may end calls made before the chunk (longjmp past the seam):
+		 * its events go to the total itself, as in one pass; gaps count once */
+		struct tk_gap_stats again = { 0 };
+
+		rc = tk_xtrace_decode_chunk(j->t, i, j->track, 0, tk_prof_sink(j->total), &again);
+	}
 	tk_prof_free(j->part[i]);
 	j->part[i] = NULL;
 	tk_gap_stats_merge(j->gaps, &j->part_gaps[i]);

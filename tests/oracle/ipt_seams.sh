@@ -10,42 +10,7 @@
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat >"$work/lj.c" <<'C'
-#include <setjmp.h>
-#include <stdio.h>
-
-static jmp_buf env;
-static unsigned long ndeep;
-
-__attribute__((noinline)) static void deep(int n)
-{
-	ndeep++;
-	if (n == 0)
-		longjmp(env, 1);
-	deep(n - 1);
-}
-
-__attribute__((noinline)) static int run(int iters)
-{
-	volatile int caught = 0;
-	for (volatile int i = 0; i < iters; i++)
-		if (!setjmp(env))
-			deep(i % 12);
-		else
-			caught++;
-	return caught;
-}
-
-int main(void)
-{
-	int total = 0;
-	for (int r = 0; r < 40; r++)
-		total += run(60);
-	printf("%lu\n", ndeep);
-	return 0;
-}
-C
-cc -O1 -o "$work/lj" "$work/lj.c"
+cc -O1 -o "$work/lj" "$SRC/tests/data/seams/lj.c"
 ndeep=$("$TK" record --btrace -o "$work/lj.tkbt" -- "$work/lj" 2>"$work/rec.err") ||
 	{ echo "record failed"; cat "$work/rec.err"; exit 1; }
 bias=$("$TK" info "$work/lj.tkbt" | awk -v m="$work/lj" '$1 == "module" && $2 == m {
@@ -71,19 +36,6 @@ done
 calls() { awk -F, -v n="\"$1\"" '$1 == n {print $2}' "$work/one.csv"; }
 [ "$(calls deep)" = "$ndeep" ] || { echo "deep: $(calls deep) calls, the program made $ndeep"; exit 1; }
 [ "$(calls run)" = 40 ] || { echo "run: $(calls run) calls, not 40"; exit 1; }
-python3 - "$work/one.calltree" <<'PY'
-import re, sys
-# rows: calls, inclusive and exclusive instructions, then the name indented by its depth
-rows = [re.match(r'\s*(\d+)\s+\d+\s+\d+(\s+)(.*)', l) for l in open(sys.argv[1]) if not l.startswith('#')]
-rows = [(int(m.group(1)), len(m.group(2)), m.group(3)) for m in rows if m]
-main = next(i for i, r in enumerate(rows) if r[2] == 'main')
-under = []
-for calls, indent, name in rows[main + 1:]:
-    if indent <= rows[main][1]:
-        break
-    if indent == rows[main][1] + 2 and name == 'run':
-        under.append(calls)
-if under != [40]:
-    sys.exit(f"main -> run in the call tree: {under}, want one row of 40 calls")
-PY
+under=$(python3 "$SRC/tests/tools/calltree_calls.py" "$work/one.calltree" main run)
+[ "$under" = 40 ] || { echo "main -> run in the call tree: '$under', want one row of 40 calls"; exit 1; }
 echo "ipt seams: ok ($npsb PSBs, $ndeep calls of deep)"

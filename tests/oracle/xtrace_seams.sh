@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Chunk seams and longjmp in xtrace profiles (see ipt_seams.sh): the same program for
+# AArch64, recorded under qemu twice, with a snapshot every 1,024 instructions (over 400
+# chunks) and with one snapshot (one chunk). The environment strings have one length, so
+# both runs execute the same instructions. The call trees and function tables must be the
+# same, and right: main calls run() 40 times, deep() as often as the program counted.
+set -euo pipefail
+: "${TK:?}" "${SRC:?}"
+command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null || {
+	echo "qemu-aarch64 and gcc-aarch64-linux-gnu are required (scripts/install-deps.sh)"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+aarch64-linux-gnu-gcc -O1 -static -o "$work/lj" "$SRC/tests/data/seams/lj.c"
+# 002000 is octal (1,024): as long as 900000, which is more than the program runs
+for iv in 002000 900000; do
+	ndeep=$(env -i PATH="$PATH" TK_XTRACE_INTERVAL=$iv "$TK" record --qemu -q -o "$work/$iv" \
+		-- "$work/lj")
+	insn=$(ls "$work/$iv"/*.xinsndata.bin)
+	for t in calltree csv; do
+		"$TK" profile -j 2 --to $t --elf "$work/lj" "$insn" >"$work/$iv.$t"
+	done
+done
+nsnap=$("$TK" info "$work/002000"/*.xinsndata.bin | awk '$1 == "snapshots:" {print $2 + 0}')
+[ "${nsnap:-0}" -ge 100 ] || { echo "only '$nsnap' snapshots: too few seams to test"; exit 1; }
+# the header counts block events, which snapshots cut in two; the instructions must agree
+insns() { sed -n '1s/.*instructions \([0-9]*\),.*/\1/p' "$work/$1.calltree"; }
+[ "$(insns 002000)" = "$(insns 900000)" ] ||
+	{ echo "the runs differ: $(insns 002000) and $(insns 900000) instructions"; exit 1; }
+for t in calltree csv; do
+	cmp -s <(sed 1d "$work/900000.$t") <(sed 1d "$work/002000.$t") || {
+		echo "--to $t: profile in $nsnap chunks differs from one chunk"
+		diff <(sed 1d "$work/900000.$t") <(sed 1d "$work/002000.$t") | head -20 || true; exit 1; }
+done
+calls() { awk -F, -v n="\"$1\"" '$1 == n {print $2}' "$work/900000.csv"; }
+[ "$(calls deep)" = "$ndeep" ] || { echo "deep: $(calls deep) calls, the program made $ndeep"; exit 1; }
+under=$(python3 "$SRC/tests/tools/calltree_calls.py" "$work/900000.calltree" main run)
+[ "$under" = 40 ] || { echo "main -> run in the call tree: '$under', want one row of 40 calls"; exit 1; }
+echo "xtrace seams: ok ($nsnap snapshots, $ndeep calls of deep)"

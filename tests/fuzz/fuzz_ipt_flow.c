@@ -24,6 +24,7 @@ static int count_events(void *ctx, const struct tk_event *ev, size_t n)
 /* a profile per chunk, merged in order, as `tracekit profile` builds it */
 struct prof_run {
 	struct tk_prof *total, *chunk[64];
+	uint8_t redone[64];
 };
 
 static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
@@ -42,10 +43,28 @@ static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	return 0;
 }
 
+/* a chunk whose merge would not be exact, decoded again into the total */
+static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct prof_run *r = ctx;
+	const uint64_t *e;
+	size_t n;
+	int err;
+
+	if (!flow)
+		return !tk_prof_seam_exact(r->total, r->chunk[i]);
+	e = tk_prof_entries(r->total, &n);
+	if ((err = tk_flow_set_count_mode(flow, 1, e, n)) < 0)
+		return err;
+	r->redone[i] = 1;
+	*sink = tk_prof_sink(r->total);
+	return 1;
+}
+
 static int prof_merge(void *ctx, size_t i)
 {
 	struct prof_run *r = ctx;
-	int rc = tk_prof_merge(r->total, r->chunk[i]);
+	int rc = r->redone[i] ? 0 : tk_prof_merge(r->total, r->chunk[i]);
 
 	tk_prof_free(r->chunk[i]);
 	r->chunk[i] = NULL;
@@ -105,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = 4 };
 	struct prof_run r = { 0 };
 	struct tk_ipt_flow_consumer c = { .begin = prof_begin, .merge = prof_merge, .ctx = &r,
-					  .done = prof_done };
+					  .done = prof_done, .redo = prof_redo };
 	int err;
 
 	if (size / 32 < 60 && (r.total = tk_prof_new(&po, &err))) {

@@ -768,8 +768,16 @@ static int do_psb(struct ptd *d)
 			/* a PSB+ cut short (no PSBEND): an error at this PSB, which starts
 			 * the next one */
 			return -TK_E_BAD_FORMAT;
+		case TK_IPT_PKT_TNT8: case TK_IPT_PKT_TNT64: case TK_IPT_PKT_TIP:
+		case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_PTW:
+		case TK_IPT_PKT_EXSTOP: case TK_IPT_PKT_MWAIT: case TK_IPT_PKT_PWRE:
+		case TK_IPT_PKT_PWRX: case TK_IPT_PKT_STOP:
+			/* never inside a PSB+ (its PSBEND is missing): an error at this
+			 * packet, not a flow taken as state and lost without a word */
+			return -TK_E_BAD_FORMAT;
 		default:
-			break;   /* PIP, VMCS, CBR, TMA, MTC, PAD, MODE.TSX: state only */
+			break;   /* PIP, VMCS, PAD, MODE.TSX, MNT, block and event packets:
+				    state only */
 		}
 	}
 }

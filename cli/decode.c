@@ -78,11 +78,18 @@ struct ipt_prof_run {
 	int err;
 };
 
+/* Blocks are counted by the walker, not sent one event each (the same profile). */
+static int count_blocks(struct ipt_prof_run *r, struct tk_flow *flow)
+{
+	size_t nentries;
+	const uint64_t *entries = tk_prof_entries(r->total, &nentries);
+
+	return tk_flow_set_count_mode(flow, 1, entries, nentries);
+}
+
 static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
 	struct ipt_prof_run *r = ctx;
-	const uint64_t *entries;
-	size_t nentries;
 	int err;
 
 	if (i >= r->n)
@@ -92,9 +99,7 @@ static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_s
 	pthread_mutex_unlock(&r->lock);
 	if (!r->chunks[i] && !(r->chunks[i] = tk_prof_new_like(r->total, &err)))
 		return err;
-	/* blocks are counted by the walker, not sent one event each (same profile) */
-	entries = tk_prof_entries(r->total, &nentries);
-	if ((err = tk_flow_set_count_mode(flow, 1, entries, nentries)) < 0)
+	if ((err = count_blocks(r, flow)) < 0)
 		return err;
 	*sink = tk_prof_sink(r->chunks[i]);
 	return 0;
@@ -105,16 +110,13 @@ static int ipt_prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_s
 static int ipt_prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
 	struct ipt_prof_run *r = ctx;
-	const uint64_t *entries;
-	size_t nentries;
 	int err;
 
 	if (i >= r->n || !r->chunks[i])
 		return -TK_E_INTERNAL;
 	if (!flow)
 		return !tk_prof_seam_exact(r->total, r->chunks[i]);
-	entries = tk_prof_entries(r->total, &nentries);
-	if ((err = tk_flow_set_count_mode(flow, 1, entries, nentries)) < 0)
+	if ((err = count_blocks(r, flow)) < 0)
 		return err;
 	r->redone[i] = 1;
 	*sink = tk_prof_sink(r->total);

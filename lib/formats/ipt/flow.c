@@ -253,6 +253,21 @@ static int last_ip(struct ptd *d, const struct tk_ipt_packet *p, uint64_t *ip)
 	return tk_ipt_last_ip_query(&d->last, ip) == 0;
 }
 
+/* Flow and power packets, which never come inside a PSB+: one of them means its PSBEND is
+ * missing. */
+static int never_in_psb_plus(unsigned kind)
+{
+	switch (kind) {
+	case TK_IPT_PKT_TNT8: case TK_IPT_PKT_TNT64: case TK_IPT_PKT_TIP:
+	case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_PTW:
+	case TK_IPT_PKT_EXSTOP: case TK_IPT_PKT_MWAIT: case TK_IPT_PKT_PWRE:
+	case TK_IPT_PKT_PWRX: case TK_IPT_PKT_STOP:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 {
 	struct tk_ipt_ctx ctx = { 0 };
@@ -263,7 +278,9 @@ int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 	tk_ipt_last_ip_init(&l);
 	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
 		pos += (size_t)rc;
-		if (p.kind == TK_IPT_PKT_PSBEND)
+		/* no FUP in this PSB+ (do_psb reports one cut short) */
+		if (p.kind == TK_IPT_PKT_PSBEND || p.kind == TK_IPT_PKT_PSB ||
+		    never_in_psb_plus(p.kind))
 			return 0;
 		if (p.kind == TK_IPT_PKT_FUP) {
 			if (tk_ipt_last_ip_update(&l, &p) < 0)
@@ -768,14 +785,11 @@ static int do_psb(struct ptd *d)
 			/* a PSB+ cut short (no PSBEND): an error at this PSB, which starts
 			 * the next one */
 			return -TK_E_BAD_FORMAT;
-		case TK_IPT_PKT_TNT8: case TK_IPT_PKT_TNT64: case TK_IPT_PKT_TIP:
-		case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_PTW:
-		case TK_IPT_PKT_EXSTOP: case TK_IPT_PKT_MWAIT: case TK_IPT_PKT_PWRE:
-		case TK_IPT_PKT_PWRX: case TK_IPT_PKT_STOP:
-			/* never inside a PSB+ (its PSBEND is missing): an error at this
-			 * packet, not a flow taken as state and lost without a word */
-			return -TK_E_BAD_FORMAT;
 		default:
+			/* a flow packet (PSBEND missing) is an error at it, not a flow
+			 * taken as state and lost without a word */
+			if (never_in_psb_plus(p.kind))
+				return -TK_E_BAD_FORMAT;
 			break;   /* PIP, VMCS, PAD, MODE.TSX, MNT, block and event packets:
 				    state only */
 		}

@@ -19,6 +19,9 @@ struct ptgen_opts {
 	uint64_t seed;
 	uint64_t max_bytes;          /* stop after about this much trace */
 	uint64_t psb_every;          /* bytes between PSBs (default 4096) */
+	int psb_anywhere;            /* a due PSB may come before any instruction, as the
+					hardware's does, not only after a branch: chunk seams
+					then fall inside blocks */
 	unsigned p_taken;            /* percent of conditional branches taken (default 50) */
 	unsigned p_async;            /* per-mille of branches followed by FUP+TIP (default 2) */
 	unsigned p_async_disable;    /* per-mille FUP+TIP.PGD ... TIP.PGE (default 1) */
@@ -51,6 +54,8 @@ struct ptgen {
 	uint64_t cstack[64];         /* the hardware's compression stack */
 	unsigned ctop, cdepth;
 	uint64_t next_psb;
+	uint64_t psbs_inside;        /* PSBs written after an instruction that is no branch */
+	unsigned psb_wait;           /* psb_anywhere: instructions until the due PSB */
 	uint64_t insns;              /* instructions executed while tracing */
 	uint64_t compressible;       /* returns to the compression stack's top while tracing */
 	uint64_t tsc;
@@ -226,6 +231,7 @@ static __attribute__((unused)) int ptgen_psb(struct ptgen *g, uint64_t ip, int e
 		return -1;
 	if (ptgen_simple(g, ppt_psbend) < 0)
 		return -1;
+	g->psb_wait = 0;
 	g->next_psb = ptgen_off(g) + g->o.psb_every - g->o.psb_every / 4 +
 		      ptgen_rand(g) % (g->o.psb_every / 2 + 1);
 	return 0;
@@ -334,6 +340,11 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 
 		if (in.cls == TK_ISA_OTHER) {
 			ip = next;
+			if (g->psb_wait && !quiet && !--g->psb_wait) {
+				if (ptgen_psb(g, ip, 1) < 0)
+					return -1;
+				g->psbs_inside++;
+			}
 			continue;
 		}
 		/* after a branch: maybe an overflow, a PSB, an interrupt */
@@ -424,7 +435,11 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			g->ovf_lost = 1 + (int)(ptgen_rand(g) % 50);
 			continue;
 		}
-		if (ptgen_off(g) >= g->next_psb) {
+		if (ptgen_off(g) >= g->next_psb && g->o.psb_anywhere && !g->psb_wait) {
+			/* packets are written at branches: the PSB waits a few instructions,
+			 * unless the next branch comes first */
+			g->psb_wait = 1 + (unsigned)(ptgen_rand(g) % 4);
+		} else if (ptgen_off(g) >= g->next_psb) {
 			if (ptgen_psb(g, ip, 1) < 0)
 				return -1;
 			continue;

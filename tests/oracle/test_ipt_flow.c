@@ -90,9 +90,10 @@ static int prof_merge(void *ctx, size_t i)
 	return rc;
 }
 
-/* The profile as JSON (functions, call paths), a block table and the text table. */
+/* The profile as JSON (functions, call paths), a block table and the text table; with
+ * BLOCKS_ONLY the block table alone. */
 static void prof_report(const uint8_t *buf, size_t len, struct tk_image *img, unsigned nthreads,
-			size_t chunk, int count, struct tk_buf *out)
+			size_t chunk, int count, int blocks_only, struct tk_buf *out)
 {
 	static struct prof_run r;
 	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = nentries };
@@ -108,9 +109,11 @@ static void prof_report(const uint8_t *buf, size_t len, struct tk_image *img, un
 	assert_int_equal(tk_ipt_flow_decode(buf, len, &fo, &c, &st), 0);
 	assert_int_equal(tk_prof_finish(r.total), 0);
 	assert_int_equal(tk_buf_init(out, -1, 1 << 20), 0);
-	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_JSON, &oo), 0);
+	if (!blocks_only)
+		assert_int_equal(tk_out_profile(out, r.total, TK_OUT_JSON, &oo), 0);
 	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_BLOCKS, &oo), 0);
-	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_TEXT, &oo), 0);
+	if (!blocks_only)
+		assert_int_equal(tk_out_profile(out, r.total, TK_OUT_TEXT, &oo), 0);
 	tk_prof_free(r.total);
 }
 
@@ -131,6 +134,8 @@ static void run_case(const struct ptgen_opts *go_in)
 	assert_int_equal(ptgen_init(&g, img, &go), 0);
 	len = ptgen_run(&g);
 	assert_true(len > 0);
+	if (go.psb_anywhere)
+		assert_true(g.psbs_inside > 50);   /* seams inside blocks, not by chance */
 	if (getenv("PTGEN_SAVE")) {
 		char path[256];
 		FILE *fp;
@@ -181,19 +186,29 @@ static void run_case(const struct ptgen_opts *go_in)
 	/* a profile from counted blocks is the profile from block events, whole or split */
 	struct tk_buf full, counted;
 
-	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 0, &full);
+	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 0, 0, &full);
 	assert_true(full.len > 1000);
-	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 1, &counted);
+	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 1, 0, &counted);
 	assert_int_equal(full.len, counted.len);
 	assert_memory_equal(full.data, counted.data, full.len);
 	tk_buf_free(&counted);
 	tk_buf_free(&full);
 	/* (not compared with the whole: the walk's returns to random entries go deeper into
 	 * the stack, into frames earlier chunks made, the documented limit of exact merging) */
-	prof_report(g.buf, (size_t)len, img, 2, 8192, 0, &full);
+	prof_report(g.buf, (size_t)len, img, 2, 8192, 0, 0, &full);
 	for (int count = 1; count <= 2; count++) {
-		prof_report(g.buf, (size_t)len, img, 2, 8192, count, &counted);
+		prof_report(g.buf, (size_t)len, img, 2, 8192, count, 0, &counted);
 		assert_true(same_text("profiles (from events, then counted)", &full, &counted));
+		tk_buf_free(&counted);
+	}
+	tk_buf_free(&full);
+	/* block counts do not depend on the call stack: the same whole or split, also where
+	 * a seam falls inside a block */
+	prof_report(g.buf, (size_t)len, img, 1, SIZE_MAX / 2, 1, 1, &full);
+	assert_true(full.len > 1000);
+	for (int count = 0; count <= 2; count++) {
+		prof_report(g.buf, (size_t)len, img, 2, 2048, count, 1, &counted);
+		assert_true(same_text("block tables (whole, then split)", &full, &counted));
 		tk_buf_free(&counted);
 	}
 	tk_buf_free(&full);
@@ -229,12 +244,24 @@ static void test_overflow(void **state)
 	run_case(&o);
 }
 
+/* PSBs before any instruction, as the hardware writes them: chunks begin and end inside
+ * blocks */
+static void test_psb_inside_blocks(void **state)
+{
+	(void)state;
+	struct ptgen_opts o = { .seed = 21, .max_bytes = 200000, .psb_every = 1024,
+				.psb_anywhere = 1, .p_async = 2 };
+
+	run_case(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_async_events),
 		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_psb_inside_blocks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,9 +6,11 @@
 #   libc      real program over libc: bench/ipt-flow-libc.c (snprintf, strtod, qsort with
 #             strcmp, bsearch, malloc), recorded with `tracekit record --btrace --module main
 #             --module libc.so.6` (90% of its instructions are libc's)
-#   llvm-O2   real work inside a large library: libLLVM's O2 pipeline on an IR file
-#             (bench/ipt-flow-llvm.c), recorded with `--module libLLVM`
-#   gzip      real program: `gzip -9` recorded in its own code (the deflate loops)
+#   llvm-O2   real work inside a large library: libLLVM's O2 pipeline (bench/ipt-flow-llvm.c)
+#             on the IR of lib/flow/walk.c as of commit $LLVM_INPUT_COMMIT (pinned: the
+#             input must not change when walk.c does), recorded with `--module libLLVM`
+#   gzip      real program: `gzip -9` of the first 200 KiB of libc.so.6, recorded in gzip's
+#             own code (the deflate loops)
 #   libc-walk stress case: a random walk over all of libc (bench/ipt-flow-gen.c,
 #             tests/oracle/ptgen.h: 50% taken TNTs, random indirect targets, a system call
 #             every ~20 instructions)
@@ -17,8 +19,8 @@
 # processor would (return compression).
 # A recorded run is repeated end to end (each copy starts with a PSB) up to MBYTES, as a
 # longer run of the same program would be. Recording is slow (every branch is emulated:
-# minutes), so the recorded traces are kept in $BENCH_CACHE (default build/bench-ipt-flow;
-# delete it to record again).
+# minutes), so the recorded traces are kept in $BENCH_CACHE (default build/bench-ipt-flow),
+# named by a hash of the recorded program's input files: a changed input is recorded again.
 # Besides the medians of each command's runs, the one-core ratios to pt_blk are measured
 # in interleaved rounds (pt_blk, then tracekit right after it: bench_interleaved_ratio),
 # which this machine's drifting speed does not bias.
@@ -33,6 +35,7 @@ trap 'rm -rf "$W"' EXIT
 BUILD=$SRC/build
 CACHE=${BENCH_CACHE:-$BUILD/bench-ipt-flow}
 CASES=${BENCH_CASES:-libc llvm-O2 gzip libc-walk llvm-walk}
+LLVM_INPUT_COMMIT=603d209
 # The text output (gigabytes) goes to a file on disk, as a user's would: past 64 MiB
 # tracekit writes it with direct I/O, which costs less than a tmpfs file's page
 # allocation (BENCH_OUTDIR to choose another place)
@@ -101,7 +104,11 @@ record_case() {
 	local name=$1 mods=() m
 	for m in $2; do mods+=(--module "$m"); done
 	shift 2
-	local c=$CACHE/$name
+	# the data files in $W the command reads (its input, not the program) name the recording
+	local a key
+	key=$(for a in "$@"; do if [[ $a == "$W"/* && -f $a && ! -x $a ]]; then cat "$a"; fi; done |
+		md5sum | cut -c1-12)
+	local c=$CACHE/$name-$key
 	if [ ! -s "$c.tkbt" ] || [ ! -s "$c.args" ]; then
 		echo "recording $name (slow: every branch is emulated) ..." >&2
 		(cd "$W" && "$TK" record --btrace -o "$c.tkbt" "${mods[@]}" -- "$@" >/dev/null) ||
@@ -119,8 +126,9 @@ record_case() {
 for c in $CASES; do
 	case $c in
 	gzip)
-		# gzip -9 of 200 KiB of our own binary: deflate's match loops
-		head -c 204800 "$TK" >"$W/gzip.in"
+		# gzip -9 of 200 KiB of a binary that does not change with tracekit: deflate's
+		# match loops
+		head -c 204800 "$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)" >"$W/gzip.in"
 		record_case gzip main gzip -9 -c "$W/gzip.in"
 		;;
 	llvm-O2)
@@ -128,8 +136,18 @@ for c in $CASES; do
 		LLVMDIR=/usr/lib/llvm-$(basename "$LLVM" | sed 's/libLLVM-\([0-9]*\).*/\1/')
 		gcc -O2 -I"$LLVMDIR/include" -o "$W/llvm-o2" "$SRC/bench/ipt-flow-llvm.c" \
 			-L"$LLVMDIR/lib" -lLLVM -Wl,-rpath,"$LLVMDIR/lib"
-		"$LLVMDIR/bin/clang" -O0 -Xclang -disable-O0-optnone -S -emit-llvm \
-			-I"$SRC/include" -I"$SRC/lib" -o "$W/walk.ll" "$SRC/lib/flow/walk.c"
+		# the sources as of the pinned commit; relative paths keep the IR free of $W's name
+		local_src=$SRC
+		if git -C "$SRC" cat-file -e "$LLVM_INPUT_COMMIT^{commit}" 2>/dev/null; then
+			mkdir -p "$W/pin"
+			git -C "$SRC" archive "$LLVM_INPUT_COMMIT" include lib | tar -x -C "$W/pin"
+			local_src=$W/pin
+		else
+			echo "warning: commit $LLVM_INPUT_COMMIT is not in this clone: the IR comes from" \
+				"today's walk.c, not comparable with docs/PERFORMANCE.md" >&2
+		fi
+		(cd "$local_src" && "$LLVMDIR/bin/clang" -O0 -Xclang -disable-O0-optnone -S \
+			-emit-llvm -Iinclude -Ilib -o "$W/walk.ll" lib/flow/walk.c)
 		record_case llvm-O2 "$(readlink -f "$LLVM")" "$W/llvm-o2" "$W/walk.ll" 1
 		;;
 	libc)

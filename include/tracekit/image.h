@@ -17,6 +17,12 @@ void tk_image_free(struct tk_image *img);
 /* Load the PT_LOAD segments of an ELF file. With HAS_BASE the file is relocated so that
  * its lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE). */
 int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int has_base);
+/* Where the loader put an ELF file whose page at file offset PGOFF is mapped at ADDR (a
+ * perf MMAP record): its BIAS (run-time minus ELF address, for the symbolizer) and the
+ * BASE of its lowest segment (tk_image_add_elf). -TK_E_NOT_FOUND when no loadable segment
+ * holds PGOFF. */
+int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,
+			uint64_t *base);
 /* Load a whole raw file at ADDR (ptxed's --raw FILE:ADDR). */
 int tk_image_add_raw(struct tk_image *img, const char *path, uint64_t addr);
 /* Copy N bytes from BUF to ADDR. */

@@ -26,6 +26,9 @@ struct tk_ipt_flow_opts {
 	/* Timing (ptxed's options); 0 = unknown. Event times are TSC ticks, refined by
 	 * MTC when mtc_freq and the CPUID 0x15 ratio are known. */
 	uint32_t mtc_freq, nom_freq, cpuid_15_eax, cpuid_15_ebx;
+	/* The events' track (tk_event.track): streams of different CPUs or threads decoded
+	 * into one profile or timeline keep their call stacks apart. */
+	uint32_t track;
 };
 
 struct tk_ipt_flow_stats {

@@ -1,4 +1,6 @@
-/* perf.data container. */
+/* perf.data container: the Intel PT data of a `perf record -e intel_pt//` session, split
+ * into its queues (one per CPU, or per thread with --per-thread), and the code mappings
+ * the session saw. */
 #ifndef TRACEKIT_PERF_H
 #define TRACEKIT_PERF_H
 
@@ -13,6 +15,67 @@ extern "C" {
 
 /* Content probe: confidence 0..100 (0: not this format). */
 int tk_perf_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+
+/* One trace buffer queue: perf's mmap index (one per CPU with per-CPU buffers, one per
+ * thread with --per-thread), its buffers (PERF_RECORD_AUXTRACE) joined in file order. */
+struct tk_perf_queue {
+	uint32_t idx;
+	uint32_t cpu, tid;        /* of the first buffer (UINT32_MAX: not given) */
+	const uint8_t *data;      /* the joined trace */
+	size_t len;
+	uint64_t nbuffers;
+	uint64_t file_offset;     /* of the first buffer's data in the file */
+	/* Buffers that do not start where the one before ended (trace lost between them): the
+	 * bytes before the new buffer's first PSB are left out (nothing could decode them) */
+	uint64_t holes, hole_bytes;
+	uint8_t *owned;           /* data, when it had to be copied together */
+};
+
+/* A mapping of code (PERF_RECORD_MMAP and MMAP2 with execute permission). */
+struct tk_perf_mmap {
+	uint32_t pid, tid;
+	uint64_t addr, len, pgoff;
+	char *path;
+};
+
+/* The Intel PT settings of the session (PERF_RECORD_AUXTRACE_INFO). */
+struct tk_perf_pt_info {
+	uint64_t pmu_type, time_shift, time_mult, time_zero, cap_user_time_zero;
+	uint64_t tsc_bit, noretcomp_bit, have_sched_switch, snapshot_mode, per_cpu_mmaps;
+	uint64_t mtc_bit, mtc_freq_bits, tsc_ctc_n, tsc_ctc_d, cyc_bit, max_nonturbo_ratio;
+	unsigned nfields;         /* how many of the above the file gave (older perf: fewer) */
+};
+
+enum { TK_PERF_AUX_NONE = 0, TK_PERF_AUX_INTEL_PT = 1 };
+
+struct tk_perf_aux {
+	uint32_t aux_type;        /* TK_PERF_AUX_* (another number: another kind of trace) */
+	struct tk_perf_pt_info pt;
+	uint64_t pt_config;       /* the intel_pt event's config (its attr) */
+	struct tk_perf_queue *queues;
+	size_t nqueues;
+	struct tk_perf_mmap *mmaps;
+	size_t nmmaps;
+	uint64_t records;         /* records read */
+	uint64_t lost_records;    /* PERF_RECORD_LOST: samples perf dropped */
+	uint64_t aux_truncated;   /* PERF_RECORD_AUX flagged truncated: the kernel's buffer
+				     was full and trace was lost */
+	uint64_t aux_partial;     /* PERF_RECORD_AUX flagged partial (snapshot mode) */
+	uint64_t bad_records;     /* records skipped as malformed */
+	uint64_t compressed_records;  /* perf record -z: not read (their mappings are missing) */
+};
+
+/* Called for each problem found while reading, with the file offset of the record. */
+typedef void (*tk_perf_diag_fn)(void *ctx, uint64_t offset, const char *msg);
+
+/* Read the perf.data file in P (N bytes, as mapped: queue data may point into it, so it
+ * must stay mapped until tk_perf_aux_free). Malformed records are reported through DIAG
+ * and skipped (reading resumes at the next record when its size is sound, else it stops
+ * there). Returns 0, 1 when something was skipped, or -TK_E_* (not a perf.data file, a
+ * pipe-mode or big-endian file: -TK_E_UNSUPPORTED). */
+int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+		     void *ctx);
+void tk_perf_aux_free(struct tk_perf_aux *aux);
 
 #ifdef __cplusplus
 }

@@ -212,6 +212,50 @@ int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int 
 	return rc;
 }
 
+int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,
+			uint64_t *base)
+{
+	uint64_t minaddr = UINT64_MAX;
+	size_t nph;
+	int found = 0, fd;
+	Elf *elf;
+
+	if (!path || !bias || !base)
+		return -TK_E_INVAL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -TK_E_IO;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph) != 0) {
+		if (elf)
+			elf_end(elf);
+		close(fd);
+		return -TK_E_BAD_FORMAT;
+	}
+	nph = tk_elf_phdr_count(elf);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_vaddr < minaddr)
+			minaddr = ph.p_vaddr;
+		/* the segment the mapping's first page belongs to: the loader maps from the
+		 * page holding p_offset, and p_vaddr agrees with p_offset modulo the page */
+		uint64_t first_page = ph.p_offset & ~(uint64_t)0xfff;
+		if (!found && pgoff >= first_page && pgoff < ph.p_offset + ph.p_filesz) {
+			*bias = addr - (ph.p_vaddr - (ph.p_offset - pgoff));
+			found = 1;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	if (!found || minaddr == UINT64_MAX)
+		return -TK_E_NOT_FOUND;
+	*base = minaddr + *bias;
+	return 0;
+}
+
 /* Split "FILE:NUM" at the last colon when what follows parses as a number. */
 static int split_arg(const char *arg, char **file, uint64_t *num, int *has_num)
 {

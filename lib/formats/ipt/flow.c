@@ -6,6 +6,7 @@
  * instructions. Return compression uses the walker's 64-entry stack, reset at each PSB
  * (the seam) so every chunk decodes alone. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "formats/ipt/internal.h"
@@ -151,6 +152,7 @@ static void ptime_cbr(struct ptime *t, uint8_t ratio)
 struct ptd {
 	const uint8_t *buf;
 	size_t len;
+	uint32_t track;             /* of every event (tk_ipt_flow_opts.track) */
 	size_t start, end;          /* chunk [start, end) */
 	size_t pos;                 /* next packet */
 	size_t last_off;            /* offset of the last packet read */
@@ -200,7 +202,8 @@ static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t add
 	if (!e)
 		return rc;
 	*e = (struct tk_event){ .time = d->time, .addr = addr, .addr2 = addr2, .count = count,
-				.arg = arg, .kind = (uint16_t)kind, .flags = flags };
+				.arg = arg, .kind = (uint16_t)kind, .flags = flags,
+				.track = d->track };
 	if (kind != TK_EV_GAP)
 		d->st->events++;
 	return 0;
@@ -1064,6 +1067,10 @@ static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink
 		d->tm.nom_freq = r->o->nom_freq;
 		d->tm.eax = r->o->cpuid_15_eax;
 		d->tm.ebx = r->o->cpuid_15_ebx;
+		/* (an older caller's options end before the track) */
+		d->track = r->o->sz >= offsetof(struct tk_ipt_flow_opts, track) + sizeof(uint32_t)
+				   ? r->o->track : 0;
+		tk_flow_set_track(f, d->track);
 		d->out = batch;
 		tk_event_batch_init(batch, sink);
 		rc = decode_chunk(d);

@@ -1,0 +1,359 @@
+/* perf.data: the records that carry Intel PT (PERF_RECORD_AUXTRACE with its data inline,
+ * AUXTRACE_INFO, AUX) and the code mappings (MMAP, MMAP2). Layout as in the kernel's
+ * tools/perf/util/header.h and include/uapi/linux/perf_event.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracekit/common.h"
+#include "tracekit/ipt.h"
+#include "tracekit/perf.h"
+
+#define FILE_HEADER_SIZE 104     /* magic, size, attr_size, 3 sections, feature bits */
+
+enum {
+	REC_MMAP = 1,
+	REC_LOST = 2,
+	REC_MMAP2 = 10,
+	REC_AUX = 11,
+	REC_AUXTRACE_INFO = 70,
+	REC_AUXTRACE = 71,
+	REC_COMPRESSED = 81,     /* perf record -z: zstd frames of other records */
+	REC_COMPRESSED2 = 83,
+};
+
+#define MISC_MMAP_DATA 0x2000    /* PERF_RECORD_MISC_MMAP_DATA: not code */
+#define AUX_FLAG_TRUNCATED 1
+#define AUX_FLAG_PARTIAL 4
+#define AUXTRACE_SIZE 48         /* header and size, offset, reference, idx, tid, cpu, pad */
+#define PROT_EXEC_BIT 4
+
+struct reader {
+	struct tk_perf_aux *aux;
+	tk_perf_diag_fn diag;
+	void *ctx;
+	int skipped;
+	/* per queue: where its last buffer ended in the trace (holes), growing copy */
+	uint64_t *next_offset;
+	size_t *cap;
+	int too_many;             /* queue_for refused a queue (not out of memory) */
+};
+
+static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
+{
+	char msg[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	r->skipped = 1;
+	if (r->diag)
+		r->diag(r->ctx, off, msg);
+}
+
+static struct tk_perf_queue *queue_for(struct reader *r, uint32_t idx)
+{
+	struct tk_perf_aux *a = r->aux;
+
+	for (size_t i = 0; i < a->nqueues; i++)
+		if (a->queues[i].idx == idx)
+			return &a->queues[i];
+	if (a->nqueues >= 65536) {
+		r->too_many = 1;   /* perf makes one per CPU or thread: more is a hostile file */
+		return NULL;
+	}
+	void *q = realloc(a->queues, (a->nqueues + 1) * sizeof(*a->queues));
+	void *o = realloc(r->next_offset, (a->nqueues + 1) * sizeof(*r->next_offset));
+	void *c = o ? realloc(r->cap, (a->nqueues + 1) * sizeof(*r->cap)) : NULL;
+	if (q)
+		a->queues = q;
+	if (o)
+		r->next_offset = o;
+	if (c)
+		r->cap = c;
+	if (!q || !o || !c)
+		return NULL;
+	struct tk_perf_queue *n = &a->queues[a->nqueues];
+	memset(n, 0, sizeof(*n));
+	n->idx = idx;
+	r->next_offset[a->nqueues] = 0;
+	r->cap[a->nqueues] = 0;
+	a->nqueues++;
+	return n;
+}
+
+/* Add a buffer of trace (DATA, LEN; OFFSET in the queue's trace) to its queue. The first
+ * buffer is used where it lies in the file; a second one makes a copy of both. */
+static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t cpu, uint32_t tid,
+		      uint64_t offset, const uint8_t *data, uint64_t len, uint64_t file_off)
+{
+	struct tk_perf_queue *q = queue_for(r, idx);
+	if (!q && r->too_many) {
+		problem(r, rec_off, "buffer of a 65537th queue (%u): skipped", idx);
+		return 0;
+	}
+	if (!q)
+		return -TK_E_NOMEM;
+	size_t qi = (size_t)(q - r->aux->queues);
+	uint64_t next = offset + len;
+
+	if (!q->nbuffers) {
+		q->cpu = cpu;
+		q->tid = tid;
+		q->file_offset = file_off;
+	} else if (offset != r->next_offset[qi] && r->aux->pt.snapshot_mode) {
+		/* snapshot mode: each buffer is what the ring held when a snapshot was
+		 * taken, read from its first PSB (overlaps are not looked for) */
+		uint64_t psb = len;
+		if (tk_ipt_psb_next(data, (size_t)len, 0, &psb) < 0)
+			psb = len;
+		data += psb;
+		len -= psb;
+	} else if (offset != r->next_offset[qi]) {
+		/* trace lost in between: what precedes the new buffer's first PSB cannot be
+		 * decoded (it continues packets that are gone) */
+		uint64_t psb = len;
+		if (r->aux->aux_type == TK_PERF_AUX_INTEL_PT &&
+		    tk_ipt_psb_next(data, (size_t)len, 0, &psb) < 0)
+			psb = len;
+		q->holes++;
+		q->hole_bytes += psb;
+		if (offset > r->next_offset[qi])
+			problem(r, rec_off, "queue %u: %llu bytes of trace lost before this buffer; "
+				"its %llu bytes before the first PSB left out", idx,
+				(unsigned long long)(offset - r->next_offset[qi]),
+				(unsigned long long)psb);
+		else
+			problem(r, rec_off, "queue %u: this buffer starts at trace offset 0x%llx, "
+				"not 0x%llx where the last ended; its %llu bytes before the first "
+				"PSB left out", idx, (unsigned long long)offset,
+				(unsigned long long)r->next_offset[qi], (unsigned long long)psb);
+		data += psb;
+		len -= psb;
+	}
+	r->next_offset[qi] = next;
+	q->nbuffers++;
+	if (!len)
+		return 0;
+	if (!q->data) {
+		q->data = data;
+		q->len = (size_t)len;
+		return 0;
+	}
+	if (q->len + len > r->cap[qi]) {
+		size_t cap = r->cap[qi] ? r->cap[qi] : 1 << 20;
+		while (cap < q->len + len)
+			cap *= 2;
+		uint8_t *b = realloc(q->owned, cap);
+		if (!b)
+			return -TK_E_NOMEM;
+		if (!q->owned)
+			memcpy(b, q->data, q->len);
+		q->owned = b;
+		q->data = b;
+		r->cap[qi] = cap;
+	}
+	memcpy(q->owned + q->len, data, (size_t)len);
+	q->len += (size_t)len;
+	return 0;
+}
+
+static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr, uint64_t len,
+		    uint64_t pgoff, const uint8_t *name, size_t max)
+{
+	struct tk_perf_aux *a = r->aux;
+	size_t n = strnlen((const char *)name, max);
+
+	if (!n || name[0] != '/')
+		return 0;   /* [vdso], //anon, [kernel.kallsyms]_text: no file to read */
+	void *m = realloc(a->mmaps, (a->nmmaps + 1) * sizeof(*a->mmaps));
+	if (!m)
+		return -TK_E_NOMEM;
+	a->mmaps = m;
+	struct tk_perf_mmap *mm = &a->mmaps[a->nmmaps];
+	if (!(mm->path = malloc(n + 1)))
+		return -TK_E_NOMEM;
+	memcpy(mm->path, name, n);
+	mm->path[n] = 0;
+	mm->pid = pid;
+	mm->tid = tid;
+	mm->addr = addr;
+	mm->len = len;
+	mm->pgoff = pgoff;
+	a->nmmaps++;
+	return 0;
+}
+
+static void read_pt_info(struct tk_perf_aux *a, const uint8_t *p, size_t n)
+{
+	uint64_t *f[] = { &a->pt.pmu_type, &a->pt.time_shift, &a->pt.time_mult, &a->pt.time_zero,
+			  &a->pt.cap_user_time_zero, &a->pt.tsc_bit, &a->pt.noretcomp_bit,
+			  &a->pt.have_sched_switch, &a->pt.snapshot_mode, &a->pt.per_cpu_mmaps,
+			  &a->pt.mtc_bit, &a->pt.mtc_freq_bits, &a->pt.tsc_ctc_n,
+			  &a->pt.tsc_ctc_d, &a->pt.cyc_bit, &a->pt.max_nonturbo_ratio };
+	unsigned k = 0;
+
+	for (; k < sizeof(f) / sizeof(f[0]) && 8 * (k + 1) <= n; k++)
+		*f[k] = tk_le64(p + 8 * k);
+	a->pt.nfields = k;
+}
+
+/* One record at OFF (SIZE bytes, at least the header) of the data that ends at N; *EXTRA:
+ * bytes of trace after it. */
+static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, uint32_t type,
+		  uint16_t misc, size_t size, uint64_t *extra)
+{
+	const uint8_t *b = p + off + 8;
+	size_t blen = size - 8;
+	struct tk_perf_aux *a = r->aux;
+
+	*extra = 0;
+	switch (type) {
+	case REC_MMAP:
+		if (blen < 32)
+			break;
+		if (misc & MISC_MMAP_DATA)
+			return 0;
+		return add_mmap(r, tk_le32(b), tk_le32(b + 4), tk_le64(b + 8), tk_le64(b + 16),
+				tk_le64(b + 24), b + 32, blen - 32);
+	case REC_MMAP2:
+		/* pid, tid, addr, len, pgoff, device or build id (24 bytes), prot, flags */
+		if (blen < 64)
+			break;
+		if (!(tk_le32(b + 56) & PROT_EXEC_BIT))
+			return 0;
+		return add_mmap(r, tk_le32(b), tk_le32(b + 4), tk_le64(b + 8), tk_le64(b + 16),
+				tk_le64(b + 24), b + 64, blen - 64);
+	case REC_COMPRESSED:
+	case REC_COMPRESSED2:
+		a->compressed_records++;
+		return 0;
+	case REC_LOST:
+		if (blen >= 16)
+			a->lost_records += tk_le64(b + 8);
+		return 0;
+	case REC_AUX:
+		if (blen < 24)
+			break;
+		if (tk_le64(b + 16) & AUX_FLAG_TRUNCATED)
+			a->aux_truncated++;
+		if (tk_le64(b + 16) & AUX_FLAG_PARTIAL)
+			a->aux_partial++;
+		return 0;
+	case REC_AUXTRACE_INFO:
+		if (blen < 8)
+			break;
+		a->aux_type = tk_le32(b);
+		if (a->aux_type == TK_PERF_AUX_INTEL_PT)
+			read_pt_info(a, b + 8, blen - 8);
+		return 0;
+	case REC_AUXTRACE: {
+		if (size < AUXTRACE_SIZE)
+			break;
+		uint64_t len = tk_le64(b), offset = tk_le64(b + 8);
+		uint32_t idx = tk_le32(b + 24), tid = tk_le32(b + 28), cpu = tk_le32(b + 32);
+		uint64_t data_off = off + size;
+		if (len > n - data_off) {
+			problem(r, off, "trace buffer of %llu bytes runs past the end of the data "
+				"(%llu bytes left): cut there", (unsigned long long)len,
+				(unsigned long long)(n - data_off));
+			len = n - data_off;
+		}
+		*extra = len;
+		return add_buffer(r, off, idx, cpu, tid, offset, p + data_off, len, data_off);
+	}
+	default:
+		return 0;
+	}
+	a->bad_records++;
+	problem(r, off, "record of type %u too short (%zu bytes): skipped", type, size);
+	return 0;
+}
+
+int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+		     void *ctx)
+{
+	struct reader r = { .aux = aux, .diag = diag, .ctx = ctx };
+	int rc = 0;
+
+	if (!aux)
+		return -TK_E_INVAL;
+	memset(aux, 0, sizeof(*aux));
+	if (!p || n < 16 || memcmp(p, "PERFILE2", 8) != 0) {
+		if (p && n >= 8 && memcmp(p, "2ELIFREP", 8) == 0)
+			return -TK_E_UNSUPPORTED;   /* written on a big-endian machine */
+		return -TK_E_BAD_FORMAT;
+	}
+	if (tk_le64(p + 8) != FILE_HEADER_SIZE)
+		return -TK_E_UNSUPPORTED;   /* pipe mode (perf record -o -): header size 16 */
+	if (n < FILE_HEADER_SIZE)
+		return -TK_E_TRUNCATED;
+	uint64_t attr_size = tk_le64(p + 16), attrs = tk_le64(p + 24), attrs_len = tk_le64(p + 32);
+	uint64_t data = tk_le64(p + 40), data_len = tk_le64(p + 48);
+
+	/* the intel_pt event's config (its attr has the PMU type AUXTRACE_INFO names; the
+	 * attrs come first, so the type is matched after reading the records) */
+	if (data > n || data < FILE_HEADER_SIZE) {
+		problem(&r, 40, "data section at %llu lies outside the file (%zu bytes)",
+			(unsigned long long)data, n);
+		return -TK_E_BAD_FORMAT;
+	}
+	if (data_len > n - data) {
+		problem(&r, 48, "data section of %llu bytes runs past the end of the file: read "
+			"up to the end", (unsigned long long)data_len);
+		data_len = n - data;
+	}
+	uint64_t off = data, end = data + data_len;
+	while (off < end) {
+		if (end - off < 8) {
+			problem(&r, off, "file ends inside a record header");
+			break;
+		}
+		uint32_t type = tk_le32(p + off);
+		uint16_t misc = tk_le16(p + off + 4), size = tk_le16(p + off + 6);
+		uint64_t extra;
+
+		if (size < 8 || size > end - off) {
+			problem(&r, off, "record of type %u with size %u %s: the rest of the file is "
+				"unreadable", type, size, size < 8 ? "below its header" :
+				"past the end of the data");
+			break;
+		}
+		aux->records++;
+		if ((rc = record(&r, p, end, off, type, misc, size, &extra)) < 0)
+			break;
+		off += size + extra;
+	}
+	for (size_t i = 0; rc >= 0 && attr_size >= 24 && i < attrs_len / attr_size; i++) {
+		uint64_t a = attrs + i * attr_size;
+		if (a > n || attr_size > n - a)
+			break;
+		if (aux->aux_type == TK_PERF_AUX_INTEL_PT && aux->pt.nfields &&
+		    tk_le32(p + a) == aux->pt.pmu_type)
+			aux->pt_config = tk_le64(p + a + 8);
+	}
+	free(r.next_offset);
+	free(r.cap);
+	if (rc < 0) {
+		tk_perf_aux_free(aux);
+		return rc;
+	}
+	return r.skipped;
+}
+
+void tk_perf_aux_free(struct tk_perf_aux *aux)
+{
+	if (!aux)
+		return;
+	for (size_t i = 0; i < aux->nqueues; i++)
+		free(aux->queues[i].owned);
+	for (size_t i = 0; i < aux->nmmaps; i++)
+		free(aux->mmaps[i].path);
+	free(aux->queues);
+	free(aux->mmaps);
+	memset(aux, 0, sizeof(*aux));
+}

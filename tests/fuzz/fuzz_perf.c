@@ -1,0 +1,44 @@
+/* Fuzz the perf.data reader: every queue's trace lies in the input or in its own copy, no
+ * longer than the input's trace buffers together, and the mappings have names. */
+#include <stdint.h>
+#include <string.h>
+
+#include "tracekit/tracekit.h"
+
+static void ignore(void *ctx, uint64_t offset, const char *msg)
+{
+	(void)ctx;
+	(void)offset;
+	if (strnlen(msg, 256) == 256)
+		__builtin_trap();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct tk_perf_aux a;
+	int rc = tk_perf_aux_read(data, size, &a, ignore, NULL);
+	if (rc < 0)
+		return 0;
+	size_t total = 0;
+	for (size_t i = 0; i < a.nqueues; i++) {
+		const struct tk_perf_queue *q = &a.queues[i];
+		if (q->len && !q->data)
+			__builtin_trap();
+		if (!q->owned && q->len && (q->data < data || q->data + q->len > data + size))
+			__builtin_trap();
+		if (q->owned && q->data != q->owned)
+			__builtin_trap();
+		uint8_t x = 0;
+		for (size_t k = 0; k < q->len; k++)   /* every byte readable (ASan checks) */
+			x ^= q->data[k];
+		(void)x;
+		total += q->len;
+	}
+	if (total > size)
+		__builtin_trap();
+	for (size_t i = 0; i < a.nmmaps; i++)
+		if (!a.mmaps[i].path || a.mmaps[i].path[0] != '/')
+			__builtin_trap();
+	tk_perf_aux_free(&a);
+	return 0;
+}

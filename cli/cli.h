@@ -178,12 +178,56 @@ int cli_timeline_close(struct cli_timeline *ct);
 /* Intel PT flow (cli/decode.c): the memory image from --elf/--raw, and a whole trace into a
  * profile (chunks decoded on -j threads, merged in order). Returns an exit status. */
 struct tk_image *cli_image_load(const struct cli_opts *o);
+/* Add the --elf/--raw files to IMG; < 0 after printing an error. */
+int cli_image_add_files(const struct cli_opts *o, struct tk_image *img);
+
+/* Intel PT input (cli/ipt_common.c): a raw packet file is one stream; a perf.data file has
+ * one per trace queue (CPU or thread), each on its own track, and its code mappings go
+ * into the image (and the symbols) under the --elf/--raw files. */
+struct cli_ipt_stream {
+	const uint8_t *data;
+	size_t len;
+	uint32_t track;
+	char label[512];            /* the file, and for perf.data the queue's CPU or thread */
+};
+struct cli_ipt_module {
+	char *path;
+	uint64_t bias;
+};
+struct cli_ipt {
+	struct tk_image *img;
+	struct cli_ipt_stream *s;
+	size_t n;
+	struct cli_ipt_module *mods;   /* perf.data: the mapped files that were loaded */
+	size_t nmods;
+	int perf;                   /* the input is perf.data */
+	int skipped;                /* perf.data records were skipped (exit status 1) */
+	struct tk_perf_aux aux;
+	struct cli_opts timing;     /* the options, perf's timing settings filled in */
+};
+int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct cli_ipt *x);
+void cli_ipt_close(struct cli_ipt *x);
+/* Add the mapped modules' symbols to SYM. */
+int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym);
+/* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into TIMING where it
+ * has none. */
+void cli_ipt_perf_timing(const struct tk_perf_aux *a, struct cli_opts *timing);
+/* tk_perf_aux_read's problem messages on stderr (the first 20; counted in shown). */
+struct cli_perf_diag {
+	const char *file;
+	int quiet;
+	unsigned shown;
+};
+void cli_perf_diag(void *ctx, uint64_t offset, const char *msg);
 /* The flow decoder's options from the command line: IMG, -j, --mtc-freq, --nom-freq,
  * --cpuid-0x15.eax/ebx. */
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img);
 /* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */
-int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in);
-int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
+int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi);
+/* The streams of X into TOTAL (finished), stats summed into ST; gaps reported. */
+int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *x,
 		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
 
 /* Branch traces (.tkbt): the container, its modules in a memory image and in the

@@ -639,55 +639,65 @@ static int ipt_reencode(struct cli_opts *o, const char *file, struct tk_input *i
 /* Intel PT: --to folded|pprof (and the other profile outputs) through the shared profile;
  * --to perfetto|chrome through the timeline writer, events in order; --to ipt again with
  * return compression. */
-static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in)
+static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi)
 {
 	const char *to = o->to ? o->to : "perfetto";
 	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
-	struct tk_ipt_flow_stats st;
+	struct tk_ipt_flow_stats st = { 0 };
 	struct tk_sym *sym;
-	int status, rc;
+	struct cli_ipt x;
+	int status, rc = 0;
 
-	if (!strcmp(to, "ipt"))
+	if (!strcmp(to, "ipt")) {
+		if (fi->id == TK_FMT_PERF) {
+			cli_error(file, UINT64_MAX, "convert --to ipt takes a raw Intel PT file, not "
+				  "perf.data");
+			return EXIT_USAGE;
+		}
 		return ipt_reencode(o, file, in);
+	}
 	if (!tl && !tk_out_kind_by_name(to)) {
 		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to ipt, perfetto, chrome, "
 			  "folded, pprof or a profile output, not '%s'", to);
 		return EXIT_USAGE;
 	}
 	if (!tl)
-		return cli_ipt_profile_out(o, file, in);
-	if (!(sym = cli_sym_open(o, &status)))
+		return cli_ipt_profile_out(o, file, in, fi);
+	if ((status = cli_ipt_open(o, file, in, fi, &x)))
 		return status;
-	const uint8_t *data;
-	size_t len;
-	struct tk_image *img;
+	if (!(sym = cli_sym_open(o, &status))) {
+		cli_ipt_close(&x);
+		return status;
+	}
 	struct cli_timeline ct;
 
-	if ((rc = tk_input_map(in, &data, &len)) < 0) {
-		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+	if (cli_ipt_add_symbols(&x, sym) < 0 ||
+	    (status = cli_timeline_open(o, sym, (struct tk_trace_clock){ 0 }, &ct))) {
 		tk_sym_free(sym);
-		return EXIT_INPUT;
+		cli_ipt_close(&x);
+		return status ? status : EXIT_INPUT;
 	}
-	if (!(img = cli_image_load(o))) {
-		tk_sym_free(sym);
-		return EXIT_INPUT;
-	}
-	if ((status = cli_timeline_open(o, sym, (struct tk_trace_clock){ 0 }, &ct))) {
-		tk_image_free(img);
-		tk_sym_free(sym);
-		return status;
-	}
-	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x.timing, x.img);
+		struct tk_ipt_flow_stats one = { 0 };
 
-	rc = tk_ipt_flow_events(data, len, &fo, tk_timeline_sink(ct.tl), &st);
+		fo.track = x.s[i].track;
+		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
+		st.insns += one.insns;
+		tk_gap_stats_merge(&st.gaps, &one.gaps);
+	}
 	status = cli_timeline_close(&ct);
-	tk_image_free(img);
 	tk_sym_free(sym);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
 	rc = cli_report_gaps(file, &st.gaps, "gap");
+	if (x.skipped && rc < EXIT_SKIPPED)
+		rc = EXIT_SKIPPED;
+	cli_ipt_close(&x);
 	return rc > status ? rc : status;
 }
 
@@ -699,7 +709,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_slice(o, file, in, fi);
 	case TK_FMT_IPT:
-		return ipt_convert(o, file, in);
+	case TK_FMT_PERF:
+		return ipt_convert(o, file, in, fi);
 	case TK_FMT_TKBT:
 		return convert_btrace(o, file, in);
 	case TK_FMT_XRAY:

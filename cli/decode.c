@@ -24,7 +24,9 @@ static const char usage[] =
 	"\n"
 	"Intel PT: one line per instruction (address, disassembly), events in brackets\n"
 	"([enabled], [disabled], [overflow ...], [error: ...]). Decode errors resync at the\n"
-	"next PSB; the exit status is then 1. See docs/tracekit-decode.md.\n";
+	"next PSB; the exit status is then 1. A perf.data file (perf record -e intel_pt//)\n"
+	"is read directly: each CPU's or thread's trace in turn, the code from the files the\n"
+	"session mapped. See docs/tracekit-decode.md.\n";
 
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img)
 {
@@ -39,26 +41,31 @@ struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct
 	};
 }
 
+int cli_image_add_files(const struct cli_opts *o, struct tk_image *img)
+{
+	for (int i = 0; i < o->n_elf; i++)
+		if (tk_image_add_elf_arg(img, o->elf[i]) < 0) {
+			cli_error(o->elf[i], UINT64_MAX, "cannot load ELF file into the image");
+			return -1;
+		}
+	for (int i = 0; i < o->n_raw; i++)
+		if (tk_image_add_raw_arg(img, o->raw[i]) < 0) {
+			cli_error(o->raw[i], UINT64_MAX, "cannot load raw file (want FILE:ADDR)");
+			return -1;
+		}
+	return 0;
+}
+
 /* The memory image from --elf/--raw (ptxed's spelling). NULL after printing an error. */
 struct tk_image *cli_image_load(const struct cli_opts *o)
 {
 	int err;
 	struct tk_image *img = tk_image_new(&err);
 
-	if (!img)
+	if (img && cli_image_add_files(o, img) < 0) {
+		tk_image_free(img);
 		return NULL;
-	for (int i = 0; i < o->n_elf; i++)
-		if (tk_image_add_elf_arg(img, o->elf[i]) < 0) {
-			cli_error(o->elf[i], UINT64_MAX, "cannot load ELF file into the image");
-			tk_image_free(img);
-			return NULL;
-		}
-	for (int i = 0; i < o->n_raw; i++)
-		if (tk_image_add_raw_arg(img, o->raw[i]) < 0) {
-			cli_error(o->raw[i], UINT64_MAX, "cannot load raw file (want FILE:ADDR)");
-			tk_image_free(img);
-			return NULL;
-		}
+	}
 	return img;
 }
 
@@ -151,26 +158,18 @@ static int ipt_prof_merge(void *ctx, size_t i)
 	return rc;
 }
 
-int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input *in,
-		    struct tk_prof *total, struct tk_ipt_flow_stats *st)
+/* One stream into TOTAL (not finished), its counts added to ST. */
+static int profile_stream(const struct cli_ipt *x, const struct cli_ipt_stream *s,
+			  struct tk_prof *total, struct tk_ipt_flow_stats *st)
 {
-	const uint8_t *data;
-	size_t len;
-	struct tk_image *img;
-	int rc;
-
-	if ((rc = tk_input_map(in, &data, &len)) < 0) {
-		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		return EXIT_INPUT;
-	}
-	if (!(img = cli_image_load(o)))
-		return EXIT_INPUT;
-	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
+	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x->timing, x->img);
 	struct ipt_prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER };
 	/* as many chunks as the decoder will make (ipt_prof_begin's index) */
-	int64_t n = tk_ipt_split(data, len, fo.chunk_bytes ? fo.chunk_bytes : TK_IPT_FLOW_CHUNK,
+	int64_t n = tk_ipt_split(s->data, s->len, fo.chunk_bytes ? fo.chunk_bytes : TK_IPT_FLOW_CHUNK,
 				 NULL, 0);
+	int rc;
 
+	fo.track = s->track;
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
@@ -179,7 +178,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 					  .ctx = &r, .done = ipt_prof_done,
 					  .redo = ipt_prof_redo };
 
-	rc = r.chunks && r.spare && r.redone ? tk_ipt_flow_decode(data, len, &fo, &c, st)
+	rc = r.chunks && r.spare && r.redone ? tk_ipt_flow_decode(s->data, s->len, &fo, &c, st)
 					     : -TK_E_NOMEM;
 	for (size_t i = 0; r.chunks && i < r.n; i++)
 		tk_prof_free(r.chunks[i]);
@@ -188,39 +187,90 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct tk_input 
 	free(r.chunks);
 	free(r.spare);
 	free(r.redone);
-	tk_image_free(img);
+	return rc;
+}
+
+static void add_stats(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from)
+{
+	to->insns += from->insns;
+	to->blocks += from->blocks;
+	to->events += from->events;
+	to->errors += from->errors;
+	to->overflows += from->overflows;
+	to->chunks += from->chunks;
+	tk_gap_stats_merge(&to->gaps, &from->gaps);
+}
+
+/* Decoding is over: the summary of what was skipped, and the exit status. */
+static int ipt_report(const struct cli_opts *o, const char *file, const struct cli_ipt *x,
+		      const struct tk_ipt_flow_stats *st)
+{
+	int status = x->skipped ? EXIT_SKIPPED : EXIT_CLEAN;
+	uint64_t left_out = 0;
+
+	for (size_t i = 0; x->perf && i < x->aux.nqueues; i++)
+		left_out += x->aux.queues[i].hole_bytes;
+	if (left_out && !o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu bytes of trace after losses left out (up to the "
+			"next PSB)\n", file, (unsigned long long)left_out);
+	if (st->gaps.count) {
+		if (!o->quiet)
+			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
+				file, (unsigned long long)st->insns,
+				(unsigned long long)st->gaps.bytes_skipped);
+		int rc = cli_report_gaps(file, &st->gaps, "gap");
+		if (rc > status)
+			status = rc;
+	}
+	return status;
+}
+
+int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *x,
+		    struct tk_prof *total, struct tk_ipt_flow_stats *st)
+{
+	int rc = 0;
+
+	memset(st, 0, sizeof(*st));
+	for (size_t i = 0; i < x->n && rc >= 0; i++) {
+		struct tk_ipt_flow_stats one = { 0 };
+
+		rc = profile_stream(x, &x->s[i], total, &one);
+		add_stats(st, &one);
+	}
 	if (rc >= 0)
 		rc = tk_prof_finish(total);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	if (st->gaps.count) {
-		if (!o->quiet)
-			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
-				file, (unsigned long long)st->insns,
-				(unsigned long long)st->gaps.bytes_skipped);
-		return cli_report_gaps(file, &st->gaps, "gap");
-	}
-	return 0;
+	return ipt_report(o, file, x, st);
 }
 
 /* Intel PT into a profile written with the generic outputs (profile and convert). */
-int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in)
+int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi)
 {
 	struct tk_ipt_flow_stats st;
-	int err, status, wrc;
+	int err = 0, status, wrc;
 	struct tk_prof *p;
 	struct tk_sym *sym;
+	struct cli_ipt x;
 
-	if (!(sym = cli_sym_open(o, &status)))
+	if ((status = cli_ipt_open(o, file, in, fi, &x)))
 		return status;
-	if (!(p = cli_prof_new(o, sym, NULL, &err))) {
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+	if (!(sym = cli_sym_open(o, &status))) {
+		cli_ipt_close(&x);
+		return status;
+	}
+	p = cli_ipt_add_symbols(&x, sym) < 0 ? NULL : cli_prof_new(o, sym, NULL, &err);
+	if (!p) {
+		if (x.nmods == 0 || err)
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		tk_sym_free(sym);
+		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
-	status = cli_ipt_profile(o, file, in, p, &st);
+	status = cli_ipt_profile(o, file, &x, p, &st);
 	if (status != EXIT_INPUT && status != EXIT_USAGE) {
 		wrc = cli_profile_write(o, p, sym);
 		if (wrc > status)
@@ -228,28 +278,21 @@ int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_in
 	}
 	tk_sym_free(sym);
 	tk_prof_free(p);
+	cli_ipt_close(&x);
 	return status;
 }
 
-static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
+static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
+		      const struct tk_format_info *fi)
 {
-	const uint8_t *data;
-	size_t len;
 	struct tk_buf out;
-	struct tk_ipt_flow_stats st;
-	struct tk_image *img;
+	struct tk_ipt_flow_stats st = { 0 };
+	struct cli_ipt x;
 	unsigned flags = 0;
-	int rc, status;
+	int rc = 0, status;
 
-	if ((rc = tk_input_map(in, &data, &len)) < 0) {
-		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		return EXIT_INPUT;
-	}
-	if (!o->n_elf && !o->n_raw)
-		cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
-	if (!(img = cli_image_load(o)))
-		return EXIT_INPUT;
-	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, img);
+	if ((status = cli_ipt_open(o, file, in, fi, &x)))
+		return status;
 	if (o->no_disasm)
 		flags |= TK_IPT_TEXT_NO_DISASM;
 	if (o->time)
@@ -257,10 +300,20 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 	if (o->stat)
 		flags |= TK_IPT_TEXT_STAT;
 	if (cli_out_open(o, &out) < 0) {
-		tk_image_free(img);
+		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
-	rc = tk_ipt_flow_text(data, len, &fo, flags, &out, &st);
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x.timing, x.img);
+		struct tk_ipt_flow_stats one = { 0 };
+
+		fo.track = x.s[i].track;
+		/* perf.data: each queue's instructions under a line naming it */
+		if (x.perf && !o->stat)
+			tk_buf_printf(&out, "[%s: %zu bytes of trace]\n", x.s[i].label, x.s[i].len);
+		rc = tk_ipt_flow_text(x.s[i].data, x.s[i].len, &fo, flags, &out, &one);
+		add_stats(&st, &one);
+	}
 	if (o->stat) {
 		tk_buf_puts(&out, "insn: ");
 		tk_buf_u64(&out, st.insns);
@@ -273,21 +326,14 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
 		tk_buf_puts(&out, "\n");
 	}
 	status = cli_out_close(&out) < 0 ? EXIT_INPUT : EXIT_CLEAN;
-	tk_image_free(img);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
-	if (st.gaps.count) {
-		if (!o->quiet)
-			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
-				file, (unsigned long long)st.insns,
-				(unsigned long long)st.gaps.bytes_skipped);
-		rc = cli_report_gaps(file, &st.gaps, "gap");
-		if (rc > status)
-			status = rc;
-	}
-	return status;
+	rc = ipt_report(o, file, &x, &st);
+	cli_ipt_close(&x);
+	return rc > status ? rc : status;
 }
 
 /* ---- xtrace: chunks decoded in parallel into memory, written in order -------------- */
@@ -542,7 +588,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_TKBT:
 		return decode_btrace(o, file, in);
 	case TK_FMT_IPT:
-		return decode_ipt(o, file, in);
+	case TK_FMT_PERF:
+		return decode_ipt(o, file, in, fi);
 	default:
 		return cli_unsupported("decode", file, fi);
 	}

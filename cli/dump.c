@@ -40,32 +40,44 @@ static int ipt_on_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 }
 
 /* Intel PT: ptdump's layout, formatted by the library. */
-static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in)
+/* A raw stream, or each trace queue of a perf.data file under a line naming it (offsets
+ * are then in the queue's joined trace). */
+static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
+		    const struct tk_format_info *fi)
 {
-	const uint8_t *data;
-	size_t len;
 	struct tk_buf out;
 	struct tk_gap_stats gaps = { 0 };
 	struct ipt_err_ctx ec = { file };
-	int rc;
+	struct cli_opts no_code = *o;
+	struct cli_ipt x;
+	int rc = 0;
 
-	if ((rc = tk_input_map(in, &data, &len)) < 0) {
-		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		return EXIT_INPUT;
-	}
-	if ((rc = cli_out_open(o, &out)))
+	no_code.n_elf = no_code.n_raw = 0;   /* packets need no code */
+	no_code.quiet = 1;                    /* nor a warning that there is none */
+	if ((rc = cli_ipt_open(&no_code, file, in, fi, &x)))
 		return rc;
+	if ((rc = cli_out_open(o, &out))) {
+		cli_ipt_close(&x);
+		return rc;
+	}
 	struct tk_ipt_dump_opts d = {
 		.sz = sizeof d, .no_offset = o->no_offset, .lastip = o->lastip,
 		.quiet = o->quiet, .on_error = ipt_on_error, .ctx = &ec,
 	};
-	rc = tk_ipt_dump(data, len, &d, &out, &gaps);
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		if (x.perf)
+			tk_buf_printf(&out, "[%s: %zu bytes of trace]\n", x.s[i].label, x.s[i].len);
+		rc = tk_ipt_dump(x.s[i].data, x.s[i].len, &d, &out, &gaps);
+	}
 	int st = cli_out_close(&out);
 	if (rc < 0 && !st) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		st = EXIT_INPUT;
 	}
 	int g = cli_report_gaps(file, &gaps, "decode error");
+	if (x.skipped && g < EXIT_SKIPPED)
+		g = EXIT_SKIPPED;
+	cli_ipt_close(&x);
 	return st > g ? st : g;
 }
 
@@ -318,7 +330,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XRAY:
 		return xray_dump(o, file, in);
 	case TK_FMT_IPT:
-		return dump_ipt(o, file, in);
+	case TK_FMT_PERF:
+		return dump_ipt(o, file, in, fi);
 	case TK_FMT_KANATA:
 		return dump_kanata(o, file, in);
 	default:

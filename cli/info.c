@@ -96,6 +96,67 @@ static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 }
 
 /* Intel PT: PSBs, packet counts by kind, TSC range. */
+/* perf.data: the Intel PT settings, the trace queues and the code mappings. */
+static int info_perf(const struct cli_opts *o, const char *file, struct tk_input *in,
+		     struct tk_buf *out)
+{
+	struct cli_perf_diag d = { file, o->quiet, 0 };
+	struct cli_opts timing = *o;
+	struct tk_perf_aux a;
+	const uint8_t *data;
+	size_t len;
+	int rc;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0 ||
+	    (rc = tk_perf_aux_read(data, len, &a, cli_perf_diag, &d)) < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	const struct tk_perf_pt_info *pt = &a.pt;
+	tk_buf_printf(out, "  records:  %llu\n", (unsigned long long)a.records);
+	if (a.aux_type != TK_PERF_AUX_INTEL_PT) {
+		tk_buf_printf(out, "  auxtrace: %s\n", a.aux_type ? "not Intel PT" : "none");
+	} else {
+		cli_ipt_perf_timing(&a, &timing);
+		tk_buf_printf(out, "  intel_pt: pmu type %llu, config 0x%llx, %s, %s%s\n",
+			      (unsigned long long)pt->pmu_type, (unsigned long long)a.pt_config,
+			      pt->per_cpu_mmaps ? "per-CPU buffers" : "per-thread buffers",
+			      a.pt_config & pt->noretcomp_bit ? "no return compression" :
+			      "return compression", pt->snapshot_mode ? ", snapshot mode" : "");
+		tk_buf_printf(out, "  timing:   mtc-freq %llu, nom-freq %llu, cpuid-0x15 eax %llu "
+			      "ebx %llu, tsc %s\n", (unsigned long long)timing.mtc_freq,
+			      (unsigned long long)timing.nom_freq,
+			      (unsigned long long)timing.cpuid_15_eax,
+			      (unsigned long long)timing.cpuid_15_ebx,
+			      a.pt_config & pt->tsc_bit ? "on" : "off");
+	}
+	for (size_t i = 0; i < a.nqueues; i++) {
+		const struct tk_perf_queue *q = &a.queues[i];
+		tk_buf_printf(out, "  queue %u:  ", q->idx);
+		if (q->cpu != UINT32_MAX)
+			tk_buf_printf(out, "cpu %u, ", q->cpu);
+		tk_buf_printf(out, "tid %u, %zu bytes in %llu buffers (first at offset 0x%llx)",
+			      q->tid, q->len, (unsigned long long)q->nbuffers,
+			      (unsigned long long)q->file_offset);
+		if (q->holes)
+			tk_buf_printf(out, ", %llu losses (%llu bytes left out)",
+				      (unsigned long long)q->holes, (unsigned long long)q->hole_bytes);
+		tk_buf_putc(out, '\n');
+	}
+	for (size_t i = 0; i < a.nmmaps; i++) {
+		const struct tk_perf_mmap *m = &a.mmaps[i];
+		tk_buf_printf(out, "  mmap:     pid %u 0x%llx-0x%llx offset 0x%llx %s\n", m->pid,
+			      (unsigned long long)m->addr, (unsigned long long)(m->addr + m->len),
+			      (unsigned long long)m->pgoff, m->path);
+	}
+	if (a.aux_truncated || a.lost_records)
+		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
+			      (unsigned long long)a.aux_truncated,
+			      (unsigned long long)a.lost_records);
+	tk_perf_aux_free(&a);
+	return rc > 0 ? EXIT_SKIPPED : EXIT_CLEAN;
+}
+
 static int info_ipt(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct tk_buf *out)
 {
@@ -332,6 +393,8 @@ static int details(const struct cli_opts *o, const char *file, struct tk_input *
 		return xray_info(o, file, in, out);
 	case TK_FMT_IPT:
 		return info_ipt(o, file, in, out);
+	case TK_FMT_PERF:
+		return info_perf(o, file, in, out);
 	case TK_FMT_KANATA:
 		return input_drained ? EXIT_CLEAN : info_kanata(file, in, out);
 	default:

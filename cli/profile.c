@@ -225,7 +225,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_profile(o, file, in, fi);
 	case TK_FMT_IPT:
-		return cli_ipt_profile_out(o, file, in);
+	case TK_FMT_PERF:
+		return cli_ipt_profile_out(o, file, in, fi);
 	case TK_FMT_TKBT:
 		return profile_btrace(o, file, in);
 	case TK_FMT_XRAY:

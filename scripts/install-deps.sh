@@ -8,7 +8,7 @@ packages=(
 	libzydis-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev
 	libcmocka-dev
 	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev
-	libipt-dev valgrind protobuf-compiler hyperfine bc time
+	libipt-dev linux-perf valgrind protobuf-compiler hyperfine bc time
 	libc6-dbg
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 )

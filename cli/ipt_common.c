@@ -1,0 +1,189 @@
+/* Intel PT in the CLI: the streams to decode and their memory image, from a raw packet
+ * file (one stream; --elf/--raw) or from a perf.data file (one stream per trace queue; the
+ * code its mappings name, then --elf/--raw over them). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_perf_diag(void *ctx, uint64_t offset, const char *msg)
+{
+	struct cli_perf_diag *d = ctx;
+
+	if (d->shown++ < 20 && !d->quiet)
+		cli_error(d->file, offset, "%s", msg);
+}
+
+/* The code of the session's mappings; a file that cannot be read is named (five at most). */
+static int add_mappings(const struct cli_opts *o, const char *file, struct cli_ipt *x)
+{
+	const struct tk_perf_aux *a = &x->aux;
+	unsigned missing = 0;
+
+	if (a->nmmaps && !(x->mods = calloc(a->nmmaps, sizeof(*x->mods))))
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < a->nmmaps; i++) {
+		const struct tk_perf_mmap *m = &a->mmaps[i];
+		uint64_t bias, base;
+		int seen = 0, rc;
+
+		if ((rc = tk_image_elf_mapped(m->path, m->addr, m->pgoff, &bias, &base)) == 0)
+			for (size_t j = 0; j < x->nmods && !seen; j++)
+				seen = x->mods[j].bias == bias && !strcmp(x->mods[j].path, m->path);
+		if (seen)
+			continue;   /* another mapping of a file already loaded there */
+		if (rc == 0 && (rc = tk_image_add_elf(x->img, m->path, base, 1)) == 0) {
+			x->mods[x->nmods].path = m->path;
+			x->mods[x->nmods++].bias = bias;
+			continue;
+		}
+		if (missing++ < 5 && !o->quiet)
+			cli_warn(file, UINT64_MAX, "cannot load %s (mapped at 0x%llx): %s; its code is "
+				 "missing from the image", m->path, (unsigned long long)m->addr,
+				 tk_strerror(rc));
+	}
+	if (missing > 5 && !o->quiet)
+		cli_warn(file, UINT64_MAX, "%u more mapped files cannot be loaded", missing - 5);
+	return (int)x->nmods;
+}
+
+int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym)
+{
+	int rc;
+
+	for (size_t i = 0; i < x->nmods; i++)
+		if ((rc = tk_sym_add_elf(sym, x->mods[i].path, x->mods[i].bias)) < 0) {
+			cli_error(x->mods[i].path, UINT64_MAX, "cannot load symbols: %s", tk_strerror(rc));
+			return rc;
+		}
+	return 0;
+}
+
+void cli_ipt_perf_timing(const struct tk_perf_aux *a, struct cli_opts *timing)
+{
+	const struct tk_perf_pt_info *pt = &a->pt;
+
+	if (!timing->mtc_freq && pt->nfields > 11 && pt->mtc_freq_bits)
+		timing->mtc_freq = (a->pt_config & pt->mtc_freq_bits) >>
+				   __builtin_ctzll(pt->mtc_freq_bits);
+	if (!timing->nom_freq && pt->nfields > 15)
+		timing->nom_freq = pt->max_nonturbo_ratio;
+	if (!timing->cpuid_15_eax && !timing->cpuid_15_ebx && pt->nfields > 13) {
+		timing->cpuid_15_eax = pt->tsc_ctc_d;
+		timing->cpuid_15_ebx = pt->tsc_ctc_n;
+	}
+}
+
+static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *data, size_t len,
+		     struct cli_ipt *x)
+{
+	struct cli_perf_diag d = { file, o->quiet, 0 };
+	int rc = tk_perf_aux_read(data, len, &x->aux, cli_perf_diag, &d);
+
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", rc == -TK_E_UNSUPPORTED ?
+			  "a perf.data file written to a pipe or on a big-endian machine: not "
+			  "supported (record to a file)" : tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	x->perf = 1;
+	x->skipped = rc > 0;
+	if (d.shown > 20 && !o->quiet)
+		cli_warn(file, UINT64_MAX, "%u more problems in the file", d.shown - 20);
+	if (x->aux.aux_type != TK_PERF_AUX_INTEL_PT) {
+		cli_error(file, UINT64_MAX, x->aux.aux_type ? "its trace is not Intel PT (perf "
+			  "auxtrace type %u)" : "no Intel PT in this perf.data (record with perf "
+			  "record -e intel_pt//)", x->aux.aux_type);
+		return EXIT_INPUT;
+	}
+	if (x->aux.compressed_records && !o->quiet)
+		cli_warn(file, UINT64_MAX, "%llu compressed records (perf record -z) are not read: "
+			 "the code mappings in them are missing (give the files with --elf)",
+			 (unsigned long long)x->aux.compressed_records);
+	if (x->aux.pt.snapshot_mode && !o->quiet)
+		cli_warn(file, UINT64_MAX, "snapshot mode: each snapshot is decoded from its first "
+			 "PSB; where snapshots overlap, the overlap is decoded twice");
+	if (x->aux.aux_truncated && !o->quiet)
+		cli_warn(file, UINT64_MAX, "the kernel lost trace %llu times (its buffer was full: "
+			 "PERF_RECORD_AUX truncated); decoding resyncs after each loss",
+			 (unsigned long long)x->aux.aux_truncated);
+	if (!(x->s = calloc(x->aux.nqueues ? x->aux.nqueues : 1, sizeof(*x->s))))
+		return EXIT_INPUT;
+	for (size_t i = 0; i < x->aux.nqueues; i++) {
+		const struct tk_perf_queue *q = &x->aux.queues[i];
+		struct cli_ipt_stream *s = &x->s[x->n];
+
+		if (!q->len)
+			continue;
+		s->data = q->data;
+		s->len = q->len;
+		s->track = (uint32_t)x->n;
+		if (q->cpu != UINT32_MAX && x->aux.pt.per_cpu_mmaps)
+			snprintf(s->label, sizeof s->label, "%s [cpu %u]", file, q->cpu);
+		else
+			snprintf(s->label, sizeof s->label, "%s [thread %u]", file, q->tid);
+		x->n++;
+	}
+	if (!x->n && !o->quiet)
+		cli_warn(file, UINT64_MAX, "no Intel PT data in this perf.data (%zu trace "
+			 "queues, all empty)", x->aux.nqueues);
+	cli_ipt_perf_timing(&x->aux, &x->timing);
+	int loaded = add_mappings(o, file, x);
+	if (loaded < 0)
+		return EXIT_INPUT;
+	if (!loaded && !o->n_elf && !o->n_raw && !o->quiet)
+		cli_warn(file, UINT64_MAX, "no mapped file could be loaded and no --elf or --raw "
+			 "given: no code to follow");
+	return 0;
+}
+
+int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct cli_ipt *x)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc;
+
+	memset(x, 0, sizeof(*x));
+	x->timing = *o;
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if (!(x->img = tk_image_new(&rc)))
+		return EXIT_INPUT;
+	if (fi->id == TK_FMT_PERF) {
+		if ((rc = open_perf(o, file, data, len, x))) {
+			cli_ipt_close(x);
+			return rc;
+		}
+	} else {
+		if (!o->n_elf && !o->n_raw && !o->quiet)
+			cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
+		if (!(x->s = calloc(1, sizeof(*x->s)))) {
+			cli_ipt_close(x);
+			return EXIT_INPUT;
+		}
+		x->s[0].data = data;
+		x->s[0].len = len;
+		snprintf(x->s[0].label, sizeof x->s[0].label, "%s", file);
+		x->n = 1;
+	}
+	/* the user's files go over the mapped ones (later additions win) */
+	if (cli_image_add_files(o, x->img) < 0) {
+		cli_ipt_close(x);
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+void cli_ipt_close(struct cli_ipt *x)
+{
+	tk_image_free(x->img);
+	free(x->s);
+	free(x->mods);
+	if (x->perf)
+		tk_perf_aux_free(&x->aux);
+	memset(x, 0, sizeof(*x));
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Intel PT in perf.data, against perf's own decoder. The machine has no PT, so the trace is a
+# recorded run of a real program (tests/data/seams/lj.c over libc) converted to what the
+# hardware would write, and tests/tools/mkperf.py wraps it as `perf record -e intel_pt//u`
+# does: AUXTRACE_INFO, MMAP2 for the code, the trace in AUXTRACE buffers of about 4 KiB
+# ending at packet boundaries (where the hardware's output stops), one queue per CPU.
+# - `perf script --itrace=i0ns` and `tracekit decode --no-disasm` list the same instruction
+#   addresses, CPU by CPU, with one queue and with two; neither is given the code: both
+#   read the mappings
+# - the profile from perf.data is the profile of the raw trace with --elf
+# - a lost buffer: an error naming the file offset, exit status 1, and the instructions
+#   after the next PSB are all there
+# - a file cut inside a buffer: the instructions up to the cut, exit status 1
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+command -v perf >/dev/null || { echo "perf missing: scripts/install-deps.sh installs linux-perf"; exit 1; }
+cc -O1 -o "$work/lj" "$SRC/tests/data/seams/lj.c"
+libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
+"$TK" record --btrace -o "$work/lj.tkbt" --module main --module "$libc" -- "$work/lj" \
+	>/dev/null 2>"$work/rec.err" || { echo "record failed"; cat "$work/rec.err"; exit 1; }
+"$TK" convert --to ipt -q -o "$work/lj.pt" "$work/lj.tkbt"
+mods=$("$TK" info "$work/lj.tkbt" | awk '$1 == "module" {
+	for (i = 3; i < NF; i++) if ($i == "bias") printf "%s:%s ", $2, $(i + 1) }')
+[ "$(wc -w <<<"$mods")" = 2 ] || { echo "want 2 modules, got: $mods"; exit 1; }
+modargs=() elfargs=()
+for m in $mods; do modargs+=(--module "$m"); elfargs+=(--elf "$m"); done
+"$TK" dump "$work/lj.pt" >"$work/lj.dump"
+mk() { python3 "$SRC/tests/tools/mkperf.py" "$@" --packets "$work/lj.dump" "${modargs[@]}"; }
+mk "$work/one.data" --queue 0:4242:"$work/lj.pt"
+mk "$work/two.data" --queue 0:4242:"$work/lj.pt" --queue 3:4242:"$work/lj.pt"
+nbuf=$(perf report -D -i "$work/one.data" 2>/dev/null | grep -c 'PERF_RECORD_AUXTRACE size' || true)
+[ "$nbuf" -ge 10 ] || { echo "only $nbuf trace buffers: the joins are not tested"; exit 1; }
+
+# CPU and address of each instruction, CPU by CPU in order (perf's lines interleave CPUs)
+perf_ips() {
+	perf script -i "$1" --itrace=i0ns -F cpu,ip 2>"$work/perf.err" |
+		awk '{ c = $1; gsub(/[][]/, "", c); printf "%d %s\n", c, $2 }' | sort -s -n -k1,1
+}
+tk_ips() {
+	"$TK" decode --no-disasm "$1" | awk '
+		/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
+			c = substr($0, RSTART + 4, RLENGTH - 4); next }
+		/^\[/ { next }
+		{ a = $1; sub(/^0+/, "", a); printf "%d %s\n", c, a }'
+}
+for f in one two; do
+	perf_ips "$work/$f.data" >"$work/$f.perf"
+	tk_ips "$work/$f.data" >"$work/$f.tk"
+	[ -s "$work/$f.perf" ] || { echo "$f: perf decoded nothing"; cat "$work/perf.err"; exit 1; }
+	cmp -s "$work/$f.perf" "$work/$f.tk" || {
+		echo "$f.data: tracekit and perf differ ($(wc -l <"$work/$f.tk") and" \
+			"$(wc -l <"$work/$f.perf") instructions)"
+		diff "$work/$f.perf" "$work/$f.tk" | head -10 || true; exit 1; }
+done
+n1=$(wc -l <"$work/one.tk")
+[ "$(wc -l <"$work/two.tk")" = $((2 * n1)) ] || { echo "two queues: not twice one"; exit 1; }
+[ "$(cut -d' ' -f1 "$work/two.tk" | sort -u | tr '\n' ' ')" = "0 3 " ] ||
+	{ echo "two queues: want CPUs 0 and 3"; exit 1; }
+# the same instructions as the raw trace decoded with --elf
+"$TK" decode --no-disasm "${elfargs[@]}" "$work/lj.pt" | grep -v '^\[' |
+	awk '{ a = $1; sub(/^0+/, "", a); print "0 " a }' >"$work/raw.tk"
+cmp -s "$work/raw.tk" "$work/one.tk" || { echo "perf.data and the raw trace differ"; exit 1; }
+
+# profiles: from perf.data (symbols of the mapped files) and from the raw trace with --elf
+"$TK" profile --to csv "$work/one.data" >"$work/one.csv"
+"$TK" profile --to csv "${elfargs[@]}" "$work/lj.pt" >"$work/raw.csv"
+cmp -s "$work/one.csv" "$work/raw.csv" || { echo "profile of perf.data differs";
+	diff "$work/raw.csv" "$work/one.csv" | head; exit 1; }
+"$TK" profile --to csv "$work/two.data" >"$work/two.csv"
+calls() { awk -F, -v n="\"$2\"" '$1 == n {print $2}' "$1"; }
+[ "$(calls "$work/two.csv" deep)" = $((2 * $(calls "$work/one.csv" deep))) ] ||
+	{ echo "two queues: deep's calls not doubled"; exit 1; }
+
+# a lost buffer (the fourth): reported with its offset, the rest decoded
+mk "$work/hole.data" --queue 0:4242:"$work/lj.pt" --drop 3
+rc=0
+"$TK" decode --no-disasm "$work/hole.data" >"$work/hole.txt" 2>"$work/hole.err" || rc=$?
+[ $rc = 1 ] || { echo "lost buffer: exit status $rc, want 1"; exit 1; }
+grep -q 'hole.data: offset 0x[0-9a-f]*: queue 0: [0-9]* bytes of trace lost before this buffer' "$work/hole.err" ||
+	{ echo "lost buffer: no message with the offset"; cat "$work/hole.err"; exit 1; }
+nh=$(grep -vc '^\[' "$work/hole.txt")
+[ "$nh" -lt "$n1" ] && [ "$nh" -gt $((n1 / 2)) ] || { echo "lost buffer: $nh of $n1 instructions"; exit 1; }
+grep -v '^\[' "$work/hole.txt" | tail -n 2000 | awk '{ a = $1; sub(/^0+/, "", a); print "0 " a }' >"$work/hole.tail"
+tail -n 2000 "$work/one.tk" | cmp -s - "$work/hole.tail" || { echo "lost buffer: the end differs"; exit 1; }
+
+# a file cut inside a buffer: 100 bytes into the tenth buffer's data (perf names its record)
+rec10=$(perf report -D -i "$work/one.data" 2>/dev/null |
+	grep -o '0x[0-9a-f]* \[0x30\]: PERF_RECORD_AUXTRACE size' | sed -n 10p | cut -d' ' -f1)
+[ -n "$rec10" ] || { echo "no tenth trace buffer"; exit 1; }
+head -c $((rec10 + 48 + 100)) "$work/one.data" >"$work/cut.data"
+rc=0
+"$TK" decode --stat "$work/cut.data" >"$work/cut.txt" 2>"$work/cut.err" || rc=$?
+[ $rc = 1 ] || { echo "cut file: exit status $rc, want 1"; cat "$work/cut.err"; exit 1; }
+grep -q 'trace buffer of [0-9]* bytes runs past the end of the data' "$work/cut.err" || { echo "cut file: no message"; cat "$work/cut.err"; exit 1; }
+nc=$(awk '/^insn:/ {print $2}' "$work/cut.txt")
+[ "$nc" -gt $((n1 / 3)) ] && [ "$nc" -lt "$n1" ] || { echo "cut file: $nc of $n1 instructions"; exit 1; }
+# ... and they begin the whole file's instructions
+tk_ips "$work/cut.data" 2>/dev/null >"$work/cut.tk" || true
+[ "$(wc -l <"$work/cut.tk")" = "$nc" ] || { echo "cut file: --stat and the listing disagree"; exit 1; }
+head -n "$nc" "$work/one.tk" | cmp -s - "$work/cut.tk" ||
+	{ echo "cut file: not the start of the whole file's instructions"; exit 1; }
+echo "ipt perf.data: ok ($n1 instructions, $nbuf buffers, the same as perf script)"

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Write a perf.data file holding Intel PT, as `perf record -e intel_pt//u` does: the
+intel_pt event's attr, PERF_RECORD_AUXTRACE_INFO, an MMAP2 record per executable segment
+of each module, and the trace of each queue in PERF_RECORD_AUXTRACE buffers (data inline,
+padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has no PT.
+
+usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS ...] [--buffer N]
+                 [--packets FILE] [--drop K] [--pid P]
+  --buffer N   bytes per buffer (default 4096)
+  --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
+               buffers then end at a packet boundary, as the hardware's output stops
+               after a whole packet when the kernel collects it
+  --drop K     leave out buffer K of the first queue (0-based): trace lost in between
+Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
+import argparse
+import struct
+
+PMU_TYPE = 8                      # the intel_pt PMU's type number (sysfs gives it)
+ATTR_SIZE = 128                   # PERF_ATTR_SIZE_VER7
+REC_MMAP2, REC_AUX, REC_AUXTRACE_INFO, REC_AUXTRACE = 10, 11, 70, 71
+MISC_USER = 2
+# config: pt, tsc, branch enable, mtc period 3 (tools/perf's intel_pt format)
+SAMPLE_TYPE = 1 | 2 | 4 | 128 | 65536   # ip, tid, time, cpu, identifier
+EVENT_ID = 1
+CONFIG = (1 << 0) | (1 << 10) | (1 << 13) | (3 << 14)
+
+
+def rec(rtype, misc, body):
+    return struct.pack('<IHH', rtype, misc, 8 + len(body)) + body
+
+
+def sample_id(pid, tid, time, cpu):
+    """The fields sample_id_all appends to the kernel's records: tid, time, cpu, id."""
+    return struct.pack('<IIQIIQ', pid, tid, time, cpu, 0, EVENT_ID)
+
+
+def exec_segments(path):
+    """(p_vaddr, p_offset, p_memsz) of the executable PT_LOAD segments of an ELF64 file."""
+    with open(path, 'rb') as f:
+        data = f.read(1 << 16)
+    phoff, = struct.unpack_from('<Q', data, 0x20)
+    phentsize, phnum = struct.unpack_from('<HH', data, 0x36)
+    segs = []
+    for i in range(phnum):
+        p_type, p_flags, p_offset, p_vaddr, _, _, p_memsz, _ = struct.unpack_from(
+            '<IIQQQQQQ', data, phoff + i * phentsize)
+        if p_type == 1 and p_flags & 1:
+            segs.append((p_vaddr, p_offset, p_memsz))
+    return segs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('out')
+    ap.add_argument('--queue', action='append', default=[])
+    ap.add_argument('--module', action='append', default=[])
+    ap.add_argument('--buffer', type=int, default=4096)
+    ap.add_argument('--drop', type=int, default=-1)
+    ap.add_argument('--packets')
+    ap.add_argument('--pid', type=int, default=4242)
+    a = ap.parse_args()
+
+    # attr: type, size, config, sample_period, sample_type, read_format, flags, the rest 0
+    # exclude_kernel, mmap, comm, sample_id_all (perf orders records by it), mmap2
+    flags = (1 << 5) | (1 << 8) | (1 << 9) | (1 << 18) | (1 << 23)
+    attr = struct.pack('<IIQQQQQ', PMU_TYPE, ATTR_SIZE, CONFIG, 1, SAMPLE_TYPE, 0, flags)
+    attr += b'\0' * (ATTR_SIZE - len(attr))
+
+    data = bytearray()
+    # priv: pmu type, time shift/mult/zero, cap_user_time_zero, tsc bit, noretcomp bit,
+    # have_sched_switch, snapshot mode, per-cpu mmaps, mtc bit, mtc freq bits, tsc:ctc
+    # n and d (CPUID 0x15 ebx, eax), cyc bit, max non-turbo ratio, filter string length
+    priv = [PMU_TYPE, 0, 1, 0, 0, 1 << 10, 1 << 11, 0, 0, 1, 1 << 9, 0xf << 14, 2, 1, 1 << 1,
+            24, 0]
+    data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
+    for m in a.module:
+        path, bias = m.rsplit(':', 1)
+        bias = int(bias, 0)
+        for vaddr, off, memsz in exec_segments(path):
+            addr = (bias + vaddr) & ~0xfff
+            pgoff = off & ~0xfff
+            length = (bias + vaddr + memsz - addr + 0xfff) & ~0xfff
+            name = path.encode() + b'\0'
+            name += b'\0' * (-len(name) % 8)
+            body = struct.pack('<IIQQQIIQQII', a.pid, a.pid, addr, length, pgoff, 0, 0, 0, 0,
+                               5, 2) + name + sample_id(a.pid, a.pid, 0, 0)  # r-x, private
+            data += rec(REC_MMAP2, MISC_USER, body)
+
+    queues = []
+    for idx, q in enumerate(a.queue):
+        cpu, tid, path = q.split(':', 2)
+        with open(path, 'rb') as f:
+            pt = f.read()
+        cuts = list(range(a.buffer, len(pt), a.buffer))
+        if a.packets:
+            with open(a.packets) as f:
+                offs = sorted({int(w[0], 16) for w in (line.split() for line in f)
+                               if w and all(c in '0123456789abcdef' for c in w[0])})
+            cuts = sorted({next((o for o in offs if o >= c), len(pt)) for c in cuts})
+        edges = [0] + [c for c in cuts if 0 < c < len(pt)] + [len(pt)]
+        bufs = [pt[edges[i]:edges[i + 1]] for i in range(len(edges) - 1)]
+        queues.append((idx, int(cpu), int(tid), bufs))
+    # buffers of the queues in turn, as perf writes them when its mmaps fill
+    offsets = [0] * len(queues)
+    for k in range(max(len(q[3]) for q in queues)):
+        for idx, cpu, tid, bufs in queues:
+            if k >= len(bufs):
+                continue
+            b = bufs[k]
+            pad = b'\0' * (-len(b) % 8)
+            size = len(b) + len(pad)
+            if not (idx == 0 and k == a.drop):
+                data += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offsets[idx], 0, idx,
+                                                         tid, cpu, 0)[:40]) + b + pad
+                # PERF_RECORD_AUX: aux offset, size, flags
+                data += rec(REC_AUX, 0, struct.pack('<QQQ', offsets[idx], size, 0) +
+                            sample_id(a.pid, tid, 0, cpu))
+            offsets[idx] += size
+
+    hdr_size, n_attrs = 104, 1
+    attrs_off = hdr_size
+    ids_off = attrs_off + n_attrs * (ATTR_SIZE + 16)
+    data_off = ids_off + 8
+    header = b'PERFILE2' + struct.pack('<QQ', hdr_size, ATTR_SIZE + 16)
+    header += struct.pack('<QQ', attrs_off, n_attrs * (ATTR_SIZE + 16))
+    header += struct.pack('<QQ', data_off, len(data))
+    header += struct.pack('<QQ', 0, 0)            # event types (unused)
+    header += b'\0' * 32                          # no feature sections
+    with open(a.out, 'wb') as f:
+        f.write(header + attr + struct.pack('<QQ', ids_off, 8) + struct.pack('<Q', EVENT_ID) +
+                bytes(data))
+
+
+if __name__ == '__main__':
+    main()

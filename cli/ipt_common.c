@@ -97,10 +97,6 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 			  "record -e intel_pt//)", x->aux.aux_type);
 		return EXIT_INPUT;
 	}
-	if (x->aux.compressed_records && !o->quiet)
-		cli_warn(file, UINT64_MAX, "%llu compressed records (perf record -z) are not read: "
-			 "the code mappings in them are missing (give the files with --elf)",
-			 (unsigned long long)x->aux.compressed_records);
 	if (x->aux.pt.snapshot_mode && !o->quiet)
 		cli_warn(file, UINT64_MAX, "snapshot mode: each snapshot is decoded from its first "
 			 "PSB; where snapshots overlap, the overlap is decoded twice");

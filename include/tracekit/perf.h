@@ -62,7 +62,7 @@ struct tk_perf_aux {
 				     was full and trace was lost */
 	uint64_t aux_partial;     /* PERF_RECORD_AUX flagged partial (snapshot mode) */
 	uint64_t bad_records;     /* records skipped as malformed */
-	uint64_t compressed_records;  /* perf record -z: not read (their mappings are missing) */
+	uint64_t compressed_records;  /* perf record -z: PERF_RECORD_COMPRESSED, read */
 };
 
 /* Called for each problem found while reading, with the file offset of the record. */

@@ -11,6 +11,7 @@
 # - a lost buffer: an error naming the file offset, exit status 1, and the instructions
 #   after the next PSB are all there
 # - a file cut inside a buffer: the instructions up to the cut, exit status 1
+# - the code mappings of real perf record sessions, plain and -z (zstd), as perf lists them
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -100,4 +101,22 @@ tk_ips "$work/cut.data" 2>/dev/null >"$work/cut.tk" || true
 [ "$(wc -l <"$work/cut.tk")" = "$nc" ] || { echo "cut file: --stat and the listing disagree"; exit 1; }
 head -n "$nc" "$work/one.tk" | cmp -s - "$work/cut.tk" ||
 	{ echo "cut file: not the start of the whole file's instructions"; exit 1; }
+# the code mappings of a real `perf record` session, plain and compressed (-z, zstd):
+# tracekit lists the executable file mappings perf report -D shows
+for z in "" -z; do
+	perf record $z -q -o "$work/rec$z.data" -- "$work/lj" >/dev/null 2>"$work/perf.err" ||
+		{ echo "perf record $z failed"; cat "$work/perf.err"; exit 1; }
+	perf report -D -i "$work/rec$z.data" 2>/dev/null | grep 'PERF_RECORD_MMAP2 .*: r-xp /' |
+		sed -E 's/.*\[(0x[0-9a-f]+)\((0x[0-9a-f]+)\) @ (0x[0-9a-f]+|0) .*r-xp (.*)$/\1 \2 \3 \4/' |
+		while read -r addr len off path; do
+			printf '0x%x-0x%x offset 0x%x %s\n' "$addr" $((addr + len)) "$off" "$path"
+		done | sort >"$work/maps.perf"
+	"$TK" info "$work/rec$z.data" | awk '$1 == "mmap:" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print }' |
+		sort >"$work/maps.tk"
+	[ "$(wc -l <"$work/maps.perf")" -ge 2 ] || { echo "perf record $z: too few mappings"; exit 1; }
+	cmp -s "$work/maps.perf" "$work/maps.tk" || { echo "perf record $z: mappings differ";
+		diff "$work/maps.perf" "$work/maps.tk"; exit 1; }
+done
+perf report --header-only -i "$work/rec-z.data" 2>/dev/null | grep -q '^# compressed : Zstd' ||
+	{ echo "perf record -z wrote no compressed records"; exit 1; }
 echo "ipt perf.data: ok ($n1 instructions, $nbuf buffers, the same as perf script)"

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zstd.h>
+
 #include "tracekit/common.h"
 #include "tracekit/ipt.h"
 #include "tracekit/perf.h"
@@ -38,6 +40,14 @@ struct reader {
 	uint64_t *next_offset;
 	size_t *cap;
 	int too_many;             /* queue_for refused a queue (not out of memory) */
+	/* perf record -z: the records inside PERF_RECORD_COMPRESSED, decompressed as one
+	 * stream (a record may continue into the next compressed one); problems in them
+	 * name the compressed record's offset */
+	ZSTD_DStream *zd;
+	uint8_t *pend;
+	size_t pend_len, pend_cap;
+	int in_compressed;
+	uint64_t compressed_off;
 };
 
 static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
@@ -50,6 +60,8 @@ static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	if (r->in_compressed)
+		off = r->compressed_off;
 	r->skipped = 1;
 	if (r->diag)
 		r->diag(r->ctx, off, msg);
@@ -202,6 +214,8 @@ static void read_pt_info(struct tk_perf_aux *a, const uint8_t *p, size_t n)
 	a->pt.nfields = k;
 }
 
+static int decompress(struct reader *r, uint64_t off, const uint8_t *src, size_t len);
+
 /* One record at OFF (SIZE bytes, at least the header) of the data that ends at N; *EXTRA:
  * bytes of trace after it. */
 static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, uint32_t type,
@@ -230,8 +244,16 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 				tk_le64(b + 24), b + 64, blen - 64);
 	case REC_COMPRESSED:
 	case REC_COMPRESSED2:
+		if (r->in_compressed)
+			break;   /* one inside another: perf never writes that */
 		a->compressed_records++;
-		return 0;
+		if (type == REC_COMPRESSED2) {
+			/* the size of the compressed data, then the data (padded to 8 bytes) */
+			if (blen < 8 || tk_le64(b) > blen - 8)
+				break;
+			return decompress(r, off, b + 8, (size_t)tk_le64(b));
+		}
+		return decompress(r, off, b, blen);
 	case REC_LOST:
 		if (blen >= 16)
 			a->lost_records += tk_le64(b + 8);
@@ -252,8 +274,8 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 			read_pt_info(a, b + 8, blen - 8);
 		return 0;
 	case REC_AUXTRACE: {
-		if (size < AUXTRACE_SIZE)
-			break;
+		if (size < AUXTRACE_SIZE || r->in_compressed)
+			break;   /* (perf writes trace buffers outside compressed records) */
 		uint64_t len = tk_le64(b), offset = tk_le64(b + 8);
 		uint32_t idx = tk_le32(b + 24), tid = tk_le32(b + 28), cpu = tk_le32(b + 32);
 		uint64_t data_off = off + size;
@@ -272,6 +294,83 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 	a->bad_records++;
 	problem(r, off, "record of type %u too short (%zu bytes): skipped", type, size);
 	return 0;
+}
+
+/* The complete records at the start of r->pend; the rest waits for the next compressed
+ * record. */
+static int pending_records(struct reader *r)
+{
+	size_t pos = 0;
+	int rc = 0;
+
+	while (rc >= 0 && r->pend_len - pos >= 8) {
+		uint32_t type = tk_le32(r->pend + pos);
+		uint16_t misc = tk_le16(r->pend + pos + 4), size = tk_le16(r->pend + pos + 6);
+		uint64_t extra;
+
+		if (size < 8) {
+			problem(r, 0, "compressed records: a record of size %u; the rest of them "
+				"is unreadable", size);
+			pos = r->pend_len;
+			break;
+		}
+		if (size > r->pend_len - pos)
+			break;
+		r->aux->records++;
+		rc = record(r, r->pend, r->pend_len, pos, type, misc, size, &extra);
+		pos += size;
+	}
+	memmove(r->pend, r->pend + pos, r->pend_len - pos);
+	r->pend_len -= pos;
+	return rc;
+}
+
+static int decompress(struct reader *r, uint64_t off, const uint8_t *src, size_t len)
+{
+	ZSTD_inBuffer in = { src, len, 0 };
+	int rc = 0;
+
+	if (!r->zd) {
+		if (!(r->zd = ZSTD_createDStream()))
+			return -TK_E_NOMEM;
+		/* perf compresses at level 1 (small windows): a larger one is refused, not
+		 * given memory */
+		ZSTD_DCtx_setParameter(r->zd, ZSTD_d_windowLogMax, 24);
+	}
+	r->in_compressed = 1;
+	r->compressed_off = off;
+	/* a step's output is parsed before the next: memory stays at a record (64 KiB) plus
+	 * a step, however much the data expands */
+	for (;;) {
+		size_t in_before = in.pos;
+
+		if (r->pend_cap - r->pend_len < (1 << 17)) {
+			size_t cap = r->pend_len + (1 << 18);
+			uint8_t *b = realloc(r->pend, cap);
+			if (!b) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			r->pend = b;
+			r->pend_cap = cap;
+		}
+		ZSTD_outBuffer out = { r->pend + r->pend_len, r->pend_cap - r->pend_len, 0 };
+		size_t z = ZSTD_decompressStream(r->zd, &out, &in);
+		r->pend_len += out.pos;
+		if (ZSTD_isError(z)) {
+			problem(r, off, "compressed records: %s; the rest of this one skipped",
+				ZSTD_getErrorName(z));
+			ZSTD_DCtx_reset(r->zd, ZSTD_reset_session_only);
+			break;
+		}
+		if ((rc = pending_records(r)) < 0)
+			break;
+		/* done when the input is used up and the decoder had no more to give */
+		if ((in.pos == in.size && out.pos < out.size) || (!out.pos && in.pos == in_before))
+			break;
+	}
+	r->in_compressed = 0;
+	return rc;
 }
 
 int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
@@ -336,8 +435,13 @@ int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 		    tk_le32(p + a) == aux->pt.pmu_type)
 			aux->pt_config = tk_le64(p + a + 8);
 	}
+	if (r.pend_len && rc >= 0)
+		problem(&r, data, "compressed records end inside a record (%zu bytes left)",
+			r.pend_len);
 	free(r.next_offset);
 	free(r.cap);
+	free(r.pend);
+	ZSTD_freeDStream(r.zd);
 	if (rc < 0) {
 		tk_perf_aux_free(aux);
 		return rc;

@@ -189,6 +189,7 @@ struct cli_ipt_stream {
 	size_t len;
 	uint32_t track;
 	char label[512];            /* the file, and for perf.data the queue's CPU or thread */
+	char name[32];              /* perf.data: "cpu N" or "thread N" (timeline tracks) */
 };
 struct cli_ipt_module {
 	char *path;

@@ -683,6 +683,8 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		struct tk_ipt_flow_stats one = { 0 };
 
 		fo.track = x.s[i].track;
+		if (x.perf && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
+			break;
 		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
 		st.insns += one.insns;
 		tk_gap_stats_merge(&st.gaps, &one.gaps);

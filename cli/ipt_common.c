@@ -116,9 +116,10 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 		s->len = q->len;
 		s->track = (uint32_t)x->n;
 		if (q->cpu != UINT32_MAX && x->aux.pt.per_cpu_mmaps)
-			snprintf(s->label, sizeof s->label, "%s [cpu %u]", file, q->cpu);
+			snprintf(s->name, sizeof s->name, "cpu %u", q->cpu);
 		else
-			snprintf(s->label, sizeof s->label, "%s [thread %u]", file, q->tid);
+			snprintf(s->name, sizeof s->name, "thread %u", q->tid);
+		snprintf(s->label, sizeof s->label, "%s [%s]", file, s->name);
 		x->n++;
 	}
 	if (!x->n && !o->quiet)

@@ -73,6 +73,12 @@ calls() { awk -F, -v n="\"$2\"" '$1 == n {print $2}' "$1"; }
 [ "$(calls "$work/two.csv" deep)" = $((2 * $(calls "$work/one.csv" deep))) ] ||
 	{ echo "two queues: deep's calls not doubled"; exit 1; }
 
+# a timeline names each queue's track after its CPU
+"$TK" convert --to chrome -o "$work/two.json" "$work/two.data"
+for c in 0 3; do
+	grep -q "\"name\":\"cpu $c\"" "$work/two.json" || { echo "timeline: no track cpu $c"; exit 1; }
+done
+
 # a lost buffer (the fourth): reported with its offset, the rest decoded
 mk "$work/hole.data" --queue 0:4242:"$work/lj.pt" --drop 3
 rc=0

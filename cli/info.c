@@ -145,9 +145,14 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 	}
 	for (size_t i = 0; i < a.nmmaps; i++) {
 		const struct tk_perf_mmap *m = &a.mmaps[i];
-		tk_buf_printf(out, "  mmap:     pid %u 0x%llx-0x%llx offset 0x%llx %s\n", m->pid,
+		tk_buf_printf(out, "  mmap:     pid %u 0x%llx-0x%llx offset 0x%llx %s", m->pid,
 			      (unsigned long long)m->addr, (unsigned long long)(m->addr + m->len),
 			      (unsigned long long)m->pgoff, m->path);
+		if (m->build_id_len)
+			tk_buf_puts(out, " build-id ");
+		for (unsigned k = 0; k < m->build_id_len; k++)
+			tk_buf_printf(out, "%02x", m->build_id[k]);
+		tk_buf_putc(out, '\n');
 	}
 	if (a.aux_truncated || a.lost_records)
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",

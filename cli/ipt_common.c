@@ -33,6 +33,19 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 				seen = x->mods[j].bias == bias && !strcmp(x->mods[j].path, m->path);
 		if (seen)
 			continue;   /* another mapping of a file already loaded there */
+		if (rc == 0 && m->build_id_len) {
+			/* the file here must be the one that ran: other code would decode into
+			 * other instructions, which is worse than a gap */
+			uint8_t id[20];
+			int n = tk_image_elf_build_id(m->path, id, sizeof id);
+			if (n != m->build_id_len || memcmp(id, m->build_id, (size_t)n) != 0) {
+				if (missing++ < 5 && !o->quiet)
+					cli_warn(file, UINT64_MAX, "%s is not the file the session mapped "
+						 "(its build-id differs from the recorded one): its code is "
+						 "left out of the image", m->path);
+				continue;
+			}
+		}
 		if (rc == 0 && (rc = tk_image_add_elf(x->img, m->path, base, 1)) == 0) {
 			x->mods[x->nmods].path = m->path;
 			x->mods[x->nmods++].bias = bias;

@@ -23,6 +23,9 @@ int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int 
  * holds PGOFF. */
 int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,
 			uint64_t *base);
+/* The GNU build-id of an ELF file into ID (at most CAP bytes): its length, 0 if it has
+ * none, or -TK_E_*. */
+int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap);
 /* Load a whole raw file at ADDR (ptxed's --raw FILE:ADDR). */
 int tk_image_add_raw(struct tk_image *img, const char *path, uint64_t addr);
 /* Copy N bytes from BUF to ADDR. */

@@ -36,6 +36,10 @@ struct tk_perf_mmap {
 	uint32_t pid, tid;
 	uint64_t addr, len, pgoff;
 	char *path;
+	/* the file's build-id when the session recorded it (in the record, or in the build-id
+	 * table perf writes at the end of the file); build_id_len 0: none recorded */
+	uint8_t build_id[20];
+	uint8_t build_id_len;
 };
 
 /* The Intel PT settings of the session (PERF_RECORD_AUXTRACE_INFO). */

@@ -1,6 +1,7 @@
 /* Memory image: code bytes by address, from ELF load segments, raw files or buffers.
  * Files are mmap'd once; segments point into the mappings. Lookups scan the segments from
  * the newest, so later additions shadow older ones (ptxed behaves the same). */
+#include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -210,6 +211,30 @@ int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int 
 		rc = -TK_E_BAD_FORMAT;
 	}
 	return rc;
+}
+
+int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap)
+{
+	const void *bid;
+	ssize_t n;
+	int fd;
+	Elf *elf;
+
+	if (!path || !id)
+		return -TK_E_INVAL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -TK_E_IO;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	n = elf ? dwelf_elf_gnu_build_id(elf, &bid) : -1;
+	if (n > 0 && (size_t)n <= cap)
+		memcpy(id, bid, (size_t)n);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	if (n < 0 || (size_t)n > cap)
+		return -TK_E_BAD_FORMAT;
+	return (int)n;
 }
 
 int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,

@@ -11,7 +11,8 @@
 # - a lost buffer: an error naming the file offset, exit status 1, and the instructions
 #   after the next PSB are all there
 # - a file cut inside a buffer: the instructions up to the cut, exit status 1
-# - the code mappings of real perf record sessions, plain and -z (zstd), as perf lists them
+# - the code mappings of real perf record sessions, plain and -z (zstd), as perf lists them,
+#   and their build-ids; a file whose build-id differs from the recorded one is left out
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -117,7 +118,8 @@ for z in "" -z; do
 		while read -r addr len off path; do
 			printf '0x%x-0x%x offset 0x%x %s\n' "$addr" $((addr + len)) "$off" "$path"
 		done | sort >"$work/maps.perf"
-	"$TK" info "$work/rec$z.data" | awk '$1 == "mmap:" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print }' |
+	"$TK" info "$work/rec$z.data" | awk '$1 == "mmap:" { $1 = $2 = $3 = ""; sub(/^ +/, "");
+		sub(/ build-id [0-9a-f]+$/, ""); print }' |
 		sort >"$work/maps.tk"
 	[ "$(wc -l <"$work/maps.perf")" -ge 2 ] || { echo "perf record $z: too few mappings"; exit 1; }
 	cmp -s "$work/maps.perf" "$work/maps.tk" || { echo "perf record $z: mappings differ";
@@ -125,4 +127,27 @@ for z in "" -z; do
 done
 perf report --header-only -i "$work/rec-z.data" 2>/dev/null | grep -q '^# compressed : Zstd' ||
 	{ echo "perf record -z wrote no compressed records"; exit 1; }
+# build-ids: tracekit info gives a session's files the ids perf buildid-list gives them
+perf record --buildid-all -q -o "$work/bid.data" -- "$work/lj" >/dev/null 2>"$work/perf.err" ||
+	{ echo "perf record --buildid-all failed"; cat "$work/perf.err"; exit 1; }
+perf buildid-list -i "$work/bid.data" 2>/dev/null | awk '$2 ~ /^\// {print $1, $2}' | sort >"$work/bid.perf"
+"$TK" info "$work/bid.data" | awk '$1 == "mmap:" && $8 == "build-id" {print $9, $7}' | sort -u >"$work/bid.tk"
+[ "$(wc -l <"$work/bid.tk")" -ge 2 ] && [ -z "$(comm -23 "$work/bid.tk" "$work/bid.perf")" ] ||
+	{ echo "build-ids differ from perf buildid-list"; diff "$work/bid.perf" "$work/bid.tk"; exit 1; }
+# ... and a file whose build-id is not the recorded one is left out, not decoded as if it ran
+idargs=()
+while read -r path bias id; do idargs+=(--module "$path:$bias:$id"); done < <("$TK" info "$work/lj.tkbt" |
+	awk '$1 == "module" { for (i = 3; i < NF; i++) { if ($i == "bias") b = $(i + 1);
+		if ($i == "build-id") d = $(i + 1) } print $2, b, d }')
+python3 "$SRC/tests/tools/mkperf.py" "$work/ids.data" --packets "$work/lj.dump" "${idargs[@]}" \
+	--queue 0:4242:"$work/lj.pt"
+tk_ips "$work/ids.data" | cmp -s - "$work/one.tk" || { echo "build-ids that match: not decoded"; exit 1; }
+cc -O2 -DOTHER_BUILD -o "$work/lj" "$SRC/tests/data/seams/lj.c"   # the same path, other code
+rc=0
+"$TK" decode --stat "$work/ids.data" >"$work/ids.txt" 2>"$work/ids.err" || rc=$?
+grep -q "$work/lj is not the file the session mapped" "$work/ids.err" ||
+	{ echo "rebuilt program: no warning"; cat "$work/ids.err"; exit 1; }
+ni=$(awk '/^insn:/ {print $2}' "$work/ids.txt")
+[ $rc = 1 ] && [ "$ni" -gt 0 ] && [ "$ni" -lt "$n1" ] ||
+	{ echo "rebuilt program: exit $rc, $ni of $n1 instructions (want 1, libc's only)"; exit 1; }
 echo "ipt perf.data: ok ($n1 instructions, $nbuf buffers, the same as perf script)"

@@ -4,13 +4,14 @@ intel_pt event's attr, PERF_RECORD_AUXTRACE_INFO, an MMAP2 record per executable
 of each module, and the trace of each queue in PERF_RECORD_AUXTRACE buffers (data inline,
 padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has no PT.
 
-usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS ...] [--buffer N]
+usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
                after a whole packet when the kernel collects it
   --drop K     leave out buffer K of the first queue (0-based): trace lost in between
+  BUILDID      hex: the MMAP2 records carry it (PERF_RECORD_MISC_MMAP_BUILD_ID)
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
 import struct
@@ -74,6 +75,10 @@ def main():
             24, 0]
     data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
     for m in a.module:
+        bid = None
+        if m.count(':') >= 2 and not m.rsplit(':', 1)[1].startswith('0x'):
+            m, bid = m.rsplit(':', 1)
+            bid = bytes.fromhex(bid)
         path, bias = m.rsplit(':', 1)
         bias = int(bias, 0)
         for vaddr, off, memsz in exec_segments(path):
@@ -82,9 +87,13 @@ def main():
             length = (bias + vaddr + memsz - addr + 0xfff) & ~0xfff
             name = path.encode() + b'\0'
             name += b'\0' * (-len(name) % 8)
-            body = struct.pack('<IIQQQIIQQII', a.pid, a.pid, addr, length, pgoff, 0, 0, 0, 0,
-                               5, 2) + name + sample_id(a.pid, a.pid, 0, 0)  # r-x, private
-            data += rec(REC_MMAP2, MISC_USER, body)
+            if bid is None:      # device and inode (zero), or the build-id
+                ident = struct.pack('<IIQQ', 0, 0, 0, 0)
+            else:
+                ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
+            body = struct.pack('<IIQQQ', a.pid, a.pid, addr, length, pgoff) + ident + \
+                struct.pack('<II', 5, 2) + name + sample_id(a.pid, a.pid, 0, 0)  # r-x, private
+            data += rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body)
 
     queues = []
     for idx, q in enumerate(a.queue):

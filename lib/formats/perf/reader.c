@@ -26,6 +26,9 @@ enum {
 };
 
 #define MISC_MMAP_DATA 0x2000    /* PERF_RECORD_MISC_MMAP_DATA: not code */
+#define MISC_MMAP_BUILD_ID 0x4000 /* MMAP2 carries a build-id instead of the device */
+#define MISC_BUILD_ID_SIZE 0x8000 /* a build-id table entry gives its size */
+#define FEAT_BUILD_ID 2          /* HEADER_BUILD_ID: the build-id table */
 #define AUX_FLAG_TRUNCATED 1
 #define AUX_FLAG_PARTIAL 4
 #define AUXTRACE_SIZE 48         /* header and size, offset, reference, idx, tid, cpu, pad */
@@ -175,7 +178,8 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 }
 
 static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr, uint64_t len,
-		    uint64_t pgoff, const uint8_t *name, size_t max)
+		    uint64_t pgoff, const uint8_t *name, size_t max, const uint8_t *bid,
+		    unsigned bid_len)
 {
 	struct tk_perf_aux *a = r->aux;
 	size_t n = strnlen((const char *)name, max);
@@ -196,6 +200,9 @@ static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr,
 	mm->addr = addr;
 	mm->len = len;
 	mm->pgoff = pgoff;
+	mm->build_id_len = (uint8_t)(bid && bid_len <= sizeof mm->build_id ? bid_len : 0);
+	if (mm->build_id_len)
+		memcpy(mm->build_id, bid, bid_len);
 	a->nmmaps++;
 	return 0;
 }
@@ -233,15 +240,18 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 		if (misc & MISC_MMAP_DATA)
 			return 0;
 		return add_mmap(r, tk_le32(b), tk_le32(b + 4), tk_le64(b + 8), tk_le64(b + 16),
-				tk_le64(b + 24), b + 32, blen - 32);
+				tk_le64(b + 24), b + 32, blen - 32, NULL, 0);
 	case REC_MMAP2:
 		/* pid, tid, addr, len, pgoff, device or build id (24 bytes), prot, flags */
 		if (blen < 64)
 			break;
 		if (!(tk_le32(b + 56) & PROT_EXEC_BIT))
 			return 0;
+		/* with MISC_MMAP_BUILD_ID: size, 3 reserved bytes, the id (20 bytes) */
 		return add_mmap(r, tk_le32(b), tk_le32(b + 4), tk_le64(b + 8), tk_le64(b + 16),
-				tk_le64(b + 24), b + 64, blen - 64);
+				tk_le64(b + 24), b + 64, blen - 64,
+				misc & MISC_MMAP_BUILD_ID ? b + 36 : NULL,
+				misc & MISC_MMAP_BUILD_ID ? b[32] : 0);
 	case REC_COMPRESSED:
 	case REC_COMPRESSED2:
 		if (r->in_compressed)
@@ -373,6 +383,54 @@ static int decompress(struct reader *r, uint64_t off, const uint8_t *src, size_t
 	return rc;
 }
 
+/* The build-id table (feature HEADER_BUILD_ID, after the data): entries of a record header,
+ * pid, the id (20 bytes; with MISC_BUILD_ID_SIZE its size in the 21st), and the file name.
+ * Mappings without a build-id of their own take the one recorded for their file. */
+static void read_build_ids(struct reader *r, const uint8_t *p, size_t n, uint64_t data_end)
+{
+	uint64_t features = tk_le64(p + 72), off = 0, len = 0;
+	unsigned k = 0;
+
+	if (!(features & (1u << FEAT_BUILD_ID)))
+		return;
+	/* one section descriptor per feature bit set, in bit order: bit 2 is behind those of
+	 * bits 0 and 1 */
+	for (unsigned bit = 0; bit < FEAT_BUILD_ID; bit++)
+		k += (features >> bit) & 1;
+	uint64_t desc = data_end + 16 * (uint64_t)k;
+	if (desc > n || n - desc < 16) {
+		problem(r, desc, "build-id table descriptor outside the file");
+		return;
+	}
+	off = tk_le64(p + desc);
+	len = tk_le64(p + desc + 8);
+	if (off > n || len > n - off) {
+		problem(r, desc, "build-id table outside the file");
+		return;
+	}
+	for (uint64_t e = off; e + 36 <= off + len;) {
+		uint16_t misc = tk_le16(p + e + 4), size = tk_le16(p + e + 6);
+		if (size < 36 || size > off + len - e) {
+			problem(r, e, "build-id table entry of size %u: the rest of the table skipped",
+				size);
+			return;
+		}
+		const uint8_t *id = p + e + 12;
+		unsigned idlen = misc & MISC_BUILD_ID_SIZE ? p[e + 32] : 20;
+		size_t namemax = size - 36;
+		const char *name = (const char *)p + e + 36;
+		for (size_t i = 0; idlen <= 20 && i < r->aux->nmmaps; i++) {
+			struct tk_perf_mmap *m = &r->aux->mmaps[i];
+			if (!m->build_id_len && strnlen(name, namemax) == strlen(m->path) &&
+			    !strncmp(name, m->path, namemax)) {
+				memcpy(m->build_id, id, idlen);
+				m->build_id_len = (uint8_t)idlen;
+			}
+		}
+		e += size;
+	}
+}
+
 int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx)
 {
@@ -427,6 +485,8 @@ int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 			break;
 		off += size + extra;
 	}
+	if (rc >= 0)
+		read_build_ids(&r, p, n, end);
 	for (size_t i = 0; rc >= 0 && attr_size >= 24 && i < attrs_len / attr_size; i++) {
 		uint64_t a = attrs + i * attr_size;
 		if (a > n || attr_size > n - a)

@@ -202,6 +202,7 @@ struct cli_ipt {
 	struct cli_ipt_module *mods;   /* perf.data: the mapped files that were loaded */
 	size_t nmods;
 	int perf;                   /* the input is perf.data */
+	int vdso;                   /* its vDSO is this machine's and in the image */
 	int skipped;                /* perf.data records were skipped (exit status 1) */
 	struct tk_perf_aux aux;
 	struct cli_opts timing;     /* the options, perf's timing settings filled in */

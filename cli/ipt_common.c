@@ -28,6 +28,19 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 		uint64_t bias, base;
 		int seen = 0, rc;
 
+		if (!strcmp(m->path, "[vdso]")) {
+			/* the kernel's code: this machine's, if the session ran on this kernel
+			 * (the same build-id), else missing (its calls show as gaps) */
+			if (m->build_id_len &&
+			    tk_image_add_vdso(x->img, m->addr, m->build_id, m->build_id_len) == 0)
+				x->vdso = 1;
+			else if (!o->quiet)
+				cli_warn(file, UINT64_MAX, "the [vdso] at 0x%llx %s: its code is missing "
+					 "(calls into it show as gaps)", (unsigned long long)m->addr,
+					 m->build_id_len ? "is not this kernel's (its build-id differs)"
+							 : "has no recorded build-id");
+			continue;
+		}
 		if ((rc = tk_image_elf_mapped(m->path, m->addr, m->pgoff, &bias, &base)) == 0)
 			for (size_t j = 0; j < x->nmods && !seen; j++)
 				seen = x->mods[j].bias == bias && !strcmp(x->mods[j].path, m->path);
@@ -58,7 +71,7 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 	}
 	if (missing > 5 && !o->quiet)
 		cli_warn(file, UINT64_MAX, "%u more mapped files cannot be loaded", missing - 5);
-	return (int)x->nmods;
+	return (int)x->nmods + x->vdso;
 }
 
 int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym)

@@ -26,6 +26,9 @@ int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_
 /* The GNU build-id of an ELF file into ID (at most CAP bytes): its length, 0 if it has
  * none, or -TK_E_*. */
 int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap);
+/* Copy this machine's vDSO to ADDR if its build-id is BUILD_ID (LEN bytes): the code a
+ * traced process ran there, when it ran on this kernel. -TK_E_NOT_FOUND otherwise. */
+int tk_image_add_vdso(struct tk_image *img, uint64_t addr, const uint8_t *build_id, size_t len);
 /* Load a whole raw file at ADDR (ptxed's --raw FILE:ADDR). */
 int tk_image_add_raw(struct tk_image *img, const char *path, uint64_t addr);
 /* Copy N bytes from BUF to ADDR. */

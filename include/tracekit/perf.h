@@ -31,7 +31,8 @@ struct tk_perf_queue {
 	uint8_t *owned;           /* data, when it had to be copied together */
 };
 
-/* A mapping of code (PERF_RECORD_MMAP and MMAP2 with execute permission). */
+/* A mapping of code (PERF_RECORD_MMAP and MMAP2 with execute permission): a file (path
+ * from /), or the kernel's vDSO (path "[vdso]"). */
 struct tk_perf_mmap {
 	uint32_t pid, tid;
 	uint64_t addr, len, pgoff;

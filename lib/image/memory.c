@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -235,6 +236,45 @@ int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap)
 	if (n < 0 || (size_t)n > cap)
 		return -TK_E_BAD_FORMAT;
 	return (int)n;
+}
+
+int tk_image_add_vdso(struct tk_image *img, uint64_t addr, const uint8_t *build_id, size_t len)
+{
+	const uint8_t *vdso = (const uint8_t *)(uintptr_t)getauxval(AT_SYSINFO_EHDR);
+	const void *bid;
+	uint64_t size = 0;
+	size_t nph;
+	ssize_t n;
+	Elf *elf;
+
+	if (!img || !build_id)
+		return -TK_E_INVAL;
+	if (!vdso)
+		return -TK_E_NOT_FOUND;
+	/* the ELF header and program headers come first; the whole image is what PT_LOAD
+	 * covers (the kernel maps it at the vDSO's address 0) */
+	elf_version(EV_CURRENT);
+	if (!(elf = elf_memory((char *)vdso, 4096)) || elf_getphdrnum(elf, &nph) != 0) {
+		if (elf)
+			elf_end(elf);
+		return -TK_E_BAD_FORMAT;
+	}
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr == 0)
+			size = ph.p_filesz;
+	}
+	elf_end(elf);
+	if (!size || size > (64 << 20))
+		return -TK_E_BAD_FORMAT;
+	if (!(elf = elf_memory((char *)vdso, (size_t)size)))
+		return -TK_E_BAD_FORMAT;
+	n = dwelf_elf_gnu_build_id(elf, &bid);
+	int same = n > 0 && (size_t)n == len && memcmp(bid, build_id, len) == 0;
+	elf_end(elf);
+	if (!same)
+		return -TK_E_NOT_FOUND;   /* recorded under another kernel */
+	return tk_image_add_mem(img, vdso, (size_t)size, addr);
 }
 
 int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,

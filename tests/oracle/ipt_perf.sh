@@ -13,6 +13,7 @@
 # - a file cut inside a buffer: the instructions up to the cut, exit status 1
 # - the code mappings of real perf record sessions, plain and -z (zstd), as perf lists them,
 #   and their build-ids; a file whose build-id differs from the recorded one is left out
+# - the vDSO's code comes from this machine when the session ran on this kernel
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -113,7 +114,7 @@ head -n "$nc" "$work/one.tk" | cmp -s - "$work/cut.tk" ||
 for z in "" -z; do
 	perf record $z -q -o "$work/rec$z.data" -- "$work/lj" >/dev/null 2>"$work/perf.err" ||
 		{ echo "perf record $z failed"; cat "$work/perf.err"; exit 1; }
-	perf report -D -i "$work/rec$z.data" 2>/dev/null | grep 'PERF_RECORD_MMAP2 .*: r-xp /' |
+	perf report -D -i "$work/rec$z.data" 2>/dev/null | grep -E 'PERF_RECORD_MMAP2 .*: r-xp (/|\[vdso\])' |
 		sed -E 's/.*\[(0x[0-9a-f]+)\((0x[0-9a-f]+)\) @ (0x[0-9a-f]+|0) .*r-xp (.*)$/\1 \2 \3 \4/' |
 		while read -r addr len off path; do
 			printf '0x%x-0x%x offset 0x%x %s\n' "$addr" $((addr + len)) "$off" "$path"
@@ -130,7 +131,8 @@ perf report --header-only -i "$work/rec-z.data" 2>/dev/null | grep -q '^# compre
 # build-ids: tracekit info gives a session's files the ids perf buildid-list gives them
 perf record --buildid-all -q -o "$work/bid.data" -- "$work/lj" >/dev/null 2>"$work/perf.err" ||
 	{ echo "perf record --buildid-all failed"; cat "$work/perf.err"; exit 1; }
-perf buildid-list -i "$work/bid.data" 2>/dev/null | awk '$2 ~ /^\// {print $1, $2}' | sort >"$work/bid.perf"
+perf buildid-list -i "$work/bid.data" 2>/dev/null | awk '$2 ~ /^(\/|\[vdso\])/ {print $1, $2}' |
+	sort >"$work/bid.perf"
 "$TK" info "$work/bid.data" | awk '$1 == "mmap:" && $8 == "build-id" {print $9, $7}' | sort -u >"$work/bid.tk"
 [ "$(wc -l <"$work/bid.tk")" -ge 2 ] && [ -z "$(comm -23 "$work/bid.tk" "$work/bid.perf")" ] ||
 	{ echo "build-ids differ from perf buildid-list"; diff "$work/bid.perf" "$work/bid.tk"; exit 1; }
@@ -150,4 +152,40 @@ grep -q "$work/lj is not the file the session mapped" "$work/ids.err" ||
 ni=$(awk '/^insn:/ {print $2}' "$work/ids.txt")
 [ $rc = 1 ] && [ "$ni" -gt 0 ] && [ "$ni" -lt "$n1" ] ||
 	{ echo "rebuilt program: exit $rc, $ni of $n1 instructions (want 1, libc's only)"; exit 1; }
+# the vDSO: code a program runs in the kernel's page. Recorded on this kernel (the build-id
+# perf buildid-list gives the session's [vdso]), its code is this machine's: a trace into
+# __vdso_clock_gettime decodes its first block; under another build-id it is a gap
+vid=$(perf buildid-list -i "$work/bid.data" 2>/dev/null | awk '$2 == "[vdso]" {print $1}')
+[ -n "$vid" ] || { echo "the session recorded no vdso build-id"; exit 1; }
+python3 - "$work/vdso.pt" <<'PY'
+import re, struct, sys
+# this kernel's vDSO, from this process, and the offset of __vdso_clock_gettime in it
+m = re.search(r'([0-9a-f]+)-([0-9a-f]+) r-xp 00000000 00:00 0\s+\[vdso\]', open('/proc/self/maps').read())
+with open('/proc/self/mem', 'rb') as f:
+    f.seek(int(m.group(1), 16))
+    img = f.read(int(m.group(2), 16) - int(m.group(1), 16))
+shoff, = struct.unpack_from('<Q', img, 0x28)
+shentsize, shnum = struct.unpack_from('<HH', img, 0x3a)
+secs = [struct.unpack_from('<IIQQQQIIQQ', img, shoff + i * shentsize) for i in range(shnum)]
+dynsym = next(s for s in secs if s[1] == 11)
+strtab = secs[dynsym[6]]
+for i in range(dynsym[5] // 24):
+    name, _, _, _, value, _ = struct.unpack_from('<IBBHQQ', img, dynsym[4] + i * 24)
+    if img[strtab[4] + name:].split(b'\0')[0] == b'__vdso_clock_gettime':
+        entry = value
+# PSB, PSBEND, MODE.Exec 64-bit, TIP.PGE to the entry (6 bytes), TIP.PGD (no IP)
+ip = 0x7fff00000000 + entry
+open(sys.argv[1], 'wb').write(bytes([2, 0x82] * 8 + [2, 0x23, 0x99, 0x01, 0x71]) +
+                              struct.pack('<Q', ip)[:6] + bytes([0x01]))
+PY
+python3 "$SRC/tests/tools/mkperf.py" "$work/vdso.data" --queue 0:1:"$work/vdso.pt" --vdso 0x7fff00000000:"$vid"
+"$TK" decode --no-disasm "$work/vdso.data" >"$work/vdso.txt" 2>"$work/vdso.err" ||
+	{ echo "vdso: decode failed"; cat "$work/vdso.err" "$work/vdso.txt"; exit 1; }
+[ "$(grep -c '^00007fff0000' "$work/vdso.txt")" -ge 2 ] || { echo "vdso: its code not decoded"; cat "$work/vdso.txt"; exit 1; }
+python3 "$SRC/tests/tools/mkperf.py" "$work/vdso2.data" --queue 0:1:"$work/vdso.pt" \
+	--vdso 0x7fff00000000:00112233445566778899aabbccddeeff00112233
+rc=0
+"$TK" decode --no-disasm "$work/vdso2.data" >"$work/vdso2.txt" 2>"$work/vdso2.err" || rc=$?
+[ $rc = 1 ] && grep -q 'no code in the image at 00007fff0000' "$work/vdso2.txt" &&
+	grep -q "is not this kernel's" "$work/vdso2.err" || { echo "vdso of another kernel: not a gap"; exit 1; }
 echo "ipt perf.data: ok ($n1 instructions, $nbuf buffers, the same as perf script)"

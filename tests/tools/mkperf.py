@@ -12,6 +12,7 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                after a whole packet when the kernel collects it
   --drop K     leave out buffer K of the first queue (0-based): trace lost in between
   BUILDID      hex: the MMAP2 records carry it (PERF_RECORD_MISC_MMAP_BUILD_ID)
+  --vdso ADDR:BUILDID   an MMAP2 record of the kernel's [vdso] at ADDR (two pages)
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
 import struct
@@ -58,6 +59,7 @@ def main():
     ap.add_argument('--buffer', type=int, default=4096)
     ap.add_argument('--drop', type=int, default=-1)
     ap.add_argument('--packets')
+    ap.add_argument('--vdso')
     ap.add_argument('--pid', type=int, default=4242)
     a = ap.parse_args()
 
@@ -94,6 +96,14 @@ def main():
             body = struct.pack('<IIQQQ', a.pid, a.pid, addr, length, pgoff) + ident + \
                 struct.pack('<II', 5, 2) + name + sample_id(a.pid, a.pid, 0, 0)  # r-x, private
             data += rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body)
+
+    if a.vdso:
+        addr, bid = a.vdso.split(':')
+        bid = bytes.fromhex(bid)
+        ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
+        body = struct.pack('<IIQQQ', a.pid, a.pid, int(addr, 0), 0x2000, 0) + ident + \
+            struct.pack('<II', 5, 2) + b'[vdso]\0\0' + sample_id(a.pid, a.pid, 0, 0)
+        data += rec(REC_MMAP2, MISC_USER | 0x4000, body)
 
     queues = []
     for idx, q in enumerate(a.queue):

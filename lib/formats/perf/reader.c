@@ -184,8 +184,8 @@ static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr,
 	struct tk_perf_aux *a = r->aux;
 	size_t n = strnlen((const char *)name, max);
 
-	if (!n || name[0] != '/')
-		return 0;   /* [vdso], //anon, [kernel.kallsyms]_text: no file to read */
+	if (!n || (name[0] != '/' && !(n == 6 && !memcmp(name, "[vdso]", 6))))
+		return 0;   /* //anon, [kernel.kallsyms]_text, [vsyscall]: no code to read */
 	void *m = realloc(a->mmaps, (a->nmmaps + 1) * sizeof(*a->mmaps));
 	if (!m)
 		return -TK_E_NOMEM;

@@ -27,6 +27,8 @@ static const char usage[] =
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"
+	"A perf.data file brings its own code (the files the session mapped) and profiles\n"
+	"each CPU's or thread's trace on a track of its own.\n"
 	"XRay: the shared profile (--to text, csv, json, folded, pprof, calltree), or\n"
 	"llvm-xray account's table with --to account / account-csv (count, min, median, 90p,\n"
 	"99p, max, sum in seconds; --sort funcid|count|min|med|90p|99p|max|sum).\n"

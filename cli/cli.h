@@ -207,8 +207,11 @@ struct cli_ipt {
 	struct tk_perf_aux aux;
 	struct cli_opts timing;     /* the options, perf's timing settings filled in */
 };
+/* CODE 0: only the packets are wanted (dump): no image is built. */
 int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in,
-		 const struct tk_format_info *fi, struct cli_ipt *x);
+		 const struct tk_format_info *fi, int code, struct cli_ipt *x);
+/* perf.data: the line that names stream I (its queue) ahead of its output. */
+void cli_ipt_stream_header(struct tk_buf *out, const struct cli_ipt *x, size_t i);
 void cli_ipt_close(struct cli_ipt *x);
 /* Add the mapped modules' symbols to SYM. */
 int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym);

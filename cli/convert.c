@@ -664,7 +664,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	}
 	if (!tl)
 		return cli_ipt_profile_out(o, file, in, fi);
-	if ((status = cli_ipt_open(o, file, in, fi, &x)))
+	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
 		return status;
 	if (!(sym = cli_sym_open(o, &status))) {
 		cli_ipt_close(&x);

@@ -256,7 +256,7 @@ int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_in
 	struct tk_sym *sym;
 	struct cli_ipt x;
 
-	if ((status = cli_ipt_open(o, file, in, fi, &x)))
+	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
 		return status;
 	if (!(sym = cli_sym_open(o, &status))) {
 		cli_ipt_close(&x);
@@ -291,7 +291,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 	unsigned flags = 0;
 	int rc = 0, status;
 
-	if ((status = cli_ipt_open(o, file, in, fi, &x)))
+	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
 		return status;
 	if (o->no_disasm)
 		flags |= TK_IPT_TEXT_NO_DISASM;
@@ -309,8 +309,8 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 
 		fo.track = x.s[i].track;
 		/* perf.data: each queue's instructions under a line naming it */
-		if (x.perf && !o->stat)
-			tk_buf_printf(&out, "[%s: %zu bytes of trace]\n", x.s[i].label, x.s[i].len);
+		if (!o->stat)
+			cli_ipt_stream_header(&out, &x, i);
 		rc = tk_ipt_flow_text(x.s[i].data, x.s[i].len, &fo, flags, &out, &one);
 		add_stats(&st, &one);
 	}

@@ -40,22 +40,19 @@ static int ipt_on_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 	return 0;
 }
 
-/* Intel PT: ptdump's layout, formatted by the library. */
-/* A raw stream, or each trace queue of a perf.data file under a line naming it (offsets
- * are then in the queue's joined trace). */
+/* Intel PT in ptdump's layout, formatted by the library: a raw stream, or each trace queue
+ * of a perf.data file under a line naming it (offsets are then in the queue's joined
+ * trace). */
 static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	struct tk_buf out;
 	struct tk_gap_stats gaps = { 0 };
 	struct ipt_err_ctx ec = { file };
-	struct cli_opts no_code = *o;
 	struct cli_ipt x;
 	int rc = 0;
 
-	no_code.n_elf = no_code.n_raw = 0;   /* packets need no code */
-	no_code.quiet = 1;                    /* nor a warning that there is none */
-	if ((rc = cli_ipt_open(&no_code, file, in, fi, &x)))
+	if ((rc = cli_ipt_open(o, file, in, fi, 0, &x)))
 		return rc;
 	if ((rc = cli_out_open(o, &out))) {
 		cli_ipt_close(&x);
@@ -66,8 +63,7 @@ static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		.quiet = o->quiet, .on_error = ipt_on_error, .ctx = &ec,
 	};
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
-		if (x.perf)
-			tk_buf_printf(&out, "[%s: %zu bytes of trace]\n", x.s[i].label, x.s[i].len);
+		cli_ipt_stream_header(&out, &x, i);
 		rc = tk_ipt_dump(x.s[i].data, x.s[i].len, &d, &out, &gaps);
 	}
 	int st = cli_out_close(&out);

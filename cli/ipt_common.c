@@ -102,7 +102,7 @@ void cli_ipt_perf_timing(const struct tk_perf_aux *a, struct cli_opts *timing)
 }
 
 static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *data, size_t len,
-		     struct cli_ipt *x)
+		     int code, struct cli_ipt *x)
 {
 	struct cli_perf_diag d = { file, o->quiet, 0 };
 	int rc = tk_perf_aux_read(data, len, &x->aux, cli_perf_diag, &d);
@@ -152,6 +152,8 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 		cli_warn(file, UINT64_MAX, "no Intel PT data in this perf.data (%zu trace "
 			 "queues, all empty)", x->aux.nqueues);
 	cli_ipt_perf_timing(&x->aux, &x->timing);
+	if (!code)
+		return 0;
 	int loaded = add_mappings(o, file, x);
 	if (loaded < 0)
 		return EXIT_INPUT;
@@ -162,7 +164,7 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 }
 
 int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in,
-		 const struct tk_format_info *fi, struct cli_ipt *x)
+		 const struct tk_format_info *fi, int code, struct cli_ipt *x)
 {
 	const uint8_t *data;
 	size_t len;
@@ -177,12 +179,12 @@ int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in
 	if (!(x->img = tk_image_new(&rc)))
 		return EXIT_INPUT;
 	if (fi->id == TK_FMT_PERF) {
-		if ((rc = open_perf(o, file, data, len, x))) {
+		if ((rc = open_perf(o, file, data, len, code, x))) {
 			cli_ipt_close(x);
 			return rc;
 		}
 	} else {
-		if (!o->n_elf && !o->n_raw && !o->quiet)
+		if (code && !o->n_elf && !o->n_raw && !o->quiet)
 			cli_warn(file, UINT64_MAX, "no --elf or --raw given: no code to follow");
 		if (!(x->s = calloc(1, sizeof(*x->s)))) {
 			cli_ipt_close(x);
@@ -194,11 +196,17 @@ int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in
 		x->n = 1;
 	}
 	/* the user's files go over the mapped ones (later additions win) */
-	if (cli_image_add_files(o, x->img) < 0) {
+	if (code && cli_image_add_files(o, x->img) < 0) {
 		cli_ipt_close(x);
 		return EXIT_INPUT;
 	}
 	return 0;
+}
+
+void cli_ipt_stream_header(struct tk_buf *out, const struct cli_ipt *x, size_t i)
+{
+	if (x->perf)
+		tk_buf_printf(out, "[%s: %zu bytes of trace]\n", x->s[i].label, x->s[i].len);
 }
 
 void cli_ipt_close(struct cli_ipt *x)

@@ -65,8 +65,6 @@ struct tk_perf_aux {
 	uint64_t lost_records;    /* PERF_RECORD_LOST: samples perf dropped */
 	uint64_t aux_truncated;   /* PERF_RECORD_AUX flagged truncated: the kernel's buffer
 				     was full and trace was lost */
-	uint64_t aux_partial;     /* PERF_RECORD_AUX flagged partial (snapshot mode) */
-	uint64_t bad_records;     /* records skipped as malformed */
 	uint64_t compressed_records;  /* perf record -z: PERF_RECORD_COMPRESSED, read */
 };
 

@@ -88,6 +88,10 @@ rc=0
 [ $rc = 1 ] || { echo "lost buffer: exit status $rc, want 1"; exit 1; }
 grep -q 'hole.data: offset 0x[0-9a-f]*: queue 0: [0-9]* bytes of trace lost before this buffer' "$work/hole.err" ||
 	{ echo "lost buffer: no message with the offset"; cat "$work/hole.err"; exit 1; }
+rc=0   # dump reports it too
+"$TK" dump "$work/hole.data" >/dev/null 2>"$work/hdump.err" || rc=$?
+[ $rc = 1 ] && grep -q 'hole.data: offset 0x[0-9a-f]*: queue 0: [0-9]* bytes of trace lost' "$work/hdump.err" ||
+	{ echo "lost buffer: dump exit $rc, no message"; cat "$work/hdump.err"; exit 1; }
 nh=$(grep -vc '^\[' "$work/hole.txt")
 [ "$nh" -lt "$n1" ] && [ "$nh" -gt $((n1 / 2)) ] || { echo "lost buffer: $nh of $n1 instructions"; exit 1; }
 grep -v '^\[' "$work/hole.txt" | tail -n 2000 | awk '{ a = $1; sub(/^0+/, "", a); print "0 " a }' >"$work/hole.tail"
@@ -101,7 +105,8 @@ head -c $((rec10 + 48 + 100)) "$work/one.data" >"$work/cut.data"
 rc=0
 "$TK" decode --stat "$work/cut.data" >"$work/cut.txt" 2>"$work/cut.err" || rc=$?
 [ $rc = 1 ] || { echo "cut file: exit status $rc, want 1"; cat "$work/cut.err"; exit 1; }
-grep -q 'trace buffer of [0-9]* bytes runs past the end of the data' "$work/cut.err" || { echo "cut file: no message"; cat "$work/cut.err"; exit 1; }
+grep -q "cut.data: offset $(printf 0x%x "$rec10"): trace buffer of [0-9]* bytes runs past the end of the data" \
+	"$work/cut.err" || { echo "cut file: no message"; cat "$work/cut.err"; exit 1; }
 nc=$(awk '/^insn:/ {print $2}' "$work/cut.txt")
 [ "$nc" -gt $((n1 / 3)) ] && [ "$nc" -lt "$n1" ] || { echo "cut file: $nc of $n1 instructions"; exit 1; }
 # ... and they begin the whole file's instructions

@@ -30,7 +30,6 @@ enum {
 #define MISC_BUILD_ID_SIZE 0x8000 /* a build-id table entry gives its size */
 #define FEAT_BUILD_ID 2          /* HEADER_BUILD_ID: the build-id table */
 #define AUX_FLAG_TRUNCATED 1
-#define AUX_FLAG_PARTIAL 4
 #define AUXTRACE_SIZE 48         /* header and size, offset, reference, idx, tid, cpu, pad */
 #define PROT_EXEC_BIT 4
 
@@ -273,8 +272,6 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 			break;
 		if (tk_le64(b + 16) & AUX_FLAG_TRUNCATED)
 			a->aux_truncated++;
-		if (tk_le64(b + 16) & AUX_FLAG_PARTIAL)
-			a->aux_partial++;
 		return 0;
 	case REC_AUXTRACE_INFO:
 		if (blen < 8)
@@ -301,7 +298,6 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 	default:
 		return 0;
 	}
-	a->bad_records++;
 	problem(r, off, "record of type %u too short (%zu bytes): skipped", type, size);
 	return 0;
 }

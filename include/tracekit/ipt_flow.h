@@ -29,6 +29,14 @@ struct tk_ipt_flow_opts {
 	/* The events' track (tk_event.track): streams of different CPUs or threads decoded
 	 * into one profile or timeline keep their call stacks apart. */
 	uint32_t track;
+	/* Offsets in BUF where the trace does not continue the bytes before it (data lost
+	 * between two perf.data buffers, snapshots that do not overlap), ascending, each at a
+	 * PSB: decoding ends before each as at the end of the trace and starts again there
+	 * with a TK_EV_GAP of reason break_reason (TK_GAP_OVERFLOW: lost, counted in the
+	 * stats' gaps; TK_GAP_WRAP: not kept by a snapshot, not counted). */
+	const uint64_t *breaks;
+	size_t nbreaks;
+	uint32_t break_reason;
 };
 
 struct tk_ipt_flow_stats {
@@ -72,6 +80,9 @@ struct tk_ipt_flow_consumer {
  * stats->gaps); decoding resyncs at the next PSB. Returns 0 or a consumer's error. */
 int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *stats);
+
+/* The most chunks tk_ipt_flow_decode makes of BUF with OPTS (for per-chunk state). */
+int64_t tk_ipt_flow_max_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o);
 
 /* Convenience: all events, in order, to one sink (chunks buffered when parallel). */
 int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,

@@ -154,6 +154,7 @@ struct ptd {
 	size_t len;
 	uint32_t track;             /* of every event (tk_ipt_flow_opts.track) */
 	size_t start, end;          /* chunk [start, end) */
+	uint32_t break_reason;      /* the chunk starts at a break (tk_ipt_flow_opts.breaks) */
 	size_t pos;                 /* next packet */
 	size_t last_off;            /* offset of the last packet read */
 	/* The TNT-8 packets of the walker's current TNT item: run_n consecutive one-byte
@@ -942,6 +943,15 @@ static int decode_chunk(struct ptd *d)
 	d->time = TK_TIME_NONE;
 	tk_flow_set_time(d->flow, d->time);
 	tk_ipt_last_ip_init(&d->last);
+	if (d->break_reason) {
+		/* the trace before this chunk's start ended there: what is missing is a gap */
+		if (d->break_reason == TK_GAP_OVERFLOW) {
+			d->st->overflows++;
+			tk_gap_stats_add(&d->st->gaps, d->start, 0);
+		}
+		if ((rc = emit(d, TK_EV_GAP, 0, 0, 0, d->start, (uint16_t)d->break_reason)) < 0)
+			return rc;
+	}
 	for (;;) {
 		if (!(d->enabled && d->have_ip)) {
 			rc = idle_step(d, &after_ovf);
@@ -1022,6 +1032,10 @@ struct run {
 	const struct tk_ipt_flow_consumer *c;
 	uint64_t *offs;
 	size_t nchunks;
+	/* per chunk: where its part of the trace ends (the next break, or len), and the
+	 * reason of the break it starts at (0: none) */
+	uint64_t *seg_end;
+	uint32_t *brk;
 	struct tk_ipt_flow_stats *cst;     /* per chunk */
 	pthread_mutex_t lock;
 	struct tk_flow **free_flows;
@@ -1058,9 +1072,10 @@ static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink
 
 	if (d && batch) {
 		d->buf = r->buf;
-		d->len = r->len;
+		d->len = r->seg_end[i];
 		d->start = r->offs[i];
 		d->end = i + 1 < r->nchunks ? r->offs[i + 1] : r->len;
+		d->break_reason = r->brk[i];
 		d->flow = f;
 		d->st = st;
 		d->tm.mtc_freq = r->o->mtc_freq < 24 ? r->o->mtc_freq : 0;
@@ -1136,6 +1151,68 @@ static int merge(void *ctx, size_t i)
 	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
 }
 
+int64_t tk_ipt_flow_max_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o)
+{
+	size_t chunk = o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
+	int64_t n = tk_ipt_split(buf, len, chunk, NULL, 0);
+
+	if (n > 0 && o->sz >= offsetof(struct tk_ipt_flow_opts, break_reason) + sizeof(uint32_t) &&
+	    o->breaks)
+		n += (int64_t)o->nbreaks;
+	return n;
+}
+
+/* The breaks become chunk starts too (merged into r->offs), and each chunk learns where
+ * its part of the trace ends. */
+static int add_breaks(struct run *r)
+{
+	const struct tk_ipt_flow_opts *o = r->o;
+	int has = o->sz >= offsetof(struct tk_ipt_flow_opts, break_reason) + sizeof(uint32_t);
+	const uint64_t *b = has ? o->breaks : NULL;
+	size_t nb = b ? o->nbreaks : 0, n = 0, i = 0, k = 0;
+	uint64_t *offs = malloc((r->nchunks + nb) * sizeof(*offs));
+	uint32_t *brk = calloc(r->nchunks + nb, sizeof(*brk));
+
+	if (!offs || !brk) {
+		free(offs);
+		free(brk);
+		return -TK_E_NOMEM;
+	}
+	while (i < r->nchunks || k < nb) {
+		if (k < nb && (b[k] <= r->offs[0] || b[k] >= r->len)) {
+			k++;   /* (none before the first chunk or past the end) */
+			continue;
+		}
+		if (k < nb && (i == r->nchunks || b[k] <= r->offs[i])) {
+			if (i < r->nchunks && b[k] == r->offs[i])
+				i++;
+			if (n && offs[n - 1] == b[k]) {
+				k++;
+				continue;
+			}
+			brk[n] = o->break_reason ? o->break_reason : TK_GAP_OVERFLOW;
+			offs[n++] = b[k++];
+		} else {
+			offs[n++] = r->offs[i++];
+		}
+	}
+	if (!(r->seg_end = malloc(n * sizeof(*r->seg_end)))) {
+		free(offs);
+		free(brk);
+		return -TK_E_NOMEM;
+	}
+	for (size_t j = n, end = r->len; j-- > 0;) {
+		r->seg_end[j] = end;
+		if (brk[j])
+			end = (size_t)offs[j];
+	}
+	free(r->offs);
+	r->offs = offs;
+	r->brk = brk;
+	r->nchunks = n;
+	return 0;
+}
+
 int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
 		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *st)
 {
@@ -1156,16 +1233,21 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		return 0;
 	}
 	r.nchunks = (size_t)n;
-	r.offs = malloc(r.nchunks * sizeof(*r.offs));
-	r.cst = calloc(r.nchunks, sizeof(*r.cst));
-	r.free_flows = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_flows));
-	if (!r.offs || !r.cst || !r.free_flows) {
+	if (!(r.offs = malloc(r.nchunks * sizeof(*r.offs)))) {
 		rc = -TK_E_NOMEM;
 		goto out;
 	}
 	tk_ipt_split(buf, len, chunk, r.offs, r.nchunks);
 	if (r.offs[0])
 		tk_gap_stats_add(&st->gaps, 0, r.offs[0]);
+	if ((rc = add_breaks(&r)) < 0)
+		goto out;
+	r.cst = calloc(r.nchunks, sizeof(*r.cst));
+	r.free_flows = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_flows));
+	if (!r.cst || !r.free_flows) {
+		rc = -TK_E_NOMEM;
+		goto out;
+	}
 	pthread_mutex_init(&r.lock, NULL);
 	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads };
 
@@ -1190,5 +1272,7 @@ out:
 	tk_flow_free(r.redo_flow);
 	free(r.offs);
 	free(r.cst);
+	free(r.seg_end);
+	free(r.brk);
 	return rc;
 }

@@ -139,6 +139,8 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 	case TK_EV_GAP:
 		if (e->flags == TK_GAP_OVERFLOW) {
 			tk_buf_puts(b, "[overflow at offset 0x");
+		} else if (e->flags == TK_GAP_WRAP) {
+			tk_buf_puts(b, "[trace not kept (ring buffer wrapped) before offset 0x");
 		} else if (e->flags == TK_GAP_NO_IMAGE) {
 			tk_buf_puts(b, "[error: no code in the image at ");
 			tk_buf_hex(b, e->addr, 16);
@@ -302,7 +304,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 		o.chunk_bytes = r.nthreads > 1 && !(flags & TK_IPT_TEXT_STAT) ? TEXT_CHUNK
 									 : TK_IPT_FLOW_CHUNK;
 	opts = &o;
-	n = tk_ipt_split(buf, len, o.chunk_bytes, NULL, 0);
+	n = tk_ipt_flow_max_chunks(buf, len, opts);
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
@@ -414,14 +416,13 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 {
 	struct ev_run r = { .sink = sink };
 	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r };
-	size_t chunk = opts && opts->chunk_bytes ? opts->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	int64_t n;
 	int rc;
 
 	if (!opts || !sink.events)
 		return -TK_E_INVAL;
 	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
-	n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	n = tk_ipt_flow_max_chunks(buf, len, opts);
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;

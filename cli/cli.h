@@ -190,6 +190,11 @@ struct cli_ipt_stream {
 	uint32_t track;
 	char label[512];            /* the file, and for perf.data the queue's CPU or thread */
 	char name[32];              /* perf.data: "cpu N" or "thread N" (timeline tracks) */
+	/* perf.data: where the joined buffers do not continue each other (lost trace,
+	 * snapshots apart): tk_ipt_flow_opts.breaks */
+	const uint64_t *breaks;
+	size_t nbreaks;
+	uint32_t break_reason;
 };
 struct cli_ipt_module {
 	char *path;
@@ -228,6 +233,8 @@ void cli_perf_diag(void *ctx, uint64_t offset, const char *msg);
 /* The flow decoder's options from the command line: IMG, -j, --mtc-freq, --nom-freq,
  * --cpuid-0x15.eax/ebx. */
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img);
+/* The decoder's options for stream S of X: the command line's, its track and breaks. */
+struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struct cli_ipt_stream *s);
 /* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */
 int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi);

@@ -679,10 +679,9 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		return status ? status : EXIT_INPUT;
 	}
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
-		struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x.timing, x.img);
+		struct tk_ipt_flow_opts fo = cli_ipt_stream_opts(&x, &x.s[i]);
 		struct tk_ipt_flow_stats one = { 0 };
 
-		fo.track = x.s[i].track;
 		if (x.perf && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
 			break;
 		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);

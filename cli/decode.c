@@ -162,14 +162,12 @@ static int ipt_prof_merge(void *ctx, size_t i)
 static int profile_stream(const struct cli_ipt *x, const struct cli_ipt_stream *s,
 			  struct tk_prof *total, struct tk_ipt_flow_stats *st)
 {
-	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x->timing, x->img);
+	struct tk_ipt_flow_opts fo = cli_ipt_stream_opts(x, s);
 	struct ipt_prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER };
 	/* as many chunks as the decoder will make (ipt_prof_begin's index) */
-	int64_t n = tk_ipt_split(s->data, s->len, fo.chunk_bytes ? fo.chunk_bytes : TK_IPT_FLOW_CHUNK,
-				 NULL, 0);
+	int64_t n = tk_ipt_flow_max_chunks(s->data, s->len, &fo);
 	int rc;
 
-	fo.track = s->track;
 	r.n = n > 0 ? (size_t)n : 0;
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
@@ -208,9 +206,18 @@ static int ipt_report(const struct cli_opts *o, const char *file, const struct c
 	int status = x->skipped ? EXIT_SKIPPED : EXIT_CLEAN;
 	uint64_t left_out = 0;
 
-	for (size_t i = 0; x->perf && i < x->aux.nqueues; i++)
+	uint64_t apart = 0;
+
+	for (size_t i = 0; x->perf && i < x->aux.nqueues; i++) {
 		left_out += x->aux.queues[i].hole_bytes;
-	if (left_out && !o->quiet)
+		apart += x->aux.queues[i].holes;
+	}
+	if (left_out && !o->quiet && x->aux.pt.snapshot_mode)
+		fprintf(stderr, "tracekit: %s: snapshot mode: %llu snapshots do not overlap the one "
+			"before (the trace between them was not kept); %llu bytes before their "
+			"first PSBs left out\n", file, (unsigned long long)apart,
+			(unsigned long long)left_out);
+	else if (left_out && !o->quiet)
 		fprintf(stderr, "tracekit: %s: %llu bytes of trace after losses left out (up to the "
 			"next PSB)\n", file, (unsigned long long)left_out);
 	if (st->gaps.count) {
@@ -304,10 +311,9 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		return EXIT_INPUT;
 	}
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
-		struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x.timing, x.img);
+		struct tk_ipt_flow_opts fo = cli_ipt_stream_opts(&x, &x.s[i]);
 		struct tk_ipt_flow_stats one = { 0 };
 
-		fo.track = x.s[i].track;
 		/* perf.data: each queue's instructions under a line naming it */
 		if (!o->stat)
 			cli_ipt_stream_header(&out, &x, i);

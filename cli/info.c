@@ -139,8 +139,13 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 			      q->tid, q->len, (unsigned long long)q->nbuffers,
 			      (unsigned long long)q->file_offset);
 		if (q->holes)
-			tk_buf_printf(out, ", %llu losses (%llu bytes left out)",
+			tk_buf_printf(out, a.pt.snapshot_mode ? ", %llu snapshots not overlapping the "
+				      "one before (%llu bytes before their PSBs left out)" :
+				      ", %llu losses (%llu bytes left out)",
 				      (unsigned long long)q->holes, (unsigned long long)q->hole_bytes);
+		if (q->repeated_bytes)
+			tk_buf_printf(out, ", %llu bytes repeating earlier snapshots left out",
+				      (unsigned long long)q->repeated_bytes);
 		tk_buf_putc(out, '\n');
 	}
 	for (size_t i = 0; i < a.nmmaps; i++) {

@@ -123,9 +123,6 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 			  "record -e intel_pt//)", x->aux.aux_type);
 		return EXIT_INPUT;
 	}
-	if (x->aux.pt.snapshot_mode && !o->quiet)
-		cli_warn(file, UINT64_MAX, "snapshot mode: each snapshot is decoded from its first "
-			 "PSB; where snapshots overlap, the overlap is decoded twice");
 	if (x->aux.aux_truncated && !o->quiet)
 		cli_warn(file, UINT64_MAX, "the kernel lost trace %llu times (its buffer was full: "
 			 "PERF_RECORD_AUX truncated); decoding resyncs after each loss",
@@ -146,6 +143,9 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 		else
 			snprintf(s->name, sizeof s->name, "thread %u", q->tid);
 		snprintf(s->label, sizeof s->label, "%s [%s]", file, s->name);
+		s->breaks = q->breaks;
+		s->nbreaks = q->nbreaks;
+		s->break_reason = x->aux.pt.snapshot_mode ? TK_GAP_WRAP : TK_GAP_OVERFLOW;
 		x->n++;
 	}
 	if (!x->n && !o->quiet)
@@ -217,4 +217,15 @@ void cli_ipt_close(struct cli_ipt *x)
 	if (x->perf)
 		tk_perf_aux_free(&x->aux);
 	memset(x, 0, sizeof(*x));
+}
+
+struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struct cli_ipt_stream *s)
+{
+	struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(&x->timing, x->img);
+
+	fo.track = s->track;
+	fo.breaks = s->breaks;
+	fo.nbreaks = s->nbreaks;
+	fo.break_reason = s->break_reason;
+	return fo;
 }

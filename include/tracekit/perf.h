@@ -25,9 +25,16 @@ struct tk_perf_queue {
 	size_t len;
 	uint64_t nbuffers;
 	uint64_t file_offset;     /* of the first buffer's data in the file */
-	/* Buffers that do not start where the one before ended (trace lost between them): the
-	 * bytes before the new buffer's first PSB are left out (nothing could decode them) */
+	/* Buffers that do not start where the one before ended (trace lost between them, or
+	 * snapshots that do not overlap): the bytes before the new buffer's first PSB are
+	 * left out (nothing could decode them) */
 	uint64_t holes, hole_bytes;
+	/* snapshot mode: bytes of snapshots that repeat the one before, left out */
+	uint64_t repeated_bytes;
+	/* where in data a buffer after a hole begins (at its first PSB): the trace there
+	 * does not continue what is before it */
+	uint64_t *breaks;
+	size_t nbreaks;
 	uint8_t *owned;           /* data, when it had to be copied together */
 };
 

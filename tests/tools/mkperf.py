@@ -5,7 +5,7 @@ of each module, and the trace of each queue in PERF_RECORD_AUXTRACE buffers (dat
 padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has no PT.
 
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
-                 [--packets FILE] [--drop K] [--pid P]
+                 [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -13,6 +13,10 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --drop K     leave out buffer K of the first queue (0-based): trace lost in between
   BUILDID      hex: the MMAP2 records carry it (PERF_RECORD_MISC_MMAP_BUILD_ID)
   --vdso ADDR:BUILDID   an MMAP2 record of the kernel's [vdso] at ADDR (two pages)
+  --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
+               (at the next packet boundary with --packets), each holding the SIZE bytes
+               before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
+               SIZE < STEP: trace between them is never kept
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
 import struct
@@ -61,6 +65,7 @@ def main():
     ap.add_argument('--packets')
     ap.add_argument('--vdso')
     ap.add_argument('--pid', type=int, default=4242)
+    ap.add_argument('--snapshot')
     a = ap.parse_args()
 
     # attr: type, size, config, sample_period, sample_type, read_format, flags, the rest 0
@@ -73,8 +78,8 @@ def main():
     # priv: pmu type, time shift/mult/zero, cap_user_time_zero, tsc bit, noretcomp bit,
     # have_sched_switch, snapshot mode, per-cpu mmaps, mtc bit, mtc freq bits, tsc:ctc
     # n and d (CPUID 0x15 ebx, eax), cyc bit, max non-turbo ratio, filter string length
-    priv = [PMU_TYPE, 0, 1, 0, 0, 1 << 10, 1 << 11, 0, 0, 1, 1 << 9, 0xf << 14, 2, 1, 1 << 1,
-            24, 0]
+    priv = [PMU_TYPE, 0, 1, 0, 0, 1 << 10, 1 << 11, 0, 1 if a.snapshot else 0, 1, 1 << 9,
+            0xf << 14, 2, 1, 1 << 1, 24, 0]
     data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
     for m in a.module:
         bid = None
@@ -117,24 +122,31 @@ def main():
                                if w and all(c in '0123456789abcdef' for c in w[0])})
             cuts = sorted({next((o for o in offs if o >= c), len(pt)) for c in cuts})
         edges = [0] + [c for c in cuts if 0 < c < len(pt)] + [len(pt)]
-        bufs = [pt[edges[i]:edges[i + 1]] for i in range(len(edges) - 1)]
+        # (offset in the trace, data) of each buffer
+        bufs = [(edges[i], pt[edges[i]:edges[i + 1]]) for i in range(len(edges) - 1)]
+        if a.snapshot:
+            size, step = (int(v, 0) for v in a.snapshot.split(':'))
+            ends = [e for e in edges[1:] if e >= step]
+            ends = sorted({next(e for e in ends if e >= k) for k in range(step, len(pt), step)} |
+                          {len(pt)})
+            bufs = [(max(0, e - size), pt[max(0, e - size):e]) for e in ends]
         queues.append((idx, int(cpu), int(tid), bufs))
     # buffers of the queues in turn, as perf writes them when its mmaps fill
-    offsets = [0] * len(queues)
+    # perf's offset is where the buffer's data began in the kernel's ring (head minus the
+    # size): it steps by the data, not by the padding to 8 bytes (tools/perf/util/auxtrace.c)
     for k in range(max(len(q[3]) for q in queues)):
         for idx, cpu, tid, bufs in queues:
             if k >= len(bufs):
                 continue
-            b = bufs[k]
+            offset, b = bufs[k]
             pad = b'\0' * (-len(b) % 8)
             size = len(b) + len(pad)
             if not (idx == 0 and k == a.drop):
-                data += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offsets[idx], 0, idx,
+                data += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, 0, idx,
                                                          tid, cpu, 0)[:40]) + b + pad
                 # PERF_RECORD_AUX: aux offset, size, flags
-                data += rec(REC_AUX, 0, struct.pack('<QQQ', offsets[idx], size, 0) +
+                data += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, 0) +
                             sample_id(a.pid, tid, 0, cpu))
-            offsets[idx] += size
 
     hdr_size, n_attrs = 104, 1
     attrs_off = hdr_size

@@ -33,14 +33,23 @@ enum {
 #define AUXTRACE_SIZE 48         /* header and size, offset, reference, idx, tid, cpu, pad */
 #define PROT_EXEC_BIT 4
 
+/* What the reader keeps of a queue while joining its buffers. */
+struct queue_state {
+	uint64_t next_offset;     /* the trace offset where the last buffer's data ended */
+	size_t cap;               /* of the joined copy */
+	const uint8_t *last;      /* the last buffer as in the file (snapshots are matched
+				     against it) */
+	uint64_t last_len;
+	uint64_t last_added;      /* how many of its bytes went into the joined trace */
+	int need_psb;             /* after a loss: nothing joins until the next PSB */
+};
+
 struct reader {
 	struct tk_perf_aux *aux;
 	tk_perf_diag_fn diag;
 	void *ctx;
 	int skipped;
-	/* per queue: where its last buffer ended in the trace (holes), growing copy */
-	uint64_t *next_offset;
-	size_t *cap;
+	struct queue_state *qs;   /* per queue, as aux->queues */
 	int too_many;             /* queue_for refused a queue (not out of memory) */
 	/* perf record -z: the records inside PERF_RECORD_COMPRESSED, decompressed as one
 	 * stream (a record may continue into the next compressed one); problems in them
@@ -81,23 +90,64 @@ static struct tk_perf_queue *queue_for(struct reader *r, uint32_t idx)
 		return NULL;
 	}
 	void *q = realloc(a->queues, (a->nqueues + 1) * sizeof(*a->queues));
-	void *o = realloc(r->next_offset, (a->nqueues + 1) * sizeof(*r->next_offset));
-	void *c = o ? realloc(r->cap, (a->nqueues + 1) * sizeof(*r->cap)) : NULL;
+	void *st = realloc(r->qs, (a->nqueues + 1) * sizeof(*r->qs));
 	if (q)
 		a->queues = q;
-	if (o)
-		r->next_offset = o;
-	if (c)
-		r->cap = c;
-	if (!q || !o || !c)
+	if (st)
+		r->qs = st;
+	if (!q || !st)
 		return NULL;
 	struct tk_perf_queue *n = &a->queues[a->nqueues];
 	memset(n, 0, sizeof(*n));
 	n->idx = idx;
-	r->next_offset[a->nqueues] = 0;
-	r->cap[a->nqueues] = 0;
+	memset(&r->qs[a->nqueues], 0, sizeof(*r->qs));
 	a->nqueues++;
 	return n;
+}
+
+/* Whether a buffer at trace OFFSET continues the queue's last one. perf pads each buffer's
+ * data to 8 bytes in the file but steps the offset by the data alone, so the next buffer
+ * may begin up to 7 bytes before the last one's padded end: *PAD gets those bytes (zeros,
+ * not trace). */
+static int continues(const struct queue_state *st, uint64_t offset, uint64_t *pad)
+{
+	*pad = st->next_offset - offset;
+	if (offset > st->next_offset || *pad > 7 || *pad > st->last_len)
+		return 0;
+	for (uint64_t i = st->last_len - *pad; i < st->last_len; i++)
+		if (st->last[i])
+			return 0;
+	return 1;
+}
+
+/* Snapshot mode: a buffer is what the ring held when the snapshot was taken, so it may
+ * repeat the end of the snapshot before. As perf does, the new one is read from its first
+ * PSB, and where the last one's data from one of its PSBs to its end (padding aside) is
+ * how the new one begins, only what follows is new. Returns where the new data starts in
+ * B; *REPEATED: whether it continues the last one (*A_PAD: zeros at the end of that one
+ * which are not trace). */
+static uint64_t snapshot_start(const struct queue_state *st, const uint8_t *b, uint64_t blen,
+			       int *repeated, uint64_t *a_pad)
+{
+	uint64_t bpsb, alen = st->last_len, pa = 0;
+
+	*repeated = 0;
+	*a_pad = 0;
+	if (tk_ipt_psb_next(b, (size_t)blen, 0, &bpsb) < 0)
+		return blen;
+	while (*a_pad < 7 && *a_pad < alen && !st->last[alen - *a_pad - 1])
+		++*a_pad;
+	alen -= *a_pad;
+	while (tk_ipt_psb_next(st->last, (size_t)alen, pa, &pa) == 0) {
+		uint64_t n = alen - pa;
+		if (n <= blen - bpsb && !memcmp(st->last + pa, b + bpsb, (size_t)n)) {
+			*repeated = 1;
+			return bpsb + n;
+		}
+		pa++;
+	}
+	*a_pad = 0;
+	return bpsb;
 }
 
 /* Add a buffer of trace (DATA, LEN; OFFSET in the queue's trace) to its queue. The first
@@ -112,44 +162,72 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 	}
 	if (!q)
 		return -TK_E_NOMEM;
-	size_t qi = (size_t)(q - r->aux->queues);
-	uint64_t next = offset + len;
+	struct queue_state *st = &r->qs[q - r->aux->queues];
+	const uint8_t *raw = data;
+	uint64_t raw_len = len, pad, skip = 0, psb;
+	int repeated, lost = 0;
 
 	if (!q->nbuffers) {
 		q->cpu = cpu;
 		q->tid = tid;
 		q->file_offset = file_off;
-	} else if (offset != r->next_offset[qi] && r->aux->pt.snapshot_mode) {
-		/* snapshot mode: each buffer is what the ring held when a snapshot was
-		 * taken, read from its first PSB (overlaps are not looked for) */
-		uint64_t psb = len;
-		if (tk_ipt_psb_next(data, (size_t)len, 0, &psb) < 0)
-			psb = len;
-		data += psb;
-		len -= psb;
-	} else if (offset != r->next_offset[qi]) {
-		/* trace lost in between: what precedes the new buffer's first PSB cannot be
-		 * decoded (it continues packets that are gone) */
-		uint64_t psb = len;
-		if (r->aux->aux_type == TK_PERF_AUX_INTEL_PT &&
-		    tk_ipt_psb_next(data, (size_t)len, 0, &psb) < 0)
-			psb = len;
+		/* a snapshot starts wherever the ring's oldest byte was, inside a packet */
+		st->need_psb = r->aux->pt.snapshot_mode != 0;
+	} else if (continues(st, offset, &pad)) {
+		q->len -= (size_t)(pad < st->last_added ? pad : st->last_added);
+	} else if (r->aux->pt.snapshot_mode) {
+		skip = snapshot_start(st, data, len, &repeated, &pad);
+		if (repeated) {
+			q->len -= (size_t)(pad < st->last_added ? pad : st->last_added);
+			q->repeated_bytes += skip;
+		} else {
+			lost = 1;   /* the trace between two snapshots was never kept */
+		}
+	} else {
+		lost = 1;
+	}
+	if (lost) {
 		q->holes++;
-		q->hole_bytes += psb;
-		if (offset > r->next_offset[qi])
+		st->need_psb = 1;
+	}
+	if (st->need_psb) {
+		/* what precedes the first PSB after a loss continues packets that are gone:
+		 * nothing can decode it */
+		if (r->aux->aux_type == TK_PERF_AUX_INTEL_PT &&
+		    tk_ipt_psb_next(data, (size_t)len, 0, &psb) == 0) {
+			skip = psb;
+			st->need_psb = 0;
+		} else {
+			skip = len;
+		}
+		q->hole_bytes += skip;
+		if (!st->need_psb && q->len && skip < len) {
+			/* the decoder must not join what is on either side */
+			uint64_t *nb = realloc(q->breaks, (q->nbreaks + 1) * sizeof(*nb));
+			if (!nb)
+				return -TK_E_NOMEM;
+			q->breaks = nb;
+			q->breaks[q->nbreaks++] = q->len;
+		}
+	}
+	if (lost && !r->aux->pt.snapshot_mode) {
+		if (offset > st->next_offset)
 			problem(r, rec_off, "queue %u: %llu bytes of trace lost before this buffer; "
 				"its %llu bytes before the first PSB left out", idx,
-				(unsigned long long)(offset - r->next_offset[qi]),
-				(unsigned long long)psb);
+				(unsigned long long)(offset - st->next_offset),
+				(unsigned long long)skip);
 		else
 			problem(r, rec_off, "queue %u: this buffer starts at trace offset 0x%llx, "
 				"not 0x%llx where the last ended; its %llu bytes before the first "
 				"PSB left out", idx, (unsigned long long)offset,
-				(unsigned long long)r->next_offset[qi], (unsigned long long)psb);
-		data += psb;
-		len -= psb;
+				(unsigned long long)st->next_offset, (unsigned long long)skip);
 	}
-	r->next_offset[qi] = next;
+	data += skip;
+	len -= skip;
+	st->next_offset = offset + raw_len;
+	st->last = raw;
+	st->last_len = raw_len;
+	st->last_added = len;
 	q->nbuffers++;
 	if (!len)
 		return 0;
@@ -158,18 +236,18 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 		q->len = (size_t)len;
 		return 0;
 	}
-	if (q->len + len > r->cap[qi]) {
-		size_t cap = r->cap[qi] ? r->cap[qi] : 1 << 20;
+	if (q->len + len > st->cap) {
+		size_t cap = st->cap ? st->cap : 1 << 20;
 		while (cap < q->len + len)
 			cap *= 2;
-		uint8_t *b = realloc(q->owned, cap);
-		if (!b)
+		uint8_t *nb = realloc(q->owned, cap);
+		if (!nb)
 			return -TK_E_NOMEM;
 		if (!q->owned)
-			memcpy(b, q->data, q->len);
-		q->owned = b;
-		q->data = b;
-		r->cap[qi] = cap;
+			memcpy(nb, q->data, q->len);
+		q->owned = nb;
+		q->data = nb;
+		st->cap = cap;
 	}
 	memcpy(q->owned + q->len, data, (size_t)len);
 	q->len += (size_t)len;
@@ -494,8 +572,7 @@ int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 	if (r.pend_len && rc >= 0)
 		problem(&r, data, "compressed records end inside a record (%zu bytes left)",
 			r.pend_len);
-	free(r.next_offset);
-	free(r.cap);
+	free(r.qs);
 	free(r.pend);
 	ZSTD_freeDStream(r.zd);
 	if (rc < 0) {
@@ -509,8 +586,10 @@ void tk_perf_aux_free(struct tk_perf_aux *aux)
 {
 	if (!aux)
 		return;
-	for (size_t i = 0; i < aux->nqueues; i++)
+	for (size_t i = 0; i < aux->nqueues; i++) {
 		free(aux->queues[i].owned);
+		free(aux->queues[i].breaks);
+	}
 	for (size_t i = 0; i < aux->nmmaps; i++)
 		free(aux->mmaps[i].path);
 	free(aux->queues);

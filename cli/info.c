@@ -108,7 +108,7 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 	int rc;
 
 	if ((rc = tk_input_map(in, &data, &len)) < 0 ||
-	    (rc = tk_perf_aux_read(data, len, &a, cli_perf_diag, &d)) < 0) {
+	    (rc = tk_perf_aux_scan(data, len, &a, cli_perf_diag, &d)) < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}

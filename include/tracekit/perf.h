@@ -85,6 +85,10 @@ typedef void (*tk_perf_diag_fn)(void *ctx, uint64_t offset, const char *msg);
  * pipe-mode or big-endian file: -TK_E_UNSUPPORTED). */
 int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);
+/* As tk_perf_aux_read, without joining the trace: each queue's data is NULL and its len
+ * what the joined trace would hold (a summary of a large file costs no copy of it). */
+int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+		     void *ctx);
 void tk_perf_aux_free(struct tk_perf_aux *aux);
 
 #ifdef __cplusplus

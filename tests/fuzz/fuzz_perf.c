@@ -1,5 +1,6 @@
 /* Fuzz the perf.data reader: every queue's trace lies in the input or in its own copy, no
- * longer than the input's trace buffers together, and the mappings name a file or the vDSO. */
+ * longer than the input's trace buffers together, its breaks inside it and ascending, and
+ * the mappings name a file or the vDSO. */
 #include <stdint.h>
 #include <string.h>
 
@@ -28,6 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 		if (q->owned && q->data != q->owned)
 			__builtin_trap();
+		/* breaks: inside the trace, ascending (the decoder splits there) */
+		for (size_t k = 0; k < q->nbreaks; k++)
+			if (!q->breaks[k] || q->breaks[k] >= q->len ||
+			    (k && q->breaks[k] <= q->breaks[k - 1]))
+				__builtin_trap();
 		uint8_t x = 0;
 		for (size_t k = 0; k < q->len; k++)   /* every byte readable (ASan checks) */
 			x ^= q->data[k];
@@ -39,6 +45,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < a.nmmaps; i++)
 		if (!a.mmaps[i].path || (a.mmaps[i].path[0] != '/' && strcmp(a.mmaps[i].path, "[vdso]")))
 			__builtin_trap();
+	/* the summary without the copy: the same sizes */
+	struct tk_perf_aux b;
+	if (tk_perf_aux_scan(data, size, &b, ignore, NULL) != rc || b.nqueues != a.nqueues)
+		__builtin_trap();
+	for (size_t i = 0; i < a.nqueues; i++)
+		if (b.queues[i].data || b.queues[i].len != a.queues[i].len ||
+		    b.queues[i].nbreaks != a.queues[i].nbreaks)
+			__builtin_trap();
+	tk_perf_aux_free(&b);
 	tk_perf_aux_free(&a);
 	return 0;
 }

@@ -46,6 +46,7 @@ struct queue_state {
 
 struct reader {
 	struct tk_perf_aux *aux;
+	int sizes_only;           /* tk_perf_aux_scan: count the trace, do not join it */
 	tk_perf_diag_fn diag;
 	void *ctx;
 	int skipped;
@@ -231,6 +232,10 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 	q->nbuffers++;
 	if (!len)
 		return 0;
+	if (r->sizes_only) {
+		q->len += (size_t)len;
+		return 0;
+	}
 	if (!q->data) {
 		q->data = data;
 		q->len = (size_t)len;
@@ -505,10 +510,10 @@ static void read_build_ids(struct reader *r, const uint8_t *p, size_t n, uint64_
 	}
 }
 
-int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
-		     void *ctx)
+static int read_file(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+		     void *ctx, int sizes_only)
 {
-	struct reader r = { .aux = aux, .diag = diag, .ctx = ctx };
+	struct reader r = { .aux = aux, .diag = diag, .ctx = ctx, .sizes_only = sizes_only };
 	int rc = 0;
 
 	if (!aux)
@@ -580,6 +585,18 @@ int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 		return rc;
 	}
 	return r.skipped;
+}
+
+int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+		     void *ctx)
+{
+	return read_file(p, n, aux, diag, ctx, 0);
+}
+
+int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+		     void *ctx)
+{
+	return read_file(p, n, aux, diag, ctx, 1);
 }
 
 void tk_perf_aux_free(struct tk_perf_aux *aux)

@@ -56,6 +56,7 @@ struct ptgen {
 	uint64_t next_psb;
 	uint64_t psbs_inside;        /* PSBs written after an instruction that is no branch */
 	unsigned psb_wait;           /* psb_anywhere: instructions until the due PSB */
+	unsigned psb_tries;          /* waits for it begun (each cut short by a branch) */
 	uint64_t insns;              /* instructions executed while tracing */
 	uint64_t compressible;       /* returns to the compression stack's top while tracing */
 	uint64_t tsc;
@@ -231,7 +232,7 @@ static __attribute__((unused)) int ptgen_psb(struct ptgen *g, uint64_t ip, int e
 		return -1;
 	if (ptgen_simple(g, ppt_psbend) < 0)
 		return -1;
-	g->psb_wait = 0;
+	g->psb_wait = g->psb_tries = 0;
 	g->next_psb = ptgen_off(g) + g->o.psb_every - g->o.psb_every / 4 +
 		      ptgen_rand(g) % (g->o.psb_every / 2 + 1);
 	return 0;
@@ -435,10 +436,13 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			g->ovf_lost = 1 + (int)(ptgen_rand(g) % 50);
 			continue;
 		}
-		if (ptgen_off(g) >= g->next_psb && g->o.psb_anywhere && !g->psb_wait) {
-			/* packets are written at branches: the PSB waits a few instructions,
-			 * unless the next branch comes first */
+		if (ptgen_off(g) >= g->next_psb && g->o.psb_anywhere && g->psb_tries < 8) {
+			/* packets are written at branches: the PSB waits a few instructions;
+			 * when a branch comes first it waits again from there (in code with a
+			 * branch every few instructions, as ASan's, most waits are cut short),
+			 * at most 8 times */
 			g->psb_wait = 1 + (unsigned)(ptgen_rand(g) % 4);
+			g->psb_tries++;
 		} else if (ptgen_off(g) >= g->next_psb) {
 			if (ptgen_psb(g, ip, 1) < 0)
 				return -1;

@@ -165,7 +165,7 @@ static int profile_stream(const struct cli_ipt *x, const struct cli_ipt_stream *
 	struct tk_ipt_flow_opts fo = cli_ipt_stream_opts(x, s);
 	struct ipt_prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER };
 	/* as many chunks as the decoder will make (ipt_prof_begin's index) */
-	int64_t n = tk_ipt_flow_max_chunks(s->data, s->len, &fo);
+	int64_t n = tk_ipt_flow_chunks(s->data, s->len, &fo, NULL, 0);
 	int rc;
 
 	r.n = n > 0 ? (size_t)n : 0;

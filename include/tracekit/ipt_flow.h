@@ -31,9 +31,9 @@ struct tk_ipt_flow_opts {
 	uint32_t track;
 	/* Offsets in BUF where the trace does not continue the bytes before it (data lost
 	 * between two perf.data buffers, snapshots that do not overlap), ascending, each at a
-	 * PSB: decoding ends before each as at the end of the trace and starts again there
-	 * with a TK_EV_GAP of reason break_reason (TK_GAP_OVERFLOW: lost, counted in the
-	 * stats' gaps; TK_GAP_WRAP: not kept by a snapshot, not counted). */
+	 * PSB (others are ignored): decoding ends before each as at the end of the trace and
+	 * starts again there with a TK_EV_GAP of reason break_reason (TK_GAP_OVERFLOW: lost,
+	 * counted in the stats' gaps; TK_GAP_WRAP: not kept by a snapshot, not counted). */
 	const uint64_t *breaks;
 	size_t nbreaks;
 	uint32_t break_reason;
@@ -81,8 +81,11 @@ struct tk_ipt_flow_consumer {
 int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *stats);
 
-/* The most chunks tk_ipt_flow_decode makes of BUF with OPTS (for per-chunk state). */
-int64_t tk_ipt_flow_max_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o);
+/* The chunks tk_ipt_flow_decode makes of BUF with OPTS (the PSB split, and the breaks):
+ * their start offsets into STARTS (N at most: -TK_E_INVAL if more), or with STARTS NULL
+ * only how many. Returns the count (0: no PSB) or -TK_E_*. */
+int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
+			   uint64_t *starts, size_t n);
 
 /* Convenience: all events, in order, to one sink (chunks buffered when parallel). */
 int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,

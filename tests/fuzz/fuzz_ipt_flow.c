@@ -1,12 +1,14 @@
 /* Fuzz the PT event and flow layer: any bytes as a PT stream over a small code image
  * (branches of every kind, a loop, a syscall), in one chunk and in tiny chunks, to
- * events, to ptxed-like text, to counts only (the path cache), to a profile with
+ * events (also with breaks, as perf.data's losses give), to ptxed-like text, to counts
+ * only (the path cache), to a profile with
  * blocks counted by the walker (count mode, function entries) and re-encoded with return
  * compression. Nothing may crash, leak or read out of bounds. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "tracekit/flow.h"
+#include "tracekit/ipt.h"
 #include "tracekit/ipt_flow.h"
 #include "tracekit/prof.h"
 
@@ -103,6 +105,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tk_ipt_flow_events(data, size, &o, sink, &st);
 	o.chunk_bytes = 32;
 	tk_ipt_flow_events(data, size, &o, sink, &st);
+	/* breaks (perf.data's losses) at every other PSB, one where none is, one past the
+	 * end: the pieces decode apart, in big chunks and tiny ones */
+	uint64_t breaks[4], psb, from = 0;
+	size_t nb = 0;
+	for (int k = 0; nb < 2 && tk_ipt_psb_next(data, size, from, &psb) == 0; k++) {
+		if (k & 1)
+			breaks[nb++] = psb;
+		from = psb + 1;
+	}
+	breaks[nb] = nb ? breaks[nb - 1] + 3 : size / 2;
+	nb++;
+	breaks[nb++] = (uint64_t)size + 5;
+	for (size_t i = 1; i < nb; i++)   /* ascending, as the reader gives them */
+		for (size_t j = i; j > 0 && breaks[j] < breaks[j - 1]; j--) {
+			uint64_t t = breaks[j];
+			breaks[j] = breaks[j - 1];
+			breaks[j - 1] = t;
+		}
+	o.breaks = breaks;
+	o.nbreaks = nb;
+	o.break_reason = size & 1 ? TK_GAP_WRAP : TK_GAP_OVERFLOW;
+	tk_ipt_flow_events(data, size, &o, sink, &st);
+	o.chunk_bytes = 0;
+	tk_ipt_flow_events(data, size, &o, sink, &st);
+	o.chunk_bytes = 32;
 	if (tk_buf_init(&out, -1, 4096) == 0) {
 		tk_ipt_flow_text(data, size, &o, 0, &out, &st);
 		tk_ipt_flow_text(data, size, &o, TK_IPT_TEXT_STAT, &out, &st);
@@ -127,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					  .done = prof_done, .redo = prof_redo };
 	int err;
 
-	if (size / 32 < 60 && (r.total = tk_prof_new(&po, &err))) {
+	if (size / 32 < 56 && (r.total = tk_prof_new(&po, &err))) {
 		tk_ipt_flow_decode(data, size, &o, &c, &st);
 		for (size_t i = 0; i < 64; i++)
 			tk_prof_free(r.chunk[i]);

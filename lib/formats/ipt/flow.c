@@ -1151,56 +1151,82 @@ static int merge(void *ctx, size_t i)
 	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
 }
 
-int64_t tk_ipt_flow_max_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o)
+static int has_breaks(const struct tk_ipt_flow_opts *o)
+{
+	return o->sz >= offsetof(struct tk_ipt_flow_opts, break_reason) + sizeof(uint32_t) &&
+	       o->breaks && o->nbreaks;
+}
+
+/* The PSB split's chunk starts OFFS (N of them) with the breaks of O merged in (those
+ * before the first chunk, past the end or off a PSB left out), into STARTS and the
+ * reasons into BRK (0: no break) when not NULL. Returns how many. */
+static size_t merge_breaks(const uint8_t *buf, size_t len, const uint64_t *offs, size_t n,
+			   const struct tk_ipt_flow_opts *o, uint64_t *starts, uint32_t *brk)
+{
+	const uint64_t *b = has_breaks(o) ? o->breaks : NULL;
+	size_t nb = b ? o->nbreaks : 0, m = 0, i = 0, k = 0;
+	uint64_t last = 0;
+
+	while (i < n || k < nb) {
+		size_t psb;
+		if (k < nb && (b[k] <= offs[0] || b[k] >= len || (m && b[k] <= last) ||
+			       tk_ipt_psb_find(buf, len, (size_t)b[k], &psb) < 0 || psb != b[k])) {
+			k++;
+			continue;
+		}
+		int take_break = k < nb && (i == n || b[k] <= offs[i]);
+		if (take_break && i < n && b[k] == offs[i])
+			i++;
+		last = take_break ? b[k++] : offs[i++];
+		if (starts)
+			starts[m] = last;
+		if (brk)
+			brk[m] = take_break ? (o->break_reason ? o->break_reason : TK_GAP_OVERFLOW) : 0;
+		m++;
+	}
+	return m;
+}
+
+int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
+			   uint64_t *starts, size_t n)
 {
 	size_t chunk = o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
-	int64_t n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	int64_t k = tk_ipt_split(buf, len, chunk, NULL, 0);
+	uint64_t *offs;
 
-	if (n > 0 && o->sz >= offsetof(struct tk_ipt_flow_opts, break_reason) + sizeof(uint32_t) &&
-	    o->breaks)
-		n += (int64_t)o->nbreaks;
-	return n;
+	if (k <= 0)
+		return k;
+	if (!has_breaks(o)) {
+		if (starts && n < (size_t)k)
+			return -TK_E_INVAL;
+		if (starts)
+			tk_ipt_split(buf, len, chunk, starts, (size_t)k);
+		return k;
+	}
+	if (!(offs = malloc((size_t)k * sizeof(*offs))))
+		return -TK_E_NOMEM;
+	tk_ipt_split(buf, len, chunk, offs, (size_t)k);
+	size_t m = merge_breaks(buf, len, offs, (size_t)k, o, NULL, NULL);
+	if (starts && n >= m)
+		merge_breaks(buf, len, offs, (size_t)k, o, starts, NULL);
+	free(offs);
+	return starts && n < m ? -TK_E_INVAL : (int64_t)m;
 }
 
 /* The breaks become chunk starts too (merged into r->offs), and each chunk learns where
  * its part of the trace ends. */
 static int add_breaks(struct run *r)
 {
-	const struct tk_ipt_flow_opts *o = r->o;
-	int has = o->sz >= offsetof(struct tk_ipt_flow_opts, break_reason) + sizeof(uint32_t);
-	const uint64_t *b = has ? o->breaks : NULL;
-	size_t nb = b ? o->nbreaks : 0, n = 0, i = 0, k = 0;
-	uint64_t *offs = malloc((r->nchunks + nb) * sizeof(*offs));
-	uint32_t *brk = calloc(r->nchunks + nb, sizeof(*brk));
+	size_t n = merge_breaks(r->buf, r->len, r->offs, r->nchunks, r->o, NULL, NULL);
+	uint64_t *offs = malloc(n * sizeof(*offs));
+	uint32_t *brk = malloc(n * sizeof(*brk));
 
-	if (!offs || !brk) {
+	if (!offs || !brk || !(r->seg_end = malloc(n * sizeof(*r->seg_end)))) {
 		free(offs);
 		free(brk);
 		return -TK_E_NOMEM;
 	}
-	while (i < r->nchunks || k < nb) {
-		if (k < nb && (b[k] <= r->offs[0] || b[k] >= r->len)) {
-			k++;   /* (none before the first chunk or past the end) */
-			continue;
-		}
-		if (k < nb && (i == r->nchunks || b[k] <= r->offs[i])) {
-			if (i < r->nchunks && b[k] == r->offs[i])
-				i++;
-			if (n && offs[n - 1] == b[k]) {
-				k++;
-				continue;
-			}
-			brk[n] = o->break_reason ? o->break_reason : TK_GAP_OVERFLOW;
-			offs[n++] = b[k++];
-		} else {
-			offs[n++] = r->offs[i++];
-		}
-	}
-	if (!(r->seg_end = malloc(n * sizeof(*r->seg_end)))) {
-		free(offs);
-		free(brk);
-		return -TK_E_NOMEM;
-	}
+	merge_breaks(r->buf, r->len, r->offs, r->nchunks, r->o, offs, brk);
 	for (size_t j = n, end = r->len; j-- > 0;) {
 		r->seg_end[j] = end;
 		if (brk[j])

@@ -304,7 +304,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 		o.chunk_bytes = r.nthreads > 1 && !(flags & TK_IPT_TEXT_STAT) ? TEXT_CHUNK
 									 : TK_IPT_FLOW_CHUNK;
 	opts = &o;
-	n = tk_ipt_flow_max_chunks(buf, len, opts);
+	n = tk_ipt_flow_chunks(buf, len, opts, NULL, 0);
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
@@ -422,7 +422,7 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	if (!opts || !sink.events)
 		return -TK_E_INVAL;
 	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
-	n = tk_ipt_flow_max_chunks(buf, len, opts);
+	n = tk_ipt_flow_chunks(buf, len, opts, NULL, 0);
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;

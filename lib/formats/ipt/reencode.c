@@ -46,6 +46,7 @@ struct renc {
 	int starts_on;                 /* it starts with a PSB+ with a FUP, at first_ip */
 	uint64_t first_ip;
 	int input_on;                  /* the input chunk's PSB+ has a FUP, at input_ip */
+	uint64_t start;                /* the input chunk's offset */
 	uint64_t input_ip;
 	int mode;                      /* of the last MODE.Exec written; -1 none */
 	uint64_t time;                 /* of the last TSC written */
@@ -336,6 +337,16 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 		case TK_EV_GAP:
 			if (r->pend.kind)
 				resolve(r, -1);
+			if (!r->wrote && e->arg == r->start && (e->flags == TK_GAP_OVERFLOW ||
+								e->flags == TK_GAP_WRAP)) {
+				/* a break (tk_ipt_flow_opts.breaks): the trace before it ended
+				 * there, so an OVF ends it, and this chunk's PSB+ follows as in
+				 * the input */
+				put_kind(r, TK_IPT_PKT_OVF);
+				r->st.overflows++;
+				psb(r, r->input_on, r->input_ip, r->mode, e->time);
+				break;
+			}
 			/* lost right at the chunk's start: its PSB+ as in the input, so the
 			 * last chunk's flow stops where this one starts */
 			if (!r->wrote)
@@ -396,6 +407,7 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	if (renc_init(r, u->period) < 0)
 		return -TK_E_NOMEM;
 	r->input_on = tk_ipt_psb_fup(u->buf, u->len, u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip);
+	r->start = u->offs[i];
 	sink->events = renc_events;
 	sink->ctx = r;
 	return 0;
@@ -452,7 +464,6 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 	struct tk_ipt_reencode_opts o = { 0 };
 	struct run u = { .buf = buf, .len = len, .out = out, .st = st };
 	struct tk_ipt_flow_consumer c = { re_begin, re_end, re_merge, &u, NULL };
-	size_t chunk = fopts && fopts->chunk_bytes ? fopts->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	int64_t n;
 	int rc;
 
@@ -462,7 +473,8 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	memset(st, 0, sizeof(*st));
 	u.period = o.psb_period ? o.psb_period : PSB_PERIOD;
-	n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	if ((n = tk_ipt_flow_chunks(buf, len, fopts, NULL, 0)) < 0)
+		return (int)n;
 	u.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.chunks));
 	u.offs = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.offs));
 	if (!u.chunks || !u.offs) {
@@ -470,7 +482,11 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 		free(u.offs);
 		return -TK_E_NOMEM;
 	}
-	tk_ipt_split(buf, len, chunk, u.offs, (size_t)(n > 0 ? n : 0));
+	if (n > 0 && (rc = (int)tk_ipt_flow_chunks(buf, len, fopts, u.offs, (size_t)n)) < 0) {
+		free(u.chunks);
+		free(u.offs);
+		return rc;
+	}
 	rc = tk_ipt_flow_decode(buf, len, fopts, &c, &st->flow);
 	for (int64_t i = 0; i < n; i++)
 		tk_buf_free(&u.chunks[i].out);

@@ -233,6 +233,9 @@ void cli_perf_diag(void *ctx, uint64_t offset, const char *msg);
 /* The flow decoder's options from the command line: IMG, -j, --mtc-freq, --nom-freq,
  * --cpuid-0x15.eax/ebx. */
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img);
+/* perf.data: the TSC's ticks per second from perf's conversion to its clock (0: unknown,
+ * a raw trace). */
+struct tk_trace_clock cli_ipt_clock(const struct cli_ipt *x);
 /* The decoder's options for stream S of X: the command line's, its track and breaks. */
 struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struct cli_ipt_stream *s);
 /* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */

@@ -673,7 +673,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	struct cli_timeline ct;
 
 	if (cli_ipt_add_symbols(&x, sym) < 0 ||
-	    (status = cli_timeline_open(o, sym, (struct tk_trace_clock){ 0 }, &ct))) {
+	    (status = cli_timeline_open(o, sym, cli_ipt_clock(&x), &ct))) {
 		tk_sym_free(sym);
 		cli_ipt_close(&x);
 		return status ? status : EXIT_INPUT;

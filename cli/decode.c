@@ -269,7 +269,9 @@ int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_in
 		cli_ipt_close(&x);
 		return status;
 	}
-	p = cli_ipt_add_symbols(&x, sym) < 0 ? NULL : cli_prof_new(o, sym, NULL, &err);
+	struct tk_prof_opts po = { .sz = sizeof po, .clock = cli_ipt_clock(&x) };
+
+	p = cli_ipt_add_symbols(&x, sym) < 0 ? NULL : cli_prof_new(o, sym, &po, &err);
 	if (!p) {
 		if (x.nmods == 0 || err)
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));

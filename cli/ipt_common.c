@@ -229,3 +229,15 @@ struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struc
 	fo.break_reason = s->break_reason;
 	return fo;
 }
+
+struct tk_trace_clock cli_ipt_clock(const struct cli_ipt *x)
+{
+	const struct tk_perf_pt_info *pt = &x->aux.pt;
+	struct tk_trace_clock c = { 0 };
+
+	/* perf's conversion of TSC ticks to its clock: ns = ticks * time_mult >> time_shift */
+	if (x->perf && pt->nfields >= 3 && pt->time_mult && pt->time_shift < 64)
+		c.ticks_per_second = (uint64_t)(((unsigned __int128)1000000000u << pt->time_shift) /
+						pt->time_mult);
+	return c;
+}

@@ -7,7 +7,8 @@
 # - `perf script --itrace=i0ns` and `tracekit decode --no-disasm` list the same instruction
 #   addresses, CPU by CPU, with one queue and with two; neither is given the code: both
 #   read the mappings
-# - the profile from perf.data is the profile of the raw trace with --elf
+# - the profile from perf.data is the profile of the raw trace with --elf; its times are in
+#   microseconds when perf gives the TSC's conversion to its clock
 # - a lost buffer: an error naming the file offset, exit status 1, and the decoding in two
 #   pieces, each what the program executed (tests/tools/ptsegments.py)
 # - snapshot mode: overlaps joined, the rest in pieces; perf's instructions
@@ -77,6 +78,18 @@ cmp -s "$work/one.csv" "$work/raw.csv" || { echo "profile of perf.data differs";
 calls() { awk -F, -v n="\"$2\"" '$1 == n {print $2}' "$1"; }
 [ "$(calls "$work/two.csv" deep)" = $((2 * $(calls "$work/one.csv" deep))) ] ||
 	{ echo "two queues: deep's calls not doubled"; exit 1; }
+
+# perf's conversion of TSC ticks to its clock gives times in microseconds: each function's
+# inclusive time is the raw trace's ticks over the TSC's 2 GHz
+mk "$work/clock.data" --queue 0:4242:"$work/lj.pt" --tsc-hz 2000000000
+"$TK" profile "$work/clock.data" 2>/dev/null | head -1 | grep -q 'times in us (2000000000 ticks/s)' ||
+	{ echo "perf clock: the profile is not in microseconds"; exit 1; }
+"$TK" profile --to csv "$work/clock.data" >"$work/clock.csv"
+awk -F, 'NR == FNR { if (FNR > 1) raw[$1] = $3; next }
+	FNR > 1 { n++; want = sprintf("%.3f", raw[$1] / 2000); if ($3 != want) { bad++;
+		print "perf clock: " $1 " " $3 " us, want " want } }
+	END { exit !(n > 10 && !bad) }' "$work/raw.csv" "$work/clock.csv" ||
+	{ echo "perf clock: times differ from the raw trace's ticks"; exit 1; }
 
 # a timeline names each queue's track after its CPU
 "$TK" convert --to chrome -o "$work/two.json" "$work/two.data"

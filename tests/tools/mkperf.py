@@ -5,7 +5,7 @@ of each module, and the trace of each queue in PERF_RECORD_AUXTRACE buffers (dat
 padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has no PT.
 
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
-                 [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP]
+                 [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -13,6 +13,8 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --drop K     leave out buffer K of the first queue (0-based): trace lost in between
   BUILDID      hex: the MMAP2 records carry it (PERF_RECORD_MISC_MMAP_BUILD_ID)
   --vdso ADDR:BUILDID   an MMAP2 record of the kernel's [vdso] at ADDR (two pages)
+  --tsc-hz HZ  the TSC's frequency, given as perf gives it (time_shift and time_mult in
+               AUXTRACE_INFO: ns = ticks * mult >> shift); none by default
   --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
                (at the next packet boundary with --packets), each holding the SIZE bytes
                before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
@@ -66,6 +68,7 @@ def main():
     ap.add_argument('--vdso')
     ap.add_argument('--pid', type=int, default=4242)
     ap.add_argument('--snapshot')
+    ap.add_argument('--tsc-hz', type=int, default=0)
     a = ap.parse_args()
 
     # attr: type, size, config, sample_period, sample_type, read_format, flags, the rest 0
@@ -78,8 +81,10 @@ def main():
     # priv: pmu type, time shift/mult/zero, cap_user_time_zero, tsc bit, noretcomp bit,
     # have_sched_switch, snapshot mode, per-cpu mmaps, mtc bit, mtc freq bits, tsc:ctc
     # n and d (CPUID 0x15 ebx, eax), cyc bit, max non-turbo ratio, filter string length
-    priv = [PMU_TYPE, 0, 1, 0, 0, 1 << 10, 1 << 11, 0, 1 if a.snapshot else 0, 1, 1 << 9,
-            0xf << 14, 2, 1, 1 << 1, 24, 0]
+    # time shift and mult: perf's conversion of TSC ticks to ns (0: none given)
+    shift, mult = (31, (10**9 << 31) // a.tsc_hz) if a.tsc_hz else (0, 0)
+    priv = [PMU_TYPE, shift, mult, 0, 0, 1 << 10, 1 << 11, 0, 1 if a.snapshot else 0, 1,
+            1 << 9, 0xf << 14, 2, 1, 1 << 1, 24, 0]
     data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
     for m in a.module:
         bid = None

@@ -240,4 +240,26 @@ rc=0
 "$TK" decode --no-disasm "$work/vdso2.data" >"$work/vdso2.txt" 2>"$work/vdso2.err" || rc=$?
 [ $rc = 1 ] && grep -q 'no code in the image at 00007fff0000' "$work/vdso2.txt" &&
 	grep -q "is not this kernel's" "$work/vdso2.err" || { echo "vdso of another kernel: not a gap"; exit 1; }
+# a hostile snapshot file: the newer snapshot begins like the end of the older one for
+# 32 KB and then differs, so each of the older one's 1,000 later PSBs would be compared
+# over 32 KB (quadratic in the size); the search gives up and reads it as not overlapping
+python3 - "$work/hostile.data" <<'PY'
+import os, struct, sys
+sys.path.insert(0, os.environ['SRC'] + '/tests/tools')
+import mkperf as m
+unit = bytes([2, 0x82] * 8) + bytes([2, 0x23]) + bytes(14)    # PSB, PSBEND, PADs
+bufs = [unit * 2000, unit * 1000 + b'\x55' * 64000]
+priv = [m.PMU_TYPE, 0, 0, 0, 0, 1 << 10, 1 << 11, 0, 1, 1, 1 << 9, 0xf << 14, 2, 1, 2, 24, 0]
+data = m.rec(m.REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<17Q', *priv))
+for k, b in enumerate(bufs):
+    data += m.rec(m.REC_AUXTRACE, 0, struct.pack('<QQQIIII', len(b), 1000 * k, 0, 0, 1, 0, 0)[:40]) + b
+attr = struct.pack('<IIQQQQQ', m.PMU_TYPE, m.ATTR_SIZE, m.CONFIG, 1, m.SAMPLE_TYPE, 0, 0)
+attr += bytes(m.ATTR_SIZE - len(attr))
+ids = 104 + m.ATTR_SIZE + 16
+hdr = b'PERFILE2' + struct.pack('<8Q', 104, m.ATTR_SIZE + 16, 104, m.ATTR_SIZE + 16, ids + 8,
+                                len(data), 0, 0) + bytes(32)
+open(sys.argv[1], 'wb').write(hdr + attr + struct.pack('<QQQ', ids, 8, 1) + data)
+PY
+"$TK" info "$work/hostile.data" | grep -q '1 snapshots not overlapping the one before' ||
+	{ echo "hostile snapshots: the overlap search did not give up"; "$TK" info "$work/hostile.data"; exit 1; }
 echo "ipt perf.data: ok ($n1 instructions, $nbuf buffers, the same as perf script)"

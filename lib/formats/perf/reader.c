@@ -42,6 +42,7 @@ struct queue_state {
 	uint64_t last_len;
 	uint64_t last_added;      /* how many of its bytes went into the joined trace */
 	int need_psb;             /* after a loss: nothing joins until the next PSB */
+	size_t breaks_cap;        /* of the queue's breaks */
 };
 
 struct reader {
@@ -121,16 +122,32 @@ static int continues(const struct queue_state *st, uint64_t offset, uint64_t *pa
 	return 1;
 }
 
+/* How many of the first N bytes of A and B are the same. */
+static uint64_t same_prefix(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+	uint64_t i = 0;
+
+	while (i + 64 <= n && !memcmp(a + i, b + i, 64))
+		i += 64;
+	while (i < n && a[i] == b[i])
+		i++;
+	return i;
+}
+
 /* Snapshot mode: a buffer is what the ring held when the snapshot was taken, so it may
  * repeat the end of the snapshot before. As perf does, the new one is read from its first
  * PSB, and where the last one's data from one of its PSBs to its end (padding aside) is
  * how the new one begins, only what follows is new. Returns where the new data starts in
  * B; *REPEATED: whether it continues the last one (*A_PAD: zeros at the end of that one
- * which are not trace). */
+ * which are not trace). In real trace a wrong candidate differs within its PSB+ (the
+ * TSC) and the right one is compared once; a hostile file of PSBs that differ only far
+ * on would make the search quadratic, so it gives up (no overlap: the new snapshot is
+ * decoded from its first PSB) once the bytes found equal pass four times both buffers'
+ * sizes. */
 static uint64_t snapshot_start(const struct queue_state *st, const uint8_t *b, uint64_t blen,
 			       int *repeated, uint64_t *a_pad)
 {
-	uint64_t bpsb, alen = st->last_len, pa = 0;
+	uint64_t bpsb, alen = st->last_len, pa = 0, budget = 4 * (st->last_len + blen) + 4096;
 
 	*repeated = 0;
 	*a_pad = 0;
@@ -141,9 +158,15 @@ static uint64_t snapshot_start(const struct queue_state *st, const uint8_t *b, u
 	alen -= *a_pad;
 	while (tk_ipt_psb_next(st->last, (size_t)alen, pa, &pa) == 0) {
 		uint64_t n = alen - pa;
-		if (n <= blen - bpsb && !memcmp(st->last + pa, b + bpsb, (size_t)n)) {
-			*repeated = 1;
-			return bpsb + n;
+		if (n <= blen - bpsb) {
+			uint64_t same = same_prefix(st->last + pa, b + bpsb, n);
+			if (same == n) {
+				*repeated = 1;
+				return bpsb + n;
+			}
+			if (same + 16 > budget)
+				break;
+			budget -= same + 16;
 		}
 		pa++;
 	}
@@ -204,10 +227,14 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 		q->hole_bytes += skip;
 		if (!st->need_psb && q->len && skip < len) {
 			/* the decoder must not join what is on either side */
-			uint64_t *nb = realloc(q->breaks, (q->nbreaks + 1) * sizeof(*nb));
-			if (!nb)
-				return -TK_E_NOMEM;
-			q->breaks = nb;
+			if (q->nbreaks == st->breaks_cap) {
+				size_t cap = st->breaks_cap ? 2 * st->breaks_cap : 16;
+				uint64_t *nb = realloc(q->breaks, cap * sizeof(*nb));
+				if (!nb)
+					return -TK_E_NOMEM;
+				q->breaks = nb;
+				st->breaks_cap = cap;
+			}
 			q->breaks[q->nbreaks++] = q->len;
 		}
 	}

@@ -188,17 +188,6 @@ static int profile_stream(const struct cli_ipt *x, const struct cli_ipt_stream *
 	return rc;
 }
 
-static void add_stats(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from)
-{
-	to->insns += from->insns;
-	to->blocks += from->blocks;
-	to->events += from->events;
-	to->errors += from->errors;
-	to->overflows += from->overflows;
-	to->chunks += from->chunks;
-	tk_gap_stats_merge(&to->gaps, &from->gaps);
-}
-
 /* Decoding is over: the summary of what was skipped, and the exit status. */
 static int ipt_report(const struct cli_opts *o, const char *file, const struct cli_ipt *x,
 		      const struct tk_ipt_flow_stats *st)
@@ -242,7 +231,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *
 		struct tk_ipt_flow_stats one = { 0 };
 
 		rc = profile_stream(x, &x->s[i], total, &one);
-		add_stats(st, &one);
+		tk_ipt_flow_stats_add(st, &one);
 	}
 	if (rc >= 0)
 		rc = tk_prof_finish(total);
@@ -320,7 +309,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		if (!o->stat)
 			cli_ipt_stream_header(&out, &x, i);
 		rc = tk_ipt_flow_text(x.s[i].data, x.s[i].len, &fo, flags, &out, &one);
-		add_stats(&st, &one);
+		tk_ipt_flow_stats_add(&st, &one);
 	}
 	if (o->stat) {
 		tk_buf_puts(&out, "insn: ");

@@ -49,6 +49,9 @@ struct tk_ipt_flow_stats {
 	struct tk_gap_stats gaps;
 };
 
+/* FROM's counts added to TO's (streams decoded one after another). */
+void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from);
+
 /* Event flags for TK_EV_MODE/POWER/DISABLE produced by the PT decoder beyond event.h. */
 enum tk_ipt_flow_flags {
 	TK_IPT_DISABLE_ASYNC = 1,     /* TK_EV_DISABLE: asynchronous (FUP + TIP.PGD) */

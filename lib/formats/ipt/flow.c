@@ -1239,6 +1239,17 @@ static int add_breaks(struct run *r)
 	return 0;
 }
 
+void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from)
+{
+	to->insns += from->insns;
+	to->blocks += from->blocks;
+	to->events += from->events;
+	to->errors += from->errors;
+	to->overflows += from->overflows;
+	to->chunks += from->chunks;
+	tk_gap_stats_merge(&to->gaps, &from->gaps);
+}
+
 int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
 		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *st)
 {
@@ -1280,12 +1291,7 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	rc = tk_pool_run(&po, r.nchunks, work, merge, &r);
 	pthread_mutex_destroy(&r.lock);
 	for (size_t i = 0; i < r.nchunks; i++) {
-		st->insns += r.cst[i].insns;
-		st->blocks += r.cst[i].blocks;
-		st->events += r.cst[i].events;
-		st->errors += r.cst[i].errors;
-		st->overflows += r.cst[i].overflows;
-		tk_gap_stats_merge(&st->gaps, &r.cst[i].gaps);
+		tk_ipt_flow_stats_add(st, &r.cst[i]);
 	}
 	st->chunks = r.nchunks;
 out:

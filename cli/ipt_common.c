@@ -15,6 +15,58 @@ void cli_perf_diag(void *ctx, uint64_t offset, const char *msg)
 		cli_error(d->file, offset, "%s", msg);
 }
 
+static int by_addr(const void *a, const void *b)
+{
+	const struct tk_perf_mmap *x = *(const struct tk_perf_mmap *const *)a;
+	const struct tk_perf_mmap *y = *(const struct tk_perf_mmap *const *)b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x < y ? -1 : x > y;   /* file order */
+}
+
+/* Mappings of other code at the same addresses (another process's executable, a file
+ * mapped where an unmapped one was): the image holds one of them, the later, so trace of
+ * the other there would follow the wrong code. Named (the first), not hidden. */
+static void warn_overlaps(const struct cli_opts *o, const char *file, const struct tk_perf_aux *a)
+{
+	const struct tk_perf_mmap **m = malloc((a->nmmaps ? a->nmmaps : 1) * sizeof(*m));
+	size_t n = 0, clashes = 0;
+	const struct tk_perf_mmap *first[2] = { NULL, NULL };
+
+	if (!m || o->quiet) {
+		free(m);
+		return;
+	}
+	for (size_t i = 0; i < a->nmmaps; i++)
+		if (a->mmaps[i].path[0] == '/' && a->mmaps[i].len)
+			m[n++] = &a->mmaps[i];
+	qsort(m, n, sizeof(*m), by_addr);
+	/* each mapping against the one reaching furthest among those before it */
+	const struct tk_perf_mmap *reach = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_perf_mmap *p = reach, *q = m[i];
+
+		if (p && q->addr < p->addr + p->len &&
+		    (strcmp(p->path, q->path) || p->addr - p->pgoff != q->addr - q->pgoff)) {
+			if (!clashes++) {
+				first[0] = p;
+				first[1] = q;
+			}
+		}
+		if (!reach || q->addr + q->len > reach->addr + reach->len)
+			reach = q;
+	}
+	if (clashes)
+		cli_warn(file, UINT64_MAX, "%zu code mappings overlap others of different code, "
+			 "first %s (pid %u) and %s (pid %u) at 0x%llx: all trace is decoded "
+			 "against one image, which holds only one of them there: trace of the "
+			 "other would follow the wrong instructions", clashes,
+			 first[0]->path, first[0]->pid, first[1]->path, first[1]->pid,
+			 (unsigned long long)first[1]->addr);
+	free(m);
+}
+
 /* The code of the session's mappings; a file that cannot be read is named (five at most). */
 static int add_mappings(const struct cli_opts *o, const char *file, struct cli_ipt *x)
 {
@@ -71,6 +123,7 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 	}
 	if (missing > 5 && !o->quiet)
 		cli_warn(file, UINT64_MAX, "%u more mapped files cannot be loaded", missing - 5);
+	warn_overlaps(o, file, a);
 	return (int)x->nmods + x->vdso;
 }
 

@@ -15,6 +15,7 @@
 # - a file cut inside a buffer: the instructions up to the cut, exit status 1
 # - the code mappings of real perf record sessions, plain and -z (zstd), as perf lists them,
 #   and their build-ids; a file whose build-id differs from the recorded one is left out
+# - code mappings that overlap other code are named
 # - the vDSO's code comes from this machine when the session ran on this kernel
 set -euo pipefail
 work=$(mktemp -d)
@@ -196,6 +197,19 @@ while read -r path bias id; do idargs+=(--module "$path:$bias:$id"); done < <("$
 python3 "$SRC/tests/tools/mkperf.py" "$work/ids.data" --packets "$work/lj.dump" "${idargs[@]}" \
 	--queue 0:4242:"$work/lj.pt"
 tk_ips "$work/ids.data" | cmp -s - "$work/one.tk" || { echo "build-ids that match: not decoded"; exit 1; }
+# other code mapped over the program's (another process's executable, say): one image
+# cannot hold both, which is said
+for m in $mods; do case $m in "$work/lj:"*) ljbias=${m##*:} ;; esac; done
+true_path=$(readlink -f /bin/true)
+true_bias=$(python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import mkperf as m
+print(hex(int(sys.argv[2], 0) + m.exec_segments(sys.argv[3])[0][0] - m.exec_segments(sys.argv[4])[0][0]))" \
+	"$SRC/tests/tools" "$ljbias" "$work/lj" "$true_path")   # its code where the program's is
+mk "$work/clash.data" --queue 0:4242:"$work/lj.pt" --module "$true_path:$true_bias"
+"$TK" decode --stat "$work/clash.data" >/dev/null 2>"$work/clash.err" || true
+grep -q "1 code mappings overlap others of different code, first $true_path (pid 4242) and $work/lj (pid 4242)" \
+	"$work/clash.err" || { echo "overlapping mappings: no warning"; cat "$work/clash.err"; exit 1; }
+"$TK" decode --stat "$work/one.data" 2>&1 >/dev/null | grep -q overlap &&
+	{ echo "mappings that do not overlap: a warning"; exit 1; }
 cc -O2 -DOTHER_BUILD -o "$work/lj" "$SRC/tests/data/seams/lj.c"   # the same path, other code
 rc=0
 "$TK" decode --stat "$work/ids.data" >"$work/ids.txt" 2>"$work/ids.err" || rc=$?

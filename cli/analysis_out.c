@@ -80,7 +80,8 @@ enum tk_out_kind cli_profile_kind(const struct cli_opts *o)
 	return TK_OUT_TEXT;
 }
 
-int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym)
+int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym,
+		      const char *track_label)
 {
 	enum tk_out_kind kind = cli_profile_kind(o);
 	struct tk_buf out;
@@ -93,7 +94,7 @@ int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct 
 	if ((rc = cli_out_open(o, &out)))
 		return rc;
 	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
-				  .threads = o->threads };
+				  .threads = o->threads, .track_label = track_label };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);
@@ -216,7 +217,7 @@ int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_bt
 	status = p ? cli_btrace_events(o, file, cb, tk_prof_sink(p)) : EXIT_INPUT;
 	if (status < EXIT_USAGE) {
 		tk_prof_finish(p);
-		int wrc = cli_profile_write(o, p, cb->sym);
+		int wrc = cli_profile_write(o, p, cb->sym, NULL);
 		if (wrc > status)
 			status = wrc;
 	}

@@ -162,7 +162,8 @@ void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 /* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
-int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym);
+int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym,
+		      const char *track_label);
 /* A profile that knows SYM's function entries (calls from untraced code start frames). */
 struct tk_prof *cli_prof_new(const struct cli_opts *o, struct tk_sym *sym, struct tk_prof_opts *po,
 			     int *err);
@@ -187,7 +188,7 @@ int cli_image_add_files(const struct cli_opts *o, struct tk_image *img);
 struct cli_ipt_stream {
 	const uint8_t *data;
 	size_t len;
-	uint32_t track;
+	uint32_t track;             /* see cli_ipt.track_label */
 	char label[512];            /* the file, and for perf.data the queue's CPU or thread */
 	char name[32];              /* perf.data: "cpu N" or "thread N" (timeline tracks) */
 	/* perf.data: where the joined buffers do not continue each other (lost trace,
@@ -209,6 +210,10 @@ struct cli_ipt {
 	int perf;                   /* the input is perf.data */
 	int vdso;                   /* its vDSO is this machine's and in the image */
 	int skipped;                /* perf.data records were skipped (exit status 1) */
+	/* what a stream's track number is: "cpu" (perf.data per-CPU queues: the CPU),
+	   "thread" (per-thread queues: the thread id; a raw trace: 0), "queue" (perf.data
+	   whose CPUs or threads repeat or are not given: the queue's place) */
+	const char *track_label;
 	struct tk_perf_aux aux;
 	struct cli_opts timing;     /* the options, perf's timing settings filled in */
 };

@@ -270,7 +270,7 @@ int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_in
 	}
 	status = cli_ipt_profile(o, file, &x, p, &st);
 	if (status != EXIT_INPUT && status != EXIT_USAGE) {
-		wrc = cli_profile_write(o, p, sym);
+		wrc = cli_profile_write(o, p, sym, x.track_label);
 		if (wrc > status)
 			status = wrc;
 	}

@@ -154,6 +154,47 @@ void cli_ipt_perf_timing(const struct tk_perf_aux *a, struct cli_opts *timing)
 	}
 }
 
+static int by_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Each queue's track is its CPU (per-CPU buffers) or thread, as the user knows them
+ * (`profile --threads` rows, folded stacks), unless two queues would share one: then
+ * their places in the file. */
+static void number_tracks(struct cli_ipt *x)
+{
+	int cpus = x->aux.pt.per_cpu_mmaps != 0;
+	uint32_t *ids = malloc((x->n ? x->n : 1) * sizeof(*ids));
+	size_t k = 0;
+
+	x->track_label = "queue";
+	for (size_t i = 0; ids && i < x->aux.nqueues; i++) {
+		const struct tk_perf_queue *q = &x->aux.queues[i];
+
+		if (q->len)
+			ids[k++] = cpus ? q->cpu : q->tid;
+	}
+	if (!ids || k != x->n)
+		goto out;
+	qsort(ids, k, sizeof(*ids), by_u32);
+	for (size_t i = 0; i < k; i++)
+		if (ids[i] == UINT32_MAX || (i && ids[i] == ids[i - 1]))
+			goto out;
+	k = 0;
+	for (size_t i = 0; i < x->aux.nqueues; i++) {
+		const struct tk_perf_queue *q = &x->aux.queues[i];
+
+		if (q->len)
+			x->s[k++].track = cpus ? q->cpu : q->tid;
+	}
+	x->track_label = cpus ? "cpu" : "thread";
+out:
+	free(ids);
+}
+
 static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *data, size_t len,
 		     int code, struct cli_ipt *x)
 {
@@ -201,6 +242,7 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 		s->break_reason = x->aux.pt.snapshot_mode ? TK_GAP_WRAP : TK_GAP_OVERFLOW;
 		x->n++;
 	}
+	number_tracks(x);
 	if (!x->n && !o->quiet)
 		cli_warn(file, UINT64_MAX, "no Intel PT data in this perf.data (%zu trace "
 			 "queues, all empty)", x->aux.nqueues);
@@ -247,6 +289,7 @@ int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in
 		x->s[0].len = len;
 		snprintf(x->s[0].label, sizeof x->s[0].label, "%s", file);
 		x->n = 1;
+		x->track_label = "thread";
 	}
 	/* the user's files go over the mapped ones (later additions win) */
 	if (code && cli_image_add_files(o, x->img) < 0) {

@@ -71,7 +71,8 @@ static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input 
 		rc = tk_prof_finish(p);
 	if (rc >= 0) {
 		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
-					  .threads = o->threads };
+					  .threads = o->threads,
+					  .track_label = x.name.hint == 13 ? "core" : "thread" };
 		if (o->lines)
 			kind = TK_OUT_LINES;
 		if (o->source)

@@ -47,6 +47,8 @@ struct tk_out_opts {
 	int threads;              /* per thread instead of merged */
 	enum tk_out_metric metric;
 	const char *source_root;  /* annotated source: prefix for relative file names */
+	const char *track_label;  /* with threads: what a track is ("cpu", "core"); NULL:
+				     "thread" */
 };
 
 int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,

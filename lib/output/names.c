@@ -1,4 +1,5 @@
 /* Interned names of functions and a call tree aggregated by name. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,9 +200,9 @@ static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
 	}
 	/* parents are visited before children: path[0..depth-1) is valid for this path */
 	uint32_t parent = 0;
-	if (a->threads) {
-		char buf[32];
-		int n = snprintf(buf, sizeof buf, "thread %u", st->track);
+	if (a->tracks) {
+		char buf[64];
+		int n = snprintf(buf, sizeof buf, "%.40s %u", a->tracks, st->track);
 		uint32_t nm = names_intern(a->names, buf, (size_t)n);
 		parent = nm == UINT32_MAX ? UINT32_MAX : agg_child(a, 0, nm);
 		if (parent == UINT32_MAX)
@@ -225,11 +226,21 @@ static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
 	return 0;
 }
 
-int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm, int threads)
+const char *out_track_label(const struct tk_out_opts *o)
+{
+	if (!o->threads)
+		return NULL;
+	if (o->sz >= offsetof(struct tk_out_opts, track_label) + sizeof(o->track_label) &&
+	    o->track_label)
+		return o->track_label;
+	return "thread";
+}
+
+int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm, const char *tracks)
 {
 	memset(a, 0, sizeof *a);
 	a->names = nm;
-	a->threads = threads;
+	a->tracks = tracks;
 	a->cap = 1024;
 	a->n = malloc(a->cap * sizeof *a->n);
 	if (!a->n)

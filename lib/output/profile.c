@@ -197,7 +197,10 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	uint64_t tps = s.clock.ticks_per_second;
 
 	if (csv) {
-		tk_buf_puts(b, o->threads ? "thread," : "");
+		if (o->threads) {
+			tk_buf_puts(b, out_track_label(o));
+			tk_buf_putc(b, ',');
+		}
 		tk_buf_puts(b, "function,calls,incl_time,excl_time,incl_insns,excl_insns,"
 			       "min,median,p90,p99,max\n");
 		for (size_t i = 0; i < n; i++) {
@@ -240,7 +243,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 
 	write_summary_text(b, p);
 	if (o->threads)
-		tk_buf_puts(b, "  thread");
+		tk_buf_printf(b, "%8.8s", out_track_label(o));
 	tk_buf_puts(b, "       calls     incl-time     excl-time    incl-insns    excl-insns"
 		       "         min      median         p90         p99         max  function\n");
 	for (size_t i = 0; i < n; i++) {
@@ -493,7 +496,7 @@ static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk
 	struct agg a;
 	struct fold f;
 	enum tk_out_metric m = out_metric(p, o->metric);
-	int rc = agg_build(&a, p, nm, o->threads);
+	int rc = agg_build(&a, p, nm, out_track_label(o));
 	if (rc < 0) {
 		agg_free(&a);
 		return rc;
@@ -646,7 +649,7 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 	int rc = parse_sort(o->sort, m, &ts.key);
 	if (rc < 0)
 		return rc;
-	rc = agg_build(&a, p, nm, o->threads);
+	rc = agg_build(&a, p, nm, out_track_label(o));
 	if (rc >= 0) {
 		write_summary_text(b, p);
 		tk_buf_printf(b, "       calls  %s  %s  call tree\n",
@@ -733,7 +736,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 		else if (f->kind == TK_PROF_KEY_ID)
 			json_key_u64(b, "id", f->key, 1);
 		if (o->threads)
-			json_key_u64(b, "thread", f->track, 1);
+			json_key_u64(b, out_track_label(o), f->track, 1);
 		json_key_u64(b, "calls", f->calls, 1);
 		json_key_u64(b, "incl_ticks", f->incl_ticks, 1);
 		json_key_u64(b, "excl_ticks", f->excl_ticks, 1);
@@ -751,7 +754,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	free(r);
 	tk_buf_puts(b, "],\n\"calltree\":");
 	struct agg a;
-	rc = agg_build(&a, p, nm, o->threads);
+	rc = agg_build(&a, p, nm, out_track_label(o));
 	if (rc >= 0)
 		rc = json_tree(b, &a, 0, m, 0);
 	agg_free(&a);

@@ -8,7 +8,8 @@
 #   addresses, CPU by CPU, with one queue and with two; neither is given the code: both
 #   read the mappings
 # - the profile from perf.data is the profile of the raw trace with --elf; its times are in
-#   microseconds when perf gives the TSC's conversion to its clock
+#   microseconds when perf gives the TSC's conversion to its clock; per queue, rows are
+#   named by CPU
 # - a lost buffer: an error naming the file offset, exit status 1, and the decoding in two
 #   pieces, each what the program executed (tests/tools/ptsegments.py)
 # - snapshot mode: overlaps joined, the rest in pieces; perf's instructions
@@ -79,6 +80,15 @@ cmp -s "$work/one.csv" "$work/raw.csv" || { echo "profile of perf.data differs";
 calls() { awk -F, -v n="\"$2\"" '$1 == n {print $2}' "$1"; }
 [ "$(calls "$work/two.csv" deep)" = $((2 * $(calls "$work/one.csv" deep))) ] ||
 	{ echo "two queues: deep's calls not doubled"; exit 1; }
+# per queue: rows of CPUs 0 and 3 (as perf names them), each the one queue's
+"$TK" profile --threads --to csv "$work/two.data" >"$work/two-cpus.csv"
+head -1 "$work/two-cpus.csv" | grep -q '^cpu,function,calls,' || { echo "--threads: no cpu column"; exit 1; }
+for c in 0 3; do
+	[ "$(awk -F, -v c=$c '$1 == c && $2 == "\"deep\"" {print $3}' "$work/two-cpus.csv")" = "$(calls "$work/one.csv" deep)" ] ||
+		{ echo "--threads: cpu $c: deep's calls are not one queue's"; exit 1; }
+done
+"$TK" profile --threads --to folded -o "$work/two.folded" "$work/two.data"
+grep -q '^cpu 3;' "$work/two.folded" || { echo "folded: no cpu 3 stacks"; exit 1; }
 
 # perf's conversion of TSC ticks to its clock gives times in microseconds: each function's
 # inclusive time is the raw trace's ticks over the TSC's 2 GHz

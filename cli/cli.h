@@ -200,6 +200,7 @@ struct cli_ipt_stream {
 struct cli_ipt_module {
 	char *path;
 	uint64_t bias;
+	uint64_t base;              /* --elf PATH:BASE places it there (ptxed's spelling too) */
 };
 struct cli_ipt {
 	struct tk_image *img;

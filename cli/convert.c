@@ -47,6 +47,9 @@ static const char usage[] =
 	"  --instr-map F   ELF binary or `llvm-xray extract` YAML: function names\n"
 	"Intel PT raw stream (--elf FILE[:BASE], --raw FILE:ADDR give the code):\n"
 	"  --to ipt        the same flow again, with return compression\n"
+	"Intel PT in perf.data:\n"
+	"  --to ipt -o F   each queue's raw stream (F, or F.cpuN / F.threadN), losses as OVF;\n"
+	"                  the code's --elf arguments (tracekit decode, ptxed) on stderr\n"
 	"Kunpeng xtrace (instruction or snapshot file; the other is found by name):\n"
 	"  --slice K:N     write FILE.xinsndata.bin and FILE.xsnapshot.bin (-o FILE) that start\n"
 	"                  at snapshot K and hold N instructions: a simulator checkpoint\n"
@@ -636,6 +639,92 @@ static int ipt_reencode(struct cli_opts *o, const char *file, struct tk_input *i
 	return rc > status ? rc : status;
 }
 
+/* The packets of BUF[FROM, TO) up to the last one that ends before TO (TO itself when no
+ * PSB gives a place to parse from: nothing could decode those bytes anyway). */
+static uint64_t whole_packets_end(const uint8_t *buf, uint64_t from, uint64_t to)
+{
+	struct tk_ipt_packet pkt;
+	uint64_t psb, at = to;
+	struct tk_ipt_pkt_decoder *d;
+
+	if (tk_ipt_psb_prev(buf, to, to, &psb) < 0 || psb < from ||
+	    !(d = tk_ipt_pkt_decoder_new(buf, to, NULL, NULL)))
+		return to;
+	if (tk_ipt_pkt_sync_set(d, psb) == 0) {
+		while (tk_ipt_pkt_next(d, &pkt) > 0)
+			;
+		tk_ipt_pkt_get_offset(d, &at);
+	}
+	tk_ipt_pkt_decoder_free(d);
+	return at;
+}
+
+/* perf.data --to ipt: each queue's trace as a raw stream (-o FILE; FILE.cpuN or
+ * FILE.threadN for several queues), as the buffers hold it, for libipt's tools and
+ * `tracekit decode`. Where trace was lost, the packet cut off there is left out and an
+ * OVF marks the loss (the trace resumes at a PSB), as the hardware marks its own. */
+static int perf_to_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi)
+{
+	static const uint8_t ovf[] = { 0x02, 0xf3 };
+	struct cli_ipt x;
+	int status = 0, lost = 0;
+
+	if (!o->output || !strcmp(o->output, "-")) {
+		cli_error(NULL, UINT64_MAX, "convert --to ipt of perf.data writes a file per "
+			  "trace queue: give -o FILE");
+		return EXIT_USAGE;
+	}
+	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
+		return status;
+	for (size_t i = 0; i < x.n && !status; i++) {
+		const struct cli_ipt_stream *s = &x.s[i];
+		struct cli_opts oq = *o;
+		char name[4096];
+		struct tk_buf out;
+		uint64_t at = 0, cut_bytes = 0;
+
+		if (x.n > 1)
+			snprintf(name, sizeof name, "%s.%s%u", o->output, x.track_label, s->track);
+		else
+			snprintf(name, sizeof name, "%s", o->output);
+		oq.output = name;
+		if ((status = cli_out_open(&oq, &out)))
+			break;
+		for (size_t k = 0; k <= s->nbreaks; k++) {
+			uint64_t to = k < s->nbreaks ? s->breaks[k] : s->len;
+			uint64_t end = k < s->nbreaks ? whole_packets_end(s->data, at, to) : to;
+
+			for (uint64_t p = at; p < end; p += 1 << 20)
+				tk_buf_put(&out, s->data + p, end - p < (1 << 20) ? end - p : 1 << 20);
+			if (k < s->nbreaks) {
+				tk_buf_put(&out, ovf, sizeof ovf);
+				cut_bytes += to - end;
+				lost |= s->break_reason == TK_GAP_OVERFLOW;
+			}
+			at = to;
+		}
+		status = cli_out_close(&out);
+		if (!o->quiet)
+			fprintf(stderr, "tracekit: %s: %s: %zu bytes of trace, %zu losses marked "
+				"with OVF%s\n", name, s->name[0] ? s->name : "stream",
+				s->len - (size_t)cut_bytes + s->nbreaks * sizeof ovf, s->nbreaks,
+				cut_bytes ? " (packets cut off by a loss left out)" : "");
+	}
+	if (!status && !o->quiet && x.nmods) {
+		/* the code, spelled for tracekit decode and ptxed alike */
+		fprintf(stderr, "tracekit: the code:");
+		for (size_t i = 0; i < x.nmods; i++)
+			fprintf(stderr, " --elf %s:0x%llx", x.mods[i].path,
+				(unsigned long long)x.mods[i].base);
+		fprintf(stderr, "\n");
+	}
+	if (!status && (x.skipped || lost))
+		status = EXIT_SKIPPED;   /* as decoding it would say */
+	cli_ipt_close(&x);
+	return status;
+}
+
 /* Intel PT: --to folded|pprof (and the other profile outputs) through the shared profile;
  * --to perfetto|chrome through the timeline writer, events in order; --to ipt again with
  * return compression. */
@@ -650,12 +739,8 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 	int status, rc = 0;
 
 	if (!strcmp(to, "ipt")) {
-		if (fi->id == TK_FMT_PERF) {
-			cli_error(file, UINT64_MAX, "convert --to ipt takes a raw Intel PT file, not "
-				  "perf.data");
-			return EXIT_USAGE;
-		}
-		return ipt_reencode(o, file, in);
+		return fi->id == TK_FMT_PERF ? perf_to_ipt(o, file, in, fi)
+					     : ipt_reencode(o, file, in);
 	}
 	if (!tl && !tk_out_kind_by_name(to)) {
 		cli_error(NULL, UINT64_MAX, "convert: Intel PT converts to ipt, perfetto, chrome, "

@@ -113,6 +113,7 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 		}
 		if (rc == 0 && (rc = tk_image_add_elf(x->img, m->path, base, 1)) == 0) {
 			x->mods[x->nmods].path = m->path;
+			x->mods[x->nmods].base = base;
 			x->mods[x->nmods++].bias = bias;
 			continue;
 		}

@@ -13,6 +13,7 @@
 # - a lost buffer: an error naming the file offset, exit status 1, and the decoding in two
 #   pieces, each what the program executed (tests/tools/ptsegments.py)
 # - snapshot mode: overlaps joined, the rest in pieces; perf's instructions
+# - convert --to ipt: each queue's raw stream, a loss an OVF
 # - a file cut inside a buffer: the instructions up to the cut, exit status 1
 # - the code mappings of real perf record sessions, plain and -z (zstd), as perf lists them,
 #   and their build-ids; a file whose build-id differs from the recorded one is left out
@@ -128,6 +129,30 @@ grep -q '^\[overflow at offset 0x' "$work/hole.txt" || { echo "lost buffer: no g
 python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/hole.txt" >"$work/seg.out" ||
 	{ echo "lost buffer: $(cat "$work/seg.out")"; exit 1; }
 grep -q '^2 pieces' "$work/seg.out" || { echo "lost buffer: $(cat "$work/seg.out")"; exit 1; }
+
+# the raw streams in perf.data for libipt's tools (convert --to ipt): each queue byte for
+# byte (perf pads the last buffer with up to 7 zero bytes, PAD packets), with the code
+# spelled for --elf; a loss is an OVF, and a packet the loss cut off is left out (buffers
+# of 4007 bytes end inside packets), so the stream decodes in the same two pieces
+"$TK" convert --to ipt -o "$work/x.pt" "$work/two.data" 2>"$work/x.err"
+for c in 0 3; do
+	head -c "$(stat -c %s "$work/lj.pt")" "$work/x.pt.cpu$c" | cmp -s - "$work/lj.pt" &&
+		[ -z "$(tail -c +$(($(stat -c %s "$work/lj.pt") + 1)) "$work/x.pt.cpu$c" | tr -d '\0')" ] ||
+		{ echo "convert --to ipt: cpu $c is not the raw trace"; exit 1; }
+done
+read -ra xelf < <(sed -n 's/^tracekit: the code: //p' "$work/x.err")
+[ "${xelf[*]}" = "${elfargs[*]}" ] || { echo "convert --to ipt: code '${xelf[*]}', want '${elfargs[*]}'"; exit 1; }
+python3 "$SRC/tests/tools/mkperf.py" "$work/cut.data" --queue 0:4242:"$work/lj.pt" "${modargs[@]}" \
+	--drop 3 --buffer 4007
+rc=0
+"$TK" convert --to ipt -o "$work/cut.pt" "$work/cut.data" 2>"$work/cut.err" || rc=$?
+[ $rc = 1 ] && grep -q '1 losses marked with OVF (packets cut off by a loss left out)' "$work/cut.err" ||
+	{ echo "convert --to ipt of a loss: exit $rc"; cat "$work/cut.err"; exit 1; }
+"$TK" decode --no-disasm "${elfargs[@]}" "$work/cut.pt" >"$work/cut.txt" 2>/dev/null || true
+[ "$(grep '^\[' "$work/cut.txt" | grep -cv 'abled\]$')" = 1 ] && grep -q '^\[overflow' "$work/cut.txt" ||
+	{ echo "convert --to ipt of a loss: not one overflow"; grep '^\[' "$work/cut.txt" | grep -v abled | head; exit 1; }
+python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/cut.txt" >"$work/seg.out" &&
+	grep -q '^2 pieces' "$work/seg.out" || { echo "convert --to ipt of a loss: $(cat "$work/seg.out")"; exit 1; }
 
 # snapshot mode (perf record -S): each snapshot is what the ring held, so it repeats part of
 # the one before or starts after a stretch that was never kept. Overlaps are joined where a

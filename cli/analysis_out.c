@@ -112,7 +112,8 @@ int cli_timeline_open(const struct cli_opts *o, struct tk_sym *sym, struct tk_tr
 				       .max_events = o->max_events };
 	int rc, err;
 	memset(ct, 0, sizeof *ct);
-	to.kind = tk_timeline_kind_by_name(o->to);
+	/* no --to: the callers that get here default to a timeline (Intel PT), Perfetto's */
+	to.kind = o->to ? tk_timeline_kind_by_name(o->to) : TK_TIMELINE_PERFETTO;
 	if (!to.kind) {
 		cli_error(NULL, UINT64_MAX, "--to: not a timeline: '%s' (perfetto, chrome)", o->to ? o->to : "");
 		return EXIT_USAGE;

@@ -196,6 +196,7 @@ struct cli_ipt_stream {
 	const uint64_t *breaks;
 	size_t nbreaks;
 	uint32_t break_reason;
+	struct tk_gap_stats gaps;   /* its gaps, once decoded (offsets are in data) */
 };
 struct cli_ipt_module {
 	char *path;
@@ -224,6 +225,9 @@ int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in
 /* perf.data: the line that names stream I (its queue) ahead of its output. */
 void cli_ipt_stream_header(struct tk_buf *out, const struct cli_ipt *x, size_t i);
 void cli_ipt_close(struct cli_ipt *x);
+/* The gaps on stderr: TOTAL for a raw stream, each queue's own for perf.data (its offsets
+ * are in that queue's trace, so the queue is named). Returns an exit status. */
+int cli_ipt_report_gaps(const char *file, const struct cli_ipt *x, const struct tk_gap_stats *total);
 /* Add the mapped modules' symbols to SYM. */
 int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym);
 /* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into TIMING where it

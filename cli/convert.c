@@ -772,6 +772,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
 		st.insns += one.insns;
 		tk_gap_stats_merge(&st.gaps, &one.gaps);
+		x.s[i].gaps = one.gaps;
 	}
 	status = cli_timeline_close(&ct);
 	tk_sym_free(sym);
@@ -780,7 +781,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
-	rc = cli_report_gaps(file, &st.gaps, "gap");
+	rc = cli_ipt_report_gaps(file, &x, &st.gaps);
 	if (x.skipped && rc < EXIT_SKIPPED)
 		rc = EXIT_SKIPPED;
 	cli_ipt_close(&x);

@@ -214,7 +214,7 @@ static int ipt_report(const struct cli_opts *o, const char *file, const struct c
 			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
 				file, (unsigned long long)st->insns,
 				(unsigned long long)st->gaps.bytes_skipped);
-		int rc = cli_report_gaps(file, &st->gaps, "gap");
+		int rc = cli_ipt_report_gaps(file, x, &st->gaps);
 		if (rc > status)
 			status = rc;
 	}
@@ -232,6 +232,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *
 
 		rc = profile_stream(x, &x->s[i], total, &one);
 		tk_ipt_flow_stats_add(st, &one);
+		x->s[i].gaps = one.gaps;
 	}
 	if (rc >= 0)
 		rc = tk_prof_finish(total);
@@ -310,6 +311,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 			cli_ipt_stream_header(&out, &x, i);
 		rc = tk_ipt_flow_text(x.s[i].data, x.s[i].len, &fo, flags, &out, &one);
 		tk_ipt_flow_stats_add(&st, &one);
+		x.s[i].gaps = one.gaps;
 	}
 	if (o->stat) {
 		tk_buf_puts(&out, "insn: ");

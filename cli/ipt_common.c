@@ -128,6 +128,20 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 	return (int)x->nmods + x->vdso;
 }
 
+int cli_ipt_report_gaps(const char *file, const struct cli_ipt *x, const struct tk_gap_stats *total)
+{
+	int status = 0;
+
+	if (!x->perf)
+		return cli_report_gaps(file, total, "gap");
+	for (size_t i = 0; i < x->n; i++) {
+		int rc = cli_report_gaps(x->s[i].label, &x->s[i].gaps, "gap");
+
+		status = rc > status ? rc : status;
+	}
+	return status;
+}
+
 int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym)
 {
 	int rc;

@@ -103,8 +103,12 @@ awk -F, 'NR == FNR { if (FNR > 1) raw[$1] = $3; next }
 	END { exit !(n > 10 && !bad) }' "$work/raw.csv" "$work/clock.csv" ||
 	{ echo "perf clock: times differ from the raw trace's ticks"; exit 1; }
 
-# a timeline names each queue's track after its CPU
+# a timeline names each queue's track after its CPU; without --to it is Perfetto's
 "$TK" convert --to chrome -o "$work/two.json" "$work/two.data"
+"$TK" convert -o "$work/two.pftrace" "$work/two.data"
+"$TK" convert --to perfetto -o "$work/two2.pftrace" "$work/two.data"
+[ -s "$work/two.pftrace" ] && cmp -s "$work/two.pftrace" "$work/two2.pftrace" ||
+	{ echo "convert without --to: not the Perfetto timeline"; exit 1; }
 for c in 0 3; do
 	grep -q "\"name\":\"cpu $c\"" "$work/two.json" || { echo "timeline: no track cpu $c"; exit 1; }
 done
@@ -114,6 +118,9 @@ mk "$work/hole.data" --queue 0:4242:"$work/lj.pt" --drop 3
 rc=0
 "$TK" decode --no-disasm "$work/hole.data" >"$work/hole.txt" 2>"$work/hole.err" || rc=$?
 [ $rc = 1 ] || { echo "lost buffer: exit status $rc, want 1"; exit 1; }
+# the gap summary names the queue its offsets belong to
+grep -q 'hole.data \[cpu 0\]: 1 gap, 0 bytes skipped (first at offset 0x' "$work/hole.err" ||
+	{ echo "lost buffer: the gap summary does not name the queue"; cat "$work/hole.err"; exit 1; }
 grep -q 'hole.data: offset 0x[0-9a-f]*: queue 0: [0-9]* bytes of trace lost before this buffer' "$work/hole.err" ||
 	{ echo "lost buffer: no message with the offset"; cat "$work/hole.err"; exit 1; }
 rc=0   # dump reports it too

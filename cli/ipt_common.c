@@ -26,7 +26,7 @@ static int by_addr(const void *a, const void *b)
 }
 
 /* Mappings of other code at the same addresses (another process's executable, a file
- * mapped where an unmapped one was): the image holds one of them, the later, so trace of
+ * mapped where an unmapped one was): the image holds only one of them, so trace of
  * the other there would follow the wrong code. Named (the first), not hidden. */
 static void warn_overlaps(const struct cli_opts *o, const char *file, const struct tk_perf_aux *a)
 {

@@ -9,7 +9,7 @@
 #   read the mappings
 # - the profile from perf.data is the profile of the raw trace with --elf; its times are in
 #   microseconds when perf gives the TSC's conversion to its clock; per queue, rows are
-#   named by CPU
+#   named by CPU; per-thread buffers by thread (and perf script's instructions)
 # - a lost buffer: an error naming the file offset, exit status 1, and the decoding in two
 #   pieces, each what the program executed (tests/tools/ptsegments.py)
 # - snapshot mode: overlaps joined, the rest in pieces; perf's instructions
@@ -90,6 +90,26 @@ for c in 0 3; do
 done
 "$TK" profile --threads --to folded -o "$work/two.folded" "$work/two.data"
 grep -q '^cpu 3;' "$work/two.folded" || { echo "folded: no cpu 3 stacks"; exit 1; }
+
+# per-thread buffers (perf record --per-thread): queues named, profiled and extracted by
+# thread; perf script decodes the thread whose process it knows (4242) to the same
+# instructions
+python3 "$SRC/tests/tools/mkperf.py" "$work/per.data" --per-thread --queue=-1:4242:"$work/lj.pt" \
+	--queue=-1:4243:"$work/lj.pt" --packets "$work/lj.dump" "${modargs[@]}"
+"$TK" profile --threads --to csv "$work/per.data" >"$work/per.csv"
+for t in 4242 4243; do
+	[ "$(awk -F, -v t=$t '$1 == t && $2 == "\"deep\"" {print $3}' "$work/per.csv")" = "$(calls "$work/one.csv" deep)" ] ||
+		{ echo "per-thread: thread $t: deep's calls are not one queue's"; head -3 "$work/per.csv"; exit 1; }
+done
+"$TK" decode --no-disasm "$work/per.data" | awk '/^\[.*\[thread [0-9]+\]: [0-9]+ bytes of trace\]$/ {
+	t = $0; sub(/.*\[thread /, "", t); sub(/\].*/, "", t); next } /^\[/ { next } t == 4242 {
+	a = $1; sub(/^0+/, "", a); print a }' >"$work/per.tk"
+perf script -i "$work/per.data" --itrace=i0ns -F tid,ip 2>/dev/null | awk '$1 == 4242 {print $2}' >"$work/per.perf"
+[ -s "$work/per.perf" ] && cmp -s "$work/per.perf" "$work/per.tk" ||
+	{ echo "per-thread: thread 4242 differs from perf ($(wc -l <"$work/per.tk") and $(wc -l <"$work/per.perf"))"; exit 1; }
+"$TK" convert -q --to ipt -o "$work/per.pt" "$work/per.data"
+head -c "$(stat -c %s "$work/lj.pt")" "$work/per.pt.thread4243" | cmp -s - "$work/lj.pt" ||
+	{ echo "per-thread: per.pt.thread4243 is not the trace"; exit 1; }
 
 # perf's conversion of TSC ticks to its clock gives times in microseconds: each function's
 # inclusive time is the raw trace's ticks over the TSC's 2 GHz

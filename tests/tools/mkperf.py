@@ -6,6 +6,7 @@ padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has
 
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
+                 [--per-thread]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -15,6 +16,7 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --vdso ADDR:BUILDID   an MMAP2 record of the kernel's [vdso] at ADDR (two pages)
   --tsc-hz HZ  the TSC's frequency, given as perf gives it (time_shift and time_mult in
                AUXTRACE_INFO: ns = ticks * mult >> shift); none by default
+  --per-thread  buffers per thread (perf record --per-thread): queues given as -1:TID:PTFILE
   --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
                (at the next packet boundary with --packets), each holding the SIZE bytes
                before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
@@ -69,6 +71,7 @@ def main():
     ap.add_argument('--pid', type=int, default=4242)
     ap.add_argument('--snapshot')
     ap.add_argument('--tsc-hz', type=int, default=0)
+    ap.add_argument('--per-thread', action='store_true')
     a = ap.parse_args()
 
     # attr: type, size, config, sample_period, sample_type, read_format, flags, the rest 0
@@ -83,7 +86,8 @@ def main():
     # n and d (CPUID 0x15 ebx, eax), cyc bit, max non-turbo ratio, filter string length
     # time shift and mult: perf's conversion of TSC ticks to ns (0: none given)
     shift, mult = (31, (10**9 << 31) // a.tsc_hz) if a.tsc_hz else (0, 0)
-    priv = [PMU_TYPE, shift, mult, 0, 0, 1 << 10, 1 << 11, 0, 1 if a.snapshot else 0, 1,
+    priv = [PMU_TYPE, shift, mult, 0, 0, 1 << 10, 1 << 11, 0, 1 if a.snapshot else 0,
+            0 if a.per_thread else 1,
             1 << 9, 0xf << 14, 2, 1, 1 << 1, 24, 0]
     data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
     for m in a.module:
@@ -135,7 +139,7 @@ def main():
             ends = sorted({next(e for e in ends if e >= k) for k in range(step, len(pt), step)} |
                           {len(pt)})
             bufs = [(max(0, e - size), pt[max(0, e - size):e]) for e in ends]
-        queues.append((idx, int(cpu), int(tid), bufs))
+        queues.append((idx, int(cpu) & 0xffffffff, int(tid), bufs))
     # buffers of the queues in turn, as perf writes them when its mmaps fill
     # perf's offset is where the buffer's data began in the kernel's ring (head minus the
     # size): it steps by the data, not by the padding to 8 bytes (tools/perf/util/auxtrace.c)

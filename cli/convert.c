@@ -706,10 +706,11 @@ static int perf_to_ipt(struct cli_opts *o, const char *file, struct tk_input *in
 		}
 		status = cli_out_close(&out);
 		if (!o->quiet)
-			fprintf(stderr, "tracekit: %s: %s: %zu bytes of trace, %zu losses marked "
+			fprintf(stderr, "tracekit: %s: %s: %zu bytes of trace, %zu %s marked "
 				"with OVF%s\n", name, s->name[0] ? s->name : "stream",
 				s->len - (size_t)cut_bytes + s->nbreaks * sizeof ovf, s->nbreaks,
-				cut_bytes ? " (packets cut off by a loss left out)" : "");
+				s->break_reason == TK_GAP_WRAP ? "snapshot gaps" : "losses",
+				cut_bytes ? " (packets cut off there left out)" : "");
 	}
 	if (!status && !o->quiet && x.nmods) {
 		/* the code, spelled for tracekit decode and ptxed alike */

@@ -173,7 +173,7 @@ python3 "$SRC/tests/tools/mkperf.py" "$work/cut.data" --queue 0:4242:"$work/lj.p
 	--drop 3 --buffer 4007
 rc=0
 "$TK" convert --to ipt -o "$work/cut.pt" "$work/cut.data" 2>"$work/cut.err" || rc=$?
-[ $rc = 1 ] && grep -q '1 losses marked with OVF (packets cut off by a loss left out)' "$work/cut.err" ||
+[ $rc = 1 ] && grep -q '1 losses marked with OVF (packets cut off there left out)' "$work/cut.err" ||
 	{ echo "convert --to ipt of a loss: exit $rc"; cat "$work/cut.err"; exit 1; }
 "$TK" decode --no-disasm "${elfargs[@]}" "$work/cut.pt" >"$work/cut.txt" 2>/dev/null || true
 [ "$(grep '^\[' "$work/cut.txt" | grep -cv 'abled\]$')" = 1 ] && grep -q '^\[overflow' "$work/cut.txt" ||
@@ -194,6 +194,13 @@ for cfg in 20000:3000 8192:6000 3000:2500; do
 	[ $rc = 0 ] || { echo "snapshots $cfg: exit status $rc"; cat "$work/snap.err"; exit 1; }
 	python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/snap.txt" "$work/snap.perf" \
 		>"$work/seg.out" || { echo "snapshots $cfg: $(cat "$work/seg.out")"; exit 1; }
+	# extracted (convert --to ipt: each snapshot gap an OVF), the raw stream decodes to
+	# perf's instructions exactly: both stop at the last packet before a gap
+	"$TK" convert -q --to ipt -o "$work/snap.pt" "$work/snap.data"
+	"$TK" decode --no-disasm "${elfargs[@]}" "$work/snap.pt" 2>/dev/null |
+		awk '!/^\[/ { a = $1; sub(/^0+/, "", a); print a }' >"$work/snap-raw.tk" || true
+	awk '{print $1}' "$work/snap.perf" | cmp -s - "$work/snap-raw.tk" ||
+		{ echo "snapshots $cfg: the extracted stream is not perf's instructions"; exit 1; }
 	np=$(awk 'NR == 1 {print $1}' "$work/seg.out")
 	if [ "$cfg" = 20000:3000 ]; then
 		grep -v '^\[' "$work/snap.txt" | cmp -s - <(grep -v '^\[' "$work/truth.txt") ||

@@ -240,6 +240,9 @@ struct cli_perf_diag {
 	unsigned shown;
 };
 void cli_perf_diag(void *ctx, uint64_t offset, const char *msg);
+/* A warning when code mappings overlap others of different code (one image cannot hold
+ * them all). */
+void cli_perf_warn_overlaps(const struct cli_opts *o, const char *file, const struct tk_perf_aux *a);
 /* The flow decoder's options from the command line: IMG, -j, --mtc-freq, --nom-freq,
  * --cpuid-0x15.eax/ebx. */
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img);

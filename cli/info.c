@@ -163,6 +163,7 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,
 			      (unsigned long long)a.lost_records);
+	cli_perf_warn_overlaps(o, file, &a);
 	tk_perf_aux_free(&a);
 	return rc > 0 ? EXIT_SKIPPED : EXIT_CLEAN;
 }

@@ -28,7 +28,7 @@ static int by_addr(const void *a, const void *b)
 /* Mappings of other code at the same addresses (another process's executable, a file
  * mapped where an unmapped one was): the image holds only one of them, so trace of
  * the other there would follow the wrong code. Named (the first), not hidden. */
-static void warn_overlaps(const struct cli_opts *o, const char *file, const struct tk_perf_aux *a)
+void cli_perf_warn_overlaps(const struct cli_opts *o, const char *file, const struct tk_perf_aux *a)
 {
 	const struct tk_perf_mmap **m = malloc((a->nmmaps ? a->nmmaps : 1) * sizeof(*m));
 	size_t n = 0, clashes = 0;
@@ -124,7 +124,7 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 	}
 	if (missing > 5 && !o->quiet)
 		cli_warn(file, UINT64_MAX, "%u more mapped files cannot be loaded", missing - 5);
-	warn_overlaps(o, file, a);
+	cli_perf_warn_overlaps(o, file, a);
 	return (int)x->nmods + x->vdso;
 }
 

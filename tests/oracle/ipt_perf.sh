@@ -277,6 +277,8 @@ mk "$work/clash.data" --queue 0:4242:"$work/lj.pt" --module "$true_path:$true_bi
 "$TK" decode --stat "$work/clash.data" >/dev/null 2>"$work/clash.err" || true
 grep -q "1 code mappings overlap others of different code, first $true_path (pid 4242) and $work/lj (pid 4242)" \
 	"$work/clash.err" || { echo "overlapping mappings: no warning"; cat "$work/clash.err"; exit 1; }
+"$TK" info "$work/clash.data" 2>&1 >/dev/null | grep -q "1 code mappings overlap" ||
+	{ echo "overlapping mappings: info does not say"; exit 1; }
 "$TK" decode --stat "$work/one.data" 2>&1 >/dev/null | grep -q overlap &&
 	{ echo "mappings that do not overlap: a warning"; exit 1; }
 cc -O2 -DOTHER_BUILD -o "$work/lj" "$SRC/tests/data/seams/lj.c"   # the same path, other code

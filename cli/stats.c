@@ -375,10 +375,13 @@ static const char *a64_syscall_name(unsigned nr)
 	}
 }
 
+/* PART / WHOLE in percent, rounded to two decimals (as the Kanata ratios) */
 static void pct(struct tk_buf *b, uint64_t part, uint64_t whole)
 {
+	unsigned __int128 h = whole ? ((unsigned __int128)part * 10000 + whole / 2) / whole : 0;
+
 	tk_buf_puts(b, "  ");
-	tk_buf_fixed(b, whole ? (int64_t)(part * 10000 / whole) : 0, 2);
+	tk_buf_fixed(b, (int64_t)h, 2);
 	tk_buf_putc(b, '%');
 }
 

@@ -12,6 +12,12 @@ static const char usage[] =
 	"  --to FMT        text, json, csv\n"
 	"  -j N            threads (default: all cores)\n"
 	"\n"
+	"Intel PT (raw stream with --elf/--raw, or perf.data):\n"
+	"  instructions, the mix by instruction category and ISA extension, branches\n"
+	"  (conditional taken / not taken, jumps, calls, returns, indirect, far), memory\n"
+	"  operands, footprint (distinct blocks, instructions, 64-byte code lines), trace\n"
+	"  events; exact, from the whole flow\n"
+	"\n"
 	"Kanata pipeline logs:\n"
 	"  --window N      IPC over time in windows of N cycles (with --to csv: only that table)\n"
 	"  --slowest N     the N slowest retired instructions with their labels\n"
@@ -400,6 +406,10 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 	struct tk_xtrace_stats s;
 	struct tk_gap_stats gaps = { 0 };
 	struct tk_buf b;
+	if (o->to && strcmp(o->to, "text")) {
+		cli_error(NULL, UINT64_MAX, "stats: --to %s: xtrace statistics are text only", o->to);
+		return EXIT_USAGE;
+	}
 	int rc = cli_xtrace_open_insn(o, file, in, fi, &x);
 	if (rc)
 		return rc;
@@ -483,10 +493,163 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 	return st > g ? st : g;
 }
 
+/* ---- Intel PT (raw stream or perf.data) --------------------------------------------- */
+/* Rows of text (as the xtrace sections) or JSON members ({"section": {"row": n, ...}}) */
+struct statout {
+	struct tk_buf *b;
+	int json, rows;
+};
+
+static void st_section(struct statout *s, const char *title, const char *key)
+{
+	if (!s->json) {
+		tk_buf_printf(s->b, "%s\n", title);
+		return;
+	}
+	tk_buf_printf(s->b, "%s\n  \"%s\": {", s->rows >= 0 ? "\n  }," : "", key);
+	s->rows = 0;
+}
+
+static void st_row(struct statout *s, const char *name, uint64_t v, uint64_t whole)
+{
+	if (!s->json) {
+		row(s->b, name, v, whole);
+		return;
+	}
+	tk_buf_puts(s->b, s->rows++ ? ",\n    " : "\n    ");
+	tk_buf_json_str(s->b, name, strlen(name));
+	tk_buf_printf(s->b, ": %llu", (unsigned long long)v);
+}
+
+/* The non-zero entries of V (N of them at most), largest first, named by NAME. */
+static void ranked_rows(struct statout *b, const uint64_t *v, unsigned n, uint64_t whole,
+			const char *(*name)(unsigned))
+{
+	unsigned idx[256], k = 0;
+
+	for (unsigned i = 0; i < n && i < 256; i++) {
+		if (!v[i])
+			continue;
+		unsigned j = k++;   /* insertion, largest first (ties: index order) */
+		for (; j && v[idx[j - 1]] < v[i]; j--)
+			idx[j] = idx[j - 1];
+		idx[j] = i;
+	}
+	for (unsigned i = 0; i < k; i++) {
+		char nm[40];
+
+		/* Zydis's names, lower case as the other sections */
+		snprintf(nm, sizeof nm, "%s", name(idx[i]) ? name(idx[i]) : "?");
+		for (char *c = nm; *c; c++)
+			*c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+		st_row(b, nm, v[idx[i]], whole);
+	}
+}
+
+static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
+		     const struct tk_format_info *fi)
+{
+	struct tk_ipt_exec_stats s;
+	struct tk_ipt_exec *ex;
+	struct cli_ipt x;
+	struct tk_buf b;
+	int rc = 0, err = 0, status, json = o->to && !strcmp(o->to, "json");
+
+	if (o->to && !json && strcmp(o->to, "text")) {
+		cli_error(NULL, UINT64_MAX, "stats: --to %s: Intel PT statistics are text or json",
+			  o->to);
+		return EXIT_USAGE;
+	}
+	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
+		return status;
+	if (!(ex = tk_ipt_exec_new(x.img, &err))) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		cli_ipt_close(&x);
+		return EXIT_INPUT;
+	}
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = cli_ipt_stream_opts(&x, &x.s[i]);
+		struct tk_ipt_flow_stats one = { 0 };
+
+		rc = tk_ipt_exec_add(ex, x.s[i].data, x.s[i].len, &fo, &one);
+		x.s[i].gaps = one.gaps;
+	}
+	if (rc >= 0)
+		rc = tk_ipt_exec_finish(ex, &s);
+	tk_ipt_exec_free(ex);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		cli_ipt_close(&x);
+		return EXIT_INPUT;
+	}
+	if ((status = cli_out_open(o, &b))) {
+		cli_ipt_close(&x);
+		return status;
+	}
+	uint64_t n = s.insns, cond = s.kind[1];
+	uint64_t br = 0;
+	struct statout so = { &b, json, -1 };
+
+	for (unsigned k = 1; k < TK_IPT_EXEC_NKIND; k++)
+		br += s.kind[k];
+	if (json) {
+		tk_buf_puts(&b, "{\n  \"file\": ");
+		tk_buf_json_str(&b, file, strlen(file));
+		tk_buf_printf(&b, ",\n  \"format\": \"ipt\",\n  \"streams\": %zu,", x.n);
+	} else {
+		tk_buf_printf(&b, "%s: Intel PT, %zu stream%s\n", file, x.n, x.n == 1 ? "" : "s");
+	}
+	st_section(&so, "instructions", "instructions");
+	st_row(&so, "total", n, UINT64_MAX);
+	st_row(&so, "blocks executed", s.block_execs, UINT64_MAX);
+	if (s.undecoded || json)
+		st_row(&so, "not decodable now", s.undecoded, n);
+	st_section(&so, "instruction mix (Zydis categories)", "mix");
+	ranked_rows(&so, s.category, TK_IPT_EXEC_NCAT, n, tk_ipt_exec_category_name);
+	st_section(&so, "ISA extensions", "isa_extensions");
+	ranked_rows(&so, s.isa_ext, TK_IPT_EXEC_NEXT, n, tk_ipt_exec_isa_ext_name);
+	st_section(&so, "branches", "branches");
+	st_row(&so, "all", br, n);
+	st_row(&so, "conditional", cond, br);
+	st_row(&so, "conditional taken", s.cond_taken, cond);
+	st_row(&so, "conditional not taken", s.cond_not_taken, cond);
+	st_row(&so, "direct jumps", s.kind[2], br);
+	st_row(&so, "direct calls", s.kind[3], br);
+	st_row(&so, "returns", s.kind[4], br);
+	st_row(&so, "indirect jumps", s.kind[5], br);
+	st_row(&so, "indirect calls", s.kind[6], br);
+	st_row(&so, "far transfers", s.kind[7], br);
+	st_section(&so, "memory", "memory");
+	st_row(&so, "instructions reading memory", s.mem_read, n);
+	st_row(&so, "instructions writing memory", s.mem_write, n);
+	st_section(&so, "footprint", "footprint");
+	st_row(&so, "distinct blocks", s.distinct_blocks, UINT64_MAX);
+	st_row(&so, "distinct instructions", s.distinct_insns, UINT64_MAX);
+	st_row(&so, "code lines (64 bytes)", s.code_lines, UINT64_MAX);
+	st_section(&so, "trace", "trace");
+	st_row(&so, "tracing enabled", s.enables, UINT64_MAX);
+	st_row(&so, "tracing disabled", s.disables, UINT64_MAX);
+	st_row(&so, "asynchronous disables", s.async_disables, UINT64_MAX);
+	st_row(&so, "asynchronous branches", s.interrupts, UINT64_MAX);
+	st_row(&so, "overflows", s.flow.overflows, UINT64_MAX);
+	st_row(&so, "decode errors", s.flow.errors, UINT64_MAX);
+	if (json)
+		tk_buf_puts(&b, "\n  }\n}\n");
+	status = cli_out_close(&b);
+	int g = cli_ipt_report_gaps(file, &x, &s.flow.gaps);
+	if (x.skipped && g < EXIT_SKIPPED)
+		g = EXIT_SKIPPED;
+	cli_ipt_close(&x);
+	return status > g ? status : g;
+}
+
 static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		    const struct tk_format_info *fi)
 {
 	switch (fi->id) {
+	case TK_FMT_IPT:
+	case TK_FMT_PERF:
+		return ipt_stats(o, file, in, fi);
 	case TK_FMT_XTRACE_INSN:
 	case TK_FMT_XTRACE_SNAP:
 		return xtrace_stats(o, file, in, fi);

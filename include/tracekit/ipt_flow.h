@@ -103,6 +103,38 @@ enum tk_ipt_text_flags {
 int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats);
 
+/* ---- execution statistics (tracekit stats) ---------------------------------------------- */
+#define TK_IPT_EXEC_NCAT 128          /* instruction categories (Zydis's) */
+#define TK_IPT_EXEC_NEXT 128          /* ISA extensions (Zydis's) */
+#define TK_IPT_EXEC_NKIND 9           /* what ends a block: the flow's instruction classes */
+struct tk_ipt_exec_stats {
+	struct tk_ipt_flow_stats flow;  /* decoding: instructions, errors, gaps */
+	uint64_t insns, block_execs;    /* executions */
+	uint64_t cond_taken, cond_not_taken;   /* conditional branches, from the trace */
+	/* executions of the blocks that end in each class of instruction (index: the flow's
+	 * classes: 0 none (a block cut short), 1 conditional, 2 jump, 3 call, 4 return,
+	 * 5 indirect jump, 6 indirect call, 7 far transfer) */
+	uint64_t kind[TK_IPT_EXEC_NKIND];
+	uint64_t category[TK_IPT_EXEC_NCAT];   /* executions per instruction category */
+	uint64_t isa_ext[TK_IPT_EXEC_NEXT];    /* ... per ISA extension */
+	uint64_t mem_read, mem_write;   /* executions of instructions that read / write memory */
+	uint64_t undecoded;             /* executions whose code no longer decodes (0) */
+	uint64_t distinct_blocks, distinct_insns, code_lines;   /* footprint (64-byte lines) */
+	uint64_t enables, disables, async_disables, interrupts;
+};
+struct tk_ipt_exec;
+struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err);
+/* Decode one stream (chunks in parallel, opts->image replaced by the one given to new)
+ * and add what it executed; ONE (may be NULL) gets this stream's decoding counts. */
+int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
+		    const struct tk_ipt_flow_opts *opts, struct tk_ipt_flow_stats *one);
+/* The statistics of every stream added (the distinct blocks decoded once, now). */
+int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out);
+void tk_ipt_exec_free(struct tk_ipt_exec *x);
+/* Names of category and isa_ext indexes (NULL past the last). */
+const char *tk_ipt_exec_category_name(unsigned i);
+const char *tk_ipt_exec_isa_ext_name(unsigned i);
+
 /* ---- re-encoding ------------------------------------------------------------------------ */
 /* Write the flow of BUF again as a processor with return compression writes it: a return
  * to the top of the 64-entry stack of call return addresses becomes a taken TNT bit,

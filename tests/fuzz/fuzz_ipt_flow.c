@@ -147,6 +147,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		tk_buf_free(&out);
 	}
+	/* execution statistics (tracekit stats), in tiny chunks with the breaks: the blocks
+	 * they count hold every instruction decoded */
+	struct tk_ipt_exec *ex = tk_ipt_exec_new(img, NULL);
+	if (ex) {
+		struct tk_ipt_exec_stats es;
+		struct tk_ipt_flow_stats one;
+
+		if (tk_ipt_exec_add(ex, data, size, &o, &one) == 0 &&
+		    tk_ipt_exec_finish(ex, &es) == 0 && es.insns != one.insns)
+			abort();
+		tk_ipt_exec_free(ex);
+	}
 	static const uint64_t entries[] = { 0x1000, 0x1020, 0x1030, 0x1040 };
 	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = 4 };
 	struct prof_run r = { 0 };

@@ -1,0 +1,368 @@
+/* Execution statistics of Intel PT streams (tracekit stats): every block the flow executed
+ * is counted per chunk (in parallel) and every conditional outcome taken from the
+ * decoder's branch events; the distinct blocks are then decoded once for the instruction
+ * mix, memory operands, branch kinds and code footprint, each weighted by its executions.
+ * All exact: nothing is sampled. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <Zydis/Zydis.h>
+
+#include "isa/isa.h"
+#include "tracekit/ipt_flow.h"
+
+_Static_assert(ZYDIS_CATEGORY_MAX_VALUE < TK_IPT_EXEC_NCAT, "categories fit");
+_Static_assert(ZYDIS_ISA_EXT_MAX_VALUE < TK_IPT_EXEC_NEXT, "ISA extensions fit");
+
+/* ---- a table of blocks: (first, last instruction, mode) -> executions ----------------- */
+struct xblock {
+	uint64_t start, last;   /* start 0 and last 0: empty slot */
+	uint64_t execs;
+	uint32_t ninsn, mode;
+};
+
+struct xtable {
+	struct xblock *b;
+	size_t mask, used;
+};
+
+static size_t xslot(const struct xtable *t, uint64_t start, uint64_t last, uint32_t mode)
+{
+	return (size_t)tk_hash64(start ^ (last << 20) ^ mode) & t->mask;
+}
+
+static int xgrow(struct xtable *t)
+{
+	size_t n = t->mask ? (t->mask + 1) * 2 : 1024;
+	struct xblock *nb = calloc(n, sizeof(*nb)), *ob = t->b;
+	size_t om = t->mask;
+
+	if (!nb)
+		return -TK_E_NOMEM;
+	t->b = nb;
+	t->mask = n - 1;
+	for (size_t i = 0; ob && i <= om; i++) {
+		if (!ob[i].start && !ob[i].last)
+			continue;
+		size_t s = xslot(t, ob[i].start, ob[i].last, ob[i].mode);
+		while (t->b[s].start || t->b[s].last)
+			s = (s + 1) & t->mask;
+		t->b[s] = ob[i];
+	}
+	free(ob);
+	return 0;
+}
+
+/* EXECS more executions of the block; its slot is created when new. */
+static int xadd(struct xtable *t, uint64_t start, uint64_t last, uint32_t mode, uint32_t ninsn,
+		uint64_t execs)
+{
+	if ((t->used + 1) * 2 > t->mask + 1 && xgrow(t) < 0)
+		return -TK_E_NOMEM;
+	size_t s = xslot(t, start, last, mode);
+	for (;; s = (s + 1) & t->mask) {
+		struct xblock *b = &t->b[s];
+
+		if (b->start == start && b->last == last && b->mode == mode &&
+		    (start || last)) {
+			b->execs += execs;
+			return 0;
+		}
+		if (!b->start && !b->last) {
+			/* (a block at address 0 with its last there too is kept as 0..0: it
+			 * cannot be told from an empty slot, and code at 0 is no user code) */
+			if (!start && !last)
+				return 0;
+			*b = (struct xblock){ start, last, execs, ninsn, mode };
+			t->used++;
+			return 0;
+		}
+	}
+}
+
+/* ---- a set of 64-bit values (distinct instructions, code lines) ----------------------- */
+struct u64set {
+	uint64_t *v;               /* value + 1; 0 = empty */
+	size_t mask, used;
+};
+
+static int set_add(struct u64set *s, uint64_t x)
+{
+	if ((s->used + 1) * 2 > s->mask + 1) {
+		size_t n = s->mask ? (s->mask + 1) * 2 : 4096, om = s->mask;
+		uint64_t *nv = calloc(n, sizeof(*nv)), *ov = s->v;
+
+		if (!nv)
+			return -TK_E_NOMEM;
+		s->v = nv;
+		s->mask = n - 1;
+		for (size_t i = 0; ov && i <= om; i++)
+			if (ov[i]) {
+				size_t j = (size_t)tk_hash64(ov[i]) & s->mask;
+				while (s->v[j])
+					j = (j + 1) & s->mask;
+				s->v[j] = ov[i];
+			}
+		free(ov);
+	}
+	uint64_t k = x + 1;
+	size_t j = (size_t)tk_hash64(k) & s->mask;
+	for (; s->v[j]; j = (j + 1) & s->mask)
+		if (s->v[j] == k)
+			return 0;
+	s->v[j] = k;
+	s->used++;
+	return 1;
+}
+
+/* ---- decoding: one table and the outcome counts per chunk ------------------------------ */
+struct xpart {
+	struct xtable blocks;
+	uint64_t taken, not_taken, enables, disables, async_disables, interrupts;
+	int err;
+};
+
+struct tk_ipt_exec {
+	const struct tk_image *img;
+	struct xtable blocks;          /* every stream's, merged */
+	struct tk_ipt_exec_stats st;   /* counts of the events so far */
+	struct xpart **parts;          /* per chunk of the stream being decoded */
+	size_t nparts;
+};
+
+static int part_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct xpart *p = ctx;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_event *e = &ev[i];
+
+		switch (e->kind) {
+		case TK_EV_BLOCK:
+			if ((p->err = xadd(&p->blocks, e->addr, e->addr2, e->flags, (uint32_t)e->count,
+					   1)) < 0)
+				return p->err;
+			break;
+		case TK_EV_BRANCH:
+			if (e->flags & TK_BR_CONDITIONAL) {
+				if (e->flags & TK_BR_TAKEN)
+					p->taken++;
+				else
+					p->not_taken++;
+			}
+			break;
+		case TK_EV_ENABLE:
+			p->enables++;
+			break;
+		case TK_EV_DISABLE:
+			p->disables++;
+			if (e->flags & TK_IPT_DISABLE_ASYNC)
+				p->async_disables++;
+			break;
+		case TK_EV_INTERRUPT:
+			p->interrupts++;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct tk_ipt_exec *x = ctx;
+	struct xpart *p;
+
+	if (i >= x->nparts || !(p = calloc(1, sizeof(*p))))
+		return i >= x->nparts ? -TK_E_INTERNAL : -TK_E_NOMEM;
+	x->parts[i] = p;
+	tk_flow_set_branch_events(flow, 1);   /* every conditional outcome, as an event */
+	*sink = (struct tk_sink){ part_events, p };
+	return 0;
+}
+
+/* A chunk's counts into the total (they add up in any order; merged in order anyway). */
+static int exec_merge(void *ctx, size_t i)
+{
+	struct tk_ipt_exec *x = ctx;
+	struct xpart *p = x->parts[i];
+	int rc = 0;
+
+	if (!p)
+		return 0;
+	for (size_t s = 0; p->blocks.b && s <= p->blocks.mask && rc >= 0; s++) {
+		const struct xblock *b = &p->blocks.b[s];
+
+		if (b->start || b->last)
+			rc = xadd(&x->blocks, b->start, b->last, b->mode, b->ninsn, b->execs);
+	}
+	x->st.cond_taken += p->taken;
+	x->st.cond_not_taken += p->not_taken;
+	x->st.enables += p->enables;
+	x->st.disables += p->disables;
+	x->st.async_disables += p->async_disables;
+	x->st.interrupts += p->interrupts;
+	free(p->blocks.b);
+	free(p);
+	x->parts[i] = NULL;
+	return rc;
+}
+
+struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err)
+{
+	struct tk_ipt_exec *x = calloc(1, sizeof(*x));
+
+	if (!x || !img) {
+		free(x);
+		if (err)
+			*err = img ? -TK_E_NOMEM : -TK_E_INVAL;
+		return NULL;
+	}
+	x->img = img;
+	return x;
+}
+
+void tk_ipt_exec_free(struct tk_ipt_exec *x)
+{
+	if (!x)
+		return;
+	free(x->blocks.b);
+	free(x);
+}
+
+int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
+		    const struct tk_ipt_flow_opts *opts, struct tk_ipt_flow_stats *one)
+{
+	struct tk_ipt_flow_opts o = *opts;
+	struct tk_ipt_flow_stats fs = { 0 };
+	int64_t n;
+	int rc;
+
+	o.image = x->img;
+	if ((n = tk_ipt_flow_chunks(buf, len, &o, NULL, 0)) < 0)
+		return (int)n;
+	x->nparts = (size_t)n;
+	if (!(x->parts = calloc(x->nparts ? x->nparts : 1, sizeof(*x->parts))))
+		return -TK_E_NOMEM;
+	struct tk_ipt_flow_consumer c = { .begin = exec_begin, .merge = exec_merge, .ctx = x };
+
+	rc = tk_ipt_flow_decode(buf, len, &o, &c, &fs);
+	for (size_t i = 0; i < x->nparts; i++)
+		if (x->parts[i]) {
+			free(x->parts[i]->blocks.b);
+			free(x->parts[i]);
+		}
+	free(x->parts);
+	x->parts = NULL;
+	tk_ipt_flow_stats_add(&x->st.flow, &fs);
+	if (one)
+		*one = fs;
+	return rc;
+}
+
+/* The instructions of block B from the image, each counted B->execs times. */
+static int count_block(struct tk_ipt_exec *x, const ZydisDecoder *dec, const struct tk_isa *isa,
+		       const struct xblock *b, struct u64set *insns, struct u64set *lines)
+{
+	struct tk_ipt_exec_stats *st = &x->st;
+	uint64_t ip = b->start;
+	int rc;
+
+	for (uint32_t k = 0; k < b->ninsn; k++) {
+		uint8_t code[ZYDIS_MAX_INSTRUCTION_LENGTH];
+		ZydisDecodedInstruction in;
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		size_t have = 0;
+		const uint8_t *p = tk_image_ptr(x->img, ip, &have);
+
+		if (!p || have < sizeof code) {
+			/* near the end of a segment: as many bytes as there are */
+			int got = tk_image_read(x->img, ip, code, sizeof code);
+
+			have = got > 0 ? (size_t)got : 0;
+			p = code;
+		}
+		if (!have || !ZYAN_SUCCESS(ZydisDecoderDecodeFull(dec, p, have, &in, ops))) {
+			st->undecoded += b->execs * (b->ninsn - k);
+			return 0;
+		}
+		st->category[in.meta.category] += b->execs;
+		st->isa_ext[in.meta.isa_ext] += b->execs;
+		int rd = 0, wr = 0;
+		for (unsigned o = 0; o < in.operand_count_visible; o++)
+			if (ops[o].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+			    ops[o].mem.type != ZYDIS_MEMOP_TYPE_AGEN) {
+				rd |= (ops[o].actions & ZYDIS_OPERAND_ACTION_MASK_READ) != 0;
+				wr |= (ops[o].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) != 0;
+			}
+		st->mem_read += rd ? b->execs : 0;
+		st->mem_write += wr ? b->execs : 0;
+		if ((rc = set_add(insns, ip)) < 0)
+			return rc;
+		for (uint64_t l = ip >> 6; l <= (ip + in.length - 1) >> 6; l++)
+			if ((rc = set_add(lines, l)) < 0)
+				return rc;
+		if (k + 1 == b->ninsn) {
+			/* what ends the block: its branch (or nothing, where a block was cut) */
+			struct tk_isa_insn cls;
+
+			if (tk_isa_classify(isa, (int)b->mode, p, have, ip, &cls) == 0 &&
+			    cls.cls < TK_IPT_EXEC_NKIND)
+				st->kind[cls.cls] += b->execs;
+		}
+		ip += in.length;
+	}
+	return 0;
+}
+
+int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out)
+{
+	static const ZydisMachineMode mm[TK_ISA__MODES] = {
+		ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_MACHINE_MODE_LEGACY_32, ZYDIS_MACHINE_MODE_LEGACY_16
+	};
+	static const ZydisStackWidth sw[TK_ISA__MODES] = {
+		ZYDIS_STACK_WIDTH_64, ZYDIS_STACK_WIDTH_32, ZYDIS_STACK_WIDTH_16
+	};
+	ZydisDecoder dec[TK_ISA__MODES];
+	struct u64set insns = { 0 }, lines = { 0 };
+	struct tk_isa isa;
+	int rc = 0;
+
+	tk_isa_init(&isa);
+	for (int m = 0; m < TK_ISA__MODES; m++)
+		ZydisDecoderInit(&dec[m], mm[m], sw[m]);
+	x->st.insns = x->st.block_execs = 0;
+	memset(x->st.category, 0, sizeof x->st.category);
+	memset(x->st.isa_ext, 0, sizeof x->st.isa_ext);
+	memset(x->st.kind, 0, sizeof x->st.kind);
+	x->st.mem_read = x->st.mem_write = x->st.undecoded = 0;
+	for (size_t s = 0; x->blocks.b && s <= x->blocks.mask && rc >= 0; s++) {
+		const struct xblock *b = &x->blocks.b[s];
+
+		if (!b->start && !b->last)
+			continue;
+		x->st.insns += b->execs * b->ninsn;
+		x->st.block_execs += b->execs;
+		if (b->mode < TK_ISA__MODES)
+			rc = count_block(x, &dec[b->mode], &isa, b, &insns, &lines);
+	}
+	x->st.distinct_blocks = x->blocks.used;
+	x->st.distinct_insns = insns.used;
+	x->st.code_lines = lines.used;
+	free(insns.v);
+	free(lines.v);
+	*out = x->st;
+	return rc;
+}
+
+const char *tk_ipt_exec_category_name(unsigned i)
+{
+	return i <= ZYDIS_CATEGORY_MAX_VALUE ? ZydisCategoryGetString((ZydisInstructionCategory)i)
+					     : NULL;
+}
+
+const char *tk_ipt_exec_isa_ext_name(unsigned i)
+{
+	return i <= ZYDIS_ISA_EXT_MAX_VALUE ? ZydisISAExtGetString((ZydisISAExt)i) : NULL;
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# tracekit stats on Intel PT, against the instruction listing as ground truth. The trace is
+# a recorded run of a real program (tests/data/seams/lj.c over libc: loops, recursion,
+# longjmp) converted to what the hardware would write.
+# - instructions: those `decode` lists
+# - conditional branches taken / not taken: from the listing, a jcc is taken when the next
+#   instruction listed is its target (its operand), an independent count of what the
+#   stats take from the decoder's branch events
+# - calls and returns: the listing's call and ret lines; distinct instructions: its distinct
+#   addresses; the instruction mix adds up to the total
+# - the same numbers with -j 1, -j 2 and small chunks; perf.data of two CPUs: twice one
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -O1 -o "$work/lj" "$SRC/tests/data/seams/lj.c"
+libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
+"$TK" record --btrace -o "$work/lj.tkbt" --module main --module "$libc" -- "$work/lj" \
+	>/dev/null 2>"$work/rec.err" || { echo "record failed"; cat "$work/rec.err"; exit 1; }
+"$TK" convert --to ipt -q -o "$work/lj.pt" "$work/lj.tkbt"
+elfargs=()
+for m in $("$TK" info "$work/lj.tkbt" | awk '$1 == "module" {
+	for (i = 3; i < NF; i++) if ($i == "bias") printf "%s:%s ", $2, $(i + 1) }'); do
+	elfargs+=(--elf "$m")
+done
+"$TK" stats "${elfargs[@]}" "$work/lj.pt" >"$work/stats.txt"
+"$TK" decode "${elfargs[@]}" "$work/lj.pt" >"$work/list.txt"
+# the count of the row named $1 ("  NAME   COUNT  PERCENT")
+get() { awk -v k="$1" 'index($0, "  " k " ") == 1 {
+	for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) { print $i; exit } }' "$work/stats.txt"; }
+
+python3 - "$work/list.txt" >"$work/truth.txt" <<'PY'
+import re, sys
+insns = []
+for line in open(sys.argv[1]):
+    if line.startswith('['):
+        insns.append(None)          # an event: the next line does not follow
+        continue
+    addr, text = line.split(None, 1)
+    insns.append((int(addr, 16), text.split()))
+taken = not_taken = calls = rets = total = 0
+seen = set()
+for i, x in enumerate(insns):
+    if x is None:
+        continue
+    total += 1
+    seen.add(x[0])
+    m = x[1][0]
+    if m.startswith('call'):
+        calls += 1
+    elif m.startswith('ret'):
+        rets += 1
+    elif re.fullmatch(r'j(?!mp)[a-z]+|loop[a-z]*', m):
+        nxt = insns[i + 1] if i + 1 < len(insns) else None
+        if nxt is None:
+            continue                # the trace ends or stops here: no outcome to see
+        if nxt[0] == int(x[1][1], 16):
+            taken += 1
+        else:
+            not_taken += 1
+print('total', total)
+print('taken', taken)
+print('not_taken', not_taken)
+print('calls', calls)
+print('returns', rets)
+print('distinct', len(seen))
+PY
+truth() { awk -v k="$1" '$1 == k {print $2}' "$work/truth.txt"; }
+check() {
+	[ "$2" = "$3" ] || { echo "$1: stats say $2, the listing $3"; cat "$work/stats.txt"; exit 1; }
+}
+check "instructions" "$(get total)" "$(truth total)"
+check "conditional taken" "$(get 'conditional taken')" "$(truth taken)"
+check "conditional not taken" "$(get 'conditional not taken')" "$(truth not_taken)"
+check "calls" "$(( $(get 'direct calls') + $(get 'indirect calls') ))" "$(truth calls)"
+check "returns" "$(get returns)" "$(truth returns)"
+check "distinct instructions" "$(get 'distinct instructions')" "$(truth distinct)"
+[ "$(truth taken)" -gt 1000 ] && [ "$(truth not_taken)" -gt 1000 ] ||
+	{ echo "too few branches to test: $(truth taken) / $(truth not_taken)"; exit 1; }
+mix=$(awk '/^instruction mix/ {m = 1; next} /^[^ ]/ {m = 0} m {s += $2} END {print s}' "$work/stats.txt")
+check "instruction mix sum" "$mix" "$(truth total)"
+
+# JSON: the same rows
+"$TK" stats --to json "${elfargs[@]}" "$work/lj.pt" >"$work/stats.json"
+check "json: conditional taken" "$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["branches"]["conditional taken"])' "$work/stats.json")" "$(truth taken)"
+# the same for any -j and chunk size
+"$TK" stats -j 1 "${elfargs[@]}" "$work/lj.pt" | cmp -s - "$work/stats.txt" ||
+	{ echo "-j 1 differs"; exit 1; }
+TK_IPT_CHUNK=4096 "$TK" stats -j 2 "${elfargs[@]}" "$work/lj.pt" | cmp -s - "$work/stats.txt" ||
+	{ echo "4 KiB chunks on 2 threads differ"; exit 1; }
+# perf.data with the trace on two CPUs: every execution count doubles, the footprint not
+mods=()
+for m in "${elfargs[@]}"; do [ "$m" = --elf ] || mods+=(--module "$m"); done
+python3 "$SRC/tests/tools/mkperf.py" "$work/two.data" --queue 0:1:"$work/lj.pt" \
+	--queue 3:1:"$work/lj.pt" "${mods[@]}"
+"$TK" stats "$work/two.data" >"$work/two.txt"
+cp "$work/two.txt" "$work/stats.txt"
+check "two CPUs: instructions" "$(get total)" "$(( 2 * $(truth total) ))"
+check "two CPUs: conditional taken" "$(get 'conditional taken')" "$(( 2 * $(truth taken) ))"
+check "two CPUs: distinct instructions" "$(get 'distinct instructions')" "$(truth distinct)"
+echo "ipt stats: ok ($(truth total) instructions, $(truth taken) / $(truth not_taken) conditionals taken / not)"

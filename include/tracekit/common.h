@@ -246,6 +246,16 @@ static inline uint64_t tk_hash64(uint64_t x)
 	return x;
 }
 
+/* A set of 64-bit values (footprints: distinct lines, addresses). Zero-initialise it. The
+ * values are in slot[0, cap), stored + 1 (0: empty); n of them. */
+struct tk_u64set {
+	uint64_t *slot;
+	size_t cap, n;
+};
+/* 1 if X was added, 0 if it was there already, or -TK_E_NOMEM. X < UINT64_MAX. */
+int tk_u64set_add(struct tk_u64set *s, uint64_t x);
+void tk_u64set_free(struct tk_u64set *s);
+
 /* Where distributions install the separate debug file of a module whose GNU build id is
  * ID (N bytes): /usr/lib/debug/.build-id/ab/cdef....debug (Debian's libc6-dbg for libc).
  * Writes it to BUF; returns 0, or -1 if the id is shorter than 2 bytes or BUF too small.

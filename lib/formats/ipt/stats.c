@@ -80,41 +80,6 @@ static int xadd(struct xtable *t, uint64_t start, uint64_t last, uint32_t mode, 
 	}
 }
 
-/* ---- a set of 64-bit values (distinct instructions, code lines) ----------------------- */
-struct u64set {
-	uint64_t *v;               /* value + 1; 0 = empty */
-	size_t mask, used;
-};
-
-static int set_add(struct u64set *s, uint64_t x)
-{
-	if ((s->used + 1) * 2 > s->mask + 1) {
-		size_t n = s->mask ? (s->mask + 1) * 2 : 4096, om = s->mask;
-		uint64_t *nv = calloc(n, sizeof(*nv)), *ov = s->v;
-
-		if (!nv)
-			return -TK_E_NOMEM;
-		s->v = nv;
-		s->mask = n - 1;
-		for (size_t i = 0; ov && i <= om; i++)
-			if (ov[i]) {
-				size_t j = (size_t)tk_hash64(ov[i]) & s->mask;
-				while (s->v[j])
-					j = (j + 1) & s->mask;
-				s->v[j] = ov[i];
-			}
-		free(ov);
-	}
-	uint64_t k = x + 1;
-	size_t j = (size_t)tk_hash64(k) & s->mask;
-	for (; s->v[j]; j = (j + 1) & s->mask)
-		if (s->v[j] == k)
-			return 0;
-	s->v[j] = k;
-	s->used++;
-	return 1;
-}
-
 /* ---- decoding: one table and the outcome counts per chunk ------------------------------ */
 struct xpart {
 	struct xtable blocks;
@@ -263,7 +228,7 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 
 /* The instructions of block B from the image, each counted B->execs times. */
 static int count_block(struct tk_ipt_exec *x, const ZydisDecoder *dec, const struct tk_isa *isa,
-		       const struct xblock *b, struct u64set *insns, struct u64set *lines)
+		       const struct xblock *b, struct tk_u64set *insns, struct tk_u64set *lines)
 {
 	struct tk_ipt_exec_stats *st = &x->st;
 	uint64_t ip = b->start;
@@ -298,10 +263,10 @@ static int count_block(struct tk_ipt_exec *x, const ZydisDecoder *dec, const str
 			}
 		st->mem_read += rd ? b->execs : 0;
 		st->mem_write += wr ? b->execs : 0;
-		if ((rc = set_add(insns, ip)) < 0)
+		if ((rc = tk_u64set_add(insns, ip)) < 0)
 			return rc;
 		for (uint64_t l = ip >> 6; l <= (ip + in.length - 1) >> 6; l++)
-			if ((rc = set_add(lines, l)) < 0)
+			if ((rc = tk_u64set_add(lines, l)) < 0)
 				return rc;
 		if (k + 1 == b->ninsn) {
 			/* what ends the block: its branch (or nothing, where a block was cut) */
@@ -325,7 +290,7 @@ int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out)
 		ZYDIS_STACK_WIDTH_64, ZYDIS_STACK_WIDTH_32, ZYDIS_STACK_WIDTH_16
 	};
 	ZydisDecoder dec[TK_ISA__MODES];
-	struct u64set insns = { 0 }, lines = { 0 };
+	struct tk_u64set insns = { 0 }, lines = { 0 };
 	struct tk_isa isa;
 	int rc = 0;
 
@@ -348,10 +313,10 @@ int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out)
 			rc = count_block(x, &dec[b->mode], &isa, b, &insns, &lines);
 	}
 	x->st.distinct_blocks = x->blocks.used;
-	x->st.distinct_insns = insns.used;
-	x->st.code_lines = lines.used;
-	free(insns.v);
-	free(lines.v);
+	x->st.distinct_insns = insns.n;
+	x->st.code_lines = lines.n;
+	tk_u64set_free(&insns);
+	tk_u64set_free(&lines);
 	*out = x->st;
 	return rc;
 }

@@ -6,14 +6,11 @@
 
 #include "formats/xtrace/internal.h"
 
-/* ---- a set of 64-byte lines (open addressing; 0 marks empty, so line 0 is stored +1) -- */
+/* ---- a set of 64-byte lines, with a filter in front ------------------------------------ */
 struct lineset {
-	uint64_t *slot;
-	size_t cap, n;
+	struct tk_u64set set;
 	uint64_t recent[8192];   /* direct-mapped filter of lines known to be in the set */
 };
-
-static int lineset_add(struct lineset *s, uint64_t line);
 
 /* Most accesses hit a line seen a moment ago: check a small direct-mapped filter first. */
 static inline void lineset_note(struct lineset *s, uint64_t line)
@@ -22,39 +19,7 @@ static inline void lineset_note(struct lineset *s, uint64_t line)
 	if (*r == line + 1)
 		return;
 	*r = line + 1;
-	lineset_add(s, line);
-}
-
-static int lineset_add(struct lineset *s, uint64_t line)
-{
-	uint64_t key = line + 1;
-	if (2 * (s->n + 1) > s->cap) {
-		size_t ncap = s->cap ? 2 * s->cap : 1024;
-		uint64_t *ns = calloc(ncap, sizeof *ns);
-		if (!ns)
-			return -TK_E_NOMEM;
-		for (size_t i = 0; i < s->cap; i++) {
-			uint64_t k = s->slot[i];
-			if (!k)
-				continue;
-			size_t h = tk_hash64(k) & (ncap - 1);
-			while (ns[h])
-				h = (h + 1) & (ncap - 1);
-			ns[h] = k;
-		}
-		free(s->slot);
-		s->slot = ns;
-		s->cap = ncap;
-	}
-	size_t h = tk_hash64(key) & (s->cap - 1);
-	while (s->slot[h]) {
-		if (s->slot[h] == key)
-			return 0;
-		h = (h + 1) & (s->cap - 1);
-	}
-	s->slot[h] = key;
-	s->n++;
-	return 1;
+	tk_u64set_add(&s->set, line);
 }
 
 /* Per-chunk seam state kept in the stats so that merging in order is exact. */
@@ -83,7 +48,7 @@ void tk_xtrace_stats_free(struct tk_xtrace_stats *s)
 	struct lineset *ls[2] = { s->fp_code, s->fp_data };
 	for (int i = 0; i < 2; i++)
 		if (ls[i]) {
-			free(ls[i]->slot);
+			tk_u64set_free(&ls[i]->set);
 			free(ls[i]);
 		}
 	free(s->seam);
@@ -92,12 +57,12 @@ void tk_xtrace_stats_free(struct tk_xtrace_stats *s)
 
 uint64_t tk_xtrace_stats_code_lines(const struct tk_xtrace_stats *s)
 {
-	return s->fp_code ? ((struct lineset *)s->fp_code)->n : 0;
+	return s->fp_code ? ((struct lineset *)s->fp_code)->set.n : 0;
 }
 
 uint64_t tk_xtrace_stats_data_lines(const struct tk_xtrace_stats *s)
 {
-	return s->fp_data ? ((struct lineset *)s->fp_data)->n : 0;
+	return s->fp_data ? ((struct lineset *)s->fp_data)->set.n : 0;
 }
 
 void tk_xtrace_stats_merge(struct tk_xtrace_stats *into, const struct tk_xtrace_stats *from)
@@ -139,9 +104,9 @@ void tk_xtrace_stats_merge(struct tk_xtrace_stats *into, const struct tk_xtrace_
 		struct lineset *dst = sets[k][0], *src = sets[k][1];
 		if (!dst || !src)
 			continue;
-		for (size_t i = 0; i < src->cap; i++)
-			if (src->slot[i])
-				lineset_add(dst, src->slot[i] - 1);
+		for (size_t i = 0; i < src->set.cap; i++)
+			if (src->set.slot[i])
+				tk_u64set_add(&dst->set, src->set.slot[i] - 1);
 	}
 }
 

@@ -225,9 +225,11 @@ int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in
 /* perf.data: the line that names stream I (its queue) ahead of its output. */
 void cli_ipt_stream_header(struct tk_buf *out, const struct cli_ipt *x, size_t i);
 void cli_ipt_close(struct cli_ipt *x);
-/* The gaps on stderr: TOTAL for a raw stream, each queue's own for perf.data (its offsets
- * are in that queue's trace, so the queue is named). Returns an exit status. */
-int cli_ipt_report_gaps(const char *file, const struct cli_ipt *x, const struct tk_gap_stats *total);
+/* Decoding is over: what was left out or skipped on stderr (for perf.data each queue's
+ * gaps under its name: offsets are in that queue's trace), and the exit status. Streams
+ * carry their own gaps in cli_ipt_stream.gaps. */
+int cli_ipt_report(const struct cli_opts *o, const char *file, const struct cli_ipt *x,
+		   const struct tk_ipt_flow_stats *st);
 /* Add the mapped modules' symbols to SYM. */
 int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym);
 /* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into TIMING where it

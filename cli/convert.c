@@ -771,8 +771,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		if (x.perf && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
 			break;
 		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
-		st.insns += one.insns;
-		tk_gap_stats_merge(&st.gaps, &one.gaps);
+		tk_ipt_flow_stats_add(&st, &one);
 		x.s[i].gaps = one.gaps;
 	}
 	status = cli_timeline_close(&ct);
@@ -782,9 +781,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
-	rc = cli_ipt_report_gaps(file, &x, &st.gaps);
-	if (x.skipped && rc < EXIT_SKIPPED)
-		rc = EXIT_SKIPPED;
+	rc = cli_ipt_report(o, file, &x, &st);
 	cli_ipt_close(&x);
 	return rc > status ? rc : status;
 }

@@ -188,39 +188,6 @@ static int profile_stream(const struct cli_ipt *x, const struct cli_ipt_stream *
 	return rc;
 }
 
-/* Decoding is over: the summary of what was skipped, and the exit status. */
-static int ipt_report(const struct cli_opts *o, const char *file, const struct cli_ipt *x,
-		      const struct tk_ipt_flow_stats *st)
-{
-	int status = x->skipped ? EXIT_SKIPPED : EXIT_CLEAN;
-	uint64_t left_out = 0;
-
-	uint64_t apart = 0;
-
-	for (size_t i = 0; x->perf && i < x->aux.nqueues; i++) {
-		left_out += x->aux.queues[i].hole_bytes;
-		apart += x->aux.queues[i].holes;
-	}
-	if (left_out && !o->quiet && x->aux.pt.snapshot_mode)
-		fprintf(stderr, "tracekit: %s: snapshot mode: %llu snapshots do not overlap the one "
-			"before (the trace between them was not kept); %llu bytes before their "
-			"first PSBs left out\n", file, (unsigned long long)apart,
-			(unsigned long long)left_out);
-	else if (left_out && !o->quiet)
-		fprintf(stderr, "tracekit: %s: %llu bytes of trace after losses left out (up to the "
-			"next PSB)\n", file, (unsigned long long)left_out);
-	if (st->gaps.count) {
-		if (!o->quiet)
-			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
-				file, (unsigned long long)st->insns,
-				(unsigned long long)st->gaps.bytes_skipped);
-		int rc = cli_ipt_report_gaps(file, x, &st->gaps);
-		if (rc > status)
-			status = rc;
-	}
-	return status;
-}
-
 int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *x,
 		    struct tk_prof *total, struct tk_ipt_flow_stats *st)
 {
@@ -240,7 +207,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	return ipt_report(o, file, x, st);
+	return cli_ipt_report(o, file, x, st);
 }
 
 /* Intel PT into a profile written with the generic outputs (profile and convert). */
@@ -330,7 +297,7 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		cli_ipt_close(&x);
 		return EXIT_INPUT;
 	}
-	rc = ipt_report(o, file, &x, &st);
+	rc = cli_ipt_report(o, file, &x, &st);
 	cli_ipt_close(&x);
 	return rc > status ? rc : status;
 }

@@ -128,7 +128,9 @@ static int add_mappings(const struct cli_opts *o, const char *file, struct cli_i
 	return (int)x->nmods + x->vdso;
 }
 
-int cli_ipt_report_gaps(const char *file, const struct cli_ipt *x, const struct tk_gap_stats *total)
+/* The gaps on stderr: TOTAL for a raw stream, each queue's own for perf.data (its offsets
+ * are in that queue's trace, so the queue is named). */
+static int report_gaps(const char *file, const struct cli_ipt *x, const struct tk_gap_stats *total)
 {
 	int status = 0;
 
@@ -138,6 +140,37 @@ int cli_ipt_report_gaps(const char *file, const struct cli_ipt *x, const struct 
 		int rc = cli_report_gaps(x->s[i].label, &x->s[i].gaps, "gap");
 
 		status = rc > status ? rc : status;
+	}
+	return status;
+}
+
+/* Decoding is over: the summary of what was skipped, and the exit status. */
+int cli_ipt_report(const struct cli_opts *o, const char *file, const struct cli_ipt *x,
+		   const struct tk_ipt_flow_stats *st)
+{
+	int status = x->skipped ? EXIT_SKIPPED : EXIT_CLEAN;
+	uint64_t left_out = 0, apart = 0;
+
+	for (size_t i = 0; x->perf && i < x->aux.nqueues; i++) {
+		left_out += x->aux.queues[i].hole_bytes;
+		apart += x->aux.queues[i].holes;
+	}
+	if (left_out && !o->quiet && x->aux.pt.snapshot_mode)
+		fprintf(stderr, "tracekit: %s: snapshot mode: %llu snapshots do not overlap the one "
+			"before (the trace between them was not kept); %llu bytes before their "
+			"first PSBs left out\n", file, (unsigned long long)apart,
+			(unsigned long long)left_out);
+	else if (left_out && !o->quiet)
+		fprintf(stderr, "tracekit: %s: %llu bytes of trace after losses left out (up to the "
+			"next PSB)\n", file, (unsigned long long)left_out);
+	if (st->gaps.count) {
+		if (!o->quiet)
+			fprintf(stderr, "tracekit: %s: %llu instructions decoded, %llu bytes skipped\n",
+				file, (unsigned long long)st->insns,
+				(unsigned long long)st->gaps.bytes_skipped);
+		int rc = report_gaps(file, x, &st->gaps);
+		if (rc > status)
+			status = rc;
 	}
 	return status;
 }

@@ -636,9 +636,7 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	if (json)
 		tk_buf_puts(&b, "\n  }\n}\n");
 	status = cli_out_close(&b);
-	int g = cli_ipt_report_gaps(file, &x, &s.flow.gaps);
-	if (x.skipped && g < EXIT_SKIPPED)
-		g = EXIT_SKIPPED;
+	int g = cli_ipt_report(o, file, &x, &s.flow);
 	cli_ipt_close(&x);
 	return status > g ? status : g;
 }

@@ -98,4 +98,14 @@ cp "$work/two.txt" "$work/stats.txt"
 check "two CPUs: instructions" "$(get total)" "$(( 2 * $(truth total) ))"
 check "two CPUs: conditional taken" "$(get 'conditional taken')" "$(( 2 * $(truth taken) ))"
 check "two CPUs: distinct instructions" "$(get 'distinct instructions')" "$(truth distinct)"
+# a lost buffer: stats say so as decode does (the queue's gap, exit status 1), and count
+# what was decoded around it
+python3 "$SRC/tests/tools/mkperf.py" "$work/hole.data" --queue 0:1:"$work/lj.pt" "${mods[@]}" --drop 3
+rc=0
+"$TK" stats "$work/hole.data" >"$work/stats.txt" 2>"$work/hole.err" || rc=$?
+[ $rc = 1 ] && grep -q 'hole.data \[cpu 0\]: [0-9]* gaps\?, ' "$work/hole.err" &&
+	grep -q 'bytes of trace after losses left out' "$work/hole.err" ||
+	{ echo "lost buffer: exit $rc"; cat "$work/hole.err"; exit 1; }
+[ "$(get total)" -gt $(( $(truth total) / 2 )) ] && [ "$(get total)" -lt "$(truth total)" ] ||
+	{ echo "lost buffer: $(get total) instructions of $(truth total)"; exit 1; }
 echo "ipt stats: ok ($(truth total) instructions, $(truth taken) / $(truth not_taken) conditionals taken / not)"

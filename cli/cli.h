@@ -211,6 +211,7 @@ struct cli_ipt {
 	size_t nmods;
 	int perf;                   /* the input is perf.data */
 	int vdso;                   /* its vDSO is this machine's and in the image */
+	const char *kernel_elf;     /* the --elf argument placed where the kernel ran (FILE:BASE) */
 	int skipped;                /* perf.data records were skipped (exit status 1) */
 	/* what a stream's track number is: "cpu" (perf.data per-CPU queues: the CPU),
 	   "thread" (per-thread queues: the thread id; a raw trace: 0), "queue" (perf.data
@@ -220,7 +221,7 @@ struct cli_ipt {
 	struct cli_opts timing;     /* the options, perf's timing settings filled in */
 };
 /* CODE 0: only the packets are wanted (dump): no image is built. */
-int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+int cli_ipt_open(struct cli_opts *o, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, int code, struct cli_ipt *x);
 /* perf.data: the line that names stream I (its queue) ahead of its output. */
 void cli_ipt_stream_header(struct tk_buf *out, const struct cli_ipt *x, size_t i);
@@ -254,7 +255,7 @@ struct tk_trace_clock cli_ipt_clock(const struct cli_ipt *x);
 /* The decoder's options for stream S of X: the command line's, its track and breaks. */
 struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struct cli_ipt_stream *s);
 /* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */
-int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in,
+int cli_ipt_profile_out(struct cli_opts *o, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi);
 /* The streams of X into TOTAL (finished), stats summed into ST; gaps reported. */
 int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *x,

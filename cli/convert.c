@@ -712,12 +712,14 @@ static int perf_to_ipt(struct cli_opts *o, const char *file, struct tk_input *in
 				s->break_reason == TK_GAP_WRAP ? "snapshot gaps" : "losses",
 				cut_bytes ? " (packets cut off there left out)" : "");
 	}
-	if (!status && !o->quiet && x.nmods) {
+	if (!status && !o->quiet && (x.nmods || x.kernel_elf)) {
 		/* the code, spelled for tracekit decode and ptxed alike */
 		fprintf(stderr, "tracekit: the code:");
 		for (size_t i = 0; i < x.nmods; i++)
 			fprintf(stderr, " --elf %s:0x%llx", x.mods[i].path,
 				(unsigned long long)x.mods[i].base);
+		if (x.kernel_elf)
+			fprintf(stderr, " --elf %s", x.kernel_elf);
 		fprintf(stderr, "\n");
 	}
 	if (!status && (x.skipped || lost))

@@ -211,7 +211,7 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *
 }
 
 /* Intel PT into a profile written with the generic outputs (profile and convert). */
-int cli_ipt_profile_out(const struct cli_opts *o, const char *file, struct tk_input *in,
+int cli_ipt_profile_out(struct cli_opts *o, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi)
 {
 	struct tk_ipt_flow_stats st;

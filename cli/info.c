@@ -159,6 +159,17 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 			tk_buf_printf(out, "%02x", m->build_id[k]);
 		tk_buf_putc(out, '\n');
 	}
+	if (a.kernel.ref[0]) {
+		const struct tk_perf_kernel *k = &a.kernel;
+		tk_buf_printf(out, "  kernel:   0x%llx-0x%llx, %s at 0x%llx%s", (unsigned long long)k->start,
+			      (unsigned long long)(k->start + k->len), k->ref,
+			      (unsigned long long)k->ref_addr, a.pt_kernel ? ", traced" : "");
+		if (k->build_id_len)
+			tk_buf_puts(out, ", build-id ");
+		for (unsigned j = 0; j < k->build_id_len; j++)
+			tk_buf_printf(out, "%02x", k->build_id[j]);
+		tk_buf_putc(out, '\n');
+	}
 	if (a.aux_truncated || a.lost_records)
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,

@@ -243,7 +243,60 @@ out:
 	free(ids);
 }
 
-static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *data, size_t len,
+/* The kernel's ELF file (vmlinux) given without a base goes where the session's kernel ran:
+ * KASLR moves it by an offset chosen at boot, which perf's record of the kernel map gives
+ * (where its reference symbol, _text, was). The argument becomes FILE:BASE, for the image
+ * and the symbols alike. A vmlinux of another build is left out (its code would decode into
+ * instructions that never ran); FILE:BASE given by hand is taken as it is. */
+static void place_kernel(struct cli_opts *o, const char *file, struct cli_ipt *x)
+{
+	const struct tk_perf_kernel *k = &x->aux.kernel;
+	int found = 0;
+
+	for (int i = 0; k->ref[0] && i < o->n_elf; i++) {
+		const char *colon = strrchr(o->elf[i], ':');
+		uint64_t num, value, lowest;
+		char path[4096];
+		int has_base = colon && cli_parse_u64(colon + 1, &num) == 0;
+
+		snprintf(path, sizeof path, "%.*s", has_base ? (int)(colon - o->elf[i]) : 4095, o->elf[i]);
+		if (tk_image_elf_symbol(path, k->ref, &value, &lowest) < 0)
+			continue;   /* not a kernel */
+		found = 1;
+		if (has_base)
+			continue;   /* placed by hand */
+		if (k->build_id_len) {
+			uint8_t id[20];
+			int n = tk_image_elf_build_id(o->elf[i], id, sizeof id);
+			if (n != k->build_id_len || memcmp(id, k->build_id, (size_t)n) != 0) {
+				cli_warn(file, UINT64_MAX, "%s is not the kernel the session ran (its "
+					 "build-id differs from the recorded one): left out; give --elf "
+					 "%s:BASE to use it anyway", o->elf[i], o->elf[i]);
+				memmove(&o->elf[i], &o->elf[i + 1], (size_t)(o->n_elf - i - 1) * sizeof *o->elf);
+				o->n_elf--;
+				i--;
+				continue;
+			}
+		}
+		/* the options' lifetime: the process's (and at most one rewrite per argument) */
+		static char placed[CLI_MAX_LIST][sizeof path + 20];
+		uint64_t base = lowest + (k->ref_addr - value);
+		char *arg = placed[i];
+		snprintf(arg, sizeof placed[i], "%s:0x%llx", path, (unsigned long long)base);
+		if (!o->quiet)
+			cli_error(file, UINT64_MAX, "%s placed at 0x%llx, where the session's "
+				 "kernel ran (%s at 0x%llx: KASLR offset 0x%llx)", o->elf[i],
+				 (unsigned long long)base, k->ref, (unsigned long long)k->ref_addr,
+				 (unsigned long long)(k->ref_addr - value));
+		o->elf[i] = x->kernel_elf = arg;
+	}
+	if (!found && x->aux.pt_kernel && !o->quiet)
+		cli_warn(file, UINT64_MAX, "the session traced the kernel too, and no kernel "
+			 "image was given: its code is missing (gaps); give --elf vmlinux (the "
+			 "running kernel's, with symbols) to follow it");
+}
+
+static int open_perf(struct cli_opts *o, const char *file, const uint8_t *data, size_t len,
 		     int code, struct cli_ipt *x)
 {
 	struct cli_perf_diag d = { file, o->quiet, 0 };
@@ -300,13 +353,14 @@ static int open_perf(const struct cli_opts *o, const char *file, const uint8_t *
 	int loaded = add_mappings(o, file, x);
 	if (loaded < 0)
 		return EXIT_INPUT;
+	place_kernel(o, file, x);
 	if (!loaded && !o->n_elf && !o->n_raw && !o->quiet)
 		cli_warn(file, UINT64_MAX, "no mapped file could be loaded and no --elf or --raw "
 			 "given: no code to follow");
 	return 0;
 }
 
-int cli_ipt_open(const struct cli_opts *o, const char *file, struct tk_input *in,
+int cli_ipt_open(struct cli_opts *o, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, int code, struct cli_ipt *x)
 {
 	const uint8_t *data;

@@ -23,6 +23,10 @@ int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int 
  * holds PGOFF. */
 int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,
 			uint64_t *base);
+/* The value of symbol NAME (from .symtab) of an ET_EXEC file such as vmlinux, and the
+ * address of its lowest loadable segment. -TK_E_NOT_FOUND without it; -TK_E_BAD_FORMAT for
+ * other files (shared objects, position-independent programs). */
+int tk_image_elf_symbol(const char *path, const char *name, uint64_t *value, uint64_t *lowest);
 /* The GNU build-id of an ELF file into ID (at most CAP bytes): its length, 0 if it has
  * none, or -TK_E_*. */
 int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap);

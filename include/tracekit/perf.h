@@ -50,6 +50,17 @@ struct tk_perf_mmap {
 	uint8_t build_id_len;
 };
 
+/* The kernel's text as the session saw it (perf's MMAP record of "[kernel.kallsyms]" plus
+ * a reference symbol, pid -1): where the symbol REF was at run time, which with the
+ * kernel's ELF file (vmlinux) gives its KASLR offset. ref[0] 0: no such record. */
+struct tk_perf_kernel {
+	char ref[32];             /* the reference symbol: "_text" or "_stext" */
+	uint64_t ref_addr;        /* its run-time address (the record's pgoff) */
+	uint64_t start, len;      /* the kernel map */
+	uint8_t build_id[20];     /* as recorded (build-id table or MMAP2); len 0: none */
+	uint8_t build_id_len;
+};
+
 /* The Intel PT settings of the session (PERF_RECORD_AUXTRACE_INFO). */
 struct tk_perf_pt_info {
 	uint64_t pmu_type, time_shift, time_mult, time_zero, cap_user_time_zero;
@@ -64,6 +75,8 @@ struct tk_perf_aux {
 	uint32_t aux_type;        /* TK_PERF_AUX_* (another number: another kind of trace) */
 	struct tk_perf_pt_info pt;
 	uint64_t pt_config;       /* the intel_pt event's config (its attr) */
+	int pt_kernel;            /* its attr traced the kernel (exclude_kernel clear) */
+	struct tk_perf_kernel kernel;
 	struct tk_perf_queue *queues;
 	size_t nqueues;
 	struct tk_perf_mmap *mmaps;

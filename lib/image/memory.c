@@ -321,6 +321,60 @@ int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_
 	return 0;
 }
 
+/* The value of symbol NAME in an ET_EXEC file's symbol table, and the address of its lowest
+ * loadable segment (what tk_image_add_elf's BASE places). */
+int tk_image_elf_symbol(const char *path, const char *name, uint64_t *value, uint64_t *lowest)
+{
+	uint64_t minaddr = UINT64_MAX;
+	int found = 0, fd;
+	size_t nph;
+	GElf_Ehdr eh;
+	Elf *elf;
+
+	if (!path || !name || !value || !lowest)
+		return -TK_E_INVAL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -TK_E_IO;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_type != ET_EXEC ||
+	    elf_getphdrnum(elf, &nph) != 0) {
+		if (elf)
+			elf_end(elf);
+		close(fd);
+		return -TK_E_BAD_FORMAT;
+	}
+	nph = tk_elf_phdr_count(elf);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < minaddr)
+			minaddr = ph.p_vaddr;
+	}
+	for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *n;
+			if (gelf_getsym(d, (int)i, &sym) && sym.st_shndx != SHN_UNDEF &&
+			    (n = elf_strptr(elf, sh.sh_link, sym.st_name)) && !strcmp(n, name)) {
+				*value = sym.st_value;
+				found = 1;
+				break;
+			}
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	if (!found || minaddr == UINT64_MAX)
+		return -TK_E_NOT_FOUND;
+	*lowest = minaddr;
+	return 0;
+}
+
 /* Split "FILE:NUM" at the last colon when what follows parses as a number. */
 static int split_arg(const char *arg, char **file, uint64_t *num, int *has_num)
 {

@@ -19,6 +19,9 @@
 #   and their build-ids; a file whose build-id differs from the recorded one is left out
 # - code mappings that overlap other code are named
 # - the vDSO's code comes from this machine when the session ran on this kernel
+# - the kernel: `--elf vmlinux` is placed where the session's kernel ran (KASLR), as perf
+#   script --vmlinux places it; a vmlinux of another build is left out; without one a
+#   warning says the kernel was traced
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -325,6 +328,68 @@ rc=0
 "$TK" decode --no-disasm "$work/vdso2.data" >"$work/vdso2.txt" 2>"$work/vdso2.err" || rc=$?
 [ $rc = 1 ] && grep -q 'no code in the image at 00007fff0000' "$work/vdso2.txt" &&
 	grep -q "is not this kernel's" "$work/vdso2.err" || { echo "vdso of another kernel: not a gap"; exit 1; }
+# the kernel, moved by KASLR: a vmlinux-like ELF file linked at 0xffffffff81000000, and a
+# trace of its code 0x2e400000 higher (a call, a compressed return, a return out of it)
+cat >"$work/k.S" <<'ASM'
+	.text
+	.globl _text, k_entry, k_leaf
+	.type k_entry, @function
+	.type k_leaf, @function
+_text:
+k_entry:
+	mov $1, %eax
+	add %eax, %eax
+	call k_leaf
+	ret
+k_leaf:
+	nop
+	ret
+ASM
+mkdir "$work/kern"
+cc -nostdlib -static -no-pie -Wl,-z,noseparate-code -Wl,-Ttext-segment=0xffffffff81000000 \
+	-Wl,--build-id -Wl,-e,k_entry -o "$work/kern/vmlinux" "$work/k.S"
+ktext=$(nm "$work/kern/vmlinux" | awk '$3 == "_text" {print "0x" $1}')
+krun=$(printf '0x%x' $((ktext + 0x2e400000)))
+kid=$(readelf -n "$work/kern/vmlinux" | awk '/Build ID/ {print $3}')
+python3 - "$work/k.pt" "$krun" <<'PY'
+import struct, sys
+# PSB, PSBEND, MODE.Exec 64-bit, TIP.PGE (6 bytes), TNT: the return taken, TIP.PGD (no IP)
+open(sys.argv[1], 'wb').write(bytes([2, 0x82] * 8 + [2, 0x23, 0x99, 0x01, 0x71]) +
+                              struct.pack('<Q', int(sys.argv[2], 0))[:6] + bytes([0x06, 0x01]))
+PY
+python3 "$SRC/tests/tools/mkperf.py" "$work/k.data" --queue 0:1:"$work/k.pt" --kernel "$krun":"$kid"
+python3 "$SRC/tests/tools/mkperf.py" "$work/k1.data" --queue 0:1:"$work/k.pt" --kernel "$krun"
+python3 "$SRC/tests/tools/mkperf.py" "$work/k2.data" --queue 0:1:"$work/k.pt" \
+	--kernel "$krun":00112233445566778899aabbccddeeff00112233
+(cd "$work/kern" && PERF_BUILDID_DIR="$work/kern/.debug" perf script --itrace=i0ns -F ip \
+	--vmlinux vmlinux -i "$work/k.data" 2>/dev/null) | awk '{print $1}' >"$work/k.perf"
+[ "$(wc -l <"$work/k.perf")" = 6 ] || { echo "kernel: perf script gave"; cat "$work/k.perf"; exit 1; }
+for d in k k1; do
+	"$TK" decode --no-disasm --elf "$work/kern/vmlinux" "$work/$d.data" 2>"$work/$d.err" |
+		grep -v '^\[' | sed 's/^0*//' >"$work/$d.tk" ||
+		{ echo "kernel $d: decode failed"; cat "$work/$d.err"; exit 1; }
+	cmp -s "$work/k.perf" "$work/$d.tk" ||
+		{ echo "kernel $d: not perf's instructions"; diff "$work/k.perf" "$work/$d.tk"; exit 1; }
+	grep -q "KASLR offset 0x2e400000" "$work/$d.err" || { echo "kernel $d: no note"; cat "$work/$d.err"; exit 1; }
+done
+"$TK" info "$work/k.data" | grep -q "kernel:   .*_text at $krun, traced, build-id $kid" ||
+	{ echo "kernel: info"; "$TK" info "$work/k.data"; exit 1; }
+"$TK" profile --to csv --elf "$work/kern/vmlinux" "$work/k.data" 2>/dev/null | grep -q '^"k_leaf",1,' ||
+	{ echo "kernel: profile"; "$TK" profile --elf "$work/kern/vmlinux" "$work/k.data"; exit 1; }
+"$TK" convert --to ipt -o "$work/k.out" --elf "$work/kern/vmlinux" "$work/k.data" 2>&1 |
+	grep -q -- "the code: --elf $work/kern/vmlinux:0xffffffffaf400000" ||
+	{ echo "kernel: convert --to ipt does not name its place"; exit 1; }
+rc=0
+"$TK" decode --no-disasm --elf "$work/kern/vmlinux" "$work/k2.data" >"$work/k2.txt" 2>"$work/k2.err" || rc=$?
+[ $rc = 1 ] && grep -q "no code in the image at ${krun#0x}" "$work/k2.txt" &&
+	grep -q "is not the kernel the session ran" "$work/k2.err" ||
+	{ echo "kernel of another build: not left out"; cat "$work/k2.err" "$work/k2.txt"; exit 1; }
+"$TK" decode --no-disasm --elf "$work/kern/vmlinux:0xffffffffaf400000" "$work/k2.data" |
+	grep -q "^${krun#0x}" || { echo "kernel placed by hand: not taken"; exit 1; }
+rc=0
+"$TK" decode --no-disasm "$work/k.data" >/dev/null 2>"$work/k3.err" || rc=$?
+[ $rc = 1 ] && grep -q "the session traced the kernel too" "$work/k3.err" ||
+	{ echo "kernel traced, no vmlinux: no warning"; cat "$work/k3.err"; exit 1; }
 # a hostile snapshot file: the newer snapshot begins like the end of the older one for
 # 32 KB and then differs, so each of the older one's 1,000 later PSBs would be compared
 # over 32 KB (quadratic in the size); the search gives up and reads it as not overlapping

@@ -6,7 +6,7 @@ padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has
 
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
-                 [--per-thread]
+                 [--per-thread] [--kernel ADDR[:BUILDID]]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -17,6 +17,10 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --tsc-hz HZ  the TSC's frequency, given as perf gives it (time_shift and time_mult in
                AUXTRACE_INFO: ns = ticks * mult >> shift); none by default
   --per-thread  buffers per thread (perf record --per-thread): queues given as -1:TID:PTFILE
+  --kernel ADDR[:BUILDID]  the kernel traced too (perf record -e intel_pt//): the attr
+               without exclude_kernel, and perf's record of the kernel map,
+               "[kernel.kallsyms]_text" with _text's run-time address ADDR (an MMAP record;
+               an MMAP2 carrying BUILDID when given)
   --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
                (at the next packet boundary with --packets), each holding the SIZE bytes
                before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
@@ -27,8 +31,8 @@ import struct
 
 PMU_TYPE = 8                      # the intel_pt PMU's type number (sysfs gives it)
 ATTR_SIZE = 128                   # PERF_ATTR_SIZE_VER7
-REC_MMAP2, REC_AUX, REC_AUXTRACE_INFO, REC_AUXTRACE = 10, 11, 70, 71
-MISC_USER = 2
+REC_MMAP, REC_MMAP2, REC_AUX, REC_AUXTRACE_INFO, REC_AUXTRACE = 1, 10, 11, 70, 71
+MISC_KERNEL, MISC_USER = 1, 2
 # config: pt, tsc, branch enable, mtc period 3 (tools/perf's intel_pt format)
 SAMPLE_TYPE = 1 | 2 | 4 | 128 | 65536   # ip, tid, time, cpu, identifier
 EVENT_ID = 1
@@ -72,11 +76,14 @@ def main():
     ap.add_argument('--snapshot')
     ap.add_argument('--tsc-hz', type=int, default=0)
     ap.add_argument('--per-thread', action='store_true')
+    ap.add_argument('--kernel')
     a = ap.parse_args()
 
     # attr: type, size, config, sample_period, sample_type, read_format, flags, the rest 0
     # exclude_kernel, mmap, comm, sample_id_all (perf orders records by it), mmap2
     flags = (1 << 5) | (1 << 8) | (1 << 9) | (1 << 18) | (1 << 23)
+    if a.kernel:
+        flags &= ~(1 << 5)
     attr = struct.pack('<IIQQQQQ', PMU_TYPE, ATTR_SIZE, CONFIG, 1, SAMPLE_TYPE, 0, flags)
     attr += b'\0' * (ATTR_SIZE - len(attr))
 
@@ -118,6 +125,21 @@ def main():
         body = struct.pack('<IIQQQ', a.pid, a.pid, int(addr, 0), 0x2000, 0) + ident + \
             struct.pack('<II', 5, 2) + b'[vdso]\0\0' + sample_id(a.pid, a.pid, 0, 0)
         data += rec(REC_MMAP2, MISC_USER | 0x4000, body)
+
+    if a.kernel:
+        # pid -1 (the host's kernel), the map from _text for 16 MiB, pgoff: _text's address
+        addr, _, bid = a.kernel.partition(':')
+        addr = int(addr, 0)
+        head = struct.pack('<IIQQQ', 0xffffffff, 0, addr, 16 << 20, addr)
+        name = b'[kernel.kallsyms]_text\0'
+        name += b'\0' * (-len(name) % 8)
+        if bid:
+            bid = bytes.fromhex(bid)
+            ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
+            data += rec(REC_MMAP2, MISC_KERNEL | 0x4000, head + ident + struct.pack('<II', 5, 2) +
+                        name + sample_id(0xffffffff, 0, 0, 0))
+        else:
+            data += rec(REC_MMAP, MISC_KERNEL, head + name + sample_id(0xffffffff, 0, 0, 0))
 
     queues = []
     for idx, q in enumerate(a.queue):

@@ -29,6 +29,9 @@ enum {
 #define MISC_MMAP_BUILD_ID 0x4000 /* MMAP2 carries a build-id instead of the device */
 #define MISC_BUILD_ID_SIZE 0x8000 /* a build-id table entry gives its size */
 #define FEAT_BUILD_ID 2          /* HEADER_BUILD_ID: the build-id table */
+#define KERNEL_MAP "[kernel.kallsyms]"   /* the kernel's map: this, then a symbol's name */
+#define KERNEL_MAP_LEN (sizeof KERNEL_MAP - 1)
+#define ATTR_EXCLUDE_KERNEL (1u << 5)     /* perf_event_attr's flags word */
 #define AUX_FLAG_TRUNCATED 1
 #define AUXTRACE_SIZE 48         /* header and size, offset, reference, idx, tid, cpu, pad */
 #define PROT_EXEC_BIT 4
@@ -293,8 +296,23 @@ static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr,
 	struct tk_perf_aux *a = r->aux;
 	size_t n = strnlen((const char *)name, max);
 
+	if (n > KERNEL_MAP_LEN && pid == UINT32_MAX && !memcmp(name, KERNEL_MAP, KERNEL_MAP_LEN)) {
+		/* the host kernel ("[kernel.kallsyms]_text"): no file, but where it ran */
+		struct tk_perf_kernel *k = &a->kernel;
+		size_t rl = n - KERNEL_MAP_LEN < sizeof k->ref - 1 ? n - KERNEL_MAP_LEN : sizeof k->ref - 1;
+		memcpy(k->ref, name + KERNEL_MAP_LEN, rl);
+		k->ref[rl] = 0;
+		k->ref_addr = pgoff;
+		k->start = addr;
+		k->len = len;
+		if (bid && bid_len && bid_len <= sizeof k->build_id) {
+			memcpy(k->build_id, bid, bid_len);
+			k->build_id_len = (uint8_t)bid_len;
+		}
+		return 0;
+	}
 	if (!n || (name[0] != '/' && !(n == 6 && !memcmp(name, "[vdso]", 6))))
-		return 0;   /* //anon, [kernel.kallsyms]_text, [vsyscall]: no code to read */
+		return 0;   /* //anon, [vsyscall], modules' (ET_REL) mappings: no code to read */
 	void *m = realloc(a->mmaps, (a->nmmaps + 1) * sizeof(*a->mmaps));
 	if (!m)
 		return -TK_E_NOMEM;
@@ -525,6 +543,12 @@ static void read_build_ids(struct reader *r, const uint8_t *p, size_t n, uint64_
 		unsigned idlen = misc & MISC_BUILD_ID_SIZE ? p[e + 32] : 20;
 		size_t namemax = size - 36;
 		const char *name = (const char *)p + e + 36;
+		struct tk_perf_kernel *k = &r->aux->kernel;
+		if (idlen <= 20 && k->ref[0] && !k->build_id_len &&
+		    strnlen(name, namemax) == KERNEL_MAP_LEN && !memcmp(name, KERNEL_MAP, KERNEL_MAP_LEN)) {
+			memcpy(k->build_id, id, idlen);
+			k->build_id_len = (uint8_t)idlen;
+		}
 		for (size_t i = 0; idlen <= 20 && i < r->aux->nmmaps; i++) {
 			struct tk_perf_mmap *m = &r->aux->mmaps[i];
 			if (!m->build_id_len && strnlen(name, namemax) == strlen(m->path) &&
@@ -598,8 +622,11 @@ static int read_file(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 		if (a > n || attr_size > n - a)
 			break;
 		if (aux->aux_type == TK_PERF_AUX_INTEL_PT && aux->pt.nfields &&
-		    tk_le32(p + a) == aux->pt.pmu_type)
+		    tk_le32(p + a) == aux->pt.pmu_type) {
 			aux->pt_config = tk_le64(p + a + 8);
+			/* type, size, config, period, sample type, read format, flags */
+			aux->pt_kernel = attr_size >= 48 && !(tk_le64(p + a + 40) & ATTR_EXCLUDE_KERNEL);
+		}
 	}
 	if (r.pend_len && rc >= 0)
 		problem(&r, data, "compressed records end inside a record (%zu bytes left)",

@@ -23,7 +23,9 @@
 # named by a hash of the recorded program's input files: a changed input is recorded again.
 # Besides the medians of each command's runs, the one-core ratios to pt_blk are measured
 # in interleaved rounds (pt_blk, then tracekit right after it: bench_interleaved_ratio),
-# which this machine's drifting speed does not bias.
+# which this machine's drifting speed does not bias. "profile's walk alone" is
+# bench/ipt-walk-floor.c: profile's decoding (count mode) with its events thrown away, the
+# least `profile -j 1` can take whatever its builder costs.
 # usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5; BENCH_CASES="libc llvm-O2
 #        gzip libc-walk llvm-walk" to choose)
 set -euo pipefail
@@ -45,6 +47,7 @@ LIBS="-lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl"
 gcc -O2 -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 	-I"$SRC/include" "$BUILD/libtracekit.a" $LIBS
 gcc -O2 -o "$W/blk" "$SRC/bench/ipt-blk.c" -lipt -lelf
+gcc -O2 -o "$W/floor" "$SRC/bench/ipt-walk-floor.c" -I"$SRC/include" "$BUILD/libtracekit.a" $LIBS
 LLVM=$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1[0-9].so.1 2>/dev/null | tail -n 1 || true)
 
 # run_case NAME PT ARGS NODIS_PT: NODIS_PT is a smaller input for the text output (17
@@ -61,6 +64,9 @@ run_case() {
 	t_stat2=$(bench_time "$TK" decode --stat -j 2 $args "$pt")
 	t_prof1=$(bench_time "$TK" profile -j 1 $args "$pt")
 	t_prof2=$(bench_time "$TK" profile -j 2 $args "$pt")
+	# profile's decoding with its events thrown away: the least profile -j 1 can take
+	local t_floor
+	t_floor=$(bench_time "$W/floor" "$pt" $args)
 	local ninsns
 	ninsns=$("$TK" decode --stat -j 1 $args "$npt" | awk '/^insn:/ {print $2}' || true)
 	t_nodis1=$(bench_time "$TK" decode --no-disasm -j 1 -o "$OUTDIR/out.txt" $args "$npt")
@@ -75,6 +81,7 @@ run_case() {
 	printf '%-36s %8s s  %sx -j 1\n' "tracekit decode --stat -j 2" "$t_stat2" "$(bench_ratio "$t_stat1" "$t_stat2")"
 	printf '%-36s %8s s  %sx pt_blk\n' "tracekit profile -j 1" "$t_prof1" "$(bench_ratio "$t_blk" "$t_prof1")"
 	printf '%-36s %8s s  %sx -j 1\n' "tracekit profile -j 2" "$t_prof2" "$(bench_ratio "$t_prof1" "$t_prof2")"
+	printf '%-36s %8s s  %sx pt_blk\n' "profile's walk alone (floor)" "$t_floor" "$(bench_ratio "$t_blk" "$t_floor")"
 	printf '%-36s %8s   %sx pt_blk\n' "interleaved rounds: decode --stat -j 1" "" \
 		"$(bench_interleaved_ratio "$W/blk $pt $args" "$TK decode --stat -j 1 $args $pt")"
 	printf '%-36s %8s   %sx pt_blk\n' "interleaved rounds: profile -j 1" "" \

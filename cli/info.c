@@ -170,6 +170,9 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 			tk_buf_printf(out, "%02x", k->build_id[j]);
 		tk_buf_putc(out, '\n');
 	}
+	if (a.kernel_modules)
+		tk_buf_printf(out, "  modules:  %llu kernel modules mapped (their code is not loaded)\n",
+			      (unsigned long long)a.kernel_modules);
 	if (a.aux_truncated || a.lost_records)
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,

@@ -290,6 +290,10 @@ static void place_kernel(struct cli_opts *o, const char *file, struct cli_ipt *x
 				 (unsigned long long)(k->ref_addr - value));
 		o->elf[i] = x->kernel_elf = arg;
 	}
+	if (x->aux.pt_kernel && x->aux.kernel_modules && !o->quiet)
+		cli_warn(file, UINT64_MAX, "%llu kernel modules were mapped: their code is not "
+			 "loaded (trace inside them shows as gaps)",
+			 (unsigned long long)x->aux.kernel_modules);
 	if (!found && x->aux.pt_kernel && !o->quiet)
 		cli_warn(file, UINT64_MAX, "the session traced the kernel too, and no kernel "
 			 "image was given: its code is missing (gaps); give --elf vmlinux (the "

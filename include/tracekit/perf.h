@@ -77,6 +77,8 @@ struct tk_perf_aux {
 	uint64_t pt_config;       /* the intel_pt event's config (its attr) */
 	int pt_kernel;            /* its attr traced the kernel (exclude_kernel clear) */
 	struct tk_perf_kernel kernel;
+	uint64_t kernel_modules;  /* the kernel's modules' maps (pid -1): not in mmaps (a .ko
+				     file is not linked to an address) */
 	struct tk_perf_queue *queues;
 	size_t nqueues;
 	struct tk_perf_mmap *mmaps;

@@ -370,10 +370,13 @@ for d in k k1; do
 		{ echo "kernel $d: decode failed"; cat "$work/$d.err"; exit 1; }
 	cmp -s "$work/k.perf" "$work/$d.tk" ||
 		{ echo "kernel $d: not perf's instructions"; diff "$work/k.perf" "$work/$d.tk"; exit 1; }
-	grep -q "KASLR offset 0x2e400000" "$work/$d.err" || { echo "kernel $d: no note"; cat "$work/$d.err"; exit 1; }
+	grep -q "KASLR offset 0x2e400000" "$work/$d.err" && grep -q "1 kernel modules were mapped" "$work/$d.err" ||
+		{ echo "kernel $d: no note"; cat "$work/$d.err"; exit 1; }
 done
 "$TK" info "$work/k.data" | grep -q "kernel:   .*_text at $krun, traced, build-id $kid" ||
 	{ echo "kernel: info"; "$TK" info "$work/k.data"; exit 1; }
+"$TK" info "$work/k.data" | grep -q "modules:  1 kernel modules mapped" ||
+	{ echo "kernel: info of modules"; "$TK" info "$work/k.data"; exit 1; }
 "$TK" profile --to csv --elf "$work/kern/vmlinux" "$work/k.data" 2>/dev/null | grep -q '^"k_leaf",1,' ||
 	{ echo "kernel: profile"; "$TK" profile --elf "$work/kern/vmlinux" "$work/k.data"; exit 1; }
 "$TK" convert --to ipt -o "$work/k.out" --elf "$work/kern/vmlinux" "$work/k.data" 2>&1 |

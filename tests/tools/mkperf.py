@@ -20,7 +20,7 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --kernel ADDR[:BUILDID]  the kernel traced too (perf record -e intel_pt//): the attr
                without exclude_kernel, and perf's record of the kernel map,
                "[kernel.kallsyms]_text" with _text's run-time address ADDR (an MMAP record;
-               an MMAP2 carrying BUILDID when given)
+               an MMAP2 carrying BUILDID when given), then a module's map
   --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
                (at the next packet boundary with --packets), each holding the SIZE bytes
                before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
@@ -140,6 +140,12 @@ def main():
                         name + sample_id(0xffffffff, 0, 0, 0))
         else:
             data += rec(REC_MMAP, MISC_KERNEL, head + name + sample_id(0xffffffff, 0, 0, 0))
+        # and a module after it, as perf lists the loaded ones
+        name = b'/lib/modules/6.1.0/kernel/drivers/tk/tk_test.ko\0'
+        name += b'\0' * (-len(name) % 8)
+        data += rec(REC_MMAP, MISC_KERNEL, struct.pack('<IIQQQ', 0xffffffff, 0, addr + (16 << 20),
+                                                        0x4000, 0) + name +
+                    sample_id(0xffffffff, 0, 0, 0))
 
     queues = []
     for idx, q in enumerate(a.queue):

@@ -311,8 +311,12 @@ static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr,
 		}
 		return 0;
 	}
+	if (n && pid == UINT32_MAX) {
+		a->kernel_modules += name[0] == '/' || name[0] == '[';
+		return 0;   /* the kernel's modules, its trampolines */
+	}
 	if (!n || (name[0] != '/' && !(n == 6 && !memcmp(name, "[vdso]", 6))))
-		return 0;   /* //anon, [vsyscall], modules' (ET_REL) mappings: no code to read */
+		return 0;   /* //anon, [vsyscall]: no code to read */
 	void *m = realloc(a->mmaps, (a->nmmaps + 1) * sizeof(*a->mmaps));
 	if (!m)
 		return -TK_E_NOMEM;

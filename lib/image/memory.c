@@ -277,26 +277,43 @@ int tk_image_add_vdso(struct tk_image *img, uint64_t addr, const uint8_t *build_
 	return tk_image_add_mem(img, vdso, (size_t)size, addr);
 }
 
+/* PATH as an ELF file with program headers (of type TYPE unless 0), its descriptor in *FD
+ * (the caller closes both); NULL and *ERR if it is not one. */
+static Elf *elf_open(const char *path, unsigned type, int *fd, int *err)
+{
+	GElf_Ehdr eh;
+	size_t nph;
+	Elf *elf;
+
+	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		*err = -TK_E_IO;
+		return NULL;
+	}
+	elf_version(EV_CURRENT);
+	elf = elf_begin(*fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    (type && eh.e_type != type) || elf_getphdrnum(elf, &nph) != 0) {
+		if (elf)
+			elf_end(elf);
+		close(*fd);
+		*err = -TK_E_BAD_FORMAT;
+		return NULL;
+	}
+	return elf;
+}
+
 int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_t *bias,
 			uint64_t *base)
 {
 	uint64_t minaddr = UINT64_MAX;
 	size_t nph;
-	int found = 0, fd;
+	int found = 0, fd, err;
 	Elf *elf;
 
 	if (!path || !bias || !base)
 		return -TK_E_INVAL;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -TK_E_IO;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph) != 0) {
-		if (elf)
-			elf_end(elf);
-		close(fd);
-		return -TK_E_BAD_FORMAT;
-	}
+	if (!(elf = elf_open(path, 0, &fd, &err)))
+		return err;
 	nph = tk_elf_phdr_count(elf);
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
@@ -326,24 +343,14 @@ int tk_image_elf_mapped(const char *path, uint64_t addr, uint64_t pgoff, uint64_
 int tk_image_elf_symbol(const char *path, const char *name, uint64_t *value, uint64_t *lowest)
 {
 	uint64_t minaddr = UINT64_MAX;
-	int found = 0, fd;
+	int found = 0, fd, err;
 	size_t nph;
-	GElf_Ehdr eh;
 	Elf *elf;
 
 	if (!path || !name || !value || !lowest)
 		return -TK_E_INVAL;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -TK_E_IO;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_type != ET_EXEC ||
-	    elf_getphdrnum(elf, &nph) != 0) {
-		if (elf)
-			elf_end(elf);
-		close(fd);
-		return -TK_E_BAD_FORMAT;
-	}
+	if (!(elf = elf_open(path, ET_EXEC, &fd, &err)))
+		return err;
 	nph = tk_elf_phdr_count(elf);
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;

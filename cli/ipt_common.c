@@ -2,6 +2,7 @@
  * file (one stream; --elf/--raw) or from a perf.data file (one stream per trace queue; the
  * code its mappings name, then --elf/--raw over them). */
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +185,9 @@ int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym)
 			cli_error(x->mods[i].path, UINT64_MAX, "cannot load symbols: %s", tk_strerror(rc));
 			return rc;
 		}
+	if (x->kallsyms && (rc = tk_sym_add_kallsyms(sym, x->kallsyms, "[kernel.kallsyms]")) < 0)
+		cli_warn(x->kallsyms, UINT64_MAX, "no kernel symbols from it (%s): kernel functions "
+			 "are named by address", tk_strerror(rc));
 	return 0;
 }
 
@@ -243,6 +247,31 @@ out:
 	free(ids);
 }
 
+/* perf record --kcore keeps the kernel's code as it ran (after boot-time patching, which
+ * makes vmlinux's differ) in DIR/kcore_dir: kcore, an ELF core file at the run-time
+ * addresses, and kallsyms for the names. FILE is what the user named (DIR for these). */
+static void load_kcore(const struct cli_opts *o, const char *file, struct cli_ipt *x)
+{
+	char path[4096];
+	struct stat st;
+	int rc;
+
+	if (stat(file, &st) != 0 || !S_ISDIR(st.st_mode))
+		return;
+	snprintf(path, sizeof path, "%s/kcore_dir/kcore", file);
+	if (stat(path, &st) != 0)
+		return;
+	if ((rc = tk_image_add_elf(x->img, path, 0, 0)) < 0) {
+		if (!o->quiet)
+			cli_warn(path, UINT64_MAX, "cannot load the kernel's code: %s", tk_strerror(rc));
+		return;
+	}
+	x->kcore = 1;
+	snprintf(path, sizeof path, "%s/kcore_dir/kallsyms", file);
+	if (stat(path, &st) == 0)
+		x->kallsyms = strdup(path);
+}
+
 /* The kernel's ELF file (vmlinux) given without a base goes where the session's kernel ran:
  * KASLR moves it by an offset chosen at boot, which perf's record of the kernel map gives
  * (where its reference symbol, _text, was). The argument becomes FILE:BASE, for the image
@@ -290,11 +319,11 @@ static void place_kernel(struct cli_opts *o, const char *file, struct cli_ipt *x
 				 (unsigned long long)(k->ref_addr - value));
 		o->elf[i] = x->kernel_elf = arg;
 	}
-	if (x->aux.pt_kernel && x->aux.kernel_modules && !o->quiet)
+	if (x->aux.pt_kernel && x->aux.kernel_modules && !x->kcore && !o->quiet)
 		cli_warn(file, UINT64_MAX, "%llu kernel modules were mapped: their code is not "
 			 "loaded (trace inside them shows as gaps)",
 			 (unsigned long long)x->aux.kernel_modules);
-	if (!found && x->aux.pt_kernel && !o->quiet)
+	if (!found && !x->kcore && x->aux.pt_kernel && !o->quiet)
 		cli_warn(file, UINT64_MAX, "the session traced the kernel too, and no kernel "
 			 "image was given: its code is missing (gaps); give --elf vmlinux (the "
 			 "running kernel's, with symbols) to follow it");
@@ -357,8 +386,9 @@ static int open_perf(struct cli_opts *o, const char *file, const uint8_t *data, 
 	int loaded = add_mappings(o, file, x);
 	if (loaded < 0)
 		return EXIT_INPUT;
+	load_kcore(o, file, x);
 	place_kernel(o, file, x);
-	if (!loaded && !o->n_elf && !o->n_raw && !o->quiet)
+	if (!loaded && !x->kcore && !o->n_elf && !o->n_raw && !o->quiet)
 		cli_warn(file, UINT64_MAX, "no mapped file could be loaded and no --elf or --raw "
 			 "given: no code to follow");
 	return 0;
@@ -416,6 +446,7 @@ void cli_ipt_close(struct cli_ipt *x)
 	tk_image_free(x->img);
 	free(x->s);
 	free(x->mods);
+	free(x->kallsyms);
 	if (x->perf)
 		tk_perf_aux_free(&x->aux);
 	memset(x, 0, sizeof(*x));

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -267,7 +268,14 @@ int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
 {
 	const uint8_t *p;
 	size_t n;
-	int rc = tk_input_open(in, file, NULL);
+	char data[4096];
+	struct stat st;
+
+	/* perf record -o DIR (--kcore, --threads) writes a directory: the records are DIR/data */
+	snprintf(data, sizeof data, "%s/data", file);
+	if (stat(file, &st) != 0 || !S_ISDIR(st.st_mode) || access(data, R_OK) != 0)
+		snprintf(data, sizeof data, "%s", file);   /* (another directory: says so) */
+	int rc = tk_input_open(in, data, NULL);
 
 	memset(fi, 0, sizeof *fi);
 	if (rc < 0) {

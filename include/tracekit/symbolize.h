@@ -35,6 +35,10 @@ int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base);
 int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias);
 /* Name a module-less range (e.g. a JIT region or vDSO) for module+offset output. */
 int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_t end);
+/* The text symbols of a /proc/kallsyms listing (the running kernel's and its modules'
+ * functions at their run-time addresses; perf record --kcore keeps a copy), as one module
+ * named NAME. -TK_E_NOT_FOUND when it lists none (addresses hidden: all zero). */
+int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name);
 
 /* Function ids (XRay): a table filled by the decoder, or a callback. A callback returns 0
  * and sets *name (kept by the caller) and/or *addr (resolved through the ELF symbols). */

@@ -561,7 +561,7 @@ int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_
 	}
 	struct module *m = &s->mods[s->nmods];
 	memset(m, 0, sizeof *m);
-	m->fd = -1;
+	m->fd = m->dbg_fd = -1;
 	m->path = strdup(name);
 	if (!m->path)
 		return -TK_E_NOMEM;
@@ -570,6 +570,91 @@ int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_
 	m->end = end;
 	m->bias = start;
 	return (int)s->nmods++;
+}
+
+/* One line of a kallsyms listing: "ADDRESS TYPE NAME[\t[MODULE]]"; text symbols only. */
+static int kallsyms_line(char *line, uint64_t *addr, char **name)
+{
+	char *end, *type, *nm;
+
+	*addr = strtoull(line, &end, 16);
+	if (end == line || *end != ' ')
+		return 0;
+	type = end + 1;
+	if ((*type != 't' && *type != 'T') || type[1] != ' ')
+		return 0;
+	nm = type + 2;
+	nm[strcspn(nm, " \t\n")] = 0;
+	*name = nm;
+	return *addr != 0 && *nm;   /* zeros: addresses hidden from the reader (kptr_restrict) */
+}
+
+int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name)
+{
+	FILE *f = fopen(path, "re");
+	struct symbol *syms = NULL;
+	size_t n = 0, cap = 0, nstr = 0, cstr = 0;
+	char *strings = NULL, *line = NULL, *nm;
+	size_t linecap = 0;
+	uint64_t addr;
+	int rc = 0;
+
+	if (!f)
+		return -TK_E_IO;
+	while (getline(&line, &linecap, f) > 0) {
+		if (!kallsyms_line(line, &addr, &nm))
+			continue;
+		size_t len = strlen(nm) + 1;
+		if (n == cap) {
+			void *v = realloc(syms, (cap = cap ? 2 * cap : 4096) * sizeof *syms);
+			if (!v) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			syms = v;
+		}
+		if (nstr + len > cstr) {
+			void *v = realloc(strings, cstr = 2 * (nstr + len) + 65536);
+			if (!v) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			strings = v;
+		}
+		memcpy(strings + nstr, nm, len);
+		/* the name's offset for now: strings moves as it grows */
+		syms[n++] = (struct symbol){ addr, 0, (const char *)(uintptr_t)nstr };
+		nstr += len;
+	}
+	free(line);
+	fclose(f);
+	if (rc == 0 && !n)
+		rc = -TK_E_NOT_FOUND;
+	if (rc == 0)
+		rc = tk_sym_add_range(s, name, 0, 0);
+	if (rc < 0) {
+		free(syms);
+		free(strings);
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++)
+		syms[i].name = strings + (uintptr_t)syms[i].name;
+	qsort(syms, n, sizeof *syms, cmp_sym);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!w || syms[w - 1].addr != syms[i].addr)
+			syms[w++] = syms[i];
+	/* a listing has no sizes: each symbol runs to the next (the last names its address) */
+	for (size_t i = 0; i + 1 < w; i++)
+		syms[i].size = syms[i + 1].addr - syms[i].addr;
+	struct module *m = &s->mods[rc];
+	m->syms = syms;
+	m->nsyms = w;
+	m->strings = strings;
+	m->bias = 0;
+	m->start = syms[0].addr;
+	m->end = syms[w - 1].addr + 1;
+	return rc;
 }
 
 /* ---- function ids ------------------------------------------------------------------------- */

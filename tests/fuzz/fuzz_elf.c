@@ -1,5 +1,6 @@
 /* Fuzz the ELF readers a user's --elf file goes through: symbols (.symtab/.dynsym, PLT
- * stubs, the FDE starts of a stripped module) and the code image. DWARF is left to
+ * stubs, the FDE starts of a stripped module), the code image and the kernel's reference
+ * symbol; and the same bytes as a kallsyms listing (perf's kcore_dir). DWARF is left to
  * elfutils' own fuzzing (no_dwarf). The input lives in a memfd, named by its /proc path. */
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +44,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		tk_sym_free(s);
 	}
+
+	if ((s = tk_sym_new(&so, NULL))) {
+		if (tk_sym_add_kallsyms(s, path, "[kernel.kallsyms]") >= 0) {
+			uint64_t *e = NULL;
+			size_t n = 0;
+			if (tk_sym_entries(s, &e, &n) == 0) {
+				for (size_t i = 0; i < n && i < 64; i++)
+					(void)tk_sym_addr_name(s, e[i] + 1, 1, buf, sizeof buf);
+				free(e);
+			}
+		}
+		tk_sym_free(s);
+	}
+	uint64_t value, lowest;
+	(void)tk_image_elf_symbol(path, "_text", &value, &lowest);
 
 	struct tk_image *img = tk_image_new(NULL);
 	if (img) {

@@ -21,7 +21,8 @@
 # - the vDSO's code comes from this machine when the session ran on this kernel
 # - the kernel: `--elf vmlinux` is placed where the session's kernel ran (KASLR), as perf
 #   script --vmlinux places it; a vmlinux of another build is left out; without one a
-#   warning says the kernel was traced
+#   warning says the kernel was traced; perf record --kcore's directory: the kernel's code
+#   as it ran and its kallsyms, as perf script reads them
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -389,6 +390,38 @@ rc=0
 	{ echo "kernel of another build: not left out"; cat "$work/k2.err" "$work/k2.txt"; exit 1; }
 "$TK" decode --no-disasm --elf "$work/kern/vmlinux:0xffffffffaf400000" "$work/k2.data" |
 	grep -q "^${krun#0x}" || { echo "kernel placed by hand: not taken"; exit 1; }
+# perf record --kcore: a directory, DIR/data the records, DIR/kcore_dir the kernel's code as it
+# ran (kcore: an ELF core file at run-time addresses, here with the first instruction's
+# immediate patched, as boot-time patching makes them differ from vmlinux) and its kallsyms
+mkdir -p "$work/k.dir/kcore_dir"
+cp "$work/k.data" "$work/k.dir/data"
+printf 'tk_test 16384 0 - Live 0x%x\n' $((krun + (16 << 20))) >"$work/k.dir/kcore_dir/modules"
+printf '%x T _text\n%x T k_entry\n%x t k_leaf\n0000000000000000 D hidden\n' "$krun" "$krun" \
+	$(($(nm "$work/kern/vmlinux" | awk '$3 == "k_leaf" {print "0x" $1}') + 0x2e400000)) \
+	>"$work/k.dir/kcore_dir/kallsyms"
+python3 - "$work/kern/vmlinux" "$work/k.dir/kcore_dir/kcore" "$ktext" <<'PY'
+import struct, sys
+d = open(sys.argv[1], 'rb').read()
+phoff, = struct.unpack_from('<Q', d, 0x20)
+_, _, off, vaddr, _, size, _, _ = struct.unpack_from('<IIQQQQQQ', d, phoff)   # its one PT_LOAD
+seg = bytearray(d[off:off + size])
+seg[int(sys.argv[3], 0) - vaddr + 1] = 2                  # mov $1, %eax -> mov $2, %eax
+eh = b'\x7fELF' + bytes([2, 1, 1]) + bytes(9) + struct.pack('<HHIQQQIHHHHHH', 4, 62, 1, 0, 64, 0, 0,
+                                                             64, 56, 1, 64, 0, 0)
+ph = struct.pack('<IIQQQQQQ', 1, 5, 0x1000, vaddr + 0x2e400000, 0, size, size, 0x1000)
+open(sys.argv[2], 'wb').write(eh + ph + bytes(0x1000 - 64 - 56) + bytes(seg))
+PY
+(cd "$work/kern" && PERF_BUILDID_DIR="$work/kern/.debug" perf script --itrace=i0ns -F ip,insn \
+	-i "$work/k.dir" 2>/dev/null) >"$work/kdir.perf"
+grep -q "^ *${krun#0x} insn: b8 02 00 00 00" "$work/kdir.perf" ||
+	{ echo "kcore: perf script gave"; cat "$work/kdir.perf"; exit 1; }
+"$TK" decode "$work/k.dir" >"$work/kdir.txt" 2>"$work/kdir.err" ||
+	{ echo "kcore: decode failed"; cat "$work/kdir.err"; exit 1; }
+grep -v '^\[' "$work/kdir.txt" | awk '{print $1}' | sed 's/^0*//' | cmp -s - "$work/k.perf" &&
+	grep -q "^0*${krun#0x}  mov eax, 0x02" "$work/kdir.txt" && [ ! -s "$work/kdir.err" ] ||
+	{ echo "kcore: not the code as it ran"; cat "$work/kdir.err" "$work/kdir.txt"; exit 1; }
+"$TK" profile --to csv "$work/k.dir" 2>/dev/null | grep -q '^"k_leaf",1,' ||
+	{ echo "kcore: kallsyms names"; "$TK" profile "$work/k.dir"; exit 1; }
 rc=0
 "$TK" decode --no-disasm "$work/k.data" >/dev/null 2>"$work/k3.err" || rc=$?
 [ $rc = 1 ] && grep -q "the session traced the kernel too" "$work/k3.err" ||

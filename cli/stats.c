@@ -494,16 +494,21 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 }
 
 /* ---- Intel PT (raw stream or perf.data) --------------------------------------------- */
-/* Rows of text (as the xtrace sections) or JSON members ({"section": {"row": n, ...}}) */
+/* Rows of text (as the xtrace sections), JSON members ({"section": {"row": n, ...}}) or CSV
+ * lines (section,name,count) */
+enum { ST_TEXT, ST_JSON, ST_CSV };
 struct statout {
 	struct tk_buf *b;
-	int json, rows;
+	int to, rows;
+	const char *key;   /* CSV: the section's key */
 };
 
 static void st_section(struct statout *s, const char *title, const char *key)
 {
-	if (!s->json) {
-		tk_buf_printf(s->b, "%s\n", title);
+	s->key = key;
+	if (s->to != ST_JSON) {
+		if (s->to == ST_TEXT)
+			tk_buf_printf(s->b, "%s\n", title);
 		return;
 	}
 	tk_buf_printf(s->b, "%s\n  \"%s\": {", s->rows >= 0 ? "\n  }," : "", key);
@@ -512,8 +517,14 @@ static void st_section(struct statout *s, const char *title, const char *key)
 
 static void st_row(struct statout *s, const char *name, uint64_t v, uint64_t whole)
 {
-	if (!s->json) {
+	if (s->to == ST_TEXT) {
 		row(s->b, name, v, whole);
+		return;
+	}
+	if (s->to == ST_CSV) {
+		tk_buf_printf(s->b, "%s,", s->key);
+		csv_field(s->b, name);
+		tk_buf_printf(s->b, ",%llu\n", (unsigned long long)v);
 		return;
 	}
 	tk_buf_puts(s->b, s->rows++ ? ",\n    " : "\n    ");
@@ -554,10 +565,11 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	struct cli_ipt x;
 	struct tk_buf b;
 	int rc = 0, err = 0, status, json = o->to && !strcmp(o->to, "json");
+	int csv = o->to && !strcmp(o->to, "csv");
 
-	if (o->to && !json && strcmp(o->to, "text")) {
-		cli_error(NULL, UINT64_MAX, "stats: --to %s: Intel PT statistics are text or json",
-			  o->to);
+	if (o->to && !json && !csv && strcmp(o->to, "text")) {
+		cli_error(NULL, UINT64_MAX, "stats: --to %s: Intel PT statistics are text, json "
+			  "or csv", o->to);
 		return EXIT_USAGE;
 	}
 	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
@@ -588,11 +600,13 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	}
 	uint64_t n = s.insns, cond = s.kind[1];
 	uint64_t br = 0;
-	struct statout so = { &b, json, -1 };
+	struct statout so = { &b, json ? ST_JSON : csv ? ST_CSV : ST_TEXT, -1, NULL };
 
 	for (unsigned k = 1; k < TK_IPT_EXEC_NKIND; k++)
 		br += s.kind[k];
-	if (json) {
+	if (csv) {
+		tk_buf_puts(&b, "section,name,count\n");
+	} else if (json) {
 		tk_buf_puts(&b, "{\n  \"file\": ");
 		tk_buf_json_str(&b, file, strlen(file));
 		tk_buf_printf(&b, ",\n  \"format\": \"ipt\",\n  \"streams\": %zu,", x.n);
@@ -602,7 +616,7 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	st_section(&so, "instructions", "instructions");
 	st_row(&so, "total", n, UINT64_MAX);
 	st_row(&so, "blocks executed", s.block_execs, UINT64_MAX);
-	if (s.undecoded || json)
+	if (s.undecoded || so.to != ST_TEXT)
 		st_row(&so, "not decodable now", s.undecoded, n);
 	st_section(&so, "instruction mix (Zydis categories)", "mix");
 	ranked_rows(&so, s.category, TK_IPT_EXEC_NCAT, n, tk_ipt_exec_category_name);

@@ -83,6 +83,12 @@ check "instruction mix sum" "$mix" "$(truth total)"
 "$TK" stats --to json "${elfargs[@]}" "$work/lj.pt" >"$work/stats.json"
 check "json: conditional taken" "$(python3 -c 'import json, sys
 print(json.load(open(sys.argv[1]))["branches"]["conditional taken"])' "$work/stats.json")" "$(truth taken)"
+# CSV: the same rows, one a line
+"$TK" stats --to csv "${elfargs[@]}" "$work/lj.pt" >"$work/stats.csv"
+check "csv: conditional taken" "$(awk -F, '$1 == "branches" && $2 == "\"conditional taken\"" {print $3}' \
+	"$work/stats.csv")" "$(truth taken)"
+check "csv: instruction mix sum" "$(awk -F, '$1 == "mix" {s += $3} END {print s}' "$work/stats.csv")" \
+	"$(truth total)"
 # the same for any -j and chunk size
 "$TK" stats -j 1 "${elfargs[@]}" "$work/lj.pt" | cmp -s - "$work/stats.txt" ||
 	{ echo "-j 1 differs"; exit 1; }

@@ -399,101 +399,6 @@ static void row(struct tk_buf *b, const char *name, uint64_t v, uint64_t whole)
 	tk_buf_putc(b, '\n');
 }
 
-static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *in,
-			const struct tk_format_info *fi)
-{
-	struct cli_xtrace x;
-	struct tk_xtrace_stats s;
-	struct tk_gap_stats gaps = { 0 };
-	struct tk_buf b;
-	if (o->to && strcmp(o->to, "text")) {
-		cli_error(NULL, UINT64_MAX, "stats: --to %s: xtrace statistics are text only", o->to);
-		return EXIT_USAGE;
-	}
-	int rc = cli_xtrace_open_insn(o, file, in, fi, &x);
-	if (rc)
-		return rc;
-	if ((rc = cli_out_open(o, &b))) {
-		cli_xtrace_close(&x);
-		return rc;
-	}
-	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
-	rc = cli_xtrace_stats(o, &x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
-	uint64_t n = s.insns[0] + s.insns[1] + s.insns[2] + s.insns[3];
-	tk_buf_printf(&b, "%s: %zu bytes, %zu chunks\n", x.insn_path, x.n, tk_xtrace_nchunks(x.t));
-	tk_buf_puts(&b, "instructions\n");
-	row(&b, "total", n, UINT64_MAX);
-	for (int el = 0; el < 4; el++)
-		if (s.insns[el] || el < 2) {
-			char nm[16];
-			snprintf(nm, sizeof nm, "EL%d", el);
-			row(&b, nm, s.insns[el], n);
-		}
-	row(&b, "exception-level switches", s.el_switches, UINT64_MAX);
-	if (s.pc_unknown)
-		row(&b, "before the first PCINST", s.pc_unknown, n);
-	tk_buf_puts(&b, "instruction mix\n");
-	for (unsigned c = 0; c < TK_A64__COUNT; c++)
-		if (s.cls[c])
-			row(&b, tk_a64_class_name(c), s.cls[c], n);
-	uint64_t br = 0;
-	for (unsigned c = TK_A64_BR_COND; c <= TK_A64_ERET; c++)
-		br += s.cls[c];
-	tk_buf_puts(&b, "branches\n");
-	row(&b, "all", br, n);
-	row(&b, "conditional taken", s.cond_taken, s.cls[TK_A64_BR_COND]);
-	row(&b, "conditional not taken", s.cond_not_taken, s.cls[TK_A64_BR_COND]);
-	row(&b, "calls (BL + BLR)", s.cls[TK_A64_CALL] + s.cls[TK_A64_CALL_IND], br);
-	row(&b, "returns", s.cls[TK_A64_RET], br);
-	row(&b, "indirect (BR + BLR + RET)", s.cls[TK_A64_BR_IND] + s.cls[TK_A64_CALL_IND] +
-	    s.cls[TK_A64_RET], br);
-	row(&b, "TARGET_B items", s.items[TK_XT_TARGET_B], UINT64_MAX);
-	tk_buf_puts(&b, "memory\n");
-	row(&b, "loads", s.loads, UINT64_MAX);
-	row(&b, "load bytes", s.load_bytes, UINT64_MAX);
-	row(&b, "stores", s.stores, UINT64_MAX);
-	row(&b, "store bytes", s.store_bytes, UINT64_MAX);
-	for (int k = 0; k < 16; k++)
-		if (s.mem_size[k]) {
-			char nm[32];
-			snprintf(nm, sizeof nm, "%u-byte accesses", 1u << k);
-			row(&b, nm, s.mem_size[k], s.loads + s.stores);
-		}
-	row(&b, "STXR results", s.items[TK_XT_STXR], UINT64_MAX);
-	row(&b, "DC addresses", s.items[TK_XT_DC], UINT64_MAX);
-	tk_buf_puts(&b, "footprint (64-byte lines)\n");
-	row(&b, "code lines", tk_xtrace_stats_code_lines(&s), UINT64_MAX);
-	row(&b, "data lines", tk_xtrace_stats_data_lines(&s), UINT64_MAX);
-	tk_buf_puts(&b, "syscalls\n");
-	row(&b, "SVC instructions", s.cls[TK_A64_SVC], UINT64_MAX);
-	for (unsigned k = 0; k <= TK_XT_MAX_SYSCALL; k++)
-		if (s.syscalls[k]) {
-			char nm[48];
-			if (k == TK_XT_MAX_SYSCALL)
-				snprintf(nm, sizeof nm, ">= %d", TK_XT_MAX_SYSCALL);
-			else
-				snprintf(nm, sizeof nm, "%u %s", k, a64_syscall_name(k));
-			row(&b, nm, s.syscalls[k], UINT64_MAX);
-		}
-	row(&b, "SYSCALL_VEC items", s.items[TK_XT_SYSCALL_VEC], UINT64_MAX);
-	tk_buf_puts(&b, "items\n");
-	for (unsigned k = 0; k < TK_XT__COUNT; k++)
-		row(&b, tk_xtrace_kind_name(k), s.items[k], UINT64_MAX);
-	if (s.time_first != TK_TIME_NONE)
-		tk_buf_printf(&b, "time span\n  %llu .. %llu\n", (unsigned long long)s.time_first,
-			      (unsigned long long)s.time_last);
-	tk_xtrace_stats_free(&s);
-	int st = cli_out_close(&b);
-	int g = cli_xtrace_report(&x, file, &gaps);
-	cli_xtrace_close(&x);
-	if (rc < 0) {
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
-		return EXIT_INPUT;
-	}
-	return st > g ? st : g;
-}
-
-/* ---- Intel PT (raw stream or perf.data) --------------------------------------------- */
 /* Rows of text (as the xtrace sections), JSON members ({"section": {"row": n, ...}}) or CSV
  * lines (section,name,count) */
 enum { ST_TEXT, ST_JSON, ST_CSV };
@@ -532,6 +437,140 @@ static void st_row(struct statout *s, const char *name, uint64_t v, uint64_t who
 	tk_buf_printf(s->b, ": %llu", (unsigned long long)v);
 }
 
+/* --to for the statistics of instruction traces: ST_*, or -1 after a usage message */
+static int st_format(const char *to)
+{
+	if (!to || !strcmp(to, "text"))
+		return ST_TEXT;
+	if (!strcmp(to, "json"))
+		return ST_JSON;
+	if (!strcmp(to, "csv"))
+		return ST_CSV;
+	cli_error(NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", to);
+	return -1;
+}
+
+/* What comes before the first section (text: the caller's title line) and after the last */
+static void st_begin(struct statout *s, const char *file, const char *format)
+{
+	if (s->to == ST_CSV) {
+		tk_buf_puts(s->b, "section,name,count\n");
+	} else if (s->to == ST_JSON) {
+		tk_buf_puts(s->b, "{\n  \"file\": ");
+		tk_buf_json_str(s->b, file, strlen(file));
+		tk_buf_printf(s->b, ",\n  \"format\": \"%s\",", format);
+	}
+}
+
+static void st_end(struct statout *s)
+{
+	if (s->to == ST_JSON)
+		tk_buf_puts(s->b, "\n  }\n}\n");
+}
+
+static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi)
+{
+	struct cli_xtrace x;
+	struct tk_xtrace_stats s;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_buf b;
+	int to = st_format(o->to);
+	if (to < 0)
+		return EXIT_USAGE;
+	int rc = cli_xtrace_open_insn(o, file, in, fi, &x);
+	if (rc)
+		return rc;
+	if ((rc = cli_out_open(o, &b))) {
+		cli_xtrace_close(&x);
+		return rc;
+	}
+	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
+	rc = cli_xtrace_stats(o, &x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
+	uint64_t n = s.insns[0] + s.insns[1] + s.insns[2] + s.insns[3];
+	struct statout so = { &b, to, -1, NULL };
+	if (to == ST_TEXT)
+		tk_buf_printf(&b, "%s: %zu bytes, %zu chunks\n", x.insn_path, x.n, tk_xtrace_nchunks(x.t));
+	st_begin(&so, x.insn_path, "xtrace");
+	st_section(&so, "instructions", "instructions");
+	st_row(&so, "total", n, UINT64_MAX);
+	for (int el = 0; el < 4; el++)
+		if (s.insns[el] || el < 2) {
+			char nm[16];
+			snprintf(nm, sizeof nm, "EL%d", el);
+			st_row(&so, nm, s.insns[el], n);
+		}
+	st_row(&so, "exception-level switches", s.el_switches, UINT64_MAX);
+	if (s.pc_unknown)
+		st_row(&so, "before the first PCINST", s.pc_unknown, n);
+	st_section(&so, "instruction mix", "mix");
+	for (unsigned c = 0; c < TK_A64__COUNT; c++)
+		if (s.cls[c])
+			st_row(&so, tk_a64_class_name(c), s.cls[c], n);
+	uint64_t br = 0;
+	for (unsigned c = TK_A64_BR_COND; c <= TK_A64_ERET; c++)
+		br += s.cls[c];
+	st_section(&so, "branches", "branches");
+	st_row(&so, "all", br, n);
+	st_row(&so, "conditional taken", s.cond_taken, s.cls[TK_A64_BR_COND]);
+	st_row(&so, "conditional not taken", s.cond_not_taken, s.cls[TK_A64_BR_COND]);
+	st_row(&so, "calls (BL + BLR)", s.cls[TK_A64_CALL] + s.cls[TK_A64_CALL_IND], br);
+	st_row(&so, "returns", s.cls[TK_A64_RET], br);
+	st_row(&so, "indirect (BR + BLR + RET)", s.cls[TK_A64_BR_IND] + s.cls[TK_A64_CALL_IND] +
+	    s.cls[TK_A64_RET], br);
+	st_row(&so, "TARGET_B items", s.items[TK_XT_TARGET_B], UINT64_MAX);
+	st_section(&so, "memory", "memory");
+	st_row(&so, "loads", s.loads, UINT64_MAX);
+	st_row(&so, "load bytes", s.load_bytes, UINT64_MAX);
+	st_row(&so, "stores", s.stores, UINT64_MAX);
+	st_row(&so, "store bytes", s.store_bytes, UINT64_MAX);
+	for (int k = 0; k < 16; k++)
+		if (s.mem_size[k]) {
+			char nm[32];
+			snprintf(nm, sizeof nm, "%u-byte accesses", 1u << k);
+			st_row(&so, nm, s.mem_size[k], s.loads + s.stores);
+		}
+	st_row(&so, "STXR results", s.items[TK_XT_STXR], UINT64_MAX);
+	st_row(&so, "DC addresses", s.items[TK_XT_DC], UINT64_MAX);
+	st_section(&so, "footprint (64-byte lines)", "footprint");
+	st_row(&so, "code lines", tk_xtrace_stats_code_lines(&s), UINT64_MAX);
+	st_row(&so, "data lines", tk_xtrace_stats_data_lines(&s), UINT64_MAX);
+	st_section(&so, "syscalls", "syscalls");
+	st_row(&so, "SVC instructions", s.cls[TK_A64_SVC], UINT64_MAX);
+	for (unsigned k = 0; k <= TK_XT_MAX_SYSCALL; k++)
+		if (s.syscalls[k]) {
+			char nm[48];
+			if (k == TK_XT_MAX_SYSCALL)
+				snprintf(nm, sizeof nm, ">= %d", TK_XT_MAX_SYSCALL);
+			else
+				snprintf(nm, sizeof nm, "%u %s", k, a64_syscall_name(k));
+			st_row(&so, nm, s.syscalls[k], UINT64_MAX);
+		}
+	st_row(&so, "SYSCALL_VEC items", s.items[TK_XT_SYSCALL_VEC], UINT64_MAX);
+	st_section(&so, "items", "items");
+	for (unsigned k = 0; k < TK_XT__COUNT; k++)
+		st_row(&so, tk_xtrace_kind_name(k), s.items[k], UINT64_MAX);
+	if (s.time_first != TK_TIME_NONE && to == ST_TEXT) {
+		tk_buf_printf(&b, "time span\n  %llu .. %llu\n", (unsigned long long)s.time_first,
+			      (unsigned long long)s.time_last);
+	} else if (s.time_first != TK_TIME_NONE) {
+		st_section(&so, "time span", "time");
+		st_row(&so, "first", s.time_first, UINT64_MAX);
+		st_row(&so, "last", s.time_last, UINT64_MAX);
+	}
+	st_end(&so);
+	tk_xtrace_stats_free(&s);
+	int st = cli_out_close(&b);
+	int g = cli_xtrace_report(&x, file, &gaps);
+	cli_xtrace_close(&x);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	return st > g ? st : g;
+}
+
+/* ---- Intel PT (raw stream or perf.data) --------------------------------------------- */
 /* The non-zero entries of V (N of them at most), largest first, named by NAME. */
 static void ranked_rows(struct statout *b, const uint64_t *v, unsigned n, uint64_t whole,
 			const char *(*name)(unsigned))
@@ -564,14 +603,10 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	struct tk_ipt_exec *ex;
 	struct cli_ipt x;
 	struct tk_buf b;
-	int rc = 0, err = 0, status, json = o->to && !strcmp(o->to, "json");
-	int csv = o->to && !strcmp(o->to, "csv");
+	int rc = 0, err = 0, status, to = st_format(o->to);
 
-	if (o->to && !json && !csv && strcmp(o->to, "text")) {
-		cli_error(NULL, UINT64_MAX, "stats: --to %s: Intel PT statistics are text, json "
-			  "or csv", o->to);
+	if (to < 0)
 		return EXIT_USAGE;
-	}
 	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
 		return status;
 	if (!(ex = tk_ipt_exec_new(x.img, &err))) {
@@ -600,19 +635,15 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	}
 	uint64_t n = s.insns, cond = s.kind[1];
 	uint64_t br = 0;
-	struct statout so = { &b, json ? ST_JSON : csv ? ST_CSV : ST_TEXT, -1, NULL };
+	struct statout so = { &b, to, -1, NULL };
 
 	for (unsigned k = 1; k < TK_IPT_EXEC_NKIND; k++)
 		br += s.kind[k];
-	if (csv) {
-		tk_buf_puts(&b, "section,name,count\n");
-	} else if (json) {
-		tk_buf_puts(&b, "{\n  \"file\": ");
-		tk_buf_json_str(&b, file, strlen(file));
-		tk_buf_printf(&b, ",\n  \"format\": \"ipt\",\n  \"streams\": %zu,", x.n);
-	} else {
+	if (to == ST_TEXT)
 		tk_buf_printf(&b, "%s: Intel PT, %zu stream%s\n", file, x.n, x.n == 1 ? "" : "s");
-	}
+	st_begin(&so, file, "ipt");
+	if (to == ST_JSON)
+		tk_buf_printf(&b, "\n  \"streams\": %zu,", x.n);
 	st_section(&so, "instructions", "instructions");
 	st_row(&so, "total", n, UINT64_MAX);
 	st_row(&so, "blocks executed", s.block_execs, UINT64_MAX);
@@ -647,8 +678,7 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 	st_row(&so, "asynchronous branches", s.interrupts, UINT64_MAX);
 	st_row(&so, "overflows", s.flow.overflows, UINT64_MAX);
 	st_row(&so, "decode errors", s.flow.errors, UINT64_MAX);
-	if (json)
-		tk_buf_puts(&b, "\n  }\n}\n");
+	st_end(&so);
 	status = cli_out_close(&b);
 	int g = cli_ipt_report(o, file, &x, &s.flow);
 	cli_ipt_close(&x);

@@ -213,7 +213,7 @@ struct cli_ipt {
 	int vdso;                   /* its vDSO is this machine's and in the image */
 	const char *kernel_elf;     /* the --elf argument placed where the kernel ran (FILE:BASE) */
 	char *kallsyms;             /* perf.data DIR/kcore_dir/kallsyms: the kernel's symbols */
-	int kcore;                  /* DIR/kcore_dir/kcore (the kernel's code as it ran) loaded */
+	char *kcore;                /* perf.data DIR/kcore_dir/kcore: the kernel's code as it ran */
 	int skipped;                /* perf.data records were skipped (exit status 1) */
 	/* what a stream's track number is: "cpu" (perf.data per-CPU queues: the CPU),
 	   "thread" (per-thread queues: the thread id; a raw trace: 0), "queue" (perf.data

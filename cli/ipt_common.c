@@ -2,9 +2,9 @@
  * file (one stream; --elf/--raw) or from a perf.data file (one stream per trace queue; the
  * code its mappings name, then --elf/--raw over them). */
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -250,23 +250,16 @@ out:
 /* perf record --kcore keeps the kernel's code as it ran (after boot-time patching, which
  * makes vmlinux's differ) in DIR/kcore_dir: kcore, an ELF core file at the run-time
  * addresses, and kallsyms for the names. FILE is what the user named (DIR for these). */
-static void load_kcore(const struct cli_opts *o, const char *file, struct cli_ipt *x)
+static void find_kcore(const char *file, struct cli_ipt *x)
 {
 	char path[4096];
 	struct stat st;
-	int rc;
 
 	if (stat(file, &st) != 0 || !S_ISDIR(st.st_mode))
 		return;
 	snprintf(path, sizeof path, "%s/kcore_dir/kcore", file);
-	if (stat(path, &st) != 0)
+	if (stat(path, &st) != 0 || !(x->kcore = strdup(path)))
 		return;
-	if ((rc = tk_image_add_elf(x->img, path, 0, 0)) < 0) {
-		if (!o->quiet)
-			cli_warn(path, UINT64_MAX, "cannot load the kernel's code: %s", tk_strerror(rc));
-		return;
-	}
-	x->kcore = 1;
 	snprintf(path, sizeof path, "%s/kcore_dir/kallsyms", file);
 	if (stat(path, &st) == 0)
 		x->kallsyms = strdup(path);
@@ -296,11 +289,12 @@ static void place_kernel(struct cli_opts *o, const char *file, struct cli_ipt *x
 			continue;   /* placed by hand */
 		if (k->build_id_len) {
 			uint8_t id[20];
-			int n = tk_image_elf_build_id(o->elf[i], id, sizeof id);
+			int n = tk_image_elf_build_id(path, id, sizeof id);
 			if (n != k->build_id_len || memcmp(id, k->build_id, (size_t)n) != 0) {
-				cli_warn(file, UINT64_MAX, "%s is not the kernel the session ran (its "
-					 "build-id differs from the recorded one): left out; give --elf "
-					 "%s:BASE to use it anyway", o->elf[i], o->elf[i]);
+				if (!o->quiet)
+					cli_warn(file, UINT64_MAX, "%s is not the kernel the session ran "
+						 "(its build-id differs from the recorded one): left out; "
+						 "give --elf %s:BASE to use it anyway", path, path);
 				memmove(&o->elf[i], &o->elf[i + 1], (size_t)(o->n_elf - i - 1) * sizeof *o->elf);
 				o->n_elf--;
 				i--;
@@ -386,7 +380,7 @@ static int open_perf(struct cli_opts *o, const char *file, const uint8_t *data, 
 	int loaded = add_mappings(o, file, x);
 	if (loaded < 0)
 		return EXIT_INPUT;
-	load_kcore(o, file, x);
+	find_kcore(file, x);
 	place_kernel(o, file, x);
 	if (!loaded && !x->kcore && !o->n_elf && !o->n_raw && !o->quiet)
 		cli_warn(file, UINT64_MAX, "no mapped file could be loaded and no --elf or --raw "
@@ -427,8 +421,14 @@ int cli_ipt_open(struct cli_opts *o, const char *file, struct tk_input *in,
 		x->n = 1;
 		x->track_label = "thread";
 	}
-	/* the user's files go over the mapped ones (later additions win) */
+	/* the user's files go over the mapped ones (later additions win), and the kernel's code
+	 * as it ran over a vmlinux (whose symbols and lines still serve) */
 	if (code && cli_image_add_files(o, x->img) < 0) {
+		cli_ipt_close(x);
+		return EXIT_INPUT;
+	}
+	if (code && x->kcore && (rc = tk_image_add_elf(x->img, x->kcore, 0, 0)) < 0) {
+		cli_error(x->kcore, UINT64_MAX, "cannot load the kernel's code: %s", tk_strerror(rc));
 		cli_ipt_close(x);
 		return EXIT_INPUT;
 	}
@@ -447,6 +447,7 @@ void cli_ipt_close(struct cli_ipt *x)
 	free(x->s);
 	free(x->mods);
 	free(x->kallsyms);
+	free(x->kcore);
 	if (x->perf)
 		tk_perf_aux_free(&x->aux);
 	memset(x, 0, sizeof(*x));

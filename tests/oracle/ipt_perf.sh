@@ -422,6 +422,9 @@ grep -v '^\[' "$work/kdir.txt" | awk '{print $1}' | sed 's/^0*//' | cmp -s - "$w
 	{ echo "kcore: not the code as it ran"; cat "$work/kdir.err" "$work/kdir.txt"; exit 1; }
 "$TK" profile --to csv "$work/k.dir" 2>/dev/null | grep -q '^"k_leaf",1,' ||
 	{ echo "kcore: kallsyms names"; "$TK" profile "$work/k.dir"; exit 1; }
+# with a vmlinux as well: its symbols serve, the code is still kcore's
+"$TK" decode --elf "$work/kern/vmlinux" "$work/k.dir" 2>/dev/null | grep -q "^0*${krun#0x}  mov eax, 0x02" ||
+	{ echo "kcore and vmlinux: vmlinux's code won"; exit 1; }
 rc=0
 "$TK" decode --no-disasm "$work/k.data" >/dev/null 2>"$work/k3.err" || rc=$?
 [ $rc = 1 ] && grep -q "the session traced the kernel too" "$work/k3.err" ||

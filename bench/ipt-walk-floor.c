@@ -45,9 +45,10 @@ static int begin(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *
 	return tk_flow_set_count_mode(flow, 1, r->entries, r->nentries);
 }
 
-static int no_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
+static int no_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		    uint64_t insns)
 {
-	(void)ctx, (void)start, (void)last, (void)execs, (void)insns;
+	(void)ctx, (void)start, (void)last, (void)mode, (void)execs, (void)insns;
 	return 0;
 }
 

@@ -131,8 +131,10 @@ static int ipt_prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_si
 	return 1;
 }
 
-static int add_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
+static int add_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		     uint64_t insns)
 {
+	(void)mode;
 	return tk_prof_add_block(ctx, start, last, execs, insns);
 }
 

@@ -84,10 +84,11 @@ void tk_flow_set_branch_events(struct tk_flow *f, int on);
  * ahead of any other event (and at the end of each tk_flow_walk); their executions come
  * through tk_flow_take_counts. Off by default. */
 int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, size_t n);
-typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, uint64_t execs,
-				uint64_t insns);
+typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, int mode,
+				uint64_t execs, uint64_t insns);
 /* Count mode: call FN for each block counted since the last call (START and LAST: its
- * first and last instruction; INSNS = EXECS * its length) and start counting afresh. */
+ * first and last instruction, MODE its TK_MODE_* code size; INSNS = EXECS * its length)
+ * and start counting afresh. */
 int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
 
 /* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle

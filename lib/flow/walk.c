@@ -225,7 +225,7 @@ int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx)
 		uint64_t execs = b->execs + f->cache.links[i].execs;
 
 		if (execs) {
-			rc = fn(ctx, b->start, b->last, execs, execs * b->ninsn);
+			rc = fn(ctx, b->start, b->last, b->mode, execs, execs * b->ninsn);
 			b->execs = 0;
 			f->cache.links[i].execs = 0;
 		}

@@ -73,8 +73,10 @@ static int prof_merge(void *ctx, size_t i)
 	return rc;
 }
 
-static int prof_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
+static int prof_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		      uint64_t insns)
 {
+	(void)mode;
 	return tk_prof_add_block(ctx, start, last, execs, insns);
 }
 

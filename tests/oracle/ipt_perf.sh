@@ -23,6 +23,8 @@
 #   script --vmlinux places it; a vmlinux of another build is left out; without one a
 #   warning says the kernel was traced; perf record --kcore's directory: the kernel's code
 #   as it ran and its kallsyms, as perf script reads them
+# (A command's output is searched as grep -q P <(CMD), not CMD | grep -q P: grep leaving at
+# the first match would end CMD with SIGPIPE, a failure under pipefail when CMD writes on.)
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -118,7 +120,7 @@ head -c "$(stat -c %s "$work/lj.pt")" "$work/per.pt.thread4243" | cmp -s - "$wor
 # perf's conversion of TSC ticks to its clock gives times in microseconds: each function's
 # inclusive time is the raw trace's ticks over the TSC's 2 GHz
 mk "$work/clock.data" --queue 0:4242:"$work/lj.pt" --tsc-hz 2000000000
-"$TK" profile "$work/clock.data" 2>/dev/null | head -1 | grep -q 'times in us (2000000000 ticks/s)' ||
+grep -q 'times in us (2000000000 ticks/s)' <("$TK" profile "$work/clock.data" 2>/dev/null | head -1) ||
 	{ echo "perf clock: the profile is not in microseconds"; exit 1; }
 "$TK" profile --to csv "$work/clock.data" >"$work/clock.csv"
 awk -F, 'NR == FNR { if (FNR > 1) raw[$1] = $3; next }
@@ -209,7 +211,7 @@ for cfg in 20000:3000 8192:6000 3000:2500; do
 	if [ "$cfg" = 20000:3000 ]; then
 		grep -v '^\[' "$work/snap.txt" | cmp -s - <(grep -v '^\[' "$work/truth.txt") ||
 			{ echo "overlapping snapshots: not the whole trace once"; exit 1; }
-		"$TK" info "$work/snap.data" | grep -q 'bytes repeating earlier snapshots left out' ||
+		grep -q 'bytes repeating earlier snapshots left out' <("$TK" info "$work/snap.data") ||
 			{ echo "overlapping snapshots: info says nothing of the overlaps"; exit 1; }
 	else
 		[ "$np" -gt 2 ] || { echo "snapshots $cfg: want pieces, got $np"; exit 1; }
@@ -252,7 +254,7 @@ for z in "" -z; do
 	cmp -s "$work/maps.perf" "$work/maps.tk" || { echo "perf record $z: mappings differ";
 		diff "$work/maps.perf" "$work/maps.tk"; exit 1; }
 done
-perf report --header-only -i "$work/rec-z.data" 2>/dev/null | grep -q '^# compressed : Zstd' ||
+grep -q '^# compressed : Zstd' <(perf report --header-only -i "$work/rec-z.data" 2>/dev/null) ||
 	{ echo "perf record -z wrote no compressed records"; exit 1; }
 # build-ids: tracekit info gives a session's files the ids perf buildid-list gives them
 perf record --buildid-all -q -o "$work/bid.data" -- "$work/lj" >/dev/null 2>"$work/perf.err" ||
@@ -281,9 +283,9 @@ mk "$work/clash.data" --queue 0:4242:"$work/lj.pt" --module "$true_path:$true_bi
 "$TK" decode --stat "$work/clash.data" >/dev/null 2>"$work/clash.err" || true
 grep -q "1 code mappings overlap others of different code, first $true_path (pid 4242) and $work/lj (pid 4242)" \
 	"$work/clash.err" || { echo "overlapping mappings: no warning"; cat "$work/clash.err"; exit 1; }
-"$TK" info "$work/clash.data" 2>&1 >/dev/null | grep -q "1 code mappings overlap" ||
+grep -q "1 code mappings overlap" <("$TK" info "$work/clash.data" 2>&1 >/dev/null) ||
 	{ echo "overlapping mappings: info does not say"; exit 1; }
-"$TK" decode --stat "$work/one.data" 2>&1 >/dev/null | grep -q overlap &&
+grep -q overlap <("$TK" decode --stat "$work/one.data" 2>&1 >/dev/null) &&
 	{ echo "mappings that do not overlap: a warning"; exit 1; }
 cc -O2 -DOTHER_BUILD -o "$work/lj" "$SRC/tests/data/seams/lj.c"   # the same path, other code
 rc=0
@@ -374,22 +376,22 @@ for d in k k1; do
 	grep -q "KASLR offset 0x2e400000" "$work/$d.err" && grep -q "1 kernel modules were mapped" "$work/$d.err" ||
 		{ echo "kernel $d: no note"; cat "$work/$d.err"; exit 1; }
 done
-"$TK" info "$work/k.data" | grep -q "kernel:   .*_text at $krun, traced, build-id $kid" ||
+grep -q "kernel:   .*_text at $krun, traced, build-id $kid" <("$TK" info "$work/k.data") ||
 	{ echo "kernel: info"; "$TK" info "$work/k.data"; exit 1; }
-"$TK" info "$work/k.data" | grep -q "modules:  1 kernel modules mapped" ||
+grep -q "modules:  1 kernel modules mapped" <("$TK" info "$work/k.data") ||
 	{ echo "kernel: info of modules"; "$TK" info "$work/k.data"; exit 1; }
-"$TK" profile --to csv --elf "$work/kern/vmlinux" "$work/k.data" 2>/dev/null | grep -q '^"k_leaf",1,' ||
+grep -q '^"k_leaf",1,' <("$TK" profile --to csv --elf "$work/kern/vmlinux" "$work/k.data" 2>/dev/null) ||
 	{ echo "kernel: profile"; "$TK" profile --elf "$work/kern/vmlinux" "$work/k.data"; exit 1; }
-"$TK" convert --to ipt -o "$work/k.out" --elf "$work/kern/vmlinux" "$work/k.data" 2>&1 |
-	grep -q -- "the code: --elf $work/kern/vmlinux:0xffffffffaf400000" ||
+grep -q -- "the code: --elf $work/kern/vmlinux:0xffffffffaf400000" \
+	<("$TK" convert --to ipt -o "$work/k.out" --elf "$work/kern/vmlinux" "$work/k.data" 2>&1) ||
 	{ echo "kernel: convert --to ipt does not name its place"; exit 1; }
 rc=0
 "$TK" decode --no-disasm --elf "$work/kern/vmlinux" "$work/k2.data" >"$work/k2.txt" 2>"$work/k2.err" || rc=$?
 [ $rc = 1 ] && grep -q "no code in the image at ${krun#0x}" "$work/k2.txt" &&
 	grep -q "is not the kernel the session ran" "$work/k2.err" ||
 	{ echo "kernel of another build: not left out"; cat "$work/k2.err" "$work/k2.txt"; exit 1; }
-"$TK" decode --no-disasm --elf "$work/kern/vmlinux:0xffffffffaf400000" "$work/k2.data" |
-	grep -q "^${krun#0x}" || { echo "kernel placed by hand: not taken"; exit 1; }
+grep -q "^${krun#0x}" <("$TK" decode --no-disasm --elf "$work/kern/vmlinux:0xffffffffaf400000" \
+	"$work/k2.data" 2>/dev/null) || { echo "kernel placed by hand: not taken"; exit 1; }
 # perf record --kcore: a directory, DIR/data the records, DIR/kcore_dir the kernel's code as it
 # ran (kcore: an ELF core file at run-time addresses, here with the first instruction's
 # immediate patched, as boot-time patching makes them differ from vmlinux) and its kallsyms
@@ -420,10 +422,10 @@ grep -q "^ *${krun#0x} insn: b8 02 00 00 00" "$work/kdir.perf" ||
 grep -v '^\[' "$work/kdir.txt" | awk '{print $1}' | sed 's/^0*//' | cmp -s - "$work/k.perf" &&
 	grep -q "^0*${krun#0x}  mov eax, 0x02" "$work/kdir.txt" && [ ! -s "$work/kdir.err" ] ||
 	{ echo "kcore: not the code as it ran"; cat "$work/kdir.err" "$work/kdir.txt"; exit 1; }
-"$TK" profile --to csv "$work/k.dir" 2>/dev/null | grep -q '^"k_leaf",1,' ||
+grep -q '^"k_leaf",1,' <("$TK" profile --to csv "$work/k.dir" 2>/dev/null) ||
 	{ echo "kcore: kallsyms names"; "$TK" profile "$work/k.dir"; exit 1; }
 # with a vmlinux as well: its symbols serve, the code is still kcore's
-"$TK" decode --elf "$work/kern/vmlinux" "$work/k.dir" 2>/dev/null | grep -q "^0*${krun#0x}  mov eax, 0x02" ||
+grep -q "^0*${krun#0x}  mov eax, 0x02" <("$TK" decode --elf "$work/kern/vmlinux" "$work/k.dir" 2>/dev/null) ||
 	{ echo "kcore and vmlinux: vmlinux's code won"; exit 1; }
 rc=0
 "$TK" decode --no-disasm "$work/k.data" >/dev/null 2>"$work/k3.err" || rc=$?
@@ -449,6 +451,6 @@ hdr = b'PERFILE2' + struct.pack('<8Q', 104, m.ATTR_SIZE + 16, 104, m.ATTR_SIZE +
                                 len(data), 0, 0) + bytes(32)
 open(sys.argv[1], 'wb').write(hdr + attr + struct.pack('<QQQ', ids, 8, 1) + data)
 PY
-"$TK" info "$work/hostile.data" | grep -q '1 snapshots not overlapping the one before' ||
+grep -q '1 snapshots not overlapping the one before' <("$TK" info "$work/hostile.data") ||
 	{ echo "hostile snapshots: the overlap search did not give up"; "$TK" info "$work/hostile.data"; exit 1; }
 echo "ipt perf.data: ok ($n1 instructions, $nbuf buffers, the same as perf script)"

@@ -59,9 +59,10 @@ static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	return 0;
 }
 
-static int prof_add_block(void *ctx, uint64_t start, uint64_t last, uint64_t execs,
+static int prof_add_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
 			  uint64_t insns)
 {
+	(void)mode;
 	return tk_prof_add_block(ctx, start, last, execs, insns);
 }
 

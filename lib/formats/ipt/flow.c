@@ -1115,9 +1115,10 @@ static int work(void *ctx, size_t i)
 	return rc < 0 ? rc : 0;
 }
 
-static int drop_count(void *ctx, uint64_t start, uint64_t last, uint64_t execs, uint64_t insns)
+static int drop_count(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		      uint64_t insns)
 {
-	(void)ctx, (void)start, (void)last, (void)execs, (void)insns;
+	(void)ctx, (void)start, (void)last, (void)mode, (void)execs, (void)insns;
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /* Execution statistics of Intel PT streams (tracekit stats): every block the flow executed
- * is counted per chunk (in parallel) and every conditional outcome taken from the
- * decoder's branch events; the distinct blocks are then decoded once for the instruction
+ * is counted (in parallel: in each decoder's block cache, count mode, plus the few blocks it
+ * still reports) and every conditional outcome taken from the decoder's branch events; the
+ * distinct blocks are then decoded once for the instruction
  * mix, memory operands, branch kinds and code footprint, each weighted by its executions.
  * All exact: nothing is sampled. */
 #include <stdlib.h>
@@ -144,7 +145,22 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	x->parts[i] = p;
 	tk_flow_set_branch_events(flow, 1);   /* every conditional outcome, as an event */
 	*sink = (struct tk_sink){ part_events, p };
-	return 0;
+	/* blocks counted in the walker's cache (no function entries: no tail calls to see) */
+	return tk_flow_set_count_mode(flow, 1, NULL, 0);
+}
+
+static int exec_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		      uint64_t insns)
+{
+	return xadd(ctx, start, last, (uint32_t)mode, (uint32_t)(insns / execs), execs);
+}
+
+/* A decoder is done: the blocks it counted over all its chunks into the total. */
+static int exec_done(void *ctx, struct tk_flow *flow)
+{
+	struct tk_ipt_exec *x = ctx;
+
+	return tk_flow_take_counts(flow, exec_block, &x->blocks);
 }
 
 /* A chunk's counts into the total (they add up in any order; merged in order anyway). */
@@ -210,7 +226,8 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 	x->nparts = (size_t)n;
 	if (!(x->parts = calloc(x->nparts ? x->nparts : 1, sizeof(*x->parts))))
 		return -TK_E_NOMEM;
-	struct tk_ipt_flow_consumer c = { .begin = exec_begin, .merge = exec_merge, .ctx = x };
+	struct tk_ipt_flow_consumer c = { .begin = exec_begin, .merge = exec_merge,
+					  .done = exec_done, .ctx = x };
 
 	rc = tk_ipt_flow_decode(buf, len, &o, &c, &fs);
 	for (size_t i = 0; i < x->nparts; i++)

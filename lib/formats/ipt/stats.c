@@ -1,7 +1,7 @@
 /* Execution statistics of Intel PT streams (tracekit stats): every block the flow executed
  * is counted (in parallel: in each decoder's block cache, count mode, plus the few blocks it
- * still reports) and every conditional outcome taken from the decoder's branch events; the
- * distinct blocks are then decoded once for the instruction
+ * still reports), and every conditional outcome by the decoder as it walks; the distinct
+ * blocks are then decoded once for the instruction
  * mix, memory operands, branch kinds and code footprint, each weighted by its executions.
  * All exact: nothing is sampled. */
 #include <stdlib.h>
@@ -84,7 +84,7 @@ static int xadd(struct xtable *t, uint64_t start, uint64_t last, uint32_t mode, 
 /* ---- decoding: one table and the outcome counts per chunk ------------------------------ */
 struct xpart {
 	struct xtable blocks;
-	uint64_t taken, not_taken, enables, disables, async_disables, interrupts;
+	uint64_t enables, disables, async_disables, interrupts;
 	int err;
 };
 
@@ -108,14 +108,6 @@ static int part_events(void *ctx, const struct tk_event *ev, size_t n)
 			if ((p->err = xadd(&p->blocks, e->addr, e->addr2, e->flags, (uint32_t)e->count,
 					   1)) < 0)
 				return p->err;
-			break;
-		case TK_EV_BRANCH:
-			if (e->flags & TK_BR_CONDITIONAL) {
-				if (e->flags & TK_BR_TAKEN)
-					p->taken++;
-				else
-					p->not_taken++;
-			}
 			break;
 		case TK_EV_ENABLE:
 			p->enables++;
@@ -143,8 +135,8 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	if (i >= x->nparts || !(p = calloc(1, sizeof(*p))))
 		return i >= x->nparts ? -TK_E_INTERNAL : -TK_E_NOMEM;
 	x->parts[i] = p;
-	tk_flow_set_branch_events(flow, 1);   /* every conditional outcome, as an event */
 	*sink = (struct tk_sink){ part_events, p };
+	tk_flow_set_cond_counts(flow, 1);
 	/* blocks counted in the walker's cache (no function entries: no tail calls to see) */
 	return tk_flow_set_count_mode(flow, 1, NULL, 0);
 }
@@ -155,11 +147,16 @@ static int exec_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64
 	return xadd(ctx, start, last, (uint32_t)mode, (uint32_t)(insns / execs), execs);
 }
 
-/* A decoder is done: the blocks it counted over all its chunks into the total. */
+/* A decoder is done: the blocks and outcomes it counted over all its chunks into the
+ * total. */
 static int exec_done(void *ctx, struct tk_flow *flow)
 {
 	struct tk_ipt_exec *x = ctx;
+	uint64_t not_taken, taken;
 
+	tk_flow_take_cond(flow, &not_taken, &taken);
+	x->st.cond_taken += taken;
+	x->st.cond_not_taken += not_taken;
 	return tk_flow_take_counts(flow, exec_block, &x->blocks);
 }
 
@@ -178,8 +175,6 @@ static int exec_merge(void *ctx, size_t i)
 		if (b->start || b->last)
 			rc = xadd(&x->blocks, b->start, b->last, b->mode, b->ninsn, b->execs);
 	}
-	x->st.cond_taken += p->taken;
-	x->st.cond_not_taken += p->not_taken;
 	x->st.enables += p->enables;
 	x->st.disables += p->disables;
 	x->st.async_disables += p->async_disables;

@@ -150,14 +150,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tk_buf_free(&out);
 	}
 	/* execution statistics (tracekit stats), in tiny chunks with the breaks: the blocks
-	 * they count hold every instruction decoded */
+	 * they count hold every instruction decoded, and there are no more conditional
+	 * outcomes than executed conditional branches (fewer where the trace stopped at one) */
 	struct tk_ipt_exec *ex = tk_ipt_exec_new(img, NULL);
 	if (ex) {
 		struct tk_ipt_exec_stats es;
 		struct tk_ipt_flow_stats one;
 
 		if (tk_ipt_exec_add(ex, data, size, &o, &one) == 0 &&
-		    tk_ipt_exec_finish(ex, &es) == 0 && es.insns != one.insns)
+		    tk_ipt_exec_finish(ex, &es) == 0 &&
+		    (es.insns != one.insns || es.cond_taken + es.cond_not_taken > es.kind[1]))
 			abort();
 		tk_ipt_exec_free(ex);
 	}

@@ -98,14 +98,14 @@ int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
  * sink's error. The oracle's pending item survives between calls. */
 int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int *mode, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res);
-/* Conditional outcomes of the oracle's TNT item that the walker holds but has not used
- * (0 if it holds no TNT item): after an error, the failing one is the first of them. */
 /* Count the conditional branches walked, not taken and taken (off by default): exact in
  * count mode and whenever events are produced; the counting walk of decode --stat (no
  * events, paths through calls) does not keep them. tk_flow_take_cond gives the counts
  * since its last call and counts afresh. */
 void tk_flow_set_cond_counts(struct tk_flow *f, int on);
 void tk_flow_take_cond(struct tk_flow *f, uint64_t *not_taken, uint64_t *taken);
+/* Conditional outcomes of the oracle's TNT item that the walker holds but has not used
+ * (0 if it holds no TNT item): after an error, the failing one is the first of them. */
 unsigned tk_flow_pending_tnt(const struct tk_flow *f);
 /* Drop the oracle item the walker holds (after an error or resync). */
 void tk_flow_clear_pending(struct tk_flow *f);

@@ -1183,7 +1183,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				ip = taken ? b->target : b->next;
 				prev = bi, prev_slot = taken;
 				idle = 0;
-				f->cond[taken] += (unsigned)f->conds;
+				if (f->conds)
+					f->cond[taken]++;
 				if (f->branches &&
 				    (rc = emit(f, out, TK_EV_BRANCH, b->last, ip, 0, 0,
 					       TK_BR_CONDITIONAL | (taken ? TK_BR_TAKEN : 0))) < 0)

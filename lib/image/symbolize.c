@@ -572,21 +572,23 @@ int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_
 	return (int)s->nmods++;
 }
 
-/* One line of a kallsyms listing: "ADDRESS TYPE NAME[\t[MODULE]]"; text symbols only. */
+/* One line of a kallsyms listing: "ADDRESS TYPE NAME[\t[MODULE]]". 1: a text symbol, 0:
+ * another symbol (or an address hidden from the reader: kptr_restrict gives zeros), -1:
+ * not such a line. */
 static int kallsyms_line(char *line, uint64_t *addr, char **name)
 {
 	char *end, *type, *nm;
 
 	*addr = strtoull(line, &end, 16);
-	if (end == line || *end != ' ')
-		return 0;
+	if (end == line || *end != ' ' || !end[1] || end[2] != ' ')
+		return -1;
 	type = end + 1;
-	if ((*type != 't' && *type != 'T') || type[1] != ' ')
-		return 0;
 	nm = type + 2;
 	nm[strcspn(nm, " \t\n")] = 0;
+	if (!*nm)
+		return -1;
 	*name = nm;
-	return *addr != 0 && *nm;   /* zeros: addresses hidden from the reader (kptr_restrict) */
+	return (*type == 't' || *type == 'T') && *addr != 0;
 }
 
 int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name)
@@ -595,14 +597,17 @@ int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name)
 	struct symbol *syms = NULL;
 	size_t n = 0, cap = 0, nstr = 0, cstr = 0;
 	char *strings = NULL, *line = NULL, *nm;
-	size_t linecap = 0;
+	size_t linecap = 0, lineno = 0, bad = 0, first_bad = 0;
 	uint64_t addr;
-	int rc = 0;
+	int rc = 0, kind;
 
 	if (!f)
 		return -TK_E_IO;
 	while (getline(&line, &linecap, f) > 0) {
-		if (!kallsyms_line(line, &addr, &nm))
+		lineno++;
+		if ((kind = kallsyms_line(line, &addr, &nm)) < 0 && !bad++)
+			first_bad = lineno;
+		if (kind <= 0)
 			continue;
 		size_t len = strlen(nm) + 1;
 		if (n == cap) {
@@ -628,6 +633,9 @@ int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name)
 	}
 	free(line);
 	fclose(f);
+	if (bad)
+		tk_log(TK_LOG_WARN, "%s: line %zu: not a kallsyms line (address, type, name); %zu "
+		       "such lines skipped, the others read", path, first_bad, bad);
 	if (rc == 0 && !n)
 		rc = -TK_E_NOT_FOUND;
 	if (rc == 0)

@@ -422,8 +422,16 @@ grep -q "^ *${krun#0x} insn: b8 02 00 00 00" "$work/kdir.perf" ||
 grep -v '^\[' "$work/kdir.txt" | awk '{print $1}' | sed 's/^0*//' | cmp -s - "$work/k.perf" &&
 	grep -q "^0*${krun#0x}  mov eax, 0x02" "$work/kdir.txt" && [ ! -s "$work/kdir.err" ] ||
 	{ echo "kcore: not the code as it ran"; cat "$work/kdir.err" "$work/kdir.txt"; exit 1; }
-grep -q '^"k_leaf",1,' <("$TK" profile --to csv "$work/k.dir" 2>/dev/null) ||
-	{ echo "kcore: kallsyms names"; "$TK" profile "$work/k.dir"; exit 1; }
+# a corrupt third line is named and skipped, the names after it still read
+sed -i '3i ffffffffzz not-a-line' "$work/k.dir/kcore_dir/kallsyms"
+grep -q '^"k_leaf",1,' <("$TK" profile --to csv "$work/k.dir" 2>"$work/kprof.err") &&
+	grep -q 'kallsyms: line 3: not a kallsyms line' "$work/kprof.err" ||
+	{ echo "kcore: kallsyms names"; cat "$work/kprof.err"; "$TK" profile "$work/k.dir"; exit 1; }
+# perf record --threads' per-thread files are not read, and that is said
+cp "$work/k.dir/data" "$work/k.dir/data.0"
+grep -q 'data.N files too: they are not read' <("$TK" info "$work/k.dir" 2>&1 >/dev/null) ||
+	{ echo "perf record --threads: no warning"; exit 1; }
+rm "$work/k.dir/data.0"
 # with a vmlinux as well: its symbols serve, the code is still kcore's
 grep -q "^0*${krun#0x}  mov eax, 0x02" <("$TK" decode --elf "$work/kern/vmlinux" "$work/k.dir" 2>/dev/null) ||
 	{ echo "kcore and vmlinux: vmlinux's code won"; exit 1; }

@@ -1,9 +1,8 @@
 /* Execution statistics of Intel PT streams (tracekit stats): every block the flow executed
  * is counted (in parallel: in each decoder's block cache, count mode, plus the few blocks it
  * still reports), and every conditional outcome by the decoder as it walks; the distinct
- * blocks are then decoded once for the instruction
- * mix, memory operands, branch kinds and code footprint, each weighted by its executions.
- * All exact: nothing is sampled. */
+ * blocks are then decoded once for the instruction mix, memory operands, branch kinds and
+ * code footprint, each weighted by its executions. All exact: nothing is sampled. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -118,13 +118,14 @@ head -c "$(stat -c %s "$work/lj.pt")" "$work/per.pt.thread4243" | cmp -s - "$wor
 	{ echo "per-thread: per.pt.thread4243 is not the trace"; exit 1; }
 
 # perf's conversion of TSC ticks to its clock gives times in microseconds: each function's
-# inclusive time is the raw trace's ticks over the TSC's 2 GHz
+# inclusive time is the raw trace's ticks over the TSC's 2 GHz, cut to whole nanoseconds
+# (not rounded: an odd tick count ends in half a nanosecond)
 mk "$work/clock.data" --queue 0:4242:"$work/lj.pt" --tsc-hz 2000000000
 grep -q 'times in us (2000000000 ticks/s)' <("$TK" profile "$work/clock.data" 2>/dev/null | head -1) ||
 	{ echo "perf clock: the profile is not in microseconds"; exit 1; }
 "$TK" profile --to csv "$work/clock.data" >"$work/clock.csv"
 awk -F, 'NR == FNR { if (FNR > 1) raw[$1] = $3; next }
-	FNR > 1 { n++; want = sprintf("%.3f", raw[$1] / 2000); if ($3 != want) { bad++;
+	FNR > 1 { n++; ns = int(raw[$1] / 2); want = sprintf("%d.%03d", int(ns / 1000), ns % 1000); if ($3 != want) { bad++;
 		print "perf clock: " $1 " " $3 " us, want " want } }
 	END { exit !(n > 10 && !bad) }' "$work/raw.csv" "$work/clock.csv" ||
 	{ echo "perf clock: times differ from the raw trace's ticks"; exit 1; }

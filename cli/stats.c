@@ -1,5 +1,6 @@
 /* tracekit stats: statistics of a trace. Each format's handler is one case below; the work is in the library. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -17,6 +18,9 @@ static const char usage[] =
 	"  (conditional taken / not taken, jumps, calls, returns, indirect, far), memory\n"
 	"  operands, footprint (distinct blocks, instructions, 64-byte code lines), trace\n"
 	"  events; exact, from the whole flow\n"
+	"\n"
+	"Branch traces (.tkbt, record --btrace): the same, over the recorded modules\n"
+	"  --tid N         only this thread (default: all, summed)\n"
 	"\n"
 	"Kanata pipeline logs:\n"
 	"  --window N      IPC over time in windows of N cycles (with --to csv: only that table)\n"
@@ -596,6 +600,60 @@ static void ranked_rows(struct statout *b, const uint64_t *v, unsigned n, uint64
 	}
 }
 
+/* The statistics of an Intel PT flow (S, from NSTREAMS streams of WHAT, each a UNIT) to B
+ * as --to asks */
+static void exec_stats_out(struct tk_buf *b, int to, const char *file, const char *what,
+			   const char *format, const char *unit, size_t nstreams,
+			   const struct tk_ipt_exec_stats *s)
+{
+	uint64_t n = s->insns, cond = s->kind[1];
+	uint64_t br = 0;
+	struct statout so = { b, to, -1, NULL };
+
+	for (unsigned k = 1; k < TK_IPT_EXEC_NKIND; k++)
+		br += s->kind[k];
+	if (to == ST_TEXT)
+		tk_buf_printf(b, "%s: %s, %zu %s%s\n", file, what, nstreams, unit, nstreams == 1 ? "" : "s");
+	st_begin(&so, file, format);
+	if (to == ST_JSON)
+		tk_buf_printf(b, "\n  \"%ss\": %zu,", unit, nstreams);
+	st_section(&so, "instructions", "instructions");
+	st_row(&so, "total", n, UINT64_MAX);
+	st_row(&so, "blocks executed", s->block_execs, UINT64_MAX);
+	if (s->undecoded || so.to != ST_TEXT)
+		st_row(&so, "not decodable now", s->undecoded, n);
+	st_section(&so, "instruction mix (Zydis categories)", "mix");
+	ranked_rows(&so, s->category, TK_IPT_EXEC_NCAT, n, tk_ipt_exec_category_name);
+	st_section(&so, "ISA extensions", "isa_extensions");
+	ranked_rows(&so, s->isa_ext, TK_IPT_EXEC_NEXT, n, tk_ipt_exec_isa_ext_name);
+	st_section(&so, "branches", "branches");
+	st_row(&so, "all", br, n);
+	st_row(&so, "conditional", cond, br);
+	st_row(&so, "conditional taken", s->cond_taken, cond);
+	st_row(&so, "conditional not taken", s->cond_not_taken, cond);
+	st_row(&so, "direct jumps", s->kind[2], br);
+	st_row(&so, "direct calls", s->kind[3], br);
+	st_row(&so, "returns", s->kind[4], br);
+	st_row(&so, "indirect jumps", s->kind[5], br);
+	st_row(&so, "indirect calls", s->kind[6], br);
+	st_row(&so, "far transfers", s->kind[7], br);
+	st_section(&so, "memory", "memory");
+	st_row(&so, "instructions reading memory", s->mem_read, n);
+	st_row(&so, "instructions writing memory", s->mem_write, n);
+	st_section(&so, "footprint", "footprint");
+	st_row(&so, "distinct blocks", s->distinct_blocks, UINT64_MAX);
+	st_row(&so, "distinct instructions", s->distinct_insns, UINT64_MAX);
+	st_row(&so, "code lines (64 bytes)", s->code_lines, UINT64_MAX);
+	st_section(&so, "trace", "trace");
+	st_row(&so, "tracing enabled", s->enables, UINT64_MAX);
+	st_row(&so, "tracing disabled", s->disables, UINT64_MAX);
+	st_row(&so, "asynchronous disables", s->async_disables, UINT64_MAX);
+	st_row(&so, "asynchronous branches", s->interrupts, UINT64_MAX);
+	st_row(&so, "overflows", s->flow.overflows, UINT64_MAX);
+	st_row(&so, "decode errors", s->flow.errors, UINT64_MAX);
+	st_end(&so);
+}
+
 static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
 {
@@ -633,55 +691,68 @@ static int ipt_stats(struct cli_opts *o, const char *file, struct tk_input *in,
 		cli_ipt_close(&x);
 		return status;
 	}
-	uint64_t n = s.insns, cond = s.kind[1];
-	uint64_t br = 0;
-	struct statout so = { &b, to, -1, NULL };
-
-	for (unsigned k = 1; k < TK_IPT_EXEC_NKIND; k++)
-		br += s.kind[k];
-	if (to == ST_TEXT)
-		tk_buf_printf(&b, "%s: Intel PT, %zu stream%s\n", file, x.n, x.n == 1 ? "" : "s");
-	st_begin(&so, file, "ipt");
-	if (to == ST_JSON)
-		tk_buf_printf(&b, "\n  \"streams\": %zu,", x.n);
-	st_section(&so, "instructions", "instructions");
-	st_row(&so, "total", n, UINT64_MAX);
-	st_row(&so, "blocks executed", s.block_execs, UINT64_MAX);
-	if (s.undecoded || so.to != ST_TEXT)
-		st_row(&so, "not decodable now", s.undecoded, n);
-	st_section(&so, "instruction mix (Zydis categories)", "mix");
-	ranked_rows(&so, s.category, TK_IPT_EXEC_NCAT, n, tk_ipt_exec_category_name);
-	st_section(&so, "ISA extensions", "isa_extensions");
-	ranked_rows(&so, s.isa_ext, TK_IPT_EXEC_NEXT, n, tk_ipt_exec_isa_ext_name);
-	st_section(&so, "branches", "branches");
-	st_row(&so, "all", br, n);
-	st_row(&so, "conditional", cond, br);
-	st_row(&so, "conditional taken", s.cond_taken, cond);
-	st_row(&so, "conditional not taken", s.cond_not_taken, cond);
-	st_row(&so, "direct jumps", s.kind[2], br);
-	st_row(&so, "direct calls", s.kind[3], br);
-	st_row(&so, "returns", s.kind[4], br);
-	st_row(&so, "indirect jumps", s.kind[5], br);
-	st_row(&so, "indirect calls", s.kind[6], br);
-	st_row(&so, "far transfers", s.kind[7], br);
-	st_section(&so, "memory", "memory");
-	st_row(&so, "instructions reading memory", s.mem_read, n);
-	st_row(&so, "instructions writing memory", s.mem_write, n);
-	st_section(&so, "footprint", "footprint");
-	st_row(&so, "distinct blocks", s.distinct_blocks, UINT64_MAX);
-	st_row(&so, "distinct instructions", s.distinct_insns, UINT64_MAX);
-	st_row(&so, "code lines (64 bytes)", s.code_lines, UINT64_MAX);
-	st_section(&so, "trace", "trace");
-	st_row(&so, "tracing enabled", s.enables, UINT64_MAX);
-	st_row(&so, "tracing disabled", s.disables, UINT64_MAX);
-	st_row(&so, "asynchronous disables", s.async_disables, UINT64_MAX);
-	st_row(&so, "asynchronous branches", s.interrupts, UINT64_MAX);
-	st_row(&so, "overflows", s.flow.overflows, UINT64_MAX);
-	st_row(&so, "decode errors", s.flow.errors, UINT64_MAX);
-	st_end(&so);
+	exec_stats_out(&b, to, file, "Intel PT", "ipt", "stream", x.n, &s);
 	status = cli_out_close(&b);
 	int g = cli_ipt_report(o, file, &x, &s.flow);
 	cli_ipt_close(&x);
+	return status > g ? status : g;
+}
+
+/* ---- branch traces (.tkbt): each thread's stream is Intel PT packets ------------------ */
+static int btrace_stats(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	struct tk_ipt_exec_stats s;
+	struct tk_ipt_exec *ex;
+	struct cli_btrace cb;
+	struct tk_buf b;
+	size_t nthreads = 0;
+	int rc = 0, err = 0, status, to = st_format(o->to);
+
+	if (to < 0)
+		return EXIT_USAGE;
+	if ((status = cli_btrace_open(o, file, in, &cb)))
+		return status;
+	if (!(ex = tk_ipt_exec_new(cb.img, &err))) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		cli_btrace_close(&cb);
+		return EXIT_INPUT;
+	}
+	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && rc >= 0; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(cb.bt, i);
+		struct tk_ipt_flow_opts fo = cli_ipt_flow_opts(o, cb.img);
+		uint8_t *pt;
+		size_t n;
+
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if ((rc = tk_btrace_thread_stream(cb.bt, i, &pt, &n)) < 0)
+			break;
+		rc = tk_ipt_exec_add(ex, pt, n, &fo, NULL);
+		free(pt);
+		nthreads++;
+	}
+	if (rc >= 0)
+		rc = tk_ipt_exec_finish(ex, &s);
+	tk_ipt_exec_free(ex);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		cli_btrace_close(&cb);
+		return EXIT_INPUT;
+	}
+	if ((status = cli_out_open(o, &b))) {
+		cli_btrace_close(&cb);
+		return status;
+	}
+	exec_stats_out(&b, to, file, "branch trace", "btrace", "thread", nthreads, &s);
+	status = cli_out_close(&b);
+	/* a recording that did not end (killed, or lost data) has skipped something */
+	if (!tk_btrace_info(cb.bt)->complete && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
+	/* the container's damage (as decode reports it) and the decoder's */
+	struct tk_gap_stats gaps = *tk_btrace_gaps(cb.bt);
+	tk_gap_stats_merge(&gaps, &s.flow.gaps);
+	int g = cli_report_gaps(file, &gaps, "gap");
+	cli_btrace_close(&cb);
 	return status > g ? status : g;
 }
 
@@ -697,6 +768,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		return xtrace_stats(o, file, in, fi);
 	case TK_FMT_KANATA:
 		return stats_kanata(o, file, in);
+	case TK_FMT_TKBT:
+		return btrace_stats(o, file, in);
 	default:
 		return cli_unsupported("stats", file, fi);
 	}

@@ -9,6 +9,7 @@
 # - calls and returns: the listing's call and ret lines; distinct instructions: its distinct
 #   addresses; the instruction mix adds up to the total
 # - the same numbers with -j 1, -j 2 and small chunks; perf.data of two CPUs: twice one
+# - the branch trace (.tkbt) itself: as its Intel PT; its threads add up; truncated: exit 1
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -114,4 +115,36 @@ rc=0
 	{ echo "lost buffer: exit $rc"; cat "$work/hole.err"; exit 1; }
 [ "$(get total)" -gt $(( $(truth total) / 2 )) ] && [ "$(get total)" -lt "$(truth total)" ] ||
 	{ echo "lost buffer: $(get total) instructions of $(truth total)"; exit 1; }
+
+# the branch trace itself: the same statistics as its conversion to Intel PT, titled as a
+# branch trace
+"$TK" stats "$work/lj.tkbt" >"$work/bt.txt"
+head -1 "$work/bt.txt" | grep -q 'lj.tkbt: branch trace, 1 thread$' ||
+	{ echo "branch trace: title '$(head -1 "$work/bt.txt")'"; exit 1; }
+"$TK" stats "${elfargs[@]}" "$work/lj.pt" >"$work/stats.txt"
+cmp -s <(tail -n +2 "$work/bt.txt") <(tail -n +2 "$work/stats.txt") ||
+	{ echo "branch trace: stats differ from its Intel PT's"; diff "$work/bt.txt" "$work/stats.txt"; exit 1; }
+# threads: all of them add up to each one (--tid), and each one is what decode counts
+cc -O1 -pthread -o "$work/thr" "$SRC/tests/data/btrace/threads.c"
+"$TK" record --btrace -q -o "$work/thr.tkbt" -- "$work/thr" >/dev/null
+"$TK" stats "$work/thr.tkbt" >"$work/stats.txt"
+head -1 "$work/stats.txt" | grep -q ', 5 threads$' || { echo "threads: $(head -1 "$work/stats.txt")"; exit 1; }
+all=$(get total) sum=0
+for t in $("$TK" info "$work/thr.tkbt" | awk '$1 == "thread" {sub(":", "", $2); print $2}'); do
+	"$TK" stats --tid "$t" "$work/thr.tkbt" >"$work/stats.txt"
+	one=$(get total)
+	check "thread $t" "$one" "$("$TK" decode --stat --tid "$t" "$work/thr.tkbt" | awk '$1 == "insn:" {print $2}')"
+	sum=$((sum + one))
+done
+check "threads: the sum of each" "$all" "$sum"
+# a truncated branch trace: the damage named with its offset, what is left counted, exit 1
+head -c $(( $(stat -c %s "$work/lj.tkbt") * 2 / 3 )) "$work/lj.tkbt" >"$work/cut.tkbt"
+rc=0
+"$TK" stats "$work/cut.tkbt" >"$work/stats.txt" 2>"$work/cut.err" || rc=$?
+[ $rc = 1 ] && grep -q 'offset 0x[0-9a-f]*: damaged or truncated record' "$work/cut.err" &&
+	grep -q 'cut.tkbt: [0-9]* gaps\?, [0-9]* bytes skipped' "$work/cut.err" ||
+	{ echo "truncated branch trace: exit $rc"; cat "$work/cut.err"; exit 1; }
+[ "$(get total)" -gt 0 ] && [ "$(get total)" -lt "$(truth total)" ] ||
+	{ echo "truncated branch trace: $(get total) instructions of $(truth total)"; exit 1; }
+
 echo "ipt stats: ok ($(truth total) instructions, $(truth taken) / $(truth not_taken) conditionals taken / not)"

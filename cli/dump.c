@@ -1,5 +1,6 @@
 /* tracekit dump: print every packet or record with its file offset. Each format's handler is one case below; the work is in the library. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -18,6 +19,8 @@ static const char usage[] =
 	"Intel PT streams print in ptdump's layout from the first PSB on; after a damaged\n"
 	"packet the dump marks the offset and resumes at the next PSB. perf.data: each\n"
 	"CPU's or thread's Intel PT in turn, under a line naming it.\n"
+	"Branch traces (.tkbt): the header and every record with its file offset, then each\n"
+	"thread's Intel PT stream as above (--tid N: one thread).\n"
 	"XRay: every FDR metadata/function record or basic-mode record, in llvm-xray\n"
 	"fdr-dump's notation, after one header line; damaged spots are marked <Error: ...>.\n"
 	"Kanata: one line per command: line number, offset, the cycle it happens in, and the\n"
@@ -75,6 +78,81 @@ static int dump_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 	if (x.skipped && g < EXIT_SKIPPED)
 		g = EXIT_SKIPPED;
 	cli_ipt_close(&x);
+	return st > g ? st : g;
+}
+
+/* Branch trace (.tkbt): the header and every record with its file offset (formatted by
+ * the library), then each thread's Intel PT stream in ptdump's layout (offsets in the
+ * joined stream). */
+struct btrace_dump {
+	struct tk_buf *b;
+	int no_offset;
+};
+
+static int btrace_dump_record(void *ctx, const struct tk_btrace_record *r)
+{
+	const struct btrace_dump *d = ctx;
+	tk_btrace_record_text(d->b, r, d->no_offset);
+	return 0;
+}
+
+static int dump_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_buf out;
+	struct tk_gap_stats gaps = { 0 };
+	struct ipt_err_ctx ec = { file };
+	int rc, err = 0;
+
+	if ((rc = tk_input_map(in, &data, &len)) < 0) {
+		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	struct btrace_dump d = { &out, o->no_offset };
+	if (!o->quiet)
+		tk_btrace_header_text(&out, data, len, o->no_offset);
+	/* -q: the records are checked, not printed */
+	struct tk_btrace_opts bo = { .sz = sizeof bo, .ctx = &d,
+				     .on_record = o->quiet ? NULL : btrace_dump_record };
+	struct tk_btrace *bt = tk_btrace_open(data, len, &bo, &err);
+	if (!bt) {
+		cli_out_close(&out);
+		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	struct tk_ipt_dump_opts po = {
+		.sz = sizeof po, .no_offset = o->no_offset, .lastip = o->lastip,
+		.quiet = o->quiet, .on_error = ipt_on_error, .ctx = &ec,
+	};
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		uint8_t *pt;
+		size_t n;
+
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if ((rc = tk_btrace_thread_stream(bt, i, &pt, &n)) < 0)
+			break;
+		if (!o->quiet)
+			tk_buf_printf(&out, "[thread %u: %zu bytes of trace]\n", t->tid, n);
+		rc = tk_ipt_dump(pt, n, &po, &out, &gaps);
+		free(pt);
+	}
+	int st = cli_out_close(&out);
+	if (rc < 0 && !st) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		st = EXIT_INPUT;
+	}
+	/* the container's damage, then the streams' */
+	struct tk_gap_stats all = *tk_btrace_gaps(bt);
+	tk_gap_stats_merge(&all, &gaps);
+	int g = cli_report_gaps(file, &all, "gap");
+	if (!tk_btrace_info(bt)->complete && g < EXIT_SKIPPED)
+		g = EXIT_SKIPPED;
+	tk_btrace_free(bt);
 	return st > g ? st : g;
 }
 
@@ -329,6 +407,8 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	case TK_FMT_IPT:
 	case TK_FMT_PERF:
 		return dump_ipt(o, file, in, fi);
+	case TK_FMT_TKBT:
+		return dump_btrace(o, file, in);
 	case TK_FMT_KANATA:
 		return dump_kanata(o, file, in);
 	default:

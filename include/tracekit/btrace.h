@@ -56,8 +56,21 @@ int tk_btrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 /* ---- reader ---------------------------------------------------------------------------- */
 struct tk_btrace;
 
+/* One record as it stands in the file (its checksum verified), for dumps. */
+struct tk_btrace_record {
+	uint64_t offset;          /* of the record header */
+	unsigned type;            /* enum tk_btrace_rec_type */
+	uint32_t tid, seq;
+	const uint8_t *payload;
+	uint32_t size;            /* payload bytes */
+};
+
 struct tk_btrace_opts {
 	size_t sz;                /* sizeof(struct tk_btrace_opts) */
+	/* called for each sound record in file order while the container is indexed; a
+	 * negative return stops the indexing and tk_btrace_open fails with it (NULL: none) */
+	int (*on_record)(void *ctx, const struct tk_btrace_record *r);
+	void *ctx;
 };
 
 struct tk_btrace_info {
@@ -109,6 +122,13 @@ const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt);
  * are missing the stream gets an OVF packet and continues with the next piece, which starts
  * with a PSB+ (a sync point), so PT decoders see the loss instead of a wrong flow. */
 int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len);
+
+/* dump's text, one line each with the file offset first (NO_OFFSET: without): the
+ * header of the container in DATA (LEN bytes; nothing if it is too short), and a record
+ * (the callback of tk_btrace_opts). */
+struct tk_buf;
+void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, int no_offset);
+void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset);
 
 /* Add the container's modules (from their paths, at their recorded load addresses) to a
  * memory image for the PT flow decoder. */

@@ -1,13 +1,28 @@
-/* Fuzz target: the branch-trace container reader (index, modules, threads, streams). */
+/* Fuzz target: the branch-trace container reader (index, modules, threads, streams) and
+ * dump's text of its header and records. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "tracekit/btrace.h"
+#include "tracekit/common.h"
+
+/* dump's text of every record the reader passes on */
+static int record(void *ctx, const struct tk_btrace_record *r)
+{
+	tk_btrace_record_text(ctx, r, 0);
+	return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int err = 0;
-	struct tk_btrace *bt = tk_btrace_open(data, size, NULL, &err);
+	struct tk_buf text;
+	if (tk_buf_init(&text, -1, 4096) < 0)
+		return 0;
+	tk_btrace_header_text(&text, data, size, 0);
+	struct tk_btrace_opts o = { .sz = sizeof o, .on_record = record, .ctx = &text };
+	struct tk_btrace *bt = tk_btrace_open(data, size, &o, &err);
+	tk_buf_free(&text);
 	if (!bt)
 		return 0;
 	const struct tk_btrace_info *bi = tk_btrace_info(bt);

@@ -29,6 +29,7 @@ struct tk_btrace {
 	struct thread *threads;
 	size_t nthreads;
 	struct tk_gap_stats gaps;
+	struct tk_btrace_opts opts;
 };
 
 static void gap(struct tk_btrace *bt, uint64_t off, uint64_t skipped, const char *why)
@@ -151,6 +152,11 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 		struct thread *t;
 		int rc = 0;
 
+		if (bt->opts.on_record) {
+			struct tk_btrace_record r = { off, type, tid, seq, p, n };
+			if ((rc = bt->opts.on_record(bt->opts.ctx, &r)) < 0)
+				return rc;
+		}
 		bt->info.complete = 0;
 		switch (type) {
 		case TK_BTRACE_REC_MODULE:
@@ -212,7 +218,6 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	struct tk_btrace *bt;
 	int rc;
 
-	(void)opts;
 	if (len < 16 || memcmp(data, TK_BTRACE_MAGIC, 8)) {
 		*err = -TK_E_BAD_FORMAT;
 		return NULL;
@@ -235,6 +240,9 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	}
 	bt->data = data;
 	bt->len = len;
+	/* the caller's struct may be older (smaller) than ours */
+	if (opts)
+		memcpy(&bt->opts, opts, opts->sz < sizeof bt->opts ? opts->sz : sizeof bt->opts);
 	bt->info.version = version;
 	bt->info.pid = tk_le32(data + 16);
 	bt->info.ppid = tk_le32(data + 20);

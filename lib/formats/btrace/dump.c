@@ -1,0 +1,79 @@
+/* Text of the branch-trace container's header and records, for `tracekit dump`: one line
+ * each, the file offset first. */
+#include <stdio.h>
+
+#include "tracekit/btrace.h"
+#include "tracekit/common.h"
+
+static void line_start(struct tk_buf *b, uint64_t off, const char *what, int no_offset)
+{
+	if (!no_offset)
+		tk_buf_printf(b, "%016llx  ", (unsigned long long)off);
+	tk_buf_printf(b, "%-12s", what);
+}
+
+/* " NAME VALUE" for each u64 of P (N bytes) that NAMES has a name for */
+static void u64_fields(struct tk_buf *b, const uint8_t *p, uint32_t n, const char *const *names,
+		       unsigned count)
+{
+	for (unsigned i = 0; i < count && 8 * (i + 1) <= n; i++)
+		tk_buf_printf(b, "%s %s %llu", i ? "," : "", names[i],
+			      (unsigned long long)tk_le64(p + 8 * i));
+}
+
+void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, int no_offset)
+{
+	if (len < 40)
+		return;
+	line_start(b, 0, "header", no_offset);
+	tk_buf_printf(b, " version %u, pid %u, parent %u, TSC %llu Hz, start 0x%llx\n",
+		      tk_le32(data + 8), tk_le32(data + 16), tk_le32(data + 20),
+		      (unsigned long long)tk_le64(data + 24), (unsigned long long)tk_le64(data + 32));
+}
+
+void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset)
+{
+	static const char *const names[] = { "?", "module", "stream", "thread-end", "process-end",
+					     "exec", "refused" };
+	static const char *const thread_end[] = { "traps", "re-entries", "unresolved",
+						  "traps at long CTIs", "trampoline hits" };
+	static const char *const process_end[] = { "traps", "patched CTIs", "threads", "reason" };
+	const uint8_t *p = r->payload;
+	uint32_t n = r->size;
+
+	line_start(b, r->offset, names[r->type <= TK_BTRACE_REC_REFUSED ? r->type : 0], no_offset);
+	switch (r->type) {
+	case TK_BTRACE_REC_MODULE:
+		/* the layout of docs/formats/tkbt.md; the reader reports one that breaks it */
+		if (n < 28 || 28u + p[26] + tk_le16(p + 24) > n) {
+			tk_buf_printf(b, " malformed, %u bytes", n);
+			break;
+		}
+		tk_buf_printf(b, " bias 0x%llx code 0x%llx-0x%llx build-id ",
+			      (unsigned long long)tk_le64(p), (unsigned long long)tk_le64(p + 8),
+			      (unsigned long long)tk_le64(p + 16));
+		for (unsigned i = 0; i < p[26]; i++)
+			tk_buf_printf(b, "%02x", p[28 + i]);
+		if (!p[26])
+			tk_buf_puts(b, "none");
+		tk_buf_putc(b, ' ');
+		tk_buf_put(b, (const char *)p + 28 + p[26], tk_le16(p + 24));
+		break;
+	case TK_BTRACE_REC_STREAM:
+		tk_buf_printf(b, " thread %u seq %u: %u bytes of PT", r->tid, r->seq, n);
+		break;
+	case TK_BTRACE_REC_THREAD_END:
+		tk_buf_printf(b, " thread %u seq %u:", r->tid, r->seq);
+		u64_fields(b, p, n, thread_end, 5);
+		break;
+	case TK_BTRACE_REC_PROCESS_END:
+		u64_fields(b, p, n, process_end, 4);
+		break;
+	case TK_BTRACE_REC_REFUSED:
+		tk_buf_putc(b, ' ');
+		for (uint32_t i = 0; i < n && p[i]; i++)   /* text from the recorder: printable only */
+			tk_buf_putc(b, p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?');
+		break;
+	}
+	tk_buf_putc(b, '\n');
+}

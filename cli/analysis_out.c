@@ -186,6 +186,11 @@ int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 	return 0;
 }
 
+struct tk_trace_clock cli_btrace_clock(const struct cli_opts *o, const struct cli_btrace *cb)
+{
+	return (struct tk_trace_clock){ o->has_tsc_hz ? o->tsc_hz : tk_btrace_info(cb->bt)->tsc_hz };
+}
+
 void cli_btrace_close(struct cli_btrace *cb)
 {
 	tk_sym_free(cb->sym);
@@ -214,7 +219,9 @@ int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btr
 int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb)
 {
 	int err, status;
-	struct tk_prof *p = cli_prof_new(o, cb->sym, NULL, &err);
+	/* times in microseconds when the TSC's rate is known (measured by the recording) */
+	struct tk_prof_opts po = { .sz = sizeof po, .clock = cli_btrace_clock(o, cb) };
+	struct tk_prof *p = cli_prof_new(o, cb->sym, &po, &err);
 	status = p ? cli_btrace_events(o, file, cb, tk_prof_sink(p)) : EXIT_INPUT;
 	if (status < EXIT_USAGE) {
 		tk_prof_finish(p);

@@ -46,6 +46,8 @@ struct cli_opts {
 	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */
 	uint64_t cpuid_15_ebx;       /* --cpuid-0x15.ebx N */
 	const char *cpu;             /* --cpu FAMILY/MODEL[/STEPPING] */
+	int has_tsc_hz;              /* --tsc-hz N given: the TSC's rate for times (0: ticks) */
+	uint64_t tsc_hz;
 
 	/* profile / convert */
 	const char *sort;            /* --sort KEY */
@@ -274,6 +276,8 @@ struct cli_btrace {
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb);
 void cli_btrace_close(struct cli_btrace *cb);
+/* The TSC's rate: --tsc-hz, else as the recording gives it (0: unknown, times in ticks). */
+struct tk_trace_clock cli_btrace_clock(const struct cli_opts *o, const struct cli_btrace *cb);
 /* The profile of CB's threads, written as --to asks; returns the exit status. */
 int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb);
 int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,

@@ -21,6 +21,7 @@ static const char usage[] =
 	"                  a TNT bit, not a TIP); same flow, profile and times as the trace\n"
 	"  --no-retcomp    (btrace --to ipt) the stream as recorded: every return a TIP\n"
 	"  --tid N         (btrace) the thread to convert; default the first\n"
+	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for timelines (0: ticks)\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Kanata pipeline logs:\n"
@@ -390,7 +391,7 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 		return status;
 	if (timeline) {
 		struct cli_timeline ct;
-		if ((status = cli_timeline_open(o, cb.sym, (struct tk_trace_clock){ 0 }, &ct)) == 0) {
+		if ((status = cli_timeline_open(o, cb.sym, cli_btrace_clock(o, &cb), &ct)) == 0) {
 			status = cli_btrace_events(o, file, &cb, tk_timeline_sink(ct.tl));
 			int crc = cli_timeline_close(&ct);
 			if (crc > status)

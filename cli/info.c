@@ -48,6 +48,11 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 	if (bi->complete && !bi->exec)
 		tk_buf_printf(out, "  %llu CTIs patched, %llu traps\n", (unsigned long long)bi->patched,
 			      (unsigned long long)bi->traps);
+	if (bi->tsc_hz)
+		tk_buf_printf(out, "  TSC %llu ticks/s%s\n", (unsigned long long)bi->tsc_hz,
+			      bi->tsc_hz_measured ? " (measured over the run)" : "");
+	else
+		tk_buf_puts(out, "  TSC rate unknown: times are in ticks\n");
 	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
 		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
 		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", m->path,

@@ -469,6 +469,10 @@ struct tk_trace_clock cli_ipt_clock(const struct cli_ipt *x)
 	const struct tk_perf_pt_info *pt = &x->aux.pt;
 	struct tk_trace_clock c = { 0 };
 
+	if (x->timing.has_tsc_hz) {   /* the user's word wins */
+		c.ticks_per_second = x->timing.tsc_hz;
+		return c;
+	}
 	/* perf's conversion of TSC ticks to its clock: ns = ticks * time_mult >> time_shift */
 	if (x->perf && pt->nfields >= 3 && pt->time_mult && pt->time_shift < 64)
 		c.ticks_per_second = (uint64_t)(((unsigned __int128)1000000000u << pt->time_shift) /

@@ -17,7 +17,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
-	OPT_TID, OPT_NO_RETCOMP,
+	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ,
 };
 
 static const struct option long_opts[] = {
@@ -40,6 +40,7 @@ static const struct option long_opts[] = {
 	{ "nom-freq", required_argument, NULL, OPT_NOM_FREQ },
 	{ "cpuid-0x15.eax", required_argument, NULL, OPT_CPUID_EAX },
 	{ "cpuid-0x15.ebx", required_argument, NULL, OPT_CPUID_EBX },
+	{ "tsc-hz", required_argument, NULL, OPT_TSC_HZ },
 	{ "cpu", required_argument, NULL, OPT_CPU },
 	{ "sort", required_argument, NULL, OPT_SORT },
 	{ "top", required_argument, NULL, OPT_TOP },
@@ -178,6 +179,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 				o->time = 1;
 			break;
 		case OPT_MTC_FREQ: if ((rc = num_arg("--mtc-freq", optarg, &o->mtc_freq))) return rc; break;
+		case OPT_TSC_HZ: if ((rc = num_arg("--tsc-hz", optarg, &o->tsc_hz))) return rc; o->has_tsc_hz = 1; break;
 		case OPT_NOM_FREQ: if ((rc = num_arg("--nom-freq", optarg, &o->nom_freq))) return rc; break;
 		case OPT_CPUID_EAX: if ((rc = num_arg("--cpuid-0x15.eax", optarg, &o->cpuid_15_eax))) return rc; break;
 		case OPT_CPUID_EBX: if ((rc = num_arg("--cpuid-0x15.ebx", optarg, &o->cpuid_15_ebx))) return rc; break;

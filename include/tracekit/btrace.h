@@ -24,7 +24,8 @@ extern "C" {
 
 /* File header: magic[8], u32 version, u32 header size, u32 pid, u32 parent pid (the traced
  * process this one was forked from, else 0), u64 TSC ticks per second (0 unknown), u64 TSC
- * at start, then zeros up to the header size. */
+ * at start, u64 CLOCK_MONOTONIC_RAW ns read just before it (0 unknown), then zeros up to
+ * the header size. */
 
 /* Record header: u32 TK_BTRACE_REC_MAGIC, u16 type, u16 flags, u32 thread id, u32 payload
  * size, u32 FNV-1a checksum of the payload, u32 sequence number of the record within its
@@ -36,8 +37,11 @@ enum tk_btrace_rec_type {
 	TK_BTRACE_REC_THREAD_END = 3,  /* u64 traps, u64 re-entries, u64 unresolved re-entries,
 					  u64 traps at CTIs of >= 5 bytes, u64 CTIs recorded by
 					  trampolines (no trap) */
-	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason */
-	TK_BTRACE_REC_EXEC = 5,        /* the process is about to exec: its trace ends here */
+	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason,
+					  u64 TSC, u64 CLOCK_MONOTONIC_RAW ns (read just before
+					  it) */
+	TK_BTRACE_REC_EXEC = 5,        /* the process is about to exec: its trace ends here;
+					  u64 TSC, u64 CLOCK_MONOTONIC_RAW ns */
 	TK_BTRACE_REC_REFUSED = 6,     /* the recorder refused to continue; payload: message */
 };
 
@@ -76,7 +80,11 @@ struct tk_btrace_opts {
 struct tk_btrace_info {
 	unsigned version;
 	uint32_t pid, ppid;
+	/* TSC ticks per second: the header's, else measured over the run (TSC against
+	 * CLOCK_MONOTONIC_RAW at start and at the end record, when at least 100 us apart); 0:
+	 * unknown (times stay in ticks) */
 	uint64_t tsc_hz, start_tsc;
+	int tsc_hz_measured;
 	int complete;             /* ends with a process-end or exec record */
 	int exec;                 /* the process exec'd another program (trace ends there) */
 	int refused;              /* the recorder refused the program */

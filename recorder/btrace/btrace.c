@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <asm/prctl.h>
 #include <x86intrin.h>
@@ -1748,12 +1749,23 @@ EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(
 	return rc;
 }
 
+/* CLOCK_MONOTONIC_RAW in ns (0 if unavailable): with the TSC read beside it at the start and
+ * at the end, the reader measures the TSC's rate over the whole run (the kernel does not
+ * tell user space its TSC frequency, and AMD has no CPUID leaf 0x15). No libc. */
+static uint64_t mono_raw_ns(void)
+{
+	struct timespec t;
+	if (rt_syscall(SYS_clock_gettime, CLOCK_MONOTONIC_RAW, &t, 0, 0, 0, 0) != 0)
+		return 0;
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Also run in a forked child from the trap handler: no libc. */
 static void write_header(uint32_t ppid)
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE];
 	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)rt_getpid();
-	uint64_t hz = 0, tsc = __rdtsc();
+	uint64_t hz = 0, ns = mono_raw_ns(), tsc = __rdtsc();
 
 	memset(h, 0, sizeof h);
 	memcpy(h, TK_BTRACE_MAGIC, 8);
@@ -1763,6 +1775,7 @@ static void write_header(uint32_t ppid)
 	memcpy(h + 20, &ppid, 4);
 	memcpy(h + 24, &hz, 8);
 	memcpy(h + 32, &tsc, 8);
+	memcpy(h + 40, &ns, 8);
 	if (rt_syscall(SYS_write, out_fd, h, sizeof h, 0, 0, 0) != (long)sizeof h)
 		say("cannot write the trace header");
 	for (int i = 0; i < nmodules; i++) {
@@ -1893,12 +1906,14 @@ static void finish(uint64_t reason)
 	}
 	if (debug)
 		say_kinds();
+	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
 	if (reason == 0) {
-		uint64_t st[4] = { traps, nctis, nthreads, reason };
+		uint64_t st[6] = { traps, nctis, nthreads, reason, tsc, ns };
 		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
 		closed = 1;
 	} else {
-		put_rec(TK_BTRACE_REC_EXEC, 0, 0, NULL, 0);
+		uint64_t st[2] = { tsc, ns };
+		put_rec(TK_BTRACE_REC_EXEC, 0, 0, st, sizeof st);
 		/* if exec fails, the threads go on with fresh pieces */
 		for (struct tstate *ts = threads; ts; ts = ts->next)
 			ts->done = 0;

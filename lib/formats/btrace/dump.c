@@ -26,9 +26,12 @@ void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, in
 	if (len < 40)
 		return;
 	line_start(b, 0, "header", no_offset);
-	tk_buf_printf(b, " version %u, pid %u, parent %u, TSC %llu Hz, start 0x%llx\n",
+	tk_buf_printf(b, " version %u, pid %u, parent %u, TSC %llu Hz, start TSC %llu",
 		      tk_le32(data + 8), tk_le32(data + 16), tk_le32(data + 20),
 		      (unsigned long long)tk_le64(data + 24), (unsigned long long)tk_le64(data + 32));
+	if (len >= 48 && tk_le32(data + 12) >= 48)
+		tk_buf_printf(b, " ns %llu", (unsigned long long)tk_le64(data + 40));
+	tk_buf_putc(b, '\n');
 }
 
 void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset)
@@ -37,7 +40,8 @@ void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, i
 					     "exec", "refused" };
 	static const char *const thread_end[] = { "traps", "re-entries", "unresolved",
 						  "traps at long CTIs", "trampoline hits" };
-	static const char *const process_end[] = { "traps", "patched CTIs", "threads", "reason" };
+	static const char *const process_end[] = { "traps", "patched CTIs", "threads", "reason",
+						   "TSC", "ns" };
 	const uint8_t *p = r->payload;
 	uint32_t n = r->size;
 
@@ -67,7 +71,10 @@ void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, i
 		u64_fields(b, p, n, thread_end, 5);
 		break;
 	case TK_BTRACE_REC_PROCESS_END:
-		u64_fields(b, p, n, process_end, 4);
+		u64_fields(b, p, n, process_end, 6);
+		break;
+	case TK_BTRACE_REC_EXEC:
+		u64_fields(b, p, n, process_end + 4, 2);
 		break;
 	case TK_BTRACE_REC_REFUSED:
 		tk_buf_putc(b, ' ');

@@ -30,6 +30,7 @@ struct tk_btrace {
 	size_t nthreads;
 	struct tk_gap_stats gaps;
 	struct tk_btrace_opts opts;
+	uint64_t start_ns, end_tsc, end_ns;   /* to measure the TSC's rate */
 };
 
 static void gap(struct tk_btrace *bt, uint64_t off, uint64_t skipped, const char *why)
@@ -192,10 +193,18 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 				bt->info.traps = tk_le64(p);
 				bt->info.patched = tk_le64(p + 8);
 			}
+			if (n >= 48) {
+				bt->end_tsc = tk_le64(p + 32);
+				bt->end_ns = tk_le64(p + 40);
+			}
 			break;
 		case TK_BTRACE_REC_EXEC:
 			bt->info.complete = 1;
 			bt->info.exec = 1;
+			if (n >= 16) {
+				bt->end_tsc = tk_le64(p);
+				bt->end_ns = tk_le64(p + 8);
+			}
 			break;
 		case TK_BTRACE_REC_REFUSED: {
 			size_t m = n < sizeof bt->info.refused_msg - 1 ? n : sizeof bt->info.refused_msg - 1;
@@ -248,10 +257,23 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	bt->info.ppid = tk_le32(data + 20);
 	bt->info.tsc_hz = tk_le64(data + 24);
 	bt->info.start_tsc = tk_le64(data + 32);
+	bt->start_ns = hsize >= 48 ? tk_le64(data + 40) : 0;
 	if ((rc = index_records(bt, hsize)) < 0) {
 		tk_btrace_free(bt);
 		*err = rc;
 		return NULL;
+	}
+	/* the TSC's rate over the run, when the recorder could not know it: the clock is read
+	 * the same way at both ends (a system call, then the TSC), so its cost cancels and
+	 * what is left, well under 1 us of jitter, is under 1% of 100 us */
+	if (!bt->info.tsc_hz && bt->start_ns && bt->end_ns >= bt->start_ns + 100000 &&
+	    bt->end_tsc > bt->info.start_tsc) {
+		unsigned __int128 t = (unsigned __int128)(bt->end_tsc - bt->info.start_tsc) * 1000000000u;
+		t /= bt->end_ns - bt->start_ns;
+		if (t >= 1000000 && t <= 100000000000ull) {   /* 1 MHz .. 100 GHz, else not a TSC */
+			bt->info.tsc_hz = (uint64_t)t;
+			bt->info.tsc_hz_measured = 1;
+		}
 	}
 	for (size_t i = 0; i < bt->nthreads; i++) {
 		const struct tk_btrace_thread *t = &bt->threads[i].pub;

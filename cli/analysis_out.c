@@ -166,7 +166,7 @@ int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	if (!(cb->bt = tk_btrace_open(data, len, NULL, &err))) {
+	if (!(cb->bt = cli_btrace_read(file, data, len, NULL, &err))) {
 		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
 		return EXIT_INPUT;
 	}

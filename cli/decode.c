@@ -492,7 +492,7 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	struct tk_btrace *bt = cli_btrace_read(file, data, len, NULL, &err);
 	if (!bt) {
 		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
 		return EXIT_INPUT;

@@ -117,7 +117,7 @@ static int dump_btrace(struct cli_opts *o, const char *file, struct tk_input *in
 	/* -q: the records are checked, not printed */
 	struct tk_btrace_opts bo = { .sz = sizeof bo, .ctx = &d,
 				     .on_record = o->quiet ? NULL : btrace_dump_record };
-	struct tk_btrace *bt = tk_btrace_open(data, len, &bo, &err);
+	struct tk_btrace *bt = cli_btrace_read(file, data, len, &bo, &err);
 	if (!bt) {
 		cli_out_close(&out);
 		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));

@@ -384,6 +384,22 @@ static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
 	fprintf(stderr, "tracekit: %s%s\n", level == TK_LOG_WARN ? "warning: " : "", msg);
 }
 
+/* ... and with the input file's name first, for readers whose messages give an offset */
+static void log_file_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
+{
+	fprintf(stderr, "tracekit: %s%s: %s\n", level == TK_LOG_WARN ? "warning: " : "",
+		(const char *)ctx, msg);
+}
+
+struct tk_btrace *cli_btrace_read(const char *file, const uint8_t *data, size_t len,
+				  const struct tk_btrace_opts *opts, int *err)
+{
+	tk_set_log(log_file_to_stderr, (void *)file);
+	struct tk_btrace *bt = tk_btrace_open(data, len, opts, err);
+	tk_set_log(log_to_stderr, NULL);
+	return bt;
+}
+
 __attribute__((constructor)) static void cli_log_setup(void)
 {
 	tk_set_log(log_to_stderr, NULL);

@@ -143,7 +143,7 @@ static int btrace_summary(const struct cli_opts *o, const char *file)
 			  "preload library start?)");
 		return EXIT_INPUT;
 	}
-	struct tk_btrace *bt = tk_btrace_open(data, len, NULL, &err);
+	struct tk_btrace *bt = cli_btrace_read(file, data, len, NULL, &err);
 	if (!bt) {
 		cli_error(file, UINT64_MAX, "record: unreadable trace: %s", tk_strerror(err));
 		tk_input_free(in);

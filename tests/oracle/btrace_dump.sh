@@ -58,7 +58,7 @@ printf '\xff\xff\xff\xff' | dd of="$work/bad.tkbt" bs=1 seek=$((16#$off + 40)) c
 rc=0
 "$TK" dump "$work/bad.tkbt" >"$work/bad.txt" 2>"$work/bad.err" || rc=$?
 [ $rc = 1 ] || { echo "damaged record: exit $rc, want 1"; cat "$work/bad.err"; exit 1; }
-grep -q "$(printf 'offset 0x%x: damaged record; resynchronised' $((16#$off)))" "$work/bad.err" ||
+grep -q "$(printf 'bad.tkbt: offset 0x%x: damaged record; resynchronised' $((16#$off)))" "$work/bad.err" ||
 	{ echo "damaged record: no message with offset $off"; cat "$work/bad.err"; exit 1; }
 nrec=$(wc -l <"$work/t.rec")
 nbad=$(awk '/^\[/ {exit} $2 != "header" {n++} END {print n}' "$work/bad.txt")

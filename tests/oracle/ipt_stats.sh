@@ -141,7 +141,7 @@ check "threads: the sum of each" "$all" "$sum"
 head -c $(( $(stat -c %s "$work/lj.tkbt") * 2 / 3 )) "$work/lj.tkbt" >"$work/cut.tkbt"
 rc=0
 "$TK" stats "$work/cut.tkbt" >"$work/stats.txt" 2>"$work/cut.err" || rc=$?
-[ $rc = 1 ] && grep -q 'offset 0x[0-9a-f]*: damaged or truncated record' "$work/cut.err" &&
+[ $rc = 1 ] && grep -q 'cut.tkbt: offset 0x[0-9a-f]*: damaged or truncated record' "$work/cut.err" &&
 	grep -q 'cut.tkbt: [0-9]* gaps\?, [0-9]* bytes skipped' "$work/cut.err" ||
 	{ echo "truncated branch trace: exit $rc"; cat "$work/cut.err"; exit 1; }
 [ "$(get total)" -gt 0 ] && [ "$(get total)" -lt "$(truth total)" ] ||

@@ -205,6 +205,15 @@ struct cli_ipt_module {
 	uint64_t bias;
 	uint64_t base;              /* --elf PATH:BASE places it there (ptxed's spelling too) */
 };
+/* perf record --threads: a directory's DIR/data.K files, mapped (none for a file) */
+struct cli_perf_parts {
+	struct tk_input **in;
+	struct tk_perf_part *p;
+	size_t n;
+};
+int cli_perf_parts_open(const char *file, struct cli_perf_parts *pp);
+void cli_perf_parts_close(struct cli_perf_parts *pp);
+
 struct cli_ipt {
 	struct tk_image *img;
 	struct cli_ipt_stream *s;
@@ -222,6 +231,7 @@ struct cli_ipt {
 	   whose CPUs or threads repeat or are not given: the queue's place) */
 	const char *track_label;
 	struct tk_perf_aux aux;
+	struct cli_perf_parts parts;   /* perf record --threads: DIR/data.K */
 	struct cli_opts timing;     /* the options, perf's timing settings filled in */
 };
 /* CODE 0: only the packets are wanted (dump): no image is built. */

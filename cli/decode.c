@@ -25,9 +25,9 @@ static const char usage[] =
 	"Intel PT: one line per instruction (address, disassembly), events in brackets\n"
 	"([enabled], [disabled], [overflow ...], [error: ...]). Decode errors resync at the\n"
 	"next PSB; the exit status is then 1. A perf.data file (perf record -e intel_pt//)\n"
-	"is read directly (or perf record --kcore's directory): each CPU's or thread's trace\n"
-	"in turn, the code from the files the session mapped; --elf vmlinux (no base) goes\n"
-	"where the session's kernel ran.\n"
+	"is read directly (or the directory of perf record --kcore or --threads): each CPU's\n"
+	"or thread's trace in turn, the code from the files the session mapped; --elf\n"
+	"vmlinux (no base) goes where the session's kernel ran.\n"
 	"See docs/tracekit-decode.md.\n";
 
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img)

@@ -112,9 +112,13 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 	size_t len;
 	int rc;
 
+	struct cli_perf_parts parts;
+	if ((rc = cli_perf_parts_open(file, &parts)))
+		return rc;
 	if ((rc = tk_input_map(in, &data, &len)) < 0 ||
-	    (rc = tk_perf_aux_scan(data, len, &a, cli_perf_diag, &d)) < 0) {
+	    (rc = tk_perf_aux_read_parts(data, len, parts.p, parts.n, &a, cli_perf_diag, &d, 1)) < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		cli_perf_parts_close(&parts);
 		return EXIT_INPUT;
 	}
 	const struct tk_perf_pt_info *pt = &a.pt;
@@ -140,9 +144,10 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 		tk_buf_printf(out, "  queue %u:  ", q->idx);
 		if (q->cpu != UINT32_MAX)
 			tk_buf_printf(out, "cpu %u, ", q->cpu);
-		tk_buf_printf(out, "tid %u, %zu bytes in %llu buffers (first at offset 0x%llx)",
+		tk_buf_printf(out, "tid %u, %zu bytes in %llu buffers (first at offset 0x%llx%s%s)",
 			      q->tid, q->len, (unsigned long long)q->nbuffers,
-			      (unsigned long long)q->file_offset);
+			      (unsigned long long)q->file_offset, q->file_part ? " of " : "",
+			      q->file_part ? parts.p[q->file_part - 1].name : "");
 		if (q->holes)
 			tk_buf_printf(out, a.pt.snapshot_mode ? ", %llu snapshots not overlapping the "
 				      "one before (%llu bytes before their PSBs left out)" :
@@ -182,8 +187,12 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,
 			      (unsigned long long)a.lost_records);
+	if (parts.n)
+		tk_buf_printf(out, "  parts:    %zu files of perf record --threads (data.0 to "
+			      "data.%zu), read after data\n", parts.n, parts.n - 1);
 	cli_perf_warn_overlaps(o, file, &a);
 	tk_perf_aux_free(&a);
+	cli_perf_parts_close(&parts);
 	return rc > 0 ? EXIT_SKIPPED : EXIT_CLEAN;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -250,6 +251,60 @@ out:
 /* perf record --kcore keeps the kernel's code as it ran (after boot-time patching, which
  * makes vmlinux's differ) in DIR/kcore_dir: kcore, an ELF core file at the run-time
  * addresses, and kallsyms for the names. FILE is what the user named (DIR for these). */
+int cli_perf_parts_open(const char *file, struct cli_perf_parts *pp)
+{
+	struct stat st;
+
+	memset(pp, 0, sizeof *pp);
+	if (stat(file, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	for (size_t k = 0;; k++) {
+		char path[4096];
+		struct tk_input *in = NULL;
+		const uint8_t *data;
+		size_t len;
+		int rc;
+
+		snprintf(path, sizeof path, "%s/data.%zu", file, k);
+		if (access(path, F_OK) != 0)
+			return 0;
+		void *ins = realloc(pp->in, (k + 1) * sizeof *pp->in);
+		if (ins)
+			pp->in = ins;
+		void *parts = ins ? realloc(pp->p, (k + 1) * sizeof *pp->p) : NULL;
+		if (parts)
+			pp->p = parts;
+		char *name = parts ? strdup(strrchr(path, '/') + 1) : NULL;
+		if (!name) {
+			cli_error(file, UINT64_MAX, "out of memory");
+			cli_perf_parts_close(pp);
+			return EXIT_INPUT;
+		}
+		if ((rc = tk_input_open(&in, path, NULL)) < 0 || (rc = tk_input_map(in, &data, &len)) < 0) {
+			cli_error(path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+			if (in)
+				tk_input_free(in);
+			free(name);
+			cli_perf_parts_close(pp);
+			return EXIT_INPUT;
+		}
+		pp->in[k] = in;
+		pp->p[k] = (struct tk_perf_part){ data, len, name };
+		pp->n = k + 1;
+	}
+}
+
+void cli_perf_parts_close(struct cli_perf_parts *pp)
+{
+	for (size_t k = 0; k < pp->n; k++) {
+		tk_input_free(pp->in[k]);
+		free((char *)pp->p[k].name);
+	}
+	free(pp->in);
+	free(pp->p);
+	memset(pp, 0, sizeof *pp);
+}
+
 static void find_kcore(const char *file, struct cli_ipt *x)
 {
 	char path[4096];
@@ -327,7 +382,11 @@ static int open_perf(struct cli_opts *o, const char *file, const uint8_t *data, 
 		     int code, struct cli_ipt *x)
 {
 	struct cli_perf_diag d = { file, o->quiet, 0 };
-	int rc = tk_perf_aux_read(data, len, &x->aux, cli_perf_diag, &d);
+	int rc = cli_perf_parts_open(file, &x->parts);
+
+	if (rc)
+		return rc;
+	rc = tk_perf_aux_read_parts(data, len, x->parts.p, x->parts.n, &x->aux, cli_perf_diag, &d, 0);
 
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "%s", rc == -TK_E_UNSUPPORTED ?
@@ -444,12 +503,13 @@ void cli_ipt_stream_header(struct tk_buf *out, const struct cli_ipt *x, size_t i
 void cli_ipt_close(struct cli_ipt *x)
 {
 	tk_image_free(x->img);
+	if (x->perf)
+		tk_perf_aux_free(&x->aux);   /* its queues may point into the parts */
+	cli_perf_parts_close(&x->parts);
 	free(x->s);
 	free(x->mods);
 	free(x->kallsyms);
 	free(x->kcore);
-	if (x->perf)
-		tk_perf_aux_free(&x->aux);
 	memset(x, 0, sizeof(*x));
 }
 

@@ -273,17 +273,11 @@ int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
 	char data[4096];
 	struct stat st;
 
-	/* perf record --kcore writes a directory: the records are DIR/data */
+	/* perf record --kcore and --threads write a directory: the header and first records
+	 * are DIR/data (the Intel PT readers take DIR/data.N and DIR/kcore_dir from there) */
 	snprintf(data, sizeof data, "%s/data", file);
-	if (stat(file, &st) != 0 || !S_ISDIR(st.st_mode) || access(data, R_OK) != 0) {
+	if (stat(file, &st) != 0 || !S_ISDIR(st.st_mode) || access(data, R_OK) != 0)
 		snprintf(data, sizeof data, "%s", file);   /* (another directory: says so) */
-	} else {
-		char more[4096];
-		snprintf(more, sizeof more, "%s/data.0", file);
-		if (access(more, F_OK) == 0)
-			cli_warn(file, UINT64_MAX, "perf record --threads wrote DIR/data.N files too: "
-				 "they are not read (what they hold is missing)");
-	}
 	int rc = tk_input_open(in, data, NULL);
 
 	memset(fi, 0, sizeof *fi);

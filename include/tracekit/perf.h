@@ -25,6 +25,7 @@ struct tk_perf_queue {
 	size_t len;
 	uint64_t nbuffers;
 	uint64_t file_offset;     /* of the first buffer's data in the file */
+	uint32_t file_part;       /* ... which is the main file (0) or part K - 1 (K) */
 	/* Buffers that do not start where the one before ended (trace lost between them, or
 	 * snapshots that do not overlap): the bytes before the new buffer's first PSB are
 	 * left out (nothing could decode them) */
@@ -104,6 +105,19 @@ int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
  * what the joined trace would hold (a summary of a large file costs no copy of it). */
 int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);
+/* perf record --threads writes a directory: DIR/data (the header and the records of the
+ * main thread) and DIR/data.K (the records its writer threads took from their CPUs' ring
+ * buffers: code mappings, trace buffers; no header). Reads P (DIR/data) and then each
+ * part in turn, as one session; a part's problems name it (NAME) and their offsets are
+ * in it. The parts must stay mapped as P does. SIZES_ONLY: as tk_perf_aux_scan. */
+struct tk_perf_part {
+	const uint8_t *data;
+	size_t len;
+	const char *name;         /* for messages, e.g. "data.3" */
+};
+int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part *parts,
+			   size_t nparts, struct tk_perf_aux *aux, tk_perf_diag_fn diag, void *ctx,
+			   int sizes_only);
 void tk_perf_aux_free(struct tk_perf_aux *aux);
 
 #ifdef __cplusplus

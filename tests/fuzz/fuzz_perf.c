@@ -1,6 +1,7 @@
 /* Fuzz the perf.data reader: every queue's trace lies in the input or in its own copy, no
  * longer than the input's trace buffers together, its breaks inside it and ascending, and
- * the mappings name a file or the vDSO. */
+ * the mappings name a file or the vDSO; and with its records read again as a part of a
+ * perf record --threads directory. */
 #include <stdint.h>
 #include <string.h>
 
@@ -55,5 +56,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 	tk_perf_aux_free(&b);
 	tk_perf_aux_free(&a);
+
+	/* perf record --threads: the data section once more as a part (a DIR/data.K holds
+	 * records without a header); queues still lie in the input or in their copies */
+	uint64_t off = 0;
+	if (size >= 48)
+		memcpy(&off, data + 40, 8);
+	if (off < size) {
+		struct tk_perf_part part = { data + off, size - off, "data.0" };
+		if (tk_perf_aux_read_parts(data, size, &part, 1, &a, ignore, NULL, 0) >= 0) {
+			for (size_t i = 0; i < a.nqueues; i++) {
+				const struct tk_perf_queue *q = &a.queues[i];
+				if (!q->owned && q->len && (q->data < data || q->data + q->len > data + size))
+					__builtin_trap();
+				if (q->file_part > 1)
+					__builtin_trap();
+			}
+			tk_perf_aux_free(&a);
+		}
+	}
 	return 0;
 }

@@ -6,7 +6,7 @@ padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has
 
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
-                 [--per-thread] [--kernel ADDR[:BUILDID]]
+                 [--per-thread] [--kernel ADDR[:BUILDID]] [--threads N]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -21,12 +21,16 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                without exclude_kernel, and perf's record of the kernel map,
                "[kernel.kallsyms]_text" with _text's run-time address ADDR (an MMAP record;
                an MMAP2 carrying BUILDID when given), then a module's map
+  --threads N  perf record --threads=N: OUT is a directory, OUT/data holds the header and
+               AUXTRACE_INFO, OUT/data.K the module maps (K = 0) and the buffers of the
+               queues whose index is K modulo N, as perf's writer threads split them
   --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
                (at the next packet boundary with --packets), each holding the SIZE bytes
                before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
                SIZE < STEP: trace between them is never kept
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
+import os
 import struct
 
 PMU_TYPE = 8                      # the intel_pt PMU's type number (sysfs gives it)
@@ -77,7 +81,11 @@ def main():
     ap.add_argument('--tsc-hz', type=int, default=0)
     ap.add_argument('--per-thread', action='store_true')
     ap.add_argument('--kernel')
+    ap.add_argument('--threads', type=int, default=0)
     a = ap.parse_args()
+    # perf record --threads=N: OUT is a directory; its writer threads' records (the
+    # mappings and each queue's buffers) go to OUT/data.K, the rest to OUT/data
+    parts = [bytearray() for _ in range(a.threads)]
 
     # attr: type, size, config, sample_period, sample_type, read_format, flags, the rest 0
     # exclude_kernel, mmap, comm, sample_id_all (perf orders records by it), mmap2
@@ -116,7 +124,7 @@ def main():
                 ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
             body = struct.pack('<IIQQQ', a.pid, a.pid, addr, length, pgoff) + ident + \
                 struct.pack('<II', 5, 2) + name + sample_id(a.pid, a.pid, 0, 0)  # r-x, private
-            data += rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body)
+            (parts[0] if parts else data).extend(rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body))
 
     if a.vdso:
         addr, bid = a.vdso.split(':')
@@ -175,15 +183,16 @@ def main():
         for idx, cpu, tid, bufs in queues:
             if k >= len(bufs):
                 continue
+            out = parts[idx % len(parts)] if parts else data
             offset, b = bufs[k]
             pad = b'\0' * (-len(b) % 8)
             size = len(b) + len(pad)
             if not (idx == 0 and k == a.drop):
-                data += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, 0, idx,
-                                                         tid, cpu, 0)[:40]) + b + pad
+                out += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, 0, idx,
+                                                        tid, cpu, 0)[:40]) + b + pad
                 # PERF_RECORD_AUX: aux offset, size, flags
-                data += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, 0) +
-                            sample_id(a.pid, tid, 0, cpu))
+                out += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, 0) +
+                           sample_id(a.pid, tid, 0, cpu))
 
     hdr_size, n_attrs = 104, 1
     attrs_off = hdr_size
@@ -193,10 +202,25 @@ def main():
     header += struct.pack('<QQ', attrs_off, n_attrs * (ATTR_SIZE + 16))
     header += struct.pack('<QQ', data_off, len(data))
     header += struct.pack('<QQ', 0, 0)            # event types (unused)
-    header += b'\0' * 32                          # no feature sections
-    with open(a.out, 'wb') as f:
+    # feature sections: none, or with --threads HEADER_DIR_FORMAT (bit 24; its content the
+    # u64 version 1), which tells perf to read the data.K files; the section table follows
+    # the data
+    features, tail = 0, b''
+    if parts:
+        features = 1 << 24
+        table_off = data_off + len(data)
+        tail = struct.pack('<QQ', table_off + 16, 8) + struct.pack('<Q', 1)
+    header += features.to_bytes(32, 'little')
+    out = a.out
+    if parts:
+        os.makedirs(a.out, exist_ok=True)
+        out = os.path.join(a.out, 'data')
+        for k, part in enumerate(parts):
+            with open('%s.%d' % (out, k), 'wb') as f:
+                f.write(bytes(part))
+    with open(out, 'wb') as f:
         f.write(header + attr + struct.pack('<QQ', ids_off, 8) + struct.pack('<Q', EVENT_ID) +
-                bytes(data))
+                bytes(data) + tail)
 
 
 if __name__ == '__main__':

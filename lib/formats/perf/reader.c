@@ -64,6 +64,9 @@ struct reader {
 	size_t pend_len, pend_cap;
 	int in_compressed;
 	uint64_t compressed_off;
+	/* perf record --threads: the file being read (0: the main one, K: parts[K - 1]) */
+	const struct tk_perf_part *part;
+	uint32_t part_no;
 };
 
 static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
@@ -79,8 +82,14 @@ static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
 	if (r->in_compressed)
 		off = r->compressed_off;
 	r->skipped = 1;
-	if (r->diag)
+	if (r->diag && r->part) {
+		char where[260];
+		snprintf(where, sizeof where, "in %s: %s", r->part->name ? r->part->name : "a part",
+			 msg);
+		r->diag(r->ctx, off, where);
+	} else if (r->diag) {
 		r->diag(r->ctx, off, msg);
+	}
 }
 
 static struct tk_perf_queue *queue_for(struct reader *r, uint32_t idx)
@@ -198,6 +207,7 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 		q->cpu = cpu;
 		q->tid = tid;
 		q->file_offset = file_off;
+		q->file_part = r->part_no;
 		/* a snapshot starts wherever the ring's oldest byte was, inside a packet */
 		st->need_psb = r->aux->pt.snapshot_mode != 0;
 	} else if (continues(st, offset, &pad)) {
@@ -565,8 +575,36 @@ static void read_build_ids(struct reader *r, const uint8_t *p, size_t n, uint64_
 	}
 }
 
-static int read_file(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
-		     void *ctx, int sizes_only)
+/* The records of P from OFF to END (a file's data section, or a whole part). */
+static int records(struct reader *r, const uint8_t *p, uint64_t off, uint64_t end)
+{
+	int rc = 0;
+
+	while (off < end) {
+		if (end - off < 8) {
+			problem(r, off, "file ends inside a record header");
+			break;
+		}
+		uint32_t type = tk_le32(p + off);
+		uint16_t misc = tk_le16(p + off + 4), size = tk_le16(p + off + 6);
+		uint64_t extra;
+
+		if (size < 8 || size > end - off) {
+			problem(r, off, "record of type %u with size %u %s: the rest of the file is "
+				"unreadable", type, size, size < 8 ? "below its header" :
+				"past the end of the data");
+			break;
+		}
+		r->aux->records++;
+		if ((rc = record(r, p, end, off, type, misc, size, &extra)) < 0)
+			break;
+		off += size + extra;
+	}
+	return rc;
+}
+
+static int read_file(const uint8_t *p, size_t n, const struct tk_perf_part *parts, size_t nparts,
+		     struct tk_perf_aux *aux, tk_perf_diag_fn diag, void *ctx, int sizes_only)
 {
 	struct reader r = { .aux = aux, .diag = diag, .ctx = ctx, .sizes_only = sizes_only };
 	int rc = 0;
@@ -598,27 +636,26 @@ static int read_file(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 			"up to the end", (unsigned long long)data_len);
 		data_len = n - data;
 	}
-	uint64_t off = data, end = data + data_len;
-	while (off < end) {
-		if (end - off < 8) {
-			problem(&r, off, "file ends inside a record header");
-			break;
-		}
-		uint32_t type = tk_le32(p + off);
-		uint16_t misc = tk_le16(p + off + 4), size = tk_le16(p + off + 6);
-		uint64_t extra;
-
-		if (size < 8 || size > end - off) {
-			problem(&r, off, "record of type %u with size %u %s: the rest of the file is "
-				"unreadable", type, size, size < 8 ? "below its header" :
-				"past the end of the data");
-			break;
-		}
-		aux->records++;
-		if ((rc = record(&r, p, end, off, type, misc, size, &extra)) < 0)
-			break;
-		off += size + extra;
+	uint64_t end = data + data_len;
+	rc = records(&r, p, data, end);
+	if (r.pend_len && rc >= 0)
+		problem(&r, data, "compressed records end inside a record (%zu bytes left)",
+			r.pend_len);
+	/* perf record --threads: its writer threads' records, after the main file's (each
+	 * queue's buffers are all in one of them, in order) */
+	for (size_t k = 0; rc >= 0 && k < nparts; k++) {
+		r.part = &parts[k];
+		r.part_no = (uint32_t)k + 1;
+		r.pend_len = 0;   /* each writer thread compresses (-z) on its own */
+		if (r.zd)
+			ZSTD_DCtx_reset(r.zd, ZSTD_reset_session_only);
+		rc = records(&r, parts[k].data, 0, parts[k].len);
+		if (r.pend_len && rc >= 0)
+			problem(&r, 0, "compressed records end inside a record (%zu bytes left)",
+				r.pend_len);
 	}
+	r.part = NULL;
+	r.part_no = 0;
 	if (rc >= 0)
 		read_build_ids(&r, p, n, end);
 	for (size_t i = 0; rc >= 0 && attr_size >= 24 && i < attrs_len / attr_size; i++) {
@@ -632,9 +669,6 @@ static int read_file(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 			aux->pt_kernel = attr_size >= 48 && !(tk_le64(p + a + 40) & ATTR_EXCLUDE_KERNEL);
 		}
 	}
-	if (r.pend_len && rc >= 0)
-		problem(&r, data, "compressed records end inside a record (%zu bytes left)",
-			r.pend_len);
 	free(r.qs);
 	free(r.pend);
 	ZSTD_freeDStream(r.zd);
@@ -648,13 +682,20 @@ static int read_file(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_per
 int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx)
 {
-	return read_file(p, n, aux, diag, ctx, 0);
+	return read_file(p, n, NULL, 0, aux, diag, ctx, 0);
 }
 
 int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx)
 {
-	return read_file(p, n, aux, diag, ctx, 1);
+	return read_file(p, n, NULL, 0, aux, diag, ctx, 1);
+}
+
+int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part *parts,
+			   size_t nparts, struct tk_perf_aux *aux, tk_perf_diag_fn diag, void *ctx,
+			   int sizes_only)
+{
+	return read_file(p, n, parts, nparts, aux, diag, ctx, sizes_only != 0);
 }
 
 void tk_perf_aux_free(struct tk_perf_aux *aux)

@@ -690,13 +690,26 @@ static struct tstate *thread_state(void)
 	return ts;
 }
 
-static void maybe_psb(struct tstate *ts, uint64_t ip)
+static int maybe_psb(struct tstate *ts, uint64_t ip)
 {
 	if (ts->psb_pos == (size_t)-1 || ts->enc.len - ts->psb_pos >= PSB_EVERY) {
 		ptenc_tnt_flush(&ts->enc);
 		ts->psb_pos = ts->enc.len;
 		ptenc_psb(&ts->enc, __rdtsc(), ts->inside, ip);
+		return 1;
 	}
+	return 0;
+}
+
+/* The time where tracing starts again, in a TSC before the TIP.PGE: the thread's time
+ * outside traced code (library calls, system calls, sleeps) ends there instead of at the
+ * next PSB+. None where tracing stops: that TSC would follow the last TNT packet, and
+ * decoders differ in whether its time goes to the instructions before the next packet is
+ * needed (the stream would not give one answer). A PSB+ just written has its TSC. */
+static void stamp(struct tstate *ts, int psb_written)
+{
+	if (!psb_written)
+		ptenc_tsc(&ts->enc, __rdtsc());
 }
 
 #define CLONE_SHARED 1   /* the clone shares memory (vfork, posix_spawn): not recorded */
@@ -767,7 +780,7 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 			}
 			ts->outer_resume[ts->nouter++] = ts->resume;
 		}
-		maybe_psb(ts, c->addr);
+		stamp(ts, maybe_psb(ts, c->addr));
 		ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
 		ts->inside = 1;
 		ts->born = 1;

@@ -64,6 +64,15 @@ static inline void ptenc_ip(struct ptenc *e, unsigned opcode, uint64_t ip, int s
 	e->last_ip = ip;
 }
 
+/* TSC: the time of the packets that follow (the counter's low 7 bytes). */
+static inline void ptenc_tsc(struct ptenc *e, uint64_t tsc)
+{
+	ptenc_tnt_flush(e);
+	e->buf[e->len++] = 0x19;
+	for (int i = 0; i < 7; i++)
+		e->buf[e->len++] = (uint8_t)(tsc >> (8 * i));
+}
+
 /* PSB+: PSB, TSC, MODE.Exec (64-bit), FUP with the current IP when tracing is on, PSBEND. */
 static inline void ptenc_psb(struct ptenc *e, uint64_t tsc, int enabled, uint64_t ip)
 {
@@ -73,9 +82,7 @@ static inline void ptenc_psb(struct ptenc *e, uint64_t tsc, int enabled, uint64_
 		e->buf[e->len++] = 0x82;
 	}
 	e->last_ip = 0;
-	e->buf[e->len++] = 0x19;
-	for (int i = 0; i < 7; i++)
-		e->buf[e->len++] = (uint8_t)(tsc >> (8 * i));
+	ptenc_tsc(e, tsc);
 	e->buf[e->len++] = 0x99;
 	e->buf[e->len++] = 0x01;   /* exec mode leaf, CS.L = 1: 64-bit */
 	if (enabled)

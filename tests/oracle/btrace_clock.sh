@@ -4,7 +4,8 @@
 # - within 0.1% of the rate the traced program measures itself (rdtsc against the same
 #   clock around a 0.2 s sleep), and exactly what the header's and end record's numbers
 #   in `dump` give
-# - profiles are then in microseconds; --tsc-hz overrides it (0: ticks)
+# - profiles are then in microseconds, and time spent out of traced code (a sleep) is
+#   the program's own measure of it; --tsc-hz overrides the rate (0: ticks)
 # - a program killed before its end record: rate unknown, times in ticks
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
@@ -23,19 +24,24 @@ static uint64_t ns(void)
 	clock_gettime(CLOCK_MONOTONIC_RAW, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
+__attribute__((noinline)) void nap(void)
+{
+	usleep(200000);
+}
 int main(int argc, char **argv)
 {
 	uint64_t n0 = ns(), t0 = __rdtsc();
-	usleep(200000);
+	nap();
 	uint64_t n1 = ns(), t1 = __rdtsc();
-	printf("%.0f\n", (double)(t1 - t0) * 1e9 / (double)(n1 - n0));
+	/* the TSC's rate, and how long nap took in ns */
+	printf("%.0f %llu\n", (double)(t1 - t0) * 1e9 / (double)(n1 - n0), (unsigned long long)(n1 - n0));
 	if (argc > 1)   /* die before the recorder writes its end record */
 		kill(getpid(), SIGKILL);
 	return 0;
 }
 C
 cc -O1 -o "$work/rate" "$work/rate.c"
-theirs=$("$TK" record --btrace -q -o "$work/r.tkbt" -- "$work/rate")
+read -r theirs napns < <("$TK" record --btrace -q -o "$work/r.tkbt" -- "$work/rate")
 ours=$("$TK" info "$work/r.tkbt" | awk '$1 == "TSC" && $3 == "ticks/s" && /measured/ {print $2}')
 [ -n "$ours" ] || { echo "no measured TSC rate"; "$TK" info "$work/r.tkbt"; exit 1; }
 awk -v a="$ours" -v b="$theirs" 'BEGIN { d = (a - b) / b; exit !(d < 0.001 && d > -0.001) }' ||
@@ -52,6 +58,13 @@ print((t1 - t0) * 10**9 // (n1 - n0))
 PY
 )
 [ "$ours" = "$want" ] || { echo "TSC rate $ours, the file's numbers give $want"; exit 1; }
+
+# the time out of traced code (a TSC where tracing starts again): nap's time is the
+# sleep the program measured around it (within 0.5% and 100 us: the traps around it)
+"$TK" profile --to csv "$work/r.tkbt" >"$work/r.csv"
+us=$(awk -F, '$1 == "\"nap\"" {print $3}' "$work/r.csv")
+awk -v u="$us" -v n="$napns" 'BEGIN { d = u * 1000 - n; if (d < 0) d = -d; exit !(u != "" && d < n / 200 + 100000) }' ||
+	{ echo "nap: $us us in the profile, the program measured $napns ns"; cat "$work/r.csv"; exit 1; }
 
 # profiles in microseconds (a program with libc traced: PSB+ times all along); --tsc-hz
 # rescales them, 0 gives ticks

@@ -12,7 +12,8 @@
  * the next instruction, where a parallel decoder's chunk ends): where the input had one
  * while tracing (the time changed without a tick: same time from the same instruction),
  * where the execution mode changed, and when psb_period bytes passed without one. Ticks
- * (timing packets between branches) become a TSC at the same place in the flow.
+ * (timing packets between branches) become a TSC at the same place in the flow, and so
+ * does a new time where tracing is enabled again (a TSC before the TIP.PGE).
  *
  * The IP packet of an indirect branch or return waits for the next block, which tells the
  * execution mode it leads to (a MODE.Exec goes first when that changes) and whether a
@@ -214,11 +215,15 @@ static void resolve(struct renc *r, int mode)
 		return;
 	case PEND_PGE:
 		r->need_fup = 0;               /* an overflow may resolve with TIP.PGE */
-		/* a new time while tracing was off: the input's PSB+ without FUP */
-		if (r->need_psb || r->pend.time != r->time || r->since_psb >= r->period)
+		/* a new time while tracing was off (the input's PSB+ without FUP, or a TSC
+		 * before the TIP.PGE, as the branch-trace recorder writes it) goes in a TSC */
+		if (r->need_psb || r->since_psb >= r->period) {
 			psb(r, 0, 0, mode, r->pend.time);
-		else if (mode != r->mode)
-			put_mode(r, mode);
+		} else {
+			put_time(r, r->pend.time);
+			if (mode != r->mode)
+				put_mode(r, mode);
+		}
 		put_ip(r, TK_IPT_PKT_TIP_PGE, ip);
 		r->on = 1;
 		return;

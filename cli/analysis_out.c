@@ -186,6 +186,18 @@ int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 	return 0;
 }
 
+int cli_btrace_status(const char *file, const struct tk_btrace *bt,
+		      const struct tk_gap_stats *decoded)
+{
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+	tk_gap_stats_merge(&gaps, decoded);
+	int rc = cli_report_gaps(file, &gaps, "gap");
+	/* a recording that did not end (killed, or cut short) is missing its tail */
+	if (!tk_btrace_info(bt)->complete && rc < EXIT_SKIPPED)
+		rc = EXIT_SKIPPED;
+	return rc;
+}
+
 struct tk_trace_clock cli_btrace_clock(const struct cli_opts *o, const struct cli_btrace *cb)
 {
 	return (struct tk_trace_clock){ o->has_tsc_hz ? o->tsc_hz : tk_btrace_info(cb->bt)->tsc_hz };

@@ -289,6 +289,10 @@ struct cli_btrace {
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb);
 void cli_btrace_close(struct cli_btrace *cb);
+/* After decoding threads of BT (their gaps: DECODED): the container's damage and theirs
+ * reported together; the exit status, 1 also when the recording did not end. */
+int cli_btrace_status(const char *file, const struct tk_btrace *bt,
+		      const struct tk_gap_stats *decoded);
 /* The TSC's rate: --tsc-hz, else as the recording gives it (0: unknown, times in ticks). */
 struct tk_trace_clock cli_btrace_clock(const struct cli_opts *o, const struct cli_btrace *cb);
 /* The profile of CB's threads, written as --to asks; returns the exit status. */

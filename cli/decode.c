@@ -513,7 +513,7 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 		tk_btrace_free(bt);
 		return EXIT_INPUT;
 	}
-	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+	struct tk_gap_stats gaps = { 0 };
 	for (size_t i = 0; i < tk_btrace_thread_count(bt) && status < EXIT_INPUT; i++) {
 		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
 		struct tk_ipt_flow_stats st;
@@ -540,9 +540,7 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 	}
 	if (cli_out_close(&out) < 0)
 		status = EXIT_INPUT;
-	if (!tk_btrace_info(bt)->complete && status < EXIT_SKIPPED)
-		status = EXIT_SKIPPED;
-	rc = cli_report_gaps(file, &gaps, "gap");
+	rc = cli_btrace_status(file, bt, &gaps);
 	tk_image_free(img);
 	tk_btrace_free(bt);
 	return rc > status ? rc : status;

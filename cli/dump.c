@@ -146,12 +146,7 @@ static int dump_btrace(struct cli_opts *o, const char *file, struct tk_input *in
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		st = EXIT_INPUT;
 	}
-	/* the container's damage, then the streams' */
-	struct tk_gap_stats all = *tk_btrace_gaps(bt);
-	tk_gap_stats_merge(&all, &gaps);
-	int g = cli_report_gaps(file, &all, "gap");
-	if (!tk_btrace_info(bt)->complete && g < EXIT_SKIPPED)
-		g = EXIT_SKIPPED;
+	int g = cli_btrace_status(file, bt, &gaps);
 	tk_btrace_free(bt);
 	return st > g ? st : g;
 }

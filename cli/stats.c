@@ -745,13 +745,7 @@ static int btrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 	}
 	exec_stats_out(&b, to, file, "branch trace", "btrace", "thread", nthreads, &s);
 	status = cli_out_close(&b);
-	/* a recording that did not end (killed, or lost data) has skipped something */
-	if (!tk_btrace_info(cb.bt)->complete && status < EXIT_SKIPPED)
-		status = EXIT_SKIPPED;
-	/* the container's damage (as decode reports it) and the decoder's */
-	struct tk_gap_stats gaps = *tk_btrace_gaps(cb.bt);
-	tk_gap_stats_merge(&gaps, &s.flow.gaps);
-	int g = cli_report_gaps(file, &gaps, "gap");
+	int g = cli_btrace_status(file, cb.bt, &s.flow.gaps);
 	cli_btrace_close(&cb);
 	return status > g ? status : g;
 }

@@ -94,6 +94,9 @@ rc=0
 "$TK" decode --no-disasm "$work/thr.dir" >/dev/null 2>"$work/thr.err" || rc=$?
 [ $rc = 1 ] && grep -q 'thr.dir: offset 0x0: in data.1: record of type [0-9]* with size 0' "$work/thr.err" ||
 	{ echo "--threads: damaged part: exit $rc"; cat "$work/thr.err"; exit 1; }
+# ... and data.0 (CPU 0's buffers and the mappings) is still read whole
+cmp -s <(tk_ips "$work/thr.dir" 2>/dev/null) <(grep '^0 ' "$work/two.tk") ||
+	{ echo "--threads: damaged data.1 cost CPU 0's trace"; exit 1; }
 
 # the same instructions as the raw trace decoded with --elf (buffers end at packets, not
 # at 8 bytes: perf pads each one and steps its offset by the data only, so the joins test

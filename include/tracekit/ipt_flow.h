@@ -77,6 +77,9 @@ struct tk_ipt_flow_consumer {
 	 * give the sink of the second decoding; that decoder is then freed without done, and
 	 * the chunk's stats count once. merge(CHUNK) follows either way. */
 	int (*redo)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
+	/* Optional: on the worker, when chunk CHUNK failed with ERR (decoding stops: no
+	 * later merge comes), for consumers whose workers wait for their chunk's turn. */
+	void (*fail)(void *ctx, size_t chunk, int err);
 };
 
 /* Decode BUF (a raw PT stream) against opts->image. Errors become TK_EV_GAP events (and

@@ -1112,6 +1112,8 @@ static int work(void *ctx, size_t i)
 			rc = r->c->end(r->c->ctx, i, f);
 	}
 	give_flow(r, f);
+	if (rc < 0 && r->c->fail)
+		r->c->fail(r->c->ctx, i, rc);
 	return rc < 0 ? rc : 0;
 }
 

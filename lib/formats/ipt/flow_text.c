@@ -14,6 +14,7 @@ struct text_chunk {
 	struct tk_buf scratch;
 	struct tk_flow *flow;
 	struct text_run *run;
+	size_t index;
 };
 
 #define SPARE_BUFS 8
@@ -22,6 +23,10 @@ struct text_chunk {
  * ~170 bytes per byte of trace: a 2 MiB chunk held ~350 MB of it (1.7 GB resident at -j 2).
  * Text chunks of 256 KiB keep that to tens of MB; the output is the same for any split. */
 #define TEXT_CHUNK ((size_t)256 << 10)
+/* ... but a hostile chunk (one TNT run repeated: thousands of instructions per byte) still
+ * makes GBs of it: past this much, a chunk's worker waits for its turn and then writes
+ * what it has, so the text waiting is at most the pool's window times this. */
+#define TEXT_WAIT_CAP ((size_t)4 << 20)
 
 struct text_run {
 	unsigned flags;
@@ -37,6 +42,11 @@ struct text_run {
 	struct tk_buf cur;           /* -j 1 with a writer: the buffer being formatted */
 	struct tk_writer *wn;        /* -j N into a file: each chunk's text handed over in
 					order (and past 64 MiB written directly, see tk_writer) */
+	/* -j N: chunks merged so far (the one whose turn it is to write), signalled on
+	 * turn; failed when decoding stopped (no turn is coming) */
+	size_t merged;
+	pthread_cond_t turn;
+	int failed;
 };
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
@@ -160,6 +170,57 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 	}
 }
 
+/* -j N: text of the chunk whose turn it is, to the output (B is emptied). */
+static int put_text(struct text_run *r, struct tk_buf *b)
+{
+	if (b->err || !b->len)
+		return b->err;
+	if (r->wn)
+		return tk_writer_submit(r->wn, b);
+	if (r->out->fd >= 0 && b->len >= r->out->cap - r->out->len) {
+		/* a file: write the chunk's text as it is rather than copy it */
+		struct tk_buf direct = *b;
+
+		direct.fd = r->out->fd;
+		if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0)
+			r->out->err = r->out->err ? r->out->err : direct.err;
+	} else {
+		tk_buf_put(r->out, b->data, b->len);
+	}
+	b->len = 0;
+	return r->out->err;
+}
+
+/* -j N: a chunk holding TEXT_WAIT_CAP of text waits until the chunks before it are
+ * written, then writes its own so far (the producer blocks instead of memory growing). */
+static int wait_turn(struct text_chunk *tc)
+{
+	struct text_run *r = tc->run;
+	int failed;
+
+	pthread_mutex_lock(&r->lock);
+	while (r->merged < tc->index && !r->failed)
+		pthread_cond_wait(&r->turn, &r->lock);
+	failed = r->failed;
+	pthread_mutex_unlock(&r->lock);
+	return failed ? -TK_E_CANCELLED : put_text(r, &tc->buf);
+}
+
+/* Decoding stopped: no chunk's turn comes any more. */
+static void text_stop(struct text_run *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->failed = 1;
+	pthread_cond_broadcast(&r->turn);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void text_fail(void *ctx, size_t i, int err)
+{
+	(void)i, (void)err;
+	text_stop(ctx);
+}
+
 static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 {
 	struct text_chunk *tc = ctx;
@@ -171,6 +232,12 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 
+		if (b->len >= TEXT_WAIT_CAP && tc->run->nthreads > 1 && !tc->run->w) {
+			int rc = wait_turn(tc);
+
+			if (rc < 0)
+				return rc;
+		}
 		if (e->kind == TK_EV_BLOCK) {
 			int disasm = !(flags & TK_IPT_TEXT_NO_DISASM);
 			int rc;
@@ -219,6 +286,7 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 
 	tc->flow = flow;
 	tc->run = r;
+	tc->index = i;
 	/* --stat counts: the walker need not describe each block */
 	tk_flow_set_flow_events(flow, !(r->flags & TK_IPT_TEXT_STAT));
 	if (r->w) {
@@ -258,21 +326,9 @@ static int text_merge(void *ctx, size_t i)
 		*r->out = tc->buf;
 		return r->out->err;
 	}
-	rc = tc->buf.err;
-	if (!rc && tc->buf.len && r->wn) {
-		rc = tk_writer_submit(r->wn, &tc->buf);
-	} else if (!rc && tc->buf.len) {
-		if (r->out->fd >= 0 && tc->buf.len >= r->out->cap - r->out->len) {
-			/* a file: write the chunk's text as it is rather than copy it */
-			struct tk_buf direct = tc->buf;
-
-			direct.fd = r->out->fd;
-			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0)
-				r->out->err = r->out->err ? r->out->err : direct.err;
-		} else {
-			tk_buf_put(r->out, tc->buf.data, tc->buf.len);
-		}
-	}
+	rc = put_text(r, &tc->buf);
+	if (!rc)
+		rc = r->out->err;
 	tk_buf_free(&tc->scratch);
 	pthread_mutex_lock(&r->lock);
 	if (!rc && r->nspare < SPARE_BUFS && r->nspare < r->nthreads) {
@@ -280,16 +336,20 @@ static int text_merge(void *ctx, size_t i)
 		r->spare[r->nspare++] = tc->buf;
 		tc->buf.data = NULL;
 	}
+	/* the next chunk's turn (its worker may be waiting to write) */
+	r->merged = i + 1;
+	r->failed |= rc != 0;
+	pthread_cond_broadcast(&r->turn);
 	pthread_mutex_unlock(&r->lock);
 	tk_buf_free(&tc->buf);
-	return rc ? rc : r->out->err;
+	return rc;
 }
 
 int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats)
 {
 	struct text_run r = { .flags = flags, .out = out };
-	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r };
+	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r, .fail = text_fail };
 	struct tk_ipt_flow_opts o;
 	int64_t n;
 	int rc;
@@ -309,6 +369,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	if (!r.chunks)
 		return -TK_E_NOMEM;
 	pthread_mutex_init(&r.lock, NULL);
+	pthread_cond_init(&r.turn, NULL);
 	if (r.nthreads <= 1 && out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) &&
 	    tk_buf_flush(out) >= 0 && tk_buf_init(&r.cur, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) >= 0) {
 		if (!(r.w = tk_writer_start(out->fd, NULL)))
@@ -346,6 +407,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	for (unsigned i = 0; i < r.nspare; i++)
 		tk_buf_free(&r.spare[i]);
 	pthread_mutex_destroy(&r.lock);
+	pthread_cond_destroy(&r.turn);
 	free(r.chunks);
 	return rc;
 }

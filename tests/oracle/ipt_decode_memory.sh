@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# decode -j N on a hostile stream: one TNT packet repeated (six taken outcomes of a
+# 31-instruction loop each) makes ~3 KB of text per byte of trace. Each chunk's text waits
+# in memory for its turn; it must stay bounded (the producer blocks) rather than grow with
+# the chunk: peak memory at -j 4 within a fixed margin of -j 1's, and the same output.
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# sanitizer builds: freed buffers must not sit in a quarantine larger than the margin
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8"
+python3 - "$work" <<'PY'
+import struct, sys
+d = sys.argv[1]
+open(d + '/loop.bin', 'wb').write(b'\x90' * 30 + b'\x75\xe0')   # 30 nops; jnz back
+PSB = bytes([0x02, 0x82] * 8)
+def ip(op, a): return bytes([(3 << 5) | op]) + struct.pack('<Q', a)[:6]
+def psbplus(fup=None):
+    return PSB + b'\x99\x01' + (ip(0x1d, fup) if fup is not None else b'') + b'\x02\x23'
+out = bytearray(psbplus() + b'\x99\x01' + ip(0x11, 0x1000))
+while len(out) < 32 << 10:
+    out += b'\xfe' * 4000 + psbplus(0x1000)      # TNT-8: six taken outcomes
+open(d + '/hostile.pt', 'wb').write(out)
+PY
+# the output's size and digest, and the peak resident memory (KiB) of the decode
+run() {
+	python3 - "$@" <<'PY'
+import hashlib, resource, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+h, n = hashlib.sha1(), 0
+for b in iter(lambda: p.stdout.read(1 << 20), b''):
+    h.update(b)
+    n += len(b)
+if p.wait():
+    sys.exit('decode failed')
+print(n, h.hexdigest(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PY
+}
+args=(--no-disasm --raw "$work/loop.bin:0x1000" "$work/hostile.pt")
+read -r size sum one < <(TK_IPT_CHUNK=4096 run "$TK" decode -j 1 "${args[@]}")
+read -r size4 sum4 four < <(TK_IPT_CHUNK=4096 run "$TK" decode -j 4 "${args[@]}")
+[ "$size $sum" = "$size4 $sum4" ] || { echo "-j 4 output differs from -j 1"; exit 1; }
+[ "$size" -gt $((50 << 20)) ] || { echo "only $size bytes of text: not hostile enough"; exit 1; }
+# 8 chunks may wait (the pool's window at -j 4), 4 MiB each, plus the workers' buffers
+limit=$((one + 48 * 1024))
+[ "$four" -le "$limit" ] || { echo "-j 4 peaked at $four KiB, -j 1 at $one KiB (limit $limit)"; exit 1; }
+echo "decode memory: ok ($size bytes of text; peak -j 1 $one KiB, -j 4 $four KiB)"

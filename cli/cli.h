@@ -184,56 +184,14 @@ struct tk_image *cli_image_load(const struct cli_opts *o);
 /* Add the --elf/--raw files to IMG; < 0 after printing an error. */
 int cli_image_add_files(const struct cli_opts *o, struct tk_image *img);
 
-/* Intel PT input (cli/ipt_common.c): a raw packet file is one stream; a perf.data file has
- * one per trace queue (CPU or thread), each on its own track, and its code mappings go
- * into the image (and the symbols) under the --elf/--raw files. */
-struct cli_ipt_stream {
-	const uint8_t *data;
-	size_t len;
-	uint32_t track;             /* see cli_ipt.track_label */
-	char label[512];            /* the file, and for perf.data the queue's CPU or thread */
-	char name[32];              /* perf.data: "cpu N" or "thread N" (timeline tracks) */
-	/* perf.data: where the joined buffers do not continue each other (lost trace,
-	 * snapshots apart): tk_ipt_flow_opts.breaks */
-	const uint64_t *breaks;
-	size_t nbreaks;
-	uint32_t break_reason;
-	struct tk_gap_stats gaps;   /* its gaps, once decoded (offsets are in data) */
-};
-struct cli_ipt_module {
-	char *path;
-	uint64_t bias;
-	uint64_t base;              /* --elf PATH:BASE places it there (ptxed's spelling too) */
-};
-/* perf record --threads: a directory's DIR/data.K files, mapped (none for a file) */
-struct cli_perf_parts {
-	struct tk_input **in;
-	struct tk_perf_part *p;
-	size_t n;
-};
-int cli_perf_parts_open(const char *file, struct cli_perf_parts *pp);
-void cli_perf_parts_close(struct cli_perf_parts *pp);
-
-struct cli_ipt {
-	struct tk_image *img;
-	struct cli_ipt_stream *s;
-	size_t n;
-	struct cli_ipt_module *mods;   /* perf.data: the mapped files that were loaded */
-	size_t nmods;
-	int perf;                   /* the input is perf.data */
-	int vdso;                   /* its vDSO is this machine's and in the image */
-	const char *kernel_elf;     /* the --elf argument placed where the kernel ran (FILE:BASE) */
-	char *kallsyms;             /* perf.data DIR/kcore_dir/kallsyms: the kernel's symbols */
-	char *kcore;                /* perf.data DIR/kcore_dir/kcore: the kernel's code as it ran */
-	int skipped;                /* perf.data records were skipped (exit status 1) */
-	/* what a stream's track number is: "cpu" (perf.data per-CPU queues: the CPU),
-	   "thread" (per-thread queues: the thread id; a raw trace: 0), "queue" (perf.data
-	   whose CPUs or threads repeat or are not given: the queue's place) */
-	const char *track_label;
-	struct tk_perf_aux aux;
-	struct cli_perf_parts parts;   /* perf record --threads: DIR/data.K */
-	struct cli_opts timing;     /* the options, perf's timing settings filled in */
-};
+/* Intel PT input (cli/ipt_common.c): the library's session (tk_perf_session: a raw
+ * packet file is one stream, a perf.data file one per trace queue with the code its
+ * mappings name) with the command line's options and its messages on stderr. */
+#define cli_ipt tk_perf_session
+#define cli_ipt_stream tk_perf_stream
+/* Library messages naming a file and offset, printed as cli_error / cli_warn do. */
+void cli_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+	     const char *msg);
 /* CODE 0: only the packets are wanted (dump): no image is built. */
 int cli_ipt_open(struct cli_opts *o, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, int code, struct cli_ipt *x);
@@ -247,25 +205,12 @@ int cli_ipt_report(const struct cli_opts *o, const char *file, const struct cli_
 		   const struct tk_ipt_flow_stats *st);
 /* Add the mapped modules' symbols to SYM. */
 int cli_ipt_add_symbols(const struct cli_ipt *x, struct tk_sym *sym);
-/* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into TIMING where it
- * has none. */
-void cli_ipt_perf_timing(const struct tk_perf_aux *a, struct cli_opts *timing);
-/* tk_perf_aux_read's problem messages on stderr (the first 20; counted in shown). */
-struct cli_perf_diag {
-	const char *file;
-	int quiet;
-	unsigned shown;
-};
-void cli_perf_diag(void *ctx, uint64_t offset, const char *msg);
-/* A warning when code mappings overlap others of different code (one image cannot hold
- * them all). */
-void cli_perf_warn_overlaps(const struct cli_opts *o, const char *file, const struct tk_perf_aux *a);
 /* The flow decoder's options from the command line: IMG, -j, --mtc-freq, --nom-freq,
  * --cpuid-0x15.eax/ebx. */
 struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct tk_image *img);
 /* perf.data: the TSC's ticks per second from perf's conversion to its clock (0: unknown,
  * a raw trace). */
-struct tk_trace_clock cli_ipt_clock(const struct cli_ipt *x);
+#define cli_ipt_clock tk_perf_session_clock
 /* The decoder's options for stream S of X: the command line's, its track and breaks. */
 struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struct cli_ipt_stream *s);
 /* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */

@@ -102,31 +102,52 @@ static int ipt_info_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 
 /* Intel PT: PSBs, packet counts by kind, TSC range. */
 /* perf.data: the Intel PT settings, the trace queues and the code mappings. */
+struct perf_diag {
+	const char *file;
+	int quiet;
+	unsigned shown;
+};
+
+/* tk_perf_aux_read's problems: the first 20 */
+static void perf_diag(void *ctx, uint64_t offset, const char *msg)
+{
+	struct perf_diag *d = ctx;
+
+	if (d->shown++ < 20 && !d->quiet)
+		cli_error(d->file, offset, "%s", msg);
+}
+
 static int info_perf(const struct cli_opts *o, const char *file, struct tk_input *in,
 		     struct tk_buf *out)
 {
-	struct cli_perf_diag d = { file, o->quiet, 0 };
-	struct cli_opts timing = *o;
+	struct perf_diag d = { file, o->quiet, 0 };
+	struct tk_perf_session_opts timing = { .sz = sizeof timing, .msg = cli_msg };
+	/* only its perf record --threads parts */
+	struct tk_perf_session parts = { .o = timing };
 	struct tk_perf_aux a;
 	const uint8_t *data;
 	size_t len;
 	int rc;
 
-	struct cli_perf_parts parts;
-	if ((rc = cli_perf_parts_open(file, &parts)))
-		return rc;
+	if (tk_perf_parts_open(&parts, file) < 0)
+		return EXIT_INPUT;
 	if ((rc = tk_input_map(in, &data, &len)) < 0 ||
-	    (rc = tk_perf_aux_read_parts(data, len, parts.p, parts.n, &a, cli_perf_diag, &d, 1)) < 0) {
+	    (rc = tk_perf_aux_read_parts(data, len, parts.parts, parts.nparts, &a, perf_diag, &d,
+					 1)) < 0) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
-		cli_perf_parts_close(&parts);
+		tk_perf_parts_close(&parts);
 		return EXIT_INPUT;
 	}
+	timing.mtc_freq = (uint32_t)o->mtc_freq;
+	timing.nom_freq = (uint32_t)o->nom_freq;
+	timing.cpuid_15_eax = (uint32_t)o->cpuid_15_eax;
+	timing.cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx;
 	const struct tk_perf_pt_info *pt = &a.pt;
 	tk_buf_printf(out, "  records:  %llu\n", (unsigned long long)a.records);
 	if (a.aux_type != TK_PERF_AUX_INTEL_PT) {
 		tk_buf_printf(out, "  auxtrace: %s\n", a.aux_type ? "not Intel PT" : "none");
 	} else {
-		cli_ipt_perf_timing(&a, &timing);
+		tk_perf_timing(&a, &timing);
 		tk_buf_printf(out, "  intel_pt: pmu type %llu, config 0x%llx, %s, %s%s\n",
 			      (unsigned long long)pt->pmu_type, (unsigned long long)a.pt_config,
 			      pt->per_cpu_mmaps ? "per-CPU buffers" : "per-thread buffers",
@@ -147,7 +168,7 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 		tk_buf_printf(out, "tid %u, %zu bytes in %llu buffers (first at offset 0x%llx%s%s)",
 			      q->tid, q->len, (unsigned long long)q->nbuffers,
 			      (unsigned long long)q->file_offset, q->file_part ? " of " : "",
-			      q->file_part ? parts.p[q->file_part - 1].name : "");
+			      q->file_part ? parts.parts[q->file_part - 1].name : "");
 		if (q->holes)
 			tk_buf_printf(out, a.pt.snapshot_mode ? ", %llu snapshots not overlapping the "
 				      "one before (%llu bytes before their PSBs left out)" :
@@ -187,12 +208,13 @@ static int info_perf(const struct cli_opts *o, const char *file, struct tk_input
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,
 			      (unsigned long long)a.lost_records);
-	if (parts.n)
+	if (parts.nparts)
 		tk_buf_printf(out, "  parts:    %zu files of perf record --threads (data.0 to "
-			      "data.%zu), read after data\n", parts.n, parts.n - 1);
-	cli_perf_warn_overlaps(o, file, &a);
+			      "data.%zu), read after data\n", parts.nparts, parts.nparts - 1);
+	if (!o->quiet)
+		tk_perf_warn_overlaps(&a, file, cli_msg, NULL);
 	tk_perf_aux_free(&a);
-	cli_perf_parts_close(&parts);
+	tk_perf_parts_close(&parts);
 	return rc > 0 ? EXIT_SKIPPED : EXIT_CLEAN;
 }
 

@@ -53,6 +53,15 @@ void tk_set_log(tk_log_fn fn, void *ctx);
 void tk_set_log_level(enum tk_log_level max_level);
 void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Messages about one input, for readers that name files and offsets (the source
+ * interface, the perf.data session): FILE the file they are about (NULL: none), OFFSET its
+ * byte offset (UINT64_MAX: none). The caller prints them as it likes. */
+typedef void (*tk_msg_fn)(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+			  const char *msg);
+/* Format a message and hand it to FN (nothing when FN is NULL). */
+void tk_msg(tk_msg_fn fn, void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+	    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
 /* ---- input: mmap'd files or stdin, transparent .gz/.zst ---------------------------- */
 enum tk_compression { TK_COMP_NONE, TK_COMP_GZIP, TK_COMP_ZSTD };
 
@@ -209,6 +218,10 @@ struct tk_gap_stats {
 };
 void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped);
 void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from);
+/* The gap summary as one message ("N WHATs, B bytes skipped (first at offset ...)"):
+ * 1 when anything was lost, else 0. */
+int tk_gap_report(const struct tk_gap_stats *g, const char *what, const char *file, tk_msg_fn msg,
+		  void *ctx);
 
 /* ---- little helpers used by readers ----------------------------------------------- */
 static inline uint16_t tk_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }

@@ -120,6 +120,107 @@ int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part
 			   int sizes_only);
 void tk_perf_aux_free(struct tk_perf_aux *aux);
 
+/* ---- an Intel PT session: the streams to decode and their memory image ----------------- */
+/* From a raw packet file (one stream; the code from --elf/--raw) or from a perf.data file
+ * (or the directory of perf record --kcore / --threads): one stream per trace queue, each
+ * on its own track, the code its mappings name (checked by build-id), the kernel placed
+ * where the session ran it, then the --elf/--raw files over them. */
+struct tk_perf_stream {
+	const uint8_t *data;
+	size_t len;
+	uint32_t track;             /* see tk_perf_session.track_label */
+	char label[512];            /* the file, and for perf.data the queue's CPU or thread */
+	char name[32];              /* perf.data: "cpu N" or "thread N" (timeline tracks) */
+	/* perf.data: where the joined buffers do not continue each other (lost trace,
+	 * snapshots apart): tk_ipt_flow_opts.breaks */
+	const uint64_t *breaks;
+	size_t nbreaks;
+	uint32_t break_reason;
+	struct tk_gap_stats gaps;   /* its gaps, once decoded (offsets are in data) */
+};
+struct tk_perf_module {
+	char *path;
+	uint64_t bias;
+	uint64_t base;              /* where it was placed (ptxed's FILE:BASE) */
+};
+struct tk_perf_session_opts {
+	size_t sz;                  /* sizeof(struct tk_perf_session_opts) */
+	int code;                   /* build the memory image (0: only the packets, dump) */
+	int quiet;                  /* no warnings */
+	const char *const *elf;     /* FILE[:BASE] code and symbols, later ones win */
+	size_t nelf;
+	const char *const *raw;     /* FILE:ADDR raw code */
+	size_t nraw;
+	/* timing (ptxed's options; 0: perf.data's settings, else unknown) and the TSC's rate */
+	uint32_t mtc_freq, nom_freq, cpuid_15_eax, cpuid_15_ebx;
+	int has_tsc_hz;
+	uint64_t tsc_hz;
+	unsigned nthreads;          /* decoder threads (0: all cores) */
+	size_t chunk_bytes;         /* the PSB split's chunk size (0: the default) */
+	tk_msg_fn msg;              /* errors and warnings, naming the file */
+	void *ctx;
+};
+struct tk_perf_session {
+	struct tk_image *img;
+	struct tk_perf_stream *s;
+	size_t n;
+	struct tk_perf_module *mods;   /* perf.data: the mapped files that were loaded */
+	size_t nmods;
+	int perf;                   /* the input is perf.data */
+	int vdso;                   /* its vDSO is this machine's and in the image */
+	const char *kernel_elf;     /* the --elf argument placed where the kernel ran (FILE:BASE) */
+	char *kallsyms;             /* perf.data DIR/kcore_dir/kallsyms: the kernel's symbols */
+	char *kcore;                /* perf.data DIR/kcore_dir/kcore: the kernel's code as it ran */
+	int skipped;                /* perf.data records were skipped (data lost) */
+	/* what a stream's track number is: "cpu" (perf.data per-CPU queues: the CPU),
+	   "thread" (per-thread queues: the thread id; a raw trace: 0), "queue" (perf.data
+	   whose CPUs or threads repeat or are not given: the queue's place) */
+	const char *track_label;
+	struct tk_perf_aux aux;
+	/* perf record --threads: DIR/data.K, mapped */
+	struct tk_input **part_in;
+	struct tk_perf_part *parts;
+	size_t nparts;
+	/* the options, perf's timing settings filled in, and the --elf list with a kernel
+	   given without a base placed (FILE:BASE) or left out when of another build */
+	struct tk_perf_session_opts o;
+	char **elf;
+	size_t nelf;
+	unsigned shown;             /* problems reported while reading */
+};
+/* PATH names the input (a perf.data directory: DIR); DATA its bytes (DIR/data), which must
+ * stay mapped until the session is closed. PERF: DATA is perf.data, else a raw PT stream.
+ * Returns 0 or -TK_E_* after a message (the session is then closed). */
+int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint8_t *data,
+			 size_t len, int perf, const struct tk_perf_session_opts *o);
+void tk_perf_session_close(struct tk_perf_session *x);
+/* The flow decoder's options for stream I: the session's timing, image, track, breaks. */
+struct tk_ipt_flow_opts;
+void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
+			       struct tk_ipt_flow_opts *fo);
+/* The TSC's ticks per second: the user's, else perf's conversion (0: unknown). */
+struct tk_trace_clock tk_perf_session_clock(const struct tk_perf_session *x);
+/* The loaded modules' symbols (and kallsyms) into SYM, after the --elf list's. */
+struct tk_sym;
+int tk_perf_session_symbols(const struct tk_perf_session *x, struct tk_sym *sym);
+/* perf.data: the line that names stream I (its queue) ahead of its output. */
+struct tk_buf;
+void tk_perf_session_stream_header(struct tk_buf *out, const struct tk_perf_session *x, size_t i);
+/* Decoding is over (streams carry their gaps, TOTAL their sum, INSNS the instructions):
+ * what was left out or skipped, as messages; 1 if data was lost, else 0. */
+int tk_perf_session_report(const struct tk_perf_session *x, const char *path,
+			   const struct tk_gap_stats *total, uint64_t insns);
+/* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into O where it has none. */
+void tk_perf_timing(const struct tk_perf_aux *a, struct tk_perf_session_opts *o);
+/* A warning (through MSG) when code mappings overlap others of different code (one image
+ * cannot hold them all). */
+void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *path, tk_msg_fn msg,
+			   void *ctx);
+/* perf record --threads: DIR's data.K files, mapped (none for a file). Returns 0, or
+ * -TK_E_* after a message. */
+int tk_perf_parts_open(struct tk_perf_session *x, const char *path);
+void tk_perf_parts_close(struct tk_perf_session *x);
+
 #ifdef __cplusplus
 }
 #endif

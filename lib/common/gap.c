@@ -1,3 +1,5 @@
+#include <stdio.h>
+
 #include "tracekit/common.h"
 #include "tracekit/event.h"
 
@@ -83,4 +85,22 @@ int tk_sorted_has_u64(const uint64_t *v, size_t n, uint64_t x)
 			hi = mid;
 	}
 	return lo < n && v[lo] == x;
+}
+
+int tk_gap_report(const struct tk_gap_stats *g, const char *what, const char *file, tk_msg_fn msg,
+		  void *ctx)
+{
+	char offs[128] = "";
+	int n = 0;
+
+	if (!g->count)
+		return 0;
+	for (uint64_t i = 0; i < g->count && i < TK_GAP_FIRST_OFFSETS; i++)
+		n += snprintf(offs + n, sizeof offs - (size_t)n, "%s0x%llx", i ? ", " : "",
+			      (unsigned long long)g->first_offsets[i]);
+	tk_msg(msg, ctx, TK_LOG_WARN, file, UINT64_MAX,
+	       "%llu %s%s, %llu bytes skipped (first at offset %s%s)", (unsigned long long)g->count,
+	       what ? what : "gap", g->count == 1 ? "" : "s", (unsigned long long)g->bytes_skipped,
+	       offs, g->count > TK_GAP_FIRST_OFFSETS ? ", ..." : "");
+	return 1;
 }

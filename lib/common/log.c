@@ -30,3 +30,17 @@ void tk_log(enum tk_log_level level, const char *fmt, ...)
 	va_end(ap);
 	log_fn(log_ctx, level, msg);
 }
+
+void tk_msg(tk_msg_fn fn, void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+	    const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	if (!fn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	fn(ctx, level, file, offset, msg);
+}

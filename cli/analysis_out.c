@@ -13,6 +13,23 @@ static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
 	cli_error(NULL, UINT64_MAX, "%s%s", level == TK_LOG_WARN ? "warning: " : "", msg);
 }
 
+struct tk_source_opts cli_source_opts(const struct cli_opts *o, const struct tk_format_info *fi)
+{
+	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
+	const char *chunk = getenv("TK_IPT_CHUNK");
+
+	return (struct tk_source_opts){
+		.sz = sizeof(struct tk_source_opts), .format = fi->id, .nthreads = o->jobs,
+		.elf = o->elf, .nelf = (size_t)o->n_elf, .raw = o->raw, .nraw = (size_t)o->n_raw,
+		.instr_map = o->instr_map, .only_tid = o->has_tid, .tid = (uint32_t)o->tid,
+		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
+		.msg = cli_msg,
+	};
+}
+
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
 {
 	int err;
@@ -43,28 +60,6 @@ struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
 		}
 	}
 	return s;
-}
-
-struct tk_prof *cli_prof_new(const struct cli_opts *o, struct tk_sym *sym, struct tk_prof_opts *po,
-			     int *err)
-{
-	struct tk_prof_opts def = { .sz = sizeof def };
-	uint64_t *entries = NULL;
-	size_t n = 0;
-	if (!po)
-		po = &def;
-	/* -j also for the duration statistics (the same result for any count) */
-	if (!po->nthreads)
-		po->nthreads = o->jobs ? o->jobs : tk_cpu_count();
-	if (sym && tk_sym_entries(sym, &entries, &n) == 0) {
-		po->entries = entries;
-		po->nentries = n;
-	}
-	struct tk_prof *p = tk_prof_new(po, err);
-	po->entries = NULL;
-	po->nentries = 0;
-	free(entries);
-	return p;
 }
 
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o)
@@ -226,21 +221,4 @@ int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btr
 	int status = tk_btrace_info(cb->bt)->complete ? EXIT_CLEAN : EXIT_SKIPPED;
 	rc = cli_report_gaps(file, &gaps, "gap");
 	return rc > status ? rc : status;
-}
-
-int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb)
-{
-	int err, status;
-	/* times in microseconds when the TSC's rate is known (measured by the recording) */
-	struct tk_prof_opts po = { .sz = sizeof po, .clock = cli_btrace_clock(o, cb) };
-	struct tk_prof *p = cli_prof_new(o, cb->sym, &po, &err);
-	status = p ? cli_btrace_events(o, file, cb, tk_prof_sink(p)) : EXIT_INPUT;
-	if (status < EXIT_USAGE) {
-		tk_prof_finish(p);
-		int wrc = cli_profile_write(o, p, cb->sym, NULL);
-		if (wrc > status)
-			status = wrc;
-	}
-	tk_prof_free(p);
-	return status;
 }

@@ -155,20 +155,19 @@ int cli_xtrace_stats(const struct cli_opts *o, struct cli_xtrace *x, struct tk_x
 int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_gap_stats *gaps);
 /* Symbols from --elf FILE[:BIAS] (NULL without --elf); returns 0 or an exit status. */
 int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out);
-/* Profile of every chunk (with -j), merged in order into TOTAL (not finished). */
-int cli_xtrace_profile(const struct cli_opts *o, struct cli_xtrace *x, struct tk_prof *total,
-		       struct tk_gap_stats *gaps);
 /* tracekit record --qemu (cli/record_qemu.c). */
 /* One xtrace item as text, no newline. */
 void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 /* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */
+/* The source options (tracekit/source.h) of the command line, for FI's format. */
+struct tk_source_opts cli_source_opts(const struct cli_opts *o, const struct tk_format_info *fi);
+/* tracekit profile of one file (cli/profile.c; convert's profile outputs too). */
+int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
+		     const struct tk_format_info *fi);
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
 int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      const char *track_label);
-/* A profile that knows SYM's function entries (calls from untraced code start frames). */
-struct tk_prof *cli_prof_new(const struct cli_opts *o, struct tk_sym *sym, struct tk_prof_opts *po,
-			     int *err);
 struct cli_timeline {
 	struct tk_buf out;
 	struct tk_timeline *tl;   /* feed it: tk_timeline_sink(ct.tl) */
@@ -213,12 +212,6 @@ struct tk_ipt_flow_opts cli_ipt_flow_opts(const struct cli_opts *o, const struct
 #define cli_ipt_clock tk_perf_session_clock
 /* The decoder's options for stream S of X: the command line's, its track and breaks. */
 struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struct cli_ipt_stream *s);
-/* A whole Intel PT trace to --to (text, folded, pprof, ...): profile and convert. */
-int cli_ipt_profile_out(struct cli_opts *o, const char *file, struct tk_input *in,
-			const struct tk_format_info *fi);
-/* The streams of X into TOTAL (finished), stats summed into ST; gaps reported. */
-int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *x,
-		    struct tk_prof *total, struct tk_ipt_flow_stats *st);
 
 /* Branch traces (.tkbt): the container, its modules in a memory image and in the
  * symbolizer (plus --elf/--raw). cli_btrace_events decodes the threads (--tid: one) into
@@ -240,8 +233,6 @@ int cli_btrace_status(const char *file, const struct tk_btrace *bt,
 		      const struct tk_gap_stats *decoded);
 /* The TSC's rate: --tsc-hz, else as the recording gives it (0: unknown, times in ticks). */
 struct tk_trace_clock cli_btrace_clock(const struct cli_opts *o, const struct cli_btrace *cb);
-/* The profile of CB's threads, written as --to asks; returns the exit status. */
-int cli_btrace_profile(const struct cli_opts *o, const char *file, struct cli_btrace *cb);
 int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btrace *cb,
 		      struct tk_sink sink);
 

@@ -387,18 +387,16 @@ static int convert_btrace_events(struct cli_opts *o, const char *file, struct tk
 			  "folded, pprof or a profile output, not '%s'", o->to);
 		return EXIT_USAGE;
 	}
+	if (!timeline)
+		return cli_profile_file(o, file, in, &(struct tk_format_info){ .id = TK_FMT_TKBT });
 	if ((status = cli_btrace_open(o, file, in, &cb)))
 		return status;
-	if (timeline) {
-		struct cli_timeline ct;
-		if ((status = cli_timeline_open(o, cb.sym, cli_btrace_clock(o, &cb), &ct)) == 0) {
-			status = cli_btrace_events(o, file, &cb, tk_timeline_sink(ct.tl));
-			int crc = cli_timeline_close(&ct);
-			if (crc > status)
-				status = crc;
-		}
-	} else {
-		status = cli_btrace_profile(o, file, &cb);
+	struct cli_timeline ct;
+	if ((status = cli_timeline_open(o, cb.sym, cli_btrace_clock(o, &cb), &ct)) == 0) {
+		status = cli_btrace_events(o, file, &cb, tk_timeline_sink(ct.tl));
+		int crc = cli_timeline_close(&ct);
+		if (crc > status)
+			status = crc;
 	}
 	cli_btrace_close(&cb);
 	return status;
@@ -752,7 +750,7 @@ static int ipt_convert(struct cli_opts *o, const char *file, struct tk_input *in
 		return EXIT_USAGE;
 	}
 	if (!tl)
-		return cli_ipt_profile_out(o, file, in, fi);
+		return cli_profile_file(o, file, in, fi);
 	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
 		return status;
 	if (!(sym = cli_sym_open(o, &status))) {

@@ -1,12 +1,13 @@
-/* tracekit profile: calls per function, executions per line, call tree. Each format's handler is one case below; the work is in the library. */
-#include <stdlib.h>
+/* tracekit profile: calls per function, executions per line, call tree. A front-end: the
+ * options make a source (tracekit/source.h), the runner (tracekit/run.h) builds the
+ * profile, the shared writers print it. */
 #include <string.h>
 
 #include "cli.h"
-#include <string.h>
-
-#include "tracekit/xray.h"
 #include "tracekit/out.h"
+#include "tracekit/run.h"
+#include "tracekit/source.h"
+#include "tracekit/xray.h"
 
 static const char usage[] =
 	"usage: tracekit profile [OPTIONS] FILE...\n"
@@ -38,211 +39,75 @@ static const char usage[] =
 	"splits at snapshot positions (same result as -j 1).\n";
 
 
-/* xtrace: blocks, calls and returns from the instruction stream, per chunk in parallel. */
-static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input *in,
-			  const struct tk_format_info *fi)
+/* --to account / account-csv: llvm-xray account's table of an XRay log's profile. */
+static int is_account(const char *to)
 {
-	struct cli_xtrace x;
-	struct tk_gap_stats gaps = { 0 };
-	struct tk_sym *sym = NULL;
-	struct tk_prof *p = NULL;
-	struct tk_buf out;
+	return to && (!strcmp(to, "account") || !strcmp(to, "account-csv"));
+}
+
+/* Options -> source -> runner -> writer, for every format with a source. */
+int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
+		     const struct tk_format_info *fi)
+{
+	int account = is_account(o->to), key = account ? tk_xray_account_sort_key(o->sort) : 0;
+	enum tk_out_kind kind = account ? TK_OUT_TEXT : cli_profile_kind(o);
+	struct tk_source_opts so = cli_source_opts(o, fi);
+	struct tk_source *s;
+	struct tk_prof *p;
+	struct tk_sym *sym;
 	int rc, err = 0, status;
-	enum tk_out_kind kind = o->to ? tk_out_kind_by_name(o->to) : TK_OUT_TEXT;
-	if (!kind) {
-		cli_error(NULL, UINT64_MAX, "profile: unknown --to '%s'", o->to);
-		return EXIT_USAGE;
-	}
-	if ((rc = cli_xtrace_open_insn(o, file, in, fi, &x)))
-		return rc;
-	if ((rc = cli_xtrace_symbols(o, &sym))) {
-		cli_xtrace_close(&x);
-		return rc;
-	}
-	/* --elf's function entries: tail calls and calls from untraced code, as for PT */
-	if (!(p = cli_prof_new(o, sym, NULL, &err)) || (rc = cli_out_open(o, &out))) {
-		if (!p)
-			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
-		tk_sym_free(sym);
-		cli_xtrace_close(&x);
-		return p ? rc : EXIT_INPUT;
-	}
-	rc = cli_xtrace_profile(o, &x, p, &gaps);
-	if (rc >= 0)
-		rc = tk_prof_finish(p);
-	if (rc >= 0) {
-		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
-					  .threads = o->threads,
-					  .track_label = x.name.hint == 13 ? "core" : "thread" };
-		if (o->lines)
-			kind = TK_OUT_LINES;
-		if (o->source)
-			kind = TK_OUT_SOURCE;
-		rc = tk_out_profile(&out, p, kind, &oo);
-	}
-	status = cli_out_close(&out);
-	if (rc < 0) {
-		cli_error(file, UINT64_MAX, "profile: %s", tk_strerror(rc));
-		status = EXIT_INPUT;
-	}
-	int g = cli_xtrace_report(&x, file, &gaps);
-	tk_prof_free(p);
-	tk_sym_free(sym);
-	cli_xtrace_close(&x);
-	return status > g ? status : g;
-}
 
-
-
-
-/* Per-chunk profiles (built on the decode workers) merged in order into one. */
-struct xray_prof_ctx {
-	struct tk_prof_opts po;
-	struct tk_prof *total;
-};
-
-static int xray_prof_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
-{
-	struct xray_prof_ctx *c = ctx;
-	int err;
-	(void)chunk;
-	struct tk_prof *p = tk_prof_new(&c->po, &err);
-	if (!p)
-		return err;
-	*sink = tk_prof_sink(p);
-	*consumer = p;
-	return 0;
-}
-
-static int xray_prof_merge(void *ctx, size_t chunk, void *consumer)
-{
-	struct xray_prof_ctx *c = ctx;
-	(void)chunk;
-	if (!c->total) {
-		c->total = consumer;
-		return 0;
-	}
-	/* the chunk's durations move into the total, not copied */
-	int rc = tk_prof_merge_take(c->total, consumer);
-	tk_prof_free(consumer);
-	return rc;
-}
-
-/* XRay: decode (in parallel) into the shared profile, report with the shared writers;
- * --to account / account-csv gives llvm-xray account's table. */
-static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *in)
-{
-	struct tk_xray_map *map;
-	struct tk_buf out;
-	int status = 0, rc, err;
-	const char *to = o->stacks ? "folded" : o->to ? o->to : "text";
-	int account = !strcmp(to, "account") || !strcmp(to, "account-csv");
-	enum tk_out_kind kind = account ? TK_OUT_TEXT : tk_out_kind_by_name(to);
-	int key = account ? tk_xray_account_sort_key(o->sort) : 0;
-
+	if (!tk_source_supported(fi->id))
+		return cli_unsupported("profile", file, fi);
 	if (!kind || key < 0) {
 		if (!kind)
-			cli_error(NULL, UINT64_MAX, "profile: unknown output '%s' (text, csv, json, folded, pprof, calltree, account, account-csv)", to);
+			cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, "
+				  "pprof, source, calltree, lines, blocks, account, account-csv)", o->to);
 		else
-			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, 90p, 99p, max, sum)", o->sort);
+			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, "
+				  "90p, 99p, max, sum)", o->sort);
 		return EXIT_USAGE;
 	}
-	struct tk_xray *x = cli_xray_open(o, file, in, &map, &status);
-	if (!x)
-		return status;
-	struct xray_prof_ctx pc = { .po = { .sz = sizeof pc.po,
-					    .clock = { tk_xray_header(x)->cycle_frequency },
-					    .nthreads = o->jobs ? o->jobs : tk_cpu_count() } };
-	struct tk_prof *p = tk_prof_new(&pc.po, &err);
-	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
-	struct tk_sym *sym = p ? tk_sym_new(&so, &err) : NULL;
-	if (!sym || (rc = cli_out_open(o, &out))) {
-		if (p && sym)
-			status = rc;
-		else
-			cli_error(file, UINT64_MAX, "%s", tk_strerror(err)), status = EXIT_INPUT;
-		tk_sym_free(sym);
-		tk_prof_free(p);
-		tk_xray_free(x);
-		tk_xray_map_free(map);
-		return status;
+	if (tk_source_open_input(&s, file, in, &so) < 0)
+		return EXIT_INPUT;
+	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new(s, &err))) {
+		if (sym)
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_source_free(s);
+		return EXIT_INPUT;
 	}
-	static const struct tk_xray_chunk_ops ops = { xray_prof_begin, xray_prof_merge };
-	/* The first chunk's profile becomes the total: merging it into an empty one would
-	 * copy it (twice the memory at -j 1). Only pprof's sample order follows the order in
-	 * which call paths were created, which a merge makes the same for any -j: there P
-	 * takes every chunk. Otherwise P stays for a log without buffers. */
-	if (kind == TK_OUT_PPROF && !account)
-		pc.total = p;
-	rc = tk_xray_decode_chunks(x, &ops, &pc);
-	if (pc.total && pc.total != p) {
-		tk_prof_free(p);
-		p = pc.total;
-	}
-	if (rc >= 0)
+	if ((rc = tk_run_profile(s, p)) >= 0)
 		rc = tk_prof_finish(p);
-	if (rc >= 0 && map)
-		rc = tk_xray_map_to_sym(map, sym);
-	if (rc >= 0 && account) {
-		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
-						   .csv = !strcmp(to, "account-csv"),
-						   .per_thread = o->threads };
-		rc = tk_xray_account(&out, p, x, map, &ao);
-	} else if (rc >= 0) {
-		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
-					  .threads = o->threads };
-		rc = tk_out_profile(&out, p, kind, &oo);
-	}
+	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
 	if (rc < 0) {
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
+	} else if (account) {
+		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
+						   .csv = !strcmp(o->to, "account-csv"),
+						   .per_thread = o->threads };
+		struct tk_buf out;
+
+		if ((rc = cli_out_open(o, &out)) == 0) {
+			if ((rc = tk_xray_source_account(s, &out, p, &ao)) < 0)
+				cli_error(file, UINT64_MAX, "--to %s: %s", o->to, rc == -TK_E_UNSUPPORTED ?
+					  "llvm-xray's table is for XRay logs" : tk_strerror(rc));
+			int crc = cli_out_close(&out);
+			rc = rc == -TK_E_UNSUPPORTED ? EXIT_USAGE : rc < 0 ? EXIT_INPUT : crc;
+		}
+		status = rc > status ? rc : status;
+	} else {
+		rc = cli_profile_write(o, p, sym, tk_source_info(s)->track_label);
+		status = rc > status ? rc : status;
 	}
-	int wrc = cli_out_close(&out);
-	if (wrc > status)
-		status = wrc;
-	rc = cli_xray_finish(file, x);
-	tk_sym_free(sym);
 	tk_prof_free(p);
-	tk_xray_free(x);
-	tk_xray_map_free(map);
-	return rc > status ? rc : status;
-}
-
-/* Branch trace: every thread's PT stream through the flow decoder into one profile,
- * symbolised with the recorded modules. */
-static int profile_btrace(struct cli_opts *o, const char *file, struct tk_input *in)
-{
-	struct cli_btrace cb;
-	int status = cli_btrace_open(o, file, in, &cb);
-	if (status)
-		return status;
-	status = cli_btrace_profile(o, file, &cb);
-	cli_btrace_close(&cb);
+	tk_source_free(s);
 	return status;
-}
-
-static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
-		    const struct tk_format_info *fi)
-{
-	switch (fi->id) {
-	case TK_FMT_XTRACE_INSN:
-	case TK_FMT_XTRACE_SNAP:
-		return xtrace_profile(o, file, in, fi);
-	case TK_FMT_IPT:
-	case TK_FMT_PERF:
-		return cli_ipt_profile_out(o, file, in, fi);
-	case TK_FMT_TKBT:
-		return profile_btrace(o, file, in);
-	case TK_FMT_XRAY:
-		return xray_profile(o, file, in);
-	default:
-		return cli_unsupported("profile", file, fi);
-	}
 }
 
 static int run(struct cli_opts *o)
 {
-	return cli_run_files(o, "profile", run_file);
+	return cli_run_files(o, "profile", cli_profile_file);
 }
 
 const struct cli_command cli_cmd_profile = {

@@ -50,6 +50,8 @@ typedef void (*tk_log_fn)(void *ctx, enum tk_log_level level, const char *msg);
 /* Set the process-wide log callback (NULL silences the library). Not thread-safe against
  * concurrent logging: set it once at start-up. */
 void tk_set_log(tk_log_fn fn, void *ctx);
+/* The callback and context set now (to set them back later). */
+void tk_get_log(tk_log_fn *fn, void **ctx);
 void tk_set_log_level(enum tk_log_level max_level);
 void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -81,6 +83,12 @@ enum tk_compression tk_input_compression(const struct tk_input *in);
 /* Size on disk (compressed size for compressed input). For a pipe: the bytes read from it
  * so far (all of them once it has been read to the end). */
 uint64_t tk_input_file_size(const struct tk_input *in);
+/* 1 when IN's data is a read-only mapping of the regular file PATH (uncompressed, not
+ * standard input): its pages may be given back (tk_release_pages) and refault from the
+ * file; a copy in memory would read back as zeros. */
+int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t len);
+/* Give back the whole pages of BASE[BEGIN, END) (a file mapping that was read). */
+void tk_release_pages(const void *base, size_t begin, size_t end);
 
 /* How many bytes tk_input_peek gives at most (what format detection looks at). */
 #define TK_INPUT_PEEK 65536

@@ -11,6 +11,8 @@
 #include "tracekit/kanata.h"
 #include "tracekit/gem5.h"
 #include "tracekit/xtrace.h"
+#include "tracekit/source.h"
+#include "tracekit/run.h"
 #include "tracekit/btrace.h"
 #include "tracekit/image.h"
 #include "tracekit/flow.h"

@@ -174,6 +174,11 @@ struct tk_xray_chunk_ops {
 	int (*merge)(void *ctx, size_t chunk, void *consumer);
 };
 int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx);
+/* The chunks tk_xray_decode_chunks makes: *N, and with BEGIN not NULL (N of room each)
+ * the record bytes of each (its first buffer's start, its last buffer's end) and the
+ * thread (index) of its first buffer. */
+int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint32_t *thread,
+		   size_t *n);
 
 /* ---- instrumentation map ---------------------------------------------------------------- */
 struct tk_xray_map;
@@ -203,6 +208,11 @@ struct tk_xray_account_opts {
 int tk_xray_account_sort_key(const char *name);
 int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk_xray *x,
 		    const struct tk_xray_map *map, const struct tk_xray_account_opts *o);
+/* The same for the profile of an XRay source (tracekit/source.h, tracekit/run.h);
+ * -TK_E_UNSUPPORTED for another format's. */
+struct tk_source;
+int tk_xray_source_account(struct tk_source *s, struct tk_buf *out, const struct tk_prof *p,
+			   const struct tk_xray_account_opts *o);
 /* Hand the map's names (or addresses) to a symboliser for the shared writers. */
 int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);
 

@@ -524,3 +524,20 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 	*len = out;
 	return 0;
 }
+
+int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t len)
+{
+	struct stat st;
+
+	return strcmp(path, "-") != 0 && tk_input_compression(in) == TK_COMP_NONE &&
+	       stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len;
+}
+
+void tk_release_pages(const void *base, size_t begin, size_t end)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (uintptr_t)base;
+	uintptr_t from = (b + begin + pg - 1) & ~(pg - 1), to = (b + end) & ~(pg - 1);
+
+	if (to > from)
+		madvise((void *)from, to - from, MADV_DONTNEED);
+}

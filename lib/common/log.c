@@ -13,6 +13,12 @@ void tk_set_log(tk_log_fn fn, void *ctx)
 	log_ctx = ctx;
 }
 
+void tk_get_log(tk_log_fn *fn, void **ctx)
+{
+	*fn = log_fn;
+	*ctx = log_ctx;
+}
+
 void tk_set_log_level(enum tk_log_level max_level)
 {
 	log_max = max_level;

@@ -11,6 +11,7 @@
 #include "tracekit/perf.h"
 #include "tracekit/xray.h"
 #include "tracekit/xtrace.h"
+#include "formats/source_impl.h"
 
 typedef int (*probe_fn)(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
@@ -38,19 +39,27 @@ int tk_detect_format(const uint8_t *p, size_t n, struct tk_format_info *fi)
 	return best_conf > 0 ? 0 : -TK_E_UNKNOWN_FORMAT;
 }
 
+/* The registry: each format's names and its source (tracekit/source.h; NULL: none yet). */
 static const struct {
 	const char *name, *description;
+	const struct tk_source_ops *source;
 } formats[TK_FMT__COUNT] = {
-	[TK_FMT_UNKNOWN] = { "unknown", "unknown format" },
-	[TK_FMT_IPT] = { "ipt", "Intel PT raw stream" },
-	[TK_FMT_PERF] = { "perf", "perf.data" },
-	[TK_FMT_XRAY] = { "xray", "LLVM XRay log" },
-	[TK_FMT_KANATA] = { "kanata", "Kanata pipeline log" },
-	[TK_FMT_GEM5_O3] = { "gem5", "gem5 O3PipeView trace" },
-	[TK_FMT_XTRACE_INSN] = { "xtrace", "Kunpeng xtrace instruction stream" },
-	[TK_FMT_XTRACE_SNAP] = { "xtrace-snapshot", "Kunpeng xtrace register snapshots" },
-	[TK_FMT_TKBT] = { "btrace", "tracekit branch trace" },
+	[TK_FMT_UNKNOWN] = { "unknown", "unknown format", NULL },
+	[TK_FMT_IPT] = { "ipt", "Intel PT raw stream", &tk_source_ipt },
+	[TK_FMT_PERF] = { "perf", "perf.data", &tk_source_ipt },
+	[TK_FMT_XRAY] = { "xray", "LLVM XRay log", &tk_source_xray },
+	[TK_FMT_KANATA] = { "kanata", "Kanata pipeline log", NULL },
+	[TK_FMT_GEM5_O3] = { "gem5", "gem5 O3PipeView trace", NULL },
+	[TK_FMT_XTRACE_INSN] = { "xtrace", "Kunpeng xtrace instruction stream", &tk_source_xtrace },
+	[TK_FMT_XTRACE_SNAP] = { "xtrace-snapshot", "Kunpeng xtrace register snapshots",
+				 &tk_source_xtrace },
+	[TK_FMT_TKBT] = { "btrace", "tracekit branch trace", &tk_source_btrace },
 };
+
+const struct tk_source_ops *tk_source_ops_of(enum tk_format_id id)
+{
+	return (unsigned)id < TK_FMT__COUNT ? formats[id].source : NULL;
+}
 
 const char *tk_format_name(enum tk_format_id id)
 {

@@ -1600,6 +1600,47 @@ static int cjob_merge(void *ctx, size_t i)
 	return c->ops->merge(c->ctx, i, j->consumer);
 }
 
+/* Chunks of about nbufs / (8 * workers) buffers, cut only where a buffer needs no state
+ * from the one before it: their first buffers into BOUNDS (nbufs + 2 of room), then
+ * nbufs; returns how many. */
+static size_t chunk_bounds(const struct tk_xray *x, size_t *bounds)
+{
+	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
+	size_t target = x->nbufs / (8 * (size_t)nt) + 1, nchunks = 0;
+
+	if (target < 4)
+		target = 4;
+	if (nt == 1)
+		target = SIZE_MAX;          /* one chunk: nothing to merge */
+	bounds[0] = 0;
+	for (size_t i = 1; i < x->nbufs; i++) {
+		size_t start = bounds[nchunks];
+		if (i - start >= target &&
+		    (x->bufs[i].thread != x->bufs[i - 1].thread || x->bufs[i].self_contained))
+			bounds[++nchunks] = i;
+	}
+	if (x->nbufs)
+		bounds[++nchunks] = x->nbufs;
+	return nchunks;
+}
+
+int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint32_t *thread,
+		   size_t *n)
+{
+	size_t *bounds = malloc((x->nbufs + 2) * sizeof *bounds);
+
+	if (!bounds)
+		return -TK_E_NOMEM;
+	*n = chunk_bounds(x, bounds);
+	for (size_t i = 0; begin && i < *n; i++) {
+		begin[i] = x->bufs[bounds[i]].start;
+		end[i] = x->bufs[bounds[i + 1] - 1].end;
+		thread[i] = x->bufs[bounds[i]].thread;
+	}
+	free(bounds);
+	return 0;
+}
+
 int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx)
 {
 	struct cctx c;
@@ -1610,13 +1651,7 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 	c.x = x;
 	c.ops = ops;
 	c.ctx = ctx;
-	/* chunks of about nbufs / (8 * workers) buffers, cut only where a buffer needs no
-	 * state from the one before it */
-	size_t target = x->nbufs / (8 * (size_t)nt) + 1, nchunks = 0;
-	if (target < 4)
-		target = 4;
-	if (nt == 1)
-		target = SIZE_MAX;          /* one chunk: nothing to merge */
+	size_t nchunks;
 	c.bounds = malloc((x->nbufs + 2) * sizeof *c.bounds);
 	c.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
 	c.slots = calloc(c.nslots, sizeof *c.slots);
@@ -1624,15 +1659,7 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 	c.wrapped = calloc(x->nthreads + 1, 1);
 	if (!c.bounds || !c.slots || !c.depth || !c.wrapped)
 		goto out;
-	c.bounds[0] = 0;
-	for (size_t i = 1; i < x->nbufs; i++) {
-		size_t start = c.bounds[nchunks];
-		if (i - start >= target &&
-		    (x->bufs[i].thread != x->bufs[i - 1].thread || x->bufs[i].self_contained))
-			c.bounds[++nchunks] = i;
-	}
-	if (x->nbufs)
-		c.bounds[++nchunks] = x->nbufs;
+	nchunks = chunk_bounds(x, c.bounds);
 	stats_reset(x);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = c.nslots };
 	rc = tk_pool_run(&po, nchunks, cjob_work, cjob_merge, &c);

@@ -1,0 +1,241 @@
+/* The chunk runner: one tk_prof per chunk (decoded in parallel), merged in order, which
+ * stitches call stacks across the seams. A merged chunk's profile is emptied for a later
+ * chunk (its tables keep their size: no growing and faulting in again). A chunk whose merge
+ * would not give the one-pass profile (tk_prof_seam_exact) is decoded again, its events
+ * going to the total directly. Instruction-flow formats count blocks in their walkers
+ * (tk_flow_set_count_mode) instead of sending one event each: the same profile. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracekit/flow.h"
+#include "tracekit/run.h"
+#include "tracekit/symbolize.h"
+
+struct prof_run {
+	struct tk_prof **chunks;
+	uint8_t *redone;                /* per chunk: decoded again into the total */
+	size_t n;
+	struct tk_prof *total;
+	int direct;                     /* chunks decoded in order on this thread: no partials */
+	struct tk_prof **spare;         /* emptied profiles (at most n) */
+	size_t nspare;
+	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
+};
+
+/* Blocks are counted by the walker, not sent one event each (the same profile). */
+static int count_blocks(struct prof_run *r, struct tk_flow *flow)
+{
+	size_t nentries;
+	const uint64_t *entries = tk_prof_entries(r->total, &nentries);
+
+	return flow ? tk_flow_set_count_mode(flow, 1, entries, nentries) : 0;
+}
+
+static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct prof_run *r = ctx;
+	int err;
+
+	if (i >= r->n)
+		return -TK_E_INTERNAL;
+	if (r->direct) {
+		*sink = tk_prof_sink(r->total);
+		return count_blocks(r, flow);
+	}
+	pthread_mutex_lock(&r->lock);
+	r->chunks[i] = r->nspare ? r->spare[--r->nspare] : NULL;
+	pthread_mutex_unlock(&r->lock);
+	if (!r->chunks[i] && !(r->chunks[i] = tk_prof_new_like(r->total, &err)))
+		return err;
+	if ((err = count_blocks(r, flow)) < 0)
+		return err;
+	*sink = tk_prof_sink(r->chunks[i]);
+	return 0;
+}
+
+/* Before chunk I merges: a return in it that may end calls of the chunks before (longjmp
+ * past the seam) makes its events go to the total itself, as in one pass. */
+static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct prof_run *r = ctx;
+	int err;
+
+	if (r->direct)
+		return 0;
+	if (i >= r->n || !r->chunks[i])
+		return -TK_E_INTERNAL;
+	if (!sink)
+		return !tk_prof_seam_exact(r->total, r->chunks[i]);
+	if ((err = count_blocks(r, flow)) < 0)
+		return err;
+	r->redone[i] = 1;
+	*sink = tk_prof_sink(r->total);
+	return 1;
+}
+
+static int add_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		     uint64_t insns)
+{
+	(void)mode;
+	return tk_prof_add_block(ctx, start, last, execs, insns);
+}
+
+/* All chunks merged: the block counts each walker gathered go into the total (they add up
+ * in any order, so one table per walker instead of one per chunk). */
+static int prof_done(void *ctx, struct tk_flow *flow)
+{
+	struct prof_run *r = ctx;
+
+	return tk_flow_take_counts(flow, add_block, r->total);
+}
+
+static int prof_merge(void *ctx, size_t i)
+{
+	struct prof_run *r = ctx;
+	int rc;
+
+	if (r->direct)
+		return 0;
+	/* the chunk is emptied next: its durations move into the total, not copied */
+	rc = r->redone[i] ? 0 : tk_prof_merge_take(r->total, r->chunks[i]);
+	tk_prof_reset(r->chunks[i]);
+	pthread_mutex_lock(&r->lock);
+	r->spare[r->nspare++] = r->chunks[i];
+	pthread_mutex_unlock(&r->lock);
+	r->chunks[i] = NULL;
+	return rc;
+}
+
+int tk_run_profile(struct tk_source *s, struct tk_prof *total)
+{
+	struct prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER,
+			      .direct = tk_source_info(s)->sequential };
+	struct tk_chunk *plan;
+	int rc = tk_source_plan(s, &plan, &r.n);
+
+	if (rc < 0)
+		return rc;
+	free(plan);
+	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
+	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
+	r.redone = calloc(r.n ? r.n : 1, 1);
+	struct tk_chunk_consumer c = { prof_begin, prof_merge, prof_redo, prof_done, &r };
+
+	rc = r.chunks && r.spare && r.redone ? tk_source_run(s, &c) : -TK_E_NOMEM;
+	for (size_t i = 0; r.chunks && i < r.n; i++)
+		tk_prof_free(r.chunks[i]);
+	for (size_t i = 0; i < r.nspare; i++)
+		tk_prof_free(r.spare[i]);
+	free(r.chunks);
+	free(r.spare);
+	free(r.redone);
+	return rc;
+}
+
+struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)
+{
+	const struct tk_source_info *si = tk_source_info(s);
+	struct tk_prof_opts po = { .sz = sizeof po, .clock = si->clock };
+	struct tk_sym *sym = tk_source_symbols(s, err);
+	uint64_t *entries = NULL;
+	size_t n = 0;
+
+	if (!sym)
+		return NULL;
+	/* the workers also for the duration statistics (the same result for any count) */
+	po.nthreads = s ? tk_source_threads(s) : 0;
+	if (tk_sym_entries(sym, &entries, &n) == 0) {
+		po.entries = entries;
+		po.nentries = n;
+	}
+	struct tk_prof *p = tk_prof_new(&po, err);
+	free(entries);
+	return p;
+}
+
+/* ---- events in input order -------------------------------------------------------------- */
+struct ev_chunk {
+	struct tk_event *ev;
+	size_t n, cap;
+};
+
+struct ev_run {
+	struct tk_sink sink;
+	int direct;
+	struct ev_chunk *chunks;
+	size_t n;
+};
+
+static int ev_collect(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_chunk *c = ctx;
+
+	if (c->n + n > c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 4096;
+		struct tk_event *e;
+
+		while (cap < c->n + n)
+			cap *= 2;
+		if (!(e = realloc(c->ev, cap * sizeof(*e))))
+			return -TK_E_NOMEM;
+		c->ev = e;
+		c->cap = cap;
+	}
+	memcpy(c->ev + c->n, ev, n * sizeof(*ev));
+	c->n += n;
+	return 0;
+}
+
+static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ev_run *r = ctx;
+
+	(void)flow;
+	if (r->direct) {
+		*sink = r->sink;
+		return 0;
+	}
+	if (i >= r->n)
+		return -TK_E_INTERNAL;
+	sink->events = ev_collect;
+	sink->ctx = &r->chunks[i];
+	return 0;
+}
+
+static int ev_merge(void *ctx, size_t i)
+{
+	struct ev_run *r = ctx;
+	struct ev_chunk *c;
+	int rc = 0;
+
+	if (r->direct)
+		return 0;
+	c = &r->chunks[i];
+	if (c->n)
+		rc = r->sink.events(r->sink.ctx, c->ev, c->n);
+	free(c->ev);
+	memset(c, 0, sizeof *c);
+	return rc;
+}
+
+int tk_run_events(struct tk_source *s, struct tk_sink sink)
+{
+	struct ev_run r = { .sink = sink, .direct = tk_source_info(s)->sequential ||
+						     tk_source_threads(s) <= 1 };
+	struct tk_chunk *plan;
+	int rc = tk_source_plan(s, &plan, &r.n);
+
+	if (rc < 0)
+		return rc;
+	free(plan);
+	if (!(r.chunks = calloc(r.n ? r.n : 1, sizeof *r.chunks)))
+		return -TK_E_NOMEM;
+	struct tk_chunk_consumer c = { ev_begin, ev_merge, NULL, NULL, &r };
+
+	rc = tk_source_run(s, &c);
+	for (size_t i = 0; i < r.n; i++)
+		free(r.chunks[i].ev);
+	free(r.chunks);
+	return rc;
+}

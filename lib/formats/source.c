@@ -1,0 +1,275 @@
+/* The source interface's common part: open with detection, symbols, and a pool runner for
+ * formats whose chunks are independent byte ranges. The formats' own parts are in
+ * lib/formats/<f>/source.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/source_impl.h"
+#include "tracekit/symbolize.h"
+
+/* Library log messages during the source's life name its file. */
+static void source_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	struct tk_source *s = ctx;
+
+	tk_msg(s->o.msg, s->o.ctx, level, s->log_file, UINT64_MAX, "%s", msg);
+}
+
+static int detect(struct tk_source *s)
+{
+	const uint8_t *p;
+	size_t n;
+	struct tk_format_info fi;
+	int rc = tk_input_peek(s->in, &p, &n);
+
+	if (rc < 0) {
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return rc;
+	}
+	if (s->o.format) {
+		s->info.format = s->o.format;
+		return 0;
+	}
+	if (n == 0) {
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "empty file");
+		return -TK_E_UNKNOWN_FORMAT;
+	}
+	if (tk_detect_format(p, n, &fi) < 0) {
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "unknown format");
+		return -TK_E_UNKNOWN_FORMAT;
+	}
+	s->info.format = fi.id;
+	return 0;
+}
+
+static struct tk_source *source_new(const char *path, const struct tk_source_opts *opts)
+{
+	struct tk_source *s = calloc(1, sizeof *s);
+
+	if (!s)
+		return NULL;
+	if (opts)
+		memcpy(&s->o, opts, opts->sz < sizeof s->o ? opts->sz : sizeof s->o);
+	s->o.sz = sizeof s->o;
+	if (!s->o.nthreads)
+		s->o.nthreads = tk_cpu_count();
+	if (!(s->path = strdup(path))) {
+		free(s);
+		return NULL;
+	}
+	s->info.path = s->log_file = s->path;
+	tk_get_log(&s->prev_log, &s->prev_log_ctx);
+	tk_set_log(source_log, s);
+	return s;
+}
+
+/* The format's part, once the input is open. */
+static int source_start(struct tk_source *s)
+{
+	int rc;
+
+	if ((rc = detect(s)) < 0)
+		return rc;
+	if (!(s->ops = tk_source_ops_of(s->info.format))) {
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "%s input has no source (yet)",
+			     tk_format_description(s->info.format));
+		return -TK_E_UNSUPPORTED;
+	}
+	if ((rc = tk_input_map(s->in, &s->data, &s->len)) < 0) {
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return rc;
+	}
+	s->info.size = s->len;
+	s->info.nstreams = 1;
+	return s->ops->open(s);
+}
+
+int tk_source_open(struct tk_source **out, const char *path, const struct tk_source_opts *opts)
+{
+	struct tk_source *s = source_new(path, opts);
+	/* perf record --kcore and --threads write a directory: its header and first records
+	 * are DIR/data (the perf.data session reads DIR/data.N and DIR/kcore_dir from DIR) */
+	char data[4096];
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return -TK_E_NOMEM;
+	snprintf(data, sizeof data, "%s/data", path);
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || access(data, R_OK) != 0)
+		snprintf(data, sizeof data, "%s", path);
+	if ((rc = tk_input_open(&s->in, data, NULL)) < 0)
+		TK_SRC_ERROR(s, path, UINT64_MAX, "cannot open: %s", tk_strerror(rc));
+	else
+		rc = source_start(s);
+	if (rc < 0)
+		tk_source_free(s);
+	else
+		*out = s;
+	return rc;
+}
+
+int tk_source_open_input(struct tk_source **out, const char *path, struct tk_input *in,
+			 const struct tk_source_opts *opts)
+{
+	struct tk_source *s = source_new(path, opts);
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return -TK_E_NOMEM;
+	s->in = in;
+	s->borrowed = 1;
+	if ((rc = source_start(s)) < 0)
+		tk_source_free(s);
+	else
+		*out = s;
+	return rc;
+}
+
+void tk_source_free(struct tk_source *s)
+{
+	if (!s)
+		return;
+	if (s->ops && s->state)
+		s->ops->close(s);
+	tk_sym_free(s->sym);
+	if (s->in && !s->borrowed)
+		tk_input_free(s->in);
+	tk_set_log(s->prev_log, s->prev_log_ctx);
+	free(s->path);
+	free(s);
+}
+
+const struct tk_source_info *tk_source_info(const struct tk_source *s)
+{
+	return &s->info;
+}
+
+unsigned tk_source_threads(const struct tk_source *s)
+{
+	return s->o.nthreads;
+}
+
+struct tk_sym *tk_source_symbols(struct tk_source *s, int *err)
+{
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = s->ops->no_dwarf };
+	int rc = 0;
+
+	if (s->sym)
+		return s->sym;
+	if (!(s->sym = tk_sym_new(&so, err)))
+		return NULL;
+	for (size_t i = 0; i < s->o.nelf && rc >= 0; i++) {
+		char path[4096];
+		uint64_t base = 0;
+		char *colon, *end;
+
+		snprintf(path, sizeof path, "%s", s->o.elf[i]);
+		colon = strrchr(path, ':');
+		if (colon && colon[1] && (base = strtoull(colon + 1, &end, 0), !*end)) {
+			*colon = 0;
+			rc = s->ops->elf_bias ? tk_sym_add_elf(s->sym, path, base)
+					      : tk_sym_add_elf_at(s->sym, path, base);
+		} else {
+			rc = tk_sym_add_elf(s->sym, path, 0);
+		}
+		if (rc < 0)
+			TK_SRC_ERROR(s, path, UINT64_MAX, "cannot load symbols: %s", tk_strerror(rc));
+	}
+	if (rc >= 0 && s->ops->symbols)
+		rc = s->ops->symbols(s, s->sym);
+	if (rc < 0) {
+		tk_sym_free(s->sym);
+		s->sym = NULL;
+		*err = rc;
+	}
+	return s->sym;
+}
+
+int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
+{
+	return s->ops->plan(s, chunks, n);
+}
+
+int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c)
+{
+	if (!c || !c->begin)
+		return -TK_E_INVAL;
+	return s->ops->run(s, c);
+}
+
+int tk_source_report(struct tk_source *s)
+{
+	return s->ops->report ? s->ops->report(s) : 0;
+}
+
+int tk_source_supported(enum tk_format_id id)
+{
+	return tk_source_ops_of(id) != NULL;
+}
+
+int tk_source_plan_streams(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
+{
+	*n = s->info.nstreams;
+	if (!(*chunks = calloc(*n ? *n : 1, sizeof **chunks)))
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < *n; i++)
+		(*chunks)[i].stream = (uint32_t)i;
+	return 0;
+}
+
+/* ---- chunks on the pool ------------------------------------------------------------- */
+struct pool_run {
+	struct tk_source *s;
+	tk_source_chunk_fn decode;
+	const struct tk_chunk_consumer *c;
+	struct tk_gap_stats *part_gaps, *gaps;
+};
+
+static int pool_work(void *ctx, size_t i)
+{
+	struct pool_run *r = ctx;
+	struct tk_sink sink = { 0 };
+	int rc = r->c->begin(r->c->ctx, i, NULL, &sink);
+
+	return rc < 0 ? rc : r->decode(r->s, i, sink, &r->part_gaps[i]);
+}
+
+static int pool_merge(void *ctx, size_t i)
+{
+	struct pool_run *r = ctx;
+	int rc = r->c->redo ? r->c->redo(r->c->ctx, i, NULL, NULL) : 0;
+
+	if (rc > 0) {
+		/* decoded again into the consumer's sink; its gaps count once */
+		struct tk_gap_stats again = { 0 };
+		struct tk_sink sink = { 0 };
+
+		if ((rc = r->c->redo(r->c->ctx, i, NULL, &sink)) >= 0)
+			rc = r->decode(r->s, i, sink, &again);
+	}
+	tk_gap_stats_merge(r->gaps, &r->part_gaps[i]);
+	if (rc >= 0 && r->c->merge)
+		rc = r->c->merge(r->c->ctx, i);
+	return rc;
+}
+
+int tk_source_run_pool(struct tk_source *s, size_t nchunks, tk_source_chunk_fn decode,
+		       const struct tk_chunk_consumer *c, struct tk_gap_stats *gaps)
+{
+	struct pool_run r = { s, decode, c, calloc(nchunks ? nchunks : 1, sizeof *r.part_gaps),
+			      gaps };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = s->o.nthreads };
+	int rc;
+
+	if (!r.part_gaps)
+		return -TK_E_NOMEM;
+	rc = tk_pool_run(&po, nchunks, pool_work, pool_merge, &r);
+	free(r.part_gaps);
+	return rc;
+}

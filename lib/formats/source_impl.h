@@ -1,0 +1,59 @@
+/* What a format implements for the source interface (tracekit/source.h); the registry in
+ * lib/formats/detect.c names each format's ops. */
+#ifndef TK_FORMATS_SOURCE_IMPL_H
+#define TK_FORMATS_SOURCE_IMPL_H
+
+#include "tracekit/source.h"
+
+struct tk_source {
+	const struct tk_source_ops *ops;
+	struct tk_source_opts o;
+	struct tk_source_info info;
+	struct tk_input *in;
+	int borrowed;                 /* IN is the caller's (tk_source_open_input) */
+	const uint8_t *data;          /* the input, mapped */
+	size_t len;
+	struct tk_sym *sym;           /* made on first use (tk_source_symbols) */
+	void *state;                  /* the format's */
+	char *path;
+	tk_log_fn prev_log;           /* the log callback before the source's own */
+	void *prev_log_ctx;
+	const char *log_file;         /* library log messages are about this file */
+};
+
+struct tk_source_ops {
+	/* fill s->state and s->info (format, path and size are set) */
+	int (*open)(struct tk_source *s);
+	/* names of the code into SYM (which holds the --elf files' already) */
+	int (*symbols)(struct tk_source *s, struct tk_sym *sym);
+	int (*plan)(struct tk_source *s, struct tk_chunk **chunks, size_t *n);
+	int (*run)(struct tk_source *s, const struct tk_chunk_consumer *c);
+	int (*report)(struct tk_source *s);
+	void (*close)(struct tk_source *s);
+	/* the symbols need no DWARF (XRay: function ids, names from the map) */
+	int no_dwarf;
+	/* --elf FILE:N gives the load bias N (xtrace), not the base address */
+	int elf_bias;
+};
+
+/* The registry (detect.c): the ops of format ID, NULL if it has none. */
+const struct tk_source_ops *tk_source_ops_of(enum tk_format_id id);
+
+/* Message helpers for the formats' sources. */
+#define TK_SRC_WARN(s, file, ...) \
+	tk_msg((s)->o.msg, (s)->o.ctx, TK_LOG_WARN, file, UINT64_MAX, __VA_ARGS__)
+#define TK_SRC_ERROR(s, file, off, ...) \
+	tk_msg((s)->o.msg, (s)->o.ctx, TK_LOG_ERROR, file, off, __VA_ARGS__)
+/* One chunk per stream (PLAN for formats that decode each stream whole). */
+int tk_source_plan_streams(struct tk_source *s, struct tk_chunk **chunks, size_t *n);
+/* Run the chunks of the plan on the pool (WORK: decode chunk I into SINK, its gaps into
+ * GAPS; REDO decodes again), for formats whose chunks are independent byte ranges. */
+typedef int (*tk_source_chunk_fn)(struct tk_source *s, size_t i, struct tk_sink sink,
+				  struct tk_gap_stats *gaps);
+int tk_source_run_pool(struct tk_source *s, size_t nchunks, tk_source_chunk_fn decode,
+		       const struct tk_chunk_consumer *c, struct tk_gap_stats *gaps);
+
+extern const struct tk_source_ops tk_source_ipt, tk_source_xray, tk_source_xtrace,
+	tk_source_btrace;
+
+#endif

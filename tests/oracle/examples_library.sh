@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# examples/library/profile_csv.c, a program of the library's users, prints the same bytes
+# as `tracekit profile --to csv` for every format with calls: an Intel PT raw stream with
+# --elf, a perf.data file, an XRay log, a branch trace and an xtrace trace; and
+# examples/library/events.c streams as many instructions as `decode --stat` counts.
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ex="$BUILD/examples/library"
+cc -O1 -o "$work/lj" "$SRC/tests/data/seams/lj.c"
+"$TK" record --btrace -o "$work/lj.tkbt" -- "$work/lj" >/dev/null 2>"$work/rec.err" ||
+	{ echo "record failed"; cat "$work/rec.err"; exit 1; }
+"$TK" convert --to ipt -q -o "$work/lj.pt" "$work/lj.tkbt"
+bias=$("$TK" info "$work/lj.tkbt" | awk -v m="$work/lj" '$1 == "module" && $2 == m {
+	for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }')
+python3 "$SRC/tests/tools/mkperf.py" "$work/two.data" --queue 0:1:"$work/lj.pt" \
+	--queue 3:1:"$work/lj.pt" --module "$work/lj:$bias"
+
+same() {   # LABEL TRACE [ELF...]: the example's CSV against the command's
+	local label=$1 trace=$2
+	shift 2
+	local elfs=()
+	for e in "$@"; do elfs+=(--elf "$e"); done
+	"$TK" profile --to csv "${elfs[@]}" "$trace" >"$work/want.csv" 2>/dev/null || true
+	"$ex/profile_csv" "$trace" "$@" >"$work/got.csv" 2>/dev/null || true
+	[ -s "$work/want.csv" ] || { echo "$label: tracekit profile printed nothing"; exit 1; }
+	cmp -s "$work/want.csv" "$work/got.csv" || {
+		echo "$label: profile_csv differs from tracekit profile --to csv"
+		diff "$work/want.csv" "$work/got.csv" | head -10 || true; exit 1; }
+}
+same "Intel PT raw" "$work/lj.pt" "$work/lj:$bias"
+same "perf.data" "$work/two.data"
+same "XRay" "$SRC/tests/data/xray/fdr-v5.xray"
+same "branch trace" "$work/lj.tkbt"
+same "xtrace" "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
+
+want=$("$TK" decode --stat --elf "$work/lj:$bias" "$work/lj.pt" | awk '$1 == "insn:" {print $2}')
+got=$("$ex/events" "$work/lj.pt" "$work/lj:$bias" | awk '$1 == "instructions" {print $2}')
+[ -n "$want" ] && [ "$want" = "$got" ] || { echo "events: $got instructions, decode: $want"; exit 1; }
+echo "library examples: ok (5 formats; $got instructions streamed)"

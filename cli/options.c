@@ -312,9 +312,16 @@ fail:
 
 int cli_out_open(const struct cli_opts *o, struct tk_buf *out)
 {
+	/* -o FILE with several inputs: the first truncates it, the next ones add to it (as
+	 * to standard output), never one output replacing the one before */
+	static char opened[4096];
 	int fd = STDOUT_FILENO;
 	if (o->output && strcmp(o->output, "-") != 0) {
-		fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int again = strcmp(opened, o->output) == 0;
+
+		snprintf(opened, sizeof opened, "%s", o->output);
+		fd = open(o->output, O_WRONLY | O_CREAT | (again ? O_APPEND : O_TRUNC) | O_CLOEXEC,
+			  0644);
 		if (fd < 0) {
 			cli_error(o->output, UINT64_MAX, "cannot create: %s", strerror(errno));
 			return EXIT_USAGE;
@@ -414,12 +421,34 @@ int cli_need_files(const struct cli_opts *o, const char *cmd)
 	return EXIT_USAGE;
 }
 
+/* Outputs that are one document (JSON, gzip'd protobuf, CSV with its header, a trace
+ * file): two of them one after the other are not one of them. convert's default output
+ * is always one. */
+static int one_document(const char *cmd, const char *to)
+{
+	static const char *const docs[] = { "json", "pprof", "csv", "perfetto", "chrome",
+					     "xray-yaml", "yaml", "kanata", "ipt", "account-csv" };
+
+	if (!to)
+		return strcmp(cmd, "convert") == 0;
+	for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
+		if (strcmp(to, docs[i]) == 0)
+			return 1;
+	return 0;
+}
+
 int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file)
 {
 	int status = EXIT_CLEAN, rc;
 
 	if ((rc = cli_need_files(o, cmd)))
 		return rc;
+	if (o->nargs > 1 && one_document(cmd, o->to)) {
+		cli_error(NULL, UINT64_MAX, "%s: %d inputs would give %d %s documents in one output, "
+			  "which no reader takes as one: give one input per run", cmd, o->nargs,
+			  o->nargs, o->to ? o->to : "converted");
+		return EXIT_USAGE;
+	}
 	for (int i = 0; i < o->nargs; i++) {
 		struct tk_input *in;
 		struct tk_format_info fi;

@@ -98,6 +98,27 @@ int tk_timeline_finish(struct tk_timeline *t);
 uint64_t tk_timeline_slices(const struct tk_timeline *t, uint64_t *dropped);
 void tk_timeline_free(struct tk_timeline *t);
 
+/* ---- statistics as text, JSON or CSV (lib/output/stats.c) ------------------------------ */
+enum tk_stats_format { TK_STATS_TEXT = 1, TK_STATS_JSON, TK_STATS_CSV };
+/* "text" (or NULL), "json", "csv"; 0 if unknown. */
+enum tk_stats_format tk_stats_format_by_name(const char *name);
+struct tk_kanata_stats;
+struct tk_ipt_exec_stats;
+struct tk_xtrace_stats;
+/* Kanata pipeline statistics of FILE (WINDOW: the IPC windows' cycles, 0: none). CSV is
+ * one table: the windows with a window, else the slowest instructions if any, else the
+ * stages. */
+void tk_out_kanata_stats(struct tk_buf *b, enum tk_stats_format to, const char *file,
+			 const struct tk_kanata_stats *st, uint64_t window);
+/* The statistics of an Intel PT flow (S, from NSTREAMS streams of WHAT, each a UNIT;
+ * FORMAT is JSON's "format" member). */
+void tk_out_exec_stats(struct tk_buf *b, enum tk_stats_format to, const char *file,
+		       const char *what, const char *format, const char *unit, size_t nstreams,
+		       const struct tk_ipt_exec_stats *s);
+/* The statistics of an xtrace instruction file PATH (BYTES long, NCHUNKS chunks). */
+void tk_out_xtrace_stats(struct tk_buf *b, enum tk_stats_format to, const char *path,
+			 size_t bytes, size_t nchunks, const struct tk_xtrace_stats *s);
+
 #ifdef __cplusplus
 }
 #endif

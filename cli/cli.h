@@ -156,8 +156,6 @@ int cli_xtrace_report(struct cli_xtrace *x, const char *file, const struct tk_ga
 /* Symbols from --elf FILE[:BIAS] (NULL without --elf); returns 0 or an exit status. */
 int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out);
 /* tracekit record --qemu (cli/record_qemu.c). */
-/* One xtrace item as text, no newline. */
-void cli_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 /* Profiles and timelines (cli/analysis_out.c), for every format's profile/convert case. */
 /* The source options (tracekit/source.h) of the command line, for FI's format. */
 struct tk_source_opts cli_source_opts(const struct cli_opts *o, const struct tk_format_info *fi);

@@ -231,7 +231,7 @@ static int xt_decode_work(void *ctx, size_t ci)
 			tk_buf_putc(b, '\n');
 		} else if (!no_dis && !stat) {
 			tk_buf_puts(b, "    ");
-			cli_xtrace_item_text(b, &it);
+			tk_xtrace_item_text(b, &it);
 			tk_buf_putc(b, '\n');
 		}
 	}

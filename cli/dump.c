@@ -151,74 +151,6 @@ static int dump_btrace(struct cli_opts *o, const char *file, struct tk_input *in
 	return st > g ? st : g;
 }
 
-/* xtrace snapshot file: header, then every snapshot's fields and registers. */
-static void xtrace_dump_snaps(const struct cli_opts *o, struct cli_xtrace *x, struct tk_buf *b)
-{
-	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x->t);
-	const struct tk_xtrace_header *h = tk_xtrace_snapfile_header(sf);
-	const struct tk_xtrace_snap_layout *l = tk_xtrace_snapfile_layout(sf);
-	if (h) {
-		if (!o->no_offset)
-			tk_buf_puts(b, "0000000000000000  ");
-		tk_buf_printf(b, "HEADER magic 0x%08x global_snapshot %u version %llu split %u "
-			      "stream %u mem_order %u\n", h->magic, h->global_snapshot,
-			      (unsigned long long)h->version, h->split_type, h->stream_type,
-			      h->mem_order);
-	} else {
-		tk_buf_puts(b, "# no header (old trace)\n");
-	}
-	for (size_t i = 0; i < tk_xtrace_snapfile_count(sf); i++) {
-		struct tk_xtrace_snapshot s;
-		tk_xtrace_snapfile_get(sf, i, &s);
-		if (!o->no_offset) {
-			tk_buf_hex(b, s.offset, 16);
-			tk_buf_puts(b, "  ");
-		}
-		tk_buf_printf(b, "SNAPSHOT %zu file %llu index 0x%llx user %llu total %llu vl %llu\n",
-			      i, (unsigned long long)s.file_no, (unsigned long long)s.index,
-			      (unsigned long long)s.user_insns, (unsigned long long)s.total_insns,
-			      (unsigned long long)s.vl_bits);
-		if (o->quiet)
-			continue;
-		for (int r = 0; r < 32; r++) {
-			char name[8];
-			snprintf(name, sizeof name, r == 31 ? "sp" : "x%d", r);
-			tk_buf_printf(b, "%s%-3s %016llx", r % 4 ? "  " : "    ", name,
-				      (unsigned long long)s.x[r]);
-			if (r % 4 == 3)
-				tk_buf_putc(b, '\n');
-		}
-		for (int r = 0; r < 32; r++) {
-			tk_buf_printf(b, "    z%-2d ", r);
-			tk_buf_hex_bytes(b, s.z + (size_t)r * l->vl_bytes, l->vl_bytes, 0);
-			tk_buf_putc(b, '\n');
-		}
-		for (int r = 0; r < 16; r++) {
-			tk_buf_printf(b, "    p%-2d ", r);
-			tk_buf_hex_bytes(b, s.p + (size_t)r * l->p_slot, l->p_bytes, 0);
-			tk_buf_putc(b, '\n');
-		}
-		tk_buf_puts(b, "    ffr ");
-		tk_buf_hex_bytes(b, s.ffr, l->p_bytes, 0);
-		tk_buf_putc(b, '\n');
-		size_t za = (size_t)l->vl_bytes * l->vl_bytes, nz = 0;
-		for (size_t k = 0; k < za; k++)
-			nz += s.za[k] != 0;
-		if (!nz) {
-			tk_buf_puts(b, "    za  all zero\n");
-		} else {
-			for (size_t row = 0; row < l->vl_bytes; row++) {
-				tk_buf_printf(b, "    za[%zu] ", row);
-				tk_buf_hex_bytes(b, s.za + row * l->vl_bytes, l->vl_bytes, 0);
-				tk_buf_putc(b, '\n');
-			}
-		}
-		for (int r = 0; r < TK_XTRACE_NSYSREG; r++)
-			tk_buf_printf(b, "    %-11s %016llx\n", tk_xtrace_sysreg_name((unsigned)r),
-				      (unsigned long long)s.sys[r]);
-	}
-}
-
 /* xtrace: every token (instruction file) or every snapshot (snapshot file). */
 static int xtrace_dump(struct cli_opts *o, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi)
@@ -234,7 +166,7 @@ static int xtrace_dump(struct cli_opts *o, const char *file, struct tk_input *in
 		return rc;
 	}
 	if (fi->id == TK_FMT_XTRACE_SNAP) {
-		xtrace_dump_snaps(o, &x, &b);
+		tk_xtrace_snapfile_text(&b, tk_xtrace_snapfile(x.t), o->no_offset, o->quiet);
 		} else {
 			for (size_t ci = 0; ci < tk_xtrace_nchunks(x.t); ci++) {
 			size_t begin, end;
@@ -266,7 +198,7 @@ static int xtrace_dump(struct cli_opts *o, const char *file, struct tk_input *in
 					tk_buf_hex(&b, it.offset, 16);
 					tk_buf_puts(&b, "  ");
 				}
-				cli_xtrace_item_text(&b, &it);
+				tk_xtrace_item_text(&b, &it);
 				tk_buf_putc(&b, '\n');
 			}
 		}
@@ -317,45 +249,11 @@ struct kanata_dump {
 static int kanata_dump_cmd(void *ctx, const struct tk_kanata_cmd *c)
 {
 	struct kanata_dump *k = ctx;
-	struct tk_buf *b = k->out;
-	static const char *const names[] = { "", "Kanata", "C=", "C", "I", "L", "S", "E", "R", "W" };
 
 	if (k->quiet)
 		return 0;
-	tk_buf_u64(b, c->line);
-	tk_buf_putc(b, '\t');
-	if (!k->no_offset) {
-		tk_buf_puts(b, "0x");
-		tk_buf_hex(b, c->offset, 8);
-		tk_buf_putc(b, '\t');
-	}
-	tk_buf_i64(b, c->cycle);
-	tk_buf_putc(b, '\t');
-	tk_buf_puts(b, c->kind <= TK_KANATA_DEP ? names[c->kind] : "?");
-	switch (c->kind) {
-	case TK_KANATA_HEADER:
-	case TK_KANATA_CYCLE_SET:
-	case TK_KANATA_CYCLE:
-		tk_buf_putc(b, '\t');
-		tk_buf_i64(b, c->a);
-		break;
-	case TK_KANATA_LABEL:
-		tk_buf_printf(b, "\t%lld\t%lld\t", (long long)c->id, (long long)c->a);
-		tk_buf_put(b, c->text, c->text_len);
-		break;
-	case TK_KANATA_STAGE_BEGIN:
-	case TK_KANATA_STAGE_END:
-		tk_buf_printf(b, "\t%lld\t", (long long)c->id);
-		tk_buf_put(b, c->lane, c->lane_len);
-		tk_buf_putc(b, '\t');
-		tk_buf_put(b, c->text, c->text_len);
-		break;
-	default:
-		tk_buf_printf(b, "\t%lld\t%lld\t%lld", (long long)c->id, (long long)c->a, (long long)c->b);
-		break;
-	}
-	tk_buf_putc(b, '\n');
-	return b->err;
+	tk_kanata_cmd_text(k->out, c, k->no_offset);
+	return k->out->err;
 }
 
 static void kanata_dump_diag(void *ctx, const struct tk_kanata_diag *d)

@@ -219,6 +219,10 @@ int tk_kanata_rewrite(struct tk_input *in, struct tk_buf *out, const struct tk_k
 int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
 /* Timelines (Chrome JSON, Perfetto): tk_kanata_decoder_* into the shared writer (out.h). */
 
+/* dump's line for command C (no offset with NO_OFFSET): line, offset, cycle, the command
+ * as parsed (tabs, numbers normalised). */
+void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -282,6 +282,14 @@ void tk_xtrace_header_encode(const struct tk_xtrace_header *h, uint8_t *out);
 void tk_xtrace_snap_encode(const struct tk_xtrace_snap_layout *l,
 			   const struct tk_xtrace_snapshot *s, uint8_t *out);
 
+/* ---- text (dump, decode) ------------------------------------------------------------- */
+/* One item as text, no newline. */
+void tk_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
+/* A snapshot file: its header, then each snapshot's fields (NO_OFFSET: without file
+ * offsets) and registers (NO_REGISTERS: only the fields). */
+void tk_xtrace_snapfile_text(struct tk_buf *b, const struct tk_xtrace_snapfile *sf, int no_offset,
+			     int no_registers);
+
 #ifdef __cplusplus
 }
 #endif

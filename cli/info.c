@@ -297,10 +297,15 @@ static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_
 		size_t ns = tk_xtrace_snapfile_count(sf);
 		tk_buf_printf(out, "  snapshots: %zu, %u bytes each, vector length %u bits\n", ns,
 			      l->size, ns ? l->vl_bits : 0);
+		/* the header says which count; the interval is what the snapshots show */
+		uint64_t every = tk_xtrace_snapfile_interval(sf);
+		char iv[32] = "1M";
+		if (every && every != 1000000)
+			snprintf(iv, sizeof iv, "%llu", (unsigned long long)every);
 		if (h)
 			tk_buf_printf(out, "  snapshot header: version %llu, global snapshot %u, "
-				      "every 1M %s instructions, %s stream, memory order %s\n",
-				      (unsigned long long)h->version, h->global_snapshot,
+				      "every %s %s instructions, %s stream, memory order %s\n",
+				      (unsigned long long)h->version, h->global_snapshot, iv,
 				      h->split_type ? "total" : "user",
 				      h->stream_type ? "core" : "thread",
 				      h->mem_order ? "recorded" : "not recorded");

@@ -385,12 +385,20 @@ static void log_file_to_stderr(void *ctx, enum tk_log_level level, const char *m
 		(const char *)ctx, msg);
 }
 
+void cli_log_file(const char *file)
+{
+	if (file)
+		tk_set_log(log_file_to_stderr, (void *)file);
+	else
+		tk_set_log(log_to_stderr, NULL);
+}
+
 struct tk_btrace *cli_btrace_read(const char *file, const uint8_t *data, size_t len,
 				  const struct tk_btrace_opts *opts, int *err)
 {
-	tk_set_log(log_file_to_stderr, (void *)file);
+	cli_log_file(file);
 	struct tk_btrace *bt = tk_btrace_open(data, len, opts, err);
-	tk_set_log(log_to_stderr, NULL);
+	cli_log_file(NULL);
 	return bt;
 }
 

@@ -6,7 +6,11 @@
 # ending at packet boundaries (where the hardware's output stops), one queue per CPU.
 # - `perf script --itrace=i0ns` and `tracekit decode --no-disasm` list the same instruction
 #   addresses, CPU by CPU, with one queue and with two; neither is given the code: both
-#   read the mappings
+#   read the mappings. Both as perf decodes a session "timeless" (no TSC conversion to its
+#   clock: it ignores the times of the sideband records) and timed, as real sessions are
+#   (mkperf.py --timed); timed, each instruction's time too (`perf script --ns -F time`
+#   and `tracekit decode --time`, to the nanosecond, with perf's time_zero and a TSC
+#   that is not 1 GHz)
 # - the profile from perf.data is the profile of the raw trace with --elf; its times are in
 #   microseconds when perf gives the TSC's conversion to its clock; per queue, rows are
 #   named by CPU; per-thread buffers by thread (and perf script's instructions)
@@ -44,28 +48,45 @@ for m in $mods; do modargs+=(--module "$m"); elfargs+=(--elf "$m"); done
 mk() { python3 "$SRC/tests/tools/mkperf.py" "$@" --packets "$work/lj.dump" "${modargs[@]}"; }
 mk "$work/one.data" --queue 0:4242:"$work/lj.pt"
 mk "$work/two.data" --queue 0:4242:"$work/lj.pt" --queue 3:4242:"$work/lj.pt"
+# timed: one queue at 1 tick = 1 ns; two queues of two threads (the second one's FORK
+# recorded) with a 2.9 GHz TSC and perf's clock starting at time_zero
+mk "$work/tone.data" --timed --queue 0:4242:"$work/lj.pt"
+mk "$work/ttwo.data" --timed --tsc-hz 2900000000 --time-zero 1700000000123456789 \
+	--queue 0:4242:"$work/lj.pt" --queue 3:4243:"$work/lj.pt"
 nbuf=$(perf report -D -i "$work/one.data" 2>/dev/null | grep -c 'PERF_RECORD_AUXTRACE size' || true)
 [ "$nbuf" -ge 10 ] || { echo "only $nbuf trace buffers: the joins are not tested"; exit 1; }
 
-# CPU and address of each instruction, CPU by CPU in order (perf's lines interleave CPUs)
+# CPU and address of each instruction, CPU by CPU in order (perf's lines interleave CPUs);
+# with a second argument "time", the CPU, the time (seconds.nanoseconds) and the address
 perf_ips() {
-	perf script -i "$1" --itrace=i0ns -F cpu,ip 2>"$work/perf.err" |
-		awk '{ c = $1; gsub(/[][]/, "", c); printf "%d %s\n", c, $2 }' | sort -s -n -k1,1
+	perf script -i "$1" --itrace=i0ns --ns -F cpu,${2:+time,}ip 2>"$work/perf.err" |
+		awk '{ c = $1; gsub(/[][]/, "", c); $1 = ""; sub(/: /, " "); printf "%d%s\n", c, $0 }' |
+		sort -s -n -k1,1
 }
 tk_ips() {
-	"$TK" decode --no-disasm "$1" | awk '
+	"$TK" decode --no-disasm ${2:+--time} "$1" | awk -v time="${2:-}" '
 		/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
 			c = substr($0, RSTART + 4, RLENGTH - 4); next }
-		/^\[/ { next }
+		time && $2 ~ /^\[/ || !time && /^\[/ { next }
+		time { t = $1; gsub(/[][]/, "", t); a = $2; sub(/^0+/, "", a); printf "%d %s %s\n", c, t, a; next }
 		{ a = $1; sub(/^0+/, "", a); printf "%d %s\n", c, a }'
 }
-for f in one two; do
+for f in one two tone ttwo; do
 	perf_ips "$work/$f.data" >"$work/$f.perf"
 	tk_ips "$work/$f.data" >"$work/$f.tk"
 	[ -s "$work/$f.perf" ] || { echo "$f: perf decoded nothing"; cat "$work/perf.err"; exit 1; }
 	cmp -s "$work/$f.perf" "$work/$f.tk" || {
 		echo "$f.data: tracekit and perf differ ($(wc -l <"$work/$f.tk") and" \
 			"$(wc -l <"$work/$f.perf") instructions)"
+		diff "$work/$f.perf" "$work/$f.tk" | head -10 || true; exit 1; }
+done
+for f in tone ttwo; do   # timed: the same instructions as timeless, at perf's times
+	cmp -s "$work/${f#t}.tk" "$work/$f.tk" || { echo "$f.data: not ${f#t}.data's instructions"; exit 1; }
+	perf_ips "$work/$f.data" time >"$work/$f.perf"
+	tk_ips "$work/$f.data" time >"$work/$f.tk"
+	[ "$(awk '{print $2}' "$work/$f.perf" | sort -u | wc -l)" -gt 100 ] ||
+		{ echo "$f.data: perf decoded it timeless"; head -3 "$work/$f.perf"; exit 1; }
+	cmp -s "$work/$f.perf" "$work/$f.tk" || { echo "$f.data: times differ from perf's";
 		diff "$work/$f.perf" "$work/$f.tk" | head -10 || true; exit 1; }
 done
 n1=$(wc -l <"$work/one.tk")
@@ -110,6 +131,13 @@ cmp -s "$work/raw.tk" "$work/one.tk" || { echo "perf.data and the raw trace diff
 "$TK" profile --to csv "${elfargs[@]}" "$work/lj.pt" >"$work/raw.csv"
 cmp -s "$work/one.csv" "$work/raw.csv" || { echo "profile of perf.data differs";
 	diff "$work/raw.csv" "$work/one.csv" | head; exit 1; }
+# timed at 1 tick = 1 ns: the same profile, its times in microseconds (to the nanosecond)
+ticks() { awk -F, -v OFS=, 'FNR > 1 { for (i = 3; i <= NF; i++) if (i != 5 && i != 6) {
+	gsub(/\./, "", $i); $i += 0 } } 1' "$@"; }
+"$TK" profile --to csv "$work/tone.data" >"$work/tone.csv"
+head -2 "$work/tone.csv" | grep -q '^"[^"]*",[0-9]*,[0-9]*\.[0-9][0-9][0-9],' &&
+	cmp -s <(ticks "$work/one.csv") <(ticks "$work/tone.csv") ||
+	{ echo "profile of the timed perf.data differs"; diff "$work/one.csv" "$work/tone.csv" | head; exit 1; }
 "$TK" profile --to csv "$work/two.data" >"$work/two.csv"
 calls() { awk -F, -v n="\"$2\"" '$1 == n {print $2}' "$1"; }
 [ "$(calls "$work/two.csv" deep)" = $((2 * $(calls "$work/one.csv" deep))) ] ||

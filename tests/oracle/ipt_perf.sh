@@ -93,6 +93,37 @@ n1=$(wc -l <"$work/one.tk")
 [ "$(wc -l <"$work/two.tk")" = $((2 * n1)) ] || { echo "two queues: not twice one"; exit 1; }
 [ "$(cut -d' ' -f1 "$work/two.tk" | sort -u | tr '\n' ' ')" = "0 3 " ] ||
 	{ echo "two queues: want CPUs 0 and 3"; exit 1; }
+# a damaged record header in the middle of two.data (CPU 3's fifth trace buffer: its size
+# 0, or a type perf does not know): named with its offset and the bytes skipped, reading
+# goes on at the next record (the AUX after the buffer), exit status 1; CPU 0's trace is
+# whole, CPU 3's goes on from the next PSB after the lost buffer as the whole file's does
+after_gap() { "$TK" decode --no-disasm "$1" 2>/dev/null | awk -v c="$2" '
+	/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { on = index($0, "[cpu " c "]") > 0; next }
+	on && /^\[overflow/ { gap = 1; next }
+	on && gap && !/^\[/ { a = $1; sub(/^0+/, "", a); print c, a }'; }
+dmg=$(perf report -D -i "$work/two.data" 2>/dev/null |
+	awk '/PERF_RECORD_AUXTRACE .*cpu: 3$/ && ++n == 5 {print $3}')
+[ -n "$dmg" ] || { echo "damage: no fifth buffer of CPU 3"; exit 1; }
+for patch in '6:\x00\x00' '0:\xff\x7f\x00\x00'; do
+	cp "$work/two.data" "$work/dmg.data"
+	printf "${patch#*:}" | dd of="$work/dmg.data" bs=1 seek=$((dmg + ${patch%%:*})) conv=notrunc status=none
+	rc=0
+	tk_ips "$work/dmg.data" >"$work/dmg.tk" 2>"$work/dmg.err" || rc=$?
+	[ $rc = 1 ] && grep -q "dmg.data: offset $dmg: record of type [0-9]* with size [0-9]* .*: [0-9]* bytes skipped to the next record, at offset 0x" "$work/dmg.err" ||
+		{ echo "damaged header ($patch): exit $rc"; cat "$work/dmg.err"; exit 1; }
+	cmp -s <(grep '^0 ' "$work/dmg.tk") <(grep '^0 ' "$work/two.tk") ||
+		{ echo "damaged header ($patch): CPU 0's trace is not whole"; exit 1; }
+	after_gap "$work/dmg.data" 3 >"$work/dmg.after" || true
+	na=$(wc -l <"$work/dmg.after")
+	[ "$na" -gt $((n1 / 2)) ] && grep '^3 ' "$work/two.tk" | tail -n "$na" | cmp -s - "$work/dmg.after" ||
+		{ echo "damaged header ($patch): CPU 3 after the loss: $na instructions, not the end of the file's"; exit 1; }
+	rc=0   # dump: both queues' packets, the damage named, exit status 1
+	"$TK" dump "$work/dmg.data" >"$work/dmg.dump" 2>"$work/dmg.err" || rc=$?
+	[ $rc = 1 ] && grep -q "dmg.data: offset $dmg: record of type" "$work/dmg.err" &&
+		[ "$(grep -c '^\[.*/dmg.data \[cpu [03]\]: [0-9]* bytes of trace\]$' "$work/dmg.dump")" = 2 ] &&
+		[ "$(grep -c ' tip ' "$work/dmg.dump")" -gt "$(grep -c ' tip ' "$work/lj.dump")" ] ||
+		{ echo "damaged header ($patch): dump exit $rc"; cat "$work/dmg.err"; exit 1; }
+done
 # perf record --threads: DIR/data has the header, DIR/data.K the writer threads' records
 # (here the code mappings in data.0, each queue's buffers in data.<queue mod 2>); read
 # together they are the session of two.data, which perf script checked above: the same
@@ -115,9 +146,14 @@ rc=0
 "$TK" decode --no-disasm "$work/thr.dir" >/dev/null 2>"$work/thr.err" || rc=$?
 [ $rc = 1 ] && grep -q 'thr.dir: offset 0x0: in data.1: record of type [0-9]* with size 0' "$work/thr.err" ||
 	{ echo "--threads: damaged part: exit $rc"; cat "$work/thr.err"; exit 1; }
-# ... and data.0 (CPU 0's buffers and the mappings) is still read whole
-cmp -s <(tk_ips "$work/thr.dir" 2>/dev/null) <(grep '^0 ' "$work/two.tk") ||
+# ... and data.0 (CPU 0's buffers and the mappings) is still read whole, and data.1 from
+# the record after the damaged one
+tk_ips "$work/thr.dir" 2>/dev/null >"$work/thr.tk" || true
+cmp -s <(grep '^0 ' "$work/thr.tk") <(grep '^0 ' "$work/two.tk") ||
 	{ echo "--threads: damaged data.1 cost CPU 0's trace"; exit 1; }
+n3=$(grep -c '^3 ' "$work/thr.tk" || true)
+[ "$n3" -gt $((n1 / 2)) ] && cmp -s <(grep '^3 ' "$work/two.tk" | tail -n "$n3") <(grep '^3 ' "$work/thr.tk") ||
+	{ echo "--threads: damaged data.1: CPU 3 not read on after the damage ($n3 instructions)"; exit 1; }
 
 # the same instructions as the raw trace decoded with --elf (buffers end at packets, not
 # at 8 bytes: perf pads each one and steps its offset by the data only, so the joins test

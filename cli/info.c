@@ -475,8 +475,9 @@ static int run(struct cli_opts *o)
 			tk_buf_u64(&out, fi.version);
 		}
 		input_drained = 0;
-		if (tk_input_file_size(in) == 0) {
-			/* a pipe: read it to the end to know its size */
+		if (tk_input_file_size(in) == 0 && (fi.id == TK_FMT_KANATA || fi.id == TK_FMT_GEM5_O3)) {
+			/* a pipe of text: read it to the end to know its size (its lines
+			 * are not kept: a log can be larger than memory) */
 			input_drained = 1;
 			static char sink[1 << 16];
 			long r;
@@ -484,6 +485,18 @@ static int run(struct cli_opts *o)
 				;
 			if (r < 0)
 				status = EXIT_SKIPPED;
+		} else if (tk_input_file_size(in) == 0) {
+			/* a pipe of a binary format: its summary reads it whole, so it is
+			 * read into memory now (which gives its size too), as decode does */
+			const uint8_t *data;
+			size_t len;
+			if ((rc = tk_input_map(in, &data, &len)) < 0) {
+				tk_buf_putc(&out, '\n');
+				cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+				status = EXIT_INPUT;
+				tk_input_free(in);
+				continue;
+			}
 		}
 		tk_buf_puts(&out, ", ");
 		tk_buf_u64(&out, tk_input_file_size(in));

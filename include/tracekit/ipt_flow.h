@@ -37,6 +37,10 @@ struct tk_ipt_flow_opts {
 	const uint64_t *breaks;
 	size_t nbreaks;
 	uint32_t break_reason;
+	/* tk_ipt_flow_text with TK_IPT_TEXT_TIME: times on this clock, as seconds and
+	 * nanoseconds (a timed perf.data session's, as perf script --ns prints them) instead
+	 * of TSC ticks; mult 0: ticks */
+	struct tk_tsc_conv time_conv;
 };
 
 struct tk_ipt_flow_stats {

@@ -25,6 +25,7 @@ struct text_chunk {
 
 struct text_run {
 	unsigned flags;
+	struct tk_tsc_conv conv;      /* times as seconds on this clock (mult 0: ticks) */
 	unsigned nthreads;
 	struct tk_buf *out;
 	struct text_chunk *chunks;    /* one per chunk */
@@ -41,11 +42,22 @@ struct text_run {
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
 
-static void put_time(struct tk_buf *b, const struct tk_event *e)
+static void put_time(struct tk_buf *b, const struct tk_event *e, const struct tk_tsc_conv *conv)
 {
 	if (e->time == TK_TIME_NONE)
 		tk_buf_puts(b, "[no time] ");
-	else {
+	else if (conv->mult) {
+		uint64_t ns = tk_tsc_conv_ns(conv, e->time);
+		char frac[9];
+
+		for (int k = 8; k >= 0; k--, ns /= 10)
+			frac[k] = (char)('0' + ns % 10);
+		tk_buf_putc(b, '[');
+		tk_buf_u64(b, ns);
+		tk_buf_putc(b, '.');
+		tk_buf_put(b, frac, 9);
+		tk_buf_puts(b, "] ");
+	} else {
 		tk_buf_putc(b, '[');
 		tk_buf_hex(b, e->time, 16);
 		tk_buf_puts(b, "] ");
@@ -189,19 +201,19 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 				const char *nl = memchr(line, '\n', tc->scratch.len - k);
 				size_t m = nl ? (size_t)(nl - line) + 1 : tc->scratch.len - k;
 
-				put_time(b, e);
+				put_time(b, e, &tc->run->conv);
 				tk_buf_put(b, line, m);
 				k += m;
 			}
 		} else if (e->kind == TK_EV_TIME) {
 			/* ptxed's tick event: the time changed within the flow */
 			if (flags & TK_IPT_TEXT_TIME) {
-				put_time(b, e);
+				put_time(b, e, &tc->run->conv);
 				tk_buf_puts(b, "[tick]\n");
 			}
 		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN) {
 			if (flags & TK_IPT_TEXT_TIME)
-				put_time(b, e);
+				put_time(b, e, &tc->run->conv);
 			format_event(b, e);
 		}
 	}
@@ -299,6 +311,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	memset(&o, 0, sizeof o);
 	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);   /* an older caller's */
 	o.sz = sizeof o;
+	r.conv = o.time_conv;
 	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
 	if (!o.chunk_bytes)
 		o.chunk_bytes = r.nthreads > 1 && !(flags & TK_IPT_TEXT_STAT) ? TEXT_CHUNK

@@ -38,6 +38,8 @@ struct cli_opts {
 	int n_elf;
 	const char *raw[CLI_MAX_LIST];   /* --raw FILE:ADDR */
 	int n_raw;
+	const char *module_path[CLI_MAX_LIST];   /* --module-path DIR (branch traces) */
+	int n_module_path;
 	int no_disasm;               /* --no-disasm */
 	int stat;                    /* --stat */
 	int time;                    /* --time */
@@ -287,7 +289,14 @@ struct cli_btrace {
 	struct tk_btrace *bt;
 	struct tk_image *img;
 	struct tk_sym *sym;
+	int missing;                /* recorded modules whose code could not be loaded */
 };
+/* The recorded modules of BT into IMG (and SYM, if not NULL), each from its recorded path
+ * if that file has the recorded build-id, else from an --elf file or --module-path DIR
+ * that has it; a module with no such file is named on stderr and left out (the trace in
+ * it decodes as gaps). Returns how many were left out. */
+int cli_btrace_modules(const struct cli_opts *o, const char *file, const struct tk_btrace *bt,
+		       struct tk_image *img, struct tk_sym *sym);
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb);
 void cli_btrace_close(struct cli_btrace *cb);

@@ -21,6 +21,8 @@ static const char usage[] =
 	"                  a TNT bit, not a TIP); same flow, profile and times as the trace\n"
 	"  --no-retcomp    (btrace --to ipt) the stream as recorded: every return a TIP\n"
 	"  --tid N         (btrace) the thread to convert; default the first\n"
+	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
+	"                  build-id (so does an --elf FILE)\n"
 	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for timelines (0: ticks)\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
@@ -438,12 +440,10 @@ static int btrace_retcomp(struct cli_opts *o, const char *file, const struct tk_
 
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
-	if (tk_btrace_add_modules(bt, img) < 0) {
-		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
-		tk_image_free(img);
-		return EXIT_INPUT;
-	}
+	int missing = cli_btrace_modules(o, file, bt, img, NULL);
 	status = reencode(o, file, img, pt, n, out, gaps);
+	if (missing && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;   /* code missing: its trace is left out as gaps */
 	tk_image_free(img);
 	return status;
 }

@@ -19,6 +19,8 @@ static const char usage[] =
 	"  --mtc-freq N, --nom-freq N, --cpuid-0x15.eax N, --cpuid-0x15.ebx N\n"
 	"                      timing parameters (as ptxed)\n"
 	"  --tid N             (branch traces) only thread N\n"
+	"  --module-path DIR   (branch traces) where to find a recorded module that moved:\n"
+	"                      DIR/NAME with its build-id (so does an --elf FILE)\n"
 	"  -j N                decode with N threads (default: all cores)\n"
 	"  -o FILE             write to FILE\n"
 	"\n"
@@ -497,11 +499,12 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
 		return EXIT_INPUT;
 	}
-	if (!(img = cli_image_load(o)) || tk_btrace_add_modules(bt, img) < 0) {
-		tk_image_free(img);
+	if (!(img = cli_image_load(o))) {
 		tk_btrace_free(bt);
 		return EXIT_INPUT;
 	}
+	if (cli_btrace_modules(o, file, bt, img, NULL))
+		status = EXIT_SKIPPED;   /* code missing: its trace decodes as gaps */
 	if (o->no_disasm)
 		flags |= TK_IPT_TEXT_NO_DISASM;
 	if (o->time)

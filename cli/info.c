@@ -41,8 +41,16 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 	tk_buf_printf(out, "  process %u", bi->pid);
 	if (bi->ppid)
 		tk_buf_printf(out, " (forked from %u)", bi->ppid);
-	tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
-		      bi->complete ? "complete" : "INCOMPLETE (no end record)");
+	if (bi->signal)
+		tk_buf_printf(out, ", complete: ends at signal %d (%s), its trace kept\n", bi->signal,
+			      strsignal(bi->signal));
+	else
+		tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
+			      bi->complete ? "complete" : "INCOMPLETE (no end record)");
+	if (bi->fd_reopened)
+		tk_buf_printf(out, "  the program closed or replaced the trace's file descriptor; the "
+			      "recorder reopened the trace file (%llu times)\n",
+			      (unsigned long long)bi->fd_reopened);
 	if (bi->refused)
 		tk_buf_printf(out, "  refused: %s\n", bi->refused_msg);
 	if (bi->complete && !bi->exec)
@@ -70,7 +78,9 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 			      "%llu re-entries (%llu unresolved)%s", t->tid,
 			      (unsigned long long)t->stream_bytes, (unsigned long long)t->pieces,
 			      (unsigned long long)t->traps, (unsigned long long)t->reentries,
-			      (unsigned long long)t->unresolved, t->ended ? "" : ", no end record");
+			      (unsigned long long)t->unresolved, !t->ended ? ", no end record" :
+			      t->end_reason == TK_BTRACE_THREAD_CUT ? ", cut: running when the process ended" :
+			      t->end_reason == TK_BTRACE_THREAD_SIGNAL ? ", ends at the fatal signal" : "");
 		if (t->traps)
 			tk_buf_printf(out, ", %.1f%% at CTIs >= 5 bytes",
 				      100.0 * (double)t->traps_long / (double)t->traps);

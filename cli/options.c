@@ -17,7 +17,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
-	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ,
+	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ, OPT_MODULE_PATH,
 };
 
 static const struct option long_opts[] = {
@@ -59,6 +59,7 @@ static const struct option long_opts[] = {
 	{ "qemu", no_argument, NULL, OPT_QEMU },
 	{ "xray-mode", required_argument, NULL, OPT_XRAY_MODE },
 	{ "module", required_argument, NULL, OPT_MODULE },
+	{ "module-path", required_argument, NULL, OPT_MODULE_PATH },
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "no-retcomp", no_argument, NULL, OPT_NO_RETCOMP },
 	{ NULL, 0, NULL, 0 },
@@ -165,6 +166,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_NO_OFFSET: o->no_offset = 1; break;
 		case OPT_LASTIP: o->lastip = 1; break;
 		case OPT_ELF: if ((rc = list_arg("--elf", o->elf, &o->n_elf, optarg))) return rc; break;
+		case OPT_MODULE_PATH:
+			if ((rc = list_arg("--module-path", o->module_path, &o->n_module_path, optarg)))
+				return rc;
+			break;
 		case OPT_RAW: if ((rc = list_arg("--raw", o->raw, &o->n_raw, optarg))) return rc; break;
 		case OPT_NO_DISASM: o->no_disasm = 1; break;
 		case OPT_STAT: o->stat = 1; break;

@@ -321,6 +321,10 @@ struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct
 int cli_xray_finish(const char *file, struct tk_xray *x);
 /* The mapped input is a read-only mapping of a regular file (its pages can be given back). */
 int cli_xray_release_ok(const char *file, struct tk_input *in);
+/* `--to account`: the llvm-xray account table of P with X's clock and thread ids and MAP's
+ * names (the rest of AO as given). */
+int cli_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk_xray *x,
+		     const struct tk_xray_map *map, struct tk_out_account_opts *ao);
 
 const struct cli_command *cli_find_command(const char *name);
 extern const struct cli_command *const cli_commands[];

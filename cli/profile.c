@@ -140,7 +140,7 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	const char *to = o->stacks ? "folded" : o->to ? o->to : "text";
 	int account = !strcmp(to, "account") || !strcmp(to, "account-csv");
 	enum tk_out_kind kind = account ? TK_OUT_TEXT : tk_out_kind_by_name(to);
-	int key = account ? tk_xray_account_sort_key(o->sort) : 0;
+	int key = account ? tk_out_account_sort_key(o->sort) : 0;
 
 	if (!kind || key < 0) {
 		if (!kind)
@@ -186,10 +186,10 @@ static int xray_profile(struct cli_opts *o, const char *file, struct tk_input *i
 	if (rc >= 0 && map)
 		rc = tk_xray_map_to_sym(map, sym);
 	if (rc >= 0 && account) {
-		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
+		struct tk_out_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
 						   .csv = !strcmp(to, "account-csv"),
 						   .per_thread = o->threads };
-		rc = tk_xray_account(&out, p, x, map, &ao);
+		rc = cli_xray_account(&out, p, x, map, &ao);
 	} else if (rc >= 0) {
 		struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
 					  .threads = o->threads };

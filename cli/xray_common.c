@@ -59,3 +59,30 @@ int cli_xray_finish(const char *file, struct tk_xray *x)
 			 (unsigned long long)st->orphan_exits);
 	return cli_report_gaps(file, &st->gaps, "damaged or lost region");
 }
+
+struct account_ctx {
+	const struct tk_xray *x;
+	const struct tk_xray_map *map;
+};
+
+static const char *account_name(void *ctx, int32_t id)
+{
+	return tk_xray_map_name(((struct account_ctx *)ctx)->map, id);
+}
+
+static uint32_t account_tid(void *ctx, uint32_t track)
+{
+	const struct tk_xray_thread_info *ti = tk_xray_thread(((struct account_ctx *)ctx)->x, track);
+	return ti ? ti->tid : track;
+}
+
+int cli_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk_xray *x,
+		     const struct tk_xray_map *map, struct tk_out_account_opts *ao)
+{
+	struct account_ctx c = { x, map };
+	ao->ticks_per_sec = tk_xray_header(x)->cycle_frequency;
+	ao->func_name = account_name;
+	ao->thread_id = account_tid;
+	ao->ctx = &c;
+	return tk_out_account(out, p, ao);
+}

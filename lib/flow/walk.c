@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "isa/bcache.h"
+#include "flow/bcache.h"
 #include "tracekit/flow.h"
 
 _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");

@@ -14,7 +14,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/symbolize.h"
-#include "image/eh_frame_hdr.h"
+#include "tracekit/internal/eh_frame_hdr.h"
 #include "image/elf_phdrs.h"
 
 struct symbol {

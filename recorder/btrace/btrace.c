@@ -37,7 +37,7 @@
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
-#include "image/eh_frame_hdr.h"
+#include "tracekit/internal/eh_frame_hdr.h"
 #include "cti.h"
 #include "ptenc.h"
 #include "rt.h"

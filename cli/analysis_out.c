@@ -99,7 +99,7 @@ int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct 
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && crc != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
 		cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
 		return rc == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
 	}
@@ -143,7 +143,7 @@ int cli_timeline_close(struct cli_timeline *ct)
 	tk_timeline_slices(ct->tl, &dropped);
 	tk_timeline_free(ct->tl);
 	int crc = cli_out_close(&ct->out);
-	if (rc < 0) {
+	if (rc < 0 && crc != EXIT_OUTPUT) {
 		cli_error(NULL, UINT64_MAX, "cannot write the timeline: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}

@@ -14,6 +14,7 @@ enum {
 	EXIT_SKIPPED = 1,   /* finished, but some input was skipped or lost (gaps, bad lines) */
 	EXIT_USAGE = 2,     /* bad command line */
 	EXIT_INPUT = 3,     /* input unreadable or of an unknown format */
+	EXIT_OUTPUT = 4,    /* an output could not be written */
 };
 
 #define CLI_MAX_LIST 64
@@ -106,9 +107,14 @@ void cli_warn(const char *file, uint64_t offset, const char *fmt, ...)
 int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
 	     struct tk_format_info *fi);
 
-/* Output: stdout or -o FILE, buffered. */
+/* Output: stdout or -o FILE, buffered. -o naming an input is refused (EXIT_USAGE); a file
+ * is written under a temporary name and takes its place at cli_out_close, unless writing
+ * failed. Both print their errors (naming the output) and return an exit status. */
 int cli_out_open(const struct cli_opts *o, struct tk_buf *out);
 int cli_out_close(struct tk_buf *out);
+/* An output file of cli_out_open's kind (tk_outfile_open) for PATH; NULL after printing
+ * why, with *STATUS set. */
+struct tk_outfile *cli_outfile_open(const struct cli_opts *o, const char *path, int *status);
 
 /* Print the gap summary on stderr; returns EXIT_SKIPPED if anything was lost, else 0. */
 int cli_report_gaps(const char *file, const struct tk_gap_stats *g, const char *what);

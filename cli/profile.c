@@ -83,7 +83,7 @@ static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input 
 		rc = tk_out_profile(&out, p, kind, &oo);
 	}
 	status = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && status != EXIT_OUTPUT) {
 		cli_error(file, UINT64_MAX, "profile: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	}

@@ -220,7 +220,8 @@ struct tk_xtrace_writer;
 /* Writes the instruction stream to INSN_FD and, when SNAP_FD >= 0, snapshots to SNAP_FD. */
 struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
 					      const struct tk_xtrace_writer_opts *opts, int *err);
-/* Flushes and frees; returns the first write error. Does not close the descriptors. */
+/* Flushes and frees; returns the first write error (-TK_E_IO with errno set to the
+ * failed write's). Does not close the descriptors. */
 int tk_xtrace_writer_close(struct tk_xtrace_writer *w);
 /* An instruction: PCINST when BLOCK_START, after a snapshot, or when PC != previous + 4;
  * else INST. */

@@ -1,5 +1,6 @@
 /* Consumers of the PT flow: ptxed-like text and in-order event delivery. Each chunk is
  * formatted on its worker into its own buffer; the calling thread writes them in order. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,8 +282,12 @@ static int text_merge(void *ctx, size_t i)
 			struct tk_buf direct = tc->buf;
 
 			direct.fd = r->out->fd;
-			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0)
-				r->out->err = r->out->err ? r->out->err : direct.err;
+			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0) {
+				if (!r->out->err) {
+					r->out->err = direct.err;
+					r->out->errnum = direct.errnum;
+				}
+			}
 		} else {
 			tk_buf_put(r->out, tc->buf.data, tc->buf.len);
 		}
@@ -336,20 +341,25 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 		/* every chunk written before the caller writes more */
 		int stop = tk_writer_stop(r.wn);
 
-		if (stop < 0 && !out->err)
+		if (stop < 0 && !out->err) {
 			out->err = stop;
+			out->errnum = errno;
+		}
 		if (rc >= 0 && stop < 0)
 			rc = stop;
 	}
 	if (r.w) {
 		/* the rest, then wait for every write (the caller writes after us) */
 		int wrc = tk_writer_submit(r.w, &r.cur), stop = tk_writer_stop(r.w);
+		int errnum = wrc < 0 ? r.cur.errnum : errno;
 
 		if (stop < 0)
 			wrc = stop;
 		tk_buf_free(&r.cur);
-		if (wrc < 0 && !out->err)
+		if (wrc < 0 && !out->err) {
 			out->err = wrc;
+			out->errnum = errnum;
+		}
 		if (rc >= 0 && wrc < 0)
 			rc = wrc;
 	}

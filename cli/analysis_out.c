@@ -4,6 +4,7 @@
  * --time A:B, --max-events, -o. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -21,7 +22,8 @@ struct tk_source_opts cli_source_opts(const struct cli_opts *o, const struct tk_
 	return (struct tk_source_opts){
 		.sz = sizeof(struct tk_source_opts), .format = fi->id, .nthreads = o->jobs,
 		.elf = o->elf, .nelf = (size_t)o->n_elf, .raw = o->raw, .nraw = (size_t)o->n_raw,
-		.instr_map = o->instr_map, .only_tid = o->has_tid, .tid = (uint32_t)o->tid,
+		.instr_map = o->instr_map, .module_path = o->module_path,
+		.nmodule_path = (size_t)o->n_module_path, .only_tid = o->has_tid, .tid = (uint32_t)o->tid,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz,
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
@@ -93,7 +95,7 @@ int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct 
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && crc != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
 		cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
 		return rc == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
 	}
@@ -137,7 +139,7 @@ int cli_timeline_close(struct cli_timeline *ct)
 	tk_timeline_slices(ct->tl, &dropped);
 	tk_timeline_free(ct->tl);
 	int crc = cli_out_close(&ct->out);
-	if (rc < 0) {
+	if (rc < 0 && crc != EXIT_OUTPUT) {
 		cli_error(NULL, UINT64_MAX, "cannot write the timeline: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
@@ -148,6 +150,18 @@ int cli_timeline_close(struct cli_timeline *ct)
 }
 
 /* ---- branch traces (.tkbt), shared by decode, profile and convert ------------------ */
+
+int cli_btrace_modules(const struct cli_opts *o, const char *file, const struct tk_btrace *bt,
+		       struct tk_image *img, struct tk_sym *sym)
+{
+	struct tk_btrace_modules_opts mo = {
+		.sz = sizeof mo, .elf = o->elf, .nelf = (size_t)o->n_elf,
+		.module_path = o->module_path, .nmodule_path = (size_t)o->n_module_path,
+		.quiet = o->quiet, .msg = cli_msg, .file = file,
+	};
+
+	return tk_btrace_load_modules(bt, &mo, img, sym);
+}
 
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb)
@@ -170,14 +184,7 @@ int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 		cli_btrace_close(cb);
 		return EXIT_INPUT;
 	}
-	if (tk_btrace_add_modules(cb->bt, cb->img) < 0) {
-		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
-		cli_btrace_close(cb);
-		return EXIT_INPUT;
-	}
-	for (size_t i = 0; i < tk_btrace_module_count(cb->bt); i++)
-		tk_sym_add_elf(cb->sym, tk_btrace_module(cb->bt, i)->path,
-			       tk_btrace_module(cb->bt, i)->bias);
+	cb->missing = cli_btrace_modules(o, file, cb->bt, cb->img, cb->sym);
 	return 0;
 }
 
@@ -218,7 +225,7 @@ int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btr
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	int status = tk_btrace_info(cb->bt)->complete ? EXIT_CLEAN : EXIT_SKIPPED;
+	int status = tk_btrace_info(cb->bt)->complete && !cb->missing ? EXIT_CLEAN : EXIT_SKIPPED;
 	rc = cli_report_gaps(file, &gaps, "gap");
 	return rc > status ? rc : status;
 }

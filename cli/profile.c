@@ -24,7 +24,8 @@ static const char usage[] =
 	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
 	"  --tid N         (btrace) only this thread\n"
-	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times in us (0: ticks)\n"
+	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
+	"                  build-id (so does an --elf FILE)\n"	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times in us (0: ticks)\n"
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
@@ -45,11 +46,30 @@ static int is_account(const char *to)
 	return to && (!strcmp(to, "account") || !strcmp(to, "account-csv"));
 }
 
+/* The account table's names and thread ids, from the source. */
+struct account_ctx {
+	struct tk_source *s;
+	struct tk_sym *sym;
+	char name[256];
+};
+
+static const char *account_name(void *ctx, int32_t id)
+{
+	struct account_ctx *c = ctx;
+
+	return tk_sym_func_name(c->sym, (uint64_t)(uint32_t)id, c->name, sizeof c->name);
+}
+
+static uint32_t account_tid(void *ctx, uint32_t track)
+{
+	return tk_source_track_id(((struct account_ctx *)ctx)->s, track);
+}
+
 /* Options -> source -> runner -> writer, for every format with a source. */
 int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
 {
-	int account = is_account(o->to), key = account ? tk_xray_account_sort_key(o->sort) : 0;
+	int account = is_account(o->to), key = account ? tk_out_account_sort_key(o->sort) : 0;
 	enum tk_out_kind kind = account ? TK_OUT_TEXT : cli_profile_kind(o);
 	struct tk_source_opts so = cli_source_opts(o, fi);
 	struct tk_source *s;
@@ -83,17 +103,20 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	} else if (account) {
-		struct tk_xray_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
-						   .csv = !strcmp(o->to, "account-csv"),
-						   .per_thread = o->threads };
+		struct account_ctx ac = { s, sym };
+		struct tk_out_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
+						  .csv = !strcmp(o->to, "account-csv"),
+						  .per_thread = o->threads,
+						  .ticks_per_sec = tk_source_info(s)->clock.ticks_per_second,
+						  .func_name = account_name, .thread_id = account_tid,
+						  .ctx = &ac };
 		struct tk_buf out;
 
 		if ((rc = cli_out_open(o, &out)) == 0) {
-			if ((rc = tk_xray_source_account(s, &out, p, &ao)) < 0)
-				cli_error(file, UINT64_MAX, "--to %s: %s", o->to, rc == -TK_E_UNSUPPORTED ?
-					  "llvm-xray's table is for XRay logs" : tk_strerror(rc));
+			if ((rc = tk_out_account(&out, p, &ao)) < 0)
+				cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 			int crc = cli_out_close(&out);
-			rc = rc == -TK_E_UNSUPPORTED ? EXIT_USAGE : rc < 0 ? EXIT_INPUT : crc;
+			rc = rc < 0 ? EXIT_INPUT : crc;
 		}
 		status = rc > status ? rc : status;
 	} else {

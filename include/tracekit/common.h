@@ -111,6 +111,7 @@ struct tk_buf {
 	size_t len, cap;
 	int fd;        /* >= 0: flushed to this descriptor when full; < 0: grows in memory */
 	int err;       /* first error (-TK_E_IO / -TK_E_NOMEM); later writes are dropped */
+	int errnum;    /* with -TK_E_IO: errno of the failed write (ENOSPC, EPIPE, ...) */
 };
 
 int tk_buf_init(struct tk_buf *b, int fd, size_t cap);
@@ -162,8 +163,26 @@ struct tk_writer *tk_writer_start(int fd, int *err);
  * on in an empty buffer of at least the same capacity and keeps its fd. Returns the first
  * write error (also stored in b->err), else 0. */
 int tk_writer_submit(struct tk_writer *w, struct tk_buf *b);
-/* Wait until everything handed over is written, end the thread; its first error. */
+/* Wait until everything handed over is written, end the thread; its first error (with
+ * -TK_E_IO, errno is set to the failed write's). */
 int tk_writer_stop(struct tk_writer *w);
+
+/* ---- output files: never over an input, never half-written over a good file -------- */
+/* The index of the first of the N INPUTS that is the file PATH names (same device and
+ * inode: a hard link or another spelling counts), or -1. Inputs that cannot be stat'ed
+ * are ignored. */
+int tk_outfile_same(const char *path, const char *const *inputs, size_t n);
+/* Open PATH for writing. A regular file (or a new one) is written under a temporary name
+ * in the same directory and renamed over PATH by tk_outfile_close, so an error never
+ * leaves a half-written file in place of the one before; anything else (a terminal, a
+ * pipe, a device) is written directly. NULL and *err = -TK_E_IO with errno kept on
+ * failure. */
+struct tk_outfile;
+struct tk_outfile *tk_outfile_open(const char *path, int *err);
+int tk_outfile_fd(const struct tk_outfile *f);
+/* Close; KEEP: rename the temporary file over the path (else remove it). -TK_E_IO with
+ * errno kept if the rename (or close) fails. */
+int tk_outfile_close(struct tk_outfile *f, int keep);
 
 /* ---- worker pool: chunk jobs on N threads, results handed back in chunk order ---- */
 /* work(ctx, i) runs on a worker thread for i in [0, njobs). merge(ctx, i) runs on the

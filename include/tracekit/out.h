@@ -54,6 +54,26 @@ struct tk_out_opts {
 int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,
 		   const struct tk_out_opts *opts);
 
+/* ---- the `llvm-xray account` table ----------------------------------------------------- */
+/* Per function keyed by id (TK_PROF_KEY_ID) with call durations: count, min, median, 90p,
+ * 99p, max and sum in seconds, laid out as `llvm-xray account` prints them. */
+struct tk_out_account_opts {
+	size_t sz;                /* sizeof(struct tk_out_account_opts) */
+	int sort_key;             /* tk_out_account_sort_key(); 0 = by function id */
+	uint64_t top;             /* at most this many rows; 0 = all */
+	int csv;
+	int per_thread;
+	uint64_t ticks_per_sec;   /* the profile's clock; 0: ticks are printed as seconds */
+	/* Name of function ID (NULL or a NULL result: "#ID"); the thread id a row of TRACK
+	 * shows with PER_THREAD (NULL: TRACK). CTX is passed to both. */
+	const char *(*func_name)(void *ctx, int32_t id);
+	uint32_t (*thread_id)(void *ctx, uint32_t track);
+	void *ctx;
+};
+/* funcid (0), count, min, med, 90p, 99p, max, sum (7), also median and calls; -1 if unknown. */
+int tk_out_account_sort_key(const char *name);
+int tk_out_account(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_account_opts *opts);
+
 /* ---- timelines (streaming sinks) ----------------------------------------------------- */
 enum tk_timeline_kind {
 	TK_TIMELINE_PERFETTO = 1, /* Perfetto TracePacket protobuf stream */

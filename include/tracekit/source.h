@@ -42,6 +42,8 @@ struct tk_source_opts {
 	const char *const *raw;
 	size_t nraw;
 	const char *instr_map;        /* XRay: ELF or `llvm-xray extract` YAML, function names */
+	const char *const *module_path;   /* branch traces: directories of moved modules */
+	size_t nmodule_path;
 	int only_tid;                 /* branch traces: only thread TID */
 	uint32_t tid;
 	int has_tsc_hz;               /* the TSC's ticks per second (0: the trace's, or ticks) */
@@ -76,6 +78,9 @@ int tk_source_open_input(struct tk_source **out, const char *path, struct tk_inp
 			 const struct tk_source_opts *opts);
 void tk_source_free(struct tk_source *s);
 const struct tk_source_info *tk_source_info(const struct tk_source *s);
+/* The id users know for an event track (XRay: the thread id of the thread table's
+ * TRACK-th thread; the others: TRACK itself). */
+uint32_t tk_source_track_id(const struct tk_source *s, uint32_t track);
 /* The worker threads the source decodes on. */
 unsigned tk_source_threads(const struct tk_source *s);
 /* The names of the code (the --elf files' symbols and lines, and those of the modules the

@@ -5,6 +5,7 @@
 #include "tracekit/common.h"
 #include "tracekit/event.h"
 #include "tracekit/detect.h"
+#include "tracekit/isa.h"
 #include "tracekit/ipt.h"
 #include "tracekit/perf.h"
 #include "tracekit/xray.h"

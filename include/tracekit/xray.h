@@ -5,8 +5,8 @@
  *   - the trace: tk_xray_open() indexes the file into thread buffers (FDR) or runs of one
  *     thread's records (basic), puts each thread's buffers in time order, and expands them
  *     into llvm-xray's records (struct tk_xray_rec) or neutral events (tk_xray_decode);
- *   - helpers: the instrumentation map (function id -> address -> name), the llvm-xray YAML
- *     writer and an account-style profile.
+ *   - helpers: the instrumentation map (function id -> address -> name) and the llvm-xray
+ *     YAML writer. (The `llvm-xray account` table is an output of the profile: tk_out_account.)
  * Memory is bounded by the number of buffers, never by the number of records. */
 #ifndef TRACEKIT_XRAY_H
 #define TRACEKIT_XRAY_H
@@ -17,7 +17,6 @@
 #include "tracekit/common.h"
 #include "tracekit/detect.h"
 #include "tracekit/event.h"
-#include "tracekit/prof.h"
 #include "tracekit/symbolize.h"
 
 #ifdef __cplusplus
@@ -195,24 +194,6 @@ const char *tk_xray_map_name(const struct tk_xray_map *m, int32_t id);
  * MAP (may be NULL) symbolises "function". */
 int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out);
 
-/* The `llvm-xray account` table from a profile of tk_xray_decode's events (tk_prof with
- * the log's cycle frequency): count, min, median, 90p, 99p, max, sum in seconds. */
-struct tk_xray_account_opts {
-	size_t sz;
-	int sort_key;              /* tk_xray_account_sort_key() */
-	uint64_t top;              /* 0 = all rows */
-	int csv;
-	int per_thread;
-};
-/* funcid (0), count, min, med, 90p, 99p, max, sum (7); -1 if unknown. */
-int tk_xray_account_sort_key(const char *name);
-int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk_xray *x,
-		    const struct tk_xray_map *map, const struct tk_xray_account_opts *o);
-/* The same for the profile of an XRay source (tracekit/source.h, tracekit/run.h);
- * -TK_E_UNSUPPORTED for another format's. */
-struct tk_source;
-int tk_xray_source_account(struct tk_source *s, struct tk_buf *out, const struct tk_prof *p,
-			   const struct tk_xray_account_opts *o);
 /* Hand the map's names (or addresses) to a symboliser for the shared writers. */
 int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);
 

@@ -8,6 +8,7 @@
 #include "tracekit/common.h"
 #include "tracekit/detect.h"
 #include "tracekit/event.h"
+#include "tracekit/isa.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,8 +119,8 @@ struct tk_xtrace_snapshot {
 };
 
 /* A parsed snapshot file (points into the caller's bytes, which must outlive it). The
- * vector length is found by trying every legal length (128..2048 bits) until the length
- * field at the end of the first snapshot agrees; see docs/formats/xtrace.md. */
+ * vector length is the legal length (128..2048 bits) that the length field at the end of
+ * the most snapshots agrees with; see docs/formats/xtrace.md. */
 struct tk_xtrace_snapfile;
 struct tk_xtrace_snapfile *tk_xtrace_snapfile_new(const uint8_t *p, size_t n, int *err);
 void tk_xtrace_snapfile_free(struct tk_xtrace_snapfile *sf);
@@ -127,6 +128,13 @@ int tk_xtrace_snapfile_has_header(const struct tk_xtrace_snapfile *sf);
 const struct tk_xtrace_header *tk_xtrace_snapfile_header(const struct tk_xtrace_snapfile *sf);
 const struct tk_xtrace_snap_layout *tk_xtrace_snapfile_layout(const struct tk_xtrace_snapfile *sf);
 size_t tk_xtrace_snapfile_count(const struct tk_xtrace_snapfile *sf);
+/* 1 if snapshot I's length field agrees with the file's vector length; 0: damaged (the
+ * reader drops it as a sync point and reports a gap). */
+int tk_xtrace_snapfile_intact(const struct tk_xtrace_snapfile *sf, size_t i);
+/* Instructions between snapshots (user or total, as the header's split type says), measured
+ * on the first two intact snapshots: the header cannot say (the recorder's interval may be
+ * set); 0 with fewer than two. */
+uint64_t tk_xtrace_snapfile_interval(const struct tk_xtrace_snapfile *sf);
 /* Trailing bytes that do not make a whole snapshot (reported as a gap by the reader). */
 size_t tk_xtrace_snapfile_trailing(const struct tk_xtrace_snapfile *sf);
 int tk_xtrace_snapfile_get(const struct tk_xtrace_snapfile *sf, size_t i,
@@ -149,48 +157,6 @@ size_t tk_xtrace_nchunks(const struct tk_xtrace *t);
 void tk_xtrace_chunk(const struct tk_xtrace *t, size_t i, size_t *begin, size_t *end);
 /* Snapshot index (into the snapshot file) a chunk starts at, or SIZE_MAX for none. */
 size_t tk_xtrace_chunk_snapshot(const struct tk_xtrace *t, size_t i);
-
-/* ---- AArch64 classification and disassembly (lib/isa/aarch64*.c) ------------------- */
-enum tk_a64_class {
-	TK_A64_OTHER,          /* integer data processing */
-	TK_A64_FP_SIMD,
-	TK_A64_SVE,
-	TK_A64_SME,
-	TK_A64_LOAD,
-	TK_A64_STORE,
-	TK_A64_ATOMIC,         /* load-and-store (LDADD, SWP, CAS) */
-	TK_A64_SVE_MEM,
-	TK_A64_BR_COND,        /* B.cond, CBZ/CBNZ, TBZ/TBNZ */
-	TK_A64_BR,             /* B */
-	TK_A64_CALL,           /* BL */
-	TK_A64_BR_IND,         /* BR */
-	TK_A64_CALL_IND,       /* BLR */
-	TK_A64_RET,            /* RET */
-	TK_A64_ERET,
-	TK_A64_SVC,            /* SVC, HVC, SMC */
-	TK_A64_SYSTEM,         /* MRS, MSR, HINT, barriers, SYS (DC, IC) */
-	TK_A64_UNDEF,
-	TK_A64__COUNT
-};
-unsigned tk_a64_classify(uint32_t opcode);
-const char *tk_a64_class_name(unsigned cls);
-static inline int tk_a64_is_branch(unsigned cls)
-{
-	return cls >= TK_A64_BR_COND && cls <= TK_A64_SVC;
-}
-/* HINT #imm (HINT #9 starts/stops collection in the seed's tools). */
-static inline int tk_a64_hint(uint32_t op)
-{
-	return (op & 0xfffff01fu) == 0xd503201fu ? (int)(op >> 5 & 0x7f) : -1;
-}
-
-/* Disassembler (LLVM, with SVE/SVE2/SME). One per thread. */
-struct tk_a64_disasm;
-struct tk_a64_disasm *tk_a64_disasm_new(int *err);
-void tk_a64_disasm_free(struct tk_a64_disasm *d);
-/* Text of OPCODE at PC into BUF; returns its length ("<undefined>" if not decodable). */
-size_t tk_a64_disasm(struct tk_a64_disasm *d, uint64_t pc, uint32_t opcode, char *buf,
-		     size_t len);
 
 /* ---- statistics and events ----------------------------------------------------------- */
 #define TK_XT_MAX_SYSCALL 512
@@ -254,7 +220,8 @@ struct tk_xtrace_writer;
 /* Writes the instruction stream to INSN_FD and, when SNAP_FD >= 0, snapshots to SNAP_FD. */
 struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
 					      const struct tk_xtrace_writer_opts *opts, int *err);
-/* Flushes and frees; returns the first write error. Does not close the descriptors. */
+/* Flushes and frees; returns the first write error (-TK_E_IO with errno set to the
+ * failed write's). Does not close the descriptors. */
 int tk_xtrace_writer_close(struct tk_xtrace_writer *w);
 /* An instruction: PCINST when BLOCK_START, after a snapshot, or when PC != previous + 4;
  * else INST. */

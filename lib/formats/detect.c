@@ -11,7 +11,7 @@
 #include "tracekit/perf.h"
 #include "tracekit/xray.h"
 #include "tracekit/xtrace.h"
-#include "formats/source_impl.h"
+#include "tracekit/internal/source.h"
 
 typedef int (*probe_fn)(const uint8_t *p, size_t n, struct tk_format_info *fi);
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats/source_impl.h"
+#include "tracekit/internal/source.h"
 #include "tracekit/symbolize.h"
 
 /* Library log messages during the source's life name its file. */
@@ -150,6 +150,11 @@ const struct tk_source_info *tk_source_info(const struct tk_source *s)
 	return &s->info;
 }
 
+uint32_t tk_source_track_id(const struct tk_source *s, uint32_t track)
+{
+	return s->ops->track_id ? s->ops->track_id(s, track) : track;
+}
+
 unsigned tk_source_threads(const struct tk_source *s)
 {
 	return s->o.nthreads;
@@ -211,65 +216,4 @@ int tk_source_report(struct tk_source *s)
 int tk_source_supported(enum tk_format_id id)
 {
 	return tk_source_ops_of(id) != NULL;
-}
-
-int tk_source_plan_streams(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
-{
-	*n = s->info.nstreams;
-	if (!(*chunks = calloc(*n ? *n : 1, sizeof **chunks)))
-		return -TK_E_NOMEM;
-	for (size_t i = 0; i < *n; i++)
-		(*chunks)[i].stream = (uint32_t)i;
-	return 0;
-}
-
-/* ---- chunks on the pool ------------------------------------------------------------- */
-struct pool_run {
-	struct tk_source *s;
-	tk_source_chunk_fn decode;
-	const struct tk_chunk_consumer *c;
-	struct tk_gap_stats *part_gaps, *gaps;
-};
-
-static int pool_work(void *ctx, size_t i)
-{
-	struct pool_run *r = ctx;
-	struct tk_sink sink = { 0 };
-	int rc = r->c->begin(r->c->ctx, i, NULL, &sink);
-
-	return rc < 0 ? rc : r->decode(r->s, i, sink, &r->part_gaps[i]);
-}
-
-static int pool_merge(void *ctx, size_t i)
-{
-	struct pool_run *r = ctx;
-	int rc = r->c->redo ? r->c->redo(r->c->ctx, i, NULL, NULL) : 0;
-
-	if (rc > 0) {
-		/* decoded again into the consumer's sink; its gaps count once */
-		struct tk_gap_stats again = { 0 };
-		struct tk_sink sink = { 0 };
-
-		if ((rc = r->c->redo(r->c->ctx, i, NULL, &sink)) >= 0)
-			rc = r->decode(r->s, i, sink, &again);
-	}
-	tk_gap_stats_merge(r->gaps, &r->part_gaps[i]);
-	if (rc >= 0 && r->c->merge)
-		rc = r->c->merge(r->c->ctx, i);
-	return rc;
-}
-
-int tk_source_run_pool(struct tk_source *s, size_t nchunks, tk_source_chunk_fn decode,
-		       const struct tk_chunk_consumer *c, struct tk_gap_stats *gaps)
-{
-	struct pool_run r = { s, decode, c, calloc(nchunks ? nchunks : 1, sizeof *r.part_gaps),
-			      gaps };
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = s->o.nthreads };
-	int rc;
-
-	if (!r.part_gaps)
-		return -TK_E_NOMEM;
-	rc = tk_pool_run(&po, nchunks, pool_work, pool_merge, &r);
-	free(r.part_gaps);
-	return rc;
 }

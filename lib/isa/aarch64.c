@@ -1,6 +1,6 @@
 /* AArch64 instruction classes from the encoding (Arm ARM, A64 top-level encodings). Cheap
  * bit tests only: stats runs this once per traced instruction. */
-#include "tracekit/xtrace.h"
+#include "tracekit/isa.h"
 
 static const char *const class_names[TK_A64__COUNT] = {
 	[TK_A64_OTHER] = "integer", [TK_A64_FP_SIMD] = "fp-simd", [TK_A64_SVE] = "sve",

@@ -8,7 +8,7 @@
 
 #include <llvm-c/Disassembler.h>
 
-#include "tracekit/xtrace.h"
+#include "tracekit/isa.h"
 
 struct tk_a64_disasm {
 	LLVMDisasmContextRef ctx;

@@ -18,26 +18,6 @@ enum tk_out_kind tk_out_kind_by_name(const char *name)
 	return 0;
 }
 
-int out_count_sort(const char *s, enum count_sort *k)
-{
-	static const struct { const char *n; enum count_sort k; } keys[] = {
-		{ "insns", CS_INSNS }, { "self-insns", CS_INSNS }, { "incl", CS_INSNS },
-		{ "excl", CS_INSNS }, { "self", CS_INSNS },
-		{ "execs", CS_EXECS }, { "calls", CS_EXECS }, { "count", CS_EXECS },
-		{ "name", CS_PLACE }, { "line", CS_PLACE }, { "addr", CS_PLACE },
-	};
-	*k = CS_INSNS;
-	if (!s)
-		return 0;
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-		if (!strcmp(s, keys[i].n)) {
-			*k = keys[i].k;
-			return 0;
-		}
-	tk_log(TK_LOG_ERROR, "sort key '%s' does not apply to lines or blocks (insns, execs, name)", s);
-	return -TK_E_INVAL;
-}
-
 /* ---- the function table ------------------------------------------------------------------ */
 
 struct row {

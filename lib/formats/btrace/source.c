@@ -3,15 +3,22 @@
  * flow decoder's workers inside tk_btrace_events). */
 #include <stdlib.h>
 
-#include "formats/source_impl.h"
+#include "tracekit/internal/source.h"
 #include "tracekit/btrace.h"
 #include "tracekit/image.h"
 #include "tracekit/symbolize.h"
+
+/* where the recorded modules' files are found */
+#define MODULES(s) { .sz = sizeof(struct tk_btrace_modules_opts), .elf = (s)->o.elf, \
+		     .nelf = (s)->o.nelf, .module_path = (s)->o.module_path, \
+		     .nmodule_path = (s)->o.nmodule_path, .quiet = (s)->o.quiet, .msg = (s)->o.msg, \
+		     .ctx = (s)->o.ctx, .file = (s)->path }
 
 struct btrace_src {
 	struct tk_btrace *bt;
 	struct tk_image *img;
 	struct tk_gap_stats gaps;     /* of the decoded threads (and the container's damage) */
+	int missing;                  /* recorded modules left out (their trace: gaps) */
 };
 
 static int btrace_open(struct tk_source *s)
@@ -39,10 +46,8 @@ static int btrace_open(struct tk_source *s)
 			TK_SRC_ERROR(s, s->o.raw[i], UINT64_MAX, "cannot load raw file (want FILE:ADDR)");
 			return -TK_E_IO;
 		}
-	if (tk_btrace_add_modules(p->bt, p->img) < 0) {
-		TK_SRC_ERROR(s, s->path, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
-		return -TK_E_IO;
-	}
+	p->missing = tk_btrace_load_modules(p->bt, &(struct tk_btrace_modules_opts)MODULES(s),
+					    p->img, NULL);
 	s->info.clock.ticks_per_second = s->o.has_tsc_hz ? s->o.tsc_hz : tk_btrace_info(p->bt)->tsc_hz;
 	s->info.sequential = 1;
 	return 0;
@@ -50,10 +55,8 @@ static int btrace_open(struct tk_source *s)
 
 static int btrace_symbols(struct tk_source *s, struct tk_sym *sym)
 {
-	const struct tk_btrace *bt = ((struct btrace_src *)s->state)->bt;
-
-	for (size_t i = 0; i < tk_btrace_module_count(bt); i++)
-		tk_sym_add_elf(sym, tk_btrace_module(bt, i)->path, tk_btrace_module(bt, i)->bias);
+	tk_btrace_load_modules(((struct btrace_src *)s->state)->bt,
+			       &(struct tk_btrace_modules_opts)MODULES(s), NULL, sym);
 	return 0;
 }
 
@@ -79,7 +82,7 @@ static int btrace_report(struct tk_source *s)
 	int lost = tk_gap_report(&p->gaps, "gap", s->path, s->o.msg, s->o.ctx);
 
 	/* a recording that did not end (killed, or cut short) is missing its tail */
-	return lost | !tk_btrace_info(p->bt)->complete;
+	return lost | !tk_btrace_info(p->bt)->complete | (p->missing > 0);
 }
 
 static void btrace_close(struct tk_source *s)

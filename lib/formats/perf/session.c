@@ -572,6 +572,12 @@ void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
 		.cpuid_15_ebx = x->o.cpuid_15_ebx, .track = s->track, .breaks = s->breaks,
 		.nbreaks = s->nbreaks, .break_reason = s->break_reason,
 	};
+	/* a timed session (perf decodes it by time: cap_user_time_zero): times on perf's
+	 * clock, as perf script gives them */
+	const struct tk_perf_pt_info *pt = &x->aux.pt;
+	if (x->perf && pt->nfields >= 5 && pt->cap_user_time_zero && pt->time_mult)
+		fo->time_conv = (struct tk_tsc_conv){ pt->time_zero, (uint32_t)pt->time_mult,
+						      (uint16_t)pt->time_shift };
 }
 
 struct tk_trace_clock tk_perf_session_clock(const struct tk_perf_session *x)

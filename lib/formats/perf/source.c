@@ -4,7 +4,7 @@
  * in order, stream after stream. */
 #include <stdlib.h>
 
-#include "formats/source_impl.h"
+#include "tracekit/internal/source.h"
 #include "tracekit/ipt_flow.h"
 #include "tracekit/perf.h"
 

@@ -307,3 +307,17 @@ struct tk_xray_map *tk_xray_map_load(const char *path, int *err)
 	fclose(f);
 	return m;
 }
+
+int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym)
+{
+	for (int32_t id = 1; id <= tk_xray_map_max_id(map); id++) {
+		const char *nm = tk_xray_map_name(map, id);
+		uint64_t addr = tk_xray_map_addr(map, id);
+		if (!nm && !addr)
+			continue;
+		int rc = tk_sym_set_func(sym, (uint64_t)id, nm, nm ? 0 : addr);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "formats/source_impl.h"
+#include "tracekit/internal/source.h"
 #include "tracekit/xray.h"
 
 struct xray_src {
@@ -106,6 +106,14 @@ static int xray_report(struct tk_source *s)
 	return tk_gap_report(&st->gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
 }
 
+/* Tracks are places in the thread table; users know the threads by id. */
+static uint32_t xray_track_id(const struct tk_source *s, uint32_t track)
+{
+	const struct tk_xray_thread_info *ti = tk_xray_thread(((struct xray_src *)s->state)->x, track);
+
+	return ti ? ti->tid : track;
+}
+
 static void xray_close(struct tk_source *s)
 {
 	struct xray_src *p = s->state;
@@ -117,15 +125,6 @@ static void xray_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_xray = {
 	.open = xray_open, .symbols = xray_symbols, .plan = xray_plan, .run = xray_run,
-	.report = xray_report, .close = xray_close, .no_dwarf = 1,
+	.report = xray_report, .close = xray_close, .track_id = xray_track_id, .no_dwarf = 1,
 };
 
-int tk_xray_source_account(struct tk_source *s, struct tk_buf *out, const struct tk_prof *p,
-			   const struct tk_xray_account_opts *o)
-{
-	const struct xray_src *x = s->state;
-
-	if (s->ops != &tk_source_xray)
-		return -TK_E_UNSUPPORTED;
-	return tk_xray_account(out, p, x->x, x->map, o);
-}

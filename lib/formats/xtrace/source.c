@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/source_impl.h"
+#include "tracekit/internal/source.h"
 #include "tracekit/xtrace.h"
 
 struct xtrace_src {
@@ -70,7 +70,7 @@ static int xtrace_open(struct tk_source *s)
 	tk_set_log(xtrace_log, p);
 	if (!(p->t = tk_xtrace_new(p->insn, p->n, p->snap, p->sn, &err))) {
 		TK_SRC_ERROR(s, p->snap_path, 0, "not a snapshot file: no vector length from 128 "
-			     "to 2048 bits fits the first snapshot (%s)", tk_strerror(err));
+			     "to 2048 bits fits any snapshot (%s)", tk_strerror(err));
 		return err;
 	}
 	s->info.size = p->n;

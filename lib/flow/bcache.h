@@ -1,8 +1,8 @@
 /* Block cache: each code address decoded once per image and mode (internal). A block runs
  * from its start to the first control-flow instruction (inclusive), or to where the code
  * runs out of the image or stops decoding. */
-#ifndef TK_ISA_BCACHE_H
-#define TK_ISA_BCACHE_H
+#ifndef TK_FLOW_BCACHE_H
+#define TK_FLOW_BCACHE_H
 
 #include "isa/isa.h"
 #include "tracekit/common.h"

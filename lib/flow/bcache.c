@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "isa/bcache.h"
+#include "flow/bcache.h"
 #include "tracekit/common.h"
 
 #define MAX_BLOCK_INSNS 4096   /* cut very long straight runs: keeps lengths bounded */

@@ -1,7 +1,7 @@
 /* What a format implements for the source interface (tracekit/source.h); the registry in
  * lib/formats/detect.c names each format's ops. */
-#ifndef TK_FORMATS_SOURCE_IMPL_H
-#define TK_FORMATS_SOURCE_IMPL_H
+#ifndef TRACEKIT_INTERNAL_SOURCE_H
+#define TRACEKIT_INTERNAL_SOURCE_H
 
 #include "tracekit/source.h"
 
@@ -30,6 +30,8 @@ struct tk_source_ops {
 	int (*run)(struct tk_source *s, const struct tk_chunk_consumer *c);
 	int (*report)(struct tk_source *s);
 	void (*close)(struct tk_source *s);
+	/* optional: the id users know for TRACK (default: TRACK) */
+	uint32_t (*track_id)(const struct tk_source *s, uint32_t track);
 	/* the symbols need no DWARF (XRay: function ids, names from the map) */
 	int no_dwarf;
 	/* --elf FILE:N gives the load bias N (xtrace), not the base address */

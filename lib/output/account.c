@@ -1,13 +1,15 @@
-/* The `llvm-xray account` table (text or CSV) from a shared-layer profile (tk_prof): per
- * function count, min, median, 90p, 99p, max and sum of call durations in seconds. The
- * statistics are tk_prof's, which take llvm-xray's percentile positions; this file only
- * lays them out the way llvm-xray users read them. */
+/* The `llvm-xray account` table (text or CSV) of a profile (tk_prof): per function count,
+ * min, median, 90p, 99p, max and sum of call durations in seconds. The statistics are
+ * tk_prof's, which take llvm-xray's percentile positions; this file only lays them out the
+ * way llvm-xray users read them. What the table names (functions, threads) and the clock
+ * come from the caller, so it knows no trace format. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "formats/xray/internal.h"
+#include "output/internal.h"
 
-int tk_xray_account_sort_key(const char *name)
+int tk_out_account_sort_key(const char *name)
 {
 	static const char *const keys[] = { "funcid", "count", "min", "med", "90p", "99p", "max",
 					     "sum" };
@@ -23,13 +25,11 @@ int tk_xray_account_sort_key(const char *name)
 	return -1;
 }
 
-static int sort_key;   /* qsort has no context argument; set just before sorting */
-
-static int cmp_row(const void *a, const void *b)
+static int cmp_row(const void *a, const void *b, void *ctx)
 {
 	const struct tk_prof_func *l = a, *r = b;
 	uint64_t x = 0, y = 0;
-	switch (sort_key) {
+	switch (*(const int *)ctx) {
 	case 1: x = l->ndur; y = r->ndur; break;
 	case 2: x = l->dur_min; y = r->dur_min; break;
 	case 3: x = l->dur_median; y = r->dur_median; break;
@@ -54,9 +54,9 @@ static void put_secs(struct tk_buf *b, uint64_t ticks, uint64_t freq, int csv)
 	tk_buf_put(b, tmp, (size_t)n);
 }
 
-static void put_name(struct tk_buf *b, const struct tk_xray_map *map, int32_t id)
+static void put_name(struct tk_buf *b, const struct tk_out_account_opts *o, int32_t id)
 {
-	const char *nm = tk_xray_map_name(map, id);
+	const char *nm = o->func_name ? o->func_name(o->ctx, id) : NULL;
 	if (nm) {
 		tk_buf_puts(b, nm);
 	} else {
@@ -65,23 +65,25 @@ static void put_name(struct tk_buf *b, const struct tk_xray_map *map, int32_t id
 	}
 }
 
-int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk_xray *x,
-		    const struct tk_xray_map *map, const struct tk_xray_account_opts *o)
+int tk_out_account(struct tk_buf *out, const struct tk_prof *p,
+		   const struct tk_out_account_opts *opts)
 {
+	struct tk_out_account_opts oo = { .sz = sizeof oo }, *o = &oo;
 	struct tk_prof_func *f = NULL, *rows;
 	size_t nf = 0, nr = 0;
-	uint64_t freq = tk_xray_header(x)->cycle_frequency;
-	int rc = tk_prof_funcs(p, o->per_thread, &f, &nf);
+	int rc;
 
-	if (rc < 0)
+	if (opts)
+		memcpy(&oo, opts, opts->sz < sizeof oo ? opts->sz : sizeof oo);
+	uint64_t freq = o->ticks_per_sec;
+	if ((rc = tk_prof_funcs(p, o->per_thread, &f, &nf)) < 0)
 		return rc;
 	rows = f;
 	for (size_t i = 0; i < nf; i++)
 		if (f[i].kind == TK_PROF_KEY_ID && f[i].ndur)
 			rows[nr++] = f[i];
-	sort_key = o->sort_key;
 	if (nr)
-		qsort(rows, nr, sizeof *rows, cmp_row);
+		qsort_r(rows, nr, sizeof *rows, cmp_row, &o->sort_key);
 	if (o->csv)
 		tk_buf_puts(out, o->per_thread ?
 			"thread,funcid,count,min,median,90%ile,99%ile,max,sum,function\n" :
@@ -91,8 +93,7 @@ int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk
 			      nr, o->per_thread ? "   thread" : "");
 	for (size_t i = 0; i < nr && (!o->top || i < o->top); i++) {
 		const struct tk_prof_func *r = &rows[i];
-		const struct tk_xray_thread_info *ti = tk_xray_thread(x, r->track);
-		uint32_t tid = ti ? ti->tid : r->track;
+		uint32_t tid = o->thread_id ? o->thread_id(o->ctx, r->track) : r->track;
 		uint64_t v[6] = { r->dur_min, r->dur_median, r->dur_p90, r->dur_p99, r->dur_max,
 				  r->dur_sum };
 		if (o->csv) {
@@ -117,23 +118,9 @@ int tk_xray_account(struct tk_buf *out, const struct tk_prof *p, const struct tk
 			put_secs(out, v[5], freq, 0);
 			tk_buf_puts(out, "  ");
 		}
-		put_name(out, map, (int32_t)r->key);
+		put_name(out, o, (int32_t)r->key);
 		tk_buf_putc(out, '\n');
 	}
 	free(f);
 	return out->err;
-}
-
-int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym)
-{
-	for (int32_t id = 1; id <= tk_xray_map_max_id(map); id++) {
-		const char *nm = tk_xray_map_name(map, id);
-		uint64_t addr = tk_xray_map_addr(map, id);
-		if (!nm && !addr)
-			continue;
-		int rc = tk_sym_set_func(sym, (uint64_t)id, nm, nm ? 0 : addr);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
 }

@@ -1,9 +1,10 @@
 /* The search table of .eh_frame_hdr: the start of every function with unwind information
  * (static ones included), sorted. Shared by the symbolizer (a stripped module's entries)
  * and the branch recorder (function starts of a loaded module), which runs inside traced
- * processes: pure byte reads, no calls. */
-#ifndef TK_IMAGE_EH_FRAME_HDR_H
-#define TK_IMAGE_EH_FRAME_HDR_H
+ * processes: pure byte reads, no calls. Internal tier (include/tracekit/internal/): for
+ * the library and its recorders, not installed. */
+#ifndef TRACEKIT_INTERNAL_EH_FRAME_HDR_H
+#define TRACEKIT_INTERNAL_EH_FRAME_HDR_H
 
 #include <stddef.h>
 #include <stdint.h>

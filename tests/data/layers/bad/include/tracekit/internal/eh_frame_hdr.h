@@ -1,0 +1,4 @@
+#ifndef INCLUDE_TRACEKIT_INTERNAL_EH_FRAME_HDR_H
+#define INCLUDE_TRACEKIT_INTERNAL_EH_FRAME_HDR_H
+#include "tracekit/common.h"
+#endif

@@ -1,0 +1,2 @@
+/* formats never include each other */
+#include "formats/ipt/internal.h"

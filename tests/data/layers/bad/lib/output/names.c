@@ -1,0 +1,2 @@
+#include "output/internal.h"
+int names_intern(void) { return 2; }

@@ -1,0 +1,2 @@
+/* the recorder may not include a library-private header */
+#include "image/elf_phdrs.h"

@@ -88,6 +88,11 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
  * (0 at end of input) or -TK_E_*. Do not mix with tk_input_map on the same input. */
 long tk_input_read(struct tk_input *in, void *buf, size_t len);
 
+/* 1 if the compressed data was cut short or corrupt: reading ended there (at *OFFSET in
+ * the decompressed data, which may be NULL) after handing out everything before it, and
+ * the library logged it; 0 otherwise. */
+int tk_input_cut(const struct tk_input *in, uint64_t *offset);
+
 /* ---- output buffer with fast number formatting ----------------------------------- */
 struct tk_buf {
 	char *data;

@@ -2,6 +2,8 @@
  * fully (tk_input_map) or as a stream in bounded memory (tk_input_read). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -49,6 +51,9 @@ struct tk_input {
 	size_t in_pos, in_len;
 	int stream_done;
 	size_t last_zstd_hint;
+	uint64_t out_total;      /* decompressed bytes handed out */
+	int cut;                 /* the compressed data ended early or was corrupt there */
+	uint64_t cut_off;        /* ... at this decompressed offset */
 };
 
 static int read_full(int fd, uint8_t *buf, size_t len, size_t *got)
@@ -304,6 +309,31 @@ static int refill(struct tk_input *in)
 	return 0;
 }
 
+/* Damaged compressed data: what decompressed before it is kept and read; the reading stops
+ * there, and the caller learns of it from tk_input_cut. */
+static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	in->stream_done = 1;
+	in->cut = 1;
+	in->cut_off = in->out_total + produced;
+	tk_log(TK_LOG_ERROR, "%s: offset 0x%llx: %s; the %llu bytes before it are read", in->name,
+	       (unsigned long long)in->cut_off, msg, (unsigned long long)in->cut_off);
+}
+
+int tk_input_cut(const struct tk_input *in, uint64_t *offset)
+{
+	if (in->cut && offset)
+		*offset = in->cut_off;
+	return in->cut;
+}
+
 static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 {
 	size_t produced = 0;
@@ -313,10 +343,9 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 			if (rc < 0)
 				return rc;
 			if (in->in_len == 0) {
-				tk_log(TK_LOG_ERROR,
-				       "%s: gzip data ends early (after %zu compressed bytes)",
-				       in->name, in->raw_pos);
-				return -TK_E_DECOMPRESS;
+				stream_cut(in, produced, "gzip data ends early (after %zu compressed bytes)",
+					   in->raw_pos);
+				break;
 			}
 		}
 		in->zs.next_in = in->inbuf + in->in_pos;
@@ -339,10 +368,9 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 			else
 				inflateReset(&in->zs);
 		} else if (zr != Z_OK && zr != Z_BUF_ERROR) {
-			tk_log(TK_LOG_ERROR, "%s: corrupt gzip data near compressed offset %zu: %s",
-			       in->name, in->raw_pos - (in->in_len - in->in_pos),
-			       in->zs.msg ? in->zs.msg : "inflate failed");
-			return -TK_E_DECOMPRESS;
+			stream_cut(in, produced, "corrupt gzip data near compressed offset %zu: %s",
+				   in->raw_pos - (in->in_len - in->in_pos),
+				   in->zs.msg ? in->zs.msg : "inflate failed");
 		}
 	}
 	return (long)produced;
@@ -358,9 +386,10 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 				return rc;
 			if (in->in_len == 0) {
 				if (in->last_zstd_hint != 0) {
-					tk_log(TK_LOG_ERROR, "%s: zstd data ends early (after %zu compressed bytes)",
-					       in->name, in->raw_pos);
-					return -TK_E_DECOMPRESS;
+					stream_cut(in, produced,
+						   "zstd data ends early (after %zu compressed bytes)",
+						   in->raw_pos);
+					break;
 				}
 				in->stream_done = 1;
 				break;
@@ -370,9 +399,9 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 		ZSTD_outBuffer ob = { buf + produced, len - produced, 0 };
 		size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
 		if (ZSTD_isError(r)) {
-			tk_log(TK_LOG_ERROR, "%s: corrupt zstd data near compressed offset %zu: %s",
-			       in->name, in->raw_pos - (in->in_len - ib.pos), ZSTD_getErrorName(r));
-			return -TK_E_DECOMPRESS;
+			stream_cut(in, produced, "corrupt zstd data near compressed offset %zu: %s",
+				   in->raw_pos - (in->in_len - ib.pos), ZSTD_getErrorName(r));
+			break;
 		}
 		in->last_zstd_hint = r;
 		in->in_pos = ib.pos;
@@ -396,14 +425,20 @@ long tk_input_read(struct tk_input *in, void *buf, size_t len)
 		in->raw_pos += n;
 		return (long)n;
 	}
+	long r;
 	switch (in->comp) {
 	case TK_COMP_GZIP:
-		return gzip_read(in, buf, len);
+		r = gzip_read(in, buf, len);
+		break;
 	case TK_COMP_ZSTD:
-		return zstd_read(in, buf, len);
+		r = zstd_read(in, buf, len);
+		break;
 	default:
 		return raw_read(in, buf, len);
 	}
+	if (r > 0)
+		in->out_total += (uint64_t)r;
+	return r;
 }
 
 int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
@@ -463,33 +498,10 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
 	return 0;
 }
 
-int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
+/* Decompress the head of the raw data into in->peek with a private context; errors are
+ * ignored here (the real read reports them with an offset). */
+static size_t peek_decompress(struct tk_input *in, const uint8_t *head, size_t head_len)
 {
-	const uint8_t *head;
-	size_t head_len;
-	int rc;
-
-	if (in->peeked && in->comp != TK_COMP_NONE) {
-		*data = in->peek;
-		*len = in->peek_len;
-		return 0;
-	}
-	detect_compression(in);
-	rc = raw_head(in, &head, &head_len, in->comp ? 4 * TK_INPUT_PEEK : TK_INPUT_PEEK);
-	if (rc < 0)
-		return rc;
-	if (in->comp == TK_COMP_NONE) {
-		in->peeked = 1;
-		*data = head;
-		*len = head_len;
-		return 0;
-	}
-
-	/* Compressed: decompress the head with a private context; errors here are ignored
-	 * (the real read reports them with an offset). */
-	in->peek = malloc(TK_INPUT_PEEK);
-	if (!in->peek)
-		return -TK_E_NOMEM;
 	size_t out = 0;
 	if (in->comp == TK_COMP_GZIP) {
 		z_stream zs;
@@ -517,6 +529,46 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 			out = ob.pos;
 			ZSTD_freeDStream(zd);
 		}
+	}
+	return out;
+}
+
+/* A zstd block (up to 128 KiB) decompresses only whole: look further than the usual head
+ * when it gives too little, up to this many raw bytes. */
+#define PEEK_RAW_MAX ((size_t)4 << 20)
+
+int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
+{
+	const uint8_t *head;
+	size_t head_len;
+	int rc;
+
+	if (in->peeked && in->comp != TK_COMP_NONE) {
+		*data = in->peek;
+		*len = in->peek_len;
+		return 0;
+	}
+	detect_compression(in);
+	size_t want = in->comp ? 4 * TK_INPUT_PEEK : TK_INPUT_PEEK;
+	rc = raw_head(in, &head, &head_len, want);
+	if (rc < 0)
+		return rc;
+	if (in->comp == TK_COMP_NONE) {
+		in->peeked = 1;
+		*data = head;
+		*len = head_len;
+		return 0;
+	}
+
+	in->peek = malloc(TK_INPUT_PEEK);
+	if (!in->peek)
+		return -TK_E_NOMEM;
+	size_t out = peek_decompress(in, head, head_len);
+	while (out < TK_INPUT_PEEK && head_len == want && want < PEEK_RAW_MAX) {
+		want *= 4;
+		if ((rc = raw_head(in, &head, &head_len, want)) < 0)
+			return rc;
+		out = peek_decompress(in, head, head_len);
 	}
 	in->peek_len = out;
 	in->peeked = 1;

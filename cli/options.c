@@ -426,10 +426,16 @@ int cli_need_files(const struct cli_opts *o, const char *cmd)
 	return EXIT_USAGE;
 }
 
-/* A compressed input cut short was read up to the cut (the library said where): data lost. */
+/* A compressed input cut short was read up to the cut (the library said where), or the
+ * file shrank while read (said here): data lost. */
 int cli_input_status(const struct tk_input *in, int status)
 {
-	return tk_input_cut(in, NULL) && status < EXIT_SKIPPED ? EXIT_SKIPPED : status;
+	uint64_t off;
+	int cut = tk_input_cut(in, &off);
+	if (cut == TK_INPUT_SHRANK)
+		cli_error(tk_input_name(in), off, "the file was truncated while being read; "
+			  "what lay from here on is lost");
+	return cut && status < EXIT_SKIPPED ? EXIT_SKIPPED : status;
 }
 
 int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file)

@@ -2,7 +2,9 @@
  * fully (tk_input_map) or as a stream in bounded memory (tk_input_read). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -51,10 +53,83 @@ struct tk_input {
 	size_t in_pos, in_len;
 	int stream_done;
 	size_t last_zstd_hint;
+	int guard;               /* slot in the SIGBUS guard, or -1 */
 	uint64_t out_total;      /* decompressed bytes handed out */
 	int cut;                 /* the compressed data ended early or was corrupt there */
 	uint64_t cut_off;        /* ... at this decompressed offset */
 };
+
+/* ---- files that shrink while mapped ----------------------------------------------------
+ * Reading a page of a mapped file beyond its end raises SIGBUS: someone truncated it while
+ * it was read. With tk_input_catch_sigbus, the handler puts zero pages in place of the lost
+ * part of the mapping and notes the offset, so the read goes on and the caller can say what
+ * was lost (tk_input_cut). The slots are read by the handler without locks. */
+#define GUARD_SLOTS 64
+static struct {
+	_Atomic uintptr_t base;  /* 0: free */
+	size_t len;
+	int fd;                  /* the file's descriptor (its size now), or -1 */
+	_Atomic uint64_t cut;    /* offset of the first lost byte + 1; 0: none */
+} guards[GUARD_SLOTS];
+static struct sigaction guard_old;
+static uintptr_t guard_page;
+static atomic_int guard_installed;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	(void)sig, (void)uc;
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		uintptr_t base = atomic_load(&guards[i].base);
+		if (base <= 1 || a < base || a - base >= guards[i].len)
+			continue;
+		uintptr_t page = a & ~(guard_page - 1);
+		if (mmap((void *)page, base + guards[i].len - page, PROT_READ,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+			break;
+		/* the kernel zero-fills the page holding the new end: the loss starts there */
+		struct stat st;
+		uint64_t off = page - base, cur = atomic_load(&guards[i].cut);
+		if (guards[i].fd >= 0 && fstat(guards[i].fd, &st) == 0 && (uint64_t)st.st_size < off)
+			off = (uint64_t)st.st_size;
+		off++;
+		while ((!cur || off < cur) && !atomic_compare_exchange_weak(&guards[i].cut, &cur, off))
+			;
+		return;
+	}
+	/* not a mapped input: what would have happened without us */
+	sigaction(SIGBUS, &guard_old, NULL);
+}
+
+int tk_input_catch_sigbus(void)
+{
+	struct sigaction sa;
+	if (atomic_exchange(&guard_installed, 1))
+		return 0;
+	guard_page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, &guard_old) < 0 ? -TK_E_IO : 0;
+}
+
+static void guard_add(struct tk_input *in)
+{
+	in->guard = -1;
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		uintptr_t free_slot = 0;
+		/* reserve (1), fill, then publish the base */
+		if (atomic_compare_exchange_strong(&guards[i].base, &free_slot, 1)) {
+			guards[i].len = in->raw_len;
+			guards[i].fd = in->fd;
+			atomic_store(&guards[i].cut, 0);
+			atomic_store(&guards[i].base, (uintptr_t)in->raw);
+			in->guard = i;
+			return;
+		}
+	}
+}
 
 static int read_full(int fd, uint8_t *buf, size_t len, size_t *got)
 {
@@ -85,6 +160,7 @@ int tk_input_open(struct tk_input **out, const char *path, const struct tk_input
 	in = calloc(1, sizeof *in);
 	if (!in)
 		return -TK_E_NOMEM;
+	in->guard = -1;
 	if (opts)
 		memcpy(&in->opts, opts, opts->sz < sizeof in->opts ? opts->sz : sizeof in->opts);
 	in->opts.sz = sizeof in->opts;
@@ -122,9 +198,10 @@ int tk_input_open(struct tk_input **out, const char *path, const struct tk_input
 				tk_input_free(in);
 				return -TK_E_IO;
 			}
-			madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
 			in->raw = p;
 			in->raw_len = (size_t)st.st_size;
+			guard_add(in);
+			madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
 		}
 		in->raw_eof = 1;
 	} else {
@@ -138,8 +215,11 @@ void tk_input_free(struct tk_input *in)
 {
 	if (!in)
 		return;
-	if (in->raw)
+	if (in->raw) {
+		if (in->guard >= 0)
+			atomic_store(&guards[in->guard].base, 0);
 		munmap((void *)in->raw, in->raw_len);
+	}
 	if (in->own_fd && in->fd >= 0)
 		close(in->fd);
 	if (in->zs_live)
@@ -329,9 +409,18 @@ static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ..
 
 int tk_input_cut(const struct tk_input *in, uint64_t *offset)
 {
-	if (in->cut && offset)
-		*offset = in->cut_off;
-	return in->cut;
+	uint64_t shrank = in->raw && in->guard >= 0 ? atomic_load(&guards[in->guard].cut) : 0;
+	if (in->cut) {
+		if (offset)
+			*offset = in->cut_off;
+		return TK_INPUT_CUT;
+	}
+	if (shrank) {
+		if (offset)
+			*offset = shrank - 1;
+		return TK_INPUT_SHRANK;
+	}
+	return 0;
 }
 
 static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)

@@ -15,8 +15,8 @@
 #include "tracekit/common.h"
 #include "tracekit/symbolize.h"
 #include "image/eh_frame_hdr.h"
-#include "image/code_file.h"
 #include "image/elf_phdrs.h"
+#include "image/code_file.h"
 
 struct symbol {
 	uint64_t addr, size;      /* file addresses */

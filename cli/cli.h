@@ -287,6 +287,8 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *
  * symbolizer (plus --elf/--raw). cli_btrace_events decodes the threads (--tid: one) into
  * SINK and returns an exit status, gaps reported. */
 /* tk_btrace_open, its messages naming FILE */
+/* STATUS raised to EXIT_SKIPPED when IN's compressed data was cut short. */
+int cli_input_status(const struct tk_input *in, int status);
 /* Library messages name FILE until cli_log_file(NULL). */
 void cli_log_file(const char *file);
 struct tk_btrace *cli_btrace_read(const char *file, const uint8_t *data, size_t len,

@@ -88,6 +88,20 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
  * (0 at end of input) or -TK_E_*. Do not mix with tk_input_map on the same input. */
 long tk_input_read(struct tk_input *in, void *buf, size_t len);
 
+/* Whether the input lost data while it was read, and from which offset (*OFFSET, may be
+ * NULL): TK_INPUT_CUT, the compressed data was cut short or corrupt there (reading ended
+ * there after handing out everything before it; the library logged it); TK_INPUT_SHRANK,
+ * the mapped file was truncated while read (needs tk_input_catch_sigbus; the lost part
+ * read as zeros; not logged, as it is noticed in a signal handler); 0 otherwise. */
+enum { TK_INPUT_CUT = 1, TK_INPUT_SHRANK = 2 };
+int tk_input_cut(const struct tk_input *in, uint64_t *offset);
+
+/* Install a SIGBUS handler (once per process; a program calls it, the library never does
+ * on its own) that turns reading a mapped input beyond its end, after someone truncated
+ * the file, into zeros and a TK_INPUT_SHRANK mark instead of death. A SIGBUS elsewhere
+ * gets the handler that was there before. */
+int tk_input_catch_sigbus(void);
+
 /* ---- output buffer with fast number formatting ----------------------------------- */
 struct tk_buf {
 	char *data;

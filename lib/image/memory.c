@@ -15,6 +15,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/image.h"
+#include "image/code_file.h"
 #include "image/elf_phdrs.h"
 
 struct seg {
@@ -106,11 +107,11 @@ static int add_seg(struct tk_image *img, uint64_t start, const uint8_t *data, si
 static int map_file(struct tk_image *img, const char *path, const uint8_t **data, size_t *len)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = tk_open_code_file(path);
 	void *p;
 
 	if (fd < 0) {
-		tk_log(TK_LOG_ERROR, "%s: %s", path, strerror(errno));
+		tk_log(TK_LOG_ERROR, "%s: %s", path, fd == -2 ? "not a regular file" : strerror(errno));
 		return -TK_E_IO;
 	}
 	if (fstat(fd, &st) < 0 || st.st_size <= 0) {
@@ -223,7 +224,7 @@ int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap)
 
 	if (!path || !id)
 		return -TK_E_INVAL;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if ((fd = tk_open_code_file(path)) < 0)
 		return -TK_E_IO;
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ, NULL);
@@ -285,7 +286,7 @@ static Elf *elf_open(const char *path, unsigned type, int *fd, int *err)
 	size_t nph;
 	Elf *elf;
 
-	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+	if ((*fd = tk_open_code_file(path)) < 0) {
 		*err = -TK_E_IO;
 		return NULL;
 	}

@@ -154,12 +154,22 @@ static long sys_write_all(int fd, const struct iovec *iov, int n)
 	return rt_syscall(SYS_writev, fd, iov, n, 0, 0, 0);
 }
 
+/* The recorder's messages go to a private duplicate of the stderr the program started
+ * with (made at start-up, high and close-on-exec): not to whatever the program later puts
+ * on descriptor 2, nor lost when it closes it. */
+static int err_fd = 2;
+static uint64_t err_dev, err_ino;   /* what it was: a program that closes it frees its number */
+
 static void say2(const char *a, const char *b, const char *c)
 {
+	struct stat st;
+	if ((err_dev | err_ino) && (rt_syscall(SYS_fstat, err_fd, &st, 0, 0, 0, 0) != 0 ||
+				    st.st_dev != err_dev || st.st_ino != err_ino))
+		return;   /* closed, and maybe the number of another file now (even the trace's) */
 	static const char pfx[] = "tracekit btrace: ";
 	struct iovec iov[5] = { { (void *)pfx, sizeof pfx - 1 }, { (void *)a, rt_strlen(a) },
 				{ (void *)b, rt_strlen(b) }, { (void *)c, rt_strlen(c) }, { (void *)"\n", 1 } };
-	sys_write_all(2, iov, 5);
+	sys_write_all(err_fd, iov, 5);
 }
 
 static void say(const char *msg)
@@ -3144,6 +3154,19 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	 * unlike setenv, does not allocate: the program's heap stays untouched.) */
 	snprintf(out_path, sizeof out_path, "%s", out);
 	unsetenv("TK_BTRACE_OUT");
+	struct rlimit_k {
+		uint64_t cur, max;
+	} nofile;
+	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
+		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
+	long efd = rt_syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, nofile.cur >= 128 ? nofile.cur - 1 : 0, 0, 0, 0);
+	struct stat est;
+	if (efd >= 0)
+		err_fd = (int)efd;
+	if (rt_syscall(SYS_fstat, err_fd, &est, 0, 0, 0, 0) == 0) {
+		err_dev = est.st_dev;
+		err_ino = est.st_ino;
+	}
 	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 
@@ -3240,11 +3263,6 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say("SIGTRAP already has a handler in this process; not recording");
 		return;
 	}
-	struct rlimit_k {
-		uint64_t cur, max;
-	} nofile;
-	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
-		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
 	out_fd = open_output(out_path);
 	if (out_fd < 0) {
 		say("cannot create the trace file; not recording");

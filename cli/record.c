@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tracekit/internal/util.h"
 
 static const char usage[] =
 	"usage: tracekit record (--btrace | --xray | --qemu) [-o FILE] -- CMD [ARGS...]\n"

@@ -16,6 +16,7 @@
 #include "tracekit/symbolize.h"
 #include "tracekit/internal/eh_frame_hdr.h"
 #include "image/elf_phdrs.h"
+#include "tracekit/internal/util.h"
 
 struct symbol {
 	uint64_t addr, size;      /* file addresses */

@@ -4,6 +4,7 @@
  * --time A:B, --max-events, -o. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -98,7 +99,7 @@ int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct 
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && crc != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
 		cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
 		return rc == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
 	}
@@ -142,7 +143,7 @@ int cli_timeline_close(struct cli_timeline *ct)
 	tk_timeline_slices(ct->tl, &dropped);
 	tk_timeline_free(ct->tl);
 	int crc = cli_out_close(&ct->out);
-	if (rc < 0) {
+	if (rc < 0 && crc != EXIT_OUTPUT) {
 		cli_error(NULL, UINT64_MAX, "cannot write the timeline: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
@@ -153,6 +154,80 @@ int cli_timeline_close(struct cli_timeline *ct)
 }
 
 /* ---- branch traces (.tkbt), shared by decode, profile and convert ------------------ */
+
+/* Is PATH the file module M was loaded from? By build-id where the recorder noted one;
+ * without, any readable file of that name (NAME_ONLY: the same file name) will do. */
+static int module_file_is(const struct tk_btrace_module *m, const char *path, int name_only)
+{
+	uint8_t id[64];
+	if (!m->build_id_len) {
+		const char *a = strrchr(path, '/'), *b = strrchr(m->path, '/');
+		return access(path, R_OK) == 0 &&
+		       (!name_only || !strcmp(a ? a + 1 : path, b ? b + 1 : m->path));
+	}
+	int n = tk_image_elf_build_id(path, id, sizeof id);
+	return n == (int)m->build_id_len && !memcmp(id, m->build_id, m->build_id_len);
+}
+
+/* The file that stands in for module M: its recorded path if that is still the file that
+ * ran, else an --elf FILE or a --module-path DIR/NAME with its build-id (*PLACED: an
+ * --elf FILE:BASE the user placed himself, already in the image); NULL if none. */
+static const char *module_file(const struct cli_opts *o, const struct tk_btrace_module *m,
+			       char *buf, size_t cap, int *placed)
+{
+	const char *name = strrchr(m->path, '/');
+	name = name ? name + 1 : m->path;
+	*placed = 0;
+	if (module_file_is(m, m->path, 0))
+		return m->path;
+	for (int i = 0; i < o->n_elf; i++) {
+		const char *colon = strrchr(o->elf[i], ':');
+		uint64_t base;
+		int has_base = colon && cli_parse_u64(colon + 1, &base) == 0;
+		snprintf(buf, cap, "%.*s", has_base ? (int)(colon - o->elf[i]) : (int)strlen(o->elf[i]), o->elf[i]);
+		if (module_file_is(m, buf, 1)) {
+			*placed = has_base;
+			return buf;
+		}
+	}
+	for (int i = 0; i < o->n_module_path; i++) {
+		snprintf(buf, cap, "%s/%s", o->module_path[i], name);
+		if (module_file_is(m, buf, 1))
+			return buf;
+	}
+	return NULL;
+}
+
+int cli_btrace_modules(const struct cli_opts *o, const char *file, const struct tk_btrace *bt,
+		       struct tk_image *img, struct tk_sym *sym)
+{
+	int missing = 0;
+	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
+		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
+		char buf[4096];
+		int placed, rc = 0;
+		const char *use = module_file(o, m, buf, sizeof buf, &placed);
+		/* the bias is where the ELF's address 0 went (PIE and shared objects); 0 for a
+		 * fixed-address executable, which loads at its own addresses */
+		if (use && !placed && (rc = tk_image_add_elf(img, use, m->bias, m->bias != 0)) < 0)
+			use = NULL;
+		if (!use) {
+			missing++;
+			if (!o->quiet)
+				cli_warn(file, UINT64_MAX, "module %s %s: its code is missing, and the trace "
+					 "inside it decodes as gaps (give the file that ran with --elf FILE "
+					 "or --module-path DIR)", m->path,
+					 rc < 0 ? "cannot be loaded" : access(m->path, F_OK) ? "is gone" :
+					 "is not the file that ran (its build-id differs)");
+			continue;
+		}
+		if (use != m->path && !o->quiet)
+			cli_warn(file, UINT64_MAX, "module %s: read from %s (the same build-id)", m->path, use);
+		if (sym && !placed)
+			tk_sym_add_elf(sym, use, m->bias);
+	}
+	return missing;
+}
 
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb)
@@ -175,14 +250,7 @@ int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 		cli_btrace_close(cb);
 		return EXIT_INPUT;
 	}
-	if (tk_btrace_add_modules(cb->bt, cb->img) < 0) {
-		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
-		cli_btrace_close(cb);
-		return EXIT_INPUT;
-	}
-	for (size_t i = 0; i < tk_btrace_module_count(cb->bt); i++)
-		tk_sym_add_elf(cb->sym, tk_btrace_module(cb->bt, i)->path,
-			       tk_btrace_module(cb->bt, i)->bias);
+	cb->missing = cli_btrace_modules(o, file, cb->bt, cb->img, cb->sym);
 	return 0;
 }
 
@@ -223,7 +291,7 @@ int cli_btrace_events(const struct cli_opts *o, const char *file, struct cli_btr
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	int status = tk_btrace_info(cb->bt)->complete ? EXIT_CLEAN : EXIT_SKIPPED;
+	int status = tk_btrace_info(cb->bt)->complete && !cb->missing ? EXIT_CLEAN : EXIT_SKIPPED;
 	rc = cli_report_gaps(file, &gaps, "gap");
 	return rc > status ? rc : status;
 }

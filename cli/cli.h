@@ -1,11 +1,13 @@
 /* Shared pieces of the tracekit command line: options, errors, exit statuses. The CLI uses
- * only the public headers in include/tracekit/. One file per command in cli/. */
+ * only the public headers in include/tracekit/ and the internal tier beside them
+ * (include/tracekit/internal/). One file per command in cli/. */
 #ifndef TRACEKIT_CLI_H
 #define TRACEKIT_CLI_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tracekit/internal/util.h"
 #include "tracekit/tracekit.h"
 
 /* Exit statuses (documented in README.md). */
@@ -14,6 +16,7 @@ enum {
 	EXIT_SKIPPED = 1,   /* finished, but some input was skipped or lost (gaps, bad lines) */
 	EXIT_USAGE = 2,     /* bad command line */
 	EXIT_INPUT = 3,     /* input unreadable or of an unknown format */
+	EXIT_OUTPUT = 4,    /* an output could not be written */
 };
 
 #define CLI_MAX_LIST 64
@@ -38,6 +41,8 @@ struct cli_opts {
 	int n_elf;
 	const char *raw[CLI_MAX_LIST];   /* --raw FILE:ADDR */
 	int n_raw;
+	const char *module_path[CLI_MAX_LIST];   /* --module-path DIR (branch traces) */
+	int n_module_path;
 	int no_disasm;               /* --no-disasm */
 	int stat;                    /* --stat */
 	int time;                    /* --time */
@@ -104,9 +109,14 @@ void cli_warn(const char *file, uint64_t offset, const char *fmt, ...)
 int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
 	     struct tk_format_info *fi);
 
-/* Output: stdout or -o FILE, buffered. */
+/* Output: stdout or -o FILE, buffered. -o naming an input is refused (EXIT_USAGE); a file
+ * is written under a temporary name and takes its place at cli_out_close, unless writing
+ * failed. Both print their errors (naming the output) and return an exit status. */
 int cli_out_open(const struct cli_opts *o, struct tk_buf *out);
 int cli_out_close(struct tk_buf *out);
+/* An output file of cli_out_open's kind (tk_outfile_open) for PATH; NULL after printing
+ * why, with *STATUS set. */
+struct tk_outfile *cli_outfile_open(const struct cli_opts *o, const char *path, int *status);
 
 /* Print the gap summary on stderr; returns EXIT_SKIPPED if anything was lost, else 0. */
 int cli_report_gaps(const char *file, const struct tk_gap_stats *g, const char *what);
@@ -279,13 +289,22 @@ int cli_ipt_profile(const struct cli_opts *o, const char *file, struct cli_ipt *
  * symbolizer (plus --elf/--raw). cli_btrace_events decodes the threads (--tid: one) into
  * SINK and returns an exit status, gaps reported. */
 /* tk_btrace_open, its messages naming FILE */
+/* Library messages name FILE until cli_log_file(NULL). */
+void cli_log_file(const char *file);
 struct tk_btrace *cli_btrace_read(const char *file, const uint8_t *data, size_t len,
 				  const struct tk_btrace_opts *opts, int *err);
 struct cli_btrace {
 	struct tk_btrace *bt;
 	struct tk_image *img;
 	struct tk_sym *sym;
+	int missing;                /* recorded modules whose code could not be loaded */
 };
+/* The recorded modules of BT into IMG (and SYM, if not NULL), each from its recorded path
+ * if that file has the recorded build-id, else from an --elf file or --module-path DIR
+ * that has it; a module with no such file is named on stderr and left out (the trace in
+ * it decodes as gaps). Returns how many were left out. */
+int cli_btrace_modules(const struct cli_opts *o, const char *file, const struct tk_btrace *bt,
+		       struct tk_image *img, struct tk_sym *sym);
 int cli_btrace_open(const struct cli_opts *o, const char *file, struct tk_input *in,
 		    struct cli_btrace *cb);
 void cli_btrace_close(struct cli_btrace *cb);

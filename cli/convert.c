@@ -21,6 +21,8 @@ static const char usage[] =
 	"                  a TNT bit, not a TIP); same flow, profile and times as the trace\n"
 	"  --no-retcomp    (btrace --to ipt) the stream as recorded: every return a TIP\n"
 	"  --tid N         (btrace) the thread to convert; default the first\n"
+	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
+	"                  build-id (so does an --elf FILE)\n"
 	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for timelines (0: ticks)\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
@@ -153,7 +155,7 @@ static int convert_kanata(struct cli_opts *o, const char *file, struct tk_input 
 	else
 		rc = tk_kanata_rewrite(in, &out, &co);
 	int status = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && status != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
@@ -188,7 +190,7 @@ static int convert_gem5(struct cli_opts *o, const char *file, struct tk_input *i
 		return rc;
 	rc = tk_gem5_to_kanata(in, &out, &go, &res);
 	int status = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && status != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
@@ -251,7 +253,7 @@ static int xtrace_timeline(struct cli_opts *o, const char *file, struct tk_input
 	}
 	tk_timeline_free(tl);
 	int st = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && st != EXIT_OUTPUT) {
 		cli_error(file, UINT64_MAX, "timeline: %s", tk_strerror(rc));
 		st = EXIT_INPUT;
 	}
@@ -301,15 +303,24 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 		cli_xtrace_close(&x);
 		return EXIT_INPUT;
 	}
-	int ifd = open(insn_out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	int sfd = ifd >= 0 ? open(snap_out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
-	if (ifd < 0 || sfd < 0) {
-		cli_error(ifd < 0 ? insn_out : snap_out, UINT64_MAX, "cannot write: %s", strerror(errno));
-		if (ifd >= 0)
-			close(ifd);
+	/* the input's companion is an input too */
+	struct cli_opts io = *o;
+	const char *ins[CLI_MAX_LIST + 2];
+	io.nargs = 0;
+	for (int i = 0; i < o->nargs && i < CLI_MAX_LIST; i++)
+		ins[io.nargs++] = o->args[i];
+	ins[io.nargs++] = x.insn_path;
+	ins[io.nargs++] = x.snap_path;
+	io.args = (char **)ins;
+	struct tk_outfile *ifile = cli_outfile_open(&io, insn_out, &rc);
+	struct tk_outfile *sfile = ifile ? cli_outfile_open(&io, snap_out, &rc) : NULL;
+	if (!sfile) {
+		if (ifile)
+			tk_outfile_close(ifile, 0);
 		cli_xtrace_close(&x);
-		return EXIT_INPUT;
+		return rc;
 	}
+	int ifd = tk_outfile_fd(ifile), sfd = tk_outfile_fd(sfile);
 	const struct tk_xtrace_header *h = tk_xtrace_snapfile_header(sf);
 	struct tk_xtrace_writer_opts wo = { .sz = sizeof wo,
 					    .vl_bits = tk_xtrace_snapfile_layout(sf)->vl_bits };
@@ -321,8 +332,8 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 	struct tk_xtrace_writer *w = tk_xtrace_writer_new(ifd, sfd, &wo, &err);
 	if (!w) {
 		cli_error(insn_out, UINT64_MAX, "%s", tk_strerror(err));
-		close(ifd);
-		close(sfd);
+		tk_outfile_close(ifile, 0);
+		tk_outfile_close(sfile, 0);
 		cli_xtrace_close(&x);
 		return EXIT_INPUT;
 	}
@@ -360,12 +371,19 @@ static int xtrace_slice(struct cli_opts *o, const char *file, struct tk_input *i
 		tk_xtrace_write_raw(w, x.insn + it.offset, it.len);
 	}
 	rc = tk_xtrace_writer_close(w);
-	close(ifd);
-	close(sfd);
+	int errnum = errno;
+	if (rc >= 0 && (tk_outfile_close(ifile, 1) < 0 || tk_outfile_close(sfile, 1) < 0)) {
+		rc = -TK_E_IO;
+		errnum = errno;
+	} else if (rc < 0) {
+		tk_outfile_close(ifile, 0);
+		tk_outfile_close(sfile, 0);
+	}
 	if (rc < 0) {
-		cli_error(insn_out, UINT64_MAX, "write failed: %s", tk_strerror(rc));
+		cli_error(insn_out, UINT64_MAX, "write failed: %s",
+			  rc == -TK_E_IO ? strerror(errnum) : tk_strerror(rc));
 		cli_xtrace_close(&x);
-		return EXIT_INPUT;
+		return EXIT_OUTPUT;
 	}
 	if (!o->quiet)
 		fprintf(stderr, "tracekit: wrote %s and %s: %llu instructions from snapshot %llu, "
@@ -438,12 +456,10 @@ static int btrace_retcomp(struct cli_opts *o, const char *file, const struct tk_
 
 	if (!(img = cli_image_load(o)))
 		return EXIT_INPUT;
-	if (tk_btrace_add_modules(bt, img) < 0) {
-		cli_error(file, UINT64_MAX, "cannot load the recorded modules (moved or rebuilt?)");
-		tk_image_free(img);
-		return EXIT_INPUT;
-	}
+	int missing = cli_btrace_modules(o, file, bt, img, NULL);
 	status = reencode(o, file, img, pt, n, out, gaps);
+	if (missing && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;   /* code missing: its trace is left out as gaps */
 	tk_image_free(img);
 	return status;
 }
@@ -592,7 +608,7 @@ static int xray_convert(struct cli_opts *o, const char *file, struct tk_input *i
 	} else {
 		rc = tk_xray_yaml(x, map, &out);
 	}
-	if (rc < 0) {
+	if (rc < 0 && rc != out.err) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	}

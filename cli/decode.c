@@ -19,6 +19,8 @@ static const char usage[] =
 	"  --mtc-freq N, --nom-freq N, --cpuid-0x15.eax N, --cpuid-0x15.ebx N\n"
 	"                      timing parameters (as ptxed)\n"
 	"  --tid N             (branch traces) only thread N\n"
+	"  --module-path DIR   (branch traces) where to find a recorded module that moved:\n"
+	"                      DIR/NAME with its build-id (so does an --elf FILE)\n"
 	"  -j N                decode with N threads (default: all cores)\n"
 	"  -o FILE             write to FILE\n"
 	"\n"
@@ -269,9 +271,9 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		flags |= TK_IPT_TEXT_TIME;
 	if (o->stat)
 		flags |= TK_IPT_TEXT_STAT;
-	if (cli_out_open(o, &out) < 0) {
+	if ((status = cli_out_open(o, &out))) {
 		cli_ipt_close(&x);
-		return EXIT_INPUT;
+		return status;
 	}
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
 		struct tk_ipt_flow_opts fo = cli_ipt_stream_opts(&x, &x.s[i]);
@@ -295,8 +297,8 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 		tk_buf_u64(&out, st.overflows);
 		tk_buf_puts(&out, "\n");
 	}
-	status = cli_out_close(&out) < 0 ? EXIT_INPUT : EXIT_CLEAN;
-	if (rc < 0) {
+	status = cli_out_close(&out);
+	if (rc < 0 && status != EXIT_OUTPUT) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		cli_ipt_close(&x);
 		return EXIT_INPUT;
@@ -470,7 +472,7 @@ static int xtrace_decode(struct cli_opts *o, const char *file, struct tk_input *
 	int st = cli_out_close(&out);
 	int g = cli_xtrace_report(&x, file, &d.gaps);
 	cli_xtrace_close(&x);
-	if (rc < 0) {
+	if (rc < 0 && st != EXIT_OUTPUT) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
@@ -497,21 +499,22 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 		cli_error(file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
 		return EXIT_INPUT;
 	}
-	if (!(img = cli_image_load(o)) || tk_btrace_add_modules(bt, img) < 0) {
-		tk_image_free(img);
+	if (!(img = cli_image_load(o))) {
 		tk_btrace_free(bt);
 		return EXIT_INPUT;
 	}
+	if (cli_btrace_modules(o, file, bt, img, NULL))
+		status = EXIT_SKIPPED;   /* code missing: its trace decodes as gaps */
 	if (o->no_disasm)
 		flags |= TK_IPT_TEXT_NO_DISASM;
 	if (o->time)
 		flags |= TK_IPT_TEXT_TIME;
 	if (o->stat)
 		flags |= TK_IPT_TEXT_STAT;
-	if (cli_out_open(o, &out) < 0) {
+	if ((rc = cli_out_open(o, &out))) {
 		tk_image_free(img);
 		tk_btrace_free(bt);
-		return EXIT_INPUT;
+		return rc;
 	}
 	struct tk_gap_stats gaps = { 0 };
 	for (size_t i = 0; i < tk_btrace_thread_count(bt) && status < EXIT_INPUT; i++) {
@@ -532,14 +535,17 @@ static int decode_btrace(struct cli_opts *o, const char *file, struct tk_input *
 		if (o->stat)
 			tk_buf_printf(&out, "insn: %llu\nerrors: %llu\n", (unsigned long long)st.insns,
 				      (unsigned long long)st.errors);
-		if (rc < 0) {
+		if (rc < 0 && rc == out.err) {
+			break;   /* the output failed: cli_out_close says so */
+		} else if (rc < 0) {
 			cli_error(file, UINT64_MAX, "thread %u: decode failed: %s", t->tid, tk_strerror(rc));
 			status = EXIT_INPUT;
 		}
 		tk_gap_stats_merge(&gaps, &st.gaps);
 	}
-	if (cli_out_close(&out) < 0)
-		status = EXIT_INPUT;
+	int ost = cli_out_close(&out);
+	if (ost > status)
+		status = ost;
 	rc = cli_btrace_status(file, bt, &gaps);
 	tk_image_free(img);
 	tk_btrace_free(bt);

@@ -296,8 +296,10 @@ static int xray_dump(struct cli_opts *o, const char *file, struct tk_input *in)
 	if ((rc = cli_out_open(&quiet_o, &out)))
 		return rc;
 	memset(&gaps, 0, sizeof gaps);
+	cli_log_file(file);
 	long bad = tk_xray_dump(data, len, o->no_offset, cli_xray_release_ok(file, in), &out,
 				&gaps);
+	cli_log_file(NULL);
 	rc = cli_out_close(&out);
 	if (bad < 0) {
 		cli_error(file, 0, "not a readable XRay log: %s", tk_strerror((int)bad));

@@ -41,8 +41,16 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 	tk_buf_printf(out, "  process %u", bi->pid);
 	if (bi->ppid)
 		tk_buf_printf(out, " (forked from %u)", bi->ppid);
-	tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
-		      bi->complete ? "complete" : "INCOMPLETE (no end record)");
+	if (bi->signal)
+		tk_buf_printf(out, ", complete: ends at signal %d (%s), its trace kept\n", bi->signal,
+			      strsignal(bi->signal));
+	else
+		tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
+			      bi->complete ? "complete" : "INCOMPLETE (no end record)");
+	if (bi->fd_reopened)
+		tk_buf_printf(out, "  the program closed or replaced the trace's file descriptor; the "
+			      "recorder reopened the trace file (%llu times)\n",
+			      (unsigned long long)bi->fd_reopened);
 	if (bi->refused)
 		tk_buf_printf(out, "  refused: %s\n", bi->refused_msg);
 	if (bi->complete && !bi->exec)
@@ -70,7 +78,9 @@ static int details_btrace(const char *file, struct tk_input *in, struct tk_buf *
 			      "%llu re-entries (%llu unresolved)%s", t->tid,
 			      (unsigned long long)t->stream_bytes, (unsigned long long)t->pieces,
 			      (unsigned long long)t->traps, (unsigned long long)t->reentries,
-			      (unsigned long long)t->unresolved, t->ended ? "" : ", no end record");
+			      (unsigned long long)t->unresolved, !t->ended ? ", no end record" :
+			      t->end_reason == TK_BTRACE_THREAD_CUT ? ", cut: running when the process ended" :
+			      t->end_reason == TK_BTRACE_THREAD_SIGNAL ? ", ends at the fatal signal" : "");
 		if (t->traps)
 			tk_buf_printf(out, ", %.1f%% at CTIs >= 5 bytes",
 				      100.0 * (double)t->traps_long / (double)t->traps);
@@ -297,10 +307,15 @@ static int xtrace_details(const struct cli_opts *o, const char *file, struct tk_
 		size_t ns = tk_xtrace_snapfile_count(sf);
 		tk_buf_printf(out, "  snapshots: %zu, %u bytes each, vector length %u bits\n", ns,
 			      l->size, ns ? l->vl_bits : 0);
+		/* the header says which count; the interval is what the snapshots show */
+		uint64_t every = tk_xtrace_snapfile_interval(sf);
+		char iv[32] = "1M";
+		if (every && every != 1000000)
+			snprintf(iv, sizeof iv, "%llu", (unsigned long long)every);
 		if (h)
 			tk_buf_printf(out, "  snapshot header: version %llu, global snapshot %u, "
-				      "every 1M %s instructions, %s stream, memory order %s\n",
-				      (unsigned long long)h->version, h->global_snapshot,
+				      "every %s %s instructions, %s stream, memory order %s\n",
+				      (unsigned long long)h->version, h->global_snapshot, iv,
 				      h->split_type ? "total" : "user",
 				      h->stream_type ? "core" : "thread",
 				      h->mem_order ? "recorded" : "not recorded");
@@ -470,8 +485,9 @@ static int run(struct cli_opts *o)
 			tk_buf_u64(&out, fi.version);
 		}
 		input_drained = 0;
-		if (tk_input_file_size(in) == 0) {
-			/* a pipe: read it to the end to know its size */
+		if (tk_input_file_size(in) == 0 && (fi.id == TK_FMT_KANATA || fi.id == TK_FMT_GEM5_O3)) {
+			/* a pipe of text: read it to the end to know its size (its lines
+			 * are not kept: a log can be larger than memory) */
 			input_drained = 1;
 			static char sink[1 << 16];
 			long r;
@@ -479,6 +495,18 @@ static int run(struct cli_opts *o)
 				;
 			if (r < 0)
 				status = EXIT_SKIPPED;
+		} else if (tk_input_file_size(in) == 0) {
+			/* a pipe of a binary format: its summary reads it whole, so it is
+			 * read into memory now (which gives its size too), as decode does */
+			const uint8_t *data;
+			size_t len;
+			if ((rc = tk_input_map(in, &data, &len)) < 0) {
+				tk_buf_putc(&out, '\n');
+				cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+				status = EXIT_INPUT;
+				tk_input_free(in);
+				continue;
+			}
 		}
 		tk_buf_puts(&out, ", ");
 		tk_buf_u64(&out, tk_input_file_size(in));

@@ -521,6 +521,12 @@ struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struc
 	fo.breaks = s->breaks;
 	fo.nbreaks = s->nbreaks;
 	fo.break_reason = s->break_reason;
+	/* a timed session (perf decodes it by time: cap_user_time_zero): times on perf's
+	 * clock, as perf script gives them */
+	const struct tk_perf_pt_info *pt = &x->aux.pt;
+	if (x->perf && pt->nfields >= 5 && pt->cap_user_time_zero && pt->time_mult)
+		fo.time_conv = (struct tk_tsc_conv){ pt->time_zero, (uint32_t)pt->time_mult,
+						     (uint16_t)pt->time_shift };
 	return fo;
 }
 

@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		fprintf(f, "  %-9s %s\n", cli_commands[i]->name, cli_commands[i]->summary);
 	fprintf(f, "  %-9s %s\n", "help", "show help for a command: tracekit help COMMAND");
 	fprintf(f, "\nexit status: 0 clean, 1 finished but data was skipped, 2 usage error,\n"
-		   "3 input unreadable or of an unknown format.\n");
+		   "3 input unreadable or of an unknown format, 4 output could not be written.\n");
 }
 
 static int help(int argc, char **argv)

@@ -17,7 +17,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
-	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ,
+	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ, OPT_MODULE_PATH,
 };
 
 static const struct option long_opts[] = {
@@ -59,6 +59,7 @@ static const struct option long_opts[] = {
 	{ "qemu", no_argument, NULL, OPT_QEMU },
 	{ "xray-mode", required_argument, NULL, OPT_XRAY_MODE },
 	{ "module", required_argument, NULL, OPT_MODULE },
+	{ "module-path", required_argument, NULL, OPT_MODULE_PATH },
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "no-retcomp", no_argument, NULL, OPT_NO_RETCOMP },
 	{ NULL, 0, NULL, 0 },
@@ -165,6 +166,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_NO_OFFSET: o->no_offset = 1; break;
 		case OPT_LASTIP: o->lastip = 1; break;
 		case OPT_ELF: if ((rc = list_arg("--elf", o->elf, &o->n_elf, optarg))) return rc; break;
+		case OPT_MODULE_PATH:
+			if ((rc = list_arg("--module-path", o->module_path, &o->n_module_path, optarg)))
+				return rc;
+			break;
 		case OPT_RAW: if ((rc = list_arg("--raw", o->raw, &o->n_raw, optarg))) return rc; break;
 		case OPT_NO_DISASM: o->no_disasm = 1; break;
 		case OPT_STAT: o->stat = 1; break;
@@ -310,32 +315,115 @@ fail:
 	return EXIT_INPUT;
 }
 
-int cli_out_open(const struct cli_opts *o, struct tk_buf *out)
+/* The outputs open now (a command may have a timeline and a profile open together): the
+ * file each writes and its name for messages. */
+static struct {
+	struct tk_buf *buf;
+	struct tk_outfile *file;    /* NULL: standard output */
+	const char *name;
+} outputs[4];
+
+/* Whether PATH is one of the files the command reads (said, if so). --elf and --raw
+ * name FILE:ADDR. */
+static int same_as_input(const struct cli_opts *o, const char *path)
 {
-	int fd = STDOUT_FILENO;
-	if (o->output && strcmp(o->output, "-") != 0) {
-		fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			cli_error(o->output, UINT64_MAX, "cannot create: %s", strerror(errno));
-			return EXIT_USAGE;
+	const char *in[3 * CLI_MAX_LIST + 1];
+	char stripped[2 * CLI_MAX_LIST][4096];
+	size_t n = 0, ns = 0;
+
+	for (int i = 0; i < o->nargs && n < 3 * CLI_MAX_LIST; i++)
+		in[n++] = o->args[i];
+	for (int k = 0; k < 2; k++) {
+		const char *const *l = k ? o->raw : o->elf;
+		for (int i = 0; i < (k ? o->n_raw : o->n_elf); i++) {
+			const char *c = strrchr(l[i], ':');
+			if (c && access(l[i], F_OK) < 0 && (size_t)(c - l[i]) < sizeof stripped[0]) {
+				snprintf(stripped[ns], sizeof stripped[0], "%.*s", (int)(c - l[i]), l[i]);
+				in[n++] = stripped[ns++];
+			} else {
+				in[n++] = l[i];
+			}
 		}
 	}
-	if (tk_buf_init(out, fd, 1 << 20) < 0) {
+	if (o->instr_map)
+		in[n++] = o->instr_map;
+	int i = tk_outfile_same(path, in, n);
+	if (i >= 0)
+		cli_error(path, UINT64_MAX, "-o names an input (%s): refusing to overwrite it", in[i]);
+	return i >= 0;
+}
+
+struct tk_outfile *cli_outfile_open(const struct cli_opts *o, const char *path, int *status)
+{
+	struct tk_outfile *f;
+	int err;
+
+	if (same_as_input(o, path)) {
+		*status = EXIT_USAGE;
+		return NULL;
+	}
+	if (!(f = tk_outfile_open(path, &err))) {
+		cli_error(path, UINT64_MAX, "cannot create: %s", strerror(errno));
+		*status = EXIT_OUTPUT;
+	}
+	return f;
+}
+
+int cli_out_open(const struct cli_opts *o, struct tk_buf *out)
+{
+	struct tk_outfile *f = NULL;
+	size_t slot = 0;
+	int status;
+
+	while (slot < sizeof outputs / sizeof outputs[0] && outputs[slot].buf)
+		slot++;
+	if (slot == sizeof outputs / sizeof outputs[0]) {
+		cli_error(NULL, UINT64_MAX, "internal error: too many outputs open");
+		return EXIT_INPUT;
+	}
+	if (o->output && strcmp(o->output, "-") != 0 && !(f = cli_outfile_open(o, o->output, &status)))
+		return status;
+	if (tk_buf_init(out, f ? tk_outfile_fd(f) : STDOUT_FILENO, 1 << 20) < 0) {
+		if (f)
+			tk_outfile_close(f, 0);
 		cli_error(NULL, UINT64_MAX, "out of memory");
 		return EXIT_INPUT;
 	}
+	outputs[slot].buf = out;
+	outputs[slot].file = f;
+	outputs[slot].name = f ? o->output : "standard output";
 	return 0;
 }
 
 int cli_out_close(struct tk_buf *out)
 {
-	int rc = tk_buf_flush(out);
-	if (out->fd > STDERR_FILENO)
-		close(out->fd);
+	int rc = tk_buf_flush(out), errnum = out->errnum;
+	size_t slot = 0;
+
+	/* by address, or by descriptor if the caller moved the buffer */
+	while (slot < sizeof outputs / sizeof outputs[0] && outputs[slot].buf != out &&
+	       !(outputs[slot].file && tk_outfile_fd(outputs[slot].file) == out->fd))
+		slot++;
+	if (slot == sizeof outputs / sizeof outputs[0]) {
+		tk_buf_free(out);
+		return rc < 0 ? EXIT_OUTPUT : 0;
+	}
+	const char *name = outputs[slot].name;
+	/* a failed output is removed: the file it was to replace stays as it was */
+	if (outputs[slot].file && tk_outfile_close(outputs[slot].file, rc >= 0) < 0 && rc >= 0) {
+		rc = -TK_E_IO;
+		errnum = errno;
+	}
+	outputs[slot].buf = NULL;
 	tk_buf_free(out);
-	if (rc < 0) {
-		cli_error(NULL, UINT64_MAX, "write failed: %s", tk_strerror(rc));
+	if (rc == -TK_E_NOMEM) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
 		return EXIT_INPUT;
+	}
+	if (rc < 0) {
+		cli_error(name, UINT64_MAX, "write failed: %s",
+			  errnum ? strerror(errnum) : tk_strerror(rc));
+		return EXIT_OUTPUT;
 	}
 	return 0;
 }
@@ -385,12 +473,20 @@ static void log_file_to_stderr(void *ctx, enum tk_log_level level, const char *m
 		(const char *)ctx, msg);
 }
 
+void cli_log_file(const char *file)
+{
+	if (file)
+		tk_set_log(log_file_to_stderr, (void *)file);
+	else
+		tk_set_log(log_to_stderr, NULL);
+}
+
 struct tk_btrace *cli_btrace_read(const char *file, const uint8_t *data, size_t len,
 				  const struct tk_btrace_opts *opts, int *err)
 {
-	tk_set_log(log_file_to_stderr, (void *)file);
+	cli_log_file(file);
 	struct tk_btrace *bt = tk_btrace_open(data, len, opts, err);
-	tk_set_log(log_to_stderr, NULL);
+	cli_log_file(NULL);
 	return bt;
 }
 

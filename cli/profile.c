@@ -23,6 +23,8 @@ static const char usage[] =
 	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
 	"  --tid N         (btrace) only this thread\n"
+	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
+	"                  build-id (so does an --elf FILE)\n"
 	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times in us (0: ticks)\n"
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n"
@@ -81,7 +83,7 @@ static int xtrace_profile(struct cli_opts *o, const char *file, struct tk_input 
 		rc = tk_out_profile(&out, p, kind, &oo);
 	}
 	status = cli_out_close(&out);
-	if (rc < 0) {
+	if (rc < 0 && status != EXIT_OUTPUT) {
 		cli_error(file, UINT64_MAX, "profile: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	}

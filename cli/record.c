@@ -36,8 +36,10 @@ static const char usage[] =
 	"  -o FILE         output file (--btrace: default btrace.tkbt; --xray: default xray.log;\n"
 	"                  --qemu: output directory, default .)\n"
 	"\n"
-	"Exit status (--btrace): 0 trace complete; 1 trace incomplete (program killed, data\n"
-	"lost); 2 usage; 3 the program cannot be recorded (static binary, own SIGTRAP handler).\n"
+	"Exit status (--btrace): 0 trace complete (also when a fatal signal such as SIGSEGV,\n"
+	"SIGABRT or SIGINT ended the program: the trace ends there); 1 trace incomplete\n"
+	"(program killed by SIGKILL, data lost); 2 usage; 3 the program cannot be recorded\n"
+	"(static binary, own SIGTRAP handler).\n"
 	"\n"
 	"--xray sets XRAY_OPTIONS (and XRAY_BASIC_OPTIONS func_duration_threshold_us=0) so the\n"
 	"runtime patches the sleds before main and logs in basic mode, then moves the log the\n"
@@ -152,12 +154,13 @@ static int btrace_summary(const struct cli_opts *o, const char *file)
 		return EXIT_INPUT;
 	}
 	const struct tk_btrace_info *bi = tk_btrace_info(bt);
-	uint64_t bytes = 0, traps = 0, unresolved = 0;
+	uint64_t bytes = 0, traps = 0, unresolved = 0, cut = 0;
 	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
 		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
 		bytes += t->stream_bytes;
 		traps += t->traps;
 		unresolved += t->unresolved;
+		cut += t->ended && t->end_reason == TK_BTRACE_THREAD_CUT;
 	}
 	if (bi->refused) {
 		cli_error(file, UINT64_MAX, "record: refused: %s", bi->refused_msg);
@@ -168,6 +171,16 @@ static int btrace_summary(const struct cli_opts *o, const char *file)
 				"%llu bytes of PT packets%s\n", file, bi->pid, tk_btrace_thread_count(bt),
 				(unsigned long long)traps, (unsigned long long)bytes,
 				bi->exec ? " (ends at exec)" : "");
+		if (bi->signal && !o->quiet)
+			fprintf(stderr, "tracekit: %s: the trace ends at signal %d (%s), which ended the "
+				"program\n", file, bi->signal, strsignal(bi->signal));
+		if (cut && !o->quiet)
+			fprintf(stderr, "tracekit: %s: %llu thread(s) were running when the process "
+				"ended: their trace stops there (cut)\n", file, (unsigned long long)cut);
+		if (bi->fd_reopened)
+			cli_warn(file, UINT64_MAX, "the program closed or replaced the trace's file "
+				 "descriptor; the recorder reopened the trace file (%llu times)",
+				 (unsigned long long)bi->fd_reopened);
 		if (unresolved)
 			cli_warn(file, UINT64_MAX, "%llu re-entries into traced code could not be placed "
 				 "exactly (code before them is missing)", (unsigned long long)unresolved);

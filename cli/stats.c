@@ -567,7 +567,7 @@ static int xtrace_stats(struct cli_opts *o, const char *file, struct tk_input *i
 	int st = cli_out_close(&b);
 	int g = cli_xtrace_report(&x, file, &gaps);
 	cli_xtrace_close(&x);
-	if (rc < 0) {
+	if (rc < 0 && st != EXIT_OUTPUT) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}

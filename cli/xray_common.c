@@ -35,8 +35,10 @@ struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = o->jobs ? o->jobs : tk_cpu_count(),
 				   .max_func_id = tk_xray_map_max_id(*map),
 				   .release_input = cli_xray_release_ok(file, in) };
+	cli_log_file(file);  /* until cli_xray_finish: the walks warn too */
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {
+		cli_log_file(NULL);
 		cli_error(file, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
 			  "not a readable XRay log: %s", tk_strerror(err));
 		tk_xray_map_free(*map);
@@ -50,6 +52,7 @@ struct tk_xray *cli_xray_open(const struct cli_opts *o, const char *file, struct
 int cli_xray_finish(const char *file, struct tk_xray *x)
 {
 	const struct tk_xray_stats *st = tk_xray_stats(x);
+	cli_log_file(NULL);
 	if (st->orphan_exits)
 		cli_warn(file, UINT64_MAX,
 			 "%llu exits without their enters (the log starts mid-call: older records were wrapped away)",

@@ -104,7 +104,7 @@ int cli_xtrace_open(const struct cli_opts *o, const char *file, struct tk_input 
 	x->t = tk_xtrace_new(x->insn, x->n, x->snap, x->sn, &err);
 	if (!x->t) {
 		cli_error(x->snap_path, 0, "not a snapshot file: no vector length from 128 to "
-			  "2048 bits fits the first snapshot (%s)", tk_strerror(err));
+			  "2048 bits fits any snapshot (%s)", tk_strerror(err));
 		cli_xtrace_close(x);
 		return EXIT_INPUT;
 	}

@@ -36,13 +36,29 @@ enum tk_btrace_rec_type {
 	TK_BTRACE_REC_STREAM = 2,      /* a piece of the thread's Intel PT packet stream */
 	TK_BTRACE_REC_THREAD_END = 3,  /* u64 traps, u64 re-entries, u64 unresolved re-entries,
 					  u64 traps at CTIs of >= 5 bytes, u64 CTIs recorded by
-					  trampolines (no trap) */
-	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason,
-					  u64 TSC, u64 CLOCK_MONOTONIC_RAW ns (read just before
-					  it) */
+					  trampolines (no trap), u64 how it ended
+					  (TK_BTRACE_THREAD_*) */
+	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason
+					  (TK_BTRACE_END_*), u64 TSC, u64 CLOCK_MONOTONIC_RAW ns
+					  (read just before it), u64 the fatal signal, u64 times
+					  the trace file was reopened */
 	TK_BTRACE_REC_EXEC = 5,        /* the process is about to exec: its trace ends here;
 					  u64 TSC, u64 CLOCK_MONOTONIC_RAW ns */
 	TK_BTRACE_REC_REFUSED = 6,     /* the recorder refused to continue; payload: message */
+};
+
+/* How a thread's trace ended (THREAD_END; older files: exited). */
+enum tk_btrace_thread_end {
+	TK_BTRACE_THREAD_EXITED = 0,   /* the thread ended: returned, pthread_exit, exit */
+	TK_BTRACE_THREAD_CUT = 1,      /* it was running when another thread ended the process
+					  (exit, exec, a fatal signal): its trace stops there */
+	TK_BTRACE_THREAD_SIGNAL = 2,   /* it received the fatal signal that ended the process */
+};
+
+/* Why the process's trace ended (PROCESS_END). */
+enum tk_btrace_end {
+	TK_BTRACE_END_EXIT = 0,
+	TK_BTRACE_END_SIGNAL = 1,      /* a fatal signal (its number follows) */
 };
 
 /* The recorder's FNV-1a checksum of a record payload. */
@@ -91,6 +107,9 @@ struct tk_btrace_info {
 	char refused_msg[160];
 	uint64_t traps;           /* from the process-end record (0 if missing) */
 	uint64_t patched;         /* CTIs patched with int3 */
+	int signal;               /* the fatal signal that ended the process (0: none) */
+	uint64_t fd_reopened;     /* the program closed or replaced the trace's file
+				     descriptor and the recorder reopened the file, times */
 };
 
 struct tk_btrace_module {
@@ -111,6 +130,7 @@ struct tk_btrace_thread {
 	uint64_t traps_long;      /* traps at CTIs of 5 bytes or more (could be trampolines) */
 	uint64_t tramp_hits;      /* CTIs recorded by a trampoline, without a trap */
 	uint64_t lost_pieces;     /* stream records missing or damaged */
+	unsigned end_reason;      /* enum tk_btrace_thread_end (with ended) */
 };
 
 /* Index a container held in memory (DATA must outlive the handle). Damaged records are

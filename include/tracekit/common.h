@@ -103,6 +103,7 @@ struct tk_buf {
 	size_t len, cap;
 	int fd;        /* >= 0: flushed to this descriptor when full; < 0: grows in memory */
 	int err;       /* first error (-TK_E_IO / -TK_E_NOMEM); later writes are dropped */
+	int errnum;    /* with -TK_E_IO: errno of the failed write (ENOSPC, EPIPE, ...) */
 };
 
 TK_API int tk_buf_init(struct tk_buf *b, int fd, size_t cap);
@@ -141,7 +142,6 @@ static inline void tk_buf_puts(struct tk_buf *b, const char *s)
 	tk_buf_put(b, s, strlen(s));
 }
 
-/* ---- background writer: write() of one buffer overlaps the filling of the next ------ */
 /* ---- worker pool: chunk jobs on N threads, results handed back in chunk order ---- */
 /* work(ctx, i) runs on a worker thread for i in [0, njobs). merge(ctx, i) runs on the
  * calling thread, strictly in order 0, 1, 2, ..., each as soon as job i is done. At most

@@ -113,6 +113,24 @@ struct tk_trace_clock {
 	uint64_t ticks_per_second;
 };
 
+/* The kernel's conversion of TSC ticks to its clock (perf_event_mmap_page; a perf.data
+ * session's AUXTRACE_INFO): ns = zero + ticks * mult / 2^shift, computed as perf does
+ * (quotient and remainder by 2^shift apart, 64-bit, mult 32 bits, shift 16 bits), so the
+ * times are perf's to the nanosecond. mult 0: no conversion. */
+struct tk_tsc_conv {
+	uint64_t zero;
+	uint32_t mult;
+	uint16_t shift;
+};
+
+static inline uint64_t tk_tsc_conv_ns(const struct tk_tsc_conv *c, uint64_t ticks)
+{
+	unsigned shift = c->shift & 63;
+	uint64_t quot = ticks >> shift, rem = ticks & ((1ull << shift) - 1);
+
+	return c->zero + quot * c->mult + ((rem * c->mult) >> shift);
+}
+
 /* A consumer of events. Returning < 0 stops the producer, which returns that value. */
 struct tk_sink {
 	int (*events)(void *ctx, const struct tk_event *ev, size_t n);

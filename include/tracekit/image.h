@@ -17,7 +17,8 @@ TK_API struct tk_image *tk_image_new(int *err);
 TK_API void tk_image_free(struct tk_image *img);
 
 /* Load the PT_LOAD segments of an ELF file. With HAS_BASE the file is relocated so that
- * its lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE). */
+ * its lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE); BASE 0 on an
+ * ET_EXEC file (linked at fixed addresses) leaves it where it is linked. */
 TK_API int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int has_base);
 /* Where the loader put an ELF file whose page at file offset PGOFF is mapped at ADDR (a
  * perf MMAP record): its BIAS (run-time minus ELF address, for the symbolizer) and the

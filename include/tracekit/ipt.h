@@ -191,7 +191,8 @@ TK_API int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip);
 /* Append PKT to OUT in the SDM's encoding, the inverse of tk_ipt_pkt_next: PAD, PSB,
  * PSBEND, OVF, TNT-8 (1 to 6 bits), TNT-64 (1 to 47 bits), TIP, TIP.PGE, TIP.PGD and FUP
  * (ip.ip is the payload of compression ip.ipc, as the decoder reports it), MODE.Exec,
- * TSC. PKT's size and offset are not used. Returns the packet's size, -TK_E_INVAL for
+ * MODE.TSX, TSC, TMA, MTC, CYC, PIP, VMCS, CBR, STOP, MNT, PTW, EXSTOP, MWAIT, PWRE,
+ * PWRX, CFE, EVD and TRIG (not the PEBS packets). PKT's size and offset are not used. Returns the packet's size, -TK_E_INVAL for
  * another kind or a field that does not fit, or OUT's error. */
 TK_API int tk_ipt_encode(struct tk_buf *out, const struct tk_ipt_packet *pkt);
 /* Fill PKT as an IP packet of KIND for IP, compressed against the last IP *L the way the

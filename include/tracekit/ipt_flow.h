@@ -37,6 +37,10 @@ struct tk_ipt_flow_opts {
 	const uint64_t *breaks;
 	size_t nbreaks;
 	uint32_t break_reason;
+	/* tk_ipt_flow_text with TK_IPT_TEXT_TIME: times on this clock, as seconds and
+	 * nanoseconds (a timed perf.data session's, as perf script --ns prints them) instead
+	 * of TSC ticks; mult 0: ticks */
+	struct tk_tsc_conv time_conv;
 };
 
 struct tk_ipt_flow_stats {
@@ -55,6 +59,8 @@ TK_API void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_
 /* Event flags for TK_EV_MODE/POWER/DISABLE produced by the PT decoder beyond event.h. */
 enum tk_ipt_flow_flags {
 	TK_IPT_DISABLE_ASYNC = 1,     /* TK_EV_DISABLE: asynchronous (FUP + TIP.PGD) */
+	TK_IPT_DISABLE_END = 2,       /* TK_EV_DISABLE: the trace ends with tracing on;
+					 addr = the next instruction (not executed) */
 	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
 	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
 };

@@ -96,8 +96,8 @@ typedef void (*tk_perf_diag_fn)(void *ctx, uint64_t offset, const char *msg);
 
 /* Read the perf.data file in P (N bytes, as mapped: queue data may point into it, so it
  * must stay mapped until tk_perf_aux_free). Malformed records are reported through DIAG
- * and skipped (reading resumes at the next record when its size is sound, else it stops
- * there). Returns 0, 1 when something was skipped, or -TK_E_* (not a perf.data file, a
+ * and skipped (reading resumes at the next record when its size is sound, else at the
+ * next plausible record header, the bytes skipped reported). Returns 0, 1 when something was skipped, or -TK_E_* (not a perf.data file, a
  * pipe-mode or big-endian file: -TK_E_UNSUPPORTED). */
 TK_API int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);

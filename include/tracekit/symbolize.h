@@ -29,7 +29,8 @@ TK_API void tk_sym_free(struct tk_sym *s);
  * a PIE or shared object, the load address of its first PT_LOAD minus that segment's
  * aligned p_vaddr, i.e. the start of its first mapping). Returns a module index >= 0. */
 TK_API int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias);
-/* Add an ELF file whose lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE). */
+/* Add an ELF file whose lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE;
+ * BASE 0 on an ET_EXEC file: where it is linked). */
 TK_API int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base);
 /* Load bias of PATH from a mapping at START of file offset OFFSET (as in /proc/PID/maps). */
 TK_API int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias);

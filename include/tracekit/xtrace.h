@@ -119,8 +119,8 @@ struct tk_xtrace_snapshot {
 };
 
 /* A parsed snapshot file (points into the caller's bytes, which must outlive it). The
- * vector length is found by trying every legal length (128..2048 bits) until the length
- * field at the end of the first snapshot agrees; see docs/formats/xtrace.md. */
+ * vector length is the legal length (128..2048 bits) that the length field at the end of
+ * the most snapshots agrees with; see docs/formats/xtrace.md. */
 struct tk_xtrace_snapfile;
 TK_API struct tk_xtrace_snapfile *tk_xtrace_snapfile_new(const uint8_t *p, size_t n, int *err);
 TK_API void tk_xtrace_snapfile_free(struct tk_xtrace_snapfile *sf);
@@ -128,6 +128,13 @@ TK_API int tk_xtrace_snapfile_has_header(const struct tk_xtrace_snapfile *sf);
 TK_API const struct tk_xtrace_header *tk_xtrace_snapfile_header(const struct tk_xtrace_snapfile *sf);
 TK_API const struct tk_xtrace_snap_layout *tk_xtrace_snapfile_layout(const struct tk_xtrace_snapfile *sf);
 TK_API size_t tk_xtrace_snapfile_count(const struct tk_xtrace_snapfile *sf);
+/* 1 if snapshot I's length field agrees with the file's vector length; 0: damaged (the
+ * reader drops it as a sync point and reports a gap). */
+TK_API int tk_xtrace_snapfile_intact(const struct tk_xtrace_snapfile *sf, size_t i);
+/* Instructions between snapshots (user or total, as the header's split type says), measured
+ * on the first two intact snapshots: the header cannot say (the recorder's interval may be
+ * set); 0 with fewer than two. */
+TK_API uint64_t tk_xtrace_snapfile_interval(const struct tk_xtrace_snapfile *sf);
 /* Trailing bytes that do not make a whole snapshot (reported as a gap by the reader). */
 TK_API size_t tk_xtrace_snapfile_trailing(const struct tk_xtrace_snapfile *sf);
 TK_API int tk_xtrace_snapfile_get(const struct tk_xtrace_snapfile *sf, size_t i,
@@ -213,7 +220,8 @@ struct tk_xtrace_writer;
 /* Writes the instruction stream to INSN_FD and, when SNAP_FD >= 0, snapshots to SNAP_FD. */
 TK_API struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
 					      const struct tk_xtrace_writer_opts *opts, int *err);
-/* Flushes and frees; returns the first write error. Does not close the descriptors. */
+/* Flushes and frees; returns the first write error (-TK_E_IO with errno set to the
+ * failed write's). Does not close the descriptors. */
 TK_API int tk_xtrace_writer_close(struct tk_xtrace_writer *w);
 /* An instruction: PCINST when BLOCK_START, after a snapshot, or when PC != previous + 4;
  * else INST. */

@@ -15,6 +15,7 @@ int tk_buf_init(struct tk_buf *b, int fd, size_t cap)
 	b->len = 0;
 	b->cap = b->data ? cap : 0;
 	b->fd = fd;
+	b->errnum = 0;
 	b->err = b->data ? 0 : -TK_E_NOMEM;
 	return b->err;
 }
@@ -37,6 +38,7 @@ int tk_buf_flush(struct tk_buf *b)
 			if (errno == EINTR)
 				continue;
 			b->err = -TK_E_IO;
+			b->errnum = errno;
 			break;
 		}
 		off += (size_t)w;

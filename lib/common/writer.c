@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,7 +24,7 @@ struct tk_writer {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int fd, err, done;
+	int fd, err, errnum, done;   /* errnum: errno of the write that failed (err) */
 	char *full;                 /* being written; NULL while the thread is idle */
 	size_t full_len, full_cap;
 	char *spare;                /* a written buffer, for the caller's next one */
@@ -156,7 +157,7 @@ static void *writer_main(void *arg)
 			break;
 		char *data = w->full;
 		size_t n = w->full_len;
-		int err = w->err;
+		int err = w->err, errnum = w->errnum;
 
 		pthread_mutex_unlock(&w->lock);
 		/* decided before a write: one buffer may hold hundreds of MB */
@@ -164,15 +165,16 @@ static void *writer_main(void *arg)
 			direct_begin(w);
 		if (!err && w->direct) {
 			if (write_direct(w, data, n) < 0)
-				err = -TK_E_IO;
+				err = -TK_E_IO, errnum = errno;
 		} else if (!err) {
 			if (write_all(w->fd, data, n) < 0)
-				err = -TK_E_IO;
+				err = -TK_E_IO, errnum = errno;
 			w->written += n;
 			keep_tail(w, data, n);
 		}
 		pthread_mutex_lock(&w->lock);
 		w->err = err;
+		w->errnum = errnum;
 		if (w->spare) {
 			free(data);
 		} else {
@@ -216,7 +218,7 @@ int tk_writer_submit(struct tk_writer *w, struct tk_buf *b)
 	pthread_mutex_lock(&w->lock);
 	while (w->full)
 		pthread_cond_wait(&w->cond, &w->lock);
-	int err = w->err;
+	int err = w->err, errnum = w->errnum;
 	if (!err && b->len) {
 		w->full = b->data;
 		w->full_len = b->len;
@@ -233,6 +235,7 @@ int tk_writer_submit(struct tk_writer *w, struct tk_buf *b)
 		err = -TK_E_NOMEM;
 	if (err) {
 		b->err = err;
+		b->errnum = err == -TK_E_IO ? errnum : 0;
 		if (!b->data)
 			b->cap = 0;
 	}
@@ -246,13 +249,116 @@ int tk_writer_stop(struct tk_writer *w)
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 	pthread_join(w->thread, NULL);
-	int err = w->err;
+	int err = w->err, errnum = w->errnum;
 	if (direct_end(w) < 0 && !err)
-		err = -TK_E_IO;
+		err = -TK_E_IO, errnum = errno;
 	free(w->stage);
 	free(w->spare);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
+	if (err == -TK_E_IO)
+		errno = errnum;
 	return err;
+}
+
+/* ---- output files ------------------------------------------------------------------ */
+
+int tk_outfile_same(const char *path, const char *const *inputs, size_t n)
+{
+	struct stat o, s;
+
+	if (stat(path, &o) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (inputs[i] && stat(inputs[i], &s) == 0 && s.st_dev == o.st_dev &&
+		    s.st_ino == o.st_ino)
+			return (int)i;
+	return -1;
+}
+
+struct tk_outfile {
+	int fd;
+	char *path, *tmp;   /* tmp: NULL when written directly */
+};
+
+struct tk_outfile *tk_outfile_open(const char *path, int *err)
+{
+	struct tk_outfile *f = calloc(1, sizeof *f);
+	struct stat st;
+	int e, exists;
+
+	/* a symbolic link: replace the file it names, not the link */
+	if (f && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+		f->path = realpath(path, NULL);
+	if (!f || (!f->path && !(f->path = strdup(path)))) {
+		free(f);
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	f->fd = -1;
+	exists = stat(f->path, &st) == 0;
+	if (!exists || S_ISREG(st.st_mode)) {
+		/* ".NAME.tk-PID-N" beside the file: the rename stays on one filesystem */
+		const char *slash = strrchr(f->path, '/');
+		size_t dir = slash ? (size_t)(slash - f->path) + 1 : 0;
+		size_t cap = strlen(f->path) + 48;
+
+		if (!(f->tmp = malloc(cap))) {
+			e = ENOMEM;
+			goto fail;
+		}
+		for (unsigned k = 0; f->fd < 0 && k < 100; k++) {
+			snprintf(f->tmp, cap, "%.*s.%s.tk-%ld-%u", (int)dir, f->path,
+				 f->path + dir, (long)getpid(), k);
+			f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (f->fd < 0 && errno != EEXIST)
+				break;
+		}
+		if (f->fd >= 0 && exists)
+			fchmod(f->fd, st.st_mode & 07777);   /* keep the replaced file's mode */
+		if (f->fd < 0 && exists && errno == EACCES) {
+			/* a writable file in a directory that is not: write it in place */
+			free(f->tmp);
+			f->tmp = NULL;
+			f->fd = open(f->path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		}
+	} else {
+		f->fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	}
+	if (f->fd >= 0)
+		return f;
+	e = errno;
+fail:
+	free(f->tmp);
+	free(f->path);
+	free(f);
+	*err = e == ENOMEM ? -TK_E_NOMEM : -TK_E_IO;
+	errno = e;
+	return NULL;
+}
+
+int tk_outfile_fd(const struct tk_outfile *f)
+{
+	return f->fd;
+}
+
+int tk_outfile_close(struct tk_outfile *f, int keep)
+{
+	int rc = 0, e = 0;
+
+	if (close(f->fd) < 0 && keep)
+		rc = -TK_E_IO, e = errno;
+	if (f->tmp) {
+		if (keep && !rc && rename(f->tmp, f->path) < 0)
+			rc = -TK_E_IO, e = errno;
+		if (!keep || rc)
+			unlink(f->tmp);
+	}
+	free(f->tmp);
+	free(f->path);
+	free(f);
+	if (rc)
+		errno = e;
+	return rc;
 }

@@ -191,7 +191,7 @@ int tk_image_add_elf(struct tk_image *img, const char *path, uint64_t base, int 
 		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < minaddr)
 			minaddr = ph.p_vaddr;
 	}
-	if (has_base && minaddr != UINT64_MAX)
+	if (has_base && minaddr != UINT64_MAX && !tk_elf_base_as_linked(elf, base))
 		bias = base - minaddr;
 	rc = 0;
 	for (size_t i = 0; i < nph && rc >= 0; i++) {

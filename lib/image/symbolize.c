@@ -508,6 +508,7 @@ int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
 		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < lo)
 			lo = ph.p_vaddr;
 	}
+	int as_linked = e && tk_elf_base_as_linked(e, base);
 	if (e)
 		elf_end(e);
 	close(fd);
@@ -515,7 +516,7 @@ int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
 		tk_log(TK_LOG_ERROR, "%s: no loadable segment", path);
 		return -TK_E_BAD_FORMAT;
 	}
-	return tk_sym_add_elf(s, path, base - (lo & ~(uint64_t)4095));
+	return tk_sym_add_elf(s, path, as_linked ? 0 : base - (lo & ~(uint64_t)4095));
 }
 
 int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -78,8 +79,15 @@ struct tstate {
 	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
 	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
 	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
-	volatile int in_hit;         /* recording from a trampoline with signals not blocked */
-	volatile int muted;          /* a program handler interrupted that: its CTIs are not recorded */
+	volatile int in_hit;         /* recording from a trampoline (signals are not blocked) */
+	volatile int muted;          /* the recorder's own libc calls: their CTIs are not recorded */
+	/* Signals that arrived while in_hit, handled when the record is whole (redeliver). */
+	uint64_t deferred;
+	siginfo_t deferred_info[65];
+	/* Who writes this thread's buffer: LOCK_FREE, LOCK_OWNER (the thread, recording) or
+	 * LOCK_ENDED (a thread that ended the process flushed it: nothing more is recorded). */
+	int lock;
+	uint64_t end_reason;         /* TK_BTRACE_THREAD_* of its THREAD_END record */
 	int born;                    /* has recorded once (a new thread's entry: see birth_site) */
 	/* A clone of this thread that shares this state (no TLS of its own) may run before the
 	 * thread itself records again: its records are told apart by the thread id. */
@@ -108,6 +116,7 @@ static size_t nret_sites;
 static ZydisDecoder decoder;
 
 static int out_fd = -1;
+static uint64_t fd_reopened;          /* times the trace file was reopened (out_fd_check) */
 static char out_path[PATH_MAX];
 static volatile int active, closed;
 static int debug;                     /* TK_BTRACE_DEBUG: explain unresolved re-entries */
@@ -115,7 +124,6 @@ static struct tstate *threads;        /* all thread states, pushed lock-free */
 static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
 static uint64_t total_traps_of_dead;
-static int prog_handlers;             /* the program has installed a signal handler */
 static char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-up */
 static int npending;
 static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
@@ -160,6 +168,69 @@ static void say(const char *msg)
 	say2(msg, "", "");
 }
 
+/* ---- the trace's file descriptor, kept out of the program's reach -------------------
+ * Programs close every descriptor they did not open (a loop up to 1024, closefrom), or put
+ * /dev/null over them (daemons): the trace's descriptor sits high (near the descriptor
+ * limit, where the program's own are unlikely), and before each write the recorder checks
+ * that it still is the trace file (its device and inode); if not, it reopens the file by
+ * name (without truncating: records are appended) and counts it for the end record, so
+ * the trace goes on and `record` says what happened. */
+static char out_cur[PATH_MAX + 16];   /* the file out_fd should be: this process's trace */
+static uint64_t out_dev, out_ino;
+static int out_fd_floor;              /* the lowest descriptor the trace may have */
+static volatile int out_fd_busy;
+
+/* FD moved to out_fd_floor or above (close-on-exec), its identity noted; -1 if FD < 0. */
+static int out_fd_settle(long fd)
+{
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	long high = out_fd_floor > 0 ? rt_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, out_fd_floor, 0, 0, 0) : -1;
+	if (high >= 0) {
+		rt_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+		fd = high;
+	}
+	if (rt_syscall(SYS_fstat, fd, &st, 0, 0, 0, 0) == 0) {
+		out_dev = st.st_dev;
+		out_ino = st.st_ino;
+	}
+	return (int)fd;
+}
+
+static int out_fd_is_trace(void)
+{
+	struct stat st;
+	return rt_syscall(SYS_fstat, out_fd, &st, 0, 0, 0, 0) == 0 && st.st_dev == out_dev &&
+	       st.st_ino == out_ino;
+}
+
+static void out_fd_check(void)
+{
+	if (out_fd < 0 || out_fd_is_trace())
+		return;
+	while (__atomic_exchange_n(&out_fd_busy, 1, __ATOMIC_ACQUIRE))
+		rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+	if (out_fd >= 0 && !out_fd_is_trace()) {
+		/* not closed: the descriptor may be the program's now */
+		uint64_t dev = out_dev, ino = out_ino;
+		int fd = out_fd_settle(rt_syscall(SYS_openat, AT_FDCWD, out_cur, O_WRONLY | O_APPEND | O_CLOEXEC, 0, 0, 0));
+		if (fd >= 0 && out_dev == dev && out_ino == ino) {
+			out_fd = fd;
+			if (!fd_reopened++)
+				say("the program closed or replaced the trace's file descriptor; the trace "
+				    "file was reopened");
+		} else {
+			if (fd >= 0)
+				rt_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+			out_fd = -1;
+			say("the program closed or replaced the trace's file descriptor, and the trace "
+			    "file cannot be opened again (gone, or no descriptor free); recording stops");
+		}
+	}
+	__atomic_store_n(&out_fd_busy, 0, __ATOMIC_RELEASE);
+}
+
 static void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
 	uint8_t h[TK_BTRACE_REC_HEADER];
@@ -177,7 +248,11 @@ static void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_
 	memcpy(h + 16, &sum, 4);
 	memcpy(h + 20, &seq, 4);
 	struct iovec iov[3] = { { h, sizeof h }, { (void *)p, n }, { (void *)zeros, (8 - n % 8) % 8 } };
-	sys_write_all(out_fd, iov, 3);
+	out_fd_check();
+	if (sys_write_all(out_fd, iov, 3) == -EBADF) {   /* closed since the check */
+		out_fd_check();
+		sys_write_all(out_fd, iov, 3);
+	}
 }
 
 /* ---- memory of its own -----------------------------------------------------------------
@@ -663,11 +738,42 @@ static void flush_thread(struct tstate *ts)
 
 static void end_thread(struct tstate *ts)
 {
-	uint64_t st[5] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits };
+	uint64_t st[6] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits,
+			   ts->end_reason };
 	flush_thread(ts);
 	if (!closed && !ts->done)
 		put_rec(TK_BTRACE_REC_THREAD_END, (uint32_t)ts->tid, ts->seq++, st, sizeof st);
 	ts->done = 1;
+}
+
+#define LOCK_FREE 0
+#define LOCK_OWNER 1
+#define LOCK_ENDED 2
+
+/* The thread takes its own buffer for a record; fails once the process's end has taken it. */
+static inline int ts_enter(struct tstate *ts)
+{
+	int f = LOCK_FREE;
+	return __atomic_compare_exchange_n(&ts->lock, &f, LOCK_OWNER, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static inline void ts_leave(struct tstate *ts)
+{
+	__atomic_store_n(&ts->lock, LOCK_FREE, __ATOMIC_RELEASE);
+}
+
+/* The thread ending the process takes another thread's buffer for good, waiting for a
+ * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken. */
+static int ts_take(struct tstate *ts)
+{
+	for (int i = 0; i < 20000; i++) {
+		int f = LOCK_FREE;
+		if (__atomic_compare_exchange_n(&ts->lock, &f, LOCK_ENDED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ||
+		    f == LOCK_ENDED)
+			return 1;
+		rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+	}
+	return 0;
 }
 
 static struct tstate *thread_state(void)
@@ -753,13 +859,23 @@ static void leave_message(const struct cti *c, uint64_t next, uint64_t resume, i
 	say(msg);
 }
 
+static void record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
+			  const greg_t *g, uint64_t rsp, int trap);
+
 /* Record one CTI's outcome (the CTI at c->addr, next RIP r->next); TRAP: it trapped (else a
  * trampoline recorded it). */
 static void record(struct tstate *ts, const struct cti *c, const struct cti_result *r, const greg_t *g,
 		   uint64_t rsp, int trap)
 {
-	if (ts->muted || ts->done || foreign_task(ts))
+	if (ts->muted || ts->done || foreign_task(ts) || !ts_enter(ts))
 		return;
+	record_locked(ts, c, r, g, rsp, trap);
+	ts_leave(ts);
+}
+
+static void record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
+			  const greg_t *g, uint64_t rsp, int trap)
+{
 	if (trap) {
 		ts->traps++;
 		ts->traps_long += c->len >= 5;
@@ -860,21 +976,37 @@ static int32_t ttls_fs_off;
 static int tramps_on;
 static volatile int patch_lock;
 
+/* A signal that arrived while the thread was recording (in_hit), delivered again now that
+ * the record is whole, with its own siginfo: the program's handler (wrap_handler) or the
+ * recorder's end of the process (on_fatal) runs here, as if the signal had come a few
+ * instructions later. No system call is needed on the recording path itself. */
+static void redeliver(struct tstate *ts)
+{
+	while (ts->deferred) {
+		int sig = __builtin_ctzll(ts->deferred) + 1;
+		siginfo_t si = ts->deferred_info[sig];
+		ts->deferred &= ~(1ull << (sig - 1));
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		rt_syscall(SYS_rt_tgsigqueueinfo, rt_getpid(), rt_gettid(), sig, &si, 0, 0);
+	}
+}
+
+/* Keep SIG for redeliver: it interrupted a record in progress. */
+static void defer_signal(struct tstate *ts, int sig, const siginfo_t *si)
+{
+	ts->deferred_info[sig] = *si;
+	ts->deferred |= 1ull << (sig - 1);
+}
+
 static void tramp_hit(uint32_t code, uint64_t rsp)
 {
-	uint64_t all = ~0ull, old;
 	const struct cti *c = &ctis[code >> 1];
 	struct cti_result r = { (code & 1) ? c->target : c->addr + c->len, (int)(code & 1) };
 	greg_t g[NGREG];
 
-	/* A signal handler of the program must not record into the buffer half-way. Blocking
-	 * signals costs two system calls, so it is done only once the program has a handler;
-	 * a handler installed meanwhile by another thread that interrupts this record runs
-	 * unrecorded (wrap_handler sees in_hit) rather than corrupt the stream. Nothing here
-	 * touches errno: no libc (rt.h). */
-	int block = __atomic_load_n(&prog_handlers, __ATOMIC_ACQUIRE);
-	if (block)
-		rt_sigmask(SIG_BLOCK, &all, &old);
+	/* A signal handler of the program must not record into the buffer half-way: one that
+	 * arrives meanwhile is deferred (wrap_handler sees in_hit) and delivered again at the
+	 * end. Nothing here touches errno: no libc (rt.h). */
 	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
 		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
 	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the path stored the register */
@@ -883,17 +1015,21 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
 	struct tstate *ts = active ? thread_state() : NULL;
 	if (ts) {
-		ts->in_hit = !block;
+		ts->in_hit = 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		g[REG_RSP] = (greg_t)rsp;
 		record(ts, c, &r, g, rsp, 0);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		ts->in_hit = 0;
 	}
 	ttls.dest = r.next;
 	ttls.code_plus1 = 0;
-	if (block)
-		rt_sigmask(SIG_SETMASK, &old, NULL);
+	if (ts) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		ts->in_hit = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (ts->deferred)
+			redeliver(ts);
+	}
 }
 
 static void emit(uint8_t **p, const void *b, size_t n)
@@ -1291,7 +1427,10 @@ static void die_foreign_trap(uint64_t ip)
 	rt_syscall(SYS_tgkill, rt_getpid(), rt_gettid(), SIGTRAP, 0, 0, 0);
 }
 
-static void finish(uint64_t reason);
+#define END_EXIT 0
+#define END_EXEC 1
+#define END_SIGNAL 2
+static void finish(int how, int sig);
 static void end_thread(struct tstate *ts);
 
 /* rt_sigprocmask, done on the interrupted context's mask (the kernel restores it when the
@@ -1323,6 +1462,8 @@ static long emulate_sigprocmask(const greg_t *g, ucontext_t *uc)
 }
 
 static void wrap_handler(int sig, siginfo_t *si, void *ucv);
+static void on_fatal(int sig, siginfo_t *si, void *ucv);
+static int is_fatal(int sig);
 
 /* The kernel's struct sigaction on x86-64. */
 struct ksigaction {
@@ -1340,7 +1481,7 @@ static long emulate_sigaction(const greg_t *g)
 	uint64_t act = (uint64_t)g[REG_RSI], oact = (uint64_t)g[REG_RDX];
 	struct ksigaction k, mine, o;
 	uint64_t wrap = (uint64_t)(uintptr_t)wrap_handler, trap = 1ull << (SIGTRAP - 1);
-	int known = sig > 0 && sig < 65, wrapped = 0;
+	int known = sig > 0 && sig < 65;
 
 	if ((uint64_t)g[REG_R10] != 8)
 		return -EINVAL;
@@ -1356,12 +1497,17 @@ static long emulate_sigaction(const greg_t *g)
 		if (known && k.handler > (uint64_t)(uintptr_t)SIG_IGN && k.handler != wrap) {
 			mine.handler = wrap;
 			mine.flags |= SA_SIGINFO;
-			wrapped = 1;
+		} else if (k.handler == (uint64_t)(uintptr_t)SIG_DFL && is_fatal(sig)) {
+			mine.handler = (uint64_t)(uintptr_t)on_fatal;   /* see on_fatal */
+			mine.flags |= SA_SIGINFO | SA_ONSTACK;
+			mine.mask = ~trap;
 		}
 	}
 	long rc = rt_syscall(SYS_rt_sigaction, sig, act ? &mine : NULL, oact ? &o : NULL, 8, 0, 0);
 	if (rc < 0)
 		return rc;
+	if (oact && o.handler == (uint64_t)(uintptr_t)on_fatal)
+		o = (struct ksigaction){ 0, 0, 0, 0 };   /* SIG_DFL, as far as the program knows */
 	if (oact && known && o.handler == wrap) {
 		const struct sigaction *pa = &prog_action[sig];
 		o.handler = (uint64_t)(uintptr_t)pa->sa_handler;
@@ -1375,8 +1521,6 @@ static long emulate_sigaction(const greg_t *g)
 		pa->sa_flags = (int)k.flags;
 		memcpy(&pa->sa_mask, &k.mask, 8);
 		pa->sa_restorer = (void (*)(void))(uintptr_t)k.restorer;
-		if (wrapped)
-			__atomic_store_n(&prog_handlers, 1, __ATOMIC_RELEASE);
 	}
 	if (oact && rt_write_mem(oact, &o, sizeof o) < 0)
 		return -EFAULT;
@@ -1438,12 +1582,14 @@ static void on_syscall(const struct cti *c, ucontext_t *uc)
 		g[REG_RIP] = (greg_t)back;
 		return;
 	case SYS_exit:
-		if (mine)
+		if (mine && ts_enter(ts)) {
 			end_thread(ts);
+			ts_leave(ts);
+		}
 		break;
 	case SYS_exit_group:
 		if (mine)
-			finish(0);
+			finish(END_EXIT, 0);
 		break;
 	case SYS_clone:
 		note_clone(mine ? ts : NULL, (uint64_t)g[REG_RDI], back);
@@ -1503,6 +1649,27 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 
 /* ---- the program's own signal handlers ------------------------------------------------ */
 
+/* A signal interrupts the thread at UC's RIP: if it is inside traced code, tracing stops
+ * there (FUP with that IP + TIP.PGD), as Intel PT records an asynchronous event. Returns
+ * the IP (0 if it was not inside). */
+static uint64_t leave_at(struct tstate *ts, const ucontext_t *uc)
+{
+	uint64_t rip = 0;
+	if (!ts->inside || !ts_enter(ts))
+		return 0;
+	if (ts->enc.len >= BUF_FLUSH_AT)
+		flush_thread(ts);
+	rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	if (!module_of(rip))
+		rip = logical_ip(rip);
+	maybe_psb(ts, rip);
+	ptenc_ip(&ts->enc, PT_FUP, rip, 0);
+	ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
+	ts->inside = 0;
+	ts_leave(ts);
+	return rip;
+}
+
 /* Signal delivery is an asynchronous transfer the decoder cannot see: disable tracing at
  * the interrupted IP (FUP + TIP.PGD), run the handler (its code re-enables tracing when it
  * traps), and expect the thread back at the interrupted IP afterwards. */
@@ -1516,17 +1683,7 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 	int was_inside = 0;
 
 	if (ts && ts->in_hit) {
-		/* it interrupted a record in progress (see tramp_hit): run it unrecorded */
-		int was_muted = ts->muted;
-		ts->muted = 1;
-		ts->unresolved++;
-		struct tramp_tls saved = ttls;
-		if (pa->sa_flags & SA_SIGINFO)
-			pa->sa_sigaction(sig, si, ucv);
-		else if (pa->sa_handler != SIG_IGN && pa->sa_handler != SIG_DFL)
-			pa->sa_handler(sig);
-		ttls = saved;
-		ts->muted = was_muted;
+		defer_signal(ts, sig, si);   /* a record is in progress (see tramp_hit) */
 		return;
 	}
 	if (ts && foreign_task(ts))
@@ -1535,18 +1692,7 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 		rt_sigmask(SIG_BLOCK, &all, &old);
 		was_inside = ts->inside;
 		saved_resume = ts->resume;
-		if (ts->inside) {
-			if (ts->enc.len >= BUF_FLUSH_AT)
-				flush_thread(ts);
-			uint64_t rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-			if (!module_of(rip))
-				rip = logical_ip(rip);
-			interrupted = rip;
-			maybe_psb(ts, rip);
-			ptenc_ip(&ts->enc, PT_FUP, rip, 0);
-			ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
-			ts->inside = 0;
-		}
+		interrupted = leave_at(ts, uc);
 		ts->resume = 0;
 		rt_sigmask(SIG_SETMASK, &old, NULL);
 	}
@@ -1561,6 +1707,67 @@ static void wrap_handler(int sig, siginfo_t *si, void *ucv)
 		uint64_t after = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 		ts->resume = !was_inside ? saved_resume : module_of(after) ? after : interrupted;
 	}
+}
+
+/* ---- fatal signals: the trace up to the crash ----------------------------------------
+ * Where a signal's default action would end the process (a crash, abort, ^C, a broken
+ * pipe), the recorder's handler stands in for it: the buffers are written (the moments
+ * before the crash are what the user most wants), the end is recorded with the signal,
+ * and the signal is raised again with the default action and its own siginfo, so the
+ * process ends as it would have (core dump, exit status). The program is told the action
+ * is SIG_DFL; a handler it installs replaces this one. */
+#define SIGBIT(s) (1ull << ((s) - 1))
+static const uint64_t fatal_signals =
+	SIGBIT(SIGHUP) | SIGBIT(SIGINT) | SIGBIT(SIGQUIT) | SIGBIT(SIGILL) | SIGBIT(SIGABRT) |
+	SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGUSR1) | SIGBIT(SIGSEGV) | SIGBIT(SIGUSR2) |
+	SIGBIT(SIGPIPE) | SIGBIT(SIGALRM) | SIGBIT(SIGTERM) | SIGBIT(SIGXCPU) | SIGBIT(SIGXFSZ) |
+	SIGBIT(SIGVTALRM) | SIGBIT(SIGPROF) | SIGBIT(SIGSYS);
+
+static int other_task(void);
+
+static int is_fatal(int sig)
+{
+	return sig > 0 && sig < 65 && (fatal_signals & SIGBIT(sig));
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *ucv)
+{
+	struct tstate *ts = active ? tls : NULL;
+	/* a fault raised by an instruction comes back if deferred: it is not */
+	int sync = si->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
+	if (ts && ts->in_hit && !sync) {
+		defer_signal(ts, sig, si);
+		return;
+	}
+	if (active && !closed && !other_task()) {
+		if (ts && !ts->in_hit && !ts->done)
+			leave_at(ts, ucv);
+		finish(END_SIGNAL, sig);
+	}
+	static const uint64_t dfl[4];   /* the kernel's struct sigaction: SIG_DFL */
+	rt_syscall(SYS_rt_sigaction, sig, dfl, NULL, 8, 0, 0);
+	rt_syscall(SYS_rt_tgsigqueueinfo, rt_getpid(), rt_gettid(), sig, si, 0, 0);
+	/* delivered when this handler returns and the signal is unblocked */
+}
+
+/* Take SIGTRAP out of a signal set without libc's sigdelset, which may be traced: the
+ * recorder's own calls would show in the program's trace. */
+static void sigset_drop_trap(sigset_t *set)
+{
+	uint64_t w;
+	memcpy(&w, set, 8);   /* glibc's sigset_t: signals 1-64 in its first word */
+	w &= ~SIGBIT(SIGTRAP);
+	memcpy(set, &w, 8);
+}
+
+/* The recorder's stand-in for the default action of a fatal signal. */
+static void fatal_action(struct sigaction *sa)
+{
+	memset(sa, 0, sizeof *sa);
+	sa->sa_sigaction = on_fatal;
+	sa->sa_flags = SA_SIGINFO | SA_ONSTACK;
+	memset(&sa->sa_mask, 0xff, sizeof sa->sa_mask);
+	sigset_drop_trap(&sa->sa_mask);
 }
 
 static void refuse(const char *why)
@@ -1590,11 +1797,12 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 	int rc = 0;
 	if (act) {
 		struct sigaction mine = *act;
-		sigdelset(&mine.sa_mask, SIGTRAP);
+		sigset_drop_trap(&mine.sa_mask);
 		if (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
-			__atomic_store_n(&prog_handlers, 1, __ATOMIC_RELEASE);
 			mine.sa_sigaction = wrap_handler;
 			mine.sa_flags |= SA_SIGINFO;
+		} else if (act->sa_handler == SIG_DFL && is_fatal(sig)) {
+			fatal_action(&mine);
 		}
 		struct sigaction kept = prog_action[sig];
 		prog_action[sig] = *act;
@@ -1609,6 +1817,8 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 			real_sigaction(sig, NULL, oldact);   /* never set by the program */
 		else
 			*oldact = prev;
+		if (oldact->sa_sigaction == on_fatal)
+			memset(oldact, 0, sizeof *oldact);   /* SIG_DFL, as far as the program knows */
 	}
 	return rc;
 }
@@ -1629,7 +1839,7 @@ static int fix_mask(int how, const sigset_t *set, sigset_t *copy)
 	if (!set || how == SIG_UNBLOCK)
 		return 0;
 	*copy = *set;
-	sigdelset(copy, SIGTRAP);   /* a blocked int3 trap would kill the process */
+	sigset_drop_trap(copy);   /* a blocked int3 trap would kill the process */
 	return 1;
 }
 
@@ -1729,8 +1939,10 @@ struct start_arg {
 static void thread_cleanup(void *unused)
 {
 	(void)unused;
-	if (tls && active)
+	if (tls && active && ts_enter(tls)) {
 		end_thread(tls);
+		ts_leave(tls);
+	}
 }
 
 static void *thread_start(void *p)
@@ -1790,6 +2002,7 @@ static void write_header(uint32_t ppid)
 	memcpy(h + 24, &hz, 8);
 	memcpy(h + 32, &tsc, 8);
 	memcpy(h + 40, &ns, 8);
+	out_fd_check();
 	if (rt_syscall(SYS_write, out_fd, h, sizeof h, 0, 0, 0) != (long)sizeof h)
 		say("cannot write the trace header");
 	for (int i = 0; i < nmodules; i++) {
@@ -1810,9 +2023,10 @@ static void write_header(uint32_t ppid)
 
 static int open_output(const char *path)
 {
-	long fd = rt_syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-			     0644, 0, 0);
-	return fd < 0 ? -1 : (int)fd;
+	struct rt_buf b = { out_cur, 0, sizeof out_cur };
+	rt_puts(&b, path);
+	return out_fd_settle(rt_syscall(SYS_openat, AT_FDCWD, path,
+					O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644, 0, 0));
 }
 
 /* A forked child (thread ME, now TID) writes its own trace, OUT.<pid>, from its next branch
@@ -1827,6 +2041,7 @@ static void child_switch(struct tstate *me, int tid)
 	if (!active || pid == out_pid)
 		return;
 	out_pid = pid;
+	fd_reopened = 0;
 	if (out_fd >= 0)
 		rt_syscall(SYS_close, out_fd, 0, 0, 0, 0, 0);
 	rt_puts(&b, out_path);
@@ -1849,6 +2064,7 @@ static void child_switch(struct tstate *me, int tid)
 		me->seq = 0;
 		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
 		me->clone_pending = 0;
+		me->lock = LOCK_FREE;
 		threads = me;
 	}
 	write_header((uint32_t)rt_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0));
@@ -1907,31 +2123,62 @@ static void say_kinds(void)
 	say(msg);
 }
 
-static void finish(uint64_t reason)
+static volatile int finishing;   /* a thread is writing the process's end */
+
+/* The process's trace ends (HOW: END_*; SIG: the fatal signal). The other threads may be
+ * running traced code: each buffer is taken from its thread between two records (ts_take)
+ * and written whole, its trace marked as cut there. A thread that cannot be taken (its
+ * record does not end) keeps its last piece, and the reader says it has no end record. */
+static void finish(int how, int sig)
 {
 	uint64_t traps = total_traps_of_dead, nthreads = 0;
+	struct tstate *me = tls;
+	int f = 0;
 	if (!active || closed)
 		return;
+	if (!__atomic_compare_exchange_n(&finishing, &f, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		/* another thread ends the process: let it write the end before this one exits */
+		for (int i = 0; i < 100000 && __atomic_load_n(&finishing, __ATOMIC_ACQUIRE) && !closed; i++)
+			rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+		return;
+	}
 	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
 		traps += ts->traps;
 		nthreads++;
-		if (!ts->done)
-			end_thread(ts);
+		if (ts->done)
+			continue;
+		if (ts == me) {
+			/* a fatal signal inside this thread's own record: that piece is torn */
+			if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_OWNER)
+				continue;
+			ts->end_reason = how == END_SIGNAL ? TK_BTRACE_THREAD_SIGNAL : TK_BTRACE_THREAD_EXITED;
+		} else {
+			if (!ts_take(ts))
+				continue;
+			ts->end_reason = TK_BTRACE_THREAD_CUT;
+		}
+		end_thread(ts);
 	}
 	if (debug)
 		say_kinds();
 	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
-	if (reason == 0) {
-		uint64_t st[6] = { traps, nctis, nthreads, reason, tsc, ns };
+	if (how != END_EXEC) {
+		uint64_t st[8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL : TK_BTRACE_END_EXIT,
+				   tsc, ns, (uint64_t)sig, fd_reopened };
 		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
 		closed = 1;
 	} else {
 		uint64_t st[2] = { tsc, ns };
 		put_rec(TK_BTRACE_REC_EXEC, 0, 0, st, sizeof st);
 		/* if exec fails, the threads go on with fresh pieces */
-		for (struct tstate *ts = threads; ts; ts = ts->next)
+		for (struct tstate *ts = threads; ts; ts = ts->next) {
 			ts->done = 0;
+			ts->end_reason = 0;
+			if (ts != me)
+				__atomic_store_n(&ts->lock, LOCK_FREE, __ATOMIC_RELEASE);
+		}
 	}
+	__atomic_store_n(&finishing, 0, __ATOMIC_RELEASE);
 }
 
 static const char *base_name(const char *path)
@@ -1997,13 +2244,48 @@ __attribute__((destructor)) static void btrace_fini(void)
 		unmute_self(was);
 	}
 	if (!exits_traced)
-		finish(0);
+		finish(END_EXIT, 0);
 }
+
+/* Is this a child that shares or copies the parent's recorder state without a trace of its
+ * own (a vfork child, a clone made past libc's fork)? Its exit or exec ends nothing. */
+static int other_task(void)
+{
+	return active && ((tls && foreign_task(tls)) || rt_getpid() != out_pid);
+}
+
+/* vfork: the child runs in the parent's memory, on its thread state, until it execs or
+ * exits. Marked before the call, the child's branches are not recorded into the parent's
+ * stream, and its _exit or exec does not end the parent's trace (foreign_task). vfork
+ * returns twice on one stack, so the interposer is a tail jump: a frame of its own would
+ * be overwritten by the child before the parent returns through it. */
+extern void *tk_btrace_real_vfork;
+void tk_btrace_before_vfork(void);
+__attribute__((visibility("hidden"))) void *tk_btrace_real_vfork;
+
+__attribute__((visibility("hidden"), used)) void tk_btrace_before_vfork(void)
+{
+	if (!tk_btrace_real_vfork)
+		tk_btrace_real_vfork = dlsym(RTLD_NEXT, "vfork");
+	struct tstate *ts = active ? thread_state() : NULL;
+	if (ts && !ts->done && !foreign_task(ts))
+		ts->clone_pending = CLONE_SHARED;
+}
+
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"\tsub $8, %rsp\n"                         /* keep the ABI's 16-byte alignment */
+	"\tcall tk_btrace_before_vfork\n"
+	"\tadd $8, %rsp\n"
+	"\tjmp *tk_btrace_real_vfork(%rip)\n"
+	".size vfork, .-vfork\n");
 
 EXPORT void _exit(int status)
 {
-	if (!(tls && active && foreign_task(tls)))
-		finish(0);
+	if (!other_task())
+		finish(END_EXIT, 0);
 	rt_syscall(SYS_exit_group, status, 0, 0, 0, 0, 0);
 	__builtin_unreachable();
 }
@@ -2029,12 +2311,12 @@ static char **strip_env(char *const envp[])
  * does not end the parent's trace. */
 static char **exec_prepare(char *const envp[])
 {
-	if (tls && active && foreign_task(tls))
+	if (other_task())
 		return strip_env(envp);
 	int was = mute_self();
 	char **e = strip_env(envp);
 	unmute_self(was);
-	finish(1);
+	finish(END_EXEC, 0);
 	return e;
 }
 
@@ -2959,6 +3241,11 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say("SIGTRAP already has a handler in this process; not recording");
 		return;
 	}
+	struct rlimit_k {
+		uint64_t cur, max;
+	} nofile;
+	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
+		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
 	out_fd = open_output(out_path);
 	if (out_fd < 0) {
 		say("cannot create the trace file; not recording");
@@ -2994,6 +3281,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		dlsym(RTLD_NEXT, "pthread_create");
 	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
 	real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	tk_btrace_real_vfork = dlsym(RTLD_NEXT, "vfork");
 	exits_traced = module_of((uint64_t)(uintptr_t)dlsym(RTLD_NEXT, "_exit")) != NULL;
 	out_pid = getpid();
 	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
@@ -3019,5 +3307,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 	if (patch() < 0)
 		refuse("cannot make the code writable (mprotect refused); not recording");
+	for (int sig = 1; sig < 65; sig++) {
+		struct sigaction fa;
+		if (is_fatal(sig) && real_sigaction(sig, NULL, &fa) == 0 && fa.sa_handler == SIG_DFL) {
+			fatal_action(&fa);
+			real_sigaction(sig, &fa, NULL);
+		}
+	}
 	active = 1;
 }

@@ -2,8 +2,9 @@
 # The branch recorder's trap path calls no other library: with libc traced, any libc code it
 # ran would trap inside the SIGTRAP handler (SIGTRAP blocked there: the kernel kills the
 # process), or record the recorder's own work. From the handler, the trampolines' recording
-# function and the wrapper of the program's signal handlers, follow every direct call and
-# jump in libtkbtrace.so: none may reach a PLT slot or call through the GOT. Indirect calls
+# function, the wrapper of the program's signal handlers and the fatal-signal handler,
+# follow every direct call and jump in libtkbtrace.so: none may reach a PLT slot or call
+# through the GOT. Indirect calls
 # through a register are the program's own handlers (wrap_handler) and are allowed.
 set -euo pipefail
 lib="$BUILD/recorder/btrace/libtkbtrace.so"
@@ -19,7 +20,7 @@ for line in sys.stdin:
         continue
     if cur and re.match(r"\s+[0-9a-f]+:", line):
         funcs[cur].append(line.rstrip())
-roots = ["on_trap", "tramp_hit", "wrap_handler"]
+roots = ["on_trap", "tramp_hit", "wrap_handler", "on_fatal"]
 missing = [r for r in roots if r not in funcs]
 if missing:
     sys.exit("roots not found (inlined or renamed?): %s" % missing)

@@ -6,7 +6,11 @@
 # ending at packet boundaries (where the hardware's output stops), one queue per CPU.
 # - `perf script --itrace=i0ns` and `tracekit decode --no-disasm` list the same instruction
 #   addresses, CPU by CPU, with one queue and with two; neither is given the code: both
-#   read the mappings
+#   read the mappings. Both as perf decodes a session "timeless" (no TSC conversion to its
+#   clock: it ignores the times of the sideband records) and timed, as real sessions are
+#   (mkperf.py --timed); timed, each instruction's time too (`perf script --ns -F time`
+#   and `tracekit decode --time`, to the nanosecond, with perf's time_zero and a TSC
+#   that is not 1 GHz)
 # - the profile from perf.data is the profile of the raw trace with --elf; its times are in
 #   microseconds when perf gives the TSC's conversion to its clock; per queue, rows are
 #   named by CPU; per-thread buffers by thread (and perf script's instructions)
@@ -44,22 +48,30 @@ for m in $mods; do modargs+=(--module "$m"); elfargs+=(--elf "$m"); done
 mk() { python3 "$SRC/tests/tools/mkperf.py" "$@" --packets "$work/lj.dump" "${modargs[@]}"; }
 mk "$work/one.data" --queue 0:4242:"$work/lj.pt"
 mk "$work/two.data" --queue 0:4242:"$work/lj.pt" --queue 3:4242:"$work/lj.pt"
+# timed: one queue at 1 tick = 1 ns; two queues of two threads (the second one's FORK
+# recorded) with a 2.9 GHz TSC and perf's clock starting at time_zero
+mk "$work/tone.data" --timed --queue 0:4242:"$work/lj.pt"
+mk "$work/ttwo.data" --timed --tsc-hz 2900000000 --time-zero 1700000000123456789 \
+	--queue 0:4242:"$work/lj.pt" --queue 3:4243:"$work/lj.pt"
 nbuf=$(perf report -D -i "$work/one.data" 2>/dev/null | grep -c 'PERF_RECORD_AUXTRACE size' || true)
 [ "$nbuf" -ge 10 ] || { echo "only $nbuf trace buffers: the joins are not tested"; exit 1; }
 
-# CPU and address of each instruction, CPU by CPU in order (perf's lines interleave CPUs)
+# CPU and address of each instruction, CPU by CPU in order (perf's lines interleave CPUs);
+# with a second argument "time", the CPU, the time (seconds.nanoseconds) and the address
 perf_ips() {
-	perf script -i "$1" --itrace=i0ns -F cpu,ip 2>"$work/perf.err" |
-		awk '{ c = $1; gsub(/[][]/, "", c); printf "%d %s\n", c, $2 }' | sort -s -n -k1,1
+	perf script -i "$1" --itrace=i0ns --ns -F cpu,${2:+time,}ip 2>"$work/perf.err" |
+		awk '{ c = $1; gsub(/[][]/, "", c); $1 = ""; sub(/: /, " "); printf "%d%s\n", c, $0 }' |
+		sort -s -n -k1,1
 }
 tk_ips() {
-	"$TK" decode --no-disasm "$1" | awk '
+	"$TK" decode --no-disasm ${2:+--time} "$1" | awk -v time="${2:-}" '
 		/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
 			c = substr($0, RSTART + 4, RLENGTH - 4); next }
-		/^\[/ { next }
+		time && $2 ~ /^\[/ || !time && /^\[/ { next }
+		time { t = $1; gsub(/[][]/, "", t); a = $2; sub(/^0+/, "", a); printf "%d %s %s\n", c, t, a; next }
 		{ a = $1; sub(/^0+/, "", a); printf "%d %s\n", c, a }'
 }
-for f in one two; do
+for f in one two tone ttwo; do
 	perf_ips "$work/$f.data" >"$work/$f.perf"
 	tk_ips "$work/$f.data" >"$work/$f.tk"
 	[ -s "$work/$f.perf" ] || { echo "$f: perf decoded nothing"; cat "$work/perf.err"; exit 1; }
@@ -68,10 +80,50 @@ for f in one two; do
 			"$(wc -l <"$work/$f.perf") instructions)"
 		diff "$work/$f.perf" "$work/$f.tk" | head -10 || true; exit 1; }
 done
+for f in tone ttwo; do   # timed: the same instructions as timeless, at perf's times
+	cmp -s "$work/${f#t}.tk" "$work/$f.tk" || { echo "$f.data: not ${f#t}.data's instructions"; exit 1; }
+	perf_ips "$work/$f.data" time >"$work/$f.perf"
+	tk_ips "$work/$f.data" time >"$work/$f.tk"
+	[ "$(awk '{print $2}' "$work/$f.perf" | sort -u | wc -l)" -gt 100 ] ||
+		{ echo "$f.data: perf decoded it timeless"; head -3 "$work/$f.perf"; exit 1; }
+	cmp -s "$work/$f.perf" "$work/$f.tk" || { echo "$f.data: times differ from perf's";
+		diff "$work/$f.perf" "$work/$f.tk" | head -10 || true; exit 1; }
+done
 n1=$(wc -l <"$work/one.tk")
 [ "$(wc -l <"$work/two.tk")" = $((2 * n1)) ] || { echo "two queues: not twice one"; exit 1; }
 [ "$(cut -d' ' -f1 "$work/two.tk" | sort -u | tr '\n' ' ')" = "0 3 " ] ||
 	{ echo "two queues: want CPUs 0 and 3"; exit 1; }
+# a damaged record header in the middle of two.data (CPU 3's fifth trace buffer: its size
+# 0, or a type perf does not know): named with its offset and the bytes skipped, reading
+# goes on at the next record (the AUX after the buffer), exit status 1; CPU 0's trace is
+# whole, CPU 3's goes on from the next PSB after the lost buffer as the whole file's does
+after_gap() { "$TK" decode --no-disasm "$1" 2>/dev/null | awk -v c="$2" '
+	/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { on = index($0, "[cpu " c "]") > 0; next }
+	on && /^\[overflow/ { gap = 1; next }
+	on && gap && !/^\[/ { a = $1; sub(/^0+/, "", a); print c, a }'; }
+dmg=$(perf report -D -i "$work/two.data" 2>/dev/null |
+	awk '/PERF_RECORD_AUXTRACE .*cpu: 3$/ && ++n == 5 {print $3}')
+[ -n "$dmg" ] || { echo "damage: no fifth buffer of CPU 3"; exit 1; }
+for patch in '6:\x00\x00' '0:\xff\x7f\x00\x00'; do
+	cp "$work/two.data" "$work/dmg.data"
+	printf "${patch#*:}" | dd of="$work/dmg.data" bs=1 seek=$((dmg + ${patch%%:*})) conv=notrunc status=none
+	rc=0
+	tk_ips "$work/dmg.data" >"$work/dmg.tk" 2>"$work/dmg.err" || rc=$?
+	[ $rc = 1 ] && grep -q "dmg.data: offset $dmg: record of type [0-9]* with size [0-9]* .*: [0-9]* bytes skipped to the next record, at offset 0x" "$work/dmg.err" ||
+		{ echo "damaged header ($patch): exit $rc"; cat "$work/dmg.err"; exit 1; }
+	cmp -s <(grep '^0 ' "$work/dmg.tk") <(grep '^0 ' "$work/two.tk") ||
+		{ echo "damaged header ($patch): CPU 0's trace is not whole"; exit 1; }
+	after_gap "$work/dmg.data" 3 >"$work/dmg.after" || true
+	na=$(wc -l <"$work/dmg.after")
+	[ "$na" -gt $((n1 / 2)) ] && grep '^3 ' "$work/two.tk" | tail -n "$na" | cmp -s - "$work/dmg.after" ||
+		{ echo "damaged header ($patch): CPU 3 after the loss: $na instructions, not the end of the file's"; exit 1; }
+	rc=0   # dump: both queues' packets, the damage named, exit status 1
+	"$TK" dump "$work/dmg.data" >"$work/dmg.dump" 2>"$work/dmg.err" || rc=$?
+	[ $rc = 1 ] && grep -q "dmg.data: offset $dmg: record of type" "$work/dmg.err" &&
+		[ "$(grep -c '^\[.*/dmg.data \[cpu [03]\]: [0-9]* bytes of trace\]$' "$work/dmg.dump")" = 2 ] &&
+		[ "$(grep -c ' tip ' "$work/dmg.dump")" -gt "$(grep -c ' tip ' "$work/lj.dump")" ] ||
+		{ echo "damaged header ($patch): dump exit $rc"; cat "$work/dmg.err"; exit 1; }
+done
 # perf record --threads: DIR/data has the header, DIR/data.K the writer threads' records
 # (here the code mappings in data.0, each queue's buffers in data.<queue mod 2>); read
 # together they are the session of two.data, which perf script checked above: the same
@@ -94,9 +146,14 @@ rc=0
 "$TK" decode --no-disasm "$work/thr.dir" >/dev/null 2>"$work/thr.err" || rc=$?
 [ $rc = 1 ] && grep -q 'thr.dir: offset 0x0: in data.1: record of type [0-9]* with size 0' "$work/thr.err" ||
 	{ echo "--threads: damaged part: exit $rc"; cat "$work/thr.err"; exit 1; }
-# ... and data.0 (CPU 0's buffers and the mappings) is still read whole
-cmp -s <(tk_ips "$work/thr.dir" 2>/dev/null) <(grep '^0 ' "$work/two.tk") ||
+# ... and data.0 (CPU 0's buffers and the mappings) is still read whole, and data.1 from
+# the record after the damaged one
+tk_ips "$work/thr.dir" 2>/dev/null >"$work/thr.tk" || true
+cmp -s <(grep '^0 ' "$work/thr.tk") <(grep '^0 ' "$work/two.tk") ||
 	{ echo "--threads: damaged data.1 cost CPU 0's trace"; exit 1; }
+n3=$(grep -c '^3 ' "$work/thr.tk" || true)
+[ "$n3" -gt $((n1 / 2)) ] && cmp -s <(grep '^3 ' "$work/two.tk" | tail -n "$n3") <(grep '^3 ' "$work/thr.tk") ||
+	{ echo "--threads: damaged data.1: CPU 3 not read on after the damage ($n3 instructions)"; exit 1; }
 
 # the same instructions as the raw trace decoded with --elf (buffers end at packets, not
 # at 8 bytes: perf pads each one and steps its offset by the data only, so the joins test
@@ -110,6 +167,13 @@ cmp -s "$work/raw.tk" "$work/one.tk" || { echo "perf.data and the raw trace diff
 "$TK" profile --to csv "${elfargs[@]}" "$work/lj.pt" >"$work/raw.csv"
 cmp -s "$work/one.csv" "$work/raw.csv" || { echo "profile of perf.data differs";
 	diff "$work/raw.csv" "$work/one.csv" | head; exit 1; }
+# timed at 1 tick = 1 ns: the same profile, its times in microseconds (to the nanosecond)
+ticks() { awk -F, -v OFS=, 'FNR > 1 { for (i = 3; i <= NF; i++) if (i != 5 && i != 6) {
+	gsub(/\./, "", $i); $i += 0 } } 1' "$@"; }
+"$TK" profile --to csv "$work/tone.data" >"$work/tone.csv"
+head -2 "$work/tone.csv" | grep -q '^"[^"]*",[0-9]*,[0-9]*\.[0-9][0-9][0-9],' &&
+	cmp -s <(ticks "$work/one.csv") <(ticks "$work/tone.csv") ||
+	{ echo "profile of the timed perf.data differs"; diff "$work/one.csv" "$work/tone.csv" | head; exit 1; }
 "$TK" profile --to csv "$work/two.data" >"$work/two.csv"
 calls() { awk -F, -v n="\"$2\"" '$1 == n {print $2}' "$1"; }
 [ "$(calls "$work/two.csv" deep)" = $((2 * $(calls "$work/one.csv" deep))) ] ||

@@ -8,21 +8,64 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <dirent.h>
+#include <glob.h>
+#include <sys/stat.h>
 
 #include "oracle/btrace_ipt.h"
 
 static char work[256];
 static const char *rec_opts = "";   /* extra `record` options for check() */
 
-/* Sum callgrind's self cost (Ir) per function name over every output file PREFIX*. */
-static uint64_t cg_fn(const char *prefix, const char *fn)
+/* callgrind_annotate's per-function table of every output file PREFIX*, read once: running
+ * the perl script once per function name cost minutes on the libc cases of a loaded machine.
+ * The cache is keyed by the files' names, sizes and times, so a new valgrind run is seen. */
+static const char *cg_table(const char *prefix)
 {
-	char cmd[1024], line[4096];
-	uint64_t total = 0;
+	static char key[4096], *text;
+	char now[4096] = "", cmd[1024], pattern[600];
+	glob_t g;
+	snprintf(pattern, sizeof pattern, "%s*", prefix);
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			struct stat st;
+			size_t l = strlen(now);
+			if (stat(g.gl_pathv[i], &st) == 0)
+				snprintf(now + l, sizeof now - l, "%s:%lld:%lld.%09ld;", g.gl_pathv[i],
+					 (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+					 st.st_mtim.tv_nsec);
+		}
+		globfree(&g);
+	}
+	if (text && !strcmp(now, key))
+		return text;
+	free(text);
+	snprintf(key, sizeof key, "%s", now);
 	snprintf(cmd, sizeof cmd, "for f in %s*; do callgrind_annotate --auto=no --threshold=100 --inclusive=no $f; done", prefix);
 	FILE *p = popen(cmd, "r");
 	assert_non_null(p);
-	while (fgets(line, sizeof line, p)) {
+	size_t len = 0, cap = 1 << 16, got;
+	text = malloc(cap);
+	assert_non_null(text);
+	while ((got = fread(text + len, 1, cap - len - 1, p)) > 0)
+		if ((len += got) + 1 == cap) {
+			text = realloc(text, cap *= 2);
+			assert_non_null(text);
+		}
+	text[len] = 0;
+	pclose(p);
+	return text;
+}
+
+/* Sum callgrind's self cost (Ir) per function name over every output file PREFIX*. */
+static uint64_t cg_fn(const char *prefix, const char *fn)
+{
+	char line[4096];
+	uint64_t total = 0;
+	const char *t = cg_table(prefix);
+	while (*t) {
+		size_t n = strcspn(t, "\n");
+		snprintf(line, sizeof line, "%.*s", (int)n, t);
+		t += n + (t[n] != 0);
 		char *s = line, *colon, *end;
 		while (*s == ' ')
 			s++;
@@ -43,7 +86,6 @@ static uint64_t cg_fn(const char *prefix, const char *fn)
 		if (bt_name_match(fn, name, (size_t)(end - name)))
 			total += v;
 	}
-	pclose(p);
 	return total;
 }
 
@@ -547,8 +589,8 @@ static void check_clean(const char *name)
 	free(c);
 }
 
-/* libc traced with the program and alone: per-function counts of the program and of libc
- * equal callgrind's, and the traces are clean. */
+/* libc traced with the program: per-function counts of the program and of libc equal
+ * callgrind's, and the trace is clean. */
 static void test_libc(void **state)
 {
 	static const char *const prog_fns[] = { "main", "by_str", "convert", "worker", "at_end" };
@@ -564,8 +606,14 @@ static void test_libc(void **state)
 	rec_opts = "--module main --module libc.so.6";
 	check("libcwork", "500", fns);
 	check_clean("libcwork");
-	/* libc alone: the program's calls into it, its comparator's calls back (strcmp from
-	 * by_str, called by msort) and the thread enter from untraced code */
+	rec_opts = "";
+}
+
+/* libc alone: the program's calls into it, its comparator's calls back (strcmp from by_str,
+ * called by msort) and the thread enter from untraced code. */
+static void test_libc_alone(void **state)
+{
+	(void)state;
 	compile("libcwork_l", "libcwork.c", "-pthread");
 	rec_opts = "--module libc.so.6";
 	check("libcwork_l", "500", libc_fns);
@@ -574,34 +622,56 @@ static void test_libc(void **state)
 }
 
 /* The programs of the tests above, with libc traced as well: the program's counts stay
- * exact, the traces clean. */
-static void test_existing_with_libc(void **state)
+ * exact, the traces clean. One case a program, so that each stays short. */
+static void with_libc(const char *name, const char *src, const char *flags, const char *args,
+		      const char *const *fns)
+{
+	rec_opts = "--module main --module libc.so.6";
+	compile(name, src, flags);
+	check(name, args, fns);
+	check_clean(name);
+	rec_opts = "";
+}
+
+static void test_threads_with_libc(void **state)
 {
 	static const char *const thr[] = { "main", "work", "collatz", "start_early", NULL };
+	(void)state;
+	with_libc("threads_lc", "threads.c", "-pthread", "", thr);
+}
+
+static void test_longjmp_with_libc(void **state)
+{
 	static const char *const lj[] = { "main", "deep", "on_usr1", "longjmp", "_setjmp", "__longjmp", NULL };
+	(void)state;
+	with_libc("longjmp_lc", "longjmp.c", "", "", lj);
+}
+
+static void test_callbacks_with_libc(void **state)
+{
 	static const char *const cb[] = { "main", "setup", "by_value", "by_digit_sum", "at_end", "on_usr1",
 					  "msort_with_tmp.part.0", NULL };
+	(void)state;
+	with_libc("callbacks_lc", "callbacks.c", "", "300", cb);
+	/* trap-only and trampoline recordings of libc decode to the same instructions */
+	rec_opts = "--module main --module libc.so.6";
+	check_modes_agree("callbacks_lc", "300");
+	rec_opts = "";
+}
+
+static void test_exceptions_with_libc(void **state)
+{
 	static const char *const ex[] = { "main+main.cold", "_ZL7throwerii+_ZL7throwerii.cold+thrower(int,", NULL };
+	(void)state;
+	with_libc("exceptions_lc", "exceptions.cc", "", "", ex);
+}
+
+static void test_fork_and_signals_with_libc(void **state)
+{
 	static const char *const fk[] = { "main", "spin", "before", NULL };
 	static const char *const fk_child[] = { "child_work", NULL };
-	static const struct {
-		const char *name, *src, *flags, *args;
-		const char *const *fns;
-	} progs[] = {
-		{ "threads_lc", "threads.c", "-pthread", "", thr },
-		{ "longjmp_lc", "longjmp.c", "", "", lj },
-		{ "callbacks_lc", "callbacks.c", "", "300", cb },
-		{ "exceptions_lc", "exceptions.cc", "", "", ex },
-	};
 	(void)state;
 	rec_opts = "--module main --module libc.so.6";
-	for (size_t i = 0; i < sizeof progs / sizeof *progs; i++) {
-		compile(progs[i].name, progs[i].src, progs[i].flags);
-		check(progs[i].name, progs[i].args, progs[i].fns);
-		check_clean(progs[i].name);
-	}
-	/* trap-only and trampoline recordings of libc decode to the same instructions */
-	check_modes_agree("callbacks_lc", "300");
 	compile("fork_lc", "fork.c", "");
 	check_fork("fork_lc", fk, fk_child);
 	assert_int_equal(unresolved("fork_lc"), 0);
@@ -629,7 +699,12 @@ int main(void)
 		cmocka_unit_test(test_example_loops),
 		cmocka_unit_test(test_callbacks),
 		cmocka_unit_test(test_libc),
-		cmocka_unit_test(test_existing_with_libc),
+		cmocka_unit_test(test_libc_alone),
+		cmocka_unit_test(test_threads_with_libc),
+		cmocka_unit_test(test_longjmp_with_libc),
+		cmocka_unit_test(test_callbacks_with_libc),
+		cmocka_unit_test(test_exceptions_with_libc),
+		cmocka_unit_test(test_fork_and_signals_with_libc),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	sh("rm -rf %s", work);

@@ -20,6 +20,10 @@ grep -q '^acc ' "$TMP/prog.out"
 insn=$(ls "$TMP"/out/xtrace.*.hint9.xinsndata.bin)
 snap=$(ls "$TMP"/out/xtrace.*.hint9.xsnapshot.bin)
 
+# 0. info gives the interval the recording used (TK_XTRACE_INTERVAL), not the header's 1M.
+"$TK" info "$insn" | grep -q 'every 20000 user instructions' ||
+	{ echo "info does not give the recorded snapshot interval"; "$TK" info "$insn"; exit 1; }
+
 # 1. PCs against qemu's execution log.
 run qemu-aarch64 -seed 1 -singlestep -d exec,nochain -D "$TMP/exec.log" "$TMP/prog" $ARG >/dev/null
 sed -n 's/^Trace [0-9]*: 0x[0-9a-f]* \[[0-9a-f]*\/\([0-9a-f]*\)\/.*/\1/p' "$TMP/exec.log" >"$TMP/pcs.qemu"

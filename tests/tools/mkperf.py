@@ -6,7 +6,8 @@ padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has
 
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
-                 [--per-thread] [--kernel ADDR[:BUILDID]] [--threads N]
+                 [--per-thread] [--kernel ADDR[:BUILDID]] [--threads N] [--timed]
+                 [--time-zero NS]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -16,6 +17,13 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --vdso ADDR:BUILDID   an MMAP2 record of the kernel's [vdso] at ADDR (two pages)
   --tsc-hz HZ  the TSC's frequency, given as perf gives it (time_shift and time_mult in
                AUXTRACE_INFO: ns = ticks * mult >> shift); none by default
+  --timed      a session perf decodes by time, as real ones are: cap_user_time_zero set,
+               the TSC's conversion (--tsc-hz, else 1 tick = 1 ns: shift 31, mult 2^31),
+               each AUXTRACE's reference a TSC after its buffer's last TSC packet, and the
+               sideband records' times (sample_id_all) on the TSC's timeline: the mappings
+               and a COMM before the first TSC, each AUX at its buffer's reference.
+               Needs --packets (whose lines give the TSC packets' values)
+  --time-zero NS  with --timed: perf's time_zero (ns = time_zero + ticks converted)
   --per-thread  buffers per thread (perf record --per-thread): queues given as -1:TID:PTFILE
   --kernel ADDR[:BUILDID]  the kernel traced too (perf record -e intel_pt//): the attr
                without exclude_kernel, and perf's record of the kernel map,
@@ -35,8 +43,9 @@ import struct
 
 PMU_TYPE = 8                      # the intel_pt PMU's type number (sysfs gives it)
 ATTR_SIZE = 128                   # PERF_ATTR_SIZE_VER7
-REC_MMAP, REC_MMAP2, REC_AUX, REC_AUXTRACE_INFO, REC_AUXTRACE = 1, 10, 11, 70, 71
+REC_MMAP, REC_COMM, REC_FORK, REC_MMAP2, REC_AUX, REC_AUXTRACE_INFO, REC_AUXTRACE = 1, 3, 7, 10, 11, 70, 71
 MISC_KERNEL, MISC_USER = 1, 2
+MISC_COMM_EXEC = 0x2000
 # config: pt, tsc, branch enable, mtc period 3 (tools/perf's intel_pt format)
 SAMPLE_TYPE = 1 | 2 | 4 | 128 | 65536   # ip, tid, time, cpu, identifier
 EVENT_ID = 1
@@ -82,7 +91,11 @@ def main():
     ap.add_argument('--per-thread', action='store_true')
     ap.add_argument('--kernel')
     ap.add_argument('--threads', type=int, default=0)
+    ap.add_argument('--timed', action='store_true')
+    ap.add_argument('--time-zero', type=int, default=0)
     a = ap.parse_args()
+    if a.timed and not a.packets:
+        ap.error('--timed needs --packets')
     # perf record --threads=N: OUT is a directory; its writer threads' records (the
     # mappings and each queue's buffers) go to OUT/data.K, the rest to OUT/data
     parts = [bytearray() for _ in range(a.threads)]
@@ -100,8 +113,27 @@ def main():
     # have_sched_switch, snapshot mode, per-cpu mmaps, mtc bit, mtc freq bits, tsc:ctc
     # n and d (CPUID 0x15 ebx, eax), cyc bit, max non-turbo ratio, filter string length
     # time shift and mult: perf's conversion of TSC ticks to ns (0: none given)
-    shift, mult = (31, (10**9 << 31) // a.tsc_hz) if a.tsc_hz else (0, 0)
-    priv = [PMU_TYPE, shift, mult, 0, 0, 1 << 10, 1 << 11, 0, 1 if a.snapshot else 0,
+    shift, mult = (31, (10**9 << 31) // a.tsc_hz) if a.tsc_hz else (31, 1 << 31) if a.timed else (0, 0)
+    time_zero = a.time_zero if a.timed else 0
+
+    def perf_time(tsc):
+        """perf's clock at TSC value TSC (tools/perf/util/tsc.c: the quotient and the
+        remainder by 2^shift converted apart, so the product cannot overflow 64 bits)"""
+        return time_zero + (tsc >> shift) * mult + (((tsc & ((1 << shift) - 1)) * mult) >> shift)
+    # (offset, value) of the TSC packets in the PT files (--packets), for --timed
+    tscs = []
+    if a.timed:
+        with open(a.packets) as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 3 and w[1] == 'tsc':
+                    tscs.append((int(w[0], 16), int(w[2], 16)))
+        if not tscs:
+            ap.error('--timed: no TSC packets in the trace')
+    # sideband before the trace: the mappings and the COMM happen before its first TSC
+    t_start = perf_time(tscs[0][1]) - 1000 if tscs else 0
+    priv = [PMU_TYPE, shift, mult, time_zero, 1 if a.timed else 0, 1 << 10, 1 << 11, 0,
+            1 if a.snapshot else 0,
             0 if a.per_thread else 1,
             1 << 9, 0xf << 14, 2, 1, 1 << 1, 24, 0]
     data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
@@ -123,15 +155,26 @@ def main():
             else:
                 ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
             body = struct.pack('<IIQQQ', a.pid, a.pid, addr, length, pgoff) + ident + \
-                struct.pack('<II', 5, 2) + name + sample_id(a.pid, a.pid, 0, 0)  # r-x, private
+                struct.pack('<II', 5, 2) + name + sample_id(a.pid, a.pid, t_start, 0)  # r-x, private
             (parts[0] if parts else data).extend(rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body))
+
+    if a.timed:
+        # the program's name, as perf records it at exec (comm_exec)
+        name = os.path.basename(a.module[0].split(':')[0]).encode()[:15] + b'\0' if a.module else b'prog\0'
+        name += b'\0' * (-len(name) % 8)
+        data += rec(REC_COMM, MISC_COMM_EXEC, struct.pack('<II', a.pid, a.pid) + name +
+                    sample_id(a.pid, a.pid, t_start, 0))
+        # the queues' other threads, created by the process (pid, ppid, tid, ptid, time)
+        for tid in sorted({int(q.split(':')[1]) for q in a.queue} - {a.pid}):
+            data += rec(REC_FORK, 0, struct.pack('<IIIIQ', a.pid, a.pid, tid, a.pid, t_start) +
+                        sample_id(a.pid, tid, t_start, 0))
 
     if a.vdso:
         addr, bid = a.vdso.split(':')
         bid = bytes.fromhex(bid)
         ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
         body = struct.pack('<IIQQQ', a.pid, a.pid, int(addr, 0), 0x2000, 0) + ident + \
-            struct.pack('<II', 5, 2) + b'[vdso]\0\0' + sample_id(a.pid, a.pid, 0, 0)
+            struct.pack('<II', 5, 2) + b'[vdso]\0\0' + sample_id(a.pid, a.pid, t_start, 0)
         data += rec(REC_MMAP2, MISC_USER | 0x4000, body)
 
     if a.kernel:
@@ -145,15 +188,15 @@ def main():
             bid = bytes.fromhex(bid)
             ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
             data += rec(REC_MMAP2, MISC_KERNEL | 0x4000, head + ident + struct.pack('<II', 5, 2) +
-                        name + sample_id(0xffffffff, 0, 0, 0))
+                        name + sample_id(0xffffffff, 0, t_start, 0))
         else:
-            data += rec(REC_MMAP, MISC_KERNEL, head + name + sample_id(0xffffffff, 0, 0, 0))
+            data += rec(REC_MMAP, MISC_KERNEL, head + name + sample_id(0xffffffff, 0, t_start, 0))
         # and a module after it, as perf lists the loaded ones
         name = b'/lib/modules/6.1.0/kernel/drivers/tk/tk_test.ko\0'
         name += b'\0' * (-len(name) % 8)
         data += rec(REC_MMAP, MISC_KERNEL, struct.pack('<IIQQQ', 0xffffffff, 0, addr + (16 << 20),
                                                         0x4000, 0) + name +
-                    sample_id(0xffffffff, 0, 0, 0))
+                    sample_id(0xffffffff, 0, t_start, 0))
 
     queues = []
     for idx, q in enumerate(a.queue):
@@ -187,12 +230,15 @@ def main():
             offset, b = bufs[k]
             pad = b'\0' * (-len(b) % 8)
             size = len(b) + len(pad)
+            # --timed: a TSC after the buffer's last TSC packet (perf decodes by time from
+            # it), and the AUX record then
+            ref = next((v for o, v in reversed(tscs) if o < offset + len(b)), tscs[0][1] if tscs else -1) + 1
             if not (idx == 0 and k == a.drop):
-                out += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, 0, idx,
+                out += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, ref, idx,
                                                         tid, cpu, 0)[:40]) + b + pad
                 # PERF_RECORD_AUX: aux offset, size, flags
                 out += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, 0) +
-                           sample_id(a.pid, tid, 0, cpu))
+                           sample_id(a.pid, tid, perf_time(ref) if a.timed else 0, cpu))
 
     hdr_size, n_attrs = 104, 1
     attrs_off = hdr_size

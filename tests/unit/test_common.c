@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,10 +516,58 @@ static void test_writer(void **state)
 	int rc = tk_writer_submit(w, &b);
 	int stop = tk_writer_stop(w);
 	assert_true(rc == -TK_E_IO || stop == -TK_E_IO);
+	assert_int_equal(rc == -TK_E_IO ? b.errnum : errno, EBADF);   /* the reason is kept */
 	close(bad);
 	close(fd);
 	unlink(path);
 	tk_buf_free(&b);
+}
+
+/* Output files: an input is recognised through a hard link; a file is replaced only when
+ * the output is kept, and no temporary file is left either way. */
+static void test_outfile(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/tk-outfile-XXXXXX", a[64], l[64], cmd[128];
+	assert_non_null(mkdtemp(dir));
+	snprintf(a, sizeof a, "%s/a", dir);
+	snprintf(l, sizeof l, "%s/link", dir);
+	FILE *f = fopen(a, "w");
+	assert_non_null(f);
+	fputs("good\n", f);
+	fclose(f);
+	assert_int_equal(link(a, l), 0);
+	const char *ins[] = { "/nonexistent", a };
+	assert_int_equal(tk_outfile_same(l, ins, 2), 1);
+	assert_int_equal(tk_outfile_same(dir, ins, 2), -1);
+
+	int err = 0;
+	struct tk_outfile *o = tk_outfile_open(a, &err);
+	assert_non_null(o);
+	assert_int_equal(write(tk_outfile_fd(o), "half", 4), 4);
+	assert_int_equal(tk_outfile_close(o, 0), 0);       /* failed: A stays as it was */
+	char buf[16] = "";
+	f = fopen(a, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof buf, f));
+	fclose(f);
+	assert_string_equal(buf, "good\n");
+	o = tk_outfile_open(a, &err);
+	assert_non_null(o);
+	assert_int_equal(write(tk_outfile_fd(o), "new\n", 4), 4);
+	assert_int_equal(tk_outfile_close(o, 1), 0);
+	f = fopen(a, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof buf, f));
+	fclose(f);
+	assert_string_equal(buf, "new\n");
+	snprintf(cmd, sizeof cmd, "test $(ls -A %s | wc -l) = 2", dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_null(tk_outfile_open("/nonexistent/x", &err));
+	assert_int_equal(err, -TK_E_IO);
+	assert_int_equal(errno, ENOENT);
 }
 
 /* Past 64 MiB into a regular file the writer goes around the page cache (O_DIRECT, where
@@ -592,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_errors_and_leb),
 		cmocka_unit_test(test_writer),
 		cmocka_unit_test(test_writer_direct),
+		cmocka_unit_test(test_outfile),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

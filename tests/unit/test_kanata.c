@@ -352,6 +352,47 @@ static void test_violations(void **state)
 	tk_kanata_stats_free(&st);
 }
 
+/* Fields as Konata splits them (issue 31 items 8 and 26): a label is the fourth field with its
+ * trailing spaces, text after a further tab is dropped and reported, and an extra field on
+ * S is reported, not folded into the stage name. */
+static void test_konata_fields(void **state)
+{
+	(void)state;
+	static const char log[] =
+		"Kanata\t0004\n"
+		"C=\t0\n"
+		"I\t0\t0\t0\n"                   /* 3 */
+		"L\t0\t0\t0x00000000: \n"        /* 4: trailing space is part of the label */
+		"L\t0\t0\tDASM(x)\tmore\n"      /* 5: text after a further tab is dropped */
+		"L\t0\t1\tdetail\t  \r\n"      /* 6: blank extra field, CRLF: nothing to say */
+		"S\t0\t0\tF\tx\n"               /* 7: extra field on S */
+		"C\t1\n"
+		"R\t0\t0\t0\n";
+	struct canon k;
+	struct diags g = { 0 };
+	int err;
+	tk_buf_init(&k.b, -1, 4096);
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = canon_cmd, .ctx = &k,
+					    .diag = collect, .diag_ctx = &g };
+	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &err);
+	assert_non_null(r);
+	assert_int_equal(tk_kanata_reader_feed(r, log, strlen(log), 1), 0);
+	assert_int_equal(g.n, 2);
+	assert_true(has_diag(&g, 5, TK_KANATA_D_SYNTAX));
+	assert_true(has_diag(&g, 7, TK_KANATA_D_SYNTAX));
+	assert_int_equal(tk_kanata_reader_counts(r)->errors, 2);
+	tk_kanata_reader_free(r);
+	tk_buf_putc(&k.b, 0);
+	assert_string_equal(k.b.data,
+			    "4 0 0 0 0 [] []\n"
+			    "5 0 0 0 0 [] [0x00000000: ]\n"
+			    "5 0 0 0 0 [] [DASM(x)]\n"
+			    "5 0 0 1 0 [] [detail]\n"
+			    "6 0 0 0 0 [0] [F]\n"
+			    "8 1 0 0 0 [] []\n");
+	tk_buf_free(&k.b);
+}
+
 /* Any split of the input gives the same commands (streaming carry across feeds). */
 static void test_split_feeds(void **state)
 {
@@ -874,6 +915,7 @@ int main(void)
 		cmocka_unit_test(test_quirks),
 		cmocka_unit_test(test_violations),
 		cmocka_unit_test(test_split_feeds),
+		cmocka_unit_test(test_konata_fields),
 		cmocka_unit_test(test_writer_api),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_cut),

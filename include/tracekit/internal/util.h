@@ -14,6 +14,7 @@
 extern "C" {
 #endif
 
+/* ---- background writer: write() of one buffer overlaps the filling of the next ------ */
 /* Writing GBs of text into a file costs the kernel about as much as formatting it (the
  * page-cache copy): a writer thread writes each handed-over buffer to FD, in order, while
  * the caller fills another. Past the first 64 MiB, a regular file is written with
@@ -26,8 +27,26 @@ struct tk_writer *tk_writer_start(int fd, int *err);
  * on in an empty buffer of at least the same capacity and keeps its fd. Returns the first
  * write error (also stored in b->err), else 0. */
 int tk_writer_submit(struct tk_writer *w, struct tk_buf *b);
-/* Wait until everything handed over is written, end the thread; its first error. */
+/* Wait until everything handed over is written, end the thread; its first error (with
+ * -TK_E_IO, errno is set to the failed write's). */
 int tk_writer_stop(struct tk_writer *w);
+
+/* ---- output files: never over an input, never half-written over a good file -------- */
+/* The index of the first of the N INPUTS that is the file PATH names (same device and
+ * inode: a hard link or another spelling counts), or -1. Inputs that cannot be stat'ed
+ * are ignored. */
+int tk_outfile_same(const char *path, const char *const *inputs, size_t n);
+/* Open PATH for writing. A regular file (or a new one) is written under a temporary name
+ * in the same directory and renamed over PATH by tk_outfile_close, so an error never
+ * leaves a half-written file in place of the one before; anything else (a terminal, a
+ * pipe, a device) is written directly. NULL and *err = -TK_E_IO with errno kept on
+ * failure. */
+struct tk_outfile;
+struct tk_outfile *tk_outfile_open(const char *path, int *err);
+int tk_outfile_fd(const struct tk_outfile *f);
+/* Close; KEEP: rename the temporary file over the path (else remove it). -TK_E_IO with
+ * errno kept if the rename (or close) fails. */
+int tk_outfile_close(struct tk_outfile *f, int keep);
 
 /* calloc for a table whose first use reads it (hash probing): each page is written once
  * here. A page of a large calloc read first maps the shared zero page, and the write after

@@ -186,6 +186,8 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 			if (n >= 40) {
 				t->pub.tramp_hits = tk_le64(p + 32);
 			}
+			if (n >= 48)
+				t->pub.end_reason = (unsigned)tk_le64(p + 40);
 			break;
 		case TK_BTRACE_REC_PROCESS_END:
 			bt->info.complete = 1;
@@ -196,6 +198,11 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 			if (n >= 48) {
 				bt->end_tsc = tk_le64(p + 32);
 				bt->end_ns = tk_le64(p + 40);
+			}
+			if (n >= 64) {
+				if (tk_le64(p + 24) == TK_BTRACE_END_SIGNAL)
+					bt->info.signal = (int)tk_le64(p + 48);
+				bt->info.fd_reopened = tk_le64(p + 56);
 			}
 			break;
 		case TK_BTRACE_REC_EXEC:

@@ -451,8 +451,10 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	if (async) {
 		/* what is left in OUT is the caller's to flush, after all handed over */
 		int werr = tk_writer_stop(wr);
-		if (werr < 0 && !out->err)
+		if (werr < 0 && !out->err) {
 			out->err = werr;
+			out->errnum = errno;
+		}
 	}
 	free(pk);
 	tk_ipt_pkt_decoder_free(w.dec);

@@ -72,6 +72,120 @@ int tk_ipt_encode(struct tk_buf *out, const struct tk_ipt_packet *pkt)
 		put_le(b + n, pkt->tsc.tsc, 7);
 		n += 7;
 		break;
+	case TK_IPT_PKT_MODE_TSX:
+		if ((pkt->tsx.intx | pkt->tsx.abrt) > 1)
+			return -TK_E_INVAL;
+		b[n++] = 0x99;
+		b[n++] = (uint8_t)(0x20 | pkt->tsx.intx | pkt->tsx.abrt << 1);
+		break;
+	case TK_IPT_PKT_PIP:
+		if ((pkt->pip.cr3 & 0x1f) || pkt->pip.cr3 >> 52 || pkt->pip.nr > 1)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0x43;
+		put_le(b + n, pkt->pip.cr3 >> 5 << 1 | pkt->pip.nr, 6);
+		n += 6;
+		break;
+	case TK_IPT_PKT_VMCS:
+		if ((pkt->vmcs.base & 0xfff) || pkt->vmcs.base >> 52)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0xc8;
+		put_le(b + n, pkt->vmcs.base >> 12, 5);
+		n += 5;
+		break;
+	case TK_IPT_PKT_CBR:
+		b[n++] = 0x02, b[n++] = 0x03, b[n++] = pkt->cbr.ratio, b[n++] = 0;
+		break;
+	case TK_IPT_PKT_STOP:
+		b[n++] = 0x02, b[n++] = 0x83;
+		break;
+	case TK_IPT_PKT_TMA:
+		if (pkt->tma.fc >> 9)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0x73;
+		put_le(b + n, pkt->tma.ctc, 2);
+		b[n + 2] = 0;
+		put_le(b + n + 3, pkt->tma.fc, 2);
+		n += 5;
+		break;
+	case TK_IPT_PKT_MTC:
+		b[n++] = 0x59, b[n++] = pkt->mtc.ctc;
+		break;
+	case TK_IPT_PKT_CYC: {
+		/* 5 bits in the header, then 7 per byte while the low bit says more follow */
+		uint64_t v = pkt->cyc.value >> 5;
+
+		if (pkt->cyc.value >> 61)
+			return -TK_E_INVAL;
+		b[n++] = (uint8_t)((pkt->cyc.value & 0x1f) << 3 | (v ? 4 : 0) | 3);
+		for (; v; v >>= 7)
+			b[n++] = (uint8_t)((v & 0x7f) << 1 | (v >> 7 ? 1 : 0));
+		break;
+	}
+	case TK_IPT_PKT_MNT:
+		b[n++] = 0x02, b[n++] = 0xc3, b[n++] = 0x88;
+		put_le(b + n, pkt->mnt.payload, 8);
+		n += 8;
+		break;
+	case TK_IPT_PKT_PTW:
+		if (pkt->ptw.plc > 1 || pkt->ptw.ip > 1 ||
+		    (!pkt->ptw.plc && pkt->ptw.payload >> 32))
+			return -TK_E_INVAL;
+		b[n++] = 0x02;
+		b[n++] = (uint8_t)(pkt->ptw.ip << 7 | pkt->ptw.plc << 5 | 0x12);
+		put_le(b + n, pkt->ptw.payload, pkt->ptw.plc ? 8 : 4);
+		n += pkt->ptw.plc ? 8 : 4;
+		break;
+	case TK_IPT_PKT_EXSTOP:
+		b[n++] = 0x02, b[n++] = pkt->exstop.ip ? 0xe2 : 0x62;
+		break;
+	case TK_IPT_PKT_MWAIT:
+		b[n++] = 0x02, b[n++] = 0xc2;
+		put_le(b + n, pkt->mwait.hints, 4);
+		put_le(b + n + 4, pkt->mwait.ext, 4);
+		n += 8;
+		break;
+	case TK_IPT_PKT_PWRE:
+		if (pkt->pwre.state > 15 || pkt->pwre.sub_state > 15 || pkt->pwre.hw > 1)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0x22;
+		b[n++] = (uint8_t)(pkt->pwre.hw << 3);
+		b[n++] = (uint8_t)(pkt->pwre.state << 4 | pkt->pwre.sub_state);
+		break;
+	case TK_IPT_PKT_PWRX:
+		if (pkt->pwrx.last > 15 || pkt->pwrx.deepest > 15 ||
+		    (pkt->pwrx.interrupt | pkt->pwrx.store | pkt->pwrx.autonomous) > 1)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0xa2;
+		b[n++] = (uint8_t)(pkt->pwrx.last << 4 | pkt->pwrx.deepest);
+		b[n++] = (uint8_t)(pkt->pwrx.interrupt | pkt->pwrx.store << 2 |
+				   pkt->pwrx.autonomous << 3);
+		b[n++] = 0, b[n++] = 0, b[n++] = 0;
+		break;
+	case TK_IPT_PKT_CFE:
+		if (pkt->cfe.type > 0x1f || pkt->cfe.ip > 1)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0x13;
+		b[n++] = (uint8_t)(pkt->cfe.ip << 7 | pkt->cfe.type);
+		b[n++] = pkt->cfe.vector;
+		break;
+	case TK_IPT_PKT_EVD:
+		if (pkt->evd.type > 0x3f)
+			return -TK_E_INVAL;
+		b[n++] = 0x02, b[n++] = 0x53, b[n++] = pkt->evd.type;
+		put_le(b + n, pkt->evd.payload, 8);
+		n += 8;
+		break;
+	case TK_IPT_PKT_TRIG:
+		if ((pkt->trig.ip | pkt->trig.icntv | pkt->trig.mult) > 1)
+			return -TK_E_INVAL;
+		b[n++] = 0xd9;
+		b[n++] = (uint8_t)(pkt->trig.ip << 7 | pkt->trig.icntv << 6 | pkt->trig.mult << 5);
+		b[n++] = pkt->trig.trbv;
+		if (pkt->trig.icntv) {
+			put_le(b + n, pkt->trig.icnt, 2);
+			n += 2;
+		}
+		break;
 	default:
 		return -TK_E_INVAL;
 	}

@@ -171,6 +171,9 @@ struct ptd {
 	size_t psb_read;            /* the PSB whose PSB+ was read last (SIZE_MAX: none) */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
+	int eos;                    /* the oracle reached the end of the trace */
+	int after_ovf;              /* an overflow: the next FUP gives the IP */
+	unsigned tnt_given;         /* outcomes in the last TNT item given to the walker */
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
@@ -183,6 +186,7 @@ struct ptd {
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
 	int action;
+	int act_async;              /* ACT_ASYNC_BRANCH/DISABLE after the action, or NONE */
 	uint64_t act_ip;
 	int act_has_ip;
 	uint64_t act_arg;
@@ -284,7 +288,7 @@ int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 		pos += (size_t)rc;
 		/* no FUP in this PSB+ (do_psb reports one cut short) */
 		if (p.kind == TK_IPT_PKT_PSBEND || p.kind == TK_IPT_PKT_PSB ||
-		    never_in_psb_plus(p.kind))
+		    p.kind == TK_IPT_PKT_OVF || never_in_psb_plus(p.kind))
 			return 0;
 		if (p.kind == TK_IPT_PKT_FUP) {
 			if (tk_ipt_last_ip_update(&l, &p) < 0)
@@ -377,13 +381,16 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 
 /* A FUP (or an event packet that a FUP completes) was read: find what it binds to and
  * tell the walker to stop at the FUP's IP. ACT is the pending event, ACT_NONE if the
- * FUP itself was just read (then a TIP or TIP.PGD must follow). */
+ * FUP itself was just read (then a TIP or TIP.PGD must follow). A transaction's abort
+ * (MODE.TSX with abort + FUP) is an asynchronous branch to the abort handler: its TIP
+ * (or TIP.PGD) follows too, and d->act_async says which (SDM, "TSX"). */
 static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk_ipt_packet *fup)
 {
 	struct tk_ipt_packet p;
 	uint64_t fip = 0, ip;
 	int rc, have_fup = 0;
 
+	d->act_async = ACT_NONE;
 	if (fup) {
 		if ((rc = last_ip(d, fup, &fip)) < 0)
 			return rc;
@@ -407,9 +414,11 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 			if (!rc)
 				return -TK_E_BAD_FORMAT;
 			have_fup = 1;
+			if (act == ACT_TSX && d->act_flags == TK_MODE_TSX_ABORT)
+				continue;
 			break;
 		}
-		/* a plain FUP: an asynchronous branch or disable follows */
+		/* a plain FUP or an abort: an asynchronous branch or disable follows */
 		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
 			d->pending_mode = exec_mode(&p);
 			continue;
@@ -419,18 +428,22 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 				return rc;
 			if (!rc)
 				return -TK_E_BAD_FORMAT;
-			act = ACT_ASYNC_BRANCH;
+			d->act_async = ACT_ASYNC_BRANCH;
 			d->act_ip = ip;
 			break;
 		}
 		if (p.kind == TK_IPT_PKT_TIP_PGD) {
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
-			act = ACT_ASYNC_DISABLE;
+			d->act_async = ACT_ASYNC_DISABLE;
 			d->act_ip = rc ? ip : 0;
 			break;
 		}
 		return -TK_E_BAD_FORMAT;
+	}
+	if (act == ACT_NONE) {
+		act = d->act_async;
+		d->act_async = ACT_NONE;
 	}
 	d->action = act;
 	q->kind = TK_FLOWQ_STOP;
@@ -539,7 +552,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				d->last_off = at - 1;
 				d->pos = at;
 				q->kind = TK_FLOWQ_TNT;
-				q->ntnt = nb;
+				q->ntnt = d->tnt_given = nb;
 				q->tnt = bits;
 				return publish_time(d);
 			}
@@ -555,7 +568,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 					d->last_off = at;
 					d->pos = at + 8;
 					q->kind = TK_FLOWQ_TNT;
-					q->ntnt = top;
+					q->ntnt = d->tnt_given = top;
 					q->tnt = v & ~(1ull << top);
 					return publish_time(d);
 				}
@@ -586,6 +599,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		rc = fetch(d, &p);
 		if (rc == -TK_E_EOF) {
 			q->kind = TK_FLOWQ_END;
+			d->eos = 1;
 			return 0;
 		}
 		if (rc < 0)
@@ -598,7 +612,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			d->run_n = 0;
 			q->kind = TK_FLOWQ_TNT;
 			q->tnt = p.tnt.bits;
-			q->ntnt = p.tnt.count;
+			q->ntnt = d->tnt_given = p.tnt.count;
 			return publish_time(d);
 		case TK_IPT_PKT_TIP:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
@@ -659,6 +673,37 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		}
 		if (side_event(d, &p, &rc) && rc < 0)
 			return rc;
+	}
+}
+
+/* An indirect branch needs a TIP and the next item is TNT: as libipt's query decoder,
+ * accept one TNT packet, none of whose outcomes was used yet, before the branch's TIP
+ * (the order in which the processor may send them). */
+static int oracle_deferred_tip(void *ctx, struct tk_flow_q *t)
+{
+	struct ptd *d = ctx;
+	struct tk_ipt_packet p;
+	int rc;
+
+	if (d->run_n > 1 || tk_flow_pending_tnt(d->flow) != d->tnt_given)
+		return -TK_E_BAD_FORMAT;
+	for (;;) {
+		if ((rc = fetch(d, &p)) < 0)
+			return rc == -TK_E_EOF ? -TK_E_BAD_FORMAT : rc;
+		if (side_event(d, &p, &rc)) {
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
+			d->pending_mode = exec_mode(&p);
+			continue;
+		}
+		if (p.kind != TK_IPT_PKT_TIP || (rc = last_ip(d, &p, &t->ip)) <= 0)
+			return rc < 0 ? rc : -TK_E_BAD_FORMAT;
+		t->mode = d->pending_mode;
+		d->pending_mode = -1;
+		return publish_time(d);
 	}
 }
 
@@ -742,7 +787,21 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	return emit(d, TK_EV_GAP, addr, 0, skipped, off, (uint16_t)reason);
 }
 
-/* Process the PSB+ at d->pos: state from its packets, IP from its FUP. */
+/* The OVF at AT: packets were lost; tracing goes on at the next FUP or TIP.PGE. */
+static int overflow(struct ptd *d, size_t at)
+{
+	d->st->overflows++;
+	tk_gap_stats_add(&d->st->gaps, at, 0);
+	d->enabled = d->have_ip = 0;
+	d->after_ovf = 1;
+	tk_ipt_last_ip_init(&d->last);
+	reset_flow_state(d);
+	return emit(d, TK_EV_GAP, 0, 0, 0, at, TK_GAP_OVERFLOW);
+}
+
+/* Process the PSB+ at d->pos: state from its packets, IP from its FUP. An OVF ends
+ * the PSB+ (no PSBEND follows it): an overflow, after which the next FUP or TIP.PGE
+ * says where tracing goes on, as libipt has it. */
 static int do_psb(struct ptd *d)
 {
 	struct tk_ipt_packet p;
@@ -784,7 +843,7 @@ static int do_psb(struct ptd *d)
 			ptime_cbr(&d->tm, p.cbr.ratio);
 			break;
 		case TK_IPT_PKT_OVF:
-			return -TK_E_BAD_FORMAT;
+			return overflow(d, d->last_off);
 		case TK_IPT_PKT_PSB:
 			/* a PSB+ cut short (no PSBEND): an error at this PSB, which starts
 			 * the next one */
@@ -821,7 +880,12 @@ static int do_action(struct ptd *d)
 		d->enabled = 0;
 		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
 	case ACT_TSX:
-		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags);
+		if ((rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags)) < 0)
+			return rc;
+		/* an abort goes on to the abort handler (or tracing stops) */
+		d->action = d->act_async;
+		d->act_async = ACT_NONE;
+		return d->action ? do_action(d) : 0;
 	case ACT_PTW:
 		return emit(d, TK_EV_PTWRITE, d->ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
@@ -833,7 +897,7 @@ static int do_action(struct ptd *d)
 
 /* Packets while not walking: tracing off, or waiting for an IP after lost code or an
  * overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
-static int idle_step(struct ptd *d, int *after_ovf)
+static int idle_step(struct ptd *d)
 {
 	struct tk_ipt_packet p;
 	size_t at = d->pos;
@@ -860,7 +924,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 				d->mode = d->pending_mode, d->pending_mode = -1;
 			d->ip = ip;
 			d->enabled = d->have_ip = 1;
-			*after_ovf = 0;
+			d->after_ovf = 0;
 			return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
 		}
 	}
@@ -874,7 +938,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 		d->pos = at;
 		if (at >= d->end && at != d->start)
 			return 1;
-		*after_ovf = 0;
+		d->after_ovf = 0;
 		if ((rc = do_psb(d)) < 0)
 			return resync(d, d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
 		return 0;
@@ -885,7 +949,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 			d->mode = d->pending_mode, d->pending_mode = -1;
 		d->ip = ip;
 		d->enabled = d->have_ip = 1;
-		*after_ovf = 0;
+		d->after_ovf = 0;
 		return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
 	case TK_IPT_PKT_TIP_PGD:
 		last_ip(d, &p, &ip);
@@ -904,11 +968,11 @@ static int idle_step(struct ptd *d, int *after_ovf)
 	case TK_IPT_PKT_FUP:
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
-		if (rc && *after_ovf) {
+		if (rc && d->after_ovf) {
 			/* tracing goes on after the overflow at this IP */
 			d->ip = ip;
 			d->enabled = d->have_ip = 1;
-			*after_ovf = 0;
+			d->after_ovf = 0;
 		}
 		return 0;
 	case TK_IPT_PKT_MODE_EXEC:
@@ -917,13 +981,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 			d->mode = d->pending_mode;
 		return 0;
 	case TK_IPT_PKT_OVF:
-		d->st->overflows++;
-		tk_gap_stats_add(&d->st->gaps, at, 0);
-		d->enabled = d->have_ip = 0;
-		*after_ovf = 1;
-		tk_ipt_last_ip_init(&d->last);
-		reset_flow_state(d);
-		return emit(d, TK_EV_GAP, 0, 0, 0, at, TK_GAP_OVERFLOW);
+		return overflow(d, at);
 	default:
 		if (side_event(d, &p, &rc) && rc < 0)
 			return rc;
@@ -933,8 +991,8 @@ static int idle_step(struct ptd *d, int *after_ovf)
 
 static int decode_chunk(struct ptd *d)
 {
-	struct tk_flow_oracle o = { oracle_next, d };
-	int after_ovf = 0, rc;
+	struct tk_flow_oracle o = { oracle_next, d, oracle_deferred_tip };
+	int rc;
 
 	d->pos = d->next_psb = d->start;
 	d->psb_read = SIZE_MAX;
@@ -954,7 +1012,7 @@ static int decode_chunk(struct ptd *d)
 	}
 	for (;;) {
 		if (!(d->enabled && d->have_ip)) {
-			rc = idle_step(d, &after_ovf);
+			rc = idle_step(d);
 			if (rc < 0)
 				return rc;
 			if (rc == 1)
@@ -985,18 +1043,16 @@ static int decode_chunk(struct ptd *d)
 				return rc;
 			break;
 		case TK_FLOW_ENDED:
-			/* No more trace: the rest of the chunk (a PSB without FUP, or EOF). */
+			/* No more trace: the rest of the chunk (a PSB without FUP, or EOF). At
+			 * the end of the trace, tracing was on: ptxed's "end of trace". */
 			d->have_ip = 0;
 			tk_flow_clear_pending(d->flow);
+			if (d->eos &&
+			    (rc = emit(d, TK_EV_DISABLE, d->ip, 0, 0, 0, TK_IPT_DISABLE_END)) < 0)
+				return rc;
 			break;
 		case -TK_E_OVERFLOW:
-			d->st->overflows++;
-			tk_gap_stats_add(&d->st->gaps, d->last_off, 0);
-			d->enabled = d->have_ip = 0;
-			after_ovf = 1;
-			tk_ipt_last_ip_init(&d->last);
-			reset_flow_state(d);
-			if ((rc = emit(d, TK_EV_GAP, 0, 0, 0, d->last_off, TK_GAP_OVERFLOW)) < 0)
+			if ((rc = overflow(d, d->last_off)) < 0)
 				return rc;
 			break;
 		case -TK_E_NOMAP:

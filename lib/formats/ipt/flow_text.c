@@ -1,5 +1,6 @@
 /* Consumers of the PT flow: ptxed-like text and in-order event delivery. Each chunk is
  * formatted on its worker into its own buffer; the calling thread writes them in order. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct text_chunk {
 
 struct text_run {
 	unsigned flags;
+	struct tk_tsc_conv conv;      /* times as seconds on this clock (mult 0: ticks) */
 	unsigned nthreads;
 	struct tk_buf *out;
 	struct text_chunk *chunks;    /* one per chunk */
@@ -42,11 +44,22 @@ struct text_run {
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
 
-static void put_time(struct tk_buf *b, const struct tk_event *e)
+static void put_time(struct tk_buf *b, const struct tk_event *e, const struct tk_tsc_conv *conv)
 {
 	if (e->time == TK_TIME_NONE)
 		tk_buf_puts(b, "[no time] ");
-	else {
+	else if (conv->mult) {
+		uint64_t ns = tk_tsc_conv_ns(conv, e->time);
+		char frac[9];
+
+		for (int k = 8; k >= 0; k--, ns /= 10)
+			frac[k] = (char)('0' + ns % 10);
+		tk_buf_putc(b, '[');
+		tk_buf_u64(b, ns);
+		tk_buf_putc(b, '.');
+		tk_buf_put(b, frac, 9);
+		tk_buf_puts(b, "] ");
+	} else {
 		tk_buf_putc(b, '[');
 		tk_buf_hex(b, e->time, 16);
 		tk_buf_puts(b, "] ");
@@ -60,7 +73,9 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 		tk_buf_puts(b, "[enabled]\n");
 		break;
 	case TK_EV_DISABLE:
-		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_ASYNC ? "[async disabled]\n" : "[disabled]\n");
+		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_END ? "[end of trace]\n"
+			       : e->flags & TK_IPT_DISABLE_ASYNC ? "[async disabled]\n"
+			       : "[disabled]\n");
 		break;
 	case TK_EV_INTERRUPT:
 		tk_buf_puts(b, "[interrupt: ");
@@ -190,19 +205,19 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 				const char *nl = memchr(line, '\n', tc->scratch.len - k);
 				size_t m = nl ? (size_t)(nl - line) + 1 : tc->scratch.len - k;
 
-				put_time(b, e);
+				put_time(b, e, &tc->run->conv);
 				tk_buf_put(b, line, m);
 				k += m;
 			}
 		} else if (e->kind == TK_EV_TIME) {
 			/* ptxed's tick event: the time changed within the flow */
 			if (flags & TK_IPT_TEXT_TIME) {
-				put_time(b, e);
+				put_time(b, e, &tc->run->conv);
 				tk_buf_puts(b, "[tick]\n");
 			}
 		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN) {
 			if (flags & TK_IPT_TEXT_TIME)
-				put_time(b, e);
+				put_time(b, e, &tc->run->conv);
 			format_event(b, e);
 		}
 	}
@@ -268,8 +283,12 @@ static int text_merge(void *ctx, size_t i)
 			struct tk_buf direct = tc->buf;
 
 			direct.fd = r->out->fd;
-			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0)
-				r->out->err = r->out->err ? r->out->err : direct.err;
+			if (tk_buf_flush(r->out) < 0 || tk_buf_flush(&direct) < 0) {
+				if (!r->out->err) {
+					r->out->err = direct.err;
+					r->out->errnum = direct.errnum;
+				}
+			}
 		} else {
 			tk_buf_put(r->out, tc->buf.data, tc->buf.len);
 		}
@@ -300,6 +319,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	memset(&o, 0, sizeof o);
 	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);   /* an older caller's */
 	o.sz = sizeof o;
+	r.conv = o.time_conv;
 	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
 	if (!o.chunk_bytes)
 		o.chunk_bytes = r.nthreads > 1 && !(flags & TK_IPT_TEXT_STAT) ? TEXT_CHUNK
@@ -322,20 +342,25 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 		/* every chunk written before the caller writes more */
 		int stop = tk_writer_stop(r.wn);
 
-		if (stop < 0 && !out->err)
+		if (stop < 0 && !out->err) {
 			out->err = stop;
+			out->errnum = errno;
+		}
 		if (rc >= 0 && stop < 0)
 			rc = stop;
 	}
 	if (r.w) {
 		/* the rest, then wait for every write (the caller writes after us) */
 		int wrc = tk_writer_submit(r.w, &r.cur), stop = tk_writer_stop(r.w);
+		int errnum = wrc < 0 ? r.cur.errnum : errno;
 
 		if (stop < 0)
 			wrc = stop;
 		tk_buf_free(&r.cur);
-		if (wrc < 0 && !out->err)
+		if (wrc < 0 && !out->err) {
 			out->err = wrc;
+			out->errnum = errnum;
+		}
 		if (rc >= 0 && wrc < 0)
 			rc = wrc;
 	}

@@ -715,20 +715,41 @@ static int header_line(struct tk_kanata_reader *r, const char *p, const char *e,
 	return 0;
 }
 
-/* Fields: split at tabs; the last field of L keeps any further tabs. */
-static int split(const char *p, const char *e, const char **f, const char **fe, int max)
+/* Fields: split at tabs, as Konata does. Fields after the max-th start at *extra (NULL if
+ * there are none). */
+static int split(const char *p, const char *e, const char **f, const char **fe, int max,
+		 const char **extra)
 {
 	int n = 0;
+	*extra = NULL;
 	while (n < max) {
-		const char *t = n == max - 1 ? NULL : find_tab(p, e);
+		const char *t = find_tab(p, e);
 		f[n] = p;
 		fe[n] = t ? t : e;
 		n++;
 		if (!t)
-			break;
+			return n;
 		p = t + 1;
 	}
+	*extra = p;
 	return n;
+}
+
+/* Konata reads only the fields a command defines and drops the rest; do the same, but a
+ * dropped field that holds more than blanks is data lost: say so. */
+static void extra_fields(struct tk_kanata_reader *r, const char *cmd, const char *x, const char *e,
+			 uint64_t line, uint64_t off)
+{
+	const char *p = x;
+	if (!x)
+		return;
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\r'))
+		p++;
+	if (p == e)
+		return;
+	diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, line, off,
+	     "%s: extra field '%.*s' ignored (Konata reads no further)", cmd,
+	     (int)(e - x > 32 ? 32 : e - x), x);
 }
 
 static int bad(struct tk_kanata_reader *r, uint64_t line, uint64_t off, const char *cmd, const char *why)
@@ -740,12 +761,16 @@ static int bad(struct tk_kanata_reader *r, uint64_t line, uint64_t off, const ch
 static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, uint64_t line,
 		      uint64_t off)
 {
-	const char *f[4], *fe[4];
+	const char *f[4], *fe[4], *x;
 	struct tk_kanata_cmd c;
 	int nf;
 
-	/* trailing tabs, spaces and CR are noise that producers leave */
-	while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+	/* a CR before the newline is not part of the line (Konata reads lines the same way) */
+	while (e > p && e[-1] == '\r')
+		e--;
+	const char *line_end = e;  /* label text keeps its trailing spaces */
+	/* other trailing tabs and spaces are noise that producers leave */
+	while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
 		e--;
 	if (!r->seen_header) {
 		while (p < e && *p == ' ')
@@ -816,18 +841,21 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 	case 'I':
 	case 'R':
 	case 'W':
-		nf = split(rest, e, f, fe, 3);
+		nf = split(rest, e, f, fe, 3, &x);
 		if (nf < 3)
 			return bad(r, line, off, k == 'I' ? "I" : k == 'R' ? "R" : "W", "expected 3 fields");
+		extra_fields(r, k == 'I' ? "I" : k == 'R' ? "R" : "W", x, e, line, off);
 		if (parse_num(f[0], fe[0], &c.id) < 0 || parse_num(f[1], fe[1], &c.a) < 0 ||
 		    parse_num(f[2], fe[2], &c.b) < 0)
 			return bad(r, line, off, k == 'I' ? "I" : k == 'R' ? "R" : "W", "bad number");
 		c.kind = k == 'I' ? TK_KANATA_INSN : k == 'R' ? TK_KANATA_RETIRE : TK_KANATA_DEP;
 		break;
 	case 'L':
-		nf = split(rest, e, f, fe, 3);
+		/* the text is the fourth field exactly as Konata shows it: trailing spaces kept */
+		nf = split(rest, tab ? line_end : e, f, fe, 3, &x);
 		if (nf < 2)
 			return bad(r, line, off, "L", "expected id, type and text");
+		extra_fields(r, "L", x, line_end, line, off);
 		if (parse_num(f[0], fe[0], &c.id) < 0 || parse_num(f[1], fe[1], &c.a) < 0)
 			return bad(r, line, off, "L", "bad number");
 		if (c.a < 0) {
@@ -845,9 +873,10 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		break;
 	case 'S':
 	case 'E':
-		nf = split(rest, e, f, fe, 3);
+		nf = split(rest, e, f, fe, 3, &x);
 		if (nf < 3)
 			return bad(r, line, off, k == 'S' ? "S" : "E", "expected id, lane and stage");
+		extra_fields(r, k == 'S' ? "S" : "E", x, e, line, off);
 		if (parse_num(f[0], fe[0], &c.id) < 0)
 			return bad(r, line, off, k == 'S' ? "S" : "E", "bad id");
 		c.lane = f[1];

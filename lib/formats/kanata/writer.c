@@ -204,16 +204,15 @@ static int label(struct tk_kanata_writer *w, int64_t id, int64_t type, const cha
 	tk_buf_i64(&w->line, type);
 	tk_buf_putc(&w->line, '\t');
 	if (escape) {
+		/* a tab would end the field; trailing spaces are kept by the reader, as by Konata */
 		for (size_t i = 0; i < n; i++) {
 			if (text[i] == '\n')
 				tk_buf_puts(&w->line, "\\n");
+			else if (text[i] == '\t')
+				tk_buf_puts(&w->line, "\\t");
 			else if (text[i] != '\r')
 				tk_buf_putc(&w->line, text[i]);
 		}
-		/* the reader trims trailing blanks; keep them by not writing them */
-		while (w->line.len && (w->line.data[w->line.len - 1] == ' ' ||
-				       w->line.data[w->line.len - 1] == '\t'))
-			w->line.len--;
 	} else {
 		tk_buf_put(&w->line, text, n);
 	}

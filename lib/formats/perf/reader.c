@@ -362,6 +362,55 @@ static void read_pt_info(struct tk_perf_aux *a, const uint8_t *p, size_t n)
 	a->pt.nfields = k;
 }
 
+/* perf's record types: the kernel's (PERF_RECORD_MMAP 1 .. AUX_OUTPUT_HW_ID 21) and
+ * perf's own (HEADER_ATTR 64 .. COMPRESSED2 83). */
+static int known_type(uint32_t type)
+{
+	return (type >= 1 && type <= 21) || (type >= 64 && type <= 83);
+}
+
+/* Whether a record header could be at OFF of P (records end at END): a known type and a
+ * size that holds the header and stays inside. STRICT, for finding records again after
+ * damage, where trace bytes could look like a header by chance: the size is a multiple
+ * of 8 as perf writes them (all but PERF_RECORD_COMPRESSED), a trace buffer's data is a
+ * multiple of 8 inside the data and its queue number sane, and the record after it is
+ * plausible too (or the data ends there). */
+static int plausible(const uint8_t *p, uint64_t off, uint64_t end, int strict)
+{
+	if (off == end)
+		return strict;   /* the end: what came before it fits */
+	if (end - off < 8)
+		return 0;
+	uint32_t type = tk_le32(p + off);
+	uint16_t size = tk_le16(p + off + 6);
+
+	if (!known_type(type) || size < 8 || size > end - off)
+		return 0;
+	if (!strict)
+		return 1;
+	uint64_t next = off + size;
+	if (size % 8 && type != REC_COMPRESSED)
+		return 0;
+	if (type == REC_AUXTRACE) {
+		if (size < AUXTRACE_SIZE)
+			return 0;
+		uint64_t len = tk_le64(p + off + 8);
+		uint32_t idx = tk_le32(p + off + 32);
+		if (len % 8 || len > end - next || idx >= 65536)
+			return 0;
+		next += len;
+	}
+	return plausible(p, next, end, 0) || next == end;
+}
+
+/* After damage at OFF: where the next plausible record starts (END if none). */
+static uint64_t resync(const uint8_t *p, uint64_t off, uint64_t end)
+{
+	while (off < end && !plausible(p, off, end, 1))
+		off++;
+	return off;
+}
+
 static int decompress(struct reader *r, uint64_t off, const uint8_t *src, size_t len);
 
 /* One record at OFF (SIZE bytes, at least the header) of the data that ends at N; *EXTRA:
@@ -429,10 +478,14 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 		uint32_t idx = tk_le32(b + 24), tid = tk_le32(b + 28), cpu = tk_le32(b + 32);
 		uint64_t data_off = off + size;
 		if (len > n - data_off) {
+			/* a file cut inside the buffer, or its size damaged: then the records
+			 * after it are still there */
+			uint64_t next = resync(p, data_off, n);
 			problem(r, off, "trace buffer of %llu bytes runs past the end of the data "
-				"(%llu bytes left): cut there", (unsigned long long)len,
-				(unsigned long long)(n - data_off));
-			len = n - data_off;
+				"(%llu bytes left): cut %s", (unsigned long long)len,
+				(unsigned long long)(n - data_off), next < n ? "at the next record" :
+				"there");
+			len = next - data_off;
 		}
 		*extra = len;
 		return add_buffer(r, off, idx, cpu, tid, offset, p + data_off, len, data_off);
@@ -575,7 +628,10 @@ static void read_build_ids(struct reader *r, const uint8_t *p, size_t n, uint64_
 	}
 }
 
-/* The records of P from OFF to END (a file's data section, or a whole part). */
+/* The records of P from OFF to END (a file's data section, or a whole part). A header
+ * that cannot be one (its size does not hold it or runs past the end, or a type perf
+ * does not know without a record after it) is damage: reading goes on at the next
+ * plausible record, each skip reported with its bytes. */
 static int records(struct reader *r, const uint8_t *p, uint64_t off, uint64_t end)
 {
 	int rc = 0;
@@ -588,12 +644,26 @@ static int records(struct reader *r, const uint8_t *p, uint64_t off, uint64_t en
 		uint32_t type = tk_le32(p + off);
 		uint16_t misc = tk_le16(p + off + 4), size = tk_le16(p + off + 6);
 		uint64_t extra;
+		const char *bad = size < 8 ? "below its header" : size > end - off ?
+				  "past the end of the data" : NULL;
 
-		if (size < 8 || size > end - off) {
-			problem(r, off, "record of type %u with size %u %s: the rest of the file is "
-				"unreadable", type, size, size < 8 ? "below its header" :
-				"past the end of the data");
-			break;
+		/* a type of a later perf is skipped by its size when a record follows it */
+		if (!bad && !known_type(type) && !plausible(p, off + size, end, 0) &&
+		    off + size != end)
+			bad = "(a type perf does not write) and no record after it";
+		if (bad) {
+			uint64_t next = resync(p, off + 1, end);
+
+			if (next < end)
+				problem(r, off, "record of type %u with size %u %s: %llu bytes "
+					"skipped to the next record, at offset 0x%llx", type, size, bad,
+					(unsigned long long)(next - off), (unsigned long long)next);
+			else
+				problem(r, off, "record of type %u with size %u %s: no record after "
+					"it, the rest of the data (%llu bytes) is unreadable", type,
+					size, bad, (unsigned long long)(end - off));
+			off = next;
+			continue;
 		}
 		r->aux->records++;
 		if ((rc = record(r, p, end, off, type, misc, size, &extra)) < 0)

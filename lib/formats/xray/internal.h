@@ -22,4 +22,32 @@ static inline unsigned xr_meta_kind(uint8_t b, int be) { return be ? b & 0x7fu :
 int xr_buffer_start_at(const uint8_t *p, size_t n, size_t o, const struct tk_xray_header *h);
 size_t xr_find_buffer(const uint8_t *p, size_t n, size_t from, const struct tk_xray_header *h);
 
+/* How a v2+ buffer's end was found from its BufferExtents record. */
+struct xr_extent {
+	uint64_t size;             /* the size the record gives */
+	uint64_t missing;          /* past the end of the file, no buffer after: bytes cut off */
+	unsigned typed_short;      /* short by 16 bytes per typed event (LLVM <= 16): their count */
+	int resync;                /* past the end of the file, but a buffer follows: read up to it */
+};
+/* The end of the buffer whose BufferExtents record is at O (O + 16 <= N). */
+size_t xr_buffer_end(const uint8_t *p, size_t n, size_t o, const struct tk_xray_header *h,
+		     struct xr_extent *ex);
+
+/* Not damage: the buffer is read whole, and only this warning says so. */
+#define XR_MSG_TYPED_SHORT "BufferExtents is 16 bytes short per typed event (as LLVM's runtime " \
+	"up to version 16 writes it); the buffer is read whole"
+
+/* What to say about a buffer end, or NULL when the extents were right. */
+static inline const char *xr_extent_msg(const struct xr_extent *ex)
+{
+	if (ex->typed_short)
+		return XR_MSG_TYPED_SHORT;
+	if (ex->resync)
+		return "BufferExtents size is past the end of the file, but another buffer follows; "
+		       "the buffer is read up to it";
+	if (ex->missing)
+		return "buffer extents past end of file";
+	return NULL;
+}
+
 #endif

@@ -78,6 +78,74 @@ size_t xr_find_buffer(const uint8_t *p, size_t n, size_t from, const struct tk_x
 	return n;
 }
 
+/* LLVM's runtime up to version 16 leaves the 16-byte header of each typed event out of
+ * BufferExtents. Walk the records from START: if the buffer ends at the declared end plus 16
+ * bytes per typed event met on the way, where the next buffer (or the file's end) starts,
+ * return that end and the count; else 0. */
+static size_t typed_short_end(const uint8_t *p, size_t n, size_t start, uint64_t size,
+			      const struct tk_xray_header *h, unsigned *ntyped)
+{
+	int be = h->big_endian;
+	size_t o = start, k = 0;
+	uint64_t want = start + size;
+
+	while (o < want && o + 8 <= n) {
+		if (!xr_is_meta(p[o], be)) {
+			o += 8;
+			continue;
+		}
+		if (o + 16 > n)
+			return 0;
+		unsigned kind = xr_meta_kind(p[o], be);
+		size_t len = 16;
+		if (kind == TK_XRAY_CUSTOM || kind == TK_XRAY_TYPED) {
+			int32_t ds = (int32_t)xr_rd32(p + o + 1, be);
+			if (ds <= 0 || (uint64_t)ds > n - o - 16)
+				return 0;
+			len += (size_t)ds;
+		} else if (kind > TK_XRAY_PID || kind == TK_XRAY_BUFFER_EXTENTS) {
+			return 0;
+		}
+		if (kind == TK_XRAY_TYPED) {
+			k++;
+			want += 16;
+		}
+		o += len;
+	}
+	if (!k || o != want || (o != n && !xr_buffer_start_at(p, n, o, h)))
+		return 0;
+	*ntyped = (unsigned)k;
+	return o;
+}
+
+size_t xr_buffer_end(const uint8_t *p, size_t n, size_t o, const struct tk_xray_header *h,
+		     struct xr_extent *ex)
+{
+	size_t start = o + 16, end;
+	uint64_t size = xr_rd64(p + o + 1, h->big_endian);
+
+	memset(ex, 0, sizeof *ex);
+	ex->size = size;
+	if (size <= n - start) {
+		end = start + (size_t)size;
+		if (end == n || xr_buffer_start_at(p, n, end, h))
+			return end;
+		size_t t = typed_short_end(p, n, start, size, h, &ex->typed_short);
+		return t ? t : end;
+	}
+	/* a size past the end of the file: a file cut short, or a damaged size that would
+	 * swallow every buffer after this one */
+	size_t t = typed_short_end(p, n, start, n - start, h, &ex->typed_short);
+	if (t)
+		return t;
+	end = xr_find_buffer(p, n, start, h);
+	if (end < n)
+		ex->resync = 1;
+	else
+		ex->missing = size - (n - start);
+	return end;
+}
+
 /* Where to continue after damage at the cursor: the end of the current buffer if known,
  * else the next plausible buffer start. */
 static size_t resync(struct tk_xray_cursor *c, size_t bad)
@@ -171,18 +239,15 @@ int tk_xray_next(struct tk_xray_cursor *c, struct tk_xray_record *r, const char 
 			return fail(c, r, msg, skipped, "expected a BufferExtents record");
 		if (c->n - c->off < 16)
 			return fail(c, r, msg, skipped, "truncated BufferExtents record");
+		struct xr_extent ex;
 		r->kind = TK_XRAY_BUFFER_EXTENTS;
 		r->size = 16;
 		r->value = xr_rd64(c->p + c->off + 1, be);
+		c->buf_end = xr_buffer_end(c->p, c->n, c->off, h, &ex);
 		c->off += 16;
 		c->in_buffer = 1;
-		if (r->value > c->n - c->off) {
-			c->buf_end = c->n;
-			*msg = "buffer extents past end of file";
-			*skipped = r->value - (c->n - c->off);
-		} else {
-			c->buf_end = c->off + r->value;
-		}
+		*msg = xr_extent_msg(&ex);
+		*skipped = ex.missing;
 		return 1;
 	}
 

@@ -226,6 +226,7 @@ static int index_fdr(struct tk_xray *x)
 	const uint8_t *p = x->p;
 	size_t n = x->n, off = 32;
 	int be = x->h.big_endian, rc;
+	uint64_t short_bufs = 0, short_first = 0;
 
 	size_t released = 0;
 	while (off < n) {
@@ -245,15 +246,15 @@ static int index_fdr(struct tk_xray *x)
 				off = to;
 				continue;
 			}
-			uint64_t size = xr_rd64(p + off + 1, be);
+			struct xr_extent ex;
 			b.start = off + 16;
-			if (size > n - b.start) {
-				index_damage(x, off, size - (n - b.start),
-					     "buffer extents past end of file");
-				b.end = n;
-			} else {
-				b.end = b.start + size;
-			}
+			b.end = xr_buffer_end(p, n, off, &x->h, &ex);
+			const char *msg = xr_extent_msg(&ex);
+			if (ex.typed_short) {
+				if (!short_bufs++)
+					short_first = off;
+			} else if (msg)
+				index_damage(x, off, ex.missing, msg);
 		} else {
 			if (p[off] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be)) {
 				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
@@ -285,6 +286,9 @@ static int index_fdr(struct tk_xray *x)
 			return rc;
 		x->threads[b.thread].buffers++;
 	}
+	if (short_bufs)  /* one warning: a runtime writes every such buffer so */
+		tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu buffers)", (unsigned long long)short_first,
+		       XR_MSG_TYPED_SHORT, (unsigned long long)short_bufs);
 	return 0;
 }
 

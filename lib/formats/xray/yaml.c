@@ -482,10 +482,15 @@ long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_in
 		}
 		dump_record(out, h, &r);
 		tk_buf_putc(out, '\n');
-		if (msg) {
+		if (msg && !strcmp(msg, XR_MSG_TYPED_SHORT)) {
+			tk_log(TK_LOG_WARN, "offset 0x%llx: %s", (unsigned long long)r.offset, msg);
+		} else if (msg) {
 			bad++;
-			tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu bytes missing)",
-			       (unsigned long long)r.offset, msg, (unsigned long long)skipped);
+			if (skipped)
+				tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu bytes missing)",
+				       (unsigned long long)r.offset, msg, (unsigned long long)skipped);
+			else
+				tk_log(TK_LOG_WARN, "offset 0x%llx: %s", (unsigned long long)r.offset, msg);
 			if (gaps)
 				tk_gap_stats_add(gaps, r.offset, skipped);
 		}

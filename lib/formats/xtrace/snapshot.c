@@ -74,23 +74,55 @@ struct tk_xtrace_snapfile *tk_xtrace_snapfile_new(const uint8_t *p, size_t n, in
 		tk_xtrace_snap_layout(128, &sf->lay);
 		return sf;
 	}
-	/* The vector length is the last field of each snapshot: find the one length whose
-	 * layout puts a matching value there. */
+	/* The vector length is the last field of each snapshot: take the length whose layout
+	 * puts a matching value in the most snapshots, so that damage to one snapshot (even
+	 * the first) does not lose the others. */
+	size_t best = 0;
 	for (uint32_t vl = 128; vl <= 2048; vl += 128) {
 		struct tk_xtrace_snap_layout l;
 		tk_xtrace_snap_layout(vl, &l);
 		if (n - sf->base < l.size)
 			break;
-		if (tk_le64(p + sf->base + l.off_vl) == vl) {
+		size_t count = (n - sf->base) / l.size, hits = 0;
+		for (size_t i = 0; i < count; i++)
+			hits += tk_le64(p + sf->base + i * l.size + l.off_vl) == vl;
+		if (hits > best) {
+			best = hits;
 			sf->lay = l;
-			sf->count = (n - sf->base) / l.size;
+			sf->count = count;
 			sf->trailing = (n - sf->base) % l.size;
-			return sf;
 		}
 	}
+	if (best)
+		return sf;
 	free(sf);
 	*err = -TK_E_BAD_FORMAT;
 	return NULL;
+}
+
+int tk_xtrace_snapfile_intact(const struct tk_xtrace_snapfile *sf, size_t i)
+{
+	return i < sf->count &&
+	       tk_le64(sf->p + sf->base + i * sf->lay.size + sf->lay.off_vl) == sf->lay.vl_bits;
+}
+
+uint64_t tk_xtrace_snapfile_interval(const struct tk_xtrace_snapfile *sf)
+{
+	int total = sf->has_header && sf->hdr.split_type;
+	uint64_t prev = 0;
+	int have = 0;
+	for (size_t i = 0; i < sf->count; i++) {
+		struct tk_xtrace_snapshot s;
+		if (!tk_xtrace_snapfile_intact(sf, i))
+			continue;
+		tk_xtrace_snapfile_get(sf, i, &s);
+		uint64_t v = total ? s.total_insns : s.user_insns;
+		if (have)
+			return v > prev ? v - prev : 0;
+		prev = v;
+		have = 1;
+	}
+	return 0;
 }
 
 void tk_xtrace_snapfile_free(struct tk_xtrace_snapfile *sf)
@@ -200,11 +232,15 @@ struct tk_xtrace *tk_xtrace_new(const uint8_t *insn, size_t n, const uint8_t *sn
 	for (size_t i = 0; i < ns; i++) {
 		struct tk_xtrace_snapshot s;
 		tk_xtrace_snapfile_get(t->sf, i, &s);
-		if (s.vl_bits != t->sf->lay.vl_bits)
-			tk_log(TK_LOG_WARN, "snapshot file: offset 0x%llx: snapshot %zu has vector "
-			       "length %llu, the first has %u; read with the first",
+		if (s.vl_bits != t->sf->lay.vl_bits) {
+			/* the instruction stream needs no snapshot: decode on without it */
+			tk_log(TK_LOG_ERROR, "snapshot file: offset 0x%llx: snapshot %zu is damaged "
+			       "(vector length field %llu, the others have %u); dropped",
 			       (unsigned long long)(s.offset + t->sf->lay.off_vl), i,
 			       (unsigned long long)s.vl_bits, t->sf->lay.vl_bits);
+			tk_gap_stats_add(&t->gaps, s.offset, t->sf->lay.size);
+			continue;
+		}
 		if (s.user_insns < prev_user || s.total_insns < prev_total ||
 		    s.user_insns > s.total_insns)
 			tk_log(TK_LOG_WARN, "snapshot file: offset 0x%llx: snapshot %zu: "

@@ -1,4 +1,5 @@
 /* xtrace writer: instruction stream and snapshot file. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,20 +62,22 @@ struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
 
 int tk_xtrace_writer_close(struct tk_xtrace_writer *w)
 {
-	int rc = tk_buf_flush(&w->insn);
+	int rc = tk_buf_flush(&w->insn), errnum = w->insn.errnum;
 	if (rc >= 0 && w->insn.err)
 		rc = w->insn.err;
 	if (w->has_snap) {
 		int r2 = tk_buf_flush(&w->snap);
 		if (rc >= 0 && r2 < 0)
-			rc = r2;
+			rc = r2, errnum = w->snap.errnum;
 		if (rc >= 0 && w->snap.err)
-			rc = w->snap.err;
+			rc = w->snap.err, errnum = w->snap.errnum;
 		tk_buf_free(&w->snap);
 	}
 	tk_buf_free(&w->insn);
 	free(w->rec);
 	free(w);
+	if (rc == -TK_E_IO)
+		errno = errnum;
 	return rc < 0 ? rc : 0;
 }
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run one .ptt case (see tests/tools/ptt.c for the format): build its trace and code with
+# $PTT, then `tracekit decode` must print the expected listing and exit with the expected
+# status; split at every PSB on four threads it must print the same; and where the file
+# says `libipt yes`, libipt's instruction decoder must give the same instructions and
+# events (compared without what libipt does not know: disassembly, offsets, error text).
+set -uo pipefail
+FILE=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+"$PTT" "$FILE" "$TMP" || exit 1
+# shellcheck disable=SC2046
+read -r -a ARGS <"$TMP/args"
+fail=0
+"$TK" decode "${ARGS[@]}" "$TMP/trace.pt" >"$TMP/out" 2>"$TMP/err"
+status=$?
+if [ "$status" != "$(cat "$TMP/status")" ]; then
+	echo "exit status $status, expected $(cat "$TMP/status")"
+	fail=1
+fi
+if ! cmp -s "$TMP/expected" "$TMP/out"; then
+	echo "decode differs from the expected listing:"
+	diff -u "$TMP/expected" "$TMP/out" | head -n 60
+	fail=1
+fi
+TK_IPT_CHUNK=1 "$TK" decode -j 4 "${ARGS[@]}" "$TMP/trace.pt" >"$TMP/out-j4" 2>/dev/null
+if ! cmp -s "$TMP/out" "$TMP/out-j4"; then
+	echo "-j 4 with a chunk at every PSB differs from -j 1:"
+	diff -u "$TMP/out" "$TMP/out-j4" | head -n 40
+	fail=1
+fi
+if [ -f "$TMP/libipt" ]; then
+	sed -E -e 's/^([0-9a-f]{16}) .*/\1/' -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
+		-e 's/^\[error: .*\]$/[error]/' "$TMP/expected" >"$TMP/expected-libipt"
+	if ! cmp -s "$TMP/expected-libipt" "$TMP/libipt"; then
+		echo "libipt differs from the expected listing:"
+		diff -u "$TMP/expected-libipt" "$TMP/libipt" | head -n 60
+		fail=1
+	fi
+fi
+if [ $fail -ne 0 ]; then
+	echo "--- stderr:"
+	head -n 20 "$TMP/err"
+fi
+exit $fail

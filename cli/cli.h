@@ -1,11 +1,13 @@
 /* Shared pieces of the tracekit command line: options, errors, exit statuses. The CLI uses
- * only the public headers in include/tracekit/. One file per command in cli/. */
+ * only the public headers in include/tracekit/ and the internal tier beside them
+ * (include/tracekit/internal/). One file per command in cli/. */
 #ifndef TRACEKIT_CLI_H
 #define TRACEKIT_CLI_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tracekit/internal/util.h"
 #include "tracekit/tracekit.h"
 
 /* Exit statuses (documented in README.md). */

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_perf_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_perf_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* One trace buffer queue: perf's mmap index (one per CPU with per-CPU buffers, one per
  * thread with --per-thread), its buffers (PERF_RECORD_AUXTRACE) joined in file order. */
@@ -99,11 +99,11 @@ typedef void (*tk_perf_diag_fn)(void *ctx, uint64_t offset, const char *msg);
  * and skipped (reading resumes at the next record when its size is sound, else at the
  * next plausible record header, the bytes skipped reported). Returns 0, 1 when something was skipped, or -TK_E_* (not a perf.data file, a
  * pipe-mode or big-endian file: -TK_E_UNSUPPORTED). */
-int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+TK_API int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);
 /* As tk_perf_aux_read, without joining the trace: each queue's data is NULL and its len
  * what the joined trace would hold (a summary of a large file costs no copy of it). */
-int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+TK_API int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);
 /* perf record --threads writes a directory: DIR/data (the header and the records of the
  * main thread) and DIR/data.K (the records its writer threads took from their CPUs' ring
@@ -115,10 +115,10 @@ struct tk_perf_part {
 	size_t len;
 	const char *name;         /* for messages, e.g. "data.3" */
 };
-int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part *parts,
+TK_API int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part *parts,
 			   size_t nparts, struct tk_perf_aux *aux, tk_perf_diag_fn diag, void *ctx,
 			   int sizes_only);
-void tk_perf_aux_free(struct tk_perf_aux *aux);
+TK_API void tk_perf_aux_free(struct tk_perf_aux *aux);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 
 #include "flow/bcache.h"
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 #define MAX_BLOCK_INSNS 4096   /* cut very long straight runs: keeps lengths bounded */
 /* a block's last instruction is within a link's 16-bit offset of its start */

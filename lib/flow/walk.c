@@ -6,6 +6,7 @@
 
 #include "flow/bcache.h"
 #include "tracekit/flow.h"
+#include "tracekit/internal/util.h"
 
 _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
 

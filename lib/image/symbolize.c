@@ -17,6 +17,7 @@
 #include "tracekit/internal/eh_frame_hdr.h"
 #include "image/elf_phdrs.h"
 #include "image/code_file.h"
+#include "tracekit/internal/util.h"
 
 struct symbol {
 	uint64_t addr, size;      /* file addresses */

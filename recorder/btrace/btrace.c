@@ -41,6 +41,7 @@
 #include "cti.h"
 #include "ptenc.h"
 #include "rt.h"
+#include "tracekit/internal/util.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define BUF_CAP (64 * 1024)

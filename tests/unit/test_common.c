@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 static char tmpdir[] = "/tmp/tk-test-common-XXXXXX";
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "formats/ipt/internal.h"
+#include "tracekit/internal/util.h"
 
 #define BATCH 512
 

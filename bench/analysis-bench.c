@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tracekit/tracekit.h"
+#include "tracekit/internal/util.h"
 
 #define PATTERN (1u << 20)
 

@@ -18,6 +18,7 @@
 #include "tracekit/event.h"
 #include "tracekit/flow.h"
 #include "tracekit/image.h"
+#include "tracekit/internal/util.h"
 #include "tracekit/ipt_flow.h"
 #include "tracekit/symbolize.h"
 

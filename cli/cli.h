@@ -1,11 +1,13 @@
 /* Shared pieces of the tracekit command line: options, errors, exit statuses. The CLI uses
- * only the public headers in include/tracekit/. One file per command in cli/. */
+ * only the public headers in include/tracekit/ and the internal tier beside them
+ * (include/tracekit/internal/). One file per command in cli/. */
 #ifndef TRACEKIT_CLI_H
 #define TRACEKIT_CLI_H
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tracekit/internal/util.h"
 #include "tracekit/tracekit.h"
 
 /* Exit statuses (documented in README.md). */
@@ -223,6 +225,8 @@ struct tk_ipt_flow_opts cli_ipt_stream_opts(const struct cli_ipt *x, const struc
  * symbolizer (plus --elf/--raw). cli_btrace_events decodes the threads (--tid: one) into
  * SINK and returns an exit status, gaps reported. */
 /* tk_btrace_open, its messages naming FILE */
+/* STATUS raised to EXIT_SKIPPED when IN's compressed data was cut short. */
+int cli_input_status(const struct tk_input *in, int status);
 /* Library messages name FILE until cli_log_file(NULL). */
 void cli_log_file(const char *file);
 struct tk_btrace *cli_btrace_read(const char *file, const uint8_t *data, size_t len,

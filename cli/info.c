@@ -543,7 +543,7 @@ static int run(struct cli_opts *o)
 			tk_buf_puts(&out, fi.detail);
 		}
 		tk_buf_putc(&out, '\n');
-		rc = details(o, file, in, &fi, &out);
+		rc = cli_input_status(in, details(o, file, in, &fi, &out));
 		if (rc > status)
 			status = rc;
 		tk_input_free(in);

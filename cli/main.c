@@ -65,6 +65,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	struct cli_opts o;
+	tk_input_catch_sigbus();  /* an input truncated under us: an error, not SIGBUS */
 	int rc = cli_parse(c, argc - 1, argv + 1, &o);
 	if (rc)
 		return rc == -1 ? EXIT_CLEAN : rc;

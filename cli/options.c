@@ -301,7 +301,11 @@ int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
 		return 0;
 	}
 	if (n == 0) {
-		cli_error(file, UINT64_MAX, "empty file");
+		if (tk_input_compression(*in) != TK_COMP_NONE)
+			cli_error(file, 0, "nothing decompresses: the compressed data is cut short or "
+				  "corrupt before its first block ends");
+		else
+			cli_error(file, UINT64_MAX, "empty file");
 		goto fail;
 	}
 	if (tk_detect_format(p, n, fi) < 0) {
@@ -542,6 +546,18 @@ static int one_document(const char *cmd, const char *to)
 	return 0;
 }
 
+/* A compressed input cut short was read up to the cut (the library said where), or the
+ * file shrank while read (said here): data lost. */
+int cli_input_status(const struct tk_input *in, int status)
+{
+	uint64_t off;
+	int cut = tk_input_cut(in, &off);
+	if (cut == TK_INPUT_SHRANK)
+		cli_error(tk_input_name(in), off, "the file was truncated while being read; "
+			  "what lay from here on is lost");
+	return cut && status < EXIT_SKIPPED ? EXIT_SKIPPED : status;
+}
+
 int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file)
 {
 	int status = EXIT_CLEAN, rc;
@@ -560,7 +576,7 @@ int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file)
 		struct tk_format_info fi;
 
 		if ((rc = cli_open(o, o->args[i], &in, &fi)) == 0) {
-			rc = run_file(o, o->args[i], in, &fi);
+			rc = cli_input_status(in, run_file(o, o->args[i], in, &fi));
 			tk_input_free(in);
 		}
 		if (rc > status)

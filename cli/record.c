@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tracekit/internal/qemu_regs.h"
+#include "tracekit/internal/util.h"
 
 static const char usage[] =
 	"usage: tracekit record (--btrace | --xray | --qemu) [-o FILE] -- CMD [ARGS...]\n"
@@ -428,69 +430,20 @@ static pid_t spawn(char **argv, int out_fd, int log_fd)
 	return pid;
 }
 
-/* Words of a "Xnn=hex" or "Z00[3-2]=h:h:h:h" value, high first, into W (at most MAX). */
-static int hex_words(const char *v, uint64_t *w, int max)
+/* One -d cpu,fpu dump (LEN bytes at BUF) into P. */
+static void parse_dump(const char *buf, size_t len, struct point *pt)
 {
-	int n = 0;
-	while (*v && n < max) {
-		char *end;
-		w[n++] = strtoull(v, &end, 16);
-		if (*end != ':')
-			break;
-		v = end + 1;
-	}
-	return n;
-}
-
-/* Put words (high first) into little-endian bytes. */
-static void words_le(const uint64_t *w, int n, uint8_t *out)
-{
-	for (int i = 0; i < n; i++)
-		memcpy(out + 8 * (size_t)(n - 1 - i), &w[i], 8);
-}
-
-/* Parse one -d cpu,fpu dump (lines in BUF) into P. */
-static void parse_dump(char *buf, struct point *pt)
-{
-	uint64_t zw[32][40];
-	int zn[32] = { 0 }, cur_z = -1;
+	struct tk_qemu_regs r;
+	tk_qemu_regs_parse(buf, len, 0, &r);
 	memset(&pt->s, 0, sizeof pt->s);
-	for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
-		char *eq = strchr(tok, '=');
-		if (!eq)
-			continue;
-		*eq = 0;
-		const char *v = eq + 1;
-		uint64_t w[40];
-		if (tok[0] == 'X' && tok[1] >= '0' && tok[1] <= '9') {
-			int r = atoi(tok + 1);
-			if (r >= 0 && r < 31)
-				pt->s.x[r] = strtoull(v, NULL, 16);
-		} else if (strcmp(tok, "SP") == 0) {
-			pt->s.x[31] = strtoull(v, NULL, 16);
-		} else if (strcmp(tok, "PSTATE") == 0) {
-			pt->s.sys[TK_XT_NZCV] = strtoull(v, NULL, 16) & 0xf0000000u;
-		} else if (strcmp(tok, "FPCR") == 0) {
-			pt->s.sys[TK_XT_FPCR] = strtoull(v, NULL, 16);
-		} else if (strcmp(tok, "FPSR") == 0) {
-			pt->s.sys[TK_XT_FPSR] = strtoull(v, NULL, 16);
-		} else if (tok[0] == 'P' && tok[1] >= '0' && tok[1] <= '9') {
-			int r = atoi(tok + 1), n = hex_words(v, w, 4);
-			if (r >= 0 && r < 16)
-				words_le(w, n, pt->p + 32 * r);
-		} else if (strcmp(tok, "FFR") == 0) {
-			words_le(w, hex_words(v, w, 4), pt->ffr);
-		} else if (tok[0] == 'Z' && tok[1] >= '0' && tok[1] <= '9') {
-			cur_z = atoi(tok + 1);
-			if (cur_z >= 0 && cur_z < 32)
-				zn[cur_z] += hex_words(v, zw[cur_z] + zn[cur_z], 40 - zn[cur_z]);
-		} else if (tok[0] == '[' && cur_z >= 0 && cur_z < 32) {
-			zn[cur_z] += hex_words(v, zw[cur_z] + zn[cur_z], 40 - zn[cur_z]);
-		}
-	}
-	pt->vl_bits = (uint32_t)zn[0] * 64;
-	for (int r = 0; r < 32; r++)
-		words_le(zw[r], zn[r], pt->z + (size_t)r * (pt->vl_bits / 8));
+	memcpy(pt->s.x, r.x, sizeof pt->s.x);
+	pt->s.sys[TK_XT_NZCV] = r.nzcv;
+	pt->s.sys[TK_XT_FPCR] = r.fpcr;
+	pt->s.sys[TK_XT_FPSR] = r.fpsr;
+	pt->vl_bits = r.vl_bits;
+	memcpy(pt->z, r.z, sizeof pt->z);
+	memcpy(pt->p, r.p, sizeof pt->p);
+	memcpy(pt->ffr, r.ffr, sizeof pt->ffr);
 	pt->done = 1;
 }
 
@@ -537,35 +490,14 @@ static struct dump_pc *find_pc(struct dump_pc *t, size_t n, uint64_t pc)
 	return lo < n && t[lo].pc == pc ? &t[lo] : NULL;
 }
 
-/* X0-X30, SP and NZCV (r[32]) of one dump; the fpu part after PSTATE is not needed. */
-static void parse_gprs(const char *p, uint64_t r[33])
-{
-	while (*p) {
-		while (*p == ' ' || *p == '\n')
-			p++;
-		if (p[0] == 'X' && p[1] >= '0' && p[1] <= '9' && p[2] >= '0' && p[2] <= '9' &&
-		    p[3] == '=') {
-			int n = (p[1] - '0') * 10 + p[2] - '0';
-			if (n < 31)
-				r[n] = strtoull(p + 4, NULL, 16);
-		} else if (strncmp(p, "SP=", 3) == 0) {
-			r[31] = strtoull(p + 3, NULL, 16);
-		} else if (strncmp(p, "PSTATE=", 7) == 0) {
-			r[32] = strtoull(p + 7, NULL, 16) & 0xf0000000u;
-			return;
-		}
-		while (*p && *p != ' ' && *p != '\n')
-			p++;
-	}
-}
-
 /* Fill the fixups of one dump: values into the instruction file at their offsets. */
-static void fill_fixups(const char *dump, struct fixup *f, size_t n, int fd)
+static void fill_fixups(const char *dump, size_t len, struct fixup *f, size_t n, int fd)
 {
-	uint64_t r[33] = { 0 };
-	parse_gprs(dump, r);
+	struct tk_qemu_regs regs;
+	const uint64_t *r = regs.x;
+	tk_qemu_regs_parse(dump, len, TK_QEMU_REGS_GPRS, &regs);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t v = f[i].what == 'f' ? r[32] : r[f[i].reg < 32 ? f[i].reg : 31];
+		uint64_t v = f[i].what == 'f' ? regs.nzcv : r[f[i].reg < 32 ? f[i].reg : 31];
 		if (f[i].what == 'w')
 			v &= 0xffffffffu;
 		f[i].value = v;
@@ -602,9 +534,9 @@ static void read_dumps(int fd, struct point *pts, size_t npts, struct dump_pc *p
 		int starts = !eof && strncmp(line, " PC=", 4) == 0;
 		if ((eof || starts) && collect) {
 			if (fix_to > fix_from)
-				fill_fixups(dump, fix + fix_from, fix_to - fix_from, insn_fd);
+				fill_fixups(dump, dlen, fix + fix_from, fix_to - fix_from, insn_fd);
 			if (cur)
-				parse_dump(dump, cur);
+				parse_dump(dump, dlen, cur);
 			cur = NULL;
 			collect = 0;
 			fix_from = fix_to = 0;

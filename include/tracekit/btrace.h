@@ -71,7 +71,7 @@ static inline uint32_t tk_btrace_checksum(const uint8_t *p, size_t n)
 }
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_btrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_btrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* ---- reader ---------------------------------------------------------------------------- */
 struct tk_btrace;
@@ -136,32 +136,32 @@ struct tk_btrace_thread {
 /* Index a container held in memory (DATA must outlive the handle). Damaged records are
  * skipped (resuming at the next record header), reported through tk_log and counted in the
  * gap statistics. Returns NULL with *err set if DATA is not a readable container. */
-struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct tk_btrace_opts *opts,
+TK_API struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct tk_btrace_opts *opts,
 				 int *err);
-void tk_btrace_free(struct tk_btrace *bt);
-const struct tk_btrace_info *tk_btrace_info(const struct tk_btrace *bt);
-size_t tk_btrace_module_count(const struct tk_btrace *bt);
-const struct tk_btrace_module *tk_btrace_module(const struct tk_btrace *bt, size_t i);
-size_t tk_btrace_thread_count(const struct tk_btrace *bt);
-const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size_t i);
-const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt);
+TK_API void tk_btrace_free(struct tk_btrace *bt);
+TK_API const struct tk_btrace_info *tk_btrace_info(const struct tk_btrace *bt);
+TK_API size_t tk_btrace_module_count(const struct tk_btrace *bt);
+TK_API const struct tk_btrace_module *tk_btrace_module(const struct tk_btrace *bt, size_t i);
+TK_API size_t tk_btrace_thread_count(const struct tk_btrace *bt);
+TK_API const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size_t i);
+TK_API const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt);
 
 /* Thread I's Intel PT stream as one raw buffer (malloc'd; the caller frees it). Where pieces
  * are missing the stream gets an OVF packet and continues with the next piece, which starts
  * with a PSB+ (a sync point), so PT decoders see the loss instead of a wrong flow. */
-int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len);
+TK_API int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len);
 
 /* dump's text, one line each with the file offset first (NO_OFFSET: without): the
  * header of the container in DATA (LEN bytes; nothing if it is too short), and a record
  * (the callback of tk_btrace_opts). */
 struct tk_buf;
-void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, int no_offset);
-void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset);
+TK_API void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, int no_offset);
+TK_API void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset);
 
 /* Add the container's modules (from their paths, at their recorded load addresses) to a
  * memory image for the PT flow decoder. */
 struct tk_image;
-int tk_btrace_add_modules(const struct tk_btrace *bt, struct tk_image *img);
+TK_API int tk_btrace_add_modules(const struct tk_btrace *bt, struct tk_image *img);
 /* The recorded modules into IMG and/or SYM (either may be NULL), each from its recorded
  * path if that file has the recorded build-id, else from an ELF file of the list or a
  * module directory that has it (checked by build-id; by name when none was recorded); a
@@ -179,7 +179,7 @@ struct tk_btrace_modules_opts {
 	const char *file;
 };
 struct tk_sym;
-int tk_btrace_load_modules(const struct tk_btrace *bt, const struct tk_btrace_modules_opts *o,
+TK_API int tk_btrace_load_modules(const struct tk_btrace *bt, const struct tk_btrace_modules_opts *o,
 			   struct tk_image *img, struct tk_sym *sym);
 
 /* Every thread's stream through the Intel PT flow decoder (its public API: the container
@@ -194,7 +194,7 @@ struct tk_btrace_events_opts {
 	uint32_t tid;
 };
 struct tk_sink;
-int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
+TK_API int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
 		     struct tk_sink sink, struct tk_gap_stats *gaps);
 
 #ifdef __cplusplus

@@ -10,6 +10,15 @@
 extern "C" {
 #endif
 
+/* The stable API: libtracekit.so is built with -fvisibility=hidden and exports only what
+ * the public headers mark TK_API. (What include/tracekit/internal/ declares is there for the
+ * command, the recorders and tests, which link the static library.) */
+#if defined(__GNUC__) || defined(__clang__)
+#define TK_API __attribute__((visibility("default")))
+#else
+#define TK_API
+#endif
+
 #define TK_VERSION_MAJOR 0
 #define TK_VERSION_MINOR 1
 #define TK_VERSION_PATCH 0
@@ -41,7 +50,7 @@ enum tk_error {
 };
 
 /* Human-readable name of an error; accepts err or -err. Never NULL. */
-const char *tk_strerror(int err);
+TK_API const char *tk_strerror(int err);
 
 /* ---- logging: the library never prints; it reports through this callback -------- */
 enum tk_log_level { TK_LOG_ERROR, TK_LOG_WARN, TK_LOG_INFO, TK_LOG_DEBUG };
@@ -49,11 +58,11 @@ typedef void (*tk_log_fn)(void *ctx, enum tk_log_level level, const char *msg);
 
 /* Set the process-wide log callback (NULL silences the library). Not thread-safe against
  * concurrent logging: set it once at start-up. */
-void tk_set_log(tk_log_fn fn, void *ctx);
+TK_API void tk_set_log(tk_log_fn fn, void *ctx);
 /* The callback and context set now (to set them back later). */
-void tk_get_log(tk_log_fn *fn, void **ctx);
-void tk_set_log_level(enum tk_log_level max_level);
-void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TK_API void tk_get_log(tk_log_fn *fn, void **ctx);
+TK_API void tk_set_log_level(enum tk_log_level max_level);
+TK_API void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Messages about one input, for readers that name files and offsets (the source
  * interface, the perf.data session): FILE the file they are about (NULL: none), OFFSET its
@@ -61,7 +70,7 @@ void tk_log(enum tk_log_level level, const char *fmt, ...) __attribute__((format
 typedef void (*tk_msg_fn)(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
 			  const char *msg);
 /* Format a message and hand it to FN (nothing when FN is NULL). */
-void tk_msg(tk_msg_fn fn, void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+TK_API void tk_msg(tk_msg_fn fn, void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
 	    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* ---- input: mmap'd files or stdin, transparent .gz/.zst ---------------------------- */
@@ -76,34 +85,48 @@ struct tk_input_opts {
 struct tk_input;
 
 /* Open PATH ("-" is standard input). Does not read the content yet. */
-int tk_input_open(struct tk_input **in, const char *path, const struct tk_input_opts *opts);
-void tk_input_free(struct tk_input *in);
-const char *tk_input_name(const struct tk_input *in);
-enum tk_compression tk_input_compression(const struct tk_input *in);
+TK_API int tk_input_open(struct tk_input **in, const char *path, const struct tk_input_opts *opts);
+TK_API void tk_input_free(struct tk_input *in);
+TK_API const char *tk_input_name(const struct tk_input *in);
+TK_API enum tk_compression tk_input_compression(const struct tk_input *in);
 /* Size on disk (compressed size for compressed input). For a pipe: the bytes read from it
  * so far (all of them once it has been read to the end). */
-uint64_t tk_input_file_size(const struct tk_input *in);
+TK_API uint64_t tk_input_file_size(const struct tk_input *in);
 /* 1 when IN's data is a read-only mapping of the regular file PATH (uncompressed, not
  * standard input): its pages may be given back (tk_release_pages) and refault from the
  * file; a copy in memory would read back as zeros. */
-int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t len);
+TK_API int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t len);
 /* Give back the whole pages of BASE[BEGIN, END) (a file mapping that was read). */
-void tk_release_pages(const void *base, size_t begin, size_t end);
+TK_API void tk_release_pages(const void *base, size_t begin, size_t end);
 
 /* How many bytes tk_input_peek gives at most (what format detection looks at). */
 #define TK_INPUT_PEEK 65536
 
 /* Up to the first TK_INPUT_PEEK decompressed bytes, for format detection; does not disturb
  * reading. */
-int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len);
+TK_API int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len);
 
 /* The whole decompressed content, contiguous. Plain files are mmap'd (no copy); compressed
  * input and pipes are decompressed/read into memory. The pointer lives as long as IN. */
-int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
+TK_API int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
 
 /* Sequential reading in bounded memory (decompresses as it goes). Returns bytes read
  * (0 at end of input) or -TK_E_*. Do not mix with tk_input_map on the same input. */
-long tk_input_read(struct tk_input *in, void *buf, size_t len);
+TK_API long tk_input_read(struct tk_input *in, void *buf, size_t len);
+
+/* Whether the input lost data while it was read, and from which offset (*OFFSET, may be
+ * NULL): TK_INPUT_CUT, the compressed data was cut short or corrupt there (reading ended
+ * there after handing out everything before it; the library logged it); TK_INPUT_SHRANK,
+ * the mapped file was truncated while read (needs tk_input_catch_sigbus; the lost part
+ * read as zeros; not logged, as it is noticed in a signal handler); 0 otherwise. */
+enum { TK_INPUT_CUT = 1, TK_INPUT_SHRANK = 2 };
+TK_API int tk_input_cut(const struct tk_input *in, uint64_t *offset);
+
+/* Install a SIGBUS handler (once per process; a program calls it, the library never does
+ * on its own) that turns reading a mapped input beyond its end, after someone truncated
+ * the file, into zeros and a TK_INPUT_SHRANK mark instead of death. A SIGBUS elsewhere
+ * gets the handler that was there before. */
+TK_API int tk_input_catch_sigbus(void);
 
 /* ---- output buffer with fast number formatting ----------------------------------- */
 struct tk_buf {
@@ -114,19 +137,19 @@ struct tk_buf {
 	int errnum;    /* with -TK_E_IO: errno of the failed write (ENOSPC, EPIPE, ...) */
 };
 
-int tk_buf_init(struct tk_buf *b, int fd, size_t cap);
-void tk_buf_free(struct tk_buf *b);
-int tk_buf_flush(struct tk_buf *b);           /* write out (fd mode); no-op in memory mode */
-int tk_buf_reserve_slow(struct tk_buf *b, size_t n);
-int tk_buf_printf(struct tk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tk_buf_u64(struct tk_buf *b, uint64_t v);           /* decimal */
-void tk_buf_i64(struct tk_buf *b, int64_t v);
-void tk_buf_hex(struct tk_buf *b, uint64_t v, int width); /* lower-case, zero-padded to width (0 = minimal) */
-void tk_buf_hex_bytes(struct tk_buf *b, const uint8_t *p, size_t n, char sep); /* "0a 0b ..." */
+TK_API int tk_buf_init(struct tk_buf *b, int fd, size_t cap);
+TK_API void tk_buf_free(struct tk_buf *b);
+TK_API int tk_buf_flush(struct tk_buf *b);           /* write out (fd mode); no-op in memory mode */
+TK_API int tk_buf_reserve_slow(struct tk_buf *b, size_t n);
+TK_API int tk_buf_printf(struct tk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+TK_API void tk_buf_u64(struct tk_buf *b, uint64_t v);           /* decimal */
+TK_API void tk_buf_i64(struct tk_buf *b, int64_t v);
+TK_API void tk_buf_hex(struct tk_buf *b, uint64_t v, int width); /* lower-case, zero-padded to width (0 = minimal) */
+TK_API void tk_buf_hex_bytes(struct tk_buf *b, const uint8_t *p, size_t n, char sep); /* "0a 0b ..." */
 /* Fixed-point: v / 10^decimals with exactly `decimals` digits after the point. */
-void tk_buf_fixed(struct tk_buf *b, int64_t v, int decimals);
+TK_API void tk_buf_fixed(struct tk_buf *b, int64_t v, int decimals);
 /* JSON string literal with escapes, including the quotes. */
-void tk_buf_json_str(struct tk_buf *b, const char *s, size_t n);
+TK_API void tk_buf_json_str(struct tk_buf *b, const char *s, size_t n);
 
 static inline int tk_buf_reserve(struct tk_buf *b, size_t n)
 {
@@ -150,40 +173,6 @@ static inline void tk_buf_puts(struct tk_buf *b, const char *s)
 	tk_buf_put(b, s, strlen(s));
 }
 
-/* ---- background writer: write() of one buffer overlaps the filling of the next ------ */
-/* Writing GBs of text into a file costs the kernel about as much as formatting it (the
- * page-cache copy): a writer thread writes each handed-over buffer to FD, in order, while
- * the caller fills another. Past the first 64 MiB, a regular file is written with
- * O_DIRECT where the filesystem allows it (whole aligned blocks, staged; the flags are
- * restored and the tail written normally at tk_writer_stop), so the rest of a huge
- * output costs neither the copy nor write-back throttling. */
-struct tk_writer;
-struct tk_writer *tk_writer_start(int fd, int *err);
-/* Hand B's bytes to the writer (waiting while it still writes the previous ones); B goes
- * on in an empty buffer of at least the same capacity and keeps its fd. Returns the first
- * write error (also stored in b->err), else 0. */
-int tk_writer_submit(struct tk_writer *w, struct tk_buf *b);
-/* Wait until everything handed over is written, end the thread; its first error (with
- * -TK_E_IO, errno is set to the failed write's). */
-int tk_writer_stop(struct tk_writer *w);
-
-/* ---- output files: never over an input, never half-written over a good file -------- */
-/* The index of the first of the N INPUTS that is the file PATH names (same device and
- * inode: a hard link or another spelling counts), or -1. Inputs that cannot be stat'ed
- * are ignored. */
-int tk_outfile_same(const char *path, const char *const *inputs, size_t n);
-/* Open PATH for writing. A regular file (or a new one) is written under a temporary name
- * in the same directory and renamed over PATH by tk_outfile_close, so an error never
- * leaves a half-written file in place of the one before; anything else (a terminal, a
- * pipe, a device) is written directly. NULL and *err = -TK_E_IO with errno kept on
- * failure. */
-struct tk_outfile;
-struct tk_outfile *tk_outfile_open(const char *path, int *err);
-int tk_outfile_fd(const struct tk_outfile *f);
-/* Close; KEEP: rename the temporary file over the path (else remove it). -TK_E_IO with
- * errno kept if the rename (or close) fails. */
-int tk_outfile_close(struct tk_outfile *f, int keep);
-
 /* ---- worker pool: chunk jobs on N threads, results handed back in chunk order ---- */
 /* work(ctx, i) runs on a worker thread for i in [0, njobs). merge(ctx, i) runs on the
  * calling thread, strictly in order 0, 1, 2, ..., each as soon as job i is done. At most
@@ -197,24 +186,12 @@ struct tk_pool_opts {
 };
 typedef int (*tk_pool_work_fn)(void *ctx, size_t index);
 typedef int (*tk_pool_merge_fn)(void *ctx, size_t index);
-int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
+TK_API int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
 		tk_pool_merge_fn merge, void *ctx);
 /* Number of online CPUs (at least 1). */
-unsigned tk_cpu_count(void);
-/* calloc for a table whose first use reads it (hash probing): each page is written once
- * here. A page of a large calloc read first maps the shared zero page, and the write after
- * it is a copy-on-write fault that flushes the TLB of every CPU running another thread of
- * the process (9% of `profile -j 2` on libLLVM). */
-void *tk_calloc_written(size_t n, size_t size);
-
+TK_API unsigned tk_cpu_count(void);
 /* The longest instruction of any traced ISA (x86's; AArch64's are 4 bytes). */
 #define TK_MAX_INSN_BYTES 15
-/* tk_calloc_written for a table read at random on a hot path: from TK_HUGE_FROM bytes on,
- * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),
- * rounded up to and aligned at 2 MiB. Released with free(). */
-#define TK_HUGE_FROM ((size_t)1 << 20)
-void *tk_calloc_huge(size_t n, size_t size);
-
 /* ---- progress: rate-limited status lines for long runs ----------------------------- */
 typedef void (*tk_progress_fn)(void *ctx, const char *line);
 struct tk_progress {
@@ -224,17 +201,16 @@ struct tk_progress {
 	uint64_t total, done;
 	uint64_t start_ns, last_ns;
 };
-void tk_progress_init(struct tk_progress *p, const char *label, uint64_t total,
+TK_API void tk_progress_init(struct tk_progress *p, const char *label, uint64_t total,
 		      tk_progress_fn print, void *ctx);
-void tk_progress_update_slow(struct tk_progress *p);
+TK_API void tk_progress_update_slow(struct tk_progress *p);
 static inline void tk_progress_set(struct tk_progress *p, uint64_t done)
 {
 	p->done = done;
 	if (p->print)
 		tk_progress_update_slow(p);
 }
-void tk_progress_finish(struct tk_progress *p);
-uint64_t tk_now_ns(void);
+TK_API void tk_progress_finish(struct tk_progress *p);
 
 /* ---- gap bookkeeping shared by every decoder -------------------------------------- */
 #define TK_GAP_FIRST_OFFSETS 4
@@ -243,11 +219,11 @@ struct tk_gap_stats {
 	uint64_t bytes_skipped;  /* input bytes not decoded */
 	uint64_t first_offsets[TK_GAP_FIRST_OFFSETS];
 };
-void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped);
-void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from);
+TK_API void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped);
+TK_API void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from);
 /* The gap summary as one message ("N WHATs, B bytes skipped (first at offset ...)"):
  * 1 when anything was lost, else 0. */
-int tk_gap_report(const struct tk_gap_stats *g, const char *what, const char *file, tk_msg_fn msg,
+TK_API int tk_gap_report(const struct tk_gap_stats *g, const char *what, const char *file, tk_msg_fn msg,
 		  void *ctx);
 
 /* ---- little helpers used by readers ----------------------------------------------- */
@@ -268,13 +244,6 @@ static inline uint16_t tk_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 |
 static inline uint32_t tk_be32(const uint8_t *p) { return __builtin_bswap32(tk_le32(p)); }
 static inline uint64_t tk_be64(const uint8_t *p) { return __builtin_bswap64(tk_le64(p)); }
 
-/* Unsigned LEB128; returns bytes consumed, 0 if truncated or longer than 10 bytes. */
-size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v);
-
-/* qsort comparator for uint64_t; whether X is in V, N values sorted ascending. */
-int tk_cmp_u64(const void *a, const void *b);
-int tk_sorted_has_u64(const uint64_t *v, size_t n, uint64_t x);
-
 /* 64-bit hash for tables (not cryptographic). */
 static inline uint64_t tk_hash64(uint64_t x)
 {
@@ -284,37 +253,6 @@ static inline uint64_t tk_hash64(uint64_t x)
 	x *= 0xc4ceb9fe1a85ec53ULL;
 	x ^= x >> 33;
 	return x;
-}
-
-/* A set of 64-bit values (footprints: distinct lines, addresses). Zero-initialise it. The
- * values are in slot[0, cap), stored + 1 (0: empty); n of them. */
-struct tk_u64set {
-	uint64_t *slot;
-	size_t cap, n;
-};
-/* 1 if X was added, 0 if it was there already, or -TK_E_NOMEM. X < UINT64_MAX. */
-int tk_u64set_add(struct tk_u64set *s, uint64_t x);
-void tk_u64set_free(struct tk_u64set *s);
-
-/* Where distributions install the separate debug file of a module whose GNU build id is
- * ID (N bytes): /usr/lib/debug/.build-id/ab/cdef....debug (Debian's libc6-dbg for libc).
- * Writes it to BUF; returns 0, or -1 if the id is shorter than 2 bytes or BUF too small.
- * Header-only: the branch recorder uses it too. */
-static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, size_t n)
-{
-	static const char dir[] = "/usr/lib/debug/.build-id/", hex[] = "0123456789abcdef";
-	size_t k = sizeof dir - 1;
-	if (n < 2 || size < k + 2 * n + sizeof "/.debug")
-		return -1;
-	memcpy(buf, dir, k);
-	for (size_t i = 0; i < n; i++) {
-		buf[k++] = hex[id[i] >> 4];
-		buf[k++] = hex[id[i] & 15];
-		if (i == 0)
-			buf[k++] = '/';
-	}
-	memcpy(buf + k, ".debug", sizeof ".debug");
-	return 0;
 }
 
 #ifdef __cplusplus

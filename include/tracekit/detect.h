@@ -34,14 +34,14 @@ struct tk_format_info {
 
 /* Probe the first bytes of an input (at least 4 KiB where available; less for short files).
  * Returns 0 and fills *fi, or -TK_E_UNKNOWN_FORMAT. */
-int tk_detect_format(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_detect_format(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* Short name used on the command line (--format NAME) and in output: "ipt", "xray", ... */
-const char *tk_format_name(enum tk_format_id id);
+TK_API const char *tk_format_name(enum tk_format_id id);
 /* Long human name: "Intel PT raw stream", ... */
-const char *tk_format_description(enum tk_format_id id);
+TK_API const char *tk_format_description(enum tk_format_id id);
 /* TK_FMT_UNKNOWN if NAME is not a format name. */
-enum tk_format_id tk_format_by_name(const char *name);
+TK_API enum tk_format_id tk_format_by_name(const char *name);
 
 /* How many bytes detection wants to look at. */
 #define TK_DETECT_PEEK TK_INPUT_PEEK

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracekit/common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -170,8 +172,8 @@ static inline struct tk_event *tk_event_batch_next(struct tk_event_batch *b, int
 	return &b->ev[b->n++];
 }
 
-const char *tk_event_kind_name(unsigned kind);
-const char *tk_gap_reason_name(unsigned reason);
+TK_API const char *tk_event_kind_name(unsigned kind);
+TK_API const char *tk_gap_reason_name(unsigned reason);
 
 #ifdef __cplusplus
 }

@@ -60,17 +60,17 @@ struct tk_flow_result {
 	uint64_t insns;       /* instructions walked in this call */
 };
 
-struct tk_flow *tk_flow_new(const struct tk_image *img, int *err);
-void tk_flow_free(struct tk_flow *f);
+TK_API struct tk_flow *tk_flow_new(const struct tk_image *img, int *err);
+TK_API void tk_flow_free(struct tk_flow *f);
 
 /* Forget the return-compression call stack (at a PSB or after lost data). */
-void tk_flow_reset_stack(struct tk_flow *f);
+TK_API void tk_flow_reset_stack(struct tk_flow *f);
 /* Time stamped on the events produced from now on. */
-void tk_flow_set_time(struct tk_flow *f, uint64_t time);
-void tk_flow_set_track(struct tk_flow *f, uint32_t track);
+TK_API void tk_flow_set_time(struct tk_flow *f, uint64_t time);
+TK_API void tk_flow_set_track(struct tk_flow *f, uint32_t track);
 /* ON = 0: walk without emitting TK_EV_BLOCK/CALL/RETURN events (instruction counts still
  * come back in tk_flow_result), for consumers that only count. Default 1. */
-void tk_flow_set_flow_events(struct tk_flow *f, int on);
+TK_API void tk_flow_set_flow_events(struct tk_flow *f, int on);
 
 /* ON = 1: also report how the trace resolved each branch, for consumers that write the
  * flow back as packets: a TK_EV_BRANCH for every conditional branch (addr = the branch,
@@ -78,7 +78,7 @@ void tk_flow_set_flow_events(struct tk_flow *f, int on);
  * indirect jump or call or far transfer given a target (flags TK_BR_INDIRECT | TK_BR_TAKEN,
  * ahead of an indirect call's TK_EV_CALL). Returns stay TK_EV_RETURN only. The walk goes
  * block by block then (no bulk TNT path). Off by default. */
-void tk_flow_set_branch_events(struct tk_flow *f, int on);
+TK_API void tk_flow_set_branch_events(struct tk_flow *f, int on);
 
 /* Count mode, for profiles: blocks are counted in the walker's block cache instead of
  * being reported one TK_EV_BLOCK each. Only the first block of a walk, a block that
@@ -87,43 +87,43 @@ void tk_flow_set_branch_events(struct tk_flow *f, int on);
  * next TK_EV_BLOCK (its arg), TK_EV_CALL or TK_EV_RETURN (its count) or as a TK_EV_INSNS
  * ahead of any other event (and at the end of each tk_flow_walk); their executions come
  * through tk_flow_take_counts. Off by default. */
-int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, size_t n);
+TK_API int tk_flow_set_count_mode(struct tk_flow *f, int on, const uint64_t *entries, size_t n);
 typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, int mode,
 				uint64_t execs, uint64_t insns);
 /* Count mode: call FN for each block counted since the last call (START and LAST: its
  * first and last instruction, MODE its TK_MODE_* code size; INSNS = EXECS * its length)
  * and start counting afresh. */
-int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
+TK_API int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
 
 /* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
  * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip),
  * -TK_E_BAD_OPCODE (undecodable code at *ip), -TK_E_BAD_FORMAT (the trace does not fit the
  * code at res.from), -TK_E_LIMIT (no trace consumed for too long), or the oracle's or
  * sink's error. The oracle's pending item survives between calls. */
-int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int *mode, const struct tk_flow_oracle *o,
+TK_API int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int *mode, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res);
 /* Count the conditional branches walked, not taken and taken (off by default): exact in
  * count mode and whenever events are produced; the counting walk of decode --stat (no
  * events, paths through calls) does not keep them. tk_flow_take_cond gives the counts
  * since its last call and counts afresh. */
-void tk_flow_set_cond_counts(struct tk_flow *f, int on);
-void tk_flow_take_cond(struct tk_flow *f, uint64_t *not_taken, uint64_t *taken);
+TK_API void tk_flow_set_cond_counts(struct tk_flow *f, int on);
+TK_API void tk_flow_take_cond(struct tk_flow *f, uint64_t *not_taken, uint64_t *taken);
 /* Conditional outcomes of the oracle's TNT item that the walker holds but has not used
  * (0 if it holds no TNT item): after an error, the failing one is the first of them. */
-unsigned tk_flow_pending_tnt(const struct tk_flow *f);
+TK_API unsigned tk_flow_pending_tnt(const struct tk_flow *f);
 /* Drop the oracle item the walker holds (after an error or resync). */
-void tk_flow_clear_pending(struct tk_flow *f);
+TK_API void tk_flow_clear_pending(struct tk_flow *f);
 
 /* Expand a TK_EV_BLOCK event produced by this walker into its instruction addresses:
  * calls fn(ctx, addr, len) for each. */
-int tk_flow_block_insns(struct tk_flow *f, const struct tk_event *blk,
+TK_API int tk_flow_block_insns(struct tk_flow *f, const struct tk_event *blk,
 			void (*fn)(void *ctx, uint64_t addr, unsigned len), void *ctx);
 /* Write one line per instruction of a block event: 16 hex digits, and with DISASM two
  * spaces and Intel-syntax disassembly (ptxed-like). */
-int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_event *blk,
+TK_API int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_event *blk,
 			int disasm);
 /* Bytes of code classified so far (each byte once per image and mode). */
-uint64_t tk_flow_decoded_bytes(const struct tk_flow *f);
+TK_API uint64_t tk_flow_decoded_bytes(const struct tk_flow *f);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_gem5_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_gem5_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 struct tk_buf;
 struct tk_input;
@@ -53,7 +53,7 @@ struct tk_gem5_result {
 	uint64_t duplicates;        /* seqNums seen twice in a row on one CPU */
 };
 
-int tk_gem5_to_kanata(struct tk_input *in, struct tk_buf *out, const struct tk_gem5_opts *opts,
+TK_API int tk_gem5_to_kanata(struct tk_input *in, struct tk_buf *out, const struct tk_gem5_opts *opts,
 		      struct tk_gem5_result *res);
 
 #ifdef __cplusplus

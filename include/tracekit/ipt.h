@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Content probe: confidence 0..100 that P is a raw PT stream (0: not one). */
-int tk_ipt_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_ipt_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* ---- packets ------------------------------------------------------------------------ */
 enum tk_ipt_pkt_kind {
@@ -58,7 +58,7 @@ enum tk_ipt_pkt_kind {
 };
 
 /* ptdump's name of a packet kind ("tnt.8", "tip.pge", "mode.exec", ...). */
-const char *tk_ipt_pkt_name(enum tk_ipt_pkt_kind kind);
+TK_API const char *tk_ipt_pkt_name(enum tk_ipt_pkt_kind kind);
 
 /* IP compression (the opcode's top 3 bits), values as in the SDM and libipt. */
 enum tk_ipt_ipc {
@@ -120,9 +120,9 @@ struct tk_ipt_pkt_decoder;
 
 /* A decoder over BUF[0, LEN), which must outlive it. It starts unsynchronised at
  * offset 0: call tk_ipt_pkt_sync_forward (or _sync_set) first. OPTS may be NULL. */
-struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len,
+TK_API struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len,
 						  const struct tk_ipt_pkt_opts *opts, int *err);
-void tk_ipt_pkt_decoder_free(struct tk_ipt_pkt_decoder *dec);
+TK_API void tk_ipt_pkt_decoder_free(struct tk_ipt_pkt_decoder *dec);
 
 /* Decode the packet at the current position into *PKT and step over it. Returns its
  * size (> 0), or: -TK_E_EOF at the end of the buffer, -TK_E_TRUNCATED if the buffer
@@ -130,42 +130,42 @@ void tk_ipt_pkt_decoder_free(struct tk_ipt_pkt_decoder *dec);
  * an invalid payload (reserved IP compression, TNT without stop bit, ...),
  * -TK_E_BAD_STATE if not synchronised. On error the position does not move: resync
  * with tk_ipt_pkt_sync_forward. */
-int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkt);
+TK_API int tk_ipt_pkt_next(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkt);
 
 /* Up to N packets at once (the fast path: no call per packet). Returns how many were
  * decoded (>= 0); stops early at the first error, which *ERR receives (0 if none, or
  * when N packets were decoded). */
-int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkts,
+TK_API int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *dec, struct tk_ipt_packet *pkts,
 			  size_t n, int *err);
 
 /* Move to the next PSB, as libipt's pt_pkt_sync_forward: the first one starting at
  * most 15 bytes before the current position (so a PSB partly eaten by a bad packet is
  * found), or after the current sync point when standing on it. -TK_E_EOF if none. */
-int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *dec);
+TK_API int tk_ipt_pkt_sync_forward(struct tk_ipt_pkt_decoder *dec);
 /* Move to the last PSB before the current position (from the end when unsynced). */
-int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *dec);
+TK_API int tk_ipt_pkt_sync_backward(struct tk_ipt_pkt_decoder *dec);
 /* Decode from OFFSET on, whatever is there (no PSB check); OFFSET becomes the sync
  * point. -TK_E_EOF if past the end. */
-int tk_ipt_pkt_sync_set(struct tk_ipt_pkt_decoder *dec, uint64_t offset);
+TK_API int tk_ipt_pkt_sync_set(struct tk_ipt_pkt_decoder *dec, uint64_t offset);
 /* Current position and last sync point (offsets include base_offset). */
-int tk_ipt_pkt_get_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
-int tk_ipt_pkt_get_sync_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
+TK_API int tk_ipt_pkt_get_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
+TK_API int tk_ipt_pkt_get_sync_offset(const struct tk_ipt_pkt_decoder *dec, uint64_t *offset);
 
 /* ---- PSB search and parallel split ------------------------------------------------- */
 /* Offset of the first PSB starting at or after FROM (a run of more than eight 02 82
  * pairs counts as a PSB at its end, as libipt does). 0 or -TK_E_NOSYNC. */
-int tk_ipt_psb_next(const uint8_t *buf, size_t len, uint64_t from, uint64_t *psb);
+TK_API int tk_ipt_psb_next(const uint8_t *buf, size_t len, uint64_t from, uint64_t *psb);
 /* Offset of the last PSB starting before BEFORE. 0 or -TK_E_NOSYNC. */
-int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *psb);
+TK_API int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint64_t *psb);
 /* Number of PSBs in BUF. */
-uint64_t tk_ipt_psb_count(const uint8_t *buf, size_t len);
+TK_API uint64_t tk_ipt_psb_count(const uint8_t *buf, size_t len);
 
 /* Split BUF into chunks for parallel decoders. Chunk i is [offsets[i], offsets[i+1])
  * and the last one ends at LEN; each starts at a PSB, the first at the first PSB, the
  * next at the first PSB at least CHUNK_BYTES after the previous start. Writes up to
  * MAX offsets and returns the total number of chunks (call with MAX = 0 to size the
  * array); 0 when BUF has no PSB. Bytes before offsets[0] cannot be decoded. */
-int64_t tk_ipt_split(const uint8_t *buf, size_t len, size_t chunk_bytes, uint64_t *offsets,
+TK_API int64_t tk_ipt_split(const uint8_t *buf, size_t len, size_t chunk_bytes, uint64_t *offsets,
 		     size_t max);
 
 /* ---- last-IP reconstruction ----------------------------------------------------------- */
@@ -183,9 +183,9 @@ static inline void tk_ipt_last_ip_init(struct tk_ipt_last_ip *l)
 }
 /* Apply an IP packet (TIP, TIP.PGE, TIP.PGD, FUP); other kinds are ignored. 0, or
  * -TK_E_BAD_FORMAT for a reserved compression. */
-int tk_ipt_last_ip_update(struct tk_ipt_last_ip *l, const struct tk_ipt_packet *pkt);
+TK_API int tk_ipt_last_ip_update(struct tk_ipt_last_ip *l, const struct tk_ipt_packet *pkt);
 /* The reconstructed IP: 0, -TK_E_NOT_FOUND (no IP yet) or -TK_E_NOSYNC (suppressed). */
-int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip);
+TK_API int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip);
 
 /* ---- packet encoder ------------------------------------------------------------------ */
 /* Append PKT to OUT in the SDM's encoding, the inverse of tk_ipt_pkt_next: PAD, PSB,
@@ -194,11 +194,11 @@ int tk_ipt_last_ip_query(const struct tk_ipt_last_ip *l, uint64_t *ip);
  * MODE.TSX, TSC, TMA, MTC, CYC, PIP, VMCS, CBR, STOP, MNT, PTW, EXSTOP, MWAIT, PWRE,
  * PWRX, CFE, EVD and TRIG (not the PEBS packets). PKT's size and offset are not used. Returns the packet's size, -TK_E_INVAL for
  * another kind or a field that does not fit, or OUT's error. */
-int tk_ipt_encode(struct tk_buf *out, const struct tk_ipt_packet *pkt);
+TK_API int tk_ipt_encode(struct tk_buf *out, const struct tk_ipt_packet *pkt);
 /* Fill PKT as an IP packet of KIND for IP, compressed against the last IP *L the way the
  * processor does it (the fewest bytes; sent whole when L holds no IP, as after a PSB),
  * and update *L as a decoder will. */
-void tk_ipt_ip_packet(struct tk_ipt_last_ip *l, enum tk_ipt_pkt_kind kind, uint64_t ip,
+TK_API void tk_ipt_ip_packet(struct tk_ipt_last_ip *l, enum tk_ipt_pkt_kind kind, uint64_t ip,
 		      struct tk_ipt_packet *pkt);
 
 /* ---- whole-stream scan (tracekit info) and dump ------------------------------------- */
@@ -228,10 +228,10 @@ struct tk_ipt_scan_opts {
 	tk_ipt_error_fn on_error;
 	void *ctx;
 };
-int tk_ipt_scan_parallel(const uint8_t *buf, size_t len, const struct tk_ipt_scan_opts *opts,
+TK_API int tk_ipt_scan_parallel(const uint8_t *buf, size_t len, const struct tk_ipt_scan_opts *opts,
 			 struct tk_ipt_stats *st);
 /* The same on one thread. */
-int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
+TK_API int tk_ipt_scan(const uint8_t *buf, size_t len, struct tk_ipt_stats *st,
 		tk_ipt_error_fn on_error, void *ctx);
 
 struct tk_ipt_dump_opts {
@@ -247,14 +247,14 @@ struct tk_ipt_dump_opts {
  * PSB; after an error the dump prints "[offset: error decoding packet: ...]" and
  * resumes at the next PSB. GAPS (may be NULL) receives what was skipped. Returns 0 or a
  * negative error from OUT or ON_ERROR. */
-int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *opts,
+TK_API int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *opts,
 		struct tk_buf *out, struct tk_gap_stats *gaps);
 
 /* Short text for a packet decode error ("unknown opcode", "bad packet", ...). */
-const char *tk_ipt_error_text(int err);
+TK_API const char *tk_ipt_error_text(int err);
 
 /* Format one packet as ptdump does (no newline). LAST may be NULL (no --lastip). */
-void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,
+TK_API void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,
 			  struct tk_ipt_last_ip *last);
 
 #ifdef __cplusplus

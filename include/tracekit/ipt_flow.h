@@ -54,7 +54,7 @@ struct tk_ipt_flow_stats {
 };
 
 /* FROM's counts added to TO's (streams decoded one after another). */
-void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from);
+TK_API void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from);
 
 /* Event flags for TK_EV_MODE/POWER/DISABLE produced by the PT decoder beyond event.h. */
 enum tk_ipt_flow_flags {
@@ -90,17 +90,17 @@ struct tk_ipt_flow_consumer {
 
 /* Decode BUF (a raw PT stream) against opts->image. Errors become TK_EV_GAP events (and
  * stats->gaps); decoding resyncs at the next PSB. Returns 0 or a consumer's error. */
-int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+TK_API int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *stats);
 
 /* The chunks tk_ipt_flow_decode makes of BUF with OPTS (the PSB split, and the breaks):
  * their start offsets into STARTS (N at most: -TK_E_INVAL if more), or with STARTS NULL
  * only how many. Returns the count (0: no PSB) or -TK_E_*. */
-int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
+TK_API int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
 			   uint64_t *starts, size_t n);
 
 /* Convenience: all events, in order, to one sink (chunks buffered when parallel). */
-int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+TK_API int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		       struct tk_sink sink, struct tk_ipt_flow_stats *stats);
 
 enum tk_ipt_text_flags {
@@ -109,7 +109,7 @@ enum tk_ipt_text_flags {
 	TK_IPT_TEXT_STAT = 4,         /* no lines, only count */
 };
 /* ptxed-like listing into OUT: one line per instruction, events in brackets. */
-int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
+TK_API int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats);
 
 /* ---- execution statistics (tracekit stats) ---------------------------------------------- */
@@ -132,17 +132,17 @@ struct tk_ipt_exec_stats {
 	uint64_t enables, disables, async_disables, interrupts;
 };
 struct tk_ipt_exec;
-struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err);
+TK_API struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err);
 /* Decode one stream (chunks in parallel, opts->image replaced by the one given to new)
  * and add what it executed; ONE (may be NULL) gets this stream's decoding counts. */
-int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
+TK_API int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 		    const struct tk_ipt_flow_opts *opts, struct tk_ipt_flow_stats *one);
 /* The statistics of every stream added (the distinct blocks decoded once, now). */
-int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out);
-void tk_ipt_exec_free(struct tk_ipt_exec *x);
+TK_API int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out);
+TK_API void tk_ipt_exec_free(struct tk_ipt_exec *x);
 /* Names of category and isa_ext indexes (NULL past the last). */
-const char *tk_ipt_exec_category_name(unsigned i);
-const char *tk_ipt_exec_isa_ext_name(unsigned i);
+TK_API const char *tk_ipt_exec_category_name(unsigned i);
+TK_API const char *tk_ipt_exec_isa_ext_name(unsigned i);
 
 /* ---- re-encoding ------------------------------------------------------------------------ */
 /* Write the flow of BUF again as a processor with return compression writes it: a return
@@ -168,7 +168,7 @@ struct tk_ipt_reencode_stats {
 	uint64_t dropped;             /* events without a packet here (PTWRITE, power, TSX, ...) */
 };
 
-int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *fopts,
+TK_API int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *fopts,
 		    const struct tk_ipt_reencode_opts *opts, struct tk_buf *out,
 		    struct tk_ipt_reencode_stats *st);
 

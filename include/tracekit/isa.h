@@ -33,8 +33,8 @@ enum tk_a64_class {
 	TK_A64_UNDEF,
 	TK_A64__COUNT
 };
-unsigned tk_a64_classify(uint32_t opcode);
-const char *tk_a64_class_name(unsigned cls);
+TK_API unsigned tk_a64_classify(uint32_t opcode);
+TK_API const char *tk_a64_class_name(unsigned cls);
 static inline int tk_a64_is_branch(unsigned cls)
 {
 	return cls >= TK_A64_BR_COND && cls <= TK_A64_SVC;
@@ -47,10 +47,10 @@ static inline int tk_a64_hint(uint32_t op)
 
 /* Disassembler (LLVM, with SVE/SVE2/SME). One per thread. */
 struct tk_a64_disasm;
-struct tk_a64_disasm *tk_a64_disasm_new(int *err);
-void tk_a64_disasm_free(struct tk_a64_disasm *d);
+TK_API struct tk_a64_disasm *tk_a64_disasm_new(int *err);
+TK_API void tk_a64_disasm_free(struct tk_a64_disasm *d);
 /* Text of OPCODE at PC into BUF; returns its length ("<undefined>" if not decodable). */
-size_t tk_a64_disasm(struct tk_a64_disasm *d, uint64_t pc, uint32_t opcode, char *buf,
+TK_API size_t tk_a64_disasm(struct tk_a64_disasm *d, uint64_t pc, uint32_t opcode, char *buf,
 		     size_t len);
 
 #ifdef __cplusplus

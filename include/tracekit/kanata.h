@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_kanata_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_kanata_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* ---- reader: one command per line ----------------------------------------------------- */
 enum tk_kanata_kind {
@@ -91,16 +91,16 @@ struct tk_kanata_counts {
 
 struct tk_kanata_reader;
 
-struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts *opts, int *err);
-void tk_kanata_reader_free(struct tk_kanata_reader *r);
+TK_API struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts *opts, int *err);
+TK_API void tk_kanata_reader_free(struct tk_kanata_reader *r);
 /* Feed bytes in any split; final = 1 on the last call (end of input). */
-int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, int final);
+TK_API int tk_kanata_reader_feed(struct tk_kanata_reader *r, const char *p, size_t n, int final);
 /* Read a whole input in bounded memory (streams .gz/.zst). */
-int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in);
-const struct tk_kanata_counts *tk_kanata_reader_counts(const struct tk_kanata_reader *r);
+TK_API int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in);
+TK_API const struct tk_kanata_counts *tk_kanata_reader_counts(const struct tk_kanata_reader *r);
 
 /* Message text for a diagnostic code. */
-const char *tk_kanata_diag_name(enum tk_kanata_diag_code code);
+TK_API const char *tk_kanata_diag_name(enum tk_kanata_diag_code code);
 
 /* ---- statistics ------------------------------------------------------------------------ */
 #define TK_KANATA_NAME_MAX 64
@@ -157,11 +157,11 @@ struct tk_kanata_stats {
 };
 
 /* Read IN and compute statistics; *st is filled (free with tk_kanata_stats_free). */
-int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
+TK_API int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
 			    struct tk_kanata_stats *st);
-void tk_kanata_stats_free(struct tk_kanata_stats *st);
+TK_API void tk_kanata_stats_free(struct tk_kanata_stats *st);
 /* Same on a buffer (tests, fuzzing). */
-int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
+TK_API int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
 			struct tk_kanata_stats *st);
 
 /* ---- writer: the API a simulator calls ------------------------------------------------- */
@@ -170,19 +170,19 @@ int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_op
  * for unknown or retired instructions are refused with -TK_E_BAD_STATE. */
 struct tk_kanata_writer;
 
-struct tk_kanata_writer *tk_kanata_writer_new(struct tk_buf *out, int64_t start_cycle, int *err);
-void tk_kanata_writer_free(struct tk_kanata_writer *w);
-int tk_kanata_w_cycle(struct tk_kanata_writer *w, int64_t delta);
-int tk_kanata_w_cycle_to(struct tk_kanata_writer *w, int64_t cycle);
-int tk_kanata_w_insn(struct tk_kanata_writer *w, int64_t id, int64_t sim_id, int64_t thread);
-int tk_kanata_w_label(struct tk_kanata_writer *w, int64_t id, int type, const char *text, size_t n);
-int tk_kanata_w_stage(struct tk_kanata_writer *w, int64_t id, const char *lane, const char *stage);
-int tk_kanata_w_stage_end(struct tk_kanata_writer *w, int64_t id, const char *lane, const char *stage);
-int tk_kanata_w_retire(struct tk_kanata_writer *w, int64_t id, int64_t retire_id, int flush);
-int tk_kanata_w_dep(struct tk_kanata_writer *w, int64_t consumer, int64_t producer, int type);
+TK_API struct tk_kanata_writer *tk_kanata_writer_new(struct tk_buf *out, int64_t start_cycle, int *err);
+TK_API void tk_kanata_writer_free(struct tk_kanata_writer *w);
+TK_API int tk_kanata_w_cycle(struct tk_kanata_writer *w, int64_t delta);
+TK_API int tk_kanata_w_cycle_to(struct tk_kanata_writer *w, int64_t cycle);
+TK_API int tk_kanata_w_insn(struct tk_kanata_writer *w, int64_t id, int64_t sim_id, int64_t thread);
+TK_API int tk_kanata_w_label(struct tk_kanata_writer *w, int64_t id, int type, const char *text, size_t n);
+TK_API int tk_kanata_w_stage(struct tk_kanata_writer *w, int64_t id, const char *lane, const char *stage);
+TK_API int tk_kanata_w_stage_end(struct tk_kanata_writer *w, int64_t id, const char *lane, const char *stage);
+TK_API int tk_kanata_w_retire(struct tk_kanata_writer *w, int64_t id, int64_t retire_id, int flush);
+TK_API int tk_kanata_w_dep(struct tk_kanata_writer *w, int64_t consumer, int64_t producer, int type);
 /* Write one parsed command (used by conversions and round trips). */
-int tk_kanata_w_cmd(struct tk_kanata_writer *w, const struct tk_kanata_cmd *c);
-int64_t tk_kanata_w_now(const struct tk_kanata_writer *w);
+TK_API int tk_kanata_w_cmd(struct tk_kanata_writer *w, const struct tk_kanata_cmd *c);
+TK_API int64_t tk_kanata_w_now(const struct tk_kanata_writer *w);
 
 /* ---- neutral events ------------------------------------------------------------------- */
 /* Decode into struct tk_event batches (event.h): TK_EV_INSN_BEGIN (addr = id, arg = thread,
@@ -195,14 +195,14 @@ int64_t tk_kanata_w_now(const struct tk_kanata_writer *w);
  * the cycle minus the log's first cycle (commands before it count as 0); track is the thread
  * (low 32 bits). A stage's END comes before the BEGIN of the stage that closes it. */
 struct tk_kanata_decoder;
-struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err);
-void tk_kanata_decoder_free(struct tk_kanata_decoder *d);
-int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in);
+TK_API struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err);
+TK_API void tk_kanata_decoder_free(struct tk_kanata_decoder *d);
+TK_API int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in);
 /* Stage NUMBER's name and lane name (NULL if unknown). */
-const char *tk_kanata_decoder_stage(const struct tk_kanata_decoder *d, unsigned number,
+TK_API const char *tk_kanata_decoder_stage(const struct tk_kanata_decoder *d, unsigned number,
 				    const char **lane);
-const struct tk_kanata_counts *tk_kanata_decoder_counts(const struct tk_kanata_decoder *d);
-const struct tk_gap_stats *tk_kanata_decoder_gaps(const struct tk_kanata_decoder *d);
+TK_API const struct tk_kanata_counts *tk_kanata_decoder_counts(const struct tk_kanata_decoder *d);
+TK_API const struct tk_gap_stats *tk_kanata_decoder_gaps(const struct tk_kanata_decoder *d);
 
 /* ---- conversions ----------------------------------------------------------------------- */
 struct tk_kanata_conv_opts {
@@ -213,15 +213,15 @@ struct tk_kanata_conv_opts {
 };
 
 /* Rewrite IN normalised (read -> write). */
-int tk_kanata_rewrite(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
+TK_API int tk_kanata_rewrite(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
 /* Keep the instructions that are alive somewhere in [cycle_from, cycle_to), renumbered from 0,
  * as a valid log Konata opens; instructions still in flight at cycle_to are flushed there. */
-int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
+TK_API int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct tk_kanata_conv_opts *o);
 /* Timelines (Chrome JSON, Perfetto): tk_kanata_decoder_* into the shared writer (out.h). */
 
 /* dump's line for command C (no offset with NO_OFFSET): line, offset, cycle, the command
  * as parsed (tabs, numbers normalised). */
-void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_offset);
+TK_API void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_offset);
 
 #ifdef __cplusplus
 }

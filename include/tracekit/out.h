@@ -30,7 +30,7 @@ enum tk_out_kind {
 };
 /* "text", "json", "csv", "folded", "pprof", "source", "calltree", "lines", "blocks";
  * returns 0 if unknown. */
-enum tk_out_kind tk_out_kind_by_name(const char *name);
+TK_API enum tk_out_kind tk_out_kind_by_name(const char *name);
 
 /* Metric of folded stacks and pprof samples. */
 enum tk_out_metric {
@@ -51,7 +51,7 @@ struct tk_out_opts {
 				     "thread" */
 };
 
-int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,
+TK_API int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,
 		   const struct tk_out_opts *opts);
 
 /* ---- the `llvm-xray account` table ----------------------------------------------------- */
@@ -71,8 +71,8 @@ struct tk_out_account_opts {
 	void *ctx;
 };
 /* funcid (0), count, min, med, 90p, 99p, max, sum (7), also median and calls; -1 if unknown. */
-int tk_out_account_sort_key(const char *name);
-int tk_out_account(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_account_opts *opts);
+TK_API int tk_out_account_sort_key(const char *name);
+TK_API int tk_out_account(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_account_opts *opts);
 
 /* ---- timelines (streaming sinks) ----------------------------------------------------- */
 enum tk_timeline_kind {
@@ -80,7 +80,7 @@ enum tk_timeline_kind {
 	TK_TIMELINE_CHROME,       /* Chrome trace-event JSON (begin/end pairs) */
 };
 /* "perfetto", "chrome"; 0 if unknown. */
-enum tk_timeline_kind tk_timeline_kind_by_name(const char *name);
+TK_API enum tk_timeline_kind tk_timeline_kind_by_name(const char *name);
 
 struct tk_timeline_opts {
 	size_t sz;                /* sizeof(struct tk_timeline_opts) */
@@ -107,36 +107,36 @@ struct tk_timeline_opts {
  * instruction ends, so memory grows with the instructions in flight, not the trace. */
 struct tk_timeline;
 /* Writes to B, which must stay valid until tk_timeline_free. */
-struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_opts *opts, int *err);
-struct tk_sink tk_timeline_sink(struct tk_timeline *t);
-int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n);
+TK_API struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_opts *opts, int *err);
+TK_API struct tk_sink tk_timeline_sink(struct tk_timeline *t);
+TK_API int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n);
 /* Name a track (thread); before its first event or at any time for Chrome output. */
-int tk_timeline_track_name(struct tk_timeline *t, uint32_t track, const char *name);
+TK_API int tk_timeline_track_name(struct tk_timeline *t, uint32_t track, const char *name);
 /* End open slices at the last time seen, write the trailer. */
-int tk_timeline_finish(struct tk_timeline *t);
+TK_API int tk_timeline_finish(struct tk_timeline *t);
 /* Slices written, and slices left out by the window or the cap. */
-uint64_t tk_timeline_slices(const struct tk_timeline *t, uint64_t *dropped);
-void tk_timeline_free(struct tk_timeline *t);
+TK_API uint64_t tk_timeline_slices(const struct tk_timeline *t, uint64_t *dropped);
+TK_API void tk_timeline_free(struct tk_timeline *t);
 
 /* ---- statistics as text, JSON or CSV (lib/output/stats.c) ------------------------------ */
 enum tk_stats_format { TK_STATS_TEXT = 1, TK_STATS_JSON, TK_STATS_CSV };
 /* "text" (or NULL), "json", "csv"; 0 if unknown. */
-enum tk_stats_format tk_stats_format_by_name(const char *name);
+TK_API enum tk_stats_format tk_stats_format_by_name(const char *name);
 struct tk_kanata_stats;
 struct tk_ipt_exec_stats;
 struct tk_xtrace_stats;
 /* Kanata pipeline statistics of FILE (WINDOW: the IPC windows' cycles, 0: none). CSV is
  * one table: the windows with a window, else the slowest instructions if any, else the
  * stages. */
-void tk_out_kanata_stats(struct tk_buf *b, enum tk_stats_format to, const char *file,
+TK_API void tk_out_kanata_stats(struct tk_buf *b, enum tk_stats_format to, const char *file,
 			 const struct tk_kanata_stats *st, uint64_t window);
 /* The statistics of an Intel PT flow (S, from NSTREAMS streams of WHAT, each a UNIT;
  * FORMAT is JSON's "format" member). */
-void tk_out_exec_stats(struct tk_buf *b, enum tk_stats_format to, const char *file,
+TK_API void tk_out_exec_stats(struct tk_buf *b, enum tk_stats_format to, const char *file,
 		       const char *what, const char *format, const char *unit, size_t nstreams,
 		       const struct tk_ipt_exec_stats *s);
 /* The statistics of an xtrace instruction file PATH (BYTES long, NCHUNKS chunks). */
-void tk_out_xtrace_stats(struct tk_buf *b, enum tk_stats_format to, const char *path,
+TK_API void tk_out_xtrace_stats(struct tk_buf *b, enum tk_stats_format to, const char *path,
 			 size_t bytes, size_t nchunks, const struct tk_xtrace_stats *s);
 
 #ifdef __cplusplus

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_perf_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_perf_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* One trace buffer queue: perf's mmap index (one per CPU with per-CPU buffers, one per
  * thread with --per-thread), its buffers (PERF_RECORD_AUXTRACE) joined in file order. */
@@ -99,11 +99,11 @@ typedef void (*tk_perf_diag_fn)(void *ctx, uint64_t offset, const char *msg);
  * and skipped (reading resumes at the next record when its size is sound, else at the
  * next plausible record header, the bytes skipped reported). Returns 0, 1 when something was skipped, or -TK_E_* (not a perf.data file, a
  * pipe-mode or big-endian file: -TK_E_UNSUPPORTED). */
-int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+TK_API int tk_perf_aux_read(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);
 /* As tk_perf_aux_read, without joining the trace: each queue's data is NULL and its len
  * what the joined trace would hold (a summary of a large file costs no copy of it). */
-int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
+TK_API int tk_perf_aux_scan(const uint8_t *p, size_t n, struct tk_perf_aux *aux, tk_perf_diag_fn diag,
 		     void *ctx);
 /* perf record --threads writes a directory: DIR/data (the header and the records of the
  * main thread) and DIR/data.K (the records its writer threads took from their CPUs' ring
@@ -115,10 +115,10 @@ struct tk_perf_part {
 	size_t len;
 	const char *name;         /* for messages, e.g. "data.3" */
 };
-int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part *parts,
+TK_API int tk_perf_aux_read_parts(const uint8_t *p, size_t n, const struct tk_perf_part *parts,
 			   size_t nparts, struct tk_perf_aux *aux, tk_perf_diag_fn diag, void *ctx,
 			   int sizes_only);
-void tk_perf_aux_free(struct tk_perf_aux *aux);
+TK_API void tk_perf_aux_free(struct tk_perf_aux *aux);
 
 /* ---- an Intel PT session: the streams to decode and their memory image ----------------- */
 /* From a raw packet file (one stream; the code from --elf/--raw) or from a perf.data file
@@ -191,35 +191,35 @@ struct tk_perf_session {
 /* PATH names the input (a perf.data directory: DIR); DATA its bytes (DIR/data), which must
  * stay mapped until the session is closed. PERF: DATA is perf.data, else a raw PT stream.
  * Returns 0 or -TK_E_* after a message (the session is then closed). */
-int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint8_t *data,
+TK_API int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint8_t *data,
 			 size_t len, int perf, const struct tk_perf_session_opts *o);
-void tk_perf_session_close(struct tk_perf_session *x);
+TK_API void tk_perf_session_close(struct tk_perf_session *x);
 /* The flow decoder's options for stream I: the session's timing, image, track, breaks. */
 struct tk_ipt_flow_opts;
-void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
+TK_API void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
 			       struct tk_ipt_flow_opts *fo);
 /* The TSC's ticks per second: the user's, else perf's conversion (0: unknown). */
-struct tk_trace_clock tk_perf_session_clock(const struct tk_perf_session *x);
+TK_API struct tk_trace_clock tk_perf_session_clock(const struct tk_perf_session *x);
 /* The loaded modules' symbols (and kallsyms) into SYM, after the --elf list's. */
 struct tk_sym;
-int tk_perf_session_symbols(const struct tk_perf_session *x, struct tk_sym *sym);
+TK_API int tk_perf_session_symbols(const struct tk_perf_session *x, struct tk_sym *sym);
 /* perf.data: the line that names stream I (its queue) ahead of its output. */
 struct tk_buf;
-void tk_perf_session_stream_header(struct tk_buf *out, const struct tk_perf_session *x, size_t i);
+TK_API void tk_perf_session_stream_header(struct tk_buf *out, const struct tk_perf_session *x, size_t i);
 /* Decoding is over (streams carry their gaps, TOTAL their sum, INSNS the instructions):
  * what was left out or skipped, as messages; 1 if data was lost, else 0. */
-int tk_perf_session_report(const struct tk_perf_session *x, const char *path,
+TK_API int tk_perf_session_report(const struct tk_perf_session *x, const char *path,
 			   const struct tk_gap_stats *total, uint64_t insns);
 /* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into O where it has none. */
-void tk_perf_timing(const struct tk_perf_aux *a, struct tk_perf_session_opts *o);
+TK_API void tk_perf_timing(const struct tk_perf_aux *a, struct tk_perf_session_opts *o);
 /* A warning (through MSG) when code mappings overlap others of different code (one image
  * cannot hold them all). */
-void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *path, tk_msg_fn msg,
+TK_API void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *path, tk_msg_fn msg,
 			   void *ctx);
 /* perf record --threads: DIR's data.K files, mapped (none for a file). Returns 0, or
  * -TK_E_* after a message. */
-int tk_perf_parts_open(struct tk_perf_session *x, const char *path);
-void tk_perf_parts_close(struct tk_perf_session *x);
+TK_API int tk_perf_parts_open(struct tk_perf_session *x, const char *path);
+TK_API void tk_perf_parts_close(struct tk_perf_session *x);
 
 #ifdef __cplusplus
 }

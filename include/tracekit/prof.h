@@ -69,46 +69,46 @@ struct tk_prof_opts {
 	size_t durations_in_memory;
 };
 
-struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
+TK_API struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
 /* A new, empty profile with P's options (for the next chunk of the same stream). */
-struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err);
-void tk_prof_free(struct tk_prof *p);
+TK_API struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err);
+TK_API void tk_prof_free(struct tk_prof *p);
 /* Empty P again, as tk_prof_new_like(P) would make it, keeping its memory: the next chunk's
  * profile needs its tables grown and faulted in no more. Returns 0. */
-int tk_prof_reset(struct tk_prof *p);
+TK_API int tk_prof_reset(struct tk_prof *p);
 
 /* Feed events. Returns 0 or -TK_E_NOMEM. */
-int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n);
+TK_API int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n);
 /* A sink that calls tk_prof_events. */
-struct tk_sink tk_prof_sink(struct tk_prof *p);
+TK_API struct tk_sink tk_prof_sink(struct tk_prof *p);
 
 /* Executions of a basic block (first instruction START, last LAST) that the producer
  * counted instead of sending one TK_EV_BLOCK each (tk_flow_set_count_mode; their
  * instructions came as TK_EV_INSNS events): the block table and the summary count them as
  * those events would. Order does not matter. */
-int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
+TK_API int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
 		      uint64_t insns);
 /* The function entries of P's options, sorted and unique (*N of them). */
-const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
+TK_API const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
 
 /* Add FROM (the profile of the events right after INTO's, e.g. the next chunk) into INTO:
  * counts add, FROM's orphans end INTO's open calls in order, FROM's open calls continue on
  * INTO's stacks. Merging the profiles of consecutive chunks gives exactly the profile of the
  * whole stream, unless tk_prof_seam_exact says otherwise. FROM is not changed. */
-int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from);
+TK_API int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from);
 /* 0 when merging FROM into INTO would not give the profile of the whole stream: a return
  * in FROM matched none of FROM's open calls (it ended only the innermost, as a return that
  * matches no call does) and one of INTO's open calls holds its target (in one pass it would
  * have ended every call above that one: longjmp, exceptions). FROM's events must then go
  * to INTO itself. 1 otherwise. Either may err towards 0 (a few such returns are kept). */
-int tk_prof_seam_exact(const struct tk_prof *into, const struct tk_prof *from);
+TK_API int tk_prof_seam_exact(const struct tk_prof *into, const struct tk_prof *from);
 /* The same, but FROM's data may move into INTO instead of being copied (the call
  * durations are not copied): afterwards FROM may only be freed. */
-int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from);
+TK_API int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from);
 
 /* End of input: calls still open are ended at the last time seen on their track (counted
  * as open_at_end). Call once, after the last events/merge and before reading results. */
-int tk_prof_finish(struct tk_prof *p);
+TK_API int tk_prof_finish(struct tk_prof *p);
 
 /* ---- results ----------------------------------------------------------------------- */
 
@@ -135,7 +135,7 @@ struct tk_prof_summary {
 	uint32_t tracks;
 	struct tk_trace_clock clock;
 };
-int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s);
+TK_API int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s);
 
 struct tk_prof_func {
 	uint64_t key;             /* function id or address */
@@ -148,7 +148,7 @@ struct tk_prof_func {
 	uint64_t dur_min, dur_median, dur_p90, dur_p99, dur_max, dur_sum; /* ticks */
 };
 /* Per-function table (per track when per_thread), unsorted. *out is malloc'd (free()). */
-int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *n);
+TK_API int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *n);
 
 /* Call paths: visited depth first, parents before children. FRAMES[0..depth) is the path
  * from the root (outermost first); stats are of the last frame on this path. */
@@ -163,7 +163,7 @@ struct tk_prof_path_stats {
 typedef int (*tk_prof_path_fn)(void *ctx, const struct tk_prof_frame *frames, size_t depth,
 			       const struct tk_prof_path_stats *st);
 /* Returns 0 or the first negative value returned by FN. */
-int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx);
+TK_API int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx);
 
 /* Executed basic blocks (merged over tracks), unsorted; *out is malloc'd (free()). */
 struct tk_prof_block {
@@ -171,7 +171,7 @@ struct tk_prof_block {
 	uint64_t execs;           /* times the block was entered */
 	uint64_t insns;           /* instructions executed in it */
 };
-int tk_prof_blocks(const struct tk_prof *p, struct tk_prof_block **out, size_t *n);
+TK_API int tk_prof_blocks(const struct tk_prof *p, struct tk_prof_block **out, size_t *n);
 
 #ifdef __cplusplus
 }

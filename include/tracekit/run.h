@@ -15,17 +15,17 @@ extern "C" {
 
 /* An empty profile for S's events: its clock, the function entries of its symbols (calls
  * from untraced code and tail calls start frames), S's worker count for the durations. */
-struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err);
+TK_API struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err);
 
 /* Every chunk of S, each into a partial profile of TOTAL's kind on a worker, merged into
  * TOTAL in input order. A chunk whose merge would not give the one-pass profile (a return
  * ending calls of the chunks before it: longjmp, exceptions; tk_prof_seam_exact) is
  * decoded again straight into TOTAL where the format can. TOTAL is not finished. */
-int tk_run_profile(struct tk_source *s, struct tk_prof *total);
+TK_API int tk_run_profile(struct tk_source *s, struct tk_prof *total);
 
 /* Every event of S, in input order, to SINK (chunks decoded in parallel are held until
  * their turn). */
-int tk_run_events(struct tk_source *s, struct tk_sink sink);
+TK_API int tk_run_events(struct tk_source *s, struct tk_sink sink);
 
 #ifdef __cplusplus
 }

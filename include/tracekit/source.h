@@ -72,20 +72,20 @@ struct tk_source_info {
 /* Open PATH ("-": standard input). Returns 0, or -TK_E_* after a message (through
  * opts->msg) saying why; -TK_E_UNKNOWN_FORMAT, -TK_E_UNSUPPORTED when the format has no
  * source (yet). */
-int tk_source_open(struct tk_source **out, const char *path, const struct tk_source_opts *opts);
+TK_API int tk_source_open(struct tk_source **out, const char *path, const struct tk_source_opts *opts);
 /* The same for an input the caller opened (and frees after tk_source_free). */
-int tk_source_open_input(struct tk_source **out, const char *path, struct tk_input *in,
+TK_API int tk_source_open_input(struct tk_source **out, const char *path, struct tk_input *in,
 			 const struct tk_source_opts *opts);
-void tk_source_free(struct tk_source *s);
-const struct tk_source_info *tk_source_info(const struct tk_source *s);
+TK_API void tk_source_free(struct tk_source *s);
+TK_API const struct tk_source_info *tk_source_info(const struct tk_source *s);
 /* The id users know for an event track (XRay: the thread id of the thread table's
  * TRACK-th thread; the others: TRACK itself). */
-uint32_t tk_source_track_id(const struct tk_source *s, uint32_t track);
+TK_API uint32_t tk_source_track_id(const struct tk_source *s, uint32_t track);
 /* The worker threads the source decodes on. */
-unsigned tk_source_threads(const struct tk_source *s);
+TK_API unsigned tk_source_threads(const struct tk_source *s);
 /* The names of the code (the --elf files' symbols and lines, and those of the modules the
  * trace names); owned by the source. NULL with *err set when they cannot be loaded. */
-struct tk_sym *tk_source_symbols(struct tk_source *s, int *err);
+TK_API struct tk_sym *tk_source_symbols(struct tk_source *s, int *err);
 
 /* A chunk: a byte range of one stream that decodes on its own, starting at a sync point. */
 struct tk_chunk {
@@ -94,7 +94,7 @@ struct tk_chunk {
 	uint64_t begin, end;          /* bytes of the stream ([0, 0): the whole stream) */
 };
 /* The chunks tk_source_run makes, in input order (*CHUNKS malloc'd: free()). */
-int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n);
+TK_API int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n);
 
 /* The one chunk protocol. BEGIN runs on a worker before chunk I is decoded and supplies
  * its sink (FLOW: the instruction-flow walker decoding it, for tk_flow_set_count_mode;
@@ -114,12 +114,12 @@ struct tk_chunk_consumer {
 /* Decode every chunk of the plan into C. Returns 0 or -TK_E_* (a consumer's error, or the
  * input could not be decoded at all); damaged data is not an error: it is a TK_EV_GAP and
  * counted for tk_source_report. */
-int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c);
+TK_API int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c);
 /* After a run: what was lost or skipped, as messages; 1 if data was lost, else 0. */
-int tk_source_report(struct tk_source *s);
+TK_API int tk_source_report(struct tk_source *s);
 
 /* The registry: the formats with a source (for help texts and tests). */
-int tk_source_supported(enum tk_format_id id);
+TK_API int tk_source_supported(enum tk_format_id id);
 
 #ifdef __cplusplus
 }

@@ -22,30 +22,30 @@ struct tk_sym_opts {
 	int no_inline;    /* no inline info */
 };
 
-struct tk_sym *tk_sym_new(const struct tk_sym_opts *opts, int *err);
-void tk_sym_free(struct tk_sym *s);
+TK_API struct tk_sym *tk_sym_new(const struct tk_sym_opts *opts, int *err);
+TK_API void tk_sym_free(struct tk_sym *s);
 
 /* Add an ELF file whose code runs at file address + BIAS (0 for non-PIE executables; for
  * a PIE or shared object, the load address of its first PT_LOAD minus that segment's
  * aligned p_vaddr, i.e. the start of its first mapping). Returns a module index >= 0. */
-int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias);
+TK_API int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias);
 /* Add an ELF file whose lowest loadable segment starts at BASE (ptxed's --elf FILE:BASE;
  * BASE 0 on an ET_EXEC file: where it is linked). */
-int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base);
+TK_API int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base);
 /* Load bias of PATH from a mapping at START of file offset OFFSET (as in /proc/PID/maps). */
-int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias);
+TK_API int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias);
 /* Name a module-less range (e.g. a JIT region or vDSO) for module+offset output. */
-int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_t end);
+TK_API int tk_sym_add_range(struct tk_sym *s, const char *name, uint64_t start, uint64_t end);
 /* The text symbols of a /proc/kallsyms listing (the running kernel's and its modules'
  * functions at their run-time addresses; perf record --kcore keeps a copy), as one module
  * named NAME. -TK_E_NOT_FOUND when it lists none (addresses hidden: all zero). */
-int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name);
+TK_API int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name);
 
 /* Function ids (XRay): a table filled by the decoder, or a callback. A callback returns 0
  * and sets *name (kept by the caller) and/or *addr (resolved through the ELF symbols). */
-int tk_sym_set_func(struct tk_sym *s, uint64_t id, const char *name, uint64_t addr);
+TK_API int tk_sym_set_func(struct tk_sym *s, uint64_t id, const char *name, uint64_t addr);
 typedef int (*tk_sym_func_fn)(void *ctx, uint64_t id, const char **name, uint64_t *addr);
-void tk_sym_set_func_resolver(struct tk_sym *s, tk_sym_func_fn fn, void *ctx);
+TK_API void tk_sym_set_func_resolver(struct tk_sym *s, tk_sym_func_fn fn, void *ctx);
 
 struct tk_sym_info {
 	const char *func;         /* symbol (outermost function), NULL if unknown */
@@ -63,15 +63,15 @@ struct tk_sym_info {
 };
 /* Fill INFO for a run-time address. Returns 0 (info may be partly empty) or -TK_E_*.
  * Strings live as long as S. */
-int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *info);
+TK_API int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *info);
 
 /* Name of a function id: from the table, the resolver, or "#ID". Valid until the next call
  * with the same BUF. */
-const char *tk_sym_func_name(struct tk_sym *s, uint64_t id, char *buf, size_t n);
+TK_API const char *tk_sym_func_name(struct tk_sym *s, uint64_t id, char *buf, size_t n);
 /* Name of a code address: "func", "func+0x1c" (with offsets), "module+0xoff" or "0xaddr". */
-const char *tk_sym_addr_name(struct tk_sym *s, uint64_t addr, int with_offset, char *buf, size_t n);
+TK_API const char *tk_sym_addr_name(struct tk_sym *s, uint64_t addr, int with_offset, char *buf, size_t n);
 /* The run-time address of a function id when known (for source lines of XRay functions). */
-int tk_sym_func_addr(struct tk_sym *s, uint64_t id, uint64_t *addr);
+TK_API int tk_sym_func_addr(struct tk_sym *s, uint64_t id, uint64_t *addr);
 
 /* Source lines covered by [start, end] (END = address of the last instruction).
  * For each line range the callback gets the line, and the number of instructions of the
@@ -79,20 +79,20 @@ int tk_sym_func_addr(struct tk_sym *s, uint64_t id, uint64_t *addr);
  * code cannot be decoded, instruction counts are 0 except for one-line ranges, whose count
  * is passed through as TOTAL_INSNS). */
 typedef int (*tk_sym_line_fn)(void *ctx, const char *file, unsigned line, uint64_t insns);
-int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
+TK_API int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
 		 tk_sym_line_fn fn, void *ctx);
 
 /* Run-time entry addresses of every function symbol of every module (for
  * tk_prof_opts.entries), in no particular order, with repeats. A module without a full
  * symbol table (stripped, no debug file) adds the starts of its .eh_frame_hdr table: its
  * local functions, which callbacks from untraced code enter. *out is malloc'd (free()). */
-int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n);
+TK_API int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n);
 
 /* Build-id of module INDEX as lower-case hex ("" if none). */
-const char *tk_sym_build_id(struct tk_sym *s, int module, char *buf, size_t n);
-int tk_sym_module_count(const struct tk_sym *s);
+TK_API const char *tk_sym_build_id(struct tk_sym *s, int module, char *buf, size_t n);
+TK_API int tk_sym_module_count(const struct tk_sym *s);
 /* Path, bias and the run-time address range of module INDEX. */
-int tk_sym_module(const struct tk_sym *s, int index, const char **path, uint64_t *bias,
+TK_API int tk_sym_module(const struct tk_sym *s, int index, const char **path, uint64_t *bias,
 		  uint64_t *start, uint64_t *end);
 
 #ifdef __cplusplus

@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_xray_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_xray_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 
 /* ---- file header ---------------------------------------------------------------------- */
 enum tk_xray_mode { TK_XRAY_BASIC = 0, TK_XRAY_FDR = 1 };
@@ -39,7 +39,7 @@ struct tk_xray_header {
 };
 
 /* Parse the 32-byte header (byte order detected). 0 or -TK_E_BAD_FORMAT/-TK_E_TRUNCATED. */
-int tk_xray_read_header(const uint8_t *p, size_t n, struct tk_xray_header *h);
+TK_API int tk_xray_read_header(const uint8_t *p, size_t n, struct tk_xray_header *h);
 
 /* ---- records ------------------------------------------------------------------------- */
 enum tk_xray_kind {
@@ -86,11 +86,11 @@ struct tk_xray_cursor {
 	int in_buffer;
 };
 
-int tk_xray_cursor_init(struct tk_xray_cursor *c, const uint8_t *p, size_t n);
+TK_API int tk_xray_cursor_init(struct tk_xray_cursor *c, const uint8_t *p, size_t n);
 /* 1: *r filled; 0: end of input; < 0: damaged data at r->offset: *msg says what, and
  * *skipped how many bytes the cursor jumped over to resynchronise (it is ready for the next
  * call). */
-int tk_xray_next(struct tk_xray_cursor *c, struct tk_xray_record *r, const char **msg,
+TK_API int tk_xray_next(struct tk_xray_cursor *c, struct tk_xray_record *r, const char **msg,
 		 uint64_t *skipped);
 
 /* ---- the trace ------------------------------------------------------------------------- */
@@ -141,27 +141,27 @@ struct tk_xray_opts {
 struct tk_xray;
 /* Index DATA (which must outlive the handle). Damage found while indexing is reported
  * through tk_log and counted in the gap statistics. */
-struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xray_opts *opts,
+TK_API struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xray_opts *opts,
 			     int *err);
-void tk_xray_free(struct tk_xray *x);
-const struct tk_xray_header *tk_xray_header(const struct tk_xray *x);
-size_t tk_xray_thread_count(const struct tk_xray *x);
-const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t i);
+TK_API void tk_xray_free(struct tk_xray *x);
+TK_API const struct tk_xray_header *tk_xray_header(const struct tk_xray *x);
+TK_API size_t tk_xray_thread_count(const struct tk_xray *x);
+TK_API const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t i);
 /* Counts filled by the last full walk (tk_xray_walk / tk_xray_decode / tk_xray_yaml). */
-const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x);
+TK_API const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x);
 
 /* Visit every expanded record: thread after thread (in the order of the thread table),
  * each thread's buffers in time order. Returning < 0 from CB stops the walk. */
 typedef int (*tk_xray_rec_fn)(void *ctx, const struct tk_xray_rec *r);
-int tk_xray_walk(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
+TK_API int tk_xray_walk(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
 /* The same records merged across threads by TSC (stable: llvm-xray's record order). */
-int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
+TK_API int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
 
 /* Neutral events, thread after thread; track = thread index. Buffers decode in parallel
  * (opts.nthreads); the events are the same for any number of workers.
  * FUNC_* addr = function id; FUNC_ARG arg = value; CUSTOM data/count; TYPED data/count,
  * flags = event type; GAP arg = offset, count = bytes, flags = reason. */
-int tk_xray_decode(struct tk_xray *x, struct tk_sink sink);
+TK_API int tk_xray_decode(struct tk_xray *x, struct tk_sink sink);
 
 /* The same events, decoded in chunks of buffers on opts.nthreads workers, each chunk into
  * its own consumer: BEGIN (on a worker) makes the consumer of chunk I and its sink; MERGE
@@ -172,34 +172,34 @@ struct tk_xray_chunk_ops {
 	int (*begin)(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer);
 	int (*merge)(void *ctx, size_t chunk, void *consumer);
 };
-int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx);
+TK_API int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx);
 /* The chunks tk_xray_decode_chunks makes: *N, and with BEGIN not NULL (N of room each)
  * the record bytes of each (its first buffer's start, its last buffer's end) and the
  * thread (index) of its first buffer. */
-int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint32_t *thread,
+TK_API int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint32_t *thread,
 		   size_t *n);
 
 /* ---- instrumentation map ---------------------------------------------------------------- */
 struct tk_xray_map;
 /* From an ELF binary with an xray_instr_map section, or a YAML map from `llvm-xray extract`. */
-struct tk_xray_map *tk_xray_map_load(const char *path, int *err);
-void tk_xray_map_free(struct tk_xray_map *m);
-int32_t tk_xray_map_max_id(const struct tk_xray_map *m);
+TK_API struct tk_xray_map *tk_xray_map_load(const char *path, int *err);
+TK_API void tk_xray_map_free(struct tk_xray_map *m);
+TK_API int32_t tk_xray_map_max_id(const struct tk_xray_map *m);
 /* Function address of ID (0 if unknown) and its symbol (NULL if unknown). */
-uint64_t tk_xray_map_addr(const struct tk_xray_map *m, int32_t id);
-const char *tk_xray_map_name(const struct tk_xray_map *m, int32_t id);
+TK_API uint64_t tk_xray_map_addr(const struct tk_xray_map *m, int32_t id);
+TK_API const char *tk_xray_map_name(const struct tk_xray_map *m, int32_t id);
 
 /* ---- writers ------------------------------------------------------------------------------ */
 /* llvm-xray convert --output-format=yaml (records sorted by TSC, as it does by default);
  * MAP (may be NULL) symbolises "function". */
-int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out);
+TK_API int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out);
 
 /* Hand the map's names (or addresses) to a symboliser for the shared writers. */
-int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);
+TK_API int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);
 
 /* tracekit dump: every record with its offset. Returns the number of damaged spots.
  * RELEASE_INPUT: DATA is a read-only file mapping whose pages may be given back. */
-long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
+TK_API long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
 		  struct tk_buf *out, struct tk_gap_stats *gaps);
 
 #ifdef __cplusplus

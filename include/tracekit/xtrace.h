@@ -23,10 +23,10 @@ extern "C" {
 #define TK_XTRACE_NSYSREG 11
 
 /* Content probe: confidence 0..100 (0: not this format). */
-int tk_xtrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
+TK_API int tk_xtrace_probe(const uint8_t *p, size_t n, struct tk_format_info *fi);
 /* Length of the token item at P (token byte included), 0 if the token is unknown, or
  * SIZE_MAX if N is too short to tell. */
-size_t tk_xtrace_item_len(const uint8_t *p, size_t n);
+TK_API size_t tk_xtrace_item_len(const uint8_t *p, size_t n);
 
 /* ---- tokens ------------------------------------------------------------------------ */
 enum tk_xtrace_kind {
@@ -37,7 +37,7 @@ enum tk_xtrace_kind {
 	TK_XT_TIME,
 	TK_XT__COUNT
 };
-const char *tk_xtrace_kind_name(unsigned kind);
+TK_API const char *tk_xtrace_kind_name(unsigned kind);
 
 /* Token byte of each kind (EL / size parameters ORed in by the caller). */
 #define TK_XT_TOK_INST(el) (0x01u | (unsigned)(el) << 6)
@@ -70,14 +70,14 @@ struct tk_xtrace_cursor {
 	size_t off;            /* next item */
 	uint64_t pc;           /* PC of the last instruction; TK_XTRACE_PC_UNKNOWN at start */
 };
-void tk_xtrace_cursor_init(struct tk_xtrace_cursor *c, const uint8_t *p, size_t begin,
+TK_API void tk_xtrace_cursor_init(struct tk_xtrace_cursor *c, const uint8_t *p, size_t begin,
 			   size_t end);
 /* 1: *it filled; 0: end; -TK_E_BAD_OPCODE: unknown token at c->off; -TK_E_TRUNCATED: the
  * item at c->off runs past the end. On error the cursor does not move. */
-int tk_xtrace_next(struct tk_xtrace_cursor *c, struct tk_xtrace_item *it);
+TK_API int tk_xtrace_next(struct tk_xtrace_cursor *c, struct tk_xtrace_item *it);
 /* Next offset > OFF (and < N) where decoding can plausibly restart without snapshots: a
  * PCINST followed by valid items. N if none. */
-size_t tk_xtrace_resync(const uint8_t *p, size_t n, size_t off);
+TK_API size_t tk_xtrace_resync(const uint8_t *p, size_t n, size_t off);
 
 /* ---- snapshots ----------------------------------------------------------------------- */
 struct tk_xtrace_header {
@@ -94,14 +94,14 @@ struct tk_xtrace_snap_layout {
 	uint32_t vl_bits, vl_bytes, p_bytes, p_slot;
 	uint32_t off_x, off_z, off_p, off_ffr, off_za, off_sys, off_vl, size;
 };
-int tk_xtrace_snap_layout(uint32_t vl_bits, struct tk_xtrace_snap_layout *l);
+TK_API int tk_xtrace_snap_layout(uint32_t vl_bits, struct tk_xtrace_snap_layout *l);
 
 /* System registers in the order the seed lists them. */
 enum tk_xtrace_sysreg {
 	TK_XT_FPCR, TK_XT_FPSR, TK_XT_NZCV, TK_XT_TPIDR_EL0, TK_XT_TPIDRRO_EL0, TK_XT_TTBR0_EL1,
 	TK_XT_ELR_EL1, TK_XT_SPSR_EL1, TK_XT_ESR_EL1, TK_XT_TPIDR_EL1, TK_XT_DAIF
 };
-const char *tk_xtrace_sysreg_name(unsigned i);
+TK_API const char *tk_xtrace_sysreg_name(unsigned i);
 
 struct tk_xtrace_snapshot {
 	uint64_t file_no;          /* instruction file number */
@@ -122,22 +122,22 @@ struct tk_xtrace_snapshot {
  * vector length is the legal length (128..2048 bits) that the length field at the end of
  * the most snapshots agrees with; see docs/formats/xtrace.md. */
 struct tk_xtrace_snapfile;
-struct tk_xtrace_snapfile *tk_xtrace_snapfile_new(const uint8_t *p, size_t n, int *err);
-void tk_xtrace_snapfile_free(struct tk_xtrace_snapfile *sf);
-int tk_xtrace_snapfile_has_header(const struct tk_xtrace_snapfile *sf);
-const struct tk_xtrace_header *tk_xtrace_snapfile_header(const struct tk_xtrace_snapfile *sf);
-const struct tk_xtrace_snap_layout *tk_xtrace_snapfile_layout(const struct tk_xtrace_snapfile *sf);
-size_t tk_xtrace_snapfile_count(const struct tk_xtrace_snapfile *sf);
+TK_API struct tk_xtrace_snapfile *tk_xtrace_snapfile_new(const uint8_t *p, size_t n, int *err);
+TK_API void tk_xtrace_snapfile_free(struct tk_xtrace_snapfile *sf);
+TK_API int tk_xtrace_snapfile_has_header(const struct tk_xtrace_snapfile *sf);
+TK_API const struct tk_xtrace_header *tk_xtrace_snapfile_header(const struct tk_xtrace_snapfile *sf);
+TK_API const struct tk_xtrace_snap_layout *tk_xtrace_snapfile_layout(const struct tk_xtrace_snapfile *sf);
+TK_API size_t tk_xtrace_snapfile_count(const struct tk_xtrace_snapfile *sf);
 /* 1 if snapshot I's length field agrees with the file's vector length; 0: damaged (the
  * reader drops it as a sync point and reports a gap). */
-int tk_xtrace_snapfile_intact(const struct tk_xtrace_snapfile *sf, size_t i);
+TK_API int tk_xtrace_snapfile_intact(const struct tk_xtrace_snapfile *sf, size_t i);
 /* Instructions between snapshots (user or total, as the header's split type says), measured
  * on the first two intact snapshots: the header cannot say (the recorder's interval may be
  * set); 0 with fewer than two. */
-uint64_t tk_xtrace_snapfile_interval(const struct tk_xtrace_snapfile *sf);
+TK_API uint64_t tk_xtrace_snapfile_interval(const struct tk_xtrace_snapfile *sf);
 /* Trailing bytes that do not make a whole snapshot (reported as a gap by the reader). */
-size_t tk_xtrace_snapfile_trailing(const struct tk_xtrace_snapfile *sf);
-int tk_xtrace_snapfile_get(const struct tk_xtrace_snapfile *sf, size_t i,
+TK_API size_t tk_xtrace_snapfile_trailing(const struct tk_xtrace_snapfile *sf);
+TK_API int tk_xtrace_snapfile_get(const struct tk_xtrace_snapfile *sf, size_t i,
 			   struct tk_xtrace_snapshot *s);
 
 /* ---- a whole trace: instruction stream + optional snapshots, split into chunks -------- */
@@ -145,18 +145,18 @@ struct tk_xtrace;
 /* INSN may be NULL (snapshots only); SNAP may be NULL (no snapshot file). Contradictions
  * (snapshot pointing past the end or not at an instruction, counts going backwards) are
  * logged with offsets and counted in the gap statistics given to tk_xtrace_gaps(). */
-struct tk_xtrace *tk_xtrace_new(const uint8_t *insn, size_t n, const uint8_t *snap,
+TK_API struct tk_xtrace *tk_xtrace_new(const uint8_t *insn, size_t n, const uint8_t *snap,
 				size_t sn, int *err);
-void tk_xtrace_free(struct tk_xtrace *t);
-const struct tk_xtrace_snapfile *tk_xtrace_snapfile(const struct tk_xtrace *t);
+TK_API void tk_xtrace_free(struct tk_xtrace *t);
+TK_API const struct tk_xtrace_snapfile *tk_xtrace_snapfile(const struct tk_xtrace *t);
 /* Problems found while opening (snapshot file), to merge into the caller's totals. */
-const struct tk_gap_stats *tk_xtrace_open_gaps(const struct tk_xtrace *t);
+TK_API const struct tk_gap_stats *tk_xtrace_open_gaps(const struct tk_xtrace *t);
 /* Chunks: [begin, end) byte ranges that decode independently. Chunk 0 starts at 0; every
  * other starts at a snapshot position holding a PCINST. */
-size_t tk_xtrace_nchunks(const struct tk_xtrace *t);
-void tk_xtrace_chunk(const struct tk_xtrace *t, size_t i, size_t *begin, size_t *end);
+TK_API size_t tk_xtrace_nchunks(const struct tk_xtrace *t);
+TK_API void tk_xtrace_chunk(const struct tk_xtrace *t, size_t i, size_t *begin, size_t *end);
 /* Snapshot index (into the snapshot file) a chunk starts at, or SIZE_MAX for none. */
-size_t tk_xtrace_chunk_snapshot(const struct tk_xtrace *t, size_t i);
+TK_API size_t tk_xtrace_chunk_snapshot(const struct tk_xtrace *t, size_t i);
 
 /* ---- statistics and events ----------------------------------------------------------- */
 #define TK_XT_MAX_SYSCALL 512
@@ -181,20 +181,20 @@ enum tk_xtrace_stats_flags {
 	TK_XT_STATS_COUNTS = 2,            /* token counts only (no instruction mix, branches,
 					      syscalls): the fast walk of `info` */
 };
-void tk_xtrace_stats_init(struct tk_xtrace_stats *s, unsigned flags);
-void tk_xtrace_stats_free(struct tk_xtrace_stats *s);
+TK_API void tk_xtrace_stats_init(struct tk_xtrace_stats *s, unsigned flags);
+TK_API void tk_xtrace_stats_free(struct tk_xtrace_stats *s);
 /* Add chunk I of T. Damaged data goes to GAPS and stops the chunk. */
-int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t i, struct tk_xtrace_stats *s,
+TK_API int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t i, struct tk_xtrace_stats *s,
 			  struct tk_gap_stats *gaps);
 /* INTO += FROM (FROM must be a later part of the trace). */
-void tk_xtrace_stats_merge(struct tk_xtrace_stats *into, const struct tk_xtrace_stats *from);
-uint64_t tk_xtrace_stats_code_lines(const struct tk_xtrace_stats *s);
-uint64_t tk_xtrace_stats_data_lines(const struct tk_xtrace_stats *s);
+TK_API void tk_xtrace_stats_merge(struct tk_xtrace_stats *into, const struct tk_xtrace_stats *from);
+TK_API uint64_t tk_xtrace_stats_code_lines(const struct tk_xtrace_stats *s);
+TK_API uint64_t tk_xtrace_stats_data_lines(const struct tk_xtrace_stats *s);
 
 /* Neutral events of chunk I: TK_EV_BLOCK (ends at a branch or a PCINST), CALL (BL/BLR),
  * RETURN (RET), SYSCALL, MODE (EL change), MEM_READ/WRITE when MEM is set, GAP. Track is
  * TRACK; time is the instruction number when known (TK_TIME_NONE otherwise). */
-int tk_xtrace_decode_chunk(const struct tk_xtrace *t, size_t i, uint32_t track, int mem,
+TK_API int tk_xtrace_decode_chunk(const struct tk_xtrace *t, size_t i, uint32_t track, int mem,
 			   struct tk_sink sink, struct tk_gap_stats *gaps);
 
 /* ---- file names --------------------------------------------------------------------- */
@@ -204,10 +204,10 @@ struct tk_xtrace_name {
 	unsigned hint;
 	int is_snapshot;
 };
-int tk_xtrace_parse_name(const char *path, struct tk_xtrace_name *nm);
+TK_API int tk_xtrace_parse_name(const char *path, struct tk_xtrace_name *nm);
 /* The other file of the pair (xinsndata <-> xsnapshot) into BUF; -TK_E_NOT_FOUND if the
  * name does not end the usual way. Does not check that it exists. */
-int tk_xtrace_companion(const char *path, char *buf, size_t len);
+TK_API int tk_xtrace_companion(const char *path, char *buf, size_t len);
 
 /* ---- writer ---------------------------------------------------------------------------- */
 struct tk_xtrace_writer_opts {
@@ -218,43 +218,43 @@ struct tk_xtrace_writer_opts {
 };
 struct tk_xtrace_writer;
 /* Writes the instruction stream to INSN_FD and, when SNAP_FD >= 0, snapshots to SNAP_FD. */
-struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
+TK_API struct tk_xtrace_writer *tk_xtrace_writer_new(int insn_fd, int snap_fd,
 					      const struct tk_xtrace_writer_opts *opts, int *err);
 /* Flushes and frees; returns the first write error (-TK_E_IO with errno set to the
  * failed write's). Does not close the descriptors. */
-int tk_xtrace_writer_close(struct tk_xtrace_writer *w);
+TK_API int tk_xtrace_writer_close(struct tk_xtrace_writer *w);
 /* An instruction: PCINST when BLOCK_START, after a snapshot, or when PC != previous + 4;
  * else INST. */
-int tk_xtrace_write_insn(struct tk_xtrace_writer *w, unsigned el, uint64_t pc,
+TK_API int tk_xtrace_write_insn(struct tk_xtrace_writer *w, unsigned el, uint64_t pc,
 			 uint32_t opcode, int block_start);
-int tk_xtrace_write_mem(struct tk_xtrace_writer *w, int store, uint64_t addr,
+TK_API int tk_xtrace_write_mem(struct tk_xtrace_writer *w, int store, uint64_t addr,
 			const void *value, unsigned size_log2);
 /* VAL items (kind TK_XT_STXR..TK_XT_TARGET_B), MISC_FLAGS and TIME. */
-int tk_xtrace_write_value(struct tk_xtrace_writer *w, enum tk_xtrace_kind kind, uint64_t v);
-int tk_xtrace_write_allgpr(struct tk_xtrace_writer *w, const uint64_t x[32]);
-int tk_xtrace_write_syscall_vec(struct tk_xtrace_writer *w, const uint64_t *base_len,
+TK_API int tk_xtrace_write_value(struct tk_xtrace_writer *w, enum tk_xtrace_kind kind, uint64_t v);
+TK_API int tk_xtrace_write_allgpr(struct tk_xtrace_writer *w, const uint64_t x[32]);
+TK_API int tk_xtrace_write_syscall_vec(struct tk_xtrace_writer *w, const uint64_t *base_len,
 				uint64_t n);
 /* Raw item bytes (already encoded), e.g. when slicing. */
-int tk_xtrace_write_raw(struct tk_xtrace_writer *w, const void *p, size_t n);
+TK_API int tk_xtrace_write_raw(struct tk_xtrace_writer *w, const void *p, size_t n);
 /* A snapshot whose index is the current stream offset (file_no and index are taken from
  * the writer; the z/p/ffr/za pointers may be NULL for zeros). The next instruction is
  * written as a PCINST. */
-int tk_xtrace_write_snapshot(struct tk_xtrace_writer *w, const struct tk_xtrace_snapshot *s);
-uint64_t tk_xtrace_writer_offset(const struct tk_xtrace_writer *w);
+TK_API int tk_xtrace_write_snapshot(struct tk_xtrace_writer *w, const struct tk_xtrace_snapshot *s);
+TK_API uint64_t tk_xtrace_writer_offset(const struct tk_xtrace_writer *w);
 
 /* Encoders for writing snapshot files directly (tracekit record fills in registers after
  * the instruction stream is written). OUT holds TK_XTRACE_HEADER_SIZE / layout->size bytes;
  * header magic/version default as in the writer. */
-void tk_xtrace_header_encode(const struct tk_xtrace_header *h, uint8_t *out);
-void tk_xtrace_snap_encode(const struct tk_xtrace_snap_layout *l,
+TK_API void tk_xtrace_header_encode(const struct tk_xtrace_header *h, uint8_t *out);
+TK_API void tk_xtrace_snap_encode(const struct tk_xtrace_snap_layout *l,
 			   const struct tk_xtrace_snapshot *s, uint8_t *out);
 
 /* ---- text (dump, decode) ------------------------------------------------------------- */
 /* One item as text, no newline. */
-void tk_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
+TK_API void tk_xtrace_item_text(struct tk_buf *b, const struct tk_xtrace_item *it);
 /* A snapshot file: its header, then each snapshot's fields (NO_OFFSET: without file
  * offsets) and registers (NO_REGISTERS: only the fields). */
-void tk_xtrace_snapfile_text(struct tk_buf *b, const struct tk_xtrace_snapfile *sf, int no_offset,
+TK_API void tk_xtrace_snapfile_text(struct tk_buf *b, const struct tk_xtrace_snapfile *sf, int no_offset,
 			     int no_registers);
 
 #ifdef __cplusplus

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "analysis/prof_internal.h"
+#include "tracekit/internal/util.h"
 
 /* the per-event path: inlined into tk_prof_events (calls would cost a third of it) */
 #define HOT static inline __attribute__((always_inline))

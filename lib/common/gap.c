@@ -2,6 +2,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/event.h"
+#include "tracekit/internal/util.h"
 
 void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped)
 {

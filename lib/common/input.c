@@ -2,6 +2,10 @@
  * fully (tk_input_map) or as a stream in bounded memory (tk_input_read). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -49,7 +53,83 @@ struct tk_input {
 	size_t in_pos, in_len;
 	int stream_done;
 	size_t last_zstd_hint;
+	int guard;               /* slot in the SIGBUS guard, or -1 */
+	uint64_t out_total;      /* decompressed bytes handed out */
+	int cut;                 /* the compressed data ended early or was corrupt there */
+	uint64_t cut_off;        /* ... at this decompressed offset */
 };
+
+/* ---- files that shrink while mapped ----------------------------------------------------
+ * Reading a page of a mapped file beyond its end raises SIGBUS: someone truncated it while
+ * it was read. With tk_input_catch_sigbus, the handler puts zero pages in place of the lost
+ * part of the mapping and notes the offset, so the read goes on and the caller can say what
+ * was lost (tk_input_cut). The slots are read by the handler without locks. */
+#define GUARD_SLOTS 64
+static struct {
+	_Atomic uintptr_t base;  /* 0: free */
+	size_t len;
+	int fd;                  /* the file's descriptor (its size now), or -1 */
+	_Atomic uint64_t cut;    /* offset of the first lost byte + 1; 0: none */
+} guards[GUARD_SLOTS];
+static struct sigaction guard_old;
+static uintptr_t guard_page;
+static atomic_int guard_installed;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	(void)sig, (void)uc;
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		uintptr_t base = atomic_load(&guards[i].base);
+		if (base <= 1 || a < base || a - base >= guards[i].len)
+			continue;
+		uintptr_t page = a & ~(guard_page - 1);
+		if (mmap((void *)page, base + guards[i].len - page, PROT_READ,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+			break;
+		/* the kernel zero-fills the page holding the new end: the loss starts there */
+		struct stat st;
+		uint64_t off = page - base, cur = atomic_load(&guards[i].cut);
+		if (guards[i].fd >= 0 && fstat(guards[i].fd, &st) == 0 && (uint64_t)st.st_size < off)
+			off = (uint64_t)st.st_size;
+		off++;
+		while ((!cur || off < cur) && !atomic_compare_exchange_weak(&guards[i].cut, &cur, off))
+			;
+		return;
+	}
+	/* not a mapped input: what would have happened without us */
+	sigaction(SIGBUS, &guard_old, NULL);
+}
+
+int tk_input_catch_sigbus(void)
+{
+	struct sigaction sa;
+	if (atomic_exchange(&guard_installed, 1))
+		return 0;
+	guard_page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGBUS, &sa, &guard_old) < 0 ? -TK_E_IO : 0;
+}
+
+static void guard_add(struct tk_input *in)
+{
+	in->guard = -1;
+	for (int i = 0; i < GUARD_SLOTS; i++) {
+		uintptr_t free_slot = 0;
+		/* reserve (1), fill, then publish the base */
+		if (atomic_compare_exchange_strong(&guards[i].base, &free_slot, 1)) {
+			guards[i].len = in->raw_len;
+			guards[i].fd = in->fd;
+			atomic_store(&guards[i].cut, 0);
+			atomic_store(&guards[i].base, (uintptr_t)in->raw);
+			in->guard = i;
+			return;
+		}
+	}
+}
 
 static int read_full(int fd, uint8_t *buf, size_t len, size_t *got)
 {
@@ -80,6 +160,7 @@ int tk_input_open(struct tk_input **out, const char *path, const struct tk_input
 	in = calloc(1, sizeof *in);
 	if (!in)
 		return -TK_E_NOMEM;
+	in->guard = -1;
 	if (opts)
 		memcpy(&in->opts, opts, opts->sz < sizeof in->opts ? opts->sz : sizeof in->opts);
 	in->opts.sz = sizeof in->opts;
@@ -117,9 +198,10 @@ int tk_input_open(struct tk_input **out, const char *path, const struct tk_input
 				tk_input_free(in);
 				return -TK_E_IO;
 			}
-			madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
 			in->raw = p;
 			in->raw_len = (size_t)st.st_size;
+			guard_add(in);
+			madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
 		}
 		in->raw_eof = 1;
 	} else {
@@ -133,8 +215,11 @@ void tk_input_free(struct tk_input *in)
 {
 	if (!in)
 		return;
-	if (in->raw)
+	if (in->raw) {
+		if (in->guard >= 0)
+			atomic_store(&guards[in->guard].base, 0);
 		munmap((void *)in->raw, in->raw_len);
+	}
 	if (in->own_fd && in->fd >= 0)
 		close(in->fd);
 	if (in->zs_live)
@@ -304,6 +389,40 @@ static int refill(struct tk_input *in)
 	return 0;
 }
 
+/* Damaged compressed data: what decompressed before it is kept and read; the reading stops
+ * there, and the caller learns of it from tk_input_cut. */
+static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	in->stream_done = 1;
+	in->cut = 1;
+	in->cut_off = in->out_total + produced;
+	tk_log(TK_LOG_ERROR, "%s: offset 0x%llx: %s; the %llu bytes before it are read", in->name,
+	       (unsigned long long)in->cut_off, msg, (unsigned long long)in->cut_off);
+}
+
+int tk_input_cut(const struct tk_input *in, uint64_t *offset)
+{
+	uint64_t shrank = in->raw && in->guard >= 0 ? atomic_load(&guards[in->guard].cut) : 0;
+	if (in->cut) {
+		if (offset)
+			*offset = in->cut_off;
+		return TK_INPUT_CUT;
+	}
+	if (shrank) {
+		if (offset)
+			*offset = shrank - 1;
+		return TK_INPUT_SHRANK;
+	}
+	return 0;
+}
+
 static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 {
 	size_t produced = 0;
@@ -313,10 +432,9 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 			if (rc < 0)
 				return rc;
 			if (in->in_len == 0) {
-				tk_log(TK_LOG_ERROR,
-				       "%s: gzip data ends early (after %zu compressed bytes)",
-				       in->name, in->raw_pos);
-				return -TK_E_DECOMPRESS;
+				stream_cut(in, produced, "gzip data ends early (after %zu compressed bytes)",
+					   in->raw_pos);
+				break;
 			}
 		}
 		in->zs.next_in = in->inbuf + in->in_pos;
@@ -339,10 +457,9 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 			else
 				inflateReset(&in->zs);
 		} else if (zr != Z_OK && zr != Z_BUF_ERROR) {
-			tk_log(TK_LOG_ERROR, "%s: corrupt gzip data near compressed offset %zu: %s",
-			       in->name, in->raw_pos - (in->in_len - in->in_pos),
-			       in->zs.msg ? in->zs.msg : "inflate failed");
-			return -TK_E_DECOMPRESS;
+			stream_cut(in, produced, "corrupt gzip data near compressed offset %zu: %s",
+				   in->raw_pos - (in->in_len - in->in_pos),
+				   in->zs.msg ? in->zs.msg : "inflate failed");
 		}
 	}
 	return (long)produced;
@@ -358,9 +475,10 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 				return rc;
 			if (in->in_len == 0) {
 				if (in->last_zstd_hint != 0) {
-					tk_log(TK_LOG_ERROR, "%s: zstd data ends early (after %zu compressed bytes)",
-					       in->name, in->raw_pos);
-					return -TK_E_DECOMPRESS;
+					stream_cut(in, produced,
+						   "zstd data ends early (after %zu compressed bytes)",
+						   in->raw_pos);
+					break;
 				}
 				in->stream_done = 1;
 				break;
@@ -370,9 +488,9 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 		ZSTD_outBuffer ob = { buf + produced, len - produced, 0 };
 		size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
 		if (ZSTD_isError(r)) {
-			tk_log(TK_LOG_ERROR, "%s: corrupt zstd data near compressed offset %zu: %s",
-			       in->name, in->raw_pos - (in->in_len - ib.pos), ZSTD_getErrorName(r));
-			return -TK_E_DECOMPRESS;
+			stream_cut(in, produced, "corrupt zstd data near compressed offset %zu: %s",
+				   in->raw_pos - (in->in_len - ib.pos), ZSTD_getErrorName(r));
+			break;
 		}
 		in->last_zstd_hint = r;
 		in->in_pos = ib.pos;
@@ -396,14 +514,20 @@ long tk_input_read(struct tk_input *in, void *buf, size_t len)
 		in->raw_pos += n;
 		return (long)n;
 	}
+	long r;
 	switch (in->comp) {
 	case TK_COMP_GZIP:
-		return gzip_read(in, buf, len);
+		r = gzip_read(in, buf, len);
+		break;
 	case TK_COMP_ZSTD:
-		return zstd_read(in, buf, len);
+		r = zstd_read(in, buf, len);
+		break;
 	default:
 		return raw_read(in, buf, len);
 	}
+	if (r > 0)
+		in->out_total += (uint64_t)r;
+	return r;
 }
 
 int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
@@ -463,33 +587,10 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
 	return 0;
 }
 
-int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
+/* Decompress the head of the raw data into in->peek with a private context; errors are
+ * ignored here (the real read reports them with an offset). */
+static size_t peek_decompress(struct tk_input *in, const uint8_t *head, size_t head_len)
 {
-	const uint8_t *head;
-	size_t head_len;
-	int rc;
-
-	if (in->peeked && in->comp != TK_COMP_NONE) {
-		*data = in->peek;
-		*len = in->peek_len;
-		return 0;
-	}
-	detect_compression(in);
-	rc = raw_head(in, &head, &head_len, in->comp ? 4 * TK_INPUT_PEEK : TK_INPUT_PEEK);
-	if (rc < 0)
-		return rc;
-	if (in->comp == TK_COMP_NONE) {
-		in->peeked = 1;
-		*data = head;
-		*len = head_len;
-		return 0;
-	}
-
-	/* Compressed: decompress the head with a private context; errors here are ignored
-	 * (the real read reports them with an offset). */
-	in->peek = malloc(TK_INPUT_PEEK);
-	if (!in->peek)
-		return -TK_E_NOMEM;
 	size_t out = 0;
 	if (in->comp == TK_COMP_GZIP) {
 		z_stream zs;
@@ -517,6 +618,46 @@ int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
 			out = ob.pos;
 			ZSTD_freeDStream(zd);
 		}
+	}
+	return out;
+}
+
+/* A zstd block (up to 128 KiB) decompresses only whole: look further than the usual head
+ * when it gives too little, up to this many raw bytes. */
+#define PEEK_RAW_MAX ((size_t)4 << 20)
+
+int tk_input_peek(struct tk_input *in, const uint8_t **data, size_t *len)
+{
+	const uint8_t *head;
+	size_t head_len;
+	int rc;
+
+	if (in->peeked && in->comp != TK_COMP_NONE) {
+		*data = in->peek;
+		*len = in->peek_len;
+		return 0;
+	}
+	detect_compression(in);
+	size_t want = in->comp ? 4 * TK_INPUT_PEEK : TK_INPUT_PEEK;
+	rc = raw_head(in, &head, &head_len, want);
+	if (rc < 0)
+		return rc;
+	if (in->comp == TK_COMP_NONE) {
+		in->peeked = 1;
+		*data = head;
+		*len = head_len;
+		return 0;
+	}
+
+	in->peek = malloc(TK_INPUT_PEEK);
+	if (!in->peek)
+		return -TK_E_NOMEM;
+	size_t out = peek_decompress(in, head, head_len);
+	while (out < TK_INPUT_PEEK && head_len == want && want < PEEK_RAW_MAX) {
+		want *= 4;
+		if ((rc = raw_head(in, &head, &head_len, want)) < 0)
+			return rc;
+		out = peek_decompress(in, head, head_len);
 	}
 	in->peek_len = out;
 	in->peeked = 1;

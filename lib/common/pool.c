@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 unsigned tk_cpu_count(void)
 {

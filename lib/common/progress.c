@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 uint64_t tk_now_ns(void)
 {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 int tk_u64set_add(struct tk_u64set *s, uint64_t x)
 {

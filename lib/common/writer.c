@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 /* A large output to a regular file goes past the page cache once it reaches DIRECT_AFTER
  * bytes: the kernel's copy into the cache (and its write-back throttling) cost as much as

@@ -4,6 +4,7 @@
 
 #include "flow/bcache.h"
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 #define MAX_BLOCK_INSNS 4096   /* cut very long straight runs: keeps lengths bounded */
 /* a block's last instruction is within a link's 16-bit offset of its start */
@@ -170,6 +171,10 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 			b.target = in.target;
 			if (in.zero_call)
 				b.flags |= TK_BLK_ZERO_CALL;
+			break;
+		}
+		if (in.cr3) {
+			b.cr3 = 1;   /* the flow may stop after it (a TIP.PGD without IP) */
 			break;
 		}
 		if (b.ninsn == MAX_BLOCK_INSNS)

@@ -6,6 +6,7 @@
 
 #include "flow/bcache.h"
 #include "tracekit/flow.h"
+#include "tracekit/internal/util.h"
 
 _Static_assert(sizeof(struct tk_block_link) == 32, "two links to a cache line");
 
@@ -1153,6 +1154,14 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 
 		switch (b->cls) {
 		case TK_ISA_OTHER:
+			if (b->cr3 && q->kind == TK_FLOWQ_PGD && !q->has_ip) {
+				/* a TIP.PGD without IP binds to a MOV CR3 (libipt too) */
+				q->kind = TK_FLOWQ_NONE;
+				res->from = b->last;
+				ip = 0;
+				rc = TK_FLOW_DISABLED;
+				goto out;
+			}
 			ip = b->next;
 			prev = bi, prev_slot = 0;
 			break;

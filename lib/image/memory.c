@@ -15,6 +15,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/image.h"
+#include "image/code_file.h"
 #include "image/elf_phdrs.h"
 
 struct seg {
@@ -106,11 +107,11 @@ static int add_seg(struct tk_image *img, uint64_t start, const uint8_t *data, si
 static int map_file(struct tk_image *img, const char *path, const uint8_t **data, size_t *len)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = tk_open_code_file(path);
 	void *p;
 
 	if (fd < 0) {
-		tk_log(TK_LOG_ERROR, "%s: %s", path, strerror(errno));
+		tk_log(TK_LOG_ERROR, "%s: %s", path, fd == -2 ? "not a regular file" : strerror(errno));
 		return -TK_E_IO;
 	}
 	if (fstat(fd, &st) < 0 || st.st_size <= 0) {
@@ -223,7 +224,7 @@ int tk_image_elf_build_id(const char *path, uint8_t *id, size_t cap)
 
 	if (!path || !id)
 		return -TK_E_INVAL;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	if ((fd = tk_open_code_file(path)) < 0)
 		return -TK_E_IO;
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ, NULL);
@@ -285,7 +286,7 @@ static Elf *elf_open(const char *path, unsigned type, int *fd, int *err)
 	size_t nph;
 	Elf *elf;
 
-	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+	if ((*fd = tk_open_code_file(path)) < 0) {
 		*err = -TK_E_IO;
 		return NULL;
 	}
@@ -417,20 +418,50 @@ int tk_image_add_elf_arg(struct tk_image *img, const char *arg)
 	return rc;
 }
 
+/* ptxed's optional part of a raw file: FROM (to the end) or FROM-TO (TO excluded) after
+ * the file's name. Returns 1 and cuts it off FILE if there is one, 0 if not, < 0 if bad. */
+static int raw_range(char *file, uint64_t *from, uint64_t *to)
+{
+	char *colon = strrchr(file, ':'), *end;
+
+	if (!colon || !colon[1])
+		return 0;
+	errno = 0;
+	*from = strtoull(colon + 1, &end, 0);
+	*to = UINT64_MAX;
+	if (*end == '-' && end[1])
+		*to = strtoull(end + 1, &end, 0);
+	if (*end || errno)
+		return 0;   /* a ':' of the name */
+	*colon = 0;
+	return *to > *from ? 1 : -TK_E_INVAL;
+}
+
 int tk_image_add_raw_arg(struct tk_image *img, const char *arg)
 {
+	const uint8_t *data;
 	char *file;
-	uint64_t addr = 0;
+	uint64_t addr = 0, from = 0, to = UINT64_MAX;
+	size_t len;
 	int has, rc;
 
 	if ((rc = split_arg(arg, &file, &addr, &has)) < 0)
 		return rc;
-	if (!has) {
-		tk_log(TK_LOG_ERROR, "%s: --raw needs FILE:ADDR", arg);
+	if (!has || (rc = raw_range(file, &from, &to)) < 0) {
+		tk_log(TK_LOG_ERROR, "%s: --raw needs FILE[:FROM[-TO]]:ADDR", arg);
 		free(file);
 		return -TK_E_INVAL;
 	}
-	rc = tk_image_add_raw(img, file, addr);
+	if (!rc) {
+		rc = tk_image_add_raw(img, file, addr);
+	} else if ((rc = map_file(img, file, &data, &len)) >= 0) {
+		if (from >= len) {
+			tk_log(TK_LOG_ERROR, "%s: offset past the end of the file", arg);
+			rc = -TK_E_INVAL;
+		} else {
+			rc = add_seg(img, addr, data + from, to - from < len - from ? to - from : len - from);
+		}
+	}
 	free(file);
 	return rc;
 }

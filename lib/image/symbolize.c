@@ -16,6 +16,8 @@
 #include "tracekit/symbolize.h"
 #include "tracekit/internal/eh_frame_hdr.h"
 #include "image/elf_phdrs.h"
+#include "image/code_file.h"
+#include "tracekit/internal/util.h"
 
 struct symbol {
 	uint64_t addr, size;      /* file addresses */
@@ -304,7 +306,7 @@ static void open_debug_file(struct module *m)
 	if (symbol_section(m->elf, 0) ||
 	    tk_debug_file_path(path, sizeof path, m->build_id, m->build_id_len) < 0)
 		return;
-	m->dbg_fd = open(path, O_RDONLY | O_CLOEXEC);
+	m->dbg_fd = tk_open_code_file(path);
 	if (m->dbg_fd < 0)
 		return;
 	m->dbg_elf = elf_begin(m->dbg_fd, ELF_C_READ_MMAP, NULL);
@@ -439,9 +441,9 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 	}
 	struct module *m = &s->mods[s->nmods];
 	memset(m, 0, sizeof *m);
-	m->fd = open(path, O_RDONLY | O_CLOEXEC);
+	m->fd = tk_open_code_file(path);
 	if (m->fd < 0) {
-		tk_log(TK_LOG_ERROR, "%s: cannot open", path);
+		tk_log(TK_LOG_ERROR, "%s: cannot open%s", path, m->fd == -2 ? ": not a regular file" : "");
 		return -TK_E_IO;
 	}
 	m->elf = elf_begin(m->fd, ELF_C_READ_MMAP, NULL);
@@ -493,9 +495,9 @@ int tk_sym_add_elf(struct tk_sym *s, const char *path, uint64_t bias)
 
 int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = tk_open_code_file(path);
 	if (fd < 0) {
-		tk_log(TK_LOG_ERROR, "%s: cannot open", path);
+		tk_log(TK_LOG_ERROR, "%s: cannot open%s", path, fd == -2 ? ": not a regular file" : "");
 		return -TK_E_IO;
 	}
 	elf_version(EV_CURRENT);
@@ -520,7 +522,7 @@ int tk_sym_add_elf_at(struct tk_sym *s, const char *path, uint64_t base)
 
 int tk_sym_bias_from_map(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -TK_E_NOT_FOUND;
+	int fd = tk_open_code_file(path), rc = -TK_E_NOT_FOUND;
 	if (fd < 0)
 		return -TK_E_IO;
 	elf_version(EV_CURRENT);

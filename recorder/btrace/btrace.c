@@ -41,6 +41,7 @@
 #include "cti.h"
 #include "ptenc.h"
 #include "rt.h"
+#include "tracekit/internal/util.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define BUF_CAP (64 * 1024)
@@ -154,12 +155,22 @@ static long sys_write_all(int fd, const struct iovec *iov, int n)
 	return rt_syscall(SYS_writev, fd, iov, n, 0, 0, 0);
 }
 
+/* The recorder's messages go to a private duplicate of the stderr the program started
+ * with (made at start-up, high and close-on-exec): not to whatever the program later puts
+ * on descriptor 2, nor lost when it closes it. */
+static int err_fd = 2;
+static uint64_t err_dev, err_ino;   /* what it was: a program that closes it frees its number */
+
 static void say2(const char *a, const char *b, const char *c)
 {
+	struct stat st;
+	if ((err_dev | err_ino) && (rt_syscall(SYS_fstat, err_fd, &st, 0, 0, 0, 0) != 0 ||
+				    st.st_dev != err_dev || st.st_ino != err_ino))
+		return;   /* closed, and maybe the number of another file now (even the trace's) */
 	static const char pfx[] = "tracekit btrace: ";
 	struct iovec iov[5] = { { (void *)pfx, sizeof pfx - 1 }, { (void *)a, rt_strlen(a) },
 				{ (void *)b, rt_strlen(b) }, { (void *)c, rt_strlen(c) }, { (void *)"\n", 1 } };
-	sys_write_all(2, iov, 5);
+	sys_write_all(err_fd, iov, 5);
 }
 
 static void say(const char *msg)
@@ -486,6 +497,17 @@ static uint64_t direct_call_target(uint64_t a)
 /* Code after an unconditional jump or a return cannot be fallen into: when neither a return
  * site nor the function start leads to IP, the thread entered at such a point (a C++
  * landing pad, entered by the unwinder). The last one before IP that reaches it. */
+/* Is the instruction at A (in M) a NOP, the padding compilers put between functions
+ * (90, 66 90, 0f 1f /0, 66 2e 0f 1f 84 ...)? From the original bytes (no decoder here). */
+static int is_nop(const struct module *m, uint64_t a)
+{
+	const uint8_t *b = m->orig + (a - m->start);
+	size_t n = m->end - a, i = 0;
+	while (i < n && i < 8 && (b[i] == 0x66 || b[i] == 0x2e))
+		i++;
+	return i < n && (b[i] == 0x90 || (b[i] == 0x0f && i + 1 < n && b[i + 1] == 0x1f));
+}
+
 static uint64_t after_jump_entry(uint64_t fn, uint64_t ip)
 {
 	const struct module *m = module_of(fn);
@@ -501,8 +523,13 @@ static uint64_t after_jump_entry(uint64_t fn, uint64_t ip)
 		if (!(im & IM_LEN))
 			return 0;
 		a += im & IM_LEN;
-		if (im & IM_ENDS)
-			best[nbest++ % 16] = a;
+		if (im & IM_ENDS) {
+			/* code entered after a jmp or ret: a function, past the padding before it */
+			uint64_t c = a;
+			for (uint16_t e; c < ip && (e = imap_at(m, c)) & IM_LEN && is_nop(m, c);)
+				c += e & IM_LEN;
+			best[nbest++ % 16] = c;
+		}
 	}
 	for (int i = 0; i < nbest && i < 16; i++) {
 		uint64_t cand = best[(nbest - 1 - i) % 16];
@@ -2171,10 +2198,10 @@ static void finish(int how, int sig)
 		put_rec(TK_BTRACE_REC_EXEC, 0, 0, st, sizeof st);
 		/* if exec fails, the threads go on with fresh pieces */
 		for (struct tstate *ts = threads; ts; ts = ts->next) {
+			int ended = LOCK_ENDED;
 			ts->done = 0;
 			ts->end_reason = 0;
-			if (ts != me)
-				__atomic_store_n(&ts->lock, LOCK_FREE, __ATOMIC_RELEASE);
+			__atomic_compare_exchange_n(&ts->lock, &ended, LOCK_FREE, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 		}
 	}
 	__atomic_store_n(&finishing, 0, __ATOMIC_RELEASE);
@@ -2537,6 +2564,57 @@ static void fde_starts(const struct module *m, struct scan *sc)
 	}
 }
 
+static void add_start(const struct module *m, struct scan *sc, uint64_t a)
+{
+	struct fnrange *r;
+	if (a >= m->start && a < m->end && (r = vec_push(&sc->fns))) {
+		r->start = a;
+		r->end = 0;   /* to the next start */
+	}
+}
+
+/* Entry points a stripped module names without symbols, which the loader and libc call
+ * from untraced code: the entry point (_start), DT_INIT and DT_FINI (_init, _fini, often
+ * without unwind entries), and the functions of the init, preinit and fini arrays
+ * (frame_dummy, __do_global_dtors_aux), read from memory, where the loader has relocated
+ * them. Without them, entering such a function could not be placed (code lost). */
+static void dyn_starts(const uint8_t *f, size_t size, const struct module *m, struct scan *sc)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+	uint64_t arr[3] = { 0, 0, 0 }, arrsz[3] = { 0, 0, 0 };
+	if (eh->e_entry)
+		add_start(m, sc, eh->e_entry + m->bias);
+	for (int i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *)(f + eh->e_phoff + (uint64_t)i * eh->e_phentsize);
+		if ((const uint8_t *)(ph + 1) > f + size || ph->p_type != PT_DYNAMIC || ph->p_offset > size ||
+		    ph->p_filesz > size - ph->p_offset)
+			continue;
+		const Elf64_Dyn *d = (const Elf64_Dyn *)(f + ph->p_offset);
+		for (size_t k = 0; k < ph->p_filesz / sizeof *d && d[k].d_tag != DT_NULL; k++)
+			switch (d[k].d_tag) {
+			case DT_INIT:
+			case DT_FINI: add_start(m, sc, d[k].d_un.d_ptr + m->bias); break;
+			case DT_INIT_ARRAY: arr[0] = d[k].d_un.d_ptr; break;
+			case DT_INIT_ARRAYSZ: arrsz[0] = d[k].d_un.d_val; break;
+			case DT_FINI_ARRAY: arr[1] = d[k].d_un.d_ptr; break;
+			case DT_FINI_ARRAYSZ: arrsz[1] = d[k].d_un.d_val; break;
+			case DT_PREINIT_ARRAY: arr[2] = d[k].d_un.d_ptr; break;
+			case DT_PREINIT_ARRAYSZ: arrsz[2] = d[k].d_un.d_val; break;
+			default: break;
+			}
+	}
+	for (int j = 0; j < 3; j++) {
+		uint64_t a = arr[j] + m->bias;
+		if (!arr[j] || a < m->map_lo || a + arrsz[j] > m->map_hi)
+			continue;
+		for (uint64_t o = 0; o + 8 <= arrsz[j]; o += 8) {
+			uint64_t fn;
+			memcpy(&fn, (const void *)(uintptr_t)(a + o), 8);
+			add_start(m, sc, fn);
+		}
+	}
+}
+
 /* Function ranges and the executable sections, read from the module's file. Functions come
  * from its .symtab, else from the .symtab of its separate debug file (found by build id,
  * as Debian's libc6-dbg installs libc's), else from .dynsym plus the unwind table: a
@@ -2588,6 +2666,7 @@ static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
 		if (!df || !fn_symbols(df, dsize, m, sc, 0)) {
 			fn_symbols(f, size, m, sc, 1);
 			fde_starts(m, sc);
+			dyn_starts(f, size, m, sc);
 		}
 		if (df)
 			munmap((void *)df, dsize);
@@ -3144,6 +3223,19 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	 * unlike setenv, does not allocate: the program's heap stays untouched.) */
 	snprintf(out_path, sizeof out_path, "%s", out);
 	unsetenv("TK_BTRACE_OUT");
+	struct rlimit_k {
+		uint64_t cur, max;
+	} nofile;
+	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
+		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
+	long efd = rt_syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, nofile.cur >= 128 ? nofile.cur - 1 : 0, 0, 0, 0);
+	struct stat est;
+	if (efd >= 0)
+		err_fd = (int)efd;
+	if (rt_syscall(SYS_fstat, err_fd, &est, 0, 0, 0, 0) == 0) {
+		err_dev = est.st_dev;
+		err_ino = est.st_ino;
+	}
 	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 
@@ -3240,11 +3332,6 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say("SIGTRAP already has a handler in this process; not recording");
 		return;
 	}
-	struct rlimit_k {
-		uint64_t cur, max;
-	} nofile;
-	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
-		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
 	out_fd = open_output(out_path);
 	if (out_fd < 0) {
 		say("cannot create the trace file; not recording");

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A program that closes the descriptors it did not open (a loop up to 1024, closefrom) or
 # puts /dev/null over them keeps its whole trace: the recorder finds its descriptor gone or
-# replaced before writing, reopens the trace file, and says so (`record`, `info`). work()
-# runs before and after: 2 calls; the trace is complete and decodes without error.
+# replaced before writing, reopens the trace file, and says so (`record`, `info`, and its
+# own message on a private copy of the original stderr, even where the program put
+# /dev/null over descriptor 2). work() runs before and after: 2 calls; the trace is
+# complete and decodes without error.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -30,7 +32,7 @@ int main(int argc, char **argv)
 		closefrom(3);
 	} else {
 		int null = open("/dev/null", O_WRONLY);
-		for (int fd = 3; fd < 1000; fd++)   /* a few left for fopen */
+		for (int fd = 2; fd < 1000; fd++)   /* stderr too; a few left for fopen */
 			if (fd != null)
 				dup2(null, fd);
 	}
@@ -52,6 +54,11 @@ for how in loop closefrom dup2; do
 		{ echo "$how: record failed"; cat "$work/$how.err"; exit 1; }
 	[ "$got" = "$want" ] || { echo "$how: printed '$got', not '$want'"; exit 1; }
 	grep -q "reopened the trace file" "$work/$how.err" || { echo "$how: record does not say what happened"; cat "$work/$how.err"; exit 1; }
+	# the recorder's own message, on the stderr the program started with (after dup2 over
+	# descriptor 2; a loop that closes every descriptor closes its copy too)
+	if [ $how = dup2 ] && ! grep -q "^tracekit btrace: the program closed or replaced the trace's file descriptor" "$work/$how.err"; then
+		echo "$how: the recorder's message is lost"; cat "$work/$how.err"; exit 1
+	fi
 	"$TK" info "$work/$how.tkbt" >"$work/$how.info" || { echo "$how: info failed"; cat "$work/$how.info"; exit 1; }
 	grep -q ', complete$' "$work/$how.info" || { echo "$how: trace not complete"; cat "$work/$how.info"; exit 1; }
 	grep -q "reopened the trace file" "$work/$how.info" || { echo "$how: info does not say what happened"; cat "$work/$how.info"; exit 1; }

@@ -17,6 +17,7 @@
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 #define BT_MAX_FN 8192
 

@@ -10,7 +10,7 @@
 #   clock: it ignores the times of the sideband records) and timed, as real sessions are
 #   (mkperf.py --timed); timed, each instruction's time too (`perf script --ns -F time`
 #   and `tracekit decode --time`, to the nanosecond, with perf's time_zero and a TSC
-#   that is not 1 GHz)
+#   that is not 1 GHz); and a thread migrating between CPUs, told apart by switch records
 # - the profile from perf.data is the profile of the raw trace with --elf; its times are in
 #   microseconds when perf gives the TSC's conversion to its clock; per queue, rows are
 #   named by CPU; per-thread buffers by thread (and perf script's instructions)
@@ -89,6 +89,19 @@ for f in tone ttwo; do   # timed: the same instructions as timeless, at perf's t
 	cmp -s "$work/$f.perf" "$work/$f.tk" || { echo "$f.data: times differ from perf's";
 		diff "$work/$f.perf" "$work/$f.tk" | head -10 || true; exit 1; }
 done
+# a thread that migrates between CPUs (0, 3, 0, 3) in a timed session: its trace in pieces
+# on each CPU's queue, each piece closed with FUP + TIP.PGD where the next one begins, and
+# PERF_RECORD_SWITCH records saying where it ran: perf's instructions and times per CPU,
+# perf gives them all to the thread, and the pieces in time order are the whole run
+mk "$work/mig.data" --timed --migrate 0,3,0,3 --queue 0:4242:"$work/lj.pt"
+perf_ips "$work/mig.data" time >"$work/mig.perf"
+tk_ips "$work/mig.data" time >"$work/mig.tk"
+[ "$(grep -c '^3 ' "$work/mig.perf")" -gt 1000 ] && cmp -s "$work/mig.perf" "$work/mig.tk" ||
+	{ echo "migrating thread: tracekit and perf differ"; diff "$work/mig.perf" "$work/mig.tk" | head; exit 1; }
+[ "$(perf script -i "$work/mig.data" --itrace=i0ns -F tid 2>/dev/null | sort -u | tr -d ' ')" = 4242 ] ||
+	{ echo "migrating thread: perf did not follow the switches"; exit 1; }
+sort -s -n -k2,2 "$work/mig.tk" | cut -d' ' -f3 | cmp -s - <(cut -d' ' -f2 "$work/one.tk") ||
+	{ echo "migrating thread: its pieces in time order are not the whole run"; exit 1; }
 n1=$(wc -l <"$work/one.tk")
 [ "$(wc -l <"$work/two.tk")" = $((2 * n1)) ] || { echo "two queues: not twice one"; exit 1; }
 [ "$(cut -d' ' -f1 "$work/two.tk" | sort -u | tr '\n' ' ')" = "0 3 " ] ||

@@ -7,7 +7,7 @@ padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
                  [--per-thread] [--kernel ADDR[:BUILDID]] [--threads N] [--timed]
-                 [--time-zero NS]
+                 [--time-zero NS] [--migrate CPU,CPU...]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -24,6 +24,12 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                and a COMM before the first TSC, each AUX at its buffer's reference.
                Needs --packets (whose lines give the TSC packets' values)
   --time-zero NS  with --timed: perf's time_zero (ns = time_zero + ticks converted)
+  --migrate CPUS  with --timed: the one queue's thread migrates between CPUs (a list such
+               as 0,3,0): its trace is cut at PSBs into as many pieces, each run on its
+               CPU (one queue per CPU); each piece but the last closes with FUP + TIP.PGD
+               at the IP where the next one begins (its PSB+'s FUP), as the kernel's
+               switch leaves it, and PERF_RECORD_SWITCH records (out and in, timed around
+               the piece's TSCs) tell perf which thread ran where
   --per-thread  buffers per thread (perf record --per-thread): queues given as -1:TID:PTFILE
   --kernel ADDR[:BUILDID]  the kernel traced too (perf record -e intel_pt//): the attr
                without exclude_kernel, and perf's record of the kernel map,
@@ -43,9 +49,11 @@ import struct
 
 PMU_TYPE = 8                      # the intel_pt PMU's type number (sysfs gives it)
 ATTR_SIZE = 128                   # PERF_ATTR_SIZE_VER7
-REC_MMAP, REC_COMM, REC_FORK, REC_MMAP2, REC_AUX, REC_AUXTRACE_INFO, REC_AUXTRACE = 1, 3, 7, 10, 11, 70, 71
+REC_MMAP, REC_COMM, REC_FORK, REC_MMAP2, REC_AUX, REC_SWITCH = 1, 3, 7, 10, 11, 14
+REC_AUXTRACE_INFO, REC_AUXTRACE = 70, 71
 MISC_KERNEL, MISC_USER = 1, 2
 MISC_COMM_EXEC = 0x2000
+MISC_SWITCH_OUT = 0x2000
 # config: pt, tsc, branch enable, mtc period 3 (tools/perf's intel_pt format)
 SAMPLE_TYPE = 1 | 2 | 4 | 128 | 65536   # ip, tid, time, cpu, identifier
 EVENT_ID = 1
@@ -76,6 +84,50 @@ def exec_segments(path):
     return segs
 
 
+def migrate(stream, cpus, offs, tscs, perf_time, a, data):
+    """--migrate: the thread's trace cut at PSBs into pieces run on CPUS in turn; the
+    queues' streams (one per CPU) and the SWITCH records, appended to DATA."""
+    _, tid, pt, _, _ = stream
+    with open(a.packets) as f:
+        lines = [line.split() for line in f]
+    # PSBs whose PSB+ has a FUP (tracing on there): (offset, the IP); not where that IP
+    # is the target of the TIP just before (the thread ran no instruction there): perf
+    # 6.1 then runs on past a FUP + TIP.PGD at that IP to the next branch, where libipt,
+    # as the SDM says, stops at it
+    starts = []
+    for i, w in enumerate(lines):
+        if len(w) >= 2 and w[1] == 'psb' and i > 0:
+            for v in lines[i + 1:i + 8]:
+                if v[1] == 'psbend':
+                    break
+                if v[1] == 'fup' and not (lines[i - 1][1].startswith('tip') and
+                                          lines[i - 1][-1][-8:] == v[-1][-8:]):
+                    starts.append((int(w[0], 16), int(v[-1], 16)))
+    n = len(cpus)
+    if len(starts) < n - 1:
+        raise SystemExit('--migrate: too few PSBs with a FUP')
+    picks = [starts[(k + 1) * len(starts) // n - 1] for k in range(n - 1)]
+    edges = [0] + [o for o, _ in picks] + [len(pt)]
+    out = {}
+    for k, cpu in enumerate(cpus):
+        lo, hi = edges[k], edges[k + 1]
+        s, so, st = out.setdefault(cpu, (bytearray(), [], []))
+        base = len(s)
+        s += pt[lo:hi]
+        so += [o - lo + base for o in offs if lo <= o < hi]
+        pts = [(o - lo + base, v) for o, v in tscs if lo <= o < hi]
+        st += pts
+        if k < n - 1:
+            # switched out: FUP at the IP where the next piece begins, TIP.PGD without IP
+            so += [len(s), len(s) + 7]
+            s += bytes([0x7d]) + struct.pack('<Q', picks[k][1])[:6] + bytes([0x01])
+        # the thread switched in before the piece's first TSC, out after its last
+        t_in, t_out = perf_time(pts[0][1]) - 1, perf_time(pts[-1][1]) + 1
+        for t, misc in ((t_in, 0), (t_out, MISC_SWITCH_OUT)):
+            data += rec(REC_SWITCH, misc, sample_id(a.pid, tid, t, cpu))
+    return [(cpu, tid, bytes(s), so, st) for cpu, (s, so, st) in sorted(out.items())]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('out')
@@ -93,9 +145,12 @@ def main():
     ap.add_argument('--threads', type=int, default=0)
     ap.add_argument('--timed', action='store_true')
     ap.add_argument('--time-zero', type=int, default=0)
+    ap.add_argument('--migrate')
     a = ap.parse_args()
     if a.timed and not a.packets:
         ap.error('--timed needs --packets')
+    if a.migrate and (not a.timed or len(a.queue) != 1):
+        ap.error('--migrate needs --timed and one --queue')
     # perf record --threads=N: OUT is a directory; its writer threads' records (the
     # mappings and each queue's buffers) go to OUT/data.K, the rest to OUT/data
     parts = [bytearray() for _ in range(a.threads)]
@@ -105,6 +160,8 @@ def main():
     flags = (1 << 5) | (1 << 8) | (1 << 9) | (1 << 18) | (1 << 23)
     if a.kernel:
         flags &= ~(1 << 5)
+    if a.migrate:
+        flags |= 1 << 26         # context_switch: PERF_RECORD_SWITCH records
     attr = struct.pack('<IIQQQQQ', PMU_TYPE, ATTR_SIZE, CONFIG, 1, SAMPLE_TYPE, 0, flags)
     attr += b'\0' * (ATTR_SIZE - len(attr))
 
@@ -132,7 +189,9 @@ def main():
             ap.error('--timed: no TSC packets in the trace')
     # sideband before the trace: the mappings and the COMM happen before its first TSC
     t_start = perf_time(tscs[0][1]) - 1000 if tscs else 0
-    priv = [PMU_TYPE, shift, mult, time_zero, 1 if a.timed else 0, 1 << 10, 1 << 11, 0,
+    # have_sched_switch 2: switches from the context_switch records
+    priv = [PMU_TYPE, shift, mult, time_zero, 1 if a.timed else 0, 1 << 10, 1 << 11,
+            2 if a.migrate else 0,
             1 if a.snapshot else 0,
             0 if a.per_thread else 1,
             1 << 9, 0xf << 14, 2, 1, 1 << 1, 24, 0]
@@ -198,16 +257,24 @@ def main():
                                                         0x4000, 0) + name +
                     sample_id(0xffffffff, 0, t_start, 0))
 
-    queues = []
-    for idx, q in enumerate(a.queue):
+    # each queue's (cpu, tid, trace, packet offsets, TSC packets)
+    offs_all = []
+    if a.packets:
+        with open(a.packets) as f:
+            offs_all = sorted({int(w[0], 16) for w in (line.split() for line in f)
+                               if w and all(c in '0123456789abcdef' for c in w[0])})
+    streams = []
+    for q in a.queue:
         cpu, tid, path = q.split(':', 2)
         with open(path, 'rb') as f:
-            pt = f.read()
+            streams.append((int(cpu) & 0xffffffff, int(tid), f.read(), offs_all, tscs))
+    if a.migrate:
+        streams = migrate(streams[0], [int(c) for c in a.migrate.split(',')], offs_all, tscs,
+                          perf_time, a, data)
+    queues = []
+    for idx, (cpu, tid, pt, offs, qtscs) in enumerate(streams):
         cuts = list(range(a.buffer, len(pt), a.buffer))
         if a.packets:
-            with open(a.packets) as f:
-                offs = sorted({int(w[0], 16) for w in (line.split() for line in f)
-                               if w and all(c in '0123456789abcdef' for c in w[0])})
             cuts = sorted({next((o for o in offs if o >= c), len(pt)) for c in cuts})
         edges = [0] + [c for c in cuts if 0 < c < len(pt)] + [len(pt)]
         # (offset in the trace, data) of each buffer
@@ -218,12 +285,12 @@ def main():
             ends = sorted({next(e for e in ends if e >= k) for k in range(step, len(pt), step)} |
                           {len(pt)})
             bufs = [(max(0, e - size), pt[max(0, e - size):e]) for e in ends]
-        queues.append((idx, int(cpu) & 0xffffffff, int(tid), bufs))
+        queues.append((idx, cpu, tid, bufs, qtscs))
     # buffers of the queues in turn, as perf writes them when its mmaps fill
     # perf's offset is where the buffer's data began in the kernel's ring (head minus the
     # size): it steps by the data, not by the padding to 8 bytes (tools/perf/util/auxtrace.c)
     for k in range(max(len(q[3]) for q in queues)):
-        for idx, cpu, tid, bufs in queues:
+        for idx, cpu, tid, bufs, qtscs in queues:
             if k >= len(bufs):
                 continue
             out = parts[idx % len(parts)] if parts else data
@@ -232,7 +299,8 @@ def main():
             size = len(b) + len(pad)
             # --timed: a TSC after the buffer's last TSC packet (perf decodes by time from
             # it), and the AUX record then
-            ref = next((v for o, v in reversed(tscs) if o < offset + len(b)), tscs[0][1] if tscs else -1) + 1
+            ref = next((v for o, v in reversed(qtscs) if o < offset + len(b)),
+                       qtscs[0][1] if qtscs else -1) + 1
             if not (idx == 0 and k == a.drop):
                 out += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, ref, idx,
                                                         tid, cpu, 0)[:40]) + b + pad

@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 static char tmpdir[] = "/tmp/tk-test-common-XXXXXX";
 
@@ -148,7 +149,7 @@ static void capture_log(void *ctx, enum tk_log_level level, const char *msg)
 static void test_input_truncated_compressed(void **state)
 {
 	(void)state;
-	size_t n = 200000;
+	size_t n = 600000;   /* several zstd blocks: one half holds whole ones */
 	uint8_t *content = make_content(n);
 	uint8_t *comp = malloc(n + 1024);
 	struct tk_input *in;
@@ -158,28 +159,65 @@ static void test_input_truncated_compressed(void **state)
 	tk_set_log(capture_log, NULL);
 	size_t gz = gzip_into(content, n, comp, n + 1024);
 	write_file(tmp_path("trunc.gz"), comp, gz / 2);
+	uint64_t cut;
+	/* what decompresses before the cut is read (zcat recovers it too); the cut is told
+	 * with its decompressed offset */
 	assert_int_equal(tk_input_open(&in, tmp_path("trunc.gz"), NULL), 0);
 	last_log[0] = 0;
-	assert_int_equal(tk_input_map(in, &p, &len), -TK_E_DECOMPRESS);
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_true(len > n / 3 && len < n);
+	assert_memory_equal(p, content, len);
+	assert_int_equal(tk_input_cut(in, &cut), 1);
+	assert_int_equal(cut, len);
 	assert_non_null(strstr(last_log, "trunc.gz"));
 	assert_non_null(strstr(last_log, "ends early"));
 	tk_input_free(in);
 
+	/* a zstd file cut in half: the whole blocks before the cut, by map and by stream */
 	size_t zs = ZSTD_compress(comp, n + 1024, content, n, 3);
-	write_file(tmp_path("trunc.zst"), comp, zs - 10);
-	assert_int_equal(tk_input_open(&in, tmp_path("trunc.zst"), NULL), 0);
-	last_log[0] = 0;
-	assert_int_equal(tk_input_map(in, &p, &len), -TK_E_DECOMPRESS);
-	assert_non_null(strstr(last_log, "ends early"));
-	tk_input_free(in);
+	write_file(tmp_path("trunc.zst"), comp, zs / 2);
+	for (int stream = 0; stream < 2; stream++) {
+		assert_int_equal(tk_input_open(&in, tmp_path("trunc.zst"), NULL), 0);
+		last_log[0] = 0;
+		if (stream) {
+			static uint8_t buf[600000];
+			long r;
+			len = 0;
+			while ((r = tk_input_read(in, buf + len, 4096)) > 0)
+				len += (size_t)r;
+			assert_int_equal(r, 0);
+			p = buf;
+		} else {
+			assert_int_equal(tk_input_map(in, &p, &len), 0);
+		}
+		assert_true(len > 0 && len < n);
+		assert_memory_equal(p, content, len);
+		assert_int_equal(tk_input_cut(in, &cut), 1);
+		assert_int_equal(cut, len);
+		assert_non_null(strstr(last_log, "ends early"));
+		tk_input_free(in);
+	}
 
-	/* corrupt bytes in the middle of a gzip stream */
+	/* corrupt bytes in the middle of a gzip stream: read up to where zlib notices (which
+	 * may be the check at the end), and reported */
 	gz = gzip_into(content, n, comp, n + 1024);
 	for (size_t i = gz / 3; i < gz / 3 + 64; i++)
 		comp[i] ^= 0x5a;
 	write_file(tmp_path("corrupt.gz"), comp, gz);
 	assert_int_equal(tk_input_open(&in, tmp_path("corrupt.gz"), NULL), 0);
-	assert_int_equal(tk_input_map(in, &p, &len), -TK_E_DECOMPRESS);
+	last_log[0] = 0;
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_int_equal(tk_input_cut(in, &cut), 1);
+	assert_int_equal(cut, len);
+	assert_non_null(strstr(last_log, "corrupt gzip data"));
+	tk_input_free(in);
+
+	/* an intact file is not cut */
+	write_file(tmp_path("whole.zst"), comp, ZSTD_compress(comp, n + 1024, content, n, 3));
+	assert_int_equal(tk_input_open(&in, tmp_path("whole.zst"), NULL), 0);
+	assert_int_equal(tk_input_map(in, &p, &len), 0);
+	assert_int_equal(len, n);
+	assert_int_equal(tk_input_cut(in, NULL), 0);
 	tk_input_free(in);
 	tk_set_log(NULL, NULL);
 	free(comp);

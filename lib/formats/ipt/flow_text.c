@@ -7,6 +7,7 @@
 
 #include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
+#include "tracekit/internal/util.h"
 
 /* ---- text ------------------------------------------------------------------------------ */
 

@@ -10,6 +10,7 @@
 
 #include "isa/isa.h"
 #include "tracekit/ipt_flow.h"
+#include "tracekit/internal/util.h"
 
 _Static_assert(ZYDIS_CATEGORY_MAX_VALUE < TK_IPT_EXEC_NCAT, "categories fit");
 _Static_assert(ZYDIS_ISA_EXT_MAX_VALUE < TK_IPT_EXEC_NEXT, "ISA extensions fit");

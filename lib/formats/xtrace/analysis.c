@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "formats/xtrace/internal.h"
+#include "tracekit/internal/util.h"
 
 /* ---- a set of 64-byte lines, with a filter in front ------------------------------------ */
 struct lineset {

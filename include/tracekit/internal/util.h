@@ -1,0 +1,106 @@
+/* The library's own helpers that its commands, recorders and tests share: not part of the
+ * stable API (include/tracekit/internal/ is neither installed nor exported by
+ * libtracekit.so; link the static library to use it). */
+#ifndef TRACEKIT_INTERNAL_UTIL_H
+#define TRACEKIT_INTERNAL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tracekit/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- background writer: write() of one buffer overlaps the filling of the next ------ */
+/* Writing GBs of text into a file costs the kernel about as much as formatting it (the
+ * page-cache copy): a writer thread writes each handed-over buffer to FD, in order, while
+ * the caller fills another. Past the first 64 MiB, a regular file is written with
+ * O_DIRECT where the filesystem allows it (whole aligned blocks, staged; the flags are
+ * restored and the tail written normally at tk_writer_stop), so the rest of a huge
+ * output costs neither the copy nor write-back throttling. */
+struct tk_writer;
+struct tk_writer *tk_writer_start(int fd, int *err);
+/* Hand B's bytes to the writer (waiting while it still writes the previous ones); B goes
+ * on in an empty buffer of at least the same capacity and keeps its fd. Returns the first
+ * write error (also stored in b->err), else 0. */
+int tk_writer_submit(struct tk_writer *w, struct tk_buf *b);
+/* Wait until everything handed over is written, end the thread; its first error (with
+ * -TK_E_IO, errno is set to the failed write's). */
+int tk_writer_stop(struct tk_writer *w);
+
+/* ---- output files: never over an input, never half-written over a good file -------- */
+/* The index of the first of the N INPUTS that is the file PATH names (same device and
+ * inode: a hard link or another spelling counts), or -1. Inputs that cannot be stat'ed
+ * are ignored. */
+int tk_outfile_same(const char *path, const char *const *inputs, size_t n);
+/* Open PATH for writing. A regular file (or a new one) is written under a temporary name
+ * in the same directory and renamed over PATH by tk_outfile_close, so an error never
+ * leaves a half-written file in place of the one before; anything else (a terminal, a
+ * pipe, a device) is written directly. NULL and *err = -TK_E_IO with errno kept on
+ * failure. */
+struct tk_outfile;
+struct tk_outfile *tk_outfile_open(const char *path, int *err);
+int tk_outfile_fd(const struct tk_outfile *f);
+/* Close; KEEP: rename the temporary file over the path (else remove it). -TK_E_IO with
+ * errno kept if the rename (or close) fails. */
+int tk_outfile_close(struct tk_outfile *f, int keep);
+
+/* calloc for a table whose first use reads it (hash probing): each page is written once
+ * here. A page of a large calloc read first maps the shared zero page, and the write after
+ * it is a copy-on-write fault that flushes the TLB of every CPU running another thread of
+ * the process (9% of `profile -j 2` on libLLVM). */
+void *tk_calloc_written(size_t n, size_t size);
+
+/* tk_calloc_written for a table read at random on a hot path: from TK_HUGE_FROM bytes on,
+ * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),
+ * rounded up to and aligned at 2 MiB. Released with free(). */
+#define TK_HUGE_FROM ((size_t)1 << 20)
+void *tk_calloc_huge(size_t n, size_t size);
+
+uint64_t tk_now_ns(void);
+
+/* Unsigned LEB128; returns bytes consumed, 0 if truncated or longer than 10 bytes. */
+size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v);
+
+/* qsort comparator for uint64_t; whether X is in V, N values sorted ascending. */
+int tk_cmp_u64(const void *a, const void *b);
+int tk_sorted_has_u64(const uint64_t *v, size_t n, uint64_t x);
+
+/* A set of 64-bit values (footprints: distinct lines, addresses). Zero-initialise it. The
+ * values are in slot[0, cap), stored + 1 (0: empty); n of them. */
+struct tk_u64set {
+	uint64_t *slot;
+	size_t cap, n;
+};
+/* 1 if X was added, 0 if it was there already, or -TK_E_NOMEM. X < UINT64_MAX. */
+int tk_u64set_add(struct tk_u64set *s, uint64_t x);
+void tk_u64set_free(struct tk_u64set *s);
+
+/* Where distributions install the separate debug file of a module whose GNU build id is
+ * ID (N bytes): /usr/lib/debug/.build-id/ab/cdef....debug (Debian's libc6-dbg for libc).
+ * Writes it to BUF; returns 0, or -1 if the id is shorter than 2 bytes or BUF too small.
+ * Header-only: the branch recorder uses it too. */
+static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, size_t n)
+{
+	static const char dir[] = "/usr/lib/debug/.build-id/", hex[] = "0123456789abcdef";
+	size_t k = sizeof dir - 1;
+	if (n < 2 || size < k + 2 * n + sizeof "/.debug")
+		return -1;
+	memcpy(buf, dir, k);
+	for (size_t i = 0; i < n; i++) {
+		buf[k++] = hex[id[i] >> 4];
+		buf[k++] = hex[id[i] & 15];
+		if (i == 0)
+			buf[k++] = '/';
+	}
+	memcpy(buf + k, ".debug", sizeof ".debug");
+	return 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

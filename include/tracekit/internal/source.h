@@ -43,9 +43,9 @@ const struct tk_source_ops *tk_source_ops_of(enum tk_format_id id);
 
 /* Message helpers for the formats' sources. */
 #define TK_SRC_WARN(s, file, ...) \
-	tk_msg((s)->o.msg, (s)->o.ctx, TK_LOG_WARN, file, UINT64_MAX, __VA_ARGS__)
+        tk_msg((s)->o.msg, (s)->o.ctx, TK_LOG_WARN, file, UINT64_MAX, __VA_ARGS__)
 #define TK_SRC_ERROR(s, file, off, ...) \
-	tk_msg((s)->o.msg, (s)->o.ctx, TK_LOG_ERROR, file, off, __VA_ARGS__)
+        tk_msg((s)->o.msg, (s)->o.ctx, TK_LOG_ERROR, file, off, __VA_ARGS__)
 /* One chunk per stream (PLAN for formats that decode each stream whole). */
 int tk_source_plan_streams(struct tk_source *s, struct tk_chunk **chunks, size_t *n);
 /* Run the chunks of the plan on the pool (WORK: decode chunk I into SINK, its gaps into

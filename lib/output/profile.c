@@ -388,10 +388,12 @@ static int64_t fold_build(struct fold *f, const struct agg *a, struct names *nm,
 		uint32_t own;
 		/* The base level of a track (code that ran outside any call the trace saw
 		 * begin) is left off the stacks above it, as flame graph tools expect; its
-		 * own time or instructions still show as "[unknown]". */
-		if (n->parent == 0 && !strcmp(names_str(nm, n->name), "[unknown]")) {
-			own = fold_child(f, 0, n->name);
-			base[i] = 0;
+		 * own time or instructions still show as "[unknown]" (with --threads, under
+		 * the thread's node). */
+		int base_level = n->parent == 0 || (a->tracks && a->n[n->parent].parent == 0);
+		if (base_level && !strcmp(names_str(nm, n->name), "[unknown]")) {
+			own = fold_child(f, base[n->parent], n->name);
+			base[i] = base[n->parent];
 		} else {
 			own = fold_name(f, nm, base[n->parent], n->name);
 			base[i] = own;

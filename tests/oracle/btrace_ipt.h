@@ -328,6 +328,40 @@ static __attribute__((unused)) int bt_name_match(const char *pat, const char *na
 	return 0;
 }
 
+/* Sum callgrind's self cost (Ir) of the functions PAT names (bt_name_match) over every
+ * output file PREFIX*: callgrind_annotate's self cost, recursion levels (deep'2) included. */
+static __attribute__((unused)) uint64_t bt_cg_self(const char *prefix, const char *pat)
+{
+	char cmd[1024], line[4096];
+	uint64_t total = 0;
+	snprintf(cmd, sizeof cmd, "for f in %s*; do callgrind_annotate --auto=no --threshold=100 --inclusive=no $f; done", prefix);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof line, p)) {
+		char *s = line, *colon, *end;
+		while (*s == ' ')
+			s++;
+		if (!(*s >= '0' && *s <= '9') || strstr(s, "=>"))
+			continue;
+		uint64_t v = 0;
+		for (; (*s >= '0' && *s <= '9') || *s == ','; s++)
+			if (*s != ',')
+				v = v * 10 + (uint64_t)(*s - '0');
+		if (!(colon = strstr(s, "):")) && !(colon = strchr(s, ':')))
+			continue;
+		/* "(12.3%)  file:function [object]" */
+		char *name = strrchr(s, ':');
+		if (!name)
+			continue;
+		name++;
+		end = name + strcspn(name, " '\n[");
+		if (bt_name_match(pat, name, (size_t)(end - name)))
+			total += v;
+	}
+	pclose(p);
+	return total;
+}
+
 /* Instructions of the functions PAT names (a function counts once, by any of its aliases). */
 static __attribute__((unused)) uint64_t bt_fn_insns(const struct bt_counts *c, const char *pat)
 {

@@ -14,39 +14,6 @@
 static char work[256];
 static const char *rec_opts = "";   /* extra `record` options for check() */
 
-/* Sum callgrind's self cost (Ir) per function name over every output file PREFIX*. */
-static uint64_t cg_fn(const char *prefix, const char *fn)
-{
-	char cmd[1024], line[4096];
-	uint64_t total = 0;
-	snprintf(cmd, sizeof cmd, "for f in %s*; do callgrind_annotate --auto=no --threshold=100 --inclusive=no $f; done", prefix);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	while (fgets(line, sizeof line, p)) {
-		char *s = line, *colon, *end;
-		while (*s == ' ')
-			s++;
-		if (!(*s >= '0' && *s <= '9') || strstr(s, "=>"))
-			continue;
-		uint64_t v = 0;
-		for (; (*s >= '0' && *s <= '9') || *s == ','; s++)
-			if (*s != ',')
-				v = v * 10 + (uint64_t)(*s - '0');
-		if (!(colon = strstr(s, "):")) && !(colon = strchr(s, ':')))
-			continue;
-		/* "(12.3%)  file:function [object]" */
-		char *name = strrchr(s, ':');
-		if (!name)
-			continue;
-		name++;
-		end = name + strcspn(name, " '\n[");
-		if (bt_name_match(fn, name, (size_t)(end - name)))
-			total += v;
-	}
-	pclose(p);
-	return total;
-}
-
 static void compile(const char *name, const char *src, const char *flags)
 {
 	const char *cc = strstr(src, ".cc") ? "g++" : "cc";
@@ -109,7 +76,7 @@ static void check_fork(const char *name, const char *const *fns, const char *con
 		const char *const *f = side ? child_fns : fns;
 		struct bt_counts *c = side ? ch : p;
 		for (; *f; f++) {
-			uint64_t ours = bt_fn_insns(c, *f), theirs = cg_fn(cg[side ? !par : par], *f);
+			uint64_t ours = bt_fn_insns(c, *f), theirs = bt_cg_self(cg[side ? !par : par], *f);
 			fprintf(stderr, "%s %s: %-10s btrace %8llu  callgrind %8llu\n", name,
 				side ? "child" : "parent", *f, (unsigned long long)ours, (unsigned long long)theirs);
 			assert_true(theirs > 0);
@@ -165,7 +132,7 @@ static void check2(const char *name, const char *args, const char *const *fns,
 	int bad = 0;
 	for (const char *const *f = fns; *f; f++) {
 		const char *fn = *f;
-		uint64_t ours = bt_fn_insns(c, fn), theirs = cg_fn(prefix, fn);
+		uint64_t ours = bt_fn_insns(c, fn), theirs = bt_cg_self(prefix, fn);
 		int ok = theirs && ours == theirs;
 		fprintf(stderr, "%s: %-10s btrace %8llu  callgrind %8llu%s\n", name, fn,
 			(unsigned long long)ours, (unsigned long long)theirs, ok ? "" : "  MISMATCH");
@@ -451,8 +418,8 @@ static void async_signals(const char *name)
 	assert_int_equal(bt_decode_file(c, path), 0);
 	assert_int_equal(c->decode_errors, 0);
 	snprintf(path, sizeof path, "%s/%s.cg.", work, name);
-	uint64_t w = bt_fn_insns(c, "work"), cw = cg_fn(path, "work");
-	uint64_t h = bt_fn_insns(c, "on_prof"), ch = cg_fn(path, "on_prof");
+	uint64_t w = bt_fn_insns(c, "work"), cw = bt_cg_self(path, "work");
+	uint64_t h = bt_fn_insns(c, "on_prof"), ch = bt_cg_self(path, "on_prof");
 	fprintf(stderr, "%s: work btrace %llu callgrind %llu; on_prof btrace %llu (%ld ticks), callgrind %llu (%ld ticks)\n",
 		name, (unsigned long long)w, (unsigned long long)cw, (unsigned long long)h, ticks,
 		(unsigned long long)ch, cg_ticks);

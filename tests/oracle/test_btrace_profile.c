@@ -84,33 +84,6 @@ static void test_loops_calls(void **state)
 	assert_int_equal(sh("\"$TK\" profile --to folded %s/l.tkbt | grep -q '^_start;main;inner;leaf 10000$'", work), 0);
 }
 
-/* Exclusive instructions of the functions PAT names (bt_name_match) in a callgrind file:
- * callgrind_annotate's self cost, recursion levels (deep'2) included. */
-static uint64_t cg_excl(const char *out, const char *pat)
-{
-	char cmd[1024], line[4096];
-	uint64_t total = 0;
-	snprintf(cmd, sizeof cmd, "callgrind_annotate --auto=no --threshold=100 --inclusive=no %s", out);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	while (fgets(line, sizeof line, p)) {
-		char *s = line + strspn(line, " "), *name;
-		uint64_t v = 0;
-		if (!(*s >= '0' && *s <= '9') || strstr(s, "=>"))
-			continue;
-		for (; (*s >= '0' && *s <= '9') || *s == ','; s++)
-			if (*s != ',')
-				v = v * 10 + (uint64_t)(*s - '0');
-		if (!(name = strrchr(s, ':')))
-			continue;
-		name++;
-		if (bt_name_match(pat, name, strcspn(name, " '\n[")))
-			total += v;
-	}
-	pclose(p);
-	return total;
-}
-
 /* Calls (column 2) or exclusive instructions (column 6) of the functions PAT names in
  * `tracekit profile --to csv` output. */
 static uint64_t our_col(const char *csv, const char *pat, int col)
@@ -157,7 +130,7 @@ static void check_unwinding(const char *name, const char *src, const char *const
 	assert_int_equal(sh("cd %s && valgrind -q --tool=callgrind --skip-plt=no --compress-strings=no "
 			    "--callgrind-out-file=%s ./%s >/dev/null 2>&1", work, cg, name), 0);
 	for (const char *const *f = fns; *f; f++) {
-		uint64_t ours = our_col(csv, *f, 6), theirs = cg_excl(cg, *f);
+		uint64_t ours = our_col(csv, *f, 6), theirs = bt_cg_self(cg, *f);
 		uint64_t pt = our_col(ptcsv, *f, 6);
 		fprintf(stderr, "%s: %-30s exclusive: tracekit %6llu  as PT %6llu  callgrind %6llu\n", name, *f,
 			(unsigned long long)ours, (unsigned long long)pt, (unsigned long long)theirs);

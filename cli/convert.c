@@ -828,6 +828,12 @@ static int run_file(struct cli_opts *o, const char *file, struct tk_input *in,
 
 static int run(struct cli_opts *o)
 {
+	/* profiles of a time window are not built: refused rather than ignored */
+	if (o->time_window && o->to && (!strcmp(o->to, "folded") || !strcmp(o->to, "pprof"))) {
+		cli_error(NULL, UINT64_MAX, "convert: --time A:B is for timelines (--to perfetto|chrome), "
+			  "not --to %s", o->to);
+		return EXIT_USAGE;
+	}
 	return cli_run_files(o, "convert", run_file);
 }
 

@@ -130,6 +130,12 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 
 static int run(struct cli_opts *o)
 {
+	/* a profile of a time window is not built: refused rather than ignored */
+	if (o->time_window) {
+		cli_error(NULL, UINT64_MAX, "profile: --time A:B is not supported (it selects the "
+			  "calls of a timeline: convert --to perfetto|chrome --time A:B)");
+		return EXIT_USAGE;
+	}
 	return cli_run_files(o, "profile", cli_profile_file);
 }
 

@@ -130,6 +130,8 @@ struct tk_prof_summary {
 	uint64_t unmatched;       /* frames ended by an exit of a function below them (lost exits) */
 	uint64_t truncated;       /* calls dropped open by a gap */
 	uint64_t open_at_end;     /* calls still open at tk_prof_finish */
+	uint64_t unwound;         /* frames ended by a resume in a function below them
+				     (longjmp, exceptions: untraced code unwound them) */
 	uint64_t gaps;            /* TK_EV_GAP events */
 	uint64_t time_first, time_last; /* TK_TIME_NONE if no timed event */
 	uint32_t tracks;

@@ -862,13 +862,60 @@ static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target,
 	return 0;
 }
 
-/* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
- * return of a call into untraced code (ADDR is a frame's return address), or unknown.
- * JUMPED_OUT: tracing had stopped at a branch out of the traced code (not an interrupt
- * that resumes in place, nor a syscall that resumes after itself). */
-static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time,
-		     int jumped_out)
+/* Tracing stopped at OFF_AT (0: it did not) and resumed at ADDR: it had left by a jump
+ * when it resumes neither where it stopped (an interrupt) nor right after that
+ * instruction (a syscall's return). A chunk's first resume cannot tell (JUMPED_UNKNOWN):
+ * the merge decides it on the chunk before's state. */
+#define JUMPED_UNKNOWN 2
+static inline int jumped_out(uint64_t off_at, uint64_t addr)
 {
+	return off_at && (addr < off_at || addr - off_at > TK_MAX_INSN_BYTES);
+}
+
+/* The function holding ADDR: the last entry at or below it (0: none). */
+static uint64_t entry_below(const struct tk_prof *p, uint64_t addr)
+{
+	size_t lo = 0, hi = p->nentries;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->entries[mid] <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? p->entries[lo - 1] : 0;
+}
+
+/* The innermost frame (1-based, 0: none) whose function holds ADDR: its key lies between
+ * the last entry at or below ADDR and ADDR (a function without a symbol of its own
+ * counts too). */
+static size_t holding_frame(const struct tk_prof *p, const struct track *t, uint64_t addr)
+{
+	uint64_t f = entry_below(p, addr);
+
+	for (size_t i = t->depth; f && i > 0; i--) {
+		const struct node *n = &p->nodes[t->st[i - 1].node];
+		if (n->kind == TK_PROF_KEY_ADDR && n->key >= f && n->key <= addr)
+			return i;
+	}
+	return 0;
+}
+
+/* Tracing resumed at ADDR: a call from untraced code (ADDR is a function entry), the
+ * return of a call into untraced code (ADDR is a frame's return address), a resume in a
+ * function further down the stack after untraced code unwound the frames above it
+ * (longjmp, a C++ exception caught frames up), or unknown.
+ * JUMPED_OUT: tracing had stopped at a branch out of the traced code (not an interrupt
+ * that resumes in place, nor a syscall that resumes after itself). PENDING: frames a
+ * later chunk ended at this resume that count as unwound if it unwinds here. */
+static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t time,
+		     int jumped_out, size_t pending)
+{
+	int unknown = jumped_out == JUMPED_UNKNOWN;
+
+	if (unknown)
+		jumped_out = 0;
 	if (!addr)
 		return 0;
 	if (p->nentries && is_entry_fast(p, addr))
@@ -891,13 +938,39 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 		}
 		return 0;
 	}
+	/* Left by a jump and back in the middle of a function: untraced code unwound the
+	 * frames above the innermost one of that function (longjmp, an exception caught
+	 * frames up). (In-place resumes, after an interrupt, stay in the top frame.) */
+	if (jumped_out && p->nentries && (i = holding_frame(p, t, addr)) > 0) {
+		p->sum.unwound += t->depth - i + pending;
+		while (t->depth > i) {
+			int rc = pop(p, t, time, 1);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	}
 	/* Only tail calls made at the unknown level, and tracing left by a jump: their
 	 * return address is their caller's, which only the chunk before knows, so this is
 	 * most likely that caller's return (operator delete jumped to its PLT stub, libstdc++
 	 * returned). They end here, and the merge replays the enable on the chunk before's
-	 * stack, as one trace would have searched it. (Were it nobody's return, one trace
-	 * would have kept them: the limit of exact merging.) */
+	 * stack, as one trace would have searched it; whether they were unwound, that
+	 * replay says (PENDING). (Were it nobody's return, one trace would have kept them:
+	 * the limit of exact merging.) */
 	if (jumped_out && t->depth && t->st[0].tail && tail_chain(t, t->depth) == 1) {
+		pending += t->depth;
+		while (t->depth) {
+			int rc = pop(p, t, time, 1);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	/* No frame of that function: it is below the whole stack, which was unwound; the
+	 * merge replays the resume on the chunk before's stack, as one pass would have
+	 * searched it. */
+	if (jumped_out && p->nentries && t->depth) {
+		p->sum.unwound += t->depth + pending;
+		pending = 0;
 		while (t->depth) {
 			int rc = pop(p, t, time, 1);
 			if (rc < 0)
@@ -910,7 +983,9 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 	if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
 		return -TK_E_NOMEM;
 	t->orph[t->norph++] = (struct orphan){
-		.what = ORPH_ENABLE, .keykind = (uint32_t)jumped_out, .key = addr, .time = time,
+		.what = ORPH_ENABLE, .keykind = (uint32_t)(unknown ? JUMPED_UNKNOWN : jumped_out) |
+						(uint32_t)pending << 2, .key = addr,
+		.time = time,
 		.insns = t->insns,
 		.child_ticks = t->base_child_ticks, .child_insns = t->base_child_insns,
 		.level_node = t->base_node,
@@ -1239,22 +1314,22 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			break;
 		case TK_EV_ENABLE:
 			t->flow = FLOW_OTHER;
-			/* it left by a jump when it resumes neither where it stopped (an
-			 * interrupt) nor right after that instruction (a syscall's return) */
 			rc = do_enable(p, t, e->addr, time,
-				       t->off_at && (e->addr < t->off_at ||
-						     e->addr - t->off_at > TK_MAX_INSN_BYTES));
+				       !t->off_known ? JUMPED_UNKNOWN : jumped_out(t->off_at, e->addr), 0);
 			t->off_at = 0;
+			t->off_known = 1;
 			break;
 		case TK_EV_GAP:
 			t->flow = FLOW_OTHER;
 			t->off_at = 0;
+			t->off_known = 1;
 			p->sum.gaps++;
 			rc = do_gap(p, t, time);
 			break;
 		case TK_EV_DISABLE:
 			t->flow = FLOW_OTHER;
 			t->off_at = e->addr;
+			t->off_known = 1;
 			break;
 		case TK_EV_INTERRUPT:
 			t->flow = FLOW_OTHER;
@@ -1441,7 +1516,9 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		if (o->what == ORPH_EXIT)
 			rc = do_exit(into, tm, o->key, o->keykind, o->time);
 		else if (o->what == ORPH_ENABLE)
-			rc = do_enable(into, tm, o->key, o->time, (int)o->keykind);
+			rc = do_enable(into, tm, o->key, o->time, (o->keykind & 3) == JUMPED_UNKNOWN ?
+				       jumped_out(tm->off_at, o->key) : (int)(o->keykind & 3),
+				       o->keykind >> 2);
 		else
 			rc = do_return(into, tm, o->key, o->time);
 		if (rc < 0)
@@ -1488,6 +1565,10 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		tm->st[tm->depth++] = f;
 	}
 	tm->insns = off + tb->insns;
+	if (tb->off_known) {
+		tm->off_at = tb->off_at;
+		tm->off_known = 1;
+	}
 	if (tb->t_last != TK_TIME_NONE)
 		tm->t_last = tb->t_last;
 	if (tb->t_min < tm->t_min)
@@ -1599,6 +1680,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	into->sum.calls += from->sum.calls;
 	into->sum.returns += from->sum.returns;
 	into->sum.unmatched += from->sum.unmatched;
+	into->sum.unwound += from->sum.unwound;
 	into->sum.truncated += from->sum.truncated;
 	into->sum.gaps += from->sum.gaps;
 	into->final_orphans += from->final_orphans;

@@ -103,8 +103,8 @@ enum { ORPH_EXIT = 1, ORPH_RETURN = 2, ORPH_ENABLE = 3 };
  * previous chunk's stack. */
 struct orphan {
 	uint32_t what;            /* ORPH_* */
-	uint32_t keykind;         /* exit: TK_PROF_KEY_*; enable: it came back from a jump
-				     out of the trace (do_enable's JUMPED_OUT) */
+	uint32_t keykind;         /* exit: TK_PROF_KEY_*; enable: bits 0-1, do_enable's
+				     JUMPED_OUT (or JUMPED_UNKNOWN); above, its PENDING */
 	uint64_t key;             /* exit: function; return, enable: target */
 	uint64_t time, insns;     /* track clock and instruction counter at the orphan */
 	uint64_t child_ticks, child_insns; /* completed at the base level since the last one */
@@ -153,6 +153,7 @@ struct track {
 	uint64_t head_entry, head_time;
 	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
 	uint64_t off_at;          /* where tracing last stopped (TK_EV_DISABLE), 0 if on */
+	uint8_t off_known;        /* a disable, enable or gap seen: off_at is this track's */
 	/* targets of returns that matched no open call while there were some: in a chunk's
 	 * profile, maybe calls of the chunks before (tk_prof_seam_exact) */
 	uint64_t unmatched[UNMATCHED_KEPT];

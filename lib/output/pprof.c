@@ -110,9 +110,12 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 			v = (uint64_t)((unsigned __int128)v * 1000000000u / s.clock.ticks_per_second);
 		ids.len = 0;
 		for (uint32_t x = (uint32_t)i; x != 0; x = a.n[x].parent) {
-			/* a track's base level is left off the stacks above it (as in folded) */
-			if (x != i && a.n[x].parent == 0 && !strcmp(names_str(&nm, a.n[x].name), "[unknown]"))
-				break;
+			/* a track's base level is left off the stacks above it (as in folded;
+			 * with --threads it is under the thread's node) */
+			uint32_t up = a.n[x].parent;
+			if (x != i && (up == 0 || (a.tracks && a.n[up].parent == 0)) &&
+			    !strcmp(names_str(&nm, a.n[x].name), "[unknown]"))
+				continue;
 			pb_varint(&ids, a.n[x].name);                 /* location id = name id */
 		}
 		tmp.len = 0;

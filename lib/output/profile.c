@@ -157,10 +157,17 @@ static void write_summary_text(struct tk_buf *b, const struct tk_prof *p)
 	tk_buf_putc(b, '\n');
 	if (s.gaps || s.orphans || s.truncated || s.unmatched || s.open_at_end)
 		tk_buf_printf(b, "# gaps %llu, calls cut by gaps %llu, exits without enter %llu, "
-			      "lost exits %llu, open at end %llu\n",
+			      "lost exits %llu, open at end %llu",
 			      (unsigned long long)s.gaps, (unsigned long long)s.truncated,
 			      (unsigned long long)s.orphans, (unsigned long long)s.unmatched,
 			      (unsigned long long)s.open_at_end);
+	/* frames that untraced code unwound (longjmp, exceptions): said only when there were */
+	if (s.unwound)
+		tk_buf_printf(b, "%sunwound %llu\n",
+			      s.gaps || s.orphans || s.truncated || s.unmatched || s.open_at_end ? ", " : "# ",
+			      (unsigned long long)s.unwound);
+	else if (s.gaps || s.orphans || s.truncated || s.unmatched || s.open_at_end)
+		tk_buf_putc(b, '\n');
 }
 
 static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
@@ -361,10 +368,12 @@ static int64_t fold_build(struct fold *f, const struct agg *a, struct names *nm,
 		uint32_t own;
 		/* The base level of a track (code that ran outside any call the trace saw
 		 * begin) is left off the stacks above it, as flame graph tools expect; its
-		 * own time or instructions still show as "[unknown]". */
-		if (n->parent == 0 && !strcmp(names_str(nm, n->name), "[unknown]")) {
-			own = fold_child(f, 0, n->name);
-			base[i] = 0;
+		 * own time or instructions still show as "[unknown]" (with --threads, under
+		 * the thread's node). */
+		int base_level = n->parent == 0 || (a->tracks && a->n[n->parent].parent == 0);
+		if (base_level && !strcmp(names_str(nm, n->name), "[unknown]")) {
+			own = fold_child(f, base[n->parent], n->name);
+			base[i] = base[n->parent];
 		} else {
 			own = fold_name(f, nm, base[n->parent], n->name);
 			base[i] = own;
@@ -705,6 +714,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	json_key_u64(b, "lost_exits", s.unmatched, 1);
 	json_key_u64(b, "truncated", s.truncated, 1);
 	json_key_u64(b, "open_at_end", s.open_at_end, 1);
+	json_key_u64(b, "unwound", s.unwound, 1);
 	json_key_u64(b, "ticks_per_second", s.clock.ticks_per_second, 1);
 	tk_buf_puts(b, "},\n\"functions\":[");
 	for (size_t i = 0; i < n; i++) {

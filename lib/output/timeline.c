@@ -269,7 +269,8 @@ static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint3
 	return b->err;
 }
 
-/* One slice begin or end on TR at TICKS. BEGIN: name of (key, kind). */
+/* One slice begin or end of (key, kind) on TR at TICKS. Chrome's end events carry the
+ * name too: viewers that pair an end with its begin by name (speedscope) need it. */
 static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t key, uint32_t kind,
 		 uint64_t ticks)
 {
@@ -281,21 +282,20 @@ static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t
 		header(t);
 	if (!tr->started)
 		start_track(t, tr);
-	if (begin) {
+	if (begin || t->o.kind == TK_TIMELINE_CHROME) {
 		name = names_frame(&t->names, key, kind);
 		if (name == UINT32_MAX)
 			return -TK_E_NOMEM;
 	}
 	if (t->o.kind == TK_TIMELINE_CHROME) {
+		const char *s = names_str(&t->names, name);
+
 		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":1,\"tid\":" : ",\n{\"ph\":\"E\",\"pid\":1,\"tid\":");
 		tk_buf_u64(b, tr->id);
 		tk_buf_puts(b, ",\"ts\":");
 		tk_buf_fixed(b, (int64_t)ns, 3); /* microseconds */
-		if (begin) {
-			const char *s = names_str(&t->names, name);
-			tk_buf_puts(b, ",\"name\":");
-			tk_buf_json_str(b, s, strlen(s));
-		}
+		tk_buf_puts(b, ",\"name\":");
+		tk_buf_json_str(b, s, strlen(s));
 		tk_buf_putc(b, '}');
 		return b->err;
 	}
@@ -344,7 +344,7 @@ static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint
 	while (tr->depth > depth && rc >= 0) {
 		struct tl_frame *f = &tr->st[--tr->depth];
 		if (f->emitted)
-			rc = slice(t, tr, 0, 0, 0, time);
+			rc = slice(t, tr, 0, f->key, f->kind, time);
 	}
 	return rc;
 }
@@ -917,7 +917,7 @@ int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t 
 				for (size_t k = tr->depth; k > 0 && rc >= 0; k--) {
 					struct tl_frame *f = &tr->st[k - 1];
 					if (f->emitted) {
-						rc = slice(t, tr, 0, 0, 0, t->window_end);
+						rc = slice(t, tr, 0, f->key, f->kind, t->window_end);
 						f->emitted = 0;
 					}
 				}

@@ -6,6 +6,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <intel-pt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -327,6 +328,80 @@ static __attribute__((unused)) int bt_name_match(const char *pat, const char *na
 		pat += l + (pat[l] == '+');
 	}
 	return 0;
+}
+
+/* callgrind_annotate's per-function table of every output file PREFIX*, read once: running
+ * the perl script once per function name cost minutes on the libc cases of a loaded machine.
+ * The cache is keyed by the files' names, sizes and times, so a new valgrind run is seen. */
+static __attribute__((unused)) const char *bt_cg_table(const char *prefix)
+{
+	static char key[4096], *text;
+	char now[4096] = "", cmd[1024], pattern[600];
+	glob_t g;
+	snprintf(pattern, sizeof pattern, "%s*", prefix);
+	if (glob(pattern, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			struct stat st;
+			size_t l = strlen(now);
+			if (stat(g.gl_pathv[i], &st) == 0)
+				snprintf(now + l, sizeof now - l, "%s:%lld:%lld.%09ld;", g.gl_pathv[i],
+					 (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+					 st.st_mtim.tv_nsec);
+		}
+		globfree(&g);
+	}
+	if (text && !strcmp(now, key))
+		return text;
+	free(text);
+	snprintf(key, sizeof key, "%s", now);
+	snprintf(cmd, sizeof cmd, "for f in %s*; do callgrind_annotate --auto=no --threshold=100 --inclusive=no $f; done", prefix);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t len = 0, cap = 1 << 16, got;
+	text = malloc(cap);
+	assert_non_null(text);
+	while ((got = fread(text + len, 1, cap - len - 1, p)) > 0)
+		if ((len += got) + 1 == cap) {
+			text = realloc(text, cap *= 2);
+			assert_non_null(text);
+		}
+	text[len] = 0;
+	pclose(p);
+	return text;
+}
+
+/* callgrind's self cost (Ir) of the functions PAT names (bt_name_match) over every output
+ * file PREFIX*, recursion levels (deep'2) included. */
+static __attribute__((unused)) uint64_t bt_cg_self(const char *prefix, const char *pat)
+{
+	char line[4096];
+	uint64_t total = 0;
+	const char *t = bt_cg_table(prefix);
+	while (*t) {
+		size_t n = strcspn(t, "\n");
+		snprintf(line, sizeof line, "%.*s", (int)n, t);
+		t += n + (t[n] != 0);
+		char *s = line, *colon, *end;
+		while (*s == ' ')
+			s++;
+		if (!(*s >= '0' && *s <= '9') || strstr(s, "=>"))
+			continue;
+		uint64_t v = 0;
+		for (; (*s >= '0' && *s <= '9') || *s == ','; s++)
+			if (*s != ',')
+				v = v * 10 + (uint64_t)(*s - '0');
+		if (!(colon = strstr(s, "):")) && !(colon = strchr(s, ':')))
+			continue;
+		/* "(12.3%)  file:function [object]" */
+		char *name = strrchr(s, ':');
+		if (!name)
+			continue;
+		name++;
+		end = name + strcspn(name, " '\n[");
+		if (bt_name_match(pat, name, (size_t)(end - name)))
+			total += v;
+	}
+	return total;
 }
 
 /* Instructions of the functions PAT names (a function counts once, by any of its aliases). */

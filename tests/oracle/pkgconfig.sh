@@ -25,8 +25,10 @@ want=$'xray/basic-v1.xray: xray\nkanata/gem5-2cpu.txt: gem5'
 # shellcheck disable=SC2046
 "$CC" "${flags[@]}" -o "$work/detect" "$TESTS/data/abi/detect.c" \
 	$(pkg-config --cflags --libs tracekit) -Wl,-rpath,"$libdir"
-ldd "$work/detect" | grep -q "libtracekit.so.0 => $(realpath "$libdir")/\|libtracekit.so.0 => $libdir/" ||
-	{ echo "detect does not use the installed libtracekit.so:"; ldd "$work/detect"; exit 1; }
+# (ldd's output is taken whole first: grep -q would stop reading and, with pipefail, fail it)
+ldd "$work/detect" >"$work/ldd"
+grep -q "libtracekit.so.0 => $(realpath "$libdir")/\|libtracekit.so.0 => $libdir/" "$work/ldd" ||
+	{ echo "detect does not use the installed libtracekit.so:"; cat "$work/ldd"; exit 1; }
 out=$(cd "$TESTS/data" && "$work/detect" xray/basic-v1.xray kanata/gem5-2cpu.txt)
 [ "$out" = "$want" ] || { echo "shared: detect printed:"; echo "$out"; exit 1; }
 # static: the archive by name, the private dependencies from --static
@@ -34,8 +36,9 @@ out=$(cd "$TESTS/data" && "$work/detect" xray/basic-v1.xray kanata/gem5-2cpu.txt
 "$CC" "${flags[@]}" -o "$work/detect-static" "$TESTS/data/abi/detect.c" \
 	$(pkg-config --cflags tracekit) \
 	$(pkg-config --static --libs tracekit | sed 's/-ltracekit\b/-l:libtracekit.a/')
-if ldd "$work/detect-static" | grep -q libtracekit; then
-	echo "detect-static uses the shared library"; ldd "$work/detect-static"; exit 1
+ldd "$work/detect-static" >"$work/ldd"
+if grep -q libtracekit "$work/ldd"; then
+	echo "detect-static uses the shared library"; cat "$work/ldd"; exit 1
 fi
 out=$(cd "$TESTS/data" && "$work/detect-static" xray/basic-v1.xray kanata/gem5-2cpu.txt)
 [ "$out" = "$want" ] || { echo "static: detect printed:"; echo "$out"; exit 1; }

@@ -8,86 +8,11 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <dirent.h>
-#include <glob.h>
-#include <sys/stat.h>
 
 #include "oracle/btrace_ipt.h"
 
 static char work[256];
 static const char *rec_opts = "";   /* extra `record` options for check() */
-
-/* callgrind_annotate's per-function table of every output file PREFIX*, read once: running
- * the perl script once per function name cost minutes on the libc cases of a loaded machine.
- * The cache is keyed by the files' names, sizes and times, so a new valgrind run is seen. */
-static const char *cg_table(const char *prefix)
-{
-	static char key[4096], *text;
-	char now[4096] = "", cmd[1024], pattern[600];
-	glob_t g;
-	snprintf(pattern, sizeof pattern, "%s*", prefix);
-	if (glob(pattern, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc; i++) {
-			struct stat st;
-			size_t l = strlen(now);
-			if (stat(g.gl_pathv[i], &st) == 0)
-				snprintf(now + l, sizeof now - l, "%s:%lld:%lld.%09ld;", g.gl_pathv[i],
-					 (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-					 st.st_mtim.tv_nsec);
-		}
-		globfree(&g);
-	}
-	if (text && !strcmp(now, key))
-		return text;
-	free(text);
-	snprintf(key, sizeof key, "%s", now);
-	snprintf(cmd, sizeof cmd, "for f in %s*; do callgrind_annotate --auto=no --threshold=100 --inclusive=no $f; done", prefix);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t len = 0, cap = 1 << 16, got;
-	text = malloc(cap);
-	assert_non_null(text);
-	while ((got = fread(text + len, 1, cap - len - 1, p)) > 0)
-		if ((len += got) + 1 == cap) {
-			text = realloc(text, cap *= 2);
-			assert_non_null(text);
-		}
-	text[len] = 0;
-	pclose(p);
-	return text;
-}
-
-/* Sum callgrind's self cost (Ir) per function name over every output file PREFIX*. */
-static uint64_t cg_fn(const char *prefix, const char *fn)
-{
-	char line[4096];
-	uint64_t total = 0;
-	const char *t = cg_table(prefix);
-	while (*t) {
-		size_t n = strcspn(t, "\n");
-		snprintf(line, sizeof line, "%.*s", (int)n, t);
-		t += n + (t[n] != 0);
-		char *s = line, *colon, *end;
-		while (*s == ' ')
-			s++;
-		if (!(*s >= '0' && *s <= '9') || strstr(s, "=>"))
-			continue;
-		uint64_t v = 0;
-		for (; (*s >= '0' && *s <= '9') || *s == ','; s++)
-			if (*s != ',')
-				v = v * 10 + (uint64_t)(*s - '0');
-		if (!(colon = strstr(s, "):")) && !(colon = strchr(s, ':')))
-			continue;
-		/* "(12.3%)  file:function [object]" */
-		char *name = strrchr(s, ':');
-		if (!name)
-			continue;
-		name++;
-		end = name + strcspn(name, " '\n[");
-		if (bt_name_match(fn, name, (size_t)(end - name)))
-			total += v;
-	}
-	return total;
-}
 
 static void compile(const char *name, const char *src, const char *flags)
 {
@@ -151,7 +76,7 @@ static void check_fork(const char *name, const char *const *fns, const char *con
 		const char *const *f = side ? child_fns : fns;
 		struct bt_counts *c = side ? ch : p;
 		for (; *f; f++) {
-			uint64_t ours = bt_fn_insns(c, *f), theirs = cg_fn(cg[side ? !par : par], *f);
+			uint64_t ours = bt_fn_insns(c, *f), theirs = bt_cg_self(cg[side ? !par : par], *f);
 			fprintf(stderr, "%s %s: %-10s btrace %8llu  callgrind %8llu\n", name,
 				side ? "child" : "parent", *f, (unsigned long long)ours, (unsigned long long)theirs);
 			assert_true(theirs > 0);
@@ -207,7 +132,7 @@ static void check2(const char *name, const char *args, const char *const *fns,
 	int bad = 0;
 	for (const char *const *f = fns; *f; f++) {
 		const char *fn = *f;
-		uint64_t ours = bt_fn_insns(c, fn), theirs = cg_fn(prefix, fn);
+		uint64_t ours = bt_fn_insns(c, fn), theirs = bt_cg_self(prefix, fn);
 		int ok = theirs && ours == theirs;
 		fprintf(stderr, "%s: %-10s btrace %8llu  callgrind %8llu%s\n", name, fn,
 			(unsigned long long)ours, (unsigned long long)theirs, ok ? "" : "  MISMATCH");
@@ -493,8 +418,8 @@ static void async_signals(const char *name)
 	assert_int_equal(bt_decode_file(c, path), 0);
 	assert_int_equal(c->decode_errors, 0);
 	snprintf(path, sizeof path, "%s/%s.cg.", work, name);
-	uint64_t w = bt_fn_insns(c, "work"), cw = cg_fn(path, "work");
-	uint64_t h = bt_fn_insns(c, "on_prof"), ch = cg_fn(path, "on_prof");
+	uint64_t w = bt_fn_insns(c, "work"), cw = bt_cg_self(path, "work");
+	uint64_t h = bt_fn_insns(c, "on_prof"), ch = bt_cg_self(path, "on_prof");
 	fprintf(stderr, "%s: work btrace %llu callgrind %llu; on_prof btrace %llu (%ld ticks), callgrind %llu (%ld ticks)\n",
 		name, (unsigned long long)w, (unsigned long long)cw, (unsigned long long)h, ticks,
 		(unsigned long long)ch, cg_ticks);

@@ -57,8 +57,12 @@ static void ref_folded(struct tk_buf *b, const struct tk_prof *p, const struct t
 		size_t d = 0;
 		for (uint32_t x = (uint32_t)i; x != 0; x = a.n[x].parent)
 			anc[d++] = x;
-		if (d > 1 && !strcmp(names_str(&nm, a.n[anc[d - 1]].name), "[unknown]"))
+		/* the base level, outermost or under the thread's node, is left off */
+		size_t b = a.tracks ? 2 : 1;
+		if (d > b && !strcmp(names_str(&nm, a.n[anc[d - b]].name), "[unknown]")) {
+			anc[d - b] = anc[d - 1];
 			d--;
+		}
 		path.len = 0;
 		while (d--) {
 			tk_buf_puts(&path, names_str(&nm, a.n[anc[d]].name));

@@ -292,7 +292,7 @@ static void test_chrome(void **state)
 	assert_int_equal(count(text, "E 0 "), 7);
 	assert_int_equal(count(text, "B 1 "), 3);
 	assert_non_null(strstr(text, "B 0 1 main\n"));      /* 1000 ns = 1 us */
-	assert_non_null(strstr(text, "E 0 1.16 \n"));       /* main ends at 1160 ns */
+	assert_non_null(strstr(text, "E 0 1.16 main\n"));   /* main ends at 1160 ns, named */
 	free(text);
 	tk_sym_free(s);
 }

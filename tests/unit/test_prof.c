@@ -663,6 +663,60 @@ static void test_tail_call_out_of_trace(void **state)
 	tk_prof_free(p);
 }
 
+/* longjmp: main calls deep, which recurses twice and calls longjmp's PLT stub; untraced
+ * code unwinds them all and tracing resumes in main, at no return address (setjmp's call
+ * returned long ago). The frames end there, main's code after it is main's, and every way
+ * of cutting the stream gives the same profile. A resume in a function with no frame (the
+ * one the trace began in) ends the whole stack. */
+static void test_longjmp_unwinds(void **state)
+{
+	(void)state;
+	static const uint64_t entries[] = { 0x1000, 0x2000, 0x5000 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 3 };
+	struct tk_event ev[32];
+	size_t n = 0;
+	uint64_t t = 100;
+#define EV(k, a, a2, c, r) ev[n++] = (struct tk_event){ .kind = k, .addr = a, .addr2 = a2, .count = c, .arg = r, .time = t += 10 }
+	EV(TK_EV_BLOCK, 0x900, 0x904, 2, 0);        /* the code the trace began in */
+	EV(TK_EV_CALL, 0x904, 0x1000, 0, 0x909);    /* -> main */
+	EV(TK_EV_BLOCK, 0x1000, 0x1008, 3, 0);
+	EV(TK_EV_CALL, 0x1008, 0x2000, 0, 0x100d);  /* main -> deep */
+	EV(TK_EV_BLOCK, 0x2000, 0x2008, 2, 0);
+	EV(TK_EV_CALL, 0x2008, 0x2000, 0, 0x200d);  /* deep -> deep */
+	EV(TK_EV_BLOCK, 0x2000, 0x2008, 2, 0);
+	EV(TK_EV_CALL, 0x2008, 0x5000, 0, 0x200d);  /* deep -> longjmp@plt */
+	EV(TK_EV_BLOCK, 0x5000, 0x5000, 1, 0);
+	EV(TK_EV_DISABLE, 0x5000, 0x7f0000, 0, 0);  /* into untraced longjmp */
+	EV(TK_EV_ENABLE, 0x1020, 0, 0, 0);          /* back in main, after setjmp */
+	EV(TK_EV_BLOCK, 0x1020, 0x1030, 7, 0);
+	EV(TK_EV_RETURN, 0x1030, 0x909, 0, 0);
+	EV(TK_EV_BLOCK, 0x909, 0x910, 4, 0);
+	EV(TK_EV_DISABLE, 0x910, 0x7f0000, 0, 0);   /* longjmp from below the stack */
+	EV(TK_EV_CALL, 0x904, 0x1000, 0, 0x909);
+	EV(TK_EV_CALL, 0x1008, 0x2000, 0, 0x100d);
+	EV(TK_EV_DISABLE, 0x2008, 0x7f0000, 0, 0);
+	EV(TK_EV_ENABLE, 0x950, 0, 0, 0);
+	EV(TK_EV_BLOCK, 0x950, 0x954, 2, 0);
+#undef EV
+	struct tk_prof_func *f;
+	size_t nf;
+	struct tk_prof *p = profile_of(&po, ev, n, &f, &nf);
+	const struct tk_prof_func *m = find_func(f, nf, 0x1000, TK_PROF_KEY_ADDR);
+	const struct tk_prof_func *d = find_func(f, nf, 0x2000, TK_PROF_KEY_ADDR);
+	assert_non_null(m);
+	assert_non_null(d);
+	assert_int_equal(m->excl_insns, 3 + 7);
+	assert_int_equal(m->incl_insns, 3 + 2 + 2 + 1 + 7);
+	assert_int_equal(d->excl_insns, 2 + 2);
+	free(f);
+	struct tk_prof_summary s;
+	tk_prof_summary(p, &s);
+	assert_int_equal(s.unwound, 3 + 2);
+	assert_int_equal(s.open_at_end, 0);
+	assert_cuts_equal_whole(p, &po, ev, n);
+	tk_prof_free(p);
+}
+
 /* Orphans at the start; a gap drops the stack and counts it. */
 static void test_orphans_and_gaps(void **state)
 {
@@ -770,6 +824,7 @@ int main(void)
 		cmocka_unit_test(test_calls_from_untraced_code),
 		cmocka_unit_test(test_tail_calls),
 		cmocka_unit_test(test_tail_call_out_of_trace),
+		cmocka_unit_test(test_longjmp_unwinds),
 		cmocka_unit_test(test_long_durations),
 		cmocka_unit_test(test_deep_stack),
 	};

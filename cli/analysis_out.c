@@ -4,6 +4,7 @@
  * --time A:B, --max-events, -o. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -198,6 +199,19 @@ static const char *module_file(const struct cli_opts *o, const struct tk_btrace_
 	return NULL;
 }
 
+/* Why the recorded file of a module cannot stand for it (RC: its load's error, if any). */
+static const char *module_trouble(const char *path, int rc)
+{
+	struct stat st;
+	if (rc < 0)
+		return "cannot be loaded";
+	if (stat(path, &st) < 0)
+		return "is gone";
+	if (!S_ISREG(st.st_mode))   /* a FIFO or device is never read: it could block */
+		return "is not a regular file";
+	return "is not the file that ran (its build-id differs)";
+}
+
 int cli_btrace_modules(const struct cli_opts *o, const char *file, const struct tk_btrace *bt,
 		       struct tk_image *img, struct tk_sym *sym)
 {
@@ -217,8 +231,7 @@ int cli_btrace_modules(const struct cli_opts *o, const char *file, const struct 
 				cli_warn(file, UINT64_MAX, "module %s %s: its code is missing, and the trace "
 					 "inside it decodes as gaps (give the file that ran with --elf FILE "
 					 "or --module-path DIR)", m->path,
-					 rc < 0 ? "cannot be loaded" : access(m->path, F_OK) ? "is gone" :
-					 "is not the file that ran (its build-id differs)");
+					 module_trouble(m->path, rc));
 			continue;
 		}
 		if (use != m->path && !o->quiet)

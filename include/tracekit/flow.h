@@ -26,7 +26,7 @@ enum tk_flow_q_kind {
 	TK_FLOWQ_TIP,    /* target of the next indirect branch, far transfer or uncompressed RET */
 	TK_FLOWQ_PGD,    /* the next branch leaves the traced region; ip = target if has_ip */
 	TK_FLOWQ_STOP,   /* an event bound to ip: stop there, before executing it */
-	TK_FLOWQ_END,    /* no more flow data (end of chunk or stream) */
+	TK_FLOWQ_END,    /* no more flow data (end of chunk or stream): stop before ip */
 };
 
 struct tk_flow_q {
@@ -48,7 +48,7 @@ struct tk_flow_oracle {
 enum tk_flow_status {
 	TK_FLOW_STOPPED = 0,  /* reached a STOP item's ip; *ip is it */
 	TK_FLOW_DISABLED,     /* a branch consumed a PGD: res.from = branch, *ip = target or 0 */
-	TK_FLOW_ENDED,        /* END while the code needed more trace: res.from = that insn */
+	TK_FLOW_ENDED,        /* reached END; *ip (and res.from) = the next insn, not run */
 };
 
 struct tk_flow_result {

@@ -55,6 +55,8 @@ void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flo
 /* Event flags for TK_EV_MODE/POWER/DISABLE produced by the PT decoder beyond event.h. */
 enum tk_ipt_flow_flags {
 	TK_IPT_DISABLE_ASYNC = 1,     /* TK_EV_DISABLE: asynchronous (FUP + TIP.PGD) */
+	TK_IPT_DISABLE_END = 2,       /* TK_EV_DISABLE: the trace ends with tracing on;
+					 addr = the next instruction (not executed) */
 	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
 	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
 };

@@ -1084,6 +1084,13 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			rc = TK_FLOW_STOPPED;
 			goto out;
 		}
+		if (q->kind == TK_FLOWQ_END) {
+			/* The trace ends: nothing says the instruction at ip ran (libipt
+			 * stops here too, ptxed's "end of trace"). */
+			res->from = ip;
+			rc = TK_FLOW_ENDED;
+			goto out;
+		}
 
 		/* Follow the link from the previous block when there is one: no hash
 		 * lookup on the hot path. */
@@ -1127,7 +1134,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		int needs = b->cls == TK_ISA_JCC || b->cls == TK_ISA_RET || b->cls == TK_ISA_JMP_IND ||
 			    b->cls == TK_ISA_CALL_IND || b->cls == TK_ISA_FAR;
 
-		if (needs && (q->kind == TK_FLOWQ_END || q->kind == TK_FLOWQ_STOP)) {
+		if (needs && q->kind == TK_FLOWQ_STOP) {
 			/* The branch cannot be followed. Like libipt, the branch itself is
 			 * reported: it was executed, only its outcome is unknown. */
 			if ((rc = walked(f, out, bi, b->last, b->ninsn)) < 0)
@@ -1136,7 +1143,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			res->insns += b->ninsn;
 			res->from = b->last;
 			ip = b->last;
-			rc = q->kind == TK_FLOWQ_END ? TK_FLOW_ENDED : -TK_E_BAD_FORMAT;
+			rc = -TK_E_BAD_FORMAT;
 			goto out;
 		}
 		if ((rc = walked(f, out, bi, b->last, b->ninsn)) < 0)

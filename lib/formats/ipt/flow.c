@@ -171,6 +171,7 @@ struct ptd {
 	size_t psb_read;            /* the PSB whose PSB+ was read last (SIZE_MAX: none) */
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
+	int eos;                    /* the oracle reached the end of the trace */
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
@@ -586,6 +587,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		rc = fetch(d, &p);
 		if (rc == -TK_E_EOF) {
 			q->kind = TK_FLOWQ_END;
+			d->eos = 1;
 			return 0;
 		}
 		if (rc < 0)
@@ -985,9 +987,13 @@ static int decode_chunk(struct ptd *d)
 				return rc;
 			break;
 		case TK_FLOW_ENDED:
-			/* No more trace: the rest of the chunk (a PSB without FUP, or EOF). */
+			/* No more trace: the rest of the chunk (a PSB without FUP, or EOF). At
+			 * the end of the trace, tracing was on: ptxed's "end of trace". */
 			d->have_ip = 0;
 			tk_flow_clear_pending(d->flow);
+			if (d->eos &&
+			    (rc = emit(d, TK_EV_DISABLE, d->ip, 0, 0, 0, TK_IPT_DISABLE_END)) < 0)
+				return rc;
 			break;
 		case -TK_E_OVERFLOW:
 			d->st->overflows++;

@@ -59,7 +59,9 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 		tk_buf_puts(b, "[enabled]\n");
 		break;
 	case TK_EV_DISABLE:
-		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_ASYNC ? "[async disabled]\n" : "[disabled]\n");
+		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_END ? "[end of trace]\n"
+			       : e->flags & TK_IPT_DISABLE_ASYNC ? "[async disabled]\n"
+			       : "[disabled]\n");
 		break;
 	case TK_EV_INTERRUPT:
 		tk_buf_puts(b, "[interrupt: ");

@@ -319,6 +319,12 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			pend(r, PEND_PGE, 0, e->addr, e->time);
 			break;
 		case TK_EV_DISABLE:
+			if (e->flags & TK_IPT_DISABLE_END) {
+				/* the trace ends here: its last packets, and nothing more */
+				if (r->pend.kind)
+					resolve(r, -1);
+				break;
+			}
 			if (r->pend.kind == PEND_RET && !(e->flags & TK_IPT_DISABLE_ASYNC) &&
 			    r->pend.from == e->addr) {
 				/* a return out of the traced code: the TIP.PGD says where */

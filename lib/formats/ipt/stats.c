@@ -112,6 +112,8 @@ static int part_events(void *ctx, const struct tk_event *ev, size_t n)
 			p->enables++;
 			break;
 		case TK_EV_DISABLE:
+			if (e->flags & TK_IPT_DISABLE_END)
+				break;   /* the end of the trace, no TIP.PGD */
 			p->disables++;
 			if (e->flags & TK_IPT_DISABLE_ASYNC)
 				p->async_disables++;

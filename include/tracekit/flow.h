@@ -42,6 +42,10 @@ struct tk_flow_q {
 struct tk_flow_oracle {
 	int (*next)(void *ctx, struct tk_flow_q *q);
 	void *ctx;
+	/* Optional: an indirect branch or far transfer needs a TIP while the pending item
+	 * is TNT. Fill T with the branch's target (ip, mode) from a TIP that comes after
+	 * the TNT, keeping the TNT for the branches after it; < 0 if there is none. */
+	int (*deferred_tip)(void *ctx, struct tk_flow_q *t);
 };
 
 /* Why tk_flow_walk returned (values >= 0). */

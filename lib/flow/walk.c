@@ -1245,12 +1245,27 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			idle = 0;
 			continue;
 		default:   /* indirect jump/call, far transfer */
-			if (q->kind != TK_FLOWQ_TIP)
+			if (q->kind == TK_FLOWQ_TNT && o->deferred_tip) {
+				/* the processor may send the TIP after the TNT of the
+				 * branches that follow (libipt takes it too) */
+				struct tk_flow_q t = { .mode = -1 };
+
+				if ((rc = o->deferred_tip(o->ctx, &t)) < 0) {
+					res->from = b->last;
+					goto out;
+				}
+				b = &f->cache.blocks[bi];    /* events may have grown the cache */
+				ip = t.ip;
+				if (t.mode >= 0)
+					mode = t.mode;
+			} else if (q->kind != TK_FLOWQ_TIP) {
 				goto disable_or_fail;
-			ip = q->ip;
-			if (q->mode >= 0)
-				mode = q->mode;
-			q->kind = TK_FLOWQ_NONE;
+			} else {
+				ip = q->ip;
+				if (q->mode >= 0)
+					mode = q->mode;
+				q->kind = TK_FLOWQ_NONE;
+			}
 			f->jump_from = bi;
 			idle = 0;
 			if (f->branches &&

@@ -172,6 +172,7 @@ struct ptd {
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	int eos;                    /* the oracle reached the end of the trace */
+	unsigned tnt_given;         /* outcomes in the last TNT item given to the walker */
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
@@ -184,6 +185,7 @@ struct ptd {
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
 	int action;
+	int act_async;              /* ACT_ASYNC_BRANCH/DISABLE after the action, or NONE */
 	uint64_t act_ip;
 	int act_has_ip;
 	uint64_t act_arg;
@@ -378,13 +380,16 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 
 /* A FUP (or an event packet that a FUP completes) was read: find what it binds to and
  * tell the walker to stop at the FUP's IP. ACT is the pending event, ACT_NONE if the
- * FUP itself was just read (then a TIP or TIP.PGD must follow). */
+ * FUP itself was just read (then a TIP or TIP.PGD must follow). A transaction's abort
+ * (MODE.TSX with abort + FUP) is an asynchronous branch to the abort handler: its TIP
+ * (or TIP.PGD) follows too, and d->act_async says which (SDM, "TSX"). */
 static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk_ipt_packet *fup)
 {
 	struct tk_ipt_packet p;
 	uint64_t fip = 0, ip;
 	int rc, have_fup = 0;
 
+	d->act_async = ACT_NONE;
 	if (fup) {
 		if ((rc = last_ip(d, fup, &fip)) < 0)
 			return rc;
@@ -408,9 +413,11 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 			if (!rc)
 				return -TK_E_BAD_FORMAT;
 			have_fup = 1;
+			if (act == ACT_TSX && d->act_flags == TK_MODE_TSX_ABORT)
+				continue;
 			break;
 		}
-		/* a plain FUP: an asynchronous branch or disable follows */
+		/* a plain FUP or an abort: an asynchronous branch or disable follows */
 		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
 			d->pending_mode = exec_mode(&p);
 			continue;
@@ -420,18 +427,22 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 				return rc;
 			if (!rc)
 				return -TK_E_BAD_FORMAT;
-			act = ACT_ASYNC_BRANCH;
+			d->act_async = ACT_ASYNC_BRANCH;
 			d->act_ip = ip;
 			break;
 		}
 		if (p.kind == TK_IPT_PKT_TIP_PGD) {
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
-			act = ACT_ASYNC_DISABLE;
+			d->act_async = ACT_ASYNC_DISABLE;
 			d->act_ip = rc ? ip : 0;
 			break;
 		}
 		return -TK_E_BAD_FORMAT;
+	}
+	if (act == ACT_NONE) {
+		act = d->act_async;
+		d->act_async = ACT_NONE;
 	}
 	d->action = act;
 	q->kind = TK_FLOWQ_STOP;
@@ -540,7 +551,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				d->last_off = at - 1;
 				d->pos = at;
 				q->kind = TK_FLOWQ_TNT;
-				q->ntnt = nb;
+				q->ntnt = d->tnt_given = nb;
 				q->tnt = bits;
 				return publish_time(d);
 			}
@@ -556,7 +567,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 					d->last_off = at;
 					d->pos = at + 8;
 					q->kind = TK_FLOWQ_TNT;
-					q->ntnt = top;
+					q->ntnt = d->tnt_given = top;
 					q->tnt = v & ~(1ull << top);
 					return publish_time(d);
 				}
@@ -600,7 +611,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			d->run_n = 0;
 			q->kind = TK_FLOWQ_TNT;
 			q->tnt = p.tnt.bits;
-			q->ntnt = p.tnt.count;
+			q->ntnt = d->tnt_given = p.tnt.count;
 			return publish_time(d);
 		case TK_IPT_PKT_TIP:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
@@ -661,6 +672,37 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		}
 		if (side_event(d, &p, &rc) && rc < 0)
 			return rc;
+	}
+}
+
+/* An indirect branch needs a TIP and the next item is TNT: as libipt's query decoder,
+ * accept one TNT packet, none of whose outcomes was used yet, before the branch's TIP
+ * (the order in which the processor may send them). */
+static int oracle_deferred_tip(void *ctx, struct tk_flow_q *t)
+{
+	struct ptd *d = ctx;
+	struct tk_ipt_packet p;
+	int rc;
+
+	if (d->run_n > 1 || tk_flow_pending_tnt(d->flow) != d->tnt_given)
+		return -TK_E_BAD_FORMAT;
+	for (;;) {
+		if ((rc = fetch(d, &p)) < 0)
+			return rc == -TK_E_EOF ? -TK_E_BAD_FORMAT : rc;
+		if (side_event(d, &p, &rc)) {
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
+			d->pending_mode = exec_mode(&p);
+			continue;
+		}
+		if (p.kind != TK_IPT_PKT_TIP || (rc = last_ip(d, &p, &t->ip)) <= 0)
+			return rc < 0 ? rc : -TK_E_BAD_FORMAT;
+		t->mode = d->pending_mode;
+		d->pending_mode = -1;
+		return publish_time(d);
 	}
 }
 
@@ -823,7 +865,12 @@ static int do_action(struct ptd *d)
 		d->enabled = 0;
 		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
 	case ACT_TSX:
-		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags);
+		if ((rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags)) < 0)
+			return rc;
+		/* an abort goes on to the abort handler (or tracing stops) */
+		d->action = d->act_async;
+		d->act_async = ACT_NONE;
+		return d->action ? do_action(d) : 0;
 	case ACT_PTW:
 		return emit(d, TK_EV_PTWRITE, d->ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
@@ -935,7 +982,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 
 static int decode_chunk(struct ptd *d)
 {
-	struct tk_flow_oracle o = { oracle_next, d };
+	struct tk_flow_oracle o = { oracle_next, d, oracle_deferred_tip };
 	int after_ovf = 0, rc;
 
 	d->pos = d->next_psb = d->start;

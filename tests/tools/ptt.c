@@ -343,6 +343,8 @@ static void libipt_listing(const uint8_t *buf, size_t len, FILE *f)
 				status = pt_insn_event(dec, &ev, sizeof(ev));
 				if (status >= 0 && !ev.status_update)
 					print_event(f, &ev, &mode);
+				else if (status >= 0 && ev.type == ptev_exec_mode)
+					mode = ev.variant.exec_mode.mode;   /* not printed */
 			}
 			if (status < 0)
 				break;

@@ -172,6 +172,7 @@ struct ptd {
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	int eos;                    /* the oracle reached the end of the trace */
+	int after_ovf;              /* an overflow: the next FUP gives the IP */
 	unsigned tnt_given;         /* outcomes in the last TNT item given to the walker */
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
@@ -287,7 +288,7 @@ int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 		pos += (size_t)rc;
 		/* no FUP in this PSB+ (do_psb reports one cut short) */
 		if (p.kind == TK_IPT_PKT_PSBEND || p.kind == TK_IPT_PKT_PSB ||
-		    never_in_psb_plus(p.kind))
+		    p.kind == TK_IPT_PKT_OVF || never_in_psb_plus(p.kind))
 			return 0;
 		if (p.kind == TK_IPT_PKT_FUP) {
 			if (tk_ipt_last_ip_update(&l, &p) < 0)
@@ -786,7 +787,21 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	return emit(d, TK_EV_GAP, addr, 0, skipped, off, (uint16_t)reason);
 }
 
-/* Process the PSB+ at d->pos: state from its packets, IP from its FUP. */
+/* The OVF at AT: packets were lost; tracing goes on at the next FUP or TIP.PGE. */
+static int overflow(struct ptd *d, size_t at)
+{
+	d->st->overflows++;
+	tk_gap_stats_add(&d->st->gaps, at, 0);
+	d->enabled = d->have_ip = 0;
+	d->after_ovf = 1;
+	tk_ipt_last_ip_init(&d->last);
+	reset_flow_state(d);
+	return emit(d, TK_EV_GAP, 0, 0, 0, at, TK_GAP_OVERFLOW);
+}
+
+/* Process the PSB+ at d->pos: state from its packets, IP from its FUP. An OVF ends
+ * the PSB+ (no PSBEND follows it): an overflow, after which the next FUP or TIP.PGE
+ * says where tracing goes on, as libipt has it. */
 static int do_psb(struct ptd *d)
 {
 	struct tk_ipt_packet p;
@@ -828,7 +843,7 @@ static int do_psb(struct ptd *d)
 			ptime_cbr(&d->tm, p.cbr.ratio);
 			break;
 		case TK_IPT_PKT_OVF:
-			return -TK_E_BAD_FORMAT;
+			return overflow(d, d->last_off);
 		case TK_IPT_PKT_PSB:
 			/* a PSB+ cut short (no PSBEND): an error at this PSB, which starts
 			 * the next one */
@@ -882,7 +897,7 @@ static int do_action(struct ptd *d)
 
 /* Packets while not walking: tracing off, or waiting for an IP after lost code or an
  * overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
-static int idle_step(struct ptd *d, int *after_ovf)
+static int idle_step(struct ptd *d)
 {
 	struct tk_ipt_packet p;
 	size_t at = d->pos;
@@ -909,7 +924,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 				d->mode = d->pending_mode, d->pending_mode = -1;
 			d->ip = ip;
 			d->enabled = d->have_ip = 1;
-			*after_ovf = 0;
+			d->after_ovf = 0;
 			return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
 		}
 	}
@@ -923,7 +938,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 		d->pos = at;
 		if (at >= d->end && at != d->start)
 			return 1;
-		*after_ovf = 0;
+		d->after_ovf = 0;
 		if ((rc = do_psb(d)) < 0)
 			return resync(d, d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
 		return 0;
@@ -934,7 +949,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 			d->mode = d->pending_mode, d->pending_mode = -1;
 		d->ip = ip;
 		d->enabled = d->have_ip = 1;
-		*after_ovf = 0;
+		d->after_ovf = 0;
 		return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
 	case TK_IPT_PKT_TIP_PGD:
 		last_ip(d, &p, &ip);
@@ -953,11 +968,11 @@ static int idle_step(struct ptd *d, int *after_ovf)
 	case TK_IPT_PKT_FUP:
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
-		if (rc && *after_ovf) {
+		if (rc && d->after_ovf) {
 			/* tracing goes on after the overflow at this IP */
 			d->ip = ip;
 			d->enabled = d->have_ip = 1;
-			*after_ovf = 0;
+			d->after_ovf = 0;
 		}
 		return 0;
 	case TK_IPT_PKT_MODE_EXEC:
@@ -966,13 +981,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 			d->mode = d->pending_mode;
 		return 0;
 	case TK_IPT_PKT_OVF:
-		d->st->overflows++;
-		tk_gap_stats_add(&d->st->gaps, at, 0);
-		d->enabled = d->have_ip = 0;
-		*after_ovf = 1;
-		tk_ipt_last_ip_init(&d->last);
-		reset_flow_state(d);
-		return emit(d, TK_EV_GAP, 0, 0, 0, at, TK_GAP_OVERFLOW);
+		return overflow(d, at);
 	default:
 		if (side_event(d, &p, &rc) && rc < 0)
 			return rc;
@@ -983,7 +992,7 @@ static int idle_step(struct ptd *d, int *after_ovf)
 static int decode_chunk(struct ptd *d)
 {
 	struct tk_flow_oracle o = { oracle_next, d, oracle_deferred_tip };
-	int after_ovf = 0, rc;
+	int rc;
 
 	d->pos = d->next_psb = d->start;
 	d->psb_read = SIZE_MAX;
@@ -1003,7 +1012,7 @@ static int decode_chunk(struct ptd *d)
 	}
 	for (;;) {
 		if (!(d->enabled && d->have_ip)) {
-			rc = idle_step(d, &after_ovf);
+			rc = idle_step(d);
 			if (rc < 0)
 				return rc;
 			if (rc == 1)
@@ -1043,13 +1052,7 @@ static int decode_chunk(struct ptd *d)
 				return rc;
 			break;
 		case -TK_E_OVERFLOW:
-			d->st->overflows++;
-			tk_gap_stats_add(&d->st->gaps, d->last_off, 0);
-			d->enabled = d->have_ip = 0;
-			after_ovf = 1;
-			tk_ipt_last_ip_init(&d->last);
-			reset_flow_state(d);
-			if ((rc = emit(d, TK_EV_GAP, 0, 0, 0, d->last_off, TK_GAP_OVERFLOW)) < 0)
+			if ((rc = overflow(d, d->last_off)) < 0)
 				return rc;
 			break;
 		case -TK_E_NOMAP:

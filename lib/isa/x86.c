@@ -23,15 +23,45 @@ static uint64_t mask_ip(int mode, uint64_t ip)
 	return mode == TK_ISA_64 ? ip : mode == TK_ISA_32 ? (uint32_t)ip : (uint16_t)ip;
 }
 
+/* Transfers newer than Debian's Zydis 4.0 (it refuses them): FRED's far returns ERETU
+ * and ERETS, and APX's JMPABS (REX2, opcode A1, 64-bit target), 64-bit code only. Their
+ * encodings are fixed, so they are recognised here. Returns the length, or 0. */
+static unsigned newer_insn(int mode, const uint8_t *p, size_t n, const char **name)
+{
+	if (mode != TK_ISA_64)
+		return 0;
+	if (n >= 4 && (p[0] == 0xf3 || p[0] == 0xf2) && p[1] == 0x0f && p[2] == 0x01 &&
+	    p[3] == 0xca) {
+		*name = p[0] == 0xf3 ? "eretu" : "erets";
+		return 4;
+	}
+	if (n >= 11 && p[0] == 0xd5 && p[1] == 0x00 && p[2] == 0xa1) {
+		*name = "jmpabs";
+		return 11;
+	}
+	return 0;
+}
+
 int tk_isa_classify(const struct tk_isa *isa, int mode, const uint8_t *p, size_t n, uint64_t ip,
 		    struct tk_isa_insn *out)
 {
 	ZydisDecodedInstruction in;
-	ZyanStatus st = ZydisDecoderDecodeInstruction(&isa->dec[mode], NULL, p, n, &in);
+	const char *name;
+	unsigned len = newer_insn(mode, p, n, &name);
 
 	out->cls = TK_ISA_OTHER;
 	out->zero_call = 0;
 	out->target = 0;
+	if (len) {
+		/* JMPABS is direct, but the processor sends a TIP for it (as libipt reads
+		 * it): the TIP gives the target */
+		out->len = len;
+		out->cls = name[0] == 'j' ? TK_ISA_JMP_IND : TK_ISA_FAR;
+		return 0;
+	}
+
+	ZyanStatus st = ZydisDecoderDecodeInstruction(&isa->dec[mode], NULL, p, n, &in);
+
 	if (!ZYAN_SUCCESS(st)) {
 		out->len = 0;
 		out->cls = TK_ISA_BAD;
@@ -39,6 +69,10 @@ int tk_isa_classify(const struct tk_isa *isa, int mode, const uint8_t *p, size_t
 								  : -TK_E_BAD_OPCODE;
 	}
 	out->len = in.length;
+	if (in.mnemonic == ZYDIS_MNEMONIC_UIRET) {   /* user-interrupt return: far */
+		out->cls = TK_ISA_FAR;
+		return 0;
+	}
 	if (in.meta.branch_type == ZYDIS_BRANCH_TYPE_NONE &&
 	    in.meta.category != ZYDIS_CATEGORY_SYSTEM && in.meta.category != ZYDIS_CATEGORY_INTERRUPT &&
 	    in.meta.category != ZYDIS_CATEGORY_SYSCALL && in.meta.category != ZYDIS_CATEGORY_SYSRET &&
@@ -93,6 +127,17 @@ int tk_isa_format(const struct tk_isa *isa, int mode, const uint8_t *p, size_t n
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 
+	const char *name;
+	unsigned len = newer_insn(mode, p, n, &name);
+
+	if (len == 4) {
+		snprintf(buf, bufsz, "%s", name);
+		return (int)len;
+	}
+	if (len) {
+		snprintf(buf, bufsz, "%s 0x%llx", name, (unsigned long long)tk_le64(p + 3));
+		return (int)len;
+	}
 	/* The classification decoders run in minimal mode; formatting needs full operands. */
 	dec = isa->dec[mode];
 	ZydisDecoderEnableMode(&dec, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_FALSE);

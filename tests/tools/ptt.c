@@ -431,7 +431,7 @@ int main(int argc, char **argv)
 			for (int i = 1; i < n; i++)
 				strcat(strcat(args, " "), w[i]);
 		} else if (!strcmp(w[0], "libipt")) {
-			if (n < 2 || (strcmp(w[1], "yes") && (strcmp(w[1], "no") || n < 3)))
+			if (n < 2 || (strcmp(w[1], "yes") && (strncmp(w[1], "no", 2) || n < 3)))
 				die("libipt yes, or libipt no REASON", NULL);
 			snprintf(libipt, sizeof(libipt), "%s", w[1]);
 		} else {

@@ -676,16 +676,25 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 	}
 }
 
+/* Outcomes of the I-th packet of the current TNT-8 run. */
+static unsigned run_outcomes(const struct ptd *d, unsigned i)
+{
+	return tnt8_byte[d->buf[d->run_off + i]] >> 8;
+}
+
 /* An indirect branch needs a TIP and the next item is TNT: as libipt's query decoder,
  * accept one TNT packet, none of whose outcomes was used yet, before the branch's TIP
- * (the order in which the processor may send them). */
+ * (the order in which the processor may send them). The outcomes left must be those of
+ * the last packet of the item, whole. */
 static int oracle_deferred_tip(void *ctx, struct tk_flow_q *t)
 {
 	struct ptd *d = ctx;
 	struct tk_ipt_packet p;
 	int rc;
 
-	if (d->run_n > 1 || tk_flow_pending_tnt(d->flow) != d->tnt_given)
+	unsigned whole = d->run_n ? run_outcomes(d, d->run_n - 1) : d->tnt_given;
+
+	if (tk_flow_pending_tnt(d->flow) != whole)
 		return -TK_E_BAD_FORMAT;
 	for (;;) {
 		if ((rc = fetch(d, &p)) < 0)
@@ -705,12 +714,6 @@ static int oracle_deferred_tip(void *ctx, struct tk_flow_q *t)
 		d->pending_mode = -1;
 		return publish_time(d);
 	}
-}
-
-/* Outcomes of the I-th packet of the current TNT-8 run. */
-static unsigned run_outcomes(const struct ptd *d, unsigned i)
-{
-	return tnt8_byte[d->buf[d->run_off + i]] >> 8;
 }
 
 /* Offset of the packet the walker was reading when it failed: with outcomes of a TNT-8

@@ -70,8 +70,9 @@ streams = {
     'bad-packet': psbplus() + mode64() + pge(0x1000) + tnt('0') + bytes([0x02, 0xff, 0x55])
                   + psbplus(0x1020, 0x3000) + tip(0x1011) + tip(0x1030) + pgd(),
     # a run of TNT-8 packets whose sixth outcome leaves the loop for an indirect jump
-    # while outcomes are left: the error names the third packet (offset 0x27), the one
-    # holding the first unused outcome
+    # while the third packet is left: the jump takes the TIP after it (a deferred TIP,
+    # as libipt), the syscall there finds TNT where it needs a TIP: the error names the
+    # third packet (offset 0x27), the one holding the first unused outcome
     'tnt-run-error': psbplus() + mode64() + pge(0x1050) + tnt('111111') + tnt('111110')
                      + tnt('111111') + tip(0x1030) + pgd(),
     # timing: TSC + TMA + CBR in PSB+, then MTC and CYC between the branches

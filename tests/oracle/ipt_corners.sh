@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Intel PT corners inside a real trace: a recorded branch trace (the program and libc) is
+# converted with every return a TIP, decoded for reference, and tests/tools/ptsplice.py
+# splices corners into it: transaction aborts, TIPs deferred after the next TNT, cuts
+# (end of trace) and an overflow inside a PSB+. Each stream must decode to the listing
+# the splice implies (the instructions after each corner are the recorded ones), and the
+# same with a chunk at every PSB on four threads as with -j 1.
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -O1 -o "$work/calls" "$SRC/tests/data/btrace/calls.c"
+"$TK" record --btrace -o "$work/c.tkbt" --module main --module libc.so.6 -- "$work/calls" 2000 \
+	>/dev/null 2>"$work/rec.err" || { echo "record failed"; cat "$work/rec.err"; exit 1; }
+mapfile -t ELF < <("$TK" info "$work/c.tkbt" | awk '$1 == "module" {
+	for (i = 3; i < NF; i++) if ($i == "bias") printf "--elf\n%s:%s\n", $2, $(i + 1) }')
+"$TK" convert --to ipt --no-retcomp -q -o "$work/c.pt" "$work/c.tkbt"
+"$TK" dump "$work/c.pt" >"$work/c.dump"
+"$TK" decode "${ELF[@]}" "$work/c.pt" >"$work/c.ref"
+python3 "$SRC/tests/tools/ptsplice.py" "$work/c.pt" "$work/c.dump" "$work/c.ref" "$work"
+
+check() {   # NAME WANT_STATUS: decode NAME.pt; stdout in NAME.out
+	local name=$1 want=$2 status=0
+	"$TK" decode "${ELF[@]}" "$work/$name.pt" >"$work/$name.out" 2>"$work/$name.err" || status=$?
+	[ "$status" = "$want" ] || { echo "$name: exit status $status, want $want"; cat "$work/$name.err"; exit 1; }
+	TK_IPT_CHUNK=1 "$TK" decode -j 4 "${ELF[@]}" "$work/$name.pt" >"$work/$name.j4" 2>/dev/null || true
+	cmp -s "$work/$name.out" "$work/$name.j4" || {
+		echo "$name: -j 4 differs from -j 1"; diff "$work/$name.out" "$work/$name.j4" | head; exit 1; }
+}
+for name in tsx defer eos0 eos1 eos2; do
+	check $name 0
+	cmp -s "$work/$name.expected" "$work/$name.out" || {
+		echo "$name: listing differs from the recorded flow"
+		diff "$work/$name.expected" "$work/$name.out" | head -20; exit 1; }
+done
+check ovf 1
+at=$(cat "$work/ovf.at")
+[ "$(grep -c '^\[overflow' "$work/ovf.out")" = 1 ] && grep -qx "\[overflow at offset 0x$at\]" "$work/ovf.out" ||
+	{ echo "ovf: want one [overflow at offset 0x$at]"; grep '^\[' "$work/ovf.out" | head; exit 1; }
+grep -v '^\[overflow' "$work/ovf.out" | cmp -s - "$work/c.ref" ||
+	{ echo "ovf: the flow around the overflow differs from the recorded one"; exit 1; }
+echo "ipt corners: ok ($(grep -c . "$work/c.ref") lines of reference)"

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Splice Intel PT corner cases into a real trace and write what decoding each must give.
+
+    ptsplice.py TRACE.pt DUMP LISTING OUTDIR
+
+TRACE.pt is a recorded branch trace converted with --no-retcomp (every return a TIP), DUMP
+`tracekit dump` of it, LISTING its `tracekit decode` listing (with disassembly). Each TIP
+packet is matched with the instruction that used it (indirect jumps and calls, returns
+and far transfers, in listing order; a TIP right after a FUP is an interrupt's). Writes
+NAME.pt and NAME.expected (the listing decode must print) for:
+
+  tsx    MODE.TSX(abort) + FUP + TIP after some TIPs, at and to the TIP's target: the
+         abort's branch goes where the flow goes on, so the listing is the original one
+         with [aborted] and the interrupt after the instruction that used the TIP
+  defer  some TIPs of indirect calls and jumps moved after the TNT packet that follows
+         them: the same listing
+  eosN   the trace cut after a TIP: the listing up to the instruction that used it,
+         then [end of trace]
+  ovf    an OVF after the FUP of a PSB+ (the rest of the PSB+ dropped), then a FUP at the
+         same IP: the listing with [overflow at offset 0x...] where the PSB+ was
+"""
+import re
+import struct
+import sys
+
+trace = open(sys.argv[1], 'rb').read()
+dump = [l.split() for l in open(sys.argv[2]) if l.strip()]
+listing = open(sys.argv[3]).read().splitlines()
+out = sys.argv[4]
+
+pkts = [(int(d[0], 16), d[1]) for d in dump]          # (offset, kind)
+ends = [o for o, _ in pkts[1:]] + [len(trace)]
+
+# TIP packets the flow uses, in order (not in PSB+, not an interrupt's)
+tips, in_psb, after_fup = [], False, False
+for i, (off, kind) in enumerate(pkts):
+    if kind == 'psb':
+        in_psb = True
+    elif kind == 'psbend':
+        in_psb = False
+    elif not in_psb and kind == 'tip' and not after_fup:
+        tips.append(i)
+    if kind in ('fup', 'tip', 'tip.pge', 'tip.pgd', 'tnt.8', 'tnt.64'):
+        after_fup = kind == 'fup' and not in_psb
+
+INSN = re.compile(r'^([0-9a-f]{16})  (.*)$')
+
+
+def uses_tip(text, nxt):
+    words = [w for w in text.split() if w not in ('bnd', 'notrack', 'rep', 'repz')]
+    if not words:
+        return None
+    m, ops = words[0], ' '.join(words[1:])
+    if nxt.startswith('[disabled]') or nxt.startswith('[end of trace]'):
+        return None                                    # a TIP.PGD's, or no packet
+    if m in ('ret', 'iret', 'iretq', 'sysret', 'sysretq', 'jmp far', 'retf'):
+        return 'ret'
+    if m in ('jmp', 'call') and not ops.startswith('0x'):
+        return m
+    return None
+
+
+consumers = []                                         # (listing index, kind)
+for k, line in enumerate(listing):
+    mt = INSN.match(line)
+    if mt:
+        kind = uses_tip(mt.group(2), listing[k + 1] if k + 1 < len(listing) else '')
+        if kind:
+            consumers.append((k, kind))
+if len(consumers) != len(tips):
+    sys.exit(f'ptsplice: {len(tips)} TIPs but {len(consumers)} instructions that use one')
+
+
+def target(k):
+    """Address of the first instruction after listing line K."""
+    for line in listing[k + 1:]:
+        mt = INSN.match(line)
+        if mt:
+            return int(mt.group(1), 16)
+    return None
+
+
+def sext48(op, ip):
+    return bytes([(3 << 5) | op]) + struct.pack('<Q', ip)[:6]
+
+
+def write(name, data, lines):
+    open(f'{out}/{name}.pt', 'wb').write(data)
+    open(f'{out}/{name}.expected', 'w').write(''.join(l + '\n' for l in lines))
+
+
+def spread(cands, n):
+    step = max(1, len(cands) // n)
+    return cands[step // 2::step][:n]
+
+
+# tsx: aborts after every so many TIPs
+sites = spread([(i, c) for i, c in zip(tips, consumers) if target(c[0]) is not None], 25)
+data, lines, last, extra = bytearray(), list(listing), 0, 0
+for i, (k, _) in sites:
+    t = target(k)
+    data += trace[last:ends[i]] + bytes([0x99, 0x22]) + sext48(0x1d, t) + sext48(0x0d, t)
+    last = ends[i]
+    lines[k + 1 + extra:k + 1 + extra] = ['[aborted]', f'[interrupt: {t:016x} -> {t:016x}]']
+    extra += 2
+write('tsx', bytes(data + trace[last:]), lines)
+
+# defer: TIP and the TNT-8 right after it swapped, for indirect calls and jumps
+cands = [i for i, (k, kind) in zip(tips, consumers)
+         if kind in ('jmp', 'call') and i + 1 < len(pkts) and pkts[i + 1][1] == 'tnt.8' and
+         ends[i] == pkts[i + 1][0] and (i + 2 >= len(pkts) or pkts[i + 2][1] != 'tnt.8')]
+if len(cands) < 5:
+    sys.exit(f'ptsplice: only {len(cands)} indirect branches with a TNT after their TIP')
+data, last = bytearray(), 0
+for i in spread(cands, 25):
+    tip, tnt = trace[pkts[i][0]:ends[i]], trace[ends[i]:ends[i + 1]]
+    data += trace[last:pkts[i][0]] + tnt + tip
+    last = ends[i + 1]
+write('defer', bytes(data + trace[last:]), listing)
+
+# eos: cuts after TIPs
+for n, (i, (k, _)) in enumerate(spread(list(zip(tips, consumers)), 3)):
+    write(f'eos{n}', trace[:ends[i]], listing[:k + 1] + ['[end of trace]'])
+
+# ovf: in the PSB+ of the second PSB with a FUP
+psbs = [i for i, (_, kind) in enumerate(pkts) if kind == 'psb']
+for p in psbs[1:]:
+    j = p
+    while pkts[j][1] not in ('fup', 'psbend'):
+        j += 1
+    if pkts[j][1] != 'fup':
+        continue
+    e = j
+    while pkts[e][1] != 'psbend':
+        e += 1
+    fup = trace[pkts[j][0]:ends[j]]
+    ovf_at = ends[j]
+    # the FUP is sent whole in PSB+; the same bytes again give the same IP
+    data = trace[:ovf_at] + bytes([0x02, 0xf3]) + fup + trace[ends[e]:]
+    open(f'{out}/ovf.pt', 'wb').write(data)
+    open(f'{out}/ovf.at', 'w').write(f'{ovf_at:x}\n')
+    break
+else:
+    sys.exit('ptsplice: no PSB+ with a FUP after the first')
+print(f'ptsplice: {len(sites)} aborts, {min(len(cands), 25)} deferred TIPs, 3 cuts, 1 overflow')

@@ -12,7 +12,7 @@ static const char usage[] =
 	"Reconstruct every executed instruction from a trace and the program's code.\n"
 	"\n"
 	"  --elf FILE[:BASE]   load an ELF file into the memory image\n"
-	"  --raw FILE:ADDR     load a raw code file at ADDR\n"
+	"  --raw FILE[:FROM[-TO]]:ADDR  load a raw code file (or bytes FROM..TO of it) at ADDR\n"
 	"  --no-disasm         print only addresses\n"
 	"  --stat              print counts only\n"
 	"  --time              print the time of each event\n"
@@ -52,7 +52,7 @@ int cli_image_add_files(const struct cli_opts *o, struct tk_image *img)
 		}
 	for (int i = 0; i < o->n_raw; i++)
 		if (tk_image_add_raw_arg(img, o->raw[i]) < 0) {
-			cli_error(o->raw[i], UINT64_MAX, "cannot load raw file (want FILE:ADDR)");
+			cli_error(o->raw[i], UINT64_MAX, "cannot load raw file (want FILE[:FROM[-TO]]:ADDR)");
 			return -1;
 		}
 	return 0;

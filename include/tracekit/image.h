@@ -37,7 +37,8 @@ int tk_image_add_vdso(struct tk_image *img, uint64_t addr, const uint8_t *build_
 int tk_image_add_raw(struct tk_image *img, const char *path, uint64_t addr);
 /* Copy N bytes from BUF to ADDR. */
 int tk_image_add_mem(struct tk_image *img, const void *buf, size_t n, uint64_t addr);
-/* Parse and load ptxed-style arguments: "FILE[:BASE]" for ELF, "FILE:ADDR" for raw. */
+/* Parse and load ptxed-style arguments: "FILE[:BASE]" for ELF, "FILE[:FROM[-TO]]:ADDR"
+ * for raw (bytes FROM to TO, TO excluded, of the file at ADDR; the whole file without). */
 int tk_image_add_elf_arg(struct tk_image *img, const char *arg);
 int tk_image_add_raw_arg(struct tk_image *img, const char *arg);
 

@@ -417,20 +417,50 @@ int tk_image_add_elf_arg(struct tk_image *img, const char *arg)
 	return rc;
 }
 
+/* ptxed's optional part of a raw file: FROM (to the end) or FROM-TO (TO excluded) after
+ * the file's name. Returns 1 and cuts it off FILE if there is one, 0 if not, < 0 if bad. */
+static int raw_range(char *file, uint64_t *from, uint64_t *to)
+{
+	char *colon = strrchr(file, ':'), *end;
+
+	if (!colon || !colon[1])
+		return 0;
+	errno = 0;
+	*from = strtoull(colon + 1, &end, 0);
+	*to = UINT64_MAX;
+	if (*end == '-' && end[1])
+		*to = strtoull(end + 1, &end, 0);
+	if (*end || errno)
+		return 0;   /* a ':' of the name */
+	*colon = 0;
+	return *to > *from ? 1 : -TK_E_INVAL;
+}
+
 int tk_image_add_raw_arg(struct tk_image *img, const char *arg)
 {
+	const uint8_t *data;
 	char *file;
-	uint64_t addr = 0;
+	uint64_t addr = 0, from = 0, to = UINT64_MAX;
+	size_t len;
 	int has, rc;
 
 	if ((rc = split_arg(arg, &file, &addr, &has)) < 0)
 		return rc;
-	if (!has) {
-		tk_log(TK_LOG_ERROR, "%s: --raw needs FILE:ADDR", arg);
+	if (!has || (rc = raw_range(file, &from, &to)) < 0) {
+		tk_log(TK_LOG_ERROR, "%s: --raw needs FILE[:FROM[-TO]]:ADDR", arg);
 		free(file);
 		return -TK_E_INVAL;
 	}
-	rc = tk_image_add_raw(img, file, addr);
+	if (!rc) {
+		rc = tk_image_add_raw(img, file, addr);
+	} else if ((rc = map_file(img, file, &data, &len)) >= 0) {
+		if (from >= len) {
+			tk_log(TK_LOG_ERROR, "%s: offset past the end of the file", arg);
+			rc = -TK_E_INVAL;
+		} else {
+			rc = add_seg(img, addr, data + from, to - from < len - from ? to - from : len - from);
+		}
+	}
 	free(file);
 	return rc;
 }

@@ -186,7 +186,8 @@ static char *format_payload(char *p, const struct tk_ipt_packet *k)
 	case TK_IPT_PKT_CFE:
 		p = put_dec(p, k->cfe.type);
 		switch (k->cfe.type) {
-		case 1: case 9: case 12:   /* INTR, VMEXIT_INTR, UINTR: decimal vector */
+		case 1: case 9: case 12: case 14:   /* INTR, VMEXIT_INTR, UINTR, SWINTR:
+							decimal vector */
 			p = put_str(p, ": ");
 			p = put_dec(p, k->cfe.vector);
 			break;
@@ -211,15 +212,17 @@ static char *format_payload(char *p, const struct tk_ipt_packet *k)
 		return put_hex(p, k->bip.value);
 	case TK_IPT_PKT_BEP:
 		return k->bep.ip ? put_str(p, "ip") : p;
-	case TK_IPT_PKT_TRIG:
-		p = put_hex(p, k->trig.trbv);
-		if (k->trig.icntv) {
-			p = put_str(p, ", icnt ");
-			p = put_hex(p, k->trig.icnt);
-		}
+	case TK_IPT_PKT_TRIG:   /* as libipt 2.2's ptdump */
+		p = put_hexw(p, k->trig.trbv, 2);
+		if (k->trig.ip)
+			p = put_str(p, ", ip");
 		if (k->trig.mult)
 			p = put_str(p, ", mult");
-		return k->trig.ip ? put_str(p, ", ip") : p;
+		if (k->trig.icntv) {
+			p = put_str(p, ", icnt: ");
+			p = put_dec(p, k->trig.icnt);
+		}
+		return p;
 	default:
 		return p;
 	}

@@ -1153,6 +1153,14 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 
 		switch (b->cls) {
 		case TK_ISA_OTHER:
+			if (b->cr3 && q->kind == TK_FLOWQ_PGD && !q->has_ip) {
+				/* a TIP.PGD without IP binds to a MOV CR3 (libipt too) */
+				q->kind = TK_FLOWQ_NONE;
+				res->from = b->last;
+				ip = 0;
+				rc = TK_FLOW_DISABLED;
+				goto out;
+			}
 			ip = b->next;
 			prev = bi, prev_slot = 0;
 			break;

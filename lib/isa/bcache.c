@@ -172,6 +172,10 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 				b.flags |= TK_BLK_ZERO_CALL;
 			break;
 		}
+		if (in.cr3) {
+			b.cr3 = 1;   /* the flow may stop after it (a TIP.PGD without IP) */
+			break;
+		}
 		if (b.ninsn == MAX_BLOCK_INSNS)
 			break;
 		if (mode != TK_ISA_64)

@@ -27,6 +27,7 @@ struct tk_isa_insn {
 	uint8_t len;
 	uint8_t cls;       /* enum tk_isa_class */
 	uint8_t zero_call; /* call to the next instruction: not a call for return compression */
+	uint8_t cr3;       /* MOV to CR3 (OTHER): a TIP.PGD without IP may bind to it */
 };
 
 struct tk_isa {

@@ -59,6 +59,9 @@ enum tk_ipt_flow_flags {
 					 addr = the next instruction (not executed) */
 	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
 	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
+	/* TK_IPT_POWER_PWRE's addr2: 1 if the hardware chose the C-state; PWRX's addr2: why
+	 * the core woke (SDM, PWRX "Wake Reason") */
+	TK_IPT_WAKE_INT = 1, TK_IPT_WAKE_ST = 2, TK_IPT_WAKE_HW = 4,
 };
 
 /* Per-chunk consumer. begin() runs on the worker before chunk I is decoded and supplies

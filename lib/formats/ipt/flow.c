@@ -352,11 +352,14 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		*rc = emit(d, TK_EV_POWER, 0, 0, p->mwait.ext, p->mwait.hints, TK_IPT_POWER_MWAIT);
 		return 1;
 	case TK_IPT_PKT_PWRE:
-		*rc = emit(d, TK_EV_POWER, 0, 0, p->pwre.sub_state, p->pwre.state,
+		*rc = emit(d, TK_EV_POWER, 0, p->pwre.hw, p->pwre.sub_state, p->pwre.state,
 			   TK_IPT_POWER_PWRE);
 		return 1;
 	case TK_IPT_PKT_PWRX:
-		*rc = emit(d, TK_EV_POWER, 0, 0, p->pwrx.deepest, p->pwrx.last, TK_IPT_POWER_PWRX);
+		*rc = emit(d, TK_EV_POWER, 0,
+			   TK_IPT_WAKE_INT * p->pwrx.interrupt | TK_IPT_WAKE_ST * p->pwrx.store |
+			   TK_IPT_WAKE_HW * p->pwrx.autonomous, p->pwrx.deepest, p->pwrx.last,
+			   TK_IPT_POWER_PWRX);
 		return 1;
 	case TK_IPT_PKT_STOP:
 		*rc = emit(d, TK_EV_POWER, 0, 0, 0, 0, TK_IPT_POWER_STOP);

@@ -120,10 +120,18 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			tk_buf_u64(b, (e->arg + 1) & 0xf);
 			tk_buf_puts(b, ".");
 			tk_buf_u64(b, (e->count + 1) & 0xf);
-			tk_buf_puts(b, "]\n");
+			tk_buf_puts(b, e->addr2 ? ", hw]\n" : "]\n");
 			break;
 		case TK_IPT_POWER_PWRX:
-			tk_buf_puts(b, "[pwrx: c");
+			/* the wake reasons first, as ptxed prints them */
+			tk_buf_puts(b, "[pwrx: ");
+			if (e->addr2 & TK_IPT_WAKE_INT)
+				tk_buf_puts(b, "int: ");
+			if (e->addr2 & TK_IPT_WAKE_ST)
+				tk_buf_puts(b, "st: ");
+			if (e->addr2 & TK_IPT_WAKE_HW)
+				tk_buf_puts(b, "hw: ");
+			tk_buf_puts(b, "c");
 			tk_buf_u64(b, (e->arg + 1) & 0xf);
 			tk_buf_puts(b, " (deepest c");
 			tk_buf_u64(b, (e->count + 1) & 0xf);

@@ -986,6 +986,11 @@ static int idle_step(struct ptd *d)
 		if (!d->enabled)
 			d->mode = d->pending_mode;
 		return 0;
+	case TK_IPT_PKT_MODE_TSX:
+		/* while tracing is off no FUP follows: the state changes here (libipt) */
+		return emit(d, TK_EV_MODE, 0, 0, 0, 0,
+			    p.tsx.abrt ? TK_MODE_TSX_ABORT : p.tsx.intx ? TK_MODE_TSX_BEGIN
+								 : TK_MODE_TSX_COMMIT);
 	case TK_IPT_PKT_OVF:
 		return overflow(d, at);
 	default:

@@ -4,6 +4,7 @@
  * --time A:B, --max-events, -o. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"

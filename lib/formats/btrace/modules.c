@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tracekit/btrace.h"
@@ -52,6 +53,19 @@ static const char *module_file(const struct tk_btrace_modules_opts *o,
 	return NULL;
 }
 
+/* Why the recorded file of a module cannot stand for it (RC: its load's error, if any). */
+static const char *module_trouble(const char *path, int rc)
+{
+	struct stat st;
+	if (rc < 0)
+		return "cannot be loaded";
+	if (stat(path, &st) < 0)
+		return "is gone";
+	if (!S_ISREG(st.st_mode))   /* a FIFO or device is never read: it could block */
+		return "is not a regular file";
+	return "is not the file that ran (its build-id differs)";
+}
+
 int tk_btrace_load_modules(const struct tk_btrace *bt, const struct tk_btrace_modules_opts *o,
 			   struct tk_image *img, struct tk_sym *sym)
 {
@@ -71,8 +85,7 @@ int tk_btrace_load_modules(const struct tk_btrace *bt, const struct tk_btrace_mo
 				tk_msg(o->msg, o->ctx, TK_LOG_WARN, o->file, UINT64_MAX, "module %s %s: its code is missing, and the trace "
 					 "inside it decodes as gaps (give the file that ran with --elf FILE "
 					 "or --module-path DIR)", m->path,
-					 rc < 0 ? "cannot be loaded" : access(m->path, F_OK) ? "is gone" :
-					 "is not the file that ran (its build-id differs)");
+					 module_trouble(m->path, rc));
 			continue;
 		}
 		if (use != m->path && !o->quiet && img)

@@ -88,6 +88,11 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 				  "90p, 99p, max, sum)", o->sort);
 		return EXIT_USAGE;
 	}
+	const char *keys;
+	if (!account && tk_out_sort_check(kind, o->sort, &keys) < 0) {
+		cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (%s)", o->sort, keys);
+		return EXIT_USAGE;
+	}
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		return EXIT_INPUT;
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new(s, &err))) {

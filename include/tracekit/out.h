@@ -31,6 +31,9 @@ enum tk_out_kind {
 /* "text", "json", "csv", "folded", "pprof", "source", "calltree", "lines", "blocks";
  * returns 0 if unknown. */
 TK_API enum tk_out_kind tk_out_kind_by_name(const char *name);
+/* 0 if KIND's tables sort by KEY (NULL: the default), -TK_E_INVAL if not, without a
+ * message; *KEYS (if not NULL) gets the keys KIND takes, for the caller's message. */
+TK_API int tk_out_sort_check(enum tk_out_kind kind, const char *key, const char **keys);
 
 /* Metric of folded stacks and pprof samples. */
 enum tk_out_metric {

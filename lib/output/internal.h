@@ -53,6 +53,9 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
  * place (file:line, address). Returns 0, or -TK_E_INVAL for a key that does not apply. */
 enum count_sort { CS_INSNS, CS_EXECS, CS_PLACE };
 int out_count_sort(const char *s, enum count_sort *k);
+/* The same without a message. */
+int out_count_sort_quiet(const char *s, enum count_sort *k);
+#define COUNT_SORT_KEYS "insns, execs, name"
 
 int out_source(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o, int lines_table);
 

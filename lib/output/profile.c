@@ -27,7 +27,10 @@ struct row {
 
 enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99 };
 
-static int parse_sort(const char *s, enum tk_out_metric m, enum sort_key *k)
+#define PROFILE_SORT_KEYS "calls, incl, excl, insns, self-insns, name, max, median, p99"
+
+/* The key named S (NULL: the metric's default); QUIET: no message when unknown. */
+static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, int quiet)
 {
 	static const struct { const char *n; enum sort_key k; } keys[] = {
 		{ "calls", S_CALLS }, { "count", S_CALLS }, { "incl", S_INCL }, { "sum", S_INCL },
@@ -44,8 +47,26 @@ static int parse_sort(const char *s, enum tk_out_metric m, enum sort_key *k)
 			*k = keys[i].k;
 			return 0;
 		}
-	tk_log(TK_LOG_ERROR, "unknown sort key '%s' (calls, incl, excl, insns, self-insns, name, max, median, p99)", s);
+	if (!quiet)
+		tk_log(TK_LOG_ERROR, "unknown sort key '%s' (%s)", s, PROFILE_SORT_KEYS);
 	return -TK_E_INVAL;
+}
+
+int tk_out_sort_check(enum tk_out_kind kind, const char *key, const char **keys)
+{
+	enum sort_key k;
+	enum count_sort c;
+	int counts = kind == TK_OUT_LINES || kind == TK_OUT_BLOCKS || kind == TK_OUT_SOURCE;
+	if (keys)
+		*keys = counts ? COUNT_SORT_KEYS : PROFILE_SORT_KEYS;
+	if (counts)
+		return out_count_sort_quiet(key, &c);
+	return sort_lookup(key, TK_OUT_M_AUTO, &k, 1);
+}
+
+static int parse_sort(const char *s, enum tk_out_metric m, enum sort_key *k)
+{
+	return sort_lookup(s, m, k, 0);
 }
 
 static uint64_t sort_value(const struct row *r, enum sort_key k)

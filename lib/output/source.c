@@ -148,6 +148,15 @@ static int annotate_file(struct tk_buf *b, const char *path, const char *root,
 
 int out_count_sort(const char *s, enum count_sort *k)
 {
+	int rc = out_count_sort_quiet(s, k);
+	if (rc < 0)
+		tk_log(TK_LOG_ERROR, "sort key '%s' does not apply to lines or blocks (%s)", s,
+		       COUNT_SORT_KEYS);
+	return rc;
+}
+
+int out_count_sort_quiet(const char *s, enum count_sort *k)
+{
 	static const struct { const char *n; enum count_sort k; } keys[] = {
 		{ "insns", CS_INSNS }, { "self-insns", CS_INSNS }, { "incl", CS_INSNS },
 		{ "excl", CS_INSNS }, { "self", CS_INSNS },
@@ -162,7 +171,6 @@ int out_count_sort(const char *s, enum count_sort *k)
 			*k = keys[i].k;
 			return 0;
 		}
-	tk_log(TK_LOG_ERROR, "sort key '%s' does not apply to lines or blocks (insns, execs, name)", s);
 	return -TK_E_INVAL;
 }
 

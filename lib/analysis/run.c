@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tracekit/flow.h"
+#include "tracekit/internal/util.h"
 #include "tracekit/run.h"
 #include "tracekit/symbolize.h"
 
@@ -155,37 +156,13 @@ struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)
 }
 
 /* ---- events in input order -------------------------------------------------------------- */
-struct ev_chunk {
-	struct tk_event *ev;
-	size_t n, cap;
-};
 
 struct ev_run {
 	struct tk_sink sink;
 	int direct;
-	struct ev_chunk *chunks;
+	struct tk_event_vec *chunks;
 	size_t n;
 };
-
-static int ev_collect(void *ctx, const struct tk_event *ev, size_t n)
-{
-	struct ev_chunk *c = ctx;
-
-	if (c->n + n > c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 4096;
-		struct tk_event *e;
-
-		while (cap < c->n + n)
-			cap *= 2;
-		if (!(e = realloc(c->ev, cap * sizeof(*e))))
-			return -TK_E_NOMEM;
-		c->ev = e;
-		c->cap = cap;
-	}
-	memcpy(c->ev + c->n, ev, n * sizeof(*ev));
-	c->n += n;
-	return 0;
-}
 
 static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
@@ -198,7 +175,7 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	}
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
-	sink->events = ev_collect;
+	sink->events = tk_event_vec_add;
 	sink->ctx = &r->chunks[i];
 	return 0;
 }
@@ -206,17 +183,8 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 static int ev_merge(void *ctx, size_t i)
 {
 	struct ev_run *r = ctx;
-	struct ev_chunk *c;
-	int rc = 0;
 
-	if (r->direct)
-		return 0;
-	c = &r->chunks[i];
-	if (c->n)
-		rc = r->sink.events(r->sink.ctx, c->ev, c->n);
-	free(c->ev);
-	memset(c, 0, sizeof *c);
-	return rc;
+	return r->direct ? 0 : tk_event_vec_flush(&r->chunks[i], r->sink);
 }
 
 int tk_run_events(struct tk_source *s, struct tk_sink sink)

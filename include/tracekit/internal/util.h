@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tracekit/common.h"
+#include "tracekit/event.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,6 +100,16 @@ static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, 
 	memcpy(buf + k, ".debug", sizeof ".debug");
 	return 0;
 }
+
+/* Events held in memory until their turn: a chunk decoded ahead of the chunks before it. */
+struct tk_event_vec {
+	struct tk_event *ev;
+	size_t n, cap;
+};
+/* A sink's events callback: appends to the tk_event_vec CTX. */
+int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
+/* Hand V's events to SINK, then empty V (its memory freed). */
+int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink);
 
 #ifdef __cplusplus
 }

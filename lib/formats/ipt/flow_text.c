@@ -446,36 +446,12 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 
 /* ---- events to one sink ------------------------------------------------------------------ */
 
-struct ev_chunk {
-	struct tk_event *ev;
-	size_t n, cap;
-};
 
 struct ev_run {
 	struct tk_sink sink;
 	unsigned nthreads;
-	struct ev_chunk *chunks;
+	struct tk_event_vec *chunks;
 };
-
-static int ev_collect(void *ctx, const struct tk_event *ev, size_t n)
-{
-	struct ev_chunk *c = ctx;
-
-	if (c->n + n > c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 4096;
-		struct tk_event *e;
-
-		while (cap < c->n + n)
-			cap *= 2;
-		if (!(e = realloc(c->ev, cap * sizeof(*e))))
-			return -TK_E_NOMEM;
-		c->ev = e;
-		c->cap = cap;
-	}
-	memcpy(c->ev + c->n, ev, n * sizeof(*ev));
-	c->n += n;
-	return 0;
-}
 
 static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
@@ -486,7 +462,7 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 		*sink = r->sink;
 		return 0;
 	}
-	sink->events = ev_collect;
+	sink->events = tk_event_vec_add;
 	sink->ctx = &r->chunks[i];
 	return 0;
 }
@@ -494,15 +470,8 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 static int ev_merge(void *ctx, size_t i)
 {
 	struct ev_run *r = ctx;
-	struct ev_chunk *c = &r->chunks[i];
-	int rc = 0;
 
-	if (r->nthreads > 1 && c->n)
-		rc = r->sink.events(r->sink.ctx, c->ev, c->n);
-	free(c->ev);
-	c->ev = NULL;
-	c->n = c->cap = 0;
-	return rc;
+	return r->nthreads > 1 ? tk_event_vec_flush(&r->chunks[i], r->sink) : 0;
 }
 
 int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,

@@ -1,0 +1,35 @@
+/* Events held for their turn: the in-order merge of chunks decoded in parallel (the chunk
+ * runner, Intel PT's event stream). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracekit/internal/util.h"
+
+int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tk_event_vec *v = ctx;
+
+	if (v->n + n > v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 4096;
+		struct tk_event *e;
+
+		while (cap < v->n + n)
+			cap *= 2;
+		if (!(e = realloc(v->ev, cap * sizeof(*e))))
+			return -TK_E_NOMEM;
+		v->ev = e;
+		v->cap = cap;
+	}
+	memcpy(v->ev + v->n, ev, n * sizeof(*ev));
+	v->n += n;
+	return 0;
+}
+
+int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink)
+{
+	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;
+
+	free(v->ev);
+	memset(v, 0, sizeof *v);
+	return rc;
+}

@@ -21,6 +21,7 @@ static const char usage[] =
 	"\n"
 	"Branch traces (.tkbt, record --btrace): the same, over the recorded modules\n"
 	"  --tid N         only this thread (default: all, summed)\n"
+	"  --module-path DIR  a moved or rebuilt module's file, found by build-id\n"
 	"\n"
 	"Kanata pipeline logs:\n"
 	"  --window N      IPC over time in windows of N cycles (with --to csv: only that table)\n"

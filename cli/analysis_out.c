@@ -78,8 +78,14 @@ enum tk_out_kind cli_profile_kind(const struct cli_opts *o)
 	return TK_OUT_TEXT;
 }
 
+/* A track's id as users know it (XRay: the thread id), from the source. */
+static uint32_t source_track_id(void *ctx, uint32_t track)
+{
+	return tk_source_track_id(ctx, track);
+}
+
 int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym,
-		      const char *track_label)
+		      struct tk_source *s)
 {
 	enum tk_out_kind kind = cli_profile_kind(o);
 	struct tk_buf out;
@@ -92,7 +98,8 @@ int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct 
 	if ((rc = cli_out_open(o, &out)))
 		return rc;
 	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
-				  .threads = o->threads, .track_label = track_label };
+				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
+				  .track_id = source_track_id, .track_ctx = s };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);

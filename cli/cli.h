@@ -174,8 +174,9 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi);
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
+/* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym,
-		      const char *track_label);
+		      struct tk_source *s);
 struct cli_timeline {
 	struct tk_buf out;
 	struct tk_timeline *tl;   /* feed it: tk_timeline_sink(ct.tl) */

@@ -125,7 +125,7 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		}
 		status = rc > status ? rc : status;
 	} else {
-		rc = cli_profile_write(o, p, sym, tk_source_info(s)->track_label);
+		rc = cli_profile_write(o, p, sym, s);
 		status = rc > status ? rc : status;
 	}
 	tk_prof_free(p);

@@ -52,6 +52,10 @@ struct tk_out_opts {
 	const char *source_root;  /* annotated source: prefix for relative file names */
 	const char *track_label;  /* with threads: what a track is ("cpu", "core"); NULL:
 				     "thread" */
+	/* With threads: the id a track is shown by (XRay: the thread id, as
+	 * tk_source_track_id gives it); NULL: the track number. */
+	uint32_t (*track_id)(void *ctx, uint32_t track);
+	void *track_ctx;
 };
 
 TK_API int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,

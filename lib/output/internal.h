@@ -34,12 +34,16 @@ struct agg {
 	size_t mask;
 	struct names *names;
 	const char *tracks;
+	const struct tk_out_opts *o;
 };
-/* Build from the profile's call paths; node 0 is the root. TRACKS: NULL to merge the
- * tracks, else each gets a level of its own above the root, named TRACKS and its id. */
-int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm, const char *tracks);
+/* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O asks
+ * for threads: then each gets a level of its own above the root, named by its label and id. */
+int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
+	      const struct tk_out_opts *o);
 /* What a track is called in O's output ("thread" unless it says), NULL when merged. */
 const char *out_track_label(const struct tk_out_opts *o);
+/* The id TRACK is shown by in O's output. */
+uint32_t out_track_id(const struct tk_out_opts *o, uint32_t track);
 void agg_free(struct agg *a);
 /* Children of node V sorted by descending VALUE (per metric); *out malloc'd. */
 int agg_children(const struct agg *a, uint32_t v, enum tk_out_metric m, uint32_t **out, size_t *n);

@@ -202,7 +202,7 @@ static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
 	uint32_t parent = 0;
 	if (a->tracks) {
 		char buf[64];
-		int n = snprintf(buf, sizeof buf, "%.40s %u", a->tracks, st->track);
+		int n = snprintf(buf, sizeof buf, "%.40s %u", a->tracks, out_track_id(a->o, st->track));
 		uint32_t nm = names_intern(a->names, buf, (size_t)n);
 		parent = nm == UINT32_MAX ? UINT32_MAX : agg_child(a, 0, nm);
 		if (parent == UINT32_MAX)
@@ -236,11 +236,20 @@ const char *out_track_label(const struct tk_out_opts *o)
 	return "thread";
 }
 
-int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm, const char *tracks)
+uint32_t out_track_id(const struct tk_out_opts *o, uint32_t track)
+{
+	if (o->sz >= offsetof(struct tk_out_opts, track_ctx) + sizeof(o->track_ctx) && o->track_id)
+		return o->track_id(o->track_ctx, track);
+	return track;
+}
+
+int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
+	      const struct tk_out_opts *o)
 {
 	memset(a, 0, sizeof *a);
 	a->names = nm;
-	a->tracks = tracks;
+	a->tracks = out_track_label(o);
+	a->o = o;
 	a->cap = 1024;
 	a->n = malloc(a->cap * sizeof *a->n);
 	if (!a->n)

@@ -79,7 +79,7 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 	if (rc < 0)
 		return rc;
 	tk_prof_summary(p, &s);
-	if ((rc = agg_build(&a, p, &nm, out_track_label(o))) < 0)
+	if ((rc = agg_build(&a, p, &nm, o)) < 0)
 		goto out_names;
 	tk_buf_init(&raw, -1, 1 << 16);
 	tk_buf_init(&tmp, -1, 4096);

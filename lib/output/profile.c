@@ -214,7 +214,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		for (size_t i = 0; i < n; i++) {
 			const struct tk_prof_func *f = &r[i].f;
 			if (o->threads) {
-				tk_buf_u64(b, f->track);
+				tk_buf_u64(b, out_track_id(o, f->track));
 				tk_buf_putc(b, ',');
 			}
 			/* quote names: C++ names contain commas */
@@ -257,7 +257,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_prof_func *f = &r[i].f;
 		if (o->threads)
-			pad_u64(b, f->track, 8);
+			pad_u64(b, out_track_id(o, f->track), 8);
 		pad_u64(b, f->calls, 12);
 		pad_time(b, f->incl_ticks, tps, 14);
 		pad_time(b, f->excl_ticks, tps, 14);
@@ -506,7 +506,7 @@ static int out_folded(struct tk_buf *b, const struct tk_prof *p, const struct tk
 	struct agg a;
 	struct fold f;
 	enum tk_out_metric m = out_metric(p, o->metric);
-	int rc = agg_build(&a, p, nm, out_track_label(o));
+	int rc = agg_build(&a, p, nm, o);
 	if (rc < 0) {
 		agg_free(&a);
 		return rc;
@@ -659,7 +659,7 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 	int rc = parse_sort(o->sort, m, &ts.key);
 	if (rc < 0)
 		return rc;
-	rc = agg_build(&a, p, nm, out_track_label(o));
+	rc = agg_build(&a, p, nm, o);
 	if (rc >= 0) {
 		write_summary_text(b, p);
 		tk_buf_printf(b, "       calls  %s  %s  call tree\n",
@@ -747,7 +747,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 		else if (f->kind == TK_PROF_KEY_ID)
 			json_key_u64(b, "id", f->key, 1);
 		if (o->threads)
-			json_key_u64(b, out_track_label(o), f->track, 1);
+			json_key_u64(b, out_track_label(o), out_track_id(o, f->track), 1);
 		json_key_u64(b, "calls", f->calls, 1);
 		json_key_u64(b, "incl_ticks", f->incl_ticks, 1);
 		json_key_u64(b, "excl_ticks", f->excl_ticks, 1);
@@ -765,7 +765,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	free(r);
 	tk_buf_puts(b, "],\n\"calltree\":");
 	struct agg a;
-	rc = agg_build(&a, p, nm, out_track_label(o));
+	rc = agg_build(&a, p, nm, o);
 	if (rc >= 0)
 		rc = json_tree(b, &a, 0, m, 0);
 	agg_free(&a);

@@ -42,7 +42,7 @@ static void ref_folded(struct tk_buf *b, const struct tk_prof *p, const struct t
 	struct agg a;
 	assert_int_equal(names_init(&nm, o->sym), 0);
 	enum tk_out_metric m = out_metric(p, o->metric);
-	assert_int_equal(agg_build(&a, p, &nm, out_track_label(o)), 0);
+	assert_int_equal(agg_build(&a, p, &nm, o), 0);
 	struct ref_line *lines = calloc(a.nn + 1, sizeof *lines);
 	assert_non_null(lines);
 	size_t nl = 0;

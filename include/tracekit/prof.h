@@ -117,7 +117,8 @@ enum tk_prof_key_kind {
 	TK_PROF_KEY_ADDR = 0,
 	TK_PROF_KEY_ID = 1,
 	TK_PROF_KEY_UNKNOWN = 2, /* the unknown caller of a stack that began mid-call;
-				    key = first code address seen there (0 if none) */
+				    key = first code address seen there (0 if none;
+				    in tk_prof_funcs, 0 if its levels differ) */
 };
 
 struct tk_prof_summary {

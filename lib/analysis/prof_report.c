@@ -624,13 +624,15 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	struct tk_prof_func *rows = calloc(nrows + 1, sizeof *rows);
 	uint32_t *row_of_track = calloc(p->ntracks + 1, sizeof *row_of_track);
 	uint8_t *rec = recursive_flags(p);
+	uint8_t *hint_mixed = calloc(p->ntracks + 1, 1);
 
 	*out = NULL;
 	*nout = 0;
-	if (!rows || !rec || !row_of_track) {
+	if (!rows || !rec || !row_of_track || !hint_mixed) {
 		free(rows);
 		free(rec);
 		free(row_of_track);
+		free(hint_mixed);
 		return -TK_E_NOMEM;
 	}
 	for (size_t i = 0; i < p->nfuncs; i++) {
@@ -658,6 +660,13 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			if (t == p->ntracks)
 				continue;
 			r = &rows[row_of_track[t]];
+			/* named as the call tree names the level (the function its code ran in),
+			 * when every unknown level of the track ran in the same one */
+			uint64_t hint = p->links[i].hint;
+			if (hint && !hint_mixed[t]) {
+				hint_mixed[t] = r->key && r->key != hint;
+				r->key = hint_mixed[t] ? 0 : hint;
+			}
 		}
 		r->calls += n->calls;
 		r->excl_ticks += n->excl_ticks;
@@ -669,6 +678,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	}
 	free(rec);
 	free(row_of_track);
+	free(hint_mixed);
 
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
@@ -820,8 +830,6 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 				}
 			}
 			acc.track = 0;
-			if (acc.kind == TK_PROF_KEY_UNKNOWN)
-				acc.key = 0;
 			if (radix != NONE32)
 				rg[radix].row = w;   /* filled in by radix_rows */
 			else

@@ -118,7 +118,7 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 	}
 	for (size_t i = 0; i < nf; i++) {
 		r[i].f = f[i];
-		uint32_t id = names_frame(nm, f[i].kind == TK_PROF_KEY_UNKNOWN ? 0 : f[i].key, f[i].kind);
+		uint32_t id = names_frame(nm, f[i].key, f[i].kind);
 		r[i].name = id == UINT32_MAX ? "?" : names_str(nm, id);
 	}
 	free(f);

@@ -6,6 +6,11 @@
 
 #include "output/internal.h"
 
+/* Stacks deeper than PPROF_OUTER + PPROF_INNER frames (in tree levels, a --threads
+ * thread's level included) keep that many at each end. */
+enum { PPROF_OUTER = 64, PPROF_INNER = 960 };
+#define PPROF_CUT_NAME "[frames left out]"
+
 static void pb_varint(struct tk_buf *b, uint64_t v)
 {
 	if (tk_buf_reserve(b, 10) < 0)
@@ -101,7 +106,25 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 	}
 	value_type(&raw, &tmp, 1, t_id, u_id);                 /* sample_type */
 
-	/* samples: the path of each node with a self value, leaf first */
+	/* samples: the path of each node with a self value, leaf first. A sample lists its
+	 * whole stack, so stacks deeper than the cap keep their outermost and innermost
+	 * frames with one frame for the rest between them: the output stays linear in the
+	 * nodes, where 10^5 nested calls would write 5 * 10^9 frames. */
+	uint32_t *depth = malloc(a.nn * sizeof *depth), *outer = malloc(a.nn * sizeof *outer);
+	uint32_t cut = UINT32_MAX;   /* its name, interned when first needed */
+	uint64_t ncut = 0, deepest = 0;
+	if (!depth || !outer) {
+		free(depth);
+		free(outer);
+		rc = -TK_E_NOMEM;
+		goto out;
+	}
+	depth[0] = 0;
+	outer[0] = 0;
+	for (size_t i = 1; i < a.nn; i++) {   /* parents come before their children */
+		depth[i] = depth[a.n[i].parent] + 1;
+		outer[i] = depth[i] == PPROF_OUTER ? (uint32_t)i : outer[a.n[i].parent];
+	}
 	for (size_t i = 1; i < a.nn; i++) {
 		uint64_t v = agg_self(&a.n[i], m);
 		if (!v)
@@ -109,7 +132,22 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 		if (m == TK_OUT_M_TICKS && s.clock.ticks_per_second)
 			v = (uint64_t)((unsigned __int128)v * 1000000000u / s.clock.ticks_per_second);
 		ids.len = 0;
-		for (uint32_t x = (uint32_t)i; x != 0; x = a.n[x].parent) {
+		uint32_t x = (uint32_t)i;
+		if (depth[i] > PPROF_INNER + PPROF_OUTER) {
+			if (cut == UINT32_MAX &&
+			    (cut = names_intern(&nm, PPROF_CUT_NAME, strlen(PPROF_CUT_NAME))) == UINT32_MAX) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			for (int k = 0; k < PPROF_INNER; k++, x = a.n[x].parent)
+				pb_varint(&ids, a.n[x].name);
+			pb_varint(&ids, cut);
+			x = outer[i];
+			ncut++;
+			if (depth[i] > deepest)
+				deepest = depth[i];
+		}
+		for (; x != 0; x = a.n[x].parent) {
 			/* a track's base level is left off the stacks above it (as in folded;
 			 * with --threads it is under the thread's node) */
 			uint32_t up = a.n[x].parent;
@@ -125,8 +163,17 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 		pb_msg(&tmp, 2, &ids);                                /* value (packed) */
 		pb_msg(&raw, 2, &tmp);
 		if (raw.len >= 1 << 20 && (rc = gzip_drain(&z, b, &raw, Z_NO_FLUSH)) < 0)
-			goto out;
+			break;
 	}
+	free(depth);
+	free(outer);
+	if (rc < 0)
+		goto out;
+	if (ncut)
+		tk_log(TK_LOG_WARN, "pprof: %llu stacks deeper than %d frames (the deepest %llu) keep "
+		       "their outer %d and inner %d frames, the rest as one '%s' frame",
+		       (unsigned long long)ncut, PPROF_INNER + PPROF_OUTER,
+		       (unsigned long long)deepest, PPROF_OUTER, PPROF_INNER, PPROF_CUT_NAME);
 	/* one location and one function per name that occurs in the tree */
 	uint8_t *used = calloc(nm.n + 1, 1);
 	if (!used) {
@@ -135,6 +182,8 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 	}
 	for (size_t i = 1; i < a.nn; i++)
 		used[a.n[i].name] = 1;
+	if (ncut)
+		used[cut] = 1;
 	for (size_t id = 1; id < nm.n; id++) {
 		if (!used[id])
 			continue;

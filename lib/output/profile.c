@@ -683,32 +683,58 @@ static void json_key_u64(struct tk_buf *b, const char *k, uint64_t v, int comma)
 	tk_buf_u64(b, v);
 }
 
-static int json_tree(struct tk_buf *b, const struct agg *a, uint32_t v, enum tk_out_metric m, int depth)
+/* The call tree as a flat list of nodes, each after its parent, with ids in that order (0:
+ * the root): nested objects would be as deep as the recursion, deeper than JSON parsers
+ * accept. Children in the order of agg_children. */
+static int json_tree(struct tk_buf *b, const struct agg *a, enum tk_out_metric m)
 {
-	uint32_t *kids;
-	size_t n;
-	int rc = agg_children(a, v, m, &kids, &n);
-	if (rc < 0)
-		return rc;
+	struct level { uint32_t *kids; size_t n, i; uint64_t id; } *st = NULL;
+	size_t depth = 0, cap = 0;
+	uint64_t next = 0;
+	int rc = 0;
+
 	tk_buf_puts(b, "[");
-	for (size_t i = 0; i < n && rc >= 0; i++) {
-		const struct agg_node *c = &a->n[kids[i]];
-		tk_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+	for (uint32_t v = 0;;) {
+		/* V's children become the next level */
+		if (depth == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct level *ns = realloc(st, nc * sizeof *ns);
+			if (!ns) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			st = ns;
+			cap = nc;
+		}
+		if ((rc = agg_children(a, v, m, &st[depth].kids, &st[depth].n)) < 0)
+			break;
+		st[depth].i = 0;
+		st[depth++].id = next;
+		/* the next node: the first one left at the deepest level */
+		while (depth && st[depth - 1].i == st[depth - 1].n)
+			free(st[--depth].kids);
+		if (!depth)
+			break;
+		struct level *l = &st[depth - 1];
+		v = l->kids[l->i++];
+		const struct agg_node *c = &a->n[v];
 		const char *s = names_str(a->names, c->name);
+		tk_buf_puts(b, next ? ",\n{\"id\":" : "\n{\"id\":");
+		tk_buf_u64(b, ++next);
+		json_key_u64(b, "parent", l->id, 1);
+		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, s, strlen(s));
 		json_key_u64(b, "calls", c->calls, 1);
 		json_key_u64(b, "incl_ticks", c->incl_ticks, 1);
 		json_key_u64(b, "excl_ticks", c->excl_ticks, 1);
 		json_key_u64(b, "incl_insns", c->incl_insns, 1);
 		json_key_u64(b, "excl_insns", c->excl_insns, 1);
-		if (c->first_child != UINT32_MAX && depth < 10000) {
-			tk_buf_puts(b, ",\"children\":");
-			rc = json_tree(b, a, kids[i], m, depth + 1);
-		}
 		tk_buf_putc(b, '}');
 	}
+	while (depth)
+		free(st[--depth].kids);
+	free(st);
 	tk_buf_puts(b, "]");
-	free(kids);
 	return rc;
 }
 
@@ -767,7 +793,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	struct agg a;
 	rc = agg_build(&a, p, nm, o);
 	if (rc >= 0)
-		rc = json_tree(b, &a, 0, m, 0);
+		rc = json_tree(b, &a, m);
 	agg_free(&a);
 	tk_buf_puts(b, "}\n");
 	return rc < 0 ? rc : b->err;

@@ -507,42 +507,45 @@ static void stage_close(struct tk_report *r, struct pstage *s, uint64_t t)
 	st->hist[hist_bin(lat)]++;
 }
 
-/* The slowest: a min-heap on latency, so the fastest of them is the one replaced. */
-static uint64_t slow_lat(const struct slow *s) { return s->end - s->begin; }
-
-static void slow_sift(struct slow *h, size_t n, size_t i)
+/* The slowest: a min-heap, the least slow on top to be replaced. Slower: a longer latency,
+ * or the same and a lower id (as `tracekit stats --slowest` orders them). */
+static int less_slow(const struct slow *a, const struct slow *b)
 {
-	for (;;) {
-		size_t m = i, l = 2 * i + 1, rr = l + 1;
-		if (l < n && slow_lat(&h[l]) < slow_lat(&h[m]))
-			m = l;
-		if (rr < n && slow_lat(&h[rr]) < slow_lat(&h[m]))
-			m = rr;
-		if (m == i)
-			return;
-		struct slow t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
+	uint64_t la = a->end - a->begin, lb = b->end - b->begin;
+	return la != lb ? la < lb : a->id > b->id;
+}
+
+static void slow_swap(struct slow *a, struct slow *b)
+{
+	struct slow t = *a;
+	*a = *b;
+	*b = t;
 }
 
 static void slow_add(struct tk_report *r, const struct pinsn *in, uint64_t end)
 {
-	struct slow s = { in->id, in->sim_id, in->begin, end, in->thread, { 0 } };
+	struct slow s = { in->id, in->sim_id, in->begin, end, in->thread, { 0 } }, *h = r->slow;
+	size_t i = 0;
 	memcpy(s.label, in->label, sizeof s.label);
 	if (r->nslow < TK_REPORT_SLOWEST) {
-		size_t i = r->nslow++;
-		r->slow[i] = s;
-		while (i && slow_lat(&r->slow[(i - 1) / 2]) > slow_lat(&r->slow[i])) {
-			struct slow t = r->slow[i];
-			r->slow[i] = r->slow[(i - 1) / 2];
-			r->slow[(i - 1) / 2] = t;
-			i = (i - 1) / 2;
-		}
-	} else if (slow_lat(&s) > slow_lat(&r->slow[0])) {
-		r->slow[0] = s;
-		slow_sift(r->slow, r->nslow, 0);
+		h[i = r->nslow++] = s;
+		for (; i && less_slow(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2)
+			slow_swap(&h[i], &h[(i - 1) / 2]);
+		return;
+	}
+	if (!less_slow(&h[0], &s))
+		return;
+	h[0] = s;
+	for (;;) {
+		size_t m = i, l = 2 * i + 1;
+		if (l < r->nslow && less_slow(&h[l], &h[m]))
+			m = l;
+		if (l + 1 < r->nslow && less_slow(&h[l + 1], &h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		slow_swap(&h[i], &h[m]);
+		i = m;
 	}
 }
 
@@ -719,10 +722,7 @@ static int cmp_win(const void *x, const void *y)
 
 static int cmp_slow(const void *x, const void *y)
 {
-	const struct slow *a = x, *b = y;
-	if (slow_lat(a) != slow_lat(b))
-		return slow_lat(a) > slow_lat(b) ? -1 : 1;
-	return a->id < b->id ? -1 : a->id > b->id;
+	return less_slow(x, y) - less_slow(y, x);   /* slowest first */
 }
 
 static void put_pipeline(struct tk_report *r, struct tk_buf *b)

@@ -113,6 +113,12 @@ async function check(browser, c) {
       for (let i = 3; i < d.length; i += 4) if (d[i]) n++;
       return n;
     });
+    if (c.slowest !== undefined) {
+      const ws = fs.readFileSync(c.slowest, 'utf8').split('\n').filter((l) => l !== '').map(Number);
+      const gs = await page.evaluate(() => tkReport.pipeline.slowest);
+      if (JSON.stringify(gs) === JSON.stringify(ws)) ok(c, `slowest instructions = stats --slowest ${ws.length}`);
+      else fail(c, `slowest: ${gs.slice(0, 5)} vs stats ${ws.slice(0, 5)}`);
+    }
     if (JSON.stringify(got) === JSON.stringify(want) && drawn.drawn.length && drawn.drawn[0] === drawn.ids[0] && ink > 1000)
       ok(c, `pipeline window: ${got.length} instructions as convert --cycles keeps them, ${drawn.drawn.length} rows drawn`);
     else fail(c, `pipeline window: ${got.length} labels (want ${want.length}; first ${JSON.stringify(got.slice(0, 3))} vs ${JSON.stringify(want.slice(0, 3))}), drawn ${drawn.drawn.length}, ink ${ink}`);

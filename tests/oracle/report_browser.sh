@@ -6,8 +6,9 @@
 # (report_browser.js): no console errors; the function table's rows = `profile --to csv`;
 # the flame graph's root total = the sum of `profile --to folded`; clicking a frame zooms
 # to it; the search box highlights exactly the matching frames; the pipeline diagram holds
-# the instructions `convert --to kanata --cycles` keeps. Screenshots of every section go
-# to $BUILD/report-shots. Also: the page size bound, and two inputs refused.
+# the instructions `convert --to kanata --cycles` keeps; the slowest instructions are
+# `stats --slowest`'s. Screenshots of every section go to $BUILD/report-shots. Also: the
+# page size bound, -j 1 = -j 3, two inputs refused.
 set -euo pipefail
 : "${SRC:?}" "${BUILD:?}" "${TK:?}" "${DATA:?}"
 mods=$SRC/tests/tools/node_modules
@@ -52,6 +53,7 @@ first=$(awk -F'\t' '$1 == "C=" {print $2; exit}' k2.log)
 a=1000 b=1100
 "$TK" convert --to kanata --cycles $a:$b k2.log | awk -F'\t' '$1 == "I" {print $3}' >k2.sims
 [ -s k2.sims ] || { echo "convert --cycles kept nothing"; exit 1; }
+"$TK" stats --slowest 100 --to csv k2.log 2>/dev/null | tail -n +2 | cut -d, -f1 >k2.slowest
 
 page() {   # NAME TRACE [OPTIONS...]: the page, the csv and the folded stacks
 	local name=$1 trace=$2
@@ -77,7 +79,7 @@ cat >cases.json <<EOF
  { "name": "pt", "page": "pt.html", "csv": "pt.csv", "folded": "pt.folded", "search": "main" },
  { "name": "xray", "page": "xray.html", "csv": "xray.csv", "folded": "xray.folded", "search": "f4",
    "hostile": "$(printf '%s' "$hostile" | sed 's/"/\\"/g')" },
- { "name": "kanata", "page": "kanata.html", "sims": "k2.sims" }
+ { "name": "kanata", "page": "kanata.html", "sims": "k2.sims", "slowest": "k2.slowest" }
 ]
 EOF
 PUPPETEER=$mods/puppeteer-core CHROMIUM=$chromium timeout 120 node "$SRC/tests/oracle/report_browser.js" cases.json "$shots"
@@ -86,6 +88,10 @@ PUPPETEER=$mods/puppeteer-core CHROMIUM=$chromium timeout 120 node "$SRC/tests/o
 for f in *.html; do
 	[ "$(stat -c %s "$f")" -lt $((8 << 20)) ] || { echo "$f: over 8 MiB"; exit 1; }
 done
+# the same page for any -j (the profile merges chunks exactly, the events come in order)
+"$TK" report -j 1 -o pt-j1.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
+"$TK" report -j 3 -o pt-j3.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
+cmp -s pt-j1.html pt-j3.html || { echo "report -j 1 and -j 3 differ"; exit 1; }
 # one page per run
 set +e
 "$TK" report -o two.html "$xray" "$xray" 2>two.err

@@ -494,7 +494,7 @@
     $('window-note').textContent = 'Window: ' + wdesc + ' (tracekit report --cycles A:B chooses another), ' +
       fmt(win.length) + ' instructions' + (P.window.left_out ? ', ' + fmt(P.window.left_out) + ' more left out' : '') +
       '. Red: flushed; grey: still in flight at the end.';
-    R.pipeline = { ids: win.map((w) => w[0]), sims: win.map((w) => w[1]), labels: win.map((w) => w[6]), drawn: [], stages: P.stages.map((s) => s.name) };
+    R.pipeline = { slowest: P.slowest.map((s) => s[0]), ids: win.map((w) => w[0]), sims: win.map((w) => w[1]), labels: win.map((w) => w[6]), drawn: [], stages: P.stages.map((s) => s.name) };
     window.addEventListener('resize', () => { drawIpc(); drawPipe(); });
     drawIpc();
     drawPipe();

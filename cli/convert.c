@@ -549,7 +549,8 @@ static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
 	}
 	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
 				       .clock = { tk_xray_header(x)->cycle_frequency },
-				       .max_events = o->max_events, .process_name = "xray" };
+				       .max_events = o->max_events, .process_name = "xray",
+				       .time_origin = tk_xray_first_tsc(x) };
 	if (o->time_window) {
 		/* checked by the caller */
 		cli_parse_range(o->time_window, &to.time_begin, &to.time_end);

@@ -102,6 +102,10 @@ struct tk_timeline_opts {
 	 * of its lane (*lane, may stay NULL); NULL callback or result: "stage N", "lane N". */
 	const char *(*stage_name)(void *ctx, unsigned stage, const char **lane);
 	void *stage_ctx;
+	/* Chrome JSON: times are written relative to this tick (the trace's start: JSON
+	 * readers hold numbers as doubles, which a TSC in microseconds overflows), and it is
+	 * kept as otherData.time_origin_ticks; earlier times are written as 0. 0: absolute. */
+	uint64_t time_origin;
 };
 
 /* Calls (CALL/RETURN, FUNC_ENTER/EXIT) become nested slices on a track per event track.

@@ -147,6 +147,10 @@ TK_API void tk_xray_free(struct tk_xray *x);
 TK_API const struct tk_xray_header *tk_xray_header(const struct tk_xray *x);
 TK_API size_t tk_xray_thread_count(const struct tk_xray *x);
 TK_API const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t i);
+/* The earliest base TSC a buffer (FDR) or record run (basic) of the log begins with, from
+ * the index (no decoding): the trace's start, for times written relative to it. 0 if
+ * no buffer gives one. */
+TK_API uint64_t tk_xray_first_tsc(const struct tk_xray *x);
 /* Counts filled by the last full walk (tk_xray_walk / tk_xray_decode / tk_xray_yaml). */
 TK_API const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x);
 

@@ -108,6 +108,22 @@ static uint64_t to_ns(const struct tk_timeline *t, uint64_t ticks)
 	return (uint64_t)((unsigned __int128)ticks * 1000000000u / tps);
 }
 
+/* Chrome JSON's ts: microseconds as JSON numbers, which readers hold as doubles: relative
+ * to the origin, so that a large clock (a TSC) keeps its nanoseconds. */
+static uint64_t chrome_ns(const struct tk_timeline *t, uint64_t ticks)
+{
+	return to_ns(t, ticks > t->o.time_origin ? ticks - t->o.time_origin : 0);
+}
+
+/* The origin in ticks, for readers that want absolute times back (a string: a JSON number
+ * would lose the digits the origin is there to keep). */
+static void chrome_origin(struct tk_buf *b, const struct tk_timeline *t)
+{
+	if (t->o.time_origin)
+		tk_buf_printf(b, "\"time_origin_ticks\":\"%llu\"",
+			      (unsigned long long)t->o.time_origin);
+}
+
 /* ---- tracks ---------------------------------------------------------------------------- */
 
 static struct tl_track *get_track(struct tk_timeline *t, uint32_t id)
@@ -154,11 +170,20 @@ static void header(struct tk_timeline *t)
 			/* pipelines: a process per thread, the first of which comes next */
 			tk_buf_puts(b, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"source\":");
 			tk_buf_json_str(b, pname, strlen(pname));
+			if (t->o.time_origin)
+				tk_buf_putc(b, ',');
+			chrome_origin(b, t);
 			tk_buf_puts(b, "},\"traceEvents\":[");
 			t->first_json = 1;
 			return;
 		}
-		tk_buf_puts(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+		tk_buf_puts(b, "{\"displayTimeUnit\":\"ns\",");
+		if (t->o.time_origin) {
+			tk_buf_puts(b, "\"otherData\":{");
+			chrome_origin(b, t);
+			tk_buf_puts(b, "},");
+		}
+		tk_buf_puts(b, "\"traceEvents\":[\n");
 		tk_buf_puts(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":");
 		tk_buf_json_str(b, pname, strlen(pname));
 		tk_buf_puts(b, "}}");
@@ -293,7 +318,7 @@ static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t
 		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":1,\"tid\":" : ",\n{\"ph\":\"E\",\"pid\":1,\"tid\":");
 		tk_buf_u64(b, tr->id);
 		tk_buf_puts(b, ",\"ts\":");
-		tk_buf_fixed(b, (int64_t)ns, 3); /* microseconds */
+		tk_buf_fixed(b, (int64_t)chrome_ns(t, ticks == TK_TIME_NONE ? 0 : ticks), 3); /* us */
 		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, s, strlen(s));
 		tk_buf_putc(b, '}');
@@ -707,9 +732,9 @@ static int pl_chrome_x(struct tk_timeline *t, uint32_t thread, const struct tl_t
 	tk_buf_puts(o, ",\"tid\":");
 	tk_buf_u64(o, tr->id);
 	tk_buf_puts(o, ",\"ts\":");
-	tk_buf_fixed(o, (int64_t)to_ns(t, b), 3);
+	tk_buf_fixed(o, (int64_t)chrome_ns(t, b), 3);
 	tk_buf_puts(o, ",\"dur\":");
-	tk_buf_fixed(o, (int64_t)(to_ns(t, e) - to_ns(t, b)), 3);
+	tk_buf_fixed(o, (int64_t)(chrome_ns(t, e) - chrome_ns(t, b)), 3);
 	if (in) {
 		tk_buf_puts(o, ",\"args\":{\"id\":");
 		tk_buf_u64(o, in->id);

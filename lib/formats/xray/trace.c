@@ -20,6 +20,15 @@ const struct tk_xray_thread_info *tk_xray_thread(const struct tk_xray *x, size_t
 	return i < x->nthreads ? &x->threads[i] : NULL;
 }
 const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x) { return &x->stats; }
+uint64_t tk_xray_first_tsc(const struct tk_xray *x)
+{
+	uint64_t first = UINT64_MAX;
+
+	for (size_t i = 0; i < x->nbufs; i++)
+		if (x->bufs[i].first_tsc && x->bufs[i].first_tsc < first)
+			first = x->bufs[i].first_tsc;
+	return first == UINT64_MAX ? 0 : first;
+}
 
 /* With opts.release_input, give back the pages under [start, end), rounded out to
  * RELEASE_ALIGN: the data is a read-only file mapping, so a page that a neighbouring buffer

@@ -110,10 +110,14 @@ int cli_open(const struct cli_opts *o, const char *file, struct tk_input **in,
 	     struct tk_format_info *fi);
 
 /* Output: stdout or -o FILE, buffered. -o naming an input is refused (EXIT_USAGE); a file
- * is written under a temporary name and takes its place at cli_out_close, unless writing
- * failed. Both print their errors (naming the output) and return an exit status. */
+ * is written under a temporary name and takes its place when the command ends
+ * (cli_outputs_end), unless writing failed or the command's status is worse than
+ * EXIT_SKIPPED. Both print their errors (naming the output) and return an exit status. */
 int cli_out_open(const struct cli_opts *o, struct tk_buf *out);
 int cli_out_close(struct tk_buf *out);
+/* The command ends with STATUS: rename the outputs it wrote into place (status 0 or 1) or
+ * remove them. Returns STATUS, or EXIT_OUTPUT if a rename failed (said). */
+int cli_outputs_end(int status);
 /* An output file of cli_out_open's kind (tk_outfile_open) for PATH; NULL after printing
  * why, with *STATUS set. */
 struct tk_outfile *cli_outfile_open(const struct cli_opts *o, const char *path, int *status);

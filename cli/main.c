@@ -66,8 +66,10 @@ int main(int argc, char **argv)
 	}
 	struct cli_opts o;
 	tk_input_catch_sigbus();  /* an input truncated under us: an error, not SIGBUS */
+	tk_outfile_catch_signals();  /* ^C or a kill removes the outputs' temporary files */
 	int rc = cli_parse(c, argc - 1, argv + 1, &o);
 	if (rc)
 		return rc == -1 ? EXIT_CLEAN : rc;
-	return c->run(&o);
+	/* outputs of commands that do not end in cli_run_files */
+	return cli_outputs_end(c->run(&o));
 }

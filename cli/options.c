@@ -381,6 +381,27 @@ static struct {
 	int failed;               /* a write failed: the file is not kept */
 } held;
 
+/* Outputs written whole, renamed into place when the command ends well (cli_outputs_end):
+ * an input that cannot be read after an output began leaves the file before as it was. */
+static struct {
+	struct tk_outfile *file;
+	const char *name;
+} written[8];
+static size_t nwritten;
+
+int cli_outputs_end(int status)
+{
+	int keep = status <= EXIT_SKIPPED;
+
+	for (size_t i = 0; i < nwritten; i++)
+		if (tk_outfile_close(written[i].file, keep) < 0 && keep) {
+			cli_error(written[i].name, UINT64_MAX, "write failed: %s", strerror(errno));
+			status = EXIT_OUTPUT;
+		}
+	nwritten = 0;
+	return status;
+}
+
 int cli_out_open(const struct cli_opts *o, struct tk_buf *out)
 {
 	struct tk_outfile *f = NULL;
@@ -430,6 +451,8 @@ int cli_out_close(struct tk_buf *out)
 	/* a failed output is removed: the file it was to replace stays as it was */
 	if (outputs[slot].file && outputs[slot].file == held.file)
 		held.failed |= rc < 0;   /* closed after the last input */
+	else if (outputs[slot].file && rc >= 0 && nwritten < sizeof written / sizeof written[0])
+		written[nwritten++] = (typeof(written[0])){ outputs[slot].file, outputs[slot].name };
 	else if (outputs[slot].file && tk_outfile_close(outputs[slot].file, rc >= 0) < 0 && rc >= 0) {
 		rc = -TK_E_IO;
 		errnum = errno;
@@ -582,10 +605,11 @@ int cli_run_files(struct cli_opts *o, const char *cmd, cli_run_file_fn run_file)
 		if (rc > status)
 			status = rc;
 	}
-	if (held.file && tk_outfile_close(held.file, !held.failed) < 0 && !held.failed) {
+	int keep = !held.failed && status <= EXIT_SKIPPED;
+	if (held.file && tk_outfile_close(held.file, keep) < 0 && keep) {
 		cli_error(o->output, UINT64_MAX, "write failed: %s", strerror(errno));
 		status = EXIT_OUTPUT;
 	}
 	memset(&held, 0, sizeof held);
-	return status;
+	return cli_outputs_end(status);
 }

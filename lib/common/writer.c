@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +282,52 @@ int tk_outfile_same(const char *path, const char *const *inputs, size_t n)
 struct tk_outfile {
 	int fd;
 	char *path, *tmp;   /* tmp: NULL when written directly */
+	int slot;           /* in open_tmp, or -1 */
 };
+
+/* The temporary files of the outputs open now, which a signal handler removes
+ * (tk_outfile_catch_signals): it reads the slots without locks. */
+#define OPEN_SLOTS 16
+static _Atomic(char *) open_tmp[OPEN_SLOTS];
+
+static int tmp_register(char *tmp)
+{
+	for (int i = 0; i < OPEN_SLOTS; i++) {
+		char *none = NULL;
+		if (atomic_compare_exchange_strong(&open_tmp[i], &none, tmp))
+			return i;
+	}
+	return -1;   /* more outputs at once than slots: that one is not removed on a signal */
+}
+
+static void on_stop_signal(int sig)
+{
+	for (int i = 0; i < OPEN_SLOTS; i++) {
+		char *tmp = atomic_load(&open_tmp[i]);
+		if (tmp)
+			unlink(tmp);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+int tk_outfile_catch_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		/* a signal ignored by whoever started us stays ignored */
+		if (sigaction(sigs[i], NULL, &old) < 0)
+			return -TK_E_IO;
+		if (old.sa_handler != SIG_IGN && sigaction(sigs[i], &sa, NULL) < 0)
+			return -TK_E_IO;
+	}
+	return 0;
+}
 
 struct tk_outfile *tk_outfile_open(const char *path, int *err)
 {
@@ -297,6 +344,7 @@ struct tk_outfile *tk_outfile_open(const char *path, int *err)
 		return NULL;
 	}
 	f->fd = -1;
+	f->slot = -1;
 	exists = stat(f->path, &st) == 0;
 	if (!exists || S_ISREG(st.st_mode)) {
 		/* ".NAME.tk-PID-N" beside the file: the rename stays on one filesystem */
@@ -326,8 +374,11 @@ struct tk_outfile *tk_outfile_open(const char *path, int *err)
 	} else {
 		f->fd = open(f->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	}
-	if (f->fd >= 0)
+	if (f->fd >= 0) {
+		if (f->tmp)
+			f->slot = tmp_register(f->tmp);
 		return f;
+	}
 	e = errno;
 fail:
 	free(f->tmp);
@@ -349,6 +400,8 @@ int tk_outfile_close(struct tk_outfile *f, int keep)
 
 	if (close(f->fd) < 0 && keep)
 		rc = -TK_E_IO, e = errno;
+	if (f->slot >= 0)
+		atomic_store(&open_tmp[f->slot], NULL);
 	if (f->tmp) {
 		if (keep && !rc && rename(f->tmp, f->path) < 0)
 			rc = -TK_E_IO, e = errno;

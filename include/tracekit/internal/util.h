@@ -48,6 +48,9 @@ int tk_outfile_fd(const struct tk_outfile *f);
 /* Close; KEEP: rename the temporary file over the path (else remove it). -TK_E_IO with
  * errno kept if the rename (or close) fails. */
 int tk_outfile_close(struct tk_outfile *f, int keep);
+/* SIGINT, SIGTERM and SIGHUP (unless ignored) remove the temporary files of the outputs
+ * open at that moment, then end the process as the signal would. */
+int tk_outfile_catch_signals(void);
 
 /* calloc for a table whose first use reads it (hash probing): each page is written once
  * here. A page of a large calloc read first maps the shared zero page, and the write after

@@ -29,6 +29,7 @@ struct tl_track {
 	int started;              /* descriptor and sequence state written */
 	int in_window;
 	char *name;
+	uint64_t off_at;          /* where tracing stopped (TK_EV_DISABLE), 0: unknown */
 };
 
 struct pl;
@@ -42,6 +43,9 @@ struct tk_timeline {
 	size_t last;
 	uint64_t slices, dropped, max;
 	uint64_t window_end;
+	uint64_t *entries;        /* the symbols' function entries, sorted (resumes: as the
+				     profile reads them, tk_prof.h) */
+	size_t nentries;
 	int header_done, finished, nomem;
 	int first_json;
 	struct pl *pl;            /* pipeline state, made at the first pipeline event */
@@ -372,6 +376,52 @@ static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint
 			rc = slice(t, tr, 0, f->key, f->kind, time);
 	}
 	return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The last function entry at or below ADDR (0: none). */
+static uint64_t entry_below(const struct tk_timeline *t, uint64_t addr)
+{
+	size_t lo = 0, hi = t->nentries;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->entries[mid] <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? t->entries[lo - 1] : 0;
+}
+
+/* Tracing resumed at ADDR, as the profile reads it (tk_prof.h): at a function entry, a
+ * call from untraced code; at an open call's return address, that call's callee
+ * returned; after a jump out of the trace elsewhere, untraced code unwound the calls above
+ * the innermost one of the function holding ADDR (longjmp, exceptions), or all of them. */
+static int resume(struct tk_timeline *t, struct tl_track *tr, uint64_t addr, uint64_t time)
+{
+	int jumped = tr->off_at && (addr < tr->off_at || addr - tr->off_at > TK_MAX_INSN_BYTES);
+	uint64_t f = entry_below(t, addr);
+
+	tr->off_at = 0;
+	if (!addr)
+		return 0;
+	if (f == addr)
+		return push(t, tr, addr, TK_PROF_KEY_ADDR, 0, time);
+	for (size_t i = tr->depth; i > 0; i--)
+		if (tr->st[i - 1].ret == addr)
+			return pop_to(t, tr, i - 1, time);
+	if (!jumped || !t->nentries)
+		return 0;
+	size_t i = tr->depth;
+	while (f && i > 0 && !(tr->st[i - 1].kind == TK_PROF_KEY_ADDR &&
+			       tr->st[i - 1].key >= f && tr->st[i - 1].key <= addr))
+		i--;
+	return pop_to(t, tr, f ? i : 0, time);
 }
 
 /* Entering the window: open slices for the calls already running (clipped at its start). */
@@ -980,7 +1030,14 @@ int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t 
 			break;
 		}
 		case TK_EV_GAP:
+			tr->off_at = 0;
 			rc = pop_to(t, tr, 0, time);
+			break;
+		case TK_EV_DISABLE:
+			tr->off_at = e->addr;
+			break;
+		case TK_EV_ENABLE:
+			rc = resume(t, tr, e->addr, time);
 			break;
 		default:
 			break;
@@ -1021,6 +1078,14 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	t->window_end = t->o.time_end ? t->o.time_end : UINT64_MAX;
 	if ((rc = names_init(&t->names, t->o.sym)) < 0)
 		goto fail;
+	if (t->o.sym && tk_sym_entries(t->o.sym, &t->entries, &t->nentries) == 0 && t->nentries) {
+		qsort(t->entries, t->nentries, sizeof *t->entries, cmp_u64);
+		size_t w = 1;
+		for (size_t i = 1; i < t->nentries; i++)
+			if (t->entries[i] != t->entries[w - 1])
+				t->entries[w++] = t->entries[i];
+		t->nentries = w;
+	}
 	if (err)
 		*err = 0;
 	return t;
@@ -1077,5 +1142,6 @@ void tk_timeline_free(struct tk_timeline *t)
 	free(t->tracks);
 	pl_free(t->pl);
 	names_free(&t->names);
+	free(t->entries);
 	free(t);
 }

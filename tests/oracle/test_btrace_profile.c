@@ -153,6 +153,11 @@ static void test_longjmp_unwinds(void **state)
 	snprintf(cg, sizeof cg, "%s/unwind.cg", work);
 	assert_int_equal(our_col(csv, "deep", 2), cg_calls(cg, "deep"));
 	assert_int_equal(our_col(csv, "deep", 2), 2490);   /* i % 9 + 1 for i < 500 */
+	/* the timeline ends the unwound calls as the profile does: a slice per call, nested
+	 * no deeper than _start, main, 9 levels of deep and longjmp@plt */
+	assert_int_equal(sh("cd %s && \"$TK\" convert -q --to chrome -o unwind.json unwind.tkbt && "
+			    "python3 \"$TESTS\"/tools/chrome_vs_profile.py unwind.json %s 12",
+			    work, csv), 0);
 }
 
 /* A C++ exception thrown through recursion and cleanups, caught in main. */

@@ -10,330 +10,7 @@
 #include "tracekit/internal/util.h"
 
 /* the per-event path: inlined into tk_prof_events (calls would cost a third of it) */
-#define HOT static inline __attribute__((always_inline))
-
-/* ---- growable arrays and hash tables --------------------------------------------------- */
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t nc = *cap ? *cap * 2 : 16;
-	while (nc < need)
-		nc *= 2;
-	void *q = realloc(*p, nc * elem);
-	if (!q)
-		return -TK_E_NOMEM;
-	*p = q;
-	*cap = nc;
-	return 0;
-}
-
-/* On every call: one multiplication; the high half mixes every bit of the input, the low
- * half (the table slot) gets it folded in, and the node table keeps the high half as tag. */
-static inline uint64_t node_hash(uint32_t parent, uint64_t key, uint32_t kind)
-{
-	uint64_t h = (key ^ ((uint64_t)parent << 32 | kind)) * 0x9e3779b97f4a7c15ULL;
-	return h ^ h >> 32;
-}
-static inline uint64_t func_hash(uint32_t track, uint64_t key, uint32_t kind)
-{
-	return tk_hash64(key * 31 + ((uint64_t)track << 8 | kind));
-}
-static inline uint64_t block_hash(uint64_t start, uint64_t end)
-{
-	return tk_hash64(start ^ (end * 0x9e3779b97f4a7c15ULL));
-}
-
-/* Rebuild a table of indexes at twice the size; HASH_OF gives an element's hash. */
-static int rehash(uint32_t **map, size_t *mask, size_t n, uint64_t (*hash_of)(const struct tk_prof *, uint32_t),
-		  const struct tk_prof *p)
-{
-	size_t size = *map ? (*mask + 1) * 2 : 1024;
-	while (size < (n + 1) * 2)
-		size *= 2;
-	uint32_t *m = malloc(size * sizeof *m);
-	if (!m)
-		return -TK_E_NOMEM;
-	memset(m, 0xff, size * sizeof *m);
-	for (uint32_t i = 0; i < n; i++) {
-		size_t s = hash_of(p, i) & (size - 1);
-		while (m[s] != NONE32)
-			s = (s + 1) & (size - 1);
-		m[s] = i;
-	}
-	free(*map);
-	*map = m;
-	*mask = size - 1;
-	return 0;
-}
-
-static uint64_t node_hash_of(const struct tk_prof *p, uint32_t i)
-{
-	return node_hash(p->nodes[i].parent, p->nodes[i].key, p->nodes[i].kind);
-}
-static uint64_t func_hash_of(const struct tk_prof *p, uint32_t i)
-{
-	return func_hash(p->funcs[i].track, p->funcs[i].key, p->funcs[i].kind);
-}
-static uint64_t block_hash_of(const struct tk_prof *p, uint32_t i)
-{
-	return block_hash(p->blocks[i].start, p->blocks[i].end);
-}
-
-static uint32_t get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32_t kind)
-{
-	if ((p->nfuncs + 1) * 2 > p->func_mask + 1 || !p->func_map)
-		if (rehash(&p->func_map, &p->func_mask, p->nfuncs, func_hash_of, p) < 0)
-			return NONE32;
-	size_t s = func_hash(track, key, kind) & p->func_mask;
-	for (;; s = (s + 1) & p->func_mask) {
-		uint32_t i = p->func_map[s];
-		if (i == NONE32)
-			break;
-		struct func *f = &p->funcs[i];
-		if (f->key == key && f->kind == kind && f->track == track)
-			return i;
-	}
-	if (grow((void **)&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof *p->funcs) < 0)
-		return NONE32;
-	uint32_t i = (uint32_t)p->nfuncs++;
-	p->funcs[i] = (struct func){ .key = key, .kind = kind, .track = track };
-	p->func_map[s] = i;
-	return i;
-}
-
-/* Node arrays of this many bytes or more are mappings of their own. */
-#define NODES_MAPPED ((size_t)2 << 20)
-
-static void free_nodes(struct node *n, size_t cap)
-{
-	if (cap * sizeof *n >= NODES_MAPPED)
-		munmap(n, cap * sizeof *n);
-	else
-		free(n);
-}
-
-/* Nodes are cache-line aligned (realloc would not keep that). A large array is a mapping
- * that mremap grows without copying: doubling a 64 MiB array by a copy faulted in both. */
-static int grow_nodes(struct tk_prof *p, size_t need)
-{
-	if (need <= p->cnodes)
-		return 0;
-	size_t nc = p->cnodes ? p->cnodes * 2 : 256;
-	while (nc < need)
-		nc *= 2;
-	struct nlink *l = realloc(p->links, nc * sizeof *l);
-	if (!l)
-		return -TK_E_NOMEM;
-	p->links = l;
-	size_t bytes = nc * sizeof(struct node), old = p->cnodes * sizeof(struct node);
-	struct node *n;
-	if (bytes < NODES_MAPPED) {
-		n = aligned_alloc(64, bytes);
-	} else {
-		void *m = old >= NODES_MAPPED ? mremap(p->nodes, old, bytes, MREMAP_MAYMOVE)
-					      : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-						     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		n = m == MAP_FAILED ? NULL : m;
-	}
-	if (!n)
-		return -TK_E_NOMEM;
-	if (old < NODES_MAPPED) {
-		if (p->nnodes)
-			memcpy(n, p->nodes, p->nnodes * sizeof *n);
-		free(p->nodes);
-	}
-	p->nodes = n;
-	p->cnodes = nc;
-	return 0;
-}
-
-static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
-			 uint32_t track)
-{
-	if (grow_nodes(p, p->nnodes + 1) < 0)
-		return NONE32;
-	uint32_t func = NONE32;
-	if (kind == TK_PROF_KEY_ADDR || kind == TK_PROF_KEY_ID) {
-		func = get_func(p, track, key, kind);
-		if (func == NONE32)
-			return NONE32;
-	}
-	uint32_t i = (uint32_t)p->nnodes++;
-	struct node *n = &p->nodes[i];
-	memset(n, 0, sizeof *n);
-	n->key = key;
-	n->kind = kind;
-	n->parent = parent;
-	n->track = track;
-	n->func = func;
-	struct nlink *l = &p->links[i];
-	memset(l, 0, sizeof *l);
-	l->first_child = l->next_sibling = NONE32;
-	if (parent != NONE32) {
-		l->next_sibling = p->links[parent].first_child;
-		p->links[parent].first_child = i;
-	}
-	return i;
-}
-
-/* The tag of a node's hash in the table: never 0, the tag of an empty slot. */
-static inline uint32_t node_tag(uint64_t h)
-{
-	return (uint32_t)(h >> 32) | 1;
-}
-
-/* Rebuild the node table at twice the size (or for NNODES + 1 nodes). */
-static int node_rehash(struct tk_prof *p)
-{
-	size_t size = p->node_map ? (p->node_mask + 1) * 2 : 1024;
-	while (size < (p->nnodes + 1) * 2)
-		size *= 2;
-	struct nslot *m = tk_calloc_written(size, sizeof *m);
-	if (!m)
-		return -TK_E_NOMEM;
-	for (uint32_t i = 0; i < p->nnodes; i++) {
-		uint64_t h = node_hash_of(p, i);
-		size_t s = h & (size - 1);
-		while (m[s].tag)
-			s = (s + 1) & (size - 1);
-		m[s] = (struct nslot){ .node = i, .tag = node_tag(h) };
-	}
-	free(p->node_map);
-	p->node_map = m;
-	p->node_mask = size - 1;
-	return 0;
-}
-
-/* get_child past the first slot: probe on, or create the node. A node found further on
- * trades places with the one in its first slot (linear probing allows it: both runs stay
- * unbroken), so the nodes in use are found at the first try. */
-static uint32_t get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
-			       uint32_t track, uint64_t h)
-{
-	uint32_t tag = node_tag(h);
-	size_t home = h & p->node_mask, s = home;
-	for (; p->node_map[s].tag; s = (s + 1) & p->node_mask) {
-		if (p->node_map[s].tag != tag)
-			continue;
-		uint32_t i = p->node_map[s].node;
-		const struct node *n = &p->nodes[i];
-		if (n->key == key && n->parent == parent && n->kind == kind) {
-			struct nslot e = p->node_map[s];
-			p->node_map[s] = p->node_map[home];
-			p->node_map[home] = e;
-			return i;
-		}
-	}
-	if ((p->nnodes + 1) * 2 > p->node_mask + 1) {
-		if (node_rehash(p) < 0)
-			return NONE32;
-		for (s = h & p->node_mask; p->node_map[s].tag; s = (s + 1) & p->node_mask)
-			;
-	}
-	uint32_t i = new_node(p, parent, key, kind, track);
-	if (i != NONE32)
-		p->node_map[s] = (struct nslot){ .node = i, .tag = tag };
-	return i;
-}
-
-/* The child of PARENT for (key, kind), created when missing. One table serves every
- * lookup: its tags (the high half of the hash) spare loading nodes that are not it, and
- * it is at most half full, so the first slot is nearly always the one. (A direct-mapped
- * cache in front of it missed on one call in 20 on the instruction-level bench's 30k call
- * paths: each miss cost a slot, a wrong node, the table and the node.) */
-HOT uint32_t get_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind, uint32_t track)
-{
-	uint64_t h = node_hash(parent, key, kind);
-	/* the table always exists (tk_prof_new fails without it) */
-	const struct nslot *e = &p->node_map[h & p->node_mask];
-	if (__builtin_expect(e->tag == node_tag(h), 1)) {
-		const struct node *n = &p->nodes[e->node];
-		if (__builtin_expect(n->key == key && n->parent == parent && n->kind == kind, 1))
-			return e->node;
-	}
-	return get_child_slow(p, parent, key, kind, track, h);
-}
-
-static inline size_t block_slot(uint64_t start)
-{
-	return (size_t)(start ^ start >> 12) & (BLOCK_CACHE - 1);
-}
-
-/* Count one execution of block [START, END] of COUNT instructions. The counts stay in the
- * cache slot while the block is there: a hit touches one slot and nothing else. */
-static int count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count);
-static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end);
-
-HOT int count_block(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count)
-{
-	struct block_slot *c = &p->block_cache[block_slot(start)];
-	if (__builtin_expect(c->start == start && c->len == end - start, 1)) {
-		c->execs++;
-		c->insns += count;
-		return 0;
-	}
-	return count_block_slow(p, start, end, count);
-}
-
-/* Move a slot's counts into its block. */
-static inline void block_slot_flush(struct tk_prof *p, struct block_slot *c)
-{
-	if (c->execs) {
-		p->blocks[c->index].execs += c->execs;
-		p->blocks[c->index].insns += c->insns;
-		c->execs = c->insns = 0;
-	}
-}
-
-static int count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count)
-{
-	struct block *b = get_block(p, start, end);
-	if (!b)
-		return -TK_E_NOMEM;
-	if (end - start > UINT32_MAX) {
-		b->execs++;
-		b->insns += count;
-		return 0;
-	}
-	struct block_slot *c = &p->block_cache[block_slot(start)];
-	block_slot_flush(p, c);
-	*c = (struct block_slot){ .start = start, .len = (uint32_t)(end - start),
-				  .index = (uint32_t)(b - p->blocks), .execs = 1, .insns = count };
-	return 0;
-}
-
-/* All counts of the cache into the blocks (before they are read). */
-static void block_cache_flush(struct tk_prof *p)
-{
-	for (size_t i = 0; i < BLOCK_CACHE; i++)
-		block_slot_flush(p, &p->block_cache[i]);
-}
-
-/* The block [START, END] in the table, created when missing (its counts may lag: the
- * cache's are added by block_cache_flush). */
-static struct block *get_block(struct tk_prof *p, uint64_t start, uint64_t end)
-{
-	if ((p->nblocks + 1) * 2 > p->block_mask + 1 || !p->block_map)
-		if (rehash(&p->block_map, &p->block_mask, p->nblocks, block_hash_of, p) < 0)
-			return NULL;
-	size_t s = block_hash(start, end) & p->block_mask;
-	for (;; s = (s + 1) & p->block_mask) {
-		uint32_t i = p->block_map[s];
-		if (i == NONE32)
-			break;
-		struct block *b = &p->blocks[i];
-		if (b->start == start && b->end == end)
-			return b;
-	}
-	if (grow((void **)&p->blocks, &p->cblocks, p->nblocks + 1, sizeof *p->blocks) < 0)
-		return NULL;
-	uint32_t i = (uint32_t)p->nblocks++;
-	p->blocks[i] = (struct block){ .start = start, .end = end };
-	p->block_map[s] = i;
-	return &p->blocks[i];
-}
+#define HOT PROF_HOT
 
 /* ---- tracks and levels ------------------------------------------------------------------ */
 
@@ -354,7 +31,7 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 			p->last_track = (uint32_t)i;
 			return &p->tracks[i];
 		}
-	if (grow((void **)&p->tracks, &p->ctracks, p->ntracks + 1, sizeof *p->tracks) < 0)
+	if (prof_grow((void **)&p->tracks, &p->ctracks, p->ntracks + 1, sizeof *p->tracks) < 0)
 		return NULL;
 	struct track *t = &p->tracks[p->ntracks];
 	memset(t, 0, sizeof *t);
@@ -545,7 +222,7 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 	if (n == NONE32)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(t->depth == t->cap, 0) &&
-	    grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
+	    prof_grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
 		return -TK_E_NOMEM;
 	p->nodes[n].calls++;
 	struct frame *f = &t->st[t->depth++];
@@ -560,88 +237,6 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 	return 0;
 }
 
-/* Make the current slice of the log's chunk writable in one call: filling the log is
- * otherwise dominated by one page fault per 4 KiB (more than the pages' zeroing). */
-static void dlog_populate(uint64_t *from, uint64_t *to)
-{
-#ifdef MADV_POPULATE_WRITE
-	const uintptr_t page = 4096;
-	uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
-	if (e > a)
-		madvise((void *)a, e - a, MADV_POPULATE_WRITE);   /* a hint: faults do it else */
-#else
-	(void)from, (void)to;
-#endif
-}
-
-void dlog_release(const struct dchunk *d, size_t entries)
-{
-	if (d->spilled && entries)
-		madvise(d->v, ((entries * sizeof *d->v) + 4095) & ~(size_t)4095, MADV_DONTNEED);
-}
-
-/* A chunk of DLOG_CHUNK entries in the spill file (created on first use), or NULL. */
-static uint64_t *spill_chunk(struct tk_prof *p)
-{
-	const size_t bytes = DLOG_CHUNK * sizeof(uint64_t);
-	if (!p->spill_fd) {
-		const char *dir = getenv("TMPDIR");
-		if (!dir || !*dir)
-			dir = "/tmp";
-		int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return NULL;
-		p->spill_fd = fd + 1;
-	}
-	if (ftruncate(p->spill_fd - 1, (off_t)(p->spill_off + bytes)) < 0)
-		return NULL;
-	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, p->spill_fd - 1,
-		       (off_t)p->spill_off);
-	if (m == MAP_FAILED)
-		return NULL;
-	p->spill_off += bytes;
-	return m;
-}
-
-static size_t dlog_budget(const struct tk_prof *p)
-{
-	return p->opts.durations_in_memory ? p->opts.durations_in_memory : DLOG_IN_MEMORY;
-}
-
-/* Room for the next duration: the next slice of the chunk, or a new chunk. */
-static int dlog_more(struct tk_prof *p)
-{
-	if (p->dlog_cur && p->dlog_cap < p->dlog_end) {
-		size_t e = p->dlog_cap + DLOG_SLICE < p->dlog_end ? p->dlog_cap + DLOG_SLICE : p->dlog_end;
-		dlog_populate(p->dlog_cur + p->dlog_cap, p->dlog_cur + e);
-		p->dlog_cap = e;
-		return 0;
-	}
-	if (grow((void **)&p->dlog, &p->cdlog, p->ndlog + 1, sizeof *p->dlog) < 0)
-		return -TK_E_NOMEM;
-	/* after a take, a small one first: the seams of a merge complete few calls */
-	size_t cap = p->dlog_cur || !p->ndlog ? DLOG_CHUNK : DLOG_SMALL;
-	uint64_t *c = NULL;
-	int spilled = 0;
-	if (cap == DLOG_CHUNK && p->dlog_heap + cap * sizeof *c > dlog_budget(p))
-		spilled = (c = spill_chunk(p)) != NULL;   /* else memory, as long as there is */
-	if (!c && !(c = malloc(cap * sizeof *c)))
-		return -TK_E_NOMEM;
-	if (!spilled)
-		p->dlog_heap += cap * sizeof *c;
-	if (p->dlog_cur) {
-		p->dlog[p->ndlog - 1].n = p->dlog_n;
-		dlog_release(&p->dlog[p->ndlog - 1], p->dlog_n);
-	}
-	p->dlog[p->ndlog++] = (struct dchunk){ .v = c, .spilled = (uint8_t)spilled };
-	p->dlog_cur = c;
-	p->dlog_n = 0;
-	p->dlog_end = cap;
-	/* the first few thousand fault in as usual: small profiles stay small */
-	p->dlog_cap = cap < DLOG_SMALL ? cap : DLOG_SMALL;
-	return 0;
-}
-
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
@@ -649,11 +244,11 @@ HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 		p->funcs[func].zeros++;
 		return 0;
 	}
-	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && dlog_more(p) < 0)
+	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && prof_dlog_more(p) < 0)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(ticks >= DUR_BIG, 0)) {
 		struct func *fn = &p->funcs[func];
-		if (grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
+		if (prof_grow((void **)&fn->big, &fn->cbig, fn->nbig + 1, sizeof *fn->big) < 0)
 			return -TK_E_NOMEM;
 		fn->big[fn->nbig++] = ticks;
 		ticks = DUR_BIG;
@@ -694,7 +289,7 @@ static int orphan(struct tk_prof *p, struct track *t, uint32_t what, uint64_t ke
 		  uint64_t time)
 {
 	if (!t->gapped) {
-		if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
+		if (prof_grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
 			return -TK_E_NOMEM;
 		t->orph[t->norph++] = (struct orphan){
 			.what = what, .keykind = keykind, .key = key, .time = time, .insns = t->insns,
@@ -746,16 +341,6 @@ HOT int do_exit(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind,
 			return pop(p, t, time, 1);
 	}
 	return do_exit_search(p, t, key, kind, time);
-}
-
-static inline size_t entry_bit(uint64_t addr)
-{
-	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 48) & (ENTRY_BITS - 1);
-}
-
-static inline size_t entry_slot(uint64_t addr)
-{
-	return (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
 static int is_entry(const struct tk_prof *p, uint64_t addr)
@@ -980,7 +565,7 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 	if (t->depth || t->gapped)
 		return 0;
 	/* maybe the return of a call that the previous chunk made: a merge replays it */
-	if (grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
+	if (prof_grow((void **)&t->orph, &t->corph, t->norph + 1, sizeof *t->orph) < 0)
 		return -TK_E_NOMEM;
 	t->orph[t->norph++] = (struct orphan){
 		.what = ORPH_ENABLE, .keykind = (uint32_t)(unknown ? JUMPED_UNKNOWN : jumped_out) |
@@ -1013,192 +598,8 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- public: building ------------------------------------------------------------------ */
 
-static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
-{
-	struct entry_set *e = calloc(1, sizeof *e);
-	size_t nslots = 16;
+/* ---- public: building ------------------------------------------------------------------ */
 
-	while (nslots < 2 * n)
-		nslots *= 2;
-	if (!e || !(e->v = malloc(n * sizeof *e->v)) ||
-	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits)) ||
-	    !(e->slots = calloc(nslots, sizeof *e->slots))) {
-		if (e) {
-			free(e->v);
-			free(e->bits);
-		}
-		free(e);
-		return NULL;
-	}
-	e->slot_mask = nslots - 1;
-	memcpy(e->v, entries, n * sizeof *e->v);
-	qsort(e->v, n, sizeof *e->v, tk_cmp_u64);
-	for (size_t i = 0; i < n; i++)
-		if (!e->n || e->v[e->n - 1] != e->v[i])
-			e->v[e->n++] = e->v[i];
-	for (size_t i = 0; i < e->n; i++) {
-		size_t b = entry_bit(e->v[i]);
-		e->bits[b / 64] |= (uint64_t)1 << (b % 64);
-		if (!e->v[i])
-			continue;   /* is_entry looks 0 up in v */
-		size_t k = entry_slot(e->v[i]);
-		while (e->slots[k & e->slot_mask])
-			k++;
-		e->slots[k & e->slot_mask] = e->v[i];
-	}
-	e->refs = 1;
-	return e;
-}
-
-static void entry_set_put(struct entry_set *e)
-{
-	if (e && __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		free(e->v);
-		free(e->bits);
-		free(e->slots);
-		free(e);
-	}
-}
-
-/* P's entries from its entry set (none without one). */
-static void use_entries(struct tk_prof *p)
-{
-	p->entries = p->eset ? p->eset->v : NULL;
-	p->nentries = p->eset ? p->eset->n : 0;
-	p->entry_bits = p->eset ? p->eset->bits : NULL;
-	p->entry_slots = p->eset ? p->eset->slots : NULL;
-	p->entry_slot_mask = p->eset ? p->eset->slot_mask : 0;
-	p->opts.entries = p->entries;
-	p->opts.nentries = p->nentries;
-}
-
-/* The state of a profile that has seen nothing (its tables empty). */
-static void start_empty(struct tk_prof *p)
-{
-	memset(&p->sum, 0, sizeof p->sum);
-	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
-	p->sum.clock = p->opts.clock;
-	p->last_track = NONE32;
-	/* an empty slot holds a start address that belongs to another slot: never a hit */
-	for (size_t i = 0; i < BLOCK_CACHE; i++)
-		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
-}
-
-struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
-{
-	struct tk_prof *p = calloc(1, sizeof *p);
-	if (!p) {
-		if (err)
-			*err = -TK_E_NOMEM;
-		return NULL;
-	}
-	if (opts) {
-		size_t n = opts->sz < sizeof p->opts ? opts->sz : sizeof p->opts;
-		memcpy(&p->opts, opts, n);
-	}
-	p->opts.sz = sizeof p->opts;
-	if (!p->opts.entries)
-		p->opts.nentries = 0;
-	if (p->opts.nentries && !(p->eset = entry_set_new(p->opts.entries, p->opts.nentries))) {
-		free(p);
-		if (err)
-			*err = -TK_E_NOMEM;
-		return NULL;
-	}
-	use_entries(p);
-	/* cache-line aligned: a slot must not straddle two lines */
-	p->block_cache = aligned_alloc(64, BLOCK_CACHE * sizeof *p->block_cache);
-	if (node_rehash(p) < 0 || !p->block_cache) {
-		tk_prof_free(p);
-		if (err)
-			*err = -TK_E_NOMEM;
-		return NULL;
-	}
-	start_empty(p);
-	if (err)
-		*err = 0;
-	return p;
-}
-
-struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
-{
-	struct tk_prof_opts o = p->opts;
-
-	o.entries = NULL;
-	o.nentries = 0;
-	struct tk_prof *q = tk_prof_new(&o, err);
-
-	if (q && p->eset) {
-		__atomic_add_fetch(&p->eset->refs, 1, __ATOMIC_RELAXED);
-		q->eset = p->eset;
-		use_entries(q);
-	}
-	return q;
-}
-
-/* Free what P gathered besides its tables: the functions' big[], the duration log and its
- * maps, the tracks' stacks. */
-static void free_gathered(struct tk_prof *p)
-{
-	for (size_t i = 0; i < p->nfuncs; i++)
-		free(p->funcs[i].big);
-	for (size_t i = 0; i < p->ndlog; i++) {
-		if (p->dlog[i].spilled)
-			munmap(p->dlog[i].v, DLOG_CHUNK * sizeof *p->dlog[i].v);
-		else
-			free(p->dlog[i].v);
-	}
-	if (p->spill_fd)
-		close(p->spill_fd - 1);
-	for (size_t i = 0; i < p->nfmaps; i++)
-		free(p->fmaps[i].v);
-	for (size_t i = 0; i < p->ntracks; i++) {
-		free(p->tracks[i].st);
-		free(p->tracks[i].orph);
-		free(p->tracks[i].rets.key);
-		free(p->tracks[i].rets.cnt);
-	}
-}
-
-int tk_prof_reset(struct tk_prof *p)
-{
-	free_gathered(p);
-	p->nnodes = p->nfuncs = p->nblocks = p->ntracks = p->ndlog = p->nfmaps = 0;
-	p->dlog_cur = NULL;
-	p->dlog_n = p->dlog_cap = p->dlog_end = p->dlog_heap = 0;
-	p->spill_fd = 0;
-	p->spill_off = 0;
-	memset(p->node_map, 0, (p->node_mask + 1) * sizeof *p->node_map);
-	if (p->func_map)
-		memset(p->func_map, 0xff, (p->func_mask + 1) * sizeof *p->func_map);
-	if (p->block_map)
-		memset(p->block_map, 0xff, (p->block_mask + 1) * sizeof *p->block_map);
-	p->serial = 0;
-	p->final_orphans = 0;
-	p->finished = p->nomem = 0;
-	start_empty(p);
-	return 0;
-}
-
-void tk_prof_free(struct tk_prof *p)
-{
-	if (!p)
-		return;
-	free_gathered(p);
-	free(p->dlog);
-	free(p->fmaps);
-	free_nodes(p->nodes, p->cnodes);
-	free(p->links);
-	free(p->node_map);
-	free(p->funcs);
-	free(p->func_map);
-	free(p->blocks);
-	free(p->block_map);
-	free(p->tracks);
-	free(p->block_cache);
-	entry_set_put(p->eset);
-	free(p);
-}
 
 int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 {
@@ -1362,7 +763,7 @@ int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t
 	p->sum.events += execs;
 	if (p->opts.flags & TK_PROF_NO_BLOCKS)
 		return 0;
-	struct block *b = get_block(p, start, last);
+	struct block *b = prof_get_block(p, start, last);
 	if (!b) {
 		p->nomem = 1;
 		return -TK_E_NOMEM;
@@ -1392,7 +793,7 @@ int tk_prof_finish(struct tk_prof *p)
 {
 	if (p->finished)
 		return 0;
-	block_cache_flush(p);
+	prof_block_cache_flush(p);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		struct track *t = &p->tracks[i];
 		p->sum.open_at_end += t->depth;
@@ -1428,7 +829,7 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 	size_t n = 0, cap = 0;
 	int rc = 0;
 
-	if (grow((void **)&stack, &cap, 1, sizeof *stack) < 0)
+	if (prof_grow((void **)&stack, &cap, 1, sizeof *stack) < 0)
 		return -TK_E_NOMEM;
 	stack[n++] = (struct pair){ src, dst };
 	map[src] = dst;
@@ -1453,7 +854,7 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 			} else {
 				m = get_child(into, pr.into, cn->key, cn->kind, track);
 			}
-			if (m == NONE32 || grow((void **)&stack, &cap, n + 1, sizeof *stack) < 0) {
+			if (m == NONE32 || prof_grow((void **)&stack, &cap, n + 1, sizeof *stack) < 0) {
 				rc = -TK_E_NOMEM;
 				goto out;
 			}
@@ -1551,7 +952,7 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			return rc;
 		add_child_cost(tm, tb->base_child_ticks, tb->base_child_insns);
 	}
-	if (grow((void **)&tm->st, &tm->cap, tm->depth + tb->depth, sizeof *tm->st) < 0)
+	if (prof_grow((void **)&tm->st, &tm->cap, tm->depth + tb->depth, sizeof *tm->st) < 0)
 		return -TK_E_NOMEM;
 	for (size_t i = 0; i < tb->depth; i++) {
 		struct frame f = tb->st[i];
@@ -1592,7 +993,7 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 			for (size_t j = 0; j < k; j++) {
 				uint64_t e = v[j];
 				uint32_t f = (uint32_t)(e >> 32);
-				if (into->dlog_n == into->dlog_cap && dlog_more(into) < 0)
+				if (into->dlog_n == into->dlog_cap && prof_dlog_more(into) < 0)
 					return -TK_E_NOMEM;
 				into->dlog_cur[into->dlog_n++] =
 					(uint64_t)fmap[m ? m[f] : f] << 32 | (e & 0xffffffffu);
@@ -1604,8 +1005,8 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 		return 0;
 	/* FMAP itself, and the composition with each map that FROM's taken chunks carry */
 	size_t need = into->nfmaps + 1 + from->nfmaps;
-	if (grow((void **)&into->fmaps, &into->cfmaps, need, sizeof *into->fmaps) < 0 ||
-	    grow((void **)&into->dlog, &into->cdlog, into->ndlog + from->ndlog, sizeof *into->dlog) < 0)
+	if (prof_grow((void **)&into->fmaps, &into->cfmaps, need, sizeof *into->fmaps) < 0 ||
+	    prof_grow((void **)&into->dlog, &into->cdlog, into->ndlog + from->ndlog, sizeof *into->dlog) < 0)
 		return -TK_E_NOMEM;
 	size_t base = into->nfmaps;
 	for (size_t i = 0; i < from->nfmaps; i++) {
@@ -1640,9 +1041,9 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 			int last = d.v == from->dlog_cur;
 			size_t bytes = (last ? from->dlog_cap : DLOG_CHUNK) * sizeof *d.v;
 			uint64_t *m;
-			if (into->dlog_heap + bytes > dlog_budget(into) &&
+			if (into->dlog_heap + bytes > prof_dlog_budget(into) &&
 			    (last ? from->dlog_end : DLOG_CHUNK) == DLOG_CHUNK &&
-			    (m = spill_chunk(into)) != NULL) {
+			    (m = prof_spill_chunk(into)) != NULL) {
 				memcpy(m, d.v, d.n * sizeof *d.v);
 				free(d.v);
 				d.v = m;
@@ -1687,7 +1088,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 
 	for (size_t i = 0; i < from->nblocks; i++) {
 		const struct block *fb = &from->blocks[i];
-		struct block *b = get_block(into, fb->start, fb->end);
+		struct block *b = prof_get_block(into, fb->start, fb->end);
 		if (!b)
 			goto nomem;
 		b->execs += fb->execs;
@@ -1698,7 +1099,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 		const struct block_slot *c = &from->block_cache[i];
 		if (!c->execs)
 			continue;
-		struct block *b = get_block(into, from->blocks[c->index].start, from->blocks[c->index].end);
+		struct block *b = prof_get_block(into, from->blocks[c->index].start, from->blocks[c->index].end);
 		if (!b)
 			goto nomem;
 		b->execs += c->execs;
@@ -1709,7 +1110,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 		goto nomem;
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
-		uint32_t fi = get_func(into, ff->track, ff->key, ff->kind);
+		uint32_t fi = prof_get_func(into, ff->track, ff->key, ff->kind);
 		if (fi == NONE32) {
 			free(fmap);
 			goto nomem;
@@ -1726,7 +1127,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 		struct func *f = &into->funcs[fmap[i]];
 		f->zeros += ff->zeros;
 		if (ff->nbig) {
-			if (grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
+			if (prof_grow((void **)&f->big, &f->cbig, f->nbig + ff->nbig, sizeof *f->big) < 0) {
 				if (!owned)
 					free(fmap);
 				goto nomem;

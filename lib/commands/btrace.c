@@ -395,7 +395,7 @@ const tk_cmd_fn tk_cmd_btrace[TK_CMD__COUNT] = {
 
 /* The branch traces' options. */
 #define BT_READ (TK_CMD_BIT(TK_CMD_DUMP) | TK_CMD_BIT(TK_CMD_DECODE) | TK_CMD_BIT(TK_CMD_STATS) | \
-		 TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_PROFILE))
+		 TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT))
 const struct tk_cmd_option tk_cmd_btrace_options[] = {
 	{ "tid", "N", "only thread N (convert --to ipt: the thread to write; default the first)",
 	  BT_READ, TK_OPT_U64, CMD_FIELD(tid), CMD_FIELD(has_tid) },
@@ -405,7 +405,7 @@ const struct tk_cmd_option tk_cmd_btrace_options[] = {
 	{ "no-retcomp", NULL, "convert --to ipt: the stream as recorded, every return a TIP",
 	  TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_FLAG, CMD_FIELD(no_retcomp), 0 },
 	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
-	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
+	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
 	  CMD_FIELD(has_tsc_hz) },
 	{ "btrace", NULL, "record a software branch trace of an unmodified x86-64 binary",
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(record), 0,

@@ -580,7 +580,7 @@ const tk_cmd_fn tk_cmd_ipt[TK_CMD__COUNT] = {
 
 /* Intel PT's options (raw streams and perf.data). */
 #define PT_CODE (TK_CMD_BIT(TK_CMD_DECODE) | TK_CMD_BIT(TK_CMD_STATS) | TK_CMD_BIT(TK_CMD_CONVERT) | \
-		 TK_CMD_BIT(TK_CMD_PROFILE))
+		 TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT))
 const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	{ "raw", "FILE[:FROM[-TO]]:ADDR", "load a raw code file (or bytes FROM..TO of it) at ADDR",
 	  PT_CODE, TK_OPT_LIST, CMD_FIELD(raw), CMD_FIELD(n_raw) },
@@ -596,7 +596,7 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	{ "cpu", "FAMILY/MODEL[/STEPPING]", "taken for ptxed's command lines; not needed",
 	  TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_STRING, CMD_FIELD(cpu), 0 },
 	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
-	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
+	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
 	  CMD_FIELD(has_tsc_hz) },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };

@@ -272,7 +272,50 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	return status;
 }
 
+/* tracekit report: the page's pipeline parts from the decoder (Kanata has no source). */
+static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		  const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_kanata_decoder *d = NULL;
+	struct tk_report_opts ro = { .sz = sizeof ro, .title = file,
+				     .format = tk_format_description(fi->id),
+				     .size = tk_input_file_size(in), .top = o->top,
+				     .stage_name = stage_name, .stage_ctx = &d };
+	struct tk_report *r;
+	struct tk_buf out;
+	int err, rc, status;
+
+	(void)unused;
+	if (o->cycles && (tk_cmd_parse_range(o->cycles, &ro.window_begin, &ro.window_end) < 0 ||
+			  ro.window_begin >= ro.window_end)) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
+		return TK_EXIT_USAGE;
+	}
+	if (!(r = tk_report_new(&ro, &err)) || !(d = tk_kanata_decoder_new(tk_report_sink(r), &err))) {
+		tk_report_free(r);
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		return TK_EXIT_INPUT;
+	}
+	if ((rc = tk_kanata_decode(d, in)) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		status = TK_EXIT_INPUT;
+	} else if (!(status = tk_cmd_gaps(c, file, tk_kanata_decoder_gaps(d), "skipped line"),
+		     rc = c->out_open(c, NULL, &out))) {
+		if ((rc = tk_report_write(r, &out)) < 0 && !out.err)
+			CMD_ERROR(c, file, UINT64_MAX, "cannot write the report: %s", tk_strerror(rc));
+		int crc = c->out_close(&out);
+		status = tk_cmd_max(crc ? crc : rc < 0 ? TK_EXIT_INPUT : 0, status);
+	} else {
+		status = tk_cmd_max(rc, status);
+	}
+	tk_kanata_decoder_free(d);
+	tk_report_free(r);
+	return status;
+}
+
 const tk_cmd_fn tk_cmd_kanata[TK_CMD__COUNT] = {
+	[TK_CMD_REPORT] = report,
 	[TK_CMD_INFO] = info, [TK_CMD_DUMP] = dump, [TK_CMD_CHECK] = check,
 	[TK_CMD_STATS] = stats, [TK_CMD_CONVERT] = convert,
 };
@@ -344,8 +387,10 @@ const struct tk_cmd_option tk_cmd_kanata_options[] = {
 	  TK_CMD_BIT(TK_CMD_STATS), TK_OPT_U64, CMD_FIELD(window), 0 },
 	{ "slowest", "N", "the N slowest retired instructions with their labels",
 	  TK_CMD_BIT(TK_CMD_STATS), TK_OPT_U64, CMD_FIELD(slowest), 0 },
-	{ "cycles", "A:B", "only instructions alive in cycles [A, B) (--to kanata: renumbered)",
-	  TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_STRING, CMD_FIELD(cycles), 0 },
+	{ "cycles", "A:B", "only instructions alive in cycles [A, B) (convert --to kanata: "
+	  "renumbered; report: the pipeline diagram's, counted from the first cycle)",
+	  TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_REPORT), TK_OPT_STRING,
+	  CMD_FIELD(cycles), 0 },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };
 

@@ -238,7 +238,7 @@ const tk_cmd_fn tk_cmd_xray[TK_CMD__COUNT] = {
 /* XRay's options. */
 const struct tk_cmd_option tk_cmd_xray_options[] = {
 	{ "instr-map", "F", "ELF binary or `llvm-xray extract` YAML: function names",
-	  TK_CMD_BIT(TK_CMD_INFO) | TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_PROFILE),
+	  TK_CMD_BIT(TK_CMD_INFO) | TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT),
 	  TK_OPT_STRING, CMD_FIELD(instr_map), 0 },
 	{ "xray", NULL, "run an XRay-instrumented program and collect its log",
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(record), 0,

@@ -127,6 +127,7 @@ enum tk_cmd_kind {
 	TK_CMD_CONVERT,   /* the format's conversions (TK_EXIT_AS_PROFILE: a profile output) */
 	TK_CMD_RECORD,    /* run the program in c->o->args, writing a trace of this format */
 	TK_CMD_PROFILE,   /* none: the profile runs the format's source (tracekit/run.h) */
+	TK_CMD_REPORT,    /* the HTML page of a format without a source (with one: the CLI's) */
 	TK_CMD__COUNT
 };
 /* The format's operation (NULL: the format has none). */

@@ -1090,68 +1090,30 @@ static int decode_chunk(struct ptd *d)
 	}
 }
 
-/* ---- chunked, parallel driver ----------------------------------------------------------- */
-
-struct run {
-	const uint8_t *buf;
-	size_t len;
-	const struct tk_ipt_flow_opts *o;
-	const struct tk_ipt_flow_consumer *c;
-	uint64_t *offs;
-	size_t nchunks;
-	/* per chunk: where its part of the trace ends (the next break, or len), and the
-	 * reason of the break it starts at (0: none) */
-	uint64_t *seg_end;
-	uint32_t *brk;
-	struct tk_ipt_flow_stats *cst;     /* per chunk */
-	pthread_mutex_t lock;
-	struct tk_flow **free_flows;
-	size_t nfree;
-	struct tk_flow *redo_flow;         /* decodes chunks again (merges are serial) */
-	int err;
-};
-
-static struct tk_flow *take_flow(struct run *r, int *err)
-{
-	struct tk_flow *f = NULL;
-
-	pthread_mutex_lock(&r->lock);
-	if (r->nfree)
-		f = r->free_flows[--r->nfree];
-	pthread_mutex_unlock(&r->lock);
-	return f ? f : tk_flow_new(r->o->image, err);
-}
-
-static void give_flow(struct run *r, struct tk_flow *f)
-{
-	pthread_mutex_lock(&r->lock);
-	r->free_flows[r->nfree++] = f;
-	pthread_mutex_unlock(&r->lock);
-}
-
-/* Chunk I with decoder F, its events to SINK, its counts into ST. */
-static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink sink,
-		      struct tk_ipt_flow_stats *st)
+/* The part [START, END) of BUF (decoding may read on to SEG_END, where the next break is) that
+ * starts at a break of reason BRK, decoded with F: its events to SINK, its counts into ST. */
+int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint64_t end,
+		     uint32_t brk, const struct tk_ipt_flow_opts *o, struct tk_flow *f,
+		     struct tk_sink sink, struct tk_ipt_flow_stats *st)
 {
 	struct ptd *d = calloc(1, sizeof(*d));
 	struct tk_event_batch *batch = malloc(sizeof(*batch));
 	int rc = -TK_E_NOMEM;
 
 	if (d && batch) {
-		d->buf = r->buf;
-		d->len = r->seg_end[i];
-		d->start = r->offs[i];
-		d->end = i + 1 < r->nchunks ? r->offs[i + 1] : r->len;
-		d->break_reason = r->brk[i];
+		d->buf = buf;
+		d->len = seg_end;
+		d->start = start;
+		d->end = end;
+		d->break_reason = brk;
 		d->flow = f;
 		d->st = st;
-		d->tm.mtc_freq = r->o->mtc_freq < 24 ? r->o->mtc_freq : 0;
-		d->tm.nom_freq = r->o->nom_freq;
-		d->tm.eax = r->o->cpuid_15_eax;
-		d->tm.ebx = r->o->cpuid_15_ebx;
+		d->tm.mtc_freq = o->mtc_freq < 24 ? o->mtc_freq : 0;
+		d->tm.nom_freq = o->nom_freq;
+		d->tm.eax = o->cpuid_15_eax;
+		d->tm.ebx = o->cpuid_15_ebx;
 		/* (an older caller's options end before the track) */
-		d->track = r->o->sz >= offsetof(struct tk_ipt_flow_opts, track) + sizeof(uint32_t)
-				   ? r->o->track : 0;
+		d->track = o->sz >= offsetof(struct tk_ipt_flow_opts, track) + sizeof(uint32_t) ? o->track : 0;
 		tk_flow_set_track(f, d->track);
 		d->out = batch;
 		tk_event_batch_init(batch, sink);
@@ -1161,220 +1123,5 @@ static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink
 	}
 	free(batch);
 	free(d);
-	return rc;
-}
-
-static int work(void *ctx, size_t i)
-{
-	struct run *r = ctx;
-	struct tk_sink sink = { 0 };
-	int rc = 0;
-	struct tk_flow *f = take_flow(r, &rc);
-
-	if (!f)
-		return rc;
-	if ((rc = r->c->begin(r->c->ctx, i, f, &sink)) >= 0) {
-		rc = decode_one(r, i, f, sink, &r->cst[i]);
-		if (rc >= 0 && r->c->end)
-			rc = r->c->end(r->c->ctx, i, f);
-	}
-	give_flow(r, f);
-	if (rc < 0 && r->c->fail)
-		r->c->fail(r->c->ctx, i, rc);
-	return rc < 0 ? rc : 0;
-}
-
-static int drop_count(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
-		      uint64_t insns)
-{
-	(void)ctx, (void)start, (void)last, (void)mode, (void)execs, (void)insns;
-	return 0;
-}
-
-/* Chunk I once more, when the consumer asks (see tk_ipt_flow_consumer.redo): the same
- * packets give the same events. A decoder of its own, whose block counts are dropped,
- * keeps those of the first decoding from counting twice; scratch stats its errors. */
-static int redo(struct run *r, size_t i)
-{
-	struct tk_ipt_flow_stats scratch = { 0 };
-	struct tk_sink sink = { 0 };
-	int rc = r->c->redo(r->c->ctx, i, NULL, NULL);
-
-	if (rc <= 0)
-		return rc;
-	if (!r->redo_flow && !(r->redo_flow = tk_flow_new(r->o->image, &rc)))
-		return rc;
-	if ((rc = r->c->redo(r->c->ctx, i, r->redo_flow, &sink)) >= 0)
-		rc = decode_one(r, i, r->redo_flow, sink, &scratch);
-	if (rc >= 0)
-		rc = tk_flow_take_counts(r->redo_flow, drop_count, NULL);
-	return rc;
-}
-
-static int merge(void *ctx, size_t i)
-{
-	struct run *r = ctx;
-	int rc;
-
-	if (r->c->redo && (rc = redo(r, i)) < 0)
-		return rc;
-	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
-}
-
-static int has_breaks(const struct tk_ipt_flow_opts *o)
-{
-	return o->sz >= offsetof(struct tk_ipt_flow_opts, break_reason) + sizeof(uint32_t) &&
-	       o->breaks && o->nbreaks;
-}
-
-/* The PSB split's chunk starts OFFS (N of them) with the breaks of O merged in (those
- * before the first chunk, past the end or off a PSB left out), into STARTS and the
- * reasons into BRK (0: no break) when not NULL. Returns how many. */
-static size_t merge_breaks(const uint8_t *buf, size_t len, const uint64_t *offs, size_t n,
-			   const struct tk_ipt_flow_opts *o, uint64_t *starts, uint32_t *brk)
-{
-	const uint64_t *b = has_breaks(o) ? o->breaks : NULL;
-	size_t nb = b ? o->nbreaks : 0, m = 0, i = 0, k = 0;
-	uint64_t last = 0;
-
-	while (i < n || k < nb) {
-		size_t psb;
-		if (k < nb && (b[k] <= offs[0] || b[k] >= len || (m && b[k] <= last) ||
-			       tk_ipt_psb_find(buf, len, (size_t)b[k], &psb) < 0 || psb != b[k])) {
-			k++;
-			continue;
-		}
-		int take_break = k < nb && (i == n || b[k] <= offs[i]);
-		if (take_break && i < n && b[k] == offs[i])
-			i++;
-		last = take_break ? b[k++] : offs[i++];
-		if (starts)
-			starts[m] = last;
-		if (brk)
-			brk[m] = take_break ? (o->break_reason ? o->break_reason : TK_GAP_OVERFLOW) : 0;
-		m++;
-	}
-	return m;
-}
-
-int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
-			   uint64_t *starts, size_t n)
-{
-	size_t chunk = o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
-	int64_t k = tk_ipt_split(buf, len, chunk, NULL, 0);
-	uint64_t *offs;
-
-	if (k <= 0)
-		return k;
-	if (!has_breaks(o)) {
-		if (starts && n < (size_t)k)
-			return -TK_E_INVAL;
-		if (starts)
-			tk_ipt_split(buf, len, chunk, starts, (size_t)k);
-		return k;
-	}
-	if (!(offs = malloc((size_t)k * sizeof(*offs))))
-		return -TK_E_NOMEM;
-	tk_ipt_split(buf, len, chunk, offs, (size_t)k);
-	size_t m = merge_breaks(buf, len, offs, (size_t)k, o, NULL, NULL);
-	if (starts && n >= m)
-		merge_breaks(buf, len, offs, (size_t)k, o, starts, NULL);
-	free(offs);
-	return starts && n < m ? -TK_E_INVAL : (int64_t)m;
-}
-
-/* The breaks become chunk starts too (merged into r->offs), and each chunk learns where
- * its part of the trace ends. */
-static int add_breaks(struct run *r)
-{
-	size_t n = merge_breaks(r->buf, r->len, r->offs, r->nchunks, r->o, NULL, NULL);
-	uint64_t *offs = malloc(n * sizeof(*offs));
-	uint32_t *brk = malloc(n * sizeof(*brk));
-
-	if (!offs || !brk || !(r->seg_end = malloc(n * sizeof(*r->seg_end)))) {
-		free(offs);
-		free(brk);
-		return -TK_E_NOMEM;
-	}
-	merge_breaks(r->buf, r->len, r->offs, r->nchunks, r->o, offs, brk);
-	for (size_t j = n, end = r->len; j-- > 0;) {
-		r->seg_end[j] = end;
-		if (brk[j])
-			end = (size_t)offs[j];
-	}
-	free(r->offs);
-	r->offs = offs;
-	r->brk = brk;
-	r->nchunks = n;
-	return 0;
-}
-
-void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flow_stats *from)
-{
-	to->insns += from->insns;
-	to->blocks += from->blocks;
-	to->events += from->events;
-	to->errors += from->errors;
-	to->overflows += from->overflows;
-	to->chunks += from->chunks;
-	tk_gap_stats_merge(&to->gaps, &from->gaps);
-}
-
-int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
-		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *st)
-{
-	struct run r = { .buf = buf, .len = len, .o = o, .c = c };
-	size_t chunk = o && o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
-	unsigned nthreads;
-	int64_t n;
-	int rc;
-
-	if (!o || !o->image || !c || !c->begin || !st || (!buf && len))
-		return -TK_E_INVAL;
-	memset(st, 0, sizeof(*st));
-	nthreads = o->nthreads ? o->nthreads : tk_cpu_count();
-	n = tk_ipt_split(buf, len, chunk, NULL, 0);
-	if (n <= 0) {
-		if (len)
-			tk_gap_stats_add(&st->gaps, 0, len);
-		return 0;
-	}
-	r.nchunks = (size_t)n;
-	if (!(r.offs = malloc(r.nchunks * sizeof(*r.offs)))) {
-		rc = -TK_E_NOMEM;
-		goto out;
-	}
-	tk_ipt_split(buf, len, chunk, r.offs, r.nchunks);
-	if (r.offs[0])
-		tk_gap_stats_add(&st->gaps, 0, r.offs[0]);
-	if ((rc = add_breaks(&r)) < 0)
-		goto out;
-	r.cst = calloc(r.nchunks, sizeof(*r.cst));
-	r.free_flows = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_flows));
-	if (!r.cst || !r.free_flows) {
-		rc = -TK_E_NOMEM;
-		goto out;
-	}
-	pthread_mutex_init(&r.lock, NULL);
-	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads };
-
-	rc = tk_pool_run(&po, r.nchunks, work, merge, &r);
-	pthread_mutex_destroy(&r.lock);
-	for (size_t i = 0; i < r.nchunks; i++) {
-		tk_ipt_flow_stats_add(st, &r.cst[i]);
-	}
-	st->chunks = r.nchunks;
-out:
-	for (size_t i = 0; r.free_flows && i < r.nfree; i++) {
-		if (rc >= 0 && c->done)
-			rc = c->done(c->ctx, r.free_flows[i]);
-		tk_flow_free(r.free_flows[i]);
-	}
-	free(r.free_flows);
-	tk_flow_free(r.redo_flow);
-	free(r.offs);
-	free(r.cst);
-	free(r.seg_end);
-	free(r.brk);
 	return rc;
 }

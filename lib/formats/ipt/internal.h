@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "tracekit/event.h"
 #include "tracekit/ipt.h"
 
 /* Block context for PEBS-via-PT: BIP packets are only valid between BBP and BEP, and
@@ -29,5 +30,15 @@ int tk_ipt_pkt_resync(struct tk_ipt_pkt_decoder *d, uint64_t end, uint64_t *at,
 
 /* The IP of the FUP in the PSB+ whose PSB ends at POS: 1 and *IP, or 0 without one. */
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip);
+
+struct tk_flow;
+struct tk_ipt_flow_opts;
+struct tk_ipt_flow_stats;
+/* One chunk of the flow decoder (flow.c), for the parallel driver (flow_parallel.c): the part
+ * [START, END) of BUF, which starts at a break of reason BRK (0: a PSB) and may read on to
+ * SEG_END; its events to SINK, its counts into ST. */
+int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint64_t end,
+		     uint32_t brk, const struct tk_ipt_flow_opts *o, struct tk_flow *f,
+		     struct tk_sink sink, struct tk_ipt_flow_stats *st);
 
 #endif

@@ -11,76 +11,7 @@
  * seconds and the nanoseconds of the wall-clock marker to be smaller, which is no strict
  * weak ordering, so std::sort scrambles threads with more than 16 buffers. We sort by
  * (seconds, nanoseconds, first TSC, file offset), which is a total order. */
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include "formats/xray/internal.h"
-
-struct xr_buf {
-	uint64_t start, end;       /* record bytes (after BufferExtents) */
-	uint64_t sec;
-	uint32_t nanos;
-	uint32_t thread;
-	uint64_t first_tsc;
-	uint64_t seq;
-	int self_contained;        /* sets its base TSC before any record: needs no carry */
-};
-
-/* Flags of a record expanded without the inherited state. */
-enum { FIX_BASE = 1, FIX_CPU = 2, FIX_FUNC = 4, FIX_RT = 8, FIX_PID = 16 };
-
-struct xr_rec {
-	struct tk_xray_rec r;
-	uint32_t argi;
-	uint8_t fix;
-};
-
-/* The output of expanding one buffer. */
-struct xr_out {
-	struct xr_rec *recs;
-	size_t n, cap;
-	uint64_t *args;
-	size_t nargs, capargs;
-	/* state at the end of the buffer; *_known = set inside the buffer */
-	int base_known, cpu_known, func_known, rt_known, pid_known;
-	uint64_t base;             /* absolute if base_known, else the sum of deltas */
-	uint16_t cpu, rt;
-	int32_t func;
-	uint32_t pid;
-	/* damage: the buffer was cut at err_off */
-	const char *err;
-	uint64_t err_off, err_skip;
-	int err_reason;
-	int nomem;
-};
-
-/* The state a thread carries from buffer to buffer. */
-struct xr_carry {
-	uint64_t base;
-	uint16_t cpu, rt;
-	int32_t func;
-	uint32_t pid;
-	uint64_t depth;
-	int wrapped;
-};
-
-struct tk_xray {
-	const uint8_t *p;
-	size_t n;
-	struct tk_xray_header h;
-	struct tk_xray_opts opts;
-	struct xr_buf *bufs;
-	size_t nbufs, capbufs;
-	struct tk_xray_thread_info *threads;
-	size_t nthreads, capthreads;
-	uint32_t *thash;           /* (pid, tid) -> thread index + 1 */
-	size_t thash_cap;
-	uint32_t *rank;            /* FDR: thread order of llvm-xray's block index */
-	struct tk_gap_stats index_gaps;
-	struct tk_xray_stats stats;
-	uint8_t cpu_seen[8192];
-};
+#include "formats/xray/trace_internal.h"
 
 const struct tk_xray_header *tk_xray_header(const struct tk_xray *x) { return &x->h; }
 size_t tk_xray_thread_count(const struct tk_xray *x) { return x->nthreads; }
@@ -97,8 +28,7 @@ const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x) { return &x->
  * threads' buffers, read much later in thread order). This keeps the resident size
  * independent of the log size. */
 #define RELEASE_ALIGN ((uintptr_t)64 << 10)
-#define RELEASE_SPAN ((uint64_t)4 << 20)
-static void release(const struct tk_xray *x, uint64_t start, uint64_t end)
+void xr_release(const struct tk_xray *x, uint64_t start, uint64_t end)
 {
 	if (!x->opts.release_input || end <= start)
 		return;
@@ -110,370 +40,6 @@ static void release(const struct tk_xray *x, uint64_t start, uint64_t end)
 	e = e > hi ? hi : e;
 	if (e > a)
 		madvise((void *)a, e - a, MADV_DONTNEED);
-}
-
-/* ---- index ------------------------------------------------------------------------------ */
-
-static uint64_t thread_key_hash(uint32_t pid, uint32_t tid)
-{
-	return tk_hash64((uint64_t)pid << 32 | tid);
-}
-
-static int thread_index(struct tk_xray *x, uint32_t pid, uint32_t tid, uint32_t *out)
-{
-	if ((x->nthreads + 1) * 2 > x->thash_cap) {
-		size_t cap = x->thash_cap ? x->thash_cap * 2 : 64;
-		uint32_t *t = calloc(cap, sizeof *t);
-		if (!t)
-			return -TK_E_NOMEM;
-		for (size_t i = 0; i < x->nthreads; i++) {
-			size_t j = thread_key_hash(x->threads[i].pid, x->threads[i].tid) & (cap - 1);
-			while (t[j])
-				j = (j + 1) & (cap - 1);
-			t[j] = (uint32_t)i + 1;
-		}
-		free(x->thash);
-		x->thash = t;
-		x->thash_cap = cap;
-	}
-	size_t j = thread_key_hash(pid, tid) & (x->thash_cap - 1);
-	while (x->thash[j]) {
-		struct tk_xray_thread_info *ti = &x->threads[x->thash[j] - 1];
-		if (ti->pid == pid && ti->tid == tid) {
-			*out = x->thash[j] - 1;
-			return 0;
-		}
-		j = (j + 1) & (x->thash_cap - 1);
-	}
-	if (x->nthreads == x->capthreads) {
-		size_t cap = x->capthreads ? x->capthreads * 2 : 16;
-		void *t = realloc(x->threads, cap * sizeof *x->threads);
-		if (!t)
-			return -TK_E_NOMEM;
-		x->threads = t;
-		x->capthreads = cap;
-	}
-	struct tk_xray_thread_info *ti = &x->threads[x->nthreads];
-	memset(ti, 0, sizeof *ti);
-	ti->pid = pid;
-	ti->tid = tid;
-	x->thash[j] = (uint32_t)x->nthreads + 1;
-	*out = (uint32_t)x->nthreads++;
-	return 0;
-}
-
-static int add_buf(struct tk_xray *x, const struct xr_buf *b)
-{
-	if (x->nbufs == x->capbufs) {
-		size_t cap = x->capbufs ? x->capbufs * 2 : 256;
-		void *t = realloc(x->bufs, cap * sizeof *x->bufs);
-		if (!t)
-			return -TK_E_NOMEM;
-		x->bufs = t;
-		x->capbufs = cap;
-	}
-	x->bufs[x->nbufs] = *b;
-	x->bufs[x->nbufs].seq = x->nbufs;
-	x->nbufs++;
-	return 0;
-}
-
-static void index_damage(struct tk_xray *x, uint64_t off, uint64_t skipped, const char *msg)
-{
-	tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes", (unsigned long long)off, msg,
-	       (unsigned long long)skipped);
-	tk_gap_stats_add(&x->index_gaps, off, skipped);
-}
-
-/* Read the metadata at the start of an FDR buffer: thread, process, wall clock, first TSC. */
-static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
-{
-	const uint8_t *p = x->p;
-	int be = x->h.big_endian;
-	uint64_t o = b->start;
-	int32_t tid;
-	uint32_t pid = 0;
-
-	if (b->end - o < 16 || p[o] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
-		return -1;
-	tid = (int32_t)xr_rd32(p + o + 1, be);
-	if (x->h.version == 2)
-		pid = 0;
-	for (o += 16; o + 16 <= b->end && xr_is_meta(p[o], be); o += 16) {
-		unsigned k = xr_meta_kind(p[o], be);
-		if (k == TK_XRAY_WALLTIME) {
-			b->sec = xr_rd64(p + o + 1, be);
-			b->nanos = xr_rd32(p + o + 9, be);
-		} else if (k == TK_XRAY_PID) {
-			pid = xr_rd32(p + o + 1, be);
-		} else if (k == TK_XRAY_NEW_CPU) {
-			b->first_tsc = xr_rd64(p + o + 3, be);
-			b->self_contained = 1;
-			break;
-		} else if (k == TK_XRAY_TSC_WRAP) {
-			b->first_tsc = xr_rd64(p + o + 1, be);
-			b->self_contained = 1;
-			break;
-		} else {
-			break;
-		}
-	}
-	return thread_index(x, pid, (uint32_t)tid, &b->thread);
-}
-
-static int index_fdr(struct tk_xray *x)
-{
-	const uint8_t *p = x->p;
-	size_t n = x->n, off = 32;
-	int be = x->h.big_endian, rc;
-	uint64_t short_bufs = 0, short_first = 0;
-
-	size_t released = 0;
-	while (off < n) {
-		struct xr_buf b;
-		if (off - released >= (8u << 20)) {
-			/* reading a buffer's head maps its neighbours too (fault-around) */
-			release(x, released, off);
-			released = off;
-		}
-		memset(&b, 0, sizeof b);
-		if (x->h.version >= 2) {
-			if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be)) {
-				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
-				index_damage(x, off, to - off,
-					     n - off < 16 ? "truncated BufferExtents record"
-							  : "expected a BufferExtents record");
-				off = to;
-				continue;
-			}
-			struct xr_extent ex;
-			b.start = off + 16;
-			b.end = xr_buffer_end(p, n, off, &x->h, &ex);
-			const char *msg = xr_extent_msg(&ex);
-			if (ex.typed_short) {
-				if (!short_bufs++)
-					short_first = off;
-			} else if (msg)
-				index_damage(x, off, ex.missing, msg);
-		} else {
-			if (p[off] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be)) {
-				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
-				index_damage(x, off, to - off, "expected a NewBuffer record");
-				off = to;
-				continue;
-			}
-			b.start = off;
-			uint64_t bs = x->h.v1_buffer_size;
-			if (bs >= 16 && bs <= n - off) {
-				b.end = off + bs;
-			} else {
-				b.end = xr_find_buffer(p, n, off + 1, &x->h);
-				if (bs >= 16 && b.end == n)
-					index_damage(x, off, bs - (n - off), "buffer past end of file");
-			}
-		}
-		off = b.end;
-		if (b.end == b.start)
-			continue;
-		if ((rc = fdr_buffer_head(x, &b)) < 0) {
-			if (rc == -TK_E_NOMEM)
-				return rc;
-			index_damage(x, b.start, b.end - b.start,
-				     "buffer does not start with a NewBuffer record");
-			continue;
-		}
-		if ((rc = add_buf(x, &b)) < 0)
-			return rc;
-		x->threads[b.thread].buffers++;
-	}
-	if (short_bufs)  /* one warning: a runtime writes every such buffer so */
-		tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu buffers)", (unsigned long long)short_first,
-		       XR_MSG_TYPED_SHORT, (unsigned long long)short_bufs);
-	return 0;
-}
-
-/* Basic mode: runs of one thread's records (at most 64K records each) act as buffers. */
-static int index_basic(struct tk_xray *x)
-{
-	const uint8_t *p = x->p;
-	size_t n = x->n, off = 32;
-	int be = x->h.big_endian, rc;
-	struct xr_buf b;
-	uint32_t cur_tid = 0, cur_pid = 0;
-	int open = 0;
-
-	memset(&b, 0, sizeof b);
-	for (; off + 32 <= n; off += 32) {
-		const uint8_t *q = p + off;
-		if ((off & ((8u << 20) - 1)) == 0 && off >= (8u << 20))
-			release(x, off - (8u << 20), off);
-		uint32_t tid, pid;
-		if (xr_rd16(q, be) == 1) {
-			tid = xr_rd32(q + 8, be);
-			pid = xr_rd32(q + 12, be);
-		} else {
-			tid = xr_rd32(q + 16, be);
-			pid = xr_rd32(q + 20, be);
-		}
-		if (open && tid == cur_tid && pid == cur_pid && off - b.start < 32u * 65536)
-			continue;
-		if (open) {
-			b.end = off;
-			if ((rc = add_buf(x, &b)) < 0)
-				return rc;
-			x->threads[b.thread].buffers++;
-		}
-		memset(&b, 0, sizeof b);
-		b.start = off;
-		b.first_tsc = xr_rd64(q + 8, be);
-		b.self_contained = 1;
-		cur_tid = tid;
-		cur_pid = pid;
-		if ((rc = thread_index(x, pid, tid, &b.thread)) < 0)
-			return rc;
-		open = 1;
-	}
-	if (open) {
-		b.end = off;
-		if ((rc = add_buf(x, &b)) < 0)
-			return rc;
-		x->threads[b.thread].buffers++;
-	}
-	if (off < n)
-		index_damage(x, off, n - off, "truncated record (basic-mode records are 32 bytes)");
-	return 0;
-}
-
-static int cmp_buf(const void *a, const void *b)
-{
-	const struct xr_buf *l = a, *r = b;
-#define CMP(f) if (l->f != r->f) return l->f < r->f ? -1 : 1
-	CMP(thread);
-	CMP(sec);
-	CMP(nanos);
-	CMP(first_tsc);
-	CMP(seq);
-#undef CMP
-	return 0;
-}
-
-static int cmp_buf_seq(const void *a, const void *b)
-{
-	const struct xr_buf *l = a, *r = b;
-	if (l->thread != r->thread)
-		return l->thread < r->thread ? -1 : 1;
-	return l->seq < r->seq ? -1 : l->seq > r->seq;
-}
-
-/* llvm-xray keeps a thread's blocks in a DenseMap keyed by (process id, thread id) and
- * writes threads in that map's bucket order, which decides the order of records with equal
- * TSCs. Rebuild that order: LLVM's pair hash, quadratic probing, 64 buckets doubling at
- * 3/4 load, keys inserted in the file order of their first buffer. */
-static unsigned dm_hash(uint64_t pid, int32_t tid)
-{
-	uint64_t key = (uint64_t)(unsigned)(pid * 37ULL) << 32 | (unsigned)((unsigned)tid * 37U);
-	key += ~(key << 32);
-	key ^= (key >> 22);
-	key += ~(key << 13);
-	key ^= (key >> 8);
-	key += (key << 3);
-	key ^= (key >> 15);
-	key += ~(key << 27);
-	key ^= (key >> 31);
-	return (unsigned)key;
-}
-
-static void dm_insert(const struct tk_xray *x, int32_t *b, size_t nb, uint32_t t)
-{
-	const struct tk_xray_thread_info *ti = &x->threads[t];
-	unsigned j = dm_hash((uint64_t)(int64_t)(int32_t)ti->pid, (int32_t)ti->tid) & (unsigned)(nb - 1);
-	for (unsigned probe = 1; b[j] >= 0; probe++)
-		j = (j + probe) & (unsigned)(nb - 1);
-	b[j] = (int32_t)t;
-}
-
-static int llvm_thread_rank(struct tk_xray *x)
-{
-	size_t nb = 64;
-	int32_t *b = malloc(nb * sizeof *b);
-	if (!b || !(x->rank = calloc(x->nthreads ? x->nthreads : 1, sizeof *x->rank))) {
-		free(b);
-		return -TK_E_NOMEM;
-	}
-	memset(b, 0xff, nb * sizeof *b);
-	/* threads were numbered in the file order of their first buffer */
-	for (uint32_t t = 0; t < x->nthreads; t++) {
-		if ((t + 1) * 4 >= nb * 3) {
-			size_t nn = nb * 2;
-			int32_t *n2 = malloc(nn * sizeof *n2);
-			if (!n2) {
-				free(b);
-				return -TK_E_NOMEM;
-			}
-			memset(n2, 0xff, nn * sizeof *n2);
-			for (size_t i = 0; i < nb; i++)
-				if (b[i] >= 0)
-					dm_insert(x, n2, nn, (uint32_t)b[i]);
-			free(b);
-			b = n2;
-			nb = nn;
-		}
-		dm_insert(x, b, nb, t);
-	}
-	uint32_t r = 0;
-	for (size_t i = 0; i < nb; i++)
-		if (b[i] >= 0)
-			x->rank[b[i]] = r++;
-	free(b);
-	return 0;
-}
-
-struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xray_opts *opts,
-			     int *err)
-{
-	struct tk_xray *x = calloc(1, sizeof *x);
-	int rc;
-
-	if (!x) {
-		*err = -TK_E_NOMEM;
-		return NULL;
-	}
-	x->p = data;
-	x->n = len;
-	if (opts)
-		memcpy(&x->opts, opts, opts->sz < sizeof x->opts ? opts->sz : sizeof x->opts);
-	if ((rc = tk_xray_read_header(data, len, &x->h)) < 0)
-		goto fail;
-	if (x->h.type == TK_XRAY_FDR && (x->h.version < 1 || x->h.version > 5)) {
-		rc = -TK_E_UNSUPPORTED;
-		goto fail;
-	}
-	rc = x->h.type == TK_XRAY_FDR ? index_fdr(x) : index_basic(x);
-	if (rc < 0)
-		goto fail;
-	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)
-		goto fail;
-	release(x, 0, len);
-	if (x->nbufs)
-		qsort(x->bufs, x->nbufs, sizeof *x->bufs,
-		      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
-	*err = 0;
-	return x;
-fail:
-	tk_xray_free(x);
-	*err = rc;
-	return NULL;
-}
-
-void tk_xray_free(struct tk_xray *x)
-{
-	if (!x)
-		return;
-	free(x->bufs);
-	free(x->threads);
-	free(x->thash);
-	free(x->rank);
-	free(x);
 }
 
 /* ---- expanding one buffer --------------------------------------------------------------- */
@@ -530,7 +96,7 @@ static void out_reset(struct xr_out *o)
 	o->nomem = 0;
 }
 
-static void out_free(struct xr_out *o)
+void xr_out_free(struct xr_out *o)
 {
 	free(o->recs);
 	free(o->args);
@@ -777,7 +343,7 @@ static void expand_basic(const struct tk_xray *x, const struct xr_buf *b, struct
 
 /* Expand buffer B. Basic-mode damage ends the run at the bad record; the caller resumes
  * after it, so one bad record costs 32 bytes, not the run. */
-static void expand(const struct tk_xray *x, const struct xr_buf *b, struct xr_out *o)
+void xr_expand(const struct tk_xray *x, const struct xr_buf *b, struct xr_out *o)
 {
 	out_reset(o);
 	if (x->h.type == TK_XRAY_FDR)
@@ -788,41 +354,7 @@ static void expand(const struct tk_xray *x, const struct xr_buf *b, struct xr_ou
 
 /* ---- delivering records in order ---------------------------------------------------------- */
 
-/* Counts of one chunk of buffers decoded on a worker, merged in order. */
-struct xr_tstat {
-	uint32_t thread;
-	uint64_t records, first, last;
-	uint64_t clamped;          /* exits seen at (chunk-relative) depth 0 */
-	uint64_t end_depth;
-	uint64_t clamp_off[4];
-};
-struct xr_err {
-	uint64_t off, skip;
-	const char *msg;
-};
-struct xr_chunk_stats {
-	struct tk_xray_stats s;
-	uint8_t cpu_seen[8192];
-	struct xr_tstat *ts;
-	size_t nts, capts;
-	struct xr_err *errs;
-	size_t nerrs, caperrs;
-	int nomem;
-};
-
-struct deliver {
-	struct tk_xray *x;
-	struct xr_chunk_stats *cst; /* chunk mode: count here, log nothing */
-	struct xr_carry carry;
-	uint32_t thread;
-	int have_thread;
-	tk_xray_rec_fn cb;
-	void *cb_ctx;
-	/* neutral events */
-	struct tk_event_batch *batch;
-};
-
-static void stats_reset(struct tk_xray *x)
+void xr_stats_reset(struct tk_xray *x)
 {
 	memset(&x->stats, 0, sizeof x->stats);
 	memset(x->cpu_seen, 0, sizeof x->cpu_seen);
@@ -835,7 +367,7 @@ static void stats_reset(struct tk_xray *x)
 	}
 }
 
-static void stats_finish(struct tk_xray *x)
+void xr_stats_finish(struct tk_xray *x)
 {
 	if (x->stats.first_tsc == UINT64_MAX)
 		x->stats.first_tsc = 0;
@@ -909,7 +441,7 @@ static int emit_rec(struct deliver *d, const struct tk_xray_rec *r)
 	return 0;
 }
 
-static void log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *msg)
+void xr_log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *msg)
 {
 	tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes to the next %s",
 	       (unsigned long long)off, msg, (unsigned long long)skip,
@@ -1062,7 +594,7 @@ static int deliver_end(struct deliver *d, const struct xr_buf *b, const struct x
 		}
 		cst->errs[cst->nerrs++] = (struct xr_err){ o->err_off, o->err_skip, o->err };
 	} else if (o->err) {
-		log_err(d->x, o->err_off, o->err_skip, o->err);
+		xr_log_err(d->x, o->err_off, o->err_skip, o->err);
 	}
 	if (o->err) {
 		if ((rc = emit_gap(d, o->err_off, o->err_skip, o->err_reason, b->thread)) < 0)
@@ -1072,7 +604,7 @@ static int deliver_end(struct deliver *d, const struct xr_buf *b, const struct x
 }
 
 /* Deliver the records of one expanded buffer: patch inherited state, count, hand on. */
-static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+int xr_deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
 {
 	struct xr_carry *cs = &d->carry;
 	struct dctx k;
@@ -1112,7 +644,7 @@ static int deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out 
  * before it, even after other metadata). Plain function records (no arguments; an exit
  * that ends a call of this chunk) go straight into the batch with their counts kept in
  * locals; everything else goes through deliver_one. The same records, counts and events
- * as expand() + deliver_buf(). */
+ * as xr_expand() + xr_deliver_buf(). */
 static __attribute__((noinline)) int deliver_held_slow(struct deliver *d, const struct dctx *k,
 							struct tk_xray_rec *r, struct xr_out *o)
 {
@@ -1347,7 +879,7 @@ out:
 		if (tmax > k.st->last_tsc)
 			k.st->last_tsc = tmax;
 	}
-	/* the end state, as expand() leaves it: absolute where set in the buffer, else the
+	/* the end state, as xr_expand() leaves it: absolute where set in the buffer, else the
 	 * sum of the deltas on top of the carried base */
 	o->base = o->base_known ? base : base - cs->base;
 	o->cpu = cpu;
@@ -1359,7 +891,7 @@ out:
 
 /* One copy per byte order: the record reads fold to plain loads. Chunk mode only (a
  * batch, no callback). */
-static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+int xr_expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
 {
 	if (d->x->h.big_endian)
 		return expand_deliver_fdr_endian(d, b, o, 1);
@@ -1367,7 +899,7 @@ static int expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct 
 }
 
 /* Basic mode resumes after a bad record inside a run: split the run there. */
-static void basic_resume(const struct xr_out *o, struct xr_buf *b)
+void xr_basic_resume(const struct xr_out *o, struct xr_buf *b)
 {
 	b->start = o->err_off + 32;
 }
@@ -1383,16 +915,16 @@ static int walk_serial(struct tk_xray *x, struct deliver *d)
 	for (size_t i = 0; i < x->nbufs && rc >= 0; i++) {
 		struct xr_buf b = x->bufs[i];
 		for (;;) {
-			expand(x, &b, &o);
-			if ((rc = deliver_buf(d, &b, &o)) < 0)
+			xr_expand(x, &b, &o);
+			if ((rc = xr_deliver_buf(d, &b, &o)) < 0)
 				break;
 			if (!o.err || x->h.type == TK_XRAY_FDR || o.err_off + 32 >= b.end)
 				break;
-			basic_resume(&o, &b);
+			xr_basic_resume(&o, &b);
 		}
-		release(x, x->bufs[i].start, x->bufs[i].end);
+		xr_release(x, x->bufs[i].start, x->bufs[i].end);
 	}
-	out_free(&o);
+	xr_out_free(&o);
 	return rc;
 }
 
@@ -1403,434 +935,8 @@ int tk_xray_walk(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
 	d.x = x;
 	d.cb = cb;
 	d.cb_ctx = ctx;
-	stats_reset(x);
+	xr_stats_reset(x);
 	int rc = walk_serial(x, &d);
-	stats_finish(x);
+	xr_stats_finish(x);
 	return rc;
-}
-
-/* ---- parallel decode into neutral events ---------------------------------------------------- */
-
-struct pjob {
-	struct tk_xray *x;
-	struct xr_out *slots;
-	size_t nslots;
-	struct deliver d;
-};
-
-static int pjob_work(void *ctx, size_t i)
-{
-	struct pjob *j = ctx;
-	expand(j->x, &j->x->bufs[i], &j->slots[i % j->nslots]);
-	return 0;
-}
-
-static int pjob_merge(void *ctx, size_t i)
-{
-	struct pjob *j = ctx;
-	struct tk_xray *x = j->x;
-	struct xr_out *o = &j->slots[i % j->nslots];
-	struct xr_buf b = x->bufs[i];
-	int rc;
-
-	for (;;) {
-		if ((rc = deliver_buf(&j->d, &b, o)) < 0)
-			return rc;
-		if (!o->err || x->h.type == TK_XRAY_FDR || o->err_off + 32 >= b.end) {
-			release(x, x->bufs[i].start, x->bufs[i].end);
-			return 0;
-		}
-		/* rare: a damaged basic record; finish the run here, serially */
-		basic_resume(o, &b);
-		expand(x, &b, o);
-	}
-}
-
-int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
-{
-	struct tk_event_batch *batch = malloc(sizeof *batch);
-	struct pjob j;
-	int rc;
-
-	if (!batch)
-		return -TK_E_NOMEM;
-	tk_event_batch_init(batch, sink);
-	memset(&j, 0, sizeof j);
-	j.x = x;
-	j.d.x = x;
-	j.d.batch = batch;
-	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
-	j.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
-	j.slots = calloc(j.nslots, sizeof *j.slots);
-	if (!j.slots) {
-		free(batch);
-		return -TK_E_NOMEM;
-	}
-	stats_reset(x);
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = j.nslots };
-	rc = tk_pool_run(&po, x->nbufs, pjob_work, pjob_merge, &j);
-	if (rc >= 0)
-		rc = tk_event_batch_flush(batch);
-	stats_finish(x);
-	for (size_t i = 0; i < j.nslots; i++)
-		out_free(&j.slots[i]);
-	free(j.slots);
-	free(batch);
-	return rc;
-}
-
-/* ---- chunks decoded in parallel into per-chunk consumers ------------------------------------ */
-
-struct cjob {
-	size_t first, end;         /* buffers */
-	struct xr_out o;
-	struct deliver d;
-	struct xr_chunk_stats st;
-	struct tk_event_batch batch;
-	void *consumer;
-	int rc;
-};
-
-struct cctx {
-	struct tk_xray *x;
-	const struct tk_xray_chunk_ops *ops;
-	void *ctx;
-	size_t *bounds;            /* chunk i = buffers [bounds[i], bounds[i + 1]) */
-	struct cjob *slots;
-	size_t nslots;
-	uint64_t *depth;           /* per thread, after the chunks merged so far */
-	uint8_t *wrapped;
-};
-
-static int cjob_work(void *ctx, size_t i)
-{
-	struct cctx *c = ctx;
-	struct tk_xray *x = c->x;
-	struct cjob *j = &c->slots[i % c->nslots];
-	struct tk_sink sink = { 0 };
-	int rc;
-
-	j->first = c->bounds[i];
-	j->end = c->bounds[i + 1];
-	memset(&j->d, 0, sizeof j->d);
-	j->d.x = x;
-	j->d.cst = &j->st;
-	free(j->st.ts);
-	free(j->st.errs);
-	memset(&j->st, 0, sizeof j->st);
-	j->st.s.first_tsc = UINT64_MAX;
-	j->consumer = NULL;
-	if ((rc = c->ops->begin(c->ctx, i, &sink, &j->consumer)) < 0)
-		return j->rc = rc;
-	tk_event_batch_init(&j->batch, sink);
-	j->d.batch = &j->batch;
-	/* FDR: a thread's buffers lie in file order between other threads' ones; the span
-	 * read since REL_FROM is given back every RELEASE_SPAN bytes (the other threads'
-	 * buffers in it come back from the page cache when their turn comes), not buffer by
-	 * buffer: one madvise and TLB flush per span */
-	uint64_t rel_from = UINT64_MAX, rel_to = 0;
-	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
-		struct xr_buf b = x->bufs[k];
-		if (x->h.type == TK_XRAY_FDR) {
-			rc = expand_deliver_fdr(&j->d, &b, &j->o);
-			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
-				if (rel_from != UINT64_MAX)
-					release(x, rel_from, rel_to);
-				rel_from = b.start;
-			}
-			rel_to = b.end;
-			continue;
-		}
-		for (;;) {
-			expand(x, &b, &j->o);
-			if ((rc = deliver_buf(&j->d, &b, &j->o)) < 0)
-				break;
-			if (!j->o.err || j->o.err_off + 32 >= b.end)
-				break;
-			basic_resume(&j->o, &b);
-		}
-		release(x, x->bufs[k].start, x->bufs[k].end);
-	}
-	if (rel_from != UINT64_MAX)
-		release(x, rel_from, rel_to);
-	if (rc >= 0)
-		rc = tk_event_batch_flush(&j->batch);
-	return j->rc = rc;
-}
-
-static int cjob_merge(void *ctx, size_t i)
-{
-	struct cctx *c = ctx;
-	struct tk_xray *x = c->x;
-	struct cjob *j = &c->slots[i % c->nslots];
-	struct xr_chunk_stats *cs = &j->st;
-
-	if (j->rc < 0)
-		return j->rc;
-	for (size_t e = 0; e < cs->nerrs; e++)
-		log_err(x, cs->errs[e].off, cs->errs[e].skip, cs->errs[e].msg);
-	x->stats.function_records += cs->s.function_records;
-	x->stats.custom_events += cs->s.custom_events;
-	x->stats.typed_events += cs->s.typed_events;
-	x->stats.call_args += cs->s.call_args;
-	x->stats.records += cs->s.records;
-	if (cs->s.first_tsc < x->stats.first_tsc)
-		x->stats.first_tsc = cs->s.first_tsc;
-	if (cs->s.last_tsc > x->stats.last_tsc)
-		x->stats.last_tsc = cs->s.last_tsc;
-	for (size_t k = 0; k < sizeof x->cpu_seen; k++)
-		x->cpu_seen[k] |= cs->cpu_seen[k];
-	for (size_t k = 0; k < cs->nts; k++) {
-		struct xr_tstat *t = &cs->ts[k];
-		struct tk_xray_thread_info *ti = &x->threads[t->thread];
-		uint64_t d = c->depth[t->thread];
-		ti->records += t->records;
-		if (t->records && t->first < ti->first_tsc)
-			ti->first_tsc = t->first;
-		if (t->last > ti->last_tsc)
-			ti->last_tsc = t->last;
-		/* the first D clamped exits ended calls begun in earlier chunks */
-		if (t->clamped > d) {
-			uint64_t orphans = t->clamped - d;
-			ti->orphan_exits += orphans;
-			x->stats.orphan_exits += orphans;
-			if (!c->wrapped[t->thread]) {
-				c->wrapped[t->thread] = 1;
-				tk_gap_stats_add(&x->stats.gaps, t->clamp_off[d < 4 ? d : 3], 0);
-			}
-		}
-		c->depth[t->thread] = t->end_depth + (d > t->clamped ? d - t->clamped : 0);
-	}
-	return c->ops->merge(c->ctx, i, j->consumer);
-}
-
-/* Chunks of about nbufs / (8 * workers) buffers, cut only where a buffer needs no state
- * from the one before it: their first buffers into BOUNDS (nbufs + 2 of room), then
- * nbufs; returns how many. */
-static size_t chunk_bounds(const struct tk_xray *x, size_t *bounds)
-{
-	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
-	size_t target = x->nbufs / (8 * (size_t)nt) + 1, nchunks = 0;
-
-	if (target < 4)
-		target = 4;
-	if (nt == 1)
-		target = SIZE_MAX;          /* one chunk: nothing to merge */
-	bounds[0] = 0;
-	for (size_t i = 1; i < x->nbufs; i++) {
-		size_t start = bounds[nchunks];
-		if (i - start >= target &&
-		    (x->bufs[i].thread != x->bufs[i - 1].thread || x->bufs[i].self_contained))
-			bounds[++nchunks] = i;
-	}
-	if (x->nbufs)
-		bounds[++nchunks] = x->nbufs;
-	return nchunks;
-}
-
-int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint32_t *thread,
-		   size_t *n)
-{
-	size_t *bounds = malloc((x->nbufs + 2) * sizeof *bounds);
-
-	if (!bounds)
-		return -TK_E_NOMEM;
-	*n = chunk_bounds(x, bounds);
-	for (size_t i = 0; begin && i < *n; i++) {
-		begin[i] = x->bufs[bounds[i]].start;
-		end[i] = x->bufs[bounds[i + 1] - 1].end;
-		thread[i] = x->bufs[bounds[i]].thread;
-	}
-	free(bounds);
-	return 0;
-}
-
-int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx)
-{
-	struct cctx c;
-	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
-	int rc = -TK_E_NOMEM;
-
-	memset(&c, 0, sizeof c);
-	c.x = x;
-	c.ops = ops;
-	c.ctx = ctx;
-	size_t nchunks;
-	c.bounds = malloc((x->nbufs + 2) * sizeof *c.bounds);
-	c.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
-	c.slots = calloc(c.nslots, sizeof *c.slots);
-	c.depth = calloc(x->nthreads + 1, sizeof *c.depth);
-	c.wrapped = calloc(x->nthreads + 1, 1);
-	if (!c.bounds || !c.slots || !c.depth || !c.wrapped)
-		goto out;
-	nchunks = chunk_bounds(x, c.bounds);
-	stats_reset(x);
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = c.nslots };
-	rc = tk_pool_run(&po, nchunks, cjob_work, cjob_merge, &c);
-	stats_finish(x);
-out:
-	for (size_t i = 0; c.slots && i < c.nslots; i++) {
-		out_free(&c.slots[i].o);
-		free(c.slots[i].st.ts);
-		free(c.slots[i].st.errs);
-	}
-	free(c.slots);
-	free(c.bounds);
-	free(c.depth);
-	free(c.wrapped);
-	return rc;
-}
-
-/* ---- records merged across threads by TSC --------------------------------------------------- */
-
-struct stream {
-	struct tk_xray *x;
-	size_t next_buf, end_buf;  /* this thread's buffers */
-	struct xr_buf cur;
-	int cur_open;
-	struct xr_out o;
-	size_t pos;
-	struct deliver d;          /* carries this thread's state */
-	uint32_t rank;
-};
-
-/* Collects the delivered (patched) records of one buffer in place. */
-static int stream_keep(void *ctx, const struct tk_xray_rec *r)
-{
-	(void)ctx, (void)r;
-	return 0;
-}
-
-static int cmp_rec_tsc(const void *a, const void *b)
-{
-	const struct xr_rec *l = a, *r = b;
-	if (l->r.tsc != r->r.tsc)
-		return l->r.tsc < r->r.tsc ? -1 : 1;
-	return l->r.offset < r->r.offset ? -1 : l->r.offset > r->r.offset;
-}
-
-/* Records whose TSCs go backwards inside a buffer (custom events before version 5 carry
- * their own absolute TSC) are put in order within the buffer, as llvm-xray's stable sort
- * by TSC would place them. */
-static void sort_buffer(struct xr_out *o)
-{
-	for (size_t i = 1; i < o->n; i++) {
-		if (o->recs[i].r.tsc < o->recs[i - 1].r.tsc) {
-			qsort(o->recs, o->n, sizeof *o->recs, cmp_rec_tsc);
-			return;
-		}
-	}
-}
-
-/* Make s->o hold at least one undelivered record; 0 when the thread is done. */
-static int stream_fill(struct stream *s)
-{
-	struct tk_xray *x = s->x;
-	int rc;
-
-	while (s->pos >= s->o.n) {
-		if (s->cur_open && s->o.err && x->h.type != TK_XRAY_FDR &&
-		    s->o.err_off + 32 < s->cur.end) {
-			basic_resume(&s->o, &s->cur);
-		} else {
-			if (s->cur_open)
-				release(x, s->x->bufs[s->next_buf - 1].start, s->x->bufs[s->next_buf - 1].end);
-			if (s->next_buf >= s->end_buf)
-				return 0;
-			s->cur = x->bufs[s->next_buf++];
-			s->cur_open = 1;
-		}
-		expand(x, &s->cur, &s->o);
-		s->pos = 0;
-		if ((rc = deliver_buf(&s->d, &s->cur, &s->o)) < 0)
-			return rc;
-		sort_buffer(&s->o);
-	}
-	return 1;
-}
-
-static int stream_less(const struct stream *a, const struct stream *b)
-{
-	const struct tk_xray_rec *ra = &a->o.recs[a->pos].r, *rb = &b->o.recs[b->pos].r;
-	if (ra->tsc != rb->tsc)
-		return ra->tsc < rb->tsc;
-	/* equal TSCs: llvm-xray's stable sort keeps its pre-sort order (file order in basic
-	 * mode, its thread map's order in FDR mode) */
-	if (a->rank != b->rank)
-		return a->rank < b->rank;
-	return ra->offset < rb->offset;
-}
-
-int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
-{
-	size_t ns = x->nthreads;
-	struct stream *s = calloc(ns ? ns : 1, sizeof *s);
-	struct stream **heap = calloc(ns ? ns : 1, sizeof *heap);
-	size_t nh = 0;
-	int rc = 0;
-
-	if (!s || !heap) {
-		free(s);
-		free(heap);
-		return -TK_E_NOMEM;
-	}
-	stats_reset(x);
-	/* bufs are sorted thread-major: find each thread's range */
-	for (size_t i = 0, t = 0; t < ns; t++) {
-		s[t].x = x;
-		s[t].rank = x->rank ? x->rank[t] : 0;
-		s[t].d.x = x;
-		s[t].d.cb = stream_keep;
-		s[t].next_buf = i;
-		while (i < x->nbufs && x->bufs[i].thread == t)
-			i++;
-		s[t].end_buf = i;
-	}
-	for (size_t t = 0; t < ns && rc >= 0; t++) {
-		rc = stream_fill(&s[t]);
-		if (rc > 0) {
-			/* sift up */
-			size_t k = nh++;
-			heap[k] = &s[t];
-			while (k && stream_less(heap[k], heap[(k - 1) / 2])) {
-				struct stream *tmp = heap[k];
-				heap[k] = heap[(k - 1) / 2];
-				heap[(k - 1) / 2] = tmp;
-				k = (k - 1) / 2;
-			}
-		}
-	}
-	while (nh && rc >= 0) {
-		struct stream *top = heap[0];
-		struct xr_rec *xr = &top->o.recs[top->pos++];
-		if ((rc = cb(ctx, &xr->r)) < 0)
-			break;
-		rc = stream_fill(top);
-		if (rc < 0)
-			break;
-		if (rc == 0)
-			heap[0] = heap[--nh];
-		/* sift down */
-		size_t k = 0;
-		for (;;) {
-			size_t l = 2 * k + 1, m = k;
-			if (l < nh && stream_less(heap[l], heap[m]))
-				m = l;
-			if (l + 1 < nh && stream_less(heap[l + 1], heap[m]))
-				m = l + 1;
-			if (m == k)
-				break;
-			struct stream *tmp = heap[k];
-			heap[k] = heap[m];
-			heap[m] = tmp;
-			k = m;
-		}
-		rc = 0;
-	}
-	stats_finish(x);
-	for (size_t t = 0; t < ns; t++)
-		out_free(&s[t].o);
-	free(s);
-	free(heap);
-	return rc < 0 ? rc : 0;
 }

@@ -1,0 +1,366 @@
+/* XRay trace: the index of thread buffers, and each thread's buffers put in time order. */
+#include "formats/xray/trace_internal.h"
+
+/* ---- index ------------------------------------------------------------------------------ */
+
+static uint64_t thread_key_hash(uint32_t pid, uint32_t tid)
+{
+	return tk_hash64((uint64_t)pid << 32 | tid);
+}
+
+static int thread_index(struct tk_xray *x, uint32_t pid, uint32_t tid, uint32_t *out)
+{
+	if ((x->nthreads + 1) * 2 > x->thash_cap) {
+		size_t cap = x->thash_cap ? x->thash_cap * 2 : 64;
+		uint32_t *t = calloc(cap, sizeof *t);
+		if (!t)
+			return -TK_E_NOMEM;
+		for (size_t i = 0; i < x->nthreads; i++) {
+			size_t j = thread_key_hash(x->threads[i].pid, x->threads[i].tid) & (cap - 1);
+			while (t[j])
+				j = (j + 1) & (cap - 1);
+			t[j] = (uint32_t)i + 1;
+		}
+		free(x->thash);
+		x->thash = t;
+		x->thash_cap = cap;
+	}
+	size_t j = thread_key_hash(pid, tid) & (x->thash_cap - 1);
+	while (x->thash[j]) {
+		struct tk_xray_thread_info *ti = &x->threads[x->thash[j] - 1];
+		if (ti->pid == pid && ti->tid == tid) {
+			*out = x->thash[j] - 1;
+			return 0;
+		}
+		j = (j + 1) & (x->thash_cap - 1);
+	}
+	if (x->nthreads == x->capthreads) {
+		size_t cap = x->capthreads ? x->capthreads * 2 : 16;
+		void *t = realloc(x->threads, cap * sizeof *x->threads);
+		if (!t)
+			return -TK_E_NOMEM;
+		x->threads = t;
+		x->capthreads = cap;
+	}
+	struct tk_xray_thread_info *ti = &x->threads[x->nthreads];
+	memset(ti, 0, sizeof *ti);
+	ti->pid = pid;
+	ti->tid = tid;
+	x->thash[j] = (uint32_t)x->nthreads + 1;
+	*out = (uint32_t)x->nthreads++;
+	return 0;
+}
+
+static int add_buf(struct tk_xray *x, const struct xr_buf *b)
+{
+	if (x->nbufs == x->capbufs) {
+		size_t cap = x->capbufs ? x->capbufs * 2 : 256;
+		void *t = realloc(x->bufs, cap * sizeof *x->bufs);
+		if (!t)
+			return -TK_E_NOMEM;
+		x->bufs = t;
+		x->capbufs = cap;
+	}
+	x->bufs[x->nbufs] = *b;
+	x->bufs[x->nbufs].seq = x->nbufs;
+	x->nbufs++;
+	return 0;
+}
+
+static void index_damage(struct tk_xray *x, uint64_t off, uint64_t skipped, const char *msg)
+{
+	tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes", (unsigned long long)off, msg,
+	       (unsigned long long)skipped);
+	tk_gap_stats_add(&x->index_gaps, off, skipped);
+}
+
+/* Read the metadata at the start of an FDR buffer: thread, process, wall clock, first TSC. */
+static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
+{
+	const uint8_t *p = x->p;
+	int be = x->h.big_endian;
+	uint64_t o = b->start;
+	int32_t tid;
+	uint32_t pid = 0;
+
+	if (b->end - o < 16 || p[o] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
+		return -1;
+	tid = (int32_t)xr_rd32(p + o + 1, be);
+	if (x->h.version == 2)
+		pid = 0;
+	for (o += 16; o + 16 <= b->end && xr_is_meta(p[o], be); o += 16) {
+		unsigned k = xr_meta_kind(p[o], be);
+		if (k == TK_XRAY_WALLTIME) {
+			b->sec = xr_rd64(p + o + 1, be);
+			b->nanos = xr_rd32(p + o + 9, be);
+		} else if (k == TK_XRAY_PID) {
+			pid = xr_rd32(p + o + 1, be);
+		} else if (k == TK_XRAY_NEW_CPU) {
+			b->first_tsc = xr_rd64(p + o + 3, be);
+			b->self_contained = 1;
+			break;
+		} else if (k == TK_XRAY_TSC_WRAP) {
+			b->first_tsc = xr_rd64(p + o + 1, be);
+			b->self_contained = 1;
+			break;
+		} else {
+			break;
+		}
+	}
+	return thread_index(x, pid, (uint32_t)tid, &b->thread);
+}
+
+static int index_fdr(struct tk_xray *x)
+{
+	const uint8_t *p = x->p;
+	size_t n = x->n, off = 32;
+	int be = x->h.big_endian, rc;
+	uint64_t short_bufs = 0, short_first = 0;
+
+	size_t released = 0;
+	while (off < n) {
+		struct xr_buf b;
+		if (off - released >= (8u << 20)) {
+			/* reading a buffer's head maps its neighbours too (fault-around) */
+			xr_release(x, released, off);
+			released = off;
+		}
+		memset(&b, 0, sizeof b);
+		if (x->h.version >= 2) {
+			if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be)) {
+				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
+				index_damage(x, off, to - off,
+					     n - off < 16 ? "truncated BufferExtents record"
+							  : "expected a BufferExtents record");
+				off = to;
+				continue;
+			}
+			struct xr_extent ex;
+			b.start = off + 16;
+			b.end = xr_buffer_end(p, n, off, &x->h, &ex);
+			const char *msg = xr_extent_msg(&ex);
+			if (ex.typed_short) {
+				if (!short_bufs++)
+					short_first = off;
+			} else if (msg)
+				index_damage(x, off, ex.missing, msg);
+		} else {
+			if (p[off] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be)) {
+				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
+				index_damage(x, off, to - off, "expected a NewBuffer record");
+				off = to;
+				continue;
+			}
+			b.start = off;
+			uint64_t bs = x->h.v1_buffer_size;
+			if (bs >= 16 && bs <= n - off) {
+				b.end = off + bs;
+			} else {
+				b.end = xr_find_buffer(p, n, off + 1, &x->h);
+				if (bs >= 16 && b.end == n)
+					index_damage(x, off, bs - (n - off), "buffer past end of file");
+			}
+		}
+		off = b.end;
+		if (b.end == b.start)
+			continue;
+		if ((rc = fdr_buffer_head(x, &b)) < 0) {
+			if (rc == -TK_E_NOMEM)
+				return rc;
+			index_damage(x, b.start, b.end - b.start,
+				     "buffer does not start with a NewBuffer record");
+			continue;
+		}
+		if ((rc = add_buf(x, &b)) < 0)
+			return rc;
+		x->threads[b.thread].buffers++;
+	}
+	if (short_bufs)  /* one warning: a runtime writes every such buffer so */
+		tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu buffers)", (unsigned long long)short_first,
+		       XR_MSG_TYPED_SHORT, (unsigned long long)short_bufs);
+	return 0;
+}
+
+/* Basic mode: runs of one thread's records (at most 64K records each) act as buffers. */
+static int index_basic(struct tk_xray *x)
+{
+	const uint8_t *p = x->p;
+	size_t n = x->n, off = 32;
+	int be = x->h.big_endian, rc;
+	struct xr_buf b;
+	uint32_t cur_tid = 0, cur_pid = 0;
+	int open = 0;
+
+	memset(&b, 0, sizeof b);
+	for (; off + 32 <= n; off += 32) {
+		const uint8_t *q = p + off;
+		if ((off & ((8u << 20) - 1)) == 0 && off >= (8u << 20))
+			xr_release(x, off - (8u << 20), off);
+		uint32_t tid, pid;
+		if (xr_rd16(q, be) == 1) {
+			tid = xr_rd32(q + 8, be);
+			pid = xr_rd32(q + 12, be);
+		} else {
+			tid = xr_rd32(q + 16, be);
+			pid = xr_rd32(q + 20, be);
+		}
+		if (open && tid == cur_tid && pid == cur_pid && off - b.start < 32u * 65536)
+			continue;
+		if (open) {
+			b.end = off;
+			if ((rc = add_buf(x, &b)) < 0)
+				return rc;
+			x->threads[b.thread].buffers++;
+		}
+		memset(&b, 0, sizeof b);
+		b.start = off;
+		b.first_tsc = xr_rd64(q + 8, be);
+		b.self_contained = 1;
+		cur_tid = tid;
+		cur_pid = pid;
+		if ((rc = thread_index(x, pid, tid, &b.thread)) < 0)
+			return rc;
+		open = 1;
+	}
+	if (open) {
+		b.end = off;
+		if ((rc = add_buf(x, &b)) < 0)
+			return rc;
+		x->threads[b.thread].buffers++;
+	}
+	if (off < n)
+		index_damage(x, off, n - off, "truncated record (basic-mode records are 32 bytes)");
+	return 0;
+}
+
+static int cmp_buf(const void *a, const void *b)
+{
+	const struct xr_buf *l = a, *r = b;
+#define CMP(f) if (l->f != r->f) return l->f < r->f ? -1 : 1
+	CMP(thread);
+	CMP(sec);
+	CMP(nanos);
+	CMP(first_tsc);
+	CMP(seq);
+#undef CMP
+	return 0;
+}
+
+static int cmp_buf_seq(const void *a, const void *b)
+{
+	const struct xr_buf *l = a, *r = b;
+	if (l->thread != r->thread)
+		return l->thread < r->thread ? -1 : 1;
+	return l->seq < r->seq ? -1 : l->seq > r->seq;
+}
+
+/* llvm-xray keeps a thread's blocks in a DenseMap keyed by (process id, thread id) and
+ * writes threads in that map's bucket order, which decides the order of records with equal
+ * TSCs. Rebuild that order: LLVM's pair hash, quadratic probing, 64 buckets doubling at
+ * 3/4 load, keys inserted in the file order of their first buffer. */
+static unsigned dm_hash(uint64_t pid, int32_t tid)
+{
+	uint64_t key = (uint64_t)(unsigned)(pid * 37ULL) << 32 | (unsigned)((unsigned)tid * 37U);
+	key += ~(key << 32);
+	key ^= (key >> 22);
+	key += ~(key << 13);
+	key ^= (key >> 8);
+	key += (key << 3);
+	key ^= (key >> 15);
+	key += ~(key << 27);
+	key ^= (key >> 31);
+	return (unsigned)key;
+}
+
+static void dm_insert(const struct tk_xray *x, int32_t *b, size_t nb, uint32_t t)
+{
+	const struct tk_xray_thread_info *ti = &x->threads[t];
+	unsigned j = dm_hash((uint64_t)(int64_t)(int32_t)ti->pid, (int32_t)ti->tid) & (unsigned)(nb - 1);
+	for (unsigned probe = 1; b[j] >= 0; probe++)
+		j = (j + probe) & (unsigned)(nb - 1);
+	b[j] = (int32_t)t;
+}
+
+static int llvm_thread_rank(struct tk_xray *x)
+{
+	size_t nb = 64;
+	int32_t *b = malloc(nb * sizeof *b);
+	if (!b || !(x->rank = calloc(x->nthreads ? x->nthreads : 1, sizeof *x->rank))) {
+		free(b);
+		return -TK_E_NOMEM;
+	}
+	memset(b, 0xff, nb * sizeof *b);
+	/* threads were numbered in the file order of their first buffer */
+	for (uint32_t t = 0; t < x->nthreads; t++) {
+		if ((t + 1) * 4 >= nb * 3) {
+			size_t nn = nb * 2;
+			int32_t *n2 = malloc(nn * sizeof *n2);
+			if (!n2) {
+				free(b);
+				return -TK_E_NOMEM;
+			}
+			memset(n2, 0xff, nn * sizeof *n2);
+			for (size_t i = 0; i < nb; i++)
+				if (b[i] >= 0)
+					dm_insert(x, n2, nn, (uint32_t)b[i]);
+			free(b);
+			b = n2;
+			nb = nn;
+		}
+		dm_insert(x, b, nb, t);
+	}
+	uint32_t r = 0;
+	for (size_t i = 0; i < nb; i++)
+		if (b[i] >= 0)
+			x->rank[b[i]] = r++;
+	free(b);
+	return 0;
+}
+
+struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xray_opts *opts,
+			     int *err)
+{
+	struct tk_xray *x = calloc(1, sizeof *x);
+	int rc;
+
+	if (!x) {
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	x->p = data;
+	x->n = len;
+	if (opts)
+		memcpy(&x->opts, opts, opts->sz < sizeof x->opts ? opts->sz : sizeof x->opts);
+	if ((rc = tk_xray_read_header(data, len, &x->h)) < 0)
+		goto fail;
+	if (x->h.type == TK_XRAY_FDR && (x->h.version < 1 || x->h.version > 5)) {
+		rc = -TK_E_UNSUPPORTED;
+		goto fail;
+	}
+	rc = x->h.type == TK_XRAY_FDR ? index_fdr(x) : index_basic(x);
+	if (rc < 0)
+		goto fail;
+	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)
+		goto fail;
+	xr_release(x, 0, len);
+	if (x->nbufs)
+		qsort(x->bufs, x->nbufs, sizeof *x->bufs,
+		      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
+	*err = 0;
+	return x;
+fail:
+	tk_xray_free(x);
+	*err = rc;
+	return NULL;
+}
+
+void tk_xray_free(struct tk_xray *x)
+{
+	if (!x)
+		return;
+	free(x->bufs);
+	free(x->threads);
+	free(x->thash);
+	free(x->rank);
+	free(x);
+}

@@ -1,0 +1,429 @@
+/* XRay trace: buffers decoded on workers, as neutral events or per-chunk consumers, and
+ * records merged across threads by TSC. */
+#include "formats/xray/trace_internal.h"
+
+/* ---- parallel decode into neutral events ---------------------------------------------------- */
+
+struct pjob {
+	struct tk_xray *x;
+	struct xr_out *slots;
+	size_t nslots;
+	struct deliver d;
+};
+
+static int pjob_work(void *ctx, size_t i)
+{
+	struct pjob *j = ctx;
+	xr_expand(j->x, &j->x->bufs[i], &j->slots[i % j->nslots]);
+	return 0;
+}
+
+static int pjob_merge(void *ctx, size_t i)
+{
+	struct pjob *j = ctx;
+	struct tk_xray *x = j->x;
+	struct xr_out *o = &j->slots[i % j->nslots];
+	struct xr_buf b = x->bufs[i];
+	int rc;
+
+	for (;;) {
+		if ((rc = xr_deliver_buf(&j->d, &b, o)) < 0)
+			return rc;
+		if (!o->err || x->h.type == TK_XRAY_FDR || o->err_off + 32 >= b.end) {
+			xr_release(x, x->bufs[i].start, x->bufs[i].end);
+			return 0;
+		}
+		/* rare: a damaged basic record; finish the run here, serially */
+		xr_basic_resume(o, &b);
+		xr_expand(x, &b, o);
+	}
+}
+
+int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
+{
+	struct tk_event_batch *batch = malloc(sizeof *batch);
+	struct pjob j;
+	int rc;
+
+	if (!batch)
+		return -TK_E_NOMEM;
+	tk_event_batch_init(batch, sink);
+	memset(&j, 0, sizeof j);
+	j.x = x;
+	j.d.x = x;
+	j.d.batch = batch;
+	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
+	j.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
+	j.slots = calloc(j.nslots, sizeof *j.slots);
+	if (!j.slots) {
+		free(batch);
+		return -TK_E_NOMEM;
+	}
+	xr_stats_reset(x);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = j.nslots };
+	rc = tk_pool_run(&po, x->nbufs, pjob_work, pjob_merge, &j);
+	if (rc >= 0)
+		rc = tk_event_batch_flush(batch);
+	xr_stats_finish(x);
+	for (size_t i = 0; i < j.nslots; i++)
+		xr_out_free(&j.slots[i]);
+	free(j.slots);
+	free(batch);
+	return rc;
+}
+
+/* ---- chunks decoded in parallel into per-chunk consumers ------------------------------------ */
+
+struct cjob {
+	size_t first, end;         /* buffers */
+	struct xr_out o;
+	struct deliver d;
+	struct xr_chunk_stats st;
+	struct tk_event_batch batch;
+	void *consumer;
+	int rc;
+};
+
+struct cctx {
+	struct tk_xray *x;
+	const struct tk_xray_chunk_ops *ops;
+	void *ctx;
+	size_t *bounds;            /* chunk i = buffers [bounds[i], bounds[i + 1]) */
+	struct cjob *slots;
+	size_t nslots;
+	uint64_t *depth;           /* per thread, after the chunks merged so far */
+	uint8_t *wrapped;
+};
+
+static int cjob_work(void *ctx, size_t i)
+{
+	struct cctx *c = ctx;
+	struct tk_xray *x = c->x;
+	struct cjob *j = &c->slots[i % c->nslots];
+	struct tk_sink sink = { 0 };
+	int rc;
+
+	j->first = c->bounds[i];
+	j->end = c->bounds[i + 1];
+	memset(&j->d, 0, sizeof j->d);
+	j->d.x = x;
+	j->d.cst = &j->st;
+	free(j->st.ts);
+	free(j->st.errs);
+	memset(&j->st, 0, sizeof j->st);
+	j->st.s.first_tsc = UINT64_MAX;
+	j->consumer = NULL;
+	if ((rc = c->ops->begin(c->ctx, i, &sink, &j->consumer)) < 0)
+		return j->rc = rc;
+	tk_event_batch_init(&j->batch, sink);
+	j->d.batch = &j->batch;
+	/* FDR: a thread's buffers lie in file order between other threads' ones; the span
+	 * read since REL_FROM is given back every RELEASE_SPAN bytes (the other threads'
+	 * buffers in it come back from the page cache when their turn comes), not buffer by
+	 * buffer: one madvise and TLB flush per span */
+	uint64_t rel_from = UINT64_MAX, rel_to = 0;
+	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
+		struct xr_buf b = x->bufs[k];
+		if (x->h.type == TK_XRAY_FDR) {
+			rc = xr_expand_deliver_fdr(&j->d, &b, &j->o);
+			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
+				if (rel_from != UINT64_MAX)
+					xr_release(x, rel_from, rel_to);
+				rel_from = b.start;
+			}
+			rel_to = b.end;
+			continue;
+		}
+		for (;;) {
+			xr_expand(x, &b, &j->o);
+			if ((rc = xr_deliver_buf(&j->d, &b, &j->o)) < 0)
+				break;
+			if (!j->o.err || j->o.err_off + 32 >= b.end)
+				break;
+			xr_basic_resume(&j->o, &b);
+		}
+		xr_release(x, x->bufs[k].start, x->bufs[k].end);
+	}
+	if (rel_from != UINT64_MAX)
+		xr_release(x, rel_from, rel_to);
+	if (rc >= 0)
+		rc = tk_event_batch_flush(&j->batch);
+	return j->rc = rc;
+}
+
+static int cjob_merge(void *ctx, size_t i)
+{
+	struct cctx *c = ctx;
+	struct tk_xray *x = c->x;
+	struct cjob *j = &c->slots[i % c->nslots];
+	struct xr_chunk_stats *cs = &j->st;
+
+	if (j->rc < 0)
+		return j->rc;
+	for (size_t e = 0; e < cs->nerrs; e++)
+		xr_log_err(x, cs->errs[e].off, cs->errs[e].skip, cs->errs[e].msg);
+	x->stats.function_records += cs->s.function_records;
+	x->stats.custom_events += cs->s.custom_events;
+	x->stats.typed_events += cs->s.typed_events;
+	x->stats.call_args += cs->s.call_args;
+	x->stats.records += cs->s.records;
+	if (cs->s.first_tsc < x->stats.first_tsc)
+		x->stats.first_tsc = cs->s.first_tsc;
+	if (cs->s.last_tsc > x->stats.last_tsc)
+		x->stats.last_tsc = cs->s.last_tsc;
+	for (size_t k = 0; k < sizeof x->cpu_seen; k++)
+		x->cpu_seen[k] |= cs->cpu_seen[k];
+	for (size_t k = 0; k < cs->nts; k++) {
+		struct xr_tstat *t = &cs->ts[k];
+		struct tk_xray_thread_info *ti = &x->threads[t->thread];
+		uint64_t d = c->depth[t->thread];
+		ti->records += t->records;
+		if (t->records && t->first < ti->first_tsc)
+			ti->first_tsc = t->first;
+		if (t->last > ti->last_tsc)
+			ti->last_tsc = t->last;
+		/* the first D clamped exits ended calls begun in earlier chunks */
+		if (t->clamped > d) {
+			uint64_t orphans = t->clamped - d;
+			ti->orphan_exits += orphans;
+			x->stats.orphan_exits += orphans;
+			if (!c->wrapped[t->thread]) {
+				c->wrapped[t->thread] = 1;
+				tk_gap_stats_add(&x->stats.gaps, t->clamp_off[d < 4 ? d : 3], 0);
+			}
+		}
+		c->depth[t->thread] = t->end_depth + (d > t->clamped ? d - t->clamped : 0);
+	}
+	return c->ops->merge(c->ctx, i, j->consumer);
+}
+
+/* Chunks of about nbufs / (8 * workers) buffers, cut only where a buffer needs no state
+ * from the one before it: their first buffers into BOUNDS (nbufs + 2 of room), then
+ * nbufs; returns how many. */
+static size_t chunk_bounds(const struct tk_xray *x, size_t *bounds)
+{
+	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
+	size_t target = x->nbufs / (8 * (size_t)nt) + 1, nchunks = 0;
+
+	if (target < 4)
+		target = 4;
+	if (nt == 1)
+		target = SIZE_MAX;          /* one chunk: nothing to merge */
+	bounds[0] = 0;
+	for (size_t i = 1; i < x->nbufs; i++) {
+		size_t start = bounds[nchunks];
+		if (i - start >= target &&
+		    (x->bufs[i].thread != x->bufs[i - 1].thread || x->bufs[i].self_contained))
+			bounds[++nchunks] = i;
+	}
+	if (x->nbufs)
+		bounds[++nchunks] = x->nbufs;
+	return nchunks;
+}
+
+int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint32_t *thread,
+		   size_t *n)
+{
+	size_t *bounds = malloc((x->nbufs + 2) * sizeof *bounds);
+
+	if (!bounds)
+		return -TK_E_NOMEM;
+	*n = chunk_bounds(x, bounds);
+	for (size_t i = 0; begin && i < *n; i++) {
+		begin[i] = x->bufs[bounds[i]].start;
+		end[i] = x->bufs[bounds[i + 1] - 1].end;
+		thread[i] = x->bufs[bounds[i]].thread;
+	}
+	free(bounds);
+	return 0;
+}
+
+int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx)
+{
+	struct cctx c;
+	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
+	int rc = -TK_E_NOMEM;
+
+	memset(&c, 0, sizeof c);
+	c.x = x;
+	c.ops = ops;
+	c.ctx = ctx;
+	size_t nchunks;
+	c.bounds = malloc((x->nbufs + 2) * sizeof *c.bounds);
+	c.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
+	c.slots = calloc(c.nslots, sizeof *c.slots);
+	c.depth = calloc(x->nthreads + 1, sizeof *c.depth);
+	c.wrapped = calloc(x->nthreads + 1, 1);
+	if (!c.bounds || !c.slots || !c.depth || !c.wrapped)
+		goto out;
+	nchunks = chunk_bounds(x, c.bounds);
+	xr_stats_reset(x);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = c.nslots };
+	rc = tk_pool_run(&po, nchunks, cjob_work, cjob_merge, &c);
+	xr_stats_finish(x);
+out:
+	for (size_t i = 0; c.slots && i < c.nslots; i++) {
+		xr_out_free(&c.slots[i].o);
+		free(c.slots[i].st.ts);
+		free(c.slots[i].st.errs);
+	}
+	free(c.slots);
+	free(c.bounds);
+	free(c.depth);
+	free(c.wrapped);
+	return rc;
+}
+
+/* ---- records merged across threads by TSC --------------------------------------------------- */
+
+struct stream {
+	struct tk_xray *x;
+	size_t next_buf, end_buf;  /* this thread's buffers */
+	struct xr_buf cur;
+	int cur_open;
+	struct xr_out o;
+	size_t pos;
+	struct deliver d;          /* carries this thread's state */
+	uint32_t rank;
+};
+
+/* Collects the delivered (patched) records of one buffer in place. */
+static int stream_keep(void *ctx, const struct tk_xray_rec *r)
+{
+	(void)ctx, (void)r;
+	return 0;
+}
+
+static int cmp_rec_tsc(const void *a, const void *b)
+{
+	const struct xr_rec *l = a, *r = b;
+	if (l->r.tsc != r->r.tsc)
+		return l->r.tsc < r->r.tsc ? -1 : 1;
+	return l->r.offset < r->r.offset ? -1 : l->r.offset > r->r.offset;
+}
+
+/* Records whose TSCs go backwards inside a buffer (custom events before version 5 carry
+ * their own absolute TSC) are put in order within the buffer, as llvm-xray's stable sort
+ * by TSC would place them. */
+static void sort_buffer(struct xr_out *o)
+{
+	for (size_t i = 1; i < o->n; i++) {
+		if (o->recs[i].r.tsc < o->recs[i - 1].r.tsc) {
+			qsort(o->recs, o->n, sizeof *o->recs, cmp_rec_tsc);
+			return;
+		}
+	}
+}
+
+/* Make s->o hold at least one undelivered record; 0 when the thread is done. */
+static int stream_fill(struct stream *s)
+{
+	struct tk_xray *x = s->x;
+	int rc;
+
+	while (s->pos >= s->o.n) {
+		if (s->cur_open && s->o.err && x->h.type != TK_XRAY_FDR &&
+		    s->o.err_off + 32 < s->cur.end) {
+			xr_basic_resume(&s->o, &s->cur);
+		} else {
+			if (s->cur_open)
+				xr_release(x, s->x->bufs[s->next_buf - 1].start, s->x->bufs[s->next_buf - 1].end);
+			if (s->next_buf >= s->end_buf)
+				return 0;
+			s->cur = x->bufs[s->next_buf++];
+			s->cur_open = 1;
+		}
+		xr_expand(x, &s->cur, &s->o);
+		s->pos = 0;
+		if ((rc = xr_deliver_buf(&s->d, &s->cur, &s->o)) < 0)
+			return rc;
+		sort_buffer(&s->o);
+	}
+	return 1;
+}
+
+static int stream_less(const struct stream *a, const struct stream *b)
+{
+	const struct tk_xray_rec *ra = &a->o.recs[a->pos].r, *rb = &b->o.recs[b->pos].r;
+	if (ra->tsc != rb->tsc)
+		return ra->tsc < rb->tsc;
+	/* equal TSCs: llvm-xray's stable sort keeps its pre-sort order (file order in basic
+	 * mode, its thread map's order in FDR mode) */
+	if (a->rank != b->rank)
+		return a->rank < b->rank;
+	return ra->offset < rb->offset;
+}
+
+int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
+{
+	size_t ns = x->nthreads;
+	struct stream *s = calloc(ns ? ns : 1, sizeof *s);
+	struct stream **heap = calloc(ns ? ns : 1, sizeof *heap);
+	size_t nh = 0;
+	int rc = 0;
+
+	if (!s || !heap) {
+		free(s);
+		free(heap);
+		return -TK_E_NOMEM;
+	}
+	xr_stats_reset(x);
+	/* bufs are sorted thread-major: find each thread's range */
+	for (size_t i = 0, t = 0; t < ns; t++) {
+		s[t].x = x;
+		s[t].rank = x->rank ? x->rank[t] : 0;
+		s[t].d.x = x;
+		s[t].d.cb = stream_keep;
+		s[t].next_buf = i;
+		while (i < x->nbufs && x->bufs[i].thread == t)
+			i++;
+		s[t].end_buf = i;
+	}
+	for (size_t t = 0; t < ns && rc >= 0; t++) {
+		rc = stream_fill(&s[t]);
+		if (rc > 0) {
+			/* sift up */
+			size_t k = nh++;
+			heap[k] = &s[t];
+			while (k && stream_less(heap[k], heap[(k - 1) / 2])) {
+				struct stream *tmp = heap[k];
+				heap[k] = heap[(k - 1) / 2];
+				heap[(k - 1) / 2] = tmp;
+				k = (k - 1) / 2;
+			}
+		}
+	}
+	while (nh && rc >= 0) {
+		struct stream *top = heap[0];
+		struct xr_rec *xr = &top->o.recs[top->pos++];
+		if ((rc = cb(ctx, &xr->r)) < 0)
+			break;
+		rc = stream_fill(top);
+		if (rc < 0)
+			break;
+		if (rc == 0)
+			heap[0] = heap[--nh];
+		/* sift down */
+		size_t k = 0;
+		for (;;) {
+			size_t l = 2 * k + 1, m = k;
+			if (l < nh && stream_less(heap[l], heap[m]))
+				m = l;
+			if (l + 1 < nh && stream_less(heap[l + 1], heap[m]))
+				m = l + 1;
+			if (m == k)
+				break;
+			struct stream *tmp = heap[k];
+			heap[k] = heap[m];
+			heap[m] = tmp;
+			k = m;
+		}
+		rc = 0;
+	}
+	xr_stats_finish(x);
+	for (size_t t = 0; t < ns; t++)
+		xr_out_free(&s[t].o);
+	free(s);
+	free(heap);
+	return rc < 0 ? rc : 0;
+}

@@ -143,8 +143,10 @@ void cli_help(const struct cli_command *cmd)
 				printf("\n%s:\n", title);
 			snprintf(spelling, sizeof spelling, "--%s%s%s", t->name, t->arg ? " " : "",
 				 t->arg ? t->arg : "");
-			printf("  %-18s%s%s\n", spelling, strlen(spelling) > 16 ? "\n                    " : "",
-			       t->help);
+			if (strlen(spelling) > 16)   /* the help on a line of its own */
+				printf("  %s\n%20s%s\n", spelling, "", t->help);
+			else
+				printf("  %-18s%s\n", spelling, t->help);
 		}
 	}
 }

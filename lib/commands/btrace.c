@@ -397,10 +397,9 @@ const tk_cmd_fn tk_cmd_btrace[TK_CMD__COUNT] = {
 #define BT_READ (TK_CMD_BIT(TK_CMD_DUMP) | TK_CMD_BIT(TK_CMD_DECODE) | TK_CMD_BIT(TK_CMD_STATS) | \
 		 TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT))
 const struct tk_cmd_option tk_cmd_btrace_options[] = {
-	{ "tid", "N", "only thread N (convert --to ipt: the thread to write; default the first)",
+	{ "tid", "N", "only thread N (convert --to ipt: that thread; default the first)",
 	  BT_READ, TK_OPT_U64, CMD_FIELD(tid), CMD_FIELD(has_tid) },
-	{ "module-path", "DIR", "a recorded module that moved: DIR/NAME with its build-id (so "
-	  "does an --elf FILE)", BT_READ & ~TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_LIST,
+	{ "module-path", "DIR", "a moved module: DIR/NAME with its build-id (as an --elf FILE)", BT_READ & ~TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_LIST,
 	  CMD_FIELD(module_path), CMD_FIELD(n_module_path) },
 	{ "no-retcomp", NULL, "convert --to ipt: the stream as recorded, every return a TIP",
 	  TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_FLAG, CMD_FIELD(no_retcomp), 0 },

@@ -28,6 +28,28 @@ static void diag(void *ctx, const struct tk_kanata_diag *d)
 		tk_cmd_line_msg(k->c, k->file, d->line, 1, d->msg);
 }
 
+/* A new output OUT, then the reader with RO over IN: the reader (*RC: what its run
+ * returned), or NULL with *RC an exit status after saying why. */
+static struct tk_kanata_reader *reader_run(const struct tk_cmd *c, const char *file,
+					   struct tk_input *in,
+					   const struct tk_kanata_reader_opts *ro,
+					   struct tk_buf *out, int *rc)
+{
+	struct tk_kanata_reader *r;
+	int err;
+
+	if ((*rc = c->out_open(c, NULL, out)))
+		return NULL;
+	if (!(r = tk_kanata_reader_new(ro, &err))) {
+		c->out_close(out);
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		*rc = TK_EXIT_INPUT;
+		return NULL;
+	}
+	*rc = tk_kanata_reader_run(r, in);
+	return r;
+}
+
 static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {
@@ -36,17 +58,11 @@ static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .diag = diag,
 					    .ctx = &dc };
 	struct tk_kanata_reader *r;
-	int rc, err;
+	int rc;
 
 	(void)fi, (void)unused;
-	if ((rc = c->out_open(c, NULL, &out)))
+	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
 		return rc;
-	if (!(r = tk_kanata_reader_new(&ro, &err))) {
-		c->out_close(&out);
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
-		return TK_EXIT_INPUT;
-	}
-	rc = tk_kanata_reader_run(r, in);
 	const struct tk_kanata_counts *n = tk_kanata_reader_counts(r);
 	if (rc < 0) {
 		CMD_ERROR(c, file, n->bytes, "%s", tk_strerror(rc));
@@ -129,17 +145,11 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .cmd = dump_cmd, .diag = diag,
 					    .ctx = &k, .diag_ctx = &dc };
 	struct tk_kanata_reader *r;
-	int rc, err;
+	int rc;
 
 	(void)fi, (void)unused;
-	if ((rc = c->out_open(c, NULL, &out)))
+	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
 		return rc;
-	if (!(r = tk_kanata_reader_new(&ro, &err))) {
-		c->out_close(&out);
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
-		return TK_EXIT_INPUT;
-	}
-	rc = tk_kanata_reader_run(r, in);
 	int status = rc < 0 ? TK_EXIT_INPUT : tk_kanata_reader_counts(r)->errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
 	if (rc < 0)
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));

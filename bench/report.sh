@@ -7,10 +7,10 @@
 # usage: bench/report.sh [KANATA_COPIES] [PT_MBYTES]   (env: BENCH_RUNS, TK, DATA)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+BENCH_RUNS=${BENCH_RUNS:-3}
 . "$here/lib.sh"
 SRC=$(cd "$here/.." && pwd)
 copies=${1:-46} mb=${2:-100}
-BENCH_RUNS=${BENCH_RUNS:-3}
 DATA=${DATA:-$here/../../shared/data}
 [ -d "$DATA/kanata" ] || DATA=$here/../../../shared/data
 mods=$SRC/tests/tools/node_modules
@@ -22,20 +22,26 @@ LIBS="-lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl"
 gcc -O2 -o "$work/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 	-I"$SRC/include" "$SRC/build/libtracekit.a" $LIBS
 "$work/gen" "$work/walk.pt" "$mb" >"$work/walk.args" 2>/dev/null
-read -r -a ptargs < <(tr '\n' ' ' <"$work/walk.args")
+read -r -a ptargs < <(tr '\n' ' ' <"$work/walk.args"; echo)
 
-one() {   # NAME INPUT [OPTIONS...]
-	local name=$1 in=$2
+one() {   # NAME INPUT BASELINE... -- [OPTIONS...]: the baseline is the command the report
+	local name=$1 in=$2    # costs against (stats for Kanata, profile for the others)
 	shift 2
-	local t m
+	local base=()
+	while [ "$1" != -- ]; do base+=("$1"); shift; done
+	shift
+	local t c b m
 	t=$(bench_time "$TK" report -q -o "$work/$name.html" "$@" "$in")
+	c=$(bench_cpu "$TK" report -q -o "$work/$name.html" "$@" "$in")
+	b=$(bench_cpu "$TK" "${base[@]}" -q "$@" "$in")
 	m=$(bench_peak_kb "$TK" report -q -o "$work/$name.html" "$@" "$in")
-	printf '%-8s input %6d MB  page %7d bytes  report %7.2f s  peak %6d MB\n' "$name" \
-		$(($(stat -c %s "$in") / 1000000)) "$(stat -c %s "$work/$name.html")" "$t" $((m / 1024))
+	printf '%-7s input %4d MB  page %8d bytes  report %7.2f s (CPU %.2f s; %s: %.2f s)  peak %5d MB\n' \
+		"$name" $(($(stat -c %s "$in") / 1000000)) "$(stat -c %s "$work/$name.html")" "$t" "$c" \
+		"${base[0]}" "$b" $((m / 1024))
 }
-echo "== tracekit report (2 cores shared; medians of $BENCH_RUNS runs)"
-one kanata "$work/big.kanata"
-one pt "$work/walk.pt" "${ptargs[@]}"
+echo "== tracekit report (medians of $BENCH_RUNS runs; load average $(cut -d' ' -f1 /proc/loadavg))"
+one kanata "$work/big.kanata" stats --
+one pt "$work/walk.pt" profile -- "${ptargs[@]}"
 if [ -x /usr/bin/chromium ] && [ -d "$mods/puppeteer-core" ]; then
 	PUPPETEER=$mods/puppeteer-core node "$here/report-load.js" 5 "$work/kanata.html" "$work/pt.html"
 else

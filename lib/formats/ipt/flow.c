@@ -187,6 +187,8 @@ struct ptd {
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
 	int action;
 	int act_async;              /* ACT_ASYNC_BRANCH/DISABLE after the action, or NONE */
+	uint64_t stop_ip;           /* the FUP's IP, where the action binds */
+	int psb_mode;               /* the exec mode in the PSB+ ahead of ACT_PSB (-1: none) */
 	uint64_t act_ip;
 	int act_has_ip;
 	uint64_t act_arg;
@@ -276,27 +278,40 @@ static int never_in_psb_plus(unsigned kind)
 	}
 }
 
-int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
+/* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP, else 0; *MODE (if MODE) its
+ * MODE.Exec, -1 without one (or after an OVF in it). */
+static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode)
 {
 	struct tk_ipt_ctx ctx = { 0 };
 	struct tk_ipt_last_ip l;
 	struct tk_ipt_packet p;
-	int rc;
+	int rc, fup = 0;
 
 	tk_ipt_last_ip_init(&l);
+	if (mode)
+		*mode = -1;
 	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
 		pos += (size_t)rc;
-		/* no FUP in this PSB+ (do_psb reports one cut short) */
+		/* the end of the PSB+ (do_psb reports one cut short) */
+		if (p.kind == TK_IPT_PKT_OVF && mode)
+			*mode = -1;   /* the state after an overflow is not the PSB+'s */
 		if (p.kind == TK_IPT_PKT_PSBEND || p.kind == TK_IPT_PKT_PSB ||
 		    p.kind == TK_IPT_PKT_OVF || never_in_psb_plus(p.kind))
-			return 0;
-		if (p.kind == TK_IPT_PKT_FUP) {
-			if (tk_ipt_last_ip_update(&l, &p) < 0)
-				return 0;
-			return tk_ipt_last_ip_query(&l, ip) == 0;
+			break;
+		if (p.kind == TK_IPT_PKT_MODE_EXEC && mode)
+			*mode = exec_mode(&p);
+		if (p.kind == TK_IPT_PKT_FUP && !fup) {
+			fup = tk_ipt_last_ip_update(&l, &p) == 0 && tk_ipt_last_ip_query(&l, ip) == 0;
+			if (!mode)
+				break;
 		}
 	}
-	return 0;
+	return fup;
+}
+
+int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
+{
+	return psb_plus(buf, len, pos, ip, NULL);
 }
 
 /* The clock becomes the time stamped on events. While the walker runs this happens at
@@ -449,6 +464,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		d->act_async = ACT_NONE;
 	}
 	d->action = act;
+	d->stop_ip = fip;
 	q->kind = TK_FLOWQ_STOP;
 	q->ip = fip;
 	q->has_ip = 1;
@@ -661,7 +677,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			 * its FUP (or runs out of trace if tracing is off). */
 			d->pos = at;
 			d->action = at >= d->end ? ACT_CHUNK_END : ACT_PSB;
-			if (tk_ipt_psb_fup(d->buf, d->len, at + (size_t)rc, &ip)) {
+			if (psb_plus(d->buf, d->len, at + (size_t)rc, &ip, &d->psb_mode)) {
 				q->kind = TK_FLOWQ_STOP;
 				q->ip = ip;
 				q->has_ip = 1;
@@ -750,13 +766,6 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	size_t psb, from = d->pos > off ? d->pos : (size_t)off + 1;
 	uint64_t skipped;
 
-	if (reason == TK_GAP_NO_IMAGE) {
-		/* Resume at the next packet with an IP; nothing skipped in the input. */
-		tk_gap_stats_add(&d->st->gaps, off, 0);
-		d->have_ip = 0;
-		reset_flow_state(d);
-		return emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason);
-	}
 	if (d->resynced && from <= d->last_resync)
 		from = d->last_resync + 1;   /* never land on the same PSB twice */
 	/* The error is at a PSB (what came before cannot reach its IP, or expected some
@@ -791,6 +800,42 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	reset_flow_state(d);
 	(void)err;
 	return emit(d, TK_EV_GAP, addr, 0, skipped, off, (uint16_t)reason);
+}
+
+static int do_action(struct ptd *d);
+
+/* The trace does not fit the code (REASON TK_GAP_DECODE_ERROR), or code is missing from the
+ * image (TK_GAP_NO_IMAGE), at the packet at OFF, the packets themselves being sound: record
+ * the error and go on at the next packet in this PSB segment that gives an IP (a TIP, FUP
+ * + TIP, an event packet + FUP, TIP.PGD, TIP.PGE, OVF, or the next PSB), as libipt's
+ * resync does, rather than lose the segment. The packet the walker failed on may be that
+ * one: it is read again. An event bound to a FUP the walker did not reach takes effect at
+ * the FUP. Nothing of the input is skipped (0 bytes); the conditional outcomes between
+ * are. */
+static int recover(struct ptd *d, uint64_t off, unsigned reason, uint64_t addr)
+{
+	int act = d->action, rc;
+
+	d->pkt_err = 0;
+	if (reason != TK_GAP_NO_IMAGE)
+		d->st->errors++;
+	tk_gap_stats_add(&d->st->gaps, off, 0);
+	d->have_ip = 0;
+	reset_flow_state(d);
+	if ((rc = emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason)) < 0)
+		return rc;
+	if (act == ACT_PSB || act == ACT_CHUNK_END) {
+		return 0;   /* d->pos is at the PSB: it is read next */
+	}
+	if (act != ACT_NONE) {
+		d->ip = d->stop_ip;
+		d->have_ip = 1;
+		d->action = act;
+		return do_action(d);
+	}
+	if (d->last_off < d->pos && d->last_off >= d->start)
+		d->pos = d->last_off;
+	return 0;
 }
 
 /* The OVF at AT: packets were lost; tracing goes on at the next FUP or TIP.PGE. */
@@ -873,9 +918,18 @@ static int do_action(struct ptd *d)
 	d->action = ACT_NONE;
 	switch (act) {
 	case ACT_CHUNK_END:
-		return 1;
 	case ACT_PSB:
-		return do_psb(d);
+		if (d->psb_mode >= 0 && d->psb_mode != d->mode) {
+			/* The PSB+ says another exec mode than the one decoded in, which
+			 * changes only at a far branch or MODE.Exec + TIP: what came before
+			 * is wrong (libipt's "bad status update"). An error at the PSB;
+			 * decoding goes on from its state, as a chunk starting there does. */
+			d->st->errors++;
+			tk_gap_stats_add(&d->st->gaps, d->pos, 0);
+			if ((rc = emit(d, TK_EV_GAP, d->ip, 0, 0, d->pos, TK_GAP_DECODE_ERROR)) < 0)
+				return rc;
+		}
+		return act == ACT_PSB ? do_psb(d) : 1;
 	case ACT_ASYNC_BRANCH:
 		rc = emit(d, TK_EV_INTERRUPT, d->ip, d->act_ip, 0, 0, 0);
 		d->ip = d->act_ip;
@@ -901,15 +955,45 @@ static int do_action(struct ptd *d)
 	}
 }
 
-/* Packets while not walking: tracing off, or waiting for an IP after lost code or an
- * overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
+/* TIP.PGE at IP: tracing (re)starts there. While it was on with the IP lost (recover),
+ * the TIP.PGD before it was lost: [disabled] first, as libipt has it. */
+static int enable_at(struct ptd *d, uint64_t ip)
+{
+	int rc;
+
+	if (d->pending_mode >= 0)
+		d->mode = d->pending_mode, d->pending_mode = -1;
+	if (d->enabled && (rc = emit(d, TK_EV_DISABLE, 0, 0, 0, 0, 0)) < 0)
+		return rc;
+	d->ip = ip;
+	d->enabled = d->have_ip = 1;
+	d->after_ovf = 0;
+	return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+}
+
+/* recover: a FUP (or the event packet ACT that a FUP completes) gives the IP to go on at,
+ * where its event takes effect. */
+static int bind_lost(struct ptd *d, int act, const struct tk_ipt_packet *fup)
+{
+	struct tk_flow_q q;
+	int rc = bind_fup(d, &q, act, fup);
+
+	if (rc < 0)
+		return resync(d, d->pkt_err ? d->err_off : d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
+	d->ip = q.ip;
+	d->have_ip = 1;
+	return do_action(d);
+}
+
+/* Packets while not walking: tracing off, or waiting for an IP after an error (recover)
+ * or an overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
 static int idle_step(struct ptd *d)
 {
 	struct tk_ipt_packet p;
 	size_t at = d->pos;
 	uint64_t ip;
 	unsigned n;
-	int rc;
+	int rc, lost = d->enabled && !d->after_ovf;   /* tracing on, the IP lost */
 
 	/* MODE.Exec and TIP.PGE around every syscall of a user-only trace, in place */
 	if (!d->pctx.blk && at + 1 < d->len && at < d->next_psb) {
@@ -926,12 +1010,7 @@ static int idle_step(struct ptd *d)
 		if ((b & 0x1f) == 0x11 && (n = fast_ip(d, at, &ip))) {
 			d->last_off = at;
 			d->pos = at + n;
-			if (d->pending_mode >= 0)
-				d->mode = d->pending_mode, d->pending_mode = -1;
-			d->ip = ip;
-			d->enabled = d->have_ip = 1;
-			d->after_ovf = 0;
-			return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+			return enable_at(d, ip);
 		}
 	}
 	rc = fetch(d, &p);
@@ -951,16 +1030,12 @@ static int idle_step(struct ptd *d)
 	case TK_IPT_PKT_TIP_PGE:
 		if ((rc = last_ip(d, &p, &ip)) < 0 || !rc)
 			return resync(d, at, -TK_E_BAD_FORMAT, TK_GAP_DECODE_ERROR, 0);
-		if (d->pending_mode >= 0)
-			d->mode = d->pending_mode, d->pending_mode = -1;
-		d->ip = ip;
-		d->enabled = d->have_ip = 1;
-		d->after_ovf = 0;
-		return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+		return enable_at(d, ip);
 	case TK_IPT_PKT_TIP_PGD:
-		last_ip(d, &p, &ip);
+		rc = last_ip(d, &p, &ip);
 		d->enabled = d->have_ip = 0;
-		return 0;
+		/* recover: tracing stops somewhere before */
+		return lost ? emit(d, TK_EV_DISABLE, 0, rc > 0 ? ip : 0, 0, 0, 0) : 0;
 	case TK_IPT_PKT_TIP:
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
@@ -972,6 +1047,8 @@ static int idle_step(struct ptd *d)
 		}
 		return 0;
 	case TK_IPT_PKT_FUP:
+		if (lost)
+			return bind_lost(d, ACT_NONE, &p);
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
 		if (rc && d->after_ovf) {
@@ -987,17 +1064,29 @@ static int idle_step(struct ptd *d)
 			d->mode = d->pending_mode;
 		return 0;
 	case TK_IPT_PKT_MODE_TSX:
+		d->act_flags = p.tsx.abrt ? TK_MODE_TSX_ABORT : p.tsx.intx ? TK_MODE_TSX_BEGIN
+								    : TK_MODE_TSX_COMMIT;
+		if (lost)
+			return bind_lost(d, ACT_TSX, NULL);
 		/* while tracing is off no FUP follows: the state changes here (libipt) */
-		return emit(d, TK_EV_MODE, 0, 0, 0, 0,
-			    p.tsx.abrt ? TK_MODE_TSX_ABORT : p.tsx.intx ? TK_MODE_TSX_BEGIN
-								 : TK_MODE_TSX_COMMIT);
+		return emit(d, TK_EV_MODE, 0, 0, 0, 0, d->act_flags);
+	case TK_IPT_PKT_PTW:
+		if (!lost || !p.ptw.ip)
+			break;
+		d->act_arg = p.ptw.payload;
+		return bind_lost(d, ACT_PTW, NULL);
+	case TK_IPT_PKT_EXSTOP:
+		if (!lost || !p.exstop.ip)
+			break;
+		return bind_lost(d, ACT_EXSTOP, NULL);
 	case TK_IPT_PKT_OVF:
 		return overflow(d, at);
 	default:
-		if (side_event(d, &p, &rc) && rc < 0)
-			return rc;
-		return 0;
+		break;
 	}
+	if (side_event(d, &p, &rc) && rc < 0)
+		return rc;
+	return 0;
 }
 
 static int decode_chunk(struct ptd *d)
@@ -1067,7 +1156,7 @@ static int decode_chunk(struct ptd *d)
 				return rc;
 			break;
 		case -TK_E_NOMAP:
-			if ((rc = resync(d, walk_error_off(d), rc, TK_GAP_NO_IMAGE, res.from)) < 0)
+			if ((rc = recover(d, walk_error_off(d), TK_GAP_NO_IMAGE, res.from)) < 0)
 				return rc;
 			break;
 		case -TK_E_NOMEM:
@@ -1078,9 +1167,13 @@ static int decode_chunk(struct ptd *d)
 				/* A sink error is passed through; trace errors resync. */
 				if (d->out->sink.events && rc == -TK_E_IO)
 					return rc;
-				size_t at = d->pkt_err ? d->err_off : walk_error_off(d);
-
-				if ((rc = resync(d, at, rc, TK_GAP_DECODE_ERROR, res.from)) < 0)
+				/* a packet that does not decode: the next PSB; a trace that
+				 * does not fit the code: the next IP in this segment */
+				if (d->pkt_err)
+					rc = resync(d, d->err_off, rc, TK_GAP_DECODE_ERROR, res.from);
+				else
+					rc = recover(d, walk_error_off(d), TK_GAP_DECODE_ERROR, res.from);
+				if (rc < 0)
 					return rc;
 			} else if (rc < 0) {
 				return rc;

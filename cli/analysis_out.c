@@ -29,15 +29,22 @@ struct tk_source_opts cli_source_opts(const struct cli_opts *o, const struct tk_
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
-		.msg = cli_msg,
+		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
 	};
+}
+
+struct tk_sym_opts cli_sym_opts(const struct cli_opts *o)
+{
+	return (struct tk_sym_opts){ .sz = sizeof(struct tk_sym_opts),
+				     .no_demangle = o->no_demangle, .short_names = o->short_names };
 }
 
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status)
 {
 	int err;
 	*status = 0;
-	struct tk_sym *s = tk_sym_new(NULL, &err);
+	struct tk_sym_opts so = cli_sym_opts(o);
+	struct tk_sym *s = tk_sym_new(&so, &err);
 	if (!s) {
 		cli_error(NULL, UINT64_MAX, "out of memory");
 		*status = EXIT_INPUT;

@@ -63,6 +63,8 @@ struct cli_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
+	int short_names;             /* --short-names: no template arguments, no parameters */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
 
 	/* stats / convert for pipelines and slices */
@@ -172,6 +174,8 @@ struct tk_source_opts cli_source_opts(const struct cli_opts *o, const struct tk_
 /* tracekit profile of one file (cli/profile.c; convert's profile outputs too). */
 int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi);
+/* The symbolizer options of the command line (--no-demangle, --short-names). */
+struct tk_sym_opts cli_sym_opts(const struct cli_opts *o);
 struct tk_sym *cli_sym_open(const struct cli_opts *o, int *status); /* from --elf FILE[:BASE] */
 enum tk_out_kind cli_profile_kind(const struct cli_opts *o);         /* --to, --source, ... */
 int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct tk_sym *sym,

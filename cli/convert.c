@@ -24,6 +24,8 @@ static const char usage[] =
 	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
 	"                  build-id (so does an --elf FILE)\n"
 	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for timelines (0: ticks)\n"
+	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
+	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Kanata pipeline logs:\n"
@@ -538,8 +540,9 @@ static int xray_timeline(struct tk_xray *x, const struct tk_xray_map *map,
 			 enum tk_timeline_kind kind, const struct cli_opts *o, struct tk_buf *out,
 			 uint64_t *dropped)
 {
-	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	struct tk_sym_opts so = cli_sym_opts(o);
 	int err, rc;
+	so.no_dwarf = 1;
 	struct tk_sym *sym = tk_sym_new(&so, &err);
 	if (!sym)
 		return err;

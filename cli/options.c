@@ -17,7 +17,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
-	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ, OPT_MODULE_PATH,
+	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ, OPT_MODULE_PATH, OPT_NO_DEMANGLE, OPT_SHORT_NAMES,
 };
 
 static const struct option long_opts[] = {
@@ -62,6 +62,8 @@ static const struct option long_opts[] = {
 	{ "module-path", required_argument, NULL, OPT_MODULE_PATH },
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "no-retcomp", no_argument, NULL, OPT_NO_RETCOMP },
+	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
+	{ "short-names", no_argument, NULL, OPT_SHORT_NAMES },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -194,6 +196,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_THREADS: o->threads = 1; break;
 		case OPT_STACKS: o->stacks = 1; break;
 		case OPT_NO_RETCOMP: o->no_retcomp = 1; break;
+		case OPT_NO_DEMANGLE: o->no_demangle = 1; break;
+		case OPT_SHORT_NAMES: o->short_names = 1; break;
 		case OPT_LINES: o->lines = 1; break;
 		case OPT_SOURCE: o->source = 1; break;
 		case OPT_INSTR_MAP: o->instr_map = optarg; break;

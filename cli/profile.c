@@ -27,6 +27,8 @@ static const char usage[] =
 	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
 	"                  build-id (so does an --elf FILE)\n"	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times in us (0: ticks)\n"
 	"  -j N            threads (default: all cores)\n"
+	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
+	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"

@@ -234,7 +234,7 @@ int cli_xtrace_symbols(const struct cli_opts *o, struct tk_sym **out)
 	*out = NULL;
 	if (!o->n_elf)
 		return 0;
-	struct tk_sym_opts so = { .sz = sizeof so };
+	struct tk_sym_opts so = cli_sym_opts(o);
 	struct tk_sym *s = tk_sym_new(&so, &err);
 	if (!s) {
 		cli_error(NULL, UINT64_MAX, "symbols: %s", tk_strerror(err));

@@ -93,7 +93,7 @@ int cli_profile_write(const struct cli_opts *o, const struct tk_prof *p, struct 
 	int rc;
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
-			  "source, calltree, lines, blocks)", o->to);
+			  "callgrind, source, calltree, lines, blocks)", o->to);
 		return EXIT_USAGE;
 	}
 	if ((rc = cli_out_open(o, &out)))

@@ -17,7 +17,8 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --to FMT        text, json, csv, folded, pprof, callgrind, calltree, lines, blocks,\n"
+	"                  source\n"
 	"  --stacks        folded stacks (same as --to folded)\n"
 	"  --lines         per source line (same as --to lines; needs --elf)\n"
 	"  --source        annotated source listing (same as --to source; needs --elf)\n"
@@ -84,7 +85,7 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	if (!kind || key < 0) {
 		if (!kind)
 			cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, "
-				  "pprof, source, calltree, lines, blocks, account, account-csv)", o->to);
+				  "pprof, callgrind, source, calltree, lines, blocks, account, account-csv)", o->to);
 		else
 			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, "
 				  "90p, 99p, max, sum)", o->sort);

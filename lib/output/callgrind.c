@@ -201,6 +201,17 @@ static void put_costs(struct tk_buf *b, unsigned line, int ir, uint64_t insns, i
 	tk_buf_put(b, tmp, (size_t)n);
 }
 
+static void put_total(struct tk_buf *b, const char *key, int ir, uint64_t insns, int ticks,
+		      uint64_t t)
+{
+	tk_buf_puts(b, key);
+	if (ir)
+		tk_buf_printf(b, " %llu", (unsigned long long)insns);
+	if (ticks)
+		tk_buf_printf(b, " %llu", (unsigned long long)t);
+	tk_buf_putc(b, '\n');
+}
+
 static void put_str(struct tk_buf *b, const char *key, const char *s)
 {
 	tk_buf_puts(b, key);
@@ -272,12 +283,7 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 	if (ticks && s.clock.ticks_per_second)
 		tk_buf_printf(b, "# Ticks: %llu per second\n",
 			      (unsigned long long)s.clock.ticks_per_second);
-	tk_buf_puts(b, "summary:");
-	if (ir)
-		tk_buf_printf(b, " %llu", (unsigned long long)tot_insns);
-	if (ticks)
-		tk_buf_printf(b, " %llu", (unsigned long long)tot_ticks);
-	tk_buf_putc(b, '\n');
+	put_total(b, "summary:", ir, tot_insns, ticks, tot_ticks);
 
 	size_t li = 0, ei = 0;
 	for (uint32_t f = 1; f < nm->n; f++) {
@@ -310,12 +316,7 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 			put_costs(b, l->line, ir, l->insns, ticks, 0);
 		}
 	}
-	tk_buf_puts(b, "\ntotals:");
-	if (ir)
-		tk_buf_printf(b, " %llu", (unsigned long long)tot_insns);
-	if (ticks)
-		tk_buf_printf(b, " %llu", (unsigned long long)tot_ticks);
-	tk_buf_putc(b, '\n');
+	put_total(b, "\ntotals:", ir, tot_insns, ticks, tot_ticks);
 	(void)o;
 out:
 	free(lines.v);

@@ -68,6 +68,8 @@ struct tk_cmd_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
+	int short_names;             /* --short-names: no template arguments, no parameters */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
 
 	/* stats / convert for pipelines and slices */

@@ -82,7 +82,8 @@ static int decode_ipt(struct cli_opts *o, const char *file, struct tk_input *in,
 	unsigned flags = 0;
 	int rc = 0, status;
 
-	if ((status = cli_ipt_open(o, file, in, fi, 1, &x)))
+	/* 2: the code, and perf.data's queues split by thread */
+	if ((status = cli_ipt_open(o, file, in, fi, 2, &x)))
 		return status;
 	if (o->no_disasm)
 		flags |= TK_IPT_TEXT_NO_DISASM;

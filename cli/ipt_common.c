@@ -21,7 +21,7 @@ int cli_ipt_open(struct cli_opts *o, const char *file, struct tk_input *in,
 	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
 	const char *chunk = getenv("TK_IPT_CHUNK");
 	struct tk_perf_session_opts so = {
-		.sz = sizeof so, .code = code, .quiet = o->quiet, .elf = o->elf,
+		.sz = sizeof so, .code = code != 0, .threads = code == 2, .quiet = o->quiet, .elf = o->elf,
 		.nelf = (size_t)o->n_elf, .raw = o->raw, .nraw = (size_t)o->n_raw,
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,

@@ -45,8 +45,9 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                that goes forward, PERF_RECORD_SWITCH_CPU_WIDE records (out and in)
                between them, EXIT records at the end. With --per-thread: a queue per
                thread holding its whole trace, no switches
-  --lose K     as --drop K, and buffer K's PERF_RECORD_AUX written flagged truncated (the
-               kernel's buffer was full)
+  --lose K     the kernel's buffer was full: buffer K of the first queue lost (its
+               PERF_RECORD_AUX flagged truncated, no AUXTRACE) and the trace after it up to
+               the next PSB, where the hardware starts again
   --per-thread  buffers per thread (perf record --per-thread): queues given as -1:TID:PTFILE
   --kernel ADDR[:BUILDID]  the kernel traced too (perf record -e intel_pt//): the attr
                without exclude_kernel, and perf's record of the kernel map,
@@ -270,7 +271,12 @@ def session(a, perf_time_of):
         tail += rec(REC_EXIT, 0, struct.pack('<IIIIQ', th['pid'], th['pid'], th['tid'],
                                              th['pid'], end) +
                     sample_id(th['pid'], th['tid'], end, 0))
-    return bytes(side), streams, pid_of, bytes(tail)
+    # who ran at a TSC (the AUX records name the thread the kernel wrote them in)
+    ins = [(tm, into) for tm, _, into in switches]
+
+    def running(tsc, tid):
+        return next((w for tm, w in reversed(ins) if tm <= tsc), (pid_of[tid], tid))
+    return bytes(side), streams, running, bytes(tail)
 
 
 def migrate(stream, cpus, offs, tscs, perf_time, a, data):
@@ -429,9 +435,12 @@ def main():
         cpu, tid, path = q.split(':', 2)
         with open(path, 'rb') as f:
             streams.append((int(cpu) & 0xffffffff, int(tid), f.read(), offs_all, tscs))
-    pid_of, tail = {}, b''
+    tail = b''
+
+    def running(tsc, tid):
+        return a.pid, tid
     if a.session:
-        side, streams, pid_of, tail = session(a, perf_time)
+        side, streams, running, tail = session(a, perf_time)
         data += side
     if a.migrate:
         streams = migrate(streams[0], [int(c) for c in a.migrate.split(',')], offs_all, tscs,
@@ -454,12 +463,19 @@ def main():
     # buffers of the queues in turn, as perf writes them when its mmaps fill
     # perf's offset is where the buffer's data began in the kernel's ring (head minus the
     # size): it steps by the data, not by the padding to 8 bytes (tools/perf/util/auxtrace.c)
+    lost = False
     for k in range(max(len(q[3]) for q in queues)):
         for idx, cpu, tid, bufs, qtscs in queues:
             if k >= len(bufs):
                 continue
             out = parts[idx % len(parts)] if parts else data
             offset, b = bufs[k]
+            if idx == 0 and lost:
+                # --lose: the hardware starts again with a PSB when the kernel has room
+                psb = b.find(bytes([2, 0x82]) * 8)
+                if psb < 0:
+                    continue
+                offset, b, lost = offset + psb, b[psb:], False
             pad = b'\0' * (-len(b) % 8)
             size = len(b) + len(pad)
             # --timed: a TSC after the buffer's last TSC packet (perf decodes by time from
@@ -471,10 +487,11 @@ def main():
                                                         tid, cpu, 0)[:40]) + b + pad
                 # PERF_RECORD_AUX: aux offset, size, flags
                 out += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, 0) +
-                           sample_id(pid_of.get(tid, a.pid), tid, perf_time(ref) if a.timed else 0, cpu))
+                           sample_id(*running(ref, tid), perf_time(ref) if a.timed else 0, cpu))
             elif k == a.lose:
+                lost = True
                 out += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, AUX_TRUNCATED) +
-                           sample_id(pid_of.get(tid, a.pid), tid, perf_time(ref), cpu))
+                           sample_id(*running(ref, tid), perf_time(ref), cpu))
     data += tail
 
     hdr_size, n_attrs = 104, 1

@@ -6,7 +6,7 @@
 
 const struct cli_command *const cli_commands[] = {
 	&cli_cmd_info, &cli_cmd_dump, &cli_cmd_decode, &cli_cmd_profile, &cli_cmd_stats,
-	&cli_cmd_check, &cli_cmd_convert, &cli_cmd_record, NULL,
+	&cli_cmd_check, &cli_cmd_convert, &cli_cmd_report, &cli_cmd_record, NULL,
 };
 
 const struct cli_command *cli_find_command(const char *name)
@@ -41,7 +41,7 @@ static int help(int argc, char **argv)
 		cli_error(NULL, UINT64_MAX, "no command '%s' (try: tracekit help)", argv[0]);
 		return EXIT_USAGE;
 	}
-	fputs(c->usage, stdout);
+	cli_help(c);
 	return EXIT_CLEAN;
 }
 
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 		cli_error(NULL, UINT64_MAX, "no command '%s' (try: tracekit help)", name);
 		return EXIT_USAGE;
 	}
-	struct cli_opts o;
+	struct tk_cmd_opts o;
 	tk_input_catch_sigbus();  /* an input truncated under us: an error, not SIGBUS */
 	int rc = cli_parse(c, argc - 1, argv + 1, &o);
 	if (rc)

@@ -32,6 +32,10 @@ ZydisDecoder decoder;
 int out_fd = -1;
 uint64_t fd_reopened;          /* times the trace file was reopened (out_fd_check) */
 char out_path[PATH_MAX];
+/* TK_BTRACE_FOLLOW=1: programs this one starts are traced too, each into a file of its own
+ * (see trace_name); exec_gen counts the programs this process has exec'd into. */
+int follow;
+unsigned exec_gen;
 volatile int active, closed;
 int debug;                     /* TK_BTRACE_DEBUG: explain unresolved re-entries */
 struct tstate *threads;        /* all thread states, pushed lock-free */

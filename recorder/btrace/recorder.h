@@ -150,6 +150,8 @@ extern size_t nret_sites;
 extern ZydisDecoder decoder;
 extern int out_fd;
 extern char out_path[PATH_MAX];
+extern int follow;
+extern unsigned exec_gen;
 extern int debug;
 extern struct tstate *threads;
 extern struct sigaction prog_action[65];

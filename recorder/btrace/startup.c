@@ -786,6 +786,27 @@ static int syscall_stubs(void)
 	return 0;
 }
 
+/* This process's trace file, after the base name OUT_PATH: the program `record` started
+ * (TK_BTRACE_ROOT, or any process without TK_BTRACE_FOLLOW) writes OUT; with FOLLOW, another
+ * process writes OUT.<pid>, and the N-th program a process exec's into writes OUT.<pid>.<N>
+ * (TK_BTRACE_EXEC=<pid>:<N>, set by our exec wrappers). Forked children switch to OUT.<pid>
+ * by themselves (child_switch). */
+static void trace_name(char *buf, size_t n)
+{
+	const char *root = getenv("TK_BTRACE_ROOT"), *ex = getenv("TK_BTRACE_EXEC");
+	long pid = getpid();
+	unsigned long epid = 0, gen = 0;
+
+	if (follow && ex && sscanf(ex, "%lu:%lu", &epid, &gen) == 2 && (long)epid == pid && gen) {
+		exec_gen = (unsigned)gen;
+		snprintf(buf, n, "%s.%ld.%u", out_path, pid, exec_gen);
+	} else if (follow && root && atol(root) != pid) {
+		snprintf(buf, n, "%s.%ld", out_path, pid);
+	} else {
+		snprintf(buf, n, "%s", out_path);
+	}
+}
+
 __attribute__((constructor(101))) static void btrace_init(void)
 {
 	const char *out = getenv("TK_BTRACE_OUT");
@@ -798,11 +819,17 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	if (!out || !*out || !real_sigaction)
 		return;
-	/* Programs this one starts (exec without our wrappers, system(), posix_spawn) inherit
-	 * the environment: they are not traced, and must not overwrite the trace. (unsetenv,
-	 * unlike setenv, does not allocate: the program's heap stays untouched.) */
+	/* out_path is the base name: every other process's trace is named after it. Without
+	 * TK_BTRACE_FOLLOW, the programs this one starts (exec without our wrappers, system(),
+	 * posix_spawn) inherit an environment without it: they are not traced, and must not
+	 * overwrite the trace. (unsetenv, unlike setenv, does not allocate: the program's heap
+	 * stays untouched.) */
 	snprintf(out_path, sizeof out_path, "%s", out);
-	unsetenv("TK_BTRACE_OUT");
+	follow = getenv("TK_BTRACE_FOLLOW") && !strcmp(getenv("TK_BTRACE_FOLLOW"), "1");
+	char first[PATH_MAX + 48];
+	trace_name(first, sizeof first);
+	if (!follow)
+		unsetenv("TK_BTRACE_OUT");
 	struct rlimit_k {
 		uint64_t cur, max;
 	} nofile;
@@ -912,12 +939,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say("SIGTRAP already has a handler in this process; not recording");
 		return;
 	}
-	out_fd = open_output(out_path);
+	out_fd = open_output(first);
 	if (out_fd < 0) {
 		say("cannot create the trace file; not recording");
 		return;
 	}
-	write_header(0);
+	write_header(strcmp(first, out_path) ? (uint32_t)getppid() : 0);
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_trap;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;

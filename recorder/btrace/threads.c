@@ -115,6 +115,7 @@ void child_switch(struct tstate *me, int tid)
 		return;
 	out_pid = pid;
 	fd_reopened = 0;
+	exec_gen = 0;   /* a new process: its first exec is its .1 */
 	if (out_fd >= 0)
 		rt_syscall(SYS_close, out_fd, 0, 0, 0, 0, 0);
 	rt_puts(&b, out_path);
@@ -379,14 +380,37 @@ static char **strip_env(char *const envp[])
 	return e;
 }
 
+/* Following: ENVP as it is, but for our exec marker, which tells the new program that it
+ * is this process's next one (trace_name), so it does not write over this trace. */
+static char **mark_exec(char *const envp[])
+{
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	char **e = malloc((n + 2) * sizeof *e), *mark = malloc(48);
+	size_t k = 0;
+	if (!e || !mark) {
+		free(e);
+		free(mark);
+		return strip_env(envp);   /* not followed rather than overwritten */
+	}
+	snprintf(mark, 48, "TK_BTRACE_EXEC=%d:%u", (int)rt_getpid(), exec_gen + 1);
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], "TK_BTRACE_EXEC=", 15))
+			e[k++] = envp[i];
+	e[k++] = mark;
+	e[k] = NULL;
+	return e;
+}
+
 /* Not in a vfork child that shares our state (with libc traced, it is known): its exec
- * does not end the parent's trace. */
+ * does not end the parent's trace, and with FOLLOW its program is a new process's. */
 static char **exec_prepare(char *const envp[])
 {
 	if (other_task())
-		return strip_env(envp);
+		return follow ? (char **)envp : strip_env(envp);
 	int was = mute_self();
-	char **e = strip_env(envp);
+	char **e = follow ? mark_exec(envp) : strip_env(envp);
 	unmute_self(was);
 	finish(END_EXEC, 0);
 	return e;

@@ -36,8 +36,9 @@ struct agg {
 	const char *tracks;
 	const struct tk_out_opts *o;
 };
-/* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O asks
- * for threads: then each gets a level of its own above the root, named by its label and id. */
+/* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O (may be
+ * NULL) asks for threads: then each gets a level of its own above the root, named by its
+ * label and id. */
 int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 	      const struct tk_out_opts *o);
 /* What a track is called in O's output ("thread" unless it says), NULL when merged. */
@@ -53,6 +54,8 @@ uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m);
 uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m);
 
 int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o);
+int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
+		  struct names *nm);
 /* --sort for per-line and per-block tables (source.c): by instructions (default), executions, or
  * place (file:line, address). Returns 0, or -TK_E_INVAL for a key that does not apply. */
 enum count_sort { CS_INSNS, CS_EXECS, CS_PLACE };

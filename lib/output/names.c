@@ -248,7 +248,7 @@ int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 {
 	memset(a, 0, sizeof *a);
 	a->names = nm;
-	a->tracks = out_track_label(o);
+	a->tracks = o ? out_track_label(o) : NULL;
 	a->o = o;
 	a->cap = 1024;
 	a->n = malloc(a->cap * sizeof *a->n);

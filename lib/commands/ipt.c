@@ -7,7 +7,8 @@
 
 #include "internal.h"
 
-/* CODE 0: only the packets are wanted (dump): no image is built. */
+/* CODE 0: only the packets are wanted (dump): no image is built; 2: the code, and a
+ * perf.data session's queues split by thread (decode). */
 static int session_open(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi, int code, struct tk_perf_session *x)
 {
@@ -15,7 +16,8 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
 	const char *chunk = getenv("TK_IPT_CHUNK");
 	struct tk_perf_session_opts so = {
-		.sz = sizeof so, .code = code, .quiet = o->quiet, .elf = o->elf,
+		.sz = sizeof so, .code = code != 0, .threads = code == 2, .quiet = o->quiet,
+		.elf = o->elf,
 		.nelf = (size_t)o->n_elf, .raw = o->raw, .nraw = (size_t)o->n_raw,
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
@@ -302,7 +304,7 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc = 0, status;
 
 	(void)unused;
-	if ((status = session_open(c, file, in, fi, 1, &x)))
+	if ((status = session_open(c, file, in, fi, 2, &x)))
 		return status;
 	if ((status = c->out_open(c, NULL, &out))) {
 		tk_perf_session_close(&x);

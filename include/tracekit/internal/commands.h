@@ -83,6 +83,7 @@ struct tk_cmd_opts {
 	const char *xray_mode;       /* --xray-mode basic|fdr */
 	const char *module[TK_CMD_MAX_LIST]; /* --module PATH */
 	int n_module;
+	int no_follow;               /* --no-follow: programs it starts run untraced */
 	int has_tid;                 /* --tid N given */
 	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */

@@ -443,11 +443,19 @@ static struct tk_tsc_conv perf_conv(const struct tk_perf_session *x)
 	return (struct tk_tsc_conv){ 0, 0, 0 };
 }
 
-/* Split by thread: asked for, and a timed session (perf decodes it by time) that says
- * which threads ran (switches) or which process a thread is (COMM, FORK). */
+/* A timed session (perf decodes it by time) that says which threads ran (switches) or
+ * which process a thread is (COMM, FORK). */
+int tk_perf_by_thread(const struct tk_perf_aux *a)
+{
+	const struct tk_perf_pt_info *pt = &a->pt;
+
+	return pt->nfields >= 5 && pt->cap_user_time_zero && pt->time_mult &&
+	       (a->nswitches || a->ntasks);
+}
+
 static int split_wanted(const struct tk_perf_session *x)
 {
-	return x->o.threads && perf_conv(x).mult && (x->aux.nswitches || x->aux.ntasks);
+	return x->o.threads && x->perf && tk_perf_by_thread(&x->aux);
 }
 
 /* The process of thread TID (its last COMM or FORK record), UINT32_MAX if none. */

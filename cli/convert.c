@@ -13,6 +13,8 @@ static const char usage[] =
 	"                  branch trace (btrace): ipt, one thread's raw Intel PT stream as\n"
 	"                  hardware with return compression writes it (a return to its call is\n"
 	"                  a TNT bit, not a TIP); same flow, profile and times as the trace\n"
+	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
+	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Kanata pipeline logs:\n"

@@ -154,7 +154,8 @@ int cli_need_files(const struct tk_cmd_opts *o, const char *cmd)
 static int one_document(const char *cmd, const char *to)
 {
 	static const char *const docs[] = { "json", "pprof", "csv", "perfetto", "chrome",
-					     "xray-yaml", "yaml", "kanata", "ipt", "account-csv" };
+					     "xray-yaml", "yaml", "kanata", "ipt", "account-csv",
+					     "callgrind" };
 
 	if (!to)
 		return strcmp(cmd, "convert") == 0;

@@ -18,12 +18,15 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --to FMT        text, json, csv, folded, pprof, callgrind, calltree, lines, blocks,\n"
+	"                  source\n"
 	"  --stacks        folded stacks (same as --to folded)\n"
 	"  --lines         per source line (same as --to lines; needs --elf)\n"
 	"  --source        annotated source listing (same as --to source; needs --elf)\n"
 	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  -j N            threads (default: all cores)\n"
+	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
+	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
 	"\n"
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"
@@ -57,7 +60,7 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
-		.msg = cli_msg,
+		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
 	};
 }
 
@@ -82,7 +85,7 @@ static int profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, s
 	int rc;
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
-			  "source, calltree, lines, blocks)", o->to);
+			  "callgrind, source, calltree, lines, blocks)", o->to);
 		return EXIT_USAGE;
 	}
 	if ((rc = cli_out_open(o, &out)))
@@ -141,7 +144,7 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 	if (!kind || key < 0) {
 		if (!kind)
 			cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, "
-				  "pprof, source, calltree, lines, blocks, account, account-csv)", o->to);
+				  "pprof, callgrind, source, calltree, lines, blocks, account, account-csv)", o->to);
 		else
 			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, "
 				  "90p, 99p, max, sum)", o->sort);

@@ -101,6 +101,14 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	if (!bt)
 		return TK_EXIT_INPUT;
 	tk_btrace_info_text(out, bt);
+	/* a recording that followed its processes: the others' files, named after this one */
+	char **rel;
+	size_t nrel;
+	if (strcmp(file, "-") && tk_btrace_related(file, &rel, &nrel) == 0) {
+		for (size_t i = 0; i < nrel; i++)
+			tk_buf_printf(out, "  followed: %s\n", rel[i]);
+		tk_btrace_related_free(rel, nrel);
+	}
 	if (!tk_btrace_info(bt)->complete && !tk_btrace_info(bt)->refused)
 		status = TK_EXIT_SKIPPED;
 	int g = tk_cmd_gaps(c, file, tk_btrace_gaps(bt), "damaged record");
@@ -411,5 +419,7 @@ const struct tk_cmd_option tk_cmd_btrace_options[] = {
 	  TK_FMT_TKBT },
 	{ "module", "PATH", "trace this loaded module too (repeatable; 'main': the executable)",
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_LIST, CMD_FIELD(module), CMD_FIELD(n_module) },
+	{ "no-follow", NULL, "programs it starts (exec, fork+exec, posix_spawn, system) run untraced",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(no_follow), 0 },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };

@@ -156,11 +156,18 @@ struct tk_ipt_flow_opts tk_cmd_flow_opts(const struct tk_cmd *c, const struct tk
 	};
 }
 
+struct tk_sym_opts tk_cmd_sym_opts(const struct tk_cmd_opts *o)
+{
+	return (struct tk_sym_opts){ .sz = sizeof(struct tk_sym_opts),
+				     .no_demangle = o->no_demangle, .short_names = o->short_names };
+}
+
 struct tk_sym *tk_cmd_sym_open(const struct tk_cmd *c, int bias, int *status)
 {
 	const struct tk_cmd_opts *o = c->o;
 	int err;
-	struct tk_sym *s = tk_sym_new(NULL, &err);
+	struct tk_sym_opts so = tk_cmd_sym_opts(o);
+	struct tk_sym *s = tk_sym_new(&so, &err);
 
 	*status = 0;
 	if (!s) {

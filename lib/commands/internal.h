@@ -52,6 +52,8 @@ struct tk_image *tk_cmd_image_load(const struct tk_cmd *c);
 struct tk_ipt_flow_opts tk_cmd_flow_opts(const struct tk_cmd *c, const struct tk_image *img);
 /* Symbols from --elf FILE[:BASE] (BIAS: FILE[:BIAS], the load bias); NULL with *STATUS
  * set after saying why. */
+/* The symbolizer options of the command line (--no-demangle, --short-names). */
+struct tk_sym_opts tk_cmd_sym_opts(const struct tk_cmd_opts *o);
 struct tk_sym *tk_cmd_sym_open(const struct tk_cmd *c, int bias, int *status);
 
 /* Timelines: --to perfetto|chrome (none: Perfetto), --time A:B (ticks), --max-events N. */

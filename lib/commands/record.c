@@ -96,6 +96,15 @@ static int find_recorder(char *path, size_t n)
 	return -1;
 }
 
+/* The program a trace is of: its first module's name (the executable, or the first module
+ * traced with --module). */
+static const char *program_name(const struct tk_btrace *bt)
+{
+	const struct tk_btrace_module *m = tk_btrace_module_count(bt) ? tk_btrace_module(bt, 0) : NULL;
+	const char *slash = m && m->path ? strrchr(m->path, '/') : NULL;
+	return !m || !m->path ? "?" : slash ? slash + 1 : m->path;
+}
+
 /* Summary of the written container on stderr; returns an exit status. */
 static int btrace_summary(const struct tk_cmd *c, const char *file)
 {
@@ -132,8 +141,8 @@ static int btrace_summary(const struct tk_cmd *c, const char *file)
 		status = TK_EXIT_INPUT;
 	} else {
 		if (!o->quiet)
-			CMD_NOTE(c, file, "pid %u, %zu thread(s), %llu branch traps, "
-				"%llu bytes of PT packets%s", bi->pid, tk_btrace_thread_count(bt),
+			CMD_NOTE(c, file, "pid %u (%s), %zu thread(s), %llu branch traps, "
+				"%llu bytes of PT packets%s", bi->pid, program_name(bt), tk_btrace_thread_count(bt),
 				(unsigned long long)traps, (unsigned long long)bytes,
 				bi->exec ? " (ends at exec)" : "");
 		if (bi->signal && !o->quiet)
@@ -158,6 +167,33 @@ static int btrace_summary(const struct tk_cmd *c, const char *file)
 	tk_btrace_free(bt);
 	tk_input_free(in);
 	return status;
+}
+
+/* The files an earlier followed recording left under the same name: a new run's would mix
+ * with them. They are the recorder's own outputs (tracekit names them), so they go. */
+static void remove_related(const struct tk_cmd *c, const char *base)
+{
+	char **rel;
+	size_t n;
+
+	if (tk_btrace_related(base, &rel, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (unlink(rel[i]) < 0 && errno != ENOENT)
+			CMD_WARN(c, rel[i], UINT64_MAX, "cannot remove the previous recording's file: %s",
+				 strerror(errno));
+	tk_btrace_related_free(rel, n);
+}
+
+/* record's exit status: its own when it failed (usage, input, output: 2 and up), else the
+ * program's as a shell gives it (128 + N when signal N ended it, as uftrace does), and 1 when
+ * the program succeeded but the trace lost data. */
+static int program_status(int own, int ws)
+{
+	if (own >= TK_EXIT_USAGE)
+		return own;
+	int prog = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 0;
+	return prog ? prog : own;
 }
 
 int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_input *in,
@@ -195,6 +231,7 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		snprintf(outabs, sizeof outabs, "%.2000s/%.2000s", cwd, out);
 	}
 	unlink(outabs);
+	remove_related(c, outabs);
 	for (int i = 0; i < o->n_module; i++) {
 		size_t l = strlen(mods);
 		snprintf(mods + l, sizeof mods - l, "%s%s", l ? ":" : "", o->module[i]);
@@ -213,6 +250,13 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		setenv("LD_PRELOAD", pre, 1);
 		setenv("TK_BTRACE_OUT", outabs, 1);
 		setenv("TK_BTRACE_MODULES", mods, 1);
+		if (!o->no_follow) {
+			/* this process becomes the program: it writes OUT, the others OUT.<pid>... */
+			char root[24];
+			snprintf(root, sizeof root, "%d", (int)getpid());
+			setenv("TK_BTRACE_FOLLOW", "1", 1);
+			setenv("TK_BTRACE_ROOT", root, 1);
+		}
 		execv(prog, o->args);
 		CMD_NOTE(c, prog, "exec: %s", strerror(errno));
 		_exit(127);
@@ -229,7 +273,15 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 			CMD_NOTE(c, NULL, "%s killed by signal %d (%s)", o->args[0], WTERMSIG(ws),
 				strsignal(WTERMSIG(ws)));
 	}
-	return btrace_summary(c, outabs);
+	int status = btrace_summary(c, outabs);
+	char **rel;
+	size_t nrel = 0;
+	if (!o->no_follow && tk_btrace_related(outabs, &rel, &nrel) == 0) {
+		for (size_t i = 0; i < nrel; i++)
+			status = tk_cmd_max(status, btrace_summary(c, rel[i]));
+		tk_btrace_related_free(rel, nrel);
+	}
+	return program_status(status, ws);
 }
 
 

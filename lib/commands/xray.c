@@ -149,8 +149,10 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 static int timeline(const struct tk_cmd *c, struct tk_xray *x, const struct tk_xray_map *map,
 		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t *dropped)
 {
-	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = 1 };
+	struct tk_sym_opts so = tk_cmd_sym_opts(c->o);
 	int err, rc;
+
+	so.no_dwarf = 1;
 	struct tk_sym *sym = tk_sym_new(&so, &err);
 	if (!sym)
 		return err;

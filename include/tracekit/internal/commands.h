@@ -68,6 +68,8 @@ struct tk_cmd_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
+	int short_names;             /* --short-names: no template arguments, no parameters */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
 
 	/* stats / convert for pipelines and slices */
@@ -81,6 +83,7 @@ struct tk_cmd_opts {
 	const char *xray_mode;       /* --xray-mode basic|fdr */
 	const char *module[TK_CMD_MAX_LIST]; /* --module PATH */
 	int n_module;
+	int no_follow;               /* --no-follow: programs it starts run untraced */
 	int has_tid;                 /* --tid N given */
 	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */

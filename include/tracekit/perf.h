@@ -228,6 +228,7 @@ struct tk_perf_session {
 	size_t nelf;
 	unsigned shown;             /* problems reported while reading */
 	int split;                  /* the queues are split by thread (opts.threads) */
+	unsigned procs_capped;      /* ... more processes than images: said once */
 	struct tk_perf_proc *procs; /* ... the processes' images */
 	size_t nprocs;
 	uint64_t *seg_breaks;       /* ... and the streams' breaks */

@@ -65,7 +65,7 @@ perf_ips() {
 }
 tk_ips() {
 	"$TK" decode --no-disasm ${2:+--time} "$1" | awk -v time="${2:-}" '
-		/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
+		/^\[.*\[cpu [0-9]+(, pid [0-9]+, tid [0-9]+)?\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
 			c = substr($0, RSTART + 4, RLENGTH - 4); next }
 		time && $2 ~ /^\[/ || !time && /^\[/ { next }
 		time { t = $1; gsub(/[][]/, "", t); a = $2; sub(/^0+/, "", a); printf "%d %s %s\n", c, t, a; next }
@@ -287,8 +287,9 @@ rc=0
 [ $rc = 1 ] && grep -q '1 losses marked with OVF (packets cut off there left out)' "$work/cut.err" ||
 	{ echo "convert --to ipt of a loss: exit $rc"; cat "$work/cut.err"; exit 1; }
 "$TK" decode --no-disasm "${elfargs[@]}" "$work/cut.pt" >"$work/cut.txt" 2>/dev/null || true
-[ "$(grep '^\[' "$work/cut.txt" | grep -cv 'abled\]$')" = 1 ] && grep -q '^\[overflow' "$work/cut.txt" ||
-	{ echo "convert --to ipt of a loss: not one overflow"; grep '^\[' "$work/cut.txt" | grep -v abled | head; exit 1; }
+# (tracing switched off and on again: [enabled], [disabled], [resumed] at the same IP)
+[ "$(grep '^\[' "$work/cut.txt" | grep -cEv '(abled|resumed)\]$')" = 1 ] && grep -q '^\[overflow' "$work/cut.txt" ||
+	{ echo "convert --to ipt of a loss: not one overflow"; grep '^\[' "$work/cut.txt" | grep -Ev '(abled|resumed)\]$' | head; exit 1; }
 python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/cut.txt" >"$work/seg.out" &&
 	grep -q '^2 pieces' "$work/seg.out" || { echo "convert --to ipt of a loss: $(cat "$work/seg.out")"; exit 1; }
 

@@ -70,6 +70,7 @@ struct cli_opts {
 	uint64_t slowest;            /* --slowest N */
 	const char *cycles;          /* --cycles A:B */
 	const char *slice;           /* --slice K:N */
+	const char *shard;           /* --shard I/N: a partial result (cli/shard.c) */
 
 	/* record */
 	int rec_btrace;              /* --btrace */
@@ -275,6 +276,9 @@ extern const struct cli_command *const cli_commands[];
 
 /* The commands (one file each). */
 extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
-	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_record;
+	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_record, cli_cmd_merge;
+
+/* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard. */
+int cli_shard_profile(struct cli_opts *o);
 
 #endif

@@ -28,6 +28,7 @@ static const char usage[] =
 	"                  build-id (so does an --elf FILE)\n"	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times in us (0: ticks)\n"
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n"
+	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"
 	"A perf.data file brings its own code (the files the session mapped) and profiles\n"
@@ -141,6 +142,8 @@ static int run(struct cli_opts *o)
 			  "calls of a timeline: convert --to perfetto|chrome --time A:B)");
 		return EXIT_USAGE;
 	}
+	if (o->shard)
+		return cli_shard_profile(o);
 	return cli_run_files(o, "profile", cli_profile_file);
 }
 

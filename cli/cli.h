@@ -276,7 +276,7 @@ extern const struct cli_command *const cli_commands[];
 
 /* The commands (one file each). */
 extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
-	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_record, cli_cmd_merge;
+	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record, cli_cmd_merge;
 
 /* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard. */
 int cli_shard_profile(struct cli_opts *o);

@@ -11,6 +11,7 @@ packages=(
 	libipt-dev linux-perf valgrind protobuf-compiler hyperfine bc time
 	libc6-dbg
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+	chromium
 )
 # Node.js (for the pprof reader in tests) may come from another repository; only add
 # Debian's when there is none at all.
@@ -32,9 +33,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 	"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# pprof reader used by the output tests (npm registry), kept inside the build tree.
+# The output tests' npm tools (tests/tools/package.json: the pprof reader, puppeteer-core
+# that drives Debian's chromium for the report pages, eslint for the page's script), kept
+# inside the source tree.
 here=$(cd "$(dirname "$0")/.." && pwd)
-if command -v npm >/dev/null 2>&1 && [ ! -d "$here/tests/tools/node_modules/pprof-format" ] && [ -f "$here/tests/tools/package.json" ]; then
+npm_missing=0
+for m in pprof-format puppeteer-core eslint; do
+	[ -d "$here/tests/tools/node_modules/$m" ] || npm_missing=1
+done
+if command -v npm >/dev/null 2>&1 && [ -f "$here/tests/tools/package.json" ] && [ $npm_missing = 1 ]; then
 	(cd "$here/tests/tools" && npm install --silent --no-audit --no-fund >/dev/null 2>&1) ||
 		echo "install-deps: npm install of test tools failed" >&2
 fi

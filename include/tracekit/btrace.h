@@ -151,6 +151,13 @@ TK_API const struct tk_gap_stats *tk_btrace_gaps(const struct tk_btrace *bt);
  * with a PSB+ (a sync point), so PT decoders see the loss instead of a wrong flow. */
 TK_API int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len);
 
+/* The other files of a recording that followed its processes (record --btrace without
+ * --no-follow), found beside BASE, the first process's file: BASE.<pid> (another process) and
+ * BASE.<pid>.<n> (the n-th program process <pid> exec'd into), sorted by pid, then n.
+ * *PATHS: malloc'd, freed with tk_btrace_related_free; none: *N 0. */
+TK_API int tk_btrace_related(const char *base, char ***paths, size_t *n);
+TK_API void tk_btrace_related_free(char **paths, size_t n);
+
 /* dump's text, one line each with the file offset first (NO_OFFSET: without): the
  * header of the container in DATA (LEN bytes; nothing if it is too short), and a record
  * (the callback of tk_btrace_opts). */

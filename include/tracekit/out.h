@@ -142,6 +142,57 @@ TK_API void tk_out_exec_stats(struct tk_buf *b, enum tk_stats_format to, const c
 TK_API void tk_out_xtrace_stats(struct tk_buf *b, enum tk_stats_format to, const char *path,
 			 size_t bytes, size_t nchunks, const struct tk_xtrace_stats *s);
 
+/* ---- the HTML report (lib/output/report.c) ------------------------------------------ */
+/* One self-contained page (inline CSS, JS and data; nothing from the network) of what a
+ * trace's results show: a summary, a flame graph, the function table (the rows of
+ * tk_out_profile's CSV), source heat, a timeline overview, XRay latency percentiles and,
+ * for pipeline events, IPC over time, stage latencies, the slowest instructions and a
+ * pipeline diagram of a window. Every part is a summary of bounded size, whatever the
+ * trace's: the page stays under TK_REPORT_MAX_BYTES. Feed it a finished profile
+ * (tk_report_profile), then events (tk_report_sink: a timeline needs the profile's time
+ * range first; pipeline events need none), then write it. */
+#define TK_REPORT_MAX_BYTES (8u << 20)
+#define TK_REPORT_TOP 500            /* function table rows; the rest summed in one row */
+#define TK_REPORT_BINS 600           /* timeline and IPC columns */
+#define TK_REPORT_LANES 32           /* timeline lanes; more tracks are summed in one */
+#define TK_REPORT_WINDOW 2000        /* pipeline diagram: instructions at most */
+#define TK_REPORT_SLOWEST 100        /* slowest instructions listed */
+
+struct tk_report_opts {
+	size_t sz;                /* sizeof(struct tk_report_opts) */
+	const char *title;        /* the input's name */
+	const char *format;       /* its format's name */
+	uint64_t size;            /* its bytes */
+	const char *track_label;  /* what a track is ("thread", "cpu"); NULL: "thread" */
+	struct tk_sym *sym;       /* names and lines; NULL: addresses and ids print raw */
+	uint64_t top;             /* function table rows (0: TK_REPORT_TOP) */
+	/* XRay-like profiles (functions keyed by id): the account table's names and thread
+	 * ids (tk_out_account_opts) */
+	const char *(*func_name)(void *ctx, int32_t id);
+	uint32_t (*thread_id)(void *ctx, uint32_t track);
+	void *ctx;
+	/* pipeline events: stage names (as tk_timeline_opts) and the diagram's window:
+	 * instructions alive somewhere in cycles [window_begin, window_end) counted from the
+	 * log's first cycle (window_end 0: the first TK_REPORT_WINDOW instructions) */
+	const char *(*stage_name)(void *ctx, unsigned stage, const char **lane);
+	void *stage_ctx;
+	uint64_t window_begin, window_end;
+};
+struct tk_report;
+TK_API struct tk_report *tk_report_new(const struct tk_report_opts *opts, int *err);
+TK_API void tk_report_free(struct tk_report *r);
+/* The profile's parts: summary, flame graph, function table, source heat (with line
+ * tables), account table (functions keyed by id). P must be finished; it is not kept. */
+TK_API int tk_report_profile(struct tk_report *r, const struct tk_prof *p);
+/* Events: calls and instructions binned per track over the profile's time range (when it
+ * has one), pipeline events into the pipeline parts. */
+TK_API struct tk_sink tk_report_sink(struct tk_report *r);
+TK_API int tk_report_events(struct tk_report *r, const struct tk_event *ev, size_t n);
+/* A line for the summary's "what was lost" list (a decoder's message). */
+TK_API int tk_report_note(struct tk_report *r, const char *msg);
+/* The page. Returns 0 or -TK_E_*. */
+TK_API int tk_report_write(struct tk_report *r, struct tk_buf *b);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,143 +9,61 @@
  *
  * Environment (set by `tracekit record --btrace`): TK_BTRACE_OUT output path,
  * TK_BTRACE_MODULES colon-separated module paths (empty: the main executable). */
-#include <dlfcn.h>
-#include <elf.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <link.h>
-#include <pthread.h>
-#include <sched.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
-#include <asm/prctl.h>
-#include <x86intrin.h>
-
-#include "tracekit/btrace.h"
-#include "tracekit/common.h"
-#include "tracekit/internal/eh_frame_hdr.h"
-#include "cti.h"
-#include "ptenc.h"
-#include "rt.h"
-#include "tracekit/internal/util.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define BUF_CAP (64 * 1024)
-#define BUF_FLUSH_AT (BUF_CAP - 256)
-#define PSB_EVERY 4096
-#define WALK_LIMIT 4096
-#define MAX_MODULES 16
-
-struct module {
-	char path[PATH_MAX];
-	uint64_t bias;
-	uint64_t start, end;          /* executable range (run-time addresses) */
-	uint64_t map_lo, map_hi;      /* all loaded segments */
-	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
-	uint16_t *imap;               /* per byte of [start, end): the instruction there (IM_*) */
-	uint64_t eh_frame_hdr;        /* PT_GNU_EH_FRAME (run-time), for function starts */
-	uint64_t eh_frame_hdr_size;   /* its p_memsz: the table is read no further */
-	uint8_t build_id[64];
-	unsigned build_id_len;
-};
-
-struct tstate {
-	struct ptenc enc;
-	size_t psb_pos;              /* enc.len at the last PSB; (size_t)-1 forces one */
-	int inside;                  /* the decoder is following this thread's code */
-	uint64_t resume;             /* where the thread probably re-enters traced code */
-	/* Resume points of the untraced calls still in progress while a callback runs (qsort
-	 * calling a comparator): the comparator's return to qsort restores the outer one. */
-	uint64_t outer_resume[16];
-	unsigned nouter;
-	int tid;
-	int done;
-	uint32_t seq;
-	uint64_t traps, reentries, unresolved;
-	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
-	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
-	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
-	volatile int in_hit;         /* recording from a trampoline (signals are not blocked) */
-	volatile int muted;          /* the recorder's own libc calls: their CTIs are not recorded */
-	/* Signals that arrived while in_hit, handled when the record is whole (redeliver). */
-	uint64_t deferred;
-	siginfo_t deferred_info[65];
-	/* Who writes this thread's buffer: LOCK_FREE, LOCK_OWNER (the thread, recording) or
-	 * LOCK_ENDED (a thread that ended the process flushed it: nothing more is recorded). */
-	int lock;
-	uint64_t end_reason;         /* TK_BTRACE_THREAD_* of its THREAD_END record */
-	int born;                    /* has recorded once (a new thread's entry: see birth_site) */
-	/* A clone of this thread that shares this state (no TLS of its own) may run before the
-	 * thread itself records again: its records are told apart by the thread id. */
-	int clone_pending;           /* CLONE_SHARED or CLONE_COPY, cleared by the thread */
-	int check_tid;               /* a clone shares memory and runs concurrently: always check */
-	struct tstate *next;
-	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
-};
+#include "recorder.h"
 
 /* Start-up data, read-only once patched. */
-static struct module modules[MAX_MODULES];
-static int nmodules;
-static struct cti *ctis;              /* trapped CTIs */
-static size_t nctis;
-static uint32_t *cti_hash;            /* open addressing: index + 1, 0 = empty */
-static size_t cti_hash_mask;
-static uint64_t *fn_start, *fn_end;   /* sorted function ranges */
-static size_t nfns;
-static uint64_t *ret_sites;           /* sorted return addresses of all calls */
-static uint64_t *ret_calls;           /* the call instruction of each */
-static uint64_t *tj_target, *tj_src;  /* direct jumps into PLT slots (tail calls), by target */
-static size_t ntj;
-static uint64_t plt_lo[MAX_MODULES * 4], plt_hi[MAX_MODULES * 4];
-static int nplt;
-static size_t nret_sites;
-static ZydisDecoder decoder;
+struct module modules[MAX_MODULES];
+int nmodules;
+struct cti *ctis;              /* trapped CTIs */
+size_t nctis;
+uint32_t *cti_hash;            /* open addressing: index + 1, 0 = empty */
+size_t cti_hash_mask;
+uint64_t *fn_start, *fn_end;   /* sorted function ranges */
+size_t nfns;
+uint64_t *ret_sites;           /* sorted return addresses of all calls */
+uint64_t *ret_calls;           /* the call instruction of each */
+uint64_t *tj_target, *tj_src;  /* direct jumps into PLT slots (tail calls), by target */
+size_t ntj;
+uint64_t plt_lo[MAX_MODULES * 4], plt_hi[MAX_MODULES * 4];
+int nplt;
+size_t nret_sites;
+ZydisDecoder decoder;
 
-static int out_fd = -1;
-static uint64_t fd_reopened;          /* times the trace file was reopened (out_fd_check) */
-static char out_path[PATH_MAX];
-static volatile int active, closed;
-static int debug;                     /* TK_BTRACE_DEBUG: explain unresolved re-entries */
-static struct tstate *threads;        /* all thread states, pushed lock-free */
-static __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
-static struct sigaction prog_action[65];   /* the program's own handlers, by signal */
-static uint64_t total_traps_of_dead;
-static char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-up */
-static int npending;
-static size_t nrelocated;             /* CTIs whose window was relocated at start-up */
+int out_fd = -1;
+uint64_t fd_reopened;          /* times the trace file was reopened (out_fd_check) */
+char out_path[PATH_MAX];
+/* TK_BTRACE_FOLLOW=1: programs this one starts are traced too, each into a file of its own
+ * (see trace_name); exec_gen counts the programs this process has exec'd into. */
+int follow;
+unsigned exec_gen;
+volatile int active, closed;
+int debug;                     /* TK_BTRACE_DEBUG: explain unresolved re-entries */
+struct tstate *threads;        /* all thread states, pushed lock-free */
+__thread struct tstate *tls __attribute__((tls_model("initial-exec")));
+struct sigaction prog_action[65];   /* the program's own handlers, by signal */
+uint64_t total_traps_of_dead;
+char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-up */
+int npending;
+size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 
-static int out_pid;                   /* the process that owns out_fd */
+int out_pid;                   /* the process that owns out_fd */
 /* libc is traced: its exit system calls are trapped, so threads and the process end there
  * (not when a thread's start routine returns, nor in the destructor) */
-static int exits_traced;
+int exits_traced;
 /* Addresses just after a clone/clone3 system call seen in traced code: a new thread (with
  * its own TLS, so a fresh state) starts at one of them. */
 static uint64_t birth_site[8];
 static unsigned nbirth;
 /* Big RSP changes (sub rsp, 0x1000) of straight-line instructions, for the walk (IM_RSP_BIG). */
-static uint64_t *big_rsp_addr;
-static uint64_t *big_rsp_delta;     /* int64_t values */
-static size_t nbig_rsp;
+uint64_t *big_rsp_addr;
+uint64_t *big_rsp_delta;     /* int64_t values */
+size_t nbig_rsp;
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
-static int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-static int (*real_execve)(const char *, char *const[], char *const[]);
-static int (*real_execvpe)(const char *, char *const[], char *const[]);
+int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+int (*real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+int (*real_execve)(const char *, char *const[], char *const[]);
+int (*real_execvpe)(const char *, char *const[], char *const[]);
 
 /* ---- small async-signal-safe helpers (no libc: see rt.h) --------------------------------- */
 
@@ -158,10 +76,10 @@ static long sys_write_all(int fd, const struct iovec *iov, int n)
 /* The recorder's messages go to a private duplicate of the stderr the program started
  * with (made at start-up, high and close-on-exec): not to whatever the program later puts
  * on descriptor 2, nor lost when it closes it. */
-static int err_fd = 2;
-static uint64_t err_dev, err_ino;   /* what it was: a program that closes it frees its number */
+int err_fd = 2;
+uint64_t err_dev, err_ino;   /* what it was: a program that closes it frees its number */
 
-static void say2(const char *a, const char *b, const char *c)
+void say2(const char *a, const char *b, const char *c)
 {
 	struct stat st;
 	if ((err_dev | err_ino) && (rt_syscall(SYS_fstat, err_fd, &st, 0, 0, 0, 0) != 0 ||
@@ -173,7 +91,7 @@ static void say2(const char *a, const char *b, const char *c)
 	sys_write_all(err_fd, iov, 5);
 }
 
-static void say(const char *msg)
+void say(const char *msg)
 {
 	say2(msg, "", "");
 }
@@ -185,13 +103,13 @@ static void say(const char *msg)
  * that it still is the trace file (its device and inode); if not, it reopens the file by
  * name (without truncating: records are appended) and counts it for the end record, so
  * the trace goes on and `record` says what happened. */
-static char out_cur[PATH_MAX + 16];   /* the file out_fd should be: this process's trace */
+char out_cur[PATH_MAX + 16];   /* the file out_fd should be: this process's trace */
 static uint64_t out_dev, out_ino;
-static int out_fd_floor;              /* the lowest descriptor the trace may have */
+int out_fd_floor;              /* the lowest descriptor the trace may have */
 static volatile int out_fd_busy;
 
 /* FD moved to out_fd_floor or above (close-on-exec), its identity noted; -1 if FD < 0. */
-static int out_fd_settle(long fd)
+int out_fd_settle(long fd)
 {
 	struct stat st;
 	if (fd < 0)
@@ -215,7 +133,7 @@ static int out_fd_is_trace(void)
 	       st.st_ino == out_ino;
 }
 
-static void out_fd_check(void)
+void out_fd_check(void)
 {
 	if (out_fd < 0 || out_fd_is_trace())
 		return;
@@ -241,7 +159,7 @@ static void out_fd_check(void)
 	__atomic_store_n(&out_fd_busy, 0, __ATOMIC_RELEASE);
 }
 
-static void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
+void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
 	uint8_t h[TK_BTRACE_REC_HEADER];
 	static const uint8_t zeros[8];
@@ -279,7 +197,7 @@ static void *rec_map(size_t n)
 	return p < 0 && p > -4096 ? NULL : (void *)p;
 }
 
-static void *rec_alloc(size_t n)   /* zeroed, 16-aligned */
+void *rec_alloc(size_t n)   /* zeroed, 16-aligned */
 {
 	static uint8_t *cur;
 	static size_t left;
@@ -297,7 +215,7 @@ static void *rec_alloc(size_t n)   /* zeroed, 16-aligned */
 	return r;
 }
 
-static void rec_free(void *p, size_t n)
+void rec_free(void *p, size_t n)
 {
 	if (p && ((n + 15) & ~(size_t)15) >= REC_CHUNK / 2)
 		rt_syscall(SYS_munmap, p, (n + 4095) & ~(size_t)4095, 0, 0, 0, 0);
@@ -305,29 +223,8 @@ static void rec_free(void *p, size_t n)
 
 /* ---- lookups ---------------------------------------------------------------------- */
 
-static inline const struct cti *cti_find(uint64_t addr)
-{
-	size_t i = tk_hash64(addr) & cti_hash_mask;
-	for (;;) {
-		uint32_t v = cti_hash[i];
-		if (!v)
-			return NULL;
-		if (ctis[v - 1].addr == addr)
-			return &ctis[v - 1];
-		i = (i + 1) & cti_hash_mask;
-	}
-}
-
-static inline const struct module *module_of(uint64_t addr)
-{
-	for (int i = 0; i < nmodules; i++)
-		if (addr >= modules[i].start && addr < modules[i].end)
-			return &modules[i];
-	return NULL;
-}
-
 /* Index of the last element <= key in a sorted array, or -1. */
-static long last_le(const uint64_t *a, size_t n, uint64_t key)
+long last_le(const uint64_t *a, size_t n, uint64_t key)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
@@ -341,7 +238,7 @@ static long last_le(const uint64_t *a, size_t n, uint64_t key)
 }
 
 /* How an instruction moves RSP: *d gets the change; returns 0 if it cannot say. */
-static int rsp_effect(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops, int64_t *d)
+int rsp_effect(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops, int64_t *d)
 {
 	*d = 0;
 	switch (in->mnemonic) {
@@ -381,22 +278,7 @@ static int rsp_effect(const ZydisDecodedInstruction *in, const ZydisDecodedOpera
 	return 1;
 }
 
-/* The instruction map: at start-up, every instruction of a traced module is decoded once
- * (with Zydis, in the linear sweep) and described in 16 bits at the offset of its first
- * byte, so that the trap handler follows code without a decoder (Zydis calls libc):
- * bits 0-3 length (0: no instruction starts here), 4-5 class, 6 direct jump with rel8,
- * 7 nothing falls through after it (jmp, ret, ud2, hlt), 8-15 its RSP change as int8
- * (IM_RSP_UNKNOWN, or IM_RSP_BIG: look it up in big_rsp_*). */
-#define IM_LEN 0x0f
 #define IM_STRAIGHT 0x00
-#define IM_JMP 0x10
-#define IM_CALL 0x20
-#define IM_STOP 0x30        /* any other control transfer, and system calls */
-#define IM_CLASS 0x30
-#define IM_REL8 0x40
-#define IM_ENDS 0x80
-#define IM_RSP_UNKNOWN (-128)
-#define IM_RSP_BIG 127
 
 static inline uint16_t imap_at(const struct module *m, uint64_t ip)
 {
@@ -476,7 +358,7 @@ static int walk_reaches(uint64_t from, uint64_t to, int64_t *delta, int *delta_o
 	return 0;
 }
 
-static int in_plt(uint64_t a)
+int in_plt(uint64_t a)
 {
 	for (int i = 0; i < nplt; i++)
 		if (a >= plt_lo[i] && a < plt_hi[i])
@@ -752,7 +634,7 @@ static uint64_t return_address(const greg_t *g)
 
 /* ---- per-thread buffers -------------------------------------------------------------- */
 
-static void flush_thread(struct tstate *ts)
+void flush_thread(struct tstate *ts)
 {
 	ptenc_tnt_flush(&ts->enc);
 	if (ts->enc.len && !closed)
@@ -762,7 +644,7 @@ static void flush_thread(struct tstate *ts)
 	ts->psb_pos = (size_t)-1;   /* every piece starts with a PSB: a sync point */
 }
 
-static void end_thread(struct tstate *ts)
+void end_thread(struct tstate *ts)
 {
 	uint64_t st[6] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits,
 			   ts->end_reason };
@@ -772,25 +654,10 @@ static void end_thread(struct tstate *ts)
 	ts->done = 1;
 }
 
-#define LOCK_FREE 0
-#define LOCK_OWNER 1
-#define LOCK_ENDED 2
-
-/* The thread takes its own buffer for a record; fails once the process's end has taken it. */
-static inline int ts_enter(struct tstate *ts)
-{
-	int f = LOCK_FREE;
-	return __atomic_compare_exchange_n(&ts->lock, &f, LOCK_OWNER, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-}
-
-static inline void ts_leave(struct tstate *ts)
-{
-	__atomic_store_n(&ts->lock, LOCK_FREE, __ATOMIC_RELEASE);
-}
 
 /* The thread ending the process takes another thread's buffer for good, waiting for a
  * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken. */
-static int ts_take(struct tstate *ts)
+int ts_take(struct tstate *ts)
 {
 	for (int i = 0; i < 20000; i++) {
 		int f = LOCK_FREE;
@@ -802,7 +669,7 @@ static int ts_take(struct tstate *ts)
 	return 0;
 }
 
-static struct tstate *thread_state(void)
+struct tstate *thread_state(void)
 {
 	struct tstate *ts = tls;
 	if (ts)
@@ -823,7 +690,7 @@ static struct tstate *thread_state(void)
 	return ts;
 }
 
-static int maybe_psb(struct tstate *ts, uint64_t ip)
+int maybe_psb(struct tstate *ts, uint64_t ip)
 {
 	if (ts->psb_pos == (size_t)-1 || ts->enc.len - ts->psb_pos >= PSB_EVERY) {
 		ptenc_tnt_flush(&ts->enc);
@@ -845,16 +712,14 @@ static void stamp(struct tstate *ts, int psb_written)
 		ptenc_tsc(&ts->enc, __rdtsc());
 }
 
-#define CLONE_SHARED 1   /* the clone shares memory (vfork, posix_spawn): not recorded */
 #define CLONE_COPY 2     /* the clone has a copy (fork): it starts its own trace */
 
-static void child_switch(struct tstate *ts, int tid);
 
 /* Is the task running now not the thread that owns TS? A clone made without a TLS of its
  * own (vfork, posix_spawn's child, fork) runs with its parent's state until it, or the
  * parent, records: the thread id tells them apart. A forked child switches to its own
  * trace file here; a child that shares memory is not recorded. */
-static int foreign_task(struct tstate *ts)
+int foreign_task(struct tstate *ts)
 {
 	if (!(ts->clone_pending | ts->check_tid))
 		return 0;
@@ -977,18 +842,12 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 static uint8_t *tramp_area[MAX_MODULES];
 static size_t tramp_used[MAX_MODULES];
 static uint8_t *tramp_stub[MAX_MODULES];
-static uint8_t *tramp_done;           /* per CTI: 1 once rewritten (or given up) */
+uint8_t *tramp_done;           /* per CTI: 1 once rewritten (or given up) */
 static uint32_t *tramp_index[MAX_MODULES];  /* CTI index of each trampoline, in area order */
 static size_t tramp_count[MAX_MODULES];
 static size_t tramp_base[MAX_MODULES];   /* offset of the first trampoline (after the stub) */
-/* Where a thread is in trampoline code, for a signal that interrupts it: each path stores
- * its code + 1 (fs-relative, no flags touched); tramp_hit clears it once recorded. */
-struct tramp_tls {
-	uint32_t code_plus1;
-	uint64_t dest;
-};
-static __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")));
-static int32_t ttls_fs_off;
+__thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")));
+int32_t ttls_fs_off;
 
 #define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
 /* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths | one path (+ ret)], and
@@ -997,9 +856,8 @@ static int32_t ttls_fs_off;
  * window, and the window's distance back from the CTI. A zeroed area means no prefix. */
 #define TRAMP_SIZE 128
 #define TRAMP_META 16
-#define RELOC_MAX_INSNS 6
 #define RELOC_MAX_BYTES (TRAMP_SIZE - TRAMP_META - (6 + 2 * TRAMP_PATH))
-static int tramps_on;
+int tramps_on;
 static volatile int patch_lock;
 
 /* A signal that arrived while the thread was recording (in_hit), delivered again now that
@@ -1018,7 +876,7 @@ static void redeliver(struct tstate *ts)
 }
 
 /* Keep SIG for redeliver: it interrupted a record in progress. */
-static void defer_signal(struct tstate *ts, int sig, const siginfo_t *si)
+void defer_signal(struct tstate *ts, int sig, const siginfo_t *si)
 {
 	ts->deferred_info[sig] = *si;
 	ts->deferred |= 1ull << (sig - 1);
@@ -1134,7 +992,7 @@ static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
 	emit_rel32(p, (uint8_t *)(uintptr_t)to);
 }
 
-static int xsave_ok(void)
+int xsave_ok(void)
 {
 	unsigned a, b, c, d;
 	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
@@ -1145,7 +1003,7 @@ static int xsave_ok(void)
 }
 
 /* SIZE bytes of executable memory within +-2 GiB of module M's code (reached by rel32). */
-static uint8_t *map_near(int m, size_t size)
+uint8_t *map_near(int m, size_t size)
 {
 	uint64_t lo = modules[m].start, hi = modules[m].end;
 	for (uint64_t step = 1; step < 64; step++) {
@@ -1166,7 +1024,7 @@ static uint8_t *map_near(int m, size_t size)
 }
 
 /* An area for module M's trampolines within +-2 GiB of its code. */
-static void tramp_setup(int m)
+void tramp_setup(int m)
 {
 	uint8_t *p = map_near(m, TRAMP_AREA);
 	if (!p)
@@ -1299,25 +1157,16 @@ out:
  * indirect jump (a jump table could target any instruction). Bytes from B+5 on keep the
  * original code, so a branch into them still finds the CTI's int3. */
 
-struct reloc_insn {
-	uint64_t addr;
-	uint8_t len;
-	uint8_t disp_at;    /* offset of a RIP-relative disp32 in the instruction, 0 if none */
-};
 
 /* The jumps into relocated windows, written by patch() after the int3s (a window's jump
  * may cover its CTI). Everything is decided before the first int3: Zydis, which decides,
  * calls libc's memset, and would trap millions of times with libc traced. */
-struct window {
-	uint64_t at;
-	uint8_t jmp[5];
-};
-static struct window *windows;   /* room for one per CTI */
-static size_t nwindows;
+struct window *windows;   /* room for one per CTI */
+size_t nwindows;
 
 /* Make the trampoline of C (index I) with prefix PRE[0..N) and plan the jump from the
  * window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
-static int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
+int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
 {
 	uint64_t b = n ? pre[0].addr : c->addr;
 	const struct module *mod = module_of(c->addr);
@@ -1400,7 +1249,7 @@ fail:
 /* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
  * while it is inside (in a trampoline, its stub or tramp_hit): the jcc not yet recorded, or
  * the destination of the one just recorded. */
-static uint64_t logical_ip(uint64_t rip)
+uint64_t logical_ip(uint64_t rip)
 {
 	for (int m = 0; m < nmodules; m++) {
 		uint64_t a = (uint64_t)(uintptr_t)tramp_area[m];
@@ -1453,11 +1302,7 @@ static void die_foreign_trap(uint64_t ip)
 	rt_syscall(SYS_tgkill, rt_getpid(), rt_gettid(), SIGTRAP, 0, 0, 0);
 }
 
-#define END_EXIT 0
-#define END_EXEC 1
-#define END_SIGNAL 2
-static void finish(int how, int sig);
-static void end_thread(struct tstate *ts);
+void end_thread(struct tstate *ts);
 
 /* rt_sigprocmask, done on the interrupted context's mask (the kernel restores it when the
  * handler returns): as the system call would, except that SIGTRAP is never blocked (a
@@ -1487,9 +1332,6 @@ static long emulate_sigprocmask(const greg_t *g, ucontext_t *uc)
 	return 0;
 }
 
-static void wrap_handler(int sig, siginfo_t *si, void *ucv);
-static void on_fatal(int sig, siginfo_t *si, void *ucv);
-static int is_fatal(int sig);
 
 /* The kernel's struct sigaction on x86-64. */
 struct ksigaction {
@@ -1638,7 +1480,7 @@ static void on_syscall(const struct cti *c, ucontext_t *uc)
 	g[REG_RIP] = (greg_t)c->target;   /* the stub */
 }
 
-static void on_trap(int sig, siginfo_t *si, void *ucv)
+void on_trap(int sig, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
 	greg_t *g = uc->uc_mcontext.gregs;
@@ -1673,1732 +1515,3 @@ static void on_trap(int sig, siginfo_t *si, void *ucv)
 	g[REG_RIP] = (greg_t)r.next;
 }
 
-/* ---- the program's own signal handlers ------------------------------------------------ */
-
-/* A signal interrupts the thread at UC's RIP: if it is inside traced code, tracing stops
- * there (FUP with that IP + TIP.PGD), as Intel PT records an asynchronous event. Returns
- * the IP (0 if it was not inside). */
-static uint64_t leave_at(struct tstate *ts, const ucontext_t *uc)
-{
-	uint64_t rip = 0;
-	if (!ts->inside || !ts_enter(ts))
-		return 0;
-	if (ts->enc.len >= BUF_FLUSH_AT)
-		flush_thread(ts);
-	rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-	if (!module_of(rip))
-		rip = logical_ip(rip);
-	maybe_psb(ts, rip);
-	ptenc_ip(&ts->enc, PT_FUP, rip, 0);
-	ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
-	ts->inside = 0;
-	ts_leave(ts);
-	return rip;
-}
-
-/* Signal delivery is an asynchronous transfer the decoder cannot see: disable tracing at
- * the interrupted IP (FUP + TIP.PGD), run the handler (its code re-enables tracing when it
- * traps), and expect the thread back at the interrupted IP afterwards. */
-static void wrap_handler(int sig, siginfo_t *si, void *ucv)
-{
-	ucontext_t *uc = ucv;
-	struct tstate *ts = active ? thread_state() : NULL;
-	struct sigaction *pa = &prog_action[sig];
-	uint64_t all = ~0ull, old;
-	uint64_t saved_resume = 0, interrupted = 0;
-	int was_inside = 0;
-
-	if (ts && ts->in_hit) {
-		defer_signal(ts, sig, si);   /* a record is in progress (see tramp_hit) */
-		return;
-	}
-	if (ts && foreign_task(ts))
-		ts = NULL;
-	if (ts) {
-		rt_sigmask(SIG_BLOCK, &all, &old);
-		was_inside = ts->inside;
-		saved_resume = ts->resume;
-		interrupted = leave_at(ts, uc);
-		ts->resume = 0;
-		rt_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	struct tramp_tls saved_ttls = ttls;   /* the handler's trampolines must not clobber ours */
-	if (pa->sa_flags & SA_SIGINFO)
-		pa->sa_sigaction(sig, si, ucv);
-	else if (pa->sa_handler != SIG_IGN && pa->sa_handler != SIG_DFL)
-		pa->sa_handler(sig);
-	ttls = saved_ttls;
-	if (ts) {
-		ts->inside = 0;
-		uint64_t after = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-		ts->resume = !was_inside ? saved_resume : module_of(after) ? after : interrupted;
-	}
-}
-
-/* ---- fatal signals: the trace up to the crash ----------------------------------------
- * Where a signal's default action would end the process (a crash, abort, ^C, a broken
- * pipe), the recorder's handler stands in for it: the buffers are written (the moments
- * before the crash are what the user most wants), the end is recorded with the signal,
- * and the signal is raised again with the default action and its own siginfo, so the
- * process ends as it would have (core dump, exit status). The program is told the action
- * is SIG_DFL; a handler it installs replaces this one. */
-#define SIGBIT(s) (1ull << ((s) - 1))
-static const uint64_t fatal_signals =
-	SIGBIT(SIGHUP) | SIGBIT(SIGINT) | SIGBIT(SIGQUIT) | SIGBIT(SIGILL) | SIGBIT(SIGABRT) |
-	SIGBIT(SIGBUS) | SIGBIT(SIGFPE) | SIGBIT(SIGUSR1) | SIGBIT(SIGSEGV) | SIGBIT(SIGUSR2) |
-	SIGBIT(SIGPIPE) | SIGBIT(SIGALRM) | SIGBIT(SIGTERM) | SIGBIT(SIGXCPU) | SIGBIT(SIGXFSZ) |
-	SIGBIT(SIGVTALRM) | SIGBIT(SIGPROF) | SIGBIT(SIGSYS);
-
-static int other_task(void);
-
-static int is_fatal(int sig)
-{
-	return sig > 0 && sig < 65 && (fatal_signals & SIGBIT(sig));
-}
-
-static void on_fatal(int sig, siginfo_t *si, void *ucv)
-{
-	struct tstate *ts = active ? tls : NULL;
-	/* a fault raised by an instruction comes back if deferred: it is not */
-	int sync = si->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE);
-	if (ts && ts->in_hit && !sync) {
-		defer_signal(ts, sig, si);
-		return;
-	}
-	if (active && !closed && !other_task()) {
-		if (ts && !ts->in_hit && !ts->done)
-			leave_at(ts, ucv);
-		finish(END_SIGNAL, sig);
-	}
-	static const uint64_t dfl[4];   /* the kernel's struct sigaction: SIG_DFL */
-	rt_syscall(SYS_rt_sigaction, sig, dfl, NULL, 8, 0, 0);
-	rt_syscall(SYS_rt_tgsigqueueinfo, rt_getpid(), rt_gettid(), sig, si, 0, 0);
-	/* delivered when this handler returns and the signal is unblocked */
-}
-
-/* Take SIGTRAP out of a signal set without libc's sigdelset, which may be traced: the
- * recorder's own calls would show in the program's trace. */
-static void sigset_drop_trap(sigset_t *set)
-{
-	uint64_t w;
-	memcpy(&w, set, 8);   /* glibc's sigset_t: signals 1-64 in its first word */
-	w &= ~SIGBIT(SIGTRAP);
-	memcpy(set, &w, 8);
-}
-
-/* The recorder's stand-in for the default action of a fatal signal. */
-static void fatal_action(struct sigaction *sa)
-{
-	memset(sa, 0, sizeof *sa);
-	sa->sa_sigaction = on_fatal;
-	sa->sa_flags = SA_SIGINFO | SA_ONSTACK;
-	memset(&sa->sa_mask, 0xff, sizeof sa->sa_mask);
-	sigset_drop_trap(&sa->sa_mask);
-}
-
-static void refuse(const char *why)
-{
-	say(why);
-	put_rec(TK_BTRACE_REC_REFUSED, (uint32_t)rt_gettid(), 0, why, (uint32_t)rt_strlen(why));
-	_exit(127);
-}
-
-EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
-{
-	if (!real_sigaction)
-		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-	if (!active || sig <= 0 || sig >= 65 || sig == SIGKILL || sig == SIGSTOP)
-		return real_sigaction(sig, act, oldact);
-	if (sig == SIGTRAP) {
-		if (oldact) {
-			memset(oldact, 0, sizeof *oldact);
-			oldact->sa_handler = SIG_DFL;
-		}
-		if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN)
-			refuse("the program installs its own SIGTRAP handler, which the branch "
-			       "recorder needs; it cannot be recorded (trace discarded)");
-		return 0;
-	}
-	struct sigaction prev = prog_action[sig];
-	int rc = 0;
-	if (act) {
-		struct sigaction mine = *act;
-		sigset_drop_trap(&mine.sa_mask);
-		if (act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
-			mine.sa_sigaction = wrap_handler;
-			mine.sa_flags |= SA_SIGINFO;
-		} else if (act->sa_handler == SIG_DFL && is_fatal(sig)) {
-			fatal_action(&mine);
-		}
-		struct sigaction kept = prog_action[sig];
-		prog_action[sig] = *act;
-		rc = real_sigaction(sig, &mine, NULL);
-		if (rc < 0) {
-			prog_action[sig] = kept;
-			return rc;
-		}
-	}
-	if (oldact) {
-		if (prev.sa_handler == NULL && prev.sa_flags == 0)
-			real_sigaction(sig, NULL, oldact);   /* never set by the program */
-		else
-			*oldact = prev;
-		if (oldact->sa_sigaction == on_fatal)
-			memset(oldact, 0, sizeof *oldact);   /* SIG_DFL, as far as the program knows */
-	}
-	return rc;
-}
-
-EXPORT sighandler_t signal(int sig, sighandler_t h)
-{
-	struct sigaction sa, old;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = h;
-	sa.sa_flags = SA_RESTART;
-	if (sigaction(sig, &sa, &old) < 0)
-		return SIG_ERR;
-	return old.sa_handler;
-}
-
-static int fix_mask(int how, const sigset_t *set, sigset_t *copy)
-{
-	if (!set || how == SIG_UNBLOCK)
-		return 0;
-	*copy = *set;
-	sigset_drop_trap(copy);   /* a blocked int3 trap would kill the process */
-	return 1;
-}
-
-EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
-{
-	sigset_t copy;
-	if (fix_mask(how, set, &copy))
-		set = &copy;
-	long rc = rt_syscall(SYS_rt_sigprocmask, how, set, old, 8, 0, 0);
-	if (rc < 0) {
-		errno = (int)-rc;
-		return -1;
-	}
-	return 0;
-}
-
-EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
-{
-	sigset_t copy;
-	if (!real_pthread_sigmask)
-		real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
-	if (fix_mask(how, set, &copy))
-		set = &copy;
-	return real_pthread_sigmask(how, set, old);
-}
-
-/* ---- non-local entries: longjmp and C++ landing pads ------------------------------------
- * Both jump from library code into the middle of a traced function, where no trap marks
- * the spot; the code from there to the next trapped CTI would otherwise have to be placed
- * by guessing (entry_of). The library calls that perform them know the exact address:
- * longjmp reads it from the jmp_buf, the C++ personality routine hands it to the unwinder
- * through _Unwind_SetIP. Both are called through the PLT, so they can be interposed; the
- * address becomes the thread's resume point, which entry_of tries first. */
-
-static void expect_entry(uint64_t ip)
-{
-	struct tstate *ts;
-	if (!active || !module_of(ip) || !(ts = thread_state()) || ts->inside)
-		return;
-	ts->resume = ip;
-}
-
-/* glibc's x86-64 jmp_buf: rbx rbp r12 r13 r14 r15 rsp pc, with rbp, rsp and pc mangled as
- * rol(value ^ guard, 0x11), the pointer guard being at fs:0x30 (tcbhead_t). A value that
- * does not demangle into traced code is ignored (the guess of entry_of stays). */
-static void expect_longjmp(const void *env)
-{
-	uint64_t pc, guard;
-	memcpy(&pc, (const uint8_t *)env + 7 * 8, 8);
-	__asm__("movq %%fs:0x30, %0" : "=r"(guard));
-	pc = (pc >> 0x11 | pc << (64 - 0x11)) ^ guard;
-	expect_entry(pc);
-}
-
-/* Resolved at start-up: longjmp may be called from a signal handler, where dlsym may not. */
-static void (*real_longjmp[4])(struct __jmp_buf_tag *, int);
-static const char *const longjmp_names[4] = { "longjmp", "_longjmp", "siglongjmp", "__longjmp_chk" };
-static void (*real_setip)(void *, uintptr_t);
-
-static void resolve_nonlocal(void)
-{
-	for (int i = 0; i < 4; i++)
-		real_longjmp[i] = (void (*)(struct __jmp_buf_tag *, int))dlsym(RTLD_NEXT, longjmp_names[i]);
-	real_setip = (void (*)(void *, uintptr_t))dlsym(RTLD_NEXT, "_Unwind_SetIP");
-}
-
-#define LONGJMP_WRAPPER(name, i)                                                           \
-	EXPORT __attribute__((noreturn)) void name(struct __jmp_buf_tag env[1], int val)   \
-	{                                                                                  \
-		if (!real_longjmp[i])                                                      \
-			resolve_nonlocal();                                                \
-		expect_longjmp(env);                                                       \
-		real_longjmp[i](env, val);                                                 \
-		__builtin_unreachable();                                                   \
-	}
-LONGJMP_WRAPPER(longjmp, 0)
-LONGJMP_WRAPPER(_longjmp, 1)
-LONGJMP_WRAPPER(siglongjmp, 2)
-LONGJMP_WRAPPER(__longjmp_chk, 3)
-
-/* libgcc_s is loaded by C++ programs before they can throw, but maybe after start-up. */
-EXPORT void _Unwind_SetIP(void *context, uintptr_t ip)
-{
-	if (!real_setip)
-		resolve_nonlocal();
-	expect_entry(ip);
-	real_setip(context, ip);
-}
-
-/* ---- threads, fork, exec, exit ---------------------------------------------------------- */
-
-struct start_arg {
-	void *(*fn)(void *);
-	void *arg;
-};
-
-static void thread_cleanup(void *unused)
-{
-	(void)unused;
-	if (tls && active && ts_enter(tls)) {
-		end_thread(tls);
-		ts_leave(tls);
-	}
-}
-
-static void *thread_start(void *p)
-{
-	struct start_arg a = *(struct start_arg *)p;
-	void *ret;
-	free(p);
-	pthread_cleanup_push(thread_cleanup, NULL);
-	ret = a.fn(a.arg);
-	pthread_cleanup_pop(1);
-	return ret;
-}
-
-/* A thread's stream ends when its start routine returns or it calls pthread_exit: the rest
- * (libc's start_thread) is untraced, unless libc is, and then it ends at the thread's exit
- * system call and the start routine is not wrapped. */
-EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-	if (!real_pthread_create)
-		real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
-			dlsym(RTLD_NEXT, "pthread_create");
-	struct start_arg *a = active && !exits_traced ? malloc(sizeof *a) : NULL;
-	if (!a)
-		return real_pthread_create(t, attr, fn, arg);
-	a->fn = fn;
-	a->arg = arg;
-	int rc = real_pthread_create(t, attr, thread_start, a);
-	if (rc)
-		free(a);
-	return rc;
-}
-
-/* CLOCK_MONOTONIC_RAW in ns (0 if unavailable): with the TSC read beside it at the start and
- * at the end, the reader measures the TSC's rate over the whole run (the kernel does not
- * tell user space its TSC frequency, and AMD has no CPUID leaf 0x15). No libc. */
-static uint64_t mono_raw_ns(void)
-{
-	struct timespec t;
-	if (rt_syscall(SYS_clock_gettime, CLOCK_MONOTONIC_RAW, &t, 0, 0, 0, 0) != 0)
-		return 0;
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-/* Also run in a forked child from the trap handler: no libc. */
-static void write_header(uint32_t ppid)
-{
-	uint8_t h[TK_BTRACE_HEADER_SIZE];
-	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)rt_getpid();
-	uint64_t hz = 0, ns = mono_raw_ns(), tsc = __rdtsc();
-
-	memset(h, 0, sizeof h);
-	memcpy(h, TK_BTRACE_MAGIC, 8);
-	memcpy(h + 8, &v, 4);
-	memcpy(h + 12, &hs, 4);
-	memcpy(h + 16, &pid, 4);
-	memcpy(h + 20, &ppid, 4);
-	memcpy(h + 24, &hz, 8);
-	memcpy(h + 32, &tsc, 8);
-	memcpy(h + 40, &ns, 8);
-	out_fd_check();
-	if (rt_syscall(SYS_write, out_fd, h, sizeof h, 0, 0, 0) != (long)sizeof h)
-		say("cannot write the trace header");
-	for (int i = 0; i < nmodules; i++) {
-		const struct module *m = &modules[i];
-		uint8_t rec[24 + 4 + 64 + PATH_MAX];
-		uint16_t plen = (uint16_t)rt_strlen(m->path);
-		memcpy(rec, &m->bias, 8);
-		memcpy(rec + 8, &m->start, 8);
-		memcpy(rec + 16, &m->end, 8);
-		memcpy(rec + 24, &plen, 2);
-		rec[26] = (uint8_t)m->build_id_len;
-		rec[27] = 0;
-		memcpy(rec + 28, m->build_id, m->build_id_len);
-		memcpy(rec + 28 + m->build_id_len, m->path, plen);
-		put_rec(TK_BTRACE_REC_MODULE, 0, 0, rec, 28 + m->build_id_len + plen);
-	}
-}
-
-static int open_output(const char *path)
-{
-	struct rt_buf b = { out_cur, 0, sizeof out_cur };
-	rt_puts(&b, path);
-	return out_fd_settle(rt_syscall(SYS_openat, AT_FDCWD, path,
-					O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644, 0, 0));
-}
-
-/* A forked child (thread ME, now TID) writes its own trace, OUT.<pid>, from its next branch
- * on: from fork()'s handler when libc is untraced, from its first record after the fork
- * system call when libc is traced (and then fork()'s handler finds it done). */
-static void child_switch(struct tstate *me, int tid)
-{
-	char path[PATH_MAX + 16];
-	struct rt_buf b = { path, 0, sizeof path };
-	int pid = rt_getpid();
-
-	if (!active || pid == out_pid)
-		return;
-	out_pid = pid;
-	fd_reopened = 0;
-	if (out_fd >= 0)
-		rt_syscall(SYS_close, out_fd, 0, 0, 0, 0, 0);
-	rt_puts(&b, out_path);
-	rt_puts(&b, ".");
-	rt_putu(&b, (uint64_t)pid);
-	out_fd = open_output(path);
-	if (out_fd < 0) {
-		active = 0;
-		return;
-	}
-	threads = NULL;
-	if (me) {
-		/* The parent's pending bytes are the parent's to write. */
-		me->next = NULL;
-		me->enc.len = 0;
-		me->enc.ntnt = 0;
-		me->enc.tnt = 0;
-		me->psb_pos = (size_t)-1;
-		me->tid = tid;
-		me->seq = 0;
-		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
-		me->clone_pending = 0;
-		me->lock = LOCK_FREE;
-		threads = me;
-	}
-	write_header((uint32_t)rt_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0));
-}
-
-static void after_fork_child(void)
-{
-	child_switch(tls, rt_gettid());
-}
-
-/* N/ALL as a percentage with one decimal. */
-static void put_pct(struct rt_buf *b, uint64_t n, uint64_t all)
-{
-	uint64_t pm = all ? (n * 1000 + all / 2) / all : 0;
-	rt_putu(b, pm / 10);
-	rt_puts(b, ".");
-	rt_putu(b, pm % 10);
-	rt_puts(b, "%");
-}
-
-/* TK_BTRACE_DEBUG: where the traps went, by CTI kind, over all threads (at exit, maybe from
- * the trap handler: no libc). */
-static void say_kinds(void)
-{
-	static const char *const names[16] = { [CTI_JCC] = "jcc rel32", [CTI_JCC + 8] = "jcc rel8",
-		[CTI_JCXZ] = "jrcxz", [CTI_LOOP] = "loop", [CTI_JMP_IND] = "jmp indirect",
-		[CTI_CALL_IND] = "call indirect", [CTI_RET] = "ret", [CTI_SYSCALL] = "syscall" };
-	uint64_t n[16] = { 0 }, tramp = 0, all = 0;
-	char msg[160];
-	struct rt_buf b;
-	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
-		for (int k = 0; k < 16; k++)
-			n[k] += ts->kind_traps[k], all += ts->kind_traps[k];
-		tramp += ts->tramp_hits;
-	}
-	for (int k = 0; k < 16; k++)
-		if (n[k] && names[k]) {
-			b = (struct rt_buf){ msg, 0, sizeof msg };
-			rt_puts(&b, names[k]);
-			rt_puts(&b, ": ");
-			rt_putu(&b, n[k]);
-			rt_puts(&b, " traps (");
-			put_pct(&b, n[k], all);
-			rt_puts(&b, " of traps)");
-			say(msg);
-		}
-	b = (struct rt_buf){ msg, 0, sizeof msg };
-	rt_putu(&b, nrelocated);
-	rt_puts(&b, " of ");
-	rt_putu(&b, nctis);
-	rt_puts(&b, " trapped CTIs relocated at start-up; trampoline hits ");
-	rt_putu(&b, tramp);
-	rt_puts(&b, "; ");
-	put_pct(&b, all, all + tramp);
-	rt_puts(&b, " of recorded CTIs trapped");
-	say(msg);
-}
-
-static volatile int finishing;   /* a thread is writing the process's end */
-
-/* The process's trace ends (HOW: END_*; SIG: the fatal signal). The other threads may be
- * running traced code: each buffer is taken from its thread between two records (ts_take)
- * and written whole, its trace marked as cut there. A thread that cannot be taken (its
- * record does not end) keeps its last piece, and the reader says it has no end record. */
-static void finish(int how, int sig)
-{
-	uint64_t traps = total_traps_of_dead, nthreads = 0;
-	struct tstate *me = tls;
-	int f = 0;
-	if (!active || closed)
-		return;
-	if (!__atomic_compare_exchange_n(&finishing, &f, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		/* another thread ends the process: let it write the end before this one exits */
-		for (int i = 0; i < 100000 && __atomic_load_n(&finishing, __ATOMIC_ACQUIRE) && !closed; i++)
-			rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
-		return;
-	}
-	for (struct tstate *ts = __atomic_load_n(&threads, __ATOMIC_ACQUIRE); ts; ts = ts->next) {
-		traps += ts->traps;
-		nthreads++;
-		if (ts->done)
-			continue;
-		if (ts == me) {
-			/* a fatal signal inside this thread's own record: that piece is torn */
-			if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_OWNER)
-				continue;
-			ts->end_reason = how == END_SIGNAL ? TK_BTRACE_THREAD_SIGNAL : TK_BTRACE_THREAD_EXITED;
-		} else {
-			if (!ts_take(ts))
-				continue;
-			ts->end_reason = TK_BTRACE_THREAD_CUT;
-		}
-		end_thread(ts);
-	}
-	if (debug)
-		say_kinds();
-	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
-	if (how != END_EXEC) {
-		uint64_t st[8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL : TK_BTRACE_END_EXIT,
-				   tsc, ns, (uint64_t)sig, fd_reopened };
-		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
-		closed = 1;
-	} else {
-		uint64_t st[2] = { tsc, ns };
-		put_rec(TK_BTRACE_REC_EXEC, 0, 0, st, sizeof st);
-		/* if exec fails, the threads go on with fresh pieces */
-		for (struct tstate *ts = threads; ts; ts = ts->next) {
-			int ended = LOCK_ENDED;
-			ts->done = 0;
-			ts->end_reason = 0;
-			__atomic_compare_exchange_n(&ts->lock, &ended, LOCK_FREE, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-		}
-	}
-	__atomic_store_n(&finishing, 0, __ATOMIC_RELEASE);
-}
-
-static const char *base_name(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	return slash ? slash + 1 : path;
-}
-
-/* Is the loaded object NAME (as the loader lists it; REAL its resolved path) the module the
- * user asked for? A path names one file; a bare name such as libc.so.6 matches the file
- * name the loader used or the file it resolves to. */
-static int is_wanted(const char *want, const char *name, const char *real)
-{
-	if (!strchr(want, '/'))
-		return !strcmp(base_name(name), want) || !strcmp(base_name(real), want);
-	char wreal[PATH_MAX];
-	return realpath(want, wreal) && !strcmp(wreal, real);
-}
-
-static int loaded_now(struct dl_phdr_info *info, size_t size, void *data)
-{
-	char path[PATH_MAX];
-	(void)size;
-	return info->dlpi_name && info->dlpi_name[0] && realpath(info->dlpi_name, path) &&
-	       is_wanted(data, info->dlpi_name, path);
-}
-
-/* Modules requested but loaded only later (dlopen) are not traced: say so at the end, by
- * name, so that an empty trace of them is not mistaken for code that never ran. */
-static void report_late_modules(void)
-{
-	for (int i = 0; i < npending; i++)
-		if (dl_iterate_phdr(loaded_now, pending[i]))
-			say2("module ", pending[i], " was loaded after start-up (dlopen); it is not "
-			     "traced: only modules loaded with the program can be");
-}
-
-/* While the recorder itself calls libc from the program's thread (bookkeeping in the
- * interposers and at exit), nothing is recorded: that code is not the program's. */
-static int mute_self(void)
-{
-	struct tstate *ts = active ? tls : NULL;
-	if (!ts)
-		return -1;
-	int was = ts->muted;
-	ts->muted = 1;
-	return was;
-}
-
-static void unmute_self(int was)
-{
-	if (was >= 0 && tls)
-		tls->muted = was;
-}
-
-/* With libc traced, the process's trace ends at the exit_group system call (after this
- * destructor, stdio's flush at exit and _exit run, and are recorded). */
-__attribute__((destructor)) static void btrace_fini(void)
-{
-	if (active && !closed) {
-		int was = mute_self();
-		report_late_modules();
-		unmute_self(was);
-	}
-	if (!exits_traced)
-		finish(END_EXIT, 0);
-}
-
-/* Is this a child that shares or copies the parent's recorder state without a trace of its
- * own (a vfork child, a clone made past libc's fork)? Its exit or exec ends nothing. */
-static int other_task(void)
-{
-	return active && ((tls && foreign_task(tls)) || rt_getpid() != out_pid);
-}
-
-/* vfork: the child runs in the parent's memory, on its thread state, until it execs or
- * exits. Marked before the call, the child's branches are not recorded into the parent's
- * stream, and its _exit or exec does not end the parent's trace (foreign_task). vfork
- * returns twice on one stack, so the interposer is a tail jump: a frame of its own would
- * be overwritten by the child before the parent returns through it. */
-extern void *tk_btrace_real_vfork;
-void tk_btrace_before_vfork(void);
-__attribute__((visibility("hidden"))) void *tk_btrace_real_vfork;
-
-__attribute__((visibility("hidden"), used)) void tk_btrace_before_vfork(void)
-{
-	if (!tk_btrace_real_vfork)
-		tk_btrace_real_vfork = dlsym(RTLD_NEXT, "vfork");
-	struct tstate *ts = active ? thread_state() : NULL;
-	if (ts && !ts->done && !foreign_task(ts))
-		ts->clone_pending = CLONE_SHARED;
-}
-
-__asm__(".text\n"
-	".globl vfork\n"
-	".type vfork, @function\n"
-	"vfork:\n"
-	"\tsub $8, %rsp\n"                         /* keep the ABI's 16-byte alignment */
-	"\tcall tk_btrace_before_vfork\n"
-	"\tadd $8, %rsp\n"
-	"\tjmp *tk_btrace_real_vfork(%rip)\n"
-	".size vfork, .-vfork\n");
-
-EXPORT void _exit(int status)
-{
-	if (!other_task())
-		finish(END_EXIT, 0);
-	rt_syscall(SYS_exit_group, status, 0, 0, 0, 0, 0);
-	__builtin_unreachable();
-}
-
-/* Exec replaces the image: flush, then start the new program untraced. */
-static char **strip_env(char *const envp[])
-{
-	size_t n = 0;
-	while (envp && envp[n])
-		n++;
-	char **e = malloc((n + 1) * sizeof *e);
-	size_t k = 0;
-	if (!e)
-		return (char **)envp;
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], "LD_PRELOAD=", 11) && strncmp(envp[i], "TK_BTRACE_", 10))
-			e[k++] = envp[i];
-	e[k] = NULL;
-	return e;
-}
-
-/* Not in a vfork child that shares our state (with libc traced, it is known): its exec
- * does not end the parent's trace. */
-static char **exec_prepare(char *const envp[])
-{
-	if (other_task())
-		return strip_env(envp);
-	int was = mute_self();
-	char **e = strip_env(envp);
-	unmute_self(was);
-	finish(END_EXEC, 0);
-	return e;
-}
-
-EXPORT int execve(const char *path, char *const argv[], char *const envp[])
-{
-	if (!real_execve)
-		real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
-	return real_execve(path, argv, exec_prepare(envp));
-}
-
-EXPORT int execv(const char *path, char *const argv[])
-{
-	return execve(path, argv, environ);
-}
-
-EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
-{
-	if (!real_execvpe)
-		real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
-	return real_execvpe(file, argv, exec_prepare(envp));
-}
-
-EXPORT int execvp(const char *file, char *const argv[])
-{
-	return execvpe(file, argv, environ);
-}
-
-/* The list forms call execve inside libc, past the interposers: collect and forward. */
-#define MAX_EXEC_ARGS 4096
-static int collect(const char *arg0, va_list ap, char **argv, char ***envp)
-{
-	int n = 0;
-	argv[n++] = (char *)arg0;
-	while (arg0 && n < MAX_EXEC_ARGS) {
-		char *a = va_arg(ap, char *);
-		argv[n++] = a;
-		if (!a)
-			break;
-	}
-	if (n >= MAX_EXEC_ARGS) {
-		errno = E2BIG;
-		return -1;
-	}
-	if (envp)
-		*envp = va_arg(ap, char **);
-	return 0;
-}
-
-EXPORT int execl(const char *path, const char *arg, ...)
-{
-	static char *argv[MAX_EXEC_ARGS];
-	va_list ap;
-	va_start(ap, arg);
-	int rc = collect(arg, ap, argv, NULL);
-	va_end(ap);
-	return rc < 0 ? rc : execve(path, argv, environ);
-}
-
-EXPORT int execlp(const char *file, const char *arg, ...)
-{
-	static char *argv[MAX_EXEC_ARGS];
-	va_list ap;
-	va_start(ap, arg);
-	int rc = collect(arg, ap, argv, NULL);
-	va_end(ap);
-	return rc < 0 ? rc : execvpe(file, argv, environ);
-}
-
-EXPORT int execle(const char *path, const char *arg, ...)
-{
-	static char *argv[MAX_EXEC_ARGS];
-	char **envp;
-	va_list ap;
-	va_start(ap, arg);
-	int rc = collect(arg, ap, argv, &envp);
-	va_end(ap);
-	return rc < 0 ? rc : execve(path, argv, envp);
-}
-
-/* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
-
-struct vec {
-	void *p;
-	size_t n, cap, elt;
-};
-
-static void *vec_push(struct vec *v)
-{
-	if (v->n == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 1024;
-		void *p = rec_alloc(cap * v->elt);
-		if (!p)
-			return NULL;
-		if (v->p)
-			memcpy(p, v->p, v->n * v->elt);
-		rec_free(v->p, v->cap * v->elt);
-		v->p = p;
-		v->cap = cap;
-	}
-	return (char *)v->p + v->elt * v->n++;
-}
-
-/* Sort N elements of SIZE bytes (8 or 16) by their first u64, in place (heapsort). Not
- * libc's qsort: it keeps state (qsort_r's page size and memory size, computed on its first
- * large sort), and a traced program's first qsort must run as it would without us. */
-static void sort_u64(void *base, size_t n, size_t size)
-{
-	uint8_t *a = base, t[16];
-#define KEY(i) (*(const uint64_t *)(const void *)(a + (i) * size))
-#define SWAP(i, j) (memcpy(t, a + (i) * size, size), memcpy(a + (i) * size, a + (j) * size, size), \
-		    memcpy(a + (j) * size, t, size))
-	for (size_t end = n, start = n / 2; end > 1;) {
-		size_t root;
-		if (start > 0) {
-			root = --start;
-		} else {
-			SWAP(0, end - 1);
-			end--;
-			root = 0;
-		}
-		for (size_t child; (child = 2 * root + 1) < end; root = child) {
-			if (child + 1 < end && KEY(child + 1) > KEY(child))
-				child++;
-			if (KEY(root) >= KEY(child))
-				break;
-			SWAP(root, child);
-		}
-	}
-#undef KEY
-#undef SWAP
-}
-
-struct fnrange {
-	uint64_t start, end;
-};
-
-static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
-			   size_t ntargets, const uint64_t *jind, size_t njind);
-static uint64_t *reloc_targets, *reloc_jind;
-static size_t nreloc_targets, nreloc_jind;
-static struct vec reloc_secs[MAX_MODULES];
-
-
-struct scan {
-	struct vec ctis, fns, rets, tails, targets;
-	struct vec big_rsp;   /* (address, RSP change as int64) */
-};
-
-/* Read-only mapping of a whole ELF file, or NULL. */
-static const uint8_t *map_elf(const char *path, size_t *size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	void *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (f == MAP_FAILED)
-		return NULL;
-	const Elf64_Ehdr *eh = f;
-	if ((size_t)st.st_size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
-	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64 ||
-	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)st.st_size) {
-		munmap(f, (size_t)st.st_size);
-		return NULL;
-	}
-	*size = (size_t)st.st_size;
-	return f;
-}
-
-/* Function symbols (STT_FUNC) of the mapped ELF file F: from .symtab, or with DYNSYM from
- * .dynsym when there is none. Returns whether a .symtab was read. */
-static int fn_symbols(const uint8_t *f, size_t size, const struct module *m, struct scan *sc, int dynsym_ok)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
-	int symtab = -1, dynsym = -1;
-	for (int i = 0; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type == SHT_SYMTAB)
-			symtab = i;
-		else if (sh[i].sh_type == SHT_DYNSYM)
-			dynsym = i;
-	}
-	int s = symtab >= 0 ? symtab : dynsym_ok ? dynsym : -1;
-	if (s < 0 || sh[s].sh_offset + sh[s].sh_size > (uint64_t)size)
-		return 0;
-	const Elf64_Sym *sym = (const Elf64_Sym *)(f + sh[s].sh_offset);
-	size_t n = sh[s].sh_size / sizeof *sym;
-	for (size_t i = 0; i < n; i++) {
-		if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF ||
-		    !sym[i].st_value)
-			continue;
-		struct fnrange *r = vec_push(&sc->fns);
-		if (r) {
-			r->start = sym[i].st_value + m->bias;
-			r->end = sym[i].st_size ? r->start + sym[i].st_size : 0;   /* 0: to the next symbol */
-		}
-	}
-	return symtab >= 0;
-}
-
-/* Function starts from the loaded .eh_frame_hdr's search table (every function with unwind
- * information, static ones included), for modules without any .symtab: each runs to the
- * next start. A count larger than the segment (a damaged file) is not followed: reading
- * past it crashed the traced program. */
-static void fde_starts(const struct module *m, struct scan *sc)
-{
-	const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
-	int64_t count = h ? tk_ehfh_count(h, m->eh_frame_hdr_size) : 0;
-	for (int64_t i = 0; i < count; i++) {
-		struct fnrange *r = vec_push(&sc->fns);
-		if (r) {
-			r->start = tk_ehfh_start(h, m->eh_frame_hdr, (size_t)i);
-			r->end = 0;
-		}
-	}
-}
-
-static void add_start(const struct module *m, struct scan *sc, uint64_t a)
-{
-	struct fnrange *r;
-	if (a >= m->start && a < m->end && (r = vec_push(&sc->fns))) {
-		r->start = a;
-		r->end = 0;   /* to the next start */
-	}
-}
-
-/* Entry points a stripped module names without symbols, which the loader and libc call
- * from untraced code: the entry point (_start), DT_INIT and DT_FINI (_init, _fini, often
- * without unwind entries), and the functions of the init, preinit and fini arrays
- * (frame_dummy, __do_global_dtors_aux), read from memory, where the loader has relocated
- * them. Without them, entering such a function could not be placed (code lost). */
-static void dyn_starts(const uint8_t *f, size_t size, const struct module *m, struct scan *sc)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
-	uint64_t arr[3] = { 0, 0, 0 }, arrsz[3] = { 0, 0, 0 };
-	if (eh->e_entry)
-		add_start(m, sc, eh->e_entry + m->bias);
-	for (int i = 0; i < eh->e_phnum; i++) {
-		const Elf64_Phdr *ph = (const Elf64_Phdr *)(f + eh->e_phoff + (uint64_t)i * eh->e_phentsize);
-		if ((const uint8_t *)(ph + 1) > f + size || ph->p_type != PT_DYNAMIC || ph->p_offset > size ||
-		    ph->p_filesz > size - ph->p_offset)
-			continue;
-		const Elf64_Dyn *d = (const Elf64_Dyn *)(f + ph->p_offset);
-		for (size_t k = 0; k < ph->p_filesz / sizeof *d && d[k].d_tag != DT_NULL; k++)
-			switch (d[k].d_tag) {
-			case DT_INIT:
-			case DT_FINI: add_start(m, sc, d[k].d_un.d_ptr + m->bias); break;
-			case DT_INIT_ARRAY: arr[0] = d[k].d_un.d_ptr; break;
-			case DT_INIT_ARRAYSZ: arrsz[0] = d[k].d_un.d_val; break;
-			case DT_FINI_ARRAY: arr[1] = d[k].d_un.d_ptr; break;
-			case DT_FINI_ARRAYSZ: arrsz[1] = d[k].d_un.d_val; break;
-			case DT_PREINIT_ARRAY: arr[2] = d[k].d_un.d_ptr; break;
-			case DT_PREINIT_ARRAYSZ: arrsz[2] = d[k].d_un.d_val; break;
-			default: break;
-			}
-	}
-	for (int j = 0; j < 3; j++) {
-		uint64_t a = arr[j] + m->bias;
-		if (!arr[j] || a < m->map_lo || a + arrsz[j] > m->map_hi)
-			continue;
-		for (uint64_t o = 0; o + 8 <= arrsz[j]; o += 8) {
-			uint64_t fn;
-			memcpy(&fn, (const void *)(uintptr_t)(a + o), 8);
-			add_start(m, sc, fn);
-		}
-	}
-}
-
-/* Function ranges and the executable sections, read from the module's file. Functions come
- * from its .symtab, else from the .symtab of its separate debug file (found by build id,
- * as Debian's libc6-dbg installs libc's), else from .dynsym plus the unwind table: a
- * stripped libc exports few of the functions that run (IFUNC variants, static helpers). */
-static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
-{
-	size_t size;
-	const uint8_t *f = map_elf(m->path, &size);
-	if (!f)
-		return -1;
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
-	const char *shstr = NULL;
-	uint64_t shstr_size = 0;
-	if (eh->e_shstrndx < eh->e_shnum && sh[eh->e_shstrndx].sh_offset + sh[eh->e_shstrndx].sh_size <= (uint64_t)size) {
-		shstr = (const char *)f + sh[eh->e_shstrndx].sh_offset;
-		shstr_size = sh[eh->e_shstrndx].sh_size;
-	}
-	for (int i = 0; i < eh->e_shnum; i++) {
-		if ((sh[i].sh_flags & SHF_EXECINSTR) && sh[i].sh_type == SHT_PROGBITS) {
-			struct fnrange *r = vec_push(secs);
-			if (r) {
-				r->start = sh[i].sh_addr + m->bias;
-				r->end = r->start + sh[i].sh_size;
-			}
-			/* PLT stubs have no symbols; each 16-byte slot is an entry point */
-			const char *name = shstr && sh[i].sh_name < shstr_size ? shstr + sh[i].sh_name : "";
-			uint64_t slot = !strcmp(name, ".plt.got") ? 8 : 16;
-			if (!strncmp(name, ".plt", 4) && nplt < MAX_MODULES * 4) {
-				plt_lo[nplt] = sh[i].sh_addr + m->bias;
-				plt_hi[nplt++] = sh[i].sh_addr + m->bias + sh[i].sh_size;
-			}
-			if (!strncmp(name, ".plt", 4))
-				for (uint64_t a = 0; a + slot <= sh[i].sh_size; a += slot) {
-					struct fnrange *fr = vec_push(&sc->fns);
-					if (fr) {
-						fr->start = sh[i].sh_addr + m->bias + a;
-						fr->end = fr->start + slot;
-					}
-				}
-		}
-	}
-	if (!fn_symbols(f, size, m, sc, 0)) {
-		char dbg[64 + 2 * sizeof m->build_id];
-		const uint8_t *df = NULL;
-		size_t dsize = 0;
-		if (tk_debug_file_path(dbg, sizeof dbg, m->build_id, m->build_id_len) == 0)
-			df = map_elf(dbg, &dsize);
-		if (!df || !fn_symbols(df, dsize, m, sc, 0)) {
-			fn_symbols(f, size, m, sc, 1);
-			fde_starts(m, sc);
-			dyn_starts(f, size, m, sc);
-		}
-		if (df)
-			munmap((void *)df, dsize);
-	}
-	munmap((void *)f, size);
-	return 0;
-}
-
-/* The instruction map entry (IM_*) of instruction IN at IP of kind KIND (C its CTI). */
-static uint16_t imap_entry(struct scan *sc, uint64_t ip, const ZydisDecodedInstruction *in,
-			   const ZydisDecodedOperand *ops, int kind)
-{
-	uint16_t e = in->length & IM_LEN;
-	int64_t d;
-	switch (kind) {
-	case CTI_NONE:
-		if (in->mnemonic == ZYDIS_MNEMONIC_UD2 || in->mnemonic == ZYDIS_MNEMONIC_HLT) {
-			e |= IM_STOP | IM_ENDS;
-			break;
-		}
-		if (in->meta.category == ZYDIS_CATEGORY_SYSCALL || in->meta.category == ZYDIS_CATEGORY_SYSRET ||
-		    in->meta.category == ZYDIS_CATEGORY_INTERRUPT) {
-			e |= IM_STOP;
-			break;
-		}
-		if (!rsp_effect(in, ops, &d)) {
-			e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
-		} else if (d <= IM_RSP_UNKNOWN || d >= IM_RSP_BIG) {   /* not an int8 of ours */
-			struct fnrange *br = vec_push(&sc->big_rsp);
-			if (br) {
-				br->start = ip;
-				br->end = (uint64_t)d;
-				e |= (uint16_t)((uint8_t)IM_RSP_BIG << 8);
-			} else {
-				e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
-			}
-		} else {
-			e |= (uint16_t)((uint8_t)(int8_t)d << 8);
-		}
-		break;
-	case CTI_JMP_DIR:
-		e |= IM_JMP | IM_ENDS;
-		if (in->raw.imm[0].size == 8)
-			e |= IM_REL8;
-		break;
-	case CTI_CALL_DIR:
-		e |= IM_CALL;
-		if (in->raw.imm[0].size != 32)
-			e = (e & ~IM_CLASS) | IM_STOP;   /* not a form imap_target reads */
-		break;
-	default:
-		e |= IM_STOP;
-		if (in->mnemonic == ZYDIS_MNEMONIC_JMP || in->mnemonic == ZYDIS_MNEMONIC_RET)
-			e |= IM_ENDS;
-		break;
-	}
-	if (kind == CTI_JMP_DIR && in->raw.imm[0].size != 8 && in->raw.imm[0].size != 32)
-		e = (e & ~IM_CLASS) | IM_STOP;
-	return e;
-}
-
-/* Does the instruction set EAX/RAX to an immediate? Its value, else -1. */
-static long eax_imm(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
-{
-	if (in->mnemonic != ZYDIS_MNEMONIC_MOV || in->operand_count_visible != 2 ||
-	    ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
-	    (ops[0].reg.value != ZYDIS_REGISTER_EAX && ops[0].reg.value != ZYDIS_REGISTER_RAX))
-		return -1;
-	return (long)(ops[1].imm.value.u & 0xffffffff);
-}
-
-/* Decode the instruction at IP, which must end by END and, unless it is a NOP, by the next
- * function start LIM: the unwind table (used for function starts without a symbol table)
- * starts libc's signal return code one byte early, inside the padding before it, and the
- * decoding must not restart there. */
-static int decode_at(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end,
-		     ZydisDecodedInstruction *in, ZydisDecodedOperand *ops)
-{
-	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), end - ip, in, ops)))
-		return 0;
-	return ip + in->length <= lim || in->mnemonic == ZYDIS_MNEMONIC_NOP;
-}
-
-/* Decode a section linearly, restarting at every function start it meets. */
-static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t end,
-		  const uint64_t *starts, size_t nstarts)
-{
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	long k = last_le(starts, nstarts, start);
-	size_t next = (size_t)(k + 1);
-	uint64_t ip = start;
-	long eax = -1;   /* the value the previous instruction put in eax, or -1 */
-
-	while (ip < end) {
-		while (next < nstarts && starts[next] < ip)
-			next++;
-		if (next < nstarts && starts[next] == ip)
-			next++;
-		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
-		if (!decode_at(m, ip, lim, end, &in, ops)) {
-			ip = ip + 1 < lim ? ip + 1 : lim;
-			eax = -1;
-			continue;
-		}
-		struct cti c;
-		int kind = cti_classify(&c, ip, &in, ops);
-		c.orig = m->orig[ip - m->start];
-		m->imap[ip - m->start] = imap_entry(sc, ip, &in, ops, kind);
-		if (kind == CTI_JMP_DIR && in_plt(c.target) && !in_plt(ip)) {
-			struct fnrange *t = vec_push(&sc->tails);   /* (target, jump) */
-			if (t) {
-				t->start = c.target;
-				t->end = ip;
-			}
-		}
-		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_DIR ||
-		    kind == CTI_CALL_DIR) {
-			uint64_t *t = vec_push(&sc->targets);
-			if (t)
-				*t = c.target;
-		}
-		if (kind == CTI_CALL_DIR || kind == CTI_CALL_IND) {
-			struct fnrange *r = vec_push(&sc->rets);   /* (return site, call) */
-			if (r) {
-				r->start = ip + in.length;
-				r->end = ip;
-			}
-		}
-		/* Every system call traps (on_syscall), except rt_sigreturn: the return from a
-		 * signal handler, ours included, runs it with the handler's mask (SIGTRAP
-		 * blocked), and it is never a traced thread's (handlers return through the
-		 * recorder's wrapper). */
-		if (kind == CTI_SYSCALL && eax == SYS_rt_sigreturn)
-			kind = CTI_OTHER;
-		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_IND ||
-		    kind == CTI_CALL_IND || kind == CTI_RET || kind == CTI_SYSCALL) {
-			struct cti *p = vec_push(&sc->ctis);
-			if (p)
-				*p = c;
-		}
-		eax = eax_imm(&in, ops);
-		ip += in.length;
-	}
-}
-
-static int refused_modules;
-
-/* The name of a function the recorder runs while handling a trap that lies in [lo, hi), or
- * NULL: such a module cannot be patched with int3 (a trap inside the SIGTRAP handler, where
- * SIGTRAP is blocked, kills the process). The handler calls no other module (rt.h, mem.c;
- * tests/oracle/btrace_nolibc.sh checks the library), so only the recorder itself is left. */
-static const char *recorder_code_in(uint64_t lo, uint64_t hi)
-{
-	static const struct {
-		const char *name;
-		const void *fn;
-	} used[] = {
-		{ "the recorder", (const void *)on_trap },
-	};
-	for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
-		uint64_t a = (uint64_t)(uintptr_t)used[i].fn;
-		if (a >= lo && a < hi)
-			return used[i].name;
-	}
-	return NULL;
-}
-
-static int add_module(struct dl_phdr_info *info, size_t size, void *data)
-{
-	const char *want = data;
-	char path[PATH_MAX];
-	(void)size;
-
-	if (nmodules >= MAX_MODULES)
-		return 1;
-	if (!info->dlpi_name || !info->dlpi_name[0]) {
-		if (want[0])
-			return 0;
-		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-		if (n <= 0)
-			return 0;
-		path[n] = 0;
-	} else {
-		if (!want[0] || !realpath(info->dlpi_name, path) || !is_wanted(want, info->dlpi_name, path))
-			return 0;
-	}
-	struct module *m = &modules[nmodules];
-	uint64_t lo = UINT64_MAX, hi = 0;
-	memset(m, 0, sizeof *m);
-	snprintf(m->path, sizeof m->path, "%s", path);
-	m->bias = info->dlpi_addr;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_LOAD) {
-			if (!m->map_lo || ph->p_vaddr + m->bias < m->map_lo)
-				m->map_lo = ph->p_vaddr + m->bias;
-			if (ph->p_vaddr + ph->p_filesz + m->bias > m->map_hi)
-				m->map_hi = ph->p_vaddr + ph->p_filesz + m->bias;
-		}
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			if (ph->p_vaddr + m->bias < lo)
-				lo = ph->p_vaddr + m->bias;
-			if (ph->p_vaddr + ph->p_memsz + m->bias > hi)
-				hi = ph->p_vaddr + ph->p_memsz + m->bias;
-		}
-		if (ph->p_type == PT_GNU_EH_FRAME) {
-			m->eh_frame_hdr = ph->p_vaddr + m->bias;
-			m->eh_frame_hdr_size = ph->p_memsz;
-		}
-		if (ph->p_type == PT_NOTE) {
-			const uint8_t *p = (const uint8_t *)(m->bias + ph->p_vaddr), *e = p + ph->p_memsz;
-			while (p + 12 <= e) {
-				const Elf64_Nhdr *nh = (const Elf64_Nhdr *)p;
-				const uint8_t *name = p + 12, *desc = name + ((nh->n_namesz + 3) & ~3u);
-				if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-				    !memcmp(name, "GNU", 4) && nh->n_descsz <= sizeof m->build_id) {
-					memcpy(m->build_id, desc, nh->n_descsz);
-					m->build_id_len = nh->n_descsz;
-				}
-				p = desc + ((nh->n_descsz + 3) & ~3u);
-			}
-		}
-	}
-	if (lo >= hi)
-		return 0;
-	const char *needed = recorder_code_in(lo, hi);
-	if (needed) {
-		/* its int3s would trap inside our own SIGTRAP handler, where SIGTRAP is blocked:
-		 * the kernel kills the program */
-		char why[PATH_MAX + 128];
-		snprintf(why, sizeof why, "%s is not traced: the recorder's trap handler runs its "
-			 "code (%s)", path, needed);
-		say2("module ", why, "");
-		refused_modules++;
-		return want[0] ? 1 : 0;
-	}
-	m->start = lo;
-	m->end = hi;
-	m->orig = rec_alloc(hi - lo);
-	m->imap = rec_alloc((hi - lo) * sizeof *m->imap);
-	if (!m->orig || !m->imap)
-		return 0;
-	memcpy(m->orig, (const void *)lo, hi - lo);
-	nmodules++;
-	return want[0] ? 1 : 1;
-}
-
-static int scan_module(struct module *m, struct scan *sc)
-{
-	struct vec secs = { .elt = sizeof(struct fnrange) };
-	size_t fn0 = sc->fns.n;
-	if (load_elf(m, sc, &secs) < 0)
-		return -1;
-	/* restart points: this module's function starts */
-	size_t ns = sc->fns.n - fn0;
-	uint64_t *starts = rec_alloc((ns + 1) * sizeof *starts);
-	if (!starts)
-		return -1;
-	for (size_t i = 0; i < ns; i++)
-		starts[i] = ((struct fnrange *)sc->fns.p)[fn0 + i].start;
-	sort_u64(starts, ns, sizeof *starts);
-	struct fnrange *sr = secs.p;
-	for (size_t i = 0; i < secs.n; i++) {
-		uint64_t s = sr[i].start < m->start ? m->start : sr[i].start;
-		uint64_t e = sr[i].end > m->end ? m->end : sr[i].end;
-		if (s < e)
-			sweep(m, sc, s, e, starts, ns);
-	}
-	rec_free(starts, (ns + 1) * sizeof *starts);
-	reloc_secs[m - modules] = secs;   /* the relocation pass walks them again */
-	return 0;
-}
-
-
-/* From the first int3 on, a call into a traced libc traps: from here on, raw system calls. */
-static int patch(void)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	for (int i = 0; i < nmodules; i++) {
-		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
-		size_t len = modules[i].end - a;
-		if (rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0)
-			return -1;
-	}
-	for (size_t i = 0; i < nctis; i++)
-		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
-	/* after the int3s: a window's jump may cover its CTI */
-	for (size_t i = 0; i < nwindows; i++)
-		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, 5);
-	for (int i = 0; i < nmodules; i++) {
-		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
-		rt_syscall(SYS_mprotect, a, modules[i].end - a, PROT_READ | PROT_EXEC, 0, 0, 0);
-	}
-	__builtin_ia32_mfence();
-	return 0;
-}
-
-/* Is anything in the sorted array A[0..N) within (LO, HI)? */
-static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
-{
-	long k = last_le(a, n, hi - 1);
-	return k >= 0 && a[k] > lo;
-}
-
-/* A compiler's jump table behind the indirect jump C: `cmp idx, N-1; ja default; lea base,
- * [rip+T]; movsxd dst, [base + idx*4]; add dst, base; jmp dst` (the lea may come before the
- * cmp). Pushes the N targets T + T[i] to TARGETS and returns 1 if the jump is exactly that,
- * with every target inside its function; 0 otherwise (the function then stays unrelocated). */
-static int jump_table(const struct cti *c, struct vec *targets)
-{
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	const struct module *m = module_of(c->addr);
-	long f = last_le(fn_start, nfns, c->addr);
-	uint64_t seq[8], ip, lea_t[16] = { 0 }, table = 0;
-	ZydisDecodedInstruction hist[8];
-	ZydisDecodedOperand hops[8][3];
-	int n = 0;
-
-	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base == CTI_REG_NONE)
-		return 0;
-	/* decode the function up to the jump, keeping the last 5 instructions */
-	for (ip = fn_start[f]; ip < c->addr;) {
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &in, ops)))
-			return 0;
-		if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
-		    ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
-			uint8_t g = cti_greg(ops[0].reg.value);
-			if (g < 16)
-				lea_t[g] = ip + in.length + (uint64_t)ops[1].mem.disp.value;
-		}
-		memmove(hist, hist + 1, sizeof hist[0] * 4);
-		memmove(hops, hops + 1, sizeof hops[0] * 4);
-		memmove(seq, seq + 1, sizeof seq[0] * 4);
-		hist[4] = in;
-		memcpy(hops[4], ops, sizeof hops[4]);
-		seq[4] = ip;
-		n++;
-		ip += in.length;
-	}
-	if (n < 5 || ip != c->addr)
-		return 0;
-	/* ... cmp; ja; [lea;] movsxd; add; jmp */
-	int k = hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? 1 : 2;
-	const ZydisDecodedInstruction *cmp = &hist[k - 1], *ja = &hist[k], *mx = &hist[3], *add = &hist[4];
-	const ZydisDecodedOperand *co = hops[k - 1], *mo = hops[3], *ao = hops[4];
-	if (k == 1 && hist[2].mnemonic != ZYDIS_MNEMONIC_LEA)
-		return 0;
-	if (cmp->mnemonic != ZYDIS_MNEMONIC_CMP || ja->mnemonic != ZYDIS_MNEMONIC_JNBE ||
-	    mx->mnemonic != ZYDIS_MNEMONIC_MOVSXD || add->mnemonic != ZYDIS_MNEMONIC_ADD ||
-	    co[0].type != ZYDIS_OPERAND_TYPE_REGISTER || co[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
-	    mo[1].type != ZYDIS_OPERAND_TYPE_MEMORY || mo[1].mem.scale != 4 ||
-	    mo[1].mem.disp.has_displacement || ao[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
-	    ao[1].type != ZYDIS_OPERAND_TYPE_REGISTER)
-		return 0;
-	uint8_t idx = cti_greg(mo[1].mem.index), base = cti_greg(mo[1].mem.base);
-	uint8_t dst = cti_greg(mo[0].reg.value);
-	if (idx >= 16 || base >= 16 || cti_greg(co[0].reg.value) != idx || dst != c->base ||
-	    cti_greg(ao[0].reg.value) != dst || cti_greg(ao[1].reg.value) != base || !(table = lea_t[base]))
-		return 0;
-	/* the lea of the base must be the one just before (or before the cmp) */
-	if (hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? cti_greg(hops[2][0].reg.value) != base :
-	    !(hist[0].mnemonic == ZYDIS_MNEMONIC_LEA && cti_greg(hops[0][0].reg.value) == base))
-		return 0;
-	uint64_t entries = co[1].imm.value.u + 1;
-	if (entries > 4096 || table < m->map_lo || table + 4 * entries > m->map_hi)
-		return 0;   /* never read outside the module's loaded file contents */
-	size_t first = targets->n;
-	for (uint64_t i = 0; i < entries; i++) {
-		int32_t e;
-		memcpy(&e, (const void *)(uintptr_t)(table + 4 * i), 4);
-		uint64_t t = table + (uint64_t)(int64_t)e;
-		uint64_t *slot = t >= fn_start[f] && t < fn_end[f] ? vec_push(targets) : NULL;
-		if (!slot) {
-			targets->n = first;
-			return 0;
-		}
-		*slot = t;
-	}
-	(void)seq;
-	return 1;
-}
-
-/* The end of the NOP padding from A on (up to LIM). */
-static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
-{
-	ZydisDecodedInstruction in;
-	uint64_t start = a;
-	while (a < lim && a - start < 16 &&
-	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, m->orig + (a - m->start), lim - a, &in)) &&
-	       in.mnemonic == ZYDIS_MNEMONIC_NOP)
-		a += in.length;
-	return a;
-}
-
-/* Relocate the windows before module M's short jcc and returns (see reloc_install), with
- * the same linear decoding as sweep(). TARGETS: every direct branch target, sorted;
- * JIND: every indirect jump, sorted. Returns how many were relocated. */
-static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
-			   size_t ntargets, const uint64_t *jind, size_t njind)
-{
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	struct reloc_insn ring[RELOC_MAX_INSNS + 1];
-	int nring = 0;
-	size_t done = 0;
-	uint64_t ip = start, covered = 0;
-	long f = -1;
-
-	while (ip < end) {
-		long k = last_le(fn_start, nfns, ip);
-		if (k != f) {
-			nring = 0;   /* never relocate across a function start */
-			f = k;
-		}
-		size_t nx = (size_t)(k + 1);
-		while (nx < nfns && fn_start[nx] <= ip)
-			nx++;
-		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
-		if (!decode_at(m, ip, lim, end, &in, ops)) {
-			nring = 0;
-			ip = ip + 1 < lim ? ip + 1 : lim;
-			continue;
-		}
-		struct cti c;
-		int kind = cti_classify(&c, ip, &in, ops);
-		if (kind == CTI_NONE) {
-			struct reloc_insn r = { ip, in.length, 0 };
-			int ok = 1;
-			for (unsigned o = 0; o < in.operand_count; o++) {
-				if (ops[o].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[o].imm.is_relative)
-					ok = 0;
-				if (ops[o].type == ZYDIS_OPERAND_TYPE_MEMORY && (ops[o].mem.base == ZYDIS_REGISTER_RIP ||
-										 ops[o].mem.base == ZYDIS_REGISTER_EIP)) {
-					if (in.raw.disp.size != 32 || ops[o].mem.base != ZYDIS_REGISTER_RIP)
-						ok = 0;
-					r.disp_at = in.raw.disp.offset;
-				}
-			}
-			if (!ok) {
-				nring = 0;
-			} else {
-				if (nring == RELOC_MAX_INSNS + 1) {
-					memmove(ring, ring + 1, sizeof ring[0] * RELOC_MAX_INSNS);
-					nring--;
-				}
-				ring[nring++] = r;
-			}
-			ip += in.length;
-			continue;
-		}
-		const struct cti *tc;
-		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET ||
-		     ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
-		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
-		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
-			/* the latest boundary B that leaves room for the 5-byte jump */
-			int j = nring - 1;
-			while (j > 0 && ip + in.length - ring[j].addr < 5)
-				j--;
-			uint64_t b = nring ? ring[j].addr : ip, room = ip + in.length;
-			if (nring && room - b < 5)
-				j = 0, b = ring[0].addr;
-			/* after a ret, alignment padding is never executed: the jump may cover it */
-			if (kind == CTI_RET && room - b < 5)
-				room = padding_end(m, room, lim);
-			if (room - b >= 5 && nring - j <= RELOC_MAX_INSNS && b >= covered &&
-			    !any_between(targets, ntargets, b, b + 5) &&
-			    !any_between(ret_sites, nret_sites, b, b + 5) &&
-			    !any_between(fn_start, nfns, b, b + 5) &&
-			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring ? nring - j : 0) == 0) {
-				done++;
-				covered = b + 5;   /* padding after a ret may be another window's start */
-				if (debug > 2) {
-					char msg[96];
-					snprintf(msg, sizeof msg, "relocated 0x%llx..0x%llx for the CTI at 0x%llx",
-						 (unsigned long long)(b - m->bias), (unsigned long long)(room - m->bias),
-						 (unsigned long long)(ip - m->bias));
-					say(msg);
-				}
-			}
-		}
-		nring = 0;
-		ip += in.length;
-	}
-	return done;
-}
-
-/* Sort the (key, value) pairs of V by key into two arrays, and free V. */
-static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n)
-{
-	struct fnrange *p = v->p;
-	*n = v->n;
-	sort_u64(p, *n, sizeof *p);
-	*keys = rec_alloc((*n + 1) * sizeof **keys);
-	*vals = rec_alloc((*n + 1) * sizeof **vals);
-	if (!*keys || !*vals)
-		return -1;
-	for (size_t i = 0; i < *n; i++) {
-		(*keys)[i] = p[i].start;
-		(*vals)[i] = p[i].end;
-	}
-	rec_free(p, v->cap * v->elt);
-	v->p = NULL;
-	return 0;
-}
-
-/* Each trapped system call of module M runs natively from a stub near it, `syscall; jmp
- * back` (on_syscall); the stub's address is kept in the CTI's target. */
-static int syscall_stubs(void)
-{
-	for (int m = 0; m < nmodules; m++) {
-		size_t n = 0;
-		for (size_t i = 0; i < nctis; i++)
-			n += ctis[i].kind == CTI_SYSCALL && module_of(ctis[i].addr) == &modules[m];
-		if (!n)
-			continue;
-		size_t size = (n * 8 + 4095) & ~(size_t)4095;
-		uint8_t *p = map_near(m, size);
-		if (!p)
-			return -1;
-		for (size_t i = 0; i < nctis; i++) {
-			struct cti *c = &ctis[i];
-			if (c->kind != CTI_SYSCALL || module_of(c->addr) != &modules[m])
-				continue;
-			int32_t rel = (int32_t)((int64_t)(c->addr + c->len) - (int64_t)(uintptr_t)(p + 7));
-			p[0] = 0x0f;
-			p[1] = 0x05;
-			p[2] = 0xe9;
-			memcpy(p + 3, &rel, 4);
-			p[7] = 0xcc;
-			c->target = (uint64_t)(uintptr_t)p;
-			p += 8;
-		}
-	}
-	return 0;
-}
-
-__attribute__((constructor(101))) static void btrace_init(void)
-{
-	const char *out = getenv("TK_BTRACE_OUT");
-	const char *mods = getenv("TK_BTRACE_MODULES");
-	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
-			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
-			   .targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct fnrange) } };
-	struct sigaction sa, old;
-
-	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-	if (!out || !*out || !real_sigaction)
-		return;
-	/* Programs this one starts (exec without our wrappers, system(), posix_spawn) inherit
-	 * the environment: they are not traced, and must not overwrite the trace. (unsetenv,
-	 * unlike setenv, does not allocate: the program's heap stays untouched.) */
-	snprintf(out_path, sizeof out_path, "%s", out);
-	unsetenv("TK_BTRACE_OUT");
-	struct rlimit_k {
-		uint64_t cur, max;
-	} nofile;
-	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
-		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
-	long efd = rt_syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, nofile.cur >= 128 ? nofile.cur - 1 : 0, 0, 0, 0);
-	struct stat est;
-	if (efd >= 0)
-		err_fd = (int)efd;
-	if (rt_syscall(SYS_fstat, err_fd, &est, 0, 0, 0, 0) == 0) {
-		err_dev = est.st_dev;
-		err_ino = est.st_ino;
-	}
-	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
-	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-
-	if (!mods || !*mods) {
-		dl_iterate_phdr(add_module, (void *)"");
-	} else {
-		char list[4096], *save = NULL;
-		snprintf(list, sizeof list, "%s", mods);
-		for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-			int before = nmodules, refused = refused_modules;
-			if (!strcmp(p, "main"))
-				dl_iterate_phdr(add_module, (void *)"");
-			else
-				dl_iterate_phdr(add_module, p);
-			if (nmodules == before && refused_modules == refused) {
-				say2("module ", p, " is not loaded at start-up; not traced");
-				if (npending < MAX_MODULES)
-					snprintf(pending[npending++], PATH_MAX, "%s", p);
-			}
-		}
-	}
-	if (!nmodules) {
-		say("no module to trace");
-		return;
-	}
-	for (int i = 0; i < nmodules; i++)
-		if (scan_module(&modules[i], &sc) < 0) {
-			say2("cannot read ", modules[i].path, "; not recording");
-			return;
-		}
-
-	ctis = sc.ctis.p;
-	nctis = sc.ctis.n;
-	size_t hsize = 1024;
-	while (hsize < nctis * 2)
-		hsize *= 2;
-	cti_hash = rec_alloc(hsize * sizeof *cti_hash);
-	cti_hash_mask = hsize - 1;
-	if (!cti_hash)
-		return;
-	for (size_t i = 0; i < nctis; i++) {
-		size_t h = tk_hash64(ctis[i].addr) & cti_hash_mask;
-		while (cti_hash[h])
-			h = (h + 1) & cti_hash_mask;
-		cti_hash[h] = (uint32_t)i + 1;
-	}
-	struct fnrange *fr = sc.fns.p;
-	sort_u64(fr, sc.fns.n, sizeof *fr);
-	nfns = sc.fns.n;
-	fn_start = rec_alloc((nfns + 1) * sizeof *fn_start);
-	fn_end = rec_alloc((nfns + 1) * sizeof *fn_end);
-	if (!fn_start || !fn_end)
-		return;
-	for (size_t i = 0; i < nfns; i++) {
-		fn_start[i] = fr[i].start;
-		fn_end[i] = fr[i].end;
-		if (!fn_end[i]) {   /* assembler symbols without a size run to the next one */
-			size_t j = i + 1;
-			while (j < nfns && fr[j].start == fr[i].start)
-				j++;
-			const struct module *m = module_of(fr[i].start);
-			fn_end[i] = j < nfns ? fr[j].start : m ? m->end : fr[i].start + 1;
-			if (m && fn_end[i] > m->end)
-				fn_end[i] = m->end;
-		}
-	}
-	rec_free(fr, sc.fns.cap * sc.fns.elt);
-	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
-	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
-	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
-		return;
-	if (syscall_stubs() < 0) {
-		say("cannot map the system call stubs near the traced code; not recording");
-		return;
-	}
-
-	reloc_jind = rec_alloc((nctis + 1) * sizeof *reloc_jind);
-	for (size_t i = 0; reloc_jind && i < nctis; i++)
-		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
-			reloc_jind[nreloc_jind++] = ctis[i].addr;
-	reloc_targets = sc.targets.p;
-	nreloc_targets = sc.targets.n;
-	if (reloc_targets)
-		sort_u64(reloc_targets, nreloc_targets, sizeof *reloc_targets);
-	if (reloc_jind)
-		sort_u64(reloc_jind, nreloc_jind, sizeof *reloc_jind);
-	else
-		reloc_targets = NULL;   /* without it, no relocation */
-	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))
-		reloc_targets = NULL;
-
-	real_sigaction(SIGTRAP, NULL, &old);
-	if (old.sa_handler != SIG_DFL) {
-		say("SIGTRAP already has a handler in this process; not recording");
-		return;
-	}
-	out_fd = open_output(out_path);
-	if (out_fd < 0) {
-		say("cannot create the trace file; not recording");
-		return;
-	}
-	write_header(0);
-	memset(&sa, 0, sizeof sa);
-	sa.sa_sigaction = on_trap;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	/* Nothing may interrupt an emulation half-way, not even libc's internal SIGCANCEL and
-	 * SIGSETXID, which sigfillset leaves out: their handlers run libc, which may be traced
-	 * (a trap while the handler runs kills the process). */
-	memset(&sa.sa_mask, 0xff, sizeof sa.sa_mask);
-	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
-		return;
-	/* The kernel returns from our handler into libc's __restore_rt (sa_restorer) with
-	 * SIGTRAP still blocked: nothing there may trap. It holds no branch, and its
-	 * rt_sigreturn is the one system call left untrapped (sweep); check it. */
-	struct sigaction cur;
-	real_sigaction(SIGTRAP, NULL, &cur);
-	for (uint64_t a = (uint64_t)(uintptr_t)cur.sa_restorer; cur.sa_restorer && a < (uint64_t)(uintptr_t)cur.sa_restorer + 16; a++)
-		if (cti_find(a)) {
-			real_sigaction(SIGTRAP, &old, NULL);
-			say("the signal return code (sa_restorer) would be patched; not recording");
-			return;
-		}
-	uint64_t trapbit = 1ull << (SIGTRAP - 1);   /* a program may start with it blocked */
-	rt_sigmask(SIG_UNBLOCK, &trapbit, NULL);
-	pthread_atfork(NULL, NULL, after_fork_child);
-	resolve_nonlocal();
-	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
-	real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
-		dlsym(RTLD_NEXT, "pthread_create");
-	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
-	real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
-	tk_btrace_real_vfork = dlsym(RTLD_NEXT, "vfork");
-	exits_traced = module_of((uint64_t)(uintptr_t)dlsym(RTLD_NEXT, "_exit")) != NULL;
-	out_pid = getpid();
-	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
-	uint64_t fsb = rt_fs_base();
-	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
-	ttls_fs_off = (int32_t)fs_off;
-	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
-	    (tramp_done = rec_alloc(nctis + 1))) {
-		for (int i = 0; i < nmodules; i++)
-			tramp_setup(i);
-		tramps_on = 1;
-	}
-	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
-	for (int i = 0; windows && i < nmodules; i++) {
-		struct fnrange *sr = reloc_secs[i].p;
-		for (size_t k = 0; k < reloc_secs[i].n; k++) {
-			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
-			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
-			if (s < e)
-				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
-							   reloc_jind, nreloc_jind);
-		}
-	}
-	if (patch() < 0)
-		refuse("cannot make the code writable (mprotect refused); not recording");
-	for (int sig = 1; sig < 65; sig++) {
-		struct sigaction fa;
-		if (is_fatal(sig) && real_sigaction(sig, NULL, &fa) == 0 && fa.sa_handler == SIG_DFL) {
-			fatal_action(&fa);
-			real_sigaction(sig, &fa, NULL);
-		}
-	}
-	active = 1;
-}

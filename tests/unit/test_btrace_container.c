@@ -5,8 +5,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <intel-pt.h>
 
@@ -235,6 +237,43 @@ static void test_bad_header(void **state)
 	assert_int_equal(fi.version, 1);
 }
 
+/* The files of a followed recording are found by name beside the first: BASE.<pid> and
+ * BASE.<pid>.<n>, in pid then exec order; look-alikes are not taken. */
+static void test_related(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/tk-related-XXXXXX", path[256];
+	assert_non_null(mkdtemp(dir));
+	static const char *const files[] = { "t.tkbt", "t.tkbt.12", "t.tkbt.12.2", "t.tkbt.12.1",
+		"t.tkbt.7", "t.tkbt.x", "t.tkbt.12.a", "t.tkbt.", "t.tkbt.3.", "u.tkbt.5", "t.tkbtx.5" };
+	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fclose(f);
+	}
+	char **v;
+	size_t n;
+	snprintf(path, sizeof path, "%s/t.tkbt", dir);
+	assert_int_equal(tk_btrace_related(path, &v, &n), 0);
+	static const char *const want[] = { "t.tkbt.7", "t.tkbt.12", "t.tkbt.12.1", "t.tkbt.12.2" };
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, want[i]);
+		assert_string_equal(v[i], path);
+	}
+	tk_btrace_related_free(v, n);
+	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	snprintf(path, sizeof path, "%s/t.tkbt", dir);
+	assert_int_equal(tk_btrace_related(path, &v, &n), 0);
+	assert_int_equal(n, 0);
+	rmdir(dir);
+	assert_int_equal(tk_btrace_related("/nonexistent-dir/t.tkbt", &v, &n), -TK_E_IO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +281,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_piece),
 		cmocka_unit_test(test_garbage_and_truncation),
 		cmocka_unit_test(test_bad_header),
+		cmocka_unit_test(test_related),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,240 @@
+/* tracekit report: one self-contained HTML page per trace. A front-end: options -> source
+ * -> the chunk runner (a profile, then the events for the timeline) -> the page writer
+ * (tk_report_*, lib/output/report.c). Kanata logs have no source yet: their decoder feeds
+ * the writer's pipeline parts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tracekit/kanata.h"
+#include "tracekit/out.h"
+#include "tracekit/run.h"
+#include "tracekit/source.h"
+
+static const char usage[] =
+	"usage: tracekit report [OPTIONS] FILE\n"
+	"\n"
+	"One self-contained HTML page of a trace (inline CSS, JS and data; opens offline in any\n"
+	"browser): summary, flame graph, function table, source heat, timeline, XRay latency\n"
+	"percentiles, and for Kanata logs IPC over time, stage latencies, the slowest\n"
+	"instructions and a pipeline diagram. The page holds summaries sized for the screen:\n"
+	"it stays under 8 MiB whatever the trace's size.\n"
+	"\n"
+	"  -o FILE         write the page to FILE (default: standard output)\n"
+	"  --top N         function table rows (default 500; the rest are summed in one row)\n"
+	"  --cycles A:B    (Kanata) the pipeline diagram shows the instructions alive in cycles\n"
+	"                  [A, B), counted from the log's first cycle (default: the first 2000)\n"
+	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
+	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
+	"  --tid N         (btrace) only this thread\n"
+	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its build-id\n"
+	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times (0: ticks)\n"
+	"  -j N            threads (default: all cores)\n"
+	"\n"
+	"Every format with a profile (`tracekit profile`), and Kanata logs. The numbers are\n"
+	"those of `profile --to csv`, `--source`, `--to account` and `stats`.\n";
+
+/* Messages: printed as every command prints them, and the first ones kept for the page's
+ * list of what was lost. */
+#define NOTES 50
+struct notes {
+	char *v[NOTES];
+	size_t n;
+};
+
+static void report_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+		       const char *msg)
+{
+	struct notes *nt = ctx;
+	char line[512];
+
+	cli_msg(NULL, level, file, offset, msg);
+	if (nt->n == NOTES)
+		return;
+	if (offset != UINT64_MAX)
+		snprintf(line, sizeof line, "offset 0x%llx: %s", (unsigned long long)offset, msg);
+	else
+		snprintf(line, sizeof line, "%s", msg);
+	nt->v[nt->n++] = strdup(line);
+}
+
+/* XRay's function names and thread ids, for the latency table. */
+struct names_ctx {
+	struct tk_source *s;
+	struct tk_sym *sym;
+	char name[256];
+};
+
+static const char *func_name(void *ctx, int32_t id)
+{
+	struct names_ctx *c = ctx;
+	return tk_sym_func_name(c->sym, (uint64_t)(uint32_t)id, c->name, sizeof c->name);
+}
+
+static uint32_t thread_id(void *ctx, uint32_t track)
+{
+	return tk_source_track_id(((struct names_ctx *)ctx)->s, track);
+}
+
+/* The page to -o (or standard output), the notes in its summary. */
+static int write_page(struct cli_opts *o, const char *file, struct tk_report *r,
+		      struct notes *nt)
+{
+	struct tk_buf out;
+	int rc;
+	for (size_t i = 0; i < nt->n; i++)
+		if (nt->v[i])
+			tk_report_note(r, nt->v[i]);
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	if ((rc = tk_report_write(r, &out)) < 0 && !out.err)
+		cli_error(file, UINT64_MAX, "cannot write the report: %s", tk_strerror(rc));
+	int crc = cli_out_close(&out);
+	return crc ? crc : rc < 0 ? EXIT_INPUT : 0;
+}
+
+static struct tk_report_opts page_opts(struct cli_opts *o, const char *file, struct tk_input *in,
+				       const struct tk_format_info *fi)
+{
+	return (struct tk_report_opts){ .sz = sizeof(struct tk_report_opts), .title = file,
+					.format = tk_format_description(fi->id),
+					.size = tk_input_file_size(in), .top = o->top };
+}
+
+static const char *kanata_stage(void *ctx, unsigned stage, const char **lane)
+{
+	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
+}
+
+static int report_kanata(struct cli_opts *o, const char *file, struct tk_input *in,
+			 const struct tk_format_info *fi, struct notes *nt)
+{
+	struct tk_kanata_decoder *d = NULL;
+	struct tk_report_opts ro = page_opts(o, file, in, fi);
+	struct tk_report *r;
+	int err, rc, status;
+
+	ro.stage_name = kanata_stage;
+	ro.stage_ctx = &d;
+	if (o->cycles) {
+		if (cli_parse_range(o->cycles, &ro.window_begin, &ro.window_end) < 0 ||
+		    ro.window_begin >= ro.window_end) {
+			cli_error(NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
+			return EXIT_USAGE;
+		}
+	}
+	if (!(r = tk_report_new(&ro, &err)) || !(d = tk_kanata_decoder_new(tk_report_sink(r), &err))) {
+		tk_report_free(r);
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		return EXIT_INPUT;
+	}
+	if ((rc = tk_kanata_decode(d, in)) < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		status = EXIT_INPUT;
+	} else {
+		status = cli_report_gaps(file, tk_kanata_decoder_gaps(d), "skipped line");
+		rc = write_page(o, file, r, nt);
+		status = rc > status ? rc : status;
+	}
+	tk_kanata_decoder_free(d);
+	tk_report_free(r);
+	return status;
+}
+
+/* The events again, from a second source on the same file, for the timeline: they come
+ * in input order, which the profile's chunks do not keep. (Standard input cannot be read
+ * twice: no timeline then.) */
+static int timeline_pass(struct cli_opts *o, const char *file, const struct tk_format_info *fi,
+			 struct tk_report *r)
+{
+	struct tk_source_opts so = cli_source_opts(o, fi);
+	struct tk_source *s;
+	int rc;
+
+	if (!strcmp(file, "-")) {
+		tk_report_note(r, "no timeline: standard input cannot be read a second time");
+		return 0;
+	}
+	so.msg = NULL;   /* its messages are the first pass's */
+	if ((rc = tk_source_open(&s, file, &so)) < 0)
+		return rc;
+	rc = tk_run_events(s, tk_report_sink(r));
+	tk_source_free(s);
+	return rc;
+}
+
+static int report_file(struct cli_opts *o, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi)
+{
+	struct notes nt = { .n = 0 };
+	struct tk_source_opts so = cli_source_opts(o, fi);
+	struct tk_report_opts ro = page_opts(o, file, in, fi);
+	struct tk_source *s = NULL;
+	struct tk_report *r = NULL;
+	struct tk_prof *p = NULL;
+	struct tk_sym *sym;
+	int rc, err = 0, status = EXIT_INPUT;
+
+	if (fi->id == TK_FMT_KANATA) {
+		status = report_kanata(o, file, in, fi, &nt);
+		goto out;
+	}
+	if (!tk_source_supported(fi->id)) {
+		status = cli_unsupported("report", file, fi);
+		goto out;
+	}
+	so.msg = report_msg;
+	so.ctx = &nt;
+	if (tk_source_open_input(&s, file, in, &so) < 0)
+		goto out;
+	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new(s, &err))) {
+		if (sym)
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		goto out;
+	}
+	if ((rc = tk_run_profile(s, p)) >= 0)
+		rc = tk_prof_finish(p);
+	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
+	struct names_ctx nc = { s, sym, "" };
+	ro.sym = sym;
+	ro.track_label = tk_source_info(s)->track_label;
+	ro.func_name = func_name;
+	ro.thread_id = thread_id;
+	ro.ctx = &nc;
+	if (rc >= 0 && !(r = tk_report_new(&ro, &rc)))
+		rc = -TK_E_NOMEM;
+	if (rc >= 0 && (rc = tk_report_profile(r, p)) >= 0)
+		rc = timeline_pass(o, file, fi, r);
+	if (rc < 0) {
+		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		status = EXIT_INPUT;
+		goto out;
+	}
+	rc = write_page(o, file, r, &nt);
+	status = rc > status ? rc : status;
+out:
+	tk_report_free(r);
+	tk_prof_free(p);
+	tk_source_free(s);
+	for (size_t i = 0; i < nt.n; i++)
+		free(nt.v[i]);
+	return status;
+}
+
+static int run(struct cli_opts *o)
+{
+	/* one page is one document: two pages in one output would not open as either */
+	if (o->nargs > 1) {
+		cli_error(NULL, UINT64_MAX, "report: %d inputs: give one input per run (one page each)",
+			  o->nargs);
+		return EXIT_USAGE;
+	}
+	return cli_run_files(o, "report", report_file);
+}
+
+const struct cli_command cli_cmd_report = {
+	.name = "report",
+	.summary = "one self-contained HTML page of a trace",
+	.usage = usage,
+	.run = run,
+};

@@ -1,0 +1,1011 @@
+/* libtkbtrace.so start-up: the modules to trace, their symbols and function ranges,
+ * every control-transfer instruction found and patched. */
+#include "recorder.h"
+
+/* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
+
+struct vec {
+	void *p;
+	size_t n, cap, elt;
+};
+
+static void *vec_push(struct vec *v)
+{
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 1024;
+		void *p = rec_alloc(cap * v->elt);
+		if (!p)
+			return NULL;
+		if (v->p)
+			memcpy(p, v->p, v->n * v->elt);
+		rec_free(v->p, v->cap * v->elt);
+		v->p = p;
+		v->cap = cap;
+	}
+	return (char *)v->p + v->elt * v->n++;
+}
+
+/* Sort N elements of SIZE bytes (8 or 16) by their first u64, in place (heapsort). Not
+ * libc's qsort: it keeps state (qsort_r's page size and memory size, computed on its first
+ * large sort), and a traced program's first qsort must run as it would without us. */
+static void sort_u64(void *base, size_t n, size_t size)
+{
+	uint8_t *a = base, t[16];
+#define KEY(i) (*(const uint64_t *)(const void *)(a + (i) * size))
+#define SWAP(i, j) (memcpy(t, a + (i) * size, size), memcpy(a + (i) * size, a + (j) * size, size), \
+		    memcpy(a + (j) * size, t, size))
+	for (size_t end = n, start = n / 2; end > 1;) {
+		size_t root;
+		if (start > 0) {
+			root = --start;
+		} else {
+			SWAP(0, end - 1);
+			end--;
+			root = 0;
+		}
+		for (size_t child; (child = 2 * root + 1) < end; root = child) {
+			if (child + 1 < end && KEY(child + 1) > KEY(child))
+				child++;
+			if (KEY(root) >= KEY(child))
+				break;
+			SWAP(root, child);
+		}
+	}
+#undef KEY
+#undef SWAP
+}
+
+struct fnrange {
+	uint64_t start, end;
+};
+
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
+			   size_t ntargets, const uint64_t *jind, size_t njind);
+static uint64_t *reloc_targets, *reloc_jind;
+static size_t nreloc_targets, nreloc_jind;
+static struct vec reloc_secs[MAX_MODULES];
+
+
+struct scan {
+	struct vec ctis, fns, rets, tails, targets;
+	struct vec big_rsp;   /* (address, RSP change as int64) */
+};
+
+/* Read-only mapping of a whole ELF file, or NULL. */
+static const uint8_t *map_elf(const char *path, size_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	void *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f == MAP_FAILED)
+		return NULL;
+	const Elf64_Ehdr *eh = f;
+	if ((size_t)st.st_size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != EM_X86_64 ||
+	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > (uint64_t)st.st_size) {
+		munmap(f, (size_t)st.st_size);
+		return NULL;
+	}
+	*size = (size_t)st.st_size;
+	return f;
+}
+
+/* Function symbols (STT_FUNC) of the mapped ELF file F: from .symtab, or with DYNSYM from
+ * .dynsym when there is none. Returns whether a .symtab was read. */
+static int fn_symbols(const uint8_t *f, size_t size, const struct module *m, struct scan *sc, int dynsym_ok)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
+	int symtab = -1, dynsym = -1;
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type == SHT_SYMTAB)
+			symtab = i;
+		else if (sh[i].sh_type == SHT_DYNSYM)
+			dynsym = i;
+	}
+	int s = symtab >= 0 ? symtab : dynsym_ok ? dynsym : -1;
+	if (s < 0 || sh[s].sh_offset + sh[s].sh_size > (uint64_t)size)
+		return 0;
+	const Elf64_Sym *sym = (const Elf64_Sym *)(f + sh[s].sh_offset);
+	size_t n = sh[s].sh_size / sizeof *sym;
+	for (size_t i = 0; i < n; i++) {
+		if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF ||
+		    !sym[i].st_value)
+			continue;
+		struct fnrange *r = vec_push(&sc->fns);
+		if (r) {
+			r->start = sym[i].st_value + m->bias;
+			r->end = sym[i].st_size ? r->start + sym[i].st_size : 0;   /* 0: to the next symbol */
+		}
+	}
+	return symtab >= 0;
+}
+
+/* Function starts from the loaded .eh_frame_hdr's search table (every function with unwind
+ * information, static ones included), for modules without any .symtab: each runs to the
+ * next start. A count larger than the segment (a damaged file) is not followed: reading
+ * past it crashed the traced program. */
+static void fde_starts(const struct module *m, struct scan *sc)
+{
+	const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
+	int64_t count = h ? tk_ehfh_count(h, m->eh_frame_hdr_size) : 0;
+	for (int64_t i = 0; i < count; i++) {
+		struct fnrange *r = vec_push(&sc->fns);
+		if (r) {
+			r->start = tk_ehfh_start(h, m->eh_frame_hdr, (size_t)i);
+			r->end = 0;
+		}
+	}
+}
+
+static void add_start(const struct module *m, struct scan *sc, uint64_t a)
+{
+	struct fnrange *r;
+	if (a >= m->start && a < m->end && (r = vec_push(&sc->fns))) {
+		r->start = a;
+		r->end = 0;   /* to the next start */
+	}
+}
+
+/* Entry points a stripped module names without symbols, which the loader and libc call
+ * from untraced code: the entry point (_start), DT_INIT and DT_FINI (_init, _fini, often
+ * without unwind entries), and the functions of the init, preinit and fini arrays
+ * (frame_dummy, __do_global_dtors_aux), read from memory, where the loader has relocated
+ * them. Without them, entering such a function could not be placed (code lost). */
+static void dyn_starts(const uint8_t *f, size_t size, const struct module *m, struct scan *sc)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+	uint64_t arr[3] = { 0, 0, 0 }, arrsz[3] = { 0, 0, 0 };
+	if (eh->e_entry)
+		add_start(m, sc, eh->e_entry + m->bias);
+	for (int i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *)(f + eh->e_phoff + (uint64_t)i * eh->e_phentsize);
+		if ((const uint8_t *)(ph + 1) > f + size || ph->p_type != PT_DYNAMIC || ph->p_offset > size ||
+		    ph->p_filesz > size - ph->p_offset)
+			continue;
+		const Elf64_Dyn *d = (const Elf64_Dyn *)(f + ph->p_offset);
+		for (size_t k = 0; k < ph->p_filesz / sizeof *d && d[k].d_tag != DT_NULL; k++)
+			switch (d[k].d_tag) {
+			case DT_INIT:
+			case DT_FINI: add_start(m, sc, d[k].d_un.d_ptr + m->bias); break;
+			case DT_INIT_ARRAY: arr[0] = d[k].d_un.d_ptr; break;
+			case DT_INIT_ARRAYSZ: arrsz[0] = d[k].d_un.d_val; break;
+			case DT_FINI_ARRAY: arr[1] = d[k].d_un.d_ptr; break;
+			case DT_FINI_ARRAYSZ: arrsz[1] = d[k].d_un.d_val; break;
+			case DT_PREINIT_ARRAY: arr[2] = d[k].d_un.d_ptr; break;
+			case DT_PREINIT_ARRAYSZ: arrsz[2] = d[k].d_un.d_val; break;
+			default: break;
+			}
+	}
+	for (int j = 0; j < 3; j++) {
+		uint64_t a = arr[j] + m->bias;
+		if (!arr[j] || a < m->map_lo || a + arrsz[j] > m->map_hi)
+			continue;
+		for (uint64_t o = 0; o + 8 <= arrsz[j]; o += 8) {
+			uint64_t fn;
+			memcpy(&fn, (const void *)(uintptr_t)(a + o), 8);
+			add_start(m, sc, fn);
+		}
+	}
+}
+
+/* Function ranges and the executable sections, read from the module's file. Functions come
+ * from its .symtab, else from the .symtab of its separate debug file (found by build id,
+ * as Debian's libc6-dbg installs libc's), else from .dynsym plus the unwind table: a
+ * stripped libc exports few of the functions that run (IFUNC variants, static helpers). */
+static int load_elf(struct module *m, struct scan *sc, struct vec *secs)
+{
+	size_t size;
+	const uint8_t *f = map_elf(m->path, &size);
+	if (!f)
+		return -1;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
+	const char *shstr = NULL;
+	uint64_t shstr_size = 0;
+	if (eh->e_shstrndx < eh->e_shnum && sh[eh->e_shstrndx].sh_offset + sh[eh->e_shstrndx].sh_size <= (uint64_t)size) {
+		shstr = (const char *)f + sh[eh->e_shstrndx].sh_offset;
+		shstr_size = sh[eh->e_shstrndx].sh_size;
+	}
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if ((sh[i].sh_flags & SHF_EXECINSTR) && sh[i].sh_type == SHT_PROGBITS) {
+			struct fnrange *r = vec_push(secs);
+			if (r) {
+				r->start = sh[i].sh_addr + m->bias;
+				r->end = r->start + sh[i].sh_size;
+			}
+			/* PLT stubs have no symbols; each 16-byte slot is an entry point */
+			const char *name = shstr && sh[i].sh_name < shstr_size ? shstr + sh[i].sh_name : "";
+			uint64_t slot = !strcmp(name, ".plt.got") ? 8 : 16;
+			if (!strncmp(name, ".plt", 4) && nplt < MAX_MODULES * 4) {
+				plt_lo[nplt] = sh[i].sh_addr + m->bias;
+				plt_hi[nplt++] = sh[i].sh_addr + m->bias + sh[i].sh_size;
+			}
+			if (!strncmp(name, ".plt", 4))
+				for (uint64_t a = 0; a + slot <= sh[i].sh_size; a += slot) {
+					struct fnrange *fr = vec_push(&sc->fns);
+					if (fr) {
+						fr->start = sh[i].sh_addr + m->bias + a;
+						fr->end = fr->start + slot;
+					}
+				}
+		}
+	}
+	if (!fn_symbols(f, size, m, sc, 0)) {
+		char dbg[64 + 2 * sizeof m->build_id];
+		const uint8_t *df = NULL;
+		size_t dsize = 0;
+		if (tk_debug_file_path(dbg, sizeof dbg, m->build_id, m->build_id_len) == 0)
+			df = map_elf(dbg, &dsize);
+		if (!df || !fn_symbols(df, dsize, m, sc, 0)) {
+			fn_symbols(f, size, m, sc, 1);
+			fde_starts(m, sc);
+			dyn_starts(f, size, m, sc);
+		}
+		if (df)
+			munmap((void *)df, dsize);
+	}
+	munmap((void *)f, size);
+	return 0;
+}
+
+/* The instruction map entry (IM_*) of instruction IN at IP of kind KIND (C its CTI). */
+static uint16_t imap_entry(struct scan *sc, uint64_t ip, const ZydisDecodedInstruction *in,
+			   const ZydisDecodedOperand *ops, int kind)
+{
+	uint16_t e = in->length & IM_LEN;
+	int64_t d;
+	switch (kind) {
+	case CTI_NONE:
+		if (in->mnemonic == ZYDIS_MNEMONIC_UD2 || in->mnemonic == ZYDIS_MNEMONIC_HLT) {
+			e |= IM_STOP | IM_ENDS;
+			break;
+		}
+		if (in->meta.category == ZYDIS_CATEGORY_SYSCALL || in->meta.category == ZYDIS_CATEGORY_SYSRET ||
+		    in->meta.category == ZYDIS_CATEGORY_INTERRUPT) {
+			e |= IM_STOP;
+			break;
+		}
+		if (!rsp_effect(in, ops, &d)) {
+			e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
+		} else if (d <= IM_RSP_UNKNOWN || d >= IM_RSP_BIG) {   /* not an int8 of ours */
+			struct fnrange *br = vec_push(&sc->big_rsp);
+			if (br) {
+				br->start = ip;
+				br->end = (uint64_t)d;
+				e |= (uint16_t)((uint8_t)IM_RSP_BIG << 8);
+			} else {
+				e |= (uint16_t)((uint8_t)IM_RSP_UNKNOWN << 8);
+			}
+		} else {
+			e |= (uint16_t)((uint8_t)(int8_t)d << 8);
+		}
+		break;
+	case CTI_JMP_DIR:
+		e |= IM_JMP | IM_ENDS;
+		if (in->raw.imm[0].size == 8)
+			e |= IM_REL8;
+		break;
+	case CTI_CALL_DIR:
+		e |= IM_CALL;
+		if (in->raw.imm[0].size != 32)
+			e = (e & ~IM_CLASS) | IM_STOP;   /* not a form imap_target reads */
+		break;
+	default:
+		e |= IM_STOP;
+		if (in->mnemonic == ZYDIS_MNEMONIC_JMP || in->mnemonic == ZYDIS_MNEMONIC_RET)
+			e |= IM_ENDS;
+		break;
+	}
+	if (kind == CTI_JMP_DIR && in->raw.imm[0].size != 8 && in->raw.imm[0].size != 32)
+		e = (e & ~IM_CLASS) | IM_STOP;
+	return e;
+}
+
+/* Does the instruction set EAX/RAX to an immediate? Its value, else -1. */
+static long eax_imm(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
+{
+	if (in->mnemonic != ZYDIS_MNEMONIC_MOV || in->operand_count_visible != 2 ||
+	    ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    (ops[0].reg.value != ZYDIS_REGISTER_EAX && ops[0].reg.value != ZYDIS_REGISTER_RAX))
+		return -1;
+	return (long)(ops[1].imm.value.u & 0xffffffff);
+}
+
+/* Decode the instruction at IP, which must end by END and, unless it is a NOP, by the next
+ * function start LIM: the unwind table (used for function starts without a symbol table)
+ * starts libc's signal return code one byte early, inside the padding before it, and the
+ * decoding must not restart there. */
+static int decode_at(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end,
+		     ZydisDecodedInstruction *in, ZydisDecodedOperand *ops)
+{
+	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), end - ip, in, ops)))
+		return 0;
+	return ip + in->length <= lim || in->mnemonic == ZYDIS_MNEMONIC_NOP;
+}
+
+/* Decode a section linearly, restarting at every function start it meets. */
+static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t end,
+		  const uint64_t *starts, size_t nstarts)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	long k = last_le(starts, nstarts, start);
+	size_t next = (size_t)(k + 1);
+	uint64_t ip = start;
+	long eax = -1;   /* the value the previous instruction put in eax, or -1 */
+
+	while (ip < end) {
+		while (next < nstarts && starts[next] < ip)
+			next++;
+		if (next < nstarts && starts[next] == ip)
+			next++;
+		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
+		if (!decode_at(m, ip, lim, end, &in, ops)) {
+			ip = ip + 1 < lim ? ip + 1 : lim;
+			eax = -1;
+			continue;
+		}
+		struct cti c;
+		int kind = cti_classify(&c, ip, &in, ops);
+		c.orig = m->orig[ip - m->start];
+		m->imap[ip - m->start] = imap_entry(sc, ip, &in, ops, kind);
+		if (kind == CTI_JMP_DIR && in_plt(c.target) && !in_plt(ip)) {
+			struct fnrange *t = vec_push(&sc->tails);   /* (target, jump) */
+			if (t) {
+				t->start = c.target;
+				t->end = ip;
+			}
+		}
+		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_DIR ||
+		    kind == CTI_CALL_DIR) {
+			uint64_t *t = vec_push(&sc->targets);
+			if (t)
+				*t = c.target;
+		}
+		if (kind == CTI_CALL_DIR || kind == CTI_CALL_IND) {
+			struct fnrange *r = vec_push(&sc->rets);   /* (return site, call) */
+			if (r) {
+				r->start = ip + in.length;
+				r->end = ip;
+			}
+		}
+		/* Every system call traps (on_syscall), except rt_sigreturn: the return from a
+		 * signal handler, ours included, runs it with the handler's mask (SIGTRAP
+		 * blocked), and it is never a traced thread's (handlers return through the
+		 * recorder's wrapper). */
+		if (kind == CTI_SYSCALL && eax == SYS_rt_sigreturn)
+			kind = CTI_OTHER;
+		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_IND ||
+		    kind == CTI_CALL_IND || kind == CTI_RET || kind == CTI_SYSCALL) {
+			struct cti *p = vec_push(&sc->ctis);
+			if (p)
+				*p = c;
+		}
+		eax = eax_imm(&in, ops);
+		ip += in.length;
+	}
+}
+
+static int refused_modules;
+
+/* The name of a function the recorder runs while handling a trap that lies in [lo, hi), or
+ * NULL: such a module cannot be patched with int3 (a trap inside the SIGTRAP handler, where
+ * SIGTRAP is blocked, kills the process). The handler calls no other module (rt.h, mem.c;
+ * tests/oracle/btrace_nolibc.sh checks the library), so only the recorder itself is left. */
+static const char *recorder_code_in(uint64_t lo, uint64_t hi)
+{
+	static const struct {
+		const char *name;
+		const void *fn;
+	} used[] = {
+		{ "the recorder", (const void *)on_trap },
+	};
+	for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+		uint64_t a = (uint64_t)(uintptr_t)used[i].fn;
+		if (a >= lo && a < hi)
+			return used[i].name;
+	}
+	return NULL;
+}
+
+static int add_module(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const char *want = data;
+	char path[PATH_MAX];
+	(void)size;
+
+	if (nmodules >= MAX_MODULES)
+		return 1;
+	if (!info->dlpi_name || !info->dlpi_name[0]) {
+		if (want[0])
+			return 0;
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+		if (n <= 0)
+			return 0;
+		path[n] = 0;
+	} else {
+		if (!want[0] || !realpath(info->dlpi_name, path) || !is_wanted(want, info->dlpi_name, path))
+			return 0;
+	}
+	struct module *m = &modules[nmodules];
+	uint64_t lo = UINT64_MAX, hi = 0;
+	memset(m, 0, sizeof *m);
+	snprintf(m->path, sizeof m->path, "%s", path);
+	m->bias = info->dlpi_addr;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD) {
+			if (!m->map_lo || ph->p_vaddr + m->bias < m->map_lo)
+				m->map_lo = ph->p_vaddr + m->bias;
+			if (ph->p_vaddr + ph->p_filesz + m->bias > m->map_hi)
+				m->map_hi = ph->p_vaddr + ph->p_filesz + m->bias;
+		}
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			if (ph->p_vaddr + m->bias < lo)
+				lo = ph->p_vaddr + m->bias;
+			if (ph->p_vaddr + ph->p_memsz + m->bias > hi)
+				hi = ph->p_vaddr + ph->p_memsz + m->bias;
+		}
+		if (ph->p_type == PT_GNU_EH_FRAME) {
+			m->eh_frame_hdr = ph->p_vaddr + m->bias;
+			m->eh_frame_hdr_size = ph->p_memsz;
+		}
+		if (ph->p_type == PT_NOTE) {
+			const uint8_t *p = (const uint8_t *)(m->bias + ph->p_vaddr), *e = p + ph->p_memsz;
+			while (p + 12 <= e) {
+				const Elf64_Nhdr *nh = (const Elf64_Nhdr *)p;
+				const uint8_t *name = p + 12, *desc = name + ((nh->n_namesz + 3) & ~3u);
+				if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+				    !memcmp(name, "GNU", 4) && nh->n_descsz <= sizeof m->build_id) {
+					memcpy(m->build_id, desc, nh->n_descsz);
+					m->build_id_len = nh->n_descsz;
+				}
+				p = desc + ((nh->n_descsz + 3) & ~3u);
+			}
+		}
+	}
+	if (lo >= hi)
+		return 0;
+	const char *needed = recorder_code_in(lo, hi);
+	if (needed) {
+		/* its int3s would trap inside our own SIGTRAP handler, where SIGTRAP is blocked:
+		 * the kernel kills the program */
+		char why[PATH_MAX + 128];
+		snprintf(why, sizeof why, "%s is not traced: the recorder's trap handler runs its "
+			 "code (%s)", path, needed);
+		say2("module ", why, "");
+		refused_modules++;
+		return want[0] ? 1 : 0;
+	}
+	m->start = lo;
+	m->end = hi;
+	m->orig = rec_alloc(hi - lo);
+	m->imap = rec_alloc((hi - lo) * sizeof *m->imap);
+	if (!m->orig || !m->imap)
+		return 0;
+	memcpy(m->orig, (const void *)lo, hi - lo);
+	nmodules++;
+	return want[0] ? 1 : 1;
+}
+
+static int scan_module(struct module *m, struct scan *sc)
+{
+	struct vec secs = { .elt = sizeof(struct fnrange) };
+	size_t fn0 = sc->fns.n;
+	if (load_elf(m, sc, &secs) < 0)
+		return -1;
+	/* restart points: this module's function starts */
+	size_t ns = sc->fns.n - fn0;
+	uint64_t *starts = rec_alloc((ns + 1) * sizeof *starts);
+	if (!starts)
+		return -1;
+	for (size_t i = 0; i < ns; i++)
+		starts[i] = ((struct fnrange *)sc->fns.p)[fn0 + i].start;
+	sort_u64(starts, ns, sizeof *starts);
+	struct fnrange *sr = secs.p;
+	for (size_t i = 0; i < secs.n; i++) {
+		uint64_t s = sr[i].start < m->start ? m->start : sr[i].start;
+		uint64_t e = sr[i].end > m->end ? m->end : sr[i].end;
+		if (s < e)
+			sweep(m, sc, s, e, starts, ns);
+	}
+	rec_free(starts, (ns + 1) * sizeof *starts);
+	reloc_secs[m - modules] = secs;   /* the relocation pass walks them again */
+	return 0;
+}
+
+
+/* From the first int3 on, a call into a traced libc traps: from here on, raw system calls. */
+static int patch(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	for (int i = 0; i < nmodules; i++) {
+		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
+		size_t len = modules[i].end - a;
+		if (rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < nctis; i++)
+		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
+	/* after the int3s: a window's jump may cover its CTI */
+	for (size_t i = 0; i < nwindows; i++)
+		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, 5);
+	for (int i = 0; i < nmodules; i++) {
+		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
+		rt_syscall(SYS_mprotect, a, modules[i].end - a, PROT_READ | PROT_EXEC, 0, 0, 0);
+	}
+	__builtin_ia32_mfence();
+	return 0;
+}
+
+/* Is anything in the sorted array A[0..N) within (LO, HI)? */
+static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
+{
+	long k = last_le(a, n, hi - 1);
+	return k >= 0 && a[k] > lo;
+}
+
+/* A compiler's jump table behind the indirect jump C: `cmp idx, N-1; ja default; lea base,
+ * [rip+T]; movsxd dst, [base + idx*4]; add dst, base; jmp dst` (the lea may come before the
+ * cmp). Pushes the N targets T + T[i] to TARGETS and returns 1 if the jump is exactly that,
+ * with every target inside its function; 0 otherwise (the function then stays unrelocated). */
+static int jump_table(const struct cti *c, struct vec *targets)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct module *m = module_of(c->addr);
+	long f = last_le(fn_start, nfns, c->addr);
+	uint64_t seq[8], ip, lea_t[16] = { 0 }, table = 0;
+	ZydisDecodedInstruction hist[8];
+	ZydisDecodedOperand hops[8][3];
+	int n = 0;
+
+	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base == CTI_REG_NONE)
+		return 0;
+	/* decode the function up to the jump, keeping the last 5 instructions */
+	for (ip = fn_start[f]; ip < c->addr;) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &in, ops)))
+			return 0;
+		if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
+		    ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+			uint8_t g = cti_greg(ops[0].reg.value);
+			if (g < 16)
+				lea_t[g] = ip + in.length + (uint64_t)ops[1].mem.disp.value;
+		}
+		memmove(hist, hist + 1, sizeof hist[0] * 4);
+		memmove(hops, hops + 1, sizeof hops[0] * 4);
+		memmove(seq, seq + 1, sizeof seq[0] * 4);
+		hist[4] = in;
+		memcpy(hops[4], ops, sizeof hops[4]);
+		seq[4] = ip;
+		n++;
+		ip += in.length;
+	}
+	if (n < 5 || ip != c->addr)
+		return 0;
+	/* ... cmp; ja; [lea;] movsxd; add; jmp */
+	int k = hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? 1 : 2;
+	const ZydisDecodedInstruction *cmp = &hist[k - 1], *ja = &hist[k], *mx = &hist[3], *add = &hist[4];
+	const ZydisDecodedOperand *co = hops[k - 1], *mo = hops[3], *ao = hops[4];
+	if (k == 1 && hist[2].mnemonic != ZYDIS_MNEMONIC_LEA)
+		return 0;
+	if (cmp->mnemonic != ZYDIS_MNEMONIC_CMP || ja->mnemonic != ZYDIS_MNEMONIC_JNBE ||
+	    mx->mnemonic != ZYDIS_MNEMONIC_MOVSXD || add->mnemonic != ZYDIS_MNEMONIC_ADD ||
+	    co[0].type != ZYDIS_OPERAND_TYPE_REGISTER || co[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    mo[1].type != ZYDIS_OPERAND_TYPE_MEMORY || mo[1].mem.scale != 4 ||
+	    mo[1].mem.disp.has_displacement || ao[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+	    ao[1].type != ZYDIS_OPERAND_TYPE_REGISTER)
+		return 0;
+	uint8_t idx = cti_greg(mo[1].mem.index), base = cti_greg(mo[1].mem.base);
+	uint8_t dst = cti_greg(mo[0].reg.value);
+	if (idx >= 16 || base >= 16 || cti_greg(co[0].reg.value) != idx || dst != c->base ||
+	    cti_greg(ao[0].reg.value) != dst || cti_greg(ao[1].reg.value) != base || !(table = lea_t[base]))
+		return 0;
+	/* the lea of the base must be the one just before (or before the cmp) */
+	if (hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? cti_greg(hops[2][0].reg.value) != base :
+	    !(hist[0].mnemonic == ZYDIS_MNEMONIC_LEA && cti_greg(hops[0][0].reg.value) == base))
+		return 0;
+	uint64_t entries = co[1].imm.value.u + 1;
+	if (entries > 4096 || table < m->map_lo || table + 4 * entries > m->map_hi)
+		return 0;   /* never read outside the module's loaded file contents */
+	size_t first = targets->n;
+	for (uint64_t i = 0; i < entries; i++) {
+		int32_t e;
+		memcpy(&e, (const void *)(uintptr_t)(table + 4 * i), 4);
+		uint64_t t = table + (uint64_t)(int64_t)e;
+		uint64_t *slot = t >= fn_start[f] && t < fn_end[f] ? vec_push(targets) : NULL;
+		if (!slot) {
+			targets->n = first;
+			return 0;
+		}
+		*slot = t;
+	}
+	(void)seq;
+	return 1;
+}
+
+/* The end of the NOP padding from A on (up to LIM). */
+static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
+{
+	ZydisDecodedInstruction in;
+	uint64_t start = a;
+	while (a < lim && a - start < 16 &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, m->orig + (a - m->start), lim - a, &in)) &&
+	       in.mnemonic == ZYDIS_MNEMONIC_NOP)
+		a += in.length;
+	return a;
+}
+
+/* Relocate the windows before module M's short jcc and returns (see reloc_install), with
+ * the same linear decoding as sweep(). TARGETS: every direct branch target, sorted;
+ * JIND: every indirect jump, sorted. Returns how many were relocated. */
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
+			   size_t ntargets, const uint64_t *jind, size_t njind)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	struct reloc_insn ring[RELOC_MAX_INSNS + 1];
+	int nring = 0;
+	size_t done = 0;
+	uint64_t ip = start, covered = 0;
+	long f = -1;
+
+	while (ip < end) {
+		long k = last_le(fn_start, nfns, ip);
+		if (k != f) {
+			nring = 0;   /* never relocate across a function start */
+			f = k;
+		}
+		size_t nx = (size_t)(k + 1);
+		while (nx < nfns && fn_start[nx] <= ip)
+			nx++;
+		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
+		if (!decode_at(m, ip, lim, end, &in, ops)) {
+			nring = 0;
+			ip = ip + 1 < lim ? ip + 1 : lim;
+			continue;
+		}
+		struct cti c;
+		int kind = cti_classify(&c, ip, &in, ops);
+		if (kind == CTI_NONE) {
+			struct reloc_insn r = { ip, in.length, 0 };
+			int ok = 1;
+			for (unsigned o = 0; o < in.operand_count; o++) {
+				if (ops[o].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[o].imm.is_relative)
+					ok = 0;
+				if (ops[o].type == ZYDIS_OPERAND_TYPE_MEMORY && (ops[o].mem.base == ZYDIS_REGISTER_RIP ||
+										 ops[o].mem.base == ZYDIS_REGISTER_EIP)) {
+					if (in.raw.disp.size != 32 || ops[o].mem.base != ZYDIS_REGISTER_RIP)
+						ok = 0;
+					r.disp_at = in.raw.disp.offset;
+				}
+			}
+			if (!ok) {
+				nring = 0;
+			} else {
+				if (nring == RELOC_MAX_INSNS + 1) {
+					memmove(ring, ring + 1, sizeof ring[0] * RELOC_MAX_INSNS);
+					nring--;
+				}
+				ring[nring++] = r;
+			}
+			ip += in.length;
+			continue;
+		}
+		const struct cti *tc;
+		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET ||
+		     ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
+		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
+		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
+			/* the latest boundary B that leaves room for the 5-byte jump */
+			int j = nring - 1;
+			while (j > 0 && ip + in.length - ring[j].addr < 5)
+				j--;
+			uint64_t b = nring ? ring[j].addr : ip, room = ip + in.length;
+			if (nring && room - b < 5)
+				j = 0, b = ring[0].addr;
+			/* after a ret, alignment padding is never executed: the jump may cover it */
+			if (kind == CTI_RET && room - b < 5)
+				room = padding_end(m, room, lim);
+			if (room - b >= 5 && nring - j <= RELOC_MAX_INSNS && b >= covered &&
+			    !any_between(targets, ntargets, b, b + 5) &&
+			    !any_between(ret_sites, nret_sites, b, b + 5) &&
+			    !any_between(fn_start, nfns, b, b + 5) &&
+			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring ? nring - j : 0) == 0) {
+				done++;
+				covered = b + 5;   /* padding after a ret may be another window's start */
+				if (debug > 2) {
+					char msg[96];
+					snprintf(msg, sizeof msg, "relocated 0x%llx..0x%llx for the CTI at 0x%llx",
+						 (unsigned long long)(b - m->bias), (unsigned long long)(room - m->bias),
+						 (unsigned long long)(ip - m->bias));
+					say(msg);
+				}
+			}
+		}
+		nring = 0;
+		ip += in.length;
+	}
+	return done;
+}
+
+/* Sort the (key, value) pairs of V by key into two arrays, and free V. */
+static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n)
+{
+	struct fnrange *p = v->p;
+	*n = v->n;
+	sort_u64(p, *n, sizeof *p);
+	*keys = rec_alloc((*n + 1) * sizeof **keys);
+	*vals = rec_alloc((*n + 1) * sizeof **vals);
+	if (!*keys || !*vals)
+		return -1;
+	for (size_t i = 0; i < *n; i++) {
+		(*keys)[i] = p[i].start;
+		(*vals)[i] = p[i].end;
+	}
+	rec_free(p, v->cap * v->elt);
+	v->p = NULL;
+	return 0;
+}
+
+/* Each trapped system call of module M runs natively from a stub near it, `syscall; jmp
+ * back` (on_syscall); the stub's address is kept in the CTI's target. */
+static int syscall_stubs(void)
+{
+	for (int m = 0; m < nmodules; m++) {
+		size_t n = 0;
+		for (size_t i = 0; i < nctis; i++)
+			n += ctis[i].kind == CTI_SYSCALL && module_of(ctis[i].addr) == &modules[m];
+		if (!n)
+			continue;
+		size_t size = (n * 8 + 4095) & ~(size_t)4095;
+		uint8_t *p = map_near(m, size);
+		if (!p)
+			return -1;
+		for (size_t i = 0; i < nctis; i++) {
+			struct cti *c = &ctis[i];
+			if (c->kind != CTI_SYSCALL || module_of(c->addr) != &modules[m])
+				continue;
+			int32_t rel = (int32_t)((int64_t)(c->addr + c->len) - (int64_t)(uintptr_t)(p + 7));
+			p[0] = 0x0f;
+			p[1] = 0x05;
+			p[2] = 0xe9;
+			memcpy(p + 3, &rel, 4);
+			p[7] = 0xcc;
+			c->target = (uint64_t)(uintptr_t)p;
+			p += 8;
+		}
+	}
+	return 0;
+}
+
+/* This process's trace file, after the base name OUT_PATH: the program `record` started
+ * (TK_BTRACE_ROOT, or any process without TK_BTRACE_FOLLOW) writes OUT; with FOLLOW, another
+ * process writes OUT.<pid>, and the N-th program a process exec's into writes OUT.<pid>.<N>
+ * (TK_BTRACE_EXEC=<pid>:<N>, set by our exec wrappers). Forked children switch to OUT.<pid>
+ * by themselves (child_switch). */
+static void trace_name(char *buf, size_t n)
+{
+	const char *root = getenv("TK_BTRACE_ROOT"), *ex = getenv("TK_BTRACE_EXEC");
+	long pid = getpid();
+	unsigned long epid = 0, gen = 0;
+
+	if (follow && ex && sscanf(ex, "%lu:%lu", &epid, &gen) == 2 && (long)epid == pid && gen) {
+		exec_gen = (unsigned)gen;
+		snprintf(buf, n, "%s.%ld.%u", out_path, pid, exec_gen);
+	} else if (follow && root && atol(root) != pid) {
+		snprintf(buf, n, "%s.%ld", out_path, pid);
+	} else {
+		snprintf(buf, n, "%s", out_path);
+	}
+}
+
+__attribute__((constructor(101))) static void btrace_init(void)
+{
+	const char *out = getenv("TK_BTRACE_OUT");
+	const char *mods = getenv("TK_BTRACE_MODULES");
+	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
+			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
+			   .targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct fnrange) } };
+	struct sigaction sa, old;
+
+	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (!out || !*out || !real_sigaction)
+		return;
+	/* out_path is the base name: every other process's trace is named after it. Without
+	 * TK_BTRACE_FOLLOW, the programs this one starts (exec without our wrappers, system(),
+	 * posix_spawn) inherit an environment without it: they are not traced, and must not
+	 * overwrite the trace. (unsetenv, unlike setenv, does not allocate: the program's heap
+	 * stays untouched.) */
+	snprintf(out_path, sizeof out_path, "%s", out);
+	follow = getenv("TK_BTRACE_FOLLOW") && !strcmp(getenv("TK_BTRACE_FOLLOW"), "1");
+	char first[PATH_MAX + 48];
+	trace_name(first, sizeof first);
+	if (!follow)
+		unsetenv("TK_BTRACE_OUT");
+	struct rlimit_k {
+		uint64_t cur, max;
+	} nofile;
+	if (rt_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile, 0, 0) == 0 && nofile.cur >= 128)
+		out_fd_floor = (int)(nofile.cur >= 2048 ? 1024 : nofile.cur - 64);   /* past loops to 1024 */
+	long efd = rt_syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, nofile.cur >= 128 ? nofile.cur - 1 : 0, 0, 0, 0);
+	struct stat est;
+	if (efd >= 0)
+		err_fd = (int)efd;
+	if (rt_syscall(SYS_fstat, err_fd, &est, 0, 0, 0, 0) == 0) {
+		err_dev = est.st_dev;
+		err_ino = est.st_ino;
+	}
+	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
+	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+
+	if (!mods || !*mods) {
+		dl_iterate_phdr(add_module, (void *)"");
+	} else {
+		char list[4096], *save = NULL;
+		snprintf(list, sizeof list, "%s", mods);
+		for (char *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+			int before = nmodules, refused = refused_modules;
+			if (!strcmp(p, "main"))
+				dl_iterate_phdr(add_module, (void *)"");
+			else
+				dl_iterate_phdr(add_module, p);
+			if (nmodules == before && refused_modules == refused) {
+				say2("module ", p, " is not loaded at start-up; not traced");
+				if (npending < MAX_MODULES)
+					snprintf(pending[npending++], PATH_MAX, "%s", p);
+			}
+		}
+	}
+	if (!nmodules) {
+		say("no module to trace");
+		return;
+	}
+	for (int i = 0; i < nmodules; i++)
+		if (scan_module(&modules[i], &sc) < 0) {
+			say2("cannot read ", modules[i].path, "; not recording");
+			return;
+		}
+
+	ctis = sc.ctis.p;
+	nctis = sc.ctis.n;
+	size_t hsize = 1024;
+	while (hsize < nctis * 2)
+		hsize *= 2;
+	cti_hash = rec_alloc(hsize * sizeof *cti_hash);
+	cti_hash_mask = hsize - 1;
+	if (!cti_hash)
+		return;
+	for (size_t i = 0; i < nctis; i++) {
+		size_t h = tk_hash64(ctis[i].addr) & cti_hash_mask;
+		while (cti_hash[h])
+			h = (h + 1) & cti_hash_mask;
+		cti_hash[h] = (uint32_t)i + 1;
+	}
+	struct fnrange *fr = sc.fns.p;
+	sort_u64(fr, sc.fns.n, sizeof *fr);
+	nfns = sc.fns.n;
+	fn_start = rec_alloc((nfns + 1) * sizeof *fn_start);
+	fn_end = rec_alloc((nfns + 1) * sizeof *fn_end);
+	if (!fn_start || !fn_end)
+		return;
+	for (size_t i = 0; i < nfns; i++) {
+		fn_start[i] = fr[i].start;
+		fn_end[i] = fr[i].end;
+		if (!fn_end[i]) {   /* assembler symbols without a size run to the next one */
+			size_t j = i + 1;
+			while (j < nfns && fr[j].start == fr[i].start)
+				j++;
+			const struct module *m = module_of(fr[i].start);
+			fn_end[i] = j < nfns ? fr[j].start : m ? m->end : fr[i].start + 1;
+			if (m && fn_end[i] > m->end)
+				fn_end[i] = m->end;
+		}
+	}
+	rec_free(fr, sc.fns.cap * sc.fns.elt);
+	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
+	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
+	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
+		return;
+	if (syscall_stubs() < 0) {
+		say("cannot map the system call stubs near the traced code; not recording");
+		return;
+	}
+
+	reloc_jind = rec_alloc((nctis + 1) * sizeof *reloc_jind);
+	for (size_t i = 0; reloc_jind && i < nctis; i++)
+		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
+			reloc_jind[nreloc_jind++] = ctis[i].addr;
+	reloc_targets = sc.targets.p;
+	nreloc_targets = sc.targets.n;
+	if (reloc_targets)
+		sort_u64(reloc_targets, nreloc_targets, sizeof *reloc_targets);
+	if (reloc_jind)
+		sort_u64(reloc_jind, nreloc_jind, sizeof *reloc_jind);
+	else
+		reloc_targets = NULL;   /* without it, no relocation */
+	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))
+		reloc_targets = NULL;
+
+	real_sigaction(SIGTRAP, NULL, &old);
+	if (old.sa_handler != SIG_DFL) {
+		say("SIGTRAP already has a handler in this process; not recording");
+		return;
+	}
+	out_fd = open_output(first);
+	if (out_fd < 0) {
+		say("cannot create the trace file; not recording");
+		return;
+	}
+	write_header(strcmp(first, out_path) ? (uint32_t)getppid() : 0);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_trap;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	/* Nothing may interrupt an emulation half-way, not even libc's internal SIGCANCEL and
+	 * SIGSETXID, which sigfillset leaves out: their handlers run libc, which may be traced
+	 * (a trap while the handler runs kills the process). */
+	memset(&sa.sa_mask, 0xff, sizeof sa.sa_mask);
+	if (real_sigaction(SIGTRAP, &sa, NULL) < 0)
+		return;
+	/* The kernel returns from our handler into libc's __restore_rt (sa_restorer) with
+	 * SIGTRAP still blocked: nothing there may trap. It holds no branch, and its
+	 * rt_sigreturn is the one system call left untrapped (sweep); check it. */
+	struct sigaction cur;
+	real_sigaction(SIGTRAP, NULL, &cur);
+	for (uint64_t a = (uint64_t)(uintptr_t)cur.sa_restorer; cur.sa_restorer && a < (uint64_t)(uintptr_t)cur.sa_restorer + 16; a++)
+		if (cti_find(a)) {
+			real_sigaction(SIGTRAP, &old, NULL);
+			say("the signal return code (sa_restorer) would be patched; not recording");
+			return;
+		}
+	uint64_t trapbit = 1ull << (SIGTRAP - 1);   /* a program may start with it blocked */
+	rt_sigmask(SIG_UNBLOCK, &trapbit, NULL);
+	pthread_atfork(NULL, NULL, after_fork_child);
+	resolve_nonlocal();
+	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
+		dlsym(RTLD_NEXT, "pthread_create");
+	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+	real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	tk_btrace_real_vfork = dlsym(RTLD_NEXT, "vfork");
+	exits_traced = module_of((uint64_t)(uintptr_t)dlsym(RTLD_NEXT, "_exit")) != NULL;
+	out_pid = getpid();
+	const char *tr = getenv("TK_BTRACE_TRAMPOLINES");
+	uint64_t fsb = rt_fs_base();
+	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
+	ttls_fs_off = (int32_t)fs_off;
+	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
+	    (tramp_done = rec_alloc(nctis + 1))) {
+		for (int i = 0; i < nmodules; i++)
+			tramp_setup(i);
+		tramps_on = 1;
+	}
+	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
+	for (int i = 0; windows && i < nmodules; i++) {
+		struct fnrange *sr = reloc_secs[i].p;
+		for (size_t k = 0; k < reloc_secs[i].n; k++) {
+			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
+			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
+			if (s < e)
+				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
+							   reloc_jind, nreloc_jind);
+		}
+	}
+	if (patch() < 0)
+		refuse("cannot make the code writable (mprotect refused); not recording");
+	for (int sig = 1; sig < 65; sig++) {
+		struct sigaction fa;
+		if (is_fatal(sig) && real_sigaction(sig, NULL, &fa) == 0 && fa.sa_handler == SIG_DFL) {
+			fatal_action(&fa);
+			real_sigaction(sig, &fa, NULL);
+		}
+	}
+	active = 1;
+}

@@ -54,6 +54,23 @@ same "xtrace" 3 -- "$xtrace"
 same "XRay, 7 shards" 7 -- "$SRC/tests/data/xray/fdr-v5.xray"
 same "two inputs" 3 -- "$SRC/tests/data/xray/fdr-v5.xray" "$SRC/tests/data/xray/fdr-v5.xray"
 
+# damaged bytes in the middle of one shard's chunks: that shard reports the gap as -j 1 does
+# (file and offset) and exits 1, the others 0; the merge gives -j 1's profile
+cp "$work/lj.pt" "$work/dmg.pt"
+printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+rc=0; "$TK" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
+[ "$rc" = 1 ] || { echo "damaged: profile exit $rc, not 1"; exit 1; }
+statuses=
+for i in 1 2 3; do
+	rc=0; "$TK" profile --shard "$i/3" -o "$work/d-$i.tkp" --elf "$work/lj:$bias" "$work/dmg.pt" \
+		2>>"$work/got.err" || rc=$?
+	statuses="$statuses$rc"
+done
+[ "$statuses" = 010 ] || { echo "damaged: shard statuses $statuses, not 010"; exit 1; }
+cmp -s <(grep gap "$work/want.err") <(grep gap "$work/got.err") ||
+	{ echo "damaged: shards report"; cat "$work/got.err"; echo "-j 1 reports"; cat "$work/want.err"; exit 1; }
+"$TK" merge --to csv "$work"/d-*.tkp | cmp -s - "$work/want" || { echo "damaged: merge differs"; exit 1; }
+
 # refusals: each names the partial at fault
 refused() {   # LABEL WANT-STATUS WANT-TEXT PARTS...
 	local label=$1 want=$2 text=$3 rc=0

@@ -71,6 +71,7 @@ struct cli_opts {
 	const char *cycles;          /* --cycles A:B */
 	const char *slice;           /* --slice K:N */
 	const char *shard;           /* --shard I/N: a partial result (cli/shard.c) */
+	int mpi;                     /* --mpi: refused, with where MPI runs are (tracekit-mpi) */
 
 	/* record */
 	int rec_btrace;              /* --btrace */
@@ -278,7 +279,14 @@ extern const struct cli_command *const cli_commands[];
 extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
 	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record, cli_cmd_merge;
 
-/* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard. */
+/* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard;
+ * cli_shard_build makes its bytes (*DATA malloc'd) and returns the exit status so far. */
 int cli_shard_profile(struct cli_opts *o);
+int cli_shard_build(struct cli_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
+		    size_t *len);
+/* tracekit merge (cli/merge.c) of N partials given as bytes (DATA[i] malloc'd, taken;
+ * NAMES[i] names them in messages): the output O asks for, and the exit status. */
+int cli_merge_partials(struct cli_opts *o, const char *const *names, uint8_t **data,
+		       const size_t *len, int n);
 
 #endif

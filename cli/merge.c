@@ -40,30 +40,33 @@ static struct {
 	size_t input;                 /* the next input merge_input is called for */
 } m;
 
-static int read_part(const char *path, struct part_file *f)
+/* File PATH's bytes into *DATA (malloc'd). */
+static int read_file(const char *path, uint8_t **data, size_t *len)
 {
 	struct tk_input *in;
-	struct tk_partial_error e;
-	const uint8_t *data;
-	size_t len;
+	const uint8_t *d;
 	int rc;
 
-	f->path = path;
-	if ((rc = tk_input_open(&in, path, NULL)) < 0 || (rc = tk_input_map(in, &data, &len)) < 0) {
-		if (rc == -TK_E_IO)
-			cli_error(path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		else
-			cli_error(path, UINT64_MAX, "%s", tk_strerror(rc));
+	if ((rc = tk_input_open(&in, path, NULL)) < 0 || (rc = tk_input_map(in, &d, len)) < 0) {
+		cli_error(path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return EXIT_INPUT;
 	}
-	if ((f->data = malloc(len ? len : 1)))
-		memcpy(f->data, data, len);
-	f->len = len;
+	if ((*data = malloc(*len ? *len : 1)))
+		memcpy(*data, d, *len);
 	tk_input_free(in);
-	if (!f->data) {
+	if (!*data) {
 		cli_error(path, UINT64_MAX, "out of memory");
 		return EXIT_INPUT;
 	}
+	return 0;
+}
+
+static int read_part(struct part_file *f)
+{
+	struct tk_partial_error e;
+	const char *path = f->path;
+	int rc;
+
 	if ((rc = tk_partial_read(&f->p, f->data, f->len, &e)) < 0) {
 		cli_error(path, e.offset, "%s", e.msg);
 		return EXIT_INPUT;
@@ -271,29 +274,28 @@ static int merge_input(struct cli_opts *o, const char *file, struct tk_input *in
 	return status;
 }
 
-static int run(struct cli_opts *o)
+int cli_merge_partials(struct cli_opts *o, const char *const *pnames, uint8_t **data,
+		       const size_t *len, int nparts)
 {
 	struct part_file *v;
 	char *opts = NULL;
-	int status = 0, nparts = o->nargs;
+	int status = 0;
 
-	if (!o->nargs) {
-		cli_error(NULL, UINT64_MAX, "merge: no partial results given (see: tracekit help merge)");
-		return EXIT_USAGE;
-	}
 	if (o->to && (!strcmp(o->to, "account") || !strcmp(o->to, "account-csv"))) {
 		cli_error(NULL, UINT64_MAX, "merge: --to %s is not supported yet (profile the log "
 			  "in one process)", o->to);
-		return EXIT_USAGE;
+		status = EXIT_USAGE;
 	}
-	if (!(v = calloc((size_t)o->nargs, sizeof *v))) {
+	if (!(v = calloc((size_t)nparts, sizeof *v))) {
 		cli_error(NULL, UINT64_MAX, "out of memory");
-		return EXIT_INPUT;
+		status = EXIT_INPUT;
 	}
-	for (int i = 0; i < o->nargs && !status; i++)
-		status = read_part(o->args[i], &v[i]);
+	for (int i = 0; v && i < nparts; i++)
+		v[i] = (struct part_file){ .path = pnames[i], .data = data[i], .len = len[i] };
+	for (int i = 0; i < nparts && !status; i++)
+		status = read_part(&v[i]);
 	if (!status)
-		status = check_set(v, o->nargs);
+		status = check_set(v, nparts);
 	if (!status)
 		status = apply_options(o, v[0].p.options, &opts);
 	if (!status) {
@@ -312,13 +314,39 @@ static int run(struct cli_opts *o)
 		}
 	}
 	for (int i = 0; i < nparts; i++) {
-		tk_partial_clear(&v[i].p);
-		free(v[i].data);
+		if (v)
+			tk_partial_clear(&v[i].p);
+		free(data[i]);
 	}
 	free(v);
 	free(m.v);
 	free(opts);
 	memset(&m, 0, sizeof m);
+	return status;
+}
+
+static int run(struct cli_opts *o)
+{
+	uint8_t **data = calloc((size_t)o->nargs + 1, sizeof *data);
+	size_t *len = calloc((size_t)o->nargs + 1, sizeof *len);
+	int status = 0;
+
+	if (!o->nargs) {
+		cli_error(NULL, UINT64_MAX, "merge: no partial results given (see: tracekit help merge)");
+		status = EXIT_USAGE;
+	} else if (!data || !len) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
+		status = EXIT_INPUT;
+	}
+	for (int i = 0; i < o->nargs && !status; i++)
+		status = read_file(o->args[i], &data[i], &len[i]);
+	if (!status)
+		status = cli_merge_partials(o, (const char *const *)o->args, data, len, o->nargs);
+	else
+		for (int i = 0; data && i < o->nargs; i++)
+			free(data[i]);
+	free(data);
+	free(len);
 	return status;
 }
 

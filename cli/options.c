@@ -17,7 +17,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_INSTR_MAP,
 	OPT_TIME_WINDOW, OPT_MAX_EVENTS, OPT_WINDOW, OPT_SLOWEST, OPT_CYCLES, OPT_SLICE,
 	OPT_BTRACE, OPT_XRAY, OPT_QEMU, OPT_XRAY_MODE, OPT_MODULE, OPT_PROGRESS, OPT_NO_PROGRESS,
-	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ, OPT_MODULE_PATH, OPT_SHARD,
+	OPT_TID, OPT_NO_RETCOMP, OPT_TSC_HZ, OPT_MODULE_PATH, OPT_SHARD, OPT_MPI,
 };
 
 static const struct option long_opts[] = {
@@ -63,6 +63,7 @@ static const struct option long_opts[] = {
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "no-retcomp", no_argument, NULL, OPT_NO_RETCOMP },
 	{ "shard", required_argument, NULL, OPT_SHARD },
+	{ "mpi", no_argument, NULL, OPT_MPI },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -205,6 +206,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct cli_o
 		case OPT_CYCLES: o->cycles = optarg; break;
 		case OPT_SLICE: o->slice = optarg; break;
 		case OPT_SHARD: o->shard = optarg; break;
+		case OPT_MPI: o->mpi = 1; break;
 		case OPT_BTRACE: o->rec_btrace = 1; break;
 		case OPT_XRAY: o->rec_xray = 1; break;
 		case OPT_QEMU: o->rec_qemu = 1; break;

@@ -142,6 +142,16 @@ static int run(struct cli_opts *o)
 			  "calls of a timeline: convert --to perfetto|chrome --time A:B)");
 		return EXIT_USAGE;
 	}
+	if (o->mpi) {
+#ifdef TK_HAVE_MPI
+		cli_error(NULL, UINT64_MAX, "--mpi: MPI runs are tracekit-mpi's: mpirun -np N "
+			  "tracekit-mpi profile [OPTIONS] FILE...");
+#else
+		cli_error(NULL, UINT64_MAX, "--mpi: this build has no MPI (install libopenmpi-dev "
+			  "and build again for tracekit-mpi), or use --shard I/N and tracekit merge");
+#endif
+		return EXIT_USAGE;
+	}
 	if (o->shard)
 		return cli_shard_profile(o);
 	return cli_run_files(o, "profile", cli_profile_file);

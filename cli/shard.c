@@ -157,20 +157,17 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 	return status;
 }
 
-int cli_shard_profile(struct cli_opts *o)
+int cli_shard_build(struct cli_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
+		    size_t *len)
 {
-	struct tk_partial part = { .version = TK_PARTIAL_VERSION, .command = TK_PARTIAL_PROFILE };
+	struct tk_partial part = { .version = TK_PARTIAL_VERSION, .command = TK_PARTIAL_PROFILE,
+				   .shard = shard, .nshards = nshards };
 	struct shard_in *v;
 	uint64_t total = 0, at = 0;
 	int status = EXIT_CLEAN, rc;
 
-	if ((rc = parse_shard(o->shard, &part.shard, &part.nshards)) || (rc = cli_need_files(o, "profile")))
-		return rc;
-	if (!o->output || !strcmp(o->output, "-") || o->to || o->stacks || o->lines || o->source) {
-		cli_error(NULL, UINT64_MAX, "profile --shard: writes a partial result to -o FILE; the "
-			  "output's kind (--to) is chosen by tracekit merge");
-		return EXIT_USAGE;
-	}
+	*data = NULL;
+	*len = 0;
 	if (!(v = calloc((size_t)o->nargs, sizeof *v)) ||
 	    !(part.inputs = calloc((size_t)o->nargs, sizeof *part.inputs))) {
 		free(v);
@@ -189,12 +186,12 @@ int cli_shard_profile(struct cli_opts *o)
 		struct tk_source_opts so;
 
 		pi->name = file;
-		if (!strcmp(file, "-") || tk_partial_hash(file, &pi->hash, &pi->size) < 0) {
+		if ((rc = cli_open(o, file, &v[i].in, &v[i].fi))) {
+			status = rc;
+		} else if (!strcmp(file, "-") || tk_partial_hash(file, &pi->hash, &pi->size) < 0) {
 			cli_error(file, UINT64_MAX, "--shard needs regular files that every shard "
 				  "and the merge read alike");
 			status = EXIT_INPUT;
-		} else if ((rc = cli_open(o, file, &v[i].in, &v[i].fi))) {
-			status = rc;
 		} else if (!tk_source_supported(v[i].fi.id)) {
 			status = cli_unsupported("profile", file, &v[i].fi);
 		} else if (so = cli_source_opts(o, &v[i].fi),
@@ -230,26 +227,43 @@ int cli_shard_profile(struct cli_opts *o)
 		pi->nparts = v[i].nparts;
 	}
 	if (status < EXIT_USAGE) {
-		struct tk_buf out;
-		uint8_t *data;
-		size_t len;
 		if (!(part.options = shard_options(o, o->jobs))) {
 			status = EXIT_USAGE;
-		} else if ((rc = tk_partial_write(&part, &data, &len)) < 0) {
+		} else if ((rc = tk_partial_write(&part, data, len)) < 0) {
 			cli_error(NULL, UINT64_MAX, "%s", tk_strerror(rc));
 			status = EXIT_INPUT;
-		} else {
-			if ((rc = cli_out_open(o, &out)) == 0) {
-				for (size_t k = 0; k < len; k += 65536)
-					tk_buf_put(&out, data + k, len - k < 65536 ? len - k : 65536);
-				rc = cli_out_close(&out);
-			}
-			free(data);
-			status = rc > status ? rc : status;
 		}
 		free((char *)part.options);
 	}
 	free(part.inputs);
 	shard_free(v, (size_t)o->nargs);
+	return status;
+}
+
+int cli_shard_profile(struct cli_opts *o)
+{
+	uint32_t shard, nshards;
+	uint8_t *data;
+	size_t len;
+	int status, rc;
+
+	if ((rc = parse_shard(o->shard, &shard, &nshards)) || (rc = cli_need_files(o, "profile")))
+		return rc;
+	if (!o->output || !strcmp(o->output, "-") || o->to || o->stacks || o->lines || o->source) {
+		cli_error(NULL, UINT64_MAX, "profile --shard: writes a partial result to -o FILE; the "
+			  "output's kind (--to) is chosen by tracekit merge");
+		return EXIT_USAGE;
+	}
+	if ((status = cli_shard_build(o, shard, nshards, &data, &len)) < EXIT_USAGE) {
+		struct tk_buf out;
+
+		if ((rc = cli_out_open(o, &out)) == 0) {
+			for (size_t k = 0; k < len; k += 65536)
+				tk_buf_put(&out, data + k, len - k < 65536 ? len - k : 65536);
+			rc = cli_out_close(&out);
+		}
+		status = rc > status ? rc : status;
+	}
+	free(data);
 	return status;
 }

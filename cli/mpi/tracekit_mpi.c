@@ -98,6 +98,8 @@ int main(int argc, char **argv)
 		fflush(stderr);
 		dup2(fileno(log), STDERR_FILENO);
 	}
+	/* TK_MPI_TIMES: each phase's seconds on rank 0's stderr (bench/mpi.sh) */
+	double t0 = MPI_Wtime(), t_built, t_gathered;
 	status = cli_shard_build(&o, (uint32_t)rank + 1, (uint32_t)size, &data, &len);
 	if (status >= EXIT_USAGE) {
 		/* an input this rank cannot read: the job ends now with that status, whatever
@@ -117,9 +119,11 @@ int main(int argc, char **argv)
 	int *loglens, *logoffs, *lens, *offs, *statuses = rank ? NULL : calloc((size_t)size, sizeof *statuses);
 
 	MPI_Gather(&status, 1, MPI_INT, statuses, 1, MPI_INT, 0, MPI_COMM_WORLD);
+	t_built = MPI_Wtime();   /* the slowest rank's plan, decoding and saving */
 	rc = gather(text, rank ? nlog : 0, rank, size, &logs, &loglens, &logoffs);
 	if (rc == 0)
 		rc = gather(data, len, rank, size, &parts, &lens, &offs);
+	t_gathered = MPI_Wtime();
 	if (rank == 0) {
 		uint8_t **bufs = calloc((size_t)size, sizeof *bufs);
 		size_t *blens = calloc((size_t)size, sizeof *blens);
@@ -144,6 +148,11 @@ int main(int argc, char **argv)
 			}
 			rc = cli_merge_partials(&o, pnames, bufs, blens, size);
 			status = rc > status ? rc : status;
+			if (getenv("TK_MPI_TIMES"))
+				fprintf(stderr, "tracekit-mpi: %d ranks: plan+decode+save %.3f s, "
+					"gather %.3f s (%d partials, %.1f MB), merge+write %.3f s\n",
+					size, t_built - t0, t_gathered - t_built, size,
+					(offs[size - 1] + lens[size - 1]) / 1e6, MPI_Wtime() - t_gathered);
 		}
 		free(bufs);
 		free(blens);

@@ -7,14 +7,7 @@
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -O1 -o "$work/lj" "$SRC/tests/data/seams/lj.c"
-"$TK" record --btrace -o "$work/lj.tkbt" -- "$work/lj" >/dev/null 2>"$work/rec.err" ||
-	{ echo "record failed"; cat "$work/rec.err"; exit 1; }
-"$TK" convert --to ipt -q -o "$work/lj.pt" "$work/lj.tkbt"
-bias=$("$TK" info "$work/lj.tkbt" | awk -v m="$work/lj" '$1 == "module" && $2 == m {
-	for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }')
-python3 "$SRC/tests/tools/mkperf.py" "$work/two.data" --queue 0:1:"$work/lj.pt" \
-	--queue 3:1:"$work/lj.pt" --module "$work/lj:$bias"
+. "$SRC/tests/tools/lj-traces.sh"
 xtrace="$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
 export TK_IPT_CHUNK=300
 

@@ -41,7 +41,7 @@ static int help(int argc, char **argv)
 		cli_error(NULL, UINT64_MAX, "no command '%s' (try: tracekit help)", argv[0]);
 		return EXIT_USAGE;
 	}
-	fputs(c->usage, stdout);
+	cli_help(c);
 	return EXIT_CLEAN;
 }
 
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 		cli_error(NULL, UINT64_MAX, "no command '%s' (try: tracekit help)", name);
 		return EXIT_USAGE;
 	}
-	struct cli_opts o;
+	struct tk_cmd_opts o;
 	tk_input_catch_sigbus();  /* an input truncated under us: an error, not SIGBUS */
 	int rc = cli_parse(c, argc - 1, argv + 1, &o);
 	if (rc)

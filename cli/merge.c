@@ -148,10 +148,10 @@ static int check_set(struct part_file *v, int n)
 }
 
 /* The recorded options (one token a line) into O, as the shards had them. */
-static int apply_options(struct cli_opts *o, const char *opts, char **copy)
+static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 {
-	struct cli_opts r;
-	char *argv[4 * CLI_MAX_LIST + 32];
+	struct tk_cmd_opts r;
+	char *argv[4 * TK_CMD_MAX_LIST + 32];
 	int argc = 0;
 
 	argv[argc++] = "merge";
@@ -225,7 +225,7 @@ static int merge_part(struct tk_source *s, struct tk_prof **total, const struct 
 }
 
 /* The shards' profiles of input FILE (the next one) merged in order, then written. */
-static int merge_input(struct cli_opts *o, const char *file, struct tk_input *in,
+static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi)
 {
 	size_t k = m.input++;
@@ -274,7 +274,7 @@ static int merge_input(struct cli_opts *o, const char *file, struct tk_input *in
 	return status;
 }
 
-int cli_merge_partials(struct cli_opts *o, const char *const *pnames, uint8_t **data,
+int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t **data,
 		       const size_t *len, int nparts)
 {
 	struct part_file *v;
@@ -325,7 +325,7 @@ int cli_merge_partials(struct cli_opts *o, const char *const *pnames, uint8_t **
 	return status;
 }
 
-static int run(struct cli_opts *o)
+static int run(struct tk_cmd_opts *o)
 {
 	uint8_t **data = calloc((size_t)o->nargs + 1, sizeof *data);
 	size_t *len = calloc((size_t)o->nargs + 1, sizeof *len);
@@ -354,5 +354,6 @@ const struct cli_command cli_cmd_merge = {
 	.name = "merge",
 	.summary = "merge the partial results of profile --shard I/N",
 	.usage = usage,
+	.kind = TK_CMD__COUNT,   /* no format's options: the partials carry the shards' */
 	.run = run,
 };

@@ -1,6 +1,7 @@
 /* tracekit profile: calls per function, executions per line, call tree. A front-end: the
  * options make a source (tracekit/source.h), the runner (tracekit/run.h) builds the
  * profile, the shared writers print it. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -17,16 +18,15 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
-	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --to FMT        text, json, csv, folded, pprof, callgrind, calltree, lines, blocks,\n"
+	"                  source\n"
 	"  --stacks        folded stacks (same as --to folded)\n"
 	"  --lines         per source line (same as --to lines; needs --elf)\n"
 	"  --source        annotated source listing (same as --to source; needs --elf)\n"
 	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
-	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
-	"  --tid N         (btrace) only this thread\n"
-	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its\n"
-	"                  build-id (so does an --elf FILE)\n"	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times in us (0: ticks)\n"
 	"  -j N            threads (default: all cores)\n"
+	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
+	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
 	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
@@ -40,6 +40,68 @@ static const char usage[] =
 	"xtrace: --elf PROGRAM[:BIAS] names functions and lines; --lines, --source; -j N\n"
 	"splits at snapshot positions (same result as -j 1).\n";
 
+
+static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx;
+	cli_error(NULL, UINT64_MAX, "%s%s", level == TK_LOG_WARN ? "warning: " : "", msg);
+}
+
+struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct tk_format_info *fi)
+{
+	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
+	const char *chunk = getenv("TK_IPT_CHUNK");
+
+	return (struct tk_source_opts){
+		.sz = sizeof(struct tk_source_opts), .format = fi->id, .nthreads = o->jobs,
+		.elf = o->elf, .nelf = (size_t)o->n_elf, .raw = o->raw, .nraw = (size_t)o->n_raw,
+		.instr_map = o->instr_map, .module_path = o->module_path,
+		.nmodule_path = (size_t)o->n_module_path, .only_tid = o->has_tid, .tid = (uint32_t)o->tid,
+		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
+		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
+	};
+}
+
+static enum tk_out_kind profile_kind(const struct tk_cmd_opts *o)
+{
+	if (o->to)
+		return tk_out_kind_by_name(o->to);
+	if (o->source)
+		return TK_OUT_SOURCE;
+	if (o->lines)
+		return TK_OUT_LINES;
+	if (o->stacks)
+		return TK_OUT_FOLDED;
+	return TK_OUT_TEXT;
+}
+
+int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
+		      const char *track_label)
+{
+	enum tk_out_kind kind = profile_kind(o);
+	struct tk_buf out;
+	int rc;
+	if (!kind) {
+		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
+			  "callgrind, source, calltree, lines, blocks)", o->to);
+		return EXIT_USAGE;
+	}
+	if ((rc = cli_out_open(o, &out)))
+		return rc;
+	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+				  .threads = o->threads, .track_label = track_label };
+	tk_set_log(log_to_stderr, NULL);
+	rc = tk_out_profile(&out, p, kind, &oo);
+	int crc = cli_out_close(&out);
+	if (rc < 0 && crc != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
+		cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
+		return rc == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
+	}
+	return crc;
+}
 
 /* --to account / account-csv: llvm-xray account's table of an XRay log's profile. */
 static int is_account(const char *to)
@@ -67,11 +129,11 @@ static uint32_t account_tid(void *ctx, uint32_t track)
 }
 
 /* Options -> source -> runner -> writer, for every format with a source. */
-int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
+int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
 {
 	int account = is_account(o->to), key = account ? tk_out_account_sort_key(o->sort) : 0;
-	enum tk_out_kind kind = account ? TK_OUT_TEXT : cli_profile_kind(o);
+	enum tk_out_kind kind = account ? TK_OUT_TEXT : profile_kind(o);
 	struct tk_source_opts so = cli_source_opts(o, fi);
 	struct tk_source *s;
 	struct tk_prof *p;
@@ -83,7 +145,7 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	if (!kind || key < 0) {
 		if (!kind)
 			cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, "
-				  "pprof, source, calltree, lines, blocks, account, account-csv)", o->to);
+				  "pprof, callgrind, source, calltree, lines, blocks, account, account-csv)", o->to);
 		else
 			cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, "
 				  "90p, 99p, max, sum)", o->sort);
@@ -134,7 +196,7 @@ int cli_profile_file(struct cli_opts *o, const char *file, struct tk_input *in,
 	return status;
 }
 
-static int run(struct cli_opts *o)
+static int run(struct tk_cmd_opts *o)
 {
 	/* a profile of a time window is not built: refused rather than ignored */
 	if (o->time_window) {
@@ -161,5 +223,6 @@ const struct cli_command cli_cmd_profile = {
 	.name = "profile",
 	.summary = "calls per function, executions per line, call tree",
 	.usage = usage,
+	.kind = TK_CMD_PROFILE,
 	.run = run,
 };

@@ -1,12 +1,11 @@
 /* tracekit report: one self-contained HTML page per trace. A front-end: options -> source
  * -> the chunk runner (a profile, then the events for the timeline) -> the page writer
- * (tk_report_*, lib/output/report.c). Kanata logs have no source yet: their decoder feeds
- * the writer's pipeline parts. */
+ * (tk_report_*, lib/output/report.c). Kanata logs have no source yet: their page is the
+ * format's report operation (lib/commands/kanata.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "tracekit/kanata.h"
 #include "tracekit/out.h"
 #include "tracekit/run.h"
 #include "tracekit/source.h"
@@ -22,17 +21,12 @@ static const char usage[] =
 	"\n"
 	"  -o FILE         write the page to FILE (default: standard output)\n"
 	"  --top N         function table rows (default 500; the rest are summed in one row)\n"
-	"  --cycles A:B    (Kanata) the pipeline diagram shows the instructions alive in cycles\n"
-	"                  [A, B), counted from the log's first cycle (default: the first 2000)\n"
 	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
-	"  --instr-map F   (XRay) ELF binary or `llvm-xray extract` YAML: function names\n"
-	"  --tid N         (btrace) only this thread\n"
-	"  --module-path DIR  (btrace) a recorded module that moved: DIR/NAME with its build-id\n"
-	"  --tsc-hz N      (Intel PT, btrace) TSC ticks per second for times (0: ticks)\n"
 	"  -j N            threads (default: all cores)\n"
 	"\n"
 	"Every format with a profile (`tracekit profile`), and Kanata logs. The numbers are\n"
-	"those of `profile --to csv`, `--source`, `--to account` and `stats`.\n";
+	"those of `profile --to csv`, `--source`, `--to account` and `stats`. Kanata: --cycles\n"
+	"A:B (default: the first 2000 cycles) chooses the pipeline diagram's instructions.\n";
 
 /* Messages: printed as every command prints them, and the first ones kept for the page's
  * list of what was lost. */
@@ -77,7 +71,7 @@ static uint32_t thread_id(void *ctx, uint32_t track)
 }
 
 /* The page to -o (or standard output), the notes in its summary. */
-static int write_page(struct cli_opts *o, const char *file, struct tk_report *r,
+static int write_page(struct tk_cmd_opts *o, const char *file, struct tk_report *r,
 		      struct notes *nt)
 {
 	struct tk_buf out;
@@ -93,7 +87,7 @@ static int write_page(struct cli_opts *o, const char *file, struct tk_report *r,
 	return crc ? crc : rc < 0 ? EXIT_INPUT : 0;
 }
 
-static struct tk_report_opts page_opts(struct cli_opts *o, const char *file, struct tk_input *in,
+static struct tk_report_opts page_opts(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 				       const struct tk_format_info *fi)
 {
 	return (struct tk_report_opts){ .sz = sizeof(struct tk_report_opts), .title = file,
@@ -101,50 +95,10 @@ static struct tk_report_opts page_opts(struct cli_opts *o, const char *file, str
 					.size = tk_input_file_size(in), .top = o->top };
 }
 
-static const char *kanata_stage(void *ctx, unsigned stage, const char **lane)
-{
-	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
-}
-
-static int report_kanata(struct cli_opts *o, const char *file, struct tk_input *in,
-			 const struct tk_format_info *fi, struct notes *nt)
-{
-	struct tk_kanata_decoder *d = NULL;
-	struct tk_report_opts ro = page_opts(o, file, in, fi);
-	struct tk_report *r;
-	int err, rc, status;
-
-	ro.stage_name = kanata_stage;
-	ro.stage_ctx = &d;
-	if (o->cycles) {
-		if (cli_parse_range(o->cycles, &ro.window_begin, &ro.window_end) < 0 ||
-		    ro.window_begin >= ro.window_end) {
-			cli_error(NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
-			return EXIT_USAGE;
-		}
-	}
-	if (!(r = tk_report_new(&ro, &err)) || !(d = tk_kanata_decoder_new(tk_report_sink(r), &err))) {
-		tk_report_free(r);
-		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
-		return EXIT_INPUT;
-	}
-	if ((rc = tk_kanata_decode(d, in)) < 0) {
-		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
-		status = EXIT_INPUT;
-	} else {
-		status = cli_report_gaps(file, tk_kanata_decoder_gaps(d), "skipped line");
-		rc = write_page(o, file, r, nt);
-		status = rc > status ? rc : status;
-	}
-	tk_kanata_decoder_free(d);
-	tk_report_free(r);
-	return status;
-}
-
 /* The events again, from a second source on the same file, for the timeline: they come
  * in input order, which the profile's chunks do not keep. (Standard input cannot be read
  * twice: no timeline then.) */
-static int timeline_pass(struct cli_opts *o, const char *file, const struct tk_format_info *fi,
+static int timeline_pass(struct tk_cmd_opts *o, const char *file, const struct tk_format_info *fi,
 			 struct tk_report *r)
 {
 	struct tk_source_opts so = cli_source_opts(o, fi);
@@ -163,7 +117,7 @@ static int timeline_pass(struct cli_opts *o, const char *file, const struct tk_f
 	return rc;
 }
 
-static int report_file(struct cli_opts *o, const char *file, struct tk_input *in,
+static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi)
 {
 	struct notes nt = { .n = 0 };
@@ -175,8 +129,10 @@ static int report_file(struct cli_opts *o, const char *file, struct tk_input *in
 	struct tk_sym *sym;
 	int rc, err = 0, status = EXIT_INPUT;
 
-	if (fi->id == TK_FMT_KANATA) {
-		status = report_kanata(o, file, in, fi, &nt);
+	/* a format without a source has its own page (Kanata: the decoder feeds it) */
+	tk_cmd_fn op = tk_cmd_op(fi->id, TK_CMD_REPORT);
+	if (op) {
+		status = op(cli_cmd(o, "report"), file, in, fi, NULL);
 		goto out;
 	}
 	if (!tk_source_supported(fi->id)) {
@@ -221,7 +177,7 @@ out:
 	return status;
 }
 
-static int run(struct cli_opts *o)
+static int run(struct tk_cmd_opts *o)
 {
 	/* one page is one document: two pages in one output would not open as either */
 	if (o->nargs > 1) {
@@ -236,5 +192,6 @@ const struct cli_command cli_cmd_report = {
 	.name = "report",
 	.summary = "one self-contained HTML page of a trace",
 	.usage = usage,
+	.kind = TK_CMD_REPORT,
 	.run = run,
 };

@@ -23,7 +23,7 @@ static int add_tok(char **s, size_t *n, const char *opt, const char *val, int *b
 	return 0;
 }
 
-static char *shard_options(const struct cli_opts *o, unsigned jobs)
+static char *shard_options(const struct tk_cmd_opts *o, unsigned jobs)
 {
 	char *s = calloc(1, 1), num[32];
 	size_t n = 0;
@@ -157,7 +157,7 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 	return status;
 }
 
-int cli_shard_build(struct cli_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
+int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
 		    size_t *len)
 {
 	struct tk_partial part = { .version = TK_PARTIAL_VERSION, .command = TK_PARTIAL_PROFILE,
@@ -240,7 +240,7 @@ int cli_shard_build(struct cli_opts *o, uint32_t shard, uint32_t nshards, uint8_
 	return status;
 }
 
-int cli_shard_profile(struct cli_opts *o)
+int cli_shard_profile(struct tk_cmd_opts *o)
 {
 	uint32_t shard, nshards;
 	uint8_t *data;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "../cli.h"
 
 static const char usage[] =
 	"usage: mpirun -np N tracekit-mpi profile [OPTIONS] FILE...\n"
@@ -70,7 +70,7 @@ static int gather(const void *data, size_t len, int rank, int size, uint8_t **al
 
 int main(int argc, char **argv)
 {
-	struct cli_opts o;
+	struct tk_cmd_opts o;
 	int rank, size, status, rc, err_fd = -1;
 	FILE *log = NULL;
 	uint8_t *data = NULL;

@@ -164,6 +164,9 @@ TK_API void tk_btrace_related_free(char **paths, size_t n);
 struct tk_buf;
 TK_API void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, int no_offset);
 TK_API void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset);
+/* What `tracekit info` shows of a container: process, completeness, TSC rate, modules,
+ * threads (indented lines). */
+TK_API void tk_btrace_info_text(struct tk_buf *b, const struct tk_btrace *bt);
 
 /* Add the container's modules (from their paths, at their recorded load addresses) to a
  * memory image for the PT flow decoder. */

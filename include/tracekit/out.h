@@ -27,8 +27,10 @@ enum tk_out_kind {
 	TK_OUT_CALLTREE,   /* call hierarchy with call counts, indented */
 	TK_OUT_LINES,      /* table per source line */
 	TK_OUT_BLOCKS,     /* table per basic block */
+	TK_OUT_CALLGRIND,  /* callgrind profile (callgrind_annotate, KCachegrind) */
 };
-/* "text", "json", "csv", "folded", "pprof", "source", "calltree", "lines", "blocks";
+/* "text", "json", "csv", "folded", "pprof", "source", "calltree", "lines", "blocks",
+ * "callgrind";
  * returns 0 if unknown. */
 TK_API enum tk_out_kind tk_out_kind_by_name(const char *name);
 /* 0 if KIND's tables sort by KEY (NULL: the default), -TK_E_INVAL if not, without a

@@ -49,6 +49,26 @@ struct tk_perf_mmap {
 	 * table perf writes at the end of the file); build_id_len 0: none recorded */
 	uint8_t build_id[20];
 	uint8_t build_id_len;
+	uint64_t time;            /* perf's clock when it was mapped (sample_id; 0: not given) */
+};
+
+/* The life of the session's threads (PERF_RECORD_COMM, FORK, EXIT), times on perf's clock
+ * (sample_id; 0: not given), in file order. */
+enum tk_perf_task_kind { TK_PERF_COMM = 1, TK_PERF_EXEC, TK_PERF_FORK, TK_PERF_EXIT };
+struct tk_perf_task {
+	uint64_t time;
+	uint32_t kind;            /* TK_PERF_* (EXEC: a COMM flagged comm_exec) */
+	uint32_t pid, tid;
+	uint32_t ppid, ptid;      /* FORK, EXIT: the parent */
+	char comm[16];            /* COMM, EXEC */
+};
+
+/* A thread starting to run on a CPU at a time: a PERF_RECORD_SWITCH in, a
+ * PERF_RECORD_SWITCH_CPU_WIDE out (it names the next thread) or PERF_RECORD_ITRACE_START,
+ * as perf's Intel PT decoder takes them. */
+struct tk_perf_switch {
+	uint64_t time;
+	uint32_t cpu, pid, tid;
 };
 
 /* The kernel's text as the session saw it (perf's MMAP record of "[kernel.kallsyms]" plus
@@ -89,6 +109,10 @@ struct tk_perf_aux {
 	uint64_t aux_truncated;   /* PERF_RECORD_AUX flagged truncated: the kernel's buffer
 				     was full and trace was lost */
 	uint64_t compressed_records;  /* perf record -z: PERF_RECORD_COMPRESSED, read */
+	struct tk_perf_task *tasks;
+	size_t ntasks;
+	struct tk_perf_switch *switches;
+	size_t nswitches;
 };
 
 /* Called for each problem found while reading, with the file offset of the record. */
@@ -137,6 +161,18 @@ struct tk_perf_stream {
 	size_t nbreaks;
 	uint32_t break_reason;
 	struct tk_gap_stats gaps;   /* its gaps, once decoded (offsets are in data) */
+	/* split by thread (tk_perf_session_opts.threads): the thread that runs it, UINT32_MAX
+	   if not known, and its process's code (NULL: the session's image) */
+	uint32_t pid, tid;
+	struct tk_image *img;
+};
+/* A process's code over one part of its life (from an exec to the next): its mappings,
+   those it inherited at its fork, the kernel's and the user's files. */
+struct tk_perf_proc {
+	uint32_t pid;
+	uint32_t epoch;             /* execs before this part */
+	char comm[16];
+	struct tk_image *img;
 };
 struct tk_perf_module {
 	char *path;
@@ -159,6 +195,10 @@ struct tk_perf_session_opts {
 	size_t chunk_bytes;         /* the PSB split's chunk size (0: the default) */
 	tk_msg_fn msg;              /* errors and warnings, naming the file */
 	void *ctx;
+	/* a timed perf.data session with its threads' sideband (switches, COMM, FORK): each
+	   per-CPU queue split into streams at the PSBs where its thread changes (each on
+	   the thread's track), and each stream decoded against its process's code */
+	int threads;
 };
 struct tk_perf_session {
 	struct tk_image *img;
@@ -187,6 +227,10 @@ struct tk_perf_session {
 	char **elf;
 	size_t nelf;
 	unsigned shown;             /* problems reported while reading */
+	int split;                  /* the queues are split by thread (opts.threads) */
+	struct tk_perf_proc *procs; /* ... the processes' images */
+	size_t nprocs;
+	uint64_t *seg_breaks;       /* ... and the streams' breaks */
 };
 /* PATH names the input (a perf.data directory: DIR); DATA its bytes (DIR/data), which must
  * stay mapped until the session is closed. PERF: DATA is perf.data, else a raw PT stream.

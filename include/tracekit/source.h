@@ -54,6 +54,7 @@ struct tk_source_opts {
 	int quiet;                    /* errors only */
 	tk_msg_fn msg;                /* messages naming the file (and offset); NULL: none */
 	void *ctx;
+	int no_demangle, short_names; /* names of the symbols (struct tk_sym_opts) */
 };
 
 struct tk_source_info {

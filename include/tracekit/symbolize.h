@@ -20,6 +20,10 @@ struct tk_sym_opts {
 	size_t sz;        /* sizeof(struct tk_sym_opts) */
 	int no_dwarf;     /* symbols only: no line tables, no inline info */
 	int no_inline;    /* no inline info */
+	/* Names are demangled (C++ Itanium, Rust legacy and v0) as c++filt prints them, unless
+	 * NO_DEMANGLE; SHORT_NAMES drops template arguments and parameters. */
+	int no_demangle;
+	int short_names;
 };
 
 TK_API struct tk_sym *tk_sym_new(const struct tk_sym_opts *opts, int *err);
@@ -48,7 +52,8 @@ typedef int (*tk_sym_func_fn)(void *ctx, uint64_t id, const char **name, uint64_
 TK_API void tk_sym_set_func_resolver(struct tk_sym *s, tk_sym_func_fn fn, void *ctx);
 
 struct tk_sym_info {
-	const char *func;         /* symbol (outermost function), NULL if unknown */
+	const char *func;         /* symbol (outermost function; demangled as the options say),
+				     NULL if unknown */
 	uint64_t func_start;      /* its run-time address */
 	uint64_t func_size;
 	const char *module;       /* module path, NULL if the address is in none */

@@ -162,7 +162,8 @@ unsigned tk_source_threads(const struct tk_source *s)
 
 struct tk_sym *tk_source_symbols(struct tk_source *s, int *err)
 {
-	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = s->ops->no_dwarf };
+	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = s->ops->no_dwarf,
+				  .no_demangle = s->o.no_demangle, .short_names = s->o.short_names };
 	int rc = 0;
 
 	if (s->sym)

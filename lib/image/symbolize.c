@@ -17,6 +17,7 @@
 #include "tracekit/internal/eh_frame_hdr.h"
 #include "image/elf_phdrs.h"
 #include "image/code_file.h"
+#include "image/demangle.h"
 #include "tracekit/internal/util.h"
 
 struct symbol {
@@ -65,6 +66,7 @@ struct tk_sym {
 	int ids_sorted;
 	tk_sym_func_fn resolver;
 	void *resolver_ctx;
+	struct demangler *dm;     /* names as the options show them */
 };
 
 struct tk_sym *tk_sym_new(const struct tk_sym_opts *opts, int *err)
@@ -78,6 +80,13 @@ struct tk_sym *tk_sym_new(const struct tk_sym_opts *opts, int *err)
 	if (opts) {
 		size_t n = opts->sz < sizeof s->opts ? opts->sz : sizeof s->opts;
 		memcpy(&s->opts, opts, n);
+	}
+	if (!(s->dm = demangler_new(s->opts.no_demangle ? DEMANGLE_NONE :
+				    s->opts.short_names ? DEMANGLE_SHORT : DEMANGLE_FULL))) {
+		free(s);
+		if (err)
+			*err = -TK_E_NOMEM;
+		return NULL;
 	}
 	elf_version(EV_CURRENT);
 	if (err)
@@ -113,6 +122,7 @@ void tk_sym_free(struct tk_sym *s)
 		free(s->ids[i].name);
 	free(s->ids);
 	free(s->mods);
+	demangler_free(s->dm);
 	free(s);
 }
 
@@ -746,13 +756,13 @@ const char *tk_sym_func_name(struct tk_sym *s, uint64_t id, char *buf, size_t n)
 	const struct idname *e = find_id(s, id);
 	uint64_t addr = 0;
 	if (e && e->name)
-		return e->name;
+		return demangle(s->dm, e->name);
 	if (e && e->has_addr)
 		addr = e->addr;
 	if (!addr && s->resolver) {
 		const char *name = NULL;
 		if (s->resolver(s->resolver_ctx, id, &name, &addr) == 0 && name) {
-			snprintf(buf, n, "%s", name);
+			snprintf(buf, n, "%s", demangle(s->dm, name));
 			return buf;
 		}
 	}
@@ -856,7 +866,7 @@ static void inline_info(struct tk_sym *s, Dwarf_Die *cu, uint64_t fa, struct tk_
 	for (int i = 0; i < n; i++) {
 		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
 			continue;
-		si->inline_func = die_name(&scopes[i]);
+		si->inline_func = demangle(s->dm, die_name(&scopes[i]));
 		Dwarf_Attribute a;
 		Dwarf_Word w;
 		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
@@ -870,7 +880,6 @@ static void inline_info(struct tk_sym *s, Dwarf_Die *cu, uint64_t fa, struct tk_
 		break;
 	}
 	free(scopes);
-	(void)s;
 }
 
 int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *si)
@@ -886,7 +895,7 @@ int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *si)
 	si->build_id_len = m->build_id_len;
 	const struct symbol *sy = find_symbol(m, fa);
 	if (sy) {
-		si->func = sy->name;
+		si->func = demangle(s->dm, sy->name);
 		si->func_start = sy->addr + m->bias;
 		si->func_size = sy->size;
 	}

@@ -49,6 +49,8 @@ uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m);
 uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m);
 
 int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o);
+int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
+		  struct names *nm);
 /* --sort for per-line and per-block tables (source.c): by instructions (default), executions, or
  * place (file:line, address). Returns 0, or -TK_E_INVAL for a key that does not apply. */
 enum count_sort { CS_INSNS, CS_EXECS, CS_PLACE };

@@ -127,22 +127,57 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 		if (raw.len >= 1 << 20 && (rc = gzip_drain(&z, b, &raw, Z_NO_FLUSH)) < 0)
 			goto out;
 	}
-	/* one location and one function per name that occurs in the tree */
-	uint8_t *used = calloc(nm.n + 1, 1);
-	if (!used) {
+	/* one location and one function per name that occurs in the tree; where the name is
+	 * a function's code address, the location has it, its module (a mapping) and its
+	 * source line, so that pprof can list and disassemble it */
+	size_t nnames = nm.n;
+	uint8_t *used = calloc(nnames + 1, 1);
+	uint64_t *addr = calloc(nnames + 1, sizeof *addr);
+	int nmods = nm.sym ? tk_sym_module_count(nm.sym) : 0;
+	uint8_t *mod_used = calloc((size_t)nmods + 1, 1);
+	if (!used || !addr || !mod_used) {
+		free(used);
+		free(addr);
+		free(mod_used);
 		rc = -TK_E_NOMEM;
 		goto out;
 	}
 	for (size_t i = 1; i < a.nn; i++)
 		used[a.n[i].name] = 1;
-	for (size_t id = 1; id < nm.n; id++) {
+	for (size_t k = 0; nm.keys && k <= nm.keys_mask; k++)
+		if (nm.keys[k].id != UINT32_MAX && nm.keys[k].kind == TK_PROF_KEY_ADDR &&
+		    nm.keys[k].id < nnames && !addr[nm.keys[k].id])
+			addr[nm.keys[k].id] = nm.keys[k].key;
+	for (size_t id = 1; id < nnames; id++) {
 		if (!used[id])
 			continue;
+		struct tk_sym_info si = { 0 };
+		int mod = -1;
+		if (addr[id] && nm.sym) {
+			tk_sym_lookup(nm.sym, addr[id], &si);
+			for (int i = 0; i < nmods; i++) {
+				uint64_t lo, hi;
+				if (tk_sym_module(nm.sym, i, NULL, NULL, &lo, &hi) == 0 &&
+				    addr[id] >= lo && addr[id] < hi)
+					mod = i;
+			}
+		}
+		uint32_t file = si.file ? names_intern(&nm, si.file, strlen(si.file)) : 0;
+		if (file == UINT32_MAX)
+			file = 0;
 		struct tk_buf line;
 		tk_buf_init(&line, -1, 64);
 		pb_uint(&line, 1, id);                                /* function_id */
+		if (si.line)
+			pb_uint(&line, 2, si.line);                   /* line */
 		tmp.len = 0;
 		pb_uint(&tmp, 1, id);                                 /* id */
+		if (mod >= 0) {
+			pb_uint(&tmp, 2, (uint64_t)mod + 1);          /* mapping_id */
+			mod_used[mod] = 1;
+		}
+		if (addr[id])
+			pb_uint(&tmp, 3, addr[id]);                   /* address */
 		pb_msg(&tmp, 4, &line);                               /* line */
 		pb_msg(&raw, 4, &tmp);                                /* location */
 		tk_buf_free(&line);
@@ -150,9 +185,42 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 		pb_uint(&tmp, 1, id);                                 /* id */
 		pb_uint(&tmp, 2, id);                                 /* name */
 		pb_uint(&tmp, 3, id);                                 /* system_name */
+		if (file)
+			pb_uint(&tmp, 4, file);                       /* filename */
+		if (si.line)
+			pb_uint(&tmp, 5, si.line);                    /* start_line */
 		pb_msg(&raw, 5, &tmp);                                /* function */
 	}
+	/* the modules the locations are in: path, build-id, run-time range */
+	for (int i = 0; i < nmods; i++) {
+		const char *path;
+		uint64_t lo, hi;
+		char bid[256];
+		if (!mod_used[i] || tk_sym_module(nm.sym, i, &path, NULL, &lo, &hi) < 0)
+			continue;
+		tk_sym_build_id(nm.sym, i, bid, sizeof bid);
+		uint32_t fn = names_intern(&nm, path, strlen(path));
+		uint32_t bi = bid[0] ? names_intern(&nm, bid, strlen(bid)) : 0;
+		if (fn == UINT32_MAX || bi == UINT32_MAX) {
+			rc = -TK_E_NOMEM;
+			break;
+		}
+		tmp.len = 0;
+		pb_uint(&tmp, 1, (uint64_t)i + 1);                    /* id */
+		pb_uint(&tmp, 2, lo);                                 /* memory_start */
+		pb_uint(&tmp, 3, hi);                                 /* memory_limit */
+		/* file_offset 0: a module's range starts at its first segment, at offset 0 */
+		pb_uint(&tmp, 5, fn);                                 /* filename */
+		if (bi)
+			pb_uint(&tmp, 6, bi);                         /* build_id */
+		pb_uint(&tmp, 7, 1);                                  /* has_functions */
+		pb_msg(&raw, 3, &tmp);                                /* mapping */
+	}
 	free(used);
+	free(addr);
+	free(mod_used);
+	if (rc < 0)
+		goto out;
 	for (size_t id = 0; id < nm.n; id++) {                        /* string_table */
 		const char *str = names_str(&nm, (uint32_t)id);
 		size_t len = strlen(str);

@@ -11,6 +11,7 @@ enum tk_out_kind tk_out_kind_by_name(const char *name)
 		{ "text", TK_OUT_TEXT }, { "json", TK_OUT_JSON }, { "csv", TK_OUT_CSV },
 		{ "folded", TK_OUT_FOLDED }, { "pprof", TK_OUT_PPROF }, { "source", TK_OUT_SOURCE },
 		{ "calltree", TK_OUT_CALLTREE }, { "lines", TK_OUT_LINES }, { "blocks", TK_OUT_BLOCKS },
+		{ "callgrind", TK_OUT_CALLGRIND },
 	};
 	for (size_t i = 0; name && i < sizeof kinds / sizeof kinds[0]; i++)
 		if (!strcmp(name, kinds[i].name))
@@ -848,6 +849,7 @@ int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind k
 	case TK_OUT_CALLTREE: rc = out_calltree(b, p, &o, &nm); break;
 	case TK_OUT_BLOCKS: rc = out_blocks(b, p, &nm, &o); break;
 	case TK_OUT_PPROF: rc = out_pprof(b, p, &o); break;
+	case TK_OUT_CALLGRIND: rc = out_callgrind(b, p, &o, &nm); break;
 	case TK_OUT_SOURCE: rc = out_source(b, p, &o, 0); break;
 	case TK_OUT_LINES: rc = out_source(b, p, &o, 1); break;
 	default: rc = -TK_E_INVAL; break;

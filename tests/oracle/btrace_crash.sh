@@ -3,7 +3,8 @@
 # the recorder writes each thread's last piece from the fatal signal, records the signal,
 # and raises it again, so the program still dies by it. The trace holds the call made just
 # before the crash (last_call), says where it ends (`info`: "ends at signal N"), and decodes
-# without error; `record` exits 0 (the trace is complete up to the signal).
+# without error; `record` exits as a shell reports the program's death, 128 + N (the trace
+# itself is complete up to the signal).
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -44,7 +45,7 @@ for mode in segv:11 abort:6 term:15; do
 	status=0
 	"$TK" record --btrace -o "$work/$how.tkbt" -- "$work/crash" "$how" >"$work/$how.out" 2>"$work/$how.err" || status=$?
 	grep -q "killed by signal $sig " "$work/$how.err" || { echo "$how: not killed by signal $sig"; cat "$work/$how.err"; exit 1; }
-	[ "$status" -eq 0 ] || { echo "$how: record exit status $status"; cat "$work/$how.err"; exit 1; }
+	[ "$status" -eq $((128 + sig)) ] || { echo "$how: record exit status $status, not $((128 + sig))"; cat "$work/$how.err"; exit 1; }
 	"$TK" info "$work/$how.tkbt" >"$work/$how.info" || { echo "$how: info failed"; cat "$work/$how.info"; exit 1; }
 	grep -q "ends at signal $sig " "$work/$how.info" || { echo "$how: info does not say signal $sig"; cat "$work/$how.info"; exit 1; }
 	"$TK" profile --to csv "$work/$how.tkbt" >"$work/$how.csv" 2>"$work/$how.perr" ||

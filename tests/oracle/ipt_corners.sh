@@ -2,7 +2,8 @@
 # Intel PT corners inside a real trace: a recorded branch trace (the program and libc) is
 # converted with every return a TIP, decoded for reference, and tests/tools/ptsplice.py
 # splices corners into it: transaction aborts, TIPs deferred after the next TNT, cuts
-# (end of trace) and an overflow inside a PSB+. Each stream must decode to the listing
+# (end of trace), an overflow inside a PSB+, TIPs that do not fit the code or lead to none
+# (decoding goes on at the next IP in the segment). Each stream must decode to the listing
 # the splice implies (the instructions after each corner are the recorded ones), and the
 # same with a chunk at every PSB on four threads as with -j 1.
 set -euo pipefail
@@ -30,6 +31,12 @@ for name in tsx defer eos0 eos1 eos2; do
 	check $name 0
 	cmp -s "$work/$name.expected" "$work/$name.out" || {
 		echo "$name: listing differs from the recorded flow"
+		diff "$work/$name.expected" "$work/$name.out" | head -20; exit 1; }
+done
+for name in query nomap; do   # errors, and decoding goes on in the same PSB segment
+	check $name 1
+	cmp -s "$work/$name.expected" "$work/$name.out" || {
+		echo "$name: listing differs from the recorded flow with the errors"
 		diff "$work/$name.expected" "$work/$name.out" | head -20; exit 1; }
 done
 check ovf 1

@@ -65,7 +65,7 @@ perf_ips() {
 }
 tk_ips() {
 	"$TK" decode --no-disasm ${2:+--time} "$1" | awk -v time="${2:-}" '
-		/^\[.*\[cpu [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
+		/^\[.*\[cpu [0-9]+(, pid [0-9]+, tid [0-9]+)?\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
 			c = substr($0, RSTART + 4, RLENGTH - 4); next }
 		time && $2 ~ /^\[/ || !time && /^\[/ { next }
 		time { t = $1; gsub(/[][]/, "", t); a = $2; sub(/^0+/, "", a); printf "%d %s %s\n", c, t, a; next }

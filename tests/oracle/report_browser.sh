@@ -8,7 +8,7 @@
 # to it; the search box highlights exactly the matching frames; the pipeline diagram holds
 # the instructions `convert --to kanata --cycles` keeps; the slowest instructions are
 # `stats --slowest`'s. Screenshots of every section go to $BUILD/report-shots. Also: the
-# page size bound, -j 1 = -j 3, two inputs refused.
+# page size bound, -j 1 = -j 3, a damaged log's losses on its page, two inputs refused.
 set -euo pipefail
 : "${SRC:?}" "${BUILD:?}" "${TK:?}" "${DATA:?}"
 mods=$SRC/tests/tools/node_modules
@@ -92,6 +92,13 @@ done
 "$TK" report -j 1 -o pt-j1.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
 "$TK" report -j 3 -o pt-j3.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
 cmp -s pt-j1.html pt-j3.html || { echo "report -j 1 and -j 3 differ"; exit 1; }
+# damaged input: exit status 1, and the page lists what was lost with its offset
+set +e
+"$TK" report -o bad.html "$SRC/tests/data/xray/bad-truncated.xray" 2>bad.err
+rc=$?
+set -e
+[ $rc = 1 ] && grep -q '"notes":\["offset 0x40: truncated metadata record' bad.html ||
+	{ echo "damaged XRay log: exit $rc, or its loss not in the page"; cat bad.err; exit 1; }
 # one page per run
 set +e
 "$TK" report -o two.html "$xray" "$xray" 2>two.err

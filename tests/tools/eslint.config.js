@@ -3,7 +3,7 @@
 'use strict';
 const js = require('@eslint/js');
 
-const browser = ['window', 'document', 'Event'];
+const browser = ['window', 'document', 'Event', 'performance'];
 const node = ['require', 'process', 'console', '__dirname', 'module'];
 const globals = (names) => Object.fromEntries(names.map((n) => [n, 'readonly']));
 

@@ -7,7 +7,7 @@ padded to 8 bytes) with a PERF_RECORD_AUX after each. For tests: the machine has
 usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] ...] [--buffer N]
                  [--packets FILE] [--drop K] [--pid P] [--snapshot SIZE:STEP] [--tsc-hz HZ]
                  [--per-thread] [--kernel ADDR[:BUILDID]] [--threads N] [--timed]
-                 [--time-zero NS] [--migrate CPU,CPU...]
+                 [--time-zero NS] [--migrate CPU,CPU...] [--session SPEC] [--lose K]
   --buffer N   bytes per buffer (default 4096)
   --packets F  the packet offsets of the PT files (`tracekit dump` output: offset first):
                buffers then end at a packet boundary, as the hardware's output stops
@@ -30,6 +30,24 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                at the IP where the next one begins (its PSB+'s FUP), as the kernel's
                switch leaves it, and PERF_RECORD_SWITCH records (out and in, timed around
                the piece's TSCs) tell perf which thread ran where
+  --session SPEC  a timed session of several processes and threads (implies --timed;
+               --queue, --module, --packets not used), SPEC a JSON file:
+                 {"cpu": 0, "slices": 3,
+                  "procs": [{"pid": P, "comm": NAME, "modules": ["PATH:BIAS", ...]},
+                            {"pid": Q, "parent": P, "comm": NAME, "modules": [...]}, ...],
+                  "threads": [{"pid": P, "tid": T, "pt": PTFILE, "packets": DUMP}, ...]}
+               each process's exec (COMM) and code (MMAP2), a process with a parent
+               forked from it first (FORK) then exec'ing its own program; each thread
+               not its process's first created by a FORK. Each thread's trace is cut at
+               PSBs (with a FUP) into SLICES pieces, and the pieces run on the one CPU in
+               turn (slice 1 of every thread, then slice 2, ...): each closed with FUP +
+               TIP.PGD where its next one begins, its TSC packets moved onto one clock
+               that goes forward, PERF_RECORD_SWITCH_CPU_WIDE records (out and in)
+               between them, EXIT records at the end. With --per-thread: a queue per
+               thread holding its whole trace, no switches
+  --lose K     the kernel's buffer was full: buffer K of the first queue lost (its
+               PERF_RECORD_AUX flagged truncated, no AUXTRACE) and the trace after it up to
+               the next PSB, where the hardware starts again
   --per-thread  buffers per thread (perf record --per-thread): queues given as -1:TID:PTFILE
   --kernel ADDR[:BUILDID]  the kernel traced too (perf record -e intel_pt//): the attr
                without exclude_kernel, and perf's record of the kernel map,
@@ -44,12 +62,15 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                SIZE < STEP: trace between them is never kept
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
+import json
 import os
 import struct
 
 PMU_TYPE = 8                      # the intel_pt PMU's type number (sysfs gives it)
 ATTR_SIZE = 128                   # PERF_ATTR_SIZE_VER7
-REC_MMAP, REC_COMM, REC_FORK, REC_MMAP2, REC_AUX, REC_SWITCH = 1, 3, 7, 10, 11, 14
+REC_MMAP, REC_LOST, REC_COMM, REC_EXIT, REC_FORK, REC_MMAP2, REC_AUX = 1, 2, 3, 4, 7, 10, 11
+REC_ITRACE_START, REC_SWITCH, REC_SWITCH_CPU_WIDE = 12, 14, 15
+AUX_TRUNCATED = 1
 REC_AUXTRACE_INFO, REC_AUXTRACE = 70, 71
 MISC_KERNEL, MISC_USER = 1, 2
 MISC_COMM_EXEC = 0x2000
@@ -84,16 +105,44 @@ def exec_segments(path):
     return segs
 
 
-def migrate(stream, cpus, offs, tscs, perf_time, a, data):
-    """--migrate: the thread's trace cut at PSBs into pieces run on CPUS in turn; the
-    queues' streams (one per CPU) and the SWITCH records, appended to DATA."""
-    _, tid, pt, _, _ = stream
-    with open(a.packets) as f:
-        lines = [line.split() for line in f]
-    # PSBs whose PSB+ has a FUP (tracing on there): (offset, the IP); not where that IP
-    # is the target of the TIP just before (the thread ran no instruction there): perf
-    # 6.1 then runs on past a FUP + TIP.PGD at that IP to the next branch, where libipt,
-    # as the SDM says, stops at it
+def module_maps(m, pid, time):
+    """The MMAP2 records of module argument M (PATH:BIAS[:BUILDID]) in process PID at TIME:
+    one per executable segment."""
+    bid, out = None, bytearray()
+    if m.count(':') >= 2 and not m.rsplit(':', 1)[1].startswith('0x'):
+        m, bid = m.rsplit(':', 1)
+        bid = bytes.fromhex(bid)
+    path, bias = m.rsplit(':', 1)
+    bias = int(bias, 0)
+    for vaddr, off, memsz in exec_segments(path):
+        addr = (bias + vaddr) & ~0xfff
+        pgoff = off & ~0xfff
+        length = (bias + vaddr + memsz - addr + 0xfff) & ~0xfff
+        name = path.encode() + b'\0'
+        name += b'\0' * (-len(name) % 8)
+        if bid is None:      # device and inode (zero), or the build-id
+            ident = struct.pack('<IIQQ', 0, 0, 0, 0)
+        else:
+            ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
+        body = struct.pack('<IIQQQ', pid, pid, addr, length, pgoff) + ident + \
+            struct.pack('<II', 5, 2) + name + sample_id(pid, pid, time, 0)  # r-x, private
+        out += rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body)
+    return bytes(out)
+
+
+def comm(pid, tid, name, time):
+    """PERF_RECORD_COMM of an exec (comm_exec): the program's new name."""
+    name = name.encode()[:15] + b'\0'
+    name += b'\0' * (-len(name) % 8)
+    return rec(REC_COMM, MISC_COMM_EXEC, struct.pack('<II', pid, tid) + name +
+               sample_id(pid, tid, time, 0))
+
+
+def psb_starts(lines):
+    """The PSBs of a trace (`tracekit dump` lines) whose PSB+ has a FUP (tracing on there):
+    (offset, the IP); not where that IP is the target of the TIP just before (the thread
+    ran no instruction there): perf 6.1 then runs on past a FUP + TIP.PGD at that IP to the
+    next branch, where libipt, as the SDM says, stops at it."""
     starts = []
     for i, w in enumerate(lines):
         if len(w) >= 2 and w[1] == 'psb' and i > 0:
@@ -103,6 +152,138 @@ def migrate(stream, cpus, offs, tscs, perf_time, a, data):
                 if v[1] == 'fup' and not (lines[i - 1][1].startswith('tip') and
                                           lines[i - 1][-1][-8:] == v[-1][-8:]):
                     starts.append((int(w[0], 16), int(v[-1], 16)))
+    return starts
+
+
+def dump_lines(path):
+    with open(path) as f:
+        return [line.split() for line in f]
+
+
+def packet_offsets(lines):
+    return sorted({int(w[0], 16) for w in lines
+                   if w and all(c in '0123456789abcdef' for c in w[0])})
+
+
+def tsc_packets(lines):
+    return [(int(w[0], 16), int(w[2], 16)) for w in lines if len(w) >= 3 and w[1] == 'tsc']
+
+
+def session(a, perf_time_of):
+    """--session SPEC: processes and threads (see the usage). Returns the sideband records
+    (before the trace), the streams as main() takes them, each thread's pid, and the
+    sideband after the trace (the exits)."""
+    with open(a.session) as f:
+        spec = json.load(f)
+    cpu, nslices = spec.get('cpu', 0), spec.get('slices', 3)
+    threads = spec['threads']
+    pid_of = {t['tid']: t['pid'] for t in threads}
+    # each thread's trace cut at PSBs with a FUP into NSLICES pieces, as migrate() does
+    pieces = {}
+    for t in threads:
+        with open(t['pt'], 'rb') as f:
+            pt = f.read()
+        lines = dump_lines(t['packets'])
+        starts = psb_starts(lines)
+        if len(starts) < nslices - 1:
+            raise SystemExit('--session: too few PSBs with a FUP in ' + t['pt'])
+        picks = [starts[(k + 1) * len(starts) // nslices - 1] for k in range(nslices - 1)]
+        edges = [0] + [o for o, _ in picks] + [len(pt)]
+        offs, tscs = packet_offsets(lines), tsc_packets(lines)
+        pieces[t['tid']] = [(pt[edges[k]:edges[k + 1]],
+                             [o - edges[k] for o in offs if edges[k] <= o < edges[k + 1]],
+                             [(o - edges[k], v) for o, v in tscs if edges[k] <= o < edges[k + 1]],
+                             picks[k][1] if k < nslices - 1 else None)
+                            for k in range(nslices)]
+    # the CPU's timeline: slice k of each thread in turn; each piece's TSC packets moved
+    # onto one clock that only goes forward, GAP ticks between pieces (the switch)
+    gap = 1000
+    first = min(v for p in pieces.values() for _, _, ts, _ in p for _, v in ts)
+    now = first - gap
+    if a.per_thread:
+        streams = []
+        for t in threads:
+            s, so, st = bytearray(), [], []
+            for piece, po, pts, nxt in pieces[t['tid']]:
+                base = len(s)
+                s += piece
+                so += [o + base for o in po]
+                st += [(o + base, v) for o, v in pts]
+            streams.append((0xffffffff, t['tid'], bytes(s), so, st))
+        switches = []
+    else:
+        s, so, st, switches = bytearray(), [], [], []
+        prev = (0, 0)            # the idle task (swapper) before the first
+        for k in range(nslices):
+            for t in threads:
+                piece, po, pts, nxt = pieces[t['tid']][k]
+                piece = bytearray(piece)
+                delta = now + gap - pts[0][1]
+                for o, v in pts:
+                    piece[o + 1:o + 8] = struct.pack('<Q', v + delta)[:7]
+                base = len(s)
+                s += piece
+                so += [o + base for o in po]
+                st += [(o + base, v + delta) for o, v in pts]
+                if nxt is not None:
+                    # switched out: FUP at the IP where its next piece begins, TIP.PGD
+                    so += [len(s), len(s) + 7]
+                    s += bytes([0x7d]) + struct.pack('<Q', nxt)[:6] + bytes([0x01])
+                cur = (t['pid'], t['tid'])
+                switches.append((pts[0][1] + delta - gap // 2, prev, cur))
+                prev, now = cur, pts[-1][1] + delta
+        switches.append((now + gap // 2, prev, (0, 0)))
+        streams = [(cpu, threads[0]['tid'], bytes(s), so, st)]
+    t0 = perf_time_of(first) - 100000
+    side = bytearray()
+    # the processes: their exec (COMM) and code; a process with a "parent" was forked from
+    # it (its maps inherited, so no MMAP of its own before its exec), and execs its own
+    # program ("exec") after the fork
+    t = t0
+    for p in spec['procs']:
+        if 'parent' in p:
+            side += rec(REC_FORK, 0, struct.pack('<IIIIQ', p['pid'], p['parent'], p['pid'],
+                                                 p['parent'], t) +
+                        sample_id(p['pid'], p['pid'], t, 0))
+            t += 10
+        side += comm(p['pid'], p['pid'], p['comm'], t)
+        t += 10
+        for m in p['modules']:
+            side += module_maps(m, p['pid'], t)
+        t += 10
+    # the threads that are not their process's first: created by it (clone)
+    for th in threads:
+        if th['tid'] != th['pid']:
+            side += rec(REC_FORK, 0, struct.pack('<IIIIQ', th['pid'], th['pid'], th['tid'],
+                                                 th['pid'], t) +
+                        sample_id(th['pid'], th['tid'], t, 0))
+            t += 10
+    # the switches: out (the next thread in next_prev) and in (the previous one), as the
+    # kernel writes them for a CPU-wide event
+    for tm, out_of, into in switches:
+        side += rec(REC_SWITCH_CPU_WIDE, MISC_SWITCH_OUT,
+                    struct.pack('<II', *into) + sample_id(*out_of, perf_time_of(tm), cpu))
+        side += rec(REC_SWITCH_CPU_WIDE, 0,
+                    struct.pack('<II', *out_of) + sample_id(*into, perf_time_of(tm) + 1, cpu))
+    end = perf_time_of(max(v for _, _, _, _, st in streams for _, v in st)) + 100000
+    tail = bytearray()
+    for th in threads:
+        tail += rec(REC_EXIT, 0, struct.pack('<IIIIQ', th['pid'], th['pid'], th['tid'],
+                                             th['pid'], end) +
+                    sample_id(th['pid'], th['tid'], end, 0))
+    # who ran at a TSC (the AUX records name the thread the kernel wrote them in)
+    ins = [(tm, into) for tm, _, into in switches]
+
+    def running(tsc, tid):
+        return next((w for tm, w in reversed(ins) if tm <= tsc), (pid_of[tid], tid))
+    return bytes(side), streams, running, bytes(tail)
+
+
+def migrate(stream, cpus, offs, tscs, perf_time, a, data):
+    """--migrate: the thread's trace cut at PSBs into pieces run on CPUS in turn; the
+    queues' streams (one per CPU) and the SWITCH records, appended to DATA."""
+    _, tid, pt, _, _ = stream
+    starts = psb_starts(dump_lines(a.packets))
     n = len(cpus)
     if len(starts) < n - 1:
         raise SystemExit('--migrate: too few PSBs with a FUP')
@@ -146,8 +327,11 @@ def main():
     ap.add_argument('--timed', action='store_true')
     ap.add_argument('--time-zero', type=int, default=0)
     ap.add_argument('--migrate')
+    ap.add_argument('--session')
+    ap.add_argument('--lose', type=int, default=-1)
     a = ap.parse_args()
-    if a.timed and not a.packets:
+    a.timed = a.timed or bool(a.session)
+    if a.timed and not a.packets and not a.session:
         ap.error('--timed needs --packets')
     if a.migrate and (not a.timed or len(a.queue) != 1):
         ap.error('--migrate needs --timed and one --queue')
@@ -160,7 +344,7 @@ def main():
     flags = (1 << 5) | (1 << 8) | (1 << 9) | (1 << 18) | (1 << 23)
     if a.kernel:
         flags &= ~(1 << 5)
-    if a.migrate:
+    if a.migrate or (a.session and not a.per_thread):
         flags |= 1 << 26         # context_switch: PERF_RECORD_SWITCH records
     attr = struct.pack('<IIQQQQQ', PMU_TYPE, ATTR_SIZE, CONFIG, 1, SAMPLE_TYPE, 0, flags)
     attr += b'\0' * (ATTR_SIZE - len(attr))
@@ -179,7 +363,7 @@ def main():
         return time_zero + (tsc >> shift) * mult + (((tsc & ((1 << shift) - 1)) * mult) >> shift)
     # (offset, value) of the TSC packets in the PT files (--packets), for --timed
     tscs = []
-    if a.timed:
+    if a.timed and not a.session:
         with open(a.packets) as f:
             for line in f:
                 w = line.split()
@@ -191,33 +375,16 @@ def main():
     t_start = perf_time(tscs[0][1]) - 1000 if tscs else 0
     # have_sched_switch 2: switches from the context_switch records
     priv = [PMU_TYPE, shift, mult, time_zero, 1 if a.timed else 0, 1 << 10, 1 << 11,
-            2 if a.migrate else 0,
+            2 if a.migrate or (a.session and not a.per_thread) else 0,
             1 if a.snapshot else 0,
             0 if a.per_thread else 1,
             1 << 9, 0xf << 14, 2, 1, 1 << 1, 24, 0]
     data += rec(REC_AUXTRACE_INFO, 0, struct.pack('<II', 1, 0) + struct.pack('<%dQ' % len(priv), *priv))
-    for m in a.module:
-        bid = None
-        if m.count(':') >= 2 and not m.rsplit(':', 1)[1].startswith('0x'):
-            m, bid = m.rsplit(':', 1)
-            bid = bytes.fromhex(bid)
-        path, bias = m.rsplit(':', 1)
-        bias = int(bias, 0)
-        for vaddr, off, memsz in exec_segments(path):
-            addr = (bias + vaddr) & ~0xfff
-            pgoff = off & ~0xfff
-            length = (bias + vaddr + memsz - addr + 0xfff) & ~0xfff
-            name = path.encode() + b'\0'
-            name += b'\0' * (-len(name) % 8)
-            if bid is None:      # device and inode (zero), or the build-id
-                ident = struct.pack('<IIQQ', 0, 0, 0, 0)
-            else:
-                ident = struct.pack('<B3x', len(bid)) + bid.ljust(20, b'\0')
-            body = struct.pack('<IIQQQ', a.pid, a.pid, addr, length, pgoff) + ident + \
-                struct.pack('<II', 5, 2) + name + sample_id(a.pid, a.pid, t_start, 0)  # r-x, private
-            (parts[0] if parts else data).extend(rec(REC_MMAP2, MISC_USER | (0x4000 if bid else 0), body))
+    if not a.session:
+        for m in a.module:
+            (parts[0] if parts else data).extend(module_maps(m, a.pid, t_start))
 
-    if a.timed:
+    if a.timed and not a.session:
         # the program's name, as perf records it at exec (comm_exec)
         name = os.path.basename(a.module[0].split(':')[0]).encode()[:15] + b'\0' if a.module else b'prog\0'
         name += b'\0' * (-len(name) % 8)
@@ -268,13 +435,20 @@ def main():
         cpu, tid, path = q.split(':', 2)
         with open(path, 'rb') as f:
             streams.append((int(cpu) & 0xffffffff, int(tid), f.read(), offs_all, tscs))
+    tail = b''
+
+    def running(tsc, tid):
+        return a.pid, tid
+    if a.session:
+        side, streams, running, tail = session(a, perf_time)
+        data += side
     if a.migrate:
         streams = migrate(streams[0], [int(c) for c in a.migrate.split(',')], offs_all, tscs,
                           perf_time, a, data)
     queues = []
     for idx, (cpu, tid, pt, offs, qtscs) in enumerate(streams):
         cuts = list(range(a.buffer, len(pt), a.buffer))
-        if a.packets:
+        if a.packets or a.session:
             cuts = sorted({next((o for o in offs if o >= c), len(pt)) for c in cuts})
         edges = [0] + [c for c in cuts if 0 < c < len(pt)] + [len(pt)]
         # (offset in the trace, data) of each buffer
@@ -289,24 +463,36 @@ def main():
     # buffers of the queues in turn, as perf writes them when its mmaps fill
     # perf's offset is where the buffer's data began in the kernel's ring (head minus the
     # size): it steps by the data, not by the padding to 8 bytes (tools/perf/util/auxtrace.c)
+    lost = False
     for k in range(max(len(q[3]) for q in queues)):
         for idx, cpu, tid, bufs, qtscs in queues:
             if k >= len(bufs):
                 continue
             out = parts[idx % len(parts)] if parts else data
             offset, b = bufs[k]
+            if idx == 0 and lost:
+                # --lose: the hardware starts again with a PSB when the kernel has room
+                psb = b.find(bytes([2, 0x82]) * 8)
+                if psb < 0:
+                    continue
+                offset, b, lost = offset + psb, b[psb:], False
             pad = b'\0' * (-len(b) % 8)
             size = len(b) + len(pad)
             # --timed: a TSC after the buffer's last TSC packet (perf decodes by time from
             # it), and the AUX record then
             ref = next((v for o, v in reversed(qtscs) if o < offset + len(b)),
                        qtscs[0][1] if qtscs else -1) + 1
-            if not (idx == 0 and k == a.drop):
+            if not (idx == 0 and k in (a.drop, a.lose)):
                 out += rec(REC_AUXTRACE, 0, struct.pack('<QQQIIII', size, offset, ref, idx,
                                                         tid, cpu, 0)[:40]) + b + pad
                 # PERF_RECORD_AUX: aux offset, size, flags
                 out += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, 0) +
-                           sample_id(a.pid, tid, perf_time(ref) if a.timed else 0, cpu))
+                           sample_id(*running(ref, tid), perf_time(ref) if a.timed else 0, cpu))
+            elif k == a.lose:
+                lost = True
+                out += rec(REC_AUX, 0, struct.pack('<QQQ', offset, size, AUX_TRUNCATED) +
+                           sample_id(*running(ref, tid), perf_time(ref), cpu))
+    data += tail
 
     hdr_size, n_attrs = 104, 1
     attrs_off = hdr_size

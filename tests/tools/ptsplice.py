@@ -18,6 +18,11 @@ NAME.pt and NAME.expected (the listing decode must print) for:
          then [end of trace]
   ovf    an OVF after the FUP of a PSB+ (the rest of the PSB+ dropped), then a FUP at the
          same IP: the listing with [overflow at offset 0x...] where the PSB+ was
+  query  after some TIPs whose target leads straight to a conditional branch, a second
+         TIP to the same target: the conditional branch fails (a TIP where a TNT is due),
+         decoding goes on at that TIP, so the instructions from the target on come again
+  nomap  before some TIPs, a TIP to an address without code: decoding goes on at the
+         real TIP after the error, so the listing is the original one with the error
 """
 import re
 import struct
@@ -142,4 +147,54 @@ for p in psbs[1:]:
     break
 else:
     sys.exit('ptsplice: no PSB+ with a FUP after the first')
-print(f'ptsplice: {len(sites)} aborts, {min(len(cands), 25)} deferred TIPs, 3 cuts, 1 overflow')
+
+
+def mnemonic(line):
+    mt = INSN.match(line)
+    words = [w for w in mt.group(2).split() if w not in ('bnd', 'notrack')] if mt else []
+    return (words[0], ' '.join(words[1:])) if words else (None, '')
+
+
+def straight_to_jcc(k):
+    """Listing index of the conditional branch reached from line K's target with no
+    other trace used on the way (only direct jumps and calls), or None."""
+    for m in range(k + 1, min(k + 40, len(listing))):
+        op, ops = mnemonic(listing[m])
+        if op is None:
+            return None                                # an event line
+        if op.startswith('j') and op != 'jmp':
+            return m
+        if op in ('jmp', 'call') and not ops.startswith('0x'):
+            return None
+        if op.startswith(('ret', 'iret', 'sys', 'int', 'loop', 'ud', 'hlt', 'xbegin', 'xabort')):
+            return None
+    return None
+
+
+# query: a TIP (full IP) to the same target right after the one a branch used
+qsites = [(i, k, m) for i, (k, _) in zip(tips, consumers)
+          if target(k) is not None and (m := straight_to_jcc(k)) is not None]
+if len(qsites) < 5:
+    sys.exit(f'ptsplice: only {len(qsites)} TIPs followed straight by a conditional branch')
+data, lines, last, extra = bytearray(), list(listing), 0, 0
+for i, k, m in spread(qsites, 25):
+    data += trace[last:ends[i]]
+    err = f'[error: decode error, 0 bytes skipped at offset 0x{len(data):x}]'
+    data += sext48(0x0d, target(k))
+    last = ends[i]
+    lines[m + 1 + extra:m + 1 + extra] = [err] + listing[k + 1:m + 1]
+    extra += 1 + m - k
+write('query', bytes(data + trace[last:]), lines)
+
+# nomap: a TIP to 0x10 (no code) before the TIP a branch uses, which is sent in full again
+data, lines, last, extra = bytearray(), list(listing), 0, 0
+for i, (k, _) in spread([(i, c) for i, c in zip(tips, consumers) if target(c[0]) is not None], 25):
+    data += trace[last:pkts[i][0]] + sext48(0x0d, 0x10)
+    err = f'[error: no code in the image at 0000000000000010 at offset 0x{len(data):x}]'
+    data += sext48(0x0d, target(k))
+    last = ends[i]
+    lines[k + 1 + extra:k + 1 + extra] = [err]
+    extra += 1
+write('nomap', bytes(data + trace[last:]), lines)
+print(f'ptsplice: {len(sites)} aborts, {min(len(cands), 25)} deferred TIPs, 3 cuts, 1 overflow,'
+      f' 25 TIPs that do not fit, 25 without code')

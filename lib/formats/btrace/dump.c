@@ -1,6 +1,7 @@
 /* Text of the branch-trace container's header and records, for `tracekit dump`: one line
  * each, the file offset first. */
 #include <stdio.h>
+#include <string.h>
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
@@ -83,4 +84,64 @@ void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, i
 		break;
 	}
 	tk_buf_putc(b, '\n');
+}
+
+void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
+{
+	const struct tk_btrace_info *bi = tk_btrace_info(bt);
+
+	tk_buf_printf(out, "  process %u", bi->pid);
+	if (bi->ppid)
+		tk_buf_printf(out, " (forked from %u)", bi->ppid);
+	if (bi->signal)
+		tk_buf_printf(out, ", complete: ends at signal %d (%s), its trace kept\n", bi->signal,
+			      strsignal(bi->signal));
+	else
+		tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
+			      bi->complete ? "complete" : "INCOMPLETE (no end record)");
+	if (bi->fd_reopened)
+		tk_buf_printf(out, "  the program closed or replaced the trace's file descriptor; the "
+			      "recorder reopened the trace file (%llu times)\n",
+			      (unsigned long long)bi->fd_reopened);
+	if (bi->refused)
+		tk_buf_printf(out, "  refused: %s\n", bi->refused_msg);
+	if (bi->complete && !bi->exec)
+		tk_buf_printf(out, "  %llu CTIs patched, %llu traps\n", (unsigned long long)bi->patched,
+			      (unsigned long long)bi->traps);
+	if (bi->tsc_hz)
+		tk_buf_printf(out, "  TSC %llu ticks/s%s\n", (unsigned long long)bi->tsc_hz,
+			      bi->tsc_hz_measured ? " (measured over the run)" : "");
+	else
+		tk_buf_puts(out, "  TSC rate unknown: times are in ticks\n");
+	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
+		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
+		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", m->path,
+			      (unsigned long long)m->start, (unsigned long long)m->end,
+			      (unsigned long long)m->bias);
+		if (m->build_id_len)
+			tk_buf_hex_bytes(out, m->build_id, m->build_id_len, 0);
+		else
+			tk_buf_puts(out, "none");
+		tk_buf_putc(out, '\n');
+	}
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		tk_buf_printf(out, "  thread %u: %llu bytes of PT in %llu pieces, %llu traps, "
+			      "%llu re-entries (%llu unresolved)%s", t->tid,
+			      (unsigned long long)t->stream_bytes, (unsigned long long)t->pieces,
+			      (unsigned long long)t->traps, (unsigned long long)t->reentries,
+			      (unsigned long long)t->unresolved, !t->ended ? ", no end record" :
+			      t->end_reason == TK_BTRACE_THREAD_CUT ? ", cut: running when the process ended" :
+			      t->end_reason == TK_BTRACE_THREAD_SIGNAL ? ", ends at the fatal signal" : "");
+		if (t->traps)
+			tk_buf_printf(out, ", %.1f%% at CTIs >= 5 bytes",
+				      100.0 * (double)t->traps_long / (double)t->traps);
+		if (t->tramp_hits)
+			tk_buf_printf(out, ", %llu by trampolines (%.1f%% of recorded CTIs still trapped)",
+				      (unsigned long long)t->tramp_hits,
+				      100.0 * (double)t->traps / (double)(t->traps + t->tramp_hits));
+		if (t->lost_pieces)
+			tk_buf_printf(out, ", %llu pieces LOST", (unsigned long long)t->lost_pieces);
+		tk_buf_putc(out, '\n');
+	}
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "formats/ipt/internal.h"
+#include "isa/isa.h"
 #include "tracekit/ipt_flow.h"
 
 enum action {
@@ -21,6 +22,8 @@ enum action {
 	ACT_TSX,            /* MODE.TSX + FUP */
 	ACT_PTW,            /* PTW + FUP */
 	ACT_EXSTOP,         /* EXSTOP + FUP */
+	ACT_EXEC_MODE,      /* a TIP changed the exec mode: [exec mode] at its target */
+	ACT_PTW_AFTER,      /* [ptwrite] after its PTWRITE instruction */
 };
 
 /* Time from the timing packets, after the SDM (Intel PT, "Timing Information"): TSC sets
@@ -173,6 +176,9 @@ struct ptd {
 	int resynced;
 	int eos;                    /* the oracle reached the end of the trace */
 	int after_ovf;              /* an overflow: the next FUP gives the IP */
+	int ovf_pending;            /* its [overflow] waits for that FUP (events before it
+				       come first, as in libipt); at ovf_off */
+	size_t ovf_off;
 	unsigned tnt_given;         /* outcomes in the last TNT item given to the walker */
 	struct tk_ipt_ctx pctx;
 	struct tk_ipt_last_ip last;
@@ -180,13 +186,23 @@ struct ptd {
 	struct tk_event_batch *out;
 	struct tk_ipt_flow_stats *st;
 	int mode, pending_mode;     /* exec mode; MODE.Exec waiting for its TIP/PGE (-1) */
+	int shown_mode;             /* the mode as events told it (-1: unknown since the PSB) */
+	int qstop;                  /* the oracle's next item: a stop at qstop_ip for this
+				       action (ACT_EXEC_MODE, ACT_PTW_AFTER), or 0 */
+	uint64_t qstop_ip;
 	int enabled, have_ip;
 	uint64_t ip;
+	uint64_t resume_ip;         /* where tracing resumes after the last disable (0: unknown) */
+	uint64_t ptw_ip;            /* the PTWRITE of ACT_PTW_AFTER */
+	const struct tk_image *image;
+	struct tk_isa *isa;         /* classifies the instruction that disabled tracing */
 	uint64_t time;
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
 	int action;
 	int act_async;              /* ACT_ASYNC_BRANCH/DISABLE after the action, or NONE */
+	uint64_t stop_ip;           /* the FUP's IP, where the action binds */
+	int psb_mode;               /* the exec mode in the PSB+ ahead of ACT_PSB (-1: none) */
 	uint64_t act_ip;
 	int act_has_ip;
 	uint64_t act_arg;
@@ -261,6 +277,34 @@ static int last_ip(struct ptd *d, const struct tk_ipt_packet *p, uint64_t *ip)
 	return tk_ipt_last_ip_query(&d->last, ip) == 0;
 }
 
+/* A TIP to IP gives the walker's item Q the mode of a MODE.Exec before it. Where that
+ * changes the mode, [exec mode] is told at IP (after the far branch, as libipt binds the
+ * event to the TIP): the oracle's next item is a stop there. */
+static inline void tip_mode(struct ptd *d, struct tk_flow_q *q, uint64_t ip)
+{
+	q->mode = d->pending_mode;
+	if (__builtin_expect(d->pending_mode >= 0, 0)) {
+		if (d->shown_mode >= 0 && d->pending_mode != d->shown_mode) {
+			d->qstop = ACT_EXEC_MODE;
+			d->qstop_ip = ip;
+		}
+		d->shown_mode = d->pending_mode;
+		d->pending_mode = -1;
+	}
+}
+
+/* [exec mode] where tracing starts or an interrupt lands in another mode than the one told
+ * last. */
+static int mode_event(struct ptd *d)
+{
+	int rc = 0;
+
+	if (d->shown_mode >= 0 && d->mode != d->shown_mode)
+		rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
+	d->shown_mode = d->mode;
+	return rc;
+}
+
 /* Flow and power packets, which never come inside a PSB+: one of them means its PSBEND is
  * missing. */
 static int never_in_psb_plus(unsigned kind)
@@ -276,27 +320,40 @@ static int never_in_psb_plus(unsigned kind)
 	}
 }
 
-int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
+/* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP, else 0; *MODE (if MODE) its
+ * MODE.Exec, -1 without one (or after an OVF in it). */
+static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode)
 {
 	struct tk_ipt_ctx ctx = { 0 };
 	struct tk_ipt_last_ip l;
 	struct tk_ipt_packet p;
-	int rc;
+	int rc, fup = 0;
 
 	tk_ipt_last_ip_init(&l);
+	if (mode)
+		*mode = -1;
 	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
 		pos += (size_t)rc;
-		/* no FUP in this PSB+ (do_psb reports one cut short) */
+		/* the end of the PSB+ (do_psb reports one cut short) */
+		if (p.kind == TK_IPT_PKT_OVF && mode)
+			*mode = -1;   /* the state after an overflow is not the PSB+'s */
 		if (p.kind == TK_IPT_PKT_PSBEND || p.kind == TK_IPT_PKT_PSB ||
 		    p.kind == TK_IPT_PKT_OVF || never_in_psb_plus(p.kind))
-			return 0;
-		if (p.kind == TK_IPT_PKT_FUP) {
-			if (tk_ipt_last_ip_update(&l, &p) < 0)
-				return 0;
-			return tk_ipt_last_ip_query(&l, ip) == 0;
+			break;
+		if (p.kind == TK_IPT_PKT_MODE_EXEC && mode)
+			*mode = exec_mode(&p);
+		if (p.kind == TK_IPT_PKT_FUP && !fup) {
+			fup = tk_ipt_last_ip_update(&l, &p) == 0 && tk_ipt_last_ip_query(&l, ip) == 0;
+			if (!mode)
+				break;
 		}
 	}
-	return 0;
+	return fup;
+}
+
+int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
+{
+	return psb_plus(buf, len, pos, ip, NULL);
 }
 
 /* The clock becomes the time stamped on events. While the walker runs this happens at
@@ -374,7 +431,10 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 			return 0;
 		*rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, p->ptw.payload, 0);
 		return 1;
-	case TK_IPT_PKT_PAD: case TK_IPT_PKT_MNT: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
+	case TK_IPT_PKT_MNT:
+		*rc = emit(d, TK_EV_POWER, 0, 0, 0, p->mnt.payload, TK_IPT_POWER_MNT);
+		return 1;
+	case TK_IPT_PKT_PAD: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
 	case TK_IPT_PKT_EVD: case TK_IPT_PKT_TRIG: case TK_IPT_PKT_CFE:
 		return 1;
 	default:
@@ -410,6 +470,13 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 			continue;
 		}
 		if (!have_fup) {
+			if (p.kind == TK_IPT_PKT_OVF && (act == ACT_EXSTOP || act == ACT_PTW)) {
+				/* its FUP was lost: the event is kept, without an IP (libipt) */
+				rc = act == ACT_PTW
+				     ? emit(d, TK_EV_PTWRITE, 0, 0, 0, d->act_arg, 0)
+				     : emit(d, TK_EV_POWER, 0, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+				return rc < 0 ? rc : -TK_E_OVERFLOW;
+			}
 			if (p.kind != TK_IPT_PKT_FUP)
 				return -TK_E_BAD_FORMAT;
 			if ((rc = last_ip(d, &p, &fip)) < 0)
@@ -449,6 +516,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		d->act_async = ACT_NONE;
 	}
 	d->action = act;
+	d->stop_ip = fip;
 	q->kind = TK_FLOWQ_STOP;
 	q->ip = fip;
 	q->has_ip = 1;
@@ -528,6 +596,14 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 	unsigned n;
 	int rc;
 
+	if (__builtin_expect(d->qstop, 0)) {
+		d->action = d->qstop;
+		d->qstop = 0;
+		d->stop_ip = q->ip = d->qstop_ip;
+		q->kind = TK_FLOWQ_STOP;
+		q->has_ip = 1;
+		return 0;
+	}
 	for (;;) {
 		size_t at = d->pos;
 
@@ -581,8 +657,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				d->pos = at + n;
 				q->kind = TK_FLOWQ_TIP;
 				q->ip = ip;
-				q->mode = d->pending_mode;
-				d->pending_mode = -1;
+				tip_mode(d, q, ip);
 				return publish_time(d);
 			}
 			if ((b & 0x1f) == 0x01 && (n = b >> 5 ? fast_ip(d, at, &ip) : 1)) {
@@ -624,8 +699,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				return -TK_E_BAD_FORMAT;
 			q->kind = TK_FLOWQ_TIP;
 			q->ip = ip;
-			q->mode = d->pending_mode;
-			d->pending_mode = -1;
+			tip_mode(d, q, ip);
 			return publish_time(d);
 		case TK_IPT_PKT_TIP_PGD:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
@@ -661,7 +735,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			 * its FUP (or runs out of trace if tracing is off). */
 			d->pos = at;
 			d->action = at >= d->end ? ACT_CHUNK_END : ACT_PSB;
-			if (tk_ipt_psb_fup(d->buf, d->len, at + (size_t)rc, &ip)) {
+			if (psb_plus(d->buf, d->len, at + (size_t)rc, &ip, &d->psb_mode)) {
 				q->kind = TK_FLOWQ_STOP;
 				q->ip = ip;
 				q->has_ip = 1;
@@ -714,6 +788,8 @@ static int oracle_deferred_tip(void *ctx, struct tk_flow_q *t)
 		if (p.kind != TK_IPT_PKT_TIP || (rc = last_ip(d, &p, &t->ip)) <= 0)
 			return rc < 0 ? rc : -TK_E_BAD_FORMAT;
 		t->mode = d->pending_mode;
+		if (d->pending_mode >= 0)
+			d->shown_mode = d->pending_mode;
 		d->pending_mode = -1;
 		return publish_time(d);
 	}
@@ -741,22 +817,22 @@ static void reset_flow_state(struct ptd *d)
 	tk_flow_reset_stack(d->flow);
 	tk_flow_clear_pending(d->flow);
 	d->action = ACT_NONE;
+	d->qstop = 0;
 }
 
 /* Record a decode error at OFF and move to the next PSB (or the chunk's end). */
+static int flush_ovf(struct ptd *d);
+
 static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_t addr)
 {
+	int frc = flush_ovf(d);
+
+	if (frc < 0)
+		return frc;
 	d->pkt_err = 0;
 	size_t psb, from = d->pos > off ? d->pos : (size_t)off + 1;
 	uint64_t skipped;
 
-	if (reason == TK_GAP_NO_IMAGE) {
-		/* Resume at the next packet with an IP; nothing skipped in the input. */
-		tk_gap_stats_add(&d->st->gaps, off, 0);
-		d->have_ip = 0;
-		reset_flow_state(d);
-		return emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason);
-	}
 	if (d->resynced && from <= d->last_resync)
 		from = d->last_resync + 1;   /* never land on the same PSB twice */
 	/* The error is at a PSB (what came before cannot reach its IP, or expected some
@@ -793,16 +869,119 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 	return emit(d, TK_EV_GAP, addr, 0, skipped, off, (uint16_t)reason);
 }
 
+/* The instruction at IP in the current mode: its bytes and *IN, or NULL without code. */
+static const uint8_t *classify(struct ptd *d, uint64_t ip, struct tk_isa_insn *in)
+{
+	const uint8_t *p;
+	size_t n = 0;
+
+	if (!d->image)
+		return NULL;
+	if (!d->isa && (d->isa = malloc(sizeof(*d->isa))))
+		tk_isa_init(d->isa);
+	if (!d->isa || !(p = tk_image_ptr(d->image, ip, &n)) ||
+	    tk_isa_classify(d->isa, d->mode, p, n, ip, in) < 0)
+		return NULL;
+	return p;
+}
+
+static uint64_t insn_len(struct ptd *d, uint64_t ip)
+{
+	struct tk_isa_insn in;
+
+	return classify(d, ip, &in) ? in.len : 0;
+}
+
+/* Where tracing is expected to resume after a TIP.PGD bound to the instruction at FROM,
+ * which went to TARGET (0: unknown), as libipt has it: after a call (near or far: syscall,
+ * int, call far) the next instruction; after an instruction that needs no trace where it
+ * goes; else unknown (0). */
+static uint64_t resume_ip(struct ptd *d, uint64_t from, uint64_t target)
+{
+	struct tk_isa_insn in;
+	const uint8_t *p;
+
+	if (!(p = classify(d, from, &in)))
+		return 0;
+	switch (in.cls) {
+	case TK_ISA_OTHER: return from + in.len;   /* MOV CR3 */
+	case TK_ISA_JMP: case TK_ISA_CALL: return target;
+	case TK_ISA_CALL_IND: return from + in.len;
+	case TK_ISA_FAR: {
+		size_t i = 0;
+
+		while (i < in.len && (p[i] == 0x66 || p[i] == 0x67 || (p[i] & 0xf0) == 0x40))
+			i++;   /* operand and address size, REX */
+		uint8_t b0 = p[i], b1 = i + 1 < in.len ? p[i + 1] : 0;
+		int far_call = (b0 == 0x0f && (b1 == 0x05 || b1 == 0x34)) ||   /* syscall, sysenter */
+			       b0 == 0xcc || b0 == 0xcd || b0 == 0xce || b0 == 0x9a ||
+			       (b0 == 0xff && (b1 >> 3 & 7) == 3);             /* call far [m] */
+
+		return far_call ? from + in.len : 0;
+	}
+	default: return 0;
+	}
+}
+
+static int do_action(struct ptd *d);
+
+/* The trace does not fit the code (REASON TK_GAP_DECODE_ERROR), or code is missing from the
+ * image (TK_GAP_NO_IMAGE), at the packet at OFF, the packets themselves being sound: record
+ * the error and go on at the next packet in this PSB segment that gives an IP (a TIP, FUP
+ * + TIP, an event packet + FUP, TIP.PGD, TIP.PGE, OVF, or the next PSB), as libipt's
+ * resync does, rather than lose the segment. The packet the walker failed on may be that
+ * one: it is read again. An event bound to a FUP the walker did not reach takes effect at
+ * the FUP. Nothing of the input is skipped (0 bytes); the conditional outcomes between
+ * are. */
+static int recover(struct ptd *d, uint64_t off, unsigned reason, uint64_t addr)
+{
+	int act = d->action, rc;
+
+	d->pkt_err = 0;
+	if (reason != TK_GAP_NO_IMAGE)
+		d->st->errors++;
+	tk_gap_stats_add(&d->st->gaps, off, 0);
+	d->have_ip = 0;
+	reset_flow_state(d);
+	if ((rc = emit(d, TK_EV_GAP, addr, 0, 0, off, (uint16_t)reason)) < 0)
+		return rc;
+	if (act == ACT_PSB || act == ACT_CHUNK_END) {
+		return 0;   /* d->pos is at the PSB: it is read next */
+	}
+	if (act != ACT_NONE) {
+		d->ip = d->stop_ip;
+		d->have_ip = 1;
+		d->action = act;
+		return do_action(d);
+	}
+	if (d->last_off < d->pos && d->last_off >= d->start)
+		d->pos = d->last_off;
+	return 0;
+}
+
 /* The OVF at AT: packets were lost; tracing goes on at the next FUP or TIP.PGE. */
 static int overflow(struct ptd *d, size_t at)
 {
 	d->st->overflows++;
 	tk_gap_stats_add(&d->st->gaps, at, 0);
 	d->enabled = d->have_ip = 0;
+	d->resume_ip = 0;
 	d->after_ovf = 1;
 	tk_ipt_last_ip_init(&d->last);
 	reset_flow_state(d);
-	return emit(d, TK_EV_GAP, 0, 0, 0, at, TK_GAP_OVERFLOW);
+	d->ovf_pending = 1;
+	d->ovf_off = at;
+	return 0;
+}
+
+/* The overflow is reported where what follows it resolves it: the FUP or TIP.PGE where
+ * tracing goes on, a PSB, an error or the end. */
+static int flush_ovf(struct ptd *d)
+{
+	if (!d->ovf_pending)
+		return 0;
+	d->ovf_pending = 0;
+	return emit(d, TK_EV_GAP, 0, 0, 0, d->ovf_off, TK_GAP_OVERFLOW);
 }
 
 /* Process the PSB+ at d->pos: state from its packets, IP from its FUP. An OVF ends
@@ -821,6 +1000,8 @@ static int do_psb(struct ptd *d)
 	reset_flow_state(d);
 	d->enabled = d->have_ip = 0;
 	d->pending_mode = -1;
+	d->shown_mode = -1;   /* known from the PSB+ only: -j N == -j 1 */
+	d->resume_ip = 0;
 	ptime_reset(&d->tm);   /* as a chunk starting here would: -j N == -j 1 */
 	d->time = TK_TIME_NONE;
 	tk_flow_set_time(d->flow, d->time);
@@ -839,7 +1020,7 @@ static int do_psb(struct ptd *d)
 			}
 			break;
 		case TK_IPT_PKT_MODE_EXEC:
-			d->mode = exec_mode(&p);
+			d->mode = d->shown_mode = exec_mode(&p);
 			break;
 		case TK_IPT_PKT_TSC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC:
 		case TK_IPT_PKT_CYC:
@@ -847,6 +1028,10 @@ static int do_psb(struct ptd *d)
 			break;
 		case TK_IPT_PKT_CBR:
 			ptime_cbr(&d->tm, p.cbr.ratio);
+			break;
+		case TK_IPT_PKT_MNT:
+			if ((rc = emit(d, TK_EV_POWER, 0, 0, 0, p.mnt.payload, TK_IPT_POWER_MNT)) < 0)
+				return rc;
 			break;
 		case TK_IPT_PKT_OVF:
 			return overflow(d, d->last_off);
@@ -873,17 +1058,30 @@ static int do_action(struct ptd *d)
 	d->action = ACT_NONE;
 	switch (act) {
 	case ACT_CHUNK_END:
-		return 1;
 	case ACT_PSB:
-		return do_psb(d);
+		if (d->psb_mode >= 0 && d->psb_mode != d->mode) {
+			/* The PSB+ says another exec mode than the one decoded in, which
+			 * changes only at a far branch or MODE.Exec + TIP: what came before
+			 * is wrong (libipt's "bad status update"). An error at the PSB;
+			 * decoding goes on from its state, as a chunk starting there does. */
+			d->st->errors++;
+			tk_gap_stats_add(&d->st->gaps, d->pos, 0);
+			if ((rc = emit(d, TK_EV_GAP, d->ip, 0, 0, d->pos, TK_GAP_DECODE_ERROR)) < 0)
+				return rc;
+		}
+		return act == ACT_PSB ? do_psb(d) : 1;
 	case ACT_ASYNC_BRANCH:
-		rc = emit(d, TK_EV_INTERRUPT, d->ip, d->act_ip, 0, 0, 0);
+		if ((rc = emit(d, TK_EV_INTERRUPT, d->ip, d->act_ip, 0, 0, 0)) < 0)
+			return rc;
 		d->ip = d->act_ip;
 		if (d->pending_mode >= 0)
 			d->mode = d->pending_mode, d->pending_mode = -1;
-		return rc;
+		return mode_event(d);
+	case ACT_EXEC_MODE:
+		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
 	case ACT_ASYNC_DISABLE:
 		d->enabled = 0;
+		d->resume_ip = d->ip;
 		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
 	case ACT_TSX:
 		if ((rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags)) < 0)
@@ -892,8 +1090,19 @@ static int do_action(struct ptd *d)
 		d->action = d->act_async;
 		d->act_async = ACT_NONE;
 		return d->action ? do_action(d) : 0;
-	case ACT_PTW:
-		return emit(d, TK_EV_PTWRITE, d->ip, 0, 0, d->act_arg, 0);
+	case ACT_PTW: {
+		/* the FUP gives the PTWRITE's IP; libipt reports it after the instruction */
+		uint64_t len = insn_len(d, d->ip);
+
+		if (!len)
+			return emit(d, TK_EV_PTWRITE, d->ip, 0, 0, d->act_arg, 0);
+		d->qstop = ACT_PTW_AFTER;
+		d->qstop_ip = d->ip + len;
+		d->ptw_ip = d->ip;
+		return 0;
+	}
+	case ACT_PTW_AFTER:
+		return emit(d, TK_EV_PTWRITE, d->ptw_ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
 		return emit(d, TK_EV_POWER, d->ip, 0, 0, 0, TK_IPT_POWER_EXSTOP);
 	default:
@@ -901,15 +1110,53 @@ static int do_action(struct ptd *d)
 	}
 }
 
-/* Packets while not walking: tracing off, or waiting for an IP after lost code or an
- * overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
+/* TIP.PGE at IP: tracing (re)starts there. While it was on with the IP lost (recover),
+ * the TIP.PGD before it was lost: [disabled] first, as libipt has it. */
+static int enable_at(struct ptd *d, uint64_t ip)
+{
+	int rc;
+
+	if ((rc = flush_ovf(d)) < 0)
+		return rc;
+	if (d->pending_mode >= 0)
+		d->mode = d->pending_mode, d->pending_mode = -1;
+	if (d->enabled) {
+		if ((rc = emit(d, TK_EV_DISABLE, 0, 0, 0, 0, 0)) < 0)
+			return rc;
+		d->resume_ip = 0;
+	}
+	d->ip = ip;
+	d->enabled = d->have_ip = 1;
+	d->after_ovf = 0;
+	if ((rc = emit(d, TK_EV_ENABLE, ip, 0, 0, 0,
+		       d->resume_ip && ip == d->resume_ip ? TK_IPT_ENABLE_RESUMED : 0)) < 0)
+		return rc;
+	return mode_event(d);   /* after [enabled], as libipt orders them */
+}
+
+/* recover: a FUP (or the event packet ACT that a FUP completes) gives the IP to go on at,
+ * where its event takes effect. */
+static int bind_lost(struct ptd *d, int act, const struct tk_ipt_packet *fup)
+{
+	struct tk_flow_q q;
+	int rc = bind_fup(d, &q, act, fup);
+
+	if (rc < 0)
+		return resync(d, d->pkt_err ? d->err_off : d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
+	d->ip = q.ip;
+	d->have_ip = 1;
+	return do_action(d);
+}
+
+/* Packets while not walking: tracing off, or waiting for an IP after an error (recover)
+ * or an overflow. Returns 1 at the chunk's end, 0 when walking can go on, < 0 on error. */
 static int idle_step(struct ptd *d)
 {
 	struct tk_ipt_packet p;
 	size_t at = d->pos;
 	uint64_t ip;
 	unsigned n;
-	int rc;
+	int rc, lost = d->enabled && !d->after_ovf;   /* tracing on, the IP lost */
 
 	/* MODE.Exec and TIP.PGE around every syscall of a user-only trace, in place */
 	if (!d->pctx.blk && at + 1 < d->len && at < d->next_psb) {
@@ -926,22 +1173,19 @@ static int idle_step(struct ptd *d)
 		if ((b & 0x1f) == 0x11 && (n = fast_ip(d, at, &ip))) {
 			d->last_off = at;
 			d->pos = at + n;
-			if (d->pending_mode >= 0)
-				d->mode = d->pending_mode, d->pending_mode = -1;
-			d->ip = ip;
-			d->enabled = d->have_ip = 1;
-			d->after_ovf = 0;
-			return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+			return enable_at(d, ip);
 		}
 	}
 	rc = fetch(d, &p);
 	if (rc == -TK_E_EOF)
-		return 1;
+		return (rc = flush_ovf(d)) < 0 ? rc : 1;
 	if (rc < 0)
 		return resync(d, d->err_off, rc, TK_GAP_DECODE_ERROR, 0);
 	switch (p.kind) {
 	case TK_IPT_PKT_PSB:
 		d->pos = at;
+		if ((rc = flush_ovf(d)) < 0)
+			return rc;
 		if (at >= d->end && at != d->start)
 			return 1;
 		d->after_ovf = 0;
@@ -951,16 +1195,13 @@ static int idle_step(struct ptd *d)
 	case TK_IPT_PKT_TIP_PGE:
 		if ((rc = last_ip(d, &p, &ip)) < 0 || !rc)
 			return resync(d, at, -TK_E_BAD_FORMAT, TK_GAP_DECODE_ERROR, 0);
-		if (d->pending_mode >= 0)
-			d->mode = d->pending_mode, d->pending_mode = -1;
-		d->ip = ip;
-		d->enabled = d->have_ip = 1;
-		d->after_ovf = 0;
-		return emit(d, TK_EV_ENABLE, ip, 0, 0, 0, 0);
+		return enable_at(d, ip);
 	case TK_IPT_PKT_TIP_PGD:
-		last_ip(d, &p, &ip);
+		rc = last_ip(d, &p, &ip);
 		d->enabled = d->have_ip = 0;
-		return 0;
+		d->resume_ip = 0;
+		/* recover: tracing stops somewhere before */
+		return lost ? emit(d, TK_EV_DISABLE, 0, rc > 0 ? ip : 0, 0, 0, 0) : 0;
 	case TK_IPT_PKT_TIP:
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
@@ -969,9 +1210,12 @@ static int idle_step(struct ptd *d)
 				d->mode = d->pending_mode, d->pending_mode = -1;
 			d->ip = ip;
 			d->have_ip = 1;
+			return mode_event(d);
 		}
 		return 0;
 	case TK_IPT_PKT_FUP:
+		if (lost)
+			return bind_lost(d, ACT_NONE, &p);
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
 		if (rc && d->after_ovf) {
@@ -979,6 +1223,7 @@ static int idle_step(struct ptd *d)
 			d->ip = ip;
 			d->enabled = d->have_ip = 1;
 			d->after_ovf = 0;
+			return flush_ovf(d);
 		}
 		return 0;
 	case TK_IPT_PKT_MODE_EXEC:
@@ -987,17 +1232,29 @@ static int idle_step(struct ptd *d)
 			d->mode = d->pending_mode;
 		return 0;
 	case TK_IPT_PKT_MODE_TSX:
+		d->act_flags = p.tsx.abrt ? TK_MODE_TSX_ABORT : p.tsx.intx ? TK_MODE_TSX_BEGIN
+								    : TK_MODE_TSX_COMMIT;
+		if (lost)
+			return bind_lost(d, ACT_TSX, NULL);
 		/* while tracing is off no FUP follows: the state changes here (libipt) */
-		return emit(d, TK_EV_MODE, 0, 0, 0, 0,
-			    p.tsx.abrt ? TK_MODE_TSX_ABORT : p.tsx.intx ? TK_MODE_TSX_BEGIN
-								 : TK_MODE_TSX_COMMIT);
+		return emit(d, TK_EV_MODE, 0, 0, 0, 0, d->act_flags);
+	case TK_IPT_PKT_PTW:
+		if (!lost || !p.ptw.ip)
+			break;
+		d->act_arg = p.ptw.payload;
+		return bind_lost(d, ACT_PTW, NULL);
+	case TK_IPT_PKT_EXSTOP:
+		if (!lost || !p.exstop.ip)
+			break;
+		return bind_lost(d, ACT_EXSTOP, NULL);
 	case TK_IPT_PKT_OVF:
 		return overflow(d, at);
 	default:
-		if (side_event(d, &p, &rc) && rc < 0)
-			return rc;
-		return 0;
+		break;
 	}
+	if (side_event(d, &p, &rc) && rc < 0)
+		return rc;
+	return 0;
 }
 
 static int decode_chunk(struct ptd *d)
@@ -1008,7 +1265,7 @@ static int decode_chunk(struct ptd *d)
 	d->pos = d->next_psb = d->start;
 	d->psb_read = SIZE_MAX;
 	d->mode = TK_FLOW_64;
-	d->pending_mode = -1;
+	d->pending_mode = d->shown_mode = -1;
 	d->time = TK_TIME_NONE;
 	tk_flow_set_time(d->flow, d->time);
 	tk_ipt_last_ip_init(&d->last);
@@ -1050,6 +1307,7 @@ static int decode_chunk(struct ptd *d)
 			break;
 		case TK_FLOW_DISABLED:
 			d->enabled = d->have_ip = 0;
+			d->resume_ip = resume_ip(d, res.from, d->ip);
 			if ((rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0)
 				return rc;
 			break;
@@ -1067,7 +1325,7 @@ static int decode_chunk(struct ptd *d)
 				return rc;
 			break;
 		case -TK_E_NOMAP:
-			if ((rc = resync(d, walk_error_off(d), rc, TK_GAP_NO_IMAGE, res.from)) < 0)
+			if ((rc = recover(d, walk_error_off(d), TK_GAP_NO_IMAGE, res.from)) < 0)
 				return rc;
 			break;
 		case -TK_E_NOMEM:
@@ -1078,9 +1336,13 @@ static int decode_chunk(struct ptd *d)
 				/* A sink error is passed through; trace errors resync. */
 				if (d->out->sink.events && rc == -TK_E_IO)
 					return rc;
-				size_t at = d->pkt_err ? d->err_off : walk_error_off(d);
-
-				if ((rc = resync(d, at, rc, TK_GAP_DECODE_ERROR, res.from)) < 0)
+				/* a packet that does not decode: the next PSB; a trace that
+				 * does not fit the code: the next IP in this segment */
+				if (d->pkt_err)
+					rc = resync(d, d->err_off, rc, TK_GAP_DECODE_ERROR, res.from);
+				else
+					rc = recover(d, walk_error_off(d), TK_GAP_DECODE_ERROR, res.from);
+				if (rc < 0)
 					return rc;
 			} else if (rc < 0) {
 				return rc;
@@ -1108,6 +1370,7 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 		d->break_reason = brk;
 		d->flow = f;
 		d->st = st;
+		d->image = o->image;
 		d->tm.mtc_freq = o->mtc_freq < 24 ? o->mtc_freq : 0;
 		d->tm.nom_freq = o->nom_freq;
 		d->tm.eax = o->cpuid_15_eax;
@@ -1122,6 +1385,8 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 			rc = tk_event_batch_flush(batch);
 	}
 	free(batch);
+	if (d)
+		free(d->isa);
 	free(d);
 	return rc;
 }

@@ -80,7 +80,7 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 {
 	switch (e->kind) {
 	case TK_EV_ENABLE:
-		tk_buf_puts(b, "[enabled]\n");
+		tk_buf_puts(b, e->flags & TK_IPT_ENABLE_RESUMED ? "[resumed]\n" : "[enabled]\n");
 		break;
 	case TK_EV_DISABLE:
 		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_END ? "[end of trace]\n"
@@ -167,6 +167,11 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			tk_buf_puts(b, "]\n");
 			break;
 		case TK_IPT_POWER_STOP: tk_buf_puts(b, "[stopped]\n"); break;
+		case TK_IPT_POWER_MNT:
+			tk_buf_puts(b, "[mnt: ");
+			tk_buf_hex(b, e->arg, 0);
+			tk_buf_puts(b, "]\n");
+			break;
 		default: tk_buf_puts(b, "[power]\n");
 		}
 		break;

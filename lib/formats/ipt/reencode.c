@@ -325,6 +325,13 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 					resolve(r, -1);
 				break;
 			}
+			if (r->need_fup && !r->need_psb && !e->addr) {
+				/* stopped somewhere after the loss (the decoder's resync found a
+				 * TIP.PGD): the OVF already says tracing is lost until a FUP or
+				 * TIP.PGE */
+				r->on = 0;
+				break;
+			}
 			if (r->pend.kind == PEND_RET && !(e->flags & TK_IPT_DISABLE_ASYNC) &&
 			    r->pend.from == e->addr) {
 				/* a return out of the traced code: the TIP.PGD says where */

@@ -17,8 +17,14 @@
 enum {
 	REC_MMAP = 1,
 	REC_LOST = 2,
+	REC_COMM = 3,
+	REC_EXIT = 4,
+	REC_FORK = 7,
 	REC_MMAP2 = 10,
 	REC_AUX = 11,
+	REC_ITRACE_START = 12,
+	REC_SWITCH = 14,
+	REC_SWITCH_CPU_WIDE = 15,
 	REC_AUXTRACE_INFO = 70,
 	REC_AUXTRACE = 71,
 	REC_COMPRESSED = 81,     /* perf record -z: zstd frames of other records */
@@ -26,6 +32,16 @@ enum {
 };
 
 #define MISC_MMAP_DATA 0x2000    /* PERF_RECORD_MISC_MMAP_DATA: not code */
+#define MISC_COMM_EXEC 0x2000    /* PERF_RECORD_MISC_COMM_EXEC: the COMM of an exec */
+#define MISC_SWITCH_OUT 0x2000   /* PERF_RECORD_MISC_SWITCH_OUT */
+/* sample_type bits of the fields sample_id_all appends to the kernel's records */
+#define SAMPLE_TID (1u << 1)
+#define SAMPLE_TIME (1u << 2)
+#define SAMPLE_ID (1u << 6)
+#define SAMPLE_CPU (1u << 7)
+#define SAMPLE_STREAM_ID (1u << 9)
+#define SAMPLE_IDENTIFIER (1u << 16)
+#define ATTR_SAMPLE_ID_ALL (1u << 18)
 #define MISC_MMAP_BUILD_ID 0x4000 /* MMAP2 carries a build-id instead of the device */
 #define MISC_BUILD_ID_SIZE 0x8000 /* a build-id table entry gives its size */
 #define FEAT_BUILD_ID 2          /* HEADER_BUILD_ID: the build-id table */
@@ -67,7 +83,92 @@ struct reader {
 	/* perf record --threads: the file being read (0: the main one, K: parts[K - 1]) */
 	const struct tk_perf_part *part;
 	uint32_t part_no;
+	uint64_t sample_type;     /* of the first attr, when its records carry a sample_id */
+	size_t tasks_cap, switches_cap;
 };
+
+/* The sample_id perf appends to a record (its last fields, by the attr's sample_type). */
+struct sample_id {
+	uint32_t pid, tid, cpu;
+	uint64_t time;
+};
+
+static struct sample_id read_sample_id(const struct reader *r, const uint8_t *b, size_t blen)
+{
+	struct sample_id s = { UINT32_MAX, UINT32_MAX, UINT32_MAX, 0 };
+	uint64_t t = r->sample_type;
+	size_t n = 8 * (size_t)(!!(t & SAMPLE_TID) + !!(t & SAMPLE_TIME) + !!(t & SAMPLE_ID) +
+				!!(t & SAMPLE_STREAM_ID) + !!(t & SAMPLE_CPU) +
+				!!(t & SAMPLE_IDENTIFIER));
+
+	if (!t || n > blen)
+		return s;
+	b += blen - n;
+	if (t & SAMPLE_TID) {
+		s.pid = tk_le32(b);
+		s.tid = tk_le32(b + 4);
+		b += 8;
+	}
+	if (t & SAMPLE_TIME) {
+		s.time = tk_le64(b);
+		b += 8;
+	}
+	b += 8 * (size_t)(!!(t & SAMPLE_ID) + !!(t & SAMPLE_STREAM_ID));
+	if (t & SAMPLE_CPU)
+		s.cpu = tk_le32(b);
+	return s;
+}
+
+/* Grow *P (of *CAP elements of SIZE) to hold N + 1. */
+static int grow(void **p, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? 2 * *cap : 64;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return -TK_E_NOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static int add_task(struct reader *r, uint32_t kind, const uint8_t *b, size_t blen, size_t fixed)
+{
+	struct tk_perf_aux *a = r->aux;
+	struct sample_id sid = read_sample_id(r, b, blen);
+
+	if (grow((void **)&a->tasks, &r->tasks_cap, a->ntasks, sizeof *a->tasks) < 0)
+		return -TK_E_NOMEM;
+	struct tk_perf_task *t = &a->tasks[a->ntasks++];
+	memset(t, 0, sizeof *t);
+	t->kind = kind;
+	t->pid = tk_le32(b);
+	if (kind == TK_PERF_COMM || kind == TK_PERF_EXEC) {
+		/* pid, tid, the name (NUL-terminated, padded) */
+		t->tid = tk_le32(b + 4);
+		size_t max = blen - fixed < sizeof t->comm - 1 ? blen - fixed : sizeof t->comm - 1;
+		memcpy(t->comm, b + fixed, strnlen((const char *)b + fixed, max));
+		t->time = sid.time;
+	} else {
+		/* pid, ppid, tid, ptid, time */
+		t->ppid = tk_le32(b + 4);
+		t->tid = tk_le32(b + 8);
+		t->ptid = tk_le32(b + 12);
+		t->time = tk_le64(b + 16);
+	}
+	return 0;
+}
+
+static int add_switch(struct reader *r, uint64_t time, uint32_t cpu, uint32_t pid, uint32_t tid)
+{
+	struct tk_perf_aux *a = r->aux;
+
+	if (grow((void **)&a->switches, &r->switches_cap, a->nswitches, sizeof *a->switches) < 0)
+		return -TK_E_NOMEM;
+	a->switches[a->nswitches++] = (struct tk_perf_switch){ time, cpu, pid, tid };
+	return 0;
+}
 
 static void problem(struct reader *r, uint64_t off, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -301,7 +402,7 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 
 static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr, uint64_t len,
 		    uint64_t pgoff, const uint8_t *name, size_t max, const uint8_t *bid,
-		    unsigned bid_len)
+		    unsigned bid_len, uint64_t time)
 {
 	struct tk_perf_aux *a = r->aux;
 	size_t n = strnlen((const char *)name, max);
@@ -341,6 +442,7 @@ static int add_mmap(struct reader *r, uint32_t pid, uint32_t tid, uint64_t addr,
 	mm->addr = addr;
 	mm->len = len;
 	mm->pgoff = pgoff;
+	mm->time = time;
 	mm->build_id_len = (uint8_t)(bid && bid_len <= sizeof mm->build_id ? bid_len : 0);
 	if (mm->build_id_len)
 		memcpy(mm->build_id, bid, bid_len);
@@ -430,7 +532,8 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 		if (misc & MISC_MMAP_DATA)
 			return 0;
 		return add_mmap(r, tk_le32(b), tk_le32(b + 4), tk_le64(b + 8), tk_le64(b + 16),
-				tk_le64(b + 24), b + 32, blen - 32, NULL, 0);
+				tk_le64(b + 24), b + 32, blen - 32, NULL, 0,
+				read_sample_id(r, b, blen).time);
 	case REC_MMAP2:
 		/* pid, tid, addr, len, pgoff, device or build id (24 bytes), prot, flags */
 		if (blen < 64)
@@ -441,7 +544,33 @@ static int record(struct reader *r, const uint8_t *p, size_t n, uint64_t off, ui
 		return add_mmap(r, tk_le32(b), tk_le32(b + 4), tk_le64(b + 8), tk_le64(b + 16),
 				tk_le64(b + 24), b + 64, blen - 64,
 				misc & MISC_MMAP_BUILD_ID ? b + 36 : NULL,
-				misc & MISC_MMAP_BUILD_ID ? b[32] : 0);
+				misc & MISC_MMAP_BUILD_ID ? b[32] : 0, read_sample_id(r, b, blen).time);
+	case REC_COMM:
+		if (blen < 8)
+			break;
+		return add_task(r, misc & MISC_COMM_EXEC ? TK_PERF_EXEC : TK_PERF_COMM, b, blen, 8);
+	case REC_FORK:
+	case REC_EXIT:
+		if (blen < 24)
+			break;
+		return add_task(r, type == REC_FORK ? TK_PERF_FORK : TK_PERF_EXIT, b, blen, 24);
+	case REC_SWITCH:
+	case REC_SWITCH_CPU_WIDE:
+	case REC_ITRACE_START: {
+		/* which thread runs next on the sample's CPU, as perf takes it: the one a
+		 * SWITCH_CPU_WIDE out names, a SWITCH in's own, ITRACE_START's (pid, tid) */
+		struct sample_id sid = read_sample_id(r, b, blen);
+		int out = (misc & MISC_SWITCH_OUT) != 0;
+		if (type != REC_SWITCH && blen < 8)
+			break;
+		if (type == REC_SWITCH && !out)
+			return add_switch(r, sid.time, sid.cpu, sid.pid, sid.tid);
+		if (type == REC_SWITCH_CPU_WIDE && out)
+			return add_switch(r, sid.time, sid.cpu, tk_le32(b), tk_le32(b + 4));
+		if (type == REC_ITRACE_START)
+			return add_switch(r, sid.time, sid.cpu, tk_le32(b), tk_le32(b + 4));
+		return 0;
+	}
 	case REC_COMPRESSED:
 	case REC_COMPRESSED2:
 		if (r->in_compressed)
@@ -707,6 +836,10 @@ static int read_file(const uint8_t *p, size_t n, const struct tk_perf_part *part
 		data_len = n - data;
 	}
 	uint64_t end = data + data_len;
+	/* the first attr's sample_id layout (perf gives all of a session's the same) */
+	if (attr_size >= 48 && attrs_len >= attr_size && attrs <= n && attr_size <= n - attrs &&
+	    (tk_le64(p + attrs + 40) & ATTR_SAMPLE_ID_ALL))
+		r.sample_type = tk_le64(p + attrs + 24);
 	rc = records(&r, p, data, end);
 	if (r.pend_len && rc >= 0)
 		problem(&r, data, "compressed records end inside a record (%zu bytes left)",
@@ -780,5 +913,7 @@ void tk_perf_aux_free(struct tk_perf_aux *aux)
 		free(aux->mmaps[i].path);
 	free(aux->queues);
 	free(aux->mmaps);
+	free(aux->tasks);
+	free(aux->switches);
 	memset(aux, 0, sizeof(*aux));
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tracekit/image.h"
+#include "tracekit/ipt.h"
 #include "tracekit/ipt_flow.h"
 #include "tracekit/perf.h"
 #include "tracekit/symbolize.h"
@@ -45,9 +46,10 @@ static int by_addr(const void *a, const void *b)
 /* Mappings of other code at the same addresses (another process's executable, a file
  * mapped where an unmapped one was): the image holds only one of them, so trace of
  * the other there would follow the wrong code. Named (the first), not hidden. */
-void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *file, tk_msg_fn msg, void *ctx)
+static void warn_overlaps(const struct tk_perf_mmap *const *all, size_t nall, const char *file,
+			  tk_msg_fn msg, void *ctx)
 {
-	const struct tk_perf_mmap **m = malloc((a->nmmaps ? a->nmmaps : 1) * sizeof(*m));
+	const struct tk_perf_mmap **m = malloc((nall ? nall : 1) * sizeof(*m));
 	size_t n = 0, clashes = 0;
 	const struct tk_perf_mmap *first[2] = { NULL, NULL };
 
@@ -55,9 +57,9 @@ void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *file, tk_msg
 		free(m);
 		return;
 	}
-	for (size_t i = 0; i < a->nmmaps; i++)
-		if (a->mmaps[i].path[0] == '/' && a->mmaps[i].len)
-			m[n++] = &a->mmaps[i];
+	for (size_t i = 0; i < nall; i++)
+		if (all[i]->path[0] == '/' && all[i]->len)
+			m[n++] = all[i];
 	qsort(m, n, sizeof(*m), by_addr);
 	/* each mapping against the one reaching furthest among those before it */
 	const struct tk_perf_mmap *reach = NULL;
@@ -84,25 +86,42 @@ void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *file, tk_msg
 	free(m);
 }
 
-/* The code of the session's mappings; a file that cannot be read is named (five at most). */
-static int add_mappings(const char *file, struct tk_perf_session *x)
+void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *file, tk_msg_fn msg, void *ctx)
+{
+	const struct tk_perf_mmap **m = malloc((a->nmmaps ? a->nmmaps : 1) * sizeof(*m));
+
+	for (size_t i = 0; m && i < a->nmmaps; i++)
+		m[i] = &a->mmaps[i];
+	if (m)
+		warn_overlaps(m, a->nmmaps, file, msg, ctx);
+	free(m);
+}
+
+/* The code of the mappings M (N) into IMG; the files loaded join the session's modules
+ * (for their symbols, once each); a file that cannot be read is named (five at most). */
+static int add_mappings(const char *file, struct tk_perf_session *x, struct tk_image *img,
+			const struct tk_perf_mmap *const *maps, size_t nmaps, int no_overlaps)
 {
 	const struct tk_perf_aux *a = &x->aux;
 	unsigned missing = 0;
+	int loaded = 0, vdso = 0;
+	struct tk_perf_module *here = calloc(nmaps ? nmaps : 1, sizeof *here);
 
-	if (a->nmmaps && !(x->mods = calloc(a->nmmaps, sizeof(*x->mods))))
+	if (!here || (a->nmmaps && !x->mods && !(x->mods = calloc(a->nmmaps, sizeof(*x->mods))))) {
+		free(here);
 		return -TK_E_NOMEM;
-	for (size_t i = 0; i < a->nmmaps; i++) {
-		const struct tk_perf_mmap *m = &a->mmaps[i];
+	}
+	for (size_t i = 0; i < nmaps; i++) {
+		const struct tk_perf_mmap *m = maps[i];
 		uint64_t bias, base;
-		int seen = 0, rc;
+		int seen = 0, known = 0, rc;
 
 		if (!strcmp(m->path, "[vdso]")) {
 			/* the kernel's code: this machine's, if the session ran on this kernel
 			 * (the same build-id), else missing (its calls show as gaps) */
 			if (m->build_id_len &&
-			    tk_image_add_vdso(x->img, m->addr, m->build_id, m->build_id_len) == 0)
-				x->vdso = 1;
+			    tk_image_add_vdso(img, m->addr, m->build_id, m->build_id_len) == 0)
+				x->vdso = vdso = 1;
 			else if (!x->o.quiet)
 				WARN(x, file, "the [vdso] at 0x%llx %s: its code is missing "
 					 "(calls into it show as gaps)", (unsigned long long)m->addr,
@@ -110,11 +129,15 @@ static int add_mappings(const char *file, struct tk_perf_session *x)
 							 : "has no recorded build-id");
 			continue;
 		}
+		/* another mapping of a file already loaded there (in this image: seen, in
+		 * another process's: known) */
 		if ((rc = tk_image_elf_mapped(m->path, m->addr, m->pgoff, &bias, &base)) == 0)
-			for (size_t j = 0; j < x->nmods && !seen; j++)
-				seen = x->mods[j].bias == bias && !strcmp(x->mods[j].path, m->path);
+			for (size_t j = 0; j < x->nmods && !known; j++)
+				known = x->mods[j].bias == bias && !strcmp(x->mods[j].path, m->path);
+		for (int j = 0; rc == 0 && known && j < loaded && !seen; j++)
+			seen = here[j].bias == bias && !strcmp(here[j].path, m->path);
 		if (seen)
-			continue;   /* another mapping of a file already loaded there */
+			continue;
 		if (rc == 0 && m->build_id_len) {
 			/* the file here must be the one that ran: other code would decode into
 			 * other instructions, which is worse than a gap */
@@ -128,7 +151,11 @@ static int add_mappings(const char *file, struct tk_perf_session *x)
 				continue;
 			}
 		}
-		if (rc == 0 && (rc = tk_image_add_elf(x->img, m->path, base, 1)) == 0) {
+		if (rc == 0 && (rc = tk_image_add_elf(img, m->path, base, 1)) == 0) {
+			here[loaded].path = m->path;
+			here[loaded++].bias = bias;
+			if (known)
+				continue;
 			x->mods[x->nmods].path = m->path;
 			x->mods[x->nmods].base = base;
 			x->mods[x->nmods++].bias = bias;
@@ -141,9 +168,10 @@ static int add_mappings(const char *file, struct tk_perf_session *x)
 	}
 	if (missing > 5 && !x->o.quiet)
 		WARN(x, file, "%u more mapped files cannot be loaded", missing - 5);
-	if (!x->o.quiet)
-		tk_perf_warn_overlaps(a, file, x->o.msg, x->o.ctx);
-	return (int)x->nmods + x->vdso;
+	if (!x->o.quiet && !no_overlaps)
+		warn_overlaps(maps, nmaps, file, x->o.msg, x->o.ctx);
+	free(here);
+	return loaded + vdso;
 }
 
 /* The gaps: TOTAL for a raw stream, each queue's own for perf.data (its offsets are in
@@ -401,6 +429,299 @@ static void place_kernel(const char *file, struct tk_perf_session *x)
 		     "symbols) to follow it");
 }
 
+static int add_files(struct tk_perf_session *x, struct tk_image *img);
+
+/* ---- threads and processes (a timed session's sideband) ------------------------------- */
+
+static struct tk_tsc_conv perf_conv(const struct tk_perf_session *x)
+{
+	const struct tk_perf_pt_info *pt = &x->aux.pt;
+
+	if (x->perf && pt->nfields >= 5 && pt->cap_user_time_zero && pt->time_mult)
+		return (struct tk_tsc_conv){ pt->time_zero, (uint32_t)pt->time_mult,
+					     (uint16_t)pt->time_shift };
+	return (struct tk_tsc_conv){ 0, 0, 0 };
+}
+
+/* Split by thread: asked for, and a timed session (perf decodes it by time) that says
+ * which threads ran (switches) or which process a thread is (COMM, FORK). */
+static int split_wanted(const struct tk_perf_session *x)
+{
+	return x->o.threads && perf_conv(x).mult && (x->aux.nswitches || x->aux.ntasks);
+}
+
+/* The process of thread TID (its last COMM or FORK record), UINT32_MAX if none. */
+static uint32_t pid_of(const struct tk_perf_aux *a, uint32_t tid)
+{
+	for (size_t i = a->ntasks; i-- > 0;)
+		if (a->tasks[i].tid == tid && a->tasks[i].kind != TK_PERF_EXIT)
+			return a->tasks[i].pid;
+	return UINT32_MAX;
+}
+
+/* How many times process PID exec'd up to TIME; *FROM: when the last of those (0: none). */
+static uint32_t epoch_of(const struct tk_perf_aux *a, uint32_t pid, uint64_t time, uint64_t *from)
+{
+	uint32_t e = 0;
+
+	*from = 0;
+	for (size_t i = 0; i < a->ntasks; i++)
+		if (a->tasks[i].kind == TK_PERF_EXEC && a->tasks[i].pid == pid &&
+		    a->tasks[i].tid == pid && a->tasks[i].time <= time) {
+			e++;
+			*from = a->tasks[i].time;
+		}
+	return e;
+}
+
+/* The mappings process PID had from FROM (its exec; 0: since it began) up to TO: those it
+ * inherited at its fork if it had not exec'd since (a parent's at the fork, DEPTH bounds
+ * a chain of them in a hostile file), then its own. Appended to OUT (N so far). */
+static size_t proc_maps(const struct tk_perf_aux *a, uint32_t pid, uint64_t from, uint64_t to,
+			const struct tk_perf_mmap **out, size_t n, int depth)
+{
+	for (size_t i = 0; !from && depth < 16 && i < a->ntasks; i++) {
+		const struct tk_perf_task *t = &a->tasks[i];
+		uint64_t pfrom;
+
+		if (t->kind == TK_PERF_FORK && t->pid == pid && t->tid == pid && t->ppid != pid) {
+			epoch_of(a, t->ppid, t->time, &pfrom);
+			n = proc_maps(a, t->ppid, pfrom, t->time, out, n, depth + 1);
+			break;
+		}
+	}
+	for (size_t i = 0; i < a->nmmaps && n < 4 * a->nmmaps; i++) {
+		const struct tk_perf_mmap *m = &a->mmaps[i];
+		if (m->pid == pid && m->time >= from && m->time <= to)
+			out[n++] = m;
+	}
+	return n;
+}
+
+/* The image of process PID after EPOCH execs (made once), NULL if out of memory. */
+static struct tk_image *proc_image(const char *file, struct tk_perf_session *x, uint32_t pid,
+				   uint64_t time)
+{
+	const struct tk_perf_aux *a = &x->aux;
+	uint64_t from, to = UINT64_MAX;
+	uint32_t epoch = epoch_of(a, pid, time, &from);
+	int rc;
+
+	for (size_t i = 0; i < x->nprocs; i++)
+		if (x->procs[i].pid == pid && x->procs[i].epoch == epoch)
+			return x->procs[i].img;
+	/* up to its next exec */
+	for (size_t i = 0; i < a->ntasks; i++)
+		if (a->tasks[i].kind == TK_PERF_EXEC && a->tasks[i].pid == pid &&
+		    a->tasks[i].tid == pid && a->tasks[i].time > from && a->tasks[i].time - 1 < to)
+			to = a->tasks[i].time - 1;
+	void *p = realloc(x->procs, (x->nprocs + 1) * sizeof *x->procs);
+	const struct tk_perf_mmap **maps = malloc((4 * a->nmmaps + 1) * sizeof *maps);
+	if (p)
+		x->procs = p;
+	if (!p || !maps) {
+		free(maps);
+		return NULL;
+	}
+	struct tk_perf_proc *pr = &x->procs[x->nprocs];
+	memset(pr, 0, sizeof *pr);
+	pr->pid = pid;
+	pr->epoch = epoch;
+	for (size_t i = 0; i < a->ntasks; i++)
+		if ((a->tasks[i].kind == TK_PERF_COMM || a->tasks[i].kind == TK_PERF_EXEC) &&
+		    a->tasks[i].pid == pid && a->tasks[i].time <= time)
+			memcpy(pr->comm, a->tasks[i].comm, sizeof pr->comm);
+	size_t n = proc_maps(a, pid, from, to, maps, 0, 0);
+	/* the files' problems were named for the session's image: not again */
+	struct tk_perf_session_opts o = x->o;
+	x->o.quiet = 1;
+	if (!(pr->img = tk_image_new(&rc)) || add_mappings(file, x, pr->img, maps, n, 1) < 0) {
+		x->o = o;
+		tk_image_free(pr->img);
+		free(maps);
+		return NULL;
+	}
+	x->o = o;
+	if (!o.quiet) {
+		/* other code mapped over code in one process: that one image cannot hold both */
+		warn_overlaps(maps, n, file, o.msg, o.ctx);
+	}
+	free(maps);
+	if (add_files(x, pr->img) < 0) {
+		tk_image_free(pr->img);
+		return NULL;
+	}
+	x->nprocs++;
+	return pr->img;
+}
+
+/* The TSC of the PSB+ at PSB in the trace (perf's clock), else TIME unchanged. */
+static uint64_t psb_time(struct tk_ipt_pkt_decoder *dec, uint64_t psb, const struct tk_tsc_conv *c,
+			 uint64_t time)
+{
+	struct tk_ipt_packet pkt;
+
+	if (tk_ipt_pkt_sync_set(dec, psb) < 0)
+		return time;
+	for (int k = 0; k < 32 && tk_ipt_pkt_next(dec, &pkt) > 0; k++) {
+		if (pkt.kind == TK_IPT_PKT_TSC)
+			return tk_tsc_conv_ns(c, pkt.tsc.tsc);
+		if (pkt.kind == TK_IPT_PKT_PSBEND)
+			break;
+	}
+	return time;
+}
+
+struct seg {
+	size_t queue;
+	uint64_t lo, hi;
+	uint32_t pid, tid;
+	uint64_t time;            /* at its first PSB */
+};
+
+static int by_time(const void *a, const void *b)
+{
+	const struct tk_perf_switch *x = *(const struct tk_perf_switch *const *)a;
+	const struct tk_perf_switch *y = *(const struct tk_perf_switch *const *)b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* Queue Q cut at the PSBs where the thread that runs it changes (per CPU: the switches on
+ * its CPU up to the PSB's time; per thread: its process's execs), appended to *SEGS. */
+static int queue_segments(const struct tk_perf_session *x, size_t qi, struct seg **segs,
+			  size_t *n, size_t *cap)
+{
+	const struct tk_perf_aux *a = &x->aux;
+	const struct tk_perf_queue *q = &a->queues[qi];
+	struct tk_tsc_conv c = perf_conv(x);
+	int per_cpu = a->pt.per_cpu_mmaps && q->cpu != UINT32_MAX;
+	const struct tk_perf_switch **sw = malloc((a->nswitches + 1) * sizeof *sw);
+	size_t nsw = 0, k = 0;
+	int rc = 0;
+	struct tk_ipt_pkt_decoder *dec = tk_ipt_pkt_decoder_new(q->data, q->len, NULL, &rc);
+
+	if (!sw || !dec) {
+		free(sw);
+		tk_ipt_pkt_decoder_free(dec);
+		return -TK_E_NOMEM;
+	}
+	for (size_t i = 0; per_cpu && i < a->nswitches; i++)
+		if (a->switches[i].cpu == q->cpu)
+			sw[nsw++] = &a->switches[i];
+	qsort(sw, nsw, sizeof *sw, by_time);
+	uint32_t pid = q->tid == UINT32_MAX ? UINT32_MAX : pid_of(a, q->tid), tid = q->tid;
+	uint64_t time = 0, psb, e = UINT64_MAX;
+	size_t first = *n;
+	for (uint64_t off = 0; tk_ipt_psb_next(q->data, q->len, off, &psb) == 0; off = psb + 1) {
+		uint64_t d;
+		time = psb_time(dec, psb, &c, time);
+		for (; k < nsw && sw[k]->time <= time; k++) {
+			pid = sw[k]->pid;
+			tid = sw[k]->tid;
+		}
+		uint64_t epoch = pid == UINT32_MAX ? 0 : epoch_of(a, pid, time, &d);
+		if (*n > first && (*segs)[*n - 1].pid == pid && (*segs)[*n - 1].tid == tid &&
+		    epoch == e)
+			continue;
+		if (*n == *cap) {
+			size_t nc = *cap ? 2 * *cap : 16;
+			void *p = realloc(*segs, nc * sizeof **segs);
+			if (!p) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			*segs = p;
+			*cap = nc;
+		}
+		/* the first piece from the queue's start (the decoder syncs at its PSB) */
+		uint64_t lo = *n > first ? psb : 0;
+		if (*n > first)
+			(*segs)[*n - 1].hi = psb;
+		(*segs)[*n] = (struct seg){ qi, lo, q->len, pid, tid, time };
+		++*n;
+		e = epoch;
+	}
+	if (*n == first && q->len) {   /* no PSB: one piece, as the queue */
+		if (*n == *cap) {
+			void *p = realloc(*segs, (*cap + 1) * sizeof **segs);
+			if (!p)
+				rc = -TK_E_NOMEM;
+			else
+				*segs = p, ++*cap;
+		}
+		if (rc == 0)
+			(*segs)[(*n)++] = (struct seg){ qi, 0, q->len, pid, tid, 0 };
+	}
+	free(sw);
+	tk_ipt_pkt_decoder_free(dec);
+	return rc;
+}
+
+/* Each queue's streams by thread, each with its process's image. */
+static int split_threads(const char *file, struct tk_perf_session *x)
+{
+	const struct tk_perf_aux *a = &x->aux;
+	struct seg *segs = NULL;
+	size_t n = 0, cap = 0, nb = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < a->nqueues && rc == 0; i++)
+		if (a->queues[i].len)
+			rc = queue_segments(x, i, &segs, &n, &cap);
+	for (size_t i = 0; i < a->nqueues; i++)
+		nb += a->queues[i].nbreaks;
+	struct tk_perf_stream *s = rc ? NULL : calloc(n ? n : 1, sizeof *s);
+	if (!s || !(x->seg_breaks = malloc((nb ? nb : 1) * sizeof *x->seg_breaks))) {
+		free(s);
+		free(segs);
+		return -TK_E_NOMEM;
+	}
+	nb = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct seg *g = &segs[i];
+		const struct tk_perf_queue *q = &a->queues[g->queue];
+		struct tk_perf_stream *t = &s[i];
+
+		t->data = q->data + g->lo;
+		t->len = (size_t)(g->hi - g->lo);
+		t->pid = g->pid;
+		t->tid = g->tid;
+		t->track = g->tid == UINT32_MAX ? 0 : g->tid;
+		t->break_reason = a->pt.snapshot_mode ? TK_GAP_WRAP : TK_GAP_OVERFLOW;
+		t->breaks = x->seg_breaks + nb;
+		for (size_t k = 0; k < q->nbreaks; k++)
+			if (q->breaks[k] > g->lo && q->breaks[k] < g->hi)
+				x->seg_breaks[nb + t->nbreaks++] = q->breaks[k] - g->lo;
+		nb += t->nbreaks;
+		if (a->pt.per_cpu_mmaps && q->cpu != UINT32_MAX)
+			snprintf(t->name, sizeof t->name, "cpu %u", q->cpu);
+		else
+			snprintf(t->name, sizeof t->name, "thread %u", q->tid);
+		if (g->pid != UINT32_MAX && a->pt.per_cpu_mmaps && q->cpu != UINT32_MAX)
+			snprintf(t->label, sizeof t->label, "%s [cpu %u, pid %u, tid %u]", file,
+				 q->cpu, g->pid, g->tid);
+		else
+			snprintf(t->label, sizeof t->label, "%s [%s]", file, t->name);
+		if (g->pid != UINT32_MAX && !(t->img = proc_image(file, x, g->pid, g->time))) {
+			rc = -TK_E_NOMEM;
+			break;
+		}
+	}
+	free(segs);
+	if (rc < 0) {
+		free(s);
+		return rc;
+	}
+	free(x->s);
+	x->s = s;
+	x->n = n;
+	x->track_label = "thread";
+	return 0;
+}
+
 static int open_perf(const char *file, const uint8_t *data, size_t len, struct tk_perf_session *x)
 {
 	struct diag d = { x, file };
@@ -460,7 +781,15 @@ static int open_perf(const char *file, const uint8_t *data, size_t len, struct t
 	tk_perf_timing(&x->aux, &x->o);
 	if (!x->o.code)
 		return 0;
-	int loaded = add_mappings(file, x);
+	const struct tk_perf_mmap **all = malloc((x->aux.nmmaps ? x->aux.nmmaps : 1) * sizeof *all);
+	if (!all)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < x->aux.nmmaps; i++)
+		all[i] = &x->aux.mmaps[i];
+	/* split by thread, each process's code is apart: no overlap warning for all */
+	x->split = split_wanted(x);
+	int loaded = add_mappings(file, x, x->img, all, x->aux.nmmaps, x->split);
+	free(all);
 	if (loaded < 0)
 		return loaded;
 	find_kcore(file, x);
@@ -471,19 +800,26 @@ static int open_perf(const char *file, const uint8_t *data, size_t len, struct t
 	return 0;
 }
 
-/* The user's files go over the mapped ones (later additions win). */
-static int add_files(struct tk_perf_session *x)
+/* The user's files go over the mapped ones (later additions win), and the kernel's code
+ * as it ran over a vmlinux (whose symbols and lines still serve). */
+static int add_files(struct tk_perf_session *x, struct tk_image *img)
 {
+	int rc;
+
 	for (size_t i = 0; i < x->nelf; i++)
-		if (tk_image_add_elf_arg(x->img, x->elf[i]) < 0) {
+		if (tk_image_add_elf_arg(img, x->elf[i]) < 0) {
 			ERROR(x, x->elf[i], UINT64_MAX, "cannot load ELF file into the image");
 			return -TK_E_IO;
 		}
 	for (size_t i = 0; i < x->o.nraw; i++)
-		if (tk_image_add_raw_arg(x->img, x->o.raw[i]) < 0) {
+		if (tk_image_add_raw_arg(img, x->o.raw[i]) < 0) {
 			ERROR(x, x->o.raw[i], UINT64_MAX, "cannot load raw file (want FILE:ADDR)");
 			return -TK_E_IO;
 		}
+	if (x->kcore && (rc = tk_image_add_elf(img, x->kcore, 0, 0)) < 0) {
+		ERROR(x, x->kcore, UINT64_MAX, "cannot load the kernel's code: %s", tk_strerror(rc));
+		return rc;
+	}
 	return 0;
 }
 
@@ -514,13 +850,10 @@ static int session_open(struct tk_perf_session *x, const char *file, const uint8
 		x->n = 1;
 		x->track_label = "thread";
 	}
-	if (x->o.code && (rc = add_files(x)) < 0)
+	if (x->o.code && (rc = add_files(x, x->img)) < 0)
 		return rc;
-	/* the kernel's code as it ran over a vmlinux (whose symbols and lines still serve) */
-	if (x->o.code && x->kcore && (rc = tk_image_add_elf(x->img, x->kcore, 0, 0)) < 0) {
-		ERROR(x, x->kcore, UINT64_MAX, "cannot load the kernel's code: %s", tk_strerror(rc));
-		return rc;
-	}
+	if (x->split)
+		return split_threads(file, x);
 	return 0;
 }
 
@@ -547,6 +880,10 @@ void tk_perf_session_stream_header(struct tk_buf *out, const struct tk_perf_sess
 void tk_perf_session_close(struct tk_perf_session *x)
 {
 	tk_image_free(x->img);
+	for (size_t i = 0; i < x->nprocs; i++)
+		tk_image_free(x->procs[i].img);
+	free(x->procs);
+	free(x->seg_breaks);
 	if (x->perf)
 		tk_perf_aux_free(&x->aux);   /* its queues may point into the parts */
 	tk_perf_parts_close(x);
@@ -566,7 +903,7 @@ void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
 	const struct tk_perf_stream *s = &x->s[i];
 
 	*fo = (struct tk_ipt_flow_opts){
-		.sz = sizeof(struct tk_ipt_flow_opts), .image = x->img, .nthreads = x->o.nthreads,
+		.sz = sizeof(struct tk_ipt_flow_opts), .image = s->img ? s->img : x->img, .nthreads = x->o.nthreads,
 		.chunk_bytes = x->o.chunk_bytes, .mtc_freq = x->o.mtc_freq,
 		.nom_freq = x->o.nom_freq, .cpuid_15_eax = x->o.cpuid_15_eax,
 		.cpuid_15_ebx = x->o.cpuid_15_ebx, .track = s->track, .breaks = s->breaks,

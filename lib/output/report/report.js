@@ -500,12 +500,13 @@
     drawPipe();
   }
 
-  summary();
-  flame();
-  functions();
-  source();
-  timeline();
-  account();
-  pipeline();
+  /* each section drawn, and how long it took (ms) */
+  R.timings = {};
+  for (const [name, f] of [['summary', summary], ['flame', flame], ['functions', functions], ['source', source],
+    ['timeline', timeline], ['account', account], ['pipeline', pipeline]]) {
+    const t0 = performance.now();
+    f();
+    R.timings[name] = Math.round(performance.now() - t0);
+  }
   R.ready = true;
 })();

@@ -1,0 +1,167 @@
+/* What the tracekit command does with one input of each format: the per-format part of
+ * info, dump, check, decode, stats and convert, behind one table (lib/commands/). The
+ * command (cli/) parses the options into struct tk_cmd_opts, supplies its outputs and
+ * message printer in struct tk_cmd, and asks tk_cmd_op for the format's operation; a
+ * format without it has none (the command says so, once, for every format). Internal tier:
+ * neither installed nor exported by libtracekit.so. */
+#ifndef TRACEKIT_INTERNAL_COMMANDS_H
+#define TRACEKIT_INTERNAL_COMMANDS_H
+
+#include <stdint.h>
+
+#include "tracekit/common.h"
+#include "tracekit/detect.h"
+#include "tracekit/internal/util.h"
+
+/* Exit statuses (README.md's table). */
+enum {
+	TK_EXIT_CLEAN = 0,     /* finished, nothing lost */
+	TK_EXIT_SKIPPED = 1,   /* finished, but some input was skipped or lost */
+	TK_EXIT_USAGE = 2,     /* bad command line */
+	TK_EXIT_INPUT = 3,     /* input unreadable or of an unknown format */
+	TK_EXIT_OUTPUT = 4,    /* an output could not be written */
+	/* convert: the output asked for is a profile (the profile command's writers) */
+	TK_EXIT_AS_PROFILE = 100,
+};
+
+#define TK_CMD_MAX_LIST 64
+
+/* Every option of every command. A command ignores what it does not use; `tracekit help
+ * CMD` lists the ones that matter to it (cli/options.c, each format's table). */
+struct tk_cmd_opts {
+	/* common */
+	unsigned jobs;               /* -j N; 0 = all cores */
+	const char *output;          /* -o FILE; NULL = stdout */
+	const char *format;          /* --format NAME: override detection */
+	const char *to;              /* --to FMT: output kind (text, json, csv, folded, ...) */
+	int quiet;                   /* -q / --quiet */
+	int progress;                /* 1 = on when stderr is a terminal (default), 0 = off */
+
+	/* dump */
+	int no_offset;               /* --no-offset */
+	int lastip;                  /* --lastip */
+
+	/* decode / profile: memory image and timing (ptxed's spelling) */
+	const char *elf[TK_CMD_MAX_LIST];   /* --elf FILE[:BASE] */
+	int n_elf;
+	const char *raw[TK_CMD_MAX_LIST];   /* --raw FILE:ADDR */
+	int n_raw;
+	const char *module_path[TK_CMD_MAX_LIST];   /* --module-path DIR (branch traces) */
+	int n_module_path;
+	int no_disasm;               /* --no-disasm */
+	int stat;                    /* --stat */
+	int time;                    /* --time */
+	uint64_t mtc_freq;           /* --mtc-freq N */
+	uint64_t nom_freq;           /* --nom-freq N */
+	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */
+	uint64_t cpuid_15_ebx;       /* --cpuid-0x15.ebx N */
+	const char *cpu;             /* --cpu FAMILY/MODEL[/STEPPING] */
+	int has_tsc_hz;              /* --tsc-hz N given: the TSC's rate for times (0: ticks) */
+	uint64_t tsc_hz;
+
+	/* profile / convert */
+	const char *sort;            /* --sort KEY */
+	uint64_t top;                /* --top N; 0 = all */
+	int threads;                 /* --threads: per thread instead of merged */
+	int stacks;                  /* --stacks */
+	int lines;                   /* --lines: per source line */
+	int source;                  /* --source: annotated source listing */
+	const char *instr_map;       /* --instr-map BINARY|YAML */
+	const char *time_window;     /* --time A:B */
+	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
+	int short_names;             /* --short-names: no template arguments, no parameters */
+	uint64_t max_events;         /* --max-events N; 0 = default cap */
+	const char *shard;           /* profile --shard I/N: a partial result (cli/shard.c) */
+	int mpi;                     /* profile --mpi: refused, saying where MPI runs are */
+
+	/* stats / convert for pipelines and slices */
+	uint64_t window;             /* --window N */
+	uint64_t slowest;            /* --slowest N */
+	const char *cycles;          /* --cycles A:B */
+	const char *slice;           /* --slice K:N */
+
+	/* record */
+	int record;                  /* --btrace, --xray, --qemu: the format the recorder writes */
+	const char *xray_mode;       /* --xray-mode basic|fdr */
+	const char *module[TK_CMD_MAX_LIST]; /* --module PATH */
+	int n_module;
+	int no_follow;               /* --no-follow: programs it starts run untraced */
+	int has_tid;                 /* --tid N given */
+	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
+	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */
+
+	/* positional arguments (files, or the command after `--` for record) */
+	char **args;
+	int nargs;
+};
+
+/* The command's side: its options, how it prints messages, opens outputs, shows progress. */
+struct tk_cmd {
+	struct tk_cmd_opts *o;
+	const char *name;            /* the command: "dump", "convert", ... */
+	/* messages: TK_LOG_ERROR and TK_LOG_INFO print as "tracekit: FILE: offset 0x..: msg",
+	 * TK_LOG_WARN with "warning: " first */
+	tk_msg_fn msg;
+	void *ctx;
+	/* an output: PATH, or NULL for -o FILE / standard output; both return an exit status
+	 * after saying what went wrong */
+	int (*out_open)(const struct tk_cmd *c, const char *path, struct tk_buf *out);
+	int (*out_close)(struct tk_buf *out);
+	/* an output file beside the others (never one of the inputs, nor of ALSO) */
+	struct tk_outfile *(*outfile_open)(const struct tk_cmd *c, const char *path,
+					   const char *const *also, size_t nalso, int *status);
+	/* progress lines (NULL: none) */
+	void (*progress)(void *ctx, const char *line);
+};
+
+/* A number: decimal, or 0x hex (0, or -1 if not one). */
+int tk_cmd_parse_u64(const char *s, uint64_t *v);
+/* "A:B", either side may be empty (A 0, B UINT64_MAX). */
+int tk_cmd_parse_range(const char *s, uint64_t *a, uint64_t *b);
+
+/* What a command does with one input of one format; OUT: info's output (NULL for the
+ * others, which open their own). Returns an exit status. */
+typedef int (*tk_cmd_fn)(const struct tk_cmd *c, const char *file, struct tk_input *in,
+			 const struct tk_format_info *fi, struct tk_buf *out);
+enum tk_cmd_kind {
+	TK_CMD_INFO,      /* what the reader knows, after the line naming format and size */
+	TK_CMD_DUMP,      /* every packet or record with its offset */
+	TK_CMD_CHECK,     /* every violation of the format's rules */
+	TK_CMD_DECODE,    /* the instruction listing */
+	TK_CMD_STATS,     /* statistics */
+	TK_CMD_CONVERT,   /* the format's conversions (TK_EXIT_AS_PROFILE: a profile output) */
+	TK_CMD_RECORD,    /* run the program in c->o->args, writing a trace of this format */
+	TK_CMD_PROFILE,   /* none: the profile runs the format's source (tracekit/run.h) */
+	TK_CMD_REPORT,    /* the HTML page of a format without a source (with one: the CLI's) */
+	TK_CMD__COUNT
+};
+/* The format's operation (NULL: the format has none). */
+tk_cmd_fn tk_cmd_op(enum tk_format_id id, enum tk_cmd_kind kind);
+
+/* The format is text read as a stream in bounded memory (a pipe of it is never held
+ * whole: what needs its size reads it to the end). */
+int tk_cmd_streamed(enum tk_format_id id);
+
+/* An option a format declares (the command line's common options are the CLI's own):
+ * `tracekit help CMD` lists it under the format, the option parser stores it. */
+enum tk_cmd_opt_kind {
+	TK_OPT_FLAG,      /* int field set to VALUE (0: 1) */
+	TK_OPT_U64,       /* uint64_t field; GIVEN (if not 0): an int field set to 1 */
+	TK_OPT_STRING,    /* const char * field */
+	TK_OPT_LIST,      /* const char *[TK_CMD_MAX_LIST] field; GIVEN: its int count */
+};
+struct tk_cmd_option {
+	const char *name;            /* the long option, without "--" */
+	const char *arg;             /* its argument in help ("N", "DIR"); NULL: none */
+	const char *help;            /* what it does, one line */
+	unsigned commands;           /* TK_CMD_BIT(kind) of the commands that take it */
+	enum tk_cmd_opt_kind kind;
+	size_t field, given;         /* offsetof(struct tk_cmd_opts, ...) */
+	int value;
+};
+#define TK_CMD_BIT(kind) (1u << (kind))
+/* The I-th table of format options (ended by a NULL name) and its TITLE; NULL after the
+ * last. */
+const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title);
+
+#endif

@@ -1,0 +1,425 @@
+/* Branch traces (.tkbt, tracekit record --btrace) in the commands: info, dump, decode,
+ * stats, convert. Each thread's stream is Intel PT packets, decoded against the recorded
+ * modules (plus --elf/--raw). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct bt {
+	struct tk_btrace *bt;
+	struct tk_image *img;
+	struct tk_sym *sym;
+	int missing;                /* recorded modules whose code could not be loaded */
+};
+
+/* The container, its library messages naming FILE; NULL after saying why. */
+static struct tk_btrace *bt_read(const struct tk_cmd *c, const char *file, struct tk_input *in,
+				 const struct tk_btrace_opts *opts)
+{
+	const uint8_t *data;
+	size_t len;
+	int err = 0;
+
+	if (tk_cmd_map(c, file, in, &data, &len))
+		return NULL;
+	tk_cmd_log_file(c, file);
+	struct tk_btrace *bt = tk_btrace_open(data, len, opts, &err);
+	tk_cmd_log_file(c, NULL);
+	if (!bt)
+		CMD_ERROR(c, file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
+	return bt;
+}
+
+/* The recorded modules of BT into IMG (and SYM, if not NULL), each from its recorded path
+ * if that file has the recorded build-id, else from an --elf file or --module-path DIR
+ * that has it; a module with no such file is named and left out (the trace in it decodes
+ * as gaps). Returns how many were left out. */
+static int bt_modules(const struct tk_cmd *c, const char *file, const struct tk_btrace *bt,
+		      struct tk_image *img, struct tk_sym *sym)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_btrace_modules_opts mo = {
+		.sz = sizeof mo, .elf = o->elf, .nelf = (size_t)o->n_elf,
+		.module_path = o->module_path, .nmodule_path = (size_t)o->n_module_path,
+		.quiet = o->quiet, .msg = c->msg, .ctx = c->ctx, .file = file,
+	};
+
+	return tk_btrace_load_modules(bt, &mo, img, sym);
+}
+
+static void bt_close(struct bt *cb)
+{
+	tk_sym_free(cb->sym);
+	tk_image_free(cb->img);
+	tk_btrace_free(cb->bt);
+	memset(cb, 0, sizeof *cb);
+}
+
+/* The container, the recorded modules in an image (and symbols, with SYMBOLS). */
+static int bt_open(const struct tk_cmd *c, const char *file, struct tk_input *in, int symbols,
+		   struct bt *cb)
+{
+	int status;
+
+	memset(cb, 0, sizeof *cb);
+	if (!(cb->bt = bt_read(c, file, in, NULL)))
+		return TK_EXIT_INPUT;
+	/* the recorded modules, plus whatever --elf/--raw add */
+	if (!(cb->img = tk_cmd_image_load(c)) ||
+	    (symbols && !(cb->sym = tk_cmd_sym_open(c, 0, &status)))) {
+		bt_close(cb);
+		return TK_EXIT_INPUT;
+	}
+	cb->missing = bt_modules(c, file, cb->bt, cb->img, cb->sym);
+	return 0;
+}
+
+/* After decoding threads of BT (their gaps: DECODED): the container's damage and theirs
+ * reported together; the exit status, 1 also when the recording did not end. */
+static int bt_status(const struct tk_cmd *c, const char *file, const struct tk_btrace *bt,
+		     const struct tk_gap_stats *decoded)
+{
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+
+	tk_gap_stats_merge(&gaps, decoded);
+	int rc = tk_cmd_gaps(c, file, &gaps, "gap");
+	/* a recording that did not end (killed, or cut short) is missing its tail */
+	if (!tk_btrace_info(bt)->complete && rc < TK_EXIT_SKIPPED)
+		rc = TK_EXIT_SKIPPED;
+	return rc;
+}
+
+/* Modules, threads and how complete the recording is. */
+static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *out)
+{
+	int status = TK_EXIT_CLEAN;
+	struct tk_btrace *bt = bt_read(c, file, in, NULL);
+
+	(void)fi;
+	if (!bt)
+		return TK_EXIT_INPUT;
+	tk_btrace_info_text(out, bt);
+	/* a recording that followed its processes: the others' files, named after this one */
+	char **rel;
+	size_t nrel;
+	if (strcmp(file, "-") && tk_btrace_related(file, &rel, &nrel) == 0) {
+		for (size_t i = 0; i < nrel; i++)
+			tk_buf_printf(out, "  followed: %s\n", rel[i]);
+		tk_btrace_related_free(rel, nrel);
+	}
+	if (!tk_btrace_info(bt)->complete && !tk_btrace_info(bt)->refused)
+		status = TK_EXIT_SKIPPED;
+	int g = tk_cmd_gaps(c, file, tk_btrace_gaps(bt), "damaged record");
+	tk_btrace_free(bt);
+	return tk_cmd_max(g, status);
+}
+
+/* The header and every record with its file offset (formatted by the library), then each
+ * thread's Intel PT stream in ptdump's layout (offsets in the joined stream). */
+struct dump {
+	struct tk_buf *b;
+	int no_offset;
+};
+
+static int dump_record(void *ctx, const struct tk_btrace_record *r)
+{
+	const struct dump *d = ctx;
+	tk_btrace_record_text(d->b, r, d->no_offset);
+	return 0;
+}
+
+static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	const uint8_t *data;
+	size_t len;
+	struct tk_buf out;
+	struct tk_gap_stats gaps = { 0 };
+	int rc;
+
+	(void)fi, (void)unused;
+	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
+		return rc;
+	if ((rc = c->out_open(c, NULL, &out)))
+		return rc;
+	struct dump d = { &out, o->no_offset };
+	if (!o->quiet)
+		tk_btrace_header_text(&out, data, len, o->no_offset);
+	/* -q: the records are checked, not printed */
+	struct tk_btrace_opts bo = { .sz = sizeof bo, .ctx = &d,
+				     .on_record = o->quiet ? NULL : dump_record };
+	struct tk_btrace *bt = bt_read(c, file, in, &bo);
+	if (!bt) {
+		c->out_close(&out);
+		return TK_EXIT_INPUT;
+	}
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		uint8_t *pt;
+		size_t n;
+
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if ((rc = tk_btrace_thread_stream(bt, i, &pt, &n)) < 0)
+			break;
+		if (!o->quiet)
+			tk_buf_printf(&out, "[thread %u: %zu bytes of trace]\n", t->tid, n);
+		rc = tk_cmd_ipt_dump_stream(c, file, pt, n, &out, &gaps);
+		free(pt);
+	}
+	int st = c->out_close(&out);
+	if (rc < 0 && !st) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		st = TK_EXIT_INPUT;
+	}
+	int g = bt_status(c, file, bt, &gaps);
+	tk_btrace_free(bt);
+	return tk_cmd_max(st, g);
+}
+
+static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		  const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_buf out;
+	struct bt cb;
+	int rc, status;
+
+	(void)fi, (void)unused;
+	if ((status = bt_open(c, file, in, 0, &cb)))
+		return status;
+	if (cb.missing)
+		status = TK_EXIT_SKIPPED;   /* code missing: its trace decodes as gaps */
+	if ((rc = c->out_open(c, NULL, &out))) {
+		bt_close(&cb);
+		return rc;
+	}
+	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && status < TK_EXIT_INPUT; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(cb.bt, i);
+		struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, cb.img);
+		struct tk_ipt_flow_stats st;
+		uint8_t *pt;
+		size_t n;
+
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if (tk_btrace_thread_stream(cb.bt, i, &pt, &n) < 0) {
+			status = TK_EXIT_INPUT;
+			break;
+		}
+		tk_buf_printf(&out, "[thread %u]\n", t->tid);
+		rc = tk_ipt_flow_text(pt, n, &fo, tk_cmd_text_flags(c), &out, &st);
+		free(pt);
+		if (o->stat)
+			tk_buf_printf(&out, "insn: %llu\nerrors: %llu\n", (unsigned long long)st.insns,
+				      (unsigned long long)st.errors);
+		if (rc < 0 && rc == out.err) {
+			break;   /* the output failed: out_close says so */
+		} else if (rc < 0) {
+			CMD_ERROR(c, file, UINT64_MAX, "thread %u: decode failed: %s", t->tid,
+				  tk_strerror(rc));
+			status = TK_EXIT_INPUT;
+		}
+		tk_gap_stats_merge(&gaps, &st.gaps);
+	}
+	status = tk_cmd_max(c->out_close(&out), status);
+	rc = bt_status(c, file, cb.bt, &gaps);
+	bt_close(&cb);
+	return tk_cmd_max(rc, status);
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_ipt_exec_stats s;
+	struct tk_ipt_exec *ex;
+	struct bt cb;
+	size_t nthreads = 0;
+	int rc = 0, err = 0, status;
+
+	(void)fi, (void)unused;
+	if (!tk_cmd_stats_format(c))
+		return TK_EXIT_USAGE;
+	if ((status = bt_open(c, file, in, 1, &cb)))
+		return status;
+	if (!(ex = tk_ipt_exec_new(cb.img, &err))) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		bt_close(&cb);
+		return TK_EXIT_INPUT;
+	}
+	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && rc >= 0; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(cb.bt, i);
+		struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, cb.img);
+		uint8_t *pt;
+		size_t n;
+
+		if (o->has_tid && t->tid != o->tid)
+			continue;
+		if ((rc = tk_btrace_thread_stream(cb.bt, i, &pt, &n)) < 0)
+			break;
+		rc = tk_ipt_exec_add(ex, pt, n, &fo, NULL);
+		free(pt);
+		nthreads++;
+	}
+	if (rc >= 0)
+		rc = tk_ipt_exec_finish(ex, &s);
+	tk_ipt_exec_free(ex);
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		bt_close(&cb);
+		return TK_EXIT_INPUT;
+	}
+	status = tk_cmd_exec_stats_out(c, file, "branch trace", "btrace", "thread", nthreads, &s);
+	int g = bt_status(c, file, cb.bt, &s.flow.gaps);
+	bt_close(&cb);
+	return tk_cmd_max(status, g);
+}
+
+/* --to perfetto|chrome: a timeline of every thread's calls. */
+static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_cmd_timeline ct;
+	struct bt cb;
+	int status;
+
+	if ((status = bt_open(c, file, in, 1, &cb)))
+		return status;
+	struct tk_trace_clock clock = { o->has_tsc_hz ? o->tsc_hz : tk_btrace_info(cb.bt)->tsc_hz };
+	if ((status = tk_cmd_timeline_open(c, cb.sym, clock, &ct)) == 0) {
+		struct tk_btrace_events_opts eo = { .sz = sizeof eo, .image = cb.img,
+						    .nthreads = o->jobs, .only_tid = o->has_tid,
+						    .tid = (uint32_t)o->tid };
+		struct tk_gap_stats gaps = { 0 };
+		int rc = tk_btrace_events(cb.bt, &eo, tk_timeline_sink(ct.tl), &gaps);
+
+		if (rc < 0) {
+			CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+			status = TK_EXIT_INPUT;
+		} else {
+			status = tk_btrace_info(cb.bt)->complete && !cb.missing ? TK_EXIT_CLEAN
+										: TK_EXIT_SKIPPED;
+			status = tk_cmd_max(tk_cmd_gaps(c, file, &gaps, "gap"), status);
+		}
+		status = tk_cmd_max(tk_cmd_timeline_close(&ct), status);
+	}
+	bt_close(&cb);
+	return status;
+}
+
+/* One thread's raw Intel PT stream (--tid N, default the first thread): with return
+ * compression (decoded and written again), or with --no-retcomp as recorded. */
+static int to_ipt(const struct tk_cmd *c, const char *file, struct tk_input *in)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_btrace *bt = bt_read(c, file, in, NULL);
+	int err = 0, status = TK_EXIT_CLEAN;
+	uint8_t *pt;
+	size_t n;
+
+	if (!bt)
+		return TK_EXIT_INPUT;
+	size_t k = 0, nt = tk_btrace_thread_count(bt);
+	if (o->has_tid) {
+		while (k < nt && tk_btrace_thread(bt, k)->tid != o->tid)
+			k++;
+		if (k == nt) {
+			CMD_ERROR(c, file, UINT64_MAX, "convert: no thread %llu in this trace",
+				  (unsigned long long)o->tid);
+			tk_btrace_free(bt);
+			return TK_EXIT_USAGE;
+		}
+	} else if (!nt) {
+		CMD_ERROR(c, file, UINT64_MAX, "convert: the trace has no thread stream");
+		tk_btrace_free(bt);
+		return TK_EXIT_INPUT;
+	} else if (nt > 1 && !o->quiet) {
+		CMD_WARN(c, file, UINT64_MAX, "%zu threads; writing thread %u (choose with --tid)", nt,
+			 tk_btrace_thread(bt, 0)->tid);
+	}
+	if ((err = tk_btrace_thread_stream(bt, k, &pt, &n)) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_btrace_free(bt);
+		return TK_EXIT_INPUT;
+	}
+	struct tk_gap_stats gaps = *tk_btrace_gaps(bt);
+	struct tk_buf out;
+	if ((status = c->out_open(c, NULL, &out)) == 0) {
+		struct tk_image *img = NULL;
+
+		if (o->no_retcomp) {
+			tk_buf_put(&out, pt, n);
+		} else if (!(img = tk_cmd_image_load(c))) {
+			status = TK_EXIT_INPUT;
+		} else {
+			int missing = bt_modules(c, file, bt, img, NULL);
+			status = tk_cmd_reencode(c, file, img, pt, n, &out, &gaps);
+			if (missing && status < TK_EXIT_SKIPPED)
+				status = TK_EXIT_SKIPPED;   /* code missing: left out as gaps */
+		}
+		tk_image_free(img);
+		status = tk_cmd_max(c->out_close(&out), status);
+	}
+	free(pt);
+	if (!tk_btrace_info(bt)->complete && status == TK_EXIT_CLEAN)
+		status = TK_EXIT_SKIPPED;
+	int g = tk_cmd_gaps(c, file, &gaps, o->no_retcomp ? "damaged record" : "gap");
+	tk_btrace_free(bt);
+	return tk_cmd_max(g, status);
+}
+
+static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		   const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const char *to = c->o->to;
+
+	(void)fi, (void)unused;
+	if (!to) {
+		CMD_ERROR(c, file, UINT64_MAX, "convert: a branch trace converts --to ipt, perfetto, "
+			  "chrome, folded, pprof or a profile output");
+		return TK_EXIT_USAGE;
+	}
+	if (!strcmp(to, "ipt"))
+		return to_ipt(c, file, in);
+	if (tk_timeline_kind_by_name(to))
+		return timeline(c, file, in);
+	if (tk_out_kind_by_name(to))
+		return TK_EXIT_AS_PROFILE;
+	CMD_ERROR(c, NULL, UINT64_MAX, "convert: a branch trace converts to ipt, perfetto, chrome, "
+		  "folded, pprof or a profile output, not '%s'", to);
+	return TK_EXIT_USAGE;
+}
+
+const tk_cmd_fn tk_cmd_btrace[TK_CMD__COUNT] = {
+	[TK_CMD_INFO] = info, [TK_CMD_DUMP] = dump, [TK_CMD_DECODE] = decode,
+	[TK_CMD_STATS] = stats, [TK_CMD_CONVERT] = convert,
+	[TK_CMD_RECORD] = tk_cmd_record_btrace,
+};
+
+/* The branch traces' options. */
+#define BT_READ (TK_CMD_BIT(TK_CMD_DUMP) | TK_CMD_BIT(TK_CMD_DECODE) | TK_CMD_BIT(TK_CMD_STATS) | \
+		 TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT))
+const struct tk_cmd_option tk_cmd_btrace_options[] = {
+	{ "tid", "N", "only thread N (convert --to ipt: that thread; default the first)",
+	  BT_READ, TK_OPT_U64, CMD_FIELD(tid), CMD_FIELD(has_tid) },
+	{ "module-path", "DIR", "a moved module: DIR/NAME with its build-id (as an --elf FILE)", BT_READ & ~TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_LIST,
+	  CMD_FIELD(module_path), CMD_FIELD(n_module_path) },
+	{ "no-retcomp", NULL, "convert --to ipt: the stream as recorded, every return a TIP",
+	  TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_FLAG, CMD_FIELD(no_retcomp), 0 },
+	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
+	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
+	  CMD_FIELD(has_tsc_hz) },
+	{ "btrace", NULL, "record a software branch trace of an unmodified x86-64 binary",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(record), 0,
+	  TK_FMT_TKBT },
+	{ "module", "PATH", "trace this loaded module too (repeatable; 'main': the executable)",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_LIST, CMD_FIELD(module), CMD_FIELD(n_module) },
+	{ "no-follow", NULL, "programs it starts (exec, fork+exec, posix_spawn, system) run untraced",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(no_follow), 0 },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
+};

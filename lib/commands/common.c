@@ -1,0 +1,256 @@
+/* The parts every format's command operations share. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int tk_cmd_parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	unsigned long long x;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	x = strtoull(s, &end, 0);
+	if (errno || *end)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+int tk_cmd_parse_range(const char *s, uint64_t *a, uint64_t *b)
+{
+	const char *colon = strchr(s, ':');
+	char left[64];
+
+	if (!colon || (size_t)(colon - s) >= sizeof left)
+		return -1;
+	memcpy(left, s, (size_t)(colon - s));
+	left[colon - s] = 0;
+	*a = 0;
+	*b = UINT64_MAX;
+	if (left[0] && tk_cmd_parse_u64(left, a) < 0)
+		return -1;
+	if (colon[1] && tk_cmd_parse_u64(colon + 1, b) < 0)
+		return -1;
+	return 0;
+}
+
+void tk_cmd_line_msg(const struct tk_cmd *c, const char *file, uint64_t line, int is_error,
+		     const char *msg)
+{
+	char where[4200];
+
+	snprintf(where, sizeof where, "%s:%llu", file, (unsigned long long)line);
+	CMD_NOTE(c, where, "%s: %s", is_error ? "error" : "warning", msg);
+}
+
+int tk_cmd_gaps(const struct tk_cmd *c, const char *file, const struct tk_gap_stats *g,
+		const char *what)
+{
+	return tk_gap_report(g, what, file, c->msg, c->ctx) ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+}
+
+int tk_cmd_exec_stats_out(const struct tk_cmd *c, const char *file, const char *what,
+			  const char *name, const char *unit, size_t n,
+			  const struct tk_ipt_exec_stats *s)
+{
+	struct tk_buf b;
+	int status = c->out_open(c, NULL, &b);
+
+	if (status)
+		return status;
+	tk_out_exec_stats(&b, tk_stats_format_by_name(c->o->to), file, what, name, unit, n, s);
+	return c->out_close(&b);
+}
+
+int tk_cmd_stats_format(const struct tk_cmd *c)
+{
+	int to = tk_stats_format_by_name(c->o->to);
+
+	if (!to)
+		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", c->o->to);
+	return to;
+}
+
+/* The library's log messages, through the command's printer (one command runs at a time). */
+static struct {
+	const struct tk_cmd *c;
+	const char *file;
+} log_to;
+
+static void log_fwd(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx;
+	tk_msg(log_to.c->msg, log_to.c->ctx, level == TK_LOG_WARN ? TK_LOG_WARN : TK_LOG_ERROR,
+	       log_to.file, UINT64_MAX, "%s", msg);
+}
+
+void tk_cmd_log_file(const struct tk_cmd *c, const char *file)
+{
+	log_to.c = c;
+	log_to.file = file;
+	tk_set_log(log_fwd, NULL);
+}
+
+void tk_cmd_progress_init(const struct tk_cmd *c, struct tk_progress *p, const char *label,
+			  uint64_t total)
+{
+	tk_progress_init(p, label, total, c->progress, NULL);
+}
+
+int tk_cmd_map(const struct tk_cmd *c, const char *file, struct tk_input *in,
+	       const uint8_t **data, size_t *len)
+{
+	int rc = tk_input_map(in, data, len);
+
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	return 0;
+}
+
+unsigned tk_cmd_jobs(const struct tk_cmd *c)
+{
+	return c->o->jobs ? c->o->jobs : tk_cpu_count();
+}
+
+struct tk_image *tk_cmd_image_load(const struct tk_cmd *c)
+{
+	const struct tk_cmd_opts *o = c->o;
+	int err;
+	struct tk_image *img = tk_image_new(&err);
+
+	for (int i = 0; img && i < o->n_elf; i++)
+		if (tk_image_add_elf_arg(img, o->elf[i]) < 0) {
+			CMD_ERROR(c, o->elf[i], UINT64_MAX, "cannot load ELF file into the image");
+			goto fail;
+		}
+	for (int i = 0; img && i < o->n_raw; i++)
+		if (tk_image_add_raw_arg(img, o->raw[i]) < 0) {
+			CMD_ERROR(c, o->raw[i], UINT64_MAX,
+				  "cannot load raw file (want FILE[:FROM[-TO]]:ADDR)");
+			goto fail;
+		}
+	return img;
+fail:
+	tk_image_free(img);
+	return NULL;
+}
+
+struct tk_ipt_flow_opts tk_cmd_flow_opts(const struct tk_cmd *c, const struct tk_image *img)
+{
+	const struct tk_cmd_opts *o = c->o;
+	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
+	const char *chunk = getenv("TK_IPT_CHUNK");
+
+	return (struct tk_ipt_flow_opts){
+		.sz = sizeof(struct tk_ipt_flow_opts), .image = img, .nthreads = o->jobs,
+		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+	};
+}
+
+struct tk_sym_opts tk_cmd_sym_opts(const struct tk_cmd_opts *o)
+{
+	return (struct tk_sym_opts){ .sz = sizeof(struct tk_sym_opts),
+				     .no_demangle = o->no_demangle, .short_names = o->short_names };
+}
+
+struct tk_sym *tk_cmd_sym_open(const struct tk_cmd *c, int bias, int *status)
+{
+	const struct tk_cmd_opts *o = c->o;
+	int err;
+	struct tk_sym_opts so = tk_cmd_sym_opts(o);
+	struct tk_sym *s = tk_sym_new(&so, &err);
+
+	*status = 0;
+	if (!s) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "out of memory");
+		*status = TK_EXIT_INPUT;
+		return NULL;
+	}
+	if (!bias)
+		tk_cmd_log_file(c, NULL);
+	for (int i = 0; i < o->n_elf; i++) {
+		char path[4096], *colon;
+		uint64_t base = 0;
+		int rc;
+
+		snprintf(path, sizeof path, "%s", o->elf[i]);
+		colon = strrchr(path, ':');
+		if (colon && tk_cmd_parse_u64(colon + 1, &base) == 0) {
+			*colon = 0;
+			rc = bias ? tk_sym_add_elf(s, path, base) : tk_sym_add_elf_at(s, path, base);
+		} else {
+			rc = tk_sym_add_elf(s, path, 0);
+		}
+		if (rc < 0) {
+			CMD_ERROR(c, path, UINT64_MAX, "cannot load%s: %s", bias ? "" : " symbols",
+				  tk_strerror(rc));
+			*status = TK_EXIT_INPUT;
+			tk_sym_free(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+int tk_cmd_timeline_open(const struct tk_cmd *c, struct tk_sym *sym, struct tk_trace_clock clock,
+			 struct tk_cmd_timeline *ct)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_timeline_opts to = { .sz = sizeof to, .sym = sym, .clock = clock,
+				       .max_events = o->max_events };
+	int rc, err;
+
+	memset(ct, 0, sizeof *ct);
+	ct->c = c;
+	/* no --to: the callers that get here default to a timeline (Intel PT), Perfetto's */
+	to.kind = o->to ? tk_timeline_kind_by_name(o->to) : TK_TIMELINE_PERFETTO;
+	if (!to.kind) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "--to: not a timeline: '%s' (perfetto, chrome)",
+			  o->to ? o->to : "");
+		return TK_EXIT_USAGE;
+	}
+	if (o->time_window && tk_cmd_parse_range(o->time_window, &to.time_begin, &to.time_end) < 0) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "--time: expected A:B, got '%s'", o->time_window);
+		return TK_EXIT_USAGE;
+	}
+	if (to.time_end == UINT64_MAX)
+		to.time_end = 0;
+	if ((rc = c->out_open(c, NULL, &ct->out)))
+		return rc;
+	ct->tl = tk_timeline_new(&ct->out, &to, &err);
+	if (!ct->tl) {
+		c->out_close(&ct->out);
+		CMD_ERROR(c, NULL, UINT64_MAX, "cannot start the timeline: %s", tk_strerror(err));
+		return TK_EXIT_INPUT;
+	}
+	return 0;
+}
+
+int tk_cmd_timeline_close(struct tk_cmd_timeline *ct)
+{
+	const struct tk_cmd *c = ct->c;
+	uint64_t dropped = 0;
+	int rc = tk_timeline_finish(ct->tl);
+	int crc;
+
+	tk_timeline_slices(ct->tl, &dropped);
+	tk_timeline_free(ct->tl);
+	crc = c->out_close(&ct->out);
+	if (rc < 0 && crc != TK_EXIT_OUTPUT) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "cannot write the timeline: %s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	if (dropped)
+		CMD_WARN(c, NULL, UINT64_MAX, "%llu calls left out of the timeline (--max-events / --time)",
+			 (unsigned long long)dropped);
+	return crc;
+}

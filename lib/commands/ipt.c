@@ -1,0 +1,604 @@
+/* Intel PT, raw or in perf.data, in the commands: info, dump, decode, stats, convert. The
+ * input is the library's session (lib/formats/perf/session.c: a raw packet file is one
+ * stream, a perf.data file one per trace queue with the code its mappings name). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* CODE 0: only the packets are wanted (dump): no image is built; 2: the code, and a
+ * perf.data session's queues split by thread (decode). */
+static int session_open(const struct tk_cmd *c, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi, int code, struct tk_perf_session *x)
+{
+	struct tk_cmd_opts *o = c->o;
+	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
+	const char *chunk = getenv("TK_IPT_CHUNK");
+	struct tk_perf_session_opts so = {
+		.sz = sizeof so, .code = code != 0, .threads = code == 2, .quiet = o->quiet,
+		.elf = o->elf,
+		.nelf = (size_t)o->n_elf, .raw = o->raw, .nraw = (size_t)o->n_raw,
+		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
+		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->jobs,
+		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .msg = c->msg,
+		.ctx = c->ctx,
+	};
+	const uint8_t *data;
+	size_t len;
+	int rc;
+
+	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
+		return rc;
+	if (tk_perf_session_open(x, file, data, len, fi->id == TK_FMT_PERF, &so) < 0)
+		return TK_EXIT_INPUT;
+	/* a kernel placed where the session ran it (or left out): the symbols follow the
+	 * image (the options' lifetime: the process's) */
+	static char placed[TK_CMD_MAX_LIST][4200];
+	o->n_elf = (int)x->nelf;
+	for (size_t i = 0; i < x->nelf; i++) {
+		snprintf(placed[i], sizeof placed[i], "%s", x->elf[i]);
+		o->elf[i] = placed[i];
+	}
+	return 0;
+}
+
+/* Decoding is over: what was left out or skipped, and the exit status. */
+static int session_report(const char *file, const struct tk_perf_session *x,
+			  const struct tk_ipt_flow_stats *st)
+{
+	return tk_perf_session_report(x, file, &st->gaps, st->insns) ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+}
+
+static struct tk_ipt_flow_opts stream_opts(const struct tk_perf_session *x, size_t i)
+{
+	struct tk_ipt_flow_opts fo;
+
+	tk_perf_session_flow_opts(x, i, &fo);
+	return fo;
+}
+
+/* The packet decoder's damage, said as it is met. */
+struct err_ctx {
+	const struct tk_cmd *c;
+	const char *file;
+};
+
+static int on_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
+{
+	struct err_ctx *e = ctx;
+
+	if (err == -TK_E_NOSYNC)
+		CMD_WARN(e->c, e->file, offset, "%llu bytes without a PSB skipped",
+			 (unsigned long long)skipped);
+	else
+		CMD_ERROR(e->c, e->file, offset, "%s, %llu bytes skipped", tk_ipt_error_text(err),
+			  (unsigned long long)skipped);
+	return 0;
+}
+
+int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8_t *pt,
+			   size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct err_ctx ec = { c, file };
+	struct tk_ipt_dump_opts d = {
+		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
+		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec,
+	};
+
+	return tk_ipt_dump(pt, n, &d, out, gaps);
+}
+
+/* In ptdump's layout, formatted by the library: a raw stream, or each trace queue of a
+ * perf.data file under a line naming it (offsets are then in the queue's joined trace). */
+static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_buf out;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_perf_session x;
+	int rc = 0;
+
+	(void)unused;
+	if ((rc = session_open(c, file, in, fi, 0, &x)))
+		return rc;
+	if ((rc = c->out_open(c, NULL, &out))) {
+		tk_perf_session_close(&x);
+		return rc;
+	}
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		tk_perf_session_stream_header(&out, &x, i);
+		rc = tk_cmd_ipt_dump_stream(c, file, x.s[i].data, x.s[i].len, &out, &gaps);
+	}
+	int st = c->out_close(&out);
+	if (rc < 0 && !st) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		st = TK_EXIT_INPUT;
+	}
+	int g = tk_cmd_gaps(c, file, &gaps, "decode error");
+	if (x.skipped && g < TK_EXIT_SKIPPED)
+		g = TK_EXIT_SKIPPED;
+	tk_perf_session_close(&x);
+	return tk_cmd_max(st, g);
+}
+
+/* PSBs, packet counts by kind, TSC range. */
+static int info_raw(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		    struct tk_buf *out)
+{
+	const uint8_t *data;
+	size_t len;
+	struct tk_ipt_stats st;
+	struct err_ctx ec = { c, file };
+	int rc;
+
+	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
+		return rc;
+	struct tk_ipt_scan_opts so = { .sz = sizeof so, .nthreads = tk_cmd_jobs(c),
+				       .on_error = on_error, .ctx = &ec };
+	if ((rc = tk_ipt_scan_parallel(data, len, &so, &st)) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	tk_buf_printf(out, "  size:     %llu bytes\n", (unsigned long long)st.bytes);
+	tk_buf_printf(out, "  psb:      %llu", (unsigned long long)st.psbs);
+	if (st.first_psb != UINT64_MAX)
+		tk_buf_printf(out, " (first at offset 0x%llx)", (unsigned long long)st.first_psb);
+	tk_buf_putc(out, '\n');
+	tk_buf_printf(out, "  packets:  %llu\n", (unsigned long long)st.packets);
+	for (int k = 1; k < TK_IPT_PKT__COUNT; k++)
+		if (st.count[k])
+			tk_buf_printf(out, "    %-10s %llu\n", tk_ipt_pkt_name(k),
+				      (unsigned long long)st.count[k]);
+	if (st.have_tsc)
+		tk_buf_printf(out, "  tsc:      0x%llx .. 0x%llx (first 0x%llx, last 0x%llx)\n",
+			      (unsigned long long)st.tsc_min, (unsigned long long)st.tsc_max,
+			      (unsigned long long)st.tsc_first, (unsigned long long)st.tsc_last);
+	else
+		tk_buf_puts(out, "  tsc:      none\n");
+	if (st.gaps.count)
+		tk_buf_printf(out, "  skipped:  %llu bytes in %llu places\n",
+			      (unsigned long long)st.gaps.bytes_skipped,
+			      (unsigned long long)st.gaps.count);
+	return st.gaps.count ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+}
+
+/* perf.data: the Intel PT settings, the trace queues and the code mappings. */
+struct perf_diag {
+	const struct tk_cmd *c;
+	const char *file;
+	unsigned shown;
+};
+
+/* tk_perf_aux_read's problems: the first 20 */
+static void perf_diag(void *ctx, uint64_t offset, const char *msg)
+{
+	struct perf_diag *d = ctx;
+
+	if (d->shown++ < 20 && !d->c->o->quiet)
+		CMD_ERROR(d->c, d->file, offset, "%s", msg);
+}
+
+static void hex_bytes(struct tk_buf *out, const char *before, const uint8_t *p, unsigned n)
+{
+	if (n)
+		tk_buf_puts(out, before);
+	for (unsigned k = 0; k < n; k++)
+		tk_buf_printf(out, "%02x", p[k]);
+	tk_buf_putc(out, '\n');
+}
+
+static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		     struct tk_buf *out)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct perf_diag d = { c, file, 0 };
+	struct tk_perf_session_opts timing = { .sz = sizeof timing, .msg = c->msg, .ctx = c->ctx };
+	/* only its perf record --threads parts */
+	struct tk_perf_session parts = { .o = timing };
+	struct tk_perf_aux a;
+	const uint8_t *data;
+	size_t len;
+	int rc;
+
+	if (tk_perf_parts_open(&parts, file) < 0)
+		return TK_EXIT_INPUT;
+	if ((rc = tk_input_map(in, &data, &len)) < 0 ||
+	    (rc = tk_perf_aux_read_parts(data, len, parts.parts, parts.nparts, &a, perf_diag, &d,
+					 1)) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_perf_parts_close(&parts);
+		return TK_EXIT_INPUT;
+	}
+	timing.mtc_freq = (uint32_t)o->mtc_freq;
+	timing.nom_freq = (uint32_t)o->nom_freq;
+	timing.cpuid_15_eax = (uint32_t)o->cpuid_15_eax;
+	timing.cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx;
+	const struct tk_perf_pt_info *pt = &a.pt;
+	tk_buf_printf(out, "  records:  %llu\n", (unsigned long long)a.records);
+	if (a.aux_type != TK_PERF_AUX_INTEL_PT) {
+		tk_buf_printf(out, "  auxtrace: %s\n", a.aux_type ? "not Intel PT" : "none");
+	} else {
+		tk_perf_timing(&a, &timing);
+		tk_buf_printf(out, "  intel_pt: pmu type %llu, config 0x%llx, %s, %s%s\n",
+			      (unsigned long long)pt->pmu_type, (unsigned long long)a.pt_config,
+			      pt->per_cpu_mmaps ? "per-CPU buffers" : "per-thread buffers",
+			      a.pt_config & pt->noretcomp_bit ? "no return compression" :
+			      "return compression", pt->snapshot_mode ? ", snapshot mode" : "");
+		tk_buf_printf(out, "  timing:   mtc-freq %llu, nom-freq %llu, cpuid-0x15 eax %llu "
+			      "ebx %llu, tsc %s\n", (unsigned long long)timing.mtc_freq,
+			      (unsigned long long)timing.nom_freq,
+			      (unsigned long long)timing.cpuid_15_eax,
+			      (unsigned long long)timing.cpuid_15_ebx,
+			      a.pt_config & pt->tsc_bit ? "on" : "off");
+	}
+	for (size_t i = 0; i < a.nqueues; i++) {
+		const struct tk_perf_queue *q = &a.queues[i];
+		tk_buf_printf(out, "  queue %u:  ", q->idx);
+		if (q->cpu != UINT32_MAX)
+			tk_buf_printf(out, "cpu %u, ", q->cpu);
+		tk_buf_printf(out, "tid %u, %zu bytes in %llu buffers (first at offset 0x%llx%s%s)",
+			      q->tid, q->len, (unsigned long long)q->nbuffers,
+			      (unsigned long long)q->file_offset, q->file_part ? " of " : "",
+			      q->file_part ? parts.parts[q->file_part - 1].name : "");
+		if (q->holes)
+			tk_buf_printf(out, a.pt.snapshot_mode ? ", %llu snapshots not overlapping the "
+				      "one before (%llu bytes before their PSBs left out)" :
+				      ", %llu losses (%llu bytes left out)",
+				      (unsigned long long)q->holes, (unsigned long long)q->hole_bytes);
+		if (q->repeated_bytes)
+			tk_buf_printf(out, ", %llu bytes repeating earlier snapshots left out",
+				      (unsigned long long)q->repeated_bytes);
+		tk_buf_putc(out, '\n');
+	}
+	for (size_t i = 0; i < a.nmmaps; i++) {
+		const struct tk_perf_mmap *m = &a.mmaps[i];
+		tk_buf_printf(out, "  mmap:     pid %u 0x%llx-0x%llx offset 0x%llx %s", m->pid,
+			      (unsigned long long)m->addr, (unsigned long long)(m->addr + m->len),
+			      (unsigned long long)m->pgoff, m->path);
+		hex_bytes(out, " build-id ", m->build_id, m->build_id_len);
+	}
+	if (a.kernel.ref[0]) {
+		const struct tk_perf_kernel *k = &a.kernel;
+		tk_buf_printf(out, "  kernel:   0x%llx-0x%llx, %s at 0x%llx%s", (unsigned long long)k->start,
+			      (unsigned long long)(k->start + k->len), k->ref,
+			      (unsigned long long)k->ref_addr, a.pt_kernel ? ", traced" : "");
+		hex_bytes(out, ", build-id ", k->build_id, k->build_id_len);
+	}
+	if (a.kernel_modules)
+		tk_buf_printf(out, "  modules:  %llu kernel modules mapped (their code is not loaded)\n",
+			      (unsigned long long)a.kernel_modules);
+	if (a.aux_truncated || a.lost_records)
+		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
+			      (unsigned long long)a.aux_truncated,
+			      (unsigned long long)a.lost_records);
+	if (parts.nparts)
+		tk_buf_printf(out, "  parts:    %zu files of perf record --threads (data.0 to "
+			      "data.%zu), read after data\n", parts.nparts, parts.nparts - 1);
+	if (!o->quiet)
+		tk_perf_warn_overlaps(&a, file, c->msg, c->ctx);
+	tk_perf_aux_free(&a);
+	tk_perf_parts_close(&parts);
+	return rc > 0 ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+}
+
+static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *out)
+{
+	return fi->id == TK_FMT_PERF ? info_perf(c, file, in, out) : info_raw(c, file, in, out);
+}
+
+unsigned tk_cmd_text_flags(const struct tk_cmd *c)
+{
+	return (c->o->no_disasm ? TK_IPT_TEXT_NO_DISASM : 0) | (c->o->time ? TK_IPT_TEXT_TIME : 0) |
+	       (c->o->stat ? TK_IPT_TEXT_STAT : 0);
+}
+
+static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		  const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_buf out;
+	struct tk_ipt_flow_stats st = { 0 };
+	struct tk_perf_session x;
+	int rc = 0, status;
+
+	(void)unused;
+	if ((status = session_open(c, file, in, fi, 2, &x)))
+		return status;
+	if ((status = c->out_open(c, NULL, &out))) {
+		tk_perf_session_close(&x);
+		return status;
+	}
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
+		struct tk_ipt_flow_stats one = { 0 };
+
+		/* perf.data: each queue's instructions under a line naming it */
+		if (!c->o->stat)
+			tk_perf_session_stream_header(&out, &x, i);
+		rc = tk_ipt_flow_text(x.s[i].data, x.s[i].len, &fo, tk_cmd_text_flags(c), &out, &one);
+		tk_ipt_flow_stats_add(&st, &one);
+		x.s[i].gaps = one.gaps;
+	}
+	if (c->o->stat)
+		tk_buf_printf(&out, "insn: %llu\nevents: %llu\nerrors: %llu\noverflows: %llu\n",
+			      (unsigned long long)st.insns, (unsigned long long)st.events,
+			      (unsigned long long)st.errors, (unsigned long long)st.overflows);
+	status = c->out_close(&out);
+	if (rc < 0 && status != TK_EXIT_OUTPUT) {
+		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		tk_perf_session_close(&x);
+		return TK_EXIT_INPUT;
+	}
+	rc = session_report(file, &x, &st);
+	tk_perf_session_close(&x);
+	return tk_cmd_max(rc, status);
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_ipt_exec_stats s;
+	struct tk_ipt_exec *ex;
+	struct tk_perf_session x;
+	int rc = 0, err = 0, status;
+
+	(void)unused;
+	if (!tk_cmd_stats_format(c))
+		return TK_EXIT_USAGE;
+	if ((status = session_open(c, file, in, fi, 1, &x)))
+		return status;
+	if (!(ex = tk_ipt_exec_new(x.img, &err))) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_perf_session_close(&x);
+		return TK_EXIT_INPUT;
+	}
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
+		struct tk_ipt_flow_stats one = { 0 };
+
+		rc = tk_ipt_exec_add(ex, x.s[i].data, x.s[i].len, &fo, &one);
+		x.s[i].gaps = one.gaps;
+	}
+	if (rc >= 0)
+		rc = tk_ipt_exec_finish(ex, &s);
+	tk_ipt_exec_free(ex);
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		tk_perf_session_close(&x);
+		return TK_EXIT_INPUT;
+	}
+	status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", "stream", x.n, &s);
+	int g = session_report(file, &x, &s.flow);
+	tk_perf_session_close(&x);
+	return tk_cmd_max(status, g);
+}
+
+int tk_cmd_reencode(const struct tk_cmd *c, const char *file, const struct tk_image *img,
+		    const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_ipt_reencode_stats st;
+	struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, img);
+	int rc = tk_ipt_reencode(pt, n, &fo, NULL, out, &st);
+
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "re-encoding failed: %s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	tk_gap_stats_merge(gaps, &st.flow.gaps);
+	if (!c->o->quiet)
+		CMD_NOTE(c, file, "%llu instructions, %llu of %llu returns compressed; "
+			 "%llu TIPs, %llu bytes (was %zu)", (unsigned long long)st.flow.insns,
+			 (unsigned long long)st.compressed, (unsigned long long)st.returns,
+			 (unsigned long long)st.tips, (unsigned long long)st.bytes, n);
+	if (st.dropped)
+		CMD_WARN(c, file, UINT64_MAX, "%llu events (PTWRITE, power, TSX, paging) are not in "
+			 "the re-encoded stream", (unsigned long long)st.dropped);
+	return TK_EXIT_CLEAN;
+}
+
+/* --to ipt: the stream with return compression (against --elf/--raw). */
+static int reencode_raw(const struct tk_cmd *c, const char *file, struct tk_input *in)
+{
+	struct tk_gap_stats gaps = { 0 };
+	const uint8_t *data;
+	struct tk_image *img;
+	struct tk_buf out;
+	size_t len;
+	int rc, status;
+
+	if (c->o->no_retcomp) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: --no-retcomp is for branch traces; a raw "
+			  "stream --to ipt is re-encoded with return compression");
+		return TK_EXIT_USAGE;
+	}
+	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
+		return rc;
+	if (!(img = tk_cmd_image_load(c)))
+		return TK_EXIT_INPUT;
+	if ((status = c->out_open(c, NULL, &out)) == 0) {
+		status = tk_cmd_reencode(c, file, img, data, len, &out, &gaps);
+		status = tk_cmd_max(c->out_close(&out), status);
+	}
+	tk_image_free(img);
+	return tk_cmd_max(tk_cmd_gaps(c, file, &gaps, "gap"), status);
+}
+
+/* The packets of BUF[FROM, TO) up to the last one that ends before TO (TO itself when no
+ * PSB gives a place to parse from: nothing could decode those bytes anyway). */
+static uint64_t whole_packets_end(const uint8_t *buf, uint64_t from, uint64_t to)
+{
+	struct tk_ipt_packet pkt;
+	uint64_t psb, at = to;
+	struct tk_ipt_pkt_decoder *d;
+
+	if (tk_ipt_psb_prev(buf, to, to, &psb) < 0 || psb < from ||
+	    !(d = tk_ipt_pkt_decoder_new(buf, to, NULL, NULL)))
+		return to;
+	if (tk_ipt_pkt_sync_set(d, psb) == 0) {
+		while (tk_ipt_pkt_next(d, &pkt) > 0)
+			;
+		tk_ipt_pkt_get_offset(d, &at);
+	}
+	tk_ipt_pkt_decoder_free(d);
+	return at;
+}
+
+/* perf.data --to ipt: each queue's trace as a raw stream (-o FILE; FILE.cpuN or
+ * FILE.threadN for several queues), as the buffers hold it, for libipt's tools and
+ * `tracekit decode`. Where trace was lost, the packet cut off there is left out and an
+ * OVF marks the loss (the trace resumes at a PSB), as the hardware marks its own. */
+static int perf_to_ipt(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi)
+{
+	static const uint8_t ovf[] = { 0x02, 0xf3 };
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_perf_session x;
+	int status = 0, lost = 0;
+
+	if (!o->output || !strcmp(o->output, "-")) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert --to ipt of perf.data writes a file per "
+			  "trace queue: give -o FILE");
+		return TK_EXIT_USAGE;
+	}
+	if ((status = session_open(c, file, in, fi, 1, &x)))
+		return status;
+	for (size_t i = 0; i < x.n && !status; i++) {
+		const struct tk_perf_stream *s = &x.s[i];
+		char name[4096];
+		struct tk_buf out;
+		uint64_t at = 0, cut_bytes = 0;
+
+		if (x.n > 1)
+			snprintf(name, sizeof name, "%s.%s%u", o->output, x.track_label, s->track);
+		else
+			snprintf(name, sizeof name, "%s", o->output);
+		if ((status = c->out_open(c, name, &out)))
+			break;
+		for (size_t k = 0; k <= s->nbreaks; k++) {
+			uint64_t to = k < s->nbreaks ? s->breaks[k] : s->len;
+			uint64_t end = k < s->nbreaks ? whole_packets_end(s->data, at, to) : to;
+
+			for (uint64_t p = at; p < end; p += 1 << 20)
+				tk_buf_put(&out, s->data + p, end - p < (1 << 20) ? end - p : 1 << 20);
+			if (k < s->nbreaks) {
+				tk_buf_put(&out, ovf, sizeof ovf);
+				cut_bytes += to - end;
+				lost |= s->break_reason == TK_GAP_OVERFLOW;
+			}
+			at = to;
+		}
+		status = c->out_close(&out);
+		if (!o->quiet)
+			CMD_NOTE(c, name, "%s: %zu bytes of trace, %zu %s marked with OVF%s",
+				 s->name[0] ? s->name : "stream",
+				 s->len - (size_t)cut_bytes + s->nbreaks * sizeof ovf, s->nbreaks,
+				 s->break_reason == TK_GAP_WRAP ? "snapshot gaps" : "losses",
+				 cut_bytes ? " (packets cut off there left out)" : "");
+	}
+	if (!status && !o->quiet && (x.nmods || x.kernel_elf)) {
+		/* the code, spelled for tracekit decode and ptxed alike */
+		struct tk_buf code;
+
+		if (tk_buf_init(&code, -1, 256) == 0) {
+			for (size_t i = 0; i < x.nmods; i++)
+				tk_buf_printf(&code, " --elf %s:0x%llx", x.mods[i].path,
+					      (unsigned long long)x.mods[i].base);
+			if (x.kernel_elf)
+				tk_buf_printf(&code, " --elf %s", x.kernel_elf);
+			CMD_NOTE(c, NULL, "the code:%.*s", (int)code.len, (const char *)code.data);
+			tk_buf_free(&code);
+		}
+	}
+	if (!status && (x.skipped || lost))
+		status = TK_EXIT_SKIPPED;   /* as decoding it would say */
+	tk_perf_session_close(&x);
+	return status;
+}
+
+/* --to folded|pprof (and the other profile outputs) through the shared profile; --to
+ * perfetto|chrome through the timeline writer, events in order; --to ipt again with
+ * return compression. */
+static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		   const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const char *to = c->o->to ? c->o->to : "perfetto";
+	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
+	struct tk_ipt_flow_stats st = { 0 };
+	struct tk_cmd_timeline ct;
+	struct tk_sym *sym;
+	struct tk_perf_session x;
+	int status, rc = 0;
+
+	(void)unused;
+	if (!strcmp(to, "ipt"))
+		return fi->id == TK_FMT_PERF ? perf_to_ipt(c, file, in, fi) : reencode_raw(c, file, in);
+	if (!tl && !tk_out_kind_by_name(to)) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: Intel PT converts to ipt, perfetto, chrome, "
+			  "folded, pprof or a profile output, not '%s'", to);
+		return TK_EXIT_USAGE;
+	}
+	if (!tl)
+		return TK_EXIT_AS_PROFILE;
+	if ((status = session_open(c, file, in, fi, 1, &x)))
+		return status;
+	if (!(sym = tk_cmd_sym_open(c, 0, &status))) {
+		tk_perf_session_close(&x);
+		return status;
+	}
+	if (tk_perf_session_symbols(&x, sym) < 0 ||
+	    (status = tk_cmd_timeline_open(c, sym, tk_perf_session_clock(&x), &ct))) {
+		tk_sym_free(sym);
+		tk_perf_session_close(&x);
+		return status ? status : TK_EXIT_INPUT;
+	}
+	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
+		struct tk_ipt_flow_stats one = { 0 };
+
+		if (x.perf && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
+			break;
+		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
+		tk_ipt_flow_stats_add(&st, &one);
+		x.s[i].gaps = one.gaps;
+	}
+	status = tk_cmd_timeline_close(&ct);
+	tk_sym_free(sym);
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		tk_perf_session_close(&x);
+		return TK_EXIT_INPUT;
+	}
+	rc = session_report(file, &x, &st);
+	tk_perf_session_close(&x);
+	return tk_cmd_max(rc, status);
+}
+
+const tk_cmd_fn tk_cmd_ipt[TK_CMD__COUNT] = {
+	[TK_CMD_INFO] = info, [TK_CMD_DUMP] = dump, [TK_CMD_DECODE] = decode,
+	[TK_CMD_STATS] = stats, [TK_CMD_CONVERT] = convert,
+};
+
+/* Intel PT's options (raw streams and perf.data). */
+#define PT_CODE (TK_CMD_BIT(TK_CMD_DECODE) | TK_CMD_BIT(TK_CMD_STATS) | TK_CMD_BIT(TK_CMD_CONVERT) | \
+		 TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT))
+const struct tk_cmd_option tk_cmd_ipt_options[] = {
+	{ "raw", "FILE[:FROM[-TO]]:ADDR", "load a raw code file (or bytes FROM..TO of it) at ADDR",
+	  PT_CODE, TK_OPT_LIST, CMD_FIELD(raw), CMD_FIELD(n_raw) },
+	{ "lastip", NULL, "print reconstructed IPs", TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_FLAG,
+	  CMD_FIELD(lastip), 0 },
+	{ "mtc-freq", "N", "timing parameters (as ptxed): the MTC frequency,", PT_CODE, TK_OPT_U64,
+	  CMD_FIELD(mtc_freq), 0 },
+	{ "nom-freq", "N", "the nominal frequency,", PT_CODE, TK_OPT_U64, CMD_FIELD(nom_freq), 0 },
+	{ "cpuid-0x15.eax", "N", "CPUID leaf 0x15's EAX", PT_CODE, TK_OPT_U64,
+	  CMD_FIELD(cpuid_15_eax), 0 },
+	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)", PT_CODE,
+	  TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
+	{ "cpu", "FAMILY/MODEL[/STEPPING]", "taken for ptxed's command lines; not needed",
+	  TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_STRING, CMD_FIELD(cpu), 0 },
+	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
+	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
+	  CMD_FIELD(has_tsc_hz) },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
+};

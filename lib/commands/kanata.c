@@ -1,0 +1,412 @@
+/* Kanata pipeline logs (and gem5 O3PipeView, converted to Kanata) in the commands: check,
+ * stats, dump, info, convert. */
+#include <string.h>
+
+#include "internal.h"
+
+/* The reader's diagnostics: errors only (warnings, e.g. L after R, common in real logs,
+ * are for tracekit check), the first LIMIT of them (0: all). */
+struct diag {
+	const struct tk_cmd *c;
+	const char *file;
+	struct tk_buf *out;          /* check: onto the output, all of them */
+	uint64_t shown, limit;
+};
+
+static void diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	struct diag *k = ctx;
+
+	if (k->out) {
+		tk_buf_printf(k->out, "%s:%llu: %s: %s\n", k->file, (unsigned long long)d->line,
+			      d->level == TK_LOG_ERROR ? "error" : "warning", d->msg);
+		return;
+	}
+	if (d->level != TK_LOG_ERROR)
+		return;
+	if (!k->limit || k->shown++ < k->limit)
+		tk_cmd_line_msg(k->c, k->file, d->line, 1, d->msg);
+}
+
+/* A new output OUT, then the reader with RO over IN: the reader (*RC: what its run
+ * returned), or NULL with *RC an exit status after saying why. */
+static struct tk_kanata_reader *reader_run(const struct tk_cmd *c, const char *file,
+					   struct tk_input *in,
+					   const struct tk_kanata_reader_opts *ro,
+					   struct tk_buf *out, int *rc)
+{
+	struct tk_kanata_reader *r;
+	int err;
+
+	if ((*rc = c->out_open(c, NULL, out)))
+		return NULL;
+	if (!(r = tk_kanata_reader_new(ro, &err))) {
+		c->out_close(out);
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		*rc = TK_EXIT_INPUT;
+		return NULL;
+	}
+	*rc = tk_kanata_reader_run(r, in);
+	return r;
+}
+
+static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_buf out;
+	struct diag dc = { c, file, &out, 0, 0 };
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .diag = diag,
+					    .ctx = &dc };
+	struct tk_kanata_reader *r;
+	int rc;
+
+	(void)fi, (void)unused;
+	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
+		return rc;
+	const struct tk_kanata_counts *n = tk_kanata_reader_counts(r);
+	if (rc < 0) {
+		CMD_ERROR(c, file, n->bytes, "%s", tk_strerror(rc));
+	} else {
+		tk_buf_printf(&out, "%s: %llu errors, %llu warnings in %llu lines; %llu instructions "
+			      "(%llu retired, %llu flushed, %llu in flight at end)\n", file,
+			      (unsigned long long)n->errors, (unsigned long long)n->warnings,
+			      (unsigned long long)n->lines, (unsigned long long)n->insns,
+			      (unsigned long long)n->retired, (unsigned long long)n->flushed,
+			      (unsigned long long)n->in_flight);
+	}
+	int status = rc < 0 ? TK_EXIT_INPUT : (n->errors || n->warnings) ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+	tk_kanata_reader_free(r);
+	return tk_cmd_max(c->out_close(&out), status);
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct diag dc = { c, file, NULL, 0, 20 };
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = o->window,
+					   .slowest = o->slowest, .jobs = tk_cmd_jobs(c),
+					   .diag = diag, .ctx = &dc };
+	struct tk_kanata_stats st;
+	struct tk_buf out;
+	const char *to = o->to ? o->to : "text";
+	int rc;
+
+	(void)fi, (void)unused;
+	if (!tk_stats_format_by_name(to)) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", to);
+		return TK_EXIT_USAGE;
+	}
+	rc = tk_kanata_stats_compute(in, &so, &st);
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_kanata_stats_free(&st);
+		return TK_EXIT_INPUT;
+	}
+	if (dc.shown > 20)
+		CMD_NOTE(c, file, "%llu more diagnostics not shown (tracekit check lists all)",
+			 (unsigned long long)(dc.shown - 20));
+	if (st.counts.warnings && !o->quiet)
+		CMD_NOTE(c, file, "%llu warnings (tracekit check lists them)",
+			 (unsigned long long)st.counts.warnings);
+	if ((rc = c->out_open(c, NULL, &out))) {
+		tk_kanata_stats_free(&st);
+		return rc;
+	}
+	tk_out_kanata_stats(&out, tk_stats_format_by_name(to), file, &st, o->window);
+	rc = c->out_close(&out);
+	int status = st.counts.errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+	tk_kanata_stats_free(&st);
+	return tk_cmd_max(rc, status);
+}
+
+/* Every command with its line, offset and cycle. */
+struct dump {
+	struct tk_buf *out;
+	int no_offset, quiet;
+};
+
+static int dump_cmd(void *ctx, const struct tk_kanata_cmd *cmd)
+{
+	struct dump *k = ctx;
+
+	if (k->quiet)
+		return 0;
+	tk_kanata_cmd_text(k->out, cmd, k->no_offset);
+	return k->out->err;
+}
+
+static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_buf out;
+	struct dump k = { &out, c->o->no_offset, c->o->quiet };
+	struct diag dc = { c, file, NULL, 0, 0 };
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .cmd = dump_cmd, .diag = diag,
+					    .ctx = &k, .diag_ctx = &dc };
+	struct tk_kanata_reader *r;
+	int rc;
+
+	(void)fi, (void)unused;
+	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
+		return rc;
+	int status = rc < 0 ? TK_EXIT_INPUT : tk_kanata_reader_counts(r)->errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+	if (rc < 0)
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+	tk_kanata_reader_free(r);
+	return tk_cmd_max(c->out_close(&out), status);
+}
+
+/* What the reader finds, in one line (tracekit stats has the rest). */
+static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *out)
+{
+	struct tk_kanata_stats_opts so = { .sz = sizeof so };
+	struct tk_kanata_stats st;
+	size_t lanes = 0;
+	int rc = tk_kanata_stats_compute(in, &so, &st);
+
+	(void)fi;
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		tk_kanata_stats_free(&st);
+		return TK_EXIT_INPUT;
+	}
+	for (size_t i = 0; i < st.nstages; i++) {
+		size_t j = 0;
+		while (j < i && strcmp(st.stages[j].lane, st.stages[i].lane))
+			j++;
+		lanes += j == i;
+	}
+	const struct tk_kanata_counts *n = &st.counts;
+	tk_buf_printf(out, "  %llu instructions (%llu retired, %llu flushed, %llu in flight at end), "
+		      "cycles %lld to %lld, %zu stages in %zu lane(s), %zu thread(s), %llu lines\n",
+		      (unsigned long long)n->insns, (unsigned long long)n->retired,
+		      (unsigned long long)n->flushed, (unsigned long long)n->in_flight,
+		      (long long)n->first_cycle, (long long)n->last_cycle, st.nstages, lanes,
+		      st.nthreads, (unsigned long long)n->lines);
+	if (n->errors)
+		tk_buf_printf(out, "  %llu lines skipped (tracekit check %s lists them)\n",
+			      (unsigned long long)n->errors, file);
+	rc = n->errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+	tk_kanata_stats_free(&st);
+	return rc;
+}
+
+static const char *stage_name(void *ctx, unsigned stage, const char **lane)
+{
+	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
+}
+
+/* Chrome / Perfetto: neutral pipeline events into the shared timeline writer, 1 cycle = 1 us.
+ * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does. */
+static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t from, uint64_t to,
+		    int *status)
+{
+	struct tk_kanata_decoder *d = NULL;
+	struct tk_timeline_opts to_ = { .sz = sizeof to_, .kind = kind, .clock = { 1000000 },
+					.time_begin = from, .time_end = to == UINT64_MAX ? 0 : to,
+					.max_events = c->o->max_events, .process_name = "kanata",
+					.stage_name = stage_name, .stage_ctx = &d };
+	int err, rc;
+	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
+	if (!t)
+		return err;
+	if (!(d = tk_kanata_decoder_new(tk_timeline_sink(t), &err))) {
+		tk_timeline_free(t);
+		return err;
+	}
+	rc = tk_kanata_decode(d, in);
+	int frc = tk_timeline_finish(t);
+	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
+	if (rc >= 0)
+		*status = tk_cmd_gaps(c, file, g, "skipped line");
+	uint64_t dropped;
+	tk_timeline_slices(t, &dropped);
+	if (dropped && !c->o->quiet)
+		CMD_NOTE(c, file, "%llu instructions left out (--max-events)",
+			 (unsigned long long)dropped);
+	tk_kanata_decoder_free(d);
+	tk_timeline_free(t);
+	return rc < 0 ? rc : frc;
+}
+
+static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		   const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct diag dc = { c, file, NULL, 0, 20 };
+	struct tk_kanata_conv_opts co = { .sz = sizeof co, .cycle_from = INT64_MIN,
+					  .cycle_to = INT64_MAX, .diag = diag, .ctx = &dc };
+	const char *to = o->to ? o->to : "kanata";
+	struct tk_buf out;
+	int rc;
+
+	(void)fi, (void)unused;
+	if (o->cycles) {
+		uint64_t a = 0, b = UINT64_MAX;
+		if (tk_cmd_parse_range(o->cycles, &a, &b) < 0 || a >= b) {
+			CMD_ERROR(c, NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
+			return TK_EXIT_USAGE;
+		}
+		co.cycle_from = (int64_t)a;
+		co.cycle_to = b > INT64_MAX ? INT64_MAX : (int64_t)b;
+	}
+	enum tk_timeline_kind tl = !strcmp(to, "json") ? TK_TIMELINE_CHROME : tk_timeline_kind_by_name(to);
+	if (!tl && strcmp(to, "kanata")) {
+		CMD_ERROR(c, NULL, UINT64_MAX,
+			  "convert: Kanata input: --to %s: expected kanata, chrome or perfetto", to);
+		return TK_EXIT_USAGE;
+	}
+	if ((rc = c->out_open(c, NULL, &out)))
+		return rc;
+	int tl_status = 0;
+	if (tl)
+		rc = timeline(c, file, in, tl, &out, o->cycles ? (uint64_t)co.cycle_from : 0,
+			      o->cycles ? (uint64_t)co.cycle_to : UINT64_MAX, &tl_status);
+	else if (o->cycles)
+		rc = tk_kanata_cut(in, &out, &co);
+	else
+		rc = tk_kanata_rewrite(in, &out, &co);
+	int status = c->out_close(&out);
+	if (rc < 0 && status != TK_EXIT_OUTPUT) {   /* a failed write: out_close said so */
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	if (dc.shown > 20)
+		CMD_NOTE(c, file, "%llu more errors (tracekit check lists all)",
+			 (unsigned long long)(dc.shown - 20));
+	if ((dc.shown || tl_status) && status < TK_EXIT_SKIPPED)
+		status = TK_EXIT_SKIPPED;
+	return status;
+}
+
+/* tracekit report: the page's pipeline parts from the decoder (Kanata has no source). */
+static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		  const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct tk_kanata_decoder *d = NULL;
+	struct tk_report_opts ro = { .sz = sizeof ro, .title = file,
+				     .format = tk_format_description(fi->id),
+				     .size = tk_input_file_size(in), .top = o->top,
+				     .stage_name = stage_name, .stage_ctx = &d };
+	struct tk_report *r;
+	struct tk_buf out;
+	int err, rc, status;
+
+	(void)unused;
+	if (o->cycles && (tk_cmd_parse_range(o->cycles, &ro.window_begin, &ro.window_end) < 0 ||
+			  ro.window_begin >= ro.window_end)) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
+		return TK_EXIT_USAGE;
+	}
+	if (!(r = tk_report_new(&ro, &err)) || !(d = tk_kanata_decoder_new(tk_report_sink(r), &err))) {
+		tk_report_free(r);
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		return TK_EXIT_INPUT;
+	}
+	if ((rc = tk_kanata_decode(d, in)) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+		status = TK_EXIT_INPUT;
+	} else if (!(status = tk_cmd_gaps(c, file, tk_kanata_decoder_gaps(d), "skipped line"),
+		     rc = c->out_open(c, NULL, &out))) {
+		if ((rc = tk_report_write(r, &out)) < 0 && !out.err)
+			CMD_ERROR(c, file, UINT64_MAX, "cannot write the report: %s", tk_strerror(rc));
+		int crc = c->out_close(&out);
+		status = tk_cmd_max(crc ? crc : rc < 0 ? TK_EXIT_INPUT : 0, status);
+	} else {
+		status = tk_cmd_max(rc, status);
+	}
+	tk_kanata_decoder_free(d);
+	tk_report_free(r);
+	return status;
+}
+
+const tk_cmd_fn tk_cmd_kanata[TK_CMD__COUNT] = {
+	[TK_CMD_REPORT] = report,
+	[TK_CMD_INFO] = info, [TK_CMD_DUMP] = dump, [TK_CMD_CHECK] = check,
+	[TK_CMD_STATS] = stats, [TK_CMD_CONVERT] = convert,
+};
+
+/* ---- gem5 O3PipeView -> Kanata -------------------------------------------------------- */
+struct gem5_diag {
+	const struct tk_cmd *c;
+	const char *file;
+};
+
+static void gem5_diag(void *ctx, uint64_t line, int is_error, const char *msg)
+{
+	const struct gem5_diag *g = ctx;
+
+	tk_cmd_line_msg(g->c, g->file, line, is_error, msg);
+}
+
+static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct gem5_diag gd = { c, file };
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = &gd,
+				   .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
+	struct tk_gem5_result res;
+	const char *to = o->to ? o->to : "kanata";
+	struct tk_buf out;
+	int rc;
+
+	(void)fi, (void)unused;
+	if (strcmp(to, "kanata")) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: gem5 input: --to %s: expected kanata", to);
+		return TK_EXIT_USAGE;
+	}
+	if ((rc = c->out_open(c, NULL, &out)))
+		return rc;
+	rc = tk_gem5_to_kanata(in, &out, &go, &res);
+	int status = c->out_close(&out);
+	if (rc < 0 && status != TK_EXIT_OUTPUT) {   /* a failed write: out_close said so */
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	if (!o->quiet)
+		CMD_NOTE(c, file, "%llu instructions (%llu retired, %llu squashed), "
+			 "%llu ticks per cycle, %llu CPU%s", (unsigned long long)res.insns,
+			 (unsigned long long)res.retired, (unsigned long long)res.squashed,
+			 (unsigned long long)res.ticks_per_cycle, (unsigned long long)res.cpus,
+			 res.cpus == 1 ? "" : "s");
+	if (o->has_tid && !res.cpus) {
+		CMD_ERROR(c, file, UINT64_MAX, "no records of CPU %llu (--tid)", (unsigned long long)o->tid);
+		if (status < TK_EXIT_SKIPPED)
+			status = TK_EXIT_SKIPPED;
+	}
+	if (res.duplicates && !o->quiet)
+		CMD_NOTE(c, file, "%llu seqNums seen twice: several CPUs without a cpu name "
+			 "prefix cannot be separated", (unsigned long long)res.duplicates);
+	if ((res.skipped_lines || res.out_of_order || res.duplicates) && status < TK_EXIT_SKIPPED)
+		status = TK_EXIT_SKIPPED;
+	return status;
+}
+
+const tk_cmd_fn tk_cmd_gem5[TK_CMD__COUNT] = {
+	[TK_CMD_CONVERT] = gem5_convert,
+};
+
+/* Kanata's options. */
+const struct tk_cmd_option tk_cmd_kanata_options[] = {
+	{ "window", "N", "IPC over time in windows of N cycles (with --to csv: only that table)",
+	  TK_CMD_BIT(TK_CMD_STATS), TK_OPT_U64, CMD_FIELD(window), 0 },
+	{ "slowest", "N", "the N slowest retired instructions with their labels",
+	  TK_CMD_BIT(TK_CMD_STATS), TK_OPT_U64, CMD_FIELD(slowest), 0 },
+	{ "cycles", "A:B", "only instructions alive in cycles [A, B) (convert --to kanata: "
+	  "renumbered; report: the pipeline diagram's, counted from the first cycle)",
+	  TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_REPORT), TK_OPT_STRING,
+	  CMD_FIELD(cycles), 0 },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
+};
+
+/* gem5's. */
+const struct tk_cmd_option tk_cmd_gem5_options[] = {
+	{ "tid", "N", "only the CPU mapped to thread N", TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64,
+	  CMD_FIELD(tid), CMD_FIELD(has_tid) },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
+};

@@ -1,0 +1,46 @@
+/* Which format does what: each format's command operations (lib/commands/<f>.c). */
+#include "internal.h"
+
+static const tk_cmd_fn *const ops[TK_FMT__COUNT] = {
+	[TK_FMT_IPT] = tk_cmd_ipt,
+	[TK_FMT_PERF] = tk_cmd_ipt,
+	[TK_FMT_XRAY] = tk_cmd_xray,
+	[TK_FMT_KANATA] = tk_cmd_kanata,
+	[TK_FMT_GEM5_O3] = tk_cmd_gem5,
+	[TK_FMT_XTRACE_INSN] = tk_cmd_xtrace,
+	[TK_FMT_XTRACE_SNAP] = tk_cmd_xtrace,
+	[TK_FMT_TKBT] = tk_cmd_btrace,
+};
+
+tk_cmd_fn tk_cmd_op(enum tk_format_id id, enum tk_cmd_kind kind)
+{
+	if ((unsigned)id >= TK_FMT__COUNT || !ops[id] || (unsigned)kind >= TK_CMD__COUNT)
+		return NULL;
+	return ops[id][kind];
+}
+
+int tk_cmd_streamed(enum tk_format_id id)
+{
+	return id == TK_FMT_KANATA || id == TK_FMT_GEM5_O3;
+}
+
+/* The formats' option tables, each under the title `tracekit help` lists it with. */
+static const struct {
+	const char *title;
+	const struct tk_cmd_option *options;
+} tables[] = {
+	{ "Intel PT (raw stream or perf.data)", tk_cmd_ipt_options },
+	{ "Branch traces (.tkbt)", tk_cmd_btrace_options },
+	{ "LLVM XRay logs", tk_cmd_xray_options },
+	{ "Kanata pipeline logs", tk_cmd_kanata_options },
+	{ "gem5 O3PipeView", tk_cmd_gem5_options },
+	{ "Kunpeng xtrace", tk_cmd_xtrace_options },
+};
+
+const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title)
+{
+	if (i >= sizeof tables / sizeof tables[0])
+		return NULL;
+	*title = tables[i].title;
+	return tables[i].options;
+}

@@ -1,0 +1,821 @@
+/* Kunpeng xtrace in the commands: an instruction file opened together with its snapshot
+ * file (found by name); info, dump, decode, stats, convert (timelines and slices). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct xt {
+	const struct tk_cmd *c;
+	struct tk_input *in2;        /* the companion file, if opened here */
+	const uint8_t *insn, *snap;
+	size_t n, sn;
+	const char *insn_path, *snap_path;
+	struct tk_xtrace *t;
+	struct tk_xtrace_name name;
+	char other[4096];
+	int insn_mapped;             /* insn is a read-only file mapping: pages may be given back */
+};
+
+static const struct xt *log_xt;
+
+/* Library messages name the file they are about ("snapshot file: ..." is the other one). */
+static void xtrace_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	const char *f = log_xt->insn_path;
+
+	(void)ctx;
+	if (strncmp(msg, "snapshot file: ", 15) == 0 && log_xt->snap_path) {
+		f = log_xt->snap_path;
+		msg += 15;
+	}
+	CMD_NOTE(log_xt->c, f, "%s%s", level == TK_LOG_WARN ? "warning: " : "", msg);
+}
+
+static int map_other(struct xt *x, const char *path, const uint8_t **p, size_t *n)
+{
+	struct tk_input_opts io = { .sz = sizeof io };
+	int rc = tk_input_open(&x->in2, path, &io);
+
+	if (rc < 0 || (rc = tk_input_map(x->in2, p, n)) < 0) {
+		CMD_ERROR(x->c, path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		if (x->in2)
+			tk_input_free(x->in2);
+		x->in2 = NULL;
+		return TK_EXIT_INPUT;
+	}
+	return 0;
+}
+
+/* tk_input maps an uncompressed regular file read-only and copies anything else (pipe,
+ * .gz, .zst) into memory; only the mapping may be handed back with MADV_DONTNEED (the
+ * pages refault from the file), a copy would read back as zeros. */
+static int plain_file(const char *path, struct tk_input *in, size_t n)
+{
+	struct stat st;
+	return strcmp(path, "-") != 0 && tk_input_compression(in) == TK_COMP_NONE &&
+	       stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == n;
+}
+
+/* A chunk has been read: give its whole pages back now, on the worker, so that the final
+ * munmap of a multi-GB mapping (16 ms for 545 MB, all on one thread) has little left to
+ * tear down and the resident set stays small. */
+static void release_chunk(const struct xt *x, size_t i)
+{
+	if (!x->insn_mapped)
+		return;
+	size_t b, e;
+	long pg = sysconf(_SC_PAGESIZE);
+	tk_xtrace_chunk(x->t, i, &b, &e);
+	uintptr_t base = (uintptr_t)x->insn;
+	uintptr_t from = (base + b + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	uintptr_t to = (base + e) & ~((uintptr_t)pg - 1);
+	if (to > from)
+		madvise((void *)from, to - from, MADV_DONTNEED);
+}
+
+static void xt_close(struct xt *x)
+{
+	tk_xtrace_free(x->t);
+	if (x->in2)
+		tk_input_free(x->in2);
+	x->t = NULL;
+	x->in2 = NULL;
+	if (log_xt == x) {
+		tk_cmd_log_file(x->c, NULL);
+		log_xt = NULL;
+	}
+}
+
+static int xt_open(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		   const struct tk_format_info *fi, struct xt *x)
+{
+	const uint8_t *p;
+	size_t n;
+	int rc, err = 0;
+
+	memset(x, 0, sizeof *x);
+	x->c = c;
+	if ((rc = tk_cmd_map(c, file, in, &p, &n)))
+		return rc;
+	tk_xtrace_parse_name(file, &x->name);
+	int have_other = tk_xtrace_companion(file, x->other, sizeof x->other) == 0 &&
+			 access(x->other, R_OK) == 0;
+	if (fi->id == TK_FMT_XTRACE_SNAP) {
+		x->snap = p, x->sn = n, x->snap_path = file;
+		if (have_other) {
+			if ((rc = map_other(x, x->other, &x->insn, &x->n)))
+				return rc;
+			x->insn_path = x->other;
+		}
+	} else {
+		x->insn = p, x->n = n, x->insn_path = file;
+		if (have_other) {
+			if ((rc = map_other(x, x->other, &x->snap, &x->sn)))
+				return rc;
+			x->snap_path = x->other;
+		}
+	}
+	x->insn_mapped = x->insn && plain_file(x->insn_path, fi->id == TK_FMT_XTRACE_SNAP ?
+								  x->in2 : in, x->n);
+	log_xt = x;
+	tk_set_log(xtrace_log, NULL);
+	x->t = tk_xtrace_new(x->insn, x->n, x->snap, x->sn, &err);
+	if (!x->t) {
+		CMD_ERROR(c, x->snap_path, 0, "not a snapshot file: no vector length from 128 to "
+			  "2048 bits fits any snapshot (%s)", tk_strerror(err));
+		xt_close(x);
+		return TK_EXIT_INPUT;
+	}
+	return 0;
+}
+
+/* xt_open for commands that walk instructions: a snapshot file alone is an error. */
+static int xt_open_insn(const struct tk_cmd *c, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi, struct xt *x)
+{
+	int rc = xt_open(c, file, in, fi, x);
+
+	if (rc)
+		return rc;
+	if (!x->insn) {
+		CMD_ERROR(c, file, UINT64_MAX, "no instruction file beside this snapshot file");
+		xt_close(x);
+		return TK_EXIT_INPUT;
+	}
+	return 0;
+}
+
+/* Gap summaries: snapshot-file problems, then instruction-file GAPS; the status. */
+static int xt_report(struct xt *x, const char *file, const struct tk_gap_stats *gaps)
+{
+	int a = tk_cmd_gaps(x->c, x->snap_path ? x->snap_path : file, tk_xtrace_open_gaps(x->t),
+			    "bad snapshot");
+	int b = tk_cmd_gaps(x->c, x->insn_path ? x->insn_path : file, gaps, "damaged region");
+	return tk_cmd_max(a, b);
+}
+
+/* ---- statistics over all chunks with -j N (info, stats) -------------------------------- */
+struct stats_job {
+	const struct xt *x;
+	const struct tk_xtrace *t;
+	struct tk_xtrace_stats *total, *part;
+	struct tk_gap_stats *gaps, *part_gaps;
+	unsigned flags;
+	struct tk_progress *prog;
+	uint64_t done;
+	uint64_t insns;       /* instructions in the chunks merged so far */
+	int counted;          /* insns is absolute (chunk 0 began at a known count) */
+	const char *snap_path;
+};
+
+static int stats_work(void *ctx, size_t i)
+{
+	struct stats_job *j = ctx;
+	tk_xtrace_stats_init(&j->part[i], j->flags);
+	memset(&j->part_gaps[i], 0, sizeof j->part_gaps[i]);
+	int rc = tk_xtrace_stats_chunk(j->t, i, &j->part[i], &j->part_gaps[i]);
+	release_chunk(j->x, i);
+	return rc;
+}
+
+static int stats_merge(void *ctx, size_t i)
+{
+	struct stats_job *j = ctx;
+	size_t b, e, si = tk_xtrace_chunk_snapshot(j->t, i);
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(j->t);
+	/* A snapshot's count of instructions before it must match the stream. */
+	if (si != SIZE_MAX) {
+		struct tk_xtrace_snapshot s;
+		tk_xtrace_snapfile_get(sf, si, &s);
+		if (i == 0 || !j->counted) {
+			j->insns = s.total_insns;
+			j->counted = 1;
+		} else if (s.total_insns != j->insns) {
+			CMD_WARN(j->x->c, j->snap_path, s.offset + 24, "snapshot %zu says %llu "
+				 "instructions before it, the instruction stream has %llu", si,
+				 (unsigned long long)s.total_insns, (unsigned long long)j->insns);
+			j->insns = s.total_insns;
+		}
+	} else if (i == 0) {
+		j->counted = 1;
+	}
+	const struct tk_xtrace_stats *ps = &j->part[i];
+	j->insns += ps->insns[0] + ps->insns[1] + ps->insns[2] + ps->insns[3];
+	if (j->part_gaps[i].count)
+		j->counted = 0; /* instructions were lost: the next snapshot cannot be checked */
+	tk_xtrace_stats_merge(j->total, &j->part[i]);
+	tk_gap_stats_merge(j->gaps, &j->part_gaps[i]);
+	tk_xtrace_stats_free(&j->part[i]);
+	tk_xtrace_chunk(j->t, i, &b, &e);
+	j->done += e - b;
+	tk_progress_set(j->prog, j->done);
+	return 0;
+}
+
+/* Statistics of every chunk, merged in order, with -j threads. */
+static int xt_stats(struct xt *x, struct tk_xtrace_stats *s, struct tk_gap_stats *gaps,
+		    unsigned flags)
+{
+	size_t nc = tk_xtrace_nchunks(x->t);
+	struct tk_progress prog;
+	struct stats_job j = { .x = x, .t = x->t, .total = s, .gaps = gaps, .flags = flags,
+			       .prog = &prog, .snap_path = x->snap_path };
+	j.part = calloc(nc, sizeof *j.part);
+	j.part_gaps = calloc(nc, sizeof *j.part_gaps);
+	if (!j.part || !j.part_gaps) {
+		free(j.part);
+		free(j.part_gaps);
+		return -TK_E_NOMEM;
+	}
+	tk_cmd_progress_init(x->c, &prog, "reading", x->n);
+	/* Chunks end at snapshots, so their sizes vary (kernel code between two 1M-user-
+	 * instruction snapshots, a cut stream): a deeper look-ahead lets the other workers go
+	 * on past a long chunk. A finished part holds under 1 MB (the footprint sets). */
+	unsigned nt = tk_cmd_jobs(x->c);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = 16 * (size_t)nt };
+	int rc = tk_pool_run(&po, nc, stats_work, stats_merge, &j);
+	tk_progress_finish(&prog);
+	free(j.part);
+	free(j.part_gaps);
+	return rc;
+}
+
+/* Who was traced, instruction counts per EL, snapshots, vector length, time span. */
+static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *out)
+{
+	struct xt x;
+	struct tk_xtrace_stats s;
+	struct tk_gap_stats gaps = { 0 };
+	int rc = xt_open(c, file, in, fi, &x);
+	if (rc)
+		return rc;
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.t);
+	const struct tk_xtrace_header *h = sf ? tk_xtrace_snapfile_header(sf) : NULL;
+	int core = h ? h->stream_type == 1 : x.name.hint == 13;
+	if (x.name.hint) {
+		tk_buf_printf(out, "  %s: %llu (hint #%u", core ? "core" : "thread",
+			      (unsigned long long)x.name.id, x.name.hint);
+		if (x.name.hint == 13)
+			tk_buf_puts(out, ", secondary core");
+		tk_buf_printf(out, "), collection started at %llu\n",
+			      (unsigned long long)x.name.timestamp);
+	} else {
+		tk_buf_puts(out, "  thread/core: unknown (name is not xtrace.TIME.ID.hintN.*.bin)\n");
+	}
+	if (x.insn_path != file && x.insn_path)
+		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", x.insn_path, x.n);
+	if (x.snap_path && x.snap_path != file)
+		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.snap_path, x.sn);
+	if (x.insn) {
+		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
+		rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_COUNTS);
+		uint64_t items = 0;
+		for (int k = 0; k < TK_XT__COUNT; k++)
+			items += s.items[k];
+		tk_buf_printf(out, "  instructions: %llu (EL0 %llu, EL1 %llu",
+			      (unsigned long long)(s.insns[0] + s.insns[1] + s.insns[2] + s.insns[3]),
+			      (unsigned long long)s.insns[0], (unsigned long long)s.insns[1]);
+		if (s.insns[2] || s.insns[3])
+			tk_buf_printf(out, ", EL2 %llu, EL3 %llu", (unsigned long long)s.insns[2],
+				      (unsigned long long)s.insns[3]);
+		tk_buf_printf(out, "), %llu items, %llu memory accesses\n", (unsigned long long)items,
+			      (unsigned long long)(s.loads + s.stores));
+		if (s.time_first != TK_TIME_NONE)
+			tk_buf_printf(out, "  time span: %llu .. %llu (%llu ticks, %llu TIME items)\n",
+				      (unsigned long long)s.time_first, (unsigned long long)s.time_last,
+				      (unsigned long long)(s.time_last - s.time_first),
+				      (unsigned long long)s.items[TK_XT_TIME]);
+		else
+			tk_buf_puts(out, "  time span: no TIME items (memory order not recorded)\n");
+		tk_xtrace_stats_free(&s);
+	} else {
+		tk_buf_puts(out, "  instruction file: not found beside it\n");
+	}
+	if (sf) {
+		const struct tk_xtrace_snap_layout *l = tk_xtrace_snapfile_layout(sf);
+		size_t ns = tk_xtrace_snapfile_count(sf);
+		tk_buf_printf(out, "  snapshots: %zu, %u bytes each, vector length %u bits\n", ns,
+			      l->size, ns ? l->vl_bits : 0);
+		/* the header says which count; the interval is what the snapshots show */
+		uint64_t every = tk_xtrace_snapfile_interval(sf);
+		char iv[32] = "1M";
+		if (every && every != 1000000)
+			snprintf(iv, sizeof iv, "%llu", (unsigned long long)every);
+		if (h)
+			tk_buf_printf(out, "  snapshot header: version %llu, global snapshot %u, "
+				      "every %s %s instructions, %s stream, memory order %s\n",
+				      (unsigned long long)h->version, h->global_snapshot, iv,
+				      h->split_type ? "total" : "user",
+				      h->stream_type ? "core" : "thread",
+				      h->mem_order ? "recorded" : "not recorded");
+		else
+			tk_buf_puts(out, "  snapshot header: none (old trace)\n");
+		if (ns) {
+			struct tk_xtrace_snapshot a, b;
+			tk_xtrace_snapfile_get(sf, 0, &a);
+			tk_xtrace_snapfile_get(sf, ns - 1, &b);
+			tk_buf_printf(out, "  snapshot range: user instructions %llu .. %llu, "
+				      "total %llu .. %llu\n", (unsigned long long)a.user_insns,
+				      (unsigned long long)b.user_insns, (unsigned long long)a.total_insns,
+				      (unsigned long long)b.total_insns);
+		}
+	} else {
+		tk_buf_puts(out, "  snapshots: no snapshot file beside it\n");
+	}
+	int g = xt_report(&x, file, &gaps);
+	xt_close(&x);
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	return g;
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct xt x;
+	struct tk_xtrace_stats s;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_buf b;
+	int to = tk_stats_format_by_name(c->o->to), rc;
+
+	(void)unused;
+	if (!to) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", c->o->to);
+		return TK_EXIT_USAGE;
+	}
+	if ((rc = xt_open_insn(c, file, in, fi, &x)))
+		return rc;
+	if ((rc = c->out_open(c, NULL, &b))) {
+		xt_close(&x);
+		return rc;
+	}
+	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
+	rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
+	tk_out_xtrace_stats(&b, to, x.insn_path, x.n, tk_xtrace_nchunks(x.t), &s);
+	tk_xtrace_stats_free(&s);
+	int st = c->out_close(&b);
+	int g = xt_report(&x, file, &gaps);
+	xt_close(&x);
+	if (rc < 0 && st != TK_EXIT_OUTPUT) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	return tk_cmd_max(st, g);
+}
+
+/* A damaged item at CUR's offset in a chunk that ends at END: counted, skipped to the
+ * next sync point, which is returned. */
+static size_t skip_damage(const struct xt *x, const struct tk_xtrace_cursor *cur, size_t end,
+			  struct tk_gap_stats *gaps)
+{
+	size_t to = end;
+
+	if (tk_xtrace_nchunks(x->t) == 1)
+		to = tk_xtrace_resync(x->insn, end, cur->off);
+	tk_gap_stats_add(gaps, cur->off, to - cur->off);
+	return to;
+}
+
+static const char *damage_text(int r)
+{
+	return r == -TK_E_BAD_OPCODE ? "unknown token" : "item runs past the end of the data";
+}
+
+/* Every token (instruction file) or every snapshot (snapshot file). */
+static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	struct xt x;
+	struct tk_buf b;
+	struct tk_gap_stats gaps = { 0 };
+	int rc = xt_open(c, file, in, fi, &x);
+
+	(void)unused;
+	if (rc)
+		return rc;
+	if ((rc = c->out_open(c, NULL, &b))) {
+		xt_close(&x);
+		return rc;
+	}
+	if (fi->id == TK_FMT_XTRACE_SNAP)
+		tk_xtrace_snapfile_text(&b, tk_xtrace_snapfile(x.t), o->no_offset, o->quiet);
+	for (size_t ci = 0; fi->id != TK_FMT_XTRACE_SNAP && ci < tk_xtrace_nchunks(x.t); ci++) {
+		size_t begin, end;
+		struct tk_xtrace_cursor cur;
+		struct tk_xtrace_item it;
+		tk_xtrace_chunk(x.t, ci, &begin, &end);
+		tk_xtrace_cursor_init(&cur, x.insn, begin, end);
+		for (;;) {
+			int r = tk_xtrace_next(&cur, &it);
+			if (r == 0)
+				break;
+			if (r < 0) {
+				size_t at = cur.off, to = skip_damage(&x, &cur, end, &gaps);
+				CMD_ERROR(c, file, at, "%s (token 0x%02x); skipped %zu bytes to the "
+					  "next sync point at 0x%zx", damage_text(r), x.insn[at],
+					  to - at, to);
+				if (!o->quiet)
+					tk_buf_printf(&b, "%016zx  GAP %zu bytes\n", at, to - at);
+				tk_xtrace_cursor_init(&cur, x.insn, to, end);
+				continue;
+			}
+			if (o->quiet)
+				continue;
+			if (!o->no_offset) {
+				tk_buf_hex(&b, it.offset, 16);
+				tk_buf_puts(&b, "  ");
+			}
+			tk_xtrace_item_text(&b, &it);
+			tk_buf_putc(&b, '\n');
+		}
+	}
+	rc = c->out_close(&b);
+	int g = xt_report(&x, file, &gaps);
+	xt_close(&x);
+	return tk_cmd_max(rc, g);
+}
+
+/* ---- decode: chunks decoded in parallel into memory, written in order ---------------- */
+struct xt_part {
+	struct tk_buf out, err;     /* text, and error messages to print at merge time */
+	struct tk_gap_stats gaps;
+	uint64_t insns;
+};
+
+struct xt_decode {
+	const struct tk_cmd_opts *o;
+	struct xt *x;
+	struct xt_part *parts;
+	struct tk_buf *out;
+	struct tk_gap_stats gaps;
+	uint64_t insns;
+	struct tk_progress prog;
+	uint64_t done;
+	/* Disassemblers are not thread-safe: each job borrows one from this stack. */
+	pthread_mutex_t lock;
+	struct tk_a64_disasm *free_dis[1100];
+	size_t n_free;
+};
+
+static struct tk_a64_disasm *dis_get(struct xt_decode *d, int *err)
+{
+	struct tk_a64_disasm *dis = NULL;
+	pthread_mutex_lock(&d->lock);
+	if (d->n_free)
+		dis = d->free_dis[--d->n_free];
+	pthread_mutex_unlock(&d->lock);
+	return dis ? dis : tk_a64_disasm_new(err);
+}
+
+static void dis_put(struct xt_decode *d, struct tk_a64_disasm *dis)
+{
+	if (!dis)
+		return;
+	pthread_mutex_lock(&d->lock);
+	if (d->n_free < sizeof d->free_dis / sizeof d->free_dis[0])
+		d->free_dis[d->n_free++] = dis, dis = NULL;
+	pthread_mutex_unlock(&d->lock);
+	tk_a64_disasm_free(dis);
+}
+
+static void insn_text(struct tk_buf *b, const struct tk_xtrace_item *it, struct tk_a64_disasm *dis)
+{
+	char text[256];
+
+	if (it->pc == TK_XTRACE_PC_UNKNOWN)
+		tk_buf_puts(b, "????????????????");
+	else
+		tk_buf_hex(b, it->pc, 16);
+	if (dis) {
+		tk_buf_puts(b, "  ");
+		tk_buf_hex(b, it->opcode, 8);
+		tk_buf_puts(b, "  ");
+		size_t l = tk_a64_disasm(dis, it->pc == TK_XTRACE_PC_UNKNOWN ? 0 : it->pc,
+					 it->opcode, text, sizeof text);
+		tk_buf_put(b, text, l);
+		if (it->el) {
+			tk_buf_puts(b, "  ; el");
+			tk_buf_u64(b, it->el);
+		}
+	}
+	tk_buf_putc(b, '\n');
+}
+
+static int decode_work(void *ctx, size_t ci)
+{
+	struct xt_decode *d = ctx;
+	struct xt_part *pt = &d->parts[ci];
+	const uint8_t *p = d->x->insn;
+	size_t begin, end;
+	struct tk_xtrace_cursor c;
+	struct tk_xtrace_item it;
+	int no_dis = d->o->no_disasm, stat = d->o->stat, rc;
+
+	memset(pt, 0, sizeof *pt);
+	if ((rc = tk_buf_init(&pt->out, -1, 1 << 16)) < 0 || (rc = tk_buf_init(&pt->err, -1, 256)) < 0)
+		return rc;
+	struct tk_a64_disasm *dis = NULL;
+	if (!no_dis && !stat && !(dis = dis_get(d, &rc)))
+		return rc;
+	tk_xtrace_chunk(d->x->t, ci, &begin, &end);
+	tk_xtrace_cursor_init(&c, p, begin, end);
+	struct tk_buf *b = &pt->out;
+	for (;;) {
+		int r = tk_xtrace_next(&c, &it);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			size_t at = c.off, to = skip_damage(d->x, &c, end, &pt->gaps);
+			tk_buf_printf(&pt->err, "%s (token 0x%02x); skipped %zu bytes to the next "
+				      "sync point at 0x%zx", damage_text(r), p[at], to - at, to);
+			tk_buf_putc(&pt->err, 0);
+			tk_buf_printf(&pt->err, "%zx", at);
+			tk_buf_putc(&pt->err, 0);
+			if (!stat)
+				tk_buf_printf(b, "[gap at offset 0x%zx: %zu bytes skipped]\n", at, to - at);
+			tk_xtrace_cursor_init(&c, p, to, end);
+			continue;
+		}
+		if (it.kind <= TK_XT_PCINST) {
+			pt->insns++;
+			if (!stat)
+				insn_text(b, &it, dis);
+		} else if (!no_dis && !stat) {
+			tk_buf_puts(b, "    ");
+			tk_xtrace_item_text(b, &it);
+			tk_buf_putc(b, '\n');
+		}
+	}
+	dis_put(d, dis);
+	return pt->out.err ? pt->out.err : 0;
+}
+
+static int decode_merge(void *ctx, size_t ci)
+{
+	struct xt_decode *d = ctx;
+	struct xt_part *pt = &d->parts[ci];
+	size_t b, e;
+
+	/* the chunk's messages, in order: pairs of text and offset, each ended by a 0 */
+	for (size_t at = 0; at < pt->err.len;) {
+		const char *msg = (const char *)pt->err.data + at;
+		const char *off = msg + strlen(msg) + 1;
+		CMD_ERROR(d->x->c, d->x->insn_path, strtoull(off, NULL, 16), "%s", msg);
+		at = (size_t)(off - (const char *)pt->err.data) + strlen(off) + 1;
+	}
+	tk_buf_put(d->out, pt->out.data, pt->out.len);
+	tk_gap_stats_merge(&d->gaps, &pt->gaps);
+	d->insns += pt->insns;
+	tk_buf_free(&pt->out);
+	tk_buf_free(&pt->err);
+	tk_xtrace_chunk(d->x->t, ci, &b, &e);
+	d->done += e - b;
+	tk_progress_set(&d->prog, d->done);
+	return d->out->err;
+}
+
+static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		  const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct xt x;
+	struct tk_buf out;
+	int rc = xt_open_insn(c, file, in, fi, &x);
+
+	(void)unused;
+	if (rc)
+		return rc;
+	if ((rc = c->out_open(c, NULL, &out))) {
+		xt_close(&x);
+		return rc;
+	}
+	struct xt_decode d = { .o = c->o, .x = &x, .out = &out, .lock = PTHREAD_MUTEX_INITIALIZER };
+	size_t nc = tk_xtrace_nchunks(x.t);
+	d.parts = calloc(nc, sizeof *d.parts);
+	tk_cmd_progress_init(c, &d.prog, "decoding", x.n);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = tk_cmd_jobs(c) };
+	rc = d.parts ? tk_pool_run(&po, nc, decode_work, decode_merge, &d) : -TK_E_NOMEM;
+	tk_progress_finish(&d.prog);
+	if (d.parts)
+		for (size_t i = 0; i < nc; i++) {
+			tk_buf_free(&d.parts[i].out);
+			tk_buf_free(&d.parts[i].err);
+		}
+	free(d.parts);
+	while (d.n_free)
+		tk_a64_disasm_free(d.free_dis[--d.n_free]);
+	if (c->o->stat)
+		tk_buf_printf(&out, "instructions: %llu\n", (unsigned long long)d.insns);
+	int st = c->out_close(&out);
+	int g = xt_report(&x, file, &d.gaps);
+	xt_close(&x);
+	if (rc < 0 && st != TK_EXIT_OUTPUT) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	return tk_cmd_max(st, g);
+}
+
+/* --to perfetto|chrome: calls as slices on the thread's track (time = instruction
+ * number), chunk after chunk into the streaming timeline writer. */
+static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		    const struct tk_format_info *fi, enum tk_timeline_kind kind)
+{
+	struct xt x;
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_sym *sym = NULL;
+	struct tk_buf out;
+	int rc, err = 0;
+
+	if ((rc = xt_open_insn(c, file, in, fi, &x)))
+		return rc;
+	if ((c->o->n_elf && !(sym = tk_cmd_sym_open(c, 1, &rc))) || (rc = c->out_open(c, NULL, &out))) {
+		tk_sym_free(sym);
+		xt_close(&x);
+		return rc;
+	}
+	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
+				       .max_events = c->o->max_events, .process_name = x.insn_path };
+	struct tk_timeline *tl = tk_timeline_new(&out, &to, &err);
+	rc = tl ? 0 : err;
+	uint32_t track = (uint32_t)x.name.id;
+	if (tl) {
+		char name[64];
+		snprintf(name, sizeof name, "%s %u", x.name.hint == 13 ? "core" : "thread", track);
+		tk_timeline_track_name(tl, track, name);
+	}
+	for (size_t ci = 0; tl && rc >= 0 && ci < tk_xtrace_nchunks(x.t); ci++)
+		rc = tk_xtrace_decode_chunk(x.t, ci, track, 0, tk_timeline_sink(tl), &gaps);
+	if (tl && rc >= 0)
+		rc = tk_timeline_finish(tl);
+	if (tl) {
+		uint64_t dropped = 0;
+		tk_timeline_slices(tl, &dropped);
+		if (dropped)
+			CMD_WARN(c, file, UINT64_MAX, "%llu slices left out (--max-events)",
+				 (unsigned long long)dropped);
+	}
+	tk_timeline_free(tl);
+	int st = c->out_close(&out);
+	if (rc < 0 && st != TK_EXIT_OUTPUT) {
+		CMD_ERROR(c, file, UINT64_MAX, "timeline: %s", tk_strerror(rc));
+		st = TK_EXIT_INPUT;
+	}
+	int g = xt_report(&x, file, &gaps);
+	tk_sym_free(sym);
+	xt_close(&x);
+	return tk_cmd_max(st, g);
+}
+
+/* --slice K:N: instruction + snapshot file starting at snapshot K, N instructions. */
+static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		   const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	const struct tk_cmd_opts *o = c->o;
+	uint64_t k, count;
+	char insn_out[4096], snap_out[4096];
+	enum tk_timeline_kind tk = o->to ? tk_timeline_kind_by_name(o->to) : 0;
+
+	(void)unused;
+	if (!o->slice && tk)
+		return timeline(c, file, in, fi, tk);
+	if (!o->slice || tk_cmd_parse_range(o->slice, &k, &count) < 0 || !o->output) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: xtrace input needs --slice K:N and -o FILE, "
+			  "or --to perfetto|chrome (see: tracekit help convert)");
+		return TK_EXIT_USAGE;
+	}
+	size_t ol = strlen(o->output);
+	snprintf(insn_out, sizeof insn_out, "%s%s", o->output,
+		 ol >= 14 && strcmp(o->output + ol - 14, ".xinsndata.bin") == 0 ? "" : ".xinsndata.bin");
+	if (tk_xtrace_companion(insn_out, snap_out, sizeof snap_out) < 0) {
+		CMD_ERROR(c, insn_out, UINT64_MAX, "output name too long");
+		return TK_EXIT_USAGE;
+	}
+	struct xt x;
+	int rc = xt_open(c, file, in, fi, &x);
+	if (rc)
+		return rc;
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.t);
+	struct tk_xtrace_snapshot s;
+	if (!x.insn || !sf || k >= tk_xtrace_snapfile_count(sf)) {
+		CMD_ERROR(c, file, UINT64_MAX, "convert --slice: no snapshot %llu (the trace has %zu)",
+			  (unsigned long long)k, sf ? tk_xtrace_snapfile_count(sf) : 0);
+		xt_close(&x);
+		return TK_EXIT_USAGE;
+	}
+	tk_xtrace_snapfile_get(sf, (size_t)k, &s);
+	if (s.file_no != 0 || s.index >= x.n || (x.insn[s.index] & 0x3f) != 0x09) {
+		CMD_ERROR(c, x.snap_path, s.offset + 8, "snapshot %llu does not point at a PCINST in "
+			  "the instruction file; cannot start a slice there", (unsigned long long)k);
+		xt_close(&x);
+		return TK_EXIT_INPUT;
+	}
+	/* the input's companion is an input too */
+	const char *also[2] = { x.insn_path, x.snap_path };
+	struct tk_outfile *ifile = c->outfile_open(c, insn_out, also, 2, &rc);
+	struct tk_outfile *sfile = ifile ? c->outfile_open(c, snap_out, also, 2, &rc) : NULL;
+	if (!sfile) {
+		if (ifile)
+			tk_outfile_close(ifile, 0);
+		xt_close(&x);
+		return rc;
+	}
+	const struct tk_xtrace_header *h = tk_xtrace_snapfile_header(sf);
+	struct tk_xtrace_writer_opts wo = { .sz = sizeof wo,
+					    .vl_bits = tk_xtrace_snapfile_layout(sf)->vl_bits };
+	if (h)
+		wo.header = *h;
+	else
+		wo.no_header = 1;
+	int err = 0;
+	struct tk_xtrace_writer *w = tk_xtrace_writer_new(tk_outfile_fd(ifile), tk_outfile_fd(sfile),
+							  &wo, &err);
+	if (!w) {
+		CMD_ERROR(c, insn_out, UINT64_MAX, "%s", tk_strerror(err));
+		tk_outfile_close(ifile, 0);
+		tk_outfile_close(sfile, 0);
+		xt_close(&x);
+		return TK_EXIT_INPUT;
+	}
+	struct tk_xtrace_cursor cur;
+	struct tk_xtrace_item it;
+	struct tk_gap_stats gaps = { 0 };
+	size_t next_snap = (size_t)k, nsnaps = tk_xtrace_snapfile_count(sf), written = 0;
+	uint64_t insns = 0;
+	tk_xtrace_cursor_init(&cur, x.insn, (size_t)s.index, x.n);
+	for (;;) {
+		int r = tk_xtrace_next(&cur, &it);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			CMD_ERROR(c, x.insn_path, cur.off, "%s (token 0x%02x); the slice ends here",
+				  r == -TK_E_BAD_OPCODE ? "unknown token" : "item runs past the end",
+				  x.insn[cur.off]);
+			tk_gap_stats_add(&gaps, cur.off, x.n - cur.off);
+			break;
+		}
+		if (it.kind <= TK_XT_PCINST && insns++ == count)
+			break;
+		/* Every snapshot at this position goes into the slice, re-pointed. */
+		while (next_snap < nsnaps) {
+			struct tk_xtrace_snapshot t;
+			tk_xtrace_snapfile_get(sf, next_snap, &t);
+			if (t.file_no != 0 || t.index > it.offset)
+				break;
+			if (t.index == it.offset && it.kind == TK_XT_PCINST) {
+				tk_xtrace_write_snapshot(w, &t);
+				written++;
+			}
+			next_snap++;
+		}
+		tk_xtrace_write_raw(w, x.insn + it.offset, it.len);
+	}
+	rc = tk_xtrace_writer_close(w);
+	int errnum = errno;
+	if (rc >= 0 && (tk_outfile_close(ifile, 1) < 0 || tk_outfile_close(sfile, 1) < 0)) {
+		rc = -TK_E_IO;
+		errnum = errno;
+	} else if (rc < 0) {
+		tk_outfile_close(ifile, 0);
+		tk_outfile_close(sfile, 0);
+	}
+	if (rc < 0) {
+		CMD_ERROR(c, insn_out, UINT64_MAX, "write failed: %s",
+			  rc == -TK_E_IO ? strerror(errnum) : tk_strerror(rc));
+		xt_close(&x);
+		return TK_EXIT_OUTPUT;
+	}
+	if (!o->quiet)
+		CMD_NOTE(c, NULL, "wrote %s and %s: %llu instructions from snapshot %llu, "
+			 "%zu snapshots", insn_out, snap_out,
+			 (unsigned long long)(insns > count ? count : insns), (unsigned long long)k,
+			 written);
+	xt_close(&x);
+	return tk_cmd_gaps(c, file, &gaps, "damaged region");
+}
+
+const tk_cmd_fn tk_cmd_xtrace[TK_CMD__COUNT] = {
+	[TK_CMD_INFO] = info, [TK_CMD_DUMP] = dump, [TK_CMD_DECODE] = decode,
+	[TK_CMD_STATS] = stats, [TK_CMD_CONVERT] = convert,
+	[TK_CMD_RECORD] = tk_cmd_record_qemu,
+};
+
+/* xtrace's options. */
+const struct tk_cmd_option tk_cmd_xtrace_options[] = {
+	{ "slice", "K:N", "files that start at snapshot K and hold N instructions (-o FILE)",
+	  TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_STRING, CMD_FIELD(slice), 0 },
+	{ "qemu", NULL, "run an AArch64 program under qemu-aarch64 and write xtrace files",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(record), 0,
+	  TK_FMT_XTRACE_INSN },
+	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
+};

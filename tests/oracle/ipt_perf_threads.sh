@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Intel PT in perf.data of several processes and threads (issue #30), against perf's own
+# decoder on the same files. Two programs built without PIE (lj.c at -O1 and -O2: other
+# code at the same addresses) are recorded and converted to PT; tests/tools/mkperf.py
+# --session makes a timed session of them: process 100 (lj) with threads 100 and 101,
+# process 200 forked from it and exec'ing lj2, the three threads' traces cut at PSBs and
+# run in turn on CPU 0 with PERF_RECORD_SWITCH_CPU_WIDE records between them; and the same
+# with a queue per thread (perf record --per-thread).
+# - per thread, `perf script --itrace=i0ns -F pid,tid,cpu,ip` and `tracekit decode
+#   --no-disasm` (its streams named by cpu, pid and tid) list the same instructions: each
+#   thread decoded against its own process's code (one image for all cannot hold both
+#   programs' code)
+# - `-j 2` with small chunks decodes and profiles as `-j 1` does
+# - per thread, perf's call and return branches (--itrace=cr) are tracekit's call and ret
+#   instructions
+# - a buffer lost (its AUX record flagged truncated, the trace up to the next PSB gone):
+#   perf's instructions still, the gap in the stream of the thread perf names for the
+#   lost data, exit status 1
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+command -v perf >/dev/null || { echo "perf missing: scripts/install-deps.sh installs linux-perf"; exit 1; }
+libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
+for p in lj:-O1 lj2:-O2; do
+	n=${p%%:*}
+	cc "${p#*:}" -no-pie -o "$work/$n" "$SRC/tests/data/seams/lj.c"
+	"$TK" record --btrace -o "$work/$n.tkbt" --module main --module "$libc" -- "$work/$n" \
+		>/dev/null 2>"$work/rec.err" || { echo "record $n failed"; cat "$work/rec.err"; exit 1; }
+	"$TK" convert --to ipt -q -o "$work/$n.pt" "$work/$n.tkbt"
+	"$TK" dump "$work/$n.pt" >"$work/$n.dump"
+	# its modules as JSON strings "PATH:BIAS"
+	"$TK" info "$work/$n.tkbt" | awk '$1 == "module" { for (i = 3; i < NF; i++)
+		if ($i == "bias") printf "%s\"%s:%s\"", n++ ? ", " : "", $2, $(i + 1) }' >"$work/$n.mods"
+done
+cat >"$work/spec.json" <<EOF
+{"cpu": 0, "slices": 3,
+ "procs": [{"pid": 100, "comm": "lj", "modules": [$(cat "$work/lj.mods")]},
+           {"pid": 200, "parent": 100, "comm": "lj2", "modules": [$(cat "$work/lj2.mods")]}],
+ "threads": [{"pid": 100, "tid": 100, "pt": "$work/lj.pt", "packets": "$work/lj.dump"},
+             {"pid": 100, "tid": 101, "pt": "$work/lj.pt", "packets": "$work/lj.dump"},
+             {"pid": 200, "tid": 200, "pt": "$work/lj2.pt", "packets": "$work/lj2.dump"}]}
+EOF
+mk() { python3 "$SRC/tests/tools/mkperf.py" "$@" --session "$work/spec.json"; }
+mk "$work/cpu.data"
+mk "$work/thr.data" --per-thread
+mk "$work/lost.data" --lose 20
+
+# "pid tid cpu ip" of each instruction (per-thread queues: "- tid ip"), thread by thread
+perf_ips() {
+	perf script -i "$1" --itrace=i0ns -F pid,tid,${2:+cpu,}ip 2>"$work/perf.err" | awk -v cpu="${2:-}" '{
+		split($1, t, "/"); a = $NF
+		if (cpu) { c = $2; gsub(/[][]/, "", c); print t[1], t[2], c + 0, a } else print "-", t[2], a }' |
+		sort -s -n -k2,2
+}
+tk_ips() {
+	"$TK" decode --no-disasm "$@" | awk '
+		/^\[.*\[cpu [0-9]+, pid [0-9]+, tid [0-9]+\]: [0-9]+ bytes of trace\]$/ {
+			match($0, /cpu [0-9]+, pid [0-9]+, tid [0-9]+\]/)
+			split(substr($0, RSTART, RLENGTH - 1), w, /[ ,]+/); who = w[4] " " w[6] " " w[2]; next }
+		/^\[.*\[thread [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /thread [0-9]+/)
+			who = "- " substr($0, RSTART + 7, RLENGTH - 7); next }
+		/^\[/ { next }
+		{ a = $1; sub(/^0+/, "", a); print who, a }' | sort -s -n -k2,2
+}
+perf_ips "$work/cpu.data" cpu >"$work/cpu.perf"
+tk_ips "$work/cpu.data" >"$work/cpu.tk" || { echo "per CPU: decode failed"; exit 1; }
+[ "$(cut -d' ' -f1,2 "$work/cpu.perf" | uniq -c | awk '$1 > 100000' | wc -l)" = 3 ] ||
+	{ echo "perf did not decode three threads"; cut -d' ' -f1,2 "$work/cpu.perf" | uniq -c; cat "$work/perf.err"; exit 1; }
+cmp -s "$work/cpu.perf" "$work/cpu.tk" || { echo "per CPU: tracekit and perf differ" \
+	"($(wc -l <"$work/cpu.tk") and $(wc -l <"$work/cpu.perf") instructions)"
+	diff "$work/cpu.perf" "$work/cpu.tk" | head -10 || true; exit 1; }
+# the three threads are not the same run: 200's is the other program's
+[ "$(grep -c '^200 200 ' "$work/cpu.tk")" != "$(grep -c '^100 100 ' "$work/cpu.tk")" ] ||
+	{ echo "thread 200 ran lj, not lj2"; exit 1; }
+"$TK" decode --no-disasm "$work/cpu.data" 2>"$work/cpu.err" >/dev/null ||
+	{ echo "per CPU: decode failed"; cat "$work/cpu.err"; exit 1; }
+! grep -q overlap "$work/cpu.err" || { echo "per-process images: still an overlap warning"; cat "$work/cpu.err"; exit 1; }
+perf_ips "$work/thr.data" >"$work/thr.perf"
+tk_ips "$work/thr.data" >"$work/thr.tk" || { echo "per thread: decode failed"; exit 1; }
+cmp -s "$work/thr.perf" "$work/thr.tk" || { echo "per thread: tracekit and perf differ"
+	diff "$work/thr.perf" "$work/thr.tk" | head -10 || true; exit 1; }
+[ "$(cut -d' ' -f2 "$work/thr.tk" | sort -u | tr '\n' ' ')" = "100 101 200 " ] ||
+	{ echo "per thread: want threads 100, 101 and 200"; exit 1; }
+
+# -j 2, small chunks: each chunk decoded against its thread's process, as -j 1 does
+TK_IPT_CHUNK=4096 "$TK" decode --no-disasm -j 2 "$work/cpu.data" >"$work/j2.txt" 2>/dev/null
+"$TK" decode --no-disasm -j 1 "$work/cpu.data" 2>/dev/null | cmp -s - "$work/j2.txt" ||
+	{ echo "decode -j 2 differs from -j 1"; exit 1; }
+"$TK" profile --threads --to csv -j 1 "$work/cpu.data" >"$work/p1.csv" 2>/dev/null
+TK_IPT_CHUNK=4096 "$TK" profile --threads --to csv -j 2 "$work/cpu.data" 2>/dev/null | cmp -s - "$work/p1.csv" ||
+	{ echo "profile -j 2 differs from -j 1"; exit 1; }
+[ "$(awk -F, 'NR > 1 {print $1}' "$work/p1.csv" | sort -un | tr '\n' ' ')" = "100 101 200 " ] ||
+	{ echo "profile --threads: want rows of threads 100, 101 and 200"; head -3 "$work/p1.csv"; exit 1; }
+
+# calls and returns per thread: perf's branch samples (flags "call", "tr end call", ...;
+# not syscalls) and tracekit's call and ret instructions
+perf script -i "$work/cpu.data" --itrace=cr -F tid,flags 2>/dev/null | awk '{ t = $1; $1 = ""
+	if ($0 ~ / call( |$)/) c[t]++; if ($0 ~ / return( |$)/) r[t]++ }
+	END { for (t in c) print t, c[t], r[t] }' | sort >"$work/calls.perf"
+"$TK" decode "$work/cpu.data" 2>/dev/null | awk '/^\[.*\[cpu [0-9]+, pid [0-9]+, tid [0-9]+\]: / {
+		match($0, /tid [0-9]+/); t = substr($0, RSTART + 4, RLENGTH - 4); next }
+	/^\[/ { next } $2 == "call" { c[t]++ } $2 == "ret" { r[t]++ }
+	END { for (t in c) print t, c[t], r[t] }' | sort >"$work/calls.tk"
+[ "$(wc -l <"$work/calls.perf")" = 3 ] && cmp -s "$work/calls.perf" "$work/calls.tk" ||
+	{ echo "calls and returns per thread differ"; diff "$work/calls.perf" "$work/calls.tk"; exit 1; }
+
+# a lost buffer: perf's instructions, the gap in the thread perf names, exit status 1
+perf_ips "$work/lost.data" cpu >"$work/lost.perf"
+tk_ips "$work/lost.data" 2>/dev/null >"$work/lost.tk" || true
+cmp -s "$work/lost.perf" "$work/lost.tk" && ! cmp -s "$work/lost.tk" "$work/cpu.tk" ||
+	{ echo "lost buffer: tracekit and perf differ"; diff "$work/lost.perf" "$work/lost.tk" | head; exit 1; }
+who=$(perf script -i "$work/lost.data" --itrace=e 2>/dev/null | awk '/Lost trace data/ {
+	for (i = 1; i < NF; i++) if ($i == "tid") print $(i + 1) }')
+rc=0
+"$TK" decode --no-disasm "$work/lost.data" >"$work/lost.txt" 2>"$work/lost.err" || rc=$?
+gap=$(awk '/^\[.*tid [0-9]+\]: [0-9]+ bytes of trace\]$/ { match($0, /tid [0-9]+/);
+	t = substr($0, RSTART + 4, RLENGTH - 4) } /^\[overflow/ { print t }' "$work/lost.txt")
+[ $rc = 1 ] && [ -n "$who" ] && [ "$gap" = "$who" ] && grep -q "tid $who\]: 1 gap" "$work/lost.err" ||
+	{ echo "lost buffer: exit $rc, gap in thread '$gap', perf says '$who'"; cat "$work/lost.err"; exit 1; }
+echo "ipt perf.data threads: ok ($(wc -l <"$work/cpu.tk") instructions of 3 threads in 2 processes, as perf script)"

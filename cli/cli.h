@@ -93,6 +93,19 @@ extern const struct cli_command *const cli_commands[];
 
 /* The commands (one file each). */
 extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
-	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record;
+	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record, cli_cmd_merge;
+
+/* P (finished) in the output O asks for (--to, --sort, --top, ...); an exit status. */
+int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
+		      struct tk_source *s);
+/* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard;
+ * cli_shard_build makes its bytes (*DATA malloc'd) and returns the exit status so far. */
+int cli_shard_profile(struct tk_cmd_opts *o);
+int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
+		    size_t *len);
+/* tracekit merge (cli/merge.c) of N partials given as bytes (DATA[i] malloc'd, taken;
+ * NAMES[i] names them in messages): the output O asks for, and the exit status. */
+int cli_merge_partials(struct tk_cmd_opts *o, const char *const *names, uint8_t **data,
+		       const size_t *len, int n);
 
 #endif

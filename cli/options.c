@@ -15,7 +15,7 @@
 enum {
 	OPT_FORMAT = 256, OPT_TO, OPT_NO_OFFSET, OPT_ELF, OPT_NO_DISASM, OPT_STAT, OPT_TIME,
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_MAX_EVENTS,
-	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES,
+	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES, OPT_SHARD, OPT_MPI,
 	OPT_FORMAT_OWN = 1000,   /* + the index in format_opts */
 };
 
@@ -42,6 +42,8 @@ static const struct option common_opts[] = {
 	{ "max-events", required_argument, NULL, OPT_MAX_EVENTS },
 	{ "no-demangle", no_argument, NULL, OPT_NO_DEMANGLE },
 	{ "short-names", no_argument, NULL, OPT_SHORT_NAMES },
+	{ "shard", required_argument, NULL, OPT_SHARD },
+	{ "mpi", no_argument, NULL, OPT_MPI },
 };
 
 /* The formats' options, each spelling once (two formats may share one: --tid). */
@@ -220,6 +222,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		case OPT_SOURCE: o->source = 1; break;
 		case OPT_NO_DEMANGLE: o->no_demangle = 1; break;
 		case OPT_SHORT_NAMES: o->short_names = 1; break;
+		case OPT_SHARD: o->shard = optarg; break;
+		case OPT_MPI: o->mpi = 1; break;
 		case OPT_MAX_EVENTS: if ((rc = num_arg("--max-events", optarg, &o->max_events))) return rc; break;
 		case '?':
 		default:

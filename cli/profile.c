@@ -28,6 +28,7 @@ static const char usage[] =
 	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
 	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
+	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"
 	"A perf.data file brings its own code (the files the session mapped) and profiles\n"
@@ -84,8 +85,8 @@ static uint32_t source_track_id(void *ctx, uint32_t track)
 }
 
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
-static int profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
-			 struct tk_source *s)
+int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
+		      struct tk_source *s)
 {
 	enum tk_out_kind kind = profile_kind(o);
 	struct tk_buf out;
@@ -195,7 +196,7 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		}
 		status = rc > status ? rc : status;
 	} else {
-		rc = profile_write(o, p, sym, s);
+		rc = cli_profile_write(o, p, sym, s);
 		status = rc > status ? rc : status;
 	}
 	tk_prof_free(p);
@@ -211,6 +212,18 @@ static int run(struct tk_cmd_opts *o)
 			  "calls of a timeline: convert --to perfetto|chrome --time A:B)");
 		return EXIT_USAGE;
 	}
+	if (o->mpi) {
+#ifdef TK_HAVE_MPI
+		cli_error(NULL, UINT64_MAX, "--mpi: MPI runs are tracekit-mpi's: mpirun -np N "
+			  "tracekit-mpi profile [OPTIONS] FILE...");
+#else
+		cli_error(NULL, UINT64_MAX, "--mpi: this build has no MPI (install libopenmpi-dev "
+			  "and build again for tracekit-mpi), or use --shard I/N and tracekit merge");
+#endif
+		return EXIT_USAGE;
+	}
+	if (o->shard)
+		return cli_shard_profile(o);
 	return cli_run_files(o, "profile", cli_profile_file);
 }
 

@@ -12,6 +12,7 @@ packages=(
 	libc6-dbg
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 	chromium
+	libopenmpi-dev openmpi-bin
 )
 # Node.js (for the pprof reader in tests) may come from another repository; only add
 # Debian's when there is none at all.

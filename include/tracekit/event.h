@@ -137,6 +137,11 @@ struct tk_sink {
 	void *ctx;
 };
 
+/* What a chunked decoder's "begin this chunk" callback (tracekit/source.h's consumer, and
+ * the formats' own protocols behind it) returns to leave the chunk out: it is not decoded
+ * (another process decodes it, a shard), and its merge still comes in order. */
+#define TK_CHUNK_SKIP 1
+
 /* A fixed batch that producers fill and flush into a sink. */
 #define TK_EVENT_BATCH 1024
 struct tk_event_batch {

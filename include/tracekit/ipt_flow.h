@@ -74,7 +74,7 @@ enum tk_ipt_flow_flags {
 /* Per-chunk consumer. begin() runs on the worker before chunk I is decoded and supplies
  * its sink (FLOW is that worker's walker, for tk_flow_print_block); end() runs on the
  * worker after it; merge() runs on the calling thread, strictly in chunk order. Any may
- * be NULL except begin. */
+ * be NULL except begin, which may return TK_CHUNK_SKIP (the chunk is not decoded). */
 struct tk_ipt_flow_consumer {
 	int (*begin)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 	int (*end)(void *ctx, size_t chunk, struct tk_flow *flow);

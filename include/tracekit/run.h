@@ -23,6 +23,24 @@ TK_API struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err);
  * decoded again straight into TOTAL where the format can. TOTAL is not finished. */
 TK_API int tk_run_profile(struct tk_source *s, struct tk_prof *total);
 
+/* A part of the plan (a shard, tracekit/partial.h): only chunks [FIRST, FIRST + COUNT)
+ * are decoded, each merged into TOTAL as tk_run_profile does; into the merged profiles of
+ * the chunks before, that gives what tk_run_profile would (a seam tk_prof_seam_exact
+ * refuses, repaired). With KEEP, each chunk's profile goes to KEEP instead (in order, on
+ * the calling thread; emptied after it returns), to be merged elsewhere in the same order
+ * as tk_run_profile merges it, and TOTAL receives only what belongs to no chunk (the block
+ * counts of the instruction-flow walkers; everything, for a sequential source).
+ * NO_BLOCKS: the walkers' block counts are dropped (counted once already). */
+struct tk_run_part {
+	size_t sz;                    /* sizeof(struct tk_run_part) */
+	size_t first, count;
+	int (*keep)(void *ctx, size_t chunk, const struct tk_prof *p);
+	void *ctx;
+	int no_blocks;
+};
+TK_API int tk_run_profile_part(struct tk_source *s, struct tk_prof *total,
+			       const struct tk_run_part *part);
+
 /* Every event of S, in input order, to SINK (chunks decoded in parallel are held until
  * their turn). */
 TK_API int tk_run_events(struct tk_source *s, struct tk_sink sink);

@@ -104,7 +104,9 @@ TK_API int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t 
  * NULL: 1 if chunk I must be decoded again (its events were right, merging them is not:
  * tk_prof_seam_exact), 0 if not; if 1, called again with SINK to receive the second
  * decoding. DONE (optional): each flow walker once at the end, for what it gathered over
- * all its chunks (tk_flow_take_counts). The first negative return stops the run. */
+ * all its chunks (tk_flow_take_counts). The first negative return stops the run.
+ * BEGIN may return TK_CHUNK_SKIP: chunk I is not decoded (a shard of the plan that another
+ * process decodes: TK_CHUNK_SKIP, event.h); its MERGE still comes, in order. */
 struct tk_chunk_consumer {
 	int (*begin)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 	int (*merge)(void *ctx, size_t chunk);

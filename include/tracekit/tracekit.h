@@ -14,6 +14,7 @@
 #include "tracekit/xtrace.h"
 #include "tracekit/source.h"
 #include "tracekit/run.h"
+#include "tracekit/partial.h"
 #include "tracekit/btrace.h"
 #include "tracekit/image.h"
 #include "tracekit/flow.h"

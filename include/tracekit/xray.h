@@ -170,6 +170,8 @@ TK_API int tk_xray_decode(struct tk_xray *x, struct tk_sink sink);
 /* The same events, decoded in chunks of buffers on opts.nthreads workers, each chunk into
  * its own consumer: BEGIN (on a worker) makes the consumer of chunk I and its sink; MERGE
  * (on the calling thread, in chunk order) takes it, e.g. tk_prof_merge into a total.
+ * BEGIN may return TK_CHUNK_SKIP: the chunk is not decoded, and orphan exits are no
+ * longer counted (the call depths it would have left are unknown).
  * Chunks start only at buffers that need no state from earlier ones, so every chunk's
  * events are exact; calls open across chunk ends are for the consumer's merge. */
 struct tk_xray_chunk_ops {

@@ -257,6 +257,11 @@ HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 	return 0;
 }
 
+int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks)
+{
+	return dlog_add(p, func, ticks);
+}
+
 /* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
 HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {

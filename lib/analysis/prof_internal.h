@@ -222,6 +222,9 @@ struct tk_prof {
  * write out): read or written, it no longer counts towards the process's memory. */
 void dlog_release(const struct dchunk *d, size_t entries);
 
+/* A duration of function FUNC at the end of the log (a loaded partial's: partial.c). */
+int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks);
+
 static inline size_t dlog_len(const struct tk_prof *p, size_t c)
 {
 	return p->dlog[c].v == p->dlog_cur ? p->dlog_n : p->dlog[c].n;

@@ -19,6 +19,8 @@ struct prof_run {
 	size_t n;
 	struct tk_prof *total;
 	int direct;                     /* chunks decoded in order on this thread: no partials */
+	size_t first, end;              /* the chunks decoded; the others are skipped */
+	const struct tk_run_part *part; /* NULL: all chunks merged into the total */
 	struct tk_prof **spare;         /* emptied profiles (at most n) */
 	size_t nspare;
 	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
@@ -40,6 +42,8 @@ static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
+	if (i < r->first || i >= r->end)
+		return TK_CHUNK_SKIP;
 	if (r->direct) {
 		*sink = tk_prof_sink(r->total);
 		return count_blocks(r, flow);
@@ -62,7 +66,7 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 	struct prof_run *r = ctx;
 	int err;
 
-	if (r->direct)
+	if (r->direct || (i < r->n && (i < r->first || i >= r->end)) || (r->part && r->part->keep))
 		return 0;
 	if (i >= r->n || !r->chunks[i])
 		return -TK_E_INTERNAL;
@@ -82,12 +86,21 @@ static int add_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_
 	return tk_prof_add_block(ctx, start, last, execs, insns);
 }
 
+static int drop_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
+		      uint64_t insns)
+{
+	(void)ctx, (void)start, (void)last, (void)mode, (void)execs, (void)insns;
+	return 0;
+}
+
 /* All chunks merged: the block counts each walker gathered go into the total (they add up
  * in any order, so one table per walker instead of one per chunk). */
 static int prof_done(void *ctx, struct tk_flow *flow)
 {
 	struct prof_run *r = ctx;
 
+	if (r->part && r->part->no_blocks)
+		return tk_flow_take_counts(flow, drop_block, NULL);
 	return tk_flow_take_counts(flow, add_block, r->total);
 }
 
@@ -96,10 +109,13 @@ static int prof_merge(void *ctx, size_t i)
 	struct prof_run *r = ctx;
 	int rc;
 
-	if (r->direct)
+	if (r->direct || i < r->first || i >= r->end)
 		return 0;
 	/* the chunk is emptied next: its durations move into the total, not copied */
-	rc = r->redone[i] ? 0 : tk_prof_merge_take(r->total, r->chunks[i]);
+	if (r->part && r->part->keep)
+		rc = r->part->keep(r->part->ctx, i, r->chunks[i]);
+	else
+		rc = r->redone[i] ? 0 : tk_prof_merge_take(r->total, r->chunks[i]);
 	tk_prof_reset(r->chunks[i]);
 	pthread_mutex_lock(&r->lock);
 	r->spare[r->nspare++] = r->chunks[i];
@@ -108,7 +124,7 @@ static int prof_merge(void *ctx, size_t i)
 	return rc;
 }
 
-int tk_run_profile(struct tk_source *s, struct tk_prof *total)
+int tk_run_profile_part(struct tk_source *s, struct tk_prof *total, const struct tk_run_part *part)
 {
 	struct prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER,
 			      .direct = tk_source_info(s)->sequential };
@@ -118,6 +134,14 @@ int tk_run_profile(struct tk_source *s, struct tk_prof *total)
 	if (rc < 0)
 		return rc;
 	free(plan);
+	r.end = r.n;
+	if (part) {
+		if (part->sz < sizeof *part || part->first > r.n || part->count > r.n - part->first)
+			return -TK_E_INVAL;
+		r.first = part->first;
+		r.end = part->first + part->count;
+		r.part = part;
+	}
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
 	r.redone = calloc(r.n ? r.n : 1, 1);
@@ -132,6 +156,11 @@ int tk_run_profile(struct tk_source *s, struct tk_prof *total)
 	free(r.spare);
 	free(r.redone);
 	return rc;
+}
+
+int tk_run_profile(struct tk_source *s, struct tk_prof *total)
+{
+	return tk_run_profile_part(s, total, NULL);
 }
 
 struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)

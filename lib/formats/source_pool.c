@@ -28,7 +28,7 @@ static int pool_work(void *ctx, size_t i)
 	struct tk_sink sink = { 0 };
 	int rc = r->c->begin(r->c->ctx, i, NULL, &sink);
 
-	return rc < 0 ? rc : r->decode(r->s, i, sink, &r->part_gaps[i]);
+	return rc < 0 || rc == TK_CHUNK_SKIP ? (rc < 0 ? rc : 0) : r->decode(r->s, i, sink, &r->part_gaps[i]);
 }
 
 static int pool_merge(void *ctx, size_t i)

@@ -368,6 +368,111 @@ static void merge_equals_whole(int with_enable)
 	free(ev);
 }
 
+/* P through tk_prof_save and tk_prof_load (like LIKE): the same profile, whose bytes
+ * are the same again. */
+static struct tk_prof *saved_and_loaded(const struct tk_prof *p, const struct tk_prof *like)
+{
+	uint8_t *a, *b;
+	size_t na, nb;
+	struct tk_partial_error e;
+	assert_int_equal(tk_prof_save(p, &a, &na), 0);
+	struct tk_prof *q = tk_prof_load(like, a, na, &e);
+	if (!q)
+		fprintf(stderr, "offset %llu: %s\n", (unsigned long long)e.offset, e.msg);
+	assert_non_null(q);
+	assert_int_equal(tk_prof_save(q, &b, &nb), 0);
+	assert_int_equal(na, nb);
+	assert_memory_equal(a, b, na);
+	/* every shorter prefix is refused, with an offset inside it */
+	for (size_t k = 0; k < na; k += 1 + k / 4) {
+		assert_null(tk_prof_load(like, a, k, &e));
+		assert_true(e.code < 0 && e.offset <= k);
+	}
+	free(a);
+	free(b);
+	return q;
+}
+
+/* Chunks saved as partial results and loaded again (another process's, as `profile
+ * --shard` makes them) merge to exactly the whole, and say the same of their seams. */
+static void saved_chunks_equal_whole(int with_enable)
+{
+	enum { N = 6000 };
+	static const uint64_t entries[] = { 0x500300, 0x500100, 0x500200, 0x500600, 0x500500, 0x500400 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 6 };
+	const struct tk_prof_opts *opts = with_enable ? &po : NULL;
+	struct tk_event *ev = malloc(N * sizeof *ev);
+	for (uint64_t seed = 1; seed <= 3; seed++) {
+		size_t n = random_stream(ev, N, seed, with_enable), step = 211 + seed * 13;
+		struct tk_prof *whole = tk_prof_new(opts, NULL), *acc = tk_prof_new(opts, NULL);
+		assert_int_equal(tk_prof_events(whole, ev, n), 0);
+		tk_prof_finish(whole);
+		for (size_t i = 0; i < n; i += step) {
+			struct tk_prof *ch = tk_prof_new_like(acc, NULL);
+			size_t k = n - i < step ? n - i : step;
+			assert_int_equal(tk_prof_events(ch, ev + i, k), 0);
+			struct tk_prof *back = saved_and_loaded(ch, acc);
+			assert_int_equal(tk_prof_seam_exact(acc, back), tk_prof_seam_exact(acc, ch));
+			assert_int_equal(tk_prof_merge_take(acc, back), 0);
+			tk_prof_free(back);
+			tk_prof_free(ch);
+		}
+		/* the accumulated profile itself survives the trip, durations and all */
+		struct tk_prof *acc2 = saved_and_loaded(acc, acc);
+		tk_prof_finish(acc2);
+		assert_same_profile(whole, acc2);
+		tk_prof_free(acc2);
+		tk_prof_free(acc);
+		tk_prof_free(whole);
+	}
+	free(ev);
+}
+
+static void test_saved_chunks_equal_whole(void **state)
+{
+	(void)state;
+	saved_chunks_equal_whole(0);
+	saved_chunks_equal_whole(1);
+}
+
+/* A chunk whose return matched none of its calls but an open call of the chunks before:
+ * its loaded copy still says the seam is not exact (the runner then decodes it again), and
+ * a profile made with other function entries is refused. */
+static void test_saved_seam_and_entries(void **state)
+{
+	(void)state;
+	static const uint64_t entries[] = { 0x1000, 0x2000 };
+	struct tk_prof_opts po = { .sz = sizeof po, .entries = entries, .nentries = 2 };
+	struct tk_event a[] = {
+		{ .kind = TK_EV_CALL, .addr = 0x900, .addr2 = 0x1000, .arg = 0x909, .time = 1 },
+		{ .kind = TK_EV_CALL, .addr = 0x1008, .addr2 = 0x2000, .arg = 0x100d, .time = 2 },
+	};
+	struct tk_event b[] = {
+		{ .kind = TK_EV_CALL, .addr = 0x2008, .addr2 = 0x2000, .arg = 0x200d, .time = 3 },
+		{ .kind = TK_EV_RETURN, .addr = 0x2010, .addr2 = 0x909, .time = 4 },  /* longjmp */
+	};
+	struct tk_prof *pa = tk_prof_new(&po, NULL), *pb = tk_prof_new_like(pa, NULL);
+	assert_int_equal(tk_prof_events(pa, a, 2), 0);
+	assert_int_equal(tk_prof_events(pb, b, 2), 0);
+	assert_int_equal(tk_prof_seam_exact(pa, pb), 0);
+	struct tk_prof *back = saved_and_loaded(pb, pa);
+	assert_int_equal(tk_prof_seam_exact(pa, back), 0);
+	tk_prof_free(back);
+
+	struct tk_prof *other = tk_prof_new(NULL, NULL);
+	uint8_t *bytes;
+	size_t len;
+	struct tk_partial_error e;
+	assert_int_equal(tk_prof_save(pb, &bytes, &len), 0);
+	assert_null(tk_prof_load(other, bytes, len, &e));
+	assert_int_equal(e.code, -TK_E_BAD_FORMAT);
+	assert_non_null(strstr(e.msg, "other function entries"));
+	free(bytes);
+	tk_prof_free(other);
+	tk_prof_free(pa);
+	tk_prof_free(pb);
+}
+
 static void test_merge_equals_whole(void **state)
 {
 	(void)state;
@@ -820,6 +925,8 @@ int main(void)
 		cmocka_unit_test(test_instructions),
 		cmocka_unit_test(test_orphans_and_gaps),
 		cmocka_unit_test(test_merge_equals_whole),
+		cmocka_unit_test(test_saved_chunks_equal_whole),
+		cmocka_unit_test(test_saved_seam_and_entries),
 		cmocka_unit_test(test_merge_with_enables),
 		cmocka_unit_test(test_calls_from_untraced_code),
 		cmocka_unit_test(test_tail_calls),

@@ -71,6 +71,8 @@ struct tk_cmd_opts {
 	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
 	int short_names;             /* --short-names: no template arguments, no parameters */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
+	const char *shard;           /* profile --shard I/N: a partial result (cli/shard.c) */
+	int mpi;                     /* profile --mpi: refused, saying where MPI runs are */
 
 	/* stats / convert for pipelines and slices */
 	uint64_t window;             /* --window N */

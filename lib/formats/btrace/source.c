@@ -19,6 +19,7 @@ struct btrace_src {
 	struct tk_image *img;
 	struct tk_gap_stats gaps;     /* of the decoded threads (and the container's damage) */
 	int missing;                  /* recorded modules left out (their trace: gaps) */
+	int skipped;                  /* its chunk left out of this run (TK_CHUNK_SKIP) */
 };
 
 static int btrace_open(struct tk_source *s)
@@ -69,7 +70,9 @@ static int btrace_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	struct tk_sink sink = { 0 };
 	int rc = c->begin(c->ctx, 0, NULL, &sink);
 
-	if (rc >= 0 && (rc = tk_btrace_events(p->bt, &eo, sink, &p->gaps)) < 0)
+	if (rc == TK_CHUNK_SKIP)
+		p->skipped = 1;
+	else if (rc >= 0 && (rc = tk_btrace_events(p->bt, &eo, sink, &p->gaps)) < 0)
 		TK_SRC_ERROR(s, s->path, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 	if (rc >= 0 && c->merge)
 		rc = c->merge(c->ctx, 0);
@@ -80,6 +83,9 @@ static int btrace_report(struct tk_source *s)
 {
 	struct btrace_src *p = s->state;
 	int lost = tk_gap_report(&p->gaps, "gap", s->path, s->o.msg, s->o.ctx);
+
+	if (p->skipped)
+		return 0;   /* another shard decoded it, and reports it */
 
 	/* a recording that did not end (killed, or cut short) is missing its tail */
 	return lost | !tk_btrace_info(p->bt)->complete | (p->missing > 0);

@@ -63,7 +63,7 @@ static int work(void *ctx, size_t i)
 
 	if (!f)
 		return rc;
-	if ((rc = r->c->begin(r->c->ctx, i, f, &sink)) >= 0) {
+	if ((rc = r->c->begin(r->c->ctx, i, f, &sink)) >= 0 && rc != TK_CHUNK_SKIP) {
 		rc = decode_one(r, i, f, sink, &r->cst[i]);
 		if (rc >= 0 && r->c->end)
 			rc = r->c->end(r->c->ctx, i, f);

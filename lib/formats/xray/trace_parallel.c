@@ -92,6 +92,7 @@ struct cctx {
 	struct cjob *slots;
 	size_t nslots;
 	uint64_t *depth;           /* per thread, after the chunks merged so far */
+	int skipped;               /* a chunk was left out (TK_CHUNK_SKIP): depths unknown */
 	uint8_t *wrapped;
 };
 
@@ -113,7 +114,7 @@ static int cjob_work(void *ctx, size_t i)
 	memset(&j->st, 0, sizeof j->st);
 	j->st.s.first_tsc = UINT64_MAX;
 	j->consumer = NULL;
-	if ((rc = c->ops->begin(c->ctx, i, &sink, &j->consumer)) < 0)
+	if ((rc = c->ops->begin(c->ctx, i, &sink, &j->consumer)) < 0 || rc == TK_CHUNK_SKIP)
 		return j->rc = rc;
 	tk_event_batch_init(&j->batch, sink);
 	j->d.batch = &j->batch;
@@ -160,6 +161,8 @@ static int cjob_merge(void *ctx, size_t i)
 
 	if (j->rc < 0)
 		return j->rc;
+	if (j->rc == TK_CHUNK_SKIP)
+		c->skipped = 1;
 	for (size_t e = 0; e < cs->nerrs; e++)
 		xr_log_err(x, cs->errs[e].off, cs->errs[e].skip, cs->errs[e].msg);
 	x->stats.function_records += cs->s.function_records;
@@ -183,7 +186,7 @@ static int cjob_merge(void *ctx, size_t i)
 		if (t->last > ti->last_tsc)
 			ti->last_tsc = t->last;
 		/* the first D clamped exits ended calls begun in earlier chunks */
-		if (t->clamped > d) {
+		if (t->clamped > d && !c->skipped) {
 			uint64_t orphans = t->clamped - d;
 			ti->orphan_exits += orphans;
 			x->stats.orphan_exits += orphans;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tracekit-mpi on this machine: `mpirun -np 1` against `-np 2` (each rank -j 1), for an
+# Intel PT raw trace of at least 100 MB (tests/data/seams/lj.c recorded with --btrace,
+# converted to PT and repeated end to end, each copy starting with a PSB, as a longer run
+# would be) and an XRay FDR log of about 160 MB (bench/xray-decode.sh's program), with the
+# phases rank 0 reports (TK_MPI_TIMES): plan + decode + save on the slowest rank, gather of
+# the partials, merge + write; and `profile -j 1` for reference. Outputs are checked equal.
+# usage: bench/mpi.sh   (BENCH_RUNS=N, default 3; BENCH_DIR=DIR for the inputs)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$SRC/build
+TK=$BUILD/tracekit
+MPI=$BUILD/tracekit-mpi
+RUNS=${BENCH_RUNS:-3}
+D=${BENCH_DIR:-$BUILD/bench-mpi}
+mkdir -p "$D"
+cd "$D"
+if [ ! -s lj.pt ] || [ ! -s big.pt ]; then
+	cc -O1 -o lj "$SRC/tests/data/seams/lj.c"
+	"$TK" record --btrace -o lj.tkbt -- ./lj >/dev/null 2>&1
+	"$TK" convert --to ipt -q -o lj.pt lj.tkbt
+	"$TK" info lj.tkbt | awk -v m="$D/lj" '$1 == "module" && $2 == m {
+		for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }' >bias
+	n=$(( 100 * 1000 * 1000 / $(stat -c %s lj.pt) + 1 ))
+	for _ in $(seq "$n"); do cat lj.pt; done >big.pt
+fi
+if [ ! -s fdr.xray ]; then
+	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
+		"$SRC/tests/data/xray/xray_prog.c" -o prog -lpthread
+	rm -f fdr-prog.*
+	XRAY_FDR_BUF=16384 XRAY_FDR_MAX=16000 \
+		XRAY_OPTIONS="patch_premain=false xray_logfile_base=./fdr-" ./prog fdr 3 145000 2>/dev/null
+	mv fdr-prog.* fdr.xray
+fi
+run() { mpirun --oversubscribe --allow-run-as-root -np "$@"; }
+one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
+	local label=$1
+	shift
+	printf '%s (%s MB)\n' "$label" "$(( $(stat -c %s "${@: -1}") / 1000000 ))"
+	for r in $(seq "$RUNS"); do
+		local t0 t1
+		t0=$(date +%s.%N); "$TK" profile -j 1 --to csv "$@" >want.csv 2>/dev/null || true
+		t1=$(date +%s.%N); echo "  profile -j 1: $(echo "$t1 - $t0" | bc) s"
+		for np in 1 2; do
+			t0=$(date +%s.%N)
+			TK_MPI_TIMES=1 run "$np" "$MPI" profile -j 1 --to csv -o got.csv "$@" 2>times || true
+			t1=$(date +%s.%N)
+			echo "  -np $np: $(echo "$t1 - $t0" | bc) s; $(grep '^tracekit-mpi:' times | cut -d: -f2-)"
+			cmp -s want.csv got.csv || echo "  -np $np: OUTPUT DIFFERS"
+		done
+	done
+}
+one "Intel PT raw, --elf" --elf "$D/lj:$(cat bias)" big.pt
+one "XRay FDR" fdr.xray

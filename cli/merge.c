@@ -1,0 +1,359 @@
+/* tracekit merge: the partial results of `profile --shard I/N` (cli/shard.c), read back
+ * and merged in input order into any output profile makes. A front-end: partial files ->
+ * library (tk_partial_read, tk_prof_load, tk_prof_merge) -> the profile's writers. The
+ * inputs are opened again (by the names the partials record, checked against their size
+ * and hash) for their symbols, and to decode a shard again where its seam with the one
+ * before cannot be merged exactly (a longjmp across it). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tracekit/partial.h"
+
+static const char usage[] =
+	"usage: tracekit merge [OPTIONS] PART...\n"
+	"\n"
+	"Merge the partial results of `tracekit profile --shard I/N -o PART FILE...` (all N\n"
+	"shards, any order) into the output `tracekit profile FILE...` prints: the same bytes.\n"
+	"The trace files (and --elf files) must be readable here under the names the shards\n"
+	"were given; their size and hash are checked.\n"
+	"\n"
+	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --sort KEY      sort by KEY\n"
+	"  --top N         only the first N rows\n"
+	"  --threads       per thread instead of merged\n"
+	"  -o FILE         write to FILE\n"
+	"\n"
+	"Refused (exit 2): partials of other inputs, options, commands or shard counts, a\n"
+	"missing or repeated shard. Unreadable or damaged partial (exit 3): the file and offset.\n";
+
+struct part_file {
+	const char *path;
+	uint8_t *data;
+	size_t len;
+	struct tk_partial p;
+};
+
+static struct {
+	struct part_file *v;          /* by shard */
+	uint32_t n;
+	size_t input;                 /* the next input merge_input is called for */
+} m;
+
+/* File PATH's bytes into *DATA (malloc'd). */
+static int read_file(const char *path, uint8_t **data, size_t *len)
+{
+	struct tk_input *in;
+	const uint8_t *d;
+	int rc;
+
+	if ((rc = tk_input_open(&in, path, NULL)) < 0 || (rc = tk_input_map(in, &d, len)) < 0) {
+		cli_error(path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if ((*data = malloc(*len ? *len : 1)))
+		memcpy(*data, d, *len);
+	tk_input_free(in);
+	if (!*data) {
+		cli_error(path, UINT64_MAX, "out of memory");
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+static int read_part(struct part_file *f)
+{
+	struct tk_partial_error e;
+	const char *path = f->path;
+	int rc;
+
+	if ((rc = tk_partial_read(&f->p, f->data, f->len, &e)) < 0) {
+		cli_error(path, e.offset, "%s", e.msg);
+		return EXIT_INPUT;
+	}
+	if (f->p.command != TK_PARTIAL_PROFILE) {
+		cli_error(path, UINT64_MAX, "a partial result of another command (%u): merge takes "
+			  "those of profile --shard", f->p.command);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Every shard once, all of one job: the same options, inputs and plan. */
+static int check_set(struct part_file *v, int n)
+{
+	const struct tk_partial *a = &v[0].p;
+
+	for (int i = 0; i < n; i++) {
+		const struct tk_partial *b = &v[i].p;
+		if (b->nshards != a->nshards || strcmp(b->options, a->options) ||
+		    b->ninputs != a->ninputs) {
+			cli_error(v[i].path, UINT64_MAX, "not of the same job as %s (%s)", v[0].path,
+				  b->nshards != a->nshards ? "another shard count" :
+				  b->ninputs != a->ninputs ? "other inputs" : "other options");
+			return EXIT_USAGE;
+		}
+		for (size_t k = 0; k < a->ninputs; k++) {
+			const struct tk_partial_input *x = &a->inputs[k], *y = &b->inputs[k];
+			if (strcmp(x->name, y->name) || x->size != y->size || x->hash != y->hash ||
+			    x->nchunks != y->nchunks) {
+				cli_error(v[i].path, UINT64_MAX, "not of the same job as %s (input %zu: "
+					  "%s, %llu bytes; there: %s, %llu bytes%s)", v[0].path, k + 1,
+					  y->name, (unsigned long long)y->size, x->name,
+					  (unsigned long long)x->size,
+					  x->hash != y->hash ? ", other content" : "");
+				return EXIT_USAGE;
+			}
+		}
+	}
+	m.n = a->nshards;
+	if (!(m.v = calloc(m.n, sizeof *m.v))) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
+		return EXIT_INPUT;
+	}
+	for (int i = 0; i < n; i++) {
+		struct part_file *slot = &m.v[v[i].p.shard - 1];
+		if (slot->path) {
+			cli_error(v[i].path, UINT64_MAX, "shard %u/%u given twice (also %s)",
+				  v[i].p.shard, m.n, slot->path);
+			return EXIT_USAGE;
+		}
+		*slot = v[i];
+	}
+	for (uint32_t k = 0; k < m.n; k++)
+		if (!m.v[k].path) {
+			cli_error(NULL, UINT64_MAX, "shard %u/%u is missing (%d partials given)", k + 1,
+				  m.n, n);
+			return EXIT_USAGE;
+		}
+	/* the shards' chunk ranges follow one another and cover each input's plan */
+	for (size_t k = 0; k < a->ninputs; k++) {
+		uint32_t next = 0;
+		for (uint32_t s = 0; s < m.n; s++) {
+			const struct tk_partial_input *x = &m.v[s].p.inputs[k];
+			if (x->count && x->first != next) {
+				cli_error(m.v[s].path, UINT64_MAX, "input %s: chunks from %u, expected "
+					  "%u: not planned as the other shards", x->name, x->first, next);
+				return EXIT_USAGE;
+			}
+			next += x->count;
+		}
+		if (next != a->inputs[k].nchunks) {
+			cli_error(NULL, UINT64_MAX, "input %s: the shards hold %u of its %u chunks",
+				  a->inputs[k].name, next, a->inputs[k].nchunks);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+/* The recorded options (one token a line) into O, as the shards had them. */
+static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
+{
+	struct tk_cmd_opts r;
+	char *argv[4 * TK_CMD_MAX_LIST + 32];
+	int argc = 0;
+
+	argv[argc++] = "merge";
+	if (!(*copy = strdup(opts)))
+		return EXIT_INPUT;
+	for (char *t = strtok(*copy, "\n"); t; t = strtok(NULL, "\n")) {
+		if (!strcmp(t, "TK_IPT_CHUNK")) {
+			char *val = strtok(NULL, "\n");
+			if (val)
+				setenv("TK_IPT_CHUNK", val, 1);
+			continue;
+		}
+		if (argc >= (int)(sizeof argv / sizeof argv[0]) - 1)
+			break;
+		argv[argc++] = t;
+	}
+	argv[argc] = NULL;
+	if (cli_parse(&cli_cmd_profile, argc, argv, &r) != 0) {
+		cli_error(NULL, UINT64_MAX, "the partials' options do not parse: %s", opts);
+		return EXIT_USAGE;
+	}
+	memcpy(o->elf, r.elf, sizeof o->elf);
+	o->n_elf = r.n_elf;
+	memcpy(o->raw, r.raw, sizeof o->raw);
+	o->n_raw = r.n_raw;
+	memcpy(o->module_path, r.module_path, sizeof o->module_path);
+	o->n_module_path = r.n_module_path;
+	o->format = r.format;
+	o->instr_map = r.instr_map;
+	o->has_tid = r.has_tid;
+	o->tid = r.tid;
+	o->has_tsc_hz = r.has_tsc_hz;
+	o->tsc_hz = r.tsc_hz;
+	o->mtc_freq = r.mtc_freq;
+	o->nom_freq = r.nom_freq;
+	o->cpuid_15_eax = r.cpuid_15_eax;
+	o->cpuid_15_ebx = r.cpuid_15_ebx;
+	o->jobs = r.jobs;
+	return 0;
+}
+
+/* The result PT of partial file F into *TOTAL (FIRST: nothing is in it yet). */
+static int merge_part(struct tk_source *s, struct tk_prof **total, const struct tk_partial_part *pt,
+		      const struct part_file *f, int first)
+{
+	struct tk_partial_error e;
+	struct tk_prof *p = tk_prof_load(*total, pt->data, pt->len, &e);
+	int rc;
+
+	if (!p) {
+		cli_error(f->path, (uint64_t)(pt->data - f->data) + e.offset, "%s", e.msg);
+		return -TK_E_BAD_FORMAT;
+	}
+	if (pt->chunk == TK_PARTIAL_REST && first) {
+		/* the whole profile of a source decoded in order: it is the total itself */
+		tk_prof_free(*total);
+		*total = p;
+		return 0;
+	}
+	if (pt->chunk == TK_PARTIAL_REST || tk_prof_seam_exact(*total, p)) {
+		rc = tk_prof_merge_take(*total, p);
+	} else {
+		/* a return in the chunk may end calls of the chunks before (longjmp): decoded
+		 * again into the total, as one process does (its blocks counted already) */
+		struct tk_run_part part = { .sz = sizeof part, .first = pt->chunk, .count = 1,
+					    .no_blocks = 1 };
+		rc = tk_run_profile_part(s, *total, &part);
+	}
+	tk_prof_free(p);
+	return rc;
+}
+
+/* The shards' profiles of input FILE (the next one) merged in order, then written. */
+static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi)
+{
+	size_t k = m.input++;
+	const struct tk_partial_input *want = &m.v[0].p.inputs[k];
+	struct tk_source_opts so = cli_source_opts(o, fi);
+	struct tk_source *s;
+	struct tk_prof *total;
+	struct tk_sym *sym;
+	uint64_t hash, size;
+	int err = 0, rc = 0;
+
+	if (tk_partial_hash(file, &hash, &size) < 0 || size != want->size || hash != want->hash) {
+		cli_error(file, UINT64_MAX, "not the file the shards read (size or content changed)");
+		return EXIT_INPUT;
+	}
+	if (tk_source_open_input(&s, file, in, &so) < 0)
+		return EXIT_INPUT;
+	if (!(sym = tk_source_symbols(s, &err)) || !(total = tk_run_prof_new(s, &err))) {
+		if (sym)
+			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_source_free(s);
+		return EXIT_INPUT;
+	}
+	/* the chunks' profiles in order, as tk_run_profile merges them; then the rest */
+	int merged = 0;
+	for (int rest = 0; rest < 2; rest++)
+		for (uint32_t i = 0; i < m.n && rc >= 0; i++) {
+			const struct tk_partial_input *x = &m.v[i].p.inputs[k];
+			for (size_t j = 0; j < x->nparts && rc >= 0; j++) {
+				const struct tk_partial_part *pt = &x->parts[j];
+				if ((pt->chunk == TK_PARTIAL_REST) != rest)
+					continue;
+				rc = merge_part(s, &total, pt, &m.v[i], !merged);
+				merged = 1;
+			}
+		}
+	int status = EXIT_CLEAN;
+	if (rc >= 0 && (rc = tk_prof_finish(total)) >= 0)
+		status = cli_profile_write(o, total, sym, s);
+	else if (rc != -TK_E_BAD_FORMAT)
+		cli_error(file, UINT64_MAX, "merge failed: %s", tk_strerror(rc));
+	if (rc < 0)
+		status = EXIT_INPUT;
+	tk_prof_free(total);
+	tk_source_free(s);
+	return status;
+}
+
+int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t **data,
+		       const size_t *len, int nparts)
+{
+	struct part_file *v;
+	char *opts = NULL;
+	int status = 0;
+
+	if (o->to && (!strcmp(o->to, "account") || !strcmp(o->to, "account-csv"))) {
+		cli_error(NULL, UINT64_MAX, "merge: --to %s is not supported yet (profile the log "
+			  "in one process)", o->to);
+		status = EXIT_USAGE;
+	}
+	if (!(v = calloc((size_t)nparts, sizeof *v))) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
+		status = EXIT_INPUT;
+	}
+	for (int i = 0; v && i < nparts; i++)
+		v[i] = (struct part_file){ .path = pnames[i], .data = data[i], .len = len[i] };
+	for (int i = 0; i < nparts && !status; i++)
+		status = read_part(&v[i]);
+	if (!status)
+		status = check_set(v, nparts);
+	if (!status)
+		status = apply_options(o, v[0].p.options, &opts);
+	if (!status) {
+		/* the inputs as the shards named them, one profile each as profile prints them */
+		const struct tk_partial *a = &m.v[0].p;
+		char **names = calloc(a->ninputs + 1, sizeof *names);
+		if (!names) {
+			status = EXIT_INPUT;
+		} else {
+			for (size_t k = 0; k < a->ninputs; k++)
+				names[k] = (char *)a->inputs[k].name;
+			o->args = names;
+			o->nargs = (int)a->ninputs;
+			status = cli_run_files(o, "profile", merge_input);
+			free(names);
+		}
+	}
+	for (int i = 0; i < nparts; i++) {
+		if (v)
+			tk_partial_clear(&v[i].p);
+		free(data[i]);
+	}
+	free(v);
+	free(m.v);
+	free(opts);
+	memset(&m, 0, sizeof m);
+	return status;
+}
+
+static int run(struct tk_cmd_opts *o)
+{
+	uint8_t **data = calloc((size_t)o->nargs + 1, sizeof *data);
+	size_t *len = calloc((size_t)o->nargs + 1, sizeof *len);
+	int status = 0;
+
+	if (!o->nargs) {
+		cli_error(NULL, UINT64_MAX, "merge: no partial results given (see: tracekit help merge)");
+		status = EXIT_USAGE;
+	} else if (!data || !len) {
+		cli_error(NULL, UINT64_MAX, "out of memory");
+		status = EXIT_INPUT;
+	}
+	for (int i = 0; i < o->nargs && !status; i++)
+		status = read_file(o->args[i], &data[i], &len[i]);
+	if (!status)
+		status = cli_merge_partials(o, (const char *const *)o->args, data, len, o->nargs);
+	else
+		for (int i = 0; data && i < o->nargs; i++)
+			free(data[i]);
+	free(data);
+	free(len);
+	return status;
+}
+
+const struct cli_command cli_cmd_merge = {
+	.name = "merge",
+	.summary = "merge the partial results of profile --shard I/N",
+	.usage = usage,
+	.kind = TK_CMD__COUNT,   /* no format's options: the partials carry the shards' */
+	.run = run,
+};

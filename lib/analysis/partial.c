@@ -1,0 +1,755 @@
+/* Partial results as bytes (include/tracekit/partial.h, docs/formats/partial.md): a profile
+ * that is not finished, and the partial file that holds one per input with a header saying
+ * what it was made from. Little-endian, fixed-width fields; a loader that checks every
+ * count against the bytes left and every index against its table before using it. */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/prof_internal.h"
+#include "tracekit/partial.h"
+
+#define PROF_MAGIC "TKPROF\0\1"
+#define FILE_MAGIC "TKPART\r\n"
+
+/* ---- bytes out ---------------------------------------------------------------------------- */
+
+struct wbuf {
+	uint8_t *p;
+	size_t n, cap;
+	int err;
+};
+
+static void put(struct wbuf *w, const void *v, size_t n)
+{
+	if (w->err)
+		return;
+	if (w->n + n > w->cap) {
+		size_t c = w->cap ? w->cap : 4096;
+		while (c < w->n + n)
+			c *= 2;
+		uint8_t *q = realloc(w->p, c);
+		if (!q) {
+			w->err = -TK_E_NOMEM;
+			return;
+		}
+		w->p = q;
+		w->cap = c;
+	}
+	memcpy(w->p + w->n, v, n);
+	w->n += n;
+}
+
+static void put8(struct wbuf *w, uint8_t v)
+{
+	put(w, &v, 1);
+}
+
+static void put32(struct wbuf *w, uint32_t v)
+{
+	uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+	put(w, b, 4);
+}
+
+static void put64(struct wbuf *w, uint64_t v)
+{
+	put32(w, (uint32_t)v);
+	put32(w, (uint32_t)(v >> 32));
+}
+
+static void put_str(struct wbuf *w, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	put32(w, (uint32_t)n);
+	put(w, s, n);
+}
+
+static int finish(struct wbuf *w, uint8_t **data, size_t *len)
+{
+	if (w->err) {
+		free(w->p);
+		return w->err;
+	}
+	*data = w->p;
+	*len = w->n;
+	return 0;
+}
+
+/* ---- bytes in ----------------------------------------------------------------------------- */
+
+struct rbuf {
+	const uint8_t *p;
+	size_t n, off;
+	uint64_t base;            /* offset of p[0] in what the caller gave */
+	struct tk_partial_error *e;
+};
+
+static int fail(struct rbuf *r, int code, uint64_t off, const char *fmt, ...)
+{
+	if (r->e && !r->e->code) {
+		va_list ap;
+		va_start(ap, fmt);
+		r->e->code = code;
+		r->e->offset = r->base + off;
+		vsnprintf(r->e->msg, sizeof r->e->msg, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static int failed(const struct rbuf *r)
+{
+	return r->e && r->e->code;
+}
+
+static const uint8_t *take(struct rbuf *r, size_t n, const char *what)
+{
+	if (failed(r))
+		return NULL;
+	if (n > r->n - r->off) {
+		fail(r, -TK_E_TRUNCATED, r->off, "ends inside %s", what);
+		return NULL;
+	}
+	r->off += n;
+	return r->p + r->off - n;
+}
+
+static uint8_t get8(struct rbuf *r, const char *what)
+{
+	const uint8_t *b = take(r, 1, what);
+	return b ? b[0] : 0;
+}
+
+static uint32_t get32(struct rbuf *r, const char *what)
+{
+	const uint8_t *b = take(r, 4, what);
+	return b ? (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24 : 0;
+}
+
+static uint64_t get64(struct rbuf *r, const char *what)
+{
+	uint64_t lo = get32(r, what);
+	return lo | (uint64_t)get32(r, what) << 32;
+}
+
+/* A count of records of at least SIZE bytes each: no more than the bytes left hold (so a
+ * hostile count cannot make the reader allocate more than the input's size). */
+static uint32_t get_count(struct rbuf *r, size_t size, const char *what)
+{
+	size_t at = r->off;
+	uint32_t n = get32(r, what);
+	if (!failed(r) && (uint64_t)n * size > r->n - r->off) {
+		fail(r, -TK_E_BAD_FORMAT, at, "%u %s do not fit in the %zu bytes left", n, what,
+		     r->n - r->off);
+		return 0;
+	}
+	return n;
+}
+
+/* An index below N (or NONE32 where ALLOW_NONE). */
+static uint32_t get_index(struct rbuf *r, size_t n, int allow_none, const char *what)
+{
+	size_t at = r->off;
+	uint32_t i = get32(r, what);
+	if (!failed(r) && i >= n && !(allow_none && i == NONE32)) {
+		fail(r, -TK_E_BAD_FORMAT, at, "%s %u out of range (%zu)", what, i, n);
+		return allow_none ? NONE32 : 0;
+	}
+	return i;
+}
+
+/* ---- a profile ---------------------------------------------------------------------------- */
+
+static uint64_t entries_hash(const struct tk_prof *p)
+{
+	uint64_t h = p->nentries;
+	for (size_t i = 0; i < p->nentries; i++)
+		h = tk_hash64(h ^ p->entries[i]);
+	return h;
+}
+
+static void put_track(struct wbuf *w, const struct track *t)
+{
+	put32(w, t->id);
+	put32(w, t->root);
+	put64(w, t->insns);
+	put64(w, t->t_last);
+	put64(w, t->t_first);
+	put64(w, t->t_min);
+	put64(w, t->t_max);
+	put32(w, t->base_node);
+	put32(w, t->hint_node);
+	put64(w, t->level_i_start);
+	put64(w, t->level_t_start);
+	put64(w, t->base_child_ticks);
+	put64(w, t->base_child_insns);
+	put8(w, (uint8_t)t->gapped);
+	put32(w, t->gap_level_node);
+	put64(w, t->gap_insns);
+	put64(w, t->gap_time);
+	put64(w, t->gap_child_ticks);
+	put64(w, t->gap_child_insns);
+	put8(w, t->flow);
+	put8(w, t->head_pending);
+	put64(w, t->head_entry);
+	put64(w, t->head_time);
+	put8(w, t->untimed);
+	put64(w, t->off_at);
+	put8(w, t->off_known);
+	put64(w, t->nunmatched);
+	size_t nu = t->nunmatched < UNMATCHED_KEPT ? t->nunmatched : UNMATCHED_KEPT;
+	for (size_t i = 0; i < nu; i++)
+		put64(w, t->unmatched[i]);
+	put32(w, (uint32_t)t->depth);
+	for (size_t i = 0; i < t->depth; i++) {
+		const struct frame *f = &t->st[i];
+		put32(w, f->node);
+		put8(w, f->timed);
+		put8(w, f->tail);
+		put64(w, f->ret);
+		put64(w, f->t_enter);
+		put64(w, f->i_enter);
+		put64(w, f->child_ticks);
+		put64(w, f->child_insns);
+	}
+	put64(w, t->norph_enable);
+	put32(w, (uint32_t)t->norph);
+	for (size_t i = 0; i < t->norph; i++) {
+		const struct orphan *o = &t->orph[i];
+		put32(w, o->what);
+		put32(w, o->keykind);
+		put64(w, o->key);
+		put64(w, o->time);
+		put64(w, o->insns);
+		put64(w, o->child_ticks);
+		put64(w, o->child_insns);
+		put32(w, o->level_node);
+	}
+}
+
+#define FRAME_BYTES 46
+#define ORPHAN_BYTES 52
+#define NODE_BYTES 69
+#define TRACK_BYTES 177
+
+int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len)
+{
+	struct wbuf w = { 0 };
+
+	if (!p || !data || !len)
+		return -TK_E_INVAL;
+	if (p->finished)
+		return -TK_E_BAD_STATE;
+	if (p->nomem)
+		return -TK_E_NOMEM;
+	put(&w, PROF_MAGIC, 8);
+	put32(&w, p->opts.flags);
+	put64(&w, p->opts.clock.ticks_per_second);
+	put64(&w, p->nentries);
+	put64(&w, entries_hash(p));
+	put64(&w, p->serial);
+	put64(&w, p->final_orphans);
+	const struct tk_prof_summary *s = &p->sum;
+	const uint64_t sums[] = { s->events, s->blocks, s->insns, s->calls, s->returns, s->orphans,
+				  s->unmatched, s->truncated, s->open_at_end, s->unwound, s->gaps,
+				  s->time_first, s->time_last };
+	for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
+		put64(&w, sums[i]);
+	/* functions in their order (a merge may have made them in another than their nodes') */
+	put32(&w, (uint32_t)p->nfuncs);
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		put64(&w, p->funcs[i].key);
+		put32(&w, p->funcs[i].kind);
+		put32(&w, p->funcs[i].track);
+		put64(&w, p->funcs[i].zeros);
+	}
+	/* nodes in creation order: a parent before its children, so that making them again
+	 * in this order gives the same indexes and the same sibling lists */
+	put32(&w, (uint32_t)p->nnodes);
+	for (size_t i = 0; i < p->nnodes; i++) {
+		const struct node *n = &p->nodes[i];
+		put64(&w, n->key);
+		put32(&w, n->kind);
+		put32(&w, n->parent);
+		put32(&w, n->track);
+		put64(&w, n->calls);
+		put64(&w, n->incl_ticks);
+		put64(&w, n->excl_ticks);
+		put64(&w, n->incl_insns);
+		put64(&w, n->excl_insns);
+		put64(&w, p->links[i].hint);
+		put8(&w, p->links[i].seam);
+	}
+	/* the duration log in order, each entry's function in this profile's indexes and its
+	 * ticks whole (those of DUR_BIG or more come from the function's big[] in turn) */
+	size_t ndur = 0;
+	for (size_t c = 0; c < p->ndlog; c++)
+		ndur += dlog_len(p, c);
+	size_t *bigi = calloc(p->nfuncs + 1, sizeof *bigi);
+	if (!bigi) {
+		free(w.p);
+		return -TK_E_NOMEM;
+	}
+	put64(&w, ndur);
+	for (size_t c = 0; c < p->ndlog && !w.err; c++) {
+		const struct dchunk *d = &p->dlog[c];
+		for (size_t j = 0, k = dlog_len(p, c); j < k; j++) {
+			uint32_t f = (uint32_t)(d->v[j] >> 32);
+			uint64_t ticks = d->v[j] & 0xffffffffu;
+			if (d->map)
+				f = d->map[f];
+			if (f >= p->nfuncs) {
+				w.err = -TK_E_INTERNAL;
+				break;
+			}
+			if (ticks == DUR_BIG)
+				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
+			put32(&w, f);
+			put64(&w, ticks);
+		}
+	}
+	free(bigi);
+	/* blocks, with what the block cache has not yet added to them */
+	put32(&w, (uint32_t)p->nblocks);
+	for (size_t i = 0; i < p->nblocks; i++) {
+		const struct block *b = &p->blocks[i];
+		const struct block_slot *c = &p->block_cache[block_slot(b->start)];
+		int cached = c->execs && c->index == i;
+		put64(&w, b->start);
+		put64(&w, b->end);
+		put64(&w, b->execs + (cached ? c->execs : 0));
+		put64(&w, b->insns + (cached ? c->insns : 0));
+	}
+	put32(&w, (uint32_t)p->ntracks);
+	for (size_t i = 0; i < p->ntracks; i++)
+		put_track(&w, &p->tracks[i]);
+	return finish(&w, data, len);
+}
+
+static int get_track_state(struct rbuf *r, struct tk_prof *p, struct track *t)
+{
+	size_t nn = p->nnodes;
+
+	memset(t, 0, sizeof *t);
+	t->id = get32(r, "a track");
+	t->root = get_index(r, nn, 0, "track root node");
+	if (!failed(r) && p->nodes[t->root].kind != KIND_TRACK)
+		return fail(r, -TK_E_BAD_FORMAT, r->off - 4, "track root %u is not a track's node", t->root);
+	t->insns = get64(r, "a track");
+	t->t_last = get64(r, "a track");
+	t->t_first = get64(r, "a track");
+	t->t_min = get64(r, "a track");
+	t->t_max = get64(r, "a track");
+	t->base_node = get_index(r, nn, 0, "track base node");
+	t->hint_node = get_index(r, nn, 1, "track hint node");
+	t->level_i_start = get64(r, "a track");
+	t->level_t_start = get64(r, "a track");
+	t->base_child_ticks = get64(r, "a track");
+	t->base_child_insns = get64(r, "a track");
+	t->gapped = get8(r, "a track") != 0;
+	t->gap_level_node = get_index(r, nn, 1, "track gap node");
+	if (t->gapped && t->gap_level_node == NONE32)
+		return fail(r, -TK_E_BAD_FORMAT, r->off - 4, "a gapped track without its gap's level");
+	t->gap_insns = get64(r, "a track");
+	t->gap_time = get64(r, "a track");
+	t->gap_child_ticks = get64(r, "a track");
+	t->gap_child_insns = get64(r, "a track");
+	t->flow = get8(r, "a track");
+	if (t->flow > FLOW_OTHER)
+		return fail(r, -TK_E_BAD_FORMAT, r->off - 1, "track flow state %u unknown", t->flow);
+	t->head_pending = get8(r, "a track") != 0;
+	t->head_entry = get64(r, "a track");
+	t->head_time = get64(r, "a track");
+	t->untimed = get8(r, "a track") != 0;
+	t->off_at = get64(r, "a track");
+	t->off_known = get8(r, "a track") != 0;
+	uint64_t nu = get64(r, "a track");
+	t->nunmatched = (size_t)nu;
+	for (size_t i = 0; i < (nu < UNMATCHED_KEPT ? nu : UNMATCHED_KEPT); i++)
+		t->unmatched[i] = get64(r, "unmatched returns");
+	uint32_t depth = get_count(r, FRAME_BYTES, "frames");
+	if (failed(r))
+		return r->e->code;
+	if (depth && !(t->st = malloc(depth * sizeof *t->st)))
+		return -TK_E_NOMEM;
+	t->cap = t->depth = depth;
+	for (size_t i = 0; i < depth; i++) {
+		struct frame *f = &t->st[i];
+		f->node = get_index(r, nn, 0, "frame node");
+		f->timed = get8(r, "a frame") != 0;
+		f->tail = get8(r, "a frame") != 0;
+		f->ret = get64(r, "a frame");
+		f->t_enter = get64(r, "a frame");
+		f->i_enter = get64(r, "a frame");
+		f->child_ticks = get64(r, "a frame");
+		f->child_insns = get64(r, "a frame");
+	}
+	t->norph_enable = (size_t)get64(r, "a track");
+	uint32_t norph = get_count(r, ORPHAN_BYTES, "orphans");
+	if (failed(r))
+		return r->e->code;
+	if (norph && !(t->orph = malloc(norph * sizeof *t->orph)))
+		return -TK_E_NOMEM;
+	t->corph = t->norph = norph;
+	for (size_t i = 0; i < norph; i++) {
+		struct orphan *o = &t->orph[i];
+		size_t at = r->off;
+		o->what = get32(r, "an orphan");
+		if (!failed(r) && (o->what < ORPH_EXIT || o->what > ORPH_ENABLE))
+			return fail(r, -TK_E_BAD_FORMAT, at, "orphan kind %u unknown", o->what);
+		o->keykind = get32(r, "an orphan");
+		o->key = get64(r, "an orphan");
+		o->time = get64(r, "an orphan");
+		o->insns = get64(r, "an orphan");
+		o->child_ticks = get64(r, "an orphan");
+		o->child_insns = get64(r, "an orphan");
+		o->level_node = get_index(r, nn, 0, "orphan level node");
+	}
+	return failed(r) ? r->e->code : 0;
+}
+
+static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
+{
+	int err = 0;
+	struct tk_prof *p = tk_prof_new_like(like, &err);
+	const uint8_t *m;
+
+	if (!p) {
+		fail(r, err, 0, "out of memory");
+		return NULL;
+	}
+	if ((m = take(r, 8, "the profile's magic")) && memcmp(m, PROF_MAGIC, 8) != 0)
+		fail(r, -TK_E_BAD_FORMAT, 0, "not a tracekit profile (magic)");
+	uint32_t flags = get32(r, "the profile's header");
+	uint64_t tps = get64(r, "the profile's header");
+	uint64_t nentries = get64(r, "the profile's header");
+	uint64_t eh = get64(r, "the profile's header");
+	if (!failed(r) && (flags != p->opts.flags || tps != p->opts.clock.ticks_per_second))
+		fail(r, -TK_E_BAD_FORMAT, 8, "made with other profile options (flags %#x, clock %llu "
+		     "ticks/s)", flags, (unsigned long long)tps);
+	if (!failed(r) && (nentries != p->nentries || eh != entries_hash(p)))
+		fail(r, -TK_E_BAD_FORMAT, 20, "made with other function entries (%llu, here %zu): "
+		     "other symbols or --elf", (unsigned long long)nentries, p->nentries);
+	p->serial = get64(r, "the profile's header");
+	p->final_orphans = get64(r, "the profile's header");
+	struct tk_prof_summary *s = &p->sum;
+	uint64_t *sums[] = { &s->events, &s->blocks, &s->insns, &s->calls, &s->returns, &s->orphans,
+			     &s->unmatched, &s->truncated, &s->open_at_end, &s->unwound, &s->gaps,
+			     &s->time_first, &s->time_last };
+	for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
+		*sums[i] = get64(r, "the profile's summary");
+
+	uint32_t nf = get_count(r, 24, "functions");
+	for (size_t i = 0; i < nf && !failed(r); i++) {
+		size_t at = r->off;
+		uint64_t key = get64(r, "a function");
+		uint32_t kind = get32(r, "a function");
+		uint32_t track = get32(r, "a function");
+		uint64_t zeros = get64(r, "a function");
+		if (failed(r))
+			break;
+		if (kind != TK_PROF_KEY_ADDR && kind != TK_PROF_KEY_ID) {
+			fail(r, -TK_E_BAD_FORMAT, at, "function kind %u unknown", kind);
+			break;
+		}
+		uint32_t fi = prof_get_func(p, track, key, kind);
+		if (fi == NONE32)
+			fail(r, -TK_E_NOMEM, at, "out of memory");
+		else if (fi != i)
+			fail(r, -TK_E_BAD_FORMAT, at, "function %zu repeats function %u", i, fi);
+		else
+			p->funcs[fi].zeros = zeros;
+	}
+	uint32_t nn = get_count(r, NODE_BYTES, "nodes");
+	for (size_t i = 0; i < nn && !failed(r); i++) {
+		size_t at = r->off;
+		uint64_t key = get64(r, "a node");
+		uint32_t kind = get32(r, "a node");
+		uint32_t parent = get32(r, "a node");
+		uint32_t track = get32(r, "a node");
+		if (failed(r))
+			break;
+		/* a parent comes first: the tree has no cycles, whatever the bytes say */
+		if (kind > KIND_TRACK || (parent == NONE32) != (kind == KIND_TRACK) ||
+		    (parent != NONE32 && parent >= i)) {
+			fail(r, -TK_E_BAD_FORMAT, at, "node %zu: kind %u, parent %u not possible", i,
+			     kind, parent);
+			break;
+		}
+		uint32_t k = get_child(p, parent, key, kind, track);
+		if (k == NONE32) {
+			fail(r, -TK_E_NOMEM, at, "out of memory");
+			break;
+		}
+		if (k != i) {
+			fail(r, -TK_E_BAD_FORMAT, at, "node %zu repeats node %u", i, k);
+			break;
+		}
+		struct node *n = &p->nodes[k];
+		n->calls = get64(r, "a node");
+		n->incl_ticks = get64(r, "a node");
+		n->excl_ticks = get64(r, "a node");
+		n->incl_insns = get64(r, "a node");
+		n->excl_insns = get64(r, "a node");
+		p->links[k].hint = get64(r, "a node");
+		p->links[k].seam = get8(r, "a node") != 0;
+	}
+	if (!failed(r) && p->nfuncs != nf)
+		fail(r, -TK_E_BAD_FORMAT, r->off, "the nodes name %zu functions, not %u", p->nfuncs, nf);
+	uint64_t ndur = get64(r, "the durations");
+	if (!failed(r) && ndur > (r->n - r->off) / 12)
+		fail(r, -TK_E_BAD_FORMAT, r->off - 8, "%llu durations do not fit in the bytes left",
+		     (unsigned long long)ndur);
+	for (uint64_t i = 0; i < ndur && !failed(r); i++) {
+		size_t at = r->off;
+		uint32_t f = get_index(r, p->nfuncs, 0, "duration's function");
+		uint64_t ticks = get64(r, "a duration");
+		if (failed(r))
+			break;
+		if (!ticks)
+			fail(r, -TK_E_BAD_FORMAT, at, "a duration of 0 ticks (those are counted)");
+		else if (prof_add_duration(p, f, ticks) < 0)
+			fail(r, -TK_E_NOMEM, at, "out of memory");
+	}
+	uint32_t nb = get_count(r, 32, "blocks");
+	for (size_t i = 0; i < nb && !failed(r); i++) {
+		size_t at = r->off;
+		uint64_t start = get64(r, "a block"), end = get64(r, "a block");
+		uint64_t execs = get64(r, "a block"), insns = get64(r, "a block");
+		struct block *b;
+		if (failed(r))
+			break;
+		if (!(b = prof_get_block(p, start, end))) {
+			fail(r, -TK_E_NOMEM, at, "out of memory");
+			break;
+		}
+		if (b != &p->blocks[i]) {
+			fail(r, -TK_E_BAD_FORMAT, at, "block %zu repeats an earlier one", i);
+			break;
+		}
+		b->execs = execs;
+		b->insns = insns;
+	}
+	uint32_t nt = get_count(r, TRACK_BYTES, "tracks");
+	if (!failed(r) && nt && prof_grow((void **)&p->tracks, &p->ctracks, nt, sizeof *p->tracks) < 0)
+		fail(r, -TK_E_NOMEM, r->off, "out of memory");
+	for (size_t i = 0; i < nt && !failed(r); i++) {
+		size_t at = r->off;
+		int rc = get_track_state(r, p, &p->tracks[i]);
+		p->ntracks++;     /* freed with the profile, even half read */
+		if (rc < 0)
+			fail(r, rc, at, "out of memory");
+		for (size_t k = 0; k < i && !failed(r); k++)
+			if (p->tracks[k].id == p->tracks[i].id)
+				fail(r, -TK_E_BAD_FORMAT, at, "track %u twice", p->tracks[i].id);
+	}
+	s->tracks = (uint32_t)p->ntracks;
+	if (!failed(r) && r->off != r->n)
+		fail(r, -TK_E_BAD_FORMAT, r->off, "%zu bytes after the profile", r->n - r->off);
+	if (failed(r)) {
+		tk_prof_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+struct tk_prof *tk_prof_load(const struct tk_prof *like, const uint8_t *data, size_t len,
+			     struct tk_partial_error *e)
+{
+	struct tk_partial_error scratch;
+	struct rbuf r = { data, len, 0, 0, e ? e : &scratch };
+
+	memset(r.e, 0, sizeof *r.e);
+	if (!like || (!data && len)) {
+		fail(&r, -TK_E_INVAL, 0, "invalid argument");
+		return NULL;
+	}
+	return load(like, &r);
+}
+
+/* ---- partial files ------------------------------------------------------------------------ */
+
+#define HASH_SPAN ((uint64_t)1 << 20)
+
+/* FNV-1a over N bytes, continuing from H. */
+static uint64_t fnv(uint64_t h, const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static int hash_span(int fd, uint64_t off, uint64_t n, uint64_t *h)
+{
+	uint8_t buf[65536];
+
+	while (n) {
+		ssize_t k = pread(fd, buf, n < sizeof buf ? (size_t)n : sizeof buf, (off_t)off);
+		if (k <= 0)
+			return -TK_E_IO;
+		*h = fnv(*h, buf, (size_t)k);
+		off += (uint64_t)k;
+		n -= (uint64_t)k;
+	}
+	return 0;
+}
+
+int tk_partial_hash(const char *path, uint64_t *hash, uint64_t *size)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -TK_E_IO;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -TK_E_IO;
+	}
+	uint64_t n = (uint64_t)st.st_size, h = 0xcbf29ce484222325ULL ^ n;
+	uint64_t head = n < HASH_SPAN ? n : HASH_SPAN;
+	rc = hash_span(fd, 0, head, &h);
+	if (rc == 0 && n > HASH_SPAN)
+		rc = hash_span(fd, n - HASH_SPAN, HASH_SPAN, &h);
+	close(fd);
+	*hash = h;
+	*size = n;
+	return rc;
+}
+
+int tk_partial_write(const struct tk_partial *p, uint8_t **data, size_t *len)
+{
+	struct wbuf w = { 0 };
+
+	if (!p || !data || !len || (p->ninputs && !p->inputs))
+		return -TK_E_INVAL;
+	put(&w, FILE_MAGIC, 8);
+	put32(&w, TK_PARTIAL_VERSION);
+	put32(&w, p->command);
+	put_str(&w, p->options);
+	put32(&w, p->shard);
+	put32(&w, p->nshards);
+	put32(&w, (uint32_t)p->ninputs);
+	for (size_t i = 0; i < p->ninputs; i++) {
+		const struct tk_partial_input *in = &p->inputs[i];
+		put_str(&w, in->name);
+		put64(&w, in->size);
+		put64(&w, in->hash);
+		put32(&w, in->nchunks);
+		put32(&w, in->first);
+		put32(&w, in->count);
+		put32(&w, (uint32_t)in->nparts);
+		for (size_t k = 0; k < in->nparts; k++) {
+			put32(&w, in->parts[k].chunk);
+			put64(&w, in->parts[k].len);
+			put(&w, in->parts[k].data, in->parts[k].len);
+		}
+	}
+	return finish(&w, data, len);
+}
+
+static const char *get_str(struct rbuf *r, const char *what)
+{
+	uint32_t n = get_count(r, 1, what);
+	const uint8_t *b = take(r, n, what);
+	if (!b)
+		return NULL;
+	if (memchr(b, 0, n)) {
+		fail(r, -TK_E_BAD_FORMAT, (size_t)(b - r->p), "%s holds a NUL byte", what);
+		return NULL;
+	}
+	char *s = malloc(n + 1);
+	if (!s) {
+		fail(r, -TK_E_NOMEM, r->off, "out of memory");
+		return NULL;
+	}
+	memcpy(s, b, n);
+	s[n] = 0;
+	return s;
+}
+
+void tk_partial_clear(struct tk_partial *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; p->inputs && i < p->ninputs; i++) {
+		free((char *)p->inputs[i].name);
+		free(p->inputs[i].parts);
+	}
+	free(p->inputs);
+	free((char *)p->options);
+	memset(p, 0, sizeof *p);
+}
+
+int tk_partial_read(struct tk_partial *p, const uint8_t *data, size_t len, struct tk_partial_error *e)
+{
+	struct tk_partial_error scratch;
+	struct rbuf r = { data, len, 0, 0, e ? e : &scratch };
+	const uint8_t *m;
+
+	memset(r.e, 0, sizeof *r.e);
+	if (!p || (!data && len))
+		return fail(&r, -TK_E_INVAL, 0, "invalid argument");
+	memset(p, 0, sizeof *p);
+	if ((m = take(&r, 8, "the magic")) && memcmp(m, FILE_MAGIC, 8) != 0)
+		return fail(&r, -TK_E_BAD_FORMAT, 0, "not a tracekit partial result (magic)");
+	p->version = get32(&r, "the header");
+	if (!failed(&r) && p->version != TK_PARTIAL_VERSION)
+		return fail(&r, -TK_E_UNSUPPORTED, 8, "partial format version %u (this tracekit "
+			    "reads version %u)", p->version, TK_PARTIAL_VERSION);
+	p->command = get32(&r, "the header");
+	p->options = get_str(&r, "the options");
+	p->shard = get32(&r, "the header");
+	p->nshards = get32(&r, "the header");
+	if (!failed(&r) && (!p->nshards || !p->shard || p->shard > p->nshards))
+		fail(&r, -TK_E_BAD_FORMAT, r.off - 8, "shard %u of %u", p->shard, p->nshards);
+	uint32_t n = get_count(&r, 36, "inputs");
+	if (!failed(&r) && !(p->inputs = calloc(n ? n : 1, sizeof *p->inputs)))
+		fail(&r, -TK_E_NOMEM, r.off, "out of memory");
+	for (size_t i = 0; i < n && !failed(&r); i++) {
+		struct tk_partial_input *in = &p->inputs[i];
+		size_t at = r.off;
+		in->name = get_str(&r, "an input's name");
+		p->ninputs++;
+		in->size = get64(&r, "an input");
+		in->hash = get64(&r, "an input");
+		in->nchunks = get32(&r, "an input");
+		in->first = get32(&r, "an input");
+		in->count = get32(&r, "an input");
+		if (!failed(&r) && (in->first > in->nchunks || in->count > in->nchunks - in->first))
+			fail(&r, -TK_E_BAD_FORMAT, at, "input %zu: chunks %u+%u of %u", i, in->first,
+			     in->count, in->nchunks);
+		uint32_t np = get_count(&r, 12, "results");
+		if (!failed(&r) && !(in->parts = calloc(np ? np : 1, sizeof *in->parts)))
+			fail(&r, -TK_E_NOMEM, r.off, "out of memory");
+		for (size_t k = 0; k < np && !failed(&r); k++) {
+			struct tk_partial_part *pt = &in->parts[k];
+			size_t pat = r.off;
+			pt->chunk = get32(&r, "a result");
+			uint64_t sl = get64(&r, "a result");
+			/* the chunks' results in order, inside the range; then the rest */
+			if (!failed(&r) && ((k && in->parts[k - 1].chunk == TK_PARTIAL_REST) ||
+			    (pt->chunk != TK_PARTIAL_REST &&
+			     (pt->chunk < in->first || pt->chunk - in->first >= in->count ||
+			      (k && in->parts[k - 1].chunk >= pt->chunk)))))
+				fail(&r, -TK_E_BAD_FORMAT, pat, "input %zu: a result of chunk %u out of "
+				     "place (chunks %u+%u)", i, pt->chunk, in->first, in->count);
+			if (!failed(&r) && sl > r.n - r.off)
+				fail(&r, -TK_E_TRUNCATED, r.off - 8, "ends inside a result of input "
+				     "%zu (%llu bytes)", i, (unsigned long long)sl);
+			pt->data = take(&r, (size_t)sl, "a result");
+			pt->len = (size_t)sl;
+			in->nparts++;
+		}
+	}
+	if (!failed(&r) && r.off != r.n)
+		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the last input", r.n - r.off);
+	if (failed(&r)) {
+		tk_partial_clear(p);
+		return r.e->code;
+	}
+	return 0;
+}

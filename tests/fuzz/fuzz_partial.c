@@ -1,0 +1,60 @@
+/* Fuzz target: partial results (tracekit/partial.h). The bytes as a partial file, each of
+ * its results loaded as a profile and merged in order; and the bytes as one profile. What
+ * loads must merge, finish and print without harm. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tracekit/out.h"
+#include "tracekit/partial.h"
+
+/* P merged into ACC (ACC's entries: none), then both printed. */
+static void use(struct tk_prof *acc, struct tk_prof *p)
+{
+	struct tk_buf b;
+
+	(void)tk_prof_seam_exact(acc, p);
+	(void)tk_prof_merge(acc, p);
+	if (tk_prof_finish(p) < 0 || tk_buf_init(&b, -1, 4096) < 0)
+		return;
+	struct tk_out_opts o = { .sz = sizeof o };
+	static const enum tk_out_kind kinds[] = { TK_OUT_CSV, TK_OUT_CALLTREE, TK_OUT_FOLDED,
+						  TK_OUT_PPROF, TK_OUT_BLOCKS };
+	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+		b.len = 0;
+		(void)tk_out_profile(&b, p, kinds[k], &o);
+	}
+	tk_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct tk_prof *like = tk_prof_new(NULL, NULL), *acc, *p;
+	struct tk_partial part;
+	struct tk_partial_error e;
+
+	if (!like)
+		return 0;
+	if ((acc = tk_prof_new_like(like, NULL)) != NULL) {
+		if (tk_partial_read(&part, data, size, &e) == 0) {
+			for (size_t i = 0; i < part.ninputs; i++)
+				for (size_t k = 0; k < part.inputs[i].nparts; k++)
+					if ((p = tk_prof_load(like, part.inputs[i].parts[k].data,
+							      part.inputs[i].parts[k].len, &e))) {
+						use(acc, p);
+						tk_prof_free(p);
+					}
+			tk_partial_clear(&part);
+		}
+		if ((p = tk_prof_load(like, data, size, &e))) {
+			use(acc, p);
+			tk_prof_free(p);
+		}
+		if (tk_prof_finish(acc) == 0) {
+			struct tk_prof_summary s;
+			(void)tk_prof_summary(acc, &s);
+		}
+		tk_prof_free(acc);
+	}
+	tk_prof_free(like);
+	return 0;
+}

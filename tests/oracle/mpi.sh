@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# mpirun -np 1/2/3 tracekit-mpi profile prints what `tracekit profile -j 1` prints, for an
+# Intel PT raw stream with --elf (300-byte chunks: seams between setjmp and longjmp), a
+# perf.data with two queues, an XRay FDR log, a branch trace, an xtrace trace and two
+# inputs with more ranks than files; damaged data in one rank's chunks is reported as -j 1
+# reports it, with exit status 1; a rank that cannot open its input ends the job with
+# status 3, without hanging.
+set -euo pipefail
+mpi="$BUILD/tracekit-mpi"
+[ -x "$mpi" ] || { echo "tracekit-mpi was not built: MPI not found (scripts/install-deps.sh" \
+	"installs libopenmpi-dev)"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+run() { timeout 120 mpirun --oversubscribe --allow-run-as-root -np "$@"; }
+# under ASan, no leak check: Open MPI's components (dlopen'ed, unloaded at exit, so their
+# frames cannot be named in a suppression) keep memory to the end by design. tracekit-mpi's
+# own code (cli_shard_build, cli_merge_partials) is leak-checked through shards.sh.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+. "$SRC/tests/tools/lj-traces.sh"
+xray="$SRC/tests/data/xray/fdr-v5.xray"
+export TK_IPT_CHUNK=300
+
+same() {   # LABEL NP TO ARGS...: tracekit-mpi on NP ranks against profile -j 1
+	local label=$1 np=$2 to=$3
+	shift 3
+	"$TK" profile -j 1 --to "$to" "$@" >"$work/want" 2>/dev/null
+	run "$np" "$mpi" profile -j 1 --to "$to" -o "$work/got" "$@" 2>"$work/err" ||
+		{ echo "$label, -np $np: failed"; cat "$work/err"; exit 1; }
+	cmp -s "$work/want" "$work/got" || { echo "$label, -np $np, --to $to: differs from -j 1"; exit 1; }
+}
+for np in 1 2 3; do
+	same "Intel PT raw" "$np" csv --elf "$work/lj:$bias" "$work/lj.pt"
+done
+same "Intel PT raw" 2 pprof --elf "$work/lj:$bias" "$work/lj.pt"
+same "perf.data" 3 csv "$work/two.data"
+same "XRay" 2 json "$xray"
+same "branch trace" 3 folded "$work/lj.tkbt"
+same "xtrace" 2 csv "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
+same "two inputs, three ranks" 3 text "$xray" "$work/lj.tkbt"
+
+# damaged bytes in the middle of one rank's chunks: the same gap report, exit status 1
+cp "$work/lj.pt" "$work/dmg.pt"
+printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+rc=0; "$TK" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
+[ "$rc" = 1 ] || { echo "damaged: profile exit $rc"; exit 1; }
+rc=0; run 3 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/got" \
+	2>"$work/err" || rc=$?
+[ "$rc" = 1 ] || { echo "damaged: tracekit-mpi exit $rc, not 1"; cat "$work/err"; exit 1; }
+cmp -s <(grep '^tracekit:.*gap' "$work/want.err") <(grep '^tracekit:.*gap' "$work/err") ||
+	{ echo "damaged: the ranks report"; cat "$work/err"; echo "-j 1 reports"; cat "$work/want.err"; exit 1; }
+cmp -s "$work/want" "$work/got" || { echo "damaged: output differs from -j 1"; exit 1; }
+
+# rank 1 cannot open its input (a node without the shared file system): status 3, at once
+rc=0
+run 3 bash -c 'f=$1; [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && f=$2; exec "$0" profile -j 1 --to csv "$f"' \
+	"$mpi" "$xray" "$work/missing.xray" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" = 3 ] || { echo "unreadable input on one rank: exit $rc, not 3"; cat "$work/err"; exit 1; }
+grep -q "missing.xray" "$work/err" || { echo "unreadable input: not named"; cat "$work/err"; exit 1; }
+echo "mpi: ok"

@@ -134,6 +134,13 @@ void cli_help(const struct cli_command *cmd)
 	const char *title;
 
 	fputs(cmd->usage, stdout);
+	/* the names --format takes, from the registry (record reads no trace) */
+	if (cmd->kind != TK_CMD_RECORD) {
+		fputs("\nFormats (--format NAME skips detection):\n ", stdout);
+		for (int id = 1; id < TK_FMT__COUNT; id++)
+			printf("%s %s", id > 1 ? "," : "", tk_format_name((enum tk_format_id)id));
+		putchar('\n');
+	}
 	for (size_t i = 0; (t = tk_cmd_option_table(i, &title)); i++) {
 		int any = 0;
 		for (; t->name; t++) {

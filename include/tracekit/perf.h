@@ -228,6 +228,7 @@ struct tk_perf_session {
 	size_t nelf;
 	unsigned shown;             /* problems reported while reading */
 	int split;                  /* the queues are split by thread (opts.threads) */
+	unsigned procs_capped;      /* ... more processes than images: said once */
 	struct tk_perf_proc *procs; /* ... the processes' images */
 	size_t nprocs;
 	uint64_t *seg_breaks;       /* ... and the streams' breaks */
@@ -256,6 +257,9 @@ TK_API int tk_perf_session_report(const struct tk_perf_session *x, const char *p
 			   const struct tk_gap_stats *total, uint64_t insns);
 /* perf's timing settings (MTC period, nominal ratio, TSC:crystal) into O where it has none. */
 TK_API void tk_perf_timing(const struct tk_perf_aux *a, struct tk_perf_session_opts *o);
+/* Whether a session's streams are its threads' (tk_perf_session_opts.threads): a timed
+ * session whose sideband says which threads ran or which process a thread is. */
+TK_API int tk_perf_by_thread(const struct tk_perf_aux *a);
 /* A warning (through MSG) when code mappings overlap others of different code (one image
  * cannot hold them all). */
 TK_API void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *path, tk_msg_fn msg,

@@ -189,6 +189,69 @@ static void hex_bytes(struct tk_buf *out, const char *before, const uint8_t *p, 
 	tk_buf_putc(out, '\n');
 }
 
+/* The processes the sideband names (COMM, FORK), the first 64: name, parent, execs,
+ * threads. */
+static void info_processes(const struct tk_perf_aux *a, struct tk_buf *out)
+{
+	uint32_t pids[64];
+	size_t n = 0, more = 0;
+
+	for (size_t i = 0; i < a->ntasks; i++) {
+		uint32_t pid = a->tasks[i].pid;
+		size_t k = 0;
+		while (k < n && pids[k] != pid)
+			k++;
+		if (k == n && n < 64)
+			pids[n++] = pid;
+		else if (k == n)
+			more++;   /* (a pid counted again for each of its records: "at least") */
+	}
+	for (size_t k = 0; k < n; k++) {
+		const char *comm = "";
+		uint32_t parent = UINT32_MAX, execs = 0;
+
+		for (size_t i = 0; i < a->ntasks; i++) {
+			const struct tk_perf_task *t = &a->tasks[i];
+			if (t->pid != pids[k])
+				continue;
+			if (t->kind == TK_PERF_COMM || t->kind == TK_PERF_EXEC)
+				comm = t->comm;
+			execs += t->kind == TK_PERF_EXEC && t->tid == t->pid;
+			if (t->kind == TK_PERF_FORK && t->tid == t->pid && t->ppid != t->pid)
+				parent = t->ppid;
+		}
+		tk_buf_printf(out, "  process:  pid %u %s", pids[k], comm[0] ? comm : "(no name)");
+		if (parent != UINT32_MAX)
+			tk_buf_printf(out, ", forked from %u", parent);
+		if (execs)
+			tk_buf_printf(out, ", %u exec%s", execs, execs > 1 ? "s" : "");
+		/* its threads, the first 32 */
+		uint32_t tids[32];
+		size_t nt = 0, others = 0;
+		for (size_t i = 0; i < a->ntasks; i++) {
+			const struct tk_perf_task *t = &a->tasks[i];
+			size_t j = 0;
+			if (t->pid != pids[k] || t->kind == TK_PERF_EXIT)
+				continue;
+			while (j < nt && tids[j] != t->tid)
+				j++;
+			if (j == nt && nt < 32)
+				tids[nt++] = t->tid;
+			else if (j == nt)
+				others = 1;
+		}
+		tk_buf_puts(out, ", threads");
+		for (size_t j = 0; j < nt; j++)
+			tk_buf_printf(out, " %u", tids[j]);
+		tk_buf_puts(out, others ? " and more\n" : "\n");
+	}
+	if (more)
+		tk_buf_printf(out, "  process:  and more (records of %zu others)\n", more);
+	if (a->nswitches)
+		tk_buf_printf(out, "  switches: %zu (which thread ran on each CPU when)\n",
+			      a->nswitches);
+}
+
 static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		     struct tk_buf *out)
 {
@@ -273,10 +336,12 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,
 			      (unsigned long long)a.lost_records);
+	info_processes(&a, out);
 	if (parts.nparts)
 		tk_buf_printf(out, "  parts:    %zu files of perf record --threads (data.0 to "
 			      "data.%zu), read after data\n", parts.nparts, parts.nparts - 1);
-	if (!o->quiet)
+	/* (decoded by thread, each process has its own image: decode names overlaps in one) */
+	if (!o->quiet && !tk_perf_by_thread(&a))
 		tk_perf_warn_overlaps(&a, file, c->msg, c->ctx);
 	tk_perf_aux_free(&a);
 	tk_perf_parts_close(&parts);

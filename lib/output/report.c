@@ -3,7 +3,7 @@
  * object in a <script type="application/json"> block. Every part is a summary sized for
  * the screen, so the page's size does not grow with the trace's:
  *   functions   the first TK_REPORT_TOP rows of tk_out_profile's CSV, the rest in one row
- *   flame graph call paths under 1/2000 of the total (and beyond 20,000 nodes or depth
+ *   flame graph call paths under 1/2000 of the total (and beyond 5,000 nodes or depth
  *               256) merged into an "(other)" node per parent
  *   source      `profile --source --top 200`, at most 1 MiB of it
  *   timeline    TK_REPORT_BINS columns per lane, TK_REPORT_LANES lanes
@@ -19,7 +19,7 @@
 #include <tk_report_template.h>
 
 #define FLAME_SHARE 2000      /* nodes under 1/FLAME_SHARE of the total are merged */
-#define FLAME_NODES 20000
+#define FLAME_NODES 5000
 #define FLAME_DEPTH 256
 #define SOURCE_TOP 200
 #define SOURCE_BYTES (1u << 20)

@@ -287,8 +287,9 @@ rc=0
 [ $rc = 1 ] && grep -q '1 losses marked with OVF (packets cut off there left out)' "$work/cut.err" ||
 	{ echo "convert --to ipt of a loss: exit $rc"; cat "$work/cut.err"; exit 1; }
 "$TK" decode --no-disasm "${elfargs[@]}" "$work/cut.pt" >"$work/cut.txt" 2>/dev/null || true
-[ "$(grep '^\[' "$work/cut.txt" | grep -cv 'abled\]$')" = 1 ] && grep -q '^\[overflow' "$work/cut.txt" ||
-	{ echo "convert --to ipt of a loss: not one overflow"; grep '^\[' "$work/cut.txt" | grep -v abled | head; exit 1; }
+# (tracing switched off and on again: [enabled], [disabled], [resumed] at the same IP)
+[ "$(grep '^\[' "$work/cut.txt" | grep -cEv '(abled|resumed)\]$')" = 1 ] && grep -q '^\[overflow' "$work/cut.txt" ||
+	{ echo "convert --to ipt of a loss: not one overflow"; grep '^\[' "$work/cut.txt" | grep -Ev '(abled|resumed)\]$' | head; exit 1; }
 python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/cut.txt" >"$work/seg.out" &&
 	grep -q '^2 pieces' "$work/seg.out" || { echo "convert --to ipt of a loss: $(cat "$work/seg.out")"; exit 1; }
 

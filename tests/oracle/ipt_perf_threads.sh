@@ -10,6 +10,8 @@
 #   --no-disasm` (its streams named by cpu, pid and tid) list the same instructions: each
 #   thread decoded against its own process's code (one image for all cannot hold both
 #   programs' code)
+# - info lists the processes (name, parent, execs, threads) and no overlap (each process
+#   has its own image)
 # - `-j 2` with small chunks decodes and profiles as `-j 1` does
 # - per thread, perf's call and return branches (--itrace=cr) are tracekit's call and ret
 #   instructions
@@ -81,6 +83,11 @@ cmp -s "$work/thr.perf" "$work/thr.tk" || { echo "per thread: tracekit and perf 
 	diff "$work/thr.perf" "$work/thr.tk" | head -10 || true; exit 1; }
 [ "$(cut -d' ' -f2 "$work/thr.tk" | sort -u | tr '\n' ' ')" = "100 101 200 " ] ||
 	{ echo "per thread: want threads 100, 101 and 200"; exit 1; }
+"$TK" info "$work/cpu.data" >"$work/info.txt" 2>"$work/info.err"
+grep -qx '  process:  pid 100 lj, 1 exec, threads 100 101' "$work/info.txt" &&
+	grep -qx '  process:  pid 200 lj2, forked from 100, 1 exec, threads 200' "$work/info.txt" &&
+	grep -q '^  switches: 10 ' "$work/info.txt" && [ ! -s "$work/info.err" ] ||
+	{ echo "info: processes"; cat "$work/info.txt" "$work/info.err"; exit 1; }
 
 # -j 2, small chunks: each chunk decoded against its thread's process, as -j 1 does
 TK_IPT_CHUNK=4096 "$TK" decode --no-disasm -j 2 "$work/cpu.data" >"$work/j2.txt" 2>/dev/null

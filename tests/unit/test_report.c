@@ -94,7 +94,7 @@ static void test_profile_bounded(void **state)
 		"const rows = D.functions.trim().split(\"\\n\").length - 1;"
 		"let depth = 0; const walk = (n, d) => { depth = Math.max(depth, d); (n[6] || []).forEach((k) => walk(k, d + 1)); };"
 		"walk(D.flame, 0);"
-		"console.log([rows, D.functions_rest.rows, D.functions_rest.calls, D.flame_nodes <= 20000 + 300,"
+		"console.log([rows, D.functions_rest.rows, D.functions_rest.calls, D.flame_nodes <= 5000 + 300,"
 		" depth, D.flame[2], D.timeline.lanes.length, D.timeline.lanes.every((l) => l.calls.length <= 600),"
 		" D.timeline.lanes.reduce((s, l) => s + l.calls.reduce((a, b) => a + b, 0), 0)].join(\" \"))");
 	/* the rows and the total as profile --to csv and --to folded give them; the flame

@@ -443,11 +443,19 @@ static struct tk_tsc_conv perf_conv(const struct tk_perf_session *x)
 	return (struct tk_tsc_conv){ 0, 0, 0 };
 }
 
-/* Split by thread: asked for, and a timed session (perf decodes it by time) that says
- * which threads ran (switches) or which process a thread is (COMM, FORK). */
+/* A timed session (perf decodes it by time) that says which threads ran (switches) or
+ * which process a thread is (COMM, FORK). */
+int tk_perf_by_thread(const struct tk_perf_aux *a)
+{
+	const struct tk_perf_pt_info *pt = &a->pt;
+
+	return pt->nfields >= 5 && pt->cap_user_time_zero && pt->time_mult &&
+	       (a->nswitches || a->ntasks);
+}
+
 static int split_wanted(const struct tk_perf_session *x)
 {
-	return x->o.threads && perf_conv(x).mult && (x->aux.nswitches || x->aux.ntasks);
+	return x->o.threads && x->perf && tk_perf_by_thread(&x->aux);
 }
 
 /* The process of thread TID (its last COMM or FORK record), UINT32_MAX if none. */
@@ -459,18 +467,27 @@ static uint32_t pid_of(const struct tk_perf_aux *a, uint32_t tid)
 	return UINT32_MAX;
 }
 
-/* How many times process PID exec'd up to TIME; *FROM: when the last of those (0: none). */
-static uint32_t epoch_of(const struct tk_perf_aux *a, uint32_t pid, uint64_t time, uint64_t *from)
+/* How many times process PID exec'd up to TIME; *FROM: when the last of those (0: none),
+ * *UNTIL (if not NULL): when the next one (UINT64_MAX: none). */
+static uint32_t epoch_of(const struct tk_perf_aux *a, uint32_t pid, uint64_t time, uint64_t *from,
+			 uint64_t *until)
 {
 	uint32_t e = 0;
 
 	*from = 0;
-	for (size_t i = 0; i < a->ntasks; i++)
-		if (a->tasks[i].kind == TK_PERF_EXEC && a->tasks[i].pid == pid &&
-		    a->tasks[i].tid == pid && a->tasks[i].time <= time) {
+	if (until)
+		*until = UINT64_MAX;
+	for (size_t i = 0; i < a->ntasks; i++) {
+		const struct tk_perf_task *t = &a->tasks[i];
+		if (t->kind != TK_PERF_EXEC || t->pid != pid || t->tid != pid)
+			continue;
+		if (t->time <= time) {
 			e++;
-			*from = a->tasks[i].time;
+			*from = t->time;
+		} else if (until && t->time < *until) {
+			*until = t->time;
 		}
+	}
 	return e;
 }
 
@@ -485,7 +502,7 @@ static size_t proc_maps(const struct tk_perf_aux *a, uint32_t pid, uint64_t from
 		uint64_t pfrom;
 
 		if (t->kind == TK_PERF_FORK && t->pid == pid && t->tid == pid && t->ppid != pid) {
-			epoch_of(a, t->ppid, t->time, &pfrom);
+			epoch_of(a, t->ppid, t->time, &pfrom, NULL);
 			n = proc_maps(a, t->ppid, pfrom, t->time, out, n, depth + 1);
 			break;
 		}
@@ -504,12 +521,19 @@ static struct tk_image *proc_image(const char *file, struct tk_perf_session *x, 
 {
 	const struct tk_perf_aux *a = &x->aux;
 	uint64_t from, to = UINT64_MAX;
-	uint32_t epoch = epoch_of(a, pid, time, &from);
+	uint32_t epoch = epoch_of(a, pid, time, &from, NULL);
 	int rc;
 
 	for (size_t i = 0; i < x->nprocs; i++)
 		if (x->procs[i].pid == pid && x->procs[i].epoch == epoch)
 			return x->procs[i].img;
+	/* a bound on the images (each maps its files): beyond it, the session's */
+	if (x->nprocs == 1024) {
+		if (!x->o.quiet && !x->procs_capped++)
+			WARN(x, file, "more than 1024 processes (or execs): the others' trace is "
+			     "decoded against one image of all mappings");
+		return x->img;
+	}
 	/* up to its next exec */
 	for (size_t i = 0; i < a->ntasks; i++)
 		if (a->tasks[i].kind == TK_PERF_EXEC && a->tasks[i].pid == pid &&
@@ -613,16 +637,20 @@ static int queue_segments(const struct tk_perf_session *x, size_t qi, struct seg
 			sw[nsw++] = &a->switches[i];
 	qsort(sw, nsw, sizeof *sw, by_time);
 	uint32_t pid = q->tid == UINT32_MAX ? UINT32_MAX : pid_of(a, q->tid), tid = q->tid;
-	uint64_t time = 0, psb, e = UINT64_MAX;
+	uint64_t time = 0, psb, e = UINT64_MAX, epoch = 0, d, until = 0;
+	uint32_t epoch_pid = UINT32_MAX;
 	size_t first = *n;
 	for (uint64_t off = 0; tk_ipt_psb_next(q->data, q->len, off, &psb) == 0; off = psb + 1) {
-		uint64_t d;
 		time = psb_time(dec, psb, &c, time);
 		for (; k < nsw && sw[k]->time <= time; k++) {
 			pid = sw[k]->pid;
 			tid = sw[k]->tid;
 		}
-		uint64_t epoch = pid == UINT32_MAX ? 0 : epoch_of(a, pid, time, &d);
+		/* (the same until the process changes or execs: not searched at each PSB) */
+		if (pid != epoch_pid || time >= until) {
+			epoch = pid == UINT32_MAX ? 0 : epoch_of(a, pid, time, &d, &until);
+			epoch_pid = pid;
+		}
 		if (*n > first && (*segs)[*n - 1].pid == pid && (*segs)[*n - 1].tid == tid &&
 		    epoch == e)
 			continue;

@@ -138,7 +138,7 @@
       for (let a = view.parent; a; a = a.parent) add(a, 0, width, true);
       const rec = (n, x) => {
         const w = width * n.v[wi] / total;
-        if (w < 0.5) return;
+        if (w < 1) return;   /* under a pixel: not drawn (thousands of them cost layout) */
         add(n, x, w, false);
         let cx = x;
         for (const k of n.kids) {

@@ -48,7 +48,7 @@ static const struct {
 	[TK_FMT_IPT] = { "ipt", "Intel PT raw stream", &tk_source_ipt },
 	[TK_FMT_PERF] = { "perf", "perf.data", &tk_source_ipt },
 	[TK_FMT_XRAY] = { "xray", "LLVM XRay log", &tk_source_xray },
-	[TK_FMT_KANATA] = { "kanata", "Kanata pipeline log", NULL },
+	[TK_FMT_KANATA] = { "kanata", "Kanata pipeline log", &tk_source_kanata },
 	[TK_FMT_GEM5_O3] = { "gem5", "gem5 O3PipeView trace", NULL },
 	[TK_FMT_XTRACE_INSN] = { "xtrace", "Kunpeng xtrace instruction stream", &tk_source_xtrace },
 	[TK_FMT_XTRACE_SNAP] = { "xtrace-snapshot", "Kunpeng xtrace register snapshots",

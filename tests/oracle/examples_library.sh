@@ -37,4 +37,10 @@ same "xtrace" "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin
 want=$("$TK" decode --stat --elf "$work/lj:$bias" "$work/lj.pt" | awk '$1 == "insn:" {print $2}')
 got=$("$ex/events" "$work/lj.pt" "$work/lj:$bias" | awk '$1 == "instructions" {print $2}')
 [ -n "$want" ] && [ "$want" = "$got" ] || { echo "events: $got instructions, decode: $want"; exit 1; }
-echo "library examples: ok (5 formats; $got instructions streamed)"
+# Kanata through its source: as many instructions begun, retired and flushed as check counts
+kn="$SRC/tests/data/kanata/kanata-sample-1.log"
+[ -f "${DATA:-}/kanata/kanata-sample-2.log.gz" ] && kn="$DATA/kanata/kanata-sample-2.log.gz"
+kwant=$( ("$TK" check "$kn" 2>/dev/null || true) | sed -n 's/.*; \([0-9]*\) instructions (\([0-9]*\) retired, \([0-9]*\) flushed.*/\1 \2 \3/p')
+kgot=$("$ex/events" "$kn" | awk '{ c[$1] = $2 } END { print c["insn"] + 0, c["retire"] + 0, c["flush"] + 0 }')
+[ -n "$kwant" ] && [ "$kwant" = "$kgot" ] || { echo "events on Kanata: $kgot, check: $kwant"; exit 1; }
+echo "library examples: ok (6 formats; $got instructions streamed)"

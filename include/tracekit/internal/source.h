@@ -56,6 +56,6 @@ int tk_source_run_pool(struct tk_source *s, size_t nchunks, tk_source_chunk_fn d
 		       const struct tk_chunk_consumer *c, struct tk_gap_stats *gaps);
 
 extern const struct tk_source_ops tk_source_ipt, tk_source_xray, tk_source_xtrace,
-	tk_source_btrace;
+	tk_source_btrace, tk_source_kanata;
 
 #endif

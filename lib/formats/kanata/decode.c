@@ -168,16 +168,27 @@ static void live_label(void *ctx, const struct kn_insn *in)
 	label(d, in, tk_kanata_reader_counts(d->r)->last_cycle);
 }
 
-int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
+/* After the reader's RC: the labels of instructions still in flight at the end (FINAL),
+ * and every event so far delivered. */
+static int settle(struct tk_kanata_decoder *d, int rc, int final)
 {
-	int rc = tk_kanata_reader_run(d->r, in);
-	if (rc >= 0 && d->rc >= 0)
+	if (final && rc >= 0 && d->rc >= 0)
 		kn_reader_live(d->r, live_label, d);
 	if (d->rc < 0)
 		return d->rc;
 	if (rc < 0)
 		return rc;
 	return tk_event_batch_flush(&d->batch);
+}
+
+int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
+{
+	return settle(d, tk_kanata_reader_run(d->r, in), 1);
+}
+
+int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int final)
+{
+	return settle(d, tk_kanata_reader_feed(d->r, p, n, final), final);
 }
 
 const char *tk_kanata_decoder_stage(const struct tk_kanata_decoder *d, unsigned number,

@@ -91,6 +91,11 @@ uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r);
 #define KN_MAX_NAMES 1024
 
 /* Hand-rolled integer parse of [p, e): optional spaces, '-', digits, spaces. */
+/* The source's chunks: where the chunk at POS ends (a line seam), and decoding by pieces
+ * (FINAL: the last; every event of the piece is delivered before it returns). */
+size_t kn_line_seam(const char *data, size_t len, size_t pos);
+int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int final);
+
 int kn_parse_i64(const char *p, const char *e, int64_t *v);
 
 /* Apply Kanata's escapes for display: "\n" -> newline, "\t" -> tab, "\\" -> backslash. */

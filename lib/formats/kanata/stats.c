@@ -411,6 +411,18 @@ void kn_stats_set_chunk_bytes(size_t n)
 	chunk_bytes = n ? n : (size_t)8 << 20;
 }
 
+/* Where the chunk that starts at POS ends: the first line seam CHUNK_BYTES on (the source's
+ * plan and the parallel statistics cut the same chunks). */
+size_t kn_line_seam(const char *data, size_t len, size_t pos)
+{
+	size_t end = pos + CHUNK_BYTES < len ? pos + CHUNK_BYTES : len;
+	if (end < len) {
+		const char *nl = memchr(data + end, '\n', len - end);
+		end = nl ? (size_t)(nl - data) + 1 : len;
+	}
+	return end;
+}
+
 struct chunk {
 	size_t start, len;
 	uint64_t lines;              /* newlines in the chunk */
@@ -688,11 +700,7 @@ static int stats_parallel(const char *data, size_t len, int file_backed,
 	P->file_backed = file_backed;
 	P->o = o;
 	for (size_t pos = 0; pos < len;) {
-		size_t end = pos + CHUNK_BYTES < len ? pos + CHUNK_BYTES : len;
-		if (end < len) {
-			const char *nl = memchr(data + end, '\n', len - end);
-			end = nl ? (size_t)(nl - data) + 1 : len;
-		}
+		size_t end = kn_line_seam(data, len, pos);
 		P->ch[P->n].start = pos;
 		P->ch[P->n].len = end - pos;
 		P->n++;

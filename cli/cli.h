@@ -95,6 +95,16 @@ extern const struct cli_command *const cli_commands[];
 extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
 	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record, cli_cmd_merge;
 
+/* XRay's function names (from SYM) and thread ids (from S) for the account and latency
+ * tables: CTX of cli_xray_func_name and cli_xray_thread_id. */
+struct cli_xray_names {
+	struct tk_source *s;
+	struct tk_sym *sym;
+	char name[256];
+};
+const char *cli_xray_func_name(void *ctx, int32_t id);
+uint32_t cli_xray_thread_id(void *ctx, uint32_t track);
+
 /* P (finished) in the output O asks for (--to, --sort, --top, ...); an exit status. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s);

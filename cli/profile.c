@@ -117,23 +117,18 @@ static int is_account(const char *to)
 	return to && (!strcmp(to, "account") || !strcmp(to, "account-csv"));
 }
 
-/* The account table's names and thread ids, from the source. */
-struct account_ctx {
-	struct tk_source *s;
-	struct tk_sym *sym;
-	char name[256];
-};
-
-static const char *account_name(void *ctx, int32_t id)
+/* XRay's function names and thread ids from the source, for the account and latency
+ * tables (profile --to account, report). */
+const char *cli_xray_func_name(void *ctx, int32_t id)
 {
-	struct account_ctx *c = ctx;
+	struct cli_xray_names *c = ctx;
 
 	return tk_sym_func_name(c->sym, (uint64_t)(uint32_t)id, c->name, sizeof c->name);
 }
 
-static uint32_t account_tid(void *ctx, uint32_t track)
+uint32_t cli_xray_thread_id(void *ctx, uint32_t track)
 {
-	return tk_source_track_id(((struct account_ctx *)ctx)->s, track);
+	return tk_source_track_id(((struct cli_xray_names *)ctx)->s, track);
 }
 
 /* Options -> source -> runner -> writer, for every format with a source. */
@@ -179,12 +174,12 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	} else if (account) {
-		struct account_ctx ac = { s, sym };
+		struct cli_xray_names ac = { s, sym, "" };
 		struct tk_out_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
 						  .csv = !strcmp(o->to, "account-csv"),
 						  .per_thread = o->threads,
 						  .ticks_per_sec = tk_source_info(s)->clock.ticks_per_second,
-						  .func_name = account_name, .thread_id = account_tid,
+						  .func_name = cli_xray_func_name, .thread_id = cli_xray_thread_id,
 						  .ctx = &ac };
 		struct tk_buf out;
 

@@ -52,23 +52,6 @@ static void report_msg(void *ctx, enum tk_log_level level, const char *file, uin
 	nt->v[nt->n++] = strdup(line);
 }
 
-/* XRay's function names and thread ids, for the latency table. */
-struct names_ctx {
-	struct tk_source *s;
-	struct tk_sym *sym;
-	char name[256];
-};
-
-static const char *func_name(void *ctx, int32_t id)
-{
-	struct names_ctx *c = ctx;
-	return tk_sym_func_name(c->sym, (uint64_t)(uint32_t)id, c->name, sizeof c->name);
-}
-
-static uint32_t thread_id(void *ctx, uint32_t track)
-{
-	return tk_source_track_id(((struct names_ctx *)ctx)->s, track);
-}
 
 /* The page to -o (or standard output), the notes in its summary. */
 static int write_page(struct tk_cmd_opts *o, const char *file, struct tk_report *r,
@@ -151,11 +134,11 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	if ((rc = tk_run_profile(s, p)) >= 0)
 		rc = tk_prof_finish(p);
 	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
-	struct names_ctx nc = { s, sym, "" };
+	struct cli_xray_names nc = { s, sym, "" };
 	ro.sym = sym;
 	ro.track_label = tk_source_info(s)->track_label;
-	ro.func_name = func_name;
-	ro.thread_id = thread_id;
+	ro.func_name = cli_xray_func_name;
+	ro.thread_id = cli_xray_thread_id;
 	ro.ctx = &nc;
 	if (rc >= 0 && !(r = tk_report_new(&ro, &rc)))
 		rc = -TK_E_NOMEM;

@@ -271,9 +271,9 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_buf_puts(out, "  thread/core: unknown (name is not xtrace.TIME.ID.hintN.*.bin)\n");
 	}
 	if (x.insn_path != file && x.insn_path)
-		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", x.insn_path, x.n);
+		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", TK_TEXT(x.insn_path), x.n);
 	if (x.snap_path && x.snap_path != file)
-		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.snap_path, x.sn);
+		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", TK_TEXT(x.snap_path), x.sn);
 	if (x.insn) {
 		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
 		rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_COUNTS);
@@ -361,7 +361,7 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	}
 	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
 	rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
-	tk_out_xtrace_stats(&b, to, x.insn_path, x.n, tk_xtrace_nchunks(x.t), &s);
+	tk_out_xtrace_stats(&b, to, TK_TEXT(x.insn_path), x.n, tk_xtrace_nchunks(x.t), &s);
 	tk_xtrace_stats_free(&s);
 	int st = c->out_close(&b);
 	int g = xt_report(&x, file, &gaps);

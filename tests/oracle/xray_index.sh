@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The FDR index on several threads (trace_index.c, index_fdr_parallel): on a log of 16 MB
 # and more each worker walks a slice of the buffers, and the slices are kept only when each
-# walk ends where the next began. The index, the profile and the damage reports at -j 2/3
+# walk ends where the next began. The index, the profile and the damage reports at -j 2
 # must be those of the serial walk (-j 1) on an intact log, on a log with a damaged
 # BufferExtents, and on a log whose custom-event payload holds a plausible buffer start
 # right after the point where -j 2 cuts (a walk that trusted it would invent a buffer).

@@ -92,6 +92,21 @@ done
 "$TK" report -j 1 -o pt-j1.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
 "$TK" report -j 3 -o pt-j3.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
 cmp -s pt-j1.html pt-j3.html || { echo "report -j 1 and -j 3 differ"; exit 1; }
+# one pass: the timeline's bins come from the profile's own run, so a page read from
+# standard input (which cannot be read twice) has the same timeline as the file's, and its
+# bins hold every instruction of the profile (and, for XRay, every call)
+"$TK" report -o stdin.html - <lj.tkbt 2>/dev/null
+node -e '
+const fs = require("fs");
+const data = (f) => JSON.parse(/<script type="application\/json" id="tk-data">([^<]*)<\/script>/.exec(fs.readFileSync(f, "utf8"))[1]);
+const sum = (T, k) => T.lanes.reduce((s, l) => s + l[k].reduce((x, y) => x + y, 0), 0);
+const [f, s, x] = ["btrace.html", "stdin.html", "xray.html"].map(data);
+const bad = [];
+if (!s.timeline || JSON.stringify(f.timeline) !== JSON.stringify(s.timeline)) bad.push("stdin page: another timeline");
+if (sum(f.timeline, "insns") !== f.summary.insns) bad.push("btrace timeline: " + sum(f.timeline, "insns") + " instructions, profile " + f.summary.insns);
+if (sum(x.timeline, "calls") !== x.summary.calls) bad.push("xray timeline: " + sum(x.timeline, "calls") + " calls, profile " + x.summary.calls);
+if (f.timeline.lanes[0].insns.length > 600) bad.push("more than 600 columns");
+if (bad.length) { console.log(bad.join("\n")); process.exit(1); }'
 # damaged input: exit status 1, and the page lists what was lost with its offset
 set +e
 "$TK" report -o bad.html "$SRC/tests/data/xray/bad-truncated.xray" 2>bad.err

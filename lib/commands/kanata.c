@@ -378,13 +378,21 @@ static int gem5_status(const struct tk_cmd *c, const char *file, const struct tk
 	return status;
 }
 
+/* The conversion's options: messages through GD's command, --tid a CPU. */
+static struct tk_gem5_opts gem5_opts(struct gem5_diag *gd)
+{
+	const struct tk_cmd_opts *o = gd->c->o;
+
+	return (struct tk_gem5_opts){ .sz = sizeof(struct tk_gem5_opts), .diag = gem5_diag,
+				      .ctx = gd, .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
+}
+
 static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi, struct tk_buf *unused)
 {
 	const struct tk_cmd_opts *o = c->o;
 	struct gem5_diag gd = { c, file };
-	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = &gd,
-				   .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
+	struct tk_gem5_opts go = gem5_opts(&gd);
 	struct tk_gem5_result res;
 	const char *to = o->to ? o->to : "kanata";
 	struct tk_buf out;
@@ -411,10 +419,8 @@ static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_inpu
 static int gem5_report(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi, struct tk_buf *unused)
 {
-	const struct tk_cmd_opts *o = c->o;
 	struct gem5_diag gd = { c, file };
-	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = &gd,
-				   .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
+	struct tk_gem5_opts go = gem5_opts(&gd);
 	struct tk_gem5_result res;
 	struct tk_buf text;
 	int rc, status;

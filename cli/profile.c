@@ -228,4 +228,5 @@ const struct cli_command cli_cmd_profile = {
 	.usage = usage,
 	.kind = TK_CMD_PROFILE,
 	.run = run,
+	.to = "text json csv folded pprof callgrind calltree lines blocks source account account-csv",
 };

@@ -78,6 +78,9 @@ int cli_need_files(const struct tk_cmd_opts *o, const char *cmd);
 
 /* The command's side of the per-format operations (tracekit/internal/commands.h): the
  * options, its message printer, outputs and progress. */
+/* Progress lines on stderr when --progress, or by default when it is a terminal and not
+ * -q; NULL: none. */
+tk_progress_fn cli_progress(const struct tk_cmd_opts *o);
 const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name);
 /* cli_run_files with the formats' operation KIND (a format without one: cli_unsupported;
  * a conversion to a profile output: cli_profile_file). */

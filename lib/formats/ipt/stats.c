@@ -240,6 +240,48 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 	return rc;
 }
 
+/* ---- what a partial result holds (tracekit/partial.h: tk_partial_exec_save/load) ----- */
+int tk_ipt_exec_blocks(const struct tk_ipt_exec *x,
+		       int (*fn)(void *ctx, const struct tk_ipt_exec_block *b), void *ctx)
+{
+	int rc = 0;
+
+	for (size_t s = 0; x->blocks.b && s <= x->blocks.mask && rc >= 0; s++) {
+		const struct xblock *b = &x->blocks.b[s];
+
+		if (b->start || b->last)
+			rc = fn(ctx, &(struct tk_ipt_exec_block){ b->start, b->last, b->execs,
+								  b->ninsn, b->mode });
+	}
+	return rc;
+}
+
+int tk_ipt_exec_add_block(struct tk_ipt_exec *x, const struct tk_ipt_exec_block *b)
+{
+	return xadd(&x->blocks, b->start, b->last, b->mode, b->ninsn, b->execs);
+}
+
+size_t tk_ipt_exec_nblocks(const struct tk_ipt_exec *x)
+{
+	return x->blocks.used;
+}
+
+const struct tk_ipt_exec_stats *tk_ipt_exec_counts(const struct tk_ipt_exec *x)
+{
+	return &x->st;
+}
+
+void tk_ipt_exec_add_counts(struct tk_ipt_exec *x, const struct tk_ipt_exec_stats *s)
+{
+	tk_ipt_flow_stats_add(&x->st.flow, &s->flow);
+	x->st.cond_taken += s->cond_taken;
+	x->st.cond_not_taken += s->cond_not_taken;
+	x->st.enables += s->enables;
+	x->st.disables += s->disables;
+	x->st.async_disables += s->async_disables;
+	x->st.interrupts += s->interrupts;
+}
+
 /* The instructions of block B from the image, each counted B->execs times. */
 static int count_block(struct tk_ipt_exec *x, const ZydisDecoder *dec, const struct tk_isa *isa,
 		       const struct xblock *b, struct tk_u64set *insns, struct tk_u64set *lines)

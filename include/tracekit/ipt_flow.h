@@ -143,6 +143,12 @@ TK_API struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err)
  * and add what it executed; ONE (may be NULL) gets this stream's decoding counts. */
 TK_API int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 		    const struct tk_ipt_flow_opts *opts, struct tk_ipt_flow_stats *one);
+/* Decode only chunks [FIRST, FIRST + COUNT) of the streams added from now on, numbered
+ * across them in the order they are added (the PSB split of tk_ipt_flow_chunks with the
+ * same options): a shard of the plan, whose statistics another process adds to the other
+ * shards' (tk_partial_exec_save/load, tracekit/partial.h). COUNT SIZE_MAX: all from FIRST.
+ * The others are not decoded; ONE and the decoding counts cover the decoded ones only. */
+TK_API void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count);
 /* The statistics of every stream added (the distinct blocks decoded once, now). */
 TK_API int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out);
 TK_API void tk_ipt_exec_free(struct tk_ipt_exec *x);

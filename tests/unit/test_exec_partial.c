@@ -118,6 +118,74 @@ static void test_parts_equal_whole(void **state)
 	tk_image_free(img);
 }
 
+/* The traces one after another: one stream with a PSB where each began. */
+static uint8_t *concat(size_t *len)
+{
+	uint8_t *all = NULL;
+
+	*len = 0;
+	for (size_t i = 0; i < NTRACES; i++) {
+		size_t n;
+		uint8_t *p = slurp(traces[i], &n);
+		assert_non_null(all = realloc(all, *len + n));
+		memcpy(all + *len, p, n);
+		*len += n;
+		free(p);
+	}
+	return all;
+}
+
+/* The stream twice (two streams, as a perf.data's queues), split at every PSB. */
+static void add_twice(struct tk_ipt_exec *x, const struct tk_image *img, const uint8_t *p,
+		      size_t n)
+{
+	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = 2,
+				       .chunk_bytes = 16 };
+
+	assert_true(tk_ipt_exec_add(x, p, n, &fo, NULL) >= 0);
+	assert_true(tk_ipt_exec_add(x, p, n, &fo, NULL) >= 0);
+}
+
+/* Shards of the plan over both streams (tk_ipt_exec_range: contiguous runs of chunks,
+ * numbered across the streams; some empty when there are more shards than chunks), each
+ * saved, then all loaded in order and finished: the whole, to the last field. */
+static void test_shards_equal_whole(void **state)
+{
+	(void)state;
+	struct tk_image *img = code();
+	struct tk_ipt_exec *whole = tk_ipt_exec_new(img, NULL);
+	struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .chunk_bytes = 16 };
+	struct tk_ipt_exec_stats want, got;
+	size_t n;
+	uint8_t *p = concat(&n);
+	int64_t m = tk_ipt_flow_chunks(p, n, &fo, NULL, 0);
+	size_t total = 2 * (size_t)m;
+
+	assert_true(m >= (int64_t)NTRACES);   /* a chunk per trace at least */
+	add_twice(whole, img, p, n);
+	assert_int_equal(tk_ipt_exec_finish(whole, &want), 0);
+	for (size_t shards = 1; shards <= total + 1; shards++) {
+		struct tk_ipt_exec *merged = tk_ipt_exec_new(img, NULL);
+
+		for (size_t k = 0; k < shards; k++) {
+			size_t first = total * k / shards, end = total * (k + 1) / shards;
+			struct tk_ipt_exec *part = tk_ipt_exec_new(img, NULL);
+
+			tk_ipt_exec_range(part, first, end - first);
+			add_twice(part, img, p, n);
+			assert_int_equal(tk_ipt_exec_counts(part)->flow.chunks, end - first);
+			tk_ipt_exec_free(saved_and_loaded(part, img, merged));
+			tk_ipt_exec_free(part);
+		}
+		assert_int_equal(tk_ipt_exec_finish(merged, &got), 0);
+		assert_memory_equal(&want, &got, sizeof want);
+		tk_ipt_exec_free(merged);
+	}
+	free(p);
+	tk_ipt_exec_free(whole);
+	tk_image_free(img);
+}
+
 /* A block that cannot be (mode 7; more instructions than bytes) is refused by name and
  * offset, and nothing of the partial is added. */
 static void test_damaged_block(void **state)
@@ -156,6 +224,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parts_equal_whole),
+		cmocka_unit_test(test_shards_equal_whole),
 		cmocka_unit_test(test_damaged_block),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

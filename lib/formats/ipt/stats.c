@@ -94,6 +94,9 @@ struct tk_ipt_exec {
 	struct tk_ipt_exec_stats st;   /* counts of the events so far */
 	struct xpart **parts;          /* per chunk of the stream being decoded */
 	size_t nparts;
+	size_t first, end;             /* the chunks decoded (tk_ipt_exec_range) ... */
+	size_t base;                   /* ... numbered from the first stream's first */
+	size_t decoded;                /* chunks of the current stream decoded */
 };
 
 static int part_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -134,8 +137,13 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	struct tk_ipt_exec *x = ctx;
 	struct xpart *p;
 
-	if (i >= x->nparts || !(p = calloc(1, sizeof(*p))))
-		return i >= x->nparts ? -TK_E_INTERNAL : -TK_E_NOMEM;
+	if (i >= x->nparts)
+		return -TK_E_INTERNAL;
+	if (x->base + i < x->first || x->base + i >= x->end)
+		return TK_CHUNK_SKIP;   /* another shard's */
+	if (!(p = calloc(1, sizeof(*p))))
+		return -TK_E_NOMEM;
+	__atomic_fetch_add(&x->decoded, 1, __ATOMIC_RELAXED);
 	x->parts[i] = p;
 	*sink = (struct tk_sink){ part_events, p };
 	tk_flow_set_cond_counts(flow, 1);
@@ -198,7 +206,14 @@ struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err)
 		return NULL;
 	}
 	x->img = img;
+	x->end = SIZE_MAX;
 	return x;
+}
+
+void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count)
+{
+	x->first = first;
+	x->end = count > SIZE_MAX - first ? SIZE_MAX : first + count;
 }
 
 void tk_ipt_exec_free(struct tk_ipt_exec *x)
@@ -221,6 +236,7 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 	if ((n = tk_ipt_flow_chunks(buf, len, &o, NULL, 0)) < 0)
 		return (int)n;
 	x->nparts = (size_t)n;
+	x->decoded = 0;
 	if (!(x->parts = calloc(x->nparts ? x->nparts : 1, sizeof(*x->parts))))
 		return -TK_E_NOMEM;
 	struct tk_ipt_flow_consumer c = { .begin = exec_begin, .merge = exec_merge,
@@ -234,6 +250,9 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 		}
 	free(x->parts);
 	x->parts = NULL;
+	x->base += (size_t)n;
+	if (x->first || x->end != SIZE_MAX)
+		fs.chunks = x->decoded;   /* a shard's own: the shards' add up to the plan's */
 	tk_ipt_flow_stats_add(&x->st.flow, &fs);
 	if (one)
 		*one = fs;

@@ -2,6 +2,7 @@
  * occupancy, stall (lane 1) cycles, per thread, IPC windows and the slowest instructions.
  * Memory depends on the number of stages, threads, windows and live instructions, not on
  * the file size. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,6 +452,16 @@ struct par {
 	int64_t first_cycle;
 	int fallback;
 	int file_backed;             /* pages may be dropped after use (never for malloc'd data) */
+	/* chunk I's start (cycle, line) follows from the prefixes of chunks 0..I-1: a worker
+	 * scans its chunk's prefix, then waits for the starts before parsing it, so the
+	 * chunk is read while its pages are still mapped (one pass over the file's pages) */
+	pthread_mutex_t lock;
+	pthread_cond_t started;
+	unsigned char *prefixed;     /* per chunk: its prefix is known */
+	size_t nstarts;              /* chunks 0..nstarts-1 have their start */
+	int64_t cur;                 /* the start cycle of chunk nstarts (nstarts < n) */
+	uint64_t line;
+	int first_found;
 	uint64_t delivered_upto;
 	uint16_t lane_map[1024], stage_map[1024];
 };
@@ -549,8 +560,35 @@ static int prefix_work(void *ctx, size_t i)
 	}
 	c->lines = lines;
 	c->end0 = cur;
-	drop_pages(P, b, c->len);
 	return 0;
+}
+
+#define FALLBACK 1
+
+/* Chunk I's prefix is known: give every chunk whose predecessors are all known its start,
+ * and the file its first cycle (from the first chunk with a C or C= line). Under P->lock. */
+static void advance_starts(struct par *P, size_t i)
+{
+	P->prefixed[i] = 1;
+	while (P->nstarts < P->n && P->prefixed[P->nstarts - 1]) {
+		struct chunk *c = &P->ch[P->nstarts - 1];
+		if (!P->first_found && c->first_op) {
+			P->first_found = 1;
+			P->first_cycle = c->first_op == 2 ? c->first_set : 0;
+		}
+		P->line += c->lines;
+		if (P->nstarts == 1)
+			P->cur = c->end0;
+		else
+			P->cur = c->has_floor && c->floor > P->cur + c->add ? c->floor : P->cur + c->add;
+		P->ch[P->nstarts].start_cycle = P->cur;
+		P->ch[P->nstarts].line_base = P->line;
+		P->nstarts++;
+	}
+	if (P->nstarts == P->n && P->prefixed[P->n - 1] && !P->first_found && P->ch[P->n - 1].first_op) {
+		P->first_found = 1;
+		P->first_cycle = P->ch[P->n - 1].first_op == 2 ? P->ch[P->n - 1].first_set : 0;
+	}
 }
 
 static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err);
@@ -562,13 +600,35 @@ static int parse_work(void *ctx, size_t i)
 	struct chunk *c = &P->ch[i];
 	int rc;
 
+	prefix_work(P, i);
+	pthread_mutex_lock(&P->lock);
+	advance_starts(P, i);
+	pthread_cond_broadcast(&P->started);
+	/* the chunks before this one were handed out before it: their prefixes come */
+	while (P->nstarts <= i)
+		pthread_cond_wait(&P->started, &P->lock);
+	/* the file's first cycle: from the first chunk up to this one with a C or C= line;
+	 * decided by a later chunk (no C line up to here) is rare enough to read the file in
+	 * order instead */
+	int64_t first = P->first_cycle;
+	int first_known = P->first_found;
+	for (size_t k = 0; !first_known && k <= i; k++)
+		if (P->ch[k].first_op) {
+			first_known = 1;
+			first = P->ch[k].first_op == 2 ? P->ch[k].first_set : 0;
+		}
+	if (!first_known)
+		P->fallback = FALLBACK;
+	pthread_mutex_unlock(&P->lock);
+	if (!first_known)
+		return -TK_E_CANCELLED;
 	c->s = ctx_new(P->o, &rc);
 	c->diags = calloc(1, sizeof *c->diags);
 	if (!c->s || !c->diags)
 		return c->s ? -TK_E_NOMEM : rc;
 	c->s->keep = c->diags;
 	c->s->cycle_seen = 1;
-	c->s->first_cycle = P->first_cycle;
+	c->s->first_cycle = first;
 	kn_reader_chunk_begin(c->s->r, i == 0, c->start_cycle, c->line_base, c->start);
 	rc = tk_kanata_reader_feed(c->s->r, P->data + c->start, c->len, i + 1 == P->n);
 	drop_pages(P, P->data + c->start, c->len);
@@ -605,8 +665,6 @@ static void deliver_sorted(struct par *P, const struct kept_diags *a, const stru
 	}
 }
 
-#define FALLBACK 1
-
 static int merge_chunk(void *ctx, size_t i)
 {
 	struct par *P = ctx;
@@ -617,6 +675,8 @@ static int merge_chunk(void *ctx, size_t i)
 	size_t n;
 	int rc;
 
+	if (i == 0)
+		g->first_cycle = s->first_cycle;
 	/* the previous chunk must have ended in the state this one assumed */
 	kn_reader_state(g->r, &st);
 	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))
@@ -707,34 +767,19 @@ static int stats_parallel(const char *data, size_t len, int file_backed,
 		pos = end;
 	}
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs };
-	rc = tk_pool_run(&po, P->n, prefix_work, NULL, P);
-	if (rc < 0)
-		goto out;
-	/* starting cycles and lines, and the first cycle of the file */
-	int64_t cur = 0;
-	uint64_t line = 0;
-	int first_found = 0;
-	P->first_cycle = 0;
-	for (size_t i = 0; i < P->n; i++) {
-		struct chunk *c = &P->ch[i];
-		c->start_cycle = cur;
-		c->line_base = line;
-		line += c->lines;
-		if (!first_found && c->first_op) {
-			first_found = 1;
-			P->first_cycle = c->first_op == 2 ? c->first_set : 0;
-		}
-		if (i == 0)
-			cur = c->end0;
-		else
-			cur = c->has_floor && c->floor > cur + c->add ? c->floor : cur + c->add;
-	}
+	P->prefixed = calloc(P->n ? P->n : 1, 1);
+	P->nstarts = 1;
 	P->g = ctx_new(o, &rc);
-	if (!P->g)
+	if (!P->g || !P->prefixed) {
+		rc = P->g ? -TK_E_NOMEM : rc;
 		goto out;
+	}
+	pthread_mutex_init(&P->lock, NULL);
+	pthread_cond_init(&P->started, NULL);
 	P->g->cycle_seen = 1;
-	P->g->first_cycle = P->first_cycle;
 	rc = tk_pool_run(&po, P->n, parse_work, merge_chunk, P);
+	pthread_mutex_destroy(&P->lock);
+	pthread_cond_destroy(&P->started);
 	if (rc >= 0) {
 		kn_reader_finish(P->g->r);
 		if (tk_kanata_reader_counts(P->g->r)->first_cycle != P->first_cycle)
@@ -754,6 +799,7 @@ out:
 	}
 	if (P->g)
 		ctx_free(P->g);
+	free(P->prefixed);
 	free(P->ch);
 	free(P);
 	return rc;

@@ -215,6 +215,10 @@ struct ptd {
 	uint32_t mwait_hints, mwait_ext;
 	unsigned held_pwre;
 	uint16_t pwre[8];           /* state << 8 | sub-state << 1 | hw */
+	/* PIP and VMCS between an asynchronous event's FUP and its TIP or TIP.PGD: told after
+	 * the [interrupt] or [async disabled], VMCS first, as libipt binds them */
+	int held_pip, held_vmcs, pip_nr;
+	uint64_t pip_cr3, vmcs_base;
 };
 
 static int exec_mode(const struct tk_ipt_packet *p)
@@ -421,6 +425,19 @@ static int tell_pwre(struct ptd *d)
 	return rc;
 }
 
+/* The held VMCS and PIP are told (after the asynchronous event they bound to). */
+static int tell_paging(struct ptd *d)
+{
+	int rc = 0;
+
+	if (d->held_vmcs)
+		rc = emit(d, TK_EV_MODE, 0, 0, 0, d->vmcs_base, TK_MODE_VMCS);
+	if (rc >= 0 && d->held_pip)
+		rc = emit(d, TK_EV_MODE, 0, d->pip_nr, 0, d->pip_cr3, TK_MODE_PAGING);
+	d->held_vmcs = d->held_pip = 0;
+	return rc;
+}
+
 /* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP. */
 static int tell_held(struct ptd *d)
 {
@@ -439,7 +456,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		timing(d, p);
 		return 1;
 	case TK_IPT_PKT_PIP:
-		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->pip.cr3, TK_MODE_PAGING);
+		*rc = emit(d, TK_EV_MODE, 0, p->pip.nr, 0, p->pip.cr3, TK_MODE_PAGING);
 		return 1;
 	case TK_IPT_PKT_VMCS:
 		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->vmcs.base, TK_MODE_VMCS);
@@ -515,8 +532,22 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		have_fup = 1;
 	}
 	for (;;) {
-		if ((rc = fetch(d, &p)) < 0)
-			return rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
+		if ((rc = fetch(d, &p)) < 0) {
+			int trc = tell_paging(d);   /* nothing to bind to */
+
+			return trc < 0 ? trc : rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
+		}
+		if (have_fup && p.kind == TK_IPT_PKT_PIP) {
+			d->held_pip = 1;
+			d->pip_cr3 = p.pip.cr3;
+			d->pip_nr = p.pip.nr;
+			continue;
+		}
+		if (have_fup && p.kind == TK_IPT_PKT_VMCS) {
+			d->held_vmcs = 1;
+			d->vmcs_base = p.vmcs.base;
+			continue;
+		}
 		if (side_event(d, &p, &rc)) {
 			if (rc < 0)
 				return rc;
@@ -561,7 +592,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 			d->act_ip = rc ? ip : 0;
 			break;
 		}
-		return -TK_E_BAD_FORMAT;
+		return (rc = tell_paging(d)) < 0 ? rc : -TK_E_BAD_FORMAT;
 	}
 	if (act == ACT_NONE) {
 		act = d->act_async;
@@ -1132,13 +1163,17 @@ static int do_action(struct ptd *d)
 		d->ip = d->act_ip;
 		if (d->pending_mode >= 0)
 			d->mode = d->pending_mode, d->pending_mode = -1;
+		if ((rc = tell_paging(d)) < 0)
+			return rc;
 		return mode_event(d);
 	case ACT_EXEC_MODE:
 		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
 	case ACT_ASYNC_DISABLE:
 		d->enabled = 0;
 		d->resume_ip = d->ip;
-		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
+		if ((rc = emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC)) < 0)
+			return rc;
+		return tell_paging(d);
 	case ACT_TSX:
 		if ((rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags)) < 0)
 			return rc;

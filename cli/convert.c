@@ -46,12 +46,6 @@ static const char usage[] =
 
 static int run(struct tk_cmd_opts *o)
 {
-	/* profiles of a time window are not built: refused rather than ignored */
-	if (o->time_window && o->to && (!strcmp(o->to, "folded") || !strcmp(o->to, "pprof"))) {
-		cli_error(NULL, UINT64_MAX, "convert: --time A:B is for timelines (--to perfetto|chrome), "
-			  "not --to %s", o->to);
-		return EXIT_USAGE;
-	}
 	return cli_run_op(o, "convert", TK_CMD_CONVERT);
 }
 

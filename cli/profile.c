@@ -18,6 +18,7 @@ static const char usage[] =
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
+	"  --time A:B      only what ran in trace ticks [A, B) (calls clipped to the window)\n"
 	"  --to FMT        text, json, csv, folded, pprof, callgrind, calltree, lines, blocks,\n"
 	"                  source\n"
 	"  --stacks        folded stacks (same as --to folded)\n"
@@ -85,6 +86,25 @@ static uint32_t source_track_id(void *ctx, uint32_t track)
 	return tk_source_track_id(ctx, track);
 }
 
+/* The filters of the command line (--time A:B, ...), parsed once for every profile output.
+ * Returns 0 or EXIT_USAGE (said). */
+int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
+{
+	*f = (struct tk_run_filter){ .sz = sizeof *f };
+	if (o->time_window) {
+		if (tk_cmd_parse_range(o->time_window, &f->time_begin, &f->time_end) < 0 ||
+		    f->time_end <= f->time_begin) {
+			cli_error(NULL, UINT64_MAX, "--time: expected A:B with A < B (trace ticks), "
+				  "got '%s'", o->time_window);
+			return EXIT_USAGE;
+		}
+		f->time = 1;
+		if (f->time_end == UINT64_MAX)
+			f->time_end = 0;
+	}
+	return 0;
+}
+
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s)
@@ -142,8 +162,11 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 	struct tk_source *s;
 	struct tk_prof *p;
 	struct tk_sym *sym;
+	struct tk_run_filter filter;
 	int rc, err = 0, status;
 
+	if ((rc = cli_run_filter(o, &filter)))
+		return rc;
 	if (!tk_source_supported(fi->id))
 		return cli_unsupported("profile", file, fi);
 	if (!kind || key < 0) {
@@ -162,7 +185,7 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 	}
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		return EXIT_INPUT;
-	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new(s, &err))) {
+	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
 		if (sym)
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		tk_source_free(s);
@@ -171,7 +194,14 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 	if ((rc = tk_run_profile(s, p)) >= 0)
 		rc = tk_prof_finish(p);
 	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
-	if (rc < 0) {
+	struct tk_prof_summary sum;
+	if (rc >= 0 && filter.time && tk_prof_summary(p, &sum) == 0 && sum.events &&
+	    sum.time_first == TK_TIME_NONE) {
+		/* nothing to select by: refused rather than the whole trace's profile */
+		cli_error(file, UINT64_MAX, "--time: this %s has no timestamps to select by",
+			  tk_format_description(fi->id));
+		status = EXIT_USAGE;
+	} else if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	} else if (account) {
@@ -202,12 +232,6 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 
 static int run(struct tk_cmd_opts *o)
 {
-	/* a profile of a time window is not built: refused rather than ignored */
-	if (o->time_window) {
-		cli_error(NULL, UINT64_MAX, "profile: --time A:B is not supported (it selects the "
-			  "calls of a timeline: convert --to perfetto|chrome --time A:B)");
-		return EXIT_USAGE;
-	}
 	if (o->mpi) {
 #ifdef TK_HAVE_MPI
 		cli_error(NULL, UINT64_MAX, "--mpi: MPI runs are tracekit-mpi's: mpirun -np N "
@@ -216,6 +240,12 @@ static int run(struct tk_cmd_opts *o)
 		cli_error(NULL, UINT64_MAX, "--mpi: this build has no MPI (install libopenmpi-dev "
 			  "and build again for tracekit-mpi), or use --shard I/N and tracekit merge");
 #endif
+		return EXIT_USAGE;
+	}
+	if (o->shard && o->time_window) {
+		/* a partial keeps no window state for its open calls */
+		cli_error(NULL, UINT64_MAX, "--shard: not with --time A:B (profile the window in "
+			  "one run)");
 		return EXIT_USAGE;
 	}
 	if (o->shard)

@@ -47,6 +47,7 @@ struct tk_prof;
 enum tk_prof_flags {
 	TK_PROF_NO_DURATIONS = 1, /* do not keep call durations (no min/median/p90/p99/max) */
 	TK_PROF_NO_BLOCKS = 2,    /* do not count basic blocks */
+	TK_PROF_WINDOW = 4,       /* count only what runs in ticks [window_begin, window_end) */
 };
 
 struct tk_prof_opts {
@@ -67,6 +68,14 @@ struct tk_prof_opts {
 	 * lives in an unlinked temporary file in $TMPDIR (or /tmp), mapped while it is
 	 * written and read, so memory stays bounded whatever the trace's length. */
 	size_t durations_in_memory;
+	/* With TK_PROF_WINDOW: the profile of what ran in ticks [window_begin, window_end),
+	 * as a timeline clipped to it draws the calls. Every event still moves the call
+	 * stacks; times are clipped to the window (a call running at its start begins there,
+	 * one running at its end ends there), instructions, blocks, calls and durations count
+	 * only from events inside it. An event without a time is where its track's last time
+	 * was (before the first one: inside if window_begin is 0). Blocks must come as events
+	 * (tk_prof_add_block counts are not windowed). */
+	uint64_t window_begin, window_end;
 };
 
 TK_API struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);

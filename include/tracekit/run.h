@@ -17,6 +17,20 @@ extern "C" {
  * from untraced code and tail calls start frames), S's worker count for the durations. */
 TK_API struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err);
 
+/* What a profile keeps of a source's events (the command line's filters, written once). */
+struct tk_run_filter {
+	size_t sz;                    /* sizeof(struct tk_run_filter) */
+	/* only what runs in trace ticks [time_begin, time_end) (end 0: no end), clipped as a
+	 * timeline clips its calls (tk_prof_opts.window_begin) */
+	int time;
+	uint64_t time_begin, time_end;
+};
+/* tk_run_prof_new, keeping only what F lets through (NULL: everything). tk_run_profile
+ * then sends the flow formats' blocks as events (exact, slower) where F needs their
+ * times. */
+TK_API struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_run_filter *f,
+						int *err);
+
 /* Every chunk of S, each into a partial profile of TOTAL's kind on a worker, merged into
  * TOTAL in input order. A chunk whose merge would not give the one-pass profile (a return
  * ending calls of the chunks before it: longjmp, exceptions; tk_prof_seam_exact) is

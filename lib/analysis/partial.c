@@ -383,6 +383,7 @@ static int get_track_state(struct rbuf *r, struct tk_prof *p, struct track *t)
 		f->node = get_index(r, nn, 0, "frame node");
 		f->timed = get8(r, "a frame") != 0;
 		f->tail = get8(r, "a frame") != 0;
+		f->outside = 0;   /* partials are not made with a time window */
 		f->ret = get64(r, "a frame");
 		f->t_enter = get64(r, "a frame");
 		f->i_enter = get64(r, "a frame");

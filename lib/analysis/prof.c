@@ -38,6 +38,7 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	t->id = id;
 	t->t_last = t->t_first = t->level_t_start = TK_TIME_NONE;
 	t->untimed = 1;
+	t->outside = (p->opts.flags & TK_PROF_WINDOW) && p->opts.window_begin;
 	t->t_min = UINT64_MAX;
 	t->t_max = 0;
 	t->hint_node = NONE32;
@@ -224,16 +225,17 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 	if (__builtin_expect(t->depth == t->cap, 0) &&
 	    prof_grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
 		return -TK_E_NOMEM;
-	p->nodes[n].calls++;
+	p->nodes[n].calls += !p->outside;
 	struct frame *f = &t->st[t->depth++];
 	f->node = n;
 	f->timed = time != TK_TIME_NONE;
 	f->tail = 0;
+	f->outside = (uint8_t)p->outside;
 	f->ret = ret;
 	f->t_enter = time;
 	f->i_enter = t->insns;
 	f->child_ticks = f->child_insns = 0;
-	p->sum.calls++;
+	p->sum.calls += !p->outside;
 	return 0;
 }
 
@@ -280,7 +282,7 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 		incl_t = time >= f->t_enter ? time - f->t_enter : 0;
 		n->incl_ticks += incl_t;
 		n->excl_ticks += incl_t >= f->child_ticks ? incl_t - f->child_ticks : 0;
-		if (complete && !(p->opts.flags & TK_PROF_NO_DURATIONS) &&
+		if (complete && !f->outside && !(p->opts.flags & TK_PROF_NO_DURATIONS) &&
 		    dlog_add(p, n->func, incl_t) < 0)
 			return -TK_E_NOMEM;
 	}
@@ -606,6 +608,15 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 /* ---- public: building ------------------------------------------------------------------ */
 
 
+/* TK_PROF_WINDOW: TIME clipped to the window, and whether T is outside it from now on. */
+static uint64_t clip(const struct tk_prof *p, struct track *t, uint64_t time)
+{
+	uint64_t b = p->opts.window_begin, e = p->opts.window_end;
+
+	t->outside = time < b || time >= e;
+	return time < b ? b : time > e ? e : time;
+}
+
 int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 {
 	if (p->finished)
@@ -625,6 +636,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		p->nomem = 1;
 		return -TK_E_NOMEM;
 	}
+	const int window = (p->opts.flags & TK_PROF_WINDOW) != 0;
+	struct tk_event outside;            /* an event outside the window, its counts zero */
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 		if (__builtin_expect(t->id != e->track, 0)) {
@@ -635,6 +648,19 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			}
 		}
 		uint64_t time = e->time;
+		if (__builtin_expect(window, 0)) {
+			if (time != TK_TIME_NONE)
+				time = clip(p, t, time);
+			p->outside = t->outside;
+			if (p->outside && (e->kind == TK_EV_BLOCK || e->kind == TK_EV_CALL ||
+					   e->kind == TK_EV_RETURN || e->kind == TK_EV_INSNS)) {
+				outside = *e;
+				outside.count = 0;
+				if (e->kind == TK_EV_BLOCK)
+					outside.arg = 0;
+				e = &outside;
+			}
+		}
 		if (time != TK_TIME_NONE) {
 			if (__builtin_expect(t->untimed, 0)) {
 				if (t->t_first == TK_TIME_NONE)
@@ -671,18 +697,20 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 						t->head_pending = 1;
 						t->head_entry = e->addr;
 						t->head_time = time;
+						t->head_outside = (uint8_t)p->outside;
 					}
 				}
 				t->flow = FLOW_BLOCK;
 			}
-			nblocks++;
 			ninsns += e->count;
 			t->insns += e->count;
+			nblocks += !p->outside;
 			/* the first address seen at the unknown level names it; hint_node saves
 			   loading the level's (cold) link for every block */
 			if (__builtin_expect(t->hint_node != t->base_node, 0) && !t->depth)
 				set_hint(p, t, e->addr);
-			if (want_blocks && (rc = count_block(p, e->addr, e->addr2, e->count)) < 0)
+			if (want_blocks && !p->outside &&
+			    (rc = count_block(p, e->addr, e->addr2, e->count)) < 0)
 				break;
 			continue;
 		}
@@ -746,6 +774,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		if (__builtin_expect(rc < 0, 0))
 			break;
 	}
+	p->outside = 0;
 	p->sum.blocks += nblocks;
 	p->sum.insns += ninsns;
 	p->sum.events += n - ninsns_ev;
@@ -900,14 +929,17 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	if ((rc = graft(into, from, tb->root, tm->root, map, tm->id)) < 0)
 		return rc;
 	/* B began with a block at a function entry: after a block, that was a tail call */
+	into->outside = tb->head_time != TK_TIME_NONE ? tb->head_outside : tm->outside;
 	if (tb->head_pending && tm->flow == FLOW_BLOCK &&
 	    (rc = tail_call(into, tm, tb->head_entry,
 			    tb->head_time != TK_TIME_NONE ? tb->head_time : tm->t_last)) < 0)
 		return rc;
+	into->outside = 0;
 	if (tm->flow == FLOW_START) {
 		tm->head_pending = tb->head_pending;
 		tm->head_entry = tb->head_entry;
 		tm->head_time = tb->head_time;
+		tm->head_outside = tb->head_outside;
 	}
 	if (tb->flow != FLOW_START)
 		tm->flow = tb->flow;
@@ -975,8 +1007,10 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		tm->off_at = tb->off_at;
 		tm->off_known = 1;
 	}
-	if (tb->t_last != TK_TIME_NONE)
+	if (tb->t_last != TK_TIME_NONE) {
 		tm->t_last = tb->t_last;
+		tm->outside = tb->outside;
+	}
 	if (tb->t_min < tm->t_min)
 		tm->t_min = tb->t_min;
 	if (tb->t_max > tm->t_max)

@@ -90,6 +90,7 @@ struct frame {
 	uint8_t timed;
 	uint8_t tail;             /* entered by a jump (tail call): its return ends the frame
 				     below too, as callgrind's stack-pointer unwinding does */
+	uint8_t outside;          /* entered outside the time window: no duration logged */
 	uint64_t ret;             /* return address (TK_EV_CALL; a tail call inherits the
 				     caller's), 0 otherwise */
 	uint64_t t_enter, i_enter;
@@ -152,6 +153,8 @@ struct track {
 				     the previous chunk ended with a block (tk_prof_merge) */
 	uint64_t head_entry, head_time;
 	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
+	uint8_t outside;          /* TK_PROF_WINDOW: the last time seen is outside the window */
+	uint8_t head_outside;     /* head_time was outside the window */
 	uint64_t off_at;          /* where tracing last stopped (TK_EV_DISABLE), 0 if on */
 	uint8_t off_known;        /* a disable, enable or gap seen: off_at is this track's */
 	/* targets of returns that matched no open call while there were some: in a chunk's
@@ -213,6 +216,7 @@ struct tk_prof {
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;
+	int outside;              /* the current event is outside the window: nothing counts */
 	int finished;
 	int nomem;
 };

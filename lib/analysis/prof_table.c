@@ -435,6 +435,8 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		memcpy(&p->opts, opts, n);
 	}
 	p->opts.sz = sizeof p->opts;
+	if ((p->opts.flags & TK_PROF_WINDOW) && !p->opts.window_end)
+		p->opts.window_end = UINT64_MAX;    /* no end */
 	if (!p->opts.entries)
 		p->opts.nentries = 0;
 	if (p->opts.nentries && !(p->eset = entry_set_new(p->opts.entries, p->opts.nentries))) {

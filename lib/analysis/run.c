@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/prof_internal.h"
 #include "tracekit/flow.h"
 #include "tracekit/internal/util.h"
 #include "tracekit/run.h"
@@ -47,7 +48,10 @@ static int count_blocks(struct prof_run *r, struct tk_flow *flow)
 	size_t nentries;
 	const uint64_t *entries = tk_prof_entries(r->total, &nentries);
 
-	return flow ? tk_flow_set_count_mode(flow, 1, entries, nentries) : 0;
+	/* a time window needs each block's time: blocks come as events */
+	int on = !(r->total->opts.flags & TK_PROF_WINDOW);
+
+	return flow ? tk_flow_set_count_mode(flow, on, entries, nentries) : 0;
 }
 
 static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct tk_sink *sink)
@@ -219,8 +223,23 @@ int tk_run_profile_tee(struct tk_source *s, struct tk_prof *total, const struct 
 
 struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)
 {
+	return tk_run_prof_new_filtered(s, NULL, err);
+}
+
+struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_run_filter *f,
+					 int *err)
+{
 	const struct tk_source_info *si = tk_source_info(s);
 	struct tk_prof_opts po = { .sz = sizeof po, .clock = si->clock };
+	struct tk_run_filter fl = { 0 };
+
+	if (f)
+		memcpy(&fl, f, f->sz < sizeof fl ? f->sz : sizeof fl);
+	if (fl.time) {
+		po.flags |= TK_PROF_WINDOW;
+		po.window_begin = fl.time_begin;
+		po.window_end = fl.time_end;
+	}
 	struct tk_sym *sym = tk_source_symbols(s, err);
 	uint64_t *entries = NULL;
 	size_t n = 0;

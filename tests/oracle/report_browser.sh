@@ -27,12 +27,7 @@ mkdir -p "$shots"
 cd "$work"
 
 # a branch trace of a program with calls, and the Intel PT stream it holds
-cc -O1 -g -o lj "$SRC/tests/data/seams/lj.c"
-"$TK" record --btrace -o lj.tkbt -- ./lj >/dev/null 2>rec.err || { echo "record failed"; cat rec.err; exit 1; }
-"$TK" convert --to ipt -q -o lj.pt lj.tkbt
-bias=$("$TK" info lj.tkbt | awk -v m="$work/lj" '$1 == "module" && $2 == m {
-	for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }')
-[ -n "$bias" ] || { echo "no bias for lj in the branch trace"; exit 1; }
+. "$SRC/tests/tools/lj_trace.sh"
 
 # an XRay log whose functions have names, one of them hostile to the page's <script>
 xray=$SRC/tests/data/xray/fdr-v5.xray

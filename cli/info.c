@@ -37,7 +37,7 @@ static int run(struct tk_cmd_opts *o)
 			status = rc > status ? rc : status;
 			continue;
 		}
-		tk_buf_puts(&out, file);
+		tk_buf_text(&out, file, strlen(file));
 		tk_buf_puts(&out, ": ");
 		tk_buf_puts(&out, tk_format_name(fi.id));
 		tk_buf_puts(&out, " (");

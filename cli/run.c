@@ -13,18 +13,18 @@
 
 static void vmessage(const char *kind, const char *file, uint64_t offset, const char *fmt, va_list ap)
 {
-	char msg[2048];
-	int n = snprintf(msg, sizeof msg, "tracekit: %s", kind);
-	if (file)
-		n += snprintf(msg + n, sizeof msg - (size_t)n, "%s: ", file);
-	if (offset != UINT64_MAX)
-		n += snprintf(msg + n, sizeof msg - (size_t)n, "offset 0x%llx: ", (unsigned long long)offset);
-	if (n < (int)sizeof msg)
-		n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-	if (n >= (int)sizeof msg - 1)
-		n = (int)sizeof msg - 2;
-	msg[n++] = '\n';
-	fwrite(msg, 1, (size_t)n, stderr);
+	char msg[2048], text[2048];
+	size_t n = (size_t)snprintf(msg, sizeof msg, "tracekit: %s", kind);
+	if (file && n < sizeof msg)
+		n += (size_t)snprintf(msg + n, sizeof msg - n, "%s: ", file);
+	if (offset != UINT64_MAX && n < sizeof msg)
+		n += (size_t)snprintf(msg + n, sizeof msg - n, "offset 0x%llx: ", (unsigned long long)offset);
+	if (n < sizeof msg)
+		vsnprintf(msg + n, sizeof msg - n, fmt, ap);
+	/* file names and text from the trace reach the terminal escaped */
+	n = tk_text_escape(text, sizeof text - 1, msg);
+	text[n++] = '\n';
+	fwrite(text, 1, n, stderr);
 }
 
 void cli_error(const char *file, uint64_t offset, const char *fmt, ...)
@@ -109,7 +109,9 @@ fail:
 static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
 {
 	(void)ctx;
-	fprintf(stderr, "tracekit: %s%s\n", level == TK_LOG_WARN ? "warning: " : "", msg);
+	char text[1024];
+	tk_text_escape(text, sizeof text, msg);
+	fprintf(stderr, "tracekit: %s%s\n", level == TK_LOG_WARN ? "warning: " : "", text);
 }
 
 __attribute__((constructor)) static void cli_log_setup(void)

@@ -150,6 +150,20 @@ TK_API void tk_buf_hex_bytes(struct tk_buf *b, const uint8_t *p, size_t n, char 
 TK_API void tk_buf_fixed(struct tk_buf *b, int64_t v, int decimals);
 /* JSON string literal with escapes, including the quotes. */
 TK_API void tk_buf_json_str(struct tk_buf *b, const char *s, size_t n);
+/* Text from a trace or a file for a terminal: control characters (C0 with newline and tab,
+ * DEL, the C1 controls such as CSI, and bytes that begin no UTF-8 character) written as
+ * \n, \r, \t or \xNN, so that no escape sequence or carriage return reaches the screen. */
+TK_API void tk_buf_text(struct tk_buf *b, const char *s, size_t n);
+/* The same into OUT (CAP bytes, always terminated, cut at a whole character); returns its length. */
+TK_API size_t tk_text_escape(char *out, size_t cap, const char *s);
+/* S escaped for a printf argument, in a buffer that lives until the end of the statement's
+ * block: tk_buf_printf(b, "module %s\n", TK_TEXT(path)). */
+static inline const char *tk_text_str(char *out, size_t cap, const char *s)
+{
+	tk_text_escape(out, cap, s ? s : "(null)");
+	return out;
+}
+#define TK_TEXT(s) tk_text_str((char[4096]){ 0 }, 4096, (s))
 
 static inline int tk_buf_reserve(struct tk_buf *b, size_t n)
 {

@@ -41,6 +41,10 @@ struct tk_ipt_flow_opts {
 	 * nanoseconds (a timed perf.data session's, as perf script --ns prints them) instead
 	 * of TSC ticks; mult 0: ticks */
 	struct tk_tsc_conv time_conv;
+	/* Nonzero: a stream taken part by part, its next part from this offset of BUF on (at
+	 * a PSB): no chunk starts there or later, and those bytes are read only to finish
+	 * the block that crosses it (the next call, given them first, decodes them). */
+	size_t part_end;
 };
 
 struct tk_ipt_flow_stats {

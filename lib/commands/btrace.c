@@ -106,7 +106,7 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	size_t nrel;
 	if (strcmp(file, "-") && tk_btrace_related(file, &rel, &nrel) == 0) {
 		for (size_t i = 0; i < nrel; i++)
-			tk_buf_printf(out, "  followed: %s\n", rel[i]);
+			tk_buf_printf(out, "  followed: %s\n", TK_TEXT(rel[i]));
 		tk_btrace_related_free(rel, nrel);
 	}
 	if (!tk_btrace_info(bt)->complete && !tk_btrace_info(bt)->refused)

@@ -220,7 +220,7 @@ static void info_processes(const struct tk_perf_aux *a, struct tk_buf *out)
 			if (t->kind == TK_PERF_FORK && t->tid == t->pid && t->ppid != t->pid)
 				parent = t->ppid;
 		}
-		tk_buf_printf(out, "  process:  pid %u %s", pids[k], comm[0] ? comm : "(no name)");
+		tk_buf_printf(out, "  process:  pid %u %s", pids[k], comm[0] ? TK_TEXT(comm) : "(no name)");
 		if (parent != UINT32_MAX)
 			tk_buf_printf(out, ", forked from %u", parent);
 		if (execs)
@@ -319,13 +319,13 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 		const struct tk_perf_mmap *m = &a.mmaps[i];
 		tk_buf_printf(out, "  mmap:     pid %u 0x%llx-0x%llx offset 0x%llx %s", m->pid,
 			      (unsigned long long)m->addr, (unsigned long long)(m->addr + m->len),
-			      (unsigned long long)m->pgoff, m->path);
+			      (unsigned long long)m->pgoff, TK_TEXT(m->path));
 		hex_bytes(out, " build-id ", m->build_id, m->build_id_len);
 	}
 	if (a.kernel.ref[0]) {
 		const struct tk_perf_kernel *k = &a.kernel;
 		tk_buf_printf(out, "  kernel:   0x%llx-0x%llx, %s at 0x%llx%s", (unsigned long long)k->start,
-			      (unsigned long long)(k->start + k->len), k->ref,
+			      (unsigned long long)(k->start + k->len), TK_TEXT(k->ref),
 			      (unsigned long long)k->ref_addr, a.pt_kernel ? ", traced" : "");
 		hex_bytes(out, ", build-id ", k->build_id, k->build_id_len);
 	}

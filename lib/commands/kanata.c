@@ -18,7 +18,8 @@ static void diag(void *ctx, const struct tk_kanata_diag *d)
 	struct diag *k = ctx;
 
 	if (k->out) {
-		tk_buf_printf(k->out, "%s:%llu: %s: %s\n", k->file, (unsigned long long)d->line,
+		tk_buf_text(k->out, k->file, strlen(k->file));
+		tk_buf_printf(k->out, ":%llu: %s: %s\n", (unsigned long long)d->line,
 			      d->level == TK_LOG_ERROR ? "error" : "warning", d->msg);
 		return;
 	}
@@ -68,7 +69,7 @@ static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		CMD_ERROR(c, file, n->bytes, "%s", tk_strerror(rc));
 	} else {
 		tk_buf_printf(&out, "%s: %llu errors, %llu warnings in %llu lines; %llu instructions "
-			      "(%llu retired, %llu flushed, %llu in flight at end)\n", file,
+			      "(%llu retired, %llu flushed, %llu in flight at end)\n", TK_TEXT(file),
 			      (unsigned long long)n->errors, (unsigned long long)n->warnings,
 			      (unsigned long long)n->lines, (unsigned long long)n->insns,
 			      (unsigned long long)n->retired, (unsigned long long)n->flushed,
@@ -187,7 +188,7 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		      st.nthreads, (unsigned long long)n->lines);
 	if (n->errors)
 		tk_buf_printf(out, "  %llu lines skipped (tracekit check %s lists them)\n",
-			      (unsigned long long)n->errors, file);
+			      (unsigned long long)n->errors, TK_TEXT(file));
 	rc = n->errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
 	tk_kanata_stats_free(&st);
 	return rc;

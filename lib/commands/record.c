@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "tracekit/internal/util.h"
 
 /* ---- --btrace -------------------------------------------------------------------------- */
 
@@ -185,6 +186,19 @@ static void remove_related(const struct tk_cmd *c, const char *base)
 	tk_btrace_related_free(rel, n);
 }
 
+/* -o must not name the program record runs (nor the recorder): OUT is removed first, then
+ * written by the program. 1 when refused, with the message. */
+static int refuse_output(const struct tk_cmd *c, const char *out, const char *prog, const char *lib)
+{
+	const char *ins[] = { prog, lib };
+
+	if (tk_outfile_same(out, ins, lib ? 2 : 1) < 0)
+		return 0;
+	CMD_ERROR(c, out, UINT64_MAX, "record: -o names the program to run (or the recorder): "
+		  "refused, it would be overwritten");
+	return 1;
+}
+
 /* record's exit status: its own when it failed (usage, input, output: 2 and up), else the
  * program's as a shell gives it (128 + N when signal N ended it, as uftrace does), and 1 when
  * the program succeeded but the trace lost data. */
@@ -230,6 +244,8 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		}
 		snprintf(outabs, sizeof outabs, "%.2000s/%.2000s", cwd, out);
 	}
+	if (refuse_output(c, outabs, prog, lib))
+		return TK_EXIT_USAGE;
 	unlink(outabs);
 	remove_related(c, outabs);
 	for (int i = 0; i < o->n_module; i++) {
@@ -300,6 +316,9 @@ int tk_cmd_record_xray(const struct tk_cmd *c, const char *file, struct tk_input
 		CMD_ERROR(c, NULL, UINT64_MAX, "--xray-mode: basic or fdr, not '%s'", mode);
 		return TK_EXIT_USAGE;
 	}
+	char prog[PATH_MAX];
+	if (find_program(o->args[0], prog, sizeof prog) == 0 && refuse_output(c, dest, prog, NULL))
+		return TK_EXIT_USAGE;
 	if (!mkdtemp(dir)) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "record: cannot make a directory: %s", strerror(errno));
 		return TK_EXIT_INPUT;

@@ -201,9 +201,9 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_buf_puts(out, "  thread/core: unknown (name is not xtrace.TIME.ID.hintN.*.bin)\n");
 	}
 	if (x.p.insn_path != file && x.p.insn_path)
-		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", x.p.insn_path, x.p.n);
+		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", TK_TEXT(x.p.insn_path), x.p.n);
 	if (x.p.snap_path && x.p.snap_path != file)
-		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.p.snap_path, x.p.sn);
+		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", TK_TEXT(x.p.snap_path), x.p.sn);
 	if (x.p.insn) {
 		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
 		rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_COUNTS);

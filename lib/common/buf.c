@@ -203,3 +203,76 @@ void tk_buf_json_str(struct tk_buf *b, const char *s, size_t n)
 	}
 	tk_buf_putc(b, '"');
 }
+
+/* What the bytes at S (N > 0 left) become on a terminal: returns how many bytes are taken
+ * and sets *elen to the length of the escape written to ESC, or 0 when they are kept. Kept:
+ * printable ASCII and well-formed UTF-8 other than the C1 controls (U+0080-U+009F, which
+ * include the one-character CSI). */
+static size_t text_step(const unsigned char *s, size_t n, char esc[4], size_t *elen)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char c = s[0];
+	size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 1;
+
+	*elen = 0;
+	if (c >= 0x20 && c < 0x7f)
+		return 1;
+	if (len > 1 && len <= n && !(c == 0xc2 && s[1] < 0xa0)) {
+		size_t i = 1;
+		while (i < len && (s[i] & 0xc0) == 0x80)
+			i++;
+		if (i == len)
+			return len;
+	}
+	esc[0] = '\\';
+	if (c == '\n' || c == '\r' || c == '\t') {
+		esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+		*elen = 2;
+	} else {
+		esc[1] = 'x';
+		esc[2] = hex[c >> 4];
+		esc[3] = hex[c & 15];
+		*elen = 4;
+	}
+	return 1;
+}
+
+void tk_buf_text(struct tk_buf *b, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, kept = 0;   /* p[kept..i) is waiting to be written as it is */
+
+	while (i < n) {
+		char esc[4];
+		size_t elen, k = text_step(p + i, n - i, esc, &elen);
+		if (elen) {
+			tk_buf_put(b, p + kept, i - kept);
+			tk_buf_put(b, esc, elen);
+			kept = i + k;
+		}
+		i += k;
+	}
+	tk_buf_put(b, p + kept, n - kept);
+}
+
+size_t tk_text_escape(char *out, size_t cap, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0, n = strlen(s);
+
+	if (!cap)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		char esc[4];
+		size_t elen, k = text_step(p + i, n - i, esc, &elen);
+		const char *w = elen ? esc : (const char *)p + i;
+		size_t wn = elen ? elen : k;
+		if (o + wn >= cap)
+			break;
+		memcpy(out + o, w, wn);
+		o += wn;
+		i += k;
+	}
+	out[o] = 0;
+	return o;
+}

@@ -26,27 +26,29 @@ void tk_set_log_level(enum tk_log_level max_level)
 
 void tk_log(enum tk_log_level level, const char *fmt, ...)
 {
-	char msg[1024];
+	char raw[1024], msg[1024];
 	va_list ap;
 
 	if (!log_fn || level > log_max)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	tk_text_escape(msg, sizeof msg, raw);   /* names and text from the trace */
 	log_fn(log_ctx, level, msg);
 }
 
 void tk_msg(tk_msg_fn fn, void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
 	    const char *fmt, ...)
 {
-	char msg[2048];
+	char raw[2048], msg[2048];
 	va_list ap;
 
 	if (!fn)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	tk_text_escape(msg, sizeof msg, raw);   /* names and text from the trace */
 	fn(ctx, level, file, offset, msg);
 }

@@ -9,6 +9,7 @@
 #include <libiberty/demangle.h>
 
 #include "image/demangle.h"
+#include "tracekit/common.h"
 
 struct entry {
 	char *name;               /* the raw name (key) */
@@ -98,7 +99,32 @@ static void shorten(char *s)
 	*w = 0;
 }
 
-static char *make(enum demangle_mode mode, const char *name)
+/* Printable ASCII only: nothing to escape. */
+static int plain(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			return 0;
+	return 1;
+}
+
+/* S with its control characters escaped (tk_buf_text), or NULL when nothing changes. */
+static char *escaped(const char *s)
+{
+	struct tk_buf b;
+	size_t n = strlen(s);
+	if (plain(s) || tk_buf_init(&b, -1, 4 * n + 1) < 0)
+		return NULL;
+	tk_buf_text(&b, s, n);
+	tk_buf_putc(&b, 0);
+	if (b.err || !strcmp(b.data, s)) {
+		tk_buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+static char *demangled(enum demangle_mode mode, const char *name)
 {
 	/* c++filt's options: parameters, and Rust legacy hashes as they are; a short name
 	 * without parameters (which also drops return types and qualifiers) */
@@ -131,14 +157,27 @@ static char *make(enum demangle_mode mode, const char *name)
 	return r;
 }
 
+/* What NAME shows as, NULL: itself. A name is text from a file: its control characters
+ * are escaped here, so that no output shows them raw. */
+static char *make(enum demangle_mode mode, const char *name)
+{
+	char *r = mode == DEMANGLE_NONE ? NULL : demangled(mode, name);
+	char *e = escaped(r ? r : name);
+	if (e) {
+		free(r);
+		r = e;
+	}
+	return r;
+}
+
 const char *demangle(struct demangler *d, const char *name)
 {
-	if (!d || !name || d->mode == DEMANGLE_NONE)
+	if (!d || !name)
 		return name;
 	/* mangled names start _Z (C++, Rust legacy) or _R (Rust v0); a short name also
 	 * shortens names given demangled (XRay instrumentation maps, DWARF names) */
-	if (!(name[0] == '_' && (name[1] == 'Z' || name[1] == 'R')) &&
-	    !(d->mode == DEMANGLE_SHORT && (strchr(name, '<') || strchr(name, '('))))
+	if ((d->mode == DEMANGLE_NONE || !(name[0] == '_' && (name[1] == 'Z' || name[1] == 'R'))) &&
+	    !(d->mode == DEMANGLE_SHORT && (strchr(name, '<') || strchr(name, '('))) && plain(name))
 		return name;
 	const char *out = name;
 	pthread_mutex_lock(&d->lock);

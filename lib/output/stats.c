@@ -47,7 +47,7 @@ static void kanata_text(struct tk_buf *b, const char *file, const struct tk_kana
 	const struct tk_kanata_counts *c = &st->counts;
 	uint64_t done = c->retired + c->flushed;
 
-	tk_buf_printf(b, "%s: Kanata pipeline log, version %u\n", file, c->version);
+	tk_buf_printf(b, "%s: Kanata pipeline log, version %u\n", TK_TEXT(file), c->version);
 	tk_buf_printf(b, "instructions:  %llu (retired %llu, flushed %llu, in flight at end %llu)\n",
 		      (unsigned long long)c->insns, (unsigned long long)c->retired,
 		      (unsigned long long)c->flushed, (unsigned long long)c->in_flight);
@@ -123,9 +123,11 @@ static void kanata_text(struct tk_buf *b, const char *file, const struct tk_kana
 		tk_buf_puts(b, "\nslowest retired instructions:\n      id  thread   begin     end  cycles  label\n");
 		for (size_t i = 0; i < st->nslow; i++) {
 			const struct tk_kanata_slow *s = &st->slow[i];
-			tk_buf_printf(b, "%8lld %7lld %7lld %7lld %7lld  %s\n", (long long)s->id,
+			tk_buf_printf(b, "%8lld %7lld %7lld %7lld %7lld  ", (long long)s->id,
 				      (long long)s->thread, (long long)s->begin, (long long)s->end,
-				      (long long)(s->end - s->begin), s->label);
+				      (long long)(s->end - s->begin));
+			tk_buf_text(b, s->label, strlen(s->label));
+			tk_buf_putc(b, '\n');
 		}
 	}
 }
@@ -385,7 +387,7 @@ void tk_out_xtrace_stats(struct tk_buf *b, enum tk_stats_format to, const char *
 	uint64_t n = s->insns[0] + s->insns[1] + s->insns[2] + s->insns[3];
 	struct statout so = { b, to, -1, NULL };
 	if (to == TK_STATS_TEXT)
-		tk_buf_printf(b, "%s: %zu bytes, %zu chunks\n", path, bytes, nchunks);
+		tk_buf_printf(b, "%s: %zu bytes, %zu chunks\n", TK_TEXT(path), bytes, nchunks);
 	st_begin(&so, path, "xtrace");
 	st_section(&so, "instructions", "instructions");
 	st_row(&so, "total", n, UINT64_MAX);
@@ -494,7 +496,7 @@ void tk_out_exec_stats(struct tk_buf *b, enum tk_stats_format to, const char *fi
 	for (unsigned k = 1; k < TK_IPT_EXEC_NKIND; k++)
 		br += s->kind[k];
 	if (to == TK_STATS_TEXT)
-		tk_buf_printf(b, "%s: %s, %zu %s%s\n", file, what, nstreams, unit, nstreams == 1 ? "" : "s");
+		tk_buf_printf(b, "%s: %s, %zu %s%s\n", TK_TEXT(file), what, nstreams, unit, nstreams == 1 ? "" : "s");
 	st_begin(&so, file, format);
 	if (to == TK_STATS_JSON)
 		tk_buf_printf(b, "\n  \"%ss\": %zu,", unit, nstreams);

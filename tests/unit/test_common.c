@@ -339,6 +339,26 @@ static void test_buf_formatting(void **state)
 	tk_buf_free(&b);
 }
 
+/* Text for a terminal: C0, DEL and C1 controls escaped; UTF-8 and backslashes kept. */
+static void test_text_escape(void **state)
+{
+	(void)state;
+	struct tk_buf b;
+	assert_int_equal(tk_buf_init(&b, -1, 16), 0);
+	const char in[] = "a\x1b[2J\r\n\t\x7f\\ \xc3\xa9 \xc2\x9b \x9b \xe2\x82 \xf0\x9f\x98\x80";
+	const char want[] = "a\\x1b[2J\\r\\n\\t\\x7f\\ \xc3\xa9 \\xc2\\x9b \\x9b \\xe2\\x82 \xf0\x9f\x98\x80";
+	tk_buf_text(&b, in, sizeof in - 1);
+	assert_int_equal(b.len, sizeof want - 1);
+	assert_memory_equal(b.data, want, b.len);
+	char out[sizeof want], small[8];
+	assert_int_equal(tk_text_escape(out, sizeof out, in), sizeof want - 1);
+	assert_string_equal(out, want);
+	/* cut at a whole escape, terminated */
+	assert_int_equal(tk_text_escape(small, sizeof small, "ab\x1b\x1b"), 6);
+	assert_string_equal(small, "ab\\x1b");
+	tk_buf_free(&b);
+}
+
 static void test_buf_fd_flush(void **state)
 {
 	(void)state;
@@ -671,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_input_pipe),
 		cmocka_unit_test(test_input_errors),
 		cmocka_unit_test(test_buf_formatting),
+		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
 		cmocka_unit_test(test_gap_stats),

@@ -104,7 +104,7 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 			      "recorder reopened the trace file (%llu times)\n",
 			      (unsigned long long)bi->fd_reopened);
 	if (bi->refused)
-		tk_buf_printf(out, "  refused: %s\n", bi->refused_msg);
+		tk_buf_printf(out, "  refused: %s\n", TK_TEXT(bi->refused_msg));
 	if (bi->complete && !bi->exec)
 		tk_buf_printf(out, "  %llu CTIs patched, %llu traps\n", (unsigned long long)bi->patched,
 			      (unsigned long long)bi->traps);
@@ -115,7 +115,7 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 		tk_buf_puts(out, "  TSC rate unknown: times are in ticks\n");
 	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
 		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
-		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", m->path,
+		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", TK_TEXT(m->path),
 			      (unsigned long long)m->start, (unsigned long long)m->end,
 			      (unsigned long long)m->bias);
 		if (m->build_id_len)

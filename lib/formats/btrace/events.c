@@ -6,6 +6,10 @@
 #include "tracekit/btrace.h"
 #include "tracekit/event.h"
 #include "tracekit/ipt_flow.h"
+#include "formats/btrace/internal.h"
+
+/* a part of a thread's stream decoded at once: a few of the flow decoder's chunks */
+#define PART_BYTES ((size_t)8 << 20)
 
 /* Sets the track of every event to the recorded thread id before passing it on. */
 struct retrack {
@@ -55,13 +59,23 @@ int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_o
 		t->tid = tk_btrace_thread(bt, i)->tid;
 		if (o.only_tid && t->tid != o.tid)
 			continue;
-		if ((rc = tk_btrace_thread_stream(bt, i, &pt, &n)) < 0)
-			break;
-		memset(&st, 0, sizeof st);
-		rc = tk_ipt_flow_events(pt, n, &fo, (struct tk_sink){ retrack_events, t }, &st);
-		free(pt);
-		if (gaps)
-			tk_gap_stats_merge(gaps, &st.gaps);
+		/* the thread's stream part by part, so memory does not grow with the trace;
+		 * each part reads on into the next part's first piece to end its last block */
+		uint64_t base = 0;
+		for (size_t next = 0; rc >= 0 && next < tk_btrace_thread(bt, i)->pieces;) {
+			if ((rc = btrace_thread_part(bt, i, &next, PART_BYTES, &pt, &n, &fo.part_end)) < 0)
+				break;
+			memset(&st, 0, sizeof st);
+			rc = tk_ipt_flow_events(pt, n, &fo, (struct tk_sink){ retrack_events, t }, &st);
+			free(pt);
+			if (gaps) {
+				/* offsets in the thread's whole stream, as dump shows them */
+				for (uint64_t k = 0; k < st.gaps.count && k < TK_GAP_FIRST_OFFSETS; k++)
+					st.gaps.first_offsets[k] += base;
+				tk_gap_stats_merge(gaps, &st.gaps);
+			}
+			base += fo.part_end;
+		}
 	}
 	free(t);
 	return rc < 0 ? rc : 0;

@@ -5,6 +5,7 @@
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
+#include "formats/btrace/internal.h"
 
 struct piece {
 	uint64_t off;         /* payload offset in the file */
@@ -323,27 +324,43 @@ const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size
 	return i < bt->nthreads ? &bt->threads[i].pub : NULL;
 }
 
-int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len)
+int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
+		      uint8_t **out, size_t *len, size_t *part_len)
 {
 	static const uint8_t ovf[2] = { 0x02, 0xf3 };
 	if (i >= bt->nthreads)
 		return -TK_E_INVAL;
 	const struct thread *t = &bt->threads[i];
-	size_t n = 0;
-	for (size_t k = 0; k < t->npieces; k++)
-		n += t->pieces[k].len + sizeof ovf;
+	size_t n = 0, end = *next;
+	/* whole pieces, at least one, each with the OVF that follows it (the next is lost);
+	 * then the next piece, to be read on into */
+	while (end < t->npieces && (end == *next || n + t->pieces[end].len <= max))
+		n += t->pieces[end++].len + sizeof ovf;
+	if (end < t->npieces)
+		n += t->pieces[end].len;
 	uint8_t *buf = malloc(n ? n : 1), *p = buf;
 	if (!buf)
 		return -TK_E_NOMEM;
-	for (size_t k = 0; k < t->npieces; k++) {
-		if (t->pieces[k].gap_before && k > 0) {
+	for (size_t k = *next; k <= end && k < t->npieces; k++) {
+		if (k == end)
+			*part_len = (size_t)(p - buf);
+		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
+		p += t->pieces[k].len;
+		if (k < end && k + 1 < t->npieces && t->pieces[k + 1].gap_before) {
 			memcpy(p, ovf, sizeof ovf);
 			p += sizeof ovf;
 		}
-		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
-		p += t->pieces[k].len;
 	}
+	if (end == t->npieces)
+		*part_len = (size_t)(p - buf);
+	*next = end;
 	*out = buf;
 	*len = (size_t)(p - buf);
 	return 0;
+}
+
+int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len)
+{
+	size_t next = 0, part;
+	return btrace_thread_part(bt, i, &next, SIZE_MAX, out, len, &part);
 }

@@ -15,6 +15,7 @@ struct run {
 	const struct tk_ipt_flow_consumer *c;
 	uint64_t *offs;
 	size_t nchunks;
+	uint64_t part_end;                 /* the last chunk's end (tk_ipt_flow_opts.part_end) */
 	/* per chunk: where its part of the trace ends (the next break, or len), and the
 	 * reason of the break it starts at (0: none) */
 	uint64_t *seg_end;
@@ -49,7 +50,7 @@ static void give_flow(struct run *r, struct tk_flow *f)
 static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink sink,
 		      struct tk_ipt_flow_stats *st)
 {
-	uint64_t end = i + 1 < r->nchunks ? r->offs[i + 1] : r->len;
+	uint64_t end = i + 1 < r->nchunks ? r->offs[i + 1] : r->part_end;
 
 	return ipt_decode_range(r->buf, r->seg_end[i], r->offs[i], end, r->brk[i], r->o, f, sink, st);
 }
@@ -239,6 +240,14 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		tk_gap_stats_add(&st->gaps, 0, r.offs[0]);
 	if ((rc = add_breaks(&r)) < 0)
 		goto out;
+	r.part_end = len;
+	if (o->sz >= offsetof(struct tk_ipt_flow_opts, part_end) + sizeof(size_t) &&
+	    o->part_end && o->part_end < len && r.offs[0] < o->part_end) {
+		/* the chunks of this part only: the rest is the next part's */
+		while (r.offs[r.nchunks - 1] >= o->part_end)
+			r.nchunks--;
+		r.part_end = o->part_end;
+	}
 	r.cst = calloc(r.nchunks, sizeof(*r.cst));
 	r.free_flows = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_flows));
 	if (!r.cst || !r.free_flows) {

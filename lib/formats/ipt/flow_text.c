@@ -30,7 +30,65 @@ struct text_chunk {
  * what it has, so the text waiting is at most the pool's window times this. */
 #define TEXT_WAIT_CAP ((size_t)4 << 20)
 
+/* -j N: whose turn it is to hand its output on, chunks in order. A chunk that holds too
+ * much waits for the chunks before it to be merged, then hands on what it has (the
+ * producer blocks instead of memory growing). LOCK also guards its user's shared state. */
+struct chunk_turn {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	size_t merged;                /* chunks merged so far */
+	int failed;                   /* decoding stopped: no turn is coming */
+};
+
+static void turn_init(struct chunk_turn *t)
+{
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cond, NULL);
+}
+
+static void turn_destroy(struct chunk_turn *t)
+{
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->cond);
+}
+
+/* 0 once the chunks before chunk I are merged, -TK_E_CANCELLED if that never comes. */
+static int turn_wait(struct chunk_turn *t, size_t i)
+{
+	int failed;
+
+	pthread_mutex_lock(&t->lock);
+	while (t->merged < i && !t->failed)
+		pthread_cond_wait(&t->cond, &t->lock);
+	failed = t->failed;
+	pthread_mutex_unlock(&t->lock);
+	return failed ? -TK_E_CANCELLED : 0;
+}
+
+/* Chunk I is merged (FAILED: with an error, no later turn comes). */
+static void turn_done(struct chunk_turn *t, size_t i, int failed)
+{
+	pthread_mutex_lock(&t->lock);
+	t->merged = i + 1;
+	t->failed |= failed;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Decoding stopped (a chunk failed on its worker): wake every waiter. */
+static void turn_fail(void *ctx, size_t i, int err)
+{
+	struct chunk_turn *t = ctx;
+
+	(void)i, (void)err;
+	pthread_mutex_lock(&t->lock);
+	t->failed = 1;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
 struct text_run {
+	struct chunk_turn turn;       /* first: the consumer's fail callback gets it */
 	unsigned flags;
 	struct tk_tsc_conv conv;      /* times as seconds on this clock (mult 0: ticks) */
 	unsigned nthreads;
@@ -38,18 +96,12 @@ struct text_run {
 	struct text_chunk *chunks;    /* one per chunk */
 	/* Chunk buffers written out, kept for the next chunks: a fresh buffer per chunk
 	 * would grow by realloc and fault in tens of MB of new pages each time. */
-	pthread_mutex_t lock;
-	struct tk_buf spare[SPARE_BUFS];
+	struct tk_buf spare[SPARE_BUFS];   /* under turn.lock */
 	unsigned nspare;
 	struct tk_writer *w;         /* -j 1 into a file: write() overlaps formatting */
 	struct tk_buf cur;           /* -j 1 with a writer: the buffer being formatted */
 	struct tk_writer *wn;        /* -j N into a file: each chunk's text handed over in
 					order (and past 64 MiB written directly, see tk_writer) */
-	/* -j N: chunks merged so far (the one whose turn it is to write), signalled on
-	 * turn; failed when decoding stopped (no turn is coming) */
-	size_t merged;
-	pthread_cond_t turn;
-	int failed;
 };
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
@@ -222,34 +274,12 @@ static int put_text(struct text_run *r, struct tk_buf *b)
 	return r->out->err;
 }
 
-/* -j N: a chunk holding TEXT_WAIT_CAP of text waits until the chunks before it are
- * written, then writes its own so far (the producer blocks instead of memory growing). */
+/* -j N: a chunk holding TEXT_WAIT_CAP of text writes it when its turn comes. */
 static int wait_turn(struct text_chunk *tc)
 {
-	struct text_run *r = tc->run;
-	int failed;
+	int rc = turn_wait(&tc->run->turn, tc->index);
 
-	pthread_mutex_lock(&r->lock);
-	while (r->merged < tc->index && !r->failed)
-		pthread_cond_wait(&r->turn, &r->lock);
-	failed = r->failed;
-	pthread_mutex_unlock(&r->lock);
-	return failed ? -TK_E_CANCELLED : put_text(r, &tc->buf);
-}
-
-/* Decoding stopped: no chunk's turn comes any more. */
-static void text_stop(struct text_run *r)
-{
-	pthread_mutex_lock(&r->lock);
-	r->failed = 1;
-	pthread_cond_broadcast(&r->turn);
-	pthread_mutex_unlock(&r->lock);
-}
-
-static void text_fail(void *ctx, size_t i, int err)
-{
-	(void)i, (void)err;
-	text_stop(ctx);
+	return rc < 0 ? rc : put_text(tc->run, &tc->buf);
 }
 
 static int text_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -327,12 +357,12 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	} else {
 		int have = 0;
 
-		pthread_mutex_lock(&r->lock);
+		pthread_mutex_lock(&r->turn.lock);
 		if (r->nspare) {
 			tc->buf = r->spare[--r->nspare];
 			have = 1;
 		}
-		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_unlock(&r->turn.lock);
 		if (!have && tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
 			return -TK_E_NOMEM;
 	}
@@ -361,17 +391,15 @@ static int text_merge(void *ctx, size_t i)
 	if (!rc)
 		rc = r->out->err;
 	tk_buf_free(&tc->scratch);
-	pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->turn.lock);
 	if (!rc && r->nspare < SPARE_BUFS && r->nspare < r->nthreads) {
 		tc->buf.len = 0;
 		r->spare[r->nspare++] = tc->buf;
 		tc->buf.data = NULL;
 	}
+	pthread_mutex_unlock(&r->turn.lock);
 	/* the next chunk's turn (its worker may be waiting to write) */
-	r->merged = i + 1;
-	r->failed |= rc != 0;
-	pthread_cond_broadcast(&r->turn);
-	pthread_mutex_unlock(&r->lock);
+	turn_done(&r->turn, i, rc != 0);
 	tk_buf_free(&tc->buf);
 	return rc;
 }
@@ -380,7 +408,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats)
 {
 	struct text_run r = { .flags = flags, .out = out };
-	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r, .fail = text_fail };
+	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r, .fail = turn_fail };
 	struct tk_ipt_flow_opts o;
 	int64_t n;
 	int rc;
@@ -400,8 +428,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
-	pthread_mutex_init(&r.lock, NULL);
-	pthread_cond_init(&r.turn, NULL);
+	turn_init(&r.turn);
 	if (r.nthreads <= 1 && out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) &&
 	    tk_buf_flush(out) >= 0 && tk_buf_init(&r.cur, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) >= 0) {
 		if (!(r.w = tk_writer_start(out->fd, NULL)))
@@ -443,8 +470,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	}
 	for (unsigned i = 0; i < r.nspare; i++)
 		tk_buf_free(&r.spare[i]);
-	pthread_mutex_destroy(&r.lock);
-	pthread_cond_destroy(&r.turn);
+	turn_destroy(&r.turn);
 	free(r.chunks);
 	return rc;
 }
@@ -452,11 +478,34 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 /* ---- events to one sink ------------------------------------------------------------------ */
 
 
+/* -j N: events a chunk holds before it waits for its turn to hand them on (about 3 MB) */
+#define EV_WAIT_CAP ((size_t)64 << 10)
+
+struct ev_chunk {
+	struct tk_event_vec v;
+	struct ev_run *run;
+	size_t index;
+};
+
 struct ev_run {
+	struct chunk_turn turn;       /* first: the consumer's fail callback gets it */
 	struct tk_sink sink;
 	unsigned nthreads;
-	struct tk_event_vec *chunks;
+	struct ev_chunk *chunks;
 };
+
+/* -j N: a chunk's events wait, in memory, for the chunks before it; past EV_WAIT_CAP of
+ * them its worker waits for its turn and hands them to the sink itself (the calling
+ * thread is then waiting for this chunk: one thread at a time calls the sink). */
+static int ev_add(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_chunk *ec = ctx;
+	int rc = tk_event_vec_add(&ec->v, ev, n);
+
+	if (rc >= 0 && ec->v.n >= EV_WAIT_CAP && (rc = turn_wait(&ec->run->turn, ec->index)) >= 0)
+		rc = tk_event_vec_flush(&ec->v, ec->run->sink);
+	return rc;
+}
 
 static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
@@ -467,7 +516,9 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 		*sink = r->sink;
 		return 0;
 	}
-	sink->events = tk_event_vec_add;
+	r->chunks[i].run = r;
+	r->chunks[i].index = i;
+	sink->events = ev_add;
 	sink->ctx = &r->chunks[i];
 	return 0;
 }
@@ -475,15 +526,20 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 static int ev_merge(void *ctx, size_t i)
 {
 	struct ev_run *r = ctx;
+	int rc;
 
-	return r->nthreads > 1 ? tk_event_vec_flush(&r->chunks[i], r->sink) : 0;
+	if (r->nthreads <= 1)
+		return 0;
+	rc = tk_event_vec_flush(&r->chunks[i].v, r->sink);
+	turn_done(&r->turn, i, rc < 0);
+	return rc;
 }
 
 int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		       struct tk_sink sink, struct tk_ipt_flow_stats *stats)
 {
 	struct ev_run r = { .sink = sink };
-	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r };
+	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r, .fail = turn_fail };
 	int64_t n;
 	int rc;
 
@@ -494,9 +550,11 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
+	turn_init(&r.turn);
 	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
+	turn_destroy(&r.turn);
 	for (int64_t i = 0; i < n; i++)
-		free(r.chunks[i].ev);
+		free(r.chunks[i].v.ev);
 	free(r.chunks);
 	return rc;
 }

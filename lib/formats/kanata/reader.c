@@ -88,7 +88,7 @@ static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kana
 static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kanata_diag_code code,
 		 uint64_t line, uint64_t off, const char *fmt, ...)
 {
-	char msg[256];
+	char raw[256], msg[1024];
 	va_list ap;
 
 	if (lvl == TK_LOG_ERROR)
@@ -98,8 +98,9 @@ static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kana
 	if (!r->o.diag)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(raw, sizeof raw, fmt, ap);
 	va_end(ap);
+	tk_text_escape(msg, sizeof msg, raw);   /* excerpts of the line */
 	struct tk_kanata_diag d = { .level = lvl, .code = code, .line = line, .offset = off, .msg = msg };
 	r->o.diag(r->o.diag_ctx ? r->o.diag_ctx : r->o.ctx, &d);
 }

@@ -24,14 +24,14 @@ void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_
 		break;
 	case TK_KANATA_LABEL:
 		tk_buf_printf(b, "\t%lld\t%lld\t", (long long)c->id, (long long)c->a);
-		tk_buf_put(b, c->text, c->text_len);
+		tk_buf_text(b, c->text, c->text_len);
 		break;
 	case TK_KANATA_STAGE_BEGIN:
 	case TK_KANATA_STAGE_END:
 		tk_buf_printf(b, "\t%lld\t", (long long)c->id);
 		tk_buf_put(b, c->lane, c->lane_len);
 		tk_buf_putc(b, '\t');
-		tk_buf_put(b, c->text, c->text_len);
+		tk_buf_text(b, c->text, c->text_len);
 		break;
 	default:
 		tk_buf_printf(b, "\t%lld\t%lld\t%lld", (long long)c->id, (long long)c->a, (long long)c->b);

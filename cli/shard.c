@@ -1,6 +1,7 @@
 /* tracekit profile --shard I/N: the partial result of the I-th of N balanced shards of the
  * plan over all inputs (include/tracekit/partial.h, docs/formats/partial.md), for a batch
  * scheduler's N independent processes; `tracekit merge` (cli/merge.c) makes the output. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,38 @@ static uint32_t shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n)
 	return (uint32_t)(k < n ? k : n - 1) + 1;
 }
 
+/* The messages a shard prints about its inputs' data, kept for the merge to repeat
+ * (struct tk_partial_message): while RECORDING, from any worker. */
+struct shard_msgs {
+	struct tk_partial *part;
+	uint32_t input;
+	int recording;
+	size_t cap;
+	pthread_mutex_t lock;
+};
+
+static void shard_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+		      const char *msg)
+{
+	struct shard_msgs *m = ctx;
+	struct tk_partial *p = m->part;
+	char *text;
+
+	cli_msg(NULL, level, file, offset, msg);
+	pthread_mutex_lock(&m->lock);
+	if (m->recording && p->nmessages == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 16;
+		struct tk_partial_message *q = realloc(p->messages, cap * sizeof *q);
+		if (q) {
+			p->messages = q;
+			m->cap = cap;
+		}
+	}
+	if (m->recording && p->nmessages < m->cap && (text = strdup(msg)) != NULL)
+		p->messages[p->nmessages++] = (struct tk_partial_message){ m->input, level, offset, text };
+	pthread_mutex_unlock(&m->lock);
+}
+
 struct shard_in {
 	struct tk_input *in;
 	struct tk_format_info fi;
@@ -133,7 +166,8 @@ static int keep_chunk(void *ctx, size_t chunk, const struct tk_prof *p)
 
 /* The profiles of chunks [FIRST, FIRST + COUNT) of V's plan, each unfinished, as bytes;
  * then the rest, what belongs to no one chunk. */
-static int shard_profile(const char *file, struct shard_in *v, size_t first, size_t count)
+static int shard_profile(const char *file, struct shard_in *v, size_t first, size_t count,
+			 struct shard_msgs *msgs)
 {
 	struct tk_run_part part = { .sz = sizeof part, .first = first, .count = count,
 				    .keep = keep_chunk, .ctx = v };
@@ -144,12 +178,15 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		return EXIT_INPUT;
 	}
+	/* what the decoding says about the data (not the symbols: the merge loads them too) */
+	msgs->recording = 1;
 	if (!(v->parts = calloc(count + 1, sizeof *v->parts)))
 		rc = -TK_E_NOMEM;
 	else if ((rc = tk_run_profile_part(v->s, p, &part)) >= 0)
 		rc = keep_part(v, TK_PARTIAL_REST, p);
 	tk_prof_free(p);
 	int status = tk_source_report(v->s) ? EXIT_SKIPPED : EXIT_CLEAN;
+	msgs->recording = 0;
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
@@ -165,6 +202,7 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 	struct shard_in *v;
 	uint64_t total = 0, at = 0;
 	int status = EXIT_CLEAN, rc;
+	struct shard_msgs msgs = { .part = &part, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 	*data = NULL;
 	*len = 0;
@@ -194,7 +232,7 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 			status = EXIT_INPUT;
 		} else if (!tk_source_supported(v[i].fi.id)) {
 			status = cli_unsupported("profile", file, &v[i].fi);
-		} else if (so = cli_source_opts(o, &v[i].fi),
+		} else if (so = cli_source_opts(o, &v[i].fi), so.msg = shard_msg, so.ctx = &msgs,
 			   tk_source_open_input(&v[i].s, file, v[i].in, &so) < 0) {
 			status = EXIT_INPUT;
 		} else if ((rc = tk_source_plan(v[i].s, &v[i].plan, &v[i].n)) < 0) {
@@ -221,11 +259,13 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 		}
 		pi->first = (uint32_t)(count ? first : 0);
 		pi->count = (uint32_t)count;
-		if (count && (rc = shard_profile(o->args[i], &v[i], first, count)) > status)
+		msgs.input = (uint32_t)i;
+		if (count && (rc = shard_profile(o->args[i], &v[i], first, count, &msgs)) > status)
 			status = rc;
 		pi->parts = v[i].parts;
 		pi->nparts = v[i].nparts;
 	}
+	part.status = (uint32_t)status;
 	if (status < EXIT_USAGE) {
 		if (!(part.options = shard_options(o, o->jobs))) {
 			status = EXIT_USAGE;
@@ -236,6 +276,9 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 		free((char *)part.options);
 	}
 	free(part.inputs);
+	for (size_t i = 0; i < part.nmessages; i++)
+		free((char *)part.messages[i].text);
+	free(part.messages);
 	shard_free(v, (size_t)o->nargs);
 	return status;
 }

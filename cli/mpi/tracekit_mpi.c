@@ -146,7 +146,7 @@ int main(int argc, char **argv)
 				if ((bufs[i] = malloc(blens[i] ? blens[i] : 1)))
 					memcpy(bufs[i], parts + offs[i], blens[i]);
 			}
-			rc = cli_merge_partials(&o, pnames, bufs, blens, size);
+			rc = cli_merge_partials(&o, pnames, bufs, blens, size, 0);
 			status = rc > status ? rc : status;
 			if (getenv("TK_MPI_TIMES"))
 				fprintf(stderr, "tracekit-mpi: %d ranks: plan+decode+save %.3f s, "

@@ -160,6 +160,11 @@ static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 	if (!(*copy = strdup(opts)))
 		return EXIT_INPUT;
 	for (char *t = strtok(*copy, "\n"); t; t = strtok(NULL, "\n")) {
+		if (!strcmp(t, "TK_PLAN_WORKERS")) {
+			char *val = strtok(NULL, "\n");
+			o->plan_workers = val ? (unsigned)strtoul(val, NULL, 10) : 0;
+			continue;
+		}
 		if (!strcmp(t, "TK_IPT_CHUNK")) {
 			char *val = strtok(NULL, "\n");
 			if (val)

@@ -62,6 +62,7 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
 		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
+		.plan_workers = o->plan_workers,
 	};
 }
 

@@ -53,6 +53,11 @@ static char *shard_options(const struct tk_cmd_opts *o, unsigned jobs)
 			snprintf(num, sizeof num, "%llu", (unsigned long long)nums[i].v);
 			rc = add_tok(&s, &n, nums[i].opt, num, &bad);
 		}
+	/* the workers the plan is cut for, all of the job's */
+	if (o->plan_workers && !rc) {
+		snprintf(num, sizeof num, "%u", o->plan_workers);
+		rc = add_tok(&s, &n, "TK_PLAN_WORKERS", num, &bad);
+	}
 	/* the Intel PT chunk size of the tests (cli_source_opts) changes the plan too */
 	if (getenv("TK_IPT_CHUNK") && !rc)
 		rc = add_tok(&s, &n, "TK_IPT_CHUNK", getenv("TK_IPT_CHUNK"), &bad);
@@ -217,6 +222,10 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 	 * this one, recorded in the partial */
 	if (!o->jobs)
 		o->jobs = tk_cpu_count();
+	/* chunks for the job's workers, not one process's: N ranks of -j 1 each share an XRay
+	 * log's chunks instead of one taking its single chunk */
+	if (!o->plan_workers)
+		o->plan_workers = o->jobs * nshards < 65536 ? o->jobs * nshards : 65536;
 	/* every shard plans over all inputs the same way */
 	for (int i = 0; i < o->nargs && status < EXIT_USAGE; i++) {
 		const char *file = o->args[i];

@@ -55,6 +55,10 @@ struct tk_source_opts {
 	tk_msg_fn msg;                /* messages naming the file (and offset); NULL: none */
 	void *ctx;
 	int no_demangle, short_names; /* names of the symbols (struct tk_sym_opts) */
+	/* The workers the plan is cut for (0: nthreads). XRay cuts its chunks by the workers
+	 * that decode them; a job of N processes (shards, MPI ranks) of T threads each cuts
+	 * them for N * T, and one process asked for the same plan gives the same result. */
+	unsigned plan_workers;
 };
 
 struct tk_source_info {

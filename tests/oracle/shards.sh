@@ -54,6 +54,19 @@ same "XRay account, 1 shard" 1 -- "$SRC/tests/data/xray/fdr-v5.xray"
 kinds="text"
 same "two inputs" 3 -- "$SRC/tests/data/xray/fdr-v5.xray" "$SRC/tests/data/xray/fdr-v5.xray"
 
+# an XRay log of many buffers, shards of -j 1: the plan is cut for the job's workers (2 x 1),
+# not for one thread (a single chunk, all of it in one shard); each shard holds a part
+clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 "$SRC/tests/data/xray/xray_prog.c" \
+	-o "$work/prog" -lpthread
+(cd "$work" && XRAY_FDR_BUF=1024 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./mt-" \
+	./prog fdr 2 300 2>/dev/null && mv mt-prog.* mt.xray)
+for i in 1 2; do "$TK" profile --shard "$i/2" -j 1 -o "$work/mt-$i.tkp" "$work/mt.xray"; done
+for i in 1 2; do
+	[ "$(stat -c %s "$work/mt-$i.tkp")" -gt 1000 ] || { echo "XRay -j 1: shard $i/2 holds no chunk"; exit 1; }
+done
+"$TK" profile -j 1 --to csv "$work/mt.xray" >"$work/want"
+"$TK" merge --to csv "$work"/mt-*.tkp | cmp -s - "$work/want" || { echo "XRay -j 1 shards: merge differs"; exit 1; }
+
 # damaged bytes in the middle of one shard's chunks: that shard reports the gap as -j 1 does
 # (file and offset) and exits 1, the others 0; the merge gives -j 1's profile
 cp "$work/lj.pt" "$work/dmg.pt"

@@ -116,6 +116,9 @@ int cli_profile_account(const struct tk_cmd_opts *o, const char *file, const str
 /* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard;
  * cli_shard_build makes its bytes (*DATA malloc'd) and returns the exit status so far. */
 int cli_shard_profile(struct tk_cmd_opts *o);
+/* nanoseconds spent saving this process's chunk profiles and loading partials' (the
+ * serialising a job adds: tracekit-mpi's TK_MPI_TIMES) */
+extern uint64_t cli_save_ns, cli_load_ns;
 int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
 		    size_t *len);
 /* tracekit merge (cli/merge.c) of N partials given as bytes (DATA[i] malloc'd, taken;

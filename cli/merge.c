@@ -205,9 +205,11 @@ static int merge_part(struct tk_source *s, struct tk_prof **total, const struct 
 		      const struct part_file *f, int first)
 {
 	struct tk_partial_error e;
+	uint64_t t0 = tk_now_ns();
 	struct tk_prof *p = tk_prof_load(*total, pt->data, pt->len, &e);
 	int rc;
 
+	cli_load_ns += tk_now_ns() - t0;
 	if (!p) {
 		cli_error(f->path, (uint64_t)(pt->data - f->data) + e.offset, "%s", e.msg);
 		return -TK_E_BAD_FORMAT;

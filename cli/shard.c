@@ -150,12 +150,16 @@ static void shard_free(struct shard_in *v, size_t n)
 	free(v);
 }
 
+uint64_t cli_save_ns, cli_load_ns;
+
 static int keep_part(struct shard_in *v, uint32_t chunk, const struct tk_prof *p)
 {
 	struct tk_partial_part *pt = &v->parts[v->nparts];
 	uint8_t *data;
+	uint64_t t0 = tk_now_ns();
 	int rc = tk_prof_save(p, &data, &pt->len);
 
+	cli_save_ns += tk_now_ns() - t0;
 	if (rc < 0)
 		return rc;
 	pt->chunk = chunk;

@@ -304,41 +304,57 @@ static void put_track(struct wbuf *w, const struct track *t)
  * than a bounded number of durations (memory), and long runs cost a byte or two more */
 #define RUN_MAX 256
 
-/* A[0..N) in ascending order (TMP: N of room): radix, a byte a pass, as many passes as
- * the largest value has bytes (durations are mostly small: two or three) */
-static void sort_ticks(uint64_t *a, uint64_t *tmp, size_t n)
-{
-	uint64_t max = 0, *src = a, *dst = tmp;
+/* A duration value of a function and how many times it occurs. */
+struct dval {
+	uint64_t ticks;
+	uint64_t count;
+	uint32_t func;
+};
 
-	if (n < 32) {
-		for (size_t i = 1; i < n; i++) {
-			uint64_t v = a[i];
-			size_t j = i;
-			for (; j && a[j - 1] > v; j--)
-				a[j] = a[j - 1];
-			a[j] = v;
-		}
-		return;
+static int dval_cmp(const void *a, const void *b)
+{
+	const struct dval *x = a, *y = b;
+
+	if (x->func != y->func)
+		return x->func < y->func ? -1 : 1;
+	return x->ticks < y->ticks ? -1 : x->ticks > y->ticks;
+}
+
+/* Count the equal durations in a hash table of the distinct (function, ticks) pairs: most
+ * are repeats, so the table stays small (in cache) where a copy of the log sorted would
+ * be written and read several times over. */
+struct dcount {
+	struct dval *v;
+	size_t n, mask;
+};
+
+static int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks)
+{
+	if (2 * (c->n + 1) > c->mask + 1) {
+		size_t cap = 2 * (c->mask + 1);
+		struct dval *nv = calloc(cap, sizeof *nv);
+		if (!nv)
+			return -TK_E_NOMEM;
+		for (size_t i = 0; i <= c->mask; i++)
+			if (c->v[i].count) {
+				size_t h = tk_hash64(c->v[i].ticks ^ (uint64_t)c->v[i].func << 40) & (cap - 1);
+				while (nv[h].count)
+					h = (h + 1) & (cap - 1);
+				nv[h] = c->v[i];
+			}
+		free(c->v);
+		c->v = nv;
+		c->mask = cap - 1;
 	}
-	for (size_t i = 0; i < n; i++)
-		max |= a[i];
-	for (unsigned shift = 0; shift < 64 && max >> shift; shift += 8) {
-		size_t cnt[256] = { 0 };
-		for (size_t i = 0; i < n; i++)
-			cnt[src[i] >> shift & 0xff]++;
-		for (size_t k = 0, at = 0; k < 256; k++) {
-			size_t c = cnt[k];
-			cnt[k] = at;
-			at += c;
-		}
-		for (size_t i = 0; i < n; i++)
-			dst[cnt[src[i] >> shift & 0xff]++] = src[i];
-		uint64_t *x = src;
-		src = dst;
-		dst = x;
+	size_t h = tk_hash64(ticks ^ (uint64_t)f << 40) & c->mask;
+	while (c->v[h].count && (c->v[h].ticks != ticks || c->v[h].func != f))
+		h = (h + 1) & c->mask;
+	if (!c->v[h].count) {
+		c->v[h] = (struct dval){ ticks, 0, f };
+		c->n++;
 	}
-	if (src != a)
-		memcpy(a, src, n * sizeof *a);
+	c->v[h].count++;
+	return 0;
 }
 
 /* The duration log as each function's durations, sorted and in runs of equal values
@@ -347,72 +363,52 @@ static void sort_ticks(uint64_t *a, uint64_t *tmp, size_t n)
  * its length less one. */
 static int put_durations(struct wbuf *w, const struct tk_prof *p)
 {
-	size_t nf = p->nfuncs, ndur = 0;
-	size_t *at = calloc(nf + 1, sizeof *at), *bigi = calloc(nf + 1, sizeof *bigi);
-	uint64_t *v = NULL, *tmp = NULL;
-	int rc = -TK_E_NOMEM;
+	size_t nf = p->nfuncs;
+	size_t *bigi = calloc(nf + 1, sizeof *bigi);
+	struct dcount c = { calloc(1024, sizeof *c.v), 0, 1023 };
+	int rc = bigi && c.v ? 0 : -TK_E_NOMEM;
 
-	if (!at || !bigi)
-		goto out;
-	for (size_t c = 0; c < p->ndlog; c++) {
-		const struct dchunk *d = &p->dlog[c];
-		for (size_t j = 0, k = dlog_len(p, c); j < k; j++) {
-			uint32_t f = (uint32_t)(d->v[j] >> 32);
-			if (d->map)
-				f = d->map[f];
-			if (f >= nf) {
-				rc = -TK_E_INTERNAL;
-				goto out;
-			}
-			at[f + 1]++;
-			ndur++;
-		}
-	}
-	for (size_t f = 0; f < nf; f++)
-		at[f + 1] += at[f];
-	if (!(v = malloc((ndur ? ndur : 1) * sizeof *v)) || !(tmp = malloc((ndur ? ndur : 1) * sizeof *tmp)))
-		goto out;
-	/* each function's durations together, whole (those of DUR_BIG or more from big[]) */
-	for (size_t c = 0; c < p->ndlog; c++) {
-		const struct dchunk *d = &p->dlog[c];
-		for (size_t j = 0, k = dlog_len(p, c); j < k; j++) {
+	for (size_t k = 0; k < p->ndlog && rc == 0; k++) {
+		const struct dchunk *d = &p->dlog[k];
+		for (size_t j = 0, n = dlog_len(p, k); j < n && rc == 0; j++) {
 			uint32_t f = (uint32_t)(d->v[j] >> 32);
 			uint64_t ticks = d->v[j] & 0xffffffffu;
 			if (d->map)
 				f = d->map[f];
+			if (f >= nf) {
+				rc = -TK_E_INTERNAL;
+				break;
+			}
+			/* those of DUR_BIG or more whole, from the function's big[] in turn */
 			if (ticks == DUR_BIG)
 				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
-			v[at[f]++] = ticks;
+			rc = dcount_add(&c, f, ticks);
 		}
 	}
-	for (size_t f = nf; f > 0; f--)   /* back to each function's start */
-		at[f] = at[f - 1];
-	at[0] = 0;
-	for (size_t f = 0; f < nf; f++) {
-		uint64_t *a = v + at[f];
-		size_t n = at[f + 1] - at[f], runs = 0;
-		sort_ticks(a, tmp, n);
-		for (size_t i = 0, len = 0; i < n; i++, len++)
-			if (!i || a[i] != a[i - 1] || len == RUN_MAX) {
-				runs++;
-				len = 0;
-			}
-		putv(w, runs);
-		for (size_t i = 0; i < n;) {
-			size_t j = i + 1;
-			while (j < n && a[j] == a[i] && j - i < RUN_MAX)
-				j++;
-			putv(w, a[i] - (i ? a[i - 1] : 0));
-			putv(w, j - i - 1);
-			i = j;
+	if (rc == 0) {
+		/* the distinct values together, by function then ticks */
+		size_t m = 0;
+		for (size_t i = 0; i <= c.mask; i++)
+			if (c.v[i].count)
+				c.v[m++] = c.v[i];
+		qsort(c.v, m, sizeof *c.v, dval_cmp);
+		for (size_t f = 0, i = 0; f < nf; f++) {
+			size_t e = i, runs = 0;
+			for (; e < m && c.v[e].func == f; e++)
+				runs += (c.v[e].count + RUN_MAX - 1) / RUN_MAX;
+			putv(w, runs);
+			for (uint64_t prev = 0; i < e; i++)
+				for (uint64_t left = c.v[i].count; left;) {
+					uint64_t len = left < RUN_MAX ? left : RUN_MAX;
+					putv(w, c.v[i].ticks - prev);
+					putv(w, len - 1);
+					prev = c.v[i].ticks;
+					left -= len;
+				}
 		}
 	}
-	rc = 0;
-out:
-	free(at);
 	free(bigi);
-	free(v);
-	free(tmp);
+	free(c.v);
 	return rc;
 }
 
@@ -675,11 +671,8 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 				break;
 			}
 			ticks += d;
-			for (uint64_t j = 0; j <= len; j++)
-				if (prof_add_duration(p, f, ticks) < 0) {
-					fail(r, -TK_E_NOMEM, at, "out of memory");
-					break;
-				}
+			if (prof_add_durations(p, f, ticks, len + 1) < 0)
+				fail(r, -TK_E_NOMEM, at, "out of memory");
 		}
 	}
 	uint32_t nb = get_count(r, BLOCK_MIN, "blocks");

@@ -1,6 +1,8 @@
 /* tracekit COMMAND [OPTIONS] FILE... */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -45,8 +47,38 @@ static int help(int argc, char **argv)
 	return EXIT_CLEAN;
 }
 
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+
+	return clock_gettime(id, &ts) ? 0 : (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* TK_PHASES: where the run's CPU went (docs/PERFORMANCE.md, "Serial fraction"): the main
+ * thread outside worker pools is the serial part; merges are serial too but overlap the
+ * workers. */
+static void print_phases(double wall0)
+{
+	struct tk_pool_times t;
+	double wall = clock_s(CLOCK_MONOTONIC) - wall0, all = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	double main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID);
+
+	tk_pool_times(&t);
+	double outside = main_cpu - t.merge_cpu - t.inline_work_cpu;
+	double other = all - main_cpu - t.worker_cpu;
+	fprintf(stderr, "tracekit: phases: wall %.3f s, cpu %.3f s = serial %.3f (main thread "
+		"outside pools) + merge %.3f (main thread in pools) + jobs %.3f (%.3f on workers, "
+		"%.3f on the main thread; %llu jobs in %llu pools) + other threads %.3f; serial "
+		"fraction %.2f %%, with merges %.2f %%\n", wall, all, outside, t.merge_cpu,
+		t.worker_cpu + t.inline_work_cpu, t.worker_cpu, t.inline_work_cpu,
+		(unsigned long long)t.jobs, (unsigned long long)t.runs, other > 0 ? other : 0,
+		all > 0 ? 100 * outside / all : 0, all > 0 ? 100 * (outside + t.merge_cpu) / all : 0);
+}
+
 int main(int argc, char **argv)
 {
+	double wall0 = clock_s(CLOCK_MONOTONIC);
+
 	if (argc < 2) {
 		usage(stderr);
 		return EXIT_USAGE;
@@ -71,5 +103,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc == -1 ? EXIT_CLEAN : rc;
 	/* outputs of commands that do not end in cli_run_files */
-	return cli_outputs_end(c->run(&o));
+	rc = cli_outputs_end(c->run(&o));
+	if (getenv("TK_PHASES"))
+		print_phases(wall0);
+	return rc;
 }

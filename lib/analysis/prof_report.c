@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "analysis/prof_internal.h"
+#include "tracekit/internal/util.h"
 
 int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s)
 {
@@ -573,8 +574,10 @@ static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct ra
 			run_scans(s, np, SCAN_LOW);
 		return 0;
 	}
+	/* megabytes each, summed on the calling thread: in huge pages, a few faults instead of
+	 * thousands on the serial path (docs/PERFORMANCE.md, "Serial fraction") */
 	for (size_t t = 0; t < np; t++) {
-		s[t].hist = calloc((size_t)3 * per << 16, sizeof *s[t].hist);
+		s[t].hist = tk_calloc_huge((size_t)3 * per << 16, sizeof *s[t].hist);
 		if (!s[t].hist)
 			return -TK_E_NOMEM;   /* the caller frees them */
 	}

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tracekit/common.h"
@@ -44,6 +46,42 @@ void *tk_calloc_huge(size_t n, size_t size)
 	return m;
 }
 
+/* ---- CPU accounting (tk_pool_times) ---------------------------------------------- */
+static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tk_pool_times times;
+
+static double thread_cpu(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Only the main thread's time outside pools is serial; a pool started on a worker is
+ * inside that worker's time already. */
+static int on_main_thread(void)
+{
+	return (pid_t)syscall(SYS_gettid) == getpid();
+}
+
+static void times_add(double *field, double seconds, size_t jobs)
+{
+	pthread_mutex_lock(&times_lock);
+	*field += seconds;
+	times.jobs += jobs;
+	times.runs += jobs ? 1 : 0;
+	pthread_mutex_unlock(&times_lock);
+}
+
+void tk_pool_times(struct tk_pool_times *t)
+{
+	pthread_mutex_lock(&times_lock);
+	*t = times;
+	pthread_mutex_unlock(&times_lock);
+}
+
 struct pool {
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv;   /* workers wait for a job to be startable */
@@ -78,6 +116,7 @@ static void *worker(void *arg)
 		pthread_cond_broadcast(&p->done_cv);
 	}
 	pthread_mutex_unlock(&p->lock);
+	times_add(&times.worker_cpu, thread_cpu(), 0);
 	return NULL;
 }
 
@@ -90,15 +129,23 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 
 	if (nthreads > njobs)
 		nthreads = (unsigned)(njobs ? njobs : 1);
+	int timed = on_main_thread();
+	double t0 = timed ? thread_cpu() : 0;
+
 	if (nthreads <= 1) {
-		for (size_t i = 0; i < njobs; i++) {
+		double in_work = 0;
+		for (size_t i = 0; i < njobs && rc >= 0; i++) {
+			double w0 = timed ? thread_cpu() : 0;
 			rc = work(ctx, i);
+			in_work += timed ? thread_cpu() - w0 : 0;
 			if (rc >= 0 && merge)
 				rc = merge(ctx, i);
-			if (rc < 0)
-				return rc;
 		}
-		return 0;
+		if (timed) {
+			times_add(&times.inline_work_cpu, in_work, njobs);
+			times_add(&times.merge_cpu, thread_cpu() - t0 - in_work, 0);
+		}
+		return rc < 0 ? rc : 0;
 	}
 
 	struct pool p = { .njobs = njobs, .window = window < nthreads ? nthreads : window,
@@ -149,5 +196,7 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 	pthread_cond_destroy(&p.done_cv);
 	free(tids);
 	free(p.done);
+	if (timed)
+		times_add(&times.merge_cpu, thread_cpu() - t0, njobs);
 	return rc < 0 ? rc : 0;
 }

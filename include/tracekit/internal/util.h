@@ -32,6 +32,20 @@ int tk_writer_submit(struct tk_writer *w, struct tk_buf *b);
  * -TK_E_IO, errno is set to the failed write's). */
 int tk_writer_stop(struct tk_writer *w);
 
+/* ---- where a run's CPU time goes: the serial part and the parallel part -------------- */
+/* Every parallel path runs on tk_pool_run, so the pool can tell them apart for any
+ * format: CPU of its workers (parallel), CPU of the process's main thread inside pool runs
+ * (the in-order merges: one thread however many workers) and outside them (open, planning
+ * scans, output: serial). Thread CPU clocks, so a loaded machine does not change them much.
+ * The CLI prints them with TK_PHASES set (docs/PERFORMANCE.md, "Serial fraction"). */
+struct tk_pool_times {
+	double worker_cpu;      /* seconds, summed over pool workers */
+	double merge_cpu;       /* the main thread inside pool runs (merging, or jobs at -j 1) */
+	double inline_work_cpu; /* of which jobs run on the main thread (pools of one thread) */
+	uint64_t runs, jobs;
+};
+void tk_pool_times(struct tk_pool_times *t);
+
 /* ---- output files: never over an input, never half-written over a good file -------- */
 /* The index of the first of the N INPUTS that is the file PATH names (same device and
  * inode: a hard link or another spelling counts), or -1. Inputs that cannot be stat'ed

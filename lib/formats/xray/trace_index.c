@@ -74,8 +74,10 @@ static void index_damage(struct tk_xray *x, uint64_t off, uint64_t skipped, cons
 	tk_gap_stats_add(&x->index_gaps, off, skipped);
 }
 
-/* Read the metadata at the start of an FDR buffer: thread, process, wall clock, first TSC. */
-static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
+/* Read the metadata at the start of an FDR buffer: thread, process, wall clock, first TSC;
+ * -1 if it does not start with a NewBuffer record. */
+static int fdr_buffer_read(const struct tk_xray *x, struct xr_buf *b, uint32_t *pid_out,
+			   uint32_t *tid_out)
 {
 	const uint8_t *p = x->p;
 	int be = x->h.big_endian;
@@ -86,8 +88,6 @@ static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
 	if (b->end - o < 16 || p[o] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
 		return -1;
 	tid = (int32_t)xr_rd32(p + o + 1, be);
-	if (x->h.version == 2)
-		pid = 0;
 	for (o += 16; o + 16 <= b->end && xr_is_meta(p[o], be); o += 16) {
 		unsigned k = xr_meta_kind(p[o], be);
 		if (k == TK_XRAY_WALLTIME) {
@@ -107,7 +107,145 @@ static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
 			break;
 		}
 	}
-	return thread_index(x, pid, (uint32_t)tid, &b->thread);
+	*pid_out = pid;
+	*tid_out = (uint32_t)tid;
+	return 0;
+}
+
+static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
+{
+	uint32_t pid, tid;
+
+	if (fdr_buffer_read(x, b, &pid, &tid) < 0)
+		return -1;
+	return thread_index(x, pid, tid, &b->thread);
+}
+
+/* ---- the FDR index on several threads ----------------------------------------------------
+ * The index walks from buffer to buffer, each BufferExtents giving the next one's offset:
+ * one page fault per buffer on the main thread, the largest serial part of a parallel
+ * profile (docs/PERFORMANCE.md, "Serial fraction"). Each worker takes a slice of the file,
+ * starts at the first plausible buffer in it and walks until it reaches the next slice's
+ * start. When every walk ends exactly where the next one began, the chain from the file's
+ * start passes through every slice's start, so the slices' buffers are the serial walk's;
+ * anything else (damage, a plausible start that is not one, LLVM's short extents) leaves
+ * the decision to the serial walk, which reports what it finds. */
+struct slice {
+	size_t from, stop, end;    /* walked [from, end); it should end at stop */
+	struct xr_buf *bufs;
+	uint32_t (*ids)[2];        /* pid, tid of each buffer: threads are numbered in order */
+	size_t n, cap;
+	int irregular;
+};
+
+struct par_index {
+	struct tk_xray *x;
+	struct slice *s;
+};
+
+static int slice_add(struct slice *s, const struct xr_buf *b, uint32_t pid, uint32_t tid)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		struct xr_buf *nb = realloc(s->bufs, cap * sizeof *nb);
+		if (nb)
+			s->bufs = nb;
+		uint32_t(*ni)[2] = realloc(s->ids, cap * sizeof *ni);
+		if (ni)
+			s->ids = ni;
+		if (!nb || !ni)
+			return -TK_E_NOMEM;
+		s->cap = cap;
+	}
+	s->bufs[s->n] = *b;
+	s->ids[s->n][0] = pid;
+	s->ids[s->n][1] = tid;
+	s->n++;
+	return 0;
+}
+
+static int slice_walk(void *ctx, size_t k)
+{
+	struct par_index *P = ctx;
+	const struct tk_xray *x = P->x;
+	struct slice *s = &P->s[k];
+	const uint8_t *p = x->p;
+	size_t n = x->n, off = s->from, released = off;
+	int rc;
+
+	while (off < s->stop) {
+		struct xr_extent ex;
+		struct xr_buf b;
+		uint32_t pid, tid;
+		if (off - released >= (8u << 20)) {
+			xr_release(x, released, off);
+			released = off;
+		}
+		if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, x->h.big_endian))
+			break;
+		memset(&b, 0, sizeof b);
+		b.start = off + 16;
+		b.end = xr_buffer_end(p, n, off, &x->h, &ex);
+		if (ex.typed_short || xr_extent_msg(&ex))
+			break;
+		off = b.end;
+		if (b.end == b.start)
+			continue;
+		if (fdr_buffer_read(x, &b, &pid, &tid) < 0) {
+			off = b.start;  /* not where the chain should go on */
+			break;
+		}
+		if ((rc = slice_add(s, &b, pid, tid)) < 0)
+			return rc;
+	}
+	s->end = off;
+	s->irregular = off != s->stop;
+	return 0;
+}
+
+/* 1: the index is made; 0: left to the serial walk; < 0: out of memory. */
+static int index_fdr_parallel(struct tk_xray *x)
+{
+	unsigned k = x->opts.nthreads;
+	size_t n = x->n;
+	int rc;
+
+	if (k < 2 || x->h.version < 2 || n < ((size_t)16 << 20))
+		return 0;
+	struct slice *s = calloc(k, sizeof *s);
+	if (!s)
+		return -TK_E_NOMEM;
+	s[0].from = 32;
+	for (unsigned i = 1; i < k; i++) {
+		size_t cut = 32 + (n - 32) / k * i;
+		s[i].from = xr_find_buffer(x->p, n, cut > s[i - 1].from ? cut : s[i - 1].from, &x->h);
+		s[i - 1].stop = s[i].from;
+	}
+	s[k - 1].stop = n;
+	struct par_index P = { x, s };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = k };
+	rc = tk_pool_run(&po, k, slice_walk, NULL, &P);
+	for (unsigned i = 0; rc == 0 && i < k; i++)
+		if (s[i].irregular)
+			rc = -1;
+	for (unsigned i = 0; rc == 0 && i < k; i++)
+		for (size_t j = 0; rc == 0 && j < s[i].n; j++) {
+			struct xr_buf b = s[i].bufs[j];
+			if ((rc = thread_index(x, s[i].ids[j][0], s[i].ids[j][1], &b.thread)) == 0 &&
+			    (rc = add_buf(x, &b)) == 0)
+				x->threads[b.thread].buffers++;
+		}
+	for (unsigned i = 0; i < k; i++) {
+		free(s[i].bufs);
+		free(s[i].ids);
+	}
+	free(s);
+	if (rc == -1) {
+		/* the serial walk starts afresh */
+		x->nbufs = 0;
+		return 0;
+	}
+	return rc < 0 ? rc : 1;
 }
 
 static int index_fdr(struct tk_xray *x)
@@ -117,6 +255,8 @@ static int index_fdr(struct tk_xray *x)
 	int be = x->h.big_endian, rc;
 	uint64_t short_bufs = 0, short_first = 0;
 
+	if ((rc = index_fdr_parallel(x)) != 0)
+		return rc < 0 ? rc : 0;
 	size_t released = 0;
 	while (off < n) {
 		struct xr_buf b;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# TK_PHASES (bench/scaling.sh's serial fraction): the pool tells apart where CPU went. At
+# -j 1 a chunked decode runs its jobs on the main thread; at -j 2 on workers; the parts add
+# up to the process's CPU; without TK_PHASES nothing is printed.
+set -uo pipefail
+: "${TK:?}" "${SRC:?}"
+fail=0
+run() { # J: the phases line of decode --stat over two PSB chunks
+	TK_IPT_CHUNK=1 TK_PHASES=1 "$TK" decode --stat -j "$1" \
+		--raw "$SRC/tests/data/flow/code.bin:0x1000" "$SRC/tests/data/flow/events.pt" 2>&1 >/dev/null |
+		grep '^tracekit: phases:'
+}
+check() { # J LINE
+	python3 - "$@" <<'PY'
+import re, sys
+j, line = int(sys.argv[1]), sys.argv[2]
+num = lambda pat: float(re.search(pat, line).group(1))
+cpu, serial, merge, jobs = num(r"cpu ([0-9.]+) s ="), num(r"serial ([0-9.]+)"), num(r"merge ([0-9.]+)"), num(r"jobs ([0-9.]+)")
+workers, on_main, other = num(r"\(([0-9.]+) on workers"), num(r"([0-9.]+) on the main thread"), num(r"other threads ([0-9.]+)")
+njobs = int(re.search(r"; ([0-9]+) jobs in", line).group(1))
+errs = []
+if njobs < 2: errs.append(f"{njobs} jobs, expected the two chunks")
+if j == 1 and workers != 0: errs.append("-j 1 ran jobs on workers")
+if j == 2 and (on_main != 0 or workers <= 0): errs.append("-j 2 ran jobs on the main thread")
+if min(serial, merge, jobs, other) < 0: errs.append("a negative part")
+if abs(serial + merge + jobs + other - cpu) > 0.004: errs.append("parts do not add up to the CPU time")
+print(("FAIL: -j %d: " % j + "; ".join(errs) + ": " + line) if errs else "ok: -j %d: %s" % (j, line))
+sys.exit(1 if errs else 0)
+PY
+}
+for j in 1 2; do
+	line=$(run "$j")
+	check "$j" "$line" || fail=1
+done
+if TK_IPT_CHUNK=1 "$TK" decode --stat -j 2 --raw "$SRC/tests/data/flow/code.bin:0x1000" \
+	"$SRC/tests/data/flow/events.pt" 2>&1 >/dev/null | grep -q phases; then
+	echo "FAIL: phases printed without TK_PHASES"
+	fail=1
+fi
+exit $fail

@@ -27,10 +27,16 @@ struct cli_command {
 	const char *usage;           /* help text for `tracekit help CMD`, before the formats' options */
 	enum tk_cmd_kind kind;       /* which of the formats' options it takes */
 	int (*run)(struct tk_cmd_opts *o);
+	const char *to;              /* the --to values it takes, space-separated (completion) */
 };
 
 /* `tracekit help CMD`: its usage, then the options the formats declare for it. */
 void cli_help(const struct cli_command *cmd);
+/* The options CMD takes, space-separated: those its usage names and those the formats
+ * declare for it (completion). Returns the length written (truncated to N - 1). */
+size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n);
+/* `tracekit --completion bash|zsh`: the completion script, from the tables above. */
+int cli_completion(const char *shell);
 /* Parse argv (after the command name) into O. Returns 0 or EXIT_USAGE (message printed). */
 int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cmd_opts *o);
 
@@ -72,6 +78,9 @@ int cli_need_files(const struct tk_cmd_opts *o, const char *cmd);
 
 /* The command's side of the per-format operations (tracekit/internal/commands.h): the
  * options, its message printer, outputs and progress. */
+/* Progress lines on stderr when --progress, or by default when it is a terminal and not
+ * -q; NULL: none. */
+tk_progress_fn cli_progress(const struct tk_cmd_opts *o);
 const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name);
 /* cli_run_files with the formats' operation KIND (a format without one: cli_unsupported;
  * a conversion to a profile output: cli_profile_file). */

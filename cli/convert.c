@@ -61,4 +61,5 @@ const struct cli_command cli_cmd_convert = {
 	.usage = usage,
 	.kind = TK_CMD_CONVERT,
 	.run = run,
+	.to = "perfetto chrome json folded pprof kanata ipt xray-yaml",
 };

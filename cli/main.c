@@ -90,6 +90,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
 		return help(argc - 2, argv + 2);
+	if (strcmp(name, "--completion") == 0)
+		return cli_completion(argv[2]);
 
 	const struct cli_command *c = cli_find_command(name);
 	if (!c) {

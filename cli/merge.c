@@ -378,4 +378,5 @@ const struct cli_command cli_cmd_merge = {
 	.usage = usage,
 	.kind = TK_CMD__COUNT,   /* no format's options: the partials carry the shards' */
 	.run = run,
+	.to = "text json csv folded pprof calltree lines blocks source",
 };

@@ -162,6 +162,57 @@ void cli_help(const struct cli_command *cmd)
 	}
 }
 
+/* Append the WL bytes at WORD to BUF (space-separated) unless they are there. */
+static void add_word(char *buf, size_t n, size_t *len, const char *word, size_t wl)
+{
+	char w[64];
+
+	if (wl >= sizeof w)
+		return;
+	memcpy(w, word, wl);
+	w[wl] = 0;
+	for (const char *p = buf; (p = strstr(p, w)); p += wl)
+		if ((p == buf || p[-1] == ' ') && (p[wl] == ' ' || !p[wl]))
+			return;
+	if (*len + wl + 2 > n)
+		return;
+	if (*len)
+		buf[(*len)++] = ' ';
+	memcpy(buf + *len, w, wl + 1);
+	*len += wl;
+}
+
+size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
+{
+	const struct tk_cmd_option *t;
+	const char *title;
+	size_t len = 0;
+
+	buf[0] = 0;
+	options_setup();
+	/* the shared options the command's usage names (-j, -o, --to, ...) */
+	for (const char *p = cmd->usage; (p = strchr(p, '-')); ) {
+		size_t wl = 1;
+		while (isalnum((unsigned char)p[wl]) || p[wl] == '-')
+			wl++;
+		int known = wl == 2 && strchr("joq", p[1]);
+		for (size_t i = 0; !known && p[1] == '-' && long_opts[i].name; i++)
+			known = strlen(long_opts[i].name) == wl - 2 && !strncmp(long_opts[i].name, p + 2, wl - 2);
+		if (known && (p == cmd->usage || !isalnum((unsigned char)p[-1])))
+			add_word(buf, n, &len, p, wl);
+		p += wl;
+	}
+	for (size_t i = 0; (t = tk_cmd_option_table(i, &title)); i++)
+		for (; t->name; t++)
+			if (t->commands & TK_CMD_BIT(cmd->kind)) {
+				char w[64];
+				int wl = snprintf(w, sizeof w, "--%s", t->name);
+				add_word(buf, n, &len, w, (size_t)wl);
+			}
+	add_word(buf, n, &len, "--help", 6);
+	return len;
+}
+
 /* Returns 0, EXIT_USAGE, or -1 when help was printed. */
 int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cmd_opts *o)
 {

@@ -62,6 +62,7 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
 		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
+		.progress = cli_progress(o),
 		.plan_workers = o->plan_workers,
 	};
 }
@@ -237,4 +238,5 @@ const struct cli_command cli_cmd_profile = {
 	.usage = usage,
 	.kind = TK_CMD_PROFILE,
 	.run = run,
+	.to = "text json csv folded pprof callgrind calltree lines blocks source account account-csv",
 };

@@ -1,5 +1,5 @@
 /* tracekit report: one self-contained HTML page per trace. A front-end: options -> source
- * -> the chunk runner (a profile, then the events for the timeline) -> the page writer
+ * -> the chunk runner (the profile, and the timeline's bins from the same pass) -> the page writer
  * (tk_report_*, lib/output/report.c). Kanata logs have no source yet: their page is the
  * format's report operation (lib/commands/kanata.c). */
 #include <stdlib.h>
@@ -78,28 +78,6 @@ static struct tk_report_opts page_opts(struct tk_cmd_opts *o, const char *file, 
 					.size = tk_input_file_size(in), .top = o->top };
 }
 
-/* The events again, from a second source on the same file, for the timeline: they come
- * in input order, which the profile's chunks do not keep. (Standard input cannot be read
- * twice: no timeline then.) */
-static int timeline_pass(struct tk_cmd_opts *o, const char *file, const struct tk_format_info *fi,
-			 struct tk_report *r)
-{
-	struct tk_source_opts so = cli_source_opts(o, fi);
-	struct tk_source *s;
-	int rc;
-
-	if (!strcmp(file, "-")) {
-		tk_report_note(r, "no timeline: standard input cannot be read a second time");
-		return 0;
-	}
-	so.msg = NULL;   /* its messages are the first pass's */
-	if ((rc = tk_source_open(&s, file, &so)) < 0)
-		return rc;
-	rc = tk_run_events(s, tk_report_sink(r));
-	tk_source_free(s);
-	return rc;
-}
-
 static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi)
 {
@@ -131,19 +109,20 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		goto out;
 	}
-	if ((rc = tk_run_profile(s, p)) >= 0)
-		rc = tk_prof_finish(p);
-	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
 	struct cli_xray_names nc = { s, sym, "" };
 	ro.sym = sym;
 	ro.track_label = tk_source_info(s)->track_label;
 	ro.func_name = cli_xray_func_name;
 	ro.thread_id = cli_xray_thread_id;
 	ro.ctx = &nc;
-	if (rc >= 0 && !(r = tk_report_new(&ro, &rc)))
-		rc = -TK_E_NOMEM;
-	if (rc >= 0 && (rc = tk_report_profile(r, p)) >= 0)
-		rc = timeline_pass(o, file, fi, r);
+	if (!(r = tk_report_new(&ro, &rc))) {
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+		goto out;
+	}
+	struct tk_run_tee tee = tk_report_tee(r);
+	if ((rc = tk_run_profile_tee(s, p, &tee)) >= 0 && (rc = tk_prof_finish(p)) >= 0)
+		rc = tk_report_profile(r, p);
+	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;

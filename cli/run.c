@@ -169,14 +169,19 @@ static void progress_print(void *ctx, const char *line)
 		fputs("\r\033[K", stderr);
 }
 
+tk_progress_fn cli_progress(const struct tk_cmd_opts *o)
+{
+	int on = o->progress == 2 || (o->progress == 1 && !o->quiet && isatty(STDERR_FILENO));
+	return on ? progress_print : NULL;
+}
+
 const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name)
 {
 	static struct tk_cmd c;
-	int on = o->progress == 2 || (o->progress == 1 && !o->quiet && isatty(STDERR_FILENO));
 
 	c = (struct tk_cmd){ .o = o, .name = name, .msg = cli_msg, .out_open = op_out_open,
 			     .out_close = cli_out_close, .outfile_open = op_outfile_open,
-			     .progress = on ? progress_print : NULL };
+			     .progress = cli_progress(o) };
 	return &c;
 }
 

@@ -33,4 +33,5 @@ const struct cli_command cli_cmd_stats = {
 	.usage = usage,
 	.kind = TK_CMD_STATS,
 	.run = run,
+	.to = "text json csv",
 };

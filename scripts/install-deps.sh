@@ -9,7 +9,7 @@ packages=(
 	libcmocka-dev libiberty-dev
 	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev
 	libipt-dev linux-perf valgrind protobuf-compiler hyperfine bc time
-	libc6-dbg
+	libc6-dbg pandoc man-db
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 	chromium
 	libopenmpi-dev openmpi-bin

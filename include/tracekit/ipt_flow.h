@@ -143,9 +143,31 @@ TK_API struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err)
  * and add what it executed; ONE (may be NULL) gets this stream's decoding counts. */
 TK_API int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 		    const struct tk_ipt_flow_opts *opts, struct tk_ipt_flow_stats *one);
+/* Decode only chunks [FIRST, FIRST + COUNT) of the streams added from now on, numbered
+ * across them in the order they are added (the PSB split of tk_ipt_flow_chunks with the
+ * same options): a shard of the plan, whose statistics another process adds to the other
+ * shards' (tk_partial_exec_save/load, tracekit/partial.h). COUNT SIZE_MAX: all from FIRST.
+ * The others are not decoded; ONE and the decoding counts cover the decoded ones only. */
+TK_API void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count);
 /* The statistics of every stream added (the distinct blocks decoded once, now). */
 TK_API int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out);
 TK_API void tk_ipt_exec_free(struct tk_ipt_exec *x);
+/* What the statistics hold before tk_ipt_exec_finish, for a partial result made in one
+ * process and merged in another (tracekit/partial.h): the distinct blocks with their
+ * executions (FN on each, in no particular order), and the counts gathered while decoding
+ * (the flow's, the conditional outcomes, enables, disables, interrupts: the fields
+ * tk_ipt_exec_counts fills before finish). Adding both to another tk_ipt_exec gives what
+ * decoding the same streams into it would. */
+struct tk_ipt_exec_block {
+	uint64_t start, last, execs;  /* first and last instruction, executions */
+	uint32_t ninsn, mode;         /* instructions; mode: 0 64-bit, 1 32-bit, 2 16-bit */
+};
+TK_API int tk_ipt_exec_blocks(const struct tk_ipt_exec *x,
+			      int (*fn)(void *ctx, const struct tk_ipt_exec_block *b), void *ctx);
+TK_API size_t tk_ipt_exec_nblocks(const struct tk_ipt_exec *x);
+TK_API int tk_ipt_exec_add_block(struct tk_ipt_exec *x, const struct tk_ipt_exec_block *b);
+TK_API const struct tk_ipt_exec_stats *tk_ipt_exec_counts(const struct tk_ipt_exec *x);
+TK_API void tk_ipt_exec_add_counts(struct tk_ipt_exec *x, const struct tk_ipt_exec_stats *s);
 /* Names of category and isa_ext indexes (NULL past the last). */
 TK_API const char *tk_ipt_exec_category_name(unsigned i);
 TK_API const char *tk_ipt_exec_isa_ext_name(unsigned i);

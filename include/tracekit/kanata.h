@@ -198,6 +198,9 @@ struct tk_kanata_decoder;
 TK_API struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err);
 TK_API void tk_kanata_decoder_free(struct tk_kanata_decoder *d);
 TK_API int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in);
+/* The same from bytes in memory (a log made in memory, e.g. by tk_gem5_to_kanata), fed in
+ * pieces that end anywhere; FINAL on the last. */
+TK_API int tk_kanata_decode_bytes(struct tk_kanata_decoder *d, const char *p, size_t n, int final);
 /* Stage NUMBER's name and lane name (NULL if unknown). */
 TK_API const char *tk_kanata_decoder_stage(const struct tk_kanata_decoder *d, unsigned number,
 				    const char **lane);
@@ -210,6 +213,8 @@ struct tk_kanata_conv_opts {
 	int64_t cycle_from, cycle_to;   /* cut: keep instructions alive in [from, to) */
 	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
 	void *ctx;
+	int from_first;                 /* cut: from and to count from the log's first cycle
+					   (its C=), as the decoder's times do */
 };
 
 /* Rewrite IN normalised (read -> write). */

@@ -10,6 +10,7 @@
 #include "tracekit/common.h"
 #include "tracekit/event.h"
 #include "tracekit/prof.h"
+#include "tracekit/run.h"
 #include "tracekit/symbolize.h"
 
 #ifdef __cplusplus
@@ -159,8 +160,9 @@ TK_API void tk_out_xtrace_stats(struct tk_buf *b, enum tk_stats_format to, const
  * for pipeline events, IPC over time, stage latencies, the slowest instructions and a
  * pipeline diagram of a window. Every part is a summary of bounded size, whatever the
  * trace's: the page stays under TK_REPORT_MAX_BYTES. Feed it a finished profile
- * (tk_report_profile), then events (tk_report_sink: a timeline needs the profile's time
- * range first; pipeline events need none), then write it. */
+ * (tk_report_profile) and events, in either order: the profile's own run's
+ * (tk_run_profile_tee with tk_report_tee: one pass over the trace) or any events
+ * (tk_report_sink); then write it. */
 #define TK_REPORT_MAX_BYTES (8u << 20)
 #define TK_REPORT_TOP 500            /* function table rows; the rest summed in one row */
 #define TK_REPORT_BINS 600           /* timeline and IPC columns */
@@ -194,9 +196,12 @@ TK_API void tk_report_free(struct tk_report *r);
 /* The profile's parts: summary, flame graph, function table, source heat (with line
  * tables), account table (functions keyed by id). P must be finished; it is not kept. */
 TK_API int tk_report_profile(struct tk_report *r, const struct tk_prof *p);
-/* Events: calls and instructions binned per track over the profile's time range (when it
- * has one), pipeline events into the pipeline parts. */
+/* Events: calls and instructions binned per track over time (the timeline, where the
+ * events have times), pipeline events into the pipeline parts. */
 TK_API struct tk_sink tk_report_sink(struct tk_report *r);
+/* For tk_run_profile_tee: each chunk's calls and instructions binned apart, on the
+ * workers, and added up in order: the timeline from the profile's own pass. */
+TK_API struct tk_run_tee tk_report_tee(struct tk_report *r);
 TK_API int tk_report_events(struct tk_report *r, const struct tk_event *ev, size_t n);
 /* A line for the summary's "what was lost" list (a decoder's message). */
 TK_API int tk_report_note(struct tk_report *r, const char *msg);

@@ -42,6 +42,18 @@ TK_API int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len);
 TK_API struct tk_prof *tk_prof_load(const struct tk_prof *like, const uint8_t *data, size_t len,
 				    struct tk_partial_error *e);
 
+/* Execution statistics of Intel PT (raw, perf.data) and branch traces before
+ * tk_ipt_exec_finish (tracekit/ipt_flow.h), as bytes: the decoding counts, the event
+ * counts and the distinct blocks with their executions (sorted by address, so the same
+ * statistics are the same bytes). Loading ADDS them to INTO, all or nothing: merging the
+ * parts of other processes this way and finishing gives the statistics of one process
+ * that decoded it all (counts add; the footprint is counted at finish, over the union of
+ * the blocks). */
+struct tk_ipt_exec;
+TK_API int tk_partial_exec_save(const struct tk_ipt_exec *x, uint8_t **data, size_t *len);
+TK_API int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t len,
+				struct tk_partial_error *e);
+
 /* ---- partial files ------------------------------------------------------------------- */
 
 enum tk_partial_command {

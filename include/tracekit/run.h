@@ -41,6 +41,24 @@ struct tk_run_part {
 TK_API int tk_run_profile_part(struct tk_source *s, struct tk_prof *total,
 			       const struct tk_run_part *part);
 
+/* tk_run_profile, and each chunk's events also to a sink of the caller's, merged in input
+ * order: what one pass gives besides the profile (the HTML report's timeline). BEGIN (on a
+ * worker, before chunk I) supplies the chunk's sink; MERGE (on the calling thread, in
+ * chunk order) gets its context back once the chunk is decoded; DROP gets it instead when
+ * the run stops before that. A chunk decoded again for the profile (seam repair) is not
+ * sent again: the sink sees every chunk's events once. The events are the profile's: an
+ * instruction-flow format counts blocks in its walker (TK_EV_INSNS, and the instructions
+ * before a call or return in its count), it does not report them one by one. */
+struct tk_run_tee {
+	size_t sz;                    /* sizeof(struct tk_run_tee) */
+	int (*begin)(void *ctx, size_t chunk, struct tk_sink *sink);
+	int (*merge)(void *ctx, size_t chunk, void *chunk_ctx);
+	void (*drop)(void *ctx, void *chunk_ctx);
+	void *ctx;
+};
+TK_API int tk_run_profile_tee(struct tk_source *s, struct tk_prof *total,
+			      const struct tk_run_tee *tee);
+
 /* Every event of S, in input order, to SINK (chunks decoded in parallel are held until
  * their turn). */
 TK_API int tk_run_events(struct tk_source *s, struct tk_sink sink);

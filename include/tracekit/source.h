@@ -55,6 +55,11 @@ struct tk_source_opts {
 	tk_msg_fn msg;                /* messages naming the file (and offset); NULL: none */
 	void *ctx;
 	int no_demangle, short_names; /* names of the symbols (struct tk_sym_opts) */
+	/* progress lines while tk_source_run decodes: bytes of the plan's chunks merged,
+	 * percent, rate, ETA (tk_progress: rate-limited, none in the first second); NULL:
+	 * none */
+	tk_progress_fn progress;
+	void *progress_ctx;
 	/* The workers the plan is cut for (0: nthreads). XRay cuts its chunks by the workers
 	 * that decode them; a job of N processes (shards, MPI ranks) of T threads each cuts
 	 * them for N * T, and one process asked for the same plan gives the same result. */

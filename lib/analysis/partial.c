@@ -1,7 +1,8 @@
 /* Partial results as bytes (include/tracekit/partial.h, docs/formats/partial.md): a profile
  * that is not finished, and the partial file that holds one per input with a header saying
- * what it was made from. Little-endian, fixed-width fields; a loader that checks every
- * count against the bytes left and every index against its table before using it. */
+ * what it was made from; execution statistics before they are finished. Little-endian
+ * fixed-width fields and LEB128 numbers; a loader that checks every count against the
+ * bytes left and every index against its table before using it. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "analysis/prof_internal.h"
+#include "tracekit/ipt_flow.h"
 #include "tracekit/partial.h"
 
 #define PROF_MAGIC "TKPROF\0\1"
@@ -201,6 +203,19 @@ static uint32_t get_count(struct rbuf *r, size_t size, const char *what)
 		return 0;
 	}
 	return (uint32_t)n;
+}
+
+/* The same of a fixed-width u32 count (the execution statistics' blocks). */
+static uint32_t get_count32(struct rbuf *r, size_t size, const char *what)
+{
+	size_t at = r->off;
+	uint32_t n = get32(r, what);
+	if (!failed(r) && (uint64_t)n * size > r->n - r->off) {
+		fail(r, -TK_E_BAD_FORMAT, at, "%u %s do not fit in the %zu bytes left", n, what,
+		     r->n - r->off);
+		return 0;
+	}
+	return n;
 }
 
 /* An index: where NONE32 may be, written plus one (0: none) */
@@ -946,4 +961,129 @@ int tk_partial_read(struct tk_partial *p, const uint8_t *data, size_t len, struc
 		return r.e->code;
 	}
 	return 0;
+}
+
+/* ---- execution statistics (Intel PT, perf.data, branch traces) --------------------------- */
+
+#define EXEC_MAGIC "TKEXEC\0\1"
+#define EXEC_BLOCK_BYTES 32
+
+static void put_flow(struct wbuf *w, const struct tk_ipt_flow_stats *f)
+{
+	const uint64_t v[] = { f->insns, f->blocks, f->events, f->errors, f->overflows, f->chunks,
+			       f->gaps.count, f->gaps.bytes_skipped };
+
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		put64(w, v[i]);
+	for (size_t i = 0; i < TK_GAP_FIRST_OFFSETS; i++)
+		put64(w, f->gaps.first_offsets[i]);
+}
+
+static int collect_block(void *ctx, const struct tk_ipt_exec_block *b)
+{
+	struct tk_ipt_exec_block **at = ctx;
+
+	*(*at)++ = *b;
+	return 0;
+}
+
+static int block_order(const void *a, const void *b)
+{
+	const struct tk_ipt_exec_block *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->last != y->last)
+		return x->last < y->last ? -1 : 1;
+	return (x->mode > y->mode) - (x->mode < y->mode);
+}
+
+int tk_partial_exec_save(const struct tk_ipt_exec *x, uint8_t **data, size_t *len)
+{
+	const struct tk_ipt_exec_stats *s = tk_ipt_exec_counts(x);
+	size_t n = tk_ipt_exec_nblocks(x);
+	struct tk_ipt_exec_block *v = malloc((n ? n : 1) * sizeof *v), *at = v;
+	struct wbuf w = { 0 };
+
+	if (!v)
+		return -TK_E_NOMEM;
+	tk_ipt_exec_blocks(x, collect_block, &at);
+	/* by address, so that the same statistics are the same bytes (the table's order
+	 * depends on the order blocks came in) */
+	qsort(v, n, sizeof *v, block_order);
+	put(&w, EXEC_MAGIC, 8);
+	put_flow(&w, &s->flow);
+	put64(&w, s->cond_taken);
+	put64(&w, s->cond_not_taken);
+	put64(&w, s->enables);
+	put64(&w, s->disables);
+	put64(&w, s->async_disables);
+	put64(&w, s->interrupts);
+	put32(&w, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		put64(&w, v[i].start);
+		put64(&w, v[i].last);
+		put64(&w, v[i].execs);
+		put32(&w, v[i].ninsn);
+		put32(&w, v[i].mode);
+	}
+	free(v);
+	return finish(&w, data, len);
+}
+
+int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t len,
+			 struct tk_partial_error *e)
+{
+	struct tk_partial_error scratch;
+	struct rbuf r = { data, len, 0, 0, e ? e : &scratch };
+	struct tk_ipt_exec_stats s;
+	struct tk_ipt_exec_block *v = NULL;
+	const uint8_t *magic;
+	uint32_t n;
+	int rc = 0;
+
+	memset(r.e, 0, sizeof *r.e);
+	memset(&s, 0, sizeof s);
+	if (!into || (!data && len))
+		return fail(&r, -TK_E_INVAL, 0, "invalid argument");
+	if ((magic = take(&r, 8, "the magic")) && memcmp(magic, EXEC_MAGIC, 8) != 0)
+		return fail(&r, -TK_E_BAD_FORMAT, 0, "not execution statistics");
+	uint64_t *f[] = { &s.flow.insns, &s.flow.blocks, &s.flow.events, &s.flow.errors,
+			  &s.flow.overflows, &s.flow.chunks, &s.flow.gaps.count,
+			  &s.flow.gaps.bytes_skipped };
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+		*f[i] = get64(&r, "the decoding counts");
+	for (size_t i = 0; i < TK_GAP_FIRST_OFFSETS; i++)
+		s.flow.gaps.first_offsets[i] = get64(&r, "the gap offsets");
+	uint64_t *c[] = { &s.cond_taken, &s.cond_not_taken, &s.enables, &s.disables,
+			  &s.async_disables, &s.interrupts };
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+		*c[i] = get64(&r, "the event counts");
+	n = get_count32(&r, EXEC_BLOCK_BYTES, "blocks");
+	if (!failed(&r) && !(v = malloc((n ? n : 1) * sizeof *v)))
+		return fail(&r, -TK_E_NOMEM, r.off, "out of memory");
+	for (uint32_t i = 0; i < n && !failed(&r); i++) {
+		size_t at = r.off;
+
+		v[i].start = get64(&r, "a block");
+		v[i].last = get64(&r, "a block");
+		v[i].execs = get64(&r, "a block");
+		v[i].ninsn = get32(&r, "a block");
+		v[i].mode = get32(&r, "a block");
+		/* each instruction is at least a byte: a count that does not fit is damage */
+		if (!failed(&r) && (v[i].mode > 2 || v[i].last < v[i].start ||
+				    v[i].ninsn - 1 > v[i].last - v[i].start || !v[i].ninsn))
+			fail(&r, -TK_E_BAD_FORMAT, at, "block %u: %u instructions from 0x%llx to "
+			     "0x%llx in mode %u", i, v[i].ninsn, (unsigned long long)v[i].start,
+			     (unsigned long long)v[i].last, v[i].mode);
+	}
+	if (!failed(&r) && r.off != r.n)
+		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the blocks", r.n - r.off);
+	/* nothing is added unless all of it reads */
+	for (uint32_t i = 0; i < n && !failed(&r) && rc >= 0; i++)
+		rc = tk_ipt_exec_add_block(into, &v[i]);
+	if (!failed(&r) && rc >= 0)
+		tk_ipt_exec_add_counts(into, &s);
+	free(v);
+	return failed(&r) ? r.e->code : rc;
 }

@@ -24,7 +24,22 @@ struct prof_run {
 	struct tk_prof **spare;         /* emptied profiles (at most n) */
 	size_t nspare;
 	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
+	const struct tk_run_tee *tee;   /* each chunk's events also to the caller's sink */
+	struct tee *tees;               /* per chunk: the profile's sink and the caller's */
 };
+
+/* A chunk's events to two sinks: its profile's and the caller's (tk_run_profile_tee). */
+struct tee {
+	struct tk_sink prof, other;
+};
+
+static int tee_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tee *t = ctx;
+	int rc = t->prof.events(t->prof.ctx, ev, n);
+
+	return rc < 0 ? rc : t->other.events(t->other.ctx, ev, n);
+}
 
 /* Blocks are counted by the walker, not sent one event each (the same profile). */
 static int count_blocks(struct prof_run *r, struct tk_flow *flow)
@@ -35,9 +50,8 @@ static int count_blocks(struct prof_run *r, struct tk_flow *flow)
 	return flow ? tk_flow_set_count_mode(flow, 1, entries, nentries) : 0;
 }
 
-static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
-	struct prof_run *r = ctx;
 	int err;
 
 	if (i >= r->n)
@@ -56,6 +70,22 @@ static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	if ((err = count_blocks(r, flow)) < 0)
 		return err;
 	*sink = tk_prof_sink(r->chunks[i]);
+	return 0;
+}
+
+static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct prof_run *r = ctx;
+	int rc = prof_sink(r, i, flow, sink);
+
+	if (rc != 0 || !r->tee)
+		return rc;
+	struct tk_sink other = { NULL, NULL };
+
+	if ((rc = r->tee->begin(r->tee->ctx, i, &other)) < 0)
+		return rc;
+	r->tees[i] = (struct tee){ *sink, other };
+	*sink = (struct tk_sink){ tee_events, &r->tees[i] };
 	return 0;
 }
 
@@ -109,6 +139,12 @@ static int prof_merge(void *ctx, size_t i)
 	struct prof_run *r = ctx;
 	int rc;
 
+	if (r->tee && i < r->n && r->tees[i].other.events) {
+		rc = r->tee->merge(r->tee->ctx, i, r->tees[i].other.ctx);
+		r->tees[i].other.events = NULL;
+		if (rc < 0)
+			return rc;
+	}
 	if (r->direct || i < r->first || i >= r->end)
 		return 0;
 	/* the chunk is emptied next: its durations move into the total, not copied */
@@ -124,10 +160,11 @@ static int prof_merge(void *ctx, size_t i)
 	return rc;
 }
 
-int tk_run_profile_part(struct tk_source *s, struct tk_prof *total, const struct tk_run_part *part)
+static int run_profile(struct tk_source *s, struct tk_prof *total, const struct tk_run_part *part,
+		       const struct tk_run_tee *tee)
 {
 	struct prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER,
-			      .direct = tk_source_info(s)->sequential };
+			      .direct = tk_source_info(s)->sequential, .tee = tee };
 	struct tk_chunk *plan;
 	int rc = tk_source_plan(s, &plan, &r.n);
 
@@ -145,9 +182,14 @@ int tk_run_profile_part(struct tk_source *s, struct tk_prof *total, const struct
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
 	r.redone = calloc(r.n ? r.n : 1, 1);
+	r.tees = tee ? calloc(r.n ? r.n : 1, sizeof *r.tees) : NULL;
 	struct tk_chunk_consumer c = { prof_begin, prof_merge, prof_redo, prof_done, &r };
 
-	rc = r.chunks && r.spare && r.redone ? tk_source_run(s, &c) : -TK_E_NOMEM;
+	rc = r.chunks && r.spare && r.redone && (!tee || r.tees) ? tk_source_run(s, &c) : -TK_E_NOMEM;
+	for (size_t i = 0; r.tees && i < r.n; i++)   /* begun, not merged: the run stopped */
+		if (r.tees[i].other.events)
+			tee->drop(tee->ctx, r.tees[i].other.ctx);
+	free(r.tees);
 	for (size_t i = 0; r.chunks && i < r.n; i++)
 		tk_prof_free(r.chunks[i]);
 	for (size_t i = 0; i < r.nspare; i++)
@@ -158,9 +200,21 @@ int tk_run_profile_part(struct tk_source *s, struct tk_prof *total, const struct
 	return rc;
 }
 
+int tk_run_profile_part(struct tk_source *s, struct tk_prof *total, const struct tk_run_part *part)
+{
+	return run_profile(s, total, part, NULL);
+}
+
 int tk_run_profile(struct tk_source *s, struct tk_prof *total)
 {
-	return tk_run_profile_part(s, total, NULL);
+	return run_profile(s, total, NULL, NULL);
+}
+
+int tk_run_profile_tee(struct tk_source *s, struct tk_prof *total, const struct tk_run_tee *tee)
+{
+	if (!tee || tee->sz < sizeof *tee || !tee->begin || !tee->merge || !tee->drop)
+		return -TK_E_INVAL;
+	return run_profile(s, total, NULL, tee);
 }
 
 struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)

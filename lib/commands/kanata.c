@@ -238,7 +238,8 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	const struct tk_cmd_opts *o = c->o;
 	struct diag dc = { c, file, NULL, 0, 20 };
 	struct tk_kanata_conv_opts co = { .sz = sizeof co, .cycle_from = INT64_MIN,
-					  .cycle_to = INT64_MAX, .diag = diag, .ctx = &dc };
+					  .cycle_to = INT64_MAX, .diag = diag, .ctx = &dc,
+					  .from_first = 1 };
 	const char *to = o->to ? o->to : "kanata";
 	struct tk_buf out;
 	int rc;
@@ -282,9 +283,10 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	return status;
 }
 
-/* tracekit report: the page's pipeline parts from the decoder (Kanata has no source). */
-static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		  const struct tk_format_info *fi, struct tk_buf *unused)
+/* tracekit report: the page's pipeline parts from the decoder (Kanata has no source), fed
+ * the input or, for gem5, the Kanata log it was converted to in memory (TEXT). */
+static int report_page(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi, const struct tk_buf *text)
 {
 	const struct tk_cmd_opts *o = c->o;
 	struct tk_kanata_decoder *d = NULL;
@@ -296,7 +298,6 @@ static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	struct tk_buf out;
 	int err, rc, status;
 
-	(void)unused;
 	if (o->cycles && (tk_cmd_parse_range(o->cycles, &ro.window_begin, &ro.window_end) < 0 ||
 			  ro.window_begin >= ro.window_end)) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
@@ -307,7 +308,8 @@ static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		return TK_EXIT_INPUT;
 	}
-	if ((rc = tk_kanata_decode(d, in)) < 0) {
+	rc = text ? tk_kanata_decode_bytes(d, text->data, text->len, 1) : tk_kanata_decode(d, in);
+	if (rc < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = TK_EXIT_INPUT;
 	} else if (!(status = tk_cmd_gaps(c, file, tk_kanata_decoder_gaps(d), "skipped line"),
@@ -322,6 +324,13 @@ static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	tk_kanata_decoder_free(d);
 	tk_report_free(r);
 	return status;
+}
+
+static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		  const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	(void)unused;
+	return report_page(c, file, in, fi, NULL);
 }
 
 const tk_cmd_fn tk_cmd_kanata[TK_CMD__COUNT] = {
@@ -343,13 +352,47 @@ static void gem5_diag(void *ctx, uint64_t line, int is_error, const char *msg)
 	tk_cmd_line_msg(g->c, g->file, line, is_error, msg);
 }
 
+/* What the conversion met (notes), into STATUS: 1 where records were skipped, reordered
+ * or could not be told apart, or the CPU asked for had none. */
+static int gem5_status(const struct tk_cmd *c, const char *file, const struct tk_gem5_result *res,
+		       int status)
+{
+	const struct tk_cmd_opts *o = c->o;
+
+	if (!o->quiet)
+		CMD_NOTE(c, file, "%llu instructions (%llu retired, %llu squashed), "
+			 "%llu ticks per cycle, %llu CPU%s", (unsigned long long)res->insns,
+			 (unsigned long long)res->retired, (unsigned long long)res->squashed,
+			 (unsigned long long)res->ticks_per_cycle, (unsigned long long)res->cpus,
+			 res->cpus == 1 ? "" : "s");
+	if (o->has_tid && !res->cpus) {
+		CMD_ERROR(c, file, UINT64_MAX, "no records of CPU %llu (--tid)", (unsigned long long)o->tid);
+		if (status < TK_EXIT_SKIPPED)
+			status = TK_EXIT_SKIPPED;
+	}
+	if (res->duplicates && !o->quiet)
+		CMD_NOTE(c, file, "%llu seqNums seen twice: several CPUs without a cpu name "
+			 "prefix cannot be separated", (unsigned long long)res->duplicates);
+	if ((res->skipped_lines || res->out_of_order || res->duplicates) && status < TK_EXIT_SKIPPED)
+		status = TK_EXIT_SKIPPED;
+	return status;
+}
+
+/* The conversion's options: messages through GD's command, --tid a CPU. */
+static struct tk_gem5_opts gem5_opts(struct gem5_diag *gd)
+{
+	const struct tk_cmd_opts *o = gd->c->o;
+
+	return (struct tk_gem5_opts){ .sz = sizeof(struct tk_gem5_opts), .diag = gem5_diag,
+				      .ctx = gd, .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
+}
+
 static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			const struct tk_format_info *fi, struct tk_buf *unused)
 {
 	const struct tk_cmd_opts *o = c->o;
 	struct gem5_diag gd = { c, file };
-	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_diag, .ctx = &gd,
-				   .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
+	struct tk_gem5_opts go = gem5_opts(&gd);
 	struct tk_gem5_result res;
 	const char *to = o->to ? o->to : "kanata";
 	struct tk_buf out;
@@ -368,27 +411,37 @@ static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_inpu
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
 		return TK_EXIT_INPUT;
 	}
-	if (!o->quiet)
-		CMD_NOTE(c, file, "%llu instructions (%llu retired, %llu squashed), "
-			 "%llu ticks per cycle, %llu CPU%s", (unsigned long long)res.insns,
-			 (unsigned long long)res.retired, (unsigned long long)res.squashed,
-			 (unsigned long long)res.ticks_per_cycle, (unsigned long long)res.cpus,
-			 res.cpus == 1 ? "" : "s");
-	if (o->has_tid && !res.cpus) {
-		CMD_ERROR(c, file, UINT64_MAX, "no records of CPU %llu (--tid)", (unsigned long long)o->tid);
-		if (status < TK_EXIT_SKIPPED)
-			status = TK_EXIT_SKIPPED;
+	return gem5_status(c, file, &res, status);
+}
+
+/* tracekit report: the log converted to Kanata in memory, then Kanata's page (its cycles
+ * are the converted log's). */
+static int gem5_report(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct gem5_diag gd = { c, file };
+	struct tk_gem5_opts go = gem5_opts(&gd);
+	struct tk_gem5_result res;
+	struct tk_buf text;
+	int rc, status;
+
+	(void)unused;
+	if (tk_buf_init(&text, -1, 1 << 20) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(-TK_E_NOMEM));
+		return TK_EXIT_INPUT;
 	}
-	if (res.duplicates && !o->quiet)
-		CMD_NOTE(c, file, "%llu seqNums seen twice: several CPUs without a cpu name "
-			 "prefix cannot be separated", (unsigned long long)res.duplicates);
-	if ((res.skipped_lines || res.out_of_order || res.duplicates) && status < TK_EXIT_SKIPPED)
-		status = TK_EXIT_SKIPPED;
+	if ((rc = tk_gem5_to_kanata(in, &text, &go, &res)) < 0 || (rc = text.err) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = TK_EXIT_INPUT;
+	} else {
+		status = gem5_status(c, file, &res, report_page(c, file, in, fi, &text));
+	}
+	tk_buf_free(&text);
 	return status;
 }
 
 const tk_cmd_fn tk_cmd_gem5[TK_CMD__COUNT] = {
-	[TK_CMD_CONVERT] = gem5_convert,
+	[TK_CMD_CONVERT] = gem5_convert, [TK_CMD_REPORT] = gem5_report,
 };
 
 /* Kanata's options. */
@@ -397,8 +450,8 @@ const struct tk_cmd_option tk_cmd_kanata_options[] = {
 	  TK_CMD_BIT(TK_CMD_STATS), TK_OPT_U64, CMD_FIELD(window), 0 },
 	{ "slowest", "N", "the N slowest retired instructions with their labels",
 	  TK_CMD_BIT(TK_CMD_STATS), TK_OPT_U64, CMD_FIELD(slowest), 0 },
-	{ "cycles", "A:B", "only instructions alive in cycles [A, B) (convert --to kanata: "
-	  "renumbered; report: the pipeline diagram's, counted from the first cycle)",
+	{ "cycles", "A:B", "only instructions alive in cycles [A, B), counted from the log's "
+	  "first cycle (convert: renumbered; report: the pipeline diagram's)",
 	  TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_REPORT), TK_OPT_STRING,
 	  CMD_FIELD(cycles), 0 },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
@@ -406,7 +459,7 @@ const struct tk_cmd_option tk_cmd_kanata_options[] = {
 
 /* gem5's. */
 const struct tk_cmd_option tk_cmd_gem5_options[] = {
-	{ "tid", "N", "only the CPU mapped to thread N", TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64,
+	{ "tid", "N", "only the CPU mapped to thread N", TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_REPORT), TK_OPT_U64,
 	  CMD_FIELD(tid), CMD_FIELD(has_tid) },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };

@@ -1,96 +1,50 @@
 /* Kunpeng xtrace in the commands: an instruction file opened together with its snapshot
- * file (found by name); info, dump, decode, stats, convert (timelines and slices). */
+ * file (found by name, as the xtrace source opens them: tk_xtrace_pair_open); info, dump,
+ * decode, stats, convert (timelines and slices). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "tracekit/internal/source.h"
 
 struct xt {
 	const struct tk_cmd *c;
-	struct tk_input *in2;        /* the companion file, if opened here */
-	const uint8_t *insn, *snap;
-	size_t n, sn;
-	const char *insn_path, *snap_path;
-	struct tk_xtrace *t;
-	struct tk_xtrace_name name;
-	char other[4096];
-	int insn_mapped;             /* insn is a read-only file mapping: pages may be given back */
+	struct tk_xtrace_pair p;      /* opened as the xtrace source opens it */
 };
-
-static const struct xt *log_xt;
-
-/* Library messages name the file they are about ("snapshot file: ..." is the other one). */
-static void xtrace_log(void *ctx, enum tk_log_level level, const char *msg)
-{
-	const char *f = log_xt->insn_path;
-
-	(void)ctx;
-	if (strncmp(msg, "snapshot file: ", 15) == 0 && log_xt->snap_path) {
-		f = log_xt->snap_path;
-		msg += 15;
-	}
-	CMD_NOTE(log_xt->c, f, "%s%s", level == TK_LOG_WARN ? "warning: " : "", msg);
-}
-
-static int map_other(struct xt *x, const char *path, const uint8_t **p, size_t *n)
-{
-	struct tk_input_opts io = { .sz = sizeof io };
-	int rc = tk_input_open(&x->in2, path, &io);
-
-	if (rc < 0 || (rc = tk_input_map(x->in2, p, n)) < 0) {
-		CMD_ERROR(x->c, path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		if (x->in2)
-			tk_input_free(x->in2);
-		x->in2 = NULL;
-		return TK_EXIT_INPUT;
-	}
-	return 0;
-}
-
-/* tk_input maps an uncompressed regular file read-only and copies anything else (pipe,
- * .gz, .zst) into memory; only the mapping may be handed back with MADV_DONTNEED (the
- * pages refault from the file), a copy would read back as zeros. */
-static int plain_file(const char *path, struct tk_input *in, size_t n)
-{
-	struct stat st;
-	return strcmp(path, "-") != 0 && tk_input_compression(in) == TK_COMP_NONE &&
-	       stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == n;
-}
 
 /* A chunk has been read: give its whole pages back now, on the worker, so that the final
  * munmap of a multi-GB mapping (16 ms for 545 MB, all on one thread) has little left to
  * tear down and the resident set stays small. */
 static void release_chunk(const struct xt *x, size_t i)
 {
-	if (!x->insn_mapped)
-		return;
 	size_t b, e;
-	long pg = sysconf(_SC_PAGESIZE);
-	tk_xtrace_chunk(x->t, i, &b, &e);
-	uintptr_t base = (uintptr_t)x->insn;
-	uintptr_t from = (base + b + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
-	uintptr_t to = (base + e) & ~((uintptr_t)pg - 1);
-	if (to > from)
-		madvise((void *)from, to - from, MADV_DONTNEED);
+
+	if (!x->p.release)
+		return;
+	tk_xtrace_chunk(x->p.t, i, &b, &e);
+	tk_release_pages(x->p.insn, b, e);
+}
+
+/* The pair's messages as the commands have always printed the library's: a warning says
+ * so after the file name ("tracekit: FILE: warning: ..."). */
+static void pair_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+		     const char *msg)
+{
+	const struct tk_cmd *c = ctx;
+
+	tk_msg(c->msg, c->ctx, level == TK_LOG_WARN ? TK_LOG_INFO : level, file, offset, "%s%s",
+	       level == TK_LOG_WARN ? "warning: " : "", msg);
 }
 
 static void xt_close(struct xt *x)
 {
-	tk_xtrace_free(x->t);
-	if (x->in2)
-		tk_input_free(x->in2);
-	x->t = NULL;
-	x->in2 = NULL;
-	if (log_xt == x) {
+	if (x->p.t)
 		tk_cmd_log_file(x->c, NULL);
-		log_xt = NULL;
-	}
+	tk_xtrace_pair_close(&x->p);
 }
 
 static int xt_open(const struct tk_cmd *c, const char *file, struct tk_input *in,
@@ -98,39 +52,15 @@ static int xt_open(const struct tk_cmd *c, const char *file, struct tk_input *in
 {
 	const uint8_t *p;
 	size_t n;
-	int rc, err = 0;
+	int rc;
 
 	memset(x, 0, sizeof *x);
 	x->c = c;
 	if ((rc = tk_cmd_map(c, file, in, &p, &n)))
 		return rc;
-	tk_xtrace_parse_name(file, &x->name);
-	int have_other = tk_xtrace_companion(file, x->other, sizeof x->other) == 0 &&
-			 access(x->other, R_OK) == 0;
-	if (fi->id == TK_FMT_XTRACE_SNAP) {
-		x->snap = p, x->sn = n, x->snap_path = file;
-		if (have_other) {
-			if ((rc = map_other(x, x->other, &x->insn, &x->n)))
-				return rc;
-			x->insn_path = x->other;
-		}
-	} else {
-		x->insn = p, x->n = n, x->insn_path = file;
-		if (have_other) {
-			if ((rc = map_other(x, x->other, &x->snap, &x->sn)))
-				return rc;
-			x->snap_path = x->other;
-		}
-	}
-	x->insn_mapped = x->insn && plain_file(x->insn_path, fi->id == TK_FMT_XTRACE_SNAP ?
-								  x->in2 : in, x->n);
-	log_xt = x;
-	tk_set_log(xtrace_log, NULL);
-	x->t = tk_xtrace_new(x->insn, x->n, x->snap, x->sn, &err);
-	if (!x->t) {
-		CMD_ERROR(c, x->snap_path, 0, "not a snapshot file: no vector length from 128 to "
-			  "2048 bits fits any snapshot (%s)", tk_strerror(err));
-		xt_close(x);
+	if (tk_xtrace_pair_open(&x->p, file, fi->id == TK_FMT_XTRACE_SNAP, in, p, n, pair_msg,
+				(void *)c) < 0) {
+		tk_cmd_log_file(c, NULL);
 		return TK_EXIT_INPUT;
 	}
 	return 0;
@@ -144,7 +74,7 @@ static int xt_open_insn(const struct tk_cmd *c, const char *file, struct tk_inpu
 
 	if (rc)
 		return rc;
-	if (!x->insn) {
+	if (!x->p.insn) {
 		CMD_ERROR(c, file, UINT64_MAX, "no instruction file beside this snapshot file");
 		xt_close(x);
 		return TK_EXIT_INPUT;
@@ -155,9 +85,9 @@ static int xt_open_insn(const struct tk_cmd *c, const char *file, struct tk_inpu
 /* Gap summaries: snapshot-file problems, then instruction-file GAPS; the status. */
 static int xt_report(struct xt *x, const char *file, const struct tk_gap_stats *gaps)
 {
-	int a = tk_cmd_gaps(x->c, x->snap_path ? x->snap_path : file, tk_xtrace_open_gaps(x->t),
+	int a = tk_cmd_gaps(x->c, x->p.snap_path ? x->p.snap_path : file, tk_xtrace_open_gaps(x->p.t),
 			    "bad snapshot");
-	int b = tk_cmd_gaps(x->c, x->insn_path ? x->insn_path : file, gaps, "damaged region");
+	int b = tk_cmd_gaps(x->c, x->p.insn_path ? x->p.insn_path : file, gaps, "damaged region");
 	return tk_cmd_max(a, b);
 }
 
@@ -223,10 +153,10 @@ static int stats_merge(void *ctx, size_t i)
 static int xt_stats(struct xt *x, struct tk_xtrace_stats *s, struct tk_gap_stats *gaps,
 		    unsigned flags)
 {
-	size_t nc = tk_xtrace_nchunks(x->t);
+	size_t nc = tk_xtrace_nchunks(x->p.t);
 	struct tk_progress prog;
-	struct stats_job j = { .x = x, .t = x->t, .total = s, .gaps = gaps, .flags = flags,
-			       .prog = &prog, .snap_path = x->snap_path };
+	struct stats_job j = { .x = x, .t = x->p.t, .total = s, .gaps = gaps, .flags = flags,
+			       .prog = &prog, .snap_path = x->p.snap_path };
 	j.part = calloc(nc, sizeof *j.part);
 	j.part_gaps = calloc(nc, sizeof *j.part_gaps);
 	if (!j.part || !j.part_gaps) {
@@ -234,7 +164,7 @@ static int xt_stats(struct xt *x, struct tk_xtrace_stats *s, struct tk_gap_stats
 		free(j.part_gaps);
 		return -TK_E_NOMEM;
 	}
-	tk_cmd_progress_init(x->c, &prog, "reading", x->n);
+	tk_cmd_progress_init(x->c, &prog, "reading", x->p.n);
 	/* Chunks end at snapshots, so their sizes vary (kernel code between two 1M-user-
 	 * instruction snapshots, a cut stream): a deeper look-ahead lets the other workers go
 	 * on past a long chunk. A finished part holds under 1 MB (the footprint sets). */
@@ -257,24 +187,24 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc = xt_open(c, file, in, fi, &x);
 	if (rc)
 		return rc;
-	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.t);
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.p.t);
 	const struct tk_xtrace_header *h = sf ? tk_xtrace_snapfile_header(sf) : NULL;
-	int core = h ? h->stream_type == 1 : x.name.hint == 13;
-	if (x.name.hint) {
+	int core = h ? h->stream_type == 1 : x.p.name.hint == 13;
+	if (x.p.name.hint) {
 		tk_buf_printf(out, "  %s: %llu (hint #%u", core ? "core" : "thread",
-			      (unsigned long long)x.name.id, x.name.hint);
-		if (x.name.hint == 13)
+			      (unsigned long long)x.p.name.id, x.p.name.hint);
+		if (x.p.name.hint == 13)
 			tk_buf_puts(out, ", secondary core");
 		tk_buf_printf(out, "), collection started at %llu\n",
-			      (unsigned long long)x.name.timestamp);
+			      (unsigned long long)x.p.name.timestamp);
 	} else {
 		tk_buf_puts(out, "  thread/core: unknown (name is not xtrace.TIME.ID.hintN.*.bin)\n");
 	}
-	if (x.insn_path != file && x.insn_path)
-		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", x.insn_path, x.n);
-	if (x.snap_path && x.snap_path != file)
-		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.snap_path, x.sn);
-	if (x.insn) {
+	if (x.p.insn_path != file && x.p.insn_path)
+		tk_buf_printf(out, "  instruction file: %s (%zu bytes)\n", x.p.insn_path, x.p.n);
+	if (x.p.snap_path && x.p.snap_path != file)
+		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", x.p.snap_path, x.p.sn);
+	if (x.p.insn) {
 		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
 		rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_COUNTS);
 		uint64_t items = 0;
@@ -361,7 +291,7 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	}
 	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
 	rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
-	tk_out_xtrace_stats(&b, to, x.insn_path, x.n, tk_xtrace_nchunks(x.t), &s);
+	tk_out_xtrace_stats(&b, to, x.p.insn_path, x.p.n, tk_xtrace_nchunks(x.p.t), &s);
 	tk_xtrace_stats_free(&s);
 	int st = c->out_close(&b);
 	int g = xt_report(&x, file, &gaps);
@@ -380,8 +310,8 @@ static size_t skip_damage(const struct xt *x, const struct tk_xtrace_cursor *cur
 {
 	size_t to = end;
 
-	if (tk_xtrace_nchunks(x->t) == 1)
-		to = tk_xtrace_resync(x->insn, end, cur->off);
+	if (tk_xtrace_nchunks(x->p.t) == 1)
+		to = tk_xtrace_resync(x->p.insn, end, cur->off);
 	tk_gap_stats_add(gaps, cur->off, to - cur->off);
 	return to;
 }
@@ -409,13 +339,13 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		return rc;
 	}
 	if (fi->id == TK_FMT_XTRACE_SNAP)
-		tk_xtrace_snapfile_text(&b, tk_xtrace_snapfile(x.t), o->no_offset, o->quiet);
-	for (size_t ci = 0; fi->id != TK_FMT_XTRACE_SNAP && ci < tk_xtrace_nchunks(x.t); ci++) {
+		tk_xtrace_snapfile_text(&b, tk_xtrace_snapfile(x.p.t), o->no_offset, o->quiet);
+	for (size_t ci = 0; fi->id != TK_FMT_XTRACE_SNAP && ci < tk_xtrace_nchunks(x.p.t); ci++) {
 		size_t begin, end;
 		struct tk_xtrace_cursor cur;
 		struct tk_xtrace_item it;
-		tk_xtrace_chunk(x.t, ci, &begin, &end);
-		tk_xtrace_cursor_init(&cur, x.insn, begin, end);
+		tk_xtrace_chunk(x.p.t, ci, &begin, &end);
+		tk_xtrace_cursor_init(&cur, x.p.insn, begin, end);
 		for (;;) {
 			int r = tk_xtrace_next(&cur, &it);
 			if (r == 0)
@@ -423,11 +353,11 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			if (r < 0) {
 				size_t at = cur.off, to = skip_damage(&x, &cur, end, &gaps);
 				CMD_ERROR(c, file, at, "%s (token 0x%02x); skipped %zu bytes to the "
-					  "next sync point at 0x%zx", damage_text(r), x.insn[at],
+					  "next sync point at 0x%zx", damage_text(r), x.p.insn[at],
 					  to - at, to);
 				if (!o->quiet)
 					tk_buf_printf(&b, "%016zx  GAP %zu bytes\n", at, to - at);
-				tk_xtrace_cursor_init(&cur, x.insn, to, end);
+				tk_xtrace_cursor_init(&cur, x.p.insn, to, end);
 				continue;
 			}
 			if (o->quiet)
@@ -516,7 +446,7 @@ static int decode_work(void *ctx, size_t ci)
 {
 	struct xt_decode *d = ctx;
 	struct xt_part *pt = &d->parts[ci];
-	const uint8_t *p = d->x->insn;
+	const uint8_t *p = d->x->p.insn;
 	size_t begin, end;
 	struct tk_xtrace_cursor c;
 	struct tk_xtrace_item it;
@@ -528,7 +458,7 @@ static int decode_work(void *ctx, size_t ci)
 	struct tk_a64_disasm *dis = NULL;
 	if (!no_dis && !stat && !(dis = dis_get(d, &rc)))
 		return rc;
-	tk_xtrace_chunk(d->x->t, ci, &begin, &end);
+	tk_xtrace_chunk(d->x->p.t, ci, &begin, &end);
 	tk_xtrace_cursor_init(&c, p, begin, end);
 	struct tk_buf *b = &pt->out;
 	for (;;) {
@@ -571,7 +501,7 @@ static int decode_merge(void *ctx, size_t ci)
 	for (size_t at = 0; at < pt->err.len;) {
 		const char *msg = (const char *)pt->err.data + at;
 		const char *off = msg + strlen(msg) + 1;
-		CMD_ERROR(d->x->c, d->x->insn_path, strtoull(off, NULL, 16), "%s", msg);
+		CMD_ERROR(d->x->c, d->x->p.insn_path, strtoull(off, NULL, 16), "%s", msg);
 		at = (size_t)(off - (const char *)pt->err.data) + strlen(off) + 1;
 	}
 	tk_buf_put(d->out, pt->out.data, pt->out.len);
@@ -579,7 +509,7 @@ static int decode_merge(void *ctx, size_t ci)
 	d->insns += pt->insns;
 	tk_buf_free(&pt->out);
 	tk_buf_free(&pt->err);
-	tk_xtrace_chunk(d->x->t, ci, &b, &e);
+	tk_xtrace_chunk(d->x->p.t, ci, &b, &e);
 	d->done += e - b;
 	tk_progress_set(&d->prog, d->done);
 	return d->out->err;
@@ -600,9 +530,9 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		return rc;
 	}
 	struct xt_decode d = { .o = c->o, .x = &x, .out = &out, .lock = PTHREAD_MUTEX_INITIALIZER };
-	size_t nc = tk_xtrace_nchunks(x.t);
+	size_t nc = tk_xtrace_nchunks(x.p.t);
 	d.parts = calloc(nc, sizeof *d.parts);
-	tk_cmd_progress_init(c, &d.prog, "decoding", x.n);
+	tk_cmd_progress_init(c, &d.prog, "decoding", x.p.n);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = tk_cmd_jobs(c) };
 	rc = d.parts ? tk_pool_run(&po, nc, decode_work, decode_merge, &d) : -TK_E_NOMEM;
 	tk_progress_finish(&d.prog);
@@ -645,17 +575,17 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 		return rc;
 	}
 	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
-				       .max_events = c->o->max_events, .process_name = x.insn_path };
+				       .max_events = c->o->max_events, .process_name = x.p.insn_path };
 	struct tk_timeline *tl = tk_timeline_new(&out, &to, &err);
 	rc = tl ? 0 : err;
-	uint32_t track = (uint32_t)x.name.id;
+	uint32_t track = (uint32_t)x.p.name.id;
 	if (tl) {
 		char name[64];
-		snprintf(name, sizeof name, "%s %u", x.name.hint == 13 ? "core" : "thread", track);
+		snprintf(name, sizeof name, "%s %u", x.p.name.hint == 13 ? "core" : "thread", track);
 		tk_timeline_track_name(tl, track, name);
 	}
-	for (size_t ci = 0; tl && rc >= 0 && ci < tk_xtrace_nchunks(x.t); ci++)
-		rc = tk_xtrace_decode_chunk(x.t, ci, track, 0, tk_timeline_sink(tl), &gaps);
+	for (size_t ci = 0; tl && rc >= 0 && ci < tk_xtrace_nchunks(x.p.t); ci++)
+		rc = tk_xtrace_decode_chunk(x.p.t, ci, track, 0, tk_timeline_sink(tl), &gaps);
 	if (tl && rc >= 0)
 		rc = tk_timeline_finish(tl);
 	if (tl) {
@@ -705,23 +635,23 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	int rc = xt_open(c, file, in, fi, &x);
 	if (rc)
 		return rc;
-	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.t);
+	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(x.p.t);
 	struct tk_xtrace_snapshot s;
-	if (!x.insn || !sf || k >= tk_xtrace_snapfile_count(sf)) {
+	if (!x.p.insn || !sf || k >= tk_xtrace_snapfile_count(sf)) {
 		CMD_ERROR(c, file, UINT64_MAX, "convert --slice: no snapshot %llu (the trace has %zu)",
 			  (unsigned long long)k, sf ? tk_xtrace_snapfile_count(sf) : 0);
 		xt_close(&x);
 		return TK_EXIT_USAGE;
 	}
 	tk_xtrace_snapfile_get(sf, (size_t)k, &s);
-	if (s.file_no != 0 || s.index >= x.n || (x.insn[s.index] & 0x3f) != 0x09) {
-		CMD_ERROR(c, x.snap_path, s.offset + 8, "snapshot %llu does not point at a PCINST in "
+	if (s.file_no != 0 || s.index >= x.p.n || (x.p.insn[s.index] & 0x3f) != 0x09) {
+		CMD_ERROR(c, x.p.snap_path, s.offset + 8, "snapshot %llu does not point at a PCINST in "
 			  "the instruction file; cannot start a slice there", (unsigned long long)k);
 		xt_close(&x);
 		return TK_EXIT_INPUT;
 	}
 	/* the input's companion is an input too */
-	const char *also[2] = { x.insn_path, x.snap_path };
+	const char *also[2] = { x.p.insn_path, x.p.snap_path };
 	struct tk_outfile *ifile = c->outfile_open(c, insn_out, also, 2, &rc);
 	struct tk_outfile *sfile = ifile ? c->outfile_open(c, snap_out, also, 2, &rc) : NULL;
 	if (!sfile) {
@@ -752,16 +682,16 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	struct tk_gap_stats gaps = { 0 };
 	size_t next_snap = (size_t)k, nsnaps = tk_xtrace_snapfile_count(sf), written = 0;
 	uint64_t insns = 0;
-	tk_xtrace_cursor_init(&cur, x.insn, (size_t)s.index, x.n);
+	tk_xtrace_cursor_init(&cur, x.p.insn, (size_t)s.index, x.p.n);
 	for (;;) {
 		int r = tk_xtrace_next(&cur, &it);
 		if (r == 0)
 			break;
 		if (r < 0) {
-			CMD_ERROR(c, x.insn_path, cur.off, "%s (token 0x%02x); the slice ends here",
+			CMD_ERROR(c, x.p.insn_path, cur.off, "%s (token 0x%02x); the slice ends here",
 				  r == -TK_E_BAD_OPCODE ? "unknown token" : "item runs past the end",
-				  x.insn[cur.off]);
-			tk_gap_stats_add(&gaps, cur.off, x.n - cur.off);
+				  x.p.insn[cur.off]);
+			tk_gap_stats_add(&gaps, cur.off, x.p.n - cur.off);
 			break;
 		}
 		if (it.kind <= TK_XT_PCINST && insns++ == count)
@@ -778,7 +708,7 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 			}
 			next_snap++;
 		}
-		tk_xtrace_write_raw(w, x.insn + it.offset, it.len);
+		tk_xtrace_write_raw(w, x.p.insn + it.offset, it.len);
 	}
 	rc = tk_xtrace_writer_close(w);
 	int errnum = errno;

@@ -30,10 +30,16 @@ static void emit(struct tk_progress *p, uint64_t now)
 	double secs = (double)(now - p->start_ns) / 1e9;
 	double mb = (double)p->done / 1e6;
 
-	if (p->total)
+	double rate = secs > 0 ? mb / secs : 0.0;
+
+	if (p->total && rate > 0 && p->done < p->total)
+		snprintf(line, sizeof line, "%s: %.1f%% (%.0f of %.0f MB, %.0f MB/s, %.0f s left)",
+			 p->label, 100.0 * (double)p->done / (double)p->total, mb,
+			 (double)p->total / 1e6, rate, ((double)p->total / 1e6 - mb) / rate);
+	else if (p->total)
 		snprintf(line, sizeof line, "%s: %.1f%% (%.0f of %.0f MB, %.0f MB/s)", p->label,
 			 100.0 * (double)p->done / (double)p->total, mb, (double)p->total / 1e6,
-			 secs > 0 ? mb / secs : 0.0);
+			 rate);
 	else
 		snprintf(line, sizeof line, "%s: %.0f MB (%.0f MB/s)", p->label, mb,
 			 secs > 0 ? mb / secs : 0.0);

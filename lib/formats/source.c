@@ -202,11 +202,67 @@ int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
 	return s->ops->plan(s, chunks, n);
 }
 
+/* Progress for every run: the chunks' bytes as they merge (in input order, on the calling
+ * thread), around the caller's consumer. */
+struct progress_run {
+	const struct tk_chunk_consumer *c;
+	struct tk_chunk *plan;
+	size_t n;
+	uint64_t whole, done;          /* bytes of a chunk that is a whole stream ([0, 0)) */
+	struct tk_progress p;
+};
+
+static int pr_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	const struct progress_run *r = ctx;
+	return r->c->begin(r->c->ctx, i, flow, sink);
+}
+
+static int pr_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	const struct progress_run *r = ctx;
+	return r->c->redo(r->c->ctx, i, flow, sink);
+}
+
+static int pr_done(void *ctx, struct tk_flow *flow)
+{
+	const struct progress_run *r = ctx;
+	return r->c->done(r->c->ctx, flow);
+}
+
+static uint64_t chunk_bytes(const struct progress_run *r, size_t i)
+{
+	const struct tk_chunk *ch = &r->plan[i];
+	return ch->begin == 0 && ch->end == 0 ? r->whole : ch->end - ch->begin;
+}
+
+static int pr_merge(void *ctx, size_t i)
+{
+	struct progress_run *r = ctx;
+	if (i < r->n) {
+		r->done += chunk_bytes(r, i);
+		tk_progress_set(&r->p, r->done);
+	}
+	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
+}
+
 int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 {
 	if (!c || !c->begin)
 		return -TK_E_INVAL;
-	return s->ops->run(s, c);
+	struct progress_run r = { .c = c, .whole = s->len };
+	if (!s->o.progress || tk_source_plan(s, &r.plan, &r.n) < 0)
+		return s->ops->run(s, c);
+	uint64_t total = 0;
+	for (size_t i = 0; i < r.n; i++)
+		total += chunk_bytes(&r, i);
+	tk_progress_init(&r.p, s->path ? s->path : "decoding", total, s->o.progress, s->o.progress_ctx);
+	struct tk_chunk_consumer w = { pr_begin, pr_merge, c->redo ? pr_redo : NULL,
+				       c->done ? pr_done : NULL, &r };
+	int rc = s->ops->run(s, &w);
+	tk_progress_finish(&r.p);
+	free(r.plan);
+	return rc;
 }
 
 int tk_source_report(struct tk_source *s)

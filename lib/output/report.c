@@ -6,7 +6,8 @@
  *   flame graph call paths under 1/2000 of the total (and beyond 5,000 nodes or depth
  *               256) merged into an "(other)" node per parent
  *   source      `profile --source --top 200`, at most 1 MiB of it
- *   timeline    TK_REPORT_BINS columns per lane, TK_REPORT_LANES lanes
+ *   timeline    at most TK_REPORT_BINS columns per lane (of 2^k ticks each: see struct tl),
+ *               TK_REPORT_LANES lanes
  *   pipeline    IPC in TK_REPORT_BINS columns (their width doubles as the log goes on),
  *               stage latencies in power-of-two bins, the TK_REPORT_SLOWEST slowest
  *               instructions, a diagram of at most TK_REPORT_WINDOW instructions.
@@ -42,6 +43,33 @@ struct pinsn {
 	size_t nst, cap;
 };
 
+/* The timeline's bins, filled in one pass with no time range known beforehand: bin K of a
+ * lane holds the events at times [K << shift, (K + 1) << shift), its row the keys [base,
+ * top], fewer than TK_REPORT_BINS. When a time does not fit, bins merge in pairs (shift
+ * + 1) until it does. Bins sit at multiples of their width, so the accumulators of chunks
+ * decoded apart add up exactly, and the final width is the least power of two that puts
+ * the whole trace in TK_REPORT_BINS columns, for any number of chunks or threads. Lanes
+ * are tracks in the order they first appear (all kept; the page sums those beyond
+ * TK_REPORT_LANES). */
+struct tl {
+	unsigned shift;
+	int any;
+	uint64_t base, top, tmin, tmax;
+	size_t nlanes, cap, last;
+	uint32_t *track;
+	uint64_t *ltime;          /* per lane: its last time (for events without one) */
+	uint64_t *insns, *calls;  /* nlanes rows of TK_REPORT_BINS */
+};
+
+static void tl_free(struct tl *t)
+{
+	free(t->track);
+	free(t->ltime);
+	free(t->insns);
+	free(t->calls);
+	memset(t, 0, sizeof *t);
+}
+
 struct slow { uint64_t id, sim_id, begin, end; uint32_t thread; char label[LABEL_MAX]; };
 
 struct stage_stat {
@@ -58,12 +86,7 @@ struct tk_report {
 	struct tk_prof_summary sum;
 	char **notes;
 	size_t nnotes, more_notes;
-	/* timeline */
-	int have_tl;
-	uint64_t t0, t1, width;
-	uint32_t lanes[TK_REPORT_LANES];
-	size_t nlanes;
-	uint64_t *tl_insns, *tl_calls;   /* (TK_REPORT_LANES + 1) x TK_REPORT_BINS */
+	struct tl tl;             /* the timeline (shown where the profile has a time span) */
 	/* pipeline */
 	int have_pipe;
 	struct pinsn **map;       /* instructions in flight, open addressing by id */
@@ -126,8 +149,7 @@ void tk_report_free(struct tk_report *r)
 	free(r->notes);
 	free(r->map);
 	free(r->win);
-	free(r->tl_insns);
-	free(r->tl_calls);
+	tl_free(&r->tl);
 	free(r->title);
 	free(r->format);
 	free(r->track_label);
@@ -389,44 +411,158 @@ int tk_report_profile(struct tk_report *r, const struct tk_prof *p)
 	if ((rc = put_flame(b, p, r->o.sym)) < 0 || (rc = put_functions(b, p, &r->o)) < 0 ||
 	    (rc = put_source(b, p, &r->o)) < 0 || (rc = put_account(b, p, &r->o)) < 0)
 		return rc;
-	/* a timeline where the events have times */
-	if (r->sum.time_first != TK_TIME_NONE && r->sum.time_last > r->sum.time_first) {
-		size_t n = (TK_REPORT_LANES + 1) * TK_REPORT_BINS;
-		r->t0 = r->sum.time_first;
-		r->t1 = r->sum.time_last;
-		r->width = (r->t1 - r->t0) / TK_REPORT_BINS + 1;
-		r->tl_insns = calloc(n, sizeof *r->tl_insns);
-		r->tl_calls = calloc(n, sizeof *r->tl_calls);
-		if (!r->tl_insns || !r->tl_calls)
-			return -TK_E_NOMEM;
-		r->have_tl = 1;
-	}
 	return 0;
 }
 
 /* ---- events: the timeline's bins and the pipeline -------------------------------------- */
 
-static void timeline_event(struct tk_report *r, const struct tk_event *e)
+/* Row L of the timeline: even L a lane's instructions, odd its calls. */
+static uint64_t *tl_row(struct tl *t, size_t l)
+{
+	return (l & 1 ? t->calls : t->insns) + l / 2 * TK_REPORT_BINS;
+}
+
+/* Bins twice as wide: pairs merge. */
+static void tl_coarsen(struct tl *t)
+{
+	uint64_t nb = t->base >> 1;
+	for (size_t l = 0; l < 2 * t->nlanes; l++) {
+		uint64_t *row = tl_row(t, l), tmp[TK_REPORT_BINS] = { 0 };
+		for (uint64_t k = t->base; k <= t->top; k++)
+			tmp[(k >> 1) - nb] += row[k - t->base];
+		memcpy(row, tmp, sizeof tmp);
+	}
+	t->base = nb;
+	t->top >>= 1;
+	t->shift++;
+}
+
+/* Room for keys of times [LO, HI]: coarser bins until they fit with those held, then the
+ * rows move right if LO comes before them. */
+static void tl_fit(struct tl *t, uint64_t lo, uint64_t hi)
+{
+	if (!t->any) {
+		while ((hi >> t->shift) - (lo >> t->shift) >= TK_REPORT_BINS)
+			t->shift++;
+		t->base = lo >> t->shift;
+		t->top = hi >> t->shift;
+		t->tmin = lo;
+		t->tmax = hi;
+		t->any = 1;
+		return;
+	}
+	for (;;) {
+		uint64_t b = lo >> t->shift < t->base ? lo >> t->shift : t->base;
+		uint64_t e = hi >> t->shift > t->top ? hi >> t->shift : t->top;
+		if (e - b < TK_REPORT_BINS)
+			break;
+		tl_coarsen(t);
+	}
+	if (lo >> t->shift < t->base) {
+		size_t d = (size_t)(t->base - (lo >> t->shift)), n = (size_t)(t->top - t->base + 1);
+		for (size_t l = 0; l < 2 * t->nlanes; l++) {
+			uint64_t *row = tl_row(t, l);
+			memmove(row + d, row, n * sizeof *row);
+			memset(row, 0, d * sizeof *row);
+		}
+		t->base -= d;
+	}
+	if (hi >> t->shift > t->top)
+		t->top = hi >> t->shift;
+	t->tmin = lo < t->tmin ? lo : t->tmin;
+	t->tmax = hi > t->tmax ? hi : t->tmax;
+}
+
+/* The lane of TRACK (a new one at the end); -1 when out of memory. */
+static ssize_t tl_lane(struct tl *t, uint32_t track)
+{
+	if (t->last < t->nlanes && t->track[t->last] == track)
+		return (ssize_t)t->last;
+	for (size_t l = 0; l < t->nlanes; l++)
+		if (t->track[l] == track)
+			return (ssize_t)(t->last = l);
+	if (t->nlanes == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 4;
+		uint32_t *tr = realloc(t->track, nc * sizeof *tr);
+		if (tr)
+			t->track = tr;
+		uint64_t *lt = realloc(t->ltime, nc * sizeof *lt);
+		if (lt)
+			t->ltime = lt;
+		uint64_t *in = realloc(t->insns, nc * TK_REPORT_BINS * sizeof *in);
+		if (in)
+			t->insns = in;
+		uint64_t *ca = realloc(t->calls, nc * TK_REPORT_BINS * sizeof *ca);
+		if (ca)
+			t->calls = ca;
+		if (!tr || !lt || !in || !ca)
+			return -1;
+		t->cap = nc;
+	}
+	size_t l = t->nlanes++;
+	t->track[l] = track;
+	t->ltime[l] = TK_TIME_NONE;
+	memset(t->insns + l * TK_REPORT_BINS, 0, TK_REPORT_BINS * sizeof *t->insns);
+	memset(t->calls + l * TK_REPORT_BINS, 0, TK_REPORT_BINS * sizeof *t->calls);
+	return (ssize_t)(t->last = l);
+}
+
+/* Instructions and calls of one event (a block, the instructions a walker counted before
+ * an event, a call or a function entry) into its lane's bin; an event without a time
+ * counts at its track's last time, as the profile counts it. */
+static int tl_event(struct tl *t, const struct tk_event *e)
 {
 	uint64_t insns = 0, calls = 0;
 	switch (e->kind) {
 	case TK_EV_BLOCK: insns = e->count + e->arg; break;
 	case TK_EV_INSNS: insns = e->count; break;
+	case TK_EV_RETURN: insns = e->count; break;
 	case TK_EV_CALL: insns = e->count; calls = 1; break;
 	case TK_EV_FUNC_ENTER: calls = 1; break;
-	default: return;
+	default: return 0;
 	}
-	if (e->time == TK_TIME_NONE)
-		return;
-	size_t lane = 0;
-	while (lane < r->nlanes && r->lanes[lane] != e->track)
-		lane++;
-	if (lane == r->nlanes && r->nlanes < TK_REPORT_LANES)
-		r->lanes[r->nlanes++] = e->track;
-	uint64_t t = e->time < r->t0 ? 0 : e->time > r->t1 ? r->t1 - r->t0 : e->time - r->t0;
-	size_t i = lane * TK_REPORT_BINS + (size_t)(t / r->width);
-	r->tl_insns[i] += insns;
-	r->tl_calls[i] += calls;
+	ssize_t l = tl_lane(t, e->track);
+	if (l < 0)
+		return -TK_E_NOMEM;
+	uint64_t time = e->time != TK_TIME_NONE ? e->time : t->ltime[l];
+	if (time == TK_TIME_NONE || !(insns | calls))
+		return 0;
+	t->ltime[l] = time;
+	tl_fit(t, time, time);
+	t->insns[(size_t)l * TK_REPORT_BINS + (time >> t->shift) - t->base] += insns;
+	t->calls[(size_t)l * TK_REPORT_BINS + (time >> t->shift) - t->base] += calls;
+	return 0;
+}
+
+/* SRC's bins added into DST (the chunk after DST's). */
+static int tl_merge(struct tl *dst, struct tl *src)
+{
+	if (!src->any)
+		return 0;
+	if (!dst->any) {
+		dst->shift = src->shift;
+		tl_fit(dst, src->base << src->shift, src->top << src->shift);
+		dst->tmin = src->tmin;
+		dst->tmax = src->tmax;
+	}
+	while (dst->shift < src->shift)
+		tl_coarsen(dst);
+	tl_fit(dst, src->tmin, src->tmax);
+	while (src->shift < dst->shift)
+		tl_coarsen(src);
+	for (size_t k = 0; k < src->nlanes; k++) {
+		ssize_t l = tl_lane(dst, src->track[k]);
+		if (l < 0)
+			return -TK_E_NOMEM;
+		size_t off = (size_t)(src->base - dst->base), n = (size_t)(src->top - src->base + 1);
+		for (size_t i = 0; i < n; i++) {
+			dst->insns[(size_t)l * TK_REPORT_BINS + off + i] += src->insns[k * TK_REPORT_BINS + i];
+			dst->calls[(size_t)l * TK_REPORT_BINS + off + i] += src->calls[k * TK_REPORT_BINS + i];
+		}
+		if (src->ltime[k] != TK_TIME_NONE)
+			dst->ltime[l] = src->ltime[k];
+	}
+	return 0;
 }
 
 static struct pinsn **map_slot(struct tk_report *r, uint64_t id)
@@ -658,8 +794,10 @@ int tk_report_events(struct tk_report *r, const struct tk_event *ev, size_t n)
 			pipeline_event(r, e);
 		} else if (e->kind == TK_EV_GAP && r->have_pipe) {
 			pipeline_event(r, e);
-		} else if (r->have_tl) {
-			timeline_event(r, e);
+		} else {
+			int rc = tl_event(&r->tl, e);
+			if (rc < 0)
+				return rc;
 		}
 	}
 	return 0;
@@ -675,6 +813,49 @@ struct tk_sink tk_report_sink(struct tk_report *r)
 	return (struct tk_sink){ report_sink_fn, r };
 }
 
+/* ---- the timeline from the profile's run (tk_run_profile_tee): a struct tl per chunk -- */
+
+static int tl_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int rc = tl_event(ctx, &ev[i]);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int tee_begin(void *ctx, size_t chunk, struct tk_sink *sink)
+{
+	struct tl *t = calloc(1, sizeof *t);
+	(void)ctx, (void)chunk;
+	if (!t)
+		return -TK_E_NOMEM;
+	*sink = (struct tk_sink){ tl_sink_fn, t };
+	return 0;
+}
+
+static void tee_drop(void *ctx, void *chunk_ctx)
+{
+	(void)ctx;
+	tl_free(chunk_ctx);
+	free(chunk_ctx);
+}
+
+static int tee_merge(void *ctx, size_t chunk, void *chunk_ctx)
+{
+	struct tk_report *r = ctx;
+	int rc = tl_merge(&r->tl, chunk_ctx);
+	(void)chunk;
+	tee_drop(NULL, chunk_ctx);
+	return rc;
+}
+
+struct tk_run_tee tk_report_tee(struct tk_report *r)
+{
+	return (struct tk_run_tee){ sizeof(struct tk_run_tee), tee_begin, tee_merge, tee_drop, r };
+}
+
 /* ---- the page ------------------------------------------------------------------------ */
 
 static void put_u64s(struct tk_buf *b, const char *k, const uint64_t *v, size_t n)
@@ -688,20 +869,31 @@ static void put_u64s(struct tk_buf *b, const char *k, const uint64_t *v, size_t 
 	tk_buf_putc(b, ']');
 }
 
+/* The lanes, those beyond TK_REPORT_LANES summed into one; times from the first event's
+ * (LEAD: where it falls in the first bin). */
 static void put_timeline(struct tk_report *r, struct tk_buf *b)
 {
-	size_t bins = (size_t)((r->t1 - r->t0) / r->width) + 1;
-	tk_buf_printf(b, ",\"timeline\":{\"width\":%llu,\"span\":%llu,\"tps\":%llu,\"lanes\":[",
-		      (unsigned long long)r->width, (unsigned long long)(r->t1 - r->t0),
+	struct tl *t = &r->tl;
+	size_t bins = (size_t)(t->top - t->base + 1);
+	tk_buf_printf(b, ",\"timeline\":{\"width\":%llu,\"lead\":%llu,\"span\":%llu,\"tps\":%llu,"
+		      "\"lanes\":[", 1ull << t->shift,
+		      (unsigned long long)(t->tmin - (t->base << t->shift)),
+		      (unsigned long long)(t->tmax - t->tmin),
 		      (unsigned long long)r->sum.clock.ticks_per_second);
-	for (size_t l = 0; l <= r->nlanes && l <= TK_REPORT_LANES; l++) {
-		const uint64_t *ins = r->tl_insns + l * TK_REPORT_BINS, *cal = r->tl_calls + l * TK_REPORT_BINS;
-		if (l == r->nlanes) {   /* the tracks beyond the lanes, if any */
-			if (l < TK_REPORT_LANES)
-				break;
+	uint64_t oins[TK_REPORT_BINS] = { 0 }, ocal[TK_REPORT_BINS] = { 0 };
+	for (size_t l = 0; l < t->nlanes && l <= TK_REPORT_LANES; l++) {
+		const uint64_t *ins = t->insns + l * TK_REPORT_BINS, *cal = t->calls + l * TK_REPORT_BINS;
+		if (l == TK_REPORT_LANES) {   /* the tracks beyond the lanes */
+			for (size_t k = l; k < t->nlanes; k++)
+				for (size_t i = 0; i < bins; i++) {
+					oins[i] += t->insns[k * TK_REPORT_BINS + i];
+					ocal[i] += t->calls[k * TK_REPORT_BINS + i];
+				}
+			ins = oins;
+			cal = ocal;
 			tk_buf_puts(b, ",{\"name\":\"other tracks\",");
 		} else {
-			uint32_t id = r->o.thread_id ? r->o.thread_id(r->o.ctx, r->lanes[l]) : r->lanes[l];
+			uint32_t id = r->o.thread_id ? r->o.thread_id(r->o.ctx, t->track[l]) : t->track[l];
 			tk_buf_printf(b, "%s{\"name\":\"%.40s %u\",", l ? "," : "", r->track_label, id);
 		}
 		put_u64s(b, "insns", ins, bins);
@@ -835,7 +1027,7 @@ int tk_report_write(struct tk_report *r, struct tk_buf *b)
 			      (unsigned long long)(timed ? s->time_last - s->time_first : 0), timed);
 		tk_buf_put(&j, r->prof.data, r->prof.len);
 	}
-	if (r->have_tl)
+	if (r->tl.any && r->tl.tmax > r->tl.tmin)
 		put_timeline(r, &j);
 	if (r->have_pipe)
 		put_pipeline(r, &j);

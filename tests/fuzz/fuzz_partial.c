@@ -1,9 +1,12 @@
 /* Fuzz target: partial results (tracekit/partial.h). The bytes as a partial file, each of
- * its results loaded as a profile and merged in order; and the bytes as one profile. What
- * loads must merge, finish and print without harm. */
+ * its results loaded as a profile and merged in order; the bytes as one profile; and the
+ * bytes as execution statistics, added and finished (no code: every block undecoded).
+ * What loads must merge, finish and print without harm. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "tracekit/image.h"
+#include "tracekit/ipt_flow.h"
 #include "tracekit/out.h"
 #include "tracekit/partial.h"
 
@@ -24,6 +27,27 @@ static void use(struct tk_prof *acc, struct tk_prof *p)
 		(void)tk_out_profile(&b, p, kinds[k], &o);
 	}
 	tk_buf_free(&b);
+}
+
+/* The bytes as execution statistics, twice into one (blocks add), then finished. */
+static void exec_stats(const uint8_t *data, size_t size)
+{
+	struct tk_image *img = tk_image_new(NULL);
+	struct tk_ipt_exec *x = img ? tk_ipt_exec_new(img, NULL) : NULL;
+	struct tk_partial_error e;
+	struct tk_ipt_exec_stats st;
+
+	if (x && tk_partial_exec_load(x, data, size, &e) == 0 &&
+	    tk_partial_exec_load(x, data, size, &e) == 0) {
+		uint8_t *again;
+		size_t n;
+
+		(void)tk_ipt_exec_finish(x, &st);
+		if (tk_partial_exec_save(x, &again, &n) == 0)
+			free(again);
+	}
+	tk_ipt_exec_free(x);
+	tk_image_free(img);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -56,5 +80,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tk_prof_free(acc);
 	}
 	tk_prof_free(like);
+	exec_stats(data, size);
 	return 0;
 }

@@ -2,7 +2,8 @@
 # examples/library/profile_csv.c, a program of the library's users, prints the same bytes
 # as `tracekit profile --to csv` for every format with calls: an Intel PT raw stream with
 # --elf, a perf.data file, an XRay log, a branch trace and an xtrace trace; and
-# examples/library/events.c streams as many instructions as `decode --stat` counts.
+# examples/library/events.c streams as many instructions as `decode --stat` counts;
+# examples/library/kanata_stats.c prints what `tracekit stats` prints for Kanata logs.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -43,4 +44,19 @@ kn="$SRC/tests/data/kanata/kanata-sample-1.log"
 kwant=$( ("$TK" check "$kn" 2>/dev/null || true) | sed -n 's/.*; \([0-9]*\) instructions (\([0-9]*\) retired, \([0-9]*\) flushed.*/\1 \2 \3/p')
 kgot=$("$ex/events" "$kn" | awk '{ c[$1] = $2 } END { print c["insn"] + 0, c["retire"] + 0, c["flush"] + 0 }')
 [ -n "$kwant" ] && [ "$kwant" = "$kgot" ] || { echo "events on Kanata: $kgot, check: $kwant"; exit 1; }
-echo "library examples: ok (6 formats; $got instructions streamed)"
+# Kanata's statistics: examples/library/kanata_stats.c prints tracekit stats' bytes, in
+# each output, on a clean log, the larger sample and a log with bad lines (exit 1 both)
+for log in "$SRC/tests/data/kanata/kanata-sample-1.log" "$kn" \
+	"$SRC/tests/golden/kanata/bad-lines-stats/bad.log"; do
+	for to in text json csv; do
+		wrc=0; grc=0
+		"$TK" stats --to "$to" "$log" >"$work/want.st" 2>/dev/null || wrc=$?
+		"$ex/kanata_stats" "$log" "$to" >"$work/got.st" 2>/dev/null || grc=$?
+		[ -s "$work/want.st" ] || { echo "$log: tracekit stats --to $to printed nothing"; exit 1; }
+		[ "$wrc" = "$grc" ] || { echo "$log --to $to: kanata_stats exit $grc, stats $wrc"; exit 1; }
+		cmp -s "$work/want.st" "$work/got.st" || {
+			echo "$log: kanata_stats $to differs from tracekit stats --to $to"
+			diff "$work/want.st" "$work/got.st" | head -10 || true; exit 1; }
+	done
+done
+echo "library examples: ok (6 formats; $got instructions streamed; Kanata stats)"

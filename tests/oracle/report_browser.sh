@@ -6,7 +6,8 @@
 # (report_browser.js): no console errors; the function table's rows = `profile --to csv`;
 # the flame graph's root total = the sum of `profile --to folded`; clicking a frame zooms
 # to it; the search box highlights exactly the matching frames; the pipeline diagram holds
-# the instructions `convert --to kanata --cycles` keeps; the slowest instructions are
+# the instructions `convert --to kanata --cycles` keeps (for a Kanata log, and for a gem5
+# O3PipeView log through its Kanata conversion); the slowest instructions are
 # `stats --slowest`'s. Screenshots of every section go to $BUILD/report-shots. Also: the
 # page size bound, -j 1 = -j 3, a damaged log's losses on its page, two inputs refused.
 set -euo pipefail
@@ -26,12 +27,7 @@ mkdir -p "$shots"
 cd "$work"
 
 # a branch trace of a program with calls, and the Intel PT stream it holds
-cc -O1 -g -o lj "$SRC/tests/data/seams/lj.c"
-"$TK" record --btrace -o lj.tkbt -- ./lj >/dev/null 2>rec.err || { echo "record failed"; cat rec.err; exit 1; }
-"$TK" convert --to ipt -q -o lj.pt lj.tkbt
-bias=$("$TK" info lj.tkbt | awk -v m="$work/lj" '$1 == "module" && $2 == m {
-	for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }')
-[ -n "$bias" ] || { echo "no bias for lj in the branch trace"; exit 1; }
+. "$SRC/tests/tools/lj_trace.sh"
 
 # an XRay log whose functions have names, one of them hostile to the page's <script>
 xray=$SRC/tests/data/xray/fdr-v5.xray
@@ -47,12 +43,22 @@ hostile='</script><script>alert(1)</script>'
 	echo "..."
 } >map.yaml
 
-# a Kanata log and the instructions a cycle window keeps
+# a Kanata log (its first cycle is -1) and the instructions a cycle window keeps: report
+# and convert count --cycles the same way (from the log's first cycle)
 zcat "$DATA/kanata/kanata-sample-2.log.gz" >k2.log
-first=$(awk -F'\t' '$1 == "C=" {print $2; exit}' k2.log)
-a=1000 b=1100
+a=1010 b=1110
 "$TK" convert --to kanata --cycles $a:$b k2.log | awk -F'\t' '$1 == "I" {print $3}' >k2.sims
 [ -s k2.sims ] || { echo "convert --cycles kept nothing"; exit 1; }
+# a gem5 O3PipeView log (3000 instructions, one fetched every cycle, every tenth squashed),
+# whose page is its Kanata conversion's: the window's instructions by seqNum
+awk 'BEGIN { n = split("decode rename dispatch issue complete", st, " ");
+	for (i = 1; i <= 3000; i++) { f = 1000 + i * 500;
+		printf "O3PipeView:fetch:%d:0x%08x:0:%d: add r%d, r2\n", f, 4096 + 4 * i, i, i % 16;
+		for (k = 1; k <= n; k++) printf "O3PipeView:%s:%d\n", st[k], f + k * 1000;
+		printf "O3PipeView:retire:%d:store:0\n", i % 10 ? f + 6000 : 0 } }' >o3.txt
+"$TK" convert --to kanata -q o3.txt >o3.kanata
+"$TK" convert --to kanata --cycles 500:600 o3.kanata | awk -F'\t' '$1 == "I" {print $3}' >o3.sims
+[ -s o3.sims ] || { echo "gem5: convert --cycles kept nothing"; exit 1; }
 "$TK" stats --slowest 100 --to csv k2.log 2>/dev/null | tail -n +2 | cut -d, -f1 >k2.slowest
 
 page() {   # NAME TRACE [OPTIONS...]: the page, the csv and the folded stacks
@@ -66,8 +72,10 @@ page() {   # NAME TRACE [OPTIONS...]: the page, the csv and the folded stacks
 page btrace lj.tkbt
 page pt lj.pt --elf "$work/lj:$bias"
 page xray "$xray" --instr-map map.yaml
-"$TK" report -o kanata.html --cycles $((a - first)):$((b - first)) k2.log 2>kanata.err ||
+"$TK" report -o kanata.html --cycles $a:$b k2.log 2>kanata.err ||
 	{ echo "kanata: tracekit report failed"; cat kanata.err; exit 1; }
+"$TK" report -q -o gem5.html --cycles 500:600 o3.txt 2>gem5.err ||
+	{ echo "gem5: tracekit report failed"; cat gem5.err; exit 1; }
 
 # the hostile name is in the page only escaped (<\/script> is not enough: it is \u003c)
 grep -q 'alert(1)' xray.html || { echo "the hostile name is missing from the page"; exit 1; }
@@ -79,7 +87,8 @@ cat >cases.json <<EOF
  { "name": "pt", "page": "pt.html", "csv": "pt.csv", "folded": "pt.folded", "search": "main" },
  { "name": "xray", "page": "xray.html", "csv": "xray.csv", "folded": "xray.folded", "search": "f4",
    "hostile": "$(printf '%s' "$hostile" | sed 's/"/\\"/g')" },
- { "name": "kanata", "page": "kanata.html", "sims": "k2.sims", "slowest": "k2.slowest" }
+ { "name": "kanata", "page": "kanata.html", "sims": "k2.sims", "slowest": "k2.slowest" },
+ { "name": "gem5", "page": "gem5.html", "sims": "o3.sims" }
 ]
 EOF
 PUPPETEER=$mods/puppeteer-core CHROMIUM=$chromium timeout 120 node "$SRC/tests/oracle/report_browser.js" cases.json "$shots"
@@ -92,6 +101,21 @@ done
 "$TK" report -j 1 -o pt-j1.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
 "$TK" report -j 3 -o pt-j3.html --elf "$work/lj:$bias" lj.pt 2>/dev/null
 cmp -s pt-j1.html pt-j3.html || { echo "report -j 1 and -j 3 differ"; exit 1; }
+# one pass: the timeline's bins come from the profile's own run, so a page read from
+# standard input (which cannot be read twice) has the same timeline as the file's, and its
+# bins hold every instruction of the profile (and, for XRay, every call)
+"$TK" report -o stdin.html - <lj.tkbt 2>/dev/null
+node -e '
+const fs = require("fs");
+const data = (f) => JSON.parse(/<script type="application\/json" id="tk-data">([^<]*)<\/script>/.exec(fs.readFileSync(f, "utf8"))[1]);
+const sum = (T, k) => T.lanes.reduce((s, l) => s + l[k].reduce((x, y) => x + y, 0), 0);
+const [f, s, x] = ["btrace.html", "stdin.html", "xray.html"].map(data);
+const bad = [];
+if (!s.timeline || JSON.stringify(f.timeline) !== JSON.stringify(s.timeline)) bad.push("stdin page: another timeline");
+if (sum(f.timeline, "insns") !== f.summary.insns) bad.push("btrace timeline: " + sum(f.timeline, "insns") + " instructions, profile " + f.summary.insns);
+if (sum(x.timeline, "calls") !== x.summary.calls) bad.push("xray timeline: " + sum(x.timeline, "calls") + " calls, profile " + x.summary.calls);
+if (f.timeline.lanes[0].insns.length > 600) bad.push("more than 600 columns");
+if (bad.length) { console.log(bad.join("\n")); process.exit(1); }'
 # damaged input: exit status 1, and the page lists what was lost with its offset
 set +e
 "$TK" report -o bad.html "$SRC/tests/data/xray/bad-truncated.xray" 2>bad.err

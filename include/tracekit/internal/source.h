@@ -4,6 +4,7 @@
 #define TRACEKIT_INTERNAL_SOURCE_H
 
 #include "tracekit/source.h"
+#include "tracekit/xtrace.h"
 
 struct tk_source {
 	const struct tk_source_ops *ops;
@@ -54,6 +55,29 @@ typedef int (*tk_source_chunk_fn)(struct tk_source *s, size_t i, struct tk_sink 
 				  struct tk_gap_stats *gaps);
 int tk_source_run_pool(struct tk_source *s, size_t nchunks, tk_source_chunk_fn decode,
 		       const struct tk_chunk_consumer *c, struct tk_gap_stats *gaps);
+
+/* An xtrace pair as the xtrace source opens it: the instruction file and its snapshot file
+ * (the companion found by name; either may be PATH, mapped at DATA), both mapped, and the
+ * trace over them. Library messages about them go to MSG naming the file (a process-wide
+ * log callback is set: the caller restores its own). A snapshot file without its
+ * instruction file opens (INSN NULL: info and dump read it); the source refuses it. */
+struct tk_xtrace_pair {
+	const char *path;             /* as given */
+	struct tk_input *in2;         /* the companion file, if opened */
+	const uint8_t *insn, *snap;
+	size_t n, sn;
+	const char *insn_path, *snap_path;
+	char other[4096];
+	struct tk_xtrace *t;
+	struct tk_xtrace_name name;
+	int release;                  /* insn is a file mapping: read chunks' pages may go back */
+	tk_msg_fn msg;
+	void *ctx;
+};
+int tk_xtrace_pair_open(struct tk_xtrace_pair *p, const char *path, int snapfile,
+			struct tk_input *in, const uint8_t *data, size_t len, tk_msg_fn msg,
+			void *ctx);
+void tk_xtrace_pair_close(struct tk_xtrace_pair *p);
 
 extern const struct tk_source_ops tk_source_ipt, tk_source_xray, tk_source_xtrace,
 	tk_source_btrace, tk_source_kanata;

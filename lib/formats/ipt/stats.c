@@ -94,6 +94,9 @@ struct tk_ipt_exec {
 	struct tk_ipt_exec_stats st;   /* counts of the events so far */
 	struct xpart **parts;          /* per chunk of the stream being decoded */
 	size_t nparts;
+	size_t first, end;             /* the chunks decoded (tk_ipt_exec_range) ... */
+	size_t base;                   /* ... numbered from the first stream's first */
+	size_t decoded;                /* chunks of the current stream decoded */
 };
 
 static int part_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -134,8 +137,13 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	struct tk_ipt_exec *x = ctx;
 	struct xpart *p;
 
-	if (i >= x->nparts || !(p = calloc(1, sizeof(*p))))
-		return i >= x->nparts ? -TK_E_INTERNAL : -TK_E_NOMEM;
+	if (i >= x->nparts)
+		return -TK_E_INTERNAL;
+	if (x->base + i < x->first || x->base + i >= x->end)
+		return TK_CHUNK_SKIP;   /* another shard's */
+	if (!(p = calloc(1, sizeof(*p))))
+		return -TK_E_NOMEM;
+	__atomic_fetch_add(&x->decoded, 1, __ATOMIC_RELAXED);
 	x->parts[i] = p;
 	*sink = (struct tk_sink){ part_events, p };
 	tk_flow_set_cond_counts(flow, 1);
@@ -198,7 +206,14 @@ struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err)
 		return NULL;
 	}
 	x->img = img;
+	x->end = SIZE_MAX;
 	return x;
+}
+
+void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count)
+{
+	x->first = first;
+	x->end = count > SIZE_MAX - first ? SIZE_MAX : first + count;
 }
 
 void tk_ipt_exec_free(struct tk_ipt_exec *x)
@@ -221,6 +236,7 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 	if ((n = tk_ipt_flow_chunks(buf, len, &o, NULL, 0)) < 0)
 		return (int)n;
 	x->nparts = (size_t)n;
+	x->decoded = 0;
 	if (!(x->parts = calloc(x->nparts ? x->nparts : 1, sizeof(*x->parts))))
 		return -TK_E_NOMEM;
 	struct tk_ipt_flow_consumer c = { .begin = exec_begin, .merge = exec_merge,
@@ -234,10 +250,55 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 		}
 	free(x->parts);
 	x->parts = NULL;
+	x->base += (size_t)n;
+	if (x->first || x->end != SIZE_MAX)
+		fs.chunks = x->decoded;   /* a shard's own: the shards' add up to the plan's */
 	tk_ipt_flow_stats_add(&x->st.flow, &fs);
 	if (one)
 		*one = fs;
 	return rc;
+}
+
+/* ---- what a partial result holds (tracekit/partial.h: tk_partial_exec_save/load) ----- */
+int tk_ipt_exec_blocks(const struct tk_ipt_exec *x,
+		       int (*fn)(void *ctx, const struct tk_ipt_exec_block *b), void *ctx)
+{
+	int rc = 0;
+
+	for (size_t s = 0; x->blocks.b && s <= x->blocks.mask && rc >= 0; s++) {
+		const struct xblock *b = &x->blocks.b[s];
+
+		if (b->start || b->last)
+			rc = fn(ctx, &(struct tk_ipt_exec_block){ b->start, b->last, b->execs,
+								  b->ninsn, b->mode });
+	}
+	return rc;
+}
+
+int tk_ipt_exec_add_block(struct tk_ipt_exec *x, const struct tk_ipt_exec_block *b)
+{
+	return xadd(&x->blocks, b->start, b->last, b->mode, b->ninsn, b->execs);
+}
+
+size_t tk_ipt_exec_nblocks(const struct tk_ipt_exec *x)
+{
+	return x->blocks.used;
+}
+
+const struct tk_ipt_exec_stats *tk_ipt_exec_counts(const struct tk_ipt_exec *x)
+{
+	return &x->st;
+}
+
+void tk_ipt_exec_add_counts(struct tk_ipt_exec *x, const struct tk_ipt_exec_stats *s)
+{
+	tk_ipt_flow_stats_add(&x->st.flow, &s->flow);
+	x->st.cond_taken += s->cond_taken;
+	x->st.cond_not_taken += s->cond_not_taken;
+	x->st.enables += s->enables;
+	x->st.disables += s->disables;
+	x->st.async_disables += s->async_disables;
+	x->st.interrupts += s->interrupts;
 }
 
 /* The instructions of block B from the image, each counted B->execs times. */

@@ -155,9 +155,16 @@ struct cut {
 	struct idmap ids;        /* in the window: original id -> new id */
 	int64_t next_id;
 	int64_t prev_cycle;
-	int started;
+	int started, based;      /* based: the window moved to the first cycle (from_first) */
 	int err;
 };
+
+/* A + B, held within int64_t. */
+static int64_t add_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
 
 static void cut_diag(void *ctx, const struct tk_kanata_diag *d)
 {
@@ -242,6 +249,13 @@ static int cut_cmd(void *ctx, const struct tk_kanata_cmd *k)
 
 	if (k->kind == TK_KANATA_HEADER)
 		return 0;
+	if (c->o.from_first && !c->based) {   /* the first command's cycle: the log's first */
+		c->based = 1;
+		if (c->o.cycle_from != INT64_MIN)
+			c->o.cycle_from = add_sat(c->o.cycle_from, k->cycle);
+		if (c->o.cycle_to != INT64_MAX)
+			c->o.cycle_to = add_sat(c->o.cycle_to, k->cycle);
+	}
 	if (k->cycle >= c->o.cycle_to)
 		return -TK_E_CANCELLED;  /* past the window: done */
 	if (!c->started) {

@@ -191,6 +191,11 @@ int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int fi
 	return settle(d, tk_kanata_reader_feed(d->r, p, n, final), final);
 }
 
+int tk_kanata_decode_bytes(struct tk_kanata_decoder *d, const char *p, size_t n, int final)
+{
+	return kn_decoder_feed(d, p, n, final);
+}
+
 const char *tk_kanata_decoder_stage(const struct tk_kanata_decoder *d, unsigned number,
 				    const char **lane)
 {

@@ -2,6 +2,7 @@
  * occupancy, stall (lane 1) cycles, per thread, IPC windows and the slowest instructions.
  * Memory depends on the number of stages, threads, windows and live instructions, not on
  * the file size. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,6 +452,16 @@ struct par {
 	int64_t first_cycle;
 	int fallback;
 	int file_backed;             /* pages may be dropped after use (never for malloc'd data) */
+	/* chunk I's start (cycle, line) follows from the prefixes of chunks 0..I-1: a worker
+	 * scans its chunk's prefix, then waits for the starts before parsing it, so the
+	 * chunk is read while its pages are still mapped (one pass over the file's pages) */
+	pthread_mutex_t lock;
+	pthread_cond_t started;
+	unsigned char *prefixed;     /* per chunk: its prefix is known */
+	size_t nstarts;              /* chunks 0..nstarts-1 have their start */
+	int64_t cur;                 /* the start cycle of chunk nstarts (nstarts < n) */
+	uint64_t line;
+	int first_found;
 	uint64_t delivered_upto;
 	uint16_t lane_map[1024], stage_map[1024];
 };
@@ -511,6 +522,52 @@ static void prefix_c_at(struct chunk *c, size_t i, const char *b, const char *q,
  * at memory speed: this pass runs before the parallel parse, so its cost limits the
  * speed-up of -j N. 16 bytes at a time: newlines are summed in byte counters, and the
  * rare 'C' (labels are mostly lower-case disassembly) is checked for a line start. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* The 32-byte form of prefix_work's loop: the scan is what -j N does more than -j 1, so its
+ * speed is the parallel path's extra CPU. Returns the bytes done (a multiple of 32). */
+__attribute__((target("avx2"))) static size_t prefix_avx2(struct chunk *c, size_t i, const char *b,
+							   const char *e, uint64_t *lines,
+							   int64_t *cur, int *seen)
+{
+	const __m256i vnl = _mm256_set1_epi8('\n'), vc = _mm256_set1_epi8('C');
+	const __m256i zero = _mm256_setzero_si256();
+	size_t n = (size_t)(e - b), k = 0;
+
+	while (k + 32 <= n) {
+		__m256i acc = zero;
+		size_t stop = k + 32 * 255 < n ? k + 32 * 255 : n;   /* byte counters hold 255 */
+		for (; k + 32 <= stop; k += 32) {
+			__m256i x = _mm256_loadu_si256((const __m256i *)(b + k));
+			acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(x, vnl));
+			unsigned m = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vc));
+			while (m) {
+				prefix_c_at(c, i, b, b + k + (unsigned)__builtin_ctz(m), e, cur, seen);
+				m &= m - 1;
+			}
+		}
+		__m256i sad = _mm256_sad_epu8(acc, zero);
+		*lines += (uint64_t)_mm256_extract_epi64(sad, 0) + (uint64_t)_mm256_extract_epi64(sad, 1) +
+			  (uint64_t)_mm256_extract_epi64(sad, 2) + (uint64_t)_mm256_extract_epi64(sad, 3);
+	}
+	return k;
+}
+
+static int have_avx2(void)
+{
+	static int usable = -1;
+	int u = __atomic_load_n(&usable, __ATOMIC_RELAXED);
+
+	if (u < 0) {
+		__builtin_cpu_init();
+		u = __builtin_cpu_supports("avx2") ? 1 : 0;
+		__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
+	}
+	return u;
+}
+#define PREFIX_AVX2 1
+#endif
+
 static int prefix_work(void *ctx, size_t i)
 {
 	struct par *P = ctx;
@@ -523,6 +580,10 @@ static int prefix_work(void *ctx, size_t i)
 
 	c->add = 0;
 	c->has_floor = 0;
+#ifdef PREFIX_AVX2
+	if (have_avx2())
+		k = prefix_avx2(c, i, b, e, &lines, &cur, &seen);
+#endif
 #ifdef __SSE2__
 	const __m128i vnl = _mm_set1_epi8('\n'), vc = _mm_set1_epi8('C'), zero = _mm_setzero_si128();
 	while (k + 16 <= n) {
@@ -549,8 +610,35 @@ static int prefix_work(void *ctx, size_t i)
 	}
 	c->lines = lines;
 	c->end0 = cur;
-	drop_pages(P, b, c->len);
 	return 0;
+}
+
+#define FALLBACK 1
+
+/* Chunk I's prefix is known: give every chunk whose predecessors are all known its start,
+ * and the file its first cycle (from the first chunk with a C or C= line). Under P->lock. */
+static void advance_starts(struct par *P, size_t i)
+{
+	P->prefixed[i] = 1;
+	while (P->nstarts < P->n && P->prefixed[P->nstarts - 1]) {
+		struct chunk *c = &P->ch[P->nstarts - 1];
+		if (!P->first_found && c->first_op) {
+			P->first_found = 1;
+			P->first_cycle = c->first_op == 2 ? c->first_set : 0;
+		}
+		P->line += c->lines;
+		if (P->nstarts == 1)
+			P->cur = c->end0;
+		else
+			P->cur = c->has_floor && c->floor > P->cur + c->add ? c->floor : P->cur + c->add;
+		P->ch[P->nstarts].start_cycle = P->cur;
+		P->ch[P->nstarts].line_base = P->line;
+		P->nstarts++;
+	}
+	if (P->nstarts == P->n && P->prefixed[P->n - 1] && !P->first_found && P->ch[P->n - 1].first_op) {
+		P->first_found = 1;
+		P->first_cycle = P->ch[P->n - 1].first_op == 2 ? P->ch[P->n - 1].first_set : 0;
+	}
 }
 
 static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err);
@@ -562,13 +650,35 @@ static int parse_work(void *ctx, size_t i)
 	struct chunk *c = &P->ch[i];
 	int rc;
 
+	prefix_work(P, i);
+	pthread_mutex_lock(&P->lock);
+	advance_starts(P, i);
+	pthread_cond_broadcast(&P->started);
+	/* the chunks before this one were handed out before it: their prefixes come */
+	while (P->nstarts <= i)
+		pthread_cond_wait(&P->started, &P->lock);
+	/* the file's first cycle: from the first chunk up to this one with a C or C= line;
+	 * decided by a later chunk (no C line up to here) is rare enough to read the file in
+	 * order instead */
+	int64_t first = P->first_cycle;
+	int first_known = P->first_found;
+	for (size_t k = 0; !first_known && k <= i; k++)
+		if (P->ch[k].first_op) {
+			first_known = 1;
+			first = P->ch[k].first_op == 2 ? P->ch[k].first_set : 0;
+		}
+	if (!first_known)
+		P->fallback = FALLBACK;
+	pthread_mutex_unlock(&P->lock);
+	if (!first_known)
+		return -TK_E_CANCELLED;
 	c->s = ctx_new(P->o, &rc);
 	c->diags = calloc(1, sizeof *c->diags);
 	if (!c->s || !c->diags)
 		return c->s ? -TK_E_NOMEM : rc;
 	c->s->keep = c->diags;
 	c->s->cycle_seen = 1;
-	c->s->first_cycle = P->first_cycle;
+	c->s->first_cycle = first;
 	kn_reader_chunk_begin(c->s->r, i == 0, c->start_cycle, c->line_base, c->start);
 	rc = tk_kanata_reader_feed(c->s->r, P->data + c->start, c->len, i + 1 == P->n);
 	drop_pages(P, P->data + c->start, c->len);
@@ -605,8 +715,6 @@ static void deliver_sorted(struct par *P, const struct kept_diags *a, const stru
 	}
 }
 
-#define FALLBACK 1
-
 static int merge_chunk(void *ctx, size_t i)
 {
 	struct par *P = ctx;
@@ -617,6 +725,8 @@ static int merge_chunk(void *ctx, size_t i)
 	size_t n;
 	int rc;
 
+	if (i == 0)
+		g->first_cycle = s->first_cycle;
 	/* the previous chunk must have ended in the state this one assumed */
 	kn_reader_state(g->r, &st);
 	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))
@@ -707,34 +817,19 @@ static int stats_parallel(const char *data, size_t len, int file_backed,
 		pos = end;
 	}
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs };
-	rc = tk_pool_run(&po, P->n, prefix_work, NULL, P);
-	if (rc < 0)
-		goto out;
-	/* starting cycles and lines, and the first cycle of the file */
-	int64_t cur = 0;
-	uint64_t line = 0;
-	int first_found = 0;
-	P->first_cycle = 0;
-	for (size_t i = 0; i < P->n; i++) {
-		struct chunk *c = &P->ch[i];
-		c->start_cycle = cur;
-		c->line_base = line;
-		line += c->lines;
-		if (!first_found && c->first_op) {
-			first_found = 1;
-			P->first_cycle = c->first_op == 2 ? c->first_set : 0;
-		}
-		if (i == 0)
-			cur = c->end0;
-		else
-			cur = c->has_floor && c->floor > cur + c->add ? c->floor : cur + c->add;
-	}
+	P->prefixed = calloc(P->n ? P->n : 1, 1);
+	P->nstarts = 1;
 	P->g = ctx_new(o, &rc);
-	if (!P->g)
+	if (!P->g || !P->prefixed) {
+		rc = P->g ? -TK_E_NOMEM : rc;
 		goto out;
+	}
+	pthread_mutex_init(&P->lock, NULL);
+	pthread_cond_init(&P->started, NULL);
 	P->g->cycle_seen = 1;
-	P->g->first_cycle = P->first_cycle;
 	rc = tk_pool_run(&po, P->n, parse_work, merge_chunk, P);
+	pthread_mutex_destroy(&P->lock);
+	pthread_cond_destroy(&P->started);
 	if (rc >= 0) {
 		kn_reader_finish(P->g->r);
 		if (tk_kanata_reader_counts(P->g->r)->first_cycle != P->first_cycle)
@@ -754,6 +849,7 @@ out:
 	}
 	if (P->g)
 		ctx_free(P->g);
+	free(P->prefixed);
 	free(P->ch);
 	free(P);
 	return rc;

@@ -298,6 +298,8 @@
     let a = 0, b = nb, series = T.lanes.some((l) => l.insns.some((v) => v)) ? 'insns' : 'calls';
     $('timeline-series').value = series;
     const laneH = 22, left = 120;
+    /* bins sit at multiples of their width: the first event falls T.lead into bin 0 */
+    const at = (i) => Math.max(0, i * T.width - T.lead);
     let drag = null;
     const draw = () => {
       const w = c.clientWidth || 1000, h = T.lanes.length * laneH + 20;
@@ -318,8 +320,8 @@
         }
       });
       g.fillStyle = '#333';
-      g.fillText(timeText(a * T.width, T.tps), left, h - 4);
-      const end = timeText(Math.min(b * T.width, T.span), T.tps);
+      g.fillText(timeText(at(a), T.tps), left, h - 4);
+      const end = timeText(Math.min(at(b), T.span), T.tps);
       g.fillText(end, w - g.measureText(end).width - 4, h - 4);
       if (drag && drag.x1 !== undefined) {
         g.fillStyle = 'rgba(11,92,173,0.2)';
@@ -331,8 +333,8 @@
       const x = e.offsetX, i = binAt(x), k = Math.floor(e.offsetY / laneH);
       if (drag) { drag.x1 = x; draw(); }
       if (x < left || i < a || i >= b || !T.lanes[k]) return;
-      $('timeline-info').textContent = T.lanes[k].name + ', ' + timeText(i * T.width, T.tps) + ' .. ' +
-        timeText((i + 1) * T.width, T.tps) + ': ' + fmt(T.lanes[k].insns[i]) + ' instructions, ' + fmt(T.lanes[k].calls[i]) + ' calls';
+      $('timeline-info').textContent = T.lanes[k].name + ', ' + timeText(at(i), T.tps) + ' .. ' +
+        timeText(Math.min(at(i + 1), T.span), T.tps) + ': ' + fmt(T.lanes[k].insns[i]) + ' instructions, ' + fmt(T.lanes[k].calls[i]) + ' calls';
     });
     c.addEventListener('mousedown', (e) => { drag = { x0: e.offsetX }; });
     c.addEventListener('mouseup', (e) => {

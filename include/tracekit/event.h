@@ -72,7 +72,7 @@ enum tk_branch_flags { TK_BR_TAKEN = 1, TK_BR_CONDITIONAL = 2, TK_BR_INDIRECT = 
 
 enum tk_mode_flags {
 	TK_MODE_EXEC_16 = 1, TK_MODE_EXEC_32, TK_MODE_EXEC_64,
-	TK_MODE_PAGING,      /* arg = CR3 */
+	TK_MODE_PAGING,      /* arg = CR3, addr2 = 1 in VMX non-root operation (PT PIP.NR) */
 	TK_MODE_VMCS,        /* arg = VMCS base */
 	TK_MODE_TSX_BEGIN, TK_MODE_TSX_COMMIT, TK_MODE_TSX_ABORT,
 	TK_MODE_EL,          /* AArch64 exception level: arg = EL */

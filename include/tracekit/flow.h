@@ -96,9 +96,11 @@ typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, int mo
 TK_API int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
 
 /* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
- * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip),
- * -TK_E_BAD_OPCODE (undecodable code at *ip), -TK_E_BAD_FORMAT (the trace does not fit the
- * code at res.from), -TK_E_LIMIT (no trace consumed for too long), or the oracle's or
+ * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip, or at
+ * res.from where the direct flow would take TNT outcomes there), -TK_E_BAD_OPCODE
+ * (undecodable code at *ip), -TK_E_BAD_FORMAT (the trace does not fit the code at res.from;
+ * TNT outcomes with no branch for them in reach stop the walk before *ip), -TK_E_LIMIT (no
+ * trace consumed for too long), or the oracle's or
  * sink's error. The oracle's pending item survives between calls. */
 TK_API int tk_flow_walk(struct tk_flow *f, uint64_t *ip, int *mode, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res);

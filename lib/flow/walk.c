@@ -124,6 +124,10 @@ struct tk_flow {
 	/* Such a block where the last walk was disabled (a syscall): the next walk starts
 	 * with it as jump_from, and where tracing resumes is remembered as its target. */
 	uint32_t resume_from;
+	/* Per block (index < reach_cap), whether the direct flow from it meets a branch that
+	 * takes trace (see block_reach): 0 not yet known, else REACH_*. */
+	uint8_t *reach;
+	uint32_t reach_cap;
 };
 
 struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
@@ -156,6 +160,7 @@ void tk_flow_free(struct tk_flow *f)
 		return;
 	tk_bcache_fini(&f->cache);
 	free(f->paths);
+	free(f->reach);
 	free(f);
 }
 
@@ -355,24 +360,134 @@ static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned k
 	return put_event(f, out, kind, addr, addr2, count, arg, flags);
 }
 
-/* Index of the block at IP, the target of f->jump_from if that is set (see there).
- * UINT32_MAX when out of memory. */
+/* Where the direct flow from a block leads (block_reach): to a branch that takes trace (a
+ * conditional branch, a return, an indirect branch or a far transfer), or to a dead end
+ * before any: code missing from the image, code that does not decode, or a run of direct
+ * jumps and calls that never ends (a loop such as jmp .). */
+enum { REACH_BRANCH = 1, REACH_NOMAP, REACH_BAD, REACH_LOOP };
+
+/* block_reach's walk (with CACHED, it stops at a block whose answer is known); *END the
+ * block where it ends. */
+static int reach_walk(struct tk_flow *f, uint32_t bi, int cached, uint32_t *end)
+{
+	uint32_t cur = bi;
+
+	for (uint32_t step = 0; step <= MAX_BLOCKS_WITHOUT_TRACE; step++) {
+		const struct tk_block_link *l = &f->cache.links[cur];
+		uint64_t to;
+
+		*end = cur;
+		if (l->flags & TK_BLK_EMPTY)
+			return l->flags & TK_BLK_BAD ? REACH_BAD : REACH_NOMAP;
+		if (l->cls != TK_ISA_OTHER && l->cls != TK_ISA_JMP && l->cls != TK_ISA_CALL)
+			return REACH_BRANCH;
+		if (l->succ[0])
+			return REACH_BRANCH;   /* linked: only edges that reach one are */
+		if (cached && cur < f->reach_cap && f->reach[cur])
+			return f->reach[cur];
+		to = l->cls == TK_ISA_OTHER ? tk_link_next(l) : tk_bcache_target(&f->cache, cur);
+		if ((cur = tk_bcache_index(&f->cache, to, l->mode)) == UINT32_MAX)
+			return -TK_E_NOMEM;
+		if (cur == bi)
+			return REACH_LOOP;
+	}
+	return REACH_LOOP;
+}
+
+static int block_reach_slow(struct tk_flow *f, uint32_t bi)
+{
+	uint32_t end;
+	int r;
+
+	if ((r = reach_walk(f, bi, 1, &end)) < 0)
+		return r;
+	if (bi >= f->reach_cap) {
+		uint32_t cap = f->cache.capblocks;
+		uint8_t *n = realloc(f->reach, cap);
+
+		if (!n)
+			return -TK_E_NOMEM;
+		memset(n + f->reach_cap, 0, cap - f->reach_cap);
+		f->reach = n;
+		f->reach_cap = cap;
+	}
+	f->reach[bi] = (uint8_t)r;
+	return r;
+}
+
+/* Where the direct flow from block BI leads (REACH_*, cached), or -TK_E_NOMEM. The walker
+ * links an edge only to a block that leads to a branch taking trace, so outcomes of a TNT
+ * are never spent on a way that cannot use them. May grow the cache. */
+static int block_reach(struct tk_flow *f, uint32_t bi)
+{
+	if (bi < f->reach_cap && f->reach[bi])
+		return f->reach[bi];
+	return block_reach_slow(f, bi);
+}
+
+/* The block of link L ends in a branch that takes trace: a conditional branch, a return,
+ * an indirect branch or a far transfer. */
+static inline int takes_trace(const struct tk_block_link *l)
+{
+	return !(l->flags & TK_BLK_EMPTY) &&
+	       ((1u << TK_ISA_JCC | 1u << TK_ISA_RET | 1u << TK_ISA_JMP_IND |
+		 1u << TK_ISA_CALL_IND | 1u << TK_ISA_FAR) >> l->cls & 1);
+}
+
+/* Outcomes of a TNT are pending and the flow is to enter block BI, from which no branch
+ * that takes trace is in reach: the error that stops the walk before BI, and *FROM (where
+ * code is missing, or the block). */
+static int reach_error(struct tk_flow *f, uint32_t bi, uint64_t *from)
+{
+	uint32_t end = bi;
+	int reach = f->reach[bi];   /* (block_reach answered for it) */
+
+	if (reach == REACH_NOMAP)
+		(void)reach_walk(f, bi, 0, &end);
+	*from = f->cache.links[end].start;
+	return reach == REACH_NOMAP ? -TK_E_NOMAP : -TK_E_BAD_FORMAT;
+}
+
+/* lookup_target's index of a block from which no branch that takes trace is in reach
+ * (block_reach), with this bit set: outcomes of a TNT cannot be used that way. */
+#define DEAD_END 0x80000000u
+
+/* lookup_target past the remembered target: the index lookup, and the answer remembered
+ * as FROM's target (FROM UINT32_MAX: none). */
+static __attribute__((noinline)) uint32_t lookup_index(struct tk_flow *f, uint32_t from,
+							uint64_t ip, int mode)
+{
+	uint32_t bi;
+	int reach;
+
+	if ((bi = tk_bcache_index(&f->cache, ip, mode)) == UINT32_MAX)
+		return bi;
+	if (!takes_trace(&f->cache.links[bi])) {
+		if ((reach = block_reach(f, bi)) < 0)
+			return UINT32_MAX;
+		if (reach != REACH_BRANCH)
+			return bi | DEAD_END;
+	}
+	if (from != UINT32_MAX)
+		f->cache.links[from].succ[0] = bi + 1;
+	return bi;
+}
+
+/* Index of the block at IP, the target of f->jump_from if that is set (see there), with
+ * DEAD_END set if no branch that takes trace is in reach from it (an edge to it is never
+ * linked, nor remembered as a target). UINT32_MAX when out of memory. */
 static inline uint32_t lookup_target(struct tk_flow *f, uint64_t ip, int mode)
 {
 	uint32_t from = f->jump_from, bi;
 
-	if (from == UINT32_MAX)
-		return tk_bcache_index(&f->cache, ip, mode);
 	f->jump_from = UINT32_MAX;
-	if ((bi = f->cache.links[from].succ[0])) {
+	if (from != UINT32_MAX && (bi = f->cache.links[from].succ[0])) {
 		const struct tk_block_link *l = &f->cache.links[bi - 1];
 
 		if (l->start == ip && l->mode == mode)
 			return bi - 1;
 	}
-	if ((bi = tk_bcache_index(&f->cache, ip, mode)) != UINT32_MAX)
-		f->cache.links[from].succ[0] = bi + 1;
-	return bi;
+	return lookup_index(f, from, ip, mode);
 }
 
 /* Address of instruction K (0-based) of block B, via the length array. */
@@ -500,9 +615,15 @@ static int path_walk(struct tk_flow *f, uint64_t key, struct path_slot *s, uint6
 		} else {
 			const struct tk_block *pb = &f->cache.blocks[prev];
 
-			bi = tk_bcache_index(&f->cache, succ_ip(pb, slot), pb->mode);
+			uint32_t jump_from = f->jump_from;
+
+			f->jump_from = UINT32_MAX;   /* (a direct edge) */
+			bi = lookup_target(f, succ_ip(pb, slot), pb->mode);
+			f->jump_from = jump_from;
 			if (bi == UINT32_MAX)
 				return -TK_E_NOMEM;
+			if (bi & DEAD_END)
+				break;   /* no branch in reach: the walk stops before it */
 			f->cache.links[prev].succ[slot] = bi + 1;
 		}
 		const struct tk_block_link *l = &f->cache.links[bi];
@@ -833,14 +954,25 @@ walk_tnt_as(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle 
 			if (prev != UINT32_MAX)
 				ip = succ_ip(&blocks[prev], (unsigned)slot);
 			bi = lookup_target(f, ip, mode);
-			if (bi == UINT32_MAX) {
-				rc = -TK_E_NOMEM;
-				break;
+			if (__builtin_expect(bi >= DEAD_END, 0)) {
+				if (bi == UINT32_MAX) {
+					rc = -TK_E_NOMEM;
+					break;
+				}
+				bi &= ~DEAD_END;
+				if (ntnt) {
+					/* no use for the outcomes that way: stop before it */
+					rc = reach_error(f, bi, fromp);
+					break;
+				}
+				blocks = f->cache.blocks;
+				links = f->cache.links;
+			} else {
+				blocks = f->cache.blocks;
+				links = f->cache.links;
+				if (prev != UINT32_MAX)
+					links[prev].succ[slot] = bi + 1;
 			}
-			blocks = f->cache.blocks;
-			links = f->cache.links;
-			if (prev != UINT32_MAX)
-				links[prev].succ[slot] = bi + 1;
 		}
 		const struct tk_block_link *l = &links[bi];
 		unsigned cls = l->cls, ninsn = l->ninsn;
@@ -1101,12 +1233,20 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			bi = f->cache.links[prev].succ[prev_slot] - 1;
 		} else {
 			bi = lookup_target(f, ip, mode);
-			if (bi == UINT32_MAX) {
-				rc = -TK_E_NOMEM;
-				goto out;
-			}
-			if (prev != UINT32_MAX)
+			if (__builtin_expect(bi >= DEAD_END, 0)) {
+				if (bi == UINT32_MAX) {
+					rc = -TK_E_NOMEM;
+					goto out;
+				}
+				bi &= ~DEAD_END;
+				if (q->kind == TK_FLOWQ_TNT && q->ntnt) {
+					/* no use for the outcomes that way: stop before it */
+					rc = reach_error(f, bi, &res->from);
+					goto out;
+				}
+			} else if (prev != UINT32_MAX) {
 				f->cache.links[prev].succ[prev_slot] = bi + 1;
+			}
 		}
 		/* valid until the next lookup (the cache may grow) */
 		const struct tk_block *b = &f->cache.blocks[bi];

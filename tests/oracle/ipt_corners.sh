@@ -2,10 +2,11 @@
 # Intel PT corners inside a real trace: a recorded branch trace (the program and libc) is
 # converted with every return a TIP, decoded for reference, and tests/tools/ptsplice.py
 # splices corners into it: transaction aborts, TIPs deferred after the next TNT, cuts
-# (end of trace), an overflow inside a PSB+, TIPs that do not fit the code or lead to none
-# (decoding goes on at the next IP in the segment). Each stream must decode to the listing
-# the splice implies (the instructions after each corner are the recorded ones), and the
-# same with a chunk at every PSB on four threads as with -j 1.
+# (end of trace), an overflow inside a PSB+, TIPs that do not fit the code or lead to none,
+# TNTs that no conditional branch can use (decoding goes on at the next IP in the segment).
+# Each stream must decode to the listing the splice implies (the instructions after each
+# corner are the recorded ones), and the same with a chunk at every PSB on four threads as
+# with -j 1.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -19,11 +20,13 @@ mapfile -t ELF < <("$TK" info "$work/c.tkbt" | awk '$1 == "module" {
 "$TK" decode "${ELF[@]}" "$work/c.pt" >"$work/c.ref"
 python3 "$SRC/tests/tools/ptsplice.py" "$work/c.pt" "$work/c.dump" "$work/c.ref" "$work"
 
-check() {   # NAME WANT_STATUS: decode NAME.pt; stdout in NAME.out
+check() {   # NAME WANT_STATUS [OPTION...]: decode NAME.pt; stdout in NAME.out
 	local name=$1 want=$2 status=0
-	"$TK" decode "${ELF[@]}" "$work/$name.pt" >"$work/$name.out" 2>"$work/$name.err" || status=$?
+	shift 2
+	local opts=("${ELF[@]}" "$@")
+	"$TK" decode "${opts[@]}" "$work/$name.pt" >"$work/$name.out" 2>"$work/$name.err" || status=$?
 	[ "$status" = "$want" ] || { echo "$name: exit status $status, want $want"; cat "$work/$name.err"; exit 1; }
-	TK_IPT_CHUNK=1 "$TK" decode -j 4 "${ELF[@]}" "$work/$name.pt" >"$work/$name.j4" 2>/dev/null || true
+	TK_IPT_CHUNK=1 "$TK" decode -j 4 "${opts[@]}" "$work/$name.pt" >"$work/$name.j4" 2>/dev/null || true
 	cmp -s "$work/$name.out" "$work/$name.j4" || {
 		echo "$name: -j 4 differs from -j 1"; diff "$work/$name.out" "$work/$name.j4" | head; exit 1; }
 }
@@ -33,8 +36,8 @@ for name in tsx defer eos0 eos1 eos2; do
 		echo "$name: listing differs from the recorded flow"
 		diff "$work/$name.expected" "$work/$name.out" | head -20; exit 1; }
 done
-for name in query nomap; do   # errors, and decoding goes on in the same PSB segment
-	check $name 1
+for name in query nomap loop; do   # errors, and decoding goes on in the same PSB segment
+	if [ $name = loop ]; then check $name 1 --raw "$work/loop.bin:0x10"; else check $name 1; fi
 	cmp -s "$work/$name.expected" "$work/$name.out" || {
 		echo "$name: listing differs from the recorded flow with the errors"
 		diff "$work/$name.expected" "$work/$name.out" | head -20; exit 1; }

@@ -23,6 +23,9 @@ NAME.pt and NAME.expected (the listing decode must print) for:
          decoding goes on at that TIP, so the instructions from the target on come again
   nomap  before some TIPs, a TIP to an address without code: decoding goes on at the
          real TIP after the error, so the listing is the original one with the error
+  loop   before some TIPs, a TIP to 0x10 (where the decoder is given nop; jmp 0x10) and a
+         TNT: no conditional branch can use its outcome, an error at the TNT, and decoding
+         goes on at the real TIP: the listing is the original one with the errors
 """
 import re
 import struct
@@ -196,5 +199,16 @@ for i, (k, _) in spread([(i, c) for i, c in zip(tips, consumers) if target(c[0])
     lines[k + 1 + extra:k + 1 + extra] = [err]
     extra += 1
 write('nomap', bytes(data + trace[last:]), lines)
+# loop: a TIP into a loop of direct jumps and a TNT before the TIP a branch uses
+data, lines, last, extra = bytearray(), list(listing), 0, 0
+for i, (k, _) in spread([(i, c) for i, c in zip(tips, consumers) if target(c[0]) is not None], 25):
+    data += trace[last:pkts[i][0]] + sext48(0x0d, 0x10)
+    err = f'[error: decode error, 0 bytes skipped at offset 0x{len(data):x}]'
+    data += bytes([0x06]) + sext48(0x0d, target(k))   # TNT-8 (one outcome: taken)
+    last = ends[i]
+    lines[k + 1 + extra:k + 1 + extra] = [err]
+    extra += 1
+write('loop', bytes(data + trace[last:]), lines)
+open(f'{out}/loop.bin', 'wb').write(bytes([0x90, 0xeb, 0xfd]))   # nop; jmp 0x10
 print(f'ptsplice: {len(sites)} aborts, {min(len(cands), 25)} deferred TIPs, 3 cuts, 1 overflow,'
-      f' 25 TIPs that do not fit, 25 without code')
+      f' 25 TIPs that do not fit, 25 without code, 25 TNTs without a branch')

@@ -207,6 +207,18 @@ struct ptd {
 	int act_has_ip;
 	uint64_t act_arg;
 	uint16_t act_flags;
+	/* Power events held to be told in libipt's (2.2) order: an MWAIT with the EXSTOP that
+	 * follows it (both at its FUP's IP when it has one), PWREs with the PWRX that ends the
+	 * C-state; and while tracing is off, an EXSTOP waiting for its FUP. Told before an
+	 * overflow, at a PSB and at the end. */
+	int held_mwait, held_exstop;
+	uint32_t mwait_hints, mwait_ext;
+	unsigned held_pwre;
+	uint16_t pwre[8];           /* state << 8 | sub-state << 1 | hw */
+	/* PIP and VMCS between an asynchronous event's FUP and its TIP or TIP.PGD: told after
+	 * the [interrupt] or [async disabled], VMCS first, as libipt binds them */
+	int held_pip, held_vmcs, pip_nr;
+	uint64_t pip_cr3, vmcs_base;
 };
 
 static int exec_mode(const struct tk_ipt_packet *p)
@@ -387,6 +399,54 @@ static void timing(struct ptd *d, const struct tk_ipt_packet *p)
 		(void)publish_time(d);
 }
 
+/* The held MWAIT (at IP, 0: unknown) and then EXSTOP (if EXSTOP) are told. */
+static int tell_exstop(struct ptd *d, uint64_t ip, int exstop)
+{
+	int rc = 0;
+
+	if (d->held_mwait) {
+		d->held_mwait = 0;
+		rc = emit(d, TK_EV_POWER, ip, 0, d->mwait_ext, d->mwait_hints, TK_IPT_POWER_MWAIT);
+	}
+	if (rc >= 0 && exstop)
+		rc = emit(d, TK_EV_POWER, ip, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+	return rc;
+}
+
+/* The held PWREs are told, in order. */
+static int tell_pwre(struct ptd *d)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < d->held_pwre && rc >= 0; i++)
+		rc = emit(d, TK_EV_POWER, 0, d->pwre[i] & 1, d->pwre[i] >> 1 & 0x7f,
+			  d->pwre[i] >> 8, TK_IPT_POWER_PWRE);
+	d->held_pwre = 0;
+	return rc;
+}
+
+/* The held VMCS and PIP are told (after the asynchronous event they bound to). */
+static int tell_paging(struct ptd *d)
+{
+	int rc = 0;
+
+	if (d->held_vmcs)
+		rc = emit(d, TK_EV_MODE, 0, 0, 0, d->vmcs_base, TK_MODE_VMCS);
+	if (rc >= 0 && d->held_pip)
+		rc = emit(d, TK_EV_MODE, 0, d->pip_nr, 0, d->pip_cr3, TK_MODE_PAGING);
+	d->held_vmcs = d->held_pip = 0;
+	return rc;
+}
+
+/* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP. */
+static int tell_held(struct ptd *d)
+{
+	int exstop = d->held_exstop, rc = tell_pwre(d);
+
+	d->held_exstop = 0;
+	return rc < 0 ? rc : tell_exstop(d, 0, exstop);
+}
+
 /* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
 static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 {
@@ -396,7 +456,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		timing(d, p);
 		return 1;
 	case TK_IPT_PKT_PIP:
-		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->pip.cr3, TK_MODE_PAGING);
+		*rc = emit(d, TK_EV_MODE, 0, p->pip.nr, 0, p->pip.cr3, TK_MODE_PAGING);
 		return 1;
 	case TK_IPT_PKT_VMCS:
 		*rc = emit(d, TK_EV_MODE, 0, 0, 0, p->vmcs.base, TK_MODE_VMCS);
@@ -406,13 +466,23 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		*rc = emit(d, TK_EV_POWER, 0, 0, 0, p->cbr.ratio, TK_IPT_POWER_CBR);
 		return 1;
 	case TK_IPT_PKT_MWAIT:
-		*rc = emit(d, TK_EV_POWER, 0, 0, p->mwait.ext, p->mwait.hints, TK_IPT_POWER_MWAIT);
+		/* told with the EXSTOP that follows */
+		if (d->held_mwait)
+			*rc = tell_exstop(d, 0, 0);
+		d->held_mwait = 1;
+		d->mwait_hints = p->mwait.hints;
+		d->mwait_ext = p->mwait.ext;
 		return 1;
 	case TK_IPT_PKT_PWRE:
-		*rc = emit(d, TK_EV_POWER, 0, p->pwre.hw, p->pwre.sub_state, p->pwre.state,
-			   TK_IPT_POWER_PWRE);
+		/* told with the PWRX that ends the C-state */
+		if (d->held_pwre == sizeof(d->pwre) / sizeof(d->pwre[0]))
+			*rc = tell_pwre(d);
+		d->pwre[d->held_pwre++] = (uint16_t)(p->pwre.state << 8 | (p->pwre.sub_state & 0x7f) << 1 |
+						     (p->pwre.hw & 1));
 		return 1;
 	case TK_IPT_PKT_PWRX:
+		if ((*rc = tell_pwre(d)) < 0)
+			return 1;
 		*rc = emit(d, TK_EV_POWER, 0,
 			   TK_IPT_WAKE_INT * p->pwrx.interrupt | TK_IPT_WAKE_ST * p->pwrx.store |
 			   TK_IPT_WAKE_HW * p->pwrx.autonomous, p->pwrx.deepest, p->pwrx.last,
@@ -424,7 +494,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 	case TK_IPT_PKT_EXSTOP:
 		if (p->exstop.ip)
 			return 0;
-		*rc = emit(d, TK_EV_POWER, 0, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+		*rc = tell_exstop(d, 0, 1);
 		return 1;
 	case TK_IPT_PKT_PTW:
 		if (p->ptw.ip)
@@ -462,8 +532,22 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		have_fup = 1;
 	}
 	for (;;) {
-		if ((rc = fetch(d, &p)) < 0)
-			return rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
+		if ((rc = fetch(d, &p)) < 0) {
+			int trc = tell_paging(d);   /* nothing to bind to */
+
+			return trc < 0 ? trc : rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
+		}
+		if (have_fup && p.kind == TK_IPT_PKT_PIP) {
+			d->held_pip = 1;
+			d->pip_cr3 = p.pip.cr3;
+			d->pip_nr = p.pip.nr;
+			continue;
+		}
+		if (have_fup && p.kind == TK_IPT_PKT_VMCS) {
+			d->held_vmcs = 1;
+			d->vmcs_base = p.vmcs.base;
+			continue;
+		}
 		if (side_event(d, &p, &rc)) {
 			if (rc < 0)
 				return rc;
@@ -472,9 +556,8 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		if (!have_fup) {
 			if (p.kind == TK_IPT_PKT_OVF && (act == ACT_EXSTOP || act == ACT_PTW)) {
 				/* its FUP was lost: the event is kept, without an IP (libipt) */
-				rc = act == ACT_PTW
-				     ? emit(d, TK_EV_PTWRITE, 0, 0, 0, d->act_arg, 0)
-				     : emit(d, TK_EV_POWER, 0, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+				rc = act == ACT_PTW ? emit(d, TK_EV_PTWRITE, 0, 0, 0, d->act_arg, 0)
+				     : (rc = tell_pwre(d)) < 0 ? rc : tell_exstop(d, 0, 1);
 				return rc < 0 ? rc : -TK_E_OVERFLOW;
 			}
 			if (p.kind != TK_IPT_PKT_FUP)
@@ -509,7 +592,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 			d->act_ip = rc ? ip : 0;
 			break;
 		}
-		return -TK_E_BAD_FORMAT;
+		return (rc = tell_paging(d)) < 0 ? rc : -TK_E_BAD_FORMAT;
 	}
 	if (act == ACT_NONE) {
 		act = d->act_async;
@@ -962,6 +1045,10 @@ static int recover(struct ptd *d, uint64_t off, unsigned reason, uint64_t addr)
 /* The OVF at AT: packets were lost; tracing goes on at the next FUP or TIP.PGE. */
 static int overflow(struct ptd *d, size_t at)
 {
+	int rc = tell_held(d);
+
+	if (rc < 0)
+		return rc;
 	d->st->overflows++;
 	tk_gap_stats_add(&d->st->gaps, at, 0);
 	d->enabled = d->have_ip = 0;
@@ -994,7 +1081,7 @@ static int do_psb(struct ptd *d)
 	int rc;
 
 	d->psb_read = d->pos;
-	if ((rc = fetch(d, &p)) < 0)
+	if ((rc = tell_held(d)) < 0 || (rc = fetch(d, &p)) < 0)
 		return rc;
 	tk_ipt_last_ip_init(&d->last);
 	reset_flow_state(d);
@@ -1076,13 +1163,17 @@ static int do_action(struct ptd *d)
 		d->ip = d->act_ip;
 		if (d->pending_mode >= 0)
 			d->mode = d->pending_mode, d->pending_mode = -1;
+		if ((rc = tell_paging(d)) < 0)
+			return rc;
 		return mode_event(d);
 	case ACT_EXEC_MODE:
 		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
 	case ACT_ASYNC_DISABLE:
 		d->enabled = 0;
 		d->resume_ip = d->ip;
-		return emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC);
+		if ((rc = emit(d, TK_EV_DISABLE, d->ip, d->act_ip, 0, 0, TK_IPT_DISABLE_ASYNC)) < 0)
+			return rc;
+		return tell_paging(d);
 	case ACT_TSX:
 		if ((rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, d->act_flags)) < 0)
 			return rc;
@@ -1104,7 +1195,7 @@ static int do_action(struct ptd *d)
 	case ACT_PTW_AFTER:
 		return emit(d, TK_EV_PTWRITE, d->ptw_ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
-		return emit(d, TK_EV_POWER, d->ip, 0, 0, 0, TK_IPT_POWER_EXSTOP);
+		return tell_exstop(d, d->ip, 1);
 	default:
 		return 0;
 	}
@@ -1218,6 +1309,12 @@ static int idle_step(struct ptd *d)
 			return bind_lost(d, ACT_NONE, &p);
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		if (d->held_exstop) {
+			d->held_exstop = 0;
+			if ((rc = tell_exstop(d, rc ? ip : 0, 1)) < 0)
+				return rc;
+			return 0;
+		}
 		if (rc && d->after_ovf) {
 			/* tracing goes on after the overflow at this IP */
 			d->ip = ip;
@@ -1244,9 +1341,12 @@ static int idle_step(struct ptd *d)
 		d->act_arg = p.ptw.payload;
 		return bind_lost(d, ACT_PTW, NULL);
 	case TK_IPT_PKT_EXSTOP:
-		if (!lost || !p.exstop.ip)
+		if (!p.exstop.ip)
 			break;
-		return bind_lost(d, ACT_EXSTOP, NULL);
+		if (lost)
+			return bind_lost(d, ACT_EXSTOP, NULL);
+		d->held_exstop = 1;   /* tracing is off: its FUP follows, and no flow */
+		return 0;
 	case TK_IPT_PKT_OVF:
 		return overflow(d, at);
 	default:
@@ -1381,6 +1481,8 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 		d->out = batch;
 		tk_event_batch_init(batch, sink);
 		rc = decode_chunk(d);
+		if (rc >= 0)
+			rc = tell_held(d);   /* the next chunk's PSB, or the end */
 		if (rc >= 0)
 			rc = tk_event_batch_flush(batch);
 	}

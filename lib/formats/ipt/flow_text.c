@@ -99,7 +99,7 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 		case TK_MODE_PAGING:
 			tk_buf_puts(b, "[paging, cr3: ");
 			tk_buf_hex(b, e->arg, 16);
-			tk_buf_puts(b, "]\n");
+			tk_buf_puts(b, e->addr2 ? ", nr]\n" : "]\n");   /* VMX non-root */
 			break;
 		case TK_MODE_VMCS:
 			tk_buf_puts(b, "[vmcs, base: ");

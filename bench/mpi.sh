@@ -51,5 +51,14 @@ one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
 		done
 	done
 }
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 one "Intel PT raw, --elf" --elf "$D/lj:$(cat bias)" big.pt
 one "XRay FDR" fdr.xray
+# partial sizes and CPU time of the serialising (perf stat): one shard of all, then merge
+for f in big.pt fdr.xray; do
+	opts=(); [ "$f" = big.pt ] && opts=(--elf "$D/lj:$(cat bias)")
+	"$TK" profile --shard 1/2 -j 1 -o p1.tkp "${opts[@]}" "$f"
+	"$TK" profile --shard 2/2 -j 1 -o p2.tkp "${opts[@]}" "$f"
+	echo "$f: partials of 2 shards $(stat -c %s p1.tkp) + $(stat -c %s p2.tkp) bytes"
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -120,14 +120,24 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f);
 /* P (finished) in the output O asks for (--to, --sort, --top, ...); an exit status. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s);
+/* --to TO is llvm-xray account's table (account, account-csv); cli_profile_account
+ * writes P (finished) as it. */
+int cli_is_account(const char *to);
+int cli_profile_account(const struct tk_cmd_opts *o, const char *file, const struct tk_prof *p,
+			struct tk_sym *sym, struct tk_source *s);
 /* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard;
  * cli_shard_build makes its bytes (*DATA malloc'd) and returns the exit status so far. */
 int cli_shard_profile(struct tk_cmd_opts *o);
+/* nanoseconds spent saving this process's chunk profiles and loading partials' (the
+ * serialising a job adds: tracekit-mpi's TK_MPI_TIMES) */
+extern uint64_t cli_save_ns, cli_load_ns;
 int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
 		    size_t *len);
 /* tracekit merge (cli/merge.c) of N partials given as bytes (DATA[i] malloc'd, taken;
- * NAMES[i] names them in messages): the output O asks for, and the exit status. */
+ * NAMES[i] names them in messages): the output O asks for, and the exit status (the
+ * shards' too). REPEAT: print the messages the shards recorded about damaged data (not
+ * when the shards' stderr reaches the user already, as tracekit-mpi's does). */
 int cli_merge_partials(struct tk_cmd_opts *o, const char *const *names, uint8_t **data,
-		       const size_t *len, int n);
+		       const size_t *len, int n, int repeat);
 
 #endif

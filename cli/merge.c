@@ -18,7 +18,8 @@ static const char usage[] =
 	"The trace files (and --elf files) must be readable here under the names the shards\n"
 	"were given; their size and hash are checked.\n"
 	"\n"
-	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source\n"
+	"  --to FMT        text, json, csv, folded, pprof, calltree, lines, blocks, source,\n"
+	"                  account, account-csv\n"
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
@@ -38,6 +39,7 @@ static struct {
 	struct part_file *v;          /* by shard */
 	uint32_t n;
 	size_t input;                 /* the next input merge_input is called for */
+	int repeat;                   /* print the shards' messages (cli_merge_partials) */
 } m;
 
 /* File PATH's bytes into *DATA (malloc'd). */
@@ -158,6 +160,11 @@ static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 	if (!(*copy = strdup(opts)))
 		return EXIT_INPUT;
 	for (char *t = strtok(*copy, "\n"); t; t = strtok(NULL, "\n")) {
+		if (!strcmp(t, "TK_PLAN_WORKERS")) {
+			char *val = strtok(NULL, "\n");
+			o->plan_workers = val ? (unsigned)strtoul(val, NULL, 10) : 0;
+			continue;
+		}
 		if (!strcmp(t, "TK_IPT_CHUNK")) {
 			char *val = strtok(NULL, "\n");
 			if (val)
@@ -198,9 +205,11 @@ static int merge_part(struct tk_source *s, struct tk_prof **total, const struct 
 		      const struct part_file *f, int first)
 {
 	struct tk_partial_error e;
+	uint64_t t0 = tk_now_ns();
 	struct tk_prof *p = tk_prof_load(*total, pt->data, pt->len, &e);
 	int rc;
 
+	cli_load_ns += tk_now_ns() - t0;
 	if (!p) {
 		cli_error(f->path, (uint64_t)(pt->data - f->data) + e.offset, "%s", e.msg);
 		return -TK_E_BAD_FORMAT;
@@ -249,6 +258,13 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		tk_source_free(s);
 		return EXIT_INPUT;
 	}
+	/* what the shards said about this input's data, in shard order: one process's order */
+	for (uint32_t i = 0; m.repeat && i < m.n; i++)
+		for (size_t j = 0; j < m.v[i].p.nmessages; j++) {
+			const struct tk_partial_message *msg = &m.v[i].p.messages[j];
+			if (msg->input == k)
+				cli_msg(NULL, (enum tk_log_level)msg->level, file, msg->offset, msg->text);
+		}
 	/* the chunks' profiles in order, as tk_run_profile merges them; then the rest */
 	int merged = 0;
 	for (int rest = 0; rest < 2; rest++)
@@ -264,7 +280,8 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		}
 	int status = EXIT_CLEAN;
 	if (rc >= 0 && (rc = tk_prof_finish(total)) >= 0)
-		status = cli_profile_write(o, total, sym, s);
+		status = cli_is_account(o->to) ? cli_profile_account(o, file, total, sym, s)
+			 : cli_profile_write(o, total, sym, s);
 	else if (rc != -TK_E_BAD_FORMAT)
 		cli_error(file, UINT64_MAX, "merge failed: %s", tk_strerror(rc));
 	if (rc < 0)
@@ -275,15 +292,15 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 }
 
 int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t **data,
-		       const size_t *len, int nparts)
+		       const size_t *len, int nparts, int repeat)
 {
 	struct part_file *v;
 	char *opts = NULL;
 	int status = 0;
 
-	if (o->to && (!strcmp(o->to, "account") || !strcmp(o->to, "account-csv"))) {
-		cli_error(NULL, UINT64_MAX, "merge: --to %s is not supported yet (profile the log "
-			  "in one process)", o->to);
+	if (cli_is_account(o->to) && tk_out_account_sort_key(o->sort) < 0) {
+		cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (funcid, count, min, med, "
+			  "90p, 99p, max, sum)", o->sort);
 		status = EXIT_USAGE;
 	}
 	if (!(v = calloc((size_t)nparts, sizeof *v))) {
@@ -309,7 +326,12 @@ int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t
 				names[k] = (char *)a->inputs[k].name;
 			o->args = names;
 			o->nargs = (int)a->ninputs;
+			m.repeat = repeat;
 			status = cli_run_files(o, "profile", merge_input);
+			/* data a shard skipped is skipped in the output too */
+			for (uint32_t i = 0; i < m.n; i++)
+				if (status < (int)m.v[i].p.status)
+					status = (int)m.v[i].p.status;
 			free(names);
 		}
 	}
@@ -341,7 +363,7 @@ static int run(struct tk_cmd_opts *o)
 	for (int i = 0; i < o->nargs && !status; i++)
 		status = read_file(o->args[i], &data[i], &len[i]);
 	if (!status)
-		status = cli_merge_partials(o, (const char *const *)o->args, data, len, o->nargs);
+		status = cli_merge_partials(o, (const char *const *)o->args, data, len, o->nargs, 1);
 	else
 		for (int i = 0; data && i < o->nargs; i++)
 			free(data[i]);

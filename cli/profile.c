@@ -64,6 +64,7 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .quiet = o->quiet,
 		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
 		.progress = cli_progress(o),
+		.plan_workers = o->plan_workers,
 	};
 }
 
@@ -133,7 +134,7 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 }
 
 /* --to account / account-csv: llvm-xray account's table of an XRay log's profile. */
-static int is_account(const char *to)
+int cli_is_account(const char *to)
 {
 	return to && (!strcmp(to, "account") || !strcmp(to, "account-csv"));
 }
@@ -152,11 +153,33 @@ uint32_t cli_xray_thread_id(void *ctx, uint32_t track)
 	return tk_source_track_id(((struct cli_xray_names *)ctx)->s, track);
 }
 
+/* P (finished) as llvm-xray account's table (--to account, account-csv); an exit status. */
+int cli_profile_account(const struct tk_cmd_opts *o, const char *file, const struct tk_prof *p,
+			struct tk_sym *sym, struct tk_source *s)
+{
+	struct cli_xray_names ac = { s, sym, "" };
+	struct tk_out_account_opts ao = { .sz = sizeof ao, .sort_key = tk_out_account_sort_key(o->sort),
+					  .top = o->top, .csv = !strcmp(o->to, "account-csv"),
+					  .per_thread = o->threads,
+					  .ticks_per_sec = tk_source_info(s)->clock.ticks_per_second,
+					  .func_name = cli_xray_func_name, .thread_id = cli_xray_thread_id,
+					  .ctx = &ac };
+	struct tk_buf out;
+	int rc;
+
+	if ((rc = cli_out_open(o, &out)) != 0)
+		return rc;
+	if ((rc = tk_out_account(&out, p, &ao)) < 0)
+		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
+	int crc = cli_out_close(&out);
+	return rc < 0 ? EXIT_INPUT : crc;
+}
+
 /* Options -> source -> runner -> writer, for every format with a source. */
 int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
 {
-	int account = is_account(o->to), key = account ? tk_out_account_sort_key(o->sort) : 0;
+	int account = cli_is_account(o->to), key = account ? tk_out_account_sort_key(o->sort) : 0;
 	enum tk_out_kind kind = account ? TK_OUT_TEXT : profile_kind(o);
 	struct tk_source_opts so = cli_source_opts(o, fi);
 	struct tk_source *s;
@@ -205,21 +228,7 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;
 	} else if (account) {
-		struct cli_xray_names ac = { s, sym, "" };
-		struct tk_out_account_opts ao = { .sz = sizeof ao, .sort_key = key, .top = o->top,
-						  .csv = !strcmp(o->to, "account-csv"),
-						  .per_thread = o->threads,
-						  .ticks_per_sec = tk_source_info(s)->clock.ticks_per_second,
-						  .func_name = cli_xray_func_name, .thread_id = cli_xray_thread_id,
-						  .ctx = &ac };
-		struct tk_buf out;
-
-		if ((rc = cli_out_open(o, &out)) == 0) {
-			if ((rc = tk_out_account(&out, p, &ao)) < 0)
-				cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
-			int crc = cli_out_close(&out);
-			rc = rc < 0 ? EXIT_INPUT : crc;
-		}
+		rc = cli_profile_account(o, file, p, sym, s);
 		status = rc > status ? rc : status;
 	} else {
 		rc = cli_profile_write(o, p, sym, s);

@@ -1,6 +1,7 @@
 /* tracekit profile --shard I/N: the partial result of the I-th of N balanced shards of the
  * plan over all inputs (include/tracekit/partial.h, docs/formats/partial.md), for a batch
  * scheduler's N independent processes; `tracekit merge` (cli/merge.c) makes the output. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,11 @@ static char *shard_options(const struct tk_cmd_opts *o, unsigned jobs)
 			snprintf(num, sizeof num, "%llu", (unsigned long long)nums[i].v);
 			rc = add_tok(&s, &n, nums[i].opt, num, &bad);
 		}
+	/* the workers the plan is cut for, all of the job's */
+	if (o->plan_workers && !rc) {
+		snprintf(num, sizeof num, "%u", o->plan_workers);
+		rc = add_tok(&s, &n, "TK_PLAN_WORKERS", num, &bad);
+	}
 	/* the Intel PT chunk size of the tests (cli_source_opts) changes the plan too */
 	if (getenv("TK_IPT_CHUNK") && !rc)
 		rc = add_tok(&s, &n, "TK_IPT_CHUNK", getenv("TK_IPT_CHUNK"), &bad);
@@ -89,6 +95,38 @@ static uint32_t shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n)
 	return (uint32_t)(k < n ? k : n - 1) + 1;
 }
 
+/* The messages a shard prints about its inputs' data, kept for the merge to repeat
+ * (struct tk_partial_message): while RECORDING, from any worker. */
+struct shard_msgs {
+	struct tk_partial *part;
+	uint32_t input;
+	int recording;
+	size_t cap;
+	pthread_mutex_t lock;
+};
+
+static void shard_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,
+		      const char *msg)
+{
+	struct shard_msgs *m = ctx;
+	struct tk_partial *p = m->part;
+	char *text;
+
+	cli_msg(NULL, level, file, offset, msg);
+	pthread_mutex_lock(&m->lock);
+	if (m->recording && p->nmessages == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 16;
+		struct tk_partial_message *q = realloc(p->messages, cap * sizeof *q);
+		if (q) {
+			p->messages = q;
+			m->cap = cap;
+		}
+	}
+	if (m->recording && p->nmessages < m->cap && (text = strdup(msg)) != NULL)
+		p->messages[p->nmessages++] = (struct tk_partial_message){ m->input, level, offset, text };
+	pthread_mutex_unlock(&m->lock);
+}
+
 struct shard_in {
 	struct tk_input *in;
 	struct tk_format_info fi;
@@ -112,12 +150,16 @@ static void shard_free(struct shard_in *v, size_t n)
 	free(v);
 }
 
+uint64_t cli_save_ns, cli_load_ns;
+
 static int keep_part(struct shard_in *v, uint32_t chunk, const struct tk_prof *p)
 {
 	struct tk_partial_part *pt = &v->parts[v->nparts];
 	uint8_t *data;
+	uint64_t t0 = tk_now_ns();
 	int rc = tk_prof_save(p, &data, &pt->len);
 
+	cli_save_ns += tk_now_ns() - t0;
 	if (rc < 0)
 		return rc;
 	pt->chunk = chunk;
@@ -133,7 +175,8 @@ static int keep_chunk(void *ctx, size_t chunk, const struct tk_prof *p)
 
 /* The profiles of chunks [FIRST, FIRST + COUNT) of V's plan, each unfinished, as bytes;
  * then the rest, what belongs to no one chunk. */
-static int shard_profile(const char *file, struct shard_in *v, size_t first, size_t count)
+static int shard_profile(const char *file, struct shard_in *v, size_t first, size_t count,
+			 struct shard_msgs *msgs)
 {
 	struct tk_run_part part = { .sz = sizeof part, .first = first, .count = count,
 				    .keep = keep_chunk, .ctx = v };
@@ -144,12 +187,15 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
 		return EXIT_INPUT;
 	}
+	/* what the decoding says about the data (not the symbols: the merge loads them too) */
+	msgs->recording = 1;
 	if (!(v->parts = calloc(count + 1, sizeof *v->parts)))
 		rc = -TK_E_NOMEM;
 	else if ((rc = tk_run_profile_part(v->s, p, &part)) >= 0)
 		rc = keep_part(v, TK_PARTIAL_REST, p);
 	tk_prof_free(p);
 	int status = tk_source_report(v->s) ? EXIT_SKIPPED : EXIT_CLEAN;
+	msgs->recording = 0;
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
@@ -165,6 +211,7 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 	struct shard_in *v;
 	uint64_t total = 0, at = 0;
 	int status = EXIT_CLEAN, rc;
+	struct shard_msgs msgs = { .part = &part, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 	*data = NULL;
 	*len = 0;
@@ -179,6 +226,10 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 	 * this one, recorded in the partial */
 	if (!o->jobs)
 		o->jobs = tk_cpu_count();
+	/* chunks for the job's workers, not one process's: N ranks of -j 1 each share an XRay
+	 * log's chunks instead of one taking its single chunk */
+	if (!o->plan_workers)
+		o->plan_workers = o->jobs * nshards < 65536 ? o->jobs * nshards : 65536;
 	/* every shard plans over all inputs the same way */
 	for (int i = 0; i < o->nargs && status < EXIT_USAGE; i++) {
 		const char *file = o->args[i];
@@ -194,7 +245,7 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 			status = EXIT_INPUT;
 		} else if (!tk_source_supported(v[i].fi.id)) {
 			status = cli_unsupported("profile", file, &v[i].fi);
-		} else if (so = cli_source_opts(o, &v[i].fi),
+		} else if (so = cli_source_opts(o, &v[i].fi), so.msg = shard_msg, so.ctx = &msgs,
 			   tk_source_open_input(&v[i].s, file, v[i].in, &so) < 0) {
 			status = EXIT_INPUT;
 		} else if ((rc = tk_source_plan(v[i].s, &v[i].plan, &v[i].n)) < 0) {
@@ -221,11 +272,13 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 		}
 		pi->first = (uint32_t)(count ? first : 0);
 		pi->count = (uint32_t)count;
-		if (count && (rc = shard_profile(o->args[i], &v[i], first, count)) > status)
+		msgs.input = (uint32_t)i;
+		if (count && (rc = shard_profile(o->args[i], &v[i], first, count, &msgs)) > status)
 			status = rc;
 		pi->parts = v[i].parts;
 		pi->nparts = v[i].nparts;
 	}
+	part.status = (uint32_t)status;
 	if (status < EXIT_USAGE) {
 		if (!(part.options = shard_options(o, o->jobs))) {
 			status = EXIT_USAGE;
@@ -236,6 +289,9 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 		free((char *)part.options);
 	}
 	free(part.inputs);
+	for (size_t i = 0; i < part.nmessages; i++)
+		free((char *)part.messages[i].text);
+	free(part.messages);
 	shard_free(v, (size_t)o->nargs);
 	return status;
 }

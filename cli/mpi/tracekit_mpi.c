@@ -146,13 +146,15 @@ int main(int argc, char **argv)
 				if ((bufs[i] = malloc(blens[i] ? blens[i] : 1)))
 					memcpy(bufs[i], parts + offs[i], blens[i]);
 			}
-			rc = cli_merge_partials(&o, pnames, bufs, blens, size);
+			rc = cli_merge_partials(&o, pnames, bufs, blens, size, 0);
 			status = rc > status ? rc : status;
 			if (getenv("TK_MPI_TIMES"))
 				fprintf(stderr, "tracekit-mpi: %d ranks: plan+decode+save %.3f s, "
-					"gather %.3f s (%d partials, %.1f MB), merge+write %.3f s\n",
+					"gather %.3f s (%d partials, %.3f MB), merge+write %.3f s; rank 0: "
+					"save %.3f s, load %.3f s\n",
 					size, t_built - t0, t_gathered - t_built, size,
-					(offs[size - 1] + lens[size - 1]) / 1e6, MPI_Wtime() - t_gathered);
+					(offs[size - 1] + lens[size - 1]) / 1e6, MPI_Wtime() - t_gathered,
+					cli_save_ns / 1e9, cli_load_ns / 1e9);
 		}
 		free(bufs);
 		free(blens);

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define TK_PARTIAL_VERSION 1
+#define TK_PARTIAL_VERSION 2
 
 /* Why bytes could not be read: CODE (-TK_E_*), the byte OFFSET (from the start of what
  * was given) and what was wrong there. */
@@ -81,6 +81,16 @@ struct tk_partial_input {
 	struct tk_partial_part *parts;
 };
 
+/* A message about damaged data the shard printed (tracekit/source.h's msg), for the merge
+ * to repeat as one process prints it: of input INPUT (an index), at byte OFFSET
+ * (UINT64_MAX: none), LEVEL an enum tk_log_level. */
+struct tk_partial_message {
+	uint32_t input;
+	uint32_t level;
+	uint64_t offset;
+	const char *text;
+};
+
 struct tk_partial {
 	uint32_t version;             /* TK_PARTIAL_VERSION */
 	uint32_t command;             /* enum tk_partial_command */
@@ -88,6 +98,9 @@ struct tk_partial {
 	uint32_t shard, nshards;      /* this is shard SHARD (1-based) of NSHARDS */
 	size_t ninputs;
 	struct tk_partial_input *inputs;
+	uint32_t status;              /* the shard's exit status: 1 when it skipped data */
+	size_t nmessages;             /* what it reported about its inputs, in order */
+	struct tk_partial_message *messages;
 };
 
 /* The hash of a file's first and last MiB (all of it when smaller) and its size. */

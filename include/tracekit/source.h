@@ -60,6 +60,10 @@ struct tk_source_opts {
 	 * none */
 	tk_progress_fn progress;
 	void *progress_ctx;
+	/* The workers the plan is cut for (0: nthreads). XRay cuts its chunks by the workers
+	 * that decode them; a job of N processes (shards, MPI ranks) of T threads each cuts
+	 * them for N * T, and one process asked for the same plan gives the same result. */
+	unsigned plan_workers;
 };
 
 struct tk_source_info {

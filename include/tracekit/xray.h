@@ -136,6 +136,8 @@ struct tk_xray_opts {
 	int32_t max_func_id;       /* > 0: ids above it are corrupt (from the instrumentation map) */
 	int release_input;         /* DATA is a read-only file mapping: give its pages back
 				      after use (madvise), so memory does not grow with the log */
+	unsigned plan_workers;     /* tk_xray_chunks cuts chunks for this many workers
+				      (0: nthreads) */
 };
 
 struct tk_xray;

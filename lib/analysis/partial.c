@@ -1,7 +1,8 @@
 /* Partial results as bytes (include/tracekit/partial.h, docs/formats/partial.md): a profile
  * that is not finished, and the partial file that holds one per input with a header saying
- * what it was made from; execution statistics before they are finished. Little-endian, fixed-width fields; a loader that checks every
- * count against the bytes left and every index against its table before using it. */
+ * what it was made from; execution statistics before they are finished. Little-endian
+ * fixed-width fields and LEB128 numbers; a loader that checks every count against the
+ * bytes left and every index against its table before using it. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,11 +63,34 @@ static void put64(struct wbuf *w, uint64_t v)
 	put32(w, (uint32_t)(v >> 32));
 }
 
+static void putv(struct wbuf *w, uint64_t v);
+
 static void put_str(struct wbuf *w, const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
-	put32(w, (uint32_t)n);
+	putv(w, n);
 	put(w, s, n);
+}
+
+/* LEB128: 7 bits a byte, low first; most fields of a profile are small numbers */
+static void putv(struct wbuf *w, uint64_t v)
+{
+	uint8_t b[10];
+	size_t n = 0;
+
+	do {
+		b[n] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		b[n++] |= v ? 0x80 : 0;
+	} while (v);
+	put(w, b, n);
+}
+
+/* a signed difference, zigzag: small either way */
+static void putz(struct wbuf *w, uint64_t a, uint64_t b)
+{
+	int64_t d = (int64_t)(a - b);
+	putv(w, (uint64_t)d << 1 ^ (uint64_t)(d >> 63));
 }
 
 static int finish(struct wbuf *w, uint8_t **data, size_t *len)
@@ -137,9 +161,52 @@ static uint64_t get64(struct rbuf *r, const char *what)
 	return lo | (uint64_t)get32(r, what) << 32;
 }
 
+static uint64_t getv(struct rbuf *r, const char *what)
+{
+	uint64_t v = 0;
+	size_t at = r->off;
+
+	if (failed(r))
+		return 0;
+	for (unsigned shift = 0; r->off < r->n; shift += 7) {
+		uint8_t b = r->p[r->off++];
+		if (shift == 63 && b > 1) {
+			fail(r, -TK_E_BAD_FORMAT, at, "%s: a number of more than 64 bits", what);
+			return 0;
+		}
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return v;
+		if (shift == 63)
+			break;
+	}
+	fail(r, r->off < r->n ? -TK_E_BAD_FORMAT : -TK_E_TRUNCATED, at, "ends inside %s", what);
+	return 0;
+}
+
+/* B plus a zigzag difference (putz) */
+static uint64_t getz(struct rbuf *r, uint64_t b, const char *what)
+{
+	uint64_t z = getv(r, what);
+	return b + ((z >> 1) ^ (0 - (z & 1)));
+}
+
 /* A count of records of at least SIZE bytes each: no more than the bytes left hold (so a
  * hostile count cannot make the reader allocate more than the input's size). */
 static uint32_t get_count(struct rbuf *r, size_t size, const char *what)
+{
+	size_t at = r->off;
+	uint64_t n = getv(r, what);
+	if (!failed(r) && (n > UINT32_MAX || n * size > r->n - r->off)) {
+		fail(r, -TK_E_BAD_FORMAT, at, "%llu %s do not fit in the %zu bytes left",
+		     (unsigned long long)n, what, r->n - r->off);
+		return 0;
+	}
+	return (uint32_t)n;
+}
+
+/* The same of a fixed-width u32 count (the execution statistics' blocks). */
+static uint32_t get_count32(struct rbuf *r, size_t size, const char *what)
 {
 	size_t at = r->off;
 	uint32_t n = get32(r, what);
@@ -151,16 +218,28 @@ static uint32_t get_count(struct rbuf *r, size_t size, const char *what)
 	return n;
 }
 
+/* An index: where NONE32 may be, written plus one (0: none) */
+static void put_index(struct wbuf *w, uint32_t i, int allow_none)
+{
+	putv(w, allow_none ? (uint32_t)(i + 1) : i);
+}
+
 /* An index below N (or NONE32 where ALLOW_NONE). */
 static uint32_t get_index(struct rbuf *r, size_t n, int allow_none, const char *what)
 {
 	size_t at = r->off;
-	uint32_t i = get32(r, what);
-	if (!failed(r) && i >= n && !(allow_none && i == NONE32)) {
-		fail(r, -TK_E_BAD_FORMAT, at, "%s %u out of range (%zu)", what, i, n);
+	uint64_t i = getv(r, what);
+	if (allow_none && !failed(r)) {
+		if (!i)
+			return NONE32;
+		i--;
+	}
+	if (!failed(r) && i >= n) {
+		fail(r, -TK_E_BAD_FORMAT, at, "%s %llu out of range (%zu)", what,
+		     (unsigned long long)i, n);
 		return allow_none ? NONE32 : 0;
 	}
-	return i;
+	return (uint32_t)i;
 }
 
 /* ---- a profile ---------------------------------------------------------------------------- */
@@ -175,71 +254,183 @@ static uint64_t entries_hash(const struct tk_prof *p)
 
 static void put_track(struct wbuf *w, const struct track *t)
 {
-	put32(w, t->id);
-	put32(w, t->root);
-	put64(w, t->insns);
-	put64(w, t->t_last);
-	put64(w, t->t_first);
-	put64(w, t->t_min);
-	put64(w, t->t_max);
-	put32(w, t->base_node);
-	put32(w, t->hint_node);
-	put64(w, t->level_i_start);
-	put64(w, t->level_t_start);
-	put64(w, t->base_child_ticks);
-	put64(w, t->base_child_insns);
+	const uint64_t v[] = { t->id, t->root, t->insns, t->t_last, t->t_first, t->t_min, t->t_max,
+			       t->base_node };
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		putv(w, v[i]);
+	put_index(w, t->hint_node, 1);
+	putv(w, t->level_i_start);
+	putv(w, t->level_t_start);
+	putv(w, t->base_child_ticks);
+	putv(w, t->base_child_insns);
 	put8(w, (uint8_t)t->gapped);
-	put32(w, t->gap_level_node);
-	put64(w, t->gap_insns);
-	put64(w, t->gap_time);
-	put64(w, t->gap_child_ticks);
-	put64(w, t->gap_child_insns);
+	put_index(w, t->gap_level_node, 1);
+	putv(w, t->gap_insns);
+	putv(w, t->gap_time);
+	putv(w, t->gap_child_ticks);
+	putv(w, t->gap_child_insns);
 	put8(w, t->flow);
 	put8(w, t->head_pending);
-	put64(w, t->head_entry);
-	put64(w, t->head_time);
+	putv(w, t->head_entry);
+	putv(w, t->head_time);
 	put8(w, t->untimed);
-	put64(w, t->off_at);
+	putv(w, t->off_at);
 	put8(w, t->off_known);
-	put64(w, t->nunmatched);
+	putv(w, t->nunmatched);
 	size_t nu = t->nunmatched < UNMATCHED_KEPT ? t->nunmatched : UNMATCHED_KEPT;
 	for (size_t i = 0; i < nu; i++)
-		put64(w, t->unmatched[i]);
-	put32(w, (uint32_t)t->depth);
+		putv(w, t->unmatched[i]);
+	putv(w, t->depth);
 	for (size_t i = 0; i < t->depth; i++) {
 		const struct frame *f = &t->st[i];
-		put32(w, f->node);
+		putv(w, f->node);
 		put8(w, f->timed);
 		put8(w, f->tail);
-		put64(w, f->ret);
-		put64(w, f->t_enter);
-		put64(w, f->i_enter);
-		put64(w, f->child_ticks);
-		put64(w, f->child_insns);
+		putv(w, f->ret);
+		putv(w, f->t_enter);
+		putv(w, f->i_enter);
+		putv(w, f->child_ticks);
+		putv(w, f->child_insns);
 	}
-	put64(w, t->norph_enable);
-	put32(w, (uint32_t)t->norph);
+	putv(w, t->norph_enable);
+	putv(w, t->norph);
 	for (size_t i = 0; i < t->norph; i++) {
 		const struct orphan *o = &t->orph[i];
-		put32(w, o->what);
-		put32(w, o->keykind);
-		put64(w, o->key);
-		put64(w, o->time);
-		put64(w, o->insns);
-		put64(w, o->child_ticks);
-		put64(w, o->child_insns);
-		put32(w, o->level_node);
+		putv(w, o->what);
+		putv(w, o->keykind);
+		putv(w, o->key);
+		putv(w, o->time);
+		putv(w, o->insns);
+		putv(w, o->child_ticks);
+		putv(w, o->child_insns);
+		putv(w, o->level_node);
 	}
 }
 
-#define FRAME_BYTES 46
-#define ORPHAN_BYTES 52
-#define NODE_BYTES 69
-#define TRACK_BYTES 177
+/* the fewest bytes a record can take (a byte a field): what a count is checked against */
+#define FRAME_MIN 8
+#define ORPHAN_MIN 8
+#define NODE_MIN 11
+#define TRACK_MIN 30
+#define FUNC_MIN 4
+#define BLOCK_MIN 4
+#define RUN_MIN 2
+/* a run of equal durations holds at most this many: a few bytes never stand for more
+ * than a bounded number of durations (memory), and long runs cost a byte or two more */
+#define RUN_MAX 256
+
+/* A duration value of a function and how many times it occurs. */
+struct dval {
+	uint64_t ticks;
+	uint64_t count;
+	uint32_t func;
+};
+
+static int dval_cmp(const void *a, const void *b)
+{
+	const struct dval *x = a, *y = b;
+
+	if (x->func != y->func)
+		return x->func < y->func ? -1 : 1;
+	return x->ticks < y->ticks ? -1 : x->ticks > y->ticks;
+}
+
+/* Count the equal durations in a hash table of the distinct (function, ticks) pairs: most
+ * are repeats, so the table stays small (in cache) where a copy of the log sorted would
+ * be written and read several times over. */
+struct dcount {
+	struct dval *v;
+	size_t n, mask;
+};
+
+static int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks)
+{
+	if (2 * (c->n + 1) > c->mask + 1) {
+		size_t cap = 2 * (c->mask + 1);
+		struct dval *nv = calloc(cap, sizeof *nv);
+		if (!nv)
+			return -TK_E_NOMEM;
+		for (size_t i = 0; i <= c->mask; i++)
+			if (c->v[i].count) {
+				size_t h = tk_hash64(c->v[i].ticks ^ (uint64_t)c->v[i].func << 40) & (cap - 1);
+				while (nv[h].count)
+					h = (h + 1) & (cap - 1);
+				nv[h] = c->v[i];
+			}
+		free(c->v);
+		c->v = nv;
+		c->mask = cap - 1;
+	}
+	size_t h = tk_hash64(ticks ^ (uint64_t)f << 40) & c->mask;
+	while (c->v[h].count && (c->v[h].ticks != ticks || c->v[h].func != f))
+		h = (h + 1) & c->mask;
+	if (!c->v[h].count) {
+		c->v[h] = (struct dval){ ticks, 0, f };
+		c->n++;
+	}
+	c->v[h].count++;
+	return 0;
+}
+
+/* The duration log as each function's durations, sorted and in runs of equal values
+ * (what the statistics read of it is each function's set of durations, not their order):
+ * per function, the count of runs, then each run's difference from the run before and
+ * its length less one. */
+static int put_durations(struct wbuf *w, const struct tk_prof *p)
+{
+	size_t nf = p->nfuncs;
+	size_t *bigi = calloc(nf + 1, sizeof *bigi);
+	struct dcount c = { calloc(1024, sizeof *c.v), 0, 1023 };
+	int rc = bigi && c.v ? 0 : -TK_E_NOMEM;
+
+	for (size_t k = 0; k < p->ndlog && rc == 0; k++) {
+		const struct dchunk *d = &p->dlog[k];
+		for (size_t j = 0, n = dlog_len(p, k); j < n && rc == 0; j++) {
+			uint32_t f = (uint32_t)(d->v[j] >> 32);
+			uint64_t ticks = d->v[j] & 0xffffffffu;
+			if (d->map)
+				f = d->map[f];
+			if (f >= nf) {
+				rc = -TK_E_INTERNAL;
+				break;
+			}
+			/* those of DUR_BIG or more whole, from the function's big[] in turn */
+			if (ticks == DUR_BIG)
+				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
+			rc = dcount_add(&c, f, ticks);
+		}
+	}
+	if (rc == 0) {
+		/* the distinct values together, by function then ticks */
+		size_t m = 0;
+		for (size_t i = 0; i <= c.mask; i++)
+			if (c.v[i].count)
+				c.v[m++] = c.v[i];
+		qsort(c.v, m, sizeof *c.v, dval_cmp);
+		for (size_t f = 0, i = 0; f < nf; f++) {
+			size_t e = i, runs = 0;
+			for (; e < m && c.v[e].func == f; e++)
+				runs += (c.v[e].count + RUN_MAX - 1) / RUN_MAX;
+			putv(w, runs);
+			for (uint64_t prev = 0; i < e; i++)
+				for (uint64_t left = c.v[i].count; left;) {
+					uint64_t len = left < RUN_MAX ? left : RUN_MAX;
+					putv(w, c.v[i].ticks - prev);
+					putv(w, len - 1);
+					prev = c.v[i].ticks;
+					left -= len;
+				}
+		}
+	}
+	free(bigi);
+	free(c.v);
+	return rc;
+}
 
 int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len)
 {
 	struct wbuf w = { 0 };
+	int rc;
 
 	if (!p || !data || !len)
 		return -TK_E_INVAL;
@@ -248,84 +439,62 @@ int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len)
 	if (p->nomem)
 		return -TK_E_NOMEM;
 	put(&w, PROF_MAGIC, 8);
-	put32(&w, p->opts.flags);
-	put64(&w, p->opts.clock.ticks_per_second);
-	put64(&w, p->nentries);
+	putv(&w, p->opts.flags);
+	putv(&w, p->opts.clock.ticks_per_second);
+	putv(&w, p->nentries);
 	put64(&w, entries_hash(p));
-	put64(&w, p->serial);
-	put64(&w, p->final_orphans);
+	putv(&w, p->serial);
+	putv(&w, p->final_orphans);
 	const struct tk_prof_summary *s = &p->sum;
 	const uint64_t sums[] = { s->events, s->blocks, s->insns, s->calls, s->returns, s->orphans,
 				  s->unmatched, s->truncated, s->open_at_end, s->unwound, s->gaps,
 				  s->time_first, s->time_last };
 	for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
-		put64(&w, sums[i]);
+		putv(&w, sums[i]);
 	/* functions in their order (a merge may have made them in another than their nodes') */
-	put32(&w, (uint32_t)p->nfuncs);
+	putv(&w, p->nfuncs);
 	for (size_t i = 0; i < p->nfuncs; i++) {
-		put64(&w, p->funcs[i].key);
-		put32(&w, p->funcs[i].kind);
-		put32(&w, p->funcs[i].track);
-		put64(&w, p->funcs[i].zeros);
+		putv(&w, p->funcs[i].key);
+		putv(&w, p->funcs[i].kind);
+		putv(&w, p->funcs[i].track);
+		putv(&w, p->funcs[i].zeros);
 	}
 	/* nodes in creation order: a parent before its children, so that making them again
-	 * in this order gives the same indexes and the same sibling lists */
-	put32(&w, (uint32_t)p->nnodes);
+	 * in this order gives the same indexes and the same sibling lists; a key as its
+	 * difference from its parent's (a callee is near its caller), a parent as how many
+	 * nodes back it is (0: none) */
+	putv(&w, p->nnodes);
 	for (size_t i = 0; i < p->nnodes; i++) {
 		const struct node *n = &p->nodes[i];
-		put64(&w, n->key);
-		put32(&w, n->kind);
-		put32(&w, n->parent);
-		put32(&w, n->track);
-		put64(&w, n->calls);
-		put64(&w, n->incl_ticks);
-		put64(&w, n->excl_ticks);
-		put64(&w, n->incl_insns);
-		put64(&w, n->excl_insns);
-		put64(&w, p->links[i].hint);
+		int root = n->parent == NONE32;
+		putz(&w, n->key, root ? 0 : p->nodes[n->parent].key);
+		putv(&w, n->kind);
+		putv(&w, root ? 0 : i - n->parent);
+		putv(&w, n->track);
+		putv(&w, n->calls);
+		putv(&w, n->incl_ticks);
+		putv(&w, n->excl_ticks);
+		putv(&w, n->incl_insns);
+		putv(&w, n->excl_insns);
+		putv(&w, p->links[i].hint);
 		put8(&w, p->links[i].seam);
 	}
-	/* the duration log in order, each entry's function in this profile's indexes and its
-	 * ticks whole (those of DUR_BIG or more come from the function's big[] in turn) */
-	size_t ndur = 0;
-	for (size_t c = 0; c < p->ndlog; c++)
-		ndur += dlog_len(p, c);
-	size_t *bigi = calloc(p->nfuncs + 1, sizeof *bigi);
-	if (!bigi) {
+	if ((rc = put_durations(&w, p)) < 0) {
 		free(w.p);
-		return -TK_E_NOMEM;
+		return rc;
 	}
-	put64(&w, ndur);
-	for (size_t c = 0; c < p->ndlog && !w.err; c++) {
-		const struct dchunk *d = &p->dlog[c];
-		for (size_t j = 0, k = dlog_len(p, c); j < k; j++) {
-			uint32_t f = (uint32_t)(d->v[j] >> 32);
-			uint64_t ticks = d->v[j] & 0xffffffffu;
-			if (d->map)
-				f = d->map[f];
-			if (f >= p->nfuncs) {
-				w.err = -TK_E_INTERNAL;
-				break;
-			}
-			if (ticks == DUR_BIG)
-				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
-			put32(&w, f);
-			put64(&w, ticks);
-		}
-	}
-	free(bigi);
 	/* blocks, with what the block cache has not yet added to them */
-	put32(&w, (uint32_t)p->nblocks);
+	putv(&w, p->nblocks);
 	for (size_t i = 0; i < p->nblocks; i++) {
 		const struct block *b = &p->blocks[i];
 		const struct block_slot *c = &p->block_cache[block_slot(b->start)];
 		int cached = c->execs && c->index == i;
-		put64(&w, b->start);
-		put64(&w, b->end);
-		put64(&w, b->execs + (cached ? c->execs : 0));
-		put64(&w, b->insns + (cached ? c->insns : 0));
+		putv(&w, b->start);
+		putz(&w, b->end, b->start);
+		putv(&w, b->execs + (cached ? c->execs : 0));
+		putv(&w, b->insns + (cached ? c->insns : 0));
 	}
-	put32(&w, (uint32_t)p->ntracks);
+	putv(&w, p->ntracks);
 	for (size_t i = 0; i < p->ntracks; i++)
 		put_track(&w, &p->tracks[i]);
 	return finish(&w, data, len);
@@ -336,43 +505,43 @@ static int get_track_state(struct rbuf *r, struct tk_prof *p, struct track *t)
 	size_t nn = p->nnodes;
 
 	memset(t, 0, sizeof *t);
-	t->id = get32(r, "a track");
+	t->id = (uint32_t)getv(r, "a track");
 	t->root = get_index(r, nn, 0, "track root node");
 	if (!failed(r) && p->nodes[t->root].kind != KIND_TRACK)
-		return fail(r, -TK_E_BAD_FORMAT, r->off - 4, "track root %u is not a track's node", t->root);
-	t->insns = get64(r, "a track");
-	t->t_last = get64(r, "a track");
-	t->t_first = get64(r, "a track");
-	t->t_min = get64(r, "a track");
-	t->t_max = get64(r, "a track");
+		return fail(r, -TK_E_BAD_FORMAT, r->off - 1, "track root %u is not a track's node", t->root);
+	t->insns = getv(r, "a track");
+	t->t_last = getv(r, "a track");
+	t->t_first = getv(r, "a track");
+	t->t_min = getv(r, "a track");
+	t->t_max = getv(r, "a track");
 	t->base_node = get_index(r, nn, 0, "track base node");
 	t->hint_node = get_index(r, nn, 1, "track hint node");
-	t->level_i_start = get64(r, "a track");
-	t->level_t_start = get64(r, "a track");
-	t->base_child_ticks = get64(r, "a track");
-	t->base_child_insns = get64(r, "a track");
+	t->level_i_start = getv(r, "a track");
+	t->level_t_start = getv(r, "a track");
+	t->base_child_ticks = getv(r, "a track");
+	t->base_child_insns = getv(r, "a track");
 	t->gapped = get8(r, "a track") != 0;
 	t->gap_level_node = get_index(r, nn, 1, "track gap node");
 	if (t->gapped && t->gap_level_node == NONE32)
-		return fail(r, -TK_E_BAD_FORMAT, r->off - 4, "a gapped track without its gap's level");
-	t->gap_insns = get64(r, "a track");
-	t->gap_time = get64(r, "a track");
-	t->gap_child_ticks = get64(r, "a track");
-	t->gap_child_insns = get64(r, "a track");
+		return fail(r, -TK_E_BAD_FORMAT, r->off - 1, "a gapped track without its gap's level");
+	t->gap_insns = getv(r, "a track");
+	t->gap_time = getv(r, "a track");
+	t->gap_child_ticks = getv(r, "a track");
+	t->gap_child_insns = getv(r, "a track");
 	t->flow = get8(r, "a track");
 	if (t->flow > FLOW_OTHER)
 		return fail(r, -TK_E_BAD_FORMAT, r->off - 1, "track flow state %u unknown", t->flow);
 	t->head_pending = get8(r, "a track") != 0;
-	t->head_entry = get64(r, "a track");
-	t->head_time = get64(r, "a track");
+	t->head_entry = getv(r, "a track");
+	t->head_time = getv(r, "a track");
 	t->untimed = get8(r, "a track") != 0;
-	t->off_at = get64(r, "a track");
+	t->off_at = getv(r, "a track");
 	t->off_known = get8(r, "a track") != 0;
-	uint64_t nu = get64(r, "a track");
+	uint64_t nu = getv(r, "a track");
 	t->nunmatched = (size_t)nu;
 	for (size_t i = 0; i < (nu < UNMATCHED_KEPT ? nu : UNMATCHED_KEPT); i++)
-		t->unmatched[i] = get64(r, "unmatched returns");
-	uint32_t depth = get_count(r, FRAME_BYTES, "frames");
+		t->unmatched[i] = getv(r, "unmatched returns");
+	uint32_t depth = get_count(r, FRAME_MIN, "frames");
 	if (failed(r))
 		return r->e->code;
 	if (depth && !(t->st = malloc(depth * sizeof *t->st)))
@@ -384,14 +553,14 @@ static int get_track_state(struct rbuf *r, struct tk_prof *p, struct track *t)
 		f->timed = get8(r, "a frame") != 0;
 		f->tail = get8(r, "a frame") != 0;
 		f->outside = 0;   /* partials are not made with a time window */
-		f->ret = get64(r, "a frame");
-		f->t_enter = get64(r, "a frame");
-		f->i_enter = get64(r, "a frame");
-		f->child_ticks = get64(r, "a frame");
-		f->child_insns = get64(r, "a frame");
+		f->ret = getv(r, "a frame");
+		f->t_enter = getv(r, "a frame");
+		f->i_enter = getv(r, "a frame");
+		f->child_ticks = getv(r, "a frame");
+		f->child_insns = getv(r, "a frame");
 	}
-	t->norph_enable = (size_t)get64(r, "a track");
-	uint32_t norph = get_count(r, ORPHAN_BYTES, "orphans");
+	t->norph_enable = (size_t)getv(r, "a track");
+	uint32_t norph = get_count(r, ORPHAN_MIN, "orphans");
 	if (failed(r))
 		return r->e->code;
 	if (norph && !(t->orph = malloc(norph * sizeof *t->orph)))
@@ -400,15 +569,15 @@ static int get_track_state(struct rbuf *r, struct tk_prof *p, struct track *t)
 	for (size_t i = 0; i < norph; i++) {
 		struct orphan *o = &t->orph[i];
 		size_t at = r->off;
-		o->what = get32(r, "an orphan");
+		o->what = (uint32_t)getv(r, "an orphan");
 		if (!failed(r) && (o->what < ORPH_EXIT || o->what > ORPH_ENABLE))
 			return fail(r, -TK_E_BAD_FORMAT, at, "orphan kind %u unknown", o->what);
-		o->keykind = get32(r, "an orphan");
-		o->key = get64(r, "an orphan");
-		o->time = get64(r, "an orphan");
-		o->insns = get64(r, "an orphan");
-		o->child_ticks = get64(r, "an orphan");
-		o->child_insns = get64(r, "an orphan");
+		o->keykind = (uint32_t)getv(r, "an orphan");
+		o->key = getv(r, "an orphan");
+		o->time = getv(r, "an orphan");
+		o->insns = getv(r, "an orphan");
+		o->child_ticks = getv(r, "an orphan");
+		o->child_insns = getv(r, "an orphan");
 		o->level_node = get_index(r, nn, 0, "orphan level node");
 	}
 	return failed(r) ? r->e->code : 0;
@@ -426,39 +595,39 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 	}
 	if ((m = take(r, 8, "the profile's magic")) && memcmp(m, PROF_MAGIC, 8) != 0)
 		fail(r, -TK_E_BAD_FORMAT, 0, "not a tracekit profile (magic)");
-	uint32_t flags = get32(r, "the profile's header");
-	uint64_t tps = get64(r, "the profile's header");
-	uint64_t nentries = get64(r, "the profile's header");
+	uint64_t flags = getv(r, "the profile's header");
+	uint64_t tps = getv(r, "the profile's header");
+	uint64_t nentries = getv(r, "the profile's header");
 	uint64_t eh = get64(r, "the profile's header");
 	if (!failed(r) && (flags != p->opts.flags || tps != p->opts.clock.ticks_per_second))
-		fail(r, -TK_E_BAD_FORMAT, 8, "made with other profile options (flags %#x, clock %llu "
-		     "ticks/s)", flags, (unsigned long long)tps);
+		fail(r, -TK_E_BAD_FORMAT, 8, "made with other profile options (flags %#llx, clock "
+		     "%llu ticks/s)", (unsigned long long)flags, (unsigned long long)tps);
 	if (!failed(r) && (nentries != p->nentries || eh != entries_hash(p)))
-		fail(r, -TK_E_BAD_FORMAT, 20, "made with other function entries (%llu, here %zu): "
+		fail(r, -TK_E_BAD_FORMAT, 8, "made with other function entries (%llu, here %zu): "
 		     "other symbols or --elf", (unsigned long long)nentries, p->nentries);
-	p->serial = get64(r, "the profile's header");
-	p->final_orphans = get64(r, "the profile's header");
+	p->serial = getv(r, "the profile's header");
+	p->final_orphans = getv(r, "the profile's header");
 	struct tk_prof_summary *s = &p->sum;
 	uint64_t *sums[] = { &s->events, &s->blocks, &s->insns, &s->calls, &s->returns, &s->orphans,
 			     &s->unmatched, &s->truncated, &s->open_at_end, &s->unwound, &s->gaps,
 			     &s->time_first, &s->time_last };
 	for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
-		*sums[i] = get64(r, "the profile's summary");
+		*sums[i] = getv(r, "the profile's summary");
 
-	uint32_t nf = get_count(r, 24, "functions");
+	uint32_t nf = get_count(r, FUNC_MIN, "functions");
 	for (size_t i = 0; i < nf && !failed(r); i++) {
 		size_t at = r->off;
-		uint64_t key = get64(r, "a function");
-		uint32_t kind = get32(r, "a function");
-		uint32_t track = get32(r, "a function");
-		uint64_t zeros = get64(r, "a function");
+		uint64_t key = getv(r, "a function");
+		uint64_t kind = getv(r, "a function");
+		uint64_t track = getv(r, "a function");
+		uint64_t zeros = getv(r, "a function");
 		if (failed(r))
 			break;
 		if (kind != TK_PROF_KEY_ADDR && kind != TK_PROF_KEY_ID) {
-			fail(r, -TK_E_BAD_FORMAT, at, "function kind %u unknown", kind);
+			fail(r, -TK_E_BAD_FORMAT, at, "function kind %llu unknown", (unsigned long long)kind);
 			break;
 		}
-		uint32_t fi = prof_get_func(p, track, key, kind);
+		uint32_t fi = prof_get_func(p, (uint32_t)track, key, (uint32_t)kind);
 		if (fi == NONE32)
 			fail(r, -TK_E_NOMEM, at, "out of memory");
 		else if (fi != i)
@@ -466,23 +635,24 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 		else
 			p->funcs[fi].zeros = zeros;
 	}
-	uint32_t nn = get_count(r, NODE_BYTES, "nodes");
+	uint32_t nn = get_count(r, NODE_MIN, "nodes");
 	for (size_t i = 0; i < nn && !failed(r); i++) {
 		size_t at = r->off;
-		uint64_t key = get64(r, "a node");
-		uint32_t kind = get32(r, "a node");
-		uint32_t parent = get32(r, "a node");
-		uint32_t track = get32(r, "a node");
+		uint64_t kz = getv(r, "a node");
+		uint64_t kind = getv(r, "a node");
+		uint64_t back = getv(r, "a node");
+		uint64_t track = getv(r, "a node");
 		if (failed(r))
 			break;
 		/* a parent comes first: the tree has no cycles, whatever the bytes say */
-		if (kind > KIND_TRACK || (parent == NONE32) != (kind == KIND_TRACK) ||
-		    (parent != NONE32 && parent >= i)) {
-			fail(r, -TK_E_BAD_FORMAT, at, "node %zu: kind %u, parent %u not possible", i,
-			     kind, parent);
+		uint32_t parent = back && back <= i ? (uint32_t)(i - back) : NONE32;
+		if (kind > KIND_TRACK || back > i || (parent == NONE32) != (kind == KIND_TRACK)) {
+			fail(r, -TK_E_BAD_FORMAT, at, "node %zu: kind %llu, parent %llu back not "
+			     "possible", i, (unsigned long long)kind, (unsigned long long)back);
 			break;
 		}
-		uint32_t k = get_child(p, parent, key, kind, track);
+		uint64_t key = (parent == NONE32 ? 0 : p->nodes[parent].key) + ((kz >> 1) ^ (0 - (kz & 1)));
+		uint32_t k = get_child(p, parent, key, (uint32_t)kind, (uint32_t)track);
 		if (k == NONE32) {
 			fail(r, -TK_E_NOMEM, at, "out of memory");
 			break;
@@ -492,36 +662,40 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 			break;
 		}
 		struct node *n = &p->nodes[k];
-		n->calls = get64(r, "a node");
-		n->incl_ticks = get64(r, "a node");
-		n->excl_ticks = get64(r, "a node");
-		n->incl_insns = get64(r, "a node");
-		n->excl_insns = get64(r, "a node");
-		p->links[k].hint = get64(r, "a node");
+		n->calls = getv(r, "a node");
+		n->incl_ticks = getv(r, "a node");
+		n->excl_ticks = getv(r, "a node");
+		n->incl_insns = getv(r, "a node");
+		n->excl_insns = getv(r, "a node");
+		p->links[k].hint = getv(r, "a node");
 		p->links[k].seam = get8(r, "a node") != 0;
 	}
 	if (!failed(r) && p->nfuncs != nf)
 		fail(r, -TK_E_BAD_FORMAT, r->off, "the nodes name %zu functions, not %u", p->nfuncs, nf);
-	uint64_t ndur = get64(r, "the durations");
-	if (!failed(r) && ndur > (r->n - r->off) / 12)
-		fail(r, -TK_E_BAD_FORMAT, r->off - 8, "%llu durations do not fit in the bytes left",
-		     (unsigned long long)ndur);
-	for (uint64_t i = 0; i < ndur && !failed(r); i++) {
-		size_t at = r->off;
-		uint32_t f = get_index(r, p->nfuncs, 0, "duration's function");
-		uint64_t ticks = get64(r, "a duration");
-		if (failed(r))
-			break;
-		if (!ticks)
-			fail(r, -TK_E_BAD_FORMAT, at, "a duration of 0 ticks (those are counted)");
-		else if (prof_add_duration(p, f, ticks) < 0)
-			fail(r, -TK_E_NOMEM, at, "out of memory");
+	/* each function's durations: runs of equal values, ascending */
+	for (uint32_t f = 0; f < nf && !failed(r); f++) {
+		uint32_t runs = get_count(r, RUN_MIN, "runs of durations");
+		uint64_t ticks = 0;
+		for (uint32_t k = 0; k < runs && !failed(r); k++) {
+			size_t at = r->off;
+			uint64_t d = getv(r, "a run of durations"), len = getv(r, "a run of durations");
+			if (failed(r))
+				break;
+			if ((!k && !d) || ticks + d < ticks || len >= RUN_MAX) {
+				fail(r, -TK_E_BAD_FORMAT, at, "a run of %llu durations of %llu ticks more "
+				     "not possible", (unsigned long long)len + 1, (unsigned long long)d);
+				break;
+			}
+			ticks += d;
+			if (prof_add_durations(p, f, ticks, len + 1) < 0)
+				fail(r, -TK_E_NOMEM, at, "out of memory");
+		}
 	}
-	uint32_t nb = get_count(r, 32, "blocks");
+	uint32_t nb = get_count(r, BLOCK_MIN, "blocks");
 	for (size_t i = 0; i < nb && !failed(r); i++) {
 		size_t at = r->off;
-		uint64_t start = get64(r, "a block"), end = get64(r, "a block");
-		uint64_t execs = get64(r, "a block"), insns = get64(r, "a block");
+		uint64_t start = getv(r, "a block"), end = getz(r, start, "a block");
+		uint64_t execs = getv(r, "a block"), insns = getv(r, "a block");
 		struct block *b;
 		if (failed(r))
 			break;
@@ -536,7 +710,7 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 		b->execs = execs;
 		b->insns = insns;
 	}
-	uint32_t nt = get_count(r, TRACK_BYTES, "tracks");
+	uint32_t nt = get_count(r, TRACK_MIN, "tracks");
 	if (!failed(r) && nt && prof_grow((void **)&p->tracks, &p->ctracks, nt, sizeof *p->tracks) < 0)
 		fail(r, -TK_E_NOMEM, r->off, "out of memory");
 	for (size_t i = 0; i < nt && !failed(r); i++) {
@@ -634,7 +808,7 @@ int tk_partial_write(const struct tk_partial *p, uint8_t **data, size_t *len)
 	put_str(&w, p->options);
 	put32(&w, p->shard);
 	put32(&w, p->nshards);
-	put32(&w, (uint32_t)p->ninputs);
+	putv(&w, p->ninputs);
 	for (size_t i = 0; i < p->ninputs; i++) {
 		const struct tk_partial_input *in = &p->inputs[i];
 		put_str(&w, in->name);
@@ -643,12 +817,25 @@ int tk_partial_write(const struct tk_partial *p, uint8_t **data, size_t *len)
 		put32(&w, in->nchunks);
 		put32(&w, in->first);
 		put32(&w, in->count);
-		put32(&w, (uint32_t)in->nparts);
+		putv(&w, in->nparts);
 		for (size_t k = 0; k < in->nparts; k++) {
 			put32(&w, in->parts[k].chunk);
 			put64(&w, in->parts[k].len);
 			put(&w, in->parts[k].data, in->parts[k].len);
 		}
+	}
+	put32(&w, p->status);
+	putv(&w, p->nmessages);
+	for (size_t i = 0; i < p->nmessages; i++) {
+		const struct tk_partial_message *m = &p->messages[i];
+		if (m->input >= p->ninputs) {
+			free(w.p);
+			return -TK_E_INVAL;
+		}
+		putv(&w, m->input);
+		putv(&w, m->level);
+		put64(&w, m->offset);
+		put_str(&w, m->text);
 	}
 	return finish(&w, data, len);
 }
@@ -682,6 +869,9 @@ void tk_partial_clear(struct tk_partial *p)
 		free(p->inputs[i].parts);
 	}
 	free(p->inputs);
+	for (size_t i = 0; p->messages && i < p->nmessages; i++)
+		free((char *)p->messages[i].text);
+	free(p->messages);
 	free((char *)p->options);
 	memset(p, 0, sizeof *p);
 }
@@ -708,7 +898,7 @@ int tk_partial_read(struct tk_partial *p, const uint8_t *data, size_t len, struc
 	p->nshards = get32(&r, "the header");
 	if (!failed(&r) && (!p->nshards || !p->shard || p->shard > p->nshards))
 		fail(&r, -TK_E_BAD_FORMAT, r.off - 8, "shard %u of %u", p->shard, p->nshards);
-	uint32_t n = get_count(&r, 36, "inputs");
+	uint32_t n = get_count(&r, 30, "inputs");
 	if (!failed(&r) && !(p->inputs = calloc(n ? n : 1, sizeof *p->inputs)))
 		fail(&r, -TK_E_NOMEM, r.off, "out of memory");
 	for (size_t i = 0; i < n && !failed(&r); i++) {
@@ -747,8 +937,26 @@ int tk_partial_read(struct tk_partial *p, const uint8_t *data, size_t len, struc
 			in->nparts++;
 		}
 	}
+	p->status = get32(&r, "the shard's status");
+	if (!failed(&r) && p->status > 255)
+		fail(&r, -TK_E_BAD_FORMAT, r.off - 4, "exit status %u", p->status);
+	uint32_t nm = get_count(&r, 11, "messages");
+	if (!failed(&r) && !(p->messages = calloc(nm ? nm : 1, sizeof *p->messages)))
+		fail(&r, -TK_E_NOMEM, r.off, "out of memory");
+	for (size_t i = 0; i < nm && !failed(&r); i++) {
+		struct tk_partial_message *msg = &p->messages[i];
+		msg->input = get_index(&r, p->ninputs, 0, "a message's input");
+		uint64_t level = getv(&r, "a message");
+		if (!failed(&r) && level > TK_LOG_DEBUG)
+			fail(&r, -TK_E_BAD_FORMAT, r.off - 1, "message level %llu unknown",
+			     (unsigned long long)level);
+		msg->level = (uint32_t)level;
+		msg->offset = get64(&r, "a message");
+		msg->text = get_str(&r, "a message");
+		p->nmessages += msg->text != NULL;
+	}
 	if (!failed(&r) && r.off != r.n)
-		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the last input", r.n - r.off);
+		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the messages", r.n - r.off);
 	if (failed(&r)) {
 		tk_partial_clear(p);
 		return r.e->code;
@@ -852,7 +1060,7 @@ int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t l
 			  &s.async_disables, &s.interrupts };
 	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
 		*c[i] = get64(&r, "the event counts");
-	n = get_count(&r, EXEC_BLOCK_BYTES, "blocks");
+	n = get_count32(&r, EXEC_BLOCK_BYTES, "blocks");
 	if (!failed(&r) && !(v = malloc((n ? n : 1) * sizeof *v)))
 		return fail(&r, -TK_E_NOMEM, r.off, "out of memory");
 	for (uint32_t i = 0; i < n && !failed(&r); i++) {

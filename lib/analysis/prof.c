@@ -264,6 +264,28 @@ int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks)
 	return dlog_add(p, func, ticks);
 }
 
+int prof_add_durations(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n)
+{
+	if (!ticks || ticks >= DUR_BIG) {
+		for (; n; n--)
+			if (dlog_add(p, func, ticks) < 0)
+				return -TK_E_NOMEM;
+		return 0;
+	}
+	const uint64_t e = (uint64_t)func << 32 | ticks;
+	while (n) {
+		if (p->dlog_n == p->dlog_cap && prof_dlog_more(p) < 0)
+			return -TK_E_NOMEM;
+		size_t k = p->dlog_cap - p->dlog_n < n ? p->dlog_cap - p->dlog_n : (size_t)n;
+		uint64_t *d = p->dlog_cur + p->dlog_n;
+		for (size_t i = 0; i < k; i++)
+			d[i] = e;
+		p->dlog_n += k;
+		n -= k;
+	}
+	return 0;
+}
+
 /* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
 HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {

@@ -228,6 +228,8 @@ void dlog_release(const struct dchunk *d, size_t entries);
 
 /* A duration of function FUNC at the end of the log (a loaded partial's: partial.c). */
 int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks);
+/* N durations of TICKS each (a run of a loaded profile) */
+int prof_add_durations(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n);
 
 static inline size_t dlog_len(const struct tk_prof *p, size_t c)
 {

@@ -47,8 +47,25 @@ same "branch trace" 3 -- "$work/lj.tkbt"
 same "xtrace" 3 -- "$xtrace"
 # more shards than chunks, and two inputs in one plan
 same "XRay, 7 shards" 7 -- "$SRC/tests/data/xray/fdr-v5.xray"
+# llvm-xray account's table from merged partials
+kinds="account account-csv"
+same "XRay account" 3 -- "$SRC/tests/data/xray/fdr-v5.xray"
+same "XRay account, 1 shard" 1 -- "$SRC/tests/data/xray/fdr-v5.xray"
 kinds="text"
 same "two inputs" 3 -- "$SRC/tests/data/xray/fdr-v5.xray" "$SRC/tests/data/xray/fdr-v5.xray"
+
+# an XRay log of many buffers, shards of -j 1: the plan is cut for the job's workers (2 x 1),
+# not for one thread (a single chunk, all of it in one shard); each shard holds a part
+clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 "$SRC/tests/data/xray/xray_prog.c" \
+	-o "$work/prog" -lpthread
+(cd "$work" && XRAY_FDR_BUF=1024 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./mt-" \
+	./prog fdr 2 300 2>/dev/null && mv mt-prog.* mt.xray)
+for i in 1 2; do "$TK" profile --shard "$i/2" -j 1 -o "$work/mt-$i.tkp" "$work/mt.xray"; done
+for i in 1 2; do
+	[ "$(stat -c %s "$work/mt-$i.tkp")" -gt 1000 ] || { echo "XRay -j 1: shard $i/2 holds no chunk"; exit 1; }
+done
+"$TK" profile -j 1 --to csv "$work/mt.xray" >"$work/want"
+"$TK" merge --to csv "$work"/mt-*.tkp | cmp -s - "$work/want" || { echo "XRay -j 1 shards: merge differs"; exit 1; }
 
 # damaged bytes in the middle of one shard's chunks: that shard reports the gap as -j 1 does
 # (file and offset) and exits 1, the others 0; the merge gives -j 1's profile
@@ -65,7 +82,14 @@ done
 [ "$statuses" = 010 ] || { echo "damaged: shard statuses $statuses, not 010"; exit 1; }
 cmp -s <(grep gap "$work/want.err") <(grep gap "$work/got.err") ||
 	{ echo "damaged: shards report"; cat "$work/got.err"; echo "-j 1 reports"; cat "$work/want.err"; exit 1; }
-"$TK" merge --to csv "$work"/d-*.tkp | cmp -s - "$work/want" || { echo "damaged: merge differs"; exit 1; }
+# the merge repeats the shards' reports (file and offset) and exits 1, as -j 1 does
+rc=0; "$TK" merge --to csv "$work"/d-*.tkp >"$work/got" 2>"$work/merge.err" || rc=$?
+cmp -s "$work/got" "$work/want" || { echo "damaged: merge differs"; exit 1; }
+[ "$rc" = 1 ] || { echo "damaged: merge exit $rc, not 1"; exit 1; }
+cmp -s "$work/got.err" "$work/merge.err" ||
+	{ echo "damaged: merge reports"; cat "$work/merge.err"; echo "shards report"; cat "$work/got.err"; exit 1; }
+cmp -s <(grep gap "$work/want.err") <(grep gap "$work/merge.err") ||
+	{ echo "damaged: merge's gap report is not -j 1's"; cat "$work/merge.err"; exit 1; }
 
 # refusals: each names the partial at fault
 refused() {   # LABEL WANT-STATUS WANT-TEXT PARTS...
@@ -79,6 +103,15 @@ for i in 1 2 3; do
 	"$TK" profile --shard "$i/3" -o "$work/x-$i.tkp" "$SRC/tests/data/xray/fdr-v5.xray"
 	"$TK" profile --shard "$i/3" -o "$work/p-$i.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
 done
+# partials are small: a profile per chunk with its durations as sorted runs (version 1,
+# 12 bytes a completed call, made them twice the trace); at the default chunk size the
+# three partials of lj.pt are under a tenth of it
+for i in 1 2 3; do
+	env -u TK_IPT_CHUNK "$TK" profile --shard "$i/3" -o "$work/s-$i.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
+done
+size=$(cat "$work"/s-*.tkp | wc -c)
+[ "$size" -lt $(( $(stat -c %s "$work/lj.pt") / 10 )) ] ||
+	{ echo "partials of lj.pt: $size bytes, not under a tenth of $(stat -c %s "$work/lj.pt")"; exit 1; }
 refused "missing shard" 2 "shard 2/3 is missing" "$work/x-1.tkp" "$work/x-3.tkp"
 refused "repeated shard" 2 "x-1.tkp: shard 1/3 given twice" "$work/x-1.tkp" "$work/x-2.tkp" \
 	"$work/x-1.tkp" "$work/x-3.tkp"

@@ -31,6 +31,7 @@ enum {
 struct tk_cmd_opts {
 	/* common */
 	unsigned jobs;               /* -j N; 0 = all cores */
+	unsigned plan_workers;       /* the plan's workers (tk_source_opts); shards: all of the job's */
 	const char *output;          /* -o FILE; NULL = stdout */
 	const char *format;          /* --format NAME: override detection */
 	const char *to;              /* --to FMT: output kind (text, json, csv, folded, ...) */

@@ -31,6 +31,7 @@ static int xray_open(struct tk_source *s)
 	 * the data */
 	struct tk_xray_opts xo = {
 		.sz = sizeof xo, .nthreads = s->o.nthreads, .max_func_id = tk_xray_map_max_id(p->map),
+		.plan_workers = s->o.plan_workers,
 		.release_input = strcmp(s->path, "-") != 0 && stat(s->path, &st) == 0 &&
 				 S_ISREG(st.st_mode) && tk_input_compression(s->in) == TK_COMP_NONE,
 	};

@@ -205,7 +205,8 @@ static int cjob_merge(void *ctx, size_t i)
  * nbufs; returns how many. */
 static size_t chunk_bounds(const struct tk_xray *x, size_t *bounds)
 {
-	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
+	unsigned nt = x->opts.plan_workers ? x->opts.plan_workers :
+		      x->opts.nthreads ? x->opts.nthreads : 1;
 	size_t target = x->nbufs / (8 * (size_t)nt) + 1, nchunks = 0;
 
 	if (target < 4)

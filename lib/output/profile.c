@@ -588,7 +588,12 @@ struct tree_sort {
 	enum sort_key key;
 	int by_key;               /* --sort given; else by the metric's inclusive value */
 	uint64_t top;
+	uint64_t cut;             /* callers whose callees were left out (CALLTREE_MAX_DEPTH) */
 };
+
+/* The text call tree indents by depth, so its size grows with the depth squared; deeper
+ * levels are left out, marked, and said on stderr (--to json has them all). */
+#define CALLTREE_MAX_DEPTH 1000
 
 static uint64_t node_value(const struct agg_node *n, enum sort_key k, enum tk_out_metric m)
 {
@@ -612,6 +617,17 @@ static int cmp_tree(const void *x, const void *y, void *ctx)
 			return va > vb ? -1 : 1;
 	}
 	return strcmp(names_str(ts->a->names, a->name), names_str(ts->a->names, b->name));
+}
+
+static int has_children(const struct agg *a, uint32_t v, enum tk_out_metric m)
+{
+	uint32_t *kids;
+	size_t n = 0;
+
+	if (agg_children(a, v, m, &kids, &n) < 0)
+		return 0;
+	free(kids);
+	return n > 0;
 }
 
 static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int depth,
@@ -641,9 +657,16 @@ static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int d
 			tk_buf_puts(b, "  ");
 		tk_buf_puts(b, names_str(a->names, c->name));
 		tk_buf_putc(b, '\n');
-		/* recursion depth follows the call depth; deep traces have deep trees */
-		if (depth < 10000)
+		/* recursion depth follows the call depth, at most CALLTREE_MAX_DEPTH */
+		if (depth + 1 < CALLTREE_MAX_DEPTH) {
 			rc = calltree_rec(b, a, kids[i], depth + 1, m, tps, ts);
+		} else if (has_children(a, kids[i], m)) {
+			tk_buf_printf(b, "%12s%14s%14s  ", "", "", "");
+			for (int k = 0; k <= depth; k++)
+				tk_buf_puts(b, "  ");
+			tk_buf_puts(b, "[deeper calls left out]\n");
+			ts->cut++;
+		}
 	}
 	free(kids);
 	return rc;
@@ -667,6 +690,10 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 			      m == TK_OUT_M_INSNS ? "  incl-insns" : "   incl-time",
 			      m == TK_OUT_M_INSNS ? "  excl-insns" : "   excl-time");
 		rc = calltree_rec(b, &a, 0, 0, m, s.clock.ticks_per_second, &ts);
+		if (ts.cut)
+			tk_log(TK_LOG_WARN, "call tree: the callees of %llu calls deeper than %d levels "
+			       "are left out, marked [deeper calls left out] (--to json has them all)",
+			       (unsigned long long)ts.cut, CALLTREE_MAX_DEPTH);
 	}
 	agg_free(&a);
 	return rc < 0 ? rc : b->err;

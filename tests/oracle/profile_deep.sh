@@ -100,3 +100,18 @@ while x['parent']:
 assert depth == n + 1 and t[-1]['name'] == '#2', depth
 print(f"ok: json call tree of {len(t)} nodes, read by Python's json")
 PY
+
+# the text call tree indents by depth (its size grows with the depth squared): 1,000
+# levels, then a marker where calls went deeper, said on stderr
+mklog "$W/mid.xray" 1500
+"$TK" profile --to calltree -o "$W/ct.txt" "$W/mid.xray" 2>"$W/ct.err"
+grep -q "callees of 1 calls deeper than 1000 levels are left out" "$W/ct.err" ||
+	{ echo "FAIL: no word of the call tree cut"; cat "$W/ct.err"; exit 1; }
+python3 - "$W/ct.txt" <<'PY'
+import sys
+rows = [l for l in open(sys.argv[1]).read().split('\n')[2:] if l]
+depth = lambda l: (len(l) - len(l[40:].lstrip(' ')) - 42) // 2
+assert len(rows) == 1001 and rows[-1].endswith('[deeper calls left out]'), (len(rows), rows[-1][-40:])
+assert depth(rows[-2]) == 999 and depth(rows[-1]) == 1000, (depth(rows[-2]), depth(rows[-1]))
+print(f"ok: text call tree of 1,500 nested calls: {len(rows) - 1} levels and the marker")
+PY

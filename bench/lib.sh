@@ -60,3 +60,20 @@ bench_interleaved_ratio() {
 	done
 	printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
 }
+
+# bench_xray_fdr LOG PROG BUFFER_BYTES MAX_BUFFERS THREADS ITERS: a real FDR log (in the
+# current directory) of tests/data/xray/xray_prog.c built as PROG with clang-16
+# -fxray-instrument; its THREADS + 1 threads each run ITERS iterations. PROG is kept for
+# --instr-map. Nothing is done when LOG exists.
+bench_xray_fdr() {
+	local log=$1 prog=$2 buf=$3 max=$4 threads=$5 iters=$6
+	local src
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	[ -s "$log" ] && return
+	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
+		"$src/tests/data/xray/xray_prog.c" -o "$prog" -lpthread
+	rm -f "fdr-$prog".*
+	XRAY_FDR_BUF=$buf XRAY_FDR_MAX=$max \
+		XRAY_OPTIONS="patch_premain=false xray_logfile_base=./fdr-" "./$prog" fdr "$threads" "$iters" 2>/dev/null
+	mv "fdr-$prog".* "$log"
+}

@@ -25,14 +25,7 @@ if [ ! -s lj.pt ] || [ ! -s big.pt ]; then
 	n=$(( 100 * 1000 * 1000 / $(stat -c %s lj.pt) + 1 ))
 	for _ in $(seq "$n"); do cat lj.pt; done >big.pt
 fi
-if [ ! -s fdr.xray ]; then
-	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
-		"$SRC/tests/data/xray/xray_prog.c" -o prog -lpthread
-	rm -f fdr-prog.*
-	XRAY_FDR_BUF=16384 XRAY_FDR_MAX=16000 \
-		XRAY_OPTIONS="patch_premain=false xray_logfile_base=./fdr-" ./prog fdr 3 145000 2>/dev/null
-	mv fdr-prog.* fdr.xray
-fi
+bench_xray_fdr fdr.xray prog 16384 16000 3 145000
 run() { mpirun --oversubscribe --allow-run-as-root -np "$@"; }
 one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
 	local label=$1

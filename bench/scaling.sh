@@ -24,13 +24,7 @@ mkdir -p "$D"
 cd "$D"
 
 make_xray() {
-	[ -s fdr.xray ] && return
-	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
-		"$SRC/tests/data/xray/xray_prog.c" -o xray_prog -lpthread
-	rm -f fdr-xray_prog.*
-	XRAY_FDR_BUF=65536 XRAY_FDR_MAX=2400 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./fdr-" \
-		./xray_prog fdr 3 140000 2>/dev/null
-	mv fdr-xray_prog.* fdr.xray
+	bench_xray_fdr fdr.xray xray_prog 65536 2400 3 140000
 }
 make_kanata() {
 	[ -s inflight.log ] || python3 "$SRC/bench/kanata-inflight.py" 151 inflight.log

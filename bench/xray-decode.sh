@@ -15,14 +15,7 @@ BENCH_RUNS=${BENCH_RUNS:-3}
 D=${BENCH_DIR:-$SRC/build/bench-xray}
 mkdir -p "$D"
 cd "$D"
-if [ ! -s fdr.xray ]; then
-	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
-		"$SRC/tests/data/xray/xray_prog.c" -o prog -lpthread
-	rm -f fdr-prog.*
-	XRAY_FDR_BUF=16384 XRAY_FDR_MAX=16000 \
-		XRAY_OPTIONS="patch_premain=false xray_logfile_base=./fdr-" ./prog fdr 3 145000 2>/dev/null
-	mv fdr-prog.* fdr.xray
-fi
+bench_xray_fdr fdr.xray prog 16384 16000 3 145000
 if [ ! -s sorted.raw ]; then
 	# llvm-xray's raw writer keeps the FDR header: mark it basic mode v3 so account reads it
 	llvm-xray-16 convert -f raw --sort -o sorted.raw fdr.xray

@@ -461,7 +461,6 @@ struct par {
 	size_t nstarts;              /* chunks 0..nstarts-1 have their start */
 	int64_t cur;                 /* the start cycle of chunk nstarts (nstarts < n) */
 	uint64_t line;
-	int first_found;
 	uint64_t delivered_upto;
 	uint16_t lane_map[1024], stage_map[1024];
 };
@@ -615,17 +614,13 @@ static int prefix_work(void *ctx, size_t i)
 
 #define FALLBACK 1
 
-/* Chunk I's prefix is known: give every chunk whose predecessors are all known its start,
- * and the file its first cycle (from the first chunk with a C or C= line). Under P->lock. */
+/* Chunk I's prefix is known: give every chunk whose predecessors are all known its start.
+ * Under P->lock. */
 static void advance_starts(struct par *P, size_t i)
 {
 	P->prefixed[i] = 1;
 	while (P->nstarts < P->n && P->prefixed[P->nstarts - 1]) {
 		struct chunk *c = &P->ch[P->nstarts - 1];
-		if (!P->first_found && c->first_op) {
-			P->first_found = 1;
-			P->first_cycle = c->first_op == 2 ? c->first_set : 0;
-		}
 		P->line += c->lines;
 		if (P->nstarts == 1)
 			P->cur = c->end0;
@@ -634,10 +629,6 @@ static void advance_starts(struct par *P, size_t i)
 		P->ch[P->nstarts].start_cycle = P->cur;
 		P->ch[P->nstarts].line_base = P->line;
 		P->nstarts++;
-	}
-	if (P->nstarts == P->n && P->prefixed[P->n - 1] && !P->first_found && P->ch[P->n - 1].first_op) {
-		P->first_found = 1;
-		P->first_cycle = P->ch[P->n - 1].first_op == 2 ? P->ch[P->n - 1].first_set : 0;
 	}
 }
 
@@ -657,20 +648,14 @@ static int parse_work(void *ctx, size_t i)
 	/* the chunks before this one were handed out before it: their prefixes come */
 	while (P->nstarts <= i)
 		pthread_cond_wait(&P->started, &P->lock);
-	/* the file's first cycle: from the first chunk up to this one with a C or C= line;
-	 * decided by a later chunk (no C line up to here) is rare enough to read the file in
-	 * order instead */
-	int64_t first = P->first_cycle;
-	int first_known = P->first_found;
-	for (size_t k = 0; !first_known && k <= i; k++)
-		if (P->ch[k].first_op) {
-			first_known = 1;
-			first = P->ch[k].first_op == 2 ? P->ch[k].first_set : 0;
-		}
-	if (!first_known)
+	/* the file's first cycle comes from its first C or C= line; a first chunk without one
+	 * (megabytes without a cycle) is rare enough to read the file in order instead */
+	const struct chunk *c0 = &P->ch[0];
+	int64_t first = c0->first_op == 2 ? c0->first_set : 0;
+	if (!c0->first_op)
 		P->fallback = FALLBACK;
 	pthread_mutex_unlock(&P->lock);
-	if (!first_known)
+	if (!c0->first_op)
 		return -TK_E_CANCELLED;
 	c->s = ctx_new(P->o, &rc);
 	c->diags = calloc(1, sizeof *c->diags);
@@ -726,7 +711,7 @@ static int merge_chunk(void *ctx, size_t i)
 	int rc;
 
 	if (i == 0)
-		g->first_cycle = s->first_cycle;
+		g->first_cycle = P->first_cycle = s->first_cycle;
 	/* the previous chunk must have ended in the state this one assumed */
 	kn_reader_state(g->r, &st);
 	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))

@@ -240,11 +240,8 @@ static int index_fdr_parallel(struct tk_xray *x)
 		free(s[i].ids);
 	}
 	free(s);
-	if (rc == -1) {
-		/* the serial walk starts afresh */
-		x->nbufs = 0;
-		return 0;
-	}
+	if (rc == -1)
+		return 0;   /* nothing was added: the serial walk decides */
 	return rc < 0 ? rc : 1;
 }
 

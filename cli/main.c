@@ -28,6 +28,8 @@ static void usage(FILE *f)
 	for (int i = 0; cli_commands[i]; i++)
 		fprintf(f, "  %-9s %s\n", cli_commands[i]->name, cli_commands[i]->summary);
 	fprintf(f, "  %-9s %s\n", "help", "show help for a command: tracekit help COMMAND");
+	fprintf(f, "\ntracekit --completion bash|zsh prints a shell completion script; "
+		   "tracekit --version.\n");
 	fprintf(f, "\nexit status: 0 clean, 1 finished but data was skipped, 2 usage error,\n"
 		   "3 input unreadable or of an unknown format, 4 output could not be written.\n");
 }

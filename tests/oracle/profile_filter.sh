@@ -49,16 +49,13 @@ if command -v clang-16 >/dev/null; then
 		check "$n: -j 4 = -j 1" j1.json j4.json
 	}
 	xfilter -- 
-	xfilter -N leaf -- -N leaf
-	xfilter -F fib -- --function fib
+	xfilter -N leaf -- --exclude leaf
 	xfilter -F work -N fib -- -F work -N fib
-	xfilter -F fib -F leaf -- -F '^(fib|leaf)$'
-	xfilter -D 2 -- -D 2
-	xfilter -D 3 -- --depth 3
+	xfilter -F fib -F leaf -- --function '^(fib|leaf)$'
+	xfilter -D 2 -- --depth 2
 	if [ "$hz" = 1000000000 ]; then
 		xfilter -t 300 -- -t 300ns
 		xfilter -t 1000 -D 4 -F work -- --min-time 1us -D 4 -F work
-		xfilter -t 500 -N leaf -- -t 500 -N leaf
 	else
 		echo "skip: --min-time against the reference (the log's clock is $hz Hz)"
 	fi

@@ -88,6 +88,13 @@ static uint32_t source_track_id(void *ctx, uint32_t track)
 	return tk_source_track_id(ctx, track);
 }
 
+/* A thread's process (perf.data sessions), from the source. */
+static int source_track_process(void *ctx, uint32_t track, uint32_t *pid, char *comm, size_t n,
+				struct tk_sym **sym)
+{
+	return tk_source_track_process(ctx, track, pid, comm, n, sym);
+}
+
 /* The filters of the command line (--time A:B, ...), parsed once for every profile output.
  * Returns 0 or EXIT_USAGE (said). */
 int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
@@ -123,7 +130,8 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 		return rc;
 	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
 				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
-				  .track_id = source_track_id, .track_ctx = s };
+				  .track_id = source_track_id, .track_ctx = s,
+				  .track_process = source_track_process };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);

@@ -20,6 +20,11 @@ static const char usage[] =
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
 	"  --time A:B      only what ran in trace ticks [A, B) (calls clipped to the window)\n"
+	"  -F, --function NAME|REGEX  only the stacks through NAME (what runs under it)\n"
+	"  -N, --exclude NAME|REGEX   without NAME and what it calls\n"
+	"  -D, --depth N   calls deeper than N folded into their caller at depth N\n"
+	"  -t, --min-time DUR  without calls shorter than DUR (ns, us, ms, s)\n"
+	"  --min-insns N   without calls of fewer than N instructions\n"
 	"  --to FMT        text, json, csv, folded, pprof, callgrind, calltree, lines, blocks,\n"
 	"                  source\n"
 	"  --stacks        folded stacks (same as --to folded)\n"
@@ -111,6 +116,13 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 		if (f->time_end == UINT64_MAX)
 			f->time_end = 0;
 	}
+	f->focus = o->focus;
+	f->nfocus = (size_t)o->n_focus;
+	f->exclude = o->exclude;
+	f->nexclude = (size_t)o->n_exclude;
+	f->max_depth = (uint32_t)o->depth;
+	f->min_ns = o->min_ns;
+	f->min_insns = o->min_insns;
 	return 0;
 }
 
@@ -218,10 +230,20 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		return EXIT_INPUT;
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
-		if (sym)
+		status = EXIT_INPUT;
+		if (sym && err == -TK_E_UNSUPPORTED && filter.min_ns) {
+			cli_error(file, UINT64_MAX, "--min-time: this %s has no clock (use --min-insns)",
+				  tk_format_description(fi->id));
+			status = EXIT_USAGE;
+		} else if (sym && err == -TK_E_INVAL && (filter.nfocus || filter.nexclude)) {
+			cli_error(NULL, UINT64_MAX, "-F/-N: a pattern is not an extended regular "
+				  "expression");
+			status = EXIT_USAGE;
+		} else if (sym) {
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		}
 		tk_source_free(s);
-		return EXIT_INPUT;
+		return status;
 	}
 	if ((rc = tk_run_profile(s, p)) >= 0)
 		rc = tk_prof_finish(p);
@@ -252,10 +274,11 @@ static int run(struct tk_cmd_opts *o)
 {
 	if (o->mpi)
 		return cli_mpi_refused("profile");
-	if (o->shard && o->time_window) {
-		/* a partial keeps no window state for its open calls */
-		cli_error(NULL, UINT64_MAX, "--shard: not with --time A:B (profile the window in "
-			  "one run)");
+	struct tk_run_filter f;
+	if (o->shard && (o->time_window || (!cli_run_filter(o, &f) && tk_run_filter_calls(&f)))) {
+		/* a partial keeps no window or filter state for its open calls */
+		cli_error(NULL, UINT64_MAX, "--shard: not with --time A:B or call filters (profile "
+			  "them in one run)");
 		return EXIT_USAGE;
 	}
 	if (o->shard)

@@ -42,8 +42,7 @@ static struct {
 	int repeat;                   /* print the shards' messages (cli_merge_partials) */
 } m;
 
-/* File PATH's bytes into *DATA (malloc'd). */
-static int read_file(const char *path, uint8_t **data, size_t *len)
+int cli_read_file(const char *path, uint8_t **data, size_t *len)
 {
 	struct tk_input *in;
 	const uint8_t *d;
@@ -361,7 +360,7 @@ static int run(struct tk_cmd_opts *o)
 		status = EXIT_INPUT;
 	}
 	for (int i = 0; i < o->nargs && !status; i++)
-		status = read_file(o->args[i], &data[i], &len[i]);
+		status = cli_read_file(o->args[i], &data[i], &len[i]);
 	if (!status)
 		status = cli_merge_partials(o, (const char *const *)o->args, data, len, o->nargs, 1);
 	else

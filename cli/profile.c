@@ -106,6 +106,8 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 	return 0;
 }
 
+int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
+
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s)
@@ -113,6 +115,8 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	enum tk_out_kind kind = profile_kind(o);
 	struct tk_buf out;
 	int rc;
+	if (cli_profile_take)
+		return cli_profile_take(p, sym);
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
 			  "callgrind, source, calltree, lines, blocks)", o->to);

@@ -774,6 +774,11 @@ static int hash_span(int fd, uint64_t off, uint64_t n, uint64_t *h)
 	return 0;
 }
 
+int tk_partial_is(const uint8_t *data, size_t len)
+{
+	return len >= 8 && !memcmp(data, FILE_MAGIC, 8);
+}
+
 int tk_partial_hash(const char *path, uint64_t *hash, uint64_t *size)
 {
 	struct stat st;

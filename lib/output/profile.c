@@ -218,14 +218,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				tk_buf_u64(b, out_track_id(o, f->track));
 				tk_buf_putc(b, ',');
 			}
-			/* quote names: C++ names contain commas */
-			tk_buf_putc(b, '"');
-			for (const char *c = r[i].name; *c; c++) {
-				if (*c == '"')
-					tk_buf_putc(b, '"');
-				tk_buf_putc(b, *c);
-			}
-			tk_buf_putc(b, '"');
+			out_csv_quoted(b, r[i].name);
 			uint64_t v[] = { f->calls };
 			tk_buf_putc(b, ',');
 			tk_buf_u64(b, v[0]);

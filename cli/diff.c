@@ -75,8 +75,21 @@ static int profile_side(const struct tk_cmd_opts *o, char *file, int side)
 		cli_error(file, UINT64_MAX, "--time: a saved profile holds the whole run");
 		return EXIT_USAGE;
 	}
-	if ((rc = cli_read_file(file, &data, &len)))
+	if ((rc = cli_read_whole(file, &data, &len)))
 		return rc;
+	/* a damaged one is said by the merge, with its offset */
+	struct tk_partial p = { 0 };
+	struct tk_partial_error e;
+	if (tk_partial_read(&p, data, len, &e) == 0) {
+		int profile = p.command == TK_PARTIAL_PROFILE;
+		tk_partial_clear(&p);
+		if (!profile) {
+			cli_error(file, UINT64_MAX, "not a saved profile (a partial of another "
+				  "command): diff takes those of profile --shard 1/1");
+			free(data);
+			return EXIT_USAGE;
+		}
+	}
 	return cli_merge_partials(&po, (const char *const *)&file, &data, &len, 1, 1);
 }
 

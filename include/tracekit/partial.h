@@ -57,8 +57,16 @@ TK_API int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, s
 /* ---- partial files ------------------------------------------------------------------- */
 
 enum tk_partial_command {
-	TK_PARTIAL_PROFILE = 1,
+	TK_PARTIAL_PROFILE = 1,       /* profile --shard: tk_prof_save's bytes per chunk */
+	TK_PARTIAL_STATS = 2,         /* stats --shard: tk_partial_exec_save's, one per input */
 };
+
+/* The shard (1..N) a chunk of SIZE bytes, AT bytes into a plan of TOTAL bytes, belongs
+ * to: the one its middle falls in, so that shards are contiguous, balanced runs. */
+TK_API uint32_t tk_partial_shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n);
+/* Of chunks SIZES[0..N), those of shard SHARD of NSHARDS: [*FIRST, *FIRST + *COUNT). */
+TK_API void tk_partial_shard_range(const uint64_t *sizes, size_t n, uint32_t shard,
+				   uint32_t nshards, uint32_t *first, uint32_t *count);
 
 /* A result in a partial: of chunk CHUNK of the input's plan, or (TK_PARTIAL_REST) what
  * is not any one chunk's: block counts gathered over all, or the whole result of a format

@@ -779,6 +779,31 @@ int tk_partial_is(const uint8_t *data, size_t len)
 	return len >= 8 && !memcmp(data, FILE_MAGIC, 8);
 }
 
+uint32_t tk_partial_shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n)
+{
+	unsigned __int128 mid = (unsigned __int128)(at + size / 2) * n;
+	uint64_t k = total ? (uint64_t)(mid / total) : 0;
+
+	return (uint32_t)(k < n ? k : n - 1) + 1;
+}
+
+void tk_partial_shard_range(const uint64_t *sizes, size_t n, uint32_t shard, uint32_t nshards,
+			    uint32_t *first, uint32_t *count)
+{
+	uint64_t total = 0, at = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += sizes[i];
+	*first = *count = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (tk_partial_shard_of(at, sizes[i], total, nshards) == shard) {
+			*first = *count ? *first : (uint32_t)i;
+			++*count;
+		}
+		at += sizes[i];
+	}
+}
+
 int tk_partial_hash(const char *path, uint64_t *hash, uint64_t *size)
 {
 	struct stat st;

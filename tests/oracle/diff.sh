@@ -186,4 +186,7 @@ head -c 400 "$xa" >"$work/cut.xray"
 refused 1 "cut.xray" "$xa" "$work/cut.xray"
 printf 'TKPART\r\nxx' >"$work/bad.tkp"
 refused 3 "bad.tkp: offset" "$work/bad.tkp" "$xb"
+if "$TK" stats --shard 1/1 -o "$work/s.tkp" "$work/a.tkbt" 2>/dev/null; then
+	refused 2 "not a saved profile" "$work/s.tkp" "$work/b.tkp"
+fi
 exit $fail

@@ -16,6 +16,7 @@ enum {
 	OPT_FORMAT = 256, OPT_TO, OPT_NO_OFFSET, OPT_ELF, OPT_NO_DISASM, OPT_STAT, OPT_TIME,
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_MAX_EVENTS,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES, OPT_SHARD, OPT_MPI,
+	OPT_COLOR,
 	OPT_FORMAT_OWN = 1000,   /* + the index in format_opts */
 };
 
@@ -44,6 +45,7 @@ static const struct option common_opts[] = {
 	{ "short-names", no_argument, NULL, OPT_SHORT_NAMES },
 	{ "shard", required_argument, NULL, OPT_SHARD },
 	{ "mpi", no_argument, NULL, OPT_MPI },
+	{ "color", optional_argument, NULL, OPT_COLOR },
 };
 
 /* The formats' options, each spelling once (two formats may share one: --tid). */
@@ -221,6 +223,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 
 	memset(o, 0, sizeof *o);
 	o->progress = 1;
+	o->color = -1;
 	options_setup();
 	optind = 1;
 	opterr = 0;
@@ -275,6 +278,19 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		case OPT_SHORT_NAMES: o->short_names = 1; break;
 		case OPT_SHARD: o->shard = optarg; break;
 		case OPT_MPI: o->mpi = 1; break;
+		case OPT_COLOR:
+			/* auto: stdout is a terminal and NO_COLOR is unset (no-color.org) */
+			if (!optarg || !strcmp(optarg, "always"))
+				o->color = 1;
+			else if (!strcmp(optarg, "auto"))
+				o->color = -1;
+			else if (!strcmp(optarg, "never"))
+				o->color = 0;
+			else {
+				cli_error(NULL, UINT64_MAX, "--color: auto, always or never, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case OPT_MAX_EVENTS: if ((rc = num_arg("--max-events", optarg, &o->max_events))) return rc; break;
 		case '?':
 		default:
@@ -292,6 +308,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 			return EXIT_USAGE;
 		}
 	}
+	if (o->color < 0)
+		o->color = isatty(STDOUT_FILENO) && !o->output && !getenv("NO_COLOR");
 	o->args = argv + optind;
 	o->nargs = argc - optind;
 	return 0;

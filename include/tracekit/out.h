@@ -59,6 +59,7 @@ struct tk_out_opts {
 	 * tk_source_track_id gives it); NULL: the track number. */
 	uint32_t (*track_id)(void *ctx, uint32_t track);
 	void *track_ctx;
+	int color;                /* text: colour the hot rows' % (ANSI, as perf report) */
 };
 
 TK_API int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,

@@ -26,9 +26,12 @@ struct row {
 	const char *name;
 };
 
-enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99 };
+enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99,
+		S_MIN, S_P90 };
 
-#define PROFILE_SORT_KEYS "calls, incl, excl, insns, self-insns, name, max, median, p99"
+/* the text table's column names, then the older short ones */
+#define PROFILE_SORT_KEYS "calls, incl-time, excl-time, incl-insns, excl-insns, min, median, " \
+	"p90, p99, max, %, function; incl, excl, insns, self-insns, name"
 
 /* The key named S (NULL: the metric's default); QUIET: no message when unknown. */
 static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, int quiet)
@@ -38,8 +41,11 @@ static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, in
 		{ "excl", S_EXCL }, { "self", S_EXCL }, { "insns", S_INSNS },
 		{ "self-insns", S_SELF_INSNS }, { "name", S_NAME }, { "func", S_NAME },
 		{ "max", S_MAX }, { "med", S_MEDIAN }, { "median", S_MEDIAN }, { "p99", S_P99 },
+		{ "incl-time", S_INCL }, { "excl-time", S_EXCL }, { "incl-insns", S_INSNS },
+		{ "excl-insns", S_SELF_INSNS }, { "min", S_MIN }, { "p90", S_P90 },
+		{ "function", S_NAME },
 	};
-	if (!s) {
+	if (!s || !strcmp(s, "%")) {   /* % is the share of the metric's exclusive value */
 		*k = m == TK_OUT_M_INSNS ? S_SELF_INSNS : m == TK_OUT_M_TICKS ? S_EXCL : S_CALLS;
 		return 0;
 	}
@@ -81,6 +87,8 @@ static uint64_t sort_value(const struct row *r, enum sort_key k)
 	case S_MAX: return r->f.dur_max;
 	case S_MEDIAN: return r->f.dur_median;
 	case S_P99: return r->f.dur_p99;
+	case S_MIN: return r->f.dur_min;
+	case S_P90: return r->f.dur_p90;
 	default: return 0;
 	}
 }
@@ -100,9 +108,10 @@ static int cmp_rows(const void *x, const void *y, void *ctx)
 	return a->f.track < b->f.track ? -1 : a->f.track > b->f.track;
 }
 
-/* Rows named and sorted; *n limited by --top. */
+/* Rows named and sorted; *n limited by --top; *TOTAL (may be NULL): the metric's
+ * exclusive values of all rows added (what the text table's % is of). */
 static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struct names *nm,
-		     enum tk_out_metric m, struct row **out, size_t *n)
+		     enum tk_out_metric m, struct row **out, size_t *n, uint64_t *total)
 {
 	struct tk_prof_func *f;
 	size_t nf;
@@ -123,6 +132,10 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 		r[i].name = id == UINT32_MAX ? "?" : names_str(nm, id);
 	}
 	free(f);
+	enum sort_key share;
+	sort_lookup(NULL, m, &share, 1);
+	for (size_t i = 0; total && i < nf; i++)
+		*total += sort_value(&r[i], share);
 	qsort_r(r, nf, sizeof *r, cmp_rows, &key);
 	if (o->top && nf > o->top)
 		nf = o->top;
@@ -165,7 +178,22 @@ static void pad_time(struct tk_buf *b, uint64_t ticks, uint64_t tps, int width)
 	tk_buf_free(&t);
 }
 
-static void write_summary_text(struct tk_buf *b, const struct tk_prof *p)
+/* V's share of TOTAL in percent, 8 columns; with COLOR, as perf report colours it: red
+ * from 5 %, green from 0.5 %. */
+static void put_share(struct tk_buf *b, uint64_t v, uint64_t total, int color)
+{
+	double pct = total ? 100.0 * (double)v / (double)total : 0;
+	const char *on = !color ? NULL : pct >= 5 ? "\033[31m" : pct >= 0.5 ? "\033[32m" : NULL;
+	tk_buf_puts(b, "  ");
+	if (on)
+		tk_buf_puts(b, on);
+	tk_buf_printf(b, "%6.2f", pct);
+	if (on)
+		tk_buf_puts(b, "\033[m");
+}
+
+/* SHARE (may be NULL): what the table's % column is a share of */
+static void write_summary_text(struct tk_buf *b, const struct tk_prof *p, const char *share)
 {
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
@@ -176,6 +204,8 @@ static void write_summary_text(struct tk_buf *b, const struct tk_prof *p)
 		tk_buf_printf(b, ", times in us (%llu ticks/s)", (unsigned long long)s.clock.ticks_per_second);
 	else
 		tk_buf_puts(b, ", times in ticks");
+	if (share)
+		tk_buf_printf(b, ", %% of the exclusive %s", share);
 	tk_buf_putc(b, '\n');
 	if (s.gaps || s.orphans || s.truncated || s.unmatched || s.open_at_end)
 		tk_buf_printf(b, "# gaps %llu, calls cut by gaps %llu, exits without enter %llu, "
@@ -198,12 +228,15 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	enum tk_out_metric m = out_metric(p, o->metric);
 	struct row *r;
 	size_t n;
-	int rc = make_rows(p, o, nm, m, &r, &n);
+	uint64_t total = 0;
+	int rc = make_rows(p, o, nm, m, &r, &n, &total);
 	if (rc < 0)
 		return rc;
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
 	uint64_t tps = s.clock.ticks_per_second;
+	enum sort_key share;
+	sort_lookup(NULL, m, &share, 1);
 
 	if (csv) {
 		if (o->threads) {
@@ -243,11 +276,12 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		return b->err;
 	}
 
-	write_summary_text(b, p);
+	write_summary_text(b, p, m == TK_OUT_M_INSNS ? "instructions" :
+			   m == TK_OUT_M_TICKS ? "time" : "calls");
 	if (o->threads)
 		tk_buf_printf(b, "%8.8s", out_track_label(o));
 	tk_buf_puts(b, "       calls     incl-time     excl-time    incl-insns    excl-insns"
-		       "         min      median         p90         p99         max  function\n");
+		       "         min      median         p90         p99         max       %  function\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_prof_func *f = &r[i].f;
 		if (o->threads)
@@ -264,6 +298,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 			else
 				tk_buf_puts(b, "           -");
 		}
+		put_share(b, sort_value(&r[i], share), total, o->color);
 		tk_buf_puts(b, "  ");
 		tk_buf_puts(b, r[i].name);
 		tk_buf_putc(b, '\n');
@@ -678,7 +713,7 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 		return rc;
 	rc = agg_build(&a, p, nm, o);
 	if (rc >= 0) {
-		write_summary_text(b, p);
+		write_summary_text(b, p, NULL);
 		tk_buf_printf(b, "       calls  %s  %s  call tree\n",
 			      m == TK_OUT_M_INSNS ? "  incl-insns" : "   incl-time",
 			      m == TK_OUT_M_INSNS ? "  excl-insns" : "   excl-time");
@@ -766,7 +801,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	struct tk_prof_summary s;
 	struct row *r;
 	size_t n;
-	int rc = make_rows(p, o, nm, m, &r, &n);
+	int rc = make_rows(p, o, nm, m, &r, &n, NULL);
 	if (rc < 0)
 		return rc;
 	tk_prof_summary(p, &s);

@@ -60,6 +60,8 @@ void agg_free(struct agg *a);
 /* Children of node V sorted by descending VALUE (per metric); *out malloc'd. */
 int agg_children(const struct agg *a, uint32_t v, enum tk_out_metric m, uint32_t **out, size_t *n);
 
+/* S as a quoted CSV field (names are quoted: C++ names contain commas). */
+void out_csv_quoted(struct tk_buf *b, const char *s);
 enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m);
 uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m);
 uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m);

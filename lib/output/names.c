@@ -329,6 +329,17 @@ void agg_free(struct agg *a)
 	memset(a, 0, sizeof *a);
 }
 
+void out_csv_quoted(struct tk_buf *b, const char *s)
+{
+	tk_buf_putc(b, '"');
+	for (; *s; s++) {
+		if (*s == '"')
+			tk_buf_putc(b, '"');
+		tk_buf_putc(b, *s);
+	}
+	tk_buf_putc(b, '"');
+}
+
 enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m)
 {
 	struct tk_prof_summary s;

@@ -79,6 +79,7 @@ struct tk_cmd_opts {
 	uint64_t min_insns;          /* --min-insns N */
 	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
 	int short_names;             /* --short-names: no template arguments, no parameters */
+	int color;                   /* --color: colour the text report (auto resolved) */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
 	const char *shard;           /* profile --shard I/N: a partial result (cli/shard.c) */
 	int mpi;                     /* profile --mpi: refused, saying where MPI runs are */

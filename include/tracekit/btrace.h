@@ -13,9 +13,12 @@ extern "C" {
 #endif
 
 /* The container starts with these 8 bytes, then a little-endian u32 format version and a
- * u32 header size (docs/formats/tkbt.md). */
+ * u32 header size (docs/formats/tkbt.md). Version 2 streams have a TSC before every TIP,
+ * TIP.PGE and TIP.PGD (time per call); version 1 only before TIP.PGE and in PSB+. The
+ * reader reads both. */
 #define TK_BTRACE_MAGIC "TKBTRACE"
-#define TK_BTRACE_VERSION 1
+#define TK_BTRACE_VERSION 2
+#define TK_BTRACE_VERSION_PER_CALL 2   /* the first version with time per call */
 
 /* ---- container layout (docs/formats/tkbt.md); all integers little-endian ----------- */
 #define TK_BTRACE_HEADER_SIZE 64

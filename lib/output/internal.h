@@ -35,6 +35,7 @@ struct agg {
 	struct names *names;
 	const char *tracks;
 	const struct tk_out_opts *o;
+	int sparse;               /* the profile's TK_PROF_SPARSE_TIME: 0 ticks is unmeasured */
 };
 /* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O (may be
  * NULL) asks for threads: then each gets a level of its own above the root, named by its

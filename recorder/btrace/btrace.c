@@ -701,11 +701,14 @@ int maybe_psb(struct tstate *ts, uint64_t ip)
 	return 0;
 }
 
-/* The time where tracing starts again, in a TSC before the TIP.PGE: the thread's time
- * outside traced code (library calls, system calls, sleeps) ends there instead of at the
- * next PSB+. None where tracing stops: that TSC would follow the last TNT packet, and
- * decoders differ in whether its time goes to the instructions before the next packet is
- * needed (the stream would not give one answer). A PSB+ just written has its TSC. */
+/* A TSC (rdtsc: no system call) before the packet of every transfer that is not a
+ * conditional branch: where tracing starts again (TIP.PGE: the time outside traced code,
+ * library calls, system calls, sleeps, ends there), where it stops (TIP.PGD: the library
+ * call starts there) and at every return and indirect call or jump (TIP), so a call that
+ * calls nothing still has a time at its end, and the calls around it a time at their start
+ * (format version 2; version 1 had them only at TIP.PGE and in PSB+). The decoder reads a
+ * timing packet when it needs the packet after it, so the time is that of the transfer.
+ * A PSB+ just written has its TSC. */
 static void stamp(struct tstate *ts, int psb_written)
 {
 	if (!psb_written)
@@ -767,6 +770,7 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 static void record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
 			  const greg_t *g, uint64_t rsp, int trap)
 {
+	int stamped;
 	if (trap) {
 		ts->traps++;
 		ts->traps_long += c->len >= 5;
@@ -792,8 +796,9 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 		ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
 		ts->inside = 1;
 		ts->born = 1;
+		stamped = 1;
 	} else {
-		maybe_psb(ts, c->addr);
+		stamped = maybe_psb(ts, c->addr);
 	}
 	switch (c->kind) {
 	case CTI_JCC:
@@ -811,6 +816,7 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 	default:
 		break;
 	}
+	stamp(ts, stamped);
 	if (module_of(r->next)) {
 		ptenc_ip(&ts->enc, PT_TIP, r->next, 0);
 		return;

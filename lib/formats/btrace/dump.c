@@ -113,6 +113,9 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 			      bi->tsc_hz_measured ? " (measured over the run)" : "");
 	else
 		tk_buf_puts(out, "  TSC rate unknown: times are in ticks\n");
+	if (bi->version < TK_BTRACE_VERSION_PER_CALL)
+		tk_buf_puts(out, "  times only where tracing starts again and every 4 KiB of stream "
+			    "(version 1): calls in between show no time (-)\n");
 	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
 		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
 		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", TK_TEXT(m->path),

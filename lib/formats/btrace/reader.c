@@ -240,9 +240,9 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 		return NULL;
 	}
 	uint32_t version = tk_le32(data + 8), hsize = tk_le32(data + 12);
-	if (version != TK_BTRACE_VERSION) {
-		tk_log(TK_LOG_ERROR, "container version %u is not supported (this reader: %u)", version,
-		       TK_BTRACE_VERSION);
+	if (version < 1 || version > TK_BTRACE_VERSION) {
+		tk_log(TK_LOG_ERROR, "container version %u is not supported (this reader: 1 to %u)",
+		       version, TK_BTRACE_VERSION);
 		*err = -TK_E_UNSUPPORTED;
 		return NULL;
 	}

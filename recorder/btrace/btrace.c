@@ -635,6 +635,7 @@ static uint64_t return_address(const greg_t *g)
 /* ---- per-thread buffers -------------------------------------------------------------- */
 
 uint64_t ring_pieces, ring_bytes, max_size;
+int call_times = 1;
 static uint64_t stream_written;   /* stream bytes written (--max-size) */
 static int size_stopped;          /* --max-size reached: no more stream pieces */
 
@@ -878,7 +879,8 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 	default:
 		break;
 	}
-	stamp(ts, stamped);
+	if (call_times)
+		stamp(ts, stamped);
 	if (module_of(r->next)) {
 		ptenc_ip(&ts->enc, PT_TIP, r->next, 0);
 		return;

@@ -173,6 +173,7 @@ extern int err_fd;
 extern uint64_t ring_pieces;     /* --ring: pieces kept per thread (0: all written) */
 extern uint64_t ring_bytes;      /* --ring SIZE as given */
 extern uint64_t max_size;        /* --max-size: stream bytes written at most (0: no limit) */
+extern int call_times;           /* a TSC at every transfer (version 2); TK_BTRACE_CALL_TIMES=0: not */
 extern char out_cur[PATH_MAX + 16];
 extern int out_fd_floor;
 extern int32_t ttls_fs_off;

@@ -848,6 +848,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	 * with a PSB+, so the snapshot decodes from its first piece on); --max-size */
 	if (getenv("TK_BTRACE_RING") && (ring_bytes = strtoull(getenv("TK_BTRACE_RING"), NULL, 10)))
 		ring_pieces = (ring_bytes + BUF_CAP - 1) / BUF_CAP;
+	/* TK_BTRACE_CALL_TIMES=0: TSCs only where tracing starts again (a version 1 stream) */
+	call_times = !(getenv("TK_BTRACE_CALL_TIMES") && !strcmp(getenv("TK_BTRACE_CALL_TIMES"), "0"));
 	if (getenv("TK_BTRACE_MAX_SIZE"))
 		max_size = strtoull(getenv("TK_BTRACE_MAX_SIZE"), NULL, 10);
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);

@@ -63,7 +63,8 @@ static uint64_t mono_raw_ns(void)
 void write_header(uint32_t ppid)
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE];
-	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)rt_getpid();
+	uint32_t v = call_times ? TK_BTRACE_VERSION : 1, hs = TK_BTRACE_HEADER_SIZE;
+	uint32_t pid = (uint32_t)rt_getpid();
 	uint64_t hz = 0, ns = mono_raw_ns(), tsc = __rdtsc();
 
 	memset(h, 0, sizeof h);

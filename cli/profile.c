@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tracekit/partial.h"
 #include "tracekit/out.h"
 #include "tracekit/run.h"
 #include "tracekit/source.h"
@@ -241,16 +242,8 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 
 static int run(struct tk_cmd_opts *o)
 {
-	if (o->mpi) {
-#ifdef TK_HAVE_MPI
-		cli_error(NULL, UINT64_MAX, "--mpi: MPI runs are tracekit-mpi's: mpirun -np N "
-			  "tracekit-mpi profile [OPTIONS] FILE...");
-#else
-		cli_error(NULL, UINT64_MAX, "--mpi: this build has no MPI (install libopenmpi-dev "
-			  "and build again for tracekit-mpi), or use --shard I/N and tracekit merge");
-#endif
-		return EXIT_USAGE;
-	}
+	if (o->mpi)
+		return cli_mpi_refused("profile");
 	if (o->shard && o->time_window) {
 		/* a partial keeps no window state for its open calls */
 		cli_error(NULL, UINT64_MAX, "--shard: not with --time A:B (profile the window in "
@@ -258,7 +251,7 @@ static int run(struct tk_cmd_opts *o)
 		return EXIT_USAGE;
 	}
 	if (o->shard)
-		return cli_shard_profile(o);
+		return cli_shard_write(o, TK_PARTIAL_PROFILE);
 	return cli_run_files(o, "profile", cli_profile_file);
 }
 

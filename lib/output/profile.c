@@ -186,9 +186,25 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 	return 0;
 }
 
-/* Ticks as microseconds when the clock is known, else raw ticks. */
+/* A time as reported: with sparse time stamps (a branch trace: TSCs at transfers, none at
+ * direct calls), 0 ticks means no stamp fell inside, so nothing was measured: TK_TIME_NONE,
+ * shown as the durations of a function with no completed call are ("-" in text, an empty
+ * CSV field, no JSON key), never as 0. */
+static uint64_t shown(int sparse, uint64_t ticks)
+{
+	return sparse && !ticks ? TK_TIME_NONE : ticks;
+}
+
+static int sparse_of(const struct tk_prof *p)
+{
+	return (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
+}
+
+/* Ticks as microseconds when the clock is known, else raw ticks; TK_TIME_NONE: nothing. */
 static void put_time(struct tk_buf *b, uint64_t ticks, uint64_t tps)
 {
+	if (ticks == TK_TIME_NONE)
+		return;
 	if (!tps) {
 		tk_buf_u64(b, ticks);
 		return;
@@ -213,7 +229,10 @@ static void pad_time(struct tk_buf *b, uint64_t ticks, uint64_t tps, int width)
 	struct tk_buf t;
 	if (tk_buf_init(&t, -1, 64) < 0)
 		return;
-	put_time(&t, ticks, tps);
+	if (ticks == TK_TIME_NONE)
+		tk_buf_putc(&t, '-');
+	else
+		put_time(&t, ticks, tps);
 	for (int i = (int)t.len < width ? (int)t.len : width - 1; i < width; i++)
 		tk_buf_putc(b, ' ');
 	tk_buf_put(b, t.data, t.len);
@@ -293,6 +312,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	int procs = ps != NULL && has_procs(r, n);
 	enum sort_key share;
 	sort_lookup(NULL, m, &share, 1);
+	const int sparse = sparse_of(p);
 
 	if (csv) {
 		if (o->threads) {
@@ -312,7 +332,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 			uint64_t v[] = { f->calls };
 			tk_buf_putc(b, ',');
 			tk_buf_u64(b, v[0]);
-			uint64_t tv[] = { f->incl_ticks, f->excl_ticks };
+			uint64_t tv[] = { shown(sparse, f->incl_ticks), shown(sparse, f->excl_ticks) };
 			for (int k = 0; k < 2; k++) {
 				tk_buf_putc(b, ',');
 				put_time(b, tv[k], tps);
@@ -365,8 +385,8 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		if (procs)
 			tk_buf_printf(b, "  %-15.15s", r[i].proc ? r[i].proc->comm : "-");
 		pad_u64(b, f->calls, 12);
-		pad_time(b, f->incl_ticks, tps, 14);
-		pad_time(b, f->excl_ticks, tps, 14);
+		pad_time(b, shown(sparse, f->incl_ticks), tps, 14);
+		pad_time(b, shown(sparse, f->excl_ticks), tps, 14);
 		pad_u64(b, f->incl_insns, 14);
 		pad_u64(b, f->excl_insns, 14);
 		uint64_t dv[] = { f->dur_min, f->dur_median, f->dur_p90, f->dur_p99, f->dur_max };
@@ -756,8 +776,8 @@ static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int d
 			pad_u64(b, c->incl_insns, 14);
 			pad_u64(b, c->excl_insns, 14);
 		} else {
-			pad_time(b, c->incl_ticks, tps, 14);
-			pad_time(b, c->excl_ticks, tps, 14);
+			pad_time(b, shown(a->sparse, c->incl_ticks), tps, 14);
+			pad_time(b, shown(a->sparse, c->excl_ticks), tps, 14);
 		}
 		tk_buf_puts(b, "  ");
 		for (int k = 0; k < depth; k++)
@@ -818,6 +838,13 @@ static void json_key_u64(struct tk_buf *b, const char *k, uint64_t v, int comma)
 	tk_buf_u64(b, v);
 }
 
+/* A time key, left out when nothing was measured (shown) */
+static void json_key_time(struct tk_buf *b, const char *k, uint64_t v, int comma)
+{
+	if (v != TK_TIME_NONE)
+		json_key_u64(b, k, v, comma);
+}
+
 /* The call tree as a flat list of nodes, each after its parent, with ids in that order (0:
  * the root): nested objects would be as deep as the recursion, deeper than JSON parsers
  * accept. Children in the order of agg_children. */
@@ -860,8 +887,8 @@ static int json_tree(struct tk_buf *b, const struct agg *a, enum tk_out_metric m
 		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, s, strlen(s));
 		json_key_u64(b, "calls", c->calls, 1);
-		json_key_u64(b, "incl_ticks", c->incl_ticks, 1);
-		json_key_u64(b, "excl_ticks", c->excl_ticks, 1);
+		json_key_time(b, "incl_ticks", shown(a->sparse, c->incl_ticks), 1);
+		json_key_time(b, "excl_ticks", shown(a->sparse, c->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", c->incl_insns, 1);
 		json_key_u64(b, "excl_insns", c->excl_insns, 1);
 		tk_buf_putc(b, '}');
@@ -918,8 +945,8 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 			tk_buf_json_str(b, r[i].proc->comm, strlen(r[i].proc->comm));
 		}
 		json_key_u64(b, "calls", f->calls, 1);
-		json_key_u64(b, "incl_ticks", f->incl_ticks, 1);
-		json_key_u64(b, "excl_ticks", f->excl_ticks, 1);
+		json_key_time(b, "incl_ticks", shown(sparse_of(p), f->incl_ticks), 1);
+		json_key_time(b, "excl_ticks", shown(sparse_of(p), f->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", f->incl_insns, 1);
 		json_key_u64(b, "excl_insns", f->excl_insns, 1);
 		if (f->ndur) {

@@ -16,7 +16,7 @@ static const char usage[] =
 	"\n"
 	"Profile a trace: per function, per call path and per source line.\n"
 	"\n"
-	"  --sort KEY      sort by KEY\n"
+	"  --sort KEY      sort by a column of the table (its header's name)\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
 	"  --time A:B      only what ran in trace ticks [A, B) (calls clipped to the window)\n"
@@ -34,6 +34,7 @@ static const char usage[] =
 	"  -j N            threads (default: all cores)\n"
 	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
 	"  --short-names   names without template arguments and parameters\n"
+	"  --color[=WHEN]  colour the hot rows' %: auto (default), always, never\n"
 	"  -o FILE         write to FILE\n"
 	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
@@ -93,6 +94,13 @@ static uint32_t source_track_id(void *ctx, uint32_t track)
 	return tk_source_track_id(ctx, track);
 }
 
+/* A thread's process (perf.data sessions), from the source. */
+static int source_track_process(void *ctx, uint32_t track, uint32_t *pid, char *comm, size_t n,
+				struct tk_sym **sym)
+{
+	return tk_source_track_process(ctx, track, pid, comm, n, sym);
+}
+
 /* The filters of the command line (--time A:B, ...), parsed once for every profile output.
  * Returns 0 or EXIT_USAGE (said). */
 int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
@@ -119,6 +127,8 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 	return 0;
 }
 
+int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
+
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s)
@@ -126,6 +136,8 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	enum tk_out_kind kind = profile_kind(o);
 	struct tk_buf out;
 	int rc;
+	if (cli_profile_take)
+		return cli_profile_take(p, sym);
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
 			  "callgrind, source, calltree, lines, blocks)", o->to);
@@ -135,7 +147,8 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 		return rc;
 	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
 				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
-				  .track_id = source_track_id, .track_ctx = s };
+				  .track_id = source_track_id, .track_ctx = s,
+				  .track_process = source_track_process, .color = o->color };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);

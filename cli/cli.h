@@ -125,14 +125,19 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 int cli_is_account(const char *to);
 int cli_profile_account(const struct tk_cmd_opts *o, const char *file, const struct tk_prof *p,
 			struct tk_sym *sym, struct tk_source *s);
-/* profile --shard I/N -o PART FILE... (cli/shard.c): the partial result of one shard;
- * cli_shard_build makes its bytes (*DATA malloc'd) and returns the exit status so far. */
-int cli_shard_profile(struct tk_cmd_opts *o);
+/* profile|stats --shard I/N -o PART FILE... (cli/shard.c): the partial result of one
+ * shard; cli_shard_build makes its bytes (*DATA malloc'd) for COMMAND (enum
+ * tk_partial_command) and returns the exit status so far. */
+int cli_shard_write(struct tk_cmd_opts *o, int command);
+/* File PATH's bytes into *DATA (malloc'd); an exit status after saying why not. */
+int cli_read_whole(const char *path, uint8_t **data, size_t *len);
+/* --mpi given to tracekit NAME: where MPI runs are (EXIT_USAGE). */
+int cli_mpi_refused(const char *name);
 /* nanoseconds spent saving this process's chunk profiles and loading partials' (the
  * serialising a job adds: tracekit-mpi's TK_MPI_TIMES) */
 extern uint64_t cli_save_ns, cli_load_ns;
-int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
-		    size_t *len);
+int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t nshards,
+		    uint8_t **data, size_t *len);
 /* tracekit merge (cli/merge.c) of N partials given as bytes (DATA[i] malloc'd, taken;
  * NAMES[i] names them in messages): the output O asks for, and the exit status (the
  * shards' too). REPEAT: print the messages the shards recorded about damaged data (not

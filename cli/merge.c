@@ -13,8 +13,9 @@
 static const char usage[] =
 	"usage: tracekit merge [OPTIONS] PART...\n"
 	"\n"
-	"Merge the partial results of `tracekit profile --shard I/N -o PART FILE...` (all N\n"
-	"shards, any order) into the output `tracekit profile FILE...` prints: the same bytes.\n"
+	"Merge the partial results of `tracekit profile|stats --shard I/N -o PART FILE...`\n"
+	"(all N shards, any order) into the output `tracekit profile|stats FILE...` prints:\n"
+	"the same bytes.\n"
 	"The trace files (and --elf files) must be readable here under the names the shards\n"
 	"were given; their size and hash are checked.\n"
 	"\n"
@@ -42,27 +43,6 @@ static struct {
 	int repeat;                   /* print the shards' messages (cli_merge_partials) */
 } m;
 
-/* File PATH's bytes into *DATA (malloc'd). */
-static int read_file(const char *path, uint8_t **data, size_t *len)
-{
-	struct tk_input *in;
-	const uint8_t *d;
-	int rc;
-
-	if ((rc = tk_input_open(&in, path, NULL)) < 0 || (rc = tk_input_map(in, &d, len)) < 0) {
-		cli_error(path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
-		return EXIT_INPUT;
-	}
-	if ((*data = malloc(*len ? *len : 1)))
-		memcpy(*data, d, *len);
-	tk_input_free(in);
-	if (!*data) {
-		cli_error(path, UINT64_MAX, "out of memory");
-		return EXIT_INPUT;
-	}
-	return 0;
-}
-
 static int read_part(struct part_file *f)
 {
 	struct tk_partial_error e;
@@ -73,9 +53,9 @@ static int read_part(struct part_file *f)
 		cli_error(path, e.offset, "%s", e.msg);
 		return EXIT_INPUT;
 	}
-	if (f->p.command != TK_PARTIAL_PROFILE) {
+	if (f->p.command != TK_PARTIAL_PROFILE && f->p.command != TK_PARTIAL_STATS) {
 		cli_error(path, UINT64_MAX, "a partial result of another command (%u): merge takes "
-			  "those of profile --shard", f->p.command);
+			  "those of profile --shard and stats --shard", f->p.command);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -89,8 +69,9 @@ static int check_set(struct part_file *v, int n)
 	for (int i = 0; i < n; i++) {
 		const struct tk_partial *b = &v[i].p;
 		if (b->nshards != a->nshards || strcmp(b->options, a->options) ||
-		    b->ninputs != a->ninputs) {
+		    b->ninputs != a->ninputs || b->command != a->command) {
 			cli_error(v[i].path, UINT64_MAX, "not of the same job as %s (%s)", v[0].path,
+				  b->command != a->command ? "another command" :
 				  b->nshards != a->nshards ? "another shard count" :
 				  b->ninputs != a->ninputs ? "other inputs" : "other options");
 			return EXIT_USAGE;
@@ -176,7 +157,8 @@ static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 		argv[argc++] = t;
 	}
 	argv[argc] = NULL;
-	if (cli_parse(&cli_cmd_profile, argc, argv, &r) != 0) {
+	if (cli_parse(m.v[0].p.command == TK_PARTIAL_STATS ? &cli_cmd_stats : &cli_cmd_profile,
+		      argc, argv, &r) != 0) {
 		cli_error(NULL, UINT64_MAX, "the partials' options do not parse: %s", opts);
 		return EXIT_USAGE;
 	}
@@ -233,6 +215,37 @@ static int merge_part(struct tk_source *s, struct tk_prof **total, const struct 
 	return rc;
 }
 
+/* The shards' statistics of input K (FILE) added up, then written by the format's
+ * operation. */
+static int merge_stats(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi, size_t k)
+{
+	struct tk_cmd_part_bytes *load = calloc(m.n, sizeof *load);
+	struct tk_cmd_part cp = { .load = load };
+	struct tk_cmd c = *cli_cmd(o, "stats");
+	int status;
+
+	if (!tk_cmd_stats_partial(fi->id) || !load) {
+		free(load);
+		return tk_cmd_stats_partial(fi->id) ? EXIT_INPUT : cli_unsupported("merge", file, fi);
+	}
+	for (uint32_t i = 0; i < m.n; i++)
+		for (size_t j = 0; j < m.v[i].p.inputs[k].nparts; j++) {
+			const struct tk_partial_part *pt = &m.v[i].p.inputs[k].parts[j];
+			load[cp.nload++] = (struct tk_cmd_part_bytes){
+				m.v[i].path, pt->data, pt->len, (uint64_t)(pt->data - m.v[i].data) };
+		}
+	if (cp.nload != m.n) {   /* every shard saves one, if of no chunk */
+		cli_error(file, UINT64_MAX, "%zu of %u shards hold its statistics", cp.nload, m.n);
+		free(load);
+		return EXIT_INPUT;
+	}
+	c.part = &cp;
+	status = tk_cmd_op(fi->id, TK_CMD_STATS)(&c, file, in, fi, NULL);
+	free(load);
+	return status;
+}
+
 /* The shards' profiles of input FILE (the next one) merged in order, then written. */
 static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi)
@@ -250,6 +263,15 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		cli_error(file, UINT64_MAX, "not the file the shards read (size or content changed)");
 		return EXIT_INPUT;
 	}
+	/* what the shards said about this input's data, in shard order: one process's order */
+	for (uint32_t i = 0; m.repeat && i < m.n; i++)
+		for (size_t j = 0; j < m.v[i].p.nmessages; j++) {
+			const struct tk_partial_message *msg = &m.v[i].p.messages[j];
+			if (msg->input == k)
+				cli_msg(NULL, (enum tk_log_level)msg->level, file, msg->offset, msg->text);
+		}
+	if (m.v[0].p.command == TK_PARTIAL_STATS)
+		return merge_stats(o, file, in, fi, k);
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		return EXIT_INPUT;
 	if (!(sym = tk_source_symbols(s, &err)) || !(total = tk_run_prof_new(s, &err))) {
@@ -258,13 +280,6 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		tk_source_free(s);
 		return EXIT_INPUT;
 	}
-	/* what the shards said about this input's data, in shard order: one process's order */
-	for (uint32_t i = 0; m.repeat && i < m.n; i++)
-		for (size_t j = 0; j < m.v[i].p.nmessages; j++) {
-			const struct tk_partial_message *msg = &m.v[i].p.messages[j];
-			if (msg->input == k)
-				cli_msg(NULL, (enum tk_log_level)msg->level, file, msg->offset, msg->text);
-		}
 	/* the chunks' profiles in order, as tk_run_profile merges them; then the rest */
 	int merged = 0;
 	for (int rest = 0; rest < 2; rest++)
@@ -327,7 +342,8 @@ int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t
 			o->args = names;
 			o->nargs = (int)a->ninputs;
 			m.repeat = repeat;
-			status = cli_run_files(o, "profile", merge_input);
+			status = cli_run_files(o, a->command == TK_PARTIAL_STATS ? "stats" : "profile",
+					       merge_input);
 			/* data a shard skipped is skipped in the output too */
 			for (uint32_t i = 0; i < m.n; i++)
 				if (status < (int)m.v[i].p.status)
@@ -361,7 +377,7 @@ static int run(struct tk_cmd_opts *o)
 		status = EXIT_INPUT;
 	}
 	for (int i = 0; i < o->nargs && !status; i++)
-		status = read_file(o->args[i], &data[i], &len[i]);
+		status = cli_read_whole(o->args[i], &data[i], &len[i]);
 	if (!status)
 		status = cli_merge_partials(o, (const char *const *)o->args, data, len, o->nargs, 1);
 	else

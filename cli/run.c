@@ -105,6 +105,27 @@ fail:
 	return EXIT_INPUT;
 }
 
+/* File PATH's bytes into *DATA (malloc'd). */
+int cli_read_whole(const char *path, uint8_t **data, size_t *len)
+{
+	struct tk_input *in;
+	const uint8_t *d;
+	int rc;
+
+	if ((rc = tk_input_open(&in, path, NULL)) < 0 || (rc = tk_input_map(in, &d, len)) < 0) {
+		cli_error(path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
+		return EXIT_INPUT;
+	}
+	if ((*data = malloc(*len ? *len : 1)))
+		memcpy(*data, d, *len);
+	tk_input_free(in);
+	if (!*data) {
+		cli_error(path, UINT64_MAX, "out of memory");
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
 /* Library log messages go to stderr with the program's prefix. */
 static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
 {

@@ -1,6 +1,8 @@
-/* tracekit profile --shard I/N: the partial result of the I-th of N balanced shards of the
- * plan over all inputs (include/tracekit/partial.h, docs/formats/partial.md), for a batch
- * scheduler's N independent processes; `tracekit merge` (cli/merge.c) makes the output. */
+/* tracekit profile|stats --shard I/N: the partial result of the I-th of N balanced shards
+ * of the plan over all inputs (include/tracekit/partial.h, docs/formats/partial.md), for
+ * a batch scheduler's N independent processes; `tracekit merge` (cli/merge.c) makes the
+ * output. A profile's shards are runs of the chunks of the plan over all inputs; the
+ * statistics' (which add in any order) a run of each input's chunks. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,16 +85,6 @@ static int parse_shard(const char *arg, uint32_t *i, uint32_t *n)
 	*i = (uint32_t)a;
 	*n = (uint32_t)b;
 	return 0;
-}
-
-/* The balanced split: chunk J (of the plan over all inputs, SIZE bytes, AT bytes before
- * it) goes to the shard its middle falls in, so shards are contiguous runs of chunks. */
-static uint32_t shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n)
-{
-	unsigned __int128 mid = (unsigned __int128)(at + size / 2) * n;
-	uint64_t k = total ? (uint64_t)(mid / total) : 0;
-
-	return (uint32_t)(k < n ? k : n - 1) + 1;
 }
 
 /* The messages a shard prints about its inputs' data, kept for the merge to repeat
@@ -203,10 +195,43 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 	return status;
 }
 
-int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uint8_t **data,
-		    size_t *len)
+/* The statistics of shard PART->shard of input FILE's chunks, as its one result. */
+static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in *v,
+		       struct tk_partial_input *pi, struct shard_msgs *msgs)
 {
-	struct tk_partial part = { .version = TK_PARTIAL_VERSION, .command = TK_PARTIAL_PROFILE,
+	struct tk_cmd_part cp = { .shard = msgs->part->shard, .nshards = msgs->part->nshards };
+	struct tk_cmd c = *cli_cmd(o, "stats");
+	int status;
+
+	if (!tk_cmd_stats_partial(v->fi.id)) {
+		cli_error(file, UINT64_MAX, "stats --shard: not for %s input (run stats on it "
+			  "whole)", tk_format_description(v->fi.id));
+		return EXIT_USAGE;
+	}
+	if (!(v->parts = calloc(1, sizeof *v->parts)))
+		return EXIT_INPUT;
+	c.part = &cp;
+	c.msg = shard_msg;
+	c.ctx = msgs;
+	msgs->recording = 1;
+	status = tk_cmd_op(v->fi.id, TK_CMD_STATS)(&c, file, v->in, &v->fi, NULL);
+	msgs->recording = 0;
+	pi->nchunks = cp.nchunks;
+	pi->first = cp.count ? cp.first : 0;
+	pi->count = cp.count;
+	if (cp.data)
+		v->parts[v->nparts++] = (struct tk_partial_part){ TK_PARTIAL_REST, cp.data, cp.len };
+	else if (status < EXIT_USAGE)
+		status = EXIT_INPUT;
+	pi->parts = v->parts;
+	pi->nparts = v->nparts;
+	return status;
+}
+
+int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t nshards,
+		    uint8_t **data, size_t *len)
+{
+	struct tk_partial part = { .version = TK_PARTIAL_VERSION, .command = (uint32_t)command,
 				   .shard = shard, .nshards = nshards };
 	struct shard_in *v;
 	uint64_t total = 0, at = 0;
@@ -243,6 +268,11 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 			cli_error(file, UINT64_MAX, "--shard needs regular files that every shard "
 				  "and the merge read alike");
 			status = EXIT_INPUT;
+		} else if (command == TK_PARTIAL_STATS) {
+			msgs.input = (uint32_t)i;
+			if ((rc = shard_stats(o, file, &v[i], pi, &msgs)) > status)
+				status = rc;
+			continue;
 		} else if (!tk_source_supported(v[i].fi.id)) {
 			status = cli_unsupported("profile", file, &v[i].fi);
 		} else if (so = cli_source_opts(o, &v[i].fi), so.msg = shard_msg, so.ctx = &msgs,
@@ -257,14 +287,14 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 				 v[i].plan[j].end - v[i].plan[j].begin : pi->size;
 		pi->nchunks = (uint32_t)v[i].n;
 	}
-	for (int i = 0; i < o->nargs && status < EXIT_USAGE; i++) {
+	for (int i = 0; command == TK_PARTIAL_PROFILE && i < o->nargs && status < EXIT_USAGE; i++) {
 		struct tk_partial_input *pi = &part.inputs[i];
 		size_t first = v[i].n, count = 0;
 
 		for (size_t j = 0; j < v[i].n; j++) {
 			const struct tk_chunk *c = &v[i].plan[j];
 			uint64_t size = c->end > c->begin ? c->end - c->begin : pi->size;
-			if (shard_of(at, size, total, part.nshards) == part.shard) {
+			if (tk_partial_shard_of(at, size, total, part.nshards) == part.shard) {
 				first = count ? first : j;
 				count++;
 			}
@@ -296,21 +326,35 @@ int cli_shard_build(struct tk_cmd_opts *o, uint32_t shard, uint32_t nshards, uin
 	return status;
 }
 
-int cli_shard_profile(struct tk_cmd_opts *o)
+int cli_mpi_refused(const char *name)
 {
+#ifdef TK_HAVE_MPI
+	cli_error(NULL, UINT64_MAX, "--mpi: MPI runs are tracekit-mpi's: mpirun -np N "
+		  "tracekit-mpi %s [OPTIONS] FILE...", name);
+#else
+	cli_error(NULL, UINT64_MAX, "--mpi: this build has no MPI (install libopenmpi-dev "
+		  "and build again for tracekit-mpi), or use --shard I/N and tracekit merge");
+	(void)name;
+#endif
+	return EXIT_USAGE;
+}
+
+int cli_shard_write(struct tk_cmd_opts *o, int command)
+{
+	const char *name = command == TK_PARTIAL_STATS ? "stats" : "profile";
 	uint32_t shard, nshards;
 	uint8_t *data;
 	size_t len;
 	int status, rc;
 
-	if ((rc = parse_shard(o->shard, &shard, &nshards)) || (rc = cli_need_files(o, "profile")))
+	if ((rc = parse_shard(o->shard, &shard, &nshards)) || (rc = cli_need_files(o, name)))
 		return rc;
 	if (!o->output || !strcmp(o->output, "-") || o->to || o->stacks || o->lines || o->source) {
-		cli_error(NULL, UINT64_MAX, "profile --shard: writes a partial result to -o FILE; the "
-			  "output's kind (--to) is chosen by tracekit merge");
+		cli_error(NULL, UINT64_MAX, "%s --shard: writes a partial result to -o FILE; the "
+			  "output's kind (--to) is chosen by tracekit merge", name);
 		return EXIT_USAGE;
 	}
-	if ((status = cli_shard_build(o, shard, nshards, &data, &len)) < EXIT_USAGE) {
+	if ((status = cli_shard_build(o, command, shard, nshards, &data, &len)) < EXIT_USAGE) {
 		struct tk_buf out;
 
 		if ((rc = cli_out_open(o, &out)) == 0) {

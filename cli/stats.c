@@ -1,6 +1,7 @@
 /* tracekit stats: statistics of a trace (each format's are its operation in
  * lib/commands/). */
 #include "cli.h"
+#include "tracekit/partial.h"
 
 static const char usage[] =
 	"usage: tracekit stats [OPTIONS] FILE...\n"
@@ -9,6 +10,9 @@ static const char usage[] =
 	"\n"
 	"  --to FMT        text, json, csv\n"
 	"  -j N            threads (default: all cores)\n"
+	"  -o FILE         write to FILE\n"
+	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge;\n"
+	"                  Intel PT, perf.data, branch traces, xtrace)\n"
 	"\n"
 	"Intel PT (raw stream with --elf/--raw, or perf.data):\n"
 	"  instructions, the mix by instruction category and ISA extension, branches\n"
@@ -24,6 +28,10 @@ static const char usage[] =
 
 static int run(struct tk_cmd_opts *o)
 {
+	if (o->mpi)
+		return cli_mpi_refused("stats");
+	if (o->shard)
+		return cli_shard_write(o, TK_PARTIAL_STATS);
 	return cli_run_op(o, "stats", TK_CMD_STATS);
 }
 

@@ -1,6 +1,6 @@
-/* tracekit-mpi: `tracekit profile` over the ranks of an MPI job.
+/* tracekit-mpi: `tracekit profile` or `tracekit stats` over the ranks of an MPI job.
  *
- *   mpirun -np N tracekit-mpi profile [OPTIONS] FILE...
+ *   mpirun -np N tracekit-mpi profile|stats [OPTIONS] FILE...
  *
  * Every rank plans over all inputs alike (the plan of `profile --shard`) and decodes shard
  * RANK+1 of N with its own -j threads; the partial results (tracekit/partial.h) are
@@ -18,10 +18,12 @@
 #include "../cli.h"
 
 static const char usage[] =
-	"usage: mpirun -np N tracekit-mpi profile [OPTIONS] FILE...\n"
+	"usage: mpirun -np N tracekit-mpi profile|stats [OPTIONS] FILE...\n"
 	"\n"
-	"tracekit profile on N ranks: each decodes 1/N of the plan over all inputs (with -j\n"
-	"threads), rank 0 merges and writes. The options are profile's (tracekit help profile).\n";
+	"tracekit profile or stats on N ranks: each decodes 1/N of the plan over all inputs\n"
+	"(with -j threads), rank 0 merges and writes. The options are the command's\n"
+	"(tracekit help profile, tracekit help stats; stats: Intel PT, perf.data, branch\n"
+	"traces and xtrace).\n";
 
 /* What this rank printed on stderr (ranks other than 0 write it to a file), for rank 0. */
 static char *slurp(FILE *f, size_t *n)
@@ -79,14 +81,15 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (argc < 2 || strcmp(argv[1], "profile")) {
+	int stats = argc >= 2 && !strcmp(argv[1], "stats");
+	if (argc < 2 || (strcmp(argv[1], "profile") && !stats)) {
 		if (rank == 0)
 			fputs(usage, stderr);
 		MPI_Finalize();
 		return EXIT_USAGE;
 	}
-	if ((rc = cli_parse(&cli_cmd_profile, argc - 1, argv + 1, &o)) != 0 ||
-	    (rc = cli_need_files(&o, "profile")) != 0 || o.shard) {
+	if ((rc = cli_parse(stats ? &cli_cmd_stats : &cli_cmd_profile, argc - 1, argv + 1, &o)) != 0 ||
+	    (rc = cli_need_files(&o, argv[1])) != 0 || o.shard) {
 		if (o.shard && rank == 0)
 			cli_error(NULL, UINT64_MAX, "tracekit-mpi: the ranks are the shards (no --shard)");
 		MPI_Finalize();
@@ -100,7 +103,8 @@ int main(int argc, char **argv)
 	}
 	/* TK_MPI_TIMES: each phase's seconds on rank 0's stderr (bench/mpi.sh) */
 	double t0 = MPI_Wtime(), t_built, t_gathered;
-	status = cli_shard_build(&o, (uint32_t)rank + 1, (uint32_t)size, &data, &len);
+	status = cli_shard_build(&o, stats ? TK_PARTIAL_STATS : TK_PARTIAL_PROFILE,
+				 (uint32_t)rank + 1, (uint32_t)size, &data, &len);
 	if (status >= EXIT_USAGE) {
 		/* an input this rank cannot read: the job ends now with that status, whatever
 		 * the others are doing, rather than waiting for them */

@@ -54,11 +54,29 @@ TK_API int tk_partial_exec_save(const struct tk_ipt_exec *x, uint8_t **data, siz
 TK_API int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t len,
 				struct tk_partial_error *e);
 
+/* xtrace statistics before they are written (tracekit/xtrace.h), as bytes: every count,
+ * the exception levels at the part's ends and the footprint's lines (ascending). Loading
+ * fills S (tk_xtrace_stats_init'ed with TK_XT_STATS_FOOTPRINT, nothing added yet); merge
+ * the parts in trace order with tk_xtrace_stats_merge. */
+struct tk_xtrace_stats;
+TK_API int tk_partial_xtrace_stats_save(const struct tk_xtrace_stats *s, uint8_t **data,
+					size_t *len);
+TK_API int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t *data,
+					size_t len, struct tk_partial_error *e);
+
 /* ---- partial files ------------------------------------------------------------------- */
 
 enum tk_partial_command {
-	TK_PARTIAL_PROFILE = 1,
+	TK_PARTIAL_PROFILE = 1,       /* profile --shard: tk_prof_save's bytes per chunk */
+	TK_PARTIAL_STATS = 2,         /* stats --shard: one result per input (exec, xtrace) */
 };
+
+/* The shard (1..N) a chunk of SIZE bytes, AT bytes into a plan of TOTAL bytes, belongs
+ * to: the one its middle falls in, so that shards are contiguous, balanced runs. */
+TK_API uint32_t tk_partial_shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n);
+/* Of chunks SIZES[0..N), those of shard SHARD of NSHARDS: [*FIRST, *FIRST + *COUNT). */
+TK_API void tk_partial_shard_range(const uint64_t *sizes, size_t n, uint32_t shard,
+				   uint32_t nshards, uint32_t *first, uint32_t *count);
 
 /* A result in a partial: of chunk CHUNK of the input's plan, or (TK_PARTIAL_REST) what
  * is not any one chunk's: block counts gathered over all, or the whole result of a format

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tracekit/partial.h"
 
 struct bt {
 	struct tk_btrace *bt;
@@ -232,50 +233,93 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(rc, status);
 }
 
+/* The threads STATS takes (--tid); a shard (c->part) the run of them its share of their
+ * trace bytes falls on. */
+static int stats_threads(const struct tk_cmd *c, const struct tk_btrace *bt, uint8_t *take)
+{
+	size_t n = tk_btrace_thread_count(bt), k = 0;
+	uint64_t *sizes = calloc(n + 1, sizeof *sizes);
+	uint32_t first = 0, count = UINT32_MAX;
+
+	if (!sizes)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		if (!c->o->has_tid || t->tid == c->o->tid)
+			sizes[k++] = t->stream_bytes;
+	}
+	if (c->part && !c->part->nload) {
+		tk_partial_shard_range(sizes, k, c->part->shard, c->part->nshards, &first, &count);
+		c->part->nchunks = (uint32_t)k;
+		c->part->first = first;
+		c->part->count = count;
+	}
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		take[i] = (!c->o->has_tid || t->tid == c->o->tid) && k >= first && k - first < count;
+		k += !c->o->has_tid || t->tid == c->o->tid;
+	}
+	free(sizes);
+	return (int)k;
+}
+
 static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {
-	const struct tk_cmd_opts *o = c->o;
 	struct tk_ipt_exec_stats s;
+	struct tk_gap_stats decoded = { 0 };
 	struct tk_ipt_exec *ex;
 	struct bt cb;
-	size_t nthreads = 0;
-	int rc = 0, err = 0, status;
+	uint8_t *take = NULL;
+	int rc = 0, err = 0, status, nthreads = 0;
+	int merging = c->part && c->part->nload, sharding = c->part && !merging;
 
 	(void)fi, (void)unused;
-	if (!tk_cmd_stats_format(c))
+	if (!sharding && !tk_cmd_stats_format(c))
 		return TK_EXIT_USAGE;
 	if ((status = bt_open(c, file, in, 1, &cb)))
 		return status;
-	if (!(ex = tk_ipt_exec_new(cb.img, &err))) {
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+	if (!(take = calloc(tk_btrace_thread_count(cb.bt) + 1, 1)) ||
+	    (nthreads = stats_threads(c, cb.bt, take)) < 0 || !(ex = tk_ipt_exec_new(cb.img, &err))) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(!take ? -TK_E_NOMEM : nthreads < 0 ? nthreads : err));
+		free(take);
 		bt_close(&cb);
 		return TK_EXIT_INPUT;
 	}
-	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && rc >= 0; i++) {
-		const struct tk_btrace_thread *t = tk_btrace_thread(cb.bt, i);
+	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && rc >= 0 && !merging; i++) {
 		struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, cb.img);
+		struct tk_ipt_flow_stats one = { 0 };
 		uint8_t *pt;
 		size_t n;
 
-		if (o->has_tid && t->tid != o->tid)
+		if (!take[i])
 			continue;
 		if ((rc = tk_btrace_thread_stream(cb.bt, i, &pt, &n)) < 0)
 			break;
-		rc = tk_ipt_exec_add(ex, pt, n, &fo, NULL);
+		rc = tk_ipt_exec_add(ex, pt, n, &fo, &one);
+		tk_gap_stats_merge(&decoded, &one.gaps);
 		free(pt);
-		nthreads++;
 	}
-	if (rc >= 0)
+	free(take);
+	if (merging)
+		status = tk_cmd_exec_load(c, ex);
+	if (rc >= 0 && !status && sharding)
+		status = tk_cmd_exec_save(c, file, ex);
+	else if (rc >= 0 && !status)
 		rc = tk_ipt_exec_finish(ex, &s);
 	tk_ipt_exec_free(ex);
-	if (rc < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
+	if (rc < 0 || status) {
+		if (rc < 0)
+			CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		bt_close(&cb);
-		return TK_EXIT_INPUT;
+		return rc < 0 ? TK_EXIT_INPUT : status;
 	}
-	status = tk_cmd_exec_stats_out(c, file, "branch trace", "btrace", "thread", nthreads, &s);
-	int g = bt_status(c, file, cb.bt, &s.flow.gaps);
+	if (!sharding)
+		status = tk_cmd_exec_stats_out(c, file, "branch trace", "btrace", "thread",
+					       (size_t)nthreads, &s);
+	/* (the shards reported their data's gaps: the merge repeats what they said) */
+	int g = merging ? 0 : bt_status(c, file, cb.bt, sharding ? &decoded : &s.flow.gaps);
 	bt_close(&cb);
 	return tk_cmd_max(status, g);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tracekit/partial.h"
 
 /* CODE 0: only the packets are wanted (dump): no image is built; 2: the code, and a
  * perf.data session's queues split by thread (decode). */
@@ -401,32 +402,73 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(rc, status);
 }
 
+/* A shard's chunks (c->part) of the streams, numbered across them as tk_ipt_exec_range
+ * numbers them, balanced by size. */
+static int shard_plan(const struct tk_perf_session *x, struct tk_cmd_part *part)
+{
+	uint64_t *sizes = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < x->n; i++) {
+		struct tk_ipt_flow_opts fo = stream_opts(x, i);
+		int64_t m = tk_ipt_flow_chunks(x->s[i].data, x->s[i].len, &fo, NULL, 0);
+		uint64_t *more = m < 0 ? NULL : realloc(sizes, (n + (size_t)m + 1) * sizeof *sizes);
+
+		if (!more || tk_ipt_flow_chunks(x->s[i].data, x->s[i].len, &fo, more + n,
+						(size_t)m) != m) {
+			free(more ? more : sizes);
+			return m < 0 ? (int)m : -TK_E_NOMEM;
+		}
+		sizes = more;
+		for (int64_t j = 0; j < m; j++)   /* starts -> sizes */
+			sizes[n + j] = (j + 1 < m ? sizes[n + j + 1] : x->s[i].len) - sizes[n + j];
+		n += (size_t)m;
+	}
+	tk_partial_shard_range(sizes, n, part->shard, part->nshards, &part->first, &part->count);
+	part->nchunks = (uint32_t)n;
+	free(sizes);
+	return 0;
+}
+
 static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {
 	struct tk_ipt_exec_stats s;
 	struct tk_ipt_exec *ex;
+	struct tk_ipt_flow_stats decoded = { 0 };
 	struct tk_perf_session x;
 	int rc = 0, err = 0, status;
+	int merging = c->part && c->part->nload, sharding = c->part && !merging;
 
 	(void)unused;
-	if (!tk_cmd_stats_format(c))
+	if (!sharding && !tk_cmd_stats_format(c))
 		return TK_EXIT_USAGE;
 	if ((status = session_open(c, file, in, fi, 1, &x)))
 		return status;
-	if (!(ex = tk_ipt_exec_new(x.img, &err))) {
+	if (!(ex = tk_ipt_exec_new(x.img, &err)) || (sharding && (err = shard_plan(&x, c->part)) < 0)) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
+		tk_ipt_exec_free(ex);
 		tk_perf_session_close(&x);
 		return TK_EXIT_INPUT;
 	}
-	for (size_t i = 0; i < x.n && rc >= 0; i++) {
+	if (sharding)
+		tk_ipt_exec_range(ex, c->part->first, c->part->count);
+	for (size_t i = 0; i < x.n && rc >= 0 && !merging; i++) {
 		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
 		struct tk_ipt_flow_stats one = { 0 };
 
 		rc = tk_ipt_exec_add(ex, x.s[i].data, x.s[i].len, &fo, &one);
 		x.s[i].gaps = one.gaps;
+		tk_ipt_flow_stats_add(&decoded, &one);
 	}
-	if (rc >= 0)
+	if (merging && (status = tk_cmd_exec_load(c, ex))) {
+		tk_ipt_exec_free(ex);
+		tk_perf_session_close(&x);
+		return status;
+	}
+	if (rc >= 0 && sharding)
+		status = tk_cmd_exec_save(c, file, ex);
+	else if (rc >= 0)
 		rc = tk_ipt_exec_finish(ex, &s);
 	tk_ipt_exec_free(ex);
 	if (rc < 0) {
@@ -434,8 +476,10 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_perf_session_close(&x);
 		return TK_EXIT_INPUT;
 	}
-	status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", "stream", x.n, &s);
-	int g = session_report(file, &x, &s.flow);
+	if (!sharding)
+		status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", "stream", x.n, &s);
+	/* (the shards reported their data's gaps: the merge repeats what they said) */
+	int g = merging ? 0 : session_report(file, &x, sharding ? &decoded : &s.flow);
 	tk_perf_session_close(&x);
 	return tk_cmd_max(status, g);
 }

@@ -69,6 +69,14 @@ struct tk_cmd_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	/* uftrace's call filters (tracekit/run.h, struct tk_run_filter) */
+	const char *focus[TK_CMD_MAX_LIST];   /* -F/--function NAME|REGEX */
+	int n_focus;
+	const char *exclude[TK_CMD_MAX_LIST]; /* -N/--exclude NAME|REGEX */
+	int n_exclude;
+	uint64_t depth;              /* -D/--depth N; 0 = no limit */
+	uint64_t min_ns;             /* --min-time DUR, in ns */
+	uint64_t min_insns;          /* --min-insns N */
 	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
 	int short_names;             /* --short-names: no template arguments, no parameters */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
@@ -113,6 +121,27 @@ struct tk_cmd {
 					   const char *const *also, size_t nalso, int *status);
 	/* progress lines (NULL: none) */
 	void (*progress)(void *ctx, const char *line);
+	/* stats as a partial result (tracekit stats --shard, merge); NULL: the whole */
+	struct tk_cmd_part *part;
+};
+
+/* One input's statistics as a partial result (tracekit/partial.h). A shard: the
+ * operation decodes shard SHARD of NSHARDS of the input's chunks (tk_partial_shard_of
+ * by size), sets NCHUNKS, FIRST, COUNT and DATA (malloc'd, LEN bytes) and writes nothing.
+ * A merge (NLOAD > 0): the shards' bytes LOAD[] are added instead of decoding, and the
+ * whole is written; what the shards said about the data, they said (not again). */
+struct tk_cmd_part {
+	uint32_t shard, nshards;
+	uint32_t nchunks, first, count;
+	uint8_t *data;
+	size_t len;
+	const struct tk_cmd_part_bytes {
+		const char *path;            /* the partial file (for messages) */
+		const uint8_t *data;
+		size_t len;
+		uint64_t at;                 /* DATA's offset in it */
+	} *load;
+	size_t nload;
 };
 
 /* A number: decimal, or 0x hex (0, or -1 if not one). */
@@ -142,6 +171,8 @@ tk_cmd_fn tk_cmd_op(enum tk_format_id id, enum tk_cmd_kind kind);
 /* The format is text read as a stream in bounded memory (a pipe of it is never held
  * whole: what needs its size reads it to the end). */
 int tk_cmd_streamed(enum tk_format_id id);
+/* The format's stats can be a partial result (struct tk_cmd_part). */
+int tk_cmd_stats_partial(enum tk_format_id id);
 
 /* An option a format declares (the command line's common options are the CLI's own):
  * `tracekit help CMD` lists it under the format, the option parser stores it. */

@@ -198,6 +198,7 @@ struct ptd {
 	uint64_t ptw_ip;            /* the PTWRITE of ACT_PTW_AFTER */
 	const struct tk_image *image;
 	struct tk_isa *isa;         /* classifies the instruction that disabled tracing */
+	struct insn_memo *memo;     /* what it found, by address (insn_at) */
 	uint64_t time;
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
@@ -1047,11 +1048,50 @@ static const uint8_t *classify(struct ptd *d, uint64_t ip, struct tk_isa_insn *i
 	return p;
 }
 
-static uint64_t insn_len(struct ptd *d, uint64_t ip)
+/* An instruction as insn_at remembers it: LEN 0 when there is no code. */
+struct insn_memo {
+	uint64_t ip;
+	uint8_t mode, len, cls, far_call, valid;
+};
+#define INSN_MEMO 4096
+
+/* A call that leaves the flow: syscall, sysenter, int n/3/o, call far (P: its bytes). */
+static int is_far_call(const uint8_t *p, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (p[i] == 0x66 || p[i] == 0x67 || (p[i] & 0xf0) == 0x40))
+		i++;   /* operand and address size, REX */
+	uint8_t b0 = i < len ? p[i] : 0, b1 = i + 1 < len ? p[i + 1] : 0;
+	return (b0 == 0x0f && (b1 == 0x05 || b1 == 0x34)) || b0 == 0xcc || b0 == 0xcd ||
+	       b0 == 0xce || b0 == 0x9a || (b0 == 0xff && (b1 >> 3 & 7) == 3);
+}
+
+/* The instruction at IP, remembered: the few instructions that disable tracing or hold a
+ * PTWRITE come back again and again, and decoding them each time cost a fifth of a
+ * trace with frequent disables. NULL only without memory. */
+static const struct insn_memo *insn_at(struct ptd *d, uint64_t ip)
 {
 	struct tk_isa_insn in;
+	struct insn_memo *m;
+	const uint8_t *p;
 
-	return classify(d, ip, &in) ? in.len : 0;
+	if (!d->memo && !(d->memo = calloc(INSN_MEMO, sizeof *d->memo)))
+		return NULL;
+	m = &d->memo[(ip ^ ip >> 8) & (INSN_MEMO - 1)];
+	if (m->valid && m->ip == ip && m->mode == d->mode)
+		return m;
+	p = classify(d, ip, &in);
+	*m = (struct insn_memo){ ip, (uint8_t)d->mode, p ? (uint8_t)in.len : 0,
+				 p ? (uint8_t)in.cls : 0, p && is_far_call(p, in.len), 1 };
+	return m;
+}
+
+static uint64_t insn_len(struct ptd *d, uint64_t ip)
+{
+	const struct insn_memo *m = insn_at(d, ip);
+
+	return m ? m->len : 0;
 }
 
 /* Which held events (enum tk_flow_bind) bind to the instruction at IP: a far transfer
@@ -1073,27 +1113,15 @@ static unsigned bound_at(struct ptd *d, uint64_t ip)
  * goes; else unknown (0). */
 static uint64_t resume_ip(struct ptd *d, uint64_t from, uint64_t target)
 {
-	struct tk_isa_insn in;
-	const uint8_t *p;
+	const struct insn_memo *m = insn_at(d, from);
 
-	if (!(p = classify(d, from, &in)))
+	if (!m || !m->len)
 		return 0;
-	switch (in.cls) {
-	case TK_ISA_OTHER: return from + in.len;   /* MOV CR3 */
+	switch (m->cls) {
+	case TK_ISA_OTHER: return from + m->len;   /* MOV CR3 */
 	case TK_ISA_JMP: case TK_ISA_CALL: return target;
-	case TK_ISA_CALL_IND: return from + in.len;
-	case TK_ISA_FAR: {
-		size_t i = 0;
-
-		while (i < in.len && (p[i] == 0x66 || p[i] == 0x67 || (p[i] & 0xf0) == 0x40))
-			i++;   /* operand and address size, REX */
-		uint8_t b0 = p[i], b1 = i + 1 < in.len ? p[i + 1] : 0;
-		int far_call = (b0 == 0x0f && (b1 == 0x05 || b1 == 0x34)) ||   /* syscall, sysenter */
-			       b0 == 0xcc || b0 == 0xcd || b0 == 0xce || b0 == 0x9a ||
-			       (b0 == 0xff && (b1 >> 3 & 7) == 3);             /* call far [m] */
-
-		return far_call ? from + in.len : 0;
-	}
+	case TK_ISA_CALL_IND: return from + m->len;
+	case TK_ISA_FAR: return m->far_call ? from + m->len : 0;
 	default: return 0;
 	}
 }
@@ -1601,8 +1629,10 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 			rc = tk_event_batch_flush(batch);
 	}
 	free(batch);
-	if (d)
+	if (d) {
 		free(d->isa);
+		free(d->memo);
+	}
 	free(d);
 	return rc;
 }

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# stats --shard I/N + merge, and tracekit-mpi stats, print what `stats -j 1` prints (text,
+# json, csv) for an Intel PT raw stream with --elf (300-byte chunks), a perf.data with two
+# queues, a branch trace and xtrace traces, with 1, 2, 3 and more shards than chunks; damaged data in one
+# shard: that shard reports the gap (file, offset) and exits 1, the merge repeats it and
+# exits 1 with -j 1's statistics; formats whose statistics are not partials (Kanata) are refused.
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+. "$SRC/tests/tools/lj-traces.sh"
+export TK_IPT_CHUNK=300
+
+same() {   # LABEL N OPTIONS... -- FILES...
+	local label=$1 n=$2 opts=() files=()
+	shift 2
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	shift
+	files=("$@")
+	rm -f "$work"/part-*.tkp
+	for i in $(seq 1 "$n"); do
+		"$TK" stats --shard "$i/$n" -j 2 -o "$work/part-$i.tkp" "${opts[@]}" "${files[@]}" \
+			2>"$work/shard.err" || { echo "$label: shard $i/$n failed"; cat "$work/shard.err"; exit 1; }
+	done
+	for to in $kinds; do
+		"$TK" stats -j 1 --to "$to" "${opts[@]}" "${files[@]}" >"$work/want"
+		[ -s "$work/want" ] || { echo "$label: stats --to $to printed nothing"; exit 1; }
+		"$TK" merge --to "$to" "$work"/part-*.tkp >"$work/got" 2>"$work/merge.err" ||
+			{ echo "$label: merge --to $to failed"; cat "$work/merge.err"; exit 1; }
+		cmp -s "$work/want" "$work/got" || { echo "$label: $n shards merged --to $to differ"
+			diff "$work/want" "$work/got" | head -10 || true; exit 1; }
+	done
+}
+kinds="text json csv"
+same "Intel PT raw" 3 --elf "$work/lj:$bias" -- "$work/lj.pt"
+kinds="text"
+same "Intel PT raw" 1 --elf "$work/lj:$bias" -- "$work/lj.pt"
+TK_IPT_CHUNK=1000000 same "Intel PT raw, more shards than chunks" 4 --elf "$work/lj:$bias" -- "$work/lj.pt"
+same "perf.data" 2 -- "$work/two.data"
+same "branch trace" 3 -- "$work/lj.tkbt"
+same "two inputs" 3 --elf "$work/lj:$bias" -- "$work/lj.pt" "$work/lj.pt"
+# xtrace: chunks at snapshots (the generated trace has several), merged in trace order
+xtrace="$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
+python3 "$SRC/bench/xtrace-gen.py" "$work/xt" 3 >/dev/null
+kinds="text json"
+same "xtrace" 2 -- "$xtrace"
+same "xtrace, chunks at snapshots" 3 -- "$work"/xt/*.xinsndata.bin
+same "xtrace, more shards than chunks" 7 -- "$work"/xt/*.xinsndata.bin
+[ "$(cat "$work"/part-*.tkp | grep -c TKXTST)" -gt 0 ] || { echo "xtrace: no statistics in the partials"; exit 1; }
+# a shard decodes its part only: three shards' partials are not three copies of one
+s1=$(cmp -s <("$TK" stats --shard 1/3 -o /dev/stdout --elf "$work/lj:$bias" "$work/lj.pt") \
+	<("$TK" stats --shard 3/3 -o /dev/stdout --elf "$work/lj:$bias" "$work/lj.pt") && echo same || echo differ)
+[ "$s1" = differ ] || { echo "shards 1/3 and 3/3 hold the same statistics"; exit 1; }
+
+# damaged bytes in one shard's chunks
+cp "$work/lj.pt" "$work/dmg.pt"
+printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+rc=0; "$TK" stats -j 1 --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
+[ "$rc" = 1 ] || { echo "damaged: stats exit $rc, not 1"; exit 1; }
+statuses=
+for i in 1 2 3; do
+	rc=0; "$TK" stats --shard "$i/3" -o "$work/d-$i.tkp" --elf "$work/lj:$bias" "$work/dmg.pt" \
+		2>>"$work/got.err" || rc=$?
+	statuses="$statuses$rc"
+done
+[ "$statuses" = 010 ] || { echo "damaged: shard statuses $statuses, not 010"; exit 1; }
+cmp -s <(grep gap "$work/want.err") <(grep gap "$work/got.err") ||
+	{ echo "damaged: shards report"; cat "$work/got.err"; echo "-j 1 reports"; cat "$work/want.err"; exit 1; }
+rc=0; "$TK" merge "$work"/d-*.tkp >"$work/got" 2>"$work/merge.err" || rc=$?
+[ "$rc" = 1 ] || { echo "damaged: merge exit $rc, not 1"; cat "$work/merge.err"; exit 1; }
+cmp -s "$work/got" "$work/want" || { echo "damaged: merge differs from -j 1"; exit 1; }
+cmp -s "$work/got.err" "$work/merge.err" ||
+	{ echo "damaged: merge reports"; cat "$work/merge.err"; echo "shards report"; cat "$work/got.err"; exit 1; }
+
+# refused: statistics that are not partials, mixing commands, output to stdout
+printf 'Kanata\t0004\nC=\t0\nI\t0\t0\t0\nS\t0\t0\tF\nC\t1\nR\t0\t0\t0\n' >"$work/k.log"
+rc=0; "$TK" stats --shard 1/2 -o "$work/x.tkp" "$work/k.log" \
+	2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "stats --shard: not for" "$work/err" || { echo "Kanata: exit $rc"; cat "$work/err"; exit 1; }
+"$TK" profile --shard 2/3 -o "$work/p-2.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
+"$TK" stats --shard 1/3 -o "$work/s-1.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
+"$TK" stats --shard 3/3 -o "$work/s-3.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
+rc=0; "$TK" merge "$work/s-1.tkp" "$work/p-2.tkp" "$work/s-3.tkp" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "p-2.tkp: not of the same job.*another command" "$work/err" ||
+	{ echo "mixed commands: exit $rc"; cat "$work/err"; exit 1; }
+rc=0; "$TK" stats --shard 1/2 --elf "$work/lj:$bias" "$work/lj.pt" >/dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] || { echo "stats --shard without -o: exit $rc"; exit 1; }
+
+# tracekit-mpi stats: the same bytes as stats -j 1
+mpi="$BUILD/tracekit-mpi"
+if [ -x "$mpi" ]; then
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # as mpi.sh
+	for args in "--elf $work/lj:$bias $work/lj.pt" "$work/two.data" "$work/lj.tkbt" "$(echo "$work"/xt/*.xinsndata.bin)"; do
+		# shellcheck disable=SC2086
+		"$TK" stats -j 1 --to json $args >"$work/want"
+		# shellcheck disable=SC2086
+		timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 "$mpi" stats -j 1 --to json \
+			-o "$work/got" $args 2>"$work/err" || { echo "mpi stats $args failed"; cat "$work/err"; exit 1; }
+		cmp -s "$work/want" "$work/got" || { echo "mpi stats $args: differs from -j 1"; exit 1; }
+	done
+fi
+echo "stats shards: ok"

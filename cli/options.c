@@ -17,6 +17,7 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_MAX_EVENTS,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES, OPT_SHARD, OPT_MPI,
 	OPT_MIN_INSNS,
+	OPT_COLOR,
 	OPT_FORMAT_OWN = 1000,   /* + the index in format_opts */
 };
 
@@ -50,6 +51,7 @@ static const struct option common_opts[] = {
 	{ "depth", required_argument, NULL, 'D' },
 	{ "min-time", required_argument, NULL, 't' },
 	{ "min-insns", required_argument, NULL, OPT_MIN_INSNS },
+	{ "color", optional_argument, NULL, OPT_COLOR },
 };
 
 /* The formats' options, each spelling once (two formats may share one: --tid). */
@@ -247,6 +249,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 
 	memset(o, 0, sizeof *o);
 	o->progress = 1;
+	o->color = -1;
 	options_setup();
 	optind = 1;
 	opterr = 0;
@@ -313,6 +316,19 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 			break;
 		case 't': if ((rc = duration_arg("--min-time", optarg, &o->min_ns))) return rc; break;
 		case OPT_MIN_INSNS: if ((rc = num_arg("--min-insns", optarg, &o->min_insns))) return rc; break;
+		case OPT_COLOR:
+			/* auto: stdout is a terminal and NO_COLOR is unset (no-color.org) */
+			if (!optarg || !strcmp(optarg, "always"))
+				o->color = 1;
+			else if (!strcmp(optarg, "auto"))
+				o->color = -1;
+			else if (!strcmp(optarg, "never"))
+				o->color = 0;
+			else {
+				cli_error(NULL, UINT64_MAX, "--color: auto, always or never, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case OPT_MAX_EVENTS: if ((rc = num_arg("--max-events", optarg, &o->max_events))) return rc; break;
 		case '?':
 		default:
@@ -330,6 +346,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 			return EXIT_USAGE;
 		}
 	}
+	if (o->color < 0)
+		o->color = isatty(STDOUT_FILENO) && !o->output && !getenv("NO_COLOR");
 	o->args = argv + optind;
 	o->nargs = argc - optind;
 	return 0;

@@ -16,7 +16,7 @@ static const char usage[] =
 	"\n"
 	"Profile a trace: per function, per call path and per source line.\n"
 	"\n"
-	"  --sort KEY      sort by KEY\n"
+	"  --sort KEY      sort by a column of the table (its header's name)\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
 	"  --time A:B      only what ran in trace ticks [A, B) (calls clipped to the window)\n"
@@ -34,6 +34,7 @@ static const char usage[] =
 	"  -j N            threads (default: all cores)\n"
 	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
 	"  --short-names   names without template arguments and parameters\n"
+	"  --color[=WHEN]  colour the hot rows' %: auto (default), always, never\n"
 	"  -o FILE         write to FILE\n"
 	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
@@ -126,6 +127,8 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 	return 0;
 }
 
+int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
+
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s)
@@ -133,6 +136,8 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	enum tk_out_kind kind = profile_kind(o);
 	struct tk_buf out;
 	int rc;
+	if (cli_profile_take)
+		return cli_profile_take(p, sym);
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
 			  "callgrind, source, calltree, lines, blocks)", o->to);
@@ -143,7 +148,7 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
 				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
 				  .track_id = source_track_id, .track_ctx = s,
-				  .track_process = source_track_process };
+				  .track_process = source_track_process, .color = o->color };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);

@@ -121,6 +121,8 @@ struct tk_partial {
 	struct tk_partial_message *messages;
 };
 
+/* 1 when DATA (LEN bytes: at least the first 8 of a file) begins as a partial file does. */
+TK_API int tk_partial_is(const uint8_t *data, size_t len);
 /* The hash of a file's first and last MiB (all of it when smaller) and its size. */
 TK_API int tk_partial_hash(const char *path, uint64_t *hash, uint64_t *size);
 /* P as bytes into *DATA (malloc'd). */

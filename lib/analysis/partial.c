@@ -775,6 +775,11 @@ static int hash_span(int fd, uint64_t off, uint64_t n, uint64_t *h)
 	return 0;
 }
 
+int tk_partial_is(const uint8_t *data, size_t len)
+{
+	return len >= 8 && !memcmp(data, FILE_MAGIC, 8);
+}
+
 uint32_t tk_partial_shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n)
 {
 	unsigned __int128 mid = (unsigned __int128)(at + size / 2) * n;

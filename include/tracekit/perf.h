@@ -173,6 +173,8 @@ struct tk_perf_proc {
 	uint32_t epoch;             /* execs before this part */
 	char comm[16];
 	struct tk_image *img;
+	struct tk_perf_module *mods;  /* the files of its image (path and bias: its names) */
+	size_t nmods;
 };
 struct tk_perf_module {
 	char *path;
@@ -248,6 +250,14 @@ TK_API struct tk_trace_clock tk_perf_session_clock(const struct tk_perf_session 
 /* The loaded modules' symbols (and kallsyms) into SYM, after the --elf list's. */
 struct tk_sym;
 TK_API int tk_perf_session_symbols(const struct tk_perf_session *x, struct tk_sym *sym);
+/* A session split by thread: the process that thread TRACK ran in (its last stream's:
+ * *PROC indexes procs) and the thread's name (its COMM, else its process's) into COMM (N
+ * bytes, terminated). -TK_E_NOT_FOUND when the session is not split or TRACK is not known. */
+TK_API int tk_perf_session_track(const struct tk_perf_session *x, uint32_t track, size_t *proc,
+			  char *comm, size_t n);
+/* The symbols of process PROC's files (and kallsyms) into SYM. */
+TK_API int tk_perf_session_proc_symbols(const struct tk_perf_session *x, size_t proc,
+				 struct tk_sym *sym);
 /* perf.data: the line that names stream I (its queue) ahead of its output. */
 struct tk_buf;
 TK_API void tk_perf_session_stream_header(struct tk_buf *out, const struct tk_perf_session *x, size_t i);

@@ -91,6 +91,12 @@ TK_API const struct tk_source_info *tk_source_info(const struct tk_source *s);
 /* The id users know for an event track (XRay: the thread id of the thread table's
  * TRACK-th thread; the others: TRACK itself). */
 TK_API uint32_t tk_source_track_id(const struct tk_source *s, uint32_t track);
+/* The process event track TRACK ran in (perf.data sessions split by thread): its pid,
+ * the thread's name into COMM (N bytes, terminated; perf's are 15 at most) and the names
+ * of that process's code (owned by the source; NULL when they cannot be loaded).
+ * -TK_E_NOT_FOUND when the input has no processes or TRACK is not known. */
+TK_API int tk_source_track_process(struct tk_source *s, uint32_t track, uint32_t *pid,
+				   char *comm, size_t n, struct tk_sym **sym);
 /* The worker threads the source decodes on. */
 TK_API unsigned tk_source_threads(const struct tk_source *s);
 /* The names of the code (the --elf files' symbols and lines, and those of the modules the

@@ -18,6 +18,48 @@
 #include "internal.h"
 #include "tracekit/internal/util.h"
 
+/* ---- waiting for the program ----------------------------------------------------------- */
+
+/* Bytes of trace the recorder has written so far: the file PATH, or every file in DIR. */
+static uint64_t trace_bytes(const char *path, const char *dir)
+{
+	struct stat st;
+	uint64_t n = 0;
+
+	if (path)
+		return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	DIR *d = opendir(dir);
+	for (struct dirent *de; d && (de = readdir(d)); ) {
+		char f[PATH_MAX];
+		snprintf(f, sizeof f, "%.2000s/%.1000s", dir, de->d_name);
+		if (de->d_name[0] != '.' && stat(f, &st) == 0)
+			n += (uint64_t)st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Wait for PID's end (*WS). With progress on (a terminal, or --progress), a line now and
+ * then on how long it has run and the trace bytes written (trace_bytes(PATH, DIR)). */
+static void wait_program(const struct tk_cmd *c, pid_t pid, int *ws, const char *path,
+			 const char *dir)
+{
+	struct tk_progress pr;
+	pid_t r;
+
+	tk_cmd_progress_init(c, &pr, "recording", 0);
+	while ((r = waitpid(pid, ws, pr.print ? WNOHANG : 0)) != pid) {
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r == 0) {
+			usleep(50000);
+			tk_progress_set(&pr, trace_bytes(path, dir));
+		}
+	}
+	tk_progress_finish(&pr);
+}
+
 /* ---- --btrace -------------------------------------------------------------------------- */
 
 /* CMD as execvp would find it. */
@@ -277,10 +319,9 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		CMD_NOTE(c, prog, "exec: %s", strerror(errno));
 		_exit(127);
 	}
-	int ws;
+	int ws = 0;
 	signal(SIGINT, SIG_IGN);   /* ^C goes to the program; we still summarise */
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-		;
+	wait_program(c, pid, &ws, outabs, NULL);
 	signal(SIGINT, SIG_DFL);
 	if (!o->quiet) {
 		if (WIFEXITED(ws))
@@ -342,8 +383,7 @@ int tk_cmd_record_xray(const struct tk_cmd *c, const char *file, struct tk_input
 		_exit(127);
 	}
 	int ws = 0;
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-		;
+	wait_program(c, pid, &ws, NULL, dir);
 	/* the runtime names logs BASE + program + random suffix; take the newest */
 	DIR *d = opendir(dir);
 	struct dirent *de;

@@ -138,6 +138,10 @@ void tk_source_free(struct tk_source *s)
 	if (s->ops && s->state)
 		s->ops->close(s);
 	tk_sym_free(s->sym);
+	for (size_t i = 0; i < s->npsym; i++)
+		if (s->psym[i] != (struct tk_sym *)1)
+			tk_sym_free(s->psym[i]);
+	free(s->psym);
 	if (s->in && !s->borrowed)
 		tk_input_free(s->in);
 	tk_set_log(s->prev_log, s->prev_log_ctx);
@@ -160,17 +164,15 @@ unsigned tk_source_threads(const struct tk_source *s)
 	return s->o.nthreads;
 }
 
-struct tk_sym *tk_source_symbols(struct tk_source *s, int *err)
+/* New symbols holding the --elf files (their problems said unless QUIET). */
+static struct tk_sym *sym_new(struct tk_source *s, int quiet, int *err)
 {
 	struct tk_sym_opts so = { .sz = sizeof so, .no_dwarf = s->ops->no_dwarf,
 				  .no_demangle = s->o.no_demangle, .short_names = s->o.short_names };
+	struct tk_sym *sym = tk_sym_new(&so, err);
 	int rc = 0;
 
-	if (s->sym)
-		return s->sym;
-	if (!(s->sym = tk_sym_new(&so, err)))
-		return NULL;
-	for (size_t i = 0; i < s->o.nelf && rc >= 0; i++) {
+	for (size_t i = 0; sym && i < s->o.nelf && rc >= 0; i++) {
 		char path[4096];
 		uint64_t base = 0;
 		char *colon, *end;
@@ -179,15 +181,31 @@ struct tk_sym *tk_source_symbols(struct tk_source *s, int *err)
 		colon = strrchr(path, ':');
 		if (colon && colon[1] && (base = strtoull(colon + 1, &end, 0), !*end)) {
 			*colon = 0;
-			rc = s->ops->elf_bias ? tk_sym_add_elf(s->sym, path, base)
-					      : tk_sym_add_elf_at(s->sym, path, base);
+			rc = s->ops->elf_bias ? tk_sym_add_elf(sym, path, base)
+					      : tk_sym_add_elf_at(sym, path, base);
 		} else {
-			rc = tk_sym_add_elf(s->sym, path, 0);
+			rc = tk_sym_add_elf(sym, path, 0);
 		}
-		if (rc < 0)
+		if (rc < 0 && !quiet)
 			TK_SRC_ERROR(s, path, UINT64_MAX, "cannot load symbols: %s", tk_strerror(rc));
 	}
-	if (rc >= 0 && s->ops->symbols)
+	if (rc < 0) {
+		tk_sym_free(sym);
+		*err = rc;
+		return NULL;
+	}
+	return sym;
+}
+
+struct tk_sym *tk_source_symbols(struct tk_source *s, int *err)
+{
+	int rc = 0;
+
+	if (s->sym)
+		return s->sym;
+	if (!(s->sym = sym_new(s, 0, err)))
+		return NULL;
+	if (s->ops->symbols)
 		rc = s->ops->symbols(s, s->sym);
 	if (rc < 0) {
 		tk_sym_free(s->sym);
@@ -195,6 +213,37 @@ struct tk_sym *tk_source_symbols(struct tk_source *s, int *err)
 		*err = rc;
 	}
 	return s->sym;
+}
+
+int tk_source_track_process(struct tk_source *s, uint32_t track, uint32_t *pid,
+			    char *comm, size_t n, struct tk_sym **sym)
+{
+	size_t pr;
+	int rc;
+
+	if (!s->ops->track_process)
+		return -TK_E_NOT_FOUND;
+	if ((rc = s->ops->track_process(s, track, pid, comm, n, &pr)) < 0)
+		return rc;
+	if (pr >= s->npsym) {   /* made once each; a slot of (void *)1: could not be */
+		struct tk_sym **p = realloc(s->psym, (pr + 1) * sizeof *p);
+		if (!p)
+			return -TK_E_NOMEM;
+		memset(p + s->npsym, 0, (pr + 1 - s->npsym) * sizeof *p);
+		s->psym = p;
+		s->npsym = pr + 1;
+	}
+	if (!s->psym[pr]) {
+		/* (a file that cannot be read was said for the source's own names) */
+		struct tk_sym *sym1 = sym_new(s, 1, &rc);
+		if (sym1 && s->ops->proc_symbols(s, pr, sym1) < 0) {
+			tk_sym_free(sym1);
+			sym1 = NULL;
+		}
+		s->psym[pr] = sym1 ? sym1 : (struct tk_sym *)1;
+	}
+	*sym = s->psym[pr] == (struct tk_sym *)1 ? NULL : s->psym[pr];
+	return 0;
 }
 
 int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n)

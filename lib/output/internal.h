@@ -13,12 +13,16 @@ struct names {
 	struct keyname { uint64_t key; uint32_t kind, id; } *keys; /* (kind, key) -> id cache */
 	size_t keys_mask, nkeys;
 	struct tk_sym *sym;
+	struct tk_sym **spaces;   /* other symbols names came from (a process's own) */
+	size_t nspaces;
 };
 int names_init(struct names *nm, struct tk_sym *sym);
 void names_free(struct names *nm);
 /* Returns the id, or UINT32_MAX when out of memory. */
 uint32_t names_intern(struct names *nm, const char *s, size_t len);
 uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind);
+/* The same named from SYM (a process's own symbols). */
+uint32_t names_frame_in(struct names *nm, struct tk_sym *sym, uint64_t key, uint32_t kind);
 static inline const char *names_str(const struct names *nm, uint32_t id) { return nm->str[id]; }
 
 /* A call tree keyed by names (threads merged, or one root per thread). */
@@ -35,6 +39,9 @@ struct agg {
 	struct names *names;
 	const char *tracks;
 	const struct tk_out_opts *o;
+	int proc_known;           /* proc_sym names proc_track's frames */
+	uint32_t proc_track;
+	struct tk_sym *proc_sym;
 };
 /* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O (may be
  * NULL) asks for threads: then each gets a level of its own above the root, named by its
@@ -45,6 +52,10 @@ int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 const char *out_track_label(const struct tk_out_opts *o);
 /* The id TRACK is shown by in O's output. */
 uint32_t out_track_id(const struct tk_out_opts *o, uint32_t track);
+/* With threads: the process TRACK ran in (its pid, name into COMM[N], the symbols naming
+ * its code, NULL: O's), as O's track_process says; 0, or -1 if none. */
+int out_track_process(const struct tk_out_opts *o, uint32_t track, uint32_t *pid, char *comm,
+		      size_t n, struct tk_sym **sym);
 void agg_free(struct agg *a);
 /* Children of node V sorted by descending VALUE (per metric); *out malloc'd. */
 int agg_children(const struct agg *a, uint32_t v, enum tk_out_metric m, uint32_t **out, size_t *n);

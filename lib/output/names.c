@@ -29,6 +29,7 @@ void names_free(struct names *nm)
 	free(nm->str);
 	free(nm->map);
 	free(nm->keys);
+	free(nm->spaces);
 	memset(nm, 0, sizeof *nm);
 }
 
@@ -74,23 +75,23 @@ uint32_t names_intern(struct names *nm, const char *s, size_t len)
 	return (uint32_t)nm->n++;
 }
 
-static const char *frame_name(struct names *nm, uint64_t key, uint32_t kind, char *buf, size_t n)
+static const char *frame_name(struct tk_sym *sym, uint64_t key, uint32_t kind, char *buf, size_t n)
 {
 	switch (kind) {
 	case TK_PROF_KEY_ID:
-		if (nm->sym)
-			return tk_sym_func_name(nm->sym, key, buf, n);
+		if (sym)
+			return tk_sym_func_name(sym, key, buf, n);
 		snprintf(buf, n, "#%llu", (unsigned long long)key);
 		return buf;
 	case TK_PROF_KEY_ADDR:
-		if (nm->sym)
-			return tk_sym_addr_name(nm->sym, key, 0, buf, n);
+		if (sym)
+			return tk_sym_addr_name(sym, key, 0, buf, n);
 		snprintf(buf, n, "0x%llx", (unsigned long long)key);
 		return buf;
 	default: {
 		/* the function that was running when the trace (or a gap) left the stack unknown */
 		struct tk_sym_info si;
-		if (key && nm->sym && tk_sym_lookup(nm->sym, key, &si) == 0 && si.func) {
+		if (key && sym && tk_sym_lookup(sym, key, &si) == 0 && si.func) {
 			snprintf(buf, n, "%s", si.func);
 			return buf;
 		}
@@ -99,8 +100,11 @@ static const char *frame_name(struct names *nm, uint64_t key, uint32_t kind, cha
 	}
 }
 
-uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind)
+/* KIND's high bits: which symbols named it (0: nm->sym, N: spaces[N - 1]) */
+static uint32_t frame_id(struct names *nm, struct tk_sym *sym, uint32_t space, uint64_t key,
+			 uint32_t kind)
 {
+	kind |= space << 8;
 	if (nm->nkeys * 2 + 2 > nm->keys_mask + 1 || !nm->keys) {
 		size_t size = nm->keys ? (nm->keys_mask + 1) * 2 : 256;
 		struct keyname *m = calloc(size, sizeof *m);
@@ -125,13 +129,36 @@ uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind)
 		if (nm->keys[k].key == key && nm->keys[k].kind == kind)
 			return nm->keys[k].id;
 	char buf[512];
-	const char *s = frame_name(nm, key, kind, buf, sizeof buf);
+	const char *s = frame_name(sym, key, kind & 0xff, buf, sizeof buf);
 	uint32_t id = names_intern(nm, s, strlen(s));
 	if (id == UINT32_MAX)
 		return id;
 	nm->keys[k] = (struct keyname){ key, kind, id };
 	nm->nkeys++;
 	return id;
+}
+
+uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind)
+{
+	return frame_id(nm, nm->sym, 0, key, kind);
+}
+
+uint32_t names_frame_in(struct names *nm, struct tk_sym *sym, uint64_t key, uint32_t kind)
+{
+	size_t i = 0;
+
+	if (sym == nm->sym)
+		return names_frame(nm, key, kind);
+	while (i < nm->nspaces && nm->spaces[i] != sym)
+		i++;
+	if (i == nm->nspaces) {
+		struct tk_sym **sp = realloc(nm->spaces, (i + 1) * sizeof *sp);
+		if (!sp || i >= 0xffffff)
+			return UINT32_MAX;
+		nm->spaces = sp;
+		nm->spaces[nm->nspaces++] = sym;
+	}
+	return frame_id(nm, sym, (uint32_t)i + 1, key, kind);
 }
 
 /* ---- call tree by name ----------------------------------------------------------------- */
@@ -210,7 +237,18 @@ static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
 	}
 	if (depth > 1)
 		parent = w->path[depth - 2];
-	uint32_t name = names_frame(a->names, fr[depth - 1].key, fr[depth - 1].kind);
+	/* a thread's frames named from its process's symbols (the last track's kept) */
+	if (a->tracks && (!a->proc_known || st->track != a->proc_track)) {
+		uint32_t pid;
+		char comm[32];
+		a->proc_known = 1;
+		a->proc_track = st->track;
+		if (out_track_process(a->o, st->track, &pid, comm, sizeof comm, &a->proc_sym) < 0)
+			a->proc_sym = a->names->sym;
+	}
+	uint32_t name = a->tracks ? names_frame_in(a->names, a->proc_sym, fr[depth - 1].key,
+						   fr[depth - 1].kind)
+				  : names_frame(a->names, fr[depth - 1].key, fr[depth - 1].kind);
 	if (name == UINT32_MAX)
 		return -TK_E_NOMEM;
 	uint32_t v = agg_child(a, parent, name);
@@ -241,6 +279,20 @@ uint32_t out_track_id(const struct tk_out_opts *o, uint32_t track)
 	if (o->sz >= offsetof(struct tk_out_opts, track_ctx) + sizeof(o->track_ctx) && o->track_id)
 		return o->track_id(o->track_ctx, track);
 	return track;
+}
+
+int out_track_process(const struct tk_out_opts *o, uint32_t track, uint32_t *pid, char *comm,
+		      size_t n, struct tk_sym **sym)
+{
+	if (!o->threads || o->sz < offsetof(struct tk_out_opts, track_process) +
+				   sizeof(o->track_process) || !o->track_process)
+		return -1;
+	*sym = NULL;
+	if (o->track_process(o->track_ctx, track, pid, comm, n, sym) < 0)
+		return -1;
+	if (!*sym)
+		*sym = o->sym;
+	return 0;
 }
 
 int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,

@@ -25,6 +25,15 @@ struct row {
 	struct tk_prof_func f;
 	const char *name;
 	const char *module;       /* the text table's: the file name of its module, or NULL */
+	const struct proc *proc;  /* the process of its thread (NULL: none known) */
+	long pi;                  /* ... its index */
+};
+/* A thread's process (tk_out_opts.track_process) */
+struct proc {
+	uint32_t track, pid;
+	int known;
+	char comm[32];
+	struct tk_sym *sym;
 };
 
 enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99,
@@ -112,14 +121,35 @@ static int cmp_rows(const void *x, const void *y, void *ctx)
 	return a->f.track < b->f.track ? -1 : a->f.track > b->f.track;
 }
 
-/* Rows named and sorted; *n limited by --top; *TOTAL (may be NULL): the metric's
- * exclusive values of all rows added (what the text table's % is of). */
+/* The process of TRACK, looked up once per track into *PS (*NP of them): its index, -1
+ * if it has none, -2 when out of memory. */
+static long track_proc(const struct tk_out_opts *o, uint32_t track, struct proc **ps, size_t *np)
+{
+	for (size_t i = 0; i < *np; i++)
+		if ((*ps)[i].track == track)
+			return (*ps)[i].known ? (long)i : -1;
+	if ((*np & (*np - 1)) == 0) {   /* 0, 1, 2, 4, ...: full */
+		struct proc *n = realloc(*ps, (*np ? 2 * *np : 1) * sizeof *n);
+		if (!n)
+			return -2;
+		*ps = n;
+	}
+	struct proc *q = &(*ps)[*np];
+	q->track = track;
+	q->known = out_track_process(o, track, &q->pid, q->comm, sizeof q->comm, &q->sym) == 0;
+	return q->known ? (long)(*np)++ : ((*np)++, -1);
+}
+
+/* Rows named and sorted; *n limited by --top. With threads, each named from its process's
+ * symbols when its track has one (*PS: the processes, freed by the caller). *TOTAL (may be
+ * NULL): the metric's exclusive values of all rows added (what the text table's % is of). */
 static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struct names *nm,
-		     enum tk_out_metric m, struct row **out, size_t *n, uint64_t *total)
+		     enum tk_out_metric m, struct row **out, size_t *n, struct proc **ps,
+		     uint64_t *total)
 {
 	int modules = total != NULL;   /* the text table's column */
 	struct tk_prof_func *f;
-	size_t nf;
+	size_t nf, np = 0;
 	enum sort_key key;
 	int rc = parse_sort(o->sort, m, &key);
 	if (rc < 0)
@@ -131,18 +161,30 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 		free(f);
 		return -TK_E_NOMEM;
 	}
+	*ps = NULL;
 	for (size_t i = 0; i < nf; i++) {
+		long k = o->threads ? track_proc(o, f[i].track, ps, &np) : -1;
+		if (k == -2) {
+			free(f);
+			free(r);
+			return -TK_E_NOMEM;
+		}
 		r[i].f = f[i];
-		uint32_t id = names_frame(nm, f[i].key, f[i].kind);
+		uint32_t id = k >= 0 ? names_frame_in(nm, (*ps)[k].sym, f[i].key, f[i].kind)
+				     : names_frame(nm, f[i].key, f[i].kind);
 		r[i].name = id == UINT32_MAX ? "?" : names_str(nm, id);
+		r[i].pi = k;
 		r[i].module = NULL;
 		struct tk_sym_info si;
-		if (modules && o->sym && f[i].kind == TK_PROF_KEY_ADDR &&
-		    tk_sym_lookup(o->sym, f[i].key, &si) == 0 && si.module) {
+		struct tk_sym *sym = k >= 0 ? (*ps)[k].sym : o->sym;
+		if (modules && sym && f[i].kind == TK_PROF_KEY_ADDR &&
+		    tk_sym_lookup(sym, f[i].key, &si) == 0 && si.module) {
 			const char *base = strrchr(si.module, '/');
 			r[i].module = base ? base + 1 : si.module;
 		}
 	}
+	for (size_t i = 0; i < nf; i++)   /* (*PS moved while it grew) */
+		r[i].proc = r[i].pi >= 0 ? &(*ps)[r[i].pi] : NULL;
 	free(f);
 	enum sort_key share;
 	sort_lookup(NULL, m, &share, 1);
@@ -234,21 +276,35 @@ static void write_summary_text(struct tk_buf *b, const struct tk_prof *p, const 
 		tk_buf_putc(b, '\n');
 }
 
+/* A CSV field, quoted. */
+/* Whether some row's thread has a process (the tables then show pid and comm). */
+static int has_procs(const struct row *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (r[i].proc)
+			return 1;
+	return 0;
+}
+
 static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
 		     struct names *nm, int csv)
 {
 	enum tk_out_metric m = out_metric(p, o->metric);
 	struct row *r;
+	struct proc *ps;
 	size_t n;
 	uint64_t total = 0;
-	int rc = make_rows(p, o, nm, m, &r, &n, &total);
-	if (rc < 0)
+	int rc = make_rows(p, o, nm, m, &r, &n, &ps, &total);
+	if (rc < 0) {
+		free(ps);
 		return rc;
+	}
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
 	uint64_t tps = s.clock.ticks_per_second;
 	enum sort_key share;
 	sort_lookup(NULL, m, &share, 1);
+	int procs = ps != NULL && has_procs(r, n);
 
 	if (csv) {
 		if (o->threads) {
@@ -256,7 +312,8 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 			tk_buf_putc(b, ',');
 		}
 		tk_buf_puts(b, "function,calls,incl_time,excl_time,incl_insns,excl_insns,"
-			       "min,median,p90,p99,max\n");
+			       "min,median,p90,p99,max");
+		tk_buf_puts(b, procs ? ",pid,comm\n" : "\n");   /* (last: columns keep their places) */
 		for (size_t i = 0; i < n; i++) {
 			const struct tk_prof_func *f = &r[i].f;
 			if (o->threads) {
@@ -282,9 +339,20 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				if (f->ndur)
 					put_time(b, dv[k], tps);
 			}
+			if (procs) {
+				tk_buf_putc(b, ',');
+				if (r[i].proc) {
+					tk_buf_u64(b, r[i].proc->pid);
+					tk_buf_putc(b, ',');
+					out_csv_quoted(b, r[i].proc->comm);
+				} else {
+					tk_buf_putc(b, ',');
+				}
+			}
 			tk_buf_putc(b, '\n');
 		}
 		free(r);
+		free(ps);
 		return b->err;
 	}
 
@@ -296,8 +364,12 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	mw = mw && mw < 6 ? 6 : mw;
 	write_summary_text(b, p, m == TK_OUT_M_INSNS ? "instructions" :
 			   m == TK_OUT_M_TICKS ? "time" : "calls");
+	if (procs)
+		tk_buf_puts(b, "     pid");
 	if (o->threads)
 		tk_buf_printf(b, "%8.8s", out_track_label(o));
+	if (procs)
+		tk_buf_puts(b, "  comm           ");
 	tk_buf_puts(b, "       calls     incl-time     excl-time    incl-insns    excl-insns"
 		       "         min      median         p90         p99         max       %");
 	if (mw)
@@ -305,8 +377,14 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	tk_buf_puts(b, "  function\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_prof_func *f = &r[i].f;
+		if (procs && r[i].proc)
+			pad_u64(b, r[i].proc->pid, 8);
+		else if (procs)
+			tk_buf_puts(b, "       -");
 		if (o->threads)
 			pad_u64(b, out_track_id(o, f->track), 8);
+		if (procs)
+			tk_buf_printf(b, "  %-15.15s", r[i].proc ? r[i].proc->comm : "-");
 		pad_u64(b, f->calls, 12);
 		pad_time(b, f->incl_ticks, tps, 14);
 		pad_time(b, f->excl_ticks, tps, 14);
@@ -332,6 +410,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		tk_buf_putc(b, '\n');
 	}
 	free(r);
+	free(ps);
 	return b->err;
 }
 
@@ -828,10 +907,13 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	enum tk_out_metric m = out_metric(p, o->metric);
 	struct tk_prof_summary s;
 	struct row *r;
+	struct proc *ps;
 	size_t n;
-	int rc = make_rows(p, o, nm, m, &r, &n, NULL);
-	if (rc < 0)
+	int rc = make_rows(p, o, nm, m, &r, &n, &ps, NULL);
+	if (rc < 0) {
+		free(ps);
 		return rc;
+	}
 	tk_prof_summary(p, &s);
 	tk_buf_puts(b, "{\"summary\":{");
 	json_key_u64(b, "events", s.events, 0);
@@ -858,6 +940,11 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 			json_key_u64(b, "id", f->key, 1);
 		if (o->threads)
 			json_key_u64(b, out_track_label(o), out_track_id(o, f->track), 1);
+		if (r[i].proc) {
+			json_key_u64(b, "pid", r[i].proc->pid, 1);
+			tk_buf_puts(b, ",\"comm\":");
+			tk_buf_json_str(b, r[i].proc->comm, strlen(r[i].proc->comm));
+		}
 		json_key_u64(b, "calls", f->calls, 1);
 		json_key_u64(b, "incl_ticks", f->incl_ticks, 1);
 		json_key_u64(b, "excl_ticks", f->excl_ticks, 1);
@@ -873,6 +960,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 		tk_buf_putc(b, '}');
 	}
 	free(r);
+	free(ps);
 	tk_buf_puts(b, "],\n\"calltree\":");
 	struct agg a;
 	rc = agg_build(&a, p, nm, o);

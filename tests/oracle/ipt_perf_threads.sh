@@ -98,6 +98,21 @@ TK_IPT_CHUNK=4096 "$TK" profile --threads --to csv -j 2 "$work/cpu.data" 2>/dev/
 	{ echo "profile -j 2 differs from -j 1"; exit 1; }
 [ "$(awk -F, 'NR > 1 {print $1}' "$work/p1.csv" | sort -un | tr '\n' ' ')" = "100 101 200 " ] ||
 	{ echo "profile --threads: want rows of threads 100, 101 and 200"; head -3 "$work/p1.csv"; exit 1; }
+# rows by pid, tid and comm; each thread's functions named from its own program's symbols
+# (lj and lj2 have other functions at the same addresses): nm's name at each row's address,
+# else (an entry of the other program's, taken as a tail call: the profile's entries are
+# all processes' still) the program and an offset, never the other program's name
+[ "$(awk -F, 'NR == 1 { print $1, $(NF - 1), $NF } NR > 1 { print $1, $(NF - 1), $NF | "sort -u" }' \
+	"$work/p1.csv" | tr '\n' ';')" = 'thread pid comm;100 100 "lj";101 100 "lj";200 200 "lj2";' ] ||
+	{ echo "profile --threads --to csv: want pid and comm of each thread"; head -3 "$work/p1.csv"; exit 1; }
+"$TK" profile --threads --to json "$work/cpu.data" 2>/dev/null | sed -n \
+	's/^{"name":"\([^"]*\)","address":"0x\(40[0-9a-f]*\)","thread":\([0-9]*\),"pid":\([0-9]*\),"comm":"\([^"]*\)".*/\3 \5 \2 \1/p' |
+	grep -v '@plt$' | sort >"$work/names.tk"
+for n in lj lj2; do nm "$work/$n" | awk -v n=$n '$2 ~ /^[tT]$/ { sub(/^0+/, "", $1); print n, $1, $3 }'; done >"$work/names.nm"
+awk 'NR == FNR { want[$1 " " $2] = $3; next } { w = want[$2 " " $3]; if (w == "") w = $2 "+0x" $3
+	if (w != $4) { print; bad++ } n[$1]++ }
+	END { exit bad || n[100] < 3 || n[101] < 3 || n[200] < 3 }' "$work/names.nm" "$work/names.tk" ||
+	{ echo "profile --threads: functions not named from their process's program"; cat "$work/names.tk"; exit 1; }
 
 # calls and returns per thread: perf's branch samples (flags "call", "tr end call", ...;
 # not syscalls) and tracekit's call and ret instructions

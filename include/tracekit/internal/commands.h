@@ -69,6 +69,14 @@ struct tk_cmd_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	/* uftrace's call filters (tracekit/run.h, struct tk_run_filter) */
+	const char *focus[TK_CMD_MAX_LIST];   /* -F/--function NAME|REGEX */
+	int n_focus;
+	const char *exclude[TK_CMD_MAX_LIST]; /* -N/--exclude NAME|REGEX */
+	int n_exclude;
+	uint64_t depth;              /* -D/--depth N; 0 = no limit */
+	uint64_t min_ns;             /* --min-time DUR, in ns */
+	uint64_t min_insns;          /* --min-insns N */
 	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
 	int short_names;             /* --short-names: no template arguments, no parameters */
 	int color;                   /* --color: colour the text report (auto resolved) */

@@ -15,6 +15,8 @@ struct tk_source {
 	const uint8_t *data;          /* the input, mapped */
 	size_t len;
 	struct tk_sym *sym;           /* made on first use (tk_source_symbols) */
+	struct tk_sym **psym;         /* ... and each process's (tk_source_track_process) */
+	size_t npsym;
 	void *state;                  /* the format's */
 	char *path;
 	tk_log_fn prev_log;           /* the log callback before the source's own */
@@ -33,6 +35,11 @@ struct tk_source_ops {
 	void (*close)(struct tk_source *s);
 	/* optional: the id users know for TRACK (default: TRACK) */
 	uint32_t (*track_id)(const struct tk_source *s, uint32_t track);
+	/* optional: tk_source_track_process, the process as an index (*PROC) whose names
+	 * PROC_SYMBOLS adds to SYM (which holds the --elf files' already) */
+	int (*track_process)(struct tk_source *s, uint32_t track, uint32_t *pid, char *comm,
+			     size_t n, size_t *proc);
+	int (*proc_symbols)(struct tk_source *s, size_t proc, struct tk_sym *sym);
 	/* the symbols need no DWARF (XRay: function ids, names from the map) */
 	int no_dwarf;
 	/* --elf FILE:N gives the load bias N (xtrace), not the base address */

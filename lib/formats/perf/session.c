@@ -100,7 +100,8 @@ void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *file, tk_msg
 /* The code of the mappings M (N) into IMG; the files loaded join the session's modules
  * (for their symbols, once each); a file that cannot be read is named (five at most). */
 static int add_mappings(const char *file, struct tk_perf_session *x, struct tk_image *img,
-			const struct tk_perf_mmap *const *maps, size_t nmaps, int no_overlaps)
+			const struct tk_perf_mmap *const *maps, size_t nmaps, int no_overlaps,
+			struct tk_perf_proc *pr)
 {
 	const struct tk_perf_aux *a = &x->aux;
 	unsigned missing = 0;
@@ -170,7 +171,12 @@ static int add_mappings(const char *file, struct tk_perf_session *x, struct tk_i
 		WARN(x, file, "%u more mapped files cannot be loaded", missing - 5);
 	if (!x->o.quiet && !no_overlaps)
 		warn_overlaps(maps, nmaps, file, x->o.msg, x->o.ctx);
-	free(here);
+	if (pr) {   /* a process's files: its functions' names */
+		pr->mods = here;
+		pr->nmods = (size_t)loaded;
+	} else {
+		free(here);
+	}
 	return loaded + vdso;
 }
 
@@ -227,6 +233,45 @@ int tk_perf_session_symbols(const struct tk_perf_session *x, struct tk_sym *sym)
 		WARN(x, x->kallsyms, "no kernel symbols from it (%s): kernel functions "
 			 "are named by address", tk_strerror(rc));
 	return 0;
+}
+
+int tk_perf_session_proc_symbols(const struct tk_perf_session *x, size_t proc, struct tk_sym *sym)
+{
+	const struct tk_perf_proc *pr = &x->procs[proc];
+	int rc;
+
+	for (size_t i = 0; i < pr->nmods; i++)
+		if ((rc = tk_sym_add_elf(sym, pr->mods[i].path, pr->mods[i].bias)) < 0)
+			return rc;
+	if (x->kallsyms)
+		tk_sym_add_kallsyms(sym, x->kallsyms, "[kernel.kallsyms]");  /* said for the session's */
+	return 0;
+}
+
+int tk_perf_session_track(const struct tk_perf_session *x, uint32_t track, size_t *proc,
+			  char *comm, size_t n)
+{
+	const struct tk_perf_aux *a = &x->aux;
+	const struct tk_perf_stream *last = NULL;
+
+	if (!x->split)
+		return -TK_E_NOT_FOUND;
+	for (size_t i = 0; i < x->n; i++)
+		if (x->s[i].track == track && x->s[i].tid == track && x->s[i].pid != UINT32_MAX)
+			last = &x->s[i];
+	for (size_t i = 0; last && i < x->nprocs; i++)
+		if (x->procs[i].img == last->img) {
+			*proc = i;
+			/* the thread's own name (a COMM of its own), else its process's */
+			const char *c = x->procs[i].comm;
+			for (size_t k = 0; k < a->ntasks; k++)
+				if ((a->tasks[k].kind == TK_PERF_COMM || a->tasks[k].kind == TK_PERF_EXEC) &&
+				    a->tasks[k].tid == track && a->tasks[k].pid == last->pid)
+					c = a->tasks[k].comm;
+			snprintf(comm, n, "%.16s", c);
+			return 0;
+		}
+	return -TK_E_NOT_FOUND;
 }
 
 void tk_perf_timing(const struct tk_perf_aux *a, struct tk_perf_session_opts *timing)
@@ -559,9 +604,10 @@ static struct tk_image *proc_image(const char *file, struct tk_perf_session *x, 
 	/* the files' problems were named for the session's image: not again */
 	struct tk_perf_session_opts o = x->o;
 	x->o.quiet = 1;
-	if (!(pr->img = tk_image_new(&rc)) || add_mappings(file, x, pr->img, maps, n, 1) < 0) {
+	if (!(pr->img = tk_image_new(&rc)) || add_mappings(file, x, pr->img, maps, n, 1, pr) < 0) {
 		x->o = o;
 		tk_image_free(pr->img);
+		free(pr->mods);
 		free(maps);
 		return NULL;
 	}
@@ -573,6 +619,7 @@ static struct tk_image *proc_image(const char *file, struct tk_perf_session *x, 
 	free(maps);
 	if (add_files(x, pr->img) < 0) {
 		tk_image_free(pr->img);
+		free(pr->mods);
 		return NULL;
 	}
 	x->nprocs++;
@@ -816,7 +863,7 @@ static int open_perf(const char *file, const uint8_t *data, size_t len, struct t
 		all[i] = &x->aux.mmaps[i];
 	/* split by thread, each process's code is apart: no overlap warning for all */
 	x->split = split_wanted(x);
-	int loaded = add_mappings(file, x, x->img, all, x->aux.nmmaps, x->split);
+	int loaded = add_mappings(file, x, x->img, all, x->aux.nmmaps, x->split, NULL);
 	free(all);
 	if (loaded < 0)
 		return loaded;
@@ -908,8 +955,10 @@ void tk_perf_session_stream_header(struct tk_buf *out, const struct tk_perf_sess
 void tk_perf_session_close(struct tk_perf_session *x)
 {
 	tk_image_free(x->img);
-	for (size_t i = 0; i < x->nprocs; i++)
+	for (size_t i = 0; i < x->nprocs; i++) {
 		tk_image_free(x->procs[i].img);
+		free(x->procs[i].mods);
+	}
 	free(x->procs);
 	free(x->seg_breaks);
 	if (x->perf)

@@ -147,6 +147,24 @@ static int ipt_report(struct tk_source *s)
 	return tk_perf_session_report(&p->x, s->path, &p->st.gaps, p->st.insns);
 }
 
+/* A thread's process: its names from its own files (processes whose code overlaps, as
+ * two non-PIE programs, must not share them). */
+static int ipt_track_process(struct tk_source *s, uint32_t track, uint32_t *pid, char *comm,
+			     size_t n, size_t *proc)
+{
+	struct ipt_src *p = s->state;
+	int rc = tk_perf_session_track(&p->x, track, proc, comm, n);
+
+	if (rc == 0)
+		*pid = p->x.procs[*proc].pid;
+	return rc;
+}
+
+static int ipt_proc_symbols(struct tk_source *s, size_t proc, struct tk_sym *sym)
+{
+	return tk_perf_session_proc_symbols(&((struct ipt_src *)s->state)->x, proc, sym);
+}
+
 static void ipt_close(struct tk_source *s)
 {
 	struct ipt_src *p = s->state;
@@ -157,5 +175,6 @@ static void ipt_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_ipt = {
 	.open = ipt_open, .symbols = ipt_symbols, .plan = ipt_plan, .run = ipt_run,
-	.report = ipt_report, .close = ipt_close,
+	.report = ipt_report, .close = ipt_close, .track_process = ipt_track_process,
+	.proc_symbols = ipt_proc_symbols,
 };

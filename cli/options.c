@@ -16,8 +16,8 @@ enum {
 	OPT_FORMAT = 256, OPT_TO, OPT_NO_OFFSET, OPT_ELF, OPT_NO_DISASM, OPT_STAT, OPT_TIME,
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_MAX_EVENTS,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES, OPT_SHARD, OPT_MPI,
-	OPT_COLOR,
 	OPT_MIN_INSNS,
+	OPT_COLOR,
 	OPT_FORMAT_OWN = 1000,   /* + the index in format_opts */
 };
 
@@ -46,12 +46,12 @@ static const struct option common_opts[] = {
 	{ "short-names", no_argument, NULL, OPT_SHORT_NAMES },
 	{ "shard", required_argument, NULL, OPT_SHARD },
 	{ "mpi", no_argument, NULL, OPT_MPI },
-	{ "color", optional_argument, NULL, OPT_COLOR },
 	{ "function", required_argument, NULL, 'F' },
 	{ "exclude", required_argument, NULL, 'N' },
 	{ "depth", required_argument, NULL, 'D' },
 	{ "min-time", required_argument, NULL, 't' },
 	{ "min-insns", required_argument, NULL, OPT_MIN_INSNS },
+	{ "color", optional_argument, NULL, OPT_COLOR },
 };
 
 /* The formats' options, each spelling once (two formats may share one: --tid). */
@@ -304,6 +304,18 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		case OPT_SHORT_NAMES: o->short_names = 1; break;
 		case OPT_SHARD: o->shard = optarg; break;
 		case OPT_MPI: o->mpi = 1; break;
+		case 'F': if ((rc = list_arg("-F", o->focus, &o->n_focus, optarg))) return rc; break;
+		case 'N': if ((rc = list_arg("-N", o->exclude, &o->n_exclude, optarg))) return rc; break;
+		case 'D':
+			if ((rc = num_arg("-D", optarg, &o->depth)))
+				return rc;
+			if (!o->depth || o->depth > UINT32_MAX) {
+				cli_error(NULL, UINT64_MAX, "-D: a depth from 1, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 't': if ((rc = duration_arg("--min-time", optarg, &o->min_ns))) return rc; break;
+		case OPT_MIN_INSNS: if ((rc = num_arg("--min-insns", optarg, &o->min_insns))) return rc; break;
 		case OPT_COLOR:
 			/* auto: stdout is a terminal and NO_COLOR is unset (no-color.org) */
 			if (!optarg || !strcmp(optarg, "always"))
@@ -317,18 +329,6 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 				return EXIT_USAGE;
 			}
 			break;
-		case 'F': if ((rc = list_arg("-F", o->focus, &o->n_focus, optarg))) return rc; break;
-		case 'N': if ((rc = list_arg("-N", o->exclude, &o->n_exclude, optarg))) return rc; break;
-		case 'D':
-			if ((rc = num_arg("-D", optarg, &o->depth)))
-				return rc;
-			if (!o->depth || o->depth > UINT32_MAX) {
-				cli_error(NULL, UINT64_MAX, "-D: a depth from 1, got '%s'", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 't': if ((rc = duration_arg("--min-time", optarg, &o->min_ns))) return rc; break;
-		case OPT_MIN_INSNS: if ((rc = num_arg("--min-insns", optarg, &o->min_insns))) return rc; break;
 		case OPT_MAX_EVENTS: if ((rc = num_arg("--max-events", optarg, &o->max_events))) return rc; break;
 		case '?':
 		default:

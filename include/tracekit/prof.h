@@ -50,6 +50,11 @@ enum tk_prof_flags {
 	TK_PROF_WINDOW = 4,       /* count only what runs in ticks [window_begin, window_end) */
 	TK_PROF_FILTER = 8,       /* uftrace's call filters (match, max_depth, min_ticks, ...) */
 	TK_PROF_FOCUS = 16,       /* with TK_PROF_FILTER: match names focus functions */
+	/* Times come from time stamps between the events (a branch trace's TSC packets), not
+	 * with each event: a call whose start and end have the same time had no stamp inside
+	 * it, so its duration was not measured (it is not 0): it counts in no duration
+	 * statistic (ndur), and reports show a time of 0 as not measured. */
+	TK_PROF_SPARSE_TIME = 32,
 };
 
 /* What tk_prof_opts.match says of a function. */
@@ -124,6 +129,8 @@ TK_API int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, u
 		      uint64_t insns);
 /* The function entries of P's options, sorted and unique (*N of them). */
 TK_API const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
+/* The flags of P's options (enum tk_prof_flags). */
+TK_API unsigned tk_prof_flags(const struct tk_prof *p);
 
 /* Add FROM (the profile of the events right after INTO's, e.g. the next chunk) into INTO:
  * counts add, FROM's orphans end INTO's open calls in order, FROM's open calls continue on

@@ -299,8 +299,9 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
-	if (!ticks) {
-		p->funcs[func].zeros++;
+	if (!ticks) {   /* with sparse time stamps: not measured (no stamp inside the call) */
+		if (!(p->opts.flags & TK_PROF_SPARSE_TIME))
+			p->funcs[func].zeros++;
 		return 0;
 	}
 	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && prof_dlog_more(p) < 0)
@@ -921,6 +922,11 @@ int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t
 	b->execs += execs;
 	b->insns += insns;
 	return 0;
+}
+
+unsigned tk_prof_flags(const struct tk_prof *p)
+{
+	return p->opts.flags;
 }
 
 const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n)

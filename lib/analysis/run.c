@@ -362,6 +362,8 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 
 	if (f)
 		memcpy(&fl, f, f->sz < sizeof fl ? f->sz : sizeof fl);
+	if (si->sparse_time)
+		po.flags |= TK_PROF_SPARSE_TIME;
 	if (fl.time) {
 		po.flags |= TK_PROF_WINDOW;
 		po.window_begin = fl.time_begin;

@@ -42,6 +42,7 @@ struct agg {
 	int proc_known;           /* proc_sym names proc_track's frames */
 	uint32_t proc_track;
 	struct tk_sym *proc_sym;
+	int sparse;               /* the profile's TK_PROF_SPARSE_TIME: 0 ticks is unmeasured */
 };
 /* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O (may be
  * NULL) asks for threads: then each gets a level of its own above the root, named by its

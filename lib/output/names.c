@@ -302,6 +302,7 @@ int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 	a->names = nm;
 	a->tracks = o ? out_track_label(o) : NULL;
 	a->o = o;
+	a->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	a->cap = 1024;
 	a->n = malloc(a->cap * sizeof *a->n);
 	if (!a->n)

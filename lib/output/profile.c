@@ -140,12 +140,13 @@ static long track_proc(const struct tk_out_opts *o, uint32_t track, struct proc 
 	return q->known ? (long)(*np)++ : ((*np)++, -1);
 }
 
-/* Rows named and sorted; *n limited by --top. With threads, each named from its process's
- * symbols when its track has one (*PS: the processes, freed by the caller). *TOTAL (may be
- * NULL): the metric's exclusive values of all rows added (what the text table's % is of). */
+/* Rows named and sorted; *n limited by --top; *TOTAL (may be NULL): the metric's
+ * exclusive values of all rows added (what the text table's % is of). With threads, each
+ * named from its process's symbols when its track has one (*PS: the processes, freed by
+ * the caller). */
 static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struct names *nm,
-		     enum tk_out_metric m, struct row **out, size_t *n, struct proc **ps,
-		     uint64_t *total)
+		     enum tk_out_metric m, struct row **out, size_t *n, uint64_t *total,
+		     struct proc **ps)
 {
 	int modules = total != NULL;   /* the text table's column */
 	struct tk_prof_func *f;
@@ -198,9 +199,25 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 	return 0;
 }
 
-/* Ticks as microseconds when the clock is known, else raw ticks. */
+/* A time as reported: with sparse time stamps (a branch trace: TSCs at transfers, none at
+ * direct calls), 0 ticks means no stamp fell inside, so nothing was measured: TK_TIME_NONE,
+ * shown as the durations of a function with no completed call are ("-" in text, an empty
+ * CSV field, no JSON key), never as 0. */
+static uint64_t shown(int sparse, uint64_t ticks)
+{
+	return sparse && !ticks ? TK_TIME_NONE : ticks;
+}
+
+static int sparse_of(const struct tk_prof *p)
+{
+	return (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
+}
+
+/* Ticks as microseconds when the clock is known, else raw ticks; TK_TIME_NONE: nothing. */
 static void put_time(struct tk_buf *b, uint64_t ticks, uint64_t tps)
 {
+	if (ticks == TK_TIME_NONE)
+		return;
 	if (!tps) {
 		tk_buf_u64(b, ticks);
 		return;
@@ -225,7 +242,10 @@ static void pad_time(struct tk_buf *b, uint64_t ticks, uint64_t tps, int width)
 	struct tk_buf t;
 	if (tk_buf_init(&t, -1, 64) < 0)
 		return;
-	put_time(&t, ticks, tps);
+	if (ticks == TK_TIME_NONE)
+		tk_buf_putc(&t, '-');
+	else
+		put_time(&t, ticks, tps);
 	for (int i = (int)t.len < width ? (int)t.len : width - 1; i < width; i++)
 		tk_buf_putc(b, ' ');
 	tk_buf_put(b, t.data, t.len);
@@ -276,7 +296,7 @@ static void write_summary_text(struct tk_buf *b, const struct tk_prof *p, const 
 		tk_buf_putc(b, '\n');
 }
 
-/* A CSV field, quoted. */
+
 /* Whether some row's thread has a process (the tables then show pid and comm). */
 static int has_procs(const struct row *r, size_t n)
 {
@@ -294,7 +314,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	struct proc *ps;
 	size_t n;
 	uint64_t total = 0;
-	int rc = make_rows(p, o, nm, m, &r, &n, &ps, &total);
+	int rc = make_rows(p, o, nm, m, &r, &n, &total, &ps);
 	if (rc < 0) {
 		free(ps);
 		return rc;
@@ -302,9 +322,10 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
 	uint64_t tps = s.clock.ticks_per_second;
+	int procs = ps != NULL && has_procs(r, n);
 	enum sort_key share;
 	sort_lookup(NULL, m, &share, 1);
-	int procs = ps != NULL && has_procs(r, n);
+	const int sparse = sparse_of(p);
 
 	if (csv) {
 		if (o->threads) {
@@ -320,11 +341,11 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				tk_buf_u64(b, out_track_id(o, f->track));
 				tk_buf_putc(b, ',');
 			}
-			out_csv_quoted(b, r[i].name);
+			out_csv_quoted(b, r[i].name);   /* C++ names contain commas */
 			uint64_t v[] = { f->calls };
 			tk_buf_putc(b, ',');
 			tk_buf_u64(b, v[0]);
-			uint64_t tv[] = { f->incl_ticks, f->excl_ticks };
+			uint64_t tv[] = { shown(sparse, f->incl_ticks), shown(sparse, f->excl_ticks) };
 			for (int k = 0; k < 2; k++) {
 				tk_buf_putc(b, ',');
 				put_time(b, tv[k], tps);
@@ -386,8 +407,8 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		if (procs)
 			tk_buf_printf(b, "  %-15.15s", r[i].proc ? r[i].proc->comm : "-");
 		pad_u64(b, f->calls, 12);
-		pad_time(b, f->incl_ticks, tps, 14);
-		pad_time(b, f->excl_ticks, tps, 14);
+		pad_time(b, shown(sparse, f->incl_ticks), tps, 14);
+		pad_time(b, shown(sparse, f->excl_ticks), tps, 14);
 		pad_u64(b, f->incl_insns, 14);
 		pad_u64(b, f->excl_insns, 14);
 		uint64_t dv[] = { f->dur_min, f->dur_median, f->dur_p90, f->dur_p99, f->dur_max };
@@ -784,8 +805,8 @@ static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int d
 			pad_u64(b, c->incl_insns, 14);
 			pad_u64(b, c->excl_insns, 14);
 		} else {
-			pad_time(b, c->incl_ticks, tps, 14);
-			pad_time(b, c->excl_ticks, tps, 14);
+			pad_time(b, shown(a->sparse, c->incl_ticks), tps, 14);
+			pad_time(b, shown(a->sparse, c->excl_ticks), tps, 14);
 		}
 		tk_buf_puts(b, "  ");
 		for (int k = 0; k < depth; k++)
@@ -846,6 +867,13 @@ static void json_key_u64(struct tk_buf *b, const char *k, uint64_t v, int comma)
 	tk_buf_u64(b, v);
 }
 
+/* A time key, left out when nothing was measured (shown) */
+static void json_key_time(struct tk_buf *b, const char *k, uint64_t v, int comma)
+{
+	if (v != TK_TIME_NONE)
+		json_key_u64(b, k, v, comma);
+}
+
 /* The call tree as a flat list of nodes, each after its parent, with ids in that order (0:
  * the root): nested objects would be as deep as the recursion, deeper than JSON parsers
  * accept. Children in the order of agg_children. */
@@ -888,8 +916,8 @@ static int json_tree(struct tk_buf *b, const struct agg *a, enum tk_out_metric m
 		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, s, strlen(s));
 		json_key_u64(b, "calls", c->calls, 1);
-		json_key_u64(b, "incl_ticks", c->incl_ticks, 1);
-		json_key_u64(b, "excl_ticks", c->excl_ticks, 1);
+		json_key_time(b, "incl_ticks", shown(a->sparse, c->incl_ticks), 1);
+		json_key_time(b, "excl_ticks", shown(a->sparse, c->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", c->incl_insns, 1);
 		json_key_u64(b, "excl_insns", c->excl_insns, 1);
 		tk_buf_putc(b, '}');
@@ -909,7 +937,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	struct row *r;
 	struct proc *ps;
 	size_t n;
-	int rc = make_rows(p, o, nm, m, &r, &n, &ps, NULL);
+	int rc = make_rows(p, o, nm, m, &r, &n, NULL, &ps);
 	if (rc < 0) {
 		free(ps);
 		return rc;
@@ -946,8 +974,8 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 			tk_buf_json_str(b, r[i].proc->comm, strlen(r[i].proc->comm));
 		}
 		json_key_u64(b, "calls", f->calls, 1);
-		json_key_u64(b, "incl_ticks", f->incl_ticks, 1);
-		json_key_u64(b, "excl_ticks", f->excl_ticks, 1);
+		json_key_time(b, "incl_ticks", shown(sparse_of(p), f->incl_ticks), 1);
+		json_key_time(b, "excl_ticks", shown(sparse_of(p), f->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", f->incl_insns, 1);
 		json_key_u64(b, "excl_insns", f->excl_insns, 1);
 		if (f->ndur) {

@@ -53,7 +53,9 @@ s1=$(cmp -s <("$TK" stats --shard 1/3 -o /dev/stdout --elf "$work/lj:$bias" "$wo
 
 # damaged bytes in one shard's chunks
 cp "$work/lj.pt" "$work/dmg.pt"
-printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+# (its middle: the middle shard's, whatever the length of the recorded stream)
+printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=$(($(stat -c %s "$work/lj.pt") / 2)) \
+	conv=notrunc status=none
 rc=0; "$TK" stats -j 1 --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
 [ "$rc" = 1 ] || { echo "damaged: stats exit $rc, not 1"; exit 1; }
 statuses=

@@ -96,6 +96,9 @@ struct tk_cmd_opts {
 	const char *module[TK_CMD_MAX_LIST]; /* --module PATH */
 	int n_module;
 	int no_follow;               /* --no-follow: programs it starts run untraced */
+	uint64_t ring;               /* --ring SIZE: a flight recorder, each thread's last SIZE bytes */
+	uint64_t max_size;           /* --max-size SIZE: stream bytes written at most */
+	const char *snapshot_signal; /* --snapshot-signal SIG: the recording ends there */
 	int has_tid;                 /* --tid N given */
 	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */

@@ -24,7 +24,7 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->jobs,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .msg = c->msg,
-		.ctx = c->ctx,
+		.ctx = c->ctx, .filter = code == 2 ? &o->filter : NULL,
 	};
 	const uint8_t *data;
 	size_t len;
@@ -32,8 +32,10 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 
 	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
 		return rc;
-	if (tk_perf_session_open(x, file, data, len, fi->id == TK_FMT_PERF, &so) < 0)
-		return TK_EXIT_INPUT;
+	if ((rc = tk_perf_session_open(x, file, data, len, fi->id == TK_FMT_PERF, &so)) < 0)
+		/* threads asked of an input without them: the command line's fault */
+		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? TK_EXIT_USAGE
+										 : TK_EXIT_INPUT;
 	/* a kernel placed where the session ran it (or left out): the symbols follow the
 	 * image (the options' lifetime: the process's) */
 	static char placed[TK_CMD_MAX_LIST][4200];

@@ -69,6 +69,13 @@ struct tk_cmd_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	/* --pid LIST, --comm NAME and (Intel PT) --tid N: the threads to keep, as FILTER says
+	   (cli_parse fills it) */
+	uint32_t pids[TK_CMD_MAX_LIST];
+	int npids;
+	const char *comm;
+	uint32_t tid32;
+	struct tk_thread_filter filter;
 	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
 	int short_names;             /* --short-names: no template arguments, no parameters */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */

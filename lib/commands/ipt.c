@@ -652,7 +652,8 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	}
 	if (!tl)
 		return TK_EXIT_AS_PROFILE;
-	if ((status = session_open(c, file, in, fi, 1, &x)))
+	/* (by thread where the session says which ran: a track per thread, under its process) */
+	if ((status = session_open(c, file, in, fi, 2, &x)))
 		return status;
 	if (!(sym = tk_cmd_sym_open(c, 0, &status))) {
 		tk_perf_session_close(&x);
@@ -668,7 +669,15 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
 		struct tk_ipt_flow_stats one = { 0 };
 
-		if (x.perf && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
+		size_t pr;
+		char comm[32], pname[32];
+		if (x.split && x.s[i].pid != UINT32_MAX &&
+		    tk_perf_session_track(&x, x.s[i].tid, &pr, comm, sizeof comm) == 0 &&
+		    snprintf(pname, sizeof pname, "%.16s", x.procs[pr].comm) >= 0 &&
+		    ((rc = tk_timeline_track_process(ct.tl, fo.track, x.s[i].pid, pname)) < 0 ||
+		     (rc = tk_timeline_track_name(ct.tl, fo.track, comm)) < 0))
+			break;
+		if (x.perf && !x.split && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
 			break;
 		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
 		tk_ipt_flow_stats_add(&st, &one);

@@ -2,8 +2,12 @@
 # Slowdown of `tracekit record --btrace` over native, side by side with valgrind's nulgrind
 # (--tool=none), lackey and callgrind, on three programs: branch-heavy, call-heavy and
 # multi-threaded (tests/data/btrace/). Medians of hyperfine runs; peak memory of one run.
-# Usage: bench/btrace-slowdown.sh [BUILD_DIR]  (env RUNS, default 3)
+# Usage: bench/btrace-slowdown.sh [BUILD_DIR]  (env RUNS, default 3; PROGRAMS, default
+# "branches calls threads"; CPU=1: median CPU seconds, user + system, instead of wall time,
+# steadier on a shared machine; BEFORE=path/to/an older libtkbtrace.so: a column with that
+# recorder, same tracekit, to compare two recorders in one run)
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 tk=$build/tracekit
@@ -20,24 +24,34 @@ declare -A args=([branches]=200000 [calls]=200000 [threads]="")
 median() { # hyperfine JSON -> median seconds
 	python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["median"])' "$1"
 }
+measure() { # CMD -> median seconds (wall, or CPU with CPU=1)
+	if [ -n "${CPU:-}" ]; then
+		# shellcheck disable=SC2086
+		BENCH_RUNS=$runs bench_cpu $1
+	else
+		hyperfine -N -w 1 -r "$runs" --export-json "$work/h.json" --output=null "$1" >/dev/null 2>&1
+		median "$work/h.json"
+	fi
+}
 peak_kb() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -n 1; }
 
 printf '%-9s %10s %10s %8s %10s %8s %10s %8s %10s %8s  %s\n' program native_s btrace_s x \
 	nulgrind_s x lackey_s x callgrind_s x "btrace traps + trampoline hits, peak KiB btrace/callgrind"
-for p in branches calls threads; do
+tools="native btrace${BEFORE:+ before} nulgrind lackey callgrind"
+for p in ${PROGRAMS:-branches calls threads}; do
 	a=${args[$p]}
 	cd "$work"
 	declare -A t=()
-	for tool in native btrace nulgrind lackey callgrind; do
+	for tool in $tools; do
 		case $tool in
 		native) cmd="./$p $a" ;;
 		btrace) cmd="$tk record --btrace -q -o $work/$p.tkbt -- ./$p $a" ;;
+		before) cmd="env TK_BTRACE_LIB=$BEFORE $tk record --btrace -q -o $work/$p.0.tkbt -- ./$p $a" ;;
 		nulgrind) cmd="valgrind -q --tool=none ./$p $a" ;;
 		lackey) cmd="valgrind -q --tool=lackey ./$p $a" ;;
 		callgrind) cmd="valgrind -q --tool=callgrind --callgrind-out-file=/dev/null ./$p $a" ;;
 		esac
-		hyperfine -N -w 1 -r "$runs" --export-json "$work/h.json" --output=null "$cmd" >/dev/null 2>&1
-		t[$tool]=$(median "$work/h.json")
+		t[$tool]=$(measure "$cmd")
 	done
 	traps=$("$tk" info "$work/$p.tkbt" | awk '/traps,/ {for (i=1;i<=NF;i++) if ($i=="traps,") s+=$(i-1)} END {print s}')
 	tramp=$("$tk" info "$work/$p.tkbt" | awk '/by trampolines/ {for (i=1;i<=NF;i++) if ($i=="trampolines") {gsub(/[(]/,"",$(i+1)); s+=$(i-2)}} END {print s+0}')
@@ -49,4 +63,9 @@ for p in branches calls threads; do
 		"${t[nulgrind]}" "$(r "${t[nulgrind]}" "${t[native]}")" \
 		"${t[lackey]}" "$(r "${t[lackey]}" "${t[native]}")" \
 		"${t[callgrind]}" "$(r "${t[callgrind]}" "${t[native]}")" "$traps" "$tramp" "$mem_bt" "$mem_cg"
+	if [ -n "${BEFORE:-}" ]; then
+		printf '%-9s before: %10.3f s (%s x native), .tkbt %s bytes; after: .tkbt %s bytes\n' "$p" \
+			"${t[before]}" "$(r "${t[before]}" "${t[native]}")" "$(stat -c %s "$work/$p.0.tkbt")" \
+			"$(stat -c %s "$work/$p.tkbt")"
+	fi
 done

@@ -102,7 +102,8 @@ extern const struct cli_command *const cli_commands[];
 
 /* The commands (one file each). */
 extern const struct cli_command cli_cmd_info, cli_cmd_dump, cli_cmd_decode, cli_cmd_profile,
-	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record, cli_cmd_merge;
+	cli_cmd_stats, cli_cmd_check, cli_cmd_convert, cli_cmd_report, cli_cmd_record, cli_cmd_merge,
+	cli_cmd_diff;
 
 /* XRay's function names (from SYM) and thread ids (from S) for the account and latency
  * tables: CTX of cli_xray_func_name and cli_xray_thread_id. */
@@ -120,6 +121,8 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f);
 /* P (finished) in the output O asks for (--to, --sort, --top, ...); an exit status. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s);
+/* Set (diff): cli_profile_write hands each profile to it instead (an exit status). */
+extern int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
 /* --to TO is llvm-xray account's table (account, account-csv); cli_profile_account
  * writes P (finished) as it. */
 int cli_is_account(const char *to);

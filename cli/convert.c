@@ -31,6 +31,8 @@ static const char usage[] =
 	"  --time A:B      only calls running in ticks [A, B) (clipped to the window)\n"
 	"  --max-events N  at most N slices (default 10 million)\n"
 	"  --elf FILE[:BASE]  slice names from FILE's symbols\n"
+	"  --to folded, --to pprof  the profile's (tracekit profile), also with --time and\n"
+	"                  -F/-N NAME, -D N, -t/--min-time DUR, --min-insns N (call filters)\n"
 	"LLVM XRay logs:\n"
 	"  --to xray-yaml  llvm-xray convert -f yaml, record for record (the default)\n"
 	"  --to chrome     Chrome trace-event JSON, --to perfetto Perfetto protobuf: a slice per\n"

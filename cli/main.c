@@ -8,7 +8,8 @@
 
 const struct cli_command *const cli_commands[] = {
 	&cli_cmd_info, &cli_cmd_dump, &cli_cmd_decode, &cli_cmd_profile, &cli_cmd_stats,
-	&cli_cmd_check, &cli_cmd_convert, &cli_cmd_report, &cli_cmd_record, &cli_cmd_merge, NULL,
+	&cli_cmd_check, &cli_cmd_convert, &cli_cmd_report, &cli_cmd_record, &cli_cmd_merge,
+	&cli_cmd_diff, NULL,
 };
 
 const struct cli_command *cli_find_command(const char *name)

@@ -17,6 +17,8 @@ enum {
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_MAX_EVENTS,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES, OPT_SHARD, OPT_MPI,
 	OPT_PID, OPT_COMM,
+	OPT_MIN_INSNS,
+	OPT_COLOR,
 	OPT_FORMAT_OWN = 1000,   /* + the index in format_opts */
 };
 
@@ -47,6 +49,12 @@ static const struct option common_opts[] = {
 	{ "mpi", no_argument, NULL, OPT_MPI },
 	{ "pid", required_argument, NULL, OPT_PID },
 	{ "comm", required_argument, NULL, OPT_COMM },
+	{ "function", required_argument, NULL, 'F' },
+	{ "exclude", required_argument, NULL, 'N' },
+	{ "depth", required_argument, NULL, 'D' },
+	{ "min-time", required_argument, NULL, 't' },
+	{ "min-insns", required_argument, NULL, OPT_MIN_INSNS },
+	{ "color", optional_argument, NULL, OPT_COLOR },
 };
 
 /* The formats' options, each spelling once (two formats may share one: --tid). */
@@ -95,6 +103,26 @@ static int num_arg(const char *opt, const char *arg, uint64_t *v)
 		return EXIT_USAGE;
 	}
 	return 0;
+}
+
+/* uftrace's durations: a number and ns, us, ms or s (ns when none) into *NS. */
+static int duration_arg(const char *opt, const char *arg, uint64_t *ns)
+{
+	static const struct { const char *unit; uint64_t ns; } units[] = {
+		{ "", 1 }, { "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", 1000000000 },
+	};
+	char *end;
+	errno = 0;
+	unsigned long long v = isdigit((unsigned char)*arg) ? strtoull(arg, &end, 10) : 0;
+
+	for (size_t i = 0; isdigit((unsigned char)*arg) && !errno && i < sizeof units / sizeof units[0]; i++)
+		if (!strcmp(end, units[i].unit) && v <= UINT64_MAX / units[i].ns) {
+			*ns = v * units[i].ns;
+			return 0;
+		}
+	cli_error(NULL, UINT64_MAX, "%s: expected a duration (N with ns, us, ms or s), got '%s'",
+		  opt, arg);
+	return EXIT_USAGE;
 }
 
 static int list_arg(const char *opt, const char **list, int *n, const char *arg)
@@ -223,7 +251,7 @@ size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
 		size_t wl = 1;
 		while (isalnum((unsigned char)p[wl]) || p[wl] == '-')
 			wl++;
-		int known = wl == 2 && strchr("joq", p[1]);
+		int known = wl == 2 && strchr("joqFNDt", p[1]);
 		for (size_t i = 0; !known && p[1] == '-' && long_opts[i].name; i++)
 			known = strlen(long_opts[i].name) == wl - 2 && !strncmp(long_opts[i].name, p + 2, wl - 2);
 		if (known && (p == cmd->usage || !isalnum((unsigned char)p[-1])))
@@ -249,12 +277,13 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 
 	memset(o, 0, sizeof *o);
 	o->progress = 1;
+	o->color = -1;
 	options_setup();
 	optind = 1;
 	opterr = 0;
 	/* Options may follow file names, except for record, which stops at the first
 	 * non-option ('+') so that `record -- CMD ARGS` keeps CMD's own options. */
-	const char *shortopts = strcmp(cmd->name, "record") == 0 ? "+j:o:qh" : "j:o:qh";
+	const char *shortopts = strcmp(cmd->name, "record") == 0 ? "+j:o:qh" : "j:o:qhF:N:D:t:";
 	while ((c = getopt_long(argc, argv, shortopts, long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
@@ -305,6 +334,31 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		case OPT_COMM: o->comm = optarg; break;
 		case OPT_SHARD: o->shard = optarg; break;
 		case OPT_MPI: o->mpi = 1; break;
+		case 'F': if ((rc = list_arg("-F", o->focus, &o->n_focus, optarg))) return rc; break;
+		case 'N': if ((rc = list_arg("-N", o->exclude, &o->n_exclude, optarg))) return rc; break;
+		case 'D':
+			if ((rc = num_arg("-D", optarg, &o->depth)))
+				return rc;
+			if (!o->depth || o->depth > UINT32_MAX) {
+				cli_error(NULL, UINT64_MAX, "-D: a depth from 1, got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 't': if ((rc = duration_arg("--min-time", optarg, &o->min_ns))) return rc; break;
+		case OPT_MIN_INSNS: if ((rc = num_arg("--min-insns", optarg, &o->min_insns))) return rc; break;
+		case OPT_COLOR:
+			/* auto: stdout is a terminal and NO_COLOR is unset (no-color.org) */
+			if (!optarg || !strcmp(optarg, "always"))
+				o->color = 1;
+			else if (!strcmp(optarg, "auto"))
+				o->color = -1;
+			else if (!strcmp(optarg, "never"))
+				o->color = 0;
+			else {
+				cli_error(NULL, UINT64_MAX, "--color: auto, always or never, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case OPT_MAX_EVENTS: if ((rc = num_arg("--max-events", optarg, &o->max_events))) return rc; break;
 		case '?':
 		default:
@@ -322,6 +376,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 			return EXIT_USAGE;
 		}
 	}
+	if (o->color < 0)
+		o->color = isatty(STDOUT_FILENO) && !o->output && !getenv("NO_COLOR");
 	o->args = argv + optind;
 	o->nargs = argc - optind;
 	o->tid32 = (uint32_t)o->tid;

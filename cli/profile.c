@@ -16,10 +16,15 @@ static const char usage[] =
 	"\n"
 	"Profile a trace: per function, per call path and per source line.\n"
 	"\n"
-	"  --sort KEY      sort by KEY\n"
+	"  --sort KEY      sort by a column of the table (its header's name)\n"
 	"  --top N         only the first N rows\n"
 	"  --threads       per thread instead of merged\n"
 	"  --time A:B      only what ran in trace ticks [A, B) (calls clipped to the window)\n"
+	"  -F, --function NAME|REGEX  only the stacks through NAME (what runs under it)\n"
+	"  -N, --exclude NAME|REGEX   without NAME and what it calls\n"
+	"  -D, --depth N   calls deeper than N folded into their caller at depth N\n"
+	"  -t, --min-time DUR  without calls shorter than DUR (ns, us, ms, s)\n"
+	"  --min-insns N   without calls of fewer than N instructions\n"
 	"  --to FMT        text, json, csv, folded, pprof, callgrind, calltree, lines, blocks,\n"
 	"                  source\n"
 	"  --stacks        folded stacks (same as --to folded)\n"
@@ -29,6 +34,7 @@ static const char usage[] =
 	"  -j N            threads (default: all cores)\n"
 	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
 	"  --short-names   names without template arguments and parameters\n"
+	"  --color[=WHEN]  colour the hot rows' %: auto (default), always, never\n"
 	"  -o FILE         write to FILE\n"
 	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
@@ -115,8 +121,17 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 		if (f->time_end == UINT64_MAX)
 			f->time_end = 0;
 	}
+	f->focus = o->focus;
+	f->nfocus = (size_t)o->n_focus;
+	f->exclude = o->exclude;
+	f->nexclude = (size_t)o->n_exclude;
+	f->max_depth = (uint32_t)o->depth;
+	f->min_ns = o->min_ns;
+	f->min_insns = o->min_insns;
 	return 0;
 }
+
+int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
 
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
@@ -125,6 +140,8 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	enum tk_out_kind kind = profile_kind(o);
 	struct tk_buf out;
 	int rc;
+	if (cli_profile_take)
+		return cli_profile_take(p, sym);
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
 			  "callgrind, source, calltree, lines, blocks)", o->to);
@@ -135,7 +152,7 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
 				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
 				  .track_id = source_track_id, .track_ctx = s,
-				  .track_process = source_track_process };
+				  .track_process = source_track_process, .color = o->color };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);
@@ -224,10 +241,20 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? EXIT_USAGE
 										 : EXIT_INPUT;
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
-		if (sym)
+		status = EXIT_INPUT;
+		if (sym && err == -TK_E_UNSUPPORTED && filter.min_ns) {
+			cli_error(file, UINT64_MAX, "--min-time: this %s has no clock (use --min-insns)",
+				  tk_format_description(fi->id));
+			status = EXIT_USAGE;
+		} else if (sym && err == -TK_E_INVAL && (filter.nfocus || filter.nexclude)) {
+			cli_error(NULL, UINT64_MAX, "-F/-N: a pattern is not an extended regular "
+				  "expression");
+			status = EXIT_USAGE;
+		} else if (sym) {
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+		}
 		tk_source_free(s);
-		return EXIT_INPUT;
+		return status;
 	}
 	if ((rc = tk_run_profile(s, p)) >= 0)
 		rc = tk_prof_finish(p);
@@ -258,10 +285,11 @@ static int run(struct tk_cmd_opts *o)
 {
 	if (o->mpi)
 		return cli_mpi_refused("profile");
-	if (o->shard && o->time_window) {
-		/* a partial keeps no window state for its open calls */
-		cli_error(NULL, UINT64_MAX, "--shard: not with --time A:B (profile the window in "
-			  "one run)");
+	struct tk_run_filter f;
+	if (o->shard && (o->time_window || (!cli_run_filter(o, &f) && tk_run_filter_calls(&f)))) {
+		/* a partial keeps no window or filter state for its open calls */
+		cli_error(NULL, UINT64_MAX, "--shard: not with --time A:B or call filters (profile "
+			  "them in one run)");
 		return EXIT_USAGE;
 	}
 	if (o->shard)

@@ -9,6 +9,8 @@ static const char usage[] =
 	"\n"
 	"  -o FILE         output file (--btrace: default btrace.tkbt; --xray: default xray.log;\n"
 	"                  --qemu: output directory, default .)\n"
+	"  --progress      time run and trace bytes written, also when stderr is no terminal\n"
+	"  --no-progress   none, also on a terminal\n"
 	"\n"
 	"--btrace writes a .tkbt container (default btrace.tkbt; a forked child writes\n"
 	"FILE.<pid>) with every conditional branch, indirect jump/call and return of the traced\n"

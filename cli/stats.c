@@ -12,7 +12,7 @@ static const char usage[] =
 	"  -j N            threads (default: all cores)\n"
 	"  -o FILE         write to FILE\n"
 	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge;\n"
-	"                  Intel PT, perf.data and branch traces)\n"
+	"                  Intel PT, perf.data, branch traces, xtrace)\n"
 	"\n"
 	"Intel PT (raw stream with --elf/--raw, or perf.data):\n"
 	"  instructions, the mix by instruction category and ISA extension, branches\n"

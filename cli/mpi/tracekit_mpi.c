@@ -22,8 +22,8 @@ static const char usage[] =
 	"\n"
 	"tracekit profile or stats on N ranks: each decodes 1/N of the plan over all inputs\n"
 	"(with -j threads), rank 0 merges and writes. The options are the command's\n"
-	"(tracekit help profile, tracekit help stats; stats: Intel PT, perf.data and branch\n"
-	"traces).\n";
+	"(tracekit help profile, tracekit help stats; stats: Intel PT, perf.data, branch\n"
+	"traces and xtrace).\n";
 
 /* What this rank printed on stderr (ranks other than 0 write it to a file), for rank 0. */
 static char *slurp(FILE *f, size_t *n)

@@ -13,9 +13,12 @@ extern "C" {
 #endif
 
 /* The container starts with these 8 bytes, then a little-endian u32 format version and a
- * u32 header size (docs/formats/tkbt.md). */
+ * u32 header size (docs/formats/tkbt.md). Version 2 streams have a TSC before every TIP,
+ * TIP.PGE and TIP.PGD (time per call); version 1 only before TIP.PGE and in PSB+. The
+ * reader reads both. */
 #define TK_BTRACE_MAGIC "TKBTRACE"
-#define TK_BTRACE_VERSION 1
+#define TK_BTRACE_VERSION 2
+#define TK_BTRACE_VERSION_PER_CALL 2   /* the first version with time per call */
 
 /* ---- container layout (docs/formats/tkbt.md); all integers little-endian ----------- */
 #define TK_BTRACE_HEADER_SIZE 64
@@ -24,8 +27,9 @@ extern "C" {
 
 /* File header: magic[8], u32 version, u32 header size, u32 pid, u32 parent pid (the traced
  * process this one was forked from, else 0), u64 TSC ticks per second (0 unknown), u64 TSC
- * at start, u64 CLOCK_MONOTONIC_RAW ns read just before it (0 unknown), then zeros up to
- * the header size. */
+ * at start, u64 CLOCK_MONOTONIC_RAW ns read just before it (0 unknown), u64 the flight
+ * recorder's ring size per thread in bytes (record --ring; 0: the whole trace), then
+ * zeros up to the header size. */
 
 /* Record header: u32 TK_BTRACE_REC_MAGIC, u16 type, u16 flags, u32 thread id, u32 payload
  * size, u32 FNV-1a checksum of the payload, u32 sequence number of the record within its
@@ -45,6 +49,8 @@ enum tk_btrace_rec_type {
 	TK_BTRACE_REC_EXEC = 5,        /* the process is about to exec: its trace ends here;
 					  u64 TSC, u64 CLOCK_MONOTONIC_RAW ns */
 	TK_BTRACE_REC_REFUSED = 6,     /* the recorder refused to continue; payload: message */
+	TK_BTRACE_REC_LIMIT = 7,       /* record --max-size: no stream after this; u64 the
+					  limit in bytes */
 };
 
 /* How a thread's trace ended (THREAD_END; older files: exited). */
@@ -59,6 +65,8 @@ enum tk_btrace_thread_end {
 enum tk_btrace_end {
 	TK_BTRACE_END_EXIT = 0,
 	TK_BTRACE_END_SIGNAL = 1,      /* a fatal signal (its number follows) */
+	TK_BTRACE_END_SNAPSHOT = 2,    /* record --snapshot-signal: that signal (its number
+					  follows) ended the recording; the program went on */
 };
 
 /* The recorder's FNV-1a checksum of a record payload. */
@@ -108,8 +116,12 @@ struct tk_btrace_info {
 	uint64_t traps;           /* from the process-end record (0 if missing) */
 	uint64_t patched;         /* CTIs patched with int3 */
 	int signal;               /* the fatal signal that ended the process (0: none) */
+	int snapshot_signal;      /* the signal that ended the recording (--snapshot-signal) */
 	uint64_t fd_reopened;     /* the program closed or replaced the trace's file
 				     descriptor and the recorder reopened the file, times */
+	uint64_t ring;            /* a flight recorder's snapshot (record --ring): the ring's
+				     bytes per thread; 0: the whole trace was written */
+	uint64_t size_limit;      /* recording stopped at record --max-size (bytes); 0: not */
 };
 
 struct tk_btrace_module {
@@ -131,6 +143,8 @@ struct tk_btrace_thread {
 	uint64_t tramp_hits;      /* CTIs recorded by a trampoline, without a trap */
 	uint64_t lost_pieces;     /* stream records missing or damaged */
 	unsigned end_reason;      /* enum tk_btrace_thread_end (with ended) */
+	uint64_t not_kept;        /* a ring snapshot's pieces before its first (dropped) */
+	int size_cut;             /* its trace stopped at record --max-size before it ended */
 };
 
 /* Index a container held in memory (DATA must outlive the handle). Damaged records are
@@ -195,7 +209,8 @@ TK_API int tk_btrace_load_modules(const struct tk_btrace *bt, const struct tk_bt
 /* Every thread's stream through the Intel PT flow decoder (its public API: the container
  * holds PT packets) into SINK, thread after thread, each event's track set to the thread
  * id. Lost or damaged pieces arrive as TK_EV_GAP events and are added to *GAPS (with the
- * container's own damage). */
+ * container's own damage); so do the start of a ring snapshot (TK_GAP_WRAP: what came
+ * before was not kept) and the end of a trace stopped at --max-size (TK_GAP_TRUNCATED). */
 struct tk_btrace_events_opts {
 	size_t sz;                 /* sizeof(struct tk_btrace_events_opts) */
 	struct tk_image *image;    /* code of the recorded modules (tk_btrace_add_modules) */

@@ -53,6 +53,15 @@ enum tk_flow_status {
 	TK_FLOW_STOPPED = 0,  /* reached a STOP item's ip; *ip is it */
 	TK_FLOW_DISABLED,     /* a branch consumed a PGD: res.from = branch, *ip = target or 0 */
 	TK_FLOW_ENDED,        /* reached END; *ip (and res.from) = the next insn, not run */
+	TK_FLOW_BOUND,        /* ran an instruction that a held event binds to (see
+				 tk_flow_set_bind): res.from = it, *ip = where the flow goes on */
+};
+
+/* Events the oracle has read but that belong to an instruction still ahead (Intel PT's
+ * PIP and VMCS: libipt binds them to the next one that can cause them). */
+enum tk_flow_bind {
+	TK_FLOW_BIND_PAGING = 1,   /* a MOV CR3 or a far transfer (VM entry included) */
+	TK_FLOW_BIND_VMCS = 2,     /* a far transfer or a VMPTRLD */
 };
 
 struct tk_flow_result {
@@ -79,6 +88,11 @@ TK_API void tk_flow_set_flow_events(struct tk_flow *f, int on);
  * ahead of an indirect call's TK_EV_CALL). Returns stay TK_EV_RETURN only. The walk goes
  * block by block then (no bulk TNT path). Off by default. */
 TK_API void tk_flow_set_branch_events(struct tk_flow *f, int on);
+
+/* BIND (enum tk_flow_bind bits, 0: none): the walk stops with TK_FLOW_BOUND right after
+ * the next instruction such an event binds to (after a far transfer, at its target), block
+ * by block until then. Kept until set again. */
+TK_API void tk_flow_set_bind(struct tk_flow *f, unsigned bind);
 
 /* Count mode, for profiles: blocks are counted in the walker's block cache instead of
  * being reported one TK_EV_BLOCK each. Only the first block of a walk, a block that

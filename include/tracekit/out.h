@@ -64,11 +64,34 @@ struct tk_out_opts {
 	 * show a pid and a comm column. A negative return (or NULL): the track has none. */
 	int (*track_process)(void *ctx, uint32_t track, uint32_t *pid, char *comm, size_t n,
 			     struct tk_sym **sym);
+	int color;                /* text: colour the hot rows' % (ANSI, as perf report) */
 };
 
 TK_API int tk_out_profile(struct tk_buf *b, const struct tk_prof *p, enum tk_out_kind kind,
 		   const struct tk_out_opts *opts);
 
+/* Two profiles compared (tracekit diff). Make one for an output KIND (text, csv, json:
+ * per function the calls, incl/excl time and instructions of A and B, B - A and its percent
+ * of A; folded: "stack countA countB" lines, difffolded.pl's format), add profile A (side
+ * 0) and B (side 1), each finished and named by its own symbols, then write. Functions and
+ * stacks are matched by name, tracks merged; times are compared in ns when a side's clock
+ * is known (then both must have one), else in ticks. */
+struct tk_out_diff;
+TK_API struct tk_out_diff *tk_out_diff_new(enum tk_out_kind kind, int *err);
+TK_API int tk_out_diff_add(struct tk_out_diff *d, int side, const struct tk_prof *p,
+			   struct tk_sym *sym);
+struct tk_out_diff_opts {
+	size_t sz;                /* sizeof(struct tk_out_diff_opts) */
+	const char *sort;         /* a column: function, or METRIC_a|_b|_diff|_pct (default:
+				     the absolute change of exclusive instructions, else time,
+				     else calls); _diff and _pct by absolute value */
+	uint64_t top;             /* at most this many rows; 0 = all */
+	const char *name_a, *name_b; /* what A and B are (the text and JSON headers) */
+};
+/* 0 when KEY (NULL: the default) is a sort key of tk_out_diff_write; *KEYS: their list. */
+TK_API int tk_out_diff_sort_check(const char *key, const char **keys);
+TK_API int tk_out_diff_write(struct tk_buf *b, struct tk_out_diff *d, const struct tk_out_diff_opts *o);
+TK_API void tk_out_diff_free(struct tk_out_diff *d);
 /* ---- the `llvm-xray account` table ----------------------------------------------------- */
 /* Per function keyed by id (TK_PROF_KEY_ID) with call durations: count, min, median, 90p,
  * 99p, max and sum in seconds, laid out as `llvm-xray account` prints them. */

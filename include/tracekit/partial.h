@@ -54,11 +54,21 @@ TK_API int tk_partial_exec_save(const struct tk_ipt_exec *x, uint8_t **data, siz
 TK_API int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t len,
 				struct tk_partial_error *e);
 
+/* xtrace statistics before they are written (tracekit/xtrace.h), as bytes: every count,
+ * the exception levels at the part's ends and the footprint's lines (ascending). Loading
+ * fills S (tk_xtrace_stats_init'ed with TK_XT_STATS_FOOTPRINT, nothing added yet); merge
+ * the parts in trace order with tk_xtrace_stats_merge. */
+struct tk_xtrace_stats;
+TK_API int tk_partial_xtrace_stats_save(const struct tk_xtrace_stats *s, uint8_t **data,
+					size_t *len);
+TK_API int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t *data,
+					size_t len, struct tk_partial_error *e);
+
 /* ---- partial files ------------------------------------------------------------------- */
 
 enum tk_partial_command {
 	TK_PARTIAL_PROFILE = 1,       /* profile --shard: tk_prof_save's bytes per chunk */
-	TK_PARTIAL_STATS = 2,         /* stats --shard: tk_partial_exec_save's, one per input */
+	TK_PARTIAL_STATS = 2,         /* stats --shard: one result per input (exec, xtrace) */
 };
 
 /* The shard (1..N) a chunk of SIZE bytes, AT bytes into a plan of TOTAL bytes, belongs
@@ -111,6 +121,8 @@ struct tk_partial {
 	struct tk_partial_message *messages;
 };
 
+/* 1 when DATA (LEN bytes: at least the first 8 of a file) begins as a partial file does. */
+TK_API int tk_partial_is(const uint8_t *data, size_t len);
 /* The hash of a file's first and last MiB (all of it when smaller) and its size. */
 TK_API int tk_partial_hash(const char *path, uint64_t *hash, uint64_t *size);
 /* P as bytes into *DATA (malloc'd). */

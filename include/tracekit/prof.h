@@ -48,6 +48,19 @@ enum tk_prof_flags {
 	TK_PROF_NO_DURATIONS = 1, /* do not keep call durations (no min/median/p90/p99/max) */
 	TK_PROF_NO_BLOCKS = 2,    /* do not count basic blocks */
 	TK_PROF_WINDOW = 4,       /* count only what runs in ticks [window_begin, window_end) */
+	TK_PROF_FILTER = 8,       /* uftrace's call filters (match, max_depth, min_ticks, ...) */
+	TK_PROF_FOCUS = 16,       /* with TK_PROF_FILTER: match names focus functions */
+	/* Times come from time stamps between the events (a branch trace's TSC packets), not
+	 * with each event: a call whose start and end have the same time had no stamp inside
+	 * it, so its duration was not measured (it is not 0): it counts in no duration
+	 * statistic (ndur), and reports show a time of 0 as not measured. */
+	TK_PROF_SPARSE_TIME = 32,
+};
+
+/* What tk_prof_opts.match says of a function. */
+enum tk_prof_match {
+	TK_PROF_MATCH_FOCUS = 1,   /* uftrace -F: only what runs under one of them counts */
+	TK_PROF_MATCH_EXCLUDE = 2, /* uftrace -N: it and what it calls count nowhere */
 };
 
 struct tk_prof_opts {
@@ -76,6 +89,23 @@ struct tk_prof_opts {
 	 * was (before the first one: inside if window_begin is 0). Blocks must come as events
 	 * (tk_prof_add_block counts are not windowed). */
 	uint64_t window_begin, window_end;
+	/* With TK_PROF_FILTER, the calls uftrace's filters keep, decided on the call stack as
+	 * the events come (so a chunk's profile cannot be merged: tk_run_profile feeds one
+	 * profile in order). MATCH (NULL: none; called once per function) returns
+	 * enum tk_prof_match bits. With TK_PROF_FOCUS, only what runs while a focus function is
+	 * on the stack counts (the frames below it keep their place in the paths, their calls are not
+	 * counted). Exclude: the function and what it calls count nowhere, not even in its
+	 * callers' inclusive costs. Frames deeper than MAX_DEPTH (0: no limit; the outermost
+	 * is depth 1) are not reported: what they run stays in the self cost of their
+	 * ancestor at MAX_DEPTH. A call of less than MIN_TICKS ticks (timed calls) or
+	 * MIN_INSNS instructions is not reported either: what it ran stays in its caller's
+	 * self cost (its callees, smaller, are dropped too). Times are of what counts (the
+	 * time outside the focus, or in excluded calls, is cut out of each track's clock). */
+	int (*match)(void *ctx, uint64_t key, uint32_t kind);
+	void *match_ctx;
+	void (*match_free)(void *ctx);   /* called by tk_prof_free (NULL: not) */
+	uint32_t max_depth;
+	uint64_t min_ticks, min_insns;
 };
 
 TK_API struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);
@@ -99,6 +129,8 @@ TK_API int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, u
 		      uint64_t insns);
 /* The function entries of P's options, sorted and unique (*N of them). */
 TK_API const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
+/* The flags of P's options (enum tk_prof_flags). */
+TK_API unsigned tk_prof_flags(const struct tk_prof *p);
 
 /* Add FROM (the profile of the events right after INTO's, e.g. the next chunk) into INTO:
  * counts add, FROM's orphans end INTO's open calls in order, FROM's open calls continue on

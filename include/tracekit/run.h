@@ -24,10 +24,25 @@ struct tk_run_filter {
 	 * timeline clips its calls (tk_prof_opts.window_begin) */
 	int time;
 	uint64_t time_begin, time_end;
+	/* uftrace's call filters (tk_prof_opts, TK_PROF_FILTER): functions named (as the
+	 * symbols show them, demangled or not) by FOCUS (-F) or EXCLUDE (-N), each a name or,
+	 * when it holds one of .[]()*+?{}|^$\, an extended regular expression found anywhere
+	 * in the name; MAX_DEPTH (-D, 0: none); calls shorter than MIN_NS nanoseconds
+	 * (--min-time; needs the trace's clock) or MIN_INSNS instructions dropped. */
+	const char *const *focus;
+	size_t nfocus;
+	const char *const *exclude;
+	size_t nexclude;
+	uint32_t max_depth;
+	uint64_t min_ns, min_insns;
 };
+/* Whether F holds a call filter (the runner then feeds one profile in order). */
+TK_API int tk_run_filter_calls(const struct tk_run_filter *f);
 /* tk_run_prof_new, keeping only what F lets through (NULL: everything). tk_run_profile
  * then sends the flow formats' blocks as events (exact, slower) where F needs their
- * times. */
+ * times, and with call filters the chunks' events, decoded in parallel, to the one
+ * profile in input order (the filters decide on the whole call stack). -TK_E_INVAL for a
+ * bad regular expression, -TK_E_UNSUPPORTED for MIN_NS without the trace's clock. */
 TK_API struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_run_filter *f,
 						int *err);
 

@@ -80,6 +80,9 @@ struct tk_source_info {
 	/* the chunks are decoded one after another on the calling thread (their merge is
 	 * the order of events itself) */
 	int sequential;
+	/* times come from time stamps between events (TK_PROF_SPARSE_TIME): a call with no
+	 * stamp inside it has no measured duration */
+	int sparse_time;
 };
 
 /* Open PATH ("-": standard input). Returns 0, or -TK_E_* after a message (through

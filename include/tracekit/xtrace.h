@@ -190,6 +190,15 @@ TK_API int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t i, struct tk_
 TK_API void tk_xtrace_stats_merge(struct tk_xtrace_stats *into, const struct tk_xtrace_stats *from);
 TK_API uint64_t tk_xtrace_stats_code_lines(const struct tk_xtrace_stats *s);
 TK_API uint64_t tk_xtrace_stats_data_lines(const struct tk_xtrace_stats *s);
+/* For partial results (tk_partial_xtrace_stats_*, tracekit/partial.h): the footprint's
+ * lines (DATA 0: code, 1: data), ascending, into *LINES (malloc'd, *N of them); a line
+ * added; the exception levels the statistics' part of the trace starts and ends at (-1:
+ * no instruction), read and set. */
+TK_API int tk_xtrace_stats_lines(const struct tk_xtrace_stats *s, int data, uint64_t **lines,
+				 size_t *n);
+TK_API int tk_xtrace_stats_add_line(struct tk_xtrace_stats *s, int data, uint64_t line);
+TK_API void tk_xtrace_stats_els(const struct tk_xtrace_stats *s, int *first, int *last);
+TK_API void tk_xtrace_stats_set_els(struct tk_xtrace_stats *s, int first, int last);
 
 /* Neutral events of chunk I: TK_EV_BLOCK (ends at a branch or a PCINST), CALL (BL/BLR),
  * RETURN (RET), SYSCALL, MODE (EL change), MEM_READ/WRITE when MEM is set, GAP. Track is

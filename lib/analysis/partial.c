@@ -14,6 +14,7 @@
 #include "analysis/prof_internal.h"
 #include "tracekit/ipt_flow.h"
 #include "tracekit/partial.h"
+#include "tracekit/xtrace.h"
 
 #define PROF_MAGIC "TKPROF\0\1"
 #define FILE_MAGIC "TKPART\r\n"
@@ -774,6 +775,11 @@ static int hash_span(int fd, uint64_t off, uint64_t n, uint64_t *h)
 	return 0;
 }
 
+int tk_partial_is(const uint8_t *data, size_t len)
+{
+	return len >= 8 && !memcmp(data, FILE_MAGIC, 8);
+}
+
 uint32_t tk_partial_shard_of(uint64_t at, uint64_t size, uint64_t total, uint32_t n)
 {
 	unsigned __int128 mid = (unsigned __int128)(at + size / 2) * n;
@@ -1111,5 +1117,110 @@ int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t l
 	if (!failed(&r) && rc >= 0)
 		tk_ipt_exec_add_counts(into, &s);
 	free(v);
+	return failed(&r) ? r.e->code : rc;
+}
+
+/* ---- xtrace statistics ----------------------------------------------------------------- */
+
+#define XTST_MAGIC "TKXTST\0\1"
+
+/* Every count of S, in one order (the file's). */
+static size_t xtst_counts(struct tk_xtrace_stats *s, uint64_t **v)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < TK_XT__COUNT; i++)
+		v[n++] = &s->items[i];
+	v[n++] = &s->bytes;
+	for (int i = 0; i < 4; i++)
+		v[n++] = &s->insns[i];
+	for (int i = 0; i < TK_A64__COUNT; i++)
+		v[n++] = &s->cls[i];
+	uint64_t *one[] = { &s->cond_taken, &s->cond_not_taken, &s->el_switches, &s->loads,
+			    &s->stores, &s->load_bytes, &s->store_bytes, &s->time_first,
+			    &s->time_last, &s->pc_unknown };
+	for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
+		v[n++] = one[i];
+	for (int i = 0; i < 16; i++)
+		v[n++] = &s->mem_size[i];
+	for (int i = 0; i <= TK_XT_MAX_SYSCALL; i++)
+		v[n++] = &s->syscalls[i];
+	return n;
+}
+#define XTST_MAX_COUNTS (TK_XT__COUNT + TK_A64__COUNT + 32 + TK_XT_MAX_SYSCALL + 1)
+
+int tk_partial_xtrace_stats_save(const struct tk_xtrace_stats *s, uint8_t **data, size_t *len)
+{
+	uint64_t *v[XTST_MAX_COUNTS], *lines;
+	size_t n = xtst_counts((struct tk_xtrace_stats *)s, v), nl;
+	struct wbuf w = { 0 };
+	int first, last, rc = 0;
+
+	put(&w, XTST_MAGIC, 8);
+	putv(&w, n);
+	for (size_t i = 0; i < n; i++)
+		putv(&w, *v[i]);
+	tk_xtrace_stats_els(s, &first, &last);
+	putv(&w, (uint64_t)(first + 1));
+	putv(&w, (uint64_t)(last + 1));
+	for (int data_lines = 0; data_lines < 2 && rc == 0; data_lines++) {
+		if ((rc = tk_xtrace_stats_lines(s, data_lines, &lines, &nl)) < 0)
+			break;
+		putv(&w, nl);
+		for (size_t i = 0; i < nl; i++)   /* ascending: differences */
+			putv(&w, i ? lines[i] - lines[i - 1] : lines[0]);
+		free(lines);
+	}
+	if (rc < 0) {
+		free(w.p);
+		return rc;
+	}
+	return finish(&w, data, len);
+}
+
+int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t *data, size_t len,
+				 struct tk_partial_error *e)
+{
+	struct tk_partial_error scratch;
+	struct rbuf r = { data, len, 0, 0, e ? e : &scratch };
+	uint64_t *v[XTST_MAX_COUNTS];
+	const uint8_t *magic;
+	int rc = 0;
+
+	memset(r.e, 0, sizeof *r.e);
+	if (!s || (!data && len))
+		return fail(&r, -TK_E_INVAL, 0, "invalid argument");
+	if ((magic = take(&r, 8, "the magic")) && memcmp(magic, XTST_MAGIC, 8) != 0)
+		return fail(&r, -TK_E_BAD_FORMAT, 0, "not xtrace statistics");
+	size_t n = xtst_counts(s, v), at = r.off;
+	uint64_t got = getv(&r, "the count of counts");
+	if (!failed(&r) && got != n)
+		fail(&r, -TK_E_BAD_FORMAT, at, "%llu counts, expected %zu (another version)",
+		     (unsigned long long)got, n);
+	for (size_t i = 0; i < n && !failed(&r); i++)
+		*v[i] = getv(&r, "the counts");
+	at = r.off;
+	uint64_t first = getv(&r, "the exception levels"), last = getv(&r, "the exception levels");
+	if (!failed(&r) && (first > 4 || last > 4 || (first == 0) != (last == 0)))
+		fail(&r, -TK_E_BAD_FORMAT, at, "exception levels %lld and %lld",
+		     (long long)first - 1, (long long)last - 1);
+	tk_xtrace_stats_set_els(s, (int)first - 1, (int)last - 1);
+	for (int data_lines = 0; data_lines < 2 && !failed(&r) && rc == 0; data_lines++) {
+		uint32_t nl = get_count(&r, 1, "footprint lines");
+		uint64_t line = 0;
+
+		for (uint32_t i = 0; i < nl && !failed(&r) && rc == 0; i++) {
+			at = r.off;
+			uint64_t d = getv(&r, "a footprint line");
+			/* strictly ascending and short of the top (a set holds x + 1) */
+			if (!failed(&r) && ((i && !d) || d >= UINT64_MAX - line))
+				fail(&r, -TK_E_BAD_FORMAT, at, "footprint line %u out of order", i);
+			line += d;
+			if (!failed(&r))
+				rc = tk_xtrace_stats_add_line(s, data_lines, line);
+		}
+	}
+	if (!failed(&r) && rc == 0 && r.off != r.n)
+		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the footprint", r.n - r.off);
 	return failed(&r) ? r.e->code : rc;
 }

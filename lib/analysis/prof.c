@@ -39,6 +39,7 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	t->t_last = t->t_first = t->level_t_start = TK_TIME_NONE;
 	t->untimed = 1;
 	t->outside = (p->opts.flags & TK_PROF_WINDOW) && p->opts.window_begin;
+	t->t_raw = TK_TIME_NONE;
 	t->t_min = UINT64_MAX;
 	t->t_max = 0;
 	t->hint_node = NONE32;
@@ -208,6 +209,7 @@ static int retset_sync(struct track *t)
 static inline void clear_stack(struct track *t)
 {
 	t->depth = 0;
+	t->nfocus = t->nexcluded = 0;
 	t->rets_depth = 0;
 	if (t->rets.key) {
 		memset(t->rets.key, 0, (t->rets.mask + 1) * sizeof *t->rets.key);
@@ -216,34 +218,90 @@ static inline void clear_stack(struct track *t)
 	}
 }
 
+/* TK_PROF_FILTER: the enum tk_prof_match bits of a function, asked once. */
+static int match_bits(struct tk_prof *p, uint64_t key, uint32_t kind)
+{
+	if (!p->opts.match)
+		return 0;
+	if ((p->nmatch + 1) * 2 > p->match_mask + 1 || !p->match) {
+		size_t size = p->match ? (p->match_mask + 1) * 2 : 256;
+		struct match_slot *m = calloc(size, sizeof *m);
+		if (!m)
+			return -TK_E_NOMEM;
+		for (size_t i = 0; p->match && i <= p->match_mask; i++)
+			if (p->match[i].bits) {
+				size_t h = (size_t)(node_hash(0, p->match[i].key, p->match[i].kind) >> 32);
+				while (m[h & (size - 1)].bits)
+					h++;
+				m[h & (size - 1)] = p->match[i];
+			}
+		free(p->match);
+		p->match = m;
+		p->match_mask = size - 1;
+	}
+	size_t h = (size_t)(node_hash(0, key, kind) >> 32);
+	for (;; h++) {
+		struct match_slot *m = &p->match[h & p->match_mask];
+		if (!m->bits) {
+			/* bit 8: asked (the answer may be 0) */
+			*m = (struct match_slot){ key, kind, 0x100 | (uint32_t)p->opts.match(p->opts.match_ctx, key, kind) };
+			p->nmatch++;
+			return (int)(m->bits & 0xff);
+		}
+		if (m->key == key && m->kind == kind)
+			return (int)(m->bits & 0xff);
+	}
+}
+
+/* TK_PROF_FILTER: whether what runs on T now counts. */
+static inline int counting(const struct tk_prof *p, const struct track *t)
+{
+	return (!(p->opts.flags & TK_PROF_FOCUS) || t->nfocus) && !t->nexcluded;
+}
+
 HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, uint64_t ret,
 		uint64_t time)
 {
+	int outside = p->outside, bits = 0, hidden = 0;
+	if (__builtin_expect(p->opts.flags & TK_PROF_FILTER, 0)) {
+		if ((bits = match_bits(p, key, kind)) < 0)
+			return bits;
+		t->nfocus += (bits & TK_PROF_MATCH_FOCUS) != 0;
+		t->nexcluded += (bits & TK_PROF_MATCH_EXCLUDE) != 0;
+		/* the call itself counts as what runs in it */
+		outside = p->win_outside || !counting(p, t);
+		hidden = t->nexcluded || (p->opts.max_depth && t->depth >= p->opts.max_depth);
+	}
+	/* a hidden frame has its node (the stack searches name frames by it), left empty */
 	uint32_t n = get_child(p, cur_node(t), key, kind, t->id);
 	if (n == NONE32)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(t->depth == t->cap, 0) &&
 	    prof_grow((void **)&t->st, &t->cap, t->depth + 1, sizeof *t->st) < 0)
 		return -TK_E_NOMEM;
-	p->nodes[n].calls += !p->outside;
+	outside |= hidden;
+	p->nodes[n].calls += !outside;
 	struct frame *f = &t->st[t->depth++];
 	f->node = n;
 	f->timed = time != TK_TIME_NONE;
 	f->tail = 0;
-	f->outside = (uint8_t)p->outside;
+	f->outside = (uint8_t)outside;
+	f->match = (uint8_t)bits;
+	f->hidden = (uint8_t)hidden;
 	f->ret = ret;
 	f->t_enter = time;
 	f->i_enter = t->insns;
 	f->child_ticks = f->child_insns = 0;
-	p->sum.calls += !p->outside;
+	p->sum.calls += !outside;
 	return 0;
 }
 
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
-	if (!ticks) {
-		p->funcs[func].zeros++;
+	if (!ticks) {   /* with sparse time stamps: not measured (no stamp inside the call) */
+		if (!(p->opts.flags & TK_PROF_SPARSE_TIME))
+			p->funcs[func].zeros++;
 		return 0;
 	}
 	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && prof_dlog_more(p) < 0)
@@ -286,6 +344,29 @@ int prof_add_durations(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_
 	return 0;
 }
 
+/* TK_PROF_FILTER: 1 when the frame F just taken off T's stack is not reported (its costs
+ * stay in the self cost of the frame below), 0 when pop goes on as usual. */
+static int filtered_pop(struct tk_prof *p, struct track *t, const struct frame *f, struct node *n,
+			uint64_t time, int complete)
+{
+	uint64_t incl_i = t->insns - f->i_enter;
+	int small = (p->opts.min_insns && incl_i < p->opts.min_insns) ||
+		(p->opts.min_ticks && f->timed && time != TK_TIME_NONE &&
+		 (time >= f->t_enter ? time - f->t_enter : 0) < p->opts.min_ticks);
+
+	t->nfocus -= (f->match & TK_PROF_MATCH_FOCUS) != 0;
+	t->nexcluded -= (f->match & TK_PROF_MATCH_EXCLUDE) != 0;
+	if (!f->hidden && !small)
+		return 0;
+	if (!f->hidden && !f->outside) {   /* its call was counted */
+		n->calls--;
+		p->sum.calls--;
+	}
+	if (complete)
+		p->sum.returns++;
+	return 1;
+}
+
 /* End the top frame at TIME; COMPLETE: a real end (its duration counts). */
 HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
@@ -298,6 +379,8 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 	}
 	uint64_t incl_i = t->insns - f->i_enter, incl_t = 0;
 
+	if (__builtin_expect(p->opts.flags & TK_PROF_FILTER, 0) && filtered_pop(p, t, f, n, time, complete))
+		return 0;
 	n->incl_insns += incl_i;
 	n->excl_insns += incl_i - f->child_insns;
 	if (f->timed && time != TK_TIME_NONE) {
@@ -659,6 +742,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		return -TK_E_NOMEM;
 	}
 	const int window = (p->opts.flags & TK_PROF_WINDOW) != 0;
+	const int filter = (p->opts.flags & TK_PROF_FILTER) != 0;
 	struct tk_event outside;            /* an event outside the window, its counts zero */
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
@@ -670,10 +754,21 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			}
 		}
 		uint64_t time = e->time;
-		if (__builtin_expect(window, 0)) {
-			if (time != TK_TIME_NONE)
+		if (__builtin_expect(window || filter, 0)) {
+			if (time != TK_TIME_NONE && window)
 				time = clip(p, t, time);
-			p->outside = t->outside;
+			p->outside = p->win_outside = window && t->outside;
+			if (filter) {
+				/* what ran since the last event ran in the stack's state then */
+				int off = !counting(p, t);
+				if (time != TK_TIME_NONE) {
+					if (off && t->t_raw != TK_TIME_NONE && time > t->t_raw)
+						t->t_cut += time - t->t_raw;
+					t->t_raw = time;
+					time = time >= t->t_cut ? time - t->t_cut : 0;
+				}
+				p->outside |= off;
+			}
 			if (p->outside && (e->kind == TK_EV_BLOCK || e->kind == TK_EV_CALL ||
 					   e->kind == TK_EV_RETURN || e->kind == TK_EV_INSNS)) {
 				outside = *e;
@@ -796,7 +891,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		if (__builtin_expect(rc < 0, 0))
 			break;
 	}
-	p->outside = 0;
+	p->outside = p->win_outside = 0;
 	p->sum.blocks += nblocks;
 	p->sum.insns += ninsns;
 	p->sum.events += n - ninsns_ev;
@@ -827,6 +922,11 @@ int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t
 	b->execs += execs;
 	b->insns += insns;
 	return 0;
+}
+
+unsigned tk_prof_flags(const struct tk_prof *p)
+{
+	return p->opts.flags;
 }
 
 const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n)

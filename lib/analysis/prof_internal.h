@@ -90,7 +90,11 @@ struct frame {
 	uint8_t timed;
 	uint8_t tail;             /* entered by a jump (tail call): its return ends the frame
 				     below too, as callgrind's stack-pointer unwinding does */
-	uint8_t outside;          /* entered outside the time window: no duration logged */
+	uint8_t outside;          /* entered outside the time window (or the filters' focus):
+				     no duration logged */
+	uint8_t match;            /* TK_PROF_FILTER: enum tk_prof_match bits of its function */
+	uint8_t hidden;           /* TK_PROF_FILTER: not reported (excluded, too deep): its
+				     costs stay in the frame below */
 	uint64_t ret;             /* return address (TK_EV_CALL; a tail call inherits the
 				     caller's), 0 otherwise */
 	uint64_t t_enter, i_enter;
@@ -155,6 +159,10 @@ struct track {
 	uint8_t untimed;          /* t_first or level_t_start is TK_TIME_NONE */
 	uint8_t outside;          /* TK_PROF_WINDOW: the last time seen is outside the window */
 	uint8_t head_outside;     /* head_time was outside the window */
+	/* TK_PROF_FILTER: focus and excluded frames on the stack; ticks cut out of the clock
+	 * (spent where nothing counts), the last event time before cutting */
+	uint32_t nfocus, nexcluded;
+	uint64_t t_cut, t_raw;
 	uint64_t off_at;          /* where tracing last stopped (TK_EV_DISABLE), 0 if on */
 	uint8_t off_known;        /* a disable, enable or gap seen: off_at is this track's */
 	/* targets of returns that matched no open call while there were some: in a chunk's
@@ -216,7 +224,13 @@ struct tk_prof {
 	uint64_t serial;          /* keys of unknown-level nodes */
 	struct tk_prof_summary sum;
 	uint64_t final_orphans;
-	int outside;              /* the current event is outside the window: nothing counts */
+	int outside;              /* the current event is outside the window (or the filters'
+				     focus): nothing counts */
+	int win_outside;          /* outside the window itself */
+	/* TK_PROF_FILTER: enum tk_prof_match of each function met (open addressing, key 0 of
+	   kind ADDR never asked: 0 bits) */
+	struct match_slot { uint64_t key; uint32_t kind, bits; } *match;
+	size_t match_mask, nmatch;
 	int finished;
 	int nomem;
 };

@@ -866,9 +866,9 @@ out:
 		return rc;
 	}
 	/* drop the unknown rows that saw nothing, and in a time window every such row (the
-	 * calls that ran outside it, kept for their stacks) */
+	 * calls that ran outside it, kept for their stacks; the same with call filters) */
 	size_t w = 0;
-	const int window = (p->opts.flags & TK_PROF_WINDOW) != 0;
+	const int window = (p->opts.flags & (TK_PROF_WINDOW | TK_PROF_FILTER)) != 0;
 	for (size_t i = 0; i < nrows; i++)
 		if ((rows[i].kind != TK_PROF_KEY_UNKNOWN && !window) || rows[i].incl_insns ||
 		    rows[i].incl_ticks || (window && rows[i].calls))
@@ -915,8 +915,9 @@ int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)
 				.incl_ticks = n->incl_ticks, .excl_ticks = n->excl_ticks,
 				.incl_insns = n->incl_insns, .excl_insns = n->excl_insns,
 			};
-			/* a path that ran only outside the time window is not the window's */
-			if (!(p->opts.flags & TK_PROF_WINDOW) || st.calls || st.incl_ticks || st.incl_insns)
+			/* a path that ran only outside the time window (or what the call
+			 * filters keep) is not the window's */
+			if (!(p->opts.flags & (TK_PROF_WINDOW | TK_PROF_FILTER)) || st.calls || st.incl_ticks || st.incl_insns)
 				rc = fn(ctx, frames, depth, &st);
 			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 				if ((rc = dfs_push(&d, c)) >= 0)

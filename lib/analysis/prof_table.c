@@ -466,6 +466,7 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 
 	o.entries = NULL;
 	o.nentries = 0;
+	o.match_free = NULL;   /* P's */
 	struct tk_prof *q = tk_prof_new(&o, err);
 
 	if (q && p->eset) {
@@ -536,6 +537,9 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->block_map);
 	free(p->tracks);
 	free(p->block_cache);
+	free(p->match);
+	if (p->opts.match_free)
+		p->opts.match_free(p->opts.match_ctx);
 	entry_set_put(p->eset);
 	free(p);
 }

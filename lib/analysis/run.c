@@ -5,6 +5,7 @@
  * going to the total directly. Instruction-flow formats count blocks in their walkers
  * (tk_flow_set_count_mode) instead of sending one event each: the same profile. */
 #include <pthread.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,8 @@ struct prof_run {
 	struct tk_prof **spare;         /* emptied profiles (at most n) */
 	size_t nspare;
 	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
+	struct tk_event_vec *evs;       /* call filters: each chunk's events, for the total in
+					   order (NULL: none) */
 	const struct tk_run_tee *tee;   /* each chunk's events also to the caller's sink */
 	struct tee *tees;               /* per chunk: the profile's sink and the caller's */
 };
@@ -48,8 +51,9 @@ static int count_blocks(struct prof_run *r, struct tk_flow *flow)
 	size_t nentries;
 	const uint64_t *entries = tk_prof_entries(r->total, &nentries);
 
-	/* a time window needs each block's time: blocks come as events */
-	int on = !(r->total->opts.flags & TK_PROF_WINDOW);
+	/* a time window or call filter needs each block's time and stack: blocks come as
+	 * events */
+	int on = !(r->total->opts.flags & (TK_PROF_WINDOW | TK_PROF_FILTER));
 
 	return flow ? tk_flow_set_count_mode(flow, on, entries, nentries) : 0;
 }
@@ -64,6 +68,10 @@ static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct 
 		return TK_CHUNK_SKIP;
 	if (r->direct) {
 		*sink = tk_prof_sink(r->total);
+		return count_blocks(r, flow);
+	}
+	if (r->evs) {
+		*sink = (struct tk_sink){ tk_event_vec_add, &r->evs[i] };
 		return count_blocks(r, flow);
 	}
 	pthread_mutex_lock(&r->lock);
@@ -100,7 +108,8 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 	struct prof_run *r = ctx;
 	int err;
 
-	if (r->direct || (i < r->n && (i < r->first || i >= r->end)) || (r->part && r->part->keep))
+	if (r->direct || r->evs || (i < r->n && (i < r->first || i >= r->end)) ||
+	    (r->part && r->part->keep))
 		return 0;
 	if (i >= r->n || !r->chunks[i])
 		return -TK_E_INTERNAL;
@@ -151,6 +160,8 @@ static int prof_merge(void *ctx, size_t i)
 	}
 	if (r->direct || i < r->first || i >= r->end)
 		return 0;
+	if (r->evs)
+		return tk_event_vec_flush(&r->evs[i], tk_prof_sink(r->total));
 	/* the chunk is emptied next: its durations move into the total, not copied */
 	if (r->part && r->part->keep)
 		rc = r->part->keep(r->part->ctx, i, r->chunks[i]);
@@ -187,9 +198,19 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
 	r.redone = calloc(r.n ? r.n : 1, 1);
 	r.tees = tee ? calloc(r.n ? r.n : 1, sizeof *r.tees) : NULL;
+	/* call filters decide on the whole stack: no chunk profiles, the events in order */
+	int evs = !r.direct && (total->opts.flags & TK_PROF_FILTER);
+	if (evs && part)
+		rc = -TK_E_UNSUPPORTED;
+	else if (evs && !(r.evs = calloc(r.n ? r.n : 1, sizeof *r.evs)))
+		rc = -TK_E_NOMEM;
 	struct tk_chunk_consumer c = { prof_begin, prof_merge, prof_redo, prof_done, &r };
 
-	rc = r.chunks && r.spare && r.redone && (!tee || r.tees) ? tk_source_run(s, &c) : -TK_E_NOMEM;
+	if (rc >= 0)
+		rc = r.chunks && r.spare && r.redone && (!tee || r.tees) ? tk_source_run(s, &c) : -TK_E_NOMEM;
+	for (size_t i = 0; r.evs && i < r.n; i++)
+		free(r.evs[i].ev);
+	free(r.evs);
 	for (size_t i = 0; r.tees && i < r.n; i++)   /* begun, not merged: the run stopped */
 		if (r.tees[i].other.events)
 			tee->drop(tee->ctx, r.tees[i].other.ctx);
@@ -221,6 +242,112 @@ int tk_run_profile_tee(struct tk_source *s, struct tk_prof *total, const struct 
 	return run_profile(s, total, NULL, tee);
 }
 
+/* ---- call filters: function names to tk_prof_match bits ---------------------------------- */
+
+struct name_match {
+	struct tk_sym *sym;
+	size_t n;
+	regex_t *re;              /* a regex per pattern; NULL ones match by name */
+	const char **pat;
+	uint8_t *bits;            /* enum tk_prof_match */
+	char buf[1024];
+};
+
+/* A pattern holding one of these is a regular expression (uftrace's rule). */
+static int is_regex(const char *pat)
+{
+	return strpbrk(pat, ".[]()*+?{}|^$\\") != NULL;
+}
+
+static void name_match_free(void *ctx)
+{
+	struct name_match *m = ctx;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (m->pat[i] && is_regex(m->pat[i]))
+			regfree(&m->re[i]);
+	free(m->re);
+	free(m->pat);
+	free(m->bits);
+	free(m);
+}
+
+static int name_match_add(struct name_match *m, const char *const *pats, size_t n, uint8_t bits)
+{
+	for (size_t i = 0; i < n; i++, m->n++) {
+		m->pat[m->n] = pats[i];
+		m->bits[m->n] = bits;
+		if (is_regex(pats[i]) && regcomp(&m->re[m->n], pats[i], REG_EXTENDED | REG_NOSUB)) {
+			m->pat[m->n] = NULL;
+			return -TK_E_INVAL;
+		}
+	}
+	return 0;
+}
+
+static int name_match(void *ctx, uint64_t key, uint32_t kind)
+{
+	struct name_match *m = ctx;
+	const char *name = kind == TK_PROF_KEY_ID ?
+		tk_sym_func_name(m->sym, key, m->buf, sizeof m->buf) :
+		tk_sym_addr_name(m->sym, key, 0, m->buf, sizeof m->buf);
+	int bits = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		if (is_regex(m->pat[i]) ? !regexec(&m->re[i], name, 0, NULL, 0) : !strcmp(name, m->pat[i]))
+			bits |= m->bits[i];
+	return bits;
+}
+
+int tk_run_filter_calls(const struct tk_run_filter *f)
+{
+	struct tk_run_filter fl = { 0 };
+
+	if (f)
+		memcpy(&fl, f, f->sz < sizeof fl ? f->sz : sizeof fl);
+	return fl.nfocus || fl.nexclude || fl.max_depth || fl.min_ns || fl.min_insns;
+}
+
+/* F's call filters into PO. */
+static int call_filters(struct tk_prof_opts *po, const struct tk_run_filter *f, struct tk_sym *sym)
+{
+	if (!tk_run_filter_calls(f))
+		return 0;
+	po->flags |= TK_PROF_FILTER | (f->nfocus ? TK_PROF_FOCUS : 0);
+	po->max_depth = f->max_depth;
+	po->min_insns = f->min_insns;
+	if (f->min_ns) {
+		uint64_t hz = po->clock.ticks_per_second;
+		if (!hz)
+			return -TK_E_UNSUPPORTED;
+		/* rounded up: a call of fewer ticks is shorter than MIN_NS */
+		unsigned __int128 t = (unsigned __int128)f->min_ns * hz + 999999999u;
+		po->min_ticks = (uint64_t)(t / 1000000000u);
+	}
+	size_t n = f->nfocus + f->nexclude;
+	if (!n)
+		return 0;
+	struct name_match *m = calloc(1, sizeof *m);
+	if (!m || !(m->re = calloc(n, sizeof *m->re)) || !(m->pat = calloc(n, sizeof *m->pat)) ||
+	    !(m->bits = calloc(n, 1))) {
+		if (m)
+			name_match_free(m);
+		return -TK_E_NOMEM;
+	}
+	m->sym = sym;
+	int rc = name_match_add(m, f->focus, f->nfocus, TK_PROF_MATCH_FOCUS);
+	if (rc >= 0)
+		rc = name_match_add(m, f->exclude, f->nexclude, TK_PROF_MATCH_EXCLUDE);
+	if (rc < 0) {
+		name_match_free(m);
+		return rc;
+	}
+	po->match = name_match;
+	po->match_ctx = m;
+	po->match_free = name_match_free;
+	return 0;
+}
+
 struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)
 {
 	return tk_run_prof_new_filtered(s, NULL, err);
@@ -235,6 +362,8 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 
 	if (f)
 		memcpy(&fl, f, f->sz < sizeof fl ? f->sz : sizeof fl);
+	if (si->sparse_time)
+		po.flags |= TK_PROF_SPARSE_TIME;
 	if (fl.time) {
 		po.flags |= TK_PROF_WINDOW;
 		po.window_begin = fl.time_begin;
@@ -246,6 +375,12 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 
 	if (!sym)
 		return NULL;
+	int rc = call_filters(&po, &fl, sym);
+	if (rc < 0) {
+		if (err)
+			*err = rc;
+		return NULL;
+	}
 	/* the workers also for the duration statistics (the same result for any count) */
 	po.nthreads = s ? tk_source_threads(s) : 0;
 	if (tk_sym_entries(sym, &entries, &n) == 0) {
@@ -254,6 +389,8 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 	}
 	struct tk_prof *p = tk_prof_new(&po, err);
 	free(entries);
+	if (!p && po.match_free)
+		po.match_free(po.match_ctx);
 	return p;
 }
 

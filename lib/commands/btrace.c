@@ -85,8 +85,12 @@ static int bt_status(const struct tk_cmd *c, const char *file, const struct tk_b
 
 	tk_gap_stats_merge(&gaps, decoded);
 	int rc = tk_cmd_gaps(c, file, &gaps, "gap");
-	/* a recording that did not end (killed, or cut short) is missing its tail */
-	if (!tk_btrace_info(bt)->complete && rc < TK_EXIT_SKIPPED)
+	/* a recording that did not end (killed, or cut short) is missing its tail; a ring
+	 * snapshot its start (the reader said so), one stopped at --max-size its end */
+	int cut = !tk_btrace_info(bt)->complete || tk_btrace_info(bt)->size_limit;
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++)
+		cut |= tk_btrace_thread(bt, i)->not_kept != 0;
+	if (cut && rc < TK_EXIT_SKIPPED)
 		rc = TK_EXIT_SKIPPED;
 	return rc;
 }
@@ -213,8 +217,13 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			break;
 		}
 		tk_buf_printf(&out, "[thread %u]\n", t->tid);
+		if (t->not_kept)
+			tk_buf_printf(&out, "[gap: ring snapshot, the %llu pieces before it were not kept]\n",
+				      (unsigned long long)t->not_kept);
 		rc = tk_ipt_flow_text(pt, n, &fo, tk_cmd_text_flags(c), &out, &st);
 		free(pt);
+		if (t->size_cut)
+			tk_buf_puts(&out, "[gap: recording stopped at --max-size]\n");
 		if (o->stat)
 			tk_buf_printf(&out, "insn: %llu\nerrors: %llu\n", (unsigned long long)st.insns,
 				      (unsigned long long)st.errors);
@@ -465,5 +474,11 @@ const struct tk_cmd_option tk_cmd_btrace_options[] = {
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_LIST, CMD_FIELD(module), CMD_FIELD(n_module) },
 	{ "no-follow", NULL, "programs it starts (exec, fork+exec, posix_spawn, system) run untraced",
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_FLAG, CMD_FIELD(no_follow), 0 },
+	{ "ring", "SIZE", "flight recorder: keep each thread's last SIZE bytes of trace, written at the end",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_U64, CMD_FIELD(ring), 0 },
+	{ "max-size", "SIZE", "stop recording after SIZE bytes of trace (the trace ends with a gap)",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_U64, CMD_FIELD(max_size), 0 },
+	{ "snapshot-signal", "SIG", "the recording ends (its snapshot written) when the program gets SIG",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_STRING, CMD_FIELD(snapshot_signal), 0 },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };

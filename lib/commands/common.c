@@ -68,13 +68,13 @@ int tk_cmd_exec_stats_out(const struct tk_cmd *c, const char *file, const char *
 	return c->out_close(&b);
 }
 
-int tk_cmd_exec_load(const struct tk_cmd *c, struct tk_ipt_exec *x)
+int tk_cmd_part_load(const struct tk_cmd *c, tk_cmd_part_loader load, void *ctx)
 {
 	for (size_t i = 0; i < c->part->nload; i++) {
 		const struct tk_cmd_part_bytes *b = &c->part->load[i];
 		struct tk_partial_error e;
 
-		if (tk_partial_exec_load(x, b->data, b->len, &e) < 0) {
+		if (load(ctx, b->data, b->len, &e) < 0) {
 			CMD_ERROR(c, b->path, b->at + e.offset, "%s", e.msg);
 			return TK_EXIT_INPUT;
 		}
@@ -82,15 +82,28 @@ int tk_cmd_exec_load(const struct tk_cmd *c, struct tk_ipt_exec *x)
 	return 0;
 }
 
-int tk_cmd_exec_save(const struct tk_cmd *c, const char *file, const struct tk_ipt_exec *x)
+static int exec_loader(void *x, const uint8_t *data, size_t len, struct tk_partial_error *e)
 {
-	int rc = tk_partial_exec_save(x, &c->part->data, &c->part->len);
+	return tk_partial_exec_load(x, data, len, e);
+}
 
+int tk_cmd_exec_load(const struct tk_cmd *c, struct tk_ipt_exec *x)
+{
+	return tk_cmd_part_load(c, exec_loader, x);
+}
+
+int tk_cmd_part_saved(const struct tk_cmd *c, const char *file, int rc)
+{
 	if (rc < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
 		return TK_EXIT_INPUT;
 	}
 	return 0;
+}
+
+int tk_cmd_exec_save(const struct tk_cmd *c, const char *file, const struct tk_ipt_exec *x)
+{
+	return tk_cmd_part_saved(c, file, tk_partial_exec_save(x, &c->part->data, &c->part->len));
 }
 
 int tk_cmd_stats_format(const struct tk_cmd *c)

@@ -77,6 +77,13 @@ int tk_cmd_exec_stats_out(const struct tk_cmd *c, const char *file, const char *
  * saves X's. 0, or an exit status after saying what is wrong. */
 int tk_cmd_exec_load(const struct tk_cmd *c, struct tk_ipt_exec *x);
 int tk_cmd_exec_save(const struct tk_cmd *c, const char *file, const struct tk_ipt_exec *x);
+/* The same for any statistics: LOAD each of the shards' bytes (CTX its own; E says what is
+ * wrong where), and the status of a save that returned RC. */
+struct tk_partial_error;
+typedef int (*tk_cmd_part_loader)(void *ctx, const uint8_t *data, size_t len,
+				  struct tk_partial_error *e);
+int tk_cmd_part_load(const struct tk_cmd *c, tk_cmd_part_loader load, void *ctx);
+int tk_cmd_part_saved(const struct tk_cmd *c, const char *file, int rc);
 
 /* Intel PT pieces the branch traces share (ipt.c): one stream in ptdump's layout, the
  * listing's flags (--no-disasm, --time, --stat), a stream written again with return

@@ -18,6 +18,48 @@
 #include "internal.h"
 #include "tracekit/internal/util.h"
 
+/* ---- waiting for the program ----------------------------------------------------------- */
+
+/* Bytes of trace the recorder has written so far: the file PATH, or every file in DIR. */
+static uint64_t trace_bytes(const char *path, const char *dir)
+{
+	struct stat st;
+	uint64_t n = 0;
+
+	if (path)
+		return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	DIR *d = opendir(dir);
+	for (struct dirent *de; d && (de = readdir(d)); ) {
+		char f[PATH_MAX];
+		snprintf(f, sizeof f, "%.2000s/%.1000s", dir, de->d_name);
+		if (de->d_name[0] != '.' && stat(f, &st) == 0)
+			n += (uint64_t)st.st_size;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Wait for PID's end (*WS). With progress on (a terminal, or --progress), a line now and
+ * then on how long it has run and the trace bytes written (trace_bytes(PATH, DIR)). */
+static void wait_program(const struct tk_cmd *c, pid_t pid, int *ws, const char *path,
+			 const char *dir)
+{
+	struct tk_progress pr;
+	pid_t r;
+
+	tk_cmd_progress_init(c, &pr, "recording", 0);
+	while ((r = waitpid(pid, ws, pr.print ? WNOHANG : 0)) != pid) {
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r == 0) {
+			usleep(50000);
+			tk_progress_set(&pr, trace_bytes(path, dir));
+		}
+	}
+	tk_progress_finish(&pr);
+}
+
 /* ---- --btrace -------------------------------------------------------------------------- */
 
 /* CMD as execvp would find it. */
@@ -146,6 +188,16 @@ static int btrace_summary(const struct tk_cmd *c, const char *file)
 				"%llu bytes of PT packets%s", bi->pid, program_name(bt), tk_btrace_thread_count(bt),
 				(unsigned long long)traps, (unsigned long long)bytes,
 				bi->exec ? " (ends at exec)" : "");
+		if (bi->ring && !o->quiet)
+			CMD_NOTE(c, file, "a flight recorder's snapshot: each thread's last %llu bytes "
+				 "of trace or more (whole pieces)", (unsigned long long)bi->ring);
+		if (bi->size_limit && !o->quiet)
+			CMD_NOTE(c, file, "recording stopped at --max-size %llu: the trace ends early",
+				 (unsigned long long)bi->size_limit);
+		if (bi->snapshot_signal && !o->quiet)
+			CMD_NOTE(c, file, "the recording ends at signal %d (%s), its snapshot; the "
+				 "program went on untraced", bi->snapshot_signal,
+				 strsignal(bi->snapshot_signal));
 		if (bi->signal && !o->quiet)
 			CMD_NOTE(c, file, "the trace ends at signal %d (%s), which ended the "
 				"program", bi->signal, strsignal(bi->signal));
@@ -202,6 +254,21 @@ static int refuse_output(const struct tk_cmd *c, const char *out, const char *pr
 /* record's exit status: its own when it failed (usage, input, output: 2 and up), else the
  * program's as a shell gives it (128 + N when signal N ended it, as uftrace does), and 1 when
  * the program succeeded but the trace lost data. */
+/* A signal by number or name (USR2, SIGUSR2); 0 if none. */
+static int signal_arg(const char *s)
+{
+	char *end;
+	long n = strtol(s, &end, 10);
+	if (end != s && !*end)
+		return n > 0 && n < 65 && n != SIGKILL && n != SIGSTOP && n != SIGTRAP ? (int)n : 0;
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (int i = 1; i < 32; i++)
+		if (sigabbrev_np(i) && !strcmp(sigabbrev_np(i), s))
+			return i == SIGKILL || i == SIGSTOP || i == SIGTRAP ? 0 : i;
+	return 0;
+}
+
 static int program_status(int own, int ws)
 {
 	if (own >= TK_EXIT_USAGE)
@@ -246,6 +313,12 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 	}
 	if (refuse_output(c, outabs, prog, lib))
 		return TK_EXIT_USAGE;
+	int snap = o->snapshot_signal ? signal_arg(o->snapshot_signal) : 0;
+	if (o->snapshot_signal && !snap) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "record: --snapshot-signal %s: not a signal the "
+			  "recorder can catch", o->snapshot_signal);
+		return TK_EXIT_USAGE;
+	}
 	unlink(outabs);
 	remove_related(c, outabs);
 	for (int i = 0; i < o->n_module; i++) {
@@ -266,6 +339,19 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		setenv("LD_PRELOAD", pre, 1);
 		setenv("TK_BTRACE_OUT", outabs, 1);
 		setenv("TK_BTRACE_MODULES", mods, 1);
+		char num[24];
+		if (o->ring) {
+			snprintf(num, sizeof num, "%llu", (unsigned long long)o->ring);
+			setenv("TK_BTRACE_RING", num, 1);
+		}
+		if (o->max_size) {
+			snprintf(num, sizeof num, "%llu", (unsigned long long)o->max_size);
+			setenv("TK_BTRACE_MAX_SIZE", num, 1);
+		}
+		if (snap) {
+			snprintf(num, sizeof num, "%d", snap);
+			setenv("TK_BTRACE_SNAPSHOT_SIGNAL", num, 1);
+		}
 		if (!o->no_follow) {
 			/* this process becomes the program: it writes OUT, the others OUT.<pid>... */
 			char root[24];
@@ -277,10 +363,9 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		CMD_NOTE(c, prog, "exec: %s", strerror(errno));
 		_exit(127);
 	}
-	int ws;
+	int ws = 0;
 	signal(SIGINT, SIG_IGN);   /* ^C goes to the program; we still summarise */
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-		;
+	wait_program(c, pid, &ws, outabs, NULL);
 	signal(SIGINT, SIG_DFL);
 	if (!o->quiet) {
 		if (WIFEXITED(ws))
@@ -342,8 +427,7 @@ int tk_cmd_record_xray(const struct tk_cmd *c, const char *file, struct tk_input
 		_exit(127);
 	}
 	int ws = 0;
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-		;
+	wait_program(c, pid, &ws, NULL, dir);
 	/* the runtime names logs BASE + program + random suffix; take the newest */
 	DIR *d = opendir(dir);
 	struct dirent *de;

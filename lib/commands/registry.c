@@ -26,7 +26,8 @@ int tk_cmd_streamed(enum tk_format_id id)
 
 int tk_cmd_stats_partial(enum tk_format_id id)
 {
-	return id == TK_FMT_IPT || id == TK_FMT_PERF || id == TK_FMT_TKBT;
+	return id == TK_FMT_IPT || id == TK_FMT_PERF || id == TK_FMT_TKBT ||
+	       id == TK_FMT_XTRACE_INSN || id == TK_FMT_XTRACE_SNAP;
 }
 
 /* The formats' option tables, each under the title `tracekit help` lists it with. */

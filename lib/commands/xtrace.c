@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "tracekit/partial.h"
 #include "tracekit/internal/source.h"
 
 struct xt {
@@ -103,6 +104,7 @@ struct stats_job {
 	uint64_t insns;       /* instructions in the chunks merged so far */
 	int counted;          /* insns is absolute (chunk 0 began at a known count) */
 	const char *snap_path;
+	size_t first;         /* the run's first chunk (its I-th is chunk FIRST + I) */
 };
 
 static int stats_work(void *ctx, size_t i)
@@ -110,21 +112,21 @@ static int stats_work(void *ctx, size_t i)
 	struct stats_job *j = ctx;
 	tk_xtrace_stats_init(&j->part[i], j->flags);
 	memset(&j->part_gaps[i], 0, sizeof j->part_gaps[i]);
-	int rc = tk_xtrace_stats_chunk(j->t, i, &j->part[i], &j->part_gaps[i]);
-	release_chunk(j->x, i);
+	int rc = tk_xtrace_stats_chunk(j->t, j->first + i, &j->part[i], &j->part_gaps[i]);
+	release_chunk(j->x, j->first + i);
 	return rc;
 }
 
 static int stats_merge(void *ctx, size_t i)
 {
 	struct stats_job *j = ctx;
-	size_t b, e, si = tk_xtrace_chunk_snapshot(j->t, i);
+	size_t b, e, si = tk_xtrace_chunk_snapshot(j->t, j->first + i);
 	const struct tk_xtrace_snapfile *sf = tk_xtrace_snapfile(j->t);
 	/* A snapshot's count of instructions before it must match the stream. */
 	if (si != SIZE_MAX) {
 		struct tk_xtrace_snapshot s;
 		tk_xtrace_snapfile_get(sf, si, &s);
-		if (i == 0 || !j->counted) {
+		if (j->first + i == 0 || !j->counted) {
 			j->insns = s.total_insns;
 			j->counted = 1;
 		} else if (s.total_insns != j->insns) {
@@ -133,7 +135,7 @@ static int stats_merge(void *ctx, size_t i)
 				 (unsigned long long)s.total_insns, (unsigned long long)j->insns);
 			j->insns = s.total_insns;
 		}
-	} else if (i == 0) {
+	} else if (j->first + i == 0) {
 		j->counted = 1;
 	}
 	const struct tk_xtrace_stats *ps = &j->part[i];
@@ -143,20 +145,19 @@ static int stats_merge(void *ctx, size_t i)
 	tk_xtrace_stats_merge(j->total, &j->part[i]);
 	tk_gap_stats_merge(j->gaps, &j->part_gaps[i]);
 	tk_xtrace_stats_free(&j->part[i]);
-	tk_xtrace_chunk(j->t, i, &b, &e);
+	tk_xtrace_chunk(j->t, j->first + i, &b, &e);
 	j->done += e - b;
 	tk_progress_set(j->prog, j->done);
 	return 0;
 }
 
-/* Statistics of every chunk, merged in order, with -j threads. */
+/* Statistics of chunks [FIRST, FIRST + NC), merged in order, with -j threads. */
 static int xt_stats(struct xt *x, struct tk_xtrace_stats *s, struct tk_gap_stats *gaps,
-		    unsigned flags)
+		    unsigned flags, size_t first, size_t nc)
 {
-	size_t nc = tk_xtrace_nchunks(x->p.t);
 	struct tk_progress prog;
 	struct stats_job j = { .x = x, .t = x->p.t, .total = s, .gaps = gaps, .flags = flags,
-			       .prog = &prog, .snap_path = x->p.snap_path };
+			       .prog = &prog, .snap_path = x->p.snap_path, .first = first };
 	j.part = calloc(nc, sizeof *j.part);
 	j.part_gaps = calloc(nc, sizeof *j.part_gaps);
 	if (!j.part || !j.part_gaps) {
@@ -206,7 +207,7 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_buf_printf(out, "  snapshot file: %s (%zu bytes)\n", TK_TEXT(x.p.snap_path), x.p.sn);
 	if (x.p.insn) {
 		tk_xtrace_stats_init(&s, TK_XT_STATS_COUNTS);
-		rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_COUNTS);
+		rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_COUNTS, 0, tk_xtrace_nchunks(x.p.t));
 		uint64_t items = 0;
 		for (int k = 0; k < TK_XT__COUNT; k++)
 			items += s.items[k];
@@ -269,6 +270,43 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return g;
 }
 
+/* A shard's run of the chunks (c->part), by size; the statistics of all when none. */
+static int stats_range(const struct tk_cmd *c, const struct tk_xtrace *t, size_t *first,
+		       size_t *count)
+{
+	size_t n = tk_xtrace_nchunks(t), b, e;
+	uint64_t *sizes = c->part ? calloc(n + 1, sizeof *sizes) : NULL;
+	uint32_t f = 0, k = (uint32_t)n;
+
+	for (size_t i = 0; sizes && i < n; i++) {
+		tk_xtrace_chunk(t, i, &b, &e);
+		sizes[i] = e - b;
+	}
+	if (sizes) {
+		tk_partial_shard_range(sizes, n, c->part->shard, c->part->nshards, &f, &k);
+		c->part->nchunks = (uint32_t)n;
+		c->part->first = f;
+		c->part->count = k;
+	}
+	free(sizes);
+	*first = f;
+	*count = k;
+	return c->part && !sizes ? -TK_E_NOMEM : 0;
+}
+
+/* A shard's statistics loaded, then merged in shard order: the trace's order. */
+static int stats_loader(void *total, const uint8_t *data, size_t len, struct tk_partial_error *e)
+{
+	struct tk_xtrace_stats part;
+	int rc;
+
+	tk_xtrace_stats_init(&part, TK_XT_STATS_FOOTPRINT);
+	if ((rc = tk_partial_xtrace_stats_load(&part, data, len, e)) == 0)
+		tk_xtrace_stats_merge(total, &part);
+	tk_xtrace_stats_free(&part);
+	return rc;
+}
+
 static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {
@@ -276,25 +314,41 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	struct tk_xtrace_stats s;
 	struct tk_gap_stats gaps = { 0 };
 	struct tk_buf b;
-	int to = tk_stats_format_by_name(c->o->to), rc;
+	int to = tk_stats_format_by_name(c->o->to), rc, st = 0;
+	int merging = c->part && c->part->nload, sharding = c->part && !merging;
+	size_t first, count;
 
 	(void)unused;
-	if (!to) {
+	if (!to && !sharding) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", c->o->to);
 		return TK_EXIT_USAGE;
 	}
 	if ((rc = xt_open_insn(c, file, in, fi, &x)))
 		return rc;
-	if ((rc = c->out_open(c, NULL, &b))) {
+	if (!sharding && (rc = c->out_open(c, NULL, &b))) {
 		xt_close(&x);
 		return rc;
 	}
 	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
-	rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_FOOTPRINT);
-	tk_out_xtrace_stats(&b, to, x.p.insn_path, x.p.n, tk_xtrace_nchunks(x.p.t), &s);
+	if (merging) {
+		rc = 0;
+		st = tk_cmd_part_load(c, stats_loader, &s);
+	} else {
+		if ((rc = stats_range(c, x.p.t, &first, &count)) == 0)
+			rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_FOOTPRINT, first, count);
+	}
+	if (sharding && rc >= 0)
+		st = tk_cmd_part_saved(c, file, tk_partial_xtrace_stats_save(&s, &c->part->data,
+									       &c->part->len));
+	if (!sharding && !st)
+		tk_out_xtrace_stats(&b, to, x.p.insn_path, x.p.n, tk_xtrace_nchunks(x.p.t), &s);
 	tk_xtrace_stats_free(&s);
-	int st = c->out_close(&b);
-	int g = xt_report(&x, file, &gaps);
+	if (!sharding) {
+		int out = c->out_close(&b);   /* (after a failed load, nothing was written) */
+		st = st ? st : out;
+	}
+	/* (the shards reported their data's gaps: the merge repeats what they said) */
+	int g = merging ? 0 : xt_report(&x, file, &gaps);
 	xt_close(&x);
 	if (rc < 0 && st != TK_EXIT_OUTPUT) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));

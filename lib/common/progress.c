@@ -40,9 +40,9 @@ static void emit(struct tk_progress *p, uint64_t now)
 		snprintf(line, sizeof line, "%s: %.1f%% (%.0f of %.0f MB, %.0f MB/s)", p->label,
 			 100.0 * (double)p->done / (double)p->total, mb, (double)p->total / 1e6,
 			 rate);
-	else
-		snprintf(line, sizeof line, "%s: %.0f MB (%.0f MB/s)", p->label, mb,
-			 secs > 0 ? mb / secs : 0.0);
+	else    /* no end known (a recording): how long so far */
+		snprintf(line, sizeof line, "%s: %.0f s, %.1f MB (%.1f MB/s)", p->label, secs, mb,
+			 rate);
 	p->print(p->ctx, line);
 }
 

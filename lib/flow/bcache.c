@@ -173,8 +173,8 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 				b.flags |= TK_BLK_ZERO_CALL;
 			break;
 		}
-		if (in.cr3) {
-			b.cr3 = 1;   /* the flow may stop after it (a TIP.PGD without IP) */
+		if (in.sys) {
+			b.sys = in.sys;   /* the flow may stop after it (a TIP.PGD, PIP, VMCS) */
 			break;
 		}
 		if (b.ninsn == MAX_BLOCK_INSNS)

@@ -31,7 +31,7 @@ struct tk_block {
 	uint8_t cls;         /* enum tk_isa_class of the last instruction (OTHER: block cut) */
 	uint8_t mode;
 	uint8_t flags;
-	uint8_t cr3;         /* the last instruction is a MOV to CR3 (cls OTHER) */
+	uint8_t sys;         /* enum tk_isa_sys of the last instruction (cls OTHER) */
 	uint64_t execs;      /* the flow walker's count mode: executions beyond the link's */
 };
 

@@ -90,6 +90,7 @@ struct tk_flow {
 	uint32_t track;
 	int quiet;                     /* no BLOCK/CALL/RETURN events (only counting) */
 	int branches;                  /* TK_EV_BRANCH for each resolved branch */
+	unsigned bind;                 /* enum tk_flow_bind: stop after such an instruction */
 	int conds;                     /* count conditional outcomes (tk_flow_set_cond_counts) */
 	uint64_t cond[2];              /* conditional branches not taken, taken */
 	/* Block index of each TK_EV_BLOCK the walker emitted, in order: the printer takes
@@ -182,6 +183,11 @@ void tk_flow_set_track(struct tk_flow *f, uint32_t track)
 void tk_flow_set_branch_events(struct tk_flow *f, int on)
 {
 	f->branches = on != 0;
+}
+
+void tk_flow_set_bind(struct tk_flow *f, unsigned bind)
+{
+	f->bind = bind;
 }
 
 static int flush_paths(struct tk_flow *f);
@@ -1117,13 +1123,15 @@ used_up:
 		if (q->kind != TK_FLOWQ_TNT) {
 			/* a TIP in the same mode is taken here, not in the general loop
 			 * (a quarter of the packets in libLLVM's trace) */
-			if (q->kind != TK_FLOWQ_TIP || q->mode >= 0)
+			if (q->kind != TK_FLOWQ_TIP || q->mode >= 0 || f->bind)
 				break;
 			ntnt = 0;
 			continue;
 		}
 		tnt = q->tnt;
 		ntnt = q->ntnt;
+		if (__builtin_expect(f->bind, 0))
+			break;   /* an event binds to an instruction ahead: the general loop */
 	}
 	if (q->kind == TK_FLOWQ_TNT) {
 		q->tnt = tnt;
@@ -1201,7 +1209,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 	for (;;) {
 		if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 			goto out;
-		if (q->kind == TK_FLOWQ_TNT && q->ntnt && !f->branches) {
+		if (q->kind == TK_FLOWQ_TNT && q->ntnt && !f->branches && !f->bind) {
 			rc = walk_tnt(f, q, o, out, mode, &ip, &prev, &prev_slot, &idle,
 				      &res->insns, &res->from);
 			if (rc) {
@@ -1294,7 +1302,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 
 		switch (b->cls) {
 		case TK_ISA_OTHER:
-			if (b->cr3 && q->kind == TK_FLOWQ_PGD && !q->has_ip) {
+			if (b->sys == TK_ISA_SYS_MOV_CR3 && q->kind == TK_FLOWQ_PGD && !q->has_ip) {
 				/* a TIP.PGD without IP binds to a MOV CR3 (libipt too) */
 				q->kind = TK_FLOWQ_NONE;
 				res->from = b->last;
@@ -1304,6 +1312,12 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			}
 			ip = b->next;
 			prev = bi, prev_slot = 0;
+			if ((b->sys == TK_ISA_SYS_MOV_CR3 && (f->bind & TK_FLOW_BIND_PAGING)) ||
+			    (b->sys == TK_ISA_SYS_VMPTRLD && (f->bind & TK_FLOW_BIND_VMCS))) {
+				res->from = b->last;
+				rc = TK_FLOW_BOUND;
+				goto out;
+			}
 			break;
 		case TK_ISA_JMP:
 		case TK_ISA_CALL:
@@ -1427,6 +1441,11 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if ((rc = emit(f, out, TK_EV_CALL, b->last, ip, 0, b->next, 0)) < 0)
 					goto out;
 				f->via_call = 1;
+			}
+			if (b->cls == TK_ISA_FAR && f->bind) {
+				res->from = b->last;
+				rc = TK_FLOW_BOUND;
+				goto out;
 			}
 			continue;
 		}

@@ -27,7 +27,13 @@ struct tk_isa_insn {
 	uint8_t len;
 	uint8_t cls;       /* enum tk_isa_class */
 	uint8_t zero_call; /* call to the next instruction: not a call for return compression */
-	uint8_t cr3;       /* MOV to CR3 (OTHER): a TIP.PGD without IP may bind to it */
+	uint8_t sys;       /* enum tk_isa_sys (OTHER): an event in the trace may bind to it */
+};
+
+/* Instructions that are no branch but that trace events bind to (libipt binds them so). */
+enum tk_isa_sys {
+	TK_ISA_SYS_MOV_CR3 = 1,   /* a TIP.PGD without IP, a PIP */
+	TK_ISA_SYS_VMPTRLD,       /* a VMCS */
 };
 
 struct tk_isa {

@@ -51,7 +51,7 @@ int tk_isa_classify(const struct tk_isa *isa, int mode, const uint8_t *p, size_t
 
 	out->cls = TK_ISA_OTHER;
 	out->zero_call = 0;
-	out->cr3 = 0;
+	out->sys = 0;
 	out->target = 0;
 	if (len) {
 		/* JMPABS is direct, but the processor sends a TIP for it (as libipt reads
@@ -71,8 +71,11 @@ int tk_isa_classify(const struct tk_isa *isa, int mode, const uint8_t *p, size_t
 	}
 	out->len = in.length;
 	/* MOV CR3, reg (0F 22 /3): a context switch, which may end tracing */
-	out->cr3 = in.mnemonic == ZYDIS_MNEMONIC_MOV && in.opcode_map == ZYDIS_OPCODE_MAP_0F &&
-		   in.opcode == 0x22 && in.raw.modrm.reg == 3;
+	if (in.mnemonic == ZYDIS_MNEMONIC_MOV && in.opcode_map == ZYDIS_OPCODE_MAP_0F &&
+	    in.opcode == 0x22 && in.raw.modrm.reg == 3)
+		out->sys = TK_ISA_SYS_MOV_CR3;
+	else if (in.mnemonic == ZYDIS_MNEMONIC_VMPTRLD)
+		out->sys = TK_ISA_SYS_VMPTRLD;
 	if (in.mnemonic == ZYDIS_MNEMONIC_UIRET) {   /* user-interrupt return: far */
 		out->cls = TK_ISA_FAR;
 		return 0;

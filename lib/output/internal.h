@@ -42,6 +42,7 @@ struct agg {
 	int proc_known;           /* proc_sym names proc_track's frames */
 	uint32_t proc_track;
 	struct tk_sym *proc_sym;
+	int sparse;               /* the profile's TK_PROF_SPARSE_TIME: 0 ticks is unmeasured */
 };
 /* Build from the profile's call paths; node 0 is the root. Tracks merged, unless O (may be
  * NULL) asks for threads: then each gets a level of its own above the root, named by its
@@ -60,6 +61,8 @@ void agg_free(struct agg *a);
 /* Children of node V sorted by descending VALUE (per metric); *out malloc'd. */
 int agg_children(const struct agg *a, uint32_t v, enum tk_out_metric m, uint32_t **out, size_t *n);
 
+/* S as a quoted CSV field (names are quoted: C++ names contain commas). */
+void out_csv_quoted(struct tk_buf *b, const char *s);
 enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m);
 uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m);
 uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m);

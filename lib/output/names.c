@@ -302,6 +302,7 @@ int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 	a->names = nm;
 	a->tracks = o ? out_track_label(o) : NULL;
 	a->o = o;
+	a->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	a->cap = 1024;
 	a->n = malloc(a->cap * sizeof *a->n);
 	if (!a->n)
@@ -327,6 +328,17 @@ void agg_free(struct agg *a)
 	free(a->n);
 	free(a->map);
 	memset(a, 0, sizeof *a);
+}
+
+void out_csv_quoted(struct tk_buf *b, const char *s)
+{
+	tk_buf_putc(b, '"');
+	for (; *s; s++) {
+		if (*s == '"')
+			tk_buf_putc(b, '"');
+		tk_buf_putc(b, *s);
+	}
+	tk_buf_putc(b, '"');
 }
 
 enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m)

@@ -35,9 +35,12 @@ struct proc {
 	struct tk_sym *sym;
 };
 
-enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99 };
+enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99,
+		S_MIN, S_P90 };
 
-#define PROFILE_SORT_KEYS "calls, incl, excl, insns, self-insns, name, max, median, p99"
+/* the text table's column names, then the older short ones */
+#define PROFILE_SORT_KEYS "calls, incl-time, excl-time, incl-insns, excl-insns, min, median, " \
+	"p90, p99, max, %, function; incl, excl, insns, self-insns, name"
 
 /* The key named S (NULL: the metric's default); QUIET: no message when unknown. */
 static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, int quiet)
@@ -47,8 +50,11 @@ static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, in
 		{ "excl", S_EXCL }, { "self", S_EXCL }, { "insns", S_INSNS },
 		{ "self-insns", S_SELF_INSNS }, { "name", S_NAME }, { "func", S_NAME },
 		{ "max", S_MAX }, { "med", S_MEDIAN }, { "median", S_MEDIAN }, { "p99", S_P99 },
+		{ "incl-time", S_INCL }, { "excl-time", S_EXCL }, { "incl-insns", S_INSNS },
+		{ "excl-insns", S_SELF_INSNS }, { "min", S_MIN }, { "p90", S_P90 },
+		{ "function", S_NAME },
 	};
-	if (!s) {
+	if (!s || !strcmp(s, "%")) {   /* % is the share of the metric's exclusive value */
 		*k = m == TK_OUT_M_INSNS ? S_SELF_INSNS : m == TK_OUT_M_TICKS ? S_EXCL : S_CALLS;
 		return 0;
 	}
@@ -90,6 +96,8 @@ static uint64_t sort_value(const struct row *r, enum sort_key k)
 	case S_MAX: return r->f.dur_max;
 	case S_MEDIAN: return r->f.dur_median;
 	case S_P99: return r->f.dur_p99;
+	case S_MIN: return r->f.dur_min;
+	case S_P90: return r->f.dur_p90;
 	default: return 0;
 	}
 }
@@ -128,10 +136,13 @@ static long track_proc(const struct tk_out_opts *o, uint32_t track, struct proc 
 	return q->known ? (long)(*np)++ : ((*np)++, -1);
 }
 
-/* Rows named and sorted; *n limited by --top. With threads, each named from its process's
- * symbols when its track has one (*PS: the processes, freed by the caller). */
+/* Rows named and sorted; *n limited by --top; *TOTAL (may be NULL): the metric's
+ * exclusive values of all rows added (what the text table's % is of). With threads, each
+ * named from its process's symbols when its track has one (*PS: the processes, freed by
+ * the caller). */
 static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struct names *nm,
-		     enum tk_out_metric m, struct row **out, size_t *n, struct proc **ps)
+		     enum tk_out_metric m, struct row **out, size_t *n, uint64_t *total,
+		     struct proc **ps)
 {
 	struct tk_prof_func *f;
 	size_t nf, np = 0;
@@ -163,6 +174,10 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 	for (size_t i = 0; i < nf; i++)   /* (*PS moved while it grew) */
 		r[i].proc = r[i].pi >= 0 ? &(*ps)[r[i].pi] : NULL;
 	free(f);
+	enum sort_key share;
+	sort_lookup(NULL, m, &share, 1);
+	for (size_t i = 0; total && i < nf; i++)
+		*total += sort_value(&r[i], share);
 	qsort_r(r, nf, sizeof *r, cmp_rows, &key);
 	if (o->top && nf > o->top)
 		nf = o->top;
@@ -171,9 +186,25 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 	return 0;
 }
 
-/* Ticks as microseconds when the clock is known, else raw ticks. */
+/* A time as reported: with sparse time stamps (a branch trace: TSCs at transfers, none at
+ * direct calls), 0 ticks means no stamp fell inside, so nothing was measured: TK_TIME_NONE,
+ * shown as the durations of a function with no completed call are ("-" in text, an empty
+ * CSV field, no JSON key), never as 0. */
+static uint64_t shown(int sparse, uint64_t ticks)
+{
+	return sparse && !ticks ? TK_TIME_NONE : ticks;
+}
+
+static int sparse_of(const struct tk_prof *p)
+{
+	return (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
+}
+
+/* Ticks as microseconds when the clock is known, else raw ticks; TK_TIME_NONE: nothing. */
 static void put_time(struct tk_buf *b, uint64_t ticks, uint64_t tps)
 {
+	if (ticks == TK_TIME_NONE)
+		return;
 	if (!tps) {
 		tk_buf_u64(b, ticks);
 		return;
@@ -198,14 +229,32 @@ static void pad_time(struct tk_buf *b, uint64_t ticks, uint64_t tps, int width)
 	struct tk_buf t;
 	if (tk_buf_init(&t, -1, 64) < 0)
 		return;
-	put_time(&t, ticks, tps);
+	if (ticks == TK_TIME_NONE)
+		tk_buf_putc(&t, '-');
+	else
+		put_time(&t, ticks, tps);
 	for (int i = (int)t.len < width ? (int)t.len : width - 1; i < width; i++)
 		tk_buf_putc(b, ' ');
 	tk_buf_put(b, t.data, t.len);
 	tk_buf_free(&t);
 }
 
-static void write_summary_text(struct tk_buf *b, const struct tk_prof *p)
+/* V's share of TOTAL in percent, 8 columns; with COLOR, as perf report colours it: red
+ * from 5 %, green from 0.5 %. */
+static void put_share(struct tk_buf *b, uint64_t v, uint64_t total, int color)
+{
+	double pct = total ? 100.0 * (double)v / (double)total : 0;
+	const char *on = !color ? NULL : pct >= 5 ? "\033[31m" : pct >= 0.5 ? "\033[32m" : NULL;
+	tk_buf_puts(b, "  ");
+	if (on)
+		tk_buf_puts(b, on);
+	tk_buf_printf(b, "%6.2f", pct);
+	if (on)
+		tk_buf_puts(b, "\033[m");
+}
+
+/* SHARE (may be NULL): what the table's % column is a share of */
+static void write_summary_text(struct tk_buf *b, const struct tk_prof *p, const char *share)
 {
 	struct tk_prof_summary s;
 	tk_prof_summary(p, &s);
@@ -216,6 +265,8 @@ static void write_summary_text(struct tk_buf *b, const struct tk_prof *p)
 		tk_buf_printf(b, ", times in us (%llu ticks/s)", (unsigned long long)s.clock.ticks_per_second);
 	else
 		tk_buf_puts(b, ", times in ticks");
+	if (share)
+		tk_buf_printf(b, ", %% of the exclusive %s", share);
 	tk_buf_putc(b, '\n');
 	if (s.gaps || s.orphans || s.truncated || s.unmatched || s.open_at_end)
 		tk_buf_printf(b, "# gaps %llu, calls cut by gaps %llu, exits without enter %llu, "
@@ -232,17 +283,6 @@ static void write_summary_text(struct tk_buf *b, const struct tk_prof *p)
 		tk_buf_putc(b, '\n');
 }
 
-/* A CSV field, quoted. */
-static void csv_str(struct tk_buf *b, const char *s)
-{
-	tk_buf_putc(b, '"');
-	for (const char *c = s; *c; c++) {
-		if (*c == '"')
-			tk_buf_putc(b, '"');
-		tk_buf_putc(b, *c);
-	}
-	tk_buf_putc(b, '"');
-}
 
 /* Whether some row's thread has a process (the tables then show pid and comm). */
 static int has_procs(const struct row *r, size_t n)
@@ -260,7 +300,8 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	struct row *r;
 	struct proc *ps;
 	size_t n;
-	int rc = make_rows(p, o, nm, m, &r, &n, &ps);
+	uint64_t total = 0;
+	int rc = make_rows(p, o, nm, m, &r, &n, &total, &ps);
 	if (rc < 0) {
 		free(ps);
 		return rc;
@@ -269,6 +310,9 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	tk_prof_summary(p, &s);
 	uint64_t tps = s.clock.ticks_per_second;
 	int procs = ps != NULL && has_procs(r, n);
+	enum sort_key share;
+	sort_lookup(NULL, m, &share, 1);
+	const int sparse = sparse_of(p);
 
 	if (csv) {
 		if (o->threads) {
@@ -284,11 +328,11 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				tk_buf_u64(b, out_track_id(o, f->track));
 				tk_buf_putc(b, ',');
 			}
-			csv_str(b, r[i].name);   /* quoted: C++ names contain commas */
+			out_csv_quoted(b, r[i].name);   /* C++ names contain commas */
 			uint64_t v[] = { f->calls };
 			tk_buf_putc(b, ',');
 			tk_buf_u64(b, v[0]);
-			uint64_t tv[] = { f->incl_ticks, f->excl_ticks };
+			uint64_t tv[] = { shown(sparse, f->incl_ticks), shown(sparse, f->excl_ticks) };
 			for (int k = 0; k < 2; k++) {
 				tk_buf_putc(b, ',');
 				put_time(b, tv[k], tps);
@@ -308,7 +352,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				if (r[i].proc) {
 					tk_buf_u64(b, r[i].proc->pid);
 					tk_buf_putc(b, ',');
-					csv_str(b, r[i].proc->comm);
+					out_csv_quoted(b, r[i].proc->comm);
 				} else {
 					tk_buf_putc(b, ',');
 				}
@@ -320,7 +364,8 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		return b->err;
 	}
 
-	write_summary_text(b, p);
+	write_summary_text(b, p, m == TK_OUT_M_INSNS ? "instructions" :
+			   m == TK_OUT_M_TICKS ? "time" : "calls");
 	if (procs)
 		tk_buf_puts(b, "     pid");
 	if (o->threads)
@@ -328,7 +373,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	if (procs)
 		tk_buf_puts(b, "  comm           ");
 	tk_buf_puts(b, "       calls     incl-time     excl-time    incl-insns    excl-insns"
-		       "         min      median         p90         p99         max  function\n");
+		       "         min      median         p90         p99         max       %  function\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_prof_func *f = &r[i].f;
 		if (procs && r[i].proc)
@@ -340,8 +385,8 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		if (procs)
 			tk_buf_printf(b, "  %-15.15s", r[i].proc ? r[i].proc->comm : "-");
 		pad_u64(b, f->calls, 12);
-		pad_time(b, f->incl_ticks, tps, 14);
-		pad_time(b, f->excl_ticks, tps, 14);
+		pad_time(b, shown(sparse, f->incl_ticks), tps, 14);
+		pad_time(b, shown(sparse, f->excl_ticks), tps, 14);
 		pad_u64(b, f->incl_insns, 14);
 		pad_u64(b, f->excl_insns, 14);
 		uint64_t dv[] = { f->dur_min, f->dur_median, f->dur_p90, f->dur_p99, f->dur_max };
@@ -351,6 +396,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 			else
 				tk_buf_puts(b, "           -");
 		}
+		put_share(b, sort_value(&r[i], share), total, o->color);
 		tk_buf_puts(b, "  ");
 		tk_buf_puts(b, r[i].name);
 		tk_buf_putc(b, '\n');
@@ -730,8 +776,8 @@ static int calltree_rec(struct tk_buf *b, const struct agg *a, uint32_t v, int d
 			pad_u64(b, c->incl_insns, 14);
 			pad_u64(b, c->excl_insns, 14);
 		} else {
-			pad_time(b, c->incl_ticks, tps, 14);
-			pad_time(b, c->excl_ticks, tps, 14);
+			pad_time(b, shown(a->sparse, c->incl_ticks), tps, 14);
+			pad_time(b, shown(a->sparse, c->excl_ticks), tps, 14);
 		}
 		tk_buf_puts(b, "  ");
 		for (int k = 0; k < depth; k++)
@@ -766,7 +812,7 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 		return rc;
 	rc = agg_build(&a, p, nm, o);
 	if (rc >= 0) {
-		write_summary_text(b, p);
+		write_summary_text(b, p, NULL);
 		tk_buf_printf(b, "       calls  %s  %s  call tree\n",
 			      m == TK_OUT_M_INSNS ? "  incl-insns" : "   incl-time",
 			      m == TK_OUT_M_INSNS ? "  excl-insns" : "   excl-time");
@@ -790,6 +836,13 @@ static void json_key_u64(struct tk_buf *b, const char *k, uint64_t v, int comma)
 	tk_buf_puts(b, k);
 	tk_buf_puts(b, "\":");
 	tk_buf_u64(b, v);
+}
+
+/* A time key, left out when nothing was measured (shown) */
+static void json_key_time(struct tk_buf *b, const char *k, uint64_t v, int comma)
+{
+	if (v != TK_TIME_NONE)
+		json_key_u64(b, k, v, comma);
 }
 
 /* The call tree as a flat list of nodes, each after its parent, with ids in that order (0:
@@ -834,8 +887,8 @@ static int json_tree(struct tk_buf *b, const struct agg *a, enum tk_out_metric m
 		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, s, strlen(s));
 		json_key_u64(b, "calls", c->calls, 1);
-		json_key_u64(b, "incl_ticks", c->incl_ticks, 1);
-		json_key_u64(b, "excl_ticks", c->excl_ticks, 1);
+		json_key_time(b, "incl_ticks", shown(a->sparse, c->incl_ticks), 1);
+		json_key_time(b, "excl_ticks", shown(a->sparse, c->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", c->incl_insns, 1);
 		json_key_u64(b, "excl_insns", c->excl_insns, 1);
 		tk_buf_putc(b, '}');
@@ -855,7 +908,7 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 	struct row *r;
 	struct proc *ps;
 	size_t n;
-	int rc = make_rows(p, o, nm, m, &r, &n, &ps);
+	int rc = make_rows(p, o, nm, m, &r, &n, NULL, &ps);
 	if (rc < 0) {
 		free(ps);
 		return rc;
@@ -892,8 +945,8 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 			tk_buf_json_str(b, r[i].proc->comm, strlen(r[i].proc->comm));
 		}
 		json_key_u64(b, "calls", f->calls, 1);
-		json_key_u64(b, "incl_ticks", f->incl_ticks, 1);
-		json_key_u64(b, "excl_ticks", f->excl_ticks, 1);
+		json_key_time(b, "incl_ticks", shown(sparse_of(p), f->incl_ticks), 1);
+		json_key_time(b, "excl_ticks", shown(sparse_of(p), f->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", f->incl_insns, 1);
 		json_key_u64(b, "excl_insns", f->excl_insns, 1);
 		if (f->ndur) {

@@ -634,12 +634,73 @@ static uint64_t return_address(const greg_t *g)
 
 /* ---- per-thread buffers -------------------------------------------------------------- */
 
+uint64_t ring_pieces, ring_bytes, max_size;
+int call_times = 1;
+static uint64_t stream_written;   /* stream bytes written (--max-size) */
+static int size_stopped;          /* --max-size reached: no more stream pieces */
+
+/* A piece of stream into the file, or with --max-size past the limit the LIMIT record
+ * instead (once): the trace ends there, and the reader marks the end as a gap. */
+static void put_stream(uint32_t tid, uint32_t seq, const uint8_t *p, uint32_t n)
+{
+	if (max_size) {
+		if (__atomic_load_n(&size_stopped, __ATOMIC_ACQUIRE))
+			return;
+		if (__atomic_add_fetch(&stream_written, n, __ATOMIC_ACQ_REL) > max_size) {
+			if (!__atomic_exchange_n(&size_stopped, 1, __ATOMIC_ACQ_REL))
+				put_rec(TK_BTRACE_REC_LIMIT, 0, 0, &max_size, 8);
+			return;
+		}
+	}
+	put_rec(TK_BTRACE_REC_STREAM, tid, seq, p, n);
+}
+
+/* --ring: the piece goes into the thread's ring (mmap'd at its first piece; without
+ * memory, pieces are written as usual); written out by ring_out when the thread ends. */
+static void ring_keep(struct tstate *ts)
+{
+	if (!ts->ring) {
+		long p = rt_syscall(SYS_mmap, NULL, ring_pieces * RING_SLOT, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p < 0 && p > -4096) {
+			put_stream((uint32_t)ts->tid, ts->seq++, ts->enc.buf, (uint32_t)ts->enc.len);
+			return;
+		}
+		ts->ring = (uint8_t *)p;
+	}
+	uint8_t *slot = ts->ring + (ts->seq % ring_pieces) * RING_SLOT;
+	uint32_t len = (uint32_t)ts->enc.len;
+	memcpy(slot, &len, 4);
+	memcpy(slot + 4, &ts->seq, 4);
+	memcpy(slot + 8, ts->enc.buf, len);
+	ts->seq++;
+}
+
+/* The thread's ring, oldest piece first, each with its own sequence number: the reader
+ * sees the pieces before them as not kept. */
+static void ring_out(struct tstate *ts)
+{
+	if (!ts->ring)
+		return;
+	uint32_t s = ts->seq > ring_pieces ? ts->seq - (uint32_t)ring_pieces : 0;
+	for (s = s > ts->ring_from ? s : ts->ring_from; s < ts->seq; s++) {
+		const uint8_t *slot = ts->ring + (s % ring_pieces) * RING_SLOT;
+		uint32_t len;
+		memcpy(&len, slot, 4);
+		put_stream((uint32_t)ts->tid, s, slot + 8, len);
+	}
+	ts->ring_from = ts->seq;   /* a failed exec goes on: these are written */
+}
+
 void flush_thread(struct tstate *ts)
 {
 	ptenc_tnt_flush(&ts->enc);
-	if (ts->enc.len && !closed)
-		put_rec(TK_BTRACE_REC_STREAM, (uint32_t)ts->tid, ts->seq++, ts->enc.buf,
-			(uint32_t)ts->enc.len);
+	if (ts->enc.len && !closed) {
+		if (ring_pieces)
+			ring_keep(ts);
+		else
+			put_stream((uint32_t)ts->tid, ts->seq++, ts->enc.buf, (uint32_t)ts->enc.len);
+	}
 	ts->enc.len = 0;
 	ts->psb_pos = (size_t)-1;   /* every piece starts with a PSB: a sync point */
 }
@@ -649,6 +710,8 @@ void end_thread(struct tstate *ts)
 	uint64_t st[6] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits,
 			   ts->end_reason };
 	flush_thread(ts);
+	if (!closed && !ts->done)
+		ring_out(ts);
 	if (!closed && !ts->done)
 		put_rec(TK_BTRACE_REC_THREAD_END, (uint32_t)ts->tid, ts->seq++, st, sizeof st);
 	ts->done = 1;
@@ -701,11 +764,14 @@ int maybe_psb(struct tstate *ts, uint64_t ip)
 	return 0;
 }
 
-/* The time where tracing starts again, in a TSC before the TIP.PGE: the thread's time
- * outside traced code (library calls, system calls, sleeps) ends there instead of at the
- * next PSB+. None where tracing stops: that TSC would follow the last TNT packet, and
- * decoders differ in whether its time goes to the instructions before the next packet is
- * needed (the stream would not give one answer). A PSB+ just written has its TSC. */
+/* A TSC (rdtsc: no system call) before the packet of every transfer that is not a
+ * conditional branch: where tracing starts again (TIP.PGE: the time outside traced code,
+ * library calls, system calls, sleeps, ends there), where it stops (TIP.PGD: the library
+ * call starts there) and at every return and indirect call or jump (TIP), so a call that
+ * calls nothing still has a time at its end, and the calls around it a time at their start
+ * (format version 2; version 1 had them only at TIP.PGE and in PSB+). The decoder reads a
+ * timing packet when it needs the packet after it, so the time is that of the transfer.
+ * A PSB+ just written has its TSC. */
 static void stamp(struct tstate *ts, int psb_written)
 {
 	if (!psb_written)
@@ -767,6 +833,7 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 static void record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
 			  const greg_t *g, uint64_t rsp, int trap)
 {
+	int stamped;
 	if (trap) {
 		ts->traps++;
 		ts->traps_long += c->len >= 5;
@@ -792,8 +859,9 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 		ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
 		ts->inside = 1;
 		ts->born = 1;
+		stamped = 1;
 	} else {
-		maybe_psb(ts, c->addr);
+		stamped = maybe_psb(ts, c->addr);
 	}
 	switch (c->kind) {
 	case CTI_JCC:
@@ -811,6 +879,8 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 	default:
 		break;
 	}
+	if (call_times)
+		stamp(ts, stamped);
 	if (module_of(r->next)) {
 		ptenc_ip(&ts->enc, PT_TIP, r->next, 0);
 		return;

@@ -91,8 +91,12 @@ struct tstate {
 	int clone_pending;           /* CLONE_SHARED or CLONE_COPY, cleared by the thread */
 	int check_tid;               /* a clone shares memory and runs concurrently: always check */
 	struct tstate *next;
+	uint8_t *ring;               /* --ring: the last ring_pieces pieces (RING_SLOT each) */
+	uint32_t ring_from;          /* pieces before this one are written (exec) or not kept */
 	uint8_t buf[BUF_CAP + PTENC_MAX_PACKET * 2];
 };
+/* A ring slot: u32 length, u32 sequence number, the piece. */
+#define RING_SLOT (8 + BUF_CAP + PTENC_MAX_PACKET * 2)
 
 
 /* The instruction map: at start-up, every instruction of a traced module is decoded once
@@ -129,6 +133,7 @@ struct reloc_insn {
 #define END_EXIT 0
 #define END_EXEC 1
 #define END_SIGNAL 2
+#define END_SNAPSHOT 3   /* --snapshot-signal: the trace ends, the program goes on */
 
 struct window {
 	uint64_t at;
@@ -165,6 +170,10 @@ extern uint64_t *big_rsp_addr;
 extern uint64_t *big_rsp_delta;
 extern size_t nbig_rsp;
 extern int err_fd;
+extern uint64_t ring_pieces;     /* --ring: pieces kept per thread (0: all written) */
+extern uint64_t ring_bytes;      /* --ring SIZE as given */
+extern uint64_t max_size;        /* --max-size: stream bytes written at most (0: no limit) */
+extern int call_times;           /* a TSC at every transfer (version 2); TK_BTRACE_CALL_TIMES=0: not */
 extern char out_cur[PATH_MAX + 16];
 extern int out_fd_floor;
 extern int32_t ttls_fs_off;
@@ -218,6 +227,8 @@ void on_trap(int sig, siginfo_t *si, void *ucv);
 void wrap_handler(int sig, siginfo_t *si, void *ucv);
 int is_fatal(int sig);
 void on_fatal(int sig, siginfo_t *si, void *ucv);
+void on_snapshot(int sig, siginfo_t *si, void *ucv);
+extern int snapshot_sig;
 void fatal_action(struct sigaction *sa);
 void refuse(const char *why);
 void resolve_nonlocal(void);

@@ -105,6 +105,24 @@ void on_fatal(int sig, siginfo_t *si, void *ucv)
 	/* delivered when this handler returns and the signal is unblocked */
 }
 
+/* --snapshot-signal: the trace ends here (every thread's ring or last piece written, this
+ * thread's stream at the interrupted instruction) and the program goes on, untraced. */
+int snapshot_sig;
+
+void on_snapshot(int sig, siginfo_t *si, void *ucv)
+{
+	struct tstate *ts = active ? tls : NULL;
+	if (ts && ts->in_hit) {
+		defer_signal(ts, sig, si);
+		return;
+	}
+	if (active && !closed && !other_task()) {
+		if (ts && !ts->done)
+			leave_at(ts, ucv);
+		finish(END_SNAPSHOT, sig);
+	}
+}
+
 /* Take SIGTRAP out of a signal set without libc's sigdelset, which may be traced: the
  * recorder's own calls would show in the program's trace. */
 static void sigset_drop_trap(sigset_t *set)
@@ -172,7 +190,7 @@ EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old
 			real_sigaction(sig, NULL, oldact);   /* never set by the program */
 		else
 			*oldact = prev;
-		if (oldact->sa_sigaction == on_fatal)
+		if (oldact->sa_sigaction == on_fatal || oldact->sa_sigaction == on_snapshot)
 			memset(oldact, 0, sizeof *oldact);   /* SIG_DFL, as far as the program knows */
 	}
 	return rc;

@@ -844,6 +844,14 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		err_ino = est.st_ino;
 	}
 	debug = getenv("TK_BTRACE_DEBUG") ? atoi(getenv("TK_BTRACE_DEBUG")) : 0;
+	/* --ring SIZE: the last SIZE bytes of each thread's stream, in whole pieces (each starts
+	 * with a PSB+, so the snapshot decodes from its first piece on); --max-size */
+	if (getenv("TK_BTRACE_RING") && (ring_bytes = strtoull(getenv("TK_BTRACE_RING"), NULL, 10)))
+		ring_pieces = (ring_bytes + BUF_CAP - 1) / BUF_CAP;
+	/* TK_BTRACE_CALL_TIMES=0: TSCs only where tracing starts again (a version 1 stream) */
+	call_times = !(getenv("TK_BTRACE_CALL_TIMES") && !strcmp(getenv("TK_BTRACE_CALL_TIMES"), "0"));
+	if (getenv("TK_BTRACE_MAX_SIZE"))
+		max_size = strtoull(getenv("TK_BTRACE_MAX_SIZE"), NULL, 10);
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 
 	if (!mods || !*mods) {
@@ -1006,6 +1014,16 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			fatal_action(&fa);
 			real_sigaction(sig, &fa, NULL);
 		}
+	}
+	if (getenv("TK_BTRACE_SNAPSHOT_SIGNAL")) {
+		struct sigaction sn;
+		fatal_action(&sn);   /* every signal but SIGTRAP blocked while it runs */
+		sn.sa_sigaction = on_snapshot;
+		sn.sa_flags |= SA_RESTART;
+		snapshot_sig = atoi(getenv("TK_BTRACE_SNAPSHOT_SIGNAL"));
+		if (snapshot_sig <= 0 || snapshot_sig >= 65 || snapshot_sig == SIGTRAP ||
+		    real_sigaction(snapshot_sig, &sn, NULL) < 0)
+			snapshot_sig = 0;
 	}
 	active = 1;
 }

@@ -63,7 +63,8 @@ static uint64_t mono_raw_ns(void)
 void write_header(uint32_t ppid)
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE];
-	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = (uint32_t)rt_getpid();
+	uint32_t v = call_times ? TK_BTRACE_VERSION : 1, hs = TK_BTRACE_HEADER_SIZE;
+	uint32_t pid = (uint32_t)rt_getpid();
 	uint64_t hz = 0, ns = mono_raw_ns(), tsc = __rdtsc();
 
 	memset(h, 0, sizeof h);
@@ -75,6 +76,7 @@ void write_header(uint32_t ppid)
 	memcpy(h + 24, &hz, 8);
 	memcpy(h + 32, &tsc, 8);
 	memcpy(h + 40, &ns, 8);
+	memcpy(h + 48, &ring_bytes, 8);
 	out_fd_check();
 	if (rt_syscall(SYS_write, out_fd, h, sizeof h, 0, 0, 0) != (long)sizeof h)
 		say("cannot write the trace header");
@@ -136,6 +138,7 @@ void child_switch(struct tstate *me, int tid)
 		me->psb_pos = (size_t)-1;
 		me->tid = tid;
 		me->seq = 0;
+		me->ring_from = 0;
 		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
 		me->clone_pending = 0;
 		me->lock = LOCK_FREE;
@@ -225,7 +228,8 @@ void finish(int how, int sig)
 			/* a fatal signal inside this thread's own record: that piece is torn */
 			if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_OWNER)
 				continue;
-			ts->end_reason = how == END_SIGNAL ? TK_BTRACE_THREAD_SIGNAL : TK_BTRACE_THREAD_EXITED;
+			ts->end_reason = how == END_SIGNAL || how == END_SNAPSHOT ? TK_BTRACE_THREAD_SIGNAL :
+					 TK_BTRACE_THREAD_EXITED;
 		} else {
 			if (!ts_take(ts))
 				continue;
@@ -237,7 +241,8 @@ void finish(int how, int sig)
 		say_kinds();
 	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
 	if (how != END_EXEC) {
-		uint64_t st[8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL : TK_BTRACE_END_EXIT,
+		uint64_t st[8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL :
+				   how == END_SNAPSHOT ? TK_BTRACE_END_SNAPSHOT : TK_BTRACE_END_EXIT,
 				   tsc, ns, (uint64_t)sig, fd_reopened };
 		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
 		closed = 1;

@@ -1,6 +1,7 @@
 /* Fuzz target: partial results (tracekit/partial.h). The bytes as a partial file, each of
  * its results loaded as a profile and merged in order; the bytes as one profile; and the
- * bytes as execution statistics, added and finished (no code: every block undecoded).
+ * bytes as execution statistics, added and finished (no code: every block undecoded),
+ * and as xtrace statistics.
  * What loads must merge, finish and print without harm. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "tracekit/ipt_flow.h"
 #include "tracekit/out.h"
 #include "tracekit/partial.h"
+#include "tracekit/xtrace.h"
 
 /* P merged into ACC (ACC's entries: none), then both printed. */
 static void use(struct tk_prof *acc, struct tk_prof *p)
@@ -50,6 +52,26 @@ static void exec_stats(const uint8_t *data, size_t size)
 	tk_image_free(img);
 }
 
+/* The bytes as xtrace statistics, merged into empty ones, saved again. */
+static void xtrace_stats(const uint8_t *data, size_t size)
+{
+	struct tk_xtrace_stats s, total;
+	struct tk_partial_error e;
+
+	tk_xtrace_stats_init(&s, TK_XT_STATS_FOOTPRINT);
+	tk_xtrace_stats_init(&total, TK_XT_STATS_FOOTPRINT);
+	if (tk_partial_xtrace_stats_load(&s, data, size, &e) == 0) {
+		uint8_t *again;
+		size_t n;
+
+		tk_xtrace_stats_merge(&total, &s);
+		if (tk_partial_xtrace_stats_save(&total, &again, &n) == 0)
+			free(again);
+	}
+	tk_xtrace_stats_free(&s);
+	tk_xtrace_stats_free(&total);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tk_prof *like = tk_prof_new(NULL, NULL), *acc, *p;
@@ -81,5 +103,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	tk_prof_free(like);
 	exec_stats(data, size);
+	xtrace_stats(data, size);
 	return 0;
 }

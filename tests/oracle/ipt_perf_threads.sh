@@ -23,10 +23,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 command -v perf >/dev/null || { echo "perf missing: scripts/install-deps.sh installs linux-perf"; exit 1; }
 libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
+# TK_BTRACE_CALL_TIMES=0: TSCs only where tracing resumes, as in ipt_perf.sh (perf script
+# and tracekit place a TSC between the last TNT and a TIP differently)
 for p in lj:-O1 lj2:-O2; do
 	n=${p%%:*}
 	cc "${p#*:}" -no-pie -o "$work/$n" "$SRC/tests/data/seams/lj.c"
-	"$TK" record --btrace -o "$work/$n.tkbt" --module main --module "$libc" -- "$work/$n" \
+	TK_BTRACE_CALL_TIMES=0 "$TK" record --btrace -o "$work/$n.tkbt" --module main --module "$libc" -- "$work/$n" \
 		>/dev/null 2>"$work/rec.err" || { echo "record $n failed"; cat "$work/rec.err"; exit 1; }
 	"$TK" convert --to ipt -q -o "$work/$n.pt" "$work/$n.tkbt"
 	"$TK" dump "$work/$n.pt" >"$work/$n.dump"

@@ -70,7 +70,9 @@ done
 # damaged bytes in the middle of one shard's chunks: that shard reports the gap as -j 1 does
 # (file and offset) and exits 1, the others 0; the merge gives -j 1's profile
 cp "$work/lj.pt" "$work/dmg.pt"
-printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+# (its middle: the middle shard's, whatever the length of the recorded stream)
+printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=$(($(stat -c %s "$work/lj.pt") / 2)) \
+	conv=notrunc status=none
 rc=0; "$TK" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
 [ "$rc" = 1 ] || { echo "damaged: profile exit $rc, not 1"; exit 1; }
 statuses=

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # stats --shard I/N + merge, and tracekit-mpi stats, print what `stats -j 1` prints (text,
 # json, csv) for an Intel PT raw stream with --elf (300-byte chunks), a perf.data with two
-# queues and a branch trace, with 1, 2, 3 and more shards than chunks; damaged data in one
+# queues, a branch trace and xtrace traces, with 1, 2, 3 and more shards than chunks; damaged data in one
 # shard: that shard reports the gap (file, offset) and exits 1, the merge repeats it and
-# exits 1 with -j 1's statistics; formats whose statistics are not partials are refused.
+# exits 1 with -j 1's statistics; formats whose statistics are not partials (Kanata) are refused.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,6 +38,14 @@ TK_IPT_CHUNK=1000000 same "Intel PT raw, more shards than chunks" 4 --elf "$work
 same "perf.data" 2 -- "$work/two.data"
 same "branch trace" 3 -- "$work/lj.tkbt"
 same "two inputs" 3 --elf "$work/lj:$bias" -- "$work/lj.pt" "$work/lj.pt"
+# xtrace: chunks at snapshots (the generated trace has several), merged in trace order
+xtrace="$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
+python3 "$SRC/bench/xtrace-gen.py" "$work/xt" 3 >/dev/null
+kinds="text json"
+same "xtrace" 2 -- "$xtrace"
+same "xtrace, chunks at snapshots" 3 -- "$work"/xt/*.xinsndata.bin
+same "xtrace, more shards than chunks" 7 -- "$work"/xt/*.xinsndata.bin
+[ "$(cat "$work"/part-*.tkp | grep -c TKXTST)" -gt 0 ] || { echo "xtrace: no statistics in the partials"; exit 1; }
 # a shard decodes its part only: three shards' partials are not three copies of one
 s1=$(cmp -s <("$TK" stats --shard 1/3 -o /dev/stdout --elf "$work/lj:$bias" "$work/lj.pt") \
 	<("$TK" stats --shard 3/3 -o /dev/stdout --elf "$work/lj:$bias" "$work/lj.pt") && echo same || echo differ)
@@ -45,7 +53,9 @@ s1=$(cmp -s <("$TK" stats --shard 1/3 -o /dev/stdout --elf "$work/lj:$bias" "$wo
 
 # damaged bytes in one shard's chunks
 cp "$work/lj.pt" "$work/dmg.pt"
-printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+# (its middle: the middle shard's, whatever the length of the recorded stream)
+printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=$(($(stat -c %s "$work/lj.pt") / 2)) \
+	conv=notrunc status=none
 rc=0; "$TK" stats -j 1 --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
 [ "$rc" = 1 ] || { echo "damaged: stats exit $rc, not 1"; exit 1; }
 statuses=
@@ -64,9 +74,10 @@ cmp -s "$work/got.err" "$work/merge.err" ||
 	{ echo "damaged: merge reports"; cat "$work/merge.err"; echo "shards report"; cat "$work/got.err"; exit 1; }
 
 # refused: statistics that are not partials, mixing commands, output to stdout
-rc=0; "$TK" stats --shard 1/2 -o "$work/x.tkp" "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin" \
+printf 'Kanata\t0004\nC=\t0\nI\t0\t0\t0\nS\t0\t0\tF\nC\t1\nR\t0\t0\t0\n' >"$work/k.log"
+rc=0; "$TK" stats --shard 1/2 -o "$work/x.tkp" "$work/k.log" \
 	2>"$work/err" || rc=$?
-[ "$rc" = 2 ] && grep -q "stats --shard: not for" "$work/err" || { echo "xtrace: exit $rc"; cat "$work/err"; exit 1; }
+[ "$rc" = 2 ] && grep -q "stats --shard: not for" "$work/err" || { echo "Kanata: exit $rc"; cat "$work/err"; exit 1; }
 "$TK" profile --shard 2/3 -o "$work/p-2.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
 "$TK" stats --shard 1/3 -o "$work/s-1.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
 "$TK" stats --shard 3/3 -o "$work/s-3.tkp" --elf "$work/lj:$bias" "$work/lj.pt"
@@ -80,7 +91,7 @@ rc=0; "$TK" stats --shard 1/2 --elf "$work/lj:$bias" "$work/lj.pt" >/dev/null 2>
 mpi="$BUILD/tracekit-mpi"
 if [ -x "$mpi" ]; then
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # as mpi.sh
-	for args in "--elf $work/lj:$bias $work/lj.pt" "$work/two.data" "$work/lj.tkbt"; do
+	for args in "--elf $work/lj:$bias $work/lj.pt" "$work/two.data" "$work/lj.tkbt" "$(echo "$work"/xt/*.xinsndata.bin)"; do
 		# shellcheck disable=SC2086
 		"$TK" stats -j 1 --to json $args >"$work/want"
 		# shellcheck disable=SC2086

@@ -234,7 +234,7 @@ static void test_bad_header(void **state)
 	build(&img, pieces, plen);
 	assert_int_equal(tk_detect_format(img.b, img.n, &fi), 0);
 	assert_int_equal(fi.id, TK_FMT_TKBT);
-	assert_int_equal(fi.version, 1);
+	assert_int_equal(fi.version, TK_BTRACE_VERSION);
 }
 
 /* The files of a followed recording are found by name beside the first: BASE.<pid> and

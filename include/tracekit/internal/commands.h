@@ -76,8 +76,17 @@ struct tk_cmd_opts {
 	const char *comm;
 	uint32_t tid32;
 	struct tk_thread_filter filter;
+	/* uftrace's call filters (tracekit/run.h, struct tk_run_filter) */
+	const char *focus[TK_CMD_MAX_LIST];   /* -F/--function NAME|REGEX */
+	int n_focus;
+	const char *exclude[TK_CMD_MAX_LIST]; /* -N/--exclude NAME|REGEX */
+	int n_exclude;
+	uint64_t depth;              /* -D/--depth N; 0 = no limit */
+	uint64_t min_ns;             /* --min-time DUR, in ns */
+	uint64_t min_insns;          /* --min-insns N */
 	int no_demangle;             /* --no-demangle: symbol names as the binary has them */
 	int short_names;             /* --short-names: no template arguments, no parameters */
+	int color;                   /* --color: colour the text report (auto resolved) */
 	uint64_t max_events;         /* --max-events N; 0 = default cap */
 	const char *shard;           /* profile --shard I/N: a partial result (cli/shard.c) */
 	int mpi;                     /* profile --mpi: refused, saying where MPI runs are */
@@ -94,6 +103,9 @@ struct tk_cmd_opts {
 	const char *module[TK_CMD_MAX_LIST]; /* --module PATH */
 	int n_module;
 	int no_follow;               /* --no-follow: programs it starts run untraced */
+	uint64_t ring;               /* --ring SIZE: a flight recorder, each thread's last SIZE bytes */
+	uint64_t max_size;           /* --max-size SIZE: stream bytes written at most */
+	const char *snapshot_signal; /* --snapshot-signal SIG: the recording ends there */
 	int has_tid;                 /* --tid N given */
 	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */

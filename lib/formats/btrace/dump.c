@@ -32,13 +32,15 @@ void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, in
 		      (unsigned long long)tk_le64(data + 24), (unsigned long long)tk_le64(data + 32));
 	if (len >= 48 && tk_le32(data + 12) >= 48)
 		tk_buf_printf(b, " ns %llu", (unsigned long long)tk_le64(data + 40));
+	if (len >= 56 && tk_le32(data + 12) >= 56 && tk_le64(data + 48))
+		tk_buf_printf(b, " ring %llu", (unsigned long long)tk_le64(data + 48));
 	tk_buf_putc(b, '\n');
 }
 
 void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, int no_offset)
 {
 	static const char *const names[] = { "?", "module", "stream", "thread-end", "process-end",
-					     "exec", "refused" };
+					     "exec", "refused", "limit" };
 	static const char *const thread_end[] = { "traps", "re-entries", "unresolved",
 						  "traps at long CTIs", "trampoline hits" };
 	static const char *const process_end[] = { "traps", "patched CTIs", "threads", "reason",
@@ -46,7 +48,7 @@ void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, i
 	const uint8_t *p = r->payload;
 	uint32_t n = r->size;
 
-	line_start(b, r->offset, names[r->type <= TK_BTRACE_REC_REFUSED ? r->type : 0], no_offset);
+	line_start(b, r->offset, names[r->type <= TK_BTRACE_REC_LIMIT ? r->type : 0], no_offset);
 	switch (r->type) {
 	case TK_BTRACE_REC_MODULE:
 		/* the layout of docs/formats/tkbt.md; the reader reports one that breaks it */
@@ -77,6 +79,10 @@ void tk_btrace_record_text(struct tk_buf *b, const struct tk_btrace_record *r, i
 	case TK_BTRACE_REC_EXEC:
 		u64_fields(b, p, n, process_end + 4, 2);
 		break;
+	case TK_BTRACE_REC_LIMIT:
+		if (n >= 8)
+			tk_buf_printf(b, " max-size %llu: no stream after this", (unsigned long long)tk_le64(p));
+		break;
 	case TK_BTRACE_REC_REFUSED:
 		tk_buf_putc(b, ' ');
 		for (uint32_t i = 0; i < n && p[i]; i++)   /* text from the recorder: printable only */
@@ -96,6 +102,9 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 	if (bi->signal)
 		tk_buf_printf(out, ", complete: ends at signal %d (%s), its trace kept\n", bi->signal,
 			      strsignal(bi->signal));
+	else if (bi->snapshot_signal)
+		tk_buf_printf(out, ", complete: a snapshot at signal %d (%s); the program went on "
+			      "untraced\n", bi->snapshot_signal, strsignal(bi->snapshot_signal));
 	else
 		tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
 			      bi->complete ? "complete" : "INCOMPLETE (no end record)");
@@ -113,6 +122,15 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 			      bi->tsc_hz_measured ? " (measured over the run)" : "");
 	else
 		tk_buf_puts(out, "  TSC rate unknown: times are in ticks\n");
+	if (bi->ring)
+		tk_buf_printf(out, "  a flight recorder's snapshot (record --ring %llu): each thread's "
+			      "last pieces of stream, its start a gap\n", (unsigned long long)bi->ring);
+	if (bi->size_limit)
+		tk_buf_printf(out, "  recording stopped at record --max-size %llu: the trace ends early\n",
+			      (unsigned long long)bi->size_limit);
+	if (bi->version < TK_BTRACE_VERSION_PER_CALL)
+		tk_buf_puts(out, "  times only where tracing starts again and every 4 KiB of stream "
+			    "(version 1): calls in between show no time (-)\n");
 	for (size_t i = 0; i < tk_btrace_module_count(bt); i++) {
 		const struct tk_btrace_module *m = tk_btrace_module(bt, i);
 		tk_buf_printf(out, "  module %s code 0x%llx-0x%llx bias 0x%llx build-id ", TK_TEXT(m->path),
@@ -142,6 +160,10 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 				      100.0 * (double)t->traps / (double)(t->traps + t->tramp_hits));
 		if (t->lost_pieces)
 			tk_buf_printf(out, ", %llu pieces LOST", (unsigned long long)t->lost_pieces);
+		if (t->not_kept)
+			tk_buf_printf(out, ", %llu earlier pieces not kept (ring)", (unsigned long long)t->not_kept);
+		if (t->size_cut)
+			tk_buf_puts(out, ", stopped at --max-size");
 		tk_buf_putc(out, '\n');
 	}
 }

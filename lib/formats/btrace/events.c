@@ -35,6 +35,16 @@ static int retrack_events(void *ctx, const struct tk_event *ev, size_t n)
 	return 0;
 }
 
+/* A gap the container itself shows (REASON) in thread T->tid's trace, at file offset OFF. */
+static int cut(struct retrack *t, struct tk_gap_stats *gaps, uint64_t off, unsigned reason)
+{
+	struct tk_event ev = { .time = TK_TIME_NONE, .arg = off, .track = t->tid, .kind = TK_EV_GAP,
+			       .flags = (uint16_t)reason };
+	if (gaps)
+		tk_gap_stats_add(gaps, off, 0);
+	return t->next.events(t->next.ctx, &ev, 1);
+}
+
 int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
 		     struct tk_sink sink, struct tk_gap_stats *gaps)
 {
@@ -59,6 +69,14 @@ int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_o
 		t->tid = tk_btrace_thread(bt, i)->tid;
 		if (o.only_tid && t->tid != o.tid)
 			continue;
+		/* the start of a ring snapshot (or lost first pieces), the end of a trace stopped
+		 * at --max-size: data is missing there, never silently */
+		int cut_start, cut_end;
+		uint64_t end_off;
+		btrace_thread_cuts(bt, i, &cut_start, &cut_end, &end_off);
+		uint64_t first = tk_btrace_thread(bt, i)->first_offset;
+		if (cut_start && (rc = cut(t, gaps, first, TK_GAP_WRAP)) < 0)
+			break;
 		/* the thread's stream part by part, so memory does not grow with the trace;
 		 * each part reads on into the next part's first piece to end its last block */
 		uint64_t base = 0;
@@ -76,6 +94,8 @@ int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_o
 			}
 			base += fo.part_end;
 		}
+		if (rc >= 0 && cut_end)
+			rc = cut(t, gaps, end_off, TK_GAP_TRUNCATED);
 	}
 	free(t);
 	return rc < 0 ? rc : 0;

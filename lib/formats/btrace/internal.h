@@ -15,4 +15,10 @@
 int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
 		      uint8_t **out, size_t *len, size_t *part_len);
 
+/* Where thread I's stream is cut: *START, its first pieces were not kept or lost (a ring
+ * snapshot); *END, recording stopped at --max-size (the LIMIT record at *END_OFF) before
+ * the thread ended. */
+void btrace_thread_cuts(const struct tk_btrace *bt, size_t i, int *start, int *end,
+			uint64_t *end_off);
+
 #endif

@@ -15,6 +15,7 @@ struct piece {
 
 struct thread {
 	struct tk_btrace_thread pub;
+	int ended_whole;      /* its end record came before any --max-size LIMIT record */
 	uint32_t next_seq;
 	struct piece *pieces;
 	size_t npieces, cap;
@@ -32,6 +33,7 @@ struct tk_btrace {
 	struct tk_gap_stats gaps;
 	struct tk_btrace_opts opts;
 	uint64_t start_ns, end_tsc, end_ns;   /* to measure the TSC's rate */
+	uint64_t limit_off;                    /* offset of the --max-size LIMIT record */
 };
 
 static void gap(struct tk_btrace *bt, uint64_t off, uint64_t skipped, const char *why)
@@ -49,7 +51,7 @@ static int record_ok(const struct tk_btrace *bt, uint64_t off)
 		return 0;
 	unsigned type = tk_le16(p + 4);
 	uint64_t n = tk_le32(p + 12);
-	if (type < TK_BTRACE_REC_MODULE || type > TK_BTRACE_REC_REFUSED)
+	if (type < TK_BTRACE_REC_MODULE || type > TK_BTRACE_REC_LIMIT)
 		return 0;
 	if (n > bt->len - off - TK_BTRACE_REC_HEADER)
 		return 0;
@@ -104,7 +106,8 @@ static int add_module(struct tk_btrace *bt, const uint8_t *p, uint32_t n, uint64
 	return 0;
 }
 
-static int add_piece(struct thread *t, uint64_t off, uint32_t len, uint32_t seq)
+static int add_piece(const struct tk_btrace *bt, struct thread *t, uint64_t off, uint32_t len,
+		     uint32_t seq)
 {
 	if (t->npieces == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 16;
@@ -118,7 +121,9 @@ static int add_piece(struct thread *t, uint64_t off, uint32_t len, uint32_t seq)
 	p->off = off;
 	p->len = len;
 	p->gap_before = seq != t->next_seq;
-	if (p->gap_before)
+	if (p->gap_before && !t->pub.pieces && bt->info.ring)
+		t->pub.not_kept = seq;   /* a ring snapshot starts there: dropped, not lost */
+	else if (p->gap_before)
 		t->pub.lost_pieces += seq > t->next_seq ? seq - t->next_seq : 1;
 	if (!t->pub.pieces)
 		t->pub.first_offset = off - TK_BTRACE_REC_HEADER;
@@ -167,15 +172,17 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 		case TK_BTRACE_REC_STREAM:
 			if (!(t = thread_of(bt, tid)))
 				return -TK_E_NOMEM;
-			rc = add_piece(t, poff, n, seq);
+			rc = add_piece(bt, t, poff, n, seq);
 			break;
 		case TK_BTRACE_REC_THREAD_END:
 			if (!(t = thread_of(bt, tid)))
 				return -TK_E_NOMEM;
-			if (seq != t->next_seq)
+			/* pieces after --max-size's LIMIT were not written: not lost */
+			if (seq != t->next_seq && !bt->info.size_limit)
 				t->pub.lost_pieces += seq > t->next_seq ? seq - t->next_seq : 1;
 			t->next_seq = seq + 1;
 			t->pub.ended = 1;
+			t->ended_whole = !bt->info.size_limit;
 			if (n >= 24) {
 				t->pub.traps = tk_le64(p);
 				t->pub.reentries = tk_le64(p + 8);
@@ -203,6 +210,8 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 			if (n >= 64) {
 				if (tk_le64(p + 24) == TK_BTRACE_END_SIGNAL)
 					bt->info.signal = (int)tk_le64(p + 48);
+				else if (tk_le64(p + 24) == TK_BTRACE_END_SNAPSHOT)
+					bt->info.snapshot_signal = (int)tk_le64(p + 48);
 				bt->info.fd_reopened = tk_le64(p + 56);
 			}
 			break;
@@ -213,6 +222,10 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 				bt->end_tsc = tk_le64(p);
 				bt->end_ns = tk_le64(p + 8);
 			}
+			break;
+		case TK_BTRACE_REC_LIMIT:
+			bt->info.size_limit = n >= 8 && tk_le64(p) ? tk_le64(p) : 1;
+			bt->limit_off = off;
 			break;
 		case TK_BTRACE_REC_REFUSED: {
 			size_t m = n < sizeof bt->info.refused_msg - 1 ? n : sizeof bt->info.refused_msg - 1;
@@ -240,9 +253,9 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 		return NULL;
 	}
 	uint32_t version = tk_le32(data + 8), hsize = tk_le32(data + 12);
-	if (version != TK_BTRACE_VERSION) {
-		tk_log(TK_LOG_ERROR, "container version %u is not supported (this reader: %u)", version,
-		       TK_BTRACE_VERSION);
+	if (version < 1 || version > TK_BTRACE_VERSION) {
+		tk_log(TK_LOG_ERROR, "container version %u is not supported (this reader: 1 to %u)",
+		       version, TK_BTRACE_VERSION);
 		*err = -TK_E_UNSUPPORTED;
 		return NULL;
 	}
@@ -266,6 +279,7 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	bt->info.tsc_hz = tk_le64(data + 24);
 	bt->info.start_tsc = tk_le64(data + 32);
 	bt->start_ns = hsize >= 48 ? tk_le64(data + 40) : 0;
+	bt->info.ring = hsize >= 56 ? tk_le64(data + 48) : 0;
 	if ((rc = index_records(bt, hsize)) < 0) {
 		tk_btrace_free(bt);
 		*err = rc;
@@ -288,7 +302,16 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 		if (t->lost_pieces)
 			tk_log(TK_LOG_WARN, "thread %u: %llu stream pieces lost", t->tid,
 			       (unsigned long long)t->lost_pieces);
+		if (t->not_kept)
+			tk_log(TK_LOG_WARN, "thread %u: a ring snapshot (record --ring %llu): its first "
+			       "%llu stream pieces were not kept, the trace starts after a gap", t->tid,
+			       (unsigned long long)bt->info.ring, (unsigned long long)t->not_kept);
 	}
+	for (size_t i = 0; i < bt->nthreads; i++)
+		bt->threads[i].pub.size_cut = bt->info.size_limit && !bt->threads[i].ended_whole;
+	if (bt->info.size_limit)
+		tk_log(TK_LOG_WARN, "recording stopped at record --max-size %llu: the trace ends early",
+		       (unsigned long long)bt->info.size_limit);
 	if (!bt->info.complete && !bt->info.refused)
 		tk_log(TK_LOG_WARN, "the trace has no end record: the program was killed, called "
 		       "exit_group directly, or the file is truncated");
@@ -357,6 +380,15 @@ int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_
 	*out = buf;
 	*len = (size_t)(p - buf);
 	return 0;
+}
+
+void btrace_thread_cuts(const struct tk_btrace *bt, size_t i, int *start, int *end,
+			uint64_t *end_off)
+{
+	const struct thread *t = &bt->threads[i];
+	*start = t->npieces && t->pieces[0].gap_before;
+	*end = t->pub.size_cut;
+	*end_off = bt->limit_off;
 }
 
 int tk_btrace_thread_stream(const struct tk_btrace *bt, size_t i, uint8_t **out, size_t *len)

@@ -51,6 +51,7 @@ static int btrace_open(struct tk_source *s)
 					    p->img, NULL);
 	s->info.clock.ticks_per_second = s->o.has_tsc_hz ? s->o.tsc_hz : tk_btrace_info(p->bt)->tsc_hz;
 	s->info.sequential = 1;
+	s->info.sparse_time = 1;   /* TSC packets at transfers, none at direct calls */
 	return 0;
 }
 

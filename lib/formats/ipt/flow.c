@@ -196,6 +196,7 @@ struct ptd {
 	uint64_t ptw_ip;            /* the PTWRITE of ACT_PTW_AFTER */
 	const struct tk_image *image;
 	struct tk_isa *isa;         /* classifies the instruction that disabled tracing */
+	struct insn_memo *memo;     /* what it found, by address (insn_at) */
 	uint64_t time;
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
@@ -219,6 +220,11 @@ struct ptd {
 	 * the [interrupt] or [async disabled], VMCS first, as libipt binds them */
 	int held_pip, held_vmcs, pip_nr;
 	uint64_t pip_cr3, vmcs_base;
+	/* A PIP or VMCS read while walking, for the instruction that caused it, still ahead
+	 * of the walker (a MOV CR3 or a far transfer, as libipt binds them): told after it.
+	 * In the order read; bind is what the walker stops for (enum tk_flow_bind). */
+	unsigned bind, nbound;
+	struct { uint64_t arg; uint16_t flags, nr; } bound[2];
 };
 
 static int exec_mode(const struct tk_ipt_packet *p)
@@ -438,10 +444,51 @@ static int tell_paging(struct ptd *d)
 	return rc;
 }
 
+/* The PIP and VMCS held for an instruction ahead are told: those of WHAT (enum
+ * tk_flow_bind) after the instruction they bound to, all where the flow stops before one. */
+static int tell_bound(struct ptd *d, unsigned what)
+{
+	unsigned i, n = 0;
+	int rc = 0;
+
+	for (i = 0; i < d->nbound && rc >= 0; i++) {
+		unsigned b = d->bound[i].flags == TK_MODE_PAGING ? TK_FLOW_BIND_PAGING
+								 : TK_FLOW_BIND_VMCS;
+
+		if (what & b)
+			rc = emit(d, TK_EV_MODE, 0, d->bound[i].nr, 0, d->bound[i].arg,
+				  d->bound[i].flags);
+		else
+			d->bound[n++] = d->bound[i];   /* still ahead */
+	}
+	d->nbound = n;
+	d->bind &= ~what;
+	tk_flow_set_bind(d->flow, d->bind);
+	return rc;
+}
+
+/* A PIP or VMCS while walking: held for the instruction ahead that caused it. */
+static int hold_bound(struct ptd *d, const struct tk_ipt_packet *p)
+{
+	int pip = p->kind == TK_IPT_PKT_PIP, rc = 0;
+	unsigned b = pip ? TK_FLOW_BIND_PAGING : TK_FLOW_BIND_VMCS;
+
+	if ((d->bind & b) && (rc = tell_bound(d, ~0u)) < 0)   /* one of each per instruction */
+		return rc;
+	d->bound[d->nbound].arg = pip ? p->pip.cr3 : p->vmcs.base;
+	d->bound[d->nbound].nr = pip ? p->pip.nr : 0;
+	d->bound[d->nbound++].flags = pip ? TK_MODE_PAGING : TK_MODE_VMCS;
+	tk_flow_set_bind(d->flow, d->bind |= b);
+	return 0;
+}
+
 /* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP. */
 static int tell_held(struct ptd *d)
 {
-	int exstop = d->held_exstop, rc = tell_pwre(d);
+	int exstop = d->held_exstop, rc = tell_bound(d, ~0u);
+
+	if (rc >= 0)
+		rc = tell_pwre(d);
 
 	d->held_exstop = 0;
 	return rc < 0 ? rc : tell_exstop(d, 0, exstop);
@@ -828,6 +875,10 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			return 0;
 		case TK_IPT_PKT_TIP_PGE:
 			return -TK_E_BAD_FORMAT;
+		case TK_IPT_PKT_PIP: case TK_IPT_PKT_VMCS:
+			if ((rc = hold_bound(d, &p)) < 0)
+				return rc;
+			continue;
 		default:
 			break;
 		}
@@ -968,11 +1019,63 @@ static const uint8_t *classify(struct ptd *d, uint64_t ip, struct tk_isa_insn *i
 	return p;
 }
 
+/* An instruction as insn_at remembers it: LEN 0 when there is no code. */
+struct insn_memo {
+	uint64_t ip;
+	uint8_t mode, len, cls, far_call, valid;
+};
+#define INSN_MEMO 4096
+
+/* A call that leaves the flow: syscall, sysenter, int n/3/o, call far (P: its bytes). */
+static int is_far_call(const uint8_t *p, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len && (p[i] == 0x66 || p[i] == 0x67 || (p[i] & 0xf0) == 0x40))
+		i++;   /* operand and address size, REX */
+	uint8_t b0 = i < len ? p[i] : 0, b1 = i + 1 < len ? p[i + 1] : 0;
+	return (b0 == 0x0f && (b1 == 0x05 || b1 == 0x34)) || b0 == 0xcc || b0 == 0xcd ||
+	       b0 == 0xce || b0 == 0x9a || (b0 == 0xff && (b1 >> 3 & 7) == 3);
+}
+
+/* The instruction at IP, remembered: the few instructions that disable tracing or hold a
+ * PTWRITE come back again and again, and decoding them each time cost a fifth of a
+ * trace with frequent disables. NULL only without memory. */
+static const struct insn_memo *insn_at(struct ptd *d, uint64_t ip)
+{
+	struct tk_isa_insn in;
+	struct insn_memo *m;
+	const uint8_t *p;
+
+	if (!d->memo && !(d->memo = calloc(INSN_MEMO, sizeof *d->memo)))
+		return NULL;
+	m = &d->memo[(ip ^ ip >> 8) & (INSN_MEMO - 1)];
+	if (m->valid && m->ip == ip && m->mode == d->mode)
+		return m;
+	p = classify(d, ip, &in);
+	*m = (struct insn_memo){ ip, (uint8_t)d->mode, p ? (uint8_t)in.len : 0,
+				 p ? (uint8_t)in.cls : 0, p && is_far_call(p, in.len), 1 };
+	return m;
+}
+
 static uint64_t insn_len(struct ptd *d, uint64_t ip)
+{
+	const struct insn_memo *m = insn_at(d, ip);
+
+	return m ? m->len : 0;
+}
+
+/* Which held events (enum tk_flow_bind) bind to the instruction at IP: a far transfer
+ * takes both, a MOV CR3 the PIP, a VMPTRLD the VMCS, others none. */
+static unsigned bound_at(struct ptd *d, uint64_t ip)
 {
 	struct tk_isa_insn in;
 
-	return classify(d, ip, &in) ? in.len : 0;
+	if (!classify(d, ip, &in))
+		return 0;
+	return in.sys == TK_ISA_SYS_MOV_CR3 ? TK_FLOW_BIND_PAGING
+	       : in.sys == TK_ISA_SYS_VMPTRLD ? TK_FLOW_BIND_VMCS
+	       : in.cls == TK_ISA_FAR ? ~0u : 0;
 }
 
 /* Where tracing is expected to resume after a TIP.PGD bound to the instruction at FROM,
@@ -981,27 +1084,15 @@ static uint64_t insn_len(struct ptd *d, uint64_t ip)
  * goes; else unknown (0). */
 static uint64_t resume_ip(struct ptd *d, uint64_t from, uint64_t target)
 {
-	struct tk_isa_insn in;
-	const uint8_t *p;
+	const struct insn_memo *m = insn_at(d, from);
 
-	if (!(p = classify(d, from, &in)))
+	if (!m || !m->len)
 		return 0;
-	switch (in.cls) {
-	case TK_ISA_OTHER: return from + in.len;   /* MOV CR3 */
+	switch (m->cls) {
+	case TK_ISA_OTHER: return from + m->len;   /* MOV CR3 */
 	case TK_ISA_JMP: case TK_ISA_CALL: return target;
-	case TK_ISA_CALL_IND: return from + in.len;
-	case TK_ISA_FAR: {
-		size_t i = 0;
-
-		while (i < in.len && (p[i] == 0x66 || p[i] == 0x67 || (p[i] & 0xf0) == 0x40))
-			i++;   /* operand and address size, REX */
-		uint8_t b0 = p[i], b1 = i + 1 < in.len ? p[i + 1] : 0;
-		int far_call = (b0 == 0x0f && (b1 == 0x05 || b1 == 0x34)) ||   /* syscall, sysenter */
-			       b0 == 0xcc || b0 == 0xcd || b0 == 0xce || b0 == 0x9a ||
-			       (b0 == 0xff && (b1 >> 3 & 7) == 3);             /* call far [m] */
-
-		return far_call ? from + in.len : 0;
-	}
+	case TK_ISA_CALL_IND: return from + m->len;
+	case TK_ISA_FAR: return m->far_call ? from + m->len : 0;
 	default: return 0;
 	}
 }
@@ -1395,7 +1486,18 @@ static int decode_chunk(struct ptd *d)
 		d->walking = 0;
 		(void)publish_time(d);
 		d->st->insns += res.insns;
+		/* the instruction the held PIP or VMCS bound to, or no such instruction before
+		 * the walk stopped */
+		if (d->nbound && rc != TK_FLOW_DISABLED) {
+			unsigned what = rc == TK_FLOW_BOUND ? bound_at(d, res.from) : 0;
+			int trc = tell_bound(d, what ? what : ~0u);
+
+			if (trc < 0)
+				return trc;
+		}
 		switch (rc) {
+		case TK_FLOW_BOUND:
+			break;
 		case TK_FLOW_STOPPED:
 			rc = do_action(d);
 			if (rc < 0 && rc != -TK_E_CANCELLED)
@@ -1408,7 +1510,11 @@ static int decode_chunk(struct ptd *d)
 		case TK_FLOW_DISABLED:
 			d->enabled = d->have_ip = 0;
 			d->resume_ip = resume_ip(d, res.from, d->ip);
-			if ((rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0)
+			/* a PIP or VMCS of the instruction that disabled tracing comes before
+			 * the [disabled], one still waiting for an instruction after it */
+			if ((d->nbound && (rc = tell_bound(d, bound_at(d, res.from))) < 0) ||
+			    (rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0 ||
+			    (d->nbound && (rc = tell_bound(d, ~0u)) < 0))
 				return rc;
 			break;
 		case TK_FLOW_ENDED:
@@ -1487,8 +1593,10 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 			rc = tk_event_batch_flush(batch);
 	}
 	free(batch);
-	if (d)
+	if (d) {
 		free(d->isa);
+		free(d->memo);
+	}
 	free(d);
 	return rc;
 }

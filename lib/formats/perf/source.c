@@ -41,6 +41,7 @@ static int ipt_open(struct tk_source *s)
 	s->info.nstreams = p->x.n;
 	s->info.track_label = p->x.track_label;
 	s->info.clock = tk_perf_session_clock(&p->x);
+	s->info.sparse_time = 1;   /* times from timing packets between branches */
 	return 0;
 }
 

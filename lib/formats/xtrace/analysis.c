@@ -66,6 +66,50 @@ uint64_t tk_xtrace_stats_data_lines(const struct tk_xtrace_stats *s)
 	return s->fp_data ? ((struct lineset *)s->fp_data)->set.n : 0;
 }
 
+static int u64_order(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+int tk_xtrace_stats_lines(const struct tk_xtrace_stats *s, int data, uint64_t **lines, size_t *n)
+{
+	const struct lineset *ls = data ? s->fp_data : s->fp_code;
+	size_t k = 0;
+
+	*n = ls ? ls->set.n : 0;
+	if (!(*lines = malloc((*n ? *n : 1) * sizeof **lines)))
+		return -TK_E_NOMEM;
+	for (size_t i = 0; ls && i < ls->set.cap; i++)
+		if (ls->set.slot[i])
+			(*lines)[k++] = ls->set.slot[i] - 1;
+	qsort(*lines, k, sizeof **lines, u64_order);
+	return 0;
+}
+
+int tk_xtrace_stats_add_line(struct tk_xtrace_stats *s, int data, uint64_t line)
+{
+	struct lineset *ls = data ? s->fp_data : s->fp_code;
+	int rc = ls ? tk_u64set_add(&ls->set, line) : -TK_E_INVAL;
+	return rc < 0 ? rc : 0;
+}
+
+void tk_xtrace_stats_els(const struct tk_xtrace_stats *s, int *first, int *last)
+{
+	const struct seam *sm = s->seam;
+	*first = sm ? sm->first_el : -1;
+	*last = sm ? sm->last_el : -1;
+}
+
+void tk_xtrace_stats_set_els(struct tk_xtrace_stats *s, int first, int last)
+{
+	struct seam *sm = s->seam;
+	if (sm) {
+		sm->first_el = first;
+		sm->last_el = last;
+	}
+}
+
 void tk_xtrace_stats_merge(struct tk_xtrace_stats *into, const struct tk_xtrace_stats *from)
 {
 	for (int i = 0; i < TK_XT__COUNT; i++)

@@ -16,6 +16,7 @@ enum {
 	OPT_FORMAT = 256, OPT_TO, OPT_NO_OFFSET, OPT_ELF, OPT_NO_DISASM, OPT_STAT, OPT_TIME,
 	OPT_SORT, OPT_TOP, OPT_THREADS, OPT_STACKS, OPT_LINES, OPT_SOURCE, OPT_MAX_EVENTS,
 	OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_DEMANGLE, OPT_SHORT_NAMES, OPT_SHARD, OPT_MPI,
+	OPT_PID, OPT_COMM,
 	OPT_MIN_INSNS,
 	OPT_COLOR,
 	OPT_FORMAT_OWN = 1000,   /* + the index in format_opts */
@@ -46,6 +47,8 @@ static const struct option common_opts[] = {
 	{ "short-names", no_argument, NULL, OPT_SHORT_NAMES },
 	{ "shard", required_argument, NULL, OPT_SHARD },
 	{ "mpi", no_argument, NULL, OPT_MPI },
+	{ "pid", required_argument, NULL, OPT_PID },
+	{ "comm", required_argument, NULL, OPT_COMM },
 	{ "function", required_argument, NULL, 'F' },
 	{ "exclude", required_argument, NULL, 'N' },
 	{ "depth", required_argument, NULL, 'D' },
@@ -129,6 +132,31 @@ static int list_arg(const char *opt, const char **list, int *n, const char *arg)
 		return EXIT_USAGE;
 	}
 	list[(*n)++] = arg;
+	return 0;
+}
+
+/* --pid N[,N...] (repeatable): the processes to keep. */
+static int pid_list(const char *arg, struct tk_cmd_opts *o)
+{
+	char buf[4096], *save = NULL;
+	uint64_t v;
+
+	snprintf(buf, sizeof buf, "%s", arg);
+	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (tk_cmd_parse_u64(w, &v) < 0 || v > UINT32_MAX) {
+			cli_error(NULL, UINT64_MAX, "--pid: not a process id: '%s'", w);
+			return EXIT_USAGE;
+		}
+		if (o->npids == TK_CMD_MAX_LIST) {
+			cli_error(NULL, UINT64_MAX, "--pid: at most %d processes", TK_CMD_MAX_LIST);
+			return EXIT_USAGE;
+		}
+		o->pids[o->npids++] = (uint32_t)v;
+	}
+	if (!o->npids) {
+		cli_error(NULL, UINT64_MAX, "--pid: expected N[,N...], got '%s'", arg);
+		return EXIT_USAGE;
+	}
 	return 0;
 }
 
@@ -302,6 +330,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		case OPT_SOURCE: o->source = 1; break;
 		case OPT_NO_DEMANGLE: o->no_demangle = 1; break;
 		case OPT_SHORT_NAMES: o->short_names = 1; break;
+		case OPT_PID: if ((rc = pid_list(optarg, o))) return rc; break;
+		case OPT_COMM: o->comm = optarg; break;
 		case OPT_SHARD: o->shard = optarg; break;
 		case OPT_MPI: o->mpi = 1; break;
 		case 'F': if ((rc = list_arg("-F", o->focus, &o->n_focus, optarg))) return rc; break;
@@ -350,6 +380,10 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		o->color = isatty(STDOUT_FILENO) && !o->output && !getenv("NO_COLOR");
 	o->args = argv + optind;
 	o->nargs = argc - optind;
+	o->tid32 = (uint32_t)o->tid;
+	o->filter = (struct tk_thread_filter){ .pids = o->pids, .npids = (size_t)o->npids,
+					       .tids = &o->tid32, .ntids = o->has_tid != 0,
+					       .comm = o->comm };
 	return 0;
 }
 

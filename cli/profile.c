@@ -72,6 +72,10 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
 		.progress = cli_progress(o),
 		.plan_workers = o->plan_workers,
+		/* Intel PT: the threads asked for; others refuse --pid and --comm (branch traces
+		 * keep their own --tid) */
+		.filter = fi->id == TK_FMT_IPT || fi->id == TK_FMT_PERF || o->npids || o->comm ?
+			  &o->filter : NULL,
 	};
 }
 
@@ -232,8 +236,10 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (%s)", o->sort, keys);
 		return EXIT_USAGE;
 	}
-	if (tk_source_open_input(&s, file, in, &so) < 0)
-		return EXIT_INPUT;
+	if ((rc = tk_source_open_input(&s, file, in, &so)) < 0)
+		/* threads asked of an input without them: the command line's fault */
+		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? EXIT_USAGE
+										 : EXIT_INPUT;
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
 		status = EXIT_INPUT;
 		if (sym && err == -TK_E_UNSUPPORTED && filter.min_ns) {

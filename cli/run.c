@@ -219,6 +219,11 @@ static int run_op_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 
 	if (!op)
 		return cli_unsupported(run_name, file, fi);
+	if ((o->npids || o->comm) && fi->id != TK_FMT_IPT && fi->id != TK_FMT_PERF) {
+		cli_error(file, UINT64_MAX, "--pid, --comm: %s input has no processes' threads",
+			  tk_format_description(fi->id));
+		return EXIT_USAGE;
+	}
 	rc = op(cli_cmd(o, run_name), file, in, fi, NULL);
 	return rc == TK_EXIT_AS_PROFILE ? cli_profile_file(o, file, in, fi) : rc;
 }

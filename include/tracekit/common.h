@@ -258,6 +258,22 @@ static inline uint16_t tk_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 |
 static inline uint32_t tk_be32(const uint8_t *p) { return __builtin_bswap32(tk_le32(p)); }
 static inline uint64_t tk_be64(const uint8_t *p) { return __builtin_bswap64(tk_le64(p)); }
 
+/* The threads to keep of a trace of several processes (perf.data sessions: --pid, --tid,
+ * --comm). Each given part must match: the thread's process is one of PIDS, the thread one
+ * of TIDS, its name COMM; an empty list (or NULL) matches any. */
+struct tk_thread_filter {
+	const uint32_t *pids;
+	size_t npids;
+	const uint32_t *tids;
+	size_t ntids;
+	const char *comm;
+};
+/* Whether F (may be NULL) keeps anything out. */
+static inline int tk_thread_filter_on(const struct tk_thread_filter *f)
+{
+	return f && (f->npids || f->ntids || f->comm);
+}
+
 /* 64-bit hash for tables (not cryptographic). */
 static inline uint64_t tk_hash64(uint64_t x)
 {

@@ -154,6 +154,11 @@ TK_API struct tk_sink tk_timeline_sink(struct tk_timeline *t);
 TK_API int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n);
 /* Name a track (thread); before its first event or at any time for Chrome output. */
 TK_API int tk_timeline_track_name(struct tk_timeline *t, uint32_t track, const char *name);
+/* TRACK is a thread of process PID (not 0) named PNAME: its track goes under that process's
+ * (Perfetto process and thread descriptors with their pids; Chrome's pid and process_name),
+ * before its first event. */
+TK_API int tk_timeline_track_process(struct tk_timeline *t, uint32_t track, uint32_t pid,
+				     const char *pname);
 /* End open slices at the last time seen, write the trailer. */
 TK_API int tk_timeline_finish(struct tk_timeline *t);
 /* Slices written, and slices left out by the window or the cap. */

@@ -201,6 +201,9 @@ struct tk_perf_session_opts {
 	   per-CPU queue split into streams at the PSBs where its thread changes (each on
 	   the thread's track), and each stream decoded against its process's code */
 	int threads;
+	/* ... only the streams of these threads (NULL: all); a session that is not split by
+	   thread refuses one that keeps anything out (-TK_E_UNSUPPORTED, said) */
+	const struct tk_thread_filter *filter;
 };
 struct tk_perf_session {
 	struct tk_image *img;

@@ -64,6 +64,9 @@ struct tk_source_opts {
 	 * that decode them; a job of N processes (shards, MPI ranks) of T threads each cuts
 	 * them for N * T, and one process asked for the same plan gives the same result. */
 	unsigned plan_workers;
+	/* perf.data sessions: only these threads' trace (NULL: all); other inputs refuse
+	 * one that keeps anything out (-TK_E_UNSUPPORTED), except branch traces' only_tid */
+	const struct tk_thread_filter *filter;
 };
 
 struct tk_source_info {

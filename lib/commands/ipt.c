@@ -24,7 +24,7 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->jobs,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .msg = c->msg,
-		.ctx = c->ctx,
+		.ctx = c->ctx, .filter = code == 2 ? &o->filter : NULL,
 	};
 	const uint8_t *data;
 	size_t len;
@@ -32,8 +32,10 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 
 	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
 		return rc;
-	if (tk_perf_session_open(x, file, data, len, fi->id == TK_FMT_PERF, &so) < 0)
-		return TK_EXIT_INPUT;
+	if ((rc = tk_perf_session_open(x, file, data, len, fi->id == TK_FMT_PERF, &so)) < 0)
+		/* threads asked of an input without them: the command line's fault */
+		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? TK_EXIT_USAGE
+										 : TK_EXIT_INPUT;
 	/* a kernel placed where the session ran it (or left out): the symbols follow the
 	 * image (the options' lifetime: the process's) */
 	static char placed[TK_CMD_MAX_LIST][4200];
@@ -654,7 +656,8 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	}
 	if (!tl)
 		return TK_EXIT_AS_PROFILE;
-	if ((status = session_open(c, file, in, fi, 1, &x)))
+	/* (by thread where the session says which ran: a track per thread, under its process) */
+	if ((status = session_open(c, file, in, fi, 2, &x)))
 		return status;
 	if (!(sym = tk_cmd_sym_open(c, 0, &status))) {
 		tk_perf_session_close(&x);
@@ -670,7 +673,15 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
 		struct tk_ipt_flow_stats one = { 0 };
 
-		if (x.perf && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
+		size_t pr;
+		char comm[32], pname[32];
+		if (x.split && x.s[i].pid != UINT32_MAX &&
+		    tk_perf_session_track(&x, x.s[i].tid, &pr, comm, sizeof comm) == 0 &&
+		    snprintf(pname, sizeof pname, "%.16s", x.procs[pr].comm) >= 0 &&
+		    ((rc = tk_timeline_track_process(ct.tl, fo.track, x.s[i].pid, pname)) < 0 ||
+		     (rc = tk_timeline_track_name(ct.tl, fo.track, comm)) < 0))
+			break;
+		if (x.perf && !x.split && (rc = tk_timeline_track_name(ct.tl, fo.track, x.s[i].name)) < 0)
 			break;
 		rc = tk_ipt_flow_events(x.s[i].data, x.s[i].len, &fo, tk_timeline_sink(ct.tl), &one);
 		tk_ipt_flow_stats_add(&st, &one);

@@ -78,6 +78,12 @@ static int source_start(struct tk_source *s)
 			     tk_format_description(s->info.format));
 		return -TK_E_UNSUPPORTED;
 	}
+	if (tk_thread_filter_on(s->o.filter) && s->info.format != TK_FMT_IPT &&
+	    s->info.format != TK_FMT_PERF) {
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "--pid, --tid, --comm: %s input has no "
+			     "processes' threads", tk_format_description(s->info.format));
+		return -TK_E_UNSUPPORTED;
+	}
 	if ((rc = tk_input_map(s->in, &s->data, &s->len)) < 0) {
 		TK_SRC_ERROR(s, s->path, UINT64_MAX, "cannot read: %s", tk_strerror(rc));
 		return rc;

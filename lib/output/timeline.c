@@ -9,6 +9,8 @@
 #include "output/internal.h"
 
 enum { PF_CLOCK_ID = 64, PF_BOOTTIME = 6, PROCESS_UUID = 1 };
+/* a process's own track (tk_timeline_track_process): this plus its pid */
+#define PROCESS_UUID_OF 0x300000000ull
 
 struct tl_frame {
 	uint64_t key, ret;
@@ -29,6 +31,8 @@ struct tl_track {
 	int started;              /* descriptor and sequence state written */
 	int in_window;
 	char *name;
+	uint32_t pid;             /* its process (tk_timeline_track_process); 0: the trace's */
+	char *pname;
 	uint64_t off_at;          /* where tracing stopped (TK_EV_DISABLE), 0: unknown */
 };
 
@@ -48,6 +52,8 @@ struct tk_timeline {
 	size_t nentries;
 	int header_done, finished, nomem;
 	int first_json;
+	uint32_t *pids;           /* processes described (tk_timeline_track_process) */
+	size_t npids;
 	struct pl *pl;            /* pipeline state, made at the first pipeline event */
 };
 
@@ -233,9 +239,33 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 	struct tk_buf *b = t->b;
 	char buf[64];
 	const char *label = track_label(tr, buf, sizeof buf);
+	uint64_t pid = tr->pid ? tr->pid : 1, parent = tr->pid ? PROCESS_UUID_OF + tr->pid : PROCESS_UUID;
+	int new_proc = 0;
 	tr->started = 1;
+	if (tr->pid) {   /* a process described once, before its first thread */
+		size_t i = 0;
+		while (i < t->npids && t->pids[i] != tr->pid)
+			i++;
+		if (i == t->npids) {
+			uint32_t *np = realloc(t->pids, (i + 1) * sizeof *np);
+			if (!np)
+				return;
+			t->pids = np;
+			t->pids[t->npids++] = tr->pid;
+			new_proc = 1;
+		}
+	}
 	if (t->o.kind == TK_TIMELINE_CHROME) {
-		tk_buf_puts(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":");
+		if (new_proc) {
+			tk_buf_puts(b, ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":");
+			tk_buf_u64(b, pid);
+			tk_buf_puts(b, ",\"tid\":0,\"args\":{\"name\":");
+			tk_buf_json_str(b, tr->pname, strlen(tr->pname));
+			tk_buf_puts(b, "}}");
+		}
+		tk_buf_puts(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":");
+		tk_buf_u64(b, pid);
+		tk_buf_puts(b, ",\"tid\":");
 		tk_buf_u64(b, tr->id);
 		tk_buf_puts(b, ",\"args\":{\"name\":");
 		tk_buf_json_str(b, label, strlen(label));
@@ -244,12 +274,23 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 	}
 	uint8_t pk[512], thr[300], td[360];
 	start_sequence(b, tr->seq);
+	if (new_proc) {
+		uint8_t proc[300];
+		size_t plen = strlen(tr->pname) > 256 ? 256 : strlen(tr->pname);
+		size_t n = put_uint(proc, 1, pid);                    /* pid */
+		n += put_bytes(proc + n, 6, tr->pname, plen);         /* process_name */
+		size_t m = put_uint(td, 1, parent);                   /* uuid */
+		m += put_bytes(td + m, 3, proc, n);                   /* process */
+		size_t k = put_uint(pk, 10, tr->seq);
+		k += put_bytes(pk + k, 60, td, m);                    /* track_descriptor */
+		emit_packet(b, pk, k);
+	}
 	size_t ll = strlen(label) > 256 ? 256 : strlen(label);
-	size_t nt = put_uint(thr, 1, 1);                      /* pid */
+	size_t nt = put_uint(thr, 1, pid);                    /* pid */
 	nt += put_uint(thr + nt, 2, tr->id);                  /* tid */
 	nt += put_bytes(thr + nt, 5, label, ll);              /* thread_name */
 	size_t m = put_uint(td, 1, 0x10000ull + tr->id);      /* uuid */
-	m += put_uint(td + m, 5, PROCESS_UUID);               /* parent_uuid */
+	m += put_uint(td + m, 5, parent);                     /* parent_uuid */
 	m += put_bytes(td + m, 4, thr, nt);                   /* thread */
 	size_t k = put_uint(pk, 10, tr->seq);
 	k += put_bytes(pk + k, 60, td, m);
@@ -319,7 +360,9 @@ static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t
 	if (t->o.kind == TK_TIMELINE_CHROME) {
 		const char *s = names_str(&t->names, name);
 
-		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":1,\"tid\":" : ",\n{\"ph\":\"E\",\"pid\":1,\"tid\":");
+		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":" : ",\n{\"ph\":\"E\",\"pid\":");
+		tk_buf_u64(b, tr->pid ? tr->pid : 1);
+		tk_buf_puts(b, ",\"tid\":");
 		tk_buf_u64(b, tr->id);
 		tk_buf_puts(b, ",\"ts\":");
 		tk_buf_fixed(b, (int64_t)chrome_ns(t, ticks == TK_TIME_NONE ? 0 : ticks), 3); /* us */
@@ -1106,6 +1149,18 @@ int tk_timeline_track_name(struct tk_timeline *t, uint32_t track, const char *na
 	return tr->name ? 0 : -TK_E_NOMEM;
 }
 
+int tk_timeline_track_process(struct tk_timeline *t, uint32_t track, uint32_t pid,
+			      const char *pname)
+{
+	struct tl_track *tr = get_track(t, track);
+	if (!tr)
+		return -TK_E_NOMEM;
+	free(tr->pname);
+	tr->pid = pid;
+	tr->pname = strdup(pname);
+	return tr->pname ? 0 : -TK_E_NOMEM;
+}
+
 int tk_timeline_finish(struct tk_timeline *t)
 {
 	int rc = 0;
@@ -1138,8 +1193,10 @@ void tk_timeline_free(struct tk_timeline *t)
 		free(t->tracks[i].st);
 		free(t->tracks[i].interned);
 		free(t->tracks[i].name);
+		free(t->tracks[i].pname);
 	}
 	free(t->tracks);
+	free(t->pids);
 	pl_free(t->pl);
 	names_free(&t->names);
 	free(t->entries);

@@ -116,6 +116,52 @@ awk 'NR == FNR { want[$1 " " $2] = $3; next } { w = want[$2 " " $3]; if (w == ""
 	END { exit bad || n[100] < 3 || n[101] < 3 || n[200] < 3 }' "$work/names.nm" "$work/names.tk" ||
 	{ echo "profile --threads: functions not named from their process's program"; cat "$work/names.tk"; exit 1; }
 
+# --pid, --tid, --comm: only those threads decoded; their rows and instructions are the
+# unfiltered run's of those threads, at -j 1 and -j 2 alike
+for f in "--pid 100:100 101" "--pid 200,100:100 101 200" "--tid 101:101" "--comm lj2:200" \
+	 "--pid 100 --tid 200:" "--comm nosuch:"; do
+	want=${f#*:}; f=${f%%:*}
+	# shellcheck disable=SC2086
+	"$TK" profile --threads --to csv -j 1 $f "$work/cpu.data" >"$work/pf.csv" 2>/dev/null
+	# shellcheck disable=SC2086
+	TK_IPT_CHUNK=4096 "$TK" profile --threads --to csv -j 2 $f "$work/cpu.data" 2>/dev/null |
+		cmp -s - "$work/pf.csv" || { echo "profile $f: -j 2 differs from -j 1"; exit 1; }
+	awk -F, -v w=" $want " 'NR > 1 && index(w, " " $1 " ")' "$work/p1.csv" |
+		cmp -s - <(tail -n +2 "$work/pf.csv") ||
+		{ echo "profile $f: not the rows of threads '$want'"; diff "$work/p1.csv" "$work/pf.csv" | head -5; exit 1; }
+	# shellcheck disable=SC2086
+	tk_ips $f "$work/cpu.data" 2>/dev/null | awk -v w=" $want " 'index(w, " " $2 " ")' >"$work/f.tk"
+	awk -v w=" $want " 'index(w, " " $2 " ")' "$work/cpu.tk" | cmp -s - "$work/f.tk" ||
+		{ echo "decode $f: not the instructions of threads '$want'"; exit 1; }
+done
+rc=0; "$TK" profile --pid 1 "$SRC/tests/data/xray/basic-v1.xray" >/dev/null 2>&1 || rc=$?
+[ $rc = 2 ] || { echo "profile --pid of an XRay log: exit $rc, want 2"; exit 1; }
+rc=0; "$TK" decode --no-disasm --tid 100 "$work/lj.pt" >/dev/null 2>&1 || rc=$?
+[ $rc = 2 ] || { echo "decode --tid of a raw PT stream: exit $rc, want 2"; exit 1; }
+
+# timelines: a track per thread under its process (Chrome: process_name and thread_name
+# with their pids, each slice on its thread's pid; Perfetto: process descriptors and thread
+# descriptors with pid, tid and the process's track as parent), read back with protoc
+"$TK" convert --to chrome -o "$work/tl.json" "$work/cpu.data" 2>/dev/null
+python3 - "$work/tl.json" <<'PY' || { echo "chrome timeline: not grouped by process"; exit 1; }
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+procs = {e["pid"]: e["args"]["name"] for e in ev if e.get("name") == "process_name" and e["pid"] != 1}
+threads = {(e["pid"], e["tid"]) for e in ev if e.get("name") == "thread_name"}
+slices = {(e["pid"], e["tid"]) for e in ev if e.get("ph") in ("B", "E")}
+assert procs == {100: "lj", 200: "lj2"}, procs
+assert threads == slices == {(100, 100), (100, 101), (200, 200)}, (threads, slices)
+PY
+"$TK" convert --to perfetto -o "$work/tl.pftrace" "$work/cpu.data" 2>/dev/null
+protoc --decode=perfetto.Trace -I "$SRC/tests/tools" "$SRC/tests/tools/perfetto_trace.proto" \
+	<"$work/tl.pftrace" | awk '/^ *uuid:/ { u = $2 } /^ *process {/ { p = 1 } /^ *thread {/ { t = 1 }
+	/^ *pid:/ { pid = $2 } /^ *tid:/ { tid = $2 } /^ *process_name:/ { name[u] = $2; ppid[u] = pid }
+	/^ *parent_uuid:/ && t { print "thread", pid, tid, "under", ppid[$2], name[$2] }
+	/^ *track_descriptor {/ { p = t = 0 }' | sort >"$work/tl.pf"
+printf '%s\n' 'thread 100 100 under 100 "lj"' 'thread 100 101 under 100 "lj"' \
+	'thread 200 200 under 200 "lj2"' | cmp -s - "$work/tl.pf" ||
+	{ echo "perfetto timeline: not grouped by process"; cat "$work/tl.pf"; exit 1; }
+
 # calls and returns per thread: perf's branch samples (flags "call", "tr end call", ...;
 # not syscalls) and tracekit's call and ret instructions
 perf script -i "$work/cpu.data" --itrace=cr -F tid,flags 2>/dev/null | awk '{ t = $1; $1 = ""

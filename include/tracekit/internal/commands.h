@@ -69,6 +69,13 @@ struct tk_cmd_opts {
 	int source;                  /* --source: annotated source listing */
 	const char *instr_map;       /* --instr-map BINARY|YAML */
 	const char *time_window;     /* --time A:B */
+	/* --pid LIST, --comm NAME and (Intel PT) --tid N: the threads to keep, as FILTER says
+	   (cli_parse fills it) */
+	uint32_t pids[TK_CMD_MAX_LIST];
+	int npids;
+	const char *comm;
+	uint32_t tid32;
+	struct tk_thread_filter filter;
 	/* uftrace's call filters (tracekit/run.h, struct tk_run_filter) */
 	const char *focus[TK_CMD_MAX_LIST];   /* -F/--function NAME|REGEX */
 	int n_focus;

@@ -735,6 +735,40 @@ static int queue_segments(const struct tk_perf_session *x, size_t qi, struct seg
 	return rc;
 }
 
+static int u32_in(const uint32_t *v, size_t n, uint32_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return 1;
+	return 0;
+}
+
+/* Whether piece G's thread passes filter F (its name: its last COMM up to the piece). */
+static int thread_kept(const struct tk_perf_aux *a, const struct tk_thread_filter *f,
+		       const struct seg *g)
+{
+	if (!tk_thread_filter_on(f))
+		return 1;
+	if ((f->npids && !u32_in(f->pids, f->npids, g->pid)) ||
+	    (f->ntids && !u32_in(f->tids, f->ntids, g->tid)))
+		return 0;
+	if (!f->comm)
+		return 1;
+	/* (a thread without a COMM of its own has its process's name) */
+	const char *comm = NULL, *pcomm = "";
+	for (size_t i = 0; i < a->ntasks; i++)
+		if ((a->tasks[i].kind == TK_PERF_COMM || a->tasks[i].kind == TK_PERF_EXEC) &&
+		    a->tasks[i].pid == g->pid && a->tasks[i].time <= g->time) {
+			if (a->tasks[i].tid == g->tid)
+				comm = a->tasks[i].comm;
+			else if (a->tasks[i].tid == g->pid)
+				pcomm = a->tasks[i].comm;
+		}
+	if (!comm)
+		comm = pcomm;
+	return strncmp(comm, f->comm, sizeof a->tasks[0].comm) == 0;
+}
+
 /* Each queue's streams by thread, each with its process's image. */
 static int split_threads(const char *file, struct tk_perf_session *x)
 {
@@ -746,6 +780,12 @@ static int split_threads(const char *file, struct tk_perf_session *x)
 	for (size_t i = 0; i < a->nqueues && rc == 0; i++)
 		if (a->queues[i].len)
 			rc = queue_segments(x, i, &segs, &n, &cap);
+	/* the threads asked for: the others' pieces are not decoded at all */
+	size_t kept = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (thread_kept(a, x->o.filter, &segs[i]))
+			segs[kept++] = segs[i];
+	n = kept;
 	for (size_t i = 0; i < a->nqueues; i++)
 		nb += a->queues[i].nbreaks;
 	struct tk_perf_stream *s = rc ? NULL : calloc(n ? n : 1, sizeof *s);
@@ -929,6 +969,12 @@ static int session_open(struct tk_perf_session *x, const char *file, const uint8
 		return rc;
 	if (x->split)
 		return split_threads(file, x);
+	if (tk_thread_filter_on(x->o.filter)) {
+		ERROR(x, file, UINT64_MAX, "--pid, --tid, --comm: %s", perf ?
+		      "this perf.data does not say which thread ran when (a timed session with "
+		      "its switch, comm and fork records)" : "a raw trace has no threads");
+		return -TK_E_UNSUPPORTED;
+	}
 	return 0;
 }
 

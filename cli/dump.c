@@ -10,6 +10,8 @@ static const char usage[] =
 	"  --no-offset   do not print offsets\n"
 	"  -q, --quiet   only check the input; print nothing but errors\n"
 	"  -o FILE       write to FILE\n"
+	"  --progress    progress of an Intel PT dump also when stderr is no terminal\n"
+	"  --no-progress none, also on a terminal\n"
 	"\n"
 	"Intel PT streams print in ptdump's layout from the first PSB on; after a damaged\n"
 	"packet the dump marks the offset and resumes at the next PSB. perf.data: each\n"

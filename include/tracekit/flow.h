@@ -27,6 +27,8 @@ enum tk_flow_q_kind {
 	TK_FLOWQ_PGD,    /* the next branch leaves the traced region; ip = target if has_ip */
 	TK_FLOWQ_STOP,   /* an event bound to ip: stop there, before executing it */
 	TK_FLOWQ_END,    /* no more flow data (end of chunk or stream): stop before ip */
+	TK_FLOWQ_STEP,   /* an event ntnt instructions ahead: stop after them (straight,
+			    direct flow; a branch that needs trace before is an error) */
 };
 
 struct tk_flow_q {
@@ -50,7 +52,7 @@ struct tk_flow_oracle {
 
 /* Why tk_flow_walk returned (values >= 0). */
 enum tk_flow_status {
-	TK_FLOW_STOPPED = 0,  /* reached a STOP item's ip; *ip is it */
+	TK_FLOW_STOPPED = 0,  /* reached a STOP item's ip or a STEP's end; *ip is it */
 	TK_FLOW_DISABLED,     /* a branch consumed a PGD: res.from = branch, *ip = target or 0 */
 	TK_FLOW_ENDED,        /* reached END; *ip (and res.from) = the next insn, not run */
 	TK_FLOW_BOUND,        /* ran an instruction that a held event binds to (see

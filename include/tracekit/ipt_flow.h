@@ -70,6 +70,8 @@ enum tk_ipt_flow_flags {
 	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
 	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
 	TK_IPT_POWER_MNT,             /* TK_EV_POWER: a maintenance packet, arg = its payload */
+	TK_IPT_POWER_TRIG,            /* TK_EV_POWER: a TRIG, arg = its TRBV, addr2 = 1 if
+					 several triggers hit (MULT) */
 	/* TK_IPT_POWER_PWRE's addr2: 1 if the hardware chose the C-state; PWRX's addr2: why
 	 * the core woke (SDM, PWRX "Wake Reason") */
 	TK_IPT_WAKE_INT = 1, TK_IPT_WAKE_ST = 2, TK_IPT_WAKE_HW = 4,

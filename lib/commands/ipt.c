@@ -83,12 +83,16 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 			   size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
 {
 	struct err_ctx ec = { c, file };
+	struct tk_progress prog;
 	struct tk_ipt_dump_opts d = {
 		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
-		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec,
+		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = &prog,
 	};
 
-	return tk_ipt_dump(pt, n, &d, out, gaps);
+	tk_cmd_progress_init(c, &prog, file, n);
+	int rc = tk_ipt_dump(pt, n, &d, out, gaps);
+	tk_progress_finish(&prog);
+	return rc;
 }
 
 /* In ptdump's layout, formatted by the library: a raw stream, or each trace queue of a

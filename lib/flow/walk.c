@@ -1220,7 +1220,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			if (q->kind == TK_FLOWQ_NONE && (rc = o->next(o->ctx, q)) < 0)
 				goto out;
 		}
-		if (q->kind == TK_FLOWQ_STOP && q->ip == ip) {
+		if ((q->kind == TK_FLOWQ_STOP && q->ip == ip) ||
+		    (q->kind == TK_FLOWQ_STEP && !q->ntnt)) {
 			q->kind = TK_FLOWQ_NONE;
 			rc = TK_FLOW_STOPPED;
 			goto out;
@@ -1266,6 +1267,18 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			res->from = ip;
 			goto out;
 		}
+		if (q->kind == TK_FLOWQ_STEP && q->ntnt < b->ninsn) {
+			uint32_t k = q->ntnt;   /* > 0: checked above */
+
+			if ((rc = walked(f, out, bi, insn_addr(&f->cache, b, k - 1), k)) < 0)
+				goto out;
+			res->insns += k;
+			ip = insn_addr(&f->cache, &f->cache.blocks[bi], k);
+			q->kind = TK_FLOWQ_NONE;
+			q->ntnt = 0;
+			rc = TK_FLOW_STOPPED;
+			goto out;
+		}
 		if (q->kind == TK_FLOWQ_STOP && q->ip > b->start && q->ip <= b->last) {
 			uint32_t k;
 
@@ -1283,7 +1296,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		int needs = b->cls == TK_ISA_JCC || b->cls == TK_ISA_RET || b->cls == TK_ISA_JMP_IND ||
 			    b->cls == TK_ISA_CALL_IND || b->cls == TK_ISA_FAR;
 
-		if (needs && q->kind == TK_FLOWQ_STOP) {
+		if (needs && (q->kind == TK_FLOWQ_STOP || q->kind == TK_FLOWQ_STEP)) {
 			/* The branch cannot be followed. Like libipt, the branch itself is
 			 * reported: it was executed, only its outcome is unknown. */
 			if ((rc = walked(f, out, bi, b->last, b->ninsn)) < 0)
@@ -1299,6 +1312,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			goto out;
 		b = &f->cache.blocks[bi];    /* a printing sink may have grown the cache */
 		res->insns += b->ninsn;
+		if (q->kind == TK_FLOWQ_STEP)
+			q->ntnt -= b->ninsn;
 
 		switch (b->cls) {
 		case TK_ISA_OTHER:

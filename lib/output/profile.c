@@ -24,6 +24,7 @@ enum tk_out_kind tk_out_kind_by_name(const char *name)
 struct row {
 	struct tk_prof_func f;
 	const char *name;
+	const char *module;       /* the text table's: the file name of its module, or NULL */
 	const struct proc *proc;  /* the process of its thread (NULL: none known) */
 	long pi;                  /* ... its index */
 };
@@ -36,11 +37,11 @@ struct proc {
 };
 
 enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99,
-		S_MIN, S_P90 };
+		S_MIN, S_P90, S_MODULE };
 
 /* the text table's column names, then the older short ones */
 #define PROFILE_SORT_KEYS "calls, incl-time, excl-time, incl-insns, excl-insns, min, median, " \
-	"p90, p99, max, %, function; incl, excl, insns, self-insns, name"
+	"p90, p99, max, %, module, function; incl, excl, insns, self-insns, name"
 
 /* The key named S (NULL: the metric's default); QUIET: no message when unknown. */
 static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, int quiet)
@@ -52,7 +53,7 @@ static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, in
 		{ "max", S_MAX }, { "med", S_MEDIAN }, { "median", S_MEDIAN }, { "p99", S_P99 },
 		{ "incl-time", S_INCL }, { "excl-time", S_EXCL }, { "incl-insns", S_INSNS },
 		{ "excl-insns", S_SELF_INSNS }, { "min", S_MIN }, { "p90", S_P90 },
-		{ "function", S_NAME },
+		{ "function", S_NAME }, { "module", S_MODULE },
 	};
 	if (!s || !strcmp(s, "%")) {   /* % is the share of the metric's exclusive value */
 		*k = m == TK_OUT_M_INSNS ? S_SELF_INSNS : m == TK_OUT_M_TICKS ? S_EXCL : S_CALLS;
@@ -106,12 +107,15 @@ static int cmp_rows(const void *x, const void *y, void *ctx)
 {
 	const struct row *a = x, *b = y;
 	enum sort_key k = *(enum sort_key *)ctx;
-	if (k != S_NAME) {
+	int c;
+	if (k == S_MODULE && (c = strcmp(a->module ? a->module : "", b->module ? b->module : "")))
+		return c;
+	if (k != S_NAME && k != S_MODULE) {
 		uint64_t va = sort_value(a, k), vb = sort_value(b, k);
 		if (va != vb)
 			return va > vb ? -1 : 1;
 	}
-	int c = strcmp(a->name, b->name);
+	c = strcmp(a->name, b->name);
 	if (c)
 		return c;
 	return a->f.track < b->f.track ? -1 : a->f.track > b->f.track;
@@ -144,6 +148,7 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 		     enum tk_out_metric m, struct row **out, size_t *n, uint64_t *total,
 		     struct proc **ps)
 {
+	int modules = total != NULL;   /* the text table's column */
 	struct tk_prof_func *f;
 	size_t nf, np = 0;
 	enum sort_key key;
@@ -170,6 +175,14 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 				     : names_frame(nm, f[i].key, f[i].kind);
 		r[i].name = id == UINT32_MAX ? "?" : names_str(nm, id);
 		r[i].pi = k;
+		r[i].module = NULL;
+		struct tk_sym_info si;
+		struct tk_sym *sym = k >= 0 ? (*ps)[k].sym : o->sym;
+		if (modules && sym && f[i].kind == TK_PROF_KEY_ADDR &&
+		    tk_sym_lookup(sym, f[i].key, &si) == 0 && si.module) {
+			const char *base = strrchr(si.module, '/');
+			r[i].module = base ? base + 1 : si.module;
+		}
 	}
 	for (size_t i = 0; i < nf; i++)   /* (*PS moved while it grew) */
 		r[i].proc = r[i].pi >= 0 ? &(*ps)[r[i].pi] : NULL;
@@ -364,6 +377,12 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		return b->err;
 	}
 
+	/* the module column where the trace or --elf names modules */
+	size_t mw = 0;
+	for (size_t i = 0; i < n; i++)
+		if (r[i].module && strlen(r[i].module) > mw)
+			mw = strlen(r[i].module);
+	mw = mw && mw < 6 ? 6 : mw;
 	write_summary_text(b, p, m == TK_OUT_M_INSNS ? "instructions" :
 			   m == TK_OUT_M_TICKS ? "time" : "calls");
 	if (procs)
@@ -373,7 +392,10 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	if (procs)
 		tk_buf_puts(b, "  comm           ");
 	tk_buf_puts(b, "       calls     incl-time     excl-time    incl-insns    excl-insns"
-		       "         min      median         p90         p99         max       %  function\n");
+		       "         min      median         p90         p99         max       %");
+	if (mw)
+		tk_buf_printf(b, "  %-*s", (int)mw, "module");
+	tk_buf_puts(b, "  function\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_prof_func *f = &r[i].f;
 		if (procs && r[i].proc)
@@ -397,6 +419,13 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				tk_buf_puts(b, "           -");
 		}
 		put_share(b, sort_value(&r[i], share), total, o->color);
+		if (mw) {
+			const char *mod = r[i].module ? r[i].module : "-";
+			tk_buf_puts(b, "  ");
+			tk_buf_text(b, mod, strlen(mod));
+			for (size_t k = strlen(mod); k < mw; k++)
+				tk_buf_putc(b, ' ');
+		}
 		tk_buf_puts(b, "  ");
 		tk_buf_puts(b, r[i].name);
 		tk_buf_putc(b, '\n');

@@ -41,7 +41,7 @@ def load(path):
     for r in csv.DictReader(open(path)):
         v = rows.setdefault(r["function"], [0] * 5)
         for i, c in enumerate(cols):
-            v[i] += round(float(r[c]) * 1000) if "time" in c else int(r[c])
+            v[i] += round(float(r[c] or 0) * 1000) if "time" in c else int(r[c])
     return rows
 a, b = load(sys.argv[1]), load(sys.argv[2])
 def fmt(c, x):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The text report at a glance: --sort takes each column name its header shows and the
+# The text report at a glance: a module column where the format knows modules (a branch
+# trace's), none where not (XRay); --sort takes each column name its header shows and the
 # table is then in that column's order (largest first; function: name order), checked by
 # parsing the table; the % column is each row's share of the exclusive instructions (else
 # time) of the CSV's rows; --color=auto colours under a terminal (script -qc, util-linux)
@@ -55,10 +56,20 @@ for i in range(1, n + 1):
             bad = 1
     for k in cols:
         _, rows = table("%s/%d.sort.%s" % (work, i, k))
-        v = [r[k] if k == "function" else 0.0 if r[k] == "-" else float(r[k]) for r in rows]
-        if v != (sorted(v) if k == "function" else sorted(v, reverse=True)) or len(rows) < 2:
+        names = k in ("function", "module")
+        v = [("" if r[k] == "-" else r[k]) if names else 0.0 if r[k] == "-" else float(r[k])
+             for r in rows]
+        if v != (sorted(v) if names else sorted(v, reverse=True)) or len(rows) < 2:
             print("input %d: --sort %s: not in its order: %s" % (i, k, v))
             bad = 1
+# the module column where the format knows modules (a branch trace), none where not (XRay)
+cols, rows = table("%s/1.default" % work)
+if "module" not in cols or {r["module"] for r in rows if r["function"] in ("mid", "leaf")} != {"p"}:
+    print("branch trace: no module column, or mid and leaf not in module p")
+    bad = 1
+if "module" in table("%s/2.default" % work)[0]:
+    print("XRay log: a module column")
+    bad = 1
 sys.exit(bad)
 PY
 

@@ -23,7 +23,8 @@
  *                       pip CR3 [nr]  vmcs BASE  cbr N  tsc N  tma CTC FC  mtc N  cyc N
  *                       mnt N  ptw [ip] 4|8 V  exstop [ip]  mwait HINTS EXT
  *                       pwre STATE SUB [hw]  pwrx LAST DEEPEST [int] [st] [hw]
- *                       cfe TYPE VECTOR [ip]  evd TYPE PAYLOAD  trig TRBV [ip] [icnt N]
+ *                       cfe TYPE VECTOR [ip]  evd TYPE PAYLOAD
+ *                       trig TRBV [ip] [mult] [icnt N]
  *                       raw HEX...  (bytes as they are)
  * Numbers are C literals (0x... hex). */
 #include <errno.h>
@@ -220,6 +221,7 @@ static void packet(struct tk_buf *out, struct tk_ipt_last_ip *last, char **w, in
 		p.kind = TK_IPT_PKT_TRIG;
 		p.trig.trbv = (uint8_t)num(n > 1 ? w[1] : NULL);
 		p.trig.ip = (uint8_t)has_word(w, n, "ip");
+		p.trig.mult = (uint8_t)has_word(w, n, "mult");
 		for (int i = 2; i + 1 < n; i++)
 			if (!strcmp(w[i], "icnt")) {
 				p.trig.icntv = 1;

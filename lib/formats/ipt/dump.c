@@ -413,6 +413,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
 	int show_off = !o->no_offset;
+	struct tk_progress *prog = o->sz >= offsetof(struct tk_ipt_dump_opts, progress) +
+		sizeof o->progress ? o->progress : NULL;
 	struct tk_writer *wr = NULL;
 	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;
 	r = walk_start(&w);
@@ -420,6 +422,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		if (async && out->cap - out->len < ROOM)
 			tk_writer_submit(wr, out);
 		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
+		if (prog && n > 0)
+			tk_progress_set(prog, pk[n - 1].offset);
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
 				if (tk_buf_reserve(out, 192) < 0)

@@ -24,6 +24,8 @@ enum action {
 	ACT_EXSTOP,         /* EXSTOP + FUP */
 	ACT_EXEC_MODE,      /* a TIP changed the exec mode: [exec mode] at its target */
 	ACT_PTW_AFTER,      /* [ptwrite] after its PTWRITE instruction */
+	ACT_TRIG,           /* TRIG (IP bit) + FUP: [trig] at the FUP's IP */
+	ACT_TRIG_STEP,      /* TRIG with ICNT: [trig] that many instructions on */
 };
 
 /* Time from the timing packets, after the SDM (Intel PT, "Timing Information"): TSC sets
@@ -208,6 +210,7 @@ struct ptd {
 	int act_has_ip;
 	uint64_t act_arg;
 	uint16_t act_flags;
+	uint16_t trig;              /* the TRIG of ACT_TRIG: TRBV | mult << 8 */
 	/* Power events held to be told in libipt's (2.2) order: an MWAIT with the EXSTOP that
 	 * follows it (both at its FUP's IP when it has one), PWREs with the PWRX that ends the
 	 * C-state; and while tracing is off, an EXSTOP waiting for its FUP. Told before an
@@ -494,6 +497,11 @@ static int tell_held(struct ptd *d)
 	return rc < 0 ? rc : tell_exstop(d, 0, exstop);
 }
 
+static int tell_trig(struct ptd *d, uint16_t trig)
+{
+	return emit(d, TK_EV_POWER, 0, trig >> 8, 0, trig & 0xff, TK_IPT_POWER_TRIG);
+}
+
 /* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
 static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 {
@@ -551,8 +559,13 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 	case TK_IPT_PKT_MNT:
 		*rc = emit(d, TK_EV_POWER, 0, 0, 0, p->mnt.payload, TK_IPT_POWER_MNT);
 		return 1;
+	case TK_IPT_PKT_TRIG:
+		/* with no IP and no instruction count (or while tracing is off, or bound
+		 * to a FUP that is lost), where it is read: libipt 2.2 reports it there */
+		*rc = tell_trig(d, p->trig.trbv | p->trig.mult << 8);
+		return 1;
 	case TK_IPT_PKT_PAD: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
-	case TK_IPT_PKT_EVD: case TK_IPT_PKT_TRIG: case TK_IPT_PKT_CFE:
+	case TK_IPT_PKT_EVD: case TK_IPT_PKT_CFE:
 		return 1;
 	default:
 		return 0;
@@ -879,6 +892,22 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			if ((rc = hold_bound(d, &p)) < 0)
 				return rc;
 			continue;
+		case TK_IPT_PKT_TRIG:
+			/* libipt 2.2: with the IP bit the next FUP gives the trigger's IP;
+			 * else with ICNT it is that many instructions after the last IP the
+			 * trace gave (the walker stands there: the oracle reads on right
+			 * after the branch that used the last TNT or TIP) */
+			if (!p.trig.icntv || (!p.trig.ip && !p.trig.icnt))
+				break;
+			if (p.trig.ip && p.trig.icnt)
+				return -TK_E_BAD_FORMAT;
+			d->trig = (uint16_t)(p.trig.trbv | p.trig.mult << 8);
+			if (p.trig.ip)
+				return bind_fup(d, q, ACT_TRIG, NULL);
+			d->action = ACT_TRIG_STEP;
+			q->kind = TK_FLOWQ_STEP;
+			q->ntnt = p.trig.icnt;
+			return 0;
 		default:
 			break;
 		}
@@ -1122,6 +1151,11 @@ static int recover(struct ptd *d, uint64_t off, unsigned reason, uint64_t addr)
 	if (act == ACT_PSB || act == ACT_CHUNK_END) {
 		return 0;   /* d->pos is at the PSB: it is read next */
 	}
+	if (act == ACT_TRIG_STEP) {   /* not reached: told here, without its place */
+		if ((rc = tell_trig(d, d->trig)) < 0)
+			return rc;
+		act = ACT_NONE;
+	}
 	if (act != ACT_NONE) {
 		d->ip = d->stop_ip;
 		d->have_ip = 1;
@@ -1287,6 +1321,8 @@ static int do_action(struct ptd *d)
 		return emit(d, TK_EV_PTWRITE, d->ptw_ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
 		return tell_exstop(d, d->ip, 1);
+	case ACT_TRIG: case ACT_TRIG_STEP:
+		return tell_trig(d, d->trig);
 	default:
 		return 0;
 	}

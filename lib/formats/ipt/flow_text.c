@@ -224,6 +224,11 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			tk_buf_hex(b, e->arg, 0);
 			tk_buf_puts(b, "]\n");
 			break;
+		case TK_IPT_POWER_TRIG:   /* as ptxed 2.2 */
+			tk_buf_puts(b, "[trig ");
+			tk_buf_hex(b, e->arg, 2);
+			tk_buf_puts(b, e->addr2 ? ", mult]\n" : "]\n");
+			break;
 		default: tk_buf_puts(b, "[power]\n");
 		}
 		break;

@@ -22,8 +22,11 @@ __attribute__((noinline)) int tiny(int x)
 
 int main(int argc, char **argv)
 {
-	uint64_t ticks = argc > 1 ? strtoull(argv[1], NULL, 0) : 100000, s = 0;
+	/* before strtoull: spin's first call is timed from the last stamp ahead of it (at
+	 * strtoull's return), which must fall inside the span measured here even when the
+	 * process is preempted in between (a loaded machine) */
 	uint64_t t0 = __rdtsc();
+	uint64_t ticks = argc > 1 ? strtoull(argv[1], NULL, 0) : 100000, s = 0;
 	for (int i = 0; i < 10; i++)
 		s += spin(ticks) + (uint64_t)tiny(i);
 	uint64_t t1 = __rdtsc();

@@ -16,6 +16,8 @@ static const char usage[] =
 	"  --no-demangle   names as the binary has them (default: C++ and Rust demangled)\n"
 	"  --short-names   names without template arguments and parameters\n"
 	"  -o FILE         write to FILE\n"
+	"  --pid LIST, --comm NAME\n"
+	"                  only those processes of a perf.data session (--tid N: a thread)\n"
 	"\n"
 	"Kanata pipeline logs:\n"
 	"  --to kanata     normalised Kanata (the four-column form Konata reads)\n"

@@ -13,6 +13,8 @@ static const char usage[] =
 	"  --time              print the time of each event\n"
 	"  -j N                decode with N threads (default: all cores)\n"
 	"  -o FILE             write to FILE\n"
+	"  --pid LIST, --comm NAME\n"
+	"                      only those processes of a perf.data session (--tid N: a thread)\n"
 	"\n"
 	"Intel PT: one line per instruction (address, disassembly), events in brackets\n"
 	"([enabled], [disabled], [overflow ...], [error: ...]). Decode errors resync at the\n"

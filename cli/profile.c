@@ -36,6 +36,8 @@ static const char usage[] =
 	"  --short-names   names without template arguments and parameters\n"
 	"  --color[=WHEN]  colour the hot rows' %: auto (default), always, never\n"
 	"  -o FILE         write to FILE\n"
+	"  --pid LIST, --comm NAME\n"
+	"                  only those processes of a perf.data session (--tid N: a thread)\n"
 	"  --shard I/N     the partial result of shard I of N (-o FILE; see tracekit merge)\n"
 	"\n"
 	"Intel PT: --elf/--raw give the code (ptxed's spelling); --elf also symbols and lines.\n"

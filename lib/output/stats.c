@@ -9,6 +9,8 @@
 #include "tracekit/out.h"
 #include "tracekit/xtrace.h"
 
+#include "internal.h"
+
 /* v / d with 3 decimals */
 static void put_ratio(struct tk_buf *b, uint64_t v, uint64_t d)
 {
@@ -211,17 +213,6 @@ static void kanata_json(struct tk_buf *b, const char *file, const struct tk_kana
 	tk_buf_puts(b, "}\n");
 }
 
-static void csv_field(struct tk_buf *b, const char *s)
-{
-	tk_buf_putc(b, '"');
-	for (; *s; s++) {
-		if (*s == '"')
-			tk_buf_putc(b, '"');
-		tk_buf_putc(b, *s);
-	}
-	tk_buf_putc(b, '"');
-}
-
 /* CSV is one table: windows if --window, else slowest if --slowest, else stages. */
 static void kanata_csv(struct tk_buf *b, const struct tk_kanata_stats *st, uint64_t window)
 {
@@ -241,16 +232,16 @@ static void kanata_csv(struct tk_buf *b, const struct tk_kanata_stats *st, uint6
 			tk_buf_printf(b, "%lld,%lld,%lld,%lld,%lld,%lld,", (long long)s->id,
 				      (long long)s->sim_id, (long long)s->thread, (long long)s->begin,
 				      (long long)s->end, (long long)(s->end - s->begin));
-			csv_field(b, s->label);
+			out_csv_quoted(b, s->label);
 			tk_buf_putc(b, '\n');
 		}
 	} else {
 		tk_buf_puts(b, "lane,stage,count,cycles,occupancy,mean,p50,p99,max\n");
 		for (size_t i = 0; i < st->nstages; i++) {
 			const struct tk_kanata_stage_stats *s = &st->stages[i];
-			csv_field(b, s->lane);
+			out_csv_quoted(b, s->lane);
 			tk_buf_putc(b, ',');
-			csv_field(b, s->stage);
+			out_csv_quoted(b, s->stage);
 			tk_buf_printf(b, ",%llu,%llu,", (unsigned long long)s->lat.count,
 				      (unsigned long long)s->occupancy);
 			put_ratio(b, s->occupancy, st->cycles);
@@ -354,7 +345,7 @@ static void st_row(struct statout *s, const char *name, uint64_t v, uint64_t who
 	}
 	if (s->to == TK_STATS_CSV) {
 		tk_buf_printf(s->b, "%s,", s->key);
-		csv_field(s->b, name);
+		out_csv_quoted(s->b, name);
 		tk_buf_printf(s->b, ",%llu\n", (unsigned long long)v);
 		return;
 	}

@@ -377,6 +377,11 @@ int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 	return psb_plus(buf, len, pos, ip, NULL);
 }
 
+int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode)
+{
+	return psb_plus(buf, len, pos, ip, mode);
+}
+
 /* The clock becomes the time stamped on events. While the walker runs this happens at
  * each TNT or TIP packet (the time of the branches it resolves), as libipt's query
  * decoder does; timing packets read ahead of it wait for it. */

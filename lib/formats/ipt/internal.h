@@ -30,6 +30,8 @@ int tk_ipt_pkt_resync(struct tk_ipt_pkt_decoder *d, uint64_t end, uint64_t *at,
 
 /* The IP of the FUP in the PSB+ whose PSB ends at POS: 1 and *IP, or 0 without one. */
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip);
+/* The same, and the PSB+'s execution mode into *MODE (TK_FLOW_*, -1: none). */
+int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode);
 
 struct tk_flow;
 struct tk_ipt_flow_opts;

@@ -46,7 +46,9 @@ struct renc {
 	int wrote;                     /* something written in this chunk */
 	int starts_on;                 /* it starts with a PSB+ with a FUP, at first_ip */
 	uint64_t first_ip;
+	int first_mode;                /* ... in this mode */
 	int input_on;                  /* the input chunk's PSB+ has a FUP, at input_ip */
+	int input_mode;                /* ... and its mode (-1: none) */
 	uint64_t start;                /* the input chunk's offset */
 	uint64_t input_ip;
 	int mode;                      /* of the last MODE.Exec written; -1 none */
@@ -155,6 +157,7 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 	if (!r->wrote && on) {
 		r->starts_on = 1;
 		r->first_ip = ip;
+		r->first_mode = mode;
 	}
 	r->since_psb = 0;
 	put(r, &p);
@@ -362,13 +365,15 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 				 * the input */
 				put_kind(r, TK_IPT_PKT_OVF);
 				r->st.overflows++;
-				psb(r, r->input_on, r->input_ip, r->mode, e->time);
+				psb(r, r->input_on, r->input_ip,
+				    r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
 				break;
 			}
 			/* lost right at the chunk's start: its PSB+ as in the input, so the
 			 * last chunk's flow stops where this one starts */
 			if (!r->wrote)
-				psb(r, r->input_on, r->input_ip, r->mode, e->time);
+				psb(r, r->input_on, r->input_ip,
+				    r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
 			put_kind(r, TK_IPT_PKT_OVF);
 			r->st.overflows++;
 			tk_ipt_last_ip_init(&r->last);
@@ -424,7 +429,8 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	tk_flow_set_branch_events(flow, 1);
 	if (renc_init(r, u->period) < 0)
 		return -TK_E_NOMEM;
-	r->input_on = tk_ipt_psb_fup(u->buf, u->len, u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip);
+	r->input_on = tk_ipt_psb_state(u->buf, u->len, u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip,
+					&r->input_mode);
 	r->start = u->offs[i];
 	sink->events = renc_events;
 	sink->ctx = r;
@@ -451,11 +457,16 @@ static int re_merge(void *ctx, size_t i)
 
 	if (i && u->chunks[i - 1].need_fup && r->starts_on) {
 		/* The last chunk ended in an overflow that resolves where this one starts:
-		 * OVF, FUP (libipt does not take a PSB+ FUP for it). */
+		 * OVF, [MODE.Exec,] FUP (libipt does not take a PSB+ FUP for it); the mode
+		 * first when it changed, or the PSB+ after would contradict the decoder */
 		struct tk_ipt_last_ip l;
-		struct tk_ipt_packet p;
+		struct tk_ipt_packet p = { .kind = TK_IPT_PKT_MODE_EXEC };
 		int n;
 
+		p.exec.csl = r->first_mode == TK_FLOW_64;
+		p.exec.csd = r->first_mode == TK_FLOW_32;
+		if (r->first_mode != u->chunks[i - 1].mode && (n = tk_ipt_encode(u->out, &p)) > 0)
+			st->bytes += (uint64_t)n;
 		tk_ipt_last_ip_init(&l);
 		tk_ipt_ip_packet(&l, TK_IPT_PKT_FUP, r->first_ip, &p);
 		if ((n = tk_ipt_encode(u->out, &p)) > 0)

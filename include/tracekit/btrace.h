@@ -67,6 +67,8 @@ enum tk_btrace_end {
 	TK_BTRACE_END_SIGNAL = 1,      /* a fatal signal (its number follows) */
 	TK_BTRACE_END_SNAPSHOT = 2,    /* record --snapshot-signal: that signal (its number
 					  follows) ended the recording; the program went on */
+	TK_BTRACE_END_TRIGGER = 3,     /* record --trigger: the function's Nth call (N follows,
+					  then its name) ended the recording; the program went on */
 };
 
 /* The recorder's FNV-1a checksum of a record payload. */
@@ -122,6 +124,8 @@ struct tk_btrace_info {
 	uint64_t ring;            /* a flight recorder's snapshot (record --ring): the ring's
 				     bytes per thread; 0: the whole trace was written */
 	uint64_t size_limit;      /* recording stopped at record --max-size (bytes); 0: not */
+	uint64_t trigger_call;    /* record --trigger: the call that ended the recording; 0: none */
+	char trigger_fn[64];      /* ... of this function */
 };
 
 struct tk_btrace_module {

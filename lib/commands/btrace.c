@@ -480,5 +480,7 @@ const struct tk_cmd_option tk_cmd_btrace_options[] = {
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_U64, CMD_FIELD(max_size), 0 },
 	{ "snapshot-signal", "SIG", "the recording ends (its snapshot written) when the program gets SIG",
 	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_STRING, CMD_FIELD(snapshot_signal), 0 },
+	{ "trigger", "FUNCTION[:N]", "the recording ends (its snapshot written) at FUNCTION's Nth call (default 1)",
+	  TK_CMD_BIT(TK_CMD_RECORD), TK_OPT_STRING, CMD_FIELD(trigger), 0 },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };

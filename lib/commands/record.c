@@ -194,6 +194,10 @@ static int btrace_summary(const struct tk_cmd *c, const char *file)
 		if (bi->size_limit && !o->quiet)
 			CMD_NOTE(c, file, "recording stopped at --max-size %llu: the trace ends early",
 				 (unsigned long long)bi->size_limit);
+		if (bi->trigger_call && !o->quiet)
+			CMD_NOTE(c, file, "the recording ends at call %llu of %s (--trigger), its "
+				 "snapshot; the program went on untraced",
+				 (unsigned long long)bi->trigger_call, TK_TEXT(bi->trigger_fn));
 		if (bi->snapshot_signal && !o->quiet)
 			CMD_NOTE(c, file, "the recording ends at signal %d (%s), its snapshot; the "
 				 "program went on untraced", bi->snapshot_signal,
@@ -269,6 +273,28 @@ static int signal_arg(const char *s)
 	return 0;
 }
 
+/* --trigger FUNCTION[:N]: the name into NAME, N (1 without it); 0 if malformed. A C++
+ * name's `::` is part of the name. */
+static uint64_t trigger_arg(const char *s, char *name, size_t size)
+{
+	const char *colon = strrchr(s, ':');
+	uint64_t n = 1;
+	size_t len = strlen(s);
+	if (colon && colon > s && colon[-1] != ':' && colon[1]) {
+		char *end;
+		errno = 0;
+		n = strtoull(colon + 1, &end, 10);
+		if (*end || errno || colon[1] == '-' || colon[1] == '+')
+			return 0;
+		len = (size_t)(colon - s);
+	}
+	if (!len || len >= size || !n)
+		return 0;
+	memcpy(name, s, len);
+	name[len] = 0;
+	return n;
+}
+
 static int program_status(int own, int ws)
 {
 	if (own >= TK_EXIT_USAGE)
@@ -319,6 +345,13 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 			  "recorder can catch", o->snapshot_signal);
 		return TK_EXIT_USAGE;
 	}
+	char trig_fn[256];
+	uint64_t trig_n = o->trigger ? trigger_arg(o->trigger, trig_fn, sizeof trig_fn) : 0;
+	if (o->trigger && !trig_n) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "record: --trigger %s: expected FUNCTION or FUNCTION:N "
+			  "(N a call count from 1)", o->trigger);
+		return TK_EXIT_USAGE;
+	}
 	unlink(outabs);
 	remove_related(c, outabs);
 	for (int i = 0; i < o->n_module; i++) {
@@ -351,6 +384,13 @@ int tk_cmd_record_btrace(const struct tk_cmd *c, const char *file, struct tk_inp
 		if (snap) {
 			snprintf(num, sizeof num, "%d", snap);
 			setenv("TK_BTRACE_SNAPSHOT_SIGNAL", num, 1);
+		}
+		unsetenv("TK_BTRACE_TRIGGER");
+		unsetenv("TK_BTRACE_TRIGGER_N");
+		if (trig_n) {
+			snprintf(num, sizeof num, "%llu", (unsigned long long)trig_n);
+			setenv("TK_BTRACE_TRIGGER", trig_fn, 1);
+			setenv("TK_BTRACE_TRIGGER_N", num, 1);
 		}
 		if (!o->no_follow) {
 			/* this process becomes the program: it writes OUT, the others OUT.<pid>... */

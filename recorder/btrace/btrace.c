@@ -816,8 +816,11 @@ static void leave_message(const struct cti *c, uint64_t next, uint64_t resume, i
 	say(msg);
 }
 
-static void record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
-			  const greg_t *g, uint64_t rsp, int trap);
+static uint64_t record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
+			      const greg_t *g, uint64_t rsp, int trap);
+static void trigger_count(struct tstate *ts, uint64_t at, uint64_t rsp);
+uint64_t trigger_at, trigger_n;   /* --trigger: the function's entry, the call that ends the recording */
+const char *trigger_name;
 
 /* Record one CTI's outcome (the CTI at c->addr, next RIP r->next); TRAP: it trapped (else a
  * trampoline recorded it). */
@@ -826,14 +829,21 @@ static void record(struct tstate *ts, const struct cti *c, const struct cti_resu
 {
 	if (ts->muted || ts->done || foreign_task(ts) || !ts_enter(ts))
 		return;
-	record_locked(ts, c, r, g, rsp, trap);
+	uint64_t entry = record_locked(ts, c, r, g, rsp, trap);
 	ts_leave(ts);
+	/* --trigger: an indirect call or jump, a conditional tail call to the function, or an
+	 * entry from untraced code (a callback: the trace then ends after this branch) */
+	if (trigger_at && (r->next == trigger_at || entry == trigger_at) && c->kind != CTI_RET &&
+	    c->kind != CTI_SYSCALL)
+		trigger_count(ts, r->next, rsp);
 }
 
-static void record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
-			  const greg_t *g, uint64_t rsp, int trap)
+/* Returns where the thread entered traced code before this CTI, 0 if it was inside. */
+static uint64_t record_locked(struct tstate *ts, const struct cti *c, const struct cti_result *r,
+			      const greg_t *g, uint64_t rsp, int trap)
 {
 	int stamped;
+	uint64_t entry = 0;
 	if (trap) {
 		ts->traps++;
 		ts->traps_long += c->len >= 5;
@@ -844,7 +854,7 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 	if (ts->enc.len >= BUF_FLUSH_AT)
 		flush_thread(ts);
 	if (!ts->inside) {
-		uint64_t entry = find_entry(ts, c->addr, rsp);
+		entry = find_entry(ts, c->addr, rsp);
 		if (debug > 1)
 			leave_message(c, entry, ts->resume, 1);
 		if (entry != ts->resume) {   /* a new entry from untraced code, not the return */
@@ -868,14 +878,14 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 	case CTI_JCXZ:
 	case CTI_LOOP:
 		ptenc_tnt(&ts->enc, r->taken);
-		return;
+		return entry;
 	case CTI_SYSCALL:
 		/* a far transfer to the kernel, which is not traced: like Intel PT with user-mode
 		 * tracing, TIP.PGD without an IP here, TIP.PGE where the thread comes back */
 		ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
 		ts->inside = 0;
 		ts->resume = c->addr + c->len;
-		return;
+		return entry;
 	default:
 		break;
 	}
@@ -883,7 +893,7 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 		stamp(ts, stamped);
 	if (module_of(r->next)) {
 		ptenc_ip(&ts->enc, PT_TIP, r->next, 0);
-		return;
+		return entry;
 	}
 	/* Leaving traced code: tracing is off until the thread traps again. */
 	ptenc_ip(&ts->enc, PT_TIP_PGD, r->next, 0);
@@ -898,6 +908,7 @@ static void record_locked(struct tstate *ts, const struct cti *c, const struct c
 		ts->resume = 0;
 	if (debug > 1)
 		leave_message(c, r->next, ts->resume, 0);
+	return entry;
 }
 
 
@@ -1000,7 +1011,7 @@ static void emit_rel32(uint8_t **p, const uint8_t *to)
 
 /* The shared save/call/restore stub; entered by call with the code in edi (saved by the
  * caller) and the red zone already skipped. */
-static uint8_t *make_stub(uint8_t *p)
+static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 {
 	uint8_t *start = p;
 	static const uint8_t save[] = {
@@ -1026,7 +1037,7 @@ static uint8_t *make_stub(uint8_t *p)
 		0x48, 0xb8,                         /* mov rax, imm64 */
 	};
 	emit(&p, xs, sizeof xs);
-	uint64_t fn = (uint64_t)(uintptr_t)tramp_hit;
+	uint64_t fn = (uint64_t)(uintptr_t)hit;
 	emit(&p, &fn, 8);
 	static const uint8_t rest[] = {
 		0xff, 0xd0,                         /* call rax */
@@ -1043,6 +1054,19 @@ static uint8_t *make_stub(uint8_t *p)
 	return p;
 }
 
+/* Call STUB with CODE in edi, past the red zone, and come back (16 bytes to the return). */
+static void emit_stub_call(uint8_t **p, uint8_t *stub, uint32_t code)
+{
+	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf }; /* lea rsp,[rsp-128]; push rdi; mov edi, */
+	emit(p, pre, sizeof pre);
+	emit(p, &code, 4);
+	uint8_t call = 0xe8;
+	emit(p, &call, 1);
+	emit_rel32(p, stub);
+	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 }; /* pop rdi; lea rsp,[rsp+128] */
+	emit(p, post, sizeof post);
+}
+
 /* One path of a trampoline: record CODE, go to TO. */
 static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
 {
@@ -1051,14 +1075,9 @@ static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
 	emit(p, st, sizeof st);
 	emit(p, &ttls_fs_off, 4);
 	emit(p, &cp1, 4);
-	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf }; /* lea rsp,[rsp-128]; push rdi; mov edi, */
-	emit(p, pre, sizeof pre);
-	emit(p, &code, 4);
-	uint8_t call = 0xe8;
-	emit(p, &call, 1);
-	emit_rel32(p, stub);
-	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00, 0xe9 }; /* pop rdi; lea rsp,[rsp+128]; jmp */
-	emit(p, post, sizeof post);
+	emit_stub_call(p, stub, code);
+	uint8_t jmp = 0xe9;
+	emit(p, &jmp, 1);
 	emit_rel32(p, (uint8_t *)(uintptr_t)to);
 }
 
@@ -1106,9 +1125,138 @@ void tramp_setup(int m)
 	}
 	tramp_stub[m] = p;
 	/* trampolines start on a TRAMP_SIZE grid after the stub */
-	size_t stub = (size_t)(make_stub(p) - p);
+	size_t stub = (size_t)(make_stub(p, tramp_hit) - p);
 	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
 	tramp_area[m] = p;
+}
+
+/* ---- --trigger FUNCTION[:N]: the recording ends at the function's Nth call ------------
+ * A direct call or jump to the function is not recorded (the decoder follows it), so at
+ * start-up every `call rel32` / `jmp rel32` to it in the traced modules is pointed at a
+ * trampoline near its module, which counts the call (trigger_hit, through a stub like the
+ * trampolines') and jumps on to the function with the stack untouched. Indirect calls and
+ * jumps, conditional tail calls and entries from untraced code are counted where they are
+ * recorded (record). The Nth call, in any thread, ends the trace of the calling thread at
+ * the function's entry (FUP + TIP.PGD, as at a signal), writes every thread's trace (ring
+ * or last piece) and the end record, and the program goes on untraced: the count itself
+ * needs no system call. Not seen: a `jmp rel8` to the function and code that falls into it. */
+static uint8_t *trigger_page[MAX_MODULES];   /* the stub, then the trampoline */
+static uint8_t *trigger_tramp[MAX_MODULES];
+static uint64_t *trigger_sites;              /* the call and jump sites to patch */
+static size_t ntrigger_sites;
+static uint64_t trigger_calls;
+
+/* TS ends its trace at AT, the function's entry, and the recording ends. */
+static void trigger_fire(struct tstate *ts, uint64_t at, uint64_t rsp)
+{
+	if (ts_enter(ts)) {
+		if (ts->enc.len >= BUF_FLUSH_AT)
+			flush_thread(ts);
+		if (!ts->inside) {   /* back in traced code without a branch recorded since */
+			uint64_t entry = find_entry(ts, at, rsp);
+			stamp(ts, maybe_psb(ts, at));
+			ptenc_ip(&ts->enc, PT_TIP_PGE, entry, 0);
+			ts->inside = 1;
+		} else {
+			maybe_psb(ts, at);
+		}
+		ptenc_ip(&ts->enc, PT_FUP, at, 0);
+		ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
+		ts->inside = 0;
+		ts_leave(ts);
+	}
+	finish(END_TRIGGER, (int)trigger_n);
+}
+
+static void trigger_count(struct tstate *ts, uint64_t at, uint64_t rsp)
+{
+	if (closed || ts->muted || ts->done || foreign_task(ts) ||
+	    __atomic_add_fetch(&trigger_calls, 1, __ATOMIC_ACQ_REL) != trigger_n)
+		return;
+	if (!other_task())
+		trigger_fire(ts, at, rsp);
+}
+
+/* From a trampoline's stub: a direct call or jump to the function, RSP at its entry.
+ * Signals meanwhile are deferred, as in tramp_hit. */
+static void trigger_hit(uint32_t code, uint64_t rsp)
+{
+	(void)code;
+	struct tstate *ts = active && !closed ? thread_state() : NULL;
+	if (!ts)
+		return;
+	ts->in_hit = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	trigger_count(ts, trigger_at, rsp);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	ts->in_hit = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (ts->deferred)
+		redeliver(ts);
+}
+
+/* Is A a `call rel32` or `jmp rel32` of module M to the trigger function? */
+static int trigger_site(const struct module *m, uint64_t a, uint16_t im)
+{
+	uint8_t op = m->orig[a - m->start];
+	return (im & IM_LEN) == 5 && !(im & IM_REL8) && (op == 0xe8 || op == 0xe9) &&
+	       ((im & IM_CLASS) == IM_CALL || (im & IM_CLASS) == IM_JMP) && !cti_find(a) &&
+	       imap_target(m, a, im) == trigger_at;
+}
+
+/* Start-up: the trampolines and the list of sites (patched by trigger_patch). Returns the
+ * number of sites, or -1 if they cannot be made. */
+long trigger_setup(void)
+{
+	size_t n = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < nmodules; i++) {
+			const struct module *m = &modules[i];
+			size_t here = 0;
+			for (uint64_t a = m->start; a < m->end; a++) {
+				uint16_t im = imap_at(m, a);
+				if (!trigger_site(m, a, im))
+					continue;
+				if (pass)
+					trigger_sites[ntrigger_sites++] = a;
+				here++;
+			}
+			n += pass ? 0 : here;
+			if (!pass || !here)
+				continue;
+			uint8_t *p = map_near(i, 4096);
+			if (!p)
+				return -1;
+			trigger_page[i] = p;
+			trigger_tramp[i] = p = make_stub(p, trigger_hit);
+			emit_stub_call(&p, trigger_page[i], 0);
+			static const uint8_t jmp_abs[] = { 0xff, 0x25, 0, 0, 0, 0 };   /* jmp [rip+0] */
+			emit(&p, jmp_abs, sizeof jmp_abs);
+			emit(&p, &trigger_at, 8);
+		}
+		if (!pass && n && !(trigger_sites = rec_alloc(n * sizeof *trigger_sites)))
+			return -1;
+	}
+	for (size_t k = 0; k < ntrigger_sites; k++) {   /* every site reaches its trampoline */
+		int64_t d = (int64_t)(uintptr_t)trigger_tramp[module_of(trigger_sites[k]) - modules] -
+			    (int64_t)(trigger_sites[k] + 5);
+		if (d != (int32_t)d)
+			return -1;
+	}
+	return (long)n;
+}
+
+/* While patch() has the code writable: each site calls or jumps to its trampoline. */
+void trigger_patch(void)
+{
+	if (!trigger_at)
+		return;
+	for (size_t k = 0; k < ntrigger_sites; k++) {
+		uint64_t a = trigger_sites[k];
+		int m = (int)(module_of(a) - modules);
+		int32_t rel = (int32_t)((int64_t)(uintptr_t)trigger_tramp[m] - (int64_t)(a + 5));
+		memcpy((void *)(uintptr_t)(a + 1), &rel, 4);
+	}
 }
 
 /* The path of an indirect jump or call through [rip+disp]: record (tramp_hit reads the
@@ -1121,14 +1269,7 @@ static void emit_indirect(uint8_t **p, uint8_t *stub, const struct cti *c, uint3
 	emit(p, st, sizeof st);
 	emit(p, &ttls_fs_off, 4);
 	emit(p, &cp1, 4);
-	static const uint8_t pre[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf };
-	emit(p, pre, sizeof pre);
-	emit(p, &code, 4);
-	uint8_t call = 0xe8;
-	emit(p, &call, 1);
-	emit_rel32(p, stub);
-	static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
-	emit(p, post, sizeof post);
+	emit_stub_call(p, stub, code);
 	uint8_t *lit_ref = NULL;
 	if (c->kind == CTI_CALL_IND) {
 		static const uint8_t push[] = { 0xff, 0x35 };   /* push qword [rip+rel32] */
@@ -1289,14 +1430,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		emit(&p, st, sizeof st);
 		emit(&p, &ttls_fs_off, 4);
 		emit(&p, &cp1, 4);
-		static const uint8_t pre_call[] = { 0x48, 0x8d, 0x64, 0x24, 0x80, 0x57, 0xbf };
-		emit(&p, pre_call, sizeof pre_call);
-		emit(&p, &code, 4);
-		uint8_t call = 0xe8;
-		emit(&p, &call, 1);
-		emit_rel32(&p, tramp_stub[m]);
-		static const uint8_t post[] = { 0x5f, 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
-		emit(&p, post, sizeof post);
+		emit_stub_call(&p, tramp_stub[m], code);
 		emit(&p, mod->orig + (c->addr - mod->start), c->len);
 	}
 	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (b + 5));
@@ -1321,6 +1455,9 @@ fail:
  * the destination of the one just recorded. */
 uint64_t logical_ip(uint64_t rip)
 {
+	for (int m = 0; m < nmodules; m++)   /* counting a call: the decoder is at the function */
+		if (trigger_page[m] && rip - (uint64_t)(uintptr_t)trigger_page[m] < 4096)
+			return trigger_at;
 	for (int m = 0; m < nmodules; m++) {
 		uint64_t a = (uint64_t)(uintptr_t)tramp_area[m];
 		if (!a || rip < a + tramp_base[m] || rip >= a + TRAMP_AREA)

@@ -134,6 +134,7 @@ struct reloc_insn {
 #define END_EXEC 1
 #define END_SIGNAL 2
 #define END_SNAPSHOT 3   /* --snapshot-signal: the trace ends, the program goes on */
+#define END_TRIGGER 4    /* --trigger: the same at the function's Nth call */
 
 struct window {
 	uint64_t at;
@@ -173,6 +174,9 @@ extern int err_fd;
 extern uint64_t ring_pieces;     /* --ring: pieces kept per thread (0: all written) */
 extern uint64_t ring_bytes;      /* --ring SIZE as given */
 extern uint64_t max_size;        /* --max-size: stream bytes written at most (0: no limit) */
+extern uint64_t trigger_at;      /* --trigger: the function's entry (0: none) */
+extern uint64_t trigger_n;       /* the call that ends the recording */
+extern const char *trigger_name;
 extern int call_times;           /* a TSC at every transfer (version 2); TK_BTRACE_CALL_TIMES=0: not */
 extern char out_cur[PATH_MAX + 16];
 extern int out_fd_floor;
@@ -217,6 +221,8 @@ uint8_t *map_near(int m, size_t size);
 void tramp_setup(int m);
 int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n);
 uint64_t logical_ip(uint64_t rip);
+long trigger_setup(void);
+void trigger_patch(void);
 void end_thread(struct tstate *ts);
 
 /* rt_sigprocmask, done on the interrupted context's mask (the kernel restores it when the

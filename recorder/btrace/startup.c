@@ -114,10 +114,17 @@ static int fn_symbols(const uint8_t *f, size_t size, const struct module *m, str
 		return 0;
 	const Elf64_Sym *sym = (const Elf64_Sym *)(f + sh[s].sh_offset);
 	size_t n = sh[s].sh_size / sizeof *sym;
+	unsigned strs = sh[s].sh_link;
+	const char *str = strs < eh->e_shnum && sh[strs].sh_offset + sh[strs].sh_size <= (uint64_t)size ?
+			  (const char *)(f + sh[strs].sh_offset) : NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC || sym[i].st_shndx == SHN_UNDEF ||
 		    !sym[i].st_value)
 			continue;
+		/* --trigger: the first traced function of that name */
+		if (trigger_name && !trigger_at && str && sym[i].st_name < sh[strs].sh_size &&
+		    !strncmp(str + sym[i].st_name, trigger_name, sh[strs].sh_size - sym[i].st_name))
+			trigger_at = sym[i].st_value + m->bias;
 		struct fnrange *r = vec_push(&sc->fns);
 		if (r) {
 			r->start = sym[i].st_value + m->bias;
@@ -537,6 +544,7 @@ static int patch(void)
 	/* after the int3s: a window's jump may cover its CTI */
 	for (size_t i = 0; i < nwindows; i++)
 		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, 5);
+	trigger_patch();
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
 		rt_syscall(SYS_mprotect, a, modules[i].end - a, PROT_READ | PROT_EXEC, 0, 0, 0);
@@ -852,6 +860,12 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	call_times = !(getenv("TK_BTRACE_CALL_TIMES") && !strcmp(getenv("TK_BTRACE_CALL_TIMES"), "0"));
 	if (getenv("TK_BTRACE_MAX_SIZE"))
 		max_size = strtoull(getenv("TK_BTRACE_MAX_SIZE"), NULL, 10);
+	/* --trigger FUNCTION[:N]: its address comes from the symbols (fn_symbols) */
+	if (getenv("TK_BTRACE_TRIGGER") && *getenv("TK_BTRACE_TRIGGER")) {
+		trigger_name = getenv("TK_BTRACE_TRIGGER");
+		trigger_n = getenv("TK_BTRACE_TRIGGER_N") ? strtoull(getenv("TK_BTRACE_TRIGGER_N"), NULL, 10) : 1;
+		trigger_n = trigger_n ? trigger_n : 1;
+	}
 	ZydisDecoderInit(&decoder, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 
 	if (!mods || !*mods) {
@@ -1005,6 +1019,14 @@ __attribute__((constructor(101))) static void btrace_init(void)
 				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
 							   reloc_jind, nreloc_jind);
 		}
+	}
+	if (trigger_name && !trigger_at)
+		say2("--trigger ", trigger_name, ": no function of that name in the traced modules; "
+		     "recording to the end");
+	if (trigger_at && (!tramps_on || trigger_setup() < 0)) {
+		say2("--trigger ", trigger_name, ": cannot make the call counters (no memory near the "
+		     "code, or no XSAVE); recording to the end");
+		trigger_at = 0;
 	}
 	if (patch() < 0)
 		refuse("cannot make the code writable (mprotect refused); not recording");

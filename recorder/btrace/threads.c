@@ -228,7 +228,8 @@ void finish(int how, int sig)
 			/* a fatal signal inside this thread's own record: that piece is torn */
 			if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_OWNER)
 				continue;
-			ts->end_reason = how == END_SIGNAL || how == END_SNAPSHOT ? TK_BTRACE_THREAD_SIGNAL :
+			ts->end_reason = how == END_SIGNAL || how == END_SNAPSHOT || how == END_TRIGGER ?
+					 TK_BTRACE_THREAD_SIGNAL :
 					 TK_BTRACE_THREAD_EXITED;
 		} else {
 			if (!ts_take(ts))
@@ -241,10 +242,19 @@ void finish(int how, int sig)
 		say_kinds();
 	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
 	if (how != END_EXEC) {
-		uint64_t st[8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL :
-				   how == END_SNAPSHOT ? TK_BTRACE_END_SNAPSHOT : TK_BTRACE_END_EXIT,
-				   tsc, ns, (uint64_t)sig, fd_reopened };
-		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, sizeof st);
+		/* --trigger: the call's number in place of a signal's, then the function's name */
+		uint64_t st[8 + 8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL :
+				       how == END_SNAPSHOT ? TK_BTRACE_END_SNAPSHOT :
+				       how == END_TRIGGER ? TK_BTRACE_END_TRIGGER : TK_BTRACE_END_EXIT,
+				       tsc, ns, (uint64_t)sig, fd_reopened };
+		size_t n = 8 * 8;
+		if (how == END_TRIGGER) {
+			size_t len = rt_strlen(trigger_name);
+			len = len < 63 ? len : 63;
+			memcpy(st + 8, trigger_name, len);
+			n += (len + 8) / 8 * 8;   /* NUL-terminated */
+		}
+		put_rec(TK_BTRACE_REC_PROCESS_END, 0, 0, st, (uint32_t)n);
 		closed = 1;
 	} else {
 		uint64_t st[2] = { tsc, ns };

@@ -106,6 +106,7 @@ struct tk_cmd_opts {
 	uint64_t ring;               /* --ring SIZE: a flight recorder, each thread's last SIZE bytes */
 	uint64_t max_size;           /* --max-size SIZE: stream bytes written at most */
 	const char *snapshot_signal; /* --snapshot-signal SIG: the recording ends there */
+	const char *trigger;         /* --trigger FUNCTION[:N]: ... at the function's Nth call */
 	int has_tid;                 /* --tid N given */
 	uint64_t tid;                /* --tid N: one thread of a multi-thread trace */
 	int no_retcomp;              /* convert --to ipt: the recorded stream as it is */

@@ -105,6 +105,10 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 	else if (bi->snapshot_signal)
 		tk_buf_printf(out, ", complete: a snapshot at signal %d (%s); the program went on "
 			      "untraced\n", bi->snapshot_signal, strsignal(bi->snapshot_signal));
+	else if (bi->trigger_call)
+		tk_buf_printf(out, ", complete: a snapshot at call %llu of %s (--trigger); the program "
+			      "went on untraced\n", (unsigned long long)bi->trigger_call,
+			      TK_TEXT(bi->trigger_fn));
 	else
 		tk_buf_printf(out, ", %s\n", bi->refused ? "recording refused" : bi->exec ? "ends at exec" :
 			      bi->complete ? "complete" : "INCOMPLETE (no end record)");

@@ -212,6 +212,14 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 					bt->info.signal = (int)tk_le64(p + 48);
 				else if (tk_le64(p + 24) == TK_BTRACE_END_SNAPSHOT)
 					bt->info.snapshot_signal = (int)tk_le64(p + 48);
+				else if (tk_le64(p + 24) == TK_BTRACE_END_TRIGGER) {
+					bt->info.trigger_call = tk_le64(p + 48);
+					size_t k = 0;   /* the name: NUL-terminated, at most 63 bytes */
+					while (64 + k < n && k < sizeof bt->info.trigger_fn - 1 && p[64 + k])
+						k++;
+					memcpy(bt->info.trigger_fn, p + 64, k);
+					bt->info.trigger_fn[k] = 0;
+				}
 				bt->info.fd_reopened = tk_le64(p + 56);
 			}
 			break;

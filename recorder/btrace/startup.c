@@ -1,6 +1,7 @@
 /* libtkbtrace.so start-up: the modules to trace, their symbols and function ranges,
  * every control-transfer instruction found and patched. */
 #include "recorder.h"
+#include "jtab.h"
 
 /* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
 
@@ -560,68 +561,44 @@ static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
 	return k >= 0 && a[k] > lo;
 }
 
-/* A compiler's jump table behind the indirect jump C: `cmp idx, N-1; ja default; lea base,
- * [rip+T]; movsxd dst, [base + idx*4]; add dst, base; jmp dst` (the lea may come before the
- * cmp). Pushes the N targets T + T[i] to TARGETS and returns 1 if the jump is exactly that,
- * with every target inside its function; 0 otherwise (the function then stays unrelocated). */
+/* A compiler's jump table behind the indirect jump C (see jtab.h): pushes its N targets
+ * T + T[i] to TARGETS and returns 1 if every one is inside the jump's function; 0
+ * otherwise (the function then stays unrelocated). */
 static int jump_table(const struct cti *c, struct vec *targets)
 {
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	static struct jt_insn hist[JT_WINDOW];   /* start-up only: one thread */
 	const struct module *m = module_of(c->addr);
 	long f = last_le(fn_start, nfns, c->addr);
-	uint64_t seq[8], ip, lea_t[16] = { 0 }, table = 0;
-	ZydisDecodedInstruction hist[8];
-	ZydisDecodedOperand hops[8][3];
+	uint64_t ip, lea_t[16] = { 0 }, table = 0, entries = 0;
 	int n = 0;
 
-	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base == CTI_REG_NONE)
+	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base >= 16)
 		return 0;
-	/* decode the function up to the jump, keeping the last 5 instructions */
+	/* decode the function up to the jump, keeping the last JT_WINDOW instructions */
 	for (ip = fn_start[f]; ip < c->addr;) {
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &in, ops)))
+		struct jt_insn *x = &hist[n % JT_WINDOW];
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &x->in, x->ops)))
 			return 0;
-		if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
-		    ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
-			uint8_t g = cti_greg(ops[0].reg.value);
+		x->ip = ip;
+		if (x->in.mnemonic == ZYDIS_MNEMONIC_LEA && x->ops[1].mem.base == ZYDIS_REGISTER_RIP &&
+		    x->ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+			uint8_t g = cti_greg(x->ops[0].reg.value);
 			if (g < 16)
-				lea_t[g] = ip + in.length + (uint64_t)ops[1].mem.disp.value;
+				lea_t[g] = ip + x->in.length + (uint64_t)x->ops[1].mem.disp.value;
 		}
-		memmove(hist, hist + 1, sizeof hist[0] * 4);
-		memmove(hops, hops + 1, sizeof hops[0] * 4);
-		memmove(seq, seq + 1, sizeof seq[0] * 4);
-		hist[4] = in;
-		memcpy(hops[4], ops, sizeof hops[4]);
-		seq[4] = ip;
 		n++;
-		ip += in.length;
+		ip += x->in.length;
 	}
-	if (n < 5 || ip != c->addr)
+	if (ip != c->addr)
 		return 0;
-	/* ... cmp; ja; [lea;] movsxd; add; jmp */
-	int k = hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? 1 : 2;
-	const ZydisDecodedInstruction *cmp = &hist[k - 1], *ja = &hist[k], *mx = &hist[3], *add = &hist[4];
-	const ZydisDecodedOperand *co = hops[k - 1], *mo = hops[3], *ao = hops[4];
-	if (k == 1 && hist[2].mnemonic != ZYDIS_MNEMONIC_LEA)
+	/* in order, oldest first */
+	static struct jt_insn win[JT_WINDOW];
+	int k = n < JT_WINDOW ? n : JT_WINDOW;
+	for (int i = 0; i < k; i++)
+		win[i] = hist[(n - k + i) % JT_WINDOW];
+	if (!jt_shape(win, k, c->base, lea_t, &table, &entries))
 		return 0;
-	if (cmp->mnemonic != ZYDIS_MNEMONIC_CMP || ja->mnemonic != ZYDIS_MNEMONIC_JNBE ||
-	    mx->mnemonic != ZYDIS_MNEMONIC_MOVSXD || add->mnemonic != ZYDIS_MNEMONIC_ADD ||
-	    co[0].type != ZYDIS_OPERAND_TYPE_REGISTER || co[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
-	    mo[1].type != ZYDIS_OPERAND_TYPE_MEMORY || mo[1].mem.scale != 4 ||
-	    mo[1].mem.disp.has_displacement || ao[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
-	    ao[1].type != ZYDIS_OPERAND_TYPE_REGISTER)
-		return 0;
-	uint8_t idx = cti_greg(mo[1].mem.index), base = cti_greg(mo[1].mem.base);
-	uint8_t dst = cti_greg(mo[0].reg.value);
-	if (idx >= 16 || base >= 16 || cti_greg(co[0].reg.value) != idx || dst != c->base ||
-	    cti_greg(ao[0].reg.value) != dst || cti_greg(ao[1].reg.value) != base || !(table = lea_t[base]))
-		return 0;
-	/* the lea of the base must be the one just before (or before the cmp) */
-	if (hist[2].mnemonic == ZYDIS_MNEMONIC_LEA ? cti_greg(hops[2][0].reg.value) != base :
-	    !(hist[0].mnemonic == ZYDIS_MNEMONIC_LEA && cti_greg(hops[0][0].reg.value) == base))
-		return 0;
-	uint64_t entries = co[1].imm.value.u + 1;
-	if (entries > 4096 || table < m->map_lo || table + 4 * entries > m->map_hi)
+	if (table < m->map_lo || table + 4 * entries > m->map_hi)
 		return 0;   /* never read outside the module's loaded file contents */
 	size_t first = targets->n;
 	for (uint64_t i = 0; i < entries; i++) {
@@ -635,7 +612,6 @@ static int jump_table(const struct cti *c, struct vec *targets)
 		}
 		*slot = t;
 	}
-	(void)seq;
 	return 1;
 }
 
@@ -942,9 +918,22 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 
 	reloc_jind = rec_alloc((nctis + 1) * sizeof *reloc_jind);
-	for (size_t i = 0; reloc_jind && i < nctis; i++)
-		if (ctis[i].kind == CTI_JMP_IND && !jump_table(&ctis[i], &sc.targets))
+	size_t njreg = 0, ntables = 0;   /* jumps through a register; tables recognised */
+	for (size_t i = 0; reloc_jind && i < nctis; i++) {
+		if (ctis[i].kind != CTI_JMP_IND)
+			continue;
+		njreg += !ctis[i].is_mem;
+		if (jump_table(&ctis[i], &sc.targets))
+			ntables++;
+		else
 			reloc_jind[nreloc_jind++] = ctis[i].addr;
+	}
+	if (debug && reloc_jind) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "jump tables: %zu of %zu jumps through a register recognised",
+			 ntables, njreg);
+		say(msg);
+	}
 	reloc_targets = sc.targets.p;
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)

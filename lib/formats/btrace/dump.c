@@ -118,9 +118,21 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 			      (unsigned long long)bi->fd_reopened);
 	if (bi->refused)
 		tk_buf_printf(out, "  refused: %s\n", TK_TEXT(bi->refused_msg));
-	if (bi->complete && !bi->exec)
-		tk_buf_printf(out, "  %llu CTIs patched, %llu traps\n", (unsigned long long)bi->patched,
+	if (bi->complete && !bi->exec) {
+		tk_buf_printf(out, "  %llu CTIs patched, %llu traps", (unsigned long long)bi->patched,
 			      (unsigned long long)bi->traps);
+		/* the share of executed CTIs that trapped, over the threads' own counts */
+		uint64_t traps = 0, hits = 0;
+		for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+			traps += tk_btrace_thread(bt, i)->traps;
+			hits += tk_btrace_thread(bt, i)->tramp_hits;
+		}
+		if (hits)
+			tk_buf_printf(out, "; of the recorded CTIs %llu trapped and %llu went through "
+				      "trampolines: %.3f%% trapped", (unsigned long long)traps,
+				      (unsigned long long)hits, 100.0 * (double)traps / (double)(traps + hits));
+		tk_buf_putc(out, '\n');
+	}
 	if (bi->tsc_hz)
 		tk_buf_printf(out, "  TSC %llu ticks/s%s\n", (unsigned long long)bi->tsc_hz,
 			      bi->tsc_hz_measured ? " (measured over the run)" : "");

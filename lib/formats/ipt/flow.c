@@ -763,6 +763,14 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 
 			if (trc >= 0 && rc == -TK_E_EOF && act == ACT_ET && !have_fup)
 				return bad_context(d);   /* the CFE's FUP never came */
+			if (trc >= 0 && rc == -TK_E_EOF && act == ACT_NONE) {
+				/* the trace ends after a FUP whose TIP or TIP.PGD was not
+				 * sent: the end of the trace, where the walker stands (as
+				 * libipt: ptxed prints [end of trace]), not an error */
+				q->kind = TK_FLOWQ_END;
+				d->eos = 1;
+				return 0;
+			}
 			return trc < 0 ? trc : rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
 		}
 		if (have_fup && p.kind == TK_IPT_PKT_PIP) {
@@ -1559,6 +1567,8 @@ static int bind_lost(struct ptd *d, int act, const struct tk_ipt_packet *fup)
 
 	if (rc < 0)
 		return resync(d, d->pkt_err ? d->err_off : d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
+	if (q.kind == TK_FLOWQ_END)
+		return 1;   /* the trace ends after the FUP */
 	d->ip = q.ip;
 	d->have_ip = 1;
 	return do_action(d);
@@ -1730,9 +1740,9 @@ static int decode_chunk(struct ptd *d)
 		d->walking = 0;
 		(void)publish_time(d);
 		d->st->insns += res.insns;
-		/* the instruction the held PIP or VMCS bound to, or no such instruction before
-		 * the walk stopped */
-		if ((d->nbound || d->n_et_far) && rc != TK_FLOW_DISABLED) {
+		/* the instruction the held PIP, VMCS or Event Trace event bound to, or no such
+		 * instruction before the walk stopped (d->bind is set while any is held) */
+		if (__builtin_expect(d->bind != 0, 0) && rc != TK_FLOW_DISABLED) {
 			unsigned what = rc == TK_FLOW_BOUND ? bound_at(d, res.from) : 0;
 			int trc = what == ~0u && d->n_et_far ? tell_et_far(d, res.from) : 0;
 
@@ -1758,9 +1768,9 @@ static int decode_chunk(struct ptd *d)
 			d->resume_ip = resume_ip(d, res.from, d->ip);
 			/* a PIP or VMCS of the instruction that disabled tracing comes before
 			 * the [disabled], one still waiting for an instruction after it */
-			if ((d->n_et_far && bound_at(d, res.from) == ~0u &&
+			if ((d->bind && d->n_et_far && bound_at(d, res.from) == ~0u &&
 			     (rc = tell_et_far(d, res.from)) < 0) ||
-			    (d->nbound && (rc = tell_bound(d, bound_at(d, res.from))) < 0) ||
+			    (d->bind && d->nbound && (rc = tell_bound(d, bound_at(d, res.from))) < 0) ||
 			    (rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0 ||
 			    (d->nbound && (rc = tell_bound(d, ~0u)) < 0))
 				return rc;

@@ -64,11 +64,18 @@ TK_API int tk_partial_xtrace_stats_save(const struct tk_xtrace_stats *s, uint8_t
 TK_API int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t *data,
 					size_t len, struct tk_partial_error *e);
 
+/* A vector of N counts (a branch trace's decode --stat: thread, instructions, errors for
+ * each thread a shard decoded); the loader's *V is malloc'd. */
+TK_API int tk_partial_counts_save(const uint64_t *v, size_t n, uint8_t **data, size_t *len);
+TK_API int tk_partial_counts_load(uint64_t **v, size_t *n, const uint8_t *data, size_t len,
+				  struct tk_partial_error *e);
+
 /* ---- partial files ------------------------------------------------------------------- */
 
 enum tk_partial_command {
 	TK_PARTIAL_PROFILE = 1,       /* profile --shard: tk_prof_save's bytes per chunk */
 	TK_PARTIAL_STATS = 2,         /* stats --shard: one result per input (exec, xtrace) */
+	TK_PARTIAL_DECODE_STAT = 3,   /* decode --stat --shard: the same results, for its counts */
 };
 
 /* The shard (1..N) a chunk of SIZE bytes, AT bytes into a plan of TOTAL bytes, belongs

@@ -4,8 +4,8 @@
 # profile counts.
 # - a branch trace of examples/recursion.c and a real program's XRay log (several threads,
 #   many chunks): for each filter, the Chrome JSON's slices per name (its "B" events) equal
-#   `profile --to csv`'s calls per function; -j 1 and -j 2 give the same bytes; Perfetto's
-#   file is written too
+#   `profile --to csv`'s calls per function; -j 1 and -j 2 give the same bytes (a few
+#   filters); Perfetto's file is written too
 # - report: its function table is the filtered `profile --to csv`, its timeline's calls add
 #   up to the filtered calls
 # (their refusals: oracle/profile_filter.sh)
@@ -49,11 +49,16 @@ same() { # name, input, options...
 	local n=$1 in=$2 out
 	shift 2
 	"$TK" convert --to chrome -j 2 -o j2.json "$@" "$in"
-	"$TK" convert --to chrome -j 1 -o j1.json "$@" "$in"
 	"$TK" profile --to csv "$@" "$in" >p.csv
 	if out=$(python3 same.py j2.json p.csv); then
 		ok "$n: the timeline's slices are the profile's calls ($out)"
 	else bad "$n: timeline != profile"; echo "$out"; fi
+}
+jobs_same() { # name, input, options...: -j 1 and -j 2 give the same bytes; Perfetto too
+	local n=$1 in=$2
+	shift 2
+	"$TK" convert --to chrome -j 2 -o j2.json "$@" "$in"
+	"$TK" convert --to chrome -j 1 -o j1.json "$@" "$in"
 	if cmp -s j1.json j2.json; then ok "$n: -j 2 = -j 1"; else bad "$n: -j 2 != -j 1"; fi
 	"$TK" convert --to perfetto -o t.pftrace "$@" "$in"
 	if [ -s t.pftrace ]; then ok "$n: perfetto written"; else bad "$n: perfetto"; fi
@@ -67,6 +72,8 @@ for f in "" "-N fib" "-F try_dive" "-F is_(even|odd)" "-D 2" "--min-insns 100" \
 	# shellcheck disable=SC2086
 	same "branch trace ${f:-(no filter)}" r.tkbt $f
 done
+jobs_same "branch trace -F fib -N is_odd" r.tkbt -F fib -N is_odd
+jobs_same "branch trace -D 3 --min-insns 50" r.tkbt -D 3 --min-insns 50
 # -N fib leaves fib's 1973 calls out of the timeline
 "$TK" convert --to chrome -N fib -o n.json r.tkbt
 if ! grep -q '"name":"fib"' n.json && grep -q '"name":"dive"' n.json; then
@@ -96,6 +103,8 @@ if command -v clang-16 >/dev/null; then
 		# shellcheck disable=SC2086
 		same "xray ${f:-(no filter)}" "$log" --instr-map prog $f
 	done
+	jobs_same "xray -F work -N fib" "$log" --instr-map prog -F work -N fib
+	jobs_same "xray --min-time 1us -D 4" "$log" --instr-map prog --min-time 1us -D 4
 else
 	echo "skip: real XRay log (no clang-16)"
 fi

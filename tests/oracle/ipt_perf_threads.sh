@@ -90,6 +90,21 @@ grep -qx '  process:  pid 100 lj, 1 exec, threads 100 101' "$work/info.txt" &&
 	grep -qx '  process:  pid 200 lj2, forked from 100, 1 exec, threads 200' "$work/info.txt" &&
 	grep -q '^  switches: 10 ' "$work/info.txt" && [ ! -s "$work/info.err" ] ||
 	{ echo "info: processes"; cat "$work/info.txt" "$work/info.err"; exit 1; }
+# info --pid, --tid, --comm: the processes, threads and mappings of the selection only
+for f in "--pid 200:pid 200 lj2, forked from 100, 1 exec, threads 200" \
+	 "--tid 101:pid 100 lj, 1 exec, threads 101" "--comm lj2:pid 200 lj2, forked from 100, 1 exec, threads 200" \
+	 "--pid 100 --tid 200:"; do
+	want=${f#*:}; f=${f%%:*}
+	# shellcheck disable=SC2086
+	"$TK" info $f "$work/cpu.data" >"$work/if.txt"
+	[ "$(grep '^  process:' "$work/if.txt")" = "${want:+  process:  $want}" ] &&
+		[ "$(awk '$1 == "mmap:" { print $3 }' "$work/if.txt" | sort -u)" = "$(cut -d' ' -f2 <<<"$want")" ] ||
+		{ echo "info $f: not the processes of the selection"; cat "$work/if.txt"; exit 1; }
+done
+for bad in "$SRC/tests/data/xray/basic-v1.xray" "$work/lj.pt"; do
+	rc=0; "$TK" info --pid 1 "$bad" >/dev/null 2>&1 || rc=$?
+	[ $rc = 2 ] || { echo "info --pid of $bad: exit $rc, want 2"; exit 1; }
+done
 
 # -j 2, small chunks: each chunk decoded against its thread's process, as -j 1 does
 TK_IPT_CHUNK=4096 "$TK" decode --no-disasm -j 2 "$work/cpu.data" >"$work/j2.txt" 2>/dev/null

@@ -13,6 +13,8 @@ static const char usage[] =
 	"  --time              print the time of each event\n"
 	"  -j N                decode with N threads (default: all cores)\n"
 	"  -o FILE             write to FILE\n"
+	"  --shard I/N         with --stat: the partial result of shard I of N (-o FILE;\n"
+	"                      see tracekit merge; Intel PT and perf.data)\n"
 	"  --pid LIST, --comm NAME\n"
 	"                      only those processes of a perf.data session (--tid N: a thread)\n"
 	"\n"
@@ -26,6 +28,15 @@ static const char usage[] =
 
 static int run(struct tk_cmd_opts *o)
 {
+	if (o->mpi)
+		return cli_mpi_refused("decode --stat");
+	if (o->shard && !o->stat) {
+		cli_error(NULL, UINT64_MAX, "decode --shard: only the counts of --stat are a "
+			  "partial result (a listing is the chunks' text in order)");
+		return EXIT_USAGE;
+	}
+	if (o->shard)
+		return cli_shard_write(o, TK_PARTIAL_DECODE_STAT);
 	return cli_run_op(o, "decode", TK_CMD_DECODE);
 }
 

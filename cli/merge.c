@@ -1,9 +1,8 @@
-/* tracekit merge: the partial results of `profile --shard I/N` (cli/shard.c), read back
- * and merged in input order into any output profile makes. A front-end: partial files ->
- * library (tk_partial_read, tk_prof_load, tk_prof_merge) -> the profile's writers. The
- * inputs are opened again (by the names the partials record, checked against their size
- * and hash) for their symbols, and to decode a shard again where its seam with the one
- * before cannot be merged exactly (a longjmp across it). */
+/* tracekit merge: the partial results of `profile|stats|decode --stat --shard I/N`
+ * (cli/shard.c), read back and merged in input order into the command's output. The
+ * inputs are opened again (by the names the partials record, checked against size and
+ * hash) for their symbols, and to decode a chunk again where its seam with the one before
+ * cannot be merged exactly (a longjmp across it). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +12,9 @@
 static const char usage[] =
 	"usage: tracekit merge [OPTIONS] PART...\n"
 	"\n"
-	"Merge the partial results of `tracekit profile|stats --shard I/N -o PART FILE...`\n"
-	"(all N shards, any order) into the output `tracekit profile|stats FILE...` prints:\n"
-	"the same bytes.\n"
+	"Merge the partial results of `tracekit profile|stats|decode --stat --shard I/N -o\n"
+	"PART FILE...` (all N shards, any order) into the output the command prints for\n"
+	"FILE...: the same bytes.\n"
 	"The trace files (and --elf files) must be readable here under the names the shards\n"
 	"were given; their size and hash are checked.\n"
 	"\n"
@@ -23,8 +22,7 @@ static const char usage[] =
 	"                  account, account-csv\n"
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
-	"  --threads       per thread instead of merged\n"
-	"  -o FILE         write to FILE\n"
+	"  --threads       per thread instead of merged    -o FILE   write to FILE\n"
 	"\n"
 	"Refused (exit 2): partials of other inputs, options, commands or shard counts, a\n"
 	"missing or repeated shard. Unreadable or damaged partial (exit 3): the file and offset.\n";
@@ -35,6 +33,10 @@ struct part_file {
 	size_t len;
 	struct tk_partial p;
 };
+
+static const char *const command_names[] = {
+	[TK_PARTIAL_PROFILE] = "profile", [TK_PARTIAL_STATS] = "stats",
+	[TK_PARTIAL_DECODE_STAT] = "decode" };
 
 static struct {
 	struct part_file *v;          /* by shard */
@@ -53,9 +55,9 @@ static int read_part(struct part_file *f)
 		cli_error(path, e.offset, "%s", e.msg);
 		return EXIT_INPUT;
 	}
-	if (f->p.command != TK_PARTIAL_PROFILE && f->p.command != TK_PARTIAL_STATS) {
+	if (f->p.command < TK_PARTIAL_PROFILE || f->p.command > TK_PARTIAL_DECODE_STAT) {
 		cli_error(path, UINT64_MAX, "a partial result of another command (%u): merge takes "
-			  "those of profile --shard and stats --shard", f->p.command);
+			  "those of profile, stats and decode --stat --shard", f->p.command);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -157,8 +159,9 @@ static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 		argv[argc++] = t;
 	}
 	argv[argc] = NULL;
-	if (cli_parse(m.v[0].p.command == TK_PARTIAL_STATS ? &cli_cmd_stats : &cli_cmd_profile,
-		      argc, argv, &r) != 0) {
+	uint32_t cmd = m.v[0].p.command;
+	if (cli_parse(cmd == TK_PARTIAL_STATS ? &cli_cmd_stats : cmd == TK_PARTIAL_DECODE_STAT ?
+		      &cli_cmd_decode : &cli_cmd_profile, argc, argv, &r) != 0) {
 		cli_error(NULL, UINT64_MAX, "the partials' options do not parse: %s", opts);
 		return EXIT_USAGE;
 	}
@@ -179,6 +182,7 @@ static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 	o->cpuid_15_eax = r.cpuid_15_eax;
 	o->cpuid_15_ebx = r.cpuid_15_ebx;
 	o->jobs = r.jobs;
+	o->stat = cmd == TK_PARTIAL_DECODE_STAT;
 	return 0;
 }
 
@@ -215,19 +219,19 @@ static int merge_part(struct tk_source *s, struct tk_prof **total, const struct 
 	return rc;
 }
 
-/* The shards' statistics of input K (FILE) added up, then written by the format's
- * operation. */
+/* The shards' statistics (or decode --stat's counts) of input K (FILE) added up, then
+ * written by the format's operation. */
 static int merge_stats(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		       const struct tk_format_info *fi, size_t k)
 {
 	struct tk_cmd_part_bytes *load = calloc(m.n, sizeof *load);
 	struct tk_cmd_part cp = { .load = load };
-	struct tk_cmd c = *cli_cmd(o, "stats");
-	int status;
+	struct tk_cmd c = *cli_cmd(o, command_names[m.v[0].p.command]);
+	int decode = m.v[0].p.command == TK_PARTIAL_DECODE_STAT, status;
 
-	if (!tk_cmd_stats_partial(fi->id) || !load) {
+	if (!tk_cmd_stats_partial(fi->id, decode) || !load) {
 		free(load);
-		return tk_cmd_stats_partial(fi->id) ? EXIT_INPUT : cli_unsupported("merge", file, fi);
+		return load ? cli_unsupported("merge", file, fi) : EXIT_INPUT;
 	}
 	for (uint32_t i = 0; i < m.n; i++)
 		for (size_t j = 0; j < m.v[i].p.inputs[k].nparts; j++) {
@@ -241,7 +245,7 @@ static int merge_stats(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		return EXIT_INPUT;
 	}
 	c.part = &cp;
-	status = tk_cmd_op(fi->id, TK_CMD_STATS)(&c, file, in, fi, NULL);
+	status = tk_cmd_op(fi->id, decode ? TK_CMD_DECODE : TK_CMD_STATS)(&c, file, in, fi, NULL);
 	free(load);
 	return status;
 }
@@ -270,7 +274,7 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 			if (msg->input == k)
 				cli_msg(NULL, (enum tk_log_level)msg->level, file, msg->offset, msg->text);
 		}
-	if (m.v[0].p.command == TK_PARTIAL_STATS)
+	if (m.v[0].p.command != TK_PARTIAL_PROFILE)
 		return merge_stats(o, file, in, fi, k);
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		return EXIT_INPUT;
@@ -289,8 +293,7 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 				const struct tk_partial_part *pt = &x->parts[j];
 				if ((pt->chunk == TK_PARTIAL_REST) != rest)
 					continue;
-				rc = merge_part(s, &total, pt, &m.v[i], !merged);
-				merged = 1;
+				rc = merge_part(s, &total, pt, &m.v[i], !merged++);
 			}
 		}
 	int status = EXIT_CLEAN;
@@ -342,8 +345,7 @@ int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t
 			o->args = names;
 			o->nargs = (int)a->ninputs;
 			m.repeat = repeat;
-			status = cli_run_files(o, a->command == TK_PARTIAL_STATS ? "stats" : "profile",
-					       merge_input);
+			status = cli_run_files(o, command_names[a->command], merge_input);
 			/* data a shard skipped is skipped in the output too */
 			for (uint32_t i = 0; i < m.n; i++)
 				if (status < (int)m.v[i].p.status)

@@ -195,17 +195,19 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 	return status;
 }
 
-/* The statistics of shard PART->shard of input FILE's chunks, as its one result. */
+/* The statistics (or decode --stat's counts) of shard PART->shard of input FILE's chunks,
+ * as its one result. */
 static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in *v,
 		       struct tk_partial_input *pi, struct shard_msgs *msgs)
 {
 	struct tk_cmd_part cp = { .shard = msgs->part->shard, .nshards = msgs->part->nshards };
-	struct tk_cmd c = *cli_cmd(o, "stats");
+	int decode = msgs->part->command == TK_PARTIAL_DECODE_STAT;
+	struct tk_cmd c = *cli_cmd(o, decode ? "decode" : "stats");
 	int status;
 
-	if (!tk_cmd_stats_partial(v->fi.id)) {
-		cli_error(file, UINT64_MAX, "stats --shard: not for %s input (run stats on it "
-			  "whole)", tk_format_description(v->fi.id));
+	if (!tk_cmd_stats_partial(v->fi.id, decode)) {
+		cli_error(file, UINT64_MAX, "%s --shard: not for %s input (run it on the whole "
+			  "input)", decode ? "decode --stat" : "stats", tk_format_description(v->fi.id));
 		return EXIT_USAGE;
 	}
 	if (!(v->parts = calloc(1, sizeof *v->parts)))
@@ -214,7 +216,8 @@ static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in 
 	c.msg = shard_msg;
 	c.ctx = msgs;
 	msgs->recording = 1;
-	status = tk_cmd_op(v->fi.id, TK_CMD_STATS)(&c, file, v->in, &v->fi, NULL);
+	status = tk_cmd_op(v->fi.id, decode ? TK_CMD_DECODE : TK_CMD_STATS)(&c, file, v->in,
+									 &v->fi, NULL);
 	msgs->recording = 0;
 	pi->nchunks = cp.nchunks;
 	pi->first = cp.count ? cp.first : 0;
@@ -268,7 +271,7 @@ int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t
 			cli_error(file, UINT64_MAX, "--shard needs regular files that every shard "
 				  "and the merge read alike");
 			status = EXIT_INPUT;
-		} else if (command == TK_PARTIAL_STATS) {
+		} else if (command != TK_PARTIAL_PROFILE) {
 			msgs.input = (uint32_t)i;
 			if ((rc = shard_stats(o, file, &v[i], pi, &msgs)) > status)
 				status = rc;
@@ -341,7 +344,8 @@ int cli_mpi_refused(const char *name)
 
 int cli_shard_write(struct tk_cmd_opts *o, int command)
 {
-	const char *name = command == TK_PARTIAL_STATS ? "stats" : "profile";
+	const char *name = command == TK_PARTIAL_STATS ? "stats" :
+			   command == TK_PARTIAL_DECODE_STAT ? "decode --stat" : "profile";
 	uint32_t shard, nshards;
 	uint8_t *data;
 	size_t len;

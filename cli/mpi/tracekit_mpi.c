@@ -1,6 +1,6 @@
-/* tracekit-mpi: `tracekit profile` or `tracekit stats` over the ranks of an MPI job.
+/* tracekit-mpi: `tracekit profile`, `stats` or `decode --stat` over the ranks of an MPI job.
  *
- *   mpirun -np N tracekit-mpi profile|stats [OPTIONS] FILE...
+ *   mpirun -np N tracekit-mpi profile|stats|decode [OPTIONS] FILE...
  *
  * Every rank plans over all inputs alike (the plan of `profile --shard`) and decodes shard
  * RANK+1 of N with its own -j threads; the partial results (tracekit/partial.h) are
@@ -18,12 +18,12 @@
 #include "../cli.h"
 
 static const char usage[] =
-	"usage: mpirun -np N tracekit-mpi profile|stats [OPTIONS] FILE...\n"
+	"usage: mpirun -np N tracekit-mpi profile|stats|decode --stat [OPTIONS] FILE...\n"
 	"\n"
-	"tracekit profile or stats on N ranks: each decodes 1/N of the plan over all inputs\n"
-	"(with -j threads), rank 0 merges and writes. The options are the command's\n"
-	"(tracekit help profile, tracekit help stats; stats: Intel PT, perf.data, branch\n"
-	"traces and xtrace).\n";
+	"tracekit profile, stats or decode --stat on N ranks: each decodes 1/N of the plan\n"
+	"over all inputs (with -j threads), rank 0 merges and writes. The options are the\n"
+	"command's (tracekit help profile, stats, decode; stats: Intel PT, perf.data, branch\n"
+	"traces and xtrace; decode --stat: Intel PT and perf.data).\n";
 
 /* What this rank printed on stderr (ranks other than 0 write it to a file), for rank 0. */
 static char *slurp(FILE *f, size_t *n)
@@ -81,17 +81,26 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	int stats = argc >= 2 && !strcmp(argv[1], "stats");
-	if (argc < 2 || (strcmp(argv[1], "profile") && !stats)) {
+	static const struct { const char *name; const struct cli_command *cmd; int kind; } cmds[] = {
+		{ "profile", &cli_cmd_profile, TK_PARTIAL_PROFILE },
+		{ "stats", &cli_cmd_stats, TK_PARTIAL_STATS },
+		{ "decode", &cli_cmd_decode, TK_PARTIAL_DECODE_STAT },
+	};
+	size_t k = 0;
+	while (argc >= 2 && k < sizeof cmds / sizeof cmds[0] && strcmp(argv[1], cmds[k].name))
+		k++;
+	if (argc < 2 || k == sizeof cmds / sizeof cmds[0]) {
 		if (rank == 0)
 			fputs(usage, stderr);
 		MPI_Finalize();
 		return EXIT_USAGE;
 	}
-	if ((rc = cli_parse(stats ? &cli_cmd_stats : &cli_cmd_profile, argc - 1, argv + 1, &o)) != 0 ||
-	    (rc = cli_need_files(&o, argv[1])) != 0 || o.shard) {
-		if (o.shard && rank == 0)
-			cli_error(NULL, UINT64_MAX, "tracekit-mpi: the ranks are the shards (no --shard)");
+	if ((rc = cli_parse(cmds[k].cmd, argc - 1, argv + 1, &o)) != 0 ||
+	    (rc = cli_need_files(&o, argv[1])) != 0 || o.shard ||
+	    (cmds[k].kind == TK_PARTIAL_DECODE_STAT && !o.stat)) {
+		if ((o.shard || rc == 0) && rank == 0)
+			cli_error(NULL, UINT64_MAX, o.shard ? "tracekit-mpi: the ranks are the "
+				  "shards (no --shard)" : "tracekit-mpi decode: only with --stat");
 		MPI_Finalize();
 		return rc < 0 ? EXIT_CLEAN : EXIT_USAGE;
 	}
@@ -103,8 +112,7 @@ int main(int argc, char **argv)
 	}
 	/* TK_MPI_TIMES: each phase's seconds on rank 0's stderr (bench/mpi.sh) */
 	double t0 = MPI_Wtime(), t_built, t_gathered;
-	status = cli_shard_build(&o, stats ? TK_PARTIAL_STATS : TK_PARTIAL_PROFILE,
-				 (uint32_t)rank + 1, (uint32_t)size, &data, &len);
+	status = cli_shard_build(&o, cmds[k].kind, (uint32_t)rank + 1, (uint32_t)size, &data, &len);
 	if (status >= EXIT_USAGE) {
 		/* an input this rank cannot read: the job ends now with that status, whatever
 		 * the others are doing, rather than waiting for them */

@@ -69,6 +69,7 @@ TK_API int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t
 enum tk_partial_command {
 	TK_PARTIAL_PROFILE = 1,       /* profile --shard: tk_prof_save's bytes per chunk */
 	TK_PARTIAL_STATS = 2,         /* stats --shard: one result per input (exec, xtrace) */
+	TK_PARTIAL_DECODE_STAT = 3,   /* decode --stat --shard: the same results, for its counts */
 };
 
 /* The shard (1..N) a chunk of SIZE bytes, AT bytes into a plan of TOTAL bytes, belongs

@@ -389,6 +389,17 @@ unsigned tk_cmd_text_flags(const struct tk_cmd *c)
 	       (c->o->stat ? TK_IPT_TEXT_STAT : 0);
 }
 
+/* decode --stat's counts. */
+static void put_counts(struct tk_buf *out, const struct tk_ipt_flow_stats *st)
+{
+	tk_buf_printf(out, "insn: %llu\nevents: %llu\nerrors: %llu\noverflows: %llu\n",
+		      (unsigned long long)st->insns, (unsigned long long)st->events,
+		      (unsigned long long)st->errors, (unsigned long long)st->overflows);
+}
+
+static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		    const struct tk_format_info *fi, int counts_only);
+
 static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		  const struct tk_format_info *fi, struct tk_buf *unused)
 {
@@ -398,6 +409,9 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc = 0, status;
 
 	(void)unused;
+	/* a shard of decode --stat, or their merge: the counts of the statistics' partial */
+	if (c->part)
+		return c->o->stat ? exec_run(c, file, in, fi, 1) : TK_EXIT_USAGE;
 	if ((status = session_open(c, file, in, fi, 2, &x)))
 		return status;
 	if ((status = c->out_open(c, NULL, &out))) {
@@ -416,9 +430,7 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		x.s[i].gaps = one.gaps;
 	}
 	if (c->o->stat)
-		tk_buf_printf(&out, "insn: %llu\nevents: %llu\nerrors: %llu\noverflows: %llu\n",
-			      (unsigned long long)st.insns, (unsigned long long)st.events,
-			      (unsigned long long)st.errors, (unsigned long long)st.overflows);
+		put_counts(&out, &st);
 	status = c->out_close(&out);
 	if (rc < 0 && status != TK_EXIT_OUTPUT) {
 		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
@@ -458,8 +470,10 @@ static int shard_plan(const struct tk_perf_session *x, struct tk_cmd_part *part)
 	return 0;
 }
 
-static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		 const struct tk_format_info *fi, struct tk_buf *unused)
+/* stats, or (COUNTS_ONLY) decode --stat's counts: from the blocks and counts of the
+ * executed code, of a shard's chunks (c->part) or the shards' partials merged. */
+static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		    const struct tk_format_info *fi, int counts_only)
 {
 	struct tk_ipt_exec_stats s;
 	struct tk_ipt_exec *ex;
@@ -468,8 +482,7 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc = 0, err = 0, status;
 	int merging = c->part && c->part->nload, sharding = c->part && !merging;
 
-	(void)unused;
-	if (!sharding && !tk_cmd_stats_format(c))
+	if (!sharding && !counts_only && !tk_cmd_stats_format(c))
 		return TK_EXIT_USAGE;
 	if ((status = session_open(c, file, in, fi, 1, &x)))
 		return status;
@@ -496,6 +509,8 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	}
 	if (rc >= 0 && sharding)
 		status = tk_cmd_exec_save(c, file, ex);
+	else if (rc >= 0 && counts_only)
+		s.flow = tk_ipt_exec_counts(ex)->flow;   /* (the code's classes are not needed) */
 	else if (rc >= 0)
 		rc = tk_ipt_exec_finish(ex, &s);
 	tk_ipt_exec_free(ex);
@@ -504,12 +519,26 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_perf_session_close(&x);
 		return TK_EXIT_INPUT;
 	}
-	if (!sharding)
+	if (!sharding && counts_only) {
+		struct tk_buf out;
+
+		if (!(status = c->out_open(c, NULL, &out))) {
+			put_counts(&out, &s.flow);
+			status = c->out_close(&out);
+		}
+	} else if (!sharding)
 		status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", "stream", x.n, &s);
 	/* (the shards reported their data's gaps: the merge repeats what they said) */
 	int g = merging ? 0 : session_report(file, &x, sharding ? &decoded : &s.flow);
 	tk_perf_session_close(&x);
 	return tk_cmd_max(status, g);
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	(void)unused;
+	return exec_run(c, file, in, fi, 0);
 }
 
 int tk_cmd_reencode(const struct tk_cmd *c, const char *file, const struct tk_image *img,

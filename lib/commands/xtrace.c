@@ -307,8 +307,10 @@ static int stats_loader(void *total, const uint8_t *data, size_t len, struct tk_
 	return rc;
 }
 
-static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		 const struct tk_format_info *fi, struct tk_buf *unused)
+/* stats, or (COUNTS_ONLY) decode --stat's count, of a shard's chunks (c->part), the
+ * shards' partials merged, or the whole trace. */
+static int stats_run(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		     const struct tk_format_info *fi, int counts_only)
 {
 	struct xt x;
 	struct tk_xtrace_stats s;
@@ -318,8 +320,7 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int merging = c->part && c->part->nload, sharding = c->part && !merging;
 	size_t first, count;
 
-	(void)unused;
-	if (!to && !sharding) {
+	if (!to && !sharding && !counts_only) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", c->o->to);
 		return TK_EXIT_USAGE;
 	}
@@ -340,7 +341,10 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	if (sharding && rc >= 0)
 		st = tk_cmd_part_saved(c, file, tk_partial_xtrace_stats_save(&s, &c->part->data,
 									       &c->part->len));
-	if (!sharding && !st)
+	if (!sharding && !st && counts_only)
+		tk_buf_printf(&b, "instructions: %llu\n", (unsigned long long)(s.insns[0] + s.insns[1] +
+										 s.insns[2] + s.insns[3]));
+	else if (!sharding && !st)
 		tk_out_xtrace_stats(&b, to, x.p.insn_path, x.p.n, tk_xtrace_nchunks(x.p.t), &s);
 	tk_xtrace_stats_free(&s);
 	if (!sharding) {
@@ -355,6 +359,13 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		return TK_EXIT_INPUT;
 	}
 	return tk_cmd_max(st, g);
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	(void)unused;
+	return stats_run(c, file, in, fi, 0);
 }
 
 /* A damaged item at CUR's offset in a chunk that ends at END: counted, skipped to the
@@ -574,10 +585,13 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 {
 	struct xt x;
 	struct tk_buf out;
-	int rc = xt_open_insn(c, file, in, fi, &x);
+	int rc;
 
 	(void)unused;
-	if (rc)
+	/* a shard of decode --stat, or their merge: the count of the statistics' partial */
+	if (c->part)
+		return c->o->stat ? stats_run(c, file, in, fi, 1) : TK_EXIT_USAGE;
+	if ((rc = xt_open_insn(c, file, in, fi, &x)))
 		return rc;
 	if ((rc = c->out_open(c, NULL, &out))) {
 		xt_close(&x);

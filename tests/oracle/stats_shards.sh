@@ -4,6 +4,7 @@
 # queues, a branch trace and xtrace traces, with 1, 2, 3 and more shards than chunks; damaged data in one
 # shard: that shard reports the gap (file, offset) and exits 1, the merge repeats it and
 # exits 1 with -j 1's statistics; formats whose statistics are not partials (Kanata) are refused.
+# decode --stat's counts likewise (Intel PT raw, perf.data and xtrace; under MPI too).
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -73,6 +74,52 @@ cmp -s "$work/got" "$work/want" || { echo "damaged: merge differs from -j 1"; ex
 cmp -s "$work/got.err" "$work/merge.err" ||
 	{ echo "damaged: merge reports"; cat "$work/merge.err"; echo "shards report"; cat "$work/got.err"; exit 1; }
 
+# decode --stat: its counts as partials, the same bytes as decode --stat -j 1
+dsame() {   # LABEL N OPTIONS... FILE: the same bytes and exit status
+	local label=$1 n=$2 rc want_rc
+	shift 2
+	rm -f "$work"/dpart-*.tkp
+	for i in $(seq 1 "$n"); do
+		rc=0; "$TK" decode --stat --shard "$i/$n" -j 2 -o "$work/dpart-$i.tkp" "$@" 2>/dev/null || rc=$?
+		[ "$rc" -le 1 ] || { echo "$label: decode --stat shard $i/$n: exit $rc"; exit 1; }
+	done
+	want_rc=0; "$TK" decode --stat -j 1 "$@" >"$work/want" 2>/dev/null || want_rc=$?
+	grep -q ': [1-9]' "$work/want" || { echo "$label: decode --stat counted nothing"; exit 1; }
+	rc=0; "$TK" merge "$work"/dpart-*.tkp >"$work/got" 2>/dev/null || rc=$?
+	[ "$rc" = "$want_rc" ] || { echo "$label: decode --stat merge exit $rc, -j 1 $want_rc"; exit 1; }
+	cmp -s "$work/want" "$work/got" || { echo "$label: $n decode --stat shards differ"
+		diff "$work/want" "$work/got" | head; exit 1; }
+}
+dsame "decode --stat, Intel PT raw" 3 --elf "$work/lj:$bias" "$work/lj.pt"
+dsame "decode --stat, perf.data" 2 "$work/two.data"
+TK_IPT_CHUNK=1000000 dsame "decode --stat, more shards than chunks" 3 --elf "$work/lj:$bias" "$work/lj.pt"
+rc=0; "$TK" decode --stat -j 1 --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>/dev/null || rc=$?
+[ "$rc" = 1 ] || { echo "damaged: decode --stat exit $rc, not 1"; exit 1; }
+statuses=
+for i in 1 2 3; do
+	rc=0; "$TK" decode --stat --shard "$i/3" -o "$work/dd-$i.tkp" --elf "$work/lj:$bias" \
+		"$work/dmg.pt" 2>/dev/null || rc=$?
+	statuses="$statuses$rc"
+done
+[ "$statuses" = 010 ] || { echo "damaged: decode --stat shard statuses $statuses, not 010"; exit 1; }
+rc=0; "$TK" merge "$work"/dd-*.tkp >"$work/got" 2>/dev/null || rc=$?
+[ "$rc" = 1 ] && cmp -s "$work/got" "$work/want" || { echo "damaged: decode --stat merge exit $rc"; exit 1; }
+dsame "decode --stat, xtrace" 3 "$work"/xt/*.xinsndata.bin
+# damaged xtrace with snapshots but one chunk: statistics resync where decode does (they
+# skipped to the end of the chunk, losing every instruction after the damage)
+cp -r "$work/xt" "$work/xd"
+xd=$(echo "$work"/xd/*.xinsndata.bin)
+printf '\xff%.0s' $(seq 32) | dd of="$xd" bs=1 seek=$(($(stat -c %s "$xd") / 2)) conv=notrunc status=none
+dec=$("$TK" decode --stat -j 1 "$xd" 2>/dev/null | awk '{ print $2 }') || true
+tot=$("$TK" stats -j 1 --to csv "$xd" 2>/dev/null | awk -F, '$2 == "\"total\"" { print $3; exit }') || true
+[ -n "$dec" ] && [ "$dec" = "$tot" ] || { echo "damaged xtrace: decode --stat $dec, stats total $tot"; exit 1; }
+dsame "decode --stat, damaged xtrace" 3 "$xd"
+
+rc=0; "$TK" decode --shard 1/2 -o "$work/x.tkp" --elf "$work/lj:$bias" "$work/lj.pt" 2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "only the counts of --stat" "$work/err" || { echo "decode --shard without --stat: exit $rc"; exit 1; }
+rc=0; "$TK" decode --stat --shard 1/2 -o "$work/x.tkp" "$work/lj.tkbt" 2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "decode --stat --shard: not for" "$work/err" || { echo "branch trace decode --stat --shard: exit $rc"; cat "$work/err"; exit 1; }
+
 # refused: statistics that are not partials, mixing commands, output to stdout
 printf 'Kanata\t0004\nC=\t0\nI\t0\t0\t0\nS\t0\t0\tF\nC\t1\nR\t0\t0\t0\n' >"$work/k.log"
 rc=0; "$TK" stats --shard 1/2 -o "$work/x.tkp" "$work/k.log" \
@@ -98,6 +145,17 @@ if [ -x "$mpi" ]; then
 		timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 "$mpi" stats -j 1 --to json \
 			-o "$work/got" $args 2>"$work/err" || { echo "mpi stats $args failed"; cat "$work/err"; exit 1; }
 		cmp -s "$work/want" "$work/got" || { echo "mpi stats $args: differs from -j 1"; exit 1; }
+	done
+	for args in "--elf $work/lj:$bias $work/lj.pt $work/lj.pt" "$work/two.data" "$xd"; do
+		want_rc=0
+		# shellcheck disable=SC2086
+		"$TK" decode --stat -j 1 $args >"$work/want" 2>/dev/null || want_rc=$?
+		rc=0
+		# shellcheck disable=SC2086
+		timeout 120 mpirun --oversubscribe --allow-run-as-root -np 3 "$mpi" decode --stat -j 1 \
+			$args >"$work/got" 2>"$work/err" || rc=$?
+		[ "$rc" = "$want_rc" ] || { echo "mpi decode --stat $args: exit $rc, -j 1 $want_rc"; cat "$work/err"; exit 1; }
+		cmp -s "$work/want" "$work/got" || { echo "mpi decode --stat $args: differs from -j 1"; exit 1; }
 	done
 fi
 echo "stats shards: ok"

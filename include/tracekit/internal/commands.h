@@ -184,8 +184,9 @@ tk_cmd_fn tk_cmd_op(enum tk_format_id id, enum tk_cmd_kind kind);
 /* The format is text read as a stream in bounded memory (a pipe of it is never held
  * whole: what needs its size reads it to the end). */
 int tk_cmd_streamed(enum tk_format_id id);
-/* The format's stats can be a partial result (struct tk_cmd_part). */
-int tk_cmd_stats_partial(enum tk_format_id id);
+/* The format's stats (DECODE_STAT: decode --stat's counts) can be a partial result
+ * (struct tk_cmd_part; the decode operation makes and merges those with o->stat). */
+int tk_cmd_stats_partial(enum tk_format_id id, int decode_stat);
 
 /* An option a format declares (the command line's common options are the CLI's own):
  * `tracekit help CMD` lists it under the format, the option parser stores it. */

@@ -287,7 +287,7 @@ int tk_xtrace_stats_chunk(const struct tk_xtrace *t, size_t ci, struct tk_xtrace
 			len = xt_item_len(q, end - off);
 		if (len == 0 || len == SIZE_MAX || len > end - off) {
 			size_t to = end;
-			if (tk_xtrace_chunk_snapshot(t, ci) == SIZE_MAX && tk_xtrace_nchunks(t) == 1)
+			if (tk_xtrace_nchunks(t) == 1)
 				to = tk_xtrace_resync(p, end, off);
 			tk_log(TK_LOG_ERROR, "offset 0x%zx: %s (token 0x%02x); skipped %zu bytes to "
 			       "the next sync point at 0x%zx", off,
@@ -409,7 +409,7 @@ int tk_xtrace_decode_chunk(const struct tk_xtrace *t, size_t ci, uint32_t track,
 		int have_next = 0;
 		if (r < 0) {
 			size_t to = end;
-			if (si == SIZE_MAX && tk_xtrace_nchunks(t) == 1)
+			if (tk_xtrace_nchunks(t) == 1)
 				to = tk_xtrace_resync(p, end, c.off);
 			tk_log(TK_LOG_ERROR, "offset 0x%zx: %s (token 0x%02x); skipped %zu bytes to "
 			       "the next sync point at 0x%zx", c.off,

@@ -194,6 +194,12 @@ static int report_gaps(const char *file, const struct tk_perf_session *x,
 	return status;
 }
 
+/* Whether queue Q is decoded: it has trace, of a CPU the filter keeps (--cpu LIST). */
+static int queue_kept(const struct tk_perf_session *x, const struct tk_perf_queue *q)
+{
+	return q->len && tk_thread_filter_cpu(x->o.filter, q->cpu);
+}
+
 int tk_perf_session_report(const struct tk_perf_session *x, const char *file,
 			   const struct tk_gap_stats *total, uint64_t insns)
 {
@@ -309,7 +315,7 @@ static void number_tracks(struct tk_perf_session *x)
 	for (size_t i = 0; ids && i < x->aux.nqueues; i++) {
 		const struct tk_perf_queue *q = &x->aux.queues[i];
 
-		if (q->len)
+		if (queue_kept(x, q))
 			ids[k++] = cpus ? q->cpu : q->tid;
 	}
 	if (!ids || k != x->n)
@@ -322,7 +328,7 @@ static void number_tracks(struct tk_perf_session *x)
 	for (size_t i = 0; i < x->aux.nqueues; i++) {
 		const struct tk_perf_queue *q = &x->aux.queues[i];
 
-		if (q->len)
+		if (queue_kept(x, q))
 			x->s[k++].track = cpus ? q->cpu : q->tid;
 	}
 	x->track_label = cpus ? "cpu" : "thread";
@@ -777,7 +783,7 @@ static int split_threads(const char *file, struct tk_perf_session *x)
 	int rc = 0;
 
 	for (size_t i = 0; i < a->nqueues && rc == 0; i++)
-		if (a->queues[i].len && tk_thread_filter_cpu(x->o.filter, a->queues[i].cpu))
+		if (queue_kept(x, &a->queues[i]))
 			rc = queue_segments(x, i, &segs, &n, &cap);
 	/* the threads asked for: the others' pieces are not decoded at all */
 	size_t kept = 0;
@@ -878,7 +884,7 @@ static int open_perf(const char *file, const uint8_t *data, size_t len, struct t
 		const struct tk_perf_queue *q = &x->aux.queues[i];
 		struct tk_perf_stream *s = &x->s[x->n];
 
-		if (!q->len || !tk_thread_filter_cpu(x->o.filter, q->cpu))
+		if (!queue_kept(x, q))
 			continue;
 		s->data = q->data;
 		s->len = q->len;

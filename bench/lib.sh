@@ -2,7 +2,9 @@
 # Helpers shared by the benchmark scripts. Source it: . "$(dirname "$0")/lib.sh"
 # Benchmarks are never tests: they print figures for docs/PERFORMANCE.md.
 
-TK=${TK:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/tracekit}
+# the source tree, found while sourcing (the scripts cd to their inputs' directory later)
+BENCH_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TK=${TK:-$BENCH_SRC/build/tracekit}
 BENCH_RUNS=${BENCH_RUNS:-5}
 
 # bench_time CMD...: median wall-clock seconds of BENCH_RUNS runs (output discarded).
@@ -67,8 +69,7 @@ bench_interleaved_ratio() {
 # --instr-map. Nothing is done when LOG exists.
 bench_xray_fdr() {
 	local log=$1 prog=$2 buf=$3 max=$4 threads=$5 iters=$6
-	local src
-	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	local src=$BENCH_SRC
 	[ -s "$log" ] && return
 	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
 		"$src/tests/data/xray/xray_prog.c" -o "$prog" -lpthread

@@ -14,7 +14,7 @@ static const char usage[] =
 	"  -j N                decode with N threads (default: all cores)\n"
 	"  -o FILE             write to FILE\n"
 	"  --shard I/N         with --stat: the partial result of shard I of N (-o FILE;\n"
-	"                      see tracekit merge; Intel PT and perf.data)\n"
+	"                      see tracekit merge)\n"
 	"  --pid LIST, --comm NAME\n"
 	"                      only those processes of a perf.data session (--tid N: a thread)\n"
 	"\n"

@@ -20,7 +20,7 @@ static const char usage[] =
 	"                  flame graphs)\n"
 	"  --sort KEY      function, or METRIC_a, _b, _diff, _pct (METRIC: calls, incl_time,\n"
 	"                  excl_time, incl_insns, excl_insns)\n"
-	"  --top N         only the first N rows\n"
+	"  --top N         only the first N rows (folded: the N paths that changed most)\n"
 	"  --time A:B      only what ran in trace ticks [A, B) (traces)\n"
 	"  --elf FILE[:BASE]  symbols and code of FILE loaded at BASE\n"
 	"  -j N            threads (default: all cores)\n"

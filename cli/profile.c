@@ -124,14 +124,25 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 		if (f->time_end == UINT64_MAX)
 			f->time_end = 0;
 	}
-	f->focus = o->focus;
-	f->nfocus = (size_t)o->n_focus;
-	f->exclude = o->exclude;
-	f->nexclude = (size_t)o->n_exclude;
-	f->max_depth = (uint32_t)o->depth;
-	f->min_ns = o->min_ns;
-	f->min_insns = o->min_insns;
+	tk_cmd_call_filter(o, f);
 	return 0;
+}
+
+/* Why tk_run_prof_new_filtered(F) failed with ERR, said; the exit status. */
+int cli_filter_error(const char *file, const struct tk_format_info *fi,
+		     const struct tk_run_filter *f, int err)
+{
+	if (err == -TK_E_UNSUPPORTED && f->min_ns) {
+		cli_error(file, UINT64_MAX, "--min-time: this %s has no clock (use --min-insns)",
+			  tk_format_description(fi->id));
+		return EXIT_USAGE;
+	}
+	if (err == -TK_E_INVAL && (f->nfocus || f->nexclude)) {
+		cli_error(NULL, UINT64_MAX, "-F/-N: a pattern is not an extended regular expression");
+		return EXIT_USAGE;
+	}
+	cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+	return EXIT_INPUT;
 }
 
 int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
@@ -244,18 +255,7 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? EXIT_USAGE
 										 : EXIT_INPUT;
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
-		status = EXIT_INPUT;
-		if (sym && err == -TK_E_UNSUPPORTED && filter.min_ns) {
-			cli_error(file, UINT64_MAX, "--min-time: this %s has no clock (use --min-insns)",
-				  tk_format_description(fi->id));
-			status = EXIT_USAGE;
-		} else if (sym && err == -TK_E_INVAL && (filter.nfocus || filter.nexclude)) {
-			cli_error(NULL, UINT64_MAX, "-F/-N: a pattern is not an extended regular "
-				  "expression");
-			status = EXIT_USAGE;
-		} else if (sym) {
-			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
-		}
+		status = sym ? cli_filter_error(file, fi, &filter, err) : EXIT_INPUT;
 		tk_source_free(s);
 		return status;
 	}

@@ -23,6 +23,8 @@ static const char usage[] =
 	"  --top N         function table rows (default 500; the rest are summed in one row)\n"
 	"  --elf FILE[:BASE]  symbols and line tables of FILE loaded at BASE\n"
 	"  -j N            threads (default: all cores)\n"
+	"  -F/-N NAME, -D N, -t/--min-time DUR, --min-insns N\n"
+	"                  call filters, as profile's: the page is the filtered profile's\n"
 	"\n"
 	"Every format with a profile (`tracekit profile`), and Kanata logs. The numbers are\n"
 	"those of `profile --to csv`, `--source`, `--to account` and `stats`. Kanata: --cycles\n"
@@ -88,6 +90,7 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	struct tk_report *r = NULL;
 	struct tk_prof *p = NULL;
 	struct tk_sym *sym;
+	struct tk_run_filter filter = { .sz = sizeof filter };
 	int rc, err = 0, status = EXIT_INPUT;
 
 	/* a format without a source has its own page (Kanata: the decoder feeds it) */
@@ -104,11 +107,8 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	so.ctx = &nt;
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		goto out;
-	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new(s, &err))) {
-		if (sym)
-			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
+	if (!(sym = tk_source_symbols(s, &err)))
 		goto out;
-	}
 	struct cli_xray_names nc = { s, sym, "" };
 	ro.sym = sym;
 	ro.track_label = tk_source_info(s)->track_label;
@@ -119,8 +119,18 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		goto out;
 	}
+	/* uftrace's call filters: the profile's, and the timeline bins the calls it counts */
+	tk_cmd_call_filter(o, &filter);
+	int filtered = tk_run_filter_calls(&filter);
+	if (filtered)
+		filter.calls = tk_report_calls(r);
+	if (!(p = tk_run_prof_new_filtered(s, &filter, &err))) {
+		status = cli_filter_error(file, fi, &filter, err);
+		goto out;
+	}
 	struct tk_run_tee tee = tk_report_tee(r);
-	if ((rc = tk_run_profile_tee(s, p, &tee)) >= 0 && (rc = tk_prof_finish(p)) >= 0)
+	rc = filtered ? tk_run_profile(s, p) : tk_run_profile_tee(s, p, &tee);
+	if (rc >= 0 && (rc = tk_prof_finish(p)) >= 0)
 		rc = tk_report_profile(r, p);
 	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
 	if (rc < 0) {

@@ -210,8 +210,10 @@ static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in 
 			  "input)", decode ? "decode --stat" : "stats", tk_format_description(v->fi.id));
 		return EXIT_USAGE;
 	}
-	if (!(v->parts = calloc(1, sizeof *v->parts)))
+	if (!(v->parts = calloc(1, sizeof *v->parts))) {
+		cli_error(file, UINT64_MAX, "out of memory");
 		return EXIT_INPUT;
+	}
 	c.part = &cp;
 	c.msg = shard_msg;
 	c.ctx = msgs;
@@ -225,7 +227,7 @@ static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in 
 	if (cp.data)
 		v->parts[v->nparts++] = (struct tk_partial_part){ TK_PARTIAL_REST, cp.data, cp.len };
 	else if (status < EXIT_USAGE)
-		status = EXIT_INPUT;
+		status = (cli_error(file, UINT64_MAX, "no partial result was made"), EXIT_INPUT);
 	pi->parts = v->parts;
 	pi->nparts = v->nparts;
 	return status;

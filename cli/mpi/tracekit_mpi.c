@@ -23,7 +23,7 @@ static const char usage[] =
 	"tracekit profile, stats or decode --stat on N ranks: each decodes 1/N of the plan\n"
 	"over all inputs (with -j threads), rank 0 merges and writes. The options are the\n"
 	"command's (tracekit help profile, stats, decode; stats: Intel PT, perf.data, branch\n"
-	"traces and xtrace; decode --stat: Intel PT and perf.data).\n";
+	"traces and xtrace; decode --stat: these too).\n";
 
 /* What this rank printed on stderr (ranks other than 0 write it to a file), for rank 0. */
 static char *slurp(FILE *f, size_t *n)

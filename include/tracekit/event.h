@@ -86,6 +86,8 @@ enum tk_gap_reason {
 	TK_GAP_NO_IMAGE,     /* code at addr is not in the memory image */
 	TK_GAP_TRUNCATED,    /* input ended inside a record */
 	TK_GAP_ORPHAN,       /* an end without its beginning (e.g. exit without enter) */
+	TK_GAP_BAD_CONTEXT,  /* a packet where the format does not allow it (e.g. PT's CFE
+				without the FUP it announces); resynced */
 	TK_GAP__COUNT
 };
 

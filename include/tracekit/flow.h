@@ -64,6 +64,7 @@ enum tk_flow_status {
 enum tk_flow_bind {
 	TK_FLOW_BIND_PAGING = 1,   /* a MOV CR3 or a far transfer (VM entry included) */
 	TK_FLOW_BIND_VMCS = 2,     /* a far transfer or a VMPTRLD */
+	TK_FLOW_BIND_FAR = 4,      /* a far transfer (IRET, VM entry, UIRET of Event Trace) */
 };
 
 struct tk_flow_result {

@@ -72,9 +72,26 @@ enum tk_ipt_flow_flags {
 	TK_IPT_POWER_MNT,             /* TK_EV_POWER: a maintenance packet, arg = its payload */
 	TK_IPT_POWER_TRIG,            /* TK_EV_POWER: a TRIG, arg = its TRBV, addr2 = 1 if
 					 several triggers hit (MULT) */
+	TK_IPT_POWER_EVENT,           /* TK_EV_POWER: an Event Trace event (CFE with its EVDs):
+					 arg = enum tk_ipt_et | vector << 8 | TK_IPT_ET_HAS_*,
+					 addr = its IP (0: none), addr2 = CR2 or VMX exit
+					 qualification, count = VMX exit reason */
 	/* TK_IPT_POWER_PWRE's addr2: 1 if the hardware chose the C-state; PWRX's addr2: why
 	 * the core woke (SDM, PWRX "Wake Reason") */
 	TK_IPT_WAKE_INT = 1, TK_IPT_WAKE_ST = 2, TK_IPT_WAKE_HW = 4,
+};
+
+/* TK_IPT_POWER_EVENT's kinds: the CFE packet's types (SDM, "Event Trace"; a VM exit with
+ * an event vector is TK_IPT_ET_VMEXIT with TK_IPT_ET_HAS_VECTOR), and what else its arg
+ * holds. */
+enum tk_ipt_et {
+	TK_IPT_ET_INTR = 1, TK_IPT_ET_IRET, TK_IPT_ET_SMI, TK_IPT_ET_RSM, TK_IPT_ET_SIPI,
+	TK_IPT_ET_INIT, TK_IPT_ET_VMENTRY, TK_IPT_ET_VMEXIT, TK_IPT_ET_SHUTDOWN = 10,
+	TK_IPT_ET_UINTR = 12, TK_IPT_ET_UIRET, TK_IPT_ET_SWINTR,
+	TK_IPT_ET_HAS_CR2 = 1 << 16,      /* addr2 is CR2 (a page fault's address) */
+	TK_IPT_ET_HAS_VECTOR = 1 << 17,   /* a VM exit's vector is in arg */
+	TK_IPT_ET_HAS_VMXR = 1 << 18,     /* count is the VMX exit reason */
+	TK_IPT_ET_HAS_VMXQ = 1 << 19,     /* addr2 is the VMX exit qualification */
 };
 
 /* Per-chunk consumer. begin() runs on the worker before chunk I is decoded and supplies

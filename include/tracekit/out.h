@@ -137,6 +137,11 @@ struct tk_timeline_opts {
 	 * readers hold numbers as doubles, which a TSC in microseconds overflows), and it is
 	 * kept as otherData.time_origin_ticks; earlier times are written as 0. 0: absolute. */
 	uint64_t time_origin;
+	/* uftrace's call filters (tk_run_filter: -F, -N, -D, --min-time, --min-insns; its
+	 * time window is time_begin/time_end above): the calls go through the profile builder
+	 * (tk_run_filter_prof) and the slices are exactly the calls its profile counts. NULL or
+	 * no call filter: every call. */
+	const struct tk_run_filter *filter;
 };
 
 /* Calls (CALL/RETURN, FUNC_ENTER/EXIT) become nested slices on a track per event track.
@@ -235,6 +240,9 @@ TK_API struct tk_sink tk_report_sink(struct tk_report *r);
 /* For tk_run_profile_tee: each chunk's calls and instructions binned apart, on the
  * workers, and added up in order: the timeline from the profile's own pass. */
 TK_API struct tk_run_tee tk_report_tee(struct tk_report *r);
+/* With call filters (tk_run_filter.calls): the timeline bins the calls the filtered
+ * profile counts, instead of the tee's events (which the filters do not see). */
+TK_API struct tk_prof_calls tk_report_calls(struct tk_report *r);
 TK_API int tk_report_events(struct tk_report *r, const struct tk_event *ev, size_t n);
 /* A line for the summary's "what was lost" list (a decoder's message). */
 TK_API int tk_report_note(struct tk_report *r, const char *msg);

@@ -64,6 +64,12 @@ TK_API int tk_partial_xtrace_stats_save(const struct tk_xtrace_stats *s, uint8_t
 TK_API int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t *data,
 					size_t len, struct tk_partial_error *e);
 
+/* A vector of N counts (a branch trace's decode --stat: thread, instructions, errors for
+ * each thread a shard decoded); the loader's *V is malloc'd. */
+TK_API int tk_partial_counts_save(const uint64_t *v, size_t n, uint8_t **data, size_t *len);
+TK_API int tk_partial_counts_load(uint64_t **v, size_t *n, const uint8_t *data, size_t len,
+				  struct tk_partial_error *e);
+
 /* ---- partial files ------------------------------------------------------------------- */
 
 enum tk_partial_command {

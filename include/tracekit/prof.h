@@ -106,6 +106,17 @@ struct tk_prof_opts {
 	void (*match_free)(void *ctx);   /* called by tk_prof_free (NULL: not) */
 	uint32_t max_depth;
 	uint64_t min_ticks, min_insns;
+	/* With TK_PROF_FILTER: told of each call the profile counts (NULL calls: not), for
+	 * outputs that draw calls (a filtered timeline holds the same calls). BEGIN once the
+	 * call is sure to count: at its entry, or with MIN_TICKS / MIN_INSNS once it has run
+	 * that long (a call announced counts, whatever its end); END when it ends (a return, an
+	 * exit, a gap, the end of the trace). Per track in nested order; times are the events'
+	 * own (not the filters' cut clock; TK_TIME_NONE before a track's first time). */
+	struct tk_prof_calls {
+		int (*begin)(void *ctx, uint32_t track, uint64_t key, uint32_t kind, uint64_t time);
+		int (*end)(void *ctx, uint32_t track, uint64_t time);
+		void *ctx;
+	} calls;
 };
 
 TK_API struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err);

@@ -35,9 +35,17 @@ struct tk_run_filter {
 	size_t nexclude;
 	uint32_t max_depth;
 	uint64_t min_ns, min_insns;
+	/* with a call filter: told of each call the profile counts (tk_prof_opts.calls) */
+	struct tk_prof_calls calls;
 };
 /* Whether F holds a call filter (the runner then feeds one profile in order). */
 TK_API int tk_run_filter_calls(const struct tk_run_filter *f);
+/* A profile of F's call filters (not its time window) for events that do not come from a
+ * source's runner (a timeline writer's): of a trace with SYM's functions (their entries,
+ * as tk_run_prof_new_filtered takes them) and CLOCK. Its F->calls say the calls that
+ * pass. Errors as tk_run_prof_new_filtered's. */
+TK_API struct tk_prof *tk_run_filter_prof(const struct tk_run_filter *f, struct tk_sym *sym,
+					  struct tk_trace_clock clock, int *err);
 /* tk_run_prof_new, keeping only what F lets through (NULL: everything). tk_run_profile
  * then sends the flow formats' blocks as events (exact, slower) where F needs their
  * times, and with call filters the chunks' events, decoded in parallel, to the one

@@ -1228,3 +1228,50 @@ int tk_partial_xtrace_stats_load(struct tk_xtrace_stats *s, const uint8_t *data,
 		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the footprint", r.n - r.off);
 	return failed(&r) ? r.e->code : rc;
 }
+
+/* ---- counts (a branch trace's decode --stat: each thread's) ---------------------------- */
+
+#define COUNTS_MAGIC "TKCNTS\0\1"
+
+int tk_partial_counts_save(const uint64_t *v, size_t n, uint8_t **data, size_t *len)
+{
+	struct wbuf w = { 0 };
+
+	if (!data || !len || (!v && n))
+		return -TK_E_INVAL;
+	put(&w, COUNTS_MAGIC, 8);
+	putv(&w, n);
+	for (size_t i = 0; i < n; i++)
+		putv(&w, v[i]);
+	return finish(&w, data, len);
+}
+
+int tk_partial_counts_load(uint64_t **v, size_t *n, const uint8_t *data, size_t len,
+			   struct tk_partial_error *e)
+{
+	struct tk_partial_error scratch;
+	struct rbuf r = { data, len, 0, 0, e ? e : &scratch };
+	const uint8_t *magic;
+
+	memset(r.e, 0, sizeof *r.e);
+	if (!v || !n || (!data && len))
+		return fail(&r, -TK_E_INVAL, 0, "invalid argument");
+	*v = NULL;
+	*n = 0;
+	if ((magic = take(&r, 8, "the magic")) && memcmp(magic, COUNTS_MAGIC, 8) != 0)
+		return fail(&r, -TK_E_BAD_FORMAT, 0, "not counts");
+	uint32_t k = get_count(&r, 1, "counts");
+	if (!failed(&r) && !(*v = malloc((k ? k : 1) * sizeof **v)))
+		return fail(&r, -TK_E_NOMEM, 0, "out of memory");
+	for (uint32_t i = 0; i < k && !failed(&r); i++)
+		(*v)[i] = getv(&r, "the counts");
+	if (!failed(&r) && r.off != r.n)
+		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the counts", r.n - r.off);
+	if (failed(&r)) {
+		free(*v);
+		*v = NULL;
+		return r.e->code;
+	}
+	*n = k;
+	return 0;
+}

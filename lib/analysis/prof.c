@@ -42,7 +42,7 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 	t->t_last = t->t_first = t->level_t_start = TK_TIME_NONE;
 	t->untimed = 1;
 	t->outside = (p->opts.flags & TK_PROF_WINDOW) && p->opts.window_begin;
-	t->t_raw = TK_TIME_NONE;
+	t->t_raw = t->t_obs = TK_TIME_NONE;
 	t->t_min = UINT64_MAX;
 	t->t_max = 0;
 	t->hint_node = NONE32;
@@ -211,7 +211,7 @@ static int retset_sync(struct track *t)
 
 static inline void clear_stack(struct track *t)
 {
-	t->depth = 0;
+	t->depth = t->settled = 0;
 	t->nfocus = t->nexcluded = 0;
 	t->rets_depth = 0;
 	if (t->rets.key) {
@@ -291,12 +291,68 @@ HOT int push(struct tk_prof *p, struct track *t, uint64_t key, uint32_t kind, ui
 	f->outside = (uint8_t)outside;
 	f->match = (uint8_t)bits;
 	f->hidden = (uint8_t)hidden;
+	f->announced = 0;
 	f->ret = ret;
 	f->t_enter = time;
+	f->t_obs = t->t_obs;
 	f->i_enter = t->insns;
 	f->child_ticks = f->child_insns = 0;
 	p->sum.calls += !outside;
 	return 0;
+}
+
+/* ---- TK_PROF_FILTER: the calls that count, said as soon as they are sure to ------------- */
+
+/* Whether frame F of T has run as long as MIN_TICKS and MIN_INSNS ask, by TIME. */
+static int long_enough(const struct tk_prof *p, const struct track *t, const struct frame *f,
+		       uint64_t time)
+{
+	return !(p->opts.min_insns && t->insns - f->i_enter < p->opts.min_insns) &&
+	       !(p->opts.min_ticks && f->timed && time != TK_TIME_NONE &&
+		 (time >= f->t_enter ? time - f->t_enter : 0) < p->opts.min_ticks);
+}
+
+/* The frames of T below UPTO that count are sure to: said, outer first. */
+static int announce(struct tk_prof *p, struct track *t, size_t upto)
+{
+	for (; t->settled < upto; t->settled++) {
+		struct frame *f = &t->st[t->settled];
+		if (f->outside || f->announced)
+			continue;
+		f->announced = 1;
+		const struct node *n = &p->nodes[f->node];
+		int rc = p->opts.calls.begin ?
+			p->opts.calls.begin(p->opts.calls.ctx, t->id, n->key, n->kind, f->t_obs) : 0;
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* After an event at TIME: the frames that have run long enough (every counted one when no
+ * minimum is asked) are sure to count. A younger frame has run less than an older one, so
+ * the first that has not ends the search. */
+static int settle(struct tk_prof *p, struct track *t, uint64_t time)
+{
+	while (t->settled < t->depth) {
+		const struct frame *f = &t->st[t->settled];
+		if (!f->outside && !long_enough(p, t, f, time))
+			return 0;
+		int rc = announce(p, t, t->settled + 1);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* A gap cuts T's calls: those counted (all of them, whatever they ran) end here. */
+static int cut_calls(struct tk_prof *p, struct track *t)
+{
+	int rc = announce(p, t, t->depth);
+	for (size_t i = t->depth; i > 0 && rc >= 0; i--)
+		if (t->st[i - 1].announced && p->opts.calls.end)
+			rc = p->opts.calls.end(p->opts.calls.ctx, t->id, t->t_obs);
+	return rc;
 }
 
 /* Append a duration of function FUNC (index) to the log. */
@@ -348,19 +404,26 @@ int prof_add_durations(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_
 }
 
 /* TK_PROF_FILTER: 1 when the frame F just taken off T's stack is not reported (its costs
- * stay in the self cost of the frame below), 0 when pop goes on as usual. */
+ * stay in the self cost of the frame below), 0 when pop goes on as usual. A call once
+ * announced counts (tk_prof_opts.calls were told). */
 static int filtered_pop(struct tk_prof *p, struct track *t, const struct frame *f, struct node *n,
 			uint64_t time, int complete)
 {
-	uint64_t incl_i = t->insns - f->i_enter;
-	int small = (p->opts.min_insns && incl_i < p->opts.min_insns) ||
-		(p->opts.min_ticks && f->timed && time != TK_TIME_NONE &&
-		 (time >= f->t_enter ? time - f->t_enter : 0) < p->opts.min_ticks);
+	int small = !f->announced && !long_enough(p, t, f, time);
 
 	t->nfocus -= (f->match & TK_PROF_MATCH_FOCUS) != 0;
 	t->nexcluded -= (f->match & TK_PROF_MATCH_EXCLUDE) != 0;
-	if (!f->hidden && !small)
-		return 0;
+	if (!f->hidden && !small) {
+		/* it counts: said with the calls it is in, if not yet, then ended */
+		int rc = announce(p, t, t->depth + 1);
+		if (t->settled > t->depth)
+			t->settled = t->depth;
+		if (rc >= 0 && !f->outside && p->opts.calls.end)
+			rc = p->opts.calls.end(p->opts.calls.ctx, t->id, t->t_obs);
+		return rc < 0 ? rc : 0;
+	}
+	if (t->settled > t->depth)
+		t->settled = t->depth;
 	if (!f->hidden && !f->outside) {   /* its call was counted */
 		n->calls--;
 		p->sum.calls--;
@@ -382,8 +445,11 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 	}
 	uint64_t incl_i = t->insns - f->i_enter, incl_t = 0;
 
-	if (__builtin_expect(p->opts.flags & TK_PROF_FILTER, 0) && filtered_pop(p, t, f, n, time, complete))
-		return 0;
+	if (__builtin_expect(p->opts.flags & TK_PROF_FILTER, 0)) {
+		int rc = filtered_pop(p, t, f, n, time, complete);
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
 	n->incl_insns += incl_i;
 	n->excl_insns += incl_i - f->child_insns;
 	if (f->timed && time != TK_TIME_NONE) {
@@ -706,6 +772,11 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 		t->gap_child_insns = t->base_child_insns;
 	}
 	p->sum.truncated += t->depth;
+	if (p->opts.flags & TK_PROF_FILTER) {
+		int rc = cut_calls(p, t);
+		if (rc < 0)
+			return rc;
+	}
 	clear_stack(t);
 	end_level(p, t, time);
 	return start_level(p, t, time);
@@ -766,6 +837,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			if (filter) {
 				/* what ran since the last event ran in the stack's state then */
 				int off = !counting(p, t);
+				if (e->time != TK_TIME_NONE)
+					t->t_obs = e->time;
 				if (time != TK_TIME_NONE) {
 					if (off && t->t_raw != TK_TIME_NONE && time > t->t_raw)
 						t->t_cut += time - t->t_raw;
@@ -834,6 +907,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			if (want_blocks && !p->outside &&
 			    (rc = count_block(p, e->addr, e->addr2, e->count)) < 0)
 				break;
+			if (filter && t->settled < t->depth && (rc = settle(p, t, time)) < 0)
+				break;
 			continue;
 		}
 		switch (e->kind) {
@@ -893,6 +968,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		default:
 			break;
 		}
+		if (filter && rc >= 0 && t->settled < t->depth)
+			rc = settle(p, t, time);
 		if (__builtin_expect(rc < 0, 0))
 			break;
 	}
@@ -954,16 +1031,20 @@ int tk_prof_finish(struct tk_prof *p)
 {
 	if (p->finished)
 		return 0;
+	int rc = 0;
+
 	prof_block_cache_flush(p);
 	for (size_t i = 0; i < p->ntracks; i++) {
 		struct track *t = &p->tracks[i];
 		p->sum.open_at_end += t->depth;
-		while (t->depth)
-			pop(p, t, t->t_last, 0);
+		while (t->depth) {
+			int prc = pop(p, t, t->t_last, 0);   /* fails only telling tk_prof_opts.calls */
+			rc = rc < 0 ? rc : prc;
+		}
 		end_level(p, t, t->t_last);
 	}
 	p->finished = 1;
-	return 0;
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- merging ------------------------------------------------------------------------------ */

@@ -95,10 +95,12 @@ struct frame {
 	uint8_t match;            /* TK_PROF_FILTER: enum tk_prof_match bits of its function */
 	uint8_t hidden;           /* TK_PROF_FILTER: not reported (excluded, too deep): its
 				     costs stay in the frame below */
+	uint8_t announced;        /* TK_PROF_FILTER: counts, said (tk_prof_opts.calls) */
 	uint64_t ret;             /* return address (TK_EV_CALL; a tail call inherits the
 				     caller's), 0 otherwise */
 	uint64_t t_enter, i_enter;
 	uint64_t child_ticks, child_insns;
+	uint64_t t_obs;           /* TK_PROF_FILTER: the entry's own time (not cut) */
 };
 
 enum { FLOW_START = 0, FLOW_BLOCK, FLOW_OTHER };
@@ -163,6 +165,8 @@ struct track {
 	 * (spent where nothing counts), the last event time before cutting */
 	uint32_t nfocus, nexcluded;
 	uint64_t t_cut, t_raw;
+	uint64_t t_obs;           /* the last event's own time (tk_prof_opts.calls) */
+	size_t settled;           /* frames below this are announced or do not count */
 	uint64_t off_at;          /* where tracing last stopped (TK_EV_DISABLE), 0 if on */
 	uint8_t off_known;        /* a disable, enable or gap seen: off_at is this track's */
 	/* targets of returns that matched no open call while there were some: in a chunk's

@@ -392,36 +392,30 @@ struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)
 	return tk_run_prof_new_filtered(s, NULL, err);
 }
 
-struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_run_filter *f,
-					 int *err)
+/* A profile of F's filters for a trace with SYM's functions, CLOCK, more FLAGS. */
+static struct tk_prof *prof_new(const struct tk_run_filter *f, struct tk_sym *sym,
+				struct tk_trace_clock clock, unsigned flags, unsigned nthreads, int *err)
 {
-	const struct tk_source_info *si = tk_source_info(s);
-	struct tk_prof_opts po = { .sz = sizeof po, .clock = si->clock };
+	struct tk_prof_opts po = { .sz = sizeof po, .clock = clock, .flags = flags,
+				   .nthreads = nthreads };
 	struct tk_run_filter fl = { 0 };
+	uint64_t *entries = NULL;
+	size_t n = 0;
 
 	if (f)
 		memcpy(&fl, f, f->sz < sizeof fl ? f->sz : sizeof fl);
-	if (si->sparse_time)
-		po.flags |= TK_PROF_SPARSE_TIME;
 	if (fl.time) {
 		po.flags |= TK_PROF_WINDOW;
 		po.window_begin = fl.time_begin;
 		po.window_end = fl.time_end;
 	}
-	struct tk_sym *sym = tk_source_symbols(s, err);
-	uint64_t *entries = NULL;
-	size_t n = 0;
-
-	if (!sym)
-		return NULL;
 	int rc = call_filters(&po, &fl, sym);
 	if (rc < 0) {
 		if (err)
 			*err = rc;
 		return NULL;
 	}
-	/* the workers also for the duration statistics (the same result for any count) */
-	po.nthreads = s ? tk_source_threads(s) : 0;
+	po.calls = fl.calls;
 	if (tk_sym_entries(sym, &entries, &n) == 0) {
 		po.entries = entries;
 		po.nentries = n;
@@ -437,6 +431,31 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 	if (!p && po.match_free)
 		po.match_free(po.match_ctx);
 	return p;
+}
+
+struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_run_filter *f,
+					 int *err)
+{
+	const struct tk_source_info *si = tk_source_info(s);
+	struct tk_sym *sym = tk_source_symbols(s, err);
+
+	if (!sym)
+		return NULL;
+	/* the workers also for the duration statistics (the same result for any count) */
+	return prof_new(f, sym, si->clock, si->sparse_time ? TK_PROF_SPARSE_TIME : 0,
+			s ? tk_source_threads(s) : 0, err);
+}
+
+struct tk_prof *tk_run_filter_prof(const struct tk_run_filter *f, struct tk_sym *sym,
+				   struct tk_trace_clock clock, int *err)
+{
+	struct tk_run_filter fl = { 0 };
+
+	if (f)
+		memcpy(&fl, f, f->sz < sizeof fl ? f->sz : sizeof fl);
+	fl.time = 0;
+	fl.sz = sizeof fl;
+	return prof_new(&fl, sym, clock, 0, 0, err);
 }
 
 /* ---- events in input order -------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* Branch traces (.tkbt, tracekit record --btrace) in the commands: info, dump, decode,
  * stats, convert. Each thread's stream is Intel PT packets, decoded against the recorded
  * modules (plus --elf/--raw). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,6 +186,106 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(st, g);
 }
 
+/* A thread's listing begins and ends so (decode; decode --stat: its counts). */
+static void thread_head(struct tk_buf *out, const struct tk_btrace_thread *t)
+{
+	tk_buf_printf(out, "[thread %u]\n", t->tid);
+	if (t->not_kept)
+		tk_buf_printf(out, "[gap: ring snapshot, the %llu pieces before it were not kept]\n",
+			      (unsigned long long)t->not_kept);
+}
+
+static void thread_tail(struct tk_buf *out, const struct tk_btrace_thread *t, int stat,
+			uint64_t insns, uint64_t errors)
+{
+	if (t->size_cut)
+		tk_buf_puts(out, "[gap: recording stopped at --max-size]\n");
+	if (stat)
+		tk_buf_printf(out, "insn: %llu\nerrors: %llu\n", (unsigned long long)insns,
+			      (unsigned long long)errors);
+}
+
+static int stats_threads(const struct tk_cmd *c, const struct tk_btrace *bt, uint8_t *take);
+
+/* The shards' counts (triples: thread index, instructions, errors) into V (per thread:
+ * instructions, errors, 1 when given). */
+struct counts_in {
+	uint64_t *v;
+	size_t nthreads;
+};
+
+static int counts_loader(void *ctx, const uint8_t *data, size_t len, struct tk_partial_error *e)
+{
+	struct counts_in *ci = ctx;
+	uint64_t *v;
+	size_t n;
+	int rc = tk_partial_counts_load(&v, &n, data, len, e);
+
+	for (size_t k = 0; rc == 0 && k < n; k += 3) {
+		if (n % 3 || v[k] >= ci->nthreads || ci->v[3 * v[k] + 2]) {
+			e->code = rc = -TK_E_BAD_FORMAT;
+			e->offset = 0;
+			snprintf(e->msg, sizeof e->msg, "not this trace's threads' counts");
+			break;
+		}
+		memcpy(&ci->v[3 * v[k]], &(uint64_t[3]){ v[k + 1], v[k + 2], 1 }, 3 * sizeof *v);
+	}
+	free(v);
+	return rc;
+}
+
+/* decode --stat as a partial result (c->part): a shard's threads' counts, or the shards'
+ * merged and printed as decode --stat prints them. */
+static int decode_counts(const struct tk_cmd *c, const char *file, struct bt *cb)
+{
+	size_t nt = tk_btrace_thread_count(cb->bt), n = 0;
+	uint8_t *take = calloc(nt + 1, 1);
+	struct counts_in ci = { calloc(3 * nt + 1, sizeof *ci.v), nt };
+	struct tk_gap_stats gaps = { 0 };
+	struct tk_buf out;
+	int rc = !take || !ci.v ? -TK_E_NOMEM : stats_threads(c, cb->bt, take), status = 0;
+
+	for (size_t i = 0; rc >= 0 && !c->part->nload && i < nt; i++) {
+		struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, cb->img);
+		struct tk_ipt_flow_stats st;
+		struct tk_buf none;
+		uint8_t *pt;
+		size_t len;
+
+		if (!take[i] || (rc = tk_btrace_thread_stream(cb->bt, i, &pt, &len)) < 0 ||
+		    (rc = tk_buf_init(&none, -1, 4096)) < 0)
+			continue;
+		rc = tk_ipt_flow_text(pt, len, &fo, TK_IPT_TEXT_STAT, &none, &st);
+		free(pt);
+		tk_buf_free(&none);
+		tk_gap_stats_merge(&gaps, &st.gaps);
+		ci.v[n++] = i, ci.v[n++] = st.insns, ci.v[n++] = st.errors;
+	}
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = TK_EXIT_INPUT;
+	} else if (!c->part->nload) {
+		status = tk_cmd_part_saved(c, file, tk_partial_counts_save(ci.v, n, &c->part->data,
+									    &c->part->len));
+		status = tk_cmd_max(status, bt_status(c, file, cb->bt, &gaps));
+	} else if (!(status = tk_cmd_part_load(c, counts_loader, &ci)) &&
+		   !(status = c->out_open(c, NULL, &out))) {
+		for (size_t i = 0; i < nt; i++) {
+			const struct tk_btrace_thread *t = tk_btrace_thread(cb->bt, i);
+			if (!take[i])
+				continue;
+			if (!ci.v[3 * i + 2])
+				status = TK_EXIT_INPUT;   /* (a shard that could not decode it failed) */
+			thread_head(&out, t);
+			thread_tail(&out, t, 1, ci.v[3 * i], ci.v[3 * i + 1]);
+		}
+		status = tk_cmd_max(c->out_close(&out), status);
+	}
+	free(take);
+	free(ci.v);
+	return status;
+}
+
 static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		  const struct tk_format_info *fi, struct tk_buf *unused)
 {
@@ -195,10 +296,17 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc, status;
 
 	(void)fi, (void)unused;
+	if (c->part && !o->stat)
+		return TK_EXIT_USAGE;
 	if ((status = bt_open(c, file, in, 0, &cb)))
 		return status;
 	if (cb.missing)
 		status = TK_EXIT_SKIPPED;   /* code missing: its trace decodes as gaps */
+	if (c->part) {
+		status = tk_cmd_max(decode_counts(c, file, &cb), status);
+		bt_close(&cb);
+		return status;
+	}
 	if ((rc = c->out_open(c, NULL, &out))) {
 		bt_close(&cb);
 		return rc;
@@ -216,17 +324,10 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			status = TK_EXIT_INPUT;
 			break;
 		}
-		tk_buf_printf(&out, "[thread %u]\n", t->tid);
-		if (t->not_kept)
-			tk_buf_printf(&out, "[gap: ring snapshot, the %llu pieces before it were not kept]\n",
-				      (unsigned long long)t->not_kept);
+		thread_head(&out, t);
 		rc = tk_ipt_flow_text(pt, n, &fo, tk_cmd_text_flags(c), &out, &st);
 		free(pt);
-		if (t->size_cut)
-			tk_buf_puts(&out, "[gap: recording stopped at --max-size]\n");
-		if (o->stat)
-			tk_buf_printf(&out, "insn: %llu\nerrors: %llu\n", (unsigned long long)st.insns,
-				      (unsigned long long)st.errors);
+		thread_tail(&out, t, o->stat, st.insns, st.errors);
 		if (rc < 0 && rc == out.err) {
 			break;   /* the output failed: out_close says so */
 		} else if (rc < 0) {

@@ -240,6 +240,42 @@ struct tk_sym *tk_cmd_sym_open(const struct tk_cmd *c, int bias, int *status)
 	return s;
 }
 
+void tk_cmd_call_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
+{
+	f->focus = o->focus;
+	f->nfocus = (size_t)o->n_focus;
+	f->exclude = o->exclude;
+	f->nexclude = (size_t)o->n_exclude;
+	f->max_depth = (uint32_t)o->depth;
+	f->min_ns = o->min_ns;
+	f->min_insns = o->min_insns;
+}
+
+struct tk_timeline *tk_cmd_timeline_new(const struct tk_cmd *c, const char *file, struct tk_buf *out,
+					struct tk_timeline_opts *to, int *status)
+{
+	struct tk_run_filter f = { .sz = sizeof f };
+	int err = 0;
+
+	tk_cmd_call_filter(c->o, &f);
+	to->filter = &f;
+	struct tk_timeline *tl = tk_timeline_new(out, to, &err);
+	to->filter = NULL;
+	*status = 0;
+	if (tl)
+		return tl;
+	*status = TK_EXIT_USAGE;
+	if (err == -TK_E_UNSUPPORTED && f.min_ns)
+		CMD_ERROR(c, file, UINT64_MAX, "--min-time: this trace has no clock (use --min-insns)");
+	else if (err == -TK_E_INVAL && (f.nfocus || f.nexclude))
+		CMD_ERROR(c, NULL, UINT64_MAX, "-F/-N: a pattern is not an extended regular expression");
+	else {
+		CMD_ERROR(c, file, UINT64_MAX, "cannot start the timeline: %s", tk_strerror(err));
+		*status = TK_EXIT_INPUT;
+	}
+	return NULL;
+}
+
 int tk_cmd_timeline_open(const struct tk_cmd *c, struct tk_sym *sym, struct tk_trace_clock clock,
 			 struct tk_cmd_timeline *ct)
 {
@@ -265,13 +301,9 @@ int tk_cmd_timeline_open(const struct tk_cmd *c, struct tk_sym *sym, struct tk_t
 		to.time_end = 0;
 	if ((rc = c->out_open(c, NULL, &ct->out)))
 		return rc;
-	ct->tl = tk_timeline_new(&ct->out, &to, &err);
-	if (!ct->tl) {
+	if (!(ct->tl = tk_cmd_timeline_new(c, NULL, &ct->out, &to, &err)))
 		c->out_close(&ct->out);
-		CMD_ERROR(c, NULL, UINT64_MAX, "cannot start the timeline: %s", tk_strerror(err));
-		return TK_EXIT_INPUT;
-	}
-	return 0;
+	return err;
 }
 
 int tk_cmd_timeline_close(struct tk_cmd_timeline *ct)

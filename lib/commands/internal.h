@@ -65,6 +65,10 @@ struct tk_cmd_timeline {
 int tk_cmd_timeline_open(const struct tk_cmd *c, struct tk_sym *sym, struct tk_trace_clock clock,
 			 struct tk_cmd_timeline *ct);
 int tk_cmd_timeline_close(struct tk_cmd_timeline *ct);
+/* The timeline writer of TO with the command line's call filters (-F, -N, -D, --min-time,
+ * --min-insns), writing to OUT; NULL after saying why (*STATUS: the exit status). */
+struct tk_timeline *tk_cmd_timeline_new(const struct tk_cmd *c, const char *file, struct tk_buf *out,
+					struct tk_timeline_opts *to, int *status);
 
 /* --to of stats: TK_STATS_*, or 0 after saying why. */
 int tk_cmd_stats_format(const struct tk_cmd *c);

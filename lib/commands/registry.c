@@ -26,8 +26,7 @@ int tk_cmd_streamed(enum tk_format_id id)
 
 int tk_cmd_stats_partial(enum tk_format_id id, int decode_stat)
 {
-	if (decode_stat && id == TK_FMT_TKBT)
-		return 0;   /* (its decode --stat counts each thread) */
+	(void)decode_stat;   /* (decode --stat's counts: the same formats) */
 	return id == TK_FMT_IPT || id == TK_FMT_PERF || id == TK_FMT_TKBT ||
 	       id == TK_FMT_XTRACE_INSN || id == TK_FMT_XTRACE_SNAP;
 }

@@ -147,7 +147,7 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
  * --time A:B (TSC ticks) and --max-events N as for the other formats. *DROPPED: slices
  * left out by them. */
 static int timeline(const struct tk_cmd *c, struct tk_xray *x, const struct tk_xray_map *map,
-		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t *dropped)
+		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t *dropped, int *status)
 {
 	struct tk_sym_opts so = tk_cmd_sym_opts(c->o);
 	int err, rc;
@@ -170,10 +170,10 @@ static int timeline(const struct tk_cmd *c, struct tk_xray *x, const struct tk_x
 		if (to.time_end == UINT64_MAX)
 			to.time_end = 0;
 	}
-	struct tk_timeline *t = tk_timeline_new(out, &to, &err);
+	struct tk_timeline *t = tk_cmd_timeline_new(c, NULL, out, &to, status);
 	if (!t) {
 		tk_sym_free(sym);
-		return err;
+		return 0;   /* said */
 	}
 	for (size_t i = 0; i < tk_xray_thread_count(x); i++) {
 		char name[64];
@@ -219,7 +219,7 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 		return rc;
 	}
 	if (tl)
-		rc = timeline(c, x, map, tl, &out, &dropped);
+		rc = timeline(c, x, map, tl, &out, &dropped, &status);
 	else
 		rc = tk_xray_yaml(x, map, &out);
 	if (rc < 0 && rc != out.err) {

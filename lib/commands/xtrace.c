@@ -633,7 +633,7 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	struct tk_gap_stats gaps = { 0 };
 	struct tk_sym *sym = NULL;
 	struct tk_buf out;
-	int rc, err = 0;
+	int rc, said = 0;
 
 	if ((rc = xt_open_insn(c, file, in, fi, &x)))
 		return rc;
@@ -644,8 +644,8 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	}
 	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
 				       .max_events = c->o->max_events, .process_name = x.p.insn_path };
-	struct tk_timeline *tl = tk_timeline_new(&out, &to, &err);
-	rc = tl ? 0 : err;
+	struct tk_timeline *tl = tk_cmd_timeline_new(c, file, &out, &to, &said);
+	rc = 0;
 	uint32_t track = (uint32_t)x.p.name.id;
 	if (tl) {
 		char name[64];
@@ -664,7 +664,7 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 				 (unsigned long long)dropped);
 	}
 	tk_timeline_free(tl);
-	int st = c->out_close(&out);
+	int st = tk_cmd_max(c->out_close(&out), said);
 	if (rc < 0 && st != TK_EXIT_OUTPUT) {
 		CMD_ERROR(c, file, UINT64_MAX, "timeline: %s", tk_strerror(rc));
 		st = TK_EXIT_INPUT;

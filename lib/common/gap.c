@@ -58,7 +58,7 @@ static const char *const gap_names[TK_GAP__COUNT] = {
 	[TK_GAP_UNKNOWN] = "lost data", [TK_GAP_OVERFLOW] = "overflow",
 	[TK_GAP_DECODE_ERROR] = "decode error", [TK_GAP_WRAP] = "ring buffer wrap",
 	[TK_GAP_NO_IMAGE] = "no code image", [TK_GAP_TRUNCATED] = "truncated",
-	[TK_GAP_ORPHAN] = "orphan end",
+	[TK_GAP_ORPHAN] = "orphan end", [TK_GAP_BAD_CONTEXT] = "unexpected packet context",
 };
 
 const char *tk_gap_reason_name(unsigned reason)

@@ -17,9 +17,13 @@ static const char *const cname[NC] = { "a", "b", "diff", "pct" };
 #define DIFF_SORT_HELP "function, or METRIC_a, _b, _diff, _pct with METRIC one of calls, " \
 	"incl_time, excl_time, incl_insns, excl_insns"
 
-struct fn { uint64_t v[2][NV]; };        /* A's and B's; times in ns when the clock is known */
+struct fn {
+	uint64_t v[2][NV];                /* A's and B's; times in ns when the clock is known */
+	uint8_t in[2];                    /* in A, in B */
+};
 struct side {
 	int added;
+	int sparse;                       /* TK_PROF_SPARSE_TIME: a time of 0 was not measured */
 	uint64_t tps;                     /* ticks per second; 0: times in ticks */
 	enum tk_out_metric metric;        /* of its folded stacks */
 	struct tk_prof_summary sum;
@@ -135,6 +139,7 @@ int tk_out_diff_add(struct tk_out_diff *d, int side, const struct tk_prof *p, st
 	tk_prof_summary(p, &s->sum);
 	s->added = 1;
 	s->tps = s->sum.clock.ticks_per_second;
+	s->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	s->metric = out_metric(p, TK_OUT_M_AUTO);
 	if (d->kind == TK_OUT_FOLDED)
 		return add_stacks(d, side & 1, p, sym);
@@ -156,6 +161,7 @@ int tk_out_diff_add(struct tk_out_diff *d, int side, const struct tk_prof *p, st
 		}
 		/* functions of equal names (statics of two modules, [unknown]) are one row */
 		uint64_t *v = d->fn[k].v[side & 1];
+		d->fn[k].in[side & 1] = 1;
 		v[V_CALLS] += f[i].calls;
 		v[V_INCL_TIME] += to_ns(f[i].incl_ticks, s->tps);
 		v[V_EXCL_TIME] += to_ns(f[i].excl_ticks, s->tps);
@@ -199,7 +205,7 @@ int tk_out_diff_sort_check(const char *key, const char **keys)
 	return key ? parse_key(key, &k) : 0;
 }
 
-struct row { uint32_t id; const char *name; const uint64_t *a, *b; };
+struct row { uint32_t id; const char *name; const uint64_t *a, *b; int unmeasured[2][NV]; };
 
 /* B - A as a percentage of A; *NEW when A is 0 and B is not (no percentage). */
 static double pct(uint64_t a, uint64_t b, int *isnew)
@@ -213,10 +219,19 @@ static uint64_t absdiff(uint64_t a, uint64_t b)
 	return a > b ? a - b : b - a;
 }
 
+/* Whether column C of metric V of R is a time a side did not measure (or a change from
+ * one). */
+static int unmeasured(const struct row *r, int v, int c)
+{
+	return (c != C_B && r->unmeasured[0][v]) || (c != C_A && r->unmeasured[1][v]);
+}
+
 static int cmp_rows(const void *x, const void *y, void *ctx)
 {
 	const struct row *r = x, *s = y;
 	const struct key *k = ctx;
+	if (!k->name && unmeasured(r, k->v, k->c) != unmeasured(s, k->v, k->c))
+		return unmeasured(r, k->v, k->c) ? 1 : -1;   /* after those measured */
 	if (!k->name) {
 		int v = k->v, na, nb;
 		double pa, pb;
@@ -262,17 +277,22 @@ static int is_time(int v)
 	return v == V_INCL_TIME || v == V_EXCL_TIME;
 }
 
-/* Value column C of metric V of row R (times as microseconds when the clock is known). */
+/* Value column C of metric V of row R (times as microseconds when the clock is known);
+ * nothing (text: "-") for a time a side did not measure, or a change from one. */
 static void put_cell(struct tk_buf *b, const struct row *r, int v, int c, int ns, int text)
 {
 	uint64_t a = r->a[v], bv = r->b[v];
+	if (unmeasured(r, v, c)) {
+		tk_buf_puts(b, text ? "-" : "");
+		return;
+	}
 	if (c == C_PCT) {
 		int isnew;
 		double p = pct(a, bv, &isnew);
 		if (isnew)
 			tk_buf_puts(b, text ? "new" : "");
-		else
-			tk_buf_printf(b, "%.1f", p);
+		else   /* a change that rounds to 0 is 0.0, not -0.0 */
+			tk_buf_printf(b, "%.1f", p > -0.05 && p < 0.05 ? 0.0 : p);
 		return;
 	}
 	int64_t x = c == C_A ? (int64_t)a : c == C_B ? (int64_t)bv : (int64_t)(bv - a);
@@ -356,6 +376,8 @@ static int write_table(struct tk_buf *b, const struct tk_out_diff *d, const stru
 				tk_buf_putc(b, ',');
 				tk_buf_put(b, cell.data, cell.len);
 			} else if (d->kind == TK_OUT_JSON) {
+				if (is_time(v) && !cell.len)   /* unmeasured: no key, as profile */
+					continue;
 				tk_buf_printf(b, ",\"%s_%s\":", vname[v], cname[c]);
 				if (cell.len)
 					tk_buf_put(b, cell.data, cell.len);
@@ -385,8 +407,19 @@ static int cmp_paths(const void *x, const void *y, void *ctx)
 	return strcmp(names_str(nm, *(const uint32_t *)x), names_str(nm, *(const uint32_t *)y));
 }
 
-/* "stack countA countB" per stack of either, in stack order, as difffolded.pl writes. */
-static int write_folded(struct tk_buf *b, struct tk_out_diff *d)
+/* The largest change first (then by stack). */
+static int cmp_change(const void *x, const void *y, void *ctx)
+{
+	const struct tk_out_diff *d = ctx;
+	const uint64_t *p = d->pv[*(const uint32_t *)x], *q = d->pv[*(const uint32_t *)y];
+	uint64_t a = absdiff(p[0], p[1]), b = absdiff(q[0], q[1]);
+
+	return a != b ? (a > b ? -1 : 1) : cmp_paths(x, y, (void *)&d->paths);
+}
+
+/* "stack countA countB" per stack of either, in stack order, as difffolded.pl writes;
+ * with TOP, only the TOP stacks that changed most. */
+static int write_folded(struct tk_buf *b, struct tk_out_diff *d, uint64_t top)
 {
 	uint32_t *ids = malloc((d->paths.n + 1) * sizeof *ids);
 	size_t n = 0;
@@ -395,6 +428,10 @@ static int write_folded(struct tk_buf *b, struct tk_out_diff *d)
 	for (size_t i = 0; i < d->paths.n; i++)
 		if (i < d->pcap && (d->pv[i][0] || d->pv[i][1]))
 			ids[n++] = (uint32_t)i;
+	if (top && n > top) {
+		qsort_r(ids, n, sizeof *ids, cmp_change, d);
+		n = top;
+	}
 	qsort_r(ids, n, sizeof *ids, cmp_paths, &d->paths);
 	for (size_t i = 0; i < n; i++)
 		tk_buf_printf(b, "%s %llu %llu\n", names_str(&d->paths, ids[i]),
@@ -418,7 +455,7 @@ int tk_out_diff_write(struct tk_buf *b, struct tk_out_diff *d, const struct tk_o
 			       what[A->metric], what[B->metric]);
 			return -TK_E_INVAL;
 		}
-		return write_folded(b, d);
+		return write_folded(b, d, o->top);
 	}
 	if ((A->sum.time_first != TK_TIME_NONE && B->sum.time_first != TK_TIME_NONE) &&
 	    !A->tps != !B->tps) {
@@ -445,8 +482,14 @@ int tk_out_diff_write(struct tk_buf *b, struct tk_out_diff *d, const struct tk_o
 			break;
 		if (i == 0)
 			continue;                 /* the names table's "", no function's */
-		r[n++] = (struct row){ (uint32_t)i, names_str(&d->fnames, (uint32_t)i), d->fn[i].v[0],
-				       d->fn[i].v[1] };
+		r[n] = (struct row){ (uint32_t)i, names_str(&d->fnames, (uint32_t)i), d->fn[i].v[0],
+				     d->fn[i].v[1] };
+		/* a sparse clock's 0 is no measure (a function a side lacks ran no time there) */
+		for (int sd = 0; sd < 2; sd++)
+			for (int v = 0; v < NV; v++)
+				r[n].unmeasured[sd][v] = is_time(v) && d->side[sd].sparse &&
+					d->fn[i].in[sd] && !d->fn[i].v[sd][v];
+		n++;
 	}
 	qsort_r(r, n, sizeof *r, cmp_rows, &key);
 	if (o->top && n > o->top)

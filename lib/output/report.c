@@ -856,6 +856,26 @@ struct tk_run_tee tk_report_tee(struct tk_report *r)
 	return (struct tk_run_tee){ sizeof(struct tk_run_tee), tee_begin, tee_merge, tee_drop, r };
 }
 
+static int calls_begin(void *ctx, uint32_t track, uint64_t key, uint32_t kind, uint64_t time)
+{
+	struct tk_report *r = ctx;
+	struct tk_event e = { .kind = TK_EV_FUNC_ENTER, .track = track, .time = time, .addr = key };
+
+	(void)kind;
+	return tl_event(&r->tl, &e);
+}
+
+static int calls_end(void *ctx, uint32_t track, uint64_t time)
+{
+	(void)ctx, (void)track, (void)time;
+	return 0;
+}
+
+struct tk_prof_calls tk_report_calls(struct tk_report *r)
+{
+	return (struct tk_prof_calls){ calls_begin, calls_end, r };
+}
+
 /* ---- the page ------------------------------------------------------------------------ */
 
 static void put_u64s(struct tk_buf *b, const char *k, const uint64_t *v, size_t n)

@@ -55,6 +55,8 @@ struct tk_timeline {
 	uint32_t *pids;           /* processes described (tk_timeline_track_process) */
 	size_t npids;
 	struct pl *pl;            /* pipeline state, made at the first pipeline event */
+	struct tk_prof *prof;     /* call filters: the events go to it, its calls come here */
+	struct tk_sym *own_sym;   /* the filters' names without opts.sym */
 };
 
 enum tk_timeline_kind tk_timeline_kind_by_name(const char *name)
@@ -1004,12 +1006,10 @@ static void pl_free(struct pl *p)
 	free(p);
 }
 
-int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
+static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 {
 	int rc = 0;
 	struct tl_track *tr = NULL;
-	if (t->finished)
-		return -TK_E_BAD_STATE;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		const struct tk_event *e = &ev[i];
 		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
@@ -1091,6 +1091,56 @@ int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t 
 	return rc < 0 ? rc : t->b->err;
 }
 
+/* Call filters: the filtered profile's calls, as the entries and exits of a clean stack. */
+static int filtered_begin(void *ctx, uint32_t track, uint64_t key, uint32_t kind, uint64_t time)
+{
+	struct tk_event e = { .kind = TK_EV_FUNC_ENTER, .track = track, .time = time, .addr = key,
+			      .flags = kind == TK_PROF_KEY_ADDR ? TK_FN_ADDR : 0 };
+
+	return tl_events(ctx, &e, 1);
+}
+
+static int filtered_end(void *ctx, uint32_t track, uint64_t time)
+{
+	struct tk_timeline *t = ctx;
+	struct tl_track *tr = get_track(t, track);
+
+	if (!tr)
+		return -TK_E_NOMEM;
+	if (!tr->depth)
+		return -TK_E_INTERNAL;
+	const struct tl_frame *f = &tr->st[tr->depth - 1];
+	struct tk_event e = { .kind = TK_EV_FUNC_EXIT, .track = track, .time = time, .addr = f->key,
+			      .flags = f->kind == TK_PROF_KEY_ADDR ? TK_FN_ADDR : 0 };
+
+	return tl_events(t, &e, 1);
+}
+
+int tk_timeline_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
+{
+	if (t->finished)
+		return -TK_E_BAD_STATE;
+	return t->prof ? tk_prof_events(t->prof, ev, n) : tl_events(t, ev, n);
+}
+
+/* The call filters of T's options: a profile that tells T its calls. */
+static int filtered_new(struct tk_timeline *t)
+{
+	struct tk_run_filter f = { 0 };
+	int err = 0;
+
+	if (!t->o.filter || !tk_run_filter_calls(t->o.filter))
+		return 0;
+	memcpy(&f, t->o.filter, t->o.filter->sz < sizeof f ? t->o.filter->sz : sizeof f);
+	f.sz = sizeof f;
+	f.calls = (struct tk_prof_calls){ filtered_begin, filtered_end, t };
+	struct tk_sym *sym = t->o.sym;
+	if (!sym && !(sym = t->own_sym = tk_sym_new(NULL, &err)))
+		return err;
+	t->prof = tk_run_filter_prof(&f, sym, t->o.clock, &err);
+	return t->prof ? 0 : err;
+}
+
 static int tl_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
 {
 	return tk_timeline_events(ctx, ev, n);
@@ -1129,11 +1179,14 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 				t->entries[w++] = t->entries[i];
 		t->nentries = w;
 	}
+	if ((rc = filtered_new(t)) < 0)
+		goto fail;
 	if (err)
 		*err = 0;
 	return t;
 fail:
-	free(t);
+	if (t)
+		tk_timeline_free(t);
 	if (err)
 		*err = rc;
 	return NULL;
@@ -1166,6 +1219,8 @@ int tk_timeline_finish(struct tk_timeline *t)
 	int rc = 0;
 	if (t->finished)
 		return 0;
+	if (t->prof)   /* the calls open at the end end at their track's last time */
+		rc = tk_prof_finish(t->prof);
 	for (size_t i = 0; i < t->ntracks && rc >= 0; i++)
 		rc = pop_to(t, &t->tracks[i], 0, t->tracks[i].t_last);
 	if (rc >= 0)
@@ -1200,5 +1255,7 @@ void tk_timeline_free(struct tk_timeline *t)
 	pl_free(t->pl);
 	names_free(&t->names);
 	free(t->entries);
+	tk_prof_free(t->prof);
+	tk_sym_free(t->own_sym);
 	free(t);
 }

@@ -72,6 +72,26 @@ static void xtrace_stats(const uint8_t *data, size_t size)
 	tk_xtrace_stats_free(&total);
 }
 
+/* The bytes as counts (a branch trace's decode --stat), saved again: the same bytes. */
+static void counts(const uint8_t *data, size_t size)
+{
+	struct tk_partial_error e;
+	uint64_t *v;
+	size_t n;
+
+	if (tk_partial_counts_load(&v, &n, data, size, &e) == 0) {
+		uint8_t *again;
+		size_t len;
+
+		if (tk_partial_counts_save(v, n, &again, &len) == 0) {
+			if (len > size)
+				__builtin_trap();   /* (shorter where a varint had padding) */
+			free(again);
+		}
+		free(v);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tk_prof *like = tk_prof_new(NULL, NULL), *acc, *p;
@@ -104,5 +124,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tk_prof_free(like);
 	exec_stats(data, size);
 	xtrace_stats(data, size);
+	counts(data, size);
 	return 0;
 }

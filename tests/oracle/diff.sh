@@ -31,7 +31,9 @@ cc -O1 -o "$work/p" "$work/p.c"
 xa="$SRC/tests/data/xray/fdr-v5.xray" xb="$SRC/tests/data/xray/fdr-v3.xray"
 
 # The expected diff CSV of two profile CSVs: per name (rows of equal names added), each
-# column's A, B, B - A, percent; times are decimals with 3 places (exact in integers).
+# column's A, B, B - A, percent; times are decimals with 3 places (exact in integers). A
+# time a profile leaves empty (a branch trace's unmeasured time) is empty, and so are the
+# change and percent from it; a change that rounds to 0 is 0.0, never -0.0.
 expect() {
 	python3 - "$1" "$2" <<'PY'
 import csv, sys
@@ -39,9 +41,10 @@ cols = ["calls", "incl_time", "excl_time", "incl_insns", "excl_insns"]
 def load(path):
     rows = {}
     for r in csv.DictReader(open(path)):
-        v = rows.setdefault(r["function"], [0] * 5)
+        v = rows.setdefault(r["function"], [None] * 5)
         for i, c in enumerate(cols):
-            v[i] += round(float(r[c] or 0) * 1000) if "time" in c else int(r[c])
+            if r[c] != "":
+                v[i] = (v[i] or 0) + (round(float(r[c]) * 1000) if "time" in c else int(r[c]))
     return rows
 a, b = load(sys.argv[1]), load(sys.argv[2])
 def fmt(c, x):
@@ -55,7 +58,11 @@ for name in set(a) | set(b):
     cells = []
     for i, c in enumerate(cols):
         x, y = va[i], vb[i]
-        p = "" if x == 0 and y != 0 else "%.1f" % (100.0 * (y - x) / x if x else 0)
+        if x is None or y is None:
+            cells += ["" if x is None else fmt(c, x), "" if y is None else fmt(c, y), "", ""]
+            continue
+        p = 100.0 * (y - x) / x if x else 0
+        p = "" if x == 0 and y != 0 else "%.1f" % (0.0 if -0.05 < p < 0.05 else p)
         cells += [fmt(c, x), fmt(c, y), fmt(c, y - x), p]
     out[name] = cells
 for name in sorted(out):
@@ -86,7 +93,7 @@ check_pair() {   # LABEL A B [OPTIONS]: diff A B vs the two profiles
 import csv, sys
 r = list(csv.DictReader(sys.stdin))
 bad = [x["function"] for x in r for k, v in x.items()
-       if k.endswith(("_diff", "_pct")) and float(v) != 0]
+       if k.endswith(("_diff", "_pct")) and v != "" and float(v) != 0]
 assert r, "no rows"
 sys.exit("A vs A not zero: %s" % bad[:3] if bad else 0)' || { echo "$label: A vs A"; fail=1; }
 	# default order: by the absolute change of the main cost, largest first
@@ -100,6 +107,37 @@ PY
 }
 check_pair "branch traces" "$work/a.tkbt" "$work/b.tkbt"
 check_pair "XRay logs" "$xa" "$xb"
+
+# no -0.0 percentages (the XRay logs have a change below 0.05 %)
+for to in text csv json; do
+	! "$TK" diff --to $to "$xa" "$xb" 2>/dev/null | grep -q -- '-0\.0\b' ||
+		{ echo "--to $to: a -0.0 percentage"; fail=1; }
+done
+# a branch trace's unmeasured times: no key in JSON (as profile; CSV: empty, above), where
+# a side did not measure; measured ones compared
+"$TK" profile --to json "$work/a.tkbt" >"$work/pa.json" 2>/dev/null || true
+"$TK" diff --to json "$work/a.tkbt" "$work/a.tkbt" >"$work/aa.json" 2>/dev/null || true
+python3 - "$work/pa.json" "$work/aa.json" <<'PY' || { echo "unmeasured times in JSON"; fail=1; }
+import json, sys
+p, d = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+timed = {}
+for f in p["functions"]:
+    timed[f["name"]] = timed.get(f["name"], False) or "incl_ticks" in f
+rows = {f["function"]: f for f in d["functions"]}
+unmeasured = [n for n, t in timed.items() if not t]
+assert unmeasured and any(timed.values()), "want measured and unmeasured functions"
+for n, t in timed.items():
+    keys = [k for k in ("incl_time_a", "incl_time_b", "incl_time_diff", "incl_time_pct") if k in rows[n]]
+    assert len(keys) == (4 if t else 0), (n, t, keys)
+PY
+
+# --top N of a folded diff: the N stacks that changed most, in stack order
+"$TK" diff --to folded "$work/a.tkbt" "$work/b.tkbt" >"$work/all.fd" 2>/dev/null || true
+"$TK" diff --to folded --top 3 "$work/a.tkbt" "$work/b.tkbt" >"$work/top.fd" 2>/dev/null || true
+awk '{ d = $NF - $(NF-1); print (d < 0 ? -d : d), $0 }' "$work/all.fd" | sort -k1,1nr -k2 |
+	head -n 3 | cut -d' ' -f2- | sort >"$work/want.fd"
+[ "$(wc -l <"$work/all.fd")" -gt 3 ] && cmp -s "$work/want.fd" "$work/top.fd" ||
+	{ echo "folded --top 3: not the 3 largest changes"; cat "$work/top.fd"; fail=1; }
 
 # the branch traces' diff names the new function with no percentage
 "$TK" diff --to csv "$work/a.tkbt" "$work/b.tkbt" 2>/dev/null | grep -q '^"only_big",0,1,1,,' ||
@@ -120,6 +158,9 @@ for k in sys.argv[2:]:
     def val(x):
         s = x[k]
         if k == "function": return s
+        m = k.rsplit("_", 1)[0]
+        if "time" in m and s == "" and "" in (x[m + "_a"], x[m + "_b"]):
+            return -1   # unmeasured: after the others
         if k.endswith("_pct") and s == "": return float("inf")
         return abs(float(s)) if k.endswith(("_diff", "_pct")) else float(s)
     v = [val(x) for x in r]

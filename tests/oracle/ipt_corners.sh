@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Intel PT corners inside a real trace: a recorded branch trace (the program and libc) is
 # converted with every return a TIP, decoded for reference, and tests/tools/ptsplice.py
-# splices corners into it: transaction aborts, TIPs deferred after the next TNT, cuts
-# (end of trace), an overflow inside a PSB+, TIPs that do not fit the code or lead to none,
-# TNTs that no conditional branch can use (decoding goes on at the next IP in the segment).
+# splices corners into it: transaction aborts, Event Trace page faults, TIPs deferred
+# after the next TNT, cuts (end of trace), an overflow inside a PSB+, TIPs that do not fit
+# the code or lead to none, TNTs that no conditional branch can use (decoding goes on at
+# the next IP in the segment).
 # Each stream must decode to the listing the splice implies (the instructions after each
 # corner are the recorded ones), and the same with a chunk at every PSB on four threads as
 # with -j 1.
@@ -30,7 +31,7 @@ check() {   # NAME WANT_STATUS [OPTION...]: decode NAME.pt; stdout in NAME.out
 	cmp -s "$work/$name.out" "$work/$name.j4" || {
 		echo "$name: -j 4 differs from -j 1"; diff "$work/$name.out" "$work/$name.j4" | head; exit 1; }
 }
-for name in tsx defer eos0 eos1 eos2; do
+for name in tsx et defer eos0 eos1 eos2; do
 	check $name 0
 	cmp -s "$work/$name.expected" "$work/$name.out" || {
 		echo "$name: listing differs from the recorded flow"

@@ -7,7 +7,7 @@
 # - a branch trace of examples/recursion.c (known call counts): each filter against
 #   arithmetic on the unfiltered output, in csv and folded
 # - -j 1 and -j 4 give the same bytes; a bad regex, -D 0, --shard with a filter, --min-time
-#   on a trace without a clock are refused (2)
+#   on a trace without a clock are refused (2), by profile, the timelines and report
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 W=$(mktemp -d)
@@ -156,4 +156,9 @@ refused "--min-time 3 parsecs" "$TK" profile --min-time 3pc r.tkbt
 refused "--shard with -N" "$TK" profile --shard 1/2 -o p.part -N fib r.tkbt
 refused "--min-time without a clock" "$TK" profile --raw "$SRC/tests/data/flow/code.bin:0x1000" \
 	--min-time 1us notime.pt
+# the timelines and the report refuse them too (oracle/timeline_filter.sh)
+refused "convert --to chrome: bad regex" "$TK" convert --to chrome -o x.json -F 'a(' r.tkbt
+refused "report: bad regex" "$TK" report -o x.html -N 'a(' r.tkbt
+refused "convert --to chrome: --min-time without a clock" "$TK" convert --to chrome -o x.json \
+	--raw "$SRC/tests/data/flow/code.bin:0x1000" --min-time 1us notime.pt
 exit $fail

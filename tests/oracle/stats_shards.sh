@@ -4,7 +4,8 @@
 # queues, a branch trace and xtrace traces, with 1, 2, 3 and more shards than chunks; damaged data in one
 # shard: that shard reports the gap (file, offset) and exits 1, the merge repeats it and
 # exits 1 with -j 1's statistics; formats whose statistics are not partials (Kanata) are refused.
-# decode --stat's counts likewise (Intel PT raw, perf.data and xtrace; under MPI too).
+# decode --stat's counts likewise (Intel PT raw, perf.data, branch traces and xtrace; under
+# MPI too).
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -117,8 +118,16 @@ dsame "decode --stat, damaged xtrace" 3 "$xd"
 
 rc=0; "$TK" decode --shard 1/2 -o "$work/x.tkp" --elf "$work/lj:$bias" "$work/lj.pt" 2>"$work/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "only the counts of --stat" "$work/err" || { echo "decode --shard without --stat: exit $rc"; exit 1; }
-rc=0; "$TK" decode --stat --shard 1/2 -o "$work/x.tkp" "$work/lj.tkbt" 2>"$work/err" || rc=$?
-[ "$rc" = 2 ] && grep -q "decode --stat --shard: not for" "$work/err" || { echo "branch trace decode --stat --shard: exit $rc"; cat "$work/err"; exit 1; }
+printf 'Kanata\t0004\nC=\t0\nI\t0\t0\t0\n' >"$work/k0.log"
+rc=0; "$TK" decode --stat --shard 1/2 -o "$work/x.tkp" "$work/k0.log" 2>"$work/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "decode --stat --shard: not for" "$work/err" || { echo "Kanata decode --stat --shard: exit $rc"; cat "$work/err"; exit 1; }
+# branch traces: each thread's counts, in thread order (three threads, one shard each or not)
+cc -O1 -pthread -o "$work/thr" "$SRC/tests/data/btrace/threads.c"
+"$TK" record --btrace -o "$work/thr.tkbt" -- "$work/thr" >/dev/null 2>&1
+[ "$("$TK" decode --stat -j 1 "$work/thr.tkbt" | grep -c '^\[thread')" -ge 3 ] || { echo "threads.c: fewer than 3 threads"; exit 1; }
+for n in 1 2 3 5; do dsame "decode --stat, branch trace of threads" "$n" "$work/thr.tkbt"; done
+tid=$("$TK" decode --stat -j 1 "$work/thr.tkbt" | sed -n '3{n;s/\[thread \(.*\)\]/\1/p}')
+dsame "decode --stat --tid $tid, branch trace" 2 --tid "$tid" "$work/thr.tkbt"
 
 # refused: statistics that are not partials, mixing commands, output to stdout
 printf 'Kanata\t0004\nC=\t0\nI\t0\t0\t0\nS\t0\t0\tF\nC\t1\nR\t0\t0\t0\n' >"$work/k.log"
@@ -146,7 +155,7 @@ if [ -x "$mpi" ]; then
 			-o "$work/got" $args 2>"$work/err" || { echo "mpi stats $args failed"; cat "$work/err"; exit 1; }
 		cmp -s "$work/want" "$work/got" || { echo "mpi stats $args: differs from -j 1"; exit 1; }
 	done
-	for args in "--elf $work/lj:$bias $work/lj.pt $work/lj.pt" "$work/two.data" "$xd"; do
+	for args in "--elf $work/lj:$bias $work/lj.pt $work/lj.pt" "$work/two.data" "$xd" "$work/thr.tkbt"; do
 		want_rc=0
 		# shellcheck disable=SC2086
 		"$TK" decode --stat -j 1 $args >"$work/want" 2>/dev/null || want_rc=$?

@@ -12,6 +12,8 @@ NAME.pt and NAME.expected (the listing decode must print) for:
   tsx    MODE.TSX(abort) + FUP + TIP after some TIPs, at and to the TIP's target: the
          abort's branch goes where the flow goes on, so the listing is the original one
          with [aborted] and the interrupt after the instruction that used the TIP
+  et     Event Trace page faults (EVD CR2, CFE INTR, FUP + TIP) likewise: the listing is
+         the original one with [interrupt 14, cr2: ...] and the interrupt
   defer  some TIPs of indirect calls and jumps moved after the TNT packet that follows
          them: the same listing
   eosN   the trace cut after a TIP: the listing up to the instruction that used it,
@@ -113,6 +115,21 @@ for i, (k, _) in sites:
     extra += 2
 write('tsx', bytes(data + trace[last:]), lines)
 
+# et: Event Trace page faults (EVD CR2 + CFE INTR 14 + FUP + TIP) at and to some TIPs'
+# targets, in other places than the aborts: the listing is the original one with the
+# event and the interrupt after the instruction that used the TIP
+sites_et = spread([(i, c) for i, c in zip(tips, consumers) if target(c[0]) is not None], 26)[1::2]
+data, lines, last, extra = bytearray(), list(listing), 0, 0
+for n, (i, (k, _)) in enumerate(sites_et):
+    t, cr2 = target(k), 0x7f0000001000 + 0x1000 * n
+    data += (trace[last:ends[i]] + bytes([0x02, 0x53, 0x00]) + struct.pack('<Q', cr2) +
+             bytes([0x02, 0x13, 0x01, 14]) + sext48(0x1d, t) + sext48(0x0d, t))
+    last = ends[i]
+    lines[k + 1 + extra:k + 1 + extra] = [f'[interrupt 14, cr2: {cr2:016x}]',
+                                          f'[interrupt: {t:016x} -> {t:016x}]']
+    extra += 2
+write('et', bytes(data + trace[last:]), lines)
+
 # defer: TIP and the TNT-8 right after it swapped, for indirect calls and jumps
 cands = [i for i, (k, kind) in zip(tips, consumers)
          if kind in ('jmp', 'call') and i + 1 < len(pkts) and pkts[i + 1][1] == 'tnt.8' and
@@ -210,5 +227,5 @@ for i, (k, _) in spread([(i, c) for i, c in zip(tips, consumers) if target(c[0])
     extra += 1
 write('loop', bytes(data + trace[last:]), lines)
 open(f'{out}/loop.bin', 'wb').write(bytes([0x90, 0xeb, 0xfd]))   # nop; jmp 0x10
-print(f'ptsplice: {len(sites)} aborts, {min(len(cands), 25)} deferred TIPs, 3 cuts, 1 overflow,'
+print(f'ptsplice: {len(sites)} aborts, {len(sites_et)} page faults, {min(len(cands), 25)} deferred TIPs, 3 cuts, 1 overflow,'
       f' 25 TIPs that do not fit, 25 without code, 25 TNTs without a branch')

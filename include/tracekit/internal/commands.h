@@ -210,4 +210,9 @@ struct tk_cmd_option {
  * last. */
 const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title);
 
+struct tk_run_filter;
+/* uftrace's call filters of the command line (-F, -N, -D, --min-time, --min-insns) into F
+ * (the other fields kept). */
+void tk_cmd_call_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f);
+
 #endif

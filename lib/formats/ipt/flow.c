@@ -26,7 +26,15 @@ enum action {
 	ACT_PTW_AFTER,      /* [ptwrite] after its PTWRITE instruction */
 	ACT_TRIG,           /* TRIG (IP bit) + FUP: [trig] at the FUP's IP */
 	ACT_TRIG_STEP,      /* TRIG with ICNT: [trig] that many instructions on */
+	ACT_ET,             /* CFE (IP bit) + FUP: its event at the FUP's IP (d->et_act) */
 };
+
+/* An Event Trace event as TK_IPT_POWER_EVENT tells it (arg, addr2, count). */
+struct et_ev {
+	uint32_t arg;
+	uint64_t a2, cnt;
+};
+enum { ET_FUP_MAX = 4, ET_FAR_MAX = 2 };
 
 /* Time from the timing packets, after the SDM (Intel PT, "Timing Information"): TSC sets
  * the time; TMA in PSB+ gives the CTC and the FastCounter at that TSC; each MTC advances
@@ -228,6 +236,14 @@ struct ptd {
 	 * In the order read; bind is what the walker stops for (enum tk_flow_bind). */
 	unsigned bind, nbound;
 	struct { uint64_t arg; uint16_t flags, nr; } bound[2];
+	/* Event Trace (SDM, "Event Trace"; libipt 2.1's rules): the data of the EVDs read,
+	 * for the CFE that follows them (et_want.arg 0: none); events waiting for the next
+	 * FUP, told at its IP before what it starts (et_armed of them: that FUP was read);
+	 * IRET, VM entry and UIRET told after the next far transfer (TK_FLOW_BIND_FAR); the
+	 * event of ACT_ET. bad_ctx: the error at hand is an Event Trace packet out of place. */
+	struct et_ev et_want, et_act, et_fup[ET_FUP_MAX], et_far[ET_FAR_MAX];
+	unsigned n_et_fup, n_et_far, et_armed;
+	int bad_ctx;
 };
 
 static int exec_mode(const struct tk_ipt_packet *p)
@@ -471,6 +487,8 @@ static int tell_bound(struct ptd *d, unsigned what)
 	}
 	d->nbound = n;
 	d->bind &= ~what;
+	if (d->n_et_far)
+		d->bind |= TK_FLOW_BIND_FAR;   /* still waiting for their far transfer */
 	tk_flow_set_bind(d->flow, d->bind);
 	return rc;
 }
@@ -490,10 +508,154 @@ static int hold_bound(struct ptd *d, const struct tk_ipt_packet *p)
 	return 0;
 }
 
+/* The packet just read is out of place (libipt's "unexpected packet context"): an error
+ * there, resynced at the next PSB. */
+static int bad_context(struct ptd *d)
+{
+	d->bad_ctx = 1;
+	d->err_off = d->last_off;
+	d->pkt_err = 1;
+	return -TK_E_BAD_FORMAT;
+}
+
+static int et_emit(struct ptd *d, uint64_t ip, const struct et_ev *ev)
+{
+	return emit(d, TK_EV_POWER, ip, ev->a2, ev->cnt, ev->arg, TK_IPT_POWER_EVENT);
+}
+
+/* An EVD: data for the CFE that must follow it (SDM: a CFE's EVDs come right before it).
+ * Data of two events, twice the same datum, or no CFE after them is out of context (as in
+ * libipt). Kinds tracekit does not know are passed over, as libipt does. */
+static int et_evd(struct ptd *d, const struct tk_ipt_packet *p)
+{
+	struct et_ev *w = &d->et_want;
+	unsigned t = p->evd.type, kind = t ? TK_IPT_ET_VMEXIT : TK_IPT_ET_INTR;
+	uint32_t has = t == 0 ? TK_IPT_ET_HAS_CR2 : t == 1 ? TK_IPT_ET_HAS_VMXQ : TK_IPT_ET_HAS_VMXR;
+	struct tk_ipt_ctx c = d->pctx;
+	struct tk_ipt_packet n;
+	size_t at = d->pos;
+	int rc;
+
+	if (t > 2)
+		return 0;
+	if (w->arg && ((w->arg & 0xff) != kind || (w->arg & has) || !t))
+		return bad_context(d);
+	w->arg |= kind | has;
+	if (t == 2)
+		w->cnt = p->evd.payload;
+	else
+		w->a2 = p->evd.payload;
+	/* the CFE must follow (after more EVDs, timing or padding) */
+	while ((rc = tk_ipt_decode_one(d->buf, d->len, at, &c, &n)) > 0) {
+		if (n.kind == TK_IPT_PKT_CFE)
+			return 0;
+		if (n.kind != TK_IPT_PKT_EVD && n.kind != TK_IPT_PKT_PAD && n.kind != TK_IPT_PKT_TSC &&
+		    n.kind != TK_IPT_PKT_MTC && n.kind != TK_IPT_PKT_CYC && n.kind != TK_IPT_PKT_TMA)
+			break;
+		at += (size_t)rc;
+	}
+	return bad_context(d);
+}
+
+/* A CFE into *EV, with the data of the EVDs before it: its kind (enum tk_ipt_et), 0 for a
+ * kind tracekit does not know (passed over, as libipt does; with the IP bit, its FUP too),
+ * or an error where the EVDs were another event's or the kind has no IP. */
+static int et_cfe(struct ptd *d, const struct tk_ipt_packet *p, struct et_ev *ev)
+{
+	unsigned t = p->cfe.type, want = d->et_want.arg & 0xff;
+
+	*ev = d->et_want;
+	d->et_want = (struct et_ev){ 0 };
+	if (t == 9)                      /* a VM exit with an event vector */
+		ev->arg |= TK_IPT_ET_HAS_VECTOR, t = TK_IPT_ET_VMEXIT;
+	if (want && want != t)
+		return bad_context(d);
+	if (!((t >= TK_IPT_ET_INTR && t <= TK_IPT_ET_SHUTDOWN) ||
+	      (t >= TK_IPT_ET_UINTR && t <= TK_IPT_ET_SWINTR)))
+		return 0;
+	if (p->cfe.ip && (t == TK_IPT_ET_RSM || t == TK_IPT_ET_SIPI))
+		return bad_context(d);
+	if (t == TK_IPT_ET_INTR || t == TK_IPT_ET_SIPI || t == TK_IPT_ET_UINTR ||
+	    t == TK_IPT_ET_SWINTR || (ev->arg & TK_IPT_ET_HAS_VECTOR))
+		ev->arg |= (uint32_t)p->cfe.vector << 8;
+	ev->arg |= t;
+	return (int)t;
+}
+
+/* IRET, VM entry and UIRET are told after the instruction (libipt binds them to it). */
+static int et_after_insn(const struct et_ev *ev)
+{
+	unsigned t = ev->arg & 0xff;
+
+	return t == TK_IPT_ET_IRET || t == TK_IPT_ET_VMENTRY || t == TK_IPT_ET_UIRET;
+}
+
+/* EV waits for the next far transfer while tracing is on. */
+static int et_hold_far(struct ptd *d, const struct et_ev *ev)
+{
+	if (d->n_et_far == ET_FAR_MAX)
+		return bad_context(d);
+	d->et_far[d->n_et_far++] = *ev;
+	tk_flow_set_bind(d->flow, d->bind |= TK_FLOW_BIND_FAR);
+	return 0;
+}
+
+/* A CFE without the IP bit, its event EV: while tracing is on, an asynchronous event's
+ * waits for the FUP of that event and IRET, VM entry, UIRET for their instruction; else
+ * (and a shutdown) it is told here, without an IP (libipt). */
+static int et_no_ip(struct ptd *d, const struct et_ev *ev)
+{
+	unsigned t = ev->arg & 0xff;
+
+	if (!t)
+		return 0;
+	if (d->enabled && et_after_insn(ev))
+		return et_hold_far(d, ev);
+	if (d->enabled && t != TK_IPT_ET_SHUTDOWN) {
+		if (d->n_et_fup == ET_FUP_MAX)
+			return bad_context(d);
+		d->et_fup[d->n_et_fup++] = *ev;
+		return 0;
+	}
+	return et_emit(d, 0, ev);
+}
+
+/* The events that waited for the FUP now reached are told, at its IP. */
+static int tell_et_fup(struct ptd *d, uint64_t ip)
+{
+	unsigned i, n = d->et_armed;
+	int rc = 0;
+
+	for (i = 0; i < n && rc >= 0; i++)
+		rc = et_emit(d, ip, &d->et_fup[i]);
+	d->n_et_fup -= n;
+	memmove(d->et_fup, d->et_fup + n, d->n_et_fup * sizeof d->et_fup[0]);
+	d->et_armed = 0;
+	return rc;
+}
+
+/* The events held for a far transfer are told: after the one at FROM (0: none came). */
+static int tell_et_far(struct ptd *d, uint64_t from)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < d->n_et_far && rc >= 0; i++)
+		rc = et_emit(d, from, &d->et_far[i]);
+	d->n_et_far = 0;
+	tk_flow_set_bind(d->flow, d->bind &= ~(unsigned)TK_FLOW_BIND_FAR);
+	return rc;
+}
+
 /* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP. */
 static int tell_held(struct ptd *d)
 {
-	int exstop = d->held_exstop, rc = tell_bound(d, ~0u);
+	int exstop = d->held_exstop, rc;
+
+	d->et_armed = d->n_et_fup;
+	if ((rc = tell_et_fup(d, 0)) < 0 || (rc = tell_et_far(d, 0)) < 0)
+		return rc;
+	d->et_want = (struct et_ev){ 0 };
+	rc = tell_bound(d, ~0u);
 
 	if (rc >= 0)
 		rc = tell_pwre(d);
@@ -570,7 +732,6 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		*rc = tell_trig(d, p->trig.trbv | p->trig.mult << 8);
 		return 1;
 	case TK_IPT_PKT_PAD: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
-	case TK_IPT_PKT_EVD: case TK_IPT_PKT_CFE:
 		return 1;
 	default:
 		return 0;
@@ -600,6 +761,16 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		if ((rc = fetch(d, &p)) < 0) {
 			int trc = tell_paging(d);   /* nothing to bind to */
 
+			if (trc >= 0 && rc == -TK_E_EOF && act == ACT_ET && !have_fup)
+				return bad_context(d);   /* the CFE's FUP never came */
+			if (trc >= 0 && rc == -TK_E_EOF && act == ACT_NONE) {
+				/* the trace ends after a FUP whose TIP or TIP.PGD was not
+				 * sent: the end of the trace, where the walker stands (as
+				 * libipt: ptxed prints [end of trace]), not an error */
+				q->kind = TK_FLOWQ_END;
+				d->eos = 1;
+				return 0;
+			}
 			return trc < 0 ? trc : rc == -TK_E_EOF ? -TK_E_TRUNCATED : rc;
 		}
 		if (have_fup && p.kind == TK_IPT_PKT_PIP) {
@@ -626,7 +797,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 				return rc < 0 ? rc : -TK_E_OVERFLOW;
 			}
 			if (p.kind != TK_IPT_PKT_FUP)
-				return -TK_E_BAD_FORMAT;
+				return act == ACT_ET ? bad_context(d) : -TK_E_BAD_FORMAT;
 			if ((rc = last_ip(d, &p, &fip)) < 0)
 				return rc;
 			if (!rc)
@@ -663,6 +834,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		act = d->act_async;
 		d->act_async = ACT_NONE;
 	}
+	d->et_armed = d->n_et_fup;   /* they bind to this FUP */
 	d->action = act;
 	d->stop_ip = fip;
 	q->kind = TK_FLOWQ_STOP;
@@ -897,6 +1069,18 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			if ((rc = hold_bound(d, &p)) < 0)
 				return rc;
 			continue;
+		case TK_IPT_PKT_EVD:
+			if ((rc = et_evd(d, &p)) < 0)
+				return rc;
+			continue;
+		case TK_IPT_PKT_CFE:
+			if ((rc = et_cfe(d, &p, &d->et_act)) < 0)
+				return rc;
+			if (p.cfe.ip)
+				return bind_fup(d, q, ACT_ET, NULL);
+			if ((rc = et_no_ip(d, &d->et_act)) < 0)
+				return rc;
+			continue;
 		case TK_IPT_PKT_TRIG:
 			/* libipt 2.2: with the IP bit the next FUP gives the trigger's IP;
 			 * else with ICNT it is that many instructions after the last IP the
@@ -986,6 +1170,10 @@ static void reset_flow_state(struct ptd *d)
 	tk_flow_clear_pending(d->flow);
 	d->action = ACT_NONE;
 	d->qstop = 0;
+	d->et_want = (struct et_ev){ 0 };
+	d->n_et_fup = d->n_et_far = d->et_armed = 0;
+	if (d->bind & TK_FLOW_BIND_FAR)
+		tk_flow_set_bind(d->flow, d->bind &= ~(unsigned)TK_FLOW_BIND_FAR);
 }
 
 /* Record a decode error at OFF and move to the next PSB (or the chunk's end). */
@@ -997,6 +1185,9 @@ static int resync(struct ptd *d, uint64_t off, int err, unsigned reason, uint64_
 
 	if (frc < 0)
 		return frc;
+	if (d->bad_ctx)
+		reason = TK_GAP_BAD_CONTEXT;
+	d->bad_ctx = 0;
 	d->pkt_err = 0;
 	size_t psb, from = d->pos > off ? d->pos : (size_t)off + 1;
 	uint64_t skipped;
@@ -1273,6 +1464,8 @@ static int do_action(struct ptd *d)
 	int act = d->action, rc = 0;
 
 	d->action = ACT_NONE;
+	if (d->et_armed && (rc = tell_et_fup(d, d->ip)) < 0)
+		return rc;
 	switch (act) {
 	case ACT_CHUNK_END:
 	case ACT_PSB:
@@ -1328,6 +1521,14 @@ static int do_action(struct ptd *d)
 		return tell_exstop(d, d->ip, 1);
 	case ACT_TRIG: case ACT_TRIG_STEP:
 		return tell_trig(d, d->trig);
+	case ACT_ET:
+		/* at the FUP's IP: before the instruction there, or after it for IRET, VM
+		 * entry and UIRET (while tracing is on); a kind not known: nothing */
+		if (!(d->et_act.arg & 0xff))
+			return 0;
+		if (d->enabled && et_after_insn(&d->et_act))
+			return et_hold_far(d, &d->et_act);
+		return et_emit(d, d->ip, &d->et_act);
 	default:
 		return 0;
 	}
@@ -1366,6 +1567,8 @@ static int bind_lost(struct ptd *d, int act, const struct tk_ipt_packet *fup)
 
 	if (rc < 0)
 		return resync(d, d->pkt_err ? d->err_off : d->last_off, rc, TK_GAP_DECODE_ERROR, 0);
+	if (q.kind == TK_FLOWQ_END)
+		return 1;   /* the trace ends after the FUP */
 	d->ip = q.ip;
 	d->have_ip = 1;
 	return do_action(d);
@@ -1481,6 +1684,16 @@ static int idle_step(struct ptd *d)
 		return 0;
 	case TK_IPT_PKT_OVF:
 		return overflow(d, at);
+	case TK_IPT_PKT_EVD:
+		if ((rc = et_evd(d, &p)) < 0)
+			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		return 0;
+	case TK_IPT_PKT_CFE:
+		if ((rc = et_cfe(d, &p, &d->et_act)) < 0)
+			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		if (p.cfe.ip)
+			return bind_lost(d, ACT_ET, NULL);
+		return et_no_ip(d, &d->et_act);
 	default:
 		break;
 	}
@@ -1527,12 +1740,14 @@ static int decode_chunk(struct ptd *d)
 		d->walking = 0;
 		(void)publish_time(d);
 		d->st->insns += res.insns;
-		/* the instruction the held PIP or VMCS bound to, or no such instruction before
-		 * the walk stopped */
-		if (d->nbound && rc != TK_FLOW_DISABLED) {
+		/* the instruction the held PIP, VMCS or Event Trace event bound to, or no such
+		 * instruction before the walk stopped (d->bind is set while any is held) */
+		if (__builtin_expect(d->bind != 0, 0) && rc != TK_FLOW_DISABLED) {
 			unsigned what = rc == TK_FLOW_BOUND ? bound_at(d, res.from) : 0;
-			int trc = tell_bound(d, what ? what : ~0u);
+			int trc = what == ~0u && d->n_et_far ? tell_et_far(d, res.from) : 0;
 
+			if (trc >= 0 && d->nbound)
+				trc = tell_bound(d, what ? what : ~0u);
 			if (trc < 0)
 				return trc;
 		}
@@ -1553,7 +1768,9 @@ static int decode_chunk(struct ptd *d)
 			d->resume_ip = resume_ip(d, res.from, d->ip);
 			/* a PIP or VMCS of the instruction that disabled tracing comes before
 			 * the [disabled], one still waiting for an instruction after it */
-			if ((d->nbound && (rc = tell_bound(d, bound_at(d, res.from))) < 0) ||
+			if ((d->bind && d->n_et_far && bound_at(d, res.from) == ~0u &&
+			     (rc = tell_et_far(d, res.from)) < 0) ||
+			    (d->bind && d->nbound && (rc = tell_bound(d, bound_at(d, res.from))) < 0) ||
 			    (rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0 ||
 			    (d->nbound && (rc = tell_bound(d, ~0u)) < 0))
 				return rc;

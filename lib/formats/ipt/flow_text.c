@@ -128,6 +128,45 @@ static void put_time(struct tk_buf *b, const struct tk_event *e, const struct tk
 	}
 }
 
+/* An Event Trace event, as ptxed 2.1 prints it. */
+static void format_et(struct tk_buf *b, const struct tk_event *e)
+{
+	static const char *const names[] = {
+		[TK_IPT_ET_INTR] = "interrupt ", [TK_IPT_ET_IRET] = "iret",
+		[TK_IPT_ET_SMI] = "smi", [TK_IPT_ET_RSM] = "rsm", [TK_IPT_ET_SIPI] = "sipi: ",
+		[TK_IPT_ET_INIT] = "init", [TK_IPT_ET_VMENTRY] = "vmentry",
+		[TK_IPT_ET_VMEXIT] = "vmexit", [TK_IPT_ET_SHUTDOWN] = "shutdown",
+		[TK_IPT_ET_UINTR] = "uintr ", [TK_IPT_ET_UIRET] = "uiret",
+		[TK_IPT_ET_SWINTR] = "swintr ",
+	};
+	unsigned t = e->arg & 0xff, vector = e->arg >> 8 & 0xff;
+	const char *name = t < sizeof names / sizeof names[0] ? names[t] : NULL;
+
+	tk_buf_putc(b, '[');
+	tk_buf_puts(b, name ? name : "event");
+	if (t == TK_IPT_ET_SIPI)
+		tk_buf_hex(b, vector, 0);
+	else if (t == TK_IPT_ET_INTR || t == TK_IPT_ET_UINTR || t == TK_IPT_ET_SWINTR)
+		tk_buf_u64(b, vector);
+	if (e->arg & TK_IPT_ET_HAS_CR2) {
+		tk_buf_puts(b, ", cr2: ");
+		tk_buf_hex(b, e->addr2, 16);
+	}
+	if (e->arg & TK_IPT_ET_HAS_VECTOR) {
+		tk_buf_puts(b, ", intr: ");
+		tk_buf_u64(b, vector);
+	}
+	if (e->arg & TK_IPT_ET_HAS_VMXR) {
+		tk_buf_puts(b, ", vmxr: ");
+		tk_buf_hex(b, e->count, 16);
+	}
+	if (e->arg & TK_IPT_ET_HAS_VMXQ) {
+		tk_buf_puts(b, ", vmxq: ");
+		tk_buf_hex(b, e->addr2, 16);
+	}
+	tk_buf_puts(b, "]\n");
+}
+
 static void format_event(struct tk_buf *b, const struct tk_event *e)
 {
 	switch (e->kind) {
@@ -228,6 +267,9 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			tk_buf_puts(b, "[trig ");
 			tk_buf_hex(b, e->arg, 2);
 			tk_buf_puts(b, e->addr2 ? ", mult]\n" : "]\n");
+			break;
+		case TK_IPT_POWER_EVENT:
+			format_et(b, e);
 			break;
 		default: tk_buf_puts(b, "[power]\n");
 		}

@@ -422,12 +422,6 @@ static struct tk_prof *prof_new(const struct tk_run_filter *f, struct tk_sym *sy
 	}
 	struct tk_prof *p = tk_prof_new(&po, err);
 	free(entries);
-	if (p && s && (rc = track_entries(s, p)) < 0) {
-		tk_prof_free(p);
-		if (err)
-			*err = rc;
-		return NULL;
-	}
 	if (!p && po.match_free)
 		po.match_free(po.match_ctx);
 	return p;
@@ -442,8 +436,17 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 	if (!sym)
 		return NULL;
 	/* the workers also for the duration statistics (the same result for any count) */
-	return prof_new(f, sym, si->clock, si->sparse_time ? TK_PROF_SPARSE_TIME : 0,
-			s ? tk_source_threads(s) : 0, err);
+	struct tk_prof *p = prof_new(f, sym, si->clock, si->sparse_time ? TK_PROF_SPARSE_TIME : 0,
+				     s ? tk_source_threads(s) : 0, err);
+	int rc;
+
+	if (p && (rc = track_entries(s, p)) < 0) {
+		tk_prof_free(p);
+		if (err)
+			*err = rc;
+		return NULL;
+	}
+	return p;
 }
 
 struct tk_prof *tk_run_filter_prof(const struct tk_run_filter *f, struct tk_sym *sym,

@@ -84,6 +84,10 @@ tk_progress_fn cli_progress(const struct tk_cmd_opts *o);
 const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name);
 /* cli_run_files with the formats' operation KIND (a format without one: cli_unsupported;
  * a conversion to a profile output: cli_profile_file). */
+/* --pid, --comm or --cpu LIST given for an input without processes or CPUs: a message,
+ * EXIT_USAGE; else 0. */
+int cli_filter_refused(const struct tk_cmd_opts *o, const char *file,
+		       const struct tk_format_info *fi);
 int cli_run_op(struct tk_cmd_opts *o, const char *cmd, enum tk_cmd_kind kind);
 /* Library messages naming a file and offset, printed as cli_error / cli_warn do. */
 void cli_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,

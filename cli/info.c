@@ -3,7 +3,7 @@
 #include "cli.h"
 
 static const char usage[] =
-	"usage: tracekit info [--format NAME] FILE...\n"
+	"usage: tracekit info [--format NAME] [--pid N[,N...]] [--tid N] [--comm NAME] FILE...\n"
 	"\n"
 	"Recognise each FILE by its content (not its name) and print its format, version and\n"
 	"size, then what the format's reader knows about it. '-' reads standard input;\n"
@@ -12,6 +12,8 @@ static const char usage[] =
 	"  --format NAME   skip detection (the names are listed below)\n"
 	"  -j N            threads for readers that split their input (Intel PT: at PSBs);\n"
 	"                  the output does not depend on N\n"
+	"  --pid N[,N...], --tid N, --comm NAME\n"
+	"                  perf.data: only those processes and threads (and their mappings)\n"
 	"\n"
 	"Exit status: 0 all files recognised; 1 a reader skipped damaged data; 3 a file could\n"
 	"not be read or its format is unknown (the others are still reported).\n";
@@ -35,6 +37,11 @@ static int run(struct tk_cmd_opts *o)
 
 		if ((rc = cli_open(o, file, &in, &fi))) {
 			status = rc > status ? rc : status;
+			continue;
+		}
+		if ((rc = cli_filter_refused(o, file, &fi))) {
+			status = rc > status ? rc : status;
+			tk_input_free(in);
 			continue;
 		}
 		tk_buf_text(&out, file, strlen(file));

@@ -160,6 +160,42 @@ static int pid_list(const char *arg, struct tk_cmd_opts *o)
 	return 0;
 }
 
+/* --cpu LIST (perf's spelling: 0,2-3): the CPUs to keep, as ranges. A value with a '/'
+ * is FAMILY/MODEL[/STEPPING] (ptxed's), which needs nothing here. */
+static int cpu_list(const char *arg, struct tk_cmd_opts *o)
+{
+	char buf[4096], *save = NULL;
+
+	if (strchr(arg, '/'))
+		return 0;
+	snprintf(buf, sizeof buf, "%s", arg);
+	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		char *dash = strchr(w, '-');
+		uint64_t lo, hi;
+		if (dash)
+			*dash = 0;
+		if (tk_cmd_parse_u64(w, &lo) < 0 || lo >= UINT32_MAX ||
+		    (dash && (tk_cmd_parse_u64(dash + 1, &hi) < 0 || hi >= UINT32_MAX || hi < lo))) {
+			if (dash)
+				*dash = '-';
+			cli_error(NULL, UINT64_MAX, "--cpu: not a CPU or range of CPUs: '%s' (want a "
+				  "LIST such as 0,2-3, or FAMILY/MODEL[/STEPPING])", w);
+			return EXIT_USAGE;
+		}
+		if (o->ncpus == TK_CMD_MAX_LIST) {
+			cli_error(NULL, UINT64_MAX, "--cpu: at most %d CPUs or ranges", TK_CMD_MAX_LIST);
+			return EXIT_USAGE;
+		}
+		o->cpus[2 * o->ncpus] = (uint32_t)lo;
+		o->cpus[2 * o->ncpus++ + 1] = (uint32_t)(dash ? hi : lo);
+	}
+	if (!o->ncpus) {
+		cli_error(NULL, UINT64_MAX, "--cpu: expected LIST (0,2-3) or FAMILY/MODEL, got '%s'", arg);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
 /* A format's option into its field of O. */
 static int format_arg(const struct tk_cmd_option *t, const char *arg, struct tk_cmd_opts *o)
 {
@@ -381,9 +417,12 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	o->args = argv + optind;
 	o->nargs = argc - optind;
 	o->tid32 = (uint32_t)o->tid;
+	if (o->cpu && (rc = cpu_list(o->cpu, o)))
+		return rc;
 	o->filter = (struct tk_thread_filter){ .pids = o->pids, .npids = (size_t)o->npids,
 					       .tids = &o->tid32, .ntids = o->has_tid != 0,
-					       .comm = o->comm };
+					       .comm = o->comm, .cpus = o->cpus,
+					       .ncpus = (size_t)o->ncpus };
 	return 0;
 }
 

@@ -76,7 +76,8 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.plan_workers = o->plan_workers,
 		/* Intel PT: the threads asked for; others refuse --pid and --comm (branch traces
 		 * keep their own --tid) */
-		.filter = fi->id == TK_FMT_IPT || fi->id == TK_FMT_PERF || o->npids || o->comm ?
+		.filter = fi->id == TK_FMT_IPT || fi->id == TK_FMT_PERF || o->npids || o->comm ||
+			  o->ncpus ?
 			  &o->filter : NULL,
 	};
 }

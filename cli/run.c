@@ -208,6 +208,18 @@ const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name)
 	return &c;
 }
 
+int cli_filter_refused(const struct tk_cmd_opts *o, const char *file,
+		       const struct tk_format_info *fi)
+{
+	if ((o->npids || o->comm || o->ncpus) && fi->id != TK_FMT_IPT && fi->id != TK_FMT_PERF) {
+		cli_error(file, UINT64_MAX, "%s: %s input has no %s", o->ncpus ? "--cpu LIST" :
+			  "--pid, --comm", tk_format_description(fi->id),
+			  o->ncpus ? "CPUs' traces" : "processes' threads");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
 static enum tk_cmd_kind run_kind;
 static const char *run_name;
 
@@ -219,11 +231,8 @@ static int run_op_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 
 	if (!op)
 		return cli_unsupported(run_name, file, fi);
-	if ((o->npids || o->comm) && fi->id != TK_FMT_IPT && fi->id != TK_FMT_PERF) {
-		cli_error(file, UINT64_MAX, "--pid, --comm: %s input has no processes' threads",
-			  tk_format_description(fi->id));
-		return EXIT_USAGE;
-	}
+	if ((rc = cli_filter_refused(o, file, fi)))
+		return rc;
 	rc = op(cli_cmd(o, run_name), file, in, fi, NULL);
 	return rc == TK_EXIT_AS_PROFILE ? cli_profile_file(o, file, in, fi) : rc;
 }

@@ -267,11 +267,30 @@ struct tk_thread_filter {
 	const uint32_t *tids;
 	size_t ntids;
 	const char *comm;
+	/* the CPUs to keep (perf.data's per-CPU queues): NCPUS ranges, CPUS[2k] to
+	 * CPUS[2k + 1] inclusive */
+	const uint32_t *cpus;
+	size_t ncpus;
 };
 /* Whether F (may be NULL) keeps anything out. */
 static inline int tk_thread_filter_on(const struct tk_thread_filter *f)
 {
+	return f && (f->npids || f->ntids || f->comm || f->ncpus);
+}
+/* Whether F (may be NULL) keeps anything out by thread (not only by CPU). */
+static inline int tk_thread_filter_threads(const struct tk_thread_filter *f)
+{
 	return f && (f->npids || f->ntids || f->comm);
+}
+/* Whether F (may be NULL) keeps CPU's trace. */
+static inline int tk_thread_filter_cpu(const struct tk_thread_filter *f, uint32_t cpu)
+{
+	if (!f || !f->ncpus)
+		return 1;
+	for (size_t i = 0; i < f->ncpus; i++)
+		if (cpu >= f->cpus[2 * i] && cpu <= f->cpus[2 * i + 1])
+			return 1;
+	return 0;
 }
 
 /* 64-bit hash for tables (not cryptographic). */

@@ -273,6 +273,10 @@ TK_API void tk_perf_timing(const struct tk_perf_aux *a, struct tk_perf_session_o
 /* Whether a session's streams are its threads' (tk_perf_session_opts.threads): a timed
  * session whose sideband says which threads ran or which process a thread is. */
 TK_API int tk_perf_by_thread(const struct tk_perf_aux *a);
+/* Whether thread TID of process PID passes filter F (may be NULL), its name the last it
+ * had at TIME (UINT64_MAX: its last). */
+TK_API int tk_perf_thread_kept(const struct tk_perf_aux *a, const struct tk_thread_filter *f,
+			       uint32_t pid, uint32_t tid, uint64_t time);
 /* A warning (through MSG) when code mappings overlap others of different code (one image
  * cannot hold them all). */
 TK_API void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *path, tk_msg_fn msg,

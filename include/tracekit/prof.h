@@ -138,6 +138,12 @@ TK_API struct tk_sink tk_prof_sink(struct tk_prof *p);
  * those events would. Order does not matter. */
 TK_API int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
 		      uint64_t insns);
+/* Track TRACK's own function entries (copied), instead of the options' for it: in a trace
+ * of several processes, each thread's process's (whose code may lie where another
+ * process has other functions). Before the track's first event; the profiles made with
+ * tk_prof_new_like after it share them. */
+TK_API int tk_prof_track_entries(struct tk_prof *p, uint32_t track, const uint64_t *entries,
+				 size_t n);
 /* The function entries of P's options, sorted and unique (*N of them). */
 TK_API const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
 /* The flags of P's options (enum tk_prof_flags). */

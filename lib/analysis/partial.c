@@ -245,11 +245,14 @@ static uint32_t get_index(struct rbuf *r, size_t n, int allow_none, const char *
 
 /* ---- a profile ---------------------------------------------------------------------------- */
 
+/* (the profile's entries, not a track's own) */
 static uint64_t entries_hash(const struct tk_prof *p)
 {
-	uint64_t h = p->nentries;
-	for (size_t i = 0; i < p->nentries; i++)
-		h = tk_hash64(h ^ p->entries[i]);
+	size_t n;
+	const uint64_t *e = tk_prof_entries(p, &n);
+	uint64_t h = n;
+	for (size_t i = 0; i < n; i++)
+		h = tk_hash64(h ^ e[i]);
 	return h;
 }
 
@@ -442,7 +445,7 @@ int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len)
 	put(&w, PROF_MAGIC, 8);
 	putv(&w, p->opts.flags);
 	putv(&w, p->opts.clock.ticks_per_second);
-	putv(&w, p->nentries);
+	putv(&w, p->eset ? p->eset->n : 0);
 	put64(&w, entries_hash(p));
 	putv(&w, p->serial);
 	putv(&w, p->final_orphans);
@@ -603,9 +606,10 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 	if (!failed(r) && (flags != p->opts.flags || tps != p->opts.clock.ticks_per_second))
 		fail(r, -TK_E_BAD_FORMAT, 8, "made with other profile options (flags %#llx, clock "
 		     "%llu ticks/s)", (unsigned long long)flags, (unsigned long long)tps);
-	if (!failed(r) && (nentries != p->nentries || eh != entries_hash(p)))
+	size_t here = p->eset ? p->eset->n : 0;
+	if (!failed(r) && (nentries != here || eh != entries_hash(p)))
 		fail(r, -TK_E_BAD_FORMAT, 8, "made with other function entries (%llu, here %zu): "
-		     "other symbols or --elf", (unsigned long long)nentries, p->nentries);
+		     "other symbols or --elf", (unsigned long long)nentries, here);
 	p->serial = getv(r, "the profile's header");
 	p->final_orphans = getv(r, "the profile's header");
 	struct tk_prof_summary *s = &p->sum;

@@ -26,6 +26,9 @@ static struct track *get_track(struct tk_prof *p, uint32_t id)
 {
 	if (p->last_track < p->ntracks && p->tracks[p->last_track].id == id)
 		return &p->tracks[p->last_track];
+	/* another track: its process's function entries (the same for most traces) */
+	if (p->ntsets)
+		use_entry_set(p, track_entry_set(p, id));
 	for (size_t i = 0; i < p->ntracks; i++)
 		if (p->tracks[i].id == id) {
 			p->last_track = (uint32_t)i;
@@ -800,7 +803,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 	if (p->nomem)
 		return -TK_E_NOMEM;
 	const int want_blocks = !(p->opts.flags & TK_PROF_NO_BLOCKS);
-	const int tails = p->nentries != 0;
+	int tails = p->nentries != 0;
 	uint64_t nblocks = 0, ninsns = 0;   /* summed here: stores to p->sum would alias */
 	uint64_t ninsns_ev = 0;             /* TK_EV_INSNS: bookkeeping, not events of the trace */
 	int rc = 0;
@@ -812,6 +815,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 		p->nomem = 1;
 		return -TK_E_NOMEM;
 	}
+	tails = p->nentries != 0;   /* (the track's) */
 	const int window = (p->opts.flags & TK_PROF_WINDOW) != 0;
 	const int filter = (p->opts.flags & TK_PROF_FILTER) != 0;
 	struct tk_event outside;            /* an event outside the window, its counts zero */
@@ -823,6 +827,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 				rc = -TK_E_NOMEM;
 				break;
 			}
+			tails = p->nentries != 0;
 		}
 		uint64_t time = e->time;
 		if (__builtin_expect(window || filter, 0)) {
@@ -1008,8 +1013,8 @@ unsigned tk_prof_flags(const struct tk_prof *p)
 
 const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n)
 {
-	*n = p->nentries;
-	return p->entries;
+	*n = p->eset ? p->eset->n : 0;
+	return p->eset ? p->eset->v : NULL;
 }
 
 static int prof_sink_fn(void *ctx, const struct tk_event *ev, size_t n)

@@ -189,10 +189,19 @@ struct entry_set {
 	int refs;                 /* atomic */
 };
 
+/* A track's own entries (a process's, in a trace of several: tk_prof_track_entries). */
+struct track_entries {
+	uint32_t track;
+	struct entry_set *es;
+};
+
 struct tk_prof {
 	struct tk_prof_opts opts;
 	struct entry_set *eset;   /* NULL: no entries */
-	const uint64_t *entries;  /* eset's, for the hot paths */
+	struct track_entries *tsets;   /* tracks whose entries are not eset's */
+	size_t ntsets;
+	/* the entries of the track of the last event (get_track), for the hot paths */
+	const uint64_t *entries;
 	size_t nentries;
 	const uint64_t *entry_bits;
 	const uint64_t *entry_slots;
@@ -337,6 +346,25 @@ static inline void block_slot_flush(struct tk_prof *p, struct block_slot *c)
 		p->blocks[c->index].insns += c->insns;
 		c->execs = c->insns = 0;
 	}
+}
+
+/* P's hot entry fields from E (NULL: none). */
+static inline void use_entry_set(struct tk_prof *p, const struct entry_set *e)
+{
+	p->entries = e ? e->v : NULL;
+	p->nentries = e ? e->n : 0;
+	p->entry_bits = e ? e->bits : NULL;
+	p->entry_slots = e ? e->slots : NULL;
+	p->entry_slot_mask = e ? e->slot_mask : 0;
+}
+
+/* The entries of track ID: its own, else the profile's. */
+static inline const struct entry_set *track_entry_set(const struct tk_prof *p, uint32_t id)
+{
+	for (size_t i = 0; i < p->ntsets; i++)
+		if (p->tsets[i].track == id)
+			return p->tsets[i].es;
+	return p->eset;
 }
 
 static inline size_t entry_bit(uint64_t addr)

@@ -401,13 +401,24 @@ static void entry_set_put(struct entry_set *e)
 /* P's entries from its entry set (none without one). */
 static void use_entries(struct tk_prof *p)
 {
-	p->entries = p->eset ? p->eset->v : NULL;
-	p->nentries = p->eset ? p->eset->n : 0;
-	p->entry_bits = p->eset ? p->eset->bits : NULL;
-	p->entry_slots = p->eset ? p->eset->slots : NULL;
-	p->entry_slot_mask = p->eset ? p->eset->slot_mask : 0;
+	use_entry_set(p, p->eset);
 	p->opts.entries = p->entries;
 	p->opts.nentries = p->nentries;
+}
+
+int tk_prof_track_entries(struct tk_prof *p, uint32_t track, const uint64_t *entries, size_t n)
+{
+	struct track_entries *t = realloc(p->tsets, (p->ntsets + 1) * sizeof *t);
+	struct entry_set *e;
+
+	if (!t)
+		return -TK_E_NOMEM;
+	p->tsets = t;
+	if (!(e = entry_set_new(entries, n)))
+		return -TK_E_NOMEM;
+	p->tsets[p->ntsets++] = (struct track_entries){ track, e };
+	p->last_track = NONE32;   /* get_track sets the hot fields again */
+	return 0;
 }
 
 /* The state of a profile that has seen nothing (its tables empty). */
@@ -473,6 +484,18 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 		__atomic_add_fetch(&p->eset->refs, 1, __ATOMIC_RELAXED);
 		q->eset = p->eset;
 		use_entries(q);
+	}
+	if (q && p->ntsets) {
+		if (!(q->tsets = malloc(p->ntsets * sizeof *q->tsets))) {
+			tk_prof_free(q);
+			if (err)
+				*err = -TK_E_NOMEM;
+			return NULL;
+		}
+		for (size_t i = 0; i < p->ntsets; i++) {
+			__atomic_add_fetch(&p->tsets[i].es->refs, 1, __ATOMIC_RELAXED);
+			q->tsets[q->ntsets++] = p->tsets[i];
+		}
 	}
 	return q;
 }
@@ -541,5 +564,8 @@ void tk_prof_free(struct tk_prof *p)
 	if (p->opts.match_free)
 		p->opts.match_free(p->opts.match_ctx);
 	entry_set_put(p->eset);
+	for (size_t i = 0; i < p->ntsets; i++)
+		entry_set_put(p->tsets[i].es);
+	free(p->tsets);
 	free(p);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analysis/prof_internal.h"
+#include "tracekit/detect.h"
 #include "tracekit/flow.h"
 #include "tracekit/internal/util.h"
 #include "tracekit/run.h"
@@ -348,6 +349,44 @@ static int call_filters(struct tk_prof_opts *po, const struct tk_run_filter *f, 
 	return 0;
 }
 
+/* A session of several processes: each thread's function entries are its own process's
+ * (two non-PIE programs have other functions at the same addresses), as its names are. */
+static int track_entries(struct tk_source *s, struct tk_prof *p)
+{
+	struct tk_chunk *ch = NULL;
+	uint32_t *seen = NULL;
+	size_t n = 0, nseen = 0;
+	int rc;
+
+	if (tk_source_info(s)->format != TK_FMT_PERF)
+		return 0;
+	if ((rc = tk_source_plan(s, &ch, &n)) < 0)
+		return rc;
+	if (n && !(seen = malloc(n * sizeof *seen)))
+		rc = -TK_E_NOMEM;
+	for (size_t i = 0; i < n && rc >= 0; i++) {
+		size_t k = 0;
+		while (k < nseen && seen[k] != ch[i].track)
+			k++;
+		if (k < nseen)
+			continue;
+		seen[nseen++] = ch[i].track;
+		uint32_t pid;
+		char comm[32];
+		struct tk_sym *sym;
+		uint64_t *e = NULL;
+		size_t ne = 0;
+		if (tk_source_track_process(s, ch[i].track, &pid, comm, sizeof comm, &sym) < 0 ||
+		    !sym || tk_sym_entries(sym, &e, &ne) < 0)
+			continue;   /* the profile's entries (all processes' code) */
+		rc = tk_prof_track_entries(p, ch[i].track, e, ne);
+		free(e);
+	}
+	free(seen);
+	free(ch);
+	return rc < 0 ? rc : 0;
+}
+
 struct tk_prof *tk_run_prof_new(struct tk_source *s, int *err)
 {
 	return tk_run_prof_new_filtered(s, NULL, err);
@@ -397,8 +436,17 @@ struct tk_prof *tk_run_prof_new_filtered(struct tk_source *s, const struct tk_ru
 	if (!sym)
 		return NULL;
 	/* the workers also for the duration statistics (the same result for any count) */
-	return prof_new(f, sym, si->clock, si->sparse_time ? TK_PROF_SPARSE_TIME : 0,
-			s ? tk_source_threads(s) : 0, err);
+	struct tk_prof *p = prof_new(f, sym, si->clock, si->sparse_time ? TK_PROF_SPARSE_TIME : 0,
+				     s ? tk_source_threads(s) : 0, err);
+	int rc;
+
+	if (p && (rc = track_entries(s, p)) < 0) {
+		tk_prof_free(p);
+		if (err)
+			*err = rc;
+		return NULL;
+	}
+	return p;
 }
 
 struct tk_prof *tk_run_filter_prof(const struct tk_run_filter *f, struct tk_sym *sym,

@@ -196,9 +196,22 @@ static void hex_bytes(struct tk_buf *out, const char *before, const uint8_t *p, 
 	tk_buf_putc(out, '\n');
 }
 
-/* The processes the sideband names (COMM, FORK), the first 64: name, parent, execs,
- * threads. */
-static void info_processes(const struct tk_perf_aux *a, struct tk_buf *out)
+/* Whether process PID has a thread that filter F keeps (the sideband's threads). */
+static int pid_kept(const struct tk_perf_aux *a, const struct tk_thread_filter *f, uint32_t pid)
+{
+	if (!tk_thread_filter_threads(f))
+		return 1;
+	for (size_t i = 0; i < a->ntasks; i++)
+		if (a->tasks[i].pid == pid &&
+		    tk_perf_thread_kept(a, f, pid, a->tasks[i].tid, UINT64_MAX))
+			return 1;
+	return 0;
+}
+
+/* The processes the sideband names (COMM, FORK), the first 64 of those F keeps: name,
+ * parent, execs, threads (those F keeps). */
+static void info_processes(const struct tk_perf_aux *a, const struct tk_thread_filter *f,
+			   struct tk_buf *out)
 {
 	uint32_t pids[64];
 	size_t n = 0, more = 0;
@@ -206,6 +219,8 @@ static void info_processes(const struct tk_perf_aux *a, struct tk_buf *out)
 	for (size_t i = 0; i < a->ntasks; i++) {
 		uint32_t pid = a->tasks[i].pid;
 		size_t k = 0;
+		if (!tk_perf_thread_kept(a, f, pid, a->tasks[i].tid, UINT64_MAX))
+			continue;
 		while (k < n && pids[k] != pid)
 			k++;
 		if (k == n && n < 64)
@@ -238,7 +253,8 @@ static void info_processes(const struct tk_perf_aux *a, struct tk_buf *out)
 		for (size_t i = 0; i < a->ntasks; i++) {
 			const struct tk_perf_task *t = &a->tasks[i];
 			size_t j = 0;
-			if (t->pid != pids[k] || t->kind == TK_PERF_EXIT)
+			if (t->pid != pids[k] || t->kind == TK_PERF_EXIT ||
+			    !tk_perf_thread_kept(a, f, t->pid, t->tid, UINT64_MAX))
 				continue;
 			while (j < nt && tids[j] != t->tid)
 				j++;
@@ -324,6 +340,8 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 	}
 	for (size_t i = 0; i < a.nmmaps; i++) {
 		const struct tk_perf_mmap *m = &a.mmaps[i];
+		if (!pid_kept(&a, &o->filter, m->pid))
+			continue;
 		tk_buf_printf(out, "  mmap:     pid %u 0x%llx-0x%llx offset 0x%llx %s", m->pid,
 			      (unsigned long long)m->addr, (unsigned long long)(m->addr + m->len),
 			      (unsigned long long)m->pgoff, TK_TEXT(m->path));
@@ -343,7 +361,7 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 		tk_buf_printf(out, "  lost:     %llu trace losses in the kernel, %llu samples\n",
 			      (unsigned long long)a.aux_truncated,
 			      (unsigned long long)a.lost_records);
-	info_processes(&a, out);
+	info_processes(&a, &o->filter, out);
 	if (parts.nparts)
 		tk_buf_printf(out, "  parts:    %zu files of perf record --threads (data.0 to "
 			      "data.%zu), read after data\n", parts.nparts, parts.nparts - 1);
@@ -358,6 +376,10 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		const struct tk_format_info *fi, struct tk_buf *out)
 {
+	if (fi->id != TK_FMT_PERF && tk_thread_filter_on(&c->o->filter)) {
+		CMD_ERROR(c, file, UINT64_MAX, "--pid, --tid, --comm: a raw trace has no threads");
+		return TK_EXIT_USAGE;
+	}
 	return fi->id == TK_FMT_PERF ? info_perf(c, file, in, out) : info_raw(c, file, in, out);
 }
 
@@ -748,8 +770,8 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  CMD_FIELD(cpuid_15_eax), 0 },
 	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)", PT_CODE,
 	  TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
-	{ "cpu", "FAMILY/MODEL[/STEPPING]", "taken for ptxed's command lines; not needed",
-	  TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_STRING, CMD_FIELD(cpu), 0 },
+	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]", "perf.data: only the trace of CPUs LIST (0,2-3); "
+	  "with '/': ptxed's processor, not needed", PT_CODE, TK_OPT_STRING, CMD_FIELD(cpu), 0 },
 	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
 	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
 	  CMD_FIELD(has_tsc_hz) },

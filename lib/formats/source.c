@@ -80,8 +80,11 @@ static int source_start(struct tk_source *s)
 	}
 	if (tk_thread_filter_on(s->o.filter) && s->info.format != TK_FMT_IPT &&
 	    s->info.format != TK_FMT_PERF) {
-		TK_SRC_ERROR(s, s->path, UINT64_MAX, "--pid, --tid, --comm: %s input has no "
-			     "processes' threads", tk_format_description(s->info.format));
+		int cpus = s->o.filter->ncpus != 0;
+		TK_SRC_ERROR(s, s->path, UINT64_MAX, "%s: %s input has no %s",
+			     cpus ? "--cpu LIST" : "--pid, --tid, --comm",
+			     tk_format_description(s->info.format),
+			     cpus ? "CPUs' traces" : "processes' threads");
 		return -TK_E_UNSUPPORTED;
 	}
 	if ((rc = tk_input_map(s->in, &s->data, &s->len)) < 0) {

@@ -67,8 +67,9 @@ perf_ips() {
 		awk '{ c = $1; gsub(/[][]/, "", c); $1 = ""; sub(/: /, " "); printf "%d%s\n", c, $0 }' |
 		sort -s -n -k1,1
 }
+dec_opts=()   # more options of tk_ips's decode
 tk_ips() {
-	"$TK" decode --no-disasm ${2:+--time} "$1" | awk -v time="${2:-}" '
+	"$TK" decode --no-disasm ${2:+--time} "${dec_opts[@]}" "$1" | awk -v time="${2:-}" '
 		/^\[.*\[cpu [0-9]+(, pid [0-9]+, tid [0-9]+)?\]: [0-9]+ bytes of trace\]$/ { match($0, /cpu [0-9]+/);
 			c = substr($0, RSTART + 4, RLENGTH - 4); next }
 		time && $2 ~ /^\[/ || !time && /^\[/ { next }
@@ -224,6 +225,36 @@ perf script -i "$work/per.data" --itrace=i0ns -F tid,ip 2>/dev/null | awk '$1 ==
 "$TK" convert -q --to ipt -o "$work/per.pt" "$work/per.data"
 head -c "$(stat -c %s "$work/lj.pt")" "$work/per.pt.thread4243" | cmp -s - "$work/lj.pt" ||
 	{ echo "per-thread: per.pt.thread4243 is not the trace"; exit 1; }
+
+# --cpu LIST (perf's spelling): only those CPUs' queues, perf's instructions on those CPUs
+# (perf script -C refuses CPUs above the header's count, which mkperf.py does not write),
+# for queues (two.data: CPUs 0 and 3) and a thread split by its switches (mig.data); -j 2
+# as -j 1; FAMILY/MODEL (with a '/') still names a processor; refused without CPUs
+for f in two mig; do
+	for c in 3:3 0,3:0,3 0-3:0,3 1-2:; do
+		want=${c#*:}; c=${c%%:*}
+		perf_ips "$work/$f.data" | awk -v w=",$want," 'index(w, "," $1 ",")' >"$work/c.perf"
+		dec_opts=(--cpu "$c")
+		tk_ips "$work/$f.data" >"$work/c.tk" 2>/dev/null
+		dec_opts=()
+		cmp -s "$work/c.perf" "$work/c.tk" && { [ "$c" = 1-2 ] || [ -s "$work/c.tk" ]; } ||
+			{ echo "$f.data --cpu $c: not perf's instructions on CPUs '$want'"; diff "$work/c.perf" "$work/c.tk" | head -5; exit 1; }
+	done
+	"$TK" profile --to csv -j 1 --cpu 3 "$work/$f.data" >"$work/c1.csv"
+	TK_IPT_CHUNK=4096 "$TK" profile --to csv -j 2 --cpu 3 "$work/$f.data" | cmp -s - "$work/c1.csv" &&
+		! "$TK" profile --to csv "$work/$f.data" | cmp -s - "$work/c1.csv" ||
+		{ echo "$f.data: profile --cpu 3: -j 2 differs from -j 1, or it is the whole profile"; exit 1; }
+done
+"$TK" decode --no-disasm --cpu 6/158 "$work/two.data" | cmp -s - <("$TK" decode --no-disasm "$work/two.data") ||
+	{ echo "--cpu FAMILY/MODEL: not the decode without it"; exit 1; }
+for bad in "decode --cpu 0 $work/lj.pt" "profile --cpu 0 $work/lj.pt" "decode --cpu 0 $work/per.data" \
+	   "profile --cpu 0 $SRC/tests/data/xray/basic-v1.xray" "decode --cpu 2-1 $work/two.data" \
+	   "decode --cpu x $work/two.data"; do
+	rc=0
+	# shellcheck disable=SC2086
+	"$TK" $bad >/dev/null 2>"$work/c.err" || rc=$?
+	[ $rc = 2 ] && grep -q -- '--cpu' "$work/c.err" || { echo "tracekit $bad: exit $rc, want 2 and a message"; cat "$work/c.err"; exit 1; }
+done
 
 # perf's conversion of TSC ticks to its clock gives times in microseconds: each function's
 # inclusive time is the raw trace's ticks over the TSC's 2 GHz, cut to whole nanoseconds

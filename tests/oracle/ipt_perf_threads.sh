@@ -90,6 +90,21 @@ grep -qx '  process:  pid 100 lj, 1 exec, threads 100 101' "$work/info.txt" &&
 	grep -qx '  process:  pid 200 lj2, forked from 100, 1 exec, threads 200' "$work/info.txt" &&
 	grep -q '^  switches: 10 ' "$work/info.txt" && [ ! -s "$work/info.err" ] ||
 	{ echo "info: processes"; cat "$work/info.txt" "$work/info.err"; exit 1; }
+# info --pid, --tid, --comm: the processes, threads and mappings of the selection only
+for f in "--pid 200:pid 200 lj2, forked from 100, 1 exec, threads 200" \
+	 "--tid 101:pid 100 lj, 1 exec, threads 101" "--comm lj2:pid 200 lj2, forked from 100, 1 exec, threads 200" \
+	 "--pid 100 --tid 200:"; do
+	want=${f#*:}; f=${f%%:*}
+	# shellcheck disable=SC2086
+	"$TK" info $f "$work/cpu.data" >"$work/if.txt"
+	[ "$(grep '^  process:' "$work/if.txt")" = "${want:+  process:  $want}" ] &&
+		[ "$(awk '$1 == "mmap:" { print $3 }' "$work/if.txt" | sort -u)" = "$(cut -d' ' -f2 <<<"$want")" ] ||
+		{ echo "info $f: not the processes of the selection"; cat "$work/if.txt"; exit 1; }
+done
+for bad in "$SRC/tests/data/xray/basic-v1.xray" "$work/lj.pt"; do
+	rc=0; "$TK" info --pid 1 "$bad" >/dev/null 2>&1 || rc=$?
+	[ $rc = 2 ] || { echo "info --pid of $bad: exit $rc, want 2"; exit 1; }
+done
 
 # -j 2, small chunks: each chunk decoded against its thread's process, as -j 1 does
 TK_IPT_CHUNK=4096 "$TK" decode --no-disasm -j 2 "$work/cpu.data" >"$work/j2.txt" 2>/dev/null
@@ -102,8 +117,8 @@ TK_IPT_CHUNK=4096 "$TK" profile --threads --to csv -j 2 "$work/cpu.data" 2>/dev/
 	{ echo "profile --threads: want rows of threads 100, 101 and 200"; head -3 "$work/p1.csv"; exit 1; }
 # rows by pid, tid and comm; each thread's functions named from its own program's symbols
 # (lj and lj2 have other functions at the same addresses): nm's name at each row's address,
-# else (an entry of the other program's, taken as a tail call: the profile's entries are
-# all processes' still) the program and an offset, never the other program's name
+# never a row at another program's function entry (each thread's process has its own
+# entries: a jump there inside its own function is no tail call), nor its name
 [ "$(awk -F, 'NR == 1 { print $1, $(NF - 1), $NF } NR > 1 { print $1, $(NF - 1), $NF | "sort -u" }' \
 	"$work/p1.csv" | tr '\n' ';')" = 'thread pid comm;100 100 "lj";101 100 "lj";200 200 "lj2";' ] ||
 	{ echo "profile --threads --to csv: want pid and comm of each thread"; head -3 "$work/p1.csv"; exit 1; }
@@ -111,7 +126,7 @@ TK_IPT_CHUNK=4096 "$TK" profile --threads --to csv -j 2 "$work/cpu.data" 2>/dev/
 	's/^{"name":"\([^"]*\)","address":"0x\(40[0-9a-f]*\)","thread":\([0-9]*\),"pid":\([0-9]*\),"comm":"\([^"]*\)".*/\3 \5 \2 \1/p' |
 	grep -v '@plt$' | sort >"$work/names.tk"
 for n in lj lj2; do nm "$work/$n" | awk -v n=$n '$2 ~ /^[tT]$/ { sub(/^0+/, "", $1); print n, $1, $3 }'; done >"$work/names.nm"
-awk 'NR == FNR { want[$1 " " $2] = $3; next } { w = want[$2 " " $3]; if (w == "") w = $2 "+0x" $3
+awk 'NR == FNR { want[$1 " " $2] = $3; next } { w = want[$2 " " $3]
 	if (w != $4) { print; bad++ } n[$1]++ }
 	END { exit bad || n[100] < 3 || n[101] < 3 || n[200] < 3 }' "$work/names.nm" "$work/names.tk" ||
 	{ echo "profile --threads: functions not named from their process's program"; cat "$work/names.tk"; exit 1; }
@@ -134,6 +149,10 @@ for f in "--pid 100:100 101" "--pid 200,100:100 101 200" "--tid 101:101" "--comm
 	awk -v w=" $want " 'index(w, " " $2 " ")' "$work/cpu.tk" | cmp -s - "$work/f.tk" ||
 		{ echo "decode $f: not the instructions of threads '$want'"; exit 1; }
 done
+# the session's rows are those of each process profiled alone, together
+for p in 100 200; do "$TK" profile --threads --to csv --pid $p "$work/cpu.data" 2>/dev/null | tail -n +2; done |
+	sort | cmp -s - <(tail -n +2 "$work/p1.csv" | sort) ||
+	{ echo "profile --threads: not the rows of each process alone"; exit 1; }
 rc=0; "$TK" profile --pid 1 "$SRC/tests/data/xray/basic-v1.xray" >/dev/null 2>&1 || rc=$?
 [ $rc = 2 ] || { echo "profile --pid of an XRay log: exit $rc, want 2"; exit 1; }
 rc=0; "$TK" decode --no-disasm --tid 100 "$work/lj.pt" >/dev/null 2>&1 || rc=$?

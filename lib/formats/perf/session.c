@@ -194,6 +194,12 @@ static int report_gaps(const char *file, const struct tk_perf_session *x,
 	return status;
 }
 
+/* Whether queue Q is decoded: it has trace, of a CPU the filter keeps (--cpu LIST). */
+static int queue_kept(const struct tk_perf_session *x, const struct tk_perf_queue *q)
+{
+	return q->len && tk_thread_filter_cpu(x->o.filter, q->cpu);
+}
+
 int tk_perf_session_report(const struct tk_perf_session *x, const char *file,
 			   const struct tk_gap_stats *total, uint64_t insns)
 {
@@ -309,7 +315,7 @@ static void number_tracks(struct tk_perf_session *x)
 	for (size_t i = 0; ids && i < x->aux.nqueues; i++) {
 		const struct tk_perf_queue *q = &x->aux.queues[i];
 
-		if (q->len)
+		if (queue_kept(x, q))
 			ids[k++] = cpus ? q->cpu : q->tid;
 	}
 	if (!ids || k != x->n)
@@ -322,7 +328,7 @@ static void number_tracks(struct tk_perf_session *x)
 	for (size_t i = 0; i < x->aux.nqueues; i++) {
 		const struct tk_perf_queue *q = &x->aux.queues[i];
 
-		if (q->len)
+		if (queue_kept(x, q))
 			x->s[k++].track = cpus ? q->cpu : q->tid;
 	}
 	x->track_label = cpus ? "cpu" : "thread";
@@ -743,14 +749,13 @@ static int u32_in(const uint32_t *v, size_t n, uint32_t x)
 	return 0;
 }
 
-/* Whether piece G's thread passes filter F (its name: its last COMM up to the piece). */
-static int thread_kept(const struct tk_perf_aux *a, const struct tk_thread_filter *f,
-		       const struct seg *g)
+int tk_perf_thread_kept(const struct tk_perf_aux *a, const struct tk_thread_filter *f,
+			uint32_t pid, uint32_t tid, uint64_t time)
 {
-	if (!tk_thread_filter_on(f))
+	if (!tk_thread_filter_threads(f))
 		return 1;
-	if ((f->npids && !u32_in(f->pids, f->npids, g->pid)) ||
-	    (f->ntids && !u32_in(f->tids, f->ntids, g->tid)))
+	if ((f->npids && !u32_in(f->pids, f->npids, pid)) ||
+	    (f->ntids && !u32_in(f->tids, f->ntids, tid)))
 		return 0;
 	if (!f->comm)
 		return 1;
@@ -758,10 +763,10 @@ static int thread_kept(const struct tk_perf_aux *a, const struct tk_thread_filte
 	const char *comm = NULL, *pcomm = "";
 	for (size_t i = 0; i < a->ntasks; i++)
 		if ((a->tasks[i].kind == TK_PERF_COMM || a->tasks[i].kind == TK_PERF_EXEC) &&
-		    a->tasks[i].pid == g->pid && a->tasks[i].time <= g->time) {
-			if (a->tasks[i].tid == g->tid)
+		    a->tasks[i].pid == pid && a->tasks[i].time <= time) {
+			if (a->tasks[i].tid == tid)
 				comm = a->tasks[i].comm;
-			else if (a->tasks[i].tid == g->pid)
+			else if (a->tasks[i].tid == pid)
 				pcomm = a->tasks[i].comm;
 		}
 	if (!comm)
@@ -778,12 +783,12 @@ static int split_threads(const char *file, struct tk_perf_session *x)
 	int rc = 0;
 
 	for (size_t i = 0; i < a->nqueues && rc == 0; i++)
-		if (a->queues[i].len)
+		if (queue_kept(x, &a->queues[i]))
 			rc = queue_segments(x, i, &segs, &n, &cap);
 	/* the threads asked for: the others' pieces are not decoded at all */
 	size_t kept = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		if (thread_kept(a, x->o.filter, &segs[i]))
+		if (tk_perf_thread_kept(a, x->o.filter, segs[i].pid, segs[i].tid, segs[i].time))
 			segs[kept++] = segs[i];
 	n = kept;
 	for (size_t i = 0; i < a->nqueues; i++)
@@ -868,13 +873,18 @@ static int open_perf(const char *file, const uint8_t *data, size_t len, struct t
 		WARN(x, file, "the kernel lost trace %llu times (its buffer was full: "
 		     "PERF_RECORD_AUX truncated); decoding resyncs after each loss",
 		     (unsigned long long)x->aux.aux_truncated);
+	if (x->o.filter && x->o.filter->ncpus && !x->aux.pt.per_cpu_mmaps) {
+		ERROR(x, file, UINT64_MAX, "--cpu LIST: this perf.data has a trace per thread "
+		      "(perf record --per-thread), not per CPU");
+		return -TK_E_UNSUPPORTED;
+	}
 	if (!(x->s = calloc(x->aux.nqueues ? x->aux.nqueues : 1, sizeof(*x->s))))
 		return -TK_E_NOMEM;
 	for (size_t i = 0; i < x->aux.nqueues; i++) {
 		const struct tk_perf_queue *q = &x->aux.queues[i];
 		struct tk_perf_stream *s = &x->s[x->n];
 
-		if (!q->len)
+		if (!queue_kept(x, q))
 			continue;
 		s->data = q->data;
 		s->len = q->len;
@@ -969,7 +979,12 @@ static int session_open(struct tk_perf_session *x, const char *file, const uint8
 		return rc;
 	if (x->split)
 		return split_threads(file, x);
-	if (tk_thread_filter_on(x->o.filter)) {
+	if (!perf && x->o.filter && x->o.filter->ncpus) {
+		ERROR(x, file, UINT64_MAX, "--cpu LIST: a raw trace has no CPUs (give FAMILY/MODEL "
+		      "for its processor)");
+		return -TK_E_UNSUPPORTED;
+	}
+	if (tk_thread_filter_threads(x->o.filter)) {
 		ERROR(x, file, UINT64_MAX, "--pid, --tid, --comm: %s", perf ?
 		      "this perf.data does not say which thread ran when (a timed session with "
 		      "its switch, comm and fork records)" : "a raw trace has no threads");

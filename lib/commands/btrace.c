@@ -252,9 +252,12 @@ static int decode_counts(const struct tk_cmd *c, const char *file, struct bt *cb
 		uint8_t *pt;
 		size_t len;
 
-		if (!take[i] || (rc = tk_btrace_thread_stream(cb->bt, i, &pt, &len)) < 0 ||
-		    (rc = tk_buf_init(&none, -1, 4096)) < 0)
+		if (!take[i] || (rc = tk_buf_init(&none, -1, 4096)) < 0)
 			continue;
+		if ((rc = tk_btrace_thread_stream(cb->bt, i, &pt, &len)) < 0) {
+			tk_buf_free(&none);
+			continue;
+		}
 		rc = tk_ipt_flow_text(pt, len, &fo, TK_IPT_TEXT_STAT, &none, &st);
 		free(pt);
 		tk_buf_free(&none);

@@ -172,6 +172,9 @@ TK_API int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len
  * shards' (tk_partial_exec_save/load, tracekit/partial.h). COUNT SIZE_MAX: all from FIRST.
  * The others are not decoded; ONE and the decoding counts cover the decoded ones only. */
 TK_API void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count);
+/* Only the flow counts (tk_ipt_exec_stats.flow: decode --stat's) are wanted: the executed
+ * blocks and branch outcomes are not counted (finishing then describes no code). */
+TK_API void tk_ipt_exec_flow_only(struct tk_ipt_exec *x);
 /* The statistics of every stream added (the distinct blocks decoded once, now). */
 TK_API int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out);
 TK_API void tk_ipt_exec_free(struct tk_ipt_exec *x);

@@ -494,6 +494,8 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 	}
 	if (sharding)
 		tk_ipt_exec_range(ex, c->part->first, c->part->count);
+	if (counts_only)
+		tk_ipt_exec_flow_only(ex);
 	for (size_t i = 0; i < x.n && rc >= 0 && !merging; i++) {
 		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
 		struct tk_ipt_flow_stats one = { 0 };

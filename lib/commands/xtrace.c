@@ -336,7 +336,8 @@ static int stats_run(const struct tk_cmd *c, const char *file, struct tk_input *
 		st = tk_cmd_part_load(c, stats_loader, &s);
 	} else {
 		if ((rc = stats_range(c, x.p.t, &first, &count)) == 0)
-			rc = xt_stats(&x, &s, &gaps, TK_XT_STATS_FOOTPRINT, first, count);
+			rc = xt_stats(&x, &s, &gaps, counts_only ? TK_XT_STATS_COUNTS :
+				      TK_XT_STATS_FOOTPRINT, first, count);
 	}
 	if (sharding && rc >= 0)
 		st = tk_cmd_part_saved(c, file, tk_partial_xtrace_stats_save(&s, &c->part->data,

@@ -97,6 +97,7 @@ struct tk_ipt_exec {
 	size_t first, end;             /* the chunks decoded (tk_ipt_exec_range) ... */
 	size_t base;                   /* ... numbered from the first stream's first */
 	size_t decoded;                /* chunks of the current stream decoded */
+	int flow_only;                 /* tk_ipt_exec_flow_only */
 };
 
 static int part_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -146,6 +147,10 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	__atomic_fetch_add(&x->decoded, 1, __ATOMIC_RELAXED);
 	x->parts[i] = p;
 	*sink = (struct tk_sink){ part_events, p };
+	if (x->flow_only) {
+		tk_flow_set_flow_events(flow, 0);   /* as decode --stat: no block described */
+		return 0;
+	}
 	tk_flow_set_cond_counts(flow, 1);
 	/* blocks counted in the walker's cache (no function entries: no tail calls to see) */
 	return tk_flow_set_count_mode(flow, 1, NULL, 0);
@@ -214,6 +219,11 @@ void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count)
 {
 	x->first = first;
 	x->end = count > SIZE_MAX - first ? SIZE_MAX : first + count;
+}
+
+void tk_ipt_exec_flow_only(struct tk_ipt_exec *x)
+{
+	x->flow_only = 1;
 }
 
 void tk_ipt_exec_free(struct tk_ipt_exec *x)

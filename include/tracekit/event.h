@@ -65,6 +65,10 @@ enum tk_event_kind {
 	TK_EV_INSNS,         /* count = instructions executed since the previous event in
 				blocks not reported one by one (their executions reach the
 				consumer in bulk, e.g. tk_prof_add_block) */
+	/* core cycles (Intel PT CYC): arg = the cycles the instructions since the previous
+	   TK_EV_CYCLES took; flags TK_CYC_START: the first after a sync point or loss,
+	   whose cycles began before it (arg 0): it only starts the count */
+	TK_EV_CYCLES,
 	TK_EV__COUNT
 };
 
@@ -92,6 +96,8 @@ enum tk_gap_reason {
 };
 
 enum tk_fn_flags { TK_FN_ADDR = 1 };
+
+enum tk_cyc_flags { TK_CYC_START = 1 };
 
 /* TK_EV_TYPED flags of pipeline decoders (other producers put their record type there). */
 enum { TK_TYPED_INSN_LABEL = 0x4c41 };

@@ -111,6 +111,9 @@ typedef int (*tk_flow_count_fn)(void *ctx, uint64_t start, uint64_t last, int mo
  * first and last instruction, MODE its TK_MODE_* code size; INSNS = EXECS * its length)
  * and start counting afresh. */
 TK_API int tk_flow_take_counts(struct tk_flow *f, tk_flow_count_fn fn, void *ctx);
+/* Count mode, from the oracle: send the instructions walked but not yet sent (a
+ * TK_EV_INSNS) into OUT now, so that an event the oracle adds next follows them. */
+TK_API int tk_flow_send_insns(struct tk_flow *f, struct tk_event_batch *out);
 
 /* Walk from *IP in *MODE (updated by TIP items), emitting TK_EV_BLOCK/CALL/RETURN events into OUT, until the oracle
  * stops it. Returns enum tk_flow_status, or -TK_E_NOMAP (code missing at *ip, or at

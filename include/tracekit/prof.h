@@ -207,7 +207,13 @@ struct tk_prof_func {
 	uint64_t incl_insns, excl_insns;
 	uint64_t ndur;            /* completed calls with a known duration */
 	uint64_t dur_min, dur_median, dur_p90, dur_p99, dur_max, dur_sum; /* ticks */
+	/* Intel PT with CYC packets: the core cycles of the CYC packets read while the
+	 * function ran, and the instructions they took (IPC = cyc_insns / cycles);
+	 * tk_prof_has_cycles says whether the trace had any */
+	uint64_t cycles, cyc_insns;
 };
+/* 1 if the profile counted cycles (TK_EV_CYCLES), so that IPC can be shown */
+TK_API int tk_prof_has_cycles(const struct tk_prof *p);
 /* Per-function table (per track when per_thread), unsorted. *out is malloc'd (free()). */
 TK_API int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *n);
 

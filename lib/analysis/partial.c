@@ -483,6 +483,19 @@ int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len)
 		putv(&w, p->links[i].hint);
 		put8(&w, p->links[i].seam);
 	}
+	/* the nodes with cycles (Intel PT CYC): index (from the one before), cycles, insns */
+	size_t ncyc = 0;
+	for (size_t i = 0; i < p->ncyc; i++)
+		ncyc += p->cyc[i].cycles || p->cyc[i].insns;
+	putv(&w, ncyc);
+	for (size_t i = 0, last = 0; i < p->ncyc; i++) {
+		if (!p->cyc[i].cycles && !p->cyc[i].insns)
+			continue;
+		putv(&w, i - last);
+		putv(&w, p->cyc[i].cycles);
+		putv(&w, p->cyc[i].insns);
+		last = i;
+	}
 	if ((rc = put_durations(&w, p)) < 0) {
 		free(w.p);
 		return rc;
@@ -677,6 +690,21 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 	}
 	if (!failed(r) && p->nfuncs != nf)
 		fail(r, -TK_E_BAD_FORMAT, r->off, "the nodes name %zu functions, not %u", p->nfuncs, nf);
+	uint32_t nc = get_count(r, 3, "nodes with cycles");
+	for (size_t k = 0, i = 0; k < nc && !failed(r); k++) {
+		size_t at = r->off;
+		uint64_t d = getv(r, "cycles"), cyc = getv(r, "cycles"), ins = getv(r, "cycles");
+		if (failed(r))
+			break;
+		if ((k && !d) || d >= nn - i) {
+			fail(r, -TK_E_BAD_FORMAT, at, "cycles of node %llu more than %zu: no such node",
+			     (unsigned long long)d, i);
+			break;
+		}
+		i += d;
+		if (prof_add_cycles(p, (uint32_t)i, cyc, ins) < 0)
+			fail(r, -TK_E_NOMEM, at, "out of memory");
+	}
 	/* each function's durations: runs of equal values, ascending */
 	for (uint32_t f = 0; f < nf && !failed(r); f++) {
 		uint32_t runs = get_count(r, RUN_MIN, "runs of durations");

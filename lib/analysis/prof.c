@@ -952,6 +952,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			break;
 		case TK_EV_GAP:
 			t->flow = FLOW_OTHER;
+			t->cyc_on = 0;   /* the next cycles began before the loss */
 			t->off_at = 0;
 			t->off_known = 1;
 			p->sum.gaps++;
@@ -964,6 +965,15 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			break;
 		case TK_EV_INTERRUPT:
 			t->flow = FLOW_OTHER;
+			break;
+		case TK_EV_CYCLES:
+			/* the instructions since the last one took them: the function running
+			 * here gets both (with call filters, which hide frames, none) */
+			ninsns_ev++;
+			if (!(e->flags & TK_CYC_START) && t->cyc_on && !p->outside && !filter)
+				rc = prof_add_cycles(p, cur_node(t), e->arg, t->insns - t->cyc_mark);
+			t->cyc_on = 1;
+			t->cyc_mark = t->insns;
 			break;
 		default:
 			break;
@@ -1059,6 +1069,14 @@ static void add_stats(struct node *dst, const struct node *src)
 	dst->excl_insns += src->excl_insns;
 }
 
+/* FROM's cycles of node SRC into INTO's node DST. */
+static int add_cyc(struct tk_prof *into, uint32_t dst, const struct tk_prof *from, uint32_t src)
+{
+	if (src >= from->ncyc || (!from->cyc[src].cycles && !from->cyc[src].insns))
+		return 0;
+	return prof_add_cycles(into, dst, from->cyc[src].cycles, from->cyc[src].insns);
+}
+
 struct pair {
 	uint32_t from, into;
 };
@@ -1071,8 +1089,11 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 	size_t n = 0, cap = 0;
 	int rc = 0;
 
-	if (prof_grow((void **)&stack, &cap, 1, sizeof *stack) < 0)
+	if (prof_grow((void **)&stack, &cap, 1, sizeof *stack) < 0 ||
+	    add_cyc(into, dst, from, src) < 0) {
+		free(stack);
 		return -TK_E_NOMEM;
+	}
 	stack[n++] = (struct pair){ src, dst };
 	map[src] = dst;
 	while (n) {
@@ -1101,6 +1122,10 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 				goto out;
 			}
 			add_stats(&into->nodes[m], cn);
+			if (add_cyc(into, m, from, c) < 0) {
+				rc = -TK_E_NOMEM;
+				goto out;
+			}
 			map[c] = m;
 			stack[n++] = (struct pair){ c, m };
 		}

@@ -173,6 +173,14 @@ struct track {
 	 * profile, maybe calls of the chunks before (tk_prof_seam_exact) */
 	uint64_t unmatched[UNMATCHED_KEPT];
 	size_t nunmatched;        /* distinct targets; more than UNMATCHED_KEPT: any may be */
+	uint8_t cyc_on;           /* TK_EV_CYCLES: counting since the last one */
+	uint64_t cyc_mark;        /* insns at the last TK_EV_CYCLES */
+};
+
+/* Cycles of a call-path node (TK_EV_CYCLES) and the instructions they took: kept apart
+ * from struct node (one cache line), and only once a trace has cycles. */
+struct node_cyc {
+	uint64_t cycles, insns;
 };
 
 /* The function entries, sorted and unique, and a filter of them: built once and shared by
@@ -208,6 +216,8 @@ struct tk_prof {
 	size_t entry_slot_mask;
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
+	struct node_cyc *cyc;     /* parallel to nodes up to ncyc; NULL: no cycles */
+	size_t ncyc;
 	size_t nnodes, cnodes;
 	struct nslot *node_map;   /* open addressing: (parent, key, kind) -> node */
 	size_t node_mask;
@@ -252,6 +262,9 @@ struct tk_prof {
 /* Give a spilled chunk's pages back (its data stays in the file, which the kernel may
  * write out): read or written, it no longer counts towards the process's memory. */
 void dlog_release(const struct dchunk *d, size_t entries);
+
+/* Add CYCLES cycles and the INSNS instructions they took to node N. */
+int prof_add_cycles(struct tk_prof *p, uint32_t n, uint64_t cycles, uint64_t insns);
 
 /* A duration of function FUNC at the end of the log (a loaded partial's: partial.c). */
 int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks);

@@ -674,6 +674,10 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		r->calls += n->calls;
 		r->excl_ticks += n->excl_ticks;
 		r->excl_insns += n->excl_insns;
+		if (i < p->ncyc) {
+			r->cycles += p->cyc[i].cycles;
+			r->cyc_insns += p->cyc[i].insns;
+		}
 		if (!rec[i]) {
 			r->incl_ticks += n->incl_ticks;
 			r->incl_insns += n->incl_insns;
@@ -815,8 +819,11 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			uint32_t radix = NONE32;
 			struct tk_prof_func acc = rows[i];
 			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
+			acc.cycles = acc.cyc_insns = 0;
 			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
 				acc.calls += rows[j].calls;
+				acc.cycles += rows[j].cycles;
+				acc.cyc_insns += rows[j].cyc_insns;
 				acc.incl_ticks += rows[j].incl_ticks;
 				acc.excl_ticks += rows[j].excl_ticks;
 				acc.incl_insns += rows[j].incl_insns;
@@ -948,4 +955,9 @@ int tk_prof_blocks(const struct tk_prof *p, struct tk_prof_block **out, size_t *
 	}
 	*n = p->nblocks;
 	return 0;
+}
+
+int tk_prof_has_cycles(const struct tk_prof *p)
+{
+	return p->ncyc != 0;
 }

@@ -527,6 +527,9 @@ static void free_gathered(struct tk_prof *p)
 int tk_prof_reset(struct tk_prof *p)
 {
 	free_gathered(p);
+	free(p->cyc);
+	p->cyc = NULL;
+	p->ncyc = 0;
 	p->nnodes = p->nfuncs = p->nblocks = p->ntracks = p->ndlog = p->nfmaps = 0;
 	p->dlog_cur = NULL;
 	p->dlog_n = p->dlog_cap = p->dlog_end = p->dlog_heap = 0;
@@ -553,6 +556,7 @@ void tk_prof_free(struct tk_prof *p)
 	free(p->fmaps);
 	free_nodes(p->nodes, p->cnodes);
 	free(p->links);
+	free(p->cyc);
 	free(p->node_map);
 	free(p->funcs);
 	free(p->func_map);
@@ -568,4 +572,21 @@ void tk_prof_free(struct tk_prof *p)
 		entry_set_put(p->tsets[i].es);
 	free(p->tsets);
 	free(p);
+}
+
+int prof_add_cycles(struct tk_prof *p, uint32_t n, uint64_t cycles, uint64_t insns)
+{
+	if (n >= p->ncyc) {
+		size_t nc = p->cnodes > n ? p->cnodes : (size_t)n + 1;
+		struct node_cyc *c = realloc(p->cyc, nc * sizeof *c);
+
+		if (!c)
+			return -TK_E_NOMEM;
+		memset(c + p->ncyc, 0, (nc - p->ncyc) * sizeof *c);
+		p->cyc = c;
+		p->ncyc = nc;
+	}
+	p->cyc[n].cycles += cycles;
+	p->cyc[n].insns += insns;
+	return 0;
 }

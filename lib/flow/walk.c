@@ -344,6 +344,11 @@ static int send_unsent(struct tk_flow *f, struct tk_event_batch *out)
 	return rc;
 }
 
+int tk_flow_send_insns(struct tk_flow *f, struct tk_event_batch *out)
+{
+	return f->unsent ? send_unsent(f, out) : 0;
+}
+
 static inline int emit(struct tk_flow *f, struct tk_event_batch *out, unsigned kind,
 		       uint64_t addr, uint64_t addr2, uint64_t count, uint64_t arg,
 		       uint16_t flags)
@@ -1113,9 +1118,11 @@ used_up:
 		q->kind = TK_FLOWQ_NONE;
 		q->ntnt = 0;
 		f->emitted_wr = wr;
+		f->unsent = unsent;   /* the oracle may send them (tk_flow_send_insns) */
 		out->n = n;
 		if ((rc = o->next(o->ctx, q)) < 0)
 			break;
+		unsent = f->unsent;
 		n = out->n;
 		time = f->time;
 		track = f->track;

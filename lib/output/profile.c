@@ -140,6 +140,14 @@ static long track_proc(const struct tk_out_opts *o, uint32_t track, struct proc 
 	return q->known ? (long)(*np)++ : ((*np)++, -1);
 }
 
+/* Instructions per cycle of F's cycles (Intel PT CYC), as perf script's IPC: two
+ * decimals, right-aligned in WIDTH; nothing when F has no cycles. */
+static void put_ipc(struct tk_buf *b, const struct tk_prof_func *f, int width)
+{
+	if (f->cycles)
+		tk_buf_printf(b, "%*.2f", width, (double)f->cyc_insns / (double)f->cycles);
+}
+
 /* Rows named and sorted; *n limited by --top; *TOTAL (may be NULL): the metric's
  * exclusive values of all rows added (what the text table's % is of). With threads, each
  * named from its process's symbols when its track has one (*PS: the processes, freed by
@@ -326,6 +334,7 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	enum sort_key share;
 	sort_lookup(NULL, m, &share, 1);
 	const int sparse = sparse_of(p);
+	const int ipc = tk_prof_has_cycles(p);   /* Intel PT with CYC: cycles and IPC */
 
 	if (csv) {
 		if (o->threads) {
@@ -334,7 +343,9 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 		}
 		tk_buf_puts(b, "function,calls,incl_time,excl_time,incl_insns,excl_insns,"
 			       "min,median,p90,p99,max");
-		tk_buf_puts(b, procs ? ",pid,comm\n" : "\n");   /* (last: columns keep their places) */
+		/* (last: the columns before keep their places) */
+		tk_buf_puts(b, procs ? ",pid,comm" : "");
+		tk_buf_puts(b, ipc ? ",cycles,ipc\n" : "\n");
 		for (size_t i = 0; i < n; i++) {
 			const struct tk_prof_func *f = &r[i].f;
 			if (o->threads) {
@@ -370,6 +381,13 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 					tk_buf_putc(b, ',');
 				}
 			}
+			if (ipc) {
+				tk_buf_putc(b, ',');
+				if (f->cycles)
+					tk_buf_u64(b, f->cycles);
+				tk_buf_putc(b, ',');
+				put_ipc(b, f, 0);
+			}
 			tk_buf_putc(b, '\n');
 		}
 		free(r);
@@ -392,7 +410,10 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 	if (procs)
 		tk_buf_puts(b, "  comm           ");
 	tk_buf_puts(b, "       calls     incl-time     excl-time    incl-insns    excl-insns"
-		       "         min      median         p90         p99         max       %");
+		       "         min      median         p90         p99         max");
+	if (ipc)
+		tk_buf_puts(b, "        cycles    ipc");
+	tk_buf_puts(b, "       %");
 	if (mw)
 		tk_buf_printf(b, "  %-*s", (int)mw, "module");
 	tk_buf_puts(b, "  function\n");
@@ -417,6 +438,12 @@ static int out_table(struct tk_buf *b, const struct tk_prof *p, const struct tk_
 				pad_time(b, dv[k], tps, 12);
 			else
 				tk_buf_puts(b, "           -");
+		}
+		if (ipc && f->cycles) {
+			pad_u64(b, f->cycles, 14);
+			put_ipc(b, f, 7);
+		} else if (ipc) {
+			tk_buf_puts(b, "             -      -");
 		}
 		put_share(b, sort_value(&r[i], share), total, o->color);
 		if (mw) {
@@ -978,6 +1005,12 @@ static int out_json(struct tk_buf *b, const struct tk_prof *p, const struct tk_o
 		json_key_time(b, "excl_ticks", shown(sparse_of(p), f->excl_ticks), 1);
 		json_key_u64(b, "incl_insns", f->incl_insns, 1);
 		json_key_u64(b, "excl_insns", f->excl_insns, 1);
+		if (f->cycles) {
+			json_key_u64(b, "cycles", f->cycles, 1);
+			json_key_u64(b, "ipc_insns", f->cyc_insns, 1);
+			tk_buf_puts(b, ",\"ipc\":");
+			put_ipc(b, f, 0);
+		}
 		if (f->ndur) {
 			json_key_u64(b, "min", f->dur_min, 1);
 			json_key_u64(b, "median", f->dur_median, 1);

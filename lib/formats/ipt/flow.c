@@ -210,6 +210,7 @@ struct ptd {
 	uint64_t time;
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
+	int cyc_on;                 /* a CYC came since the last PSB or loss (TK_EV_CYCLES) */
 	int action;
 	int act_async;              /* ACT_ASYNC_BRANCH/DISABLE after the action, or NONE */
 	uint64_t stop_ip;           /* the FUP's IP, where the action binds */
@@ -262,7 +263,7 @@ static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t add
 	*e = (struct tk_event){ .time = d->time, .addr = addr, .addr2 = addr2, .count = count,
 				.arg = arg, .kind = (uint16_t)kind, .flags = flags,
 				.track = d->track };
-	if (kind != TK_EV_GAP)
+	if (kind != TK_EV_GAP && kind != TK_EV_CYCLES)
 		d->st->events++;
 	return 0;
 }
@@ -413,20 +414,38 @@ static inline int publish_time(struct ptd *d)
 	return 0;
 }
 
+/* A CYC's cycles, for IPC: they are the cycles of the instructions walked since the CYC
+ * before (the walker is where the packet after it is needed), so those are sent first.
+ * The first CYC after a PSB or a loss counts cycles from before it: it only starts. */
+static int cycles(struct ptd *d, uint64_t cyc)
+{
+	int start = !d->cyc_on, rc;
+
+	d->cyc_on = 1;
+	if (d->walking && (rc = tk_flow_send_insns(d->flow, d->out)) < 0)
+		return rc;
+	return emit(d, TK_EV_CYCLES, 0, 0, 0, start ? 0 : cyc, start ? TK_CYC_START : 0);
+}
+
 /* A timing packet: update the clock. */
-static void timing(struct ptd *d, const struct tk_ipt_packet *p)
+static int timing(struct ptd *d, const struct tk_ipt_packet *p)
 {
 	struct ptime *t = &d->tm;
+	int rc = 0;
 
 	switch (p->kind) {
 	case TK_IPT_PKT_TSC: ptime_tsc(t, p->tsc.tsc); break;
 	case TK_IPT_PKT_TMA: ptime_tma(t, p->tma.ctc, p->tma.fc); break;
 	case TK_IPT_PKT_MTC: ptime_mtc(t, p->mtc.ctc); break;
-	case TK_IPT_PKT_CYC: ptime_cyc(t, p->cyc.value); break;
-	default: return;
+	case TK_IPT_PKT_CYC:
+		ptime_cyc(t, p->cyc.value);
+		rc = cycles(d, p->cyc.value);
+		break;
+	default: return 0;
 	}
 	if (!d->walking)
 		(void)publish_time(d);
+	return rc;
 }
 
 /* The held MWAIT (at IP, 0: unknown) and then EXSTOP (if EXSTOP) are told. */
@@ -675,7 +694,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 	*rc = 0;
 	switch (p->kind) {
 	case TK_IPT_PKT_TSC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC: case TK_IPT_PKT_CYC:
-		timing(d, p);
+		*rc = timing(d, p);
 		return 1;
 	case TK_IPT_PKT_PIP:
 		*rc = emit(d, TK_EV_MODE, 0, p->pip.nr, 0, p->pip.cr3, TK_MODE_PAGING);
@@ -1170,6 +1189,7 @@ static void reset_flow_state(struct ptd *d)
 	tk_flow_clear_pending(d->flow);
 	d->action = ACT_NONE;
 	d->qstop = 0;
+	d->cyc_on = 0;
 	d->et_want = (struct et_ev){ 0 };
 	d->n_et_fup = d->n_et_far = d->et_armed = 0;
 	if (d->bind & TK_FLOW_BIND_FAR)
@@ -1432,7 +1452,8 @@ static int do_psb(struct ptd *d)
 			break;
 		case TK_IPT_PKT_TSC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC:
 		case TK_IPT_PKT_CYC:
-			timing(d, &p);
+			if ((rc = timing(d, &p)) < 0)
+				return rc;
 			break;
 		case TK_IPT_PKT_CBR:
 			ptime_cbr(&d->tm, p.cbr.ratio);

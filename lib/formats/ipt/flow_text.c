@@ -374,7 +374,8 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 				put_time(b, e, &tc->run->conv);
 				tk_buf_puts(b, "[tick]\n");
 			}
-		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN) {
+		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN &&
+			   e->kind != TK_EV_CYCLES) {   /* (profiles' IPC: not in ptxed's listing) */
 			if (flags & TK_IPT_TEXT_TIME)
 				put_time(b, e, &tc->run->conv);
 			format_event(b, e);

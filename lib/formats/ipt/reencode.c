@@ -389,6 +389,8 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			else
 				put_time(r, e->time);
 			break;
+		case TK_EV_CYCLES:   /* the times carry what timing is written */
+			break;
 		default:
 			/* PTWRITE, power, TSX, paging: no packet of their own here */
 			r->st.dropped++;

@@ -59,9 +59,11 @@ struct tk_out_opts {
 	 * tk_source_track_id gives it); NULL: the track number. */
 	uint32_t (*track_id)(void *ctx, uint32_t track);
 	void *track_ctx;
-	/* With threads: the process TRACK ran in (tk_source_track_process: its pid, name and
-	 * the symbols its functions are named from, NULL: SYM), CTX track_ctx; tables then
-	 * show a pid and a comm column. A negative return (or NULL): the track has none. */
+	/* The process TRACK ran in (tk_source_track_process: its pid, name and the symbols
+	 * its functions are named from, NULL: SYM), CTX track_ctx; with threads, tables then
+	 * show a pid and a comm column; without, a profile whose tracks have groups
+	 * (tk_prof_track_group) names each function row and call path by it. A negative
+	 * return (or NULL): the track has none. */
 	int (*track_process)(void *ctx, uint32_t track, uint32_t *pid, char *comm, size_t n,
 			     struct tk_sym **sym);
 	int color;                /* text: colour the hot rows' % (ANSI, as perf report) */

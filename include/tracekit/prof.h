@@ -144,6 +144,13 @@ TK_API int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, u
  * tk_prof_new_like after it share them. */
 TK_API int tk_prof_track_entries(struct tk_prof *p, uint32_t track, const uint64_t *entries,
 				 size_t n);
+/* Track TRACK's code is GROUP's (1, 2, ...: one process's image; 0, the default: the
+ * options' symbols). Function rows merged over tracks (tk_prof_funcs without per_thread)
+ * fold only rows of the same group, so that two programs' functions at one address stay
+ * apart; such a row's track is the first of its group's tracks, whose names are its. */
+TK_API int tk_prof_track_group(struct tk_prof *p, uint32_t track, uint32_t group);
+/* 1 if some track has a group (tk_prof_track_group) */
+TK_API int tk_prof_grouped(const struct tk_prof *p);
 /* The function entries of P's options, sorted and unique (*N of them). */
 TK_API const uint64_t *tk_prof_entries(const struct tk_prof *p, size_t *n);
 /* The flags of P's options (enum tk_prof_flags). */
@@ -201,7 +208,8 @@ TK_API int tk_prof_summary(const struct tk_prof *p, struct tk_prof_summary *s);
 struct tk_prof_func {
 	uint64_t key;             /* function id or address */
 	uint32_t kind;            /* enum tk_prof_key_kind */
-	uint32_t track;           /* with per_thread; else 0 */
+	uint32_t track;           /* with per_thread; else 0, or a track of the row's group
+				     (tk_prof_track_group) */
 	uint64_t calls;           /* calls that began (or were resolved) in the trace */
 	uint64_t incl_ticks, excl_ticks;  /* inclusive counts each recursion once */
 	uint64_t incl_insns, excl_insns;

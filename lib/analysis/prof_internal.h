@@ -208,6 +208,8 @@ struct tk_prof {
 	struct entry_set *eset;   /* NULL: no entries */
 	struct track_entries *tsets;   /* tracks whose entries are not eset's */
 	size_t ntsets;
+	struct track_group { uint32_t track, group; } *tgroups;   /* tk_prof_track_group */
+	size_t ntgroups;
 	/* the entries of the track of the last event (get_track), for the hot paths */
 	const uint64_t *entries;
 	size_t nentries;

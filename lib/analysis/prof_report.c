@@ -620,6 +620,30 @@ static int cmp_func_key(const void *a, const void *b)
 	return x->track < y->track ? -1 : x->track > y->track;
 }
 
+/* TRACK's group (tk_prof_track_group), 0 if none. */
+static uint32_t track_group(const struct tk_prof *p, uint32_t track)
+{
+	for (size_t i = 0; i < p->ntgroups; i++)
+		if (p->tgroups[i].track == track)
+			return p->tgroups[i].group;
+	return 0;
+}
+
+/* Rows whose track holds their origin, by function and then group (GRP: each origin's). */
+static int cmp_func_group(const void *a, const void *b, void *grp)
+{
+	const struct tk_prof_func *x = a, *y = b;
+	const uint32_t *g = grp;
+	if (x->kind != y->kind || x->key != y->key || g[x->track] == g[y->track])
+		return cmp_func_key(a, b);
+	return g[x->track] < g[y->track] ? -1 : 1;
+}
+
+static int same_row(const struct tk_prof_func *x, const struct tk_prof_func *y, const uint32_t *grp)
+{
+	return x->kind == y->kind && x->key == y->key && grp[x->track] == grp[y->track];
+}
+
 int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *nout)
 {
 	/* one row per func (per track), plus one per track for the unknown levels */
@@ -700,6 +724,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	size_t *part_arrays = calloc(4 * nf1 * np, sizeof *part_arrays);
 	uint32_t *spec_slot = malloc(nf1 * sizeof *spec_slot);
 	uint32_t nspec = 0;
+	uint32_t *grp = NULL;   /* merged rows: each origin's group, then its track */
 	int rc = -TK_E_NOMEM;
 	dp.off = calloc(nf1, sizeof *dp.off);
 	dp.wide = calloc(nf1, 1);
@@ -759,15 +784,21 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			*o += cnt[i];
 		}
 	} else {
-		/* fold rows of the same function over tracks; remember each row's func index */
-		for (size_t i = 0; i < nrows; i++)
+		/* fold rows of the same function over the tracks of one group; remember each
+		 * row's func index */
+		if (!(grp = malloc((2 * nrows + 1) * sizeof *grp)))
+			goto out;
+		for (size_t i = 0; i < nrows; i++) {
+			grp[i] = track_group(p, rows[i].track);
+			grp[nrows + i] = rows[i].track;
 			rows[i].track = (uint32_t)i; /* the origin, while sorting */
-		qsort(rows, nrows, sizeof *rows, cmp_func_key);
+		}
+		qsort_r(rows, nrows, sizeof *rows, cmp_func_group, grp);
 		for (size_t i = 0; i < nrows;) {
 			size_t j = i, n = 0;
 			uint64_t zeros = 0;
 			int wide = 0;
-			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
+			for (; j < nrows && same_row(&rows[i], &rows[j], grp); j++) {
 				if (rows[j].track < p->nfuncs && p->funcs[rows[j].track].nbig)
 					wide = 1;
 				if (rows[j].track < p->nfuncs) {
@@ -820,7 +851,7 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 			struct tk_prof_func acc = rows[i];
 			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
 			acc.cycles = acc.cyc_insns = 0;
-			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
+			for (; j < nrows && same_row(&rows[i], &rows[j], grp); j++) {
 				acc.calls += rows[j].calls;
 				acc.cycles += rows[j].cycles;
 				acc.cyc_insns += rows[j].cyc_insns;
@@ -839,7 +870,8 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 					zeros += p->funcs[origin].zeros;
 				}
 			}
-			acc.track = 0;
+			/* a group's row: one of its tracks (its names) */
+			acc.track = grp[rows[i].track] ? grp[nrows + rows[i].track] : 0;
 			if (radix != NONE32)
 				rg[radix].row = w;   /* filled in by radix_rows */
 			else
@@ -868,6 +900,7 @@ out:
 	free(cnt);
 	free(dp.off);
 	free(dp.wide);
+	free(grp);
 	if (rc < 0) {
 		free(rows);
 		return rc;

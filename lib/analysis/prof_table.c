@@ -421,6 +421,22 @@ int tk_prof_track_entries(struct tk_prof *p, uint32_t track, const uint64_t *ent
 	return 0;
 }
 
+int tk_prof_track_group(struct tk_prof *p, uint32_t track, uint32_t group)
+{
+	struct track_group *g = realloc(p->tgroups, (p->ntgroups + 1) * sizeof *g);
+
+	if (!g)
+		return -TK_E_NOMEM;
+	p->tgroups = g;
+	g[p->ntgroups++] = (struct track_group){ track, group };
+	return 0;
+}
+
+int tk_prof_grouped(const struct tk_prof *p)
+{
+	return p->ntgroups != 0;
+}
+
 /* The state of a profile that has seen nothing (its tables empty). */
 static void start_empty(struct tk_prof *p)
 {
@@ -571,6 +587,7 @@ void tk_prof_free(struct tk_prof *p)
 	for (size_t i = 0; i < p->ntsets; i++)
 		entry_set_put(p->tsets[i].es);
 	free(p->tsets);
+	free(p->tgroups);
 	free(p);
 }
 

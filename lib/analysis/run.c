@@ -355,14 +355,15 @@ static int track_entries(struct tk_source *s, struct tk_prof *p)
 {
 	struct tk_chunk *ch = NULL;
 	uint32_t *seen = NULL;
-	size_t n = 0, nseen = 0;
+	struct tk_sym **procs = NULL;   /* one a process: its index + 1 is its group */
+	size_t n = 0, nseen = 0, nprocs = 0;
 	int rc;
 
 	if (tk_source_info(s)->format != TK_FMT_PERF)
 		return 0;
 	if ((rc = tk_source_plan(s, &ch, &n)) < 0)
 		return rc;
-	if (n && !(seen = malloc(n * sizeof *seen)))
+	if (n && (!(seen = malloc(n * sizeof *seen)) || !(procs = malloc(n * sizeof *procs))))
 		rc = -TK_E_NOMEM;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		size_t k = 0;
@@ -381,8 +382,17 @@ static int track_entries(struct tk_source *s, struct tk_prof *p)
 			continue;   /* the profile's entries (all processes' code) */
 		rc = tk_prof_track_entries(p, ch[i].track, e, ne);
 		free(e);
+		/* and its functions' rows the process's, also when merged over threads */
+		size_t g = 0;
+		while (g < nprocs && procs[g] != sym)
+			g++;
+		if (g == nprocs)
+			procs[nprocs++] = sym;
+		if (rc >= 0)
+			rc = tk_prof_track_group(p, ch[i].track, (uint32_t)g + 1);
 	}
 	free(seen);
+	free(procs);
 	free(ch);
 	return rc < 0 ? rc : 0;
 }

@@ -39,6 +39,8 @@ struct agg {
 	struct names *names;
 	const char *tracks;
 	const struct tk_out_opts *o;
+	int by_proc;              /* frames named by their track's process (threads, or a
+				     session's processes: tk_prof_grouped) */
 	int proc_known;           /* proc_sym names proc_track's frames */
 	uint32_t proc_track;
 	struct tk_sym *proc_sym;
@@ -53,7 +55,7 @@ int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 const char *out_track_label(const struct tk_out_opts *o);
 /* The id TRACK is shown by in O's output. */
 uint32_t out_track_id(const struct tk_out_opts *o, uint32_t track);
-/* With threads: the process TRACK ran in (its pid, name into COMM[N], the symbols naming
+/* The process TRACK ran in (its pid, name into COMM[N], the symbols naming
  * its code, NULL: O's), as O's track_process says; 0, or -1 if none. */
 int out_track_process(const struct tk_out_opts *o, uint32_t track, uint32_t *pid, char *comm,
 		      size_t n, struct tk_sym **sym);

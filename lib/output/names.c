@@ -238,7 +238,7 @@ static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
 	if (depth > 1)
 		parent = w->path[depth - 2];
 	/* a thread's frames named from its process's symbols (the last track's kept) */
-	if (a->tracks && (!a->proc_known || st->track != a->proc_track)) {
+	if (a->by_proc && (!a->proc_known || st->track != a->proc_track)) {
 		uint32_t pid;
 		char comm[32];
 		a->proc_known = 1;
@@ -246,7 +246,7 @@ static int agg_visit(void *ctx, const struct tk_prof_frame *fr, size_t depth,
 		if (out_track_process(a->o, st->track, &pid, comm, sizeof comm, &a->proc_sym) < 0)
 			a->proc_sym = a->names->sym;
 	}
-	uint32_t name = a->tracks ? names_frame_in(a->names, a->proc_sym, fr[depth - 1].key,
+	uint32_t name = a->by_proc ? names_frame_in(a->names, a->proc_sym, fr[depth - 1].key,
 						   fr[depth - 1].kind)
 				  : names_frame(a->names, fr[depth - 1].key, fr[depth - 1].kind);
 	if (name == UINT32_MAX)
@@ -284,7 +284,7 @@ uint32_t out_track_id(const struct tk_out_opts *o, uint32_t track)
 int out_track_process(const struct tk_out_opts *o, uint32_t track, uint32_t *pid, char *comm,
 		      size_t n, struct tk_sym **sym)
 {
-	if (!o->threads || o->sz < offsetof(struct tk_out_opts, track_process) +
+	if (o->sz < offsetof(struct tk_out_opts, track_process) +
 				   sizeof(o->track_process) || !o->track_process)
 		return -1;
 	*sym = NULL;
@@ -301,6 +301,7 @@ int agg_build(struct agg *a, const struct tk_prof *p, struct names *nm,
 	memset(a, 0, sizeof *a);
 	a->names = nm;
 	a->tracks = o ? out_track_label(o) : NULL;
+	a->by_proc = o && (o->threads || tk_prof_grouped(p));
 	a->o = o;
 	a->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	a->cap = 1024;

@@ -171,8 +171,10 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 		return -TK_E_NOMEM;
 	}
 	*ps = NULL;
+	/* merged over threads, a process's rows (tk_prof_track_group) are named by it too */
+	const int by_proc = o->threads || tk_prof_grouped(p);
 	for (size_t i = 0; i < nf; i++) {
-		long k = o->threads ? track_proc(o, f[i].track, ps, &np) : -1;
+		long k = by_proc ? track_proc(o, f[i].track, ps, &np) : -1;
 		if (k == -2) {
 			free(f);
 			free(r);
@@ -192,8 +194,8 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 			r[i].module = base ? base + 1 : si.module;
 		}
 	}
-	for (size_t i = 0; i < nf; i++)   /* (*PS moved while it grew) */
-		r[i].proc = r[i].pi >= 0 ? &(*ps)[r[i].pi] : NULL;
+	for (size_t i = 0; i < nf; i++)   /* (*PS moved while it grew; pid, comm: per thread) */
+		r[i].proc = r[i].pi >= 0 && o->threads ? &(*ps)[r[i].pi] : NULL;
 	free(f);
 	enum sort_key share;
 	sort_lookup(NULL, m, &share, 1);

@@ -130,6 +130,18 @@ awk 'NR == FNR { want[$1 " " $2] = $3; next } { w = want[$2 " " $3]
 	if (w != $4) { print; bad++ } n[$1]++ }
 	END { exit bad || n[100] < 3 || n[101] < 3 || n[200] < 3 }' "$work/names.nm" "$work/names.tk" ||
 	{ echo "profile --threads: functions not named from their process's program"; cat "$work/names.tk"; exit 1; }
+# without --threads: each process's functions added over its threads, lj's and lj2's at
+# one address apart, each with its own program's name (not one row named by one of them)
+"$TK" profile --to csv "$work/cpu.data" 2>/dev/null | awk -F, 'NR > 1 { print $1, $2, $6 }' |
+	sort >"$work/merged.tk"
+awk -F, 'NR > 1 { k = $(NF - 1) SUBSEP $2; c[k] += $3; x[k] += $7 }
+	END { for (k in c) { split(k, w, SUBSEP); print w[2], c[k], x[k] } }' "$work/p1.csv" |
+	sort | cmp -s - "$work/merged.tk" ||
+	{ echo "profile: rows not each process's functions added over its threads"
+	  diff <(awk -F, 'NR > 1 { k = $(NF - 1) SUBSEP $2; c[k] += $3; x[k] += $7 }
+		END { for (k in c) { split(k, w, SUBSEP); print w[2], c[k], x[k] } }' "$work/p1.csv" | sort) \
+		"$work/merged.tk" | head; exit 1; }
+grep -q '^"deep" 2400 ' "$work/merged.tk" || { echo "profile: no row of lj2's deep"; exit 1; }
 
 # --pid, --tid, --comm: only those threads decoded; their rows and instructions are the
 # unfiltered run's of those threads, at -j 1 and -j 2 alike

@@ -931,10 +931,12 @@ __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")));
 int32_t ttls_fs_off;
 
 #define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
-/* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths | one path (+ ret)], and
- * in the last TRAMP_META bytes, never executed, how the prefix maps to the original code:
- * prefix length, instruction count, each one's offset in the slot and in the original
- * window, and the window's distance back from the CTI. A zeroed area means no prefix. */
+/* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths [suffix, jmp back] | one
+ * path (+ ret)], and in the last TRAMP_META bytes, never executed, how the moved code maps
+ * to the original: prefix length [0], instruction count [1], each one's offset in the slot
+ * [2..] and in the original window [8..], then the suffix's instructions and its end
+ * likewise, the window's distance back from the CTI [14], the suffix's instruction count
+ * [15]. A zeroed area means nothing moved. */
 #define TRAMP_SIZE 128
 #define TRAMP_META 16
 #define RELOC_MAX_BYTES (TRAMP_SIZE - TRAMP_META - (6 + 2 * TRAMP_PATH))
@@ -1304,14 +1306,15 @@ static int tramp_eligible(const struct cti *c)
  * trap handler with all signals blocked. */
 
 /* A conditional branch in a trampoline: the jcc itself, then the not-taken and the taken
- * path, each recording outcome I << 1 | taken through STUB and going on at its target. */
-static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i)
+ * path, each recording outcome I << 1 | taken through STUB and going on at its target (the
+ * not-taken one at FALL). */
+static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i, uint64_t fall)
 {
 	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
 	emit(pp, jcc, 2);
 	uint8_t *rel_at = *pp;
 	*pp += 4;
-	emit_path(pp, stub, (uint32_t)(i << 1), c->addr + c->len);
+	emit_path(pp, stub, (uint32_t)(i << 1), fall);
 	uint8_t *taken = *pp;
 	emit_path(pp, stub, (uint32_t)(i << 1 | 1), c->target);
 	int32_t rel = (int32_t)(taken - (rel_at + 4));
@@ -1331,7 +1334,7 @@ static void tramp_install(const struct cti *c, size_t i)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i);
+		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
 	} else {
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	}
@@ -1375,42 +1378,73 @@ out:
 struct window *windows;   /* room for one per CTI */
 size_t nwindows;
 
-/* Make the trampoline of C (index I) with prefix PRE[0..N) and plan the jump from the
- * window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
-int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
+/* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
+ * the copy cannot reach its operand. */
+static int emit_moved(uint8_t **p, const struct module *mod, const struct reloc_insn *r)
+{
+	const uint8_t *src = mod->orig + (r->addr - mod->start);
+	memcpy(*p, src, r->len);
+	if (r->disp_at) {
+		int32_t disp;
+		memcpy(&disp, src + r->disp_at, 4);
+		int64_t abs = (int64_t)(r->addr + r->len) + disp;
+		int64_t nd = abs - (int64_t)(uintptr_t)(*p + r->len);
+		if (nd != (int32_t)nd)
+			return -1;
+		int32_t d32 = (int32_t)nd;
+		memcpy(*p + r->disp_at, &d32, 4);
+	}
+	*p += r->len;
+	return 0;
+}
+
+/* Make the trampoline of C (index I) with prefix PRE[0..N) and, for a jcc, suffix
+ * SUF[0..NSUF) (its not-taken path runs them, then jumps back after them), and plan the
+ * jump from the window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
+int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n,
+		  const struct reloc_insn *suf, int nsuf)
 {
 	uint64_t b = n ? pre[0].addr : c->addr;
 	const struct module *mod = module_of(c->addr);
 	int m = (int)(mod - modules);
-	if (!mod || !tramp_area[m] || !windows || n > RELOC_MAX_INSNS ||
+	if (!mod || !tramp_area[m] || !windows || n + nsuf + (nsuf > 0) > RELOC_MAX_INSNS ||
+	    (nsuf && c->kind != CTI_JCC) ||
 	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		return -1;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
-	if (c->addr - b > RELOC_MAX_BYTES)
+	uint64_t moved = (c->addr - b) + (nsuf ? suf[nsuf - 1].addr + suf[nsuf - 1].len - (c->addr + c->len) + 5 : 0);
+	if (moved > RELOC_MAX_BYTES)
 		return -1;
 	memset(t, 0, TRAMP_SIZE);
 	for (int j = 0; j < n; j++) {
-		const uint8_t *src = mod->orig + (pre[j].addr - mod->start);
 		meta[2 + j] = (uint8_t)(p - t);
 		meta[8 + j] = (uint8_t)(pre[j].addr - b);
-		memcpy(p, src, pre[j].len);
-		if (pre[j].disp_at) {
-			int32_t disp;
-			memcpy(&disp, src + pre[j].disp_at, 4);
-			int64_t abs = (int64_t)(pre[j].addr + pre[j].len) + disp;
-			int64_t nd = abs - (int64_t)(uintptr_t)(p + pre[j].len);
-			if (nd != (int32_t)nd)
-				goto fail;   /* nothing is committed before the jump is written */
-			int32_t d32 = (int32_t)nd;
-			memcpy(p + pre[j].disp_at, &d32, 4);
-		}
-		p += pre[j].len;
+		if (emit_moved(&p, mod, &pre[j]) < 0)
+			goto fail;   /* nothing is committed before the jump is written */
 	}
 	meta[0] = (uint8_t)(p - t);
 	meta[1] = (uint8_t)n;
 	meta[14] = (uint8_t)(c->addr - b);
-	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i);
+	if (c->kind == CTI_JCC && nsuf) {
+		/* the paths, then the suffix (meta: its instructions and its end after the prefix's) */
+		uint64_t e = suf[nsuf - 1].addr + suf[nsuf - 1].len;
+		uint8_t *s = p + 6 + 2 * TRAMP_PATH;
+		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s);
+		meta[15] = (uint8_t)nsuf;
+		for (int j = 0; j <= nsuf; j++) {
+			meta[2 + n + j] = (uint8_t)(p - t);
+			meta[8 + n + j] = (uint8_t)((j < nsuf ? suf[j].addr : e) - b);
+			if (j < nsuf && emit_moved(&p, mod, &suf[j]) < 0)
+				goto fail;
+		}
+		uint8_t jmp = 0xe9;
+		emit(&p, &jmp, 1);
+		emit_rel32(&p, (uint8_t *)(uintptr_t)e);
+		int64_t back = (int64_t)e - (int64_t)(uintptr_t)p;
+		if (back != (int32_t)back)
+			goto fail;
+	} else if (c->kind == CTI_JCC) {
+		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
 		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */
@@ -1468,7 +1502,13 @@ uint64_t logical_ip(uint64_t rip)
 			break;
 		const struct cti *c = &ctis[tramp_index[m][k]];
 		const uint8_t *meta = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE + TRAMP_SIZE - TRAMP_META;
-		unsigned plen = meta[0], n = meta[1];
+		unsigned plen = meta[0], n = meta[1], ns = meta[15];
+		if (ns && in >= meta[2 + n]) {   /* in the suffix, or at the jump back after it */
+			unsigned j = n;
+			while (j < n + ns && meta[2 + j + 1] <= in)
+				j++;
+			return c->addr - meta[14] + meta[8 + j];
+		}
 		if (in < plen) {   /* in the relocated prefix: the original of the next instruction */
 			unsigned j = 0;
 			while (j + 1 < n && meta[2 + j + 1] <= in)

@@ -1412,7 +1412,10 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		return -1;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
-	uint64_t moved = (c->addr - b) + (nsuf ? suf[nsuf - 1].addr + suf[nsuf - 1].len - (c->addr + c->len) + 5 : 0);
+	/* the suffix ends with a jump back (5 bytes), or a direct transfer: push [rip + literal]
+	 * (a call's), jmp rel32, the literal (19 bytes) */
+	const struct reloc_insn *last = nsuf ? &suf[nsuf - 1] : NULL;
+	uint64_t moved = (c->addr - b) + (last ? last->addr - (c->addr + c->len) + (last->transfer ? 19 : last->len + 5) : 0);
 	if (moved > RELOC_MAX_BYTES)
 		return -1;
 	memset(t, 0, TRAMP_SIZE);
@@ -1427,11 +1430,26 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	meta[14] = (uint8_t)(c->addr - b);
 	if (c->kind == CTI_JCC && nsuf) {
 		/* the paths, then the suffix (meta: its instructions and its end after the prefix's) */
-		uint64_t e = suf[nsuf - 1].addr + suf[nsuf - 1].len;
-		uint8_t *s = p + 6 + 2 * TRAMP_PATH;
+		uint64_t e = last->addr + last->len, to = e;
+		uint8_t *s = p + 6 + 2 * TRAMP_PATH, *lit = NULL;
 		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s);
-		meta[15] = (uint8_t)nsuf;
+		meta[15] = (uint8_t)(nsuf | (last->transfer ? 0x80 : 0));
 		for (int j = 0; j <= nsuf; j++) {
+			if (j == nsuf - 1 && last->transfer) {   /* its place: before the push */
+				int32_t rel;
+				memcpy(&rel, mod->orig + (e - 4 - mod->start), 4);
+				to = e + (uint64_t)(int64_t)rel;
+				meta[2 + n + j] = (uint8_t)(p - t);
+				meta[8 + n + j] = (uint8_t)(last->addr - b);
+				if (last->transfer == RELOC_CALL) {
+					static const uint8_t push[] = { 0xff, 0x35 };   /* push qword [rip+rel32] */
+					emit(&p, push, sizeof push);
+					lit = p;
+					p += 4;
+				}
+				continue;
+			}
+			/* the end: after a transfer's push, the thread is at its target (logical_ip) */
 			meta[2 + n + j] = (uint8_t)(p - t);
 			meta[8 + n + j] = (uint8_t)((j < nsuf ? suf[j].addr : e) - b);
 			if (j < nsuf && emit_moved(&p, mod, &suf[j]) < 0)
@@ -1439,10 +1457,15 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		}
 		uint8_t jmp = 0xe9;
 		emit(&p, &jmp, 1);
-		emit_rel32(&p, (uint8_t *)(uintptr_t)e);
-		int64_t back = (int64_t)e - (int64_t)(uintptr_t)p;
+		emit_rel32(&p, (uint8_t *)(uintptr_t)to);
+		int64_t back = (int64_t)to - (int64_t)(uintptr_t)p;
 		if (back != (int32_t)back)
 			goto fail;
+		if (lit) {
+			int32_t rel = (int32_t)(p - (lit + 4));
+			memcpy(lit, &rel, 4);
+			emit(&p, &e, 8);
+		}
 	} else if (c->kind == CTI_JCC) {
 		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
@@ -1502,12 +1525,18 @@ uint64_t logical_ip(uint64_t rip)
 			break;
 		const struct cti *c = &ctis[tramp_index[m][k]];
 		const uint8_t *meta = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE + TRAMP_SIZE - TRAMP_META;
-		unsigned plen = meta[0], n = meta[1], ns = meta[15];
+		unsigned plen = meta[0], n = meta[1], ns = meta[15] & 0x7f;
 		if (ns && in >= meta[2 + n]) {   /* in the suffix, or at the jump back after it */
 			unsigned j = n;
 			while (j < n + ns && meta[2 + j + 1] <= in)
 				j++;
-			return c->addr - meta[14] + meta[8 + j];
+			uint64_t at = c->addr - meta[14] + meta[8 + j];
+			if (j == n + ns && (meta[15] & 0x80)) {   /* past a direct call's push: at its target */
+				int32_t rel;
+				memcpy(&rel, modules[m].orig + (at - 4 - modules[m].start), 4);
+				return at + (uint64_t)(int64_t)rel;
+			}
+			return at;
 		}
 		if (in < plen) {   /* in the relocated prefix: the original of the next instruction */
 			unsigned j = 0;

@@ -8,7 +8,9 @@
  * for a conditional branch whose prefix is too short, the instructions its not-taken path
  * falls into (the suffix), up to the first boundary at or past B+5. Bytes from B+5 on keep
  * the original code: a branch there still finds the CTI's int3, or a whole suffix
- * instruction that falls through as before. Header-only so that the unit test checks the
+ * instruction that falls through as before. A suffix may end with a direct `call` or
+ * `jmp` (the trampoline pushes the original return address and jumps to the target): the
+ * common `call f; test %eax,%eax; jne; call g`. Header-only so that the unit test checks the
  * recorder's very rule. Start-up only (Zydis). */
 #ifndef TK_RECORDER_BTRACE_RELOC_H
 #define TK_RECORDER_BTRACE_RELOC_H
@@ -23,7 +25,10 @@ struct reloc_insn {
 	uint64_t addr;
 	uint8_t len;
 	uint8_t disp_at;    /* offset of a RIP-relative disp32 in the instruction, 0 if none */
+	uint8_t transfer;   /* a suffix's last: RELOC_CALL or RELOC_JMP (rel32, never trapped) */
 };
+#define RELOC_CALL 1
+#define RELOC_JMP 2
 
 /* Whether the decoded instruction IN at IP (not a CTI) runs the same from a trampoline, and
  * its description in *R: no relative immediate (xbegin), RIP-relative addressing only as a
@@ -35,6 +40,7 @@ static inline int reloc_movable(uint64_t ip, const ZydisDecodedInstruction *in, 
 	r->addr = ip;
 	r->len = in->length;
 	r->disp_at = 0;
+	r->transfer = 0;
 	switch (in->mnemonic) {
 	case ZYDIS_MNEMONIC_UD0: case ZYDIS_MNEMONIC_UD1: case ZYDIS_MNEMONIC_UD2:
 	case ZYDIS_MNEMONIC_INT3: case ZYDIS_MNEMONIC_INT: case ZYDIS_MNEMONIC_INT1:
@@ -108,7 +114,7 @@ static inline int reloc_choose(const struct reloc_insn *pre, int npre, uint64_t 
 			int ns = 0;
 			if (b < covered)
 				break;
-			while (pass && end - b < 5 && ns < nsuf && suf[ns].addr == end)
+			while (pass && end - b < 5 && ns < nsuf && suf[ns].addr == end && !(ns && suf[ns - 1].transfer))
 				end += suf[ns++].len;
 			if (end - b < 5 || (pass && end == cti + len) ||
 			    (npre - j) + ns + (ns > 0) > RELOC_MAX_INSNS || reloc_entered(ent, b, b + 5))

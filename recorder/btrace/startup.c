@@ -620,9 +620,9 @@ static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
 	return a;
 }
 
-/* The movable instructions the jcc at IP (LEN bytes) falls into, up to RELOC_MAX_INSNS
- * and 16 bytes (a window needs at most 5), into SUF; stops at a CTI, a function start LIM
- * or anything that cannot move. Returns how many. */
+/* The movable instructions the jcc ending at IP falls into, up to RELOC_MAX_INSNS and 16
+ * bytes (a window needs at most 5), into SUF; stops after a direct call or jmp rel32, and at
+ * any other CTI, a function start LIM or anything that cannot move. Returns how many. */
 static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end, struct reloc_insn *suf)
 {
 	ZydisDecodedInstruction in;
@@ -630,8 +630,15 @@ static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, uint6
 	struct cti c;
 	int n = 0;
 	for (uint64_t a = ip; n < RELOC_MAX_INSNS && a < lim && a - ip < 16; a += in.length) {
-		if (!decode_at(m, a, lim, end, &in, ops) || cti_classify(&c, a, &in, ops) != CTI_NONE ||
-		    !reloc_movable(a, &in, ops, &suf[n]))
+		if (!decode_at(m, a, lim, end, &in, ops))
+			break;
+		int kind = cti_classify(&c, a, &in, ops);
+		if ((kind == CTI_CALL_DIR || kind == CTI_JMP_DIR) && in.length == 5 && in.raw.imm[0].size == 32 &&
+		    m->orig[a - m->start] == (kind == CTI_CALL_DIR ? 0xe8 : 0xe9)) {
+			suf[n] = (struct reloc_insn){ a, 5, 0, kind == CTI_CALL_DIR ? RELOC_CALL : RELOC_JMP };
+			return n + 1;
+		}
+		if (kind != CTI_NONE || !reloc_movable(a, &in, ops, &suf[n]))
 			break;
 		n++;
 	}

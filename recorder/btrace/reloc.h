@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <Zydis/Zydis.h>
 
+#include "cti.h"
+
 #define RELOC_MAX_INSNS 6   /* prefix + suffix instructions (+1 for the suffix's end) */
 
 struct reloc_insn {
@@ -60,6 +62,20 @@ static inline int reloc_movable(uint64_t ip, const ZydisDecodedInstruction *in, 
 		}
 	}
 	return 1;
+}
+
+/* Whether the instruction IN at IP, of CTI kind KIND (cti.h), may be part of a suffix:
+ * 1 movable, 2 a direct `call rel32` or `jmp rel32` that ends it, 0 neither (*R filled
+ * unless 0). */
+static inline int reloc_suffix_insn(uint64_t ip, const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops,
+				    int kind, struct reloc_insn *r)
+{
+	if ((kind == CTI_CALL_DIR || kind == CTI_JMP_DIR) && in->length == 5 && in->raw.imm[0].size == 32 &&
+	    in->opcode == (kind == CTI_CALL_DIR ? 0xe8 : 0xe9)) {
+		*r = (struct reloc_insn){ ip, 5, 0, kind == CTI_CALL_DIR ? RELOC_CALL : RELOC_JMP };
+		return 2;
+	}
+	return kind == CTI_NONE && reloc_movable(ip, in, ops, r);
 }
 
 /* Is anything in the sorted array A[0..N) within (LO, HI)? */

@@ -632,15 +632,11 @@ static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, uint6
 	for (uint64_t a = ip; n < RELOC_MAX_INSNS && a < lim && a - ip < 16; a += in.length) {
 		if (!decode_at(m, a, lim, end, &in, ops))
 			break;
-		int kind = cti_classify(&c, a, &in, ops);
-		if ((kind == CTI_CALL_DIR || kind == CTI_JMP_DIR) && in.length == 5 && in.raw.imm[0].size == 32 &&
-		    m->orig[a - m->start] == (kind == CTI_CALL_DIR ? 0xe8 : 0xe9)) {
-			suf[n] = (struct reloc_insn){ a, 5, 0, kind == CTI_CALL_DIR ? RELOC_CALL : RELOC_JMP };
-			return n + 1;
-		}
-		if (kind != CTI_NONE || !reloc_movable(a, &in, ops, &suf[n]))
+		int r = reloc_suffix_insn(a, &in, ops, cti_classify(&c, a, &in, ops), &suf[n]);
+		if (!r)
 			break;
-		n++;
+		if (++n, r == 2)
+			break;
 	}
 	return n;
 }

@@ -915,7 +915,7 @@ static uint64_t record_locked(struct tstate *ts, const struct cti *c, const stru
 /* ---- trampolines: conditional jumps of 6 bytes record without a signal -----------------
  * On its first trap, a `jcc rel32` is overwritten with `jmp rel32` to generated code that
  * repeats the condition and, on each path, calls tramp_hit() through a stub that saves all
- * registers, the flags and the extended state (XSAVE), then jumps on to the target or the
+ * registers, the flags and the SSE registers, then jumps on to the target or the
  * fall-through. The recorded packets are the same as with the trap. */
 
 #define TRAMP_AREA (16u << 20)   /* reserved; pages are touched only as trampolines are made */
@@ -1011,11 +1011,25 @@ static void emit_rel32(uint8_t **p, const uint8_t *to)
 	emit(p, &rel, 4);
 }
 
+/* movaps between xmm R and [rsp + 16 R]; LOAD: into the register */
+static void emit_xmm(uint8_t **p, int r, int load)
+{
+	uint8_t op[9] = { 0x44, 0x0f, (uint8_t)(load ? 0x28 : 0x29), (uint8_t)(0x84 | (r & 7) << 3), 0x24 };
+	int32_t disp = 16 * r;
+	memcpy(op + 5, &disp, 4);
+	if (r < 8)
+		emit(p, op + 1, 8);
+	else
+		emit(p, op, 9);
+}
+
 /* The shared save/call/restore stub; entered by call with the code in edi (saved by the
- * caller) and the red zone already skipped. */
+ * caller) and the red zone already skipped. Of the vector state it saves xmm0-15 only:
+ * the recorder is built without AVX (-mno-avx) and uses no x87, and legacy SSE leaves the
+ * upper halves of ymm/zmm alone, so nothing else can change (XSAVE/XRSTOR of the whole
+ * state took three quarters of a record's time). */
 static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 {
-	uint8_t *start = p;
 	static const uint8_t save[] = {
 		0x9c, 0xfc,                         /* pushfq; cld */
 		0x50, 0x51, 0x52, 0x56,             /* push rax rcx rdx rsi */
@@ -1024,27 +1038,21 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
 		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
 		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
-		0x48, 0x81, 0xec, 0x00, 0x10, 0x00, 0x00, /* sub rsp, 4096 */
-		0x48, 0x83, 0xe4, 0xc0,             /* and rsp, -64 */
-		0x31, 0xc9,                         /* xor ecx, ecx */
+		0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, /* sub rsp, 256 */
+		0x48, 0x83, 0xe4, 0xf0,             /* and rsp, -16 */
 	};
 	emit(&p, save, sizeof save);
-	for (int i = 0; i < 8; i++) {   /* the XSAVE header must start zeroed */
-		uint8_t mov[] = { 0x48, 0x89, 0x8c, 0x24, (uint8_t)(0x00 + 8 * i), 0x02, 0x00, 0x00 };
-		emit(&p, mov, sizeof mov);
-	}
-	static const uint8_t xs[] = {
-		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff, /* mov eax,-1; mov edx,-1 */
-		0x0f, 0xae, 0x24, 0x24,             /* xsave [rsp] */
-		0x48, 0xb8,                         /* mov rax, imm64 */
-	};
-	emit(&p, xs, sizeof xs);
+	for (int r = 0; r < 16; r++)
+		emit_xmm(&p, r, 0);
+	static const uint8_t call[] = { 0x48, 0xb8 };   /* mov rax, imm64 */
+	emit(&p, call, sizeof call);
 	uint64_t fn = (uint64_t)(uintptr_t)hit;
 	emit(&p, &fn, 8);
+	static const uint8_t call_rax[] = { 0xff, 0xd0 };
+	emit(&p, call_rax, sizeof call_rax);
+	for (int r = 0; r < 16; r++)
+		emit_xmm(&p, r, 1);
 	static const uint8_t rest[] = {
-		0xff, 0xd0,                         /* call rax */
-		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff,
-		0x0f, 0xae, 0x2c, 0x24,             /* xrstor [rsp] */
 		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
 		0x5b,                               /* pop rbx */
 		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
@@ -1052,7 +1060,6 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		0x9d, 0xc3,                         /* popfq; ret */
 	};
 	emit(&p, rest, sizeof rest);
-	(void)start;
 	return p;
 }
 
@@ -1081,16 +1088,6 @@ static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
 	uint8_t jmp = 0xe9;
 	emit(p, &jmp, 1);
 	emit_rel32(p, (uint8_t *)(uintptr_t)to);
-}
-
-int xsave_ok(void)
-{
-	unsigned a, b, c, d;
-	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-	if (!(c & (1u << 26)) || !(c & (1u << 27)))
-		return 0;
-	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
-	return b && b + 64 <= 4096;
 }
 
 /* SIZE bytes of executable memory within +-2 GiB of module M's code (reached by rel32). */

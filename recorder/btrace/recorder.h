@@ -211,7 +211,6 @@ struct tstate *thread_state(void);
 int maybe_psb(struct tstate *ts, uint64_t ip);
 int foreign_task(struct tstate *ts);
 void defer_signal(struct tstate *ts, int sig, const siginfo_t *si);
-int xsave_ok(void);
 uint8_t *map_near(int m, size_t size);
 void tramp_setup(int m);
 int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n,

@@ -995,7 +995,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	uint64_t fsb = rt_fs_base();
 	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
 	ttls_fs_off = (int32_t)fs_off;
-	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
+	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off &&
 	    (tramp_done = rec_alloc(nctis + 1))) {
 		for (int i = 0; i < nmodules; i++)
 			tramp_setup(i);
@@ -1017,7 +1017,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		     "recording to the end");
 	if (trigger_at && (!tramps_on || trigger_setup() < 0)) {
 		say2("--trigger ", trigger_name, ": cannot make the call counters (no memory near the "
-		     "code, or no XSAVE); recording to the end");
+		     "code); recording to the end");
 		trigger_at = 0;
 	}
 	if (patch() < 0)

@@ -22,7 +22,7 @@ same() {   # LABEL N OPTIONS... -- FILE: N shards merged = stats -j 1 (stdout, s
 		[ "$rc" = 0 ] && [ ! -s "$work/shard.err" ] ||
 			{ echo "$label: shard $i/$n: exit $rc"; cat "$work/shard.err"; exit 1; }
 	done
-	for to in text json csv; do
+	for to in $kinds; do
 		want_rc=0; "$TK" stats -j 1 --to "$to" "${opts[@]}" "$1" >"$work/want" 2>"$work/want.err" ||
 			want_rc=$?
 		[ -s "$work/want" ] || { echo "$label: stats --to $to printed nothing"; exit 1; }
@@ -35,21 +35,25 @@ same() {   # LABEL N OPTIONS... -- FILE: N shards merged = stats -j 1 (stdout, s
 	done
 }
 
-python3 "$SRC/bench/kanata-inflight.py" 1 "$work/inflight.log" >/dev/null
+python3 "$SRC/bench/kanata-inflight.py" 1 "$work/big.log" >/dev/null
+head -n 16000 "$work/big.log" >"$work/inflight.log"   # (short under the sanitizers)
 zcat "$SRC/../shared/data/kanata/kanata-sample-2.log.gz" >"$work/s2.log" 2>/dev/null ||
 	cp "$data/kanata-sample-1.log" "$work/s2.log"
 # a damaged line in the middle (inside shard 2 of 3)
-awk 'NR == 30000 { print "S\t12x\t0\tDc" } { print }' "$work/inflight.log" >"$work/dmg.log"
+awk 'NR == 9000 { print "S\t12x\t0\tDc" } { print }' "$work/inflight.log" >"$work/dmg.log"
 
 export TK_KANATA_CHUNK=40000
-for n in 1 2 3 4 7; do
+kinds="text json csv"
+same "in flight across seams" 3 --window 50 --slowest 4 -- "$work/inflight.log"
+kinds=text
+for n in 1 2 7; do
 	same "in flight across seams" "$n" --window 50 --slowest 4 -- "$work/inflight.log"
 done
 same "sample 2" 3 --slowest 3 -- "$work/s2.log"
 same "sample 1, more shards than chunks" 3 -- "$data/kanata-sample-1.log"
 same "basic" 2 -- "$data/kanata-basic.txt"
 same "damaged line" 3 -- "$work/dmg.log"
-grep -q ':30000: error' "$work/got.err" || { echo "damaged line: not reported"; cat "$work/got.err"; exit 1; }
+grep -q ':9000: error' "$work/got.err" || { echo "damaged line: not reported"; cat "$work/got.err"; exit 1; }
 # the first chunk sets no cycle (instructions before any C): read in order by the merge
 { printf 'Kanata\t0004\n'; for i in $(seq 0 3000); do printf 'I\t%d\t%d\t0\nS\t%d\t0\tF\nR\t%d\t%d\t0\n' \
 	"$i" "$i" "$i" "$i" "$i"; done; printf 'C\t5\n'; } >"$work/nocycle.log"

@@ -53,6 +53,9 @@ struct kept_diag {
 struct kept_diags {
 	size_t n;
 	struct kept_diag v[KEEP_DIAGS];
+	/* beyond KEEP_DIAGS: only counted by level (the callback still gets each, textless,
+	 * so that counts of what it was given equal -j 1's), from this line on */
+	uint64_t more[2], more_line;
 };
 
 static unsigned bucket(uint64_t v)
@@ -349,7 +352,10 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *d)
 {
 	struct stats_ctx *s = ctx;
 	if (s->keep) {
-		if (s->keep->n < KEEP_DIAGS) {
+		if (s->keep->n == KEEP_DIAGS && d->level <= TK_LOG_WARN) {
+			s->keep->more_line = s->keep->more[0] + s->keep->more[1] ? s->keep->more_line : d->line;
+			s->keep->more[d->level]++;
+		} else if (s->keep->n < KEEP_DIAGS) {
 			struct kept_diag *k = &s->keep->v[s->keep->n++];
 			k->d = *d;
 			snprintf(k->msg, sizeof k->msg, "%s", d->msg);
@@ -706,6 +712,14 @@ static void deliver_sorted(struct par *P, const struct kept_diags *a, const stru
 		if (P->o->diag)
 			P->o->diag(P->o->ctx, &d->d);
 	}
+	for (int lvl = TK_LOG_ERROR; lvl <= TK_LOG_WARN; lvl++)
+		for (const struct kept_diags *k = a; k; k = k == a ? b : NULL)
+			for (uint64_t n = 0; P->o->diag && n < k->more[lvl]; n++) {
+				struct tk_kanata_diag d = { .level = (enum tk_log_level)lvl,
+							    .line = k->more_line,
+							    .msg = "(not kept: over 256 in one parallel chunk)" };
+				P->o->diag(P->o->ctx, &d);
+			}
 }
 
 /* Chunk I (C: its parse, made here or loaded from a shard's bytes) into the total. */
@@ -1106,6 +1120,9 @@ static int chunk_save(struct par *P, const struct chunk *c, size_t i)
 		kn_putv(w, d->offset);
 		kn_put_str(w, d->msg, strlen(d->msg));
 	}
+	kn_putv(w, c->diags->more[0]);
+	kn_putv(w, c->diags->more[1]);
+	kn_putv(w, c->diags->more_line);
 	return w->err;
 }
 
@@ -1201,6 +1218,10 @@ static int chunk_load(struct tk_kanata_stats_merge *m, struct kn_in *b, struct c
 		kn_get_str(b, d->msg, sizeof d->msg, "diagnostics");
 		d->d.msg = d->msg;
 	}
+	for (int k = 0; k < 2; k++)
+		if ((c->diags->more[k] = kn_getv(b, "diagnostics")) > 4 * (c->lines + 1))
+			kn_bad(b, "more diagnostics than the chunk's lines give");
+	c->diags->more_line = kn_getv(b, "diagnostics");
 	m->next++;
 	m->next_start = c->start + c->len;
 	m->next_line = c->line_base + c->lines;

@@ -133,7 +133,8 @@ struct tk_kanata_stats_opts {
 	size_t sz;
 	uint64_t window;         /* IPC window in cycles; 0 = no windows */
 	uint64_t slowest;        /* keep the N slowest retired instructions */
-	unsigned jobs;           /* parse in parallel when > 1 (mapped input only) */
+	unsigned jobs;           /* parse in parallel when > 1 (mapped input only); beyond 256
+				  * diagnostics in one 8 MiB chunk, diag gets each without its text */
 	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
 	void *ctx;
 	uint64_t chunk_bytes;    /* the parallel chunks' size (0: 8 MiB; tests make it small) */

@@ -1,6 +1,6 @@
-/* Bytes of a Kanata statistics partial (docs/formats/partial.md, "Kanata statistics"):
- * LEB128 numbers, zigzag for signed ones, strings as a length and bytes. The reader stops
- * at the first fault and keeps its offset and a message. */
+/* Bytes of a Kanata statistics partial (docs/formats/partial.md, "Kanata statistics"),
+ * written into a memory struct tk_buf: LEB128 numbers, zigzag for signed ones, strings as a
+ * length and bytes. The reader stops at the first fault and keeps its offset and a message. */
 #ifndef TK_KANATA_BYTES_H
 #define TK_KANATA_BYTES_H
 
@@ -11,12 +11,6 @@
 
 #include "tracekit/common.h"
 
-struct kn_out {
-	uint8_t *p;
-	size_t n, cap;
-	int err;
-};
-
 struct kn_in {
 	const uint8_t *p;
 	size_t n, at;
@@ -25,27 +19,7 @@ struct kn_in {
 	char msg[120];
 };
 
-static inline void kn_put(struct kn_out *w, const void *v, size_t n)
-{
-	if (w->err || !n)
-		return;
-	if (w->n + n > w->cap) {
-		size_t cap = w->cap ? w->cap : 4096;
-		while (cap < w->n + n)
-			cap *= 2;
-		uint8_t *p = realloc(w->p, cap);
-		if (!p) {
-			w->err = -TK_E_NOMEM;
-			return;
-		}
-		w->p = p;
-		w->cap = cap;
-	}
-	memcpy(w->p + w->n, v, n);
-	w->n += n;
-}
-
-static inline void kn_putv(struct kn_out *w, uint64_t v)
+static inline void kn_putv(struct tk_buf *w, uint64_t v)
 {
 	uint8_t b[10];
 	size_t n = 0;
@@ -54,18 +28,19 @@ static inline void kn_putv(struct kn_out *w, uint64_t v)
 		v >>= 7;
 		b[n++] |= v ? 0x80 : 0;
 	} while (v);
-	kn_put(w, b, n);
+	tk_buf_put(w, b, n);
 }
 
-static inline void kn_putz(struct kn_out *w, int64_t v)
+static inline void kn_putz(struct tk_buf *w, int64_t v)
 {
 	kn_putv(w, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
 }
 
-static inline void kn_put_str(struct kn_out *w, const char *s, size_t n)
+static inline void kn_put_str(struct tk_buf *w, const char *s, size_t n)
 {
 	kn_putv(w, n);
-	kn_put(w, s, n);
+	if (n)
+		tk_buf_put(w, s, n);
 }
 
 static inline void kn_bad(struct kn_in *r, const char *what)

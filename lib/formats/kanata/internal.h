@@ -90,9 +90,8 @@ void kn_reader_finish(struct tk_kanata_reader *g);
 uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r);
 /* A chunk reader's state as bytes (formats/kanata/bytes.h), and again in a new chunk reader
  * (at most MAX_IDS ids begun); for the statistics partial of a shard. */
-struct kn_out;
 struct kn_in;
-int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct kn_out *w);
+int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct tk_buf *w);
 int kn_reader_chunk_load(struct tk_kanata_reader *r, struct kn_in *b, uint64_t max_ids);
 #define KN_MAX_NAMES 1024
 

@@ -1220,7 +1220,7 @@ uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r)
 /* ---- a chunk's state as bytes (a shard's, merged in another process) ------------------- */
 static void save_live(void *ctx, const struct kn_insn *in)
 {
-	struct kn_out *w = ctx;
+	struct tk_buf *w = ctx;
 	kn_putz(w, in->id);
 	kn_putz(w, in->sim_id);
 	kn_putz(w, in->thread);
@@ -1234,7 +1234,7 @@ static void save_live(void *ctx, const struct kn_insn *in)
 	kn_put_str(w, in->label, in->label_len);
 }
 
-int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct kn_out *w)
+int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct tk_buf *w)
 {
 	const struct tk_kanata_counts *n = &r->n;
 	const uint64_t v[] = { n->lines, n->commands, n->bytes, n->errors, n->warnings, n->insns,

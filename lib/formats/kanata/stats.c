@@ -53,6 +53,9 @@ struct kept_diag {
 struct kept_diags {
 	size_t n;
 	struct kept_diag v[KEEP_DIAGS];
+	/* beyond KEEP_DIAGS: only counted by level (the callback still gets each, textless,
+	 * so that counts of what it was given equal -j 1's), from this line on */
+	uint64_t more[2], more_line;
 };
 
 static unsigned bucket(uint64_t v)
@@ -349,7 +352,10 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *d)
 {
 	struct stats_ctx *s = ctx;
 	if (s->keep) {
-		if (s->keep->n < KEEP_DIAGS) {
+		if (s->keep->n == KEEP_DIAGS && d->level <= TK_LOG_WARN) {
+			s->keep->more_line = s->keep->more[0] + s->keep->more[1] ? s->keep->more_line : d->line;
+			s->keep->more[d->level]++;
+		} else if (s->keep->n < KEEP_DIAGS) {
 			struct kept_diag *k = &s->keep->v[s->keep->n++];
 			k->d = *d;
 			snprintf(k->msg, sizeof k->msg, "%s", d->msg);
@@ -453,7 +459,7 @@ struct par {
 	struct chunk *ch;
 	size_t n;
 	size_t first, count;         /* the chunks this run parses: all, or a shard's */
-	struct kn_out *save;         /* a shard: the chunks as bytes instead of merged */
+	struct tk_buf *save;         /* a shard: the chunks as bytes instead of merged */
 	struct tk_kanata_stats_opts *o;
 	struct stats_ctx *g;
 	struct kept_diags replay;
@@ -706,6 +712,14 @@ static void deliver_sorted(struct par *P, const struct kept_diags *a, const stru
 		if (P->o->diag)
 			P->o->diag(P->o->ctx, &d->d);
 	}
+	for (int lvl = TK_LOG_ERROR; lvl <= TK_LOG_WARN; lvl++)
+		for (const struct kept_diags *k = a; k; k = k == a ? b : NULL)
+			for (uint64_t n = 0; P->o->diag && n < k->more[lvl]; n++) {
+				struct tk_kanata_diag d = { .level = (enum tk_log_level)lvl,
+							    .line = k->more_line,
+							    .msg = "(not kept: over 256 in one parallel chunk)" };
+				P->o->diag(P->o->ctx, &d);
+			}
 }
 
 /* Chunk I (C: its parse, made here or loaded from a shard's bytes) into the total. */
@@ -1005,7 +1019,7 @@ void tk_kanata_stats_free(struct tk_kanata_stats *st)
 #define PART_MAGIC "TKKNST\0\1"
 #define PART_IN_ORDER 1       /* flags: the merge reads the input in order */
 
-static void hist_save(struct kn_out *w, const struct hist *h)
+static void hist_save(struct tk_buf *w, const struct hist *h)
 {
 	size_t nz = 0;
 	unsigned prev = 0;
@@ -1059,7 +1073,7 @@ static void hist_load(struct kn_in *b, struct hist *h)
  * diagnostics (the fields merge_one reads). */
 static int chunk_save(struct par *P, const struct chunk *c, size_t i)
 {
-	struct kn_out *w = P->save;
+	struct tk_buf *w = P->save;
 	const struct stats_ctx *s = c->s;
 	const uint64_t v[] = { i, c->start, c->len, c->lines, c->line_base };
 
@@ -1106,6 +1120,9 @@ static int chunk_save(struct par *P, const struct chunk *c, size_t i)
 		kn_putv(w, d->offset);
 		kn_put_str(w, d->msg, strlen(d->msg));
 	}
+	kn_putv(w, c->diags->more[0]);
+	kn_putv(w, c->diags->more[1]);
+	kn_putv(w, c->diags->more_line);
 	return w->err;
 }
 
@@ -1201,26 +1218,30 @@ static int chunk_load(struct tk_kanata_stats_merge *m, struct kn_in *b, struct c
 		kn_get_str(b, d->msg, sizeof d->msg, "diagnostics");
 		d->d.msg = d->msg;
 	}
+	for (int k = 0; k < 2; k++)
+		if ((c->diags->more[k] = kn_getv(b, "diagnostics")) > 4 * (c->lines + 1))
+			kn_bad(b, "more diagnostics than the chunk's lines give");
+	c->diags->more_line = kn_getv(b, "diagnostics");
 	m->next++;
 	m->next_start = c->start + c->len;
 	m->next_line = c->line_base + c->lines;
 	return b->err;
 }
 
-static int part_bytes(struct kn_out *w, uint8_t **data, size_t *len)
+static int part_bytes(struct tk_buf *w, uint8_t **data, size_t *len)
 {
 	if (w->err) {
-		free(w->p);
+		free(w->data);
 		return w->err;
 	}
-	*data = w->p;
-	*len = w->n;
+	*data = (uint8_t *)w->data;
+	*len = w->len;
 	return 0;
 }
 
-static void part_head(struct kn_out *w, const struct tk_kanata_stats_opts *o)
+static void part_head(struct tk_buf *w, const struct tk_kanata_stats_opts *o)
 {
-	kn_put(w, PART_MAGIC, 8);
+	tk_buf_put(w, PART_MAGIC, 8);
 	kn_putv(w, o->window);
 	kn_putv(w, o->slowest);
 }
@@ -1254,7 +1275,7 @@ int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts
 			  size_t first, size_t count, uint8_t **data, size_t *len)
 {
 	struct tk_kanata_stats_opts o = clamp_opts(opts);
-	struct kn_out w = { 0 }, chunks = { 0 };
+	struct tk_buf w = { .fd = -1 }, chunks = { .fd = -1 };
 	const uint8_t *p;
 	size_t n;
 	int rc;
@@ -1271,7 +1292,7 @@ int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts
 	struct par *P = (rc = tk_input_map(in, &p, &n)) < 0 ? NULL :
 			par_new((const char *)p, n, 1, o.chunk_bytes, &o, &rc);
 	if (!P) {
-		free(w.p);
+		free(w.data);
 		return rc;
 	}
 	if (first > P->n || count > P->n - first) {
@@ -1288,14 +1309,14 @@ int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts
 		kn_putv(&w, P->n);
 		kn_putv(&w, in_order ? PART_IN_ORDER : 0);
 		kn_putv(&w, in_order ? 0 : count);
-		if (!in_order)
-			kn_put(&w, chunks.p, chunks.n);
+		if (!in_order && chunks.len)
+			tk_buf_put(&w, chunks.data, chunks.len);
 		w.err = w.err ? w.err : chunks.err;
 		rc = part_bytes(&w, data, len);
 	} else {
-		free(w.p);
+		free(w.data);
 	}
-	free(chunks.p);
+	free(chunks.data);
 	par_free(P);
 	return rc;
 }

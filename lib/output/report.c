@@ -59,6 +59,7 @@ struct tl {
 	uint32_t *track;
 	uint64_t *ltime;          /* per lane: its last time (for events without one) */
 	uint64_t *insns, *calls;  /* nlanes rows of TK_REPORT_BINS */
+	uint64_t wbegin, wend;    /* tk_report_opts.time_begin, time_end */
 };
 
 static void tl_free(struct tl *t)
@@ -119,6 +120,8 @@ struct tk_report *tk_report_new(const struct tk_report_opts *opts, int *err)
 	r->win = calloc(TK_REPORT_WINDOW, sizeof *r->win);
 	r->notes = calloc(NOTES, sizeof *r->notes);
 	r->ipc_width = 1;
+	r->tl.wbegin = r->o.time_begin;
+	r->tl.wend = r->o.time_end;
 	if (!r->title || !r->format || !r->track_label || !r->map || !r->win || !r->notes ||
 	    tk_buf_init(&r->prof, -1, 4096) < 0) {
 		tk_report_free(r);
@@ -528,6 +531,8 @@ static int tl_event(struct tl *t, const struct tk_event *e)
 	if (time == TK_TIME_NONE || !(insns | calls))
 		return 0;
 	t->ltime[l] = time;
+	if (time < t->wbegin || (t->wend && time >= t->wend))
+		return 0;   /* outside the profile's --time window */
 	tl_fit(t, time, time);
 	t->insns[(size_t)l * TK_REPORT_BINS + (time >> t->shift) - t->base] += insns;
 	t->calls[(size_t)l * TK_REPORT_BINS + (time >> t->shift) - t->base] += calls;
@@ -827,10 +832,13 @@ static int tl_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
 
 static int tee_begin(void *ctx, size_t chunk, struct tk_sink *sink)
 {
+	const struct tk_report *r = ctx;
 	struct tl *t = calloc(1, sizeof *t);
-	(void)ctx, (void)chunk;
+	(void)chunk;
 	if (!t)
 		return -TK_E_NOMEM;
+	t->wbegin = r->tl.wbegin;
+	t->wend = r->tl.wend;
 	*sink = (struct tk_sink){ tl_sink_fn, t };
 	return 0;
 }

@@ -84,6 +84,7 @@ struct tk_report {
 	char *title, *format, *track_label;
 	struct tk_buf prof;       /* the profile's parts, as JSON members */
 	int have_prof;
+	int sparse;               /* TK_PROF_SPARSE_TIME: a time of 0 was not measured */
 	struct tk_prof_summary sum;
 	char **notes;
 	size_t nnotes, more_notes;
@@ -411,6 +412,7 @@ int tk_report_profile(struct tk_report *r, const struct tk_prof *p)
 	int rc;
 	tk_prof_summary(p, &r->sum);
 	r->have_prof = 1;
+	r->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	if ((rc = put_flame(b, p, r->o.sym)) < 0 || (rc = put_functions(b, p, &r->o)) < 0 ||
 	    (rc = put_source(b, p, &r->o)) < 0 || (rc = put_account(b, p, &r->o)) < 0)
 		return rc;
@@ -1044,7 +1046,7 @@ int tk_report_write(struct tk_report *r, struct tk_buf *b)
 		tk_buf_printf(&j, ",\"summary\":{\"events\":%llu,\"insns\":%llu,\"blocks\":%llu,"
 			      "\"calls\":%llu,\"returns\":%llu,\"gaps\":%llu,\"truncated\":%llu,"
 			      "\"orphans\":%llu,\"unmatched\":%llu,\"open_at_end\":%llu,"
-			      "\"unwound\":%llu,\"tracks\":%u,\"tps\":%llu,\"time\":%llu,\"timed\":%d}",
+			      "\"unwound\":%llu,\"tracks\":%u,\"tps\":%llu,\"time\":%llu,\"timed\":%d,\"sparse\":%d}",
 			      (unsigned long long)s->events, (unsigned long long)s->insns,
 			      (unsigned long long)s->blocks, (unsigned long long)s->calls,
 			      (unsigned long long)s->returns, (unsigned long long)s->gaps,
@@ -1052,7 +1054,8 @@ int tk_report_write(struct tk_report *r, struct tk_buf *b)
 			      (unsigned long long)s->unmatched, (unsigned long long)s->open_at_end,
 			      (unsigned long long)s->unwound, s->tracks,
 			      (unsigned long long)s->clock.ticks_per_second,
-			      (unsigned long long)(timed ? s->time_last - s->time_first : 0), timed);
+			      (unsigned long long)(timed ? s->time_last - s->time_first : 0), timed,
+			      r->sparse);
 		tk_buf_put(&j, r->prof.data, r->prof.len);
 	}
 	if (r->tl.any && r->tl.tmax > r->tl.tmin)

@@ -417,6 +417,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	o->args = argv + optind;
 	o->nargs = argc - optind;
 	o->tid32 = (uint32_t)o->tid;
+	if (getenv("TK_KANATA_CHUNK"))   /* tests: small Kanata chunks (shards' plans too) */
+		o->kanata_chunk = strtoull(getenv("TK_KANATA_CHUNK"), NULL, 10);
 	if (o->cpu && (rc = cpu_list(o->cpu, o)))
 		return rc;
 	o->filter = (struct tk_thread_filter){ .pids = o->pids, .npids = (size_t)o->npids,

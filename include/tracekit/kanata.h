@@ -136,6 +136,7 @@ struct tk_kanata_stats_opts {
 	unsigned jobs;           /* parse in parallel when > 1 (mapped input only) */
 	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
 	void *ctx;
+	uint64_t chunk_bytes;    /* the parallel chunks' size (0: 8 MiB; tests make it small) */
 };
 
 struct tk_kanata_stats {
@@ -160,6 +161,27 @@ struct tk_kanata_stats {
 TK_API int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
 			    struct tk_kanata_stats *st);
 TK_API void tk_kanata_stats_free(struct tk_kanata_stats *st);
+/* Statistics in shards (docs/formats/partial.md, "Kanata statistics"): the sizes of the
+ * chunks the input is parsed in (*SIZES malloc'd; none for a compressed input, which the
+ * merge reads in order); a shard's chunks [FIRST, FIRST + COUNT) parsed, as bytes (*DATA
+ * malloc'd; the chunks before FIRST are only scanned for their cycles and lines); and the
+ * shards' bytes merged in chunk order into what tk_kanata_stats_compute gives, diagnostics
+ * delivered to the options' callback in the same order. IN: the same input, unread; at the
+ * end of the merge the input is read in order where one process would (an id reused across
+ * chunks). merge_add: on bad bytes, -TK_E_BAD_FORMAT with *ERR_AT (their offset) and MSG. */
+TK_API int tk_kanata_stats_chunks(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
+				  uint64_t **sizes, size_t *n);
+TK_API int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
+				 size_t first, size_t count, uint8_t **data, size_t *len);
+struct tk_kanata_stats_merge;
+TK_API struct tk_kanata_stats_merge *tk_kanata_stats_merge_new(const struct tk_kanata_stats_opts *opts,
+							       struct tk_input *in, int *err);
+TK_API int tk_kanata_stats_merge_add(struct tk_kanata_stats_merge *m, const uint8_t *data,
+				     size_t len, uint64_t *err_at, char *msg, size_t msg_cap);
+TK_API int tk_kanata_stats_merge_end(struct tk_kanata_stats_merge *m, struct tk_kanata_stats *st);
+TK_API void tk_kanata_stats_merge_free(struct tk_kanata_stats_merge *m);
+/* The IPC window the shards were made with (their options decide the merge's). */
+TK_API uint64_t tk_kanata_stats_merge_window(const struct tk_kanata_stats_merge *m);
 /* Same on a buffer (tests, fuzzing). */
 TK_API int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
 			struct tk_kanata_stats *st);

@@ -323,111 +323,31 @@ static void put_track(struct wbuf *w, const struct track *t)
  * than a bounded number of durations (memory), and long runs cost a byte or two more */
 #define RUN_MAX 256
 
-/* A duration value of a function and how many times it occurs. */
-struct dval {
-	uint64_t ticks;
-	uint64_t count;
-	uint32_t func;
-};
-
-static int dval_cmp(const void *a, const void *b)
-{
-	const struct dval *x = a, *y = b;
-
-	if (x->func != y->func)
-		return x->func < y->func ? -1 : 1;
-	return x->ticks < y->ticks ? -1 : x->ticks > y->ticks;
-}
-
-/* Count the equal durations in a hash table of the distinct (function, ticks) pairs: most
- * are repeats, so the table stays small (in cache) where a copy of the log sorted would
- * be written and read several times over. */
-struct dcount {
-	struct dval *v;
-	size_t n, mask;
-};
-
-static int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks)
-{
-	if (2 * (c->n + 1) > c->mask + 1) {
-		size_t cap = 2 * (c->mask + 1);
-		struct dval *nv = calloc(cap, sizeof *nv);
-		if (!nv)
-			return -TK_E_NOMEM;
-		for (size_t i = 0; i <= c->mask; i++)
-			if (c->v[i].count) {
-				size_t h = tk_hash64(c->v[i].ticks ^ (uint64_t)c->v[i].func << 40) & (cap - 1);
-				while (nv[h].count)
-					h = (h + 1) & (cap - 1);
-				nv[h] = c->v[i];
-			}
-		free(c->v);
-		c->v = nv;
-		c->mask = cap - 1;
-	}
-	size_t h = tk_hash64(ticks ^ (uint64_t)f << 40) & c->mask;
-	while (c->v[h].count && (c->v[h].ticks != ticks || c->v[h].func != f))
-		h = (h + 1) & c->mask;
-	if (!c->v[h].count) {
-		c->v[h] = (struct dval){ ticks, 0, f };
-		c->n++;
-	}
-	c->v[h].count++;
-	return 0;
-}
-
 /* The duration log as each function's durations, sorted and in runs of equal values
  * (what the statistics read of it is each function's set of durations, not their order):
  * per function, the count of runs, then each run's difference from the run before and
  * its length less one. */
 static int put_durations(struct wbuf *w, const struct tk_prof *p)
 {
-	size_t nf = p->nfuncs;
-	size_t *bigi = calloc(nf + 1, sizeof *bigi);
-	struct dcount c = { calloc(1024, sizeof *c.v), 0, 1023 };
-	int rc = bigi && c.v ? 0 : -TK_E_NOMEM;
+	struct dval *v;
+	size_t m;
+	int rc = prof_duration_values(p, NULL, &v, &m);
 
-	for (size_t k = 0; k < p->ndlog && rc == 0; k++) {
-		const struct dchunk *d = &p->dlog[k];
-		for (size_t j = 0, n = dlog_len(p, k); j < n && rc == 0; j++) {
-			uint32_t f = (uint32_t)(d->v[j] >> 32);
-			uint64_t ticks = d->v[j] & 0xffffffffu;
-			if (d->map)
-				f = d->map[f];
-			if (f >= nf) {
-				rc = -TK_E_INTERNAL;
-				break;
+	for (size_t f = 0, i = 0; rc == 0 && f < p->nfuncs; f++) {
+		size_t e = i, runs = 0;
+		for (; e < m && v[e].func == f; e++)
+			runs += (v[e].count + RUN_MAX - 1) / RUN_MAX;
+		putv(w, runs);
+		for (uint64_t prev = 0; i < e; i++)
+			for (uint64_t left = v[i].count; left;) {
+				uint64_t len = left < RUN_MAX ? left : RUN_MAX;
+				putv(w, v[i].ticks - prev);
+				putv(w, len - 1);
+				prev = v[i].ticks;
+				left -= len;
 			}
-			/* those of DUR_BIG or more whole, from the function's big[] in turn */
-			if (ticks == DUR_BIG)
-				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
-			rc = dcount_add(&c, f, ticks);
-		}
 	}
-	if (rc == 0) {
-		/* the distinct values together, by function then ticks */
-		size_t m = 0;
-		for (size_t i = 0; i <= c.mask; i++)
-			if (c.v[i].count)
-				c.v[m++] = c.v[i];
-		qsort(c.v, m, sizeof *c.v, dval_cmp);
-		for (size_t f = 0, i = 0; f < nf; f++) {
-			size_t e = i, runs = 0;
-			for (; e < m && c.v[e].func == f; e++)
-				runs += (c.v[e].count + RUN_MAX - 1) / RUN_MAX;
-			putv(w, runs);
-			for (uint64_t prev = 0; i < e; i++)
-				for (uint64_t left = c.v[i].count; left;) {
-					uint64_t len = left < RUN_MAX ? left : RUN_MAX;
-					putv(w, c.v[i].ticks - prev);
-					putv(w, len - 1);
-					prev = c.v[i].ticks;
-					left -= len;
-				}
-		}
-	}
-	free(bigi);
-	free(c.v);
+	free(v);
 	return rc;
 }
 
@@ -692,7 +612,7 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 				break;
 			}
 			ticks += d;
-			if (prof_add_durations(p, f, ticks, len + 1) < 0)
+			if (prof_add_run(p, f, ticks, len + 1) < 0)
 				fail(r, -TK_E_NOMEM, at, "out of memory");
 		}
 	}

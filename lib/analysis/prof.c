@@ -376,30 +376,16 @@ HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 	return 0;
 }
 
-int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks)
+int prof_add_run(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n)
 {
-	return dlog_add(p, func, ticks);
-}
-
-int prof_add_durations(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n)
-{
-	if (!ticks || ticks >= DUR_BIG) {
-		for (; n; n--)
-			if (dlog_add(p, func, ticks) < 0)
-				return -TK_E_NOMEM;
+	struct dval *last = p->ndruns ? &p->druns[p->ndruns - 1] : NULL;
+	if (last && last->func == func && last->ticks == ticks) {
+		last->count += n;
 		return 0;
 	}
-	const uint64_t e = (uint64_t)func << 32 | ticks;
-	while (n) {
-		if (p->dlog_n == p->dlog_cap && prof_dlog_more(p) < 0)
-			return -TK_E_NOMEM;
-		size_t k = p->dlog_cap - p->dlog_n < n ? p->dlog_cap - p->dlog_n : (size_t)n;
-		uint64_t *d = p->dlog_cur + p->dlog_n;
-		for (size_t i = 0; i < k; i++)
-			d[i] = e;
-		p->dlog_n += k;
-		n -= k;
-	}
+	if (prof_grow((void **)&p->druns, &p->cdruns, p->ndruns + 1, sizeof *p->druns) < 0)
+		return -TK_E_NOMEM;
+	p->druns[p->ndruns++] = (struct dval){ ticks, n, func };
 	return 0;
 }
 
@@ -1365,9 +1351,15 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 		fmap[i] = fi;
 	}
 	int owned = merge_dlog(into, from, fmap, take);
-	if (owned < 0) {
-		free(fmap);
+	if (owned < 0 || prof_grow((void **)&into->druns, &into->cdruns, into->ndruns + from->ndruns,
+				   sizeof *into->druns) < 0) {
+		if (owned <= 0)
+			free(fmap);
 		goto nomem;
+	}
+	for (size_t i = 0; i < from->ndruns; i++) {
+		into->druns[into->ndruns] = from->druns[i];
+		into->druns[into->ndruns++].func = fmap[from->druns[i].func];
 	}
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];

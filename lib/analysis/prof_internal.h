@@ -42,6 +42,14 @@ struct func {
 
 #define DUR_BIG UINT32_MAX
 
+/* COUNT durations of TICKS each of function FUNC. A profile loaded from partial results
+ * keeps its durations as such runs (tk_prof.druns) rather than one log entry each: the
+ * statistics read each function's set of durations, never their order. */
+struct dval {
+	uint64_t ticks, count;
+	uint32_t func;
+};
+
 #define ENTRY_BITS ((size_t)1 << 16)
 
 /* Durations of completed calls but those of 0 ticks (func.zeros counts them), in completion
@@ -221,6 +229,8 @@ struct tk_prof {
 	size_t dlog_heap;         /* bytes of malloc'd chunks */
 	int spill_fd;             /* the spill file + 1 (0: none yet) */
 	uint64_t spill_off;       /* its size */
+	struct dval *druns;       /* durations as runs (loaded partials), besides the log */
+	size_t ndruns, cdruns;
 	struct fmap *fmaps;       /* function index maps of taken chunks */
 	size_t nfmaps, cfmaps;
 	uint32_t *func_map;
@@ -253,10 +263,14 @@ struct tk_prof {
  * write out): read or written, it no longer counts towards the process's memory. */
 void dlog_release(const struct dchunk *d, size_t entries);
 
-/* A duration of function FUNC at the end of the log (a loaded partial's: partial.c). */
-int prof_add_duration(struct tk_prof *p, uint32_t func, uint64_t ticks);
-/* N durations of TICKS each (a run of a loaded profile) */
-int prof_add_durations(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n);
+/* N durations of TICKS (> 0) each of function FUNC, as a run (a loaded partial's). */
+int prof_add_run(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n);
+/* Every duration of P, its log's and its runs', as distinct (KEY, ticks) values with their
+ * counts (KEY in dval.func: the function's index, or MAP[index] when MAP is given), sorted
+ * by key then ticks, in *OUT (malloc'd). */
+int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n);
+/* qsort's order of struct dval: by function, then ticks */
+int prof_dval_cmp(const void *a, const void *b);
 
 static inline size_t dlog_len(const struct tk_prof *p, size_t c)
 {

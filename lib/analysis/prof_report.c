@@ -620,6 +620,109 @@ static int cmp_func_key(const void *a, const void *b)
 	return x->track < y->track ? -1 : x->track > y->track;
 }
 
+/* The rows from I on of the same function over tracks (ROWS sorted by cmp_func_key): their
+ * costs added up in *ACC (track 0); returns the end of the group. */
+static size_t fold_group(const struct tk_prof_func *rows, size_t i, size_t nrows, struct tk_prof_func *acc)
+{
+	size_t j = i;
+	*acc = rows[i];
+	acc->calls = acc->incl_ticks = acc->excl_ticks = acc->incl_insns = acc->excl_insns = 0;
+	acc->track = 0;
+	for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
+		acc->calls += rows[j].calls;
+		acc->incl_ticks += rows[j].incl_ticks;
+		acc->excl_ticks += rows[j].excl_ticks;
+		acc->incl_insns += rows[j].incl_insns;
+		acc->excl_insns += rows[j].excl_insns;
+	}
+	return j;
+}
+
+/* The duration statistics of a profile that holds runs (merged from partial results):
+ * each row's distinct values with their counts, zeros among them, ranked as dur_stats
+ * ranks a row's durations, without expanding a run into its durations. Folds the rows
+ * over tracks unless PER_THREAD. */
+static int runs_stats(const struct tk_prof *p, int per_thread, struct tk_prof_func *rows, size_t *nrows)
+{
+	uint32_t *row_of = malloc((p->nfuncs + 1) * sizeof *row_of);
+	uint64_t *zeros = calloc(*nrows + 1, sizeof *zeros);
+	struct dval *v = NULL;
+	size_t n = 0;
+
+	if (!row_of || !zeros) {
+		free(row_of);
+		free(zeros);
+		return -TK_E_NOMEM;
+	}
+	for (uint32_t i = 0; i < p->nfuncs; i++)
+		row_of[i] = i;
+	if (!per_thread) {
+		size_t w = 0;
+		for (size_t i = 0; i < *nrows; i++)
+			rows[i].track = (uint32_t)i; /* the origin, while sorting */
+		qsort(rows, *nrows, sizeof *rows, cmp_func_key);
+		for (size_t i = 0; i < *nrows; w++) {
+			struct tk_prof_func acc;
+			for (size_t j = fold_group(rows, i, *nrows, &acc); i < j; i++)
+				if (rows[i].track < p->nfuncs)
+					row_of[rows[i].track] = (uint32_t)w;
+			rows[w] = acc;
+		}
+		*nrows = w;
+	}
+	for (uint32_t f = 0; f < p->nfuncs; f++)
+		zeros[row_of[f]] += p->funcs[f].zeros;
+	int rc = prof_duration_values(p, row_of, &v, &n);
+	/* each row's values ascending, its zeros (the smallest) before them */
+	for (size_t r = 0, i = 0; rc == 0 && r < *nrows; r++) {
+		struct tk_prof_func *f = &rows[r];
+		size_t j = i;
+		uint64_t total = zeros[r];
+		for (; j < n && v[j].func == r; j++)
+			total += v[j].count;
+		f->ndur = total;
+		if (!total)
+			continue;
+		const uint64_t k[3] = { total / 2, (uint64_t)((double)total * 0.9),
+					(uint64_t)((double)total * 0.99) };
+		uint64_t *at[3] = { &f->dur_median, &f->dur_p90, &f->dur_p99 };
+		uint64_t cum = zeros[r];
+		size_t w = 0;
+		for (; w < 3 && k[w] < cum; w++)
+			*at[w] = 0;
+		f->dur_min = zeros[r] ? 0 : v[i].ticks;
+		f->dur_max = j > i ? v[j - 1].ticks : 0;
+		f->dur_sum = 0;
+		for (; i < j; i++) {
+			f->dur_sum += v[i].ticks * v[i].count;
+			cum += v[i].count;
+			for (; w < 3 && k[w] < cum; w++)
+				*at[w] = v[i].ticks;
+		}
+	}
+	free(v);
+	free(row_of);
+	free(zeros);
+	return rc;
+}
+
+/* The rows worth showing of ROWS[0, NROWS) to *OUT: drop the unknown rows that saw
+ * nothing, and in a time window every such row (the calls that ran outside it, kept for
+ * their stacks; the same with call filters). */
+static int keep_rows(const struct tk_prof *p, struct tk_prof_func *rows, size_t nrows,
+		     struct tk_prof_func **out, size_t *nout)
+{
+	size_t w = 0;
+	const int window = (p->opts.flags & (TK_PROF_WINDOW | TK_PROF_FILTER)) != 0;
+	for (size_t i = 0; i < nrows; i++)
+		if ((rows[i].kind != TK_PROF_KEY_UNKNOWN && !window) || rows[i].incl_insns ||
+		    rows[i].incl_ticks || (window && rows[i].calls))
+			rows[w++] = rows[i];
+	*out = rows;
+	*nout = w;
+	return 0;
+}
+
 int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func **out, size_t *nout)
 {
 	/* one row per func (per track), plus one per track for the unknown levels */
@@ -682,6 +785,14 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	free(rec);
 	free(row_of_track);
 	free(hint_mixed);
+	if (p->ndruns) {
+		int rc = runs_stats(p, per_thread, rows, &nrows);
+		if (rc < 0) {
+			free(rows);
+			return rc;
+		}
+		return keep_rows(p, rows, nrows, out, nout);
+	}
 
 	/* durations: counted per function, then placed so that the rows that fold together
 	 * (one function over tracks) have theirs side by side */
@@ -809,19 +920,13 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	} else {
 		size_t w = 0;
 		for (size_t i = 0; i < nrows;) {
-			size_t j = i, nd = 0, first = SIZE_MAX;
+			size_t nd = 0, first = SIZE_MAX;
 			uint64_t zeros = 0;
 			int wide = 0;
 			uint32_t radix = NONE32;
-			struct tk_prof_func acc = rows[i];
-			acc.calls = acc.incl_ticks = acc.excl_ticks = acc.incl_insns = acc.excl_insns = 0;
-			for (; j < nrows && rows[j].kind == rows[i].kind && rows[j].key == rows[i].key; j++) {
-				acc.calls += rows[j].calls;
-				acc.incl_ticks += rows[j].incl_ticks;
-				acc.excl_ticks += rows[j].excl_ticks;
-				acc.incl_insns += rows[j].incl_insns;
-				acc.excl_insns += rows[j].excl_insns;
-				uint32_t origin = rows[j].track;
+			struct tk_prof_func acc;
+			for (size_t j = fold_group(rows, i, nrows, &acc); i < j; i++) {
+				uint32_t origin = rows[i].track;
 				if (origin < p->nfuncs && dp.big[origin] != NONE32) {
 					radix = dp.big[origin];
 				} else if (origin < p->nfuncs) {
@@ -832,13 +937,11 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 					zeros += p->funcs[origin].zeros;
 				}
 			}
-			acc.track = 0;
 			if (radix != NONE32)
 				rg[radix].row = w;   /* filled in by radix_rows */
 			else
 				dur_stats(&acc, &dp, wide, first == SIZE_MAX ? 0 : first, nd, zeros);
 			rows[w++] = acc;
-			i = j;
 		}
 		nrows = w;
 	}
@@ -865,17 +968,7 @@ out:
 		free(rows);
 		return rc;
 	}
-	/* drop the unknown rows that saw nothing, and in a time window every such row (the
-	 * calls that ran outside it, kept for their stacks; the same with call filters) */
-	size_t w = 0;
-	const int window = (p->opts.flags & (TK_PROF_WINDOW | TK_PROF_FILTER)) != 0;
-	for (size_t i = 0; i < nrows; i++)
-		if ((rows[i].kind != TK_PROF_KEY_UNKNOWN && !window) || rows[i].incl_insns ||
-		    rows[i].incl_ticks || (window && rows[i].calls))
-			rows[w++] = rows[i];
-	*out = rows;
-	*nout = w;
-	return 0;
+	return keep_rows(p, rows, nrows, out, nout);
 }
 
 int tk_prof_walk_paths(const struct tk_prof *p, tk_prof_path_fn fn, void *ctx)

@@ -516,6 +516,9 @@ static void free_gathered(struct tk_prof *p)
 		close(p->spill_fd - 1);
 	for (size_t i = 0; i < p->nfmaps; i++)
 		free(p->fmaps[i].v);
+	free(p->druns);
+	p->druns = NULL;
+	p->ndruns = p->cdruns = 0;
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
@@ -568,4 +571,99 @@ void tk_prof_free(struct tk_prof *p)
 		entry_set_put(p->tsets[i].es);
 	free(p->tsets);
 	free(p);
+}
+
+/* ---- durations as distinct values (partial results, statistics of merged partials) ---- */
+
+int prof_dval_cmp(const void *a, const void *b)
+{
+	const struct dval *x = a, *y = b;
+
+	if (x->func != y->func)
+		return x->func < y->func ? -1 : 1;
+	return x->ticks < y->ticks ? -1 : x->ticks > y->ticks;
+}
+
+/* Equal durations counted in a hash table of the distinct (function, ticks) pairs: most
+ * are repeats, so the table stays small (in cache) where a copy of the log sorted would
+ * be written and read several times over. */
+struct dcount {
+	struct dval *v;
+	size_t n, mask;
+};
+
+static int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks, uint64_t n)
+{
+	if (2 * (c->n + 1) > c->mask + 1) {
+		size_t cap = 2 * (c->mask + 1);
+		struct dval *nv = calloc(cap, sizeof *nv);
+		if (!nv)
+			return -TK_E_NOMEM;
+		for (size_t i = 0; i <= c->mask; i++)
+			if (c->v[i].count) {
+				size_t h = tk_hash64(c->v[i].ticks ^ (uint64_t)c->v[i].func << 40) & (cap - 1);
+				while (nv[h].count)
+					h = (h + 1) & (cap - 1);
+				nv[h] = c->v[i];
+			}
+		free(c->v);
+		c->v = nv;
+		c->mask = cap - 1;
+	}
+	size_t h = tk_hash64(ticks ^ (uint64_t)f << 40) & c->mask;
+	while (c->v[h].count && (c->v[h].ticks != ticks || c->v[h].func != f))
+		h = (h + 1) & c->mask;
+	if (!c->v[h].count) {
+		c->v[h] = (struct dval){ ticks, 0, f };
+		c->n++;
+	}
+	c->v[h].count += n;
+	return 0;
+}
+
+int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n)
+{
+	size_t nf = p->nfuncs;
+	size_t *bigi = calloc(nf + 1, sizeof *bigi);
+	struct dcount c = { calloc(1024, sizeof *c.v), 0, 1023 };
+	int rc = bigi && c.v ? 0 : -TK_E_NOMEM;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t k = 0; k < p->ndlog && rc == 0; k++) {
+		const struct dchunk *d = &p->dlog[k];
+		for (size_t j = 0, e = dlog_len(p, k); j < e && rc == 0; j++) {
+			uint32_t f = (uint32_t)(d->v[j] >> 32);
+			uint64_t ticks = d->v[j] & 0xffffffffu;
+			if (d->map)
+				f = d->map[f];
+			if (f >= nf) {
+				rc = -TK_E_INTERNAL;
+				break;
+			}
+			/* those of DUR_BIG or more whole, from the function's big[] in turn */
+			if (ticks == DUR_BIG)
+				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
+			rc = dcount_add(&c, map ? map[f] : f, ticks, 1);
+		}
+	}
+	for (size_t i = 0; i < p->ndruns && rc == 0; i++) {
+		uint32_t f = p->druns[i].func;
+		rc = f < nf ? dcount_add(&c, map ? map[f] : f, p->druns[i].ticks, p->druns[i].count)
+			    : -TK_E_INTERNAL;
+	}
+	free(bigi);
+	if (rc < 0) {
+		free(c.v);
+		return rc;
+	}
+	/* the distinct values together, by function then ticks */
+	size_t m = 0;
+	for (size_t i = 0; i <= c.mask; i++)
+		if (c.v[i].count)
+			c.v[m++] = c.v[i];
+	qsort(c.v, m, sizeof *c.v, prof_dval_cmp);
+	*out = c.v;
+	*n = m;
+	return 0;
 }

@@ -1,8 +1,10 @@
 /* Kanata pipeline logs (and gem5 O3PipeView, converted to Kanata) in the commands: check,
  * stats, dump, info, convert. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "tracekit/partial.h"
 
 /* The reader's diagnostics: errors only (warnings, e.g. L after R, common in real logs,
  * are for tracekit check), the first LIMIT of them (0: all). */
@@ -80,6 +82,55 @@ static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(c->out_close(&out), status);
 }
 
+/* A shard's run of the chunks (c->part) parsed, as its partial result; its diagnostics
+ * are in it, for the merge to report in line order with the seams' own. */
+static int stats_shard(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       const struct tk_kanata_stats_opts *so)
+{
+	uint64_t *sizes;
+	size_t n;
+	uint32_t first = 0, count = 0;
+	int rc = tk_kanata_stats_chunks(in, so, &sizes, &n);
+
+	if (rc >= 0) {
+		tk_partial_shard_range(sizes, n, c->part->shard, c->part->nshards, &first, &count);
+		c->part->nchunks = (uint32_t)n;
+		c->part->first = first;
+		c->part->count = count;
+		rc = tk_kanata_stats_shard(in, so, first, count, &c->part->data, &c->part->len);
+	}
+	free(sizes);
+	return tk_cmd_part_saved(c, file, rc);
+}
+
+static int merge_loader(void *m, const uint8_t *data, size_t len, struct tk_partial_error *e)
+{
+	e->code = -TK_E_BAD_FORMAT;
+	return tk_kanata_stats_merge_add(m, data, len, &e->offset, e->msg, sizeof e->msg);
+}
+
+/* The shards' partials (c->part->load) merged in order into ST. */
+static int stats_merge(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       struct tk_kanata_stats_opts *so, struct tk_kanata_stats *st)
+{
+	int rc, status;
+	struct tk_kanata_stats_merge *m = tk_kanata_stats_merge_new(so, in, &rc);
+
+	memset(st, 0, sizeof *st);
+	if (!m) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	if (!(status = tk_cmd_part_load(c, merge_loader, m)) &&
+	    (rc = tk_kanata_stats_merge_end(m, st)) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		status = TK_EXIT_INPUT;
+	}
+	so->window = tk_kanata_stats_merge_window(m);
+	tk_kanata_stats_merge_free(m);
+	return status;
+}
+
 static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {
@@ -87,19 +138,25 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	struct diag dc = { c, file, NULL, 0, 20 };
 	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = o->window,
 					   .slowest = o->slowest, .jobs = tk_cmd_jobs(c),
-					   .diag = diag, .ctx = &dc };
+					   .diag = diag, .ctx = &dc, .chunk_bytes = o->kanata_chunk };
 	struct tk_kanata_stats st;
 	struct tk_buf out;
 	const char *to = o->to ? o->to : "text";
 	int rc;
 
 	(void)fi, (void)unused;
+	if (c->part && !c->part->nload)
+		return stats_shard(c, file, in, &so);
 	if (!tk_stats_format_by_name(to)) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", to);
 		return TK_EXIT_USAGE;
 	}
-	rc = tk_kanata_stats_compute(in, &so, &st);
-	if (rc < 0) {
+	if (c->part) {
+		if ((rc = stats_merge(c, file, in, &so, &st))) {
+			tk_kanata_stats_free(&st);
+			return rc;
+		}
+	} else if ((rc = tk_kanata_stats_compute(in, &so, &st)) < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
 		tk_kanata_stats_free(&st);
 		return TK_EXIT_INPUT;
@@ -114,7 +171,7 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_kanata_stats_free(&st);
 		return rc;
 	}
-	tk_out_kanata_stats(&out, tk_stats_format_by_name(to), file, &st, o->window);
+	tk_out_kanata_stats(&out, tk_stats_format_by_name(to), file, &st, so.window);
 	rc = c->out_close(&out);
 	int status = st.counts.errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
 	tk_kanata_stats_free(&st);

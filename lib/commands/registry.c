@@ -26,9 +26,10 @@ int tk_cmd_streamed(enum tk_format_id id)
 
 int tk_cmd_stats_partial(enum tk_format_id id, int decode_stat)
 {
-	(void)decode_stat;   /* (decode --stat's counts: the same formats) */
+	/* (decode --stat's counts: the same formats, but Kanata's statistics only) */
 	return id == TK_FMT_IPT || id == TK_FMT_PERF || id == TK_FMT_TKBT ||
-	       id == TK_FMT_XTRACE_INSN || id == TK_FMT_XTRACE_SNAP;
+	       id == TK_FMT_XTRACE_INSN || id == TK_FMT_XTRACE_SNAP ||
+	       (id == TK_FMT_KANATA && !decode_stat);
 }
 
 /* The formats' option tables, each under the title `tracekit help` lists it with. */

@@ -1,13 +1,17 @@
 /* Fuzz target: partial results (tracekit/partial.h). The bytes as a partial file, each of
  * its results loaded as a profile and merged in order; the bytes as one profile; and the
  * bytes as execution statistics, added and finished (no code: every block undecoded),
- * and as xtrace statistics.
+ * and as xtrace statistics, and as a Kanata statistics shard merged over a small log.
  * What loads must merge, finish and print without harm. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tracekit/image.h"
 #include "tracekit/ipt_flow.h"
+#include "tracekit/kanata.h"
 #include "tracekit/out.h"
 #include "tracekit/partial.h"
 #include "tracekit/xtrace.h"
@@ -92,6 +96,51 @@ static void counts(const uint8_t *data, size_t size)
 	}
 }
 
+/* The bytes as a shard of Kanata statistics over a small log (a memfd, made once; the
+ * merge reads it when it must read in order), merged, finished and printed. */
+static void kanata_stats(const uint8_t *data, size_t size)
+{
+	static char path[64];
+	struct tk_kanata_stats_opts o = { .sz = sizeof o, .window = 4, .slowest = 3 };
+	struct tk_kanata_stats_merge *m;
+	struct tk_kanata_stats st;
+	struct tk_input *in;
+	char msg[160];
+	uint64_t at;
+	int err;
+
+	if (!path[0]) {
+		int fd = memfd_create("kanata", 0);
+		FILE *f = fd >= 0 ? fdopen(dup(fd), "w") : NULL;
+		if (!f)
+			return;
+		fprintf(f, "Kanata\t0004\nC=\t10\n");
+		for (int i = 0; i < 200; i++)
+			fprintf(f, "I\t%d\t%d\t%d\nL\t%d\t0\top%d\nS\t%d\t0\tF\nC\t1\nR\t%d\t%d\t%d\n",
+				i, i, i % 2, i, i, i, i, i, i % 7 == 0);
+		fclose(f);
+		snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	}
+	if (tk_input_open(&in, path, NULL) < 0)
+		return;
+	if ((m = tk_kanata_stats_merge_new(&o, in, &err))) {
+		if (tk_kanata_stats_merge_add(m, data, size, &at, msg, sizeof msg) == 0 &&
+		    tk_kanata_stats_merge_end(m, &st) == 0) {
+			struct tk_buf b;
+			if (tk_buf_init(&b, -1, 4096) == 0) {
+				for (int k = TK_STATS_TEXT; k <= TK_STATS_CSV; k++) {
+					b.len = 0;
+					tk_out_kanata_stats(&b, (enum tk_stats_format)k, "f", &st, o.window);
+				}
+				tk_buf_free(&b);
+			}
+			tk_kanata_stats_free(&st);
+		}
+		tk_kanata_stats_merge_free(m);
+	}
+	tk_input_free(in);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tk_prof *like = tk_prof_new(NULL, NULL), *acc, *p;
@@ -125,5 +174,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	exec_stats(data, size);
 	xtrace_stats(data, size);
 	counts(data, size);
+	kanata_stats(data, size);
 	return 0;
 }

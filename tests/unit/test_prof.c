@@ -849,6 +849,8 @@ static void test_orphans_and_gaps(void **state)
 }
 
 /* Durations past 32 bits are kept exactly (and in order through a merge). */
+/* Durations of 0 ticks, over 2^32 and over 2^40 keep their values through merges, and
+ * through a partial result merged into a decoded profile (runs beside a log). */
 static void test_long_durations(void **state)
 {
 	(void)state;
@@ -857,27 +859,35 @@ static void test_long_durations(void **state)
 		ev_fn(TK_EV_FUNC_ENTER, 9, 0, 0), ev_fn(TK_EV_FUNC_EXIT, 9, 10, 0),
 		ev_fn(TK_EV_FUNC_ENTER, 9, 100, 0), ev_fn(TK_EV_FUNC_EXIT, 9, 100 + big, 0),
 		ev_fn(TK_EV_FUNC_ENTER, 9, 200 + big, 0), ev_fn(TK_EV_FUNC_EXIT, 9, 200 + big + huge, 0),
+		ev_fn(TK_EV_FUNC_ENTER, 9, 300 + big + huge, 0), ev_fn(TK_EV_FUNC_EXIT, 9, 300 + big + huge, 0),
 	};
-	for (size_t cut = 0; cut <= 6; cut++) {
-		struct tk_prof *a = tk_prof_new(NULL, NULL), *b = tk_prof_new(NULL, NULL);
-		assert_int_equal(tk_prof_events(a, ev, cut), 0);
-		assert_int_equal(tk_prof_events(b, ev + cut, 6 - cut), 0);
-		assert_int_equal(tk_prof_merge(a, b), 0);
-		tk_prof_finish(a);
-		struct tk_prof_func *f;
-		size_t nf;
-		assert_int_equal(tk_prof_funcs(a, 0, &f, &nf), 0);
-		const struct tk_prof_func *r = find_func(f, nf, 9, TK_PROF_KEY_ID);
-		assert_non_null(r);
-		assert_int_equal(r->ndur, 3);
-		assert_int_equal(r->dur_min, 10);
-		assert_int_equal(r->dur_median, big);
-		assert_int_equal(r->dur_max, huge);
-		assert_int_equal(r->dur_sum, 10 + big + huge);
-		free(f);
-		tk_prof_free(a);
-		tk_prof_free(b);
-	}
+	for (int saved = 0; saved < 2; saved++)
+		for (size_t cut = 0; cut <= 8; cut++) {
+			struct tk_prof *a = tk_prof_new(NULL, NULL), *b = tk_prof_new(NULL, NULL);
+			assert_int_equal(tk_prof_events(a, ev, cut), 0);
+			assert_int_equal(tk_prof_events(b, ev + cut, 8 - cut), 0);
+			if (saved) {
+				struct tk_prof *back = saved_and_loaded(b, a);
+				tk_prof_free(b);
+				b = back;
+			}
+			assert_int_equal(tk_prof_merge(a, b), 0);
+			tk_prof_finish(a);
+			struct tk_prof_func *f;
+			size_t nf;
+			assert_int_equal(tk_prof_funcs(a, 0, &f, &nf), 0);
+			const struct tk_prof_func *r = find_func(f, nf, 9, TK_PROF_KEY_ID);
+			assert_non_null(r);
+			assert_int_equal(r->ndur, 4);
+			assert_int_equal(r->dur_min, 0);
+			assert_int_equal(r->dur_median, big);
+			assert_int_equal(r->dur_p90, huge);
+			assert_int_equal(r->dur_max, huge);
+			assert_int_equal(r->dur_sum, 10 + big + huge);
+			free(f);
+			tk_prof_free(a);
+			tk_prof_free(b);
+		}
 }
 
 /* A stack 200,000 calls deep with resumes at addresses no frame holds, then a resume and a

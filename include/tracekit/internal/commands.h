@@ -96,6 +96,7 @@ struct tk_cmd_opts {
 	/* stats / convert for pipelines and slices */
 	uint64_t window;             /* --window N */
 	uint64_t slowest;            /* --slowest N */
+	uint64_t kanata_chunk;       /* TK_KANATA_CHUNK: Kanata's parallel chunk size (tests) */
 	const char *cycles;          /* --cycles A:B */
 	const char *slice;           /* --slice K:N */
 

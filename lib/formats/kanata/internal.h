@@ -88,12 +88,19 @@ void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_rea
 			  uint64_t line_base, uint64_t byte_base);
 void kn_reader_finish(struct tk_kanata_reader *g);
 uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r);
+/* A chunk reader's state as bytes (formats/kanata/bytes.h), and again in a new chunk reader
+ * (at most MAX_IDS ids begun); for the statistics partial of a shard. */
+struct kn_out;
+struct kn_in;
+int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct kn_out *w);
+int kn_reader_chunk_load(struct tk_kanata_reader *r, struct kn_in *b, uint64_t max_ids);
 #define KN_MAX_NAMES 1024
 
 /* Hand-rolled integer parse of [p, e): optional spaces, '-', digits, spaces. */
 /* The source's chunks: where the chunk at POS ends (a line seam), and decoding by pieces
  * (FINAL: the last; every event of the piece is delivered before it returns). */
 size_t kn_line_seam(const char *data, size_t len, size_t pos);
+size_t kn_line_seam_by(const char *data, size_t len, size_t pos, size_t bytes);
 int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int final);
 
 int kn_parse_i64(const char *p, const char *e, int64_t *v);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/kanata/bytes.h"
 #include "formats/kanata/internal.h"
 
 
@@ -1214,4 +1215,181 @@ void kn_reader_finish(struct tk_kanata_reader *g)
 uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r)
 {
 	return r->track_line;
+}
+
+/* ---- a chunk's state as bytes (a shard's, merged in another process) ------------------- */
+static void save_live(void *ctx, const struct kn_insn *in)
+{
+	struct kn_out *w = ctx;
+	kn_putz(w, in->id);
+	kn_putz(w, in->sim_id);
+	kn_putz(w, in->thread);
+	kn_putz(w, in->begin);
+	kn_putv(w, in->nopen);
+	for (unsigned i = 0; i < in->nopen; i++) {
+		kn_putv(w, in->open[i].lane);
+		kn_putv(w, in->open[i].stage);
+		kn_putz(w, in->open[i].start);
+	}
+	kn_put_str(w, in->label, in->label_len);
+}
+
+int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct kn_out *w)
+{
+	const struct tk_kanata_counts *n = &r->n;
+	const uint64_t v[] = { n->lines, n->commands, n->bytes, n->errors, n->warnings, n->insns,
+			       n->retired, n->flushed, n->first_cycle_line, n->version };
+
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		kn_putv(w, v[i]);
+	kn_putz(w, n->first_cycle);
+	kn_putz(w, r->delta_sum);
+	kn_putz(w, r->cycle);
+	kn_putv(w, (uint64_t)((r->seen_header != 0) | (r->seen_cycle_cmd != 0) << 1 | (r->seen_any_cmd != 0) << 2));
+	kn_putv(w, r->nlanes);
+	for (unsigned i = 0; i < r->nlanes; i++)
+		kn_put_str(w, r->lanes[i].name, r->lanes[i].len);
+	kn_putv(w, r->nstages);
+	for (unsigned i = 0; i < r->nstages; i++) {
+		kn_putv(w, r->stages[i].lane);
+		kn_put_str(w, r->stages[i].name, r->stages[i].len);
+	}
+	kn_putv(w, r->live);
+	if (kn_reader_live(r, save_live, w) < 0)
+		w->err = -TK_E_NOMEM;
+	kn_putv(w, r->nfrags);
+	for (size_t i = 0; i < r->nfrags; i++) {
+		const struct kn_frag *f = &r->frags[i];
+		kn_putv(w, (uint64_t)f->c.kind);
+		kn_putz(w, f->c.id);
+		kn_putz(w, f->c.a);
+		kn_putz(w, f->c.b);
+		kn_putz(w, f->c.cycle);
+		kn_putv(w, f->c.line);
+		kn_putv(w, f->c.offset);
+		kn_putv(w, f->lane);
+		kn_putv(w, (uint64_t)(f->check_only | f->prod_ok << 1));
+		kn_put_str(w, f->text, f->text_len);
+	}
+	/* the ids begun, in order: runs of consecutive ids */
+	size_t runs = 0;
+	for (size_t i = 0; i < r->ni; i++)
+		runs += !i || r->ilist[i] != r->ilist[i - 1] + 1;
+	kn_putv(w, runs);
+	int64_t prev = 0;
+	for (size_t i = 0, j; i < r->ni; i = j) {
+		for (j = i + 1; j < r->ni && r->ilist[j] == r->ilist[j - 1] + 1; j++)
+			;
+		kn_putz(w, r->ilist[i] - prev);
+		kn_putv(w, j - i);
+		prev = r->ilist[j - 1] + 1;
+	}
+	return w->err;
+}
+
+static int load_name(struct kn_in *b, struct kn_name *k, const char *what)
+{
+	k->len = (uint16_t)kn_get_str(b, k->name, sizeof k->name, what);
+	return b->err;
+}
+
+/* A chunk reader R (new, in chunk mode) given the state kn_reader_chunk_save wrote; at most
+ * MAX_IDS ids begun (the chunk's lines). */
+int kn_reader_chunk_load(struct tk_kanata_reader *r, struct kn_in *b, uint64_t max_ids)
+{
+	struct tk_kanata_counts *n = &r->n;
+	uint64_t *v[] = { &n->lines, &n->commands, &n->bytes, &n->errors, &n->warnings, &n->insns,
+			  &n->retired, &n->flushed, &n->first_cycle_line };
+
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+		*v[i] = kn_getv(b, "counts");
+	n->version = (unsigned)kn_getv(b, "counts");
+	n->first_cycle = kn_getz(b, "counts");
+	r->delta_sum = kn_getz(b, "cycle");
+	r->cycle = kn_getz(b, "cycle");
+	uint64_t flags = kn_getv(b, "flags");
+	r->seen_header = flags & 1;
+	r->seen_cycle_cmd = flags >> 1 & 1;
+	r->seen_any_cmd = flags >> 2 & 1;
+	r->nlanes = (unsigned)kn_get_count(b, 1, KN_MAX_NAMES, "lane count");
+	for (unsigned i = 0; i < r->nlanes && !b->err; i++)
+		load_name(b, &r->lanes[i], "lane name");
+	r->nstages = (unsigned)kn_get_count(b, 2, KN_MAX_NAMES, "stage count");
+	for (unsigned i = 0; i < r->nstages && !b->err; i++) {
+		uint64_t lane = kn_getv(b, "stage lane");
+		if (lane >= r->nlanes)
+			kn_bad(b, "stage of no lane");
+		r->stages[i].lane = (uint16_t)lane;
+		load_name(b, &r->stages[i], "stage name");
+	}
+	size_t live = kn_get_count(b, 6, max_ids, "instructions in flight");
+	for (size_t i = 0; i < live && !b->err; i++) {
+		int64_t id = kn_getz(b, "instruction");
+		struct kn_insn *in;
+		if (id < 0 || find_live(r, id)) {
+			kn_bad(b, "instruction id negative or given twice");
+			break;
+		}
+		if (!(in = insn_new(r, id)))
+			return -TK_E_NOMEM;
+		in->sim_id = kn_getz(b, "instruction");
+		in->thread = kn_getz(b, "instruction");
+		in->begin = kn_getz(b, "instruction");
+		in->nopen = (uint32_t)kn_get_count(b, 3, KN_MAX_OPEN, "open stages");
+		for (unsigned k = 0; k < in->nopen && !b->err; k++) {
+			uint64_t lane = kn_getv(b, "open stage"), stage = kn_getv(b, "open stage");
+			if (lane >= r->nlanes || stage >= r->nstages)
+				kn_bad(b, "open stage of no lane or stage");
+			in->open[k] = (struct kn_open){ (uint16_t)lane, (uint16_t)stage,
+							 kn_getz(b, "open stage") };
+		}
+		in->label_len = (uint32_t)kn_get_str(b, in->label, sizeof in->label, "label");
+	}
+	r->nfrags = r->cap_frags = kn_get_count(b, 10, SIZE_MAX / sizeof *r->frags, "commands");
+	if (r->nfrags && !b->err && !(r->frags = calloc(r->nfrags, sizeof *r->frags)))
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < r->nfrags && !b->err; i++) {
+		struct kn_frag *f = &r->frags[i];
+		uint64_t kind = kn_getv(b, "command");
+		if (kind < TK_KANATA_LABEL || kind > TK_KANATA_DEP)
+			kn_bad(b, "command of no kind");
+		f->c.kind = (enum tk_kanata_kind)kind;
+		f->c.id = kn_getz(b, "command");
+		f->c.a = kn_getz(b, "command");
+		f->c.b = kn_getz(b, "command");
+		f->c.cycle = kn_getz(b, "command");
+		f->c.line = kn_getv(b, "command");
+		f->c.offset = kn_getv(b, "command");
+		uint64_t lane = kn_getv(b, "command"), bits = kn_getv(b, "command");
+		if ((lane >= r->nlanes && (kind == TK_KANATA_STAGE_BEGIN || kind == TK_KANATA_STAGE_END)) ||
+		    lane > UINT16_MAX || bits > 3)
+			kn_bad(b, "command of no lane");
+		f->lane = (uint16_t)lane;
+		f->check_only = bits & 1;
+		f->prod_ok = bits >> 1 & 1;
+		f->text_len = (uint16_t)kn_get_str(b, f->text, sizeof f->text, "command text");
+		f->full_len = f->text_len;
+	}
+	size_t runs = kn_get_count(b, 2, max_ids, "ids");
+	int64_t prev = 0;
+	for (size_t i = 0; i < runs && !b->err; i++) {
+		int64_t d = kn_getz(b, "ids");
+		uint64_t len = kn_getv(b, "ids");
+		if (d < -2 * KN_NUM_MAX || d > 2 * KN_NUM_MAX || prev + d < 0 || prev + d > KN_NUM_MAX ||
+		    !len || len > max_ids - r->ni) {
+			kn_bad(b, "ids out of range or more than the chunk's lines");
+			break;
+		}
+		if (r->ni + len > r->cap_i) {
+			int64_t *p = realloc(r->ilist, (r->ni + len) * sizeof *p);
+			if (!p)
+				return -TK_E_NOMEM;
+			r->ilist = p;
+			r->cap_i = r->ni + len;
+		}
+		for (uint64_t k = 0; k < len; k++)
+			r->ilist[r->ni++] = prev + d + (int64_t)k;
+		prev += d + (int64_t)len;
+	}
+	return b->err;
 }

@@ -11,6 +11,7 @@
 #endif
 #include <sys/mman.h>
 
+#include "formats/kanata/bytes.h"
 #include "formats/kanata/internal.h"
 
 #define HIST_EXACT 1024
@@ -416,7 +417,12 @@ void kn_stats_set_chunk_bytes(size_t n)
  * plan and the parallel statistics cut the same chunks). */
 size_t kn_line_seam(const char *data, size_t len, size_t pos)
 {
-	size_t end = pos + CHUNK_BYTES < len ? pos + CHUNK_BYTES : len;
+	return kn_line_seam_by(data, len, pos, CHUNK_BYTES);
+}
+
+size_t kn_line_seam_by(const char *data, size_t len, size_t pos, size_t bytes)
+{
+	size_t end = bytes < len - pos ? pos + bytes : len;
 	if (end < len) {
 		const char *nl = memchr(data + end, '\n', len - end);
 		end = nl ? (size_t)(nl - data) + 1 : len;
@@ -446,6 +452,8 @@ struct par {
 	size_t len;
 	struct chunk *ch;
 	size_t n;
+	size_t first, count;         /* the chunks this run parses: all, or a shard's */
+	struct kn_out *save;         /* a shard: the chunks as bytes instead of merged */
 	struct tk_kanata_stats_opts *o;
 	struct stats_ctx *g;
 	struct kept_diags replay;
@@ -700,10 +708,9 @@ static void deliver_sorted(struct par *P, const struct kept_diags *a, const stru
 	}
 }
 
-static int merge_chunk(void *ctx, size_t i)
+/* Chunk I (C: its parse, made here or loaded from a shard's bytes) into the total. */
+static int merge_one(struct par *P, struct chunk *c, size_t i)
 {
-	struct par *P = ctx;
-	struct chunk *c = &P->ch[i];
 	struct stats_ctx *g = P->g, *s = c->s;
 	struct tk_kanata_reader *cr = s->r;
 	struct kn_state st;
@@ -778,55 +785,43 @@ static int merge_chunk(void *ctx, size_t i)
 	return g->err;
 }
 
-static int stats_parallel(const char *data, size_t len, int file_backed,
-			  struct tk_kanata_stats_opts *o, struct tk_kanata_stats *st, int *fell_back,
-			  uint64_t *delivered)
-{
-	struct par *P = calloc(1, sizeof *P);
-	size_t cap = len / CHUNK_BYTES + 2;
-	int rc;
+static int chunk_save(struct par *P, const struct chunk *c, size_t i);
 
-	if (!P || !(P->ch = calloc(cap, sizeof *P->ch))) {
-		free(P);
-		return -TK_E_NOMEM;
+/* The pool's jobs are the chunks from P->first on. */
+static int parse_job(void *ctx, size_t k)
+{
+	struct par *P = ctx;
+	return parse_work(P, P->first + k);
+}
+
+static int merge_job(void *ctx, size_t k)
+{
+	struct par *P = ctx;
+	size_t i = P->first + k;
+	struct chunk *c = &P->ch[i];
+	int rc = P->save ? chunk_save(P, c, i) : merge_one(P, c, i);
+
+	if (P->save) {
+		ctx_free(c->s);
+		free(c->diags);
+		c->s = NULL;
+		c->diags = NULL;
 	}
-	P->data = data;
-	P->len = len;
-	P->file_backed = file_backed;
-	P->o = o;
-	for (size_t pos = 0; pos < len;) {
-		size_t end = kn_line_seam(data, len, pos);
-		P->ch[P->n].start = pos;
-		P->ch[P->n].len = end - pos;
-		P->n++;
-		pos = end;
-	}
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs };
-	P->prefixed = calloc(P->n ? P->n : 1, 1);
-	P->nstarts = 1;
-	P->g = ctx_new(o, &rc);
-	if (!P->g || !P->prefixed) {
-		rc = P->g ? -TK_E_NOMEM : rc;
-		goto out;
-	}
-	pthread_mutex_init(&P->lock, NULL);
-	pthread_cond_init(&P->started, NULL);
-	P->g->cycle_seen = 1;
-	rc = tk_pool_run(&po, P->n, parse_work, merge_chunk, P);
-	pthread_mutex_destroy(&P->lock);
-	pthread_cond_destroy(&P->started);
-	if (rc >= 0) {
-		kn_reader_finish(P->g->r);
-		if (tk_kanata_reader_counts(P->g->r)->first_cycle != P->first_cycle)
-			P->fallback = FALLBACK;
-		else
-			rc = finish(P->g, st);
-	}
-out:
-	*fell_back = P->fallback;
-	*delivered = P->delivered_upto;
-	if (P->fallback)
-		rc = 0;
+	return rc;
+}
+
+static int prefix_job(void *ctx, size_t i)
+{
+	struct par *P = ctx;
+	prefix_work(P, i);
+	drop_pages(P, P->data + P->ch[i].start, P->ch[i].len);
+	return 0;
+}
+
+static void par_free(struct par *P)
+{
+	if (!P)
+		return;
 	for (size_t i = 0; i < P->n; i++) {
 		if (P->ch[i].s)
 			ctx_free(P->ch[i].s);
@@ -837,6 +832,108 @@ out:
 	free(P->prefixed);
 	free(P->ch);
 	free(P);
+}
+
+/* The chunks of DATA at line seams every BYTES (0: the default) and the total that merges
+ * them. */
+static struct par *par_new(const char *data, size_t len, int file_backed, size_t bytes,
+			   struct tk_kanata_stats_opts *o, int *rc)
+{
+	struct par *P = calloc(1, sizeof *P);
+
+	bytes = bytes ? bytes : CHUNK_BYTES;
+	if (!P || !(P->ch = calloc(len / bytes + 2, sizeof *P->ch)) ||
+	    !(P->prefixed = calloc(len / bytes + 2, 1))) {
+		par_free(P);
+		*rc = -TK_E_NOMEM;
+		return NULL;
+	}
+	P->data = data;
+	P->len = len;
+	P->file_backed = file_backed;
+	P->o = o;
+	for (size_t pos = 0; pos < len;) {
+		size_t end = kn_line_seam_by(data, len, pos, bytes);
+		P->ch[P->n].start = pos;
+		P->ch[P->n].len = end - pos;
+		P->n++;
+		pos = end;
+	}
+	P->count = P->n;
+	P->nstarts = 1;
+	if (!(P->g = ctx_new(o, rc))) {
+		par_free(P);
+		return NULL;
+	}
+	P->g->cycle_seen = 1;
+	return P;
+}
+
+/* Parse chunks [P->first, P->first + P->count) in parallel, each merged (or saved) in order;
+ * the chunks before them only scanned for their cycle and line counts. */
+static int par_run(struct par *P)
+{
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = P->o->jobs };
+	int rc = 0;
+
+	pthread_mutex_init(&P->lock, NULL);
+	pthread_cond_init(&P->started, NULL);
+	if (P->first)
+		rc = tk_pool_run(&po, P->first, prefix_job, NULL, P);
+	for (size_t i = 0; rc >= 0 && i < P->first; i++)
+		advance_starts(P, i);
+	if (rc >= 0)
+		rc = tk_pool_run(&po, P->count, parse_job, merge_job, P);
+	pthread_mutex_destroy(&P->lock);
+	pthread_cond_destroy(&P->started);
+	return rc;
+}
+
+/* The total after its last chunk: the statistics, or P->fallback. */
+static int par_finish(struct par *P, struct tk_kanata_stats *st)
+{
+	kn_reader_finish(P->g->r);
+	if (tk_kanata_reader_counts(P->g->r)->first_cycle != P->first_cycle) {
+		P->fallback = FALLBACK;
+		return 0;
+	}
+	return finish(P->g, st);
+}
+
+static int stats_parallel(const char *data, size_t len, int file_backed,
+			  struct tk_kanata_stats_opts *o, struct tk_kanata_stats *st, int *fell_back,
+			  uint64_t *delivered)
+{
+	int rc;
+	struct par *P = par_new(data, len, file_backed, o->chunk_bytes, o, &rc);
+
+	if (!P)
+		return rc;
+	if ((rc = par_run(P)) >= 0)
+		rc = par_finish(P, st);
+	*fell_back = P->fallback;
+	*delivered = P->delivered_upto;
+	if (P->fallback)
+		rc = 0;
+	par_free(P);
+	return rc;
+}
+
+/* The statistics of the whole input read in order (DATA, or IN when DATA is NULL), the
+ * diagnostics of lines up to DELIVERED not shown again. */
+static int stats_in_order(const struct tk_kanata_stats_opts *o, struct tk_input *in,
+			  const char *data, size_t len, uint64_t delivered, struct tk_kanata_stats *st)
+{
+	int rc;
+	struct stats_ctx *s = ctx_new(o, &rc);
+
+	if (!s)
+		return rc;
+	s->suppress_upto = delivered;
+	rc = data ? tk_kanata_reader_feed(s->r, data, len, 1) : tk_kanata_reader_run(s->r, in);
+	if (rc >= 0)
+		rc = finish(s, st);
+	ctx_free(s);
 	return rc;
 }
 
@@ -849,7 +946,7 @@ int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_op
 
 	memset(st, 0, sizeof *st);
 	if (o.jobs > 1 && tk_input_compression(in) == TK_COMP_NONE &&
-	    tk_input_file_size(in) >= 2 * CHUNK_BYTES) {
+	    tk_input_file_size(in) >= 2 * (o.chunk_bytes ? o.chunk_bytes : CHUNK_BYTES)) {
 		const uint8_t *data;
 		size_t len;
 		int fell_back = 0;
@@ -861,24 +958,9 @@ int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_op
 		/* the file breaks an assumption of the split (an id reused across chunks, an
 		 * unusual C=): read it again in order; diagnostics already shown are not repeated */
 		tk_kanata_stats_free(st);
-		struct stats_ctx *s = ctx_new(&o, &rc);
-		if (!s)
-			return rc;
-		s->suppress_upto = delivered;
-		rc = tk_kanata_reader_feed(s->r, (const char *)data, len, 1);
-		if (rc >= 0)
-			rc = finish(s, st);
-		ctx_free(s);
-		return rc;
+		return stats_in_order(&o, in, (const char *)data, len, delivered, st);
 	}
-	struct stats_ctx *s = ctx_new(&o, &rc);
-	if (!s)
-		return rc;
-	rc = tk_kanata_reader_run(s->r, in);
-	if (rc >= 0)
-		rc = finish(s, st);
-	ctx_free(s);
-	return rc;
+	return stats_in_order(&o, in, NULL, 0, 0, st);
 }
 
 /* Parallel statistics over a buffer (tests: -j N must equal -j 1 whatever the split). */
@@ -917,4 +999,404 @@ void tk_kanata_stats_free(struct tk_kanata_stats *st)
 	free(st->window_retired);
 	free(st->slow);
 	memset(st, 0, sizeof *st);
+}
+
+/* ---- shards: a shard's parsed chunks as bytes, merged in another process ------------------ */
+#define PART_MAGIC "TKKNST\0\1"
+#define PART_IN_ORDER 1       /* flags: the merge reads the input in order */
+
+static void hist_save(struct kn_out *w, const struct hist *h)
+{
+	size_t nz = 0;
+	unsigned prev = 0;
+
+	kn_putv(w, h->count);
+	kn_putv(w, h->sum);
+	kn_putv(w, h->max);
+	if (!h->count)
+		return;
+	for (unsigned b = 0; b < HIST_BUCKETS; b++)
+		nz += h->bins[b] != 0;
+	kn_putv(w, nz);
+	for (unsigned b = 0; b < HIST_BUCKETS; b++)
+		if (h->bins[b]) {
+			kn_putv(w, b - prev);
+			kn_putv(w, h->bins[b]);
+			prev = b;
+		}
+}
+
+static void hist_load(struct kn_in *b, struct hist *h)
+{
+	uint64_t total = 0;
+	unsigned at = 0;
+
+	h->count = kn_getv(b, "histogram");
+	h->sum = kn_getv(b, "histogram");
+	h->max = kn_getv(b, "histogram");
+	if (!h->count || b->err)
+		return;
+	size_t nz = kn_get_count(b, 2, HIST_BUCKETS, "histogram");
+	if (!b->err && !(h->bins = calloc(HIST_BUCKETS, sizeof *h->bins))) {
+		b->err = -TK_E_NOMEM;
+		return;
+	}
+	for (size_t i = 0; i < nz && !b->err; i++) {
+		uint64_t d = kn_getv(b, "histogram"), c = kn_getv(b, "histogram");
+		if ((i && !d) || d >= HIST_BUCKETS - at || !c || c > UINT32_MAX) {
+			kn_bad(b, "histogram bins out of order or empty");
+			return;
+		}
+		at += (unsigned)d;
+		h->bins[at] = (uint32_t)c;
+		total += c;
+	}
+	if (!b->err && total != h->count)
+		kn_bad(b, "histogram bins do not add up to its count");
+}
+
+/* Chunk I as bytes: where it is, its start, its statistics, its reader's state, its kept
+ * diagnostics (the fields merge_one reads). */
+static int chunk_save(struct par *P, const struct chunk *c, size_t i)
+{
+	struct kn_out *w = P->save;
+	const struct stats_ctx *s = c->s;
+	const uint64_t v[] = { i, c->start, c->len, c->lines, c->line_base };
+
+	for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+		kn_putv(w, v[k]);
+	kn_putz(w, c->start_cycle);
+	kn_putz(w, s->first_cycle);
+	kn_reader_chunk_save(s->r, w);
+	hist_save(w, &s->insn);
+	for (size_t k = 0; k < kn_reader_nstages(s->r); k++)
+		hist_save(w, &s->stage[k]);
+	kn_putv(w, s->nthreads);
+	for (size_t k = 0; k < s->nthreads; k++) {
+		kn_putz(w, s->threads[k].thread);
+		kn_putv(w, s->threads[k].insns);
+		kn_putv(w, s->threads[k].retired);
+		kn_putv(w, s->threads[k].flushed);
+	}
+	size_t w0 = 0;
+	while (w0 < s->nwin && !s->win[w0])
+		w0++;
+	kn_putv(w, w0);
+	kn_putv(w, s->nwin - w0);
+	for (size_t k = w0; k < s->nwin; k++)
+		kn_putv(w, s->win[k]);
+	kn_putv(w, s->windows_dropped);
+	kn_putv(w, s->nslow);
+	for (size_t k = 0; k < s->nslow; k++) {
+		const struct tk_kanata_slow *x = &s->heap[k];
+		const int64_t z[] = { x->id, x->sim_id, x->thread, x->begin, x->end };
+		for (size_t j = 0; j < 5; j++)
+			kn_putz(w, z[j]);
+		kn_put_str(w, x->label, strlen(x->label));
+	}
+	kn_putv(w, (uint64_t)s->have_rid);
+	kn_putz(w, s->last_rid);
+	kn_putv(w, s->last_rid_line);
+	kn_putv(w, c->diags->n);
+	for (size_t k = 0; k < c->diags->n; k++) {
+		const struct tk_kanata_diag *d = &c->diags->v[k].d;
+		kn_putv(w, (uint64_t)d->level);
+		kn_putv(w, (uint64_t)d->code);
+		kn_putv(w, d->line);
+		kn_putv(w, d->offset);
+		kn_put_str(w, d->msg, strlen(d->msg));
+	}
+	return w->err;
+}
+
+struct tk_kanata_stats_merge {
+	struct tk_kanata_stats_opts o;
+	struct tk_input *in;
+	struct par *P;
+	size_t nchunks;               /* the plan's (SIZE_MAX: none seen yet) */
+	size_t next;                  /* the chunk expected next */
+	uint64_t next_start, next_line;
+	int in_order;
+};
+
+/* The next chunk from B into C (its statistics and reader made here). */
+static int chunk_load(struct tk_kanata_stats_merge *m, struct kn_in *b, struct chunk *c)
+{
+	uint64_t v[5];
+	int rc;
+
+	for (size_t k = 0; k < 5; k++)
+		v[k] = kn_getv(b, "chunk");
+	c->start_cycle = kn_getz(b, "chunk");
+	int64_t first_cycle = kn_getz(b, "chunk");
+	if (b->err)
+		return b->err;
+	if (v[0] != m->next || v[1] != m->next_start || !v[2] || v[2] > m->P->len - v[1] ||
+	    v[3] > v[2] || v[4] != m->next_line) {
+		kn_bad(b, "chunk out of order or not of this input");
+		return b->err;
+	}
+	c->start = v[1];
+	c->len = v[2];
+	c->lines = v[3];
+	c->line_base = v[4];
+	if (!(c->s = ctx_new(&m->o, &rc)))
+		return rc;
+	if (!(c->diags = calloc(1, sizeof *c->diags)))
+		return -TK_E_NOMEM;
+	struct stats_ctx *s = c->s;
+	s->keep = c->diags;
+	s->cycle_seen = 1;
+	s->first_cycle = first_cycle;
+	kn_reader_chunk_begin(s->r, v[0] == 0, c->start_cycle, c->line_base, c->start);
+	if ((rc = kn_reader_chunk_load(s->r, b, c->lines + 1)) < 0)
+		return rc;
+	hist_load(b, &s->insn);
+	for (size_t k = 0; k < kn_reader_nstages(s->r) && !b->err; k++)
+		hist_load(b, &s->stage[k]);
+	size_t nt = kn_get_count(b, 4, c->lines + 1, "threads");
+	if (nt && !b->err && !(s->threads = calloc(nt, sizeof *s->threads)))
+		return -TK_E_NOMEM;
+	for (size_t k = 0; k < nt && !b->err; k++) {
+		struct tk_kanata_thread_stats *t = &s->threads[s->nthreads++];
+		t->thread = kn_getz(b, "threads");
+		t->insns = kn_getv(b, "threads");
+		t->retired = kn_getv(b, "threads");
+		t->flushed = kn_getv(b, "threads");
+		if (k && t->thread <= t[-1].thread)
+			kn_bad(b, "threads out of order");
+	}
+	s->cap_threads = s->nthreads;
+	uint64_t w0 = kn_getv(b, "windows");
+	size_t nw = kn_get_count(b, 1, (size_t)1 << 24, "windows");
+	if (!b->err && w0 > ((uint64_t)1 << 24) - nw)
+		kn_bad(b, "windows beyond the limit");
+	if (nw && !b->err && !(s->win = calloc(w0 + nw, sizeof *s->win)))
+		return -TK_E_NOMEM;
+	for (size_t k = 0; k < nw && !b->err; k++)
+		s->win[w0 + k] = kn_getv(b, "windows");
+	s->nwin = s->cap_win = nw ? w0 + nw : 0;
+	s->windows_dropped = kn_getv(b, "windows");
+	size_t ns = kn_get_count(b, 6, m->o.slowest, "slowest instructions");
+	for (size_t k = 0; k < ns && !b->err; k++) {
+		struct tk_kanata_slow *x = &s->heap[s->nslow++];
+		int64_t *z[] = { &x->id, &x->sim_id, &x->thread, &x->begin, &x->end };
+		for (size_t j = 0; j < 5; j++)
+			*z[j] = kn_getz(b, "slowest instructions");
+		kn_get_str(b, x->label, sizeof x->label, "slowest instructions");
+	}
+	s->have_rid = kn_getv(b, "last retire") != 0;
+	s->last_rid = kn_getz(b, "last retire");
+	s->last_rid_line = kn_getv(b, "last retire");
+	size_t nd = kn_get_count(b, 5, KEEP_DIAGS, "diagnostics");
+	for (size_t k = 0; k < nd && !b->err; k++) {
+		struct kept_diag *d = &c->diags->v[c->diags->n++];
+		uint64_t level = kn_getv(b, "diagnostics"), code = kn_getv(b, "diagnostics");
+		if (level > TK_LOG_WARN || !code || code > TK_KANATA_D_IN_FLIGHT)
+			kn_bad(b, "diagnostic of no level or kind");
+		d->d.level = (enum tk_log_level)level;
+		d->d.code = (enum tk_kanata_diag_code)code;
+		d->d.line = kn_getv(b, "diagnostics");
+		d->d.offset = kn_getv(b, "diagnostics");
+		kn_get_str(b, d->msg, sizeof d->msg, "diagnostics");
+		d->d.msg = d->msg;
+	}
+	m->next++;
+	m->next_start = c->start + c->len;
+	m->next_line = c->line_base + c->lines;
+	return b->err;
+}
+
+static int part_bytes(struct kn_out *w, uint8_t **data, size_t *len)
+{
+	if (w->err) {
+		free(w->p);
+		return w->err;
+	}
+	*data = w->p;
+	*len = w->n;
+	return 0;
+}
+
+static void part_head(struct kn_out *w, const struct tk_kanata_stats_opts *o)
+{
+	kn_put(w, PART_MAGIC, 8);
+	kn_putv(w, o->window);
+	kn_putv(w, o->slowest);
+}
+
+int tk_kanata_stats_chunks(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
+			   uint64_t **sizes, size_t *n)
+{
+	struct tk_kanata_stats_opts o = clamp_opts(opts);
+	size_t bytes = o.chunk_bytes ? o.chunk_bytes : CHUNK_BYTES, len, cap;
+	const uint8_t *data;
+	int rc;
+
+	*sizes = NULL;
+	*n = 0;
+	if (tk_input_compression(in) != TK_COMP_NONE)
+		return 0;
+	if ((rc = tk_input_map(in, &data, &len)) < 0)
+		return rc;
+	cap = len / bytes + 1;
+	if (!(*sizes = calloc(cap, sizeof **sizes)))
+		return -TK_E_NOMEM;
+	for (size_t pos = 0; pos < len;) {
+		size_t end = kn_line_seam_by((const char *)data, len, pos, bytes);
+		(*sizes)[(*n)++] = end - pos;
+		pos = end;
+	}
+	return 0;
+}
+
+int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
+			  size_t first, size_t count, uint8_t **data, size_t *len)
+{
+	struct tk_kanata_stats_opts o = clamp_opts(opts);
+	struct kn_out w = { 0 }, chunks = { 0 };
+	const uint8_t *p;
+	size_t n;
+	int rc;
+
+	*data = NULL;
+	*len = 0;
+	part_head(&w, &o);
+	if (tk_input_compression(in) != TK_COMP_NONE) {
+		kn_putv(&w, 0);
+		kn_putv(&w, PART_IN_ORDER);
+		kn_putv(&w, 0);
+		return part_bytes(&w, data, len);
+	}
+	struct par *P = (rc = tk_input_map(in, &p, &n)) < 0 ? NULL :
+			par_new((const char *)p, n, 1, o.chunk_bytes, &o, &rc);
+	if (!P) {
+		free(w.p);
+		return rc;
+	}
+	if (first > P->n || count > P->n - first) {
+		rc = -TK_E_INVAL;
+	} else {
+		P->first = first;
+		P->count = count;
+		P->save = &chunks;
+		rc = par_run(P);
+	}
+	if (rc >= 0 || P->fallback) {
+		/* a log that one process reads in order (its first chunk sets no cycle) */
+		int in_order = P->fallback || !P->n;
+		kn_putv(&w, P->n);
+		kn_putv(&w, in_order ? PART_IN_ORDER : 0);
+		kn_putv(&w, in_order ? 0 : count);
+		if (!in_order)
+			kn_put(&w, chunks.p, chunks.n);
+		w.err = w.err ? w.err : chunks.err;
+		rc = part_bytes(&w, data, len);
+	} else {
+		free(w.p);
+	}
+	free(chunks.p);
+	par_free(P);
+	return rc;
+}
+
+struct tk_kanata_stats_merge *tk_kanata_stats_merge_new(const struct tk_kanata_stats_opts *opts,
+							struct tk_input *in, int *err)
+{
+	struct tk_kanata_stats_merge *m = calloc(1, sizeof *m);
+
+	if (!m || !(m->P = calloc(1, sizeof *m->P))) {
+		free(m);
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	m->o = clamp_opts(opts);
+	m->in = in;
+	m->nchunks = SIZE_MAX;
+	m->P->o = &m->o;
+	m->P->len = tk_input_file_size(in);
+	if (!(m->P->g = ctx_new(&m->o, err))) {
+		tk_kanata_stats_merge_free(m);
+		return NULL;
+	}
+	m->P->g->cycle_seen = 1;
+	return m;
+}
+
+int tk_kanata_stats_merge_add(struct tk_kanata_stats_merge *m, const uint8_t *data, size_t len,
+			      uint64_t *err_at, char *msg, size_t msg_cap)
+{
+	struct kn_in b = { .p = data, .n = len, .at = 8 };
+	struct par *P = m->P;
+	int rc = 0;
+
+	if (len < 8 || memcmp(data, PART_MAGIC, 8)) {
+		b.at = 0;
+		kn_bad(&b, "not Kanata statistics of this version");
+	}
+	uint64_t window = kn_getv(&b, "options"), slowest = kn_getv(&b, "options");
+	if (!b.err && m->nchunks == SIZE_MAX && slowest <= 100000) {
+		/* the shards' options decide: the merge's total takes them from the first */
+		m->o.window = window;
+		m->o.slowest = slowest;
+		ctx_free(P->g);
+		if (!(P->g = ctx_new(&m->o, &rc)))
+			return rc;
+		P->g->cycle_seen = 1;
+	}
+	if (!b.err && (window != m->o.window || slowest != m->o.slowest))
+		kn_bad(&b, "made with other --window or --slowest values than the first");
+	uint64_t nchunks = kn_getv(&b, "plan"), flags = kn_getv(&b, "plan");
+	if (!b.err && ((m->nchunks != SIZE_MAX && nchunks != m->nchunks) || flags > PART_IN_ORDER ||
+		       nchunks > P->len))
+		kn_bad(&b, "another plan of the input");
+	m->nchunks = (size_t)nchunks;
+	m->in_order |= (int)flags;
+	size_t count = kn_get_count(&b, 7, (size_t)nchunks, "chunks");
+	for (size_t k = 0; k < count && !b.err && rc >= 0; k++) {
+		struct chunk c = { 0 };
+		size_t i = m->next;
+		if ((rc = chunk_load(m, &b, &c)) >= 0 && !m->in_order && !P->fallback &&
+		    (rc = merge_one(P, &c, i)) < 0 && P->fallback)
+			rc = 0;   /* read in order at the end */
+		if (c.s)
+			ctx_free(c.s);
+		free(c.diags);
+	}
+	if (!b.err && rc >= 0 && b.at != b.n)
+		kn_bad(&b, "bytes after the last chunk");
+	if (b.err == -TK_E_BAD_FORMAT) {
+		*err_at = b.err_at;
+		snprintf(msg, msg_cap, "%s", b.msg);
+	}
+	return b.err ? b.err : rc;
+}
+
+int tk_kanata_stats_merge_end(struct tk_kanata_stats_merge *m, struct tk_kanata_stats *st)
+{
+	struct par *P = m->P;
+	int rc;
+
+	memset(st, 0, sizeof *st);
+	if (!m->in_order && !P->fallback) {
+		if (m->next != m->nchunks)
+			return -TK_E_TRUNCATED;
+		if ((rc = par_finish(P, st)) < 0 || !P->fallback)
+			return rc;
+		tk_kanata_stats_free(st);
+	}
+	return stats_in_order(&m->o, m->in, NULL, 0, P->delivered_upto, st);
+}
+
+uint64_t tk_kanata_stats_merge_window(const struct tk_kanata_stats_merge *m)
+{
+	return m->o.window;
+}
+
+void tk_kanata_stats_merge_free(struct tk_kanata_stats_merge *m)
+{
+	if (!m)
+		return;
+	par_free(m->P);
+	free(m);
 }

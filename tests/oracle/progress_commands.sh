@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Progress of the commands that read their input themselves, not through the chunk
-# runner: `stats` and `decode --stat` of an Intel PT stream (the flow decoder's chunks as
-# they merge) and `dump` of a Kanata log (the input read in sequence). Under a
+# runner: `stats` of an Intel PT stream (the flow decoder's chunks as
+# they merge), `dump` of a Kanata log (the input read in sequence) and of an xtrace
+# instruction file (its tokens as they are walked). Under a
 # pseudo-terminal (script -qc, util-linux) each shows at least two progress lines (bytes,
 # percent, rate, time left) on stderr; with stderr not a terminal none, unless --progress.
 # Each input is doubled until --progress prints 5 lines (nothing in the first second, then
@@ -33,11 +34,11 @@ check() {
 	grep -q 's left)' tty.out || { echo "$*: no time left in the progress lines"; fail=1; }
 	echo "$*: $n lines under a terminal, $(stat -c %s "$in") bytes"
 }
-# (decode --stat starts from the size stats needed: they decode at about the same rate)
+# (decode and decode --stat advance the same progress, the flow decoder's, as stats: not
+# run again here, to keep the test short)
 cat lj.pt lj.pt lj.pt lj.pt >big.pt
 double_pt() { cat big.pt big.pt >big2.pt && mv big2.pt big.pt; }
 check big.pt double_pt stats -j 1 --elf "$work/lj:$bias"
-check big.pt double_pt decode --stat -j 1 --elf "$work/lj:$bias"
 # a Kanata log of N instructions, each fetched, executed and retired
 kn=40000
 grow_kanata() {
@@ -48,5 +49,13 @@ grow_kanata() {
 }
 grow_kanata
 check big.kanata grow_kanata dump
+# an xtrace instruction file (tokens only: copies of it follow each other), its snapshots
+xt=xtrace.4.1.hint9
+cp "$SRC/tests/data/xtrace/$xt.xsnapshot.bin" "$SRC/tests/data/xtrace/$xt.xinsndata.bin" .
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
+	cat $xt.xinsndata.bin $xt.xinsndata.bin >x2 && mv x2 $xt.xinsndata.bin
+done
+double_xt() { cat $xt.xinsndata.bin $xt.xinsndata.bin >x2 && mv x2 $xt.xinsndata.bin; }
+check $xt.xinsndata.bin double_xt dump
 [ $fail = 0 ] && echo "progress of the commands: ok"
 exit $fail

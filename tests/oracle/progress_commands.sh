@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Progress of the commands that read their input themselves, not through the chunk
 # runner: `stats` of an Intel PT stream (the flow decoder's chunks as
-# they merge), `dump` of a Kanata log (the input read in sequence) and of an xtrace
-# instruction file (its tokens as they are walked). Under a
+# they merge), `dump` of a Kanata log (the input read in sequence), of an xtrace
+# instruction file (its tokens as they are walked) and of an XRay log. Under a
 # pseudo-terminal (script -qc, util-linux) each shows at least two progress lines (bytes,
 # percent, rate, time left) on stderr; with stderr not a terminal none, unless --progress.
 # Each input is doubled until --progress prints 5 lines (nothing in the first second, then
@@ -57,5 +57,14 @@ for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
 done
 double_xt() { cat $xt.xinsndata.bin $xt.xinsndata.bin >x2 && mv x2 $xt.xinsndata.bin; }
 check $xt.xinsndata.bin double_xt dump
+rm -f $xt.*
+# a basic-mode XRay log: its header, then its records again and again (2^18 times to start)
+basic=$SRC/tests/data/xray/basic-v2.xray
+head -c 32 "$basic" >big.xray
+tail -c +33 "$basic" >body
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18; do cat body body >b2 && mv b2 body; done
+cat body >>big.xray
+double_xray() { tail -c +33 big.xray >b2 && cat b2 >>big.xray && rm b2; }
+check big.xray double_xray dump
 [ $fail = 0 ] && echo "progress of the commands: ok"
 exit $fail

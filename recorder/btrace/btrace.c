@@ -915,7 +915,7 @@ static uint64_t record_locked(struct tstate *ts, const struct cti *c, const stru
 /* ---- trampolines: conditional jumps of 6 bytes record without a signal -----------------
  * On its first trap, a `jcc rel32` is overwritten with `jmp rel32` to generated code that
  * repeats the condition and, on each path, calls tramp_hit() through a stub that saves all
- * registers, the flags and the extended state (XSAVE), then jumps on to the target or the
+ * registers, the flags and the SSE registers, then jumps on to the target or the
  * fall-through. The recorded packets are the same as with the trap. */
 
 #define TRAMP_AREA (16u << 20)   /* reserved; pages are touched only as trampolines are made */
@@ -931,10 +931,12 @@ __thread struct tramp_tls ttls __attribute__((tls_model("initial-exec")));
 int32_t ttls_fs_off;
 
 #define TRAMP_PATH 42        /* bytes per path; the call returns at offset 28 */
-/* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths | one path (+ ret)], and
- * in the last TRAMP_META bytes, never executed, how the prefix maps to the original code:
- * prefix length, instruction count, each one's offset in the slot and in the original
- * window, and the window's distance back from the CTI. A zeroed area means no prefix. */
+/* Slots on a fixed grid: [relocated prefix][jcc rel32 + two paths [suffix, jmp back] | one
+ * path (+ ret)], and in the last TRAMP_META bytes, never executed, how the moved code maps
+ * to the original: prefix length [0], instruction count [1], each one's offset in the slot
+ * [2..] and in the original window [8..], then the suffix's instructions and its end
+ * likewise, the window's distance back from the CTI [14], the suffix's instruction count
+ * [15]. A zeroed area means nothing moved. */
 #define TRAMP_SIZE 128
 #define TRAMP_META 16
 #define RELOC_MAX_BYTES (TRAMP_SIZE - TRAMP_META - (6 + 2 * TRAMP_PATH))
@@ -1009,11 +1011,25 @@ static void emit_rel32(uint8_t **p, const uint8_t *to)
 	emit(p, &rel, 4);
 }
 
+/* movaps between xmm R and [rsp + 16 R]; LOAD: into the register */
+static void emit_xmm(uint8_t **p, int r, int load)
+{
+	uint8_t op[9] = { 0x44, 0x0f, (uint8_t)(load ? 0x28 : 0x29), (uint8_t)(0x84 | (r & 7) << 3), 0x24 };
+	int32_t disp = 16 * r;
+	memcpy(op + 5, &disp, 4);
+	if (r < 8)
+		emit(p, op + 1, 8);
+	else
+		emit(p, op, 9);
+}
+
 /* The shared save/call/restore stub; entered by call with the code in edi (saved by the
- * caller) and the red zone already skipped. */
+ * caller) and the red zone already skipped. Of the vector state it saves xmm0-15 only:
+ * the recorder is built without AVX (-mno-avx) and uses no x87, and legacy SSE leaves the
+ * upper halves of ymm/zmm alone, so nothing else can change (XSAVE/XRSTOR of the whole
+ * state took three quarters of a record's time). */
 static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 {
-	uint8_t *start = p;
 	static const uint8_t save[] = {
 		0x9c, 0xfc,                         /* pushfq; cld */
 		0x50, 0x51, 0x52, 0x56,             /* push rax rcx rdx rsi */
@@ -1022,27 +1038,21 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
 		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
 		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
-		0x48, 0x81, 0xec, 0x00, 0x10, 0x00, 0x00, /* sub rsp, 4096 */
-		0x48, 0x83, 0xe4, 0xc0,             /* and rsp, -64 */
-		0x31, 0xc9,                         /* xor ecx, ecx */
+		0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, /* sub rsp, 256 */
+		0x48, 0x83, 0xe4, 0xf0,             /* and rsp, -16 */
 	};
 	emit(&p, save, sizeof save);
-	for (int i = 0; i < 8; i++) {   /* the XSAVE header must start zeroed */
-		uint8_t mov[] = { 0x48, 0x89, 0x8c, 0x24, (uint8_t)(0x00 + 8 * i), 0x02, 0x00, 0x00 };
-		emit(&p, mov, sizeof mov);
-	}
-	static const uint8_t xs[] = {
-		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff, /* mov eax,-1; mov edx,-1 */
-		0x0f, 0xae, 0x24, 0x24,             /* xsave [rsp] */
-		0x48, 0xb8,                         /* mov rax, imm64 */
-	};
-	emit(&p, xs, sizeof xs);
+	for (int r = 0; r < 16; r++)
+		emit_xmm(&p, r, 0);
+	static const uint8_t call[] = { 0x48, 0xb8 };   /* mov rax, imm64 */
+	emit(&p, call, sizeof call);
 	uint64_t fn = (uint64_t)(uintptr_t)hit;
 	emit(&p, &fn, 8);
+	static const uint8_t call_rax[] = { 0xff, 0xd0 };
+	emit(&p, call_rax, sizeof call_rax);
+	for (int r = 0; r < 16; r++)
+		emit_xmm(&p, r, 1);
 	static const uint8_t rest[] = {
-		0xff, 0xd0,                         /* call rax */
-		0xb8, 0xff, 0xff, 0xff, 0xff, 0xba, 0xff, 0xff, 0xff, 0xff,
-		0x0f, 0xae, 0x2c, 0x24,             /* xrstor [rsp] */
 		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
 		0x5b,                               /* pop rbx */
 		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
@@ -1050,7 +1060,6 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		0x9d, 0xc3,                         /* popfq; ret */
 	};
 	emit(&p, rest, sizeof rest);
-	(void)start;
 	return p;
 }
 
@@ -1079,16 +1088,6 @@ static void emit_path(uint8_t **p, uint8_t *stub, uint32_t code, uint64_t to)
 	uint8_t jmp = 0xe9;
 	emit(p, &jmp, 1);
 	emit_rel32(p, (uint8_t *)(uintptr_t)to);
-}
-
-int xsave_ok(void)
-{
-	unsigned a, b, c, d;
-	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-	if (!(c & (1u << 26)) || !(c & (1u << 27)))
-		return 0;
-	__asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0xd), "c"(0));
-	return b && b + 64 <= 4096;
 }
 
 /* SIZE bytes of executable memory within +-2 GiB of module M's code (reached by rel32). */
@@ -1304,14 +1303,15 @@ static int tramp_eligible(const struct cti *c)
  * trap handler with all signals blocked. */
 
 /* A conditional branch in a trampoline: the jcc itself, then the not-taken and the taken
- * path, each recording outcome I << 1 | taken through STUB and going on at its target. */
-static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i)
+ * path, each recording outcome I << 1 | taken through STUB and going on at its target (the
+ * not-taken one at FALL). */
+static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i, uint64_t fall)
 {
 	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
 	emit(pp, jcc, 2);
 	uint8_t *rel_at = *pp;
 	*pp += 4;
-	emit_path(pp, stub, (uint32_t)(i << 1), c->addr + c->len);
+	emit_path(pp, stub, (uint32_t)(i << 1), fall);
 	uint8_t *taken = *pp;
 	emit_path(pp, stub, (uint32_t)(i << 1 | 1), c->target);
 	int32_t rel = (int32_t)(taken - (rel_at + 4));
@@ -1331,7 +1331,7 @@ static void tramp_install(const struct cti *c, size_t i)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i);
+		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
 	} else {
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	}
@@ -1375,42 +1375,96 @@ out:
 struct window *windows;   /* room for one per CTI */
 size_t nwindows;
 
-/* Make the trampoline of C (index I) with prefix PRE[0..N) and plan the jump from the
- * window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
-int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n)
+/* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
+ * the copy cannot reach its operand. */
+static int emit_moved(uint8_t **p, const struct module *mod, const struct reloc_insn *r)
+{
+	const uint8_t *src = mod->orig + (r->addr - mod->start);
+	memcpy(*p, src, r->len);
+	if (r->disp_at) {
+		int32_t disp;
+		memcpy(&disp, src + r->disp_at, 4);
+		int64_t abs = (int64_t)(r->addr + r->len) + disp;
+		int64_t nd = abs - (int64_t)(uintptr_t)(*p + r->len);
+		if (nd != (int32_t)nd)
+			return -1;
+		int32_t d32 = (int32_t)nd;
+		memcpy(*p + r->disp_at, &d32, 4);
+	}
+	*p += r->len;
+	return 0;
+}
+
+/* Make the trampoline of C (index I) with prefix PRE[0..N) and, for a jcc, suffix
+ * SUF[0..NSUF) (its not-taken path runs them, then jumps back after them), and plan the
+ * jump from the window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
+int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n,
+		  const struct reloc_insn *suf, int nsuf)
 {
 	uint64_t b = n ? pre[0].addr : c->addr;
 	const struct module *mod = module_of(c->addr);
 	int m = (int)(mod - modules);
-	if (!mod || !tramp_area[m] || !windows || n > RELOC_MAX_INSNS ||
+	if (!mod || !tramp_area[m] || !windows || n + nsuf + (nsuf > 0) > RELOC_MAX_INSNS ||
+	    (nsuf && c->kind != CTI_JCC) ||
 	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		return -1;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
-	if (c->addr - b > RELOC_MAX_BYTES)
+	/* the suffix ends with a jump back (5 bytes), or a direct transfer: push [rip + literal]
+	 * (a call's), jmp rel32, the literal (19 bytes) */
+	const struct reloc_insn *last = nsuf ? &suf[nsuf - 1] : NULL;
+	uint64_t moved = (c->addr - b) + (last ? last->addr - (c->addr + c->len) + (last->transfer ? 19 : last->len + 5) : 0);
+	if (moved > RELOC_MAX_BYTES)
 		return -1;
 	memset(t, 0, TRAMP_SIZE);
 	for (int j = 0; j < n; j++) {
-		const uint8_t *src = mod->orig + (pre[j].addr - mod->start);
 		meta[2 + j] = (uint8_t)(p - t);
 		meta[8 + j] = (uint8_t)(pre[j].addr - b);
-		memcpy(p, src, pre[j].len);
-		if (pre[j].disp_at) {
-			int32_t disp;
-			memcpy(&disp, src + pre[j].disp_at, 4);
-			int64_t abs = (int64_t)(pre[j].addr + pre[j].len) + disp;
-			int64_t nd = abs - (int64_t)(uintptr_t)(p + pre[j].len);
-			if (nd != (int32_t)nd)
-				goto fail;   /* nothing is committed before the jump is written */
-			int32_t d32 = (int32_t)nd;
-			memcpy(p + pre[j].disp_at, &d32, 4);
-		}
-		p += pre[j].len;
+		if (emit_moved(&p, mod, &pre[j]) < 0)
+			goto fail;   /* nothing is committed before the jump is written */
 	}
 	meta[0] = (uint8_t)(p - t);
 	meta[1] = (uint8_t)n;
 	meta[14] = (uint8_t)(c->addr - b);
-	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i);
+	if (c->kind == CTI_JCC && nsuf) {
+		/* the paths, then the suffix (meta: its instructions and its end after the prefix's) */
+		uint64_t e = last->addr + last->len, to = e;
+		uint8_t *s = p + 6 + 2 * TRAMP_PATH, *lit = NULL;
+		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s);
+		meta[15] = (uint8_t)(nsuf | (last->transfer ? 0x80 : 0));
+		for (int j = 0; j <= nsuf; j++) {
+			if (j == nsuf - 1 && last->transfer) {   /* its place: before the push */
+				int32_t rel;
+				memcpy(&rel, mod->orig + (e - 4 - mod->start), 4);
+				to = e + (uint64_t)(int64_t)rel;
+				meta[2 + n + j] = (uint8_t)(p - t);
+				meta[8 + n + j] = (uint8_t)(last->addr - b);
+				if (last->transfer == RELOC_CALL) {
+					static const uint8_t push[] = { 0xff, 0x35 };   /* push qword [rip+rel32] */
+					emit(&p, push, sizeof push);
+					lit = p;
+					p += 4;
+				}
+				continue;
+			}
+			/* the end: after a transfer's push, the thread is at its target (logical_ip) */
+			meta[2 + n + j] = (uint8_t)(p - t);
+			meta[8 + n + j] = (uint8_t)((j < nsuf ? suf[j].addr : e) - b);
+			if (j < nsuf && emit_moved(&p, mod, &suf[j]) < 0)
+				goto fail;
+		}
+		uint8_t jmp = 0xe9;
+		emit(&p, &jmp, 1);
+		emit_rel32(&p, (uint8_t *)(uintptr_t)to);
+		int64_t back = (int64_t)to - (int64_t)(uintptr_t)p;
+		if (back != (int32_t)back)
+			goto fail;
+		if (lit) {
+			int32_t rel = (int32_t)(p - (lit + 4));
+			memcpy(lit, &rel, 4);
+			emit(&p, &e, 8);
+		}
+	} else if (c->kind == CTI_JCC) {
+		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
 		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */
@@ -1468,7 +1522,19 @@ uint64_t logical_ip(uint64_t rip)
 			break;
 		const struct cti *c = &ctis[tramp_index[m][k]];
 		const uint8_t *meta = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE + TRAMP_SIZE - TRAMP_META;
-		unsigned plen = meta[0], n = meta[1];
+		unsigned plen = meta[0], n = meta[1], ns = meta[15] & 0x7f;
+		if (ns && in >= meta[2 + n]) {   /* in the suffix, or at the jump back after it */
+			unsigned j = n;
+			while (j < n + ns && meta[2 + j + 1] <= in)
+				j++;
+			uint64_t at = c->addr - meta[14] + meta[8 + j];
+			if (j == n + ns && (meta[15] & 0x80)) {   /* past a direct call's push: at its target */
+				int32_t rel;
+				memcpy(&rel, modules[m].orig + (at - 4 - modules[m].start), 4);
+				return at + (uint64_t)(int64_t)rel;
+			}
+			return at;
+		}
 		if (in < plen) {   /* in the relocated prefix: the original of the next instruction */
 			unsigned j = 0;
 			while (j + 1 < n && meta[2 + j + 1] <= in)

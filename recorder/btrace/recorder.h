@@ -37,6 +37,7 @@
 #include "tracekit/internal/eh_frame_hdr.h"
 #include "cti.h"
 #include "ptenc.h"
+#include "reloc.h"
 #include "rt.h"
 #include "tracekit/internal/util.h"
 
@@ -124,12 +125,6 @@ struct tramp_tls {
 	uint32_t code_plus1;
 	uint64_t dest;
 };
-#define RELOC_MAX_INSNS 6
-struct reloc_insn {
-	uint64_t addr;
-	uint8_t len;
-	uint8_t disp_at;    /* offset of a RIP-relative disp32 in the instruction, 0 if none */
-};
 #define END_EXIT 0
 #define END_EXEC 1
 #define END_SIGNAL 2
@@ -216,10 +211,10 @@ struct tstate *thread_state(void);
 int maybe_psb(struct tstate *ts, uint64_t ip);
 int foreign_task(struct tstate *ts);
 void defer_signal(struct tstate *ts, int sig, const siginfo_t *si);
-int xsave_ok(void);
 uint8_t *map_near(int m, size_t size);
 void tramp_setup(int m);
-int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n);
+int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, int n,
+		  const struct reloc_insn *suf, int nsuf);
 uint64_t logical_ip(uint64_t rip);
 long trigger_setup(void);
 void trigger_patch(void);

@@ -60,8 +60,8 @@ struct fnrange {
 	uint64_t start, end;
 };
 
-static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
-			   size_t ntargets, const uint64_t *jind, size_t njind);
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const struct reloc_entries *ent,
+			   const uint64_t *jind, size_t njind);
 static uint64_t *reloc_targets, *reloc_jind;
 static size_t nreloc_targets, nreloc_jind;
 static struct vec reloc_secs[MAX_MODULES];
@@ -554,13 +554,6 @@ static int patch(void)
 	return 0;
 }
 
-/* Is anything in the sorted array A[0..N) within (LO, HI)? */
-static int any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
-{
-	long k = last_le(a, n, hi - 1);
-	return k >= 0 && a[k] > lo;
-}
-
 /* A compiler's jump table behind the indirect jump C (see jtab.h): pushes its N targets
  * T + T[i] to TARGETS and returns 1 if every one is inside the jump's function; 0
  * otherwise (the function then stays unrelocated). */
@@ -627,16 +620,38 @@ static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
 	return a;
 }
 
-/* Relocate the windows before module M's short jcc and returns (see reloc_install), with
- * the same linear decoding as sweep(). TARGETS: every direct branch target, sorted;
- * JIND: every indirect jump, sorted. Returns how many were relocated. */
-static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const uint64_t *targets,
-			   size_t ntargets, const uint64_t *jind, size_t njind)
+/* The movable instructions the jcc ending at IP falls into, up to RELOC_MAX_INSNS and 16
+ * bytes (a window needs at most 5), into SUF; stops after a direct call or jmp rel32, and at
+ * any other CTI, a function start LIM or anything that cannot move. Returns how many. */
+static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end, struct reloc_insn *suf)
 {
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	struct reloc_insn ring[RELOC_MAX_INSNS + 1];
-	int nring = 0;
+	struct cti c;
+	int n = 0;
+	for (uint64_t a = ip; n < RELOC_MAX_INSNS && a < lim && a - ip < 16; a += in.length) {
+		if (!decode_at(m, a, lim, end, &in, ops))
+			break;
+		int r = reloc_suffix_insn(a, &in, ops, cti_classify(&c, a, &in, ops), &suf[n]);
+		if (!r)
+			break;
+		if (++n, r == 2)
+			break;
+	}
+	return n;
+}
+
+/* Relocate the windows around module M's short jcc, returns and jumps or calls through a
+ * register (see reloc.h, reloc_install), with the same linear decoding as sweep(). ENT:
+ * where code may be entered (direct targets, return sites, function starts); JIND: every
+ * unrecognised indirect jump, sorted. Returns how many were relocated. */
+static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const struct reloc_entries *ent,
+			   const uint64_t *jind, size_t njind)
+{
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
+	int nring = 0, stopped = 1;
 	size_t done = 0;
 	uint64_t ip = start, covered = 0;
 	long f = -1;
@@ -653,62 +668,50 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
 		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			nring = 0;
+			stopped = 1;
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			continue;
 		}
 		struct cti c;
 		int kind = cti_classify(&c, ip, &in, ops);
 		if (kind == CTI_NONE) {
-			struct reloc_insn r = { ip, in.length, 0 };
-			int ok = 1;
-			for (unsigned o = 0; o < in.operand_count; o++) {
-				if (ops[o].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[o].imm.is_relative)
-					ok = 0;
-				if (ops[o].type == ZYDIS_OPERAND_TYPE_MEMORY && (ops[o].mem.base == ZYDIS_REGISTER_RIP ||
-										 ops[o].mem.base == ZYDIS_REGISTER_EIP)) {
-					if (in.raw.disp.size != 32 || ops[o].mem.base != ZYDIS_REGISTER_RIP)
-						ok = 0;
-					r.disp_at = in.raw.disp.offset;
-				}
-			}
-			if (!ok) {
+			struct reloc_insn r;
+			/* Padding after a jump or return is never fallen into; what follows it may be
+			 * entered by the unwinder (a landing pad), so no window starts in it. */
+			if (!reloc_movable(ip, &in, ops, &r)) {
 				nring = 0;
-			} else {
+			} else if (!(nring == 0 && stopped && in.mnemonic == ZYDIS_MNEMONIC_NOP)) {
 				if (nring == RELOC_MAX_INSNS + 1) {
 					memmove(ring, ring + 1, sizeof ring[0] * RELOC_MAX_INSNS);
 					nring--;
 				}
 				ring[nring++] = r;
+				stopped = 0;
 			}
 			ip += in.length;
 			continue;
 		}
+		stopped = (m->imap[ip - m->start] & IM_ENDS) != 0;
 		const struct cti *tc;
-		if (((kind == CTI_JCC && in.length == 2) || kind == CTI_RET ||
+		int jcc8 = kind == CTI_JCC && in.length == 2;
+		struct reloc_window w;
+		if ((jcc8 || kind == CTI_RET ||
 		     ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
 		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
-		    !any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
-			/* the latest boundary B that leaves room for the 5-byte jump */
-			int j = nring - 1;
-			while (j > 0 && ip + in.length - ring[j].addr < 5)
-				j--;
-			uint64_t b = nring ? ring[j].addr : ip, room = ip + in.length;
-			if (nring && room - b < 5)
-				j = 0, b = ring[0].addr;
+		    !reloc_any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
+			uint64_t room = ip + in.length;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
-			if (kind == CTI_RET && room - b < 5)
+			if (kind == CTI_RET)
 				room = padding_end(m, room, lim);
-			if (room - b >= 5 && nring - j <= RELOC_MAX_INSNS && b >= covered &&
-			    !any_between(targets, ntargets, b, b + 5) &&
-			    !any_between(ret_sites, nret_sites, b, b + 5) &&
-			    !any_between(fn_start, nfns, b, b + 5) &&
-			    reloc_install(tc, (size_t)(tc - ctis), ring + j, nring ? nring - j : 0) == 0) {
+			int nsuf = jcc8 ? reloc_suffix(m, room, lim, end, suf) : 0;
+			if (reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w) &&
+			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0) {
 				done++;
-				covered = b + 5;   /* padding after a ret may be another window's start */
+				covered = w.b + 5;   /* padding after a ret may be another window's start */
 				if (debug > 2) {
-					char msg[96];
-					snprintf(msg, sizeof msg, "relocated 0x%llx..0x%llx for the CTI at 0x%llx",
-						 (unsigned long long)(b - m->bias), (unsigned long long)(room - m->bias),
+					char msg[128];
+					snprintf(msg, sizeof msg, "relocated 0x%llx.. (%d before, %d after) for the CTI at 0x%llx",
+						 (unsigned long long)(w.b - m->bias), nring - w.first, w.nsuf,
 						 (unsigned long long)(ip - m->bias));
 					say(msg);
 				}
@@ -992,21 +995,21 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	uint64_t fsb = rt_fs_base();
 	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
 	ttls_fs_off = (int32_t)fs_off;
-	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off && xsave_ok() &&
+	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off &&
 	    (tramp_done = rec_alloc(nctis + 1))) {
 		for (int i = 0; i < nmodules; i++)
 			tramp_setup(i);
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
+	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start }, { nreloc_targets, nret_sites, nfns } };
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {
 			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
 			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
 			if (s < e)
-				nrelocated += reloc_module(&modules[i], s, e, reloc_targets, nreloc_targets,
-							   reloc_jind, nreloc_jind);
+				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
 		}
 	}
 	if (trigger_name && !trigger_at)
@@ -1014,7 +1017,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		     "recording to the end");
 	if (trigger_at && (!tramps_on || trigger_setup() < 0)) {
 		say2("--trigger ", trigger_name, ": cannot make the call counters (no memory near the "
-		     "code, or no XSAVE); recording to the end");
+		     "code); recording to the end");
 		trigger_at = 0;
 	}
 	if (patch() < 0)

@@ -122,6 +122,10 @@ uint32_t cli_xray_thread_id(void *ctx, uint32_t track);
 /* The command line's filters (--time A:B, ...) for tk_run_prof_new_filtered; 0 or
  * EXIT_USAGE (said). */
 int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f);
+/* After a run of F's finished profile P: 1 after saying so when F's --time window had
+ * nothing to select by (a trace without times), else 0. */
+int cli_time_refused(const char *file, const struct tk_format_info *fi,
+		     const struct tk_run_filter *f, const struct tk_prof *p);
 int cli_filter_error(const char *file, const struct tk_format_info *fi,
 		     const struct tk_run_filter *f, int err);
 /* P (finished) in the output O asks for (--to, --sort, --top, ...); an exit status. */

@@ -10,7 +10,7 @@ static const char usage[] =
 	"  --no-offset   do not print offsets\n"
 	"  -q, --quiet   only check the input; print nothing but errors\n"
 	"  -o FILE       write to FILE\n"
-	"  --progress    progress of an Intel PT dump also when stderr is no terminal\n"
+	"  --progress    progress also when stderr is no terminal\n"
 	"  --no-progress none, also on a terminal\n"
 	"\n"
 	"Intel PT streams print in ptdump's layout from the first PSB on; after a damaged\n"

@@ -128,6 +128,19 @@ int cli_run_filter(const struct tk_cmd_opts *o, struct tk_run_filter *f)
 	return 0;
 }
 
+int cli_time_refused(const char *file, const struct tk_format_info *fi,
+		     const struct tk_run_filter *f, const struct tk_prof *p)
+{
+	struct tk_prof_summary sum;
+	if (!f->time || tk_prof_summary(p, &sum) < 0 || !sum.events ||
+	    sum.time_first != TK_TIME_NONE)
+		return 0;
+	/* nothing to select by: refused rather than the whole trace's profile */
+	cli_error(file, UINT64_MAX, "--time: this %s has no timestamps to select by",
+		  tk_format_description(fi->id));
+	return 1;
+}
+
 /* Why tk_run_prof_new_filtered(F) failed with ERR, said; the exit status. */
 int cli_filter_error(const char *file, const struct tk_format_info *fi,
 		     const struct tk_run_filter *f, int err)
@@ -262,12 +275,7 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 	if ((rc = tk_run_profile(s, p)) >= 0)
 		rc = tk_prof_finish(p);
 	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
-	struct tk_prof_summary sum;
-	if (rc >= 0 && filter.time && tk_prof_summary(p, &sum) == 0 && sum.events &&
-	    sum.time_first == TK_TIME_NONE) {
-		/* nothing to select by: refused rather than the whole trace's profile */
-		cli_error(file, UINT64_MAX, "--time: this %s has no timestamps to select by",
-			  tk_format_description(fi->id));
+	if (rc >= 0 && cli_time_refused(file, fi, &filter, p)) {
 		status = EXIT_USAGE;
 	} else if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));

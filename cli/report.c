@@ -25,6 +25,7 @@ static const char usage[] =
 	"  -j N            threads (default: all cores)\n"
 	"  -F/-N NAME, -D N, -t/--min-time DUR, --min-insns N\n"
 	"                  call filters, as profile's: the page is the filtered profile's\n"
+	"  --time A:B      only trace ticks [A, B), as profile's: the page is the window's\n"
 	"\n"
 	"Every format with a profile (`tracekit profile`), and Kanata logs. The numbers are\n"
 	"those of `profile --to csv`, `--source`, `--to account` and `stats`. Kanata: --cycles\n"
@@ -90,11 +91,17 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	struct tk_report *r = NULL;
 	struct tk_prof *p = NULL;
 	struct tk_sym *sym;
-	struct tk_run_filter filter = { .sz = sizeof filter };
+	struct tk_run_filter filter;
 	int rc, err = 0, status = EXIT_INPUT;
 
 	/* a format without a source has its own page (Kanata: the decoder feeds it) */
 	tk_cmd_fn op = tk_cmd_op(fi->id, TK_CMD_REPORT);
+	if (op && o->time_window) {
+		cli_error(file, UINT64_MAX, "--time: a %s page has no profile to window (--cycles "
+			  "A:B chooses the pipeline diagram's cycles)", tk_format_description(fi->id));
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (op) {
 		status = op(cli_cmd(o, "report"), file, in, fi, NULL);
 		goto out;
@@ -103,6 +110,9 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		status = cli_unsupported("report", file, fi);
 		goto out;
 	}
+	if ((status = cli_run_filter(o, &filter)))
+		goto out;
+	status = EXIT_INPUT;
 	so.msg = report_msg;
 	so.ctx = &nt;
 	if (tk_source_open_input(&s, file, in, &so) < 0)
@@ -115,12 +125,15 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	ro.func_name = cli_xray_func_name;
 	ro.thread_id = cli_xray_thread_id;
 	ro.ctx = &nc;
+	if (filter.time) {
+		ro.time_begin = filter.time_begin;
+		ro.time_end = filter.time_end;
+	}
 	if (!(r = tk_report_new(&ro, &rc))) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(rc));
 		goto out;
 	}
 	/* uftrace's call filters: the profile's, and the timeline bins the calls it counts */
-	tk_cmd_call_filter(o, &filter);
 	int filtered = tk_run_filter_calls(&filter);
 	if (filtered)
 		filter.calls = tk_report_calls(r);
@@ -133,6 +146,10 @@ static int report_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	if (rc >= 0 && (rc = tk_prof_finish(p)) >= 0)
 		rc = tk_report_profile(r, p);
 	status = tk_source_report(s) ? EXIT_SKIPPED : EXIT_CLEAN;
+	if (rc >= 0 && cli_time_refused(file, fi, &filter, p)) {
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = EXIT_INPUT;

@@ -233,7 +233,13 @@ static int run_op_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		return cli_unsupported(run_name, file, fi);
 	if ((rc = cli_filter_refused(o, file, fi)))
 		return rc;
+	/* progress of the formats read in sequence (those mapped whole show their own) */
+	struct tk_progress p;
+	tk_progress_init(&p, file, tk_input_file_size(in), cli_progress(o), NULL);
+	tk_input_progress(in, &p);
 	rc = op(cli_cmd(o, run_name), file, in, fi, NULL);
+	tk_input_progress(in, NULL);
+	tk_progress_finish(&p);
 	return rc == TK_EXIT_AS_PROFILE ? cli_profile_file(o, file, in, fi) : rc;
 }
 

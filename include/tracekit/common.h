@@ -83,6 +83,7 @@ struct tk_input_opts {
 };
 
 struct tk_input;
+struct tk_progress;
 
 /* Open PATH ("-" is standard input). Does not read the content yet. */
 TK_API int tk_input_open(struct tk_input **in, const char *path, const struct tk_input_opts *opts);
@@ -113,6 +114,10 @@ TK_API int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
 /* Sequential reading in bounded memory (decompresses as it goes). Returns bytes read
  * (0 at end of input) or -TK_E_*. Do not mix with tk_input_map on the same input. */
 TK_API long tk_input_read(struct tk_input *in, void *buf, size_t len);
+/* P (initialised by the caller, total: the file's size) set to the bytes of the file
+ * tk_input_read has consumed, as it reads (NULL: none). A command that reads its input in
+ * sequence thus shows progress wherever it decodes it. */
+TK_API void tk_input_progress(struct tk_input *in, struct tk_progress *p);
 
 /* Whether the input lost data while it was read, and from which offset (*OFFSET, may be
  * NULL): TK_INPUT_CUT, the compressed data was cut short or corrupt there (reading ended

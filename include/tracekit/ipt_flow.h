@@ -45,6 +45,9 @@ struct tk_ipt_flow_opts {
 	 * a PSB): no chunk starts there or later, and those bytes are read only to finish
 	 * the block that crosses it (the next call, given them first, decodes them). */
 	size_t part_end;
+	/* Advanced by each chunk's bytes as it is merged (in order, on the calling thread):
+	 * one progress across a session's streams (NULL: none). */
+	struct tk_progress *progress;
 };
 
 struct tk_ipt_flow_stats {

@@ -229,6 +229,9 @@ struct tk_report_opts {
 	const char *(*stage_name)(void *ctx, unsigned stage, const char **lane);
 	void *stage_ctx;
 	uint64_t window_begin, window_end;
+	/* the timeline of a profile's --time window: events in trace ticks [time_begin,
+	 * time_end) only (time_end 0: no end) */
+	uint64_t time_begin, time_end;
 };
 struct tk_report;
 TK_API struct tk_report *tk_report_new(const struct tk_report_opts *opts, int *err);

@@ -209,6 +209,10 @@ TK_API int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym)
  * RELEASE_INPUT: DATA is a read-only file mapping whose pages may be given back. */
 TK_API long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
 		  struct tk_buf *out, struct tk_gap_stats *gaps);
+/* tk_xray_dump, setting PROGRESS (NULL: none) to the bytes dumped as it goes. */
+TK_API long tk_xray_dump_progress(const uint8_t *data, size_t len, int no_offset,
+				  int release_input, struct tk_buf *out, struct tk_gap_stats *gaps,
+				  struct tk_progress *progress);
 
 #ifdef __cplusplus
 }

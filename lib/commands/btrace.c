@@ -186,6 +186,20 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(st, g);
 }
 
+/* Progress of decoding the threads' streams (--tid's, or TAKE's when not NULL). */
+static void bt_progress(const struct tk_cmd *c, const char *file, const struct tk_btrace *bt,
+			const uint8_t *take, struct tk_progress *p)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		if (take ? take[i] : !c->o->has_tid || t->tid == c->o->tid)
+			total += t->stream_bytes;
+	}
+	tk_cmd_progress_init(c, p, file, total);
+}
+
 /* A thread's listing begins and ends so (decode; decode --stat: its counts). */
 static void thread_head(struct tk_buf *out, const struct tk_btrace_thread *t)
 {
@@ -314,6 +328,8 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		bt_close(&cb);
 		return rc;
 	}
+	struct tk_progress prog;
+	bt_progress(c, file, cb.bt, NULL, &prog);
 	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && status < TK_EXIT_INPUT; i++) {
 		const struct tk_btrace_thread *t = tk_btrace_thread(cb.bt, i);
 		struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, cb.img);
@@ -328,6 +344,7 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			break;
 		}
 		thread_head(&out, t);
+		fo.progress = &prog;
 		rc = tk_ipt_flow_text(pt, n, &fo, tk_cmd_text_flags(c), &out, &st);
 		free(pt);
 		thread_tail(&out, t, o->stat, st.insns, st.errors);
@@ -340,6 +357,7 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		}
 		tk_gap_stats_merge(&gaps, &st.gaps);
 	}
+	tk_progress_finish(&prog);
 	status = tk_cmd_max(c->out_close(&out), status);
 	rc = bt_status(c, file, cb.bt, &gaps);
 	bt_close(&cb);
@@ -400,6 +418,8 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		bt_close(&cb);
 		return TK_EXIT_INPUT;
 	}
+	struct tk_progress prog;
+	bt_progress(c, file, cb.bt, take, &prog);
 	for (size_t i = 0; i < tk_btrace_thread_count(cb.bt) && rc >= 0 && !merging; i++) {
 		struct tk_ipt_flow_opts fo = tk_cmd_flow_opts(c, cb.img);
 		struct tk_ipt_flow_stats one = { 0 };
@@ -410,10 +430,12 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			continue;
 		if ((rc = tk_btrace_thread_stream(cb.bt, i, &pt, &n)) < 0)
 			break;
+		fo.progress = &prog;
 		rc = tk_ipt_exec_add(ex, pt, n, &fo, &one);
 		tk_gap_stats_merge(&decoded, &one.gaps);
 		free(pt);
 	}
+	tk_progress_finish(&prog);
 	free(take);
 	if (merging)
 		status = tk_cmd_exec_load(c, ex);

@@ -62,6 +62,20 @@ static struct tk_ipt_flow_opts stream_opts(const struct tk_perf_session *x, size
 	return fo;
 }
 
+/* Progress of decoding the session's streams, one after another (on a part: none, its
+ * chunks are not the whole). */
+static void session_progress(const struct tk_cmd *c, const char *file,
+			     const struct tk_perf_session *x, struct tk_progress *p)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < x->n; i++)
+		total += x->s[i].len;
+	tk_cmd_progress_init(c, p, file, total);
+	if (c->part)
+		p->print = NULL;
+}
+
 /* The packet decoder's damage, said as it is met. */
 struct err_ctx {
 	const struct tk_cmd *c;
@@ -418,6 +432,8 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_perf_session_close(&x);
 		return status;
 	}
+	struct tk_progress prog;
+	session_progress(c, file, &x, &prog);
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
 		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
 		struct tk_ipt_flow_stats one = { 0 };
@@ -425,10 +441,12 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		/* perf.data: each queue's instructions under a line naming it */
 		if (!c->o->stat)
 			tk_perf_session_stream_header(&out, &x, i);
+		fo.progress = &prog;
 		rc = tk_ipt_flow_text(x.s[i].data, x.s[i].len, &fo, tk_cmd_text_flags(c), &out, &one);
 		tk_ipt_flow_stats_add(&st, &one);
 		x.s[i].gaps = one.gaps;
 	}
+	tk_progress_finish(&prog);
 	if (c->o->stat)
 		put_counts(&out, &st);
 	status = c->out_close(&out);
@@ -496,14 +514,18 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 		tk_ipt_exec_range(ex, c->part->first, c->part->count);
 	if (counts_only)
 		tk_ipt_exec_flow_only(ex);
+	struct tk_progress prog;
+	session_progress(c, file, &x, &prog);
 	for (size_t i = 0; i < x.n && rc >= 0 && !merging; i++) {
 		struct tk_ipt_flow_opts fo = stream_opts(&x, i);
 		struct tk_ipt_flow_stats one = { 0 };
 
+		fo.progress = &prog;
 		rc = tk_ipt_exec_add(ex, x.s[i].data, x.s[i].len, &fo, &one);
 		x.s[i].gaps = one.gaps;
 		tk_ipt_flow_stats_add(&decoded, &one);
 	}
+	tk_progress_finish(&prog);
 	if (merging && (status = tk_cmd_exec_load(c, ex))) {
 		tk_ipt_exec_free(ex);
 		tk_perf_session_close(&x);

@@ -133,7 +133,11 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	if ((rc = c->out_open(c, c->o->quiet ? "/dev/null" : NULL, &out)))
 		return rc;
 	tk_cmd_log_file(c, file);
-	long bad = tk_xray_dump(data, len, c->o->no_offset, release_ok(file, in), &out, &gaps);
+	struct tk_progress prog;
+	tk_cmd_progress_init(c, &prog, file, len);
+	long bad = tk_xray_dump_progress(data, len, c->o->no_offset, release_ok(file, in), &out,
+					 &gaps, &prog);
+	tk_progress_finish(&prog);
 	tk_cmd_log_file(c, NULL);
 	rc = c->out_close(&out);
 	if (bad < 0) {

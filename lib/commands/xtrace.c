@@ -406,6 +406,9 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	}
 	if (fi->id == TK_FMT_XTRACE_SNAP)
 		tk_xtrace_snapfile_text(&b, tk_xtrace_snapfile(x.p.t), o->no_offset, o->quiet);
+	struct tk_progress prog;
+	uint64_t items = 0;
+	tk_cmd_progress_init(c, &prog, file, fi->id == TK_FMT_XTRACE_SNAP ? 0 : x.p.n);
 	for (size_t ci = 0; fi->id != TK_FMT_XTRACE_SNAP && ci < tk_xtrace_nchunks(x.p.t); ci++) {
 		size_t begin, end;
 		struct tk_xtrace_cursor cur;
@@ -416,6 +419,8 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			int r = tk_xtrace_next(&cur, &it);
 			if (r == 0)
 				break;
+			if (!(++items & 4095))   /* (the clock is read at most every 4096 items) */
+				tk_progress_set(&prog, cur.off);
 			if (r < 0) {
 				size_t at = cur.off, to = skip_damage(&x, &cur, end, &gaps);
 				CMD_ERROR(c, file, at, "%s (token 0x%02x); skipped %zu bytes to the "
@@ -436,6 +441,7 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			tk_buf_putc(&b, '\n');
 		}
 	}
+	tk_progress_finish(&prog);
 	rc = c->out_close(&b);
 	int g = xt_report(&x, file, &gaps);
 	xt_close(&x);

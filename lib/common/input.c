@@ -33,6 +33,7 @@ struct tk_input {
 	uint8_t *pushback;       /* pipe mode: first bytes read for peeking */
 	size_t pushback_len;
 	int raw_eof;
+	struct tk_progress *progress;   /* tk_input_progress */
 
 	/* decompressed or copied content for tk_input_map */
 	uint8_t *owned;
@@ -499,7 +500,23 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 	return (long)produced;
 }
 
+static long input_read(struct tk_input *in, void *buf, size_t len);
+
 long tk_input_read(struct tk_input *in, void *buf, size_t len)
+{
+	long r = input_read(in, buf, len);
+
+	if (r > 0 && in->progress)
+		tk_progress_set(in->progress, in->raw_pos);
+	return r;
+}
+
+void tk_input_progress(struct tk_input *in, struct tk_progress *p)
+{
+	in->progress = p;
+}
+
+static long input_read(struct tk_input *in, void *buf, size_t len)
 {
 	int rc = stream_start(in);
 	if (rc < 0)

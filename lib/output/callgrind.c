@@ -273,12 +273,21 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 
 	int ir = s.insns || !(s.time_first != TK_TIME_NONE && s.time_last > s.time_first);
 	int ticks = s.time_first != TK_TIME_NONE && s.time_last > s.time_first;
-	uint64_t tot_insns = 0, tot_ticks = 0;
+	uint64_t tot_insns = 0, tot_ticks = 0, unmeasured = 0;
 	for (size_t i = 0; i < nm->n; i++) {
 		tot_insns += fn[i].self_insns;
 		tot_ticks += fn[i].self_ticks;
+		unmeasured += a.sparse && fn[i].seen && !fn[i].self_ticks;
 	}
 	tk_buf_puts(b, "# callgrind format\nversion: 1\ncreator: tracekit\npositions: line\n");
+	/* callgrind has no "not measured": a cost left out is 0, so a time of 0 that was not
+	 * measured (sparse time stamps) would read as one; the event goes instead */
+	if (ticks && unmeasured) {
+		tk_buf_printf(b, "# no Ticks event: the times of %llu functions were not measured\n",
+			      (unsigned long long)unmeasured);
+		ticks = 0;
+		ir = 1;
+	}
 	tk_buf_printf(b, "events:%s%s\n", ir ? " Ir" : "", ticks ? " Ticks" : "");
 	if (ticks && s.clock.ticks_per_second)
 		tk_buf_printf(b, "# Ticks: %llu per second\n",

@@ -59,6 +59,7 @@ struct tl {
 	uint32_t *track;
 	uint64_t *ltime;          /* per lane: its last time (for events without one) */
 	uint64_t *insns, *calls;  /* nlanes rows of TK_REPORT_BINS */
+	uint64_t wbegin, wend;    /* tk_report_opts.time_begin, time_end */
 };
 
 static void tl_free(struct tl *t)
@@ -83,6 +84,7 @@ struct tk_report {
 	char *title, *format, *track_label;
 	struct tk_buf prof;       /* the profile's parts, as JSON members */
 	int have_prof;
+	int sparse;               /* TK_PROF_SPARSE_TIME: a time of 0 was not measured */
 	struct tk_prof_summary sum;
 	char **notes;
 	size_t nnotes, more_notes;
@@ -119,6 +121,8 @@ struct tk_report *tk_report_new(const struct tk_report_opts *opts, int *err)
 	r->win = calloc(TK_REPORT_WINDOW, sizeof *r->win);
 	r->notes = calloc(NOTES, sizeof *r->notes);
 	r->ipc_width = 1;
+	r->tl.wbegin = r->o.time_begin;
+	r->tl.wend = r->o.time_end;
 	if (!r->title || !r->format || !r->track_label || !r->map || !r->win || !r->notes ||
 	    tk_buf_init(&r->prof, -1, 4096) < 0) {
 		tk_report_free(r);
@@ -408,6 +412,7 @@ int tk_report_profile(struct tk_report *r, const struct tk_prof *p)
 	int rc;
 	tk_prof_summary(p, &r->sum);
 	r->have_prof = 1;
+	r->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	if ((rc = put_flame(b, p, r->o.sym)) < 0 || (rc = put_functions(b, p, &r->o)) < 0 ||
 	    (rc = put_source(b, p, &r->o)) < 0 || (rc = put_account(b, p, &r->o)) < 0)
 		return rc;
@@ -528,6 +533,8 @@ static int tl_event(struct tl *t, const struct tk_event *e)
 	if (time == TK_TIME_NONE || !(insns | calls))
 		return 0;
 	t->ltime[l] = time;
+	if (time < t->wbegin || (t->wend && time >= t->wend))
+		return 0;   /* outside the profile's --time window */
 	tl_fit(t, time, time);
 	t->insns[(size_t)l * TK_REPORT_BINS + (time >> t->shift) - t->base] += insns;
 	t->calls[(size_t)l * TK_REPORT_BINS + (time >> t->shift) - t->base] += calls;
@@ -827,10 +834,13 @@ static int tl_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
 
 static int tee_begin(void *ctx, size_t chunk, struct tk_sink *sink)
 {
+	const struct tk_report *r = ctx;
 	struct tl *t = calloc(1, sizeof *t);
-	(void)ctx, (void)chunk;
+	(void)chunk;
 	if (!t)
 		return -TK_E_NOMEM;
+	t->wbegin = r->tl.wbegin;
+	t->wend = r->tl.wend;
 	*sink = (struct tk_sink){ tl_sink_fn, t };
 	return 0;
 }
@@ -1036,7 +1046,7 @@ int tk_report_write(struct tk_report *r, struct tk_buf *b)
 		tk_buf_printf(&j, ",\"summary\":{\"events\":%llu,\"insns\":%llu,\"blocks\":%llu,"
 			      "\"calls\":%llu,\"returns\":%llu,\"gaps\":%llu,\"truncated\":%llu,"
 			      "\"orphans\":%llu,\"unmatched\":%llu,\"open_at_end\":%llu,"
-			      "\"unwound\":%llu,\"tracks\":%u,\"tps\":%llu,\"time\":%llu,\"timed\":%d}",
+			      "\"unwound\":%llu,\"tracks\":%u,\"tps\":%llu,\"time\":%llu,\"timed\":%d,\"sparse\":%d}",
 			      (unsigned long long)s->events, (unsigned long long)s->insns,
 			      (unsigned long long)s->blocks, (unsigned long long)s->calls,
 			      (unsigned long long)s->returns, (unsigned long long)s->gaps,
@@ -1044,7 +1054,8 @@ int tk_report_write(struct tk_report *r, struct tk_buf *b)
 			      (unsigned long long)s->unmatched, (unsigned long long)s->open_at_end,
 			      (unsigned long long)s->unwound, s->tracks,
 			      (unsigned long long)s->clock.ticks_per_second,
-			      (unsigned long long)(timed ? s->time_last - s->time_first : 0), timed);
+			      (unsigned long long)(timed ? s->time_last - s->time_first : 0), timed,
+			      r->sparse);
 		tk_buf_put(&j, r->prof.data, r->prof.len);
 	}
 	if (r->tl.any && r->tl.tmax > r->tl.tmin)

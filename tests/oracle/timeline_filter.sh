@@ -7,7 +7,7 @@
 #   `profile --to csv`'s calls per function; -j 1 and -j 2 give the same bytes (a few
 #   filters); Perfetto's file is written too
 # - report: its function table is the filtered `profile --to csv`, its timeline's calls add
-#   up to the filtered calls
+#   up to the filtered calls; with --time A:B the window's table, a timeline of the window
 # (their refusals: oracle/profile_filter.sh)
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
@@ -91,6 +91,28 @@ for f in "-F fib" "-D 2 --min-insns 50"; do
 		ok "report $f: the filtered function table, $calls calls in its timeline"
 	else bad "report $f: timeline calls $calls, profile $want"; diff p.csv page.csv | head -n 5; fi
 done
+
+# report --time A:B: the window's function table (profile --time A:B --to csv), and a
+# timeline of the window only; a page without a profile to window (Kanata) is refused
+"$TK" report -o whole.html r.tkbt
+whole=$(python3 page.py whole.html whole.csv)
+"$TK" decode --time r.tkbt 2>/dev/null | sed -n 's/^\[\([0-9a-f]*\)\] [0-9a-f]\{16\} .*/\1/p' >times
+mid=$(( 16#$(sed -n "$(( $(wc -l <times) / 2 + 1 ))p" times) ))
+for w in "0:$mid" "$mid:"; do
+	"$TK" report -o r.html --time "$w" r.tkbt
+	"$TK" profile --to csv --time "$w" r.tkbt >p.csv
+	calls=$(python3 page.py r.html page.csv)
+	if cmp -s p.csv page.csv && ! cmp -s p.csv whole.csv && [ "$calls" -gt 0 ] &&
+	   [ "$calls" -lt "$whole" ]; then
+		ok "report --time $w: the window's function table, $calls of $whole calls in its timeline"
+	else bad "report --time $w: timeline calls $calls of $whole"; diff p.csv page.csv | head -n 5; fi
+done
+printf 'Kanata\t0004\nC=\t0\nI\t0\t0\t0\nS\t0\t0\tF\nC\t1\nE\t0\t0\tF\nR\t0\t0\t0\n' >k.log
+rc=0
+"$TK" report -o k.html --time 0:10 k.log 2>k.err || rc=$?
+if [ $rc = 2 ] && grep -q -- '--time: a .* page has no profile to window' k.err && [ ! -s k.html ]; then
+	ok "report --time of a Kanata log: refused"
+else bad "report --time of a Kanata log: status $rc"; cat k.err; fi
 
 X=$SRC/tests/data/xray
 if command -v clang-16 >/dev/null; then

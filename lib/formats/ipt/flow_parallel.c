@@ -105,10 +105,15 @@ static int redo(struct run *r, size_t i)
 static int merge(void *ctx, size_t i)
 {
 	struct run *r = ctx;
+	struct tk_progress *p = r->o->sz >= offsetof(struct tk_ipt_flow_opts, progress) +
+				sizeof(r->o->progress) ? r->o->progress : NULL;
 	int rc;
 
 	if (r->c->redo && (rc = redo(r, i)) < 0)
 		return rc;
+	if (p)
+		tk_progress_set(p, p->done + (i + 1 < r->nchunks ? r->offs[i + 1] : r->part_end) -
+				   r->offs[i]);
 	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
 }
 

@@ -435,7 +435,15 @@ static void dump_record(struct tk_buf *b, const struct tk_xray_header *h,
 long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
 		  struct tk_buf *out, struct tk_gap_stats *gaps)
 {
+	return tk_xray_dump_progress(data, len, no_offset, release_input, out, gaps, NULL);
+}
+
+long tk_xray_dump_progress(const uint8_t *data, size_t len, int no_offset, int release_input,
+			   struct tk_buf *out, struct tk_gap_stats *gaps,
+			   struct tk_progress *progress)
+{
 	size_t released = 0;
+	uint64_t n = 0;
 	long page = sysconf(_SC_PAGESIZE);
 	struct tk_xray_cursor c;
 	struct tk_xray_record r;
@@ -496,6 +504,8 @@ long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_in
 		}
 		if (out->fd >= 0 && out->len > (1u << 20))
 			tk_buf_flush(out);
+		if (progress && !(++n & 4095))   /* (the clock is read at most every 4096 records) */
+			tk_progress_set(progress, c.off);
 		if (release_input && c.off - released >= (8u << 20)) {
 			/* a read-only file mapping: the pages behind us can go */
 			uintptr_t a = ((uintptr_t)data + released + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);

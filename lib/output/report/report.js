@@ -109,7 +109,9 @@
     };
     const info = (n) => {
       const v = n.v[W[weight]], tot = root.v[W[weight]];
-      const unit = weight === 'ticks' ? timeText(v, s.tps) : fmt(v) + (weight === 'insns' ? ' instructions' : ' calls');
+      // (sparse time stamps: a time of 0 was not measured, it is not 0)
+      const unit = weight === 'ticks' ? (s.sparse && !v ? 'time not measured' : timeText(v, s.tps))
+        : fmt(v) + (weight === 'insns' ? ' instructions' : ' calls');
       $('flame-info').textContent = n.name + ': ' + unit + ' (' +
         (tot ? (100 * v / tot).toFixed(2) : '0') + '% of all), ' + fmt(n.v[W.calls]) + ' calls';
     };
@@ -216,7 +218,8 @@
       const tb = el('tbody');
       for (const r of rows.concat(rest ? [rest] : [])) {
         const row = el('tr', r === rest ? 'rest' : '');
-        r.forEach((v, i) => row.appendChild(el('td', i === nameCol ? 'name' : '', v)));
+        // an empty field was not measured (a time of a branch trace's call without stamps)
+        r.forEach((v, i) => row.appendChild(el('td', i === nameCol ? 'name' : '', v === '' && i !== nameCol ? '-' : v)));
         tb.appendChild(row);
       }
       t.appendChild(tb);

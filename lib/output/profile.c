@@ -37,11 +37,11 @@ struct proc {
 };
 
 enum sort_key { S_CALLS, S_INCL, S_EXCL, S_INSNS, S_SELF_INSNS, S_NAME, S_MAX, S_MEDIAN, S_P99,
-		S_MIN, S_P90, S_MODULE };
+		S_MIN, S_P90, S_MODULE, S_CYCLES, S_IPC };
 
 /* the text table's column names, then the older short ones */
 #define PROFILE_SORT_KEYS "calls, incl-time, excl-time, incl-insns, excl-insns, min, median, " \
-	"p90, p99, max, %, module, function; incl, excl, insns, self-insns, name"
+	"p90, p99, max, cycles, ipc, %, module, function; incl, excl, insns, self-insns, name"
 
 /* The key named S (NULL: the metric's default); QUIET: no message when unknown. */
 static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, int quiet)
@@ -53,7 +53,8 @@ static int sort_lookup(const char *s, enum tk_out_metric m, enum sort_key *k, in
 		{ "max", S_MAX }, { "med", S_MEDIAN }, { "median", S_MEDIAN }, { "p99", S_P99 },
 		{ "incl-time", S_INCL }, { "excl-time", S_EXCL }, { "incl-insns", S_INSNS },
 		{ "excl-insns", S_SELF_INSNS }, { "min", S_MIN }, { "p90", S_P90 },
-		{ "function", S_NAME }, { "module", S_MODULE },
+		{ "function", S_NAME }, { "module", S_MODULE }, { "cycles", S_CYCLES },
+		{ "ipc", S_IPC },
 	};
 	if (!s || !strcmp(s, "%")) {   /* % is the share of the metric's exclusive value */
 		*k = m == TK_OUT_M_INSNS ? S_SELF_INSNS : m == TK_OUT_M_TICKS ? S_EXCL : S_CALLS;
@@ -81,9 +82,17 @@ int tk_out_sort_check(enum tk_out_kind kind, const char *key, const char **keys)
 	return sort_lookup(key, TK_OUT_M_AUTO, &k, 1);
 }
 
-static int parse_sort(const char *s, enum tk_out_metric m, enum sort_key *k)
+/* The key named S for P's rows: cycles and IPC only where P has cycles (Intel PT CYC) */
+static int parse_sort(const struct tk_prof *p, const char *s, enum tk_out_metric m,
+		      enum sort_key *k)
 {
-	return sort_lookup(s, m, k, 0);
+	int rc = sort_lookup(s, m, k, 0);
+	if (rc == 0 && (*k == S_CYCLES || *k == S_IPC) && !tk_prof_has_cycles(p)) {
+		tk_log(TK_LOG_ERROR, "--sort %s: the trace has no cycles (Intel PT with CYC "
+		       "packets: perf record -e intel_pt/cyc/)", s);
+		return -TK_E_INVAL;
+	}
+	return rc;
 }
 
 static uint64_t sort_value(const struct row *r, enum sort_key k)
@@ -99,8 +108,20 @@ static uint64_t sort_value(const struct row *r, enum sort_key k)
 	case S_P99: return r->f.dur_p99;
 	case S_MIN: return r->f.dur_min;
 	case S_P90: return r->f.dur_p90;
+	case S_CYCLES: return r->f.cycles;
 	default: return 0;
 	}
+}
+
+/* Higher IPC first, exactly (the fractions cross-multiplied); functions without cycles
+ * last. */
+static int cmp_ipc(const struct tk_prof_func *a, const struct tk_prof_func *b)
+{
+	if (!a->cycles || !b->cycles)
+		return (a->cycles == 0) - (b->cycles == 0);
+	unsigned __int128 x = (unsigned __int128)a->cyc_insns * b->cycles,
+			  y = (unsigned __int128)b->cyc_insns * a->cycles;
+	return x > y ? -1 : x < y;
 }
 
 static int cmp_rows(const void *x, const void *y, void *ctx)
@@ -110,7 +131,9 @@ static int cmp_rows(const void *x, const void *y, void *ctx)
 	int c;
 	if (k == S_MODULE && (c = strcmp(a->module ? a->module : "", b->module ? b->module : "")))
 		return c;
-	if (k != S_NAME && k != S_MODULE) {
+	if (k == S_IPC && (c = cmp_ipc(&a->f, &b->f)))
+		return c;
+	if (k != S_NAME && k != S_MODULE && k != S_IPC) {
 		uint64_t va = sort_value(a, k), vb = sort_value(b, k);
 		if (va != vb)
 			return va > vb ? -1 : 1;
@@ -160,7 +183,8 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 	struct tk_prof_func *f;
 	size_t nf, np = 0;
 	enum sort_key key;
-	int rc = parse_sort(o->sort, m, &key);
+	*ps = NULL;
+	int rc = parse_sort(p, o->sort, m, &key);
 	if (rc < 0)
 		return rc;
 	if ((rc = tk_prof_funcs(p, o->threads, &f, &nf)) < 0)
@@ -170,7 +194,6 @@ static int make_rows(const struct tk_prof *p, const struct tk_out_opts *o, struc
 		free(f);
 		return -TK_E_NOMEM;
 	}
-	*ps = NULL;
 	/* merged over threads, a process's rows (tk_prof_track_group) are named by it too */
 	const int by_proc = o->threads || tk_prof_grouped(p);
 	for (size_t i = 0; i < nf; i++) {
@@ -865,7 +888,7 @@ static int out_calltree(struct tk_buf *b, const struct tk_prof *p, const struct 
 	struct tk_prof_summary s;
 	struct tree_sort ts = { .a = &a, .by_key = o->sort != NULL, .top = o->top };
 	tk_prof_summary(p, &s);
-	int rc = parse_sort(o->sort, m, &ts.key);
+	int rc = parse_sort(p, o->sort, m, &ts.key);
 	if (rc < 0)
 		return rc;
 	rc = agg_build(&a, p, nm, o);

@@ -11,7 +11,8 @@
 # CYC 5 when g's ret is used up, back in main's code ([unknown]: no symbols): 5 cycles
 # for 1 instruction. Three rounds: g 36 cycles over 24 instructions (IPC 0.67), [unknown]
 # 15 over 3 (0.20). -j 2 with a chunk per PSB, and shards merged, give the same; a trace
-# without CYC has no cycles column or key.
+# without CYC has no cycles column or key. --sort cycles and ipc order the rows by them, and
+# are refused without CYC.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,6 +30,11 @@ rnd = head + cyc(7) + tnt('ttn') + cyc(12) + tnt('t') + cyc(5) + fup(0x1007) + b
 nocyc = head + tnt('ttn') + tnt('t') + fup(0x1007) + bytes([0x01])
 open('trace.pt', 'wb').write(rnd * 3)
 open('nocyc.pt', 'wb').write(nocyc * 3)
+# other cycles: g slow (31 cycles for its 8 instructions), main fast; and the other way
+slowg = head + cyc(7) + tnt('ttn') + cyc(31) + tnt('t') + cyc(1) + fup(0x1007) + bytes([0x01])
+fastg = head + cyc(7) + tnt('ttn') + cyc(2) + tnt('t') + cyc(30) + fup(0x1007) + bytes([0x01])
+open('slowg.pt', 'wb').write(slowg * 3)
+open('fastg.pt', 'wb').write(fastg * 3)
 # main: nop; call 0x2000; nop; nop; jmp 0x1000   g: nop; jnz 0x2000; ret
 open('main.bin', 'wb').write(bytes.fromhex('90 e8fa0f0000 90 90 ebf6'))
 open('g.bin', 'wb').write(bytes.fromhex('90 75fd c3'))
@@ -64,4 +70,22 @@ done
 "$TK" profile --to csv "${raw[@]}" nocyc.pt | head -1 | grep -q ',max$' || { echo "csv without CYC has cycles"; exit 1; }
 ! "$TK" profile --to json "${raw[@]}" nocyc.pt | grep -q cycles || { echo "json without CYC has cycles"; exit 1; }
 ! "$TK" profile "${raw[@]}" nocyc.pt | grep -q cycles || { echo "text without CYC has cycles"; exit 1; }
+# --sort cycles, ipc (largest first) where the default order (exclusive instructions: g
+# first) is the other: main's code has more cycles in fastg.pt, a higher IPC in slowg.pt
+order() { "$TK" profile -j 1 --to csv "${raw[@]}" "$@" | awk -F, 'NR > 1 { printf "%s %s %s;", $1, $12, $13 }'; }
+[ "$(order fastg.pt)" = '"0x2000" 6 4.00;"[unknown]" 90 0.03;' ] &&
+	[ "$(order fastg.pt --sort cycles)" = '"[unknown]" 90 0.03;"0x2000" 6 4.00;' ] &&
+	[ "$(order fastg.pt --sort ipc)" = '"0x2000" 6 4.00;"[unknown]" 90 0.03;' ] &&
+	[ "$(order slowg.pt --sort ipc)" = '"[unknown]" 3 1.00;"0x2000" 93 0.26;' ] &&
+	[ "$(order slowg.pt --sort cycles)" = '"0x2000" 93 0.26;"[unknown]" 3 1.00;' ] ||
+	{ echo "--sort cycles/ipc: wrong order"; for f in fastg slowg; do for k in cycles ipc; do
+		echo "$f $k: $(order $f.pt --sort $k)"; done; done; exit 1; }
+"$TK" profile -j 1 --sort ipc "${raw[@]}" slowg.pt | awk '/cycles/ { h = 1; next } h && NF { print $NF; exit }' |
+	grep -qx '\[unknown\]' || { echo "--sort ipc: text table not in IPC order"; exit 1; }
+# without CYC: refused with the reason (not sorted by zeros)
+for k in cycles ipc; do for to in text csv json calltree; do
+	rc=0; "$TK" profile -j 1 --sort $k --to $to "${raw[@]}" nocyc.pt >out 2>err || rc=$?
+	[ $rc = 2 ] && grep -q "sort $k: the trace has no cycles" err ||
+		{ echo "--sort $k --to $to without CYC: exit $rc"; cat err; exit 1; }
+done; done
 echo ok

@@ -132,7 +132,7 @@ int cli_filter_error(const char *file, const struct tk_format_info *fi,
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
 		      struct tk_source *s);
 /* Set (diff): cli_profile_write hands each profile to it instead (an exit status). */
-extern int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
+extern int (*cli_profile_take)(const struct tk_prof *p, const struct tk_out_opts *oo);
 /* --to TO is llvm-xray account's table (account, account-csv); cli_profile_account
  * writes P (finished) as it. */
 int cli_is_account(const char *to);

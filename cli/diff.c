@@ -32,14 +32,14 @@ static struct tk_out_diff *cur;
 static int cur_side, taken[2];
 static const char *cur_file;
 
-static int take(const struct tk_prof *p, struct tk_sym *sym)
+static int take(const struct tk_prof *p, const struct tk_out_opts *oo)
 {
 	if (taken[cur_side]++) {
 		cli_error(cur_file, UINT64_MAX, "a saved profile of several inputs: diff compares "
 			  "one run with one");
 		return EXIT_USAGE;
 	}
-	int rc = tk_out_diff_add(cur, cur_side, p, sym);
+	int rc = tk_out_diff_add_opts(cur, cur_side, p, oo);
 	if (rc < 0) {
 		cli_error(NULL, UINT64_MAX, "diff: %s", tk_strerror(rc));
 		return EXIT_INPUT;

@@ -158,7 +158,7 @@ int cli_filter_error(const char *file, const struct tk_format_info *fi,
 	return EXIT_INPUT;
 }
 
-int (*cli_profile_take)(const struct tk_prof *p, struct tk_sym *sym);
+int (*cli_profile_take)(const struct tk_prof *p, const struct tk_out_opts *oo);
 
 /* The profile P of source S (its tracks' label and ids) as the options ask. */
 int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, struct tk_sym *sym,
@@ -167,8 +167,12 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	enum tk_out_kind kind = profile_kind(o);
 	struct tk_buf out;
 	int rc;
+	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
+				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
+				  .track_id = source_track_id, .track_ctx = s,
+				  .track_process = source_track_process, .color = o->color };
 	if (cli_profile_take)
-		return cli_profile_take(p, sym);
+		return cli_profile_take(p, &oo);
 	if (!kind) {
 		cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, pprof, "
 			  "callgrind, source, calltree, lines, blocks)", o->to);
@@ -176,10 +180,6 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	}
 	if ((rc = cli_out_open(o, &out)))
 		return rc;
-	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym, .sort = o->sort, .top = o->top,
-				  .threads = o->threads, .track_label = tk_source_info(s)->track_label,
-				  .track_id = source_track_id, .track_ctx = s,
-				  .track_process = source_track_process, .color = o->color };
 	tk_set_log(log_to_stderr, NULL);
 	rc = tk_out_profile(&out, p, kind, &oo);
 	int crc = cli_out_close(&out);

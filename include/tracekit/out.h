@@ -82,6 +82,10 @@ struct tk_out_diff;
 TK_API struct tk_out_diff *tk_out_diff_new(enum tk_out_kind kind, int *err);
 TK_API int tk_out_diff_add(struct tk_out_diff *d, int side, const struct tk_prof *p,
 			   struct tk_sym *sym);
+/* The same, named as tk_out_profile names P's rows with O (its sym, and its track_process:
+ * a session of several processes, each function by its own process's symbols) */
+TK_API int tk_out_diff_add_opts(struct tk_out_diff *d, int side, const struct tk_prof *p,
+				const struct tk_out_opts *o);
 struct tk_out_diff_opts {
 	size_t sz;                /* sizeof(struct tk_out_diff_opts) */
 	const char *sort;         /* a column: function, or METRIC_a|_b|_diff|_pct (default:

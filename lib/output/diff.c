@@ -94,9 +94,12 @@ static uint64_t to_ns(uint64_t ticks, uint64_t tps)
 }
 
 /* The folded stacks of P (as profile --to folded prints them) into D's side SIDE. */
-static int add_stacks(struct tk_out_diff *d, int side, const struct tk_prof *p, struct tk_sym *sym)
+static int add_stacks(struct tk_out_diff *d, int side, const struct tk_prof *p,
+		      const struct tk_out_opts *o)
 {
-	struct tk_out_opts oo = { .sz = sizeof oo, .sym = sym };
+	/* (O has track_process: tk_out_diff_add_opts came with it) */
+	struct tk_out_opts oo = { .sz = sizeof oo, .sym = o->sym, .track_ctx = o->track_ctx,
+				  .track_process = o->track_process };
 	struct tk_buf t;
 	int rc;
 	if (tk_buf_init(&t, -1, 1 << 16) < 0)
@@ -128,6 +131,13 @@ static int add_stacks(struct tk_out_diff *d, int side, const struct tk_prof *p, 
 
 int tk_out_diff_add(struct tk_out_diff *d, int side, const struct tk_prof *p, struct tk_sym *sym)
 {
+	struct tk_out_opts o = { .sz = sizeof o, .sym = sym };
+	return tk_out_diff_add_opts(d, side, p, &o);
+}
+
+int tk_out_diff_add_opts(struct tk_out_diff *d, int side, const struct tk_prof *p,
+			 const struct tk_out_opts *o)
+{
 	struct side *s = &d->side[side & 1];
 	struct tk_prof_func *f;
 	struct names nm;
@@ -142,15 +152,28 @@ int tk_out_diff_add(struct tk_out_diff *d, int side, const struct tk_prof *p, st
 	s->sparse = (tk_prof_flags(p) & TK_PROF_SPARSE_TIME) != 0;
 	s->metric = out_metric(p, TK_OUT_M_AUTO);
 	if (d->kind == TK_OUT_FOLDED)
-		return add_stacks(d, side & 1, p, sym);
-	if ((rc = names_init(&nm, sym)) < 0)
+		return add_stacks(d, side & 1, p, o);
+	if ((rc = names_init(&nm, o->sym)) < 0)
 		return rc;
 	if ((rc = tk_prof_funcs(p, 0, &f, &n)) < 0) {
 		names_free(&nm);
 		return rc;
 	}
+	/* a session of several processes: each row named by its process's symbols (the
+	 * same addresses hold other functions in another process) */
+	const int by_proc = tk_prof_grouped(p);
+	struct tk_sym *psym = o->sym;
+	uint32_t ptrack = UINT32_MAX;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
-		uint32_t id = names_frame(&nm, f[i].key, f[i].kind);
+		if (by_proc && f[i].track != ptrack) {
+			uint32_t pid;
+			char comm[32];
+			ptrack = f[i].track;
+			if (out_track_process(o, ptrack, &pid, comm, sizeof comm, &psym) < 0)
+				psym = o->sym;
+		}
+		uint32_t id = by_proc ? names_frame_in(&nm, psym, f[i].key, f[i].kind)
+				      : names_frame(&nm, f[i].key, f[i].kind);
 		const char *name = id == UINT32_MAX ? "?" : names_str(&nm, id);
 		void *arr = d->fn;
 		uint32_t k = slot(&d->fnames, name, strlen(name), &arr, &d->fcap, sizeof *d->fn);

@@ -142,6 +142,21 @@ awk -F, 'NR > 1 { k = $(NF - 1) SUBSEP $2; c[k] += $3; x[k] += $7 }
 		END { for (k in c) { split(k, w, SUBSEP); print w[2], c[k], x[k] } }' "$work/p1.csv" | sort) \
 		"$work/merged.tk" | head; exit 1; }
 grep -q '^"deep" 2400 ' "$work/merged.tk" || { echo "profile: no row of lj2's deep"; exit 1; }
+# diff: each process's functions named from its own program too, rows of one name added
+# (lj's and lj2's deep one row): profile's rows added by name; its stacks, profile's
+"$TK" profile --to csv "$work/cpu.data" 2>/dev/null | awk -F, 'NR > 1 { c[$1] += $2; x[$1] += $6 }
+	END { for (k in c) print k, c[k], x[k] }' | sort >"$work/byname.tk"
+"$TK" diff --to csv "$work/cpu.data" "$work/cpu.data" 2>/dev/null | awk -F, 'NR > 1 { print $1, $2, $18 }' |
+	sort | cmp -s - "$work/byname.tk" ||
+	{ echo "diff: rows not the processes' functions added by name"
+	  "$TK" diff --to csv "$work/cpu.data" "$work/cpu.data" 2>/dev/null | awk -F, 'NR > 1 { print $1, $2, $18 }' |
+		sort | diff - "$work/byname.tk" | head; exit 1; }
+grep -q '^"deep" 33600 ' "$work/byname.tk" || { echo "diff: deep not lj's and lj2's"; exit 1; }
+"$TK" profile --to folded "$work/cpu.data" 2>/dev/null | awk '{ n = $NF; $NF = ""; v[$0] += n }
+	END { for (k in v) print k v[k] }' | sort >"$work/folded.tk"
+"$TK" diff --to folded "$work/cpu.data" "$work/cpu.data" 2>/dev/null | awk '{ $NF = ""; print }' |
+	sed 's/ $//' | sort | cmp -s - "$work/folded.tk" ||
+	{ echo "diff --to folded: stacks not the processes' stacks added"; exit 1; }
 
 # --pid, --tid, --comm: only those threads decoded; their rows and instructions are the
 # unfiltered run's of those threads, at -j 1 and -j 2 alike

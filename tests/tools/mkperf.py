@@ -35,7 +35,9 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                  {"cpu": 0, "slices": 3,
                   "procs": [{"pid": P, "comm": NAME, "modules": ["PATH:BIAS", ...]},
                             {"pid": Q, "parent": P, "comm": NAME, "modules": [...]}, ...],
-                  "threads": [{"pid": P, "tid": T, "pt": PTFILE, "packets": DUMP}, ...]}
+                  "threads": [{"pid": P, "tid": T, "pt": PTFILE, "packets": DUMP,
+                               "copies": N}, ...]}
+               ("copies": the thread runs its trace N times, for large sessions)
                each process's exec (COMM) and code (MMAP2), a process with a parent
                forked from it first (FORK) then exec'ing its own program; each thread
                not its process's first created by a FORK. Each thread's trace is cut at
@@ -44,7 +46,9 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                TIP.PGD where its next one begins, its TSC packets moved onto one clock
                that goes forward, PERF_RECORD_SWITCH_CPU_WIDE records (out and in)
                between them, EXIT records at the end. With --per-thread: a queue per
-               thread holding its whole trace, no switches
+               thread holding its whole trace, no switches. For large traces DUMP may
+               keep only the psb, psbend, fup and tsc lines and the line before each
+               psb (buffers then end at those packets)
   --lose K     the kernel's buffer was full: buffer K of the first queue lost (its
                PERF_RECORD_AUX flagged truncated, no AUXTRACE) and the trace after it up to
                the next PSB, where the hardware starts again
@@ -62,6 +66,7 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                SIZE < STEP: trace between them is never kept
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
+import bisect
 import json
 import os
 import struct
@@ -151,7 +156,8 @@ def psb_starts(lines):
                     break
                 if v[1] == 'fup' and not (lines[i - 1][1].startswith('tip') and
                                           lines[i - 1][-1][-8:] == v[-1][-8:]):
-                    starts.append((int(w[0], 16), int(v[-1], 16)))
+                    # bytes the FUP leaves out are the last IP's, zero after a PSB
+                    starts.append((int(w[0], 16), int(v[-1].replace('?', '0'), 16)))
     return starts
 
 
@@ -169,6 +175,24 @@ def tsc_packets(lines):
     return [(int(w[0], 16), int(w[2], 16)) for w in lines if len(w) >= 3 and w[1] == 'tsc']
 
 
+def repeat(pt, lines, n):
+    """A thread's trace PT (starting with a PSB) run N times end to end, and its dump
+    LINES: each copy's packets at its offset, its TSCs after the copy before's (the
+    session writes their values into the trace when it moves them onto its clock)."""
+    tscs = tsc_packets(lines)
+    span = tscs[-1][1] - tscs[0][1] + 1000 if tscs else 0
+    out = []
+    for k in range(n):
+        for w in lines:
+            if not w or not all(c in '0123456789abcdef' for c in w[0]):
+                continue
+            v = ['%016x' % (int(w[0], 16) + k * len(pt))] + w[1:]
+            if len(w) >= 3 and w[1] == 'tsc':
+                v[2] = '%x' % (int(w[2], 16) + k * span)
+            out.append(v)
+    return pt * n, out
+
+
 def session(a, perf_time_of):
     """--session SPEC: processes and threads (see the usage). Returns the sideband records
     (before the trace), the streams as main() takes them, each thread's pid, and the
@@ -184,21 +208,32 @@ def session(a, perf_time_of):
         with open(t['pt'], 'rb') as f:
             pt = f.read()
         lines = dump_lines(t['packets'])
+        if t.get('copies', 1) > 1:
+            pt, lines = repeat(pt, lines, t['copies'])
         starts = psb_starts(lines)
         if len(starts) < nslices - 1:
             raise SystemExit('--session: too few PSBs with a FUP in ' + t['pt'])
         picks = [starts[(k + 1) * len(starts) // nslices - 1] for k in range(nslices - 1)]
         edges = [0] + [o for o, _ in picks] + [len(pt)]
         offs, tscs = packet_offsets(lines), tsc_packets(lines)
+        toffs = [o for o, _ in tscs]
+
+        def within(xs, keys, k):
+            # the items of XS (sorted by KEYS) in piece K, relative to its start
+            lo, hi = bisect.bisect_left(keys, edges[k]), bisect.bisect_left(keys, edges[k + 1])
+            return xs[lo:hi]
         pieces[t['tid']] = [(pt[edges[k]:edges[k + 1]],
-                             [o - edges[k] for o in offs if edges[k] <= o < edges[k + 1]],
-                             [(o - edges[k], v) for o, v in tscs if edges[k] <= o < edges[k + 1]],
+                             [o - edges[k] for o in within(offs, offs, k)],
+                             [(o - edges[k], v) for o, v in within(tscs, toffs, k)],
                              picks[k][1] if k < nslices - 1 else None)
                             for k in range(nslices)]
     # the CPU's timeline: slice k of each thread in turn; each piece's TSC packets moved
     # onto one clock that only goes forward, GAP ticks between pieces (the switch)
     gap = 1000
     first = min(v for p in pieces.values() for _, _, ts, _ in p for _, v in ts)
+    # not before 10^6 ticks: the sideband before the trace needs times after perf's
+    # time_zero (perf turns them into TSCs without a sign: one before would be after all)
+    first = max(first, 10**6)
     now = first - gap
     if a.per_thread:
         streams = []
@@ -449,7 +484,8 @@ def main():
     for idx, (cpu, tid, pt, offs, qtscs) in enumerate(streams):
         cuts = list(range(a.buffer, len(pt), a.buffer))
         if a.packets or a.session:
-            cuts = sorted({next((o for o in offs if o >= c), len(pt)) for c in cuts})
+            cuts = sorted({offs[i] if i < len(offs) else len(pt)
+                           for i in (bisect.bisect_left(offs, c) for c in cuts)})
         edges = [0] + [c for c in cuts if 0 < c < len(pt)] + [len(pt)]
         # (offset in the trace, data) of each buffer
         bufs = [(edges[i], pt[edges[i]:edges[i + 1]]) for i in range(len(edges) - 1)]

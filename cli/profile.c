@@ -51,9 +51,11 @@ static const char usage[] =
 	"splits at snapshot positions (same result as -j 1).\n";
 
 
+/* CTX (may be NULL): an int counting the errors said */
 static void log_to_stderr(void *ctx, enum tk_log_level level, const char *msg)
 {
-	(void)ctx;
+	if (ctx && level == TK_LOG_ERROR)
+		++*(int *)ctx;
 	cli_error(NULL, UINT64_MAX, "%s%s", level == TK_LOG_WARN ? "warning: " : "", msg);
 }
 
@@ -180,11 +182,14 @@ int cli_profile_write(const struct tk_cmd_opts *o, const struct tk_prof *p, stru
 	}
 	if ((rc = cli_out_open(o, &out)))
 		return rc;
-	tk_set_log(log_to_stderr, NULL);
+	int said = 0;   /* the writer's reasons (--sort cycles of a trace without them) */
+	tk_set_log(log_to_stderr, &said);
 	rc = tk_out_profile(&out, p, kind, &oo);
+	tk_set_log(log_to_stderr, NULL);
 	int crc = cli_out_close(&out);
 	if (rc < 0 && crc != EXIT_OUTPUT) {   /* a failed write: cli_out_close said so */
-		cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
+		if (!said)
+			cli_error(NULL, UINT64_MAX, "cannot write the profile: %s", tk_strerror(rc));
 		return rc == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
 	}
 	return crc;

@@ -112,8 +112,8 @@ static int xray_report(struct tk_source *s)
 	xray_losses(s, &l);
 	tk_losses_add(&l, &s->added);
 	if (l.unmatched)
-		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log starts mid-call: "
-			    "older records were wrapped away)", (unsigned long long)l.unmatched);
+		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log does not hold "
+			    "their calls' starts: wrapped away, or lost by the runtime)", (unsigned long long)l.unmatched);
 	return tk_gap_report(&l.gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
 }
 

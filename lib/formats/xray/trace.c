@@ -496,10 +496,25 @@ static int deliver_begin(struct deliver *d, const struct xr_buf *b, struct dctx 
 			memset(k->ts, 0, sizeof *k->ts);
 			k->ts->thread = b->thread;
 			k->ts->first = UINT64_MAX;
+			k->ts->clamp_first = cst->nclamps;
 		} else {
 			k->ts = &cst->ts[cst->nts - 1];
 		}
 	}
+	return 0;
+}
+
+static int clamp_add(struct xr_chunk_stats *cst, uint64_t offset)
+{
+	if (cst->nclamps == cst->capclamps) {
+		size_t cap = cst->capclamps ? 2 * cst->capclamps : 16;
+		uint64_t *c = realloc(cst->clamps, cap * sizeof *c);
+		if (!c)
+			return -TK_E_NOMEM;
+		cst->clamps = c;
+		cst->capclamps = cap;
+	}
+	cst->clamps[cst->nclamps++] = offset;
 	return 0;
 }
 
@@ -525,8 +540,8 @@ static inline int deliver_one(struct deliver *d, const struct dctx *k, struct tk
 			cs->depth--;
 		} else if (ts) {
 			/* whether it is an orphan depends on earlier chunks: the merge says */
-			if (ts->clamped < 4)
-				ts->clamp_off[ts->clamped] = r->offset;
+			if ((rc = clamp_add(d->cst, r->offset)) < 0)
+				return rc;
 			ts->clamped++;
 		} else {
 			r->orphan = 1;

@@ -81,7 +81,7 @@ struct xr_tstat {
 	uint64_t records, first, last;
 	uint64_t clamped;          /* exits seen at (chunk-relative) depth 0 */
 	uint64_t end_depth;
-	uint64_t clamp_off[4];
+	size_t clamp_first;        /* its clamped exits' offsets: the chunk's clamps[] from here */
 };
 struct xr_err {
 	uint64_t off, skip;
@@ -94,6 +94,9 @@ struct xr_chunk_stats {
 	size_t nts, capts;
 	struct xr_err *errs;
 	size_t nerrs, caperrs;
+	uint64_t *clamps;          /* offsets of the exits clamped, in order (the merge reports
+				      the first orphan's: any one, however deep the carried depth) */
+	size_t nclamps, capclamps;
 	int nomem;
 };
 

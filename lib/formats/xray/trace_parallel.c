@@ -111,6 +111,7 @@ static int cjob_work(void *ctx, size_t i)
 	j->d.cst = &j->st;
 	free(j->st.ts);
 	free(j->st.errs);
+	free(j->st.clamps);
 	memset(&j->st, 0, sizeof j->st);
 	j->st.s.first_tsc = UINT64_MAX;
 	j->consumer = NULL;
@@ -192,7 +193,7 @@ static int cjob_merge(void *ctx, size_t i)
 			x->stats.orphan_exits += orphans;
 			if (!c->wrapped[t->thread]) {
 				c->wrapped[t->thread] = 1;
-				tk_gap_stats_add(&x->stats.gaps, t->clamp_off[d < 4 ? d : 3], 0);
+				tk_gap_stats_add(&x->stats.gaps, cs->clamps[t->clamp_first + d], 0);
 			}
 		}
 		c->depth[t->thread] = t->end_depth + (d > t->clamped ? d - t->clamped : 0);
@@ -270,6 +271,7 @@ out:
 		xr_out_free(&c.slots[i].o);
 		free(c.slots[i].st.ts);
 		free(c.slots[i].st.errs);
+		free(c.slots[i].st.clamps);
 	}
 	free(c.slots);
 	free(c.bounds);

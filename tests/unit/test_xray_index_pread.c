@@ -1,8 +1,10 @@
-/* The FDR index reads buffer heads with pread when it is given the input
- * (tk_xray_opts.in), without faulting in a page of the mapping for each buffer: with
- * every page of the mapping but the first made unreadable, the index is the one made from
- * the mapping (same buffers, threads and chunks), on an intact log and on one whose
- * BufferExtents is damaged (there the mapped walk decides, on a readable mapping). */
+/* Given the input (tk_xray_opts.in), the FDR index reads buffer heads and the chunk
+ * decoder's workers read buffers with pread, without faulting in the mapping: with every
+ * page of the mapping but the first made unreadable, the index is the one made from the
+ * mapping (same buffers, threads and chunks) and the chunks' events are the same (custom
+ * events' payloads too, though they now point into a worker's copy), on an intact log and
+ * on one whose BufferExtents is damaged (there the mapped walk decides, on a readable
+ * mapping). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +18,7 @@
 
 #include "tracekit/tracekit.h"
 
-enum { NEWBUF = 0, NEWCPU = 2, WALL = 4, EXTENTS = 7, PID = 9 };
+enum { NEWBUF = 0, NEWCPU = 2, WALL = 4, CUSTOM = 5, EXTENTS = 7, PID = 9 };
 #define NBUF 48
 #define PAIRS 1000              /* 16 KiB of function records a buffer: heads on other pages */
 
@@ -38,7 +40,7 @@ static void make_log(FILE *f, unsigned bad)
 	memcpy(hdr + 8, &freq, 8);
 	put(f, hdr, sizeof hdr);
 	for (unsigned i = 0; i < NBUF; i++) {
-		uint64_t size = 4 * 16 + PAIRS * 16, wall = 1700000000 + i, tsc = 100000 * (i + 1);
+		uint64_t size = 4 * 16 + PAIRS * 16 + 16 + 8, wall = 1700000000 + i, tsc = 100000 * (i + 1);
 		int32_t tid = 100 + (int32_t)(i % 3), pid = 4242;
 		uint16_t cpu = (uint16_t)(i % 2);
 		uint8_t b[12];
@@ -57,17 +59,56 @@ static void make_log(FILE *f, unsigned bad)
 			uint32_t id = 1 + (i + k) % 7, r[4] = { id << 4, 3, id << 4 | 1u << 1, 5 };
 			put(f, r, sizeof r);
 		}
+		/* last: its event waits in the batch while the next buffer is read */
+		int32_t ev[2] = { 8, 1 };
+		meta(f, CUSTOM, ev, sizeof ev);
+		put(f, i % 2 ? "payload!" : "PAYLOAD?", 8);
 	}
 }
 
 struct index {
 	size_t nthreads, nchunks;
 	uint64_t buffers[8], begin[64], end[64];
+	struct tk_event ev[NBUF * (2 * PAIRS + 1)];
+	char payload[NBUF][8];
+	size_t nev, npayload;
 };
+
+static int collect(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct index *ix = ctx;
+	for (size_t i = 0; i < n; i++) {
+		assert_true(ix->nev < sizeof ix->ev / sizeof *ix->ev);
+		struct tk_event *e = &ix->ev[ix->nev++];
+		*e = ev[i];
+		if (e->kind == TK_EV_CUSTOM) {
+			assert_int_equal(e->count, 8);
+			assert_true(ix->npayload < NBUF);
+			memcpy(ix->payload[ix->npayload++], e->data, 8);
+			e->data = NULL;
+		}
+	}
+	return 0;
+}
+
+static int chunk_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
+{
+	(void)chunk;
+	*sink = (struct tk_sink){ collect, ctx };
+	*consumer = NULL;
+	return 0;
+}
+
+static int chunk_merge(void *ctx, size_t chunk, void *consumer)
+{
+	(void)ctx, (void)chunk, (void)consumer;
+	return 0;
+}
 
 static void index_of(const uint8_t *data, size_t len, const struct tk_input *in, struct index *ix)
 {
 	struct tk_xray_opts o = { .sz = sizeof o, .nthreads = 1, .plan_workers = 4, .in = in };
+	static const struct tk_xray_chunk_ops ops = { chunk_begin, chunk_merge };
 	int err;
 	struct tk_xray *x = tk_xray_open(data, len, &o, &err);
 	uint32_t thread[64];
@@ -81,6 +122,8 @@ static void index_of(const uint8_t *data, size_t len, const struct tk_input *in,
 	assert_int_equal(tk_xray_chunks(x, NULL, NULL, NULL, &ix->nchunks), 0);
 	assert_true(ix->nchunks <= 64);
 	assert_int_equal(tk_xray_chunks(x, ix->begin, ix->end, thread, &ix->nchunks), 0);
+	/* one worker: the chunks' events arrive in order */
+	assert_int_equal(tk_xray_decode_chunks(x, &ops, ix), 0);
 	tk_xray_free(x);
 }
 
@@ -97,7 +140,7 @@ static void check(unsigned bad)
 	struct tk_input *in;
 	const uint8_t *data;
 	size_t len;
-	struct index mapped, read;
+	static struct index mapped, read;
 	long page = sysconf(_SC_PAGESIZE);
 	assert_int_equal(tk_input_open(&in, path, NULL), 0);
 	unlink(path);
@@ -112,6 +155,7 @@ static void check(unsigned bad)
 	}
 	index_of(data, len, in, &read);
 	assert_int_equal(mprotect((void *)data, len, PROT_READ), 0);
+	assert_true(mapped.npayload > 0);
 	assert_memory_equal(&mapped, &read, sizeof mapped);
 	tk_input_free(in);
 }

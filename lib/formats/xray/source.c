@@ -34,6 +34,7 @@ static int xray_open(struct tk_source *s)
 		.plan_workers = s->o.plan_workers,
 		.release_input = strcmp(s->path, "-") != 0 && stat(s->path, &st) == 0 &&
 				 S_ISREG(st.st_mode) && tk_input_compression(s->in) == TK_COMP_NONE,
+		.in = s->in,
 	};
 	if (!(p->x = tk_xray_open(s->data, s->len, &xo, &err))) {
 		TK_SRC_ERROR(s, s->path, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,

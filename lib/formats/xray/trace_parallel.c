@@ -77,6 +77,8 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 struct cjob {
 	size_t first, end;         /* buffers */
 	struct xr_out o;
+	uint8_t *copy;             /* xr_buf_read's */
+	size_t copy_cap;
 	struct deliver d;
 	struct xr_chunk_stats st;
 	struct tk_event_batch batch;
@@ -127,7 +129,17 @@ static int cjob_work(void *ctx, size_t i)
 	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
 		struct xr_buf b = x->bufs[k];
 		if (x->h.type == TK_XRAY_FDR) {
-			rc = xr_expand_deliver_fdr(&j->d, &b, &j->o);
+			const uint8_t *p = xr_buf_read(x, &b, &j->copy, &j->copy_cap);
+			if (p) {
+				uint64_t events = j->st.s.custom_events + j->st.s.typed_events;
+				rc = xr_expand_deliver_fdr(&j->d, &b, &j->o, p);
+				/* the batch's event payloads point into the copy: pass them on
+				 * before the next buffer overwrites it */
+				if (rc >= 0 && j->st.s.custom_events + j->st.s.typed_events != events)
+					rc = tk_event_batch_flush(&j->batch);
+				continue;
+			}
+			rc = xr_expand_deliver_fdr(&j->d, &b, &j->o, x->p);
 			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
 				if (rel_from != UINT64_MAX)
 					xr_release(x, rel_from, rel_to);
@@ -269,6 +281,7 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 out:
 	for (size_t i = 0; c.slots && i < c.nslots; i++) {
 		xr_out_free(&c.slots[i].o);
+		free(c.slots[i].copy);
 		free(c.slots[i].st.ts);
 		free(c.slots[i].st.errs);
 		free(c.slots[i].st.clamps);

@@ -244,6 +244,16 @@ TK_API void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_st
  * 1 when anything was lost, else 0. */
 TK_API int tk_gap_report(const struct tk_gap_stats *g, const char *what, const char *file, tk_msg_fn msg,
 		  void *ctx);
+/* What a decoding lost, the numbers its closing summary is made of. A shard keeps its own
+ * in its partial result and the merge adds them up, so that the summary is the one a
+ * single process decoding the whole input prints. */
+struct tk_losses {
+	struct tk_gap_stats gaps;  /* the decoding's gaps */
+	uint64_t insns;            /* instructions decoded (Intel PT's summary line) */
+	uint64_t unmatched;        /* exits without their enters (XRay) */
+};
+/* INTO += FROM (FROM's gaps after INTO's: add in input order). */
+TK_API void tk_losses_add(struct tk_losses *into, const struct tk_losses *from);
 
 /* ---- little helpers used by readers ----------------------------------------------- */
 static inline uint16_t tk_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }

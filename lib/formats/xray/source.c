@@ -97,14 +97,24 @@ static int xray_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	return tk_xray_decode_chunks(((struct xray_src *)s->state)->x, &ops, (void *)c);
 }
 
-static int xray_report(struct tk_source *s)
+static void xray_losses(struct tk_source *s, struct tk_losses *l)
 {
 	const struct tk_xray_stats *st = tk_xray_stats(((struct xray_src *)s->state)->x);
 
-	if (st->orphan_exits)
+	l->gaps = st->gaps;
+	l->unmatched = st->orphan_exits;
+}
+
+static int xray_report(struct tk_source *s)
+{
+	struct tk_losses l = { 0 };
+
+	xray_losses(s, &l);
+	tk_losses_add(&l, &s->added);
+	if (l.unmatched)
 		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log starts mid-call: "
-			    "older records were wrapped away)", (unsigned long long)st->orphan_exits);
-	return tk_gap_report(&st->gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
+			    "older records were wrapped away)", (unsigned long long)l.unmatched);
+	return tk_gap_report(&l.gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
 }
 
 /* Tracks are places in the thread table; users know the threads by id. */
@@ -126,6 +136,7 @@ static void xray_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_xray = {
 	.open = xray_open, .symbols = xray_symbols, .plan = xray_plan, .run = xray_run,
-	.report = xray_report, .close = xray_close, .track_id = xray_track_id, .no_dwarf = 1,
+	.report = xray_report, .losses = xray_losses, .close = xray_close, .track_id = xray_track_id,
+	.no_dwarf = 1,
 };
 

@@ -644,9 +644,11 @@ static int jump_leaves(const struct cti *c, const struct reloc_entries *ent)
 }
 
 /* Every word of the traced modules' loaded file contents (code sections aside: sweep reads
- * their operands) that is an address in their code, pushed to TARGETS: 8 bytes at every
- * offset, and 4 where code lies below 4 GiB (absolute 32-bit addresses of executables
- * that are not position-independent). Returns -1 if memory runs out. */
+ * their operands) that is an address in their code, pushed to TARGETS: aligned 8-byte
+ * words, and aligned 4-byte words where code lies below 4 GiB (absolute 32-bit addresses
+ * of executables that are not position-independent). Stored addresses are aligned (the
+ * ABI aligns pointers); reading every byte offset found false ones in python3.11's
+ * .rodata, one of them on its bytecode dispatch. Returns -1 if memory runs out. */
 static int data_labels(struct vec *targets)
 {
 	uint64_t lo = UINT64_MAX, hi = 0;
@@ -658,15 +660,15 @@ static int data_labels(struct vec *targets)
 		const struct module *m = &modules[i];
 		const struct fnrange *sec = reloc_secs[i].p;
 		for (int k = 0; k < m->nseg; k++) {
-			for (uint64_t a = m->seg_lo[k]; a + 4 <= m->seg_hi[k]; a++) {
+			for (uint64_t a = (m->seg_lo[k] + 3) & ~3ull; a + 4 <= m->seg_hi[k]; a += 4) {
 				for (size_t j = 0; j < reloc_secs[i].n; j++)   /* skip a code section */
 					if (a >= sec[j].start && a < sec[j].end)
-						a = sec[j].end;
+						a = (sec[j].end + 3) & ~3ull;
 				if (a + 4 > m->seg_hi[k])
 					break;
 				uint64_t v = 0;
 				uint32_t w;
-				if (a + 8 <= m->seg_hi[k])
+				if (a % 8 == 0 && a + 8 <= m->seg_hi[k])
 					memcpy(&v, (const void *)(uintptr_t)a, 8);
 				memcpy(&w, (const void *)(uintptr_t)a, 4);
 				for (int pass = 0; pass < 2; pass++, v = hi <= 0xffffffffull ? w : 0) {
@@ -1022,10 +1024,18 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	for (size_t i = 0; reloc_jind && i < nctis; i++) {
 		if (ctis[i].kind != CTI_JMP_IND || ctis[i].is_mem || is_table[i])
 			continue;
-		if (jump_leaves(&ctis[i], &ent))
+		if (jump_leaves(&ctis[i], &ent)) {
 			nleave++;
-		else
-			reloc_jind[nreloc_jind++] = ctis[i].addr;
+			continue;
+		}
+		reloc_jind[nreloc_jind++] = ctis[i].addr;
+		if (debug > 2) {
+			const struct module *m = module_of(ctis[i].addr);
+			char msg[128];
+			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its function trapping (neither a table "
+				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
+			say(msg);
+		}
 	}
 	if (debug && reloc_jind) {
 		char msg[160];

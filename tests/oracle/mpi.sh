@@ -37,6 +37,12 @@ same "XRay" 2 json "$xray"
 same "branch trace" 3 folded "$work/lj.tkbt"
 same "xtrace" 2 csv "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
 same "two inputs, three ranks" 3 text "$xray" "$work/lj.tkbt"
+# to stdout (a file here): mpirun gives the ranks a pseudo-terminal, but no colour or
+# progress reaches a file that -j 1 would not write
+"$TK" profile -j 1 --elf "$work/lj:$bias" "$work/lj.pt" >"$work/want" 2>/dev/null
+run 2 "$mpi" profile -j 1 --elf "$work/lj:$bias" "$work/lj.pt" >"$work/got" 2>"$work/err" ||
+	{ echo "text to stdout: failed"; cat "$work/err"; exit 1; }
+cmp -s "$work/want" "$work/got" || { echo "text to stdout: differs from -j 1"; diff "$work/want" "$work/got" | head -5; exit 1; }
 
 # damaged bytes in the middle of one rank's chunks: the same gap report, exit status 1
 cp "$work/lj.pt" "$work/dmg.pt"

@@ -140,7 +140,8 @@ int cli_profile_account(const struct tk_cmd_opts *o, const char *file, const str
 			struct tk_sym *sym, struct tk_source *s);
 /* profile|stats --shard I/N -o PART FILE... (cli/shard.c): the partial result of one
  * shard; cli_shard_build makes its bytes (*DATA malloc'd) for COMMAND (enum
- * tk_partial_command) and returns the exit status so far. */
+ * tk_partial_command) and returns the exit status so far; SHOW_SUMMARY: print the
+ * shard's closing summary of what it lost (the merge prints the whole input's). */
 int cli_shard_write(struct tk_cmd_opts *o, int command);
 /* File PATH's bytes into *DATA (malloc'd); an exit status after saying why not. */
 int cli_read_whole(const char *path, uint8_t **data, size_t *len);
@@ -149,8 +150,11 @@ int cli_mpi_refused(const char *name);
 /* nanoseconds spent saving this process's chunk profiles and loading partials' (the
  * serialising a job adds: tracekit-mpi's TK_MPI_TIMES) */
 extern uint64_t cli_save_ns, cli_load_ns;
+/* The options a partial records (those that decide the result and the plan: see
+ * cli/shard.c's shard_options), from R, parsed from the record, into O. */
+void cli_opts_take_recorded(struct tk_cmd_opts *o, const struct tk_cmd_opts *r);
 int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t nshards,
-		    uint8_t **data, size_t *len);
+		    int show_summary, uint8_t **data, size_t *len);
 /* tracekit merge (cli/merge.c) of N partials given as bytes (DATA[i] malloc'd, taken;
  * NAMES[i] names them in messages): the output O asks for, and the exit status (the
  * shards' too). REPEAT: print the messages the shards recorded about damaged data (not

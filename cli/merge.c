@@ -165,23 +165,7 @@ static int apply_options(struct tk_cmd_opts *o, const char *opts, char **copy)
 		cli_error(NULL, UINT64_MAX, "the partials' options do not parse: %s", opts);
 		return EXIT_USAGE;
 	}
-	memcpy(o->elf, r.elf, sizeof o->elf);
-	o->n_elf = r.n_elf;
-	memcpy(o->raw, r.raw, sizeof o->raw);
-	o->n_raw = r.n_raw;
-	memcpy(o->module_path, r.module_path, sizeof o->module_path);
-	o->n_module_path = r.n_module_path;
-	o->format = r.format;
-	o->instr_map = r.instr_map;
-	o->has_tid = r.has_tid;
-	o->tid = r.tid;
-	o->has_tsc_hz = r.has_tsc_hz;
-	o->tsc_hz = r.tsc_hz;
-	o->mtc_freq = r.mtc_freq;
-	o->nom_freq = r.nom_freq;
-	o->cpuid_15_eax = r.cpuid_15_eax;
-	o->cpuid_15_ebx = r.cpuid_15_ebx;
-	o->jobs = r.jobs;
+	cli_opts_take_recorded(o, &r);
 	o->stat = cmd == TK_PARTIAL_DECODE_STAT;
 	return 0;
 }
@@ -219,6 +203,16 @@ static int merge_part(struct tk_source *s, struct tk_prof **total, const struct 
 	return rc;
 }
 
+/* What the shards' decoding of input K lost, added up in shard order (the input's). */
+static struct tk_losses shards_lost(size_t k)
+{
+	struct tk_losses sum = { 0 };
+
+	for (uint32_t i = 0; i < m.n; i++)
+		tk_losses_add(&sum, &m.v[i].p.inputs[k].lost);
+	return sum;
+}
+
 /* The shards' statistics (or decode --stat's counts) of input K (FILE) added up, then
  * written by the format's operation. */
 static int merge_stats(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
@@ -245,6 +239,7 @@ static int merge_stats(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		return EXIT_INPUT;
 	}
 	c.part = &cp;
+	cp.lost = shards_lost(k);
 	status = tk_cmd_op(fi->id, decode ? TK_CMD_DECODE : TK_CMD_STATS)(&c, file, in, fi, NULL);
 	free(load);
 	return status;
@@ -304,6 +299,11 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		cli_error(file, UINT64_MAX, "merge failed: %s", tk_strerror(rc));
 	if (rc < 0)
 		status = EXIT_INPUT;
+	/* what was lost, told once for the input as one process tells it */
+	struct tk_losses lost = shards_lost(k);
+	tk_source_add_losses(s, &lost);
+	if (rc >= 0 && tk_source_report(s) && status < EXIT_SKIPPED)
+		status = EXIT_SKIPPED;
 	tk_prof_free(total);
 	tk_source_free(s);
 	return status;

@@ -428,3 +428,23 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	return 0;
 }
 
+void cli_opts_take_recorded(struct tk_cmd_opts *o, const struct tk_cmd_opts *r)
+{
+	memcpy(o->elf, r->elf, sizeof o->elf);
+	o->n_elf = r->n_elf;
+	memcpy(o->raw, r->raw, sizeof o->raw);
+	o->n_raw = r->n_raw;
+	memcpy(o->module_path, r->module_path, sizeof o->module_path);
+	o->n_module_path = r->n_module_path;
+	o->format = r->format;
+	o->instr_map = r->instr_map;
+	o->has_tid = r->has_tid;
+	o->tid = r->tid;
+	o->has_tsc_hz = r->has_tsc_hz;
+	o->tsc_hz = r->tsc_hz;
+	o->mtc_freq = r->mtc_freq;
+	o->nom_freq = r->nom_freq;
+	o->cpuid_15_eax = r->cpuid_15_eax;
+	o->cpuid_15_ebx = r->cpuid_15_ebx;
+	o->jobs = r->jobs;
+}

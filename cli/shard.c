@@ -92,7 +92,10 @@ static int parse_shard(const char *arg, uint32_t *i, uint32_t *n)
 struct shard_msgs {
 	struct tk_partial *part;
 	uint32_t input;
-	int recording;
+	int recording;                /* (not the closing summary: the merge prints its own) */
+	int in_summary;               /* the source's closing summary is being printed */
+	const struct tk_cmd_part *cmd_part;  /* a command's, which marks its summary */
+	int show_summary;             /* print it (a shard of its own, not an MPI rank's) */
 	size_t cap;
 	pthread_mutex_t lock;
 };
@@ -104,9 +107,13 @@ static void shard_msg(void *ctx, enum tk_log_level level, const char *file, uint
 	struct tk_partial *p = m->part;
 	char *text;
 
-	cli_msg(NULL, level, file, offset, msg);
+	int summary = m->in_summary || (m->cmd_part && m->cmd_part->summary);
+
+	if (!summary || m->show_summary)
+		cli_msg(NULL, level, file, offset, msg);
 	pthread_mutex_lock(&m->lock);
-	if (m->recording && p->nmessages == m->cap) {
+	int recording = m->recording && !summary;
+	if (recording && p->nmessages == m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 16;
 		struct tk_partial_message *q = realloc(p->messages, cap * sizeof *q);
 		if (q) {
@@ -114,7 +121,7 @@ static void shard_msg(void *ctx, enum tk_log_level level, const char *file, uint
 			m->cap = cap;
 		}
 	}
-	if (m->recording && p->nmessages < m->cap && (text = strdup(msg)) != NULL)
+	if (recording && p->nmessages < m->cap && (text = strdup(msg)) != NULL)
 		p->messages[p->nmessages++] = (struct tk_partial_message){ m->input, level, offset, text };
 	pthread_mutex_unlock(&m->lock);
 }
@@ -174,6 +181,7 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 				    .keep = keep_chunk, .ctx = v };
 	int err = 0, rc;
 	struct tk_prof *p;
+	struct tk_partial_input *pi = &msgs->part->inputs[msgs->input];
 
 	if (!tk_source_symbols(v->s, &err) || !(p = tk_run_prof_new(v->s, &err))) {
 		cli_error(file, UINT64_MAX, "%s", tk_strerror(err));
@@ -186,8 +194,11 @@ static int shard_profile(const char *file, struct shard_in *v, size_t first, siz
 	else if ((rc = tk_run_profile_part(v->s, p, &part)) >= 0)
 		rc = keep_part(v, TK_PARTIAL_REST, p);
 	tk_prof_free(p);
-	int status = tk_source_report(v->s) ? EXIT_SKIPPED : EXIT_CLEAN;
 	msgs->recording = 0;
+	tk_source_losses(v->s, &pi->lost);
+	msgs->in_summary = 1;
+	int status = tk_source_report(v->s) ? EXIT_SKIPPED : EXIT_CLEAN;
+	msgs->in_summary = 0;
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		return EXIT_INPUT;
@@ -218,9 +229,12 @@ static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in 
 	c.msg = shard_msg;
 	c.ctx = msgs;
 	msgs->recording = 1;
+	msgs->cmd_part = &cp;
 	status = tk_cmd_op(v->fi.id, decode ? TK_CMD_DECODE : TK_CMD_STATS)(&c, file, v->in,
 									 &v->fi, NULL);
 	msgs->recording = 0;
+	msgs->cmd_part = NULL;
+	pi->lost = cp.lost;
 	pi->nchunks = cp.nchunks;
 	pi->first = cp.count ? cp.first : 0;
 	pi->count = cp.count;
@@ -234,14 +248,15 @@ static int shard_stats(struct tk_cmd_opts *o, const char *file, struct shard_in 
 }
 
 int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t nshards,
-		    uint8_t **data, size_t *len)
+		    int show_summary, uint8_t **data, size_t *len)
 {
 	struct tk_partial part = { .version = TK_PARTIAL_VERSION, .command = (uint32_t)command,
 				   .shard = shard, .nshards = nshards };
 	struct shard_in *v;
 	uint64_t total = 0, at = 0;
 	int status = EXIT_CLEAN, rc;
-	struct shard_msgs msgs = { .part = &part, .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct shard_msgs msgs = { .part = &part, .show_summary = show_summary,
+				   .lock = PTHREAD_MUTEX_INITIALIZER };
 
 	*data = NULL;
 	*len = 0;
@@ -360,7 +375,7 @@ int cli_shard_write(struct tk_cmd_opts *o, int command)
 			  "output's kind (--to) is chosen by tracekit merge", name);
 		return EXIT_USAGE;
 	}
-	if ((status = cli_shard_build(o, command, shard, nshards, &data, &len)) < EXIT_USAGE) {
+	if ((status = cli_shard_build(o, command, shard, nshards, 1, &data, &len)) < EXIT_USAGE) {
 		struct tk_buf out;
 
 		if ((rc = cli_out_open(o, &out)) == 0) {

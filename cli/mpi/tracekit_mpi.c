@@ -86,6 +86,9 @@ int main(int argc, char **argv)
 		{ "stats", &cli_cmd_stats, TK_PARTIAL_STATS },
 		{ "decode", &cli_cmd_decode, TK_PARTIAL_DECODE_STAT },
 	};
+	/* mpirun gives every rank a pseudo-terminal whatever its own output is, so "is it a
+	 * terminal" cannot choose colour or progress here: off unless asked for */
+	setenv("NO_COLOR", "1", 0);
 	size_t k = 0;
 	while (argc >= 2 && k < sizeof cmds / sizeof cmds[0] && strcmp(argv[1], cmds[k].name))
 		k++;
@@ -104,6 +107,8 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return rc < 0 ? EXIT_CLEAN : EXIT_USAGE;
 	}
+	if (o.progress == 1)   /* (1: the default, on a terminal; 2: --progress) */
+		o.progress = 0;
 	/* the other ranks' messages reach stderr through rank 0, after its own, in rank order:
 	 * the order of the inputs, as one process prints them */
 	if (rank && (log = tmpfile()) && (err_fd = dup(STDERR_FILENO)) >= 0) {
@@ -112,7 +117,8 @@ int main(int argc, char **argv)
 	}
 	/* TK_MPI_TIMES: each phase's seconds on rank 0's stderr (bench/mpi.sh) */
 	double t0 = MPI_Wtime(), t_built, t_gathered;
-	status = cli_shard_build(&o, cmds[k].kind, (uint32_t)rank + 1, (uint32_t)size, &data, &len);
+	status = cli_shard_build(&o, cmds[k].kind, (uint32_t)rank + 1, (uint32_t)size, 0,
+				 &data, &len);
 	if (status >= EXIT_USAGE) {
 		/* an input this rank cannot read: the job ends now with that status, whatever
 		 * the others are doing, rather than waiting for them */

@@ -97,6 +97,12 @@ TK_API uint64_t tk_input_file_size(const struct tk_input *in);
  * standard input): its pages may be given back (tk_release_pages) and refault from the
  * file; a copy in memory would read back as zeros. */
 TK_API int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t len);
+/* Read LEN bytes at OFFSET of IN's file with pread, without touching its mapping: for
+ * reading a few bytes here and there, where faulting in a page costs more than the copy.
+ * Returns the bytes read (fewer at the end of the file), or -TK_E_UNSUPPORTED when IN is
+ * not a plain regular file (a pipe, compressed data), -TK_E_IO. Safe from any thread once
+ * tk_input_compression(IN) has been called. */
+TK_API long tk_input_pread(const struct tk_input *in, void *buf, size_t len, uint64_t offset);
 /* Give back the whole pages of BASE[BEGIN, END) (a file mapping that was read). */
 TK_API void tk_release_pages(const void *base, size_t begin, size_t end);
 
@@ -244,6 +250,16 @@ TK_API void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_st
  * 1 when anything was lost, else 0. */
 TK_API int tk_gap_report(const struct tk_gap_stats *g, const char *what, const char *file, tk_msg_fn msg,
 		  void *ctx);
+/* What a decoding lost, the numbers its closing summary is made of. A shard keeps its own
+ * in its partial result and the merge adds them up, so that the summary is the one a
+ * single process decoding the whole input prints. */
+struct tk_losses {
+	struct tk_gap_stats gaps;  /* the decoding's gaps */
+	uint64_t insns;            /* instructions decoded (Intel PT's summary line) */
+	uint64_t unmatched;        /* exits without their enters (XRay) */
+};
+/* INTO += FROM (FROM's gaps after INTO's: add in input order). */
+TK_API void tk_losses_add(struct tk_losses *into, const struct tk_losses *from);
 
 /* ---- little helpers used by readers ----------------------------------------------- */
 static inline uint16_t tk_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define TK_PARTIAL_VERSION 3
+#define TK_PARTIAL_VERSION 4
 
 /* Why bytes could not be read: CODE (-TK_E_*), the byte OFFSET (from the start of what
  * was given) and what was wrong there. */
@@ -104,6 +104,8 @@ struct tk_partial_input {
 	uint32_t first, count;        /* the chunks [first, first + count) this partial holds */
 	size_t nparts;                /* their results: the chunks' in order, then the rest */
 	struct tk_partial_part *parts;
+	struct tk_losses lost;        /* what decoding those chunks lost (the merge reports
+					 the shards' sum) */
 };
 
 /* A message about damaged data the shard printed (tracekit/source.h's msg), for the merge

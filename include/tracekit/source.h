@@ -139,8 +139,13 @@ struct tk_chunk_consumer {
  * input could not be decoded at all); damaged data is not an error: it is a TK_EV_GAP and
  * counted for tk_source_report. */
 TK_API int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c);
-/* After a run: what was lost or skipped, as messages; 1 if data was lost, else 0. */
+/* After a run: what was lost or skipped, as messages (with what tk_source_add_losses
+ * added); 1 if data was lost, else 0. */
 TK_API int tk_source_report(struct tk_source *s);
+/* What this process's run lost (a shard's share of the input's losses), and what other
+ * processes' runs of the same input lost, for tk_source_report to count as its own. */
+TK_API void tk_source_losses(struct tk_source *s, struct tk_losses *l);
+TK_API void tk_source_add_losses(struct tk_source *s, const struct tk_losses *l);
 
 /* The registry: the formats with a source (for help texts and tests). */
 TK_API int tk_source_supported(enum tk_format_id id);

@@ -806,6 +806,12 @@ int tk_partial_write(const struct tk_partial *p, uint8_t **data, size_t *len)
 			put64(&w, in->parts[k].len);
 			put(&w, in->parts[k].data, in->parts[k].len);
 		}
+		putv(&w, in->lost.gaps.count);
+		putv(&w, in->lost.gaps.bytes_skipped);
+		for (uint64_t k = 0; k < in->lost.gaps.count && k < TK_GAP_FIRST_OFFSETS; k++)
+			put64(&w, in->lost.gaps.first_offsets[k]);
+		putv(&w, in->lost.insns);
+		putv(&w, in->lost.unmatched);
 	}
 	put32(&w, p->status);
 	putv(&w, p->nmessages);
@@ -919,6 +925,12 @@ int tk_partial_read(struct tk_partial *p, const uint8_t *data, size_t len, struc
 			pt->len = (size_t)sl;
 			in->nparts++;
 		}
+		in->lost.gaps.count = getv(&r, "an input's losses");
+		in->lost.gaps.bytes_skipped = getv(&r, "an input's losses");
+		for (uint64_t k = 0; k < in->lost.gaps.count && k < TK_GAP_FIRST_OFFSETS; k++)
+			in->lost.gaps.first_offsets[k] = get64(&r, "an input's losses");
+		in->lost.insns = getv(&r, "an input's losses");
+		in->lost.unmatched = getv(&r, "an input's losses");
 	}
 	p->status = get32(&r, "the shard's status");
 	if (!failed(&r) && p->status > 255)

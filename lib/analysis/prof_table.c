@@ -630,32 +630,40 @@ struct dcount {
 	size_t n, mask;
 };
 
-static int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks, uint64_t n)
+static int dcount_grow(struct dcount *c)
 {
-	if (2 * (c->n + 1) > c->mask + 1) {
-		size_t cap = 2 * (c->mask + 1);
-		struct dval *nv = calloc(cap, sizeof *nv);
-		if (!nv)
-			return -TK_E_NOMEM;
-		for (size_t i = 0; i <= c->mask; i++)
-			if (c->v[i].count) {
-				size_t h = tk_hash64(c->v[i].ticks ^ (uint64_t)c->v[i].func << 40) & (cap - 1);
-				while (nv[h].count)
-					h = (h + 1) & (cap - 1);
-				nv[h] = c->v[i];
-			}
-		free(c->v);
-		c->v = nv;
-		c->mask = cap - 1;
-	}
+	size_t cap = 2 * (c->mask + 1);
+	struct dval *nv = calloc(cap, sizeof *nv);
+
+	if (!nv)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i <= c->mask; i++)
+		if (c->v[i].count) {
+			size_t h = tk_hash64(c->v[i].ticks ^ (uint64_t)c->v[i].func << 40) & (cap - 1);
+			while (nv[h].count)
+				h = (h + 1) & (cap - 1);
+			nv[h] = c->v[i];
+		}
+	free(c->v);
+	c->v = nv;
+	c->mask = cap - 1;
+	return 0;
+}
+
+/* (inline: a partial's save adds every call's duration) */
+static inline int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks, uint64_t n)
+{
+	if (2 * (c->n + 1) > c->mask + 1 && dcount_grow(c) < 0)
+		return -TK_E_NOMEM;
+	struct dval *v = c->v;
 	size_t h = tk_hash64(ticks ^ (uint64_t)f << 40) & c->mask;
-	while (c->v[h].count && (c->v[h].ticks != ticks || c->v[h].func != f))
+	while (v[h].count && (v[h].ticks != ticks || v[h].func != f))
 		h = (h + 1) & c->mask;
-	if (!c->v[h].count) {
-		c->v[h] = (struct dval){ ticks, 0, f };
+	if (!v[h].count) {
+		v[h] = (struct dval){ ticks, 0, f };
 		c->n++;
 	}
-	c->v[h].count += n;
+	v[h].count += n;
 	return 0;
 }
 
@@ -670,19 +678,22 @@ int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dv
 	*n = 0;
 	for (size_t k = 0; k < p->ndlog && rc == 0; k++) {
 		const struct dchunk *d = &p->dlog[k];
-		for (size_t j = 0, e = dlog_len(p, k); j < e && rc == 0; j++) {
+		for (size_t j = 0, e = dlog_len(p, k), r; j < e && rc == 0; j = r) {
 			uint32_t f = (uint32_t)(d->v[j] >> 32);
 			uint64_t ticks = d->v[j] & 0xffffffffu;
+			/* a run of one function's equal durations (calls in a loop) added at
+			 * once; those of DUR_BIG or more one by one, from its big[] in turn */
+			for (r = j + 1; ticks != DUR_BIG && r < e && d->v[r] == d->v[j]; r++)
+				;
 			if (d->map)
 				f = d->map[f];
 			if (f >= nf) {
 				rc = -TK_E_INTERNAL;
 				break;
 			}
-			/* those of DUR_BIG or more whole, from the function's big[] in turn */
 			if (ticks == DUR_BIG)
 				ticks = bigi[f] < p->funcs[f].nbig ? p->funcs[f].big[bigi[f]++] : DUR_BIG;
-			rc = dcount_add(&c, map ? map[f] : f, ticks, 1);
+			rc = dcount_add(&c, map ? map[f] : f, ticks, r - j);
 		}
 	}
 	for (size_t i = 0; i < p->ndruns && rc == 0; i++) {

@@ -457,8 +457,10 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	if (!sharding)
 		status = tk_cmd_exec_stats_out(c, file, "branch trace", "btrace", "thread",
 					       (size_t)nthreads, &s);
-	/* (the shards reported their data's gaps: the merge repeats what they said) */
-	int g = merging ? 0 : bt_status(c, file, cb.bt, sharding ? &decoded : &s.flow.gaps);
+	struct tk_losses lost = tk_cmd_summary_begin(c, &(struct tk_losses){
+		.gaps = sharding ? decoded : s.flow.gaps });
+	int g = bt_status(c, file, cb.bt, &lost.gaps);
+	tk_cmd_summary_end(c);
 	bt_close(&cb);
 	return tk_cmd_max(status, g);
 }

@@ -55,6 +55,23 @@ int tk_cmd_gaps(const struct tk_cmd *c, const char *file, const struct tk_gap_st
 	return tk_gap_report(g, what, file, c->msg, c->ctx) ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
 }
 
+struct tk_losses tk_cmd_summary_begin(const struct tk_cmd *c, const struct tk_losses *own)
+{
+	if (c->part && c->part->nload)
+		return c->part->lost;
+	if (c->part) {
+		c->part->lost = *own;
+		c->part->summary = 1;
+	}
+	return *own;
+}
+
+void tk_cmd_summary_end(const struct tk_cmd *c)
+{
+	if (c->part)
+		c->part->summary = 0;
+}
+
 int tk_cmd_exec_stats_out(const struct tk_cmd *c, const char *file, const char *what,
 			  const char *name, const char *unit, size_t n,
 			  const struct tk_ipt_exec_stats *s)

@@ -552,8 +552,10 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 		}
 	} else if (!sharding)
 		status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", "stream", x.n, &s);
-	/* (the shards reported their data's gaps: the merge repeats what they said) */
-	int g = merging ? 0 : session_report(file, &x, sharding ? &decoded : &s.flow);
+	const struct tk_ipt_flow_stats *own = sharding ? &decoded : &s.flow;
+	struct tk_losses lost = tk_cmd_summary_begin(c, &(struct tk_losses){ own->gaps, own->insns });
+	int g = tk_perf_session_report(&x, file, &lost.gaps, lost.insns) ? TK_EXIT_SKIPPED : 0;
+	tk_cmd_summary_end(c);
 	tk_perf_session_close(&x);
 	return tk_cmd_max(status, g);
 }

@@ -352,8 +352,9 @@ static int stats_run(const struct tk_cmd *c, const char *file, struct tk_input *
 		int out = c->out_close(&b);   /* (after a failed load, nothing was written) */
 		st = st ? st : out;
 	}
-	/* (the shards reported their data's gaps: the merge repeats what they said) */
-	int g = merging ? 0 : xt_report(&x, file, &gaps);
+	struct tk_losses lost = tk_cmd_summary_begin(c, &(struct tk_losses){ .gaps = gaps });
+	int g = xt_report(&x, file, &lost.gaps);
+	tk_cmd_summary_end(c);
 	xt_close(&x);
 	if (rc < 0 && st != TK_EXIT_OUTPUT) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));

@@ -22,6 +22,13 @@ void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *fr
 	into->bytes_skipped += from->bytes_skipped;
 }
 
+void tk_losses_add(struct tk_losses *into, const struct tk_losses *from)
+{
+	tk_gap_stats_merge(&into->gaps, &from->gaps);
+	into->insns += from->insns;
+	into->unmatched += from->unmatched;
+}
+
 size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v)
 {
 	uint64_t r = 0;

@@ -328,6 +328,18 @@ int tk_source_report(struct tk_source *s)
 	return s->ops->report ? s->ops->report(s) : 0;
 }
 
+void tk_source_losses(struct tk_source *s, struct tk_losses *l)
+{
+	*l = (struct tk_losses){ 0 };
+	if (s->ops->losses)
+		s->ops->losses(s, l);
+}
+
+void tk_source_add_losses(struct tk_source *s, const struct tk_losses *l)
+{
+	tk_losses_add(&s->added, l);
+}
+
 int tk_source_supported(enum tk_format_id id)
 {
 	return tk_source_ops_of(id) != NULL;

@@ -37,16 +37,25 @@ same "XRay" 2 json "$xray"
 same "branch trace" 3 folded "$work/lj.tkbt"
 same "xtrace" 2 csv "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin"
 same "two inputs, three ranks" 3 text "$xray" "$work/lj.tkbt"
+# to stdout (a file here): mpirun gives the ranks a pseudo-terminal, but no colour or
+# progress reaches a file that -j 1 would not write
+"$TK" profile -j 1 --elf "$work/lj:$bias" "$work/lj.pt" >"$work/want" 2>/dev/null
+run 2 "$mpi" profile -j 1 --elf "$work/lj:$bias" "$work/lj.pt" >"$work/got" 2>"$work/err" ||
+	{ echo "text to stdout: failed"; cat "$work/err"; exit 1; }
+cmp -s "$work/want" "$work/got" || { echo "text to stdout: differs from -j 1"; diff "$work/want" "$work/got" | head -5; exit 1; }
 
 # damaged bytes in the middle of one rank's chunks: the same gap report, exit status 1
 cp "$work/lj.pt" "$work/dmg.pt"
-printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=50000 conv=notrunc status=none
+# (and a second region in another rank's chunks: one summary of the two, as -j 1's)
+for at in 50000 100000; do
+	printf '\xff%.0s' $(seq 16) | dd of="$work/dmg.pt" bs=1 seek=$at conv=notrunc status=none
+done
 rc=0; "$TK" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/want" 2>"$work/want.err" || rc=$?
 [ "$rc" = 1 ] || { echo "damaged: profile exit $rc"; exit 1; }
 rc=0; run 3 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/dmg.pt" >"$work/got" \
 	2>"$work/err" || rc=$?
 [ "$rc" = 1 ] || { echo "damaged: tracekit-mpi exit $rc, not 1"; cat "$work/err"; exit 1; }
-cmp -s <(grep '^tracekit:.*gap' "$work/want.err") <(grep '^tracekit:.*gap' "$work/err") ||
+cmp -s "$work/want.err" <(grep '^tracekit:' "$work/err") ||
 	{ echo "damaged: the ranks report"; cat "$work/err"; echo "-j 1 reports"; cat "$work/want.err"; exit 1; }
 cmp -s "$work/want" "$work/got" || { echo "damaged: output differs from -j 1"; exit 1; }
 

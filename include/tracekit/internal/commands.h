@@ -144,12 +144,16 @@ struct tk_cmd {
  * operation decodes shard SHARD of NSHARDS of the input's chunks (tk_partial_shard_of
  * by size), sets NCHUNKS, FIRST, COUNT and DATA (malloc'd, LEN bytes) and writes nothing.
  * A merge (NLOAD > 0): the shards' bytes LOAD[] are added instead of decoding, and the
- * whole is written; what the shards said about the data, they said (not again). */
+ * whole is written; the shards' messages about the data are theirs to repeat, but not the
+ * closing summary of what was lost: a shard sets LOST to its decoding's and SUMMARY while
+ * it prints its own, the merge prints one from the shards' LOST added up. */
 struct tk_cmd_part {
 	uint32_t shard, nshards;
 	uint32_t nchunks, first, count;
 	uint8_t *data;
 	size_t len;
+	struct tk_losses lost;
+	int summary;
 	const struct tk_cmd_part_bytes {
 		const char *path;            /* the partial file (for messages) */
 		const uint8_t *data;
@@ -158,6 +162,12 @@ struct tk_cmd_part {
 	} *load;
 	size_t nload;
 };
+
+/* The losses a command's closing summary tells: OWN (its decoding's), or in a merge the
+ * shards' sum. A shard's summary is marked (part->summary) until tk_cmd_summary_end, so
+ * that the merge does not repeat it but prints its own. */
+struct tk_losses tk_cmd_summary_begin(const struct tk_cmd *c, const struct tk_losses *own);
+void tk_cmd_summary_end(const struct tk_cmd *c);
 
 /* A number: decimal, or 0x hex (0, or -1 if not one). */
 int tk_cmd_parse_u64(const char *s, uint64_t *v);

@@ -22,6 +22,7 @@ struct tk_source {
 	tk_log_fn prev_log;           /* the log callback before the source's own */
 	void *prev_log_ctx;
 	const char *log_file;         /* library log messages are about this file */
+	struct tk_losses added;       /* other processes' runs' (tk_source_add_losses) */
 };
 
 struct tk_source_ops {
@@ -31,7 +32,10 @@ struct tk_source_ops {
 	int (*symbols)(struct tk_source *s, struct tk_sym *sym);
 	int (*plan)(struct tk_source *s, struct tk_chunk **chunks, size_t *n);
 	int (*run)(struct tk_source *s, const struct tk_chunk_consumer *c);
+	/* what was lost: the run's (LOSSES) and what tk_source_add_losses added */
 	int (*report)(struct tk_source *s);
+	/* what the run lost (tk_source_losses) */
+	void (*losses)(struct tk_source *s, struct tk_losses *l);
 	void (*close)(struct tk_source *s);
 	/* optional: the id users know for TRACK (default: TRACK) */
 	uint32_t (*track_id)(const struct tk_source *s, uint32_t track);

@@ -80,10 +80,19 @@ static int btrace_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	return rc;
 }
 
+static void btrace_losses(struct tk_source *s, struct tk_losses *l)
+{
+	l->gaps = ((struct btrace_src *)s->state)->gaps;
+}
+
 static int btrace_report(struct tk_source *s)
 {
 	struct btrace_src *p = s->state;
-	int lost = tk_gap_report(&p->gaps, "gap", s->path, s->o.msg, s->o.ctx);
+	struct tk_losses l = { 0 };
+
+	btrace_losses(s, &l);
+	tk_losses_add(&l, &s->added);
+	int lost = tk_gap_report(&l.gaps, "gap", s->path, s->o.msg, s->o.ctx);
 
 	if (p->skipped)
 		return 0;   /* another shard decoded it, and reports it */
@@ -103,5 +112,5 @@ static void btrace_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_btrace = {
 	.open = btrace_open, .symbols = btrace_symbols, .plan = tk_source_plan_streams,
-	.run = btrace_run, .report = btrace_report, .close = btrace_close,
+	.run = btrace_run, .report = btrace_report, .losses = btrace_losses, .close = btrace_close,
 };

@@ -73,12 +73,18 @@ static int kanata_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	return rc < 0 ? rc : 0;
 }
 
+static void kanata_losses(struct tk_source *s, struct tk_losses *l)
+{
+	l->gaps = *tk_kanata_decoder_gaps(((struct kanata_src *)s->state)->d);
+}
+
 static int kanata_report(struct tk_source *s)
 {
-	struct kanata_src *p = s->state;
+	struct tk_losses l = { 0 };
 
-	return tk_gap_report(tk_kanata_decoder_gaps(p->d), "skipped line", s->path, s->o.msg,
-			     s->o.ctx);
+	kanata_losses(s, &l);
+	tk_losses_add(&l, &s->added);
+	return tk_gap_report(&l.gaps, "skipped line", s->path, s->o.msg, s->o.ctx);
 }
 
 static void kanata_close(struct tk_source *s)
@@ -93,5 +99,6 @@ static void kanata_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_kanata = {
 	.open = kanata_open, .plan = kanata_plan, .run = kanata_run, .report = kanata_report,
+	.losses = kanata_losses,
 	.close = kanata_close,
 };

@@ -142,11 +142,22 @@ static int ipt_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	return rc;
 }
 
-static int ipt_report(struct tk_source *s)
+static void ipt_losses(struct tk_source *s, struct tk_losses *l)
 {
 	struct ipt_src *p = s->state;
 
-	return tk_perf_session_report(&p->x, s->path, &p->st.gaps, p->st.insns);
+	l->gaps = p->st.gaps;
+	l->insns = p->st.insns;
+}
+
+static int ipt_report(struct tk_source *s)
+{
+	struct ipt_src *p = s->state;
+	struct tk_losses l = { 0 };
+
+	ipt_losses(s, &l);
+	tk_losses_add(&l, &s->added);
+	return tk_perf_session_report(&p->x, s->path, &l.gaps, l.insns);
 }
 
 /* A thread's process: its names from its own files (processes whose code overlaps, as
@@ -177,6 +188,6 @@ static void ipt_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_ipt = {
 	.open = ipt_open, .symbols = ipt_symbols, .plan = ipt_plan, .run = ipt_run,
-	.report = ipt_report, .close = ipt_close, .track_process = ipt_track_process,
+	.report = ipt_report, .losses = ipt_losses, .close = ipt_close, .track_process = ipt_track_process,
 	.proc_symbols = ipt_proc_symbols,
 };

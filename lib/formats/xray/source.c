@@ -34,6 +34,7 @@ static int xray_open(struct tk_source *s)
 		.plan_workers = s->o.plan_workers,
 		.release_input = strcmp(s->path, "-") != 0 && stat(s->path, &st) == 0 &&
 				 S_ISREG(st.st_mode) && tk_input_compression(s->in) == TK_COMP_NONE,
+		.in = s->in,
 	};
 	if (!(p->x = tk_xray_open(s->data, s->len, &xo, &err))) {
 		TK_SRC_ERROR(s, s->path, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
@@ -97,14 +98,24 @@ static int xray_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	return tk_xray_decode_chunks(((struct xray_src *)s->state)->x, &ops, (void *)c);
 }
 
-static int xray_report(struct tk_source *s)
+static void xray_losses(struct tk_source *s, struct tk_losses *l)
 {
 	const struct tk_xray_stats *st = tk_xray_stats(((struct xray_src *)s->state)->x);
 
-	if (st->orphan_exits)
-		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log starts mid-call: "
-			    "older records were wrapped away)", (unsigned long long)st->orphan_exits);
-	return tk_gap_report(&st->gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
+	l->gaps = st->gaps;
+	l->unmatched = st->orphan_exits;
+}
+
+static int xray_report(struct tk_source *s)
+{
+	struct tk_losses l = { 0 };
+
+	xray_losses(s, &l);
+	tk_losses_add(&l, &s->added);
+	if (l.unmatched)
+		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log does not hold "
+			    "their calls' starts: wrapped away, or lost by the runtime)", (unsigned long long)l.unmatched);
+	return tk_gap_report(&l.gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
 }
 
 /* Tracks are places in the thread table; users know the threads by id. */
@@ -126,6 +137,7 @@ static void xray_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_xray = {
 	.open = xray_open, .symbols = xray_symbols, .plan = xray_plan, .run = xray_run,
-	.report = xray_report, .close = xray_close, .track_id = xray_track_id, .no_dwarf = 1,
+	.report = xray_report, .losses = xray_losses, .close = xray_close, .track_id = xray_track_id,
+	.no_dwarf = 1,
 };
 

@@ -141,15 +141,24 @@ static int xtrace_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	return tk_source_run_pool(s, tk_xtrace_nchunks(x->pair.t), decode, c, &x->gaps);
 }
 
+static void xtrace_losses(struct tk_source *s, struct tk_losses *l)
+{
+	l->gaps = ((struct xtrace_src *)s->state)->gaps;
+}
+
 static int xtrace_report(struct tk_source *s)
 {
 	struct xtrace_src *x = s->state;
 	const struct tk_xtrace_pair *p = &x->pair;
 	int a = tk_gap_report(tk_xtrace_open_gaps(p->t), "bad snapshot",
 			      p->snap_path ? p->snap_path : s->path, s->o.msg, s->o.ctx);
+	struct tk_losses l = { 0 };
 
-	return a | tk_gap_report(&x->gaps, "damaged region", p->insn_path, s->o.msg, s->o.ctx);
+	xtrace_losses(s, &l);
+	tk_losses_add(&l, &s->added);
+	return a | tk_gap_report(&l.gaps, "damaged region", p->insn_path, s->o.msg, s->o.ctx);
 }
+
 
 static void xtrace_close(struct tk_source *s)
 {
@@ -161,5 +170,6 @@ static void xtrace_close(struct tk_source *s)
 
 const struct tk_source_ops tk_source_xtrace = {
 	.open = xtrace_open, .plan = xtrace_plan, .run = xtrace_run, .report = xtrace_report,
+	.losses = xtrace_losses,
 	.close = xtrace_close, .elf_bias = 1,
 };

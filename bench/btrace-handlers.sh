@@ -7,8 +7,11 @@
 # BEFORE=path/to/an older libtkbtrace.so adds a column with that recorder (same tracekit).
 # Nulgrind (valgrind --tool=none) is the floor of a dynamic binary translator. PROGRAMS:
 # default "gzip sort"; "sqlite3" adds sqlite3 with libsqlite3 traced (20,000 inserted rows,
-# a scan, an index, a LIKE query). The last column: the share of recorded CTIs that trapped.
-# Usage: [BEFORE=LIB] [BENCH_RUNS=N] [PROGRAMS="gzip sort sqlite3"] bench/btrace-handlers.sh
+# a scan, an index, a LIKE query); "bzip2" bzip2 with libbz2 traced on the same 256 KiB;
+# "python3" Debian's python3.11 running a loop; "git" git status in a repository of
+# tracekit's lib/ with ten files changed. The last column: the share of recorded CTIs that
+# trapped.
+# Usage: [BEFORE=LIB] [BENCH_RUNS=N] [PROGRAMS="gzip sort sqlite3 bzip2 python3 git"] bench/btrace-handlers.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 work=$(mktemp -d)
@@ -26,6 +29,15 @@ with open(sys.argv[1], "w") as f:
             "select count(*) from t where b like 'ab%';\nselect max(a) from t where b > 'c';\n")
 PY
 
+if [[ " ${PROGRAMS:-} " == *" git "* ]]; then
+	mkdir "$work/repo"
+	cp -r "$BENCH_SRC/lib" "$work/repo/"
+	git -C "$work/repo" init -q
+	git -C "$work/repo" add -A
+	git -C "$work/repo" -c user.name=b -c user.email=b@b commit -qm x
+	for f in $(find "$work/repo/lib" -name '*.c' | sort | head -n 10); do echo '/* changed */' >>"$f"; done
+fi
+
 printf '%-6s %9s %10s %7s' program native_s btrace_s x
 [ -n "${BEFORE:-}" ] && printf ' %10s %7s' before_s x
 printf ' %12s %7s %12s %7s %9s\n' nulgrind_s x callgrind_s x trapped
@@ -35,6 +47,11 @@ for p in ${PROGRAMS:-gzip sort}; do
 	gzip) cmd=(gzip -c "$work/in.bin") ;;
 	sort) cmd=(sort "$work/lines.txt") ;;
 	sqlite3) cmd=(sqlite3 :memory: ".read $work/q.sql"); mods=(--module libsqlite3.so.0) ;;
+	bzip2) cmd=(bzip2 -c "$work/in.bin"); mods=(--module main --module libbz2.so.1.0) ;;
+	python3) cmd=(/usr/bin/python3.11 -c 's = 0
+for i in range(300000): s += i * i % 7
+print(s)') ;;
+	git) cmd=(git -C "$work/repo" status) ;;
 	esac
 	n=$(bench_cpu "${cmd[@]}")
 	b=$(bench_cpu "$TK" record --btrace -q "${mods[@]}" -o "$work/t.tkbt" -- "${cmd[@]}")

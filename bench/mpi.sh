@@ -5,7 +5,9 @@
 # would be) and an XRay FDR log of about 160 MB (bench/xray-decode.sh's program), with the
 # phases rank 0 reports (TK_MPI_TIMES): plan + decode + save on the slowest rank, gather of
 # the partials, merge + write; and `profile -j 1` for reference. Outputs are checked equal.
-# usage: bench/mpi.sh   (BENCH_RUNS=N, default 3; BENCH_DIR=DIR for the inputs)
+# BENCH_SCALE=K makes the inputs K times larger (mpirun's start-up, about half a second,
+# is paid by -np 1 and -np 2 alike: larger inputs show the ratio it leaves).
+# usage: bench/mpi.sh   (BENCH_RUNS=N, default 3; BENCH_DIR=DIR for the inputs; BENCH_SCALE)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,19 +15,22 @@ BUILD=$SRC/build
 TK=$BUILD/tracekit
 MPI=$BUILD/tracekit-mpi
 RUNS=${BENCH_RUNS:-3}
+K=${BENCH_SCALE:-1}
+PT=big.pt XRAY=fdr.xray
+[ "$K" = 1 ] || PT=big-$K.pt XRAY=fdr-$K.xray
 D=${BENCH_DIR:-$BUILD/bench-mpi}
 mkdir -p "$D"
 cd "$D"
-if [ ! -s lj.pt ] || [ ! -s big.pt ]; then
+if [ ! -s lj.pt ] || [ ! -s "$PT" ]; then
 	cc -O1 -o lj "$SRC/tests/data/seams/lj.c"
 	"$TK" record --btrace -o lj.tkbt -- ./lj >/dev/null 2>&1
 	"$TK" convert --to ipt -q -o lj.pt lj.tkbt
 	"$TK" info lj.tkbt | awk -v m="$D/lj" '$1 == "module" && $2 == m {
 		for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }' >bias
-	n=$(( 100 * 1000 * 1000 / $(stat -c %s lj.pt) + 1 ))
-	for _ in $(seq "$n"); do cat lj.pt; done >big.pt
+	n=$(( K * 100 * 1000 * 1000 / $(stat -c %s lj.pt) + 1 ))
+	for _ in $(seq "$n"); do cat lj.pt; done >"$PT"
 fi
-bench_xray_fdr fdr.xray prog 16384 16000 3 145000
+bench_xray_fdr "$XRAY" prog 16384 $((K * 16000)) 3 $((K * 145000))
 run() { mpirun --oversubscribe --allow-run-as-root -np "$@"; }
 one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
 	local label=$1
@@ -45,11 +50,11 @@ one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
 	done
 }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-one "Intel PT raw, --elf" --elf "$D/lj:$(cat bias)" big.pt
-one "XRay FDR" fdr.xray
+one "Intel PT raw, --elf" --elf "$D/lj:$(cat bias)" "$PT"
+one "XRay FDR" "$XRAY"
 # partial sizes and CPU time of the serialising (perf stat): one shard of all, then merge
-for f in big.pt fdr.xray; do
-	opts=(); [ "$f" = big.pt ] && opts=(--elf "$D/lj:$(cat bias)")
+for f in "$PT" "$XRAY"; do
+	opts=(); [ "$f" = "$PT" ] && opts=(--elf "$D/lj:$(cat bias)")
 	"$TK" profile --shard 1/2 -j 1 -o p1.tkp "${opts[@]}" "$f"
 	"$TK" profile --shard 2/2 -j 1 -o p2.tkp "${opts[@]}" "$f"
 	echo "$f: partials of 2 shards $(stat -c %s p1.tkp) + $(stat -c %s p2.tkp) bytes"

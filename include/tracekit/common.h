@@ -97,6 +97,12 @@ TK_API uint64_t tk_input_file_size(const struct tk_input *in);
  * standard input): its pages may be given back (tk_release_pages) and refault from the
  * file; a copy in memory would read back as zeros. */
 TK_API int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t len);
+/* Read LEN bytes at OFFSET of IN's file with pread, without touching its mapping: for
+ * reading a few bytes here and there, where faulting in a page costs more than the copy.
+ * Returns the bytes read (fewer at the end of the file), or -TK_E_UNSUPPORTED when IN is
+ * not a plain regular file (a pipe, compressed data), -TK_E_IO. Safe from any thread once
+ * tk_input_compression(IN) has been called. */
+TK_API long tk_input_pread(const struct tk_input *in, void *buf, size_t len, uint64_t offset);
 /* Give back the whole pages of BASE[BEGIN, END) (a file mapping that was read). */
 TK_API void tk_release_pages(const void *base, size_t begin, size_t end);
 

@@ -241,7 +241,9 @@ struct tk_ipt_dump_opts {
 	int quiet;        /* decode and check only */
 	tk_ipt_error_fn on_error;
 	void *ctx;
-	struct tk_progress *progress;  /* set to the bytes dumped as it goes (NULL: none) */
+	/* advanced by the bytes dumped as it goes, from where it is (streams dumped one
+	 * after another add up; NULL: none) */
+	struct tk_progress *progress;
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

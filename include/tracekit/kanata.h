@@ -138,6 +138,9 @@ struct tk_kanata_stats_opts {
 	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
 	void *ctx;
 	uint64_t chunk_bytes;    /* the parallel chunks' size (0: 8 MiB; tests make it small) */
+	/* jobs > 1: set to the bytes merged as chunks merge, in order (NULL: none; read in
+	 * order, the input's own progress shows, tk_input_progress) */
+	struct tk_progress *progress;
 };
 
 struct tk_kanata_stats {

@@ -138,6 +138,9 @@ struct tk_xray_opts {
 				      after use (madvise), so memory does not grow with the log */
 	unsigned plan_workers;     /* tk_xray_chunks cuts chunks for this many workers
 				      (0: nthreads) */
+	const struct tk_input *in; /* DATA's input, or NULL: when it is a plain file, the
+				      index reads buffer heads with tk_input_pread instead
+				      of faulting in a page of DATA for each */
 };
 
 struct tk_xray;

@@ -671,7 +671,12 @@ int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dv
 {
 	size_t nf = p->nfuncs;
 	size_t *bigi = calloc(nf + 1, sizeof *bigi);
-	struct dcount c = { calloc(1024, sizeof *c.v), 0, 1023 };
+	/* room for the runs a loaded profile holds (mostly distinct values) from the start:
+	 * growing by doubling would insert each of them again and again */
+	size_t cap = 1024;
+	while (cap < 2 * p->ndruns && cap < ((size_t)1 << 26))
+		cap *= 2;
+	struct dcount c = { calloc(cap, sizeof *c.v), 0, cap - 1 };
 	int rc = bigi && c.v ? 0 : -TK_E_NOMEM;
 
 	*out = NULL;

@@ -122,6 +122,21 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(g, status);
 }
 
+/* Progress over the threads' streams, decoded or dumped one after another (--tid's, or
+ * TAKE's when not NULL). */
+static void bt_progress(const struct tk_cmd *c, const char *file, const struct tk_btrace *bt,
+			const uint8_t *take, struct tk_progress *p)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		if (take ? take[i] : !c->o->has_tid || t->tid == c->o->tid)
+			total += t->stream_bytes;
+	}
+	tk_cmd_progress_init(c, p, file, total);
+}
+
 /* The header and every record with its file offset (formatted by the library), then each
  * thread's Intel PT stream in ptdump's layout (offsets in the joined stream). */
 struct dump {
@@ -162,6 +177,8 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		c->out_close(&out);
 		return TK_EXIT_INPUT;
 	}
+	struct tk_progress prog;   /* over the threads' streams, one after another */
+	bt_progress(c, file, bt, NULL, &prog);
 	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
 		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
 		uint8_t *pt;
@@ -173,9 +190,10 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			break;
 		if (!o->quiet)
 			tk_buf_printf(&out, "[thread %u: %zu bytes of trace]\n", t->tid, n);
-		rc = tk_cmd_ipt_dump_stream(c, file, pt, n, &out, &gaps);
+		rc = tk_cmd_ipt_dump_stream(c, file, pt, n, &prog, &out, &gaps);
 		free(pt);
 	}
+	tk_progress_finish(&prog);
 	int st = c->out_close(&out);
 	if (rc < 0 && !st) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
@@ -184,20 +202,6 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int g = bt_status(c, file, bt, &gaps);
 	tk_btrace_free(bt);
 	return tk_cmd_max(st, g);
-}
-
-/* Progress of decoding the threads' streams (--tid's, or TAKE's when not NULL). */
-static void bt_progress(const struct tk_cmd *c, const char *file, const struct tk_btrace *bt,
-			const uint8_t *take, struct tk_progress *p)
-{
-	uint64_t total = 0;
-
-	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
-		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
-		if (take ? take[i] : !c->o->has_tid || t->tid == c->o->tid)
-			total += t->stream_bytes;
-	}
-	tk_cmd_progress_init(c, p, file, total);
 }
 
 /* A thread's listing begins and ends so (decode; decode --stat: its counts). */

@@ -89,11 +89,13 @@ typedef int (*tk_cmd_part_loader)(void *ctx, const uint8_t *data, size_t len,
 int tk_cmd_part_load(const struct tk_cmd *c, tk_cmd_part_loader load, void *ctx);
 int tk_cmd_part_saved(const struct tk_cmd *c, const char *file, int rc);
 
-/* Intel PT pieces the branch traces share (ipt.c): one stream in ptdump's layout, the
+/* Intel PT pieces the branch traces share (ipt.c): one stream in ptdump's layout (PROG
+ * advanced by its bytes: the caller's, over all the streams it dumps), the
  * listing's flags (--no-disasm, --time, --stat), a stream written again with return
  * compression against IMG (its decoder's gaps into GAPS). */
 int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8_t *pt,
-			   size_t n, struct tk_buf *out, struct tk_gap_stats *gaps);
+			   size_t n, struct tk_progress *prog, struct tk_buf *out,
+			   struct tk_gap_stats *gaps);
 unsigned tk_cmd_text_flags(const struct tk_cmd *c);
 int tk_cmd_reencode(const struct tk_cmd *c, const char *file, const struct tk_image *img,
 		    const uint8_t *pt, size_t n, struct tk_buf *out, struct tk_gap_stats *gaps);

@@ -96,19 +96,16 @@ static int on_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
 }
 
 int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8_t *pt,
-			   size_t n, struct tk_buf *out, struct tk_gap_stats *gaps)
+			   size_t n, struct tk_progress *prog, struct tk_buf *out,
+			   struct tk_gap_stats *gaps)
 {
 	struct err_ctx ec = { c, file };
-	struct tk_progress prog;
 	struct tk_ipt_dump_opts d = {
 		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
-		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = &prog,
+		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
 	};
 
-	tk_cmd_progress_init(c, &prog, file, n);
-	int rc = tk_ipt_dump(pt, n, &d, out, gaps);
-	tk_progress_finish(&prog);
-	return rc;
+	return tk_ipt_dump(pt, n, &d, out, gaps);
 }
 
 /* In ptdump's layout, formatted by the library: a raw stream, or each trace queue of a
@@ -128,10 +125,13 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_perf_session_close(&x);
 		return rc;
 	}
+	struct tk_progress prog;   /* over the streams, one after another */
+	session_progress(c, file, &x, &prog);
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
 		tk_perf_session_stream_header(&out, &x, i);
-		rc = tk_cmd_ipt_dump_stream(c, file, x.s[i].data, x.s[i].len, &out, &gaps);
+		rc = tk_cmd_ipt_dump_stream(c, file, x.s[i].data, x.s[i].len, &prog, &out, &gaps);
 	}
+	tk_progress_finish(&prog);
 	int st = c->out_close(&out);
 	if (rc < 0 && !st) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));

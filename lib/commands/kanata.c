@@ -141,25 +141,37 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 					   .diag = diag, .ctx = &dc, .chunk_bytes = o->kanata_chunk };
 	struct tk_kanata_stats st;
 	struct tk_buf out;
+	struct tk_progress prog;
 	const char *to = o->to ? o->to : "text";
 	int rc;
 
 	(void)fi, (void)unused;
-	if (c->part && !c->part->nload)
-		return stats_shard(c, file, in, &so);
+	tk_cmd_progress_init(c, &prog, file, tk_input_file_size(in));
+	so.progress = &prog;
+	if (c->part && !c->part->nload) {
+		rc = stats_shard(c, file, in, &so);
+		tk_progress_finish(&prog);
+		return rc;
+	}
 	if (!tk_stats_format_by_name(to)) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "stats: --to %s: expected text, json or csv", to);
 		return TK_EXIT_USAGE;
 	}
 	if (c->part) {
-		if ((rc = stats_merge(c, file, in, &so, &st))) {
+		rc = stats_merge(c, file, in, &so, &st);
+		tk_progress_finish(&prog);
+		if (rc) {
 			tk_kanata_stats_free(&st);
 			return rc;
 		}
-	} else if ((rc = tk_kanata_stats_compute(in, &so, &st)) < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
-		tk_kanata_stats_free(&st);
-		return TK_EXIT_INPUT;
+	} else {
+		rc = tk_kanata_stats_compute(in, &so, &st);
+		tk_progress_finish(&prog);
+		if (rc < 0) {
+			CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+			tk_kanata_stats_free(&st);
+			return TK_EXIT_INPUT;
+		}
 	}
 	if (dc.shown > 20)
 		CMD_NOTE(c, file, "%llu more diagnostics not shown (tracekit check lists all)",

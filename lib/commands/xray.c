@@ -34,7 +34,7 @@ static struct tk_xray *xray_open(const struct tk_cmd *c, const char *file, struc
 	}
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = tk_cmd_jobs(c),
 				   .max_func_id = tk_xray_map_max_id(*map),
-				   .release_input = release_ok(file, in) };
+				   .release_input = release_ok(file, in), .in = in };
 	tk_cmd_log_file(c, file);
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {

@@ -464,7 +464,7 @@ struct xt_decode {
 	struct tk_gap_stats gaps;
 	uint64_t insns;
 	struct tk_progress prog;
-	uint64_t done;
+	uint64_t done;            /* bytes the jobs have walked (under LOCK) */
 	/* Disassemblers are not thread-safe: each job borrows one from this stack. */
 	pthread_mutex_t lock;
 	struct tk_a64_disasm *free_dis[1100];
@@ -515,6 +515,16 @@ static void insn_text(struct tk_buf *b, const struct tk_xtrace_item *it, struct 
 	tk_buf_putc(b, '\n');
 }
 
+/* Progress: a job walked from *FROM to TO (the jobs run in parallel). */
+static void walked(struct xt_decode *d, size_t to, size_t *from)
+{
+	pthread_mutex_lock(&d->lock);
+	d->done += to - *from;
+	tk_progress_set(&d->prog, d->done);
+	pthread_mutex_unlock(&d->lock);
+	*from = to;
+}
+
 static int decode_work(void *ctx, size_t ci)
 {
 	struct xt_decode *d = ctx;
@@ -551,7 +561,8 @@ static int decode_work(void *ctx, size_t ci)
 			continue;
 		}
 		if (it.kind <= TK_XT_PCINST) {
-			pt->insns++;
+			if (!(++pt->insns & 65535))  /* a chunk can be the whole file */
+				walked(d, c.off, &begin);
 			if (!stat)
 				insn_text(b, &it, dis);
 		} else if (!no_dis && !stat) {
@@ -561,6 +572,7 @@ static int decode_work(void *ctx, size_t ci)
 		}
 	}
 	dis_put(d, dis);
+	walked(d, end, &begin);
 	return pt->out.err ? pt->out.err : 0;
 }
 
@@ -568,7 +580,6 @@ static int decode_merge(void *ctx, size_t ci)
 {
 	struct xt_decode *d = ctx;
 	struct xt_part *pt = &d->parts[ci];
-	size_t b, e;
 
 	/* the chunk's messages, in order: pairs of text and offset, each ended by a 0 */
 	for (size_t at = 0; at < pt->err.len;) {
@@ -582,9 +593,6 @@ static int decode_merge(void *ctx, size_t ci)
 	d->insns += pt->insns;
 	tk_buf_free(&pt->out);
 	tk_buf_free(&pt->err);
-	tk_xtrace_chunk(d->x->p.t, ci, &b, &e);
-	d->done += e - b;
-	tk_progress_set(&d->prog, d->done);
 	return d->out->err;
 }
 
@@ -608,7 +616,7 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	struct xt_decode d = { .o = c->o, .x = &x, .out = &out, .lock = PTHREAD_MUTEX_INITIALIZER };
 	size_t nc = tk_xtrace_nchunks(x.p.t);
 	d.parts = calloc(nc, sizeof *d.parts);
-	tk_cmd_progress_init(c, &d.prog, "decoding", x.p.n);
+	tk_cmd_progress_init(c, &d.prog, file, x.p.n);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = tk_cmd_jobs(c) };
 	rc = d.parts ? tk_pool_run(&po, nc, decode_work, decode_merge, &d) : -TK_E_NOMEM;
 	tk_progress_finish(&d.prog);

@@ -691,6 +691,25 @@ int tk_input_is_file_mapping(const struct tk_input *in, const char *path, size_t
 	       stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len;
 }
 
+long tk_input_pread(const struct tk_input *in, void *buf, size_t len, uint64_t offset)
+{
+	size_t got = 0;
+
+	if (in->is_pipe || !in->raw || tk_input_compression(in) != TK_COMP_NONE)
+		return -TK_E_UNSUPPORTED;
+	while (got < len) {
+		ssize_t r = pread(in->fd, (uint8_t *)buf + got, len - got, (off_t)(offset + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -TK_E_IO;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (long)got;
+}
+
 void tk_release_pages(const void *base, size_t begin, size_t end)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), b = (uintptr_t)base;

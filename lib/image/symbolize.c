@@ -18,6 +18,7 @@
 #include "image/elf_phdrs.h"
 #include "image/code_file.h"
 #include "image/demangle.h"
+#include "image/sym_frames.h"
 #include "tracekit/internal/util.h"
 
 struct symbol {
@@ -859,6 +860,21 @@ static const char *die_name(Dwarf_Die *die)
 	return n;
 }
 
+/* Where inlined call SCOPE was made: its file and line in the function around it. */
+static void call_site(Dwarf_Die *cu, Dwarf_Die *scope, const char **file, unsigned *line)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word w;
+	if (dwarf_attr(scope, DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
+		*line = (unsigned)w;
+	if (dwarf_attr(scope, DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0) {
+		Dwarf_Files *files;
+		size_t nf;
+		if (dwarf_getsrcfiles(cu, &files, &nf) == 0 && w < nf)
+			*file = dwarf_filesrc(files, w, NULL, NULL);
+	}
+}
+
 static void inline_info(struct tk_sym *s, Dwarf_Die *cu, uint64_t fa, struct tk_sym_info *si)
 {
 	Dwarf_Die *scopes = NULL;
@@ -867,19 +883,48 @@ static void inline_info(struct tk_sym *s, Dwarf_Die *cu, uint64_t fa, struct tk_
 		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
 			continue;
 		si->inline_func = demangle(s->dm, die_name(&scopes[i]));
-		Dwarf_Attribute a;
-		Dwarf_Word w;
-		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
-			si->inline_line = (unsigned)w;
-		if (dwarf_attr(&scopes[i], DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0) {
-			Dwarf_Files *files;
-			size_t nf;
-			if (dwarf_getsrcfiles(cu, &files, &nf) == 0 && w < nf)
-				si->inline_file = dwarf_filesrc(files, w, NULL, NULL);
-		}
+		call_site(cu, &scopes[i], &si->inline_file, &si->inline_line);
 		break;
 	}
 	free(scopes);
+}
+
+int tk_sym_frames(struct tk_sym *s, uint64_t addr, struct tk_sym_frame *out, int max)
+{
+	struct module *m = find_module(s, addr);
+	Dwarf_Die cu;
+	if (!m || !m->dw || max < 1)
+		return 0;
+	uint64_t fa = addr - m->bias;
+	if (!find_cu(m, fa, &cu))
+		return 0;
+	Dwarf_Line *l = dwarf_getsrc_die(&cu, fa);
+	int line = 0;
+	if (!l || dwarf_lineno(l, &line) != 0)
+		return 0;
+	struct tk_sym_frame at = { NULL, dwarf_linesrc(l, NULL, NULL), (unsigned)line };
+	if (!at.file)
+		return 0;
+	int k = 0;
+	Dwarf_Die *scopes = NULL;
+	int n = s->opts.no_inline ? 0 : dwarf_getscopes(&cu, fa, &scopes);
+	/* innermost scope first: each inlined call moves the position to its call site */
+	for (int i = 0; i < n && dwarf_tag(&scopes[i]) != DW_TAG_subprogram; i++) {
+		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+			continue;
+		if (k == max - 1) {        /* deeper than OUT holds: the line alone */
+			k = 0;
+			at = out[0];
+			at.func = NULL;
+			break;
+		}
+		out[k] = at;
+		out[k++].func = demangle(s->dm, die_name(&scopes[i]));
+		call_site(&cu, &scopes[i], &at.file, &at.line);
+	}
+	free(scopes);
+	out[k++] = at;
+	return k;
 }
 
 int tk_sym_lookup(struct tk_sym *s, uint64_t addr, struct tk_sym_info *si)
@@ -956,8 +1001,8 @@ static const uint8_t *code_at(struct module *m, uint64_t fa, size_t *avail)
 	return NULL;
 }
 
-int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
-		 tk_sym_line_fn fn, void *ctx)
+int tk_sym_line_ranges(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
+		       tk_sym_range_fn fn, void *ctx)
 {
 	struct module *m = find_module(s, start);
 	Dwarf_Die cu;
@@ -970,7 +1015,7 @@ int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_
 	const uint8_t *code = code_at(m, fa, &avail);
 	const char *cur_file = NULL;
 	unsigned cur_line = 0;
-	uint64_t cur_n = 0;
+	uint64_t cur_n = 0, cur_a = fa;
 	int rc = 0;
 
 	if (code && (m->machine == EM_X86_64 || m->machine == EM_AARCH64)) {
@@ -992,17 +1037,19 @@ int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_
 			if (l)
 				dwarf_lineno(l, &line);
 			if (cur_n && (file != cur_file || (unsigned)line != cur_line)) {
-				if (cur_file && (rc = fn(ctx, cur_file, cur_line, cur_n)) < 0)
+				if (cur_file && (rc = fn(ctx, cur_a + m->bias, cur_file, cur_line, cur_n)) < 0)
 					return rc;
 				cur_n = 0;
 			}
+			if (!cur_n)
+				cur_a = a;
 			cur_file = file;
 			cur_line = (unsigned)line;
 			cur_n++;
 			a += len;
 		}
 		if (cur_n && cur_file)
-			rc = fn(ctx, cur_file, cur_line, cur_n);
+			rc = fn(ctx, cur_a + m->bias, cur_file, cur_line, cur_n);
 		return rc;
 	}
 	/* no code bytes: whole block on one line when its ends agree */
@@ -1014,12 +1061,31 @@ int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_
 	dwarf_lineno(l2, &n2);
 	const char *f1 = dwarf_linesrc(l1, NULL, NULL), *f2 = dwarf_linesrc(l2, NULL, NULL);
 	if (f1 && f1 == f2 && n1 == n2)
-		return fn(ctx, f1, (unsigned)n1, total_insns);
-	if (f1 && (rc = fn(ctx, f1, (unsigned)n1, 0)) < 0)
+		return fn(ctx, start, f1, (unsigned)n1, total_insns);
+	if (f1 && (rc = fn(ctx, start, f1, (unsigned)n1, 0)) < 0)
 		return rc;
 	if (f2 && (f2 != f1 || n2 != n1))
-		rc = fn(ctx, f2, (unsigned)n2, 0);
+		rc = fn(ctx, end, f2, (unsigned)n2, 0);
 	return rc;
+}
+
+struct lines_ctx {
+	tk_sym_line_fn fn;
+	void *ctx;
+};
+
+static int lines_cb(void *ctx, uint64_t addr, const char *file, unsigned line, uint64_t insns)
+{
+	struct lines_ctx *c = ctx;
+	(void)addr;
+	return c->fn(c->ctx, file, line, insns);
+}
+
+int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t total_insns,
+		 tk_sym_line_fn fn, void *ctx)
+{
+	struct lines_ctx c = { fn, ctx };
+	return tk_sym_line_ranges(s, start, end, total_insns, lines_cb, &c);
 }
 
 const char *tk_sym_build_id(struct tk_sym *s, int module, char *buf, size_t n)

@@ -17,20 +17,7 @@
 #include <string.h>
 
 #include "output/internal.h"
-
-struct cg_line {
-	uint32_t func;            /* name id */
-	const char *file;
-	unsigned line;
-	uint64_t insns;
-};
-
-struct cg_lines {
-	struct cg_line *v;
-	size_t n, cap;
-	uint32_t func;            /* of the block being attributed */
-	uint64_t execs;
-};
+#include "image/sym_frames.h"
 
 struct cg_func {
 	uint64_t self_insns, self_ticks;
@@ -45,25 +32,32 @@ struct cg_edge {
 	uint64_t calls, insns, ticks;
 };
 
-static int cg_add_line(void *ctx, const char *file, unsigned line, uint64_t insns)
+struct lines_ctx {
+	struct func_line *v;
+	size_t n, cap;
+	uint32_t func;            /* of the block being attributed */
+	uint64_t execs;
+};
+
+static int add_line(void *ctx, uint64_t addr, const char *file, unsigned line, uint64_t insns)
 {
-	struct cg_lines *t = ctx;
+	struct lines_ctx *t = ctx;
 	if (t->n == t->cap) {
 		size_t nc = t->cap ? t->cap * 2 : 1024;
-		struct cg_line *nv = realloc(t->v, nc * sizeof *nv);
+		struct func_line *nv = realloc(t->v, nc * sizeof *nv);
 		if (!nv)
 			return -TK_E_NOMEM;
 		t->v = nv;
 		t->cap = nc;
 	}
 	/* the symboliser counts per execution */
-	t->v[t->n++] = (struct cg_line){ t->func, file, line, insns * t->execs };
+	t->v[t->n++] = (struct func_line){ t->func, file, line, addr, insns * t->execs };
 	return 0;
 }
 
-static int cmp_cg_line(const void *a, const void *b)
+static int cmp_line(const void *a, const void *b)
 {
-	const struct cg_line *x = a, *y = b;
+	const struct func_line *x = a, *y = b;
 	if (x->func != y->func)
 		return x->func < y->func ? -1 : 1;
 	int c = strcmp(x->file, y->file);
@@ -80,14 +74,15 @@ static int cmp_edge(const void *a, const void *b)
 	return x->callee < y->callee ? -1 : x->callee > y->callee;
 }
 
-/* Per-line instructions of the executed blocks, by the function whose symbol holds them. */
-static int cg_collect_lines(const struct tk_prof *p, struct names *nm, struct cg_lines *t)
+int out_func_lines(const struct tk_prof *p, struct names *nm, struct func_line **out, size_t *n)
 {
+	struct lines_ctx t = { 0 };
 	struct tk_prof_block *bl;
 	size_t nb;
 	int rc;
 
-	memset(t, 0, sizeof *t);
+	*out = NULL;
+	*n = 0;
 	if (!nm->sym)
 		return 0;
 	if ((rc = tk_prof_blocks(p, &bl, &nb)) < 0)
@@ -101,26 +96,31 @@ static int cg_collect_lines(const struct tk_prof *p, struct names *nm, struct cg
 			rc = -TK_E_NOMEM;
 			break;
 		}
-		t->func = f;
-		t->execs = bl[i].execs;
-		rc = tk_sym_lines(nm->sym, bl[i].start, bl[i].end,
-				  bl[i].execs ? bl[i].insns / bl[i].execs : 0, cg_add_line, t);
+		t.func = f;
+		t.execs = bl[i].execs;
+		rc = tk_sym_line_ranges(nm->sym, bl[i].start, bl[i].end,
+					bl[i].execs ? bl[i].insns / bl[i].execs : 0, add_line, &t);
 	}
 	free(bl);
-	if (rc < 0)
+	if (rc < 0) {
+		free(t.v);
 		return rc;
-	if (t->n)
-		qsort(t->v, t->n, sizeof *t->v, cmp_cg_line);
-	size_t w = 0;
-	for (size_t i = 0; i < t->n; i++) {
-		struct cg_line *l = &t->v[i];
-		if (w && t->v[w - 1].func == l->func && t->v[w - 1].line == l->line &&
-		    !strcmp(t->v[w - 1].file, l->file))
-			t->v[w - 1].insns += l->insns;
-		else
-			t->v[w++] = *l;
 	}
-	t->n = w;
+	if (t.n)
+		qsort(t.v, t.n, sizeof *t.v, cmp_line);
+	size_t w = 0;
+	for (size_t i = 0; i < t.n; i++) {
+		struct func_line *l = &t.v[i], *prev = w ? &t.v[w - 1] : NULL;
+		if (prev && prev->func == l->func && prev->line == l->line && !strcmp(prev->file, l->file)) {
+			prev->insns += l->insns;
+			if (l->addr < prev->addr)
+				prev->addr = l->addr;
+		} else {
+			t.v[w++] = *l;
+		}
+	}
+	*out = t.v;
+	*n = w;
 	return 0;
 }
 
@@ -224,7 +224,8 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 {
 	struct tk_prof_summary s;
 	struct agg a;
-	struct cg_lines lines = { 0 };
+	struct func_line *lines = NULL;
+	size_t nlines = 0;
 	struct cg_edge *edges = NULL;
 	struct cg_func *fn = NULL;
 	uint32_t *active = NULL;
@@ -234,7 +235,7 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 	tk_prof_summary(p, &s);
 	if ((rc = agg_build(&a, p, nm, NULL)) < 0)
 		return rc;
-	if ((rc = cg_collect_lines(p, nm, &lines)) < 0)
+	if ((rc = out_func_lines(p, nm, &lines, &nlines)) < 0)
 		goto out;
 	/* every name is interned by now: tables per name id */
 	fn = calloc(nm->n, sizeof *fn);
@@ -253,14 +254,14 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 	}
 	/* a function's file (fl=): the one most of its instructions are in (lines are in
 	 * file order per function) */
-	for (size_t i = 0, j; i < lines.n; i = j) {
-		struct cg_func *f = &fn[lines.v[i].func];
+	for (size_t i = 0, j; i < nlines; i = j) {
+		struct cg_func *f = &fn[lines[i].func];
 		uint64_t in_file = 0;
-		for (j = i; j < lines.n && lines.v[j].func == lines.v[i].func &&
-			    !strcmp(lines.v[j].file, lines.v[i].file); j++)
-			in_file += lines.v[j].insns;
+		for (j = i; j < nlines && lines[j].func == lines[i].func &&
+			    !strcmp(lines[j].file, lines[i].file); j++)
+			in_file += lines[j].insns;
 		if (!f->file || in_file > f->file_insns) {
-			f->file = lines.v[i].file;
+			f->file = lines[i].file;
 			f->file_insns = in_file;
 		}
 		f->line_insns += in_file;
@@ -297,7 +298,7 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 	size_t li = 0, ei = 0;
 	for (uint32_t f = 1; f < nm->n; f++) {
 		struct cg_func *cf = &fn[f];
-		while (li < lines.n && lines.v[li].func < f)
+		while (li < nlines && lines[li].func < f)
 			li++;
 		while (ei < nedges && edges[ei].caller < f)
 			ei++;
@@ -318,8 +319,8 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 		if (!cf->line_insns)
 			continue;
 		const char *cur = fl;
-		for (; li < lines.n && lines.v[li].func == f; li++) {
-			const struct cg_line *l = &lines.v[li];
+		for (; li < nlines && lines[li].func == f; li++) {
+			const struct func_line *l = &lines[li];
 			if (strcmp(l->file, cur))
 				put_str(b, "fi=", cur = l->file);
 			put_costs(b, l->line, ir, l->insns, ticks, 0);
@@ -328,7 +329,7 @@ int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out
 	put_total(b, "\ntotals:", ir, tot_insns, ticks, tot_ticks);
 	(void)o;
 out:
-	free(lines.v);
+	free(lines);
 	free(edges);
 	free(fn);
 	free(active);

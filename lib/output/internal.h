@@ -69,6 +69,17 @@ enum tk_out_metric out_metric(const struct tk_prof *p, enum tk_out_metric m);
 uint64_t agg_self(const struct agg_node *n, enum tk_out_metric m);
 uint64_t agg_total(const struct agg_node *n, enum tk_out_metric m);
 
+/* Per function (the name of the symbol that holds the code) and source line, the
+ * instructions the profile's blocks ran there and the lowest address of the line they ran;
+ * sorted by function, file (by content), line. *out is malloc'd; none without symbols. */
+struct func_line {
+	uint32_t func;
+	const char *file;
+	unsigned line;
+	uint64_t addr, insns;
+};
+int out_func_lines(const struct tk_prof *p, struct names *nm, struct func_line **out, size_t *n);
+
 int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o);
 int out_callgrind(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opts *o,
 		  struct names *nm);

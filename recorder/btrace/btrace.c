@@ -976,8 +976,8 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	 * end. Nothing here touches errno: no libc (rt.h). */
 	if (c->kind == CTI_RET)   /* a relocated ret: it returns through this very word */
 		memcpy(&r.next, (const void *)(uintptr_t)rsp, 8);
-	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the path stored the register */
-		r.next = ttls.dest;
+	else if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && (!c->is_mem || c->base != CTI_REG_RIP))
+		r.next = ttls.dest;   /* the path stored the register or the pointer */
 	else if (c->kind != CTI_JCC)   /* jmp/call [rip+disp]: the pointer, read once, is where we go */
 		memcpy(&r.next, (const void *)(uintptr_t)(c->addr + c->len + (uint64_t)(int64_t)c->disp), 8);
 	struct tstate *ts = active ? thread_state() : NULL;
@@ -1395,6 +1395,34 @@ static int emit_moved(uint8_t **p, const struct module *mod, const struct reloc_
 	return 0;
 }
 
+/* The pointer a `call/jmp [mem]` C (reloc_indirect_ok) goes through, into the thread's
+ * ttls.dest at fs:DEST_OFF: below the red zone, `push [mem]` (the instruction itself with
+ * /6 for /2 or /4: the address is computed before the push), `pop fs:[dest]`, padded with
+ * NOPs to TRAMP_LOAD bytes (logical_ip counts on it). */
+#define TRAMP_LOAD 32
+static int emit_load_dest(uint8_t **p, const struct module *mod, const struct cti *c, int32_t dest_off)
+{
+	const uint8_t *src = mod->orig + (c->addr - mod->start);
+	uint8_t *start = *p;
+	unsigned o = 0;
+	while (o < c->len && src[o] != 0xff)   /* legacy and REX prefixes */
+		o++;
+	if (o + 2 > c->len || c->len > 15)
+		return -1;
+	static const uint8_t below[] = { 0x48, 0x8d, 0x64, 0x24, 0x80 };   /* lea rsp, [rsp - 128] */
+	emit(p, below, sizeof below);
+	emit(p, src, c->len);
+	(*p)[(int)o + 1 - (int)c->len] = (uint8_t)(((*p)[(int)o + 1 - (int)c->len] & ~0x38) | 6 << 3);
+	static const uint8_t pop[] = { 0x64, 0x8f, 0x04, 0x25 };   /* pop qword fs:[disp32] */
+	emit(p, pop, sizeof pop);
+	emit(p, &dest_off, 4);
+	static const uint8_t back[] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };   /* lea rsp, [rsp + 128] */
+	emit(p, back, sizeof back);
+	while (*p < start + TRAMP_LOAD)
+		*(*p)++ = 0x90;
+	return *p == start + TRAMP_LOAD ? 0 : -1;
+}
+
 /* Make the trampoline of C (index I) with prefix PRE[0..N) and, for a jcc, suffix
  * SUF[0..NSUF) (its not-taken path runs them, then jumps back after them), and plan the
  * jump from the window to it. Runs at start-up. Returns 0, or -1 to leave the trap. */
@@ -1472,11 +1500,15 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			[REG_RSP] = 4, [REG_RBP] = 5, [REG_RSI] = 6, [REG_RDI] = 7, [REG_R8] = 8,
 			[REG_R9] = 9, [REG_R10] = 10, [REG_R11] = 11, [REG_R12] = 12, [REG_R13] = 13,
 			[REG_R14] = 14, [REG_R15] = 15 };
-		unsigned r = hw[c->base];
-		uint8_t mov[5] = { 0x64, (uint8_t)(0x48 | (r >> 3) << 2), 0x89, (uint8_t)((r & 7) << 3 | 4), 0x25 };
 		int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
-		emit(&p, mov, sizeof mov);
-		emit(&p, &dest_off, 4);
+		if (!c->is_mem) {
+			unsigned r = hw[c->base];
+			uint8_t mov[5] = { 0x64, (uint8_t)(0x48 | (r >> 3) << 2), 0x89, (uint8_t)((r & 7) << 3 | 4), 0x25 };
+			emit(&p, mov, sizeof mov);
+			emit(&p, &dest_off, 4);
+		} else if (emit_load_dest(&p, mod, c, dest_off) < 0) {
+			goto fail;
+		}
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	} else {   /* ret: record the word it will pop, then the original ret */
 		static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
@@ -1544,6 +1576,8 @@ uint64_t logical_ip(uint64_t rip)
 		in -= plen;
 		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the register's store comes first */
 			return in < 9 + 28 ? c->addr : ttls.dest;
+		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && c->base != CTI_REG_RIP)   /* the pointer's load */
+			return in < TRAMP_LOAD + 28 ? c->addr : ttls.dest;
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
 			return in < 28 ? c->addr : ttls.dest;
 		if (in < 6 + 28)

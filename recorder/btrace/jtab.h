@@ -51,6 +51,44 @@ static inline int jt_move(const struct jt_insn *x, uint8_t *d, uint8_t *s)
 	return *d < 16 && *s < 16;
 }
 
+/* `cmp byte [M], N` (C), `ja`/`jae` (J), then `movzx reg, byte [M]` (L), back to back, with
+ * the same memory operand: the byte loaded is at most N (ja) or below N (jae); *ENTRIES
+ * gets how many values it may have. */
+static inline int jt_same_byte_bound(const struct jt_insn *c, const struct jt_insn *j, const struct jt_insn *l,
+				     uint64_t *entries)
+{
+	const ZydisDecodedOperand *a = &c->ops[0], *b = &l->ops[1];
+	if (c->in.mnemonic != ZYDIS_MNEMONIC_CMP || a->type != ZYDIS_OPERAND_TYPE_MEMORY || a->size != 8 ||
+	    c->ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE ||
+	    (j->in.mnemonic != ZYDIS_MNEMONIC_JNBE && j->in.mnemonic != ZYDIS_MNEMONIC_JNB) ||
+	    b->type != ZYDIS_OPERAND_TYPE_MEMORY || b->size != 8 || a->mem.base == ZYDIS_REGISTER_RIP ||
+	    a->mem.base != b->mem.base || a->mem.index != b->mem.index || a->mem.scale != b->mem.scale ||
+	    a->mem.disp.value != b->mem.disp.value || a->mem.segment != b->mem.segment ||
+	    a->mem.segment == ZYDIS_REGISTER_FS || a->mem.segment == ZYDIS_REGISTER_GS)
+		return 0;
+	*entries = (c->ops[1].imm.value.u & 0xff) + (j->in.mnemonic == ZYDIS_MNEMONIC_JNBE);
+	return 1;
+}
+
+/* The bound is found at H[FROM + 1]: the table is T, or where the base register BASE, if
+ * still followed, was last set by `lea base, [rip + T]` in H[0..FROM] or before (LEA_T). */
+static inline int jt_table(const struct jt_insn *h, int from, uint8_t base, const uint64_t *lea_t, uint64_t t,
+			   uint64_t *table, uint64_t entries)
+{
+	for (int j = from; j >= 0 && base < 16 && !t; j--) {
+		const struct jt_insn *y = &h[j];
+		if (y->in.mnemonic == ZYDIS_MNEMONIC_LEA && y->ops[1].mem.base == ZYDIS_REGISTER_RIP &&
+		    cti_greg(y->ops[0].reg.value) == base && y->ops[0].size == 64)
+			t = y->ip + y->in.length + (uint64_t)y->ops[1].mem.disp.value;
+		else if (jt_writes(y, base) || jt_branches(y))
+			break;
+	}
+	if (!t && base < 16)
+		t = lea_t[base];
+	*table = t;
+	return t && entries && entries <= 4096;
+}
+
 /* H[0..N): the instructions before `jmp JREG`, the last one just before it. LEA_T: per
  * register, the table of the last `lea reg, [rip + T]` earlier in the function (0: none),
  * for a base made before the window. Returns 1 with the table and its entry count. */
@@ -78,7 +116,7 @@ static inline int jt_shape(const struct jt_insn *h, int n, uint8_t jreg, const u
 			}
 		} else if (state == 1) {
 			if (m == ZYDIS_MNEMONIC_MOVSXD && o[0].size == 64 && o[1].type == ZYDIS_OPERAND_TYPE_MEMORY &&
-			    o[1].mem.scale == 4 && !o[1].mem.disp.has_displacement &&
+			    o[1].mem.scale == 4 && (!o[1].mem.disp.has_displacement || !o[1].mem.disp.value) &&
 			    o[1].mem.segment != ZYDIS_REGISTER_FS && o[1].mem.segment != ZYDIS_REGISTER_GS) {
 				uint8_t e = cti_greg(o[0].reg.value), mb = cti_greg(o[1].mem.base);
 				if ((e == a && mb == b) || (e == b && mb == a)) {
@@ -105,18 +143,11 @@ static inline int jt_shape(const struct jt_insn *h, int n, uint8_t jreg, const u
 				uint64_t bound = h[i - 1].ops[1].imm.value.u & mask;
 				*entries = bound + (m == ZYDIS_MNEMONIC_JNBE);
 				/* the lea may come before the cmp, or before the window */
-				for (int j = i - 2; j >= 0 && base < 16 && !t; j--) {
-					const struct jt_insn *y = &h[j];
-					if (y->in.mnemonic == ZYDIS_MNEMONIC_LEA && y->ops[1].mem.base == ZYDIS_REGISTER_RIP &&
-					    cti_greg(y->ops[0].reg.value) == base && y->ops[0].size == 64)
-						t = y->ip + y->in.length + (uint64_t)y->ops[1].mem.disp.value;
-					else if (jt_writes(y, base) || jt_branches(y))
-						break;
-				}
-				if (!t && base < 16)
-					t = lea_t[base];
-				*table = t;
-				return t && *entries && *entries <= 4096;
+				return jt_table(h, i - 2, base, lea_t, t, table, *entries);
+			} else if (i >= 2 && m == ZYDIS_MNEMONIC_MOVZX && o[0].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+				   cti_greg(o[0].reg.value) == idx && jt_same_byte_bound(&h[i - 2], &h[i - 1], x, entries)) {
+				/* `cmpb $N, M; ja; movzbl M, idx` (sqlite3GetToken): the byte compared is the index */
+				return jt_table(h, i - 3, base, lea_t, t, table, *entries);
 			} else if (jt_branches(x)) {
 				return 0;
 			} else if (jt_move(x, &d, &s) && d == idx) {

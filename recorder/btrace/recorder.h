@@ -53,6 +53,8 @@ struct module {
 	uint64_t bias;
 	uint64_t start, end;          /* executable range (run-time addresses) */
 	uint64_t map_lo, map_hi;      /* all loaded segments */
+	uint64_t seg_lo[8], seg_hi[8];   /* each loaded segment's file contents (the data scan) */
+	int nseg;
 	uint8_t *orig;                /* copy of the original code bytes of [start, end) */
 	uint16_t *imap;               /* per byte of [start, end): the instruction there (IM_*) */
 	uint64_t eh_frame_hdr;        /* PT_GNU_EH_FRAME (run-time), for function starts */

@@ -78,6 +78,19 @@ static inline int reloc_suffix_insn(uint64_t ip, const ZydisDecodedInstruction *
 	return kind == CTI_NONE && reloc_movable(ip, in, ops, r);
 }
 
+/* May the indirect call or jump C be recorded by a trampoline made at start-up: through a
+ * register other than RSP, or through memory addressed by registers other than RSP (the
+ * trampoline reads the pointer with a copy of the instruction as `push [mem]`, below the
+ * red zone), no segment, 64-bit addresses? Through [rip + disp] it is 6 bytes and gets
+ * its trampoline at its first trap (tramp_install). */
+static inline int reloc_indirect_ok(const struct cti *c)
+{
+	if (!c->is_mem)
+		return c->base != REG_RSP;
+	return c->base != CTI_REG_RIP && c->base != REG_RSP && c->index != REG_RSP && c->seg == CTI_SEG_NONE &&
+	       c->asize == 64;
+}
+
 /* Is anything in the sorted array A[0..N) within (LO, HI)? */
 static inline int reloc_any_between(const uint64_t *a, size_t n, uint64_t lo, uint64_t hi)
 {

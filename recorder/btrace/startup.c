@@ -2,6 +2,7 @@
  * every control-transfer instruction found and patched. */
 #include "recorder.h"
 #include "jtab.h"
+#include "leave.h"
 
 /* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
 
@@ -377,6 +378,13 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 			if (t)
 				*t = c.target;
 		}
+		/* a code address the instruction forms may be stored and jumped to (leave.h) */
+		uint64_t refs[4];
+		for (int r = jl_refs(ip, &in, ops, refs); r-- > 0;) {
+			uint64_t *t = module_of(refs[r]) ? vec_push(&sc->targets) : NULL;
+			if (t)
+				*t = refs[r];
+		}
 		if (kind == CTI_CALL_DIR || kind == CTI_CALL_IND) {
 			struct fnrange *r = vec_push(&sc->rets);   /* (return site, call) */
 			if (r) {
@@ -454,6 +462,10 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 				m->map_lo = ph->p_vaddr + m->bias;
 			if (ph->p_vaddr + ph->p_filesz + m->bias > m->map_hi)
 				m->map_hi = ph->p_vaddr + ph->p_filesz + m->bias;
+			if (m->nseg < 8 && (ph->p_flags & PF_R)) {
+				m->seg_lo[m->nseg] = ph->p_vaddr + m->bias;
+				m->seg_hi[m->nseg++] = ph->p_vaddr + ph->p_filesz + m->bias;
+			}
 		}
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
 			if (ph->p_vaddr + m->bias < lo)
@@ -554,20 +566,20 @@ static int patch(void)
 	return 0;
 }
 
-/* A compiler's jump table behind the indirect jump C (see jtab.h): pushes its N targets
- * T + T[i] to TARGETS and returns 1 if every one is inside the jump's function; 0
- * otherwise (the function then stays unrelocated). */
-static int jump_table(const struct cti *c, struct vec *targets)
+/* The instructions of the function of the jump through a register C, from its start up
+ * to C: the last JT_WINDOW of them into WIN, oldest first, their number into *K; LEA_T:
+ * per register, the table of its last `lea reg, [rip + T]`. 0 if it does not decode up to
+ * C. Start-up only (one thread). */
+static int insns_before(const struct cti *c, struct jt_insn *win, int *k, uint64_t *lea_t)
 {
-	static struct jt_insn hist[JT_WINDOW];   /* start-up only: one thread */
+	static struct jt_insn hist[JT_WINDOW];
 	const struct module *m = module_of(c->addr);
 	long f = last_le(fn_start, nfns, c->addr);
-	uint64_t ip, lea_t[16] = { 0 }, table = 0, entries = 0;
+	uint64_t ip;
 	int n = 0;
 
 	if (!m || f < 0 || c->addr >= fn_end[f] || c->is_mem || c->base >= 16)
 		return 0;
-	/* decode the function up to the jump, keeping the last JT_WINDOW instructions */
 	for (ip = fn_start[f]; ip < c->addr;) {
 		struct jt_insn *x = &hist[n % JT_WINDOW];
 		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), c->addr - ip, &x->in, x->ops)))
@@ -584,11 +596,25 @@ static int jump_table(const struct cti *c, struct vec *targets)
 	}
 	if (ip != c->addr)
 		return 0;
-	/* in order, oldest first */
-	static struct jt_insn win[JT_WINDOW];
-	int k = n < JT_WINDOW ? n : JT_WINDOW;
-	for (int i = 0; i < k; i++)
-		win[i] = hist[(n - k + i) % JT_WINDOW];
+	*k = n < JT_WINDOW ? n : JT_WINDOW;
+	for (int i = 0; i < *k; i++)
+		win[i] = hist[(n - *k + i) % JT_WINDOW];
+	return 1;
+}
+
+/* A compiler's jump table behind the indirect jump C (see jtab.h): pushes its N targets
+ * T + T[i] to TARGETS and returns 1 if every one is inside the jump's function; 0
+ * otherwise. */
+static int jump_table(const struct cti *c, struct vec *targets)
+{
+	static struct jt_insn win[JT_WINDOW];   /* start-up only: one thread */
+	const struct module *m = module_of(c->addr);
+	long f = last_le(fn_start, nfns, c->addr);
+	uint64_t lea_t[16] = { 0 }, table = 0, entries = 0;
+	int k;
+
+	if (!insns_before(c, win, &k, lea_t))
+		return 0;
 	if (!jt_shape(win, k, c->base, lea_t, &table, &entries))
 		return 0;
 	if (table < m->map_lo || table + 4 * entries > m->map_hi)
@@ -606,6 +632,57 @@ static int jump_table(const struct cti *c, struct vec *targets)
 		*slot = t;
 	}
 	return 1;
+}
+
+/* Is the jump through a register C's target a word loaded from memory (leave.h)? */
+static int jump_leaves(const struct cti *c, const struct reloc_entries *ent)
+{
+	static struct jt_insn win[JT_WINDOW];   /* start-up only: one thread */
+	uint64_t lea_t[16] = { 0 };
+	int k;
+	return insns_before(c, win, &k, lea_t) && jl_loaded(win, k, c->addr, c->base, ent);
+}
+
+/* Every word of the traced modules' loaded file contents (code sections aside: sweep reads
+ * their operands) that is an address in their code, pushed to TARGETS: aligned 8-byte
+ * words, and aligned 4-byte words where code lies below 4 GiB (absolute 32-bit addresses
+ * of executables that are not position-independent). Stored addresses are aligned (the
+ * ABI aligns pointers); reading every byte offset found false ones in python3.11's
+ * .rodata, one of them on its bytecode dispatch. Returns -1 if memory runs out. */
+static int data_labels(struct vec *targets)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < nmodules; i++) {
+		lo = modules[i].start < lo ? modules[i].start : lo;
+		hi = modules[i].end > hi ? modules[i].end : hi;
+	}
+	for (int i = 0; i < nmodules; i++) {
+		const struct module *m = &modules[i];
+		const struct fnrange *sec = reloc_secs[i].p;
+		for (int k = 0; k < m->nseg; k++) {
+			for (uint64_t a = (m->seg_lo[k] + 3) & ~3ull; a + 4 <= m->seg_hi[k]; a += 4) {
+				for (size_t j = 0; j < reloc_secs[i].n; j++)   /* skip a code section */
+					if (a >= sec[j].start && a < sec[j].end)
+						a = (sec[j].end + 3) & ~3ull;
+				if (a + 4 > m->seg_hi[k])
+					break;
+				uint64_t v = 0;
+				uint32_t w;
+				if (a % 8 == 0 && a + 8 <= m->seg_hi[k])
+					memcpy(&v, (const void *)(uintptr_t)a, 8);
+				memcpy(&w, (const void *)(uintptr_t)a, 4);
+				for (int pass = 0; pass < 2; pass++, v = hi <= 0xffffffffull ? w : 0) {
+					uint64_t *t;
+					if (v < lo || v >= hi || !module_of(v))
+						continue;
+					if (!(t = vec_push(targets)))
+						return -1;
+					*t = v;
+				}
+			}
+		}
+	}
+	return 0;
 }
 
 /* The end of the NOP padding from A on (up to LIM). */
@@ -695,15 +772,18 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		const struct cti *tc;
 		int jcc8 = kind == CTI_JCC && in.length == 2;
 		struct reloc_window w;
-		if ((jcc8 || kind == CTI_RET ||
-		     ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && !c.is_mem && c.base != REG_RSP)) && f >= 0 &&
-		    ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) &&
-		    !reloc_any_between(jind, njind, fn_start[f] - 1, fn_end[f])) {
+		/* a function with an indirect jump that may land anywhere in it keeps its traps,
+		 * but for CTIs with room for the jump themselves (call *0x140(%rax)) */
+		int alone = f >= 0 && ip < fn_end[f] && reloc_any_between(jind, njind, fn_start[f] - 1, fn_end[f]);
+		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(&c))) &&
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) && (!alone || in.length >= 5)) {
 			uint64_t room = ip + in.length;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
 				room = padding_end(m, room, lim);
-			int nsuf = jcc8 ? reloc_suffix(m, room, lim, end, suf) : 0;
+			int nsuf = jcc8 && !alone ? reloc_suffix(m, room, lim, end, suf) : 0;
+			if (alone)
+				nring = 0;
 			if (reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w) &&
 			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0) {
 				done++;
@@ -920,27 +1000,49 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		return;
 	}
 
+	/* Functions whose every jump through a register is a recognised table or loads a stored
+	 * address (leave.h), and jumps through memory, may be relocated; the other jumps are
+	 * kept in reloc_jind. Where code may be entered: direct targets, the addresses code
+	 * forms (sweep), those in the traced modules' data, the tables' targets. */
 	reloc_jind = rec_alloc((nctis + 1) * sizeof *reloc_jind);
-	size_t njreg = 0, ntables = 0;   /* jumps through a register; tables recognised */
-	for (size_t i = 0; reloc_jind && i < nctis; i++) {
-		if (ctis[i].kind != CTI_JMP_IND)
+	uint8_t *is_table = rec_alloc(nctis + 1);
+	size_t njreg = 0, ntables = 0, nleave = 0;   /* jumps through a register; tables; loaded */
+	for (size_t i = 0; reloc_jind && is_table && i < nctis; i++) {
+		if (ctis[i].kind != CTI_JMP_IND || ctis[i].is_mem)
 			continue;
-		njreg += !ctis[i].is_mem;
-		if (jump_table(&ctis[i], &sc.targets))
-			ntables++;
-		else
-			reloc_jind[nreloc_jind++] = ctis[i].addr;
+		njreg++;
+		is_table[i] = (uint8_t)jump_table(&ctis[i], &sc.targets);
+		ntables += is_table[i];
 	}
-	if (debug && reloc_jind) {
-		char msg[96];
-		snprintf(msg, sizeof msg, "jump tables: %zu of %zu jumps through a register recognised",
-			 ntables, njreg);
-		say(msg);
-	}
+	if (data_labels(&sc.targets) < 0 || !is_table)
+		reloc_jind = NULL;
 	reloc_targets = sc.targets.p;
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)
 		sort_u64(reloc_targets, nreloc_targets, sizeof *reloc_targets);
+	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start }, { nreloc_targets, nret_sites, nfns } };
+	for (size_t i = 0; reloc_jind && i < nctis; i++) {
+		if (ctis[i].kind != CTI_JMP_IND || ctis[i].is_mem || is_table[i])
+			continue;
+		if (jump_leaves(&ctis[i], &ent)) {
+			nleave++;
+			continue;
+		}
+		reloc_jind[nreloc_jind++] = ctis[i].addr;
+		if (debug > 2) {
+			const struct module *m = module_of(ctis[i].addr);
+			char msg[128];
+			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its function trapping (neither a table "
+				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
+			say(msg);
+		}
+	}
+	if (debug && reloc_jind) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "jumps through a register: %zu, of which %zu jump tables "
+			 "recognised and %zu to a loaded address", njreg, ntables, nleave);
+		say(msg);
+	}
 	if (reloc_jind)
 		sort_u64(reloc_jind, nreloc_jind, sizeof *reloc_jind);
 	else
@@ -1002,7 +1104,6 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
-	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start }, { nreloc_targets, nret_sites, nfns } };
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {

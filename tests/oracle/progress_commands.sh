@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Progress of the commands that read their input themselves, not through the chunk
 # runner: `stats` of an Intel PT stream (the flow decoder's chunks as
-# they merge), `dump` of a Kanata log (the input read in sequence), of an xtrace
-# instruction file (its tokens as they are walked) and of an XRay log. Under a
+# they merge), `dump` of a Kanata log (the input read in sequence) and its `stats -j 2`
+# (the mapped chunks as they merge), `dump` and one-chunk `decode` of an xtrace
+# instruction file (its tokens as they are walked), `dump` of an XRay log and of a branch
+# trace of 8 threads (one progress over their streams, the whole trace's bytes). Under a
 # pseudo-terminal (script -qc, util-linux) each shows at least two progress lines (bytes,
 # percent, rate, time left) on stderr; with stderr not a terminal none, unless --progress.
 # Each input is doubled until --progress prints 5 lines (nothing in the first second, then
@@ -49,6 +51,10 @@ grow_kanata() {
 }
 grow_kanata
 check big.kanata grow_kanata dump
+# -j 2 parses chunks of 1 MiB in parallel (the input mapped, not read in sequence)
+export TK_KANATA_CHUNK=$((1 << 20))
+check big.kanata grow_kanata stats -j 2
+unset TK_KANATA_CHUNK
 # an xtrace instruction file (tokens only: copies of it follow each other), its snapshots
 xt=xtrace.4.1.hint9
 cp "$SRC/tests/data/xtrace/$xt.xsnapshot.bin" "$SRC/tests/data/xtrace/$xt.xinsndata.bin" .
@@ -56,6 +62,9 @@ for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
 	cat $xt.xinsndata.bin $xt.xinsndata.bin >x2 && mv x2 $xt.xinsndata.bin
 done
 double_xt() { cat $xt.xinsndata.bin $xt.xinsndata.bin >x2 && mv x2 $xt.xinsndata.bin; }
+# the snapshots are all at its start: after them, one chunk (--no-disasm: the slowest
+# decode that prints is the shortest input)
+check $xt.xinsndata.bin double_xt decode --no-disasm
 check $xt.xinsndata.bin double_xt dump
 rm -f $xt.*
 # a basic-mode XRay log: its header, then its records again and again (2^18 times to start)
@@ -66,5 +75,39 @@ for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18; do cat body body >b2 && m
 cat body >>big.xray
 double_xray() { tail -c +33 big.xray >b2 && cat b2 >>big.xray && rm b2; }
 check big.xray double_xray dump
+# a branch trace of 8 threads, each with a stream of its own
+cat >thr.c <<'EOF'
+#include <pthread.h>
+#include <stdlib.h>
+static long n;
+__attribute__((noinline)) int f(int x) { return x % 3 ? x * 2 : x + 1; }
+static void *run(void *arg)
+{
+	volatile int s = 0;
+	for (long i = 0; i < n; i++)
+		s += f((int)i);
+	return arg;
+}
+int main(int argc, char **argv)
+{
+	pthread_t t[8];
+	n = atol(argv[1]);
+	for (int i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, run, NULL);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+EOF
+cc -O1 -pthread -o thr thr.c
+tn=250000
+grow_thr() { tn=$((tn * 2)) && "$TK" record --btrace -q -o thr.tkbt -- ./thr $tn; }
+grow_thr
+check thr.tkbt grow_thr dump
+# the progress is of all the streams (per stream it would be an eighth)
+streams=$("$TK" info thr.tkbt | awk '$1 == "thread" && $4 == "bytes" && $6 == "PT" { s += $3 }
+	END { printf "%.0f", s / 1e6 }')
+grep -q "of $streams MB" forced.err ||
+	{ echo "dump thr.tkbt: no progress of the $streams MB of the 8 streams:"; tr '\r' '\n' <forced.err | head -3; fail=1; }
 [ $fail = 0 ] && echo "progress of the commands: ok"
 exit $fail

@@ -322,6 +322,28 @@ static void test_calls_relocated(void **state)
 	assert_true(traps > 12000);
 }
 
+/* Functions with indirect tail calls and calls through memory (`jmp *(%rax,%rdx,8)`,
+ * `call *0x8(%rdi)`), a tail call through a loaded pointer and computed gotos are
+ * relocated (recorder/btrace/leave.h): their CTIs are recorded by trampolines, the counts
+ * stay exact, with the same counts trap-only. */
+static void test_indirect_relocated(void **state)
+{
+	static const char *const fns[] = { "main", "pick", "sum_calls", "last", "run", "inc", "dbl", "neg", "sq", NULL };
+	uint64_t traps, hits;
+	(void)state;
+	compile("indirect", "indirect.c", "");
+	check("indirect", "3000", fns);
+	trap_counts("indirect", &traps, &hits);
+	fprintf(stderr, "indirect: %llu traps, %llu trampoline hits\n", (unsigned long long)traps,
+		(unsigned long long)hits);
+	assert_true(hits > 60000);
+	assert_true(traps * 1000 < hits);
+	setenv("TK_BTRACE_TRAMPOLINES", "0", 1);
+	compile("indirect_t", "indirect.c", "");
+	check("indirect_t", "3000", fns);
+	unsetenv("TK_BTRACE_TRAMPOLINES");
+}
+
 /* --module: a shared library the executable links, traced alone (the executable is not);
  * a requested module that is only dlopen'ed later is named as not traced. */
 static void test_shared_module(void **state)
@@ -613,6 +635,7 @@ int main(void)
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_branches_traps_only),
 		cmocka_unit_test(test_calls_relocated),
+		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),
 		cmocka_unit_test(test_longjmp_and_signals),
 		cmocka_unit_test(test_threads),

@@ -415,6 +415,7 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	int show_off = !o->no_offset;
 	struct tk_progress *prog = o->sz >= offsetof(struct tk_ipt_dump_opts, progress) +
 		sizeof o->progress ? o->progress : NULL;
+	uint64_t base = prog ? prog->done : 0;
 	struct tk_writer *wr = NULL;
 	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;
 	r = walk_start(&w);
@@ -423,7 +424,7 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 			tk_writer_submit(wr, out);
 		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
 		if (prog && n > 0)
-			tk_progress_set(prog, pk[n - 1].offset);
+			tk_progress_set(prog, base + pk[n - 1].offset);
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
 				if (tk_buf_reserve(out, 192) < 0)
@@ -465,6 +466,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	}
 	free(pk);
 	tk_ipt_pkt_decoder_free(w.dec);
+	if (prog)
+		prog->done = base + len;  /* where the next stream's bytes count from */
 	if (r >= 0 && out->err)
 		r = out->err;
 	return r < 0 ? r : 0;

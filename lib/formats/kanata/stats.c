@@ -815,6 +815,9 @@ static int merge_job(void *ctx, size_t k)
 	struct chunk *c = &P->ch[i];
 	int rc = P->save ? chunk_save(P, c, i) : merge_one(P, c, i);
 
+	if (P->o->progress)
+		tk_progress_set(P->o->progress, c->start + c->len);
+
 	if (P->save) {
 		ctx_free(c->s);
 		free(c->diags);

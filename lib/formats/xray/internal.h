@@ -20,6 +20,9 @@ static inline int xr_is_meta(uint8_t b, int be) { return be ? b >> 7 : b & 1; }
 static inline unsigned xr_meta_kind(uint8_t b, int be) { return be ? b & 0x7fu : b >> 1; }
 
 int xr_buffer_start_at(const uint8_t *p, size_t n, size_t o, const struct tk_xray_header *h);
+/* The same test on the bytes Q at an offset with LEFT bytes of file from there (Q holds
+ * at least min(LEFT, 17) of them). */
+int xr_buffer_start_bytes(const uint8_t *q, size_t left, const struct tk_xray_header *h);
 size_t xr_find_buffer(const uint8_t *p, size_t n, size_t from, const struct tk_xray_header *h);
 
 /* How a v2+ buffer's end was found from its BufferExtents record. */

@@ -47,20 +47,25 @@ int tk_xray_cursor_init(struct tk_xray_cursor *c, const uint8_t *p, size_t n)
  * and that is followed by NewBuffer; for v1 a NewBuffer followed by a WalltimeMarker. */
 int xr_buffer_start_at(const uint8_t *p, size_t n, size_t o, const struct tk_xray_header *h)
 {
+	return o + 16 <= n && xr_buffer_start_bytes(p + o, n - o, h);
+}
+
+int xr_buffer_start_bytes(const uint8_t *q, size_t left, const struct tk_xray_header *h)
+{
 	int be = h->big_endian;
-	if (o + 16 > n)
+	if (left < 16)
 		return 0;
 	if (h->version >= 2) {
-		if (p[o] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be))
+		if (q[0] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be))
 			return 0;
-		uint64_t size = xr_rd64(p + o + 1, be);
-		if (size > n - o - 16)
+		uint64_t size = xr_rd64(q + 1, be);
+		if (size > left - 16)
 			return 0;
-		return size == 0 || p[o + 16] == xr_meta_byte(TK_XRAY_NEW_BUFFER, be);
+		return size == 0 || q[16] == xr_meta_byte(TK_XRAY_NEW_BUFFER, be);
 	}
-	if (p[o] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
+	if (q[0] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
 		return 0;
-	return o + 17 <= n && p[o + 16] == xr_meta_byte(TK_XRAY_WALLTIME, be);
+	return left >= 17 && q[16] == xr_meta_byte(TK_XRAY_WALLTIME, be);
 }
 
 size_t xr_find_buffer(const uint8_t *p, size_t n, size_t from, const struct tk_xray_header *h)

@@ -34,6 +34,7 @@ static int xray_open(struct tk_source *s)
 		.plan_workers = s->o.plan_workers,
 		.release_input = strcmp(s->path, "-") != 0 && stat(s->path, &st) == 0 &&
 				 S_ISREG(st.st_mode) && tk_input_compression(s->in) == TK_COMP_NONE,
+		.in = s->in,
 	};
 	if (!(p->x = tk_xray_open(s->data, s->len, &xo, &err))) {
 		TK_SRC_ERROR(s, s->path, err == -TK_E_TRUNCATED || err == -TK_E_BAD_FORMAT ? 0 : UINT64_MAX,
@@ -112,8 +113,8 @@ static int xray_report(struct tk_source *s)
 	xray_losses(s, &l);
 	tk_losses_add(&l, &s->added);
 	if (l.unmatched)
-		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log starts mid-call: "
-			    "older records were wrapped away)", (unsigned long long)l.unmatched);
+		TK_SRC_WARN(s, s->path, "%llu exits without their enters (the log does not hold "
+			    "their calls' starts: wrapped away, or lost by the runtime)", (unsigned long long)l.unmatched);
 	return tk_gap_report(&l.gaps, "damaged or lost region", s->path, s->o.msg, s->o.ctx);
 }
 

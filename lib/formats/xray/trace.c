@@ -496,10 +496,25 @@ static int deliver_begin(struct deliver *d, const struct xr_buf *b, struct dctx 
 			memset(k->ts, 0, sizeof *k->ts);
 			k->ts->thread = b->thread;
 			k->ts->first = UINT64_MAX;
+			k->ts->clamp_first = cst->nclamps;
 		} else {
 			k->ts = &cst->ts[cst->nts - 1];
 		}
 	}
+	return 0;
+}
+
+static int clamp_add(struct xr_chunk_stats *cst, uint64_t offset)
+{
+	if (cst->nclamps == cst->capclamps) {
+		size_t cap = cst->capclamps ? 2 * cst->capclamps : 16;
+		uint64_t *c = realloc(cst->clamps, cap * sizeof *c);
+		if (!c)
+			return -TK_E_NOMEM;
+		cst->clamps = c;
+		cst->capclamps = cap;
+	}
+	cst->clamps[cst->nclamps++] = offset;
 	return 0;
 }
 
@@ -525,8 +540,8 @@ static inline int deliver_one(struct deliver *d, const struct dctx *k, struct tk
 			cs->depth--;
 		} else if (ts) {
 			/* whether it is an orphan depends on earlier chunks: the merge says */
-			if (ts->clamped < 4)
-				ts->clamp_off[ts->clamped] = r->offset;
+			if ((rc = clamp_add(d->cst, r->offset)) < 0)
+				return rc;
 			ts->clamped++;
 		} else {
 			r->orphan = 1;
@@ -664,14 +679,14 @@ static __attribute__((noinline)) int deliver_held_slow(struct deliver *d, const 
 }
 
 static inline __attribute__((always_inline)) int
-expand_deliver_fdr_endian(struct deliver *d, const struct xr_buf *b, struct xr_out *o, const int be)
+expand_deliver_fdr_endian(struct deliver *d, const struct xr_buf *b, struct xr_out *o,
+			  const uint8_t *p, const int be)
 {
 	static const uint16_t kinds[] = {
 		[TK_XRAY_R_ENTER] = TK_EV_FUNC_ENTER, [TK_XRAY_R_EXIT] = TK_EV_FUNC_EXIT,
 		[TK_XRAY_R_TAIL_EXIT] = TK_EV_FUNC_TAIL_EXIT,
 	};
 	const struct tk_xray *x = d->x;
-	const uint8_t *p = x->p;
 	const size_t end = b->end;
 	const unsigned version = x->h.version;
 	const int32_t max_id = x->opts.max_func_id;
@@ -900,11 +915,32 @@ out:
 
 /* One copy per byte order: the record reads fold to plain loads. Chunk mode only (a
  * batch, no callback). */
-int xr_expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o)
+int xr_expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o,
+			  const uint8_t *p)
 {
 	if (d->x->h.big_endian)
-		return expand_deliver_fdr_endian(d, b, o, 1);
-	return expand_deliver_fdr_endian(d, b, o, 0);
+		return expand_deliver_fdr_endian(d, b, o, p, 1);
+	return expand_deliver_fdr_endian(d, b, o, p, 0);
+}
+
+const uint8_t *xr_buf_read(const struct tk_xray *x, const struct xr_buf *b, uint8_t **copy,
+			   size_t *cap)
+{
+	size_t len = b->end - b->start;
+
+	if (!x->opts.in || len > XR_READ_MAX)
+		return NULL;
+	if (len > *cap) {
+		uint8_t *t = realloc(*copy, len);
+		if (!t)
+			return NULL;
+		*copy = t;
+		*cap = len;
+	}
+	if (tk_input_pread(x->opts.in, *copy, len, b->start) != (long)len)
+		return NULL;
+	/* offsets stay the file's: the base lies B->start bytes before the copy */
+	return (const uint8_t *)((uintptr_t)*copy - b->start);
 }
 
 /* Basic mode resumes after a bad record inside a run: split the run there. */

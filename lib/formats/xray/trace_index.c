@@ -74,51 +74,112 @@ static void index_damage(struct tk_xray *x, uint64_t off, uint64_t skipped, cons
 	tk_gap_stats_add(&x->index_gaps, off, skipped);
 }
 
-/* Read the metadata at the start of an FDR buffer: thread, process, wall clock, first TSC;
- * -1 if it does not start with a NewBuffer record. */
-static int fdr_buffer_read(const struct tk_xray *x, struct xr_buf *b, uint32_t *pid_out,
-			   uint32_t *tid_out)
+/* Read the metadata at the start of an FDR buffer from Q, its first LEN bytes: thread,
+ * process, wall clock, first TSC. -1 if it does not start with a NewBuffer record, 1 if the
+ * LEN bytes ended the metadata records, 0 if a record did. */
+static int head_parse(const uint8_t *q, size_t len, int be, struct xr_buf *b, uint32_t *pid_out,
+		      uint32_t *tid_out)
 {
-	const uint8_t *p = x->p;
-	int be = x->h.big_endian;
-	uint64_t o = b->start;
+	size_t o = 0;
 	int32_t tid;
 	uint32_t pid = 0;
+	int rc = 1;
 
-	if (b->end - o < 16 || p[o] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
+	if (len < 16 || q[0] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be))
 		return -1;
-	tid = (int32_t)xr_rd32(p + o + 1, be);
-	for (o += 16; o + 16 <= b->end && xr_is_meta(p[o], be); o += 16) {
-		unsigned k = xr_meta_kind(p[o], be);
+	tid = (int32_t)xr_rd32(q + 1, be);
+	for (o = 16; o + 16 <= len; o += 16) {
+		unsigned k = xr_meta_kind(q[o], be);
+		rc = 0;
+		if (!xr_is_meta(q[o], be))
+			break;
 		if (k == TK_XRAY_WALLTIME) {
-			b->sec = xr_rd64(p + o + 1, be);
-			b->nanos = xr_rd32(p + o + 9, be);
+			b->sec = xr_rd64(q + o + 1, be);
+			b->nanos = xr_rd32(q + o + 9, be);
 		} else if (k == TK_XRAY_PID) {
-			pid = xr_rd32(p + o + 1, be);
+			pid = xr_rd32(q + o + 1, be);
 		} else if (k == TK_XRAY_NEW_CPU) {
-			b->first_tsc = xr_rd64(p + o + 3, be);
+			b->first_tsc = xr_rd64(q + o + 3, be);
 			b->self_contained = 1;
 			break;
 		} else if (k == TK_XRAY_TSC_WRAP) {
-			b->first_tsc = xr_rd64(p + o + 1, be);
+			b->first_tsc = xr_rd64(q + o + 1, be);
 			b->self_contained = 1;
 			break;
 		} else {
 			break;
 		}
+		rc = 1;
 	}
 	*pid_out = pid;
 	*tid_out = (uint32_t)tid;
-	return 0;
+	return rc;
 }
 
-static int fdr_buffer_head(struct tk_xray *x, struct xr_buf *b)
+static int fdr_buffer_read(const struct tk_xray *x, struct xr_buf *b, uint32_t *pid_out,
+			   uint32_t *tid_out)
 {
-	uint32_t pid, tid;
+	return head_parse(x->p + b->start, b->end - b->start, x->h.big_endian, b, pid_out,
+			  tid_out) < 0 ? -1 : 0;
+}
 
-	if (fdr_buffer_read(x, b, &pid, &tid) < 0)
-		return -1;
-	return thread_index(x, pid, tid, &b->thread);
+/* ---- buffer heads read with pread ----------------------------------------------------
+ * Walking the chain of buffers needs a few bytes at each buffer's start: its BufferExtents
+ * record, the metadata after NewBuffer, and the next buffer's first bytes. Reading them
+ * through the mapping faults in a page per buffer, and its fault-around neighbours, which
+ * the decoding workers fault in again once the index has given them back; pread copies
+ * the bytes alone (docs/PERFORMANCE.md, "Parallel scaling on other shapes"). */
+#define HEAD_BYTES 256
+struct head {
+	uint64_t off;              /* UINT64_MAX: none */
+	size_t len;
+	uint8_t b[HEAD_BYTES];
+};
+
+/* The bytes at OFF, min(HEAD_BYTES, bytes left) of them, kept in H; NULL when they cannot
+ * be read from the file (the mapped walk decides). */
+static const uint8_t *head_at(const struct tk_xray *x, struct head *h, uint64_t off)
+{
+	size_t want = x->n - off < HEAD_BYTES ? x->n - off : HEAD_BYTES;
+
+	if (h->off == off)
+		return h->b;
+	h->off = UINT64_MAX;
+	if (!x->opts.in || tk_input_pread(x->opts.in, h->b, want, off) != (long)want)
+		return NULL;
+	h->off = off;
+	h->len = want;
+	return h->b;
+}
+
+/* The buffer whose BufferExtents record is at OFF, from heads read with pread, when it is
+ * regular: its extent lies in the file and ends at the file's end or a plausible buffer
+ * start, and its metadata records fit in the head. Then 1, with B, *PID and *TID as the
+ * mapped walk sets them (B empty for an empty buffer); 0 when the mapped walk decides.
+ * H[C] may hold OFF's head already; H[C ^ 1] gets the next buffer's, and C moves to it. */
+static int chain_step(const struct tk_xray *x, struct head *h, int *c, uint64_t off,
+		      struct xr_buf *b, uint32_t *pid, uint32_t *tid)
+{
+	size_t n = x->n;
+	int be = x->h.big_endian;
+	const uint8_t *q, *r;
+
+	if (x->h.version < 2 || n - off < 16 || !(q = head_at(x, &h[*c], off)))
+		return 0;
+	uint64_t size = xr_rd64(q + 1, be), end = off + 16 + size;
+	if (q[0] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be) || size > n - off - 16)
+		return 0;
+	if (end < n && (!(r = head_at(x, &h[*c ^ 1], end)) || !xr_buffer_start_bytes(r, n - end, &x->h)))
+		return 0;
+	memset(b, 0, sizeof *b);
+	b->start = off + 16;
+	b->end = end;
+	size_t have = h[*c].len - 16 < size ? h[*c].len - 16 : size;
+	int rc = size ? head_parse(q + 16, have, be, b, pid, tid) : 0;
+	if (rc < 0 || (rc == 1 && have < size))
+		return 0;
+	*c ^= 1;
+	return 1;
 }
 
 /* ---- the FDR index on several threads ----------------------------------------------------
@@ -171,27 +232,31 @@ static int slice_walk(void *ctx, size_t k)
 	struct slice *s = &P->s[k];
 	const uint8_t *p = x->p;
 	size_t n = x->n, off = s->from, released = off;
-	int rc;
+	struct head h[2] = { { .off = UINT64_MAX }, { .off = UINT64_MAX } };
+	int rc, c = 0;
 
 	while (off < s->stop) {
 		struct xr_extent ex;
 		struct xr_buf b;
 		uint32_t pid, tid;
+		int head = chain_step(x, h, &c, off, &b, &pid, &tid);
 		if (off - released >= (8u << 20)) {
 			xr_release(x, released, off);
 			released = off;
 		}
-		if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, x->h.big_endian))
-			break;
-		memset(&b, 0, sizeof b);
-		b.start = off + 16;
-		b.end = xr_buffer_end(p, n, off, &x->h, &ex);
-		if (ex.typed_short || xr_extent_msg(&ex))
-			break;
+		if (!head) {
+			if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, x->h.big_endian))
+				break;
+			memset(&b, 0, sizeof b);
+			b.start = off + 16;
+			b.end = xr_buffer_end(p, n, off, &x->h, &ex);
+			if (ex.typed_short || xr_extent_msg(&ex))
+				break;
+		}
 		off = b.end;
 		if (b.end == b.start)
 			continue;
-		if (fdr_buffer_read(x, &b, &pid, &tid) < 0) {
+		if (!head && fdr_buffer_read(x, &b, &pid, &tid) < 0) {
 			off = b.start;  /* not where the chain should go on */
 			break;
 		}
@@ -251,19 +316,25 @@ static int index_fdr(struct tk_xray *x)
 	size_t n = x->n, off = 32;
 	int be = x->h.big_endian, rc;
 	uint64_t short_bufs = 0, short_first = 0;
+	struct head h[2] = { { .off = UINT64_MAX }, { .off = UINT64_MAX } };
+	int c = 0;
 
 	if ((rc = index_fdr_parallel(x)) != 0)
 		return rc < 0 ? rc : 0;
 	size_t released = 0;
 	while (off < n) {
 		struct xr_buf b;
+		uint32_t pid, tid;
+		int head = chain_step(x, h, &c, off, &b, &pid, &tid);
 		if (off - released >= (8u << 20)) {
 			/* reading a buffer's head maps its neighbours too (fault-around) */
 			xr_release(x, released, off);
 			released = off;
 		}
-		memset(&b, 0, sizeof b);
-		if (x->h.version >= 2) {
+		if (head) {
+			/* b is set */
+		} else if (x->h.version >= 2) {
+			memset(&b, 0, sizeof b);
 			if (n - off < 16 || p[off] != xr_meta_byte(TK_XRAY_BUFFER_EXTENTS, be)) {
 				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
 				index_damage(x, off, to - off,
@@ -282,6 +353,7 @@ static int index_fdr(struct tk_xray *x)
 			} else if (msg)
 				index_damage(x, off, ex.missing, msg);
 		} else {
+			memset(&b, 0, sizeof b);
 			if (p[off] != xr_meta_byte(TK_XRAY_NEW_BUFFER, be)) {
 				size_t to = xr_find_buffer(p, n, off + 1, &x->h);
 				index_damage(x, off, to - off, "expected a NewBuffer record");
@@ -301,14 +373,12 @@ static int index_fdr(struct tk_xray *x)
 		off = b.end;
 		if (b.end == b.start)
 			continue;
-		if ((rc = fdr_buffer_head(x, &b)) < 0) {
-			if (rc == -TK_E_NOMEM)
-				return rc;
+		if (!head && fdr_buffer_read(x, &b, &pid, &tid) < 0) {
 			index_damage(x, b.start, b.end - b.start,
 				     "buffer does not start with a NewBuffer record");
 			continue;
 		}
-		if ((rc = add_buf(x, &b)) < 0)
+		if ((rc = thread_index(x, pid, tid, &b.thread)) < 0 || (rc = add_buf(x, &b)) < 0)
 			return rc;
 		x->threads[b.thread].buffers++;
 	}
@@ -470,6 +540,10 @@ struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xr
 		memcpy(&x->opts, opts, opts->sz < sizeof x->opts ? opts->sz : sizeof x->opts);
 	if ((rc = tk_xray_read_header(data, len, &x->h)) < 0)
 		goto fail;
+	uint8_t hdr[32];
+	if (x->opts.in && (tk_input_pread(x->opts.in, hdr, sizeof hdr, 0) != (long)sizeof hdr ||
+			   memcmp(hdr, data, sizeof hdr) != 0))
+		x->opts.in = NULL;   /* not a plain file, or not the one DATA maps */
 	if (x->h.type == TK_XRAY_FDR && (x->h.version < 1 || x->h.version > 5)) {
 		rc = -TK_E_UNSUPPORTED;
 		goto fail;

@@ -81,7 +81,7 @@ struct xr_tstat {
 	uint64_t records, first, last;
 	uint64_t clamped;          /* exits seen at (chunk-relative) depth 0 */
 	uint64_t end_depth;
-	uint64_t clamp_off[4];
+	size_t clamp_first;        /* its clamped exits' offsets: the chunk's clamps[] from here */
 };
 struct xr_err {
 	uint64_t off, skip;
@@ -94,6 +94,9 @@ struct xr_chunk_stats {
 	size_t nts, capts;
 	struct xr_err *errs;
 	size_t nerrs, caperrs;
+	uint64_t *clamps;          /* offsets of the exits clamped, in order (the merge reports
+				      the first orphan's: any one, however deep the carried depth) */
+	size_t nclamps, capclamps;
 	int nomem;
 };
 
@@ -117,7 +120,16 @@ void xr_log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *msg)
 void xr_expand(const struct tk_xray *x, const struct xr_buf *b, struct xr_out *o);
 void xr_out_free(struct xr_out *o);
 int xr_deliver_buf(struct deliver *d, const struct xr_buf *b, struct xr_out *o);
-int xr_expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o);
+/* P + offset addresses the bytes at a file offset of B (x->p, or xr_buf_read's base). */
+int xr_expand_deliver_fdr(struct deliver *d, const struct xr_buf *b, struct xr_out *o,
+			  const uint8_t *p);
+/* B's bytes read with pread into *COPY (grown to *CAP as needed), when the index was given
+ * the input: the base to give xr_expand_deliver_fdr, or NULL (read the mapping). A worker
+ * thus reads its thread's buffers without faulting in the mapping, whose fault-around
+ * windows straddle other threads' buffers and came back after each release. */
+#define XR_READ_MAX ((size_t)16 << 20)
+const uint8_t *xr_buf_read(const struct tk_xray *x, const struct xr_buf *b, uint8_t **copy,
+			   size_t *cap);
 void xr_basic_resume(const struct xr_out *o, struct xr_buf *b);
 
 #endif

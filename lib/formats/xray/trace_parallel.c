@@ -77,6 +77,8 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 struct cjob {
 	size_t first, end;         /* buffers */
 	struct xr_out o;
+	uint8_t *copy;             /* xr_buf_read's */
+	size_t copy_cap;
 	struct deliver d;
 	struct xr_chunk_stats st;
 	struct tk_event_batch batch;
@@ -111,6 +113,7 @@ static int cjob_work(void *ctx, size_t i)
 	j->d.cst = &j->st;
 	free(j->st.ts);
 	free(j->st.errs);
+	free(j->st.clamps);
 	memset(&j->st, 0, sizeof j->st);
 	j->st.s.first_tsc = UINT64_MAX;
 	j->consumer = NULL;
@@ -126,7 +129,17 @@ static int cjob_work(void *ctx, size_t i)
 	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
 		struct xr_buf b = x->bufs[k];
 		if (x->h.type == TK_XRAY_FDR) {
-			rc = xr_expand_deliver_fdr(&j->d, &b, &j->o);
+			const uint8_t *p = xr_buf_read(x, &b, &j->copy, &j->copy_cap);
+			if (p) {
+				uint64_t events = j->st.s.custom_events + j->st.s.typed_events;
+				rc = xr_expand_deliver_fdr(&j->d, &b, &j->o, p);
+				/* the batch's event payloads point into the copy: pass them on
+				 * before the next buffer overwrites it */
+				if (rc >= 0 && j->st.s.custom_events + j->st.s.typed_events != events)
+					rc = tk_event_batch_flush(&j->batch);
+				continue;
+			}
+			rc = xr_expand_deliver_fdr(&j->d, &b, &j->o, x->p);
 			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
 				if (rel_from != UINT64_MAX)
 					xr_release(x, rel_from, rel_to);
@@ -192,7 +205,7 @@ static int cjob_merge(void *ctx, size_t i)
 			x->stats.orphan_exits += orphans;
 			if (!c->wrapped[t->thread]) {
 				c->wrapped[t->thread] = 1;
-				tk_gap_stats_add(&x->stats.gaps, t->clamp_off[d < 4 ? d : 3], 0);
+				tk_gap_stats_add(&x->stats.gaps, cs->clamps[t->clamp_first + d], 0);
 			}
 		}
 		c->depth[t->thread] = t->end_depth + (d > t->clamped ? d - t->clamped : 0);
@@ -268,8 +281,10 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 out:
 	for (size_t i = 0; c.slots && i < c.nslots; i++) {
 		xr_out_free(&c.slots[i].o);
+		free(c.slots[i].copy);
 		free(c.slots[i].st.ts);
 		free(c.slots[i].st.errs);
+		free(c.slots[i].st.clamps);
 	}
 	free(c.slots);
 	free(c.bounds);

@@ -21,12 +21,16 @@ PT=big.pt XRAY=fdr.xray
 D=${BENCH_DIR:-$BUILD/bench-mpi}
 mkdir -p "$D"
 cd "$D"
-if [ ! -s lj.pt ] || [ ! -s "$PT" ]; then
+# (one recording for every scale: the large traces repeat it, with its binary and bias)
+if [ ! -s lj.pt ]; then
 	cc -O1 -o lj "$SRC/tests/data/seams/lj.c"
 	"$TK" record --btrace -o lj.tkbt -- ./lj >/dev/null 2>&1
 	"$TK" convert --to ipt -q -o lj.pt lj.tkbt
 	"$TK" info lj.tkbt | awk -v m="$D/lj" '$1 == "module" && $2 == m {
 		for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }' >bias
+	rm -f big*.pt
+fi
+if [ ! -s "$PT" ]; then
 	n=$(( K * 100 * 1000 * 1000 / $(stat -c %s lj.pt) + 1 ))
 	for _ in $(seq "$n"); do cat lj.pt; done >"$PT"
 fi

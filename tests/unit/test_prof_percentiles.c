@@ -1,9 +1,10 @@
 /* Duration statistics of tk_prof_funcs (selected, not sorted) against a full sort of the
  * same durations, at llvm-xray account's positions (n/2, floor(n*0.9), floor(n*0.99)), for
  * many sizes and shapes: random, runs of equal values, sorted, reversed, organ pipe, mostly
- * zeros, and durations past 32 bits; merged over threads and per thread. The same statistics from
- * several threads (tk_prof_opts.nthreads), from chunk profiles merged by moving their
- * durations (tk_prof_merge_take) and from a profile emptied after that (tk_prof_reset). */
+ * zeros, durations past 32 bits, a narrow range across a 64 Ki boundary; merged over
+ * threads and per thread. The same statistics from several threads (tk_prof_opts.nthreads),
+ * from chunk profiles merged by moving their durations (tk_prof_merge_take) and from a
+ * profile emptied after that (tk_prof_reset). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,7 @@
 #include "tracekit/tracekit.h"
 
 enum shape { RANDOM, FEW_VALUES, SORTED, REVERSED, ORGAN, ALL_EQUAL, MOSTLY_ZERO, SOME_ZERO,
-	     WITH_BIG, NSHAPES };
+	     WITH_BIG, STRADDLE, NSHAPES };
 
 static uint64_t rng = 88172645463325252ULL;
 static uint64_t rnd(void)
@@ -41,6 +42,9 @@ static uint64_t duration(enum shape s, size_t i, size_t n)
 	case MOSTLY_ZERO: return rnd() % 32 ? 0 : rnd() % 1000000;
 	case SOME_ZERO: return rnd() % 5 < 3 ? 0 : rnd() % 100000;
 	case WITH_BIG: return rnd() % 3 ? rnd() % 1000 : (1ULL << 32) + rnd() % 1000;
+	/* a narrow range across a high-half boundary, far from 0: the histograms are
+	   summed and searched only between the smallest and largest duration */
+	case STRADDLE: return (5u << 16) + 65400 + rnd() % 300;
 	default: return 0;
 	}
 }

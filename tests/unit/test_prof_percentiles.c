@@ -318,6 +318,43 @@ static void test_spill_file(void **state)
 	check_parts((enum shape)(NSHAPES - 1), 140003, 90, 1);
 }
 
+/* A log of more than 4 Mi durations with two threads: its chunks are freed on a pool
+ * (the sanitizer tree sees a leak or a double free there). */
+static void test_large_log_freed(void **state)
+{
+	(void)state;
+	struct tk_prof_opts two = { .sz = sizeof two, .nthreads = 2 };
+	struct tk_prof *p = tk_prof_new(&two, NULL);
+	struct tk_event ev[2 * 4096];
+	const size_t n = ((size_t)4 << 20) + 4096;
+	uint64_t t = 1;
+
+	assert_non_null(p);
+	for (size_t done = 0; done < n; done += 4096) {
+		for (size_t i = 0; i < 4096; i++, t += 10) {
+			ev[2 * i] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = 1, .time = t };
+			ev[2 * i + 1] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = 1,
+							   .time = t + 1 + i % 7 };
+		}
+		assert_int_equal(tk_prof_events(p, ev, 2 * 4096), 0);
+	}
+	assert_int_equal(tk_prof_finish(p), 0);
+	struct tk_prof_func *f;
+	size_t nf, seen = 0;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	for (size_t i = 0; i < nf; i++) {
+		if (f[i].kind == TK_PROF_KEY_ID && f[i].key == 1) {
+			assert_int_equal(f[i].ndur, n);
+			assert_int_equal(f[i].dur_min, 1);
+			assert_int_equal(f[i].dur_max, 7);
+			seen++;
+		}
+	}
+	assert_int_equal(seen, 1);
+	free(f);
+	tk_prof_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -326,6 +363,7 @@ int main(void)
 		cmocka_unit_test(test_many_functions),
 		cmocka_unit_test(test_threads_and_takes),
 		cmocka_unit_test(test_spill_file),
+		cmocka_unit_test(test_large_log_freed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,8 @@ extern uint64_t total_traps_of_dead;
 extern char pending[MAX_MODULES][PATH_MAX];
 extern int npending;
 extern size_t nrelocated;
+extern uint32_t *site_traps;
+extern uint32_t *ret_tails;
 extern int out_pid;
 extern int exits_traced;
 extern uint64_t *big_rsp_addr;

@@ -784,8 +784,17 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			int nsuf = jcc8 && !alone ? reloc_suffix(m, room, lim, end, suf) : 0;
 			if (alone)
 				nring = 0;
-			if (reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w) &&
-			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0) {
+			/* a not-taken path that runs into a trapped ret: the suffix up to it moves too
+			 * (the overwritten bytes stay B..B+5), so the path ends in the ret's tail */
+			const struct reloc_insn *ls = nsuf ? &suf[nsuf - 1] : NULL;
+			const struct cti *rc = ls && !ls->transfer ? cti_find(ls->addr + ls->len) : NULL;
+			int chosen = reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w);
+			if (chosen && rc && rc->kind == CTI_RET && nsuf > w.nsuf &&
+			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, nsuf) == 0)
+				w.nsuf = nsuf;
+			else if (chosen)
+				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
+			if (chosen) {
 				done++;
 				covered = w.b + 5;   /* padding after a ret may be another window's start */
 				if (debug > 2) {
@@ -964,6 +973,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	cti_hash_mask = hsize - 1;
 	if (!cti_hash)
 		return;
+	if (debug > 3)
+		site_traps = rec_alloc((nctis + 1) * sizeof *site_traps);
 	for (size_t i = 0; i < nctis; i++) {
 		size_t h = tk_hash64(ctis[i].addr) & cti_hash_mask;
 		while (cti_hash[h])
@@ -1104,6 +1115,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
+	ret_tails = windows ? rec_alloc((nctis + 1) * sizeof *ret_tails) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {

@@ -344,6 +344,27 @@ static void test_indirect_relocated(void **state)
 	unsetenv("TK_BTRACE_TRAMPOLINES");
 }
 
+/* Returns that are branch targets with under 5 bytes to the next entry (no window fits):
+ * the trampolines of the conditional branches that reach them record them (the ret's
+ * tail), so they do not trap; the counts stay exact, and equal trap-only. */
+static void test_rets_untrapped(void **state)
+{
+	static const char *const fns[] = { "main", "hw", "nz", "sp", NULL };
+	uint64_t traps, hits;
+	(void)state;
+	compile("rets", "rets.c", "");
+	check("rets", "20000", fns);
+	trap_counts("rets", &traps, &hits);
+	fprintf(stderr, "rets: %llu traps, %llu trampoline hits\n", (unsigned long long)traps,
+		(unsigned long long)hits);
+	assert_true(hits > 120000);
+	assert_true(traps < 100);
+	setenv("TK_BTRACE_TRAMPOLINES", "0", 1);
+	compile("rets_t", "rets.c", "");
+	check("rets_t", "20000", fns);
+	unsetenv("TK_BTRACE_TRAMPOLINES");
+}
+
 /* --module: a shared library the executable links, traced alone (the executable is not);
  * a requested module that is only dlopen'ed later is named as not traced. */
 static void test_shared_module(void **state)
@@ -634,6 +655,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_branches_traps_only),
+		cmocka_unit_test(test_rets_untrapped),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

@@ -1408,8 +1408,9 @@ out:
  * the last instruction boundary B that leaves 5 bytes up to the CTI's end is copied to a
  * trampoline (RIP-relative displacements adjusted), followed by the recording paths, and a
  * `jmp rel32` to it is written at B. Safe only where nothing can enter (B, B+5): no direct
- * branch target, return site or function start lies there, and the function has no
- * indirect jump (a jump table could target any instruction). Bytes from B+5 on keep the
+ * branch target, return site or function start lies there; an indirect jump whose targets
+ * are not known keeps its trap, and its landings there are sent to the trampoline
+ * (window_entry). Bytes from B+5 on keep the
  * original code, so a branch into them still finds the CTI's int3. */
 
 
@@ -1418,6 +1419,38 @@ out:
  * calls libc's memset, and would trap millions of times with libc traced. */
 struct window *windows;   /* room for one per CTI */
 size_t nwindows;
+
+/* Where a jump to T goes now: a jump that keeps its trap because its target cannot be known
+ * in advance (a `jmp reg` that is neither a recognised table nor a loaded address) may
+ * land in the first 5 bytes of a window of its function, where the jump to the window's
+ * trampoline lies; it goes to the trampoline's copy of the instruction at T instead, which
+ * runs and records as the original would. WINDOWS is sorted by address (start-up). */
+static uint64_t window_entry(uint64_t t)
+{
+	size_t lo = 0, hi = nwindows;   /* the first window at or after T */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (windows[mid].at < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || t - windows[lo - 1].at >= 5)
+		return t;
+	const struct window *w = &windows[lo - 1];
+	uint64_t off = t - w->at;
+	int32_t rel;
+	memcpy(&rel, w->jmp + 1, 4);
+	const uint8_t *tr = (const uint8_t *)(uintptr_t)(w->at + 5 + (uint64_t)(int64_t)rel);
+	const uint8_t *meta = tr + TRAMP_SIZE - TRAMP_META;
+	unsigned n = meta[1], ns = meta[15] & 0x7f;
+	if (off == meta[14])   /* the CTI: its recording path */
+		return (uint64_t)(uintptr_t)(tr + meta[0]);
+	for (unsigned j = 0; j < n + ns; j++)   /* a moved instruction of the prefix or the suffix */
+		if (meta[8 + j] == off)
+			return (uint64_t)(uintptr_t)(tr + meta[2 + j]);
+	return t;   /* inside an instruction: as the program would, it runs what is there */
+}
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
  * the copy cannot reach its operand. */
@@ -1870,6 +1903,6 @@ void on_trap(int sig, siginfo_t *si, void *ucv)
 		if (tramps_on && tramp_eligible(c))
 			tramp_install(c, (size_t)(c - ctis));
 	}
-	g[REG_RIP] = (greg_t)r.next;
+	g[REG_RIP] = (greg_t)(c->kind == CTI_JMP_IND && nwindows ? window_entry(r.next) : r.next);
 }
 

@@ -772,18 +772,16 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		const struct cti *tc;
 		int jcc8 = kind == CTI_JCC && in.length == 2;
 		struct reloc_window w;
-		/* a function with an indirect jump that may land anywhere in it keeps its traps,
-		 * but for CTIs with room for the jump themselves (call *0x140(%rax)) */
-		int alone = f >= 0 && ip < fn_end[f] && reloc_any_between(jind, njind, fn_start[f] - 1, fn_end[f]);
+		/* an indirect jump that may land anywhere in its function keeps its trap: the trap
+		 * handler sends a landing inside a window to its trampoline (window_entry) */
+		int unknown = kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1);
 		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(&c))) &&
-		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) && (!alone || in.length >= 5)) {
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) && !unknown) {
 			uint64_t room = ip + in.length;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
 				room = padding_end(m, room, lim);
-			int nsuf = jcc8 && !alone ? reloc_suffix(m, room, lim, end, suf) : 0;
-			if (alone)
-				nring = 0;
+			int nsuf = jcc8 ? reloc_suffix(m, room, lim, end, suf) : 0;
 			/* a not-taken path that runs into a trapped ret: the suffix up to it moves too
 			 * (the overwritten bytes stay B..B+5), so the path ends in the ret's tail */
 			const struct reloc_insn *ls = nsuf ? &suf[nsuf - 1] : NULL;
@@ -1043,7 +1041,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		if (debug > 2) {
 			const struct module *m = module_of(ctis[i].addr);
 			char msg[128];
-			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its function trapping (neither a table "
+			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its trap (neither a table "
 				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
 			say(msg);
 		}
@@ -1125,6 +1123,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
 		}
 	}
+	if (windows)
+		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */
 	if (trigger_name && !trigger_at)
 		say2("--trigger ", trigger_name, ": no function of that name in the traced modules; "
 		     "recording to the end");

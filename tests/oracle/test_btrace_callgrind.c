@@ -365,6 +365,28 @@ static void test_rets_untrapped(void **state)
 	unsetenv("TK_BTRACE_TRAMPOLINES");
 }
 
+/* A jump whose target is computed (neither a table nor a loaded address) keeps its trap,
+ * but no longer keeps its function trapping: its landing inside a relocated window goes to
+ * the trampoline's copy (window_entry). One trap per call (the jump), the counts exact,
+ * and equal trap-only. */
+static void test_computed_jump(void **state)
+{
+	static const char *const fns[] = { "main", "cg", NULL };
+	uint64_t traps, hits;
+	(void)state;
+	compile("computed", "computed.c", "");
+	check("computed", "20000", fns);
+	trap_counts("computed", &traps, &hits);
+	fprintf(stderr, "computed: %llu traps, %llu trampoline hits\n", (unsigned long long)traps,
+		(unsigned long long)hits);
+	assert_true(hits > 50000);
+	assert_true(traps < 21000);
+	setenv("TK_BTRACE_TRAMPOLINES", "0", 1);
+	compile("computed_t", "computed.c", "");
+	check("computed_t", "20000", fns);
+	unsetenv("TK_BTRACE_TRAMPOLINES");
+}
+
 /* --module: a shared library the executable links, traced alone (the executable is not);
  * a requested module that is only dlopen'ed later is named as not traced. */
 static void test_shared_module(void **state)
@@ -656,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_branches_traps_only),
 		cmocka_unit_test(test_rets_untrapped),
+		cmocka_unit_test(test_computed_jump),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

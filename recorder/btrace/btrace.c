@@ -1425,9 +1425,10 @@ size_t nwindows;
  * land in the first 5 bytes of a window of its function, where the jump to the window's
  * trampoline lies; it goes to the trampoline's copy of the instruction at T instead, which
  * runs and records as the original would. WINDOWS is sorted by address (start-up). */
-static uint64_t window_entry(uint64_t t)
+/* The index of the first window at or after T (binary search). */
+static size_t window_from(uint64_t t)
 {
-	size_t lo = 0, hi = nwindows;   /* the first window at or after T */
+	size_t lo = 0, hi = nwindows;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		if (windows[mid].at < t)
@@ -1435,7 +1436,13 @@ static uint64_t window_entry(uint64_t t)
 		else
 			hi = mid;
 	}
-	if (!lo || t - windows[lo - 1].at >= 5)
+	return lo;
+}
+
+static uint64_t window_entry(uint64_t t)
+{
+	size_t lo = window_from(t);
+	if (!lo || t - windows[lo - 1].at >= windows[lo - 1].len || windows[lo - 1].len != 5 || windows[lo - 1].island)
 		return t;
 	const struct window *w = &windows[lo - 1];
 	uint64_t off = t - w->at;
@@ -1450,6 +1457,49 @@ static uint64_t window_entry(uint64_t t)
 		if (meta[8 + j] == off)
 			return (uint64_t)(uintptr_t)(tr + meta[2 + j]);
 	return t;   /* inside an instruction: as the program would, it runs what is there */
+}
+
+/* The jcc rel8 of CTI index I, which has no room for a window (an entry lies within the
+ * 4 bytes after it), gets a trampoline without prefix; its 2 bytes become `jmp rel8` to
+ * ISLAND, 5 bytes of padding after a jump or return (never executed, no entry), which
+ * become the `jmp rel32` to the trampoline. Start-up only; 0, or -1 to leave the trap. */
+int island_install(size_t i, uint64_t island)
+{
+	const struct cti *c = &ctis[i];
+	int64_t d8 = (int64_t)island - (int64_t)(c->addr + 2);
+	if (d8 != (int8_t)d8 || reloc_install(c, i, NULL, 0, NULL, 0) < 0)
+		return -1;
+	struct window *w = &windows[nwindows - 1];
+	int32_t rel;
+	memcpy(&rel, w->jmp + 1, 4);
+	int64_t d = (int64_t)(c->addr + 5) + rel - (int64_t)(island + 5);
+	if (d != (int32_t)d) {   /* the slot stays, unused */
+		nwindows--;
+		return -1;
+	}
+	rel = (int32_t)d;
+	w->at = island;
+	memcpy(w->jmp + 1, &rel, 4);
+	w->island = 1;
+	w = &windows[nwindows++];
+	w->at = c->addr;
+	w->jmp[0] = 0xeb;
+	w->jmp[1] = (uint8_t)(int8_t)d8;
+	w->len = 2;
+	w->island = 0;
+	return 0;
+}
+
+/* A signal at RIP in traced code: the jump in an island is logically at its CTI. */
+uint64_t island_ip(uint64_t rip)
+{
+	size_t lo = window_from(rip);
+	if (lo == nwindows || windows[lo].at != rip || !windows[lo].island)
+		return rip;
+	int32_t rel;
+	memcpy(&rel, windows[lo].jmp + 1, 4);
+	const uint8_t *tr = (const uint8_t *)(uintptr_t)(rip + 5 + (uint64_t)(int64_t)rel);
+	return logical_ip((uint64_t)(uintptr_t)(tr + tr[TRAMP_SIZE - TRAMP_META]));   /* its CTI path */
 }
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
@@ -1612,6 +1662,8 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	w->at = b;
 	w->jmp[0] = 0xe9;
 	memcpy(w->jmp + 1, &rel32, 4);
+	w->len = 5;
+	w->island = 0;
 	return 0;
 fail:
 	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */

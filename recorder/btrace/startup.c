@@ -556,7 +556,7 @@ static int patch(void)
 		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
 	/* after the int3s: a window's jump may cover its CTI */
 	for (size_t i = 0; i < nwindows; i++)
-		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, 5);
+		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, windows[i].len);
 	trigger_patch();
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
@@ -728,8 +728,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
-	int nring = 0, stopped = 1;
+	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
+	/* jcc rel8 left without a window, and runs of padding (start, end), for the islands */
+	struct vec lone = { .elt = sizeof(uint64_t) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1;
 
@@ -737,6 +739,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		long k = last_le(fn_start, nfns, ip);
 		if (k != f) {
 			nring = 0;   /* never relocate across a function start */
+			pad = 0;
 			f = k;
 		}
 		size_t nx = (size_t)(k + 1);
@@ -746,11 +749,26 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			nring = 0;
 			stopped = 1;
+			pad = 0;
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			continue;
 		}
 		struct cti c;
 		int kind = cti_classify(&c, ip, &in, ops);
+		if (pad && (kind != CTI_NONE || in.mnemonic != ZYDIS_MNEMONIC_NOP || ip + in.length > lim ||
+			    reloc_entered(ent, ip - 1, ip + 1)))
+			pad = 0;   /* from an entry on, NOPs may run */
+		if (pad) {
+			/* never executed: a run grows (past the bytes a ret's window took) */
+			struct fnrange *r = runs.n ? &((struct fnrange *)runs.p)[runs.n - 1] : NULL;
+			uint64_t from = ip > covered ? ip : covered;
+			if (r && r->end == ip)
+				r->end = ip + in.length;
+			else if (from < ip + in.length && (r = vec_push(&runs)))
+				*r = (struct fnrange){ from, ip + in.length };
+			ip += in.length;
+			continue;
+		}
 		if (kind == CTI_NONE) {
 			struct reloc_insn r;
 			/* Padding after a jump or return is never fallen into; what follows it may be
@@ -768,7 +786,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			ip += in.length;
 			continue;
 		}
-		stopped = (m->imap[ip - m->start] & IM_ENDS) != 0;
+		stopped = pad = (m->imap[ip - m->start] & IM_ENDS) != 0;
 		const struct cti *tc;
 		int jcc8 = kind == CTI_JCC && in.length == 2;
 		struct reloc_window w;
@@ -792,6 +810,11 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 				w.nsuf = nsuf;
 			else if (chosen)
 				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
+			if (!chosen && jcc8) {
+				uint64_t *l = vec_push(&lone);
+				if (l)
+					*l = ip;
+			}
 			if (chosen) {
 				done++;
 				covered = w.b + 5;   /* padding after a ret may be another window's start */
@@ -807,6 +830,30 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		nring = 0;
 		ip += in.length;
 	}
+	/* Islands: each lone jcc rel8 (in address order) takes the first 5 bytes of padding within
+	 * its rel8 reach that hold no entry; a run is used from its start on. */
+	struct fnrange *rs = runs.p;
+	size_t r0 = 0;
+	for (size_t k = 0; k < lone.n; k++) {
+		uint64_t a = ((uint64_t *)lone.p)[k];
+		const struct cti *tc = cti_find(a);
+		while (r0 < runs.n && rs[r0].end < a + 2 - 128 + 5)
+			r0++;
+		for (size_t r = r0; tc && r < runs.n && rs[r].start <= a + 2 + 127; r++) {
+			uint64_t at = rs[r].start;
+			while (at + 5 <= rs[r].end && at < a + 2 - 128)
+				at++;
+			if (at + 5 > rs[r].end || at > a + 2 + 127 || reloc_entered(ent, at - 1, at + 5))
+				continue;
+			if (island_install((size_t)(tc - ctis), at) == 0) {
+				rs[r].start = at + 5;
+				done++;
+			}
+			break;
+		}
+	}
+	rec_free(lone.p, lone.cap * lone.elt);
+	rec_free(runs.p, runs.cap * runs.elt);
 	return done;
 }
 
@@ -1112,7 +1159,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			tramp_setup(i);
 		tramps_on = 1;
 	}
-	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
+	windows = tramps_on && reloc_targets ? rec_alloc((2 * nctis + 1) * sizeof *windows) : NULL;
 	ret_tails = windows ? rec_alloc((nctis + 1) * sizeof *ret_tails) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;

@@ -7,9 +7,15 @@
  * gathered to rank 0 in rank order, which is input order, and rank 0 merges them as
  * `tracekit merge` does and writes the output: the bytes of `tracekit profile -j 1`.
  * A separate program, not an option of tracekit: only it links MPI, so tracekit itself
- * starts without an MPI runtime and runs where none is installed. */
+ * starts without an MPI runtime and runs where none is installed.
+ *
+ * MPI_Init takes about half a second here and most of it is waiting (0.1 s of CPU): where
+ * the launcher says the rank in the environment, the rank decodes its shard on a thread
+ * while MPI starts, and checks the launcher's word against MPI's once MPI is up (a rank
+ * that guessed wrong decodes again). */
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +44,81 @@ static char *slurp(FILE *f, size_t *n)
 	}
 	*n = fread(s, 1, (size_t)end, f);
 	return s;
+}
+
+/* The rank and size the launcher put in the environment (Open MPI; MPICH and Intel MPI's
+ * PMI), 0 if it did not. */
+static int launcher_rank(int *rank, int *size)
+{
+	static const char *const names[][2] = {
+		{ "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+		{ "PMI_RANK", "PMI_SIZE" },
+	};
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		const char *r = getenv(names[i][0]), *n = getenv(names[i][1]);
+		char *end1, *end2;
+		long lr, ln;
+
+		if (!r || !n)
+			continue;
+		lr = strtol(r, &end1, 10);
+		ln = strtol(n, &end2, 10);
+		if (*r && *n && !*end1 && !*end2 && lr >= 0 && ln > lr && ln <= INT_MAX) {
+			*rank = (int)lr;
+			*size = (int)ln;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* This rank's stderr into a temporary file (its text reaches rank 0 in the gather). */
+struct capture { FILE *log; int fd; };
+
+static void capture_stderr(struct capture *c)
+{
+	c->fd = -1;
+	if ((c->log = tmpfile()) && (c->fd = dup(STDERR_FILENO)) >= 0) {
+		fflush(stderr);
+		dup2(fileno(c->log), STDERR_FILENO);
+	}
+}
+
+/* What was captured (malloc'd, *N bytes), stderr given back. */
+static char *release_stderr(struct capture *c, size_t *n)
+{
+	char *text = c->log ? slurp(c->log, n) : NULL;
+
+	if (c->fd >= 0) {
+		fflush(stderr);
+		dup2(c->fd, STDERR_FILENO);
+		close(c->fd);
+	}
+	if (c->log)
+		fclose(c->log);
+	c->log = NULL;
+	c->fd = -1;
+	if (!text)
+		*n = 0;
+	return text;
+}
+
+/* One rank's shard, on a thread while MPI_Init runs. */
+struct build {
+	struct tk_cmd_opts *o;
+	int kind, rank, size, status;
+	uint8_t *data;
+	size_t len;
+};
+
+static void *build_shard(void *arg)
+{
+	struct build *b = arg;
+
+	b->status = cli_shard_build(b->o, b->kind, (uint32_t)b->rank + 1, (uint32_t)b->size, 0,
+				    &b->data, &b->len);
+	return NULL;
 }
 
 /* Bytes of every rank to rank 0 (*ALL and *LENS there, malloc'd; int-sized counts). */
@@ -70,22 +151,38 @@ static int gather(const void *data, size_t len, int rank, int size, uint8_t **al
 	return 0;
 }
 
+static double mpi_start_s;   /* how long MPI_Init took (TK_MPI_TIMES) */
+
+static void mpi_start(int *argc, char ***argv, int *rank, int *size)
+{
+	uint64_t t0 = tk_now_ns();
+	int provided;
+
+	/* FUNNELED: the -j workers and the early shard thread never call MPI */
+	MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, size);
+	mpi_start_s = (tk_now_ns() - t0) / 1e9;
+}
+
 int main(int argc, char **argv)
 {
 	struct tk_cmd_opts o;
-	int rank, size, status, rc, err_fd = -1;
-	FILE *log = NULL;
+	struct capture cap = { NULL, -1 };
+	struct build b = { 0 };
+	pthread_t thread;
+	int rank, size, status, rc, early;
 	uint8_t *data = NULL;
 	size_t len = 0;
-
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	static const struct { const char *name; const struct cli_command *cmd; int kind; } cmds[] = {
 		{ "profile", &cli_cmd_profile, TK_PARTIAL_PROFILE },
 		{ "stats", &cli_cmd_stats, TK_PARTIAL_STATS },
 		{ "decode", &cli_cmd_decode, TK_PARTIAL_DECODE_STAT },
 	};
+
+	early = launcher_rank(&rank, &size);
+	if (!early)
+		mpi_start(&argc, &argv, &rank, &size);
 	/* mpirun gives every rank a pseudo-terminal whatever its own output is, so "is it a
 	 * terminal" cannot choose colour or progress here: off unless asked for */
 	setenv("NO_COLOR", "1", 0);
@@ -95,8 +192,8 @@ int main(int argc, char **argv)
 	if (argc < 2 || k == sizeof cmds / sizeof cmds[0]) {
 		if (rank == 0)
 			fputs(usage, stderr);
-		MPI_Finalize();
-		return EXIT_USAGE;
+		status = EXIT_USAGE;
+		goto finalize;
 	}
 	if ((rc = cli_parse(cmds[k].cmd, argc - 1, argv + 1, &o)) != 0 ||
 	    (rc = cli_need_files(&o, argv[1])) != 0 || o.shard ||
@@ -104,44 +201,67 @@ int main(int argc, char **argv)
 		if ((o.shard || rc == 0) && rank == 0)
 			cli_error(NULL, UINT64_MAX, o.shard ? "tracekit-mpi: the ranks are the "
 				  "shards (no --shard)" : "tracekit-mpi decode: only with --stat");
-		MPI_Finalize();
-		return rc < 0 ? EXIT_CLEAN : EXIT_USAGE;
+		status = rc < 0 ? EXIT_CLEAN : EXIT_USAGE;
+		goto finalize;
 	}
 	if (o.progress == 1)   /* (1: the default, on a terminal; 2: --progress) */
 		o.progress = 0;
 	/* the other ranks' messages reach stderr through rank 0, after its own, in rank order:
-	 * the order of the inputs, as one process prints them */
-	if (rank && (log = tmpfile()) && (err_fd = dup(STDERR_FILENO)) >= 0) {
-		fflush(stderr);
-		dup2(fileno(log), STDERR_FILENO);
-	}
+	 * the order of the inputs, as one process prints them. A rank decoding before MPI is
+	 * up keeps its own too (its rank is not sure yet); not with progress, which is live. */
+	int overlap = early && !o.progress, decoded;
+
+	if (overlap)
+		capture_stderr(&cap);
 	/* TK_MPI_TIMES: each phase's seconds on rank 0's stderr (bench/mpi.sh) */
-	double t0 = MPI_Wtime(), t_built, t_gathered;
-	status = cli_shard_build(&o, cmds[k].kind, (uint32_t)rank + 1, (uint32_t)size, 0,
-				 &data, &len);
+	double t0 = tk_now_ns() / 1e9, t_built, t_gathered;
+	b = (struct build){ &o, cmds[k].kind, rank, size, 0, NULL, 0 };
+	decoded = overlap && pthread_create(&thread, NULL, build_shard, &b) == 0;
+	if (early)
+		mpi_start(&argc, &argv, &rank, &size);
+	if (decoded)
+		pthread_join(thread, NULL);
+	if (!decoded || rank != b.rank || size != b.size) {
+		/* not decoded yet, or decoded as the launcher's environment said where MPI
+		 * says another rank (an environment that was not this job's) */
+		size_t n;
+		if (cap.log)
+			free(release_stderr(&cap, &n));
+		free(b.data);
+		decoded = 0;
+		b = (struct build){ &o, cmds[k].kind, rank, size, 0, NULL, 0 };
+		if (rank)
+			capture_stderr(&cap);
+		build_shard(&b);
+	}
+	status = b.status;
+	data = b.data;
+	len = b.len;
+	size_t nlog;
+	char *text = cap.log ? release_stderr(&cap, &nlog) : NULL;
+
+	if (rank == 0 && text) {        /* rank 0's own, captured while MPI started */
+		fwrite(text, 1, nlog, stderr);
+		free(text);
+		text = NULL;
+	}
 	if (status >= EXIT_USAGE) {
 		/* an input this rank cannot read: the job ends now with that status, whatever
 		 * the others are doing, rather than waiting for them */
-		size_t n;
-		char *text = slurp(log, &n);
-		if (err_fd >= 0)
-			dup2(err_fd, STDERR_FILENO);
 		if (text)
-			fwrite(text, 1, n, stderr);
+			fwrite(text, 1, nlog, stderr);
 		fflush(stderr);
 		MPI_Abort(MPI_COMM_WORLD, status);
 	}
-	size_t nlog;
-	char *text = rank ? slurp(log, &nlog) : NULL;
 	uint8_t *logs, *parts;
 	int *loglens, *logoffs, *lens, *offs, *statuses = rank ? NULL : calloc((size_t)size, sizeof *statuses);
 
 	MPI_Gather(&status, 1, MPI_INT, statuses, 1, MPI_INT, 0, MPI_COMM_WORLD);
-	t_built = MPI_Wtime();   /* the slowest rank's plan, decoding and saving */
+	t_built = tk_now_ns() / 1e9;   /* the slowest rank's plan, decoding and saving */
 	rc = gather(text, rank ? nlog : 0, rank, size, &logs, &loglens, &logoffs);
 	if (rc == 0)
 		rc = gather(data, len, rank, size, &parts, &lens, &offs);
-	t_gathered = MPI_Wtime();
+	t_gathered = tk_now_ns() / 1e9;
 	if (rank == 0) {
 		uint8_t **bufs = calloc((size_t)size, sizeof *bufs);
 		size_t *blens = calloc((size_t)size, sizeof *blens);
@@ -167,11 +287,12 @@ int main(int argc, char **argv)
 			rc = cli_merge_partials(&o, pnames, bufs, blens, size, 0);
 			status = rc > status ? rc : status;
 			if (getenv("TK_MPI_TIMES"))
-				fprintf(stderr, "tracekit-mpi: %d ranks: plan+decode+save %.3f s, "
+				fprintf(stderr, "tracekit-mpi: %d ranks: MPI start %.3f s%s, plan+decode+save %.3f s, "
 					"gather %.3f s (%d partials, %.3f MB), merge+write %.3f s; rank 0: "
 					"save %.3f s, load %.3f s\n",
-					size, t_built - t0, t_gathered - t_built, size,
-					(offs[size - 1] + lens[size - 1]) / 1e6, MPI_Wtime() - t_gathered,
+					size, mpi_start_s, decoded ? " (while decoding)" : "",
+					t_built - t0, t_gathered - t_built, size,
+					(offs[size - 1] + lens[size - 1]) / 1e6, tk_now_ns() / 1e9 - t_gathered,
 					cli_save_ns / 1e9, cli_load_ns / 1e9);
 		}
 		free(bufs);
@@ -190,8 +311,11 @@ int main(int argc, char **argv)
 	}
 	free(text);
 	free(data);
-	if (log)
-		fclose(log);
+	MPI_Finalize();
+	return status;
+finalize:
+	if (early)
+		mpi_start(&argc, &argv, &rank, &size);
 	MPI_Finalize();
 	return status;
 }

@@ -65,4 +65,12 @@ run 3 bash -c 'f=$1; [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && f=$2; exec "$0" pro
 	"$mpi" "$xray" "$work/missing.xray" >/dev/null 2>"$work/err" || rc=$?
 [ "$rc" = 3 ] || { echo "unreadable input on one rank: exit $rc, not 3"; cat "$work/err"; exit 1; }
 grep -q "missing.xray" "$work/err" || { echo "unreadable input: not named"; cat "$work/err"; exit 1; }
+
+# each rank starts decoding before MPI is up, on the rank the launcher's environment names;
+# an environment that is not this job's (rank 1 of 2 here, where MPI starts a job of one
+# without mpirun) must not leave out the other half
+"$TK" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/lj.pt" >"$work/want"
+PMI_RANK=1 PMI_SIZE=2 timeout 120 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" \
+	"$work/lj.pt" >"$work/got" 2>"$work/err" || { echo "wrong launcher rank: failed"; cat "$work/err"; exit 1; }
+cmp -s "$work/want" "$work/got" || { echo "wrong launcher rank: differs from -j 1"; exit 1; }
 echo "mpi: ok"

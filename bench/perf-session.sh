@@ -18,12 +18,17 @@
 #   tracekit decode --no-disasm -j 1     vs  perf script --itrace=i0ns -F ip
 #   tracekit profile --threads -j 1      vs  perf report --itrace=i100ig --stdio -s pid,sym
 # (output to /dev/null; perf's runs: PERF_RUNS, default 1, since they take minutes).
+# BENCH_PROG=FILE.c records another program instead of lj.c (BENCH_ARGS: its arguments),
+# e.g. bench/btrace-libc.c, a session without longjmp (the processes are named after it).
 # usage: bench/perf-session.sh [MBYTES]   (env BENCH_RUNS=N, default 3; PERF_RUNS=N;
-#        BENCH_KEEP=DIR keeps the inputs there)
+#        BENCH_KEEP=DIR keeps the inputs there; BENCH_PROG, BENCH_ARGS)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SRC=$BENCH_SRC
 MB=${1:-100}
+PROG=${BENCH_PROG:-$SRC/tests/data/seams/lj.c}
+P=$(basename "$PROG" .c)
+read -r -a ARGS <<<"${BENCH_ARGS:-}"
 BENCH_RUNS=${BENCH_RUNS:-3}
 PERF_RUNS=${PERF_RUNS:-1}
 W=${BENCH_KEEP:-$(mktemp -d)}
@@ -33,12 +38,12 @@ command -v perf >/dev/null || { echo "perf missing"; exit 1; }
 libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
 # each program recorded once: its trace, its dump (the packets mkperf.py needs: PSB+ with
 # the packet before each PSB, and TSCs) and its modules as JSON strings "PATH:BIAS"
-for p in lj:-O1 lj2:-O2 lj3:-Os; do
+for p in $P:-O1 ${P}2:-O2 ${P}3:-Os; do
 	n=${p%%:*}
 	[ -s "$W/$n.dump" ] && continue
-	cc "${p#*:}" -no-pie -o "$W/$n" "$SRC/tests/data/seams/lj.c"
+	cc "${p#*:}" -no-pie -o "$W/$n" "$PROG"
 	TK_BTRACE_CALL_TIMES=0 "$TK" record --btrace -q -o "$W/$n.tkbt" --module main \
-		--module "$libc" -- "$W/$n" >/dev/null
+		--module "$libc" -- "$W/$n" "${ARGS[@]}" >/dev/null
 	"$TK" convert --to ipt -q -o "$W/$n.pt" "$W/$n.tkbt"
 	"$TK" info "$W/$n.tkbt" | awk '$1 == "module" { for (i = 3; i < NF; i++)
 		if ($i == "bias") printf "%s\"%s:%s\"", n++ ? ", " : "", $2, $(i + 1) }' >"$W/$n.mods"
@@ -50,16 +55,16 @@ done
 # session NAME MBYTES SLICES: NAME.data, each thread's program repeated to MBYTES / 4
 session() {
 	local name=$1 mb=$2 slices=$3 t th=() n pid tid c
-	for t in lj:1000:1000 lj:1000:1001 lj2:2000:2000 lj3:3000:3000; do
+	for t in $P:1000:1000 $P:1000:1001 ${P}2:2000:2000 ${P}3:3000:3000; do
 		IFS=: read -r n pid tid <<<"$t"
 		c=$(((mb << 20) / 4 / $(stat -c %s "$W/$n.pt") + 1))
 		th+=("{\"pid\": $pid, \"tid\": $tid, \"pt\": \"$W/$n.pt\", \"packets\": \"$W/$n.dump\", \"copies\": $c}")
 	done
 	cat >"$W/$name.json" <<EOF
 {"cpu": 0, "slices": $slices,
- "procs": [{"pid": 1000, "comm": "lj", "modules": [$(cat "$W/lj.mods")]},
-           {"pid": 2000, "parent": 1000, "comm": "lj2", "modules": [$(cat "$W/lj2.mods")]},
-           {"pid": 3000, "comm": "lj3", "modules": [$(cat "$W/lj3.mods")]}],
+ "procs": [{"pid": 1000, "comm": "$P", "modules": [$(cat "$W/$P.mods")]},
+           {"pid": 2000, "parent": 1000, "comm": "${P}2", "modules": [$(cat "$W/${P}2.mods")]},
+           {"pid": 3000, "comm": "${P}3", "modules": [$(cat "$W/${P}3.mods")]}],
  "threads": [$(IFS=,; echo "${th[*]}")]}
 EOF
 	python3 "$SRC/tests/tools/mkperf.py" "$W/$name.data" --session "$W/$name.json" --buffer $((4 << 20))

@@ -325,15 +325,34 @@ static size_t split_log(const struct tk_prof *p, unsigned nthreads, struct scan 
 	return np;
 }
 
-/* Add part T's histogram words [0, N) into part 0's and clear them. */
-static void add_hist(struct scan *s, size_t np, size_t n)
+/* Add the histogram words [LO, HI] of FROM into TO and clear them in FROM. Only the words
+ * where durations can fall, and only those written: the histograms are allocated lazily,
+ * and a page no duration reached is never touched (each touch of an untouched page is a
+ * page fault, and these sums run on the calling thread: docs/PERFORMANCE.md, "Parallel
+ * scaling on other shapes"). */
+static void add_range(uint32_t *to, uint32_t *from, uint32_t lo, uint32_t hi)
 {
-	for (size_t t = 1; t < np; t++) {
-		uint32_t *h = s[t].hist;
-		for (size_t b = 0; b < n; b++)
-			s[0].hist[b] += h[b];
-		memset(h, 0, n * sizeof *h);
+	for (size_t b = lo; b <= hi; b++) {
+		if (from[b]) {
+			to[b] += from[b];
+			from[b] = 0;
+		}
 	}
+}
+
+/* Clear words [LO, HI] of H, writing only those that are not 0 already. */
+static void clear_range(uint32_t *h, uint32_t lo, uint32_t hi)
+{
+	for (size_t b = lo; b <= hi; b++)
+		if (h[b])
+			h[b] = 0;
+}
+
+/* The low halves a duration of group R in high bucket HB can have: [*LO, *HI]. */
+static void low_range(const struct radix_group *r, uint32_t hb, uint32_t *lo, uint32_t *hi)
+{
+	*lo = hb == r->min >> 16 ? r->min & 0xffff : 0;
+	*hi = hb == r->max >> 16 ? r->max & 0xffff : 0xffff;
 }
 
 /* select_T(A, N, K): permute A[0..N) so that A[K] is the K-th smallest, with nothing larger
@@ -493,9 +512,8 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 		size_t k = slot[f];
 		for (size_t t = 0; t < np; t++) {
 			const struct spec *sp = &s[t].sp;
-			const uint32_t *fh = sp->hist + (k << 16);
-			for (size_t b = 0; b < 65536; b++)
-				h[b] += fh[b];
+			if (sp->min[k] <= sp->max[k])
+				add_range(h, sp->hist + (k << 16), sp->min[k] >> 16, sp->max[k] >> 16);
 			r->sum += sp->sum[k];
 			r->min = sp->min[k] < r->min ? sp->min[k] : r->min;
 			r->max = sp->max[k] > r->max ? sp->max[k] : r->max;
@@ -508,10 +526,12 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 			memset(s[t].gmax, 0, sizeof s[t].gmax);
 		}
 		run_scans(s, np, SCAN_HIGH);
-		add_hist(s, np, (size_t)nb << 16);
 		for (uint32_t i = 0; i < nb; i++) {
 			struct radix_group *r = &g[g0 + i];
 			for (size_t t = 0; t < np; t++) {
+				if (t && s[t].gmin[i] <= s[t].gmax[i])
+					add_range(hist + ((size_t)i << 16), s[t].hist + ((size_t)i << 16),
+						  s[t].gmin[i] >> 16, s[t].gmax[i] >> 16);
 				r->sum += s[t].gsum[i];
 				r->min = s[t].gmin[i] < r->min ? s[t].gmin[i] : r->min;
 				r->max = s[t].gmax[i] > r->max ? s[t].gmax[i] : r->max;
@@ -525,7 +545,8 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 		int want = 0;
 		if (r->zeros)
 			r->min = 0;
-		for (uint32_t b = 0; b < 65536 && want < 3; b++) {
+		/* no duration below MIN or above MAX: the buckets between are all there are */
+		for (uint32_t b = r->min >> 16; b <= r->max >> 16 && want < 3; b++) {
 			uint64_t in_b = h[b] + (b ? 0 : r->zeros);
 			while (want < 3 && r->rank[want] < cum + in_b) {
 				r->hi[want] = b;
@@ -534,25 +555,37 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 			}
 			cum += in_b;
 		}
-		memset(h, 0, (size_t)65536 * sizeof *h);
+		if (r->min <= r->max)
+			clear_range(h, r->min >> 16, r->max >> 16);
 	}
 	/* pass 2: low halves inside the wanted buckets (up to three per group, three
 	 * histograms: the first pass's memory, zeroed, and two more after it); and, with
 	 * PLACE, the other functions' durations into their slots */
 	run_scans(s, np, SCAN_LOW);
-	add_hist(s, np, (size_t)3 * nb << 16);
 	for (uint32_t i = 0; i < nb; i++) {
 		struct radix_group *r = &g[g0 + i];
+		uint32_t lo, hi;
+		for (int w = 0; w < 3; w++) {
+			size_t at = (size_t)(w * nb + i) << 16;
+			low_range(r, r->hi[w], &lo, &hi);
+			for (size_t t = 1; t < np && (!w || r->hi[w - 1] != r->hi[w]); t++)
+				add_range(hist + at, s[t].hist + at, lo, hi);
+		}
 		for (int w = 0; w < 3; w++) {
 			int slot = w;     /* the first rank with the same bucket counted it */
 			while (slot > 0 && r->hi[slot - 1] == r->hi[w])
 				slot--;
 			const uint32_t *h = hist + ((size_t)(slot * nb + i) << 16);
 			uint64_t cum = r->below[w] + (r->hi[w] ? 0 : r->zeros);   /* at 0 */
-			uint32_t lo = 0;
+			low_range(r, r->hi[w], &lo, &hi);   /* none below LO */
 			while (cum + h[lo] <= r->rank[w])
 				cum += h[lo++];
 			r->value[w] = r->hi[w] << 16 | lo;
+		}
+		for (int w = 0; w < 3; w++) {   /* cleared for the next batch */
+			low_range(r, r->hi[w], &lo, &hi);
+			if (!w || r->hi[w - 1] != r->hi[w])
+				clear_range(hist + ((size_t)(w * nb + i) << 16), lo, hi);
 		}
 	}
 }
@@ -574,10 +607,10 @@ static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct ra
 			run_scans(s, np, SCAN_LOW);
 		return 0;
 	}
-	/* megabytes each, summed on the calling thread: in huge pages, a few faults instead of
-	 * thousands on the serial path (docs/PERFORMANCE.md, "Serial fraction") */
+	/* megabytes each, of which the passes touch only the pages where durations fall
+	 * (add_range): allocated lazily, not zeroed here */
 	for (size_t t = 0; t < np; t++) {
-		s[t].hist = tk_calloc_huge((size_t)3 * per << 16, sizeof *s[t].hist);
+		s[t].hist = calloc((size_t)3 * per << 16, sizeof *s[t].hist);
 		if (!s[t].hist)
 			return -TK_E_NOMEM;   /* the caller frees them */
 	}
@@ -591,7 +624,6 @@ static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct ra
 	for (uint32_t g0 = 0; g0 < ng; g0 += per) {
 		uint32_t nb = ng - g0 < per ? ng - g0 : per;
 		radix_batch(s, np, big, g, g0, nb, place && !g0);
-		memset(s[0].hist, 0, ((size_t)3 * nb << 16) * sizeof *s[0].hist);
 	}
 	return 0;
 }

@@ -55,7 +55,13 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 		if (!(e = malloc(n * sizeof(*e))))
 			return -TK_E_NOMEM;
 		memcpy(e, entries, n * sizeof(*e));
-		qsort(e, n, sizeof(*e), tk_cmp_u64);
+		/* a profile's entries come sorted, and a session switches process (and
+		 * entries) at every context switch: sort only what is not */
+		size_t i = 1;
+		while (i < n && e[i - 1] <= e[i])
+			i++;
+		if (i < n)
+			qsort(e, n, sizeof(*e), tk_cmp_u64);
 	}
 	free(c->entries);
 	c->entries = e;

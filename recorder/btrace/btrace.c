@@ -45,6 +45,7 @@ uint64_t total_traps_of_dead;
 char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-up */
 int npending;
 size_t nrelocated;             /* CTIs whose window was relocated at start-up */
+uint32_t *site_traps;          /* TK_BTRACE_DEBUG=4: traps per CTI (index as in ctis) */
 
 int out_pid;                   /* the process that owns out_fd */
 /* libc is traced: its exit system calls are trapped, so threads and the process end there
@@ -1305,7 +1306,8 @@ static int tramp_eligible(const struct cti *c)
 /* A conditional branch in a trampoline: the jcc itself, then the not-taken and the taken
  * path, each recording outcome I << 1 | taken through STUB and going on at its target (the
  * not-taken one at FALL). */
-static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i, uint64_t fall)
+static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, size_t i, uint64_t fall,
+			   uint64_t taken_to)
 {
 	uint8_t jcc[2] = { 0x0f, (uint8_t)(0x80 + c->cond) };
 	emit(pp, jcc, 2);
@@ -1313,10 +1315,52 @@ static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, siz
 	*pp += 4;
 	emit_path(pp, stub, (uint32_t)(i << 1), fall);
 	uint8_t *taken = *pp;
-	emit_path(pp, stub, (uint32_t)(i << 1 | 1), c->target);
+	emit_path(pp, stub, (uint32_t)(i << 1 | 1), taken_to);
 	int32_t rel = (int32_t)(taken - (rel_at + 4));
 	memcpy(rel_at, &rel, 4);
 }
+/* A `ret` whose own window does not fit (a branch target with under 5 bytes to the next
+ * function: `cmp; jge 1f; mov; 1: ret`) keeps its int3 for code that reaches it natively,
+ * and gets a slot of its own that records it and returns (its tail), with no jump to it
+ * from its code: the trampoline paths of the branches that reach it (a jcc's taken path or
+ * the end of its not-taken path) go to the tail instead of into the trap. The slot reads as
+ * a relocated ret without prefix (logical_ip: at the ret until recorded). */
+uint32_t *ret_tails;   /* per CTI: 1 + the tail's offset in its module's area, or 0 */
+
+/* The path of a ret C (index I) in a trampoline: record the word it will pop, then the
+ * original ret. */
+static void emit_ret(uint8_t **p, uint8_t *stub, const struct module *mod, const struct cti *c, size_t i)
+{
+	static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
+	uint32_t code = (uint32_t)(i << 1), cp1 = code + 1;
+	emit(p, st, sizeof st);
+	emit(p, &ttls_fs_off, 4);
+	emit(p, &cp1, 4);
+	emit_stub_call(p, stub, code);
+	emit(p, mod->orig + (c->addr - mod->start), c->len);
+}
+
+/* Where a trampoline path of module M bound for TO goes: the tail of a trapped ret at TO
+ * (made if MAKE: at start-up, before the caller takes its own slot), else TO itself. */
+static uint64_t path_to(int m, uint64_t to, int make)
+{
+	const struct cti *c = ret_tails ? cti_find(to) : NULL;
+	if (!c || c->kind != CTI_RET || module_of(to) != &modules[m])
+		return to;
+	size_t i = (size_t)(c - ctis);
+	if (!ret_tails[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
+	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
+		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
+		memset(t, 0, TRAMP_SIZE);
+		emit_ret(&p, tramp_stub[m], &modules[m], c, i);
+		tramp_used[m] += TRAMP_SIZE;
+		tramp_index[m][tramp_count[m]] = (uint32_t)i;
+		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
+		ret_tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
+	}
+	return ret_tails[i] ? (uint64_t)(uintptr_t)(tramp_area[m] + ret_tails[i] - 1) : to;
+}
+
 static void tramp_install(const struct cti *c, size_t i)
 {
 	if (__atomic_exchange_n(&tramp_done[i], 1, __ATOMIC_ACQ_REL))
@@ -1331,7 +1375,7 @@ static void tramp_install(const struct cti *c, size_t i)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
+		emit_jcc_paths(&p, tramp_stub[m], c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
 	} else {
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	}
@@ -1364,8 +1408,9 @@ out:
  * the last instruction boundary B that leaves 5 bytes up to the CTI's end is copied to a
  * trampoline (RIP-relative displacements adjusted), followed by the recording paths, and a
  * `jmp rel32` to it is written at B. Safe only where nothing can enter (B, B+5): no direct
- * branch target, return site or function start lies there, and the function has no
- * indirect jump (a jump table could target any instruction). Bytes from B+5 on keep the
+ * branch target, return site or function start lies there; an indirect jump whose targets
+ * are not known keeps its trap, and its landings there are sent to the trampoline
+ * (window_entry). Bytes from B+5 on keep the
  * original code, so a branch into them still finds the CTI's int3. */
 
 
@@ -1374,6 +1419,88 @@ out:
  * calls libc's memset, and would trap millions of times with libc traced. */
 struct window *windows;   /* room for one per CTI */
 size_t nwindows;
+
+/* Where a jump to T goes now: a jump that keeps its trap because its target cannot be known
+ * in advance (a `jmp reg` that is neither a recognised table nor a loaded address) may
+ * land in the first 5 bytes of a window of its function, where the jump to the window's
+ * trampoline lies; it goes to the trampoline's copy of the instruction at T instead, which
+ * runs and records as the original would. WINDOWS is sorted by address (start-up). */
+/* The index of the first window at or after T (binary search). */
+static size_t window_from(uint64_t t)
+{
+	size_t lo = 0, hi = nwindows;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (windows[mid].at < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static uint64_t window_entry(uint64_t t)
+{
+	size_t lo = window_from(t);
+	if (!lo || t - windows[lo - 1].at >= windows[lo - 1].len || windows[lo - 1].len != 5 || windows[lo - 1].island)
+		return t;
+	const struct window *w = &windows[lo - 1];
+	uint64_t off = t - w->at;
+	int32_t rel;
+	memcpy(&rel, w->jmp + 1, 4);
+	const uint8_t *tr = (const uint8_t *)(uintptr_t)(w->at + 5 + (uint64_t)(int64_t)rel);
+	const uint8_t *meta = tr + TRAMP_SIZE - TRAMP_META;
+	unsigned n = meta[1], ns = meta[15] & 0x7f;
+	if (off == meta[14])   /* the CTI: its recording path */
+		return (uint64_t)(uintptr_t)(tr + meta[0]);
+	for (unsigned j = 0; j < n + ns; j++)   /* a moved instruction of the prefix or the suffix */
+		if (meta[8 + j] == off)
+			return (uint64_t)(uintptr_t)(tr + meta[2 + j]);
+	return t;   /* inside an instruction: as the program would, it runs what is there */
+}
+
+/* The jcc rel8 of CTI index I, which has no room for a window (an entry lies within the
+ * 4 bytes after it), gets a trampoline without prefix; its 2 bytes become `jmp rel8` to
+ * ISLAND, 5 bytes of padding after a jump or return (never executed, no entry), which
+ * become the `jmp rel32` to the trampoline. Start-up only; 0, or -1 to leave the trap. */
+int island_install(size_t i, uint64_t island)
+{
+	const struct cti *c = &ctis[i];
+	int64_t d8 = (int64_t)island - (int64_t)(c->addr + 2);
+	if (d8 != (int8_t)d8 || reloc_install(c, i, NULL, 0, NULL, 0) < 0)
+		return -1;
+	struct window *w = &windows[nwindows - 1];
+	int32_t rel;
+	memcpy(&rel, w->jmp + 1, 4);
+	int64_t d = (int64_t)(c->addr + 5) + rel - (int64_t)(island + 5);
+	if (d != (int32_t)d) {   /* the slot stays, unused */
+		nwindows--;
+		return -1;
+	}
+	rel = (int32_t)d;
+	w->at = island;
+	memcpy(w->jmp + 1, &rel, 4);
+	w->island = 1;
+	w = &windows[nwindows++];
+	w->at = c->addr;
+	w->jmp[0] = 0xeb;
+	w->jmp[1] = (uint8_t)(int8_t)d8;
+	w->len = 2;
+	w->island = 0;
+	return 0;
+}
+
+/* A signal at RIP in traced code: the jump in an island is logically at its CTI. */
+uint64_t island_ip(uint64_t rip)
+{
+	size_t lo = window_from(rip);
+	if (lo == nwindows || windows[lo].at != rip || !windows[lo].island)
+		return rip;
+	int32_t rel;
+	memcpy(&rel, windows[lo].jmp + 1, 4);
+	const uint8_t *tr = (const uint8_t *)(uintptr_t)(rip + 5 + (uint64_t)(int64_t)rel);
+	return logical_ip((uint64_t)(uintptr_t)(tr + tr[TRAMP_SIZE - TRAMP_META]));   /* its CTI path */
+}
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
  * the copy cannot reach its operand. */
@@ -1436,10 +1563,19 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	    (nsuf && c->kind != CTI_JCC) ||
 	    tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
 		return -1;
-	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
 	/* the suffix ends with a jump back (5 bytes), or a direct transfer: push [rip + literal]
 	 * (a call's), jmp rel32, the literal (19 bytes) */
 	const struct reloc_insn *last = nsuf ? &suf[nsuf - 1] : NULL;
+	/* a jcc's paths that reach a trapped ret go to its tail (made first: a slot of its own) */
+	uint64_t taken_to = 0, fall_to = 0, back_to = 0;
+	if (c->kind == CTI_JCC) {
+		taken_to = path_to(m, c->target, 1);
+		fall_to = path_to(m, c->addr + c->len, 1);
+		back_to = last && !last->transfer ? path_to(m, last->addr + last->len, 1) : 0;
+		if (tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
+			return -1;
+	}
+	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t, *meta = t + TRAMP_SIZE - TRAMP_META;
 	uint64_t moved = (c->addr - b) + (last ? last->addr - (c->addr + c->len) + (last->transfer ? 19 : last->len + 5) : 0);
 	if (moved > RELOC_MAX_BYTES)
 		return -1;
@@ -1457,7 +1593,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		/* the paths, then the suffix (meta: its instructions and its end after the prefix's) */
 		uint64_t e = last->addr + last->len, to = e;
 		uint8_t *s = p + 6 + 2 * TRAMP_PATH, *lit = NULL;
-		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s);
+		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s, taken_to);
 		meta[15] = (uint8_t)(nsuf | (last->transfer ? 0x80 : 0));
 		for (int j = 0; j <= nsuf; j++) {
 			if (j == nsuf - 1 && last->transfer) {   /* its place: before the push */
@@ -1480,6 +1616,8 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			if (j < nsuf && emit_moved(&p, mod, &suf[j]) < 0)
 				goto fail;
 		}
+		if (!last->transfer)
+			to = back_to;
 		uint8_t jmp = 0xe9;
 		emit(&p, &jmp, 1);
 		emit_rel32(&p, (uint8_t *)(uintptr_t)to);
@@ -1492,7 +1630,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			emit(&p, &e, 8);
 		}
 	} else if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i, c->addr + c->len);
+		emit_jcc_paths(&p, tramp_stub[m], c, i, fall_to, taken_to);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
 		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */
@@ -1510,14 +1648,8 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			goto fail;
 		}
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
-	} else {   /* ret: record the word it will pop, then the original ret */
-		static const uint8_t st[] = { 0x64, 0xc7, 0x04, 0x25 };
-		uint32_t code = (uint32_t)(i << 1), cp1 = code + 1;
-		emit(&p, st, sizeof st);
-		emit(&p, &ttls_fs_off, 4);
-		emit(&p, &cp1, 4);
-		emit_stub_call(&p, tramp_stub[m], code);
-		emit(&p, mod->orig + (c->addr - mod->start), c->len);
+	} else {
+		emit_ret(&p, tramp_stub[m], mod, c, i);
 	}
 	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (b + 5));
 	if (p > meta || d != (int32_t)d)
@@ -1530,6 +1662,8 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	w->at = b;
 	w->jmp[0] = 0xe9;
 	memcpy(w->jmp + 1, &rel32, 4);
+	w->len = 5;
+	w->island = 0;
 	return 0;
 fail:
 	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */
@@ -1812,6 +1946,8 @@ void on_trap(int sig, siginfo_t *si, void *ucv)
 	uint64_t rsp = (uint64_t)g[REG_RSP];
 	/* The operand is read from the program's memory before the push of a call. */
 	cti_emulate(c, g, &segs, &r);
+	if (site_traps)
+		__atomic_fetch_add(&site_traps[c - ctis], 1, __ATOMIC_RELAXED);
 	if (active) {
 		struct tstate *ts = thread_state();
 		if (ts)
@@ -1819,6 +1955,6 @@ void on_trap(int sig, siginfo_t *si, void *ucv)
 		if (tramps_on && tramp_eligible(c))
 			tramp_install(c, (size_t)(c - ctis));
 	}
-	g[REG_RIP] = (greg_t)r.next;
+	g[REG_RIP] = (greg_t)(c->kind == CTI_JMP_IND && nwindows ? window_entry(r.next) : r.next);
 }
 

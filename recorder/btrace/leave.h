@@ -7,7 +7,7 @@
  * function is stored only where code forms it (a RIP-relative or absolute operand, an
  * immediate) or the module's data holds it, so every such address is counted as a place
  * where the code may be entered (jl_refs, and the data scan of startup.c), and windows
- * keep off them; a jump whose target is computed otherwise keeps its function trapping.
+ * keep off them; a jump whose target is computed otherwise keeps its own trap (window_entry).
  * Header-only so that the unit test checks the recorder's very rule. Start-up only. */
 #ifndef TK_RECORDER_BTRACE_LEAVE_H
 #define TK_RECORDER_BTRACE_LEAVE_H

@@ -133,9 +133,14 @@ struct tramp_tls {
 #define END_SNAPSHOT 3   /* --snapshot-signal: the trace ends, the program goes on */
 #define END_TRIGGER 4    /* --trigger: the same at the function's Nth call */
 
+/* A jump written at start-up: the `jmp rel32` at a window's start (LEN 5), or for a CTI
+ * with no window, a `jmp rel8` in its place (LEN 2) to an island, 5 bytes of never-executed
+ * padding nearby that hold the `jmp rel32` to its trampoline (ISLAND). */
 struct window {
 	uint64_t at;
 	uint8_t jmp[5];
+	uint8_t len;
+	uint8_t island;
 };
 extern void *tk_btrace_real_vfork;
 extern struct module modules[MAX_MODULES];
@@ -162,6 +167,8 @@ extern uint64_t total_traps_of_dead;
 extern char pending[MAX_MODULES][PATH_MAX];
 extern int npending;
 extern size_t nrelocated;
+extern uint32_t *site_traps;
+extern uint32_t *ret_tails;
 extern int out_pid;
 extern int exits_traced;
 extern uint64_t *big_rsp_addr;
@@ -181,6 +188,8 @@ extern int32_t ttls_fs_off;
 extern int tramps_on;
 extern struct window *windows;
 extern size_t nwindows;
+int island_install(size_t i, uint64_t island);
+uint64_t island_ip(uint64_t rip);
 extern volatile int active, closed;
 extern __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);

@@ -16,8 +16,7 @@ static uint64_t leave_at(struct tstate *ts, const ucontext_t *uc)
 	if (ts->enc.len >= BUF_FLUSH_AT)
 		flush_thread(ts);
 	rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-	if (!module_of(rip))
-		rip = logical_ip(rip);
+	rip = module_of(rip) ? island_ip(rip) : logical_ip(rip);
 	maybe_psb(ts, rip);
 	ptenc_ip(&ts->enc, PT_FUP, rip, 0);
 	ptenc_ip(&ts->enc, PT_TIP_PGD, 0, 1);
@@ -61,7 +60,7 @@ void wrap_handler(int sig, siginfo_t *si, void *ucv)
 	if (ts) {
 		ts->inside = 0;
 		uint64_t after = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-		ts->resume = !was_inside ? saved_resume : module_of(after) ? after : interrupted;
+		ts->resume = !was_inside ? saved_resume : module_of(after) ? island_ip(after) : interrupted;
 	}
 }
 

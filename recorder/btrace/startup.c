@@ -556,7 +556,7 @@ static int patch(void)
 		*(volatile uint8_t *)(uintptr_t)ctis[i].addr = 0xcc;
 	/* after the int3s: a window's jump may cover its CTI */
 	for (size_t i = 0; i < nwindows; i++)
-		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, 5);
+		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, windows[i].len);
 	trigger_patch();
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
@@ -728,8 +728,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
-	int nring = 0, stopped = 1;
+	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
+	/* jcc rel8 left without a window, and runs of padding (start, end), for the islands */
+	struct vec lone = { .elt = sizeof(uint64_t) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1;
 
@@ -737,6 +739,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		long k = last_le(fn_start, nfns, ip);
 		if (k != f) {
 			nring = 0;   /* never relocate across a function start */
+			pad = 0;
 			f = k;
 		}
 		size_t nx = (size_t)(k + 1);
@@ -746,11 +749,26 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		if (!decode_at(m, ip, lim, end, &in, ops)) {
 			nring = 0;
 			stopped = 1;
+			pad = 0;
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			continue;
 		}
 		struct cti c;
 		int kind = cti_classify(&c, ip, &in, ops);
+		if (pad && (kind != CTI_NONE || in.mnemonic != ZYDIS_MNEMONIC_NOP || ip + in.length > lim ||
+			    reloc_entered(ent, ip - 1, ip + 1)))
+			pad = 0;   /* from an entry on, NOPs may run */
+		if (pad) {
+			/* never executed: a run grows (past the bytes a ret's window took) */
+			struct fnrange *r = runs.n ? &((struct fnrange *)runs.p)[runs.n - 1] : NULL;
+			uint64_t from = ip > covered ? ip : covered;
+			if (r && r->end == ip)
+				r->end = ip + in.length;
+			else if (from < ip + in.length && (r = vec_push(&runs)))
+				*r = (struct fnrange){ from, ip + in.length };
+			ip += in.length;
+			continue;
+		}
 		if (kind == CTI_NONE) {
 			struct reloc_insn r;
 			/* Padding after a jump or return is never fallen into; what follows it may be
@@ -768,24 +786,36 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			ip += in.length;
 			continue;
 		}
-		stopped = (m->imap[ip - m->start] & IM_ENDS) != 0;
+		stopped = pad = (m->imap[ip - m->start] & IM_ENDS) != 0;
 		const struct cti *tc;
 		int jcc8 = kind == CTI_JCC && in.length == 2;
 		struct reloc_window w;
-		/* a function with an indirect jump that may land anywhere in it keeps its traps,
-		 * but for CTIs with room for the jump themselves (call *0x140(%rax)) */
-		int alone = f >= 0 && ip < fn_end[f] && reloc_any_between(jind, njind, fn_start[f] - 1, fn_end[f]);
+		/* an indirect jump that may land anywhere in its function keeps its trap: the trap
+		 * handler sends a landing inside a window to its trampoline (window_entry) */
+		int unknown = kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1);
 		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(&c))) &&
-		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) && (!alone || in.length >= 5)) {
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) && !unknown) {
 			uint64_t room = ip + in.length;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
 				room = padding_end(m, room, lim);
-			int nsuf = jcc8 && !alone ? reloc_suffix(m, room, lim, end, suf) : 0;
-			if (alone)
-				nring = 0;
-			if (reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w) &&
-			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0) {
+			int nsuf = jcc8 ? reloc_suffix(m, room, lim, end, suf) : 0;
+			/* a not-taken path that runs into a trapped ret: the suffix up to it moves too
+			 * (the overwritten bytes stay B..B+5), so the path ends in the ret's tail */
+			const struct reloc_insn *ls = nsuf ? &suf[nsuf - 1] : NULL;
+			const struct cti *rc = ls && !ls->transfer ? cti_find(ls->addr + ls->len) : NULL;
+			int chosen = reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w);
+			if (chosen && rc && rc->kind == CTI_RET && nsuf > w.nsuf &&
+			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, nsuf) == 0)
+				w.nsuf = nsuf;
+			else if (chosen)
+				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
+			if (!chosen && jcc8) {
+				uint64_t *l = vec_push(&lone);
+				if (l)
+					*l = ip;
+			}
+			if (chosen) {
 				done++;
 				covered = w.b + 5;   /* padding after a ret may be another window's start */
 				if (debug > 2) {
@@ -800,6 +830,30 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		nring = 0;
 		ip += in.length;
 	}
+	/* Islands: each lone jcc rel8 (in address order) takes the first 5 bytes of padding within
+	 * its rel8 reach that hold no entry; a run is used from its start on. */
+	struct fnrange *rs = runs.p;
+	size_t r0 = 0;
+	for (size_t k = 0; k < lone.n; k++) {
+		uint64_t a = ((uint64_t *)lone.p)[k];
+		const struct cti *tc = cti_find(a);
+		while (r0 < runs.n && rs[r0].end < a + 2 - 128 + 5)
+			r0++;
+		for (size_t r = r0; tc && r < runs.n && rs[r].start <= a + 2 + 127; r++) {
+			uint64_t at = rs[r].start;
+			while (at + 5 <= rs[r].end && at < a + 2 - 128)
+				at++;
+			if (at + 5 > rs[r].end || at > a + 2 + 127 || reloc_entered(ent, at - 1, at + 5))
+				continue;
+			if (island_install((size_t)(tc - ctis), at) == 0) {
+				rs[r].start = at + 5;
+				done++;
+			}
+			break;
+		}
+	}
+	rec_free(lone.p, lone.cap * lone.elt);
+	rec_free(runs.p, runs.cap * runs.elt);
 	return done;
 }
 
@@ -964,6 +1018,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	cti_hash_mask = hsize - 1;
 	if (!cti_hash)
 		return;
+	if (debug > 3)
+		site_traps = rec_alloc((nctis + 1) * sizeof *site_traps);
 	for (size_t i = 0; i < nctis; i++) {
 		size_t h = tk_hash64(ctis[i].addr) & cti_hash_mask;
 		while (cti_hash[h])
@@ -1032,7 +1088,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		if (debug > 2) {
 			const struct module *m = module_of(ctis[i].addr);
 			char msg[128];
-			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its function trapping (neither a table "
+			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its trap (neither a table "
 				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
 			say(msg);
 		}
@@ -1103,7 +1159,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			tramp_setup(i);
 		tramps_on = 1;
 	}
-	windows = tramps_on && reloc_targets ? rec_alloc((nctis + 1) * sizeof *windows) : NULL;
+	windows = tramps_on && reloc_targets ? rec_alloc((2 * nctis + 1) * sizeof *windows) : NULL;
+	ret_tails = windows ? rec_alloc((nctis + 1) * sizeof *ret_tails) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {
@@ -1113,6 +1170,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
 		}
 	}
+	if (windows)
+		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */
 	if (trigger_name && !trigger_at)
 		say2("--trigger ", trigger_name, ": no function of that name in the traced modules; "
 		     "recording to the end");

@@ -200,6 +200,53 @@ static void say_kinds(void)
 	say(msg);
 }
 
+/* TK_BTRACE_DEBUG=4: the sites that trapped most, as module offsets (objdump finds them):
+ * count, kind, length, and the function's start (no libc: may run in the trap handler). */
+static void say_sites(void)
+{
+	static const char *const names[] = { [CTI_JCC] = "jcc", [CTI_JCXZ] = "jrcxz", [CTI_LOOP] = "loop",
+		[CTI_JMP_IND] = "jmp indirect", [CTI_CALL_IND] = "call indirect", [CTI_RET] = "ret",
+		[CTI_SYSCALL] = "syscall" };
+	uint32_t floor = UINT32_MAX;   /* the count of the last one said: each round the next below */
+	size_t last = SIZE_MAX;
+	for (int round = 0; round < 40; round++) {
+		size_t best = SIZE_MAX;
+		for (size_t i = 0; i < nctis; i++) {
+			uint32_t n = site_traps[i];
+			if (!n || n > floor || (n == floor && i <= last) ||
+			    (best != SIZE_MAX && n <= site_traps[best]))
+				continue;
+			best = i;
+		}
+		if (best == SIZE_MAX)
+			return;
+		floor = site_traps[best];
+		last = best;
+		const struct cti *c = &ctis[best];
+		const struct module *m = module_of(c->addr);
+		long f = last_le(fn_start, nfns, c->addr);
+		const char *base = m ? m->path : "?";
+		for (const char *q = base; *q; q++)
+			if (*q == '/')
+				base = q + 1;
+		char msg[256];
+		struct rt_buf b = { msg, 0, sizeof msg };
+		rt_puts(&b, "trap site ");
+		rt_puts(&b, base);
+		rt_puts(&b, "+");
+		rt_putx(&b, c->addr - (m ? m->bias : 0));
+		rt_puts(&b, ": ");
+		rt_putu(&b, floor);
+		rt_puts(&b, " traps, ");
+		rt_puts(&b, c->kind < sizeof names / sizeof names[0] && names[c->kind] ? names[c->kind] : "other");
+		rt_puts(&b, " of ");
+		rt_putu(&b, c->len);
+		rt_puts(&b, " bytes, function at ");
+		rt_putx(&b, f >= 0 ? fn_start[f] - (m ? m->bias : 0) : 0);
+		say(msg);
+	}
+}
+
 static volatile int finishing;   /* a thread is writing the process's end */
 
 /* The process's trace ends (HOW: END_*; SIG: the fatal signal). The other threads may be
@@ -240,6 +287,8 @@ void finish(int how, int sig)
 	}
 	if (debug)
 		say_kinds();
+	if (site_traps)
+		say_sites();
 	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
 	if (how != END_EXEC) {
 		/* --trigger: the call's number in place of a signal's, then the function's name */

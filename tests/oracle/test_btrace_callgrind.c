@@ -344,6 +344,58 @@ static void test_indirect_relocated(void **state)
 	unsetenv("TK_BTRACE_TRAMPOLINES");
 }
 
+/* NAME (from SRC) run with ARGS: its counts equal callgrind's with trampolines and
+ * trap-only, and with trampolines at most MAX_TRAPS traps and more than MIN_HITS records
+ * by trampolines. */
+static void check_untrapped(const char *name, const char *src, const char *args, const char *const *fns,
+			    uint64_t min_hits, uint64_t max_traps)
+{
+	char name_t[64];
+	uint64_t traps, hits;
+	compile(name, src, "");
+	check(name, args, fns);
+	trap_counts(name, &traps, &hits);
+	fprintf(stderr, "%s: %llu traps, %llu trampoline hits\n", name, (unsigned long long)traps,
+		(unsigned long long)hits);
+	assert_true(hits > min_hits);
+	assert_true(traps <= max_traps);
+	snprintf(name_t, sizeof name_t, "%s_t", name);
+	setenv("TK_BTRACE_TRAMPOLINES", "0", 1);
+	compile(name_t, src, "");
+	check(name_t, args, fns);
+	unsetenv("TK_BTRACE_TRAMPOLINES");
+}
+
+/* Returns that are branch targets with under 5 bytes to the next entry (no window fits):
+ * the trampolines of the conditional branches that reach them record them (the ret's
+ * tail), so they do not trap. */
+static void test_rets_untrapped(void **state)
+{
+	static const char *const fns[] = { "main", "hw", "nz", "sp", NULL };
+	(void)state;
+	check_untrapped("rets", "rets.c", "20000", fns, 120000, 100);
+}
+
+/* A jump whose target is computed (neither a table nor a loaded address) keeps its trap,
+ * but no longer keeps its function trapping: its landing inside a relocated window goes to
+ * the trampoline's copy (window_entry). One trap per call (the jump). */
+static void test_computed_jump(void **state)
+{
+	static const char *const fns[] = { "main", "cg", NULL };
+	(void)state;
+	check_untrapped("computed", "computed.c", "20000", fns, 50000, 21000);
+}
+
+/* A jcc rel8 with a branch target right after it and 2 bytes before it (no window fits)
+ * jumps (rel8) to an island in the padding after a return, which jumps to its trampoline:
+ * it does not trap. */
+static void test_island(void **state)
+{
+	static const char *const fns[] = { "main", "isl", NULL };
+	(void)state;
+	check_untrapped("island", "island.c", "20000", fns, 70000, 100);
+}
+
 /* --module: a shared library the executable links, traced alone (the executable is not);
  * a requested module that is only dlopen'ed later is named as not traced. */
 static void test_shared_module(void **state)
@@ -634,6 +686,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_branches_traps_only),
+		cmocka_unit_test(test_rets_untrapped),
+		cmocka_unit_test(test_computed_jump),
+		cmocka_unit_test(test_island),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

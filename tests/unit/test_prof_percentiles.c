@@ -1,9 +1,10 @@
 /* Duration statistics of tk_prof_funcs (selected, not sorted) against a full sort of the
  * same durations, at llvm-xray account's positions (n/2, floor(n*0.9), floor(n*0.99)), for
  * many sizes and shapes: random, runs of equal values, sorted, reversed, organ pipe, mostly
- * zeros, and durations past 32 bits; merged over threads and per thread. The same statistics from
- * several threads (tk_prof_opts.nthreads), from chunk profiles merged by moving their
- * durations (tk_prof_merge_take) and from a profile emptied after that (tk_prof_reset). */
+ * zeros, durations past 32 bits, a narrow range across a 64 Ki boundary; merged over
+ * threads and per thread. The same statistics from several threads (tk_prof_opts.nthreads),
+ * from chunk profiles merged by moving their durations (tk_prof_merge_take) and from a
+ * profile emptied after that (tk_prof_reset). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +17,7 @@
 #include "tracekit/tracekit.h"
 
 enum shape { RANDOM, FEW_VALUES, SORTED, REVERSED, ORGAN, ALL_EQUAL, MOSTLY_ZERO, SOME_ZERO,
-	     WITH_BIG, NSHAPES };
+	     WITH_BIG, STRADDLE, NSHAPES };
 
 static uint64_t rng = 88172645463325252ULL;
 static uint64_t rnd(void)
@@ -41,6 +42,9 @@ static uint64_t duration(enum shape s, size_t i, size_t n)
 	case MOSTLY_ZERO: return rnd() % 32 ? 0 : rnd() % 1000000;
 	case SOME_ZERO: return rnd() % 5 < 3 ? 0 : rnd() % 100000;
 	case WITH_BIG: return rnd() % 3 ? rnd() % 1000 : (1ULL << 32) + rnd() % 1000;
+	/* a narrow range across a high-half boundary, far from 0: the histograms are
+	   summed and searched only between the smallest and largest duration */
+	case STRADDLE: return (5u << 16) + 65400 + rnd() % 300;
 	default: return 0;
 	}
 }
@@ -314,6 +318,43 @@ static void test_spill_file(void **state)
 	check_parts((enum shape)(NSHAPES - 1), 140003, 90, 1);
 }
 
+/* A log of more than 4 Mi durations with two threads: its chunks are freed on a pool
+ * (the sanitizer tree sees a leak or a double free there). */
+static void test_large_log_freed(void **state)
+{
+	(void)state;
+	struct tk_prof_opts two = { .sz = sizeof two, .nthreads = 2 };
+	struct tk_prof *p = tk_prof_new(&two, NULL);
+	struct tk_event ev[2 * 4096];
+	const size_t n = ((size_t)4 << 20) + 4096;
+	uint64_t t = 1;
+
+	assert_non_null(p);
+	for (size_t done = 0; done < n; done += 4096) {
+		for (size_t i = 0; i < 4096; i++, t += 10) {
+			ev[2 * i] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = 1, .time = t };
+			ev[2 * i + 1] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = 1,
+							   .time = t + 1 + i % 7 };
+		}
+		assert_int_equal(tk_prof_events(p, ev, 2 * 4096), 0);
+	}
+	assert_int_equal(tk_prof_finish(p), 0);
+	struct tk_prof_func *f;
+	size_t nf, seen = 0;
+	assert_int_equal(tk_prof_funcs(p, 0, &f, &nf), 0);
+	for (size_t i = 0; i < nf; i++) {
+		if (f[i].kind == TK_PROF_KEY_ID && f[i].key == 1) {
+			assert_int_equal(f[i].ndur, n);
+			assert_int_equal(f[i].dur_min, 1);
+			assert_int_equal(f[i].dur_max, 7);
+			seen++;
+		}
+	}
+	assert_int_equal(seen, 1);
+	free(f);
+	tk_prof_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +363,7 @@ int main(void)
 		cmocka_unit_test(test_many_functions),
 		cmocka_unit_test(test_threads_and_takes),
 		cmocka_unit_test(test_spill_file),
+		cmocka_unit_test(test_large_log_freed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,13 +20,20 @@ __attribute__((noinline)) int tiny(int x)
 	return x * 3 + 1;
 }
 
+/* Its recorded return is a stamp ahead of spin's first call. */
+__attribute__((noinline)) uint64_t mark(uint64_t x)
+{
+	return x ^ 1;
+}
+
 int main(int argc, char **argv)
 {
-	/* before strtoull: spin's first call is timed from the last stamp ahead of it (at
-	 * strtoull's return), which must fall inside the span measured here even when the
-	 * process is preempted in between (a loaded machine) */
+	/* before strtoull: spin's first call is timed from the last stamp ahead of it, which
+	 * must fall inside the span measured here even when the process is preempted in
+	 * between (a loaded machine). After strtoull (untraced), the first record would be in
+	 * spin, after its first rdtsc: mark's return is recorded before the call. */
 	uint64_t t0 = __rdtsc();
-	uint64_t ticks = argc > 1 ? strtoull(argv[1], NULL, 0) : 100000, s = 0;
+	uint64_t ticks = mark(argc > 1 ? strtoull(argv[1], NULL, 0) : 100000) ^ 1, s = 0;
 	for (int i = 0; i < 10; i++)
 		s += spin(ticks) + (uint64_t)tiny(i);
 	uint64_t t1 = __rdtsc();

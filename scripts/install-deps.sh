@@ -9,6 +9,7 @@ packages=(
 	libcmocka-dev libiberty-dev
 	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev
 	libipt-dev linux-perf valgrind protobuf-compiler hyperfine bc time
+	strace                   # delays one system call in a test (btrace_clock)
 	libc6-dbg pandoc man-db
 	golang-go                # go tool pprof, which the pprof test runs on the output
 	qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross

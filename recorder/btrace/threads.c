@@ -59,13 +59,39 @@ static uint64_t mono_raw_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* The clock and the TSC at one moment: the TSC is read on both sides of the clock, and of a
+ * few tries the one with the two TSC reads closest is kept (the TSC then the middle). A
+ * thread preempted between the two reads (a loaded machine) would put that time into the
+ * rate: 0.45 ms of it over a 0.2 s run is 0.2 % off. No libc. */
+static void clock_and_tsc(uint64_t *ns, uint64_t *tsc)
+{
+	uint64_t best = UINT64_MAX;
+
+	*ns = *tsc = 0;
+	for (int i = 0; i < 5; i++) {
+		uint64_t t0 = __rdtsc(), n = mono_raw_ns(), t1 = __rdtsc();
+
+		if (!n) {
+			*tsc = t1;
+			return;
+		}
+		if (t1 - t0 < best) {
+			best = t1 - t0;
+			*ns = n;
+			*tsc = t0 + (t1 - t0) / 2;
+		}
+	}
+}
+
 /* Also run in a forked child from the trap handler: no libc. */
 void write_header(uint32_t ppid)
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE];
 	uint32_t v = call_times ? TK_BTRACE_VERSION : 1, hs = TK_BTRACE_HEADER_SIZE;
 	uint32_t pid = (uint32_t)rt_getpid();
-	uint64_t hz = 0, ns = mono_raw_ns(), tsc = __rdtsc();
+	uint64_t hz = 0, ns, tsc;
+
+	clock_and_tsc(&ns, &tsc);
 
 	memset(h, 0, sizeof h);
 	memcpy(h, TK_BTRACE_MAGIC, 8);
@@ -289,7 +315,9 @@ void finish(int how, int sig)
 		say_kinds();
 	if (site_traps)
 		say_sites();
-	uint64_t ns = mono_raw_ns(), tsc = __rdtsc();   /* as in the header: ns, then TSC */
+	uint64_t ns, tsc;
+
+	clock_and_tsc(&ns, &tsc);   /* as in the header */
 	if (how != END_EXEC) {
 		/* --trigger: the call's number in place of a signal's, then the function's name */
 		uint64_t st[8 + 8] = { traps, nctis, nthreads, how == END_SIGNAL ? TK_BTRACE_END_SIGNAL :

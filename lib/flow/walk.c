@@ -129,6 +129,9 @@ struct tk_flow {
 	 * takes trace (see block_reach): 0 not yet known, else REACH_*. */
 	uint8_t *reach;
 	uint32_t reach_cap;
+	/* tk_flow_print_block: the hex digits of the upper 12 digits of addresses whose
+	 * a >> 16 is hex_hi (UINT64_MAX: none yet); blocks mostly stay in a few pages */
+	uint64_t hex_hi, hex_p0, hex_p1;
 };
 
 struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
@@ -142,6 +145,7 @@ struct tk_flow *tk_flow_new(const struct tk_image *img, int *err)
 			*err = img ? -TK_E_NOMEM : -TK_E_INVAL;
 		return NULL;
 	}
+	f->hex_hi = UINT64_MAX;
 	if ((rc = tk_bcache_init(&f->cache, img)) < 0) {
 		free(f);
 		if (err)
@@ -1572,6 +1576,19 @@ static const uint16_t hex_pairs[256] = {
 #undef HD
 };
 
+/* "AAAAAAAAAAAAAAAA\n" at D for address A whose upper 12 digits are P0 (8) and P1 (4,
+ * the low half); returns the end. */
+static inline char *hex_line(char *d, uint64_t p0, uint64_t p1, uint64_t a)
+{
+	uint64_t w = p1 | (uint64_t)hex_pairs[(a >> 8) & 0xff] << 32 |
+		     (uint64_t)hex_pairs[a & 0xff] << 48;
+
+	memcpy(d, &p0, 8);
+	memcpy(d + 8, &w, 8);
+	d[16] = '\n';
+	return d + 17;
+}
+
 int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_event *blk,
 			int disasm)
 {
@@ -1605,25 +1622,30 @@ int tk_flow_print_block(struct tk_flow *f, struct tk_buf *out, const struct tk_e
 		a = b->start;
 		{
 			const uint8_t *lens = f->cache.lens + b->lens;
+			const uint32_t n = blk->count;   /* (a local: the stores below may alias blk) */
 			char *d = out->data + out->len;
-			uint64_t p0 = 0, p1 = 0, hi = ~0ull;
+			/* the upper 12 digits: from registers, the low 4 from a byte-pair table */
+			if ((a >> 16) != f->hex_hi) {
+				f->hex_hi = a >> 16;
+				f->hex_p0 = hex8(a >> 32);
+				f->hex_p1 = hex8(a) & 0xffffffffu;
+			}
+			uint64_t p0 = f->hex_p0, p1 = f->hex_p1;
 
-			for (uint32_t i = 0; i < blk->count; i++) {
-				/* the upper 12 digits rarely change inside a block: keep them
-				 * in registers; the low 4 come from a byte-pair table */
-				if ((a >> 16) != hi) {
-					hi = a >> 16;
+			if ((b->start >> 16) == (b->last >> 16)) {
+				/* the whole block in one 64 KiB page (nearly always): the upper
+				 * digits are the same for every line */
+				for (uint32_t i = 0; i < n; i++) {
+					d = hex_line(d, p0, p1, a);
+					a += lens[i];
+				}
+			} else {
+				for (uint32_t i = 0; i < n; i++) {
 					p0 = hex8(a >> 32);
 					p1 = hex8(a) & 0xffffffffu;
+					d = hex_line(d, p0, p1, a);
+					a += lens[i];
 				}
-				uint64_t w = p1 | (uint64_t)hex_pairs[(a >> 8) & 0xff] << 32 |
-					     (uint64_t)hex_pairs[a & 0xff] << 48;
-
-				memcpy(d, &p0, 8);
-				memcpy(d + 8, &w, 8);
-				d[16] = '\n';
-				d += 17;
-				a += lens[i];
 			}
 			out->len = (size_t)(d - out->data);
 		}

@@ -243,10 +243,61 @@ static void test_loop_quiet(void **state)
 	tk_image_free(img);
 }
 
+/* --no-disasm lines of blocks that cross a 64 KiB and a 4 GiB boundary or stay in a page
+ * (the printer keeps the upper digits of the last page), walked in turn with one walker:
+ * each address as tk_buf_hex writes it. */
+static void test_print_pages(void **state)
+{
+	(void)state;
+	static const uint64_t at[] = { 0xfff8, 0xfffffff8, 0x1000, 0xfff8, 0x7ffffffffff8, 0x1000 };
+	const int n = sizeof at / sizeof at[0];
+	uint8_t run[17];
+	int err;
+	struct tk_image *img = tk_image_new(&err);
+	struct tk_flow *f;
+	struct tally t = { 0 };
+	struct tk_buf want;
+
+	memset(run, 0x90, 16);        /* 16 nops, then a ret to itself: the walk stops there */
+	run[16] = 0xc3;
+	for (int i = 0; i < 5; i++)
+		if (i != 3)
+			assert_int_equal(tk_image_add_mem(img, run, sizeof run, at[i]), 0);
+	assert_non_null(f = tk_flow_new(img, &err));
+	t.f = f;
+	assert_int_equal(tk_buf_init(&t.text, -1, 4096), 0);
+	assert_int_equal(tk_buf_init(&want, -1, 4096), 0);
+	for (int i = 0; i < n; i++) {
+		struct script s = { .n = 1 };
+		struct tk_flow_oracle o = { next, &s };
+		struct tk_flow_result res;
+		struct tk_event_batch b;
+		uint64_t ip = at[i];
+		int mode = TK_FLOW_64;
+
+		s.q[0] = (struct tk_flow_q){ .kind = TK_FLOWQ_TIP, .ip = at[i] + 16, .has_ip = 1,
+					     .mode = -1 };
+		tk_event_batch_init(&b, (struct tk_sink){ tally, &t });
+		assert_int_equal(tk_flow_walk(f, &ip, &mode, &o, &b, &res), TK_FLOW_ENDED);
+		assert_int_equal(tk_event_batch_flush(&b), 0);
+		assert_int_equal(res.insns, 17);
+		tk_flow_clear_pending(f);
+		for (int k = 0; k < 17; k++)
+			line(&want, at[i] + (uint64_t)k, 1);
+	}
+	assert_int_equal(t.text.len, want.len);
+	assert_memory_equal(t.text.data, want.data, want.len);
+	tk_buf_free(&want);
+	tk_buf_free(&t.text);
+	tk_flow_free(f);
+	tk_image_free(img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_walk),
-					    cmocka_unit_test(test_loop_quiet) };
+					    cmocka_unit_test(test_loop_quiet),
+					    cmocka_unit_test(test_print_pages) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
@@ -452,6 +453,18 @@ static int text_merge(void *ctx, size_t i)
 	return rc;
 }
 
+/* Whether the text goes to OUT through a background writer: where write() takes time
+ * that formatting can overlap, the copy into a file's page cache or the wait for a pipe's
+ * reader. A character device (/dev/null, a terminal) is written in place: there the
+ * hand-overs (a wake-up and a thread switch every WRITE_BYTES) cost more than the writes. */
+static int writer_pays(const struct tk_buf *out, unsigned flags)
+{
+	struct stat st;
+
+	return out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) && fstat(out->fd, &st) == 0 &&
+	       !S_ISCHR(st.st_mode);
+}
+
 int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats)
 {
@@ -477,12 +490,17 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	if (!r.chunks)
 		return -TK_E_NOMEM;
 	turn_init(&r.turn);
-	if (r.nthreads <= 1 && out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) &&
-	    tk_buf_flush(out) >= 0 && tk_buf_init(&r.cur, -1, WRITE_BYTES + (WRITE_BYTES >> 2)) >= 0) {
-		if (!(r.w = tk_writer_start(out->fd, NULL)))
-			tk_buf_free(&r.cur);
+	if (r.nthreads <= 1 && writer_pays(out, flags) && tk_buf_flush(out) >= 0 &&
+	    (r.w = tk_writer_start(out->fd, NULL))) {
+		/* formatted in the caller's buffer, which gets one of the writer's back at
+		 * the end: a session of many streams allocates no new buffer per stream
+		 * (freed ones were given back to the system and faulted in again) */
+		r.cur = *out;
+		r.cur.fd = -1;
+		out->data = NULL;
+		out->cap = 0;
 	}
-	if (r.nthreads > 1 && out->fd >= 0 && !(flags & TK_IPT_TEXT_STAT) && tk_buf_flush(out) >= 0)
+	if (r.nthreads > 1 && writer_pays(out, flags) && tk_buf_flush(out) >= 0)
 		r.wn = tk_writer_start(out->fd, NULL);
 	rc = tk_ipt_flow_decode(buf, len, opts, &c, stats);
 	if (r.wn) {
@@ -503,7 +521,8 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 
 		if (stop < 0)
 			wrc = stop;
-		tk_buf_free(&r.cur);
+		out->data = r.cur.data;
+		out->cap = r.cur.data ? r.cur.cap : 0;
 		if (wrc < 0 && !out->err) {
 			out->err = wrc;
 			out->errnum = errnum;

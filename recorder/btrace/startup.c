@@ -67,6 +67,17 @@ static uint64_t *reloc_targets, *reloc_jind;
 static size_t nreloc_targets, nreloc_jind;
 static struct vec reloc_secs[MAX_MODULES];
 
+/* What the relocation pass (reloc_module) needs of each instruction, kept from the linear
+ * sweep so that it does not decode the code a second time: one byte at the offset of the
+ * instruction's first byte (its length is in the instruction map), freed once the windows
+ * are made. */
+static uint8_t *reloc_facts[MAX_MODULES];
+#define RF_DISP 0x0f      /* reloc_insn.disp_at */
+#define RF_MOVABLE 0x10   /* not a CTI, and reloc_movable */
+#define RF_NOP 0x20       /* a NOP */
+#define RF_CTI 0x40       /* any control transfer (cti_classify's kind is not CTI_NONE) */
+#define RF_REL32 0x80     /* a `call rel32` or `jmp rel32` a suffix may end with */
+
 
 struct scan {
 	struct vec ctis, fns, rets, tails, targets;
@@ -365,6 +376,11 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		int kind = cti_classify(&c, ip, &in, ops);
 		c.orig = m->orig[ip - m->start];
 		m->imap[ip - m->start] = imap_entry(sc, ip, &in, ops, kind);
+		struct reloc_insn ri;
+		int sx = reloc_suffix_insn(ip, &in, ops, kind, &ri);
+		reloc_facts[m - modules][ip - m->start] = (uint8_t)((kind != CTI_NONE ? RF_CTI : 0) |
+			(sx == 2 ? RF_REL32 : sx == 1 ? RF_MOVABLE | ri.disp_at : 0) |
+			(in.mnemonic == ZYDIS_MNEMONIC_NOP ? RF_NOP : 0));
 		if (kind == CTI_JMP_DIR && in_plt(c.target) && !in_plt(ip)) {
 			struct fnrange *t = vec_push(&sc->tails);   /* (target, jump) */
 			if (t) {
@@ -508,7 +524,8 @@ static int add_module(struct dl_phdr_info *info, size_t size, void *data)
 	m->end = hi;
 	m->orig = rec_alloc(hi - lo);
 	m->imap = rec_alloc((hi - lo) * sizeof *m->imap);
-	if (!m->orig || !m->imap)
+	reloc_facts[nmodules] = rec_alloc(hi - lo);
+	if (!m->orig || !m->imap || !reloc_facts[nmodules])
 		return 0;
 	memcpy(m->orig, (const void *)lo, hi - lo);
 	nmodules++;
@@ -685,48 +702,52 @@ static int data_labels(struct vec *targets)
 	return 0;
 }
 
-/* The end of the NOP padding from A on (up to LIM). */
+/* The length of the instruction the sweep decoded at A of module M (0: none starts there),
+ * and its relocation facts (RF_*). */
+static unsigned insn_at(const struct module *m, uint64_t a, unsigned *facts)
+{
+	*facts = reloc_facts[m - modules][a - m->start];
+	return m->imap[a - m->start] & IM_LEN;
+}
+
+/* The end of the NOP padding from A on (NOPs that end by LIM). */
 static uint64_t padding_end(const struct module *m, uint64_t a, uint64_t lim)
 {
-	ZydisDecodedInstruction in;
 	uint64_t start = a;
-	while (a < lim && a - start < 16 &&
-	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, m->orig + (a - m->start), lim - a, &in)) &&
-	       in.mnemonic == ZYDIS_MNEMONIC_NOP)
-		a += in.length;
+	unsigned len, rf;
+	while (a < lim && a - start < 16 && (len = insn_at(m, a, &rf)) && (rf & RF_NOP) && a + len <= lim)
+		a += len;
 	return a;
 }
 
 /* The movable instructions the jcc ending at IP falls into, up to RELOC_MAX_INSNS and 16
  * bytes (a window needs at most 5), into SUF; stops after a direct call or jmp rel32, and at
  * any other CTI, a function start LIM or anything that cannot move. Returns how many. */
-static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end, struct reloc_insn *suf)
+static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, struct reloc_insn *suf)
 {
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	struct cti c;
+	unsigned len, rf;
 	int n = 0;
-	for (uint64_t a = ip; n < RELOC_MAX_INSNS && a < lim && a - ip < 16; a += in.length) {
-		if (!decode_at(m, a, lim, end, &in, ops))
+	for (uint64_t a = ip; n < RELOC_MAX_INSNS && a < lim && a - ip < 16; a += len) {
+		if (!(len = insn_at(m, a, &rf)))
 			break;
-		int r = reloc_suffix_insn(a, &in, ops, cti_classify(&c, a, &in, ops), &suf[n]);
-		if (!r)
+		if (rf & RF_REL32) {
+			suf[n++] = (struct reloc_insn){ a, 5, 0, m->orig[a - m->start] == 0xe8 ? RELOC_CALL : RELOC_JMP };
 			break;
-		if (++n, r == 2)
+		}
+		if (!(rf & RF_MOVABLE))
 			break;
+		suf[n++] = (struct reloc_insn){ a, (uint8_t)len, (uint8_t)(rf & RF_DISP), 0 };
 	}
 	return n;
 }
 
 /* Relocate the windows around module M's short jcc, returns and jumps or calls through a
- * register (see reloc.h, reloc_install), with the same linear decoding as sweep(). ENT:
+ * register (see reloc.h, reloc_install), walking the instructions sweep() decoded. ENT:
  * where code may be entered (direct targets, return sites, function starts); JIND: every
  * unrecognised indirect jump, sorted. Returns how many were relocated. */
 static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const struct reloc_entries *ent,
 			   const uint64_t *jind, size_t njind)
 {
-	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
 	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
@@ -746,65 +767,64 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		while (nx < nfns && fn_start[nx] <= ip)
 			nx++;
 		uint64_t lim = nx < nfns && fn_start[nx] < end ? fn_start[nx] : end;
-		if (!decode_at(m, ip, lim, end, &in, ops)) {
+		unsigned len, rf;
+		if (!(len = insn_at(m, ip, &rf))) {   /* sweep() could not decode there */
 			nring = 0;
 			stopped = 1;
 			pad = 0;
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			continue;
 		}
-		struct cti c;
-		int kind = cti_classify(&c, ip, &in, ops);
-		if (pad && (kind != CTI_NONE || in.mnemonic != ZYDIS_MNEMONIC_NOP || ip + in.length > lim ||
-			    reloc_entered(ent, ip - 1, ip + 1)))
+		if (pad && (!(rf & RF_NOP) || ip + len > lim || reloc_entered(ent, ip - 1, ip + 1)))
 			pad = 0;   /* from an entry on, NOPs may run */
 		if (pad) {
 			/* never executed: a run grows (past the bytes a ret's window took) */
 			struct fnrange *r = runs.n ? &((struct fnrange *)runs.p)[runs.n - 1] : NULL;
 			uint64_t from = ip > covered ? ip : covered;
 			if (r && r->end == ip)
-				r->end = ip + in.length;
-			else if (from < ip + in.length && (r = vec_push(&runs)))
-				*r = (struct fnrange){ from, ip + in.length };
-			ip += in.length;
+				r->end = ip + len;
+			else if (from < ip + len && (r = vec_push(&runs)))
+				*r = (struct fnrange){ from, ip + len };
+			ip += len;
 			continue;
 		}
-		if (kind == CTI_NONE) {
-			struct reloc_insn r;
+		if (!(rf & RF_CTI)) {
 			/* Padding after a jump or return is never fallen into; what follows it may be
 			 * entered by the unwinder (a landing pad), so no window starts in it. */
-			if (!reloc_movable(ip, &in, ops, &r)) {
+			if (!(rf & RF_MOVABLE)) {
 				nring = 0;
-			} else if (!(nring == 0 && stopped && in.mnemonic == ZYDIS_MNEMONIC_NOP)) {
+			} else if (!(nring == 0 && stopped && (rf & RF_NOP))) {
 				if (nring == RELOC_MAX_INSNS + 1) {
 					memmove(ring, ring + 1, sizeof ring[0] * RELOC_MAX_INSNS);
 					nring--;
 				}
-				ring[nring++] = r;
+				ring[nring++] = (struct reloc_insn){ ip, (uint8_t)len, (uint8_t)(rf & RF_DISP), 0 };
 				stopped = 0;
 			}
-			ip += in.length;
+			ip += len;
 			continue;
 		}
 		stopped = pad = (m->imap[ip - m->start] & IM_ENDS) != 0;
-		const struct cti *tc;
-		int jcc8 = kind == CTI_JCC && in.length == 2;
+		/* the CTIs that may get a window are all trapped ones, described in ctis */
+		const struct cti *tc = cti_find(ip);
+		int kind = tc ? tc->kind : CTI_OTHER;
+		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;
 		/* an indirect jump that may land anywhere in its function keeps its trap: the trap
 		 * handler sends a landing inside a window to its trampoline (window_entry) */
 		int unknown = kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1);
-		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(&c))) &&
-		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && (tc = cti_find(ip)) && !unknown) {
-			uint64_t room = ip + in.length;
+		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(tc))) &&
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && !unknown) {
+			uint64_t room = ip + len;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
 				room = padding_end(m, room, lim);
-			int nsuf = jcc8 ? reloc_suffix(m, room, lim, end, suf) : 0;
+			int nsuf = jcc8 ? reloc_suffix(m, room, lim, suf) : 0;
 			/* a not-taken path that runs into a trapped ret: the suffix up to it moves too
 			 * (the overwritten bytes stay B..B+5), so the path ends in the ret's tail */
 			const struct reloc_insn *ls = nsuf ? &suf[nsuf - 1] : NULL;
 			const struct cti *rc = ls && !ls->transfer ? cti_find(ls->addr + ls->len) : NULL;
-			int chosen = reloc_choose(ring, nring, ip, in.length, room, suf, nsuf, ent, covered, &w);
+			int chosen = reloc_choose(ring, nring, ip, len, room, suf, nsuf, ent, covered, &w);
 			if (chosen && rc && rc->kind == CTI_RET && nsuf > w.nsuf &&
 			    reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, nsuf) == 0)
 				w.nsuf = nsuf;
@@ -828,7 +848,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			}
 		}
 		nring = 0;
-		ip += in.length;
+		ip += len;
 	}
 	/* Islands: each lone jcc rel8 (in address order) takes the first 5 bytes of padding within
 	 * its rel8 reach that hold no entry; a run is used from its start on. */
@@ -1172,6 +1192,10 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 	if (windows)
 		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */
+	for (int i = 0; i < nmodules; i++) {
+		rec_free(reloc_facts[i], modules[i].end - modules[i].start);
+		reloc_facts[i] = NULL;
+	}
 	if (trigger_name && !trigger_at)
 		say2("--trigger ", trigger_name, ": no function of that name in the traced modules; "
 		     "recording to the end");

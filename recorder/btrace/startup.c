@@ -754,10 +754,11 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	/* jcc rel8 left without a window, and runs of padding (start, end), for the islands */
 	struct vec lone = { .elt = sizeof(uint64_t) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
-	long f = -1;
+	long f = -1, k = last_le(fn_start, nfns, start);
 
 	while (ip < end) {
-		long k = last_le(fn_start, nfns, ip);
+		while (k + 1 < (long)nfns && fn_start[k + 1] <= ip)
+			k++;   /* the function of IP (IP only grows) */
 		if (k != f) {
 			nring = 0;   /* never relocate across a function start */
 			pad = 0;
@@ -804,9 +805,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			ip += len;
 			continue;
 		}
-		stopped = pad = (m->imap[ip - m->start] & IM_ENDS) != 0;
-		/* the CTIs that may get a window are all trapped ones, described in ctis */
-		const struct cti *tc = cti_find(ip);
+		uint16_t e = m->imap[ip - m->start];
+		stopped = pad = (e & IM_ENDS) != 0;
+		/* the CTIs that may get a window are all trapped ones (class IM_STOP), in ctis */
+		const struct cti *tc = (e & IM_CLASS) == IM_STOP ? cti_find(ip) : NULL;
 		int kind = tc ? tc->kind : CTI_OTHER;
 		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;

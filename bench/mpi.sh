@@ -3,10 +3,12 @@
 # Intel PT raw trace of at least 100 MB (tests/data/seams/lj.c recorded with --btrace,
 # converted to PT and repeated end to end, each copy starting with a PSB, as a longer run
 # would be) and an XRay FDR log of about 160 MB (bench/xray-decode.sh's program), with the
-# phases rank 0 reports (TK_MPI_TIMES): plan + decode + save on the slowest rank, gather of
-# the partials, merge + write; and `profile -j 1` for reference. Outputs are checked equal.
-# BENCH_SCALE=K makes the inputs K times larger (mpirun's start-up, about half a second,
-# is paid by -np 1 and -np 2 alike: larger inputs show the ratio it leaves).
+# phases rank 0 reports (TK_MPI_TIMES): MPI's start (the ranks decode meanwhile), plan +
+# decode + save on the slowest rank from its start, gather of the partials, merge + write;
+# and `profile -j 1` for reference. Outputs are checked equal.
+# BENCH_SCALE=K makes the inputs K times larger (mpirun's launch and the part of MPI's
+# start a rank's decoding does not hide are paid by -np 1 and -np 2 alike: larger inputs
+# show the ratio they leave).
 # usage: bench/mpi.sh   (BENCH_RUNS=N, default 3; BENCH_DIR=DIR for the inputs; BENCH_SCALE)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

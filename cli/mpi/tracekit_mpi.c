@@ -237,7 +237,7 @@ int main(int argc, char **argv)
 	status = b.status;
 	data = b.data;
 	len = b.len;
-	size_t nlog;
+	size_t nlog = 0;
 	char *text = cap.log ? release_stderr(&cap, &nlog) : NULL;
 
 	if (rank == 0 && text) {        /* rank 0's own, captured while MPI started */

@@ -14,7 +14,7 @@ lib="$here/build/libtracekit.a"
 bin=$(mktemp -d)/analysis-bench
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 gcc -O2 -I"$here/include" -o "$bin" "$here/bench/analysis-bench.c" "$lib" \
-	$(pkg-config --libs libdw libelf zlib libzstd) -lZydis -lpthread -lm
+	$TK_STATIC_LIBS
 
 echo "analysis layer, $events synthetic events, median of $runs runs (M events/s per core, CPU time)"
 for mode in prof-insn prof-func prof-insn-nodur prof-func-nodur perfetto chrome; do

@@ -43,7 +43,7 @@ LLVM_INPUT_COMMIT=603d209
 # allocation (BENCH_OUTDIR to choose another place)
 OUTDIR=${BENCH_OUTDIR:-$W}
 mkdir -p "$CACHE"
-LIBS="-lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl"
+LIBS=$TK_STATIC_LIBS
 gcc -O2 -o "$W/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 	-I"$SRC/include" "$BUILD/libtracekit.a" $LIBS
 gcc -O2 -o "$W/blk" "$SRC/bench/ipt-blk.c" -lipt -lelf

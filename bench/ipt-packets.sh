@@ -27,7 +27,7 @@ TOOLS=$WORK/ipt-tools
 gcc -O2 -Wall -I "$SRC/include" -I "$SRC/lib" -I "$SRC/tests" "$SRC/bench/ipt-tools.c" \
 	"$SRC/build/libtracekit.a" -lipt -o "$TOOLS"
 gcc -O2 -I "$SRC/include" -I "$SRC/lib" -I "$SRC/tests" "$SRC/bench/ipt-flow-gen.c" \
-	"$SRC/build/libtracekit.a" -lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl \
+	"$SRC/build/libtracekit.a" $TK_STATIC_LIBS \
 	-o "$WORK/ipt-flow-gen" 2>/dev/null
 CG_MB=${CG_MB:-16}
 PT=$WORK/stream-${MB}m.pt

@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 bash "$here/kanata-gen.sh" "$DATA/kanata/kanata-sample-2.log.gz" "$copies" "$work/big.kanata"
-LIBS="-lipt -lelf -ldw -lZydis -liberty -lzstd -lz -lpthread -ldl"
+LIBS=$TK_STATIC_LIBS
 gcc -O2 -o "$work/gen" "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" \
 	-I"$SRC/include" "$SRC/build/libtracekit.a" $LIBS
 "$work/gen" "$work/walk.pt" "$mb" >"$work/walk.args" 2>/dev/null

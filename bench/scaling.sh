@@ -32,7 +32,7 @@ make_kanata() {
 make_ipt() {
 	[ -s walk.pt ] && return
 	gcc -O2 -o ptgen "$SRC/bench/ipt-flow-gen.c" -I"$SRC/tests" -I"$SRC/lib" -I"$SRC/include" \
-		"$SRC/build/libtracekit.a" -lipt -lelf -ldw -lZydis -lzstd -lz -lpthread -ldl
+		"$SRC/build/libtracekit.a" $TK_STATIC_LIBS
 	./ptgen walk.pt 100 >walk.args 2>/dev/null
 }
 

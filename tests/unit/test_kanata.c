@@ -897,6 +897,26 @@ static void test_parallel_equals_serial(void **state)
 	static const size_t splits[] = { 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233 };
 	for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++)
 		compare_parallel(bad, sizeof bad - 1, splits[i]);
+	/* C= lines in every chunk (some going back), instructions in flight across every seam:
+	 * a chunk parsed before its start is known waits for it at a C=, and does not fall back */
+	struct tk_buf cs;
+	int64_t cyc = 0;
+	tk_buf_init(&cs, -1, 4096);
+	tk_buf_printf(&cs, "Kanata\t0004\nC=\t100\n");
+	for (int i = 0; i < 3000; i++) {
+		tk_buf_printf(&cs, "I\t%d\t%d\t%d\nS\t%d\t0\tF\n", i, i, i % 2, i);
+		if (i >= 6)
+			tk_buf_printf(&cs, "R\t%d\t%d\t0\n", i - 6, i - 6);
+		cyc += 1 + i % 3;
+		if (i % 5 == 0)
+			tk_buf_printf(&cs, "C=\t%lld\n", (long long)(i % 35 ? 100 + cyc : 50));
+		else
+			tk_buf_printf(&cs, "C\t%d\n", 1 + i % 3);
+	}
+	static const size_t cuts[] = { 64, 500, 4096, 20000 };
+	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+		assert_int_equal(compare_parallel(cs.data, cs.len, cuts[i]), 0);
+	tk_buf_free(&cs);
 	/* an id reused across chunks must fall back, and still give the serial answer */
 	static const char reuse[] = "Kanata\t0004\nI\t0\t0\t0\nC\t1\nR\t0\t0\t0\nC\t1\nI\t0\t1\t0\nC\t1\n";
 	int fell = 0;

@@ -74,6 +74,14 @@ struct kn_adopt {
 
 void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle, uint64_t line_base,
 			   uint64_t byte_base);
+/* A chunk whose start is not known yet: cycles and lines count from 0. A line that needs
+ * the absolute cycle (C=, or a C near the limit) calls RESOLVE, which must rebase the
+ * reader (or fail: the reader stops with its code). */
+void kn_reader_set_relative(struct tk_kanata_reader *r, int (*resolve)(void *ctx), void *ctx);
+int kn_reader_relative(const struct tk_kanata_reader *r);
+/* The chunk starts at CYCLE and after LINE lines: make its cycles and lines absolute. */
+void kn_reader_rebase(struct tk_kanata_reader *r, int64_t cycle, uint64_t line);
+uint64_t kn_reader_lines(const struct tk_kanata_reader *r);
 void kn_reader_state(const struct tk_kanata_reader *r, struct kn_state *st);
 const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *n);
 const int64_t *kn_reader_ids(const struct tk_kanata_reader *r, size_t *n);

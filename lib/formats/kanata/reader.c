@@ -50,6 +50,12 @@ struct tk_kanata_reader {
 
 	/* parallel chunk: commands for ids this chunk did not begin are kept as fragments */
 	int chunk;
+	/* cycles and lines counted from 0 at the chunk's start, which is not known yet: a C=
+	 * (or a C near the limit) needs the absolute cycle, so resolve() waits for it and
+	 * rebases (kn_reader_rebase) */
+	int rel;
+	int (*resolve)(void *ctx);
+	void *resolve_ctx;
 	struct kn_frag *frags;
 	size_t nfrags, cap_frags;
 	int64_t *ilist;            /* ids begun in this chunk, in order */
@@ -760,6 +766,15 @@ static int bad(struct tk_kanata_reader *r, uint64_t line, uint64_t off, const ch
 	return 0;
 }
 
+/* A relative chunk meets a line that needs the absolute cycle: wait for its start. */
+static int resolve(struct tk_kanata_reader *r)
+{
+	int rc = r->resolve(r->resolve_ctx);
+	if (rc < 0)
+		r->stopped = rc;
+	return rc;
+}
+
 static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, uint64_t line,
 		      uint64_t off)
 {
@@ -803,6 +818,11 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 		int64_t v;
 		if (parse_num(rest, e, &v) < 0)
 			return bad(r, line, off, "C=", "expected a cycle number");
+		if (r->rel) {
+			if (resolve(r) < 0)
+				return r->stopped;
+			line = c.line = r->n.lines;   /* now absolute */
+		}
 		if ((r->seen_cycle_cmd || r->seen_any_cmd) && v < r->cycle) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_CYCLE_BACK, line, off,
 			     "C= %lld goes back from cycle %lld; line skipped", (long long)v,
@@ -827,6 +847,11 @@ static int parse_line(struct tk_kanata_reader *r, const char *p, const char *e, 
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_NEG_DELTA, line, off,
 			     "C %lld: time only moves forward; line skipped", (long long)v);
 			return 0;
+		}
+		if (r->rel && r->cycle > KN_NUM_MAX - v) {
+			if (resolve(r) < 0)
+				return r->stopped;
+			line = c.line = r->n.lines;
 		}
 		if (r->cycle > KN_NUM_MAX - v || r->delta_sum > KN_NUM_MAX - v) {
 			diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, line, off,
@@ -1069,6 +1094,43 @@ void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle,
 		r->cycle = cycle;
 		r->seen_header = r->seen_cycle_cmd = r->seen_any_cmd = 1;
 	}
+}
+
+void kn_reader_set_relative(struct tk_kanata_reader *r, int (*resolve_fn)(void *ctx), void *ctx)
+{
+	r->rel = 1;
+	r->resolve = resolve_fn;
+	r->resolve_ctx = ctx;
+}
+
+int kn_reader_relative(const struct tk_kanata_reader *r)
+{
+	return r->rel;
+}
+
+void kn_reader_rebase(struct tk_kanata_reader *r, int64_t cycle, uint64_t line)
+{
+	r->rel = 0;
+	r->cycle += cycle;
+	r->n.lines += line;
+	r->track_line += line;
+	for (size_t i = 0; i < r->table_cap; i++) {
+		if (!r->table[i])
+			continue;
+		struct kn_insn *in = &r->pool[r->table[i] - 1];
+		in->begin += cycle;
+		for (unsigned k = 0; k < in->nopen; k++)
+			in->open[k].start += cycle;
+	}
+	for (size_t i = 0; i < r->nfrags; i++) {
+		r->frags[i].c.cycle += cycle;
+		r->frags[i].c.line += line;
+	}
+}
+
+uint64_t kn_reader_lines(const struct tk_kanata_reader *r)
+{
+	return r->n.lines;
 }
 
 void kn_reader_state(const struct tk_kanata_reader *r, struct kn_state *st)

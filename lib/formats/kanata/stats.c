@@ -43,6 +43,13 @@ struct stats_ctx {
 	/* diagnostics: forwarded, or kept (parallel chunks) until the merge */
 	uint64_t suppress_upto;    /* sequential rerun after a parallel attempt: already shown */
 	struct kept_diags *keep;
+	/* a chunk parsed before its start is known (cycles relative to it): retirements per
+	 * cycle, put in windows once the start is known (chunk_rebase) */
+	int rel;
+	size_t nruns, cap_runs;
+	struct ret_run { int64_t cycle; uint64_t n; } *runs;
+	struct par *par;
+	size_t chunk_i;
 };
 
 #define KEEP_DIAGS 256
@@ -216,6 +223,54 @@ static void on_stage(void *ctx, const struct kn_insn *in, unsigned stage, int64_
 	hist_add(s, &s->stage[stage], (uint64_t)(end - start));
 }
 
+/* N retirements at cycle END into their IPC window. */
+static void win_add(struct stats_ctx *s, int64_t end, uint64_t n)
+{
+	int64_t rel = end - s->first_cycle;
+	uint64_t wi = rel > 0 ? (uint64_t)rel / s->o->window : 0;
+	if (wi >= ((uint64_t)1 << 24)) {
+		s->windows_dropped += n;  /* keep memory bounded on absurd cycle counts */
+		return;
+	}
+	size_t w = (size_t)wi;
+	if (w >= s->cap_win) {
+		size_t cap = s->cap_win ? s->cap_win : 64;
+		while (cap <= w)
+			cap *= 2;
+		uint64_t *p = realloc(s->win, cap * sizeof *p);
+		if (!p) {
+			s->err = -TK_E_NOMEM;
+			return;
+		}
+		memset(p + s->cap_win, 0, (cap - s->cap_win) * sizeof *p);
+		s->win = p;
+		s->cap_win = cap;
+	}
+	s->win[w] += n;
+	if (w + 1 > s->nwin)
+		s->nwin = w + 1;
+}
+
+/* A relative chunk: one more retirement at (relative) cycle END; cycles only grow. */
+static void run_add(struct stats_ctx *s, int64_t end)
+{
+	if (s->nruns && s->runs[s->nruns - 1].cycle == end) {
+		s->runs[s->nruns - 1].n++;
+		return;
+	}
+	if (s->nruns == s->cap_runs) {
+		size_t cap = s->cap_runs ? s->cap_runs * 2 : 1024;
+		void *p = realloc(s->runs, cap * sizeof *s->runs);
+		if (!p) {
+			s->err = -TK_E_NOMEM;
+			return;
+		}
+		s->runs = p;
+		s->cap_runs = cap;
+	}
+	s->runs[s->nruns++] = (struct ret_run){ end, 1 };
+}
+
 static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t rid, int64_t end)
 {
 	struct stats_ctx *s = ctx;
@@ -235,31 +290,11 @@ static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t ri
 	s->have_rid = 1;
 	hist_add(s, &s->insn, (uint64_t)(end - in->begin));
 	if (s->o->window) {
-		int64_t rel = end - s->first_cycle;
-		uint64_t wi = rel > 0 ? (uint64_t)rel / s->o->window : 0;
-		if (wi >= ((uint64_t)1 << 24)) {
-			s->windows_dropped++;  /* keep memory bounded on absurd cycle counts */
-			goto slow;
-		}
-		size_t w = (size_t)wi;
-		if (w >= s->cap_win) {
-			size_t cap = s->cap_win ? s->cap_win : 64;
-			while (cap <= w)
-				cap *= 2;
-			uint64_t *p = realloc(s->win, cap * sizeof *p);
-			if (!p) {
-				s->err = -TK_E_NOMEM;
-				return;
-			}
-			memset(p + s->cap_win, 0, (cap - s->cap_win) * sizeof *p);
-			s->win = p;
-			s->cap_win = cap;
-		}
-		s->win[w]++;
-		if (w + 1 > s->nwin)
-			s->nwin = w + 1;
+		if (s->rel)
+			run_add(s, end);
+		else
+			win_add(s, end, 1);
 	}
-slow:
 	if (s->o->slowest)
 		slow_offer(s, in, end);
 }
@@ -343,6 +378,7 @@ static void ctx_free(struct stats_ctx *s)
 		free(s->stage[i].bins);
 	free(s->threads);
 	free(s->win);
+	free(s->runs);
 	free(s->heap);
 	tk_kanata_reader_free(s->r);
 	free(s);
@@ -408,7 +444,7 @@ static struct tk_kanata_stats_opts clamp_opts(const struct tk_kanata_stats_opts 
 	return c;
 }
 
-/* ---- parallel: prefix pass for cycles, chunks parsed independently, merged in order ------ */
+/* ---- parallel: chunks parsed before their start is known, rebased, merged in order ------- */
 static size_t chunk_bytes = (size_t)8 << 20;
 #define CHUNK_BYTES chunk_bytes
 
@@ -439,13 +475,12 @@ size_t kn_line_seam_by(const char *data, size_t len, size_t pos, size_t bytes)
 struct chunk {
 	size_t start, len;
 	uint64_t lines;              /* newlines in the chunk */
-	/* prefix: cycle effect f(x) = max(x + add, floor) with seen flags set (chunks > 0);
-	 * chunk 0: a concrete end cycle */
+	/* its effect on the cycle, once parsed (or scanned, before a shard's first chunk):
+	 * f(x) = max(x + add, floor), or the concrete end0 (abs_end) */
 	int64_t add, floor, end0;
-	int has_floor;
-	int first_op;                /* 0 none, 1 C, 2 C= */
+	int has_floor, abs_end;
+	int first_op;                /* scanned: 0 none, 1 C, 2 C= */
 	int64_t first_set;
-	/* pass 2 */
 	int64_t start_cycle;
 	uint64_t line_base;
 	struct stats_ctx *s;
@@ -466,12 +501,14 @@ struct par {
 	int64_t first_cycle;
 	int fallback;
 	int file_backed;             /* pages may be dropped after use (never for malloc'd data) */
-	/* chunk I's start (cycle, line) follows from the prefixes of chunks 0..I-1: a worker
-	 * scans its chunk's prefix, then waits for the starts before parsing it, so the
-	 * chunk is read while its pages are still mapped (one pass over the file's pages) */
+	/* chunk I's start (cycle, line) follows from the effects of chunks 0..I-1: a worker
+	 * parses its chunk with cycles and lines relative to its start (one pass over the
+	 * file), publishes its effect, and rebases the chunk once its start is known; only a
+	 * line that needs the absolute cycle (C=) waits for it */
 	pthread_mutex_t lock;
 	pthread_cond_t started;
-	unsigned char *prefixed;     /* per chunk: its prefix is known */
+	unsigned char *prefixed;     /* per chunk: its effect is known */
+	int failed;                  /* a chunk's parse failed: nobody waits for starts */
 	size_t nstarts;              /* chunks 0..nstarts-1 have their start */
 	int64_t cur;                 /* the start cycle of chunk nstarts (nstarts < n) */
 	uint64_t line;
@@ -623,6 +660,7 @@ static int prefix_work(void *ctx, size_t i)
 	}
 	c->lines = lines;
 	c->end0 = cur;
+	c->abs_end = i == 0;
 	return 0;
 }
 
@@ -636,7 +674,7 @@ static void advance_starts(struct par *P, size_t i)
 	while (P->nstarts < P->n && P->prefixed[P->nstarts - 1]) {
 		struct chunk *c = &P->ch[P->nstarts - 1];
 		P->line += c->lines;
-		if (P->nstarts == 1)
+		if (c->abs_end)
 			P->cur = c->end0;
 		else
 			P->cur = c->has_floor && c->floor > P->cur + c->add ? c->floor : P->cur + c->add;
@@ -649,39 +687,124 @@ static void advance_starts(struct par *P, size_t i)
 static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err);
 static void ctx_free(struct stats_ctx *s);
 
-static int parse_work(void *ctx, size_t i)
+/* Under P->lock: wait until chunk I's start is known; 0, or cancelled. */
+static int wait_start(struct par *P, size_t i)
 {
-	struct par *P = ctx;
-	struct chunk *c = &P->ch[i];
+	while (P->nstarts <= i && !P->failed && !P->fallback)
+		pthread_cond_wait(&P->started, &P->lock);
+	return P->failed || P->fallback ? -TK_E_CANCELLED : 0;
+}
+
+/* A relative chunk whose start is now known: its cycles and lines made absolute, its
+ * retirements put in windows (on a worker, or at the merge). */
+static int chunk_rebase(struct par *P, struct chunk *c)
+{
+	struct stats_ctx *s = c->s;
+	struct kn_state st;
+
+	kn_reader_state(s->r, &st);
+	if (c->start_cycle > 0 && st.cycle > KN_NUM_MAX - c->start_cycle) {
+		/* -j 1 would have skipped a C beyond the limit somewhere in it */
+		pthread_mutex_lock(&P->lock);
+		P->fallback = FALLBACK;
+		pthread_cond_broadcast(&P->started);
+		pthread_mutex_unlock(&P->lock);
+		return -TK_E_CANCELLED;
+	}
+	kn_reader_rebase(s->r, c->start_cycle, c->line_base);
+	s->rel = 0;
+	s->first_cycle = P->first_cycle;
+	for (size_t k = 0; k < s->nruns; k++)
+		win_add(s, s->runs[k].cycle + c->start_cycle, s->runs[k].n);
+	s->nruns = 0;
+	for (size_t k = 0; k < s->nslow; k++) {
+		s->heap[k].begin += c->start_cycle;
+		s->heap[k].end += c->start_cycle;
+	}
+	for (size_t k = 0; k < c->diags->n; k++)
+		c->diags->v[k].d.line += c->line_base;
+	if (c->diags->more[0] + c->diags->more[1])
+		c->diags->more_line += c->line_base;
+	s->last_rid_line += s->have_rid ? c->line_base : 0;
+	return s->err;
+}
+
+/* The reader met a line that needs its chunk's absolute cycle. */
+static int on_resolve(void *ctx)
+{
+	struct stats_ctx *s = ctx;
+	struct par *P = s->par;
+
+	pthread_mutex_lock(&P->lock);
+	int rc = wait_start(P, s->chunk_i);
+	pthread_mutex_unlock(&P->lock);
+	return rc < 0 ? rc : chunk_rebase(P, &P->ch[s->chunk_i]);
+}
+
+/* Chunk I parsed: from its start if known (the run's first chunk), else relative to it. */
+static int parse_chunk(struct par *P, struct chunk *c, size_t i)
+{
 	int rc;
 
-	prefix_work(P, i);
-	pthread_mutex_lock(&P->lock);
-	advance_starts(P, i);
-	pthread_cond_broadcast(&P->started);
-	/* the chunks before this one were handed out before it: their prefixes come */
-	while (P->nstarts <= i)
-		pthread_cond_wait(&P->started, &P->lock);
-	/* the file's first cycle comes from its first C or C= line; a first chunk without one
-	 * (megabytes without a cycle) is rare enough to read the file in order instead */
-	const struct chunk *c0 = &P->ch[0];
-	int64_t first = c0->first_op == 2 ? c0->first_set : 0;
-	if (!c0->first_op)
-		P->fallback = FALLBACK;
-	pthread_mutex_unlock(&P->lock);
-	if (!c0->first_op)
-		return -TK_E_CANCELLED;
 	c->s = ctx_new(P->o, &rc);
 	c->diags = calloc(1, sizeof *c->diags);
 	if (!c->s || !c->diags)
 		return c->s ? -TK_E_NOMEM : rc;
-	c->s->keep = c->diags;
-	c->s->cycle_seen = 1;
-	c->s->first_cycle = first;
-	kn_reader_chunk_begin(c->s->r, i == 0, c->start_cycle, c->line_base, c->start);
-	rc = tk_kanata_reader_feed(c->s->r, P->data + c->start, c->len, i + 1 == P->n);
+	struct stats_ctx *s = c->s;
+	s->keep = c->diags;
+	if (i == P->first) {
+		/* chunk 0 finds the first cycle itself; a shard's first chunk has it scanned */
+		s->cycle_seen = i > 0;
+		s->first_cycle = i > 0 ? P->first_cycle : 0;
+		kn_reader_chunk_begin(s->r, i == 0, c->start_cycle, c->line_base, c->start);
+	} else {
+		s->cycle_seen = 1;
+		s->rel = 1;
+		s->par = P;
+		s->chunk_i = i;
+		kn_reader_chunk_begin(s->r, 0, 0, 0, c->start);
+		kn_reader_set_relative(s->r, on_resolve, s);
+	}
+	rc = tk_kanata_reader_feed(s->r, P->data + c->start, c->len, 0);
+	c->lines = kn_reader_lines(s->r) - (s->rel ? 0 : c->line_base);
+	if (rc >= 0 && i + 1 == P->n)
+		rc = tk_kanata_reader_feed(s->r, NULL, 0, 1);
 	drop_pages(P, P->data + c->start, c->len);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	struct kn_state st;
+	kn_reader_state(s->r, &st);
+	c->abs_end = !s->rel;
+	c->end0 = c->add = st.cycle;
+	c->has_floor = 0;
+	return 0;
+}
+
+static int parse_work(void *ctx, size_t i)
+{
+	struct par *P = ctx;
+	struct chunk *c = &P->ch[i];
+	int rc = parse_chunk(P, c, i), known;
+
+	pthread_mutex_lock(&P->lock);
+	if (rc >= 0 && i == 0) {
+		/* the file's first cycle comes from its first C or C= line; a first chunk without
+		 * one (megabytes without a cycle) is rare enough to read the file in order */
+		P->first_cycle = c->s->first_cycle;
+		if (!c->s->cycle_seen)
+			P->fallback = FALLBACK, rc = -TK_E_CANCELLED;
+	}
+	if (rc >= 0)
+		advance_starts(P, i);
+	else if (!P->fallback)
+		P->failed = 1;
+	known = P->nstarts > i;
+	pthread_cond_broadcast(&P->started);
+	pthread_mutex_unlock(&P->lock);
+	/* rebased here if the start is known already, else at the merge */
+	if (rc >= 0 && known && c->s->rel)
+		rc = chunk_rebase(P, c);
+	return rc;
 }
 
 static void hist_merge(struct stats_ctx *g, struct hist *into, const struct hist *from)
@@ -813,7 +936,10 @@ static int merge_job(void *ctx, size_t k)
 	struct par *P = ctx;
 	size_t i = P->first + k;
 	struct chunk *c = &P->ch[i];
-	int rc = P->save ? chunk_save(P, c, i) : merge_one(P, c, i);
+	int rc = c->s && c->s->rel ? chunk_rebase(P, c) : 0;
+
+	if (rc >= 0)
+		rc = P->save ? chunk_save(P, c, i) : merge_one(P, c, i);
 
 	if (P->o->progress)
 		tk_progress_set(P->o->progress, c->start + c->len);
@@ -899,6 +1025,13 @@ static int par_run(struct par *P)
 		rc = tk_pool_run(&po, P->first, prefix_job, NULL, P);
 	for (size_t i = 0; rc >= 0 && i < P->first; i++)
 		advance_starts(P, i);
+	if (rc >= 0 && P->first) {
+		/* the first cycle as chunk 0 sets it (its first C or C= line) */
+		const struct chunk *c0 = &P->ch[0];
+		P->first_cycle = c0->first_op == 2 ? c0->first_set : 0;
+		if (!c0->first_op)
+			P->fallback = FALLBACK, rc = -TK_E_CANCELLED;
+	}
 	if (rc >= 0)
 		rc = tk_pool_run(&po, P->count, parse_job, merge_job, P);
 	pthread_mutex_destroy(&P->lock);

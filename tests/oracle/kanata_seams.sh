@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Kanata stats -j N parses each chunk before its starting cycle and line are known and
+# rebases it once they are; a C= line (or a C near the cycle limit) in such a chunk waits for
+# its start. -j 2 and -j 3 must print what -j 1 prints (stdout, stderr, exit status), and
+# --shard I/N + merge too, for: C= lines in every chunk, one right at a seam, one that goes
+# back at a seam (an error), damaged lines at seams, instructions in flight across every
+# seam, and cycles that cross the limit after a seam (the parallel run falls back).
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 "$SRC/bench/kanata-inflight.py" 1 "$work/big.log" >/dev/null
+head -n 12000 "$work/big.log" >"$work/inflight.log"   # (short under the sanitizers)
+
+# C lines become C= of the same cycle every 97th time; every 301st a C= jumps 1000 ahead
+awk -F'\t' '$1 == "C=" { cyc = $2 } $1 == "C" { cyc += $2; n++
+	if (n % 301 == 0) { cyc += 1000; printf "C=\t%d\n", cyc; next }
+	if (n % 97 == 0) { printf "C=\t%d\n", cyc; next } } { print }' \
+	"$work/inflight.log" >"$work/cset.log"
+grep -q '^C=' <(tail -n 1000 "$work/cset.log") || { echo "no C= late in the log"; exit 1; }
+
+same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
+	local label=$1 f=$2 j rc want_rc
+	shift 2
+	want_rc=0; "$TK" stats -j 1 "$@" "$f" >"$work/want" 2>"$work/want.err" || want_rc=$?
+	[ -s "$work/want" ] || { echo "$label: -j 1 printed nothing"; exit 1; }
+	for j in 2 3; do
+		rc=0; "$TK" stats -j "$j" "$@" "$f" >"$work/got" 2>"$work/got.err" || rc=$?
+		[ "$rc" = "$want_rc" ] || { echo "$label: -j $j exit $rc, -j 1 $want_rc"; exit 1; }
+		cmp -s "$work/want" "$work/got" || { echo "$label: -j $j differs"
+			diff "$work/want" "$work/got" | head -10 || true; exit 1; }
+		cmp -s "$work/want.err" "$work/got.err" || { echo "$label: -j $j other diagnostics"
+			diff "$work/want.err" "$work/got.err" | head -10 || true; exit 1; }
+	done
+	rm -f "$work"/part-*.tkp
+	for j in 1 2 3; do
+		"$TK" stats --shard "$j/3" -j 2 -o "$work/part-$j.tkp" "$@" "$f"
+	done
+	rc=0; "$TK" merge "$work"/part-*.tkp >"$work/got" 2>"$work/got.err" || rc=$?
+	[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" && cmp -s "$work/want.err" "$work/got.err" ||
+		{ echo "$label: 3 shards merged differ (exit $rc, -j 1 $want_rc)"
+		  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+}
+
+# the byte offset of the line after line N: a chunk size that puts a seam right before it
+seam_before() { head -n "$1" "$2" | wc -c; }
+
+for chunk in 5000 13001 40000; do
+	export TK_KANATA_CHUNK=$chunk
+	same "C= in every chunk ($chunk)" "$work/cset.log" --window 50 --slowest 4
+done
+
+# a C= right at a seam: the chunk starts with it (the first C= after 3000 lines)
+n=$(awk -F'\t' 'NR > 3000 && $1 == "C=" { print NR; exit }' "$work/cset.log")
+export TK_KANATA_CHUNK=$(( $(seam_before $((n - 1)) "$work/cset.log") - 1 ))
+same "C= at a seam" "$work/cset.log" --window 50 --slowest 4
+# ... and one that goes back there (an error, the line skipped) after a damaged line
+awk -v n="$n" 'NR == n - 1 { print "S\tx\t0\tF" } NR == n { print "C=\t3"; next } { print }' \
+	"$work/cset.log" >"$work/back.log"
+export TK_KANATA_CHUNK=$(( $(seam_before "$n" "$work/back.log") - 1 ))
+rc=0; "$TK" stats -j 1 "$work/back.log" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" = 1 ] && grep -q ":$((n + 1)): error: C= 3 goes back" "$work/err" ||
+	{ echo "C= back at a seam: exit $rc"; cat "$work/err"; exit 1; }
+same "C= back at a seam" "$work/back.log" --window 50 --slowest 4
+export TK_KANATA_CHUNK=5000
+same "C= back at a seam, small chunks" "$work/back.log" --window 50
+
+# damaged lines right after every C=, in flight instructions everywhere
+awk -F'\t' '{ print } $1 == "C=" { print "R\t-\t0\t0" }' "$work/cset.log" >"$work/dmg.log"
+same "damaged lines after C=" "$work/dmg.log" --window 50
+
+# cycles near the limit (2^60): a later chunk crosses it; -j N reads in order and agrees
+{ printf 'Kanata\t0004\nC=\t%d\n' $(( (1 << 60) - 400 ))
+  for i in $(seq 0 599); do printf 'I\t%d\t%d\t0\nS\t%d\t0\tF\nC\t1\nR\t%d\t%d\t0\n' \
+	"$i" "$i" "$i" "$i" "$i"; done; } >"$work/limit.log"
+export TK_KANATA_CHUNK=2000
+rc=0; "$TK" stats -j 1 "$work/limit.log" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "cycle beyond" "$work/err" || { echo "limit: exit $rc"; cat "$work/err"; exit 1; }
+same "cycles past the limit" "$work/limit.log" --window 50
+echo "kanata seams: ok"

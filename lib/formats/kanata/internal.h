@@ -84,8 +84,9 @@ void kn_reader_rebase(struct tk_kanata_reader *r, int64_t cycle, uint64_t line);
 uint64_t kn_reader_lines(const struct tk_kanata_reader *r);
 void kn_reader_state(const struct tk_kanata_reader *r, struct kn_state *st);
 const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *n);
-const int64_t *kn_reader_ids(const struct tk_kanata_reader *r, size_t *n);
 int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id);
+/* Whether G has seen any id that chunk C began. */
+int kn_reader_seen_any(const struct tk_kanata_reader *g, const struct tk_kanata_reader *c);
 int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
 			  uint16_t *lane_map, uint16_t *stage_map);
 int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const uint16_t *lane_map,

@@ -461,6 +461,44 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 	return 0;
 }
 
+/* Bits [lo, hi) of word W's range: the mask. */
+static uint64_t bits_in(size_t w, uint64_t lo, uint64_t hi)
+{
+	uint64_t a = lo > w * 64 ? lo - w * 64 : 0, b = hi < (w + 1) * 64 ? hi - w * 64 : 64;
+	return (b == 64 ? ~UINT64_C(0) : (UINT64_C(1) << b) - 1) & ~((UINT64_C(1) << a) - 1);
+}
+
+/* Whether any id of [a, a + n) was begun (ids are not negative), a word at a time. */
+static int seen_any(const struct tk_kanata_reader *r, int64_t a, uint64_t n)
+{
+	if (a < r->seen_base)
+		return 1;
+	uint64_t lo = (uint64_t)(a - r->seen_base), hi = lo + n;
+	if (hi > (uint64_t)r->seen_words * 64)
+		hi = (uint64_t)r->seen_words * 64;
+	for (size_t w = lo / 64; lo < hi && w <= (hi - 1) / 64; w++)
+		if (r->seen[w] & bits_in(w, lo, hi))
+			return 1;
+	return 0;
+}
+
+/* Ids [a, a + n) begun: the last one set alone (which grows or slides the set), the rest a
+ * word at a time. */
+static int seen_set_range(struct tk_kanata_reader *r, int64_t a, uint64_t n)
+{
+	int rc = seen_set(r, a + (int64_t)n - 1);
+	if (rc < 0)
+		return rc;
+	if (a < r->seen_base) {     /* slid past: those are set */
+		n -= (uint64_t)(r->seen_base - a) < n ? (uint64_t)(r->seen_base - a) : n;
+		a = r->seen_base;
+	}
+	uint64_t lo = (uint64_t)(a - r->seen_base), hi = lo + n;
+	for (size_t w = lo / 64; lo < hi && w <= (hi - 1) / 64; w++)
+		r->seen[w] |= bits_in(w, lo, hi);
+	return 0;
+}
+
 static void close_stage(struct tk_kanata_reader *r, struct kn_insn *in, unsigned i)
 {
 	if (r->hooks.stage)
@@ -1148,15 +1186,21 @@ const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *
 	return r->frags;
 }
 
-const int64_t *kn_reader_ids(const struct tk_kanata_reader *r, size_t *n)
-{
-	*n = r->ni;
-	return r->ilist;
-}
-
 int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id)
 {
 	return (id >= 0 && seen_get(r, id)) || find_live(r, id);
+}
+
+int kn_reader_seen_any(const struct tk_kanata_reader *g, const struct tk_kanata_reader *c)
+{
+	/* a live instruction's id is always in the set too: one lookup per run of ids */
+	for (size_t i = 0, j; i < c->ni; i = j) {
+		for (j = i + 1; j < c->ni && c->ilist[j] == c->ilist[j - 1] + 1; j++)
+			;
+		if (seen_any(g, c->ilist[i], j - i))
+			return 1;
+	}
+	return 0;
 }
 
 int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
@@ -1218,6 +1262,10 @@ static void adopt_one(void *ctx, const struct kn_insn *in)
 	struct kn_insn *n;
 	if (a->err)
 		return;
+	/* (its id is in the chunk's list too, unless a damaged partial says otherwise: the set
+	 * must hold every live id, kn_reader_seen_any looks there only) */
+	if ((a->err = seen_set(a->g, in->id)) < 0)
+		return;
 	if (!(n = insn_new(a->g, in->id))) {
 		a->err = -TK_E_NOMEM;
 		return;
@@ -1236,9 +1284,12 @@ int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c
 {
 	struct kn_adopt a = { g, lane_map, stage_map, 0 };
 	int rc;
-	for (size_t i = 0; i < c->ni; i++)
-		if ((rc = seen_set(g, c->ilist[i])) < 0)
+	for (size_t i = 0, j; i < c->ni; i = j) {
+		for (j = i + 1; j < c->ni && c->ilist[j] == c->ilist[j - 1] + 1; j++)
+			;
+		if ((rc = seen_set_range(g, c->ilist[i], j - i)) < 0)
 			return rc;
+	}
 	if ((rc = kn_reader_live(c, adopt_one, &a)) < 0)
 		return rc;
 	return a.err;

@@ -860,10 +860,8 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	kn_reader_state(g->r, &st);
 	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
-	const int64_t *ids = kn_reader_ids(cr, &n);
-	for (size_t k = 0; k < n; k++)
-		if (kn_reader_seen(g->r, ids[k]))
-			return P->fallback = FALLBACK, -TK_E_CANCELLED;  /* id reused across chunks */
+	if (kn_reader_seen_any(g->r, cr))
+		return P->fallback = FALLBACK, -TK_E_CANCELLED;  /* id reused across chunks */
 	if (kn_reader_nstages(cr) >= 1024)
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
 	kn_reader_merge_names(g->r, cr, P->lane_map, P->stage_map);

@@ -500,7 +500,10 @@ struct par {
 	struct kept_diags replay;
 	int64_t first_cycle;
 	int fallback;
-	int file_backed;             /* pages may be dropped after use (never for malloc'd data) */
+	struct tk_input *in;         /* the file mapped at DATA (NULL: a buffer): chunks are read
+				      * from it with pread, and mapped pages read may be dropped */
+	char *spare[64];             /* read buffers not in use */
+	size_t nspare;
 	/* chunk I's start (cycle, line) follows from the effects of chunks 0..I-1: a worker
 	 * parses its chunk with cycles and lines relative to its start (one pass over the
 	 * file), publishes its effect, and rebases the chunk once its start is known; only a
@@ -520,7 +523,7 @@ struct par {
  * Only for file-backed mappings: on anonymous memory this would zero the data. */
 static void drop_pages(const struct par *P, const char *p, size_t n)
 {
-	if (!P->file_backed)
+	if (!P->in)
 		return;
 	uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, b = ((uintptr_t)p + n) & ~(uintptr_t)4095;
 	if (b > a)
@@ -741,6 +744,42 @@ static int on_resolve(void *ctx)
 	return rc < 0 ? rc : chunk_rebase(P, &P->ch[s->chunk_i]);
 }
 
+#define READ_BYTES ((size_t)1 << 20)
+
+/* Chunk C into reader R: from the file a block at a time with pread, as -j 1 reads it
+ * (faulting in the mapping and dropping its pages cost more system time than the copy),
+ * or from the buffer. */
+static int feed_chunk(struct par *P, const struct chunk *c, struct tk_kanata_reader *r)
+{
+	char *buf = NULL;
+	int rc = 0;
+
+	if (!P->in)
+		return tk_kanata_reader_feed(r, P->data + c->start, c->len, 0);
+	pthread_mutex_lock(&P->lock);
+	if (P->nspare)
+		buf = P->spare[--P->nspare];
+	pthread_mutex_unlock(&P->lock);
+	if (!buf && !(buf = malloc(READ_BYTES)))
+		return -TK_E_NOMEM;
+	for (size_t at = 0; at < c->len && rc >= 0;) {
+		size_t n = c->len - at < READ_BYTES ? c->len - at : READ_BYTES;
+		long got = tk_input_pread(P->in, buf, n, c->start + at);
+		if (got != (long)n) {
+			rc = got < 0 ? (int)got : -TK_E_IO;
+			break;
+		}
+		rc = tk_kanata_reader_feed(r, buf, n, 0);
+		at += n;
+	}
+	pthread_mutex_lock(&P->lock);
+	if (P->nspare < sizeof P->spare / sizeof P->spare[0])
+		P->spare[P->nspare++] = buf, buf = NULL;
+	pthread_mutex_unlock(&P->lock);
+	free(buf);
+	return rc;
+}
+
 /* Chunk I parsed: from its start if known (the run's first chunk), else relative to it. */
 static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 {
@@ -765,11 +804,10 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 		kn_reader_chunk_begin(s->r, 0, 0, 0, c->start);
 		kn_reader_set_relative(s->r, on_resolve, s);
 	}
-	rc = tk_kanata_reader_feed(s->r, P->data + c->start, c->len, 0);
+	rc = feed_chunk(P, c, s->r);
 	c->lines = kn_reader_lines(s->r) - (s->rel ? 0 : c->line_base);
 	if (rc >= 0 && i + 1 == P->n)
 		rc = tk_kanata_reader_feed(s->r, NULL, 0, 1);
-	drop_pages(P, P->data + c->start, c->len);
 	if (rc < 0)
 		return rc;
 	struct kn_state st;
@@ -970,6 +1008,8 @@ static void par_free(struct par *P)
 	}
 	if (P->g)
 		ctx_free(P->g);
+	for (size_t i = 0; i < P->nspare; i++)
+		free(P->spare[i]);
 	free(P->prefixed);
 	free(P->ch);
 	free(P);
@@ -977,7 +1017,7 @@ static void par_free(struct par *P)
 
 /* The chunks of DATA at line seams every BYTES (0: the default) and the total that merges
  * them. */
-static struct par *par_new(const char *data, size_t len, int file_backed, size_t bytes,
+static struct par *par_new(const char *data, size_t len, struct tk_input *in, size_t bytes,
 			   struct tk_kanata_stats_opts *o, int *rc)
 {
 	struct par *P = calloc(1, sizeof *P);
@@ -991,7 +1031,7 @@ static struct par *par_new(const char *data, size_t len, int file_backed, size_t
 	}
 	P->data = data;
 	P->len = len;
-	P->file_backed = file_backed;
+	P->in = in;
 	P->o = o;
 	for (size_t pos = 0; pos < len;) {
 		size_t end = kn_line_seam_by(data, len, pos, bytes);
@@ -1048,12 +1088,12 @@ static int par_finish(struct par *P, struct tk_kanata_stats *st)
 	return finish(P->g, st);
 }
 
-static int stats_parallel(const char *data, size_t len, int file_backed,
+static int stats_parallel(const char *data, size_t len, struct tk_input *in,
 			  struct tk_kanata_stats_opts *o, struct tk_kanata_stats *st, int *fell_back,
 			  uint64_t *delivered)
 {
 	int rc;
-	struct par *P = par_new(data, len, file_backed, o->chunk_bytes, o, &rc);
+	struct par *P = par_new(data, len, in, o->chunk_bytes, o, &rc);
 
 	if (!P)
 		return rc;
@@ -1100,7 +1140,7 @@ int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_op
 		int fell_back = 0;
 		if ((rc = tk_input_map(in, &data, &len)) < 0)
 			return rc;
-		rc = stats_parallel((const char *)data, len, 1, &o, st, &fell_back, &delivered);
+		rc = stats_parallel((const char *)data, len, in, &o, st, &fell_back, &delivered);
 		if (rc < 0 || !fell_back)
 			return rc;
 		/* the file breaks an assumption of the split (an id reused across chunks, an
@@ -1120,7 +1160,7 @@ int kn_stats_buf_parallel(const char *p, size_t n, const struct tk_kanata_stats_
 	struct tk_kanata_stats_opts o = clamp_opts(opts);
 	uint64_t delivered;
 	memset(st, 0, sizeof *st);
-	return stats_parallel(p, n, 0, &o, st, fell_back, &delivered);
+	return stats_parallel(p, n, NULL, &o, st, fell_back, &delivered);
 }
 
 int tk_kanata_stats_buf(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
@@ -1424,7 +1464,7 @@ int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts
 		return part_bytes(&w, data, len);
 	}
 	struct par *P = (rc = tk_input_map(in, &p, &n)) < 0 ? NULL :
-			par_new((const char *)p, n, 1, o.chunk_bytes, &o, &rc);
+			par_new((const char *)p, n, in, o.chunk_bytes, &o, &rc);
 	if (!P) {
 		free(w.data);
 		return rc;

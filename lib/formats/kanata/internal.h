@@ -78,7 +78,6 @@ void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle,
  * the absolute cycle (C=, or a C near the limit) calls RESOLVE, which must rebase the
  * reader (or fail: the reader stops with its code). */
 void kn_reader_set_relative(struct tk_kanata_reader *r, int (*resolve)(void *ctx), void *ctx);
-int kn_reader_relative(const struct tk_kanata_reader *r);
 /* The chunk starts at CYCLE and after LINE lines: make its cycles and lines absolute. */
 void kn_reader_rebase(struct tk_kanata_reader *r, int64_t cycle, uint64_t line);
 uint64_t kn_reader_lines(const struct tk_kanata_reader *r);

@@ -1141,11 +1141,6 @@ void kn_reader_set_relative(struct tk_kanata_reader *r, int (*resolve_fn)(void *
 	r->resolve_ctx = ctx;
 }
 
-int kn_reader_relative(const struct tk_kanata_reader *r)
-{
-	return r->rel;
-}
-
 void kn_reader_rebase(struct tk_kanata_reader *r, int64_t cycle, uint64_t line)
 {
 	r->rel = 0;

@@ -966,6 +966,8 @@ void defer_signal(struct tstate *ts, int sig, const siginfo_t *si)
 	ts->deferred |= 1ull << (sig - 1);
 }
 
+static uint64_t window_entry(uint64_t t);
+
 static void tramp_hit(uint32_t code, uint64_t rsp)
 {
 	const struct cti *c = &ctis[code >> 1];
@@ -989,7 +991,8 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 		record(ts, c, &r, g, rsp, 0);
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	}
-	ttls.dest = r.next;
+	/* a computed jump's path (code's low bit) lands in a window through its trampoline */
+	ttls.dest = (code & 1) && c->kind == CTI_JMP_IND ? window_entry(r.next) : r.next;
 	ttls.code_plus1 = 0;
 	if (ts) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -1647,7 +1650,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		} else if (emit_load_dest(&p, mod, c, dest_off) < 0) {
 			goto fail;
 		}
-		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1 | (c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED)));
 	} else {
 		emit_ret(&p, tramp_stub[m], mod, c, i);
 	}
@@ -1668,6 +1671,18 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 fail:
 	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */
 	return -1;
+}
+
+/* Where the thread goes after the CTI just recorded: a computed jump's destination may be
+ * the trampoline's copy of the instruction it landed on (window_entry), which stands for
+ * the original. */
+static uint64_t dest_ip(void)
+{
+	uint64_t d = ttls.dest;
+	for (int m = 0; m < nmodules; m++)
+		if (tramp_area[m] && d - (uint64_t)(uintptr_t)tramp_area[m] < TRAMP_AREA)
+			return logical_ip(d);
+	return d;
 }
 
 /* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
@@ -1709,11 +1724,11 @@ uint64_t logical_ip(uint64_t rip)
 		}
 		in -= plen;
 		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the register's store comes first */
-			return in < 9 + 28 ? c->addr : ttls.dest;
+			return in < 9 + 28 ? c->addr : dest_ip();
 		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && c->base != CTI_REG_RIP)   /* the pointer's load */
-			return in < TRAMP_LOAD + 28 ? c->addr : ttls.dest;
+			return in < TRAMP_LOAD + 28 ? c->addr : dest_ip();
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
-			return in < 28 ? c->addr : ttls.dest;
+			return in < 28 ? c->addr : dest_ip();
 		if (in < 6 + 28)
 			return c->addr;
 		if (in < 6 + TRAMP_PATH)
@@ -1725,7 +1740,7 @@ uint64_t logical_ip(uint64_t rip)
 	/* in the stub or in tramp_hit */
 	if (ttls.code_plus1)
 		return ctis[(ttls.code_plus1 - 1) >> 1].addr;
-	return ttls.dest;
+	return dest_ip();
 }
 
 /* ---- the trap handler ------------------------------------------------------------------ */

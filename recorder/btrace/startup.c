@@ -812,11 +812,12 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		int kind = tc ? tc->kind : CTI_OTHER;
 		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;
-		/* an indirect jump that may land anywhere in its function keeps its trap: the trap
-		 * handler sends a landing inside a window to its trampoline (window_entry) */
-		int unknown = kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1);
+		/* an indirect jump that may land anywhere in its function: its trampoline (or its
+		 * trap) sends a landing inside a window to the window's trampoline (window_entry) */
+		if (kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1))
+			ctis[tc - ctis].cond = CTI_COMPUTED;
 		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(tc))) &&
-		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && !unknown) {
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip)) {
 			uint64_t room = ip + len;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
@@ -1110,8 +1111,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		if (debug > 2) {
 			const struct module *m = module_of(ctis[i].addr);
 			char msg[128];
-			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its trap (neither a table "
-				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
+			snprintf(msg, sizeof msg, "the jump at 0x%llx computes its target (neither a "
+				 "table nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
 			say(msg);
 		}
 	}

@@ -1327,8 +1327,9 @@ static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, siz
  * and gets a slot of its own that records it and returns (its tail), with no jump to it
  * from its code: the trampoline paths of the branches that reach it (a jcc's taken path or
  * the end of its not-taken path) go to the tail instead of into the trap. The slot reads as
- * a relocated ret without prefix (logical_ip: at the ret until recorded). */
-uint32_t *ret_tails;   /* per CTI: 1 + the tail's offset in its module's area, or 0 */
+ * a relocated ret without prefix (logical_ip: at the ret until recorded). A `jcc rel8` with
+ * neither a window nor an island gets a tail too (tail_install). */
+uint32_t *tails;   /* per CTI: 1 + the tail's offset in its module's area, or 0 */
 
 /* The path of a ret C (index I) in a trampoline: record the word it will pop, then the
  * original ret. */
@@ -1343,15 +1344,46 @@ static void emit_ret(uint8_t **p, uint8_t *stub, const struct module *mod, const
 	emit(p, mod->orig + (c->addr - mod->start), c->len);
 }
 
+/* The copy of the instruction at TO of module M in the tail of a jcc, call or jump
+ * (tail_install): TO is the CTI or an instruction of the tail's prefix, which straight-line
+ * code leads from TO to the CTI. 0 if none. */
+static uint64_t jcc_tail_copy(int m, uint64_t to)
+{
+	const struct module *mod = &modules[m];
+	uint64_t a = to;
+	for (int k = 0; k <= RELOC_MAX_INSNS && a >= mod->start && a < mod->end; k++) {
+		const struct cti *c = cti_find(a);
+		if (c) {
+			size_t i = (size_t)(c - ctis);
+			if (c->kind == CTI_RET || !tails[i])
+				return 0;
+			const uint8_t *t = tramp_area[m] + tails[i] - 1, *meta = t + TRAMP_SIZE - TRAMP_META;
+			if (a == to)
+				return (uint64_t)(uintptr_t)(t + meta[0]);
+			for (unsigned j = 0; j < meta[1]; j++)
+				if (c->addr - meta[14] + meta[8 + j] == to)
+					return (uint64_t)(uintptr_t)(t + meta[2 + j]);
+			return 0;
+		}
+		uint16_t im = imap_at(mod, a);
+		if (!(im & IM_LEN) || (im & IM_CLASS) != IM_STRAIGHT)
+			return 0;
+		a += im & IM_LEN;
+	}
+	return 0;
+}
+
 /* Where a trampoline path of module M bound for TO goes: the tail of a trapped ret at TO
- * (made if MAKE: at start-up, before the caller takes its own slot), else TO itself. */
+ * (made if MAKE: at start-up, before the caller takes its own slot), the copy of TO in a
+ * jcc's tail, else TO itself. */
 static uint64_t path_to(int m, uint64_t to, int make)
 {
-	const struct cti *c = ret_tails ? cti_find(to) : NULL;
-	if (!c || c->kind != CTI_RET || module_of(to) != &modules[m])
-		return to;
+	const struct cti *c = tails && module_of(to) == &modules[m] ? cti_find(to) : NULL;
+	uint64_t copy;
+	if (!c || c->kind != CTI_RET)
+		return tails && module_of(to) == &modules[m] && (copy = jcc_tail_copy(m, to)) ? copy : to;
 	size_t i = (size_t)(c - ctis);
-	if (!ret_tails[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
+	if (!tails[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);
@@ -1359,9 +1391,9 @@ static uint64_t path_to(int m, uint64_t to, int make)
 		tramp_used[m] += TRAMP_SIZE;
 		tramp_index[m][tramp_count[m]] = (uint32_t)i;
 		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
-		ret_tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
+		tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
 	}
-	return ret_tails[i] ? (uint64_t)(uintptr_t)(tramp_area[m] + ret_tails[i] - 1) : to;
+	return tails[i] ? (uint64_t)(uintptr_t)(tramp_area[m] + tails[i] - 1) : to;
 }
 
 static void tramp_install(const struct cti *c, size_t i)
@@ -1503,6 +1535,60 @@ uint64_t island_ip(uint64_t rip)
 	memcpy(&rel, windows[lo].jmp + 1, 4);
 	const uint8_t *tr = (const uint8_t *)(uintptr_t)(rip + 5 + (uint64_t)(int64_t)rel);
 	return logical_ip((uint64_t)(uintptr_t)(tr + tr[TRAMP_SIZE - TRAMP_META]));   /* its CTI path */
+}
+
+/* The jcc rel8 of CTI index I, which has neither a window nor an island (PyObject_Free:
+ * `test %rcx,%rcx; je 1f; test %edx,%edx; je 2f; 3: pop %rbx; ret`, 3: a branch target),
+ * or the call or jump through a register without a window (`je 1f; call *%rax`: the return
+ * site right after it), keeps its int3 for code that reaches it natively and gets a tail: a
+ * slot with its paths after a copy of PRE[0..N), the straight-line instructions before it
+ * (as many of the last ones as fit), and no jump to it from its code. The trampoline paths
+ * bound for the CTI or one of those instructions go to their copy (path_to, tails_link).
+ * Start-up only; 0, or -1 to leave the trap alone. */
+int tail_install(size_t i, const struct reloc_insn *pre, int n)
+{
+	const struct cti *c = &ctis[i];
+	while (n && (n > RELOC_MAX_INSNS || c->addr - pre[0].addr > RELOC_MAX_BYTES)) {
+		pre++;
+		n--;
+	}
+	if (!tails || reloc_install(c, i, pre, n, NULL, 0) < 0)
+		return -1;
+	const struct window *w = &windows[--nwindows];   /* no jump to it */
+	int32_t rel;
+	memcpy(&rel, w->jmp + 1, 4);
+	const uint8_t *t = (const uint8_t *)(uintptr_t)(w->at + 5 + (uint64_t)(int64_t)rel);
+	int m = (int)(module_of(c->addr) - modules);
+	tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
+	return 0;
+}
+
+/* Send the paths of module M's conditional branches' trampolines that go to an instruction
+ * of a jcc's tail to its copy there (path_to, for the trampolines made before the tail).
+ * Start-up only. */
+void tails_link(int m)
+{
+	for (size_t k = 0; tails && k < tramp_count[m]; k++) {
+		const struct cti *c = &ctis[tramp_index[m][k]];
+		uint8_t *t = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE, *meta = t + TRAMP_SIZE - TRAMP_META;
+		if (c->kind != CTI_JCC)
+			continue;
+		unsigned n = meta[1], ns = meta[15] & 0x7f;
+		/* the jumps that end the two paths, and the one back after a suffix */
+		uint8_t *jmps[3] = { t + meta[0] + 6 + TRAMP_PATH - 5, t + meta[0] + 6 + 2 * TRAMP_PATH - 5,
+				     ns && !(meta[15] & 0x80) ? t + meta[2 + n + ns] : NULL };
+		for (int j = 0; j < 3; j++) {
+			int32_t rel;
+			if (!jmps[j] || jmps[j][0] != 0xe9)
+				continue;
+			memcpy(&rel, jmps[j] + 1, 4);
+			uint64_t to = (uint64_t)(uintptr_t)(jmps[j] + 5) + (uint64_t)(int64_t)rel, copy;
+			if (module_of(to) != &modules[m] || !(copy = jcc_tail_copy(m, to)))
+				continue;
+			rel = (int32_t)(copy - (uint64_t)(uintptr_t)(jmps[j] + 5));
+			memcpy(jmps[j] + 1, &rel, 4);
+		}
+	}
 }
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if

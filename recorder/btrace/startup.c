@@ -751,8 +751,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
 	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
-	/* jcc rel8 left without a window, and runs of padding (start, end), for the islands */
-	struct vec lone = { .elt = sizeof(uint64_t) }, runs = { .elt = sizeof(struct fnrange) };
+	/* jcc rel8 and calls or jumps through a register left without a window (where the
+	 * straight-line code before it starts, and the CTI), and runs of padding (start, end),
+	 * for the islands (jcc only) and the tails */
+	struct vec lone = { .elt = sizeof(struct fnrange) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1, k = last_le(fn_start, nfns, start);
 
@@ -833,10 +835,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 				w.nsuf = nsuf;
 			else if (chosen)
 				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
-			if (!chosen && jcc8) {
-				uint64_t *l = vec_push(&lone);
+			if (!chosen && kind != CTI_RET) {
+				struct fnrange *l = vec_push(&lone);
 				if (l)
-					*l = ip;
+					*l = (struct fnrange){ nring ? ring[0].addr : ip, ip };
 			}
 			if (chosen) {
 				done++;
@@ -858,8 +860,11 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct fnrange *rs = runs.p;
 	size_t r0 = 0;
 	for (size_t k = 0; k < lone.n; k++) {
-		uint64_t a = ((uint64_t *)lone.p)[k];
+		struct fnrange *l = &((struct fnrange *)lone.p)[k];
+		uint64_t a = l->end;
 		const struct cti *tc = cti_find(a);
+		if (tc && tc->kind != CTI_JCC)
+			continue;
 		while (r0 < runs.n && rs[r0].end < a + 2 - 128 + 5)
 			r0++;
 		for (size_t r = r0; tc && r < runs.n && rs[r].start <= a + 2 + 127; r++) {
@@ -871,10 +876,29 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			if (island_install((size_t)(tc - ctis), at) == 0) {
 				rs[r].start = at + 5;
 				done++;
+				l->end = 0;
 			}
 			break;
 		}
 	}
+	/* Tails: the CTIs still without a window, each with the instructions before it */
+	for (size_t k = 0; k < lone.n; k++) {
+		const struct fnrange *l = &((struct fnrange *)lone.p)[k];
+		const struct cti *tc = l->end ? cti_find(l->end) : NULL;
+		unsigned len, rf;
+		int n = 0;
+		for (uint64_t a = l->start; tc && a < l->end && n < RELOC_MAX_INSNS + 1; a += len) {
+			len = insn_at(m, a, &rf);
+			ring[n++] = (struct reloc_insn){ a, (uint8_t)len, (uint8_t)(rf & RF_DISP), 0 };
+		}
+		if (tc && tail_install((size_t)(tc - ctis), ring, n) == 0 && debug > 2) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "a tail (%d before) for the CTI at 0x%llx", n,
+				 (unsigned long long)(l->end - m->bias));
+			say(msg);
+		}
+	}
+	tails_link((int)(m - modules));
 	rec_free(lone.p, lone.cap * lone.elt);
 	rec_free(runs.p, runs.cap * runs.elt);
 	return done;
@@ -1183,7 +1207,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((2 * nctis + 1) * sizeof *windows) : NULL;
-	ret_tails = windows ? rec_alloc((nctis + 1) * sizeof *ret_tails) : NULL;
+	tails = windows ? rec_alloc((nctis + 1) * sizeof *tails) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {

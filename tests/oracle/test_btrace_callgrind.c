@@ -397,6 +397,16 @@ static void test_island(void **state)
 	check_untrapped("island", "island.c", "20000", fns, 70000, 100);
 }
 
+/* PyObject_Free's `test; je; test; je; 1: pop; ret` (1: an entry): the second jcc rel8 has
+ * neither a window nor an island; its tail records it when the first one's trampoline falls
+ * into it, so it does not trap (11,436 traps in 20,000 calls before). */
+static void test_jcc_tail(void **state)
+{
+	static const char *const fns[] = { "main", "tl", NULL };
+	(void)state;
+	check_untrapped("tail", "tail.c", "20000", fns, 70000, 100);
+}
+
 /* --module: a shared library the executable links, traced alone (the executable is not);
  * a requested module that is only dlopen'ed later is named as not traced. */
 static void test_shared_module(void **state)
@@ -690,6 +700,7 @@ int main(void)
 		cmocka_unit_test(test_rets_untrapped),
 		cmocka_unit_test(test_computed_jump),
 		cmocka_unit_test(test_island),
+		cmocka_unit_test(test_jcc_tail),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

@@ -1328,8 +1328,12 @@ static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, siz
  * from its code: the trampoline paths of the branches that reach it (a jcc's taken path or
  * the end of its not-taken path) go to the tail instead of into the trap. The slot reads as
  * a relocated ret without prefix (logical_ip: at the ret until recorded). A `jcc rel8` with
- * neither a window nor an island gets a tail too (tail_install). */
-uint32_t *tails;   /* per CTI: 1 + the tail's offset in its module's area, or 0 */
+ * neither a window nor an island gets a tail too (tail_install).
+ * More generally, a path bound for a CTI with a slot made at start-up (a window's, an
+ * island's or a tail), or for an instruction of the slot's prefix, goes to its copy there:
+ * a branch target past the first 5 bytes of a window (`jne 1f; mov; 1: xor %eax,%eax;
+ * ret`, the window from the mov) would otherwise run into the CTI's int3. */
+uint32_t *cti_slot;   /* per CTI: 1 + the offset of its start-up slot in its module's area, or 0 */
 
 /* The path of a ret C (index I) in a trampoline: record the word it will pop, then the
  * original ret. */
@@ -1344,10 +1348,24 @@ static void emit_ret(uint8_t **p, uint8_t *stub, const struct module *mod, const
 	emit(p, mod->orig + (c->addr - mod->start), c->len);
 }
 
-/* The copy of the instruction at TO of module M in the tail of a jcc, call or jump
- * (tail_install): TO is the CTI or an instruction of the tail's prefix, which straight-line
- * code leads from TO to the CTI. 0 if none. */
-static uint64_t jcc_tail_copy(int m, uint64_t to)
+/* Where the direct jumps from TO in module M lead (never recorded: a decoder follows them),
+ * unless to the --trigger function, whose jumps are counted. */
+static uint64_t through_jumps(int m, uint64_t to)
+{
+	const struct module *mod = &modules[m];
+	for (int k = 0; k < 4 && to >= mod->start && to < mod->end; k++) {
+		uint16_t im = imap_at(mod, to);
+		uint64_t t = (im & IM_LEN) && (im & IM_CLASS) == IM_JMP ? imap_target(mod, to, im) : 0;
+		if (!t || t == trigger_at || t < mod->start || t >= mod->end || cti_find(to))
+			break;
+		to = t;
+	}
+	return to;
+}
+
+/* The copy of the instruction at TO of module M in a start-up slot: TO is the slot's CTI or
+ * an instruction of its prefix, from which straight-line code leads to the CTI. 0 if none. */
+static uint64_t slot_copy(int m, uint64_t to)
 {
 	const struct module *mod = &modules[m];
 	uint64_t a = to;
@@ -1355,9 +1373,9 @@ static uint64_t jcc_tail_copy(int m, uint64_t to)
 		const struct cti *c = cti_find(a);
 		if (c) {
 			size_t i = (size_t)(c - ctis);
-			if (c->kind == CTI_RET || !tails[i])
+			if (!cti_slot[i])
 				return 0;
-			const uint8_t *t = tramp_area[m] + tails[i] - 1, *meta = t + TRAMP_SIZE - TRAMP_META;
+			const uint8_t *t = tramp_area[m] + cti_slot[i] - 1, *meta = t + TRAMP_SIZE - TRAMP_META;
 			if (a == to)
 				return (uint64_t)(uintptr_t)(t + meta[0]);
 			for (unsigned j = 0; j < meta[1]; j++)
@@ -1373,17 +1391,18 @@ static uint64_t jcc_tail_copy(int m, uint64_t to)
 	return 0;
 }
 
-/* Where a trampoline path of module M bound for TO goes: the tail of a trapped ret at TO
- * (made if MAKE: at start-up, before the caller takes its own slot), the copy of TO in a
- * jcc's tail, else TO itself. */
+/* Where a trampoline path of module M bound for TO goes: the copy of TO in a start-up slot
+ * (for a trapped ret at TO without one, its tail is made if MAKE: at start-up, before the
+ * caller takes its own slot), else TO itself. */
 static uint64_t path_to(int m, uint64_t to, int make)
 {
-	const struct cti *c = tails && module_of(to) == &modules[m] ? cti_find(to) : NULL;
-	uint64_t copy;
-	if (!c || c->kind != CTI_RET)
-		return tails && module_of(to) == &modules[m] && (copy = jcc_tail_copy(m, to)) ? copy : to;
-	size_t i = (size_t)(c - ctis);
-	if (!tails[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
+	if (!cti_slot || module_of(to) != &modules[m])
+		return to;
+	uint64_t orig = to;
+	to = through_jumps(m, to);
+	const struct cti *c = cti_find(to);
+	size_t i = c ? (size_t)(c - ctis) : 0;
+	if (c && c->kind == CTI_RET && !cti_slot[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);
@@ -1391,9 +1410,10 @@ static uint64_t path_to(int m, uint64_t to, int make)
 		tramp_used[m] += TRAMP_SIZE;
 		tramp_index[m][tramp_count[m]] = (uint32_t)i;
 		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
-		tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
+		cti_slot[i] = (uint32_t)(t - tramp_area[m]) + 1;
 	}
-	return tails[i] ? (uint64_t)(uintptr_t)(tramp_area[m] + tails[i] - 1) : to;
+	uint64_t copy = slot_copy(m, to);
+	return copy ? copy : orig;
 }
 
 static void tramp_install(const struct cti *c, size_t i)
@@ -1510,6 +1530,7 @@ int island_install(size_t i, uint64_t island)
 	int64_t d = (int64_t)(c->addr + 5) + rel - (int64_t)(island + 5);
 	if (d != (int32_t)d) {   /* the slot stays, unused */
 		nwindows--;
+		cti_slot[i] = 0;
 		return -1;
 	}
 	rel = (int32_t)d;
@@ -1543,7 +1564,7 @@ uint64_t island_ip(uint64_t rip)
  * site right after it), keeps its int3 for code that reaches it natively and gets a tail: a
  * slot with its paths after a copy of PRE[0..N), the straight-line instructions before it
  * (as many of the last ones as fit), and no jump to it from its code. The trampoline paths
- * bound for the CTI or one of those instructions go to their copy (path_to, tails_link).
+ * bound for the CTI or one of those instructions go to their copy (path_to, paths_link).
  * Start-up only; 0, or -1 to leave the trap alone. */
 int tail_install(size_t i, const struct reloc_insn *pre, int n)
 {
@@ -1552,23 +1573,17 @@ int tail_install(size_t i, const struct reloc_insn *pre, int n)
 		pre++;
 		n--;
 	}
-	if (!tails || reloc_install(c, i, pre, n, NULL, 0) < 0)
+	if (!cti_slot || reloc_install(c, i, pre, n, NULL, 0) < 0)
 		return -1;
-	const struct window *w = &windows[--nwindows];   /* no jump to it */
-	int32_t rel;
-	memcpy(&rel, w->jmp + 1, 4);
-	const uint8_t *t = (const uint8_t *)(uintptr_t)(w->at + 5 + (uint64_t)(int64_t)rel);
-	int m = (int)(module_of(c->addr) - modules);
-	tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
+	nwindows--;   /* no jump to it */
 	return 0;
 }
 
-/* Send the paths of module M's conditional branches' trampolines that go to an instruction
- * of a jcc's tail to its copy there (path_to, for the trampolines made before the tail).
- * Start-up only. */
-void tails_link(int m)
+/* Send the paths of module M's conditional branches' trampolines to the copies of their
+ * targets in start-up slots (path_to, for the slots made after theirs). Start-up only. */
+void paths_link(int m)
 {
-	for (size_t k = 0; tails && k < tramp_count[m]; k++) {
+	for (size_t k = 0; cti_slot && k < tramp_count[m]; k++) {
 		const struct cti *c = &ctis[tramp_index[m][k]];
 		uint8_t *t = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE, *meta = t + TRAMP_SIZE - TRAMP_META;
 		if (c->kind != CTI_JCC)
@@ -1583,7 +1598,7 @@ void tails_link(int m)
 				continue;
 			memcpy(&rel, jmps[j] + 1, 4);
 			uint64_t to = (uint64_t)(uintptr_t)(jmps[j] + 5) + (uint64_t)(int64_t)rel, copy;
-			if (module_of(to) != &modules[m] || !(copy = jcc_tail_copy(m, to)))
+			if (module_of(to) != &modules[m] || !(copy = slot_copy(m, through_jumps(m, to))))
 				continue;
 			rel = (int32_t)(copy - (uint64_t)(uintptr_t)(jmps[j] + 5));
 			memcpy(jmps[j] + 1, &rel, 4);
@@ -1753,6 +1768,8 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	memcpy(w->jmp + 1, &rel32, 4);
 	w->len = 5;
 	w->island = 0;
+	if (cti_slot)
+		cti_slot[i] = (uint32_t)(t - tramp_area[m]) + 1;
 	return 0;
 fail:
 	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */

@@ -898,7 +898,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			say(msg);
 		}
 	}
-	tails_link((int)(m - modules));
+	paths_link((int)(m - modules));
 	rec_free(lone.p, lone.cap * lone.elt);
 	rec_free(runs.p, runs.cap * runs.elt);
 	return done;
@@ -1207,7 +1207,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((2 * nctis + 1) * sizeof *windows) : NULL;
-	tails = windows ? rec_alloc((nctis + 1) * sizeof *tails) : NULL;
+	cti_slot = windows ? rec_alloc((nctis + 1) * sizeof *cti_slot) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {

@@ -1370,7 +1370,14 @@ static uint64_t slot_copy(int m, uint64_t to)
 	const struct module *mod = &modules[m];
 	uint64_t a = to;
 	for (int k = 0; k <= RELOC_MAX_INSNS && a >= mod->start && a < mod->end; k++) {
-		const struct cti *c = cti_find(a);
+		uint16_t im = imap_at(mod, a);
+		if (!(im & IM_LEN))
+			return 0;
+		if ((im & IM_CLASS) == IM_STRAIGHT) {
+			a += im & IM_LEN;
+			continue;
+		}
+		const struct cti *c = (im & IM_CLASS) == IM_STOP ? cti_find(a) : NULL;
 		if (c) {
 			size_t i = (size_t)(c - ctis);
 			if (!cti_slot[i])
@@ -1381,25 +1388,20 @@ static uint64_t slot_copy(int m, uint64_t to)
 			for (unsigned j = 0; j < meta[1]; j++)
 				if (c->addr - meta[14] + meta[8 + j] == to)
 					return (uint64_t)(uintptr_t)(t + meta[2 + j]);
-			return 0;
 		}
-		uint16_t im = imap_at(mod, a);
-		if (!(im & IM_LEN) || (im & IM_CLASS) != IM_STRAIGHT)
-			return 0;
-		a += im & IM_LEN;
+		return 0;
 	}
 	return 0;
 }
 
-/* Where a trampoline path of module M bound for TO goes: the copy of TO in a start-up slot
- * (for a trapped ret at TO without one, its tail is made if MAKE: at start-up, before the
- * caller takes its own slot), else TO itself. */
+/* Where a trampoline path of module M bound for TO goes: the copy of TO in a start-up slot,
+ * else TO itself. At start-up (MAKE), a trapped ret at TO without a slot gets its tail
+ * before the caller takes its own slot, and the path goes to TO: paths_link sends it to
+ * the copy once every slot is made. */
 static uint64_t path_to(int m, uint64_t to, int make)
 {
 	if (!cti_slot || module_of(to) != &modules[m])
 		return to;
-	uint64_t orig = to;
-	to = through_jumps(m, to);
 	const struct cti *c = cti_find(to);
 	size_t i = c ? (size_t)(c - ctis) : 0;
 	if (c && c->kind == CTI_RET && !cti_slot[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
@@ -1412,8 +1414,8 @@ static uint64_t path_to(int m, uint64_t to, int make)
 		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
 		cti_slot[i] = (uint32_t)(t - tramp_area[m]) + 1;
 	}
-	uint64_t copy = slot_copy(m, to);
-	return copy ? copy : orig;
+	uint64_t copy = make ? 0 : slot_copy(m, through_jumps(m, to));
+	return copy ? copy : to;
 }
 
 static void tramp_install(const struct cti *c, size_t i)
@@ -1464,9 +1466,9 @@ out:
  * trampoline (RIP-relative displacements adjusted), followed by the recording paths, and a
  * `jmp rel32` to it is written at B. Safe only where nothing can enter (B, B+5): no direct
  * branch target, return site or function start lies there; an indirect jump whose targets
- * are not known keeps its trap, and its landings there are sent to the trampoline
- * (window_entry). Bytes from B+5 on keep the
- * original code, so a branch into them still finds the CTI's int3. */
+ * are not known sends its landings there to the trampoline (window_entry). Bytes from B+5
+ * on keep the original code, so a branch into them still finds the CTI's int3 (a
+ * trampoline path goes to the copy instead: path_to). */
 
 
 /* The jumps into relocated windows, written by patch() after the int3s (a window's jump
@@ -1475,7 +1477,7 @@ out:
 struct window *windows;   /* room for one per CTI */
 size_t nwindows;
 
-/* Where a jump to T goes now: a jump that keeps its trap because its target cannot be known
+/* Where a jump to T goes now: a jump whose target cannot be known
  * in advance (a `jmp reg` that is neither a recognised table nor a loaded address) may
  * land in the first 5 bytes of a window of its function, where the jump to the window's
  * trampoline lies; it goes to the trampoline's copy of the instruction at T instead, which
@@ -1580,7 +1582,7 @@ int tail_install(size_t i, const struct reloc_insn *pre, int n)
 }
 
 /* Send the paths of module M's conditional branches' trampolines to the copies of their
- * targets in start-up slots (path_to, for the slots made after theirs). Start-up only. */
+ * targets in start-up slots (see path_to), once all of them are made. Start-up only. */
 void paths_link(int m)
 {
 	for (size_t k = 0; cti_slot && k < tramp_count[m]; k++) {

@@ -898,7 +898,6 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			say(msg);
 		}
 	}
-	paths_link((int)(m - modules));
 	rec_free(lone.p, lone.cap * lone.elt);
 	rec_free(runs.p, runs.cap * runs.elt);
 	return done;
@@ -1216,6 +1215,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			if (s < e)
 				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
 		}
+		paths_link(i);
 	}
 	if (windows)
 		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */

@@ -886,11 +886,15 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		const struct fnrange *l = &((struct fnrange *)lone.p)[k];
 		const struct cti *tc = l->end ? cti_find(l->end) : NULL;
 		unsigned len, rf;
+		uint64_t a = l->start;
 		int n = 0;
-		for (uint64_t a = l->start; tc && a < l->end && n < RELOC_MAX_INSNS + 1; a += len) {
-			len = insn_at(m, a, &rf);
+		for (; tc && a < l->end && n < RELOC_MAX_INSNS + 1; a += len) {
+			if (!(len = insn_at(m, a, &rf)))
+				break;
 			ring[n++] = (struct reloc_insn){ a, (uint8_t)len, (uint8_t)(rf & RF_DISP), 0 };
 		}
+		if (a != l->end)   /* the copied instructions must lead to the CTI */
+			n = 0;
 		if (tc && tail_install((size_t)(tc - ctis), ring, n) == 0 && debug > 2) {
 			char msg[128];
 			snprintf(msg, sizeof msg, "a tail (%d before) for the CTI at 0x%llx", n,

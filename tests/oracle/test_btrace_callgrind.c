@@ -378,8 +378,8 @@ static void test_rets_untrapped(void **state)
 
 /* A jump whose target is computed (neither a table nor a loaded address) is recorded by a
  * trampoline of its own, and does not keep its function trapping: its landing inside a
- * relocated window goes to the trampoline's copy (window_entry). Nothing traps (the jump
- * trapped once per call before). */
+ * relocated window goes to the trampoline's copy (window_entry). The jump no longer traps
+ * (20,006 traps in 20,000 calls before; a few first executions elsewhere remain). */
 static void test_computed_jump(void **state)
 {
 	static const char *const fns[] = { "main", "cg", NULL };

@@ -751,8 +751,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
 	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
-	/* jcc rel8 left without a window, and runs of padding (start, end), for the islands */
-	struct vec lone = { .elt = sizeof(uint64_t) }, runs = { .elt = sizeof(struct fnrange) };
+	/* jcc rel8 and calls or jumps through a register left without a window (where the
+	 * straight-line code before it starts, and the CTI), and runs of padding (start, end),
+	 * for the islands (jcc only) and the tails */
+	struct vec lone = { .elt = sizeof(struct fnrange) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1, k = last_le(fn_start, nfns, start);
 
@@ -812,11 +814,12 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		int kind = tc ? tc->kind : CTI_OTHER;
 		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;
-		/* an indirect jump that may land anywhere in its function keeps its trap: the trap
-		 * handler sends a landing inside a window to its trampoline (window_entry) */
-		int unknown = kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1);
+		/* an indirect jump that may land anywhere in its function: its trampoline (or its
+		 * trap) sends a landing inside a window to the window's trampoline (window_entry) */
+		if (kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1))
+			ctis[tc - ctis].cond = CTI_COMPUTED;
 		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(tc))) &&
-		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && !unknown) {
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip)) {
 			uint64_t room = ip + len;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
@@ -832,10 +835,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 				w.nsuf = nsuf;
 			else if (chosen)
 				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
-			if (!chosen && jcc8) {
-				uint64_t *l = vec_push(&lone);
+			if (!chosen && kind != CTI_RET) {
+				struct fnrange *l = vec_push(&lone);
 				if (l)
-					*l = ip;
+					*l = (struct fnrange){ nring ? ring[0].addr : ip, ip };
 			}
 			if (chosen) {
 				done++;
@@ -857,8 +860,11 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct fnrange *rs = runs.p;
 	size_t r0 = 0;
 	for (size_t k = 0; k < lone.n; k++) {
-		uint64_t a = ((uint64_t *)lone.p)[k];
+		struct fnrange *l = &((struct fnrange *)lone.p)[k];
+		uint64_t a = l->end;
 		const struct cti *tc = cti_find(a);
+		if (tc && tc->kind != CTI_JCC)
+			continue;
 		while (r0 < runs.n && rs[r0].end < a + 2 - 128 + 5)
 			r0++;
 		for (size_t r = r0; tc && r < runs.n && rs[r].start <= a + 2 + 127; r++) {
@@ -870,8 +876,30 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			if (island_install((size_t)(tc - ctis), at) == 0) {
 				rs[r].start = at + 5;
 				done++;
+				l->end = 0;
 			}
 			break;
+		}
+	}
+	/* Tails: the CTIs still without a window, each with the instructions before it */
+	for (size_t k = 0; k < lone.n; k++) {
+		const struct fnrange *l = &((struct fnrange *)lone.p)[k];
+		const struct cti *tc = l->end ? cti_find(l->end) : NULL;
+		unsigned len, rf;
+		uint64_t a = l->start;
+		int n = 0;
+		for (; tc && a < l->end && n < RELOC_MAX_INSNS + 1; a += len) {
+			if (!(len = insn_at(m, a, &rf)))
+				break;
+			ring[n++] = (struct reloc_insn){ a, (uint8_t)len, (uint8_t)(rf & RF_DISP), 0 };
+		}
+		if (a != l->end)   /* the copied instructions must lead to the CTI */
+			n = 0;
+		if (tc && tail_install((size_t)(tc - ctis), ring, n) == 0 && debug > 2) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "a tail (%d before) for the CTI at 0x%llx", n,
+				 (unsigned long long)(l->end - m->bias));
+			say(msg);
 		}
 	}
 	rec_free(lone.p, lone.cap * lone.elt);
@@ -1110,8 +1138,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		if (debug > 2) {
 			const struct module *m = module_of(ctis[i].addr);
 			char msg[128];
-			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its trap (neither a table "
-				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
+			snprintf(msg, sizeof msg, "the jump at 0x%llx computes its target (neither a "
+				 "table nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
 			say(msg);
 		}
 	}
@@ -1182,7 +1210,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((2 * nctis + 1) * sizeof *windows) : NULL;
-	ret_tails = windows ? rec_alloc((nctis + 1) * sizeof *ret_tails) : NULL;
+	cti_slot = windows ? rec_alloc((nctis + 1) * sizeof *cti_slot) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {
@@ -1191,6 +1219,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			if (s < e)
 				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
 		}
+		paths_link(i);
 	}
 	if (windows)
 		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */

@@ -1,8 +1,9 @@
 /* Test-stream generator: walks real code in a memory image the way a CPU would and emits,
  * with libipt's encoder, the Intel PT packets the hardware would write: TNT-8/TNT-64,
  * TIP with every legal IP compression, return compression (64-entry stack, reset at PSB
- * and overflow; see ptgen_cret), FUP + TIP (interrupts), FUP + TIP.PGD and TIP.PGD/TIP.PGE around
- * syscalls and far transfers, PSB+ every few KiB, MODE.Exec, OVF with lost packets.
+ * and overflow; see ptgen_cret), FUP + TIP (interrupts), FUP + TIP.PGD and
+ * TIP.PGD/TIP.PGE around syscalls and far transfers, PSB+ every few KiB, MODE.Exec, OVF
+ * with lost packets.
  * Header-only: used by the oracle tests and the benchmark generator. */
 #ifndef TK_TESTS_PTGEN_H
 #define TK_TESTS_PTGEN_H

@@ -1012,23 +1012,11 @@ static void emit_rel32(uint8_t **p, const uint8_t *to)
 	emit(p, &rel, 4);
 }
 
-/* movaps between xmm R and [rsp + 16 R]; LOAD: into the register */
-static void emit_xmm(uint8_t **p, int r, int load)
-{
-	uint8_t op[9] = { 0x44, 0x0f, (uint8_t)(load ? 0x28 : 0x29), (uint8_t)(0x84 | (r & 7) << 3), 0x24 };
-	int32_t disp = 16 * r;
-	memcpy(op + 5, &disp, 4);
-	if (r < 8)
-		emit(p, op + 1, 8);
-	else
-		emit(p, op, 9);
-}
-
 /* The shared save/call/restore stub; entered by call with the code in edi (saved by the
- * caller) and the red zone already skipped. Of the vector state it saves xmm0-15 only:
- * the recorder is built without AVX (-mno-avx) and uses no x87, and legacy SSE leaves the
- * upper halves of ymm/zmm alone, so nothing else can change (XSAVE/XRSTOR of the whole
- * state took three quarters of a record's time). */
+ * caller) and the red zone already skipped. It saves no vector register: the whole recorder
+ * is built with -mgeneral-regs-only (tests/oracle/btrace_nolibc.sh checks that nothing the
+ * stub calls touches one). The flags are saved with pushfq but restored without popfq
+ * (about 20 cycles): DF by std when it was set, OF by an add, the rest by sahf. */
 static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 {
 	static const uint8_t save[] = {
@@ -1039,26 +1027,28 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
 		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
 		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
-		0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, /* sub rsp, 256 */
 		0x48, 0x83, 0xe4, 0xf0,             /* and rsp, -16 */
+		0x48, 0xb8,                         /* mov rax, imm64 */
 	};
 	emit(&p, save, sizeof save);
-	for (int r = 0; r < 16; r++)
-		emit_xmm(&p, r, 0);
-	static const uint8_t call[] = { 0x48, 0xb8 };   /* mov rax, imm64 */
-	emit(&p, call, sizeof call);
 	uint64_t fn = (uint64_t)(uintptr_t)hit;
 	emit(&p, &fn, 8);
-	static const uint8_t call_rax[] = { 0xff, 0xd0 };
-	emit(&p, call_rax, sizeof call_rax);
-	for (int r = 0; r < 16; r++)
-		emit_xmm(&p, r, 1);
 	static const uint8_t rest[] = {
+		0xff, 0xd0,                         /* call rax */
 		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
 		0x5b,                               /* pop rbx */
 		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
-		0x5e, 0x5a, 0x59, 0x58,             /* pop rsi rdx rcx rax */
-		0x9d, 0xc3,                         /* popfq; ret */
+		0x5e, 0x5a, 0x59,                   /* pop rsi rdx rcx; rax and the flags are left */
+		0xf6, 0x44, 0x24, 0x09, 0x04,       /* test byte [rsp + 9], 4: DF (bit 10) */
+		0x74, 0x01, 0xfd,                   /* jz 1f; std; 1: */
+		0x8a, 0x44, 0x24, 0x09,             /* mov al, [rsp + 9] */
+		0xc0, 0xe8, 0x03, 0x24, 0x01,       /* shr al, 3; and al, 1: OF (bit 11) */
+		0x04, 0x7f,                         /* add al, 0x7f: OF set iff al was 1 */
+		0x8a, 0x64, 0x24, 0x08,             /* mov ah, [rsp + 8]: SF ZF AF PF CF */
+		0x9e,                               /* sahf (OF is left as it is) */
+		0x58,                               /* pop rax */
+		0x48, 0x8d, 0x64, 0x24, 0x08,       /* lea rsp, [rsp + 8] (the flags) */
+		0xc3,                               /* ret */
 	};
 	emit(&p, rest, sizeof rest);
 	return p;

@@ -579,7 +579,7 @@ static int patch(void)
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
 		rt_syscall(SYS_mprotect, a, modules[i].end - a, PROT_READ | PROT_EXEC, 0, 0, 0);
 	}
-	__builtin_ia32_mfence();
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* no mfence: built -mgeneral-regs-only */
 	return 0;
 }
 

@@ -720,17 +720,28 @@ void end_thread(struct tstate *ts)
 
 
 /* The thread ending the process takes another thread's buffer for good, waiting for a
- * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken. */
+ * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken
+ * (see ts_enter for the protocol). */
 int ts_take(struct tstate *ts)
 {
+	__atomic_store_n(&ts->ended, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!ts_fence)
+		rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0);
 	for (int i = 0; i < 20000; i++) {
-		int f = LOCK_FREE;
-		if (__atomic_compare_exchange_n(&ts->lock, &f, LOCK_ENDED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ||
-		    f == LOCK_ENDED)
+		if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_FREE)
 			return 1;
 		rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
 	return 0;
+}
+
+/* At start-up and in a forked child (one thread each): ts_take's barrier, membarrier, or
+ * if the kernel refuses it, a fence in every ts_enter. */
+int ts_fence;
+void ts_lock_setup(void)
+{
+	ts_fence = rt_syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0) != 0;
 }
 
 struct tstate *thread_state(void)

@@ -164,7 +164,7 @@ void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
 	uint8_t h[TK_BTRACE_REC_HEADER];
 	static const uint8_t zeros[8];
-	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_checksum(p, n);
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_record_sum(call_times ? TK_BTRACE_VERSION : 1, p, n);
 	uint16_t t = (uint16_t)type, flags = 0;
 
 	if (out_fd < 0)

@@ -164,7 +164,7 @@ void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
 	uint8_t h[TK_BTRACE_REC_HEADER];
 	static const uint8_t zeros[8];
-	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_checksum(p, n);
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_record_sum(call_times ? TK_BTRACE_VERSION : 1, p, n);
 	uint16_t t = (uint16_t)type, flags = 0;
 
 	if (out_fd < 0)
@@ -720,17 +720,28 @@ void end_thread(struct tstate *ts)
 
 
 /* The thread ending the process takes another thread's buffer for good, waiting for a
- * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken. */
+ * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken
+ * (see ts_enter for the protocol). */
 int ts_take(struct tstate *ts)
 {
+	__atomic_store_n(&ts->ended, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!ts_fence)
+		rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0);
 	for (int i = 0; i < 20000; i++) {
-		int f = LOCK_FREE;
-		if (__atomic_compare_exchange_n(&ts->lock, &f, LOCK_ENDED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ||
-		    f == LOCK_ENDED)
+		if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_FREE)
 			return 1;
 		rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
 	return 0;
+}
+
+/* At start-up and in a forked child (one thread each): ts_take's barrier, membarrier, or
+ * if the kernel refuses it, a fence in every ts_enter. */
+int ts_fence;
+void ts_lock_setup(void)
+{
+	ts_fence = rt_syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0) != 0;
 }
 
 struct tstate *thread_state(void)
@@ -968,6 +979,27 @@ void defer_signal(struct tstate *ts, int sig, const siginfo_t *si)
 
 static uint64_t window_entry(uint64_t t);
 
+/* What record() writes for a trampoline's conditional branch, in the common case only: the
+ * thread's own (no clone pending), inside traced code, room in the buffer, no PSB due, not
+ * a branch to --trigger's function; without record()'s general path (about a third of a
+ * record's instructions). 0: not that case, record() it. */
+static inline int tnt_quick(struct tstate *ts, uint64_t next, int taken)
+{
+	if (ts->muted | ts->done | ts->clone_pending | ts->check_tid || (trigger_at && next == trigger_at))
+		return 0;
+	if (!ts_enter(ts))
+		return 1;   /* as record(): the buffer is busy or taken */
+	if (!ts->inside || ts->enc.len >= BUF_FLUSH_AT || ts->psb_pos == (size_t)-1 ||
+	    ts->enc.len - ts->psb_pos >= PSB_EVERY) {
+		ts_leave(ts);
+		return 0;
+	}
+	ts->tramp_hits++;
+	ptenc_tnt(&ts->enc, taken);
+	ts_leave(ts);
+	return 1;
+}
+
 static void tramp_hit(uint32_t code, uint64_t rsp)
 {
 	const struct cti *c = &ctis[code >> 1];
@@ -987,8 +1019,10 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	if (ts) {
 		ts->in_hit = 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		g[REG_RSP] = (greg_t)rsp;
-		record(ts, c, &r, g, rsp, 0);
+		if (c->kind != CTI_JCC || !tnt_quick(ts, r.next, r.taken)) {
+			g[REG_RSP] = (greg_t)rsp;
+			record(ts, c, &r, g, rsp, 0);
+		}
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	}
 	/* a computed jump's path (code's low bit) lands in a window through its trampoline */
@@ -1015,23 +1049,11 @@ static void emit_rel32(uint8_t **p, const uint8_t *to)
 	emit(p, &rel, 4);
 }
 
-/* movaps between xmm R and [rsp + 16 R]; LOAD: into the register */
-static void emit_xmm(uint8_t **p, int r, int load)
-{
-	uint8_t op[9] = { 0x44, 0x0f, (uint8_t)(load ? 0x28 : 0x29), (uint8_t)(0x84 | (r & 7) << 3), 0x24 };
-	int32_t disp = 16 * r;
-	memcpy(op + 5, &disp, 4);
-	if (r < 8)
-		emit(p, op + 1, 8);
-	else
-		emit(p, op, 9);
-}
-
 /* The shared save/call/restore stub; entered by call with the code in edi (saved by the
- * caller) and the red zone already skipped. Of the vector state it saves xmm0-15 only:
- * the recorder is built without AVX (-mno-avx) and uses no x87, and legacy SSE leaves the
- * upper halves of ymm/zmm alone, so nothing else can change (XSAVE/XRSTOR of the whole
- * state took three quarters of a record's time). */
+ * caller) and the red zone already skipped. It saves no vector register: the whole recorder
+ * is built with -mgeneral-regs-only (tests/oracle/btrace_nolibc.sh checks that nothing the
+ * stub calls touches one). The flags are saved with pushfq but restored without popfq
+ * (about 20 cycles): DF by std when it was set, OF by an add, the rest by sahf. */
 static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 {
 	static const uint8_t save[] = {
@@ -1042,26 +1064,28 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
 		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
 		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
-		0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, /* sub rsp, 256 */
 		0x48, 0x83, 0xe4, 0xf0,             /* and rsp, -16 */
+		0x48, 0xb8,                         /* mov rax, imm64 */
 	};
 	emit(&p, save, sizeof save);
-	for (int r = 0; r < 16; r++)
-		emit_xmm(&p, r, 0);
-	static const uint8_t call[] = { 0x48, 0xb8 };   /* mov rax, imm64 */
-	emit(&p, call, sizeof call);
 	uint64_t fn = (uint64_t)(uintptr_t)hit;
 	emit(&p, &fn, 8);
-	static const uint8_t call_rax[] = { 0xff, 0xd0 };
-	emit(&p, call_rax, sizeof call_rax);
-	for (int r = 0; r < 16; r++)
-		emit_xmm(&p, r, 1);
 	static const uint8_t rest[] = {
+		0xff, 0xd0,                         /* call rax */
 		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
 		0x5b,                               /* pop rbx */
 		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
-		0x5e, 0x5a, 0x59, 0x58,             /* pop rsi rdx rcx rax */
-		0x9d, 0xc3,                         /* popfq; ret */
+		0x5e, 0x5a, 0x59,                   /* pop rsi rdx rcx; rax and the flags are left */
+		0xf6, 0x44, 0x24, 0x09, 0x04,       /* test byte [rsp + 9], 4: DF (bit 10) */
+		0x74, 0x01, 0xfd,                   /* jz 1f; std; 1: */
+		0x8a, 0x44, 0x24, 0x09,             /* mov al, [rsp + 9] */
+		0xc0, 0xe8, 0x03, 0x24, 0x01,       /* shr al, 3; and al, 1: OF (bit 11) */
+		0x04, 0x7f,                         /* add al, 0x7f: OF set iff al was 1 */
+		0x8a, 0x64, 0x24, 0x08,             /* mov ah, [rsp + 8]: SF ZF AF PF CF */
+		0x9e,                               /* sahf (OF is left as it is) */
+		0x58,                               /* pop rax */
+		0x48, 0x8d, 0x64, 0x24, 0x08,       /* lea rsp, [rsp + 8] (the flags) */
+		0xc3,                               /* ret */
 	};
 	emit(&p, rest, sizeof rest);
 	return p;

@@ -180,6 +180,9 @@ int main(int argc, char **argv)
 		{ "decode", &cli_cmd_decode, TK_PARTIAL_DECODE_STAT },
 	};
 
+	/* no Open MPI notice when the job ends with MPI_Abort (below): the status says it, and
+	 * tracekit's own messages say why (read by MPI_Init; set before any thread starts) */
+	setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
 	early = launcher_rank(&rank, &size);
 	if (!early)
 		mpi_start(&argc, &argv, &rank, &size);
@@ -311,6 +314,13 @@ int main(int argc, char **argv)
 	}
 	free(text);
 	free(data);
+	/* a status other than 0 (damaged data): mpirun would end the job 2 s after its ranks
+	 * and print a notice; MPI_Abort with that status ends it at once, every output of
+	 * every rank written by now (rank 0 wrote the others' messages) */
+	if (rank == 0 && status != EXIT_CLEAN) {
+		fflush(NULL);
+		MPI_Abort(MPI_COMM_WORLD, status);
+	}
 	MPI_Finalize();
 	return status;
 finalize:

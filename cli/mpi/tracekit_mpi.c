@@ -343,6 +343,10 @@ int main(int argc, char **argv)
 finalize:
 	if (early)
 		mpi_start(&argc, &argv, &rank, &size);
+	if (rank == 0 && status != EXIT_CLEAN) {   /* (as above: rank 0 printed why) */
+		fflush(NULL);
+		MPI_Abort(MPI_COMM_WORLD, status);
+	}
 	MPI_Finalize();
-	return status;
+	return rank ? EXIT_CLEAN : status;
 }

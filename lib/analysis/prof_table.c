@@ -726,8 +726,40 @@ static inline int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks, uint6
 	return 0;
 }
 
+/* A counting profile's values (druns: distinct but where merges added to them) sorted in
+ * a copy, equal neighbours joined: no second table of them. */
+static int counted_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n)
+{
+	struct dval *v = malloc((p->ndruns ? p->ndruns : 1) * sizeof *v);
+	size_t m = 0;
+
+	if (!v)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < p->ndruns; i++) {
+		uint32_t f = p->druns[i].func;
+		if (f >= p->nfuncs) {
+			free(v);
+			return -TK_E_INTERNAL;
+		}
+		v[i] = p->druns[i];
+		v[i].func = map ? map[f] : f;
+	}
+	qsort(v, p->ndruns, sizeof *v, prof_dval_cmp);
+	for (size_t i = 0; i < p->ndruns; i++) {
+		if (m && v[m - 1].func == v[i].func && v[m - 1].ticks == v[i].ticks)
+			v[m - 1].count += v[i].count;
+		else
+			v[m++] = v[i];
+	}
+	*out = v;
+	*n = m;
+	return 0;
+}
+
 int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n)
 {
+	if (p->counting && !p->ndlog)
+		return counted_values(p, map, out, n);
 	size_t nf = p->nfuncs;
 	size_t *bigi = calloc(nf + 1, sizeof *bigi);
 	/* room for the runs a loaded profile holds (mostly distinct values) from the start:

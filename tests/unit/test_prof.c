@@ -928,6 +928,28 @@ static void test_counted_durations(void **state)
 		tk_prof_finish(logged);
 		tk_prof_finish(counted);
 		assert_same_profile(logged, counted);
+		/* two counting halves merged: the second's values added to the first's as they
+		 * are (the same value twice), and the statistics still those of the whole */
+		struct tk_prof *h1 = tk_prof_new_like(like, NULL), *h2 = tk_prof_new_like(like, NULL);
+		struct tk_prof *l1 = tk_prof_new(NULL, NULL), *l2 = tk_prof_new(NULL, NULL);
+		assert_int_equal(tk_prof_events(h1, ev, n / 3), 0);
+		assert_int_equal(tk_prof_events(h2, ev + n / 3, n - n / 3), 0);
+		assert_int_equal(tk_prof_merge(h1, h2), 0);
+		assert_int_equal(tk_prof_events(l1, ev, n / 3), 0);
+		assert_int_equal(tk_prof_events(l2, ev + n / 3, n - n / 3), 0);
+		assert_int_equal(tk_prof_merge(l1, l2), 0);
+		assert_int_equal(tk_prof_save(l1, &a, &na), 0);
+		assert_int_equal(tk_prof_save(h1, &b, &nb), 0);
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, na);
+		free(a);
+		free(b);
+		tk_prof_finish(h1);
+		assert_same_profile(logged, h1);
+		tk_prof_free(h1);
+		tk_prof_free(h2);
+		tk_prof_free(l1);
+		tk_prof_free(l2);
 		tk_prof_free(logged);
 		tk_prof_free(counted);
 		tk_prof_free(like);

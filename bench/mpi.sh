@@ -9,7 +9,10 @@
 # BENCH_SCALE=K makes the inputs K times larger (mpirun's launch and the part of MPI's
 # start a rank's decoding does not hide are paid by -np 1 and -np 2 alike: larger inputs
 # show the ratio they leave).
-# usage: bench/mpi.sh   (BENCH_RUNS=N, default 3; BENCH_DIR=DIR for the inputs; BENCH_SCALE)
+# BENCH_CPU=1 runs each rank under `perf stat` and adds the ranks' CPU seconds (task-clock:
+# what a loaded machine can still compare; the slowest rank's sets a quiet job's time).
+# usage: bench/mpi.sh   (BENCH_RUNS=N, default 3; BENCH_DIR=DIR for the inputs; BENCH_SCALE;
+#        BENCH_CPU)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +41,21 @@ if [ ! -s "$PT" ]; then
 fi
 bench_xray_fdr "$XRAY" prog 16384 $((K * 16000)) 3 $((K * 145000))
 run() { mpirun --oversubscribe --allow-run-as-root -np "$@"; }
+cpu=()
+if [ "${BENCH_CPU:-0}" = 1 ]; then
+	printf '#!/bin/sh\nexec perf stat -e task-clock -x, -o "%s/cpu.$OMPI_COMM_WORLD_RANK" "$@"\n' \
+		"$D" >"$D/cpu.sh"
+	chmod +x "$D/cpu.sh"
+	cpu=("$D/cpu.sh")
+fi
+ranks_cpu() {   # NP: the ranks' CPU seconds, rank 0 first
+	[ ${#cpu[@]} = 0 ] && return
+	local k out=""
+	for k in $(seq 0 $(($1 - 1))); do
+		out="$out $(awk -F, '/task-clock/ { printf "%.3f", $1 / 1000 }' "$D/cpu.$k")"
+	done
+	echo "; ranks' CPU s:$out"
+}
 one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
 	local label=$1
 	shift
@@ -48,9 +66,9 @@ one() {   # LABEL ARGS...: profile -j 1, then -np 1 and -np 2 with the phases
 		t1=$(date +%s.%N); echo "  profile -j 1: $(echo "$t1 - $t0" | bc) s"
 		for np in 1 2; do
 			t0=$(date +%s.%N)
-			TK_MPI_TIMES=1 run "$np" "$MPI" profile -j 1 --to csv -o got.csv "$@" 2>times || true
+			TK_MPI_TIMES=1 run "$np" "${cpu[@]}" "$MPI" profile -j 1 --to csv -o got.csv "$@" 2>times || true
 			t1=$(date +%s.%N)
-			echo "  -np $np: $(echo "$t1 - $t0" | bc) s; $(grep '^tracekit-mpi:' times | cut -d: -f2-)"
+			echo "  -np $np: $(echo "$t1 - $t0" | bc) s; $(grep '^tracekit-mpi:' times | cut -d: -f2-)$(ranks_cpu "$np")"
 			cmp -s want.csv got.csv || echo "  -np $np: OUTPUT DIFFERS"
 		done
 	done

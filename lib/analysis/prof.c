@@ -355,6 +355,26 @@ static int cut_calls(struct tk_prof *p, struct track *t)
 	return rc;
 }
 
+/* Count a duration of function FUNC in its entry of druns (counting mode). */
+static inline int count_duration(struct tk_prof *p, uint32_t func, uint64_t ticks)
+{
+	if (__builtin_expect(2 * (p->ndruns + 1) > p->dhash_mask + 1, 0) && prof_dhash_grow(p) < 0)
+		return -TK_E_NOMEM;
+	size_t h = tk_hash64(ticks ^ (uint64_t)func << 40) & p->dhash_mask;
+	for (uint32_t i; (i = p->dhash[h]) != NONE32; h = (h + 1) & p->dhash_mask) {
+		struct dval *v = &p->druns[i];
+		if (v->ticks == ticks && v->func == func) {
+			v->count++;
+			return 0;
+		}
+	}
+	if (prof_grow((void **)&p->druns, &p->cdruns, p->ndruns + 1, sizeof *p->druns) < 0)
+		return -TK_E_NOMEM;
+	p->dhash[h] = (uint32_t)p->ndruns;
+	p->druns[p->ndruns++] = (struct dval){ ticks, 1, func };
+	return 0;
+}
+
 /* Append a duration of function FUNC (index) to the log. */
 HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 {
@@ -363,6 +383,8 @@ HOT int dlog_add(struct tk_prof *p, uint32_t func, uint64_t ticks)
 			p->funcs[func].zeros++;
 		return 0;
 	}
+	if (p->counting)
+		return count_duration(p, func, ticks);
 	if (__builtin_expect(p->dlog_n == p->dlog_cap, 0) && prof_dlog_more(p) < 0)
 		return -TK_E_NOMEM;
 	if (__builtin_expect(ticks >= DUR_BIG, 0)) {

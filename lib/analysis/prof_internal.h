@@ -243,6 +243,9 @@ struct tk_prof {
 	uint64_t spill_off;       /* its size */
 	struct dval *druns;       /* durations as runs (loaded partials), besides the log */
 	size_t ndruns, cdruns;
+	uint32_t *dhash;          /* counting: (func, ticks) -> its entry of druns, or NONE32 */
+	size_t dhash_mask;
+	uint8_t counting;         /* durations counted into druns, not logged (prof_count_durations) */
 	struct fmap *fmaps;       /* function index maps of taken chunks */
 	size_t nfmaps, cfmaps;
 	uint32_t *func_map;
@@ -305,6 +308,11 @@ struct block *prof_get_block(struct tk_prof *p, uint64_t start, uint64_t end);
 void prof_block_cache_flush(struct tk_prof *p);
 /* Room for more entries in the duration log (a new chunk, or more of this one made writable). */
 int prof_dlog_more(struct tk_prof *p);
+/* From now on P (and the profiles made like it) counts each distinct duration of a
+ * function in druns as its calls end instead of logging every one: for a profile that is
+ * saved, never finished (a shard's chunk), so that saving it reads no log. */
+void prof_count_durations(struct tk_prof *p);
+int prof_dhash_grow(struct tk_prof *p);
 /* Bytes of log the profile keeps in memory before it spills; a chunk in the spill file. */
 size_t prof_dlog_budget(const struct tk_prof *p);
 uint64_t *prof_spill_chunk(struct tk_prof *p);

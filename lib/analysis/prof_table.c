@@ -315,6 +315,36 @@ size_t prof_dlog_budget(const struct tk_prof *p)
 	return p->opts.durations_in_memory ? p->opts.durations_in_memory : DLOG_IN_MEMORY;
 }
 
+void prof_count_durations(struct tk_prof *p)
+{
+	p->counting = 1;
+}
+
+/* Twice the slots of the counting index (every entry of druns in it again). */
+int prof_dhash_grow(struct tk_prof *p)
+{
+	size_t cap = p->dhash_mask ? 2 * (p->dhash_mask + 1) : 4096;
+	while (cap < 2 * (p->ndruns + 1))
+		cap *= 2;
+	if (p->ndruns >= NONE32)
+		return -TK_E_NOMEM;
+	uint32_t *h = malloc(cap * sizeof *h);
+	if (!h)
+		return -TK_E_NOMEM;
+	memset(h, 0xff, cap * sizeof *h);
+	for (size_t i = 0; i < p->ndruns; i++) {
+		const struct dval *v = &p->druns[i];
+		size_t k = tk_hash64(v->ticks ^ (uint64_t)v->func << 40) & (cap - 1);
+		while (h[k] != NONE32)
+			k = (k + 1) & (cap - 1);
+		h[k] = (uint32_t)i;
+	}
+	free(p->dhash);
+	p->dhash = h;
+	p->dhash_mask = cap - 1;
+	return 0;
+}
+
 /* Room for the next duration: the next slice of the chunk, or a new chunk. */
 int prof_dlog_more(struct tk_prof *p)
 {
@@ -496,6 +526,8 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 	o.match_free = NULL;   /* P's */
 	struct tk_prof *q = tk_prof_new(&o, err);
 
+	if (q)
+		q->counting = p->counting;
 	if (q && p->eset) {
 		__atomic_add_fetch(&p->eset->refs, 1, __ATOMIC_RELAXED);
 		q->eset = p->eset;
@@ -559,6 +591,9 @@ static void free_gathered(struct tk_prof *p, int final)
 	free(p->druns);
 	p->druns = NULL;
 	p->ndruns = p->cdruns = 0;
+	free(p->dhash);
+	p->dhash = NULL;
+	p->dhash_mask = 0;
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
@@ -691,8 +726,40 @@ static inline int dcount_add(struct dcount *c, uint32_t f, uint64_t ticks, uint6
 	return 0;
 }
 
+/* A counting profile's values (druns: distinct but where merges added to them) sorted in
+ * a copy, equal neighbours joined: no second table of them. */
+static int counted_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n)
+{
+	struct dval *v = malloc((p->ndruns ? p->ndruns : 1) * sizeof *v);
+	size_t m = 0;
+
+	if (!v)
+		return -TK_E_NOMEM;
+	for (size_t i = 0; i < p->ndruns; i++) {
+		uint32_t f = p->druns[i].func;
+		if (f >= p->nfuncs) {
+			free(v);
+			return -TK_E_INTERNAL;
+		}
+		v[i] = p->druns[i];
+		v[i].func = map ? map[f] : f;
+	}
+	qsort(v, p->ndruns, sizeof *v, prof_dval_cmp);
+	for (size_t i = 0; i < p->ndruns; i++) {
+		if (m && v[m - 1].func == v[i].func && v[m - 1].ticks == v[i].ticks)
+			v[m - 1].count += v[i].count;
+		else
+			v[m++] = v[i];
+	}
+	*out = v;
+	*n = m;
+	return 0;
+}
+
 int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n)
 {
+	if (p->counting && !p->ndlog)
+		return counted_values(p, map, out, n);
 	size_t nf = p->nfuncs;
 	size_t *bigi = calloc(nf + 1, sizeof *bigi);
 	/* room for the runs a loaded profile holds (mostly distinct values) from the start:

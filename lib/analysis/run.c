@@ -194,6 +194,9 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 		r.first = part->first;
 		r.end = part->first + part->count;
 		r.part = part;
+		/* kept profiles are saved, not finished: their durations counted as they end */
+		if (part->keep)
+			prof_count_durations(total);
 	}
 	r.chunks = calloc(r.n ? r.n : 1, sizeof(*r.chunks));
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));

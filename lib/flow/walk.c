@@ -288,6 +288,17 @@ static inline void push_ret(struct tk_flow *f, uint32_t call_bi, int mode, uint6
 		f->depth++;
 }
 
+/* A return without a TNT bit (a TIP or TIP.PGD gives its target) still takes the top
+ * entry off: the processor pops its stack on every near return, compressed or not (see
+ * lib/formats/ipt/reencode.c). */
+static inline void drop_ret(struct tk_flow *f)
+{
+	if (f->depth) {
+		f->top = (f->top + RET_STACK - 1) % RET_STACK;
+		f->depth--;
+	}
+}
+
 /* The call block and mode of the top of the stack, popped. */
 static inline int pop_ret(struct tk_flow *f, uint32_t *call_bi, int *mode)
 {
@@ -1063,6 +1074,8 @@ call_done:
 			if (cls == TK_ISA_CALL_IND) {
 				push_ret(f, bi, mode, quiet ? 0 : tk_link_next(&links[bi]));
 				via_call = 1;
+			} else if (cls == TK_ISA_RET) {
+				drop_ret(f);
 			}
 			if (!quiet && cls != TK_ISA_JMP_IND) {
 				if (!(e = next_slot(f, out, &n, wr, &rc)))
@@ -1415,12 +1428,14 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				if (call_mode == mode)
 					prev = call_bi, prev_slot = 1;
 			} else if (q->kind == TK_FLOWQ_TIP) {
+				drop_ret(f);
 				ip = q->ip;
 				if (q->mode >= 0)
 					mode = q->mode;
 				q->kind = TK_FLOWQ_NONE;
 				f->jump_from = bi;
 			} else {
+				drop_ret(f);
 				/* A return that leaves the traced code is still a return (the
 				 * profile ends the frame of a function entered from outside);
 				 * like a call that leaves, it is reported before the disable. */

@@ -164,7 +164,7 @@ void put_rec(int type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
 	uint8_t h[TK_BTRACE_REC_HEADER];
 	static const uint8_t zeros[8];
-	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_checksum(p, n);
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_record_sum(call_times ? TK_BTRACE_VERSION : 1, p, n);
 	uint16_t t = (uint16_t)type, flags = 0;
 
 	if (out_fd < 0)
@@ -720,17 +720,28 @@ void end_thread(struct tstate *ts)
 
 
 /* The thread ending the process takes another thread's buffer for good, waiting for a
- * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken. */
+ * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken
+ * (see ts_enter for the protocol). */
 int ts_take(struct tstate *ts)
 {
+	__atomic_store_n(&ts->ended, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!ts_fence)
+		rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0);
 	for (int i = 0; i < 20000; i++) {
-		int f = LOCK_FREE;
-		if (__atomic_compare_exchange_n(&ts->lock, &f, LOCK_ENDED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) ||
-		    f == LOCK_ENDED)
+		if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_FREE)
 			return 1;
 		rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
 	return 0;
+}
+
+/* At start-up and in a forked child (one thread each): ts_take's barrier, membarrier, or
+ * if the kernel refuses it, a fence in every ts_enter. */
+int ts_fence;
+void ts_lock_setup(void)
+{
+	ts_fence = rt_syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0) != 0;
 }
 
 struct tstate *thread_state(void)
@@ -966,6 +977,29 @@ void defer_signal(struct tstate *ts, int sig, const siginfo_t *si)
 	ts->deferred |= 1ull << (sig - 1);
 }
 
+static uint64_t window_entry(uint64_t t);
+
+/* What record() writes for a trampoline's conditional branch, in the common case only: the
+ * thread's own (no clone pending), inside traced code, room in the buffer, no PSB due, not
+ * a branch to --trigger's function; without record()'s general path (about a third of a
+ * record's instructions). 0: not that case, record() it. */
+static inline int tnt_quick(struct tstate *ts, uint64_t next, int taken)
+{
+	if (ts->muted | ts->done | ts->clone_pending | ts->check_tid || (trigger_at && next == trigger_at))
+		return 0;
+	if (!ts_enter(ts))
+		return 1;   /* as record(): the buffer is busy or taken */
+	if (!ts->inside || ts->enc.len >= BUF_FLUSH_AT || ts->psb_pos == (size_t)-1 ||
+	    ts->enc.len - ts->psb_pos >= PSB_EVERY) {
+		ts_leave(ts);
+		return 0;
+	}
+	ts->tramp_hits++;
+	ptenc_tnt(&ts->enc, taken);
+	ts_leave(ts);
+	return 1;
+}
+
 static void tramp_hit(uint32_t code, uint64_t rsp)
 {
 	const struct cti *c = &ctis[code >> 1];
@@ -985,11 +1019,14 @@ static void tramp_hit(uint32_t code, uint64_t rsp)
 	if (ts) {
 		ts->in_hit = 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		g[REG_RSP] = (greg_t)rsp;
-		record(ts, c, &r, g, rsp, 0);
+		if (c->kind != CTI_JCC || !tnt_quick(ts, r.next, r.taken)) {
+			g[REG_RSP] = (greg_t)rsp;
+			record(ts, c, &r, g, rsp, 0);
+		}
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	}
-	ttls.dest = r.next;
+	/* a computed jump's path (code's low bit) lands in a window through its trampoline */
+	ttls.dest = (code & 1) && c->kind == CTI_JMP_IND ? window_entry(r.next) : r.next;
 	ttls.code_plus1 = 0;
 	if (ts) {
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -1012,23 +1049,11 @@ static void emit_rel32(uint8_t **p, const uint8_t *to)
 	emit(p, &rel, 4);
 }
 
-/* movaps between xmm R and [rsp + 16 R]; LOAD: into the register */
-static void emit_xmm(uint8_t **p, int r, int load)
-{
-	uint8_t op[9] = { 0x44, 0x0f, (uint8_t)(load ? 0x28 : 0x29), (uint8_t)(0x84 | (r & 7) << 3), 0x24 };
-	int32_t disp = 16 * r;
-	memcpy(op + 5, &disp, 4);
-	if (r < 8)
-		emit(p, op + 1, 8);
-	else
-		emit(p, op, 9);
-}
-
 /* The shared save/call/restore stub; entered by call with the code in edi (saved by the
- * caller) and the red zone already skipped. Of the vector state it saves xmm0-15 only:
- * the recorder is built without AVX (-mno-avx) and uses no x87, and legacy SSE leaves the
- * upper halves of ymm/zmm alone, so nothing else can change (XSAVE/XRSTOR of the whole
- * state took three quarters of a record's time). */
+ * caller) and the red zone already skipped. It saves no vector register: the whole recorder
+ * is built with -mgeneral-regs-only (tests/oracle/btrace_nolibc.sh checks that nothing the
+ * stub calls touches one). The flags are saved with pushfq but restored without popfq
+ * (about 20 cycles): DF by std when it was set, OF by an add, the rest by sahf. */
 static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 {
 	static const uint8_t save[] = {
@@ -1039,26 +1064,28 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 		/* rsp at the CTI = entry + 8 (return) + 8 (rdi) + 128 (red zone); 80 pushed */
 		0x48, 0x8d, 0xb4, 0x24, 0xe0, 0x00, 0x00, 0x00, /* lea rsi, [rsp + 224] */
 		0x48, 0x89, 0xe3,                   /* mov rbx, rsp */
-		0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, /* sub rsp, 256 */
 		0x48, 0x83, 0xe4, 0xf0,             /* and rsp, -16 */
+		0x48, 0xb8,                         /* mov rax, imm64 */
 	};
 	emit(&p, save, sizeof save);
-	for (int r = 0; r < 16; r++)
-		emit_xmm(&p, r, 0);
-	static const uint8_t call[] = { 0x48, 0xb8 };   /* mov rax, imm64 */
-	emit(&p, call, sizeof call);
 	uint64_t fn = (uint64_t)(uintptr_t)hit;
 	emit(&p, &fn, 8);
-	static const uint8_t call_rax[] = { 0xff, 0xd0 };
-	emit(&p, call_rax, sizeof call_rax);
-	for (int r = 0; r < 16; r++)
-		emit_xmm(&p, r, 1);
 	static const uint8_t rest[] = {
+		0xff, 0xd0,                         /* call rax */
 		0x48, 0x89, 0xdc,                   /* mov rsp, rbx */
 		0x5b,                               /* pop rbx */
 		0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, /* pop r11-r8 */
-		0x5e, 0x5a, 0x59, 0x58,             /* pop rsi rdx rcx rax */
-		0x9d, 0xc3,                         /* popfq; ret */
+		0x5e, 0x5a, 0x59,                   /* pop rsi rdx rcx; rax and the flags are left */
+		0xf6, 0x44, 0x24, 0x09, 0x04,       /* test byte [rsp + 9], 4: DF (bit 10) */
+		0x74, 0x01, 0xfd,                   /* jz 1f; std; 1: */
+		0x8a, 0x44, 0x24, 0x09,             /* mov al, [rsp + 9] */
+		0xc0, 0xe8, 0x03, 0x24, 0x01,       /* shr al, 3; and al, 1: OF (bit 11) */
+		0x04, 0x7f,                         /* add al, 0x7f: OF set iff al was 1 */
+		0x8a, 0x64, 0x24, 0x08,             /* mov ah, [rsp + 8]: SF ZF AF PF CF */
+		0x9e,                               /* sahf (OF is left as it is) */
+		0x58,                               /* pop rax */
+		0x48, 0x8d, 0x64, 0x24, 0x08,       /* lea rsp, [rsp + 8] (the flags) */
+		0xc3,                               /* ret */
 	};
 	emit(&p, rest, sizeof rest);
 	return p;
@@ -1324,8 +1351,13 @@ static void emit_jcc_paths(uint8_t **pp, uint8_t *stub, const struct cti *c, siz
  * and gets a slot of its own that records it and returns (its tail), with no jump to it
  * from its code: the trampoline paths of the branches that reach it (a jcc's taken path or
  * the end of its not-taken path) go to the tail instead of into the trap. The slot reads as
- * a relocated ret without prefix (logical_ip: at the ret until recorded). */
-uint32_t *ret_tails;   /* per CTI: 1 + the tail's offset in its module's area, or 0 */
+ * a relocated ret without prefix (logical_ip: at the ret until recorded). A `jcc rel8` with
+ * neither a window nor an island gets a tail too (tail_install).
+ * More generally, a path bound for a CTI with a slot made at start-up (a window's, an
+ * island's or a tail), or for an instruction of the slot's prefix, goes to its copy there:
+ * a branch target past the first 5 bytes of a window (`jne 1f; mov; 1: xor %eax,%eax;
+ * ret`, the window from the mov) would otherwise run into the CTI's int3. */
+uint32_t *cti_slot;   /* per CTI: 1 + the offset of its start-up slot in its module's area, or 0 */
 
 /* The path of a ret C (index I) in a trampoline: record the word it will pop, then the
  * original ret. */
@@ -1340,15 +1372,63 @@ static void emit_ret(uint8_t **p, uint8_t *stub, const struct module *mod, const
 	emit(p, mod->orig + (c->addr - mod->start), c->len);
 }
 
-/* Where a trampoline path of module M bound for TO goes: the tail of a trapped ret at TO
- * (made if MAKE: at start-up, before the caller takes its own slot), else TO itself. */
+/* Where the direct jumps from TO in module M lead (never recorded: a decoder follows them),
+ * unless to the --trigger function, whose jumps are counted. */
+static uint64_t through_jumps(int m, uint64_t to)
+{
+	const struct module *mod = &modules[m];
+	for (int k = 0; k < 4 && to >= mod->start && to < mod->end; k++) {
+		uint16_t im = imap_at(mod, to);
+		uint64_t t = (im & IM_LEN) && (im & IM_CLASS) == IM_JMP ? imap_target(mod, to, im) : 0;
+		if (!t || t == trigger_at || t < mod->start || t >= mod->end || cti_find(to))
+			break;
+		to = t;
+	}
+	return to;
+}
+
+/* The copy of the instruction at TO of module M in a start-up slot: TO is the slot's CTI or
+ * an instruction of its prefix, from which straight-line code leads to the CTI. 0 if none. */
+static uint64_t slot_copy(int m, uint64_t to)
+{
+	const struct module *mod = &modules[m];
+	uint64_t a = to;
+	for (int k = 0; k <= RELOC_MAX_INSNS && a >= mod->start && a < mod->end; k++) {
+		uint16_t im = imap_at(mod, a);
+		if (!(im & IM_LEN))
+			return 0;
+		if ((im & IM_CLASS) == IM_STRAIGHT) {
+			a += im & IM_LEN;
+			continue;
+		}
+		const struct cti *c = (im & IM_CLASS) == IM_STOP ? cti_find(a) : NULL;
+		if (c) {
+			size_t i = (size_t)(c - ctis);
+			if (!cti_slot[i])
+				return 0;
+			const uint8_t *t = tramp_area[m] + cti_slot[i] - 1, *meta = t + TRAMP_SIZE - TRAMP_META;
+			if (a == to)
+				return (uint64_t)(uintptr_t)(t + meta[0]);
+			for (unsigned j = 0; j < meta[1]; j++)
+				if (c->addr - meta[14] + meta[8 + j] == to)
+					return (uint64_t)(uintptr_t)(t + meta[2 + j]);
+		}
+		return 0;
+	}
+	return 0;
+}
+
+/* Where a trampoline path of module M bound for TO goes: the copy of TO in a start-up slot,
+ * else TO itself. At start-up (MAKE), a trapped ret at TO without a slot gets its tail
+ * before the caller takes its own slot, and the path goes to TO: paths_link sends it to
+ * the copy once every slot is made. */
 static uint64_t path_to(int m, uint64_t to, int make)
 {
-	const struct cti *c = ret_tails ? cti_find(to) : NULL;
-	if (!c || c->kind != CTI_RET || module_of(to) != &modules[m])
+	if (!cti_slot || module_of(to) != &modules[m])
 		return to;
-	size_t i = (size_t)(c - ctis);
-	if (!ret_tails[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
+	const struct cti *c = cti_find(to);
+	size_t i = c ? (size_t)(c - ctis) : 0;
+	if (c && c->kind == CTI_RET && !cti_slot[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);
@@ -1356,9 +1436,10 @@ static uint64_t path_to(int m, uint64_t to, int make)
 		tramp_used[m] += TRAMP_SIZE;
 		tramp_index[m][tramp_count[m]] = (uint32_t)i;
 		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
-		ret_tails[i] = (uint32_t)(t - tramp_area[m]) + 1;
+		cti_slot[i] = (uint32_t)(t - tramp_area[m]) + 1;
 	}
-	return ret_tails[i] ? (uint64_t)(uintptr_t)(tramp_area[m] + ret_tails[i] - 1) : to;
+	uint64_t copy = make ? 0 : slot_copy(m, through_jumps(m, to));
+	return copy ? copy : to;
 }
 
 static void tramp_install(const struct cti *c, size_t i)
@@ -1409,9 +1490,9 @@ out:
  * trampoline (RIP-relative displacements adjusted), followed by the recording paths, and a
  * `jmp rel32` to it is written at B. Safe only where nothing can enter (B, B+5): no direct
  * branch target, return site or function start lies there; an indirect jump whose targets
- * are not known keeps its trap, and its landings there are sent to the trampoline
- * (window_entry). Bytes from B+5 on keep the
- * original code, so a branch into them still finds the CTI's int3. */
+ * are not known sends its landings there to the trampoline (window_entry). Bytes from B+5
+ * on keep the original code, so a branch into them still finds the CTI's int3 (a
+ * trampoline path goes to the copy instead: path_to). */
 
 
 /* The jumps into relocated windows, written by patch() after the int3s (a window's jump
@@ -1420,7 +1501,7 @@ out:
 struct window *windows;   /* room for one per CTI */
 size_t nwindows;
 
-/* Where a jump to T goes now: a jump that keeps its trap because its target cannot be known
+/* Where a jump to T goes now: a jump whose target cannot be known
  * in advance (a `jmp reg` that is neither a recognised table nor a loaded address) may
  * land in the first 5 bytes of a window of its function, where the jump to the window's
  * trampoline lies; it goes to the trampoline's copy of the instruction at T instead, which
@@ -1475,6 +1556,7 @@ int island_install(size_t i, uint64_t island)
 	int64_t d = (int64_t)(c->addr + 5) + rel - (int64_t)(island + 5);
 	if (d != (int32_t)d) {   /* the slot stays, unused */
 		nwindows--;
+		cti_slot[i] = 0;
 		return -1;
 	}
 	rel = (int32_t)d;
@@ -1500,6 +1582,54 @@ uint64_t island_ip(uint64_t rip)
 	memcpy(&rel, windows[lo].jmp + 1, 4);
 	const uint8_t *tr = (const uint8_t *)(uintptr_t)(rip + 5 + (uint64_t)(int64_t)rel);
 	return logical_ip((uint64_t)(uintptr_t)(tr + tr[TRAMP_SIZE - TRAMP_META]));   /* its CTI path */
+}
+
+/* The jcc rel8 of CTI index I, which has neither a window nor an island (PyObject_Free:
+ * `test %rcx,%rcx; je 1f; test %edx,%edx; je 2f; 3: pop %rbx; ret`, 3: a branch target),
+ * or the call or jump through a register without a window (`je 1f; call *%rax`: the return
+ * site right after it), keeps its int3 for code that reaches it natively and gets a tail: a
+ * slot with its paths after a copy of PRE[0..N), the straight-line instructions before it
+ * (as many of the last ones as fit), and no jump to it from its code. The trampoline paths
+ * bound for the CTI or one of those instructions go to their copy (path_to, paths_link).
+ * Start-up only; 0, or -1 to leave the trap alone. */
+int tail_install(size_t i, const struct reloc_insn *pre, int n)
+{
+	const struct cti *c = &ctis[i];
+	while (n && (n > RELOC_MAX_INSNS || c->addr - pre[0].addr > RELOC_MAX_BYTES)) {
+		pre++;
+		n--;
+	}
+	if (!cti_slot || reloc_install(c, i, pre, n, NULL, 0) < 0)
+		return -1;
+	nwindows--;   /* no jump to it */
+	return 0;
+}
+
+/* Send the paths of module M's conditional branches' trampolines to the copies of their
+ * targets in start-up slots (see path_to), once all of them are made. Start-up only. */
+void paths_link(int m)
+{
+	for (size_t k = 0; cti_slot && k < tramp_count[m]; k++) {
+		const struct cti *c = &ctis[tramp_index[m][k]];
+		uint8_t *t = tramp_area[m] + tramp_base[m] + k * TRAMP_SIZE, *meta = t + TRAMP_SIZE - TRAMP_META;
+		if (c->kind != CTI_JCC)
+			continue;
+		unsigned n = meta[1], ns = meta[15] & 0x7f;
+		/* the jumps that end the two paths, and the one back after a suffix */
+		uint8_t *jmps[3] = { t + meta[0] + 6 + TRAMP_PATH - 5, t + meta[0] + 6 + 2 * TRAMP_PATH - 5,
+				     ns && !(meta[15] & 0x80) ? t + meta[2 + n + ns] : NULL };
+		for (int j = 0; j < 3; j++) {
+			int32_t rel;
+			if (!jmps[j] || jmps[j][0] != 0xe9)
+				continue;
+			memcpy(&rel, jmps[j] + 1, 4);
+			uint64_t to = (uint64_t)(uintptr_t)(jmps[j] + 5) + (uint64_t)(int64_t)rel, copy;
+			if (module_of(to) != &modules[m] || !(copy = slot_copy(m, through_jumps(m, to))))
+				continue;
+			rel = (int32_t)(copy - (uint64_t)(uintptr_t)(jmps[j] + 5));
+			memcpy(jmps[j] + 1, &rel, 4);
+		}
+	}
 }
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
@@ -1647,7 +1777,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		} else if (emit_load_dest(&p, mod, c, dest_off) < 0) {
 			goto fail;
 		}
-		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1 | (c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED)));
 	} else {
 		emit_ret(&p, tramp_stub[m], mod, c, i);
 	}
@@ -1664,10 +1794,24 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 	memcpy(w->jmp + 1, &rel32, 4);
 	w->len = 5;
 	w->island = 0;
+	if (cti_slot)
+		cti_slot[i] = (uint32_t)(t - tramp_area[m]) + 1;
 	return 0;
 fail:
 	memset(t, 0, TRAMP_SIZE);   /* the next slot user expects zeroed metadata */
 	return -1;
+}
+
+/* Where the thread goes after the CTI just recorded: a computed jump's destination may be
+ * the trampoline's copy of the instruction it landed on (window_entry), which stands for
+ * the original. */
+static uint64_t dest_ip(void)
+{
+	uint64_t d = ttls.dest;
+	for (int m = 0; m < nmodules; m++)
+		if (tramp_area[m] && d - (uint64_t)(uintptr_t)tramp_area[m] < TRAMP_AREA)
+			return logical_ip(d);
+	return d;
 }
 
 /* Where the decoder is when a signal interrupts the thread at RIP outside traced code but
@@ -1709,11 +1853,11 @@ uint64_t logical_ip(uint64_t rip)
 		}
 		in -= plen;
 		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && !c->is_mem)   /* the register's store comes first */
-			return in < 9 + 28 ? c->addr : ttls.dest;
+			return in < 9 + 28 ? c->addr : dest_ip();
 		if ((c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) && c->base != CTI_REG_RIP)   /* the pointer's load */
-			return in < TRAMP_LOAD + 28 ? c->addr : ttls.dest;
+			return in < TRAMP_LOAD + 28 ? c->addr : dest_ip();
 		if (c->kind != CTI_JCC)   /* one path: recorded once past the call */
-			return in < 28 ? c->addr : ttls.dest;
+			return in < 28 ? c->addr : dest_ip();
 		if (in < 6 + 28)
 			return c->addr;
 		if (in < 6 + TRAMP_PATH)
@@ -1725,7 +1869,7 @@ uint64_t logical_ip(uint64_t rip)
 	/* in the stub or in tramp_hit */
 	if (ttls.code_plus1)
 		return ctis[(ttls.code_plus1 - 1) >> 1].addr;
-	return ttls.dest;
+	return dest_ip();
 }
 
 /* ---- the trap handler ------------------------------------------------------------------ */

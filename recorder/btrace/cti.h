@@ -30,6 +30,10 @@ enum cti_kind {
 #define CTI_REG_RIP 0xfe
 #define CTI_REG_BAD 0xfd   /* a register the emulator does not handle */
 
+/* A `jmp reg` whose target is computed (neither a recognised table nor a loaded address):
+ * it may land inside a window, where its landing goes to the window's trampoline. */
+#define CTI_COMPUTED 1
+
 enum cti_seg { CTI_SEG_NONE, CTI_SEG_FS, CTI_SEG_GS };
 
 struct cti {
@@ -39,7 +43,7 @@ struct cti {
 	uint16_t imm;      /* ret imm16 */
 	uint8_t len;
 	uint8_t kind;      /* enum cti_kind */
-	uint8_t cond;
+	uint8_t cond;      /* jcc/loop: the condition; jmp reg: CTI_COMPUTED or 0 */
 	uint8_t is_mem;    /* indirect operand in memory (else register `base`) */
 	uint8_t base, index, scale, seg;
 	uint8_t asize;     /* address size 32 or 64 */

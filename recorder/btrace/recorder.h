@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <asm/prctl.h>
+#include <linux/membarrier.h>
 #include <x86intrin.h>
 
 #include "tracekit/btrace.h"
@@ -84,9 +85,11 @@ struct tstate {
 	/* Signals that arrived while in_hit, handled when the record is whole (redeliver). */
 	uint64_t deferred;
 	siginfo_t deferred_info[65];
-	/* Who writes this thread's buffer: LOCK_FREE, LOCK_OWNER (the thread, recording) or
-	 * LOCK_ENDED (a thread that ended the process flushed it: nothing more is recorded). */
+	/* Who writes this thread's buffer: LOCK_OWNER while the thread records (written by the
+	 * thread only), ENDED once a thread that ended the process has taken it (ts_take: it
+	 * was flushed, nothing more is recorded). */
 	int lock;
+	int ended;
 	uint64_t end_reason;         /* TK_BTRACE_THREAD_* of its THREAD_END record */
 	int born;                    /* has recorded once (a new thread's entry: see birth_site) */
 	/* A clone of this thread that shares this state (no TLS of its own) may run before the
@@ -119,7 +122,6 @@ struct tstate {
 #define IM_RSP_BIG 127
 #define LOCK_FREE 0
 #define LOCK_OWNER 1
-#define LOCK_ENDED 2
 #define CLONE_SHARED 1   /* the clone shares memory (vfork, posix_spawn): not recorded */
 /* Where a thread is in trampoline code, for a signal that interrupts it: each path stores
  * its code + 1 (fs-relative, no flags touched); tramp_hit clears it once recorded. */
@@ -168,7 +170,7 @@ extern char pending[MAX_MODULES][PATH_MAX];
 extern int npending;
 extern size_t nrelocated;
 extern uint32_t *site_traps;
-extern uint32_t *ret_tails;
+extern uint32_t *cti_slot;
 extern int out_pid;
 extern int exits_traced;
 extern uint64_t *big_rsp_addr;
@@ -190,6 +192,8 @@ extern struct window *windows;
 extern size_t nwindows;
 int island_install(size_t i, uint64_t island);
 uint64_t island_ip(uint64_t rip);
+int tail_install(size_t i, const struct reloc_insn *pre, int n);
+void paths_link(int m);
 extern volatile int active, closed;
 extern __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -218,6 +222,8 @@ int in_plt(uint64_t a);
 void flush_thread(struct tstate *ts);
 void end_thread(struct tstate *ts);
 int ts_take(struct tstate *ts);
+void ts_lock_setup(void);
+extern int ts_fence;
 struct tstate *thread_state(void);
 int maybe_psb(struct tstate *ts, uint64_t ip);
 int foreign_task(struct tstate *ts);
@@ -271,11 +277,25 @@ static inline const struct module *module_of(uint64_t addr)
 			return &modules[i];
 	return NULL;
 }
-/* The thread takes its own buffer for a record; fails once the process's end has taken it. */
+/* The thread takes its own buffer for a record; fails inside a record of its own (a signal
+ * handler) or once the process's end has taken it. Dekker's mutual exclusion with ts_take,
+ * whose side pays for the fence: it runs membarrier(), a barrier on every thread of the
+ * process, so this side needs none (a locked instruction here drained the store buffer at
+ * every record, about a tenth of a record's time). Without membarrier, ts_fence. */
 static inline int ts_enter(struct tstate *ts)
 {
-	int f = LOCK_FREE;
-	return __atomic_compare_exchange_n(&ts->lock, &f, LOCK_OWNER, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&ts->lock, __ATOMIC_RELAXED) != LOCK_FREE)
+		return 0;
+	__atomic_store_n(&ts->lock, LOCK_OWNER, __ATOMIC_RELAXED);
+	if (ts_fence)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	else
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ts->ended, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&ts->lock, LOCK_FREE, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return 1;
 }
 static inline void ts_leave(struct tstate *ts)
 {

@@ -29,10 +29,12 @@ static void *vec_push(struct vec *v)
 
 /* Sort N elements of SIZE bytes (8 or 16) by their first u64, in place (heapsort). Not
  * libc's qsort: it keeps state (qsort_r's page size and memory size, computed on its first
- * large sort), and a traced program's first qsort must run as it would without us. */
-static void sort_u64(void *base, size_t n, size_t size)
+ * large sort), and a traced program's first qsort must run as it would without us.
+ * Inlined once per SIZE, so that its copies are moves, not calls of mem.c's byte loop
+ * (which made sorting a seventh of git's start-up). */
+static inline __attribute__((always_inline)) void heap_sort(uint8_t *a, size_t n, size_t size)
 {
-	uint8_t *a = base, t[16];
+	uint8_t t[16];
 #define KEY(i) (*(const uint64_t *)(const void *)(a + (i) * size))
 #define SWAP(i, j) (memcpy(t, a + (i) * size, size), memcpy(a + (i) * size, a + (j) * size, size), \
 		    memcpy(a + (j) * size, t, size))
@@ -55,6 +57,14 @@ static void sort_u64(void *base, size_t n, size_t size)
 	}
 #undef KEY
 #undef SWAP
+}
+
+static void sort_u64(void *base, size_t n, size_t size)
+{
+	if (size == 8)
+		heap_sort(base, n, 8);
+	else
+		heap_sort(base, n, 16);
 }
 
 struct fnrange {
@@ -579,7 +589,7 @@ static int patch(void)
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
 		rt_syscall(SYS_mprotect, a, modules[i].end - a, PROT_READ | PROT_EXEC, 0, 0, 0);
 	}
-	__builtin_ia32_mfence();
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);   /* no mfence: built -mgeneral-regs-only */
 	return 0;
 }
 
@@ -751,8 +761,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
 	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
-	/* jcc rel8 left without a window, and runs of padding (start, end), for the islands */
-	struct vec lone = { .elt = sizeof(uint64_t) }, runs = { .elt = sizeof(struct fnrange) };
+	/* jcc rel8 and calls or jumps through a register left without a window (where the
+	 * straight-line code before it starts, and the CTI), and runs of padding (start, end),
+	 * for the islands (jcc only) and the tails */
+	struct vec lone = { .elt = sizeof(struct fnrange) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1, k = last_le(fn_start, nfns, start);
 
@@ -812,11 +824,12 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		int kind = tc ? tc->kind : CTI_OTHER;
 		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;
-		/* an indirect jump that may land anywhere in its function keeps its trap: the trap
-		 * handler sends a landing inside a window to its trampoline (window_entry) */
-		int unknown = kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1);
+		/* an indirect jump that may land anywhere in its function: its trampoline (or its
+		 * trap) sends a landing inside a window to the window's trampoline (window_entry) */
+		if (kind == CTI_JMP_IND && reloc_any_between(jind, njind, ip - 1, ip + 1))
+			ctis[tc - ctis].cond = CTI_COMPUTED;
 		if ((jcc8 || kind == CTI_RET || ((kind == CTI_CALL_IND || kind == CTI_JMP_IND) && reloc_indirect_ok(tc))) &&
-		    f >= 0 && ip < fn_end[f] && !in_plt(ip) && !unknown) {
+		    f >= 0 && ip < fn_end[f] && !in_plt(ip)) {
 			uint64_t room = ip + len;
 			/* after a ret, alignment padding is never executed: the jump may cover it */
 			if (kind == CTI_RET)
@@ -832,10 +845,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 				w.nsuf = nsuf;
 			else if (chosen)
 				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
-			if (!chosen && jcc8) {
-				uint64_t *l = vec_push(&lone);
+			if (!chosen && kind != CTI_RET) {
+				struct fnrange *l = vec_push(&lone);
 				if (l)
-					*l = ip;
+					*l = (struct fnrange){ nring ? ring[0].addr : ip, ip };
 			}
 			if (chosen) {
 				done++;
@@ -857,8 +870,11 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct fnrange *rs = runs.p;
 	size_t r0 = 0;
 	for (size_t k = 0; k < lone.n; k++) {
-		uint64_t a = ((uint64_t *)lone.p)[k];
+		struct fnrange *l = &((struct fnrange *)lone.p)[k];
+		uint64_t a = l->end;
 		const struct cti *tc = cti_find(a);
+		if (tc && tc->kind != CTI_JCC)
+			continue;
 		while (r0 < runs.n && rs[r0].end < a + 2 - 128 + 5)
 			r0++;
 		for (size_t r = r0; tc && r < runs.n && rs[r].start <= a + 2 + 127; r++) {
@@ -870,8 +886,30 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			if (island_install((size_t)(tc - ctis), at) == 0) {
 				rs[r].start = at + 5;
 				done++;
+				l->end = 0;
 			}
 			break;
+		}
+	}
+	/* Tails: the CTIs still without a window, each with the instructions before it */
+	for (size_t k = 0; k < lone.n; k++) {
+		const struct fnrange *l = &((struct fnrange *)lone.p)[k];
+		const struct cti *tc = l->end ? cti_find(l->end) : NULL;
+		unsigned len, rf;
+		uint64_t a = l->start;
+		int n = 0;
+		for (; tc && a < l->end && n < RELOC_MAX_INSNS + 1; a += len) {
+			if (!(len = insn_at(m, a, &rf)))
+				break;
+			ring[n++] = (struct reloc_insn){ a, (uint8_t)len, (uint8_t)(rf & RF_DISP), 0 };
+		}
+		if (a != l->end)   /* the copied instructions must lead to the CTI */
+			n = 0;
+		if (tc && tail_install((size_t)(tc - ctis), ring, n) == 0 && debug > 2) {
+			char msg[128];
+			snprintf(msg, sizeof msg, "a tail (%d before) for the CTI at 0x%llx", n,
+				 (unsigned long long)(l->end - m->bias));
+			say(msg);
 		}
 	}
 	rec_free(lone.p, lone.cap * lone.elt);
@@ -1110,8 +1148,8 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		if (debug > 2) {
 			const struct module *m = module_of(ctis[i].addr);
 			char msg[128];
-			snprintf(msg, sizeof msg, "the jump at 0x%llx keeps its trap (neither a table "
-				 "nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
+			snprintf(msg, sizeof msg, "the jump at 0x%llx computes its target (neither a "
+				 "table nor a loaded address)", (unsigned long long)(ctis[i].addr - (m ? m->bias : 0)));
 			say(msg);
 		}
 	}
@@ -1162,6 +1200,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	uint64_t trapbit = 1ull << (SIGTRAP - 1);   /* a program may start with it blocked */
 	rt_sigmask(SIG_UNBLOCK, &trapbit, NULL);
 	pthread_atfork(NULL, NULL, after_fork_child);
+	ts_lock_setup();
 	resolve_nonlocal();
 	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
 	real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))
@@ -1182,7 +1221,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		tramps_on = 1;
 	}
 	windows = tramps_on && reloc_targets ? rec_alloc((2 * nctis + 1) * sizeof *windows) : NULL;
-	ret_tails = windows ? rec_alloc((nctis + 1) * sizeof *ret_tails) : NULL;
+	cti_slot = windows ? rec_alloc((nctis + 1) * sizeof *cti_slot) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {
@@ -1191,6 +1230,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 			if (s < e)
 				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
 		}
+		paths_link(i);
 	}
 	if (windows)
 		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */

@@ -155,6 +155,7 @@ void child_switch(struct tstate *me, int tid)
 		return;
 	}
 	threads = NULL;
+	ts_lock_setup();   /* the child's own registration */
 	if (me) {
 		/* The parent's pending bytes are the parent's to write. */
 		me->next = NULL;
@@ -168,6 +169,7 @@ void child_switch(struct tstate *me, int tid)
 		me->traps = me->reentries = me->unresolved = me->traps_long = me->tramp_hits = 0;
 		me->clone_pending = 0;
 		me->lock = LOCK_FREE;
+		me->ended = 0;
 		threads = me;
 	}
 	write_header((uint32_t)rt_syscall(SYS_getppid, 0, 0, 0, 0, 0, 0));
@@ -338,10 +340,9 @@ void finish(int how, int sig)
 		put_rec(TK_BTRACE_REC_EXEC, 0, 0, st, sizeof st);
 		/* if exec fails, the threads go on with fresh pieces */
 		for (struct tstate *ts = threads; ts; ts = ts->next) {
-			int ended = LOCK_ENDED;
 			ts->done = 0;
 			ts->end_reason = 0;
-			__atomic_compare_exchange_n(&ts->lock, &ended, LOCK_FREE, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+			__atomic_store_n(&ts->ended, 0, __ATOMIC_RELEASE);
 		}
 	}
 	__atomic_store_n(&finishing, 0, __ATOMIC_RELEASE);

@@ -6,6 +6,8 @@
 # follow every direct call and jump in libtkbtrace.so: none may reach a PLT slot or call
 # through the GOT. Indirect calls
 # through a register are the program's own handlers (wrap_handler) and are allowed.
+# The trampolines' stub saves no vector register (btrace.c, make_stub): nothing it calls
+# (tramp_hit, trigger_hit) may use an xmm, ymm, zmm, mm or x87 register.
 set -euo pipefail
 lib="$BUILD/recorder/btrace/libtkbtrace.so"
 [ -f "$lib" ] || { echo "no $lib"; exit 1; }
@@ -24,6 +26,29 @@ roots = ["on_trap", "tramp_hit", "wrap_handler", "on_fatal"]
 missing = [r for r in roots if r not in funcs]
 if missing:
     sys.exit("roots not found (inlined or renamed?): %s" % missing)
+def reach(roots):
+    seen, todo = set(), list(roots)
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for ins in funcs.get(f, []):
+            m = re.search(r"\b(?:call|jmp|j[a-z]+)\s+[0-9a-f]+ <([^>+]+)(\+0x[0-9a-f]+)?>", ins)
+            if m and not m.group(1).endswith("@plt"):
+                todo.append(m.group(1))
+    return seen
+if "trigger_hit" not in funcs:
+    sys.exit("trigger_hit not found (inlined or renamed?)")
+vec = []
+for f in sorted(reach(["tramp_hit", "trigger_hit"])):
+    for ins in funcs.get(f, []):
+        if re.search(r"%[xyz]mm|%mm[0-7]|%st\b|\bf(x|)(save|rstor)|\bxsave|\bxrstor", ins):
+            vec.append("%s: %s" % (f, ins.strip()))
+if vec:
+    print("code the trampolines call uses vector or x87 registers, which their stub does not save:")
+    print("\n".join(vec[:20]))
+    sys.exit(1)
 seen, todo, bad = set(), list(roots), []
 while todo:
     f = todo.pop()

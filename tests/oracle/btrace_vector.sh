@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The trampolines' stub saves the general registers, the flags and xmm0-15 only (the
-# recorder is built without AVX and uses no x87): a program whose ymm registers (both
-# halves), xmm registers and x87 stack hold live values across recorded branches prints
-# the same as without the recorder, with the branches recorded by trampolines, not traps,
-# and trace flushes (the recorder's own SSE code) happening while they are live.
+# The trampolines' stub saves the general registers and the flags only (the recorder is
+# built -mgeneral-regs-only): a program whose ymm registers (both halves), xmm registers
+# and x87 stack hold live values across recorded branches prints the same as without the
+# recorder, with the branches recorded by trampolines, not traps, and trace flushes
+# happening while they are live.
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 grep -qw avx2 /proc/cpuinfo || { echo "no AVX2 on this CPU"; exit 77; }

@@ -5,9 +5,14 @@
 set -uo pipefail
 : "${TK:?}" "${SRC:?}"
 fail=0
-run() { # J: the phases line of decode --stat over two PSB chunks
+# 1000 copies of a two-PSB stream: enough work that the workers' CPU time shows in the
+# line's milliseconds on a fast machine (one copy's jobs printed 0.000 on workers)
+pt=$(mktemp)
+trap 'rm -f "$pt"' EXIT
+for ((i = 0; i < 1000; i++)); do cat "$SRC/tests/data/flow/events.pt"; done >"$pt"
+run() { # J: the phases line of decode --stat over the chunks, one per PSB
 	TK_IPT_CHUNK=1 TK_PHASES=1 "$TK" decode --stat -j "$1" \
-		--raw "$SRC/tests/data/flow/code.bin:0x1000" "$SRC/tests/data/flow/events.pt" 2>&1 >/dev/null |
+		--raw "$SRC/tests/data/flow/code.bin:0x1000" "$pt" 2>&1 >/dev/null |
 		grep '^tracekit: phases:'
 }
 check() { # J LINE

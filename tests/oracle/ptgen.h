@@ -1,8 +1,9 @@
 /* Test-stream generator: walks real code in a memory image the way a CPU would and emits,
  * with libipt's encoder, the Intel PT packets the hardware would write: TNT-8/TNT-64,
  * TIP with every legal IP compression, return compression (64-entry stack, reset at PSB
- * and overflow), FUP + TIP (interrupts), FUP + TIP.PGD and TIP.PGD/TIP.PGE around
- * syscalls and far transfers, PSB+ every few KiB, MODE.Exec, OVF with lost packets.
+ * and overflow; see ptgen_cret), FUP + TIP (interrupts), FUP + TIP.PGD and
+ * TIP.PGD/TIP.PGE around syscalls and far transfers, PSB+ every few KiB, MODE.Exec, OVF
+ * with lost packets.
  * Header-only: used by the oracle tests and the benchmark generator. */
 #ifndef TK_TESTS_PTGEN_H
 #define TK_TESTS_PTGEN_H
@@ -31,11 +32,20 @@ struct ptgen_opts {
 	unsigned mtc_freq;           /* CTC bit of MTC's payload (IA32_RTIT_CTL.MTCFreq) */
 	int no_retcomp;              /* every return a TIP (perf's noretcomp, a branch trace); the
 					compression stack is kept as if compressing, and counted */
+	int hw_retcomp;              /* compress every return the processor would, also where
+					libipt's reading of the stack parts from it (ptgen_cret) */
 	const uint64_t *entries;     /* function starts: restart and indirect targets */
 	size_t nentries;
+	void (*on_insn)(void *ctx, uint64_t ip);   /* each instruction run while tracing */
+	void *ctx;
 };
 
 enum { PTGEN_MTC = 1, PTGEN_CYC = 2 };
+
+struct ptgen_rstack {
+	uint64_t ret[64];            /* ring: top = next slot */
+	unsigned top, depth;
+};
 
 struct ptgen {
 	struct ptgen_opts o;
@@ -51,14 +61,14 @@ struct ptgen {
 	unsigned ntnt, tnt_max;
 	uint64_t stack[4096];        /* the program's real call stack */
 	unsigned depth;
-	uint64_t cstack[64];         /* the hardware's compression stack */
-	unsigned ctop, cdepth;
+	struct ptgen_rstack hw, lib; /* the processor's compression stack, libipt's reading */
 	uint64_t next_psb;
 	uint64_t psbs_inside;        /* PSBs written after an instruction that is no branch */
 	unsigned psb_wait;           /* psb_anywhere: instructions until the due PSB */
 	unsigned psb_tries;          /* waits for it begun (each cut short by a branch) */
 	uint64_t insns;              /* instructions executed while tracing */
 	uint64_t compressible;       /* returns to the compression stack's top while tracing */
+	uint64_t parted;             /* ... of them, where libipt's reading has another top */
 	uint64_t tsc;
 	uint32_t ctc;                /* the crystal clock (with timing) */
 	int ovf_lost;                /* instructions left to run without packets */
@@ -227,7 +237,7 @@ static __attribute__((unused)) int ptgen_psb(struct ptgen *g, uint64_t ip, int e
 	if (ptgen_mode64(g) < 0)
 		return -1;
 	g->last_ip = 0;
-	g->ctop = g->cdepth = 0;
+	g->hw.depth = g->lib.depth = 0;
 	if (enabled && ptgen_ip(g, ppt_fup, ip, 0) < 0)
 		return -1;
 	if (ptgen_simple(g, ppt_psbend) < 0)
@@ -286,10 +296,40 @@ static __attribute__((unused)) int ptgen_enable(struct ptgen *g, uint64_t *ip)
 
 static __attribute__((unused)) void ptgen_cpush(struct ptgen *g, uint64_t ret)
 {
-	g->cstack[g->ctop] = ret;
-	g->ctop = (g->ctop + 1) % 64;
-	if (g->cdepth < 64)
-		g->cdepth++;
+	struct ptgen_rstack *s[2] = { &g->hw, &g->lib };
+
+	for (int i = 0; i < 2; i++) {
+		s[i]->ret[s[i]->top] = ret;
+		s[i]->top = (s[i]->top + 1) % 64;
+		if (s[i]->depth < 64)
+			s[i]->depth++;
+	}
+}
+
+/* Whether the top of S was TO; pops it either way. */
+static inline int ptgen_cpop(struct ptgen_rstack *s, uint64_t to)
+{
+	if (!s->depth)
+		return 0;
+	s->top = (s->top + 63) % 64;
+	s->depth--;
+	return s->ret[s->top] == to;
+}
+
+/* A traced near return to TO (CAN: it may be compressed, it stays in the traced code):
+ * whether it is compressed. The processor pops its stack at every near return and
+ * compresses one whose target is the top (SDM 36.2.1.2: the call of matching stack
+ * depth); libipt's decoders pop only at compressed returns. Unless hw_retcomp, a return
+ * is compressed only where both readings give TO, so libipt decodes the stream right. */
+static __attribute__((unused)) int ptgen_cret(struct ptgen *g, uint64_t to, int can)
+{
+	int lib = can && g->lib.depth && g->lib.ret[(g->lib.top + 63) % 64] == to;
+
+	if (!ptgen_cpop(&g->hw, to) || !can || !(lib || g->o.hw_retcomp))
+		return 0;
+	g->parted += !lib;
+	ptgen_cpop(&g->lib, to);
+	return 1;
 }
 
 /* Generate the stream; returns its size or -1. */
@@ -327,8 +367,11 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 				return -1;
 			continue;
 		}
-		if (!quiet)
+		if (!quiet) {
 			g->insns++;
+			if (g->o.on_insn)
+				g->o.on_insn(g->o.ctx, ip);
+		}
 		if (++g->silent > 20000 && !quiet) {
 			/* a loop of direct jumps: no trace would ever come. Stop tracing here
 			 * (asynchronously) and restart elsewhere. */
@@ -390,18 +433,13 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			} else {
 				to = ptgen_entry(g);
 			}
-			if (g->cdepth && g->cstack[(g->ctop + 63) % 64] == to) {
-				g->ctop = (g->ctop + 63) % 64;
-				g->cdepth--;
+			if (ptgen_cret(g, to, 1)) {
 				g->compressible += !quiet;
 				if (!quiet && (g->o.no_retcomp ? ptgen_ip(g, ppt_tip, to, 0)
 							       : ptgen_bit(g, 1)) < 0)
 					return -1;
-			} else {
-				/* an uncompressed return leaves the compression stack alone
-				 * (libipt's decoders assume the same) */
-				if (!quiet && ptgen_ip(g, ppt_tip, to, 0) < 0)
-					return -1;
+			} else if (!quiet && ptgen_ip(g, ppt_tip, to, 0) < 0) {
+				return -1;
 			}
 			ip = to;
 			break;
@@ -422,7 +460,7 @@ static __attribute__((unused)) long ptgen_run(struct ptgen *g)
 			if (--g->ovf_lost <= 0) {
 				/* trace resumes: FUP with the IP where packets start again */
 				quiet = 0;
-				g->ctop = g->cdepth = 0;
+				g->hw.depth = g->lib.depth = 0;
 				if (ptgen_ip(g, ppt_fup, ip, 0) < 0)
 					return -1;
 			}

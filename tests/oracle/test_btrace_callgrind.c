@@ -376,14 +376,15 @@ static void test_rets_untrapped(void **state)
 	check_untrapped("rets", "rets.c", "20000", fns, 120000, 100);
 }
 
-/* A jump whose target is computed (neither a table nor a loaded address) keeps its trap,
- * but no longer keeps its function trapping: its landing inside a relocated window goes to
- * the trampoline's copy (window_entry). One trap per call (the jump). */
+/* A jump whose target is computed (neither a table nor a loaded address) is recorded by a
+ * trampoline of its own, and does not keep its function trapping: its landing inside a
+ * relocated window goes to the trampoline's copy (window_entry). The jump no longer traps
+ * (20,006 traps in 20,000 calls before; a few first executions elsewhere remain). */
 static void test_computed_jump(void **state)
 {
 	static const char *const fns[] = { "main", "cg", NULL };
 	(void)state;
-	check_untrapped("computed", "computed.c", "20000", fns, 50000, 21000);
+	check_untrapped("computed", "computed.c", "20000", fns, 70000, 100);
 }
 
 /* A jcc rel8 with a branch target right after it and 2 bytes before it (no window fits)
@@ -394,6 +395,27 @@ static void test_island(void **state)
 	static const char *const fns[] = { "main", "isl", NULL };
 	(void)state;
 	check_untrapped("island", "island.c", "20000", fns, 70000, 100);
+}
+
+/* PyObject_Free's `test; je; test; je; 1: pop; ret` (1: an entry): the second jcc rel8 has
+ * neither a window nor an island; its tail records it when the first one's trampoline falls
+ * into it, so it does not trap (11,436 traps in 20,000 calls before). */
+static void test_jcc_tail(void **state)
+{
+	static const char *const fns[] = { "main", "tl", NULL };
+	(void)state;
+	check_untrapped("tail", "tail.c", "20000", fns, 70000, 100);
+}
+
+/* libsqlite3's branches to an instruction of a ret's window past its first 5 bytes (`jne
+ * 1b` to `1: xor %eax,%eax; ret`, and a not-taken path through `jmp 4b` to `4: pop %rbx;
+ * ret`): their trampolines go to the copy of it in the ret's trampoline, so the ret does
+ * not trap (12,340 traps in 20,000 iterations before). */
+static void test_paths_into_windows(void **state)
+{
+	static const char *const fns[] = { "main", "pa", "pb", "pz", NULL };
+	(void)state;
+	check_untrapped("prefix", "prefix.c", "20000", fns, 100000, 100);
 }
 
 /* --module: a shared library the executable links, traced alone (the executable is not);
@@ -689,6 +711,8 @@ int main(void)
 		cmocka_unit_test(test_rets_untrapped),
 		cmocka_unit_test(test_computed_jump),
 		cmocka_unit_test(test_island),
+		cmocka_unit_test(test_jcc_tail),
+		cmocka_unit_test(test_paths_into_windows),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

@@ -149,9 +149,7 @@ static void test_lines(void **state)
 				assert_int_equal(ptgen_ip(&g, ppt_tip_pgd, next, 0), 0);
 			break;
 		case TK_ISA_RET:
-			if (next_in && g.cdepth && g.cstack[(g.ctop + 63) % 64] == next) {
-				g.ctop = (g.ctop + 63) % 64;
-				g.cdepth--;
+			if (ptgen_cret(&g, next, next_in)) {
 				assert_int_equal(ptgen_bit(&g, 1), 0);
 				break;
 			}

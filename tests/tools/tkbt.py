@@ -21,14 +21,28 @@ def fnv1a(b):
     return h
 
 
+M64 = (1 << 64) - 1
+
+
+def sum64(b):
+    """Version 3's checksum: little-endian 64-bit words, the last one zero-padded."""
+    h = 0x243f6a8885a308d3 ^ len(b)
+    for i in range(0, len(b), 8):
+        w = int.from_bytes(b[i:i + 8], 'little')
+        h = ((h ^ w) * 0x9e3779b97f4a7c15) & M64
+        h ^= h >> 32
+    return ((h * 0xff51afd7ed558ccd) & M64) >> 32
+
+
 def records(data):
     """(offset, type, tid, seq, payload) of each record whose header and checksum hold;
     after a bad one, the next 8-aligned offset where one does."""
     off = struct.unpack_from('<I', data, 12)[0]
+    checksum = sum64 if struct.unpack_from('<I', data, 8)[0] >= 3 else fnv1a
     while off + 24 <= len(data):
         magic, typ, _flags, tid, n, csum, seq = struct.unpack_from('<IHHIIII', data, off)
         if magic == 0x52424b54 and typ in NAMES and off + 24 + n <= len(data) \
-                and fnv1a(data[off + 24:off + 24 + n]) == csum:
+                and checksum(data[off + 24:off + 24 + n]) == csum:
             yield off, typ, tid, seq, data[off + 24:off + 24 + n]
             off += 24 + (n + 7) // 8 * 8
         else:

@@ -28,10 +28,12 @@ static void put(struct img *m, const void *p, size_t n)
 	m->n += n;
 }
 
+static unsigned img_version = TK_BTRACE_VERSION;   /* of the containers build() makes */
+
 static void rec(struct img *m, uint16_t type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
 	uint8_t h[TK_BTRACE_REC_HEADER] = { 0 };
-	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_checksum(p, n);
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_record_sum(img_version, p, n);
 	memcpy(h, &magic, 4);
 	memcpy(h + 4, &type, 2);
 	memcpy(h + 8, &tid, 4);
@@ -62,7 +64,7 @@ static size_t piece(uint8_t *out, uint64_t ip, int k)
 static void build(struct img *m, uint8_t pieces[2][3][128], size_t plen[2][3])
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE] = { 0 };
-	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = 77;
+	uint32_t v = img_version, hs = TK_BTRACE_HEADER_SIZE, pid = 77;
 	memcpy(h, TK_BTRACE_MAGIC, 8);
 	memcpy(h + 8, &v, 4);
 	memcpy(h + 12, &hs, 4);
@@ -237,6 +239,54 @@ static void test_bad_header(void **state)
 	assert_int_equal(fi.version, TK_BTRACE_VERSION);
 }
 
+/* Version 3's checksum: any one flipped bit of a payload (of any length, the last word
+ * partial or not) changes it, and so does the length. */
+static void test_checksum64(void **state)
+{
+	uint8_t b[29];
+	(void)state;
+	for (size_t i = 0; i < sizeof b; i++)
+		b[i] = (uint8_t)(i * 37 + 11);
+	for (size_t n = 1; n <= sizeof b; n++) {
+		uint32_t sum = tk_btrace_checksum64(b, n);
+		assert_int_not_equal(sum, tk_btrace_checksum64(b, n - 1));
+		for (size_t i = 0; i < n * 8; i++) {
+			b[i / 8] ^= (uint8_t)(1u << (i % 8));
+			assert_int_not_equal(sum, tk_btrace_checksum64(b, n));
+			b[i / 8] ^= (uint8_t)(1u << (i % 8));
+		}
+	}
+}
+
+/* Files of versions 1 and 2 (FNV-1a checksums) still read; the checksum is the one of the
+ * file's version: records of a version 3 file summed with FNV-1a are damaged. */
+static void test_old_versions(void **state)
+{
+	int err = 0;
+	(void)state;
+	for (unsigned v = 1; v <= 2; v++) {
+		img_version = v;
+		build(&img, pieces, plen);
+		struct tk_btrace *bt = tk_btrace_open(img.b, img.n, NULL, &err);
+		assert_non_null(bt);
+		assert_int_equal(tk_btrace_info(bt)->version, v);
+		assert_true(tk_btrace_info(bt)->complete);
+		assert_int_equal(tk_btrace_gaps(bt)->count, 0);
+		assert_int_equal(tk_btrace_thread(bt, 1)->pieces, 3);
+		tk_btrace_free(bt);
+	}
+	img_version = 2;
+	build(&img, pieces, plen);
+	img_version = TK_BTRACE_VERSION;
+	img.b[8] = (uint8_t)TK_BTRACE_VERSION;
+	struct tk_btrace *bt = tk_btrace_open(img.b, img.n, NULL, &err);
+	assert_non_null(bt);
+	assert_false(tk_btrace_info(bt)->complete);
+	assert_int_equal(tk_btrace_thread_count(bt), 0);
+	assert_true(tk_btrace_gaps(bt)->count >= 1);
+	tk_btrace_free(bt);
+}
+
 /* The files of a followed recording are found by name beside the first: BASE.<pid> and
  * BASE.<pid>.<n>, in pid then exec order; look-alikes are not taken. */
 static void test_related(void **state)
@@ -281,6 +331,8 @@ int main(void)
 		cmocka_unit_test(test_corrupt_piece),
 		cmocka_unit_test(test_garbage_and_truncation),
 		cmocka_unit_test(test_bad_header),
+		cmocka_unit_test(test_checksum64),
+		cmocka_unit_test(test_old_versions),
 		cmocka_unit_test(test_related),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

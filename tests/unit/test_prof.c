@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "tracekit/tracekit.h"
+#include "analysis/prof_internal.h"
 
 static struct tk_event ev_fn(uint16_t kind, uint64_t fn, uint64_t time, uint32_t track)
 {
@@ -890,6 +891,72 @@ static void test_long_durations(void **state)
 		}
 }
 
+/* A profile counting its durations as calls end (prof_count_durations: a shard's chunks)
+ * saves the same bytes as one logging them (durations of 2^32 ticks and more, chunks
+ * made like it, a reset included), and finishes to the same statistics. */
+static void test_counted_durations(void **state)
+{
+	(void)state;
+	enum { N = 6000 };
+	struct tk_event *ev = malloc((N + 8) * sizeof *ev);
+	const uint64_t big = 5000000000ULL, huge = 1ULL << 40;
+	for (uint64_t seed = 1; seed <= 3; seed++) {
+		size_t n = random_stream(ev, N, seed, 0);
+		uint64_t t = 1ULL << 20;
+		for (size_t i = 0; i < n; i++)
+			t = ev[i].time > t ? ev[i].time : t;
+		const uint64_t d[4] = { 10, big, huge, big };
+		for (size_t k = 0; k < 4; k++) {   /* on a fourth track */
+			ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 9, t, 3);
+			ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 9, t += d[k], 3);
+		}
+		struct tk_prof *logged = tk_prof_new(NULL, NULL), *like = tk_prof_new(NULL, NULL);
+		prof_count_durations(like);
+		struct tk_prof *counted = tk_prof_new_like(like, NULL);
+		assert_int_equal(tk_prof_events(counted, ev, n / 2), 0);   /* then forgotten */
+		assert_int_equal(tk_prof_reset(counted), 0);
+		assert_int_equal(tk_prof_events(logged, ev, n), 0);
+		assert_int_equal(tk_prof_events(counted, ev, n), 0);
+		uint8_t *a, *b;
+		size_t na, nb;
+		assert_int_equal(tk_prof_save(logged, &a, &na), 0);
+		assert_int_equal(tk_prof_save(counted, &b, &nb), 0);
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, na);
+		free(a);
+		free(b);
+		tk_prof_finish(logged);
+		tk_prof_finish(counted);
+		assert_same_profile(logged, counted);
+		/* two counting halves merged: the second's values added to the first's as they
+		 * are (the same value twice), and the statistics still those of the whole */
+		struct tk_prof *h1 = tk_prof_new_like(like, NULL), *h2 = tk_prof_new_like(like, NULL);
+		struct tk_prof *l1 = tk_prof_new(NULL, NULL), *l2 = tk_prof_new(NULL, NULL);
+		assert_int_equal(tk_prof_events(h1, ev, n / 3), 0);
+		assert_int_equal(tk_prof_events(h2, ev + n / 3, n - n / 3), 0);
+		assert_int_equal(tk_prof_merge(h1, h2), 0);
+		assert_int_equal(tk_prof_events(l1, ev, n / 3), 0);
+		assert_int_equal(tk_prof_events(l2, ev + n / 3, n - n / 3), 0);
+		assert_int_equal(tk_prof_merge(l1, l2), 0);
+		assert_int_equal(tk_prof_save(l1, &a, &na), 0);
+		assert_int_equal(tk_prof_save(h1, &b, &nb), 0);
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, na);
+		free(a);
+		free(b);
+		tk_prof_finish(h1);
+		assert_same_profile(logged, h1);
+		tk_prof_free(h1);
+		tk_prof_free(h2);
+		tk_prof_free(l1);
+		tk_prof_free(l2);
+		tk_prof_free(logged);
+		tk_prof_free(counted);
+		tk_prof_free(like);
+	}
+	free(ev);
+}
+
 /* A stack 200,000 calls deep with resumes at addresses no frame holds, then a resume and a
  * return deep into it: each ends exactly the frames above its target (the return-address
  * set must stay exact through its rebuilds). */
@@ -943,6 +1010,7 @@ int main(void)
 		cmocka_unit_test(test_tail_call_out_of_trace),
 		cmocka_unit_test(test_longjmp_unwinds),
 		cmocka_unit_test(test_long_durations),
+		cmocka_unit_test(test_counted_durations),
 		cmocka_unit_test(test_deep_stack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

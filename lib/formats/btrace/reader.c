@@ -55,7 +55,7 @@ static int record_ok(const struct tk_btrace *bt, uint64_t off)
 		return 0;
 	if (n > bt->len - off - TK_BTRACE_REC_HEADER)
 		return 0;
-	return tk_btrace_checksum(p + TK_BTRACE_REC_HEADER, (size_t)n) == tk_le32(p + 16);
+	return tk_btrace_record_sum(bt->info.version, p + TK_BTRACE_REC_HEADER, (size_t)n) == tk_le32(p + 16);
 }
 
 static struct thread *thread_of(struct tk_btrace *bt, uint32_t tid)

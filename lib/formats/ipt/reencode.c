@@ -2,9 +2,15 @@
  * and written back as a processor with return compression writes it (SDM vol. 3C, Intel
  * PT, "Indirect Transfer Compression for Returns"). A return whose target is the top of a
  * 64-entry stack of call return addresses becomes one taken TNT bit; calls push (not a
- * direct call to the next instruction), a compressed return pops, an uncompressed one
- * leaves the stack alone, and the stack is emptied at each PSB and overflow, as decoders
- * (libipt, lib/flow/walk.c) assume.
+ * direct call to the next instruction), and the stack is emptied at each PSB and overflow.
+ * The processor pops it at every near return it traces, compressed or not (a return is
+ * compressed only to the call of matching stack depth, SDM 36.2.1.2), as perf's decoder
+ * and lib/flow/walk.c do. libipt's decoders pop only at compressed returns; the two
+ * readings part after an uncompressed return while the stack holds entries (a traced
+ * function called from untraced code returning out of the trace: an IFUNC resolver run
+ * by the lazy binder). A return is compressed only where both readings give its target,
+ * so either kind of decoder reads the output right; where they part, the processor may
+ * compress a few returns more (a TIP is never wrong: compression is optional).
  *
  * Each chunk of the input (from one of its PSBs) is re-encoded alone into its own
  * buffer, starting with a PSB+ of its own, so chunks run in parallel and the output does
@@ -31,11 +37,15 @@
 
 enum { PEND_NONE, PEND_RET, PEND_TIP, PEND_PGE, PEND_ASYNC };
 
+struct rstack {
+	uint64_t ret[RET_STACK];       /* ring: top = next slot */
+	unsigned top, depth;
+};
+
 struct renc {
 	struct tk_buf out;             /* this chunk's bytes */
 	struct tk_ipt_last_ip last;
-	uint64_t stack[RET_STACK];     /* ring: top = next slot */
-	unsigned top, depth;
+	struct rstack hw, lib;         /* the processor's stack and libipt's reading of it */
 	uint64_t tnt;                  /* pending outcomes, oldest highest */
 	unsigned ntnt;
 	size_t since_psb, period;
@@ -163,7 +173,7 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 	put(r, &p);
 	r->st.psbs++;
 	tk_ipt_last_ip_init(&r->last);
-	r->top = r->depth = 0;
+	r->hw.depth = r->lib.depth = 0;
 	r->time = TK_TIME_NONE;
 	if (!r->tick)
 		put_time(r, time);
@@ -182,12 +192,27 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 	r->on = on;
 }
 
-static void push(struct renc *r, uint64_t ret)
+static void push(struct rstack *s, uint64_t ret)
 {
-	r->stack[r->top] = ret;
-	r->top = (r->top + 1) % RET_STACK;
-	if (r->depth < RET_STACK)
-		r->depth++;
+	s->ret[s->top] = ret;
+	s->top = (s->top + 1) % RET_STACK;
+	if (s->depth < RET_STACK)
+		s->depth++;
+}
+
+/* Whether the top is IP; pops it either way. */
+static int pop(struct rstack *s, uint64_t ip)
+{
+	if (!s->depth)
+		return 0;
+	s->top = (s->top + RET_STACK - 1) % RET_STACK;
+	s->depth--;
+	return s->ret[s->top] == ip;
+}
+
+static int top_is(const struct rstack *s, uint64_t ip)
+{
+	return s->depth && s->ret[(s->top + RET_STACK - 1) % RET_STACK] == ip;
 }
 
 /* The IP packet waiting for the block it leads to (in MODE; -1: not known). */
@@ -200,15 +225,18 @@ static void resolve(struct renc *r, int mode)
 	if (mode < 0)
 		mode = r->mode >= 0 ? r->mode : TK_FLOW_64;
 	switch (kind) {
-	case PEND_RET:
+	case PEND_RET: {
+		/* compressed where both readings give IP (see the top) */
+		int lib = mode == r->mode && top_is(&r->lib, ip);
+
 		r->st.returns++;
-		if (mode == r->mode && r->depth && r->stack[(r->top + RET_STACK - 1) % RET_STACK] == ip) {
-			r->top = (r->top + RET_STACK - 1) % RET_STACK;
-			r->depth--;
+		if (pop(&r->hw, ip) && lib) {
+			pop(&r->lib, ip);
 			r->st.compressed++;
 			bit(r, 1);
 			return;
 		}
+	}
 		/* else a TIP */
 		__attribute__((fallthrough));
 	case PEND_TIP:
@@ -305,8 +333,10 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 		case TK_EV_CALL:
 			/* not for a direct call to the next instruction (an indirect call's
 			 * TIP is still waiting) */
-			if (e->addr2 != e->arg || (r->pend.kind == PEND_TIP && r->pend.from == e->addr))
-				push(r, e->arg);
+			if (e->addr2 != e->arg || (r->pend.kind == PEND_TIP && r->pend.from == e->addr)) {
+				push(&r->hw, e->arg);
+				push(&r->lib, e->arg);
+			}
 			break;
 		case TK_EV_RETURN:
 			if (r->pend.kind)
@@ -340,6 +370,7 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 				/* a return out of the traced code: the TIP.PGD says where */
 				r->pend.kind = PEND_NONE;
 				r->st.returns++;
+				pop(&r->hw, 0);
 			} else if (r->pend.kind) {
 				resolve(r, -1);
 			}
@@ -377,7 +408,7 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			put_kind(r, TK_IPT_PKT_OVF);
 			r->st.overflows++;
 			tk_ipt_last_ip_init(&r->last);
-			r->top = r->depth = 0;
+			r->hw.depth = r->lib.depth = 0;
 			r->on = 0;
 			r->need_fup = 1;
 			break;

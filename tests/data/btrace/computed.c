@@ -1,7 +1,7 @@
 /* A jump whose target is computed (`lea 2f(%rip),%rcx; add %rsi,%rcx; jmp *%rcx`: neither
  * a jump table nor a loaded address) into the middle of the window that the recorder
- * relocates for the `jne` after it: the jump keeps its trap, the rest of its function is
- * relocated, and a landing inside the window goes to the trampoline's copy.
+ * relocates for the `jne` after it: the jump gets a trampoline of its own, the rest of its
+ * function is relocated, and a landing inside the window goes to the trampoline's copy.
  * Usage: computed [ITERATIONS] */
 #include <stdio.h>
 #include <stdlib.h>

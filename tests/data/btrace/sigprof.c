@@ -41,6 +41,10 @@ int main(void)
 	sigaction(SIGPROF, &sa, NULL);
 	setitimer(ITIMER_PROF, &it, NULL);
 	long s = work(300000);
+	/* The timer counts CPU time in scheduler ticks: a work() that the recorder runs in a few
+	 * milliseconds may see no tick. Wait for one outside work(), whose count is compared. */
+	while (!ticks)
+		sink++;
 	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_PROF, &off, NULL);
 	printf("%ld ticks %ld\n", s, ticks);

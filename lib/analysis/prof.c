@@ -1085,61 +1085,63 @@ static int add_cyc(struct tk_prof *into, uint32_t dst, const struct tk_prof *fro
 	return prof_add_cycles(into, dst, from->cyc[src].cycles, from->cyc[src].insns);
 }
 
-struct pair {
-	uint32_t from, into;
-};
+#define PENDING32 (NONE32 - 1)   /* in a graft's map: to copy, not yet made */
 
-/* Copy the children of FROM's node SRC (recursively) under INTO's node DST. */
+/* Copy the children of FROM's node SRC (recursively) under INTO's node DST, in the order
+ * FROM made them (parents before children): the order in which its events, sent to INTO
+ * instead, would have made them. Node order is pprof's sample order, so a chunk merged
+ * and a chunk whose events go to the total (-j 1, a seam decoded again) give the same
+ * bytes. */
 static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src, uint32_t dst,
 		 uint32_t *map, uint32_t track)
 {
-	struct pair *stack = NULL;
+	uint32_t *stack = NULL;
 	size_t n = 0, cap = 0;
+	uint32_t hi = src;
 	int rc = 0;
 
-	if (prof_grow((void **)&stack, &cap, 1, sizeof *stack) < 0 ||
-	    add_cyc(into, dst, from, src) < 0) {
-		free(stack);
+	if (add_cyc(into, dst, from, src) < 0)
 		return -TK_E_NOMEM;
-	}
-	stack[n++] = (struct pair){ src, dst };
 	map[src] = dst;
-	while (n) {
-		struct pair pr = stack[--n];
-		/* the children's slots of INTO's table, fetched together: one cache miss after
-		   another was most of a merge */
-		for (uint32_t c = from->links[pr.from].first_child; c != NONE32;
-		     c = from->links[c].next_sibling) {
-			uint64_t h = node_hash(pr.into, from->nodes[c].key, from->nodes[c].kind);
-			__builtin_prefetch(&into->node_map[h & into->node_mask]);
+	/* the subtree, marked */
+	for (uint32_t v = src;;) {
+		for (uint32_t c = from->links[v].first_child; c != NONE32; c = from->links[c].next_sibling) {
+			if (from->nodes[c].kind == TK_PROF_KEY_UNKNOWN && from->links[c].seam)
+				continue; /* grafted level by level */
+			if (prof_grow((void **)&stack, &cap, n + 1, sizeof *stack) < 0) {
+				free(stack);
+				return -TK_E_NOMEM;
+			}
+			map[c] = PENDING32;
+			stack[n++] = c;
+			if (c > hi)
+				hi = c;
 		}
-		for (uint32_t c = from->links[pr.from].first_child; c != NONE32; c = from->links[c].next_sibling) {
-			const struct node *cn = &from->nodes[c];
-			uint32_t m;
-			if (cn->kind == TK_PROF_KEY_UNKNOWN) {
-				if (from->links[c].seam)
-					continue; /* grafted level by level */
-				m = get_child(into, pr.into, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
-				if (m != NONE32)
-					into->links[m].hint = from->links[c].hint;
-			} else {
-				m = get_child(into, pr.into, cn->key, cn->kind, track);
-			}
-			if (m == NONE32 || prof_grow((void **)&stack, &cap, n + 1, sizeof *stack) < 0) {
-				rc = -TK_E_NOMEM;
-				goto out;
-			}
-			add_stats(&into->nodes[m], cn);
-			if (add_cyc(into, m, from, c) < 0) {
-				rc = -TK_E_NOMEM;
-				goto out;
-			}
-			map[c] = m;
-			stack[n++] = (struct pair){ c, m };
-		}
+		if (!n)
+			break;
+		v = stack[--n];
 	}
-out:
 	free(stack);
+	/* made in FROM's order: a node's parent comes before it */
+	for (uint32_t c = src + 1; c <= hi && src != hi; c++) {
+		if (map[c] != PENDING32)
+			continue;
+		const struct node *cn = &from->nodes[c];
+		uint32_t m, pm = map[cn->parent];
+		if (cn->kind == TK_PROF_KEY_UNKNOWN) {
+			m = get_child(into, pm, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
+			if (m != NONE32)
+				into->links[m].hint = from->links[c].hint;
+		} else {
+			m = get_child(into, pm, cn->key, cn->kind, track);
+		}
+		if (m == NONE32 || add_cyc(into, m, from, c) < 0) {
+			rc = -TK_E_NOMEM;
+			break;
+		}
+		add_stats(&into->nodes[m], cn);
+		map[c] = m;
+	}
 	return rc;
 }
 
@@ -1166,9 +1168,6 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	if (tm->t_first == TK_TIME_NONE)
 		tm->t_first = tb->t_first;
 	tm->untimed = tm->t_first == TK_TIME_NONE || tm->level_t_start == TK_TIME_NONE;
-	/* the unknown levels after B's gaps, copied whole */
-	if ((rc = graft(into, from, tb->root, tm->root, map, tm->id)) < 0)
-		return rc;
 	/* B began with a block at a function entry: after a block, that was a tail call */
 	into->outside = tb->head_time != TK_TIME_NONE ? tb->head_outside : tm->outside;
 	if (tb->head_pending && tm->flow == FLOW_BLOCK &&
@@ -1211,6 +1210,9 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 		into->sum.truncated += tm->depth;
 		clear_stack(tm);
 		end_level(into, tm, tb->gap_time);
+		/* the unknown levels after B's gaps, copied whole, after what ran before */
+		if ((rc = graft(into, from, tb->root, tm->root, map, tm->id)) < 0)
+			return rc;
 		if (!tm->gapped) {
 			tm->gapped = 1;
 			tm->gap_level_node = tm->base_node;

@@ -27,8 +27,13 @@ struct prof_run {
 	struct tk_prof **spare;         /* emptied profiles (at most n) */
 	size_t nspare;
 	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
-	struct tk_event_vec *evs;       /* call filters: each chunk's events, for the total in
-					   order (NULL: none) */
+	struct tk_event_vec *evs;       /* each chunk's events, for the total in order (NULL:
+					   none) */
+	int all_evs;                    /* call filters: every chunk's events */
+	uint8_t *recorded;              /* per chunk: its events in evs, no profile */
+	size_t evs_until, backoff;      /* chunks before evs_until begin recording (lock) */
+	struct tk_event_vec *spare_evs; /* emptied vectors (lock): no faulting in again */
+	size_t nspare_evs;
 	const struct tk_run_tee *tee;   /* each chunk's events also to the caller's sink */
 	struct tee *tees;               /* per chunk: the profile's sink and the caller's */
 };
@@ -71,13 +76,16 @@ static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct 
 		*sink = tk_prof_sink(r->total);
 		return count_blocks(r, flow);
 	}
-	if (r->evs) {
+	pthread_mutex_lock(&r->lock);
+	r->recorded[i] = r->all_evs || i < r->evs_until;
+	r->chunks[i] = r->recorded[i] || !r->nspare ? NULL : r->spare[--r->nspare];
+	if (r->recorded[i] && r->nspare_evs)
+		r->evs[i] = r->spare_evs[--r->nspare_evs];
+	pthread_mutex_unlock(&r->lock);
+	if (r->recorded[i]) {
 		*sink = (struct tk_sink){ tk_event_vec_add, &r->evs[i] };
 		return count_blocks(r, flow);
 	}
-	pthread_mutex_lock(&r->lock);
-	r->chunks[i] = r->nspare ? r->spare[--r->nspare] : NULL;
-	pthread_mutex_unlock(&r->lock);
 	if (!r->chunks[i] && !(r->chunks[i] = tk_prof_new_like(r->total, &err)))
 		return err;
 	if ((err = count_blocks(r, flow)) < 0)
@@ -102,6 +110,12 @@ static int prof_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	return 0;
 }
 
+/* Chunks after a seam that was not exact record their events (for the total in order,
+ * as one pass) instead of making a profile that would be decoded again: at first a few,
+ * twice as many after each seam that fails again (a random walk's deep stacks: every
+ * seam), and again profiles in parallel once one is exact (a longjmp now and then). */
+#define EVS_BACKOFF 4
+
 /* Before chunk I merges: a return in it that may end calls of the chunks before (longjmp
  * past the seam) makes its events go to the total itself, as in one pass. */
 static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
@@ -109,13 +123,25 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 	struct prof_run *r = ctx;
 	int err;
 
-	if (r->direct || r->evs || (i < r->n && (i < r->first || i >= r->end)) ||
+	if (r->direct || (i < r->n && (r->recorded[i] || i < r->first || i >= r->end)) ||
 	    (r->part && r->part->keep))
 		return 0;
 	if (i >= r->n || !r->chunks[i])
 		return -TK_E_INTERNAL;
-	if (!sink)
-		return !tk_prof_seam_exact(r->total, r->chunks[i]);
+	if (!sink) {
+		int exact = tk_prof_seam_exact(r->total, r->chunks[i]);
+		pthread_mutex_lock(&r->lock);
+		if (exact) {
+			r->backoff = EVS_BACKOFF;
+		} else {
+			if (r->evs_until < i + 1 + r->backoff)
+				r->evs_until = i + 1 + r->backoff;
+			if (r->backoff < r->n)
+				r->backoff *= 2;
+		}
+		pthread_mutex_unlock(&r->lock);
+		return !exact;
+	}
 	if ((err = count_blocks(r, flow)) < 0)
 		return err;
 	r->redone[i] = 1;
@@ -161,8 +187,16 @@ static int prof_merge(void *ctx, size_t i)
 	}
 	if (r->direct || i < r->first || i >= r->end)
 		return 0;
-	if (r->evs)
-		return tk_event_vec_flush(&r->evs[i], tk_prof_sink(r->total));
+	if (r->recorded[i]) {
+		struct tk_event_vec *v = &r->evs[i];
+		rc = v->n ? tk_prof_events(r->total, v->ev, v->n) : 0;
+		v->n = 0;
+		pthread_mutex_lock(&r->lock);
+		r->spare_evs[r->nspare_evs++] = *v;
+		pthread_mutex_unlock(&r->lock);
+		*v = (struct tk_event_vec){ 0 };
+		return rc;
+	}
 	/* the chunk is emptied next: its durations move into the total, not copied */
 	if (r->part && r->part->keep)
 		rc = r->part->keep(r->part->ctx, i, r->chunks[i]);
@@ -179,8 +213,14 @@ static int prof_merge(void *ctx, size_t i)
 static int run_profile(struct tk_source *s, struct tk_prof *total, const struct tk_run_part *part,
 		       const struct tk_run_tee *tee)
 {
+	/* One thread decodes the chunks in order: their events go straight to the total.
+	 * Chunk profiles would only add merges, and where a seam is not exact a second
+	 * decoding of the chunk (every seam of a random walk's deep stacks: twice the work).
+	 * A part keeps its chunks' profiles for the merge of the shards. */
 	struct prof_run r = { .total = total, .lock = PTHREAD_MUTEX_INITIALIZER,
-			      .direct = tk_source_info(s)->sequential, .tee = tee };
+			      .direct = tk_source_info(s)->sequential ||
+					(tk_source_threads(s) == 1 && !part),
+			      .tee = tee };
 	struct tk_chunk *plan;
 	int rc = tk_source_plan(s, &plan, &r.n);
 
@@ -202,19 +242,26 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	r.spare = calloc(r.n ? r.n : 1, sizeof(*r.spare));
 	r.redone = calloc(r.n ? r.n : 1, 1);
 	r.tees = tee ? calloc(r.n ? r.n : 1, sizeof *r.tees) : NULL;
+	r.recorded = calloc(r.n ? r.n : 1, 1);
+	r.evs = calloc(r.n ? r.n : 1, sizeof *r.evs);
+	r.spare_evs = calloc(r.n ? r.n : 1, sizeof *r.spare_evs);
+	r.backoff = EVS_BACKOFF;
 	/* call filters decide on the whole stack: no chunk profiles, the events in order */
-	int evs = !r.direct && (total->opts.flags & TK_PROF_FILTER);
-	if (evs && part)
+	r.all_evs = !r.direct && (total->opts.flags & TK_PROF_FILTER);
+	if (r.all_evs && part)
 		rc = -TK_E_UNSUPPORTED;
-	else if (evs && !(r.evs = calloc(r.n ? r.n : 1, sizeof *r.evs)))
-		rc = -TK_E_NOMEM;
 	struct tk_chunk_consumer c = { prof_begin, prof_merge, prof_redo, prof_done, &r };
 
 	if (rc >= 0)
-		rc = r.chunks && r.spare && r.redone && (!tee || r.tees) ? tk_source_run(s, &c) : -TK_E_NOMEM;
+		rc = r.chunks && r.spare && r.redone && r.recorded && r.evs && r.spare_evs && (!tee || r.tees) ?
+		     tk_source_run(s, &c) : -TK_E_NOMEM;
 	for (size_t i = 0; r.evs && i < r.n; i++)
 		free(r.evs[i].ev);
 	free(r.evs);
+	for (size_t i = 0; i < r.nspare_evs; i++)
+		free(r.spare_evs[i].ev);
+	free(r.spare_evs);
+	free(r.recorded);
 	for (size_t i = 0; r.tees && i < r.n; i++)   /* begun, not merged: the run stopped */
 		if (r.tees[i].other.events)
 			tee->drop(tee->ctx, r.tees[i].other.ctx);

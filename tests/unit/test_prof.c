@@ -289,6 +289,18 @@ static void assert_same_profile(struct tk_prof *a, struct tk_prof *b)
 			free(x);
 			free(y);
 		}
+	/* pprof lists the call paths in the order the profile made them: a merge makes them
+	 * in the order the whole did (the runner sends some chunks' events to the total) */
+	struct tk_buf x, y;
+	struct tk_out_opts o = { .sz = sizeof o };
+	assert_int_equal(tk_buf_init(&x, -1, 4096), 0);
+	assert_int_equal(tk_buf_init(&y, -1, 4096), 0);
+	assert_int_equal(tk_out_profile(&x, a, TK_OUT_PPROF, &o), 0);
+	assert_int_equal(tk_out_profile(&y, b, TK_OUT_PPROF, &o), 0);
+	assert_int_equal(x.len, y.len);
+	assert_memory_equal(x.data, y.data, x.len);
+	tk_buf_free(&x);
+	tk_buf_free(&y);
 	struct tk_prof_summary sa, sb;
 	tk_prof_summary(a, &sa);
 	tk_prof_summary(b, &sb);

@@ -8,8 +8,9 @@
 # pseudo-terminal (script -qc, util-linux) each shows at least two progress lines (bytes,
 # percent, rate, time left) on stderr; with stderr not a terminal none, unless --progress.
 # Each input is doubled until --progress prints 5 lines (nothing in the first second, then
-# at most 4 lines a second), whatever the machine's speed, and again if the run under a
-# terminal was faster than that.
+# at most 4 lines a second), whatever the machine's speed (up to 4 GiB: a fast machine
+# decodes an xtrace file of 1 GiB within a second), and again if the run under a terminal
+# was faster than that.
 set -euo pipefail
 : "${SRC:?}" "${TK:?}"
 command -v script >/dev/null || { echo "SKIP: no script (util-linux)"; exit 77; }
@@ -25,7 +26,7 @@ check() {
 	shift 2
 	while :; do
 		"$TK" "$@" --progress "$in" >/dev/null 2>forced.err || true
-		[ "$(lines forced.err "$in")" -ge 5 ] || [ "$(stat -c %s "$in")" -gt $((1 << 30)) ] && break
+		[ "$(lines forced.err "$in")" -ge 5 ] || [ "$(stat -c %s "$in")" -gt $((1 << 32)) ] && break
 		$grow
 	done
 	[ "$(lines forced.err "$in")" -ge 5 ] || { echo "$*: --progress: $(lines forced.err "$in") lines"; fail=1; }
@@ -36,7 +37,7 @@ check() {
 	for _ in 1 2 3; do
 		script -qec "'$TK' $* '$in' >/dev/null" /dev/null >tty.out || true
 		n=$(lines tty.out "$in")
-		[ "$n" -ge 2 ] || [ "$(stat -c %s "$in")" -gt $((1 << 30)) ] && break
+		[ "$n" -ge 2 ] || [ "$(stat -c %s "$in")" -gt $((1 << 32)) ] && break
 		$grow
 	done
 	[ "$n" -ge 2 ] || { echo "$*: under a terminal: $n progress lines:"; tr '\r' '\n' <tty.out | head; fail=1; }

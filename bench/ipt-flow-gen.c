@@ -2,7 +2,9 @@
  * in this process), written by the test generator (tests/oracle/ptgen.h). Prints the
  * --elf FILE:BASE arguments that place the same code for the decoders.
  * usage: ipt-flow-gen OUT.pt MBYTES [LIBRARY] */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gelf.h>

@@ -66,6 +66,14 @@ static int cmp_line(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
+static int cmp_block(const void *a, const void *b)
+{
+	const struct tk_prof_block *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
 static int cmp_edge(const void *a, const void *b)
 {
 	const struct cg_edge *x = a, *y = b;
@@ -87,6 +95,10 @@ int out_func_lines(const struct tk_prof *p, struct names *nm, struct func_line *
 		return 0;
 	if ((rc = tk_prof_blocks(p, &bl, &nb)) < 0)
 		return rc;
+	/* in address order: the block table's order depends on which worker counted a block
+	 * first, and the names interned below must not (pprof's string table, -j N = -j 1) */
+	if (nb)
+		qsort(bl, nb, sizeof *bl, cmp_block);
 	for (size_t i = 0; i < nb && rc >= 0; i++) {
 		struct tk_sym_info si;
 		if (tk_sym_lookup(nm->sym, bl[i].start, &si) < 0 || !si.func)

@@ -27,7 +27,9 @@ missing = [r for r in roots if r not in funcs]
 if missing:
     sys.exit("roots not found (inlined or renamed?): %s" % missing)
 def reach(roots):
-    seen, todo = set(), list(roots)
+    """The functions reachable from ROOTS by direct calls and jumps, and the calls and
+    jumps among them that leave the library (PLT or GOT)."""
+    seen, todo, out = set(), list(roots), []
     while todo:
         f = todo.pop()
         if f in seen:
@@ -35,13 +37,18 @@ def reach(roots):
         seen.add(f)
         for ins in funcs.get(f, []):
             m = re.search(r"\b(?:call|jmp|j[a-z]+)\s+[0-9a-f]+ <([^>+]+)(\+0x[0-9a-f]+)?>", ins)
-            if m and not m.group(1).endswith("@plt"):
-                todo.append(m.group(1))
-    return seen
+            if m:
+                if m.group(1).endswith("@plt"):
+                    out.append("%s: %s" % (f, ins.strip()))
+                elif m.group(1) != f:
+                    todo.append(m.group(1))
+            elif re.search(r"\b(call|jmp)\s+\*.*\(%rip\)", ins):
+                out.append("%s: %s (through the GOT)" % (f, ins.strip()))
+    return seen, out
 if "trigger_hit" not in funcs:
     sys.exit("trigger_hit not found (inlined or renamed?)")
 vec = []
-for f in sorted(reach(["tramp_hit", "trigger_hit"])):
+for f in sorted(reach(["tramp_hit", "trigger_hit"])[0]):
     for ins in funcs.get(f, []):
         if re.search(r"%[xyz]mm|%mm[0-7]|%st\b|\bf(x|)(save|rstor)|\bxsave|\bxrstor", ins):
             vec.append("%s: %s" % (f, ins.strip()))
@@ -49,22 +56,7 @@ if vec:
     print("code the trampolines call uses vector or x87 registers, which their stub does not save:")
     print("\n".join(vec[:20]))
     sys.exit(1)
-seen, todo, bad = set(), list(roots), []
-while todo:
-    f = todo.pop()
-    if f in seen:
-        continue
-    seen.add(f)
-    for ins in funcs.get(f, []):
-        m = re.search(r"\b(call|jmp|j[a-z]+)\s+[0-9a-f]+ <([^>+]+)(\+0x[0-9a-f]+)?>", ins)
-        if m:
-            target = m.group(2)
-            if target.endswith("@plt"):
-                bad.append("%s: %s" % (f, ins.strip()))
-            elif target != f:
-                todo.append(target)
-        elif re.search(r"\b(call|jmp)\s+\*.*\(%rip\)", ins):
-            bad.append("%s: %s (through the GOT)" % (f, ins.strip()))
+seen, bad = reach(roots)
 if bad:
     print("the trap path of libtkbtrace.so calls other libraries:")
     print("\n".join(bad))

@@ -82,7 +82,7 @@ static inline int reloc_suffix_insn(uint64_t ip, const ZydisDecodedInstruction *
  * register other than RSP, or through memory addressed by registers other than RSP (the
  * trampoline reads the pointer with a copy of the instruction as `push [mem]`, below the
  * red zone), no segment, 64-bit addresses? Through [rip + disp] it is 6 bytes and gets
- * its trampoline at its first trap (tramp_install). */
+ * its trampoline like a jcc rel32 (start_tramps). */
 static inline int reloc_indirect_ok(const struct cti *c)
 {
 	if (!c->is_mem)

@@ -569,6 +569,10 @@ static int scan_module(struct module *m, struct scan *sc)
 }
 
 
+/* The jumps to the trampolines made at start-up (start_tramps), written by patch(). */
+static struct window *tramp_jumps;
+static size_t ntramp_jumps;
+
 /* From the first int3 on, a call into a traced libc traps: from here on, raw system calls. */
 static int patch(void)
 {
@@ -584,6 +588,8 @@ static int patch(void)
 	/* after the int3s: a window's jump may cover its CTI */
 	for (size_t i = 0; i < nwindows; i++)
 		memcpy((void *)(uintptr_t)windows[i].at, windows[i].jmp, windows[i].len);
+	for (size_t i = 0; i < ntramp_jumps; i++)
+		memcpy((void *)(uintptr_t)tramp_jumps[i].at, tramp_jumps[i].jmp, tramp_jumps[i].len);
 	trigger_patch();
 	for (int i = 0; i < nmodules; i++) {
 		uint64_t a = modules[i].start & ~(uint64_t)(pg - 1);
@@ -1080,6 +1086,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		return;
 	if (debug > 3)
 		site_traps = rec_alloc((nctis + 1) * sizeof *site_traps);
+	cti_trapped = rec_alloc(nctis + 1);
 	for (size_t i = 0; i < nctis; i++) {
 		size_t h = tk_hash64(ctis[i].addr) & cti_hash_mask;
 		while (cti_hash[h])
@@ -1215,7 +1222,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	int64_t fs_off = (int64_t)((uint64_t)(uintptr_t)&ttls - fsb);
 	ttls_fs_off = (int32_t)fs_off;
 	if ((!tr || strcmp(tr, "0")) && fs_off == ttls_fs_off &&
-	    (tramp_done = rec_alloc(nctis + 1))) {
+	    (tramp_jumps = rec_alloc((nctis + 1) * sizeof *tramp_jumps))) {
 		for (int i = 0; i < nmodules; i++)
 			tramp_setup(i);
 		tramps_on = 1;
@@ -1234,6 +1241,15 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 	if (windows)
 		sort_u64(windows, nwindows, sizeof *windows);   /* for window_entry */
+	if (tramps_on) {
+		size_t made = start_tramps(tramp_jumps, &ntramp_jumps);
+		if (debug) {
+			char msg[96];
+			snprintf(msg, sizeof msg, "%zu trampolines of jcc rel32 and calls or jumps through "
+				 "[rip + disp] made at start-up", made);
+			say(msg);
+		}
+	}
 	for (int i = 0; i < nmodules; i++) {
 		rec_free(reloc_facts[i], modules[i].end - modules[i].start);
 		reloc_facts[i] = NULL;
@@ -1248,6 +1264,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	}
 	if (patch() < 0)
 		refuse("cannot make the code writable (mprotect refused); not recording");
+	rec_free(tramp_jumps, (nctis + 1) * sizeof *tramp_jumps);
 	for (int sig = 1; sig < 65; sig++) {
 		struct sigaction fa;
 		if (is_fatal(sig) && real_sigaction(sig, NULL, &fa) == 0 && fa.sa_handler == SIG_DFL) {

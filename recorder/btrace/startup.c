@@ -767,9 +767,9 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct reloc_insn ring[RELOC_MAX_INSNS + 1], suf[RELOC_MAX_INSNS];
 	int nring = 0, stopped = 1, pad = 0;   /* pad: in NOPs right after a jump or return */
 	size_t done = 0;
-	/* jcc rel8 and calls or jumps through a register left without a window (where the
-	 * straight-line code before it starts, and the CTI), and runs of padding (start, end),
-	 * for the islands (jcc only) and the tails */
+	/* jcc rel8, returns and calls or jumps through a register left without a window (where
+	 * the straight-line code before it starts, and the CTI), and runs of padding (start,
+	 * end), for the islands (jcc only) and the tails */
 	struct vec lone = { .elt = sizeof(struct fnrange) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1, k = last_le(fn_start, nfns, start);
@@ -851,7 +851,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 				w.nsuf = nsuf;
 			else if (chosen)
 				chosen = reloc_install(tc, (size_t)(tc - ctis), ring + w.first, nring - w.first, suf, w.nsuf) == 0;
-			if (!chosen && kind != CTI_RET) {
+			if (!chosen) {
 				struct fnrange *l = vec_push(&lone);
 				if (l)
 					*l = (struct fnrange){ nring ? ring[0].addr : ip, ip };
@@ -897,7 +897,10 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 			break;
 		}
 	}
-	/* Tails: the CTIs still without a window, each with the instructions before it */
+	/* Tails: the CTIs still without a window, each with the instructions before it. A ret
+	 * may have a tail without them already (path_to): this one replaces it as the copy
+	 * paths go to, so that a branch to an instruction before the ret (`jae 1f` to `1: pop
+	 * %rbx; ret`: git's 500 traps at one ret in git status) runs into the copy, not the trap. */
 	for (size_t k = 0; k < lone.n; k++) {
 		const struct fnrange *l = &((struct fnrange *)lone.p)[k];
 		const struct cti *tc = l->end ? cti_find(l->end) : NULL;
@@ -911,6 +914,8 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		}
 		if (a != l->end)   /* the copied instructions must lead to the CTI */
 			n = 0;
+		if (tc && !n && cti_slot[tc - ctis])
+			continue;   /* a ret's tail without them is made */
 		if (tc && tail_install((size_t)(tc - ctis), ring, n) == 0 && debug > 2) {
 			char msg[128];
 			snprintf(msg, sizeof msg, "a tail (%d before) for the CTI at 0x%llx", n,

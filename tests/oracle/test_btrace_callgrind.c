@@ -418,6 +418,17 @@ static void test_paths_into_windows(void **state)
 	check_untrapped("prefix", "prefix.c", "20000", fns, 100000, 100);
 }
 
+/* A ret without a window whose straight-line block is entered by branches (git's `jae 1f`
+ * to `1: pop %rbx; ret`, 500 traps in git status): its tail copies the block, and the
+ * branches' trampolines go to the copies of their targets (12,000 traps in 20,000 calls
+ * before: the paths ran into the ret's trap). */
+static void test_ret_tail_prefix(void **state)
+{
+	static const char *const fns[] = { "main", "rt", NULL };
+	(void)state;
+	check_untrapped("rettail", "rettail.c", "20000", fns, 60000, 100);
+}
+
 /* First executions: the trampolines of 256 `jcc rel32` run once each (twice in all) are made
  * at start-up, so none of them traps (256 traps before: each one's first execution). `info`
  * gives the share trapped after warm-up (traps past each CTI's first) beside the whole. */
@@ -732,6 +743,7 @@ int main(void)
 		cmocka_unit_test(test_jcc_tail),
 		cmocka_unit_test(test_paths_into_windows),
 		cmocka_unit_test(test_first_executions),
+		cmocka_unit_test(test_ret_tail_prefix),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

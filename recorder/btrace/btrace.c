@@ -1425,9 +1425,9 @@ static uint64_t path_to(int m, uint64_t to, int make)
 {
 	if (!cti_slot || module_of(to) != &modules[m])
 		return to;
-	const struct cti *c = cti_find(to);
+	const struct cti *c = make ? cti_find(to) : NULL;   /* a lookup per path otherwise */
 	size_t i = c ? (size_t)(c - ctis) : 0;
-	if (c && c->kind == CTI_RET && !cti_slot[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
+	if (c && c->kind == CTI_RET && !cti_slot[i] && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);

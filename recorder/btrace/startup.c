@@ -67,6 +67,43 @@ static void sort_u64(void *base, size_t n, size_t size)
 		heap_sort(base, n, 16);
 }
 
+/* Sort the N u64 of A: a radix sort, one pass per byte in which they differ (code
+ * addresses: 3 or 4 of the 8), through a scratch copy; heapsort (sort_u64) if the memory is
+ * refused. Heapsort's random accesses over git's branch targets took 7% of its start-up. */
+static void sort_keys(uint64_t *a, size_t n)
+{
+	static size_t count[8][256];   /* start-up only: one thread */
+	uint64_t *tmp = n > 1 ? rec_alloc(n * 8) : NULL;
+	if (!tmp) {
+		if (n > 1)
+			sort_u64(a, n, 8);
+		return;
+	}
+	memset(count, 0, sizeof count);
+	for (size_t i = 0; i < n; i++)
+		for (int b = 0; b < 8; b++)
+			count[b][a[i] >> 8 * b & 255]++;
+	uint64_t *src = a, *dst = tmp;
+	for (int b = 0; b < 8; b++) {
+		if (count[b][a[0] >> 8 * b & 255] == n)
+			continue;   /* every key has the same byte here */
+		size_t at = 0;
+		for (int d = 0; d < 256; d++) {
+			size_t c = count[b][d];
+			count[b][d] = at;
+			at += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[b][src[i] >> 8 * b & 255]++] = src[i];
+		uint64_t *t = src;
+		src = dst;
+		dst = t;
+	}
+	for (size_t i = 0; src != a && i < n; i++)
+		a[i] = src[i];
+	rec_free(tmp, n * 8);
+}
+
 struct fnrange {
 	uint64_t start, end;
 };
@@ -555,7 +592,7 @@ static int scan_module(struct module *m, struct scan *sc)
 		return -1;
 	for (size_t i = 0; i < ns; i++)
 		starts[i] = ((struct fnrange *)sc->fns.p)[fn0 + i].start;
-	sort_u64(starts, ns, sizeof *starts);
+	sort_keys(starts, ns);
 	struct fnrange *sr = secs.p;
 	for (size_t i = 0; i < secs.n; i++) {
 		uint64_t s = sr[i].start < m->start ? m->start : sr[i].start;
@@ -1147,7 +1184,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	reloc_targets = sc.targets.p;
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)
-		sort_u64(reloc_targets, nreloc_targets, sizeof *reloc_targets);
+		sort_keys(reloc_targets, nreloc_targets);
 	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start }, { nreloc_targets, nret_sites, nfns } };
 	for (size_t i = 0; reloc_jind && i < nctis; i++) {
 		if (ctis[i].kind != CTI_JMP_IND || ctis[i].is_mem || is_table[i])
@@ -1172,7 +1209,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say(msg);
 	}
 	if (reloc_jind)
-		sort_u64(reloc_jind, nreloc_jind, sizeof *reloc_jind);
+		sort_keys(reloc_jind, nreloc_jind);
 	else
 		reloc_targets = NULL;   /* without it, no relocation */
 	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))

@@ -2109,6 +2109,7 @@ void on_trap(int sig, siginfo_t *si, void *ucv)
 		    !__atomic_exchange_n(&cti_trapped[c - ctis], 1, __ATOMIC_RELAXED))
 			ts->traps_first++;
 	}
-	g[REG_RIP] = (greg_t)(c->kind == CTI_JMP_IND && nwindows ? window_entry(r.next) : r.next);
+	/* a computed jump, or a conditional branch to a window's moved instruction (reloc.h) */
+	g[REG_RIP] = (greg_t)((c->kind == CTI_JMP_IND || c->kind == CTI_JCC) && nwindows ? window_entry(r.next) : r.next);
 }
 

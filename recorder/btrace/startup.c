@@ -127,7 +127,7 @@ static uint8_t *reloc_facts[MAX_MODULES];
 
 
 struct scan {
-	struct vec ctis, fns, rets, tails, targets;
+	struct vec ctis, fns, rets, tails, targets, jcc_targets;
 	struct vec big_rsp;   /* (address, RSP change as int64) */
 };
 
@@ -437,7 +437,7 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		}
 		if (kind == CTI_JCC || kind == CTI_JCXZ || kind == CTI_LOOP || kind == CTI_JMP_DIR ||
 		    kind == CTI_CALL_DIR) {
-			uint64_t *t = vec_push(&sc->targets);
+			uint64_t *t = vec_push(kind == CTI_JCC ? &sc->jcc_targets : &sc->targets);
 			if (t)
 				*t = c.target;
 		}
@@ -1042,7 +1042,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	const char *mods = getenv("TK_BTRACE_MODULES");
 	struct scan sc = { .ctis = { .elt = sizeof(struct cti) }, .fns = { .elt = sizeof(struct fnrange) },
 			   .rets = { .elt = sizeof(struct fnrange) }, .tails = { .elt = sizeof(struct fnrange) },
-			   .targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct fnrange) } };
+			   .targets = { .elt = sizeof(uint64_t) }, .jcc_targets = { .elt = sizeof(uint64_t) }, .big_rsp = { .elt = sizeof(struct fnrange) } };
 	struct sigaction sa, old;
 
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
@@ -1185,7 +1185,11 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)
 		sort_keys(reloc_targets, nreloc_targets);
-	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start }, { nreloc_targets, nret_sites, nfns } };
+	uint64_t *jcc_t = sc.jcc_targets.p;
+	if (jcc_t)
+		sort_keys(jcc_t, sc.jcc_targets.n);
+	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start, jcc_t },
+				     { nreloc_targets, nret_sites, nfns, sc.jcc_targets.n } };
 	for (size_t i = 0; reloc_jind && i < nctis; i++) {
 		if (ctis[i].kind != CTI_JMP_IND || ctis[i].is_mem || is_table[i])
 			continue;

@@ -420,13 +420,24 @@ static void test_paths_into_windows(void **state)
 
 /* A ret without a window whose straight-line block is entered by branches (git's `jae 1f`
  * to `1: pop %rbx; ret`, 500 traps in git status): its tail copies the block, and the
- * branches' trampolines go to the copies of their targets (12,000 traps in 20,000 calls
+ * branches' trampolines go to the copies of their targets (12,005 traps in 20,000 calls
  * before: the paths ran into the ret's trap). */
 static void test_ret_tail_prefix(void **state)
 {
 	static const char *const fns[] = { "main", "rt", NULL };
 	(void)state;
 	check_untrapped("rettail", "rettail.c", "20000", fns, 60000, 100);
+}
+
+/* A conditional branch's target inside a window's first 5 bytes (git's `jae 1f` to `1: pop
+ * %rbx; ret`, the window from a `jmp` target before it): the branch's trampoline goes to the
+ * window's copy, so the window is made, and the code the jump reaches natively runs into it
+ * instead of the ret's trap (8,889 traps in 20,000 calls before). */
+static void test_jcc_target_in_window(void **state)
+{
+	static const char *const fns[] = { "main", "je", NULL };
+	(void)state;
+	check_untrapped("jccentry", "jccentry.c", "20000", fns, 60000, 100);
 }
 
 /* First executions: the trampolines of 256 `jcc rel32` run once each (twice in all) are made
@@ -744,6 +755,7 @@ int main(void)
 		cmocka_unit_test(test_paths_into_windows),
 		cmocka_unit_test(test_first_executions),
 		cmocka_unit_test(test_ret_tail_prefix),
+		cmocka_unit_test(test_jcc_target_in_window),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

@@ -7,8 +7,9 @@
 
 long rt(long x);   /* x == 0: 0; x == 2: 3; else x */
 
-/* No window fits before the ret: from the xor it would cover the entry 3:, from 3: the
- * entry 1:. */
+/* No window fits before the ret: from the xor it would cover the entry 1:, which the
+ * address stored in the data below makes an entry of any code (never used), and from 3:
+ * there are 4 bytes to the ret's end. */
 __asm__(".text\n"
 	".globl rt\n.type rt, @function\nrt:\n"
 	"	push %rbx\n"
@@ -16,7 +17,7 @@ __asm__(".text\n"
 	"	test %rdi, %rdi\n"
 	"	jne 2f\n"
 	"	xor %eax, %eax\n"
-	"3:	mov %rax, %rbx\n"
+	"3:	mov %eax, %ebx\n"
 	"1:	pop %rbx\n"
 	"	ret\n"
 	"2:	cmp $3, %rdi\n"
@@ -26,7 +27,10 @@ __asm__(".text\n"
 	"	add $1, %rax\n"
 	"	pop %rbx\n"
 	"	ret\n"
-	".size rt, .-rt\n");
+	".size rt, .-rt\n"
+	".pushsection .data\n"
+	"	.quad 1b\n"
+	".popsection\n");
 
 int main(int argc, char **argv)
 {

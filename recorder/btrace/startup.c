@@ -3,6 +3,7 @@
 #include "recorder.h"
 #include "jtab.h"
 #include "leave.h"
+#include "sweepops.h"
 
 /* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
 
@@ -385,14 +386,19 @@ static long eax_imm(const ZydisDecodedInstruction *in, const ZydisDecodedOperand
 	return (long)(ops[1].imm.value.u & 0xffffffff);
 }
 
+/* The sweep's decoding: the traced code's range and what each Zydis definition does to RSP
+ * (sweepops.h; the table is allocated for the scan). */
+static struct sweep_ops sweep_ops;
+
 /* Decode the instruction at IP, which must end by END and, unless it is a NOP, by the next
  * function start LIM: the unwind table (used for function starts without a symbol table)
  * starts libc's signal return code one byte early, inside the padding before it, and the
- * decoding must not restart there. */
+ * decoding must not restart there. *OPS: its operands in BUF, or all-zero ones where the
+ * sweep needs none (sweepops.h). */
 static int decode_at(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end,
-		     ZydisDecodedInstruction *in, ZydisDecodedOperand *ops)
+		     ZydisDecodedInstruction *in, ZydisDecodedOperand *buf, const ZydisDecodedOperand **ops)
 {
-	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), end - ip, in, ops)))
+	if (!sweep_decode(&decoder, &sweep_ops, m->orig + (ip - m->start), end - ip, in, buf, ops))
 		return 0;
 	return ip + in->length <= lim || in->mnemonic == ZYDIS_MNEMONIC_NOP;
 }
@@ -402,7 +408,8 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		  const uint64_t *starts, size_t nstarts)
 {
 	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedOperand buf[ZYDIS_MAX_OPERAND_COUNT];
+	const ZydisDecodedOperand *ops;
 	long k = last_le(starts, nstarts, start);
 	size_t next = (size_t)(k + 1);
 	uint64_t ip = start;
@@ -414,7 +421,7 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		if (next < nstarts && starts[next] == ip)
 			next++;
 		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
-		if (!decode_at(m, ip, lim, end, &in, ops)) {
+		if (!decode_at(m, ip, lim, end, &in, buf, &ops)) {
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			eax = -1;
 			continue;
@@ -1111,11 +1118,19 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say("no module to trace");
 		return;
 	}
+	sweep_ops.code_lo = UINT64_MAX;
+	for (int i = 0; i < nmodules; i++) {
+		sweep_ops.code_lo = modules[i].start < sweep_ops.code_lo ? modules[i].start : sweep_ops.code_lo;
+		sweep_ops.code_hi = modules[i].end > sweep_ops.code_hi ? modules[i].end : sweep_ops.code_hi;
+	}
+	sweep_ops.defs = rec_alloc(SWEEP_DEFS * sizeof *sweep_ops.defs);
 	for (int i = 0; i < nmodules; i++)
 		if (scan_module(&modules[i], &sc) < 0) {
 			say2("cannot read ", modules[i].path, "; not recording");
 			return;
 		}
+	rec_free(sweep_ops.defs, SWEEP_DEFS * sizeof *sweep_ops.defs);
+	sweep_ops.defs = NULL;
 
 	ctis = sc.ctis.p;
 	nctis = sc.ctis.n;

@@ -1292,12 +1292,23 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	cti_slot = windows ? rec_alloc((nctis + 1) * sizeof *cti_slot) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
+		/* the module's entries as bits: no binary searches for the windows' questions */
+		struct reloc_entries ment = ent;
+		size_t nbits = (modules[i].end - modules[i].start + 7) / 8;
+		uint8_t *b0 = rec_alloc(nbits), *b1 = rec_alloc(nbits);
+		if (b0 && b1) {
+			ment.bits_lo = modules[i].start;
+			ment.bits_hi = modules[i].end;
+			reloc_entries_bits(&ment, b0, b1);
+		}
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {
 			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
 			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
 			if (s < e)
-				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
+				nrelocated += reloc_module(&modules[i], s, e, &ment, reloc_jind, nreloc_jind);
 		}
+		rec_free(b0, nbits);
+		rec_free(b1, nbits);
 		paths_link(i);
 	}
 	if (windows)

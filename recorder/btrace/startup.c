@@ -972,12 +972,53 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	return done;
 }
 
-/* Sort the (key, value) pairs of V by key into two arrays, and free V. */
-static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n)
+/* Sort the N (key, value) pairs of P by key, keys unique (one per instruction address, so
+ * that the order is the one any sort gives): a radix sort as sort_keys', heapsort if the
+ * memory is refused. Heapsort of git's 16-byte return sites took 2-4% of its start-up. */
+static void sort_unique_pairs(struct fnrange *p, size_t n)
+{
+	static size_t count[8][256];   /* start-up only: one thread */
+	struct fnrange *tmp = n > 1 ? rec_alloc(n * sizeof *tmp) : NULL;
+	if (!tmp) {
+		if (n > 1)
+			sort_u64(p, n, sizeof *p);
+		return;
+	}
+	memset(count, 0, sizeof count);
+	for (size_t i = 0; i < n; i++)
+		for (int b = 0; b < 8; b++)
+			count[b][p[i].start >> 8 * b & 255]++;
+	struct fnrange *src = p, *dst = tmp;
+	for (int b = 0; b < 8; b++) {
+		if (count[b][p[0].start >> 8 * b & 255] == n)
+			continue;   /* every key has the same byte here */
+		size_t at = 0;
+		for (int d = 0; d < 256; d++) {
+			size_t c = count[b][d];
+			count[b][d] = at;
+			at += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[b][src[i].start >> 8 * b & 255]++] = src[i];
+		struct fnrange *t = src;
+		src = dst;
+		dst = t;
+	}
+	for (size_t i = 0; src != p && i < n; i++)
+		p[i] = src[i];
+	rec_free(tmp, n * sizeof *tmp);
+}
+
+/* Sort the (key, value) pairs of V by key (UNIQUE: no two keys equal) into two arrays, and
+ * free V. */
+static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n, int unique)
 {
 	struct fnrange *p = v->p;
 	*n = v->n;
-	sort_u64(p, *n, sizeof *p);
+	if (unique)
+		sort_unique_pairs(p, *n);
+	else
+		sort_u64(p, *n, sizeof *p);
 	*keys = rec_alloc((*n + 1) * sizeof **keys);
 	*vals = rec_alloc((*n + 1) * sizeof **vals);
 	if (!*keys || !*vals)
@@ -1171,9 +1212,9 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		}
 	}
 	rec_free(fr, sc.fns.cap * sc.fns.elt);
-	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
-	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
-	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
+	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites, 1) < 0 ||
+	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj, 0) < 0 ||
+	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp, 1) < 0)
 		return;
 	if (syscall_stubs() < 0) {
 		say("cannot map the system call stubs near the traced code; not recording");

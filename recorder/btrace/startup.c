@@ -801,6 +801,22 @@ static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, struc
 	return n;
 }
 
+/* The CTI at IP (cti_find), for IPs that only grow: the sweep pushed a section's CTIs in
+ * address order, so the one after the last found is most often the next one asked for; a
+ * hash lookup (two cache misses) otherwise. *CUR: the last found, NULL at first. */
+static const struct cti *cti_next(const struct cti **cur, uint64_t ip)
+{
+	const struct cti *c = *cur, *end = ctis + nctis;
+	while (c && c < end && c->addr < ip && c->addr >= (*cur)->addr)
+		c++;
+	if (c && c < end && c->addr == ip)
+		return *cur = c;
+	c = cti_find(ip);
+	if (c)
+		*cur = c;
+	return c;
+}
+
 /* Relocate the windows around module M's short jcc, returns and jumps or calls through a
  * register (see reloc.h, reloc_install), walking the instructions sweep() decoded. ENT:
  * where code may be entered (direct targets, return sites, function starts); JIND: every
@@ -817,6 +833,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct vec lone = { .elt = sizeof(struct fnrange) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1, k = last_le(fn_start, nfns, start);
+	const struct cti *cur = NULL;   /* the last trapped CTI met (cti_next) */
 
 	while (ip < end) {
 		while (k + 1 < (long)nfns && fn_start[k + 1] <= ip)
@@ -870,7 +887,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		uint16_t e = m->imap[ip - m->start];
 		stopped = pad = (e & IM_ENDS) != 0;
 		/* the CTIs that may get a window are all trapped ones (class IM_STOP), in ctis */
-		const struct cti *tc = (e & IM_CLASS) == IM_STOP ? cti_find(ip) : NULL;
+		const struct cti *tc = (e & IM_CLASS) == IM_STOP ? cti_next(&cur, ip) : NULL;
 		int kind = tc ? tc->kind : CTI_OTHER;
 		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;

@@ -9,8 +9,9 @@
  * field of 4 (rsp, or r12, ah, spl: an explicit write of RSP), or outside the legacy
  * encoding (VEX.vvvv may name RSP); or one whose definition writes RSP implicitly (push,
  * enter, leave...: fixed by the definition, learned from its first instruction). The rest
- * (git: 52% of its 635,601 instructions; libc 56%) skip Zydis's operand decoding. Header-only so that the unit
- * test checks the recorder's very rule. Start-up only (one thread). */
+ * (git: 52% of its 635,601 instructions; libc 56%) skip Zydis's operand decoding.
+ * Header-only so that the unit test checks the recorder's very rule. Start-up only (one
+ * thread). */
 #ifndef TK_RECORDER_BTRACE_SWEEPOPS_H
 #define TK_RECORDER_BTRACE_SWEEPOPS_H
 

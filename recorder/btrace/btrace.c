@@ -428,6 +428,49 @@ static int is_ret_site(uint64_t a, long *k)
 	return *k >= 0 && ret_sites[*k] == a;
 }
 
+/* The readable segments of the objects loaded with the program (the program, its
+ * libraries, ld.so, the vDSO): ld.so never unloads them, so bytes there are read with a
+ * plain copy. The re-entry checks read untraced callers' code and GOT slots at every call
+ * from untraced code (sqlite3's shell into libsqlite3: several hundred thousand reads),
+ * each a process_vm_readv before. */
+#define MAX_FIXED_SEGS 256
+static uint64_t fixed_lo[MAX_FIXED_SEGS], fixed_hi[MAX_FIXED_SEGS];
+static int nfixed;
+
+static int add_fixed(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	for (int i = 0; i < info->dlpi_phnum && nfixed < MAX_FIXED_SEGS; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_R) || !ph->p_memsz)
+			continue;
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+		fixed_lo[nfixed] = lo & ~4095ull;
+		fixed_hi[nfixed++] = (lo + ph->p_memsz + 4095) & ~4095ull;
+	}
+	return 0;
+}
+
+/* At start-up, before anything is recorded (dl_iterate_phdr is libc's). */
+void fixed_segments_setup(void)
+{
+	nfixed = 0;
+	dl_iterate_phdr(add_fixed, NULL);
+}
+
+/* N bytes of the process's memory at A: copied when they lie in a segment loaded with the
+ * program, else by a read that fails instead of faulting. */
+static int read_mem(void *dst, uint64_t a, size_t n)
+{
+	for (int i = 0; i < nfixed; i++)
+		if (a >= fixed_lo[i] && a + n <= fixed_hi[i] && a + n > a) {
+			memcpy(dst, (const void *)(uintptr_t)a, n);
+			return 0;
+		}
+	return rt_read_mem(dst, a, n);
+}
+
 /* Is RA the return address of a call made by untraced code (libc calling main, a thread's
  * start routine, a qsort comparator, an atexit or signal handler)? It lies outside the
  * traced modules and follows a call instruction. The bytes are read with
@@ -438,7 +481,7 @@ static int untraced_return_address(uint64_t ra)
 	long k;
 	if (ra < 0x10000 || ra >= 0x800000000000ull || module_of(ra) || is_ret_site(ra, &k))
 		return 0;
-	if (rt_read_mem(b, ra - 8, sizeof b) < 0)
+	if (read_mem(b, ra - 8, sizeof b) < 0)
 		return 0;
 	if (b[3] == 0xe8)   /* call rel32 */
 		return 1;
@@ -459,7 +502,7 @@ static int read_code(void *dst, uint64_t a, size_t n)
 		memcpy(dst, m->orig + (a - m->start), n);
 		return 0;
 	}
-	return rt_read_mem(dst, a, n);
+	return read_mem(dst, a, n);
 }
 
 /* The function that the call returning to RA called, where its code says so: a `call
@@ -495,7 +538,7 @@ static uint64_t called_function(uint64_t ra)
 	} else {
 		return 0;
 	}
-	return rt_read_mem(&t, slot, 8) < 0 ? 0 : t;
+	return read_mem(&t, slot, 8) < 0 ? 0 : t;
 }
 
 /* The thread entered the function FN (its start reaches IP, RSP changing by D) through a

@@ -1134,6 +1134,242 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 	return p;
 }
 
+/* ---- the conditional branches' stub: the TNT bit appended in assembly -----------------
+ * A trampoline's conditional branch in the common case (as tnt_quick: recording, the
+ * thread's own state, inside traced code, room in the buffer, no PSB due, no --trigger, no
+ * fence needed by ts_enter) appends its TNT bit here, without saving what C needs or
+ * calling it: the flags are kept in ah/al (lahf, seto; restored as make_stub does), four
+ * registers are pushed, the thread's state is fs-relative (tls, initial-exec). Every other
+ * case goes on to the full stub (tramp_hit) with everything as it was at entry. in_hit is
+ * set before the checks, so a signal arriving meanwhile is deferred as in tramp_hit; a
+ * deferred one is redelivered through a full stub calling tramp_deferred. Once in_hit is
+ * cleared the branch is recorded but ttls still names it: logical_ip takes a RIP in
+ * [jcc_done_at, jcc_done_end) of this stub to the branch's destination. */
+static uint8_t *tramp_jcc_stub[MAX_MODULES];
+static size_t jcc_done_at, jcc_done_end;   /* offsets in a jcc stub */
+
+/* From the jcc stub, after its record, when a signal was deferred meanwhile. */
+static void tramp_deferred(uint32_t code, uint64_t rsp)
+{
+	(void)code;
+	(void)rsp;
+	struct tstate *ts = tls;
+	if (ts && ts->deferred)
+		redeliver(ts);
+}
+
+/* An instruction with a memory operand [rdx + disp32] (ModRM already in OP) or fs:[disp32]. */
+static void emit_m(uint8_t **p, const uint8_t *op, size_t n, size_t disp)
+{
+	int32_t d = (int32_t)disp;
+	emit(p, op, n);
+	emit(p, &d, 4);
+}
+
+#define JE 0x4
+#define JNE 0x5
+#define JAE 0x3
+#define JMP 16
+/* A jcc rel32 (condition CC) or jmp rel32 (JMP) to be fixed by jump_fix; returns its rel32. */
+static uint8_t *emit_jump(uint8_t **p, int cc)
+{
+	uint8_t op[2] = { 0x0f, (uint8_t)(0x80 + cc) }, jmp = 0xe9;
+	if (cc == JMP)
+		emit(p, &jmp, 1);
+	else
+		emit(p, op, 2);
+	*p += 4;
+	return *p - 4;
+}
+
+static void jump_fix(uint8_t *rel_at, const uint8_t *to)
+{
+	int32_t rel = (int32_t)(to - (rel_at + 4));
+	memcpy(rel_at, &rel, 4);
+}
+
+
+/* Restore the flags (from ah/al) and the four registers pushed at entry. */
+static void emit_jcc_leave(uint8_t **p)
+{
+	static const uint8_t b[] = {
+		0x04, 0x7f,             /* add al, 0x7f: OF from al */
+		0x9e,                   /* sahf */
+		0x5e, 0x5a, 0x59, 0x58, /* pop rsi rdx rcx rax */
+	};
+	emit(p, b, sizeof b);
+}
+
+static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off)
+{
+	uint8_t *start = p, *slow[16], *unlock[8];
+	int nslow = 0, nunlock = 0;
+	uint64_t a;
+#define RDX(reg) (uint8_t)(0x80 | (reg) << 3 | 2)   /* ModRM [rdx + disp32] */
+#define OFF(f) offsetof(struct tstate, f)
+	static const uint8_t enter[] = {
+		0x50, 0x51, 0x52, 0x56, /* push rax rcx rdx rsi */
+		0x9f,                   /* lahf: SF ZF AF PF CF */
+		0x0f, 0x90, 0xc0,       /* seto al */
+	};
+	emit(&p, enter, sizeof enter);
+	/* the globals: recording, no --trigger, no fence in ts_enter */
+	const void *globals[3] = { (const void *)&active, &trigger_at, &ts_fence };
+	static const uint8_t cmp_rcx[3][4] = { { 0x83, 0x39, 0x00 }, { 0x48, 0x83, 0x39, 0x00 }, { 0x83, 0x39, 0x00 } };
+	for (int k = 0; k < 3; k++) {
+		static const uint8_t movabs[] = { 0x48, 0xb9 };   /* mov rcx, imm64 */
+		emit(&p, movabs, 2);
+		a = (uint64_t)(uintptr_t)globals[k];
+		emit(&p, &a, 8);
+		emit(&p, cmp_rcx[k], k == 1 ? 4 : 3);
+		slow[nslow++] = emit_jump(&p, k == 0 ? JE : JNE);
+	}
+	static const uint8_t ld_tls[] = { 0x64, 0x48, 0x8b, 0x14, 0x25 };   /* mov rdx, fs:[disp32] */
+	emit_m(&p, ld_tls, sizeof ld_tls, (size_t)(int64_t)tls_off);
+	static const uint8_t test_rdx[] = { 0x48, 0x85, 0xd2 };
+	emit(&p, test_rdx, 3);
+	slow[nslow++] = emit_jump(&p, JE);
+	/* muted | done | clone_pending | check_tid */
+	uint8_t op[4] = { 0x8b, RDX(1) };   /* mov ecx, [rdx+d] */
+	emit_m(&p, op, 2, OFF(muted));
+	op[0] = 0x0b;   /* or ecx, [rdx+d] */
+	emit_m(&p, op, 2, OFF(done));
+	emit_m(&p, op, 2, OFF(clone_pending));
+	emit_m(&p, op, 2, OFF(check_tid));
+	slow[nslow++] = emit_jump(&p, JNE);
+	uint8_t cmp0[2] = { 0x83, RDX(7) }, zero = 0;   /* cmp dword [rdx+d], 0 */
+	emit_m(&p, cmp0, 2, OFF(lock));
+	emit(&p, &zero, 1);
+	slow[nslow++] = emit_jump(&p, JNE);
+	/* in_hit = 1 (signals from here are deferred), lock = LOCK_OWNER, then ended */
+	uint8_t st[2] = { 0xc7, RDX(0) };
+	uint32_t one = 1, none = 0;
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &one, 4);
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &one, 4);
+	emit_m(&p, cmp0, 2, OFF(ended));
+	emit(&p, &zero, 1);
+	unlock[nunlock++] = emit_jump(&p, JNE);
+	emit_m(&p, cmp0, 2, OFF(inside));
+	emit(&p, &zero, 1);
+	unlock[nunlock++] = emit_jump(&p, JE);
+	/* room in the buffer, no PSB due: len < BUF_FLUSH_AT, psb_pos != -1, len - psb_pos < PSB_EVERY */
+	uint8_t ld[3] = { 0x48, 0x8b, RDX(1) };   /* mov rcx, [rdx+d] */
+	emit_m(&p, ld, 3, OFF(enc.len));
+	static const uint8_t cmp_flush[] = { 0x48, 0x81, 0xf9 };   /* cmp rcx, imm32 */
+	uint32_t lim = BUF_FLUSH_AT;
+	emit(&p, cmp_flush, 3);
+	emit(&p, &lim, 4);
+	unlock[nunlock++] = emit_jump(&p, JAE);
+	uint8_t cmpq[3] = { 0x48, 0x83, RDX(7) }, m1 = 0xff;   /* cmp qword [rdx+d], -1 */
+	emit_m(&p, cmpq, 3, OFF(psb_pos));
+	emit(&p, &m1, 1);
+	unlock[nunlock++] = emit_jump(&p, JE);
+	uint8_t sub[3] = { 0x48, 0x2b, RDX(1) };   /* sub rcx, [rdx+d] */
+	emit_m(&p, sub, 3, OFF(psb_pos));
+	lim = PSB_EVERY;
+	emit(&p, cmp_flush, 3);
+	emit(&p, &lim, 4);
+	unlock[nunlock++] = emit_jump(&p, JAE);
+	/* the record: tramp_hits++, then ptenc_tnt */
+	uint8_t inc[3] = { 0x48, 0xff, RDX(0) };
+	emit_m(&p, inc, 3, OFF(tramp_hits));
+	op[0] = 0x8b;   /* mov ecx, [rdx+tnt] */
+	emit_m(&p, op, 2, OFF(enc.tnt));
+	static const uint8_t bit[] = {
+		0x01, 0xc9,             /* add ecx, ecx */
+		0x0f, 0xba, 0xe7, 0x00, /* bt edi, 0: the taken bit */
+		0x83, 0xd1, 0x00,       /* adc ecx, 0 */
+	};
+	emit(&p, bit, sizeof bit);
+	op[0] = 0x89;   /* mov [rdx+tnt], ecx */
+	emit_m(&p, op, 2, OFF(enc.tnt));
+	uint8_t incd[2] = { 0xff, RDX(0) }, six = 6;   /* inc dword [rdx+ntnt]; cmp dword [rdx+ntnt], 6 */
+	emit_m(&p, incd, 2, OFF(enc.ntnt));
+	emit_m(&p, cmp0, 2, OFF(enc.ntnt));
+	emit(&p, &six, 1);
+	uint8_t *no_flush = emit_jump(&p, JNE);
+	/* six bits: a short TNT byte, ((1 << 6) | tnt) << 1, at buf[len++] */
+	static const uint8_t tnt_byte[] = { 0x83, 0xc9, 0x40, 0x01, 0xc9 };   /* or ecx, 0x40; add ecx, ecx */
+	emit(&p, tnt_byte, sizeof tnt_byte);
+	uint8_t ldsi[3] = { 0x48, 0x8b, RDX(6) }, addsi[3] = { 0x48, 0x03, RDX(6) };
+	emit_m(&p, ldsi, 3, OFF(enc.len));
+	emit_m(&p, addsi, 3, OFF(enc.buf));
+	static const uint8_t stb[] = { 0x88, 0x0e };   /* mov [rsi], cl */
+	emit(&p, stb, 2);
+	emit_m(&p, inc, 3, OFF(enc.len));
+	emit_m(&p, st, 2, OFF(enc.tnt));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(enc.ntnt));
+	emit(&p, &none, 4);
+	jump_fix(no_flush, p);
+	/* ts_leave, then in_hit = 0: recorded */
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &none, 4);
+	jcc_done_at = (size_t)(p - start);
+	uint8_t cmpdef[3] = { 0x48, 0x83, RDX(7) };   /* cmp qword [rdx+deferred], 0 */
+	emit_m(&p, cmpdef, 3, OFF(deferred));
+	emit(&p, &zero, 1);
+	uint8_t *def = emit_jump(&p, JNE);
+	emit_jcc_leave(&p);
+	static const uint8_t ret = 0xc3;
+	emit(&p, &ret, 1);
+	/* a signal was deferred: ttls says where the thread goes (as tramp_hit leaves it), then
+	 * the full stub calling tramp_deferred */
+	jump_fix(def, p);
+	static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
+	emit(&p, ld_ctis, 2);
+	a = (uint64_t)(uintptr_t)&ctis;
+	emit(&p, &a, 8);
+	static const uint8_t cti_at[] = {
+		0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
+		0x89, 0xfe,             /* mov esi, edi */
+		0xd1, 0xee,             /* shr esi, 1 */
+		0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
+		0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
+		0x40, 0xf6, 0xc7, 0x01, /* test dil, 1 */
+		0x75, 0x0a,             /* jnz taken (10 bytes on) */
+		0x0f, 0xb6, 0x4e, (uint8_t)offsetof(struct cti, len),   /* movzx ecx, byte [rsi+len] */
+		0x48, 0x03, 0x4e, (uint8_t)offsetof(struct cti, addr),  /* add rcx, [rsi+addr] */
+		0xeb, 0x04,             /* jmp 1f */
+		0x48, 0x8b, 0x4e, (uint8_t)offsetof(struct cti, target), /* taken: mov rcx, [rsi+target] */
+		/* 1: */
+	};
+	_Static_assert(sizeof(struct cti) < 128 && offsetof(struct cti, len) < 128, "disp8");
+	emit(&p, cti_at, sizeof cti_at);
+	static const uint8_t st_dest[] = { 0x64, 0x48, 0x89, 0x0c, 0x25 };   /* mov fs:[d], rcx */
+	emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)(ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest)));
+	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
+	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
+	emit(&p, &none, 4);
+	emit_jcc_leave(&p);
+	jump_fix(emit_jump(&p, JMP), deferred);
+	jcc_done_end = (size_t)(p - start);
+	/* not the common case: as at entry, then the full stub */
+	for (int k = 0; k < nunlock; k++)
+		jump_fix(unlock[k], p);
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(in_hit));   /* tramp_hit sets it again and redelivers */
+	emit(&p, &none, 4);
+	for (int k = 0; k < nslow; k++)
+		jump_fix(slow[k], p);
+	emit_jcc_leave(&p);
+	jump_fix(emit_jump(&p, JMP), full);
+	return p;
+#undef RDX
+#undef OFF
+}
+
+/* The stub of module M's conditional branches. */
+static uint8_t *jcc_stub(int m)
+{
+	return tramp_jcc_stub[m] ? tramp_jcc_stub[m] : tramp_stub[m];
+}
+
 /* Call STUB with CODE in edi, past the red zone, and come back (16 bytes to the return). */
 static void emit_stub_call(uint8_t **p, uint8_t *stub, uint32_t code)
 {
@@ -1194,8 +1430,15 @@ void tramp_setup(int m)
 		return;
 	}
 	tramp_stub[m] = p;
-	/* trampolines start on a TRAMP_SIZE grid after the stub */
-	size_t stub = (size_t)(make_stub(p, tramp_hit) - p);
+	/* the stubs; trampolines start on a TRAMP_SIZE grid after them */
+	uint8_t *q = make_stub(p, tramp_hit), *deferred = q;
+	q = make_stub(q, tramp_deferred);
+	int64_t tls_off = (int64_t)((uint64_t)(uintptr_t)&tls - rt_fs_base());
+	if (tls_off == (int32_t)tls_off) {
+		tramp_jcc_stub[m] = q;
+		q = make_jcc_stub(q, p, deferred, (int32_t)tls_off);
+	}
+	size_t stub = (size_t)(q - p);
 	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
 	tramp_area[m] = p;
 }
@@ -1499,7 +1742,7 @@ static void tramp_install(const struct cti *c, size_t i)
 		goto out;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
+		emit_jcc_paths(&p, jcc_stub(m), c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
 	} else {
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
 	}
@@ -1766,7 +2009,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		/* the paths, then the suffix (meta: its instructions and its end after the prefix's) */
 		uint64_t e = last->addr + last->len, to = e;
 		uint8_t *s = p + 6 + 2 * TRAMP_PATH, *lit = NULL;
-		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s, taken_to);
+		emit_jcc_paths(&p, jcc_stub(m), c, i, (uint64_t)(uintptr_t)s, taken_to);
 		meta[15] = (uint8_t)(nsuf | (last->transfer ? 0x80 : 0));
 		for (int j = 0; j <= nsuf; j++) {
 			if (j == nsuf - 1 && last->transfer) {   /* its place: before the push */
@@ -1803,7 +2046,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			emit(&p, &e, 8);
 		}
 	} else if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i, fall_to, taken_to);
+		emit_jcc_paths(&p, jcc_stub(m), c, i, fall_to, taken_to);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
 		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */
@@ -1909,7 +2152,13 @@ uint64_t logical_ip(uint64_t rip)
 			return c->addr;
 		return c->target;
 	}
-	/* in the stub or in tramp_hit */
+	/* in the stub or in tramp_hit; past the jcc stub's record, at the branch's destination */
+	for (int m = 0; m < nmodules; m++)
+		if (tramp_jcc_stub[m] && rip - (uint64_t)(uintptr_t)tramp_jcc_stub[m] - jcc_done_at <
+					 jcc_done_end - jcc_done_at && ttls.code_plus1) {
+			const struct cti *c = &ctis[(ttls.code_plus1 - 1) >> 1];
+			return ((ttls.code_plus1 - 1) & 1) ? c->target : c->addr + c->len;
+		}
 	if (ttls.code_plus1)
 		return ctis[(ttls.code_plus1 - 1) >> 1].addr;
 	return dest_ip();

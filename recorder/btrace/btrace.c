@@ -1189,30 +1189,41 @@ static void jump_fix(uint8_t *rel_at, const uint8_t *to)
 }
 
 
-/* Restore the flags (from ah/al) and the four registers pushed at entry. */
-static void emit_jcc_leave(uint8_t **p)
+/* Restore the flags (from ah/al) and the registers pushed at entry (WIDE: r8, r9 too). */
+static void emit_fast_leave(uint8_t **p, int wide)
 {
 	static const uint8_t b[] = {
 		0x04, 0x7f,             /* add al, 0x7f: OF from al */
 		0x9e,                   /* sahf */
+		0x41, 0x59, 0x41, 0x58, /* pop r9 r8 */
 		0x5e, 0x5a, 0x59, 0x58, /* pop rsi rdx rcx rax */
 	};
-	emit(p, b, sizeof b);
+	emit(p, b, 3);
+	emit(p, b + (wide ? 3 : 7), wide ? 8 : 4);
 }
 
-static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off)
-{
-	uint8_t *start = p, *slow[16], *unlock[8];
-	int nslow = 0, nunlock = 0;
-	uint64_t a;
 #define RDX(reg) (uint8_t)(0x80 | (reg) << 3 | 2)   /* ModRM [rdx + disp32] */
 #define OFF(f) offsetof(struct tstate, f)
+
+/* A fast stub's entry: save the registers and the flags, then tnt_quick's checks with the
+ * thread's state in rdx, setting in_hit and taking the buffer on the way. A failed check
+ * jumps (rel32 in SLOW before in_hit is set, in UNLOCK after) to the way out to the full
+ * stub (emit_fast_slow). */
+static void emit_fast_checks(uint8_t **pp, int32_t tls_off, int wide, uint8_t **slow, int *nslow,
+			     uint8_t **unlock, int *nunlock)
+{
+	uint8_t *p = *pp;
+	uint64_t a;
 	static const uint8_t enter[] = {
 		0x50, 0x51, 0x52, 0x56, /* push rax rcx rdx rsi */
+		0x41, 0x50, 0x41, 0x51, /* push r8 r9 */
 		0x9f,                   /* lahf: SF ZF AF PF CF */
 		0x0f, 0x90, 0xc0,       /* seto al */
 	};
-	emit(&p, enter, sizeof enter);
+	emit(&p, enter, 4);
+	if (wide)
+		emit(&p, enter + 4, 4);
+	emit(&p, enter + 8, 4);
 	/* the globals: recording, no --trigger, no fence in ts_enter */
 	const void *globals[3] = { (const void *)&active, &trigger_at, &ts_fence };
 	static const uint8_t cmp_rcx[3][4] = { { 0x83, 0x39, 0x00 }, { 0x48, 0x83, 0x39, 0x00 }, { 0x83, 0x39, 0x00 } };
@@ -1222,13 +1233,13 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 		a = (uint64_t)(uintptr_t)globals[k];
 		emit(&p, &a, 8);
 		emit(&p, cmp_rcx[k], k == 1 ? 4 : 3);
-		slow[nslow++] = emit_jump(&p, k == 0 ? JE : JNE);
+		slow[(*nslow)++] = emit_jump(&p, k == 0 ? JE : JNE);
 	}
 	static const uint8_t ld_tls[] = { 0x64, 0x48, 0x8b, 0x14, 0x25 };   /* mov rdx, fs:[disp32] */
 	emit_m(&p, ld_tls, sizeof ld_tls, (size_t)(int64_t)tls_off);
 	static const uint8_t test_rdx[] = { 0x48, 0x85, 0xd2 };
 	emit(&p, test_rdx, 3);
-	slow[nslow++] = emit_jump(&p, JE);
+	slow[(*nslow)++] = emit_jump(&p, JE);
 	/* muted | done | clone_pending | check_tid */
 	uint8_t op[4] = { 0x8b, RDX(1) };   /* mov ecx, [rdx+d] */
 	emit_m(&p, op, 2, OFF(muted));
@@ -1236,24 +1247,24 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	emit_m(&p, op, 2, OFF(done));
 	emit_m(&p, op, 2, OFF(clone_pending));
 	emit_m(&p, op, 2, OFF(check_tid));
-	slow[nslow++] = emit_jump(&p, JNE);
+	slow[(*nslow)++] = emit_jump(&p, JNE);
 	uint8_t cmp0[2] = { 0x83, RDX(7) }, zero = 0;   /* cmp dword [rdx+d], 0 */
 	emit_m(&p, cmp0, 2, OFF(lock));
 	emit(&p, &zero, 1);
-	slow[nslow++] = emit_jump(&p, JNE);
+	slow[(*nslow)++] = emit_jump(&p, JNE);
 	/* in_hit = 1 (signals from here are deferred), lock = LOCK_OWNER, then ended */
 	uint8_t st[2] = { 0xc7, RDX(0) };
-	uint32_t one = 1, none = 0;
+	uint32_t one = 1;
 	emit_m(&p, st, 2, OFF(in_hit));
 	emit(&p, &one, 4);
 	emit_m(&p, st, 2, OFF(lock));
 	emit(&p, &one, 4);
 	emit_m(&p, cmp0, 2, OFF(ended));
 	emit(&p, &zero, 1);
-	unlock[nunlock++] = emit_jump(&p, JNE);
+	unlock[(*nunlock)++] = emit_jump(&p, JNE);
 	emit_m(&p, cmp0, 2, OFF(inside));
 	emit(&p, &zero, 1);
-	unlock[nunlock++] = emit_jump(&p, JE);
+	unlock[(*nunlock)++] = emit_jump(&p, JE);
 	/* room in the buffer, no PSB due: len < BUF_FLUSH_AT, psb_pos != -1, len - psb_pos < PSB_EVERY */
 	uint8_t ld[3] = { 0x48, 0x8b, RDX(1) };   /* mov rcx, [rdx+d] */
 	emit_m(&p, ld, 3, OFF(enc.len));
@@ -1261,17 +1272,52 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	uint32_t lim = BUF_FLUSH_AT;
 	emit(&p, cmp_flush, 3);
 	emit(&p, &lim, 4);
-	unlock[nunlock++] = emit_jump(&p, JAE);
+	unlock[(*nunlock)++] = emit_jump(&p, JAE);
 	uint8_t cmpq[3] = { 0x48, 0x83, RDX(7) }, m1 = 0xff;   /* cmp qword [rdx+d], -1 */
 	emit_m(&p, cmpq, 3, OFF(psb_pos));
 	emit(&p, &m1, 1);
-	unlock[nunlock++] = emit_jump(&p, JE);
+	unlock[(*nunlock)++] = emit_jump(&p, JE);
 	uint8_t sub[3] = { 0x48, 0x2b, RDX(1) };   /* sub rcx, [rdx+d] */
 	emit_m(&p, sub, 3, OFF(psb_pos));
 	lim = PSB_EVERY;
 	emit(&p, cmp_flush, 3);
 	emit(&p, &lim, 4);
-	unlock[nunlock++] = emit_jump(&p, JAE);
+	unlock[(*nunlock)++] = emit_jump(&p, JAE);
+	*pp = p;
+}
+
+/* The way out of a fast stub when a check failed: the buffer and in_hit given back (tramp_hit
+ * sets in_hit again and redelivers what was deferred), everything as at entry, then the
+ * full stub FULL. */
+static void emit_fast_slow(uint8_t **pp, int wide, uint8_t *full, uint8_t **slow, int nslow,
+			   uint8_t **unlock, int nunlock)
+{
+	uint8_t *p = *pp;
+	uint8_t st[2] = { 0xc7, RDX(0) };
+	uint32_t none = 0;
+	for (int k = 0; k < nunlock; k++)
+		jump_fix(unlock[k], p);
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &none, 4);
+	for (int k = 0; k < nslow; k++)
+		jump_fix(slow[k], p);
+	emit_fast_leave(&p, wide);
+	jump_fix(emit_jump(&p, JMP), full);
+	*pp = p;
+}
+
+static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off)
+{
+	uint8_t *start = p, *slow[16], *unlock[8];
+	int nslow = 0, nunlock = 0;
+	uint64_t a;
+	uint8_t op[4] = { 0x8b, RDX(1) };
+	uint8_t cmp0[2] = { 0x83, RDX(7) }, zero = 0;   /* cmp dword [rdx+d], 0 */
+	uint8_t st[2] = { 0xc7, RDX(0) };
+	uint32_t none = 0;
+	emit_fast_checks(&p, tls_off, 0, slow, &nslow, unlock, &nunlock);
 	/* the record: tramp_hits++, then ptenc_tnt */
 	uint8_t inc[3] = { 0x48, 0xff, RDX(0) };
 	emit_m(&p, inc, 3, OFF(tramp_hits));
@@ -1314,7 +1360,7 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	emit_m(&p, cmpdef, 3, OFF(deferred));
 	emit(&p, &zero, 1);
 	uint8_t *def = emit_jump(&p, JNE);
-	emit_jcc_leave(&p);
+	emit_fast_leave(&p, 0);
 	static const uint8_t ret = 0xc3;
 	emit(&p, &ret, 1);
 	/* a signal was deferred: ttls says where the thread goes (as tramp_hit leaves it), then
@@ -1345,23 +1391,153 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
 	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
 	emit(&p, &none, 4);
-	emit_jcc_leave(&p);
+	emit_fast_leave(&p, 0);
 	jump_fix(emit_jump(&p, JMP), deferred);
 	jcc_done_end = (size_t)(p - start);
-	/* not the common case: as at entry, then the full stub */
-	for (int k = 0; k < nunlock; k++)
-		jump_fix(unlock[k], p);
+	emit_fast_slow(&p, 0, full, slow, nslow, unlock, nunlock);
+	return p;
+}
+
+/* The rets' stub of a module whose code is [LO, HI): record() for a ret in the common case
+ * (tnt_quick's, and a time stamp wanted, a return into the same module, an IP packet of 2 or
+ * 4 bytes): a pending TNT byte, the TSC, the TIP; ttls says where the thread goes before
+ * in_hit is cleared, as tramp_hit leaves it. rsp at the ret is the entry's + 192: the
+ * path's call and rdi, the red zone, six registers. */
+static uint8_t *tramp_ret_stub[MAX_MODULES];
+
+static uint8_t *emit_rel8(uint8_t **p, uint8_t op)
+{
+	uint8_t b[2] = { op, 0 };
+	emit(p, b, 2);
+	return *p - 1;
+}
+
+static void rel8_fix(uint8_t *at, const uint8_t *to)
+{
+	*at = (uint8_t)(to - (at + 1));
+}
+
+static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off, uint64_t lo,
+			      uint64_t hi)
+{
+	uint8_t *slow[16], *unlock[16], *j;
+	int nslow = 0, nunlock = 0;
+	uint64_t a;
+	uint8_t st[2] = { 0xc7, RDX(0) }, zero = 0;
+	uint32_t none = 0;
+	emit_fast_checks(&p, tls_off, 1, slow, &nslow, unlock, &nunlock);
+	static const uint8_t movabs[] = { 0x48, 0xb9 };   /* mov rcx, imm64 */
+	emit(&p, movabs, 2);
+	a = (uint64_t)(uintptr_t)&call_times;
+	emit(&p, &a, 8);
+	static const uint8_t cmp_rcx[] = { 0x83, 0x39, 0x00 };
+	emit(&p, cmp_rcx, 3);
+	unlock[nunlock++] = emit_jump(&p, JE);
+	static const uint8_t ld_ra[] = { 0x48, 0x8b, 0xb4, 0x24, 0xc0, 0x00, 0x00, 0x00 };   /* mov rsi, [rsp+192] */
+	emit(&p, ld_ra, sizeof ld_ra);
+	static const uint8_t cmp_rsi[] = { 0x48, 0x39, 0xce };   /* cmp rsi, rcx */
+	emit(&p, movabs, 2);
+	emit(&p, &lo, 8);
+	emit(&p, cmp_rsi, 3);
+	unlock[nunlock++] = emit_jump(&p, 0x2);   /* jb */
+	emit(&p, movabs, 2);
+	emit(&p, &hi, 8);
+	emit(&p, cmp_rsi, 3);
+	unlock[nunlock++] = emit_jump(&p, JAE);
+	uint8_t ldlast[3] = { 0x48, 0x8b, RDX(1) };   /* mov rcx, [rdx+last_ip] */
+	static const uint8_t hi32[] = { 0x48, 0x31, 0xf1, 0x48, 0xc1, 0xe9, 0x20 };   /* xor rcx, rsi; shr rcx, 32 */
+	emit_m(&p, ldlast, 3, OFF(enc.last_ip));
+	emit(&p, hi32, sizeof hi32);
+	unlock[nunlock++] = emit_jump(&p, JNE);
+	/* r8 = where the packets go */
+	uint8_t ldr8[3] = { 0x4c, 0x8b, RDX(0) }, addr8[3] = { 0x4c, 0x03, RDX(0) };
+	emit_m(&p, ldr8, 3, OFF(enc.buf));
+	emit_m(&p, addr8, 3, OFF(enc.len));
+	/* the pending TNT bits: ((1 << ntnt) | tnt) << 1 */
+	uint8_t ldn[2] = { 0x8b, RDX(1) };   /* mov ecx, [rdx+ntnt] */
+	emit_m(&p, ldn, 2, OFF(enc.ntnt));
+	static const uint8_t test_ecx[] = { 0x85, 0xc9 };
+	emit(&p, test_ecx, 2);
+	j = emit_rel8(&p, 0x74);   /* jz: none */
+	static const uint8_t tnt1[] = { 0x41, 0xb9, 0x01, 0x00, 0x00, 0x00, 0x41, 0xd3, 0xe1 };   /* mov r9d, 1; shl r9d, cl */
+	emit(&p, tnt1, sizeof tnt1);
+	uint8_t or9[3] = { 0x44, 0x0b, RDX(1) };   /* or r9d, [rdx+tnt] */
+	emit_m(&p, or9, 3, OFF(enc.tnt));
+	static const uint8_t tnt2[] = { 0x45, 0x01, 0xc9, 0x45, 0x88, 0x08, 0x49, 0xff, 0xc0 };   /* add r9d, r9d; mov [r8], r9b; inc r8 */
+	emit(&p, tnt2, sizeof tnt2);
+	emit_m(&p, st, 2, OFF(enc.tnt));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(enc.ntnt));
+	emit(&p, &none, 4);
+	rel8_fix(j, p);
+	/* TSC: 0x19 and the counter's low 7 bytes, one 8-byte store (the buffer has room) */
+	static const uint8_t tsc[] = {
+		0x41, 0x89, 0xc1,       /* mov r9d, eax: the flags */
+		0x48, 0x89, 0xd1,       /* mov rcx, rdx: the state */
+		0x0f, 0x31,             /* rdtsc */
+		0x48, 0xc1, 0xe2, 0x20, /* shl rdx, 32 */
+		0x48, 0x09, 0xd0,       /* or rax, rdx */
+		0x48, 0xc1, 0xe0, 0x08, /* shl rax, 8 */
+		0x0c, 0x19,             /* or al, 0x19 */
+		0x49, 0x89, 0x00,       /* mov [r8], rax */
+		0x49, 0x83, 0xc0, 0x08, /* add r8, 8 */
+		0x48, 0x89, 0xca,       /* mov rdx, rcx */
+		0x44, 0x89, 0xc8,       /* mov eax, r9d */
+	};
+	emit(&p, tsc, sizeof tsc);
+	/* TIP with 2 bytes of IP (IPBytes 1) if only those differ from last_ip, else 4 (2) */
+	static const uint8_t lo16[] = { 0x48, 0x31, 0xf1, 0x48, 0xc1, 0xe9, 0x10 };   /* xor rcx, rsi; shr rcx, 16 */
+	emit_m(&p, ldlast, 3, OFF(enc.last_ip));
+	emit(&p, lo16, sizeof lo16);
+	j = emit_rel8(&p, 0x75);   /* jnz: four bytes */
+	static const uint8_t tip2[] = {
+		0x41, 0xc6, 0x00, 1 << 5 | PT_TIP,      /* mov byte [r8], TIP IPBytes 1 */
+		0x66, 0x41, 0x89, 0x70, 0x01,           /* mov [r8+1], si */
+		0x49, 0x83, 0xc0, 0x03,                 /* add r8, 3 */
+	};
+	emit(&p, tip2, sizeof tip2);
+	uint8_t *j2 = emit_rel8(&p, 0xeb);
+	rel8_fix(j, p);
+	static const uint8_t tip4[] = {
+		0x41, 0xc6, 0x00, 2 << 5 | PT_TIP,      /* mov byte [r8], TIP IPBytes 2 */
+		0x41, 0x89, 0x70, 0x01,                 /* mov [r8+1], esi */
+		0x49, 0x83, 0xc0, 0x05,                 /* add r8, 5 */
+	};
+	emit(&p, tip4, sizeof tip4);
+	rel8_fix(j2, p);
+	uint8_t stlast[3] = { 0x48, 0x89, RDX(6) }, subr8[3] = { 0x4c, 0x2b, RDX(0) }, str8[3] = { 0x4c, 0x89, RDX(0) };
+	emit_m(&p, stlast, 3, OFF(enc.last_ip));
+	emit_m(&p, subr8, 3, OFF(enc.buf));
+	emit_m(&p, str8, 3, OFF(enc.len));
+	uint8_t inc[3] = { 0x48, 0xff, RDX(0) };
+	emit_m(&p, inc, 3, OFF(tramp_hits));
+	/* where the thread goes, then the buffer and in_hit given back */
+	static const uint8_t st_dest[] = { 0x64, 0x48, 0x89, 0x34, 0x25 };   /* mov fs:[d], rsi */
+	emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)(ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest)));
+	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
+	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
+	emit(&p, &none, 4);
 	emit_m(&p, st, 2, OFF(lock));
 	emit(&p, &none, 4);
-	emit_m(&p, st, 2, OFF(in_hit));   /* tramp_hit sets it again and redelivers */
+	emit_m(&p, st, 2, OFF(in_hit));
 	emit(&p, &none, 4);
-	for (int k = 0; k < nslow; k++)
-		jump_fix(slow[k], p);
-	emit_jcc_leave(&p);
-	jump_fix(emit_jump(&p, JMP), full);
+	uint8_t cmpdef[3] = { 0x48, 0x83, RDX(7) };
+	emit_m(&p, cmpdef, 3, OFF(deferred));
+	emit(&p, &zero, 1);
+	uint8_t *def = emit_jump(&p, JNE);
+	emit_fast_leave(&p, 1);
+	static const uint8_t ret = 0xc3;
+	emit(&p, &ret, 1);
+	jump_fix(def, p);
+	emit_fast_leave(&p, 1);
+	jump_fix(emit_jump(&p, JMP), deferred);
+	emit_fast_slow(&p, 1, full, slow, nslow, unlock, nunlock);
 	return p;
-#undef RDX
-#undef OFF
+}
+
+static uint8_t *ret_stub(int m)
+{
+	return tramp_ret_stub[m] ? tramp_ret_stub[m] : tramp_stub[m];
 }
 
 /* The stub of module M's conditional branches. */
@@ -1437,6 +1613,8 @@ void tramp_setup(int m)
 	if (tls_off == (int32_t)tls_off) {
 		tramp_jcc_stub[m] = q;
 		q = make_jcc_stub(q, p, deferred, (int32_t)tls_off);
+		tramp_ret_stub[m] = q;
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end);
 	}
 	size_t stub = (size_t)(q - p);
 	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
@@ -1718,7 +1896,7 @@ static uint64_t path_to(int m, uint64_t to, int make)
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);
-		emit_ret(&p, tramp_stub[m], &modules[m], c, i);
+		emit_ret(&p, ret_stub(m), &modules[m], c, i);
 		tramp_used[m] += TRAMP_SIZE;
 		tramp_index[m][tramp_count[m]] = (uint32_t)i;
 		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
@@ -2065,7 +2243,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		}
 		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1 | (c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED)));
 	} else {
-		emit_ret(&p, tramp_stub[m], mod, c, i);
+		emit_ret(&p, ret_stub(m), mod, c, i);
 	}
 	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (b + 5));
 	if (p > meta || d != (int32_t)d)

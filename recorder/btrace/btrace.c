@@ -1402,8 +1402,10 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
  * (tnt_quick's, and a time stamp wanted, a return into the same module, an IP packet of 2 or
  * 4 bytes): a pending TNT byte, the TSC, the TIP; ttls says where the thread goes before
  * in_hit is cleared, as tramp_hit leaves it. rsp at the ret is the entry's + 192: the
- * path's call and rdi, the red zone, six registers. */
-static uint8_t *tramp_ret_stub[MAX_MODULES];
+ * path's call and rdi, the red zone, six registers. FROM_DEST: the same for an indirect
+ * call or jump whose path stored its destination in ttls.dest (a register, or a pointer
+ * loaded from [reg + disp]), not a computed jump (window_entry is C's). */
+static uint8_t *tramp_ret_stub[MAX_MODULES], *tramp_ind_stub[MAX_MODULES];
 
 static uint8_t *emit_rel8(uint8_t **p, uint8_t op)
 {
@@ -1418,7 +1420,7 @@ static void rel8_fix(uint8_t *at, const uint8_t *to)
 }
 
 static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off, uint64_t lo,
-			      uint64_t hi)
+			      uint64_t hi, int from_dest)
 {
 	uint8_t *slow[16], *unlock[16], *j;
 	int nslow = 0, nunlock = 0;
@@ -1434,7 +1436,12 @@ static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	emit(&p, cmp_rcx, 3);
 	unlock[nunlock++] = emit_jump(&p, JE);
 	static const uint8_t ld_ra[] = { 0x48, 0x8b, 0xb4, 0x24, 0xc0, 0x00, 0x00, 0x00 };   /* mov rsi, [rsp+192] */
-	emit(&p, ld_ra, sizeof ld_ra);
+	static const uint8_t ld_dest[] = { 0x64, 0x48, 0x8b, 0x34, 0x25 };   /* mov rsi, fs:[d] */
+	int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
+	if (from_dest)
+		emit_m(&p, ld_dest, sizeof ld_dest, (size_t)(int64_t)dest_off);
+	else
+		emit(&p, ld_ra, sizeof ld_ra);
 	static const uint8_t cmp_rsi[] = { 0x48, 0x39, 0xce };   /* cmp rsi, rcx */
 	emit(&p, movabs, 2);
 	emit(&p, &lo, 8);
@@ -1513,7 +1520,8 @@ static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	emit_m(&p, inc, 3, OFF(tramp_hits));
 	/* where the thread goes, then the buffer and in_hit given back */
 	static const uint8_t st_dest[] = { 0x64, 0x48, 0x89, 0x34, 0x25 };   /* mov fs:[d], rsi */
-	emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)(ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest)));
+	if (!from_dest)
+		emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)dest_off);
 	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
 	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
 	emit(&p, &none, 4);
@@ -1614,7 +1622,9 @@ void tramp_setup(int m)
 		tramp_jcc_stub[m] = q;
 		q = make_jcc_stub(q, p, deferred, (int32_t)tls_off);
 		tramp_ret_stub[m] = q;
-		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end);
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 0);
+		tramp_ind_stub[m] = q;
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1);
 	}
 	size_t stub = (size_t)(q - p);
 	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
@@ -2241,7 +2251,9 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		} else if (emit_load_dest(&p, mod, c, dest_off) < 0) {
 			goto fail;
 		}
-		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1 | (c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED)));
+		int computed = c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED;
+		emit_indirect(&p, computed || !tramp_ind_stub[m] ? tramp_stub[m] : tramp_ind_stub[m], c,
+			      (uint32_t)(i << 1 | computed));
 	} else {
 		emit_ret(&p, ret_stub(m), mod, c, i);
 	}

@@ -473,8 +473,8 @@ static int read_mem(void *dst, uint64_t a, size_t n)
 
 /* Is RA the return address of a call made by untraced code (libc calling main, a thread's
  * start routine, a qsort comparator, an atexit or signal handler)? It lies outside the
- * traced modules and follows a call instruction. The bytes are read with
- * process_vm_readv, which fails instead of faulting on an unmapped page. */
+ * traced modules and follows a call instruction. The bytes are read with read_mem, which
+ * fails instead of faulting on an unmapped page. */
 static int untraced_return_address(uint64_t ra)
 {
 	uint8_t b[8];

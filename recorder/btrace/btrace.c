@@ -1406,6 +1406,10 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
  * call or jump whose path stored its destination in ttls.dest (a register, or a pointer
  * loaded from [reg + disp]), not a computed jump (window_entry is C's). */
 static uint8_t *tramp_ret_stub[MAX_MODULES], *tramp_ind_stub[MAX_MODULES];
+/* LAND: computed jumps too (their path's code has the low bit), when the bit of their
+ * landing's offset in the module's map is clear: no window of 5 bytes (window_entry's) holds
+ * it. The map is filled by paths_link, once the module's windows are made. */
+static uint8_t *tramp_cind_stub[MAX_MODULES], *land_map[MAX_MODULES];
 
 static uint8_t *emit_rel8(uint8_t **p, uint8_t op)
 {
@@ -1420,7 +1424,7 @@ static void rel8_fix(uint8_t *at, const uint8_t *to)
 }
 
 static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off, uint64_t lo,
-			      uint64_t hi, int from_dest)
+			      uint64_t hi, int from_dest, const uint8_t *land)
 {
 	uint8_t *slow[16], *unlock[16], *j;
 	int nslow = 0, nunlock = 0;
@@ -1451,6 +1455,18 @@ static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	emit(&p, &hi, 8);
 	emit(&p, cmp_rsi, 3);
 	unlock[nunlock++] = emit_jump(&p, JAE);
+	if (land) {   /* a computed jump landing where window_entry would send it elsewhere */
+		static const uint8_t off[] = { 0x48, 0x89, 0xf1, 0x49, 0xb9 };   /* mov rcx, rsi; mov r9, lo */
+		emit(&p, off, sizeof off);
+		emit(&p, &lo, 8);
+		static const uint8_t sub[] = { 0x4c, 0x29, 0xc9, 0x49, 0xb9 };   /* sub rcx, r9; mov r9, land */
+		emit(&p, sub, sizeof sub);
+		a = (uint64_t)(uintptr_t)land;
+		emit(&p, &a, 8);
+		static const uint8_t bt[] = { 0x49, 0x0f, 0xa3, 0x09 };   /* bt [r9], rcx */
+		emit(&p, bt, sizeof bt);
+		unlock[nunlock++] = emit_jump(&p, 0x2);   /* jc */
+	}
 	uint8_t ldlast[3] = { 0x48, 0x8b, RDX(1) };   /* mov rcx, [rdx+last_ip] */
 	static const uint8_t hi32[] = { 0x48, 0x31, 0xf1, 0x48, 0xc1, 0xe9, 0x20 };   /* xor rcx, rsi; shr rcx, 32 */
 	emit_m(&p, ldlast, 3, OFF(enc.last_ip));
@@ -1622,9 +1638,14 @@ void tramp_setup(int m)
 		tramp_jcc_stub[m] = q;
 		q = make_jcc_stub(q, p, deferred, (int32_t)tls_off);
 		tramp_ret_stub[m] = q;
-		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 0);
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 0, NULL);
 		tramp_ind_stub[m] = q;
-		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1);
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1, NULL);
+		if ((land_map[m] = rec_alloc((modules[m].end - modules[m].start) / 8 + 8))) {
+			tramp_cind_stub[m] = q;
+			q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1,
+					  land_map[m]);
+		}
 	}
 	size_t stub = (size_t)(q - p);
 	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
@@ -2104,6 +2125,15 @@ void paths_link(int m)
 			memcpy(jmps[j] + 1, &rel, 4);
 		}
 	}
+	/* where window_entry moves a computed jump's landing: the fast stub leaves it to C */
+	const struct module *mod = &modules[m];
+	for (size_t k = 0; land_map[m] && k < nwindows; k++) {
+		const struct window *w = &windows[k];
+		if (w->at < mod->start || w->at >= mod->end || w->len != 5 || w->island)
+			continue;
+		for (uint64_t a = w->at - mod->start; a < w->at + 5 - mod->start; a++)
+			land_map[m][a / 8] |= (uint8_t)(1u << (a % 8));
+	}
 }
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
@@ -2252,8 +2282,8 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			goto fail;
 		}
 		int computed = c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED;
-		emit_indirect(&p, computed || !tramp_ind_stub[m] ? tramp_stub[m] : tramp_ind_stub[m], c,
-			      (uint32_t)(i << 1 | computed));
+		uint8_t *stub = computed ? tramp_cind_stub[m] : tramp_ind_stub[m];
+		emit_indirect(&p, stub ? stub : tramp_stub[m], c, (uint32_t)(i << 1 | computed));
 	} else {
 		emit_ret(&p, ret_stub(m), mod, c, i);
 	}

@@ -1402,10 +1402,11 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
  * (tnt_quick's, and a time stamp wanted, a return into the same module, an IP packet of 2 or
  * 4 bytes): a pending TNT byte, the TSC, the TIP; ttls says where the thread goes before
  * in_hit is cleared, as tramp_hit leaves it. rsp at the ret is the entry's + 192: the
- * path's call and rdi, the red zone, six registers. FROM_DEST: the same for an indirect
+ * path's call and rdi, the red zone, six registers. FROM_DEST 1: the same for an indirect
  * call or jump whose path stored its destination in ttls.dest (a register, or a pointer
- * loaded from [reg + disp]), not a computed jump (window_entry is C's). */
-static uint8_t *tramp_ret_stub[MAX_MODULES], *tramp_ind_stub[MAX_MODULES];
+ * loaded from [reg + disp]); 2: for `call/jmp [rip + disp]` (a PLT stub's jump to a function
+ * of its own module), reading the pointer. */
+static uint8_t *tramp_ret_stub[MAX_MODULES], *tramp_ind_stub[MAX_MODULES], *tramp_rip_stub[MAX_MODULES];
 /* LAND: computed jumps too (their path's code has the low bit), when the bit of their
  * landing's offset in the module's map is clear: no window of 5 bytes (window_entry's) holds
  * it. The map is filled by paths_link, once the module's windows are made. */
@@ -1442,10 +1443,29 @@ static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	static const uint8_t ld_ra[] = { 0x48, 0x8b, 0xb4, 0x24, 0xc0, 0x00, 0x00, 0x00 };   /* mov rsi, [rsp+192] */
 	static const uint8_t ld_dest[] = { 0x64, 0x48, 0x8b, 0x34, 0x25 };   /* mov rsi, fs:[d] */
 	int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
-	if (from_dest)
+	if (from_dest == 2) {   /* jmp/call [rip + disp]: the pointer, as tramp_hit reads it */
+		static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
+		emit(&p, ld_ctis, 2);
+		a = (uint64_t)(uintptr_t)&ctis;
+		emit(&p, &a, 8);
+		static const uint8_t ptr[] = {
+			0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
+			0x89, 0xfe,             /* mov esi, edi */
+			0xd1, 0xee,             /* shr esi, 1 */
+			0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
+			0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
+			0x48, 0x63, 0x4e, (uint8_t)offsetof(struct cti, disp),        /* movsxd rcx, [rsi+disp] */
+			0x48, 0x03, 0x4e, (uint8_t)offsetof(struct cti, addr),        /* add rcx, [rsi+addr] */
+			0x44, 0x0f, 0xb6, 0x4e, (uint8_t)offsetof(struct cti, len),   /* movzx r9d, byte [rsi+len] */
+			0x4c, 0x01, 0xc9,       /* add rcx, r9 */
+			0x48, 0x8b, 0x31,       /* mov rsi, [rcx] */
+		};
+		emit(&p, ptr, sizeof ptr);
+	} else if (from_dest) {
 		emit_m(&p, ld_dest, sizeof ld_dest, (size_t)(int64_t)dest_off);
-	else
+	} else {
 		emit(&p, ld_ra, sizeof ld_ra);
+	}
 	static const uint8_t cmp_rsi[] = { 0x48, 0x39, 0xce };   /* cmp rsi, rcx */
 	emit(&p, movabs, 2);
 	emit(&p, &lo, 8);
@@ -1536,7 +1556,7 @@ static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	emit_m(&p, inc, 3, OFF(tramp_hits));
 	/* where the thread goes, then the buffer and in_hit given back */
 	static const uint8_t st_dest[] = { 0x64, 0x48, 0x89, 0x34, 0x25 };   /* mov fs:[d], rsi */
-	if (!from_dest)
+	if (from_dest != 1)
 		emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)dest_off);
 	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
 	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
@@ -1641,6 +1661,8 @@ void tramp_setup(int m)
 		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 0, NULL);
 		tramp_ind_stub[m] = q;
 		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1, NULL);
+		tramp_rip_stub[m] = q;
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 2, NULL);
 		if ((land_map[m] = rec_alloc((modules[m].end - modules[m].start) / 8 + 8))) {
 			tramp_cind_stub[m] = q;
 			q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1,
@@ -1953,7 +1975,7 @@ static void tramp_install(const struct cti *c, size_t i)
 	if (c->kind == CTI_JCC) {
 		emit_jcc_paths(&p, jcc_stub(m), c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
 	} else {
-		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+		emit_indirect(&p, tramp_rip_stub[m] ? tramp_rip_stub[m] : tramp_stub[m], c, (uint32_t)(i << 1));
 	}
 	tramp_used[m] = (size_t)(t + TRAMP_SIZE - tramp_area[m]);   /* keep the grid */
 	tramp_index[m][tramp_count[m]] = (uint32_t)i;

@@ -40,7 +40,7 @@ struct text_chunk {
  * instructions per byte) makes GBs of text, and this keeps what waits to TEXT_BUDGET plus
  * TEXT_STEP per worker. Each chunk adds its growth to the total every TEXT_STEP; the chunk
  * whose turn it is hands its text on in pieces of TEXT_PIECE. */
-#define TEXT_BUDGET ((size_t)32 << 20)
+#define TEXT_BUDGET ((size_t)8 << 20)
 #define TEXT_STEP ((size_t)1 << 20)
 #define TEXT_PIECE ((size_t)4 << 20)
 

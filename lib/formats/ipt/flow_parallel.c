@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "flow/bcache.h"
 #include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
 
@@ -25,8 +26,19 @@ struct run {
 	struct tk_flow **free_flows;
 	size_t nfree;
 	struct tk_flow *redo_flow;         /* decodes chunks again (merges are serial) */
+	/* the blocks all walkers learn, decoded once (several workers; else NULL) */
+	struct tk_bshare *share;
 	int err;
 };
+
+static struct tk_flow *new_flow(struct run *r, int *err)
+{
+	struct tk_flow *f = tk_flow_new(r->o->image, err);
+
+	if (f && r->share)
+		tk_flow_share_blocks(f, r->share);
+	return f;
+}
 
 static struct tk_flow *take_flow(struct run *r, int *err)
 {
@@ -36,7 +48,7 @@ static struct tk_flow *take_flow(struct run *r, int *err)
 	if (r->nfree)
 		f = r->free_flows[--r->nfree];
 	pthread_mutex_unlock(&r->lock);
-	return f ? f : tk_flow_new(r->o->image, err);
+	return f ? f : new_flow(r, err);
 }
 
 static void give_flow(struct run *r, struct tk_flow *f)
@@ -93,7 +105,7 @@ static int redo(struct run *r, size_t i)
 
 	if (rc <= 0)
 		return rc;
-	if (!r->redo_flow && !(r->redo_flow = tk_flow_new(r->o->image, &rc)))
+	if (!r->redo_flow && !(r->redo_flow = new_flow(r, &rc)))
 		return rc;
 	if ((rc = r->c->redo(r->c->ctx, i, r->redo_flow, &sink)) >= 0)
 		rc = decode_one(r, i, r->redo_flow, sink, &scratch);
@@ -259,6 +271,10 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		rc = -TK_E_NOMEM;
 		goto out;
 	}
+	/* each worker's walker would decode the same code again (libLLVM at -j 2: +3 % of
+	 * the instructions) */
+	if (nthreads > 1 && r.nchunks > 1 && !(r.share = tk_bshare_new(o->image, &rc)))
+		goto out;
 	pthread_mutex_init(&r.lock, NULL);
 	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads };
 
@@ -276,6 +292,7 @@ out:
 	}
 	free(r.free_flows);
 	tk_flow_free(r.redo_flow);
+	tk_bshare_free(r.share);
 	free(r.offs);
 	free(r.cst);
 	free(r.seg_end);

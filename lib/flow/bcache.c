@@ -11,14 +11,15 @@
 /* a block's last instruction is within a link's 16-bit offset of its start */
 _Static_assert((MAX_BLOCK_INSNS - 1) * TK_MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
 
-/* OLD (N elements of SIZE in use) grown to CAP elements, on huge pages once that is large
+/* OLD (N elements of SIZE in use) of C grown to CAP elements, on huge pages once that is large
  * enough (tk_calloc_huge: the walker reads links, and less often blocks and slots, at
- * random); NULL when out of memory (OLD is then kept). realloc cannot keep the alignment. */
-static void *grow_array(void *old, size_t n, size_t cap, size_t size)
+ * random; not for a share's); NULL when out of memory (OLD is then kept). realloc cannot keep
+ * the alignment. */
+static void *grow_array(const struct tk_bcache *c, void *old, size_t n, size_t cap, size_t size)
 {
 	void *m;
 
-	if (cap * size < TK_HUGE_FROM)
+	if (c->plain || cap * size < TK_HUGE_FROM)
 		return realloc(old, cap * size);
 	if (!(m = tk_calloc_huge(cap, size)))
 		return NULL;
@@ -81,7 +82,8 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 static int grow_slots(struct tk_bcache *c)
 {
 	uint32_t mask = c->mask * 2 + 1;
-	uint32_t *slots = tk_calloc_huge((size_t)mask + 1, sizeof(*slots));
+	uint32_t *slots = c->plain ? calloc((size_t)mask + 1, sizeof(*slots))
+				   : tk_calloc_huge((size_t)mask + 1, sizeof(*slots));
 
 	if (!slots)
 		return -TK_E_NOMEM;
@@ -241,12 +243,12 @@ static const struct tk_block *add_block(struct tk_bcache *c, const struct tk_blo
 		b.flags |= TK_BLK_ENTRY;
 	if (c->nblocks == c->capblocks) {
 		uint32_t cap = c->capblocks ? c->capblocks * 2 : 1024;
-		struct tk_block *nb = grow_array(c->blocks, c->nblocks, cap, sizeof(*nb));
+		struct tk_block *nb = grow_array(c, c->blocks, c->nblocks, cap, sizeof(*nb));
 
 		if (!nb)
 			return NULL;
 		c->blocks = nb;
-		struct tk_block_link *nl = grow_array(c->links, c->nblocks, cap, sizeof(*nl));
+		struct tk_block_link *nl = grow_array(c, c->links, c->nblocks, cap, sizeof(*nl));
 
 		if (!nl)
 			return NULL;
@@ -285,6 +287,7 @@ struct tk_bshare *tk_bshare_new(const struct tk_image *img, int *err)
 		*err = rc;
 		return NULL;
 	}
+	s->c.plain = 1;
 	pthread_mutex_init(&s->lock, NULL);
 	return s;
 }

@@ -77,6 +77,9 @@ struct tk_bshare;
 struct tk_bcache {
 	const struct tk_image *img;
 	struct tk_bshare *share;   /* blocks decoded once for several caches (NULL: none) */
+	/* a share's cache: read only on its caches' misses, so plain memory (no huge pages
+	 * zeroed ahead; realloc moves large arrays without copying) */
+	int plain;
 	struct tk_isa isa;
 	struct tk_block *blocks;
 	struct tk_block_link *links;   /* one per block */

@@ -9,8 +9,8 @@
 # default "gzip sort"; "sqlite3" adds sqlite3 with libsqlite3 traced (20,000 inserted rows,
 # a scan, an index, a LIKE query); "bzip2" bzip2 with libbz2 traced on the same 256 KiB;
 # "python3" Debian's python3.11 running a loop; "git" git status in a repository of
-# tracekit's lib/ with ten files changed. The last column: the share of recorded CTIs that
-# trapped.
+# tracekit's lib/ with ten files changed. The last columns: the share of recorded CTIs that
+# trapped, and after warm-up (leaving out each CTI's first trap).
 # Usage: [BEFORE=LIB] [BENCH_RUNS=N] [PROGRAMS="gzip sort sqlite3 bzip2 python3 git"] bench/btrace-handlers.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -40,7 +40,7 @@ fi
 
 printf '%-6s %9s %10s %7s' program native_s btrace_s x
 [ -n "${BEFORE:-}" ] && printf ' %10s %7s' before_s x
-printf ' %12s %7s %12s %7s %9s\n' nulgrind_s x callgrind_s x trapped
+printf ' %12s %7s %12s %7s %9s %9s\n' nulgrind_s x callgrind_s x trapped warm
 for p in ${PROGRAMS:-gzip sort}; do
 	mods=()
 	case $p in
@@ -62,6 +62,7 @@ print(s)') ;;
 	fi
 	g=$(bench_cpu valgrind -q --tool=none "${cmd[@]}")
 	c=$(bench_cpu valgrind -q --tool=callgrind --callgrind-out-file=/dev/null "${cmd[@]}")
-	share=$("$TK" info "$work/t.tkbt" | awk '/went through trampolines:/ { for (i = 1; i <= NF; i++) if ($i ~ /%$/) s = $i } END { print s }')
-	printf ' %12s %7s %12s %7s %9s\n' "$g" "$(bench_ratio "$g" "$n")" "$c" "$(bench_ratio "$c" "$n")" "$share"
+	share=$("$TK" info "$work/t.tkbt" | awk '/went through trampolines:/ { for (i = 1; i <= NF; i++) { if ($i ~ /%,?$/ && !s) s = $i; if ($i == "after") w = $(i - 1) } }
+		END { sub(/,$/, "", s); print s, w }')
+	printf ' %12s %7s %12s %7s %9s %9s\n' "$g" "$(bench_ratio "$g" "$n")" "$c" "$(bench_ratio "$c" "$n")" $share
 done

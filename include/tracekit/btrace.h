@@ -44,7 +44,8 @@ enum tk_btrace_rec_type {
 	TK_BTRACE_REC_THREAD_END = 3,  /* u64 traps, u64 re-entries, u64 unresolved re-entries,
 					  u64 traps at CTIs of >= 5 bytes, u64 CTIs recorded by
 					  trampolines (no trap), u64 how it ended
-					  (TK_BTRACE_THREAD_*) */
+					  (TK_BTRACE_THREAD_*), u64 traps that were their
+					  CTI's first (warm-up) */
 	TK_BTRACE_REC_PROCESS_END = 4, /* u64 traps, u64 patched CTIs, u64 threads, u64 reason
 					  (TK_BTRACE_END_*), u64 TSC, u64 CLOCK_MONOTONIC_RAW ns
 					  (read just before it), u64 the fatal signal, u64 times
@@ -190,6 +191,9 @@ struct tk_btrace_thread {
 	unsigned end_reason;      /* enum tk_btrace_thread_end (with ended) */
 	uint64_t not_kept;        /* a ring snapshot's pieces before its first (dropped) */
 	int size_cut;             /* its trace stopped at record --max-size before it ended */
+	uint64_t traps_first;     /* traps that were their CTI's first; the others come after
+				     warm-up (older files: 0) */
+	int has_traps_first;      /* the thread-end record says so (older files do not) */
 };
 
 /* Index a container held in memory (DATA must outlive the handle). Damaged records are

@@ -50,10 +50,6 @@ static int rehash(uint32_t **map, size_t *mask, size_t n, uint64_t (*hash_of)(co
 	return 0;
 }
 
-static uint64_t node_hash_of(const struct tk_prof *p, uint32_t i)
-{
-	return node_hash(p->nodes[i].parent, p->nodes[i].key, p->nodes[i].kind);
-}
 static uint64_t func_hash_of(const struct tk_prof *p, uint32_t i)
 {
 	return func_hash(p->funcs[i].track, p->funcs[i].key, p->funcs[i].kind);
@@ -160,25 +156,35 @@ static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint3
 	return i;
 }
 
-/* Rebuild the node table at twice the size (or for NNODES + 1 nodes). */
+/* Rebuild the node table at twice the size (or for NNODES + 1 nodes). A slot's tag holds
+ * its node's place (node_slot): the old table is read in order, no node is loaded. */
 static int node_rehash(struct tk_prof *p)
 {
 	size_t size = p->node_map ? (p->node_mask + 1) * 2 : 1024;
+	unsigned bits = 10;
 	while (size < (p->nnodes + 1) * 2)
 		size *= 2;
+	for (size_t s = 1024; s < size; s *= 2)
+		bits++;
+	/* the tag's bit 0 is always set: it cannot place a node */
+	if (bits > 31)
+		return -TK_E_NOMEM;
 	struct nslot *m = tk_calloc_written(size, sizeof *m);
 	if (!m)
 		return -TK_E_NOMEM;
-	for (uint32_t i = 0; i < p->nnodes; i++) {
-		uint64_t h = node_hash_of(p, i);
-		size_t s = h & (size - 1);
+	for (size_t i = 0; p->node_map && i <= p->node_mask; i++) {
+		struct nslot e = p->node_map[i];
+		if (!e.tag)
+			continue;
+		size_t s = e.tag >> (32 - bits);
 		while (m[s].tag)
 			s = (s + 1) & (size - 1);
-		m[s] = (struct nslot){ .node = i, .tag = node_tag(h) };
+		m[s] = e;
 	}
 	free(p->node_map);
 	p->node_map = m;
 	p->node_mask = size - 1;
+	p->node_shift = 32 - bits;
 	return 0;
 }
 
@@ -189,7 +195,7 @@ uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, u
 			       uint32_t track, uint64_t h)
 {
 	uint32_t tag = node_tag(h);
-	size_t home = h & p->node_mask, s = home;
+	size_t home = node_slot(p, h), s = home;
 	for (; p->node_map[s].tag; s = (s + 1) & p->node_mask) {
 		if (p->node_map[s].tag != tag)
 			continue;
@@ -205,7 +211,7 @@ uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, u
 	if ((p->nnodes + 1) * 2 > p->node_mask + 1) {
 		if (node_rehash(p) < 0)
 			return NONE32;
-		for (s = h & p->node_mask; p->node_map[s].tag; s = (s + 1) & p->node_mask)
+		for (s = node_slot(p, h); p->node_map[s].tag; s = (s + 1) & p->node_mask)
 			;
 	}
 	uint32_t i = new_node(p, parent, key, kind, track);

@@ -46,6 +46,7 @@ char pending[MAX_MODULES][PATH_MAX];   /* requested modules not loaded at start-
 int npending;
 size_t nrelocated;             /* CTIs whose window was relocated at start-up */
 uint32_t *site_traps;          /* TK_BTRACE_DEBUG=4: traps per CTI (index as in ctis) */
+uint8_t *cti_trapped;          /* per CTI: it has trapped (its later traps are past warm-up) */
 
 int out_pid;                   /* the process that owns out_fd */
 /* libc is traced: its exit system calls are trapped, so threads and the process end there
@@ -751,8 +752,8 @@ void flush_thread(struct tstate *ts)
 
 void end_thread(struct tstate *ts)
 {
-	uint64_t st[6] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits,
-			   ts->end_reason };
+	uint64_t st[7] = { ts->traps, ts->reentries, ts->unresolved, ts->traps_long, ts->tramp_hits,
+			   ts->end_reason, ts->traps_first };
 	flush_thread(ts);
 	if (!closed && !ts->done)
 		ring_out(ts);
@@ -968,7 +969,7 @@ static uint64_t record_locked(struct tstate *ts, const struct cti *c, const stru
 
 
 /* ---- trampolines: conditional jumps of 6 bytes record without a signal -----------------
- * On its first trap, a `jcc rel32` is overwritten with `jmp rel32` to generated code that
+ * At start-up, a `jcc rel32` is overwritten with `jmp rel32` to generated code that
  * repeats the condition and, on each path, calls tramp_hit() through a stub that saves all
  * registers, the flags and the SSE registers, then jumps on to the target or the
  * fall-through. The recorded packets are the same as with the trap. */
@@ -978,7 +979,6 @@ static uint64_t record_locked(struct tstate *ts, const struct cti *c, const stru
 static uint8_t *tramp_area[MAX_MODULES];
 static size_t tramp_used[MAX_MODULES];
 static uint8_t *tramp_stub[MAX_MODULES];
-uint8_t *tramp_done;           /* per CTI: 1 once rewritten (or given up) */
 static uint32_t *tramp_index[MAX_MODULES];  /* CTI index of each trampoline, in area order */
 static size_t tramp_count[MAX_MODULES];
 static size_t tramp_base[MAX_MODULES];   /* offset of the first trampoline (after the stub) */
@@ -996,7 +996,6 @@ int32_t ttls_fs_off;
 #define TRAMP_META 16
 #define RELOC_MAX_BYTES (TRAMP_SIZE - TRAMP_META - (6 + 2 * TRAMP_PATH))
 int tramps_on;
-static volatile int patch_lock;
 
 /* A signal that arrived while the thread was recording (in_hit), delivered again now that
  * the record is whole, with its own siginfo: the program's handler (wrap_handler) or the
@@ -1943,9 +1942,9 @@ static uint64_t path_to(int m, uint64_t to, int make)
 {
 	if (!cti_slot || module_of(to) != &modules[m])
 		return to;
-	const struct cti *c = cti_find(to);
+	const struct cti *c = make ? cti_find(to) : NULL;   /* a lookup per path otherwise */
 	size_t i = c ? (size_t)(c - ctis) : 0;
-	if (c && c->kind == CTI_RET && !cti_slot[i] && make && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
+	if (c && c->kind == CTI_RET && !cti_slot[i] && tramp_used[m] + TRAMP_SIZE <= TRAMP_AREA &&
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);
@@ -1959,18 +1958,16 @@ static uint64_t path_to(int m, uint64_t to, int make)
 	return copy ? copy : to;
 }
 
-static void tramp_install(const struct cti *c, size_t i)
+/* Make the trampoline of the jcc rel32 or 6-byte indirect transfer C (index I) in its
+ * module's area; the rel32 of a `jmp` at C to it into *REL. -1 if there is no room, -2 if
+ * the jump cannot reach it. Start-up only. */
+static int tramp_make(const struct cti *c, size_t i, int32_t *rel)
 {
-	if (__atomic_exchange_n(&tramp_done[i], 1, __ATOMIC_ACQ_REL))
-		return;
 	const struct module *mod = module_of(c->addr);
 	int m = (int)(mod - modules);
-	if (!mod || !tramp_area[m])
-		return;
-	while (__atomic_exchange_n(&patch_lock, 1, __ATOMIC_ACQUIRE))
-		;
-	if (tramp_used[m] + TRAMP_SIZE > TRAMP_AREA || tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
-		goto out;
+	if (!mod || !tramp_area[m] || tramp_used[m] + TRAMP_SIZE > TRAMP_AREA ||
+	    tramp_count[m] >= TRAMP_AREA / TRAMP_SIZE)
+		return -1;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
 		emit_jcc_paths(&p, jcc_stub(m), c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
@@ -1980,24 +1977,34 @@ static void tramp_install(const struct cti *c, size_t i)
 	tramp_used[m] = (size_t)(t + TRAMP_SIZE - tramp_area[m]);   /* keep the grid */
 	tramp_index[m][tramp_count[m]] = (uint32_t)i;
 	__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
-
 	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (c->addr + 5));
-	if (d != (int32_t)d)
-		goto out;
-	long pg = 4096;
-	uint64_t a = c->addr & ~(uint64_t)(pg - 1);
-	size_t len = (size_t)((c->addr + 6) - a);
-	if (rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_WRITE | PROT_EXEC, 0, 0, 0) < 0)
-		goto out;
-	/* the displacement first, then the opcode over the int3: a thread that still sees
-	 * the int3 traps and is emulated as before */
-	int32_t rel32 = (int32_t)d;
-	memcpy((void *)(uintptr_t)(c->addr + 1), &rel32, 4);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	*(volatile uint8_t *)(uintptr_t)c->addr = 0xe9;
-	rt_syscall(SYS_mprotect, a, len, PROT_READ | PROT_EXEC, 0, 0, 0);
-out:
-	__atomic_store_n(&patch_lock, 0, __ATOMIC_RELEASE);
+	*rel = (int32_t)d;
+	return d == *rel ? 0 : -2;
+}
+
+/* Start-up, once the windows are made: every jcc rel32 and 6-byte `call/jmp [rip + disp]`
+ * without a slot gets its trampoline, its jump written by patch() from JUMPS (room for one
+ * per CTI; *N of them). Made at its first trap instead (until session 28), each one executed
+ * cost a trap (about 10 us); made here, about 0.15 us each and 128 bytes of the area (git: 31 k
+ * of them, 1.2 k executed by git status). One that does not fit in its module's area or
+ * cannot reach it keeps its trap. Returns how many were made. */
+size_t start_tramps(struct window *jumps, size_t *n)
+{
+	size_t made = 0;
+	for (size_t i = 0; i < nctis; i++) {
+		const struct cti *c = &ctis[i];
+		int32_t rel;
+		if (!tramp_eligible(c) || (cti_slot && cti_slot[i]) || tramp_make(c, i, &rel) < 0)
+			continue;
+		struct window *w = &jumps[(*n)++];
+		w->at = c->addr;
+		w->jmp[0] = 0xe9;
+		memcpy(w->jmp + 1, &rel, 4);
+		w->len = 5;
+		w->island = 0;
+		made++;
+	}
+	return made;
 }
 
 /* ---- relocation: short conditional jumps and returns ---------------------------------
@@ -2628,11 +2635,15 @@ void on_trap(int sig, siginfo_t *si, void *ucv)
 		__atomic_fetch_add(&site_traps[c - ctis], 1, __ATOMIC_RELAXED);
 	if (active) {
 		struct tstate *ts = thread_state();
+		uint64_t traps = ts ? ts->traps : 0;
 		if (ts)
 			record(ts, c, &r, g, rsp, 1);
-		if (tramps_on && tramp_eligible(c))
-			tramp_install(c, (size_t)(c - ctis));
+		/* a recorded trap, the first at this CTI (in this process and those it forked from) */
+		if (ts && ts->traps != traps && cti_trapped &&
+		    !__atomic_exchange_n(&cti_trapped[c - ctis], 1, __ATOMIC_RELAXED))
+			ts->traps_first++;
 	}
-	g[REG_RIP] = (greg_t)(c->kind == CTI_JMP_IND && nwindows ? window_entry(r.next) : r.next);
+	/* a computed jump, or a conditional branch to a window's moved instruction (reloc.h) */
+	g[REG_RIP] = (greg_t)((c->kind == CTI_JMP_IND || c->kind == CTI_JCC) && nwindows ? window_entry(r.next) : r.next);
 }
 

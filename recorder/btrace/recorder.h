@@ -79,6 +79,7 @@ struct tstate {
 	uint64_t traps, reentries, unresolved;
 	uint64_t traps_long;         /* traps at CTIs of 5 bytes or more (trampoline candidates) */
 	uint64_t tramp_hits;         /* CTIs recorded by a trampoline, without a trap */
+	uint64_t traps_first;        /* traps that were their CTI's first (warm-up) */
 	uint64_t kind_traps[16];     /* traps by CTI kind (+8: jcc rel8), for TK_BTRACE_DEBUG */
 	volatile int in_hit;         /* recording from a trampoline (signals are not blocked) */
 	volatile int muted;          /* the recorder's own libc calls: their CTIs are not recorded */
@@ -170,6 +171,7 @@ extern char pending[MAX_MODULES][PATH_MAX];
 extern int npending;
 extern size_t nrelocated;
 extern uint32_t *site_traps;
+extern uint8_t *cti_trapped;
 extern uint32_t *cti_slot;
 extern int out_pid;
 extern int exits_traced;
@@ -194,6 +196,7 @@ int island_install(size_t i, uint64_t island);
 uint64_t island_ip(uint64_t rip);
 int tail_install(size_t i, const struct reloc_insn *pre, int n);
 void paths_link(int m);
+size_t start_tramps(struct window *jumps, size_t *n);
 extern volatile int active, closed;
 extern __thread struct tstate *tls __attribute__((tls_model("initial-exec")));
 extern int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -207,7 +210,6 @@ extern uint64_t *tj_target, *tj_src;
 extern uint64_t plt_lo[MAX_MODULES * 4], plt_hi[MAX_MODULES * 4];
 extern uint64_t fd_reopened;
 extern uint64_t err_dev, err_ino;
-extern uint8_t *tramp_done;
 
 void say2(const char *a, const char *b, const char *c);
 void say(const char *msg);

@@ -82,7 +82,7 @@ static inline int reloc_suffix_insn(uint64_t ip, const ZydisDecodedInstruction *
  * register other than RSP, or through memory addressed by registers other than RSP (the
  * trampoline reads the pointer with a copy of the instruction as `push [mem]`, below the
  * red zone), no segment, 64-bit addresses? Through [rip + disp] it is 6 bytes and gets
- * its trampoline at its first trap (tramp_install). */
+ * its trampoline like a jcc rel32 (start_tramps). */
 static inline int reloc_indirect_ok(const struct cti *c)
 {
 	if (!c->is_mem)
@@ -105,18 +105,34 @@ static inline int reloc_any_between(const uint64_t *a, size_t n, uint64_t lo, ui
 	return l > 0 && a[l - 1] > lo;
 }
 
-/* Where code may be entered other than by falling through: sorted address arrays. */
+/* Where code may be entered other than by falling through: sorted address arrays. The
+ * last (RELOC_JCC) holds the targets of conditional branches, which never land in a window
+ * before its CTI: their trampoline paths go to the window's copy of their target (path_to),
+ * and their traps too (window_entry). */
+#define RELOC_JCC 3
 struct reloc_entries {
-	const uint64_t *a[3];
-	size_t n[3];
+	const uint64_t *a[4];
+	size_t n[4];
 };
 
 static inline int reloc_entered(const struct reloc_entries *e, uint64_t lo, uint64_t hi)
 {
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		if (reloc_any_between(e->a[k], e->n[k], lo, hi))
 			return 1;
 	return 0;
+}
+
+/* May code enter the window's jump at B other than at B, for a window whose CTI is at CTI?
+ * A conditional branch may target a moved instruction or the CTI (git: `jae 1f` to `1: pop
+ * %rbx; ret`, with `jmp 2f` to `2: movb $0,(%rax); 1: ...` from elsewhere), not past it: a
+ * copy is found only from the instructions before the CTI (slot_copy). */
+static inline int reloc_window_entered(const struct reloc_entries *e, uint64_t b, uint64_t cti)
+{
+	for (int k = 0; k < RELOC_JCC; k++)
+		if (reloc_any_between(e->a[k], e->n[k], b, b + 5))
+			return 1;
+	return reloc_any_between(e->a[RELOC_JCC], e->n[RELOC_JCC], cti, b + 5);
 }
 
 /* The chosen window: B = PRE[first].addr (or the CTI's address when first == npre), then
@@ -146,7 +162,7 @@ static inline int reloc_choose(const struct reloc_insn *pre, int npre, uint64_t 
 			while (pass && end - b < 5 && ns < nsuf && suf[ns].addr == end && !(ns && suf[ns - 1].transfer))
 				end += suf[ns++].len;
 			if (end - b < 5 || (pass && end == cti + len) ||
-			    (npre - j) + ns + (ns > 0) > RELOC_MAX_INSNS || reloc_entered(ent, b, b + 5))
+			    (npre - j) + ns + (ns > 0) > RELOC_MAX_INSNS || reloc_window_entered(ent, b, cti))
 				continue;
 			w->b = b;
 			w->first = j;

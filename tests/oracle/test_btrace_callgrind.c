@@ -418,6 +418,46 @@ static void test_paths_into_windows(void **state)
 	check_untrapped("prefix", "prefix.c", "20000", fns, 100000, 100);
 }
 
+/* A ret without a window whose straight-line block is entered by branches (git's `jae 1f`
+ * to `1: pop %rbx; ret`, 500 traps in git status): its tail copies the block, and the
+ * branches' trampolines go to the copies of their targets (12,005 traps in 20,000 calls
+ * before: the paths ran into the ret's trap). */
+static void test_ret_tail_prefix(void **state)
+{
+	static const char *const fns[] = { "main", "rt", NULL };
+	(void)state;
+	check_untrapped("rettail", "rettail.c", "20000", fns, 60000, 100);
+}
+
+/* A conditional branch's target inside a window's first 5 bytes (git's `jae 1f` to `1: pop
+ * %rbx; ret`, the window from a `jmp` target before it): the branch's trampoline goes to the
+ * window's copy, so the window is made, and the code the jump reaches natively runs into it
+ * instead of the ret's trap (8,889 traps in 20,000 calls before). */
+static void test_jcc_target_in_window(void **state)
+{
+	static const char *const fns[] = { "main", "je", NULL };
+	(void)state;
+	check_untrapped("jccentry", "jccentry.c", "20000", fns, 60000, 100);
+}
+
+/* First executions: the trampolines of 256 `jcc rel32` run once each (twice in all) are made
+ * at start-up, so none of them traps (256 traps before: each one's first execution). `info`
+ * gives the share trapped after warm-up (traps past each CTI's first) beside the whole. */
+static void test_first_executions(void **state)
+{
+	static const char *const fns[] = { "main", "many", NULL };
+	char path[512];
+	(void)state;
+	check_untrapped("first", "first.c", "2", fns, 500, 20);
+	snprintf(path, sizeof path, "%s/first.tkbt", work);
+	assert_int_equal(sh("\"$TK\" info %s | grep -Eq 'trapped, [0-9.]+%% after warm-up \\([0-9]+ traps "
+			    "were their CTI.s first\\)'", path), 0);
+	/* trap-only: each of them traps every time; only its first trap is warm-up */
+	assert_int_equal(sh("\"$TK\" info %s/first_t.tkbt | awk '/CTIs patched/ { t = $4; for (i = 1; i <= NF; "
+			    "i++) if ($i == \"traps\" && $(i + 1) == \"were\") f = $(i - 1) } END { exit !(f >= 256 "
+			    "&& t - f >= 256) }'", work), 0);
+}
+
 /* --module: a shared library the executable links, traced alone (the executable is not);
  * a requested module that is only dlopen'ed later is named as not traced. */
 static void test_shared_module(void **state)
@@ -713,6 +753,9 @@ int main(void)
 		cmocka_unit_test(test_island),
 		cmocka_unit_test(test_jcc_tail),
 		cmocka_unit_test(test_paths_into_windows),
+		cmocka_unit_test(test_first_executions),
+		cmocka_unit_test(test_ret_tail_prefix),
+		cmocka_unit_test(test_jcc_target_in_window),
 		cmocka_unit_test(test_calls_relocated),
 		cmocka_unit_test(test_indirect_relocated),
 		cmocka_unit_test(test_shared_module),

@@ -126,6 +126,26 @@ static void test_prefix_moves_back_from_a_target(void **state)
 	}
 }
 
+/* The same with conditional branches' targets (RELOC_JCC): inside (B, B + 5) up to the CTI
+ * they do not move the window (their trampolines go to its copies), past it they do. */
+static void test_conditional_targets_inside_a_window(void **state)
+{
+	(void)state;
+	struct code k;
+	struct reloc_window w;
+	decode(long_block, sizeof long_block, &k);
+	uint64_t to_jne = BASE + 13;
+	struct reloc_entries ent = { { NULL, NULL, NULL, &to_jne }, { 0, 0, 0, 1 } };
+	assert_true(reloc_choose(k.pre, k.npre, k.cti, k.len, k.cti + k.len, k.suf, k.nsuf, &ent, 0, &w));
+	assert_int_equal(w.b, BASE + 10);   /* cmp; jne, the jne inside: a direct jump's target
+					       moved it back to the add (above) */
+	/* a target of the short block's je past it (the mov its suffix moves): never inside */
+	decode(short_block, sizeof short_block, &k);
+	uint64_t to_mov = BASE + 4;
+	ent.a[RELOC_JCC] = &to_mov;
+	assert_false(reloc_choose(k.pre, k.npre, k.cti, k.len, k.cti + k.len, k.suf, k.nsuf, &ent, 0, &w));
+}
+
 /* call memcmp; test %eax,%eax; jne +0x1e; call __errno_location; movl $0,(%rax) (sort's
  * hottest trap): the window starts at the jne and ends with the call, whose return site
  * lies past the jump. */
@@ -171,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_suffix_when_the_block_is_short),
 		cmocka_unit_test(test_branch_into_the_window_is_never_patched),
 		cmocka_unit_test(test_prefix_moves_back_from_a_target),
+		cmocka_unit_test(test_conditional_targets_inside_a_window),
 		cmocka_unit_test(test_suffix_ends_with_a_call),
 		cmocka_unit_test(test_faulting_instructions_stay),
 	};

@@ -1006,6 +1006,42 @@ static void test_deep_stack(void **state)
 	free(ev);
 }
 
+/* 300,000 distinct call paths walked twice: the node table grows ten times during the
+ * first walk (its slots moved without the nodes), and the second walk finds every path
+ * (no node made twice, every one called twice). */
+static void test_many_paths(void **state)
+{
+	(void)state;
+	enum { PATHS = 150000 };
+	struct tk_event *ev = calloc(8 * PATHS, sizeof *ev);
+	assert_non_null(ev);
+	size_t n = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t i = 0; i < PATHS; i++) {
+			/* f(i) calls g(i % 97): two new paths each */
+			ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 0x1000 + i, TK_TIME_NONE, 1);
+			ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 0x100 + i % 97, TK_TIME_NONE, 1);
+			ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 0x100 + i % 97, TK_TIME_NONE, 1);
+			ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 0x1000 + i, TK_TIME_NONE, 1);
+		}
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n / 2), 0);
+	size_t made = p->nnodes;
+	assert_true(made >= 2 * PATHS);
+	assert_int_equal(tk_prof_events(p, ev + n / 2, n / 2), 0);
+	assert_int_equal(p->nnodes, made);
+	size_t called = 0;
+	for (size_t i = 0; i < p->nnodes; i++)
+		if (p->nodes[i].kind == TK_PROF_KEY_ID) {
+			assert_int_equal(p->nodes[i].calls, 2);
+			called++;
+		}
+	assert_int_equal(called, 2 * PATHS);
+	tk_prof_free(p);
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1024,6 +1060,7 @@ int main(void)
 		cmocka_unit_test(test_long_durations),
 		cmocka_unit_test(test_counted_durations),
 		cmocka_unit_test(test_deep_stack),
+		cmocka_unit_test(test_many_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

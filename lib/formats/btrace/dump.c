@@ -121,16 +121,28 @@ void tk_btrace_info_text(struct tk_buf *out, const struct tk_btrace *bt)
 	if (bi->complete && !bi->exec) {
 		tk_buf_printf(out, "  %llu CTIs patched, %llu traps", (unsigned long long)bi->patched,
 			      (unsigned long long)bi->traps);
-		/* the share of executed CTIs that trapped, over the threads' own counts */
-		uint64_t traps = 0, hits = 0;
+		/* the share of executed CTIs that trapped, over the threads' own counts; after
+		 * warm-up: leaving out each CTI's first trap */
+		uint64_t traps = 0, hits = 0, first = 0;
+		int has_first = 1;
 		for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
-			traps += tk_btrace_thread(bt, i)->traps;
-			hits += tk_btrace_thread(bt, i)->tramp_hits;
+			const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+			traps += t->traps;
+			hits += t->tramp_hits;
+			first += t->traps_first;
+			has_first &= t->has_traps_first;
 		}
 		if (hits)
 			tk_buf_printf(out, "; of the recorded CTIs %llu trapped and %llu went through "
 				      "trampolines: %.3f%% trapped", (unsigned long long)traps,
 				      (unsigned long long)hits, 100.0 * (double)traps / (double)(traps + hits));
+		if (hits && has_first && first <= traps)
+			tk_buf_printf(out, ", %.3f%% after warm-up (%llu traps were their CTI's first)",
+				      100.0 * (double)(traps - first) / (double)(traps + hits),
+				      (unsigned long long)first);
+		else if (has_first && traps)
+			tk_buf_printf(out, "; %llu of the recorded CTIs' traps were their CTI's first "
+				      "(warm-up)", (unsigned long long)first);
 		tk_buf_putc(out, '\n');
 	}
 	if (bi->tsc_hz)

@@ -196,6 +196,10 @@ static int index_records(struct tk_btrace *bt, uint64_t off)
 			}
 			if (n >= 48)
 				t->pub.end_reason = (unsigned)tk_le64(p + 40);
+			if (n >= 56) {
+				t->pub.traps_first = tk_le64(p + 48);
+				t->pub.has_traps_first = 1;
+			}
 			break;
 		case TK_BTRACE_REC_PROCESS_END:
 			bt->info.complete = 1;

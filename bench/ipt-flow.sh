@@ -58,7 +58,7 @@ run_case() {
 	insns=$("$TK" decode --stat -j 1 $args "$pt" | awk '/^insn:/ {print $2}')
 	local blk_insns
 	blk_insns=$("$W/blk" "$pt" $args | awk '/^insn:/ {print $2}')
-	local t_blk t_stat1 t_stat2 t_prof1 t_prof2 t_nodis1 t_nodis2
+	local t_blk t_stat1 t_stat2 t_prof1 t_prof2 t_nodis1 t_nodis2 t_null1 t_null2
 	t_blk=$(bench_time "$W/blk" "$pt" $args)
 	t_stat1=$(bench_time "$TK" decode --stat -j 1 $args "$pt")
 	t_stat2=$(bench_time "$TK" decode --stat -j 2 $args "$pt")
@@ -72,6 +72,9 @@ run_case() {
 	t_nodis1=$(bench_time "$TK" decode --no-disasm -j 1 -o "$OUTDIR/out.txt" $args "$npt")
 	t_nodis2=$(bench_time "$TK" decode --no-disasm -j 2 -o "$OUTDIR/out.txt" $args "$npt")
 	rm -f "$OUTDIR/out.txt"
+	# the same text into /dev/null: what decoding and formatting scale to without the disk
+	t_null1=$(bench_time "$TK" decode --no-disasm -j 1 -o /dev/null $args "$npt")
+	t_null2=$(bench_time "$TK" decode --no-disasm -j 2 -o /dev/null $args "$npt")
 	local mem_blk mem_tk
 	mem_blk=$(bench_peak_kb "$W/blk" "$pt" $args)
 	mem_tk=$(bench_peak_kb "$TK" decode --stat -j 2 $args "$pt")
@@ -87,11 +90,17 @@ run_case() {
 	printf '%-36s %8s   %sx pt_blk\n' "interleaved rounds: profile -j 1" "" \
 		"$(bench_interleaved_ratio "$W/blk $pt $args" "$TK profile -j 1 $args $pt")"
 	echo "text output: $(stat -c %s "$npt") bytes of the trace, $ninsns instructions, into $OUTDIR"
-	printf '%-36s %8s s  %s M insn/s\n' "tracekit decode --no-disasm -j 1 -o F" "$t_nodis1" \
-		"$(echo "scale=1; $ninsns / $t_nodis1 / 1000000" | bc -l)"
-	printf '%-36s %8s s  %s M insn/s, %sx -j 1\n' "tracekit decode --no-disasm -j 2 -o F" \
+	printf '%-36s %8s s  %s M insn/s (disk-bound)\n' "tracekit decode --no-disasm -j 1 -o F" \
+		"$t_nodis1" "$(echo "scale=1; $ninsns / $t_nodis1 / 1000000" | bc -l)"
+	printf '%-36s %8s s  %s M insn/s, %sx -j 1 (disk-bound)\n' \
+		"tracekit decode --no-disasm -j 2 -o F" \
 		"$t_nodis2" "$(echo "scale=1; $ninsns / $t_nodis2 / 1000000" | bc -l)" \
 		"$(bench_ratio "$t_nodis1" "$t_nodis2")"
+	printf '%-36s %8s s  %s M insn/s\n' "tracekit decode --no-disasm -j 1 >null" "$t_null1" \
+		"$(echo "scale=1; $ninsns / $t_null1 / 1000000" | bc -l)"
+	printf '%-36s %8s s  %s M insn/s, %sx -j 1\n' "tracekit decode --no-disasm -j 2 >null" \
+		"$t_null2" "$(echo "scale=1; $ninsns / $t_null2 / 1000000" | bc -l)" \
+		"$(bench_ratio "$t_null1" "$t_null2")"
 	echo "peak memory: pt_blk ${mem_blk} KiB, tracekit -j 2 ${mem_tk} KiB"
 }
 

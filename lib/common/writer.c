@@ -17,7 +17,10 @@
 /* A large output to a regular file goes past the page cache once it reaches DIRECT_AFTER
  * bytes: the kernel's copy into the cache (and its write-back throttling) cost as much as
  * formatting GBs of text, a direct write almost nothing. Writes must then be whole
- * aligned blocks, so the data is staged; the tail is written normally at the end. */
+ * aligned blocks, so the data is staged; the tail is written normally at the end. A
+ * direct write returns when the disk has the data, so a second thread writes each full
+ * stage while the writer copies into the other one: the copy no longer leaves the disk
+ * idle (it took 40 % of a disk-bound decode's time, at any -j). */
 #define DIRECT_AFTER ((uint64_t)64 << 20)
 #define DIRECT_ALIGN 4096
 #define STAGE_SIZE ((size_t)8 << 20)
@@ -40,6 +43,14 @@ struct tk_writer {
 	char *stage;
 	size_t staged;
 	char tail[DIRECT_ALIGN];
+	/* the I/O thread, started with direct I/O: writes io_buf (NULL: idle) and gives it
+	 * back as the next stage; io_undirect: a direct write failed and it left direct I/O */
+	pthread_t io_thread;
+	pthread_mutex_t io_lock;
+	pthread_cond_t io_cond;
+	int io_started, io_done, io_err, io_errnum, io_undirect;
+	char *io_buf, *io_stage;     /* io_stage: the second stage, while idle */
+	size_t io_len;
 };
 
 static int write_all(int fd, const char *data, size_t n)
@@ -56,14 +67,72 @@ static int write_all(int fd, const char *data, size_t n)
 	return 0;
 }
 
-/* Leave direct I/O: the staged tail goes out through the page cache. */
-static int direct_end(struct tk_writer *w)
+/* The I/O thread: each handed stage with one direct write. A write the filesystem refuses
+ * (or cuts short) ends direct I/O, and the rest goes through the page cache. */
+static void *io_main(void *arg)
+{
+	struct tk_writer *w = arg;
+
+	pthread_mutex_lock(&w->io_lock);
+	for (;;) {
+		while (!w->io_buf && !w->io_done)
+			pthread_cond_wait(&w->io_cond, &w->io_lock);
+		if (!w->io_buf)
+			break;
+		char *buf = w->io_buf;
+		size_t len = w->io_len;
+		int undirect = w->io_undirect, err = 0, errnum = 0;
+
+		pthread_mutex_unlock(&w->io_lock);
+		ssize_t r = undirect ? 0 : write(w->fd, buf, len);
+		if (r != (ssize_t)len) {
+			size_t off = r > 0 ? (size_t)r : 0;
+
+			if (!undirect)
+				fcntl(w->fd, F_SETFL, w->fl);
+			undirect = 1;
+			if (write_all(w->fd, buf + off, len - off) < 0)
+				err = 1, errnum = errno;
+		}
+		pthread_mutex_lock(&w->io_lock);
+		w->io_undirect = undirect;
+		if (err && !w->io_err)
+			w->io_err = 1, w->io_errnum = errnum;
+		w->io_stage = buf;
+		w->io_buf = NULL;
+		pthread_cond_broadcast(&w->io_cond);
+	}
+	pthread_mutex_unlock(&w->io_lock);
+	return NULL;
+}
+
+/* Wait until the I/O thread is idle. Returns -1 (errno set) if a write of it failed;
+ * *UNDIRECT: it left direct I/O. */
+static int io_wait(struct tk_writer *w, int *undirect)
 {
 	int rc = 0;
 
+	pthread_mutex_lock(&w->io_lock);
+	while (w->io_buf)
+		pthread_cond_wait(&w->io_cond, &w->io_lock);
+	if (w->io_err)
+		rc = -1, errno = w->io_errnum;
+	*undirect = w->io_undirect;
+	pthread_mutex_unlock(&w->io_lock);
+	return rc;
+}
+
+/* Leave direct I/O: the staged tail goes out through the page cache. */
+static int direct_end(struct tk_writer *w)
+{
+	int rc = 0, undirect;
+
 	if (w->direct) {
-		fcntl(w->fd, F_SETFL, w->fl);
-		rc = write_all(w->fd, w->stage, w->staged);
+		rc = io_wait(w, &undirect);
+		if (!undirect)
+			fcntl(w->fd, F_SETFL, w->fl);
+		if (!rc)
+			rc = write_all(w->fd, w->stage, w->staged);
 		w->direct = 0;
 		w->staged = 0;
 	}
@@ -93,6 +162,22 @@ static void direct_begin(struct tk_writer *w)
 			return;
 		w->stage = p;
 	}
+	if (!w->io_started) {
+		if (posix_memalign(&p, DIRECT_ALIGN, STAGE_SIZE))
+			return;
+		w->io_stage = p;
+		pthread_mutex_init(&w->io_lock, NULL);
+		pthread_cond_init(&w->io_cond, NULL);
+		if (pthread_create(&w->io_thread, NULL, io_main, w)) {
+			pthread_cond_destroy(&w->io_cond);
+			pthread_mutex_destroy(&w->io_lock);
+			free(w->io_stage);
+			w->io_stage = NULL;
+			return;
+		}
+		w->io_started = 1;
+	}
+	w->io_undirect = 0;   /* the I/O thread is idle: direct_end waited for it */
 	if (fcntl(w->fd, F_SETFL, w->fl | O_DIRECT) < 0)
 		return;
 	if (lseek(w->fd, at - (off_t)part, SEEK_SET) < 0) {
@@ -119,10 +204,12 @@ static void keep_tail(struct tk_writer *w, const char *data, size_t n)
 	w->ntail = keep + n;
 }
 
-/* Stage DATA and write the whole blocks staged. Returns -1 on an I/O error; a write the
- * filesystem refuses ends direct I/O and the rest goes through the page cache. */
+/* Stage DATA; each full stage goes to the I/O thread. Returns -1 on an I/O error; once
+ * the I/O thread has left direct I/O, the rest goes through the page cache. */
 static int write_direct(struct tk_writer *w, const char *data, size_t n)
 {
+	int undirect;
+
 	while (n) {
 		size_t k = STAGE_SIZE - w->staged < n ? STAGE_SIZE - w->staged : n;
 
@@ -130,19 +217,20 @@ static int write_direct(struct tk_writer *w, const char *data, size_t n)
 		w->staged += k;
 		data += k;
 		n -= k;
-		size_t whole = w->staged & ~(size_t)(DIRECT_ALIGN - 1);
-		if (!whole)
+		if (w->staged < STAGE_SIZE)
 			continue;
-		ssize_t r = write(w->fd, w->stage, whole);
-		if (r != (ssize_t)whole) {
-			if (r > 0) {
-				memmove(w->stage, w->stage + r, w->staged - (size_t)r);
-				w->staged -= (size_t)r;
-			}
+		if (io_wait(w, &undirect) < 0)
+			return -1;
+		if (undirect)
 			return direct_end(w) < 0 || write_all(w->fd, data, n) < 0 ? -1 : 0;
-		}
-		memmove(w->stage, w->stage + whole, w->staged - whole);
-		w->staged -= whole;
+		pthread_mutex_lock(&w->io_lock);
+		w->io_buf = w->stage;
+		w->io_len = STAGE_SIZE;
+		w->stage = w->io_stage;
+		w->io_stage = NULL;
+		pthread_cond_broadcast(&w->io_cond);
+		pthread_mutex_unlock(&w->io_lock);
+		w->staged = 0;
 	}
 	return 0;
 }
@@ -254,6 +342,16 @@ int tk_writer_stop(struct tk_writer *w)
 	int err = w->err, errnum = w->errnum;
 	if (direct_end(w) < 0 && !err)
 		err = -TK_E_IO, errnum = errno;
+	if (w->io_started) {
+		pthread_mutex_lock(&w->io_lock);
+		w->io_done = 1;
+		pthread_cond_broadcast(&w->io_cond);
+		pthread_mutex_unlock(&w->io_lock);
+		pthread_join(w->io_thread, NULL);
+		pthread_cond_destroy(&w->io_cond);
+		pthread_mutex_destroy(&w->io_lock);
+		free(w->io_stage);
+	}
 	free(w->stage);
 	free(w->spare);
 	pthread_cond_destroy(&w->cond);

@@ -429,17 +429,60 @@ static int is_ret_site(uint64_t a, long *k)
 	return *k >= 0 && ret_sites[*k] == a;
 }
 
+/* The readable segments of the objects loaded with the program (the program, its
+ * libraries, ld.so, the vDSO): ld.so never unloads them, so bytes there are read with a
+ * plain copy. The re-entry checks read untraced callers' code and GOT slots at every call
+ * from untraced code (sqlite3's shell into libsqlite3: several hundred thousand reads),
+ * each a process_vm_readv before. */
+#define MAX_FIXED_SEGS 256
+static uint64_t fixed_lo[MAX_FIXED_SEGS], fixed_hi[MAX_FIXED_SEGS];
+static int nfixed;
+
+static int add_fixed(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	for (int i = 0; i < info->dlpi_phnum && nfixed < MAX_FIXED_SEGS; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_R) || !ph->p_memsz)
+			continue;
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+		fixed_lo[nfixed] = lo & ~4095ull;
+		fixed_hi[nfixed++] = (lo + ph->p_memsz + 4095) & ~4095ull;
+	}
+	return 0;
+}
+
+/* At start-up, before anything is recorded (dl_iterate_phdr is libc's). */
+void fixed_segments_setup(void)
+{
+	nfixed = 0;
+	dl_iterate_phdr(add_fixed, NULL);
+}
+
+/* N bytes of the process's memory at A: copied when they lie in a segment loaded with the
+ * program, else by a read that fails instead of faulting. */
+static int read_mem(void *dst, uint64_t a, size_t n)
+{
+	for (int i = 0; i < nfixed; i++)
+		if (a >= fixed_lo[i] && a + n <= fixed_hi[i] && a + n > a) {
+			memcpy(dst, (const void *)(uintptr_t)a, n);
+			return 0;
+		}
+	return rt_read_mem(dst, a, n);
+}
+
 /* Is RA the return address of a call made by untraced code (libc calling main, a thread's
  * start routine, a qsort comparator, an atexit or signal handler)? It lies outside the
- * traced modules and follows a call instruction. The bytes are read with
- * process_vm_readv, which fails instead of faulting on an unmapped page. */
+ * traced modules and follows a call instruction. The bytes are read with read_mem, which
+ * fails instead of faulting on an unmapped page. */
 static int untraced_return_address(uint64_t ra)
 {
 	uint8_t b[8];
 	long k;
 	if (ra < 0x10000 || ra >= 0x800000000000ull || module_of(ra) || is_ret_site(ra, &k))
 		return 0;
-	if (rt_read_mem(b, ra - 8, sizeof b) < 0)
+	if (read_mem(b, ra - 8, sizeof b) < 0)
 		return 0;
 	if (b[3] == 0xe8)   /* call rel32 */
 		return 1;
@@ -460,7 +503,7 @@ static int read_code(void *dst, uint64_t a, size_t n)
 		memcpy(dst, m->orig + (a - m->start), n);
 		return 0;
 	}
-	return rt_read_mem(dst, a, n);
+	return read_mem(dst, a, n);
 }
 
 /* The function that the call returning to RA called, where its code says so: a `call
@@ -496,7 +539,7 @@ static uint64_t called_function(uint64_t ra)
 	} else {
 		return 0;
 	}
-	return rt_read_mem(&t, slot, 8) < 0 ? 0 : t;
+	return read_mem(&t, slot, 8) < 0 ? 0 : t;
 }
 
 /* The thread entered the function FN (its start reaches IP, RSP changing by D) through a
@@ -1090,6 +1133,462 @@ static uint8_t *make_stub(uint8_t *p, void (*hit)(uint32_t, uint64_t))
 	return p;
 }
 
+/* ---- the conditional branches' stub: the TNT bit appended in assembly -----------------
+ * A trampoline's conditional branch in the common case (as tnt_quick: recording, the
+ * thread's own state, inside traced code, room in the buffer, no PSB due, no --trigger, no
+ * fence needed by ts_enter) appends its TNT bit here, without saving what C needs or
+ * calling it: the flags are kept in ah/al (lahf, seto; restored as make_stub does), four
+ * registers are pushed, the thread's state is fs-relative (tls, initial-exec). Every other
+ * case goes on to the full stub (tramp_hit) with everything as it was at entry. in_hit is
+ * set before the checks, so a signal arriving meanwhile is deferred as in tramp_hit; a
+ * deferred one is redelivered through a full stub calling tramp_deferred. Once in_hit is
+ * cleared the branch is recorded but ttls still names it: logical_ip takes a RIP in
+ * [jcc_done_at, jcc_done_end) of this stub to the branch's destination. */
+static uint8_t *tramp_jcc_stub[MAX_MODULES];
+static size_t jcc_done_at, jcc_done_end;   /* offsets in a jcc stub */
+
+/* From the jcc stub, after its record, when a signal was deferred meanwhile. */
+static void tramp_deferred(uint32_t code, uint64_t rsp)
+{
+	(void)code;
+	(void)rsp;
+	struct tstate *ts = tls;
+	if (ts && ts->deferred)
+		redeliver(ts);
+}
+
+/* An instruction with a memory operand [rdx + disp32] (ModRM already in OP) or fs:[disp32]. */
+static void emit_m(uint8_t **p, const uint8_t *op, size_t n, size_t disp)
+{
+	int32_t d = (int32_t)disp;
+	emit(p, op, n);
+	emit(p, &d, 4);
+}
+
+#define JE 0x4
+#define JNE 0x5
+#define JAE 0x3
+#define JMP 16
+/* A jcc rel32 (condition CC) or jmp rel32 (JMP) to be fixed by jump_fix; returns its rel32. */
+static uint8_t *emit_jump(uint8_t **p, int cc)
+{
+	uint8_t op[2] = { 0x0f, (uint8_t)(0x80 + cc) }, jmp = 0xe9;
+	if (cc == JMP)
+		emit(p, &jmp, 1);
+	else
+		emit(p, op, 2);
+	*p += 4;
+	return *p - 4;
+}
+
+static void jump_fix(uint8_t *rel_at, const uint8_t *to)
+{
+	int32_t rel = (int32_t)(to - (rel_at + 4));
+	memcpy(rel_at, &rel, 4);
+}
+
+
+/* Restore the flags (from ah/al) and the registers pushed at entry (WIDE: r8, r9 too). */
+static void emit_fast_leave(uint8_t **p, int wide)
+{
+	static const uint8_t b[] = {
+		0x04, 0x7f,             /* add al, 0x7f: OF from al */
+		0x9e,                   /* sahf */
+		0x41, 0x59, 0x41, 0x58, /* pop r9 r8 */
+		0x5e, 0x5a, 0x59, 0x58, /* pop rsi rdx rcx rax */
+	};
+	emit(p, b, 3);
+	emit(p, b + (wide ? 3 : 7), wide ? 8 : 4);
+}
+
+#define RDX(reg) (uint8_t)(0x80 | (reg) << 3 | 2)   /* ModRM [rdx + disp32] */
+#define OFF(f) offsetof(struct tstate, f)
+
+/* A fast stub's entry: save the registers and the flags, then tnt_quick's checks with the
+ * thread's state in rdx, setting in_hit and taking the buffer on the way. A failed check
+ * jumps (rel32 in SLOW before in_hit is set, in UNLOCK after) to the way out to the full
+ * stub (emit_fast_slow). */
+static void emit_fast_checks(uint8_t **pp, int32_t tls_off, int wide, uint8_t **slow, int *nslow,
+			     uint8_t **unlock, int *nunlock)
+{
+	uint8_t *p = *pp;
+	uint64_t a;
+	static const uint8_t enter[] = {
+		0x50, 0x51, 0x52, 0x56, /* push rax rcx rdx rsi */
+		0x41, 0x50, 0x41, 0x51, /* push r8 r9 */
+		0x9f,                   /* lahf: SF ZF AF PF CF */
+		0x0f, 0x90, 0xc0,       /* seto al */
+	};
+	emit(&p, enter, 4);
+	if (wide)
+		emit(&p, enter + 4, 4);
+	emit(&p, enter + 8, 4);
+	/* the globals: recording, no --trigger, no fence in ts_enter */
+	const void *globals[3] = { (const void *)&active, &trigger_at, &ts_fence };
+	static const uint8_t cmp_rcx[3][4] = { { 0x83, 0x39, 0x00 }, { 0x48, 0x83, 0x39, 0x00 }, { 0x83, 0x39, 0x00 } };
+	for (int k = 0; k < 3; k++) {
+		static const uint8_t movabs[] = { 0x48, 0xb9 };   /* mov rcx, imm64 */
+		emit(&p, movabs, 2);
+		a = (uint64_t)(uintptr_t)globals[k];
+		emit(&p, &a, 8);
+		emit(&p, cmp_rcx[k], k == 1 ? 4 : 3);
+		slow[(*nslow)++] = emit_jump(&p, k == 0 ? JE : JNE);
+	}
+	static const uint8_t ld_tls[] = { 0x64, 0x48, 0x8b, 0x14, 0x25 };   /* mov rdx, fs:[disp32] */
+	emit_m(&p, ld_tls, sizeof ld_tls, (size_t)(int64_t)tls_off);
+	static const uint8_t test_rdx[] = { 0x48, 0x85, 0xd2 };
+	emit(&p, test_rdx, 3);
+	slow[(*nslow)++] = emit_jump(&p, JE);
+	/* muted | done | clone_pending | check_tid */
+	uint8_t op[4] = { 0x8b, RDX(1) };   /* mov ecx, [rdx+d] */
+	emit_m(&p, op, 2, OFF(muted));
+	op[0] = 0x0b;   /* or ecx, [rdx+d] */
+	emit_m(&p, op, 2, OFF(done));
+	emit_m(&p, op, 2, OFF(clone_pending));
+	emit_m(&p, op, 2, OFF(check_tid));
+	slow[(*nslow)++] = emit_jump(&p, JNE);
+	uint8_t cmp0[2] = { 0x83, RDX(7) }, zero = 0;   /* cmp dword [rdx+d], 0 */
+	emit_m(&p, cmp0, 2, OFF(lock));
+	emit(&p, &zero, 1);
+	slow[(*nslow)++] = emit_jump(&p, JNE);
+	/* in_hit = 1 (signals from here are deferred), lock = LOCK_OWNER, then ended */
+	uint8_t st[2] = { 0xc7, RDX(0) };
+	uint32_t one = 1;
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &one, 4);
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &one, 4);
+	emit_m(&p, cmp0, 2, OFF(ended));
+	emit(&p, &zero, 1);
+	unlock[(*nunlock)++] = emit_jump(&p, JNE);
+	emit_m(&p, cmp0, 2, OFF(inside));
+	emit(&p, &zero, 1);
+	unlock[(*nunlock)++] = emit_jump(&p, JE);
+	/* room in the buffer, no PSB due: len < BUF_FLUSH_AT, psb_pos != -1, len - psb_pos < PSB_EVERY */
+	uint8_t ld[3] = { 0x48, 0x8b, RDX(1) };   /* mov rcx, [rdx+d] */
+	emit_m(&p, ld, 3, OFF(enc.len));
+	static const uint8_t cmp_flush[] = { 0x48, 0x81, 0xf9 };   /* cmp rcx, imm32 */
+	uint32_t lim = BUF_FLUSH_AT;
+	emit(&p, cmp_flush, 3);
+	emit(&p, &lim, 4);
+	unlock[(*nunlock)++] = emit_jump(&p, JAE);
+	uint8_t cmpq[3] = { 0x48, 0x83, RDX(7) }, m1 = 0xff;   /* cmp qword [rdx+d], -1 */
+	emit_m(&p, cmpq, 3, OFF(psb_pos));
+	emit(&p, &m1, 1);
+	unlock[(*nunlock)++] = emit_jump(&p, JE);
+	uint8_t sub[3] = { 0x48, 0x2b, RDX(1) };   /* sub rcx, [rdx+d] */
+	emit_m(&p, sub, 3, OFF(psb_pos));
+	lim = PSB_EVERY;
+	emit(&p, cmp_flush, 3);
+	emit(&p, &lim, 4);
+	unlock[(*nunlock)++] = emit_jump(&p, JAE);
+	*pp = p;
+}
+
+/* The way out of a fast stub when a check failed: the buffer and in_hit given back (tramp_hit
+ * sets in_hit again and redelivers what was deferred), everything as at entry, then the
+ * full stub FULL. */
+static void emit_fast_slow(uint8_t **pp, int wide, uint8_t *full, uint8_t **slow, int nslow,
+			   uint8_t **unlock, int nunlock)
+{
+	uint8_t *p = *pp;
+	uint8_t st[2] = { 0xc7, RDX(0) };
+	uint32_t none = 0;
+	for (int k = 0; k < nunlock; k++)
+		jump_fix(unlock[k], p);
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &none, 4);
+	for (int k = 0; k < nslow; k++)
+		jump_fix(slow[k], p);
+	emit_fast_leave(&p, wide);
+	jump_fix(emit_jump(&p, JMP), full);
+	*pp = p;
+}
+
+static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off)
+{
+	uint8_t *start = p, *slow[16], *unlock[8];
+	int nslow = 0, nunlock = 0;
+	uint64_t a;
+	uint8_t op[4] = { 0x8b, RDX(1) };
+	uint8_t cmp0[2] = { 0x83, RDX(7) }, zero = 0;   /* cmp dword [rdx+d], 0 */
+	uint8_t st[2] = { 0xc7, RDX(0) };
+	uint32_t none = 0;
+	emit_fast_checks(&p, tls_off, 0, slow, &nslow, unlock, &nunlock);
+	/* the record: tramp_hits++, then ptenc_tnt */
+	uint8_t inc[3] = { 0x48, 0xff, RDX(0) };
+	emit_m(&p, inc, 3, OFF(tramp_hits));
+	op[0] = 0x8b;   /* mov ecx, [rdx+tnt] */
+	emit_m(&p, op, 2, OFF(enc.tnt));
+	static const uint8_t bit[] = {
+		0x01, 0xc9,             /* add ecx, ecx */
+		0x0f, 0xba, 0xe7, 0x00, /* bt edi, 0: the taken bit */
+		0x83, 0xd1, 0x00,       /* adc ecx, 0 */
+	};
+	emit(&p, bit, sizeof bit);
+	op[0] = 0x89;   /* mov [rdx+tnt], ecx */
+	emit_m(&p, op, 2, OFF(enc.tnt));
+	uint8_t incd[2] = { 0xff, RDX(0) }, six = 6;   /* inc dword [rdx+ntnt]; cmp dword [rdx+ntnt], 6 */
+	emit_m(&p, incd, 2, OFF(enc.ntnt));
+	emit_m(&p, cmp0, 2, OFF(enc.ntnt));
+	emit(&p, &six, 1);
+	uint8_t *no_flush = emit_jump(&p, JNE);
+	/* six bits: a short TNT byte, ((1 << 6) | tnt) << 1, at buf[len++] */
+	static const uint8_t tnt_byte[] = { 0x83, 0xc9, 0x40, 0x01, 0xc9 };   /* or ecx, 0x40; add ecx, ecx */
+	emit(&p, tnt_byte, sizeof tnt_byte);
+	uint8_t ldsi[3] = { 0x48, 0x8b, RDX(6) }, addsi[3] = { 0x48, 0x03, RDX(6) };
+	emit_m(&p, ldsi, 3, OFF(enc.len));
+	emit_m(&p, addsi, 3, OFF(enc.buf));
+	static const uint8_t stb[] = { 0x88, 0x0e };   /* mov [rsi], cl */
+	emit(&p, stb, 2);
+	emit_m(&p, inc, 3, OFF(enc.len));
+	emit_m(&p, st, 2, OFF(enc.tnt));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(enc.ntnt));
+	emit(&p, &none, 4);
+	jump_fix(no_flush, p);
+	/* ts_leave, then in_hit = 0: recorded */
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &none, 4);
+	jcc_done_at = (size_t)(p - start);
+	uint8_t cmpdef[3] = { 0x48, 0x83, RDX(7) };   /* cmp qword [rdx+deferred], 0 */
+	emit_m(&p, cmpdef, 3, OFF(deferred));
+	emit(&p, &zero, 1);
+	uint8_t *def = emit_jump(&p, JNE);
+	emit_fast_leave(&p, 0);
+	static const uint8_t ret = 0xc3;
+	emit(&p, &ret, 1);
+	/* a signal was deferred: ttls says where the thread goes (as tramp_hit leaves it), then
+	 * the full stub calling tramp_deferred */
+	jump_fix(def, p);
+	static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
+	emit(&p, ld_ctis, 2);
+	a = (uint64_t)(uintptr_t)&ctis;
+	emit(&p, &a, 8);
+	static const uint8_t cti_at[] = {
+		0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
+		0x89, 0xfe,             /* mov esi, edi */
+		0xd1, 0xee,             /* shr esi, 1 */
+		0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
+		0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
+		0x40, 0xf6, 0xc7, 0x01, /* test dil, 1 */
+		0x75, 0x0a,             /* jnz taken (10 bytes on) */
+		0x0f, 0xb6, 0x4e, (uint8_t)offsetof(struct cti, len),   /* movzx ecx, byte [rsi+len] */
+		0x48, 0x03, 0x4e, (uint8_t)offsetof(struct cti, addr),  /* add rcx, [rsi+addr] */
+		0xeb, 0x04,             /* jmp 1f */
+		0x48, 0x8b, 0x4e, (uint8_t)offsetof(struct cti, target), /* taken: mov rcx, [rsi+target] */
+		/* 1: */
+	};
+	_Static_assert(sizeof(struct cti) < 128 && offsetof(struct cti, len) < 128, "disp8");
+	emit(&p, cti_at, sizeof cti_at);
+	static const uint8_t st_dest[] = { 0x64, 0x48, 0x89, 0x0c, 0x25 };   /* mov fs:[d], rcx */
+	emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)(ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest)));
+	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
+	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
+	emit(&p, &none, 4);
+	emit_fast_leave(&p, 0);
+	jump_fix(emit_jump(&p, JMP), deferred);
+	jcc_done_end = (size_t)(p - start);
+	emit_fast_slow(&p, 0, full, slow, nslow, unlock, nunlock);
+	return p;
+}
+
+/* The rets' stub of a module whose code is [LO, HI): record() for a ret in the common case
+ * (tnt_quick's, and a time stamp wanted, a return into the same module, an IP packet of 2 or
+ * 4 bytes): a pending TNT byte, the TSC, the TIP; ttls says where the thread goes before
+ * in_hit is cleared, as tramp_hit leaves it. rsp at the ret is the entry's + 192: the
+ * path's call and rdi, the red zone, six registers. FROM_DEST 1: the same for an indirect
+ * call or jump whose path stored its destination in ttls.dest (a register, or a pointer
+ * loaded from [reg + disp]); 2: for `call/jmp [rip + disp]` (a PLT stub's jump to a function
+ * of its own module), reading the pointer. */
+static uint8_t *tramp_ret_stub[MAX_MODULES], *tramp_ind_stub[MAX_MODULES], *tramp_rip_stub[MAX_MODULES];
+/* LAND: computed jumps too (their path's code has the low bit), when the bit of their
+ * landing's offset in the module's map is clear: no window of 5 bytes (window_entry's) holds
+ * it. The map is filled by paths_link, once the module's windows are made. */
+static uint8_t *tramp_cind_stub[MAX_MODULES], *land_map[MAX_MODULES];
+
+static uint8_t *emit_rel8(uint8_t **p, uint8_t op)
+{
+	uint8_t b[2] = { op, 0 };
+	emit(p, b, 2);
+	return *p - 1;
+}
+
+static void rel8_fix(uint8_t *at, const uint8_t *to)
+{
+	*at = (uint8_t)(to - (at + 1));
+}
+
+static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int32_t tls_off, uint64_t lo,
+			      uint64_t hi, int from_dest, const uint8_t *land)
+{
+	uint8_t *slow[16], *unlock[16], *j;
+	int nslow = 0, nunlock = 0;
+	uint64_t a;
+	uint8_t st[2] = { 0xc7, RDX(0) }, zero = 0;
+	uint32_t none = 0;
+	emit_fast_checks(&p, tls_off, 1, slow, &nslow, unlock, &nunlock);
+	static const uint8_t movabs[] = { 0x48, 0xb9 };   /* mov rcx, imm64 */
+	emit(&p, movabs, 2);
+	a = (uint64_t)(uintptr_t)&call_times;
+	emit(&p, &a, 8);
+	static const uint8_t cmp_rcx[] = { 0x83, 0x39, 0x00 };
+	emit(&p, cmp_rcx, 3);
+	unlock[nunlock++] = emit_jump(&p, JE);
+	static const uint8_t ld_ra[] = { 0x48, 0x8b, 0xb4, 0x24, 0xc0, 0x00, 0x00, 0x00 };   /* mov rsi, [rsp+192] */
+	static const uint8_t ld_dest[] = { 0x64, 0x48, 0x8b, 0x34, 0x25 };   /* mov rsi, fs:[d] */
+	int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
+	if (from_dest == 2) {   /* jmp/call [rip + disp]: the pointer, as tramp_hit reads it */
+		static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
+		emit(&p, ld_ctis, 2);
+		a = (uint64_t)(uintptr_t)&ctis;
+		emit(&p, &a, 8);
+		static const uint8_t ptr[] = {
+			0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
+			0x89, 0xfe,             /* mov esi, edi */
+			0xd1, 0xee,             /* shr esi, 1 */
+			0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
+			0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
+			0x48, 0x63, 0x4e, (uint8_t)offsetof(struct cti, disp),        /* movsxd rcx, [rsi+disp] */
+			0x48, 0x03, 0x4e, (uint8_t)offsetof(struct cti, addr),        /* add rcx, [rsi+addr] */
+			0x44, 0x0f, 0xb6, 0x4e, (uint8_t)offsetof(struct cti, len),   /* movzx r9d, byte [rsi+len] */
+			0x4c, 0x01, 0xc9,       /* add rcx, r9 */
+			0x48, 0x8b, 0x31,       /* mov rsi, [rcx] */
+		};
+		emit(&p, ptr, sizeof ptr);
+	} else if (from_dest) {
+		emit_m(&p, ld_dest, sizeof ld_dest, (size_t)(int64_t)dest_off);
+	} else {
+		emit(&p, ld_ra, sizeof ld_ra);
+	}
+	static const uint8_t cmp_rsi[] = { 0x48, 0x39, 0xce };   /* cmp rsi, rcx */
+	emit(&p, movabs, 2);
+	emit(&p, &lo, 8);
+	emit(&p, cmp_rsi, 3);
+	unlock[nunlock++] = emit_jump(&p, 0x2);   /* jb */
+	emit(&p, movabs, 2);
+	emit(&p, &hi, 8);
+	emit(&p, cmp_rsi, 3);
+	unlock[nunlock++] = emit_jump(&p, JAE);
+	if (land) {   /* a computed jump landing where window_entry would send it elsewhere */
+		static const uint8_t off[] = { 0x48, 0x89, 0xf1, 0x49, 0xb9 };   /* mov rcx, rsi; mov r9, lo */
+		emit(&p, off, sizeof off);
+		emit(&p, &lo, 8);
+		static const uint8_t sub[] = { 0x4c, 0x29, 0xc9, 0x49, 0xb9 };   /* sub rcx, r9; mov r9, land */
+		emit(&p, sub, sizeof sub);
+		a = (uint64_t)(uintptr_t)land;
+		emit(&p, &a, 8);
+		static const uint8_t bt[] = { 0x49, 0x0f, 0xa3, 0x09 };   /* bt [r9], rcx */
+		emit(&p, bt, sizeof bt);
+		unlock[nunlock++] = emit_jump(&p, 0x2);   /* jc */
+	}
+	uint8_t ldlast[3] = { 0x48, 0x8b, RDX(1) };   /* mov rcx, [rdx+last_ip] */
+	static const uint8_t hi32[] = { 0x48, 0x31, 0xf1, 0x48, 0xc1, 0xe9, 0x20 };   /* xor rcx, rsi; shr rcx, 32 */
+	emit_m(&p, ldlast, 3, OFF(enc.last_ip));
+	emit(&p, hi32, sizeof hi32);
+	unlock[nunlock++] = emit_jump(&p, JNE);
+	/* r8 = where the packets go */
+	uint8_t ldr8[3] = { 0x4c, 0x8b, RDX(0) }, addr8[3] = { 0x4c, 0x03, RDX(0) };
+	emit_m(&p, ldr8, 3, OFF(enc.buf));
+	emit_m(&p, addr8, 3, OFF(enc.len));
+	/* the pending TNT bits: ((1 << ntnt) | tnt) << 1 */
+	uint8_t ldn[2] = { 0x8b, RDX(1) };   /* mov ecx, [rdx+ntnt] */
+	emit_m(&p, ldn, 2, OFF(enc.ntnt));
+	static const uint8_t test_ecx[] = { 0x85, 0xc9 };
+	emit(&p, test_ecx, 2);
+	j = emit_rel8(&p, 0x74);   /* jz: none */
+	static const uint8_t tnt1[] = { 0x41, 0xb9, 0x01, 0x00, 0x00, 0x00, 0x41, 0xd3, 0xe1 };   /* mov r9d, 1; shl r9d, cl */
+	emit(&p, tnt1, sizeof tnt1);
+	uint8_t or9[3] = { 0x44, 0x0b, RDX(1) };   /* or r9d, [rdx+tnt] */
+	emit_m(&p, or9, 3, OFF(enc.tnt));
+	static const uint8_t tnt2[] = { 0x45, 0x01, 0xc9, 0x45, 0x88, 0x08, 0x49, 0xff, 0xc0 };   /* add r9d, r9d; mov [r8], r9b; inc r8 */
+	emit(&p, tnt2, sizeof tnt2);
+	emit_m(&p, st, 2, OFF(enc.tnt));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(enc.ntnt));
+	emit(&p, &none, 4);
+	rel8_fix(j, p);
+	/* TSC: 0x19 and the counter's low 7 bytes, one 8-byte store (the buffer has room) */
+	static const uint8_t tsc[] = {
+		0x41, 0x89, 0xc1,       /* mov r9d, eax: the flags */
+		0x48, 0x89, 0xd1,       /* mov rcx, rdx: the state */
+		0x0f, 0x31,             /* rdtsc */
+		0x48, 0xc1, 0xe2, 0x20, /* shl rdx, 32 */
+		0x48, 0x09, 0xd0,       /* or rax, rdx */
+		0x48, 0xc1, 0xe0, 0x08, /* shl rax, 8 */
+		0x0c, 0x19,             /* or al, 0x19 */
+		0x49, 0x89, 0x00,       /* mov [r8], rax */
+		0x49, 0x83, 0xc0, 0x08, /* add r8, 8 */
+		0x48, 0x89, 0xca,       /* mov rdx, rcx */
+		0x44, 0x89, 0xc8,       /* mov eax, r9d */
+	};
+	emit(&p, tsc, sizeof tsc);
+	/* TIP with 2 bytes of IP (IPBytes 1) if only those differ from last_ip, else 4 (2) */
+	static const uint8_t lo16[] = { 0x48, 0x31, 0xf1, 0x48, 0xc1, 0xe9, 0x10 };   /* xor rcx, rsi; shr rcx, 16 */
+	emit_m(&p, ldlast, 3, OFF(enc.last_ip));
+	emit(&p, lo16, sizeof lo16);
+	j = emit_rel8(&p, 0x75);   /* jnz: four bytes */
+	static const uint8_t tip2[] = {
+		0x41, 0xc6, 0x00, 1 << 5 | PT_TIP,      /* mov byte [r8], TIP IPBytes 1 */
+		0x66, 0x41, 0x89, 0x70, 0x01,           /* mov [r8+1], si */
+		0x49, 0x83, 0xc0, 0x03,                 /* add r8, 3 */
+	};
+	emit(&p, tip2, sizeof tip2);
+	uint8_t *j2 = emit_rel8(&p, 0xeb);
+	rel8_fix(j, p);
+	static const uint8_t tip4[] = {
+		0x41, 0xc6, 0x00, 2 << 5 | PT_TIP,      /* mov byte [r8], TIP IPBytes 2 */
+		0x41, 0x89, 0x70, 0x01,                 /* mov [r8+1], esi */
+		0x49, 0x83, 0xc0, 0x05,                 /* add r8, 5 */
+	};
+	emit(&p, tip4, sizeof tip4);
+	rel8_fix(j2, p);
+	uint8_t stlast[3] = { 0x48, 0x89, RDX(6) }, subr8[3] = { 0x4c, 0x2b, RDX(0) }, str8[3] = { 0x4c, 0x89, RDX(0) };
+	emit_m(&p, stlast, 3, OFF(enc.last_ip));
+	emit_m(&p, subr8, 3, OFF(enc.buf));
+	emit_m(&p, str8, 3, OFF(enc.len));
+	uint8_t inc[3] = { 0x48, 0xff, RDX(0) };
+	emit_m(&p, inc, 3, OFF(tramp_hits));
+	/* where the thread goes, then the buffer and in_hit given back */
+	static const uint8_t st_dest[] = { 0x64, 0x48, 0x89, 0x34, 0x25 };   /* mov fs:[d], rsi */
+	if (from_dest != 1)
+		emit_m(&p, st_dest, sizeof st_dest, (size_t)(int64_t)dest_off);
+	static const uint8_t st_code[] = { 0x64, 0xc7, 0x04, 0x25 };   /* mov dword fs:[d], 0 */
+	emit_m(&p, st_code, sizeof st_code, (size_t)(int64_t)ttls_fs_off);
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(lock));
+	emit(&p, &none, 4);
+	emit_m(&p, st, 2, OFF(in_hit));
+	emit(&p, &none, 4);
+	uint8_t cmpdef[3] = { 0x48, 0x83, RDX(7) };
+	emit_m(&p, cmpdef, 3, OFF(deferred));
+	emit(&p, &zero, 1);
+	uint8_t *def = emit_jump(&p, JNE);
+	emit_fast_leave(&p, 1);
+	static const uint8_t ret = 0xc3;
+	emit(&p, &ret, 1);
+	jump_fix(def, p);
+	emit_fast_leave(&p, 1);
+	jump_fix(emit_jump(&p, JMP), deferred);
+	emit_fast_slow(&p, 1, full, slow, nslow, unlock, nunlock);
+	return p;
+}
+
+static uint8_t *ret_stub(int m)
+{
+	return tramp_ret_stub[m] ? tramp_ret_stub[m] : tramp_stub[m];
+}
+
+/* The stub of module M's conditional branches. */
+static uint8_t *jcc_stub(int m)
+{
+	return tramp_jcc_stub[m] ? tramp_jcc_stub[m] : tramp_stub[m];
+}
+
 /* Call STUB with CODE in edi, past the red zone, and come back (16 bytes to the return). */
 static void emit_stub_call(uint8_t **p, uint8_t *stub, uint32_t code)
 {
@@ -1150,8 +1649,26 @@ void tramp_setup(int m)
 		return;
 	}
 	tramp_stub[m] = p;
-	/* trampolines start on a TRAMP_SIZE grid after the stub */
-	size_t stub = (size_t)(make_stub(p, tramp_hit) - p);
+	/* the stubs; trampolines start on a TRAMP_SIZE grid after them */
+	uint8_t *q = make_stub(p, tramp_hit), *deferred = q;
+	q = make_stub(q, tramp_deferred);
+	int64_t tls_off = (int64_t)((uint64_t)(uintptr_t)&tls - rt_fs_base());
+	if (tls_off == (int32_t)tls_off) {
+		tramp_jcc_stub[m] = q;
+		q = make_jcc_stub(q, p, deferred, (int32_t)tls_off);
+		tramp_ret_stub[m] = q;
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 0, NULL);
+		tramp_ind_stub[m] = q;
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1, NULL);
+		tramp_rip_stub[m] = q;
+		q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 2, NULL);
+		if ((land_map[m] = rec_alloc((modules[m].end - modules[m].start) / 8 + 8))) {
+			tramp_cind_stub[m] = q;
+			q = make_ret_stub(q, p, deferred, (int32_t)tls_off, modules[m].start, modules[m].end, 1,
+					  land_map[m]);
+		}
+	}
+	size_t stub = (size_t)(q - p);
 	tramp_used[m] = tramp_base[m] = (stub + TRAMP_SIZE - 1) / TRAMP_SIZE * TRAMP_SIZE;
 	tramp_area[m] = p;
 }
@@ -1431,7 +1948,7 @@ static uint64_t path_to(int m, uint64_t to, int make)
 	    tramp_count[m] < TRAMP_AREA / TRAMP_SIZE) {
 		uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 		memset(t, 0, TRAMP_SIZE);
-		emit_ret(&p, tramp_stub[m], &modules[m], c, i);
+		emit_ret(&p, ret_stub(m), &modules[m], c, i);
 		tramp_used[m] += TRAMP_SIZE;
 		tramp_index[m][tramp_count[m]] = (uint32_t)i;
 		__atomic_store_n(&tramp_count[m], tramp_count[m] + 1, __ATOMIC_RELEASE);
@@ -1453,9 +1970,9 @@ static int tramp_make(const struct cti *c, size_t i, int32_t *rel)
 		return -1;
 	uint8_t *t = tramp_area[m] + tramp_used[m], *p = t;
 	if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
+		emit_jcc_paths(&p, jcc_stub(m), c, i, path_to(m, c->addr + c->len, 0), path_to(m, c->target, 0));
 	} else {
-		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1));
+		emit_indirect(&p, tramp_rip_stub[m] ? tramp_rip_stub[m] : tramp_stub[m], c, (uint32_t)(i << 1));
 	}
 	tramp_used[m] = (size_t)(t + TRAMP_SIZE - tramp_area[m]);   /* keep the grid */
 	tramp_index[m][tramp_count[m]] = (uint32_t)i;
@@ -1637,6 +2154,15 @@ void paths_link(int m)
 			memcpy(jmps[j] + 1, &rel, 4);
 		}
 	}
+	/* where window_entry moves a computed jump's landing: the fast stub leaves it to C */
+	const struct module *mod = &modules[m];
+	for (size_t k = 0; land_map[m] && k < nwindows; k++) {
+		const struct window *w = &windows[k];
+		if (w->at < mod->start || w->at >= mod->end || w->len != 5 || w->island)
+			continue;
+		for (uint64_t a = w->at - mod->start; a < w->at + 5 - mod->start; a++)
+			land_map[m][a / 8] |= (uint8_t)(1u << (a % 8));
+	}
 }
 
 /* Copy the instruction R of module MOD to *P, its RIP-relative displacement adjusted; -1 if
@@ -1730,7 +2256,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		/* the paths, then the suffix (meta: its instructions and its end after the prefix's) */
 		uint64_t e = last->addr + last->len, to = e;
 		uint8_t *s = p + 6 + 2 * TRAMP_PATH, *lit = NULL;
-		emit_jcc_paths(&p, tramp_stub[m], c, i, (uint64_t)(uintptr_t)s, taken_to);
+		emit_jcc_paths(&p, jcc_stub(m), c, i, (uint64_t)(uintptr_t)s, taken_to);
 		meta[15] = (uint8_t)(nsuf | (last->transfer ? 0x80 : 0));
 		for (int j = 0; j <= nsuf; j++) {
 			if (j == nsuf - 1 && last->transfer) {   /* its place: before the push */
@@ -1767,7 +2293,7 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 			emit(&p, &e, 8);
 		}
 	} else if (c->kind == CTI_JCC) {
-		emit_jcc_paths(&p, tramp_stub[m], c, i, fall_to, taken_to);
+		emit_jcc_paths(&p, jcc_stub(m), c, i, fall_to, taken_to);
 	} else if (c->kind == CTI_CALL_IND || c->kind == CTI_JMP_IND) {
 		/* call/jmp reg: store the register as the destination (mov fs:[dest], reg), record,
 		 * push the original return address, jump through the destination */
@@ -1784,9 +2310,11 @@ int reloc_install(const struct cti *c, size_t i, const struct reloc_insn *pre, i
 		} else if (emit_load_dest(&p, mod, c, dest_off) < 0) {
 			goto fail;
 		}
-		emit_indirect(&p, tramp_stub[m], c, (uint32_t)(i << 1 | (c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED)));
+		int computed = c->kind == CTI_JMP_IND && c->cond == CTI_COMPUTED;
+		uint8_t *stub = computed ? tramp_cind_stub[m] : tramp_ind_stub[m];
+		emit_indirect(&p, stub ? stub : tramp_stub[m], c, (uint32_t)(i << 1 | computed));
 	} else {
-		emit_ret(&p, tramp_stub[m], mod, c, i);
+		emit_ret(&p, ret_stub(m), mod, c, i);
 	}
 	int64_t d = (int64_t)((uint64_t)(uintptr_t)t - (b + 5));
 	if (p > meta || d != (int32_t)d)
@@ -1873,7 +2401,13 @@ uint64_t logical_ip(uint64_t rip)
 			return c->addr;
 		return c->target;
 	}
-	/* in the stub or in tramp_hit */
+	/* in the stub or in tramp_hit; past the jcc stub's record, at the branch's destination */
+	for (int m = 0; m < nmodules; m++)
+		if (tramp_jcc_stub[m] && rip - (uint64_t)(uintptr_t)tramp_jcc_stub[m] - jcc_done_at <
+					 jcc_done_end - jcc_done_at && ttls.code_plus1) {
+			const struct cti *c = &ctis[(ttls.code_plus1 - 1) >> 1];
+			return ((ttls.code_plus1 - 1) & 1) ? c->target : c->addr + c->len;
+		}
 	if (ttls.code_plus1)
 		return ctis[(ttls.code_plus1 - 1) >> 1].addr;
 	return dest_ip();

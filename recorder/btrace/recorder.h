@@ -225,6 +225,7 @@ void flush_thread(struct tstate *ts);
 void end_thread(struct tstate *ts);
 int ts_take(struct tstate *ts);
 void ts_lock_setup(void);
+void fixed_segments_setup(void);
 extern int ts_fence;
 struct tstate *thread_state(void);
 int maybe_psb(struct tstate *ts, uint64_t ip);

@@ -1327,6 +1327,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	rt_sigmask(SIG_UNBLOCK, &trapbit, NULL);
 	pthread_atfork(NULL, NULL, after_fork_child);
 	ts_lock_setup();
+	fixed_segments_setup();
 	resolve_nonlocal();
 	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
 	real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))

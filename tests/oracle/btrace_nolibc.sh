@@ -7,7 +7,7 @@
 # through the GOT. Indirect calls
 # through a register are the program's own handlers (wrap_handler) and are allowed.
 # The trampolines' stub saves no vector register (btrace.c, make_stub): nothing it calls
-# (tramp_hit, trigger_hit) may use an xmm, ymm, zmm, mm or x87 register.
+# (tramp_hit, tramp_deferred, trigger_hit) may use an xmm, ymm, zmm, mm or x87 register.
 set -euo pipefail
 lib="$BUILD/recorder/btrace/libtkbtrace.so"
 [ -f "$lib" ] || { echo "no $lib"; exit 1; }
@@ -22,7 +22,7 @@ for line in sys.stdin:
         continue
     if cur and re.match(r"\s+[0-9a-f]+:", line):
         funcs[cur].append(line.rstrip())
-roots = ["on_trap", "tramp_hit", "wrap_handler", "on_fatal"]
+roots = ["on_trap", "tramp_hit", "tramp_deferred", "wrap_handler", "on_fatal"]
 missing = [r for r in roots if r not in funcs]
 if missing:
     sys.exit("roots not found (inlined or renamed?): %s" % missing)
@@ -48,7 +48,7 @@ def reach(roots):
 if "trigger_hit" not in funcs:
     sys.exit("trigger_hit not found (inlined or renamed?)")
 vec = []
-for f in sorted(reach(["tramp_hit", "trigger_hit"])[0]):
+for f in sorted(reach(["tramp_hit", "tramp_deferred", "trigger_hit"])[0]):
     for ins in funcs.get(f, []):
         if re.search(r"%[xyz]mm|%mm[0-7]|%st\b|\bf(x|)(save|rstor)|\bxsave|\bxrstor", ins):
             vec.append("%s: %s" % (f, ins.strip()))

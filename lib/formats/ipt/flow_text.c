@@ -2,6 +2,7 @@
  * formatted on its worker into its own buffer; the calling thread writes them in order. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,18 +19,30 @@ struct text_chunk {
 	struct tk_flow *flow;
 	struct text_run *run;
 	size_t index;
+	size_t counted;               /* of buf.len, in run->held */
+	size_t check_at;              /* buf.len at which to count again */
 };
 
 #define SPARE_BUFS 8
 #define WRITE_BYTES ((size_t)512 << 10)
 /* With -j N each chunk's text waits in memory for its turn to be written, and text is
- * ~170 bytes per byte of trace: a 2 MiB chunk held ~350 MB of it (1.7 GB resident at -j 2).
- * Text chunks of 256 KiB keep that to tens of MB; the output is the same for any split. */
-#define TEXT_CHUNK ((size_t)256 << 10)
-/* ... but a hostile chunk (one TNT run repeated: thousands of instructions per byte) still
- * makes GBs of it: past this much, a chunk's worker waits for its turn and then writes
- * what it has, so the text waiting is at most the pool's window times this. */
-#define TEXT_WAIT_CAP ((size_t)4 << 20)
+ * 60-330 bytes per byte of trace: a 2 MiB chunk held ~350 MB of it (1.7 GB resident at
+ * -j 2). Text chunks of 32 KiB make 2-10 MB, so that the next chunks' text fits in the
+ * budget below while one is written, and stays nearer the caches (256 KiB chunks: -j 2
+ * 1.2x -j 1 into /dev/null; 32 KiB: 1.7x, the same CPU time for decoding); the output is
+ * the same for any split. */
+#define TEXT_CHUNK ((size_t)32 << 10)
+/* A chunk's text waits in memory for the chunks before it. Up to TEXT_BUDGET of it in all
+ * chunks, a worker goes on with its chunk (the next chunks' text is ready when their turn
+ * comes: with a fixed cap per chunk, the worker of the chunk after the one being written
+ * stopped after its cap and -j 2 ran at the speed of one worker, ~1.3x); past it, a worker
+ * waits for its chunk's turn. A hostile chunk (one TNT run repeated: thousands of
+ * instructions per byte) makes GBs of text, and this keeps what waits to TEXT_BUDGET plus
+ * TEXT_STEP per worker. Each chunk adds its growth to the total every TEXT_STEP; the chunk
+ * whose turn it is hands its text on in pieces of TEXT_PIECE. */
+#define TEXT_BUDGET ((size_t)8 << 20)
+#define TEXT_STEP ((size_t)1 << 20)
+#define TEXT_PIECE ((size_t)4 << 20)
 
 /* -j N: whose turn it is to hand its output on, chunks in order. A chunk that holds too
  * much waits for the chunks before it to be merged, then hands on what it has (the
@@ -103,6 +116,7 @@ struct text_run {
 	struct tk_buf cur;           /* -j 1 with a writer: the buffer being formatted */
 	struct tk_writer *wn;        /* -j N into a file: each chunk's text handed over in
 					order (and past 64 MiB written directly, see tk_writer) */
+	_Atomic size_t held;         /* -j N: text the chunks hold (see TEXT_BUDGET) */
 };
 
 static const char *const mode_names[] = { "64-bit", "32-bit", "16-bit" };
@@ -299,9 +313,15 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 	}
 }
 
-/* -j N: text of the chunk whose turn it is, to the output (B is emptied). */
-static int put_text(struct text_run *r, struct tk_buf *b)
+/* -j N: text of the chunk whose turn it is, to the output (its buffer is emptied). */
+static int put_text(struct text_chunk *tc)
 {
+	struct text_run *r = tc->run;
+	struct tk_buf *b = &tc->buf;
+
+	atomic_fetch_sub(&r->held, tc->counted);
+	tc->counted = 0;
+	tc->check_at = TEXT_STEP;
 	if (b->err || !b->len)
 		return b->err;
 	if (r->wn)
@@ -322,12 +342,30 @@ static int put_text(struct text_run *r, struct tk_buf *b)
 	return r->out->err;
 }
 
-/* -j N: a chunk holding TEXT_WAIT_CAP of text writes it when its turn comes. */
-static int wait_turn(struct text_chunk *tc)
+/* -j N: the chunk's text grew by TEXT_STEP. It waits for its turn and hands the text on
+ * if the chunks hold more than TEXT_BUDGET, and without waiting once its turn has come
+ * and it has TEXT_PIECE. */
+static int count_text(struct text_chunk *tc)
 {
-	int rc = turn_wait(&tc->run->turn, tc->index);
+	struct text_run *r = tc->run;
+	size_t len = tc->buf.len;
+	size_t held = atomic_fetch_add(&r->held, len - tc->counted) + (len - tc->counted);
+	int now;
 
-	return rc < 0 ? rc : put_text(tc->run, &tc->buf);
+	tc->counted = len;
+	tc->check_at = len + TEXT_STEP;
+	if (held <= TEXT_BUDGET) {
+		if (len < TEXT_PIECE)
+			return 0;
+		pthread_mutex_lock(&r->turn.lock);
+		now = r->turn.merged >= tc->index;
+		pthread_mutex_unlock(&r->turn.lock);
+		if (!now)
+			return 0;
+	}
+	int rc = turn_wait(&r->turn, tc->index);
+
+	return rc < 0 ? rc : put_text(tc);
 }
 
 static int text_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -341,8 +379,8 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 
-		if (b->len >= TEXT_WAIT_CAP && tc->run->nthreads > 1 && !tc->run->w) {
-			int rc = wait_turn(tc);
+		if (b->len >= tc->check_at && tc->run->nthreads > 1 && !tc->run->w) {
+			int rc = count_text(tc);
 
 			if (rc < 0)
 				return rc;
@@ -397,6 +435,8 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	tc->flow = flow;
 	tc->run = r;
 	tc->index = i;
+	tc->counted = 0;
+	tc->check_at = TEXT_STEP;
 	/* --stat counts: the walker need not describe each block */
 	tk_flow_set_flow_events(flow, !(r->flags & TK_IPT_TEXT_STAT));
 	if (r->w) {
@@ -436,12 +476,12 @@ static int text_merge(void *ctx, size_t i)
 		*r->out = tc->buf;
 		return r->out->err;
 	}
-	rc = put_text(r, &tc->buf);
+	rc = put_text(tc);
 	if (!rc)
 		rc = r->out->err;
 	tk_buf_free(&tc->scratch);
 	pthread_mutex_lock(&r->turn.lock);
-	if (!rc && r->nspare < SPARE_BUFS && r->nspare < r->nthreads) {
+	if (!rc && r->nspare < SPARE_BUFS && r->nspare < 2 * r->nthreads) {
 		tc->buf.len = 0;
 		r->spare[r->nspare++] = tc->buf;
 		tc->buf.data = NULL;

@@ -108,15 +108,54 @@ static inline int reloc_any_between(const uint64_t *a, size_t n, uint64_t lo, ui
 /* Where code may be entered other than by falling through: sorted address arrays. The
  * last (RELOC_JCC) holds the targets of conditional branches, which never land in a window
  * before its CTI: their trampoline paths go to the window's copy of their target (path_to),
- * and their traps too (window_entry). */
+ * and their traps too (window_entry). Optionally the same as bits, one per byte of
+ * [BITS_LO, BITS_HI) (a module's code): BITS[0] for the first three arrays, BITS[1] for
+ * RELOC_JCC, which answer a question inside that range without the binary searches (most
+ * of the relocation pass's time over git). */
 #define RELOC_JCC 3
 struct reloc_entries {
 	const uint64_t *a[4];
 	size_t n[4];
+	const uint8_t *bits[2];
+	uint64_t bits_lo, bits_hi;
 };
+
+/* Set the bits of E's arrays inside [E->bits_lo, E->bits_hi) into B0 (the first three) and
+ * B1 (RELOC_JCC), zeroed, (bits_hi - bits_lo + 7) / 8 bytes each, and use them. */
+static inline void reloc_entries_bits(struct reloc_entries *e, uint8_t *b0, uint8_t *b1)
+{
+	for (int k = 0; k < 4; k++) {
+		uint8_t *b = k == RELOC_JCC ? b1 : b0;
+		for (size_t i = 0; i < e->n[k]; i++) {
+			uint64_t a = e->a[k][i];
+			if (a >= e->bits_lo && a < e->bits_hi)
+				b[(a - e->bits_lo) >> 3] |= (uint8_t)(1u << ((a - e->bits_lo) & 7));
+		}
+	}
+	e->bits[0] = b0;
+	e->bits[1] = b1;
+}
+
+/* Is a bit of B set for an address within (LO, HI) (inside [base, ...): the caller checks)? */
+static inline int reloc_bits_between(const uint8_t *b, uint64_t base, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t a = lo + 1; a < hi; a++)
+		if (b[(a - base) >> 3] >> ((a - base) & 7) & 1)
+			return 1;
+	return 0;
+}
+
+/* Whether E's bits answer for (LO, HI): they exist and cover it, and it is short. */
+static inline int reloc_bits_cover(const struct reloc_entries *e, uint64_t lo, uint64_t hi)
+{
+	return e->bits[0] && lo >= e->bits_lo && hi <= e->bits_hi && hi - lo <= 16;
+}
 
 static inline int reloc_entered(const struct reloc_entries *e, uint64_t lo, uint64_t hi)
 {
+	if (reloc_bits_cover(e, lo, hi))
+		return reloc_bits_between(e->bits[0], e->bits_lo, lo, hi) ||
+		       reloc_bits_between(e->bits[1], e->bits_lo, lo, hi);
 	for (int k = 0; k < 4; k++)
 		if (reloc_any_between(e->a[k], e->n[k], lo, hi))
 			return 1;
@@ -129,6 +168,9 @@ static inline int reloc_entered(const struct reloc_entries *e, uint64_t lo, uint
  * copy is found only from the instructions before the CTI (slot_copy). */
 static inline int reloc_window_entered(const struct reloc_entries *e, uint64_t b, uint64_t cti)
 {
+	if (reloc_bits_cover(e, b < cti ? b : cti, b + 5))
+		return reloc_bits_between(e->bits[0], e->bits_lo, b, b + 5) ||
+		       reloc_bits_between(e->bits[1], e->bits_lo, cti, b + 5);
 	for (int k = 0; k < RELOC_JCC; k++)
 		if (reloc_any_between(e->a[k], e->n[k], b, b + 5))
 			return 1;

@@ -3,6 +3,7 @@
 #include "recorder.h"
 #include "jtab.h"
 #include "leave.h"
+#include "sweepops.h"
 
 /* ---- start-up: modules, symbols, CTIs, patching ------------------------------------------ */
 
@@ -385,14 +386,19 @@ static long eax_imm(const ZydisDecodedInstruction *in, const ZydisDecodedOperand
 	return (long)(ops[1].imm.value.u & 0xffffffff);
 }
 
+/* The sweep's decoding: the traced code's range and what each Zydis definition does to RSP
+ * (sweepops.h; the table is allocated for the scan). */
+static struct sweep_ops sweep_ops;
+
 /* Decode the instruction at IP, which must end by END and, unless it is a NOP, by the next
  * function start LIM: the unwind table (used for function starts without a symbol table)
  * starts libc's signal return code one byte early, inside the padding before it, and the
- * decoding must not restart there. */
+ * decoding must not restart there. *OPS: its operands in BUF, or all-zero ones where the
+ * sweep needs none (sweepops.h). */
 static int decode_at(const struct module *m, uint64_t ip, uint64_t lim, uint64_t end,
-		     ZydisDecodedInstruction *in, ZydisDecodedOperand *ops)
+		     ZydisDecodedInstruction *in, ZydisDecodedOperand *buf, const ZydisDecodedOperand **ops)
 {
-	if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, m->orig + (ip - m->start), end - ip, in, ops)))
+	if (!sweep_decode(&decoder, &sweep_ops, m->orig + (ip - m->start), end - ip, in, buf, ops))
 		return 0;
 	return ip + in->length <= lim || in->mnemonic == ZYDIS_MNEMONIC_NOP;
 }
@@ -402,7 +408,8 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		  const uint64_t *starts, size_t nstarts)
 {
 	ZydisDecodedInstruction in;
-	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedOperand buf[ZYDIS_MAX_OPERAND_COUNT];
+	const ZydisDecodedOperand *ops;
 	long k = last_le(starts, nstarts, start);
 	size_t next = (size_t)(k + 1);
 	uint64_t ip = start;
@@ -414,7 +421,7 @@ static void sweep(struct module *m, struct scan *sc, uint64_t start, uint64_t en
 		if (next < nstarts && starts[next] == ip)
 			next++;
 		uint64_t lim = next < nstarts && starts[next] < end ? starts[next] : end;
-		if (!decode_at(m, ip, lim, end, &in, ops)) {
+		if (!decode_at(m, ip, lim, end, &in, buf, &ops)) {
 			ip = ip + 1 < lim ? ip + 1 : lim;
 			eax = -1;
 			continue;
@@ -794,6 +801,22 @@ static int reloc_suffix(const struct module *m, uint64_t ip, uint64_t lim, struc
 	return n;
 }
 
+/* The CTI at IP (cti_find), for IPs that only grow: the sweep pushed a section's CTIs in
+ * address order, so the one after the last found is most often the next one asked for; a
+ * hash lookup (two cache misses) otherwise. *CUR: the last found, NULL at first. */
+static const struct cti *cti_next(const struct cti **cur, uint64_t ip)
+{
+	const struct cti *c = *cur, *end = ctis + nctis;
+	while (c && c < end && c->addr < ip && c->addr >= (*cur)->addr)
+		c++;
+	if (c && c < end && c->addr == ip)
+		return *cur = c;
+	c = cti_find(ip);
+	if (c)
+		*cur = c;
+	return c;
+}
+
 /* Relocate the windows around module M's short jcc, returns and jumps or calls through a
  * register (see reloc.h, reloc_install), walking the instructions sweep() decoded. ENT:
  * where code may be entered (direct targets, return sites, function starts); JIND: every
@@ -810,6 +833,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	struct vec lone = { .elt = sizeof(struct fnrange) }, runs = { .elt = sizeof(struct fnrange) };
 	uint64_t ip = start, covered = 0;
 	long f = -1, k = last_le(fn_start, nfns, start);
+	const struct cti *cur = NULL;   /* the last trapped CTI met (cti_next) */
 
 	while (ip < end) {
 		while (k + 1 < (long)nfns && fn_start[k + 1] <= ip)
@@ -863,7 +887,7 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 		uint16_t e = m->imap[ip - m->start];
 		stopped = pad = (e & IM_ENDS) != 0;
 		/* the CTIs that may get a window are all trapped ones (class IM_STOP), in ctis */
-		const struct cti *tc = (e & IM_CLASS) == IM_STOP ? cti_find(ip) : NULL;
+		const struct cti *tc = (e & IM_CLASS) == IM_STOP ? cti_next(&cur, ip) : NULL;
 		int kind = tc ? tc->kind : CTI_OTHER;
 		int jcc8 = kind == CTI_JCC && len == 2;
 		struct reloc_window w;
@@ -965,12 +989,53 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	return done;
 }
 
-/* Sort the (key, value) pairs of V by key into two arrays, and free V. */
-static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n)
+/* Sort the N (key, value) pairs of P by key, keys unique (one per instruction address, so
+ * that the order is the one any sort gives): a radix sort as sort_keys', heapsort if the
+ * memory is refused. Heapsort of git's 16-byte return sites took 2-4% of its start-up. */
+static void sort_unique_pairs(struct fnrange *p, size_t n)
+{
+	static size_t count[8][256];   /* start-up only: one thread */
+	struct fnrange *tmp = n > 1 ? rec_alloc(n * sizeof *tmp) : NULL;
+	if (!tmp) {
+		if (n > 1)
+			sort_u64(p, n, sizeof *p);
+		return;
+	}
+	memset(count, 0, sizeof count);
+	for (size_t i = 0; i < n; i++)
+		for (int b = 0; b < 8; b++)
+			count[b][p[i].start >> 8 * b & 255]++;
+	struct fnrange *src = p, *dst = tmp;
+	for (int b = 0; b < 8; b++) {
+		if (count[b][p[0].start >> 8 * b & 255] == n)
+			continue;   /* every key has the same byte here */
+		size_t at = 0;
+		for (int d = 0; d < 256; d++) {
+			size_t c = count[b][d];
+			count[b][d] = at;
+			at += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[b][src[i].start >> 8 * b & 255]++] = src[i];
+		struct fnrange *t = src;
+		src = dst;
+		dst = t;
+	}
+	for (size_t i = 0; src != p && i < n; i++)
+		p[i] = src[i];
+	rec_free(tmp, n * sizeof *tmp);
+}
+
+/* Sort the (key, value) pairs of V by key (UNIQUE: no two keys equal) into two arrays, and
+ * free V. */
+static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n, int unique)
 {
 	struct fnrange *p = v->p;
 	*n = v->n;
-	sort_u64(p, *n, sizeof *p);
+	if (unique)
+		sort_unique_pairs(p, *n);
+	else
+		sort_u64(p, *n, sizeof *p);
 	*keys = rec_alloc((*n + 1) * sizeof **keys);
 	*vals = rec_alloc((*n + 1) * sizeof **vals);
 	if (!*keys || !*vals)
@@ -1111,11 +1176,19 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say("no module to trace");
 		return;
 	}
+	sweep_ops.code_lo = UINT64_MAX;
+	for (int i = 0; i < nmodules; i++) {
+		sweep_ops.code_lo = modules[i].start < sweep_ops.code_lo ? modules[i].start : sweep_ops.code_lo;
+		sweep_ops.code_hi = modules[i].end > sweep_ops.code_hi ? modules[i].end : sweep_ops.code_hi;
+	}
+	sweep_ops.defs = rec_alloc(SWEEP_DEFS * sizeof *sweep_ops.defs);
 	for (int i = 0; i < nmodules; i++)
 		if (scan_module(&modules[i], &sc) < 0) {
 			say2("cannot read ", modules[i].path, "; not recording");
 			return;
 		}
+	rec_free(sweep_ops.defs, SWEEP_DEFS * sizeof *sweep_ops.defs);
+	sweep_ops.defs = NULL;
 
 	ctis = sc.ctis.p;
 	nctis = sc.ctis.n;
@@ -1156,9 +1229,9 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		}
 	}
 	rec_free(fr, sc.fns.cap * sc.fns.elt);
-	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites) < 0 ||
-	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj) < 0 ||
-	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp) < 0)
+	if (split_pairs(&sc.rets, &ret_sites, &ret_calls, &nret_sites, 1) < 0 ||
+	    split_pairs(&sc.tails, &tj_target, &tj_src, &ntj, 0) < 0 ||
+	    split_pairs(&sc.big_rsp, &big_rsp_addr, &big_rsp_delta, &nbig_rsp, 1) < 0)
 		return;
 	if (syscall_stubs() < 0) {
 		say("cannot map the system call stubs near the traced code; not recording");
@@ -1278,12 +1351,23 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	cti_slot = windows ? rec_alloc((nctis + 1) * sizeof *cti_slot) : NULL;
 	for (int i = 0; windows && i < nmodules; i++) {
 		struct fnrange *sr = reloc_secs[i].p;
+		/* the module's entries as bits: no binary searches for the windows' questions */
+		struct reloc_entries ment = ent;
+		size_t nbits = (modules[i].end - modules[i].start + 7) / 8;
+		uint8_t *b0 = rec_alloc(nbits), *b1 = rec_alloc(nbits);
+		if (b0 && b1) {
+			ment.bits_lo = modules[i].start;
+			ment.bits_hi = modules[i].end;
+			reloc_entries_bits(&ment, b0, b1);
+		}
 		for (size_t k = 0; k < reloc_secs[i].n; k++) {
 			uint64_t s = sr[k].start < modules[i].start ? modules[i].start : sr[k].start;
 			uint64_t e = sr[k].end > modules[i].end ? modules[i].end : sr[k].end;
 			if (s < e)
-				nrelocated += reloc_module(&modules[i], s, e, &ent, reloc_jind, nreloc_jind);
+				nrelocated += reloc_module(&modules[i], s, e, &ment, reloc_jind, nreloc_jind);
 		}
+		rec_free(b0, nbits);
+		rec_free(b1, nbits);
 		paths_link(i);
 	}
 	if (windows)

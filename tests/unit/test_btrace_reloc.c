@@ -185,6 +185,43 @@ static void test_faulting_instructions_stay(void **state)
 	assert_false(reloc_movable(BASE, &in, ops, &r));
 }
 
+/* The entries as bits (reloc_entries_bits, a module's code from LO) answer every question
+ * the binary searches answer: random entries, some outside the range, every short
+ * interval and window, at the range's edges too. */
+static void test_entry_bits_answer_as_the_searches(void **state)
+{
+	(void)state;
+	enum { LO = 0x1000, HI = 0x1400, N = 64 };
+	static uint64_t a[4][N];
+	static uint8_t b0[(HI - LO + 7) / 8], b1[(HI - LO + 7) / 8];
+	uint64_t x = 12345;
+	for (int k = 0; k < 4; k++)
+		for (int i = 0; i < N; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			a[k][i] = LO - 16 + (x >> 33) % (HI - LO + 32);
+		}
+	for (int k = 0; k < 4; k++)   /* sorted, as the recorder's */
+		for (int i = 1; i < N; i++)
+			for (int j = i; j > 0 && a[k][j - 1] > a[k][j]; j--) {
+				uint64_t t = a[k][j];
+				a[k][j] = a[k][j - 1];
+				a[k][j - 1] = t;
+			}
+	struct reloc_entries plain = { { a[0], a[1], a[2], a[3] }, { N, N, N, N } }, bits = plain;
+	bits.bits_lo = LO;
+	bits.bits_hi = HI;
+	reloc_entries_bits(&bits, b0, b1);
+	int seen = 0;
+	for (uint64_t lo = LO - 8; lo < HI + 8; lo++)
+		for (uint64_t w = 0; w <= 8; w++) {
+			int e = reloc_entered(&plain, lo, lo + w);
+			assert_int_equal(reloc_entered(&bits, lo, lo + w), e);
+			seen += e;
+			assert_int_equal(reloc_window_entered(&bits, lo, lo + w), reloc_window_entered(&plain, lo, lo + w));
+		}
+	assert_true(seen > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +231,7 @@ int main(void)
 		cmocka_unit_test(test_conditional_targets_inside_a_window),
 		cmocka_unit_test(test_suffix_ends_with_a_call),
 		cmocka_unit_test(test_faulting_instructions_stay),
+		cmocka_unit_test(test_entry_bits_answer_as_the_searches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

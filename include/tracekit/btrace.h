@@ -23,7 +23,7 @@ extern "C" {
 #define TK_BTRACE_VERSION_SUM64 3      /* the first version with tk_btrace_checksum64 */
 
 /* ---- container layout (docs/formats/tkbt.md); all integers little-endian ----------- */
-#define TK_BTRACE_HEADER_SIZE 64
+#define TK_BTRACE_HEADER_SIZE 72
 #define TK_BTRACE_REC_MAGIC 0x52424b54u   /* "TKBR" */
 #define TK_BTRACE_REC_HEADER 24
 

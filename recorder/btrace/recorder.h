@@ -253,6 +253,7 @@ extern int snapshot_sig;
 void fatal_action(struct sigaction *sa);
 void refuse(const char *why);
 void resolve_nonlocal(void);
+void clock_calibrate(void);
 void write_header(uint32_t ppid);
 int open_output(const char *path);
 void child_switch(struct tstate *me, int tid);

@@ -1113,6 +1113,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	if (!out || !*out || !real_sigaction)
 		return;
+	clock_calibrate();
 	/* out_path is the base name: every other process's trace is named after it. Without
 	 * TK_BTRACE_FOLLOW, the programs this one starts (exec without our wrappers, system(),
 	 * posix_spawn) inherit an environment without it: they are not traced, and must not

@@ -84,6 +84,16 @@ static void clock_and_tsc(uint64_t *ns, uint64_t *tsc)
 }
 
 /* Also run in a forked child from the trap handler: no libc. */
+/* The clock and the TSC when the recorder started, before its analysis of the code: the
+ * reader measures the TSC's rate from there, so a program that runs for less than the
+ * 100 us the measure needs (a short test, a forked child that execs) still gets one. */
+static uint64_t cal_ns, cal_tsc;
+
+void clock_calibrate(void)
+{
+	clock_and_tsc(&cal_ns, &cal_tsc);
+}
+
 void write_header(uint32_t ppid)
 {
 	uint8_t h[TK_BTRACE_HEADER_SIZE];
@@ -103,6 +113,8 @@ void write_header(uint32_t ppid)
 	memcpy(h + 32, &tsc, 8);
 	memcpy(h + 40, &ns, 8);
 	memcpy(h + 48, &ring_bytes, 8);
+	memcpy(h + 56, &cal_tsc, 8);
+	memcpy(h + 64, &cal_ns, 8);
 	out_fd_check();
 	if (rt_syscall(SYS_write, out_fd, h, sizeof h, 0, 0, 0) != (long)sizeof h)
 		say("cannot write the trace header");

@@ -2,8 +2,8 @@
 # The TSC's rate of a branch trace, measured over the run (the recorder reads
 # CLOCK_MONOTONIC_RAW and the TSC together at the start and at the end):
 # - within 0.1% of the rate the traced program measures itself (rdtsc against the same
-#   clock around a 0.2 s sleep), and exactly what the header's and end record's numbers
-#   in `dump` give
+#   clock around a 0.2 s sleep), and exactly what the header's (the recorder's start) and
+#   end record's numbers in `dump` give
 # - profiles are then in microseconds, and time spent out of traced code (a sleep) is
 #   the program's own measure of it; --tsc-hz overrides the rate (0: ticks)
 # - a program killed before its end record: rate unknown, times in ticks
@@ -51,7 +51,8 @@ awk -v a="$ours" -v b="$theirs" 'BEGIN { d = (a - b) / b; exit !(d < 0.001 && d 
 want=$(python3 - "$work/dump.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-h = re.search(r'header .*start TSC (\d+) ns (\d+)', text)
+# from the recorder's start (before its analysis), which the header holds too
+h = re.search(r'header .*recorder start TSC (\d+) ns (\d+)', text)
 e = re.search(r'process-end .*TSC (\d+), ns (\d+)', text)
 t0, n0, t1, n1 = int(h[1]), int(h[2]), int(e[1]), int(e[2])
 print((t1 - t0) * 10**9 // (n1 - n0))

@@ -289,6 +289,45 @@ static void test_old_versions(void **state)
 
 /* The files of a followed recording are found by name beside the first: BASE.<pid> and
  * BASE.<pid>.<n>, in pid then exec order; look-alikes are not taken. */
+/* The TSC's rate over the run: from the recorder's start when the header has it (a run
+ * of 50 us is too short to measure alone), else from the header's start, else unknown. */
+static uint64_t measured_hz(uint64_t cal_tsc, uint64_t cal_ns)
+{
+	static struct img m;
+	uint8_t h[TK_BTRACE_HEADER_SIZE] = { 0 };
+	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = 78;
+	uint64_t tsc = 3000000000ull, ns = 1000000000ull;   /* a 2 GHz TSC: ns * 2 + 1e9 */
+	memcpy(h, TK_BTRACE_MAGIC, 8);
+	memcpy(h + 8, &v, 4);
+	memcpy(h + 12, &hs, 4);
+	memcpy(h + 16, &pid, 4);
+	memcpy(h + 32, &tsc, 8);
+	memcpy(h + 40, &ns, 8);
+	memcpy(h + 56, &cal_tsc, 8);
+	memcpy(h + 64, &cal_ns, 8);
+	memset(&m, 0, sizeof m);
+	put(&m, h, sizeof h);
+	uint64_t pe[6] = { 0, 0, 0, 0, tsc + 100000, ns + 50000 };   /* 50 us later */
+	rec(&m, TK_BTRACE_REC_PROCESS_END, 0, 0, pe, sizeof pe);
+	int err = 0;
+	struct tk_btrace *bt = tk_btrace_open(m.b, m.n, NULL, &err);
+	assert_non_null(bt);
+	uint64_t hz = tk_btrace_info(bt)->tsc_hz;
+	assert_int_equal(tk_btrace_info(bt)->tsc_hz_measured, hz != 0);
+	tk_btrace_free(bt);
+	return hz;
+}
+
+static void test_rate_from_recorder_start(void **state)
+{
+	(void)state;
+	/* 2 ms before the header: (100,000 + 4,000,000) ticks over 2,050,000 ns */
+	assert_int_equal(measured_hz(3000000000ull - 4000000, 1000000000ull - 2000000), 2000000000ull);
+	assert_int_equal(measured_hz(0, 0), 0);
+	/* a start after the header's is not the recorder's: not used */
+	assert_int_equal(measured_hz(3000000000ull + 10, 1000000000ull + 5), 0);
+}
+
 static void test_related(void **state)
 {
 	(void)state;
@@ -334,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_checksum64),
 		cmocka_unit_test(test_old_versions),
 		cmocka_unit_test(test_related),
+		cmocka_unit_test(test_rate_from_recorder_start),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

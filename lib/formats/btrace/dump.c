@@ -34,6 +34,9 @@ void tk_btrace_header_text(struct tk_buf *b, const uint8_t *data, size_t len, in
 		tk_buf_printf(b, " ns %llu", (unsigned long long)tk_le64(data + 40));
 	if (len >= 56 && tk_le32(data + 12) >= 56 && tk_le64(data + 48))
 		tk_buf_printf(b, " ring %llu", (unsigned long long)tk_le64(data + 48));
+	if (len >= 72 && tk_le32(data + 12) >= 72 && tk_le64(data + 64))
+		tk_buf_printf(b, ", recorder start TSC %llu ns %llu", (unsigned long long)tk_le64(data + 56),
+			      (unsigned long long)tk_le64(data + 64));
 	tk_buf_putc(b, '\n');
 }
 

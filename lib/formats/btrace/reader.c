@@ -33,6 +33,7 @@ struct tk_btrace {
 	struct tk_gap_stats gaps;
 	struct tk_btrace_opts opts;
 	uint64_t start_ns, end_tsc, end_ns;   /* to measure the TSC's rate */
+	uint64_t cal_tsc, cal_ns;             /* the clock when the recorder started (0: none) */
 	uint64_t limit_off;                    /* offset of the --max-size LIMIT record */
 };
 
@@ -292,6 +293,8 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	bt->info.start_tsc = tk_le64(data + 32);
 	bt->start_ns = hsize >= 48 ? tk_le64(data + 40) : 0;
 	bt->info.ring = hsize >= 56 ? tk_le64(data + 48) : 0;
+	bt->cal_tsc = hsize >= 72 ? tk_le64(data + 56) : 0;
+	bt->cal_ns = hsize >= 72 ? tk_le64(data + 64) : 0;
 	if ((rc = index_records(bt, hsize)) < 0) {
 		tk_btrace_free(bt);
 		*err = rc;
@@ -299,11 +302,14 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	}
 	/* the TSC's rate over the run, when the recorder could not know it: the clock is read
 	 * the same way at both ends (a system call, then the TSC), so its cost cancels and
-	 * what is left, well under 1 us of jitter, is under 1% of 100 us */
-	if (!bt->info.tsc_hz && bt->start_ns && bt->end_ns >= bt->start_ns + 100000 &&
-	    bt->end_tsc > bt->info.start_tsc) {
-		unsigned __int128 t = (unsigned __int128)(bt->end_tsc - bt->info.start_tsc) * 1000000000u;
-		t /= bt->end_ns - bt->start_ns;
+	 * what is left, well under 1 us of jitter, is under 1% of 100 us. From the recorder's
+	 * start when the file has it (before its analysis: a longer span), else the header's. */
+	uint64_t from_tsc = bt->info.start_tsc, from_ns = bt->start_ns;
+	if (bt->cal_ns && bt->cal_tsc && bt->cal_ns <= from_ns && bt->cal_tsc <= from_tsc)
+		from_tsc = bt->cal_tsc, from_ns = bt->cal_ns;
+	if (!bt->info.tsc_hz && from_ns && bt->end_ns >= from_ns + 100000 && bt->end_tsc > from_tsc) {
+		unsigned __int128 t = (unsigned __int128)(bt->end_tsc - from_tsc) * 1000000000u;
+		t /= bt->end_ns - from_ns;
 		if (t >= 1000000 && t <= 100000000000ull) {   /* 1 MHz .. 100 GHz, else not a TSC */
 			bt->info.tsc_hz = (uint64_t)t;
 			bt->info.tsc_hz_measured = 1;

@@ -122,10 +122,12 @@ struct spec {
  * come from two counting passes over the duration log, one histogram of the high 16 bits
  * and one of the low 16 bits inside the buckets that hold the wanted ranks. Linear, no
  * copy of the largest functions' durations, and exact (the same values as any selection).
- * Groups share each pass in batches: RADIX_GROUPS over the parts (3 histograms of 256 KiB
- * each per part), at least RADIX_BATCH a part. */
+ * Groups share each pass in batches of at most RADIX_GROUPS (3 histograms of 256 KiB each
+ * per group and part, allocated lazily: only the pages where durations fall are touched).
+ * The batches do not depend on the number of parts: each is a pass over the whole log, and
+ * smaller batches for more parts made -j 2 read the log once more than -j 1 (libLLVM's 45
+ * groups: 3 passes instead of 2). */
 #define RADIX_MIN ((size_t)1 << 16)
-#define RADIX_BATCH 8
 #define RADIX_GROUPS 32
 
 struct radix_group {
@@ -595,9 +597,9 @@ static void radix_batch(struct scan *s, size_t np, const uint32_t *big, struct r
 static int radix_stats(struct scan *s, size_t np, const uint32_t *big, struct radix_group *g,
 		       uint32_t ng, int place)
 {
-	uint32_t per = RADIX_GROUPS / np > RADIX_BATCH ? (uint32_t)(RADIX_GROUPS / np) : RADIX_BATCH;
-	if (per > ng)
-		per = ng;
+	/* as few batches as RADIX_GROUPS allows, the groups spread evenly over them */
+	uint32_t nbatch = (ng + RADIX_GROUPS - 1) / RADIX_GROUPS;
+	uint32_t per = nbatch ? (ng + nbatch - 1) / nbatch : 0;
 	if (!ng) {
 		for (size_t t = 0; t < np; t++) {
 			s[t].g0 = s[t].nb = 0;     /* no group: places only */

@@ -355,6 +355,63 @@ static void test_large_log_freed(void **state)
 	tk_prof_free(p);
 }
 
+/* More large functions than one pass of the radix selection takes (RADIX_GROUPS, 32),
+ * and more functions than the counting pass gives histograms to at four threads: batches
+ * of groups, some without those histograms (a pass of their own), on 1, 2 and 4 threads.
+ * Each large function's statistics against its durations sorted. */
+#define GROUPS_N 40
+#define GROUP_DURS 66000
+static void test_many_groups(void **state)
+{
+	(void)state;
+	struct tk_prof *p[3];
+	static const unsigned threads[3] = { 1, 2, 4 };
+	uint64_t *d = malloc((size_t)GROUPS_N * GROUP_DURS * sizeof *d);
+	struct tk_event ev[2 * 4096];
+	uint64_t t = 1;
+
+	assert_non_null(d);
+	for (int k = 0; k < 3; k++) {
+		struct tk_prof_opts o = { .sz = sizeof o, .nthreads = threads[k] };
+		assert_non_null(p[k] = tk_prof_new(&o, NULL));
+	}
+	/* calls of the large functions interleaved, then 30 small ones (70 functions) */
+	const size_t ncalls = (size_t)GROUPS_N * GROUP_DURS + 30;
+	for (size_t done = 0; done < ncalls;) {
+		size_t n = 0;
+		for (; n < 4096 && done < ncalls; n++, done++) {
+			uint64_t fn = done < (size_t)GROUPS_N * GROUP_DURS ? 1 + done % GROUPS_N : 100 + done;
+			uint64_t dur = 1 + rnd() % (fn % 3 ? 100000 : 3000000);
+			if (fn <= GROUPS_N)
+				d[(fn - 1) * GROUP_DURS + done / GROUPS_N] = dur;
+			ev[2 * n] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = fn, .time = t };
+			ev[2 * n + 1] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = fn,
+							   .time = t + dur };
+			t += dur + 1;
+		}
+		for (int k = 0; k < 3; k++)
+			assert_int_equal(tk_prof_events(p[k], ev, 2 * n), 0);
+	}
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(tk_prof_finish(p[k]), 0);
+		struct tk_prof_func *f;
+		size_t nf, seen = 0;
+		assert_int_equal(tk_prof_funcs(p[k], 0, &f, &nf), 0);
+		for (size_t i = 0; i < nf; i++) {
+			if (f[i].kind != TK_PROF_KEY_ID || f[i].key < 1 || f[i].key > GROUPS_N)
+				continue;
+			/* sorted by the first profile's check: the same values */
+			expect(&f[i], d + (f[i].key - 1) * GROUP_DURS, GROUP_DURS);
+			seen++;
+		}
+		assert_int_equal(seen, GROUPS_N);
+		free(f);
+	}
+	for (int k = 0; k < 3; k++)
+		tk_prof_free(p[k]);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_threads_and_takes),
 		cmocka_unit_test(test_spill_file),
 		cmocka_unit_test(test_large_log_freed),
+		cmocka_unit_test(test_many_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

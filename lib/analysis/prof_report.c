@@ -487,7 +487,7 @@ static void dur_stats(struct tk_prof_func *f, const struct dur_place *dp, int wi
 }
 
 /* The statistics of the functions not in radix groups, one job each, run on the pool in
- * parts of about equal durations: on the calling thread they were a quarter of its work
+ * parts of about equal durations: on the calling thread they were a third of its work
  * on libLLVM (selections in 11.6 M durations of 6,400 functions), serial at any -j. Each
  * job selects in its own slots and writes its own row. */
 struct dur_job {

@@ -1,6 +1,7 @@
 /* The chunk runner: one tk_prof per chunk (decoded in parallel), merged in order, which
  * stitches call stacks across the seams. A merged chunk's profile is emptied for a later
- * chunk (its tables keep their size: no growing and faulting in again). A chunk whose merge
+ * chunk, by the worker that begins it (its tables keep their size: no growing and faulting
+ * in again). A chunk whose merge
  * would not give the one-pass profile (tk_prof_seam_exact) is decoded again, its events
  * going to the total directly. Instruction-flow formats count blocks in their walkers
  * (tk_flow_set_count_mode) instead of sending one event each: the same profile. */
@@ -24,7 +25,7 @@ struct prof_run {
 	int direct;                     /* chunks decoded in order on this thread: no partials */
 	size_t first, end;              /* the chunks decoded; the others are skipped */
 	const struct tk_run_part *part; /* NULL: all chunks merged into the total */
-	struct tk_prof **spare;         /* emptied profiles (at most n) */
+	struct tk_prof **spare;         /* merged profiles, emptied when taken (at most n) */
 	size_t nspare;
 	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
 	struct tk_event_vec *evs;       /* each chunk's events, for the total in order (NULL:
@@ -86,7 +87,9 @@ static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct 
 		*sink = (struct tk_sink){ tk_event_vec_add, &r->evs[i] };
 		return count_blocks(r, flow);
 	}
-	if (!r->chunks[i] && !(r->chunks[i] = tk_prof_new_like(r->total, &err)))
+	if (r->chunks[i])
+		tk_prof_reset(r->chunks[i]);   /* a spare: emptied here, on the worker */
+	else if (!(r->chunks[i] = tk_prof_new_like(r->total, &err)))
 		return err;
 	if ((err = count_blocks(r, flow)) < 0)
 		return err;
@@ -197,12 +200,12 @@ static int prof_merge(void *ctx, size_t i)
 		*v = (struct tk_event_vec){ 0 };
 		return rc;
 	}
-	/* the chunk is emptied next: its durations move into the total, not copied */
+	/* its durations move into the total, not copied; the chunk becomes a spare, emptied by
+	 * the worker that takes it next (not here: merges run one at a time, in order) */
 	if (r->part && r->part->keep)
 		rc = r->part->keep(r->part->ctx, i, r->chunks[i]);
 	else
 		rc = r->redone[i] ? 0 : tk_prof_merge_take(r->total, r->chunks[i]);
-	tk_prof_reset(r->chunks[i]);
 	pthread_mutex_lock(&r->lock);
 	r->spare[r->nspare++] = r->chunks[i];
 	pthread_mutex_unlock(&r->lock);

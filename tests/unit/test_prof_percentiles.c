@@ -355,6 +355,86 @@ static void test_large_log_freed(void **state)
 	tk_prof_free(p);
 }
 
+/* More large functions than one pass of the radix selection takes (RADIX_GROUPS, 32),
+ * and more functions than the counting pass gives histograms to at four threads: batches
+ * of groups, some without those histograms (a pass of their own); beside them functions
+ * too small for a group whose selections run in parts on the pool (one with durations
+ * past 32 bits); on 1, 2 and 4 threads. Each one's statistics against its durations
+ * sorted. */
+#define GROUPS_N 40
+#define GROUP_DURS 66000
+#define MID_N 20
+#define MID_DURS 20000
+static void test_many_groups(void **state)
+{
+	(void)state;
+	struct tk_prof *p[3];
+	static const unsigned threads[3] = { 1, 2, 4 };
+	const size_t nlarge = (size_t)GROUPS_N * GROUP_DURS, nmid = (size_t)MID_N * MID_DURS;
+	uint64_t *d = malloc((nlarge + nmid) * sizeof *d);
+	struct tk_event ev[2 * 4096];
+	uint64_t t = 1;
+
+	assert_non_null(d);
+	for (int k = 0; k < 3; k++) {
+		struct tk_prof_opts o = { .sz = sizeof o, .nthreads = threads[k] };
+		assert_non_null(p[k] = tk_prof_new(&o, NULL));
+	}
+	/* calls of the large functions interleaved, then the middle ones', then 30 small
+	 * ones (90 functions); d holds function fn's durations at its own offset */
+	const size_t ncalls = nlarge + nmid + 30;
+	for (size_t done = 0; done < ncalls;) {
+		size_t n = 0;
+		for (; n < 4096 && done < ncalls; n++, done++) {
+			uint64_t fn, dur;
+			if (done < nlarge) {
+				fn = 1 + done % GROUPS_N;
+				dur = 1 + rnd() % (fn % 3 ? 100000 : 3000000);
+				d[(fn - 1) * GROUP_DURS + done / GROUPS_N] = dur;
+			} else if (done < nlarge + nmid) {
+				size_t m = done - nlarge;
+				fn = GROUPS_N + 1 + m % MID_N;
+				dur = fn == GROUPS_N + 1 && rnd() % 5 == 0 ? (1ULL << 32) + rnd() % 1000
+									 : 1 + rnd() % 50000;
+				d[nlarge + (fn - GROUPS_N - 1) * MID_DURS + m / MID_N] = dur;
+			} else {
+				fn = 1000 + done;
+				dur = 5;
+			}
+			ev[2 * n] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = fn, .time = t };
+			ev[2 * n + 1] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = fn,
+							   .time = t + dur };
+			t += dur + 1;
+		}
+		for (int k = 0; k < 3; k++)
+			assert_int_equal(tk_prof_events(p[k], ev, 2 * n), 0);
+	}
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(tk_prof_finish(p[k]), 0);
+		for (int pt = 0; pt < 2; pt++) {   /* merged and per thread: one thread here */
+			struct tk_prof_func *f;
+			size_t nf, seen = 0;
+			assert_int_equal(tk_prof_funcs(p[k], pt, &f, &nf), 0);
+			for (size_t i = 0; i < nf; i++) {
+				uint64_t fn = f[i].key;
+				if (f[i].kind != TK_PROF_KEY_ID || fn < 1 || fn > GROUPS_N + MID_N)
+					continue;
+				/* sorted by the first check: the same values */
+				if (fn <= GROUPS_N)
+					expect(&f[i], d + (fn - 1) * GROUP_DURS, GROUP_DURS);
+				else
+					expect(&f[i], d + nlarge + (fn - GROUPS_N - 1) * MID_DURS, MID_DURS);
+				seen++;
+			}
+			assert_int_equal(seen, GROUPS_N + MID_N);
+			free(f);
+		}
+	}
+	for (int k = 0; k < 3; k++)
+		tk_prof_free(p[k]);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +444,7 @@ int main(void)
 		cmocka_unit_test(test_threads_and_takes),
 		cmocka_unit_test(test_spill_file),
 		cmocka_unit_test(test_large_log_freed),
+		cmocka_unit_test(test_many_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,4 @@
 /* Block cache: straight-line runs of code classified once, looked up by start address. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +10,14 @@
 /* a block's last instruction is within a link's 16-bit offset of its start */
 _Static_assert((MAX_BLOCK_INSNS - 1) * TK_MAX_INSN_BYTES < 65536, "tk_block_link.last_off");
 
-/* OLD (N elements of SIZE in use) of C grown to CAP elements, on huge pages once that is large
+/* OLD (N elements of SIZE in use) grown to CAP elements, on huge pages once that is large
  * enough (tk_calloc_huge: the walker reads links, and less often blocks and slots, at
- * random; not for a share's); NULL when out of memory (OLD is then kept). realloc cannot keep
- * the alignment. */
-static void *grow_array(const struct tk_bcache *c, void *old, size_t n, size_t cap, size_t size)
+ * random); NULL when out of memory (OLD is then kept). realloc cannot keep the alignment. */
+static void *grow_array(void *old, size_t n, size_t cap, size_t size)
 {
 	void *m;
 
-	if (c->plain || cap * size < TK_HUGE_FROM)
+	if (cap * size < TK_HUGE_FROM)
 		return realloc(old, cap * size);
 	if (!(m = tk_calloc_huge(cap, size)))
 		return NULL;
@@ -82,8 +80,7 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 static int grow_slots(struct tk_bcache *c)
 {
 	uint32_t mask = c->mask * 2 + 1;
-	uint32_t *slots = c->plain ? calloc((size_t)mask + 1, sizeof(*slots))
-				   : tk_calloc_huge((size_t)mask + 1, sizeof(*slots));
+	uint32_t *slots = tk_calloc_huge((size_t)mask + 1, sizeof(*slots));
 
 	if (!slots)
 		return -TK_E_NOMEM;
@@ -101,34 +98,32 @@ static int grow_slots(struct tk_bcache *c)
 	return 0;
 }
 
-/* N instruction lengths LEN added to C's; -TK_E_NOMEM. */
-static int push_lens(struct tk_bcache *c, const uint8_t *len, size_t n)
+static int push_len(struct tk_bcache *c, uint8_t len)
 {
-	if (__builtin_expect(c->nlens + n > c->caplens, 0)) {
-		size_t cap = c->caplens ? c->caplens : 65536;
-		uint8_t *l;
+	if (c->nlens == c->caplens) {
+		size_t cap = c->caplens ? c->caplens * 2 : 65536;
+		uint8_t *l = realloc(c->lens, cap);
 
-		while (cap < c->nlens + n)
-			cap *= 2;
-		if (!(l = realloc(c->lens, cap)))
+		if (!l)
 			return -TK_E_NOMEM;
 		c->lens = l;
 		c->caplens = cap;
 	}
-	for (size_t k = 0; k < n; k++)   /* a few bytes, mostly one (a decoded instruction) */
-		c->lens[c->nlens++] = len[k];
+	c->lens[c->nlens++] = len;
 	return 0;
 }
 
-/* The block at IP in MODE decoded from the image into *B, its instruction lengths added
- * to C's; -TK_E_NOMEM. */
-static int decode_block(struct tk_bcache *c, uint64_t ip, int mode, struct tk_block *out)
+const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode)
 {
 	struct tk_block b = { .start = ip, .last = ip, .next = ip, .mode = (uint8_t)mode,
 			      .lens = (uint32_t)c->nlens };
 	const uint8_t *code = NULL;
 	size_t avail = 0;
 
+	if ((c->nblocks + 1) * 2 > c->mask) {
+		if (grow_slots(c) < 0)
+			return NULL;
+	}
 	for (;;) {
 		struct tk_isa_insn in;
 		uint8_t tmp[16];
@@ -167,8 +162,8 @@ static int decode_block(struct tk_bcache *c, uint64_t ip, int mode, struct tk_bl
 			b.flags |= rc == -TK_E_TRUNCATED ? TK_BLK_NOMAP : TK_BLK_BAD;
 			break;
 		}
-		if (push_lens(c, &in.len, 1) < 0)
-			return -TK_E_NOMEM;
+		if (push_len(c, in.len) < 0)
+			return NULL;
 		c->decoded_bytes += in.len;
 		b.last = b.next;
 		b.next += in.len;
@@ -195,60 +190,16 @@ static int decode_block(struct tk_bcache *c, uint64_t ip, int mode, struct tk_bl
 	}
 	if (!b.ninsn)
 		b.flags |= TK_BLK_EMPTY;
-	*out = b;
-	return 0;
-}
-
-/* Block B of another cache (its lengths at FROM_LENS) as a block of C, its lengths added
- * to C's, into *OUT; -TK_E_NOMEM. Not counted in C's decoded_bytes: C did not decode it. */
-static int copy_block(struct tk_bcache *c, const struct tk_block *b, const uint8_t *from_lens,
-		      struct tk_block *out)
-{
-	const uint8_t *l = from_lens + b->lens;
-
-	*out = *b;
-	out->lens = (uint32_t)c->nlens;
-	out->flags &= (uint8_t)~TK_BLK_ENTRY;   /* C's entries decide */
-	out->execs = 0;
-	return push_lens(c, l, b->ninsn);
-}
-
-/* Index of the block at IP in MODE in C, UINT32_MAX if it has none (nothing decoded). */
-static uint32_t find_block(const struct tk_bcache *c, uint64_t ip, int mode)
-{
-	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
-	uint32_t s;
-
-	while ((s = c->slots[h])) {
-		const struct tk_block_link *l = &c->links[s - 1];
-
-		if (l->start == ip && l->mode == mode)
-			return s - 1;
-		h = (h + 1) & c->mask;
-	}
-	return UINT32_MAX;
-}
-
-/* Block B (its lengths already in C's) added to C with its link, marked if it starts at
- * one of C's entries. NULL when out of memory. */
-static const struct tk_block *add_block(struct tk_bcache *c, const struct tk_block *from)
-{
-	struct tk_block b = *from;
-
-	if ((c->nblocks + 1) * 2 > c->mask) {
-		if (grow_slots(c) < 0)
-			return NULL;
-	}
-	if (tk_sorted_has_u64(c->entries, c->nentries, b.start))
+	if (tk_sorted_has_u64(c->entries, c->nentries, ip))
 		b.flags |= TK_BLK_ENTRY;
 	if (c->nblocks == c->capblocks) {
 		uint32_t cap = c->capblocks ? c->capblocks * 2 : 1024;
-		struct tk_block *nb = grow_array(c, c->blocks, c->nblocks, cap, sizeof(*nb));
+		struct tk_block *nb = grow_array(c->blocks, c->nblocks, cap, sizeof(*nb));
 
 		if (!nb)
 			return NULL;
 		c->blocks = nb;
-		struct tk_block_link *nl = grow_array(c, c->links, c->nblocks, cap, sizeof(*nl));
+		struct tk_block_link *nl = grow_array(c->links, c->nblocks, cap, sizeof(*nl));
 
 		if (!nl)
 			return NULL;
@@ -264,74 +215,12 @@ static const struct tk_block *add_block(struct tk_bcache *c, const struct tk_blo
 				     .target_rel = (int32_t)(b.target - b.next) };
 	if (tk_bcache_target(c, c->nblocks) != b.target)
 		l->flags |= TK_BLK_FAR;
-	uint32_t h = (uint32_t)tk_hash64(b.start ^ (uint64_t)b.mode << 62) & c->mask;
+	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
 
 	while (c->slots[h])
 		h = (h + 1) & c->mask;
 	c->slots[h] = ++c->nblocks;
 	return &c->blocks[c->nblocks - 1];
-}
-
-struct tk_bshare {
-	pthread_mutex_t lock;   /* held for lookups and copies only, not while decoding */
-	struct tk_bcache c;     /* no entries: each cache marks its own */
-};
-
-struct tk_bshare *tk_bshare_new(const struct tk_image *img, int *err)
-{
-	struct tk_bshare *s = calloc(1, sizeof(*s));
-	int rc = s ? tk_bcache_init(&s->c, img) : -TK_E_NOMEM;
-
-	if (rc < 0) {
-		free(s);
-		*err = rc;
-		return NULL;
-	}
-	s->c.plain = 1;
-	pthread_mutex_init(&s->lock, NULL);
-	return s;
-}
-
-void tk_bshare_free(struct tk_bshare *s)
-{
-	if (!s)
-		return;
-	pthread_mutex_destroy(&s->lock);
-	tk_bcache_fini(&s->c);
-	free(s);
-}
-
-void tk_bcache_share(struct tk_bcache *c, struct tk_bshare *s)
-{
-	c->share = s;
-}
-
-const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode)
-{
-	struct tk_bshare *s = c->share;
-	struct tk_block b;
-
-	if (s) {
-		pthread_mutex_lock(&s->lock);
-		uint32_t i = find_block(&s->c, ip, mode);
-		int rc = i == UINT32_MAX ? 0 : copy_block(c, &s->c.blocks[i], s->c.lens, &b);
-		pthread_mutex_unlock(&s->lock);
-		if (i != UINT32_MAX)
-			return rc < 0 ? NULL : add_block(c, &b);
-	}
-	if (decode_block(c, ip, mode, &b) < 0)
-		return NULL;
-	if (s) {
-		struct tk_block t;
-
-		/* another cache may have published it meanwhile: the same block */
-		pthread_mutex_lock(&s->lock);
-		if (find_block(&s->c, ip, mode) == UINT32_MAX &&
-		    copy_block(&s->c, &b, c->lens, &t) == 0)
-			(void)add_block(&s->c, &t);   /* out of memory there: only not shared */
-		pthread_mutex_unlock(&s->lock);
-	}
-	return add_block(c, &b);
 }
 
 uint32_t tk_bcache_index_slow(struct tk_bcache *c, uint64_t ip, int mode)

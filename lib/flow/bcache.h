@@ -72,14 +72,8 @@ static inline uint64_t tk_link_next(const struct tk_block_link *l)
 	return tk_link_wrap(l, tk_link_last(l) + l->last_len);
 }
 
-struct tk_bshare;
-
 struct tk_bcache {
 	const struct tk_image *img;
-	struct tk_bshare *share;   /* blocks decoded once for several caches (NULL: none) */
-	/* a share's cache: read only on its caches' misses, so plain memory (no huge pages
-	 * zeroed ahead; realloc moves large arrays without copying) */
-	int plain;
 	struct tk_isa isa;
 	struct tk_block *blocks;
 	struct tk_block_link *links;   /* one per block */
@@ -88,7 +82,7 @@ struct tk_bcache {
 	uint32_t mask;
 	uint8_t *lens;
 	size_t nlens, caplens;
-	uint64_t decoded_bytes;   /* of the blocks this cache decoded (not those of its share) */
+	uint64_t decoded_bytes;
 	uint64_t *entries;   /* sorted function entries: blocks starting there get TK_BLK_ENTRY */
 	size_t nentries;
 };
@@ -110,19 +104,6 @@ static inline uint64_t tk_bcache_target(const struct tk_bcache *c, uint32_t i)
 		return c->blocks[i].target;
 	return tk_link_wrap(l, tk_link_next(l) + (uint64_t)(int64_t)l->target_rel);
 }
-
-/* Blocks shared by the caches of parallel walkers of one image (the workers of a parallel
- * decode learn the same code): a cache with a share takes a block it lacks from there,
- * copied into its own arrays (its indices, links and counts stay its own), and decodes
- * only those no cache has yet, publishing them. Thread-safe; the walkers' lookups of
- * their own caches are unchanged. */
-struct tk_bshare *tk_bshare_new(const struct tk_image *img, int *err);
-void tk_bshare_free(struct tk_bshare *s);
-/* From now on C takes its new blocks from S (of C's image) and adds to it. */
-void tk_bcache_share(struct tk_bcache *c, struct tk_bshare *s);
-struct tk_flow;
-/* (walk.c) The same for the block cache of walker F. */
-void tk_flow_share_blocks(struct tk_flow *f, struct tk_bshare *s);
 
 /* Index of the block at IP, or UINT32_MAX when out of memory. */
 uint32_t tk_bcache_index_slow(struct tk_bcache *c, uint64_t ip, int mode);

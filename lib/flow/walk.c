@@ -169,11 +169,6 @@ void tk_flow_free(struct tk_flow *f)
 	free(f);
 }
 
-void tk_flow_share_blocks(struct tk_flow *f, struct tk_bshare *s)
-{
-	tk_bcache_share(&f->cache, s);
-}
-
 void tk_flow_reset_stack(struct tk_flow *f)
 {
 	f->top = f->depth = 0;

@@ -5,10 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <pthread.h>
 #include <string.h>
 
-#include "flow/bcache.h"
 #include "tracekit/flow.h"
 
 static const uint8_t code[] = {
@@ -295,139 +293,11 @@ static void test_print_pages(void **state)
 	tk_image_free(img);
 }
 
-/* Blocks a cache took from its share are the ones it would have decoded itself: fields,
- * instruction lengths and link, with its own entries marked. */
-static void same_block(struct tk_bcache *c, uint64_t ip, int mode, struct tk_bcache *ref,
-		       int entry)
-{
-	const struct tk_block *b = tk_bcache_get(c, ip, mode);
-	const struct tk_block *r = tk_bcache_get(ref, ip, mode);
-
-	assert_non_null(b);
-	assert_non_null(r);
-	assert_int_equal(b->start, r->start);
-	assert_int_equal(b->last, r->last);
-	assert_int_equal(b->next, r->next);
-	assert_int_equal(b->target, r->target);
-	assert_int_equal(b->ninsn, r->ninsn);
-	assert_int_equal(b->cls, r->cls);
-	assert_int_equal(b->mode, r->mode);
-	assert_int_equal(b->sys, r->sys);
-	assert_int_equal(b->flags, (r->flags & ~TK_BLK_ENTRY) | (entry ? TK_BLK_ENTRY : 0));
-	assert_memory_equal(c->lens + b->lens, ref->lens + r->lens, r->ninsn);
-	struct tk_block_link l = c->links[b - c->blocks], lr = ref->links[r - ref->blocks];
-	lr.flags = (uint8_t)((lr.flags & ~TK_BLK_ENTRY) | (entry ? TK_BLK_ENTRY : 0));
-	assert_memory_equal(&l, &lr, sizeof(l));
-}
-
-/* every kind of block of `code`: mid-block starts, a call's return address, the int3 run,
- * code missing from the image, and another mode */
-static const struct {
-	uint64_t ip;
-	int mode;
-} share_at[] = { { 0x1000, TK_ISA_64 }, { 0x1007, TK_ISA_64 }, { 0x1009, TK_ISA_64 },
-		 { 0x100a, TK_ISA_64 }, { 0x100c, TK_ISA_64 }, { 0x1011, TK_ISA_64 },
-		 { 0x1013, TK_ISA_64 }, { 0x1020, TK_ISA_64 }, { 0x1021, TK_ISA_64 },
-		 { 0x5000, TK_ISA_64 }, { 0x1000, TK_ISA_32 }, { 0x100c, TK_ISA_32 } };
-#define NSHARE (sizeof share_at / sizeof share_at[0])
-static const uint64_t share_entries[] = { 0x1020, 0x1009 };
-
-struct share_thread {
-	struct tk_bcache c;
-	int backwards;
-};
-
-static void *share_worker(void *arg)
-{
-	struct share_thread *t = arg;
-
-	for (size_t k = 0; k < NSHARE; k++) {
-		size_t i = t->backwards ? NSHARE - 1 - k : k;
-
-		if (!tk_bcache_get(&t->c, share_at[i].ip, share_at[i].mode))
-			return arg;
-	}
-	return NULL;
-}
-
-/* The workers of a parallel decode share the blocks they learn (tk_bshare): a block one
- * cache decoded, another takes as it is, decoding nothing; with threads at once too. */
-static void test_shared_blocks(void **state)
-{
-	(void)state;
-	int err;
-	struct tk_image *img = tk_image_new(&err);
-	struct tk_bcache ref, a, b;
-	struct tk_bshare *share;
-	const size_t half = NSHARE / 2;
-
-	tk_image_add_mem(img, code, sizeof(code), 0x1000);
-	assert_int_equal(tk_bcache_init(&ref, img), 0);
-	assert_int_equal(tk_bcache_set_entries(&ref, share_entries, 2), 0);
-	assert_non_null(share = tk_bshare_new(img, &err));
-	assert_int_equal(tk_bcache_init(&a, img), 0);
-	assert_int_equal(tk_bcache_init(&b, img), 0);
-	tk_bcache_share(&a, share);
-	tk_bcache_share(&b, share);
-	assert_int_equal(tk_bcache_set_entries(&b, share_entries, 2), 0);
-	for (size_t i = 0; i < half; i++)
-		assert_non_null(tk_bcache_get(&a, share_at[i].ip, share_at[i].mode));
-	assert_true(a.decoded_bytes > 0);
-	/* B takes A's blocks (with its own entries) and decodes only the others */
-	for (size_t i = 0; i < NSHARE; i++) {
-		uint64_t before = b.decoded_bytes;
-		int entry = share_at[i].mode == TK_ISA_64 &&
-			    (share_at[i].ip == 0x1020 || share_at[i].ip == 0x1009);
-
-		same_block(&b, share_at[i].ip, share_at[i].mode, &ref, entry);
-		if (i < half)
-			assert_int_equal(b.decoded_bytes, before);
-	}
-	assert_true(b.decoded_bytes > 0);
-	/* and A those B decoded */
-	uint64_t a_bytes = a.decoded_bytes;
-	for (size_t i = 0; i < NSHARE; i++)
-		same_block(&a, share_at[i].ip, share_at[i].mode, &ref, 0);
-	assert_int_equal(a.decoded_bytes, a_bytes);
-	assert_int_equal(a.decoded_bytes + b.decoded_bytes, ref.decoded_bytes);
-	tk_bcache_fini(&a);
-	tk_bcache_fini(&b);
-	tk_bshare_free(share);
-
-	/* two threads at once, in opposite orders */
-	for (int round = 0; round < 20; round++) {
-		struct share_thread t[2] = { { .backwards = 0 }, { .backwards = 1 } };
-		pthread_t tid[2];
-		void *ret;
-
-		assert_non_null(share = tk_bshare_new(img, &err));
-		for (int k = 0; k < 2; k++) {
-			assert_int_equal(tk_bcache_init(&t[k].c, img), 0);
-			tk_bcache_share(&t[k].c, share);
-		}
-		for (int k = 0; k < 2; k++)
-			assert_int_equal(pthread_create(&tid[k], NULL, share_worker, &t[k]), 0);
-		for (int k = 0; k < 2; k++) {
-			assert_int_equal(pthread_join(tid[k], &ret), 0);
-			assert_null(ret);
-		}
-		for (int k = 0; k < 2; k++) {
-			for (size_t i = 0; i < NSHARE; i++)
-				same_block(&t[k].c, share_at[i].ip, share_at[i].mode, &ref, 0);
-			tk_bcache_fini(&t[k].c);
-		}
-		tk_bshare_free(share);
-	}
-	tk_bcache_fini(&ref);
-	tk_image_free(img);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_walk),
 					    cmocka_unit_test(test_loop_quiet),
-					    cmocka_unit_test(test_print_pages),
-					    cmocka_unit_test(test_shared_blocks) };
+					    cmocka_unit_test(test_print_pages) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

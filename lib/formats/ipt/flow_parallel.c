@@ -5,15 +5,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "flow/bcache.h"
 #include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
-
-/* A walker not in use, and the thread that used it last. */
-struct free_flow {
-	struct tk_flow *f;
-	pthread_t by;
-};
 
 struct run {
 	const uint8_t *buf;
@@ -29,46 +22,27 @@ struct run {
 	uint32_t *brk;
 	struct tk_ipt_flow_stats *cst;     /* per chunk */
 	pthread_mutex_t lock;
-	struct free_flow *free_flows;
+	struct tk_flow **free_flows;
 	size_t nfree;
 	struct tk_flow *redo_flow;         /* decodes chunks again (merges are serial) */
-	/* the blocks all walkers learn, decoded once (several workers; else NULL) */
-	struct tk_bshare *share;
 	int err;
 };
-
-static struct tk_flow *new_flow(struct run *r, int *err)
-{
-	struct tk_flow *f = tk_flow_new(r->o->image, err);
-
-	if (f && r->share)
-		tk_flow_share_blocks(f, r->share);
-	return f;
-}
 
 static struct tk_flow *take_flow(struct run *r, int *err)
 {
 	struct tk_flow *f = NULL;
 
 	pthread_mutex_lock(&r->lock);
-	if (r->nfree) {
-		/* the walker this thread used last: its caches are in this core's (a worker
-		 * that waited took the other's 10-20 % of the time) */
-		size_t k = r->nfree - 1;
-		for (size_t j = 0; j < r->nfree; j++)
-			if (pthread_equal(r->free_flows[j].by, pthread_self()))
-				k = j;
-		f = r->free_flows[k].f;
-		r->free_flows[k] = r->free_flows[--r->nfree];
-	}
+	if (r->nfree)
+		f = r->free_flows[--r->nfree];
 	pthread_mutex_unlock(&r->lock);
-	return f ? f : new_flow(r, err);
+	return f ? f : tk_flow_new(r->o->image, err);
 }
 
 static void give_flow(struct run *r, struct tk_flow *f)
 {
 	pthread_mutex_lock(&r->lock);
-	r->free_flows[r->nfree++] = (struct free_flow){ f, pthread_self() };
+	r->free_flows[r->nfree++] = f;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -119,7 +93,7 @@ static int redo(struct run *r, size_t i)
 
 	if (rc <= 0)
 		return rc;
-	if (!r->redo_flow && !(r->redo_flow = new_flow(r, &rc)))
+	if (!r->redo_flow && !(r->redo_flow = tk_flow_new(r->o->image, &rc)))
 		return rc;
 	if ((rc = r->c->redo(r->c->ctx, i, r->redo_flow, &sink)) >= 0)
 		rc = decode_one(r, i, r->redo_flow, sink, &scratch);
@@ -285,10 +259,6 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		rc = -TK_E_NOMEM;
 		goto out;
 	}
-	/* each worker's walker would decode the same code again (libLLVM at -j 2: +3 % of
-	 * the instructions) */
-	if (nthreads > 1 && r.nchunks > 1 && !(r.share = tk_bshare_new(o->image, &rc)))
-		goto out;
 	pthread_mutex_init(&r.lock, NULL);
 	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads };
 
@@ -301,12 +271,11 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 out:
 	for (size_t i = 0; r.free_flows && i < r.nfree; i++) {
 		if (rc >= 0 && c->done)
-			rc = c->done(c->ctx, r.free_flows[i].f);
-		tk_flow_free(r.free_flows[i].f);
+			rc = c->done(c->ctx, r.free_flows[i]);
+		tk_flow_free(r.free_flows[i]);
 	}
 	free(r.free_flows);
 	tk_flow_free(r.redo_flow);
-	tk_bshare_free(r.share);
 	free(r.offs);
 	free(r.cst);
 	free(r.seg_end);

@@ -6,6 +6,8 @@
 # "branches calls threads"; CPU=1: median CPU seconds, user + system, instead of wall time,
 # steadier on a shared machine; BEFORE=path/to/an older libtkbtrace.so: a column with that
 # recorder, same tracekit, to compare two recorders in one run)
+# Debian's own programs (gzip, sort, sqlite3, bzip2, python3, git status), the real-program
+# comparison of issue #34, are in bench/btrace-handlers.sh.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")/.." && pwd)

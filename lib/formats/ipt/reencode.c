@@ -401,10 +401,14 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 				break;
 			}
 			/* lost right at the chunk's start: its PSB+ as in the input, so the
-			 * last chunk's flow stops where this one starts */
-			if (!r->wrote)
+			 * last chunk's flow stops where this one starts; nothing decodes at
+			 * its IP, so an overflow of the chunk before does not resume there
+			 * (re_merge's FUP would lead the decoder into the loss) */
+			if (!r->wrote) {
 				psb(r, r->input_on, r->input_ip,
 				    r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
+				r->starts_on = 0;
+			}
 			put_kind(r, TK_IPT_PKT_OVF);
 			r->st.overflows++;
 			tk_ipt_last_ip_init(&r->last);

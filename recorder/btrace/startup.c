@@ -68,22 +68,25 @@ static void sort_u64(void *base, size_t n, size_t size)
 		heap_sort(base, n, 16);
 }
 
-/* Sort the N u64 of A: a radix sort, one pass per byte in which they differ (code
- * addresses: 3 or 4 of the 8), through a scratch copy; heapsort (sort_u64) if the memory is
- * refused. Heapsort's random accesses over git's branch targets took 7% of its start-up. */
-static void sort_keys(uint64_t *a, size_t n)
+/* Sort the N elements of A, each W (1 or 2) u64 with the key first, by key: a radix sort,
+ * one pass per byte in which the keys differ (code addresses: 3 or 4 of the 8), through a
+ * scratch copy; heapsort (sort_u64) if the memory is refused. Stable, so for single keys
+ * and pairs with unique keys the order is the one any sort gives. Heapsort's random
+ * accesses over git's branch targets took 7% of its start-up, over its 16-byte return
+ * sites 2-4%. (Elements are copied as words: the recorder's memcpy is a byte loop.) */
+static void radix_sort(uint64_t *a, size_t n, size_t w)
 {
 	static size_t count[8][256];   /* start-up only: one thread */
-	uint64_t *tmp = n > 1 ? rec_alloc(n * 8) : NULL;
+	uint64_t *tmp = n > 1 ? rec_alloc(n * w * 8) : NULL;
 	if (!tmp) {
 		if (n > 1)
-			sort_u64(a, n, 8);
+			sort_u64(a, n, w * 8);
 		return;
 	}
 	memset(count, 0, sizeof count);
 	for (size_t i = 0; i < n; i++)
 		for (int b = 0; b < 8; b++)
-			count[b][a[i] >> 8 * b & 255]++;
+			count[b][a[i * w] >> 8 * b & 255]++;
 	uint64_t *src = a, *dst = tmp;
 	for (int b = 0; b < 8; b++) {
 		if (count[b][a[0] >> 8 * b & 255] == n)
@@ -94,15 +97,19 @@ static void sort_keys(uint64_t *a, size_t n)
 			count[b][d] = at;
 			at += c;
 		}
-		for (size_t i = 0; i < n; i++)
-			dst[count[b][src[i] >> 8 * b & 255]++] = src[i];
+		for (size_t i = 0; i < n; i++) {
+			size_t j = count[b][src[i * w] >> 8 * b & 255]++;
+			dst[j * w] = src[i * w];
+			if (w == 2)
+				dst[j * w + 1] = src[i * w + 1];
+		}
 		uint64_t *t = src;
 		src = dst;
 		dst = t;
 	}
-	for (size_t i = 0; src != a && i < n; i++)
+	for (size_t i = 0; src != a && i < n * w; i++)
 		a[i] = src[i];
-	rec_free(tmp, n * 8);
+	rec_free(tmp, n * w * 8);
 }
 
 struct fnrange {
@@ -599,7 +606,7 @@ static int scan_module(struct module *m, struct scan *sc)
 		return -1;
 	for (size_t i = 0; i < ns; i++)
 		starts[i] = ((struct fnrange *)sc->fns.p)[fn0 + i].start;
-	sort_keys(starts, ns);
+	radix_sort(starts, ns, 1);
 	struct fnrange *sr = secs.p;
 	for (size_t i = 0; i < secs.n; i++) {
 		uint64_t s = sr[i].start < m->start ? m->start : sr[i].start;
@@ -989,43 +996,6 @@ static size_t reloc_module(struct module *m, uint64_t start, uint64_t end, const
 	return done;
 }
 
-/* Sort the N (key, value) pairs of P by key, keys unique (one per instruction address, so
- * that the order is the one any sort gives): a radix sort as sort_keys', heapsort if the
- * memory is refused. Heapsort of git's 16-byte return sites took 2-4% of its start-up. */
-static void sort_unique_pairs(struct fnrange *p, size_t n)
-{
-	static size_t count[8][256];   /* start-up only: one thread */
-	struct fnrange *tmp = n > 1 ? rec_alloc(n * sizeof *tmp) : NULL;
-	if (!tmp) {
-		if (n > 1)
-			sort_u64(p, n, sizeof *p);
-		return;
-	}
-	memset(count, 0, sizeof count);
-	for (size_t i = 0; i < n; i++)
-		for (int b = 0; b < 8; b++)
-			count[b][p[i].start >> 8 * b & 255]++;
-	struct fnrange *src = p, *dst = tmp;
-	for (int b = 0; b < 8; b++) {
-		if (count[b][p[0].start >> 8 * b & 255] == n)
-			continue;   /* every key has the same byte here */
-		size_t at = 0;
-		for (int d = 0; d < 256; d++) {
-			size_t c = count[b][d];
-			count[b][d] = at;
-			at += c;
-		}
-		for (size_t i = 0; i < n; i++)
-			dst[count[b][src[i].start >> 8 * b & 255]++] = src[i];
-		struct fnrange *t = src;
-		src = dst;
-		dst = t;
-	}
-	for (size_t i = 0; src != p && i < n; i++)
-		p[i] = src[i];
-	rec_free(tmp, n * sizeof *tmp);
-}
-
 /* Sort the (key, value) pairs of V by key (UNIQUE: no two keys equal) into two arrays, and
  * free V. */
 static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *n, int unique)
@@ -1033,7 +1003,7 @@ static int split_pairs(struct vec *v, uint64_t **keys, uint64_t **vals, size_t *
 	struct fnrange *p = v->p;
 	*n = v->n;
 	if (unique)
-		sort_unique_pairs(p, *n);
+		radix_sort(&p->start, *n, 2);
 	else
 		sort_u64(p, *n, sizeof *p);
 	*keys = rec_alloc((*n + 1) * sizeof **keys);
@@ -1258,10 +1228,10 @@ __attribute__((constructor(101))) static void btrace_init(void)
 	reloc_targets = sc.targets.p;
 	nreloc_targets = sc.targets.n;
 	if (reloc_targets)
-		sort_keys(reloc_targets, nreloc_targets);
+		radix_sort(reloc_targets, nreloc_targets, 1);
 	uint64_t *jcc_t = sc.jcc_targets.p;
 	if (jcc_t)
-		sort_keys(jcc_t, sc.jcc_targets.n);
+		radix_sort(jcc_t, sc.jcc_targets.n, 1);
 	struct reloc_entries ent = { { reloc_targets, ret_sites, fn_start, jcc_t },
 				     { nreloc_targets, nret_sites, nfns, sc.jcc_targets.n } };
 	for (size_t i = 0; reloc_jind && i < nctis; i++) {
@@ -1287,7 +1257,7 @@ __attribute__((constructor(101))) static void btrace_init(void)
 		say(msg);
 	}
 	if (reloc_jind)
-		sort_keys(reloc_jind, nreloc_jind);
+		radix_sort(reloc_jind, nreloc_jind, 1);
 	else
 		reloc_targets = NULL;   /* without it, no relocation */
 	if (getenv("TK_BTRACE_RELOCATE") && !strcmp(getenv("TK_BTRACE_RELOCATE"), "0"))

@@ -1187,6 +1187,23 @@ static void jump_fix(uint8_t *rel_at, const uint8_t *to)
 	memcpy(rel_at, &rel, 4);
 }
 
+/* rsi = &ctis[edi >> 1], the CTI of the stub's code in edi (rcx clobbered). */
+static void emit_cti_of_code(uint8_t **p)
+{
+	static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
+	uint64_t a = (uint64_t)(uintptr_t)&ctis;
+	static const uint8_t cti_at[] = {
+		0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
+		0x89, 0xfe,             /* mov esi, edi */
+		0xd1, 0xee,             /* shr esi, 1 */
+		0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
+		0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
+	};
+	emit(p, ld_ctis, 2);
+	emit(p, &a, 8);
+	emit(p, cti_at, sizeof cti_at);
+}
+
 
 /* Restore the flags (from ah/al) and the registers pushed at entry (WIDE: r8, r9 too). */
 static void emit_fast_leave(uint8_t **p, int wide)
@@ -1311,7 +1328,6 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 {
 	uint8_t *start = p, *slow[16], *unlock[8];
 	int nslow = 0, nunlock = 0;
-	uint64_t a;
 	uint8_t op[4] = { 0x8b, RDX(1) };
 	uint8_t cmp0[2] = { 0x83, RDX(7) }, zero = 0;   /* cmp dword [rdx+d], 0 */
 	uint8_t st[2] = { 0xc7, RDX(0) };
@@ -1365,16 +1381,8 @@ static uint8_t *make_jcc_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	/* a signal was deferred: ttls says where the thread goes (as tramp_hit leaves it), then
 	 * the full stub calling tramp_deferred */
 	jump_fix(def, p);
-	static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
-	emit(&p, ld_ctis, 2);
-	a = (uint64_t)(uintptr_t)&ctis;
-	emit(&p, &a, 8);
+	emit_cti_of_code(&p);
 	static const uint8_t cti_at[] = {
-		0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
-		0x89, 0xfe,             /* mov esi, edi */
-		0xd1, 0xee,             /* shr esi, 1 */
-		0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
-		0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
 		0x40, 0xf6, 0xc7, 0x01, /* test dil, 1 */
 		0x75, 0x0a,             /* jnz taken (10 bytes on) */
 		0x0f, 0xb6, 0x4e, (uint8_t)offsetof(struct cti, len),   /* movzx ecx, byte [rsi+len] */
@@ -1443,16 +1451,8 @@ static uint8_t *make_ret_stub(uint8_t *p, uint8_t *full, uint8_t *deferred, int3
 	static const uint8_t ld_dest[] = { 0x64, 0x48, 0x8b, 0x34, 0x25 };   /* mov rsi, fs:[d] */
 	int32_t dest_off = ttls_fs_off + (int32_t)offsetof(struct tramp_tls, dest);
 	if (from_dest == 2) {   /* jmp/call [rip + disp]: the pointer, as tramp_hit reads it */
-		static const uint8_t ld_ctis[] = { 0x48, 0xb9 };   /* mov rcx, &ctis */
-		emit(&p, ld_ctis, 2);
-		a = (uint64_t)(uintptr_t)&ctis;
-		emit(&p, &a, 8);
+		emit_cti_of_code(&p);
 		static const uint8_t ptr[] = {
-			0x48, 0x8b, 0x09,       /* mov rcx, [rcx] */
-			0x89, 0xfe,             /* mov esi, edi */
-			0xd1, 0xee,             /* shr esi, 1 */
-			0x48, 0x6b, 0xf6, (uint8_t)sizeof(struct cti),   /* imul rsi, rsi, sizeof */
-			0x48, 0x01, 0xce,       /* add rsi, rcx: the CTI */
 			0x48, 0x63, 0x4e, (uint8_t)offsetof(struct cti, disp),        /* movsxd rcx, [rsi+disp] */
 			0x48, 0x03, 0x4e, (uint8_t)offsetof(struct cti, addr),        /* add rcx, [rsi+addr] */
 			0x44, 0x0f, 0xb6, 0x4e, (uint8_t)offsetof(struct cti, len),   /* movzx r9d, byte [rsi+len] */

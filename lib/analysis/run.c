@@ -1,9 +1,8 @@
 /* The chunk runner: one tk_prof per chunk (decoded in parallel), merged in order, which
  * stitches call stacks across the seams. A merged chunk's profile is emptied for a later
  * chunk, by the worker that begins it (its tables keep their size: no growing and faulting
- * in again). A chunk whose merge
- * would not give the one-pass profile (tk_prof_seam_exact) is decoded again, its events
- * going to the total directly. Instruction-flow formats count blocks in their walkers
+ * in again). A chunk whose merge would not give the one-pass profile (tk_prof_seam_exact)
+ * is decoded again, its events going to the total directly. Instruction-flow formats count blocks in their walkers
  * (tk_flow_set_count_mode) instead of sending one event each: the same profile. */
 #include <pthread.h>
 #include <regex.h>

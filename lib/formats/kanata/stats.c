@@ -1374,6 +1374,9 @@ static int chunk_load(struct tk_kanata_stats_merge *m, struct kn_in *b, struct c
 		int64_t *z[] = { &x->id, &x->sim_id, &x->thread, &x->begin, &x->end };
 		for (size_t j = 0; j < 5; j++)
 			*z[j] = kn_getz(b, "slowest instructions");
+		/* a latency (end - begin) every reader of the heap can compute */
+		if (!b->err && (x->end < x->begin || (uint64_t)x->end - (uint64_t)x->begin > INT64_MAX))
+			kn_bad(b, "slowest instruction ending before it began");
 		kn_get_str(b, x->label, sizeof x->label, "slowest instructions");
 	}
 	s->have_rid = kn_getv(b, "last retire") != 0;

@@ -13,8 +13,10 @@
 
 /* ---- text ------------------------------------------------------------------------------ */
 
+/* Each on cache lines of its own (two, against the adjacent-line prefetch): the workers
+ * of neighbouring chunks update their buffer's length for every line of text. */
 struct text_chunk {
-	struct tk_buf buf;
+	_Alignas(128) struct tk_buf buf;
 	struct tk_buf scratch;
 	struct tk_flow *flow;
 	struct text_run *run;
@@ -526,9 +528,11 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 									 : TK_IPT_FLOW_CHUNK;
 	opts = &o;
 	n = tk_ipt_flow_chunks(buf, len, opts, NULL, 0);
-	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
+	r.chunks = aligned_alloc(_Alignof(struct text_chunk),
+				 (n > 0 ? (size_t)n : 1) * sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
+	memset(r.chunks, 0, (n > 0 ? (size_t)n : 1) * sizeof(*r.chunks));
 	turn_init(&r.turn);
 	if (r.nthreads <= 1 && writer_pays(out, flags) && tk_buf_flush(out) >= 0 &&
 	    (r.w = tk_writer_start(out->fd, NULL))) {

@@ -47,6 +47,9 @@ struct text_chunk {
 #define TEXT_BUDGET ((size_t)16 << 20)
 #define TEXT_STEP ((size_t)1 << 20)
 #define TEXT_PIECE ((size_t)4 << 20)
+/* -j N into a descriptor: a chunk's text of at least this much is written from its own
+ * buffer, less is gathered in the output's */
+#define DIRECT_TEXT ((size_t)64 << 10)
 
 /* -j N: whose turn it is to hand its output on, chunks in order. A chunk that holds too
  * much waits for the chunks before it to be merged, then hands on what it has (the
@@ -330,8 +333,10 @@ static int put_text(struct text_chunk *tc)
 		return b->err;
 	if (r->wn)
 		return tk_writer_submit(r->wn, b);
-	if (r->out->fd >= 0 && b->len >= r->out->cap - r->out->len) {
-		/* a file: write the chunk's text as it is rather than copy it */
+	if (r->out->fd >= 0 && (b->len >= DIRECT_TEXT || b->len >= r->out->cap - r->out->len)) {
+		/* a file: write the chunk's text as it is rather than copy it (a chunk of
+		 * libLLVM's O2 run makes ~0.9 MB: copied into the 1 MiB output buffer, that
+		 * was a second pass over most of the text) */
 		struct tk_buf direct = *b;
 
 		direct.fd = r->out->fd;

@@ -40,7 +40,8 @@ read -r size sum one < <(TK_IPT_CHUNK=4096 run "$TK" decode -j 1 "${args[@]}")
 read -r size4 sum4 four < <(TK_IPT_CHUNK=4096 run "$TK" decode -j 4 "${args[@]}")
 [ "$size $sum" = "$size4 $sum4" ] || { echo "-j 4 output differs from -j 1"; exit 1; }
 [ "$size" -gt $((50 << 20)) ] || { echo "only $size bytes of text: not hostile enough"; exit 1; }
-# 8 chunks may wait (the pool's window at -j 4), 4 MiB each, plus the workers' buffers
+# the chunks waiting hold 16 MiB of text in all (the budget in flow_text.c) and 1 MiB more
+# per worker, in buffers grown by doubling; plus the workers' decoders
 limit=$((one + 48 * 1024))
 [ "$four" -le "$limit" ] || { echo "-j 4 peaked at $four KiB, -j 1 at $one KiB (limit $limit)"; exit 1; }
 echo "decode memory: ok ($size bytes of text; peak -j 1 $one KiB, -j 4 $four KiB)"

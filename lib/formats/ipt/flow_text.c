@@ -13,8 +13,10 @@
 
 /* ---- text ------------------------------------------------------------------------------ */
 
+/* Each on cache lines of its own (two, against the adjacent-line prefetch): the workers
+ * of neighbouring chunks update their buffer's length for every line of text. */
 struct text_chunk {
-	struct tk_buf buf;
+	_Alignas(128) struct tk_buf buf;
 	struct tk_buf scratch;
 	struct tk_flow *flow;
 	struct text_run *run;
@@ -39,10 +41,15 @@ struct text_chunk {
  * waits for its chunk's turn. A hostile chunk (one TNT run repeated: thousands of
  * instructions per byte) makes GBs of text, and this keeps what waits to TEXT_BUDGET plus
  * TEXT_STEP per worker. Each chunk adds its growth to the total every TEXT_STEP; the chunk
- * whose turn it is hands its text on in pieces of TEXT_PIECE. */
-#define TEXT_BUDGET ((size_t)8 << 20)
+ * whose turn it is hands its text on every TEXT_STEP, outside the budget (counted in it,
+ * the text on its way out left the next chunks a quarter less room). 16 MiB, not 8: a 32 KiB
+ * chunk of gzip's deflate loops makes ~11 MB of text, and at 8 MiB the next chunk's worker
+ * waited in most chunks (-j 2 1.6x -j 1 into /dev/null, 1.75x at 16). */
+#define TEXT_BUDGET ((size_t)16 << 20)
 #define TEXT_STEP ((size_t)1 << 20)
-#define TEXT_PIECE ((size_t)4 << 20)
+/* -j N into a descriptor: a chunk's text of at least this much is written from its own
+ * buffer, less is gathered in the output's */
+#define DIRECT_TEXT ((size_t)64 << 10)
 
 /* -j N: whose turn it is to hand its output on, chunks in order. A chunk that holds too
  * much waits for the chunks before it to be merged, then hands on what it has (the
@@ -326,8 +333,10 @@ static int put_text(struct text_chunk *tc)
 		return b->err;
 	if (r->wn)
 		return tk_writer_submit(r->wn, b);
-	if (r->out->fd >= 0 && b->len >= r->out->cap - r->out->len) {
-		/* a file: write the chunk's text as it is rather than copy it */
+	if (r->out->fd >= 0 && (b->len >= DIRECT_TEXT || b->len >= r->out->cap - r->out->len)) {
+		/* a file: write the chunk's text as it is rather than copy it (a chunk of
+		 * libLLVM's O2 run makes ~0.9 MB: copied into the 1 MiB output buffer, that
+		 * was a second pass over most of the text) */
 		struct tk_buf direct = *b;
 
 		direct.fd = r->out->fd;
@@ -342,30 +351,31 @@ static int put_text(struct text_chunk *tc)
 	return r->out->err;
 }
 
-/* -j N: the chunk's text grew by TEXT_STEP. It waits for its turn and hands the text on
- * if the chunks hold more than TEXT_BUDGET, and without waiting once its turn has come
- * and it has TEXT_PIECE. */
+/* -j N: the chunk's text grew by TEXT_STEP. Once its turn has come it hands the text on
+ * (none of it waits); before, its text counts against TEXT_BUDGET, and past that it waits
+ * for its turn. */
 static int count_text(struct text_chunk *tc)
 {
 	struct text_run *r = tc->run;
 	size_t len = tc->buf.len;
-	size_t held = atomic_fetch_add(&r->held, len - tc->counted) + (len - tc->counted);
 	int now;
 
-	tc->counted = len;
-	tc->check_at = len + TEXT_STEP;
-	if (held <= TEXT_BUDGET) {
-		if (len < TEXT_PIECE)
-			return 0;
-		pthread_mutex_lock(&r->turn.lock);
-		now = r->turn.merged >= tc->index;
-		pthread_mutex_unlock(&r->turn.lock);
-		if (!now)
-			return 0;
-	}
-	int rc = turn_wait(&r->turn, tc->index);
+	pthread_mutex_lock(&r->turn.lock);
+	now = r->turn.merged >= tc->index;
+	pthread_mutex_unlock(&r->turn.lock);
+	if (!now) {
+		size_t held = atomic_fetch_add(&r->held, len - tc->counted) + (len - tc->counted);
 
-	return rc < 0 ? rc : put_text(tc);
+		tc->counted = len;
+		tc->check_at = len + TEXT_STEP;
+		if (held <= TEXT_BUDGET)
+			return 0;
+		int rc = turn_wait(&r->turn, tc->index);
+
+		if (rc < 0)
+			return rc;
+	}
+	return put_text(tc);
 }
 
 static int text_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -526,9 +536,11 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 									 : TK_IPT_FLOW_CHUNK;
 	opts = &o;
 	n = tk_ipt_flow_chunks(buf, len, opts, NULL, 0);
-	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
+	r.chunks = aligned_alloc(_Alignof(struct text_chunk),
+				 (n > 0 ? (size_t)n : 1) * sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
+	memset(r.chunks, 0, (n > 0 ? (size_t)n : 1) * sizeof(*r.chunks));
 	turn_init(&r.turn);
 	if (r.nthreads <= 1 && writer_pays(out, flags) && tk_buf_flush(out) >= 0 &&
 	    (r.w = tk_writer_start(out->fd, NULL))) {

@@ -1088,56 +1088,131 @@ static int add_cyc(struct tk_prof *into, uint32_t dst, const struct tk_prof *fro
 /* FROM's nodes as a merge grafts them: MAP, each node's node in INTO (NONE32: not yet);
  * OWNER, the node a graft copies it with (itself for a track's root and for a level
  * before the first gap, grafted on its own; else its parent's owner); LAST, the last node
- * an owner's graft copies. Found in one pass in node order (a parent comes before its
- * children), not by walking each subtree: the walk's random loads of FROM's nodes were a
- * fifth of the merge's time on libLLVM. */
+ * an owner's graft copies; DEPTH, below its owner. Found in one pass in node order (a
+ * parent comes before its children), not by walking each subtree: the walk's random loads
+ * of FROM's nodes were a fifth of the merge's time on libLLVM. ORDER and CNT: a graft's
+ * room to sort its nodes by depth. */
 struct graft_maps {
-	uint32_t *map, *owner, *last;
+	uint32_t *map, *owner, *last, *depth, *order, *cnt;
 };
 
 static void graft_owners(const struct tk_prof *from, struct graft_maps *g)
 {
 	for (uint32_t c = 0; c < from->nnodes; c++) {
 		const struct node *cn = &from->nodes[c];
-		uint32_t o = cn->parent == NONE32 ||
-			     (cn->kind == TK_PROF_KEY_UNKNOWN && from->links[c].seam) ? c : g->owner[cn->parent];
+		int own = cn->parent == NONE32 || (cn->kind == TK_PROF_KEY_UNKNOWN && from->links[c].seam);
+		uint32_t o = own ? c : g->owner[cn->parent];
 		g->owner[c] = o;
+		g->depth[c] = own ? 0 : g->depth[cn->parent] + 1;
 		g->last[o] = c;
 		g->map[c] = NONE32;
 	}
 }
 
+#define MISSING32 (NONE32 - 1)   /* in a graft's map: not in INTO, to be made */
+#define GRAFT_AHEAD 8             /* nodes looked up ahead: their table slot loaded */
+#define GRAFT_AHEAD_NODE 4        /* and then the node in it */
+
+/* Where find_child will look for FROM's node C in INTO, loaded ahead (INTO's table and
+ * nodes are megabytes: each lookup was two cache misses): the slot, or with NODE the node
+ * the slot holds. Inlined early: GCC takes a function that only prefetches for one
+ * without effects and drops its calls. */
+HOT void graft_prefetch(const struct tk_prof *into, const struct tk_prof *from,
+			const uint32_t *map, uint32_t c, int node)
+{
+	const struct node *cn = &from->nodes[c];
+	uint32_t pm = map[cn->parent];
+	if (pm >= MISSING32 || cn->kind == TK_PROF_KEY_UNKNOWN)
+		return;
+	uint64_t h = node_hash(pm, cn->key, cn->kind);
+	const struct nslot *e = &into->node_map[node_slot(into, h)];
+	if (!node)
+		__builtin_prefetch(e);
+	else if (e->tag == node_tag(h))
+		__builtin_prefetch(&into->nodes[e->node]);
+}
+
+/* INTO's child of PARENT for (KEY, KIND), or MISSING32: get_child without making it. */
+static inline uint32_t find_child(const struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind)
+{
+	uint64_t h = node_hash(parent, key, kind);
+	uint32_t tag = node_tag(h);
+	for (size_t s = node_slot(p, h); p->node_map[s].tag; s = (s + 1) & p->node_mask) {
+		if (p->node_map[s].tag != tag)
+			continue;
+		const struct node *n = &p->nodes[p->node_map[s].node];
+		if (n->key == key && n->parent == parent && n->kind == kind)
+			return p->node_map[s].node;
+	}
+	return MISSING32;
+}
+
 /* Copy the nodes FROM's node SRC owns under INTO's node DST, in the order FROM made them
  * (parents before children): the order in which its events, sent to INTO instead, would
  * have made them. Node order is pprof's sample order, so a chunk merged and a chunk whose
- * events go to the total (-j 1, a seam decoded again) give the same bytes. */
+ * events go to the total (-j 1, a seam decoded again) give the same bytes. Those INTO
+ * has are looked up first, by depth: then a node's parent is known GRAFT_AHEAD lookups
+ * ahead, and its slot can be loaded while others are looked up (in FROM's order, the
+ * parent was most often the node just before). */
 static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src, uint32_t dst,
 		 struct graft_maps *g, uint32_t track)
 {
-	uint32_t *map = g->map;
-	const uint32_t *owner = g->owner;
+	uint32_t *map = g->map, *order = g->order, *cnt = g->cnt;
+	const uint32_t *owner = g->owner, *depth = g->depth;
+	uint32_t hi = g->last[src], maxd = 0, n;
 
 	if (owner[src] != src)
 		return -TK_E_INTERNAL;   /* only roots and levels before the first gap */
 	if (add_cyc(into, dst, from, src) < 0)
 		return -TK_E_NOMEM;
 	map[src] = dst;
-	for (uint32_t c = src + 1, hi = g->last[src]; c <= hi; c++) {
+	/* its nodes by depth, in FROM's order at each (a counting sort) */
+	for (uint32_t c = src + 1; c <= hi; c++)
+		if (owner[c] == src && depth[c] > maxd)
+			maxd = depth[c];
+	memset(cnt, 0, ((size_t)maxd + 2) * sizeof *cnt);
+	for (uint32_t c = src + 1; c <= hi; c++)
+		if (owner[c] == src)
+			cnt[depth[c] + 1]++;
+	for (uint32_t d = 1; d <= maxd + 1; d++)
+		cnt[d] += cnt[d - 1];
+	n = cnt[maxd + 1];
+	for (uint32_t c = src + 1; c <= hi; c++)
+		if (owner[c] == src)
+			order[cnt[depth[c]]++] = c;
+	/* those INTO has (below a node it lacks, or a level, none) */
+	for (uint32_t k = 0; k < n; k++) {
+		if (k + GRAFT_AHEAD < n)
+			graft_prefetch(into, from, map, order[k + GRAFT_AHEAD], 0);
+		if (k + GRAFT_AHEAD_NODE < n)
+			graft_prefetch(into, from, map, order[k + GRAFT_AHEAD_NODE], 1);
+		const struct node *cn = &from->nodes[order[k]];
+		uint32_t pm = map[cn->parent];
+		map[order[k]] = pm == MISSING32 || cn->kind == TK_PROF_KEY_UNKNOWN ? MISSING32 :
+				find_child(into, pm, cn->key, cn->kind);
+	}
+	/* the others made, in FROM's order; the costs added */
+	for (uint32_t c = src + 1; c <= hi; c++) {
 		if (owner[c] != src)
 			continue;
 		const struct node *cn = &from->nodes[c];
-		uint32_t m, pm = map[cn->parent];
-		if (cn->kind == TK_PROF_KEY_UNKNOWN) {
-			m = get_child(into, pm, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
-			if (m != NONE32)
-				into->links[m].hint = from->links[c].hint;
-		} else {
-			m = get_child(into, pm, cn->key, cn->kind, track);
+		uint32_t m = map[c];
+		if (m == MISSING32) {
+			uint32_t pm = map[cn->parent];
+			if (cn->kind == TK_PROF_KEY_UNKNOWN) {
+				m = get_child(into, pm, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
+				if (m != NONE32)
+					into->links[m].hint = from->links[c].hint;
+			} else {
+				m = get_child(into, pm, cn->key, cn->kind, track);
+			}
+			if (m == NONE32)
+				return -TK_E_NOMEM;
+			map[c] = m;
 		}
-		if (m == NONE32 || add_cyc(into, m, from, c) < 0)
+		if (add_cyc(into, m, from, c) < 0)
 			return -TK_E_NOMEM;
 		add_stats(&into->nodes[m], cn);
-		map[c] = m;
 	}
 	return 0;
 }
@@ -1343,6 +1418,19 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 	return 1;
 }
 
+/* Where prof_get_func will look for function F in INTO, loaded ahead as graft_prefetch
+ * does: the table's slot, or with FUNC the function it holds. */
+HOT void func_prefetch(const struct tk_prof *into, const struct func *f, int func)
+{
+	if (!into->func_map)
+		return;
+	const uint32_t *s = &into->func_map[func_hash(f->track, f->key, f->kind) & into->func_mask];
+	if (!func)
+		__builtin_prefetch(s);
+	else if (*s != NONE32)
+		__builtin_prefetch(&into->funcs[*s]);
+}
+
 static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 {
 	int rc = 0;
@@ -1389,6 +1477,10 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 		goto nomem;
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
+		if (i + GRAFT_AHEAD < from->nfuncs)
+			func_prefetch(into, &ff[GRAFT_AHEAD], 0);
+		if (i + GRAFT_AHEAD_NODE < from->nfuncs)
+			func_prefetch(into, &ff[GRAFT_AHEAD_NODE], 1);
 		uint32_t fi = prof_get_func(into, ff->track, ff->key, ff->kind);
 		if (fi == NONE32) {
 			free(fmap);
@@ -1424,10 +1516,13 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	if (!owned)
 		free(fmap);
 	struct graft_maps g;
-	if (!(g.map = malloc(3 * (from->nnodes + 1) * sizeof *g.map)))
+	if (!(g.map = malloc(6 * (from->nnodes + 2) * sizeof *g.map)))
 		goto nomem;
-	g.owner = g.map + from->nnodes + 1;
-	g.last = g.owner + from->nnodes + 1;
+	g.owner = g.map + from->nnodes + 2;
+	g.last = g.owner + from->nnodes + 2;
+	g.depth = g.last + from->nnodes + 2;
+	g.order = g.depth + from->nnodes + 2;
+	g.cnt = g.order + from->nnodes + 2;
 	graft_owners(from, &g);
 	for (size_t i = 0; i < from->ntracks && rc >= 0; i++)
 		rc = merge_track(into, from, &from->tracks[i], &g);

@@ -1110,8 +1110,9 @@ static void graft_owners(const struct tk_prof *from, struct graft_maps *g)
 }
 
 #define MISSING32 (NONE32 - 1)   /* in a graft's map: not in INTO, to be made */
-#define GRAFT_AHEAD 8             /* nodes looked up ahead: their table slot loaded */
-#define GRAFT_AHEAD_NODE 4        /* and then the node in it */
+#define GRAFT_AHEAD_FROM 24       /* lookups ahead: FROM's node loaded, */
+#define GRAFT_AHEAD 16            /* then INTO's table slot, */
+#define GRAFT_AHEAD_NODE 8        /* then the node in it */
 
 /* Where find_child will look for FROM's node C in INTO, loaded ahead (INTO's table and
  * nodes are megabytes: each lookup was two cache misses): the slot, or with NODE the node
@@ -1132,17 +1133,24 @@ HOT void graft_prefetch(const struct tk_prof *into, const struct tk_prof *from,
 		__builtin_prefetch(&into->nodes[e->node]);
 }
 
-/* INTO's child of PARENT for (KEY, KIND), or MISSING32: get_child without making it. */
-static inline uint32_t find_child(const struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind)
+/* INTO's child of PARENT for (KEY, KIND), or MISSING32: get_child without making it. As
+ * there, a node found past its first slot trades places with the one there (the next
+ * chunk's graft will look it up again). */
+static inline uint32_t find_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind)
 {
 	uint64_t h = node_hash(parent, key, kind);
 	uint32_t tag = node_tag(h);
-	for (size_t s = node_slot(p, h); p->node_map[s].tag; s = (s + 1) & p->node_mask) {
+	size_t home = node_slot(p, h);
+	for (size_t s = home; p->node_map[s].tag; s = (s + 1) & p->node_mask) {
 		if (p->node_map[s].tag != tag)
 			continue;
-		const struct node *n = &p->nodes[p->node_map[s].node];
-		if (n->key == key && n->parent == parent && n->kind == kind)
-			return p->node_map[s].node;
+		struct nslot e = p->node_map[s];
+		const struct node *n = &p->nodes[e.node];
+		if (n->key == key && n->parent == parent && n->kind == kind) {
+			p->node_map[s] = p->node_map[home];
+			p->node_map[home] = e;
+			return e.node;
+		}
 	}
 	return MISSING32;
 }
@@ -1182,6 +1190,8 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 			order[cnt[depth[c]]++] = c;
 	/* those INTO has (below a node it lacks, or a level, none) */
 	for (uint32_t k = 0; k < n; k++) {
+		if (k + GRAFT_AHEAD_FROM < n)
+			__builtin_prefetch(&from->nodes[order[k + GRAFT_AHEAD_FROM]]);
 		if (k + GRAFT_AHEAD < n)
 			graft_prefetch(into, from, map, order[k + GRAFT_AHEAD], 0);
 		if (k + GRAFT_AHEAD_NODE < n)
@@ -1191,13 +1201,24 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 		map[order[k]] = pm == MISSING32 || cn->kind == TK_PROF_KEY_UNKNOWN ? MISSING32 :
 				find_child(into, pm, cn->key, cn->kind);
 	}
-	/* the others made, in FROM's order; the costs added */
+	/* the others are made in FROM's order, each INTO's next node: their numbers are known
+	 * before, and so where their children will be looked for (CNT: to make) */
+	uint32_t next = (uint32_t)into->nnodes;
 	for (uint32_t c = src + 1; c <= hi; c++) {
+		if (owner[c] != src)
+			continue;
+		cnt[c] = map[c] == MISSING32;
+		if (cnt[c])
+			map[c] = next++;
+	}
+	for (uint32_t c = src + 1; c <= hi; c++) {
+		if (c + GRAFT_AHEAD <= hi && owner[c + GRAFT_AHEAD] == src && cnt[c + GRAFT_AHEAD])
+			graft_prefetch(into, from, map, c + GRAFT_AHEAD, 0);
 		if (owner[c] != src)
 			continue;
 		const struct node *cn = &from->nodes[c];
 		uint32_t m = map[c];
-		if (m == MISSING32) {
+		if (cnt[c]) {
 			uint32_t pm = map[cn->parent];
 			if (cn->kind == TK_PROF_KEY_UNKNOWN) {
 				m = get_child(into, pm, ++into->serial, TK_PROF_KEY_UNKNOWN, track);
@@ -1208,7 +1229,8 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 			}
 			if (m == NONE32)
 				return -TK_E_NOMEM;
-			map[c] = m;
+			if (m != map[c])
+				return -TK_E_INTERNAL;
 		}
 		if (add_cyc(into, m, from, c) < 0)
 			return -TK_E_NOMEM;

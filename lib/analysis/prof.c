@@ -1091,7 +1091,7 @@ static int add_cyc(struct tk_prof *into, uint32_t dst, const struct tk_prof *fro
  * an owner's graft copies; DEPTH, below its owner. Found in one pass in node order (a
  * parent comes before its children), not by walking each subtree: the walk's random loads
  * of FROM's nodes were a fifth of the merge's time on libLLVM. ORDER and CNT: a graft's
- * room to sort its nodes by depth. */
+ * room to sort its nodes by depth (then CNT marks, by node, those it makes). */
 struct graft_maps {
 	uint32_t *map, *owner, *last, *depth, *order, *cnt;
 };

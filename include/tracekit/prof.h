@@ -75,7 +75,9 @@ struct tk_prof_opts {
 	const uint64_t *entries;
 	size_t nentries;
 	/* Threads tk_prof_funcs may use for the duration statistics of a large profile
-	 * (0 or 1: the calling thread only). The results are the same for any count. */
+	 * (0 or 1: the calling thread only). Above 1, a profile with many call paths also
+	 * has a helper thread prepare the memory they grow into. The results are the same
+	 * for any count. */
 	unsigned nthreads;
 	/* Call durations kept in memory (bytes; 0: 256 MiB). Beyond that the duration log
 	 * lives in an unlinked temporary file in $TMPDIR (or /tmp), mapped while it is

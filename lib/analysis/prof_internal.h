@@ -232,6 +232,10 @@ struct tk_prof {
 	struct nslot *node_map;   /* open addressing: (parent, key, kind) -> node */
 	size_t node_mask;
 	unsigned node_shift;      /* node_slot: 32 - log2(slots) */
+	struct tk_ahead *ahead;   /* the helper preparing the nodes' memory (prof_table.c's
+				     node_ahead), NULL: none */
+	size_t ahead_at;          /* nnodes at which node_ahead runs next */
+	uint8_t no_ahead;         /* a chunk's profile: it grows on its worker, no helper */
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
 	struct dchunk *dlog;      /* duration log chunks */

@@ -101,6 +101,8 @@ static int grow_nodes(struct tk_prof *p, size_t need)
 	size_t nc = p->cnodes ? p->cnodes * 2 : 256;
 	while (nc < need)
 		nc *= 2;
+	if (p->ahead)
+		tk_ahead_wait(p->ahead);   /* no populating of pages being moved */
 	struct nlink *l = realloc(p->links, nc * sizeof *l);
 	if (!l)
 		return -TK_E_NOMEM;
@@ -127,9 +129,51 @@ static int grow_nodes(struct tk_prof *p, size_t need)
 	return 0;
 }
 
+/* Nodes per window that the helper makes writable, ahead of the one being filled (4 MiB
+ * of nodes, 1.5 MiB of links). */
+#define AHEAD_NODES ((size_t)1 << 16)
+/* Node tables from this size on (bytes) are made by the helper. */
+#define AHEAD_TABLE ((size_t)1 << 20)
+
+/* A profile growing by millions of call paths (a random walk's) spends a quarter of its
+ * time in the kernel, zeroing the pages of its nodes, links and node tables. With
+ * threads to spare (-j 2 and more) a helper does that on another core, ahead: the window
+ * of nodes and links after the next, and the node table twice as large once the current
+ * one is 7/16 full (node_rehash takes it at half; asked for earlier, it would often be
+ * made in vain, at the end of the walk: the largest table). The same contents: only who
+ * faults the pages in changes. */
+static void node_ahead(struct tk_prof *p)
+{
+	p->ahead_at = p->nnodes + AHEAD_NODES;
+	if (!p->ahead) {
+		if (p->opts.nthreads < 2 || p->no_ahead || !p->nnodes)
+			return;
+		if (!(p->ahead = tk_ahead_start())) {
+			p->ahead_at = SIZE_MAX;   /* the main thread does it all */
+			return;
+		}
+	}
+	size_t from = p->nnodes + AHEAD_NODES, to = from + AHEAD_NODES;
+	if (to > p->cnodes)
+		to = p->cnodes;
+	if (from < to) {
+		tk_ahead_populate(p->ahead, p->nodes + from, (to - from) * sizeof *p->nodes);
+		tk_ahead_populate(p->ahead, p->links + from, (to - from) * sizeof *p->links);
+	}
+	size_t slots = p->node_mask + 1, table_at = slots / 16 * 7;
+	if (2 * slots * sizeof *p->node_map < AHEAD_TABLE)
+		return;
+	if (p->nnodes >= table_at)
+		tk_ahead_table(p->ahead, 2 * slots * sizeof *p->node_map);
+	else if (table_at < p->ahead_at)
+		p->ahead_at = table_at;
+}
+
 static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
 			 uint32_t track)
 {
+	if (p->nnodes >= p->ahead_at)
+		node_ahead(p);
 	if (grow_nodes(p, p->nnodes + 1) < 0)
 		return NONE32;
 	uint32_t func = NONE32;
@@ -169,8 +213,8 @@ static int node_rehash(struct tk_prof *p)
 	/* the tag's bit 0 is always set: it cannot place a node */
 	if (bits > 31)
 		return -TK_E_NOMEM;
-	struct nslot *m = tk_calloc_written(size, sizeof *m);
-	if (!m)
+	struct nslot *m = p->ahead ? tk_ahead_take_table(p->ahead, size * sizeof *m) : NULL;
+	if (!m && !(m = tk_calloc_written(size, sizeof *m)))
 		return -TK_E_NOMEM;
 	for (size_t i = 0; p->node_map && i <= p->node_mask; i++) {
 		struct nslot e = p->node_map[i];
@@ -181,7 +225,10 @@ static int node_rehash(struct tk_prof *p)
 			s = (s + 1) & (size - 1);
 		m[s] = e;
 	}
-	free(p->node_map);
+	if (p->ahead)
+		tk_ahead_free(p->ahead, p->node_map);   /* its unmapping, too, off this thread */
+	else
+		free(p->node_map);
 	p->node_map = m;
 	p->node_mask = size - 1;
 	p->node_shift = 32 - bits;
@@ -532,8 +579,10 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 	o.match_free = NULL;   /* P's */
 	struct tk_prof *q = tk_prof_new(&o, err);
 
-	if (q)
+	if (q) {
 		q->counting = p->counting;
+		q->no_ahead = 1;
+	}
 	if (q && p->eset) {
 		__atomic_add_fetch(&p->eset->refs, 1, __ATOMIC_RELAXED);
 		q->eset = p->eset;
@@ -625,6 +674,7 @@ int tk_prof_reset(struct tk_prof *p)
 	if (p->block_map)
 		memset(p->block_map, 0xff, (p->block_mask + 1) * sizeof *p->block_map);
 	p->serial = 0;
+	p->ahead_at = 0;
 	p->final_orphans = 0;
 	p->finished = p->nomem = 0;
 	start_empty(p);
@@ -635,6 +685,7 @@ void tk_prof_free(struct tk_prof *p)
 {
 	if (!p)
 		return;
+	tk_ahead_stop(p->ahead);   /* before the arrays it may be populating go */
 	free_gathered(p, 1);
 	free(p->dlog);
 	free(p->fmaps);

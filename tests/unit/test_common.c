@@ -1,5 +1,5 @@
 /* lib/common: input (plain, gzip, zstd, stdin-like pipes, truncated), buffer formatting,
- * worker pool ordering, gap bookkeeping, error names. */
+ * worker pool ordering, gap bookkeeping, error names, the memory helper (ahead.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -682,6 +683,44 @@ static void test_writer_direct(void **state)
 	tk_buf_free(&b);
 }
 
+/* The helper's populating keeps what the owner writes into the same pages meanwhile; a
+ * table is made at the size asked for, and a take of another size gets none. */
+static void test_ahead(void **state)
+{
+	(void)state;
+	struct tk_ahead *a = tk_ahead_start();
+	assert_non_null(a);
+	const size_t len = (size_t)16 << 20, piece = (size_t)1 << 20;
+	unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+	assert_true(m != MAP_FAILED);
+	for (size_t off = 0; off < len; off += piece)
+		tk_ahead_populate(a, m + off, piece);
+	for (size_t i = 0; i < len; i += 512)
+		m[i + 7] = (unsigned char)(i >> 9 | 1);
+	tk_ahead_wait(a);
+	for (size_t i = 0; i < len; i += 512)
+		assert_int_equal(m[i + 7], (unsigned char)(i >> 9 | 1));
+	munmap(m, len);
+
+	tk_ahead_table(a, (size_t)3 << 20);
+	tk_ahead_table(a, (size_t)5 << 20);   /* one at a time: not made */
+	unsigned char *t = tk_ahead_take_table(a, (size_t)3 << 20);
+	assert_non_null(t);
+	for (size_t i = 0; i < (size_t)3 << 20; i++)
+		if (t[i])
+			fail_msg("byte %zu of the table is %u", i, t[i]);
+	free(t);
+	assert_null(tk_ahead_take_table(a, (size_t)5 << 20));
+	tk_ahead_table(a, (size_t)1 << 20);
+	assert_null(tk_ahead_take_table(a, (size_t)2 << 20));
+	assert_null(tk_ahead_take_table(a, (size_t)1 << 20));   /* dropped by the take before */
+	tk_ahead_table(a, (size_t)1 << 20);   /* left to tk_ahead_stop */
+	tk_ahead_free(a, malloc(4096));
+	tk_ahead_stop(a);
+	tk_ahead_stop(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -700,6 +739,7 @@ int main(void)
 		cmocka_unit_test(test_writer),
 		cmocka_unit_test(test_writer_direct),
 		cmocka_unit_test(test_outfile),
+		cmocka_unit_test(test_ahead),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

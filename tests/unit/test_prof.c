@@ -1024,12 +1024,18 @@ static void test_many_paths(void **state)
 			ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 0x100 + i % 97, TK_TIME_NONE, 1);
 			ev[n++] = ev_fn(TK_EV_FUNC_EXIT, 0x1000 + i, TK_TIME_NONE, 1);
 		}
-	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	/* with threads, a helper prepares the memory the nodes and the table grow into: the
+	 * same nodes, links and table */
+	struct tk_prof_opts o = { .sz = sizeof o, .nthreads = 2 };
+	struct tk_prof *p = tk_prof_new(NULL, NULL), *q = tk_prof_new(&o, NULL);
 	assert_non_null(p);
+	assert_non_null(q);
 	assert_int_equal(tk_prof_events(p, ev, n / 2), 0);
+	assert_int_equal(tk_prof_events(q, ev, n / 2), 0);
 	size_t made = p->nnodes;
 	assert_true(made >= 2 * PATHS);
 	assert_int_equal(tk_prof_events(p, ev + n / 2, n / 2), 0);
+	assert_int_equal(tk_prof_events(q, ev + n / 2, n / 2), 0);
 	assert_int_equal(p->nnodes, made);
 	size_t called = 0;
 	for (size_t i = 0; i < p->nnodes; i++)
@@ -1038,7 +1044,18 @@ static void test_many_paths(void **state)
 			called++;
 		}
 	assert_int_equal(called, 2 * PATHS);
+	assert_null(p->ahead);
+	assert_non_null(q->ahead);
+	assert_int_equal(q->nnodes, made);
+	assert_int_equal(q->node_mask, p->node_mask);
+	assert_memory_equal(q->nodes, p->nodes, made * sizeof *p->nodes);
+	for (size_t i = 0; i < made; i++) {
+		assert_int_equal(q->links[i].first_child, p->links[i].first_child);
+		assert_int_equal(q->links[i].next_sibling, p->links[i].next_sibling);
+	}
+	assert_memory_equal(q->node_map, p->node_map, (p->node_mask + 1) * sizeof *p->node_map);
 	tk_prof_free(p);
+	tk_prof_free(q);
 	free(ev);
 }
 

@@ -78,6 +78,29 @@ void *tk_calloc_written(size_t n, size_t size);
 #define TK_HUGE_FROM ((size_t)1 << 20)
 void *tk_calloc_huge(size_t n, size_t size);
 
+/* ---- memory work ahead, on a helper thread (lib/common/ahead.c) --------------------- */
+/* A structure that grows by millions of new entries (a random walk's call paths) spends
+ * much of its time in the kernel, zeroing the pages it writes into. A helper thread does
+ * that ahead of its owner, on another core; its tasks run in order, and one that does not
+ * fit in its queue is done by the owner or dropped. NULL if no thread could start. */
+struct tk_ahead;
+struct tk_ahead *tk_ahead_start(void);
+/* Make the pages in [ADDR, ADDR + LEN) writable (MADV_POPULATE_WRITE): their contents are
+ * kept, so the owner may write there meanwhile. Wait (tk_ahead_wait) before the range is
+ * unmapped or moved. */
+void tk_ahead_populate(struct tk_ahead *a, void *addr, size_t len);
+/* free(P) on the helper. */
+void tk_ahead_free(struct tk_ahead *a, void *p);
+/* Every queued task done. */
+void tk_ahead_wait(struct tk_ahead *a);
+/* Make a table of BYTES zero bytes (tk_calloc_written), unless one is asked for already;
+ * take it with tk_ahead_take_table(A, BYTES) (waits until it is made; NULL if none of that
+ * size was asked for or it could not be made). Freed with free(). */
+void tk_ahead_table(struct tk_ahead *a, size_t bytes);
+void *tk_ahead_take_table(struct tk_ahead *a, size_t bytes);
+/* Do what is queued, end the thread, free what it made and nobody took. A may be NULL. */
+void tk_ahead_stop(struct tk_ahead *a);
+
 uint64_t tk_now_ns(void);
 
 /* Unsigned LEB128; returns bytes consumed, 0 if truncated or longer than 10 bytes. */

@@ -1,0 +1,183 @@
+/* A helper thread for the memory work of a growing structure, done ahead of its owner on
+ * another core: the kernel's zeroing of the pages a growing array will be written into,
+ * the next (twice as large) table, the freeing of the table it replaced. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "tracekit/internal/util.h"
+
+enum { AH_POPULATE = 1, AH_FREE, AH_TABLE };
+
+struct ahead_task {
+	int what;
+	void *addr;
+	size_t len;
+};
+
+/* Tasks posted when the queue is full are done by the owner (or dropped: a populate is a
+ * hint), never waited for. */
+#define AHEAD_TASKS 16
+
+struct tk_ahead {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake, done;
+	struct ahead_task q[AHEAD_TASKS];
+	size_t head, n;           /* queued, q[head] first */
+	int busy;                 /* a task taken off the queue runs */
+	int stop;
+	size_t table_len;         /* the table asked for (bytes; 0: none) */
+	void *table;              /* ... once made (NULL while being made, or if it failed) */
+};
+
+static void populate(void *addr, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	const uintptr_t page = 4096;
+	uintptr_t a = ((uintptr_t)addr + page - 1) & ~(page - 1);
+	uintptr_t e = ((uintptr_t)addr + len) & ~(page - 1);
+
+	/* pages faulted in writable, their contents kept: the owner may write them meanwhile */
+	if (e > a)
+		(void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+	(void)addr, (void)len;
+#endif
+}
+
+static void *ahead_main(void *arg)
+{
+	struct tk_ahead *a = arg;
+
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		while (!a->n && !a->stop)
+			pthread_cond_wait(&a->wake, &a->lock);
+		if (!a->n)
+			break;
+		struct ahead_task t = a->q[a->head];
+		a->head = (a->head + 1) % AHEAD_TASKS;
+		a->n--;
+		a->busy = 1;
+		pthread_mutex_unlock(&a->lock);
+		void *table = NULL;
+		if (t.what == AH_POPULATE)
+			populate(t.addr, t.len);
+		else if (t.what == AH_FREE)
+			free(t.addr);
+		else
+			table = tk_calloc_written(1, t.len);
+		pthread_mutex_lock(&a->lock);
+		if (t.what == AH_TABLE)
+			a->table = table;
+		a->busy = 0;
+		if (!a->n)
+			pthread_cond_broadcast(&a->done);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+struct tk_ahead *tk_ahead_start(void)
+{
+	struct tk_ahead *a = calloc(1, sizeof *a);
+
+	if (!a)
+		return NULL;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->wake, NULL);
+	pthread_cond_init(&a->done, NULL);
+	if (pthread_create(&a->thread, NULL, ahead_main, a) != 0) {
+		pthread_mutex_destroy(&a->lock);
+		pthread_cond_destroy(&a->wake);
+		pthread_cond_destroy(&a->done);
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* Queue a task (with the lock held); 0 if the queue is full. */
+static int post(struct tk_ahead *a, int what, void *addr, size_t len)
+{
+	if (a->n == AHEAD_TASKS)
+		return 0;
+	a->q[(a->head + a->n) % AHEAD_TASKS] = (struct ahead_task){ what, addr, len };
+	a->n++;
+	pthread_cond_signal(&a->wake);
+	return 1;
+}
+
+void tk_ahead_populate(struct tk_ahead *a, void *addr, size_t len)
+{
+	pthread_mutex_lock(&a->lock);
+	post(a, AH_POPULATE, addr, len);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void tk_ahead_free(struct tk_ahead *a, void *p)
+{
+	pthread_mutex_lock(&a->lock);
+	int queued = post(a, AH_FREE, p, 0);
+	pthread_mutex_unlock(&a->lock);
+	if (!queued)
+		free(p);
+}
+
+/* Wait (lock held) until the queue is empty and nothing runs. */
+static void drain(struct tk_ahead *a)
+{
+	while (a->n || a->busy)
+		pthread_cond_wait(&a->done, &a->lock);
+}
+
+void tk_ahead_wait(struct tk_ahead *a)
+{
+	pthread_mutex_lock(&a->lock);
+	drain(a);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void tk_ahead_table(struct tk_ahead *a, size_t bytes)
+{
+	pthread_mutex_lock(&a->lock);
+	if (!a->table_len && post(a, AH_TABLE, NULL, bytes))
+		a->table_len = bytes;
+	pthread_mutex_unlock(&a->lock);
+}
+
+void *tk_ahead_take_table(struct tk_ahead *a, size_t bytes)
+{
+	void *t = NULL, *other = NULL;
+
+	pthread_mutex_lock(&a->lock);
+	if (a->table_len) {
+		drain(a);
+		if (a->table_len == bytes)
+			t = a->table;
+		else
+			other = a->table;
+		a->table = NULL;
+		a->table_len = 0;
+	}
+	pthread_mutex_unlock(&a->lock);
+	free(other);
+	return t;
+}
+
+void tk_ahead_stop(struct tk_ahead *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->stop = 1;
+	pthread_cond_signal(&a->wake);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);   /* it empties the queue first */
+	free(a->table);
+	pthread_mutex_destroy(&a->lock);
+	pthread_cond_destroy(&a->wake);
+	pthread_cond_destroy(&a->done);
+	free(a);
+}

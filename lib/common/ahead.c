@@ -67,7 +67,9 @@ static void *ahead_main(void *arg)
 		else if (t.what == AH_FREE)
 			free(t.addr);
 		else
-			table = tk_calloc_written(1, t.len);
+			/* on huge pages: the owner reads it at random, one TLB miss a lookup on
+			 * small pages; the compaction they may cost is paid here, not there */
+			table = tk_calloc_huge(1, t.len);
 		pthread_mutex_lock(&a->lock);
 		if (t.what == AH_TABLE)
 			a->table = table;

@@ -41,12 +41,12 @@ struct text_chunk {
  * waits for its chunk's turn. A hostile chunk (one TNT run repeated: thousands of
  * instructions per byte) makes GBs of text, and this keeps what waits to TEXT_BUDGET plus
  * TEXT_STEP per worker. Each chunk adds its growth to the total every TEXT_STEP; the chunk
- * whose turn it is hands its text on every TEXT_STEP, outside the budget (counted in it,
- * the text on its way out left the next chunks a quarter less room). 16 MiB, not 8: a 32 KiB
+ * whose turn it is hands its text on in pieces of TEXT_PIECE. 16 MiB, not 8: a 32 KiB
  * chunk of gzip's deflate loops makes ~11 MB of text, and at 8 MiB the next chunk's worker
  * waited in most chunks (-j 2 1.6x -j 1 into /dev/null, 1.75x at 16). */
 #define TEXT_BUDGET ((size_t)16 << 20)
 #define TEXT_STEP ((size_t)1 << 20)
+#define TEXT_PIECE ((size_t)4 << 20)
 /* -j N into a descriptor: a chunk's text of at least this much is written from its own
  * buffer, less is gathered in the output's */
 #define DIRECT_TEXT ((size_t)64 << 10)
@@ -351,31 +351,30 @@ static int put_text(struct text_chunk *tc)
 	return r->out->err;
 }
 
-/* -j N: the chunk's text grew by TEXT_STEP. Once its turn has come it hands the text on
- * (none of it waits); before, its text counts against TEXT_BUDGET, and past that it waits
- * for its turn. */
+/* -j N: the chunk's text grew by TEXT_STEP. It waits for its turn and hands the text on
+ * if the chunks hold more than TEXT_BUDGET, and without waiting once its turn has come
+ * and it has TEXT_PIECE. */
 static int count_text(struct text_chunk *tc)
 {
 	struct text_run *r = tc->run;
 	size_t len = tc->buf.len;
+	size_t held = atomic_fetch_add(&r->held, len - tc->counted) + (len - tc->counted);
 	int now;
 
-	pthread_mutex_lock(&r->turn.lock);
-	now = r->turn.merged >= tc->index;
-	pthread_mutex_unlock(&r->turn.lock);
-	if (!now) {
-		size_t held = atomic_fetch_add(&r->held, len - tc->counted) + (len - tc->counted);
-
-		tc->counted = len;
-		tc->check_at = len + TEXT_STEP;
-		if (held <= TEXT_BUDGET)
+	tc->counted = len;
+	tc->check_at = len + TEXT_STEP;
+	if (held <= TEXT_BUDGET) {
+		if (len < TEXT_PIECE)
 			return 0;
-		int rc = turn_wait(&r->turn, tc->index);
-
-		if (rc < 0)
-			return rc;
+		pthread_mutex_lock(&r->turn.lock);
+		now = r->turn.merged >= tc->index;
+		pthread_mutex_unlock(&r->turn.lock);
+		if (!now)
+			return 0;
 	}
-	return put_text(tc);
+	int rc = turn_wait(&r->turn, tc->index);
+
+	return rc < 0 ? rc : put_text(tc);
 }
 
 static int text_events(void *ctx, const struct tk_event *ev, size_t n)

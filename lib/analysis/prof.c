@@ -1087,13 +1087,15 @@ static int add_cyc(struct tk_prof *into, uint32_t dst, const struct tk_prof *fro
 
 /* FROM's nodes as a merge grafts them: MAP, each node's node in INTO (NONE32: not yet);
  * OWNER, the node a graft copies it with (itself for a track's root and for a level
- * before the first gap, grafted on its own; else its parent's owner); LAST, the last node
- * an owner's graft copies; DEPTH, below its owner. Found in one pass in node order (a
+ * before the first gap, grafted on its own; else its parent's owner); NEXT, the next node
+ * of the same owner (NONE32: none), so that a graft visits its own nodes only, not the
+ * range up to its last one (with tracks interleaved that was tracks x nodes a merge);
+ * LAST, while they are found, each owner's last node; DEPTH, below its owner. Found in one pass in node order (a
  * parent comes before its children), not by walking each subtree: the walk's random loads
  * of FROM's nodes were a fifth of the merge's time on libLLVM. ORDER and CNT: a graft's
  * room to sort its nodes by depth (then CNT marks, by node, those it makes). */
 struct graft_maps {
-	uint32_t *map, *owner, *last, *depth, *order, *cnt;
+	uint32_t *map, *owner, *last, *next, *depth, *order, *cnt;
 };
 
 static void graft_owners(const struct tk_prof *from, struct graft_maps *g)
@@ -1104,6 +1106,9 @@ static void graft_owners(const struct tk_prof *from, struct graft_maps *g)
 		uint32_t o = own ? c : g->owner[cn->parent];
 		g->owner[c] = o;
 		g->depth[c] = own ? 0 : g->depth[cn->parent] + 1;
+		if (!own)
+			g->next[g->last[o]] = c;
+		g->next[c] = NONE32;
 		g->last[o] = c;
 		g->map[c] = NONE32;
 	}
@@ -1167,7 +1172,8 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 {
 	uint32_t *map = g->map, *order = g->order, *cnt = g->cnt;
 	const uint32_t *owner = g->owner, *depth = g->depth;
-	uint32_t hi = g->last[src], maxd = 0, n;
+	const uint32_t *chain = g->next;
+	uint32_t maxd = 0, n;
 
 	if (owner[src] != src)
 		return -TK_E_INTERNAL;   /* only roots and levels before the first gap */
@@ -1175,19 +1181,17 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 		return -TK_E_NOMEM;
 	map[src] = dst;
 	/* its nodes by depth, in FROM's order at each (a counting sort) */
-	for (uint32_t c = src + 1; c <= hi; c++)
-		if (owner[c] == src && depth[c] > maxd)
+	for (uint32_t c = chain[src]; c != NONE32; c = chain[c])
+		if (depth[c] > maxd)
 			maxd = depth[c];
 	memset(cnt, 0, ((size_t)maxd + 2) * sizeof *cnt);
-	for (uint32_t c = src + 1; c <= hi; c++)
-		if (owner[c] == src)
-			cnt[depth[c] + 1]++;
+	for (uint32_t c = chain[src]; c != NONE32; c = chain[c])
+		cnt[depth[c] + 1]++;
 	for (uint32_t d = 1; d <= maxd + 1; d++)
 		cnt[d] += cnt[d - 1];
 	n = cnt[maxd + 1];
-	for (uint32_t c = src + 1; c <= hi; c++)
-		if (owner[c] == src)
-			order[cnt[depth[c]]++] = c;
+	for (uint32_t c = chain[src]; c != NONE32; c = chain[c])
+		order[cnt[depth[c]]++] = c;
 	/* those INTO has (below a node it lacks, or a level, none) */
 	for (uint32_t k = 0; k < n; k++) {
 		if (k + GRAFT_AHEAD_FROM < n)
@@ -1204,18 +1208,20 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 	/* the others are made in FROM's order, each INTO's next node: their numbers are known
 	 * before, and so where their children will be looked for (CNT: to make) */
 	uint32_t next = (uint32_t)into->nnodes;
-	for (uint32_t c = src + 1; c <= hi; c++) {
-		if (owner[c] != src)
-			continue;
+	for (uint32_t c = chain[src]; c != NONE32; c = chain[c]) {
 		cnt[c] = map[c] == MISSING32;
 		if (cnt[c])
 			map[c] = next++;
 	}
-	for (uint32_t c = src + 1; c <= hi; c++) {
-		if (c + GRAFT_AHEAD <= hi && owner[c + GRAFT_AHEAD] == src && cnt[c + GRAFT_AHEAD])
-			graft_prefetch(into, from, map, c + GRAFT_AHEAD, 0);
-		if (owner[c] != src)
-			continue;
+	uint32_t ahead = chain[src];   /* GRAFT_AHEAD nodes further along the chain */
+	for (uint32_t k = 0; k < GRAFT_AHEAD && ahead != NONE32; k++)
+		ahead = chain[ahead];
+	for (uint32_t c = chain[src]; c != NONE32; c = chain[c]) {
+		if (ahead != NONE32) {
+			if (cnt[ahead])
+				graft_prefetch(into, from, map, ahead, 0);
+			ahead = chain[ahead];
+		}
 		const struct node *cn = &from->nodes[c];
 		uint32_t m = map[c];
 		if (cnt[c]) {
@@ -1538,11 +1544,12 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	if (!owned)
 		free(fmap);
 	struct graft_maps g;
-	if (!(g.map = malloc(6 * (from->nnodes + 2) * sizeof *g.map)))
+	if (!(g.map = malloc(7 * (from->nnodes + 2) * sizeof *g.map)))
 		goto nomem;
 	g.owner = g.map + from->nnodes + 2;
 	g.last = g.owner + from->nnodes + 2;
-	g.depth = g.last + from->nnodes + 2;
+	g.next = g.last + from->nnodes + 2;
+	g.depth = g.next + from->nnodes + 2;
 	g.order = g.depth + from->nnodes + 2;
 	g.cnt = g.order + from->nnodes + 2;
 	graft_owners(from, &g);

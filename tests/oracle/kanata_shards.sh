@@ -5,7 +5,8 @@
 # TK_KANATA_CHUNK), 1-7 shards (more than chunks), a damaged line inside a shard, more
 # diagnostics in one chunk than a chunk keeps (-j N too), a log whose
 # first chunk sets no cycle and a compressed one (both read in order by the merge), ids
-# reused across chunks (the merge reads the log again, as -j N does); refusals.
+# reused across chunks (the merge reads the log again, as -j N does); refusals, among them a
+# partial whose slowest instruction ends before it begins.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -92,6 +93,21 @@ rc=0; "$TK" merge "$work/k1.tkp" "$work/o2.tkp" >/dev/null 2>"$work/err" || rc=$
 [ "$rc" -ge 2 ] && grep -q "o2.tkp" "$work/err" || { echo "another input: exit $rc"; cat "$work/err"; exit 1; }
 rc=0; "$TK" merge "$work/k2.tkp" >/dev/null 2>"$work/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "missing" "$work/err" || { echo "missing shard: exit $rc"; cat "$work/err"; exit 1; }
+# a partial whose slowest instruction ends before it begins (begin and end swapped in its
+# bytes: zigzag LEB128 of cycles 1000000 and 1000077) is refused with its offset
+printf 'Kanata\t0004\nC=\t1000000\nI\t0\t0\t0\nS\t0\t0\tF\nC\t77\nR\t0\t0\t0\n' >"$work/slow.log"
+"$TK" stats --shard 1/1 --slowest 1 -o "$work/slow.tkp" "$work/slow.log"
+python3 - "$work/slow.tkp" "$work/swapped.tkp" <<'PY'
+import sys
+d = open(sys.argv[1], 'rb').read()
+a, b = bytes([0x80, 0x89, 0x7a]), bytes([0x9a, 0x8a, 0x7a])
+assert d.count(a + b) == 1, "begin/end bytes not found once"
+open(sys.argv[2], 'wb').write(d.replace(a + b, b + a))
+PY
+rc=0; "$TK" merge "$work/swapped.tkp" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" -ge 2 ] && grep -q "swapped.tkp: offset 0x[0-9a-f]*: .*ending before it began" "$work/err" ||
+	{ echo "slowest instruction ending before it began: exit $rc"; cat "$work/err"; exit 1; }
+"$TK" merge "$work/slow.tkp" >/dev/null || { echo "the partial before the swap is refused"; exit 1; }
 rc=0; "$TK" decode --stat --shard 1/2 -o "$work/x.tkp" "$work/inflight.log" 2>"$work/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "decode --stat --shard: not for" "$work/err" || { echo "decode --stat: exit $rc"; exit 1; }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# ThreadSanitizer over tracekit's parallel paths (opt-in, not in .ci/run: a few minutes on
-# two cores). Builds build-tsan (clang-16, -DTK_TSAN=ON; or the build directory given as
-# $1), then runs each command at -j 2 into a pipe, at -j 3 into a file and at -j 2 into
-# /dev/null with --progress, on small inputs made here:
+# ThreadSanitizer over tracekit's parallel paths: `make tsan` (part of `make test`) builds
+# build-tsan (clang-16, -DTK_TSAN=ON) and runs this on it (or: scripts/tsan.sh BUILD_DIR).
+# Each command runs at -j 2 into a pipe, at -j 3 into a file and at -j 2 into /dev/null
+# with --progress, on small inputs made here:
 # - Intel PT: tests/data/seams/lj.c recorded with record --btrace, as a raw trace (decode
 #   with and without --no-disasm, --stat, profile, convert --to pprof; chunks of the
 #   default size and of 4 KiB) and as perf.data of exactly adjacent snapshots
@@ -15,11 +15,7 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-tsan}
-if [ $# = 0 ]; then
-	cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER=clang-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DTK_WERROR=ON -DTK_TSAN=ON -DTK_TESTS=OFF >/dev/null
-	cmake --build "$build" -j "${JOBS:-2}" --target tracekit tkbtrace -- --no-print-directory >/dev/null
-fi
+[ -x "$build/tracekit" ] || { echo "no $build/tracekit: make tsan builds it"; exit 1; }
 build=$(cd "$build" && pwd)
 tk=$build/tracekit
 export TK_BTRACE_LIB=$build/recorder/btrace/libtkbtrace.so

@@ -5,10 +5,11 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 10
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test unit asan clean bench
+.PHONY: all deps build run test unit asan tsan clean bench
 
 all: build
 
@@ -39,11 +40,18 @@ asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-test: unit asan
+# The parallel commands under ThreadSanitizer (clang-16), against -j 1 (scripts/tsan.sh).
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=clang-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DTK_WERROR=ON -DTK_TSAN=ON -DTK_TESTS=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target tracekit tkbtrace -- --no-print-directory
+	bash scripts/tsan.sh $(TSAN_BUILD)
+
+test: unit asan tsan
 	@echo "tracekit: all test suites passed"
 
 bench: build
 	@for b in bench/*.sh; do [ "$$b" = bench/lib.sh ] || bash "$$b"; done
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

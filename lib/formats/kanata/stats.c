@@ -892,8 +892,13 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	size_t n;
 	int rc;
 
-	if (i == 0)
-		g->first_cycle = P->first_cycle = s->first_cycle;
+	if (i == 0) {
+		g->first_cycle = s->first_cycle;
+		/* parsed on the pool, parse_work set it already (under P->lock, where workers
+		 * read it): stored again, the same value was a data race all the same */
+		if (P->first_cycle != s->first_cycle)
+			P->first_cycle = s->first_cycle;
+	}
 	/* the previous chunk must have ended in the state this one assumed */
 	kn_reader_state(g->r, &st);
 	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over tracekit's parallel paths: `make tsan` (part of `make test`) builds
+# build-tsan (clang-16, -DTK_TSAN=ON) and runs this on it (or: scripts/tsan.sh BUILD_DIR).
+# Each command runs at -j 2 into a pipe, at -j 3 into a file and at -j 2 into /dev/null
+# with --progress, on small inputs made here:
+# - Intel PT: tests/data/seams/lj.c recorded with record --btrace, as a raw trace (decode
+#   with and without --no-disasm, --stat, profile, convert --to pprof; chunks of the
+#   default size and of 4 KiB) and as perf.data of exactly adjacent snapshots
+#   (tests/oracle/ipt_perf.sh's case)
+# - the hostile TNT stream of tests/oracle/ipt_decode_memory.sh: each 4 KiB chunk makes
+#   ~12 MB of text, so workers wait for their turn and hand their text on themselves
+# - XRay FDR logs (profile, --to account) and a Kanata log of 600 KB in small chunks (stats)
+# - one decode with the progress line on a terminal (script -qc)
+# Fails on any ThreadSanitizer report, or on an output that differs from -j 1's.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$src/build-tsan}
+[ -x "$build/tracekit" ] || { echo "no $build/tracekit: make tsan builds it"; exit 1; }
+build=$(cd "$build" && pwd)
+tk=$build/tracekit
+export TK_BTRACE_LIB=$build/recorder/btrace/libtkbtrace.so
+# exitcode 66: a report fails the command even where the output is right
+export TSAN_OPTIONS="halt_on_error=0 exitcode=66 history_size=4 ${TSAN_OPTIONS:-}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+cc -O1 -o lj "$src/tests/data/seams/lj.c"
+libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
+TK_BTRACE_CALL_TIMES=0 "$tk" record --btrace -o lj.tkbt --module main --module "$libc" -- ./lj \
+	>/dev/null 2>rec.err || { echo "record failed"; cat rec.err; exit 1; }
+"$tk" convert --to ipt -q -o lj.pt lj.tkbt
+modargs=() elfargs=()
+for m in $("$tk" info lj.tkbt | awk '$1 == "module" {
+	for (i = 3; i < NF; i++) if ($i == "bias") printf "%s:%s ", $2, $(i + 1) }'); do
+	modargs+=(--module "$m") elfargs+=(--elf "$m")
+done
+python3 "$src/tests/tools/mkperf.py" adj.data --queue 0:4242:lj.pt --snapshot 8192:8192 "${modargs[@]}"
+python3 - <<'PY'
+import struct
+open('loop.bin', 'wb').write(b'\x90' * 30 + b'\x75\xe0')   # 30 nops; jnz back
+PSB = bytes([0x02, 0x82] * 8)
+def ip(op, a): return bytes([(3 << 5) | op]) + struct.pack('<Q', a)[:6]
+def psbplus(fup=None):
+    return PSB + b'\x99\x01' + (ip(0x1d, fup) if fup is not None else b'') + b'\x02\x23'
+out = bytearray(psbplus() + b'\x99\x01' + ip(0x11, 0x1000))
+while len(out) < 32 << 10:
+    out += b'\xfe' * 4000 + psbplus(0x1000)      # TNT-8: six taken outcomes
+open('hostile.pt', 'wb').write(out)
+PY
+bash "$src/bench/kanata-gen.sh" "$src/tests/data/kanata/kanata-sample-1.log" 3000 k.log
+
+fails=0
+# check NAME CMD...: -j 1's output against -j 2's (pipe) and -j 3's (file); -j 2 into
+# /dev/null with --progress: its exit status (0 or 1) and reports only
+check() {
+	local name=$1 rc=0 r
+	shift
+	set +e
+	"$tk" "$@" -j 1 >"$name.1" 2>"$name.err1"
+	r=$?; [ $r -le 1 ] || rc=$r
+	"$tk" "$@" -j 2 2>"$name.err2" | cat >"$name.2"
+	r=${PIPESTATUS[0]}; [ $r -le 1 ] || rc=$r
+	"$tk" "$@" -j 3 >"$name.3" 2>"$name.err3"
+	r=$?; [ $r -le 1 ] || rc=$r
+	"$tk" "$@" --progress -j 2 >/dev/null 2>"$name.errp"
+	r=$?; [ $r -le 1 ] || rc=$r
+	set -e
+	if grep -q 'WARNING: ThreadSanitizer' "$name".err*; then
+		echo "$name: ThreadSanitizer reports"
+		grep -h -A30 'WARNING: ThreadSanitizer' "$name".err* | head -60
+		fails=$((fails + 1))
+	elif [ $rc != 0 ] || ! cmp -s "$name.1" "$name.2" || ! cmp -s "$name.1" "$name.3"; then
+		echo "$name: exit $rc, or -j 2 or -j 3 differs from -j 1"
+		head -5 "$name".err*
+		fails=$((fails + 1))
+	fi
+}
+for chunk in "" 4096; do
+	export TK_IPT_CHUNK=$chunk
+	[ -n "$chunk" ] || unset TK_IPT_CHUNK
+	check "raw$chunk" decode --no-disasm "${elfargs[@]}" lj.pt
+	check "raw-disasm$chunk" decode "${elfargs[@]}" lj.pt
+	check "raw-stat$chunk" decode --stat "${elfargs[@]}" lj.pt
+	check "raw-profile$chunk" profile "${elfargs[@]}" lj.pt
+	check "raw-pprof$chunk" convert --to pprof -o /dev/stdout "${elfargs[@]}" lj.pt
+	check "adj$chunk" decode --no-disasm adj.data
+	check "adj-time$chunk" decode --time adj.data
+done
+TK_IPT_CHUNK=4096 check hostile decode --no-disasm --raw loop.bin:0x1000 hostile.pt
+for f in fdr-v3 fdr-v4; do
+	check "$f" profile "$src/tests/data/xray/$f.xray"
+	check "$f-account" profile --to account "$src/tests/data/xray/$f.xray"
+done
+# (chunk 0's merge and the later chunks' workers: the race fixed in merge_one showed in
+# about half of the runs at these sizes)
+for chunk in 4096 8192 16384 65536; do
+	TK_KANATA_CHUNK=$chunk check "kanata$chunk" stats k.log
+done
+# the progress line drawn on a terminal (stdout a file)
+script -qc "$(printf '%q ' "$tk" decode -j 2 --progress -o pty.txt "${elfargs[@]}" lj.pt)" \
+	/dev/null >pty.log </dev/null || true
+if grep -q 'WARNING: ThreadSanitizer' pty.log || ! cmp -s pty.txt raw-disasm.1; then
+	echo "decode with progress on a terminal: reports, or not -j 1's output"
+	head -60 pty.log
+	fails=$((fails + 1))
+fi
+[ $fails = 0 ] || { echo "tsan: $fails cases failed"; exit 1; }
+echo "tsan: all cases clean"

@@ -236,6 +236,13 @@ struct tk_prof {
 				     node_ahead), NULL: none */
 	size_t ahead_at;          /* nnodes at which node_ahead runs next */
 	uint8_t no_ahead;         /* a chunk's profile: it grows on its worker, no helper */
+	struct {                  /* tk_prof_events' node-table slots loaded ahead (prof.c) */
+		size_t off;       /* events left before windows begin again */
+		size_t nnodes;    /* nnodes when the last window began (SIZE_MAX: none) */
+		size_t calls;     /* ... and the calls it guessed would make a node each */
+		size_t made, guessed;   /* over the windows since the last judgement */
+		unsigned windows;
+	} slots;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
 	struct dchunk *dlog;      /* duration log chunks */

@@ -527,6 +527,8 @@ static void start_empty(struct tk_prof *p)
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
+	memset(&p->slots, 0, sizeof p->slots);
+	p->slots.nnodes = SIZE_MAX;
 	/* an empty slot holds a start address that belongs to another slot: never a hit */
 	for (size_t i = 0; i < BLOCK_CACHE; i++)
 		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };

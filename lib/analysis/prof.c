@@ -817,7 +817,6 @@ static uint64_t clip(const struct tk_prof *p, struct track *t, uint64_t time)
 #define SLOTS_CALLS 12                  /* calls a window loads the slots of */
 #define SLOTS_NEXT 8                    /* the next window starts at this one's 8th call */
 #define SLOTS_FRAMES 32                 /* top frames of the real stack a window starts from */
-#define SLOTS_MIN ((size_t)1 << 20)     /* table slots (8 MiB) */
 #define SLOTS_JUDGE 64                  /* windows between judgements of the guesses */
 #define SLOTS_PAUSE 65536               /* events without windows after wrong guesses */
 
@@ -1011,7 +1010,7 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 	const int filter = (p->opts.flags & TK_PROF_FILTER) != 0;
 	struct tk_event outside;            /* an event outside the window, its counts zero */
 	size_t slots_at = SIZE_MAX;         /* where the next window of slot loads begins */
-	if (!window && !filter && p->node_mask + 1 >= SLOTS_MIN) {
+	if (!window && !filter && p->node_mask + 1 >= p->slots_min) {
 		if (p->slots.off >= n) {
 			p->slots.off -= n;
 		} else {

@@ -547,6 +547,9 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		memcpy(&p->opts, opts, n);
 	}
 	p->opts.sz = sizeof p->opts;
+	/* (tests run the slot loads on small profiles, under the sanitizers) */
+	const char *slots_min = getenv("TK_PROF_SLOTS_MIN");
+	p->slots_min = slots_min ? strtoull(slots_min, NULL, 10) : SLOTS_AHEAD_MIN;
 	if ((p->opts.flags & TK_PROF_WINDOW) && !p->opts.window_end)
 		p->opts.window_end = UINT64_MAX;    /* no end */
 	if (!p->opts.entries)

@@ -804,6 +804,188 @@ static uint64_t clip(const struct tk_prof *p, struct track *t, uint64_t time)
 	return time < b ? b : time > e ? e : time;
 }
 
+/* ---- node-table slots loaded ahead ---------------------------------------------------- */
+
+/* A profile making a new call path at nearly every call (a random walk's: tens of millions
+ * of paths) waits at each call on one cache miss, its node-table slot, and cannot start
+ * the next call's lookup before it (the parent's node number is in the key). A shadow of
+ * the top of the stack runs over the next events, guessing that each call makes a new node
+ * (numbered in turn, as new_node does), and loads their slots: while the guess holds the
+ * misses overlap. A wrong guess costs useless loads only; what the profile records does
+ * not depend on the shadow. It runs with a table larger than the caches, and stops for a
+ * while when the calls found their nodes instead (a recorded program's hot paths). */
+#define SLOTS_CALLS 12                  /* calls a window loads the slots of */
+#define SLOTS_NEXT 8                    /* the next window starts at this one's 8th call */
+#define SLOTS_FRAMES 32                 /* top frames of the real stack a window starts from */
+#define SLOTS_JUDGE 64                  /* windows between judgements of the guesses */
+#define SLOTS_PAUSE 65536               /* events without windows after wrong guesses */
+
+struct shadow_frame {
+	uint64_t ret;
+	uint32_t node;
+	uint8_t tail;
+};
+
+/* The shadow's frames after control went back to ADDR (a return's target, a resume):
+ * do_return's and do_enable's search, to the frame whose return address it is, with the
+ * tail calls above it; SIZE_MAX where the shadow cannot follow (the frame below a tail
+ * chain it lacks, an end of the level). A target it has no frame for: guessed as one
+ * frame's return (a return deeper than its frames is rare). */
+static size_t shadow_return(const struct shadow_frame *st, size_t d, size_t floor, uint64_t addr)
+{
+	size_t j = d, k = d;
+	while (addr && k > 0 && st[k - 1].ret != addr)
+		k--;
+	if (k > 0)
+		j = k;
+	while (j > 1 && st[j - 1].tail)
+		j--;
+	if (st[j - 1].tail || (j == 1 && floor))
+		return SIZE_MAX;
+	return j - 1;
+}
+
+/* Load the slots of the calls from event I on (track T, in its state before I) and return
+ * where the next window begins; *CALLS: the calls guessed before that. It stops where the
+ * stack's course is not plain (a level ends or begins, a gap, another track). */
+static size_t load_slots_ahead(const struct tk_prof *p, const struct track *t,
+			       const struct tk_event *ev, size_t i, size_t n, size_t *calls)
+{
+	struct shadow_frame st[SLOTS_FRAMES + SLOTS_CALLS];
+	size_t d = t->depth < SLOTS_FRAMES ? t->depth : SLOTS_FRAMES, floor = t->depth - d;
+	uint32_t next = (uint32_t)p->nnodes, made = 0;
+	int flow = t->flow, off_known = t->off_known;
+	uint64_t off_at = t->off_at;
+	const int tails = p->nentries != 0;
+	size_t from = i, restart = n;
+
+	for (size_t k = 0; k < d; k++) {
+		const struct frame *f = &t->st[floor + k];
+		st[k] = (struct shadow_frame){ f->ret, f->node, f->tail };
+	}
+	for (; i < n && made < SLOTS_CALLS; i++) {
+		const struct tk_event *e = &ev[i];
+		uint64_t key, ret = 0;
+		uint8_t tail = 0;
+		if (e->track != t->id)
+			break;
+		if (e->kind == TK_EV_BLOCK) {
+			if (!tails)
+				continue;
+			if (e->arg)
+				flow = FLOW_BLOCK;
+			int jumped = flow != FLOW_OTHER && is_entry_fast(p, e->addr);
+			if (jumped && flow != FLOW_BLOCK)
+				break;   /* the track's head: tk_prof_events decides */
+			flow = FLOW_BLOCK;
+			if (!jumped)
+				continue;
+			key = e->addr;
+			ret = d ? st[d - 1].ret : 0;
+			tail = 1;
+		} else if (e->kind == TK_EV_CALL) {
+			flow = FLOW_OTHER;
+			key = e->addr2;
+			ret = e->arg;
+		} else if (e->kind == TK_EV_RETURN) {
+			flow = FLOW_OTHER;
+			if (!d)
+				break;
+			if (st[d - 1].tail || (e->addr2 && st[d - 1].ret != e->addr2)) {
+				if ((d = shadow_return(st, d, floor, e->addr2)) == SIZE_MAX)
+					break;
+			} else {
+				d--;
+			}
+			if (!d && floor)
+				break;
+			continue;
+		} else if (e->kind == TK_EV_DISABLE) {
+			flow = FLOW_OTHER;
+			off_at = e->addr;
+			off_known = 1;
+			continue;
+		} else if (e->kind == TK_EV_ENABLE) {
+			/* do_enable's plain cases: a call from untraced code, the return of a call
+			 * into it, a resume in place (after an interrupt) */
+			int jumped = !off_known || jumped_out(off_at, e->addr);
+			flow = FLOW_OTHER;
+			off_at = 0;
+			off_known = 1;
+			if (!e->addr)
+				continue;
+			if (!tails || !is_entry_fast(p, e->addr)) {
+				size_t k = d;
+				while (k > 0 && st[k - 1].ret != e->addr)
+					k--;
+				if (k > 0) {
+					if ((d = shadow_return(st, d, floor, e->addr)) == SIZE_MAX)
+						break;
+				} else if (jumped || (!d && !floor)) {
+					break;
+				}
+				if (!d && floor)
+					break;
+				continue;
+			}
+			key = e->addr;
+		} else if (e->kind == TK_EV_INSNS) {
+			if (tails && e->count)
+				flow = FLOW_BLOCK;
+			continue;
+		} else if (e->kind == TK_EV_CYCLES || e->kind == TK_EV_INTERRUPT) {
+			if (e->kind == TK_EV_INTERRUPT)
+				flow = FLOW_OTHER;
+			continue;
+		} else {
+			break;
+		}
+		if (d == SLOTS_FRAMES + SLOTS_CALLS)
+			break;
+		uint32_t parent = d ? st[d - 1].node : (floor ? NONE32 : t->base_node);
+		if (parent == NONE32)
+			break;
+		uint64_t h = node_hash(parent, key, TK_PROF_KEY_ADDR);
+		__builtin_prefetch(&p->node_map[node_slot(p, h)], 1);
+		st[d++] = (struct shadow_frame){ ret, next++, tail };
+		if (++made == SLOTS_NEXT) {
+			restart = i;
+			*calls = made - 1;
+		}
+	}
+	if (made < SLOTS_NEXT) {
+		restart = i > from ? i : from + 1;
+		*calls = made;
+	}
+	return restart;
+}
+
+/* The window of loads that begins at event I (of N), or the event where the next one does
+ * (SIZE_MAX: none in this batch). Every SLOTS_JUDGE windows the guesses are judged: when
+ * fewer than half the calls made nodes, windows pause. */
+static size_t slots_window(struct tk_prof *p, const struct track *t, const struct tk_event *ev,
+			   size_t i, size_t n)
+{
+	if (p->slots.nnodes != SIZE_MAX) {
+		p->slots.made += p->nnodes - p->slots.nnodes;
+		p->slots.guessed += p->slots.calls;
+	}
+	if (++p->slots.windows == SLOTS_JUDGE) {
+		int wrong = 2 * p->slots.made < p->slots.guessed;
+		p->slots.windows = 0;
+		p->slots.made = p->slots.guessed = 0;
+		if (wrong) {
+			p->slots.nnodes = SIZE_MAX;
+			if (n - i > SLOTS_PAUSE)
+				return i + SLOTS_PAUSE;
+			p->slots.off = SLOTS_PAUSE - (n - i);
+			return SIZE_MAX;
+		}
+	}
+	p->slots.nnodes = p->nnodes;
+	return load_slots_ahead(p, t, ev, i, n, &p->slots.calls);
+}
+
 int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 {
 	if (p->finished)
@@ -827,6 +1009,15 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 	const int window = (p->opts.flags & TK_PROF_WINDOW) != 0;
 	const int filter = (p->opts.flags & TK_PROF_FILTER) != 0;
 	struct tk_event outside;            /* an event outside the window, its counts zero */
+	size_t slots_at = SIZE_MAX;         /* where the next window of slot loads begins */
+	if (!window && !filter && p->node_mask + 1 >= p->slots_min) {
+		if (p->slots.off >= n) {
+			p->slots.off -= n;
+		} else {
+			slots_at = p->slots.off;
+			p->slots.off = 0;
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 		if (__builtin_expect(t->id != e->track, 0)) {
@@ -837,6 +1028,8 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 			}
 			tails = p->nentries != 0;
 		}
+		if (__builtin_expect(i == slots_at, 0))
+			slots_at = slots_window(p, t, ev, i, n);
 		uint64_t time = e->time;
 		if (__builtin_expect(window || filter, 0)) {
 			if (time != TK_TIME_NONE && window)

@@ -236,6 +236,15 @@ struct tk_prof {
 				     node_ahead), NULL: none */
 	size_t ahead_at;          /* nnodes at which node_ahead runs next */
 	uint8_t no_ahead;         /* a chunk's profile: it grows on its worker, no helper */
+	size_t slots_min;         /* node-table slots from which they are loaded ahead
+				     (SLOTS_AHEAD_MIN; TK_PROF_SLOTS_MIN for tests) */
+	struct {                  /* tk_prof_events' node-table slots loaded ahead (prof.c) */
+		size_t off;       /* events left before windows begin again */
+		size_t nnodes;    /* nnodes when the last window began (SIZE_MAX: none) */
+		size_t calls;     /* ... and the calls it guessed would make a node each */
+		size_t made, guessed;   /* over the windows since the last judgement */
+		unsigned windows;
+	} slots;
 	struct func *funcs;
 	size_t nfuncs, cfuncs;
 	struct dchunk *dlog;      /* duration log chunks */
@@ -339,6 +348,9 @@ static inline uint64_t block_hash(uint64_t start, uint64_t end)
 {
 	return tk_hash64(start ^ (end * 0x9e3779b97f4a7c15ULL));
 }
+
+/* Node-table slots (8 MiB) from which tk_prof_events loads the next calls' slots ahead. */
+#define SLOTS_AHEAD_MIN ((size_t)1 << 20)
 
 /* The tag of a node's hash in the table: never 0, the tag of an empty slot. */
 static inline uint32_t node_tag(uint64_t h)

@@ -527,6 +527,8 @@ static void start_empty(struct tk_prof *p)
 	p->sum.time_first = p->sum.time_last = TK_TIME_NONE;
 	p->sum.clock = p->opts.clock;
 	p->last_track = NONE32;
+	memset(&p->slots, 0, sizeof p->slots);
+	p->slots.nnodes = SIZE_MAX;
 	/* an empty slot holds a start address that belongs to another slot: never a hit */
 	for (size_t i = 0; i < BLOCK_CACHE; i++)
 		p->block_cache[i] = (struct block_slot){ .start = i ^ 1, .index = NONE32 };
@@ -545,6 +547,9 @@ struct tk_prof *tk_prof_new(const struct tk_prof_opts *opts, int *err)
 		memcpy(&p->opts, opts, n);
 	}
 	p->opts.sz = sizeof p->opts;
+	/* (tests run the slot loads on small profiles, under the sanitizers) */
+	const char *slots_min = getenv("TK_PROF_SLOTS_MIN");
+	p->slots_min = slots_min ? strtoull(slots_min, NULL, 10) : SLOTS_AHEAD_MIN;
 	if ((p->opts.flags & TK_PROF_WINDOW) && !p->opts.window_end)
 		p->opts.window_end = UINT64_MAX;    /* no end */
 	if (!p->opts.entries)

@@ -3,7 +3,8 @@
 # executed blocks, and the block table's order depends on which worker counted a block
 # first. A random walk over libc (many functions) at -j 1 and at -j 4 with chunks of 4 KiB,
 # three times (before the block table was sorted for it, about one such run in three
-# differed: a guard, not a certain reproduction).
+# differed: a guard, not a certain reproduction). The same with the table's slots loaded
+# ahead at every size (TK_PROF_SLOTS_MIN=0).
 set -euo pipefail
 : "${TK:?}" "${BUILD:?}"
 [ -x "$BUILD/tests/ipt-walk-gen" ] || { echo "SKIP: ipt-walk-gen not built (no libipt)"; exit 77; }
@@ -24,6 +25,17 @@ for ((i = 1; i <= runs; i++)); do
 		echo "run $i: profile -j 4 failed:"; tail -5 four.err; fail=1
 	elif ! cmp -s one.pb four.pb; then
 		echo "run $i: pprof at -j 4 differs from -j 1"; fail=1
+	fi
+done
+# the next calls' table slots loaded ahead (tk_prof_events' shadow stack, on big tables
+# only) at every table size: the same bytes, and under the sanitizers no stray access
+for j in 1 2; do
+	rm -f ahead.pb
+	if ! TK_PROF_SLOTS_MIN=0 TK_IPT_CHUNK=65536 "$TK" profile -j $j --to pprof -o ahead.pb \
+		"${args[@]}" walk.pt 2>ahead.err; then
+		echo "slots ahead, -j $j: profile failed:"; tail -5 ahead.err; fail=1
+	elif ! cmp -s one.pb ahead.pb; then
+		echo "slots ahead, -j $j: pprof differs from -j 1 without"; fail=1
 	fi
 done
 [ $fail = 0 ] && echo "pprof -j 1 = -j 4: ok ($(stat -c %s one.pb) bytes)"

@@ -16,6 +16,7 @@ enum { PF_CLOCK_ID = 64, PF_BOOTTIME = 6, PROCESS_UUID = 1 };
 struct tl_frame {
 	uint64_t key, ret;
 	uint32_t kind;
+	uint32_t name;            /* once emitted */
 	uint8_t emitted;
 };
 
@@ -512,34 +513,31 @@ static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint3
 	return rec_done(t);
 }
 
-/* One slice begin or end of (key, kind) on TR at TICKS. Chrome's end events carry the
- * name too: viewers that pair an end with its begin by name (speedscope) need it. */
-static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t key, uint32_t kind,
+/* One slice begin or end of F's call on TR at TICKS. Chrome's end events carry the name
+ * too (the begin's, kept in F): viewers that pair an end with its begin by name
+ * (speedscope) need it. */
+static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct tl_frame *f,
 		 uint64_t ticks)
 {
-	uint64_t ns = to_ns(t, ticks == TK_TIME_NONE ? 0 : ticks);
-	uint32_t name = 0;
-
+	if (ticks == TK_TIME_NONE)
+		ticks = 0;
 	if (!t->header_done)
 		header(t);
 	if (!tr->started)
 		start_track(t, tr);
-	if (begin || t->o.kind == TK_TIMELINE_CHROME) {
-		name = names_frame(&t->names, key, kind);
-		if (name == UINT32_MAX)
-			return -TK_E_NOMEM;
-	}
+	if (begin && (f->name = names_frame(&t->names, f->key, f->kind)) == UINT32_MAX)
+		return -TK_E_NOMEM;
 	if (t->o.kind == TK_TIMELINE_CHROME) {
 		struct tl_rec *r = rec_new(t);
 
-		r->s = names_str(&t->names, name);
-		r->ts = chrome_ns(t, ticks == TK_TIME_NONE ? 0 : ticks);
+		r->s = names_str(&t->names, f->name);
+		r->ts = chrome_ns(t, ticks);
 		r->track = tr->pid ? tr->pid : 1;
 		r->seq = tr->id;
 		r->begin = (uint8_t)begin;
 		return rec_done(t);
 	}
-	return pf_slice(t, tr, begin, name, ns);
+	return pf_slice(t, tr, begin, begin ? f->name : 0, to_ns(t, ticks));
 }
 
 /* ---- the stack ---------------------------------------------------------------------------- */
@@ -573,7 +571,7 @@ static int push(struct tk_timeline *t, struct tl_track *tr, uint64_t key, uint32
 	}
 	f->emitted = 1;
 	t->slices++;
-	return slice(t, tr, 1, key, kind, time);
+	return slice(t, tr, 1, f, time);
 }
 
 static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint64_t time)
@@ -584,7 +582,7 @@ static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint
 	while (tr->depth > depth && rc >= 0) {
 		struct tl_frame *f = &tr->st[--tr->depth];
 		if (f->emitted)
-			rc = slice(t, tr, 0, f->key, f->kind, time);
+			rc = slice(t, tr, 0, f, time);
 	}
 	return rc;
 }
@@ -650,7 +648,7 @@ static int enter_window(struct tk_timeline *t, struct tl_track *tr)
 		}
 		f->emitted = 1;
 		t->slices++;
-		rc = slice(t, tr, 1, f->key, f->kind, t->o.time_begin);
+		rc = slice(t, tr, 1, f, t->o.time_begin);
 	}
 	return rc;
 }
@@ -1201,7 +1199,7 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 				for (size_t k = tr->depth; k > 0 && rc >= 0; k--) {
 					struct tl_frame *f = &tr->st[k - 1];
 					if (f->emitted) {
-						rc = slice(t, tr, 0, f->key, f->kind, t->window_end);
+						rc = slice(t, tr, 0, f, t->window_end);
 						f->emitted = 0;
 					}
 				}

@@ -51,7 +51,7 @@ struct tl_rec {
 	uint64_t track;           /* Perfetto: the track's uuid; Chrome: pid */
 	uint32_t seq;             /* Perfetto: the packet sequence; Chrome: tid */
 	uint32_t name;            /* Perfetto: the name's iid (begin) */
-	size_t raw_end;           /* the block's raw bytes up to here come before it */
+	uint32_t raw_end;         /* the block's raw bytes up to here come before it */
 	uint8_t begin;
 };
 
@@ -278,7 +278,7 @@ static struct tl_rec *rec_new(struct tk_timeline *t)
 	struct tl_block *bk = &t->blk[t->cur];
 	struct tl_rec *r = &bk->rec[bk->n++];
 
-	r->raw_end = t->b->len;
+	r->raw_end = (uint32_t)t->b->len;   /* below TL_RAW_MAX and an event's bytes */
 	return r;
 }
 
@@ -1178,7 +1178,9 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 		const struct tk_event *e = &ev[i];
 		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
 		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL && t->pl)) {
-			rc = pl_event(t, e);
+			/* Chrome's pipeline slices are raw bytes: the block goes on when they fill it */
+			if ((rc = pl_event(t, e)) >= 0 && t->b->len >= TL_RAW_MAX)
+				rc = rec_done(t);
 			continue;
 		}
 		if (!tr || tr->id != e->track) {

@@ -287,7 +287,19 @@ static struct tl_rec *rec_new(struct tk_timeline *t)
  * them cost -j 1 a tenth more CPU time on an XRay log). */
 static int rec_done(struct tk_timeline *t)
 {
-	if (!t->threaded || t->blk[t->cur].n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
+	struct tl_block *bk = &t->blk[t->cur];
+
+	if (!t->threaded) {   /* the raw bytes come before the record (rec_new) */
+		if (t->b->len) {
+			tk_buf_put(t->out, t->b->data, t->b->len);
+			t->b->len = 0;
+		}
+		if (bk->n)
+			fmt_rec(t->o.kind, t->out, &bk->rec[0]);
+		bk->n = 0;
+		return t->b->err ? t->b->err : t->out->err;
+	}
+	if (bk->n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
 		int err = submit(t);
 		if (err && !t->err)
 			t->err = err;

@@ -272,39 +272,38 @@ static void fmt_end(struct tk_timeline *t)
 	t->threaded = 0;
 }
 
-/* A new record, with the raw bytes written since the last one before it. */
-static struct tl_rec *rec_new(struct tk_timeline *t)
-{
-	struct tl_block *bk = &t->blk[t->cur];
-	struct tl_rec *r = &bk->rec[bk->n++];
-
-	r->raw_end = (uint32_t)t->b->len;   /* below TL_RAW_MAX and an event's bytes */
-	return r;
-}
-
-/* After a record (or raw bytes): hand the block on when it is full. Without the
- * formatter, every record is formatted at once, while it is in the cache (blocks of
- * them cost -j 1 a tenth more CPU time on an XRay log). */
+/* After raw bytes: hand the block on when it is full. */
 static int rec_done(struct tk_timeline *t)
 {
-	struct tl_block *bk = &t->blk[t->cur];
-
-	if (!t->threaded) {   /* the raw bytes come before the record (rec_new) */
+	if (!t->threaded) {
 		if (t->b->len) {
 			tk_buf_put(t->out, t->b->data, t->b->len);
 			t->b->len = 0;
 		}
-		if (bk->n)
-			fmt_rec(t->o.kind, t->out, &bk->rec[0]);
-		bk->n = 0;
 		return t->b->err ? t->b->err : t->out->err;
 	}
-	if (bk->n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
+	if (t->blk[t->cur].n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
 		int err = submit(t);
 		if (err && !t->err)
 			t->err = err;
 	}
 	return t->b->err ? t->b->err : t->err;
+}
+
+/* Record R, after the raw bytes written since the last one. Without the formatter (-j 1)
+ * it is formatted at once, while it is in the cache: blocks of records, or records
+ * formatted one by one from a block, cost -j 1 a tenth more CPU time on an XRay log. */
+static inline int rec_put(struct tk_timeline *t, struct tl_rec *r)
+{
+	if (!t->threaded) {
+		int rc = t->b->len || t->b->err ? rec_done(t) : 0;
+		fmt_rec(t->o.kind, t->out, r);
+		return rc ? rc : t->out->err;
+	}
+	struct tl_block *bk = &t->blk[t->cur];
+	r->raw_end = (uint32_t)t->b->len;   /* below TL_RAW_MAX and an event's bytes */
+	bk->rec[bk->n++] = *r;
+	return rec_done(t);
 }
 
 static uint64_t to_ns(const struct tk_timeline *t, uint64_t ticks)
@@ -517,14 +516,9 @@ static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint3
 		tr->interned[name] = 1;
 		intern = names_str(&t->names, name);
 	}
-	struct tl_rec *r = rec_new(t);
-	r->s = intern;
-	r->ts = delta;
-	r->track = tr->uuid ? tr->uuid : 0x10000ull + tr->id;
-	r->seq = tr->seq;
-	r->name = name;
-	r->begin = (uint8_t)begin;
-	return rec_done(t);
+	struct tl_rec r = { .s = intern, .ts = delta, .track = tr->uuid ? tr->uuid : 0x10000ull + tr->id,
+			    .seq = tr->seq, .name = name, .begin = (uint8_t)begin };
+	return rec_put(t, &r);
 }
 
 /* One slice begin or end of F's call on TR at TICKS. Chrome's end events carry the name
@@ -542,14 +536,10 @@ static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct t
 	if (begin && (f->name = names_frame(&t->names, f->key, f->kind)) == UINT32_MAX)
 		return -TK_E_NOMEM;
 	if (t->o.kind == TK_TIMELINE_CHROME) {
-		struct tl_rec *r = rec_new(t);
-
-		r->s = names_str(&t->names, f->name);
-		r->ts = chrome_ns(t, ticks);
-		r->track = tr->pid ? tr->pid : 1;
-		r->seq = tr->id;
-		r->begin = (uint8_t)begin;
-		return rec_done(t);
+		struct tl_rec r = { .s = names_str(&t->names, f->name), .ts = chrome_ns(t, ticks),
+				    .track = tr->pid ? tr->pid : 1, .seq = tr->id,
+				    .begin = (uint8_t)begin };
+		return rec_put(t, &r);
 	}
 	return pf_slice(t, tr, begin, begin ? f->name : 0, to_ns(t, ticks));
 }
@@ -1409,7 +1399,7 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	}
 	t->out = b;
 	for (unsigned i = 0; i < (t->o.nthreads > 1 ? TL_BLOCKS : 1); i++) {
-		if (!(t->blk[i].rec = malloc((t->o.nthreads > 1 ? TL_BLOCK_RECS : 1) * sizeof *t->blk[i].rec)) ||
+		if ((t->o.nthreads > 1 && !(t->blk[i].rec = malloc(TL_BLOCK_RECS * sizeof *t->blk[i].rec))) ||
 		    tk_buf_init(&t->blk[i].raw, -1, 4096) < 0)
 			goto fail;
 	}

@@ -143,6 +143,11 @@ static inline uint64_t tk_tsc_conv_ns(const struct tk_tsc_conv *c, uint64_t tick
 struct tk_sink {
 	int (*events)(void *ctx, const struct tk_event *ev, size_t n);
 	void *ctx;
+	/* Optional, for producers that hold a chunk's events until its turn: copies to OUT
+	 * (room for N) the events of EV[0..n), a contiguous part of the stream, less those
+	 * that would change nothing for this sink (some merged); returns how many. Called on
+	 * the producer's threads, concurrently with events(). */
+	size_t (*thin)(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out);
 };
 
 /* What a chunked decoder's "begin this chunk" callback (tracekit/source.h's consumer, and

@@ -148,6 +148,10 @@ struct tk_timeline_opts {
 	 * (tk_run_filter_prof) and the slices are exactly the calls its profile counts. NULL or
 	 * no call filter: every call. */
 	const struct tk_run_filter *filter;
+	/* > 1: the slices are formatted (and written to the output) on a thread of their own
+	 * while the events are read; the same bytes. The output's buffer is then the writer's
+	 * until tk_timeline_finish (or tk_timeline_free). */
+	unsigned nthreads;
 };
 
 /* Calls (CALL/RETURN, FUNC_ENTER/EXIT) become nested slices on a track per event track.

@@ -276,6 +276,7 @@ struct tk_timeline *tk_cmd_timeline_new(const struct tk_cmd *c, const char *file
 
 	tk_cmd_call_filter(c->o, &f);
 	to->filter = &f;
+	to->nthreads = tk_cmd_jobs(c);
 	struct tk_timeline *tl = tk_timeline_new(out, to, &err);
 	to->filter = NULL;
 	*status = 0;

@@ -278,7 +278,8 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	struct tk_timeline_opts to_ = { .sz = sizeof to_, .kind = kind, .clock = { 1000000 },
 					.time_begin = from, .time_end = to == UINT64_MAX ? 0 : to,
 					.max_events = c->o->max_events, .process_name = "kanata",
-					.stage_name = stage_name, .stage_ctx = &d };
+					.stage_name = stage_name, .stage_ctx = &d,
+					.nthreads = tk_cmd_jobs(c) };
 	int err, rc;
 	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
 	if (!t)

@@ -2,6 +2,7 @@
  * descriptors, interned event names and incremental timestamps, one packet sequence per
  * track) or Chrome trace-event JSON. A time window and a cap on slices keep huge traces
  * viewable. The protobuf encoding is written by hand: a handful of fields is all we need. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@ enum { PF_CLOCK_ID = 64, PF_BOOTTIME = 6, PROCESS_UUID = 1 };
 struct tl_frame {
 	uint64_t key, ret;
 	uint32_t kind;
+	uint32_t name;            /* once emitted */
 	uint8_t emitted;
 };
 
@@ -38,9 +40,48 @@ struct tl_track {
 
 struct pl;
 
+/* The writer's serial pass (stacks, window, cap, timestamps, interning) reduces each slice
+ * begin or end to a record; formatting the records into bytes is a pure function of them,
+ * and with nthreads > 1 a thread of its own does it, blocks of records in order, while the
+ * pass goes on (it was half of a call trace's conversion time). Everything else the pass
+ * writes (descriptors, headers) goes to the block's raw bytes, before the record after it. */
+struct tl_rec {
+	const char *s;            /* Chrome: the name; Perfetto: the name to intern first, or NULL */
+	uint64_t ts;              /* Perfetto: ns since the sequence's last; Chrome: ns since origin */
+	uint64_t track;           /* Perfetto: the track's uuid; Chrome: pid */
+	uint32_t seq;             /* Perfetto: the packet sequence; Chrome: tid */
+	uint32_t name;            /* Perfetto: the name's iid (begin) */
+	uint32_t raw_end;         /* the block's raw bytes up to here come before it */
+	uint8_t begin;
+};
+
+/* Records per block (about 640 KB) and blocks in flight: what waits for the formatter is
+ * bounded by TL_BLOCKS blocks; a block is handed on early once its raw bytes reach RAW_MAX.
+ * The split changes no byte of the output. */
+#define TL_BLOCK_RECS 16384
+#define TL_BLOCKS 4
+#define TL_RAW_MAX ((size_t)1 << 20)
+
+struct tl_block {
+	struct tl_rec *rec;
+	size_t n;
+	struct tk_buf raw;
+	int full;                 /* handed to the formatter, not formatted yet */
+};
+
 struct tk_timeline {
 	struct tk_timeline_opts o;
-	struct tk_buf *b;
+	struct tk_buf *b;         /* the current block's raw bytes */
+	struct tk_buf *out;       /* the output */
+	struct tl_block blk[TL_BLOCKS];
+	unsigned cur;             /* the block being filled */
+	/* the formatter thread (nthreads > 1): formats blk[fmt_next] once full */
+	pthread_t fmt_thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int threaded, fmt_stop, fmt_err;
+	int err;                  /* the output's first error, as known to the pass */
+	unsigned fmt_next;
 	struct names names;
 	struct tl_track *tracks;
 	size_t ntracks, ctracks;
@@ -110,6 +151,159 @@ static void emit_packet(struct tk_buf *b, const uint8_t *p, size_t n)
 	memcpy(b->data + b->len, hdr, h);
 	memcpy(b->data + b->len + h, p, n);
 	b->len += h + n;
+}
+
+/* ---- formatting records (on the formatter thread with nthreads > 1) ----------------------- */
+
+static void fmt_rec(enum tk_timeline_kind kind, struct tk_buf *b, const struct tl_rec *r)
+{
+	if (kind == TK_TIMELINE_CHROME) {
+		tk_buf_puts(b, r->begin ? ",\n{\"ph\":\"B\",\"pid\":" : ",\n{\"ph\":\"E\",\"pid\":");
+		tk_buf_u64(b, r->track);
+		tk_buf_puts(b, ",\"tid\":");
+		tk_buf_u64(b, r->seq);
+		tk_buf_puts(b, ",\"ts\":");
+		tk_buf_fixed(b, (int64_t)r->ts, 3);                  /* us */
+		tk_buf_puts(b, ",\"name\":");
+		tk_buf_json_str(b, r->s, strlen(r->s));
+		tk_buf_putc(b, '}');
+		return;
+	}
+	uint8_t te[32], pk[64 + 600];
+	size_t n = put_uint(te, 9, r->begin ? 1 : 2);          /* type: SLICE_BEGIN / SLICE_END */
+	n += put_uint(te + n, 11, r->track);                  /* track_uuid */
+	if (r->begin)
+		n += put_uint(te + n, 10, r->name);               /* name_iid */
+	size_t k = put_uint(pk, 8, r->ts);                    /* timestamp (incremental) */
+	k += put_uint(pk + k, 10, r->seq);
+	k += put_bytes(pk + k, 11, te, n);                    /* track_event */
+	if (r->s) {
+		size_t sl = strlen(r->s) > 512 ? 512 : strlen(r->s);
+		uint8_t en[540], id[560];
+		size_t ne = put_uint(en, 1, r->name);             /* iid */
+		ne += put_bytes(en + ne, 2, r->s, sl);            /* name */
+		size_t ni = put_bytes(id, 2, en, ne);             /* event_names */
+		k += put_bytes(pk + k, 12, id, ni);               /* interned_data */
+	}
+	k += put_uint(pk + k, 13, 2);                         /* SEQ_NEEDS_INCREMENTAL_STATE */
+	emit_packet(b, pk, k);
+}
+
+/* BK's records and raw bytes onto OUT, in order; BK is empty after. */
+static void fmt_block(enum tk_timeline_kind kind, struct tk_buf *out, struct tl_block *bk)
+{
+	size_t pos = 0;
+
+	for (size_t i = 0; i < bk->n; i++) {
+		const struct tl_rec *r = &bk->rec[i];
+		if (r->raw_end > pos) {
+			tk_buf_put(out, bk->raw.data + pos, r->raw_end - pos);
+			pos = r->raw_end;
+		}
+		fmt_rec(kind, out, r);
+	}
+	if (bk->raw.len > pos)
+		tk_buf_put(out, bk->raw.data + pos, bk->raw.len - pos);
+	if (bk->raw.err && !out->err)
+		out->err = bk->raw.err;
+	bk->n = 0;
+	bk->raw.len = 0;
+}
+
+static void *fmt_main(void *arg)
+{
+	struct tk_timeline *t = arg;
+
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		struct tl_block *bk = &t->blk[t->fmt_next];
+		while (!bk->full && !t->fmt_stop)
+			pthread_cond_wait(&t->cond, &t->lock);
+		if (!bk->full)
+			break;          /* stopped, and every block handed on is written */
+		pthread_mutex_unlock(&t->lock);
+		fmt_block(t->o.kind, t->out, bk);
+		pthread_mutex_lock(&t->lock);
+		bk->full = 0;
+		if (t->out->err && !t->fmt_err)
+			t->fmt_err = t->out->err;
+		t->fmt_next = (t->fmt_next + 1) % TL_BLOCKS;
+		pthread_cond_broadcast(&t->cond);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+/* The current block is done: format it here, or hand it to the formatter and wait for the
+ * next block to be free. The output's first error. */
+static int submit(struct tk_timeline *t)
+{
+	struct tl_block *bk = &t->blk[t->cur];
+	int err;
+
+	if (!t->threaded) {
+		fmt_block(t->o.kind, t->out, bk);
+		return t->out->err;
+	}
+	pthread_mutex_lock(&t->lock);
+	bk->full = 1;
+	pthread_cond_broadcast(&t->cond);
+	t->cur = (t->cur + 1) % TL_BLOCKS;
+	while (t->blk[t->cur].full)
+		pthread_cond_wait(&t->cond, &t->lock);
+	err = t->fmt_err;
+	pthread_mutex_unlock(&t->lock);
+	t->b = &t->blk[t->cur].raw;
+	return err;
+}
+
+/* Wait until everything handed on is written, and end the formatter. */
+static void fmt_end(struct tk_timeline *t)
+{
+	if (!t->threaded)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->fmt_stop = 1;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	pthread_join(t->fmt_thread, NULL);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->cond);
+	t->threaded = 0;
+}
+
+/* After raw bytes: hand the block on when it is full. */
+static int rec_done(struct tk_timeline *t)
+{
+	if (!t->threaded) {
+		if (t->b->len) {
+			tk_buf_put(t->out, t->b->data, t->b->len);
+			t->b->len = 0;
+		}
+		return t->b->err ? t->b->err : t->out->err;
+	}
+	if (t->blk[t->cur].n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
+		int err = submit(t);
+		if (err && !t->err)
+			t->err = err;
+	}
+	return t->b->err ? t->b->err : t->err;
+}
+
+/* Record R, after the raw bytes written since the last one. Without the formatter (-j 1)
+ * it is formatted at once, while it is in the cache: blocks of records, or records
+ * formatted one by one from a block, cost -j 1 a tenth more CPU time on an XRay log. */
+static inline int rec_put(struct tk_timeline *t, struct tl_rec *r)
+{
+	if (!t->threaded) {
+		int rc = t->b->len || t->b->err ? rec_done(t) : 0;
+		fmt_rec(t->o.kind, t->out, r);
+		return rc ? rc : t->out->err;
+	}
+	struct tl_block *bk = &t->blk[t->cur];
+	r->raw_end = (uint32_t)t->b->len;   /* below TL_RAW_MAX and an event's bytes */
+	bk->rec[bk->n++] = *r;
+	return rec_done(t);
 }
 
 static uint64_t to_ns(const struct tk_timeline *t, uint64_t ticks)
@@ -303,18 +497,10 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 /* One Perfetto slice begin (NAME) or end on TR at NS. */
 static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ns)
 {
-	struct tk_buf *b = t->b;
-	uint64_t uuid = tr->uuid ? tr->uuid : 0x10000ull + tr->id;
-	uint8_t te[32], pk[64 + 600];
-	size_t n = put_uint(te, 9, begin ? 1 : 2);             /* type: SLICE_BEGIN / SLICE_END */
-	n += put_uint(te + n, 11, uuid);                      /* track_uuid */
-	if (begin)
-		n += put_uint(te + n, 10, name);                  /* name_iid */
 	uint64_t delta = ns >= tr->last_ns ? ns - tr->last_ns : 0;
+	const char *intern = NULL;
+
 	tr->last_ns += delta;
-	size_t k = put_uint(pk, 8, delta);                    /* timestamp (incremental) */
-	k += put_uint(pk + k, 10, tr->seq);
-	k += put_bytes(pk + k, 11, te, n);                    /* track_event */
 	if (begin && (name >= tr->ninterned || !tr->interned[name])) {
 		if (name >= tr->ninterned) {
 			size_t nc = tr->ninterned ? tr->ninterned : 256;
@@ -328,52 +514,34 @@ static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint3
 			tr->ninterned = nc;
 		}
 		tr->interned[name] = 1;
-		const char *s = names_str(&t->names, name);
-		size_t sl = strlen(s) > 512 ? 512 : strlen(s);
-		uint8_t en[540], id[560];
-		size_t ne = put_uint(en, 1, name);                /* iid */
-		ne += put_bytes(en + ne, 2, s, sl);               /* name */
-		size_t ni = put_bytes(id, 2, en, ne);             /* event_names */
-		k += put_bytes(pk + k, 12, id, ni);               /* interned_data */
+		intern = names_str(&t->names, name);
 	}
-	k += put_uint(pk + k, 13, 2);                         /* SEQ_NEEDS_INCREMENTAL_STATE */
-	emit_packet(b, pk, k);
-	return b->err;
+	struct tl_rec r = { .s = intern, .ts = delta, .track = tr->uuid ? tr->uuid : 0x10000ull + tr->id,
+			    .seq = tr->seq, .name = name, .begin = (uint8_t)begin };
+	return rec_put(t, &r);
 }
 
-/* One slice begin or end of (key, kind) on TR at TICKS. Chrome's end events carry the
- * name too: viewers that pair an end with its begin by name (speedscope) need it. */
-static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint64_t key, uint32_t kind,
+/* One slice begin or end of F's call on TR at TICKS. Chrome's end events carry the name
+ * too (the begin's, kept in F): viewers that pair an end with its begin by name
+ * (speedscope) need it. */
+static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct tl_frame *f,
 		 uint64_t ticks)
 {
-	struct tk_buf *b = t->b;
-	uint64_t ns = to_ns(t, ticks == TK_TIME_NONE ? 0 : ticks);
-	uint32_t name = 0;
-
+	if (ticks == TK_TIME_NONE)
+		ticks = 0;
 	if (!t->header_done)
 		header(t);
 	if (!tr->started)
 		start_track(t, tr);
-	if (begin || t->o.kind == TK_TIMELINE_CHROME) {
-		name = names_frame(&t->names, key, kind);
-		if (name == UINT32_MAX)
-			return -TK_E_NOMEM;
-	}
+	if (begin && (f->name = names_frame(&t->names, f->key, f->kind)) == UINT32_MAX)
+		return -TK_E_NOMEM;
 	if (t->o.kind == TK_TIMELINE_CHROME) {
-		const char *s = names_str(&t->names, name);
-
-		tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":" : ",\n{\"ph\":\"E\",\"pid\":");
-		tk_buf_u64(b, tr->pid ? tr->pid : 1);
-		tk_buf_puts(b, ",\"tid\":");
-		tk_buf_u64(b, tr->id);
-		tk_buf_puts(b, ",\"ts\":");
-		tk_buf_fixed(b, (int64_t)chrome_ns(t, ticks == TK_TIME_NONE ? 0 : ticks), 3); /* us */
-		tk_buf_puts(b, ",\"name\":");
-		tk_buf_json_str(b, s, strlen(s));
-		tk_buf_putc(b, '}');
-		return b->err;
+		struct tl_rec r = { .s = names_str(&t->names, f->name), .ts = chrome_ns(t, ticks),
+				    .track = tr->pid ? tr->pid : 1, .seq = tr->id,
+				    .begin = (uint8_t)begin };
+		return rec_put(t, &r);
 	}
-	return pf_slice(t, tr, begin, name, ns);
+	return pf_slice(t, tr, begin, begin ? f->name : 0, to_ns(t, ticks));
 }
 
 /* ---- the stack ---------------------------------------------------------------------------- */
@@ -407,7 +575,7 @@ static int push(struct tk_timeline *t, struct tl_track *tr, uint64_t key, uint32
 	}
 	f->emitted = 1;
 	t->slices++;
-	return slice(t, tr, 1, key, kind, time);
+	return slice(t, tr, 1, f, time);
 }
 
 static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint64_t time)
@@ -418,7 +586,7 @@ static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint
 	while (tr->depth > depth && rc >= 0) {
 		struct tl_frame *f = &tr->st[--tr->depth];
 		if (f->emitted)
-			rc = slice(t, tr, 0, f->key, f->kind, time);
+			rc = slice(t, tr, 0, f, time);
 	}
 	return rc;
 }
@@ -484,7 +652,7 @@ static int enter_window(struct tk_timeline *t, struct tl_track *tr)
 		}
 		f->emitted = 1;
 		t->slices++;
-		rc = slice(t, tr, 1, f->key, f->kind, t->o.time_begin);
+		rc = slice(t, tr, 1, f, t->o.time_begin);
 	}
 	return rc;
 }
@@ -1014,7 +1182,9 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 		const struct tk_event *e = &ev[i];
 		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
 		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL && t->pl)) {
-			rc = pl_event(t, e);
+			/* Chrome's pipeline slices are raw bytes: the block goes on when they fill it */
+			if ((rc = pl_event(t, e)) >= 0 && t->b->len >= TL_RAW_MAX)
+				rc = rec_done(t);
 			continue;
 		}
 		if (!tr || tr->id != e->track) {
@@ -1035,7 +1205,7 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 				for (size_t k = tr->depth; k > 0 && rc >= 0; k--) {
 					struct tl_frame *f = &tr->st[k - 1];
 					if (f->emitted) {
-						rc = slice(t, tr, 0, f->key, f->kind, t->window_end);
+						rc = slice(t, tr, 0, f, t->window_end);
 						f->emitted = 0;
 					}
 				}
@@ -1086,9 +1256,11 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 			break;
 		}
 	}
+	if (rc >= 0)
+		rc = rec_done(t);
 	if (rc == -TK_E_NOMEM)
 		t->nomem = 1;
-	return rc < 0 ? rc : t->b->err;
+	return rc;
 }
 
 /* Call filters: the filtered profile's calls, as the entries and exits of a clean stack. */
@@ -1146,9 +1318,68 @@ static int tl_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
 	return tk_timeline_events(ctx, ev, n);
 }
 
+/* The events that tl_events does more with than read their track and time (a bit per
+ * kind; the others are "ignored" below). */
+#define TL_USED (1ull << TK_EV_CALL | 1ull << TK_EV_RETURN | 1ull << TK_EV_FUNC_ENTER |             \
+		 1ull << TK_EV_FUNC_EXIT | 1ull << TK_EV_FUNC_TAIL_EXIT | 1ull << TK_EV_GAP |         \
+		 1ull << TK_EV_DISABLE | 1ull << TK_EV_ENABLE | 1ull << TK_EV_TYPED |                 \
+		 1ull << TK_EV_INSN_BEGIN | 1ull << TK_EV_STAGE_BEGIN | 1ull << TK_EV_STAGE_END |     \
+		 1ull << TK_EV_RETIRE | 1ull << TK_EV_FLUSH)
+_Static_assert(TK_EV__COUNT <= 64, "a bit per event kind");
+
+/* Without a window or call filters an ignored event (an executed block: most of an Intel
+ * PT stream) only names its track (the first event of a track makes it: kept) and sets
+ * the track's last time once it has one (before that, a first time may open slices
+ * pushed without one: all kept up to it). So, per track, of a run of timed ignored
+ * events with nothing else of the track between them only the last time counts: it goes
+ * into the first of them, and the untimed ones go. Tracks past THIN_TRACKS in one part
+ * keep all their events. */
+#define THIN_TRACKS 8
+
+static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
+{
+	struct thin_track { uint32_t track; int timed; size_t pend; } tr[THIN_TRACKS];
+	size_t ntr = 0, nout = 0, k = 0;
+
+	(void)ctx;
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_event *e = &ev[i];
+		if (k >= ntr || tr[k].track != e->track) {
+			k = 0;
+			while (k < ntr && tr[k].track != e->track)
+				k++;
+			if (k == ntr) {
+				if (ntr == THIN_TRACKS) {
+					out[nout++] = *e;
+					continue;
+				}
+				tr[ntr++] = (struct thin_track){ e->track, 0, SIZE_MAX };
+			}
+		}
+		int ignored = e->kind >= 64 || !(TL_USED >> e->kind & 1);
+		if (ignored && tr[k].timed) {
+			if (e->time == TK_TIME_NONE)
+				continue;
+			if (tr[k].pend != SIZE_MAX) {
+				out[tr[k].pend].time = e->time;
+				continue;
+			}
+		}
+		if (e->time != TK_TIME_NONE)
+			tr[k].timed = 1;
+		tr[k].pend = ignored && e->time != TK_TIME_NONE ? nout : SIZE_MAX;
+		out[nout++] = *e;
+	}
+	return nout;
+}
+
 struct tk_sink tk_timeline_sink(struct tk_timeline *t)
 {
-	return (struct tk_sink){ .events = tl_sink_fn, .ctx = t };
+	struct tk_sink s = { .events = tl_sink_fn, .ctx = t };
+
+	if (!t->prof && !t->o.time_begin && t->window_end == UINT64_MAX)
+		s.thin = tl_thin;
+	return s;
 }
 
 struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_opts *opts, int *err)
@@ -1166,7 +1397,22 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 		rc = -TK_E_INVAL;
 		goto fail;
 	}
-	t->b = b;
+	t->out = b;
+	for (unsigned i = 0; i < (t->o.nthreads > 1 ? TL_BLOCKS : 1); i++) {
+		if ((t->o.nthreads > 1 && !(t->blk[i].rec = malloc(TL_BLOCK_RECS * sizeof *t->blk[i].rec))) ||
+		    tk_buf_init(&t->blk[i].raw, -1, 4096) < 0)
+			goto fail;
+	}
+	t->b = &t->blk[0].raw;
+	if (t->o.nthreads > 1) {
+		pthread_mutex_init(&t->lock, NULL);
+		pthread_cond_init(&t->cond, NULL);
+		t->threaded = pthread_create(&t->fmt_thread, NULL, fmt_main, t) == 0;
+		if (!t->threaded) {   /* then formatted here */
+			pthread_mutex_destroy(&t->lock);
+			pthread_cond_destroy(&t->cond);
+		}
+	}
 	t->max = t->o.max_events ? t->o.max_events : 10000000;
 	t->window_end = t->o.time_end ? t->o.time_end : UINT64_MAX;
 	if ((rc = names_init(&t->names, t->o.sym)) < 0)
@@ -1230,7 +1476,9 @@ int tk_timeline_finish(struct tk_timeline *t)
 	if (t->o.kind == TK_TIMELINE_CHROME)
 		tk_buf_puts(t->b, "\n]}\n");
 	t->finished = 1;
-	return rc < 0 ? rc : t->b->err;
+	submit(t);
+	fmt_end(t);
+	return rc < 0 ? rc : t->out->err;
 }
 
 uint64_t tk_timeline_slices(const struct tk_timeline *t, uint64_t *dropped)
@@ -1244,6 +1492,11 @@ void tk_timeline_free(struct tk_timeline *t)
 {
 	if (!t)
 		return;
+	fmt_end(t);
+	for (unsigned i = 0; i < TL_BLOCKS; i++) {
+		free(t->blk[i].rec);
+		tk_buf_free(&t->blk[i].raw);
+	}
 	for (size_t i = 0; i < t->ntracks; i++) {
 		free(t->tracks[i].st);
 		free(t->tracks[i].interned);

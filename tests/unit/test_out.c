@@ -397,6 +397,109 @@ static void test_pipeline_chrome(void **state)
 	free(t);
 }
 
+/* A timeline of EV[0..n), fed in parts of PART events; with THIN, each part first goes
+ * through the sink's thin (as a producer holding a chunk's events does). */
+static struct tk_buf timeline_bytes(enum tk_timeline_kind kind, unsigned nthreads, int thin,
+				    const struct tk_event *ev, size_t n, size_t part, size_t *kept)
+{
+	struct tk_timeline_opts o = { .sz = sizeof o, .kind = kind, .nthreads = nthreads,
+				      .clock = { 3000000000u } };
+	struct tk_event *tmp = malloc(part * sizeof *tmp);
+	struct tk_buf b;
+	int err;
+
+	assert_non_null(tmp);
+	tk_buf_init(&b, -1, 4096);
+	struct tk_timeline *t = tk_timeline_new(&b, &o, &err);
+	assert_non_null(t);
+	struct tk_sink s = tk_timeline_sink(t);
+	assert_non_null(s.thin);   /* no window, no filter */
+	assert_int_equal(tk_timeline_track_name(t, 7, "seventh"), 0);
+	*kept = 0;
+	for (size_t i = 0; i < n; i += part) {
+		size_t m = n - i < part ? n - i : part;
+		if (thin) {
+			m = s.thin(s.ctx, ev + i, m, tmp);
+			assert_int_equal(s.events(s.ctx, tmp, m), 0);
+		} else {
+			assert_int_equal(s.events(s.ctx, ev + i, m), 0);
+		}
+		*kept += m;
+	}
+	assert_int_equal(tk_timeline_finish(t), 0);
+	tk_timeline_free(t);
+	free(tmp);
+	return b;
+}
+
+/* -j N's two changes to the writer give the same bytes as feeding it directly: the
+ * formatter thread (nthreads > 1: tens of thousands of slices, several blocks of records
+ * with track descriptors and interned names between them), and the thinned events (runs
+ * of executed blocks whose last time is what counts: calls without a time of their own take
+ * the track's last one, a track's first call has no time yet, tracks start late). */
+static void test_timeline_threads_thin(void **state)
+{
+	(void)state;
+	size_t cap = 400000, n = 0;
+	struct tk_event *ev = calloc(cap, sizeof *ev);
+	uint64_t now = 1000, rnd = 12345, keys[4][64];
+	uint32_t depth[4] = { 0 };
+
+	assert_non_null(ev);
+	while (n + 8 < cap) {
+		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned r = (unsigned)(rnd >> 33);
+		uint32_t track = n < 50000 ? r % 2 : (r % 3 == 2 ? 7 : r % 2);
+		/* a run of blocks, timed or not */
+		for (unsigned k = r % 5; k > 0; k--)
+			ev[n++] = (struct tk_event){ .kind = TK_EV_BLOCK, .track = track, .addr = 0x1000 + k,
+						     .time = (r >> 8) % 3 ? (now += 7) : TK_TIME_NONE };
+		/* a call or return without a time takes the track's last one (none yet at first) */
+		uint64_t t = (r >> 12) % 4 ? (now += 3) : TK_TIME_NONE;
+		uint32_t *d = &depth[track % 4];
+		if (((r >> 16) % 2 || !*d) && *d < 64) {
+			keys[track % 4][*d] = 1 + (r >> 20) % 300;
+			ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .track = track, .time = t,
+						     .addr = keys[track % 4][(*d)++] };
+		} else if ((r >> 20) % 50) {
+			ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .track = track, .time = t,
+						     .addr = keys[track % 4][--*d] };
+		} else {   /* a gap ends them all */
+			ev[n++] = (struct tk_event){ .kind = TK_EV_GAP, .track = track, .time = t };
+			*d = 0;
+		}
+	}
+	for (int kind = TK_TIMELINE_PERFETTO; kind <= TK_TIMELINE_CHROME; kind++) {
+		size_t kept, all;
+		struct tk_buf want = timeline_bytes(kind, 0, 0, ev, n, 1000, &all);
+		struct tk_buf got = timeline_bytes(kind, 2, 0, ev, n, 1000, &kept);
+		assert_true(want.len > 100000);
+		assert_int_equal(got.len, want.len);
+		assert_memory_equal(got.data, want.data, want.len);
+		tk_buf_free(&got);
+		size_t parts[] = { 1, 7, 1024, 50000 };
+		for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+			got = timeline_bytes(kind, i % 2 ? 3 : 1, 1, ev, n, parts[i], &kept);
+			if (parts[i] > 1)
+				assert_true(kept < all * 3 / 4);   /* blocks went */
+			assert_int_equal(got.len, want.len);
+			assert_memory_equal(got.data, want.data, want.len);
+			tk_buf_free(&got);
+		}
+		tk_buf_free(&want);
+	}
+	/* with a window the blocks' times open and close slices: nothing is thinned */
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 4096);
+	struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_PERFETTO, .time_end = 5000 };
+	struct tk_timeline *t = tk_timeline_new(&b, &o, NULL);
+	assert_non_null(t);
+	assert_null(tk_timeline_sink(t).thin);
+	tk_timeline_free(t);
+	tk_buf_free(&b);
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_perfetto),
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),
+		cmocka_unit_test(test_timeline_threads_thin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Timelines (convert --to perfetto|chrome) at -j 1, 2 and 3 are the same bytes, on inputs
+# whose chunks end inside calls. With -j N the writer formats its slices on a thread of its
+# own, and Intel PT's chunks hold their events thinned (the executed blocks that change
+# nothing merged away) until their turn; neither may change a byte.
+# - Intel PT of tests/data/seams/lj.c (calls abandoned by longjmp, ended by a return far
+#   below them) in chunks of 300 bytes and in one: every chunk starts inside run() and most
+#   inside deep(); the Chrome JSON holds as many slices of deep as the program counted, and
+#   an end for every begin
+# - the branch trace it was converted from
+# - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks)
+# - a Kanata log with instructions in flight across every chunk
+set -euo pipefail
+: "${TK:?}" "${SRC:?}"
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+# begins and ends in a Chrome JSON timeline, and the begins named $2
+cat >count.py <<'EOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+b = sum(1 for e in ev if e.get("ph") == "B")
+e = sum(1 for e in ev if e.get("ph") == "E")
+n = sum(1 for e in ev if e.get("ph") == "B" and e.get("name") == sys.argv[2])
+print(b, e, n)
+EOF
+
+# LABEL REF ENV INPUT OPTIONS...: -j 1, 2 and 3 (with ENV, e.g. a chunk size) write what
+# REF's command wrote, for both timelines
+same() {
+	local label=$1 ref=$2 env=$3 in=$4 to j
+	shift 4
+	for to in perfetto chrome; do
+		# shellcheck disable=SC2086
+		env $ref "$TK" convert --to $to -j 1 -q -o want.$to "$@" "$in"
+		[ -s want.$to ] || { bad "$label --to $to: nothing written"; continue; }
+		for j in 1 2 3; do
+			# shellcheck disable=SC2086
+			env $env "$TK" convert --to $to -j $j -q -o got.$to "$@" "$in"
+			if cmp -s want.$to got.$to; then ok "$label --to $to -j $j: same bytes"
+			else bad "$label --to $to -j $j: differs"; fi
+		done
+	done
+}
+
+cc -O1 -o lj "$SRC/tests/data/seams/lj.c"
+ndeep=$("$TK" record --btrace -o lj.tkbt -- ./lj 2>rec.err) || { echo "record failed"; cat rec.err; exit 1; }
+bias=$("$TK" info lj.tkbt | awk -v m="$W/lj" '$1 == "module" && $2 == m {
+	for (i = 3; i < NF; i++) if ($i == "bias") print $(i + 1) }')
+[ -n "$bias" ] || { echo "no load bias for lj"; "$TK" info lj.tkbt; exit 1; }
+"$TK" convert --to ipt -q -o lj.pt lj.tkbt
+npsb=$("$TK" dump --no-offset lj.pt | grep -c '^psb$' || true)
+[ "$npsb" -ge 10 ] || { echo "only $npsb PSBs: too few seams to test"; exit 1; }
+same "Intel PT, 300-byte chunks" TK_IPT_CHUNK=1000000000 TK_IPT_CHUNK=300 lj.pt --elf "lj:$bias"
+same "Intel PT, default chunks" TK_IPT_CHUNK=1000000000 TK_NONE=1 lj.pt --elf "lj:$bias"
+read -r b e n < <(python3 count.py want.chrome deep)
+if [ "$n" = "$ndeep" ] && [ "$b" = "$e" ] && [ "$b" -gt "$n" ]; then
+	ok "Intel PT: $n slices of deep (the program counted $ndeep), $b begins and ends"
+else bad "Intel PT: $n slices of deep, the program counted $ndeep; $b begins, $e ends"; fi
+same "branch trace" TK_NONE=1 TK_NONE=1 lj.tkbt
+
+if command -v clang-16 >/dev/null; then
+	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \
+		"$SRC/tests/data/xray/xray_prog.c" -o prog -lpthread
+	XRAY_FDR_BUF=1024 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./real-" \
+		./prog fdr 2 20 >/dev/null 2>&1
+	log=$(ls -1 real-prog.* | head -n 1)
+	same "XRay FDR" TK_NONE=1 TK_NONE=1 "$log" --instr-map prog
+	read -r b e n < <(python3 count.py want.chrome fib)
+	if [ "$b" = "$e" ] && [ "$n" -gt 0 ]; then ok "XRay: $b begins and ends, $n of fib"
+	else bad "XRay: $b begins, $e ends, $n of fib"; fi
+else
+	echo "skip: real XRay log (no clang-16)"
+fi
+
+python3 "$SRC/bench/kanata-inflight.py" 1 big.log >/dev/null
+head -n 40000 big.log >inflight.log
+same "Kanata" TK_NONE=1 TK_NONE=1 inflight.log
+
+exit $fail

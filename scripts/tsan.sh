@@ -9,7 +9,9 @@
 #   (tests/oracle/ipt_perf.sh's case)
 # - the hostile TNT stream of tests/oracle/ipt_decode_memory.sh: each 4 KiB chunk makes
 #   ~12 MB of text, so workers wait for their turn and hand their text on themselves
-# - XRay FDR logs (profile, --to account) and a Kanata log of 600 KB in small chunks (stats)
+# - XRay FDR logs (profile, --to account, convert --to perfetto) and a Kanata log of 600 KB
+#   in small chunks (stats, convert --to chrome); PT convert --to perfetto|chrome too
+#   (the timeline's formatter thread)
 # - one decode with the progress line on a terminal (script -qc)
 # Fails on any ThreadSanitizer report, or on an output that differs from -j 1's.
 set -euo pipefail
@@ -84,6 +86,8 @@ for chunk in "" 4096; do
 	check "raw-stat$chunk" decode --stat "${elfargs[@]}" lj.pt
 	check "raw-profile$chunk" profile "${elfargs[@]}" lj.pt
 	check "raw-pprof$chunk" convert --to pprof -o /dev/stdout "${elfargs[@]}" lj.pt
+	check "raw-perfetto$chunk" convert --to perfetto -o /dev/stdout "${elfargs[@]}" lj.pt
+	check "raw-chrome$chunk" convert --to chrome -o /dev/stdout "${elfargs[@]}" lj.pt
 	check "adj$chunk" decode --no-disasm adj.data
 	check "adj-time$chunk" decode --time adj.data
 done
@@ -91,11 +95,13 @@ TK_IPT_CHUNK=4096 check hostile decode --no-disasm --raw loop.bin:0x1000 hostile
 for f in fdr-v3 fdr-v4; do
 	check "$f" profile "$src/tests/data/xray/$f.xray"
 	check "$f-account" profile --to account "$src/tests/data/xray/$f.xray"
+	check "$f-perfetto" convert --to perfetto -o /dev/stdout "$src/tests/data/xray/$f.xray"
 done
 # (chunk 0's merge and the later chunks' workers: the race fixed in merge_one showed in
 # about half of the runs at these sizes)
 for chunk in 4096 8192 16384 65536; do
 	TK_KANATA_CHUNK=$chunk check "kanata$chunk" stats k.log
+	TK_KANATA_CHUNK=$chunk check "kanata-chrome$chunk" convert --to chrome -o /dev/stdout k.log
 done
 # the progress line drawn on a terminal (stdout a file)
 script -qc "$(printf '%q ' "$tk" decode -j 2 --progress -o pty.txt "${elfargs[@]}" lj.pt)" \

@@ -293,7 +293,7 @@ static int rec_done(struct tk_timeline *t)
 /* Record R, after the raw bytes written since the last one. Without the formatter (-j 1)
  * it is formatted at once, while it is in the cache: blocks of records, or records
  * formatted one by one from a block, cost -j 1 a tenth more CPU time on an XRay log. */
-static inline int rec_put(struct tk_timeline *t, struct tl_rec *r)
+static inline __attribute__((always_inline)) int rec_put(struct tk_timeline *t, struct tl_rec *r)
 {
 	if (!t->threaded) {
 		int rc = t->b->len || t->b->err ? rec_done(t) : 0;
@@ -495,7 +495,7 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 }
 
 /* One Perfetto slice begin (NAME) or end on TR at NS. */
-static int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ns)
+static inline __attribute__((always_inline)) int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ns)
 {
 	uint64_t delta = ns >= tr->last_ns ? ns - tr->last_ns : 0;
 	const char *intern = NULL;

@@ -38,18 +38,7 @@ for m in $("$tk" info lj.tkbt | awk '$1 == "module" {
 	modargs+=(--module "$m") elfargs+=(--elf "$m")
 done
 python3 "$src/tests/tools/mkperf.py" adj.data --queue 0:4242:lj.pt --snapshot 8192:8192 "${modargs[@]}"
-python3 - <<'PY'
-import struct
-open('loop.bin', 'wb').write(b'\x90' * 30 + b'\x75\xe0')   # 30 nops; jnz back
-PSB = bytes([0x02, 0x82] * 8)
-def ip(op, a): return bytes([(3 << 5) | op]) + struct.pack('<Q', a)[:6]
-def psbplus(fup=None):
-    return PSB + b'\x99\x01' + (ip(0x1d, fup) if fup is not None else b'') + b'\x02\x23'
-out = bytearray(psbplus() + b'\x99\x01' + ip(0x11, 0x1000))
-while len(out) < 32 << 10:
-    out += b'\xfe' * 4000 + psbplus(0x1000)      # TNT-8: six taken outcomes
-open('hostile.pt', 'wb').write(out)
-PY
+python3 "$src/tests/tools/hostile_tnt.py" .
 bash "$src/bench/kanata-gen.sh" "$src/tests/data/kanata/kanata-sample-1.log" 3000 k.log
 
 fails=0

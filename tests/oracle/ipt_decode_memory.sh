@@ -8,19 +8,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # sanitizer builds: freed buffers must not sit in a quarantine larger than the margin
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8"
-python3 - "$work" <<'PY'
-import struct, sys
-d = sys.argv[1]
-open(d + '/loop.bin', 'wb').write(b'\x90' * 30 + b'\x75\xe0')   # 30 nops; jnz back
-PSB = bytes([0x02, 0x82] * 8)
-def ip(op, a): return bytes([(3 << 5) | op]) + struct.pack('<Q', a)[:6]
-def psbplus(fup=None):
-    return PSB + b'\x99\x01' + (ip(0x1d, fup) if fup is not None else b'') + b'\x02\x23'
-out = bytearray(psbplus() + b'\x99\x01' + ip(0x11, 0x1000))
-while len(out) < 32 << 10:
-    out += b'\xfe' * 4000 + psbplus(0x1000)      # TNT-8: six taken outcomes
-open(d + '/hostile.pt', 'wb').write(out)
-PY
+python3 "$SRC/tests/tools/hostile_tnt.py" "$work"
 # the output's size and digest, and the peak resident memory (KiB) of the decode
 run() {
 	python3 - "$@" <<'PY'

@@ -5,10 +5,8 @@
 
 #include "tracekit/internal/util.h"
 
-int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n)
+int tk_event_vec_reserve(struct tk_event_vec *v, size_t n)
 {
-	struct tk_event_vec *v = ctx;
-
 	if (v->n + n > v->cap) {
 		size_t cap = v->cap ? v->cap * 2 : 4096;
 		struct tk_event *e;
@@ -20,6 +18,16 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n)
 		v->ev = e;
 		v->cap = cap;
 	}
+	return 0;
+}
+
+int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tk_event_vec *v = ctx;
+	int rc = tk_event_vec_reserve(v, n);
+
+	if (rc < 0)
+		return rc;
 	memcpy(v->ev + v->n, ev, n * sizeof(*ev));
 	v->n += n;
 	return 0;

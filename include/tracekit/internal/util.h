@@ -146,6 +146,8 @@ struct tk_event_vec {
 	struct tk_event *ev;
 	size_t n, cap;
 };
+/* Room in V for N more events. */
+int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
 /* A sink's events callback: appends to the tk_event_vec CTX. */
 int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
 /* Hand V's events to SINK, then empty V (its memory freed). */

@@ -653,16 +653,8 @@ static int ev_add(void *ctx, const struct tk_event *ev, size_t n)
 		if ((rc = tk_event_vec_add(v, ev, n)) < 0)
 			return rc;
 	} else {
-		if (v->n + n > v->cap) {
-			size_t cap = v->cap ? v->cap * 2 : 4096;
-			while (cap < v->n + n)
-				cap *= 2;
-			struct tk_event *e = realloc(v->ev, cap * sizeof *e);
-			if (!e)
-				return -TK_E_NOMEM;
-			v->ev = e;
-			v->cap = cap;
-		}
+		if ((rc = tk_event_vec_reserve(v, n)) < 0)
+			return rc;
 		v->n += r->sink.thin(r->sink.ctx, ev, n, v->ev + v->n);
 	}
 	if (ec->v.n - ec->counted < EV_STEP)

@@ -12,7 +12,10 @@
 # in pools, jobs J = workers) the model T(N) = S + max((J + M) / N, M) (the merging main
 # thread shares the N cores), whose speed-ups at 2, 16 and 64 workers are printed beside the
 # measured one.
-# usage: bench/scaling.sh [CASES]   (CASES: any of "xray kanata ipt", default all; env
+# Optional cases (not run by default): xray-tl, kanata-tl, ipt-tl (convert --to perfetto
+# of the same inputs; ipt-tl on the walk) and ipt-prof (profile of the walk: its call tree
+# is built on the main thread).
+# usage: bench/scaling.sh [CASES]   (CASES: any of "xray kanata ipt", default those; env
 #        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling))
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -56,7 +59,7 @@ import sys
 name, t1, t2, u1, u2, s, m, j = sys.argv[1], *map(float, sys.argv[2:])
 tot = s + m + j
 model = lambda n: tot / (s + max((j + m) / n, m))
-print(f"{name:7} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x | cpu -j1 {u1:6.3f} s "
+print(f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x | cpu -j1 {u1:6.3f} s "
       f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | serial {100 * s / tot:4.1f} %, merge "
       f"{100 * m / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, {model(64):5.2f}x at 64")
 PY
@@ -68,6 +71,11 @@ for c in $CASES; do
 	xray) make_xray; row xray "$TK" profile --instr-map xray_prog -j @J -o /dev/null fdr.xray ;;
 	kanata) make_kanata; row kanata "$TK" stats -j @J -o /dev/null inflight.log ;;
 	ipt) make_ipt; row ipt "$TK" decode --stat -j @J $(cat walk.args) walk.pt ;;
+	xray-tl) make_xray; row xray-tl "$TK" convert --to perfetto -j @J -o /dev/null fdr.xray ;;
+	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
+	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
+	ipt-prof) make_ipt; row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
+	*) echo "unknown case: $c" >&2; exit 2 ;;
 	esac
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -76,6 +76,13 @@ static void print_phases(double wall0)
 		t.worker_cpu + t.inline_work_cpu, t.worker_cpu, t.inline_work_cpu,
 		(unsigned long long)t.jobs, (unsigned long long)t.runs, other > 0 ? other : 0,
 		all > 0 ? 100 * outside / all : 0, all > 0 ? 100 * (outside + t.merge_cpu) / all : 0);
+	struct tk_seam_counts sc;
+	tk_seam_counts(&sc);
+	if (sc.exact + sc.replayed + sc.decoded_again)
+		fprintf(stderr, "tracekit: seams: %llu profiles merged, %llu replayed from their "
+			"events (%llu of them given up early), %llu decoded again\n",
+			(unsigned long long)sc.exact, (unsigned long long)sc.replayed,
+			(unsigned long long)sc.given_up, (unsigned long long)sc.decoded_again);
 }
 
 int main(int argc, char **argv)

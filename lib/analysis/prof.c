@@ -1789,6 +1789,18 @@ int tk_prof_seam_exact(const struct tk_prof *into, const struct tk_prof *from)
 	return 1;
 }
 
+int prof_seam_doubt(const struct tk_prof *from)
+{
+	int doubt = 0;
+
+	for (size_t k = 0; k < from->ntracks; k++)
+		if (from->tracks[k].nunmatched > UNMATCHED_KEPT)
+			return 2;
+		else if (from->tracks[k].nunmatched)
+			doubt = 1;
+	return doubt;
+}
+
 int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from)
 {
 	return merge(into, from, 1);

@@ -292,6 +292,11 @@ struct tk_prof {
  * write out): read or written, it no longer counts towards the process's memory. */
 void dlog_release(const struct dchunk *d, size_t entries);
 
+/* What tk_prof_seam_exact can say of FROM so far: 0 it is exact whatever comes before (no
+ * return to a target that none of its calls made), 2 it is not unless the profile before
+ * has no call open (more such targets than it keeps), 1 it depends. */
+int prof_seam_doubt(const struct tk_prof *from);
+
 /* Add CYCLES cycles and the INSNS instructions they took to node N. */
 int prof_add_cycles(struct tk_prof *p, uint32_t n, uint64_t cycles, uint64_t insns);
 

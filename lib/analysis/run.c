@@ -2,7 +2,8 @@
  * stitches call stacks across the seams. A merged chunk's profile is emptied for a later
  * chunk, by the worker that begins it (its tables keep their size: no growing and faulting
  * in again). A chunk whose merge would not give the one-pass profile (tk_prof_seam_exact)
- * is decoded again, its events going to the total directly. Instruction-flow formats count blocks in their walkers
+ * is decoded again, its events going to the total directly (or its events, kept while seams
+ * were in doubt, replayed). Instruction-flow formats count blocks in their walkers
  * (tk_flow_set_count_mode) instead of sending one event each: the same profile. */
 #include <pthread.h>
 #include <regex.h>
@@ -36,7 +37,30 @@ struct prof_run {
 	size_t nspare_evs;
 	const struct tk_run_tee *tee;   /* each chunk's events also to the caller's sink */
 	struct tee *tees;               /* per chunk: the profile's sink and the caller's */
+	struct probe *probes;           /* per chunk: a profile that records its events too */
+	int doubt;                      /* no seam judged exact since the start or the last
+					   one that was not (lock) */
+	int no_probes;                  /* TK_PROF_PROBES=0 */
+	int judged;                     /* a seam was judged (lock) */
 };
+
+/* A chunk begun while seams are in doubt: its profile, and its events in case its seam
+ * is not exact, so that the merge replays them instead of the merging thread decoding
+ * the chunk again (a random walk's every seam: the main thread's time). */
+struct probe {
+	struct tk_prof *prof;
+	struct tk_event_vec *evs;
+	size_t bet;               /* events after which, with no return that its calls did not
+				     make, it stops keeping them (SIZE_MAX: never) */
+	int on;
+	int given_up;             /* the profile was dropped, the events stay */
+	int dropped;              /* the events were dropped: a plain chunk again */
+};
+
+/* Before any seam is judged, a probe bets on a program's trace (whose seams are nearly
+ * always exact) after this many events without a doubtful return: keeping all of them
+ * cost libLLVM's recording 40 MB of page faults for two chunks, for nothing. */
+#define PROBE_BET ((size_t)1 << 16)
 
 /* A chunk's events to two sinks: its profile's and the caller's (tk_run_profile_tee). */
 struct tee {
@@ -49,6 +73,40 @@ static int tee_events(void *ctx, const struct tk_event *ev, size_t n)
 	int rc = t->prof.events(t->prof.ctx, ev, n);
 
 	return rc < 0 ? rc : t->other.events(t->other.ctx, ev, n);
+}
+
+static struct tk_seam_counts seams;
+
+static void seam_count(uint64_t *c)
+{
+	__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
+}
+
+void tk_seam_counts(struct tk_seam_counts *c)
+{
+	c->exact = __atomic_load_n(&seams.exact, __ATOMIC_RELAXED);
+	c->replayed = __atomic_load_n(&seams.replayed, __ATOMIC_RELAXED);
+	c->given_up = __atomic_load_n(&seams.given_up, __ATOMIC_RELAXED);
+	c->decoded_again = __atomic_load_n(&seams.decoded_again, __ATOMIC_RELAXED);
+}
+
+static int probe_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct probe *pr = ctx;
+	int rc = pr->dropped ? 0 : tk_event_vec_add(pr->evs, ev, n);
+
+	if (rc < 0 || pr->given_up)
+		return rc;
+	if ((rc = tk_prof_events(pr->prof, ev, n)) < 0)
+		return rc;
+	int doubt = prof_seam_doubt(pr->prof);
+	if (doubt == 2) {
+		pr->given_up = 1;   /* its seam cannot be exact: no more time on its profile */
+	} else if (!doubt && !pr->dropped && pr->evs->n >= pr->bet) {
+		pr->dropped = 1;
+		pr->evs->n = 0;
+	}
+	return 0;
 }
 
 /* Blocks are counted by the walker, not sent one event each (the same profile). */
@@ -78,8 +136,13 @@ static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct 
 	}
 	pthread_mutex_lock(&r->lock);
 	r->recorded[i] = r->all_evs || i < r->evs_until;
+	/* (the first chunk's seam is always exact; parts that keep their chunks' profiles
+	 * judge no seams) */
+	int probe = !r->recorded[i] && r->doubt && !r->no_probes && i > r->first &&
+		    !(r->part && r->part->keep);
+	size_t bet = r->judged ? SIZE_MAX : PROBE_BET;
 	r->chunks[i] = r->recorded[i] || !r->nspare ? NULL : r->spare[--r->nspare];
-	if (r->recorded[i] && r->nspare_evs)
+	if ((r->recorded[i] || probe) && r->nspare_evs)
 		r->evs[i] = r->spare_evs[--r->nspare_evs];
 	pthread_mutex_unlock(&r->lock);
 	if (r->recorded[i]) {
@@ -93,6 +156,10 @@ static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct 
 	if ((err = count_blocks(r, flow)) < 0)
 		return err;
 	*sink = tk_prof_sink(r->chunks[i]);
+	if (probe) {
+		r->probes[i] = (struct probe){ r->chunks[i], &r->evs[i], bet, 1, 0, 0 };
+		*sink = (struct tk_sink){ probe_events, &r->probes[i] };
+	}
 	return 0;
 }
 
@@ -131,8 +198,10 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 	if (i >= r->n || !r->chunks[i])
 		return -TK_E_INTERNAL;
 	if (!sink) {
-		int exact = tk_prof_seam_exact(r->total, r->chunks[i]);
+		struct probe *pr = &r->probes[i];
+		int exact = !pr->given_up && tk_prof_seam_exact(r->total, r->chunks[i]);
 		pthread_mutex_lock(&r->lock);
+		r->doubt = !exact;
 		if (exact) {
 			r->backoff = EVS_BACKOFF;
 		} else {
@@ -141,8 +210,28 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 			if (r->backoff < r->n)
 				r->backoff *= 2;
 		}
+		r->judged = 1;
+		if (pr->on) {
+			/* the merge takes the profile, or replays the events (if it kept them:
+			 * else the chunk is decoded again, as a plain one) */
+			struct tk_event_vec *v = &r->evs[i];
+			if (!exact && !pr->dropped) {
+				r->recorded[i] = 1;
+				r->spare[r->nspare++] = r->chunks[i];
+				r->chunks[i] = NULL;
+			} else {
+				v->n = 0;
+				r->spare_evs[r->nspare_evs++] = *v;
+				*v = (struct tk_event_vec){ 0 };
+			}
+			pr->on = 0;
+		}
 		pthread_mutex_unlock(&r->lock);
-		return !exact;
+		seam_count(exact ? &seams.exact :
+			   r->recorded[i] ? &seams.replayed : &seams.decoded_again);
+		if (r->recorded[i] && pr->given_up)
+			seam_count(&seams.given_up);
+		return !exact && !r->recorded[i];
 	}
 	if ((err = count_blocks(r, flow)) < 0)
 		return err;
@@ -247,6 +336,12 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	r.recorded = calloc(r.n ? r.n : 1, 1);
 	r.evs = calloc(r.n ? r.n : 1, sizeof *r.evs);
 	r.spare_evs = calloc(r.n ? r.n : 1, sizeof *r.spare_evs);
+	r.probes = calloc(r.n ? r.n : 1, sizeof *r.probes);
+	/* TK_PROF_PROBES=0 (tests): no chunk keeps its events in doubt, every seam that is
+	 * not exact is decoded again */
+	const char *probes = getenv("TK_PROF_PROBES");
+	r.no_probes = probes && strcmp(probes, "0") == 0;
+	r.doubt = 1;
 	r.backoff = EVS_BACKOFF;
 	/* call filters decide on the whole stack: no chunk profiles, the events in order */
 	r.all_evs = !r.direct && (total->opts.flags & TK_PROF_FILTER);
@@ -255,14 +350,15 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	struct tk_chunk_consumer c = { prof_begin, prof_merge, prof_redo, prof_done, &r };
 
 	if (rc >= 0)
-		rc = r.chunks && r.spare && r.redone && r.recorded && r.evs && r.spare_evs && (!tee || r.tees) ?
-		     tk_source_run(s, &c) : -TK_E_NOMEM;
+		rc = r.chunks && r.spare && r.redone && r.recorded && r.evs && r.spare_evs &&
+		     r.probes && (!tee || r.tees) ? tk_source_run(s, &c) : -TK_E_NOMEM;
 	for (size_t i = 0; r.evs && i < r.n; i++)
 		free(r.evs[i].ev);
 	free(r.evs);
 	for (size_t i = 0; i < r.nspare_evs; i++)
 		free(r.spare_evs[i].ev);
 	free(r.spare_evs);
+	free(r.probes);
 	free(r.recorded);
 	for (size_t i = 0; r.tees && i < r.n; i++)   /* begun, not merged: the run stopped */
 		if (r.tees[i].other.events)

@@ -4,7 +4,8 @@
 # first. A random walk over libc (many functions) at -j 1 and at -j 4 with chunks of 4 KiB,
 # three times (before the block table was sorted for it, about one such run in three
 # differed: a guard, not a certain reproduction). The same with the table's slots loaded
-# ahead at every size (TK_PROF_SLOTS_MIN=0).
+# ahead at every size (TK_PROF_SLOTS_MIN=0), and both ways a seam that is not exact is
+# repaired.
 set -euo pipefail
 : "${TK:?}" "${BUILD:?}"
 [ -x "$BUILD/tests/ipt-walk-gen" ] || { echo "SKIP: ipt-walk-gen not built (no libipt)"; exit 77; }
@@ -36,6 +37,25 @@ for j in 1 2; do
 		echo "slots ahead, -j $j: profile failed:"; tail -5 ahead.err; fail=1
 	elif ! cmp -s one.pb ahead.pb; then
 		echo "slots ahead, -j $j: pprof differs from -j 1 without"; fail=1
+	fi
+done
+# Seams that are not exact (every one of a walk's): kept events replayed, or with
+# TK_PROF_PROBES=0 the chunk decoded again. TK_PHASES says which way each seam went, so
+# both paths are known to have run.
+for probes in 1 0; do
+	rm -f seams.pb
+	if ! TK_PHASES=1 TK_PROF_PROBES=$probes TK_IPT_CHUNK=4096 "$TK" profile -j 2 --to pprof \
+		-o seams.pb "${args[@]}" walk.pt 2>seams.err; then
+		echo "TK_PROF_PROBES=$probes: profile failed:"; tail -5 seams.err; fail=1; continue
+	fi
+	cmp -s one.pb seams.pb || { echo "TK_PROF_PROBES=$probes: pprof differs from -j 1"; fail=1; }
+	line=$(grep '^tracekit: seams:' seams.err) || { echo "no seams line"; fail=1; continue; }
+	replayed=$(sed -E 's/.* ([0-9]+) replayed.*/\1/' <<<"$line")
+	again=$(sed -E 's/.* ([0-9]+) decoded again.*/\1/' <<<"$line")
+	if [ $probes = 1 ] && [ "$replayed" -lt 1 ]; then
+		echo "kept events: no seam replayed ($line)"; fail=1
+	elif [ $probes = 0 ] && { [ "$replayed" != 0 ] || [ "$again" -lt 1 ]; }; then
+		echo "TK_PROF_PROBES=0: want seams decoded again and none replayed ($line)"; fail=1
 	fi
 done
 [ $fail = 0 ] && echo "pprof -j 1 = -j 4: ok ($(stat -c %s one.pb) bytes)"

@@ -45,6 +45,14 @@ struct tk_pool_times {
 	uint64_t runs, jobs;
 };
 void tk_pool_times(struct tk_pool_times *t);
+/* How the profile runner's chunk seams went (lib/analysis/run.c), for TK_PHASES too: a
+ * chunk's profile merged (exact), its recorded events replayed into the total instead
+ * (replayed; given_up of them stopped making their profile part-way), or the chunk decoded
+ * again on the merging thread (decoded_again). */
+struct tk_seam_counts {
+	uint64_t exact, replayed, given_up, decoded_again;
+};
+void tk_seam_counts(struct tk_seam_counts *c);
 
 /* ---- output files: never over an input, never half-written over a good file -------- */
 /* The index of the first of the N INPUTS that is the file PATH names (same device and

@@ -235,6 +235,15 @@ static int node_rehash(struct tk_prof *p)
 	return 0;
 }
 
+/* Past half full the table grows; while the helper is still making the next one it fills
+ * on to 3/4 (longer probes, the same nodes) instead of waiting: with the other core busy,
+ * the main thread of the random walk's profile waited up to a second for its tables. */
+static int table_due(const struct tk_prof *p)
+{
+	return !p->ahead || (p->nnodes + 1) * 4 > (p->node_mask + 1) * 3 ||
+	       tk_ahead_table_ready(p->ahead);
+}
+
 /* get_child past the first slot: probe on, or create the node. A node found further on
  * trades places with the one in its first slot (linear probing allows it: both runs stay
  * unbroken), so the nodes in use are found at the first try. */
@@ -255,7 +264,7 @@ uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, u
 			return i;
 		}
 	}
-	if ((p->nnodes + 1) * 2 > p->node_mask + 1) {
+	if ((p->nnodes + 1) * 2 > p->node_mask + 1 && table_due(p)) {
 		if (node_rehash(p) < 0)
 			return NONE32;
 		for (s = node_slot(p, h); p->node_map[s].tag; s = (s + 1) & p->node_mask)

@@ -29,6 +29,7 @@ struct tk_ahead {
 	int stop;
 	size_t table_len;         /* the table asked for (bytes; 0: none) */
 	void *table;              /* ... once made (NULL while being made, or if it failed) */
+	int table_pending;        /* asked for, not made yet (atomic: tk_ahead_table_ready) */
 };
 
 static void populate(void *addr, size_t len)
@@ -71,10 +72,12 @@ static void *ahead_main(void *arg)
 			 * small pages; the compaction they may cost is paid here, not there */
 			table = tk_calloc_huge(1, t.len);
 		pthread_mutex_lock(&a->lock);
-		if (t.what == AH_TABLE)
+		if (t.what == AH_TABLE) {
 			a->table = table;
+			__atomic_store_n(&a->table_pending, 0, __ATOMIC_RELEASE);
+		}
 		a->busy = 0;
-		if (!a->n)
+		if (!a->n || t.what == AH_TABLE)
 			pthread_cond_broadcast(&a->done);
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -144,8 +147,10 @@ void tk_ahead_wait(struct tk_ahead *a)
 void tk_ahead_table(struct tk_ahead *a, size_t bytes)
 {
 	pthread_mutex_lock(&a->lock);
-	if (!a->table_len && post(a, AH_TABLE, NULL, bytes))
+	if (!a->table_len && post(a, AH_TABLE, NULL, bytes)) {
 		a->table_len = bytes;
+		__atomic_store_n(&a->table_pending, 1, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -155,7 +160,9 @@ void *tk_ahead_take_table(struct tk_ahead *a, size_t bytes)
 
 	pthread_mutex_lock(&a->lock);
 	if (a->table_len) {
-		drain(a);
+		/* the table's task only: populates queued after it are hints, not waited for */
+		while (__atomic_load_n(&a->table_pending, __ATOMIC_ACQUIRE))
+			pthread_cond_wait(&a->done, &a->lock);
 		if (a->table_len == bytes)
 			t = a->table;
 		else
@@ -166,6 +173,11 @@ void *tk_ahead_take_table(struct tk_ahead *a, size_t bytes)
 	pthread_mutex_unlock(&a->lock);
 	free(other);
 	return t;
+}
+
+int tk_ahead_table_ready(struct tk_ahead *a)
+{
+	return !__atomic_load_n(&a->table_pending, __ATOMIC_ACQUIRE);
 }
 
 void tk_ahead_stop(struct tk_ahead *a)

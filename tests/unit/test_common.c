@@ -715,6 +715,25 @@ static void test_ahead(void **state)
 	tk_ahead_table(a, (size_t)1 << 20);
 	assert_null(tk_ahead_take_table(a, (size_t)2 << 20));
 	assert_null(tk_ahead_take_table(a, (size_t)1 << 20));   /* dropped by the take before */
+	/* ready: nothing asked for, or made (the owner polls it instead of waiting); the take
+	 * waits for the table, not for the populates queued after it */
+	assert_true(tk_ahead_table_ready(a));
+	tk_ahead_table(a, (size_t)8 << 20);
+	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+	assert_true(p != MAP_FAILED);
+	for (size_t off = 0; off < len; off += piece)
+		tk_ahead_populate(a, p + off, piece);
+	for (int tries = 0; !tk_ahead_table_ready(a); tries++) {
+		assert_true(tries < 10000);   /* 10 s */
+		usleep(1000);
+	}
+	t = tk_ahead_take_table(a, (size_t)8 << 20);
+	assert_non_null(t);
+	assert_true(tk_ahead_table_ready(a));
+	free(t);
+	tk_ahead_wait(a);
+	munmap(p, len);
 	tk_ahead_table(a, (size_t)1 << 20);   /* left to tk_ahead_stop */
 	tk_ahead_free(a, malloc(4096));
 	tk_ahead_stop(a);

@@ -401,7 +401,7 @@ int tk_prof_save(const struct tk_prof *p, uint8_t **data, size_t *len)
 		putv(&w, n->incl_insns);
 		putv(&w, n->excl_insns);
 		putv(&w, p->links[i].hint);
-		put8(&w, p->links[i].seam);
+		put8(&w, n->seam);
 	}
 	/* the nodes with cycles (Intel PT CYC): index (from the one before), cycles, insns */
 	size_t ncyc = 0;
@@ -606,7 +606,7 @@ static struct tk_prof *load(const struct tk_prof *like, struct rbuf *r)
 		n->incl_insns = getv(r, "a node");
 		n->excl_insns = getv(r, "a node");
 		p->links[k].hint = getv(r, "a node");
-		p->links[k].seam = get8(r, "a node") != 0;
+		n->seam = get8(r, "a node") != 0;
 	}
 	if (!failed(r) && p->nfuncs != nf)
 		fail(r, -TK_E_BAD_FORMAT, r->off, "the nodes name %zu functions, not %u", p->nfuncs, nf);

@@ -18,7 +18,7 @@ static uint32_t new_level(struct tk_prof *p, struct track *t, int seam)
 {
 	uint32_t n = get_child(p, t->root, ++p->serial, TK_PROF_KEY_UNKNOWN, t->id);
 	if (n != NONE32)
-		p->links[n].seam = (uint8_t)seam;
+		p->nodes[n].seam = (uint8_t)seam;
 	return n;
 }
 
@@ -1295,7 +1295,7 @@ static void graft_owners(const struct tk_prof *from, struct graft_maps *g)
 {
 	for (uint32_t c = 0; c < from->nnodes; c++) {
 		const struct node *cn = &from->nodes[c];
-		int own = cn->parent == NONE32 || (cn->kind == TK_PROF_KEY_UNKNOWN && from->links[c].seam);
+		int own = cn->parent == NONE32 || (cn->kind == TK_PROF_KEY_UNKNOWN && cn->seam);
 		uint32_t o = own ? c : g->owner[cn->parent];
 		g->owner[c] = o;
 		g->depth[c] = own ? 0 : g->depth[cn->parent] + 1;

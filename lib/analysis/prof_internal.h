@@ -11,12 +11,18 @@
  * path (lookups, calls, costs) touches only this; the tree links live in struct nlink. */
 struct node {
 	uint64_t key;             /* function id/address; serial for unknown levels */
-	uint32_t kind;            /* enum tk_prof_key_kind or KIND_TRACK */
+	uint16_t kind;            /* enum tk_prof_key_kind or KIND_TRACK */
+	uint8_t seam;             /* unknown level before the track's first gap: grafted by
+				     merges (here, not in struct nlink: 16 bytes a node less to
+				     zero and carry) */
+	uint8_t spare;
 	uint32_t parent;
 	uint32_t func;            /* index into funcs, NONE32 for unknown/track nodes */
 	uint32_t track;
 	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns;
 };
+
+_Static_assert(sizeof(struct node) == 64, "a node is one cache line");
 
 /* A slot of the node table: the node and its tag (node_tag: never 0; 0 = empty slot). */
 struct nslot {
@@ -26,8 +32,9 @@ struct nslot {
 struct nlink {
 	uint64_t hint;            /* unknown levels: first code address seen there */
 	uint32_t first_child, next_sibling;
-	uint8_t seam;             /* unknown level before the track's first gap: grafted by merges */
 };
+
+_Static_assert(sizeof(struct nlink) == 16, "four links a cache line");
 
 struct func {
 	uint64_t key;

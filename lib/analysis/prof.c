@@ -1640,16 +1640,12 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 }
 
 /* Where prof_get_func will look for function F in INTO, loaded ahead as graft_prefetch
- * does: the table's slot, or with FUNC the function it holds. */
-HOT void func_prefetch(const struct tk_prof *into, const struct func *f, int func)
+ * does: the table's slot (it holds the key). */
+HOT void func_prefetch(const struct tk_prof *into, const struct func *f)
 {
-	if (!into->func_map)
-		return;
-	const uint32_t *s = &into->func_map[func_hash(f->track, f->key, f->kind) & into->func_mask];
-	if (!func)
-		__builtin_prefetch(s);
-	else if (*s != NONE32)
-		__builtin_prefetch(&into->funcs[*s]);
+	if (into->func_map)
+		__builtin_prefetch(&into->func_map[func_hash(f->track, f->key, f->kind) &
+						   into->func_mask]);
 }
 
 static int merge(struct tk_prof *into, struct tk_prof *from, int take)
@@ -1699,9 +1695,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	for (size_t i = 0; i < from->nfuncs; i++) {
 		const struct func *ff = &from->funcs[i];
 		if (i + GRAFT_AHEAD < from->nfuncs)
-			func_prefetch(into, &ff[GRAFT_AHEAD], 0);
-		if (i + GRAFT_AHEAD_NODE < from->nfuncs)
-			func_prefetch(into, &ff[GRAFT_AHEAD_NODE], 1);
+			func_prefetch(into, &ff[GRAFT_AHEAD]);
 		uint32_t fi = prof_get_func(into, ff->track, ff->key, ff->kind);
 		if (fi == NONE32) {
 			free(fmap);

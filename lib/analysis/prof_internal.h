@@ -79,6 +79,21 @@ struct dchunk {
 
 #define DLOG_IN_MEMORY ((size_t)256 << 20)  /* default of tk_prof_opts.durations_in_memory */
 
+/* A slot of the function table: the key in the slot, so that a lookup (one per new call
+ * path: a random walk's every call) loads one line, not the slot and then the function. */
+struct fslot {
+	uint64_t key;
+	uint32_t track;
+	uint32_t fk;              /* function index << 2 | kind (ADDR or ID); FSLOT_EMPTY */
+};
+#define FSLOT_EMPTY UINT32_MAX   /* kind 3: no function's */
+#define FUNCS_MAX ((size_t)1 << 30)
+
+static inline uint32_t fslot_fk(uint32_t func, uint32_t kind)
+{
+	return func << 2 | kind;
+}
+
 struct fmap {
 	uint32_t *v;
 	size_t n;
@@ -269,7 +284,7 @@ struct tk_prof {
 	uint8_t counting;         /* durations counted into druns, not logged (prof_count_durations) */
 	struct fmap *fmaps;       /* function index maps of taken chunks */
 	size_t nfmaps, cfmaps;
-	uint32_t *func_map;
+	struct fslot *func_map;   /* open addressing: (track, key, kind) -> function */
 	size_t func_mask;
 	struct block *blocks;
 	size_t nblocks, cblocks;

@@ -50,34 +50,53 @@ static int rehash(uint32_t **map, size_t *mask, size_t n, uint64_t (*hash_of)(co
 	return 0;
 }
 
-static uint64_t func_hash_of(const struct tk_prof *p, uint32_t i)
-{
-	return func_hash(p->funcs[i].track, p->funcs[i].key, p->funcs[i].kind);
-}
 static uint64_t block_hash_of(const struct tk_prof *p, uint32_t i)
 {
 	return block_hash(p->blocks[i].start, p->blocks[i].end);
 }
 
+static int func_rehash(struct tk_prof *p)
+{
+	size_t size = p->func_map ? (p->func_mask + 1) * 2 : 1024;
+	while (size < (p->nfuncs + 1) * 2)
+		size *= 2;
+	struct fslot *m = malloc(size * sizeof *m);
+	if (!m)
+		return -TK_E_NOMEM;
+	for (size_t s = 0; s < size; s++)
+		m[s].fk = FSLOT_EMPTY;
+	for (uint32_t i = 0; i < p->nfuncs; i++) {
+		const struct func *f = &p->funcs[i];
+		size_t s = func_hash(f->track, f->key, f->kind) & (size - 1);
+		while (m[s].fk != FSLOT_EMPTY)
+			s = (s + 1) & (size - 1);
+		m[s] = (struct fslot){ f->key, f->track, fslot_fk(i, f->kind) };
+	}
+	free(p->func_map);
+	p->func_map = m;
+	p->func_mask = size - 1;
+	return 0;
+}
+
 uint32_t prof_get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32_t kind)
 {
 	if ((p->nfuncs + 1) * 2 > p->func_mask + 1 || !p->func_map)
-		if (rehash(&p->func_map, &p->func_mask, p->nfuncs, func_hash_of, p) < 0)
+		if (func_rehash(p) < 0)
 			return NONE32;
 	size_t s = func_hash(track, key, kind) & p->func_mask;
 	for (;; s = (s + 1) & p->func_mask) {
-		uint32_t i = p->func_map[s];
-		if (i == NONE32)
+		const struct fslot *e = &p->func_map[s];
+		if (e->fk == FSLOT_EMPTY)
 			break;
-		struct func *f = &p->funcs[i];
-		if (f->key == key && f->kind == kind && f->track == track)
-			return i;
+		if (e->key == key && e->track == track && (e->fk & 3) == kind)
+			return e->fk >> 2;
 	}
-	if (prof_grow((void **)&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof *p->funcs) < 0)
+	if (kind > TK_PROF_KEY_ID || p->nfuncs + 1 >= FUNCS_MAX ||
+	    prof_grow((void **)&p->funcs, &p->cfuncs, p->nfuncs + 1, sizeof *p->funcs) < 0)
 		return NONE32;
 	uint32_t i = (uint32_t)p->nfuncs++;
 	p->funcs[i] = (struct func){ .key = key, .kind = kind, .track = track };
-	p->func_map[s] = i;
+	p->func_map[s] = (struct fslot){ key, track, fslot_fk(i, kind) };
 	return i;
 }
 
@@ -683,8 +702,8 @@ int tk_prof_reset(struct tk_prof *p)
 	p->spill_fd = 0;
 	p->spill_off = 0;
 	memset(p->node_map, 0, (p->node_mask + 1) * sizeof *p->node_map);
-	if (p->func_map)
-		memset(p->func_map, 0xff, (p->func_mask + 1) * sizeof *p->func_map);
+	for (size_t s = 0; p->func_map && s <= p->func_mask; s++)
+		p->func_map[s].fk = FSLOT_EMPTY;
 	if (p->block_map)
 		memset(p->block_map, 0xff, (p->block_mask + 1) * sizeof *p->block_map);
 	p->serial = 0;

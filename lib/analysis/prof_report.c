@@ -54,9 +54,12 @@ static int dfs_push(struct dfs *d, uint32_t v)
  * shallowest subtree still pending on its stack. The sums and the naming of the unknown
  * levels do not depend on which walker saw a node, so every split gives the same rows. */
 #define LEAVE 0x80000000u         /* a stack entry that leaves a frame of function (v & ~LEAVE) */
+#define NO_FRAME UINT32_MAX       /* leaves a node without a function, or stands for a
+				     subtree handed to another walker: nothing to do */
 #define WALK_MIN ((size_t)1 << 16)   /* nodes from which walkers run on threads */
 #define WALK_CHECK 255            /* nodes between two looks for a waiting walker */
 #define MAX_WALKERS 16
+#define HAND_COST 8               /* nodes visited per ancestor a receiver walks up */
 
 struct row_cost {
 	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns, cycles, cyc_insns;
@@ -68,7 +71,10 @@ struct walker {
 	uint8_t *mixed;           /* per track: its unknown levels ran in different functions */
 	uint32_t *active;         /* per function: its frames on the path */
 	struct dfs d;
+	size_t low;               /* d.stack[0, low) holds no subtree to hand over */
+	size_t depth;             /* of the subtree's root */
 	size_t visited;
+	size_t next_hand;         /* visited from which it may hand one over */
 	int ran;
 };
 
@@ -93,27 +99,32 @@ size_t prof_walk_handed(void)
 	return __atomic_load_n(&walk_handed, __ATOMIC_RELAXED);
 }
 
-/* Count (DIR 1) or uncount (-1) the functions of R's ancestors as on the path. */
-static void walk_ancestors(const struct tk_prof *p, uint32_t *active, uint32_t r, uint32_t dir)
+/* Count (DIR 1) or uncount (-1) the functions of R's ancestors as on the path; their
+ * number. */
+static size_t walk_ancestors(const struct tk_prof *p, uint32_t *active, uint32_t r, uint32_t dir)
 {
-	for (uint32_t a = p->nodes[r].parent; a != NONE32; a = p->nodes[a].parent)
+	size_t n = 0;
+	for (uint32_t a = p->nodes[r].parent; a != NONE32; a = p->nodes[a].parent, n++)
 		if (p->nodes[a].func != NONE32)
 			active[p->nodes[a].func] += dir;
+	return n;
 }
 
-/* Hand the shallowest subtree pending on W's stack to a waiting walker. */
+/* Hand the shallowest subtree pending on W's stack to a waiting walker. Its receiver
+ * walks up its ancestors (as many as the leave entries below it plus the depth of W's
+ * subtree), twice, at random: W hands the next one only after visiting HAND_COST times as
+ * many nodes, so that a deep tree (a long chain: nothing to share) costs little more. */
 static void walk_share(struct walk *s, struct walker *w)
 {
-	size_t i = 0;
-	while (i < w->d.n && (w->d.stack[i] & LEAVE))
-		i++;
-	if (i == w->d.n)
+	while (w->low < w->d.n && (w->d.stack[w->low] & LEAVE))
+		w->low++;
+	if (w->low == w->d.n || w->visited < w->next_hand)
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (s->waiting > s->ntodo) {
-		s->todo[s->ntodo++] = w->d.stack[i];
-		memmove(w->d.stack + i, w->d.stack + i + 1, (w->d.n - i - 1) * sizeof *w->d.stack);
-		w->d.n--;
+		s->todo[s->ntodo++] = w->d.stack[w->low];
+		w->d.stack[w->low] = NO_FRAME;
+		w->next_hand = w->visited + HAND_COST * (w->depth + w->low);
 		s->handed++;
 		pthread_cond_signal(&s->cv);
 	}
@@ -141,22 +152,21 @@ static int walk_subtree(struct walk *s, struct walker *w, uint32_t r, int shared
 	const struct tk_prof *p = s->p;
 	int rc = dfs_push(&w->d, r);
 
-	walk_ancestors(p, w->active, r, 1);
+	w->depth = walk_ancestors(p, w->active, r, 1);
 	while (w->d.n && rc >= 0) {
 		uint32_t v = w->d.stack[--w->d.n];
+		if (w->low > w->d.n)
+			w->low = w->d.n;
 		if (v & LEAVE) {
-			w->active[v & ~LEAVE]--;
+			if (v != NO_FRAME)
+				w->active[v & ~LEAVE]--;
 			continue;
 		}
 		const struct node *n = &p->nodes[v];
-		uint32_t c = p->links[v].first_child;
+		uint32_t c = p->links[v].first_child, f = n->func;
 		w->visited++;
-		if (n->func != NONE32) {
-			add_cost(&w->cost[n->func], p, n, v, w->active[n->func] > 0);
-			if (c != NONE32) {   /* on the path of its children */
-				w->active[n->func]++;
-				rc = dfs_push(&w->d, n->func | LEAVE);
-			}
+		if (f != NONE32) {
+			add_cost(&w->cost[f], p, n, v, w->active[f] > 0);
 		} else if (n->kind != KIND_TRACK) {
 			size_t t = 0;
 			while (t < p->ntracks && p->tracks[t].id != n->track)
@@ -172,13 +182,18 @@ static int walk_subtree(struct walk *s, struct walker *w, uint32_t r, int shared
 				}
 			}
 		}
+		if (c != NONE32) {   /* its frame, on its children's path */
+			if (f != NONE32)
+				w->active[f]++;
+			rc = dfs_push(&w->d, f != NONE32 ? f | LEAVE : NO_FRAME);
+		}
 		for (; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
 			rc = dfs_push(&w->d, c);
 		if (shared && !(w->visited & WALK_CHECK) && __atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
 			walk_share(s, w);
 	}
 	walk_ancestors(p, w->active, r, (uint32_t)-1);
-	w->d.n = 0;
+	w->d.n = w->low = 0;
 	return rc;
 }
 
@@ -277,8 +292,9 @@ static int sum_rows(const struct tk_prof *p, struct tk_prof_func *rows)
 	size_t nw = p->opts.nthreads ? p->opts.nthreads : 1, nr = p->nfuncs + p->ntracks;
 	if (nw > MAX_WALKERS)
 		nw = MAX_WALKERS;
-	if (p->nnodes < WALK_MIN)
-		nw = 1;
+	/* a walker's own rows are worth it when it walks many more nodes */
+	while (nw > 1 && (p->nnodes < WALK_MIN || p->nnodes / nw < 4 * nr))
+		nw--;
 	struct walker w[MAX_WALKERS];
 	struct walk s = { .p = p, .w = w };
 	/* the tracks' roots, sorted and distinct */

@@ -328,6 +328,9 @@ int prof_add_run(struct tk_prof *p, uint32_t func, uint64_t ticks, uint64_t n);
  * counts (KEY in dval.func: the function's index, or MAP[index] when MAP is given), sorted
  * by key then ticks, in *OUT (malloc'd). */
 int prof_duration_values(const struct tk_prof *p, const uint32_t *map, struct dval **out, size_t *n);
+/* Subtrees that tk_prof_funcs's walkers have handed to one another in this process (tests:
+ * the split happened). */
+size_t prof_walk_handed(void);
 /* qsort's order of struct dval: by function, then ticks */
 int prof_dval_cmp(const void *a, const void *b);
 

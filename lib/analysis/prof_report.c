@@ -1,5 +1,6 @@
 /* Reading a profile: summary, per-function table with duration statistics, call paths,
  * blocks. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,51 +45,325 @@ static int dfs_push(struct dfs *d, uint32_t v)
 	return 0;
 }
 
-/* Mark nodes whose function already is on an ancestor (recursion): their inclusive cost is
- * inside the ancestor's. Parents always precede their children in the node array. */
-static uint8_t *recursive_flags(const struct tk_prof *p)
+/* ---- the per-node pass: each row's costs, inclusive ones once per recursion ------------ */
+/* A depth-first walk of the trees keeps, per function, its frames on the path: a node
+ * whose function is on an ancestor already is inside that ancestor's inclusive cost. The
+ * walk is random access over every node (the PT random walk: 18.6 M nodes, 1.2 GB), so
+ * walkers on NTHREADS threads share it: a walker takes a subtree, counts its ancestors'
+ * functions as on the path, and walks it; while another waits for work, it hands over the
+ * shallowest subtree still pending on its stack. The sums and the naming of the unknown
+ * levels do not depend on which walker saw a node, so every split gives the same rows. */
+#define LEAVE 0x80000000u         /* a stack entry that leaves a frame of function (v & ~LEAVE) */
+#define NO_FRAME UINT32_MAX       /* leaves a node without a function, or stands for a
+				     subtree handed to another walker: nothing to do */
+#define WALK_MIN ((size_t)1 << 16)   /* nodes from which walkers run on threads */
+#define WALK_CHECK 255            /* nodes between two looks for a waiting walker */
+#define MAX_WALKERS 16
+#define HAND_COST 8               /* nodes visited per ancestor a receiver walks up */
+
+struct row_cost {
+	uint64_t calls, incl_ticks, excl_ticks, incl_insns, excl_insns, cycles, cyc_insns;
+};
+
+struct walker {
+	struct row_cost *cost;    /* per row: functions, then the tracks' unknown levels */
+	uint64_t *hint;           /* per track: the hint of its unknown levels, 0 if none */
+	uint8_t *mixed;           /* per track: its unknown levels ran in different functions */
+	uint32_t *active;         /* per function: its frames on the path */
+	struct dfs d;
+	size_t low;               /* d.stack[0, low) holds no subtree to hand over */
+	size_t depth;             /* of the subtree's root */
+	size_t visited;
+	size_t next_hand;         /* visited from which it may hand one over */
+	int ran;
+};
+
+struct walk {
+	const struct tk_prof *p;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	uint32_t *todo;           /* subtrees no walker has taken */
+	size_t ntodo;
+	unsigned busy;            /* walkers in a subtree: they may still hand one over */
+	unsigned waiting;         /* walkers waiting for one (read without the lock) */
+	size_t handed;            /* subtrees handed over */
+	int err;
+	struct walker *w;
+	size_t nw;                /* walkers */
+};
+
+static size_t walk_handed;        /* over the process (tests): prof_walk_handed */
+
+size_t prof_walk_handed(void)
 {
-	uint8_t *rec = calloc(p->nnodes + 1, 1);
-	uint32_t *active = calloc(p->nfuncs + 1, sizeof *active);
-	struct dfs d = { 0 };
+	return __atomic_load_n(&walk_handed, __ATOMIC_RELAXED);
+}
+
+/* Count (DIR 1) or uncount (-1) the functions of R's ancestors as on the path; their
+ * number. */
+static size_t walk_ancestors(const struct tk_prof *p, uint32_t *active, uint32_t r, uint32_t dir)
+{
+	size_t n = 0;
+	for (uint32_t a = p->nodes[r].parent; a != NONE32; a = p->nodes[a].parent, n++)
+		if (p->nodes[a].func != NONE32)
+			active[p->nodes[a].func] += dir;
+	return n;
+}
+
+/* Hand the shallowest subtree pending on W's stack to a waiting walker. Its receiver
+ * walks up its ancestors (as many as the leave entries below it plus the depth of W's
+ * subtree), twice, at random: W hands the next one only after visiting HAND_COST times as
+ * many nodes, so that a deep tree (a long chain: nothing to share) costs little more. */
+static void walk_share(struct walk *s, struct walker *w)
+{
+	while (w->low < w->d.n && (w->d.stack[w->low] & LEAVE))
+		w->low++;
+	if (w->low == w->d.n || w->visited < w->next_hand)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->waiting > s->ntodo) {
+		s->todo[s->ntodo++] = w->d.stack[w->low];
+		w->d.stack[w->low] = NO_FRAME;
+		w->next_hand = w->visited + HAND_COST * (w->depth + w->low);
+		s->handed++;
+		pthread_cond_signal(&s->cv);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void add_cost(struct row_cost *r, const struct tk_prof *p, const struct node *n, uint32_t v,
+		     int rec)
+{
+	r->calls += n->calls;
+	r->excl_ticks += n->excl_ticks;
+	r->excl_insns += n->excl_insns;
+	if (v < p->ncyc) {
+		r->cycles += p->cyc[v].cycles;
+		r->cyc_insns += p->cyc[v].insns;
+	}
+	if (!rec) {
+		r->incl_ticks += n->incl_ticks;
+		r->incl_insns += n->incl_insns;
+	}
+}
+
+static int walk_subtree(struct walk *s, struct walker *w, uint32_t r, int shared)
+{
+	const struct tk_prof *p = s->p;
+	int rc = dfs_push(&w->d, r);
+
+	w->depth = walk_ancestors(p, w->active, r, 1);
+	while (w->d.n && rc >= 0) {
+		uint32_t v = w->d.stack[--w->d.n];
+		if (w->low > w->d.n)
+			w->low = w->d.n;
+		if (v & LEAVE) {
+			if (v != NO_FRAME)
+				w->active[v & ~LEAVE]--;
+			continue;
+		}
+		const struct node *n = &p->nodes[v];
+		uint32_t c = p->links[v].first_child, f = n->func;
+		w->visited++;
+		if (f != NONE32) {
+			add_cost(&w->cost[f], p, n, v, w->active[f] > 0);
+		} else if (n->kind != KIND_TRACK) {
+			size_t t = 0;
+			while (t < p->ntracks && p->tracks[t].id != n->track)
+				t++;
+			if (t < p->ntracks) {
+				add_cost(&w->cost[p->nfuncs + t], p, n, v, 0);
+				/* named as the call tree names the level (the function its code
+				 * ran in), when every unknown level of the track ran in the same one */
+				uint64_t hint = p->links[v].hint;
+				if (hint && !w->mixed[t]) {
+					w->mixed[t] = w->hint[t] && w->hint[t] != hint;
+					w->hint[t] = w->mixed[t] ? 0 : hint;
+				}
+			}
+		}
+		if (c != NONE32) {   /* its frame, on its children's path */
+			if (f != NONE32)
+				w->active[f]++;
+			rc = dfs_push(&w->d, f != NONE32 ? f | LEAVE : NO_FRAME);
+		}
+		for (; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
+			rc = dfs_push(&w->d, c);
+		if (shared && !(w->visited & WALK_CHECK) && __atomic_load_n(&s->waiting, __ATOMIC_RELAXED))
+			walk_share(s, w);
+	}
+	walk_ancestors(p, w->active, r, (uint32_t)-1);
+	w->d.n = w->low = 0;
+	return rc;
+}
+
+/* Walker K: subtrees until none is left and no walker can hand one over. */
+static int walk_job(void *ctx, size_t k)
+{
+	struct walk *s = ctx;
+	struct walker *w = &s->w[k];
+	const struct tk_prof *p = s->p;
+	int shared = s->nw > 1, rc;
+
+	w->ran = 1;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		while (!s->ntodo && s->busy && !s->err) {
+			__atomic_add_fetch(&s->waiting, 1, __ATOMIC_RELAXED);
+			pthread_cond_wait(&s->cv, &s->lock);
+			__atomic_sub_fetch(&s->waiting, 1, __ATOMIC_RELAXED);
+		}
+		if (!s->ntodo || s->err)
+			break;
+		uint32_t r = s->todo[--s->ntodo];
+		s->busy++;
+		pthread_mutex_unlock(&s->lock);
+		rc = 0;
+		if (!w->cost) {
+			w->cost = calloc(p->nfuncs + p->ntracks + 1, sizeof *w->cost);
+			w->hint = calloc(p->ntracks + 1, sizeof *w->hint);
+			w->mixed = calloc(p->ntracks + 1, 1);
+			w->active = calloc(p->nfuncs + 1, sizeof *w->active);
+			if (!w->cost || !w->hint || !w->mixed || !w->active)
+				rc = -TK_E_NOMEM;
+		}
+		if (rc == 0)
+			rc = walk_subtree(s, w, r, shared);
+		pthread_mutex_lock(&s->lock);
+		s->busy--;
+		if (rc < 0 && !s->err)
+			s->err = rc;
+		if (!s->busy || s->err)
+			pthread_cond_broadcast(&s->cv);   /* nothing more will come */
+	}
+	rc = s->err;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* NW walkers over the trees whose roots are ROOTS[0, N). */
+static int walk_run(struct walk *s, size_t nw, const uint32_t *roots, size_t n)
+{
+	memcpy(s->todo, roots, n * sizeof *roots);
+	s->ntodo = n;
+	s->nw = nw;
+	for (size_t k = 0; k < nw; k++)
+		s->w[k].ran = 0;
+	if (nw > 1) {
+		struct tk_pool_opts po = { .sz = sizeof po, .nthreads = (unsigned)nw, .window = nw };
+		tk_pool_run(&po, nw, walk_job, NULL, s);
+	}
+	if (!s->w[0].ran && !s->err)   /* one walker, or no thread could start */
+		walk_job(s, 0);
+	return s->err;
+}
+
+/* The trees that no track holds (only in a crafted partial: the walk from the tracks'
+ * ROOTS[0, N) missed nodes), walked by one walker. */
+static int walk_rest(struct walk *s, const uint32_t *roots, size_t n)
+{
+	const struct tk_prof *p = s->p;
+	uint32_t *rest = NULL;
+	size_t nrest = 0, cap = 0;
 	int rc = 0;
 
-	if (!rec || !active)
-		goto fail;
-	/* iterative DFS: a node is pushed as v (enter) and later popped as v | top bit (leave) */
-	for (size_t r = 0; r < p->nnodes && rc >= 0; r++) {
-		if (p->nodes[r].parent != NONE32)
+	for (size_t i = 0; i < p->nnodes && rc == 0; i++) {
+		uint32_t v = (uint32_t)i;
+		if (p->nodes[i].parent != NONE32 || bsearch(&v, roots, n, sizeof v, cmp_u32))
 			continue;
-		rc = dfs_push(&d, (uint32_t)r);
-		while (d.n && rc >= 0) {
-			uint32_t v = d.stack[--d.n];
-			if (v & 0x80000000u) {
-				uint32_t f = p->nodes[v & 0x7fffffffu].func;
-				if (f != NONE32)
-					active[f]--;
-				continue;
-			}
-			const struct node *n = &p->nodes[v];
-			if (n->func != NONE32) {
-				rec[v] = active[n->func] > 0;
-				active[n->func]++;
-			}
-			rc = dfs_push(&d, v | 0x80000000u);
-			for (uint32_t c = p->links[v].first_child; c != NONE32 && rc >= 0; c = p->links[c].next_sibling)
-				rc = dfs_push(&d, c);
+		if ((rc = prof_grow((void **)&rest, &cap, nrest + 1, sizeof *rest)) == 0)
+			rest[nrest++] = v;
+	}
+	for (size_t i = 0; i < nrest && rc == 0; i++)
+		rc = walk_run(s, 1, rest + i, 1);
+	free(rest);
+	return rc;
+}
+
+/* ROWS (functions, then each track's unknown levels) summed over every node. */
+static int sum_rows(const struct tk_prof *p, struct tk_prof_func *rows)
+{
+	size_t nw = p->opts.nthreads ? p->opts.nthreads : 1, nr = p->nfuncs + p->ntracks;
+	if (nw > MAX_WALKERS)
+		nw = MAX_WALKERS;
+	/* a walker's own rows are worth it when it walks many more nodes */
+	while (nw > 1 && (p->nnodes < WALK_MIN || p->nnodes / nw < 4 * nr))
+		nw--;
+	struct walker w[MAX_WALKERS];
+	struct walk s = { .p = p, .w = w };
+	/* the tracks' roots, sorted and distinct */
+	uint32_t *roots = malloc((p->ntracks + 1) * sizeof *roots);
+	uint8_t *mixed = calloc(p->ntracks + 1, 1);
+	size_t n = 0;
+	int rc = -TK_E_NOMEM;
+
+	memset(w, 0, sizeof w);
+	s.todo = malloc((p->ntracks + MAX_WALKERS + 1) * sizeof *s.todo);
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_cond_init(&s.cv, NULL);
+	if (!roots || !mixed || !s.todo)
+		goto out;
+	for (size_t t = 0; t < p->ntracks; t++)
+		roots[t] = p->tracks[t].root;
+	qsort(roots, p->ntracks, sizeof *roots, cmp_u32);
+	for (size_t t = 0; t < p->ntracks; t++)
+		if (!n || roots[n - 1] != roots[t])
+			roots[n++] = roots[t];
+	rc = walk_run(&s, nw, roots, n);
+	size_t visited = 0;
+	for (size_t k = 0; k < nw; k++)
+		visited += w[k].visited;
+	if (rc == 0 && visited < p->nnodes)
+		rc = walk_rest(&s, roots, n);
+	for (size_t k = 0; rc == 0 && k < nw; k++) {
+		if (!w[k].cost)
+			continue;
+		for (size_t i = 0; i < nr; i++) {
+			struct tk_prof_func *r = &rows[i];
+			const struct row_cost *c = &w[k].cost[i];
+			r->calls += c->calls;
+			r->incl_ticks += c->incl_ticks;
+			r->excl_ticks += c->excl_ticks;
+			r->incl_insns += c->incl_insns;
+			r->excl_insns += c->excl_insns;
+			r->cycles += c->cycles;
+			r->cyc_insns += c->cyc_insns;
+		}
+		/* the walkers' hints as one walker would have met them */
+		for (size_t t = 0; t < p->ntracks; t++) {
+			struct tk_prof_func *r = &rows[p->nfuncs + t];
+			uint64_t hint = w[k].hint[t];
+			if (w[k].mixed[t])
+				mixed[t] = 1;
+			else if (hint && !mixed[t])
+				mixed[t] = r->key && r->key != hint;
+			if (mixed[t])
+				r->key = 0;
+			else if (hint)
+				r->key = hint;
 		}
 	}
-	free(d.stack);
-	free(active);
-	if (rc < 0) {
-		free(rec);
-		return NULL;
+	__atomic_add_fetch(&walk_handed, s.handed, __ATOMIC_RELAXED);
+out:
+	for (size_t k = 0; k < nw; k++) {
+		free(w[k].cost);
+		free(w[k].hint);
+		free(w[k].mixed);
+		free(w[k].active);
+		free(w[k].d.stack);
 	}
-	return rec;
-fail:
-	free(rec);
-	free(active);
-	return NULL;
+	pthread_mutex_destroy(&s.lock);
+	pthread_cond_destroy(&s.cv);
+	free(s.todo);
+	free(roots);
+	free(mixed);
+	return rc;
 }
 
 /* Durations are gathered per function (or per group of functions folded together) into
@@ -863,19 +1138,11 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 	/* one row per func (per track), plus one per track for the unknown levels */
 	size_t nrows = p->nfuncs + p->ntracks;
 	struct tk_prof_func *rows = calloc(nrows + 1, sizeof *rows);
-	uint32_t *row_of_track = calloc(p->ntracks + 1, sizeof *row_of_track);
-	uint8_t *rec = recursive_flags(p);
-	uint8_t *hint_mixed = calloc(p->ntracks + 1, 1);
 
 	*out = NULL;
 	*nout = 0;
-	if (!rows || !rec || !row_of_track || !hint_mixed) {
-		free(rows);
-		free(rec);
-		free(row_of_track);
-		free(hint_mixed);
+	if (!rows)
 		return -TK_E_NOMEM;
-	}
 	for (size_t i = 0; i < p->nfuncs; i++) {
 		rows[i].key = p->funcs[i].key;
 		rows[i].kind = p->funcs[i].kind;
@@ -885,45 +1152,12 @@ int tk_prof_funcs(const struct tk_prof *p, int per_thread, struct tk_prof_func *
 		struct tk_prof_func *r = &rows[p->nfuncs + i];
 		r->kind = TK_PROF_KEY_UNKNOWN;
 		r->track = p->tracks[i].id;
-		row_of_track[i] = (uint32_t)(p->nfuncs + i);
 	}
-	for (size_t i = 0; i < p->nnodes; i++) {
-		const struct node *n = &p->nodes[i];
-		struct tk_prof_func *r;
-		if (n->kind == KIND_TRACK)
-			continue;
-		if (n->func != NONE32) {
-			r = &rows[n->func];
-		} else {
-			size_t t = 0;
-			while (t < p->ntracks && p->tracks[t].id != n->track)
-				t++;
-			if (t == p->ntracks)
-				continue;
-			r = &rows[row_of_track[t]];
-			/* named as the call tree names the level (the function its code ran in),
-			 * when every unknown level of the track ran in the same one */
-			uint64_t hint = p->links[i].hint;
-			if (hint && !hint_mixed[t]) {
-				hint_mixed[t] = r->key && r->key != hint;
-				r->key = hint_mixed[t] ? 0 : hint;
-			}
-		}
-		r->calls += n->calls;
-		r->excl_ticks += n->excl_ticks;
-		r->excl_insns += n->excl_insns;
-		if (i < p->ncyc) {
-			r->cycles += p->cyc[i].cycles;
-			r->cyc_insns += p->cyc[i].insns;
-		}
-		if (!rec[i]) {
-			r->incl_ticks += n->incl_ticks;
-			r->incl_insns += n->incl_insns;
-		}
+	int src = sum_rows(p, rows);
+	if (src < 0) {
+		free(rows);
+		return src;
 	}
-	free(rec);
-	free(row_of_track);
-	free(hint_mixed);
 	if (p->ndruns) {
 		int rc = runs_stats(p, per_thread, rows, &nrows);
 		if (rc < 0) {

@@ -1070,6 +1070,155 @@ static void test_many_paths(void **state)
 	free(ev);
 }
 
+/* Each function's and each track's unknown levels' costs as a walk in node order sums
+ * them (the reference of test_funcs_split): WANT[0, nfuncs) then WANT[nfuncs + track
+ * index]. A node whose function is on an ancestor adds no inclusive cost; an unknown
+ * level's row is named by its track's hint when all agree. Returns such nodes. */
+static size_t expect_rows(const struct tk_prof *p, struct tk_prof_func *want)
+{
+	size_t rec_nodes = 0;
+	uint8_t *mixed = calloc(p->ntracks + 1, 1);
+	assert_non_null(mixed);
+	for (size_t i = 0; i < p->nnodes; i++) {
+		const struct node *n = &p->nodes[i];
+		size_t r = n->func, t = 0;
+		if (n->kind == KIND_TRACK)
+			continue;
+		if (n->func == NONE32) {
+			while (p->tracks[t].id != n->track)
+				t++;
+			r = p->nfuncs + t;
+		}
+		int rec = 0;
+		for (uint32_t a = n->parent; a != NONE32 && n->func != NONE32; a = p->nodes[a].parent)
+			rec |= p->nodes[a].func == n->func;
+		rec_nodes += (size_t)rec;
+		want[r].calls += n->calls;
+		want[r].excl_ticks += n->excl_ticks;
+		want[r].excl_insns += n->excl_insns;
+		want[r].incl_ticks += rec ? 0 : n->incl_ticks;
+		want[r].incl_insns += rec ? 0 : n->incl_insns;
+		uint64_t hint = p->links[i].hint;
+		if (n->func == NONE32 && hint && !mixed[t]) {
+			mixed[t] = want[r].key && want[r].key != hint;
+			want[r].key = mixed[t] ? 0 : hint;
+		}
+	}
+	free(mixed);
+	return rec_nodes;
+}
+
+/* A random walk over 8 functions on one track below the calls 1, 2, 1, 3 (never
+ * returned from): the tree is a chain at the top, so the subtrees that walkers hand over
+ * lie below functions that recur in them. */
+static size_t chain_walk(struct tk_event *ev, size_t max)
+{
+	static const uint64_t top[] = { 1, 2, 1, 3 };
+	uint64_t x = 36, t = 0, stack[48];
+	size_t n = 0;
+	int d = 0;
+	for (; d < 4; d++)
+		ev[n++] = ev_fn(TK_EV_FUNC_ENTER, stack[d] = top[d], t += 3, 9);
+	while (n + 48 < max) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		unsigned r = (unsigned)(x >> 33);
+		if (d < 48 && (d == 4 || r % 8 < 4)) {
+			stack[d] = 1 + (r >> 3) % 8;
+			ev[n++] = ev_fn(TK_EV_FUNC_ENTER, stack[d++], t += 1 + (r >> 6) % 8, 9);
+		} else {
+			ev[n++] = ev_fn(TK_EV_FUNC_EXIT, stack[--d], t += 1 + (r >> 6) % 8, 9);
+		}
+	}
+	while (d)
+		ev[n++] = ev_fn(TK_EV_FUNC_EXIT, stack[--d], t += 2, 9);
+	return n;
+}
+
+/* P's per-function table from 1, 2 and 3 threads: the reference's rows, and the same
+ * rows from every split. HAND: the walkers must have handed subtrees over (it depends on
+ * timing: tried again until they did). */
+static void check_funcs(struct tk_prof *p, int hand)
+{
+	struct tk_prof_func *one, *f;
+	struct tk_prof_func *want = calloc(p->nfuncs + p->ntracks, sizeof *want);
+	size_t none, nf, named = 0;
+	assert_non_null(want);
+	assert_true(p->nnodes >= (size_t)1 << 16);   /* walked on threads (WALK_MIN) */
+	assert_true(expect_rows(p, want) > 0);       /* recursion */
+	p->opts.nthreads = 1;
+	size_t handed = prof_walk_handed();
+	assert_int_equal(tk_prof_funcs(p, 1, &one, &none), 0);
+	assert_int_equal(prof_walk_handed(), handed);
+	for (size_t i = 0; i < none; i++) {
+		size_t r = 0;
+		if (one[i].kind == TK_PROF_KEY_UNKNOWN) {
+			while (p->tracks[r].id != one[i].track)
+				r++;
+			r += p->nfuncs;
+			assert_int_equal(one[i].key, want[r].key);
+			named += one[i].key != 0;
+		} else {
+			while (p->funcs[r].key != one[i].key || p->funcs[r].kind != one[i].kind ||
+			       p->funcs[r].track != one[i].track)
+				r++;
+		}
+		assert_int_equal(one[i].calls, want[r].calls);
+		assert_int_equal(one[i].incl_ticks, want[r].incl_ticks);
+		assert_int_equal(one[i].excl_ticks, want[r].excl_ticks);
+		assert_int_equal(one[i].incl_insns, want[r].incl_insns);
+		assert_int_equal(one[i].excl_insns, want[r].excl_insns);
+	}
+	free(want);
+	assert_true(named > 0 || hand);   /* random_stream's: a hint names a level */
+	for (unsigned threads = 2; threads <= 3; threads++) {
+		p->opts.nthreads = threads;
+		for (int tries = 0; tries < (hand ? 50 : 1); tries++) {
+			handed = prof_walk_handed();
+			assert_int_equal(tk_prof_funcs(p, 1, &f, &nf), 0);
+			assert_int_equal(nf, none);
+			assert_memory_equal(f, one, nf * sizeof *f);
+			free(f);
+			if (prof_walk_handed() > handed)
+				break;
+		}
+		assert_true(prof_walk_handed() > handed || !hand);
+	}
+	free(one);
+}
+
+/* The per-function table of profiles of more nodes than one thread walks: 4 tracks
+ * (walkers take a tree each, the unknown levels' names from several), and one track with
+ * recursion across the subtrees handed over (their roots' ancestors are on the path). */
+static void test_funcs_split(void **state)
+{
+	(void)state;
+	enum { EVENTS = 3000000 };
+	struct tk_event *ev = calloc(EVENTS, sizeof *ev);
+	assert_non_null(ev);
+	size_t n = random_stream(ev, EVENTS - 2, 36, 1);
+	/* a fourth track whose unknown level ran in one function: named by it */
+	ev[n++] = (struct tk_event){ .kind = TK_EV_BLOCK, .addr = 0x7000, .addr2 = 0x7004, .count = 2,
+				     .time = 10, .track = 7 };
+	ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 1, 20, 7);
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	assert_int_equal(tk_prof_finish(p), 0);
+	assert_int_equal(p->ntracks, 4);
+	check_funcs(p, 0);
+	tk_prof_free(p);
+
+	n = chain_walk(ev, 600000);
+	p = tk_prof_new(NULL, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	assert_int_equal(tk_prof_finish(p), 0);
+	assert_int_equal(p->ntracks, 1);
+	check_funcs(p, 1);
+	tk_prof_free(p);
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1089,6 +1238,7 @@ int main(void)
 		cmocka_unit_test(test_counted_durations),
 		cmocka_unit_test(test_deep_stack),
 		cmocka_unit_test(test_many_paths),
+		cmocka_unit_test(test_funcs_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -201,7 +201,10 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 		struct probe *pr = &r->probes[i];
 		int exact = !pr->given_up && tk_prof_seam_exact(r->total, r->chunks[i]);
 		pthread_mutex_lock(&r->lock);
-		r->doubt = !exact;
+		if (i > r->first) {   /* the first chunk's seam is always exact: it tells nothing */
+			r->doubt = !exact;
+			r->judged = 1;
+		}
 		if (exact) {
 			r->backoff = EVS_BACKOFF;
 		} else {
@@ -210,7 +213,6 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 			if (r->backoff < r->n)
 				r->backoff *= 2;
 		}
-		r->judged = 1;
 		if (pr->on) {
 			/* the merge takes the profile, or replays the events (if it kept them:
 			 * else the chunk is decoded again, as a plain one) */

@@ -258,6 +258,8 @@ struct tk_prof {
 				     node_ahead), NULL: none */
 	size_t ahead_at;          /* nnodes at which node_ahead runs next */
 	uint8_t no_ahead;         /* a chunk's profile: it grows on its worker, no helper */
+	size_t rehash_split;      /* old node tables from this many slots are copied on two
+				     threads (REHASH_SPLIT; tests set it lower) */
 	size_t slots_min;         /* node-table slots from which they are loaded ahead
 				     (SLOTS_AHEAD_MIN; TK_PROF_SLOTS_MIN for tests) */
 	struct {                  /* tk_prof_events' node-table slots loaded ahead (prof.c) */

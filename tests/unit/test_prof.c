@@ -1026,17 +1026,23 @@ static void test_many_paths(void **state)
 		}
 	/* with threads, a helper prepares the memory the nodes and the table grow into: the
 	 * same nodes and links, and a table that finds each node (it may be smaller: it fills
-	 * on to 3/4 while the helper still makes the next one) */
+	 * on to 3/4 while the helper still makes the next one); r copies every table of 1024
+	 * slots or more on two threads (rehash_copy's parts and the entries left between) */
 	struct tk_prof_opts o = { .sz = sizeof o, .nthreads = 2 };
-	struct tk_prof *p = tk_prof_new(NULL, NULL), *q = tk_prof_new(&o, NULL);
+	struct tk_prof *p = tk_prof_new(NULL, NULL), *q = tk_prof_new(&o, NULL),
+		       *r = tk_prof_new(&o, NULL);
 	assert_non_null(p);
 	assert_non_null(q);
+	assert_non_null(r);
+	r->rehash_split = 1024;
 	assert_int_equal(tk_prof_events(p, ev, n / 2), 0);
 	assert_int_equal(tk_prof_events(q, ev, n / 2), 0);
+	assert_int_equal(tk_prof_events(r, ev, n / 2), 0);
 	size_t made = p->nnodes;
 	assert_true(made >= 2 * PATHS);
 	assert_int_equal(tk_prof_events(p, ev + n / 2, n / 2), 0);
 	assert_int_equal(tk_prof_events(q, ev + n / 2, n / 2), 0);
+	assert_int_equal(tk_prof_events(r, ev + n / 2, n / 2), 0);
 	assert_int_equal(p->nnodes, made);
 	size_t called = 0;
 	for (size_t i = 0; i < p->nnodes; i++)
@@ -1046,27 +1052,31 @@ static void test_many_paths(void **state)
 		}
 	assert_int_equal(called, 2 * PATHS);
 	assert_null(p->ahead);
-	assert_non_null(q->ahead);
-	assert_int_equal(q->nnodes, made);
-	assert_true(q->node_mask <= p->node_mask);
-	assert_true(4 * q->nnodes <= 3 * (q->node_mask + 1));
-	assert_memory_equal(q->nodes, p->nodes, made * sizeof *p->nodes);
-	for (size_t i = 0; i < made; i++) {
-		assert_int_equal(q->links[i].first_child, p->links[i].first_child);
-		assert_int_equal(q->links[i].next_sibling, p->links[i].next_sibling);
+	for (int k = 0; k < 2; k++) {
+		struct tk_prof *t = k ? r : q;
+		assert_non_null(t->ahead);
+		assert_int_equal(t->nnodes, made);
+		assert_true(t->node_mask <= p->node_mask);
+		assert_true(4 * t->nnodes <= 3 * (t->node_mask + 1));
+		assert_memory_equal(t->nodes, p->nodes, made * sizeof *p->nodes);
+		for (size_t i = 0; i < made; i++) {
+			assert_int_equal(t->links[i].first_child, p->links[i].first_child);
+			assert_int_equal(t->links[i].next_sibling, p->links[i].next_sibling);
+		}
+		size_t in_map = 0;
+		for (size_t s = 0; s <= t->node_mask; s++)
+			in_map += t->node_map[s].tag != 0;
+		assert_int_equal(in_map, made);
+		for (size_t i = 0; i < made; i++) {
+			const struct node *nd = &t->nodes[i];
+			if (nd->parent != NONE32)
+				assert_int_equal(get_child(t, nd->parent, nd->key, nd->kind, nd->track), i);
+		}
+		assert_int_equal(t->nnodes, made);   /* no lookup made a node */
 	}
-	size_t in_map = 0;
-	for (size_t s = 0; s <= q->node_mask; s++)
-		in_map += q->node_map[s].tag != 0;
-	assert_int_equal(in_map, made);
-	for (size_t i = 0; i < made; i++) {
-		const struct node *nd = &q->nodes[i];
-		if (nd->parent != NONE32)
-			assert_int_equal(get_child(q, nd->parent, nd->key, nd->kind, nd->track), i);
-	}
-	assert_int_equal(q->nnodes, made);   /* no lookup made a node */
 	tk_prof_free(p);
 	tk_prof_free(q);
+	tk_prof_free(r);
 	free(ev);
 }
 

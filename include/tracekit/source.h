@@ -83,6 +83,9 @@ struct tk_source_info {
 	/* times come from time stamps between events (TK_PROF_SPARSE_TIME): a call with no
 	 * stamp inside it has no measured duration */
 	int sparse_time;
+	/* merging the chunks' results in order is exact at every seam (XRay: an exit names
+	 * its function): the format never asks for a chunk again (tk_chunk_consumer.redo) */
+	int exact_seams;
 };
 
 /* Open PATH ("-": standard input). Returns 0, or -TK_E_* after a message (through

@@ -40,7 +40,7 @@ struct prof_run {
 	struct probe *probes;           /* per chunk: a profile that records its events too */
 	int doubt;                      /* no seam judged exact since the start or the last
 					   one that was not (lock) */
-	int no_probes;                  /* TK_PROF_PROBES=0 */
+	int no_probes;                  /* TK_PROF_PROBES=0, or no seams are judged (lock) */
 	int judged;                     /* a seam was judged (lock) */
 };
 
@@ -290,6 +290,18 @@ static int prof_merge(void *ctx, size_t i)
 		*v = (struct tk_event_vec){ 0 };
 		return rc;
 	}
+	if (r->probes[i].on) {
+		/* merged without a seam judged: a format whose seams are exact and that did not
+		 * say so (tk_source_info.exact_seams); no chunk after keeps its events */
+		struct tk_event_vec *v = &r->evs[i];
+		pthread_mutex_lock(&r->lock);
+		v->n = 0;
+		r->spare_evs[r->nspare_evs++] = *v;
+		*v = (struct tk_event_vec){ 0 };
+		r->no_probes = 1;
+		pthread_mutex_unlock(&r->lock);
+		r->probes[i].on = 0;
+	}
 	/* its durations move into the total, not copied; the chunk becomes a spare, emptied by
 	 * the worker that takes it next (not here: merges run one at a time, in order) */
 	if (r->part && r->part->keep)
@@ -342,7 +354,7 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	/* TK_PROF_PROBES=0 (tests): no chunk keeps its events in doubt, every seam that is
 	 * not exact is decoded again */
 	const char *probes = getenv("TK_PROF_PROBES");
-	r.no_probes = probes && strcmp(probes, "0") == 0;
+	r.no_probes = (probes && strcmp(probes, "0") == 0) || tk_source_info(s)->exact_seams;
 	r.doubt = 1;
 	r.backoff = EVS_BACKOFF;
 	/* call filters decide on the whole stack: no chunk profiles, the events in order */

@@ -42,6 +42,7 @@ static int xray_open(struct tk_source *s)
 		return err;
 	}
 	s->info.clock.ticks_per_second = tk_xray_header(p->x)->cycle_frequency;
+	s->info.exact_seams = 1;
 	return 0;
 }
 

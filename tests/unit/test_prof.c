@@ -1196,6 +1196,18 @@ static void check_funcs(struct tk_prof *p, int hand)
 	free(one);
 }
 
+/* check_funcs on the profile of EV[0, N), which has NTRACKS tracks. */
+static void funcs_of_events(const struct tk_event *ev, size_t n, size_t ntracks, int hand)
+{
+	struct tk_prof *p = tk_prof_new(NULL, NULL);
+	assert_non_null(p);
+	assert_int_equal(tk_prof_events(p, ev, n), 0);
+	assert_int_equal(tk_prof_finish(p), 0);
+	assert_int_equal(p->ntracks, ntracks);
+	check_funcs(p, hand);
+	tk_prof_free(p);
+}
+
 /* The per-function table of profiles of more nodes than one thread walks: 4 tracks
  * (walkers take a tree each, the unknown levels' names from several), and one track with
  * recursion across the subtrees handed over (their roots' ancestors are on the path). */
@@ -1210,22 +1222,9 @@ static void test_funcs_split(void **state)
 	ev[n++] = (struct tk_event){ .kind = TK_EV_BLOCK, .addr = 0x7000, .addr2 = 0x7004, .count = 2,
 				     .time = 10, .track = 7 };
 	ev[n++] = ev_fn(TK_EV_FUNC_ENTER, 1, 20, 7);
-	struct tk_prof *p = tk_prof_new(NULL, NULL);
-	assert_non_null(p);
-	assert_int_equal(tk_prof_events(p, ev, n), 0);
-	assert_int_equal(tk_prof_finish(p), 0);
-	assert_int_equal(p->ntracks, 4);
-	check_funcs(p, 0);
-	tk_prof_free(p);
-
+	funcs_of_events(ev, n, 4, 0);
 	n = chain_walk(ev, 600000);
-	p = tk_prof_new(NULL, NULL);
-	assert_non_null(p);
-	assert_int_equal(tk_prof_events(p, ev, n), 0);
-	assert_int_equal(tk_prof_finish(p), 0);
-	assert_int_equal(p->ntracks, 1);
-	check_funcs(p, 1);
-	tk_prof_free(p);
+	funcs_of_events(ev, n, 1, 1);
 	free(ev);
 }
 

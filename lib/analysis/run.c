@@ -42,6 +42,7 @@ struct prof_run {
 					   one that was not (lock) */
 	int no_probes;                  /* TK_PROF_PROBES=0, or no seams are judged (lock) */
 	int judged;                     /* a seam was judged (lock) */
+	size_t bet;                     /* PROBE_BET, or TK_PROF_PROBES=N (tests) */
 };
 
 /* A chunk begun while seams are in doubt: its profile, and its events in case its seam
@@ -140,7 +141,7 @@ static int prof_sink(struct prof_run *r, size_t i, struct tk_flow *flow, struct 
 	 * judge no seams) */
 	int probe = !r->recorded[i] && r->doubt && !r->no_probes && i > r->first &&
 		    !(r->part && r->part->keep);
-	size_t bet = r->judged ? SIZE_MAX : PROBE_BET;
+	size_t bet = r->judged ? SIZE_MAX : r->bet;
 	r->chunks[i] = r->recorded[i] || !r->nspare ? NULL : r->spare[--r->nspare];
 	if ((r->recorded[i] || probe) && r->nspare_evs)
 		r->evs[i] = r->spare_evs[--r->nspare_evs];
@@ -351,10 +352,12 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	r.evs = calloc(r.n ? r.n : 1, sizeof *r.evs);
 	r.spare_evs = calloc(r.n ? r.n : 1, sizeof *r.spare_evs);
 	r.probes = calloc(r.n ? r.n : 1, sizeof *r.probes);
-	/* TK_PROF_PROBES=0 (tests): no chunk keeps its events in doubt, every seam that is
-	 * not exact is decoded again */
+	/* TK_PROF_PROBES (tests): 0, no chunk keeps its events in doubt (every seam that is
+	 * not exact is decoded again); N, the first probes bet after N events */
 	const char *probes = getenv("TK_PROF_PROBES");
-	r.no_probes = (probes && strcmp(probes, "0") == 0) || tk_source_info(s)->exact_seams;
+	unsigned long long bet = probes ? strtoull(probes, NULL, 10) : PROBE_BET;
+	r.no_probes = bet == 0 || tk_source_info(s)->exact_seams;
+	r.bet = (size_t)bet;
 	r.doubt = 1;
 	r.backoff = EVS_BACKOFF;
 	/* call filters decide on the whole stack: no chunk profiles, the events in order */

@@ -1514,6 +1514,10 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 			tm->gap_child_ticks = tm->base_child_ticks;
 			tm->gap_child_insns = tm->base_child_insns;
 		}
+		/* a level the graft did not reach (only a crafted partial's, whose base level
+		 * is not under its track's root): refused, as a frame's node is below */
+		if (g->map[tb->base_node] == NONE32)
+			return -TK_E_INTERNAL;
 		tm->base_node = g->map[tb->base_node];
 		tm->level_i_start = off + tb->level_i_start;
 		tm->level_t_start = tb->level_t_start;

@@ -84,7 +84,9 @@ struct tk_source_info {
 	 * stamp inside it has no measured duration */
 	int sparse_time;
 	/* merging the chunks' results in order is exact at every seam (XRay: an exit names
-	 * its function): the format never asks for a chunk again (tk_chunk_consumer.redo) */
+	 * its function): the format never asks for a chunk again (tk_chunk_consumer.redo).
+	 * A format whose engine never calls redo must set it: else the profile runner's
+	 * chunks keep their events for a seam judgement that never comes (lib/analysis/run.c) */
 	int exact_seams;
 };
 

@@ -40,7 +40,7 @@ struct prof_run {
 	struct probe *probes;           /* per chunk: a profile that records its events too */
 	int doubt;                      /* no seam judged exact since the start or the last
 					   one that was not (lock) */
-	int no_probes;                  /* TK_PROF_PROBES=0, or no seams are judged (lock) */
+	int no_probes;                  /* TK_PROF_PROBES=0, or tk_source_info.exact_seams */
 	int judged;                     /* a seam was judged (lock) */
 	size_t bet;                     /* PROBE_BET, or TK_PROF_PROBES=N (tests) */
 };
@@ -74,6 +74,14 @@ static int tee_events(void *ctx, const struct tk_event *ev, size_t n)
 	int rc = t->prof.events(t->prof.ctx, ev, n);
 
 	return rc < 0 ? rc : t->other.events(t->other.ctx, ev, n);
+}
+
+/* Chunk I's event vector, emptied, to the spares (lock held): no faulting in again. */
+static void evs_to_spare(struct prof_run *r, size_t i)
+{
+	r->evs[i].n = 0;
+	r->spare_evs[r->nspare_evs++] = r->evs[i];
+	r->evs[i] = (struct tk_event_vec){ 0 };
 }
 
 static struct tk_seam_counts seams;
@@ -217,15 +225,12 @@ static int prof_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *
 		if (pr->on) {
 			/* the merge takes the profile, or replays the events (if it kept them:
 			 * else the chunk is decoded again, as a plain one) */
-			struct tk_event_vec *v = &r->evs[i];
 			if (!exact && !pr->dropped) {
 				r->recorded[i] = 1;
 				r->spare[r->nspare++] = r->chunks[i];
 				r->chunks[i] = NULL;
 			} else {
-				v->n = 0;
-				r->spare_evs[r->nspare_evs++] = *v;
-				*v = (struct tk_event_vec){ 0 };
+				evs_to_spare(r, i);
 			}
 			pr->on = 0;
 		}
@@ -284,24 +289,10 @@ static int prof_merge(void *ctx, size_t i)
 	if (r->recorded[i]) {
 		struct tk_event_vec *v = &r->evs[i];
 		rc = v->n ? tk_prof_events(r->total, v->ev, v->n) : 0;
-		v->n = 0;
 		pthread_mutex_lock(&r->lock);
-		r->spare_evs[r->nspare_evs++] = *v;
+		evs_to_spare(r, i);
 		pthread_mutex_unlock(&r->lock);
-		*v = (struct tk_event_vec){ 0 };
 		return rc;
-	}
-	if (r->probes[i].on) {
-		/* merged without a seam judged: a format whose seams are exact and that did not
-		 * say so (tk_source_info.exact_seams); no chunk after keeps its events */
-		struct tk_event_vec *v = &r->evs[i];
-		pthread_mutex_lock(&r->lock);
-		v->n = 0;
-		r->spare_evs[r->nspare_evs++] = *v;
-		*v = (struct tk_event_vec){ 0 };
-		r->no_probes = 1;
-		pthread_mutex_unlock(&r->lock);
-		r->probes[i].on = 0;
 	}
 	/* its durations move into the total, not copied; the chunk becomes a spare, emptied by
 	 * the worker that takes it next (not here: merges run one at a time, in order) */

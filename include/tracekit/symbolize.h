@@ -88,7 +88,7 @@ TK_API int tk_sym_lines(struct tk_sym *s, uint64_t start, uint64_t end, uint64_t
 		 tk_sym_line_fn fn, void *ctx);
 
 /* Run-time entry addresses of every function symbol of every module (for
- * tk_prof_opts.entries), in no particular order, with repeats. A module without a full
+ * tk_prof_opts.entries), ascending, with repeats. A module without a full
  * symbol table (stripped, no debug file) adds the starts of its .eh_frame_hdr table: its
  * local functions, which callbacks from untraced code enter. *out is malloc'd (free()). */
 TK_API int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n);

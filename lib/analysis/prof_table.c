@@ -529,19 +529,20 @@ static struct entry_set *entry_set_new(const uint64_t *entries, size_t n)
 
 	while (nslots < 2 * n)
 		nslots *= 2;
+	/* (tk_sym_entries' come sorted: the sort is one pass over them) */
 	if (!e || !(e->v = malloc(n * sizeof *e->v)) ||
 	    !(e->bits = calloc(ENTRY_BITS / 64, sizeof *e->bits)) ||
-	    !(e->slots = calloc(nslots, sizeof *e->slots))) {
+	    !(e->slots = calloc(nslots, sizeof *e->slots)) ||
+	    tk_sort_u64(memcpy(e->v, entries, n * sizeof *e->v), n) < 0) {
 		if (e) {
 			free(e->v);
 			free(e->bits);
+			free(e->slots);
 		}
 		free(e);
 		return NULL;
 	}
 	e->slot_mask = nslots - 1;
-	memcpy(e->v, entries, n * sizeof *e->v);
-	qsort(e->v, n, sizeof *e->v, tk_cmp_u64);
 	for (size_t i = 0; i < n; i++)
 		if (!e->n || e->v[e->n - 1] != e->v[i])
 			e->v[e->n++] = e->v[i];

@@ -55,13 +55,12 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 		if (!(e = malloc(n * sizeof(*e))))
 			return -TK_E_NOMEM;
 		memcpy(e, entries, n * sizeof(*e));
-		/* a profile's entries come sorted, and a session switches process (and
-		 * entries) at every context switch: sort only what is not */
-		size_t i = 1;
-		while (i < n && e[i - 1] <= e[i])
-			i++;
-		if (i < n)
-			qsort(e, n, sizeof(*e), tk_cmp_u64);
+		/* (a session switches process, and entries, at every context switch: sorted
+		 * ones, a profile's, cost one pass) */
+		if (tk_sort_u64(e, n) < 0) {
+			free(e);
+			return -TK_E_NOMEM;
+		}
 	}
 	free(c->entries);
 	c->entries = e;

@@ -1,5 +1,6 @@
 /* Symbolisation through ELF symbol tables and DWARF (elfutils libelf/libdw). */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ struct module {
 	 * addresses), which name no function but mark where local functions begin */
 	uint64_t *fde_starts;
 	size_t nfde_starts;
-	char *strings;            /* copies of symbol names */
+	char *strings;            /* kallsyms' names (an ELF's are in its mapping) */
 	char *plt_strings;        /* names of PLT stubs ("printf@plt") */
 	uint8_t *build_id;
 	size_t build_id_len;
@@ -152,16 +153,32 @@ static int cmp_sym(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Sort V's N symbols by address, the aliases of one address in cmp_sym's order, and keep
+ * the first of each address; returns how many are kept. (By radix on the address: qsort
+ * with cmp_sym took 5 ms of a libLLVM profile's serial start.) */
+static size_t sort_symbols(struct symbol *v, size_t n)
+{
+	if (tk_sort_by_u64(v, n, sizeof *v, offsetof(struct symbol, addr)) < 0) {
+		qsort(v, n, sizeof *v, cmp_sym);   /* no memory for the radix sort's copy */
+	} else {
+		for (size_t i = 0, j; i < n; i = j) {
+			for (j = i + 1; j < n && v[j].addr == v[i].addr; j++)
+				;
+			if (j - i > 1)
+				qsort(v + i, j - i, sizeof *v, cmp_sym);
+		}
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!w || v[w - 1].addr != v[i].addr)
+			v[w++] = v[i];
+	return w;
+}
+
 struct got_name {
 	uint64_t slot;            /* GOT entry (file address) */
 	const char *name;         /* symbol whose address the dynamic linker puts there */
 };
-
-static int cmp_got(const void *a, const void *b)
-{
-	const struct got_name *x = a, *y = b;
-	return x->slot < y->slot ? -1 : x->slot > y->slot;
-}
 
 static const char *got_lookup(const struct got_name *g, size_t n, uint64_t slot)
 {
@@ -175,6 +192,22 @@ static const char *got_lookup(const struct got_name *g, size_t n, uint64_t slot)
 	}
 	return lo < n && g[lo].slot == slot ? g[lo].name : NULL;
 }
+
+/* Symbol I of a symbol table's data; of an ELF64 file (IS64) read in place from the
+ * memory image libelf made (GElf's types are ELF64's), checked against its size; other
+ * classes through the copying getter. (Relocations are read so below: gelf_getrela
+ * was a tenth of loading a large module's symbols, libLLVM's 400 K relocations.) */
+static int sym_at(Elf_Data *d, int is64, size_t i, GElf_Sym *s)
+{
+	if (is64 && d->d_type == ELF_T_SYM && d->d_size % sizeof(Elf64_Sym) == 0) {
+		if (i >= d->d_size / sizeof(Elf64_Sym))
+			return 0;
+		memcpy(s, (const Elf64_Sym *)d->d_buf + i, sizeof *s);
+		return 1;
+	}
+	return i <= INT32_MAX && gelf_getsym(d, (int)i, s) != NULL;
+}
+
 
 /* The GOT slot a PLT entry jumps through: `jmp [rip+disp32]` (ff 25), maybe after endbr64
  * and/or a bnd prefix, as the linkers lay out .plt, .plt.sec and .plt.got entries. */
@@ -194,64 +227,20 @@ static int plt_entry_slot(const uint8_t *c, size_t n, uint64_t addr, uint64_t *s
 	return 1;
 }
 
-/* Synthetic symbols "name@plt" for the PLT stubs of an x86-64 module (as objdump and perf
- * name them): each stub of .plt / .plt.sec / .plt.got jumps through a GOT slot, and the
- * slot's JUMP_SLOT or GLOB_DAT relocation names the function. Appended at m->syms + *k. */
-static int add_plt_symbols(struct module *m, size_t *k, size_t *cap)
+struct plt_stub {
+	uint64_t addr, size, slot;   /* the stub, and the GOT slot it jumps through */
+};
+
+/* The stubs of M's .plt, .plt.sec and .plt.got sections (malloc'd, *n of them). */
+static int plt_stubs(struct module *m, size_t shstrndx, struct plt_stub **out, size_t *n)
 {
-	size_t shstrndx, ngot = 0, cgot = 0, nstr = 0;
-	struct got_name *got = NULL;
+	struct plt_stub *v = NULL;
+	size_t cap = 0;
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
-	int rc = 0;
 
-	if (m->machine != EM_X86_64 || elf_getshdrstrndx(m->elf, &shstrndx) != 0)
-		return 0;
+	*n = 0;
 	while ((scn = elf_nextscn(m->elf, scn))) {
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
-			continue;
-		Elf_Scn *symscn = elf_getscn(m->elf, sh.sh_link);
-		GElf_Shdr symsh;
-		Elf_Data *d = elf_getdata(scn, NULL), *sd = symscn ? elf_getdata(symscn, NULL) : NULL;
-		if (!d || !sd || !gelf_getshdr(symscn, &symsh) || symsh.sh_type != SHT_DYNSYM)
-			continue;
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; i < n; i++) {
-			GElf_Rela r;
-			GElf_Sym sym;
-			if (!gelf_getrela(d, (int)i, &r))
-				continue;
-			unsigned type = (unsigned)GELF_R_TYPE(r.r_info);
-			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) ||
-			    !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
-				continue;
-			const char *name = elf_strptr(m->elf, symsh.sh_link, sym.st_name);
-			if (!name || !*name)
-				continue;
-			if (ngot == cgot) {
-				size_t nc = cgot ? cgot * 2 : 64;
-				struct got_name *g = realloc(got, nc * sizeof *g);
-				if (!g) {
-					free(got);
-					return -TK_E_NOMEM;
-				}
-				got = g;
-				cgot = nc;
-			}
-			got[ngot++] = (struct got_name){ r.r_offset, name };
-			nstr += strlen(name) + sizeof "@plt";
-		}
-	}
-	if (!ngot)
-		return 0;
-	qsort(got, ngot, sizeof *got, cmp_got);
-	if (!(m->plt_strings = malloc(nstr))) {
-		free(got);
-		return -TK_E_NOMEM;
-	}
-	size_t off = 0;
-	scn = NULL;
-	while ((scn = elf_nextscn(m->elf, scn)) && rc == 0) {
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
 			continue;
 		const char *sname = elf_strptr(m->elf, shstrndx, sh.sh_name);
@@ -263,30 +252,118 @@ static int add_plt_symbols(struct module *m, size_t *k, size_t *cap)
 			continue;
 		for (uint64_t e = 0; e + es <= sh.sh_size; e += es) {
 			uint64_t slot;
-			const char *name;
-			if (!plt_entry_slot((const uint8_t *)d->d_buf + e, es, sh.sh_addr + e, &slot) ||
-			    !(name = got_lookup(got, ngot, slot)))
+			if (!plt_entry_slot((const uint8_t *)d->d_buf + e, es, sh.sh_addr + e, &slot))
 				continue;
-			size_t len = strlen(name);
-			if (off + len + sizeof "@plt" > nstr)
-				break;   /* a name used by two stubs: out of room, keep the rest unnamed */
-			if (*k == *cap) {
-				size_t nc = *cap * 2 + 16;
-				struct symbol *ns = realloc(m->syms, nc * sizeof *ns);
-				if (!ns) {
-					rc = -TK_E_NOMEM;
-					break;
+			if (*n == cap) {
+				struct plt_stub *nv = realloc(v, (cap = cap * 2 + 64) * sizeof *nv);
+				if (!nv) {
+					free(v);
+					return -TK_E_NOMEM;
 				}
-				m->syms = ns;
-				*cap = nc;
+				v = nv;
 			}
-			char *dst = m->plt_strings + off;
-			memcpy(dst, name, len);
-			memcpy(dst + len, "@plt", sizeof "@plt");
-			off += len + sizeof "@plt";
-			m->syms[(*k)++] = (struct symbol){ sh.sh_addr + e, es, dst };
+			v[(*n)++] = (struct plt_stub){ sh.sh_addr + e, es, slot };
 		}
 	}
+	*out = v;
+	return 0;
+}
+
+/* Append to G the names of the GOT slots that M's JUMP_SLOT and GLOB_DAT relocations
+ * fill, from the RELA sections with SHF_INFO_LINK (the PLT's own, .rela.plt) when
+ * PLT_RELA, else from the others (.rela.dyn: libLLVM's has 400 K relocations, read only
+ * when a stub's slot is not named by the first). Adds the names' bytes to *NSTR. */
+static int got_names(struct module *m, int plt_rela, struct got_name **g, size_t *ng,
+		     size_t *cg, size_t *nstr)
+{
+	int is64 = gelf_getclass(m->elf) == ELFCLASS64;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(m->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize ||
+		    !(sh.sh_flags & SHF_INFO_LINK) != !plt_rela)
+			continue;
+		Elf_Scn *symscn = elf_getscn(m->elf, sh.sh_link);
+		GElf_Shdr symsh;
+		Elf_Data *d = elf_getdata(scn, NULL), *sd = symscn ? elf_getdata(symscn, NULL) : NULL;
+		if (!d || !sd || !gelf_getshdr(symscn, &symsh) || symsh.sh_type != SHT_DYNSYM)
+			continue;
+		const Elf64_Rela *rv = is64 && d->d_type == ELF_T_RELA ? d->d_buf : NULL;
+		size_t n = rv ? d->d_size / sizeof *rv : sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; i < n; i++) {
+			GElf_Rela r;
+			GElf_Sym sym;
+			if (rv)
+				r = rv[i];
+			else if (i > INT32_MAX || !gelf_getrela(d, (int)i, &r))
+				continue;
+			unsigned type = (unsigned)GELF_R_TYPE(r.r_info);
+			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) ||
+			    !sym_at(sd, is64, GELF_R_SYM(r.r_info), &sym))
+				continue;
+			const char *name = elf_strptr(m->elf, symsh.sh_link, sym.st_name);
+			if (!name || !*name)
+				continue;
+			if (*ng == *cg) {
+				struct got_name *ng2 = realloc(*g, (*cg = *cg * 2 + 64) * sizeof *ng2);
+				if (!ng2)
+					return -TK_E_NOMEM;
+				*g = ng2;
+			}
+			(*g)[(*ng)++] = (struct got_name){ r.r_offset, name };
+			*nstr += strlen(name) + sizeof "@plt";
+		}
+	}
+	return tk_sort_by_u64(*g, *ng, sizeof **g, offsetof(struct got_name, slot));
+}
+
+/* Synthetic symbols "name@plt" for the PLT stubs of an x86-64 module (as objdump and perf
+ * name them): each stub of .plt / .plt.sec / .plt.got jumps through a GOT slot, and the
+ * slot's JUMP_SLOT or GLOB_DAT relocation names the function. Appended at m->syms + *k. */
+static int add_plt_symbols(struct module *m, size_t *k, size_t *cap)
+{
+	size_t shstrndx, nstub = 0, ngot = 0, cgot = 0, nstr = 0, off = 0;
+	struct plt_stub *stub = NULL;
+	struct got_name *got = NULL;
+	int rc;
+
+	if (m->machine != EM_X86_64 || elf_getshdrstrndx(m->elf, &shstrndx) != 0)
+		return 0;
+	if ((rc = plt_stubs(m, shstrndx, &stub, &nstub)) < 0 || !nstub)
+		return rc;
+	rc = got_names(m, 1, &got, &ngot, &cgot, &nstr);
+	size_t named = 0;
+	while (rc == 0 && named < nstub && got_lookup(got, ngot, stub[named].slot))
+		named++;
+	if (rc == 0 && named < nstub)
+		rc = got_names(m, 0, &got, &ngot, &cgot, &nstr);
+	if (rc == 0 && ngot && !(m->plt_strings = malloc(nstr)))
+		rc = -TK_E_NOMEM;
+	for (size_t i = 0; rc == 0 && ngot && i < nstub; i++) {
+		const char *name = got_lookup(got, ngot, stub[i].slot);
+		if (!name)
+			continue;
+		size_t len = strlen(name);
+		if (off + len + sizeof "@plt" > nstr)
+			break;   /* a name used by two stubs: out of room, keep the rest unnamed */
+		if (*k == *cap) {
+			size_t nc = *cap * 2 + 16;
+			struct symbol *ns = realloc(m->syms, nc * sizeof *ns);
+			if (!ns) {
+				rc = -TK_E_NOMEM;
+				break;
+			}
+			m->syms = ns;
+			*cap = nc;
+		}
+		char *dst = m->plt_strings + off;
+		memcpy(dst, name, len);
+		memcpy(dst + len, "@plt", sizeof "@plt");
+		off += len + sizeof "@plt";
+		m->syms[(*k)++] = (struct symbol){ stub[i].addr, stub[i].size, dst };
+	}
+	free(stub);
 	free(got);
 	return rc;
 }
@@ -341,43 +418,25 @@ static int load_symbols(struct module *m)
 	Elf_Data *d = elf_getdata(scn, NULL);
 	if (!d || !sh.sh_entsize)
 		return 0;
-	size_t n = sh.sh_size / sh.sh_entsize, nstr = 0, k = 0;
+	size_t n = sh.sh_size / sh.sh_entsize, k = 0;
+	int is64 = gelf_getclass(e) == ELFCLASS64;
+	/* the names stay in the file's mapping (open until tk_sym_free): copying them read
+	 * every page of a large module's string table (libLLVM: 3.4 MB) before any trace */
+	if (!(m->syms = malloc((n + 1) * sizeof *m->syms)))
+		return -TK_E_NOMEM;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
-		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+		if (!sym_at(d, is64, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
 			continue;
 		const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
 		if (name)
-			nstr += strlen(name) + 1;
-	}
-	m->syms = malloc((n + 1) * sizeof *m->syms);
-	m->strings = malloc(nstr + 1);
-	if (!m->syms || !m->strings)
-		return -TK_E_NOMEM;
-	size_t off = 0;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Sym sym;
-		if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
-			continue;
-		const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
-		if (!name)
-			continue;
-		size_t len = strlen(name) + 1;
-		memcpy(m->strings + off, name, len);
-		m->syms[k++] = (struct symbol){ sym.st_value, sym.st_size, m->strings + off };
-		off += len;
+			m->syms[k++] = (struct symbol){ sym.st_value, sym.st_size, name };
 	}
 	size_t cap = n + 1;
 	int rc = add_plt_symbols(m, &k, &cap);
 	if (rc < 0)
 		return rc;
-	qsort(m->syms, k, sizeof *m->syms, cmp_sym);
-	/* one symbol per address (aliases share it) */
-	size_t w = 0;
-	for (size_t i = 0; i < k; i++)
-		if (!w || m->syms[w - 1].addr != m->syms[i].addr)
-			m->syms[w++] = m->syms[i];
-	m->nsyms = w;
+	m->nsyms = sort_symbols(m->syms, k);
 	return 0;
 }
 
@@ -661,11 +720,7 @@ int tk_sym_add_kallsyms(struct tk_sym *s, const char *path, const char *name)
 	}
 	for (size_t i = 0; i < n; i++)
 		syms[i].name = strings + (uintptr_t)syms[i].name;
-	qsort(syms, n, sizeof *syms, cmp_sym);
-	size_t w = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!w || syms[w - 1].addr != syms[i].addr)
-			syms[w++] = syms[i];
+	size_t w = sort_symbols(syms, n);
 	/* a listing has no sizes: each symbol runs to the next (the last names its address) */
 	for (size_t i = 0; i + 1 < w; i++)
 		syms[i].size = syms[i + 1].addr - syms[i].addr;
@@ -1134,11 +1189,18 @@ int tk_sym_entries(const struct tk_sym *s, uint64_t **out, size_t *n)
 	if (!e)
 		return -TK_E_NOMEM;
 	for (size_t i = 0; i < s->nmods; i++) {
+		/* both lists are in address order: merged, the whole is sorted in one pass unless
+		 * the modules overlap or are out of order (then sorted below) */
 		const struct module *m = &s->mods[i];
-		for (size_t j = 0; j < m->nsyms; j++)
-			e[k++] = m->syms[j].addr + m->bias;
-		for (size_t j = 0; j < m->nfde_starts; j++)
-			e[k++] = m->fde_starts[j] + m->bias;
+		size_t a = 0, b = 0;
+		while (a < m->nsyms || b < m->nfde_starts)
+			e[k++] = m->bias + (b == m->nfde_starts ||
+					    (a < m->nsyms && m->syms[a].addr <= m->fde_starts[b])
+					    ? m->syms[a++].addr : m->fde_starts[b++]);
+	}
+	if (tk_sort_u64(e, k) < 0) {
+		free(e);
+		return -TK_E_NOMEM;
 	}
 	*out = e;
 	*n = k;

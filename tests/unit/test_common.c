@@ -1,5 +1,6 @@
 /* lib/common: input (plain, gzip, zstd, stdin-like pipes, truncated), buffer formatting,
- * worker pool ordering, gap bookkeeping, error names, the memory helper (ahead.c). */
+ * worker pool ordering, gap bookkeeping, error names, the memory helper (ahead.c), the
+ * radix sorts (sort.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -740,6 +741,75 @@ static void test_ahead(void **state)
 	tk_ahead_stop(NULL);
 }
 
+/* tk_sort_u64 against qsort; tk_sort_by_u64 sorted and stable for each element size it
+ * has a path for (16, 24) and another (40); keys that share high bytes, all equal, sorted,
+ * reversed. */
+struct rec16 { uint64_t key, seq; };
+struct rec24 { uint64_t seq, key, pad; };
+struct rec40 { uint64_t pad[3], key, seq; };
+
+static uint64_t next_rand(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+#define CHECK_SORTED_STABLE(T, v, n) do { \
+	for (size_t i_ = 1; i_ < (n); i_++) { \
+		assert_true((v)[i_ - 1].key <= (v)[i_].key); \
+		if ((v)[i_ - 1].key == (v)[i_].key) \
+			assert_true((v)[i_ - 1].seq < (v)[i_].seq); \
+	} \
+} while (0)
+
+static void test_sort(void **state)
+{
+	(void)state;
+	static const size_t sizes[] = { 0, 1, 2, 3, 100, 4097 };
+	uint64_t x = 88172645463325252ull;
+
+	for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+		size_t n = sizes[si];
+		for (int shape = 0; shape < 5; shape++) {
+			uint64_t *a = malloc((n + 1) * sizeof *a), *b = malloc((n + 1) * sizeof *b);
+			struct rec16 *r16 = malloc((n + 1) * sizeof *r16);
+			struct rec24 *r24 = malloc((n + 1) * sizeof *r24);
+			struct rec40 *r40 = malloc((n + 1) * sizeof *r40);
+			assert_true(a && b && r16 && r24 && r40);
+			for (size_t i = 0; i < n; i++) {
+				uint64_t r = next_rand(&x);
+				/* 0: any 64 bits; 1: one module's addresses (high bytes shared), few
+				 * distinct (many equal keys); 2: all equal; 3: sorted; 4: reversed */
+				a[i] = shape == 0 ? r : shape == 1 ? 0x7f0000400000ull + (r % 64) * 16 :
+				       shape == 2 ? 42 : shape == 3 ? i * 3 : (uint64_t)(n - i) << 40;
+				r16[i] = (struct rec16){ a[i], i };
+				r24[i] = (struct rec24){ i, a[i], 0 };
+				r40[i] = (struct rec40){ { 0 }, a[i], i };
+			}
+			memcpy(b, a, n * sizeof *a);
+			qsort(b, n, sizeof *b, tk_cmp_u64);
+			assert_int_equal(tk_sort_u64(a, n), 0);
+			if (n)
+				assert_memory_equal(a, b, n * sizeof *a);
+			assert_int_equal(tk_sort_by_u64(r16, n, sizeof *r16, offsetof(struct rec16, key)), 0);
+			assert_int_equal(tk_sort_by_u64(r24, n, sizeof *r24, offsetof(struct rec24, key)), 0);
+			assert_int_equal(tk_sort_by_u64(r40, n, sizeof *r40, offsetof(struct rec40, key)), 0);
+			CHECK_SORTED_STABLE(struct rec16, r16, n);
+			CHECK_SORTED_STABLE(struct rec24, r24, n);
+			CHECK_SORTED_STABLE(struct rec40, r40, n);
+			for (size_t i = 0; i < n; i++)
+				assert_true(r16[i].key == b[i] && r24[i].key == b[i] && r40[i].key == b[i]);
+			free(a);
+			free(b);
+			free(r16);
+			free(r24);
+			free(r40);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -759,6 +829,7 @@ int main(void)
 		cmocka_unit_test(test_writer_direct),
 		cmocka_unit_test(test_outfile),
 		cmocka_unit_test(test_ahead),
+		cmocka_unit_test(test_sort),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

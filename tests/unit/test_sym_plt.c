@@ -57,6 +57,8 @@ static void check_binary(const char *flags)
 	size_t n;
 	assert_int_equal(tk_sym_entries(s, &entries, &n), 0);
 	assert_true(n > (size_t)stubs);
+	for (size_t i = 1; i < n; i++)
+		assert_true(entries[i - 1] <= entries[i]);   /* ascending, as promised */
 	free(entries);
 	tk_sym_free(s);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

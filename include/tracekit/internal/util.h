@@ -120,6 +120,12 @@ size_t tk_uleb128(const uint8_t *p, size_t n, uint64_t *v);
 /* qsort comparator for uint64_t; whether X is in V, N values sorted ascending. */
 int tk_cmp_u64(const void *a, const void *b);
 int tk_sorted_has_u64(const uint64_t *v, size_t n, uint64_t x);
+/* Sort V ascending (nothing to do if it is sorted already); 0 or -TK_E_NOMEM (V as it
+ * was). */
+int tk_sort_u64(uint64_t *v, size_t n);
+/* Sort N elements of SIZE bytes at BASE by the uint64_t at byte KEY_OFF of each,
+ * ascending and stable (equal keys keep their order); 0 or -TK_E_NOMEM (unchanged). */
+int tk_sort_by_u64(void *base, size_t n, size_t size, size_t key_off);
 
 /* A set of 64-bit values (footprints: distinct lines, addresses). Zero-initialise it. The
  * values are in slot[0, cap), stored + 1 (0: empty); n of them. */

@@ -46,13 +46,18 @@ static void give_flow(struct run *r, struct tk_flow *f)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* Where chunk I ends (the next one's start, or the part's end). */
+static uint64_t chunk_end(const struct run *r, size_t i)
+{
+	return i + 1 < r->nchunks ? r->offs[i + 1] : r->part_end;
+}
+
 /* Chunk I with decoder F, its events to SINK, its counts into ST. */
 static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink sink,
 		      struct tk_ipt_flow_stats *st)
 {
-	uint64_t end = i + 1 < r->nchunks ? r->offs[i + 1] : r->part_end;
-
-	return ipt_decode_range(r->buf, r->seg_end[i], r->offs[i], end, r->brk[i], r->o, f, sink, st);
+	return ipt_decode_range(r->buf, r->seg_end[i], r->offs[i], chunk_end(r, i), r->brk[i],
+				r->o, f, sink, st);
 }
 
 static int work(void *ctx, size_t i)
@@ -68,6 +73,9 @@ static int work(void *ctx, size_t i)
 		rc = decode_one(r, i, f, sink, &r->cst[i]);
 		if (rc >= 0 && r->c->end)
 			rc = r->c->end(r->c->ctx, i, f);
+		if (r->o->sz >= offsetof(struct tk_ipt_flow_opts, release_read) +
+				sizeof(r->o->release_read) && r->o->release_read)
+			tk_release_pages(r->buf, r->offs[i], chunk_end(r, i));
 	}
 	give_flow(r, f);
 	if (rc < 0 && r->c->fail)
@@ -112,8 +120,7 @@ static int merge(void *ctx, size_t i)
 	if (r->c->redo && (rc = redo(r, i)) < 0)
 		return rc;
 	if (p)
-		tk_progress_set(p, p->done + (i + 1 < r->nchunks ? r->offs[i + 1] : r->part_end) -
-				   r->offs[i]);
+		tk_progress_set(p, p->done + chunk_end(r, i) - r->offs[i]);
 	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
 }
 

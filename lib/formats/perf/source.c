@@ -125,6 +125,8 @@ static int ipt_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	struct ipt_src *p = s->state;
 	struct tk_perf_session *x = &p->x;
 	struct ipt_run r = { c, 0 };
+	/* streams in the file's mapping (a raw trace; perf.data's AUX buffers read in place) */
+	int release = s->in && tk_input_is_file_mapping(s->in, s->path, s->len);
 	struct tk_ipt_flow_consumer fc = { run_begin, NULL, run_merge, &r,
 					   c->done ? run_done : NULL, c->redo ? run_redo : NULL };
 	int rc = 0;
@@ -134,6 +136,8 @@ static int ipt_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 		struct tk_ipt_flow_opts fo;
 
 		tk_perf_session_flow_opts(x, i, &fo);
+		fo.release_read = release && x->s[i].data >= s->data &&
+				  x->s[i].data + x->s[i].len <= s->data + s->len;
 		rc = tk_ipt_flow_decode(x->s[i].data, x->s[i].len, &fo, &fc, &one);
 		tk_ipt_flow_stats_add(&p->st, &one);
 		x->s[i].gaps = one.gaps;

@@ -2,7 +2,9 @@
  * Symbol tables and function entries of large modules (libLLVM: ~40 K symbols, ~100 K FDE
  * starts) were sorted with qsort on every run before any trace was read, a serial start
  * that every -j paid; the radix sort does it in a few passes and skips the bytes all keys
- * share (the high bytes of addresses in one module). */
+ * share (the high bytes of addresses in one module). (The btrace recorder keeps its own
+ * in recorder/btrace/startup.c: it runs inside the traced program, links no libtracekit
+ * and calls no libc on its trap path.) */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

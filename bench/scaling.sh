@@ -13,8 +13,12 @@
 # thread shares the N cores), whose speed-ups at 2, 16 and 64 workers are printed beside the
 # measured one.
 # Optional cases (not run by default): xray-tl, kanata-tl, ipt-tl (convert --to perfetto
-# of the same inputs; ipt-tl on the walk) and ipt-prof (profile of the walk: its call tree
-# is built on the main thread).
+# of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
+# is built on the main thread) and llvm-prof (profile of libLLVM's O2 pipeline as
+# bench/ipt-flow.sh records it: run that first, its recording is reused).
+# Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
+# median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
+# which this machine's drift from minute to minute does not bias.
 # usage: bench/scaling.sh [CASES]   (CASES: any of "xray kanata ipt", default those; env
 #        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling))
 set -euo pipefail
@@ -39,6 +43,15 @@ make_ipt() {
 	./ptgen walk.pt 100 >walk.args 2>/dev/null
 }
 
+make_llvm() {
+	[ -s llvm.pt ] && return
+	local c
+	c=$(ls -t "$SRC"/build/bench-ipt-flow/llvm-O2-*.tkbt 2>/dev/null | head -n 1)
+	[ -n "$c" ] || { echo "llvm-prof: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
+	"$TK" convert --to ipt -o llvm.pt "$c"
+	tr '\n' ' ' <"${c%.tkbt}.args" >llvm.args
+}
+
 # phases CMD...: "S M J" seconds from one run's TK_PHASES line
 phases() {
 	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -n 's/.*= serial \([0-9.]*\) .*+ merge \([0-9.]*\) .*+ jobs \([0-9.]*\) .*/\1 \2 \3/p' | tail -n 1
@@ -54,12 +67,14 @@ row() { # NAME CMD... (with -j J where the J is)
 	u1=$(BENCH_RUNS=3 bench_cpu "${c1[@]}")
 	u2=$(BENCH_RUNS=3 bench_cpu "${c2[@]}")
 	read -r s m j < <(phases "${c2[@]}")
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" <<'PY'
+	local inter
+	inter=$(BENCH_RUNS=$RUNS bench_interleaved_ratio "${c1[*]}" "${c2[*]}")
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$inter" <<'PY'
 import sys
-name, t1, t2, u1, u2, s, m, j = sys.argv[1], *map(float, sys.argv[2:])
+name, t1, t2, u1, u2, s, m, j, inter = sys.argv[1], *map(float, sys.argv[2:])
 tot = s + m + j
 model = lambda n: tot / (s + max((j + m) / n, m))
-print(f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x | cpu -j1 {u1:6.3f} s "
+print(f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
       f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | serial {100 * s / tot:4.1f} %, merge "
       f"{100 * m / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, {model(64):5.2f}x at 64")
 PY
@@ -75,6 +90,7 @@ for c in $CASES; do
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	ipt-prof) make_ipt; row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
+	llvm-prof) make_llvm && row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;
 	esac
 done

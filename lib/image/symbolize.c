@@ -208,7 +208,6 @@ static int sym_at(Elf_Data *d, int is64, size_t i, GElf_Sym *s)
 	return i <= INT32_MAX && gelf_getsym(d, (int)i, s) != NULL;
 }
 
-
 /* The GOT slot a PLT entry jumps through: `jmp [rip+disp32]` (ff 25), maybe after endbr64
  * and/or a bnd prefix, as the linkers lay out .plt, .plt.sec and .plt.got entries. */
 static int plt_entry_slot(const uint8_t *c, size_t n, uint64_t addr, uint64_t *slot)

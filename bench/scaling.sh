@@ -19,7 +19,7 @@
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias.
-# usage: bench/scaling.sh [CASES]   (CASES: any of "xray kanata ipt", default those; env
+# usage: bench/scaling.sh [CASES]   (CASES: any of the above, default "xray kanata ipt"; env
 #        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling))
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

@@ -7,9 +7,14 @@
 /* Interned strings; id 0 is "". */
 struct names {
 	char **str;
+	uint32_t *len;            /* of each string */
 	size_t n, cap;
-	uint32_t *map;            /* string hash -> id */
+	uint64_t *map;            /* hash -> (hash's high 32 bits << 32 | id), UINT64_MAX empty */
 	size_t mask;
+	char *arena;              /* the strings' current block (its first word: the block
+				     before), where the next string goes, the bytes left */
+	char *arena_next;
+	size_t arena_left;
 	struct keyname { uint64_t key; uint32_t kind, id; } *keys; /* (kind, key) -> id cache */
 	size_t keys_mask, nkeys;
 	struct tk_sym *sym;

@@ -24,54 +24,89 @@ int names_init(struct names *nm, struct tk_sym *sym)
 
 void names_free(struct names *nm)
 {
-	for (size_t i = 0; i < nm->n; i++)
-		free(nm->str[i]);
+	for (char *b = nm->arena, *prev; b; b = prev) {
+		memcpy(&prev, b, sizeof prev);
+		free(b);
+	}
 	free(nm->str);
+	free(nm->len);
 	free(nm->map);
 	free(nm->keys);
 	free(nm->spaces);
 	memset(nm, 0, sizeof *nm);
 }
 
+/* Strings are copied into blocks of this size (a longer one gets a block of its own): a
+ * Kanata log's timeline interns a label per instruction, nearly all distinct. */
+#define NAME_BLOCK ((size_t)64 << 10)
+
+static char *name_copy(struct names *nm, const char *s, size_t len)
+{
+	if (len + 1 > nm->arena_left) {
+		size_t room = len + 1 > NAME_BLOCK ? len + 1 : NAME_BLOCK;
+		char *b = malloc(sizeof(char *) + room);
+		if (!b)
+			return NULL;
+		memcpy(b, &nm->arena, sizeof nm->arena);   /* the block before, for names_free */
+		nm->arena = b;
+		nm->arena_next = b + sizeof(char *);
+		nm->arena_left = room;
+	}
+	char *c = nm->arena_next;
+	memcpy(c, s, len);
+	c[len] = 0;
+	nm->arena_next += len + 1;
+	nm->arena_left -= len + 1;
+	return c;
+}
+
 uint32_t names_intern(struct names *nm, const char *s, size_t len)
 {
 	if ((nm->n + 1) * 2 > nm->mask + 1 || !nm->map) {
 		size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
-		uint32_t *m = malloc(size * sizeof *m);
+		uint64_t *m = malloc(size * sizeof *m);
 		if (!m)
 			return UINT32_MAX;
 		memset(m, 0xff, size * sizeof *m);
 		for (size_t i = 0; i < nm->n; i++) {
-			size_t k = str_hash(nm->str[i], strlen(nm->str[i])) & (size - 1);
-			while (m[k] != UINT32_MAX)
+			uint64_t h = str_hash(nm->str[i], nm->len[i]);
+			size_t k = h & (size - 1);
+			while (m[k] != UINT64_MAX)
 				k = (k + 1) & (size - 1);
-			m[k] = (uint32_t)i;
+			m[k] = (h >> 32) << 32 | i;
 		}
 		free(nm->map);
 		nm->map = m;
 		nm->mask = size - 1;
 	}
-	size_t k = str_hash(s, len) & nm->mask;
-	for (; nm->map[k] != UINT32_MAX; k = (k + 1) & nm->mask) {
-		const char *t = nm->str[nm->map[k]];
-		if (strlen(t) == len && !memcmp(t, s, len))
-			return nm->map[k];
+	/* a probe compares the slot's hash bits first: the string is a miss away */
+	uint64_t h = str_hash(s, len);
+	size_t k = h & nm->mask;
+	for (; nm->map[k] != UINT64_MAX; k = (k + 1) & nm->mask) {
+		uint32_t id = (uint32_t)nm->map[k];
+		if (nm->map[k] >> 32 == h >> 32 && nm->len[id] == len && !memcmp(nm->str[id], s, len))
+			return id;
 	}
+	if (len >= UINT32_MAX || nm->n >= UINT32_MAX - 1)
+		return UINT32_MAX;
 	if (nm->n == nm->cap) {
 		size_t nc = nm->cap ? nm->cap * 2 : 256;
 		char **ns = realloc(nm->str, nc * sizeof *ns);
 		if (!ns)
 			return UINT32_MAX;
 		nm->str = ns;
+		uint32_t *nl = realloc(nm->len, nc * sizeof *nl);
+		if (!nl)
+			return UINT32_MAX;
+		nm->len = nl;
 		nm->cap = nc;
 	}
-	char *c = malloc(len + 1);
+	char *c = name_copy(nm, s, len);
 	if (!c)
 		return UINT32_MAX;
-	memcpy(c, s, len);
-	c[len] = 0;
 	nm->str[nm->n] = c;
-	nm->map[k] = (uint32_t)nm->n;
+	nm->len[nm->n] = (uint32_t)len;
+	nm->map[k] = (h >> 32) << 32 | nm->n;
 	return (uint32_t)nm->n++;
 }
 

@@ -63,6 +63,7 @@ static void *ahead_main(void *arg)
 		a->busy = 1;
 		pthread_mutex_unlock(&a->lock);
 		void *table = NULL;
+		int is_table = t.what == AH_TABLE || t.what == AH_TABLE_HUGE;
 		if (t.what == AH_POPULATE)
 			populate(t.addr, t.len);
 		else if (t.what == AH_FREE)
@@ -74,12 +75,12 @@ static void *ahead_main(void *arg)
 		else
 			table = tk_calloc_written(1, t.len);
 		pthread_mutex_lock(&a->lock);
-		if (t.what == AH_TABLE || t.what == AH_TABLE_HUGE) {
+		if (is_table) {
 			a->table = table;
 			__atomic_store_n(&a->table_pending, 0, __ATOMIC_RELEASE);
 		}
 		a->busy = 0;
-		if (!a->n || t.what == AH_TABLE || t.what == AH_TABLE_HUGE)
+		if (!a->n || is_table)
 			pthread_cond_broadcast(&a->done);
 	}
 	pthread_mutex_unlock(&a->lock);

@@ -281,11 +281,50 @@ static void test_folded_deep(void **state)
 	free(ev);
 }
 
+/* The name table the writers share: each distinct string one id, in order of first sight,
+ * the same id again however the table has grown, its bytes and length kept (a string
+ * longer than a block of the store, one with a NUL inside, strings differing in their
+ * last byte only). */
+static void test_names_intern(void **state)
+{
+	(void)state;
+	struct names nm;
+	enum { N = 100000 };
+	char buf[64], *big = malloc(70000);
+	assert_non_null(big);
+	memset(big, 'x', 70000);
+	assert_int_equal(names_init(&nm, NULL), 0);
+	assert_int_equal(names_intern(&nm, "", 0), 0);
+	/* longer ones first ("label 10" before "label 1"): in the probes of a short one there
+	 * are then strings it begins, which a comparison of its bytes alone would take */
+	for (uint32_t i = 1; i <= N; i++) {
+		int n = snprintf(buf, sizeof buf, "label %u", N - i);
+		assert_int_equal(names_intern(&nm, buf, (size_t)n), i);
+	}
+	assert_int_equal(names_intern(&nm, big, 70000), N + 1);
+	assert_int_equal(names_intern(&nm, "a\0b", 3), N + 2);
+	assert_int_equal(names_intern(&nm, "a", 1), N + 3);   /* a prefix of the one before */
+	for (uint32_t i = 1; i <= N; i++) {
+		int n = snprintf(buf, sizeof buf, "label %u", N - i);
+		assert_int_equal(names_intern(&nm, buf, (size_t)n), i);
+		assert_string_equal(names_str(&nm, i), buf);
+	}
+	assert_int_equal(names_intern(&nm, big, 70000), N + 1);
+	assert_int_equal(strlen(names_str(&nm, N + 1)), 70000);
+	assert_int_equal(names_intern(&nm, "a\0b", 3), N + 2);
+	assert_memory_equal(names_str(&nm, N + 2), "a\0b", 4);
+	assert_int_equal(names_intern(&nm, "a\0c", 3), N + 4);
+	assert_string_equal(names_str(&nm, 0), "");
+	names_free(&nm);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_folded_matches_reference),
 		cmocka_unit_test(test_folded_deep),
+		cmocka_unit_test(test_names_intern),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

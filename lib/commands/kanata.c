@@ -282,13 +282,26 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 					.nthreads = tk_cmd_jobs(c) };
 	int err, rc;
 	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
+	struct tk_relay *relay = NULL;
 	if (!t)
 		return err;
-	if (!(d = tk_kanata_decoder_new(tk_timeline_sink(t), &err))) {
+	/* -j N: the log is read in order (its instructions live across any cut), so the
+	 * reader and the timeline run at once on two threads instead */
+	if (tk_cmd_jobs(c) > 1 && !(relay = tk_relay_new(tk_timeline_sink(t), &err))) {
+		tk_timeline_free(t);
+		return err;
+	}
+	if (!(d = tk_kanata_decoder_new(relay ? tk_relay_sink(relay) : tk_timeline_sink(t), &err))) {
+		tk_relay_free(relay);
 		tk_timeline_free(t);
 		return err;
 	}
 	rc = tk_kanata_decode(d, in);
+	if (relay) {
+		int rrc = tk_relay_finish(relay);
+		rc = rc < 0 ? rc : rrc;
+		tk_relay_free(relay);
+	}
 	int frc = tk_timeline_finish(t);
 	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
 	if (rc >= 0)

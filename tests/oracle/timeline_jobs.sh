@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Timelines (convert --to perfetto|chrome) at -j 1, 2 and 3 are the same bytes, on inputs
 # whose chunks end inside calls. With -j N the writer formats its slices on a thread of its
-# own, and Intel PT's chunks hold their events thinned (the executed blocks that change
+# own (a Kanata log's reader feeds it through a relay thread, lib/common/relay.c), and
+# Intel PT's chunks hold their events thinned (the executed blocks that change
 # nothing merged away) until their turn; neither may change a byte.
 # - Intel PT of tests/data/seams/lj.c (calls abandoned by longjmp, ended by a return far
 #   below them) in chunks of 300 bytes and in one: every chunk starts inside run() and most

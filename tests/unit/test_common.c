@@ -1,6 +1,6 @@
 /* lib/common: input (plain, gzip, zstd, stdin-like pipes, truncated), buffer formatting,
  * worker pool ordering, gap bookkeeping, error names, the memory helper (ahead.c), the
- * radix sorts (sort.c). */
+ * radix sorts (sort.c), the relay's thread (relay.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -451,6 +451,95 @@ static void test_pool_ordered(void **state)
 	free(m4);
 }
 
+/* The relay's consumer: checks each event against the order the producer made them in,
+ * payloads included, and fails on request after FAIL_AT events. */
+struct relay_check {
+	uint64_t seen, fail_at;
+	int bad;
+};
+
+static int relay_check_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct relay_check *c = ctx;
+
+	for (size_t i = 0; i < n; i++, c->seen++) {
+		char want[32];
+		int len = snprintf(want, sizeof want, "label %llu", (unsigned long long)c->seen);
+		if (ev[i].addr != c->seen)
+			c->bad = 1;
+		if (ev[i].kind == TK_EV_TYPED &&
+		    (ev[i].count != (uint64_t)len || memcmp(ev[i].data, want, (size_t)len)))
+			c->bad = 1;
+		if (c->seen == c->fail_at)
+			return -TK_E_BAD_FORMAT;
+	}
+	return 0;
+}
+
+/* Events sent in uneven groups from a buffer the producer rewrites right away: every third
+ * one a label whose text lives in that buffer only during the call. */
+static int relay_produce(struct tk_sink s, uint64_t total)
+{
+	struct tk_event ev[37];
+	char text[37][32];
+	uint64_t id = 0;
+
+	while (id < total) {
+		size_t n = 1 + (size_t)(id % 37);
+		if (n > total - id)
+			n = (size_t)(total - id);
+		for (size_t i = 0; i < n; i++, id++) {
+			ev[i] = (struct tk_event){ .kind = TK_EV_STAGE_BEGIN, .addr = id };
+			if (id % 3 == 0) {
+				int len = snprintf(text[i], sizeof text[i], "label %llu", (unsigned long long)id);
+				ev[i].kind = TK_EV_TYPED;
+				ev[i].data = text[i];
+				ev[i].count = (uint64_t)len;
+			}
+		}
+		int rc = s.events(s.ctx, ev, n);
+		memset(text, 'x', sizeof text);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void test_relay(void **state)
+{
+	(void)state;
+	struct relay_check c = { .fail_at = UINT64_MAX };
+	int err;
+	struct tk_relay *r = tk_relay_new((struct tk_sink){ relay_check_events, &c, NULL }, &err);
+
+	assert_non_null(r);
+	assert_int_equal(relay_produce(tk_relay_sink(r), 100000), 0);
+	assert_int_equal(tk_relay_finish(r), 0);
+	tk_relay_free(r);
+	assert_int_equal(c.seen, 100000);
+	assert_false(c.bad);
+
+	/* the consumer's error stops the producer (at a later call) and is what finish says;
+	 * nothing after it reaches the consumer */
+	c = (struct relay_check){ .fail_at = 30000 };
+	r = tk_relay_new((struct tk_sink){ relay_check_events, &c, NULL }, &err);
+	assert_non_null(r);
+	assert_int_equal(relay_produce(tk_relay_sink(r), 10000000), -TK_E_BAD_FORMAT);
+	assert_int_equal(tk_relay_finish(r), -TK_E_BAD_FORMAT);
+	tk_relay_free(r);
+	assert_int_equal(c.seen, 30000);
+	assert_false(c.bad);
+
+	/* nothing sent; and freed without finish */
+	r = tk_relay_new((struct tk_sink){ relay_check_events, &c, NULL }, &err);
+	assert_non_null(r);
+	assert_int_equal(tk_relay_finish(r), 0);
+	tk_relay_free(r);
+	r = tk_relay_new((struct tk_sink){ relay_check_events, &c, NULL }, &err);
+	assert_int_equal(relay_produce(tk_relay_sink(r), 5000), 0);
+	tk_relay_free(r);
+}
+
 static void test_gap_stats(void **state)
 {
 	(void)state;
@@ -828,6 +917,7 @@ int main(void)
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
+		cmocka_unit_test(test_relay),
 		cmocka_unit_test(test_gap_stats),
 		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_errors_and_leb),

@@ -171,6 +171,17 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
 /* Hand V's events to SINK, then empty V (its memory freed). */
 int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink);
 
+/* A sink whose events reach SINK on a thread of its own (lib/common/relay.c): a producer
+ * that must run in order overlaps its consumer. Events and their payloads are copied; the
+ * relay's sink returns SINK's first error. finish waits until SINK has every event and
+ * returns that error (or 0); free also stops the thread. No other call may reach SINK's
+ * consumer until finish has returned. */
+struct tk_relay;
+struct tk_relay *tk_relay_new(struct tk_sink sink, int *err);
+struct tk_sink tk_relay_sink(struct tk_relay *r);
+int tk_relay_finish(struct tk_relay *r);
+void tk_relay_free(struct tk_relay *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -136,7 +136,9 @@ struct tk_timeline_opts {
 	uint64_t max_events;      /* at most this many slices begun; 0 = 10 million */
 	const char *process_name; /* name of the process track (default "trace") */
 	/* Pipeline events (TK_EV_INSN_BEGIN .. TK_EV_FLUSH): the name of stage number STAGE and
-	 * of its lane (*lane, may stay NULL); NULL callback or result: "stage N", "lane N". */
+	 * of its lane (*lane, may stay NULL); NULL callback or result: "stage N", "lane N".
+	 * Once a stage has a name, it and the strings stay the same until the timeline is
+	 * freed (the timeline keeps them per stage). */
 	const char *(*stage_name)(void *ctx, unsigned stage, const char **lane);
 	void *stage_ctx;
 	/* Chrome JSON: times are written relative to this tick (the trace's start: JSON

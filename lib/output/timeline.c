@@ -684,7 +684,18 @@ struct u64map {
 	size_t mask, n;
 };
 
+/* A stage's names as the callback gave them, and its name's interned id (UINT32_MAX: not
+ * yet): asked once instead of at every slice. */
+#define PL_STAGES_KEPT 256
+struct pl_stage_name {
+	const char *sname, *lname;
+	size_t slen;
+	uint32_t nm;
+	uint8_t known;
+};
+
 struct pl {
+	struct pl_stage_name stage_names[PL_STAGES_KEPT];
 	struct pl_insn *in;       /* pool of live instructions */
 	size_t nin, cin;
 	uint32_t *free_in;
@@ -783,12 +794,25 @@ static struct pl_insn *pl_find(struct pl *p, uint64_t id)
 	return v ? &p->in[*v - 1] : NULL;
 }
 
-static void pl_stage_names(const struct tk_timeline *t, unsigned stage, const char **sname,
-			   const char **lname)
+/* Stage STAGE's names (see tk_timeline_opts.stage_name); its entry in the kept ones, or
+ * NULL past them. */
+static struct pl_stage_name *pl_stage_names(const struct tk_timeline *t, unsigned stage,
+					    const char **sname, const char **lname)
 {
+	struct pl_stage_name *k = stage < PL_STAGES_KEPT ? &t->pl->stage_names[stage] : NULL;
+
+	if (k && k->known) {
+		*sname = k->sname;
+		*lname = k->lname;
+		return k;
+	}
 	*sname = *lname = NULL;
 	if (t->o.stage_name)
 		*sname = t->o.stage_name(t->o.stage_ctx, stage, lname);
+	if (k)
+		*k = (struct pl_stage_name){ *sname, *lname, *sname ? strlen(*sname) : 0,
+					     UINT32_MAX, 1 };
+	return k;
 }
 
 /* The track of (thread, row, lane), named by LNAME (NULL: the number); started on first use. */
@@ -1065,22 +1089,28 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 				if (!pl_clip(t, &sb, &se))
 					continue;
 				char buf[24];
-				pl_stage_names(t, s->stage, &sn, &ln);
+				struct pl_stage_name *k = pl_stage_names(t, s->stage, &sn, &ln);
 				struct tl_track *tr = s->lane ? pl_track(t, in->thread, in->row, s->lane, ln) : row;
 				if (!tr)
 					return -TK_E_NOMEM;
+				size_t sl = k && sn ? k->slen : 0;
 				if (!sn) {
 					snprintf(buf, sizeof buf, "stage %u", s->stage);
 					sn = buf;
+					sl = strlen(buf);
+				} else if (!k) {
+					sl = strlen(sn);
 				}
 				t->slices++;
 				if (t->o.kind == TK_TIMELINE_CHROME) {
-					rc = pl_chrome_x(t, in->thread, tr, sn, strlen(sn), sb, se, NULL);
+					rc = pl_chrome_x(t, in->thread, tr, sn, sl, sb, se, NULL);
 					continue;
 				}
-				uint32_t nm = names_intern(&t->names, sn, strlen(sn));
+				uint32_t nm = k && k->nm != UINT32_MAX ? k->nm : names_intern(&t->names, sn, sl);
 				if (nm == UINT32_MAX)
 					return -TK_E_NOMEM;
+				if (k)
+					k->nm = nm;   /* the same string each time: "stage N" too */
 				if ((rc = pf_slice(t, tr, 1, nm, to_ns(t, sb))) >= 0)
 					rc = pf_slice(t, tr, 0, 0, to_ns(t, se));
 			}

@@ -14,13 +14,20 @@
 # measured one.
 # Optional cases (not run by default): xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
-# is built on the main thread) and llvm-prof (profile of libLLVM's O2 pipeline as
+# is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
+# libLLVM, as bench/ipt-flow.sh's llvm-walk) and llvm-prof (profile of libLLVM's O2 pipeline as
 # bench/ipt-flow.sh records it: run that first, its recording is reused).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias.
+# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof) what this machine
+# gives two independent halves of the work: the trace cut at the first PSB past its middle,
+# one `-j 1` process per half, both started at once (RUNS rounds of -j 1, -j 2 and the
+# halves, interleaved). Those processes share nothing but the cores, caches and memory, so
+# -j 1 / halves is the -j 2 speed-up this machine allows without doing less work than -j 1.
 # usage: bench/scaling.sh [CASES]   (CASES: any of the above, default "xray kanata ipt"; env
-#        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling))
+#        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling),
+#        BENCH_HALVES)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +49,14 @@ make_ipt() {
 		"$SRC/build/libtracekit.a" $TK_STATIC_LIBS
 	./ptgen walk.pt 100 >walk.args 2>/dev/null
 }
+make_llvm_walk() {
+	[ -s llvm-walk.pt ] && return
+	local lib
+	lib=$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1[0-9].so.1 2>/dev/null | tail -n 1)
+	[ -n "$lib" ] || { echo "llvm-walk: no libLLVM" >&2; return 1; }
+	make_ipt
+	./ptgen llvm-walk.pt 100 "$lib" >llvm-walk.args 2>/dev/null
+}
 
 make_llvm() {
 	[ -s llvm.pt ] && return
@@ -55,6 +70,50 @@ make_llvm() {
 # phases CMD...: "S M J" seconds from one run's TK_PHASES line
 phases() {
 	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -n 's/.*= serial \([0-9.]*\) .*+ merge \([0-9.]*\) .*+ jobs \([0-9.]*\) .*/\1 \2 \3/p' | tail -n 1
+}
+
+# halves FILE: FILE cut at the first PSB past its middle, into FILE.a and FILE.b (kept)
+halves() {
+	[ -s "$1.b" ] && [ "$1.b" -nt "$1" ] && return
+	python3 - "$1" <<'PY'
+import sys
+path = sys.argv[1]
+data = open(path, 'rb').read()
+cut = data.find(bytes([0x02, 0x82] * 8), len(data) // 2)
+if cut <= 0:
+    sys.exit(f"{path}: no PSB past the middle")
+open(path + '.a', 'wb').write(data[:cut])
+open(path + '.b', 'wb').write(data[cut:])
+PY
+}
+
+# halves_row NAME CMD... (the trace last, -j as in row): medians of RUNS interleaved rounds
+# of -j 1, -j 2 and two -j 1 processes on the trace's halves started together
+halves_row() {
+	local name=$1; shift
+	local c1=() c2=() i s a b e t1=() t2=() th=()
+	for a in "$@"; do c1+=("${a/#@J/1}"); c2+=("${a/#@J/2}"); done
+	local trace=${c1[-1]} ha=("${c1[@]}") hb=("${c1[@]}")
+	halves "$trace"
+	ha[-1]=$trace.a
+	hb[-1]=$trace.b
+	for ((i = 0; i < RUNS; i++)); do
+		s=$(date +%s.%N); "${c1[@]}" >/dev/null 2>&1 || true
+		a=$(date +%s.%N); "${c2[@]}" >/dev/null 2>&1 || true
+		b=$(date +%s.%N)
+		"${ha[@]}" >/dev/null 2>&1 &
+		"${hb[@]}" >/dev/null 2>&1 || true
+		wait
+		e=$(date +%s.%N)
+		t1+=("$(echo "$a - $s" | bc -l)"); t2+=("$(echo "$b - $a" | bc -l)"); th+=("$(echo "$e - $b" | bc -l)")
+	done
+	python3 - "$name" "${t1[*]}" "${t2[*]}" "${th[*]}" <<'PY'
+import statistics, sys
+name, *cols = sys.argv[1:]
+j1, j2, h = (statistics.median(map(float, c.split())) for c in cols)
+print(f"{name:9} halves: -j1 {j1:6.3f} s  -j2 {j2:6.3f} s  two -j1 on the halves at once {h:6.3f} s | "
+      f"-j2 {j1 / j2:4.2f}x, the halves {j1 / h:4.2f}x (-j2 takes {100 * (j2 / h - 1):+.0f} % over them)")
+PY
 }
 
 row() { # NAME CMD... (with -j J where the J is)
@@ -78,6 +137,9 @@ print(f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (int
       f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | serial {100 * s / tot:4.1f} %, merge "
       f"{100 * m / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, {model(64):5.2f}x at 64")
 PY
+	if [ -n "${BENCH_HALVES:-}" ] && [ "${ROW_PT:-}" = 1 ]; then
+		halves_row "$name" "$@"
+	fi
 }
 
 echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), hyperfine -N -w 2 -r $RUNS, $(date -u +%FT%H:%MZ)"
@@ -85,12 +147,13 @@ for c in $CASES; do
 	case $c in
 	xray) make_xray; row xray "$TK" profile --instr-map xray_prog -j @J -o /dev/null fdr.xray ;;
 	kanata) make_kanata; row kanata "$TK" stats -j @J -o /dev/null inflight.log ;;
-	ipt) make_ipt; row ipt "$TK" decode --stat -j @J $(cat walk.args) walk.pt ;;
+	ipt) make_ipt; ROW_PT=1 row ipt "$TK" decode --stat -j @J $(cat walk.args) walk.pt ;;
 	xray-tl) make_xray; row xray-tl "$TK" convert --to perfetto -j @J -o /dev/null fdr.xray ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
-	ipt-prof) make_ipt; row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
-	llvm-prof) make_llvm && row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
+	ipt-prof) make_ipt; ROW_PT=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
+	llvm-walk) make_llvm_walk && ROW_PT=1 row llvm-walk "$TK" decode --stat -j @J $(tr '\n' ' ' <llvm-walk.args) llvm-walk.pt ;;
+	llvm-prof) make_llvm && ROW_PT=1 row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;
 	esac
 done

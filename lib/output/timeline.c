@@ -1062,12 +1062,23 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 		if (t->slices >= t->max) {
 			t->dropped++;
 		} else {
+			/* (copied, not printed: a million labels through snprintf showed) */
+			static const char flushed[] = " (flushed)", in_flight[] = " (in flight)";
 			char name[PL_LABEL_MAX + 48];
-			int nl = in->label_len ? snprintf(name, sizeof name, "%.*s", (int)in->label_len, in->label)
-					       : snprintf(name, sizeof name, "#%llu", (unsigned long long)in->id);
-			if (how)
-				nl += snprintf(name + nl, sizeof name - (size_t)nl, "%s",
-					       how == 1 ? " (flushed)" : " (in flight)");
+			int nl;
+			if (in->label_len) {
+				nl = (int)strnlen(in->label, in->label_len);   /* as "%.*s" */
+				memcpy(name, in->label, (size_t)nl);
+			} else {
+				nl = snprintf(name, sizeof name, "#%llu", (unsigned long long)in->id);
+			}
+			if (how == 1) {
+				memcpy(name + nl, flushed, sizeof flushed - 1);
+				nl += (int)sizeof flushed - 1;
+			} else if (how) {
+				memcpy(name + nl, in_flight, sizeof in_flight - 1);
+				nl += (int)sizeof in_flight - 1;
+			}
 			const char *sn, *ln = NULL;
 			for (uint32_t i = 0; i < in->nst && !ln; i++)
 				if (!in->st[i].lane)

@@ -640,6 +640,79 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(st, g);
 }
 
+/* -j N timelines: chunks decoded on the workers, each one's events held (thinned by the
+ * timeline: the blocks between calls merged) until its turn, then handed on in order:
+ * the same events as one pass, so the same bytes. */
+struct tl_part {
+	struct tk_event_vec v;
+	const struct tk_sink *to;
+};
+
+struct tl_run {
+	const struct xt *x;
+	uint32_t track;
+	struct tk_sink sink;              /* the timeline's */
+	struct tl_part *parts;            /* per chunk */
+	struct tk_gap_stats *gaps, *part_gaps;
+};
+
+static int tl_hold(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tl_part *pt = ctx;
+
+	if (!pt->to->thin)
+		return tk_event_vec_add(&pt->v, ev, n);
+	int rc = tk_event_vec_reserve(&pt->v, n);
+	if (rc >= 0)
+		pt->v.n += pt->to->thin(pt->to->ctx, ev, n, pt->v.ev + pt->v.n);
+	return rc;
+}
+
+static int tl_work(void *ctx, size_t ci)
+{
+	struct tl_run *r = ctx;
+	struct tl_part *pt = &r->parts[ci];
+
+	pt->to = &r->sink;
+	int rc = tk_xtrace_decode_chunk(r->x->p.t, ci, r->track, 0, (struct tk_sink){ tl_hold, pt, NULL },
+					&r->part_gaps[ci]);
+	release_chunk(r->x, ci);
+	return rc;
+}
+
+static int tl_merge(void *ctx, size_t ci)
+{
+	struct tl_run *r = ctx;
+
+	tk_gap_stats_merge(r->gaps, &r->part_gaps[ci]);
+	return tk_event_vec_flush(&r->parts[ci].v, r->sink);
+}
+
+/* All chunks into SINK: in order on this thread, or with -j N as above. */
+static int tl_decode(const struct xt *x, uint32_t track, struct tk_sink sink, struct tk_gap_stats *gaps)
+{
+	size_t nc = tk_xtrace_nchunks(x->p.t);
+	unsigned nt = tk_cmd_jobs(x->c);
+	int rc = 0;
+
+	if (nt <= 1 || nc <= 1) {
+		for (size_t ci = 0; rc >= 0 && ci < nc; ci++) {
+			rc = tk_xtrace_decode_chunk(x->p.t, ci, track, 0, sink, gaps);
+			release_chunk(x, ci);
+		}
+		return rc;
+	}
+	struct tl_run r = { x, track, sink, calloc(nc, sizeof *r.parts), gaps,
+			    calloc(nc, sizeof *r.part_gaps) };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt };
+	rc = r.parts && r.part_gaps ? tk_pool_run(&po, nc, tl_work, tl_merge, &r) : -TK_E_NOMEM;
+	for (size_t ci = 0; r.parts && ci < nc; ci++)
+		free(r.parts[ci].v.ev);
+	free(r.parts);
+	free(r.part_gaps);
+	return rc;
+}
+
 /* --to perfetto|chrome: calls as slices on the thread's track (time = instruction
  * number), chunk after chunk into the streaming timeline writer. */
 static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in,
@@ -668,8 +741,8 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 		snprintf(name, sizeof name, "%s %u", x.p.name.hint == 13 ? "core" : "thread", track);
 		tk_timeline_track_name(tl, track, name);
 	}
-	for (size_t ci = 0; tl && rc >= 0 && ci < tk_xtrace_nchunks(x.p.t); ci++)
-		rc = tk_xtrace_decode_chunk(x.p.t, ci, track, 0, tk_timeline_sink(tl), &gaps);
+	if (tl)
+		rc = tl_decode(&x, track, tk_timeline_sink(tl), &gaps);
 	if (tl && rc >= 0)
 		rc = tk_timeline_finish(tl);
 	if (tl) {

@@ -3,7 +3,8 @@
 # AArch64, recorded under qemu twice, with a snapshot every 1,024 instructions (over 400
 # chunks) and with one snapshot (one chunk). The environment strings have one length, so
 # both runs execute the same instructions. The call trees and function tables must be the
-# same, and right: main calls run() 40 times, deep() as often as the program counted.
+# same, and right: main calls run() 40 times, deep() as often as the program counted. The
+# many-chunk run's timelines are the same bytes at every -j.
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null || {
@@ -35,4 +36,18 @@ calls() { awk -F, -v n="\"$1\"" '$1 == n {print $2}' "$work/900000.csv"; }
 [ "$(calls deep)" = "$ndeep" ] || { echo "deep: $(calls deep) calls, the program made $ndeep"; exit 1; }
 under=$(python3 "$SRC/tests/tools/calltree_calls.py" "$work/900000.calltree" main run)
 [ "$under" = 40 ] || { echo "main -> run in the call tree: '$under', want one row of 40 calls"; exit 1; }
-echo "xtrace seams: ok ($nsnap snapshots, $ndeep calls of deep)"
+# the timelines of the many-chunk run at -j 1, 2 and 3: the same bytes (chunks decoded on
+# the workers, their events handed on in order), and a slice for every call of deep
+insn=$(ls "$work/002000"/*.xinsndata.bin)
+for to in perfetto chrome; do
+	for j in 1 2 3; do
+		"$TK" convert --to $to -j $j --elf "$work/lj" -o "$work/tl$j.$to" "$insn"
+		cmp -s "$work/tl1.$to" "$work/tl$j.$to" ||
+			{ echo "convert --to $to -j $j differs from -j 1"; exit 1; }
+	done
+done
+slices=$(python3 -c 'import json, sys
+print(sum(1 for e in json.load(open(sys.argv[1]))["traceEvents"]
+          if e.get("ph") == "B" and e.get("name") == "deep"))' "$work/tl1.chrome")
+[ "$slices" = "$ndeep" ] || { echo "timeline: $slices slices of deep, the program made $ndeep calls"; exit 1; }
+echo "xtrace seams: ok ($nsnap snapshots, $ndeep calls of deep, timelines the same at -j 1/2/3)"

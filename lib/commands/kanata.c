@@ -231,7 +231,9 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		const struct tk_format_info *fi, struct tk_buf *out)
 {
-	struct tk_kanata_stats_opts so = { .sz = sizeof so };
+	/* the counts are the statistics' (parsed in parallel at -j N, the same for any N) */
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .jobs = tk_cmd_jobs(c),
+					   .chunk_bytes = c->o->kanata_chunk };
 	struct tk_kanata_stats st;
 	size_t lanes = 0;
 	int rc = tk_kanata_stats_compute(in, &so, &st);

@@ -2,7 +2,7 @@
 # Kanata stats -j N parses each chunk before its starting cycle and line are known and
 # rebases it once they are; a C= line (or a C near the cycle limit) in such a chunk waits for
 # its start. -j 2 and -j 3 must print what -j 1 prints (stdout, stderr, exit status), and
-# --shard I/N + merge too, for: C= lines in every chunk, one right at a seam, one that goes
+# --shard I/N + merge too (and info, whose counts are the statistics'), for: C= lines in every chunk, one right at a seam, one that goes
 # back at a seam (an error), damaged lines at seams, instructions in flight across every
 # seam, and cycles that cross the limit after a seam (the parallel run falls back).
 set -euo pipefail
@@ -40,6 +40,14 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 	[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" && cmp -s "$work/want.err" "$work/got.err" ||
 		{ echo "$label: 3 shards merged differ (exit $rc, -j 1 $want_rc)"
 		  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+	# info's counts are the statistics' too
+	want_rc=0; "$TK" info -j 1 "$f" >"$work/want" 2>&1 || want_rc=$?
+	for j in 2 3; do
+		rc=0; "$TK" info -j "$j" "$f" >"$work/got" 2>&1 || rc=$?
+		[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" ||
+			{ echo "$label: info -j $j differs (exit $rc, -j 1 $want_rc)"
+			  diff "$work/want" "$work/got" | head -5 || true; exit 1; }
+	done
 }
 
 # the byte offset of the line after line N: a chunk size that puts a seam right before it

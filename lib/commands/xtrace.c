@@ -388,6 +388,9 @@ static const char *damage_text(int r)
 	return r == -TK_E_BAD_OPCODE ? "unknown token" : "item runs past the end of the data";
 }
 
+static int dump_chunks(const struct tk_cmd *c, const char *file, const struct xt *x,
+		       struct tk_buf *out, struct tk_gap_stats *gaps);
+
 /* Every token (instruction file) or every snapshot (snapshot file). */
 static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		const struct tk_format_info *fi, struct tk_buf *unused)
@@ -407,46 +410,16 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	}
 	if (fi->id == TK_FMT_XTRACE_SNAP)
 		tk_xtrace_snapfile_text(&b, tk_xtrace_snapfile(x.p.t), o->no_offset, o->quiet);
-	struct tk_progress prog;
-	uint64_t items = 0;
-	tk_cmd_progress_init(c, &prog, file, fi->id == TK_FMT_XTRACE_SNAP ? 0 : x.p.n);
-	for (size_t ci = 0; fi->id != TK_FMT_XTRACE_SNAP && ci < tk_xtrace_nchunks(x.p.t); ci++) {
-		size_t begin, end;
-		struct tk_xtrace_cursor cur;
-		struct tk_xtrace_item it;
-		tk_xtrace_chunk(x.p.t, ci, &begin, &end);
-		tk_xtrace_cursor_init(&cur, x.p.insn, begin, end);
-		for (;;) {
-			int r = tk_xtrace_next(&cur, &it);
-			if (r == 0)
-				break;
-			if (!(++items & 4095))   /* (the clock is read at most every 4096 items) */
-				tk_progress_set(&prog, cur.off);
-			if (r < 0) {
-				size_t at = cur.off, to = skip_damage(&x, &cur, end, &gaps);
-				CMD_ERROR(c, file, at, "%s (token 0x%02x); skipped %zu bytes to the "
-					  "next sync point at 0x%zx", damage_text(r), x.p.insn[at],
-					  to - at, to);
-				if (!o->quiet)
-					tk_buf_printf(&b, "%016zx  GAP %zu bytes\n", at, to - at);
-				tk_xtrace_cursor_init(&cur, x.p.insn, to, end);
-				continue;
-			}
-			if (o->quiet)
-				continue;
-			if (!o->no_offset) {
-				tk_buf_hex(&b, it.offset, 16);
-				tk_buf_puts(&b, "  ");
-			}
-			tk_xtrace_item_text(&b, &it);
-			tk_buf_putc(&b, '\n');
-		}
-	}
-	tk_progress_finish(&prog);
-	rc = c->out_close(&b);
+	if (fi->id != TK_FMT_XTRACE_SNAP)
+		rc = dump_chunks(c, file, &x, &b, &gaps);
+	int st = c->out_close(&b);
 	int g = xt_report(&x, file, &gaps);
 	xt_close(&x);
-	return tk_cmd_max(rc, g);
+	if (rc < 0 && st != TK_EXIT_OUTPUT) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	return tk_cmd_max(st, g);
 }
 
 /* ---- decode: chunks decoded in parallel into memory, written in order ---------------- */
@@ -469,7 +442,54 @@ struct xt_decode {
 	pthread_mutex_t lock;
 	struct tk_a64_disasm *free_dis[1100];
 	size_t n_free;
+	/* -j 1: chunks run in order on this thread, their text straight into OUT and their
+	 * messages at once; else parts' text buffers, emptied ones kept here (a chunk's
+	 * text is tens of MB: fresh pages for each cost more than the copy) */
+	int direct;
+	struct tk_buf spare[16];
+	size_t n_spare;
 };
+
+/* Chunk CI's part begun; *TEXT: where its text goes. */
+static int part_begin(struct xt_decode *d, size_t ci, struct tk_buf **text)
+{
+	struct xt_part *pt = &d->parts[ci];
+	int rc;
+
+	memset(pt, 0, sizeof *pt);
+	if (d->direct) {
+		*text = d->out;
+		return 0;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (d->n_spare)
+		pt->out = d->spare[--d->n_spare];
+	pthread_mutex_unlock(&d->lock);
+	if ((!pt->out.data && (rc = tk_buf_init(&pt->out, -1, 1 << 16)) < 0) ||
+	    (rc = tk_buf_init(&pt->err, -1, 256)) < 0)
+		return rc;
+	*text = &pt->out;
+	return 0;
+}
+
+/* A damaged item at AT in chunk CI, skipped to TO: said at once (-j 1) or kept for the
+ * merge, in order. */
+static void part_damage(struct xt_decode *d, size_t ci, int r, size_t at, size_t to)
+{
+	struct xt_part *pt = &d->parts[ci];
+	char msg[160];
+
+	snprintf(msg, sizeof msg, "%s (token 0x%02x); skipped %zu bytes to the next sync point "
+		 "at 0x%zx", damage_text(r), d->x->p.insn[at], to - at, to);
+	if (d->direct) {
+		CMD_ERROR(d->x->c, d->x->p.insn_path, at, "%s", msg);
+		return;
+	}
+	tk_buf_puts(&pt->err, msg);
+	tk_buf_putc(&pt->err, 0);
+	tk_buf_printf(&pt->err, "%zx", at);
+	tk_buf_putc(&pt->err, 0);
+}
 
 static struct tk_a64_disasm *dis_get(struct xt_decode *d, int *err)
 {
@@ -535,26 +555,21 @@ static int decode_work(void *ctx, size_t ci)
 	struct tk_xtrace_item it;
 	int no_dis = d->o->no_disasm, stat = d->o->stat, rc;
 
-	memset(pt, 0, sizeof *pt);
-	if ((rc = tk_buf_init(&pt->out, -1, 1 << 16)) < 0 || (rc = tk_buf_init(&pt->err, -1, 256)) < 0)
+	struct tk_buf *b;
+	if ((rc = part_begin(d, ci, &b)) < 0)
 		return rc;
 	struct tk_a64_disasm *dis = NULL;
 	if (!no_dis && !stat && !(dis = dis_get(d, &rc)))
 		return rc;
 	tk_xtrace_chunk(d->x->p.t, ci, &begin, &end);
 	tk_xtrace_cursor_init(&c, p, begin, end);
-	struct tk_buf *b = &pt->out;
 	for (;;) {
 		int r = tk_xtrace_next(&c, &it);
 		if (r == 0)
 			break;
 		if (r < 0) {
 			size_t at = c.off, to = skip_damage(d->x, &c, end, &pt->gaps);
-			tk_buf_printf(&pt->err, "%s (token 0x%02x); skipped %zu bytes to the next "
-				      "sync point at 0x%zx", damage_text(r), p[at], to - at, to);
-			tk_buf_putc(&pt->err, 0);
-			tk_buf_printf(&pt->err, "%zx", at);
-			tk_buf_putc(&pt->err, 0);
+			part_damage(d, ci, r, at, to);
 			if (!stat)
 				tk_buf_printf(b, "[gap at offset 0x%zx: %zu bytes skipped]\n", at, to - at);
 			tk_xtrace_cursor_init(&c, p, to, end);
@@ -573,7 +588,7 @@ static int decode_work(void *ctx, size_t ci)
 	}
 	dis_put(d, dis);
 	walked(d, end, &begin);
-	return pt->out.err ? pt->out.err : 0;
+	return b->err;
 }
 
 static int decode_merge(void *ctx, size_t ci)
@@ -588,12 +603,98 @@ static int decode_merge(void *ctx, size_t ci)
 		CMD_ERROR(d->x->c, d->x->p.insn_path, strtoull(off, NULL, 16), "%s", msg);
 		at = (size_t)(off - (const char *)pt->err.data) + strlen(off) + 1;
 	}
-	tk_buf_put(d->out, pt->out.data, pt->out.len);
+	if (!d->direct)
+		tk_buf_put_large(d->out, pt->out.data, pt->out.len);
 	tk_gap_stats_merge(&d->gaps, &pt->gaps);
 	d->insns += pt->insns;
+	pthread_mutex_lock(&d->lock);
+	if (pt->out.data && !pt->out.err && d->n_spare < sizeof d->spare / sizeof d->spare[0]) {
+		pt->out.len = 0;
+		d->spare[d->n_spare++] = pt->out;
+		pt->out = (struct tk_buf){ 0 };
+	}
+	pthread_mutex_unlock(&d->lock);
 	tk_buf_free(&pt->out);
 	tk_buf_free(&pt->err);
 	return d->out->err;
+}
+
+/* The parts' and the spares' buffers freed. */
+static void parts_free(struct xt_decode *d, size_t n)
+{
+	for (size_t i = 0; d->parts && i < n; i++) {
+		tk_buf_free(&d->parts[i].out);
+		tk_buf_free(&d->parts[i].err);
+	}
+	free(d->parts);
+	while (d->n_spare)
+		tk_buf_free(&d->spare[--d->n_spare]);
+}
+
+/* dump's text of chunk CI into its part (see decode_work: the same parts and merge) */
+static int dump_work(void *ctx, size_t ci)
+{
+	struct xt_decode *d = ctx;
+	struct xt_part *pt = &d->parts[ci];
+	const uint8_t *p = d->x->p.insn;
+	size_t begin, end;
+	struct tk_xtrace_cursor cur;
+	struct tk_xtrace_item it;
+	uint64_t items = 0;
+	int rc;
+
+	struct tk_buf *b;
+	if ((rc = part_begin(d, ci, &b)) < 0)
+		return rc;
+	tk_xtrace_chunk(d->x->p.t, ci, &begin, &end);
+	tk_xtrace_cursor_init(&cur, p, begin, end);
+	for (;;) {
+		int r = tk_xtrace_next(&cur, &it);
+		if (r == 0)
+			break;
+		if (!(++items & 65535))
+			walked(d, cur.off, &begin);
+		if (r < 0) {
+			size_t at = cur.off, to = skip_damage(d->x, &cur, end, &pt->gaps);
+			part_damage(d, ci, r, at, to);
+			if (!d->o->quiet)
+				tk_buf_printf(b, "%016zx  GAP %zu bytes\n", at, to - at);
+			tk_xtrace_cursor_init(&cur, p, to, end);
+			continue;
+		}
+		if (d->o->quiet)
+			continue;
+		if (!d->o->no_offset) {
+			tk_buf_hex(b, it.offset, 16);
+			tk_buf_puts(b, "  ");
+		}
+		tk_xtrace_item_text(b, &it);
+		tk_buf_putc(b, '\n');
+	}
+	walked(d, end, &begin);
+	release_chunk(d->x, ci);
+	return b->err;
+}
+
+/* Every chunk's tokens onto OUT in order: with -j N, N chunks at a time into memory. */
+static int dump_chunks(const struct tk_cmd *c, const char *file, const struct xt *x,
+		       struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	size_t nc = tk_xtrace_nchunks(x->p.t);
+	struct xt_decode d = { .o = c->o, .x = (struct xt *)x, .out = out,
+			       .lock = PTHREAD_MUTEX_INITIALIZER,
+			       .direct = tk_cmd_jobs(c) <= 1 || nc <= 1 };
+	int rc;
+
+	if (!(d.parts = calloc(nc ? nc : 1, sizeof *d.parts)))
+		return -TK_E_NOMEM;
+	tk_cmd_progress_init(c, &d.prog, file, x->p.n);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = tk_cmd_jobs(c) };
+	rc = tk_pool_run(&po, nc, dump_work, decode_merge, &d);
+	tk_progress_finish(&d.prog);
+	parts_free(&d, nc);
+	tk_gap_stats_merge(gaps, &d.gaps);
+	return rc;
 }
 
 static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
@@ -613,19 +714,15 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		xt_close(&x);
 		return rc;
 	}
-	struct xt_decode d = { .o = c->o, .x = &x, .out = &out, .lock = PTHREAD_MUTEX_INITIALIZER };
 	size_t nc = tk_xtrace_nchunks(x.p.t);
-	d.parts = calloc(nc, sizeof *d.parts);
+	struct xt_decode d = { .o = c->o, .x = &x, .out = &out, .lock = PTHREAD_MUTEX_INITIALIZER,
+			       .direct = tk_cmd_jobs(c) <= 1 || nc <= 1 };
+	d.parts = calloc(nc ? nc : 1, sizeof *d.parts);
 	tk_cmd_progress_init(c, &d.prog, file, x.p.n);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = tk_cmd_jobs(c) };
 	rc = d.parts ? tk_pool_run(&po, nc, decode_work, decode_merge, &d) : -TK_E_NOMEM;
 	tk_progress_finish(&d.prog);
-	if (d.parts)
-		for (size_t i = 0; i < nc; i++) {
-			tk_buf_free(&d.parts[i].out);
-			tk_buf_free(&d.parts[i].err);
-		}
-	free(d.parts);
+	parts_free(&d, nc);
 	while (d.n_free)
 		tk_a64_disasm_free(d.free_dis[--d.n_free]);
 	if (c->o->stat)

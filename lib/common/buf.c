@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 int tk_buf_init(struct tk_buf *b, int fd, size_t cap)
 {
@@ -27,13 +28,13 @@ void tk_buf_free(struct tk_buf *b)
 	b->len = b->cap = 0;
 }
 
-int tk_buf_flush(struct tk_buf *b)
+/* N bytes at P to B's file; the first error stays in B. */
+static void write_all(struct tk_buf *b, const char *p, size_t n)
 {
 	size_t off = 0;
-	if (b->fd < 0 || b->err)
-		return b->err;
-	while (off < b->len) {
-		ssize_t w = write(b->fd, b->data + off, b->len - off);
+
+	while (off < n) {
+		ssize_t w = write(b->fd, p + off, n - off);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
@@ -43,8 +44,25 @@ int tk_buf_flush(struct tk_buf *b)
 		}
 		off += (size_t)w;
 	}
+}
+
+int tk_buf_flush(struct tk_buf *b)
+{
+	if (b->fd < 0 || b->err)
+		return b->err;
+	write_all(b, b->data, b->len);
 	b->len = 0;
 	return b->err;
+}
+
+void tk_buf_put_large(struct tk_buf *b, const void *p, size_t n)
+{
+	if (b->fd < 0 || n < b->cap) {
+		tk_buf_put(b, p, n);
+		return;
+	}
+	if (tk_buf_flush(b) == 0)
+		write_all(b, p, n);
 }
 
 int tk_buf_reserve_slow(struct tk_buf *b, size_t n)

@@ -159,6 +159,11 @@ static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, 
 	return 0;
 }
 
+/* N bytes at P after B's contents; in fd mode, a block at least as large as B's room is
+ * written straight to the file (after what B holds) instead of copied: a chunk's text of
+ * tens of MB handed on in order. */
+void tk_buf_put_large(struct tk_buf *b, const void *p, size_t n);
+
 /* Events held in memory until their turn: a chunk decoded ahead of the chunks before it. */
 struct tk_event_vec {
 	struct tk_event *ev;

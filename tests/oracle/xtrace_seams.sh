@@ -4,7 +4,8 @@
 # chunks) and with one snapshot (one chunk). The environment strings have one length, so
 # both runs execute the same instructions. The call trees and function tables must be the
 # same, and right: main calls run() 40 times, deep() as often as the program counted. The
-# many-chunk run's timelines are the same bytes at every -j.
+# many-chunk run's timelines are the same bytes at every -j, and so are its dump and decode
+# with damage in several chunks.
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null || {
@@ -50,4 +51,28 @@ slices=$(python3 -c 'import json, sys
 print(sum(1 for e in json.load(open(sys.argv[1]))["traceEvents"]
           if e.get("ph") == "B" and e.get("name") == "deep"))' "$work/tl1.chrome")
 [ "$slices" = "$ndeep" ] || { echo "timeline: $slices slices of deep, the program made $ndeep calls"; exit 1; }
-echo "xtrace seams: ok ($nsnap snapshots, $ndeep calls of deep, timelines the same at -j 1/2/3)"
+# damage in a few chunks: dump and decode print the same text and the same messages, in
+# the same order, at every -j (chunks are read in parallel, their text and messages kept
+# until their turn)
+cp -r "$work/002000" "$work/bad"
+bad=$(ls "$work/bad"/*.xinsndata.bin)
+"$TK" dump -j 1 "$bad" | awk 'NR % 20000 == 10000 {print $1}' | head -n 5 >"$work/offsets"
+python3 - "$bad" "$work/offsets" <<'PY'
+import sys
+path, offsets = sys.argv[1], sys.argv[2]
+data = bytearray(open(path, 'rb').read())
+for line in open(offsets):
+    data[int(line, 16)] = 0   # no item's token is 0
+open(path, 'wb').write(data)
+PY
+for cmd in dump "decode --no-disasm"; do
+	want_rc=0; "$TK" $cmd -j 1 "$bad" >"$work/want" 2>"$work/want.err" || want_rc=$?
+	[ "$want_rc" = 1 ] && [ "$(wc -l <"$work/want.err")" -ge 5 ] ||
+		{ echo "$cmd: the damage was not reported (exit $want_rc)"; cat "$work/want.err"; exit 1; }
+	for j in 2 3; do
+		rc=0; "$TK" $cmd -j $j "$bad" >"$work/got" 2>"$work/got.err" || rc=$?
+		[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" && cmp -s "$work/want.err" "$work/got.err" ||
+			{ echo "$cmd -j $j differs from -j 1 on a damaged trace (exit $rc)"; exit 1; }
+	done
+done
+echo "xtrace seams: ok ($nsnap snapshots, $ndeep calls of deep, timelines, dump and decode the same at -j 1/2/3)"

@@ -10,6 +10,7 @@ static const char usage[] =
 	"  --no-offset   do not print offsets\n"
 	"  -q, --quiet   only check the input; print nothing but errors\n"
 	"  -o FILE       write to FILE\n"
+	"  -j N          threads (xtrace: the stretches between snapshots; the same output)\n"
 	"  --progress    progress also when stderr is no terminal\n"
 	"  --no-progress none, also on a terminal\n"
 	"\n"

@@ -272,6 +272,39 @@ static const char *stage_name(void *ctx, unsigned stage, const char **lane)
 
 /* Chrome / Perfetto: neutral pipeline events into the shared timeline writer, 1 cycle = 1 us.
  * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does. */
+/* A Kanata decoder feeding SINK. -j N: the log is read in order (its instructions live
+ * across any cut), so the reader and the consumer run at once on two threads, through a
+ * relay (*RELAY; NULL at -j 1). */
+static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, struct tk_sink sink,
+					     struct tk_relay **relay, int *err)
+{
+	struct tk_kanata_decoder *d;
+
+	*relay = NULL;
+	if (tk_cmd_jobs(c) > 1 && !(*relay = tk_relay_new(sink, err)))
+		return NULL;
+	if (!(d = tk_kanata_decoder_new(*relay ? tk_relay_sink(*relay) : sink, err))) {
+		tk_relay_free(*relay);
+		*relay = NULL;
+	}
+	return d;
+}
+
+/* The log (IN, or TEXT when not NULL) decoded; with a relay, once the consumer has every
+ * event (its error first). */
+static int decode_all(struct tk_kanata_decoder *d, struct tk_relay *relay, struct tk_input *in,
+		      const struct tk_buf *text)
+{
+	int rc = text ? tk_kanata_decode_bytes(d, text->data, text->len, 1) : tk_kanata_decode(d, in);
+
+	if (relay) {
+		int rrc = tk_relay_finish(relay);
+		rc = rc < 0 ? rc : rrc;
+		tk_relay_free(relay);
+	}
+	return rc;
+}
+
 static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t from, uint64_t to,
 		    int *status)
@@ -284,26 +317,14 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 					.nthreads = tk_cmd_jobs(c) };
 	int err, rc;
 	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
-	struct tk_relay *relay = NULL;
+	struct tk_relay *relay;
 	if (!t)
 		return err;
-	/* -j N: the log is read in order (its instructions live across any cut), so the
-	 * reader and the timeline run at once on two threads instead */
-	if (tk_cmd_jobs(c) > 1 && !(relay = tk_relay_new(tk_timeline_sink(t), &err))) {
+	if (!(d = decoder_new(c, tk_timeline_sink(t), &relay, &err))) {
 		tk_timeline_free(t);
 		return err;
 	}
-	if (!(d = tk_kanata_decoder_new(relay ? tk_relay_sink(relay) : tk_timeline_sink(t), &err))) {
-		tk_relay_free(relay);
-		tk_timeline_free(t);
-		return err;
-	}
-	rc = tk_kanata_decode(d, in);
-	if (relay) {
-		int rrc = tk_relay_finish(relay);
-		rc = rc < 0 ? rc : rrc;
-		tk_relay_free(relay);
-	}
+	rc = decode_all(d, relay, in, NULL);
 	int frc = tk_timeline_finish(t);
 	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
 	if (rc >= 0)
@@ -381,6 +402,7 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 				     .size = tk_input_file_size(in), .top = o->top,
 				     .stage_name = stage_name, .stage_ctx = &d };
 	struct tk_report *r;
+	struct tk_relay *relay = NULL;
 	struct tk_buf out;
 	int err, rc, status;
 
@@ -389,12 +411,12 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 		CMD_ERROR(c, NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
 		return TK_EXIT_USAGE;
 	}
-	if (!(r = tk_report_new(&ro, &err)) || !(d = tk_kanata_decoder_new(tk_report_sink(r), &err))) {
+	if (!(r = tk_report_new(&ro, &err)) || !(d = decoder_new(c, tk_report_sink(r), &relay, &err))) {
 		tk_report_free(r);
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		return TK_EXIT_INPUT;
 	}
-	rc = text ? tk_kanata_decode_bytes(d, text->data, text->len, 1) : tk_kanata_decode(d, in);
+	rc = decode_all(d, relay, in, text);
 	if (rc < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = TK_EXIT_INPUT;

@@ -10,7 +10,8 @@
 #   an end for every begin
 # - the branch trace it was converted from
 # - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks)
-# - a Kanata log with instructions in flight across every chunk
+# - a Kanata log with instructions in flight across every chunk (its timelines and its
+#   report page)
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 W=$(mktemp -d)
@@ -81,5 +82,12 @@ fi
 python3 "$SRC/bench/kanata-inflight.py" 1 big.log >/dev/null
 head -n 40000 big.log >inflight.log
 same "Kanata" TK_NONE=1 TK_NONE=1 inflight.log
+# the Kanata report's page goes through the same relay at -j N
+"$TK" report -j 1 -q -o want.html inflight.log
+for j in 2 3; do
+	"$TK" report -j $j -q -o got.html inflight.log
+	if cmp -s want.html got.html; then ok "Kanata report -j $j: same bytes"
+	else bad "Kanata report -j $j: differs"; fi
+done
 
 exit $fail

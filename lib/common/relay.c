@@ -109,8 +109,14 @@ static int hand_over(struct tk_relay *r)
 	if (err)
 		return err;
 	if (!r->cur && (!(r->cur = calloc(1, sizeof *r->cur)) ||
-			!(r->cur->ev = malloc(RELAY_EVENTS * sizeof *r->cur->ev))))
+			!(r->cur->ev = malloc(RELAY_EVENTS * sizeof *r->cur->ev)))) {
+		/* no batch to fill: every later call says so too */
+		pthread_mutex_lock(&r->lock);
+		if (!r->err)
+			__atomic_store_n(&r->err, -TK_E_NOMEM, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&r->lock);
 		return -TK_E_NOMEM;
+	}
 	return 0;
 }
 

@@ -10,8 +10,9 @@
 # - the hostile TNT stream of tests/oracle/ipt_decode_memory.sh: each 4 KiB chunk makes
 #   ~12 MB of text, so workers wait for their turn and hand their text on themselves
 # - XRay FDR logs (profile, --to account, convert --to perfetto) and a Kanata log of 600 KB
-#   in small chunks (stats, convert --to chrome); PT convert --to perfetto|chrome too
-#   (the timeline's formatter thread)
+#   in small chunks (stats, info, convert --to chrome and report: the relay's thread); PT
+#   convert --to perfetto|chrome too (the timeline's formatter thread)
+# - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
 # - one decode with the progress line on a terminal (script -qc)
 # Fails on any ThreadSanitizer report, or on an output that differs from -j 1's.
 set -euo pipefail
@@ -40,6 +41,8 @@ done
 python3 "$src/tests/tools/mkperf.py" adj.data --queue 0:4242:lj.pt --snapshot 8192:8192 "${modargs[@]}"
 python3 "$src/tests/tools/hostile_tnt.py" .
 bash "$src/bench/kanata-gen.sh" "$src/tests/data/kanata/kanata-sample-1.log" 3000 k.log
+python3 "$src/bench/xtrace-gen.py" xt 30 >/dev/null
+xt=$(ls xt/*.xinsndata.bin)
 
 fails=0
 # check NAME CMD...: -j 1's output against -j 2's (pipe) and -j 3's (file); -j 2 into
@@ -91,7 +94,12 @@ done
 for chunk in 4096 8192 16384 65536; do
 	TK_KANATA_CHUNK=$chunk check "kanata$chunk" stats k.log
 	TK_KANATA_CHUNK=$chunk check "kanata-chrome$chunk" convert --to chrome -o /dev/stdout k.log
+	TK_KANATA_CHUNK=$chunk check "kanata-info$chunk" info k.log
 done
+check "kanata-report" report -o /dev/stdout k.log
+# xtrace: chunks between snapshots on the pool (dump's parts, the timeline's held events)
+check "xtrace-dump" dump -q "$xt"
+check "xtrace-chrome" convert --to chrome -o /dev/stdout "$xt"
 # the progress line drawn on a terminal (stdout a file)
 script -qc "$(printf '%q ' "$tk" decode -j 2 --progress -o pty.txt "${elfargs[@]}" lj.pt)" \
 	/dev/null >pty.log </dev/null || true

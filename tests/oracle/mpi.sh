@@ -11,7 +11,8 @@ mpi="$BUILD/tracekit-mpi"
 	"installs libopenmpi-dev)"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-run() { timeout 120 mpirun --oversubscribe --allow-run-as-root -np "$@"; }
+# (-k: a launcher that ignores the TERM is killed, so a hang fails this step, not the test's timeout)
+run() { timeout -k 10 120 mpirun --oversubscribe --allow-run-as-root -np "$@"; }
 # under ASan, no leak check: Open MPI's components (dlopen'ed, unloaded at exit, so their
 # frames cannot be named in a suppression) keep memory to the end by design. tracekit-mpi's
 # own code (cli_shard_build, cli_merge_partials) is leak-checked through shards.sh.
@@ -78,7 +79,7 @@ grep -q "missing.xray" "$work/err" || { echo "unreadable input: not named"; cat 
 # an environment that is not this job's (rank 1 of 2 here, where MPI starts a job of one
 # without mpirun) must not leave out the other half
 "$TK" profile -j 1 --to csv --elf "$work/lj:$bias" "$work/lj.pt" >"$work/want"
-PMI_RANK=1 PMI_SIZE=2 timeout 120 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" \
+PMI_RANK=1 PMI_SIZE=2 timeout -k 10 120 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" \
 	"$work/lj.pt" >"$work/got" 2>"$work/err" || { echo "wrong launcher rank: failed"; cat "$work/err"; exit 1; }
 cmp -s "$work/want" "$work/got" || { echo "wrong launcher rank: differs from -j 1"; exit 1; }
 echo "mpi: ok"

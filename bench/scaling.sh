@@ -87,6 +87,14 @@ open(path + '.b', 'wb').write(data[cut:])
 PY
 }
 
+# quiet_run CMD...: output discarded; exit status 1 (data skipped) counts as done, a worse
+# one stops the benchmark (a time of a failed run would mean nothing)
+quiet_run() {
+	local rc=0
+	"$@" >/dev/null 2>&1 || rc=$?
+	[ "$rc" -le 1 ] || { echo "failed ($rc): $*" >&2; exit 1; }
+}
+
 # halves_row NAME CMD... (the trace last, -j as in row): medians of RUNS interleaved rounds
 # of -j 1, -j 2 and two -j 1 processes on the trace's halves started together
 halves_row() {
@@ -98,12 +106,13 @@ halves_row() {
 	ha[-1]=$trace.a
 	hb[-1]=$trace.b
 	for ((i = 0; i < RUNS; i++)); do
-		s=$(date +%s.%N); "${c1[@]}" >/dev/null 2>&1 || true
-		a=$(date +%s.%N); "${c2[@]}" >/dev/null 2>&1 || true
+		s=$(date +%s.%N); quiet_run "${c1[@]}"
+		a=$(date +%s.%N); quiet_run "${c2[@]}"
 		b=$(date +%s.%N)
-		"${ha[@]}" >/dev/null 2>&1 &
-		"${hb[@]}" >/dev/null 2>&1 || true
-		wait
+		quiet_run "${ha[@]}" &
+		local bg=$!
+		quiet_run "${hb[@]}"
+		wait "$bg"
 		e=$(date +%s.%N)
 		t1+=("$(echo "$a - $s" | bc -l)"); t2+=("$(echo "$b - $a" | bc -l)"); th+=("$(echo "$e - $b" | bc -l)")
 	done

@@ -270,8 +270,6 @@ static const char *stage_name(void *ctx, unsigned stage, const char **lane)
 	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
 }
 
-/* Chrome / Perfetto: neutral pipeline events into the shared timeline writer, 1 cycle = 1 us.
- * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does. */
 /* A Kanata decoder feeding SINK. -j N: the log is read in order (its instructions live
  * across any cut), so the reader and the consumer run at once on two threads, through a
  * relay (*RELAY; NULL at -j 1). */
@@ -305,6 +303,8 @@ static int decode_all(struct tk_kanata_decoder *d, struct tk_relay *relay, struc
 	return rc;
 }
 
+/* Chrome / Perfetto: neutral pipeline events into the shared timeline writer, 1 cycle = 1 us.
+ * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does. */
 static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t from, uint64_t to,
 		    int *status)

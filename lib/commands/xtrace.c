@@ -757,12 +757,7 @@ static int tl_hold(void *ctx, const struct tk_event *ev, size_t n)
 {
 	struct tl_part *pt = ctx;
 
-	if (!pt->to->thin)
-		return tk_event_vec_add(&pt->v, ev, n);
-	int rc = tk_event_vec_reserve(&pt->v, n);
-	if (rc >= 0)
-		pt->v.n += pt->to->thin(pt->to->ctx, ev, n, pt->v.ev + pt->v.n);
-	return rc;
+	return tk_event_vec_add_thin(&pt->v, pt->to, ev, n);
 }
 
 static int tl_work(void *ctx, size_t ci)

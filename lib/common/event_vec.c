@@ -33,6 +33,17 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n)
 	return 0;
 }
 
+int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
+			  size_t n)
+{
+	if (!to->thin)
+		return tk_event_vec_add(v, ev, n);
+	int rc = tk_event_vec_reserve(v, n);
+	if (rc >= 0)
+		v->n += to->thin(to->ctx, ev, n, v->ev + v->n);
+	return rc;
+}
+
 int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink)
 {
 	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;

@@ -796,7 +796,7 @@ static struct pl_insn *pl_find(struct pl *p, uint64_t id)
 
 /* Stage STAGE's names (see tk_timeline_opts.stage_name); its entry in the kept ones, or
  * NULL past them. */
-static struct pl_stage_name *pl_stage_names(const struct tk_timeline *t, unsigned stage,
+static struct pl_stage_name *pl_stage_names(struct tk_timeline *t, unsigned stage,
 					    const char **sname, const char **lname)
 {
 	struct pl_stage_name *k = stage < PL_STAGES_KEPT ? &t->pl->stage_names[stage] : NULL;
@@ -1104,13 +1104,12 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 				struct tl_track *tr = s->lane ? pl_track(t, in->thread, in->row, s->lane, ln) : row;
 				if (!tr)
 					return -TK_E_NOMEM;
-				size_t sl = k && sn ? k->slen : 0;
+				size_t sl;
 				if (!sn) {
-					snprintf(buf, sizeof buf, "stage %u", s->stage);
+					sl = (size_t)snprintf(buf, sizeof buf, "stage %u", s->stage);
 					sn = buf;
-					sl = strlen(buf);
-				} else if (!k) {
-					sl = strlen(sn);
+				} else {
+					sl = k ? k->slen : strlen(sn);
 				}
 				t->slices++;
 				if (t->o.kind == TK_TIMELINE_CHROME) {

@@ -159,8 +159,8 @@ static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, 
 	return 0;
 }
 
-/* N bytes at P after B's contents; in fd mode, a block at least as large as B's room is
- * written straight to the file (after what B holds) instead of copied: a chunk's text of
+/* N bytes at P after B's contents; in fd mode, a block at least as large as B's capacity
+ * is written straight to the file (after what B holds) instead of copied: a chunk's text of
  * tens of MB handed on in order. */
 void tk_buf_put_large(struct tk_buf *b, const void *p, size_t n);
 
@@ -173,6 +173,10 @@ struct tk_event_vec {
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
 /* A sink's events callback: appends to the tk_event_vec CTX. */
 int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
+/* EV[0..n) appended to V as TO's thin keeps them (tk_sink.thin: a chunk's events held
+ * for their turn), or all of them when TO has no thin. */
+int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
+			  size_t n);
 /* Hand V's events to SINK, then empty V (its memory freed). */
 int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink);
 

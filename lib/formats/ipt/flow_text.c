@@ -649,14 +649,8 @@ static int ev_add(void *ctx, const struct tk_event *ev, size_t n)
 	struct tk_event_vec *v = &ec->v;
 	int rc = 0, over;
 
-	if (!r->sink.thin) {
-		if ((rc = tk_event_vec_add(v, ev, n)) < 0)
-			return rc;
-	} else {
-		if ((rc = tk_event_vec_reserve(v, n)) < 0)
-			return rc;
-		v->n += r->sink.thin(r->sink.ctx, ev, n, v->ev + v->n);
-	}
+	if ((rc = tk_event_vec_add_thin(v, &r->sink, ev, n)) < 0)
+		return rc;
 	if (ec->v.n - ec->counted < EV_STEP)
 		return 0;
 	pthread_mutex_lock(&r->turn.lock);

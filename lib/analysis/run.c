@@ -629,12 +629,25 @@ struct tk_prof *tk_run_filter_prof(const struct tk_run_filter *f, struct tk_sym 
 
 /* ---- events in input order -------------------------------------------------------------- */
 
+/* A chunk's events, held (thinned for the sink, payloads copied) until its turn. */
+struct ev_chunk {
+	struct tk_event_vec v;
+	const struct tk_sink *to;
+};
+
 struct ev_run {
 	struct tk_sink sink;
 	int direct;
-	struct tk_event_vec *chunks;
+	struct ev_chunk *chunks;
 	size_t n;
 };
+
+static int ev_hold(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_chunk *c = ctx;
+
+	return tk_event_vec_add_thin(&c->v, c->to, ev, n);
+}
 
 static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
@@ -647,7 +660,8 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	}
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
-	sink->events = tk_event_vec_add;
+	r->chunks[i].to = &r->sink;
+	sink->events = ev_hold;
 	sink->ctx = &r->chunks[i];
 	return 0;
 }
@@ -656,7 +670,7 @@ static int ev_merge(void *ctx, size_t i)
 {
 	struct ev_run *r = ctx;
 
-	return r->direct ? 0 : tk_event_vec_flush(&r->chunks[i], r->sink);
+	return r->direct ? 0 : tk_event_vec_flush(&r->chunks[i].v, r->sink);
 }
 
 int tk_run_events(struct tk_source *s, struct tk_sink sink)
@@ -675,7 +689,7 @@ int tk_run_events(struct tk_source *s, struct tk_sink sink)
 
 	rc = tk_source_run(s, &c);
 	for (size_t i = 0; i < r.n; i++)
-		free(r.chunks[i].ev);
+		tk_event_vec_free(&r.chunks[i].v);
 	free(r.chunks);
 	return rc;
 }

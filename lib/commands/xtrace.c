@@ -799,7 +799,7 @@ static int tl_decode(const struct xt *x, uint32_t track, struct tk_sink sink, st
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt };
 	rc = r.parts && r.part_gaps ? tk_pool_run(&po, nc, tl_work, tl_merge, &r) : -TK_E_NOMEM;
 	for (size_t ci = 0; r.parts && ci < nc; ci++)
-		free(r.parts[ci].v.ev);
+		tk_event_vec_free(&r.parts[ci].v);
 	free(r.parts);
 	free(r.part_gaps);
 	return rc;

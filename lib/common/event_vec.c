@@ -1,5 +1,7 @@
 /* Events held for their turn: the in-order merge of chunks decoded in parallel (the chunk
- * runner, Intel PT's event stream). */
+ * runner, Intel PT's event stream, XRay's and xtrace's timelines) and the batches of the
+ * relay. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,22 +35,78 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n)
 	return 0;
 }
 
+/* Kinds whose data points at COUNT bytes that live only during the sink call (event.h). */
+static int has_payload(const struct tk_event *e)
+{
+	return (e->kind == TK_EV_CUSTOM || e->kind == TK_EV_TYPED) && e->data && e->count;
+}
+
+/* E's payload into V's bytes; E's data holds its offset + 1 (never NULL) until handed on:
+ * the bytes may move as they grow. */
+static int keep_payload(struct tk_event_vec *v, struct tk_event *e)
+{
+	if (v->nbytes + e->count > v->capbytes) {
+		size_t cap = v->capbytes ? v->capbytes : 4096;
+		while (cap < v->nbytes + e->count)
+			cap *= 2;
+		char *p = realloc(v->bytes, cap);
+		if (!p)
+			return -TK_E_NOMEM;
+		v->bytes = p;
+		v->capbytes = cap;
+	}
+	memcpy(v->bytes + v->nbytes, e->data, e->count);
+	e->data = (const void *)(uintptr_t)(v->nbytes + 1);
+	v->nbytes += e->count;
+	return 0;
+}
+
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n)
 {
-	if (!to->thin)
-		return tk_event_vec_add(v, ev, n);
 	int rc = tk_event_vec_reserve(v, n);
-	if (rc >= 0)
+	size_t first = v->n;
+
+	if (rc < 0)
+		return rc;
+	if (to && to->thin) {
 		v->n += to->thin(to->ctx, ev, n, v->ev + v->n);
+	} else {
+		memcpy(v->ev + v->n, ev, n * sizeof(*ev));
+		v->n += n;
+	}
+	for (size_t i = first; i < v->n; i++) {
+		if (has_payload(&v->ev[i]) && (rc = keep_payload(v, &v->ev[i])) < 0) {
+			v->n = i;   /* no event with a payload it does not hold */
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
+{
+	if (v->nbytes)
+		for (size_t i = 0; i < v->n; i++)
+			if (has_payload(&v->ev[i]))
+				v->ev[i].data = v->bytes + ((uintptr_t)v->ev[i].data - 1);
+	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;
+
+	v->n = v->nbytes = 0;
 	return rc;
+}
+
+void tk_event_vec_free(struct tk_event_vec *v)
+{
+	free(v->ev);
+	free(v->bytes);
+	memset(v, 0, sizeof *v);
 }
 
 int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink)
 {
-	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;
+	int rc = tk_event_vec_pass(v, sink);
 
-	free(v->ev);
-	memset(v, 0, sizeof *v);
+	tk_event_vec_free(v);
 	return rc;
 }

@@ -14,11 +14,7 @@
 #define RELAY_WAITING 4     /* batches handed over and not yet taken */
 
 struct batch {
-	struct tk_event *ev;
-	size_t n;
-	char *bytes;            /* payloads; an event's data holds its offset + 1 (never
-				   NULL, as a payload's pointer) until the thread takes it */
-	size_t nbytes, cap;
+	struct tk_event_vec v;  /* payloads copied */
 	struct batch *next;
 };
 
@@ -34,17 +30,10 @@ struct tk_relay {
 	int err, closing, started;
 };
 
-/* Kinds whose data points at a payload of count bytes (event.h). */
-static int has_payload(const struct tk_event *e)
-{
-	return (e->kind == TK_EV_CUSTOM || e->kind == TK_EV_TYPED) && e->data && e->count;
-}
-
 static void batch_free(struct batch *b)
 {
 	if (b) {
-		free(b->ev);
-		free(b->bytes);
+		tk_event_vec_free(&b->v);
 		free(b);
 	}
 }
@@ -65,13 +54,9 @@ static void *relay_main(void *arg)
 		r->waiting--;
 		int err = r->err;
 		pthread_mutex_unlock(&r->lock);
-		if (!err) {
-			for (size_t i = 0; i < b->n; i++)
-				if (has_payload(&b->ev[i]))
-					b->ev[i].data = b->bytes + ((uintptr_t)b->ev[i].data - 1);
-			err = r->sink.events(r->sink.ctx, b->ev, b->n);
-		}
-		b->n = b->nbytes = 0;
+		if (!err)
+			err = tk_event_vec_pass(&b->v, r->sink);
+		b->v.n = b->v.nbytes = 0;
 		pthread_mutex_lock(&r->lock);
 		if (err < 0 && !r->err)
 			__atomic_store_n(&r->err, err, __ATOMIC_RELAXED);  /* read unlocked */
@@ -109,7 +94,7 @@ static int hand_over(struct tk_relay *r)
 	if (err)
 		return err;
 	if (!r->cur && (!(r->cur = calloc(1, sizeof *r->cur)) ||
-			!(r->cur->ev = malloc(RELAY_EVENTS * sizeof *r->cur->ev)))) {
+			tk_event_vec_reserve(&r->cur->v, RELAY_EVENTS) < 0)) {
 		/* no batch to fill: every later call says so too */
 		pthread_mutex_lock(&r->lock);
 		if (!r->err)
@@ -120,24 +105,6 @@ static int hand_over(struct tk_relay *r)
 	return 0;
 }
 
-static int copy_payload(struct batch *b, struct tk_event *e)
-{
-	if (b->nbytes + e->count > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->nbytes + e->count)
-			cap *= 2;
-		char *p = realloc(b->bytes, cap);
-		if (!p)
-			return -TK_E_NOMEM;
-		b->bytes = p;
-		b->cap = cap;
-	}
-	memcpy(b->bytes + b->nbytes, e->data, e->count);
-	e->data = (const void *)(uintptr_t)(b->nbytes + 1);
-	b->nbytes += e->count;
-	return 0;
-}
-
 static int relay_events(void *ctx, const struct tk_event *ev, size_t n)
 {
 	struct tk_relay *r = ctx;
@@ -145,18 +112,13 @@ static int relay_events(void *ctx, const struct tk_event *ev, size_t n)
 
 	if (err)
 		return err;
-	for (size_t i = 0; i < n; i++) {
-		struct batch *b = r->cur;
-		if (b->n == RELAY_EVENTS) {
-			if ((err = hand_over(r)) < 0)
-				return err;
-			b = r->cur;
-		}
-		struct tk_event *e = &b->ev[b->n];
-		*e = ev[i];
-		if (has_payload(e) && (err = copy_payload(b, e)) < 0)
+	for (size_t i = 0; i < n;) {
+		if (r->cur->v.n == RELAY_EVENTS && (err = hand_over(r)) < 0)
 			return err;
-		b->n++;
+		size_t m = RELAY_EVENTS - r->cur->v.n < n - i ? RELAY_EVENTS - r->cur->v.n : n - i;
+		if ((err = tk_event_vec_add_thin(&r->cur->v, NULL, ev + i, m)) < 0)
+			return err;
+		i += m;
 	}
 	return 0;
 }
@@ -172,7 +134,7 @@ struct tk_relay *tk_relay_new(struct tk_sink sink, int *err)
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	if (!(r->cur = calloc(1, sizeof *r->cur)) ||
-	    !(r->cur->ev = malloc(RELAY_EVENTS * sizeof *r->cur->ev)) ||
+	    tk_event_vec_reserve(&r->cur->v, RELAY_EVENTS) < 0 ||
 	    pthread_create(&r->thread, NULL, relay_main, r) != 0) {
 		tk_relay_free(r);
 		return NULL;
@@ -189,7 +151,7 @@ struct tk_sink tk_relay_sink(struct tk_relay *r)
 
 int tk_relay_finish(struct tk_relay *r)
 {
-	int err = r->cur && r->cur->n ? hand_over(r) : 0;
+	int err = r->cur && r->cur->v.n ? hand_over(r) : 0;
 
 	pthread_mutex_lock(&r->lock);
 	r->closing = 1;

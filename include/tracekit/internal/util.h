@@ -164,20 +164,28 @@ static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, 
  * tens of MB handed on in order. */
 void tk_buf_put_large(struct tk_buf *b, const void *p, size_t n);
 
-/* Events held in memory until their turn: a chunk decoded ahead of the chunks before it. */
+/* Events held in memory until their turn: a chunk decoded ahead of the chunks before it.
+ * Events appended with add_thin keep their payloads (copied into BYTES); do not mix them
+ * with tk_event_vec_add's in one vector. */
 struct tk_event_vec {
 	struct tk_event *ev;
 	size_t n, cap;
+	char *bytes;              /* add_thin's payloads */
+	size_t nbytes, capbytes;
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
-/* A sink's events callback: appends to the tk_event_vec CTX. */
+/* A sink's events callback: appends to the tk_event_vec CTX (payloads not kept). */
 int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
 /* EV[0..n) appended to V as TO's thin keeps them (tk_sink.thin: a chunk's events held
- * for their turn), or all of them when TO has no thin. */
+ * for their turn), or all of them when TO is NULL or has no thin; the payloads of
+ * custom and typed events are copied (a producer's are valid only during its call). */
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n);
-/* Hand V's events to SINK, then empty V (its memory freed). */
+/* Hand V's events to SINK, then empty V, keeping its memory for the next chunk. */
+int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink);
+void tk_event_vec_free(struct tk_event_vec *v);
+/* tk_event_vec_pass, then free V's memory. */
 int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink);
 
 /* A sink whose events reach SINK on a thread of its own (lib/common/relay.c): a producer

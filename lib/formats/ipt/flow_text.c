@@ -632,13 +632,12 @@ struct ev_run {
 static int ev_hand(struct ev_chunk *ec)
 {
 	struct ev_run *r = ec->run;
-	int rc = ec->v.n ? r->sink.events(r->sink.ctx, ec->v.ev, ec->v.n) : 0;
+	int rc = tk_event_vec_pass(&ec->v, r->sink);
 
 	pthread_mutex_lock(&r->turn.lock);
 	r->held -= ec->counted;
 	pthread_mutex_unlock(&r->turn.lock);
 	ec->counted = 0;
-	ec->v.n = 0;
 	return rc;
 }
 
@@ -697,7 +696,7 @@ static int ev_merge(void *ctx, size_t i)
 	if (r->nspare < EV_SPARES)
 		r->spare[r->nspare++] = ec->v;
 	else
-		free(ec->v.ev);
+		tk_event_vec_free(&ec->v);
 	pthread_mutex_unlock(&r->turn.lock);
 	memset(&ec->v, 0, sizeof ec->v);
 	turn_done(&r->turn, i, rc < 0);
@@ -729,9 +728,9 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	rc = tk_ipt_flow_decode(buf, len, &o, &c, stats);
 	turn_destroy(&r.turn);
 	for (int64_t i = 0; i < n; i++)
-		free(r.chunks[i].v.ev);
+		tk_event_vec_free(&r.chunks[i].v);
 	for (unsigned i = 0; i < r.nspare; i++)
-		free(r.spare[i].ev);
+		tk_event_vec_free(&r.spare[i]);
 	free(r.chunks);
 	return rc;
 }

@@ -278,6 +278,52 @@ static void test_perfetto(void **state)
 	tk_sym_free(s);
 }
 
+/* Names long enough that a packet's length takes two bytes (and one cut at 512 bytes),
+ * written on the calling thread and on the formatter's: protoc reads every packet. */
+static void test_perfetto_long_names(void **state)
+{
+	(void)state;
+	char mid[151], huge[701];
+	memset(mid, 'm', sizeof mid - 1);
+	mid[sizeof mid - 1] = 0;
+	memset(huge, 'h', sizeof huge - 1);
+	huge[sizeof huge - 1] = 0;
+	struct tk_sym *s = names();
+	tk_sym_set_func(s, 5, mid, 0);
+	tk_sym_set_func(s, 6, huge, 0);
+	struct tk_event ev[8];
+	size_t n = 0;
+	uint64_t t = 1000;
+	E(TK_EV_FUNC_ENTER, 5, 0);
+	t += 10;
+	E(TK_EV_FUNC_ENTER, 6, 0);
+	t += 10;
+	E(TK_EV_FUNC_EXIT, 6, 0);
+	E(TK_EV_FUNC_ENTER, 2, 0);
+	t += 300;
+	E(TK_EV_FUNC_EXIT, 2, 0);
+	E(TK_EV_FUNC_EXIT, 5, 0);
+	for (unsigned nt = 1; nt <= 2; nt++) {
+		struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_PERFETTO, .sym = s,
+					      .nthreads = nt };
+		uint64_t slices, dropped;
+		char *text = perfetto_text(&o, ev, n, &slices, &dropped);
+		char want[600];
+		assert_int_equal(slices, 3);
+		assert_int_equal(count(text, "TYPE_SLICE_BEGIN"), 3);
+		assert_int_equal(count(text, "TYPE_SLICE_END"), 3);
+		snprintf(want, sizeof want, "name: \"%s\"", mid);
+		assert_non_null(strstr(text, want));
+		snprintf(want, sizeof want, "name: \"%.512s\"\n", huge);
+		assert_non_null(strstr(text, want));
+		assert_non_null(strstr(text, "name: \"alpha\""));
+		check_perfetto(text, 1000, t);
+		free(text);
+	}
+	tk_sym_free(s);
+}
+#undef E
+
 static void test_chrome(void **state)
 {
 	(void)state;
@@ -506,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_pprof_roundtrip),
 		cmocka_unit_test(test_text_wide_values),
 		cmocka_unit_test(test_perfetto),
+		cmocka_unit_test(test_perfetto_long_names),
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),
 		cmocka_unit_test(test_timeline_threads_thin),

@@ -112,113 +112,16 @@ static int start_level(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- the stack ------------------------------------------------------------------------- */
 
-static inline size_t ret_hash(uint64_t ret)
+static inline struct tk_retset_stack track_stack(const struct track *t)
 {
-	return (size_t)((ret * 0x9E3779B97F4A7C15ull) >> 32);
-}
-
-static void retset_put(struct retset *r, uint64_t ret, uint32_t n)
-{
-	size_t i = ret_hash(ret) & r->mask;
-	while (r->key[i] && r->key[i] != ret)
-		i = (i + 1) & r->mask;
-	if (!r->key[i]) {
-		r->key[i] = ret;
-		r->used++;
-	}
-	r->cnt[i] += n;
-}
-
-/* Size the set for the stack (a quarter full at most) and drop keys no frame holds. */
-static int retset_rebuild(struct track *t)
-{
-	size_t size = 64;
-	while (size < 4 * (t->rets_depth + 1))
-		size *= 2;
-	uint64_t *key = tk_calloc_written(size, sizeof *key);
-	uint32_t *cnt = tk_calloc_written(size, sizeof *cnt);
-	if (!key || !cnt) {
-		free(key);
-		free(cnt);
-		return -TK_E_NOMEM;
-	}
-	free(t->rets.key);
-	free(t->rets.cnt);
-	t->rets = (struct retset){ .key = key, .cnt = cnt, .mask = size - 1 };
-	for (size_t i = 0; i < t->rets_depth; i++)
-		if (t->st[i].ret)
-			retset_put(&t->rets, t->st[i].ret, 1);
-	return 0;
-}
-
-static inline int retset_add(struct track *t, uint64_t ret)
-{
-	if (2 * (t->rets.used + 1) > t->rets.mask + 1 || !t->rets.key) {
-		int rc = retset_rebuild(t);
-		if (rc < 0)
-			return rc;
-	}
-	retset_put(&t->rets, ret, 1);
-	return 0;
-}
-
-/* Drop one occurrence; a key whose count reaches zero leaves the table (backward-shift
- * deletion), so the table never fills with dead keys and never needs a rebuild for them. */
-static inline void retset_del(struct retset *r, uint64_t ret)
-{
-	size_t i = ret_hash(ret) & r->mask;
-	while (r->key[i] != ret)
-		i = (i + 1) & r->mask;
-	if (--r->cnt[i])
-		return;
-	for (size_t j = i;;) {
-		j = (j + 1) & r->mask;
-		if (!r->key[j])
-			break;
-		size_t h = ret_hash(r->key[j]) & r->mask;
-		/* the key at j may move to the hole at i unless its home lies in (i, j] */
-		if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
-			r->key[i] = r->key[j];
-			r->cnt[i] = r->cnt[j];
-			i = j;
-		}
-	}
-	r->key[i] = 0;
-	r->cnt[i] = 0;
-	r->used--;
-}
-
-static inline int retset_has(const struct retset *r, uint64_t ret)
-{
-	if (!r->key)
-		return 0;
-	size_t i = ret_hash(ret) & r->mask;
-	while (r->key[i] && r->key[i] != ret)
-		i = (i + 1) & r->mask;
-	return r->key[i] != 0;
-}
-
-/* Bring the set up to the whole stack. */
-static int retset_sync(struct track *t)
-{
-	for (; t->rets_depth < t->depth; t->rets_depth++) {
-		uint64_t ret = t->st[t->rets_depth].ret;
-		if (ret && retset_add(t, ret) < 0)
-			return -TK_E_NOMEM;
-	}
-	return 0;
+	return (struct tk_retset_stack){ t->st, sizeof *t->st, offsetof(struct frame, ret) };
 }
 
 static inline void clear_stack(struct track *t)
 {
 	t->depth = t->settled = 0;
 	t->nfocus = t->nexcluded = 0;
-	t->rets_depth = 0;
-	if (t->rets.key) {
-		memset(t->rets.key, 0, (t->rets.mask + 1) * sizeof *t->rets.key);
-		memset(t->rets.cnt, 0, (t->rets.mask + 1) * sizeof *t->rets.cnt);
-		t->rets.used = 0;
-	}
+	tk_retset_clear(&t->rets);
 }
 
 /* TK_PROF_FILTER: the enum tk_prof_match bits of a function, asked once. */
@@ -446,11 +349,7 @@ HOT int pop(struct tk_prof *p, struct track *t, uint64_t time, int complete)
 {
 	struct frame *f = &t->st[--t->depth];
 	struct node *n = &p->nodes[f->node];
-	if (__builtin_expect(t->rets_depth > t->depth, 0)) {
-		if (f->ret)
-			retset_del(&t->rets, f->ret);
-		t->rets_depth = t->depth;
-	}
+	tk_retset_popped(&t->rets, f->ret, t->depth);
 	uint64_t incl_i = t->insns - f->i_enter, incl_t = 0;
 
 	if (__builtin_expect(p->opts.flags & TK_PROF_FILTER, 0)) {
@@ -592,14 +491,14 @@ static int do_return_search(struct tk_prof *p, struct track *t, uint64_t target,
 	size_t i = t->depth;
 	/* frames without a return address (0) never match; an unknown target ends one */
 	if (target && t->st[i - 1].ret != target) {
-		if (retset_sync(t) < 0)
+		if (tk_retset_sync(&t->rets, track_stack(t), t->depth) < 0)
 			return -TK_E_NOMEM;
 	}
 	int unmatched = 0;
 
 	if (target && t->st[i - 1].ret != target) {
 		/* a return deeper into the stack (longjmp, exception); else just one frame */
-		size_t j = retset_has(&t->rets, target) ? i - 1 : 0;
+		size_t j = tk_retset_has(&t->rets, target) ? i - 1 : 0;
 		while (j > 0 && t->st[j - 1].ret != target)
 			j--;
 		if (j > 0)
@@ -697,9 +596,9 @@ static int do_enable(struct tk_prof *p, struct track *t, uint64_t addr, uint64_t
 	size_t i = t->depth;
 	/* mostly a call into untraced code came back to the top frame: no search */
 	if (!i || t->st[i - 1].ret != addr) {
-		if (retset_sync(t) < 0)
+		if (tk_retset_sync(&t->rets, track_stack(t), t->depth) < 0)
 			return -TK_E_NOMEM;
-		i = retset_has(&t->rets, addr) ? t->depth : 0;
+		i = tk_retset_has(&t->rets, addr) ? t->depth : 0;
 		while (i > 0 && t->st[i - 1].ret != addr)
 			i--;
 	}

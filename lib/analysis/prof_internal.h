@@ -2,6 +2,7 @@
 #ifndef TK_ANALYSIS_PROF_INTERNAL_H
 #define TK_ANALYSIS_PROF_INTERNAL_H
 
+#include "tracekit/internal/retset.h"
 #include "tracekit/prof.h"
 
 #define NONE32 UINT32_MAX
@@ -148,17 +149,6 @@ struct orphan {
 	uint32_t level_node;      /* unknown level that this orphan ended */
 };
 
-/* The return addresses of a track's frames [0, rets_depth), as an exact multiset (linear
- * probing; a key leaves when its count reaches zero). Brought up to the whole stack only
- * when a return or resume does not match the top frame, so matching calls and returns
- * never touch it (each frame enters and leaves it at most once): a return or resume to an address that no
- * frame holds skips the search down the stack, which deep stacks made quadratic. */
-struct retset {
-	uint64_t *key;            /* 0 = empty slot */
-	uint32_t *cnt;
-	size_t mask, used;        /* used: slots with a key (all with a count > 0) */
-};
-
 #define UNMATCHED_KEPT 16
 struct track {
 	uint32_t id;
@@ -181,8 +171,7 @@ struct track {
 	int gapped;
 	uint32_t gap_level_node;
 	uint64_t gap_insns, gap_time, gap_child_ticks, gap_child_insns;
-	struct retset rets;
-	size_t rets_depth;        /* frames below this are in rets */
+	struct tk_retset rets;    /* its frames' return addresses (retset.h) */
 	/* tail calls: a block at a function entry right after a block (no call in between) */
 	uint8_t flow;             /* FLOW_*: the last control-flow event on this track */
 	uint8_t head_pending;     /* the first one was a block at head_entry: a tail call if

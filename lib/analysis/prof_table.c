@@ -752,8 +752,7 @@ static void free_gathered(struct tk_prof *p, int final)
 	for (size_t i = 0; i < p->ntracks; i++) {
 		free(p->tracks[i].st);
 		free(p->tracks[i].orph);
-		free(p->tracks[i].rets.key);
-		free(p->tracks[i].rets.cnt);
+		tk_retset_free(&p->tracks[i].rets);
 	}
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "output/internal.h"
+#include "tracekit/internal/retset.h"
 
 enum { PF_CLOCK_ID = 64, PF_BOOTTIME = 6, PROCESS_UUID = 1 };
 /* a process's own track (tk_timeline_track_process): this plus its pid */
@@ -26,6 +27,8 @@ struct tl_track {
 	uint32_t seq;             /* Perfetto packet sequence id */
 	struct tl_frame *st;
 	size_t depth, cap;
+	struct tk_retset rets;    /* the frames' return addresses: returns and resumes that
+				     do not match the top frame (retset.h) */
 	uint64_t t_last;          /* ticks */
 	uint64_t last_ns;         /* last timestamp written on this sequence */
 	uint8_t *interned;        /* per name id: already sent on this sequence */
@@ -576,6 +579,11 @@ static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct t
 
 /* ---- the stack ---------------------------------------------------------------------------- */
 
+static inline struct tk_retset_stack track_stack(const struct tl_track *tr)
+{
+	return (struct tk_retset_stack){ tr->st, sizeof *tr->st, offsetof(struct tl_frame, ret) };
+}
+
 static int in_window(const struct tk_timeline *t, uint64_t time)
 {
 	return time >= t->o.time_begin && time < t->window_end;
@@ -615,6 +623,7 @@ static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint
 		time = t->window_end;
 	while (tr->depth > depth && rc >= 0) {
 		struct tl_frame *f = &tr->st[--tr->depth];
+		tk_retset_popped(&tr->rets, f->ret, tr->depth);
 		if (f->emitted)
 			rc = slice(t, tr, 0, f, time);
 	}
@@ -655,12 +664,21 @@ static int resume(struct tk_timeline *t, struct tl_track *tr, uint64_t addr, uin
 		return 0;
 	if (f == addr)
 		return push(t, tr, addr, TK_PROF_KEY_ADDR, 0, time);
-	for (size_t i = tr->depth; i > 0; i--)
-		if (tr->st[i - 1].ret == addr)
-			return pop_to(t, tr, i - 1, time);
+	size_t i = tr->depth;
+	if (i && tr->st[i - 1].ret != addr) {
+		int rc = tk_retset_sync(&tr->rets, track_stack(tr), tr->depth);
+		if (rc < 0)
+			return rc;
+		if (!tk_retset_has(&tr->rets, addr))
+			i = 0;
+		while (i > 0 && tr->st[i - 1].ret != addr)
+			i--;
+	}
+	if (i > 0)
+		return pop_to(t, tr, i - 1, time);
 	if (!jumped || !t->nentries)
 		return 0;
-	size_t i = tr->depth;
+	i = tr->depth;
 	while (f && i > 0 && !(tr->st[i - 1].kind == TK_PROF_KEY_ADDR &&
 			       tr->st[i - 1].key >= f && tr->st[i - 1].key <= addr))
 		i--;
@@ -1304,6 +1322,11 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 				break;
 			if (tr->st[d - 1].ret != e->addr2) {
 				size_t j = d - 1;
+				/* no search down a deep stack for an address no frame holds */
+				if (e->addr2 && (rc = tk_retset_sync(&tr->rets, track_stack(tr), d)) < 0)
+					break;
+				if (e->addr2 && !tk_retset_has(&tr->rets, e->addr2))
+					j = 0;
 				while (j > 0 && tr->st[j - 1].ret != e->addr2)
 					j--;
 				if (j > 0)
@@ -1569,6 +1592,7 @@ void tk_timeline_free(struct tk_timeline *t)
 	}
 	for (size_t i = 0; i < t->ntracks; i++) {
 		free(t->tracks[i].st);
+		tk_retset_free(&t->tracks[i].rets);
 		free(t->tracks[i].interned);
 		free(t->tracks[i].name);
 		free(t->tracks[i].pname);

@@ -324,6 +324,71 @@ static void test_perfetto_long_names(void **state)
 }
 #undef E
 
+/* A deep stack (a random walk's): a return or a resume to a frame far down ends the calls
+ * above it, one to an address no frame holds ends only the top call (a return) or none (a
+ * resume); calls pushed since the last search are found too (the set of return addresses
+ * is brought up to the stack first: each slice's end time says which event ended it). */
+static void test_timeline_deep_returns(void **state)
+{
+	(void)state;
+	enum { DEPTH = 3000 };
+	struct tk_event *ev = calloc(2 * DEPTH + 16, sizeof *ev);
+	assert_non_null(ev);
+	size_t n = 0;
+	uint64_t t = 1000, at[6];
+#define CALL(k) ev[n++] = (struct tk_event){ .kind = TK_EV_CALL, .addr = 0x1000 + 16 * (k), .addr2 = 0x9000 + 16 * (k), .arg = 0x1005 + 16 * (k), .time = t++ }
+#define RET(to) ev[n++] = (struct tk_event){ .kind = TK_EV_RETURN, .addr = 0x8000, .addr2 = (to), .time = t++ }
+	for (int k = 0; k < DEPTH; k++)
+		CALL(k);
+	at[0] = t;
+	RET(0x1005 + 16 * 1999);              /* frames 1999 and up: 1001 slices end */
+	at[1] = t;
+	RET(0x7777);                          /* unknown: the top call (1998) ends */
+	for (int k = 0; k < 5; k++)
+		CALL(5000 + k);                   /* 1998 .. 2002 again */
+	at[2] = t;
+	RET(0x1005 + 16 * (5000 + 2));        /* ends 2002, 2001, 2000 */
+	for (int k = 0; k < 3; k++)
+		CALL(6000 + k);                   /* 2000 .. 2002 again, not searched yet */
+	ev[n++] = (struct tk_event){ .kind = TK_EV_DISABLE, .addr = 0x8000, .time = t++ };
+	at[3] = t;                            /* back in 6000's caller: ends 2002 .. 2000 */
+	ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .addr = 0x1005 + 16 * 6000, .time = t++ };
+	ev[n++] = (struct tk_event){ .kind = TK_EV_DISABLE, .addr = 0x8000, .time = t++ };
+	at[4] = t;
+	ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .addr = 0x1005 + 16 * 500, .time = t++ };
+	ev[n++] = (struct tk_event){ .kind = TK_EV_DISABLE, .addr = 0x8000, .time = t++ };
+	at[5] = t;                            /* no frame: nothing ends; the rest at the finish */
+	ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .addr = 0x6666, .time = t++ };
+#undef CALL
+#undef RET
+	static const size_t want[6] = { 1001, 1, 3, 3, 1500, 500 };   /* 1500: frames 500 .. 1999 */
+	for (unsigned nt = 1; nt <= 2; nt++) {
+		struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_CHROME, .nthreads = nt,
+					      .clock = { 1000000000 } };
+		uint64_t slices, dropped;
+		char *text = perfetto_text(&o, ev, n, &slices, &dropped);
+		size_t ends[6] = { 0 }, other = 0;
+		assert_int_equal(slices, DEPTH + 8);
+		for (const char *l = text; (l = strstr(l, "E 0 ")); l++) {
+			uint64_t ns = (uint64_t)(strtod(l + 4, NULL) * 1000 + 0.5);
+			size_t k = 0;
+			while (k < 6 && at[k] != ns)
+				k++;
+			if (k < 6)
+				ends[k]++;
+			else
+				other++;
+		}
+		for (size_t k = 0; k < 6; k++)
+			if (ends[k] != want[k])
+				fail_msg("-j %u: %zu slices end at %llu ns, not %zu", nt, ends[k],
+					 (unsigned long long)at[k], want[k]);
+		assert_int_equal(other, 0);
+		free(text);
+	}
+	free(ev);
+}
+
 static void test_chrome(void **state)
 {
 	(void)state;
@@ -553,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_text_wide_values),
 		cmocka_unit_test(test_perfetto),
 		cmocka_unit_test(test_perfetto_long_names),
+		cmocka_unit_test(test_timeline_deep_returns),
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),
 		cmocka_unit_test(test_timeline_threads_thin),

@@ -4,7 +4,8 @@
 # chunk's events until its turn (440 MB for 15 MB) and each thread's stream was joined in
 # memory; now a chunk past a few MB of events waits for its turn, and the stream is decoded
 # part by part. Peak memory at -j 2 within a fixed margin of -j 1's, and the same profile
-# (csv and folded) at -j 1 and -j 2.
+# (csv and folded) at -j 1 and -j 2, and with the trace cut into many parts (the source's
+# chunks, profiled on the pool and merged).
 set -euo pipefail
 : "${TK:?}"
 W=$(mktemp -d)
@@ -43,6 +44,13 @@ for to in csv folded; do
 	done
 	cmp -s "$W/out.$to.1" "$W/out.$to.2" && echo "ok: --to $to -j 2 = -j 1" ||
 		{ echo "FAIL: --to $to differs between -j 1 and -j 2"; fail=1; }
+	# the trace in parts of 256 KiB, decoded on the pool and merged: the same profile
+	/usr/bin/time -f %M -o "$W/rss.$to.parts" env TK_IPT_CHUNK=262144 "$TK" profile -j 3 --to $to \
+		"$W/t.tkbt" >"$W/out.$to.parts"
+	cmp -s "$W/out.$to.1" "$W/out.$to.parts" && echo "ok: --to $to in parts on 3 workers = -j 1" ||
+		{ echo "FAIL: --to $to differs in parts"; fail=1; }
+	[ "$(tail -1 "$W/rss.$to.parts")" -le $(($(tail -1 "$W/rss.$to.1") + 64 * 1024)) ] ||
+		{ echo "FAIL: parts held in memory: $(tail -1 "$W/rss.$to.parts") KiB"; fail=1; }
 	one=$(tail -1 "$W/rss.$to.1") two=$(tail -1 "$W/rss.$to.2")
 	echo "--to $to: peak $one KiB at -j 1, $two KiB at -j 2 (trace $((size >> 10)) KiB)"
 	[ "$two" -le $((one + 64 * 1024)) ] || { echo "FAIL: -j 2 holds the trace's events in memory"; fail=1; }

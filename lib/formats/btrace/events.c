@@ -8,8 +8,6 @@
 #include "tracekit/ipt_flow.h"
 #include "formats/btrace/internal.h"
 
-/* a part of a thread's stream decoded at once: a few of the flow decoder's chunks */
-#define PART_BYTES ((size_t)8 << 20)
 
 /* Sets the track of every event to the recorded thread id before passing it on. */
 struct retrack {
@@ -45,44 +43,35 @@ static int cut(struct retrack *t, struct tk_gap_stats *gaps, uint64_t off, unsig
 	return t->next.events(t->next.ctx, &ev, 1);
 }
 
-int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
-		     struct tk_sink sink, struct tk_gap_stats *gaps)
+int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t max,
+		       const struct tk_image *img, unsigned nthreads, struct tk_sink sink,
+		       struct tk_gap_stats *gaps, uint64_t base)
 {
-	struct tk_btrace_events_opts o = { 0 };
-	if (!bt || !opts || !sink.events)
-		return -TK_E_INVAL;
-	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
-
+	const struct tk_btrace_thread *th = tk_btrace_thread(bt, i);
 	struct retrack *t = malloc(sizeof *t);
-	if (!t)
-		return -TK_E_NOMEM;
-	t->next = sink;
-	if (gaps)
-		tk_gap_stats_merge(gaps, tk_btrace_gaps(bt));
 	int rc = 0;
-	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
-		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = o.image, .nthreads = o.nthreads };
+
+	if (!th || !t) {
+		free(t);
+		return th ? -TK_E_NOMEM : -TK_E_INVAL;
+	}
+	t->next = sink;
+	t->tid = th->tid;
+	/* the start of a ring snapshot (or lost first pieces), the end of a trace stopped
+	 * at --max-size: data is missing there, never silently */
+	int cut_start, cut_end;
+	uint64_t end_off;
+	btrace_thread_cuts(bt, i, &cut_start, &cut_end, &end_off);
+	if (next == 0 && cut_start)
+		rc = cut(t, gaps, th->first_offset, TK_GAP_WRAP);
+	if (rc >= 0 && next < th->pieces) {
+		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = nthreads };
 		struct tk_ipt_flow_stats st;
 		uint8_t *pt;
 		size_t n;
 
-		t->tid = tk_btrace_thread(bt, i)->tid;
-		if (o.only_tid && t->tid != o.tid)
-			continue;
-		/* the start of a ring snapshot (or lost first pieces), the end of a trace stopped
-		 * at --max-size: data is missing there, never silently */
-		int cut_start, cut_end;
-		uint64_t end_off;
-		btrace_thread_cuts(bt, i, &cut_start, &cut_end, &end_off);
-		uint64_t first = tk_btrace_thread(bt, i)->first_offset;
-		if (cut_start && (rc = cut(t, gaps, first, TK_GAP_WRAP)) < 0)
-			break;
-		/* the thread's stream part by part, so memory does not grow with the trace;
-		 * each part reads on into the next part's first piece to end its last block */
-		uint64_t base = 0;
-		for (size_t next = 0; rc >= 0 && next < tk_btrace_thread(bt, i)->pieces;) {
-			if ((rc = btrace_thread_part(bt, i, &next, PART_BYTES, &pt, &n, &fo.part_end)) < 0)
-				break;
+		/* each part reads on into the next part's first piece to end its last block */
+		if ((rc = btrace_thread_part(bt, i, &next, max, &pt, &n, &fo.part_end)) >= 0) {
 			memset(&st, 0, sizeof st);
 			rc = tk_ipt_flow_events(pt, n, &fo, (struct tk_sink){ retrack_events, t }, &st);
 			free(pt);
@@ -92,11 +81,43 @@ int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_o
 					st.gaps.first_offsets[k] += base;
 				tk_gap_stats_merge(gaps, &st.gaps);
 			}
-			base += fo.part_end;
 		}
-		if (rc >= 0 && cut_end)
-			rc = cut(t, gaps, end_off, TK_GAP_TRUNCATED);
 	}
+	if (rc >= 0 && next >= th->pieces && cut_end)
+		rc = cut(t, gaps, end_off, TK_GAP_TRUNCATED);
 	free(t);
+	return rc;
+}
+
+int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
+		     struct tk_sink sink, struct tk_gap_stats *gaps)
+{
+	struct tk_btrace_events_opts o = { 0 };
+	if (!bt || !opts || !sink.events)
+		return -TK_E_INVAL;
+	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (gaps)
+		tk_gap_stats_merge(gaps, tk_btrace_gaps(bt));
+	int rc = 0;
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
+		const struct tk_btrace_thread *th = tk_btrace_thread(bt, i);
+		if (o.only_tid && th->tid != o.tid)
+			continue;
+		/* the thread's stream part by part, so memory does not grow with the trace */
+		size_t next = 0;
+		uint64_t base = 0;
+		do {
+			size_t end, len, part_len;
+			if (next < th->pieces &&
+			    (rc = btrace_part_extent(bt, i, next, BTRACE_PART_BYTES, &end, &len, &part_len)) < 0)
+				break;
+			rc = btrace_part_events(bt, i, next, BTRACE_PART_BYTES, o.image, o.nthreads, sink,
+						gaps, base);
+			if (next >= th->pieces)
+				break;
+			next = end;
+			base += part_len;
+		} while (rc >= 0 && next < th->pieces);
+	}
 	return rc < 0 ? rc : 0;
 }

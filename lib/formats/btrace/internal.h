@@ -15,10 +15,28 @@
 int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
 		      uint8_t **out, size_t *len, size_t *part_len);
 
+/* The extent of that part without joining it: its pieces [NEXT, *END), *LEN bytes with
+ * the piece read on into, *PART_LEN without. */
+int btrace_part_extent(const struct tk_btrace *bt, size_t i, size_t next, size_t max, size_t *end,
+		       size_t *len, size_t *part_len);
+
 /* Where thread I's stream is cut: *START, its first pieces were not kept or lost (a ring
  * snapshot); *END, recording stopped at --max-size (the LIMIT record at *END_OFF) before
  * the thread ended. */
 void btrace_thread_cuts(const struct tk_btrace *bt, size_t i, int *start, int *end,
 			uint64_t *end_off);
+
+/* A part of a thread's stream decoded at once: a few of the flow decoder's chunks. */
+#define BTRACE_PART_BYTES ((size_t)8 << 20)
+
+/* Thread I's part from piece NEXT on (at most MAX bytes, btrace_thread_part) as neutral
+ * events into SINK (track: the thread id), on NTHREADS of the flow decoder's workers; the
+ * container's cuts as gaps, the thread's start before its first part, its end after its
+ * last (NEXT at or past its pieces: the end alone). Gaps into GAPS (may be NULL), their
+ * offsets in the thread's stream (the part's starts at BASE). */
+struct tk_image;
+int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t max,
+		       const struct tk_image *img, unsigned nthreads, struct tk_sink sink,
+		       struct tk_gap_stats *gaps, uint64_t base);
 
 #endif

@@ -365,26 +365,45 @@ const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size
 	return i < bt->nthreads ? &bt->threads[i].pub : NULL;
 }
 
+int btrace_part_extent(const struct tk_btrace *bt, size_t i, size_t next, size_t max, size_t *end,
+		       size_t *len, size_t *part_len)
+{
+	if (i >= bt->nthreads)
+		return -TK_E_INVAL;
+	const struct thread *t = &bt->threads[i];
+	size_t n = 0, room = 0, e = next;
+	/* whole pieces, at least one, each with the OVF that follows it (the next is lost);
+	 * then the next piece, to be read on into. (ROOM counts an OVF after every piece:
+	 * where parts were always cut.) */
+	while (e < t->npieces && (e == next || room + t->pieces[e].len <= max)) {
+		room += t->pieces[e].len + 2;
+		n += t->pieces[e].len;
+		if (e + 1 < t->npieces && t->pieces[e + 1].gap_before)
+			n += 2;
+		e++;
+	}
+	*part_len = n;
+	if (e < t->npieces)
+		n += t->pieces[e].len;
+	*end = e;
+	*len = n;
+	return 0;
+}
+
 int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
 		      uint8_t **out, size_t *len, size_t *part_len)
 {
 	static const uint8_t ovf[2] = { 0x02, 0xf3 };
-	if (i >= bt->nthreads)
-		return -TK_E_INVAL;
+	size_t end, n;
+	int rc = btrace_part_extent(bt, i, *next, max, &end, &n, part_len);
+
+	if (rc < 0)
+		return rc;
 	const struct thread *t = &bt->threads[i];
-	size_t n = 0, end = *next;
-	/* whole pieces, at least one, each with the OVF that follows it (the next is lost);
-	 * then the next piece, to be read on into */
-	while (end < t->npieces && (end == *next || n + t->pieces[end].len <= max))
-		n += t->pieces[end++].len + sizeof ovf;
-	if (end < t->npieces)
-		n += t->pieces[end].len;
 	uint8_t *buf = malloc(n ? n : 1), *p = buf;
 	if (!buf)
 		return -TK_E_NOMEM;
 	for (size_t k = *next; k <= end && k < t->npieces; k++) {
-		if (k == end)
-			*part_len = (size_t)(p - buf);
 		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
 		p += t->pieces[k].len;
 		if (k < end && k + 1 < t->npieces && t->pieces[k + 1].gap_before) {
@@ -392,8 +411,6 @@ int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_
 			p += sizeof ovf;
 		}
 	}
-	if (end == t->npieces)
-		*part_len = (size_t)(p - buf);
 	*next = end;
 	*out = buf;
 	*len = (size_t)(p - buf);

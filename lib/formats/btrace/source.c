@@ -1,12 +1,15 @@
 /* The source of tracekit branch traces (.tkbt): every thread's Intel PT stream against the
- * recorded modules (plus --elf/--raw), thread after thread (each split at its PSBs on the
- * flow decoder's workers inside tk_btrace_events). */
+ * recorded modules (plus --elf/--raw), thread after thread, in parts (a few MB of the
+ * container's pieces, joined) that are the chunks: decoded on the pool, each on one worker,
+ * and merged in order with the seam repair of Intel PT's chunks. A trace of one part is
+ * split at its PSBs on the flow decoder's workers instead. */
 #include <stdlib.h>
 
 #include "tracekit/internal/source.h"
 #include "tracekit/btrace.h"
 #include "tracekit/image.h"
 #include "tracekit/symbolize.h"
+#include "formats/btrace/internal.h"
 
 /* where the recorded modules' files are found */
 #define MODULES(s) { .sz = sizeof(struct tk_btrace_modules_opts), .elf = (s)->o.elf, \
@@ -14,12 +17,22 @@
 		     .nmodule_path = (s)->o.nmodule_path, .quiet = (s)->o.quiet, .msg = (s)->o.msg, \
 		     .ctx = (s)->o.ctx, .file = (s)->path }
 
+/* A chunk: thread THREAD's part from piece NEXT on, at BASE in its stream. */
+struct part {
+	uint32_t thread;
+	size_t next;
+	uint64_t base, len;
+};
+
 struct btrace_src {
 	struct tk_btrace *bt;
 	struct tk_image *img;
-	struct tk_gap_stats gaps;     /* of the decoded threads (and the container's damage) */
+	struct tk_gap_stats gaps;     /* of the decoded parts (and the container's damage) */
 	int missing;                  /* recorded modules left out (their trace: gaps) */
-	int skipped;                  /* its chunk left out of this run (TK_CHUNK_SKIP) */
+	struct part *parts;           /* the plan (NULL: not made yet) */
+	size_t nparts, part_bytes;
+	int first_decoded;            /* the first part was decoded here (not another shard):
+					 the container's damage and state are this run's to say */
 };
 
 static int btrace_open(struct tk_source *s)
@@ -50,7 +63,6 @@ static int btrace_open(struct tk_source *s)
 	p->missing = tk_btrace_load_modules(p->bt, &(struct tk_btrace_modules_opts)MODULES(s),
 					    p->img, NULL);
 	s->info.clock.ticks_per_second = s->o.has_tsc_hz ? s->o.tsc_hz : tk_btrace_info(p->bt)->tsc_hz;
-	s->info.sequential = 1;
 	s->info.sparse_time = 1;   /* TSC packets at transfers, none at direct calls */
 	return 0;
 }
@@ -62,21 +74,113 @@ static int btrace_symbols(struct tk_source *s, struct tk_sym *sym)
 	return 0;
 }
 
+static int add_part(struct btrace_src *p, size_t *cap, struct part part)
+{
+	if (p->nparts == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		struct part *np = realloc(p->parts, nc * sizeof *np);
+		if (!np)
+			return -TK_E_NOMEM;
+		p->parts = np;
+		*cap = nc;
+	}
+	p->parts[p->nparts++] = part;
+	return 0;
+}
+
+/* The parts' size: BTRACE_PART_BYTES, or smaller for the workers to share a small trace
+ * (eight parts each, at least 1 MiB); TK_IPT_CHUNK's size for tests. The events do not
+ * depend on where parts are cut (each reads on to finish its last block). */
+static size_t part_bytes(const struct tk_source *s, const struct btrace_src *p)
+{
+	unsigned nt = s->o.plan_workers ? s->o.plan_workers : s->o.nthreads;
+	uint64_t total = 0;
+
+	if (s->o.chunk_bytes)
+		return s->o.chunk_bytes;
+	if (nt <= 1)
+		return BTRACE_PART_BYTES;
+	for (size_t i = 0; i < tk_btrace_thread_count(p->bt); i++)
+		total += tk_btrace_thread(p->bt, i)->stream_bytes;
+	total /= 8 * (uint64_t)nt;
+	return total > BTRACE_PART_BYTES ? BTRACE_PART_BYTES : total < (1 << 20) ? 1 << 20 : (size_t)total;
+}
+
+/* The parts of every thread (--tid: of one), as tk_btrace_events cuts them; a thread
+ * without pieces has one empty part (where its cuts are said). */
+static int make_parts(struct tk_source *s, struct btrace_src *p)
+{
+	size_t cap = 0;
+	int rc = 0;
+
+	if (p->parts)
+		return 0;
+	p->part_bytes = part_bytes(s, p);
+	for (size_t i = 0; i < tk_btrace_thread_count(p->bt) && rc >= 0; i++) {
+		const struct tk_btrace_thread *th = tk_btrace_thread(p->bt, i);
+		if (s->o.only_tid && th->tid != s->o.tid)
+			continue;
+		size_t next = 0;
+		uint64_t base = 0;
+		do {
+			size_t end = next, len, part_len = 0;
+			if (next < th->pieces &&
+			    (rc = btrace_part_extent(p->bt, i, next, p->part_bytes, &end, &len, &part_len)) < 0)
+				break;
+			rc = add_part(p, &cap, (struct part){ (uint32_t)i, next, base, part_len });
+			next = end;
+			base += part_len;
+		} while (rc >= 0 && next < th->pieces);
+	}
+	if (rc >= 0 && !p->parts)
+		rc = add_part(p, &cap, (struct part){ 0, SIZE_MAX, 0, 0 });   /* no thread: none */
+	return rc;
+}
+
+static int btrace_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
+{
+	struct btrace_src *p = s->state;
+	int rc = make_parts(s, p);
+
+	*chunks = NULL;
+	if (rc < 0 || !(*chunks = calloc(p->nparts, sizeof **chunks)))
+		return rc < 0 ? rc : -TK_E_NOMEM;
+	for (size_t k = 0; k < p->nparts; k++) {
+		const struct part *pt = &p->parts[k];
+		const struct tk_btrace_thread *th = tk_btrace_thread(p->bt, pt->thread);
+		(*chunks)[k] = (struct tk_chunk){ pt->thread, th ? th->tid : 0, pt->base,
+						  pt->base + pt->len };
+	}
+	*n = p->nparts;
+	return 0;
+}
+
+static int decode_part(struct tk_source *s, size_t k, struct tk_sink sink, struct tk_gap_stats *gaps)
+{
+	struct btrace_src *p = s->state;
+	const struct part *pt = &p->parts[k];
+
+	if (k == 0) {
+		/* the container's damage, once: with the first part (in any shard that has it) */
+		tk_gap_stats_merge(gaps, tk_btrace_gaps(p->bt));
+		p->first_decoded = 1;
+	}
+	if (pt->next == SIZE_MAX)
+		return 0;
+	/* one part: its PSB chunks on the flow decoder's workers; else the pool's */
+	return btrace_part_events(p->bt, pt->thread, pt->next, p->part_bytes, p->img,
+				  p->nparts == 1 ? s->o.nthreads : 1, sink, gaps, pt->base);
+}
+
 static int btrace_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 {
 	struct btrace_src *p = s->state;
-	struct tk_btrace_events_opts eo = { .sz = sizeof eo, .image = p->img,
-					    .nthreads = s->o.nthreads, .only_tid = s->o.only_tid,
-					    .tid = s->o.tid };
-	struct tk_sink sink = { 0 };
-	int rc = c->begin(c->ctx, 0, NULL, &sink);
+	int rc = make_parts(s, p);
 
-	if (rc == TK_CHUNK_SKIP)
-		p->skipped = 1;
-	else if (rc >= 0 && (rc = tk_btrace_events(p->bt, &eo, sink, &p->gaps)) < 0)
+	if (rc >= 0)
+		rc = tk_source_run_pool(s, p->nparts, decode_part, c, &p->gaps);
+	if (rc < 0)
 		TK_SRC_ERROR(s, s->path, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
-	if (rc >= 0 && c->merge)
-		rc = c->merge(c->ctx, 0);
 	return rc;
 }
 
@@ -94,8 +198,8 @@ static int btrace_report(struct tk_source *s)
 	tk_losses_add(&l, &s->added);
 	int lost = tk_gap_report(&l.gaps, "gap", s->path, s->o.msg, s->o.ctx);
 
-	if (p->skipped)
-		return 0;   /* another shard decoded it, and reports it */
+	if (!p->first_decoded)
+		return lost;   /* another shard decoded the first part, and says the rest */
 
 	/* a recording that did not end (killed, or cut short) is missing its tail */
 	return lost | !tk_btrace_info(p->bt)->complete | (p->missing > 0);
@@ -107,10 +211,11 @@ static void btrace_close(struct tk_source *s)
 
 	tk_image_free(p->img);
 	tk_btrace_free(p->bt);
+	free(p->parts);
 	free(p);
 }
 
 const struct tk_source_ops tk_source_btrace = {
-	.open = btrace_open, .symbols = btrace_symbols, .plan = tk_source_plan_streams,
+	.open = btrace_open, .symbols = btrace_symbols, .plan = btrace_plan,
 	.run = btrace_run, .report = btrace_report, .losses = btrace_losses, .close = btrace_close,
 };

@@ -599,14 +599,15 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 /* -j N: a chunk's events wait in memory for the chunks before it, up to EV_BUDGET events
  * (6 MB) in all chunks, counted every EV_STEP; past it, a worker waits for its chunk's
  * turn and hands its events on itself (the calling thread is then waiting for this chunk:
- * one thread at a time calls the sink). A chunk of 512 KiB of a libc trace holds about
- * 130 000 of them once thinned (tk_sink.thin; four times as many before), so the next
- * chunk decodes while one is handed on (with 64 Ki events per chunk, as before, -j 2 was
- * no faster than -j 1; with 512 Ki in all, a branch trace's profile at -j 2 peaked 45 MB
- * above -j 1's: oracle/btrace_memory). The memory of merged chunks is used again: fresh
- * memory for every chunk cost 70 000 page faults, a third of the CPU time. */
+ * one thread at a time calls the sink). So a chunk must hold well under the budget for
+ * the next one to decode while it is handed on: chunks of 64 KiB (a libc trace's hold
+ * about 16 000 events once thinned by tk_sink.thin, a random walk's many more; with 512
+ * KiB chunks a walk's timeline at -j 2 was slower than at -j 1). With 512 Ki events in
+ * all, a branch trace's profile at -j 2 peaked 45 MB above -j 1's (oracle/btrace_memory).
+ * The memory of merged chunks is used again: fresh memory for every chunk cost 70 000
+ * page faults, a third of the CPU time. */
 #define EV_BUDGET ((size_t)128 << 10)
-#define EV_CHUNK ((size_t)512 << 10)
+#define EV_CHUNK ((size_t)64 << 10)
 #define EV_STEP ((size_t)64 << 10)
 #define EV_SPARES 4
 

@@ -143,6 +143,8 @@ struct tk_btrace_opts {
 	 * negative return stops the indexing and tk_btrace_open fails with it (NULL: none) */
 	int (*on_record)(void *ctx, const struct tk_btrace_record *r);
 	void *ctx;
+	/* workers that check the records' checksums ahead of the index (0 or 1: none) */
+	unsigned nthreads;
 };
 
 struct tk_btrace_info {

@@ -64,8 +64,10 @@ static int bt_open(const struct tk_cmd *c, const char *file, struct tk_input *in
 {
 	int status;
 
+	struct tk_btrace_opts bo = { .sz = sizeof bo, .nthreads = tk_cmd_jobs(c) };
+
 	memset(cb, 0, sizeof *cb);
-	if (!(cb->bt = bt_read(c, file, in, NULL)))
+	if (!(cb->bt = bt_read(c, file, in, &bo)))
 		return TK_EXIT_INPUT;
 	/* the recorded modules, plus whatever --elf/--raw add */
 	if (!(cb->img = tk_cmd_image_load(c)) ||

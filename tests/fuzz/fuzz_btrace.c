@@ -1,5 +1,6 @@
-/* Fuzz target: the branch-trace container reader (index, modules, threads, streams) and
- * dump's text of its header and records. */
+/* Fuzz target: the branch-trace container reader (index, modules, threads, streams, and
+ * the same index with its checksums checked on workers) and dump's text of its header and
+ * records. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -40,6 +41,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	sink += tk_btrace_gaps(bt)->count;
 	(void)sink;
+	/* the checksums checked on two workers ahead of the index: the same index */
+	struct tk_btrace_opts o2 = { .sz = sizeof o2, .nthreads = 2 };
+	struct tk_btrace *b2 = tk_btrace_open(data, size, &o2, &err);
+	if (!b2 || tk_btrace_gaps(b2)->count != tk_btrace_gaps(bt)->count ||
+	    tk_btrace_gaps(b2)->bytes_skipped != tk_btrace_gaps(bt)->bytes_skipped ||
+	    tk_btrace_thread_count(b2) != tk_btrace_thread_count(bt))
+		__builtin_trap();
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++)
+		if (tk_btrace_thread(b2, i)->pieces != tk_btrace_thread(bt, i)->pieces)
+			__builtin_trap();
+	tk_btrace_free(b2);
 	tk_btrace_free(bt);
 	return 0;
 }

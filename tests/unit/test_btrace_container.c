@@ -13,6 +13,7 @@
 #include <intel-pt.h>
 
 #include "tracekit/btrace.h"
+#include "tracekit/common.h"
 #include "../../recorder/btrace/ptenc.h"
 
 struct img {
@@ -219,6 +220,66 @@ static void test_garbage_and_truncation(void **state)
 	tk_btrace_free(bt);
 }
 
+/* What an open found: the gaps, the threads and their streams. */
+static void summary(const uint8_t *b, size_t n, unsigned nthreads, struct tk_buf *out)
+{
+	struct tk_btrace_opts o = { .sz = sizeof o, .nthreads = nthreads };
+	int err = 0;
+	struct tk_btrace *bt = tk_btrace_open(b, n, &o, &err);
+	if (!bt) {
+		tk_buf_printf(out, "refused %d\n", err);
+		return;
+	}
+	const struct tk_gap_stats *g = tk_btrace_gaps(bt);
+	tk_buf_printf(out, "gaps %llu %llu complete %d\n", (unsigned long long)g->count,
+		      (unsigned long long)g->bytes_skipped, tk_btrace_info(bt)->complete);
+	for (uint64_t k = 0; k < g->count && k < TK_GAP_FIRST_OFFSETS; k++)
+		tk_buf_printf(out, " at %llu", (unsigned long long)g->first_offsets[k]);
+	for (size_t i = 0; i < tk_btrace_thread_count(bt); i++) {
+		const struct tk_btrace_thread *t = tk_btrace_thread(bt, i);
+		uint8_t *s;
+		size_t len = 0;
+		uint64_t h = 0;
+		if (tk_btrace_thread_stream(bt, i, &s, &len) == 0) {
+			for (size_t k = 0; k < len; k++)
+				h = h * 131 + s[k];
+			free(s);
+		}
+		tk_buf_printf(out, "\nthread %u pieces %llu lost %llu ended %d stream %zu %llx", t->tid,
+			      (unsigned long long)t->pieces, (unsigned long long)t->lost_pieces, t->ended,
+			      len, (unsigned long long)h);
+	}
+	tk_buf_putc(out, 0);
+	tk_btrace_free(bt);
+}
+
+/* Checksums checked on workers ahead of the index: the same index as checking them in
+ * turn, on the container and on every byte of it damaged. */
+static void test_checked_ahead(void **state)
+{
+	(void)state;
+	build(&img, pieces, plen);
+	static uint8_t b[sizeof img.b];
+	struct tk_buf one, two;
+	tk_buf_init(&one, -1, 4096);
+	tk_buf_init(&two, -1, 4096);
+	size_t damaged = 0;
+	for (size_t i = 0; i <= img.n; i++) {
+		memcpy(b, img.b, img.n);
+		if (i < img.n)
+			b[i] ^= 0x21;
+		one.len = two.len = 0;
+		summary(b, img.n, 1, &one);
+		summary(b, img.n, 2, &two);
+		if (strcmp(one.data, two.data))
+			fail_msg("byte %zu damaged: %s\nagainst, checked ahead: %s", i, one.data, two.data);
+		damaged += strncmp(one.data, "gaps 0 ", 7) != 0;
+	}
+	assert_true(damaged > img.n / 2);   /* most damage is seen, and seen alike */
+	tk_buf_free(&one);
+	tk_buf_free(&two);
+}
+
 static void test_bad_header(void **state)
 {
 	int err = 0;
@@ -369,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_good),
 		cmocka_unit_test(test_corrupt_piece),
 		cmocka_unit_test(test_garbage_and_truncation),
+		cmocka_unit_test(test_checked_ahead),
 		cmocka_unit_test(test_bad_header),
 		cmocka_unit_test(test_checksum64),
 		cmocka_unit_test(test_old_versions),

@@ -44,8 +44,8 @@ static void gap(struct tk_btrace *bt, uint64_t off, uint64_t skipped, const char
 	       (unsigned long long)skipped);
 }
 
-/* A plausible record header at OFF whose payload checks out. */
-static int record_ok(const struct tk_btrace *bt, uint64_t off)
+/* A plausible record header at OFF (its payload not checked). */
+static int header_ok(const struct tk_btrace *bt, uint64_t off)
 {
 	const uint8_t *p = bt->data + off;
 	if (off + TK_BTRACE_REC_HEADER > bt->len || tk_le32(p) != TK_BTRACE_REC_MAGIC)
@@ -54,9 +54,76 @@ static int record_ok(const struct tk_btrace *bt, uint64_t off)
 	uint64_t n = tk_le32(p + 12);
 	if (type < TK_BTRACE_REC_MODULE || type > TK_BTRACE_REC_LIMIT)
 		return 0;
-	if (n > bt->len - off - TK_BTRACE_REC_HEADER)
+	return n <= bt->len - off - TK_BTRACE_REC_HEADER;
+}
+
+static int sum_ok(const struct tk_btrace *bt, uint64_t off)
+{
+	const uint8_t *p = bt->data + off;
+	return tk_btrace_record_sum(bt->info.version, p + TK_BTRACE_REC_HEADER,
+				    (size_t)tk_le32(p + 12)) == tk_le32(p + 16);
+}
+
+/* A plausible record header at OFF whose payload checks out. */
+static int record_ok(const struct tk_btrace *bt, uint64_t off)
+{
+	return header_ok(bt, off) && sum_ok(bt, off);
+}
+
+/* The payload checksums are most of opening a large trace (every byte read, and the
+ * mapping's pages faulted in): with workers, the chain of plausible headers from the
+ * first record on is checked on them first, and the index takes their verdicts where it
+ * meets those records (elsewhere, after damage, it checks as it goes). */
+struct verdicts {
+	const struct tk_btrace *bt;
+	uint64_t *off;            /* the chain's records, in file order */
+	uint8_t *ok;
+	size_t n, next;           /* the index's cursor */
+};
+
+#define VERDICT_BATCH 64      /* records per pool job */
+
+static int verdict_work(void *ctx, size_t job)
+{
+	struct verdicts *v = ctx;
+	for (size_t i = job * VERDICT_BATCH; i < v->n && i < (job + 1) * VERDICT_BATCH; i++)
+		v->ok[i] = (uint8_t)sum_ok(v->bt, v->off[i]);
+	return 0;
+}
+
+static int verdicts_make(struct verdicts *v, const struct tk_btrace *bt, uint64_t off)
+{
+	size_t cap = 0;
+
+	memset(v, 0, sizeof *v);
+	v->bt = bt;
+	if (bt->opts.nthreads <= 1)   /* (0 from a caller's older, smaller struct too) */
 		return 0;
-	return tk_btrace_record_sum(bt->info.version, p + TK_BTRACE_REC_HEADER, (size_t)n) == tk_le32(p + 16);
+	for (; off < bt->len && header_ok(bt, off);
+	     off += TK_BTRACE_REC_HEADER + ((uint64_t)tk_le32(bt->data + off + 12) + 7) / 8 * 8) {
+		if (v->n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			uint64_t *o = realloc(v->off, cap * sizeof *o);
+			if (!o)
+				return -TK_E_NOMEM;
+			v->off = o;
+		}
+		v->off[v->n++] = off;
+	}
+	if (!v->n || !(v->ok = malloc(v->n)))
+		return v->n ? -TK_E_NOMEM : 0;
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = bt->opts.nthreads };
+	return tk_pool_run(&po, (v->n + VERDICT_BATCH - 1) / VERDICT_BATCH, verdict_work, NULL, v);
+}
+
+/* record_ok, from the verdicts where they have OFF (the index visits offsets in order). */
+static int record_ok_at(struct verdicts *v, uint64_t off)
+{
+	while (v->next < v->n && v->off[v->next] < off)
+		v->next++;
+	if (v->next < v->n && v->off[v->next] == off)
+		return v->ok[v->next];
+	return record_ok(v->bt, off);
 }
 
 static struct thread *thread_of(struct tk_btrace *bt, uint32_t tid)
@@ -134,10 +201,10 @@ static int add_piece(const struct tk_btrace *bt, struct thread *t, uint64_t off,
 	return 0;
 }
 
-static int index_records(struct tk_btrace *bt, uint64_t off)
+static int index_records(struct tk_btrace *bt, uint64_t off, struct verdicts *v)
 {
 	while (off < bt->len) {
-		if (!record_ok(bt, off)) {
+		if (!record_ok_at(v, off)) {
 			/* resync: the next 8-aligned record header that checks out */
 			uint64_t start = off;
 			if (bt->len - off < TK_BTRACE_REC_HEADER) {
@@ -295,7 +362,12 @@ struct tk_btrace *tk_btrace_open(const uint8_t *data, size_t len, const struct t
 	bt->info.ring = hsize >= 56 ? tk_le64(data + 48) : 0;
 	bt->cal_tsc = hsize >= 72 ? tk_le64(data + 56) : 0;
 	bt->cal_ns = hsize >= 72 ? tk_le64(data + 64) : 0;
-	if ((rc = index_records(bt, hsize)) < 0) {
+	struct verdicts v;
+	if ((rc = verdicts_make(&v, bt, hsize)) >= 0)
+		rc = index_records(bt, hsize, &v);
+	free(v.off);
+	free(v.ok);
+	if (rc < 0) {
 		tk_btrace_free(bt);
 		*err = rc;
 		return NULL;

@@ -43,7 +43,8 @@ static int btrace_open(struct tk_source *s)
 	if (!p)
 		return -TK_E_NOMEM;
 	s->state = p;
-	if (!(p->bt = tk_btrace_open(s->data, s->len, NULL, &err))) {
+	struct tk_btrace_opts bo = { .sz = sizeof bo, .nthreads = s->o.nthreads };
+	if (!(p->bt = tk_btrace_open(s->data, s->len, &bo, &err))) {
 		TK_SRC_ERROR(s, s->path, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));
 		return err;
 	}

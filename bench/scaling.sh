@@ -15,8 +15,10 @@
 # Optional cases (not run by default): xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
-# libLLVM, as bench/ipt-flow.sh's llvm-walk) and llvm-prof (profile of libLLVM's O2 pipeline as
-# bench/ipt-flow.sh records it: run that first, its recording is reused).
+# libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
+# bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,
+# btrace-tl (profile and convert --to perfetto of bench/ipt-flow.sh's libc branch trace
+# itself, not converted to raw PT: the branch-trace source's own chunks).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias.
@@ -65,6 +67,13 @@ make_llvm() {
 	[ -n "$c" ] || { echo "llvm-prof: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
 	"$TK" convert --to ipt -o llvm.pt "$c"
 	tr '\n' ' ' <"${c%.tkbt}.args" >llvm.args
+}
+make_btrace() {
+	[ -s libc.tkbt ] && return
+	local c
+	c=$(ls -t "$SRC"/build/bench-ipt-flow/libc-*.tkbt 2>/dev/null | head -n 1)
+	[ -n "$c" ] || { echo "btrace: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
+	ln -sf "$c" libc.tkbt
 }
 
 # phases CMD...: "S M J" seconds from one run's TK_PHASES line
@@ -163,6 +172,8 @@ for c in $CASES; do
 	ipt-prof) make_ipt; ROW_PT=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	llvm-walk) make_llvm_walk && ROW_PT=1 row llvm-walk "$TK" decode --stat -j @J $(tr '\n' ' ' <llvm-walk.args) llvm-walk.pt ;;
 	llvm-prof) make_llvm && ROW_PT=1 row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
+	btrace-prof) make_btrace && row btrace-prof "$TK" profile -j @J -o /dev/null libc.tkbt ;;
+	btrace-tl) make_btrace && row btrace-tl "$TK" convert --to perfetto -j @J -o /dev/null libc.tkbt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;
 	esac
 done

@@ -9,7 +9,9 @@
 #   (tests/oracle/ipt_perf.sh's case)
 # - the hostile TNT stream of tests/oracle/ipt_decode_memory.sh: each 4 KiB chunk makes
 #   ~12 MB of text, so workers wait for their turn and hand their text on themselves
-# - XRay FDR logs (profile, --to account, convert --to perfetto) and a Kanata log of 600 KB
+# - the branch trace itself (profile, convert --to perfetto: its parts on the pool)
+# - XRay FDR logs (profile, --to account, convert --to perfetto; a real log of 1 KiB
+#   buffers, whose timeline holds its chunks' events) and a Kanata log of 600 KB
 #   in small chunks (stats, info, convert --to chrome and report: the relay's thread); PT
 #   convert --to perfetto|chrome too (the timeline's formatter thread)
 # - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
@@ -82,6 +84,10 @@ for chunk in "" 4096; do
 	check "raw-chrome$chunk" convert --to chrome -o /dev/stdout "${elfargs[@]}" lj.pt
 	check "adj$chunk" decode --no-disasm adj.data
 	check "adj-time$chunk" decode --time adj.data
+	# the branch trace itself: one part on the flow decoder's workers, or parts of a
+	# piece each on the pool (their checksums checked there first)
+	check "btrace-profile$chunk" profile lj.tkbt
+	check "btrace-perfetto$chunk" convert --to perfetto -o /dev/stdout lj.tkbt
 done
 TK_IPT_CHUNK=4096 check hostile decode --no-disasm --raw loop.bin:0x1000 hostile.pt
 for f in fdr-v3 fdr-v4; do
@@ -89,6 +95,12 @@ for f in fdr-v3 fdr-v4; do
 	check "$f-account" profile --to account "$src/tests/data/xray/$f.xray"
 	check "$f-perfetto" convert --to perfetto -o /dev/stdout "$src/tests/data/xray/$f.xray"
 done
+# a real FDR log of 1 KiB buffers: its timeline's chunks decoded whole and held
+clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 "$src/tests/data/xray/xray_prog.c" \
+	-o xprog -lpthread
+XRAY_FDR_BUF=1024 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./real-" ./xprog fdr 2 20 \
+	>/dev/null 2>&1
+check "xray-held-perfetto" convert --to perfetto -o /dev/stdout --instr-map xprog "$(ls real-xprog.* | head -n 1)"
 # (chunk 0's merge and the later chunks' workers: the race fixed in merge_one showed in
 # about half of the runs at these sizes)
 for chunk in 4096 8192 16384 65536; do

@@ -42,9 +42,18 @@ static int has_payload(const struct tk_event *e)
 }
 
 /* E's payload into V's bytes; E's data holds its offset + 1 (never NULL) until handed on:
- * the bytes may move as they grow. */
+ * the bytes may move as they grow. E's index goes on V's list of them, so that handing on
+ * reads only those events again. */
 static int keep_payload(struct tk_event_vec *v, struct tk_event *e)
 {
+	if (v->npay == v->cappay) {
+		size_t cap = v->cappay ? 2 * v->cappay : 256;
+		size_t *p = realloc(v->pay, cap * sizeof *p);
+		if (!p)
+			return -TK_E_NOMEM;
+		v->pay = p;
+		v->cappay = cap;
+	}
 	if (v->nbytes + e->count > v->capbytes) {
 		size_t cap = v->capbytes ? v->capbytes : 4096;
 		while (cap < v->nbytes + e->count)
@@ -58,6 +67,7 @@ static int keep_payload(struct tk_event_vec *v, struct tk_event *e)
 	memcpy(v->bytes + v->nbytes, e->data, e->count);
 	e->data = (const void *)(uintptr_t)(v->nbytes + 1);
 	v->nbytes += e->count;
+	v->pay[v->npay++] = (size_t)(e - v->ev);
 	return 0;
 }
 
@@ -86,13 +96,13 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
 {
-	if (v->nbytes)
-		for (size_t i = 0; i < v->n; i++)
-			if (has_payload(&v->ev[i]))
-				v->ev[i].data = v->bytes + ((uintptr_t)v->ev[i].data - 1);
+	for (size_t k = 0; k < v->npay; k++) {
+		struct tk_event *e = &v->ev[v->pay[k]];
+		e->data = v->bytes + ((uintptr_t)e->data - 1);
+	}
 	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;
 
-	v->n = v->nbytes = 0;
+	v->n = v->nbytes = v->npay = 0;
 	return rc;
 }
 
@@ -100,6 +110,7 @@ void tk_event_vec_free(struct tk_event_vec *v)
 {
 	free(v->ev);
 	free(v->bytes);
+	free(v->pay);
 	memset(v, 0, sizeof *v);
 }
 

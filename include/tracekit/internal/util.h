@@ -172,6 +172,8 @@ struct tk_event_vec {
 	size_t n, cap;
 	char *bytes;              /* add_thin's payloads */
 	size_t nbytes, capbytes;
+	size_t *pay;              /* the events that hold one */
+	size_t npay, cappay;
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);

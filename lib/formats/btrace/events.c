@@ -8,39 +8,15 @@
 #include "tracekit/ipt_flow.h"
 #include "formats/btrace/internal.h"
 
-
-/* Sets the track of every event to the recorded thread id before passing it on. */
-struct retrack {
-	struct tk_sink next;
-	uint32_t tid;
-	struct tk_event ev[256];
-};
-
-static int retrack_events(void *ctx, const struct tk_event *ev, size_t n)
+/* A gap the container itself shows (REASON) in thread TID's trace, at file offset OFF. */
+static int cut(struct tk_sink sink, uint32_t tid, struct tk_gap_stats *gaps, uint64_t off,
+	       unsigned reason)
 {
-	struct retrack *t = ctx;
-	while (n) {
-		size_t k = n < 256 ? n : 256;
-		memcpy(t->ev, ev, k * sizeof *ev);
-		for (size_t i = 0; i < k; i++)
-			t->ev[i].track = t->tid;
-		int rc = t->next.events(t->next.ctx, t->ev, k);
-		if (rc < 0)
-			return rc;
-		ev += k;
-		n -= k;
-	}
-	return 0;
-}
-
-/* A gap the container itself shows (REASON) in thread T->tid's trace, at file offset OFF. */
-static int cut(struct retrack *t, struct tk_gap_stats *gaps, uint64_t off, unsigned reason)
-{
-	struct tk_event ev = { .time = TK_TIME_NONE, .arg = off, .track = t->tid, .kind = TK_EV_GAP,
+	struct tk_event ev = { .time = TK_TIME_NONE, .arg = off, .track = tid, .kind = TK_EV_GAP,
 			       .flags = (uint16_t)reason };
 	if (gaps)
 		tk_gap_stats_add(gaps, off, 0);
-	return t->next.events(t->next.ctx, &ev, 1);
+	return sink.events(sink.ctx, &ev, 1);
 }
 
 int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t max,
@@ -48,24 +24,21 @@ int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t
 		       struct tk_gap_stats *gaps, uint64_t base)
 {
 	const struct tk_btrace_thread *th = tk_btrace_thread(bt, i);
-	struct retrack *t = malloc(sizeof *t);
 	int rc = 0;
 
-	if (!th || !t) {
-		free(t);
-		return th ? -TK_E_NOMEM : -TK_E_INVAL;
-	}
-	t->next = sink;
-	t->tid = th->tid;
+	if (!th)
+		return -TK_E_INVAL;
 	/* the start of a ring snapshot (or lost first pieces), the end of a trace stopped
 	 * at --max-size: data is missing there, never silently */
 	int cut_start, cut_end;
 	uint64_t end_off;
 	btrace_thread_cuts(bt, i, &cut_start, &cut_end, &end_off);
 	if (next == 0 && cut_start)
-		rc = cut(t, gaps, th->first_offset, TK_GAP_WRAP);
+		rc = cut(sink, th->tid, gaps, th->first_offset, TK_GAP_WRAP);
 	if (rc >= 0 && next < th->pieces) {
-		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = nthreads };
+		/* the events' track: the recorded thread id */
+		struct tk_ipt_flow_opts fo = { .sz = sizeof fo, .image = img, .nthreads = nthreads,
+					       .track = th->tid };
 		struct tk_ipt_flow_stats st;
 		uint8_t *pt;
 		size_t n;
@@ -73,7 +46,7 @@ int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t
 		/* each part reads on into the next part's first piece to end its last block */
 		if ((rc = btrace_thread_part(bt, i, &next, max, &pt, &n, &fo.part_end)) >= 0) {
 			memset(&st, 0, sizeof st);
-			rc = tk_ipt_flow_events(pt, n, &fo, (struct tk_sink){ retrack_events, t }, &st);
+			rc = tk_ipt_flow_events(pt, n, &fo, sink, &st);
 			free(pt);
 			if (gaps) {
 				/* offsets in the thread's whole stream, as dump shows them */
@@ -84,8 +57,7 @@ int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t
 		}
 	}
 	if (rc >= 0 && next >= th->pieces && cut_end)
-		rc = cut(t, gaps, end_off, TK_GAP_TRUNCATED);
-	free(t);
+		rc = cut(sink, th->tid, gaps, end_off, TK_GAP_TRUNCATED);
 	return rc;
 }
 

@@ -135,6 +135,11 @@ static int make_parts(struct tk_source *s, struct btrace_src *p)
 	}
 	if (rc >= 0 && !p->parts)
 		rc = add_part(p, &cap, (struct part){ 0, SIZE_MAX, 0, 0 });   /* no thread: none */
+	if (rc < 0) {
+		free(p->parts);   /* no half plan for a later call */
+		p->parts = NULL;
+		p->nparts = 0;
+	}
 	return rc;
 }
 

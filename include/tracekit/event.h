@@ -148,6 +148,10 @@ struct tk_sink {
 	 * that would change nothing for this sink (some merged); returns how many. Called on
 	 * the producer's threads, concurrently with events(). */
 	size_t (*thin)(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out);
+	/* Nonzero: of executed blocks the sink reads only their track and time, and times
+	 * never go back, so an instruction-flow producer may count blocks in its walker
+	 * instead of sending each (TK_EV_INSNS, tk_flow_set_count_mode). */
+	int counted_blocks;
 };
 
 /* What a chunked decoder's "begin this chunk" callback (tracekit/source.h's consumer, and

@@ -1470,8 +1470,10 @@ struct tk_sink tk_timeline_sink(struct tk_timeline *t)
 {
 	struct tk_sink s = { .events = tl_sink_fn, .ctx = t };
 
-	if (!t->prof && !t->o.time_begin && t->window_end == UINT64_MAX)
+	if (!t->prof && !t->o.time_begin && t->window_end == UINT64_MAX) {
 		s.thin = tl_thin;
+		s.counted_blocks = 1;
+	}
 	return s;
 }
 

@@ -8,7 +8,8 @@
 #   below them) in chunks of 300 bytes and in one: every chunk starts inside run() and most
 #   inside deep(); the Chrome JSON holds as many slices of deep as the program counted, and
 #   an end for every begin
-# - the branch trace it was converted from
+# - the branch trace it was converted from; both also against a window over the whole
+#   trace (every executed block sent, where without one the walker counts them)
 # - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks)
 # - a Kanata log with instructions in flight across every chunk (its timelines and its
 #   report page)
@@ -64,6 +65,19 @@ if [ "$n" = "$ndeep" ] && [ "$b" = "$e" ] && [ "$b" -gt "$n" ]; then
 	ok "Intel PT: $n slices of deep (the program counted $ndeep), $b begins and ends"
 else bad "Intel PT: $n slices of deep, the program counted $ndeep; $b begins, $e ends"; fi
 same "branch trace" TK_NONE=1 TK_NONE=1 lj.tkbt
+# without a window the walker counts executed blocks instead of sending them (the timeline
+# reads only calls and returns); a window over the whole trace sends every block, one by
+# one, to the same slices
+for in in lj.pt lj.tkbt; do
+	for j in 1 2; do
+		"$TK" convert --to chrome -j $j -q -o counted.chrome --elf "lj:$bias" $in
+		"$TK" convert --to chrome -j $j -q -o each.chrome --time 1:18446744073709551614 \
+			--elf "lj:$bias" $in
+		if [ -s counted.chrome ] && cmp -s counted.chrome each.chrome; then
+			ok "$in -j $j: blocks counted in the walker, the same bytes as sent one by one"
+		else bad "$in -j $j: counted blocks change the timeline"; fi
+	done
+done
 
 if command -v clang-16 >/dev/null; then
 	clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 \

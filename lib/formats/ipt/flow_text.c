@@ -667,8 +667,11 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 {
 	struct ev_run *r = ctx;
 	struct ev_chunk *ec = &r->chunks[i];
+	int rc;
 
-	(void)flow;
+	/* blocks counted in the walker, not sent: a timeline reads only calls and returns */
+	if (flow && r->sink.counted_blocks && (rc = tk_flow_set_count_mode(flow, 1, NULL, 0)) < 0)
+		return rc;
 	if (r->nthreads <= 1) {
 		*sink = r->sink;
 		return 0;

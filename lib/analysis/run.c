@@ -629,25 +629,12 @@ struct tk_prof *tk_run_filter_prof(const struct tk_run_filter *f, struct tk_sym 
 
 /* ---- events in input order -------------------------------------------------------------- */
 
-/* A chunk's events, held (thinned for the sink, payloads copied) until its turn. */
-struct ev_chunk {
-	struct tk_event_vec v;
-	const struct tk_sink *to;
-};
-
 struct ev_run {
 	struct tk_sink sink;
 	int direct;
-	struct ev_chunk *chunks;
+	struct tk_event_hold *chunks;   /* each chunk's events until its turn */
 	size_t n;
 };
-
-static int ev_hold(void *ctx, const struct tk_event *ev, size_t n)
-{
-	struct ev_chunk *c = ctx;
-
-	return tk_event_vec_add_thin(&c->v, c->to, ev, n);
-}
 
 static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
 {
@@ -661,7 +648,7 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	if (i >= r->n)
 		return -TK_E_INTERNAL;
 	r->chunks[i].to = &r->sink;
-	sink->events = ev_hold;
+	sink->events = tk_event_hold_events;
 	sink->ctx = &r->chunks[i];
 	return 0;
 }

@@ -740,34 +740,22 @@ static int decode(const struct tk_cmd *c, const char *file, struct tk_input *in,
 /* -j N timelines: chunks decoded on the workers, each one's events held (thinned by the
  * timeline: the blocks between calls merged) until its turn, then handed on in order:
  * the same events as one pass, so the same bytes. */
-struct tl_part {
-	struct tk_event_vec v;
-	const struct tk_sink *to;
-};
-
 struct tl_run {
 	const struct xt *x;
 	uint32_t track;
 	struct tk_sink sink;              /* the timeline's */
-	struct tl_part *parts;            /* per chunk */
+	struct tk_event_hold *parts;      /* per chunk */
 	struct tk_gap_stats *gaps, *part_gaps;
 };
-
-static int tl_hold(void *ctx, const struct tk_event *ev, size_t n)
-{
-	struct tl_part *pt = ctx;
-
-	return tk_event_vec_add_thin(&pt->v, pt->to, ev, n);
-}
 
 static int tl_work(void *ctx, size_t ci)
 {
 	struct tl_run *r = ctx;
-	struct tl_part *pt = &r->parts[ci];
+	struct tk_event_hold *pt = &r->parts[ci];
 
 	pt->to = &r->sink;
-	int rc = tk_xtrace_decode_chunk(r->x->p.t, ci, r->track, 0, (struct tk_sink){ tl_hold, pt, NULL },
-					&r->part_gaps[ci]);
+	int rc = tk_xtrace_decode_chunk(r->x->p.t, ci, r->track, 0,
+					(struct tk_sink){ tk_event_hold_events, pt, NULL }, &r->part_gaps[ci]);
 	release_chunk(r->x, ci);
 	return rc;
 }

@@ -102,8 +102,20 @@ int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
 	}
 	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;
 
-	v->n = v->nbytes = v->npay = 0;
+	tk_event_vec_drop(v);
 	return rc;
+}
+
+void tk_event_vec_drop(struct tk_event_vec *v)
+{
+	v->n = v->nbytes = v->npay = 0;
+}
+
+int tk_event_hold_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tk_event_hold *h = ctx;
+
+	return tk_event_vec_add_thin(&h->v, h->to, ev, n);
 }
 
 void tk_event_vec_free(struct tk_event_vec *v)

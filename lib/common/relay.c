@@ -56,7 +56,7 @@ static void *relay_main(void *arg)
 		pthread_mutex_unlock(&r->lock);
 		if (!err)
 			err = tk_event_vec_pass(&b->v, r->sink);
-		b->v.n = b->v.nbytes = b->v.npay = 0;
+		tk_event_vec_drop(&b->v);   /* (handed on, or not after an error) */
 		pthread_mutex_lock(&r->lock);
 		if (err < 0 && !r->err)
 			__atomic_store_n(&r->err, err, __ATOMIC_RELAXED);  /* read unlocked */

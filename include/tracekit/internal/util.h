@@ -187,8 +187,18 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 /* Hand V's events to SINK, then empty V, keeping its memory for the next chunk. */
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink);
 void tk_event_vec_free(struct tk_event_vec *v);
+/* Empty V without handing its events on (memory kept). */
+void tk_event_vec_drop(struct tk_event_vec *v);
 /* tk_event_vec_pass, then free V's memory. */
 int tk_event_vec_flush(struct tk_event_vec *v, struct tk_sink sink);
+
+/* A chunk's events held until its turn for the sink TO: tk_event_hold_events is the
+ * producer's events callback (CTX: the hold), appending as tk_event_vec_add_thin does. */
+struct tk_event_hold {
+	struct tk_event_vec v;
+	const struct tk_sink *to;
+};
+int tk_event_hold_events(void *ctx, const struct tk_event *ev, size_t n);
 
 /* A sink whose events reach SINK on a thread of its own (lib/common/relay.c): a producer
  * that must run in order overlaps its consumer. Events and their payloads are copied; the

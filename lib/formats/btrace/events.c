@@ -61,6 +61,22 @@ int btrace_part_events(const struct tk_btrace *bt, size_t i, size_t next, size_t
 	return rc;
 }
 
+struct events_run {
+	const struct tk_btrace *bt;
+	const struct tk_btrace_events_opts *o;
+	struct tk_sink sink;
+	struct tk_gap_stats *gaps;
+};
+
+static int part_events(void *ctx, size_t i, size_t next, uint64_t base, uint64_t len)
+{
+	struct events_run *r = ctx;
+
+	(void)len;
+	return btrace_part_events(r->bt, i, next, BTRACE_PART_BYTES, r->o->image, r->o->nthreads,
+				  r->sink, r->gaps, base);
+}
+
 int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,
 		     struct tk_sink sink, struct tk_gap_stats *gaps)
 {
@@ -70,26 +86,11 @@ int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_o
 	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
 	if (gaps)
 		tk_gap_stats_merge(gaps, tk_btrace_gaps(bt));
+	/* each thread's stream part by part, so memory does not grow with the trace */
+	struct events_run r = { bt, &o, sink, gaps };
 	int rc = 0;
-	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++) {
-		const struct tk_btrace_thread *th = tk_btrace_thread(bt, i);
-		if (o.only_tid && th->tid != o.tid)
-			continue;
-		/* the thread's stream part by part, so memory does not grow with the trace */
-		size_t next = 0;
-		uint64_t base = 0;
-		do {
-			size_t end, len, part_len;
-			if (next < th->pieces &&
-			    (rc = btrace_part_extent(bt, i, next, BTRACE_PART_BYTES, &end, &len, &part_len)) < 0)
-				break;
-			rc = btrace_part_events(bt, i, next, BTRACE_PART_BYTES, o.image, o.nthreads, sink,
-						gaps, base);
-			if (next >= th->pieces)
-				break;
-			next = end;
-			base += part_len;
-		} while (rc >= 0 && next < th->pieces);
-	}
+	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++)
+		if (!o.only_tid || tk_btrace_thread(bt, i)->tid == o.tid)
+			rc = btrace_thread_parts(bt, i, BTRACE_PART_BYTES, part_events, &r);
 	return rc < 0 ? rc : 0;
 }

@@ -20,6 +20,13 @@ int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_
 int btrace_part_extent(const struct tk_btrace *bt, size_t i, size_t next, size_t max, size_t *end,
 		       size_t *len, size_t *part_len);
 
+/* Thread I's parts of at most MAX bytes, in order: FN(CTX, I, NEXT, BASE, LEN) for each,
+ * NEXT its first piece, BASE and LEN where it lies in the thread's stream; a thread
+ * without pieces has one, empty (where its cuts are said). FN's error stops the walk. */
+typedef int (*btrace_part_fn)(void *ctx, size_t i, size_t next, uint64_t base, uint64_t len);
+int btrace_thread_parts(const struct tk_btrace *bt, size_t i, size_t max, btrace_part_fn fn,
+			void *ctx);
+
 /* Where thread I's stream is cut: *START, its first pieces were not kept or lost (a ring
  * snapshot); *END, recording stopped at --max-size (the LIMIT record at *END_OFF) before
  * the thread ended. */

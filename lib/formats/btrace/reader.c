@@ -462,6 +462,27 @@ int btrace_part_extent(const struct tk_btrace *bt, size_t i, size_t next, size_t
 	return 0;
 }
 
+int btrace_thread_parts(const struct tk_btrace *bt, size_t i, size_t max, btrace_part_fn fn,
+			void *ctx)
+{
+	if (i >= bt->nthreads)
+		return -TK_E_INVAL;
+	size_t next = 0, npieces = bt->threads[i].npieces;
+	uint64_t base = 0;
+	int rc;
+
+	do {
+		size_t end = next, len, part_len = 0;
+		if (next < npieces && (rc = btrace_part_extent(bt, i, next, max, &end, &len, &part_len)) < 0)
+			return rc;
+		if ((rc = fn(ctx, i, next, base, part_len)) < 0)
+			return rc;
+		next = end;
+		base += part_len;
+	} while (next < npieces);
+	return 0;
+}
+
 int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
 		      uint8_t **out, size_t *len, size_t *part_len)
 {

@@ -75,17 +75,25 @@ static int btrace_symbols(struct tk_source *s, struct tk_sym *sym)
 	return 0;
 }
 
-static int add_part(struct btrace_src *p, size_t *cap, struct part part)
+struct parts_plan {
+	struct btrace_src *p;
+	size_t cap;
+};
+
+static int add_part(void *ctx, size_t i, size_t next, uint64_t base, uint64_t len)
 {
-	if (p->nparts == *cap) {
-		size_t nc = *cap ? 2 * *cap : 64;
+	struct parts_plan *pl = ctx;
+	struct btrace_src *p = pl->p;
+
+	if (p->nparts == pl->cap) {
+		size_t nc = pl->cap ? 2 * pl->cap : 64;
 		struct part *np = realloc(p->parts, nc * sizeof *np);
 		if (!np)
 			return -TK_E_NOMEM;
 		p->parts = np;
-		*cap = nc;
+		pl->cap = nc;
 	}
-	p->parts[p->nparts++] = part;
+	p->parts[p->nparts++] = (struct part){ (uint32_t)i, next, base, len };
 	return 0;
 }
 
@@ -111,30 +119,17 @@ static size_t part_bytes(const struct tk_source *s, const struct btrace_src *p)
  * without pieces has one empty part (where its cuts are said). */
 static int make_parts(struct tk_source *s, struct btrace_src *p)
 {
-	size_t cap = 0;
+	struct parts_plan pl = { p, 0 };
 	int rc = 0;
 
 	if (p->parts)
 		return 0;
 	p->part_bytes = part_bytes(s, p);
-	for (size_t i = 0; i < tk_btrace_thread_count(p->bt) && rc >= 0; i++) {
-		const struct tk_btrace_thread *th = tk_btrace_thread(p->bt, i);
-		if (s->o.only_tid && th->tid != s->o.tid)
-			continue;
-		size_t next = 0;
-		uint64_t base = 0;
-		do {
-			size_t end = next, len, part_len = 0;
-			if (next < th->pieces &&
-			    (rc = btrace_part_extent(p->bt, i, next, p->part_bytes, &end, &len, &part_len)) < 0)
-				break;
-			rc = add_part(p, &cap, (struct part){ (uint32_t)i, next, base, part_len });
-			next = end;
-			base += part_len;
-		} while (rc >= 0 && next < th->pieces);
-	}
+	for (size_t i = 0; i < tk_btrace_thread_count(p->bt) && rc >= 0; i++)
+		if (!s->o.only_tid || tk_btrace_thread(p->bt, i)->tid == s->o.tid)
+			rc = btrace_thread_parts(p->bt, i, p->part_bytes, add_part, &pl);
 	if (rc >= 0 && !p->parts)
-		rc = add_part(p, &cap, (struct part){ 0, SIZE_MAX, 0, 0 });   /* no thread: none */
+		rc = add_part(&pl, 0, SIZE_MAX, 0, 0);   /* no thread: none */
 	if (rc < 0) {
 		free(p->parts);   /* no half plan for a later call */
 		p->parts = NULL;

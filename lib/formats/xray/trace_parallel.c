@@ -3,6 +3,13 @@
 #include "formats/xray/trace_internal.h"
 #include "tracekit/internal/util.h"
 
+/* Jobs in flight on NT workers (the pool's window): each has a slot of its own, job i's
+ * at i % window. */
+static size_t window(unsigned nt)
+{
+	return nt > 1 ? 2 * (size_t)nt + 2 : 1;
+}
+
 /* ---- parallel decode into neutral events ---------------------------------------------------- */
 
 struct pjob {
@@ -56,7 +63,7 @@ static int decode_buffers(struct tk_xray *x, struct tk_sink sink)
 	j.d.x = x;
 	j.d.batch = batch;
 	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
-	j.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
+	j.nslots = window(nt);
 	j.slots = calloc(j.nslots, sizeof *j.slots);
 	if (!j.slots) {
 		free(batch);
@@ -282,7 +289,7 @@ static int run_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, vo
 	c.ops = ops;
 	c.ctx = ctx;
 	c.bounds = bounds;
-	c.nslots = nt > 1 ? 2 * (size_t)nt + 2 : 1;
+	c.nslots = window(nt);
 	c.slots = calloc(c.nslots, sizeof *c.slots);
 	c.depth = calloc(x->nthreads + 1, sizeof *c.depth);
 	c.wrapped = calloc(x->nthreads + 1, 1);
@@ -328,31 +335,19 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
  * decoded a buffer at a time. */
 #define HOLD_BYTES ((uint64_t)1 << 20)
 
-struct hold {
-	struct tk_event_vec v;
-	const struct tk_sink *to;
-};
-
 struct hold_run {
 	struct tk_sink sink;
-	struct hold *slots;        /* chunk i's in slots[i % nslots]: the pool's window */
+	struct tk_event_hold *slots; /* chunk i's in slots[i % nslots]: the pool's window */
 	size_t nslots;
 };
-
-static int hold_events(void *ctx, const struct tk_event *ev, size_t n)
-{
-	struct hold *h = ctx;
-
-	return tk_event_vec_add_thin(&h->v, h->to, ev, n);
-}
 
 static int hold_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
 {
 	struct hold_run *r = ctx;
-	struct hold *h = &r->slots[chunk % r->nslots];
+	struct tk_event_hold *h = &r->slots[chunk % r->nslots];
 
 	h->to = &r->sink;
-	*sink = (struct tk_sink){ hold_events, h, NULL };
+	*sink = (struct tk_sink){ tk_event_hold_events, h, NULL };
 	*consumer = h;
 	return 0;
 }
@@ -362,7 +357,7 @@ static int hold_merge(void *ctx, size_t chunk, void *consumer)
 	struct hold_run *r = ctx;
 
 	(void)chunk;
-	return tk_event_vec_pass(&((struct hold *)consumer)->v, r->sink);
+	return tk_event_vec_pass(&((struct tk_event_hold *)consumer)->v, r->sink);
 }
 
 int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
@@ -380,7 +375,7 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 		free(bounds);
 		return decode_buffers(x, sink);
 	}
-	struct hold_run r = { sink, calloc(2 * (size_t)nt + 2, sizeof *r.slots), 2 * (size_t)nt + 2 };
+	struct hold_run r = { sink, calloc(window(nt), sizeof *r.slots), window(nt) };
 	if (!r.slots) {
 		free(bounds);
 		return -TK_E_NOMEM;

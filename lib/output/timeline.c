@@ -1420,18 +1420,21 @@ static int tl_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
 		 1ull << TK_EV_RETIRE | 1ull << TK_EV_FLUSH)
 _Static_assert(TK_EV__COUNT <= 64, "a bit per event kind");
 
-/* Without a window or call filters an ignored event (an executed block: most of an Intel
- * PT stream) only names its track (the first event of a track makes it: kept) and sets
- * the track's last time once it has one (before that, a first time may open slices
- * pushed without one: all kept up to it). So, per track, of a run of timed ignored
- * events with nothing else of the track between them only the last time counts: it goes
- * into the first of them, and the untimed ones go. Tracks past THIN_TRACKS in one part
- * keep all their events. */
+/* Without a window or call filters an ignored event (an executed block, a time packet:
+ * most of an Intel PT stream) only names its track (the first event of a track makes it:
+ * kept) and sets the track's last time once it has one (before that, a first time may
+ * open slices pushed without one: all kept up to it). After that, of a track's ignored
+ * events only the time of the last one before the track's next event counts, and that
+ * event (or a later one) overwrites it: so the time is held aside, given to the next event
+ * if it has none, dropped if it has one; the ones still held at the part's end go there
+ * (they make no record: where they go among other tracks' events does not matter). Tracks
+ * past THIN_TRACKS in one part keep all their events. */
 #define THIN_TRACKS 8
 
 static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
 {
-	struct thin_track { uint32_t track; int timed; size_t pend; } tr[THIN_TRACKS];
+	struct thin_track { uint32_t track; int timed, holding; } tr[THIN_TRACKS];
+	struct tk_event held[THIN_TRACKS];
 	size_t ntr = 0, nout = 0, k = 0;
 
 	(void)ctx;
@@ -1446,23 +1449,28 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 					out[nout++] = *e;
 					continue;
 				}
-				tr[ntr++] = (struct thin_track){ e->track, 0, SIZE_MAX };
+				tr[ntr++] = (struct thin_track){ e->track, 0, 0 };
 			}
 		}
 		int ignored = e->kind >= 64 || !(TL_USED >> e->kind & 1);
 		if (ignored && tr[k].timed) {
-			if (e->time == TK_TIME_NONE)
-				continue;
-			if (tr[k].pend != SIZE_MAX) {
-				out[tr[k].pend].time = e->time;
-				continue;
+			if (e->time != TK_TIME_NONE) {
+				held[k] = *e;
+				tr[k].holding = 1;
 			}
+			continue;
 		}
 		if (e->time != TK_TIME_NONE)
 			tr[k].timed = 1;
-		tr[k].pend = ignored && e->time != TK_TIME_NONE ? nout : SIZE_MAX;
-		out[nout++] = *e;
+		out[nout] = *e;
+		if (tr[k].holding && e->time == TK_TIME_NONE)
+			out[nout].time = held[k].time;
+		tr[k].holding = 0;
+		nout++;
 	}
+	for (k = 0; k < ntr; k++)
+		if (tr[k].holding)
+			out[nout++] = held[k];
 	return nout;
 }
 

@@ -205,6 +205,30 @@ static void check_perfetto(const char *text, uint64_t expect_first_begin, uint64
 	assert_int_equal(last_end, expect_last_end);
 }
 
+/* Ticks to nanoseconds, rounded down as the 128-bit product and quotient give them, on a
+ * clock the 64-bit split serves (an odd TSC rate) and one past it (20 GHz), at times
+ * where the remainder's part decides the last digit. */
+static void test_timeline_clock_exact(void **state)
+{
+	(void)state;
+	const uint64_t clocks[] = { 2995213117u, 20000000007ull };
+	for (size_t c = 0; c < 2; c++) {
+		uint64_t tps = clocks[c];
+		uint64_t a = 0x7ffffffffff01234ull, b = a + tps - 1;
+		struct tk_event ev[2] = {
+			{ .kind = TK_EV_FUNC_ENTER, .addr = 2, .time = a },
+			{ .kind = TK_EV_FUNC_EXIT, .addr = 2, .time = b },
+		};
+		struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_PERFETTO,
+					      .clock = { tps } };
+		uint64_t slices, dropped;
+		char *text = perfetto_text(&o, ev, 2, &slices, &dropped);
+		check_perfetto(text, (uint64_t)((unsigned __int128)a * 1000000000u / tps),
+			       (uint64_t)((unsigned __int128)b * 1000000000u / tps));
+		free(text);
+	}
+}
+
 /* The text table stays a table when a value is wider than its column: every row splits
  * into the header's 10 numbers and the name (raw ticks of a long trace have 12+ digits). */
 static void test_text_wide_values(void **state)
@@ -619,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_perfetto),
 		cmocka_unit_test(test_perfetto_long_names),
 		cmocka_unit_test(test_timeline_deep_returns),
+		cmocka_unit_test(test_timeline_clock_exact),
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),
 		cmocka_unit_test(test_timeline_threads_thin),

@@ -236,18 +236,23 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		return -TK_E_INVAL;
 	memset(st, 0, sizeof(*st));
 	nthreads = o->nthreads ? o->nthreads : tk_cpu_count();
-	n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	/* chunk starts lie at least CHUNK bytes apart: room for all of them, one scan (a
+	 * branch trace's timeline plans a part at a time on the calling thread) */
+	size_t room = len / (chunk < TK_IPT_PSB_SIZE ? TK_IPT_PSB_SIZE : chunk) + 1;
+	if (room > ((size_t)1 << 16)) {
+		n = tk_ipt_split(buf, len, chunk, NULL, 0);
+		room = n > 0 ? (size_t)n : 0;
+	}
+	if (room && !(r.offs = malloc(room * sizeof(*r.offs))))
+		return -TK_E_NOMEM;
+	n = room ? tk_ipt_split(buf, len, chunk, r.offs, room) : 0;
 	if (n <= 0) {
+		free(r.offs);
 		if (len)
 			tk_gap_stats_add(&st->gaps, 0, len);
 		return 0;
 	}
 	r.nchunks = (size_t)n;
-	if (!(r.offs = malloc(r.nchunks * sizeof(*r.offs)))) {
-		rc = -TK_E_NOMEM;
-		goto out;
-	}
-	tk_ipt_split(buf, len, chunk, r.offs, r.nchunks);
 	if (r.offs[0])
 		tk_gap_stats_add(&st->gaps, 0, r.offs[0]);
 	if ((rc = add_breaks(&r)) < 0)

@@ -85,7 +85,8 @@ for chunk in "" 4096; do
 	check "adj$chunk" decode --no-disasm adj.data
 	check "adj-time$chunk" decode --time adj.data
 	# the branch trace itself: one part on the flow decoder's workers, or parts of a
-	# piece each on the pool (their checksums checked there first)
+	# piece each on the pool (their checksums checked there first); its timeline part
+	# after part, the next joined on a thread of its own
 	check "btrace-profile$chunk" profile lj.tkbt
 	check "btrace-perfetto$chunk" convert --to perfetto -o /dev/stdout lj.tkbt
 done

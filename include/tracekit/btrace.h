@@ -268,6 +268,9 @@ struct tk_btrace_events_opts {
 	unsigned nthreads;         /* decoder threads per stream; 0 = all cores */
 	int only_tid;              /* decode only thread TID */
 	uint32_t tid;
+	size_t part_bytes;         /* each thread's stream in parts of about this many bytes
+				      (whole pieces), joined and decoded one after another;
+				      0: 8 MiB */
 };
 struct tk_sink;
 TK_API int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_opts *opts,

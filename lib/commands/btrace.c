@@ -479,9 +479,11 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 		return status;
 	struct tk_trace_clock clock = { o->has_tsc_hz ? o->tsc_hz : tk_btrace_info(cb.bt)->tsc_hz };
 	if ((status = tk_cmd_timeline_open(c, cb.sym, clock, &ct)) == 0) {
+		/* TK_IPT_CHUNK: small parts, for tests of the seams between them */
 		struct tk_btrace_events_opts eo = { .sz = sizeof eo, .image = cb.img,
 						    .nthreads = o->jobs, .only_tid = o->has_tid,
-						    .tid = (uint32_t)o->tid };
+						    .tid = (uint32_t)o->tid,
+						    .part_bytes = tk_cmd_flow_opts(c, NULL).chunk_bytes };
 		struct tk_gap_stats gaps = { 0 };
 		int rc = tk_btrace_events(cb.bt, &eo, tk_timeline_sink(ct.tl), &gaps);
 

@@ -65,6 +65,9 @@ if [ "$n" = "$ndeep" ] && [ "$b" = "$e" ] && [ "$b" -gt "$n" ]; then
 	ok "Intel PT: $n slices of deep (the program counted $ndeep), $b begins and ends"
 else bad "Intel PT: $n slices of deep, the program counted $ndeep; $b begins, $e ends"; fi
 same "branch trace" TK_NONE=1 TK_NONE=1 lj.tkbt
+# in parts of about 600 bytes: at -j 2 and 3 the next part is joined on a thread of its
+# own while one decodes, two buffers in turn
+same "branch trace in parts" TK_NONE=1 TK_IPT_CHUNK=600 lj.tkbt
 # without a window the walker counts executed blocks instead of sending them (the timeline
 # reads only calls and returns); a window over the whole trace sends every block, one by
 # one, to the same slices

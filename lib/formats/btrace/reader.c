@@ -486,6 +486,15 @@ int btrace_thread_parts(const struct tk_btrace *bt, size_t i, size_t max, btrace
 int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
 		      uint8_t **out, size_t *len, size_t *part_len)
 {
+	size_t cap = 0;
+
+	*out = NULL;
+	return btrace_thread_part_into(bt, i, next, max, out, &cap, len, part_len);
+}
+
+int btrace_thread_part_into(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
+			    uint8_t **out, size_t *cap, size_t *len, size_t *part_len)
+{
 	static const uint8_t ovf[2] = { 0x02, 0xf3 };
 	size_t end, n;
 	int rc = btrace_part_extent(bt, i, *next, max, &end, &n, part_len);
@@ -493,9 +502,14 @@ int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_
 	if (rc < 0)
 		return rc;
 	const struct thread *t = &bt->threads[i];
-	uint8_t *buf = malloc(n ? n : 1), *p = buf;
-	if (!buf)
-		return -TK_E_NOMEM;
+	if (!*out || *cap < n) {
+		uint8_t *grown = realloc(*out, n ? n : 1);
+		if (!grown)
+			return -TK_E_NOMEM;
+		*out = grown;
+		*cap = n ? n : 1;
+	}
+	uint8_t *buf = *out, *p = buf;
 	for (size_t k = *next; k <= end && k < t->npieces; k++) {
 		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
 		p += t->pieces[k].len;
@@ -505,7 +519,6 @@ int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_
 		}
 	}
 	*next = end;
-	*out = buf;
 	*len = (size_t)(p - buf);
 	return 0;
 }

@@ -170,7 +170,7 @@ static int decode_part(struct tk_source *s, size_t k, struct tk_sink sink, struc
 		return 0;
 	/* one part: its PSB chunks on the flow decoder's workers; else the pool's */
 	return btrace_part_events(p->bt, pt->thread, pt->next, p->part_bytes, p->img,
-				  p->nparts == 1 ? s->o.nthreads : 1, sink, gaps, pt->base);
+				  p->nparts == 1 ? s->o.nthreads : 1, sink, gaps, pt->base, NULL);
 }
 
 static int btrace_run(struct tk_source *s, const struct tk_chunk_consumer *c)

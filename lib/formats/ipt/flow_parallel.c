@@ -160,6 +160,18 @@ static size_t merge_breaks(const uint8_t *buf, size_t len, const uint64_t *offs,
 	return m;
 }
 
+/* At least as many as the starts of tk_ipt_split's: they lie at least CHUNK bytes apart. */
+static size_t split_max(size_t len, size_t chunk)
+{
+	return len / (chunk < TK_IPT_PSB_SIZE ? TK_IPT_PSB_SIZE : chunk) + 1;
+}
+
+size_t tk_ipt_flow_chunks_max(size_t len, const struct tk_ipt_flow_opts *o)
+{
+	return split_max(len, o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK) +
+	       (has_breaks(o) ? o->nbreaks : 0);
+}
+
 int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
 			   uint64_t *starts, size_t n)
 {
@@ -236,9 +248,9 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		return -TK_E_INVAL;
 	memset(st, 0, sizeof(*st));
 	nthreads = o->nthreads ? o->nthreads : tk_cpu_count();
-	/* chunk starts lie at least CHUNK bytes apart: room for all of them, one scan (a
-	 * branch trace's timeline plans a part at a time on the calling thread) */
-	size_t room = len / (chunk < TK_IPT_PSB_SIZE ? TK_IPT_PSB_SIZE : chunk) + 1;
+	/* room for every start: one scan (a branch trace's timeline plans a part at a time on
+	 * the calling thread) */
+	size_t room = split_max(len, chunk);
 	if (room > ((size_t)1 << 16)) {
 		n = tk_ipt_split(buf, len, chunk, NULL, 0);
 		room = n > 0 ? (size_t)n : 0;

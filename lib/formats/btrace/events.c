@@ -131,7 +131,8 @@ static int part_events(void *ctx, size_t i, size_t next, uint64_t base, uint64_t
 	if (js->rc < 0)
 		return js->rc;
 	struct join_slot *following = &r->slot[r->cur ^ 1];
-	if (r->o->nthreads > 1 && js->j.end < tk_btrace_thread(r->bt, i)->pieces) {
+	unsigned workers = r->o->nthreads ? r->o->nthreads : tk_cpu_count();
+	if (workers > 1 && js->j.end < tk_btrace_thread(r->bt, i)->pieces) {
 		following->thread = i;
 		following->next = js->j.end;
 		r->ahead = pthread_create(&r->helper, NULL, join_part, following) == 0;

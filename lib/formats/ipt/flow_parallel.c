@@ -166,10 +166,16 @@ static size_t split_max(size_t len, size_t chunk)
 	return len / (chunk < TK_IPT_PSB_SIZE ? TK_IPT_PSB_SIZE : chunk) + 1;
 }
 
-size_t tk_ipt_flow_chunks_max(size_t len, const struct tk_ipt_flow_opts *o)
+/* Up to this many, room is made for the bound rather than a counting scan (past it, tiny
+ * chunks of a long trace would reserve far more than they use). */
+#define ROOM_BOUND_MAX ((size_t)1 << 16)
+
+int64_t tk_ipt_flow_chunks_room(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o)
 {
-	return split_max(len, o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK) +
-	       (has_breaks(o) ? o->nbreaks : 0);
+	size_t bound = split_max(len, o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK) +
+		       (has_breaks(o) ? o->nbreaks : 0);
+
+	return bound <= ROOM_BOUND_MAX ? (int64_t)bound : tk_ipt_flow_chunks(buf, len, o, NULL, 0);
 }
 
 int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
@@ -251,7 +257,7 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	/* room for every start: one scan (a branch trace's timeline plans a part at a time on
 	 * the calling thread) */
 	size_t room = split_max(len, chunk);
-	if (room > ((size_t)1 << 16)) {
+	if (room > ROOM_BOUND_MAX) {
 		n = tk_ipt_split(buf, len, chunk, NULL, 0);
 		room = n > 0 ? (size_t)n : 0;
 	}

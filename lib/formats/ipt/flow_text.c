@@ -725,8 +725,8 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	if (r.nthreads > 1 && !o.chunk_bytes)
 		o.chunk_bytes = EV_CHUNK;
 	/* a slot for each chunk there can be (counting them scanned every byte once more) */
-	n = (int64_t)tk_ipt_flow_chunks_max(len, &o);
-	r.chunks = calloc((size_t)n, sizeof(*r.chunks));
+	n = tk_ipt_flow_chunks_room(buf, len, &o);
+	r.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*r.chunks));
 	if (!r.chunks)
 		return -TK_E_NOMEM;
 	turn_init(&r.turn);

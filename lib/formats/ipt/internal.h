@@ -15,10 +15,11 @@ struct tk_ipt_ctx {
 
 #define TK_IPT_PSB_SIZE 16
 
-/* At least as many as the chunks tk_ipt_flow_chunks makes of LEN bytes with O: their
- * starts lie a chunk apart (the breaks add theirs), so no scan is needed to size for them. */
+/* At least as many as the chunks tk_ipt_flow_chunks makes of BUF with O, without a scan
+ * while that bound is small (starts lie a chunk apart, the breaks add theirs), else their
+ * count (or -TK_E_*). */
 struct tk_ipt_flow_opts;
-size_t tk_ipt_flow_chunks_max(size_t len, const struct tk_ipt_flow_opts *o);
+int64_t tk_ipt_flow_chunks_room(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o);
 
 /* Decode the packet at BUF[POS]. Returns its size or -TK_E_* (-TK_E_EOF at LEN). */
 int tk_ipt_decode_one(const uint8_t *buf, size_t len, size_t pos, struct tk_ipt_ctx *ctx,

@@ -25,7 +25,25 @@ int names_init(struct names *nm, struct tk_sym *sym);
 void names_free(struct names *nm);
 /* Returns the id, or UINT32_MAX when out of memory. */
 uint32_t names_intern(struct names *nm, const char *s, size_t len);
-uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind);
+uint32_t names_frame_new(struct names *nm, uint64_t key, uint32_t kind);
+/* The id of (KEY, KIND) named before, or UINT32_MAX. */
+static inline uint32_t names_key_find(const struct names *nm, uint64_t key, uint32_t kind)
+{
+	if (!nm->keys)
+		return UINT32_MAX;
+	for (size_t k = tk_hash64(key ^ kind) & nm->keys_mask; nm->keys[k].id != UINT32_MAX;
+	     k = (k + 1) & nm->keys_mask)
+		if (nm->keys[k].key == key && nm->keys[k].kind == kind)
+			return nm->keys[k].id;
+	return UINT32_MAX;
+}
+/* The name of a call path's frame, interned (looked up here: the timeline's pass asks per
+ * call). */
+static inline uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind)
+{
+	uint32_t id = names_key_find(nm, key, kind);
+	return id != UINT32_MAX ? id : names_frame_new(nm, key, kind);
+}
 /* The same named from SYM (a process's own symbols). */
 uint32_t names_frame_in(struct names *nm, struct tk_sym *sym, uint64_t key, uint32_t kind);
 static inline const char *names_str(const struct names *nm, uint32_t id) { return nm->str[id]; }

@@ -135,11 +135,10 @@ static const char *frame_name(struct tk_sym *sym, uint64_t key, uint32_t kind, c
 	}
 }
 
-/* KIND's high bits: which symbols named it (0: nm->sym, N: spaces[N - 1]) */
-static uint32_t frame_id(struct names *nm, struct tk_sym *sym, uint32_t space, uint64_t key,
-			 uint32_t kind)
+/* KIND's high bits: which symbols named it (0: nm->sym, N: spaces[N - 1]); a key not
+ * named yet (names_frame looks the others up itself). */
+static uint32_t frame_id_new(struct names *nm, struct tk_sym *sym, uint64_t key, uint32_t kind)
 {
-	kind |= space << 8;
 	if (nm->nkeys * 2 + 2 > nm->keys_mask + 1 || !nm->keys) {
 		size_t size = nm->keys ? (nm->keys_mask + 1) * 2 : 256;
 		struct keyname *m = calloc(size, sizeof *m);
@@ -173,9 +172,16 @@ static uint32_t frame_id(struct names *nm, struct tk_sym *sym, uint32_t space, u
 	return id;
 }
 
-uint32_t names_frame(struct names *nm, uint64_t key, uint32_t kind)
+static uint32_t frame_id(struct names *nm, struct tk_sym *sym, uint32_t space, uint64_t key,
+			 uint32_t kind)
 {
-	return frame_id(nm, nm->sym, 0, key, kind);
+	uint32_t id = names_key_find(nm, key, kind | space << 8);
+	return id != UINT32_MAX ? id : frame_id_new(nm, sym, key, kind | space << 8);
+}
+
+uint32_t names_frame_new(struct names *nm, uint64_t key, uint32_t kind)
+{
+	return frame_id_new(nm, nm->sym, key, kind);
 }
 
 uint32_t names_frame_in(struct names *nm, struct tk_sym *sym, uint64_t key, uint32_t kind)

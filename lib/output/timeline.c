@@ -13,6 +13,8 @@
 enum { PF_CLOCK_ID = 64, PF_BOOTTIME = 6, PROCESS_UUID = 1 };
 /* a process's own track (tk_timeline_track_process): this plus its pid */
 #define PROCESS_UUID_OF 0x300000000ull
+/* pipeline tracks' packet sequences from here: clear of the call tracks' */
+#define PL_SEQ_BASE (1u << 20)
 
 struct tl_frame {
 	uint64_t key, ret;
@@ -23,16 +25,13 @@ struct tl_frame {
 
 struct tl_track {
 	uint32_t id;
-	uint64_t uuid;            /* pipeline tracks: their uuid; 0: thread track 0x10000 + id */
+	uint64_t uuid;            /* pipeline tracks: their uuid; thread tracks: 0x10000 + id */
 	uint32_t seq;             /* Perfetto packet sequence id */
 	struct tl_frame *st;
 	size_t depth, cap;
 	struct tk_retset rets;    /* the frames' return addresses: returns and resumes that
 				     do not match the top frame (retset.h) */
 	uint64_t t_last;          /* ticks */
-	uint64_t last_ns;         /* last timestamp written on this sequence */
-	uint8_t *interned;        /* per name id: already sent on this sequence */
-	size_t ninterned;
 	int started;              /* descriptor and sequence state written */
 	int in_window;
 	char *name;
@@ -43,19 +42,39 @@ struct tl_track {
 
 struct pl;
 
-/* The writer's serial pass (stacks, window, cap, timestamps, interning) reduces each slice
- * begin or end to a record; formatting the records into bytes is a pure function of them,
- * and with nthreads > 1 a thread of its own does it, blocks of records in order, while the
- * pass goes on (it was half of a call trace's conversion time). Everything else the pass
- * writes (descriptors, headers) goes to the block's raw bytes, before the record after it. */
+/* The writer's serial pass (stacks, window, cap, interning of names) reduces each slice
+ * begin or end to a record; formatting the records into bytes is a function of them in
+ * order (the clock, and per Perfetto sequence its last timestamp and the names it has
+ * sent: state only the formatter keeps), and with nthreads > 1 a thread of its own does
+ * it, blocks of records in order, while the pass goes on (it was half of a call trace's
+ * conversion time; the pass is what stays serial, so what needs no stack is left to the
+ * formatter). Everything else the pass writes (descriptors, headers) goes to the block's raw bytes,
+ * before the record after it. */
 struct tl_rec {
-	const char *s;            /* Chrome: the name; Perfetto: the name to intern first, or NULL */
-	uint64_t ts;              /* Perfetto: ns since the sequence's last; Chrome: ns since origin */
+	const char *s;            /* the name (Chrome: begin and end; Perfetto: begin) */
+	uint64_t ticks;           /* the time, in the trace's ticks */
 	uint64_t track;           /* Perfetto: the track's uuid; Chrome: pid */
 	uint32_t seq;             /* Perfetto: the packet sequence; Chrome: tid */
 	uint32_t name;            /* Perfetto: the name's iid (begin) */
 	uint32_t raw_end;         /* the block's raw bytes up to here come before it */
 	uint8_t begin;
+};
+
+/* A Perfetto sequence as the formatter wrote it: its last timestamp and, per name id,
+ * whether the name was sent on it. */
+struct tl_seq {
+	uint64_t last_ns;
+	uint8_t *interned;
+	size_t ninterned;
+};
+
+/* The formatter's state (the formatter thread's, or the pass's own without one). */
+struct tl_fmt {
+	enum tk_timeline_kind kind;
+	uint64_t tps;             /* the clock's ticks per second */
+	uint64_t time_origin;
+	struct tl_seq *seqs;      /* call tracks' sequences at even, pipelines' at odd slots */
+	size_t nseqs;
 };
 
 /* Records per block (about 640 KB) and blocks in flight: what waits for the formatter is
@@ -78,6 +97,7 @@ struct tk_timeline {
 	struct tk_buf *out;       /* the output */
 	struct tl_block blk[TL_BLOCKS];
 	unsigned cur;             /* the block being filled */
+	struct tl_block *cb;      /* &blk[cur] */
 	/* the formatter thread (nthreads > 1): formats blk[fmt_next] once full */
 	pthread_t fmt_thread;
 	pthread_mutex_t lock;
@@ -85,6 +105,7 @@ struct tk_timeline {
 	int threaded, fmt_stop, fmt_err;
 	int err;                  /* the output's first error, as known to the pass */
 	unsigned fmt_next;
+	struct tl_fmt fmt;        /* the formatter's own */
 	struct names names;
 	struct tl_track *tracks;
 	size_t ntracks, ctracks;
@@ -158,15 +179,82 @@ static void emit_packet(struct tk_buf *b, const uint8_t *p, size_t n)
 
 /* ---- formatting records (on the formatter thread with nthreads > 1) ----------------------- */
 
-static void fmt_rec(enum tk_timeline_kind kind, struct tk_buf *b, const struct tl_rec *r)
+/* TICKS * 10^9 / TPS, rounded down (modulo 2^64 like the 128-bit quotient's cast); TPS 0:
+ * a tick is a ns. With TICKS = q TPS + r that is q 10^9 + r 10^9 / TPS, in 64 bits for any
+ * clock up to 18 GHz: the 128-bit division is a library call. */
+static uint64_t ticks_ns(uint64_t tps, uint64_t ticks)
 {
-	if (kind == TK_TIMELINE_CHROME) {
+	if (!tps || tps == 1000000000u)
+		return ticks;
+	if (tps <= UINT64_MAX / 1000000000u)
+		return ticks / tps * 1000000000u + ticks % tps * 1000000000u / tps;
+	return (uint64_t)((unsigned __int128)ticks * 1000000000u / tps);
+}
+
+/* Chrome JSON's ts: microseconds as JSON numbers, which readers hold as doubles: relative
+ * to the origin, so that a large clock (a TSC) keeps its nanoseconds. */
+static uint64_t origin_ns(uint64_t tps, uint64_t origin, uint64_t ticks)
+{
+	return ticks_ns(tps, ticks > origin ? ticks - origin : 0);
+}
+
+/* Sequence SEQ's state, made on first use (NULL: no memory). */
+static struct tl_seq *fmt_seq(struct tl_fmt *f, uint32_t seq)
+{
+	size_t i = seq >= PL_SEQ_BASE ? 2 * (size_t)(seq - PL_SEQ_BASE) + 1 : 2 * (size_t)seq;
+	if (i >= f->nseqs) {
+		size_t nc = f->nseqs ? f->nseqs : 16;
+		while (nc <= i)
+			nc *= 2;
+		struct tl_seq *ns = realloc(f->seqs, nc * sizeof *ns);
+		if (!ns)
+			return NULL;
+		memset(ns + f->nseqs, 0, (nc - f->nseqs) * sizeof *ns);
+		f->seqs = ns;
+		f->nseqs = nc;
+	}
+	return &f->seqs[i];
+}
+
+/* Whether name NAME goes out with this slice on sequence SQ (its first there); -1: no memory. */
+static int fmt_intern(struct tl_seq *sq, uint32_t name)
+{
+	if (name < sq->ninterned && sq->interned[name])
+		return 0;
+	if (name >= sq->ninterned) {
+		size_t nc = sq->ninterned ? sq->ninterned : 256;
+		while (nc <= name)
+			nc *= 2;
+		uint8_t *ni = realloc(sq->interned, nc);
+		if (!ni)
+			return -1;
+		memset(ni + sq->ninterned, 0, nc - sq->ninterned);
+		sq->interned = ni;
+		sq->ninterned = nc;
+	}
+	sq->interned[name] = 1;
+	return 1;
+}
+
+static void fmt_free(struct tl_fmt *f)
+{
+	for (size_t i = 0; i < f->nseqs; i++)
+		free(f->seqs[i].interned);
+	free(f->seqs);
+	f->seqs = NULL;
+	f->nseqs = 0;
+}
+
+
+static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
+{
+	if (f->kind == TK_TIMELINE_CHROME) {
 		tk_buf_puts(b, r->begin ? ",\n{\"ph\":\"B\",\"pid\":" : ",\n{\"ph\":\"E\",\"pid\":");
 		tk_buf_u64(b, r->track);
 		tk_buf_puts(b, ",\"tid\":");
 		tk_buf_u64(b, r->seq);
 		tk_buf_puts(b, ",\"ts\":");
-		tk_buf_fixed(b, (int64_t)r->ts, 3);                  /* us */
+		tk_buf_fixed(b, (int64_t)origin_ns(f->tps, f->time_origin, r->ticks), 3); /* us */
 		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, r->s, strlen(r->s));
 		tk_buf_putc(b, '}');
@@ -175,10 +263,20 @@ static void fmt_rec(enum tk_timeline_kind kind, struct tk_buf *b, const struct t
 	/* Written in place: the packet's body after a two-byte header (tag, one-byte length),
 	 * moved one byte on in the rare packet longer than 127 bytes (a name interned). The
 	 * small copies of building it apart cost the formatter a third of its time. */
+	struct tl_seq *sq = fmt_seq(f, r->seq);
+	int intern = sq && r->begin ? fmt_intern(sq, r->name) : 0;
+	if (!sq || intern < 0) {
+		if (!b->err)
+			b->err = -TK_E_NOMEM;
+		return;
+	}
+	uint64_t ns = ticks_ns(f->tps, r->ticks);
+	uint64_t delta = ns >= sq->last_ns ? ns - sq->last_ns : 0;
+	sq->last_ns += delta;
 	if (tk_buf_reserve(b, 3 + 64 + 600) < 0)
 		return;
 	uint8_t *pk = (uint8_t *)b->data + b->len + 2, *te;
-	size_t k = put_uint(pk, 8, r->ts);                    /* timestamp (incremental) */
+	size_t k = put_uint(pk, 8, delta);                    /* timestamp (incremental) */
 	k += put_uint(pk + k, 10, r->seq);
 	pk[k++] = 11 << 3 | 2;                                /* track_event: under 128 bytes */
 	te = pk + k + 1;
@@ -188,7 +286,7 @@ static void fmt_rec(enum tk_timeline_kind kind, struct tk_buf *b, const struct t
 		n += put_uint(te + n, 10, r->name);               /* name_iid */
 	pk[k] = (uint8_t)n;
 	k += 1 + n;
-	if (r->s) {
+	if (intern) {
 		size_t sl = strlen(r->s) > 512 ? 512 : strlen(r->s);
 		uint8_t en[540], id[560];
 		size_t ne = put_uint(en, 1, r->name);             /* iid */
@@ -205,7 +303,7 @@ static void fmt_rec(enum tk_timeline_kind kind, struct tk_buf *b, const struct t
 }
 
 /* BK's records and raw bytes onto OUT, in order; BK is empty after. */
-static void fmt_block(enum tk_timeline_kind kind, struct tk_buf *out, struct tl_block *bk)
+static void fmt_block(struct tl_fmt *f, struct tk_buf *out, struct tl_block *bk)
 {
 	size_t pos = 0;
 
@@ -215,7 +313,7 @@ static void fmt_block(enum tk_timeline_kind kind, struct tk_buf *out, struct tl_
 			tk_buf_put(out, bk->raw.data + pos, r->raw_end - pos);
 			pos = r->raw_end;
 		}
-		fmt_rec(kind, out, r);
+		fmt_rec(f, out, r);
 	}
 	if (bk->raw.len > pos)
 		tk_buf_put(out, bk->raw.data + pos, bk->raw.len - pos);
@@ -237,7 +335,7 @@ static void *fmt_main(void *arg)
 		if (!bk->full)
 			break;          /* stopped, and every block handed on is written */
 		pthread_mutex_unlock(&t->lock);
-		fmt_block(t->o.kind, t->out, bk);
+		fmt_block(&t->fmt, t->out, bk);
 		pthread_mutex_lock(&t->lock);
 		bk->full = 0;
 		if (t->out->err && !t->fmt_err)
@@ -257,7 +355,7 @@ static int submit(struct tk_timeline *t)
 	int err;
 
 	if (!t->threaded) {
-		fmt_block(t->o.kind, t->out, bk);
+		fmt_block(&t->fmt, t->out, bk);
 		return t->out->err;
 	}
 	pthread_mutex_lock(&t->lock);
@@ -268,7 +366,8 @@ static int submit(struct tk_timeline *t)
 		pthread_cond_wait(&t->cond, &t->lock);
 	err = t->fmt_err;
 	pthread_mutex_unlock(&t->lock);
-	t->b = &t->blk[t->cur].raw;
+	t->cb = &t->blk[t->cur];
+	t->b = &t->cb->raw;
 	return err;
 }
 
@@ -297,7 +396,7 @@ static int rec_done(struct tk_timeline *t)
 		}
 		return t->b->err ? t->b->err : t->out->err;
 	}
-	if (t->blk[t->cur].n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
+	if (t->cb->n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
 		int err = submit(t);
 		if (err && !t->err)
 			t->err = err;
@@ -311,43 +410,31 @@ static int rec_done(struct tk_timeline *t)
 static inline __attribute__((always_inline)) struct tl_rec *rec_slot(struct tk_timeline *t,
 								       struct tl_rec *tmp)
 {
-	return t->threaded ? &t->blk[t->cur].rec[t->blk[t->cur].n] : tmp;
+	return t->threaded ? &t->cb->rec[t->cb->n] : tmp;
 }
 
 /* The record R from rec_slot, after the raw bytes written since the last one. Without
  * the formatter (-j 1) it is formatted at once, while it is in the cache: blocks of
  * records, or records formatted one by one from a block, cost -j 1 a tenth more CPU time
- * on an XRay log. */
+ * on an XRay log. With it, only a full block is looked at further: raw bytes are written
+ * on rare paths that see to their own bound (first_slice, pipelines), and an error of
+ * theirs surfaces at the batch's end (tl_events) if not before. */
 static inline __attribute__((always_inline)) int rec_put(struct tk_timeline *t, struct tl_rec *r)
 {
 	if (!t->threaded) {
 		int rc = t->b->len || t->b->err ? rec_done(t) : 0;
-		fmt_rec(t->o.kind, t->out, r);
+		fmt_rec(&t->fmt, t->out, r);
 		return rc ? rc : t->out->err;
 	}
 	r->raw_end = (uint32_t)t->b->len;   /* below TL_RAW_MAX and an event's bytes */
-	t->blk[t->cur].n++;
+	if (++t->cb->n < TL_BLOCK_RECS)
+		return 0;
 	return rec_done(t);
 }
 
-/* TICKS * 10^9 / tps, rounded down (modulo 2^64 like the 128-bit quotient's cast). With
- * TICKS = q tps + r that is q 10^9 + r 10^9 / tps, in 64 bits for any clock up to 18 GHz:
- * the 128-bit division is a library call, 3 % of a branch trace's timeline pass. */
-static uint64_t to_ns(const struct tk_timeline *t, uint64_t ticks)
-{
-	uint64_t tps = t->o.clock.ticks_per_second;
-	if (!tps || tps == 1000000000u)
-		return ticks;
-	if (tps <= UINT64_MAX / 1000000000u)
-		return ticks / tps * 1000000000u + ticks % tps * 1000000000u / tps;
-	return (uint64_t)((unsigned __int128)ticks * 1000000000u / tps);
-}
-
-/* Chrome JSON's ts: microseconds as JSON numbers, which readers hold as doubles: relative
- * to the origin, so that a large clock (a TSC) keeps its nanoseconds. */
 static uint64_t chrome_ns(const struct tk_timeline *t, uint64_t ticks)
 {
-	return to_ns(t, ticks > t->o.time_origin ? ticks - t->o.time_origin : 0);
+	return origin_ns(t->o.clock.ticks_per_second, t->o.time_origin, ticks);
 }
 
 /* The origin in ticks, for readers that want absolute times back (a string: a JSON number
@@ -381,6 +468,7 @@ static struct tl_track *get_track(struct tk_timeline *t, uint32_t id)
 	struct tl_track *tr = &t->tracks[t->ntracks];
 	memset(tr, 0, sizeof *tr);
 	tr->id = id;
+	tr->uuid = 0x10000ull + id;
 	tr->seq = (uint32_t)t->ntracks + 2; /* 1 is the process descriptor's */
 	tr->t_last = TK_TIME_NONE;
 	t->last = t->ntracks++;
@@ -514,72 +602,61 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 	size_t nt = put_uint(thr, 1, pid);                    /* pid */
 	nt += put_uint(thr + nt, 2, tr->id);                  /* tid */
 	nt += put_bytes(thr + nt, 5, label, ll);              /* thread_name */
-	size_t m = put_uint(td, 1, 0x10000ull + tr->id);      /* uuid */
+	size_t m = put_uint(td, 1, tr->uuid);                 /* uuid */
 	m += put_uint(td + m, 5, parent);                     /* parent_uuid */
 	m += put_bytes(td + m, 4, thr, nt);                   /* thread */
 	size_t k = put_uint(pk, 10, tr->seq);
 	k += put_bytes(pk + k, 60, td, m);
 	emit_packet(b, pk, k);
-	tr->last_ns = 0;
 }
 
-/* One Perfetto slice begin (NAME) or end on TR at NS. */
-static inline __attribute__((always_inline)) int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ns)
+/* One Perfetto slice begin (NAME) or end on TR at TICKS. */
+static inline __attribute__((always_inline)) int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ticks)
 {
-	uint64_t delta = ns >= tr->last_ns ? ns - tr->last_ns : 0;
-	const char *intern = NULL;
-
-	tr->last_ns += delta;
-	if (begin && (name >= tr->ninterned || !tr->interned[name])) {
-		if (name >= tr->ninterned) {
-			size_t nc = tr->ninterned ? tr->ninterned : 256;
-			while (nc <= name)
-				nc *= 2;
-			uint8_t *ni = realloc(tr->interned, nc);
-			if (!ni)
-				return -TK_E_NOMEM;
-			memset(ni + tr->ninterned, 0, nc - tr->ninterned);
-			tr->interned = ni;
-			tr->ninterned = nc;
-		}
-		tr->interned[name] = 1;
-		intern = names_str(&t->names, name);
-	}
 	struct tl_rec tmp, *r = rec_slot(t, &tmp);
-	r->s = intern;
-	r->ts = delta;
-	r->track = tr->uuid ? tr->uuid : 0x10000ull + tr->id;
+	r->s = begin ? names_str(&t->names, name) : NULL;
+	r->ticks = ticks;
+	r->track = tr->uuid;
 	r->seq = tr->seq;
 	r->name = name;
 	r->begin = (uint8_t)begin;
 	return rec_put(t, r);
 }
 
+/* Before TR's first slice: the header if it is the trace's first, and TR's description;
+ * a block whose raw bytes are full goes on before the slice's record. */
+static __attribute__((noinline, cold)) void first_slice(struct tk_timeline *t, struct tl_track *tr)
+{
+	if (!t->header_done)
+		header(t);
+	start_track(t, tr);
+	if (t->threaded && t->b->len >= TL_RAW_MAX)
+		rec_done(t);
+}
+
 /* One slice begin or end of F's call on TR at TICKS. Chrome's end events carry the name
  * too (the begin's, kept in F): viewers that pair an end with its begin by name
  * (speedscope) need it. */
-static int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct tl_frame *f,
+static inline __attribute__((always_inline)) int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct tl_frame *f,
 		 uint64_t ticks)
 {
 	if (ticks == TK_TIME_NONE)
 		ticks = 0;
-	if (!t->header_done)
-		header(t);
-	if (!tr->started)
-		start_track(t, tr);
+	if (__builtin_expect(!tr->started, 0))
+		first_slice(t, tr);
 	if (begin && (f->name = names_frame(&t->names, f->key, f->kind)) == UINT32_MAX)
 		return -TK_E_NOMEM;
 	if (t->o.kind == TK_TIMELINE_CHROME) {
 		struct tl_rec tmp, *r = rec_slot(t, &tmp);
 		r->s = names_str(&t->names, f->name);
-		r->ts = chrome_ns(t, ticks);
+		r->ticks = ticks;
 		r->track = tr->pid ? tr->pid : 1;
 		r->seq = tr->id;
 		r->name = 0;
 		r->begin = (uint8_t)begin;
 		return rec_put(t, r);
 	}
-	return pf_slice(t, tr, begin, begin ? f->name : 0, to_ns(t, ticks));
+	return pf_slice(t, tr, begin, begin ? f->name : 0, ticks);
 }
 
 /* ---- the stack ---------------------------------------------------------------------------- */
@@ -1144,7 +1221,7 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 				uint32_t nm = names_intern(&t->names, name, (size_t)nl);
 				if (nm == UINT32_MAX)
 					return -TK_E_NOMEM;
-				rc = pf_slice(t, row, 1, nm, to_ns(t, b));
+				rc = pf_slice(t, row, 1, nm, b);
 			}
 			/* lane 0 nests in the instruction's slice; other lanes on their own tracks */
 			for (uint32_t i = 0; i < in->nst && rc >= 0; i++) {
@@ -1174,13 +1251,13 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 					return -TK_E_NOMEM;
 				if (k)
 					k->nm = nm;   /* the same string each time: "stage N" too */
-				if ((rc = pf_slice(t, tr, 1, nm, to_ns(t, sb))) >= 0)
-					rc = pf_slice(t, tr, 0, 0, to_ns(t, se));
+				if ((rc = pf_slice(t, tr, 1, nm, sb)) >= 0)
+					rc = pf_slice(t, tr, 0, 0, se);
 			}
 			if (rc >= 0 && t->o.kind == TK_TIMELINE_CHROME)
 				rc = pl_chrome_x(t, in->thread, row, name, (size_t)nl, b, e, in);
 			else if (rc >= 0)
-				rc = pf_slice(t, row, 0, 0, to_ns(t, e));
+				rc = pf_slice(t, row, 0, 0, e);
 		}
 	}
 	p->rows[in->row] = 0;
@@ -1197,7 +1274,7 @@ static int pl_event(struct tk_timeline *t, const struct tk_event *e)
 		return -TK_E_NOMEM;
 	struct pl *p = t->pl;
 	if (!p->next_seq)
-		p->next_seq = 1u << 20;  /* clear of the call tracks' sequences */
+		p->next_seq = PL_SEQ_BASE;
 	uint64_t time = e->time != TK_TIME_NONE ? e->time : p->t_max;
 	if (e->time != TK_TIME_NONE && e->time > p->t_max)
 		p->t_max = e->time;
@@ -1257,7 +1334,6 @@ static void pl_free(struct pl *p)
 	u64map_free(&p->ids);
 	free(p->rows);
 	for (size_t i = 0; i < p->ntracks; i++) {
-		free(p->tracks[i]->interned);
 		free(p->tracks[i]->name);
 		free(p->tracks[i]);
 	}
@@ -1289,9 +1365,10 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 		if (e->time != TK_TIME_NONE)
 			tr->t_last = e->time;
 		if (time != TK_TIME_NONE) {
-			if (!tr->in_window && in_window(t, time) && tr->depth)
+			int inside = in_window(t, time);
+			if (!tr->in_window && inside && tr->depth)
 				rc = enter_window(t, tr);
-			else if (in_window(t, time))
+			else if (inside)
 				tr->in_window = 1;
 			if (time >= t->window_end && tr->in_window) {
 				/* leaving the window: close what is open, at its end */
@@ -1443,6 +1520,14 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 	size_t ntr = 0, nout = 0, k = 0;
 
 	(void)ctx;
+	/* a part of used events only (a call trace's) is copied as it is */
+	size_t used = 0;
+	while (used < n && ev[used].kind < 64 && (TL_USED >> ev[used].kind & 1))
+		used++;
+	if (used == n) {
+		memcpy(out, ev, n * sizeof *ev);
+		return n;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 		if (k >= ntr || tr[k].track != e->track) {
@@ -1508,12 +1593,16 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 		goto fail;
 	}
 	t->out = b;
+	t->fmt.kind = t->o.kind;
+	t->fmt.tps = t->o.clock.ticks_per_second;
+	t->fmt.time_origin = t->o.time_origin;
 	for (unsigned i = 0; i < (t->o.nthreads > 1 ? TL_BLOCKS : 1); i++) {
 		if ((t->o.nthreads > 1 && !(t->blk[i].rec = malloc(TL_BLOCK_RECS * sizeof *t->blk[i].rec))) ||
 		    tk_buf_init(&t->blk[i].raw, -1, 4096) < 0)
 			goto fail;
 	}
-	t->b = &t->blk[0].raw;
+	t->cb = &t->blk[0];
+	t->b = &t->cb->raw;
 	if (t->o.nthreads > 1) {
 		pthread_mutex_init(&t->lock, NULL);
 		pthread_cond_init(&t->cond, NULL);
@@ -1603,6 +1692,7 @@ void tk_timeline_free(struct tk_timeline *t)
 	if (!t)
 		return;
 	fmt_end(t);
+	fmt_free(&t->fmt);
 	for (unsigned i = 0; i < TL_BLOCKS; i++) {
 		free(t->blk[i].rec);
 		tk_buf_free(&t->blk[i].raw);
@@ -1610,7 +1700,6 @@ void tk_timeline_free(struct tk_timeline *t)
 	for (size_t i = 0; i < t->ntracks; i++) {
 		free(t->tracks[i].st);
 		tk_retset_free(&t->tracks[i].rets);
-		free(t->tracks[i].interned);
 		free(t->tracks[i].name);
 		free(t->tracks[i].pname);
 	}

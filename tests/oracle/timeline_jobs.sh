@@ -13,6 +13,10 @@
 # - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks)
 # - a Kanata log with instructions in flight across every chunk (its timelines and its
 #   report page)
+# For the XRay log (three threads), the Kanata log (pipeline tracks) and the branch trace,
+# the Perfetto and Chrome timelines hold the same slices (tests/tools/timeline_pair.py):
+# Perfetto's times are deltas per packet sequence and its names interned per sequence,
+# state the formatter keeps apart from the pass.
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 W=$(mktemp -d)
@@ -50,6 +54,14 @@ same() {
 	done
 }
 
+# LABEL [TICKS_PER_SECOND]: the last want.perfetto and want.chrome, the same slices
+pair() {
+	if protoc --decode=perfetto.Trace -I "$SRC/tests/tools" "$SRC/tests/tools/perfetto_trace.proto" \
+		<want.perfetto >want.txt && python3 "$SRC/tests/tools/timeline_pair.py" want.txt want.chrome ${2:+"$2"}
+	then ok "$1: Perfetto and Chrome timelines agree"
+	else bad "$1: Perfetto and Chrome timelines differ"; fi
+}
+
 cc -O1 -o lj "$SRC/tests/data/seams/lj.c"
 ndeep=$("$TK" record --btrace -o lj.tkbt -- ./lj 2>rec.err) || { echo "record failed"; cat rec.err; exit 1; }
 bias=$("$TK" info lj.tkbt | awk -v m="$W/lj" '$1 == "module" && $2 == m {
@@ -65,6 +77,7 @@ if [ "$n" = "$ndeep" ] && [ "$b" = "$e" ] && [ "$b" -gt "$n" ]; then
 	ok "Intel PT: $n slices of deep (the program counted $ndeep), $b begins and ends"
 else bad "Intel PT: $n slices of deep, the program counted $ndeep; $b begins, $e ends"; fi
 same "branch trace" TK_NONE=1 TK_NONE=1 lj.tkbt
+pair "branch trace" "$("$TK" info lj.tkbt | awk '$1 == "TSC" && $3 == "ticks/s" { print $2; exit }')"
 # in parts of about 600 bytes: at -j 2 and 3 the next part is joined on a thread of its
 # own while one decodes, two buffers in turn
 same "branch trace in parts" TK_NONE=1 TK_IPT_CHUNK=600 lj.tkbt
@@ -89,6 +102,7 @@ if command -v clang-16 >/dev/null; then
 		./prog fdr 2 20 >/dev/null 2>&1
 	log=$(ls -1 real-prog.* | head -n 1)
 	same "XRay FDR" TK_NONE=1 TK_NONE=1 "$log" --instr-map prog
+	pair "XRay FDR" "$("$TK" info "$log" | awk '$1 == "frequency:" { print $2 }')"
 	read -r b e n < <(python3 count.py want.chrome fib)
 	if [ "$b" = "$e" ] && [ "$n" -gt 0 ]; then ok "XRay: $b begins and ends, $n of fib"
 	else bad "XRay: $b begins, $e ends, $n of fib"; fi
@@ -99,6 +113,7 @@ fi
 python3 "$SRC/bench/kanata-inflight.py" 1 big.log >/dev/null
 head -n 40000 big.log >inflight.log
 same "Kanata" TK_NONE=1 TK_NONE=1 inflight.log
+pair "Kanata"
 # the Kanata report's page goes through the same relay at -j N
 "$TK" report -j 1 -q -o want.html inflight.log
 for j in 2 3; do

@@ -61,7 +61,7 @@ struct tl_rec {
 };
 
 /* A Perfetto sequence as the formatter wrote it: its last timestamp and, per name id,
- * whether the name was sent on it. */
+ * whether the name was sent on it (names sent on more than one sequence only). */
 struct tl_seq {
 	uint64_t last_ns;
 	uint8_t *interned;
@@ -72,10 +72,18 @@ struct tl_seq {
 struct tl_fmt {
 	enum tk_timeline_kind kind;
 	uint64_t tps;             /* the clock's ticks per second */
+	uint64_t ns_per_tick;     /* when whole (10^9 a multiple of tps): ns = ticks times it */
 	uint64_t time_origin;
 	struct tl_seq *seqs;      /* call tracks' sequences at even, pipelines' at odd slots */
 	size_t nseqs;
+	/* per name id, where it was sent: 0 nowhere yet, SENT_MANY on several sequences (see
+	 * their maps), else the one sequence. Most names of a pipeline (an instruction's
+	 * label) go to one sequence: a map per sequence as long as all names was most of the
+	 * formatter's time, in cache misses */
+	uint32_t *sent_on;
+	size_t nsent;
 };
+#define SENT_MANY UINT32_MAX
 
 /* Records per block (about 640 KB) and blocks in flight: what waits for the formatter is
  * bounded by TL_BLOCKS blocks; a block is handed on early once its raw bytes reach RAW_MAX.
@@ -179,13 +187,16 @@ static void emit_packet(struct tk_buf *b, const uint8_t *p, size_t n)
 
 /* ---- formatting records (on the formatter thread with nthreads > 1) ----------------------- */
 
-/* TICKS * 10^9 / TPS, rounded down (modulo 2^64 like the 128-bit quotient's cast); TPS 0:
- * a tick is a ns. With TICKS = q TPS + r that is q 10^9 + r 10^9 / TPS, in 64 bits for any
- * clock up to 18 GHz: the 128-bit division is a library call. */
-static uint64_t ticks_ns(uint64_t tps, uint64_t ticks)
+/* TICKS * 10^9 / tps, rounded down (modulo 2^64 like the 128-bit quotient's cast); tps 0:
+ * a tick is a ns. A whole number of ns per tick is a product (the same modulo 2^64: a
+ * Kanata log's cycles); else with TICKS = q tps + r it is q 10^9 + r 10^9 / tps, in 64
+ * bits for any clock up to 18 GHz: the 128-bit division is a library call. The clock's
+ * fields are set once, before any thread reads them. */
+static uint64_t ticks_ns(const struct tl_fmt *f, uint64_t ticks)
 {
-	if (!tps || tps == 1000000000u)
-		return ticks;
+	uint64_t tps = f->tps;
+	if (f->ns_per_tick)
+		return ticks * f->ns_per_tick;
 	if (tps <= UINT64_MAX / 1000000000u)
 		return ticks / tps * 1000000000u + ticks % tps * 1000000000u / tps;
 	return (uint64_t)((unsigned __int128)ticks * 1000000000u / tps);
@@ -193,9 +204,9 @@ static uint64_t ticks_ns(uint64_t tps, uint64_t ticks)
 
 /* Chrome JSON's ts: microseconds as JSON numbers, which readers hold as doubles: relative
  * to the origin, so that a large clock (a TSC) keeps its nanoseconds. */
-static uint64_t origin_ns(uint64_t tps, uint64_t origin, uint64_t ticks)
+static uint64_t origin_ns(const struct tl_fmt *f, uint64_t ticks)
 {
-	return ticks_ns(tps, ticks > origin ? ticks - origin : 0);
+	return ticks_ns(f, ticks > f->time_origin ? ticks - f->time_origin : 0);
 }
 
 /* Sequence SEQ's state, made on first use (NULL: no memory). */
@@ -216,11 +227,9 @@ static struct tl_seq *fmt_seq(struct tl_fmt *f, uint32_t seq)
 	return &f->seqs[i];
 }
 
-/* Whether name NAME goes out with this slice on sequence SQ (its first there); -1: no memory. */
-static int fmt_intern(struct tl_seq *sq, uint32_t name)
+/* Mark NAME sent on SQ's map; -1: no memory. */
+static int seq_mark(struct tl_seq *sq, uint32_t name)
 {
-	if (name < sq->ninterned && sq->interned[name])
-		return 0;
 	if (name >= sq->ninterned) {
 		size_t nc = sq->ninterned ? sq->ninterned : 256;
 		while (nc <= name)
@@ -233,7 +242,45 @@ static int fmt_intern(struct tl_seq *sq, uint32_t name)
 		sq->ninterned = nc;
 	}
 	sq->interned[name] = 1;
-	return 1;
+	return 0;
+}
+
+/* Whether name NAME goes out with this slice on sequence SEQ (its first there); -1: no
+ * memory. */
+static int fmt_intern(struct tl_fmt *f, uint32_t seq, uint32_t name)
+{
+	if (name >= f->nsent) {
+		size_t nc = f->nsent ? f->nsent : 1024;
+		while (nc <= name)
+			nc *= 2;
+		uint32_t *ns = realloc(f->sent_on, nc * sizeof *ns);
+		if (!ns)
+			return -1;
+		memset(ns + f->nsent, 0, (nc - f->nsent) * sizeof *ns);
+		f->sent_on = ns;
+		f->nsent = nc;
+	}
+	uint32_t on = f->sent_on[name];
+	if (on == seq)
+		return 0;
+	if (!on) {
+		f->sent_on[name] = seq;
+		return 1;
+	}
+	struct tl_seq *sq = fmt_seq(f, seq);
+	if (!sq)
+		return -1;
+	if (on == SENT_MANY) {
+		if (name < sq->ninterned && sq->interned[name])
+			return 0;
+	} else {   /* a second sequence: both go to the maps */
+		struct tl_seq *first = fmt_seq(f, on);
+		if (!first || seq_mark(first, name) < 0)
+			return -1;
+		sq = fmt_seq(f, seq);   /* (the array may have moved) */
+		f->sent_on[name] = SENT_MANY;
+	}
+	return seq_mark(sq, name) < 0 ? -1 : 1;
 }
 
 static void fmt_free(struct tl_fmt *f)
@@ -241,8 +288,10 @@ static void fmt_free(struct tl_fmt *f)
 	for (size_t i = 0; i < f->nseqs; i++)
 		free(f->seqs[i].interned);
 	free(f->seqs);
+	free(f->sent_on);
 	f->seqs = NULL;
-	f->nseqs = 0;
+	f->sent_on = NULL;
+	f->nseqs = f->nsent = 0;
 }
 
 
@@ -254,7 +303,7 @@ static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
 		tk_buf_puts(b, ",\"tid\":");
 		tk_buf_u64(b, r->seq);
 		tk_buf_puts(b, ",\"ts\":");
-		tk_buf_fixed(b, (int64_t)origin_ns(f->tps, f->time_origin, r->ticks), 3); /* us */
+		tk_buf_fixed(b, (int64_t)origin_ns(f, r->ticks), 3); /* us */
 		tk_buf_puts(b, ",\"name\":");
 		tk_buf_json_str(b, r->s, strlen(r->s));
 		tk_buf_putc(b, '}');
@@ -263,14 +312,14 @@ static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
 	/* Written in place: the packet's body after a two-byte header (tag, one-byte length),
 	 * moved one byte on in the rare packet longer than 127 bytes (a name interned). The
 	 * small copies of building it apart cost the formatter a third of its time. */
+	int intern = r->begin ? fmt_intern(f, r->seq, r->name) : 0;
 	struct tl_seq *sq = fmt_seq(f, r->seq);
-	int intern = sq && r->begin ? fmt_intern(sq, r->name) : 0;
 	if (!sq || intern < 0) {
 		if (!b->err)
 			b->err = -TK_E_NOMEM;
 		return;
 	}
-	uint64_t ns = ticks_ns(f->tps, r->ticks);
+	uint64_t ns = ticks_ns(f, r->ticks);
 	uint64_t delta = ns >= sq->last_ns ? ns - sq->last_ns : 0;
 	sq->last_ns += delta;
 	if (tk_buf_reserve(b, 3 + 64 + 600) < 0)
@@ -434,7 +483,7 @@ static inline __attribute__((always_inline)) int rec_put(struct tk_timeline *t, 
 
 static uint64_t chrome_ns(const struct tk_timeline *t, uint64_t ticks)
 {
-	return origin_ns(t->o.clock.ticks_per_second, t->o.time_origin, ticks);
+	return origin_ns(&t->fmt, ticks);
 }
 
 /* The origin in ticks, for readers that want absolute times back (a string: a JSON number
@@ -1595,6 +1644,8 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	t->out = b;
 	t->fmt.kind = t->o.kind;
 	t->fmt.tps = t->o.clock.ticks_per_second;
+	if (!t->fmt.tps || 1000000000u % t->fmt.tps == 0)
+		t->fmt.ns_per_tick = t->fmt.tps ? 1000000000u / t->fmt.tps : 1;
 	t->fmt.time_origin = t->o.time_origin;
 	for (unsigned i = 0; i < (t->o.nthreads > 1 ? TL_BLOCKS : 1); i++) {
 		if ((t->o.nthreads > 1 && !(t->blk[i].rec = malloc(TL_BLOCK_RECS * sizeof *t->blk[i].rec))) ||

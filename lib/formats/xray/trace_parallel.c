@@ -360,18 +360,40 @@ static int hold_merge(void *ctx, size_t chunk, void *consumer)
 	return tk_event_vec_pass(&((struct tk_event_hold *)consumer)->v, r->sink);
 }
 
+/* One thread: the whole log as one chunk whose events go straight to the sink (the
+ * chunk decoder's FDR path expands and delivers each buffer in one pass). */
+static int direct_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
+{
+	(void)chunk;
+	*sink = ((struct hold_run *)ctx)->sink;
+	*consumer = NULL;
+	return 0;
+}
+
+static int direct_merge(void *ctx, size_t chunk, void *consumer)
+{
+	(void)ctx, (void)chunk, (void)consumer;
+	return 0;
+}
+
 int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 {
 	static const struct tk_xray_chunk_ops ops = { hold_begin, hold_merge };
+	static const struct tk_xray_chunk_ops direct = { direct_begin, direct_merge };
 	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
 	uint64_t largest = 0;
 	size_t *bounds = NULL, n = 0;
 
-	if (nt > 1 && !(bounds = malloc((x->nbufs + 2) * sizeof *bounds)))
+	if (!(bounds = malloc((x->nbufs + 2) * sizeof *bounds)))
 		return -TK_E_NOMEM;
-	if (bounds)
-		n = chunk_bounds(x, bounds, HOLD_BYTES, &largest);
-	if (nt <= 1 || n < 2 || largest > 4 * HOLD_BYTES) {
+	if (nt <= 1) {
+		struct hold_run r = { sink, NULL, 0 };
+		bounds[0] = 0;
+		bounds[1] = x->nbufs;
+		return run_chunks(x, &direct, &r, bounds, x->nbufs ? 1 : 0);
+	}
+	n = chunk_bounds(x, bounds, HOLD_BYTES, &largest);
+	if (n < 2 || largest > 4 * HOLD_BYTES) {
 		free(bounds);
 		return decode_buffers(x, sink);
 	}

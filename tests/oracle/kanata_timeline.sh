@@ -21,31 +21,19 @@ protoc --decode=perfetto.Trace -I "$SRC/tests/tools" "$SRC/tests/tools/perfetto_
 	<s2.pftrace >s2.txt
 "$TK" convert --to chrome -o s2.json "$LOG"
 
-python3 - "$stages" <<'PY'
+python3 - "$stages" "$SRC/tests/tools" <<'PY'
 import json, re, sys
 stages = int(sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+sys.dont_write_bytecode = True   # nothing written into the source tree
+from timeline_pair import protoc_packets
 fail = []
 def check(ok, what):
     print(("ok: " if ok else "FAIL: ") + what)
     if not ok:
         fail.append(what)
 
-# parse protoc's text format: packets with nested messages
-packets, stack = [], []
-for line in open("s2.txt"):
-    line = line.strip()
-    if line.endswith("{"):
-        d = {}
-        if stack:
-            stack[-1].setdefault(line[:-1].strip(), []).append(d)
-        stack.append(d)
-    elif line == "}":
-        d = stack.pop()
-        if not stack:
-            packets.append(d)
-    elif line:
-        k, v = line.split(": ", 1)
-        stack[-1][k] = json.loads(v) if v.startswith('"') else v
+packets = protoc_packets("s2.txt")   # protoc's text format: packets with nested messages
 
 names, tracks, seq_time = {}, {}, {}
 open_, depth0, nested, ends = {}, [], 0, 0

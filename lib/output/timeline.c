@@ -209,22 +209,26 @@ static uint64_t origin_ns(const struct tl_fmt *f, uint64_t ticks)
 	return ticks_ns(f, ticks > f->time_origin ? ticks - f->time_origin : 0);
 }
 
-/* Sequence SEQ's state, made on first use (NULL: no memory). */
-static struct tl_seq *fmt_seq(struct tl_fmt *f, uint32_t seq)
+static __attribute__((noinline)) struct tl_seq *fmt_seq_new(struct tl_fmt *f, size_t i)
+{
+	size_t nc = f->nseqs ? f->nseqs : 16;
+	while (nc <= i)
+		nc *= 2;
+	struct tl_seq *ns = realloc(f->seqs, nc * sizeof *ns);
+	if (!ns)
+		return NULL;
+	memset(ns + f->nseqs, 0, (nc - f->nseqs) * sizeof *ns);
+	f->seqs = ns;
+	f->nseqs = nc;
+	return &f->seqs[i];
+}
+
+/* Sequence SEQ's state, made on first use (NULL: no memory). Another sequence's made
+ * later may move it. */
+static inline struct tl_seq *fmt_seq(struct tl_fmt *f, uint32_t seq)
 {
 	size_t i = seq >= PL_SEQ_BASE ? 2 * (size_t)(seq - PL_SEQ_BASE) + 1 : 2 * (size_t)seq;
-	if (i >= f->nseqs) {
-		size_t nc = f->nseqs ? f->nseqs : 16;
-		while (nc <= i)
-			nc *= 2;
-		struct tl_seq *ns = realloc(f->seqs, nc * sizeof *ns);
-		if (!ns)
-			return NULL;
-		memset(ns + f->nseqs, 0, (nc - f->nseqs) * sizeof *ns);
-		f->seqs = ns;
-		f->nseqs = nc;
-	}
-	return &f->seqs[i];
+	return i < f->nseqs ? &f->seqs[i] : fmt_seq_new(f, i);
 }
 
 /* Mark NAME sent on SQ's map; -1: no memory. */
@@ -246,8 +250,8 @@ static int seq_mark(struct tl_seq *sq, uint32_t name)
 }
 
 /* Whether name NAME goes out with this slice on sequence SEQ (its first there); -1: no
- * memory. */
-static int fmt_intern(struct tl_fmt *f, uint32_t seq, uint32_t name)
+ * memory. *SQ: SEQ's state (updated when it moves). */
+static int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq, uint32_t name)
 {
 	if (name >= f->nsent) {
 		size_t nc = f->nsent ? f->nsent : 1024;
@@ -267,9 +271,7 @@ static int fmt_intern(struct tl_fmt *f, uint32_t seq, uint32_t name)
 		f->sent_on[name] = seq;
 		return 1;
 	}
-	struct tl_seq *sq = fmt_seq(f, seq);
-	if (!sq)
-		return -1;
+	struct tl_seq *sq = *sqp;
 	if (on == SENT_MANY) {
 		if (name < sq->ninterned && sq->interned[name])
 			return 0;
@@ -277,7 +279,7 @@ static int fmt_intern(struct tl_fmt *f, uint32_t seq, uint32_t name)
 		struct tl_seq *first = fmt_seq(f, on);
 		if (!first || seq_mark(first, name) < 0)
 			return -1;
-		sq = fmt_seq(f, seq);   /* (the array may have moved) */
+		sq = *sqp = fmt_seq(f, seq);   /* (the array may have moved) */
 		f->sent_on[name] = SENT_MANY;
 	}
 	return seq_mark(sq, name) < 0 ? -1 : 1;
@@ -312,8 +314,8 @@ static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
 	/* Written in place: the packet's body after a two-byte header (tag, one-byte length),
 	 * moved one byte on in the rare packet longer than 127 bytes (a name interned). The
 	 * small copies of building it apart cost the formatter a third of its time. */
-	int intern = r->begin ? fmt_intern(f, r->seq, r->name) : 0;
 	struct tl_seq *sq = fmt_seq(f, r->seq);
+	int intern = sq && r->begin ? fmt_intern(f, &sq, r->seq, r->name) : 0;
 	if (!sq || intern < 0) {
 		if (!b->err)
 			b->err = -TK_E_NOMEM;

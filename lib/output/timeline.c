@@ -1564,22 +1564,30 @@ _Static_assert(TK_EV__COUNT <= 64, "a bit per event kind");
  * matter). Tracks past THIN_TRACKS in one part keep all their events. */
 #define THIN_TRACKS 8
 
+static inline int tl_used(const struct tk_event *e)
+{
+	return e->kind < 64 && (TL_USED >> e->kind & 1);
+}
+
 static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
 {
 	struct thin_track { uint32_t track; int timed, holding; } tr[THIN_TRACKS];
 	struct tk_event held[THIN_TRACKS];
-	size_t ntr = 0, nout = 0, k = 0;
+	size_t ntr = 0, nout = 0, k = 0, nholding = 0;
 
 	(void)ctx;
-	/* a part of used events only (a call trace's) is copied as it is */
-	size_t used = 0;
-	while (used < n && ev[used].kind < 64 && (TL_USED >> ev[used].kind & 1))
-		used++;
-	if (used == n) {
-		memcpy(out, ev, n * sizeof *ev);
-		return n;
-	}
 	for (size_t i = 0; i < n; i++) {
+		/* the usual run (a call trace's): used events of the track before, which has a
+		 * time, while nothing is held: copied as they are */
+		if (!nholding && k < ntr && tr[k].timed) {
+			size_t j = i;
+			while (j < n && ev[j].track == tr[k].track && tl_used(&ev[j]))
+				j++;
+			memcpy(out + nout, ev + i, (j - i) * sizeof *ev);
+			nout += j - i;
+			if ((i = j) == n)
+				break;
+		}
 		const struct tk_event *e = &ev[i];
 		if (k >= ntr || tr[k].track != e->track) {
 			k = 0;
@@ -1593,12 +1601,12 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 				tr[ntr++] = (struct thin_track){ e->track, 0, 0 };
 			}
 		}
-		int ignored = e->kind >= 64 || !(TL_USED >> e->kind & 1);
-		if (ignored && tr[k].timed) {
+		if (!tl_used(e) && tr[k].timed) {
 			if (e->time != TK_TIME_NONE) {
 				/* its time alone (a payload would be copied for nothing) */
 				held[k] = (struct tk_event){ .kind = TK_EV_TIME, .time = e->time,
 							     .track = e->track };
+				nholding += !tr[k].holding;
 				tr[k].holding = 1;
 			}
 			continue;
@@ -1608,6 +1616,7 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 		out[nout] = *e;
 		if (tr[k].holding && e->time == TK_TIME_NONE)
 			out[nout].time = held[k].time;
+		nholding -= tr[k].holding;
 		tr[k].holding = 0;
 		nout++;
 	}

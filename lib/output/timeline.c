@@ -722,7 +722,7 @@ static int in_window(const struct tk_timeline *t, uint64_t time)
 	return time >= t->o.time_begin && time < t->window_end;
 }
 
-static int push(struct tk_timeline *t, struct tl_track *tr, uint64_t key, uint32_t kind,
+static inline __attribute__((always_inline)) int push(struct tk_timeline *t, struct tl_track *tr, uint64_t key, uint32_t kind,
 		uint64_t ret, uint64_t time)
 {
 	if (tr->depth == tr->cap) {
@@ -749,7 +749,7 @@ static int push(struct tk_timeline *t, struct tl_track *tr, uint64_t key, uint32
 	return slice(t, tr, 1, f, time);
 }
 
-static int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint64_t time)
+static inline __attribute__((always_inline)) int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint64_t time)
 {
 	int rc = 0;
 	if (time != TK_TIME_NONE && time > t->window_end)

@@ -1571,8 +1571,7 @@ static inline int tl_used(const struct tk_event *e)
 
 static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
 {
-	struct thin_track { uint32_t track; int timed, holding; } tr[THIN_TRACKS];
-	struct tk_event held[THIN_TRACKS];
+	struct thin_track { uint32_t track; int timed, holding; uint64_t held; } tr[THIN_TRACKS];
 	size_t ntr = 0, nout = 0, k = 0, nholding = 0;
 
 	(void)ctx;
@@ -1580,12 +1579,10 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 		/* the usual run (a call trace's): used events of the track before, which has a
 		 * time, while nothing is held: copied as they are */
 		if (!nholding && k < ntr && tr[k].timed) {
-			size_t j = i;
-			while (j < n && ev[j].track == tr[k].track && tl_used(&ev[j]))
-				j++;
-			memcpy(out + nout, ev + i, (j - i) * sizeof *ev);
-			nout += j - i;
-			if ((i = j) == n)
+			uint32_t track = tr[k].track;
+			while (i < n && ev[i].track == track && tl_used(&ev[i]))
+				out[nout++] = ev[i++];   /* (runs are short in a branch trace) */
+			if (i == n)
 				break;
 		}
 		const struct tk_event *e = &ev[i];
@@ -1598,14 +1595,12 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 					out[nout++] = *e;
 					continue;
 				}
-				tr[ntr++] = (struct thin_track){ e->track, 0, 0 };
+				tr[ntr++] = (struct thin_track){ e->track, 0, 0, 0 };
 			}
 		}
 		if (!tl_used(e) && tr[k].timed) {
-			if (e->time != TK_TIME_NONE) {
-				/* its time alone (a payload would be copied for nothing) */
-				held[k] = (struct tk_event){ .kind = TK_EV_TIME, .time = e->time,
-							     .track = e->track };
+			if (e->time != TK_TIME_NONE) {   /* its time alone (not a payload) */
+				tr[k].held = e->time;
 				nholding += !tr[k].holding;
 				tr[k].holding = 1;
 			}
@@ -1615,14 +1610,15 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 			tr[k].timed = 1;
 		out[nout] = *e;
 		if (tr[k].holding && e->time == TK_TIME_NONE)
-			out[nout].time = held[k].time;
+			out[nout].time = tr[k].held;
 		nholding -= tr[k].holding;
 		tr[k].holding = 0;
 		nout++;
 	}
 	for (k = 0; k < ntr; k++)
 		if (tr[k].holding)
-			out[nout++] = held[k];
+			out[nout++] = (struct tk_event){ .kind = TK_EV_TIME, .time = tr[k].held,
+							 .track = tr[k].track };
 	return nout;
 }
 

@@ -87,9 +87,11 @@ struct tl_fmt {
 
 /* Records per block (about 640 KB) and blocks in flight: what waits for the formatter is
  * bounded by TL_BLOCKS blocks; a block is handed on early once its raw bytes reach RAW_MAX.
- * The split changes no byte of the output. */
+ * The pass and the formatter take turns at being the slower, in bursts: with four blocks
+ * the pass waited for the formatter a fifth of its time on an XRay log; sixteen (10 MB)
+ * ride the bursts out. The split changes no byte of the output. */
 #define TL_BLOCK_RECS 16384
-#define TL_BLOCKS 4
+#define TL_BLOCKS 16
 #define TL_RAW_MAX ((size_t)1 << 20)
 
 struct tl_block {

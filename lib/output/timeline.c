@@ -48,8 +48,8 @@ struct pl;
  * sent: state only the formatter keeps), and with nthreads > 1 a thread of its own does
  * it, blocks of records in order, while the pass goes on (it was half of a call trace's
  * conversion time; the pass is what stays serial, so what needs no stack is left to the
- * formatter). Everything else the pass writes (descriptors, headers) goes to the block's raw bytes,
- * before the record after it. */
+ * formatter). Everything else the pass writes (descriptors, headers) goes to the block's
+ * raw bytes, before the record after it. */
 struct tl_rec {
 	const char *s;            /* the name (Chrome: begin and end; Perfetto: begin) */
 	uint64_t ticks;           /* the time, in the trace's ticks */
@@ -297,7 +297,6 @@ static void fmt_free(struct tl_fmt *f)
 	f->sent_on = NULL;
 	f->nseqs = f->nsent = 0;
 }
-
 
 static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
 {
@@ -664,7 +663,8 @@ static void start_track(struct tk_timeline *t, struct tl_track *tr)
 }
 
 /* One Perfetto slice begin (NAME) or end on TR at TICKS. */
-static inline __attribute__((always_inline)) int pf_slice(struct tk_timeline *t, struct tl_track *tr, int begin, uint32_t name, uint64_t ticks)
+static inline __attribute__((always_inline)) int pf_slice(struct tk_timeline *t, struct tl_track *tr,
+							  int begin, uint32_t name, uint64_t ticks)
 {
 	struct tl_rec tmp, *r = rec_slot(t, &tmp);
 	r->s = begin ? names_str(&t->names, name) : NULL;
@@ -690,8 +690,8 @@ static __attribute__((noinline, cold)) void first_slice(struct tk_timeline *t, s
 /* One slice begin or end of F's call on TR at TICKS. Chrome's end events carry the name
  * too (the begin's, kept in F): viewers that pair an end with its begin by name
  * (speedscope) need it. */
-static inline __attribute__((always_inline)) int slice(struct tk_timeline *t, struct tl_track *tr, int begin, struct tl_frame *f,
-		 uint64_t ticks)
+static inline __attribute__((always_inline)) int slice(struct tk_timeline *t, struct tl_track *tr,
+						       int begin, struct tl_frame *f, uint64_t ticks)
 {
 	if (ticks == TK_TIME_NONE)
 		ticks = 0;
@@ -724,8 +724,9 @@ static int in_window(const struct tk_timeline *t, uint64_t time)
 	return time >= t->o.time_begin && time < t->window_end;
 }
 
-static inline __attribute__((always_inline)) int push(struct tk_timeline *t, struct tl_track *tr, uint64_t key, uint32_t kind,
-		uint64_t ret, uint64_t time)
+static inline __attribute__((always_inline)) int push(struct tk_timeline *t, struct tl_track *tr,
+						      uint64_t key, uint32_t kind, uint64_t ret,
+						      uint64_t time)
 {
 	if (tr->depth == tr->cap) {
 		size_t nc = tr->cap ? tr->cap * 2 : 64;
@@ -751,7 +752,8 @@ static inline __attribute__((always_inline)) int push(struct tk_timeline *t, str
 	return slice(t, tr, 1, f, time);
 }
 
-static inline __attribute__((always_inline)) int pop_to(struct tk_timeline *t, struct tl_track *tr, size_t depth, uint64_t time)
+static inline __attribute__((always_inline)) int pop_to(struct tk_timeline *t, struct tl_track *tr,
+							size_t depth, uint64_t time)
 {
 	int rc = 0;
 	if (time != TK_TIME_NONE && time > t->window_end)

@@ -360,12 +360,12 @@ static int hold_merge(void *ctx, size_t chunk, void *consumer)
 	return tk_event_vec_pass(&((struct tk_event_hold *)consumer)->v, r->sink);
 }
 
-/* One thread: the whole log as one chunk whose events go straight to the sink (the
+/* One thread: the whole log as one chunk whose events go straight to the sink CTX (the
  * chunk decoder's FDR path expands and delivers each buffer in one pass). */
 static int direct_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
 {
 	(void)chunk;
-	*sink = ((struct hold_run *)ctx)->sink;
+	*sink = *(const struct tk_sink *)ctx;
 	*consumer = NULL;
 	return 0;
 }
@@ -387,10 +387,9 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 	if (!(bounds = malloc((x->nbufs + 2) * sizeof *bounds)))
 		return -TK_E_NOMEM;
 	if (nt <= 1) {
-		struct hold_run r = { sink, NULL, 0 };
 		bounds[0] = 0;
 		bounds[1] = x->nbufs;
-		return run_chunks(x, &direct, &r, bounds, x->nbufs ? 1 : 0);
+		return run_chunks(x, &direct, &sink, bounds, x->nbufs ? 1 : 0);
 	}
 	n = chunk_bounds(x, bounds, HOLD_BYTES, &largest);
 	if (n < 2 || largest > 4 * HOLD_BYTES) {

@@ -4,6 +4,15 @@
 
 #include "tracekit/out.h"
 
+/* (key, kind) -> id, open addressing; an id UINT32_MAX marks an empty slot. */
+struct keymap {
+	struct keyname { uint64_t key; uint32_t kind, id; } *slot;
+	size_t mask, n;
+};
+/* The slot of (KEY, KIND): its id, or UINT32_MAX for a new one, which the caller fills in
+ * (all three fields) and counts (n++) before the next call. NULL: no memory. */
+struct keyname *keymap_slot(struct keymap *m, uint64_t key, uint32_t kind);
+
 /* Interned strings; id 0 is "". */
 struct names {
 	char **str;
@@ -15,8 +24,7 @@ struct names {
 				     before), where the next string goes, the bytes left */
 	char *arena_next;
 	size_t arena_left;
-	struct keyname { uint64_t key; uint32_t kind, id; } *keys; /* (kind, key) -> id cache */
-	size_t keys_mask, nkeys;
+	struct keymap keys;       /* (kind, key) -> id cache */
 	struct tk_sym *sym;
 	struct tk_sym **spaces;   /* other symbols names came from (a process's own) */
 	size_t nspaces;
@@ -29,12 +37,12 @@ uint32_t names_frame_new(struct names *nm, uint64_t key, uint32_t kind);
 /* The id of (KEY, KIND) named before, or UINT32_MAX. */
 static inline uint32_t names_key_find(const struct names *nm, uint64_t key, uint32_t kind)
 {
-	if (!nm->keys)
+	const struct keymap *m = &nm->keys;
+	if (!m->slot)
 		return UINT32_MAX;
-	for (size_t k = tk_hash64(key ^ kind) & nm->keys_mask; nm->keys[k].id != UINT32_MAX;
-	     k = (k + 1) & nm->keys_mask)
-		if (nm->keys[k].key == key && nm->keys[k].kind == kind)
-			return nm->keys[k].id;
+	for (size_t k = tk_hash64(key ^ kind) & m->mask; m->slot[k].id != UINT32_MAX; k = (k + 1) & m->mask)
+		if (m->slot[k].key == key && m->slot[k].kind == kind)
+			return m->slot[k].id;
 	return UINT32_MAX;
 }
 /* The name of a call path's frame, interned (looked up here: the timeline's pass asks per

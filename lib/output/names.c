@@ -31,7 +31,7 @@ void names_free(struct names *nm)
 	free(nm->str);
 	free(nm->len);
 	free(nm->map);
-	free(nm->keys);
+	free(nm->keys.slot);
 	free(nm->spaces);
 	memset(nm, 0, sizeof *nm);
 }
@@ -137,38 +137,47 @@ static const char *frame_name(struct tk_sym *sym, uint64_t key, uint32_t kind, c
 
 /* KIND's high bits: which symbols named it (0: nm->sym, N: spaces[N - 1]); a key not
  * named yet (names_frame looks the others up itself). */
+struct keyname *keymap_slot(struct keymap *m, uint64_t key, uint32_t kind)
+{
+	if (m->n * 2 + 2 > m->mask + 1 || !m->slot) {
+		size_t size = m->slot ? (m->mask + 1) * 2 : 256;
+		struct keyname *ns = malloc(size * sizeof *ns);
+		if (!ns)
+			return NULL;
+		for (size_t i = 0; i < size; i++)
+			ns[i].id = UINT32_MAX;
+		for (size_t i = 0; m->slot && i <= m->mask; i++) {
+			if (m->slot[i].id == UINT32_MAX)
+				continue;
+			size_t k = tk_hash64(m->slot[i].key ^ m->slot[i].kind) & (size - 1);
+			while (ns[k].id != UINT32_MAX)
+				k = (k + 1) & (size - 1);
+			ns[k] = m->slot[i];
+		}
+		free(m->slot);
+		m->slot = ns;
+		m->mask = size - 1;
+	}
+	size_t k = tk_hash64(key ^ kind) & m->mask;
+	while (m->slot[k].id != UINT32_MAX && !(m->slot[k].key == key && m->slot[k].kind == kind))
+		k = (k + 1) & m->mask;
+	return &m->slot[k];
+}
+
 static uint32_t frame_id_new(struct names *nm, struct tk_sym *sym, uint64_t key, uint32_t kind)
 {
-	if (nm->nkeys * 2 + 2 > nm->keys_mask + 1 || !nm->keys) {
-		size_t size = nm->keys ? (nm->keys_mask + 1) * 2 : 256;
-		struct keyname *m = calloc(size, sizeof *m);
-		if (!m)
-			return UINT32_MAX;
-		for (size_t i = 0; i < size; i++)
-			m[i].id = UINT32_MAX;
-		for (size_t i = 0; nm->keys && i <= nm->keys_mask; i++) {
-			if (nm->keys[i].id == UINT32_MAX)
-				continue;
-			size_t k = tk_hash64(nm->keys[i].key ^ nm->keys[i].kind) & (size - 1);
-			while (m[k].id != UINT32_MAX)
-				k = (k + 1) & (size - 1);
-			m[k] = nm->keys[i];
-		}
-		free(nm->keys);
-		nm->keys = m;
-		nm->keys_mask = size - 1;
-	}
-	size_t k = tk_hash64(key ^ kind) & nm->keys_mask;
-	for (; nm->keys[k].id != UINT32_MAX; k = (k + 1) & nm->keys_mask)
-		if (nm->keys[k].key == key && nm->keys[k].kind == kind)
-			return nm->keys[k].id;
+	struct keyname *slot = keymap_slot(&nm->keys, key, kind);
+	if (!slot)
+		return UINT32_MAX;
+	if (slot->id != UINT32_MAX)
+		return slot->id;
 	char buf[512];
 	const char *s = frame_name(sym, key, kind & 0xff, buf, sizeof buf);
 	uint32_t id = names_intern(nm, s, strlen(s));
 	if (id == UINT32_MAX)
 		return id;
-	nm->keys[k] = (struct keyname){ key, kind, id };
-	nm->nkeys++;
+	*slot = (struct keyname){ key, kind, id };
+	nm->keys.n++;
 	return id;
 }
 

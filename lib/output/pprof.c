@@ -464,10 +464,11 @@ int out_pprof(struct tk_buf *b, const struct tk_prof *p, const struct tk_out_opt
 		used[a.n[i].name] = 1;
 	if (st.ncut)
 		used[st.cut] = 1;
-	for (size_t k = 0; nm.keys && k <= nm.keys_mask; k++)
-		if (nm.keys[k].id != UINT32_MAX && nm.keys[k].kind == TK_PROF_KEY_ADDR &&
-		    nm.keys[k].id < nnames && !addr[nm.keys[k].id])
-			addr[nm.keys[k].id] = nm.keys[k].key;
+	for (size_t k = 0; nm.keys.slot && k <= nm.keys.mask; k++) {
+		const struct keyname *kn = &nm.keys.slot[k];
+		if (kn->id != UINT32_MAX && kn->kind == TK_PROF_KEY_ADDR && kn->id < nnames && !addr[kn->id])
+			addr[kn->id] = kn->key;
+	}
 	for (size_t k = 0; k < nlines; k++) {
 		int mod = lnum[k] ? module_of(nm.sym, nmods, lines[k].addr) : -1;
 		if (!lnum[k])

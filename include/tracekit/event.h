@@ -152,6 +152,14 @@ struct tk_sink {
 	 * never go back, so an instruction-flow producer may count blocks in its walker
 	 * instead of sending each (TK_EV_INSNS, tk_flow_set_count_mode). */
 	int counted_blocks;
+	/* Optional, with thin: the part of the sink's work on a held chunk that needs none of
+	 * the events before it, done on the producer's thread once the chunk's events are all
+	 * held (tk_event_vec_prepare; payloads not readable yet); NULL: nothing done ahead.
+	 * take then gets the chunk's events in its turn, in place of events(), with what
+	 * prepare made (take owns it); drop frees what prepare made if the turn never comes. */
+	void *(*prepare)(void *ctx, const struct tk_event *ev, size_t n);
+	int (*take)(void *ctx, const struct tk_event *ev, size_t n, void *prepared);
+	void (*drop)(void *ctx, void *prepared);
 };
 
 /* What a chunked decoder's "begin this chunk" callback (tracekit/source.h's consumer, and

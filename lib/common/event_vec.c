@@ -94,20 +94,48 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 	return 0;
 }
 
+/* What was prepared, dropped (the events themselves kept). */
+static void unprepare(struct tk_event_vec *v)
+{
+	if (v->prepared && v->prepared_for.drop)
+		v->prepared_for.drop(v->prepared_for.ctx, v->prepared);
+	v->prepared = NULL;
+}
+
+void tk_event_vec_prepare(struct tk_event_vec *v, const struct tk_sink *sink)
+{
+	unprepare(v);
+	if (!sink->prepare || !sink->take || !v->n)
+		return;
+	v->prepared = sink->prepare(sink->ctx, v->ev, v->n);
+	v->nprepared = v->n;
+	v->prepared_for = *sink;
+}
+
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
 {
+	int rc = 0;
+
 	for (size_t k = 0; k < v->npay; k++) {
 		struct tk_event *e = &v->ev[v->pay[k]];
 		e->data = v->bytes + ((uintptr_t)e->data - 1);
 	}
-	int rc = v->n ? sink.events(sink.ctx, v->ev, v->n) : 0;
-
+	/* what was prepared for this sink, on these very events */
+	if (v->prepared && v->nprepared == v->n && v->prepared_for.ctx == sink.ctx &&
+	    v->prepared_for.take == sink.take) {
+		void *p = v->prepared;
+		v->prepared = NULL;
+		rc = sink.take(sink.ctx, v->ev, v->n, p);
+	} else if (v->n) {
+		rc = sink.events(sink.ctx, v->ev, v->n);
+	}
 	tk_event_vec_drop(v);
 	return rc;
 }
 
 void tk_event_vec_drop(struct tk_event_vec *v)
 {
+	unprepare(v);
 	v->n = v->nbytes = v->npay = 0;
 }
 
@@ -120,6 +148,7 @@ int tk_event_hold_events(void *ctx, const struct tk_event *ev, size_t n)
 
 void tk_event_vec_free(struct tk_event_vec *v)
 {
+	unprepare(v);
 	free(v->ev);
 	free(v->bytes);
 	free(v->pay);

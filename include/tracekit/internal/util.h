@@ -159,9 +159,9 @@ static inline int tk_debug_file_path(char *buf, size_t size, const uint8_t *id, 
 	return 0;
 }
 
-/* N bytes at P after B's contents; in fd mode, a block at least as large as B's capacity
- * is written straight to the file (after what B holds) instead of copied: a chunk's text of
- * tens of MB handed on in order. */
+/* N bytes at P after B's contents; in fd mode, a block of at least a quarter of B's
+ * capacity is written straight to the file (after what B holds) instead of copied: a
+ * chunk's text or timeline bytes handed on in order. */
 void tk_buf_put_large(struct tk_buf *b, const void *p, size_t n);
 
 /* Events held in memory until their turn: a chunk decoded ahead of the chunks before it.
@@ -174,6 +174,9 @@ struct tk_event_vec {
 	size_t nbytes, capbytes;
 	size_t *pay;              /* the events that hold one */
 	size_t npay, cappay;
+	void *prepared;           /* the sink's work done ahead on ev[0..nprepared) */
+	size_t nprepared;
+	struct tk_sink prepared_for;
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
@@ -184,7 +187,10 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
  * custom and typed events are copied (a producer's are valid only during its call). */
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n);
-/* Hand V's events to SINK, then empty V, keeping its memory for the next chunk. */
+/* V's events are all held: SINK's work on them done ahead, here (tk_sink.prepare). */
+void tk_event_vec_prepare(struct tk_event_vec *v, const struct tk_sink *sink);
+/* Hand V's events to SINK (with what was prepared for it), then empty V, keeping its
+ * memory for the next chunk. */
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink);
 void tk_event_vec_free(struct tk_event_vec *v);
 /* Empty V without handing its events on (memory kept). */

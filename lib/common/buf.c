@@ -57,7 +57,7 @@ int tk_buf_flush(struct tk_buf *b)
 
 void tk_buf_put_large(struct tk_buf *b, const void *p, size_t n)
 {
-	if (b->fd < 0 || n < b->cap) {
+	if (b->fd < 0 || n < b->cap / 4) {
 		tk_buf_put(b, p, n);
 		return;
 	}

@@ -9,6 +9,7 @@
 
 #include "output/internal.h"
 #include "tracekit/internal/retset.h"
+#include "tracekit/internal/util.h"
 
 enum { PF_CLOCK_ID = 64, PF_BOOTTIME = 6, PROCESS_UUID = 1 };
 /* a process's own track (tk_timeline_track_process): this plus its pid */
@@ -51,14 +52,99 @@ struct pl;
  * formatter). Everything else the pass writes (descriptors, headers) goes to the block's
  * raw bytes, before the record after it. */
 struct tl_rec {
-	const char *s;            /* the name (Chrome: begin and end; Perfetto: begin) */
+	union {
+		const char *s;    /* the name (Chrome: begin and end; Perfetto: begin) */
+		struct tl_prep *run;   /* TL_REC_RUN: a chunk's records [ticks, track) */
+	};
 	uint64_t ticks;           /* the time, in the trace's ticks */
 	uint64_t track;           /* Perfetto: the track's uuid; Chrome: pid */
 	uint32_t seq;             /* Perfetto: the packet sequence; Chrome: tid */
-	uint32_t name;            /* Perfetto: the name's iid (begin) */
+	uint32_t name;            /* Perfetto: the name's iid (begin); TL_REC_RUN: 1 on the
+				     chunk's last run (the formatter frees it after) */
 	uint32_t raw_end;         /* the block's raw bytes up to here come before it */
+	uint8_t begin;            /* 1 begin, 0 end, or TL_REC_RUN */
+};
+#define TL_REC_RUN 2
+
+/* A chunk's pass done ahead on a worker (tl_prepare, below): the slices of the chunk's
+ * own frames as records, the exits and returns that reach below them as operations for
+ * the chunk's turn, names and tracks by the chunk's own numbers (looked up at its turn). */
+struct tlp_rec {
+	uint64_t ticks;
+	uint32_t name;            /* the chunk's name number */
+	uint16_t track;           /* the chunk's track number */
 	uint8_t begin;
 };
+
+struct tlp_frame {
+	uint64_t key, ret;
+	uint32_t kind, name;
+};
+
+struct tlp_track {
+	uint32_t id;
+	uint64_t t_last;          /* its last time in the chunk (TK_TIME_NONE: none yet) */
+	struct tlp_frame *st;     /* the frames the chunk opened and has not closed */
+	size_t depth, cap;
+	struct tk_retset rets;    /* their return addresses (retset.h) */
+	size_t first_rec;         /* its first record (SIZE_MAX: none) */
+	uint64_t off_at;          /* where tracing stopped, once the chunk knows (off_known) */
+	int off_known;
+	uint64_t max_ticks;       /* its records' latest time (with the turn's ends) */
+	int has_rec;
+	uint64_t track;           /* at the turn: the records' track and seq (tl_rec) */
+	uint32_t seq;
+	size_t ix;                /* at the turn: its index in the writer's tracks */
+	uint64_t start_ns;        /* the formatter's: its sequence's last time before the run */
+};
+
+/* TLP_NOT_RET, TLP_NOT_JUMPED: what the chunk's pass took for granted of the frames below
+ * its own (no frame there returns to addr; tracing did not stop elsewhere before resuming
+ * at addr), checked before the chunk's turn uses it */
+enum { TLP_EXIT, TLP_RETURN, TLP_GAP, TLP_RESUME, TLP_NOT_RET, TLP_NOT_JUMPED };
+struct tlp_op {
+	size_t at;                /* after the records [0, at) */
+	uint64_t addr, time;
+	uint64_t entry, off;      /* TLP_RESUME: the function entry below addr; where tracing
+				     stopped, when the chunk knows (off_known) */
+	uint32_t what, kind;      /* TLP_*; TLP_EXIT's key kind */
+	uint16_t track;
+	uint8_t off_known;
+};
+
+#define TLP_TRACKS 64
+
+struct tl_prep {
+	size_t cut;               /* the events from here on go through the serial pass */
+	uint64_t begins;
+	struct tlp_rec *rec;
+	size_t nrec, crec;
+	struct tlp_op *ops;
+	size_t nops, cops;
+	struct tlp_track tr[TLP_TRACKS];
+	size_t ntr;
+	struct keymap map;        /* (key, kind) -> the chunk's name number */
+	uint64_t *key;            /* each name number's key and kind, in order of first use */
+	uint32_t *kind;
+	size_t nnames, cnames;
+	uint64_t *tmask;          /* per name number: the tracks that begin it (bit per track) */
+	uint32_t *gid;            /* at the turn: each name number's id and string, */
+	const char **gstr;
+	uint32_t *canon;          /* and the first name number with that id */
+	/* at the turn: the ends of frames below the chunk's (an operation's), in order */
+	struct tlp_end { size_t at; uint64_t ticks; const char *s; uint16_t track; } *ends;
+	size_t nends, cends;
+	/* the formatter's: per (track, canonical name number), whether the name is sent with
+	 * its first begin in the chunk; the run's bytes, made by whichever thread takes it */
+	uint8_t *intern;
+	size_t cid, cintern;      /* room in gid, gstr, canon; in intern */
+	struct tk_buf bytes;
+	int state;                /* RUN_QUEUED, RUN_TAKEN, RUN_DONE */
+	struct tl_prep *next;     /* in the queue of runs to format */
+};
+enum { RUN_QUEUED, RUN_TAKEN, RUN_DONE };
+static void prep_free(struct tl_prep *p);
+static void prep_done(struct tk_timeline *t, struct tl_prep *p);
 
 /* A Perfetto sequence as the formatter wrote it: its last timestamp and, per name id,
  * whether the name was sent on it (names sent on more than one sequence only). */
@@ -92,14 +178,20 @@ struct tl_fmt {
  * ride the bursts out. The split changes no byte of the output. */
 #define TL_BLOCK_RECS 16384
 #define TL_BLOCKS 16
+#define TL_HELPERS 63
 #define TL_RAW_MAX ((size_t)1 << 20)
 
 struct tl_block {
 	struct tl_rec *rec;
 	size_t n;
+	size_t load;              /* the records of the chunk runs among them */
+	size_t nruns;
 	struct tk_buf raw;
-	int full;                 /* handed to the formatter, not formatted yet */
+	struct tk_buf fbuf;       /* with runs: its other bytes, formatted in order */
+	int full;                 /* BLK_FREE, BLK_FULL (handed on), BLK_PASSED (its runs
+				     queued, its other bytes in fbuf) */
 };
+enum { BLK_FREE, BLK_FULL, BLK_PASSED };
 
 struct tk_timeline {
 	struct tk_timeline_opts o;
@@ -111,10 +203,24 @@ struct tk_timeline {
 	/* the formatter thread (nthreads > 1): formats blk[fmt_next] once full */
 	pthread_t fmt_thread;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	pthread_cond_t cond;      /* the pass waits on it: a block free, a run written */
+	pthread_cond_t cond_fmt;  /* the formatter: a block full, a run formatted */
+	pthread_cond_t cond_run;  /* the helpers: a run queued */
 	int threaded, fmt_stop, fmt_err;
 	int err;                  /* the output's first error, as known to the pass */
-	unsigned fmt_next;
+	unsigned fmt_next;        /* the next block to pass */
+	unsigned wr_next;         /* the next block to write */
+	/* chunk runs formatted on helper threads (and by the formatter while it waits) */
+	pthread_t helpers[TL_HELPERS];
+	unsigned nhelpers;
+	struct tl_prep *runq, *runq_tail;
+	struct tl_prep *spare;    /* runs done with, their memory kept for the next chunks */
+	unsigned nspare;
+	unsigned runs_out, runs_max; /* runs handed on, not written yet; the most there may be */
+	/* chunks that took their turn as prepared, and that could not (what their pass took
+	 * for granted was wrong, mostly); when most could not, no more are prepared */
+	uint64_t prep_tried, prep_failed;
+	int prep_off;             /* (read by the producer's threads: atomic) */
 	struct tl_fmt fmt;        /* the formatter's own */
 	struct names names;
 	struct tl_track *tracks;
@@ -253,7 +359,8 @@ static int seq_mark(struct tl_seq *sq, uint32_t name)
 
 /* Whether name NAME goes out with this slice on sequence SEQ (its first there); -1: no
  * memory. *SQ: SEQ's state (updated when it moves). */
-static int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq, uint32_t name)
+static __attribute__((noinline)) int fmt_intern_slow(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq,
+						     uint32_t name)
 {
 	if (name >= f->nsent) {
 		size_t nc = f->nsent ? f->nsent : 1024;
@@ -287,6 +394,14 @@ static int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq, uint3
 	return seq_mark(sq, name) < 0 ? -1 : 1;
 }
 
+/* The usual case inline: a name sent on this sequence alone. */
+static inline int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq, uint32_t name)
+{
+	if (name < f->nsent && f->sent_on[name] == seq)
+		return 0;
+	return fmt_intern_slow(f, sqp, seq, name);
+}
+
 static void fmt_free(struct tl_fmt *f)
 {
 	for (size_t i = 0; i < f->nseqs; i++)
@@ -298,51 +413,47 @@ static void fmt_free(struct tl_fmt *f)
 	f->nseqs = f->nsent = 0;
 }
 
-static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
+/* A Chrome slice begin or end. */
+static void fmt_chrome(const struct tl_fmt *f, struct tk_buf *b, int begin, uint64_t pid, uint32_t tid,
+		       uint64_t ticks, const char *s)
 {
-	if (f->kind == TK_TIMELINE_CHROME) {
-		tk_buf_puts(b, r->begin ? ",\n{\"ph\":\"B\",\"pid\":" : ",\n{\"ph\":\"E\",\"pid\":");
-		tk_buf_u64(b, r->track);
-		tk_buf_puts(b, ",\"tid\":");
-		tk_buf_u64(b, r->seq);
-		tk_buf_puts(b, ",\"ts\":");
-		tk_buf_fixed(b, (int64_t)origin_ns(f, r->ticks), 3); /* us */
-		tk_buf_puts(b, ",\"name\":");
-		tk_buf_json_str(b, r->s, strlen(r->s));
-		tk_buf_putc(b, '}');
-		return;
-	}
-	/* Written in place: the packet's body after a two-byte header (tag, one-byte length),
-	 * moved one byte on in the rare packet longer than 127 bytes (a name interned). The
-	 * small copies of building it apart cost the formatter a third of its time. */
-	struct tl_seq *sq = fmt_seq(f, r->seq);
-	int intern = sq && r->begin ? fmt_intern(f, &sq, r->seq, r->name) : 0;
-	if (!sq || intern < 0) {
-		if (!b->err)
-			b->err = -TK_E_NOMEM;
-		return;
-	}
-	uint64_t ns = ticks_ns(f, r->ticks);
-	uint64_t delta = ns >= sq->last_ns ? ns - sq->last_ns : 0;
-	sq->last_ns += delta;
+	tk_buf_puts(b, begin ? ",\n{\"ph\":\"B\",\"pid\":" : ",\n{\"ph\":\"E\",\"pid\":");
+	tk_buf_u64(b, pid);
+	tk_buf_puts(b, ",\"tid\":");
+	tk_buf_u64(b, tid);
+	tk_buf_puts(b, ",\"ts\":");
+	tk_buf_fixed(b, (int64_t)origin_ns(f, ticks), 3); /* us */
+	tk_buf_puts(b, ",\"name\":");
+	tk_buf_json_str(b, s, strlen(s));
+	tk_buf_putc(b, '}');
+}
+
+/* A Perfetto slice begin (NAME, and with INTERN its string S) or end on sequence SEQ,
+ * track TRACK, DELTA ns after the sequence's last packet. Written in place: the packet's
+ * body after a two-byte header (tag, one-byte length), moved one byte on in the rare
+ * packet longer than 127 bytes (a name interned). The small copies of building it apart
+ * cost the formatter a third of its time. */
+static inline __attribute__((always_inline)) void pf_packet(struct tk_buf *b, uint32_t seq, uint64_t track, int begin, uint32_t name,
+			     uint64_t delta, int intern, const char *s)
+{
 	if (tk_buf_reserve(b, 3 + 64 + 600) < 0)
 		return;
 	uint8_t *pk = (uint8_t *)b->data + b->len + 2, *te;
 	size_t k = put_uint(pk, 8, delta);                    /* timestamp (incremental) */
-	k += put_uint(pk + k, 10, r->seq);
+	k += put_uint(pk + k, 10, seq);
 	pk[k++] = 11 << 3 | 2;                                /* track_event: under 128 bytes */
 	te = pk + k + 1;
-	size_t n = put_uint(te, 9, r->begin ? 1 : 2);         /* type: SLICE_BEGIN / SLICE_END */
-	n += put_uint(te + n, 11, r->track);                  /* track_uuid */
-	if (r->begin)
-		n += put_uint(te + n, 10, r->name);               /* name_iid */
+	size_t n = put_uint(te, 9, begin ? 1 : 2);            /* type: SLICE_BEGIN / SLICE_END */
+	n += put_uint(te + n, 11, track);                     /* track_uuid */
+	if (begin)
+		n += put_uint(te + n, 10, name);                  /* name_iid */
 	pk[k] = (uint8_t)n;
 	k += 1 + n;
 	if (intern) {
-		size_t sl = strlen(r->s) > 512 ? 512 : strlen(r->s);
+		size_t sl = strlen(s) > 512 ? 512 : strlen(s);
 		uint8_t en[540], id[560];
-		size_t ne = put_uint(en, 1, r->name);             /* iid */
-		ne += put_bytes(en + ne, 2, r->s, sl);            /* name */
+		size_t ne = put_uint(en, 1, name);                /* iid */
+		ne += put_bytes(en + ne, 2, s, sl);               /* name */
 		size_t ni = put_bytes(id, 2, en, ne);             /* event_names */
 		k += put_bytes(pk + k, 12, id, ni);               /* interned_data */
 	}
@@ -354,7 +465,105 @@ static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
 	b->len += 1 + put_varint(hdr + 1, k) + k;
 }
 
-/* BK's records and raw bytes onto OUT, in order; BK is empty after. */
+static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
+{
+	if (f->kind == TK_TIMELINE_CHROME) {
+		fmt_chrome(f, b, r->begin, r->track, r->seq, r->ticks, r->s);
+		return;
+	}
+	struct tl_seq *sq = fmt_seq(f, r->seq);
+	int intern = sq && r->begin ? fmt_intern(f, &sq, r->seq, r->name) : 0;
+	if (!sq || intern < 0) {
+		if (!b->err)
+			b->err = -TK_E_NOMEM;
+		return;
+	}
+	uint64_t ns = ticks_ns(f, r->ticks);
+	uint64_t delta = ns >= sq->last_ns ? ns - sq->last_ns : 0;
+	sq->last_ns += delta;
+	pf_packet(b, r->seq, r->track, r->begin, r->name, delta, intern, r->s);
+}
+
+/* A chunk's run in order (on any thread: it reads only P and the clock): its records,
+ * the ends its turn made among them, into P's bytes. Each track's sequence goes on from
+ * the time the formatter's pass found (start_ns); a name goes out with its first begin on
+ * a track when the pass found it not sent there yet. */
+static void run_bytes(const struct tl_fmt *f, struct tl_prep *p)
+{
+	struct tk_buf *b = &p->bytes;
+	uint64_t last[TLP_TRACKS];
+	size_t e = 0, nn = p->nnames;
+	int chrome = f->kind == TK_TIMELINE_CHROME;
+
+	for (size_t k = 0; k < p->ntr; k++)
+		last[k] = p->tr[k].start_ns;
+	for (size_t i = 0;; i++) {
+		for (; e < p->nends && p->ends[e].at == i; e++) {
+			const struct tlp_end *x = &p->ends[e];
+			const struct tlp_track *lt = &p->tr[x->track];
+			if (chrome) {
+				fmt_chrome(f, b, 0, lt->track, lt->seq, x->ticks, x->s);
+				continue;
+			}
+			uint64_t ns = ticks_ns(f, x->ticks);
+			uint64_t delta = ns >= last[x->track] ? ns - last[x->track] : 0;
+			last[x->track] += delta;
+			pf_packet(b, lt->seq, lt->track, 0, 0, delta, 0, NULL);
+		}
+		if (i == p->nrec)
+			break;
+		const struct tlp_rec *c = &p->rec[i];
+		const struct tlp_track *lt = &p->tr[c->track];
+		if (chrome) {
+			fmt_chrome(f, b, c->begin, lt->track, lt->seq, c->ticks, p->gstr[c->name]);
+			continue;
+		}
+		uint64_t ns = ticks_ns(f, c->ticks);
+		uint64_t delta = ns >= last[c->track] ? ns - last[c->track] : 0;
+		int intern = 0;
+		last[c->track] += delta;
+		if (c->begin) {
+			uint8_t *fl = &p->intern[c->track * nn + p->canon[c->name]];
+			intern = *fl;
+			*fl = 0;
+		}
+		pf_packet(b, lt->seq, lt->track, c->begin, p->gid[c->name], delta, intern, p->gstr[c->name]);
+	}
+}
+
+/* The formatter's pass over a chunk's run, in order with the other records: each track's
+ * sequence time before it (and after it: the latest of its records), and which of its
+ * names are sent with it. 0 or -TK_E_NOMEM. */
+static int run_pass(struct tl_fmt *f, struct tl_prep *p)
+{
+	if (f->kind == TK_TIMELINE_CHROME)
+		return 0;
+	for (size_t k = 0; k < p->ntr; k++) {
+		struct tlp_track *lt = &p->tr[k];
+		if (!lt->has_rec)
+			continue;
+		struct tl_seq *sq = fmt_seq(f, lt->seq);
+		if (!sq)
+			return -TK_E_NOMEM;
+		uint64_t ns = ticks_ns(f, lt->max_ticks);
+		lt->start_ns = sq->last_ns;
+		if (ns > sq->last_ns)
+			sq->last_ns = ns;
+	}
+	for (size_t l = 0; l < p->nnames; l++)
+		for (uint64_t m = p->tmask[l]; m; m &= m - 1) {
+			unsigned k = (unsigned)__builtin_ctzll(m);
+			struct tl_seq *sq = fmt_seq(f, p->tr[k].seq);
+			int in = sq ? fmt_intern(f, &sq, p->tr[k].seq, p->gid[l]) : -1;
+			if (in < 0)
+				return -TK_E_NOMEM;
+			if (in)
+				p->intern[k * p->nnames + p->canon[l]] = 1;
+		}
+	return 0;
+}
+
+/* BK's records and raw bytes onto OUT, in order; BK is empty after (no runs in it). */
 static void fmt_block(struct tl_fmt *f, struct tk_buf *out, struct tl_block *bk)
 {
 	size_t pos = 0;
@@ -371,29 +580,175 @@ static void fmt_block(struct tl_fmt *f, struct tk_buf *out, struct tl_block *bk)
 		tk_buf_put(out, bk->raw.data + pos, bk->raw.len - pos);
 	if (bk->raw.err && !out->err)
 		out->err = bk->raw.err;
-	bk->n = 0;
+	bk->n = bk->load = 0;
 	bk->raw.len = 0;
 }
 
+/* A block with runs, on the formatter thread: its runs passed (run_pass) and queued for
+ * the helpers, its other records and raw bytes formatted into its fbuf (a run's seq:
+ * where in fbuf it comes). */
+static void fmt_block_pass(struct tk_timeline *t, struct tl_block *bk)
+{
+	struct tk_buf *fb = &bk->fbuf;
+	size_t pos = 0;
+
+	for (size_t i = 0; i < bk->n; i++) {
+		struct tl_rec *r = &bk->rec[i];
+		if (r->raw_end > pos) {
+			tk_buf_put(fb, bk->raw.data + pos, r->raw_end - pos);
+			pos = r->raw_end;
+		}
+		if (r->begin != TL_REC_RUN) {
+			fmt_rec(&t->fmt, fb, r);
+			continue;
+		}
+		if (run_pass(&t->fmt, r->run) < 0 && !fb->err)
+			fb->err = -TK_E_NOMEM;
+		r->seq = (uint32_t)fb->len;
+		pthread_mutex_lock(&t->lock);
+		r->run->state = RUN_QUEUED;
+		r->run->next = NULL;
+		if (t->runq_tail)
+			t->runq_tail->next = r->run;
+		else
+			t->runq = r->run;
+		t->runq_tail = r->run;
+		pthread_cond_signal(&t->cond_run);
+		pthread_mutex_unlock(&t->lock);
+	}
+	if (bk->raw.len > pos)
+		tk_buf_put(fb, bk->raw.data + pos, bk->raw.len - pos);
+	if (bk->raw.err && !fb->err)
+		fb->err = bk->raw.err;
+}
+
+/* The next queued run, taken (under the lock); NULL: none. */
+static struct tl_prep *run_take(struct tk_timeline *t)
+{
+	struct tl_prep *p = t->runq;
+	if (!p)
+		return NULL;
+	t->runq = p->next;
+	if (!t->runq)
+		t->runq_tail = NULL;
+	p->state = RUN_TAKEN;
+	return p;
+}
+
+/* P formatted (the lock not held), then marked done. */
+static void run_format(struct tk_timeline *t, struct tl_prep *p)
+{
+	run_bytes(&t->fmt, p);
+	pthread_mutex_lock(&t->lock);
+	p->state = RUN_DONE;
+	pthread_cond_signal(&t->cond_fmt);
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void *helper_main(void *arg)
+{
+	struct tk_timeline *t = arg;
+
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		struct tl_prep *p = run_take(t);
+		if (!p) {
+			if (t->fmt_stop == 2)
+				break;
+			pthread_cond_wait(&t->cond_run, &t->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&t->lock);
+		run_format(t, p);
+		pthread_mutex_lock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+/* A passed block onto the output, in order: fbuf's bytes and its runs' (each waited for,
+ * or formatted here while the helpers are busy); its runs freed. */
+static void fmt_block_write(struct tk_timeline *t, struct tl_block *bk)
+{
+	size_t pos = 0;
+
+	for (size_t i = 0; i < bk->n; i++) {
+		struct tl_rec *r = &bk->rec[i];
+		if (r->begin != TL_REC_RUN)
+			continue;
+		if (r->seq > pos) {
+			tk_buf_put(t->out, bk->fbuf.data + pos, r->seq - pos);
+			pos = r->seq;
+		}
+		pthread_mutex_lock(&t->lock);
+		while (r->run->state != RUN_DONE) {
+			struct tl_prep *p = run_take(t);
+			if (!p) {
+				pthread_cond_wait(&t->cond_fmt, &t->lock);
+				continue;
+			}
+			pthread_mutex_unlock(&t->lock);
+			run_format(t, p);
+			pthread_mutex_lock(&t->lock);
+		}
+		pthread_mutex_unlock(&t->lock);
+		struct tk_buf *rb = &r->run->bytes;
+		tk_buf_put_large(t->out, rb->data, rb->len);
+		if (rb->err && !t->out->err)
+			t->out->err = rb->err;
+		prep_done(t, r->run);
+		pthread_mutex_lock(&t->lock);
+		t->runs_out--;
+		pthread_cond_signal(&t->cond);
+		pthread_mutex_unlock(&t->lock);
+	}
+	if (bk->fbuf.len > pos)
+		tk_buf_put(t->out, bk->fbuf.data + pos, bk->fbuf.len - pos);
+	if (bk->fbuf.err && !t->out->err)
+		t->out->err = bk->fbuf.err;
+	bk->n = bk->load = bk->nruns = 0;
+	bk->raw.len = bk->fbuf.len = 0;
+}
+
+/* The formatter thread: blocks in order, passed ahead of writing while runs are formatted
+ * elsewhere; a block without runs, with nothing waiting before it, written at once. */
 static void *fmt_main(void *arg)
 {
 	struct tk_timeline *t = arg;
 
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
-		struct tl_block *bk = &t->blk[t->fmt_next];
-		while (!bk->full && !t->fmt_stop)
-			pthread_cond_wait(&t->cond, &t->lock);
-		if (!bk->full)
+		struct tl_block *a = &t->blk[t->fmt_next], *w = &t->blk[t->wr_next];
+		if (a->full == BLK_FULL) {
+			int direct = !a->nruns && t->wr_next == t->fmt_next;
+			pthread_mutex_unlock(&t->lock);
+			if (direct)
+				fmt_block(&t->fmt, t->out, a);
+			else
+				fmt_block_pass(t, a);
+			pthread_mutex_lock(&t->lock);
+			t->fmt_next = (t->fmt_next + 1) % TL_BLOCKS;
+			if (direct) {
+				a->full = BLK_FREE;
+				t->wr_next = t->fmt_next;
+			} else {
+				a->full = BLK_PASSED;
+			}
+		} else if (w->full == BLK_PASSED) {
+			pthread_mutex_unlock(&t->lock);
+			fmt_block_write(t, w);
+			pthread_mutex_lock(&t->lock);
+			w->full = BLK_FREE;
+			t->wr_next = (t->wr_next + 1) % TL_BLOCKS;
+		} else if (t->fmt_stop) {
 			break;          /* stopped, and every block handed on is written */
-		pthread_mutex_unlock(&t->lock);
-		fmt_block(&t->fmt, t->out, bk);
-		pthread_mutex_lock(&t->lock);
-		bk->full = 0;
+		} else {
+			pthread_cond_wait(&t->cond_fmt, &t->lock);
+			continue;
+		}
 		if (t->out->err && !t->fmt_err)
 			t->fmt_err = t->out->err;
-		t->fmt_next = (t->fmt_next + 1) % TL_BLOCKS;
-		pthread_cond_broadcast(&t->cond);
+		pthread_cond_signal(&t->cond);   /* (the pass: a block may be free) */
 	}
 	pthread_mutex_unlock(&t->lock);
 	return NULL;
@@ -411,10 +766,12 @@ static int submit(struct tk_timeline *t)
 		return t->out->err;
 	}
 	pthread_mutex_lock(&t->lock);
-	bk->full = 1;
-	pthread_cond_broadcast(&t->cond);
+	bk->full = BLK_FULL;
+	t->runs_out += (unsigned)bk->nruns;
+	pthread_cond_signal(&t->cond_fmt);
 	t->cur = (t->cur + 1) % TL_BLOCKS;
-	while (t->blk[t->cur].full)
+	/* (runs hold a chunk's records and bytes each: a few in flight, not a block's worth) */
+	while (t->blk[t->cur].full || t->runs_out >= t->runs_max)
 		pthread_cond_wait(&t->cond, &t->lock);
 	err = t->fmt_err;
 	pthread_mutex_unlock(&t->lock);
@@ -430,11 +787,20 @@ static void fmt_end(struct tk_timeline *t)
 		return;
 	pthread_mutex_lock(&t->lock);
 	t->fmt_stop = 1;
-	pthread_cond_broadcast(&t->cond);
+	pthread_cond_signal(&t->cond_fmt);
 	pthread_mutex_unlock(&t->lock);
 	pthread_join(t->fmt_thread, NULL);
+	pthread_mutex_lock(&t->lock);   /* every run written: the helpers end */
+	t->fmt_stop = 2;
+	pthread_cond_broadcast(&t->cond_run);
+	pthread_mutex_unlock(&t->lock);
+	for (unsigned i = 0; i < t->nhelpers; i++)
+		pthread_join(t->helpers[i], NULL);
+	t->nhelpers = 0;
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->cond);
+	pthread_cond_destroy(&t->cond_fmt);
+	pthread_cond_destroy(&t->cond_run);
 	t->threaded = 0;
 }
 
@@ -448,7 +814,7 @@ static int rec_done(struct tk_timeline *t)
 		}
 		return t->b->err ? t->b->err : t->out->err;
 	}
-	if (t->cb->n == TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
+	if (t->cb->n + t->cb->load >= TL_BLOCK_RECS || t->b->len >= TL_RAW_MAX) {
 		int err = submit(t);
 		if (err && !t->err)
 			t->err = err;
@@ -767,6 +1133,42 @@ static inline __attribute__((always_inline)) int pop_to(struct tk_timeline *t, s
 	return rc;
 }
 
+/* An exit of (KEY, KIND) with TR's frames [0, DEPTH) open: the depth its calls end down
+ * to (its innermost frame's; all of them if no frame is its). */
+static inline size_t exit_depth(const struct tl_track *tr, size_t depth, uint64_t key, uint32_t kind)
+{
+	size_t d = depth;
+	while (d && !(tr->st[d - 1].key == key && tr->st[d - 1].kind == kind))
+		d--;
+	return d ? d - 1 : 0;
+}
+
+/* A return to ADDR with TR's frames [0, DEPTH) open: *TO, the depth its calls end down to
+ * (the innermost one that returns there, or only the top one if none does). 0, 1 if
+ * nothing ends (no call open), or -TK_E_NOMEM. */
+static inline int return_depth(struct tl_track *tr, uint64_t addr, size_t depth, size_t *to)
+{
+	size_t d = depth;
+	if (!d)
+		return 1;
+	if (tr->st[d - 1].ret != addr) {
+		size_t j = d - 1;
+		int rc;
+		/* no search down a deep stack for an address no frame holds (the set may hold
+		 * frames above DEPTH too: a filter only) */
+		if (addr && (rc = tk_retset_sync(&tr->rets, track_stack(tr), tr->depth)) < 0)
+			return rc;
+		if (addr && !tk_retset_has(&tr->rets, addr))
+			j = 0;
+		while (j > 0 && tr->st[j - 1].ret != addr)
+			j--;
+		if (j > 0)
+			d = j;
+	}
+	*to = d - 1;
+	return 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -787,21 +1189,19 @@ static uint64_t entry_below(const struct tk_timeline *t, uint64_t addr)
 	return lo ? t->entries[lo - 1] : 0;
 }
 
-/* Tracing resumed at ADDR, as the profile reads it (tk_prof.h): at a function entry, a
- * call from untraced code; at an open call's return address, that call's callee
- * returned; after a jump out of the trace elsewhere, untraced code unwound the calls above
- * the innermost one of the function holding ADDR (longjmp, exceptions), or all of them. */
-static int resume(struct tk_timeline *t, struct tl_track *tr, uint64_t addr, uint64_t time)
+/* Whether tracing resumed at ADDR after a jump out of the trace, not where it stopped
+ * (OFF: 0 unknown). */
+static inline int resume_jumped(uint64_t off, uint64_t addr)
 {
-	int jumped = tr->off_at && (addr < tr->off_at || addr - tr->off_at > TK_MAX_INSN_BYTES);
-	uint64_t f = entry_below(t, addr);
+	return off && (addr < off || addr - off > TK_MAX_INSN_BYTES);
+}
 
-	tr->off_at = 0;
-	if (!addr)
-		return 0;
-	if (f == addr)
-		return push(t, tr, addr, TK_PROF_KEY_ADDR, 0, time);
-	size_t i = tr->depth;
+/* Tracing resumed at ADDR (not a function entry; ENTRY the one below it): *TO, the depth
+ * the calls end down to; 0, 1 if none end, or -TK_E_NOMEM. (resume, below) */
+static int resume_depth(const struct tk_timeline *t, struct tl_track *tr, uint64_t addr, uint64_t entry,
+			int jumped, size_t depth, size_t *to)
+{
+	size_t i = depth;
 	if (i && tr->st[i - 1].ret != addr) {
 		int rc = tk_retset_sync(&tr->rets, track_stack(tr), tr->depth);
 		if (rc < 0)
@@ -811,15 +1211,37 @@ static int resume(struct tk_timeline *t, struct tl_track *tr, uint64_t addr, uin
 		while (i > 0 && tr->st[i - 1].ret != addr)
 			i--;
 	}
-	if (i > 0)
-		return pop_to(t, tr, i - 1, time);
-	if (!jumped || !t->nentries)
+	if (i > 0) {
+		*to = i - 1;
 		return 0;
-	i = tr->depth;
-	while (f && i > 0 && !(tr->st[i - 1].kind == TK_PROF_KEY_ADDR &&
-			       tr->st[i - 1].key >= f && tr->st[i - 1].key <= addr))
+	}
+	if (!jumped || !t->nentries)
+		return 1;
+	i = depth;
+	while (entry && i > 0 && !(tr->st[i - 1].kind == TK_PROF_KEY_ADDR &&
+				   tr->st[i - 1].key >= entry && tr->st[i - 1].key <= addr))
 		i--;
-	return pop_to(t, tr, f ? i : 0, time);
+	*to = entry ? i : 0;
+	return 0;
+}
+
+/* Tracing resumed at ADDR, as the profile reads it (tk_prof.h): at a function entry, a
+ * call from untraced code; at an open call's return address, that call's callee
+ * returned; after a jump out of the trace elsewhere, untraced code unwound the calls above
+ * the innermost one of the function holding ADDR (longjmp, exceptions), or all of them. */
+static int resume(struct tk_timeline *t, struct tl_track *tr, uint64_t addr, uint64_t time)
+{
+	int jumped = resume_jumped(tr->off_at, addr);
+	uint64_t f = entry_below(t, addr);
+	size_t d;
+
+	tr->off_at = 0;
+	if (!addr)
+		return 0;
+	if (f == addr)
+		return push(t, tr, addr, TK_PROF_KEY_ADDR, 0, time);
+	int rc = resume_depth(t, tr, addr, f, jumped, tr->depth, &d);
+	return rc ? (rc < 0 ? rc : 0) : pop_to(t, tr, d, time);
 }
 
 /* Entering the window: open slices for the calls already running (clipped at its start). */
@@ -1445,31 +1867,17 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 			rc = push(t, tr, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, 0, time);
 			break;
 		case TK_EV_FUNC_EXIT:
-		case TK_EV_FUNC_TAIL_EXIT: {
-			uint32_t kind = e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID;
-			size_t d = tr->depth;
-			while (d && !(tr->st[d - 1].key == e->addr && tr->st[d - 1].kind == kind))
-				d--;
-			rc = pop_to(t, tr, d ? d - 1 : 0, time);
+		case TK_EV_FUNC_TAIL_EXIT:
+			rc = pop_to(t, tr, exit_depth(tr, tr->depth, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR :
+											  TK_PROF_KEY_ID),
+				    time);
 			break;
-		}
 		case TK_EV_RETURN: {
-			size_t d = tr->depth;
-			if (!d)
-				break;
-			if (tr->st[d - 1].ret != e->addr2) {
-				size_t j = d - 1;
-				/* no search down a deep stack for an address no frame holds */
-				if (e->addr2 && (rc = tk_retset_sync(&tr->rets, track_stack(tr), d)) < 0)
-					break;
-				if (e->addr2 && !tk_retset_has(&tr->rets, e->addr2))
-					j = 0;
-				while (j > 0 && tr->st[j - 1].ret != e->addr2)
-					j--;
-				if (j > 0)
-					d = j;
-			}
-			rc = pop_to(t, tr, d - 1, time);
+			size_t d;
+			if ((rc = return_depth(tr, e->addr2, tr->depth, &d)) == 0)
+				rc = pop_to(t, tr, d, time);
+			else if (rc > 0)
+				rc = 0;
 			break;
 		}
 		case TK_EV_GAP:
@@ -1626,6 +2034,693 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 	return nout;
 }
 
+/* ---- a chunk's pass ahead of its turn (tk_sink.prepare) ------------------------------------ */
+
+/* Without a window, call filters or pipelines, most of a held chunk's pass needs nothing
+ * from the events before it: a call's slice begins, and a return to a frame the chunk
+ * opened ends slices, whatever lies below on the stack. So the worker that decoded the
+ * chunk runs the pass over it with every track's stack begun empty (tl_prepare), and the
+ * chunk's turn on the pass's thread (tl_take) only does what needs the stacks: the exits,
+ * returns and gaps that reach below the chunk's own frames, replayed there in order
+ * between runs of the chunk's records, which go to the formatter as they are. The chunk's
+ * pass stops where it would need the state before the chunk (the events from there on go
+ * through the serial pass): an event without a time before its track has one in the
+ * chunk, a return that matches none of the chunk's open frames (whether one below does
+ * decides how many end), tracing stopped or resumed, pipeline events, more than
+ * TLP_TRACKS tracks. A chunk whose slices would pass the cap, or whose first time would
+ * open slices pushed without one, goes through the serial pass whole. */
+
+#define TLP_RETURN_SEARCH 256   /* frames searched for a return to 0; deeper: the serial pass */
+
+static void prep_free(struct tl_prep *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < TLP_TRACKS; i++) {
+		free(p->tr[i].st);
+		tk_retset_free(&p->tr[i].rets);
+	}
+	free(p->rec);
+	free(p->ops);
+	free(p->map.slot);
+	free(p->key);
+	free(p->kind);
+	free(p->tmask);
+	free(p->gid);
+	free(p->gstr);
+	free(p->canon);
+	free(p->ends);
+	free(p->intern);
+	tk_buf_free(&p->bytes);
+	free(p);
+}
+
+/* Runs' memory kept for the next chunks: page faults on fresh memory for every chunk
+ * cost more system time than the pass saved. */
+#define TLP_SPARES (2 * TL_HELPERS + 4)
+
+/* P done with: kept for another chunk (emptied, its memory kept), or freed. */
+static void prep_done(struct tk_timeline *t, struct tl_prep *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&t->lock);
+	if (t->nspare < TLP_SPARES) {
+		p->next = t->spare;
+		t->spare = p;
+		t->nspare++;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&t->lock);
+	prep_free(p);
+}
+
+/* An empty run for a chunk of N events (room for its records), or NULL. */
+static struct tl_prep *prep_get(struct tk_timeline *t, size_t n)
+{
+	struct tl_prep *p = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->spare) {
+		p = t->spare;
+		t->spare = p->next;
+		t->nspare--;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (!p && !(p = calloc(1, sizeof *p)))
+		return NULL;
+	p->cut = p->nrec = p->nops = p->ntr = p->nnames = p->nends = 0;
+	p->begins = 0;
+	p->bytes.len = 0;
+	p->bytes.err = 0;
+	if (p->map.slot)   /* (ids UINT32_MAX: empty) */
+		memset(p->map.slot, 0xff, (p->map.mask + 1) * sizeof *p->map.slot);
+	p->map.n = 0;
+	/* a slice begin or end per frame opened: at most two records an event */
+	if (2 * n > p->crec) {
+		free(p->rec);
+		if (!(p->rec = malloc(2 * n * sizeof *p->rec))) {
+			p->crec = 0;
+			prep_free(p);
+			return NULL;
+		}
+		p->crec = 2 * n;
+	}
+	return p;
+}
+
+static struct tlp_track *prep_track(struct tl_prep *p, uint32_t id, size_t *last)
+{
+	if (*last < p->ntr && p->tr[*last].id == id)
+		return &p->tr[*last];
+	for (size_t i = 0; i < p->ntr; i++)
+		if (p->tr[i].id == id) {
+			*last = i;
+			return &p->tr[i];
+		}
+	if (p->ntr == TLP_TRACKS)
+		return NULL;
+	struct tlp_track *lt = &p->tr[p->ntr];
+	struct tlp_frame *st = lt->st;   /* (memory kept from an earlier chunk) */
+	size_t cap = lt->cap;
+	struct tk_retset rets = lt->rets;
+	memset(lt, 0, sizeof *lt);
+	lt->st = st;
+	lt->cap = cap;
+	lt->rets = rets;
+	tk_retset_clear(&lt->rets);
+	lt->id = id;
+	lt->t_last = TK_TIME_NONE;
+	lt->first_rec = SIZE_MAX;
+	*last = p->ntr++;
+	return lt;
+}
+
+/* The chunk's number of (KEY, KIND), given in order of first use; UINT32_MAX: no memory. */
+static uint32_t prep_name(struct tl_prep *p, uint64_t key, uint32_t kind)
+{
+	struct keyname *slot = keymap_slot(&p->map, key, kind);
+	if (!slot)
+		return UINT32_MAX;
+	if (slot->id != UINT32_MAX)
+		return slot->id;
+	if (p->nnames == p->cnames) {
+		size_t nc = p->cnames ? 2 * p->cnames : 256;
+		uint64_t *nk = realloc(p->key, nc * sizeof *nk);
+		if (nk)
+			p->key = nk;
+		uint32_t *nd = realloc(p->kind, nc * sizeof *nd);
+		if (nd)
+			p->kind = nd;
+		uint64_t *nm = realloc(p->tmask, nc * sizeof *nm);
+		if (nm)
+			p->tmask = nm;
+		if (!nk || !nd || !nm)
+			return UINT32_MAX;
+		p->cnames = nc;
+	}
+	p->key[p->nnames] = key;
+	p->kind[p->nnames] = kind;
+	p->tmask[p->nnames] = 0;
+	*slot = (struct keyname){ key, kind, (uint32_t)p->nnames };
+	p->map.n++;
+	return (uint32_t)p->nnames++;
+}
+
+static inline void prep_rec(struct tl_prep *p, struct tlp_track *lt, uint32_t name,
+			    uint64_t ticks, int begin)
+{
+	p->rec[p->nrec++] = (struct tlp_rec){ ticks, name, (uint16_t)(lt - p->tr), (uint8_t)begin };
+	if (ticks > lt->max_ticks)
+		lt->max_ticks = ticks;
+	lt->has_rec = 1;
+}
+
+static int prep_push(struct tl_prep *p, struct tlp_track *lt, uint64_t key, uint32_t kind,
+		     uint64_t ret, uint64_t time)
+{
+	if (lt->depth == lt->cap) {
+		size_t nc = lt->cap ? 2 * lt->cap : 64;
+		struct tlp_frame *ns = realloc(lt->st, nc * sizeof *ns);
+		if (!ns)
+			return -TK_E_NOMEM;
+		lt->st = ns;
+		lt->cap = nc;
+	}
+	uint32_t name = prep_name(p, key, kind);
+	if (name == UINT32_MAX)
+		return -TK_E_NOMEM;
+	lt->st[lt->depth++] = (struct tlp_frame){ key, ret, kind, name };
+	p->tmask[name] |= 1ull << (lt - p->tr);
+	if (lt->first_rec == SIZE_MAX)
+		lt->first_rec = p->nrec;
+	prep_rec(p, lt, name, time, 1);
+	p->begins++;
+	return 0;
+}
+
+static void prep_pop(struct tl_prep *p, struct tlp_track *lt, size_t depth, uint64_t time)
+{
+	while (lt->depth > depth) {
+		const struct tlp_frame *f = &lt->st[--lt->depth];
+		tk_retset_popped(&lt->rets, f->ret, lt->depth);
+		prep_rec(p, lt, f->name, time, 0);
+	}
+}
+
+static int prep_op(struct tl_prep *p, const struct tlp_track *lt, uint32_t what, uint64_t addr,
+		   uint32_t kind, uint64_t time)
+{
+	if (p->nops == p->cops) {
+		size_t nc = p->cops ? 2 * p->cops : 64;
+		struct tlp_op *no = realloc(p->ops, nc * sizeof *no);
+		if (!no)
+			return -TK_E_NOMEM;
+		p->ops = no;
+		p->cops = nc;
+	}
+	p->ops[p->nops++] = (struct tlp_op){ .at = p->nrec, .addr = addr, .time = time, .what = what,
+					     .kind = kind, .track = (uint16_t)(lt - p->tr) };
+	return 0;
+}
+
+/* Of LT's frames [0, DEPTH), the innermost that returns to ADDR: its index + 1; 0 if
+ * none does; SIZE_MAX if that is not known (no memory, or a search for 0 stopped short of
+ * the bottom: TLP_RETURN_SEARCH). */
+static size_t prep_ret_find(struct tlp_track *lt, size_t depth, uint64_t addr)
+{
+	size_t lo = depth > TLP_RETURN_SEARCH ? depth - TLP_RETURN_SEARCH : 0, j = depth;
+
+	if (addr) {   /* (deep stacks: a random walk's) */
+		struct tk_retset_stack st = { lt->st, sizeof *lt->st, offsetof(struct tlp_frame, ret) };
+		if (tk_retset_sync(&lt->rets, st, lt->depth) < 0)
+			return SIZE_MAX;
+		if (!tk_retset_has(&lt->rets, addr))
+			return 0;
+		lo = 0;
+	}
+	while (j > lo && lt->st[j - 1].ret != addr)
+		j--;
+	return j > lo || lo == 0 ? j : SIZE_MAX;
+}
+
+/* Tracing resumed at ADDR on LT (resume), as far as the chunk decides: a function entry
+ * opens a frame; a return address of one of the chunk's frames closes frames; else, with
+ * frames open, no frame below returns there and tracing did not stop elsewhere (both
+ * checked at the chunk's turn), or it did and the frame to unwind to is the chunk's; with
+ * none open, the frames below decide (an operation). 1 if it cannot be decided here. */
+static int prep_resume(const struct tk_timeline *t, struct tl_prep *p, struct tlp_track *lt,
+		       uint64_t addr, uint64_t time)
+{
+	uint64_t entry = entry_below(t, addr);
+	size_t d = lt->depth, to = SIZE_MAX;
+	int known = lt->off_known, not_ret = 0, not_jumped = 0;
+	uint64_t off = lt->off_at;
+
+	if (addr && entry != addr && d) {
+		size_t j = prep_ret_find(lt, d, addr);
+		if (j == SIZE_MAX)
+			return 1;
+		if (j) {
+			to = j - 1;
+		} else {
+			int jumped = known && resume_jumped(off, addr);
+			not_ret = 1;
+			not_jumped = !known && t->nentries;
+			if (jumped && t->nentries) {   /* unwound to the frame of ADDR's function */
+				size_t i = d;
+				while (entry && i > 0 && !(lt->st[i - 1].kind == TK_PROF_KEY_ADDR &&
+							   lt->st[i - 1].key >= entry && lt->st[i - 1].key <= addr))
+					i--;
+				if (!entry || !i)   /* (all frames end, or one below the chunk's) */
+					return 1;
+				to = i;
+			}
+		}
+	}
+	lt->off_known = 1;
+	lt->off_at = 0;
+	if (!addr)
+		return 0;
+	if (entry == addr)
+		return prep_push(p, lt, addr, TK_PROF_KEY_ADDR, 0, time);
+	if ((not_ret && prep_op(p, lt, TLP_NOT_RET, addr, 0, time) < 0) ||
+	    (not_jumped && prep_op(p, lt, TLP_NOT_JUMPED, addr, 0, time) < 0))
+		return -TK_E_NOMEM;
+	if (to != SIZE_MAX)
+		prep_pop(p, lt, to, time);
+	if (d)
+		return 0;
+	if (prep_op(p, lt, TLP_RESUME, addr, 0, time) < 0)
+		return -TK_E_NOMEM;
+	p->ops[p->nops - 1].entry = entry;
+	p->ops[p->nops - 1].off = off;
+	p->ops[p->nops - 1].off_known = (uint8_t)known;
+	return 0;
+}
+
+/* E at TIME on LT as tl_events does it, as far as the chunk's own frames decide: 0, 1 if
+ * they do not (nothing done), or -TK_E_NOMEM. */
+static int prep_event(const struct tk_timeline *t, struct tl_prep *p, struct tlp_track *lt,
+		      const struct tk_event *e, uint64_t time)
+{
+	switch (e->kind) {
+	case TK_EV_DISABLE:
+		lt->off_known = 1;
+		lt->off_at = e->addr;
+		return 0;
+	case TK_EV_ENABLE:
+		return prep_resume(t, p, lt, e->addr, time);
+	case TK_EV_CALL:
+		return prep_push(p, lt, e->addr2, TK_PROF_KEY_ADDR, e->arg, time);
+	case TK_EV_FUNC_ENTER:
+		return prep_push(p, lt, e->addr, e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID, 0,
+				 time);
+	case TK_EV_FUNC_EXIT:
+	case TK_EV_FUNC_TAIL_EXIT: {
+		uint32_t kind = e->flags & TK_FN_ADDR ? TK_PROF_KEY_ADDR : TK_PROF_KEY_ID;
+		size_t d = lt->depth;
+		while (d && !(lt->st[d - 1].key == e->addr && lt->st[d - 1].kind == kind))
+			d--;
+		prep_pop(p, lt, d ? d - 1 : 0, time);
+		return d ? 0 : prep_op(p, lt, TLP_EXIT, e->addr, kind, time);
+	}
+	case TK_EV_RETURN: {
+		size_t d = lt->depth;
+		if (!d)
+			return prep_op(p, lt, TLP_RETURN, e->addr2, 0, time);
+		if (lt->st[d - 1].ret != e->addr2) {
+			/* the innermost below the top that returns there; none: the top alone
+			 * ends, if no frame below the chunk's returns there either */
+			size_t j = prep_ret_find(lt, d - 1, e->addr2);
+			if (j == SIZE_MAX)
+				return 1;
+			if (j)
+				d = j;
+			else if (prep_op(p, lt, TLP_NOT_RET, e->addr2, 0, time) < 0)
+				return -TK_E_NOMEM;
+		}
+		prep_pop(p, lt, d - 1, time);
+		return 0;
+	}
+	case TK_EV_GAP:
+		lt->off_known = 1;
+		lt->off_at = 0;
+		prep_pop(p, lt, 0, time);
+		return prep_op(p, lt, TLP_GAP, 0, 0, time);
+	default:
+		return 0;
+	}
+}
+
+#define TLP_ACTS (1ull << TK_EV_CALL | 1ull << TK_EV_RETURN | 1ull << TK_EV_FUNC_ENTER |              \
+		  1ull << TK_EV_FUNC_EXIT | 1ull << TK_EV_FUNC_TAIL_EXIT | 1ull << TK_EV_GAP |          \
+		  1ull << TK_EV_ENABLE | 1ull << TK_EV_DISABLE)
+
+/* tk_sink.prepare: on the producer's thread, the held chunk EV[0..n) passed as far as it
+ * can be without the state before it (above). NULL: nothing done ahead. */
+static void *tl_prepare(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tk_timeline *t = ctx;
+	struct tl_prep *p;
+	size_t last = 0, i;
+
+	if (__atomic_load_n(&t->prep_off, __ATOMIC_RELAXED) || !(p = prep_get(t, n)))
+		return NULL;
+	for (i = 0; i < n; i++) {
+		const struct tk_event *e = &ev[i];
+		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
+		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL))
+			break;
+		size_t ntr = p->ntr;
+		struct tlp_track *lt = prep_track(p, e->track, &last);
+		if (!lt)
+			break;
+		uint64_t time = e->time != TK_TIME_NONE ? e->time : lt->t_last;
+		int acts = e->kind < 64 && (TLP_ACTS >> e->kind & 1);
+		if (acts && time == TK_TIME_NONE) {
+			p->ntr = ntr;   /* (a track met first here: not the chunk's) */
+			break;
+		}
+		lt->t_last = time;
+		int rc = acts ? prep_event(t, p, lt, e, time) : 0;
+		if (rc < 0)
+			goto fail;
+		if (rc)
+			break;
+	}
+	p->cut = i;
+	if (i)
+		return p;
+fail:
+	prep_done(t, p);
+	return NULL;
+}
+
+static void tl_drop(void *ctx, void *prepared)
+{
+	prep_done(ctx, prepared);
+}
+
+/* Whether a frame of TR's [0, DEPTH) returns to ADDR. */
+static int has_ret(struct tl_track *tr, uint64_t addr, size_t depth, int *err)
+{
+	if (addr && (*err = tk_retset_sync(&tr->rets, track_stack(tr), tr->depth)) < 0)
+		return 0;
+	if (addr && !tk_retset_has(&tr->rets, addr))
+		return 0;
+	for (size_t i = depth; i > 0; i--)
+		if (tr->st[i - 1].ret == addr)
+			return 1;
+	return 0;
+}
+
+/* The depth operation OP leaves TR at with its frames [0, DEPTH) open: *TO. 0, 1 if
+ * what the chunk took for granted is not so, or -TK_E_NOMEM. */
+static int op_depth(const struct tk_timeline *t, struct tl_track *tr, const struct tlp_op *op, size_t depth,
+		    size_t *to)
+{
+	int rc = 0;
+
+	*to = depth;
+	switch (op->what) {
+	case TLP_EXIT:
+		*to = exit_depth(tr, depth, op->addr, op->kind);
+		return 0;
+	case TLP_RETURN:
+		rc = return_depth(tr, op->addr, depth, to);
+		break;
+	case TLP_RESUME:
+		rc = resume_depth(t, tr, op->addr, op->entry,
+				  resume_jumped(op->off_known ? op->off : tr->off_at, op->addr), depth, to);
+		break;
+	case TLP_GAP:
+		*to = 0;
+		return 0;
+	case TLP_NOT_RET: {
+		int err = 0, has = has_ret(tr, op->addr, depth, &err);
+		return err < 0 ? err : has;
+	}
+	case TLP_NOT_JUMPED:   /* (the track's stop unchanged by the chunk so far) */
+		return resume_jumped(tr->off_at, op->addr);
+	}
+	if (rc > 0) {   /* nothing ends */
+		*to = depth;
+		rc = 0;
+	}
+	return rc;
+}
+
+/* Whether P's chunk can take its turn as prepared: its slices within the cap, and no
+ * track whose first time in it would open slices pushed before without one. */
+static int prep_fits(struct tk_timeline *t, struct tl_prep *p)
+{
+	struct tl_track *trs[TLP_TRACKS];
+	size_t depth[TLP_TRACKS];
+
+	/* all its slices kept, or (the cap reached before it) all dropped */
+	if (t->slices < t->max && p->begins > t->max - t->slices)
+		return 0;
+	for (size_t k = 0; k < p->ntr; k++) {
+		struct tl_track *tr = NULL;
+		if (t->last < t->ntracks && t->tracks[t->last].id == p->tr[k].id)
+			tr = &t->tracks[t->last];
+		for (size_t i = 0; !tr && i < t->ntracks; i++)
+			if (t->tracks[i].id == p->tr[k].id)
+				tr = &t->tracks[i];
+		if (tr && !tr->in_window && tr->depth && p->tr[k].t_last != TK_TIME_NONE)
+			return 0;
+		/* (a track's description goes before its first slice: the serial pass's) */
+		if (p->tr[k].first_rec != SIZE_MAX && (!tr || !tr->started))
+			return 0;
+		trs[k] = tr;
+		depth[k] = tr ? tr->depth : 0;
+	}
+	/* what the chunk took for granted of the frames below its own, with the frames its
+	 * operations leave before each (they only end frames) */
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct tlp_op *op = &p->ops[i];
+		struct tl_track *tr = trs[op->track];
+		size_t to;
+		if (!tr)
+			continue;   /* no frames, not stopped */
+		if (op_depth(t, tr, op, depth[op->track], &to))
+			return 0;
+		depth[op->track] = to;
+	}
+	return 1;
+}
+
+/* P's run into the block, after the raw bytes so far (the formatter frees P after it).
+ * The output's first error. */
+static int run_put(struct tk_timeline *t, struct tl_prep *p)
+{
+	struct tl_rec *r = &t->cb->rec[t->cb->n++];
+
+	r->run = p;
+	r->ticks = r->track = 0;
+	r->seq = r->name = 0;
+	r->begin = TL_REC_RUN;
+	r->raw_end = (uint32_t)t->b->len;
+	t->cb->load += p->nrec + p->nends;
+	t->cb->nruns++;
+	return rec_done(t);
+}
+
+/* Frames of TR above DEPTH popped by an operation of P's chunk (track K): their ends go
+ * among the chunk's records, before record AT. */
+static int prep_pop_below(struct tk_timeline *t, struct tl_prep *p, size_t k, struct tl_track *tr,
+			  size_t depth, uint64_t time, size_t at)
+{
+	while (tr->depth > depth) {
+		struct tl_frame *f = &tr->st[--tr->depth];
+		tk_retset_popped(&tr->rets, f->ret, tr->depth);
+		if (!f->emitted)
+			continue;
+		if (p->nends == p->cends) {
+			size_t nc = p->cends ? 2 * p->cends : 64;
+			struct tlp_end *ne = realloc(p->ends, nc * sizeof *ne);
+			if (!ne)
+				return -TK_E_NOMEM;
+			p->ends = ne;
+			p->cends = nc;
+		}
+		p->ends[p->nends++] = (struct tlp_end){ at, time, names_str(&t->names, f->name), (uint16_t)k };
+		if (time > p->tr[k].max_ticks)
+			p->tr[k].max_ticks = time;
+		p->tr[k].has_rec = 1;
+	}
+	return 0;
+}
+
+static int prep_op_do(struct tk_timeline *t, struct tl_prep *p, const struct tlp_op *op)
+{
+	struct tl_track *tr = &t->tracks[p->tr[op->track].ix];
+	size_t depth;
+	int rc = op_depth(t, tr, op, tr->depth, &depth);
+
+	if (op->what == TLP_GAP || op->what == TLP_RESUME)
+		tr->off_at = 0;
+	return rc < 0 ? rc : prep_pop_below(t, p, op->track, tr, depth, op->time, op->at);
+}
+
+/* LT's frames still open at the chunk's end onto TR, begun (their slices are records). */
+static int prep_frames_put(struct tl_track *tr, const struct tl_prep *p, const struct tlp_track *lt,
+			   int dropped)
+{
+	if (tr->depth + lt->depth > tr->cap) {
+		size_t nc = tr->cap ? tr->cap : 64;
+		while (nc < tr->depth + lt->depth)
+			nc *= 2;
+		struct tl_frame *ns = realloc(tr->st, nc * sizeof *ns);
+		if (!ns)
+			return -TK_E_NOMEM;
+		tr->st = ns;
+		tr->cap = nc;
+	}
+	for (size_t i = 0; i < lt->depth; i++) {
+		const struct tlp_frame *f = &lt->st[i];
+		tr->st[tr->depth++] = (struct tl_frame){ .key = f->key, .ret = f->ret, .kind = f->kind,
+							 .name = dropped ? 0 : p->gid[f->name],
+							 .emitted = !dropped };
+	}
+	return 0;
+}
+
+/* The chunk's turn, prepared: its tracks and names looked up in order of first use (as
+ * the serial pass would have made them), its operations done in order (the ends they make
+ * go among its records), its open frames pushed; P goes to the formatter as one run. */
+static int prep_commit(struct tk_timeline *t, struct tl_prep *p)
+{
+	int rc = 0;
+	/* past the cap its slices are counted, not made: no records, no names looked up */
+	int dropped = t->slices >= t->max;
+	if (dropped) {
+		p->nrec = p->nnames = 0;
+		for (size_t k = 0; k < p->ntr; k++) {
+			p->tr[k].has_rec = 0;
+			p->tr[k].max_ticks = 0;
+		}
+	}
+	size_t nn = p->nnames;
+
+	for (size_t k = 0; k < p->ntr; k++) {
+		struct tl_track *tr = get_track(t, p->tr[k].id);
+		if (!tr)
+			goto nomem;
+		p->tr[k].ix = (size_t)(tr - t->tracks);
+	}
+	/* the names' ids, and per id its first name number (keys of one function share it) */
+	size_t cap = 16;
+	while (cap < 2 * nn)
+		cap *= 2;
+	uint32_t *by_id = nn ? malloc(cap * sizeof *by_id) : NULL;
+	if (nn > p->cid) {
+		free(p->gid);
+		free(p->gstr);
+		free(p->canon);
+		p->gid = malloc(nn * sizeof *p->gid);
+		p->gstr = malloc(nn * sizeof *p->gstr);
+		p->canon = malloc(nn * sizeof *p->canon);
+		p->cid = p->gid && p->gstr && p->canon ? nn : 0;
+	}
+	if (p->ntr * nn > p->cintern) {
+		free(p->intern);
+		p->intern = malloc(p->ntr * nn);
+		p->cintern = p->intern ? p->ntr * nn : 0;
+	}
+	if (nn && (!by_id || p->cid < nn || p->cintern < p->ntr * nn)) {
+		free(by_id);
+		goto nomem;
+	}
+	if (p->intern)
+		memset(p->intern, 0, p->ntr * nn);
+	if (nn)
+		memset(by_id, 0xff, cap * sizeof *by_id);
+	for (size_t l = 0; l < nn; l++) {
+		uint32_t g = names_frame(&t->names, p->key[l], p->kind[l]);
+		if (g == UINT32_MAX) {
+			free(by_id);
+			goto nomem;
+		}
+		p->gid[l] = g;
+		p->gstr[l] = names_str(&t->names, g);
+		size_t h = tk_hash64(g) & (cap - 1);
+		while (by_id[h] != UINT32_MAX && p->gid[by_id[h]] != g)
+			h = (h + 1) & (cap - 1);
+		if (by_id[h] == UINT32_MAX)
+			by_id[h] = (uint32_t)l;
+		p->canon[l] = by_id[h];
+	}
+	free(by_id);
+	for (size_t k = 0; k < p->ntr; k++) {
+		const struct tl_track *tr = &t->tracks[p->tr[k].ix];
+		int chrome = t->o.kind == TK_TIMELINE_CHROME;
+		p->tr[k].track = chrome ? (tr->pid ? tr->pid : 1) : tr->uuid;
+		p->tr[k].seq = chrome ? tr->id : tr->seq;
+	}
+	if ((p->nrec || p->nops) && !p->bytes.data &&
+	    tk_buf_init(&p->bytes, -1, (t->o.kind == TK_TIMELINE_CHROME ? 72 : 16) * p->nrec + 4096) < 0)
+		goto nomem;
+	for (size_t i = 0; i < p->nops && rc >= 0; i++)
+		rc = prep_op_do(t, p, &p->ops[i]);
+	for (size_t k = 0; k < p->ntr && rc >= 0; k++) {
+		struct tl_track *tr = &t->tracks[p->tr[k].ix];
+		rc = prep_frames_put(tr, p, &p->tr[k], dropped);
+		if (p->tr[k].t_last != TK_TIME_NONE) {
+			tr->t_last = p->tr[k].t_last;
+			tr->in_window = 1;
+		}
+		if (p->tr[k].off_known)
+			tr->off_at = p->tr[k].off_at;
+	}
+	if (rc < 0) {
+		prep_done(t, p);
+		return rc;
+	}
+	if (dropped)
+		t->dropped += p->begins;
+	else
+		t->slices += p->begins;
+	if (!p->nrec && !p->nends) {
+		prep_done(t, p);
+		return 0;
+	}
+	return run_put(t, p);
+nomem:
+	prep_done(t, p);
+	return -TK_E_NOMEM;
+}
+
+/* tk_sink.take: the chunk EV[0..n)'s turn with what tl_prepare made of it. */
+static int tl_take(void *ctx, const struct tk_event *ev, size_t n, void *prepared)
+{
+	struct tk_timeline *t = ctx;
+	struct tl_prep *p = prepared;
+	size_t cut = p->cut;
+	int rc;
+
+	if (t->finished) {
+		prep_done(t, p);
+		return -TK_E_BAD_STATE;
+	}
+	t->prep_tried++;
+	if (!prep_fits(t, p)) {
+		/* a random walk's returns go to frames below the chunk's all the time: past
+		 * sixteen chunks, if most were passed for nothing, the serial pass does all */
+		if (++t->prep_failed * 2 > t->prep_tried && t->prep_tried >= 16)
+			__atomic_store_n(&t->prep_off, 1, __ATOMIC_RELAXED);
+		prep_done(t, p);
+		return tl_events(t, ev, n);
+	}
+	rc = prep_commit(t, p);
+	if (rc >= 0 && cut < n)
+		return tl_events(t, ev + cut, n - cut);
+	if (rc == -TK_E_NOMEM)
+		t->nomem = 1;
+	return rc;
+}
+
 struct tk_sink tk_timeline_sink(struct tk_timeline *t)
 {
 	struct tk_sink s = { .events = tl_sink_fn, .ctx = t };
@@ -1633,6 +2728,11 @@ struct tk_sink tk_timeline_sink(struct tk_timeline *t)
 	if (!t->prof && !t->o.time_begin && t->window_end == UINT64_MAX) {
 		s.thin = tl_thin;
 		s.counted_blocks = 1;
+		if (t->threaded) {   /* a chunk's records go to the formatter thread */
+			s.prepare = tl_prepare;
+			s.take = tl_take;
+			s.drop = tl_drop;
+		}
 	}
 	return s;
 }
@@ -1660,7 +2760,7 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	t->fmt.time_origin = t->o.time_origin;
 	for (unsigned i = 0; i < (t->o.nthreads > 1 ? TL_BLOCKS : 1); i++) {
 		if ((t->o.nthreads > 1 && !(t->blk[i].rec = malloc(TL_BLOCK_RECS * sizeof *t->blk[i].rec))) ||
-		    tk_buf_init(&t->blk[i].raw, -1, 4096) < 0)
+		    tk_buf_init(&t->blk[i].raw, -1, 4096) < 0 || tk_buf_init(&t->blk[i].fbuf, -1, 4096) < 0)
 			goto fail;
 	}
 	t->cb = &t->blk[0];
@@ -1668,11 +2768,21 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	if (t->o.nthreads > 1) {
 		pthread_mutex_init(&t->lock, NULL);
 		pthread_cond_init(&t->cond, NULL);
+		pthread_cond_init(&t->cond_fmt, NULL);
+		pthread_cond_init(&t->cond_run, NULL);
 		t->threaded = pthread_create(&t->fmt_thread, NULL, fmt_main, t) == 0;
 		if (!t->threaded) {   /* then formatted here */
 			pthread_mutex_destroy(&t->lock);
 			pthread_cond_destroy(&t->cond);
+			pthread_cond_destroy(&t->cond_fmt);
+			pthread_cond_destroy(&t->cond_run);
 		}
+		/* helpers for the chunks' runs (the formatter takes some too): without them
+		 * the formatting that the pass left to them would be serial */
+		while (t->threaded && t->nhelpers + 1 < t->o.nthreads && t->nhelpers < TL_HELPERS &&
+		       pthread_create(&t->helpers[t->nhelpers], NULL, helper_main, t) == 0)
+			t->nhelpers++;
+		t->runs_max = 2 * (t->nhelpers + 1) + 2;
 	}
 	t->max = t->o.max_events ? t->o.max_events : 10000000;
 	t->window_end = t->o.time_end ? t->o.time_end : UINT64_MAX;
@@ -1756,7 +2866,11 @@ void tk_timeline_free(struct tk_timeline *t)
 	fmt_end(t);
 	fmt_free(&t->fmt);
 	for (unsigned i = 0; i < TL_BLOCKS; i++) {
+		for (size_t k = 0; k < t->blk[i].n; k++)   /* runs never formatted (an error) */
+			if (t->blk[i].rec[k].begin == TL_REC_RUN)
+				prep_free(t->blk[i].rec[k].run);
 		free(t->blk[i].rec);
+		tk_buf_free(&t->blk[i].fbuf);
 		tk_buf_free(&t->blk[i].raw);
 	}
 	for (size_t i = 0; i < t->ntracks; i++) {
@@ -1764,6 +2878,11 @@ void tk_timeline_free(struct tk_timeline *t)
 		tk_retset_free(&t->tracks[i].rets);
 		free(t->tracks[i].name);
 		free(t->tracks[i].pname);
+	}
+	while (t->spare) {
+		struct tl_prep *p = t->spare;
+		t->spare = p->next;
+		prep_free(p);
 	}
 	free(t->tracks);
 	free(t->pids);

@@ -635,6 +635,192 @@ static void test_timeline_threads_thin(void **state)
 	free(ev);
 }
 
+/* The timeline at -j N with chunks passed ahead (tk_sink.prepare on the producer's threads,
+ * take in order): the same bytes as the serial pass over the whole stream, whatever the
+ * cuts. The stream mixes what a chunk's pass decides alone (calls and returns of its own
+ * frames) with what it must leave to its turn or take for granted: exits and returns to
+ * frames below the chunk's, returns to addresses no frame holds or held deeper, tracing
+ * stopped and resumed (at entries, at return addresses, after a jump elsewhere), gaps,
+ * events without a time, a track that starts late, times that go back, names shared by
+ * several keys, and the slice cap reached inside a chunk. */
+struct pstack { uint64_t key, ret; int id; };
+
+static size_t prepared_stream(struct tk_event *ev, size_t cap)
+{
+	struct pstack st[5][40];
+	uint32_t depth[5] = { 0 };
+	uint64_t now = 5000, rnd = 99;
+	size_t n = 0;
+
+	while (n + 4 < cap) {
+		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+		unsigned r = (unsigned)(rnd >> 33), tk = r % (n < cap / 3 ? 4 : 5);
+		uint32_t track = tk == 4 ? 9 : tk, *d = &depth[tk];
+		struct pstack *s = st[tk];
+		now += (r >> 3) % 16 == 0 ? -(uint64_t)3 : 5;   /* now and then back a little */
+		uint64_t t = (r >> 7) % 13 ? now : TK_TIME_NONE;
+		uint64_t fn = 0x400000 + ((r >> 9) % 64) * 0x100, any = 0x400000 + (r >> 11) % 0x4000;
+		unsigned what = (r >> 16) % 100;
+		if ((r >> 23) % 3 == 0)
+			ev[n++] = (struct tk_event){ .kind = (r >> 25) % 2 ? TK_EV_BLOCK : TK_EV_TIME,
+						     .track = track, .addr = any, .time = now };
+		if (what < 30 && *d < 40) {   /* a call: at an entry or inside a function */
+			uint64_t ret = 0x400000 + (r >> 20) % 0x4000;
+			int id = (r >> 26) % 4 == 0;
+			s[*d] = (struct pstack){ id ? 1 + (r >> 12) % 40 : ((r >> 27) % 4 ? fn : any), ret, id };
+			ev[n++] = id ? (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .track = track, .time = t,
+							  .addr = s[*d].key }
+				     : (struct tk_event){ .kind = TK_EV_CALL, .track = track, .time = t,
+							  .addr = any, .addr2 = s[*d].key, .arg = ret };
+			(*d)++;
+		} else if (what < 62 && *d) {   /* the top returns or exits */
+			struct pstack *f = &s[--*d];
+			ev[n++] = f->id ? (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .track = track, .time = t,
+							     .addr = f->key }
+					: (struct tk_event){ .kind = TK_EV_RETURN, .track = track, .time = t,
+							     .addr = any, .addr2 = f->ret };
+		} else if (what < 70) {   /* a return to a deeper frame's address, or to none */
+			uint64_t to = *d > 2 && what % 2 ? s[*d - 3].ret : (what % 3 ? any : 0);
+			ev[n++] = (struct tk_event){ .kind = TK_EV_RETURN, .track = track, .time = t,
+						     .addr = any, .addr2 = to };
+			*d = *d > 2 && what % 2 ? *d - 3 : (*d ? *d - 1 : 0);
+		} else if (what < 76) {   /* an exit of a key deeper down, or of none */
+			uint64_t key = *d > 1 && what % 2 ? s[*d - 2].key : 1 + (r >> 12) % 40;
+			ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .track = track, .time = t,
+						     .addr = key };
+			*d = *d > 1 && what % 2 ? *d - 2 : 0;
+		} else if (what < 84) {   /* tracing stops here and resumes somewhere */
+			uint64_t at = what % 4 == 0 ? fn : what % 4 == 1 && *d ? s[*d - 1].ret :
+				      what % 4 == 2 ? any + 2 : any;
+			ev[n++] = (struct tk_event){ .kind = TK_EV_DISABLE, .track = track, .time = t,
+						     .addr = what % 8 < 4 ? any : 0 };
+			if (what == 80)   /* resumed later, below */
+				continue;
+			ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .track = track, .time = now,
+						     .addr = what == 83 ? 0 : at };
+			if (*d && at == s[*d - 1].ret)
+				(*d)--;
+		} else if (what < 88) {   /* resumed (after a stop seen before, or not) */
+			ev[n++] = (struct tk_event){ .kind = TK_EV_ENABLE, .track = track, .time = t,
+						     .addr = what % 2 && *d > 1 ? s[*d - 2].ret : any };
+		} else if (what == 88) {
+			ev[n++] = (struct tk_event){ .kind = TK_EV_GAP, .track = track, .time = t };
+			*d = 0;
+		}
+	}
+	return n;
+}
+
+/* A kallsyms listing of 64 functions 256 bytes apart from 0x400000 (names and entries),
+ * and function ids 1..40 named g0..g19 twice over (two ids, one name). */
+static struct tk_sym *prepared_sym(void)
+{
+	char path[] = "/tmp/tk-kallsymsXXXXXX";
+	int fd = mkstemp(path), err;
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	assert_non_null(f);
+	for (unsigned i = 0; i < 64; i++)
+		fprintf(f, "%016x T f%u\n", 0x400000 + i * 0x100, i);
+	fclose(f);
+	struct tk_sym *s = tk_sym_new(NULL, &err);
+	assert_non_null(s);
+	assert_true(tk_sym_add_kallsyms(s, path, "test") >= 0);
+	unlink(path);
+	for (unsigned id = 1; id <= 40; id++) {
+		char name[16];
+		snprintf(name, sizeof name, "g%u", id % 20);
+		assert_int_equal(tk_sym_set_func(s, id, name, 0), 0);
+	}
+	return s;
+}
+
+/* EV[0..n) through a timeline: serially (cuts NULL), or thinned and prepared chunk by
+ * chunk at the cuts, every chunk prepared before the first one's turn. */
+static struct tk_buf prepared_bytes(enum tk_timeline_kind kind, struct tk_sym *sym, uint64_t max,
+				    const struct tk_event *ev, size_t n, const size_t *cuts, size_t ncuts,
+				    size_t *nprepared)
+{
+	struct tk_timeline_opts o = { .sz = sizeof o, .kind = kind, .sym = sym, .max_events = max,
+				      .nthreads = cuts ? 2 : 0, .clock = { 1000000000u } };
+	struct tk_buf b;
+	int err;
+
+	tk_buf_init(&b, -1, 4096);
+	struct tk_timeline *t = tk_timeline_new(&b, &o, &err);
+	assert_non_null(t);
+	struct tk_sink s = tk_timeline_sink(t);
+	if (!cuts) {
+		assert_int_equal(s.events(s.ctx, ev, n), 0);
+	} else {
+		assert_non_null(s.prepare);
+		struct tk_event *held = malloc(n * sizeof *held);
+		size_t *at = malloc((ncuts + 2) * sizeof *at), *len = malloc((ncuts + 1) * sizeof *len);
+		void **prep = calloc(ncuts + 1, sizeof *prep);
+		assert_true(held && at && len && prep);
+		size_t pos = 0, from = 0;
+		*nprepared = 0;
+		for (size_t c = 0; c <= ncuts; c++) {
+			size_t to = c < ncuts ? cuts[c] : n;
+			at[c] = pos;
+			len[c] = s.thin(s.ctx, ev + from, to - from, held + pos);
+			prep[c] = len[c] ? s.prepare(s.ctx, held + pos, len[c]) : NULL;
+			*nprepared += prep[c] != NULL;
+			pos += len[c];
+			from = to;
+		}
+		for (size_t c = 0; c <= ncuts; c++) {
+			if (prep[c])
+				assert_int_equal(s.take(s.ctx, held + at[c], len[c], prep[c]), 0);
+			else if (len[c])
+				assert_int_equal(s.events(s.ctx, held + at[c], len[c]), 0);
+		}
+		free(held);
+		free(at);
+		free(len);
+		free(prep);
+	}
+	assert_int_equal(tk_timeline_finish(t), 0);
+	tk_timeline_free(t);
+	return b;
+}
+
+static void test_timeline_prepared(void **state)
+{
+	(void)state;
+	size_t cap = 300000;
+	struct tk_event *ev = calloc(cap, sizeof *ev);
+	assert_non_null(ev);
+	size_t n = prepared_stream(ev, cap), ncuts = 0, cuts[400];
+	struct tk_sym *sym = prepared_sym();
+	uint64_t rnd = 7;
+
+	for (size_t at = 0; ncuts < 400;) {   /* chunks of 1 to ~3000 events */
+		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+		at += 1 + (rnd >> 33) % (ncuts % 7 ? 3000 : 40);
+		if (at >= n)
+			break;
+		cuts[ncuts++] = at;
+	}
+	assert_true(ncuts > 100);
+	for (int kind = TK_TIMELINE_PERFETTO; kind <= TK_TIMELINE_CHROME; kind++) {
+		uint64_t caps[] = { 0, 20000 };   /* the second reached inside a chunk */
+		for (size_t c = 0; c < 2; c++) {
+			size_t prepared;
+			struct tk_buf want = prepared_bytes(kind, sym, caps[c], ev, n, NULL, 0, NULL);
+			struct tk_buf got = prepared_bytes(kind, sym, caps[c], ev, n, cuts, ncuts, &prepared);
+			assert_true(want.len > 100000);
+			assert_true(prepared > ncuts / 2);   /* most chunks passed ahead */
+			assert_int_equal(got.len, want.len);
+			assert_memory_equal(got.data, want.data, want.len);
+			tk_buf_free(&want);
+			tk_buf_free(&got);
+		}
+	}
+	tk_sym_free(sym);
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +833,7 @@ int main(void)
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),
 		cmocka_unit_test(test_timeline_threads_thin),
+		cmocka_unit_test(test_timeline_prepared),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

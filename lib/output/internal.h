@@ -12,6 +12,16 @@ struct keymap {
 /* The slot of (KEY, KIND): its id, or UINT32_MAX for a new one, which the caller fills in
  * (all three fields) and counts (n++) before the next call. NULL: no memory. */
 struct keyname *keymap_slot(struct keymap *m, uint64_t key, uint32_t kind);
+/* The id of (KEY, KIND) in M, or UINT32_MAX (inline: a pass asks per call). */
+static inline uint32_t keymap_find(const struct keymap *m, uint64_t key, uint32_t kind)
+{
+	if (!m->slot)
+		return UINT32_MAX;
+	for (size_t k = tk_hash64(key ^ kind) & m->mask; m->slot[k].id != UINT32_MAX; k = (k + 1) & m->mask)
+		if (m->slot[k].key == key && m->slot[k].kind == kind)
+			return m->slot[k].id;
+	return UINT32_MAX;
+}
 
 /* Interned strings; id 0 is "". */
 struct names {
@@ -37,13 +47,7 @@ uint32_t names_frame_new(struct names *nm, uint64_t key, uint32_t kind);
 /* The id of (KEY, KIND) named before, or UINT32_MAX. */
 static inline uint32_t names_key_find(const struct names *nm, uint64_t key, uint32_t kind)
 {
-	const struct keymap *m = &nm->keys;
-	if (!m->slot)
-		return UINT32_MAX;
-	for (size_t k = tk_hash64(key ^ kind) & m->mask; m->slot[k].id != UINT32_MAX; k = (k + 1) & m->mask)
-		if (m->slot[k].key == key && m->slot[k].kind == kind)
-			return m->slot[k].id;
-	return UINT32_MAX;
+	return keymap_find(&nm->keys, key, kind);
 }
 /* The name of a call path's frame, interned (looked up here: the timeline's pass asks per
  * call). */

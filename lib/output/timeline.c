@@ -394,11 +394,15 @@ static __attribute__((noinline)) int fmt_intern_slow(struct tl_fmt *f, struct tl
 	return seq_mark(sq, name) < 0 ? -1 : 1;
 }
 
-/* The usual case inline: a name sent on this sequence alone. */
+/* The usual cases inline: a name sent on this sequence before (alone, or among others). */
 static inline int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq, uint32_t name)
 {
-	if (name < f->nsent && f->sent_on[name] == seq)
-		return 0;
+	if (name < f->nsent) {
+		uint32_t on = f->sent_on[name];
+		if (on == seq ||
+		    (on == SENT_MANY && name < (*sqp)->ninterned && (*sqp)->interned[name]))
+			return 0;
+	}
 	return fmt_intern_slow(f, sqp, seq, name);
 }
 
@@ -2157,13 +2161,11 @@ static struct tlp_track *prep_track(struct tl_prep *p, uint32_t id, size_t *last
 }
 
 /* The chunk's number of (KEY, KIND), given in order of first use; UINT32_MAX: no memory. */
-static uint32_t prep_name(struct tl_prep *p, uint64_t key, uint32_t kind)
+static __attribute__((noinline)) uint32_t prep_name_new(struct tl_prep *p, uint64_t key, uint32_t kind)
 {
 	struct keyname *slot = keymap_slot(&p->map, key, kind);
 	if (!slot)
 		return UINT32_MAX;
-	if (slot->id != UINT32_MAX)
-		return slot->id;
 	if (p->nnames == p->cnames) {
 		size_t nc = p->cnames ? 2 * p->cnames : 256;
 		uint64_t *nk = realloc(p->key, nc * sizeof *nk);
@@ -2185,6 +2187,12 @@ static uint32_t prep_name(struct tl_prep *p, uint64_t key, uint32_t kind)
 	*slot = (struct keyname){ key, kind, (uint32_t)p->nnames };
 	p->map.n++;
 	return (uint32_t)p->nnames++;
+}
+
+static inline uint32_t prep_name(struct tl_prep *p, uint64_t key, uint32_t kind)
+{
+	uint32_t id = keymap_find(&p->map, key, kind);
+	return id != UINT32_MAX ? id : prep_name_new(p, key, kind);
 }
 
 static inline void prep_rec(struct tl_prep *p, struct tlp_track *lt, uint32_t name,

@@ -153,11 +153,13 @@ struct tk_sink {
 	 * instead of sending each (TK_EV_INSNS, tk_flow_set_count_mode). */
 	int counted_blocks;
 	/* Optional, with thin: the part of the sink's work on a held chunk that needs none of
-	 * the events before it, done on the producer's thread once the chunk's events are all
-	 * held (tk_event_vec_prepare; payloads not readable yet); NULL: nothing done ahead.
+	 * the events before it, done on the producer's thread as the chunk's events are held:
+	 * called with each run of events thin kept (their payloads not readable yet), after
+	 * the chunk's earlier ones, with what the last call returned (NULL the first time);
+	 * returns what it made so far, or NULL to give up on the chunk (having freed it).
 	 * take then gets the chunk's events in its turn, in place of events(), with what
-	 * prepare made (take owns it); drop frees what prepare made if the turn never comes. */
-	void *(*prepare)(void *ctx, const struct tk_event *ev, size_t n);
+	 * prepare made (take owns it); drop frees it if the turn never comes. */
+	void *(*prepare)(void *ctx, void *prepared, const struct tk_event *ev, size_t n);
 	int (*take)(void *ctx, const struct tk_event *ev, size_t n, void *prepared);
 	void (*drop)(void *ctx, void *prepared);
 };

@@ -174,8 +174,7 @@ TK_API int tk_xray_decode(struct tk_xray *x, struct tk_sink sink);
 
 /* The same events, decoded in chunks of buffers on opts.nthreads workers, each chunk into
  * its own consumer: BEGIN (on a worker) makes the consumer of chunk I and its sink; MERGE
- * (on the calling thread, in chunk order) takes it, e.g. tk_prof_merge into a total;
- * END (optional, on the worker) is told when the chunk's events are all in its sink.
+ * (on the calling thread, in chunk order) takes it, e.g. tk_prof_merge into a total.
  * BEGIN may return TK_CHUNK_SKIP: the chunk is not decoded, and orphan exits are no
  * longer counted (the call depths it would have left are unknown).
  * Chunks start only at buffers that need no state from earlier ones, so every chunk's
@@ -183,7 +182,6 @@ TK_API int tk_xray_decode(struct tk_xray *x, struct tk_sink sink);
 struct tk_xray_chunk_ops {
 	int (*begin)(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer);
 	int (*merge)(void *ctx, size_t chunk, void *consumer);
-	int (*end)(void *ctx, size_t chunk, void *consumer);
 };
 TK_API int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx);
 /* The chunks tk_xray_decode_chunks makes: *N, and with BEGIN not NULL (N of room each)

@@ -757,8 +757,6 @@ static int tl_work(void *ctx, size_t ci)
 	int rc = tk_xtrace_decode_chunk(r->x->p.t, ci, r->track, 0,
 					(struct tk_sink){ tk_event_hold_events, pt, NULL }, &r->part_gaps[ci]);
 	release_chunk(r->x, ci);
-	if (rc >= 0)
-		tk_event_vec_prepare(&pt->v, &r->sink);
 	return rc;
 }
 

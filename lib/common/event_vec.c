@@ -71,6 +71,30 @@ static int keep_payload(struct tk_event_vec *v, struct tk_event *e)
 	return 0;
 }
 
+/* What was prepared, dropped (the events themselves kept). */
+static void unprepare(struct tk_event_vec *v)
+{
+	if (v->prepared && v->prepared_for.drop)
+		v->prepared_for.drop(v->prepared_for.ctx, v->prepared);
+	v->prepared = NULL;
+}
+
+/* V's events from FIRST on (just kept): TO's work on them, while they are in the cache. */
+static void prepare_more(struct tk_event_vec *v, const struct tk_sink *to, size_t first)
+{
+	if (v->unprepared || v->n == first)
+		return;
+	if (v->prepared ? v->nprepared != first || v->prepared_for.ctx != to->ctx : first != 0) {
+		unprepare(v);   /* (not all of the chunk's events, or another sink's) */
+		v->unprepared = 1;
+		return;
+	}
+	v->prepared = to->prepare(to->ctx, v->prepared, v->ev + first, v->n - first);
+	v->nprepared = v->n;
+	v->prepared_for = *to;
+	v->unprepared = !v->prepared;
+}
+
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n)
 {
@@ -91,25 +115,9 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 			return rc;
 		}
 	}
+	if (to && to->prepare && to->take)
+		prepare_more(v, to, first);
 	return 0;
-}
-
-/* What was prepared, dropped (the events themselves kept). */
-static void unprepare(struct tk_event_vec *v)
-{
-	if (v->prepared && v->prepared_for.drop)
-		v->prepared_for.drop(v->prepared_for.ctx, v->prepared);
-	v->prepared = NULL;
-}
-
-void tk_event_vec_prepare(struct tk_event_vec *v, const struct tk_sink *sink)
-{
-	unprepare(v);
-	if (!sink->prepare || !sink->take || !v->n)
-		return;
-	v->prepared = sink->prepare(sink->ctx, v->ev, v->n);
-	v->nprepared = v->n;
-	v->prepared_for = *sink;
 }
 
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
@@ -136,6 +144,7 @@ int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
 void tk_event_vec_drop(struct tk_event_vec *v)
 {
 	unprepare(v);
+	v->unprepared = 0;
 	v->n = v->nbytes = v->npay = 0;
 }
 

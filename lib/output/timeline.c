@@ -115,7 +115,10 @@ struct tlp_op {
 #define TLP_TRACKS 64
 
 struct tl_prep {
-	size_t cut;               /* the events from here on go through the serial pass */
+	size_t cut;               /* the events from here on go through the serial pass
+				     (SIZE_MAX: none yet) */
+	size_t nev;               /* the chunk's events so far */
+	size_t last;              /* the track of the last event (prep_track) */
 	uint64_t begins;
 	struct tlp_rec *rec;
 	size_t nrec, crec;
@@ -2099,8 +2102,8 @@ static void prep_done(struct tk_timeline *t, struct tl_prep *p)
 	prep_free(p);
 }
 
-/* An empty run for a chunk of N events (room for its records), or NULL. */
-static struct tl_prep *prep_get(struct tk_timeline *t, size_t n)
+/* An empty run, or NULL. */
+static struct tl_prep *prep_get(struct tk_timeline *t)
 {
 	struct tl_prep *p = NULL;
 
@@ -2113,23 +2116,14 @@ static struct tl_prep *prep_get(struct tk_timeline *t, size_t n)
 	pthread_mutex_unlock(&t->lock);
 	if (!p && !(p = calloc(1, sizeof *p)))
 		return NULL;
-	p->cut = p->nrec = p->nops = p->ntr = p->nnames = p->nends = 0;
+	p->nev = p->last = p->nrec = p->nops = p->ntr = p->nnames = p->nends = 0;
+	p->cut = SIZE_MAX;
 	p->begins = 0;
 	p->bytes.len = 0;
 	p->bytes.err = 0;
 	if (p->map.slot)   /* (ids UINT32_MAX: empty) */
 		memset(p->map.slot, 0xff, (p->map.mask + 1) * sizeof *p->map.slot);
 	p->map.n = 0;
-	/* a slice begin or end per frame opened: at most two records an event */
-	if (2 * n > p->crec) {
-		free(p->rec);
-		if (!(p->rec = malloc(2 * n * sizeof *p->rec))) {
-			p->crec = 0;
-			prep_free(p);
-			return NULL;
-		}
-		p->crec = 2 * n;
-	}
 	return p;
 }
 
@@ -2385,23 +2379,43 @@ static int prep_event(const struct tk_timeline *t, struct tl_prep *p, struct tlp
 		  1ull << TK_EV_FUNC_EXIT | 1ull << TK_EV_FUNC_TAIL_EXIT | 1ull << TK_EV_GAP |          \
 		  1ull << TK_EV_ENABLE | 1ull << TK_EV_DISABLE)
 
-/* tk_sink.prepare: on the producer's thread, the held chunk EV[0..n) passed as far as it
- * can be without the state before it (above). NULL: nothing done ahead. */
-static void *tl_prepare(void *ctx, const struct tk_event *ev, size_t n)
+/* tk_sink.prepare: on the producer's thread, the next events EV[0..n) of a held chunk
+ * (PREPARED: what its earlier ones made, or NULL) passed as far as the chunk can be
+ * without the state before it (above), as they are held. NULL: nothing done ahead. */
+static void *tl_prepare(void *ctx, void *prepared, const struct tk_event *ev, size_t n)
 {
 	struct tk_timeline *t = ctx;
-	struct tl_prep *p;
-	size_t last = 0, i;
+	struct tl_prep *p = prepared;
+	size_t i;
 
-	if (__atomic_load_n(&t->prep_off, __ATOMIC_RELAXED) || !(p = prep_get(t, n)))
+	if (!p && (__atomic_load_n(&t->prep_off, __ATOMIC_RELAXED) || !(p = prep_get(t))))
 		return NULL;
+	if (p->cut != SIZE_MAX) {   /* past the cut: the serial pass's */
+		p->nev += n;
+		return p;
+	}
+	/* a slice begin and end per frame: at most one record an event, and an end for each
+	 * frame open now or begun in these events */
+	size_t need = p->nrec + 2 * n;
+	for (size_t k = 0; k < p->ntr; k++)
+		need += p->tr[k].depth;
+	if (need > p->crec) {
+		size_t nc = p->crec ? p->crec : 4096;
+		while (nc < need)
+			nc *= 2;
+		struct tlp_rec *nr = realloc(p->rec, nc * sizeof *nr);
+		if (!nr)
+			goto fail;
+		p->rec = nr;
+		p->crec = nc;
+	}
 	for (i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
 		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
 		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL))
 			break;
 		size_t ntr = p->ntr;
-		struct tlp_track *lt = prep_track(p, e->track, &last);
+		struct tlp_track *lt = prep_track(p, e->track, &p->last);
 		if (!lt)
 			break;
 		uint64_t time = e->time != TK_TIME_NONE ? e->time : lt->t_last;
@@ -2417,8 +2431,10 @@ static void *tl_prepare(void *ctx, const struct tk_event *ev, size_t n)
 		if (rc)
 			break;
 	}
-	p->cut = i;
-	if (i)
+	if (i < n)
+		p->cut = p->nev + i;
+	p->nev += n;
+	if (p->cut)
 		return p;
 fail:
 	prep_done(t, p);
@@ -2705,7 +2721,7 @@ static int tl_take(void *ctx, const struct tk_event *ev, size_t n, void *prepare
 {
 	struct tk_timeline *t = ctx;
 	struct tl_prep *p = prepared;
-	size_t cut = p->cut;
+	size_t cut = p->cut < n ? p->cut : n;
 	int rc;
 
 	if (t->finished) {

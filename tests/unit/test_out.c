@@ -736,7 +736,7 @@ static struct tk_sym *prepared_sym(void)
 }
 
 /* EV[0..n) through a timeline: serially (cuts NULL), or thinned and prepared chunk by
- * chunk at the cuts, every chunk prepared before the first one's turn. */
+ * chunk at the cuts, in runs, every chunk prepared before the first one's turn. */
 static struct tk_buf prepared_bytes(enum tk_timeline_kind kind, struct tk_sym *sym, uint64_t max,
 				    const struct tk_event *ev, size_t n, const size_t *cuts, size_t ncuts,
 				    size_t *nprepared)
@@ -764,7 +764,12 @@ static struct tk_buf prepared_bytes(enum tk_timeline_kind kind, struct tk_sym *s
 			size_t to = c < ncuts ? cuts[c] : n;
 			at[c] = pos;
 			len[c] = s.thin(s.ctx, ev + from, to - from, held + pos);
-			prep[c] = len[c] ? s.prepare(s.ctx, held + pos, len[c]) : NULL;
+			/* prepared as the producer holds them: in runs (of 1 to 600) */
+			for (size_t k = 0, m; k < len[c] && (k == 0 || prep[c]); k += m) {
+				m = c % 3 ? 1 + (k * 7 + c) % 600 : 1;
+				m = m < len[c] - k ? m : len[c] - k;
+				prep[c] = s.prepare(s.ctx, prep[c], held + pos + k, m);
+			}
 			*nprepared += prep[c] != NULL;
 			pos += len[c];
 			from = to;
@@ -795,9 +800,9 @@ static void test_timeline_prepared(void **state)
 	struct tk_sym *sym = prepared_sym();
 	uint64_t rnd = 7;
 
-	for (size_t at = 0; ncuts < 400;) {   /* chunks of 1 to ~3000 events */
+	for (size_t at = 0; ncuts < 400;) {   /* chunks of 1 to ~3000 events, some of 20000 */
 		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
-		at += 1 + (rnd >> 33) % (ncuts % 7 ? 3000 : 40);
+		at += ncuts % 13 == 5 ? 20000 : 1 + (rnd >> 33) % (ncuts % 7 ? 3000 : 40);
 		if (at >= n)
 			break;
 		cuts[ncuts++] = at;
@@ -821,6 +826,52 @@ static void test_timeline_prepared(void **state)
 	free(ev);
 }
 
+/* A chunk prepared one event at a time whose last event ends every frame it opened: its
+ * records are held in one array grown as events come (an overflow shows under ASan). */
+static void test_timeline_prepared_deep(void **state)
+{
+	(void)state;
+	size_t n = 4095;
+	struct tk_event *ev = calloc(n, sizeof *ev);
+	assert_non_null(ev);
+	for (size_t i = 0; i + 1 < n; i++)
+		ev[i] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .time = 10 + i, .addr = 1 + i };
+	ev[n - 1] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .time = 10 + n, .addr = 1 };
+	for (int kind = TK_TIMELINE_PERFETTO; kind <= TK_TIMELINE_CHROME; kind++) {
+		struct tk_buf want, got;
+		tk_buf_init(&want, -1, 4096);
+		tk_buf_init(&got, -1, 4096);
+		struct tk_timeline_opts o = { .sz = sizeof o, .kind = kind };
+		struct tk_timeline *t = tk_timeline_new(&want, &o, NULL);
+		assert_non_null(t);
+		assert_int_equal(tk_timeline_events(t, ev, n), 0);
+		assert_int_equal(tk_timeline_events(t, ev, n), 0);
+		assert_int_equal(tk_timeline_finish(t), 0);
+		tk_timeline_free(t);
+		o.nthreads = 2;
+		t = tk_timeline_new(&got, &o, NULL);
+		assert_non_null(t);
+		struct tk_sink s = tk_timeline_sink(t);
+		void *p = NULL;
+		for (size_t i = 0; i < n; i++)
+			assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
+		/* the first chunk: its track is not described yet, so its turn is serial; a
+		 * second, on a described track, is taken as prepared */
+		assert_int_equal(s.take(s.ctx, ev, n, p), 0);
+		p = NULL;
+		for (size_t i = 0; i < n; i++)
+			assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
+		assert_int_equal(s.take(s.ctx, ev, n, p), 0);
+		assert_int_equal(tk_timeline_finish(t), 0);
+		tk_timeline_free(t);
+		assert_int_equal(got.len, want.len);
+		assert_memory_equal(got.data, want.data, want.len);
+		tk_buf_free(&want);
+		tk_buf_free(&got);
+	}
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -834,6 +885,7 @@ int main(void)
 		cmocka_unit_test(test_pipeline_chrome),
 		cmocka_unit_test(test_timeline_threads_thin),
 		cmocka_unit_test(test_timeline_prepared),
+		cmocka_unit_test(test_timeline_prepared_deep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -177,6 +177,7 @@ struct tk_event_vec {
 	void *prepared;           /* the sink's work done ahead on ev[0..nprepared) */
 	size_t nprepared;
 	struct tk_sink prepared_for;
+	int unprepared;           /* the sink gave up on this chunk (until V is emptied) */
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
@@ -184,11 +185,10 @@ int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
 int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
 /* EV[0..n) appended to V as TO's thin keeps them (tk_sink.thin: a chunk's events held
  * for their turn), or all of them when TO is NULL or has no thin; the payloads of
- * custom and typed events are copied (a producer's are valid only during its call). */
+ * custom and typed events are copied (a producer's are valid only during its call); TO's
+ * work ahead on them done (tk_sink.prepare). */
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n);
-/* V's events are all held: SINK's work on them done ahead, here (tk_sink.prepare). */
-void tk_event_vec_prepare(struct tk_event_vec *v, const struct tk_sink *sink);
 /* Hand V's events to SINK (with what was prepared for it), then empty V, keeping its
  * memory for the next chunk. */
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink);

@@ -687,17 +687,6 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	return 0;
 }
 
-/* On the worker, the chunk decoded: the sink's work on its held events done ahead. */
-static int ev_end(void *ctx, size_t i, struct tk_flow *flow)
-{
-	struct ev_run *r = ctx;
-
-	(void)flow;
-	if (r->nthreads > 1)
-		tk_event_vec_prepare(&r->chunks[i].v, &r->sink);
-	return 0;
-}
-
 static int ev_merge(void *ctx, size_t i)
 {
 	struct ev_run *r = ctx;
@@ -722,7 +711,7 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		       struct tk_sink sink, struct tk_ipt_flow_stats *stats)
 {
 	struct ev_run r = { .sink = sink };
-	struct tk_ipt_flow_consumer c = { ev_begin, ev_end, ev_merge, &r, .fail = turn_fail };
+	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r, .fail = turn_fail };
 	int64_t n;
 	int rc;
 

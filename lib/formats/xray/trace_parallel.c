@@ -172,8 +172,6 @@ static int cjob_work(void *ctx, size_t i)
 		xr_release(x, rel_from, rel_to);
 	if (rc >= 0)
 		rc = tk_event_batch_flush(&j->batch);
-	if (rc >= 0 && c->ops->end)
-		rc = c->ops->end(c->ctx, i, j->consumer);
 	return j->rc = rc;
 }
 
@@ -355,16 +353,6 @@ static int hold_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **cons
 	return 0;
 }
 
-/* The chunk's events are all held: the sink's work on them that can be done now. */
-static int hold_end(void *ctx, size_t chunk, void *consumer)
-{
-	struct hold_run *r = ctx;
-
-	(void)chunk;
-	tk_event_vec_prepare(&((struct tk_event_hold *)consumer)->v, &r->sink);
-	return 0;
-}
-
 static int hold_merge(void *ctx, size_t chunk, void *consumer)
 {
 	struct hold_run *r = ctx;
@@ -391,7 +379,7 @@ static int direct_merge(void *ctx, size_t chunk, void *consumer)
 
 int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 {
-	static const struct tk_xray_chunk_ops ops = { hold_begin, hold_merge, hold_end };
+	static const struct tk_xray_chunk_ops ops = { hold_begin, hold_merge };
 	static const struct tk_xray_chunk_ops direct = { direct_begin, direct_merge };
 	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
 	uint64_t largest = 0;

@@ -150,7 +150,9 @@ struct tk_sink {
 	size_t (*thin)(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out);
 	/* Nonzero: of executed blocks the sink reads only their track and time, and times
 	 * never go back, so an instruction-flow producer may count blocks in its walker
-	 * instead of sending each (TK_EV_INSNS, tk_flow_set_count_mode). */
+	 * instead of sending each (TK_EV_INSNS, tk_flow_set_count_mode); and of time events
+	 * only the last before another event, which carries the time itself, so the producer
+	 * may hold them back and send the last at a chunk's end. */
 	int counted_blocks;
 	/* Optional, with thin: the part of the sink's work on a held chunk that needs none of
 	 * the events before it, done on the producer's thread as the chunk's events are held:

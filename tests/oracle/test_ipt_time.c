@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "oracle/ptcommon.h"
+#include "tracekit/out.h"
 
 #define NO_TIME UINT64_MAX
 
@@ -171,6 +172,34 @@ static void compare(const char *what, const struct tk_image *img, const struct t
 	assert_true(checked > 1000);
 }
 
+static int timeline_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	return tk_timeline_events(ctx, ev, n);
+}
+
+/* The trace's Perfetto timeline through tk_ipt_flow_events at -j NTHREADS in chunks of
+ * CHUNK bytes; COUNTED: with the timeline's own sink (blocks counted in the walker, time
+ * events held back to a chunk's end, chunks passed ahead at -j 2), else with one that
+ * gets every block and time event. */
+static struct tk_buf timeline_of(const uint8_t *buf, size_t len, struct tk_ipt_flow_opts fo,
+				 unsigned nthreads, size_t chunk, int counted)
+{
+	struct tk_timeline_opts to = { .sz = sizeof to, .kind = TK_TIMELINE_PERFETTO, .nthreads = nthreads };
+	struct tk_ipt_flow_stats st;
+	struct tk_buf b;
+
+	assert_int_equal(tk_buf_init(&b, -1, 1 << 16), 0);
+	struct tk_timeline *t = tk_timeline_new(&b, &to, NULL);
+	assert_non_null(t);
+	struct tk_sink s = counted ? tk_timeline_sink(t) : (struct tk_sink){ timeline_events, t, NULL };
+	fo.nthreads = nthreads;
+	fo.chunk_bytes = chunk;
+	assert_int_equal(tk_ipt_flow_events(buf, len, &fo, s, &st), 0);
+	assert_int_equal(tk_timeline_finish(t), 0);
+	tk_timeline_free(t);
+	return b;
+}
+
 static void run_case(unsigned timing, struct tk_ipt_flow_opts fo, uint64_t seed)
 {
 	struct ptgen g;
@@ -213,6 +242,24 @@ static void run_case(unsigned timing, struct tk_ipt_flow_opts fo, uint64_t seed)
 	compare("-j 2, 4 KiB chunks", img, &ref, &par);
 	/* and the chunk seams change nothing at all */
 	assert_int_equal(first_diff(&one.t, &par.t), -1);
+
+	/* a timeline from counted blocks and held-back times is the one from every event,
+	 * whole or in chunks passed ahead (the times of its last slices' ends included) */
+	struct tk_buf want = timeline_of(g.buf, (size_t)len, fo, 1, SIZE_MAX / 2, 0);
+	assert_true(want.len > 10000);
+	for (int k = 0; k < 3; k++) {
+		struct tk_buf got = timeline_of(g.buf, (size_t)len, fo, k ? 2 : 1, k ? 4096 : SIZE_MAX / 2, 1);
+		assert_int_equal(got.len, want.len);
+		assert_memory_equal(got.data, want.data, want.len);
+		tk_buf_free(&got);
+		if (k == 1) {   /* uncounted in chunks too */
+			got = timeline_of(g.buf, (size_t)len, fo, 2, 4096, 0);
+			assert_int_equal(got.len, want.len);
+			assert_memory_equal(got.data, want.data, want.len);
+			tk_buf_free(&got);
+		}
+	}
+	tk_buf_free(&want);
 
 	free(ref.ip.a), free(ref.t.a), free(ref.ev.a), free(one.ip.a), free(one.t.a), free(par.ip.a), free(par.t.a);
 	ptgen_fini(&g);

@@ -210,6 +210,8 @@ struct ptd {
 	uint64_t time;
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
+	int hold_time;              /* the sink reads only the last time event (counted_blocks) */
+	int time_held;              /* a time event held back: sent at the chunk's end */
 	int cyc_on;                 /* a CYC came since the last PSB or loss (TK_EV_CYCLES) */
 	int action;
 	int act_async;              /* ACT_ASYNC_BRANCH/DISABLE after the action, or NONE */
@@ -408,6 +410,11 @@ static inline int publish_time(struct ptd *d)
 		d->time = d->tm.tsc;
 		tk_flow_set_time(d->flow, d->time);
 		/* a tick: the time changed between two blocks of the flow */
+		if (d->walking && d->hold_time) {   /* every event after it carries it */
+			d->time_held = 1;
+			d->st->events++;
+			return 0;
+		}
 		if (d->walking)
 			return emit(d, TK_EV_TIME, 0, 0, 0, 0, 0);
 	}
@@ -1865,9 +1872,12 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 		tk_flow_set_track(f, d->track);
 		d->out = batch;
 		tk_event_batch_init(batch, sink);
+		d->hold_time = sink.counted_blocks;
 		rc = decode_chunk(d);
 		if (rc >= 0)
 			rc = tell_held(d);   /* the next chunk's PSB, or the end */
+		if (rc >= 0 && d->time_held && (rc = emit(d, TK_EV_TIME, 0, 0, 0, 0, 0)) >= 0)
+			d->st->events--;     /* (counted when held) */
 		if (rc >= 0)
 			rc = tk_event_batch_flush(batch);
 	}

@@ -684,6 +684,7 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	pthread_mutex_unlock(&r->turn.lock);
 	sink->events = ev_add;
 	sink->ctx = ec;
+	sink->counted_blocks = r->sink.counted_blocks;
 	return 0;
 }
 

@@ -151,8 +151,10 @@ struct tk_timeline_opts {
 	 * no call filter: every call. */
 	const struct tk_run_filter *filter;
 	/* > 1: the slices are formatted (and written to the output) on a thread of their own
-	 * while the events are read; the same bytes. The output's buffer is then the writer's
-	 * until tk_timeline_finish (or tk_timeline_free). */
+	 * while the events are read, and a producer that holds chunks (tk_timeline_sink's
+	 * prepare) has their pass done on its workers and their bytes on nthreads - 1 helper
+	 * threads; the same bytes. The output's buffer is then the writer's until
+	 * tk_timeline_finish (or tk_timeline_free). */
 	unsigned nthreads;
 };
 

@@ -54,21 +54,21 @@ struct pl;
 struct tl_rec {
 	union {
 		const char *s;    /* the name (Chrome: begin and end; Perfetto: begin) */
-		struct tl_prep *run;   /* TL_REC_RUN: a chunk's records [ticks, track) */
+		struct tl_prep *run;   /* TL_REC_RUN: a chunk's records and ends, as one run */
 	};
 	uint64_t ticks;           /* the time, in the trace's ticks */
 	uint64_t track;           /* Perfetto: the track's uuid; Chrome: pid */
-	uint32_t seq;             /* Perfetto: the packet sequence; Chrome: tid */
-	uint32_t name;            /* Perfetto: the name's iid (begin); TL_REC_RUN: 1 on the
-				     chunk's last run (the formatter frees it after) */
+	uint32_t seq;             /* Perfetto: the packet sequence; Chrome: tid; TL_REC_RUN:
+				     where in the block's fbuf its bytes go (the formatter's) */
+	uint32_t name;            /* Perfetto: the name's iid (begin) */
 	uint32_t raw_end;         /* the block's raw bytes up to here come before it */
 	uint8_t begin;            /* 1 begin, 0 end, or TL_REC_RUN */
 };
 #define TL_REC_RUN 2
 
 /* A chunk's pass done ahead on a worker (tl_prepare, below): the slices of the chunk's
- * own frames as records, the exits and returns that reach below them as operations for
- * the chunk's turn, names and tracks by the chunk's own numbers (looked up at its turn). */
+ * own frames as records, what reaches below them as operations for the chunk's turn,
+ * names and tracks by the chunk's own numbers (looked up at its turn). */
 struct tlp_rec {
 	uint64_t ticks;
 	uint32_t name;            /* the chunk's name number */
@@ -181,7 +181,7 @@ struct tl_fmt {
  * ride the bursts out. The split changes no byte of the output. */
 #define TL_BLOCK_RECS 16384
 #define TL_BLOCKS 16
-#define TL_HELPERS 63
+#define TL_HELPERS 63    /* threads that format chunks' runs: nthreads - 1, at most this */
 #define TL_RAW_MAX ((size_t)1 << 20)
 
 struct tl_block {
@@ -2045,17 +2045,19 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 
 /* Without a window, call filters or pipelines, most of a held chunk's pass needs nothing
  * from the events before it: a call's slice begins, and a return to a frame the chunk
- * opened ends slices, whatever lies below on the stack. So the worker that decoded the
- * chunk runs the pass over it with every track's stack begun empty (tl_prepare), and the
- * chunk's turn on the pass's thread (tl_take) only does what needs the stacks: the exits,
- * returns and gaps that reach below the chunk's own frames, replayed there in order
- * between runs of the chunk's records, which go to the formatter as they are. The chunk's
- * pass stops where it would need the state before the chunk (the events from there on go
- * through the serial pass): an event without a time before its track has one in the
- * chunk, a return that matches none of the chunk's open frames (whether one below does
- * decides how many end), tracing stopped or resumed, pipeline events, more than
- * TLP_TRACKS tracks. A chunk whose slices would pass the cap, or whose first time would
- * open slices pushed without one, goes through the serial pass whole. */
+ * opened ends slices, whatever lies below on the stack. So the worker that holds the
+ * chunk runs the pass over it as its events come, with every track's stack begun empty
+ * (tl_prepare), and the chunk's turn on the pass's thread (tl_take) only does what needs
+ * the stacks: the exits, returns, gaps and resumes that reach below the chunk's own
+ * frames (operations, their ends put among the chunk's records), and the checks of what
+ * the chunk took for granted where only the frames below could decide (that none of them
+ * returns to an address, that tracing did not stop elsewhere). The chunk's pass stops
+ * where it would need the state before the chunk (the events from there on go through
+ * the serial pass): an event without a time before its track has one in the chunk, a
+ * resume that unwinds below the chunk's frames, a return to 0 below TLP_RETURN_SEARCH of
+ * them, pipeline events, more than TLP_TRACKS tracks. A chunk whose guesses are wrong,
+ * whose slices would cross the cap, that would describe a track, or whose first time
+ * would open slices pushed without one goes through the serial pass whole. */
 
 #define TLP_RETURN_SEARCH 256   /* frames searched for a return to 0; deeper: the serial pass */
 

@@ -505,7 +505,8 @@ static void run_bytes(const struct tl_fmt *f, struct tl_prep *p)
 	for (size_t k = 0; k < p->ntr; k++)
 		last[k] = p->tr[k].start_ns;
 	for (size_t i = 0;; i++) {
-		for (; e < p->nends && p->ends[e].at == i; e++) {
+		/* (past the cap the chunk's records are gone: its ends all come at the end) */
+		for (; e < p->nends && (p->ends[e].at == i || i == p->nrec); e++) {
 			const struct tlp_end *x = &p->ends[e];
 			const struct tlp_track *lt = &p->tr[x->track];
 			if (chrome) {

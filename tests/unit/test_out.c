@@ -872,6 +872,58 @@ static void test_timeline_prepared_deep(void **state)
 	free(ev);
 }
 
+/* Past the cap a prepared chunk makes no slices of its own, but the ends of slices begun
+ * before the cap, below its frames, still come (in order, after its events). */
+static void test_timeline_prepared_capped(void **state)
+{
+	(void)state;
+	struct tk_event ev[64];
+	size_t n = 0;
+
+	ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .time = 1, .addr = 1 };
+	ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .time = 2, .addr = 2 };
+	size_t second = n;   /* a chunk of its own: the first describes the track */
+	for (int i = 0; i < 20; i++) {
+		ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .time = 3 + 2 * (uint64_t)i, .addr = 3 };
+		ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .time = 4 + 2 * (uint64_t)i, .addr = 3 };
+	}
+	ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .time = 50, .addr = 2 };
+	ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .time = 51, .addr = 4 };
+	ev[n++] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .time = 52, .addr = 1 };
+	for (int kind = TK_TIMELINE_PERFETTO; kind <= TK_TIMELINE_CHROME; kind++) {
+		struct tk_buf want, got;
+		uint64_t dropped;
+		tk_buf_init(&want, -1, 4096);
+		tk_buf_init(&got, -1, 4096);
+		struct tk_timeline_opts o = { .sz = sizeof o, .kind = kind, .max_events = 3 };
+		struct tk_timeline *t = tk_timeline_new(&want, &o, NULL);
+		assert_non_null(t);
+		assert_int_equal(tk_timeline_events(t, ev, n), 0);
+		assert_int_equal(tk_timeline_finish(t), 0);
+		assert_int_equal(tk_timeline_slices(t, &dropped), 3);
+		assert_int_equal(dropped, 20);
+		tk_timeline_free(t);
+		o.nthreads = 2;
+		t = tk_timeline_new(&got, &o, NULL);
+		assert_non_null(t);
+		struct tk_sink s = tk_timeline_sink(t);
+		size_t cuts[] = { 0, second, second + 3, n };
+		for (size_t c = 0; c + 1 < 4; c++) {
+			void *p = s.prepare(s.ctx, NULL, ev + cuts[c], cuts[c + 1] - cuts[c]);
+			assert_non_null(p);
+			assert_int_equal(s.take(s.ctx, ev + cuts[c], cuts[c + 1] - cuts[c], p), 0);
+		}
+		assert_int_equal(tk_timeline_finish(t), 0);
+		assert_int_equal(tk_timeline_slices(t, &dropped), 3);
+		assert_int_equal(dropped, 20);
+		tk_timeline_free(t);
+		assert_int_equal(got.len, want.len);
+		assert_memory_equal(got.data, want.data, want.len);
+		tk_buf_free(&want);
+		tk_buf_free(&got);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -886,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_timeline_threads_thin),
 		cmocka_unit_test(test_timeline_prepared),
 		cmocka_unit_test(test_timeline_prepared_deep),
+		cmocka_unit_test(test_timeline_prepared_capped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,11 +160,19 @@ struct tk_sink {
 	 * the chunk's earlier ones, with what the last call returned (NULL the first time);
 	 * returns what it made so far, or NULL to give up on the chunk (having freed it).
 	 * take then gets the chunk's events in its turn, in place of events(), with what
-	 * prepare made (take owns it); drop frees it if the turn never comes. */
+	 * prepare made (take owns it); drop frees it if the turn never comes. A producer that
+	 * can decode a chunk again holds only the events from need_from (the chunk's index of
+	 * the first event take still needs; SIZE_MAX: none so far) on: take gets them with
+	 * FIRST, their index in the chunk, and returns TK_SINK_AGAIN when it needs the whole
+	 * chunk after all (the producer then hands all its events to events()). */
 	void *(*prepare)(void *ctx, void *prepared, const struct tk_event *ev, size_t n);
-	int (*take)(void *ctx, const struct tk_event *ev, size_t n, void *prepared);
+	int (*take)(void *ctx, const struct tk_event *ev, size_t n, size_t first, void *prepared);
 	void (*drop)(void *ctx, void *prepared);
+	size_t (*need_from)(void *ctx, const void *prepared);
 };
+
+/* tk_sink.take's answer: the chunk's events again, all of them, to events(). */
+#define TK_SINK_AGAIN 2
 
 /* What a chunked decoder's "begin this chunk" callback (tracekit/source.h's consumer, and
  * the formats' own protocols behind it) returns to leave the chunk out: it is not decoded

@@ -93,6 +93,19 @@ static void prepare_more(struct tk_event_vec *v, const struct tk_sink *to, size_
 	v->nprepared = v->n;
 	v->prepared_for = *to;
 	v->unprepared = !v->prepared;
+	if (!v->lean || !v->prepared || !to->need_from)
+		return;
+	/* a lean hold keeps only what take will still need */
+	size_t need = to->need_from(to->ctx, v->prepared), at = v->dropped + first;
+	size_t drop = need == SIZE_MAX ? v->n - first : need > at ? need - at : 0;
+	if (drop > v->n - first)
+		drop = v->n - first;
+	if (drop) {
+		memmove(v->ev + first, v->ev + first + drop, (v->n - first - drop) * sizeof *v->ev);
+		v->n -= drop;
+		v->dropped += drop;
+		v->nprepared = v->n;
+	}
 }
 
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
@@ -109,14 +122,16 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 		memcpy(v->ev + v->n, ev, n * sizeof(*ev));
 		v->n += n;
 	}
+	if (to && to->prepare && to->take)
+		prepare_more(v, to, first);   /* (before the payloads: a lean V may drop them) */
 	for (size_t i = first; i < v->n; i++) {
 		if (has_payload(&v->ev[i]) && (rc = keep_payload(v, &v->ev[i])) < 0) {
 			v->n = i;   /* no event with a payload it does not hold */
+			unprepare(v);
+			v->unprepared = 1;
 			return rc;
 		}
 	}
-	if (to && to->prepare && to->take)
-		prepare_more(v, to, first);
 	return 0;
 }
 
@@ -133,7 +148,9 @@ int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
 	    v->prepared_for.take == sink.take) {
 		void *p = v->prepared;
 		v->prepared = NULL;
-		rc = sink.take(sink.ctx, v->ev, v->n, p);
+		rc = sink.take(sink.ctx, v->ev, v->n, v->dropped, p);
+	} else if (v->dropped) {
+		rc = TK_SINK_AGAIN;   /* (events gone, and nothing prepared of them) */
 	} else if (v->n) {
 		rc = sink.events(sink.ctx, v->ev, v->n);
 	}
@@ -145,7 +162,7 @@ void tk_event_vec_drop(struct tk_event_vec *v)
 {
 	unprepare(v);
 	v->unprepared = 0;
-	v->n = v->nbytes = v->npay = 0;
+	v->n = v->nbytes = v->npay = v->dropped = 0;
 }
 
 int tk_event_hold_events(void *ctx, const struct tk_event *ev, size_t n)

@@ -2719,12 +2719,20 @@ nomem:
 	return -TK_E_NOMEM;
 }
 
-/* tk_sink.take: the chunk EV[0..n)'s turn with what tl_prepare made of it. */
-static int tl_take(void *ctx, const struct tk_event *ev, size_t n, void *prepared)
+/* tk_sink.need_from: the chunk's events from its cut on are the serial pass's. */
+static size_t tl_need_from(void *ctx, const void *prepared)
+{
+	(void)ctx;
+	return ((const struct tl_prep *)prepared)->cut;
+}
+
+/* tk_sink.take: the chunk's turn with what tl_prepare made of it; EV[0..n) are its events
+ * from index FIRST on (0: all; else its cut on). */
+static int tl_take(void *ctx, const struct tk_event *ev, size_t n, size_t first, void *prepared)
 {
 	struct tk_timeline *t = ctx;
 	struct tl_prep *p = prepared;
-	size_t cut = p->cut < n ? p->cut : n;
+	size_t cut = p->cut < first + n ? p->cut : first + n;
 	int rc;
 
 	if (t->finished) {
@@ -2738,11 +2746,15 @@ static int tl_take(void *ctx, const struct tk_event *ev, size_t n, void *prepare
 		if (++t->prep_failed * 2 > t->prep_tried && t->prep_tried >= 16)
 			__atomic_store_n(&t->prep_off, 1, __ATOMIC_RELAXED);
 		prep_done(t, p);
-		return tl_events(t, ev, n);
+		return first ? TK_SINK_AGAIN : tl_events(t, ev, n);
+	}
+	if (cut < first) {   /* (events take needs were not kept) */
+		prep_done(t, p);
+		return -TK_E_INTERNAL;
 	}
 	rc = prep_commit(t, p);
-	if (rc >= 0 && cut < n)
-		return tl_events(t, ev + cut, n - cut);
+	if (rc >= 0 && cut < first + n)
+		return tl_events(t, ev + (cut - first), first + n - cut);
 	if (rc == -TK_E_NOMEM)
 		t->nomem = 1;
 	return rc;
@@ -2759,6 +2771,7 @@ struct tk_sink tk_timeline_sink(struct tk_timeline *t)
 			s.prepare = tl_prepare;
 			s.take = tl_take;
 			s.drop = tl_drop;
+			s.need_from = tl_need_from;
 		}
 	}
 	return s;

@@ -776,7 +776,7 @@ static struct tk_buf prepared_bytes(enum tk_timeline_kind kind, struct tk_sym *s
 		}
 		for (size_t c = 0; c <= ncuts; c++) {
 			if (prep[c])
-				assert_int_equal(s.take(s.ctx, held + at[c], len[c], prep[c]), 0);
+				assert_int_equal(s.take(s.ctx, held + at[c], len[c], 0, prep[c]), 0);
 			else if (len[c])
 				assert_int_equal(s.events(s.ctx, held + at[c], len[c]), 0);
 		}
@@ -857,11 +857,11 @@ static void test_timeline_prepared_deep(void **state)
 			assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
 		/* the first chunk: its track is not described yet, so its turn is serial; a
 		 * second, on a described track, is taken as prepared */
-		assert_int_equal(s.take(s.ctx, ev, n, p), 0);
+		assert_int_equal(s.take(s.ctx, ev, n, 0, p), 0);
 		p = NULL;
 		for (size_t i = 0; i < n; i++)
 			assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
-		assert_int_equal(s.take(s.ctx, ev, n, p), 0);
+		assert_int_equal(s.take(s.ctx, ev, n, 0, p), 0);
 		assert_int_equal(tk_timeline_finish(t), 0);
 		tk_timeline_free(t);
 		assert_int_equal(got.len, want.len);
@@ -911,7 +911,7 @@ static void test_timeline_prepared_capped(void **state)
 		for (size_t c = 0; c + 1 < 4; c++) {
 			void *p = s.prepare(s.ctx, NULL, ev + cuts[c], cuts[c + 1] - cuts[c]);
 			assert_non_null(p);
-			assert_int_equal(s.take(s.ctx, ev + cuts[c], cuts[c + 1] - cuts[c], p), 0);
+			assert_int_equal(s.take(s.ctx, ev + cuts[c], cuts[c + 1] - cuts[c], 0, p), 0);
 		}
 		assert_int_equal(tk_timeline_finish(t), 0);
 		assert_int_equal(tk_timeline_slices(t, &dropped), 3);

@@ -178,6 +178,9 @@ struct tk_event_vec {
 	size_t nprepared;
 	struct tk_sink prepared_for;
 	int unprepared;           /* the sink gave up on this chunk (until V is emptied) */
+	int lean;                 /* the producer can decode the chunk again: the events the
+				     sink's prepare no longer needs are not kept */
+	size_t dropped;           /* events not kept: the chunk's index of ev[0] */
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
@@ -190,7 +193,8 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n);
 /* Hand V's events to SINK (with what was prepared for it), then empty V, keeping its
- * memory for the next chunk. */
+ * memory for the next chunk. TK_SINK_AGAIN (a lean V only): the producer must hand the
+ * chunk's events to SINK's events() itself (decoded again). */
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink);
 void tk_event_vec_free(struct tk_event_vec *v);
 /* Empty V without handing its events on (memory kept). */

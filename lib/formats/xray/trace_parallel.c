@@ -103,23 +103,20 @@ struct cctx {
 	size_t *bounds;            /* chunk i = buffers [bounds[i], bounds[i + 1]) */
 	struct cjob *slots;
 	size_t nslots;
+	const struct tk_sink *again; /* where a chunk whose merge asks for its events again
+				       (TK_SINK_AGAIN) has them, decoded once more */
 	uint64_t *depth;           /* per thread, after the chunks merged so far */
 	int skipped;               /* a chunk was left out (TK_CHUNK_SKIP): depths unknown */
 	uint8_t *wrapped;
 };
 
-static int cjob_work(void *ctx, size_t i)
+/* J set for chunk I, its counts emptied. */
+static void cjob_reset(struct cctx *c, struct cjob *j, size_t i)
 {
-	struct cctx *c = ctx;
-	struct tk_xray *x = c->x;
-	struct cjob *j = &c->slots[i % c->nslots];
-	struct tk_sink sink = { 0 };
-	int rc;
-
 	j->first = c->bounds[i];
 	j->end = c->bounds[i + 1];
 	memset(&j->d, 0, sizeof j->d);
-	j->d.x = x;
+	j->d.x = c->x;
 	j->d.cst = &j->st;
 	free(j->st.ts);
 	free(j->st.errs);
@@ -127,8 +124,38 @@ static int cjob_work(void *ctx, size_t i)
 	memset(&j->st, 0, sizeof j->st);
 	j->st.s.first_tsc = UINT64_MAX;
 	j->consumer = NULL;
+}
+
+static void cjob_free(struct cjob *j)
+{
+	xr_out_free(&j->o);
+	free(j->copy);
+	free(j->st.ts);
+	free(j->st.errs);
+	free(j->st.clamps);
+}
+
+static int cjob_decode(struct cctx *c, struct cjob *j, struct tk_sink sink);
+
+static int cjob_work(void *ctx, size_t i)
+{
+	struct cctx *c = ctx;
+	struct cjob *j = &c->slots[i % c->nslots];
+	struct tk_sink sink = { 0 };
+	int rc;
+
+	cjob_reset(c, j, i);
 	if ((rc = c->ops->begin(c->ctx, i, &sink, &j->consumer)) < 0 || rc == TK_CHUNK_SKIP)
 		return j->rc = rc;
+	return j->rc = cjob_decode(c, j, sink);
+}
+
+/* J's buffers decoded, their events to SINK. */
+static int cjob_decode(struct cctx *c, struct cjob *j, struct tk_sink sink)
+{
+	struct tk_xray *x = c->x;
+	int rc = 0;
+
 	tk_event_batch_init(&j->batch, sink);
 	j->d.batch = &j->batch;
 	/* FDR: a thread's buffers lie in file order between other threads' ones; the span
@@ -172,7 +199,23 @@ static int cjob_work(void *ctx, size_t i)
 		xr_release(x, rel_from, rel_to);
 	if (rc >= 0)
 		rc = tk_event_batch_flush(&j->batch);
-	return j->rc = rc;
+	return rc;
+}
+
+/* Chunk I's events once more, straight to the sink C->again, on the calling thread (its
+ * counts and messages were taken from the first decoding: a scratch job's are dropped). */
+static int cjob_again(struct cctx *c, size_t i)
+{
+	struct cjob *j = calloc(1, sizeof *j);
+	int rc = -TK_E_NOMEM;
+
+	if (j) {
+		cjob_reset(c, j, i);
+		rc = cjob_decode(c, j, *c->again);
+		cjob_free(j);
+		free(j);
+	}
+	return rc;
 }
 
 static int cjob_merge(void *ctx, size_t i)
@@ -220,7 +263,8 @@ static int cjob_merge(void *ctx, size_t i)
 		}
 		c->depth[t->thread] = t->end_depth + (d > t->clamped ? d - t->clamped : 0);
 	}
-	return c->ops->merge(c->ctx, i, j->consumer);
+	int rc = c->ops->merge(c->ctx, i, j->consumer);
+	return rc == TK_SINK_AGAIN && c->again ? cjob_again(c, i) : rc;
 }
 
 /* Chunks of about nbufs / (8 * workers) buffers, and of at most MAX_BYTES of records when
@@ -278,7 +322,7 @@ int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint
 
 /* The chunks of BOUNDS (NCHUNKS of them; freed here) on the pool. */
 static int run_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx,
-		      size_t *bounds, size_t nchunks)
+		      size_t *bounds, size_t nchunks, const struct tk_sink *again)
 {
 	struct cctx c;
 	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
@@ -289,6 +333,7 @@ static int run_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, vo
 	c.ops = ops;
 	c.ctx = ctx;
 	c.bounds = bounds;
+	c.again = again;
 	c.nslots = window(nt);
 	c.slots = calloc(c.nslots, sizeof *c.slots);
 	c.depth = calloc(x->nthreads + 1, sizeof *c.depth);
@@ -300,13 +345,8 @@ static int run_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, vo
 	rc = tk_pool_run(&po, nchunks, cjob_work, cjob_merge, &c);
 	xr_stats_finish(x);
 out:
-	for (size_t i = 0; c.slots && i < c.nslots; i++) {
-		xr_out_free(&c.slots[i].o);
-		free(c.slots[i].copy);
-		free(c.slots[i].st.ts);
-		free(c.slots[i].st.errs);
-		free(c.slots[i].st.clamps);
-	}
+	for (size_t i = 0; c.slots && i < c.nslots; i++)
+		cjob_free(&c.slots[i]);
 	free(c.slots);
 	free(c.bounds);
 	free(c.depth);
@@ -321,7 +361,7 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 
 	if (bounds)
 		n = chunk_bounds(x, bounds, 0, &largest);
-	return run_chunks(x, ops, ctx, bounds, n);
+	return run_chunks(x, ops, ctx, bounds, n, NULL);
 }
 
 /* ---- neutral events: chunks held for their turn --------------------------------------------- */
@@ -348,6 +388,7 @@ static int hold_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **cons
 	struct tk_event_hold *h = &r->slots[chunk % r->nslots];
 
 	h->to = &r->sink;
+	h->v.lean = 1;   /* (a chunk can be decoded again: cjob_again) */
 	*sink = (struct tk_sink){ tk_event_hold_events, h, NULL };
 	*consumer = h;
 	return 0;
@@ -390,7 +431,7 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 	if (nt <= 1) {
 		bounds[0] = 0;
 		bounds[1] = x->nbufs;
-		return run_chunks(x, &direct, &sink, bounds, x->nbufs ? 1 : 0);
+		return run_chunks(x, &direct, &sink, bounds, x->nbufs ? 1 : 0, NULL);
 	}
 	n = chunk_bounds(x, bounds, HOLD_BYTES, &largest);
 	if (n < 2 || largest > 4 * HOLD_BYTES) {
@@ -402,7 +443,7 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 		free(bounds);
 		return -TK_E_NOMEM;
 	}
-	int rc = run_chunks(x, &ops, &r, bounds, n);
+	int rc = run_chunks(x, &ops, &r, bounds, n, &r.sink);
 	for (size_t i = 0; i < r.nslots; i++)
 		tk_event_vec_free(&r.slots[i].v);
 	free(r.slots);

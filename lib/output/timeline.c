@@ -505,8 +505,7 @@ static void run_bytes(const struct tl_fmt *f, struct tl_prep *p)
 	for (size_t k = 0; k < p->ntr; k++)
 		last[k] = p->tr[k].start_ns;
 	for (size_t i = 0;; i++) {
-		/* (past the cap the chunk's records are gone: its ends all come at the end) */
-		for (; e < p->nends && (p->ends[e].at == i || i == p->nrec); e++) {
+		for (; e < p->nends && p->ends[e].at == i; e++) {
 			const struct tlp_end *x = &p->ends[e];
 			const struct tlp_track *lt = &p->tr[x->track];
 			if (chrome) {
@@ -2517,8 +2516,9 @@ static int prep_fits(struct tk_timeline *t, struct tl_prep *p)
 				tr = &t->tracks[i];
 		if (tr && !tr->in_window && tr->depth && p->tr[k].t_last != TK_TIME_NONE)
 			return 0;
-		/* (a track's description goes before its first slice: the serial pass's) */
-		if (p->tr[k].first_rec != SIZE_MAX && (!tr || !tr->started))
+		/* (a track's description goes before its first slice: the serial pass's; past
+		 * the cap the chunk makes no slices, and a track first met then none ever) */
+		if (p->tr[k].first_rec != SIZE_MAX && (!tr || !tr->started) && t->slices < t->max)
 			return 0;
 		trs[k] = tr;
 		depth[k] = tr ? tr->depth : 0;
@@ -2628,6 +2628,8 @@ static int prep_commit(struct tk_timeline *t, struct tl_prep *p)
 			p->tr[k].has_rec = 0;
 			p->tr[k].max_ticks = 0;
 		}
+		for (size_t i = 0; i < p->nops; i++)   /* (their ends: the run's only records) */
+			p->ops[i].at = 0;
 	}
 	size_t nn = p->nnames;
 

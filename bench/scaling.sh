@@ -18,11 +18,13 @@
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
 # bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,
 # btrace-tl (profile and convert --to perfetto of bench/ipt-flow.sh's libc branch trace
-# itself, not converted to raw PT: the branch-trace source's own chunks).
+# itself, not converted to raw PT: the branch-trace source's own chunks), libc-tl (the same
+# recording converted to raw PT, then convert --to perfetto: a real program's PT timeline,
+# under the timeline's event cap, so that its halves do the same work as the whole).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias.
-# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof) what this machine
+# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof, libc-tl) what this machine
 # gives two independent halves of the work: the trace cut at the first PSB past its middle,
 # one `-j 1` process per half, both started at once (RUNS rounds of -j 1, -j 2 and the
 # halves, interleaved). Those processes share nothing but the cores, caches and memory, so
@@ -67,6 +69,14 @@ make_llvm() {
 	[ -n "$c" ] || { echo "llvm-prof: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
 	"$TK" convert --to ipt -o llvm.pt "$c"
 	tr '\n' ' ' <"${c%.tkbt}.args" >llvm.args
+}
+make_libc_pt() {
+	[ -s libc.pt ] && return
+	local c
+	c=$(ls -t "$SRC"/build/bench-ipt-flow/libc-*.tkbt 2>/dev/null | head -n 1)
+	[ -n "$c" ] || { echo "libc-tl: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
+	"$TK" convert --to ipt -o libc.pt "$c"
+	tr '\n' ' ' <"${c%.tkbt}.args" >libc.args
 }
 make_btrace() {
 	[ -s libc.tkbt ] && return
@@ -174,6 +184,7 @@ for c in $CASES; do
 	llvm-prof) make_llvm && ROW_PT=1 row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
 	btrace-prof) make_btrace && row btrace-prof "$TK" profile -j @J -o /dev/null libc.tkbt ;;
 	btrace-tl) make_btrace && row btrace-tl "$TK" convert --to perfetto -j @J -o /dev/null libc.tkbt ;;
+	libc-tl) make_libc_pt && ROW_PT=1 row libc-tl "$TK" convert --to perfetto -j @J $(cat libc.args) -o /dev/null libc.pt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;
 	esac
 done

@@ -9,11 +9,11 @@
 #           decode --stat
 # For each: hyperfine medians of -j 1 and -j 2, CPU seconds (user + system) of each, and from
 # the -j 2 run's phases (serial S = main thread outside worker pools, merge M = main thread
-# in pools, jobs J = workers) the model T(N) = S + max((J + M) / N, M) (the merging main
-# thread shares the N cores), whose speed-ups at 2, 16 and 64 workers are printed beside the
-# measured one. Threads outside the pools (a timeline's formatter and helpers) are printed
-# beside it, not in it; a run without a pool (Kanata's timeline: a relay of threads) has
-# no model.
+# in pools, jobs J = workers, other threads O, of which R in order: a timeline's formatter)
+# the model T(N) = S + max((J + M + O) / N, M, R) (the merging main thread and the threads
+# outside the pools share the N cores; the merges and R are one thread's each), whose
+# speed-ups at 2, 16 and 64 workers are printed beside the measured one. A run without a
+# pool (Kanata's timeline: a relay of threads, each a stage) has no model.
 # Optional cases (not run by default): xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
@@ -88,10 +88,11 @@ make_btrace() {
 	ln -sf "$c" libc.tkbt
 }
 
-# phases CMD...: "S M J O" seconds from one run's TK_PHASES line (O: threads outside the
-# pools, such as a timeline's formatter and helpers, or a relay's reader)
+# phases CMD...: "S M J O R" seconds from one run's TK_PHASES line (O: threads outside the
+# pools, such as a timeline's formatter and helpers, or a relay's consumer; R: what of it
+# goes in order, one thread's)
 phases() {
-	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -n 's/.*= serial \([0-9.]*\) .*+ merge \([0-9.]*\) .*+ jobs \([0-9.]*\) .*+ other threads \([0-9.]*\);.*/\1 \2 \3 \4/p' | tail -n 1
+	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -n 's/.*= serial \([0-9.]*\) .*+ merge \([0-9.]*\) .*+ jobs \([0-9.]*\) .*+ other threads \([0-9.]*\) (\([0-9.]*\) in order);.*/\1 \2 \3 \4 \5/p' | tail -n 1
 }
 
 # halves FILE: FILE cut at the first PSB past its middle, into FILE.a and FILE.b (kept)
@@ -156,14 +157,15 @@ row() { # NAME CMD... (with -j J where the J is)
 	read -r t1 t2 < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(r[0]["median"], r[1]["median"])' "$name.json")
 	u1=$(BENCH_RUNS=3 bench_cpu "${c1[@]}")
 	u2=$(BENCH_RUNS=3 bench_cpu "${c2[@]}")
-	read -r s m j o < <(phases "${c2[@]}")
+	read -r s m j o r < <(phases "${c2[@]}")
 	local inter
 	inter=$(BENCH_RUNS=$RUNS bench_interleaved_ratio "${c1[*]}" "${c2[*]}")
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$inter" <<'PY'
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" <<'PY'
 import sys
-name, t1, t2, u1, u2, s, m, j, o, inter = sys.argv[1], *map(float, sys.argv[2:])
-tot = s + m + j
-model = lambda n: tot / (s + max((j + m) / n, m))
+name, t1, t2, u1, u2, s, m, j, o, r, inter = sys.argv[1], *map(float, sys.argv[2:])
+tot = s + m + j + o
+# the merges and what other threads do in order are each one thread's, beside the rest
+model = lambda n: tot / (s + max((j + m + o) / n, m, r))
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
         f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | ")
 if j + m == 0:
@@ -173,8 +175,8 @@ if j + m == 0:
     print(head + f"no pool: calling thread {s:.3f} s, other threads {o:.3f} s | "
           f"model: none (the longest stage bounds it at any count)")
 else:
-    print(head + f"serial {100 * s / tot:4.1f} %, merge {100 * m / tot:4.1f} %, other threads "
-          f"{o:.3f} s (not in the model) | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, "
+    print(head + f"serial {100 * s / tot:4.1f} %, merge {100 * m / tot:4.1f} %, in order elsewhere "
+          f"{100 * r / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, "
           f"{model(64):5.2f}x at 64")
 PY
 	if [ -n "${BENCH_HALVES:-}" ] && [ "${ROW_PT:-}" = 1 ]; then

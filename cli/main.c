@@ -59,7 +59,8 @@ static double clock_s(clockid_t id)
 
 /* TK_PHASES: where the run's CPU went (docs/PERFORMANCE.md, "Serial fraction"): the main
  * thread outside worker pools is the serial part; merges are serial too but overlap the
- * workers. */
+ * workers, as does what other threads do in order (a timeline's formatter, a relay's
+ * consumer). */
 static void print_phases(double wall0)
 {
 	struct tk_pool_times t;
@@ -71,11 +72,12 @@ static void print_phases(double wall0)
 	double other = all - main_cpu - t.worker_cpu;
 	fprintf(stderr, "tracekit: phases: wall %.3f s, cpu %.3f s = serial %.3f (main thread "
 		"outside pools) + merge %.3f (main thread in pools) + jobs %.3f (%.3f on workers, "
-		"%.3f on the main thread; %llu jobs in %llu pools) + other threads %.3f; serial "
-		"fraction %.2f %%, with merges %.2f %%\n", wall, all, outside, t.merge_cpu,
-		t.worker_cpu + t.inline_work_cpu, t.worker_cpu, t.inline_work_cpu,
+		"%.3f on the main thread; %llu jobs in %llu pools) + other threads %.3f (%.3f in "
+		"order); serial fraction %.2f %%, with merges %.2f %%\n", wall, all, outside,
+		t.merge_cpu, t.worker_cpu + t.inline_work_cpu, t.worker_cpu, t.inline_work_cpu,
 		(unsigned long long)t.jobs, (unsigned long long)t.runs, other > 0 ? other : 0,
-		all > 0 ? 100 * outside / all : 0, all > 0 ? 100 * (outside + t.merge_cpu) / all : 0);
+		t.ordered_cpu, all > 0 ? 100 * outside / all : 0,
+		all > 0 ? 100 * (outside + t.merge_cpu) / all : 0);
 	struct tk_seam_counts sc;
 	tk_seam_counts(&sc);
 	if (sc.exact + sc.replayed + sc.decoded_again)

@@ -50,7 +50,7 @@ void *tk_calloc_huge(size_t n, size_t size)
 static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tk_pool_times times;
 
-static double thread_cpu(void)
+double tk_thread_cpu(void)
 {
 	struct timespec ts;
 
@@ -73,6 +73,11 @@ static void times_add(double *field, double seconds, size_t jobs)
 	times.jobs += jobs;
 	times.runs += jobs ? 1 : 0;
 	pthread_mutex_unlock(&times_lock);
+}
+
+void tk_pool_add_ordered(double seconds)
+{
+	times_add(&times.ordered_cpu, seconds, 0);
 }
 
 void tk_pool_times(struct tk_pool_times *t)
@@ -116,7 +121,7 @@ static void *worker(void *arg)
 		pthread_cond_broadcast(&p->done_cv);
 	}
 	pthread_mutex_unlock(&p->lock);
-	times_add(&times.worker_cpu, thread_cpu(), 0);
+	times_add(&times.worker_cpu, tk_thread_cpu(), 0);
 	return NULL;
 }
 
@@ -130,20 +135,20 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 	if (nthreads > njobs)
 		nthreads = (unsigned)(njobs ? njobs : 1);
 	int timed = on_main_thread();
-	double t0 = timed ? thread_cpu() : 0;
+	double t0 = timed ? tk_thread_cpu() : 0;
 
 	if (nthreads <= 1) {
 		double in_work = 0;
 		for (size_t i = 0; i < njobs && rc >= 0; i++) {
-			double w0 = timed ? thread_cpu() : 0;
+			double w0 = timed ? tk_thread_cpu() : 0;
 			rc = work(ctx, i);
-			in_work += timed ? thread_cpu() - w0 : 0;
+			in_work += timed ? tk_thread_cpu() - w0 : 0;
 			if (rc >= 0 && merge)
 				rc = merge(ctx, i);
 		}
 		if (timed) {
 			times_add(&times.inline_work_cpu, in_work, njobs);
-			times_add(&times.merge_cpu, thread_cpu() - t0 - in_work, 0);
+			times_add(&times.merge_cpu, tk_thread_cpu() - t0 - in_work, 0);
 		}
 		return rc < 0 ? rc : 0;
 	}
@@ -197,6 +202,6 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 	free(tids);
 	free(p.done);
 	if (timed)
-		times_add(&times.merge_cpu, thread_cpu() - t0, njobs);
+		times_add(&times.merge_cpu, tk_thread_cpu() - t0, njobs);
 	return rc < 0 ? rc : 0;
 }

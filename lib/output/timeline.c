@@ -216,6 +216,7 @@ struct tk_timeline {
 	/* chunk runs formatted on helper threads (and by the formatter while it waits) */
 	pthread_t helpers[TL_HELPERS];
 	unsigned nhelpers;
+	double fmt_helped;        /* the formatter's CPU seconds in runs' bytes (TK_PHASES) */
 	struct tl_prep *runq, *runq_tail;
 	struct tl_prep *spare;    /* runs done with, their memory kept for the next chunks */
 	unsigned nspare;
@@ -695,7 +696,9 @@ static void fmt_block_write(struct tk_timeline *t, struct tl_block *bk)
 				continue;
 			}
 			pthread_mutex_unlock(&t->lock);
+			double t0 = tk_thread_cpu();
 			run_format(t, p);
+			t->fmt_helped += tk_thread_cpu() - t0;
 			pthread_mutex_lock(&t->lock);
 		}
 		pthread_mutex_unlock(&t->lock);
@@ -758,6 +761,8 @@ static void *fmt_main(void *arg)
 		pthread_cond_signal(&t->cond);   /* (the pass: a block may be free) */
 	}
 	pthread_mutex_unlock(&t->lock);
+	/* its own work goes in order; the runs it formatted for the helpers do not */
+	tk_pool_add_ordered(tk_thread_cpu() - t->fmt_helped);
 	return NULL;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # TK_PHASES (bench/scaling.sh's serial fraction): the pool tells apart where CPU went. At
 # -j 1 a chunked decode runs its jobs on the main thread; at -j 2 on workers; the parts add
-# up to the process's CPU; without TK_PHASES nothing is printed.
+# up to the process's CPU; a timeline's formatter at -j 2 is a thread outside the pools
+# whose work goes in order, part of the other threads' time; without TK_PHASES nothing is
+# printed.
 set -uo pipefail
 : "${TK:?}" "${SRC:?}"
 fail=0
@@ -10,18 +12,22 @@ fail=0
 pt=$(mktemp)
 trap 'rm -f "$pt"' EXIT
 for ((i = 0; i < 1000; i++)); do cat "$SRC/tests/data/flow/events.pt"; done >"$pt"
-run() { # J: the phases line of decode --stat over the chunks, one per PSB
-	TK_IPT_CHUNK=1 TK_PHASES=1 "$TK" decode --stat -j "$1" \
+run() { # J [COMMAND...]: the phases line of COMMAND (decode --stat) over the chunks, one per PSB
+	local j=$1
+	shift
+	[ $# -gt 0 ] || set -- decode --stat
+	TK_IPT_CHUNK=1 TK_PHASES=1 "$TK" "$@" -j "$j" \
 		--raw "$SRC/tests/data/flow/code.bin:0x1000" "$pt" 2>&1 >/dev/null |
 		grep '^tracekit: phases:'
 }
-check() { # J LINE
+check() { # J LINE [timeline]
 	python3 - "$@" <<'PY'
 import re, sys
-j, line = int(sys.argv[1]), sys.argv[2]
+j, line, timeline = int(sys.argv[1]), sys.argv[2], len(sys.argv) > 3
 num = lambda pat: float(re.search(pat, line).group(1))
 cpu, serial, merge, jobs = num(r"cpu ([0-9.]+) s ="), num(r"serial ([0-9.]+)"), num(r"merge ([0-9.]+)"), num(r"jobs ([0-9.]+)")
 workers, on_main, other = num(r"\(([0-9.]+) on workers"), num(r"([0-9.]+) on the main thread"), num(r"other threads ([0-9.]+)")
+ordered = num(r"other threads [0-9.]+ \(([0-9.]+) in order\)")
 njobs = int(re.search(r"; ([0-9]+) jobs in", line).group(1))
 errs = []
 if njobs < 2: errs.append(f"{njobs} jobs, expected the two chunks")
@@ -29,6 +35,10 @@ if j == 1 and workers != 0: errs.append("-j 1 ran jobs on workers")
 if j == 2 and (on_main != 0 or workers <= 0): errs.append("-j 2 ran jobs on the main thread")
 if min(serial, merge, jobs, other) < 0: errs.append("a negative part")
 if abs(serial + merge + jobs + other - cpu) > 0.004: errs.append("parts do not add up to the CPU time")
+if ordered > other + 0.001: errs.append("more in order than the other threads did")
+if j == 1 and (other != 0 or ordered != 0): errs.append("-j 1 had other threads")
+if timeline and j == 2 and ordered <= 0: errs.append("the timeline's formatter did nothing in order")
+if not timeline and ordered != 0: errs.append("decode --stat has nothing in order outside the pools")
 print(("FAIL: -j %d: " % j + "; ".join(errs) + ": " + line) if errs else "ok: -j %d: %s" % (j, line))
 sys.exit(1 if errs else 0)
 PY
@@ -36,6 +46,8 @@ PY
 for j in 1 2; do
 	line=$(run "$j")
 	check "$j" "$line" || fail=1
+	line=$(run "$j" convert --to perfetto -o /dev/null)
+	check "$j" "$line" timeline || fail=1
 done
 if TK_IPT_CHUNK=1 "$TK" decode --stat -j 2 --raw "$SRC/tests/data/flow/code.bin:0x1000" \
 	"$SRC/tests/data/flow/events.pt" 2>&1 >/dev/null | grep -q phases; then

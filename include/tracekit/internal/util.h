@@ -42,9 +42,16 @@ struct tk_pool_times {
 	double worker_cpu;      /* seconds, summed over pool workers */
 	double merge_cpu;       /* the main thread inside pool runs (merging, or jobs at -j 1) */
 	double inline_work_cpu; /* of which jobs run on the main thread (pools of one thread) */
+	double ordered_cpu;     /* threads outside the pools whose work goes in order (a
+				   timeline's formatter, a relay's consumer): tk_pool_add_ordered */
 	uint64_t runs, jobs;
 };
 void tk_pool_times(struct tk_pool_times *t);
+/* A thread outside the pools did SECONDS of work that only one thread can do, in order:
+ * serial like the merges, though beside the workers (TK_PHASES, bench/scaling.sh's model). */
+void tk_pool_add_ordered(double seconds);
+/* The calling thread's CPU seconds so far. */
+double tk_thread_cpu(void);
 /* How the profile runner's chunk seams went (lib/analysis/run.c), for TK_PHASES too: a
  * chunk's profile merged (exact), its recorded events replayed into the total instead
  * (replayed; given_up of them stopped making their profile part-way), or the chunk decoded

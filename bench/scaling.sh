@@ -73,7 +73,7 @@ make_llvm() {
 	tr '\n' ' ' <"${c%.tkbt}.args" >llvm.args
 }
 make_libc_pt() {
-	[ -s libc.pt ] && return
+	[ -s libc.pt ] && [ -s libc.args ] && return
 	local c
 	c=$(ls -t "$SRC"/build/bench-ipt-flow/libc-*.tkbt 2>/dev/null | head -n 1)
 	[ -n "$c" ] || { echo "libc-tl: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
@@ -90,9 +90,9 @@ make_btrace() {
 
 # phases CMD...: "S M J O R" seconds from one run's TK_PHASES line (O: threads outside the
 # pools, such as a timeline's formatter and helpers, or a relay's consumer; R: what of it
-# goes in order, one thread's)
+# goes in order, one thread's; 0 from a binary older than 564ebfd, as TK=... may run)
 phases() {
-	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -n 's/.*= serial \([0-9.]*\) .*+ merge \([0-9.]*\) .*+ jobs \([0-9.]*\) .*+ other threads \([0-9.]*\) (\([0-9.]*\) in order);.*/\1 \2 \3 \4 \5/p' | tail -n 1
+	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -En 's/.*= serial ([0-9.]+) .*\+ merge ([0-9.]+) .*\+ jobs ([0-9.]+) .*\+ other threads ([0-9.]+)( \(([0-9.]+) in order\))?;.*/\1 \2 \3 \4 \6/p' | tail -n 1
 }
 
 # halves FILE: FILE cut at the first PSB past its middle, into FILE.a and FILE.b (kept)
@@ -158,6 +158,7 @@ row() { # NAME CMD... (with -j J where the J is)
 	u1=$(BENCH_RUNS=3 bench_cpu "${c1[@]}")
 	u2=$(BENCH_RUNS=3 bench_cpu "${c2[@]}")
 	read -r s m j o r < <(phases "${c2[@]}")
+	r=${r:-0}
 	local inter
 	inter=$(BENCH_RUNS=$RUNS bench_interleaved_ratio "${c1[*]}" "${c2[*]}")
 	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" <<'PY'

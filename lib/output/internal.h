@@ -43,6 +43,15 @@ int names_init(struct names *nm, struct tk_sym *sym);
 void names_free(struct names *nm);
 /* Returns the id, or UINT32_MAX when out of memory. */
 uint32_t names_intern(struct names *nm, const char *s, size_t len);
+/* The same with the string's names_hash known; names_prefetch asks for its slot early (a
+ * table of a million names misses the cache at each new one). */
+uint64_t names_hash(const char *s, size_t len);
+uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64_t h);
+static inline void names_prefetch(const struct names *nm, uint64_t h)
+{
+	if (nm->map)
+		__builtin_prefetch(&nm->map[h & nm->mask]);
+}
 uint32_t names_frame_new(struct names *nm, uint64_t key, uint32_t kind);
 /* The id of (KEY, KIND) named before, or UINT32_MAX. */
 static inline uint32_t names_key_find(const struct names *nm, uint64_t key, uint32_t kind)

@@ -7,7 +7,7 @@
 #include "output/internal.h"
 #include "tracekit/symbolize.h"
 
-static uint64_t str_hash(const char *s, size_t n)
+uint64_t names_hash(const char *s, size_t n)
 {
 	uint64_t h = 1469598103934665603ULL;
 	for (size_t i = 0; i < n; i++)
@@ -62,6 +62,11 @@ static char *name_copy(struct names *nm, const char *s, size_t len)
 
 uint32_t names_intern(struct names *nm, const char *s, size_t len)
 {
+	return names_intern_hashed(nm, s, len, names_hash(s, len));
+}
+
+uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64_t h)
+{
 	if ((nm->n + 1) * 2 > nm->mask + 1 || !nm->map) {
 		size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
 		uint64_t *m = malloc(size * sizeof *m);
@@ -69,7 +74,7 @@ uint32_t names_intern(struct names *nm, const char *s, size_t len)
 			return UINT32_MAX;
 		memset(m, 0xff, size * sizeof *m);
 		for (size_t i = 0; i < nm->n; i++) {
-			uint64_t h = str_hash(nm->str[i], nm->len[i]);
+			uint64_t h = names_hash(nm->str[i], nm->len[i]);
 			size_t k = h & (size - 1);
 			while (m[k] != UINT64_MAX)
 				k = (k + 1) & (size - 1);
@@ -80,7 +85,6 @@ uint32_t names_intern(struct names *nm, const char *s, size_t len)
 		nm->mask = size - 1;
 	}
 	/* a probe compares the slot's hash bits first: the string is a miss away */
-	uint64_t h = str_hash(s, len);
 	size_t k = h & nm->mask;
 	for (; nm->map[k] != UINT64_MAX; k = (k + 1) & nm->mask) {
 		uint32_t id = (uint32_t)nm->map[k];

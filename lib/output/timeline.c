@@ -183,6 +183,7 @@ struct tl_fmt {
 #define TL_BLOCKS 16
 #define TL_HELPERS 63    /* threads that format chunks' runs: nthreads - 1, at most this */
 #define TL_RAW_MAX ((size_t)1 << 20)
+#define TL_AHEAD 64      /* events between a label's hash and its use (tl_events) */
 
 struct tl_block {
 	struct tl_rec *rec;
@@ -217,6 +218,7 @@ struct tk_timeline {
 	pthread_t helpers[TL_HELPERS];
 	unsigned nhelpers;
 	double fmt_helped;        /* the formatter's CPU seconds in runs' bytes (TK_PHASES) */
+	uint64_t label_hash[TL_AHEAD];   /* tl_events: labels' name hashes, by event index */
 	struct tl_prep *runq, *runq_tail;
 	struct tl_prep *spare;    /* runs done with, their memory kept for the next chunks */
 	unsigned nspare;
@@ -1293,6 +1295,8 @@ struct pl_insn {
 	uint32_t nst, cst;
 	struct pl_stage *st;
 	uint32_t label_len;
+	uint32_t hashed_len;      /* label_len when label_hash was taken (Perfetto's names) */
+	uint64_t label_hash;
 	char label[PL_LABEL_MAX + 1];
 };
 
@@ -1574,6 +1578,7 @@ static int pl_begin(struct tk_timeline *t, const struct tk_event *e, uint64_t ti
 	in->thread = e->track;
 	in->nst = 0;
 	in->label_len = 0;
+	in->hashed_len = 0;
 	/* the lowest free row, as Konata draws them */
 	size_t row = 0;
 	while (row < p->nrows && p->rows[row])
@@ -1707,7 +1712,10 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 				return -TK_E_NOMEM;
 			t->slices++;
 			if (t->o.kind == TK_TIMELINE_PERFETTO) {
-				uint32_t nm = names_intern(&t->names, name, (size_t)nl);
+				/* a retired instruction's name is its label, hashed when it came */
+				uint32_t nm = !how && in->label_len && in->hashed_len == in->label_len
+					? names_intern_hashed(&t->names, name, (size_t)nl, in->label_hash)
+					: names_intern(&t->names, name, (size_t)nl);
 				if (nm == UINT32_MAX)
 					return -TK_E_NOMEM;
 				rc = pf_slice(t, row, 1, nm, b);
@@ -1756,7 +1764,8 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 	return rc;
 }
 
-static int pl_event(struct tk_timeline *t, const struct tk_event *e)
+/* LABEL_HASH: names_hash of a label event's text (as pl_end names it), or NULL. */
+static int pl_event(struct tk_timeline *t, const struct tk_event *e, const uint64_t *label_hash)
 {
 	struct pl_insn *in;
 	if (!t->pl && !(t->pl = calloc(1, sizeof *t->pl)))
@@ -1782,8 +1791,14 @@ static int pl_event(struct tk_timeline *t, const struct tk_event *e)
 		return pl_end(t, in, time, 1);
 	case TK_EV_TYPED: {
 		size_t n = e->count, room = PL_LABEL_MAX - in->label_len;
+		if (n > room)
+			label_hash = NULL;
 		memcpy(in->label + in->label_len, e->data, n < room ? n : room);
 		in->label_len += (uint32_t)(n < room ? n : room);
+		if (label_hash && in->label_len == n) {   /* the whole label, hashed ahead */
+			in->label_hash = *label_hash;
+			in->hashed_len = in->label_len;
+		}
 		return 0;
 	}
 	}
@@ -1832,16 +1847,39 @@ static void pl_free(struct pl *p)
 	free(p);
 }
 
+static int is_label(const struct tk_event *e)
+{
+	return e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL;
+}
+
+/* The hash Perfetto's name of a label event's instruction has when it retires (its text,
+ * as pl_end copies it), its slot in the names asked for now. */
+static uint64_t label_ahead(struct tk_timeline *t, const struct tk_event *e)
+{
+	size_t n = e->count < PL_LABEL_MAX ? e->count : PL_LABEL_MAX;
+	uint64_t h = names_hash(e->data, strnlen(e->data, n));
+	names_prefetch(&t->names, h);
+	return h;
+}
+
 static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 {
 	int rc = 0;
 	struct tl_track *tr = NULL;
+	/* A simulator's labels are nearly all new names, each a cache miss in a table of a
+	 * million; a label comes just before its retire, so its slot is fetched TL_AHEAD
+	 * events early. */
+	int hashing = t->o.kind == TK_TIMELINE_PERFETTO;
+	size_t ahead = hashing ? 0 : n;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		const struct tk_event *e = &ev[i];
-		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) ||
-		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL && t->pl)) {
+		for (; ahead < n && ahead < i + TL_AHEAD; ahead++)
+			if (is_label(&ev[ahead]))
+				t->label_hash[ahead % TL_AHEAD] = label_ahead(t, &ev[ahead]);
+		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_FLUSH) || (is_label(e) && t->pl)) {
+			const uint64_t *lh = hashing && is_label(e) ? &t->label_hash[i % TL_AHEAD] : NULL;
 			/* Chrome's pipeline slices are raw bytes: the block goes on when they fill it */
-			if ((rc = pl_event(t, e)) >= 0 && t->b->len >= TL_RAW_MAX)
+			if ((rc = pl_event(t, e, lh)) >= 0 && t->b->len >= TL_RAW_MAX)
 				rc = rec_done(t);
 			continue;
 		}

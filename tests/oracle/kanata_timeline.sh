@@ -4,7 +4,8 @@
 # 3,626 retired, 374 flushed, 41 in flight at the end; every S line is one stage slice.
 # The Perfetto stream is decoded with protoc against tests/tools/perfetto_trace.proto and
 # its slices replayed: every end closes an open begin on its track, stages nest inside
-# their instruction, timestamps never go back on a sequence, every track has a parent.
+# their instruction, timestamps never go back on a sequence, every track has a parent, no
+# name is interned twice on a sequence (a label hashed ahead must find its earlier twin).
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 DATA=${DATA:-$SRC/../shared/data}
@@ -91,6 +92,13 @@ check(flushed == 374, "374 flushed")
 check(inflight == 41 and len(insns) - flushed - inflight == 3626, "41 in flight, 3626 retired")
 check(nested + len(depth0) - len(insns) == stages, "one stage slice per S line (%d)" % stages)
 check(any("jal zero" in nm for nm in insns), "instructions named by their labels")
+per_seq = {}
+for (seq, iid), nm in names.items():
+    per_seq.setdefault(seq, []).append(nm)
+repeated = sum(len(v) - len(set(v)) for v in per_seq.values())
+labels = {nm for nm in insns if not nm.endswith(")")}
+check(repeated == 0 and len(labels) < len(insns) - flushed - inflight,
+      "a name is interned once per sequence, though labels repeat (%d)" % repeated)
 
 ev = json.load(open("s2.json"))["traceEvents"]
 xi = [e for e in ev if e["ph"] == "X" and "args" in e]

@@ -39,6 +39,18 @@ int tk_u64set_add(struct tk_u64set *s, uint64_t x)
 	return 1;
 }
 
+int tk_u64set_has(const struct tk_u64set *s, uint64_t x)
+{
+	uint64_t key = x + 1;
+
+	if (!s->cap)
+		return 0;
+	for (size_t h = tk_hash64(key) & (s->cap - 1); s->slot[h]; h = (h + 1) & (s->cap - 1))
+		if (s->slot[h] == key)
+			return 1;
+	return 0;
+}
+
 void tk_u64set_free(struct tk_u64set *s)
 {
 	free(s->slot);

@@ -151,10 +151,15 @@ static void prep_done(struct tk_timeline *t, struct tl_prep *p);
 
 /* A Perfetto sequence as the formatter wrote it: its last timestamp and, per name id,
  * whether the name was sent on it (names sent on more than one sequence only). */
+/* The names sent on a sequence (of those sent on several): a byte per name below
+ * SEQ_DENSE (functions, stages: the names met first), a set above (a simulator's labels:
+ * a byte array per row as long as a million labels was 100 MB on a log of 150). */
+#define SEQ_DENSE ((uint32_t)1 << 16)
 struct tl_seq {
 	uint64_t last_ns;
 	uint8_t *interned;
 	size_t ninterned;
+	struct tk_u64set far;
 };
 
 /* The formatter's state (the formatter thread's, or the pass's own without one). */
@@ -348,10 +353,12 @@ static inline struct tl_seq *fmt_seq(struct tl_fmt *f, uint32_t seq)
 /* Mark NAME sent on SQ's map; -1: no memory. */
 static int seq_mark(struct tl_seq *sq, uint32_t name)
 {
+	if (name >= SEQ_DENSE)
+		return tk_u64set_add(&sq->far, name) < 0 ? -1 : 0;
 	if (name >= sq->ninterned) {
 		size_t nc = sq->ninterned ? sq->ninterned : 256;
 		while (nc <= name)
-			nc *= 2;
+			nc *= 2;   /* (at most SEQ_DENSE) */
 		uint8_t *ni = realloc(sq->interned, nc);
 		if (!ni)
 			return -1;
@@ -361,6 +368,11 @@ static int seq_mark(struct tl_seq *sq, uint32_t name)
 	}
 	sq->interned[name] = 1;
 	return 0;
+}
+
+static inline int seq_has(const struct tl_seq *sq, uint32_t name)
+{
+	return name < sq->ninterned ? sq->interned[name] : name >= SEQ_DENSE && tk_u64set_has(&sq->far, name);
 }
 
 /* Whether name NAME goes out with this slice on sequence SEQ (its first there); -1: no
@@ -388,7 +400,7 @@ static __attribute__((noinline)) int fmt_intern_slow(struct tl_fmt *f, struct tl
 	}
 	struct tl_seq *sq = *sqp;
 	if (on == SENT_MANY) {
-		if (name < sq->ninterned && sq->interned[name])
+		if (seq_has(sq, name))
 			return 0;
 	} else {   /* a second sequence: both go to the maps */
 		struct tl_seq *first = fmt_seq(f, on);
@@ -406,7 +418,7 @@ static inline int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq
 	if (name < f->nsent) {
 		uint32_t on = f->sent_on[name];
 		if (on == seq ||
-		    (on == SENT_MANY && name < (*sqp)->ninterned && (*sqp)->interned[name]))
+		    (on == SENT_MANY && seq_has(*sqp, name)))
 			return 0;
 	}
 	return fmt_intern_slow(f, sqp, seq, name);
@@ -414,8 +426,10 @@ static inline int fmt_intern(struct tl_fmt *f, struct tl_seq **sqp, uint32_t seq
 
 static void fmt_free(struct tl_fmt *f)
 {
-	for (size_t i = 0; i < f->nseqs; i++)
+	for (size_t i = 0; i < f->nseqs; i++) {
 		free(f->seqs[i].interned);
+		tk_u64set_free(&f->seqs[i].far);
+	}
 	free(f->seqs);
 	free(f->sent_on);
 	f->seqs = NULL;

@@ -143,6 +143,7 @@ struct tk_u64set {
 };
 /* 1 if X was added, 0 if it was there already, or -TK_E_NOMEM. X < UINT64_MAX. */
 int tk_u64set_add(struct tk_u64set *s, uint64_t x);
+int tk_u64set_has(const struct tk_u64set *s, uint64_t x);
 void tk_u64set_free(struct tk_u64set *s);
 
 /* Where distributions install the separate debug file of a module whose GNU build id is

@@ -1804,10 +1804,11 @@ static int pl_event(struct tk_timeline *t, const struct tk_event *e, const uint6
 	case TK_EV_FLUSH:
 		return pl_end(t, in, time, 1);
 	case TK_EV_TYPED: {
-		size_t n = e->count, room = PL_LABEL_MAX - in->label_len;
+		size_t n = e->data ? e->count : 0, room = PL_LABEL_MAX - in->label_len;
 		if (n > room)
 			label_hash = NULL;
-		memcpy(in->label + in->label_len, e->data, n < room ? n : room);
+		if (n && room)
+			memcpy(in->label + in->label_len, e->data, n < room ? n : room);
 		in->label_len += (uint32_t)(n < room ? n : room);
 		if (label_hash && in->label_len == n) {   /* the whole label, hashed ahead */
 			in->label_hash = *label_hash;
@@ -1870,8 +1871,8 @@ static int is_label(const struct tk_event *e)
  * as pl_end copies it), its slot in the names asked for now. */
 static uint64_t label_ahead(struct tk_timeline *t, const struct tk_event *e)
 {
-	size_t n = e->count < PL_LABEL_MAX ? e->count : PL_LABEL_MAX;
-	uint64_t h = names_hash(e->data, strnlen(e->data, n));
+	size_t n = !e->data ? 0 : e->count < PL_LABEL_MAX ? e->count : PL_LABEL_MAX;
+	uint64_t h = names_hash(e->data, n ? strnlen(e->data, n) : 0);
 	names_prefetch(&t->names, h);
 	return h;
 }

@@ -1,7 +1,9 @@
 /* Arbitrary event streams into the profile builder (whole, and as two merged chunks), every
  * profile writer, and both timeline writers: nothing may crash, leak or misbehave. Each
  * 8 input bytes make one event: kind, track, function, address and time steps; with
- * function entries (tail calls) or without. */
+ * function entries (tail calls) or without. When the last byte is odd the events are a
+ * pipeline's instead (instructions, stages, retires, flushes, labels of any length, some
+ * without text), as a Kanata log's decoder would send them and worse. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +15,35 @@ static const uint16_t kinds[] = {
 	TK_EV_FUNC_TAIL_EXIT, TK_EV_GAP, TK_EV_BLOCK,
 };
 
+static const uint16_t pipeline_kinds[] = {
+	TK_EV_INSN_BEGIN, TK_EV_STAGE_BEGIN, TK_EV_STAGE_END, TK_EV_RETIRE,
+	TK_EV_FLUSH, TK_EV_TYPED, TK_EV_INSN_BEGIN, TK_EV_TYPED,
+};
+
+/* Pipeline event E from the 8 bytes at P: ids and stages from small ranges, so that most
+ * name an instruction in flight; labels from TEXT (NULs in it), or none. */
+static void pipeline_event(struct tk_event *e, const uint8_t *p)
+{
+	static char text[64 + 256];
+	if (!text[0])
+		for (size_t i = 0; i < sizeof text; i++)
+			text[i] = i % 37 == 36 ? 0 : (char)('a' + i % 26);
+	e->kind = pipeline_kinds[p[0] & 7];
+	e->track = p[0] >> 6;
+	e->addr = p[1] & 31;
+	e->addr2 = p[2];
+	e->arg = p[3] & 7;
+	e->flags = p[2] & 3;
+	if (e->kind == TK_EV_TYPED) {
+		e->flags = p[3] & 0x80 ? 0 : TK_TYPED_INSN_LABEL;
+		e->data = p[4] == 0xff ? NULL : text + (p[2] & 63);
+		e->count = p[4];
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	const int pipeline = size && data[size - 1] & 1;
 	size_t n = size / 8;
 	if (n > 4096)
 		n = 4096;
@@ -34,6 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		e->count = p[4] & 15;
 		t += p[5] & 7;
 		e->time = p[6] == 0xff ? TK_TIME_NONE : t;
+		if (pipeline)
+			pipeline_event(e, p);
 	}
 	size_t cut = n ? (size_t)data[size - 1] * n / 256 : 0;
 	/* function entries (every 4th address): blocks there after blocks are tail calls */

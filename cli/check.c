@@ -3,10 +3,13 @@
 #include "cli.h"
 
 static const char usage[] =
-	"usage: tracekit check FILE...\n"
+	"usage: tracekit check [OPTIONS] FILE...\n"
 	"\n"
 	"Report every violation of the format's rules with its line number or offset.\n"
 	"Exit status 1 if any.\n"
+	"\n"
+	"  -j N            threads (default: all cores; Kanata logs not compressed: the same\n"
+	"                  report, read in parallel chunks)\n"
 	"\n"
 	"Kanata logs: prints FILE:LINE: error|warning: message for every violation (unknown\n"
 	"command, bad number, id used before I, id reused, negative cycle delta, C= going back,\n"

@@ -134,13 +134,17 @@ struct tk_kanata_stats_opts {
 	uint64_t window;         /* IPC window in cycles; 0 = no windows */
 	uint64_t slowest;        /* keep the N slowest retired instructions */
 	unsigned jobs;           /* parse in parallel when > 1 (mapped input only); beyond 256
-				  * diagnostics in one 8 MiB chunk, diag gets each without its text */
+				  * diagnostics in one 8 MiB chunk, diag gets each without its text
+				  * (but with keep_diags) */
 	void (*diag)(void *ctx, const struct tk_kanata_diag *d);
 	void *ctx;
 	uint64_t chunk_bytes;    /* the parallel chunks' size (0: 8 MiB; tests make it small) */
 	/* jobs > 1: set to the bytes merged as chunks merge, in order (NULL: none; read in
 	 * order, the input's own progress shows, tk_input_progress) */
 	struct tk_progress *progress;
+	/* jobs > 1: every diagnostic to diag with its text, however many a chunk has (kept
+	 * until the chunk's turn: memory grows with a chunk's diagnostics); not in shards */
+	int keep_diags;
 };
 
 struct tk_kanata_stats {

@@ -53,6 +53,40 @@ static struct tk_kanata_reader *reader_run(const struct tk_cmd *c, const char *f
 	return r;
 }
 
+static int check_summary(const struct tk_cmd *c, const char *file, struct tk_buf *out, int rc,
+			 const struct tk_kanata_counts *n);
+
+/* check at -j N: the parallel statistics' parse, which makes the same diagnostics in the
+ * same order (every one kept with its text) and the same counts; a compressed log is
+ * read in order by the reader alone (the statistics would add their own work to it). */
+static int check_parallel(const struct tk_cmd *c, const char *file, struct tk_input *in)
+{
+	struct tk_buf out;
+	struct diag dc = { c, file, &out, 0, 0 };
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .jobs = tk_cmd_jobs(c), .diag = diag,
+					   .ctx = &dc, .chunk_bytes = c->o->kanata_chunk,
+					   .keep_diags = 1 };
+	struct tk_kanata_stats st;
+	struct tk_progress prog;
+	int rc;
+
+	if ((rc = c->out_open(c, NULL, &out)))
+		return rc;
+	tk_cmd_progress_init(c, &prog, file, tk_input_file_size(in));
+	so.progress = &prog;
+	rc = tk_kanata_stats_compute(in, &so, &st);
+	tk_progress_finish(&prog);
+	if (rc < 0) {   /* (no offset: the chunks' readers stop apart) */
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		rc = tk_cmd_max(c->out_close(&out), TK_EXIT_INPUT);
+	} else {
+		rc = check_summary(c, file, &out, rc, &st.counts);
+	}
+	tk_kanata_stats_free(&st);
+	return rc;
+}
+
+
 static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {
@@ -64,13 +98,23 @@ static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc;
 
 	(void)fi, (void)unused;
+	if (tk_cmd_jobs(c) > 1 && tk_input_compression(in) == TK_COMP_NONE)
+		return check_parallel(c, file, in);
 	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
 		return rc;
-	const struct tk_kanata_counts *n = tk_kanata_reader_counts(r);
+	rc = check_summary(c, file, &out, rc, tk_kanata_reader_counts(r));
+	tk_kanata_reader_free(r);
+	return rc;
+}
+
+/* The line after the diagnostics, and check's exit status (OUT closed). */
+static int check_summary(const struct tk_cmd *c, const char *file, struct tk_buf *out, int rc,
+			 const struct tk_kanata_counts *n)
+{
 	if (rc < 0) {
 		CMD_ERROR(c, file, n->bytes, "%s", tk_strerror(rc));
 	} else {
-		tk_buf_printf(&out, "%s: %llu errors, %llu warnings in %llu lines; %llu instructions "
+		tk_buf_printf(out, "%s: %llu errors, %llu warnings in %llu lines; %llu instructions "
 			      "(%llu retired, %llu flushed, %llu in flight at end)\n", TK_TEXT(file),
 			      (unsigned long long)n->errors, (unsigned long long)n->warnings,
 			      (unsigned long long)n->lines, (unsigned long long)n->insns,
@@ -78,8 +122,7 @@ static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 			      (unsigned long long)n->in_flight);
 	}
 	int status = rc < 0 ? TK_EXIT_INPUT : (n->errors || n->warnings) ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
-	tk_kanata_reader_free(r);
-	return tk_cmd_max(c->out_close(&out), status);
+	return tk_cmd_max(c->out_close(out), status);
 }
 
 /* A shard's run of the chunks (c->part) parsed, as its partial result; its diagnostics

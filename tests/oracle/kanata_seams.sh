@@ -2,9 +2,11 @@
 # Kanata stats -j N parses each chunk before its starting cycle and line are known and
 # rebases it once they are; a C= line (or a C near the cycle limit) in such a chunk waits for
 # its start. -j 2 and -j 3 must print what -j 1 prints (stdout, stderr, exit status), and
-# --shard I/N + merge too (and info, whose counts are the statistics'), for: C= lines in every chunk, one right at a seam, one that goes
+# --shard I/N + merge too (and info, whose counts are the statistics', and check, which
+# parses as they do at -j N), for: C= lines in every chunk, one right at a seam, one that goes
 # back at a seam (an error), damaged lines at seams, instructions in flight across every
-# seam, and cycles that cross the limit after a seam (the parallel run falls back).
+# seam, more than 256 warnings in a chunk, and cycles that cross the limit after a seam
+# (the parallel run falls back).
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -40,6 +42,14 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 	[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" && cmp -s "$work/want.err" "$work/got.err" ||
 		{ echo "$label: 3 shards merged differ (exit $rc, -j 1 $want_rc)"
 		  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+	# check -j N is the statistics' parse too, every diagnostic listed in -j 1's order
+	want_rc=0; "$TK" check -j 1 "$f" >"$work/want" 2>"$work/want.err" || want_rc=$?
+	for j in 2 3; do
+		rc=0; "$TK" check -j "$j" "$f" >"$work/got" 2>"$work/got.err" || rc=$?
+		[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" && cmp -s "$work/want.err" "$work/got.err" ||
+			{ echo "$label: check -j $j differs (exit $rc, -j 1 $want_rc)"
+			  diff "$work/want" "$work/got" | head -5 || true; exit 1; }
+	done
 	# info's counts are the statistics' too
 	want_rc=0; "$TK" info -j 1 "$f" >"$work/want" 2>&1 || want_rc=$?
 	for j in 2 3; do
@@ -76,6 +86,16 @@ same "C= back at a seam, small chunks" "$work/back.log" --window 50
 # damaged lines right after every C=, in flight instructions everywhere
 awk -F'\t' '{ print } $1 == "C=" { print "R\t-\t0\t0" }' "$work/cset.log" >"$work/dmg.log"
 same "damaged lines after C=" "$work/dmg.log" --window 50
+
+# a warning for most instructions (an L after its R; in a later chunk than the R for some):
+# past 256 in a chunk, check -j N still lists each with its text
+awk -F'\t' '{ print } $1 == "R" { held[++n] = $2 }
+	$1 == "C" { for (; n; n--) printf "L\t%s\t0\tlate\n", held[n] }' \
+	"$work/cset.log" >"$work/late.log"
+[ "$(grep -c 'after its R' <("$TK" check "$work/late.log" 2>&1))" -gt 1000 ] ||
+	{ echo "late labels: too few warnings"; exit 1; }
+export TK_KANATA_CHUNK=60000
+same "many warnings a chunk" "$work/late.log" --window 50
 
 # cycles near the limit (2^60): a later chunk crosses it; -j N reads in order and agrees
 { printf 'Kanata\t0004\nC=\t%d\n' $(( (1 << 60) - 400 ))

@@ -837,6 +837,8 @@ static void stats_text(const struct tk_kanata_stats *st, struct tk_buf *b)
 }
 
 /* Returns 1 if the parallel run fell back to a sequential read. */
+static int keep_all_diags;   /* compare_parallel: -j N with keep_diags */
+
 static int compare_parallel(const char *p, size_t n, size_t chunk)
 {
 	struct diag_log l1, l2;
@@ -851,6 +853,7 @@ static int compare_parallel(const char *p, size_t n, size_t chunk)
 	struct tk_kanata_stats_opts o2 = o1;
 	o2.ctx = &l2;
 	o2.jobs = 2;
+	o2.keep_diags = keep_all_diags;
 	assert_int_equal(tk_kanata_stats_buf(p, n, &o1, &s1), 0);
 	kn_stats_set_chunk_bytes(chunk);
 	assert_int_equal(kn_stats_buf_parallel(p, n, &o2, &s2, &fell), 0);
@@ -925,6 +928,35 @@ static void test_parallel_equals_serial(void **state)
 	assert_true(fell > 0);
 }
 
+/* check -j N: thousands of violations in a chunk, each delivered with its text in -j 1's
+ * order (without keep_diags, past 256 a chunk they come textless: the log differs) */
+static void test_parallel_keeps_all_diags(void **state)
+{
+	(void)state;
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 4096);
+	tk_buf_printf(&b, "Kanata\t0004\nC=\t0\n");
+	for (int i = 0; i < 4000; i++) {
+		tk_buf_printf(&b, "I\t%d\t%d\t0\nS\t%d\t0\tF\nC\t1\n", i, i, i);
+		if (i >= 3)   /* retired three later: its L and S after R (warnings), an E of nothing */
+			tk_buf_printf(&b, "R\t%d\t%d\t0\nL\t%d\t0\tlate\nS\t%d\t0\tX\nE\t%d\t0\tQ\n",
+				      i - 3, i - 3, i - 3, i - 3, i);
+		if (i % 500 == 7)
+			tk_buf_printf(&b, "S\t%d\t0\tF\n", 100000 + i);   /* an id never begun: an error */
+	}
+	struct tk_kanata_stats st;
+	struct tk_kanata_stats_opts o = { .sz = sizeof o };
+	assert_int_equal(tk_kanata_stats_buf(b.data, b.len, &o, &st), 0);
+	assert_true(st.counts.warnings > 10000 && st.counts.errors >= 8);
+	tk_kanata_stats_free(&st);
+	keep_all_diags = 1;
+	static const size_t cuts[] = { 64, 4096, 50000, 300000 };
+	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+		assert_int_equal(compare_parallel(b.data, b.len, cuts[i]), 0);
+	keep_all_diags = 0;
+	tk_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -945,6 +977,7 @@ int main(void)
 		cmocka_unit_test(test_decode_events),
 		cmocka_unit_test(test_huge_line),
 		cmocka_unit_test(test_parallel_equals_serial),
+		cmocka_unit_test(test_parallel_keeps_all_diags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,7 +63,64 @@ struct kept_diags {
 	/* beyond KEEP_DIAGS: only counted by level (the callback still gets each, textless,
 	 * so that counts of what it was given equal -j 1's), from this line on */
 	uint64_t more[2], more_line;
+	/* or, with opts.keep_diags (check lists them all), kept too: their texts in one block */
+	struct kept_more { struct tk_kanata_diag d; size_t at; } *x;
+	size_t nx, cx;
+	char *text;
+	size_t ntext, ctext;
 };
+
+static int kept_more_add(struct kept_diags *k, const struct tk_kanata_diag *d)
+{
+	size_t len = strlen(d->msg) + 1;
+	if (k->nx == k->cx) {
+		size_t nc = k->cx ? 2 * k->cx : 256;
+		struct kept_more *nx = realloc(k->x, nc * sizeof *nx);
+		if (!nx)
+			return -TK_E_NOMEM;
+		k->x = nx;
+		k->cx = nc;
+	}
+	if (k->ntext + len > k->ctext) {
+		size_t nc = k->ctext ? 2 * k->ctext : 16384;
+		while (nc < k->ntext + len)
+			nc *= 2;
+		char *nt = realloc(k->text, nc);
+		if (!nt)
+			return -TK_E_NOMEM;
+		k->text = nt;
+		k->ctext = nc;
+	}
+	memcpy(k->text + k->ntext, d->msg, len);
+	k->x[k->nx++] = (struct kept_more){ *d, k->ntext };
+	k->ntext += len;
+	return 0;
+}
+
+static size_t kept_count(const struct kept_diags *k)
+{
+	return k->n + k->nx;
+}
+
+/* The Ith diagnostic of K (TMP: room for one past the first KEEP_DIAGS). */
+static const struct tk_kanata_diag *kept_at(const struct kept_diags *k, size_t i,
+					    struct tk_kanata_diag *tmp)
+{
+	if (i < k->n)
+		return &k->v[i].d;
+	*tmp = k->x[i - k->n].d;
+	tmp->msg = k->text + k->x[i - k->n].at;
+	return tmp;
+}
+
+static void kept_free(struct kept_diags *k)
+{
+	if (k) {
+		free(k->x);
+		free(k->text);
+		free(k);
+	}
+}
 
 static unsigned bucket(uint64_t v)
 {
@@ -388,7 +445,10 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *d)
 {
 	struct stats_ctx *s = ctx;
 	if (s->keep) {
-		if (s->keep->n == KEEP_DIAGS && d->level <= TK_LOG_WARN) {
+		if (s->keep->n == KEEP_DIAGS && s->o->keep_diags) {
+			if (kept_more_add(s->keep, d) < 0)
+				s->err = -TK_E_NOMEM;
+		} else if (s->keep->n == KEEP_DIAGS && d->level <= TK_LOG_WARN) {
 			s->keep->more_line = s->keep->more[0] + s->keep->more[1] ? s->keep->more_line : d->line;
 			s->keep->more[d->level]++;
 		} else if (s->keep->n < KEEP_DIAGS) {
@@ -726,6 +786,8 @@ static int chunk_rebase(struct par *P, struct chunk *c)
 	}
 	for (size_t k = 0; k < c->diags->n; k++)
 		c->diags->v[k].d.line += c->line_base;
+	for (size_t k = 0; k < c->diags->nx; k++)
+		c->diags->x[k].d.line += c->line_base;
 	if (c->diags->more[0] + c->diags->more[1])
 		c->diags->more_line += c->line_base;
 	s->last_rid_line += s->have_rid ? c->line_base : 0;
@@ -863,15 +925,18 @@ static void hist_merge(struct stats_ctx *g, struct hist *into, const struct hist
 
 static void deliver_sorted(struct par *P, const struct kept_diags *a, const struct kept_diags *b)
 {
-	size_t i = 0, j = 0;
-	while (i < a->n || j < b->n) {
-		const struct kept_diag *d;
-		if (j >= b->n || (i < a->n && a->v[i].d.line <= b->v[j].d.line))
-			d = &a->v[i++];
+	size_t i = 0, j = 0, na = kept_count(a), nb = kept_count(b);
+	struct tk_kanata_diag ta, tb;
+	while (i < na || j < nb) {
+		const struct tk_kanata_diag *da = i < na ? kept_at(a, i, &ta) : NULL;
+		const struct tk_kanata_diag *db = j < nb ? kept_at(b, j, &tb) : NULL;
+		const struct tk_kanata_diag *d;
+		if (!db || (da && da->line <= db->line))
+			d = da, i++;
 		else
-			d = &b->v[j++];
+			d = db, j++;
 		if (P->o->diag)
-			P->o->diag(P->o->ctx, &d->d);
+			P->o->diag(P->o->ctx, d);
 	}
 	for (int lvl = TK_LOG_ERROR; lvl <= TK_LOG_WARN; lvl++)
 		for (const struct kept_diags *k = a; k; k = k == a ? b : NULL)
@@ -909,7 +974,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
 	kn_reader_merge_names(g->r, cr, P->lane_map, P->stage_map);
 
-	P->replay.n = 0;
+	P->replay.n = P->replay.nx = P->replay.ntext = 0;
 	g->keep = &P->replay;
 	const struct kn_frag *f = kn_reader_frags(cr, &n);
 	for (size_t k = 0; k < n; k++)
@@ -957,7 +1022,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	deliver_sorted(P, c->diags, &P->replay);
 	P->delivered_upto = c->line_base + c->lines;
 	ctx_free(s);
-	free(c->diags);
+	kept_free(c->diags);
 	c->s = NULL;
 	c->diags = NULL;
 	return g->err;
@@ -987,7 +1052,7 @@ static int merge_job(void *ctx, size_t k)
 
 	if (P->save) {
 		ctx_free(c->s);
-		free(c->diags);
+		kept_free(c->diags);
 		c->s = NULL;
 		c->diags = NULL;
 	}
@@ -1009,10 +1074,12 @@ static void par_free(struct par *P)
 	for (size_t i = 0; i < P->n; i++) {
 		if (P->ch[i].s)
 			ctx_free(P->ch[i].s);
-		free(P->ch[i].diags);
+		kept_free(P->ch[i].diags);
 	}
 	if (P->g)
 		ctx_free(P->g);
+	free(P->replay.x);
+	free(P->replay.text);
 	for (size_t i = 0; i < P->nspare; i++)
 		free(P->spare[i]);
 	free(P->prefixed);
@@ -1457,6 +1524,7 @@ int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts
 			  size_t first, size_t count, uint8_t **data, size_t *len)
 {
 	struct tk_kanata_stats_opts o = clamp_opts(opts);
+	o.keep_diags = 0;   /* (a shard's bytes hold KEEP_DIAGS a chunk, then counts) */
 	struct tk_buf w = { .fd = -1 }, chunks = { .fd = -1 };
 	const uint8_t *p;
 	size_t n;
@@ -1514,6 +1582,7 @@ struct tk_kanata_stats_merge *tk_kanata_stats_merge_new(const struct tk_kanata_s
 		return NULL;
 	}
 	m->o = clamp_opts(opts);
+	m->o.keep_diags = 0;
 	m->in = in;
 	m->nchunks = SIZE_MAX;
 	m->P->o = &m->o;
@@ -1564,7 +1633,7 @@ int tk_kanata_stats_merge_add(struct tk_kanata_stats_merge *m, const uint8_t *da
 			rc = 0;   /* read in order at the end */
 		if (c.s)
 			ctx_free(c.s);
-		free(c.diags);
+		kept_free(c.diags);
 	}
 	if (!b.err && rc >= 0 && b.at != b.n)
 		kn_bad(&b, "bytes after the last chunk");

@@ -1,5 +1,7 @@
-/* Fuzz the Kanata reader, statistics and writer: nothing may crash, and whatever the writer
- * produces from the accepted commands must read back without errors. */
+/* Fuzz the Kanata reader, statistics and writer: nothing may crash, whatever the writer
+ * produces from the accepted commands must read back without errors, and the parallel
+ * statistics (small chunks, every diagnostic kept or not: check -j N and stats -j N) count
+ * the diagnostics -j 1 does. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +25,40 @@ static int to_writer(void *ctx, const struct tk_kanata_cmd *c)
 	return 0;
 }
 
+int kn_stats_buf_parallel(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
+			  struct tk_kanata_stats *st, int *fell_back);
+void kn_stats_set_chunk_bytes(size_t n);
+
+static void count_diag(void *ctx, const struct tk_kanata_diag *d)
+{
+	(void)d;
+	++*(uint64_t *)ctx;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct tk_kanata_stats st;
-	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = 3, .slowest = 2 };
-	int err;
+	struct tk_kanata_stats st, par;
+	uint64_t given = 0, given_par = 0;
+	struct tk_kanata_stats_opts so = { .sz = sizeof so, .window = 3, .slowest = 2,
+					   .diag = count_diag, .ctx = &given };
+	int err, fell = 0;
 
-	tk_kanata_stats_buf((const char *)data, size, &so, &st);
+	int rc = tk_kanata_stats_buf((const char *)data, size, &so, &st);
+	size_t chunk = 64 + (size ? data[0] : 0);
+	if (size >= 2 * chunk) {   /* (as tk_kanata_stats_compute: two chunks at least) */
+		struct tk_kanata_stats_opts po = so;
+		po.jobs = 2;
+		po.ctx = &given_par;
+		po.keep_diags = data[1] & 1;
+		kn_stats_set_chunk_bytes(chunk);
+		int prc = kn_stats_buf_parallel((const char *)data, size, &po, &par, &fell);
+		kn_stats_set_chunk_bytes(0);
+		if (rc >= 0 && prc >= 0 && !fell &&
+		    (par.counts.errors != st.counts.errors || par.counts.warnings != st.counts.warnings ||
+		     given_par != given))
+			abort();   /* -j N saw other violations than -j 1 */
+		tk_kanata_stats_free(&par);
+	}
 	tk_kanata_stats_free(&st);
 
 	/* split feeding with a tiny line limit exercises the carry and long-line paths */

@@ -86,7 +86,6 @@ static int check_parallel(const struct tk_cmd *c, const char *file, struct tk_in
 	return rc;
 }
 
-
 static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		 const struct tk_format_info *fi, struct tk_buf *unused)
 {

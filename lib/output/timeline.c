@@ -149,9 +149,8 @@ enum { RUN_QUEUED, RUN_TAKEN, RUN_DONE };
 static void prep_free(struct tl_prep *p);
 static void prep_done(struct tk_timeline *t, struct tl_prep *p);
 
-/* A Perfetto sequence as the formatter wrote it: its last timestamp and, per name id,
- * whether the name was sent on it (names sent on more than one sequence only). */
-/* The names sent on a sequence (of those sent on several): a byte per name below
+/* A Perfetto sequence as the formatter wrote it: its last timestamp and which names were
+ * sent on it (of those sent on more than one sequence): a byte per name id below
  * SEQ_DENSE (functions, stages: the names met first), a set above (a simulator's labels:
  * a byte array per row as long as a million labels was 100 MB on a log of 150). */
 #define SEQ_DENSE ((uint32_t)1 << 16)
@@ -1884,7 +1883,7 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 	/* A simulator's labels are nearly all new names, each a cache miss in a table of a
 	 * million; a label comes just before its retire, so its slot is fetched TL_AHEAD
 	 * events early. */
-	int hashing = t->o.kind == TK_TIMELINE_PERFETTO;
+	int hashing = t->o.kind == TK_TIMELINE_PERFETTO && t->pl;   /* (a pipeline's events) */
 	size_t ahead = hashing ? 0 : n;
 	for (size_t i = 0; i < n && rc >= 0; i++) {
 		const struct tk_event *e = &ev[i];

@@ -957,6 +957,8 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	size_t n;
 	int rc;
 
+	if (s->err)   /* (no memory for a diagnostic after the chunk's last command) */
+		return s->err;
 	if (i == 0) {
 		g->first_cycle = s->first_cycle;
 		/* parsed on the pool, parse_work set it already (under P->lock, where workers

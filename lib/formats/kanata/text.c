@@ -1,6 +1,13 @@
 /* dump's text of Kanata commands. */
 #include "tracekit/kanata.h"
 
+/* (not printf: its parsing of the format was 40 % of a dump) */
+static void tab_i64(struct tk_buf *b, int64_t v)
+{
+	tk_buf_putc(b, '\t');
+	tk_buf_i64(b, v);
+}
+
 void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_offset)
 {
 	static const char *const names[] = { "", "Kanata", "C=", "C", "I", "L", "S", "E", "R", "W" };
@@ -23,18 +30,23 @@ void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_
 		tk_buf_i64(b, c->a);
 		break;
 	case TK_KANATA_LABEL:
-		tk_buf_printf(b, "\t%lld\t%lld\t", (long long)c->id, (long long)c->a);
+		tab_i64(b, c->id);
+		tab_i64(b, c->a);
+		tk_buf_putc(b, '\t');
 		tk_buf_text(b, c->text, c->text_len);
 		break;
 	case TK_KANATA_STAGE_BEGIN:
 	case TK_KANATA_STAGE_END:
-		tk_buf_printf(b, "\t%lld\t", (long long)c->id);
+		tab_i64(b, c->id);
+		tk_buf_putc(b, '\t');
 		tk_buf_put(b, c->lane, c->lane_len);
 		tk_buf_putc(b, '\t');
 		tk_buf_text(b, c->text, c->text_len);
 		break;
 	default:
-		tk_buf_printf(b, "\t%lld\t%lld\t%lld", (long long)c->id, (long long)c->a, (long long)c->b);
+		tab_i64(b, c->id);
+		tab_i64(b, c->a);
+		tab_i64(b, c->b);
 		break;
 	}
 	tk_buf_putc(b, '\n');

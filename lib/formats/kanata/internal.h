@@ -103,6 +103,21 @@ int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct tk_buf *w);
 int kn_reader_chunk_load(struct tk_kanata_reader *r, struct kn_in *b, uint64_t max_ids);
 #define KN_MAX_NAMES 1024
 
+/* A chunk's lines and its effect on the cycle, from a scan of its C and C= lines at memory
+ * speed (the parse needs each chunk's start): after it, the cycle is end0 (abs_end: the
+ * file's first chunk), else max(cycle + add, floor) (floor: has_floor); add is also the sum
+ * of its C deltas. first_op: its first cycle line, 0 none, 1 C, 2 C=. */
+struct kn_prefix {
+	uint64_t lines;
+	int64_t add, floor, end0;
+	int has_floor, abs_end, first_op;
+};
+void kn_prefix_scan(const char *b, size_t n, int first, struct kn_prefix *pf);
+int64_t kn_prefix_after(const struct kn_prefix *pf, int64_t cur);
+/* A chunk begun with kn_reader_chunk_begin: the sum of C deltas before it (the reader
+ * skips a C that takes the sum beyond KN_NUM_MAX, as Konata's cycle count). */
+void kn_reader_chunk_delta_sum(struct tk_kanata_reader *r, int64_t sum);
+
 /* Hand-rolled integer parse of [p, e): optional spaces, '-', digits, spaces. */
 /* The source's chunks: where the chunk at POS ends (a line seam), and decoding by pieces
  * (FINAL: the last; every event of the piece is delivered before it returns). */

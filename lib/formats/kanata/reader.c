@@ -1134,6 +1134,11 @@ void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle,
 	}
 }
 
+void kn_reader_chunk_delta_sum(struct tk_kanata_reader *r, int64_t sum)
+{
+	r->delta_sum = sum;
+}
+
 void kn_reader_set_relative(struct tk_kanata_reader *r, int (*resolve_fn)(void *ctx), void *ctx)
 {
 	r->rel = 1;

@@ -681,11 +681,10 @@ static int have_avx2(void)
 #define PREFIX_AVX2 1
 #endif
 
-static int prefix_work(void *ctx, size_t i)
+/* Chunk I's lines and effect on the cycle, from its bytes at B (I: only 0 or not matters). */
+static void prefix_scan(struct chunk *c, size_t i, const char *b)
 {
-	struct par *P = ctx;
-	struct chunk *c = &P->ch[i];
-	const char *b = P->data + c->start, *e = b + c->len;
+	const char *e = b + c->len;
 	size_t n = c->len, k = 0;
 	uint64_t lines = 0;
 	int64_t cur = 0;
@@ -724,7 +723,36 @@ static int prefix_work(void *ctx, size_t i)
 	c->lines = lines;
 	c->end0 = cur;
 	c->abs_end = i == 0;
+}
+
+static int prefix_work(void *ctx, size_t i)
+{
+	struct par *P = ctx;
+	prefix_scan(&P->ch[i], i, P->data + P->ch[i].start);
 	return 0;
+}
+
+/* The cycle after chunk C, from the cycle CUR before it. */
+static int64_t chunk_after(const struct chunk *c, int64_t cur)
+{
+	if (c->abs_end)
+		return c->end0;
+	return c->has_floor && c->floor > cur + c->add ? c->floor : cur + c->add;
+}
+
+void kn_prefix_scan(const char *b, size_t n, int first, struct kn_prefix *pf)
+{
+	struct chunk c = { .len = n };
+
+	prefix_scan(&c, first ? 0 : 1, b);
+	*pf = (struct kn_prefix){ c.lines, c.add, c.floor, c.end0, c.has_floor, c.abs_end, c.first_op };
+}
+
+int64_t kn_prefix_after(const struct kn_prefix *pf, int64_t cur)
+{
+	struct chunk c = { .add = pf->add, .floor = pf->floor, .end0 = pf->end0,
+			   .has_floor = pf->has_floor, .abs_end = pf->abs_end };
+	return chunk_after(&c, cur);
 }
 
 #define FALLBACK 1
@@ -737,10 +765,7 @@ static void advance_starts(struct par *P, size_t i)
 	while (P->nstarts < P->n && P->prefixed[P->nstarts - 1]) {
 		struct chunk *c = &P->ch[P->nstarts - 1];
 		P->line += c->lines;
-		if (c->abs_end)
-			P->cur = c->end0;
-		else
-			P->cur = c->has_floor && c->floor > P->cur + c->add ? c->floor : P->cur + c->add;
+		P->cur = chunk_after(c, P->cur);
 		P->ch[P->nstarts].start_cycle = P->cur;
 		P->ch[P->nstarts].line_base = P->line;
 		P->nstarts++;

@@ -258,6 +258,22 @@ TK_API int tk_kanata_cut(struct tk_input *in, struct tk_buf *out, const struct t
  * as parsed (tabs, numbers normalised). */
 TK_API void tk_kanata_cmd_text(struct tk_buf *b, const struct tk_kanata_cmd *c, int no_offset);
 
+struct tk_kanata_dump_opts {
+	size_t sz;
+	unsigned jobs;              /* threads: an uncompressed file of two chunks or more is
+				       parsed in chunks at once; the same output for any count */
+	size_t chunk_bytes;         /* 0: 4 MiB */
+	int no_offset, quiet;       /* quiet: no text, the diagnostics only */
+	void (*diag)(void *ctx, const struct tk_kanata_diag *d);   /* in line order */
+	void *ctx;
+	struct tk_progress *progress;
+};
+
+/* Every command of IN as tk_kanata_cmd_text's lines onto OUT; N: the reader's counts
+ * (lines, commands, errors, warnings). */
+TK_API int tk_kanata_dump(struct tk_input *in, const struct tk_kanata_dump_opts *o, struct tk_buf *out,
+			  struct tk_kanata_counts *n);
+
 #ifdef __cplusplus
 }
 #endif

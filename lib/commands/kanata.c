@@ -232,40 +232,35 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return tk_cmd_max(rc, status);
 }
 
-/* Every command with its line, offset and cycle. */
-struct dump {
-	struct tk_buf *out;
-	int no_offset, quiet;
-};
-
-static int dump_cmd(void *ctx, const struct tk_kanata_cmd *cmd)
-{
-	struct dump *k = ctx;
-
-	if (k->quiet)
-		return 0;
-	tk_kanata_cmd_text(k->out, cmd, k->no_offset);
-	return k->out->err;
-}
-
+/* Every command with its line, offset and cycle (at -j N: chunks at once, the same text). */
 static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		const struct tk_format_info *fi, struct tk_buf *unused)
 {
 	struct tk_buf out;
-	struct dump k = { &out, c->o->no_offset, c->o->quiet };
 	struct diag dc = { c, file, NULL, 0, 0 };
-	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .cmd = dump_cmd, .diag = diag,
-					    .ctx = &k, .diag_ctx = &dc };
-	struct tk_kanata_reader *r;
+	struct tk_kanata_dump_opts o = { .sz = sizeof o, .jobs = tk_cmd_jobs(c),
+					 .chunk_bytes = c->o->kanata_chunk,
+					 .no_offset = c->o->no_offset, .quiet = c->o->quiet,
+					 .diag = diag, .ctx = &dc };
+	struct tk_kanata_counts n;
+	struct tk_progress prog;
 	int rc;
 
 	(void)fi, (void)unused;
-	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
+	if ((rc = c->out_open(c, NULL, &out)))
 		return rc;
-	int status = rc < 0 ? TK_EXIT_INPUT : tk_kanata_reader_counts(r)->errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+	/* (read in order, the input shows its own progress) */
+	int parallel = o.jobs > 1 && tk_input_compression(in) == TK_COMP_NONE;
+	if (parallel) {
+		tk_cmd_progress_init(c, &prog, file, tk_input_file_size(in));
+		o.progress = &prog;
+	}
+	rc = tk_kanata_dump(in, &o, &out, &n);
+	if (parallel)
+		tk_progress_finish(&prog);
+	int status = rc < 0 ? TK_EXIT_INPUT : n.errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
 	if (rc < 0)
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
-	tk_kanata_reader_free(r);
 	return tk_cmd_max(c->out_close(&out), status);
 }
 

@@ -1,7 +1,7 @@
 /* Fuzz the Kanata reader, statistics and writer: nothing may crash, whatever the writer
  * produces from the accepted commands must read back without errors, and the parallel
  * statistics (small chunks, every diagnostic kept or not: check -j N and stats -j N) count
- * the diagnostics -j 1 does. */
+ * the diagnostics -j 1 does, and dump -j N (small chunks) prints what -j 1 prints. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +28,34 @@ static int to_writer(void *ctx, const struct tk_kanata_cmd *c)
 int kn_stats_buf_parallel(const char *p, size_t n, const struct tk_kanata_stats_opts *opts,
 			  struct tk_kanata_stats *st, int *fell_back);
 void kn_stats_set_chunk_bytes(size_t n);
+static void count_diag(void *ctx, const struct tk_kanata_diag *d);
+int kn_dump_buf(const char *p, size_t len, const struct tk_kanata_dump_opts *opts, struct tk_buf *out,
+		struct tk_kanata_counts *n);
+
+/* dump -j 2 in chunks of 40 to 295 bytes = dump -j 1: text, counts and diagnostics */
+static void dump_both(const uint8_t *data, size_t size)
+{
+	struct tk_buf one, two;
+	struct tk_kanata_counts n1, n2;
+	uint64_t d1 = 0, d2 = 0;
+	struct tk_kanata_dump_opts o = { .sz = sizeof o, .jobs = 1, .diag = count_diag, .ctx = &d1,
+					 .no_offset = size > 2 && (data[2] & 1) };
+
+	if (tk_buf_init(&one, -1, 4096) < 0 || tk_buf_init(&two, -1, 4096) < 0)
+		abort();
+	int rc1 = kn_dump_buf((const char *)data, size, &o, &one, &n1);
+	o.jobs = 2;
+	o.ctx = &d2;
+	o.chunk_bytes = 40 + (size > 1 ? data[1] : 0);
+	int rc2 = kn_dump_buf((const char *)data, size, &o, &two, &n2);
+	if (rc1 >= 0 && rc2 >= 0 &&
+	    (one.len != two.len || memcmp(one.data, two.data, one.len) || d1 != d2 ||
+	     n1.errors != n2.errors || n1.warnings != n2.warnings || n1.lines != n2.lines ||
+	     n1.commands != n2.commands))
+		abort();   /* -j N printed or counted otherwise than -j 1 */
+	tk_buf_free(&one);
+	tk_buf_free(&two);
+}
 
 static void count_diag(void *ctx, const struct tk_kanata_diag *d)
 {
@@ -60,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tk_kanata_stats_free(&par);
 	}
 	tk_kanata_stats_free(&st);
+	dump_both(data, size);
 
 	/* split feeding with a tiny line limit exercises the carry and long-line paths */
 	struct rw r = { 0 };

@@ -6,7 +6,8 @@
 # parses as they do at -j N), for: C= lines in every chunk, one right at a seam, one that goes
 # back at a seam (an error), damaged lines at seams, instructions in flight across every
 # seam, more than 256 warnings in a chunk, and cycles that cross the limit after a seam
-# (the parallel run falls back).
+# (the parallel run falls back). dump -j N prints each chunk from the start a scan of the C
+# lines gives it: the same for these, and for C lines the scan and the reader read apart.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -20,6 +21,22 @@ awk -F'\t' '$1 == "C=" { cyc = $2 } $1 == "C" { cyc += $2; n++
 	if (n % 97 == 0) { printf "C=\t%d\n", cyc; next } } { print }' \
 	"$work/inflight.log" >"$work/cset.log"
 grep -q '^C=' <(tail -n 1000 "$work/cset.log") || { echo "no C= late in the log"; exit 1; }
+
+same_dump() {   # LABEL FILE: dump -j 2, -j 3 (and -q, --no-offset) = -j 1
+	local label=$1 f=$2 j rc want_rc opt
+	for opt in "" -q --no-offset; do
+		want_rc=0; "$TK" dump -j 1 $opt "$f" >"$work/want" 2>"$work/want.err" || want_rc=$?
+		[ -n "$opt" ] || [ -s "$work/want" ] || { echo "$label: dump -j 1 printed nothing"; exit 1; }
+		for j in 2 3; do
+			rc=0; "$TK" dump -j "$j" $opt "$f" >"$work/got" 2>"$work/got.err" || rc=$?
+			[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" &&
+				cmp -s "$work/want.err" "$work/got.err" ||
+				{ echo "$label: dump -j $j $opt differs (exit $rc, -j 1 $want_rc)"
+				  diff "$work/want" "$work/got" | head -5 || true
+				  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+		done
+	done
+}
 
 same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 	local label=$1 f=$2 j rc want_rc
@@ -50,6 +67,7 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 			{ echo "$label: check -j $j differs (exit $rc, -j 1 $want_rc)"
 			  diff "$work/want" "$work/got" | head -5 || true; exit 1; }
 	done
+	same_dump "$label" "$f"
 	# info's counts are the statistics' too
 	want_rc=0; "$TK" info -j 1 "$f" >"$work/want" 2>&1 || want_rc=$?
 	for j in 2 3; do
@@ -105,4 +123,20 @@ export TK_KANATA_CHUNK=2000
 rc=0; "$TK" stats -j 1 "$work/limit.log" >/dev/null 2>"$work/err" || rc=$?
 [ "$rc" = 1 ] && grep -q "cycle beyond" "$work/err" || { echo "limit: exit $rc"; cat "$work/err"; exit 1; }
 same "cycles past the limit" "$work/limit.log" --window 50
+
+# dump: C deltas whose sum crosses the limit (after a negative C=) while the cycle does not:
+# the reader skips the C that crosses it, the scan does not know the sum before its chunk
+{ printf 'Kanata\t0004\nC=\t%d\n' $(( -(1 << 60) ))
+  for i in $(seq 0 599); do printf 'I\t%d\t%d\t0\nS\t%d\t0\tF\nC\t%d\nR\t%d\t%d\t0\n' \
+	"$i" "$i" "$i" $(( (1 << 53) + i )) "$i" "$i"; done; } >"$work/sum.log"
+rc=0; "$TK" dump -j 1 "$work/sum.log" >/dev/null 2>"$work/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "cycle beyond" "$work/err" || { echo "sum limit: exit $rc"; exit 1; }
+same_dump "C deltas past the limit" "$work/sum.log"
+# "C 5" (a space): an unknown command to the reader, a cycle step to the scan
+sed '0~50 s/^C\t/C /' "$work/inflight.log" >"$work/space.log"
+grep -q '^C [0-9]' "$work/space.log" || { echo "no C with a space"; exit 1; }
+for chunk in 3000 20000; do
+	export TK_KANATA_CHUNK=$chunk
+	same_dump "C with a space ($chunk)" "$work/space.log"
+done
 echo "kanata seams: ok"

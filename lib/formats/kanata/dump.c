@@ -247,15 +247,17 @@ static int merge_job(void *ctx, size_t i)
 			D->out->err = k->text.err;
 			D->out->errnum = k->text.errnum;
 		}
-		pthread_mutex_lock(&D->lock);
-		if (D->nspare < SPARES && k->text.data && !k->text.err) {
-			D->spare[D->nspare++] = k->text;
-			k->text = (struct tk_buf){ 0 };
-		}
-		pthread_mutex_unlock(&D->lock);
 	} else {
 		tk_buf_put_large(D->out, k->text.data, k->text.len);
+		k->text.len = 0;
 	}
+	/* the buffer for a later chunk: not given back and faulted in again */
+	pthread_mutex_lock(&D->lock);
+	if (D->nspare < SPARES && k->text.data && !k->text.err) {
+		D->spare[D->nspare++] = k->text;
+		k->text = (struct tk_buf){ 0 };
+	}
+	pthread_mutex_unlock(&D->lock);
 	for (size_t j = 0; j < k->nkept && D->o->diag; j++) {
 		struct tk_kanata_diag d = k->kept[j].d;
 		d.msg = k->msgs.data + k->kept[j].msg;

@@ -89,6 +89,9 @@ for chunk in "" 4096; do
 	# after part, the next joined on a thread of its own
 	check "btrace-profile$chunk" profile lj.tkbt
 	check "btrace-perfetto$chunk" convert --to perfetto -o /dev/stdout lj.tkbt
+	# dump: chunks cut at PSBs walked at once, their text and errors merged in order
+	check "raw-dump$chunk" dump lj.pt
+	check "btrace-dump$chunk" dump lj.tkbt
 done
 TK_IPT_CHUNK=4096 check hostile decode --no-disasm --raw loop.bin:0x1000 hostile.pt
 for f in fdr-v3 fdr-v4; do
@@ -108,6 +111,7 @@ for chunk in 4096 8192 16384 65536; do
 	TK_KANATA_CHUNK=$chunk check "kanata$chunk" stats k.log
 	TK_KANATA_CHUNK=$chunk check "kanata-chrome$chunk" convert --to chrome -o /dev/stdout k.log
 	TK_KANATA_CHUNK=$chunk check "kanata-info$chunk" info k.log
+	TK_KANATA_CHUNK=$chunk check "kanata-dump$chunk" dump k.log
 done
 check "kanata-report" report -o /dev/stdout k.log
 # xtrace: chunks between snapshots on the pool (dump's parts, the timeline's held events)

@@ -244,6 +244,10 @@ struct tk_ipt_dump_opts {
 	/* advanced by the bytes dumped as it goes, from where it is (streams dumped one
 	 * after another add up; NULL: none) */
 	struct tk_progress *progress;
+	/* threads: a stream of two chunks or more (cut at PSBs) is dumped in chunks at once,
+	 * the same text (not with lastip: its IP goes on across PSBs) */
+	unsigned nthreads;
+	size_t chunk_bytes;   /* 0: 256 KiB */
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

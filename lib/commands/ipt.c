@@ -103,6 +103,7 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 	struct tk_ipt_dump_opts d = {
 		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
 		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
+		.nthreads = tk_cmd_jobs(c), .chunk_bytes = tk_cmd_flow_opts(c, NULL).chunk_bytes,
 	};
 
 	return tk_ipt_dump(pt, n, &d, out, gaps);

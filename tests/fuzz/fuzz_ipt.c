@@ -1,11 +1,22 @@
 /* Fuzz the Intel PT packet layer: decoder with resync, scan, dump with last-IP, PSB
- * search both ways and the split. Any crash, leak or UB is a bug. */
+ * search both ways and the split. Any crash, leak or UB is a bug, and so is a dump in
+ * chunks at once (-j N, chunks of 32 to 287 bytes) that differs from the dump in order:
+ * its text, its errors and its gaps. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tracekit/ipt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* errors in order, as a running hash of (offset, code, bytes skipped) */
+static int count_error(void *ctx, uint64_t offset, int err, uint64_t skipped)
+{
+	uint64_t *h = ctx;
+	*h = (*h ^ offset ^ ((uint64_t)(unsigned)err << 40) ^ (skipped << 20)) * 0x100000001b3ull;
+	return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -18,6 +29,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tk_gap_stats gaps = { 0 };
 	tk_ipt_dump(data, size, &o, &b, &gaps);
 	tk_buf_free(&b);
+
+	struct tk_buf one, two;
+	struct tk_gap_stats g1 = { 0 }, g2 = { 0 };
+	uint64_t e1 = 0, e2 = 0;
+	tk_buf_init(&one, -1, 0);
+	tk_buf_init(&two, -1, 0);
+	o = (struct tk_ipt_dump_opts){ .sz = sizeof o, .on_error = count_error, .ctx = &e1,
+				       .no_offset = size && (data[0] & 1) };
+	int r1 = tk_ipt_dump(data, size, &o, &one, &g1);
+	o.nthreads = 2;
+	o.chunk_bytes = 32 + (size > 1 ? data[1] : 0);
+	o.ctx = &e2;
+	int r2 = tk_ipt_dump(data, size, &o, &two, &g2);
+	if (r1 != r2 || one.len != two.len || memcmp(one.data, two.data, one.len) || e1 != e2 ||
+	    memcmp(&g1, &g2, sizeof g1))
+		abort();   /* -j N dumped otherwise than -j 1 */
+	tk_buf_free(&one);
+	tk_buf_free(&two);
 
 	int err;
 	struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(data, size, NULL, &err);

@@ -391,6 +391,225 @@ static int writer_open(struct tk_buf *out, struct tk_writer **w)
 	return *w ? 0 : -1;
 }
 
+/* ---- chunks at once (-j N) ------------------------------------------------------------- */
+/* A chunk starts at a PSB and its walk goes on until it reaches the start of a later chunk
+ * at a packet boundary: from there the walk in order would do what that chunk's walk does
+ * (a PSB decodes the same whatever came before, and clears the block state; lastip is not
+ * dumped in parallel, its IP goes on across PSBs). A chunk that the walk before it went
+ * past (a packet over the seam, or a resync beyond it) is not used. */
+#define DUMP_CHUNK ((size_t)256 << 10)   /* ~4 MB of text; a few held */
+#define PAR_SPARES 4
+
+struct perr {
+	uint64_t at, skipped;
+	int err;
+};
+
+struct pchunk {
+	struct tk_buf text;
+	struct perr *errs;
+	size_t nerrs, cap_errs;
+	struct tk_gap_stats gaps;
+	size_t end;                 /* the chunk its walk stopped at (nchunks: the end) */
+	uint64_t end_off;
+};
+
+struct pdump {
+	const uint8_t *buf;
+	size_t len, chunk;
+	const struct tk_ipt_dump_opts *o;
+	struct tk_progress *prog;
+	uint64_t base;
+	uint64_t *offs;
+	size_t n;
+	struct pchunk *ch;
+	size_t next;                /* the next chunk the merge uses */
+	struct tk_gap_stats *gaps;  /* NULL: not kept */
+	struct tk_buf *out;
+	struct tk_writer *w;
+	pthread_mutex_t lock;       /* of the spare text buffers */
+	struct tk_buf spare[PAR_SPARES];
+	unsigned nspare;
+};
+
+static int perr_add(struct pchunk *c, uint64_t at, int err, uint64_t skipped)
+{
+	if (c->nerrs == c->cap_errs) {
+		size_t cap = c->cap_errs ? 2 * c->cap_errs : 8;
+		struct perr *p = realloc(c->errs, cap * sizeof *p);
+		if (!p)
+			return -TK_E_NOMEM;
+		c->errs = p;
+		c->cap_errs = cap;
+	}
+	c->errs[c->nerrs++] = (struct perr){ at, skipped, err };
+	return 0;
+}
+
+static int pchunk_walk(void *ctx, size_t i)
+{
+	struct pdump *D = ctx;
+	struct pchunk *c = &D->ch[i];
+	const struct tk_ipt_dump_opts *o = D->o;
+	struct tk_buf *t = &c->text;
+	int err = 0, rc = 0;
+	size_t next = i + 1;
+
+	pthread_mutex_lock(&D->lock);
+	if (D->nspare)
+		*t = D->spare[--D->nspare];
+	pthread_mutex_unlock(&D->lock);
+	if (!t->data && tk_buf_init(t, -1, o->quiet ? 256 : 16 * D->chunk) < 0)
+		return -TK_E_NOMEM;
+	struct tk_ipt_pkt_decoder *dec = tk_ipt_pkt_decoder_new(D->buf, D->len, NULL, &err);
+	struct tk_ipt_packet *pk = malloc(BATCH * sizeof *pk);
+	if (!dec || !pk) {
+		tk_ipt_pkt_decoder_free(dec);
+		free(pk);
+		return dec ? -TK_E_NOMEM : err;
+	}
+	tk_ipt_pkt_sync_set(dec, D->offs[i]);
+	c->end = D->n;
+	for (int more = 1; more && rc >= 0;) {
+		int k = tk_ipt_pkt_next_batch(dec, pk, BATCH, &err);
+		for (int j = 0; j < k; j++) {
+			while (next < D->n && D->offs[next] < pk[j].offset)
+				next++;     /* gone past that seam */
+			if (next < D->n && D->offs[next] == pk[j].offset) {
+				c->end = next;
+				more = 0;
+				break;
+			}
+			if (o->quiet)
+				continue;
+			if (tk_buf_reserve(t, 192) < 0)
+				break;
+			char *p = format_line(t->data + t->len, &pk[j], !o->no_offset, NULL);
+			*p++ = '\n';
+			t->len = (size_t)(p - t->data);
+		}
+		if (t->err)
+			rc = t->err;
+		if (!more || err == 0 || rc < 0)
+			continue;
+		if (err == -TK_E_EOF)
+			break;
+		uint64_t at, skipped;
+		more = tk_ipt_pkt_resync(dec, D->len, &at, &skipped);
+		tk_gap_stats_add(&c->gaps, at, skipped);
+		rc = perr_add(c, at, err, skipped);
+		if (!o->quiet) {
+			tk_buf_putc(t, '[');
+			tk_buf_hex(t, at, 0);
+			tk_buf_puts(t, ": error decoding packet: ");
+			tk_buf_puts(t, err_text(err));
+			tk_buf_puts(t, "]\n");
+		}
+	}
+	tk_ipt_pkt_decoder_free(dec);
+	free(pk);
+	c->end_off = c->end < D->n ? D->offs[c->end] : D->len;
+	return rc < 0 ? rc : t->err;
+}
+
+/* Chunk I to the output, in order, if the walk before it stopped at its start. */
+static int pchunk_merge(void *ctx, size_t i)
+{
+	struct pdump *D = ctx;
+	struct pchunk *c = &D->ch[i];
+	int rc = 0;
+
+	if (i == D->next) {
+		if (D->w && tk_writer_submit(D->w, &c->text) < 0 && !D->out->err) {
+			D->out->err = c->text.err;   /* (c->text: the writer's last buffer) */
+			D->out->errnum = c->text.errnum;
+		} else if (!D->w) {
+			tk_buf_put_large(D->out, c->text.data, c->text.len);
+		}
+		for (size_t k = 0; k < c->nerrs && rc >= 0; k++)
+			if (D->o->on_error)
+				rc = D->o->on_error(D->o->ctx, c->errs[k].at, c->errs[k].err,
+						    c->errs[k].skipped);
+		if (D->gaps)
+			tk_gap_stats_merge(D->gaps, &c->gaps);
+		D->next = c->end;
+		if (D->prog)
+			tk_progress_set(D->prog, D->base + c->end_off);
+	}
+	free(c->errs);
+	c->errs = NULL;
+	c->nerrs = c->cap_errs = 0;
+	/* the text buffer for a later chunk: not given back and faulted in again */
+	pthread_mutex_lock(&D->lock);
+	if (D->nspare < PAR_SPARES && c->text.data && !c->text.err) {
+		c->text.len = 0;
+		D->spare[D->nspare++] = c->text;
+		c->text = (struct tk_buf){ 0 };
+	}
+	pthread_mutex_unlock(&D->lock);
+	return rc < 0 ? rc : D->out->err;
+}
+
+/* BUF dumped in chunks at once; *DONE 0: fewer than two chunks, nothing done. */
+static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
+			 const struct tk_ipt_dump_opts *o, struct tk_progress *prog,
+			 struct tk_buf *out, struct tk_gap_stats *gaps, int *done)
+{
+	struct pdump D = { .buf = buf, .len = len, .chunk = chunk, .o = o, .prog = prog,
+			   .gaps = gaps, .out = out, .base = prog ? prog->done : 0 };
+	int64_t n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	int rc = 0;
+
+	*done = 0;
+	if (n < 2)
+		return 0;
+	*done = 1;
+	D.n = (size_t)n;
+	D.offs = malloc(D.n * sizeof *D.offs);
+	D.ch = calloc(D.n, sizeof *D.ch);
+	if (!D.offs || !D.ch) {
+		free(D.offs);
+		free(D.ch);
+		return -TK_E_NOMEM;
+	}
+	tk_ipt_split(buf, len, chunk, D.offs, D.n);
+	if (D.offs[0]) {   /* before the first PSB: as the walk in order says it */
+		if (gaps)
+			tk_gap_stats_add(gaps, 0, D.offs[0]);
+		if (o->on_error)
+			rc = o->on_error(o->ctx, 0, -TK_E_NOSYNC, D.offs[0]);
+	}
+	pthread_mutex_init(&D.lock, NULL);
+	if (rc >= 0 && !o->quiet && writer_open(out, &D.w) == 0 && tk_writer_submit(D.w, out) < 0)
+		rc = out->err;
+	if (rc >= 0) {
+		struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->nthreads };
+		rc = tk_pool_run(&po, D.n, pchunk_walk, pchunk_merge, &D);
+	}
+	if (D.w) {
+		int werr = tk_writer_stop(D.w);
+		if (werr < 0 && !out->err) {
+			out->err = werr;
+			out->errnum = errno;
+		}
+	}
+	for (size_t i = 0; i < D.n; i++) {
+		if (D.ch[i].text.data)
+			tk_buf_free(&D.ch[i].text);
+		free(D.ch[i].errs);
+	}
+	while (D.nspare)
+		tk_buf_free(&D.spare[--D.nspare]);
+	pthread_mutex_destroy(&D.lock);
+	free(D.ch);
+	free(D.offs);
+	if (prog)
+		prog->done = D.base + len;
+	if (rc >= 0 && out->err)
+		rc = out->err;
+	return rc < 0 ? rc : 0;
+}
+
 int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o,
 		struct tk_buf *out, struct tk_gap_stats *gaps)
 {
@@ -401,6 +620,19 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 
 	if (!o)
 		o = &def;
+	struct tk_progress *prog = o->sz >= offsetof(struct tk_ipt_dump_opts, progress) +
+		sizeof o->progress ? o->progress : NULL;
+	unsigned nthreads = o->sz >= offsetof(struct tk_ipt_dump_opts, nthreads) +
+		sizeof o->nthreads ? o->nthreads : 1;
+	size_t chunk = o->sz >= offsetof(struct tk_ipt_dump_opts, chunk_bytes) +
+		sizeof o->chunk_bytes && o->chunk_bytes ? o->chunk_bytes : DUMP_CHUNK;
+	if (nthreads > 1 && !o->lastip && len >= 2 * chunk) {
+		int done;
+		pthread_once(&names_once, init_names);
+		r = dump_parallel(buf, len, chunk, o, prog, out, gaps, &done);
+		if (done)
+			return r;
+	}
 	struct walk w = { buf, len, NULL, gaps, o->on_error, o->ctx };
 	w.dec = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
 	if (!w.dec)
@@ -413,8 +645,6 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
 	int show_off = !o->no_offset;
-	struct tk_progress *prog = o->sz >= offsetof(struct tk_ipt_dump_opts, progress) +
-		sizeof o->progress ? o->progress : NULL;
 	uint64_t base = prog ? prog->done : 0;
 	struct tk_writer *wr = NULL;
 	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;

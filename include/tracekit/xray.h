@@ -217,6 +217,18 @@ TK_API long tk_xray_dump_progress(const uint8_t *data, size_t len, int no_offset
 				  int release_input, struct tk_buf *out, struct tk_gap_stats *gaps,
 				  struct tk_progress *progress);
 
+struct tk_xray_dump_opts {
+	size_t sz;
+	int no_offset, release_input;
+	struct tk_progress *progress;   /* set to the bytes dumped as it goes (NULL: none) */
+	/* threads: the log is dumped in chunks of whole buffers (FDR version 2 on) or records
+	 * (basic mode) at once, the same text and messages; version 1 reads in order */
+	unsigned nthreads;
+	size_t chunk_bytes;             /* 0: 1 MiB */
+};
+TK_API long tk_xray_dump_with(const uint8_t *data, size_t len, const struct tk_xray_dump_opts *o,
+			      struct tk_buf *out, struct tk_gap_stats *gaps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* LLVM XRay logs in the commands: info, dump, convert (llvm-xray's YAML, timelines). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -135,8 +136,13 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	tk_cmd_log_file(c, file);
 	struct tk_progress prog;
 	tk_cmd_progress_init(c, &prog, file, len);
-	long bad = tk_xray_dump_progress(data, len, c->o->no_offset, release_ok(file, in), &out,
-					 &gaps, &prog);
+	/* (TK_XRAY_CHUNK: the chunks' size in bytes, for tests of the seams) */
+	const char *chunk = getenv("TK_XRAY_CHUNK");
+	struct tk_xray_dump_opts o = { .sz = sizeof o, .no_offset = c->o->no_offset,
+				       .release_input = release_ok(file, in), .progress = &prog,
+				       .nthreads = tk_cmd_jobs(c),
+				       .chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0 };
+	long bad = tk_xray_dump_with(data, len, &o, &out, &gaps);
 	tk_progress_finish(&prog);
 	tk_cmd_log_file(c, NULL);
 	rc = c->out_close(&out);

@@ -1,6 +1,7 @@
 /* Fuzz target for the XRay reader: header, record cursor (dump), index, parallel decode,
  * the chunk decoder and the TSC-sorted walk (YAML) must survive any input; the chunk
- * decoder must give the same events as the parallel decoder. */
+ * decoder must give the same events as the parallel decoder, and the dump in chunks at
+ * once (-j N, chunks of 16 to 271 bytes) the same text, messages and damage as in order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,37 @@ static int chunk_merge(void *ctx, size_t chunk, void *consumer)
 	return 0;
 }
 
+/* the log's messages in order, as a running hash */
+static void hash_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	uint64_t *h = ctx;
+	for (*h ^= (uint64_t)level; *msg; msg++)
+		*h = (*h ^ (unsigned char)*msg) * 0x100000001b3ull;
+}
+
+static void dump_both(const uint8_t *data, size_t size)
+{
+	struct tk_buf one, two;
+	struct tk_gap_stats g1 = { 0 }, g2 = { 0 };
+	uint64_t h1 = 0, h2 = 0;
+	struct tk_xray_dump_opts o = { .sz = sizeof o, .no_offset = size && (data[0] & 1) };
+
+	if (tk_buf_init(&one, -1, 1 << 16) < 0 || tk_buf_init(&two, -1, 1 << 16) < 0)
+		abort();
+	tk_set_log(hash_log, &h1);
+	long b1 = tk_xray_dump_with(data, size, &o, &one, &g1);
+	o.nthreads = 2;
+	o.chunk_bytes = 16 + (size > 1 ? data[1] : 0);
+	tk_set_log(hash_log, &h2);
+	long b2 = tk_xray_dump_with(data, size, &o, &two, &g2);
+	tk_set_log(NULL, NULL);
+	if (b1 != b2 || one.len != two.len || memcmp(one.data, two.data, one.len) || h1 != h2 ||
+	    memcmp(&g1, &g2, sizeof g1))
+		abort();   /* -j N dumped otherwise than -j 1 */
+	tk_buf_free(&one);
+	tk_buf_free(&two);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tk_buf out;
@@ -69,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memset(&gaps, 0, sizeof gaps);
 		tk_xray_dump(copy, size, 0, 0, &out, &gaps);
 		out.len = 0;
+		dump_both(copy, size);
 		for (unsigned nt = 1; nt <= 2; nt++) {
 			struct tk_xray_opts o = { .sz = sizeof o, .nthreads = nt };
 			struct tk_xray *x = tk_xray_open(copy, size, &o, &err);

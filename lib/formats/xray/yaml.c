@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "formats/xray/internal.h"
+#include "tracekit/internal/util.h"
 
 /* ---- YAML scalar quoting (the rules of LLVM's needsQuotes) -------------------------------- */
 
@@ -432,29 +433,94 @@ static void dump_record(struct tk_buf *b, const struct tk_xray_header *h,
 	}
 }
 
-long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
-		  struct tk_buf *out, struct tk_gap_stats *gaps)
+/* Where a walk's records go: text into OUT, damage into GAPS and BAD, and its messages
+ * logged at once or (KEEP: a chunk's, for the merge) kept in order. */
+enum { NOTE_SKIPPED, NOTE_PLAIN, NOTE_MISSING };
+struct xd_note {
+	uint64_t off, skipped;
+	const char *msg;          /* the cursor's, a literal */
+	int kind;
+};
+
+struct xd {
+	struct tk_buf *out;
+	struct tk_gap_stats *gaps;
+	long bad;
+	int no_offset, keep, err;
+	struct xd_note *notes;
+	size_t nnotes, cap;
+};
+
+static void note_log(const struct xd_note *m)
 {
-	return tk_xray_dump_progress(data, len, no_offset, release_input, out, gaps, NULL);
+	if (m->kind == NOTE_SKIPPED)
+		tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes", (unsigned long long)m->off,
+		       m->msg, (unsigned long long)m->skipped);
+	else if (m->kind == NOTE_MISSING)
+		tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu bytes missing)", (unsigned long long)m->off,
+		       m->msg, (unsigned long long)m->skipped);
+	else
+		tk_log(TK_LOG_WARN, "offset 0x%llx: %s", (unsigned long long)m->off, m->msg);
 }
 
-long tk_xray_dump_progress(const uint8_t *data, size_t len, int no_offset, int release_input,
-			   struct tk_buf *out, struct tk_gap_stats *gaps,
-			   struct tk_progress *progress)
+static void note(struct xd *d, int kind, uint64_t off, const char *msg, uint64_t skipped)
 {
-	size_t released = 0;
-	uint64_t n = 0;
-	long page = sysconf(_SC_PAGESIZE);
-	struct tk_xray_cursor c;
-	struct tk_xray_record r;
-	const char *msg;
-	uint64_t skipped;
-	long bad = 0;
-	int rc;
+	struct xd_note m = { off, skipped, msg, kind };
 
-	if ((rc = tk_xray_cursor_init(&c, data, len)) < 0)
-		return rc;
-	const struct tk_xray_header *h = &c.h;
+	if (!d->keep) {
+		note_log(&m);
+		return;
+	}
+	if (d->nnotes == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 16;
+		struct xd_note *p = realloc(d->notes, cap * sizeof *p);
+		if (!p) {
+			d->err = -TK_E_NOMEM;
+			return;
+		}
+		d->notes = p;
+		d->cap = cap;
+	}
+	d->notes[d->nnotes++] = m;
+}
+
+/* One step of the cursor (RC, R, MSG, SKIPPED: what tk_xray_next gave) into D. */
+static void dump_step(struct xd *d, const struct tk_xray_header *h, int rc,
+		      const struct tk_xray_record *r, const char *msg, uint64_t skipped)
+{
+	struct tk_buf *out = d->out;
+
+	if (!d->no_offset) {
+		tk_buf_puts(out, "0x");
+		tk_buf_hex(out, r->offset, 8);
+		tk_buf_puts(out, "  ");
+	}
+	if (rc < 0) {
+		d->bad++;
+		tk_buf_puts(out, "<Error: ");
+		tk_buf_puts(out, msg);
+		tk_buf_puts(out, "; skipped ");
+		tk_buf_u64(out, skipped);
+		tk_buf_puts(out, " bytes>\n");
+		note(d, NOTE_SKIPPED, r->offset, msg, skipped);
+		if (d->gaps)
+			tk_gap_stats_add(d->gaps, r->offset, skipped);
+		return;
+	}
+	dump_record(out, h, r);
+	tk_buf_putc(out, '\n');
+	if (msg && !strcmp(msg, XR_MSG_TYPED_SHORT)) {
+		note(d, NOTE_PLAIN, r->offset, msg, 0);
+	} else if (msg) {
+		d->bad++;
+		note(d, skipped ? NOTE_MISSING : NOTE_PLAIN, r->offset, msg, skipped);
+		if (d->gaps)
+			tk_gap_stats_add(d->gaps, r->offset, skipped);
+	}
+}
+
+static void dump_header(struct tk_buf *out, const struct tk_xray_header *h)
+{
 	tk_buf_puts(out, "<Header: version = ");
 	tk_buf_u64(out, h->version);
 	tk_buf_puts(out, h->type == TK_XRAY_FDR ? ", type = 1 (FDR)" : ", type = 0 (basic)");
@@ -469,51 +535,232 @@ long tk_xray_dump_progress(const uint8_t *data, size_t len, int no_offset, int r
 		tk_buf_u64(out, h->v1_buffer_size);
 	}
 	tk_buf_puts(out, h->big_endian ? ", big-endian>\n" : ">\n");
+}
+
+/* A read-only file mapping: the pages of DATA[FROM, TO) can go. */
+static void release(const uint8_t *data, size_t from, size_t to)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)data + from + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+	uintptr_t e = ((uintptr_t)data + to) & ~((uintptr_t)page - 1);
+
+	if (e > a)
+		madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
+/* ---- chunks at once (-j N) ------------------------------------------------------------- */
+/* Chunks start at buffers (FDR version 2 on: each opens with its extents) or at records
+ * (basic mode: 32 bytes each, no state), about CHUNK bytes apart. A chunk's walk goes on
+ * until the cursor stands at a later chunk's start outside any buffer: from there the walk
+ * in order would do what that chunk's does. A chunk the walk before it went past (a
+ * buffer whose extents reach beyond the next start) is not used. Version 1's fixed-size
+ * buffers keep state across their ends: it is read in order. */
+#define XD_CHUNK ((size_t)1 << 20)
+
+struct xchunk {
+	struct xd d;
+	struct tk_buf text;
+	struct tk_gap_stats gaps;
+	size_t end;                 /* the chunk its walk stopped at (nch: the end) */
+	size_t end_off;
+};
+
+struct xdump {
+	const uint8_t *data;
+	size_t len;
+	struct tk_xray_cursor c0;   /* at the first record */
+	size_t *starts, nch;
+	struct xchunk *ch;
+	size_t next;                /* the next chunk the merge uses */
+	int no_offset, release_input;
+	struct tk_buf *out;
+	struct tk_gap_stats *gaps;
+	struct tk_progress *progress;
+	long bad;
+};
+
+/* A cursor at a chunk's start stands where the walk in order would, fresh. */
+static int at_start(const struct tk_xray_cursor *c, size_t start)
+{
+	return c->off == start && (c->h.type == TK_XRAY_BASIC || !c->in_buffer || c->off >= c->buf_end);
+}
+
+static int xchunk_walk(void *ctx, size_t i)
+{
+	struct xdump *X = ctx;
+	struct xchunk *k = &X->ch[i];
+	struct tk_xray_cursor c = X->c0;
+	struct tk_xray_record r;
+	const char *msg;
+	uint64_t skipped;
+	size_t next = i + 1;
+	int rc;
+
+	if (tk_buf_init(&k->text, -1, 8 * (X->starts[next < X->nch ? next : i] - X->starts[i]) +
+			4096) < 0)
+		return -TK_E_NOMEM;
+	k->d = (struct xd){ .out = &k->text, .gaps = &k->gaps, .no_offset = X->no_offset, .keep = 1 };
+	c.off = X->starts[i];
+	c.in_buffer = 0;
+	c.buf_end = 0;
+	k->end = X->nch;
+	for (;;) {
+		while (next < X->nch && X->starts[next] < c.off)
+			next++;     /* gone past that start */
+		if (next < X->nch && at_start(&c, X->starts[next])) {
+			k->end = next;
+			break;
+		}
+		if ((rc = tk_xray_next(&c, &r, &msg, &skipped)) == 0)
+			break;
+		dump_step(&k->d, &c.h, rc, &r, msg, skipped);
+		if (k->text.err || k->d.err)
+			return k->text.err ? k->text.err : k->d.err;
+	}
+	k->end_off = k->end < X->nch ? X->starts[k->end] : X->len;
+	return 0;
+}
+
+static void xchunk_free(struct xchunk *k)
+{
+	if (k->text.data)
+		tk_buf_free(&k->text);
+	free(k->d.notes);
+	k->d.notes = NULL;
+}
+
+static int xchunk_merge(void *ctx, size_t i)
+{
+	struct xdump *X = ctx;
+	struct xchunk *k = &X->ch[i];
+
+	if (i == X->next) {
+		tk_buf_put_large(X->out, k->text.data, k->text.len);
+		for (size_t j = 0; j < k->d.nnotes; j++)
+			note_log(&k->d.notes[j]);
+		if (X->gaps)
+			tk_gap_stats_merge(X->gaps, &k->gaps);
+		X->bad += k->d.bad;
+		X->next = k->end;
+		if (X->release_input)
+			release(X->data, X->starts[i], k->end_off);
+		if (X->progress)
+			tk_progress_set(X->progress, k->end_off);
+	}
+	xchunk_free(k);
+	return X->out->err;
+}
+
+/* The chunks' starts, about CHUNK bytes apart; 0 when there are fewer than two. */
+static size_t xd_plan(struct xdump *X, size_t chunk)
+{
+	const struct tk_xray_header *h = &X->c0.h;
+	size_t first = X->c0.off, cap = X->len / chunk + 2, n = 0;
+
+	if ((h->type == TK_XRAY_FDR && h->version < 2) || !(X->starts = malloc(cap * sizeof *X->starts)))
+		return 0;
+	X->starts[n++] = first;
+	if (h->type == TK_XRAY_BASIC) {
+		size_t step = (chunk + 31) / 32 * 32;
+		for (size_t o = first + step; o < X->len && n < cap; o += step)
+			X->starts[n++] = o;
+		return n;
+	}
+	for (size_t o = first, last = first; o < X->len && n < cap;) {
+		struct xr_extent ex;
+		if (!xr_buffer_start_at(X->data, X->len, o, h))
+			break;      /* damage: the chunk before reads on over it */
+		size_t end = xr_buffer_end(X->data, X->len, o, h, &ex);
+		if (end <= o)
+			break;
+		if (o - last >= chunk) {
+			X->starts[n++] = o;
+			last = o;
+		}
+		o = end;
+	}
+	return n;
+}
+
+static long dump_parallel(const uint8_t *data, size_t len, const struct tk_xray_dump_opts *o,
+			  struct tk_buf *out, struct tk_gap_stats *gaps, int *done)
+{
+	struct xdump X = { .data = data, .len = len, .no_offset = o->no_offset,
+			   .release_input = o->release_input, .out = out, .gaps = gaps,
+			   .progress = o->progress };
+	long rc;
+
+	*done = 0;
+	if ((rc = tk_xray_cursor_init(&X.c0, data, len)) < 0)
+		return rc;
+	if ((X.nch = xd_plan(&X, o->chunk_bytes ? o->chunk_bytes : XD_CHUNK)) < 2) {
+		free(X.starts);
+		return 0;
+	}
+	*done = 1;
+	if (!(X.ch = calloc(X.nch, sizeof *X.ch))) {
+		free(X.starts);
+		return -TK_E_NOMEM;
+	}
+	dump_header(out, &X.c0.h);
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->nthreads };
+	rc = tk_pool_run(&po, X.nch, xchunk_walk, xchunk_merge, &X);
+	for (size_t i = 0; i < X.nch; i++)
+		xchunk_free(&X.ch[i]);
+	free(X.ch);
+	free(X.starts);
+	return rc < 0 ? rc : X.bad;
+}
+
+long tk_xray_dump_with(const uint8_t *data, size_t len, const struct tk_xray_dump_opts *opts,
+		       struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_xray_dump_opts o = { 0 };
+	struct tk_xray_cursor c;
+	struct tk_xray_record r;
+	const char *msg;
+	uint64_t skipped, n = 0;
+	size_t released = 0;
+	int rc;
+
+	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	if (o.nthreads > 1) {
+		int done;
+		long bad = dump_parallel(data, len, &o, out, gaps, &done);
+		if (done || bad < 0)
+			return bad;
+	}
+	if ((rc = tk_xray_cursor_init(&c, data, len)) < 0)
+		return rc;
+	struct xd d = { .out = out, .gaps = gaps, .no_offset = o.no_offset };
+	dump_header(out, &c.h);
 	while ((rc = tk_xray_next(&c, &r, &msg, &skipped)) != 0) {
-		if (!no_offset) {
-			tk_buf_puts(out, "0x");
-			tk_buf_hex(out, r.offset, 8);
-			tk_buf_puts(out, "  ");
-		}
-		if (rc < 0) {
-			bad++;
-			tk_buf_puts(out, "<Error: ");
-			tk_buf_puts(out, msg);
-			tk_buf_puts(out, "; skipped ");
-			tk_buf_u64(out, skipped);
-			tk_buf_puts(out, " bytes>\n");
-			tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes",
-			       (unsigned long long)r.offset, msg, (unsigned long long)skipped);
-			if (gaps)
-				tk_gap_stats_add(gaps, r.offset, skipped);
-			continue;
-		}
-		dump_record(out, h, &r);
-		tk_buf_putc(out, '\n');
-		if (msg && !strcmp(msg, XR_MSG_TYPED_SHORT)) {
-			tk_log(TK_LOG_WARN, "offset 0x%llx: %s", (unsigned long long)r.offset, msg);
-		} else if (msg) {
-			bad++;
-			if (skipped)
-				tk_log(TK_LOG_WARN, "offset 0x%llx: %s (%llu bytes missing)",
-				       (unsigned long long)r.offset, msg, (unsigned long long)skipped);
-			else
-				tk_log(TK_LOG_WARN, "offset 0x%llx: %s", (unsigned long long)r.offset, msg);
-			if (gaps)
-				tk_gap_stats_add(gaps, r.offset, skipped);
-		}
+		dump_step(&d, &c.h, rc, &r, msg, skipped);
 		if (out->fd >= 0 && out->len > (1u << 20))
 			tk_buf_flush(out);
-		if (progress && !(++n & 4095))   /* (the clock is read at most every 4096 records) */
-			tk_progress_set(progress, c.off);
-		if (release_input && c.off - released >= (8u << 20)) {
-			/* a read-only file mapping: the pages behind us can go */
-			uintptr_t a = ((uintptr_t)data + released + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-			uintptr_t e = ((uintptr_t)data + c.off) & ~((uintptr_t)page - 1);
-			if (e > a)
-				madvise((void *)a, e - a, MADV_DONTNEED);
+		if (o.progress && !(++n & 4095))   /* (the clock is read at most every 4096 records) */
+			tk_progress_set(o.progress, c.off);
+		if (o.release_input && c.off - released >= (8u << 20)) {
+			release(data, released, c.off);
 			released = c.off;
 		}
 	}
-	return bad;
+	return d.bad;
+}
+
+long tk_xray_dump(const uint8_t *data, size_t len, int no_offset, int release_input,
+		  struct tk_buf *out, struct tk_gap_stats *gaps)
+{
+	struct tk_xray_dump_opts o = { .sz = sizeof o, .no_offset = no_offset,
+				       .release_input = release_input };
+	return tk_xray_dump_with(data, len, &o, out, gaps);
+}
+
+long tk_xray_dump_progress(const uint8_t *data, size_t len, int no_offset, int release_input,
+			   struct tk_buf *out, struct tk_gap_stats *gaps,
+			   struct tk_progress *progress)
+{
+	struct tk_xray_dump_opts o = { .sz = sizeof o, .no_offset = no_offset,
+				       .release_input = release_input, .progress = progress };
+	return tk_xray_dump_with(data, len, &o, out, gaps);
 }

@@ -15,7 +15,8 @@
 # speed-ups at 2, 16 and 64 workers are printed beside the measured one. A run without a
 # pool (Kanata's timeline: a relay of threads, each a stage) has no model.
 # Optional cases (not run by default): kanata-check (check of the Kanata log: the same
-# parallel parse as stats), kanata-dump (dump of it into /dev/null: chunks printed at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
+# parallel parse as stats), kanata-dump, xray-dump, ipt-dump (dump of the Kanata log, the
+# XRay log and the walk into /dev/null: chunks printed at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
@@ -195,6 +196,8 @@ for c in $CASES; do
 	xray-tl) make_xray; row xray-tl "$TK" convert --to perfetto -j @J -o /dev/null fdr.xray ;;
 	kanata-check) make_kanata; row kanata-check "$TK" check -j @J -o /dev/null inflight.log ;;
 	kanata-dump) make_kanata; row kanata-dump "$TK" dump -j @J -o /dev/null inflight.log ;;
+	xray-dump) make_xray; row xray-dump "$TK" dump -j @J -o /dev/null fdr.xray ;;
+	ipt-dump) make_ipt; row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	ipt-prof) make_ipt; ROW_PT=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;

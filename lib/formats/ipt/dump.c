@@ -399,6 +399,7 @@ static int writer_open(struct tk_buf *out, struct tk_writer **w)
  * past (a packet over the seam, or a resync beyond it) is not used. */
 #define DUMP_CHUNK ((size_t)256 << 10)   /* ~4 MB of text; a few held */
 #define PAR_SPARES 4
+#define PSB_GAP_MAX ((size_t)4 << 20)    /* PSBs further apart: the stream in order */
 
 struct perr {
 	uint64_t at, skipped;
@@ -563,7 +564,6 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 	*done = 0;
 	if (n < 2)
 		return 0;
-	*done = 1;
 	D.n = (size_t)n;
 	D.offs = malloc(D.n * sizeof *D.offs);
 	D.ch = calloc(D.n, sizeof *D.ch);
@@ -573,6 +573,15 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 		return -TK_E_NOMEM;
 	}
 	tk_ipt_split(buf, len, chunk, D.offs, D.n);
+	/* a chunk's text waits in memory for its turn: PSBs far apart are dumped in order,
+	 * which writes as it goes */
+	for (size_t i = 0; i < D.n; i++)
+		if ((i + 1 < D.n ? D.offs[i + 1] : len) - D.offs[i] > PSB_GAP_MAX) {
+			free(D.offs);
+			free(D.ch);
+			return 0;
+		}
+	*done = 1;
 	if (D.offs[0]) {   /* before the first PSB: as the walk in order says it */
 		if (gaps)
 			tk_gap_stats_add(gaps, 0, D.offs[0]);

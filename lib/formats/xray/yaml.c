@@ -556,6 +556,7 @@ static void release(const uint8_t *data, size_t from, size_t to)
  * buffer whose extents reach beyond the next start) is not used. Version 1's fixed-size
  * buffers keep state across their ends: it is read in order. */
 #define XD_CHUNK ((size_t)1 << 20)
+#define XD_BIG ((size_t)8 << 20)    /* a buffer longer than this: the log in order */
 
 struct xchunk {
 	struct xd d;
@@ -668,11 +669,17 @@ static size_t xd_plan(struct xdump *X, size_t chunk)
 	}
 	for (size_t o = first, last = first; o < X->len && n < cap;) {
 		struct xr_extent ex;
-		if (!xr_buffer_start_at(X->data, X->len, o, h))
-			break;      /* damage: the chunk before reads on over it */
+		if (!xr_buffer_start_at(X->data, X->len, o, h)) {
+			/* damage: on at the next buffer (whatever the walk does there, a chunk
+			 * starts only where it lands) */
+			o = xr_find_buffer(X->data, X->len, o + 1, h);
+			continue;
+		}
 		size_t end = xr_buffer_end(X->data, X->len, o, h, &ex);
 		if (end <= o)
 			break;
+		if (end - o > XD_BIG)
+			return 0;   /* a chunk's text waits for its turn: huge buffers in order */
 		if (o - last >= chunk) {
 			X->starts[n++] = o;
 			last = o;

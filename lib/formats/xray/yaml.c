@@ -1,6 +1,7 @@
 /* The llvm-xray YAML trace (what `llvm-xray convert --output-format=yaml` prints), and the
  * record dump (what `llvm-xray fdr-dump` prints, with file offsets). Field order, key
  * spelling, omitted defaults and scalar quoting follow LLVM's YAML writer. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -578,6 +579,9 @@ struct xdump {
 	struct tk_gap_stats *gaps;
 	struct tk_progress *progress;
 	long bad;
+	pthread_mutex_t lock;       /* of the spare text buffers */
+	struct tk_buf spare[4];
+	unsigned nspare;
 };
 
 /* A cursor at a chunk's start stands where the walk in order would, fresh. */
@@ -597,7 +601,12 @@ static int xchunk_walk(void *ctx, size_t i)
 	size_t next = i + 1;
 	int rc;
 
-	if (tk_buf_init(&k->text, -1, 8 * (X->starts[next < X->nch ? next : i] - X->starts[i]) +
+	pthread_mutex_lock(&X->lock);
+	if (X->nspare)
+		k->text = X->spare[--X->nspare];
+	pthread_mutex_unlock(&X->lock);
+	if (!k->text.data &&
+	    tk_buf_init(&k->text, -1, 8 * (X->starts[next < X->nch ? next : i] - X->starts[i]) +
 			4096) < 0)
 		return -TK_E_NOMEM;
 	k->d = (struct xd){ .out = &k->text, .gaps = &k->gaps, .no_offset = X->no_offset, .keep = 1 };
@@ -648,6 +657,14 @@ static int xchunk_merge(void *ctx, size_t i)
 		if (X->progress)
 			tk_progress_set(X->progress, k->end_off);
 	}
+	/* the text buffer for a later chunk: not given back and faulted in again */
+	pthread_mutex_lock(&X->lock);
+	if (X->nspare < sizeof X->spare / sizeof X->spare[0] && k->text.data && !k->text.err) {
+		k->text.len = 0;
+		X->spare[X->nspare++] = k->text;
+		k->text = (struct tk_buf){ 0 };
+	}
+	pthread_mutex_unlock(&X->lock);
 	xchunk_free(k);
 	return X->out->err;
 }
@@ -710,10 +727,14 @@ static long dump_parallel(const uint8_t *data, size_t len, const struct tk_xray_
 		return -TK_E_NOMEM;
 	}
 	dump_header(out, &X.c0.h);
+	pthread_mutex_init(&X.lock, NULL);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->nthreads };
 	rc = tk_pool_run(&po, X.nch, xchunk_walk, xchunk_merge, &X);
 	for (size_t i = 0; i < X.nch; i++)
 		xchunk_free(&X.ch[i]);
+	while (X.nspare)
+		tk_buf_free(&X.spare[--X.nspare]);
+	pthread_mutex_destroy(&X.lock);
 	free(X.ch);
 	free(X.starts);
 	return rc < 0 ? rc : X.bad;

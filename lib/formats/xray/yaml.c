@@ -314,7 +314,7 @@ static void dump_data(struct tk_buf *b, const uint8_t *p, size_t n)
 	}
 }
 
-static void dump_record(struct tk_buf *b, const struct tk_xray_header *h,
+static inline __attribute__((always_inline)) void dump_record(struct tk_buf *b, const struct tk_xray_header *h,
 			const struct tk_xray_record *r)
 {
 	static const char *const fn_names[] = {
@@ -486,7 +486,8 @@ static void note(struct xd *d, int kind, uint64_t off, const char *msg, uint64_t
 }
 
 /* One step of the cursor (RC, R, MSG, SKIPPED: what tk_xray_next gave) into D. */
-static void dump_step(struct xd *d, const struct tk_xray_header *h, int rc,
+/* (inlined, with dump_record: calls per record cost 5 % of a dump) */
+static inline __attribute__((always_inline)) void dump_step(struct xd *d, const struct tk_xray_header *h, int rc,
 		      const struct tk_xray_record *r, const char *msg, uint64_t skipped)
 {
 	struct tk_buf *out = d->out;

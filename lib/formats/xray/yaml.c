@@ -685,8 +685,12 @@ static size_t xd_plan(struct xdump *X, size_t chunk)
 			X->starts[n++] = o;
 		return n;
 	}
-	for (size_t o = first, last = first; o < X->len && n < cap;) {
+	for (size_t o = first, last = first, released = 0; o < X->len && n < cap;) {
 		struct xr_extent ex;
+		if (X->release_input && o - released >= (8u << 20)) {
+			release(X->data, released, o);   /* (read again by the walks) */
+			released = o;
+		}
 		if (!xr_buffer_start_at(X->data, X->len, o, h)) {
 			/* damage: on at the next buffer (whatever the walk does there, a chunk
 			 * starts only where it lands) */

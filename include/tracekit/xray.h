@@ -225,6 +225,8 @@ struct tk_xray_dump_opts {
 	 * (basic mode) at once, the same text and messages; version 1 reads in order */
 	unsigned nthreads;
 	size_t chunk_bytes;             /* 0: 1 MiB */
+	struct tk_input *input;         /* the file DATA maps: the chunks' plan reads it with
+					   pread (NULL: from DATA) */
 };
 TK_API long tk_xray_dump_with(const uint8_t *data, size_t len, const struct tk_xray_dump_opts *o,
 			      struct tk_buf *out, struct tk_gap_stats *gaps);

@@ -140,7 +140,7 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	const char *chunk = getenv("TK_XRAY_CHUNK");
 	struct tk_xray_dump_opts o = { .sz = sizeof o, .no_offset = c->o->no_offset,
 				       .release_input = release_ok(file, in), .progress = &prog,
-				       .nthreads = tk_cmd_jobs(c),
+				       .nthreads = tk_cmd_jobs(c), .input = in,
 				       .chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0 };
 	long bad = tk_xray_dump_with(data, len, &o, &out, &gaps);
 	tk_progress_finish(&prog);

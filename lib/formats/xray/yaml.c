@@ -571,6 +571,7 @@ struct xchunk {
 struct xdump {
 	const uint8_t *data;
 	size_t len;
+	struct tk_input *in;        /* the file DATA maps (NULL: none) */
 	struct tk_xray_cursor c0;   /* at the first record */
 	size_t *starts, nch;
 	struct xchunk *ch;
@@ -670,6 +671,40 @@ static int xchunk_merge(void *ctx, size_t i)
 	return X->out->err;
 }
 
+/* The 17 bytes at O that tell a buffer start (zeros past the end): read with pread from
+ * the file when there is one, so that planning maps none of it (fault-around would map
+ * the whole log before the first chunk is dumped). */
+static void peek(const struct xdump *X, size_t o, uint8_t q[17])
+{
+	size_t k = X->len - o < 17 ? X->len - o : 17;
+	long got = X->in ? tk_input_pread(X->in, q, k, o) : -1;
+
+	if (got != (long)k)
+		memcpy(q, X->data + o, k);
+	memset(q + k, 0, 17 - k);
+}
+
+/* The end of the buffer at O when its extents are right (the next buffer starts there,
+ * or the log ends); 0 else (damage: the mapping's full checks decide). */
+static size_t plain_buffer_end(const struct xdump *X, size_t o)
+{
+	const struct tk_xray_header *h = &X->c0.h;
+	uint8_t q[17];
+
+	if (X->len - o < 16)
+		return 0;
+	peek(X, o, q);
+	if (!xr_buffer_start_bytes(q, X->len - o, h))
+		return 0;
+	size_t end = o + 16 + (size_t)xr_rd64(q + 1, h->big_endian);
+	if (end == X->len)
+		return end;
+	if (X->len - end < 16)
+		return 0;
+	peek(X, end, q);
+	return xr_buffer_start_bytes(q, X->len - end, h) ? end : 0;
+}
+
 /* The chunks' starts, about CHUNK bytes apart; 0 when there are fewer than two. */
 static size_t xd_plan(struct xdump *X, size_t chunk)
 {
@@ -685,23 +720,23 @@ static size_t xd_plan(struct xdump *X, size_t chunk)
 			X->starts[n++] = o;
 		return n;
 	}
-	for (size_t o = first, last = first, released = 0; o < X->len && n < cap;) {
+	for (size_t o = first, last = first; o < X->len && n < cap;) {
 		struct xr_extent ex;
-		if (X->release_input && o - released >= (8u << 20)) {
-			release(X->data, released, o);   /* (read again by the walks) */
-			released = o;
+		size_t end = plain_buffer_end(X, o);
+		if (!end) {   /* damage: the full checks, on the mapping */
+			if (!xr_buffer_start_at(X->data, X->len, o, h)) {
+				/* on at the next buffer (whatever the walk does there, a chunk
+				 * starts only where it lands) */
+				o = xr_find_buffer(X->data, X->len, o + 1, h);
+				continue;
+			}
+			if ((end = xr_buffer_end(X->data, X->len, o, h, &ex)) <= o)
+				break;
 		}
-		if (!xr_buffer_start_at(X->data, X->len, o, h)) {
-			/* damage: on at the next buffer (whatever the walk does there, a chunk
-			 * starts only where it lands) */
-			o = xr_find_buffer(X->data, X->len, o + 1, h);
-			continue;
-		}
-		size_t end = xr_buffer_end(X->data, X->len, o, h, &ex);
-		if (end <= o)
+		if (end - o > XD_BIG) {
+			n = 0;      /* a chunk's text waits for its turn: huge buffers in order */
 			break;
-		if (end - o > XD_BIG)
-			return 0;   /* a chunk's text waits for its turn: huge buffers in order */
+		}
 		if (o - last >= chunk) {
 			X->starts[n++] = o;
 			last = o;
@@ -714,7 +749,7 @@ static size_t xd_plan(struct xdump *X, size_t chunk)
 static long dump_parallel(const uint8_t *data, size_t len, const struct tk_xray_dump_opts *o,
 			  struct tk_buf *out, struct tk_gap_stats *gaps, int *done)
 {
-	struct xdump X = { .data = data, .len = len, .no_offset = o->no_offset,
+	struct xdump X = { .data = data, .len = len, .in = o->input, .no_offset = o->no_offset,
 			   .release_input = o->release_input, .out = out, .gaps = gaps,
 			   .progress = o->progress };
 	long rc;

@@ -248,6 +248,9 @@ struct tk_ipt_dump_opts {
 	 * the same text (not with lastip: its IP goes on across PSBs) */
 	unsigned nthreads;
 	size_t chunk_bytes;   /* 0: 256 KiB */
+	/* BUF is part of a read-only file mapping: the pages dumped are given back as it
+	 * goes, so resident memory does not grow with the file */
+	int release_read;
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

@@ -99,8 +99,16 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 			   size_t n, struct tk_progress *prog, struct tk_buf *out,
 			   struct tk_gap_stats *gaps)
 {
+	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, prog, out, gaps);
+}
+
+int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const uint8_t *pt,
+			      size_t n, int release_read, struct tk_progress *prog,
+			      struct tk_buf *out, struct tk_gap_stats *gaps)
+{
 	struct err_ctx ec = { c, file };
 	struct tk_ipt_dump_opts d = {
+		.release_read = release_read,
 		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
 		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
 		.nthreads = tk_cmd_jobs(c), .chunk_bytes = tk_cmd_flow_opts(c, NULL).chunk_bytes,
@@ -128,9 +136,17 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	}
 	struct tk_progress prog;   /* over the streams, one after another */
 	session_progress(c, file, &x, &prog);
+	/* streams in the file's mapping (a raw trace; perf.data's AUX buffers read in place):
+	 * their pages are given back as they are dumped */
+	const uint8_t *map;
+	size_t maplen;
+	int mapped = tk_input_map(in, &map, &maplen) == 0 &&
+		     tk_input_is_file_mapping(in, file, maplen);
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
 		tk_perf_session_stream_header(&out, &x, i);
-		rc = tk_cmd_ipt_dump_stream(c, file, x.s[i].data, x.s[i].len, &prog, &out, &gaps);
+		int release = mapped && x.s[i].data >= map && x.s[i].data + x.s[i].len <= map + maplen;
+		rc = tk_cmd_ipt_dump_stream_in(c, file, x.s[i].data, x.s[i].len, release, &prog, &out,
+					       &gaps);
 	}
 	tk_progress_finish(&prog);
 	int st = c->out_close(&out);

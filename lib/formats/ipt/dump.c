@@ -425,6 +425,8 @@ struct pdump {
 	size_t n;
 	struct pchunk *ch;
 	size_t next;                /* the next chunk the merge uses */
+	int release;                /* tk_ipt_dump_opts.release_read */
+	uint64_t released;          /* the pages before this were given back */
 	struct tk_gap_stats *gaps;  /* NULL: not kept */
 	struct tk_buf *out;
 	struct tk_writer *w;
@@ -534,6 +536,11 @@ static int pchunk_merge(void *ctx, size_t i)
 		if (D->gaps)
 			tk_gap_stats_merge(D->gaps, &c->gaps);
 		D->next = c->end;
+		if (D->release && c->end_off - D->released >= ((uint64_t)8 << 20)) {
+			/* (a madvise and TLB flush per 8 MiB, not per chunk) */
+			tk_release_pages(D->buf, D->released, c->end_off);
+			D->released = c->end_off;
+		}
 		if (D->prog)
 			tk_progress_set(D->prog, D->base + c->end_off);
 	}
@@ -551,13 +558,20 @@ static int pchunk_merge(void *ctx, size_t i)
 	return rc < 0 ? rc : D->out->err;
 }
 
+static int release_read(const struct tk_ipt_dump_opts *o)
+{
+	return o->sz >= offsetof(struct tk_ipt_dump_opts, release_read) + sizeof o->release_read &&
+	       o->release_read;
+}
+
 /* BUF dumped in chunks at once; *DONE 0: fewer than two chunks, nothing done. */
 static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 			 const struct tk_ipt_dump_opts *o, struct tk_progress *prog,
 			 struct tk_buf *out, struct tk_gap_stats *gaps, int *done)
 {
 	struct pdump D = { .buf = buf, .len = len, .chunk = chunk, .o = o, .prog = prog,
-			   .gaps = gaps, .out = out, .base = prog ? prog->done : 0 };
+			   .gaps = gaps, .out = out, .base = prog ? prog->done : 0,
+			   .release = release_read(o) };
 	int64_t n = tk_ipt_split(buf, len, chunk, NULL, 0);
 	int rc = 0;
 
@@ -653,7 +667,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	}
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
-	int show_off = !o->no_offset;
+	int show_off = !o->no_offset, release = release_read(o);
+	uint64_t released = 0;
 	uint64_t base = prog ? prog->done : 0;
 	struct tk_writer *wr = NULL;
 	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;
@@ -664,6 +679,10 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		int n = tk_ipt_pkt_next_batch(w.dec, pk, BATCH, &err);
 		if (prog && n > 0)
 			tk_progress_set(prog, base + pk[n - 1].offset);
+		if (release && n > 0 && pk[n - 1].offset - released >= ((uint64_t)8 << 20)) {
+			tk_release_pages(buf, released, pk[n - 1].offset);
+			released = pk[n - 1].offset;
+		}
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
 				if (tk_buf_reserve(out, 192) < 0)

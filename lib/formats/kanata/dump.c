@@ -21,20 +21,13 @@
 #define SUBMIT_AT ((size_t)8 << 20)    /* in order: text handed to the writer */
 #define SPARES 4
 
-struct kept {
-	struct tk_kanata_diag d;
-	size_t msg;                 /* in the chunk's msgs */
-};
-
 struct dchunk {
 	size_t start, len;
 	struct kn_prefix pf;
 	int64_t cycle, delta;       /* at its start */
 	uint64_t line;
 	struct tk_buf text;
-	struct kept *kept;
-	size_t nkept, cap_kept;
-	struct tk_buf msgs;
+	struct kn_diags diags;
 	struct kn_state end;        /* the reader's state after it */
 	int64_t end_delta;
 	uint64_t end_line;
@@ -138,33 +131,15 @@ static void chunk_diag(void *ctx, const struct tk_kanata_diag *d)
 {
 	struct dchunk *k = ctx;
 
-	if (k->err)
-		return;
-	if (k->nkept == k->cap_kept) {
-		size_t cap = k->cap_kept ? 2 * k->cap_kept : 16;
-		struct kept *p = realloc(k->kept, cap * sizeof *p);
-		if (!p) {
-			k->err = -TK_E_NOMEM;
-			return;
-		}
-		k->kept = p;
-		k->cap_kept = cap;
-	}
-	k->kept[k->nkept] = (struct kept){ *d, k->msgs.len };
-	tk_buf_put(&k->msgs, d->msg, strlen(d->msg) + 1);
-	k->nkept++;
-	if (k->msgs.err)
-		k->err = k->msgs.err;
+	if (!k->err && kn_diags_add(&k->diags, d) < 0)
+		k->err = -TK_E_NOMEM;
 }
 
 static void chunk_free(struct dchunk *k)
 {
 	if (k->text.data)
 		tk_buf_free(&k->text);
-	tk_buf_free(&k->msgs);
-	free(k->kept);
-	k->kept = NULL;
-	k->nkept = k->cap_kept = 0;
+	kn_diags_free(&k->diags);
 }
 
 static int scan_job(void *ctx, size_t i)
@@ -195,8 +170,7 @@ static int parse_job(void *ctx, size_t i)
 	if (D->nspare)
 		k->text = D->spare[--D->nspare];
 	pthread_mutex_unlock(&D->lock);
-	if ((!k->text.data && tk_buf_init(&k->text, -1, o->quiet ? 64 : 3 * k->len) < 0) ||
-	    tk_buf_init(&k->msgs, -1, 256) < 0)
+	if (!k->text.data && tk_buf_init(&k->text, -1, o->quiet ? 64 : 3 * k->len) < 0)
 		return -TK_E_NOMEM;
 	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &rc);
 	if (!r || !(buf = malloc(READ_BYTES))) {
@@ -258,9 +232,8 @@ static int merge_job(void *ctx, size_t i)
 		k->text = (struct tk_buf){ 0 };
 	}
 	pthread_mutex_unlock(&D->lock);
-	for (size_t j = 0; j < k->nkept && D->o->diag; j++) {
-		struct tk_kanata_diag d = k->kept[j].d;
-		d.msg = k->msgs.data + k->kept[j].msg;
+	for (size_t j = 0; j < k->diags.n && D->o->diag; j++) {
+		struct tk_kanata_diag d = kn_diags_at(&k->diags, j);
 		D->o->diag(D->o->ctx, &d);
 	}
 	D->written = k->end_line;

@@ -103,6 +103,18 @@ int kn_reader_chunk_save(const struct tk_kanata_reader *r, struct tk_buf *w);
 int kn_reader_chunk_load(struct tk_kanata_reader *r, struct kn_in *b, uint64_t max_ids);
 #define KN_MAX_NAMES 1024
 
+/* Diagnostics kept with their texts, in order (a parallel chunk's, until its merge). */
+struct kn_diags {
+	struct kn_kept { struct tk_kanata_diag d; size_t at; } *v;   /* at: in TEXT */
+	size_t n, cap;
+	char *text;
+	size_t ntext, ctext;
+};
+int kn_diags_add(struct kn_diags *k, const struct tk_kanata_diag *d);
+/* The Ith, its msg in K. */
+struct tk_kanata_diag kn_diags_at(const struct kn_diags *k, size_t i);
+void kn_diags_free(struct kn_diags *k);
+
 /* A chunk's lines and its effect on the cycle, from a scan of its C and C= lines at memory
  * speed (the parse needs each chunk's start): after it, the cycle is end0 (abs_end: the
  * file's first chunk), else max(cycle + add, floor) (floor: has_floor); add is also the sum

@@ -112,6 +112,47 @@ static void diag(struct tk_kanata_reader *r, enum tk_log_level lvl, enum tk_kana
 	r->o.diag(r->o.diag_ctx ? r->o.diag_ctx : r->o.ctx, &d);
 }
 
+int kn_diags_add(struct kn_diags *k, const struct tk_kanata_diag *d)
+{
+	size_t len = strlen(d->msg) + 1;
+	if (k->n == k->cap) {
+		size_t nc = k->cap ? 2 * k->cap : 256;
+		struct kn_kept *nv = realloc(k->v, nc * sizeof *nv);
+		if (!nv)
+			return -TK_E_NOMEM;
+		k->v = nv;
+		k->cap = nc;
+	}
+	if (k->ntext + len > k->ctext) {
+		size_t nc = k->ctext ? 2 * k->ctext : 16384;
+		while (nc < k->ntext + len)
+			nc *= 2;
+		char *nt = realloc(k->text, nc);
+		if (!nt)
+			return -TK_E_NOMEM;
+		k->text = nt;
+		k->ctext = nc;
+	}
+	memcpy(k->text + k->ntext, d->msg, len);
+	k->v[k->n++] = (struct kn_kept){ *d, k->ntext };
+	k->ntext += len;
+	return 0;
+}
+
+struct tk_kanata_diag kn_diags_at(const struct kn_diags *k, size_t i)
+{
+	struct tk_kanata_diag d = k->v[i].d;
+	d.msg = k->text + k->v[i].at;
+	return d;
+}
+
+void kn_diags_free(struct kn_diags *k)
+{
+	free(k->v);
+	free(k->text);
+	*k = (struct kn_diags){ 0 };
+}
+
 struct tk_kanata_reader *tk_kanata_reader_new(const struct tk_kanata_reader_opts *opts, int *err)
 {
 	struct tk_kanata_reader *r = calloc(1, sizeof *r);

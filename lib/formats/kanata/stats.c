@@ -63,43 +63,13 @@ struct kept_diags {
 	/* beyond KEEP_DIAGS: only counted by level (the callback still gets each, textless,
 	 * so that counts of what it was given equal -j 1's), from this line on */
 	uint64_t more[2], more_line;
-	/* or, with opts.keep_diags (check lists them all), kept too: their texts in one block */
-	struct kept_more { struct tk_kanata_diag d; size_t at; } *x;
-	size_t nx, cx;
-	char *text;
-	size_t ntext, ctext;
+	/* or, with opts.keep_diags (check lists them all), kept too */
+	struct kn_diags all;
 };
-
-static int kept_more_add(struct kept_diags *k, const struct tk_kanata_diag *d)
-{
-	size_t len = strlen(d->msg) + 1;
-	if (k->nx == k->cx) {
-		size_t nc = k->cx ? 2 * k->cx : 256;
-		struct kept_more *nx = realloc(k->x, nc * sizeof *nx);
-		if (!nx)
-			return -TK_E_NOMEM;
-		k->x = nx;
-		k->cx = nc;
-	}
-	if (k->ntext + len > k->ctext) {
-		size_t nc = k->ctext ? 2 * k->ctext : 16384;
-		while (nc < k->ntext + len)
-			nc *= 2;
-		char *nt = realloc(k->text, nc);
-		if (!nt)
-			return -TK_E_NOMEM;
-		k->text = nt;
-		k->ctext = nc;
-	}
-	memcpy(k->text + k->ntext, d->msg, len);
-	k->x[k->nx++] = (struct kept_more){ *d, k->ntext };
-	k->ntext += len;
-	return 0;
-}
 
 static size_t kept_count(const struct kept_diags *k)
 {
-	return k->n + k->nx;
+	return k->n + k->all.n;
 }
 
 /* The Ith diagnostic of K (TMP: room for one past the first KEEP_DIAGS). */
@@ -108,16 +78,14 @@ static const struct tk_kanata_diag *kept_at(const struct kept_diags *k, size_t i
 {
 	if (i < k->n)
 		return &k->v[i].d;
-	*tmp = k->x[i - k->n].d;
-	tmp->msg = k->text + k->x[i - k->n].at;
+	*tmp = kn_diags_at(&k->all, i - k->n);
 	return tmp;
 }
 
 static void kept_free(struct kept_diags *k)
 {
 	if (k) {
-		free(k->x);
-		free(k->text);
+		kn_diags_free(&k->all);
 		free(k);
 	}
 }
@@ -446,7 +414,7 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *d)
 	struct stats_ctx *s = ctx;
 	if (s->keep) {
 		if (s->keep->n == KEEP_DIAGS && s->o->keep_diags) {
-			if (kept_more_add(s->keep, d) < 0)
+			if (kn_diags_add(&s->keep->all, d) < 0)
 				s->err = -TK_E_NOMEM;
 		} else if (s->keep->n == KEEP_DIAGS && d->level <= TK_LOG_WARN) {
 			s->keep->more_line = s->keep->more[0] + s->keep->more[1] ? s->keep->more_line : d->line;
@@ -811,8 +779,8 @@ static int chunk_rebase(struct par *P, struct chunk *c)
 	}
 	for (size_t k = 0; k < c->diags->n; k++)
 		c->diags->v[k].d.line += c->line_base;
-	for (size_t k = 0; k < c->diags->nx; k++)
-		c->diags->x[k].d.line += c->line_base;
+	for (size_t k = 0; k < c->diags->all.n; k++)
+		c->diags->all.v[k].d.line += c->line_base;
 	if (c->diags->more[0] + c->diags->more[1])
 		c->diags->more_line += c->line_base;
 	s->last_rid_line += s->have_rid ? c->line_base : 0;
@@ -1001,7 +969,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
 	kn_reader_merge_names(g->r, cr, P->lane_map, P->stage_map);
 
-	P->replay.n = P->replay.nx = P->replay.ntext = 0;
+	P->replay.n = P->replay.all.n = P->replay.all.ntext = 0;
 	g->keep = &P->replay;
 	const struct kn_frag *f = kn_reader_frags(cr, &n);
 	for (size_t k = 0; k < n; k++)
@@ -1105,8 +1073,7 @@ static void par_free(struct par *P)
 	}
 	if (P->g)
 		ctx_free(P->g);
-	free(P->replay.x);
-	free(P->replay.text);
+	kn_diags_free(&P->replay.all);
 	for (size_t i = 0; i < P->nspare; i++)
 		free(P->spare[i]);
 	free(P->prefixed);

@@ -62,6 +62,12 @@ for f in lj.pt flip.pt runs.pt garbage.pt lj.tkbt; do
 	done
 	[ "$f" = lj.pt ] || [ "$f" = lj.tkbt ] || errs=$((errs + $(wc -l <"$work/want.err")))
 done
+# a failed write: exit 4 in chunks as in order
+for j in 1 2; do
+	rc=0; TK_IPT_CHUNK=300 "$TK" dump -j $j -o /dev/full "$work/flip.pt" 2>"$work/full.err" || rc=$?
+	[ "$rc" = 4 ] && grep -q 'write failed' "$work/full.err" ||
+		{ echo "dump -j $j into /dev/full: exit $rc"; cat "$work/full.err"; exit 1; }
+done
 # the damaged copies did damage: their dumps report errors
 [ "$errs" -ge 20 ] || { echo "only $errs errors in the damaged copies"; exit 1; }
 echo "ipt dump chunks: ok ($errs errors in the damaged copies)"

@@ -3,7 +3,8 @@
 # dumped at once, each walk going on until it stands at a later chunk's start outside any
 # buffer. The text, the warnings on stderr and the exit status must be -j 1's for every log
 # of tests/data/xray (versions 1 to 5, basic mode, both byte orders, damaged ones), in
-# chunks of 16 to 4000 bytes, and for a real FDR log of 1 KiB buffers from four threads.
+# chunks of 16 to 4000 bytes, and for a real FDR log of 1 KiB buffers from four threads;
+# and a write that fails is said as -j 1 says it.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -30,6 +31,16 @@ for f in "${logs[@]}"; do
 				  diff "$work/want.err" "$work/got.msg" | head -5 || true; exit 1; }
 		done
 	done
+done
+# a failed write is the output's to say, in chunks as in order: exit 4, not "unreadable"
+# (a log of 64 KiB buffers, chunks whose text is written as it is merged)
+(cd "$work" && XRAY_FDR_BUF=65536 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./big-" \
+	./xprog fdr 4 2000 >/dev/null 2>&1)
+big=$(ls "$work"/big-xprog.* | head -n 1)
+for j in 1 2; do
+	rc=0; TK_XRAY_CHUNK=200000 "$TK" dump -j $j -o /dev/full "$big" 2>"$work/full.err" || rc=$?
+	[ "$rc" = 4 ] && grep -q 'write failed' "$work/full.err" && ! grep -q 'not a readable' "$work/full.err" ||
+		{ echo "dump -j $j into /dev/full: exit $rc"; cat "$work/full.err"; exit 1; }
 done
 # most logs were dumped in chunks (version 1's are read in order)
 [ "$parallel" -ge 100 ] || { echo "only $parallel runs in chunks"; exit 1; }

@@ -4,8 +4,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "formats/xray/internal.h"
 #include "tracekit/internal/util.h"
@@ -539,17 +537,6 @@ static void dump_header(struct tk_buf *out, const struct tk_xray_header *h)
 	tk_buf_puts(out, h->big_endian ? ", big-endian>\n" : ">\n");
 }
 
-/* A read-only file mapping: the pages of DATA[FROM, TO) can go. */
-static void release(const uint8_t *data, size_t from, size_t to)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	uintptr_t a = ((uintptr_t)data + from + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-	uintptr_t e = ((uintptr_t)data + to) & ~((uintptr_t)page - 1);
-
-	if (e > a)
-		madvise((void *)a, e - a, MADV_DONTNEED);
-}
-
 /* ---- chunks at once (-j N) ------------------------------------------------------------- */
 /* Chunks start at buffers (FDR version 2 on: each opens with its extents) or at records
  * (basic mode: 32 bytes each, no state), about CHUNK bytes apart. A chunk's walk goes on
@@ -655,7 +642,7 @@ static int xchunk_merge(void *ctx, size_t i)
 		X->bad += k->d.bad;
 		X->next = k->end;
 		if (X->release_input)
-			release(X->data, X->starts[i], k->end_off);
+			tk_release_pages(X->data, X->starts[i], k->end_off);
 		if (X->progress)
 			tk_progress_set(X->progress, k->end_off);
 	}
@@ -777,7 +764,8 @@ static long dump_parallel(const uint8_t *data, size_t len, const struct tk_xray_
 	pthread_mutex_destroy(&X.lock);
 	free(X.ch);
 	free(X.starts);
-	return rc < 0 ? rc : X.bad;
+	/* a failed write is the output's to say (out->err), as in order: not the log's */
+	return rc < 0 && !out->err ? rc : X.bad;
 }
 
 long tk_xray_dump_with(const uint8_t *data, size_t len, const struct tk_xray_dump_opts *opts,
@@ -809,7 +797,7 @@ long tk_xray_dump_with(const uint8_t *data, size_t len, const struct tk_xray_dum
 		if (o.progress && !(++n & 4095))   /* (the clock is read at most every 4096 records) */
 			tk_progress_set(o.progress, c.off);
 		if (o.release_input && c.off - released >= (8u << 20)) {
-			release(data, released, c.off);
+			tk_release_pages(data, released, c.off);
 			released = c.off;
 		}
 	}

@@ -391,6 +391,16 @@ static int writer_open(struct tk_buf *out, struct tk_writer **w)
 	return *w ? 0 : -1;
 }
 
+/* The spot of a decode error, marked in the output as ptdump marks it. */
+static void put_error_line(struct tk_buf *b, uint64_t at, int err)
+{
+	tk_buf_putc(b, '[');
+	tk_buf_hex(b, at, 0);
+	tk_buf_puts(b, ": error decoding packet: ");
+	tk_buf_puts(b, err_text(err));
+	tk_buf_puts(b, "]\n");
+}
+
 /* ---- chunks at once (-j N) ------------------------------------------------------------- */
 /* A chunk starts at a PSB and its walk goes on until it reaches the start of a later chunk
  * at a packet boundary: from there the walk in order would do what that chunk's walk does
@@ -501,13 +511,8 @@ static int pchunk_walk(void *ctx, size_t i)
 		more = tk_ipt_pkt_resync(dec, D->len, &at, &skipped);
 		tk_gap_stats_add(&c->gaps, at, skipped);
 		rc = perr_add(c, at, err, skipped);
-		if (!o->quiet) {
-			tk_buf_putc(t, '[');
-			tk_buf_hex(t, at, 0);
-			tk_buf_puts(t, ": error decoding packet: ");
-			tk_buf_puts(t, err_text(err));
-			tk_buf_puts(t, "]\n");
-		}
+		if (!o->quiet)
+			put_error_line(t, at, err);
 	}
 	tk_ipt_pkt_decoder_free(dec);
 	free(pk);
@@ -703,14 +708,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 			break;
 		uint64_t bad;
 		r = walk_resync(&w, err, &bad);
-		if (!o->quiet) {
-			/* ptdump marks the spot in its output, too. */
-			tk_buf_putc(out, '[');
-			tk_buf_hex(out, bad, 0);
-			tk_buf_puts(out, ": error decoding packet: ");
-			tk_buf_puts(out, err_text(err));
-			tk_buf_puts(out, "]\n");
-		}
+		if (!o->quiet)
+			put_error_line(out, bad, err);
 		/* ptdump forgets the last IP when it resyncs. */
 		tk_ipt_last_ip_init(&last);
 	}

@@ -13,7 +13,8 @@
 # the model T(N) = S + max((J + M + O) / N, M, R) (the merging main thread and the threads
 # outside the pools share the N cores; the merges and R are one thread's each), whose
 # speed-ups at 2, 16 and 64 workers are printed beside the measured one. A run without a
-# pool (Kanata's timeline: a relay of threads, each a stage) has no model.
+# pool (Kanata's timeline: a relay of threads, each a stage) is bounded by its longest stage:
+# T(N) = max(S, R, (S + O) / N).
 # Optional cases (not run by default): kanata-check (check of the Kanata log: the same
 # parallel parse as stats), kanata-dump, xray-dump, ipt-dump (dump of the Kanata log, the
 # XRay log and the walk into /dev/null: chunks printed at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
@@ -172,11 +173,13 @@ model = lambda n: tot / (s + max((j + m + o) / n, m, r))
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
         f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | ")
 if j + m == 0:
-    # no pool: threads that each do one stage of a pipeline (a relay's), whatever -j
-    # says; the longest stage bounds the speed-up at any count, and TK_PHASES tells the
-    # calling thread's apart from the others' together only
-    print(head + f"no pool: calling thread {s:.3f} s, other threads {o:.3f} s | "
-          f"model: none (the longest stage bounds it at any count)")
+    # no pool: threads that each do one stage of a pipeline (a relay's: the calling thread
+    # reads, the consumer's R goes in order), whatever -j says; the longest stage bounds
+    # the speed-up at any count: T(N) = max(S, R, (S + O) / N)
+    relay = lambda n: tot / max(s, r, tot / n)
+    print(head + f"no pool: calling thread {s:.3f} s, other threads {o:.3f} s ({r:.3f} s in order) | "
+          f"model: {relay(2):4.2f}x at 2, {relay(16):5.2f}x at 16, {relay(64):5.2f}x at 64 "
+          f"(the longest stage bounds it)")
 else:
     print(head + f"serial {100 * s / tot:4.1f} %, merge {100 * m / tot:4.1f} %, in order elsewhere "
           f"{100 * r / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, "

@@ -199,8 +199,9 @@ static inline void tk_buf_puts(struct tk_buf *b, const char *s)
 }
 
 /* ---- worker pool: chunk jobs on N threads, results handed back in chunk order ---- */
-/* work(ctx, i) runs on a worker thread for i in [0, njobs). merge(ctx, i) runs on the
- * calling thread, strictly in order 0, 1, 2, ..., each as soon as job i is done. At most
+/* work(ctx, i) runs on a worker thread (or, with caller_works, the calling thread) for i
+ * in [0, njobs). merge(ctx, i) runs on the calling thread, strictly in order 0, 1, 2, ...,
+ * each as soon as job i is done. At most
  * `window` jobs (default 2 * nthreads) are started ahead of the merge point, so per-job
  * results stay bounded. The first negative return from work or merge stops new jobs and
  * is returned. nthreads <= 1 runs everything on the calling thread. */
@@ -208,6 +209,9 @@ struct tk_pool_opts {
 	size_t sz;
 	unsigned nthreads;
 	size_t window;
+	/* nthreads - 1 worker threads, and the calling thread runs jobs too while the one it
+	 * merges next is not done: only where no job waits for a merge */
+	int caller_works;
 };
 typedef int (*tk_pool_work_fn)(void *ctx, size_t index);
 typedef int (*tk_pool_merge_fn)(void *ctx, size_t index);

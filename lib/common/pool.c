@@ -166,8 +166,14 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 	pthread_cond_init(&p.work_cv, NULL);
 	pthread_cond_init(&p.done_cv, NULL);
 
+	/* caller_works: one worker thread fewer, the calling thread runs jobs while the job it
+	 * merges next is not done (the window allowing): N busy threads on N cores, not N + 1
+	 * where the merges are heavy */
+	int helps = opts && opts->sz >= offsetof(struct tk_pool_opts, caller_works) + sizeof(int) &&
+		    opts->caller_works;
+	double in_work = 0;
 	unsigned started = 0;
-	for (; started < nthreads; started++)
+	for (; started < nthreads - (unsigned)helps; started++)
 		if (pthread_create(&tids[started], NULL, worker, &p) != 0)
 			break;
 	if (started == 0)
@@ -175,8 +181,21 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 
 	pthread_mutex_lock(&p.lock);
 	while (!p.err && p.next_merge < njobs) {
-		while (!p.err && !p.done[p.next_merge])
+		while (!p.err && !p.done[p.next_merge]) {
+			if (helps && p.next_job < p.njobs && p.next_job < p.next_merge + p.window) {
+				size_t k = p.next_job++;
+				pthread_mutex_unlock(&p.lock);
+				double w0 = timed ? tk_thread_cpu() : 0;
+				int wrc = work(ctx, k);
+				in_work += timed ? tk_thread_cpu() - w0 : 0;
+				pthread_mutex_lock(&p.lock);
+				if (wrc < 0 && !p.err)
+					p.err = wrc;
+				p.done[k] = 1;
+				continue;
+			}
 			pthread_cond_wait(&p.done_cv, &p.lock);
+		}
 		if (p.err)
 			break;
 		size_t i = p.next_merge;
@@ -201,7 +220,9 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 	pthread_cond_destroy(&p.done_cv);
 	free(tids);
 	free(p.done);
-	if (timed)
-		times_add(&times.merge_cpu, tk_thread_cpu() - t0, njobs);
+	if (timed) {
+		times_add(&times.inline_work_cpu, in_work, 0);
+		times_add(&times.merge_cpu, tk_thread_cpu() - t0 - in_work, njobs);
+	}
 	return rc < 0 ? rc : 0;
 }

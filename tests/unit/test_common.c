@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,6 +313,25 @@ static void test_buf_formatting(void **state)
 		assert_int_equal(b.len, strlen(want));
 		assert_memory_equal(b.data, want, b.len);
 	}
+	/* the digit count changes at each power of ten: the integer is written in place, its
+	 * length worked out first (and a full buffer must grow for it, not be overrun) */
+	for (uint64_t p = 1;; p *= 10) {
+		uint64_t around[3] = { p - 1, p, p + 1 };
+		for (int k = 0; k < 3; k++) {
+			char want[32];
+			struct tk_buf full;
+			assert_int_equal(tk_buf_init(&full, -1, 0), 0);
+			tk_buf_put(&full, "x", 1);
+			full.cap = full.len;   /* (no room left: the next put must reserve) */
+			tk_buf_u64(&full, around[k]);
+			snprintf(want, sizeof want, "x%llu", (unsigned long long)around[k]);
+			assert_int_equal(full.len, strlen(want));
+			assert_memory_equal(full.data, want, full.len);
+			tk_buf_free(&full);
+		}
+		if (p > UINT64_MAX / 10)
+			break;
+	}
 	b.len = 0;
 	tk_buf_i64(&b, INT64_MIN);
 	assert_memory_equal(b.data, "-9223372036854775808", 20);
@@ -389,6 +409,8 @@ struct pool_ctx {
 	uint64_t *merged;
 	size_t nmerged;
 	int fail_at;
+	pthread_t caller;
+	size_t on_caller;         /* jobs the calling thread ran (caller_works) */
 };
 
 static int pool_work(void *ctx, size_t i)
@@ -399,6 +421,8 @@ static int pool_work(void *ctx, size_t i)
 	for (size_t k = 0; k < (i % 7) * 20000; k++)
 		h = tk_hash64(h);
 	c->results[i] = h;
+	if (pthread_equal(pthread_self(), c->caller))
+		c->on_caller++;   /* (only the calling thread writes it) */
 	return (int)i == c->fail_at ? -TK_E_BAD_FORMAT : 0;
 }
 
@@ -410,14 +434,21 @@ static int pool_merge(void *ctx, size_t i)
 	return 0;
 }
 
-static void run_pool(unsigned threads, size_t jobs, uint64_t *merged, size_t *nmerged,
-		     int fail_at, int *rc)
+static size_t run_pool_with(unsigned threads, int caller_works, size_t jobs, uint64_t *merged,
+			    size_t *nmerged, int fail_at, int *rc)
 {
-	struct pool_ctx c = { calloc(jobs, 8), merged, 0, fail_at };
-	struct tk_pool_opts o = { sizeof o, threads, 0 };
+	struct pool_ctx c = { calloc(jobs, 8), merged, 0, fail_at, pthread_self(), 0 };
+	struct tk_pool_opts o = { sizeof o, threads, 0, caller_works };
 	*rc = tk_pool_run(&o, jobs, pool_work, pool_merge, &c);
 	*nmerged = c.nmerged;
 	free(c.results);
+	return c.on_caller;
+}
+
+static void run_pool(unsigned threads, size_t jobs, uint64_t *merged, size_t *nmerged,
+		     int fail_at, int *rc)
+{
+	run_pool_with(threads, 0, jobs, merged, nmerged, fail_at, rc);
 }
 
 static void test_pool_ordered(void **state)
@@ -447,6 +478,21 @@ static void test_pool_ordered(void **state)
 	run_pool(4, 0, m4, &n4, -1, &rc);
 	assert_int_equal(rc, 0);
 	assert_int_equal(n4, 0);
+
+	/* the calling thread working too: the same merges in the same order, an error stops
+	 * the run; with one worker thread, the caller must have run jobs (job 0 is the
+	 * worker's, and a job of up to 120,000 hashes outlasts the caller's look) */
+	for (unsigned t = 2; t <= 4; t++) {
+		size_t on_caller = run_pool_with(t, 1, jobs, m4, &n4, -1, &rc);
+		assert_int_equal(rc, 0);
+		assert_int_equal(n4, jobs);
+		assert_memory_equal(m1, m4, jobs * 8);
+		if (t == 2)
+			assert_true(on_caller > 0);
+		run_pool_with(t, 1, jobs, m4, &n4, 50, &rc);
+		assert_int_equal(rc, -TK_E_BAD_FORMAT);
+		assert_true(n4 <= 50);
+	}
 	free(m1);
 	free(m4);
 }

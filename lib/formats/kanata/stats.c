@@ -1136,6 +1136,9 @@ static int par_run(struct par *P)
 		if (!c0->first_op)
 			P->fallback = FALLBACK, rc = -TK_E_CANCELLED;
 	}
+	/* (a chunk waits only for the starts of the chunks before it, never for a merge: the
+	 * calling thread may parse too, one thread fewer on the cores) */
+	po.caller_works = 1;
 	if (rc >= 0)
 		rc = tk_pool_run(&po, P->count, parse_job, merge_job, P);
 	pthread_mutex_destroy(&P->lock);

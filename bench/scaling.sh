@@ -17,7 +17,8 @@
 # T(N) = max(S, R, (S + O) / N).
 # Optional cases (not run by default): kanata-check (check of the Kanata log: the same
 # parallel parse as stats), kanata-dump, xray-dump, ipt-dump (dump of the Kanata log, the
-# XRay log and the walk into /dev/null: chunks printed at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
+# XRay log and the walk into /dev/null: chunks printed at once), xray-yaml (convert --to
+# xray-yaml of the XRay log: blocks of merged records formatted at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
@@ -200,6 +201,7 @@ for c in $CASES; do
 	kanata-check) make_kanata; row kanata-check "$TK" check -j @J -o /dev/null inflight.log ;;
 	kanata-dump) make_kanata; row kanata-dump "$TK" dump -j @J -o /dev/null inflight.log ;;
 	xray-dump) make_xray; row xray-dump "$TK" dump -j @J -o /dev/null fdr.xray ;;
+	xray-yaml) make_xray; row xray-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null fdr.xray ;;
 	ipt-dump) make_ipt; row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;

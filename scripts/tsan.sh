@@ -99,6 +99,8 @@ for f in fdr-v3 fdr-v4; do
 	check "$f-account" profile --to account "$src/tests/data/xray/$f.xray"
 	check "$f-perfetto" convert --to perfetto -o /dev/stdout "$src/tests/data/xray/$f.xray"
 	TK_XRAY_CHUNK=64 check "$f-dump" dump "$src/tests/data/xray/$f.xray"
+	# YAML: blocks taken off the merge by the calling thread, formatted by it and a worker
+	TK_XRAY_YAML_BLOCK=3 check "$f-yaml" convert --to xray-yaml -o /dev/stdout "$src/tests/data/xray/$f.xray"
 done
 # a real FDR log of 1 KiB buffers: its timeline's chunks decoded whole and held
 clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 "$src/tests/data/xray/xray_prog.c" \
@@ -107,6 +109,7 @@ XRAY_FDR_BUF=1024 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./real-" .
 	>/dev/null 2>&1
 check "xray-held-perfetto" convert --to perfetto -o /dev/stdout --instr-map xprog "$(ls real-xprog.* | head -n 1)"
 TK_XRAY_CHUNK=4096 check "xray-real-dump" dump "$(ls real-xprog.* | head -n 1)"
+TK_XRAY_YAML_BLOCK=64 check "xray-real-yaml" convert --to xray-yaml -o /dev/stdout --instr-map xprog "$(ls real-xprog.* | head -n 1)"
 # (chunk 0's merge and the later chunks' workers: the race fixed in merge_one showed in
 # about half of the runs at these sizes)
 for chunk in 4096 8192 16384 65536; do

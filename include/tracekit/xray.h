@@ -204,6 +204,15 @@ TK_API const char *tk_xray_map_name(const struct tk_xray_map *m, int32_t id);
 /* llvm-xray convert --output-format=yaml (records sorted by TSC, as it does by default);
  * MAP (may be NULL) symbolises "function". */
 TK_API int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out);
+struct tk_xray_yaml_opts {
+	size_t sz;
+	unsigned nthreads;         /* 0: the log's (tk_xray_opts); more than 1: the records
+				      are taken off the merge in blocks, formatted at once */
+	size_t block_records;      /* records per block (0: 16384) */
+};
+/* tk_xray_yaml with options: the same text for any nthreads and block size. */
+TK_API int tk_xray_yaml_with(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out,
+			     const struct tk_xray_yaml_opts *opts);
 
 /* Hand the map's names (or addresses) to a symboliser for the shared writers. */
 TK_API int tk_xray_map_to_sym(const struct tk_xray_map *map, struct tk_sym *sym);

@@ -231,7 +231,11 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	if (tl)
 		rc = timeline(c, x, map, tl, &out, &dropped, &status);
 	else
-		rc = tk_xray_yaml(x, map, &out);
+		rc = tk_xray_yaml_with(x, map, &out, &(struct tk_xray_yaml_opts){
+			.sz = sizeof(struct tk_xray_yaml_opts),
+			/* (TK_XRAY_YAML_BLOCK: records per block, for tests of the blocks' seams) */
+			.block_records = getenv("TK_XRAY_YAML_BLOCK")
+				? strtoull(getenv("TK_XRAY_YAML_BLOCK"), NULL, 0) : 0 });
 	if (rc < 0 && rc != out.err) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
 		status = TK_EXIT_INPUT;

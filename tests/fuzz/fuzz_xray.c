@@ -1,7 +1,8 @@
 /* Fuzz target for the XRay reader: header, record cursor (dump), index, parallel decode,
  * the chunk decoder and the TSC-sorted walk (YAML) must survive any input; the chunk
- * decoder must give the same events as the parallel decoder, and the dump in chunks at
- * once (-j N, chunks of 16 to 271 bytes) the same text, messages and damage as in order. */
+ * decoder must give the same events as the parallel decoder, the dump in chunks at once
+ * (-j N, chunks of 16 to 271 bytes) the same text, messages and damage as in order, and the
+ * YAML in blocks of 1 to 8 records the same text and messages as in order. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +123,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				tk_xray_decode_chunks(x, &ops, &h);
 			}
 			if (nt == 1) {
-				tk_xray_yaml(x, NULL, &out);
+				uint64_t h1 = 0, h2 = 0;
+				tk_set_log(hash_log, &h1);
+				int y1 = tk_xray_yaml(x, NULL, &out);
+				size_t len1 = out.len;
+				struct tk_xray_yaml_opts yo = { .sz = sizeof yo, .nthreads = 2,
+								.block_records = 1 + (size > 2 ? data[2] % 8 : 0) };
+				tk_set_log(hash_log, &h2);
+				int y2 = tk_xray_yaml_with(x, NULL, &out, &yo);
+				tk_set_log(NULL, NULL);
+				if (y1 != y2 || out.len != 2 * len1 || memcmp(out.data, out.data + len1, len1) ||
+				    h1 != h2)
+					abort();   /* the YAML in blocks otherwise than in order */
 				out.len = 0;
 			}
 			tk_xray_free(x);

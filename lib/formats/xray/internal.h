@@ -53,4 +53,11 @@ static inline const char *xr_extent_msg(const struct xr_extent *ex)
 	return NULL;
 }
 
+/* The records of every thread in llvm-xray's order (merged by TSC), one at a time: *R valid
+ * until the next call. xr_merge_next: 1, 0 at the end, or an error. */
+struct xr_merge;
+struct xr_merge *xr_merge_new(struct tk_xray *x, int *err);
+int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r);
+void xr_merge_free(struct xr_merge *m);
+
 #endif

@@ -530,76 +530,121 @@ static int stream_less(const struct stream *a, const struct stream *b)
 	return ra->offset < rb->offset;
 }
 
-int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
+/* The records of every thread merged by TSC, one at a time (xr_merge_next). */
+struct xr_merge {
+	struct tk_xray *x;
+	size_t ns, nh;
+	struct stream *s;
+	struct stream **heap;
+	struct stream *taken;      /* the stream whose record went out last: refilled next */
+};
+
+static void heap_down(struct stream **heap, size_t nh)
 {
+	size_t k = 0;
+	for (;;) {
+		size_t l = 2 * k + 1, m = k;
+		if (l < nh && stream_less(heap[l], heap[m]))
+			m = l;
+		if (l + 1 < nh && stream_less(heap[l + 1], heap[m]))
+			m = l + 1;
+		if (m == k)
+			break;
+		struct stream *tmp = heap[k];
+		heap[k] = heap[m];
+		heap[m] = tmp;
+		k = m;
+	}
+}
+
+struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
+{
+	struct xr_merge *m = calloc(1, sizeof *m);
 	size_t ns = x->nthreads;
-	struct stream *s = calloc(ns ? ns : 1, sizeof *s);
-	struct stream **heap = calloc(ns ? ns : 1, sizeof *heap);
-	size_t nh = 0;
 	int rc = 0;
 
-	if (!s || !heap) {
-		free(s);
-		free(heap);
-		return -TK_E_NOMEM;
+	if (!m || !(m->s = calloc(ns ? ns : 1, sizeof *m->s)) ||
+	    !(m->heap = calloc(ns ? ns : 1, sizeof *m->heap))) {
+		if (m)
+			free(m->s);
+		free(m);
+		*err = -TK_E_NOMEM;
+		return NULL;
 	}
+	m->x = x;
+	m->ns = ns;
 	xr_stats_reset(x);
 	/* bufs are sorted thread-major: find each thread's range */
 	for (size_t i = 0, t = 0; t < ns; t++) {
-		s[t].x = x;
-		s[t].rank = x->rank ? x->rank[t] : 0;
-		s[t].d.x = x;
-		s[t].d.cb = stream_keep;
-		s[t].next_buf = i;
+		struct stream *st = &m->s[t];
+		st->x = x;
+		st->rank = x->rank ? x->rank[t] : 0;
+		st->d.x = x;
+		st->d.cb = stream_keep;
+		st->next_buf = i;
 		while (i < x->nbufs && x->bufs[i].thread == t)
 			i++;
-		s[t].end_buf = i;
+		st->end_buf = i;
 	}
 	for (size_t t = 0; t < ns && rc >= 0; t++) {
-		rc = stream_fill(&s[t]);
+		rc = stream_fill(&m->s[t]);
 		if (rc > 0) {
 			/* sift up */
-			size_t k = nh++;
-			heap[k] = &s[t];
-			while (k && stream_less(heap[k], heap[(k - 1) / 2])) {
-				struct stream *tmp = heap[k];
-				heap[k] = heap[(k - 1) / 2];
-				heap[(k - 1) / 2] = tmp;
+			size_t k = m->nh++;
+			m->heap[k] = &m->s[t];
+			while (k && stream_less(m->heap[k], m->heap[(k - 1) / 2])) {
+				struct stream *tmp = m->heap[k];
+				m->heap[k] = m->heap[(k - 1) / 2];
+				m->heap[(k - 1) / 2] = tmp;
 				k = (k - 1) / 2;
 			}
 		}
 	}
-	while (nh && rc >= 0) {
-		struct stream *top = heap[0];
-		struct xr_rec *xr = &top->o.recs[top->pos++];
-		if ((rc = cb(ctx, &xr->r)) < 0)
-			break;
-		rc = stream_fill(top);
+	*err = rc < 0 ? rc : 0;
+	return m;   /* (an error: xr_merge_next says it again) */
+}
+
+int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)
+{
+	if (m->taken) {
+		int rc = stream_fill(m->taken);
+		m->taken = NULL;
 		if (rc < 0)
-			break;
+			return rc;
 		if (rc == 0)
-			heap[0] = heap[--nh];
-		/* sift down */
-		size_t k = 0;
-		for (;;) {
-			size_t l = 2 * k + 1, m = k;
-			if (l < nh && stream_less(heap[l], heap[m]))
-				m = l;
-			if (l + 1 < nh && stream_less(heap[l + 1], heap[m]))
-				m = l + 1;
-			if (m == k)
-				break;
-			struct stream *tmp = heap[k];
-			heap[k] = heap[m];
-			heap[m] = tmp;
-			k = m;
-		}
-		rc = 0;
+			m->heap[0] = m->heap[--m->nh];
+		heap_down(m->heap, m->nh);
 	}
-	xr_stats_finish(x);
-	for (size_t t = 0; t < ns; t++)
-		xr_out_free(&s[t].o);
-	free(s);
-	free(heap);
+	if (!m->nh)
+		return 0;
+	struct stream *top = m->heap[0];
+	*r = &top->o.recs[top->pos++].r;
+	m->taken = top;
+	return 1;
+}
+
+void xr_merge_free(struct xr_merge *m)
+{
+	if (!m)
+		return;
+	xr_stats_finish(m->x);
+	for (size_t t = 0; t < m->ns; t++)
+		xr_out_free(&m->s[t].o);
+	free(m->s);
+	free(m->heap);
+	free(m);
+}
+
+int tk_xray_walk_sorted(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
+{
+	const struct tk_xray_rec *r;
+	int rc;
+	struct xr_merge *m = xr_merge_new(x, &rc);
+
+	if (!m)
+		return rc;
+	while (rc >= 0 && (rc = xr_merge_next(m, &r)) > 0)
+		rc = cb(ctx, r);
+	xr_merge_free(m);
 	return rc < 0 ? rc : 0;
 }

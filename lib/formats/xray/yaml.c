@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "formats/xray/internal.h"
+#include "formats/xray/trace_internal.h"
 #include "tracekit/internal/util.h"
 
 /* ---- YAML scalar quoting (the rules of LLVM's needsQuotes) -------------------------------- */
@@ -160,12 +161,17 @@ static void yaml_scalar(struct tk_buf *b, const char *s, size_t n)
 
 /* "function" scalars of small ids, formatted once */
 #define NAME_CACHE 4096
+struct yaml_names {
+	char *s[NAME_CACHE];
+	uint8_t len[NAME_CACHE];
+};
+
 struct yaml_ctx {
 	struct tk_buf *out;
 	const struct tk_xray_map *map;
 	int any;
-	char *names[NAME_CACHE];
-	uint8_t name_len[NAME_CACHE];
+	struct yaml_names *names;
+	int frozen;               /* the names are filled already, read by several threads */
 };
 
 #define PUT_LIT(b, lit) tk_buf_put(b, lit, sizeof(lit) - 1)
@@ -197,6 +203,24 @@ static void function_name(struct tk_buf *b, const struct tk_xray_map *map, int32
 	yaml_scalar(b, tmp, (size_t)n);
 }
 
+/* ID's scalar into the cache (NULL: too long to keep, or no memory). */
+static const char *name_fill(struct yaml_names *nc, const struct tk_xray_map *map, int32_t id)
+{
+	struct tk_buf t;
+	char *nm = NULL;
+
+	if (tk_buf_init(&t, -1, 64) < 0)
+		return NULL;
+	function_name(&t, map, id);
+	if (!t.err && t.len < 256 && (nm = malloc(t.len + 1))) {
+		memcpy(nm, t.data, t.len);
+		nc->s[id] = nm;
+		nc->len[id] = (uint8_t)t.len;
+	}
+	tk_buf_free(&t);
+	return nm;
+}
+
 static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 {
 	struct yaml_ctx *y = ctx;
@@ -212,21 +236,11 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 	tk_buf_i64(b, r->func_id);
 	PUT_LIT(b, ", function: ");
 	if (r->func_id > 0 && r->func_id < NAME_CACHE) {
-		char *nm = y->names[r->func_id];
-		if (!nm) {
-			struct tk_buf t;
-			if (tk_buf_init(&t, -1, 64) == 0) {
-				function_name(&t, y->map, r->func_id);
-				if (!t.err && t.len < 256 && (nm = malloc(t.len + 1))) {
-					memcpy(nm, t.data, t.len);
-					y->names[r->func_id] = nm;
-					y->name_len[r->func_id] = (uint8_t)t.len;
-				}
-				tk_buf_free(&t);
-			}
-		}
+		const char *nm = y->names->s[r->func_id];
+		if (!nm && !y->frozen)
+			nm = name_fill(y->names, y->map, r->func_id);
 		if (nm)
-			tk_buf_put(b, nm, y->name_len[r->func_id]);
+			tk_buf_put(b, nm, y->names->len[r->func_id]);
 		else
 			function_name(b, y->map, r->func_id);
 	} else {
@@ -267,14 +281,184 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 	return b->err;
 }
 
-int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out)
+/* ---- YAML in blocks at once (-j N) ------------------------------------------------------ */
+
+/* The merged records cut into blocks of BLOCK_RECORDS, formatted on the workers while the
+ * calling thread takes the next blocks off the merge and writes the formatted ones in
+ * order. Formatting is most of the work (two thirds of -j 1's samples: the integers); the
+ * merge stays on one thread, as its streams' records stay in one core's cache (taken in
+ * turns by the workers, they moved between cores at every block: -j 2 spent 40 % more
+ * CPU than -j 1, and took 0.98 s against 1.35 s). */
+#define BLOCK_RECORDS 16384
+
+/* A record as the YAML needs it, half a tk_xray_rec (the merge's thread copies each one).
+ * Arguments and payloads go to the block's arrays in record order, read back in order. */
+struct yrec {
+	uint64_t tsc;
+	int32_t func_id;
+	uint32_t tid, pid, data_len;
+	uint16_t cpu, rec_type, nargs;
+	uint8_t type;
+};
+
+struct yblock {
+	size_t n;
+	struct yrec *recs;
+	struct tk_buf args;       /* the records' arguments (uint64_t) and payloads, copied: */
+	struct tk_buf data;       /* the merge's records are valid until its next step only */
+	struct tk_buf text;
+};
+
+struct ypar {
+	struct xr_merge *m;
+	struct yaml_ctx *y;       /* the output, map and names (filled before: read by every
+				     worker) */
+	size_t block;             /* records per block */
+	struct yblock *slots;     /* block i's at i % nslots (the pool's window) */
+	size_t nslots;
+	int ended;                /* the merge is done */
+	size_t nblocks;           /* blocks with records, once ended */
+};
+
+static int block_copy(struct yblock *b, const struct tk_xray_rec *r)
 {
-	const struct tk_xray_header *h = tk_xray_header(x);
-	struct yaml_ctx *yp = calloc(1, sizeof *yp);
-	if (!yp)
+	b->recs[b->n++] = (struct yrec){ r->tsc, r->func_id, r->tid, r->pid, r->data_len, r->cpu,
+					 r->rec_type, r->nargs, r->type };
+	if (r->nargs)
+		tk_buf_put(&b->args, r->args, r->nargs * sizeof *r->args);
+	if (r->data_len)
+		tk_buf_put(&b->data, r->data, r->data_len);
+	return b->args.err ? b->args.err : b->data.err;
+}
+
+/* Job I's block (the next one off the merge, or none once it has ended) into its slot,
+ * before the pool starts job I: 0, or an error. */
+static int block_take(struct ypar *P, size_t i)
+{
+	struct yblock *b = &P->slots[i % P->nslots];
+	const struct tk_xray_rec *r;
+	int rc = 1;
+
+	b->n = b->args.len = b->data.len = 0;
+	if (P->ended)
+		return 0;
+	if (!b->recs && !(b->recs = malloc(P->block * sizeof *b->recs)))
 		return -TK_E_NOMEM;
-	yp->out = out;
-	yp->map = map;
+	while (b->n < P->block && (rc = xr_merge_next(P->m, &r)) > 0) {
+		int crc = block_copy(b, r);
+		if (crc < 0)
+			return crc;
+	}
+	if (rc < 0)
+		return rc;
+	if (!rc) {
+		P->ended = 1;
+		P->nblocks = b->n ? i + 1 : i;
+	}
+	return 0;
+}
+
+/* On a worker: block I into its text (the block was taken before the pool started job I:
+ * the pool's lock orders the two). */
+static int yaml_block_work(void *ctx, size_t i)
+{
+	struct ypar *P = ctx;
+	struct yblock *b = &P->slots[i % P->nslots];
+	int rc = 0;
+
+	b->text.len = 0;
+	/* the first record of all follows "records:" on a line of its own */
+	struct yaml_ctx y = { &b->text, P->y->map, i > 0, P->y->names, 1 };
+	/* (a tk_buf's memory is malloc's: aligned for the arguments) */
+	const uint64_t *args = (const uint64_t *)(const void *)b->args.data;
+	const uint8_t *data = (const uint8_t *)b->data.data;
+	for (size_t k = 0; k < b->n && rc >= 0; k++) {
+		const struct yrec *c = &b->recs[k];
+		struct tk_xray_rec r = { .tsc = c->tsc, .func_id = c->func_id, .tid = c->tid,
+					 .pid = c->pid, .cpu = c->cpu, .rec_type = c->rec_type,
+					 .type = c->type, .nargs = c->nargs, .args = args,
+					 .data = data, .data_len = c->data_len };
+		args += c->nargs;
+		data += c->data_len;
+		rc = yaml_rec(&y, &r);
+	}
+	return rc < 0 ? rc : b->text.err;
+}
+
+#define YAML_DONE 0x59414d4c   /* -YAML_DONE stops the run: the blocks are all out (no tk_error) */
+
+/* On the calling thread, in order: block I's text out, and the block that job I + nslots
+ * formats taken into its slot. */
+static int yaml_block_merge(void *ctx, size_t i)
+{
+	struct ypar *P = ctx;
+	struct yblock *b = &P->slots[i % P->nslots];
+	struct tk_buf *out = P->y->out;
+
+	if (b->n)
+		tk_buf_put_large(out, b->text.data, b->text.len);
+	if (out->err)
+		return out->err;
+	if (P->ended && i + 1 >= P->nblocks)
+		return -YAML_DONE;
+	return block_take(P, i + P->nslots);   /* (slot I's next job) */
+}
+
+/* tk_xray_yaml's records at once on NT workers; ANY: whether there were any. */
+static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, size_t block, int *any)
+{
+	struct ypar P = { .y = y, .block = block ? block : BLOCK_RECORDS };
+	int rc;
+
+	*any = 0;
+	/* the names every worker reads, made first */
+	for (int32_t id = 1; id < NAME_CACHE; id++)
+		name_fill(y->names, y->map, id);
+	if (!(P.m = xr_merge_new(x, &rc)))
+		return rc;
+	P.nslots = 2 * (size_t)nt + 2;
+	if (rc >= 0 && !(P.slots = calloc(P.nslots, sizeof *P.slots)))
+		rc = -TK_E_NOMEM;
+	for (size_t k = 0; k < P.nslots && rc >= 0; k++)
+		if ((rc = tk_buf_init(&P.slots[k].text, -1, 0)) >= 0 &&
+		    (rc = tk_buf_init(&P.slots[k].args, -1, 0)) >= 0)
+			rc = tk_buf_init(&P.slots[k].data, -1, 0);
+	/* the window's first blocks; later ones as the merges free their slots */
+	for (size_t k = 0; rc >= 0 && k < P.nslots; k++)
+		rc = block_take(&P, k);
+	/* at most a block per 8 bytes of log (the smallest record), and one: the last block's
+	 * merge stops the run */
+	size_t njobs = x->n / 8 / P.block + 2;
+	/* (the merge is the heavy stage here: the calling thread formats only when it waits) */
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = P.nslots,
+				   .caller_works = 1 };
+	if (rc >= 0 && (!P.ended || P.nblocks))
+		rc = tk_pool_run(&po, njobs, yaml_block_work, yaml_block_merge, &P);
+	if (rc == -YAML_DONE)
+		rc = 0;
+	*any = P.nblocks > 0;
+	for (size_t k = 0; P.slots && k < P.nslots; k++) {
+		free(P.slots[k].recs);
+		tk_buf_free(&P.slots[k].args);
+		tk_buf_free(&P.slots[k].data);
+		tk_buf_free(&P.slots[k].text);
+	}
+	free(P.slots);
+	xr_merge_free(P.m);
+	return rc;
+}
+
+int tk_xray_yaml_with(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out,
+		      const struct tk_xray_yaml_opts *opts)
+{
+	struct tk_xray_yaml_opts o = { 0 };
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+	const struct tk_xray_header *h = tk_xray_header(x);
+	struct yaml_names *nc = calloc(1, sizeof *nc);
+	if (!nc)
+		return -TK_E_NOMEM;
+	struct yaml_ctx y = { out, map, 0, nc, 0 };
 
 	tk_buf_puts(out, "---\nheader:\n  version:         ");
 	tk_buf_u64(out, h->version);
@@ -285,16 +469,27 @@ int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf
 	tk_buf_puts(out, "\n  cycle-frequency: ");
 	tk_buf_u64(out, h->cycle_frequency);
 	tk_buf_puts(out, "\nrecords:");
-	int rc = tk_xray_walk_sorted(x, yaml_rec, yp);
-	int any = yp->any;
+	int rc, any;
+	unsigned nt = o.nthreads ? o.nthreads : x->opts.nthreads;
+	if (nt > 1) {
+		rc = yaml_parallel(x, &y, nt, o.block_records, &any);
+	} else {
+		rc = tk_xray_walk_sorted(x, yaml_rec, &y);
+		any = y.any;
+	}
 	for (size_t i = 0; i < NAME_CACHE; i++)
-		free(yp->names[i]);
-	free(yp);
+		free(nc->s[i]);
+	free(nc);
 	if (rc < 0)
 		return rc;
 	/* an empty sequence is written inline */
 	tk_buf_puts(out, any ? "...\n" : "         []\n...\n");
 	return out->err;
+}
+
+int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct tk_buf *out)
+{
+	return tk_xray_yaml_with(x, map, out, NULL);
 }
 
 /* ---- dump ---------------------------------------------------------------------------------- */

@@ -601,7 +601,7 @@ struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 		}
 	}
 	*err = rc < 0 ? rc : 0;
-	return m;   /* (an error: xr_merge_next says it again) */
+	return m;   /* (after an error too: for xr_merge_free; the caller goes no further) */
 }
 
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)

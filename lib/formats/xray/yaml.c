@@ -432,10 +432,12 @@ static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, siz
 	/* (the merge is the heavy stage here: the calling thread formats only when it waits) */
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = P.nslots,
 				   .caller_works = 1 };
-	if (rc >= 0 && (!P.ended || P.nblocks))
+	if (rc >= 0 && (!P.ended || P.nblocks)) {
 		rc = tk_pool_run(&po, njobs, yaml_block_work, yaml_block_merge, &P);
-	if (rc == -YAML_DONE)
-		rc = 0;
+		/* the last block's merge stops the run: running out of jobs first would lose
+		 * records, refused */
+		rc = rc == -YAML_DONE ? 0 : rc < 0 ? rc : -TK_E_INTERNAL;
+	}
 	*any = P.nblocks > 0;
 	for (size_t k = 0; P.slots && k < P.nslots; k++) {
 		free(P.slots[k].recs);

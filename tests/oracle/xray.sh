@@ -42,9 +42,15 @@ for log in st-basic st-fdr mt-basic mt-fdr big-fdr; do
 	"$TK" convert --to xray-yaml "$f" >out.yaml
 	if cmp -s ref.yaml out.yaml; then ok "$log yaml ($(grep -c '^  - ' out.yaml) records)"
 	else bad "$log yaml differs"; diff ref.yaml out.yaml | head -5; fi
+	# in blocks of 7 merged records formatted at once, as -j N does on any machine
+	TK_XRAY_YAML_BLOCK=7 "$TK" convert --to xray-yaml -j 2 "$f" >out.yaml
+	cmp -s ref.yaml out.yaml && ok "$log yaml in blocks" || bad "$log yaml in blocks differs"
 	llvm-xray-16 convert -y -m prog -f yaml "$f" >ref.yaml
 	"$TK" convert --instr-map prog "$f" >out.yaml
 	cmp -s ref.yaml out.yaml && ok "$log symbolised yaml" || bad "$log symbolised yaml differs"
+	TK_XRAY_YAML_BLOCK=7 "$TK" convert --instr-map prog -j 3 "$f" >out.yaml
+	cmp -s ref.yaml out.yaml && ok "$log symbolised yaml in blocks" ||
+		bad "$log symbolised yaml in blocks differs"
 done
 for log in st-fdr mt-fdr big-fdr; do
 	f=$(one $log)

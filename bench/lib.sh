@@ -65,6 +65,18 @@ bench_interleaved_ratio() {
 	printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
 }
 
+# bench_core_distance: the two CPUs' distance now, as a cache line's round trip in ns
+# (bench/core-distance.c, built once into build/). On this VM it is ~120 ns or ~530 ns as
+# the host places the vCPUs, and -j 2 runs that move data between threads are slower at
+# the second; -j 1 runs are not. Prints "?" on a machine with one CPU.
+bench_core_distance() {
+	local bin=$BENCH_SRC/build/core-distance
+	if [ ! -x "$bin" ] || [ "$bin" -ot "$BENCH_SRC/bench/core-distance.c" ]; then
+		gcc -O2 -pthread -o "$bin" "$BENCH_SRC/bench/core-distance.c" || { echo "?"; return; }
+	fi
+	"$bin" 3 2>/dev/null || echo "?"
+}
+
 # bench_xray_fdr LOG PROG BUFFER_BYTES MAX_BUFFERS THREADS ITERS: a real FDR log (in the
 # current directory) of tests/data/xray/xray_prog.c built as PROG with clang-16
 # -fxray-instrument; its THREADS + 1 threads each run ITERS iterations. PROG is kept for

@@ -29,7 +29,9 @@
 # under the timeline's event cap, so that its halves do the same work as the whole).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
-# which this machine's drift from minute to minute does not bias.
+# which this machine's drift from minute to minute does not bias, and "cores NEAR/FAR ns":
+# the two CPUs' distance before and after the row (bench/core-distance.c: ~120 ns when the
+# host's vCPUs are near, ~530 ns when far; -j 2 is slower at the second).
 # BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof, libc-tl) what this machine
 # gives two independent halves of the work: the trace cut at the first PSB past its middle,
 # one `-j 1` process per half, both started at once (RUNS rounds of -j 1, -j 2 and the
@@ -154,7 +156,8 @@ PY
 
 row() { # NAME CMD... (with -j J where the J is)
 	local name=$1; shift
-	local c1=() c2=()
+	local c1=() c2=() near far
+	near=$(bench_core_distance)
 	for a in "$@"; do c1+=("${a/#@J/1}"); c2+=("${a/#@J/2}"); done
 	hyperfine -N -w 2 -r "$RUNS" --export-json "$name.json" "${c1[*]}" "${c2[*]}" >/dev/null 2>&1
 	local t1 t2 u1 u2
@@ -165,14 +168,16 @@ row() { # NAME CMD... (with -j J where the J is)
 	r=${r:-0}
 	local inter
 	inter=$(BENCH_RUNS=$RUNS bench_interleaved_ratio "${c1[*]}" "${c2[*]}")
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" <<'PY'
+	far=$(bench_core_distance)
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" <<'PY'
 import sys
-name, t1, t2, u1, u2, s, m, j, o, r, inter = sys.argv[1], *map(float, sys.argv[2:])
+name, near, far = sys.argv[1], sys.argv[12], sys.argv[13]
+t1, t2, u1, u2, s, m, j, o, r, inter = map(float, sys.argv[2:12])
 tot = s + m + j + o
 # the merges and what other threads do in order are each one thread's, beside the rest
 model = lambda n: tot / (s + max((j + m + o) / n, m, r))
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
-        f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | ")
+        f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | cores {near}/{far} ns | ")
 if j + m == 0:
     # no pool: threads that each do one stage of a pipeline (a relay's: the calling thread
     # reads, the consumer's R goes in order), whatever -j says; the longest stage bounds

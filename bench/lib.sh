@@ -65,6 +65,34 @@ bench_interleaved_ratio() {
 	printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
 }
 
+# bench_interleaved_ratio_near "CMD_A" "CMD_B": as bench_interleaved_ratio, with the two
+# CPUs' distance taken before each round; prints "ALL NEAR N": the median ratio of all
+# rounds, that of the N rounds at near distance (under BENCH_NEAR_NS, default 300 ns), or
+# "-" when none was near.
+bench_interleaved_ratio_near() {
+	local a=$1 b=$2 i s m e d r all=() near=()
+	for ((i = 0; i < BENCH_RUNS; i++)); do
+		d=$(bench_core_distance)
+		s=$(date +%s.%N)
+		$a >/dev/null 2>&1
+		m=$(date +%s.%N)
+		$b >/dev/null 2>&1
+		e=$(date +%s.%N)
+		r=$(echo "($m - $s) / ($e - $m)" | bc -l)
+		all+=("$r")
+		if [ "$d" != "?" ] && [ "$d" -lt "${BENCH_NEAR_NS:-300}" ]; then
+			near+=("$r")
+		fi
+	done
+	echo "$(bench_median "${all[@]}") $(bench_median "${near[@]}") ${#near[@]}"
+}
+
+# bench_median X...: the median with two decimals, or "-" of nothing.
+bench_median() {
+	[ $# -gt 0 ] || { echo "-"; return; }
+	printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
+}
+
 # bench_core_distance: the two CPUs' distance now, as a cache line's round trip in ns
 # (bench/core-distance.c, built once into build/). On this VM it is ~120 ns or ~530 ns as
 # the host places the vCPUs, and -j 2 runs that move data between threads are slower at

@@ -2,7 +2,6 @@
  * record dump (what `llvm-xray fdr-dump` prints, with file offsets). Field order, key
  * spelling, omitted defaults and scalar quoting follow LLVM's YAML writer. */
 #include <pthread.h>
-#include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -294,14 +293,11 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
  * and its arguments into the block cost 6 % more CPU than -j 1. */
 #define BLOCK_RECORDS 16384
 
-/* A block's slot has cache lines of its own: the calling thread takes a block into one
- * slot while a worker formats another's (sharing a line, half the runs of -j 2 took
- * 1.4 s instead of 0.75 s, the merge's CPU doubled). */
 struct yblock {
 	size_t n;
 	const struct tk_xray_rec **recs;
 	struct tk_buf text;
-} __attribute__((aligned(128)));
+};
 
 struct ypar {
 	struct xr_merge *m;
@@ -320,9 +316,8 @@ static int block_take(struct ypar *P, size_t i)
 {
 	struct yblock *b = &P->slots[i % P->nslots];
 	const struct tk_xray_rec *r;
-	int rc = 1;
-
 	size_t n = 0;
+	int rc = 1;
 
 	b->n = 0;
 	if (P->ended)
@@ -392,10 +387,8 @@ static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, siz
 	if (!(P.m = xr_merge_new(x, &rc)))
 		return rc;
 	P.nslots = 2 * (size_t)nt + 2;
-	if (rc >= 0 && !(P.slots = aligned_alloc(alignof(struct yblock), P.nslots * sizeof *P.slots)))
+	if (rc >= 0 && !(P.slots = calloc(P.nslots, sizeof *P.slots)))
 		rc = -TK_E_NOMEM;
-	if (P.slots)
-		memset(P.slots, 0, P.nslots * sizeof *P.slots);
 	for (size_t k = 0; k < P.nslots && rc >= 0; k++)
 		rc = tk_buf_init(&P.slots[k].text, -1, 0);
 	/* the window's first blocks; later ones as the merges free their slots */

@@ -215,6 +215,10 @@ struct tk_timeline {
 	pthread_cond_t cond_fmt;  /* the formatter: a block full, a run formatted */
 	pthread_cond_t cond_run;  /* the helpers: a run queued */
 	int threaded, fmt_stop, fmt_err;
+	/* who waits (under the lock): wake-ups go only to a waiting thread, after the lock
+	 * is let go (a thread woken under it slept again on the lock) */
+	int fmt_waits, pass_waits;
+	unsigned helpers_wait;
 	int err;                  /* the output's first error, as known to the pass */
 	unsigned fmt_next;        /* the next block to pass */
 	unsigned wr_next;         /* the next block to write */
@@ -636,8 +640,10 @@ static void fmt_block_pass(struct tk_timeline *t, struct tl_block *bk)
 		else
 			t->runq = r->run;
 		t->runq_tail = r->run;
-		pthread_cond_signal(&t->cond_run);
+		int wake = t->helpers_wait > 0;
 		pthread_mutex_unlock(&t->lock);
+		if (wake)
+			pthread_cond_signal(&t->cond_run);
 	}
 	if (bk->raw.len > pos)
 		tk_buf_put(fb, bk->raw.data + pos, bk->raw.len - pos);
@@ -664,8 +670,10 @@ static void run_format(struct tk_timeline *t, struct tl_prep *p)
 	run_bytes(&t->fmt, p);
 	pthread_mutex_lock(&t->lock);
 	p->state = RUN_DONE;
-	pthread_cond_signal(&t->cond_fmt);
+	int wake = t->fmt_waits;
 	pthread_mutex_unlock(&t->lock);
+	if (wake)
+		pthread_cond_signal(&t->cond_fmt);
 }
 
 static void *helper_main(void *arg)
@@ -678,7 +686,9 @@ static void *helper_main(void *arg)
 		if (!p) {
 			if (t->fmt_stop == 2)
 				break;
+			t->helpers_wait++;
 			pthread_cond_wait(&t->cond_run, &t->lock);
+			t->helpers_wait--;
 			continue;
 		}
 		pthread_mutex_unlock(&t->lock);
@@ -707,7 +717,9 @@ static void fmt_block_write(struct tk_timeline *t, struct tl_block *bk)
 		while (r->run->state != RUN_DONE) {
 			struct tl_prep *p = run_take(t);
 			if (!p) {
+				t->fmt_waits = 1;
 				pthread_cond_wait(&t->cond_fmt, &t->lock);
+				t->fmt_waits = 0;
 				continue;
 			}
 			pthread_mutex_unlock(&t->lock);
@@ -724,8 +736,10 @@ static void fmt_block_write(struct tk_timeline *t, struct tl_block *bk)
 		prep_done(t, r->run);
 		pthread_mutex_lock(&t->lock);
 		t->runs_out--;
-		pthread_cond_signal(&t->cond);
+		int wake = t->pass_waits;
 		pthread_mutex_unlock(&t->lock);
+		if (wake)
+			pthread_cond_signal(&t->cond);
 	}
 	if (bk->fbuf.len > pos)
 		tk_buf_put(t->out, bk->fbuf.data + pos, bk->fbuf.len - pos);
@@ -768,12 +782,18 @@ static void *fmt_main(void *arg)
 		} else if (t->fmt_stop) {
 			break;          /* stopped, and every block handed on is written */
 		} else {
+			t->fmt_waits = 1;
 			pthread_cond_wait(&t->cond_fmt, &t->lock);
+			t->fmt_waits = 0;
 			continue;
 		}
 		if (t->out->err && !t->fmt_err)
 			t->fmt_err = t->out->err;
-		pthread_cond_signal(&t->cond);   /* (the pass: a block may be free) */
+		if (t->pass_waits) {   /* a block may be free */
+			pthread_mutex_unlock(&t->lock);
+			pthread_cond_signal(&t->cond);
+			pthread_mutex_lock(&t->lock);
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* its own work goes in order; the runs it formatted for the helpers do not */
@@ -795,11 +815,18 @@ static int submit(struct tk_timeline *t)
 	pthread_mutex_lock(&t->lock);
 	bk->full = BLK_FULL;
 	t->runs_out += (unsigned)bk->nruns;
-	pthread_cond_signal(&t->cond_fmt);
+	if (t->fmt_waits) {
+		pthread_mutex_unlock(&t->lock);
+		pthread_cond_signal(&t->cond_fmt);
+		pthread_mutex_lock(&t->lock);
+	}
 	t->cur = (t->cur + 1) % TL_BLOCKS;
 	/* (runs hold a chunk's records and bytes each: a few in flight, not a block's worth) */
-	while (t->blk[t->cur].full || t->runs_out >= t->runs_max)
+	while (t->blk[t->cur].full || t->runs_out >= t->runs_max) {
+		t->pass_waits = 1;
 		pthread_cond_wait(&t->cond, &t->lock);
+		t->pass_waits = 0;
+	}
 	err = t->fmt_err;
 	pthread_mutex_unlock(&t->lock);
 	t->cb = &t->blk[t->cur];

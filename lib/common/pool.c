@@ -46,6 +46,21 @@ void *tk_calloc_huge(size_t n, size_t size)
 	return m;
 }
 
+void *tk_malloc_huge(size_t bytes)
+{
+	const size_t huge = (size_t)2 << 20;
+	size_t len;
+	void *m;
+
+	if (bytes < TK_HUGE_FROM || bytes > SIZE_MAX - huge)
+		return malloc(bytes ? bytes : 1);
+	len = (bytes + huge - 1) / huge * huge;
+	if (!(m = aligned_alloc(huge, len)))
+		return NULL;
+	(void)madvise(m, len, MADV_HUGEPAGE);   /* a hint: small pages otherwise */
+	return m;
+}
+
 /* ---- CPU accounting (tk_pool_times) ---------------------------------------------- */
 static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tk_pool_times times;

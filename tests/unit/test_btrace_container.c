@@ -31,16 +31,24 @@ static void put(struct img *m, const void *p, size_t n)
 
 static unsigned img_version = TK_BTRACE_VERSION;   /* of the containers build() makes */
 
-static void rec(struct img *m, uint16_t type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
+/* A record's header for payload P (N bytes) in a container of VERSION. */
+static void rec_header(uint8_t h[TK_BTRACE_REC_HEADER], unsigned version, uint16_t type,
+		       uint32_t tid, uint32_t seq, const void *p, uint32_t n)
 {
-	uint8_t h[TK_BTRACE_REC_HEADER] = { 0 };
-	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_record_sum(img_version, p, n);
+	uint32_t magic = TK_BTRACE_REC_MAGIC, sum = tk_btrace_record_sum(version, p, n);
+	memset(h, 0, TK_BTRACE_REC_HEADER);
 	memcpy(h, &magic, 4);
 	memcpy(h + 4, &type, 2);
 	memcpy(h + 8, &tid, 4);
 	memcpy(h + 12, &n, 4);
 	memcpy(h + 16, &sum, 4);
 	memcpy(h + 20, &seq, 4);
+}
+
+static void rec(struct img *m, uint16_t type, uint32_t tid, uint32_t seq, const void *p, uint32_t n)
+{
+	uint8_t h[TK_BTRACE_REC_HEADER];
+	rec_header(h, img_version, type, tid, seq, p, n);
 	m->rec_off[m->nrec++] = m->n;
 	put(m, h, sizeof h);
 	put(m, p, n);
@@ -424,6 +432,111 @@ static void test_related(void **state)
 	assert_int_equal(tk_btrace_related("/nonexistent-dir/t.tkbt", &v, &n), -TK_E_IO);
 }
 
+/* A container in a growing buffer: one thread's stream of NPIECES pieces of PLEN bytes
+ * (any bytes: the reader checks records, not PT), every LOSE-th piece lost (its sequence
+ * number skipped), interleaved with a second thread's small pieces. */
+struct big {
+	uint8_t *b;
+	size_t n, cap;
+};
+
+static void big_put(struct big *m, const void *p, size_t n)
+{
+	if (m->n + n > m->cap) {
+		m->cap = 2 * (m->n + n);
+		m->b = realloc(m->b, m->cap);
+		assert_non_null(m->b);
+	}
+	memcpy(m->b + m->n, p, n);
+	m->n += n;
+}
+
+static void big_rec(struct big *m, uint16_t type, uint32_t tid, uint32_t seq, const void *p,
+		    uint32_t n)
+{
+	uint8_t h[TK_BTRACE_REC_HEADER];
+	static const uint8_t z[8];
+	rec_header(h, TK_BTRACE_VERSION, type, tid, seq, p, n);
+	big_put(m, h, sizeof h);
+	big_put(m, p, n);
+	big_put(m, z, (8 - n % 8) % 8);
+}
+
+/* The stream the reader must give: the kept pieces in order, an OVF (02 f3) before each
+ * that follows a lost one. */
+static uint8_t *expected_stream(const uint8_t *payload, size_t npieces, size_t plen,
+				unsigned lose, size_t *n)
+{
+	uint8_t *e = malloc(npieces * (plen + 2)), *p = e;
+	int lost = 0;
+	assert_non_null(e);
+	for (size_t k = 0; k < npieces; k++) {
+		if (k % lose == lose - 1) {
+			lost = 1;
+			continue;
+		}
+		if (lost && p != e) {
+			*p++ = 0x02;
+			*p++ = 0xf3;
+		}
+		lost = 0;
+		memcpy(p, payload + k * plen, plen);
+		p += plen;
+	}
+	*n = (size_t)(p - e);
+	return e;
+}
+
+static void test_join_parallel(void **state)
+{
+	const size_t npieces = 400, plen = 60000;   /* 24 MB: joined on the workers */
+	const unsigned lose = 37;
+	struct big m = { 0 };
+	uint8_t h[TK_BTRACE_HEADER_SIZE] = { 0 };
+	uint32_t v = TK_BTRACE_VERSION, hs = TK_BTRACE_HEADER_SIZE, pid = 5;
+	uint8_t *payload = malloc(npieces * plen), small[100];
+	uint64_t x = 88172645463325252ULL;
+	(void)state;
+
+	assert_non_null(payload);
+	for (size_t i = 0; i < npieces * plen; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		payload[i] = (uint8_t)x;
+	}
+	memset(small, 0xa5, sizeof small);
+	memcpy(h, TK_BTRACE_MAGIC, 8);
+	memcpy(h + 8, &v, 4);
+	memcpy(h + 12, &hs, 4);
+	memcpy(h + 16, &pid, 4);
+	big_put(&m, h, sizeof h);
+	for (size_t k = 0; k < npieces; k++) {
+		if (k % lose != lose - 1)
+			big_rec(&m, TK_BTRACE_REC_STREAM, 7, (uint32_t)k, payload + k * plen,
+				(uint32_t)plen);
+		big_rec(&m, TK_BTRACE_REC_STREAM, 8, (uint32_t)k, small, sizeof small);
+	}
+	size_t want_n;
+	uint8_t *want = expected_stream(payload, npieces, plen, lose, &want_n);
+	assert_true(want_n >= ((size_t)16 << 20));
+	for (unsigned nt = 1; nt <= 3; nt++) {
+		struct tk_btrace_opts o = { .sz = sizeof o, .nthreads = nt };
+		int err = 0;
+		struct tk_btrace *bt = tk_btrace_open(m.b, m.n, &o, &err);
+		assert_non_null(bt);
+		assert_int_equal(tk_btrace_thread(bt, 0)->lost_pieces, npieces / lose);
+		uint8_t *s;
+		size_t n;
+		assert_int_equal(tk_btrace_thread_stream(bt, 0, &s, &n), 0);
+		assert_int_equal(n, want_n);
+		assert_memory_equal(s, want, n);
+		free(s);
+		tk_btrace_free(bt);
+	}
+	free(want);
+	free(payload);
+	free(m.b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_old_versions),
 		cmocka_unit_test(test_related),
 		cmocka_unit_test(test_rate_from_recorder_start),
+		cmocka_unit_test(test_join_parallel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

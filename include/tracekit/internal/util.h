@@ -92,6 +92,9 @@ void *tk_calloc_written(size_t n, size_t size);
  * rounded up to and aligned at 2 MiB. Released with free(). */
 #define TK_HUGE_FROM ((size_t)1 << 20)
 void *tk_calloc_huge(size_t n, size_t size);
+/* BYTES not zeroed, written before read (a buffer filled at once): from TK_HUGE_FROM on,
+ * on huge pages as tk_calloc_huge's, else malloc's. Released with free(). */
+void *tk_malloc_huge(size_t bytes);
 
 /* ---- memory work ahead, on a helper thread (lib/common/ahead.c) --------------------- */
 /* A structure that grows by millions of new entries (a random walk's call paths) spends

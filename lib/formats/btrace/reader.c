@@ -5,6 +5,7 @@
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 #include "formats/btrace/internal.h"
 
 struct piece {
@@ -492,25 +493,14 @@ int btrace_thread_part(const struct tk_btrace *bt, size_t i, size_t *next, size_
 	return btrace_thread_part_into(bt, i, next, max, out, &cap, len, part_len);
 }
 
-int btrace_thread_part_into(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
-			    uint8_t **out, size_t *cap, size_t *len, size_t *part_len)
+/* Pieces [FROM, TO) of thread T joined at P, each with the OVF that says a piece was lost
+ * after it (up to piece END: the part's last, read on into, has none). */
+static void join_pieces(const struct tk_btrace *bt, const struct thread *t, size_t from,
+			size_t to, size_t end, uint8_t *p)
 {
 	static const uint8_t ovf[2] = { 0x02, 0xf3 };
-	size_t end, n;
-	int rc = btrace_part_extent(bt, i, *next, max, &end, &n, part_len);
 
-	if (rc < 0)
-		return rc;
-	const struct thread *t = &bt->threads[i];
-	if (!*out || *cap < n) {
-		uint8_t *grown = realloc(*out, n ? n : 1);
-		if (!grown)
-			return -TK_E_NOMEM;
-		*out = grown;
-		*cap = n ? n : 1;
-	}
-	uint8_t *buf = *out, *p = buf;
-	for (size_t k = *next; k <= end && k < t->npieces; k++) {
+	for (size_t k = from; k < to; k++) {
 		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
 		p += t->pieces[k].len;
 		if (k < end && k + 1 < t->npieces && t->pieces[k + 1].gap_before) {
@@ -518,8 +508,90 @@ int btrace_thread_part_into(const struct tk_btrace *bt, size_t i, size_t *next, 
 			p += sizeof ovf;
 		}
 	}
+}
+
+/* A whole thread's stream joined on the workers: with one thread, joining a 174 MB trace
+ * (every byte copied into fresh pages) was a fifth of `decode --stat -j 2`, all of it
+ * serial. Each job copies the pieces from first[j] on to out + at[j]. */
+#define JOIN_JOB_BYTES ((size_t)8 << 20)
+#define JOIN_PARALLEL_FROM (2 * JOIN_JOB_BYTES)
+
+struct join_run {
+	const struct tk_btrace *bt;
+	const struct thread *t;
+	size_t end, stop;         /* the last piece joined is stop - 1 */
+	size_t *first, *at;       /* per job, and one more: where the last ends */
+	uint8_t *out;
+};
+
+static int join_work(void *ctx, size_t j)
+{
+	struct join_run *r = ctx;
+
+	join_pieces(r->bt, r->t, r->first[j], r->first[j + 1], r->end, r->out + r->at[j]);
+	return 0;
+}
+
+/* Pieces [NEXT, STOP) into OUT on the workers; 0, or -TK_E_NOMEM. */
+static int join_parallel(const struct tk_btrace *bt, const struct thread *t, size_t next,
+			 size_t stop, size_t end, size_t bytes, uint8_t *out)
+{
+	size_t cap = bytes / JOIN_JOB_BYTES + 2, nj = 0, pos = 0, job_pos = 0;
+	struct join_run r = { bt, t, end, stop, malloc(cap * sizeof(size_t)),
+			      malloc(cap * sizeof(size_t)), out };
+	int rc = -TK_E_NOMEM;
+
+	if (r.first && r.at) {
+		for (size_t k = next; k < stop; k++) {
+			if (k == next || pos - job_pos >= JOIN_JOB_BYTES) {
+				r.first[nj] = k;
+				r.at[nj++] = job_pos = pos;
+			}
+			pos += t->pieces[k].len;
+			pos += k < end && k + 1 < t->npieces && t->pieces[k + 1].gap_before ? 2 : 0;
+		}
+		r.first[nj] = stop;
+		r.at[nj] = pos;
+		struct tk_pool_opts po = { .sz = sizeof po, .nthreads = bt->opts.nthreads,
+					   .caller_works = 1 };
+		rc = tk_pool_run(&po, nj, join_work, NULL, &r);
+	}
+	free(r.first);
+	free(r.at);
+	return rc;
+}
+
+int btrace_thread_part_into(const struct tk_btrace *bt, size_t i, size_t *next, size_t max,
+			    uint8_t **out, size_t *cap, size_t *len, size_t *part_len)
+{
+	size_t end, n;
+	int rc = btrace_part_extent(bt, i, *next, max, &end, &n, part_len);
+
+	if (rc < 0)
+		return rc;
+	const struct thread *t = &bt->threads[i];
+	if (!*out && n >= JOIN_PARALLEL_FROM) {
+		/* on huge pages where the kernel gives them: a 4 KiB page fault per 4 KiB of
+		 * a large stream was most of the joining's time */
+		if (!(*out = tk_malloc_huge(n)))
+			return -TK_E_NOMEM;
+		*cap = n;
+	} else if (!*out || *cap < n) {
+		uint8_t *grown = realloc(*out, n ? n : 1);
+		if (!grown)
+			return -TK_E_NOMEM;
+		*out = grown;
+		*cap = n ? n : 1;
+	}
+	size_t stop = end < t->npieces ? end + 1 : t->npieces;
+	if (bt->opts.nthreads > 1 && n >= JOIN_PARALLEL_FROM) {
+		if ((rc = join_parallel(bt, t, *next, stop, end, n, *out)) < 0)
+			return rc;
+	} else {
+		join_pieces(bt, t, *next, stop, end, *out);
+	}
 	*next = end;
-	*len = (size_t)(p - buf);
+	*len = n;
 	return 0;
 }
 

@@ -172,7 +172,9 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	if (!o->quiet)
 		tk_btrace_header_text(&out, data, len, o->no_offset);
 	/* -q: the records are checked, not printed */
-	struct tk_btrace_opts bo = { .sz = sizeof bo, .ctx = &d,
+	/* (the workers check the records' sums ahead and join the streams; the records are
+	 * still printed in order) */
+	struct tk_btrace_opts bo = { .sz = sizeof bo, .ctx = &d, .nthreads = tk_cmd_jobs(c),
 				     .on_record = o->quiet ? NULL : dump_record };
 	struct tk_btrace *bt = bt_read(c, file, in, &bo);
 	if (!bt) {

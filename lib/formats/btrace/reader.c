@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "tracekit/btrace.h"
 #include "tracekit/common.h"
@@ -101,12 +102,13 @@ static int verdict_work(void *ctx, size_t job)
 struct map_run {
 	const uint8_t *data;
 	size_t len;
+	uintptr_t page;
 };
 
 static int map_work(void *ctx, size_t j)
 {
 	const struct map_run *r = ctx;
-	uintptr_t page = 4096, a = (uintptr_t)r->data + j * MAP_JOB_BYTES;
+	uintptr_t page = r->page, a = (uintptr_t)r->data + j * MAP_JOB_BYTES;
 	uintptr_t e = (uintptr_t)r->data + (j * MAP_JOB_BYTES + MAP_JOB_BYTES < r->len ?
 					    j * MAP_JOB_BYTES + MAP_JOB_BYTES : r->len);
 #ifdef MADV_POPULATE_READ
@@ -125,7 +127,8 @@ static int verdicts_make(struct verdicts *v, const struct tk_btrace *bt, uint64_
 	v->bt = bt;
 	if (bt->opts.nthreads <= 1)   /* (0 from a caller's older, smaller struct too) */
 		return 0;
-	struct map_run mr = { bt->data, bt->len };
+	long page = sysconf(_SC_PAGESIZE);
+	struct map_run mr = { bt->data, bt->len, page > 0 ? (uintptr_t)page : 4096 };
 	struct tk_pool_opts mo = { .sz = sizeof mo, .nthreads = bt->opts.nthreads, .caller_works = 1 };
 	(void)tk_pool_run(&mo, (bt->len + MAP_JOB_BYTES - 1) / MAP_JOB_BYTES, map_work, NULL, &mr);
 	for (; off < bt->len && header_ok(bt, off);

@@ -216,7 +216,7 @@ struct tk_timeline {
 	pthread_cond_t cond_run;  /* the helpers: a run queued */
 	int threaded, fmt_stop, fmt_err;
 	/* who waits (under the lock): wake-ups go only to a waiting thread, after the lock
-	 * is let go (a thread woken under it slept again on the lock) */
+	 * is let go (a thread woken under it may only sleep again on the lock) */
 	int fmt_waits, pass_waits;
 	unsigned helpers_wait;
 	int err;                  /* the output's first error, as known to the pass */

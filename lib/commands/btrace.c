@@ -25,8 +25,10 @@ static struct tk_btrace *bt_read(const struct tk_cmd *c, const char *file, struc
 
 	if (tk_cmd_map(c, file, in, &data, &len))
 		return NULL;
+	/* without OPTS, -j's workers still check the records' sums and join the streams */
+	struct tk_btrace_opts jobs = { .sz = sizeof jobs, .nthreads = tk_cmd_jobs(c) };
 	tk_cmd_log_file(c, file);
-	struct tk_btrace *bt = tk_btrace_open(data, len, opts, &err);
+	struct tk_btrace *bt = tk_btrace_open(data, len, opts ? opts : &jobs, &err);
 	tk_cmd_log_file(c, NULL);
 	if (!bt)
 		CMD_ERROR(c, file, UINT64_MAX, "unreadable branch trace: %s", tk_strerror(err));

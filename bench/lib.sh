@@ -48,21 +48,27 @@ bench_ratio() {
 	echo "scale=2; $1 / $2" | bc -l
 }
 
-# bench_interleaved_ratio "CMD_A" "CMD_B": BENCH_RUNS rounds, each running A and then B
-# right after it; prints the median of the rounds' time(A) / time(B). On a shared machine
-# whose speed drifts within minutes, medians of A's runs and then of B's runs compare
-# different moments; a round compares the same one. (Commands are split at spaces.)
+# bench_round_ratio "CMD_A" "CMD_B": A's time / B's time, B run right after A. (Commands
+# are split at spaces.)
+bench_round_ratio() {
+	local s m e
+	s=$(date +%s.%N)
+	$1 >/dev/null 2>&1
+	m=$(date +%s.%N)
+	$2 >/dev/null 2>&1
+	e=$(date +%s.%N)
+	echo "($m - $s) / ($e - $m)" | bc -l
+}
+
+# bench_interleaved_ratio "CMD_A" "CMD_B": BENCH_RUNS rounds of bench_round_ratio; prints
+# their median. On a shared machine whose speed drifts within minutes, medians of A's runs
+# and then of B's runs compare different moments; a round compares the same one.
 bench_interleaved_ratio() {
-	local a=$1 b=$2 i s m e ratios=()
+	local i ratios=()
 	for ((i = 0; i < BENCH_RUNS; i++)); do
-		s=$(date +%s.%N)
-		$a >/dev/null 2>&1
-		m=$(date +%s.%N)
-		$b >/dev/null 2>&1
-		e=$(date +%s.%N)
-		ratios+=("$(echo "($m - $s) / ($e - $m)" | bc -l)")
+		ratios+=("$(bench_round_ratio "$1" "$2")")
 	done
-	printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
+	bench_median "${ratios[@]}"
 }
 
 # bench_interleaved_ratio_near "CMD_A" "CMD_B": as bench_interleaved_ratio, with the two
@@ -70,15 +76,10 @@ bench_interleaved_ratio() {
 # rounds, that of the N rounds at near distance (under BENCH_NEAR_NS, default 300 ns), or
 # "-" when none was near.
 bench_interleaved_ratio_near() {
-	local a=$1 b=$2 i s m e d r all=() near=()
+	local i d r all=() near=()
 	for ((i = 0; i < BENCH_RUNS; i++)); do
 		d=$(bench_core_distance)
-		s=$(date +%s.%N)
-		$a >/dev/null 2>&1
-		m=$(date +%s.%N)
-		$b >/dev/null 2>&1
-		e=$(date +%s.%N)
-		r=$(echo "($m - $s) / ($e - $m)" | bc -l)
+		r=$(bench_round_ratio "$1" "$2")
 		all+=("$r")
 		if [ "$d" != "?" ] && [ "$d" -lt "${BENCH_NEAR_NS:-300}" ]; then
 			near+=("$r")

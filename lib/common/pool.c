@@ -28,36 +28,34 @@ void *tk_calloc_written(size_t n, size_t size)
 	return m;
 }
 
-void *tk_calloc_huge(size_t n, size_t size)
-{
-	const size_t huge = (size_t)2 << 20;
-	size_t bytes = n * size, len;
-	char *m;
-
-	if ((size && bytes / size != n) || bytes > SIZE_MAX - huge)
-		return NULL;
-	if (bytes < TK_HUGE_FROM)   /* a huge page would be mostly waste */
-		return tk_calloc_written(n, size);
-	len = (bytes + huge - 1) / huge * huge;
-	if (!(m = aligned_alloc(huge, len)))
-		return NULL;
-	(void)madvise(m, len, MADV_HUGEPAGE);   /* a hint: small pages otherwise */
-	memset(m, 0, len);
-	return m;
-}
-
 void *tk_malloc_huge(size_t bytes)
 {
 	const size_t huge = (size_t)2 << 20;
 	size_t len;
 	void *m;
 
-	if (bytes < TK_HUGE_FROM || bytes > SIZE_MAX - huge)
+	if (bytes > SIZE_MAX - huge)
+		return NULL;
+	if (bytes < TK_HUGE_FROM)   /* a huge page would be mostly waste */
 		return malloc(bytes ? bytes : 1);
 	len = (bytes + huge - 1) / huge * huge;
 	if (!(m = aligned_alloc(huge, len)))
 		return NULL;
 	(void)madvise(m, len, MADV_HUGEPAGE);   /* a hint: small pages otherwise */
+	return m;
+}
+
+void *tk_calloc_huge(size_t n, size_t size)
+{
+	size_t bytes = n * size;
+	void *m;
+
+	if (size && bytes / size != n)
+		return NULL;
+	if (bytes < TK_HUGE_FROM)
+		return tk_calloc_written(n, size);
+	if ((m = tk_malloc_huge(bytes)))
+		memset(m, 0, bytes);
 	return m;
 }
 

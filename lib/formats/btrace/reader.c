@@ -469,6 +469,13 @@ const struct tk_btrace_thread *tk_btrace_thread(const struct tk_btrace *bt, size
 	return i < bt->nthreads ? &bt->threads[i].pub : NULL;
 }
 
+/* Whether an OVF follows piece K of T in a joined stream: a piece was lost after it (the
+ * joining adds it only before the part's last piece). */
+static int ovf_after(const struct thread *t, size_t k)
+{
+	return k + 1 < t->npieces && t->pieces[k + 1].gap_before;
+}
+
 int btrace_part_extent(const struct tk_btrace *bt, size_t i, size_t next, size_t max, size_t *end,
 		       size_t *len, size_t *part_len)
 {
@@ -482,7 +489,7 @@ int btrace_part_extent(const struct tk_btrace *bt, size_t i, size_t next, size_t
 	while (e < t->npieces && (e == next || room + t->pieces[e].len <= max)) {
 		room += t->pieces[e].len + 2;
 		n += t->pieces[e].len;
-		if (e + 1 < t->npieces && t->pieces[e + 1].gap_before)
+		if (ovf_after(t, e))
 			n += 2;
 		e++;
 	}
@@ -534,7 +541,7 @@ static void join_pieces(const struct tk_btrace *bt, const struct thread *t, size
 	for (size_t k = from; k < to; k++) {
 		memcpy(p, bt->data + t->pieces[k].off, t->pieces[k].len);
 		p += t->pieces[k].len;
-		if (k < end && k + 1 < t->npieces && t->pieces[k + 1].gap_before) {
+		if (k < end && ovf_after(t, k)) {
 			memcpy(p, ovf, sizeof ovf);
 			p += sizeof ovf;
 		}
@@ -579,7 +586,7 @@ static int join_parallel(const struct tk_btrace *bt, const struct thread *t, siz
 				r.at[nj++] = job_pos = pos;
 			}
 			pos += t->pieces[k].len;
-			pos += k < end && k + 1 < t->npieces && t->pieces[k + 1].gap_before ? 2 : 0;
+			pos += k < end && ovf_after(t, k) ? 2 : 0;
 		}
 		r.first[nj] = stop;
 		r.at[nj] = pos;

@@ -25,7 +25,8 @@
 # bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,
 # btrace-tl (profile and convert --to perfetto of bench/ipt-flow.sh's libc branch trace
 # itself, not converted to raw PT: the branch-trace source's own chunks), btrace-decode
-# (decode --stat of that branch trace: each thread's stream joined, then split at PSBs), libc-tl (the same
+# (decode --stat of that branch trace: each thread's stream joined, then split at PSBs),
+# btrace-dump (dump -q of it: records checked, streams joined and walked), libc-tl (the same
 # recording converted to raw PT, then convert --to perfetto: a real program's PT timeline,
 # under the timeline's event cap, so that its halves do the same work as the whole).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
@@ -218,6 +219,7 @@ for c in $CASES; do
 	llvm-prof) make_llvm && ROW_PT=1 row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
 	btrace-prof) make_btrace && row btrace-prof "$TK" profile -j @J -o /dev/null libc.tkbt ;;
 	btrace-decode) make_btrace && row btrace-decode "$TK" decode --stat -j @J libc.tkbt ;;
+	btrace-dump) make_btrace && row btrace-dump "$TK" dump -q -j @J libc.tkbt ;;
 	btrace-tl) make_btrace && row btrace-tl "$TK" convert --to perfetto -j @J -o /dev/null libc.tkbt ;;
 	libc-tl) make_libc_pt && ROW_PT=1 row libc-tl "$TK" convert --to perfetto -j @J $(cat libc.args) -o /dev/null libc.pt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;

@@ -12,7 +12,8 @@
 # - the branch trace itself (profile, convert --to perfetto: its parts on the pool)
 # - XRay FDR logs (profile, --to account, convert --to perfetto; a real log of 1 KiB
 #   buffers, whose timeline holds its chunks' events) and a Kanata log of 600 KB
-#   in small chunks (stats, info, convert --to chrome and report: the relay's thread); PT
+#   in small chunks (stats, info, report: the decoder's chunks; convert --to chrome: the
+#   relay's thread); PT
 #   convert --to perfetto|chrome too (the timeline's formatter thread)
 # - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
 # - one decode with the progress line on a terminal (script -qc)
@@ -117,8 +118,9 @@ for chunk in 4096 8192 16384 65536; do
 	TK_KANATA_CHUNK=$chunk check "kanata-chrome$chunk" convert --to chrome -o /dev/stdout k.log
 	TK_KANATA_CHUNK=$chunk check "kanata-info$chunk" info k.log
 	TK_KANATA_CHUNK=$chunk check "kanata-dump$chunk" dump k.log
+	# the decoder in chunks: each chunk's events held, merged into the report in order
+	TK_KANATA_CHUNK=$chunk check "kanata-report$chunk" report -o /dev/stdout k.log
 done
-check "kanata-report" report -o /dev/stdout k.log
 # xtrace: chunks between snapshots on the pool (dump's parts, the timeline's held events)
 check "xtrace-dump" dump -q "$xt"
 check "xtrace-chrome" convert --to chrome -o /dev/stdout "$xt"

@@ -307,20 +307,32 @@ static const char *stage_name(void *ctx, unsigned stage, const char **lane)
 	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
 }
 
-/* A Kanata decoder feeding SINK. -j N: the log is read in order (its instructions live
- * across any cut), so the reader and the consumer run at once on two threads, through a
- * relay (*RELAY; NULL at -j 1). */
-static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, struct tk_sink sink,
+/* A Kanata decoder feeding SINK, of the log IN (or of TEXT when not NULL). -j N: with
+ * CHUNKS, a plain file is parsed in chunks on N threads (PROG follows them) and SINK runs
+ * on the calling thread between them; otherwise the log is read in order, its reader and
+ * SINK on two threads through a relay (*RELAY; NULL at -j 1). The relay is for a sink that
+ * costs as much as the reader (a timeline): at -j 2 the two threads are balanced, and the
+ * chunks' events, written out and read back, would cost more CPU (docs/PERFORMANCE.md). */
+static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, const char *file,
+					     struct tk_sink sink, int chunks, struct tk_input *in,
+					     const struct tk_buf *text, struct tk_progress *prog,
 					     struct tk_relay **relay, int *err)
 {
 	struct tk_kanata_decoder *d;
 
+	chunks = chunks && tk_cmd_jobs(c) > 1 && !text && tk_input_compression(in) == TK_COMP_NONE;
+
 	*relay = NULL;
-	if (tk_cmd_jobs(c) > 1 && !(*relay = tk_relay_new(sink, err)))
+	if (tk_cmd_jobs(c) > 1 && !chunks && !(*relay = tk_relay_new(sink, err)))
 		return NULL;
 	if (!(d = tk_kanata_decoder_new(*relay ? tk_relay_sink(*relay) : sink, err))) {
 		tk_relay_free(*relay);
 		*relay = NULL;
+		return NULL;
+	}
+	if (chunks) {
+		tk_cmd_progress_init(c, prog, file, tk_input_file_size(in));
+		tk_kanata_decoder_set_jobs(d, tk_cmd_jobs(c), c->o->kanata_chunk, prog);
 	}
 	return d;
 }
@@ -328,7 +340,7 @@ static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, struct tk_s
 /* The log (IN, or TEXT when not NULL) decoded; with a relay, once the consumer has every
  * event (its error first). */
 static int decode_all(struct tk_kanata_decoder *d, struct tk_relay *relay, struct tk_input *in,
-		      const struct tk_buf *text)
+		      const struct tk_buf *text, struct tk_progress *prog)
 {
 	int rc = text ? tk_kanata_decode_bytes(d, text->data, text->len, 1) : tk_kanata_decode(d, in);
 
@@ -337,6 +349,7 @@ static int decode_all(struct tk_kanata_decoder *d, struct tk_relay *relay, struc
 		rc = rc < 0 ? rc : rrc;
 		tk_relay_free(relay);
 	}
+	tk_progress_finish(prog);
 	return rc;
 }
 
@@ -359,13 +372,14 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	int err, rc;
 	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
 	struct tk_relay *relay;
+	struct tk_progress prog = { 0 };
 	if (!t)
 		return err;
-	if (!(d = decoder_new(c, tk_timeline_sink(t), &relay, &err))) {
+	if (!(d = decoder_new(c, file, tk_timeline_sink(t), 0, in, NULL, &prog, &relay, &err))) {
 		tk_timeline_free(t);
 		return err;
 	}
-	rc = decode_all(d, relay, in, NULL);
+	rc = decode_all(d, relay, in, NULL, &prog);
 	int frc = tk_timeline_finish(t);
 	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
 	if (rc >= 0)
@@ -444,6 +458,7 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 				     .stage_name = stage_name, .stage_ctx = &d };
 	struct tk_report *r;
 	struct tk_relay *relay = NULL;
+	struct tk_progress prog = { 0 };
 	struct tk_buf out;
 	int err, rc, status;
 
@@ -452,12 +467,13 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 		CMD_ERROR(c, NULL, UINT64_MAX, "--cycles %s: expected A:B with A < B", o->cycles);
 		return TK_EXIT_USAGE;
 	}
-	if (!(r = tk_report_new(&ro, &err)) || !(d = decoder_new(c, tk_report_sink(r), &relay, &err))) {
+	if (!(r = tk_report_new(&ro, &err)) ||
+	    !(d = decoder_new(c, file, tk_report_sink(r), 1, in, text, &prog, &relay, &err))) {
 		tk_report_free(r);
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		return TK_EXIT_INPUT;
 	}
-	rc = decode_all(d, relay, in, text);
+	rc = decode_all(d, relay, in, text, &prog);
 	if (rc < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = TK_EXIT_INPUT;

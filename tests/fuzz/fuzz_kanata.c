@@ -1,7 +1,9 @@
 /* Fuzz the Kanata reader, statistics and writer: nothing may crash, whatever the writer
  * produces from the accepted commands must read back without errors, and the parallel
  * statistics (small chunks, every diagnostic kept or not: check -j N and stats -j N) count
- * the diagnostics -j 1 does, and dump -j N (small chunks) prints what -j 1 prints. */
+ * the diagnostics -j 1 does, dump -j N (small chunks) prints what -j 1 prints, and the
+ * decoder in chunks gives the events of -j 1. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,56 @@ static void count_diag(void *ctx, const struct tk_kanata_diag *d)
 	++*(uint64_t *)ctx;
 }
 
+int kn_decode_buf_parallel(struct tk_kanata_decoder *d, const char *p, size_t n, unsigned jobs,
+			   size_t bytes);
+
+/* Every field of the events, label text included. */
+static int ev_text(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tk_buf *b = ctx;
+	for (size_t i = 0; i < n; i++) {
+		tk_buf_put(b, &ev[i], offsetof(struct tk_event, arg));
+		tk_buf_put(b, &ev[i].track, sizeof ev[i].track + sizeof ev[i].kind + sizeof ev[i].flags);
+		if (ev[i].kind == TK_EV_TYPED)
+			tk_buf_put(b, ev[i].data, ev[i].count);
+		else
+			tk_buf_put(b, &ev[i].arg, sizeof ev[i].arg);
+	}
+	return 0;
+}
+
+/* The decoder's events, counts and gaps from chunks of 40 to 295 bytes on 2 threads: those
+ * of a decoding in order. */
+static void decode_both(const uint8_t *data, size_t size)
+{
+	struct tk_buf b[2];
+	struct tk_kanata_decoder *d[2];
+	size_t chunk = 40 + (size > 1 ? data[1] : 0);
+	int err, rc[2];
+
+	if (size < 2 * chunk)
+		return;
+	for (int k = 0; k < 2; k++) {
+		if (tk_buf_init(&b[k], -1, 4096) < 0 ||
+		    !(d[k] = tk_kanata_decoder_new((struct tk_sink){ ev_text, &b[k] }, &err)))
+			abort();
+	}
+	rc[0] = tk_kanata_decode_bytes(d[0], (const char *)data, size, 1);
+	rc[1] = kn_decode_buf_parallel(d[1], (const char *)data, size, 2, chunk);
+	const struct tk_kanata_counts *c0 = tk_kanata_decoder_counts(d[0]), *c1 = tk_kanata_decoder_counts(d[1]);
+	const struct tk_gap_stats *g0 = tk_kanata_decoder_gaps(d[0]), *g1 = tk_kanata_decoder_gaps(d[1]);
+	if (rc[0] >= 0 && rc[1] >= 0 &&
+	    (b[0].len != b[1].len || memcmp(b[0].data, b[1].data, b[0].len) ||
+	     memcmp(g0, g1, sizeof *g0) || c0->lines != c1->lines || c0->insns != c1->insns ||
+	     c0->errors != c1->errors || c0->in_flight != c1->in_flight ||
+	     c0->last_cycle != c1->last_cycle))
+		abort();   /* -j N decoded otherwise than -j 1 */
+	for (int k = 0; k < 2; k++) {
+		tk_kanata_decoder_free(d[k]);
+		tk_buf_free(&b[k]);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tk_kanata_stats st, par;
@@ -89,6 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	tk_kanata_stats_free(&st);
 	dump_both(data, size);
+	decode_both(data, size);
 
 	/* split feeding with a tiny line limit exercises the carry and long-line paths */
 	struct rw r = { 0 };

@@ -799,9 +799,8 @@ static void log_diag(void *ctx, const struct tk_kanata_diag *d)
 		      d->msg);
 }
 
-static void stats_text(const struct tk_kanata_stats *st, struct tk_buf *b)
+static void counts_text(const struct tk_kanata_counts *c, struct tk_buf *b)
 {
-	const struct tk_kanata_counts *c = &st->counts;
 	tk_buf_printf(b, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %lld %lld %u\n",
 		      (unsigned long long)c->lines, (unsigned long long)c->commands,
 		      (unsigned long long)c->bytes, (unsigned long long)c->errors,
@@ -809,6 +808,11 @@ static void stats_text(const struct tk_kanata_stats *st, struct tk_buf *b)
 		      (unsigned long long)c->retired, (unsigned long long)c->flushed,
 		      (unsigned long long)c->in_flight, (long long)c->first_cycle,
 		      (long long)c->last_cycle, c->version);
+}
+
+static void stats_text(const struct tk_kanata_stats *st, struct tk_buf *b)
+{
+	counts_text(&st->counts, b);
 	tk_buf_printf(b, "%llu %llu %llu %d %llu\n", (unsigned long long)st->cycles,
 		      (unsigned long long)st->konata_last_rid, (unsigned long long)st->konata_last_cycle,
 		      st->have_rid, (unsigned long long)st->stall_cycles);
@@ -957,6 +961,131 @@ static void test_parallel_keeps_all_diags(void **state)
 	tk_buf_free(&b);
 }
 
+/* ---- the decoder in parallel chunks: the events of a decoding in order ------------------- */
+static int ev_record(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct tk_buf *b = ctx;
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_event *e = &ev[i];
+		tk_buf_printf(b, "%s %llu %llu %llu %llu %u %u ", tk_event_kind_name(e->kind),
+			      (unsigned long long)e->time, (unsigned long long)e->addr,
+			      (unsigned long long)e->addr2, (unsigned long long)e->count, e->track,
+			      e->flags);
+		if (e->kind == TK_EV_TYPED)
+			tk_buf_printf(b, "'%.*s'\n", (int)e->count, (const char *)e->data);
+		else
+			tk_buf_printf(b, "%llu\n", (unsigned long long)e->arg);
+	}
+	return 0;
+}
+
+/* Everything a decoding of the file PATH gives (events, names, counts, gaps) as text into B:
+ * in order with JOBS 1, else in chunks of CHUNK bytes. */
+static void decode_text(const char *path, unsigned jobs, size_t chunk, struct tk_buf *b)
+{
+	struct tk_input *in;
+	int err;
+
+	tk_buf_init(b, -1, 4096);
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	struct tk_kanata_decoder *d = tk_kanata_decoder_new((struct tk_sink){ ev_record, b }, &err);
+	assert_non_null(d);
+	tk_kanata_decoder_set_jobs(d, jobs, chunk, NULL);
+	assert_int_equal(tk_kanata_decode(d, in), 0);
+	const char *name, *lane;
+	for (unsigned i = 0; (name = tk_kanata_decoder_stage(d, i, &lane)); i++)
+		tk_buf_printf(b, "stage %u %s %s\n", i, name, lane);
+	counts_text(tk_kanata_decoder_counts(d), b);
+	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
+	tk_buf_printf(b, "gaps %llu:", (unsigned long long)g->count);
+	for (uint64_t i = 0; i < g->count && i < TK_GAP_FIRST_OFFSETS; i++)
+		tk_buf_printf(b, " %llu", (unsigned long long)g->first_offsets[i]);
+	tk_buf_putc(b, 0);
+	tk_kanata_decoder_free(d);
+	tk_input_free(in);
+}
+
+/* The log P[0..N) decoded in chunks of each size of CHUNKS, on 2 and 3 threads: what a
+ * decoding in order gives; the number of events. */
+static size_t compare_decode(const char *p, size_t n, const size_t *chunks, size_t nchunks)
+{
+	char path[] = "/tmp/tk_kanata_par_XXXXXX";
+	int fd = mkstemp(path);
+	struct tk_buf want, got;
+	size_t events = 0;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, n), (ssize_t)n);
+	close(fd);
+	decode_text(path, 1, 0, &want);
+	for (const char *q = want.data; (q = strchr(q, '\n')); q++)
+		events++;
+	for (size_t i = 0; i < nchunks; i++)
+		for (unsigned jobs = 2; jobs <= 3; jobs++) {
+			decode_text(path, jobs, chunks[i], &got);
+			if (strcmp(got.data, want.data))
+				fprintf(stderr, "chunks of %zu, %u threads: not the events in order\n",
+					chunks[i], jobs);
+			assert_string_equal(got.data, want.data);
+			tk_buf_free(&got);
+		}
+	tk_buf_free(&want);
+	unlink(path);
+	return events;
+}
+
+static void test_parallel_decode(void **state)
+{
+	(void)state;
+	/* a recorded log, cut everywhere from tiny chunks to a few */
+	struct tk_input *in = open_data("kanata-sample-2.log.gz");
+	const uint8_t *d;
+	size_t n;
+	assert_int_equal(tk_input_map(in, &d, &n), 0);
+	static const size_t sizes[] = { 4096, 65536, 300000 };
+	assert_true(compare_decode((const char *)d, n, sizes, 3) > 10000);
+	tk_input_free(in);
+	/* instructions in flight across every seam, their stages, labels and producers (W) in
+	 * later chunks than their I; C= lines (some going back: errors), a stage first seen
+	 * late and stages in another order in every chunk (their numbers are mapped), lines
+	 * naming ids never begun (gaps) */
+	struct tk_buf b;
+	int64_t cyc = 100;
+	tk_buf_init(&b, -1, 4096);
+	tk_buf_printf(&b, "Kanata\t0004\nC=\t100\n");
+	for (int i = 0; i < 3000; i++) {
+		tk_buf_printf(&b, "I\t%d\t%d\t%d\nL\t%d\t0\tinsn %d\n", i, 7 * i, i % 3, i, i);
+		tk_buf_printf(&b, "S\t%d\t0\t%s\n", i, i % 7 ? "F" : "D");
+		if (i >= 1)
+			tk_buf_printf(&b, "W\t%d\t%d\t0\n", i, i - 1);
+		if (i >= 4)
+			tk_buf_printf(&b, "S\t%d\t0\tX\nL\t%d\t0\t more\nS\t%d\t1\t%s\n", i - 4, i - 4,
+				      i - 4, i > 1500 ? "late" : "stl");
+		if (i >= 9)
+			tk_buf_printf(&b, "E\t%d\t1\t%s\nR\t%d\t%d\t%d\n", i - 9, i - 9 > 1500 ? "late" : "stl",
+				      i - 9, i - 9, i % 11 == 0);
+		if (i % 97 == 5)
+			tk_buf_printf(&b, "S\t%d\t0\tF\n", 100000 + i);
+		cyc += 1 + i % 3;
+		if (i % 5 == 0)
+			tk_buf_printf(&b, "C=\t%lld\n", (long long)(i % 35 ? cyc : 50));
+		else
+			tk_buf_printf(&b, "C\t%d\n", 1 + i % 3);
+	}
+	static const size_t cuts[] = { 64, 500, 4096, 20000, 100000 };
+	assert_true(compare_decode(b.data, b.len, cuts, 5) > 20000);
+	tk_buf_free(&b);
+	/* an id reused across chunks: the rest of the log from that chunk on is read in order */
+	tk_buf_init(&b, -1, 4096);
+	tk_buf_printf(&b, "Kanata\t0004\nC=\t7\n");
+	for (int i = 0; i < 400; i++)
+		tk_buf_printf(&b, "I\t%d\t%d\t0\nS\t%d\t0\tF\nC\t1\nR\t%d\t%d\t0\n", i % 250, i, i % 250,
+			      i % 250, i);
+	static const size_t small[] = { 100, 999 };
+	compare_decode(b.data, b.len, small, 2);
+	tk_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -978,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_huge_line),
 		cmocka_unit_test(test_parallel_equals_serial),
 		cmocka_unit_test(test_parallel_keeps_all_diags),
+		cmocka_unit_test(test_parallel_decode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

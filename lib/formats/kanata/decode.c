@@ -3,28 +3,53 @@
 #include <string.h>
 
 #include "formats/kanata/internal.h"
+#include "tracekit/internal/util.h"
 
 struct tk_kanata_decoder {
 	struct tk_kanata_reader *r;
 	struct tk_event_batch batch;
 	struct tk_gap_stats gaps;
 	int rc;
+	unsigned jobs;               /* tk_kanata_decode: chunks parsed on JOBS threads */
+	size_t chunk_bytes;
+	struct tk_progress *progress;
+	/* a chunk of a parallel decode (kn_decode_parallel): its events held, with cycles for
+	 * times until its start and the log's first cycle are known */
+	int chunk;
+	struct tk_event_vec held;
+	size_t rel_upto;             /* held events before this one count from START */
+	int64_t start;
+	int settled;                 /* the held events' times are times */
+	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
 	/* label text of the batch's label events, by slot: valid during the sink call */
 	char labels[TK_EVENT_BATCH][KN_LABEL_KEEP + 1];
 };
 
-static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
+static uint64_t time_of(int64_t cycle, int64_t first)
 {
-	int64_t first = tk_kanata_reader_counts(d->r)->first_cycle;
 	return cycle > first ? (uint64_t)(cycle - first) : 0;
 }
 
+static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
+{
+	if (d->chunk)
+		return (uint64_t)cycle;   /* made a time by kn_decoder_settle */
+	return time_of(cycle, tk_kanata_reader_counts(d->r)->first_cycle);
+}
+
+/* The next event's slot: a chunk's written in place where it is held. */
 static struct tk_event *next(struct tk_kanata_decoder *d)
 {
 	struct tk_event *e;
 	if (d->rc < 0)
 		return NULL;
-	e = tk_event_batch_next(&d->batch, &d->rc);
+	if (d->chunk) {
+		if (d->held.n == d->held.cap && (d->rc = tk_event_vec_reserve(&d->held, 1)) < 0)
+			return NULL;
+		e = &d->held.ev[d->held.n++];
+	} else {
+		e = tk_event_batch_next(&d->batch, &d->rc);
+	}
 	if (e)
 		memset(e, 0, sizeof *e);
 	return e;
@@ -51,15 +76,21 @@ static void label(struct tk_kanata_decoder *d, const struct kn_insn *in, int64_t
 	struct tk_event *e;
 	if (!in->label_len || !(e = next(d)))
 		return;
-	char *text = d->labels[d->batch.n - 1];
-	memcpy(text, in->label, in->label_len);
 	e->kind = TK_EV_TYPED;
 	e->flags = TK_TYPED_INSN_LABEL;
 	e->time = ev_time(d, cycle);
 	e->addr = (uint64_t)in->id;
-	e->data = text;
 	e->count = in->label_len;
 	e->track = (uint32_t)in->thread;
+	if (d->chunk) {
+		e->data = in->label;
+		if ((d->rc = tk_event_vec_keep(&d->held, e)) < 0)
+			d->held.n--;
+		return;
+	}
+	char *text = d->labels[d->batch.n - 1];
+	memcpy(text, in->label, in->label_len);
+	e->data = text;
 }
 
 static void on_done(void *ctx, const struct kn_insn *in, int flushed, int64_t rid, int64_t end)
@@ -127,6 +158,19 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *g)
 	tk_gap_stats_add(&d->gaps, g->offset, 0);
 	if (!(e = next(d)))
 		return;
+	if (d->chunk) {   /* counted among the gaps at the merge, in order */
+		if (d->ngaps == d->cap_gaps) {
+			size_t cap = d->cap_gaps ? 2 * d->cap_gaps : 64;
+			size_t *p = realloc(d->gap_at, cap * sizeof *p);
+			if (!p) {
+				d->rc = -TK_E_NOMEM;
+				return;
+			}
+			d->gap_at = p;
+			d->cap_gaps = cap;
+		}
+		d->gap_at[d->ngaps++] = d->held.n - 1;
+	}
 	e->kind = TK_EV_GAP;
 	e->time = TK_TIME_NONE;
 	e->arg = g->offset;
@@ -134,7 +178,16 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *g)
 	e->flags = TK_GAP_DECODE_ERROR;
 }
 
-struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err)
+static int settle(struct tk_kanata_decoder *d, int rc, int final);
+
+/* The events a chunk has made so far (the frags' marks). */
+static size_t made(void *ctx)
+{
+	const struct tk_kanata_decoder *d = ctx;
+	return d->held.n;
+}
+
+static struct tk_kanata_decoder *decoder_new(struct tk_sink sink, int chunk, int *err)
 {
 	struct tk_kanata_decoder *d = calloc(1, sizeof *d);
 	if (!d) {
@@ -147,11 +200,17 @@ struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err)
 		free(d);
 		return NULL;
 	}
-	struct kn_hooks h = { on_stage, on_done, d };
+	struct kn_hooks h = { on_stage, on_done, d, chunk ? made : NULL };
 	kn_reader_set_hooks(d->r, &h);
+	d->chunk = chunk;
 	tk_event_batch_init(&d->batch, sink);
 	*err = 0;
 	return d;
+}
+
+struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err)
+{
+	return decoder_new(sink, 0, err);
 }
 
 void tk_kanata_decoder_free(struct tk_kanata_decoder *d)
@@ -159,7 +218,113 @@ void tk_kanata_decoder_free(struct tk_kanata_decoder *d)
 	if (!d)
 		return;
 	tk_kanata_reader_free(d->r);
+	tk_event_vec_free(&d->held);
+	free(d->gap_at);
 	free(d);
+}
+
+void tk_kanata_decoder_set_jobs(struct tk_kanata_decoder *d, unsigned jobs, size_t chunk_bytes,
+				struct tk_progress *progress)
+{
+	d->jobs = jobs;
+	d->chunk_bytes = chunk_bytes;
+	d->progress = progress;
+}
+
+/* ---- a chunk of a parallel decode (kn_decode_parallel) -------------------------------- */
+struct tk_kanata_decoder *kn_decoder_chunk_new(int *err)
+{
+	return decoder_new((struct tk_sink){ 0 }, 1, err);
+}
+
+struct tk_kanata_reader *kn_decoder_reader(struct tk_kanata_decoder *d)
+{
+	return d->r;
+}
+
+void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v)
+{
+	struct tk_event_vec t = d->held;
+
+	d->held = *v;
+	*v = t;
+}
+
+void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start)
+{
+	d->rel_upto = made(d);
+	d->start = start;
+}
+
+int kn_decoder_chunk_end(struct tk_kanata_decoder *d)
+{
+	tk_event_vec_settle(&d->held);
+	return d->rc;
+}
+
+void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first)
+{
+	struct tk_event *ev = d->held.ev;
+
+	if (d->settled)
+		return;
+	for (size_t i = 0; i < d->held.n; i++)
+		if (ev[i].kind != TK_EV_GAP)
+			ev[i].time = time_of((int64_t)ev[i].time + (i < d->rel_upto ? d->start : 0), first);
+	d->settled = 1;
+}
+
+/* Chunk C's held events [A, B) (settled) to G's sink, stages and lanes by G's numbers (the
+ * maps, when not NULL), after what G made before them; their gaps counted after G's. */
+static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, size_t a, size_t b,
+		     const uint16_t *lane_map, const uint16_t *stage_map, size_t *gi)
+{
+	int rc = tk_event_batch_flush(&g->batch);
+	struct tk_event *ev = c->held.ev;
+
+	if (rc < 0)
+		return g->rc = rc;
+	for (size_t i = a; stage_map && i < b; i++)
+		if (ev[i].kind == TK_EV_STAGE_BEGIN || ev[i].kind == TK_EV_STAGE_END) {
+			ev[i].arg = stage_map[ev[i].arg];
+			ev[i].flags = lane_map[ev[i].flags];
+		}
+	for (; *gi < c->ngaps && c->gap_at[*gi] < b; ++*gi)
+		tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
+	if (b > a && g->batch.sink.events && (rc = g->batch.sink.events(g->batch.sink.ctx, ev + a, b - a)) < 0)
+		g->rc = rc;
+	return rc;
+}
+
+int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
+		     const uint16_t *lane_map, const uint16_t *stage_map)
+{
+	size_t nf, at = 0, gi = 0, ns = kn_reader_nstages(c->r), nl = kn_reader_nlanes(c->r);
+	const struct kn_frag *f = kn_reader_frags(c->r, &nf);
+	int same = 1, rc = 0;
+
+	kn_decoder_settle(c, first);   /* (if its worker could not) */
+	for (size_t k = 0; k < ns && same; k++)
+		same = stage_map[k] == k;
+	for (size_t k = 0; k < nl && same; k++)
+		same = lane_map[k] == k;
+	const uint16_t *lmap = same ? NULL : lane_map, *smap = same ? NULL : stage_map;
+	/* each command about an earlier chunk's instruction between the events made before
+	 * and after it, as a reader in order would have made them */
+	for (size_t k = 0; k < nf && rc >= 0; k++) {
+		if ((rc = pass_held(g, c, at, f[k].mark, lmap, smap, &gi)) >= 0)
+			rc = kn_reader_replay(g->r, &f[k], lane_map, c->r);
+		at = f[k].mark;
+	}
+	if (rc >= 0)
+		rc = pass_held(g, c, at, c->held.n, lmap, smap, &gi);
+	tk_event_vec_drop(&c->held);
+	return rc < 0 ? rc : g->rc;
+}
+
+int kn_decoder_finish(struct tk_kanata_decoder *g)
+{
+	return settle(g, 0, 1);
 }
 
 static void live_label(void *ctx, const struct kn_insn *in)
@@ -181,9 +346,17 @@ static int settle(struct tk_kanata_decoder *d, int rc, int final)
 	return tk_event_batch_flush(&d->batch);
 }
 
-int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
+int kn_decoder_read(struct tk_kanata_decoder *d, struct tk_input *in)
 {
 	return settle(d, tk_kanata_reader_run(d->r, in), 1);
+}
+
+unsigned kn_decoder_jobs(const struct tk_kanata_decoder *d, size_t *chunk_bytes,
+			 struct tk_progress **progress)
+{
+	*chunk_bytes = d->chunk_bytes ? d->chunk_bytes : KN_DECODE_CHUNK;
+	*progress = d->progress;
+	return d->jobs;
 }
 
 int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int final)

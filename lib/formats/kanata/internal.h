@@ -28,6 +28,9 @@ struct kn_hooks {
 	void (*stage)(void *ctx, const struct kn_insn *in, unsigned stage, int64_t start, int64_t end);
 	void (*done)(void *ctx, const struct kn_insn *in, int flushed, int64_t rid, int64_t end);
 	void *ctx;
+	/* optional, chunk mode: where the consumer's output stands, kept with each command
+	 * about an earlier chunk's instruction (kn_frag.mark): its replay goes there */
+	size_t (*mark)(void *ctx);
 };
 
 struct kn_name {
@@ -39,6 +42,7 @@ struct kn_name {
 void kn_reader_set_hooks(struct tk_kanata_reader *r, const struct kn_hooks *h);
 /* Interned names: lanes and (lane, stage) pairs. */
 size_t kn_reader_nstages(const struct tk_kanata_reader *r);
+size_t kn_reader_nlanes(const struct tk_kanata_reader *r);
 const struct kn_name *kn_reader_stage(const struct tk_kanata_reader *r, unsigned i);
 const struct kn_name *kn_reader_lane(const struct tk_kanata_reader *r, unsigned i);
 /* Konata's cycle count (sum of C deltas, C= ignored). */
@@ -58,6 +62,7 @@ struct kn_frag {
 	uint8_t check_only;        /* W whose consumer is local: only check the producer */
 	uint8_t prod_ok;           /* W: producer was begun earlier in the chunk */
 	size_t full_len;
+	size_t mark;               /* kn_hooks.mark when it was kept */
 	char text[2 * KN_LABEL_KEEP + 2];  /* enough raw text for KN_LABEL_KEEP unescaped */
 };
 
@@ -88,6 +93,8 @@ int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id);
 int kn_reader_seen_any(const struct tk_kanata_reader *g, const struct tk_kanata_reader *c);
 int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
 			  uint16_t *lane_map, uint16_t *stage_map);
+/* F (a command of chunk C about an instruction begun before it) as G would have read it
+ * in order: tracked, then passed to G's command callback. */
 int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const uint16_t *lane_map,
 		     const struct tk_kanata_reader *c);
 int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
@@ -136,6 +143,47 @@ void kn_reader_chunk_delta_sum(struct tk_kanata_reader *r, int64_t sum);
 size_t kn_line_seam(const char *data, size_t len, size_t pos);
 size_t kn_line_seam_by(const char *data, size_t len, size_t pos, size_t bytes);
 int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int final);
+/* IN decoded in order (tk_kanata_decode at -j 1). */
+int kn_decoder_read(struct tk_kanata_decoder *d, struct tk_input *in);
+/* tk_kanata_decoder_set_jobs's: the threads, the chunks' size (its default applied). */
+unsigned kn_decoder_jobs(const struct tk_kanata_decoder *d, size_t *chunk_bytes,
+			 struct tk_progress **progress);
+
+/* ---- the decoder in parallel chunks (stats.c's parse, decode.c's events; tk_kanata_decode
+ * is in stats.c, which calls decode.c, not the other way round) ---- */
+/* The log IN (kn_parallel_worth) decoded into D's sink by JOBS threads, chunks of
+ * CHUNK_BYTES (0: the statistics' size) parsed at once and merged in order: the events,
+ * gaps and counts of a decoding in order. A log that breaks the split's assumptions from
+ * some chunk on is read in order from that chunk. */
+/* A parallel decode's chunks are smaller than the statistics': their events (about 3 MB a
+ * MiB of log) are still in the cache when the merge hands them on. */
+#define KN_DECODE_CHUNK ((size_t)1 << 20)
+int kn_decode_parallel(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
+		       size_t chunk_bytes, struct tk_progress *progress);
+/* Whether IN is worth parsing in chunks on JOBS threads: a plain file of two or more. */
+int kn_parallel_worth(struct tk_input *in, unsigned jobs, size_t chunk_bytes);
+/* A chunk's decoder: its events held, their times cycles until the merge. */
+struct tk_kanata_decoder *kn_decoder_chunk_new(int *err);
+struct tk_kanata_reader *kn_decoder_reader(struct tk_kanata_decoder *d);
+/* D's held events exchanged with V (an empty vector's memory, used again: a fresh one for
+ * each chunk faults its pages in anew). */
+struct tk_event_vec;
+void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
+/* The chunk's reader was rebased (kn_reader_rebase) to START: the events so far count
+ * from it. */
+void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);
+/* The chunk parsed: its events complete (D's error, if any). */
+int kn_decoder_chunk_end(struct tk_kanata_decoder *d);
+/* The chunk's event times counted from the log's first cycle FIRST, once its start is
+ * known (at the latest by kn_decoder_merge). */
+void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first);
+/* Chunk C (its names merged into G's reader: the maps; FIRST: the log's first cycle) into
+ * G's sink, its commands about earlier chunks' instructions replayed on G's reader where
+ * they were. */
+int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
+		     const uint16_t *lane_map, const uint16_t *stage_map);
+/* After the last chunk: the labels of the instructions still in flight, every event out. */
+int kn_decoder_finish(struct tk_kanata_decoder *g);
 
 int kn_parse_i64(const char *p, const char *e, int64_t *v);
 

@@ -192,6 +192,7 @@ void kn_reader_set_hooks(struct tk_kanata_reader *r, const struct kn_hooks *h)
 }
 
 size_t kn_reader_nstages(const struct tk_kanata_reader *r) { return r->nstages; }
+size_t kn_reader_nlanes(const struct tk_kanata_reader *r) { return r->nlanes; }
 const struct kn_name *kn_reader_stage(const struct tk_kanata_reader *r, unsigned i) { return &r->stages[i]; }
 const struct kn_name *kn_reader_lane(const struct tk_kanata_reader *r, unsigned i) { return &r->lanes[i]; }
 int64_t kn_reader_delta_sum(const struct tk_kanata_reader *r) { return r->delta_sum; }
@@ -565,6 +566,7 @@ static int frag_add(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c, i
 	f->lane = (uint16_t)r->cur_lane;
 	f->check_only = (uint8_t)check_only;
 	f->prod_ok = (uint8_t)prod_ok;
+	f->mark = r->hooks.mark ? r->hooks.mark(r->hooks.ctx) : 0;
 	f->text_len = 0;
 	if (c->kind == TK_KANATA_LABEL || c->kind == TK_KANATA_STAGE_BEGIN ||
 	    c->kind == TK_KANATA_STAGE_END) {
@@ -752,10 +754,9 @@ static int track(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 }
 
 /* ---- lines ------------------------------------------------------------------------------ */
-static int deliver(struct tk_kanata_reader *r, struct tk_kanata_cmd *c)
+/* A command the tracker accepted (or that needs none): counted and passed on. */
+static int deliver_tracked(struct tk_kanata_reader *r, const struct tk_kanata_cmd *c)
 {
-	if (r->o.semantic && !track(r, c))
-		return 0;
 	r->n.commands++;
 	if (r->o.cmd) {
 		int rc = r->o.cmd(r->o.ctx, c);
@@ -765,6 +766,13 @@ static int deliver(struct tk_kanata_reader *r, struct tk_kanata_cmd *c)
 		}
 	}
 	return 0;
+}
+
+static int deliver(struct tk_kanata_reader *r, struct tk_kanata_cmd *c)
+{
+	if (r->o.semantic && !track(r, c))
+		return 0;
+	return deliver_tracked(r, c);
 }
 
 static int header_line(struct tk_kanata_reader *r, const char *p, const char *e, uint64_t line,
@@ -1288,10 +1296,10 @@ int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const 
 				diag(g, TK_LOG_ERROR, TK_KANATA_D_UNKNOWN_ID, cmd.line, cmd.offset,
 				     "W with consumer %lld before its I", (long long)cmd.id);
 		} else {
-			g->n.commands++;
+			deliver_tracked(g, &cmd);
 		}
 	} else if (track(g, &cmd)) {
-		g->n.commands++;
+		deliver_tracked(g, &cmd);
 	}
 	g->cycle = saved;
 	return g->stopped;

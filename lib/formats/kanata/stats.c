@@ -1,7 +1,9 @@
 /* Pipeline statistics over a Kanata log: counts, cycles and IPC, per stage latency and
  * occupancy, stall (lane 1) cycles, per thread, IPC windows and the slowest instructions.
  * Memory depends on the number of stages, threads, windows and live instructions, not on
- * the file size. */
+ * the file size. Their parallel parse (chunks parsed before their start is known, rebased
+ * and merged in order) also decodes a log at -j N: tk_kanata_decode, each chunk's events
+ * made by a decoder of its own (decode.c) instead of statistics. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "formats/kanata/bytes.h"
 #include "formats/kanata/internal.h"
+#include "tracekit/internal/util.h"
 
 #define HIST_EXACT 1024
 #define HIST_BUCKETS (HIST_EXACT + 54 * 64)
@@ -50,6 +53,10 @@ struct stats_ctx {
 	struct ret_run { int64_t cycle; uint64_t n; } *runs;
 	struct par *par;
 	size_t chunk_i;
+	/* a parallel decode's: the chunk's decoder, whose reader R is (R borrowed: the
+	 * caller's decoder's, the total's) */
+	struct tk_kanata_decoder *dec;
+	int r_borrowed;
 };
 
 #define KEEP_DIAGS 256
@@ -405,7 +412,9 @@ static void ctx_free(struct stats_ctx *s)
 	free(s->win);
 	free(s->runs);
 	free(s->heap);
-	tk_kanata_reader_free(s->r);
+	if (!s->r_borrowed)
+		tk_kanata_reader_free(s->r);
+	tk_kanata_decoder_free(s->dec);
 	free(s);
 }
 
@@ -459,6 +468,27 @@ static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err)
 	}
 	struct kn_hooks h = { on_stage, on_done, s };
 	kn_reader_set_hooks(s->r, &h);
+	return s;
+}
+
+/* A parallel decode's context (no statistics): a chunk's, with a decoder of its own, or
+ * the total's, on the reader of the caller's decoder G. */
+static struct stats_ctx *ctx_decoding(const struct tk_kanata_stats_opts *o,
+				      struct tk_kanata_decoder *g, int *err)
+{
+	struct stats_ctx *s = calloc(1, sizeof *s);
+
+	if (!s) {
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	s->o = o;
+	if (!g && !(s->dec = kn_decoder_chunk_new(err))) {
+		free(s);
+		return NULL;
+	}
+	s->r = kn_decoder_reader(g ? g : s->dec);
+	s->r_borrowed = 1;
 	return s;
 }
 
@@ -545,6 +575,12 @@ struct par {
 	uint64_t line;
 	uint64_t delivered_upto;
 	uint16_t lane_map[1024], stage_map[1024];
+	/* a parallel decode (kn_decode_parallel): the chunks' events into this decoder's sink,
+	 * the statistics not made; MERGED chunks are in it */
+	struct tk_kanata_decoder *dec;
+	size_t merged;
+	struct tk_event_vec spare_ev[64];   /* emptied chunks' event memory, under LOCK */
+	size_t nspare_ev;
 };
 
 /* Give a file mapping's pages back once a chunk is done, so resident memory stays bounded.
@@ -768,6 +804,8 @@ static int chunk_rebase(struct par *P, struct chunk *c)
 		return -TK_E_CANCELLED;
 	}
 	kn_reader_rebase(s->r, c->start_cycle, c->line_base);
+	if (s->dec)
+		kn_decoder_rebased(s->dec, c->start_cycle);
 	s->rel = 0;
 	s->first_cycle = P->first_cycle;
 	for (size_t k = 0; k < s->nruns; k++)
@@ -840,10 +878,16 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 {
 	int rc;
 
-	c->s = ctx_new(P->o, &rc);
+	c->s = P->dec ? ctx_decoding(P->o, NULL, &rc) : ctx_new(P->o, &rc);
 	c->diags = calloc(1, sizeof *c->diags);
 	if (!c->s || !c->diags)
 		return c->s ? -TK_E_NOMEM : rc;
+	if (c->s->dec) {
+		pthread_mutex_lock(&P->lock);
+		if (P->nspare_ev)
+			kn_decoder_swap_held(c->s->dec, &P->spare_ev[--P->nspare_ev]);
+		pthread_mutex_unlock(&P->lock);
+	}
 	struct stats_ctx *s = c->s;
 	s->keep = c->diags;
 	if (i == P->first) {
@@ -863,10 +907,16 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	c->lines = kn_reader_lines(s->r) - (s->rel ? 0 : c->line_base);
 	if (rc >= 0 && i + 1 == P->n)
 		rc = tk_kanata_reader_feed(s->r, NULL, 0, 1);
+	if (rc >= 0 && s->dec)
+		rc = kn_decoder_chunk_end(s->dec);
 	if (rc < 0)
 		return rc;
 	struct kn_state st;
 	kn_reader_state(s->r, &st);
+	if (s->dec && i == 0) {   /* (the statistics' on_cmd, by the reader's same rule) */
+		s->cycle_seen = st.seen_cycle;
+		s->first_cycle = tk_kanata_reader_counts(s->r)->first_cycle;
+	}
 	c->abs_end = !s->rel;
 	c->end0 = c->add = st.cycle;
 	c->has_floor = 0;
@@ -892,11 +942,14 @@ static int parse_work(void *ctx, size_t i)
 	else if (!P->fallback)
 		P->failed = 1;
 	known = P->nstarts > i;
+	int64_t first = P->first_cycle;
 	pthread_cond_broadcast(&P->started);
 	pthread_mutex_unlock(&P->lock);
 	/* rebased here if the start is known already, else at the merge */
 	if (rc >= 0 && known && c->s->rel)
 		rc = chunk_rebase(P, c);
+	if (rc >= 0 && known && c->s->dec)
+		kn_decoder_settle(c->s->dec, first);
 	return rc;
 }
 
@@ -968,6 +1021,24 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	if (kn_reader_nstages(cr) >= 1024)
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
 	kn_reader_merge_names(g->r, cr, P->lane_map, P->stage_map);
+	if (P->dec) {
+		/* the events, the replayed commands' among them, then the chunk's instructions
+		 * still in flight */
+		if ((rc = kn_decoder_merge(P->dec, s->dec, P->first_cycle, P->lane_map, P->stage_map)) < 0 ||
+		    (rc = kn_reader_adopt(g->r, cr, P->lane_map, P->stage_map)) < 0)
+			return rc;
+		kn_reader_add_counts(g->r, cr, c->line_base, c->start);
+		P->merged = i + 1;
+		pthread_mutex_lock(&P->lock);
+		if (P->nspare_ev < sizeof P->spare_ev / sizeof P->spare_ev[0])
+			kn_decoder_swap_held(s->dec, &P->spare_ev[P->nspare_ev++]);
+		pthread_mutex_unlock(&P->lock);
+		ctx_free(s);
+		kept_free(c->diags);
+		c->s = NULL;
+		c->diags = NULL;
+		return 0;
+	}
 
 	P->replay.n = P->replay.all.n = P->replay.all.ntext = 0;
 	g->keep = &P->replay;
@@ -1076,6 +1147,8 @@ static void par_free(struct par *P)
 	kn_diags_free(&P->replay.all);
 	for (size_t i = 0; i < P->nspare; i++)
 		free(P->spare[i]);
+	for (size_t i = 0; i < P->nspare_ev; i++)
+		tk_event_vec_free(&P->spare_ev[i]);
 	free(P->prefixed);
 	free(P->ch);
 	free(P);
@@ -1084,7 +1157,7 @@ static void par_free(struct par *P)
 /* The chunks of DATA at line seams every BYTES (0: the default) and the total that merges
  * them. */
 static struct par *par_new(const char *data, size_t len, struct tk_input *in, size_t bytes,
-			   struct tk_kanata_stats_opts *o, int *rc)
+			   struct tk_kanata_stats_opts *o, struct tk_kanata_decoder *dec, int *rc)
 {
 	struct par *P = calloc(1, sizeof *P);
 
@@ -1108,7 +1181,8 @@ static struct par *par_new(const char *data, size_t len, struct tk_input *in, si
 	}
 	P->count = P->n;
 	P->nstarts = 1;
-	if (!(P->g = ctx_new(o, rc))) {
+	P->dec = dec;
+	if (!(P->g = dec ? ctx_decoding(o, dec, rc) : ctx_new(o, rc))) {
 		par_free(P);
 		return NULL;
 	}
@@ -1162,7 +1236,7 @@ static int stats_parallel(const char *data, size_t len, struct tk_input *in,
 			  uint64_t *delivered)
 {
 	int rc;
-	struct par *P = par_new(data, len, in, o->chunk_bytes, o, &rc);
+	struct par *P = par_new(data, len, in, o->chunk_bytes, o, NULL, &rc);
 
 	if (!P)
 		return rc;
@@ -1194,6 +1268,69 @@ static int stats_in_order(const struct tk_kanata_stats_opts *o, struct tk_input 
 	return rc;
 }
 
+int kn_parallel_worth(struct tk_input *in, unsigned jobs, size_t bytes)
+{
+	return jobs > 1 && tk_input_compression(in) == TK_COMP_NONE &&
+	       tk_input_file_size(in) >= 2 * (bytes ? bytes : CHUNK_BYTES);
+}
+
+/* The log DATA[0..LEN) (the mapping of IN, or a buffer when IN is NULL) decoded in
+ * chunks into D's sink. */
+static int decode_parallel(struct tk_kanata_decoder *d, const char *data, size_t len,
+			   struct tk_input *in, unsigned jobs, size_t bytes,
+			   struct tk_progress *progress)
+{
+	struct tk_kanata_stats_opts o = { .sz = sizeof o, .jobs = jobs, .chunk_bytes = bytes,
+					  .progress = progress };
+	int rc;
+	struct par *P = par_new(data, len, in, bytes, &o, d, &rc);
+
+	if (!P)
+		return rc;
+	rc = par_run(P);
+	if (P->fallback) {
+		/* the log breaks an assumption of the split from chunk MERGED on (an id reused
+		 * across chunks, an unusual C=): the rest read in order */
+		size_t at = P->merged < P->n ? P->ch[P->merged].start : len;
+		rc = kn_decoder_feed(d, data + at, len - at, 1);
+	} else if (rc >= 0) {
+		kn_reader_finish(kn_decoder_reader(d));
+		rc = kn_decoder_finish(d);
+	}
+	par_free(P);
+	return rc;
+}
+
+int kn_decode_parallel(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
+		       size_t bytes, struct tk_progress *progress)
+{
+	const uint8_t *data;
+	size_t len;
+	int rc = tk_input_map(in, &data, &len);
+
+	return rc < 0 ? rc : decode_parallel(d, (const char *)data, len, in, jobs, bytes, progress);
+}
+
+int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
+{
+	struct tk_progress *progress;
+	size_t bytes;
+	unsigned jobs = kn_decoder_jobs(d, &bytes, &progress);
+
+	if (kn_parallel_worth(in, jobs, bytes))
+		return kn_decode_parallel(d, in, jobs, bytes, progress);
+	return kn_decoder_read(d, in);
+}
+
+/* The same over a buffer (the fuzzer: -j N must give the events of -j 1). */
+int kn_decode_buf_parallel(struct tk_kanata_decoder *d, const char *p, size_t n, unsigned jobs,
+			   size_t bytes);
+int kn_decode_buf_parallel(struct tk_kanata_decoder *d, const char *p, size_t n, unsigned jobs,
+			   size_t bytes)
+{
+	return decode_parallel(d, p, n, NULL, jobs, bytes, NULL);
+}
+
 int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_opts *opts,
 			    struct tk_kanata_stats *st)
 {
@@ -1202,8 +1339,7 @@ int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_op
 	int rc;
 
 	memset(st, 0, sizeof *st);
-	if (o.jobs > 1 && tk_input_compression(in) == TK_COMP_NONE &&
-	    tk_input_file_size(in) >= 2 * (o.chunk_bytes ? o.chunk_bytes : CHUNK_BYTES)) {
+	if (kn_parallel_worth(in, o.jobs, o.chunk_bytes)) {
 		const uint8_t *data;
 		size_t len;
 		int fell_back = 0;
@@ -1537,7 +1673,7 @@ int tk_kanata_stats_shard(struct tk_input *in, const struct tk_kanata_stats_opts
 		return part_bytes(&w, data, len);
 	}
 	struct par *P = (rc = tk_input_map(in, &p, &n)) < 0 ? NULL :
-			par_new((const char *)p, n, in, o.chunk_bytes, &o, &rc);
+			par_new((const char *)p, n, in, o.chunk_bytes, &o, NULL, &rc);
 	if (!P) {
 		free(w.data);
 		return rc;

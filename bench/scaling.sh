@@ -19,7 +19,8 @@
 # parallel parse as stats), kanata-dump, xray-dump, ipt-dump (dump of the Kanata log, the
 # XRay log and the walk into /dev/null: chunks printed at once), xray-yaml (convert --to
 # xray-yaml of the XRay log: blocks of merged records formatted at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
-# of the same inputs; ipt-tl on the walk), ipt-prof (profile of the walk: its call tree
+# of the same inputs; ipt-tl on the walk), kanata-report (report of the Kanata log: the
+# decoder's chunks parsed at once, their events merged into the report), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
 # bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,
@@ -213,6 +214,7 @@ for c in $CASES; do
 	xray-yaml) make_xray; row xray-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null fdr.xray ;;
 	ipt-dump) make_ipt; row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
+	kanata-report) make_kanata; row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	ipt-prof) make_ipt; ROW_PT=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	llvm-walk) make_llvm_walk && ROW_PT=1 row llvm-walk "$TK" decode --stat -j @J $(tr '\n' ' ' <llvm-walk.args) llvm-walk.pt ;;

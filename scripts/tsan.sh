@@ -12,8 +12,8 @@
 # - the branch trace itself (profile, convert --to perfetto: its parts on the pool)
 # - XRay FDR logs (profile, --to account, convert --to perfetto; a real log of 1 KiB
 #   buffers, whose timeline holds its chunks' events) and a Kanata log of 600 KB
-#   in small chunks (stats, info, report: the decoder's chunks; convert --to chrome: the
-#   relay's thread); PT
+#   in small chunks (stats, info; report and convert --to chrome: the decoder's chunks),
+#   and gzipped (convert --to chrome: the relay's thread); PT
 #   convert --to perfetto|chrome too (the timeline's formatter thread)
 # - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
 # - one decode with the progress line on a terminal (script -qc)
@@ -121,6 +121,9 @@ for chunk in 4096 8192 16384 65536; do
 	# the decoder in chunks: each chunk's events held, merged into the report in order
 	TK_KANATA_CHUNK=$chunk check "kanata-report$chunk" report -o /dev/stdout k.log
 done
+# a compressed log is read in order, the timeline's pass on the relay's thread
+gzip -k k.log
+check "kanata-chrome-gz" convert --to chrome -o /dev/stdout k.log.gz
 # xtrace: chunks between snapshots on the pool (dump's parts, the timeline's held events)
 check "xtrace-dump" dump -q "$xt"
 check "xtrace-chrome" convert --to chrome -o /dev/stdout "$xt"

@@ -307,20 +307,17 @@ static const char *stage_name(void *ctx, unsigned stage, const char **lane)
 	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
 }
 
-/* A Kanata decoder feeding SINK, of the log IN (or of TEXT when not NULL). -j N: with
- * CHUNKS, a plain file is parsed in chunks on N threads (PROG follows them) and SINK runs
- * on the calling thread between them; otherwise the log is read in order, its reader and
- * SINK on two threads through a relay (*RELAY; NULL at -j 1). The relay is for a sink that
- * costs as much as the reader (a timeline): at -j 2 the two threads are balanced, and the
- * chunks' events, written out and read back, would cost more CPU (docs/PERFORMANCE.md). */
+/* A Kanata decoder feeding SINK, of the log IN (or of TEXT when not NULL). -j N: a plain
+ * file is parsed in chunks on N threads (PROG follows them), SINK called on the calling
+ * thread as they are merged; a compressed one (or TEXT) is read in order, its reader and
+ * SINK on two threads through a relay (*RELAY; NULL at -j 1). */
 static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, const char *file,
-					     struct tk_sink sink, int chunks, struct tk_input *in,
+					     struct tk_sink sink, struct tk_input *in,
 					     const struct tk_buf *text, struct tk_progress *prog,
 					     struct tk_relay **relay, int *err)
 {
 	struct tk_kanata_decoder *d;
-
-	chunks = chunks && tk_cmd_jobs(c) > 1 && !text && tk_input_compression(in) == TK_COMP_NONE;
+	int chunks = tk_cmd_jobs(c) > 1 && !text && tk_input_compression(in) == TK_COMP_NONE;
 
 	*relay = NULL;
 	if (tk_cmd_jobs(c) > 1 && !chunks && !(*relay = tk_relay_new(sink, err)))
@@ -360,9 +357,10 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 		    int *status)
 {
 	struct tk_kanata_decoder *d = NULL;
-	/* the relay's reader is one of -j's threads: a formatter thread beside it and the
-	 * timeline's pass at -j 2 made three busy threads on two cores (0.80-0.87 s against
-	 * 0.74-0.79 s with the pass formatting its own blocks, the same bytes) */
+	/* the pass runs where the events arrive: on the merging thread (the chunks), or on
+	 * the relay's (read in order); at -j 2 it formats its own blocks, a formatter thread
+	 * beside it made three busy threads on two cores (relay: 0.80-0.87 s against
+	 * 0.74-0.79 s; chunks: 0.69 s against 0.65 s) */
 	unsigned jobs = tk_cmd_jobs(c);
 	struct tk_timeline_opts to_ = { .sz = sizeof to_, .kind = kind, .clock = { 1000000 },
 					.time_begin = from, .time_end = to == UINT64_MAX ? 0 : to,
@@ -375,7 +373,7 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	struct tk_progress prog = { 0 };
 	if (!t)
 		return err;
-	if (!(d = decoder_new(c, file, tk_timeline_sink(t), 0, in, NULL, &prog, &relay, &err))) {
+	if (!(d = decoder_new(c, file, tk_timeline_sink(t), in, NULL, &prog, &relay, &err))) {
 		tk_timeline_free(t);
 		return err;
 	}
@@ -468,7 +466,7 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 		return TK_EXIT_USAGE;
 	}
 	if (!(r = tk_report_new(&ro, &err)) ||
-	    !(d = decoder_new(c, file, tk_report_sink(r), 1, in, text, &prog, &relay, &err))) {
+	    !(d = decoder_new(c, file, tk_report_sink(r), in, text, &prog, &relay, &err))) {
 		tk_report_free(r);
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		return TK_EXIT_INPUT;

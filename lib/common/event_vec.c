@@ -44,7 +44,7 @@ static int has_payload(const struct tk_event *e)
 /* E's payload into V's bytes; E's data holds its offset + 1 (never NULL) until handed on:
  * the bytes may move as they grow. E's index goes on V's list of them, so that handing on
  * reads only those events again. */
-int tk_event_vec_keep(struct tk_event_vec *v, struct tk_event *e)
+static int keep_payload(struct tk_event_vec *v, struct tk_event *e)
 {
 	if (v->npay == v->cappay) {
 		size_t cap = v->cappay ? 2 * v->cappay : 256;
@@ -125,7 +125,7 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 	if (to && to->prepare && to->take)
 		prepare_more(v, to, first);   /* (before the payloads: a lean V may drop them) */
 	for (size_t i = first; i < v->n; i++) {
-		if (has_payload(&v->ev[i]) && (rc = tk_event_vec_keep(v, &v->ev[i])) < 0) {
+		if (has_payload(&v->ev[i]) && (rc = keep_payload(v, &v->ev[i])) < 0) {
 			v->n = i;   /* no event with a payload it does not hold */
 			unprepare(v);
 			v->unprepared = 1;
@@ -135,20 +135,14 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 	return 0;
 }
 
-void tk_event_vec_settle(struct tk_event_vec *v)
-{
-	for (size_t k = 0; k < v->npay; k++) {
-		struct tk_event *e = &v->ev[v->pay[k]];
-		e->data = v->bytes + ((uintptr_t)e->data - 1);
-	}
-	v->npay = 0;
-}
-
 int tk_event_vec_pass(struct tk_event_vec *v, struct tk_sink sink)
 {
 	int rc = 0;
 
-	tk_event_vec_settle(v);
+	for (size_t k = 0; k < v->npay; k++) {
+		struct tk_event *e = &v->ev[v->pay[k]];
+		e->data = v->bytes + ((uintptr_t)e->data - 1);
+	}
 	/* what was prepared for this sink, on these very events */
 	if (v->prepared && v->nprepared == v->n && v->prepared_for.ctx == sink.ctx &&
 	    v->prepared_for.take == sink.take) {

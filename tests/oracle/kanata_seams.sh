@@ -3,11 +3,12 @@
 # rebases it once they are; a C= line (or a C near the cycle limit) in such a chunk waits for
 # its start. -j 2 and -j 3 must print what -j 1 prints (stdout, stderr, exit status), and
 # --shard I/N + merge too (and info, whose counts are the statistics', check, which parses
-# as they do at -j N, and report, whose decoder parses so too), for: C= lines in every
-# chunk, one right at a seam, one that goes back at a seam (an error), damaged lines at
-# seams, instructions in flight across every seam, more than 256 warnings in a chunk, and
-# cycles that cross the limit after a seam (the parallel run falls back). dump -j N prints each chunk from the start a scan of the C
-# lines gives it: the same for these, and for C lines the scan and the reader read apart.
+# as they do at -j N, and report and convert --to chrome, whose decoder parses so too), for:
+# C= lines in every chunk, one right at a seam, one that goes back at a seam (an error),
+# damaged lines at seams, instructions in flight across every seam, more than 256 warnings
+# in a chunk, and cycles that cross the limit after a seam (the parallel run falls back).
+# dump -j N prints each chunk from the start a scan of the C lines gives it: the same for
+# these, and for C lines the scan and the reader read apart.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -68,15 +69,18 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 			  diff "$work/want" "$work/got" | head -5 || true; exit 1; }
 	done
 	same_dump "$label" "$f"
-	# report -j N decodes the chunks at once, each chunk's events merged in order
-	want_rc=0; "$TK" report -j 1 -o "$work/want.html" "$f" 2>"$work/want.err" || want_rc=$?
-	[ -s "$work/want.html" ] || { echo "$label: report -j 1 wrote nothing"; exit 1; }
-	for j in 2 3; do
-		rc=0; "$TK" report -j "$j" -o "$work/got.html" "$f" 2>"$work/got.err" || rc=$?
-		[ "$rc" = "$want_rc" ] && cmp -s "$work/want.html" "$work/got.html" &&
-			cmp -s "$work/want.err" "$work/got.err" ||
-			{ echo "$label: report -j $j differs (exit $rc, -j 1 $want_rc)"
-			  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+	# report and the timeline decode the chunks at once, each chunk's events merged in order
+	local cmd
+	for cmd in report "convert --to chrome"; do
+		want_rc=0; "$TK" $cmd -j 1 -o "$work/want.out" "$f" 2>"$work/want.err" || want_rc=$?
+		[ -s "$work/want.out" ] || { echo "$label: $cmd -j 1 wrote nothing"; exit 1; }
+		for j in 2 3; do
+			rc=0; "$TK" $cmd -j "$j" -o "$work/got.out" "$f" 2>"$work/got.err" || rc=$?
+			[ "$rc" = "$want_rc" ] && cmp -s "$work/want.out" "$work/got.out" &&
+				cmp -s "$work/want.err" "$work/got.err" ||
+				{ echo "$label: $cmd -j $j differs (exit $rc, -j 1 $want_rc)"
+				  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+		done
 	done
 	# info's counts are the statistics' too
 	want_rc=0; "$TK" info -j 1 "$f" >"$work/want" 2>&1 || want_rc=$?

@@ -203,12 +203,6 @@ int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
  * work ahead on them done (tk_sink.prepare). */
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n);
-/* E, an event written in V's memory (after tk_event_vec_reserve), keeps its payload: a
- * copy in V's bytes. */
-int tk_event_vec_keep(struct tk_event_vec *v, struct tk_event *e);
-/* V's events made whole (their payloads' pointers set), to be read in place: nothing may
- * be added to V after, until it is emptied. */
-void tk_event_vec_settle(struct tk_event_vec *v);
 /* Hand V's events to SINK (with what was prepared for it), then empty V, keeping its
  * memory for the next chunk. TK_SINK_AGAIN (a lean V only): the producer must hand the
  * chunk's events to SINK's events() itself (decoded again). */

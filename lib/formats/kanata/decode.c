@@ -19,10 +19,17 @@ struct tk_kanata_decoder {
 	struct tk_event_vec held;
 	size_t rel_upto;             /* held events before this one count from START */
 	int64_t start;
-	int settled;                 /* the held events' times are times */
 	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
+	struct label_block *label_blocks; /* its label events' text (never moved) */
 	/* label text of the batch's label events, by slot: valid during the sink call */
-	char labels[TK_EVENT_BATCH][KN_LABEL_KEEP + 1];
+	char (*labels)[KN_LABEL_KEEP + 1];
+};
+
+#define LABEL_BLOCK ((size_t)64 << 10)
+struct label_block {
+	struct label_block *next;
+	size_t used;
+	char text[LABEL_BLOCK];
 };
 
 static uint64_t time_of(int64_t cycle, int64_t first)
@@ -33,7 +40,7 @@ static uint64_t time_of(int64_t cycle, int64_t first)
 static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
 {
 	if (d->chunk)
-		return (uint64_t)cycle;   /* made a time by kn_decoder_settle */
+		return (uint64_t)cycle;   /* made a time at the merge */
 	return time_of(cycle, tk_kanata_reader_counts(d->r)->first_cycle);
 }
 
@@ -70,6 +77,22 @@ static void on_stage(void *ctx, const struct kn_insn *in, unsigned stage, int64_
 	e->track = (uint32_t)in->thread;
 }
 
+/* A chunk's room for N bytes of label text, kept until the decoder is freed. */
+static char *label_room(struct tk_kanata_decoder *d, size_t n)
+{
+	struct label_block *b = d->label_blocks;
+
+	if (!b || b->used + n > LABEL_BLOCK) {
+		if (!(b = malloc(sizeof *b)))
+			return NULL;
+		b->next = d->label_blocks;
+		b->used = 0;
+		d->label_blocks = b;
+	}
+	b->used += n;
+	return b->text + b->used - n;
+}
+
 /* The instruction's type-0 label as a TK_TYPED_INSN_LABEL event. */
 static void label(struct tk_kanata_decoder *d, const struct kn_insn *in, int64_t cycle)
 {
@@ -82,13 +105,12 @@ static void label(struct tk_kanata_decoder *d, const struct kn_insn *in, int64_t
 	e->addr = (uint64_t)in->id;
 	e->count = in->label_len;
 	e->track = (uint32_t)in->thread;
-	if (d->chunk) {
-		e->data = in->label;
-		if ((d->rc = tk_event_vec_keep(&d->held, e)) < 0)
-			d->held.n--;
+	char *text = d->chunk ? label_room(d, in->label_len) : d->labels[d->batch.n - 1];
+	if (!text) {
+		d->rc = -TK_E_NOMEM;
+		d->held.n--;
 		return;
 	}
-	char *text = d->labels[d->batch.n - 1];
 	memcpy(text, in->label, in->label_len);
 	e->data = text;
 }
@@ -196,7 +218,10 @@ static struct tk_kanata_decoder *decoder_new(struct tk_sink sink, int chunk, int
 	}
 	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1, .cmd = on_cmd,
 					    .diag = on_diag, .ctx = d };
-	if (!(d->r = tk_kanata_reader_new(&ro, err))) {
+	if ((!chunk && !(d->labels = malloc(TK_EVENT_BATCH * sizeof *d->labels))) ||
+	    !(d->r = tk_kanata_reader_new(&ro, err))) {
+		*err = d->labels || chunk ? *err : -TK_E_NOMEM;
+		free(d->labels);
 		free(d);
 		return NULL;
 	}
@@ -220,6 +245,12 @@ void tk_kanata_decoder_free(struct tk_kanata_decoder *d)
 	tk_kanata_reader_free(d->r);
 	tk_event_vec_free(&d->held);
 	free(d->gap_at);
+	free(d->labels);
+	while (d->label_blocks) {
+		struct label_block *b = d->label_blocks;
+		d->label_blocks = b->next;
+		free(b);
+	}
 	free(d);
 }
 
@@ -258,41 +289,38 @@ void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start)
 
 int kn_decoder_chunk_end(struct tk_kanata_decoder *d)
 {
-	tk_event_vec_settle(&d->held);
 	return d->rc;
 }
 
-void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first)
-{
-	struct tk_event *ev = d->held.ev;
-
-	if (d->settled)
-		return;
-	for (size_t i = 0; i < d->held.n; i++)
-		if (ev[i].kind != TK_EV_GAP)
-			ev[i].time = time_of((int64_t)ev[i].time + (i < d->rel_upto ? d->start : 0), first);
-	d->settled = 1;
-}
-
-/* Chunk C's held events [A, B) (settled) to G's sink, stages and lanes by G's numbers (the
- * maps, when not NULL), after what G made before them; their gaps counted after G's. */
+/* Chunk C's held events [A, B) to G's sink, in blocks that the sink reads while they are
+ * in the cache: their times counted from the log's first cycle FIRST, stages and lanes by
+ * G's numbers (the maps, when not NULL), after what G made before them; their gaps
+ * counted after G's. */
 static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, size_t a, size_t b,
-		     const uint16_t *lane_map, const uint16_t *stage_map, size_t *gi)
+		     int64_t first, const uint16_t *lane_map, const uint16_t *stage_map, size_t *gi)
 {
 	int rc = tk_event_batch_flush(&g->batch);
 	struct tk_event *ev = c->held.ev;
 
 	if (rc < 0)
 		return g->rc = rc;
-	for (size_t i = a; stage_map && i < b; i++)
-		if (ev[i].kind == TK_EV_STAGE_BEGIN || ev[i].kind == TK_EV_STAGE_END) {
-			ev[i].arg = stage_map[ev[i].arg];
-			ev[i].flags = lane_map[ev[i].flags];
+	for (size_t x = a, y; x < b && rc >= 0; x = y) {
+		y = b - x > TK_EVENT_BATCH ? x + TK_EVENT_BATCH : b;
+		for (size_t i = x; i < y; i++) {
+			if (ev[i].kind == TK_EV_GAP)
+				continue;
+			int64_t cycle = (int64_t)ev[i].time + (i < c->rel_upto ? c->start : 0);
+			ev[i].time = time_of(cycle, first);
+			if (stage_map && (ev[i].kind == TK_EV_STAGE_BEGIN || ev[i].kind == TK_EV_STAGE_END)) {
+				ev[i].arg = stage_map[ev[i].arg];
+				ev[i].flags = lane_map[ev[i].flags];
+			}
 		}
-	for (; *gi < c->ngaps && c->gap_at[*gi] < b; ++*gi)
-		tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
-	if (b > a && g->batch.sink.events && (rc = g->batch.sink.events(g->batch.sink.ctx, ev + a, b - a)) < 0)
-		g->rc = rc;
+		for (; *gi < c->ngaps && c->gap_at[*gi] < y; ++*gi)
+			tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
+		if (g->batch.sink.events && (rc = g->batch.sink.events(g->batch.sink.ctx, ev + x, y - x)) < 0)
+			g->rc = rc;
+	}
 	return rc;
 }
 
@@ -303,7 +331,6 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, i
 	const struct kn_frag *f = kn_reader_frags(c->r, &nf);
 	int same = 1, rc = 0;
 
-	kn_decoder_settle(c, first);   /* (if its worker could not) */
 	for (size_t k = 0; k < ns && same; k++)
 		same = stage_map[k] == k;
 	for (size_t k = 0; k < nl && same; k++)
@@ -312,12 +339,12 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, i
 	/* each command about an earlier chunk's instruction between the events made before
 	 * and after it, as a reader in order would have made them */
 	for (size_t k = 0; k < nf && rc >= 0; k++) {
-		if ((rc = pass_held(g, c, at, f[k].mark, lmap, smap, &gi)) >= 0)
+		if ((rc = pass_held(g, c, at, f[k].mark, first, lmap, smap, &gi)) >= 0)
 			rc = kn_reader_replay(g->r, &f[k], lane_map, c->r);
 		at = f[k].mark;
 	}
 	if (rc >= 0)
-		rc = pass_held(g, c, at, c->held.n, lmap, smap, &gi);
+		rc = pass_held(g, c, at, c->held.n, first, lmap, smap, &gi);
 	tk_event_vec_drop(&c->held);
 	return rc < 0 ? rc : g->rc;
 }

@@ -172,11 +172,8 @@ void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
 /* The chunk's reader was rebased (kn_reader_rebase) to START: the events so far count
  * from it. */
 void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);
-/* The chunk parsed: its events complete (D's error, if any). */
+/* The chunk parsed: D's error, if any. */
 int kn_decoder_chunk_end(struct tk_kanata_decoder *d);
-/* The chunk's event times counted from the log's first cycle FIRST, once its start is
- * known (at the latest by kn_decoder_merge). */
-void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first);
 /* Chunk C (its names merged into G's reader: the maps; FIRST: the log's first cycle) into
  * G's sink, its commands about earlier chunks' instructions replayed on G's reader where
  * they were. */

@@ -942,14 +942,11 @@ static int parse_work(void *ctx, size_t i)
 	else if (!P->fallback)
 		P->failed = 1;
 	known = P->nstarts > i;
-	int64_t first = P->first_cycle;
 	pthread_cond_broadcast(&P->started);
 	pthread_mutex_unlock(&P->lock);
 	/* rebased here if the start is known already, else at the merge */
 	if (rc >= 0 && known && c->s->rel)
 		rc = chunk_rebase(P, c);
-	if (rc >= 0 && known && c->s->dec)
-		kn_decoder_settle(c->s->dec, first);
 	return rc;
 }
 

@@ -19,6 +19,7 @@ struct tk_kanata_decoder {
 	struct tk_event_vec held;
 	size_t rel_upto;             /* held events before this one count from START */
 	int64_t start;
+	int settled;                 /* their times are times */
 	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
 	struct label_block *label_blocks; /* its label events' text (never moved) */
 	/* label text of the batch's label events, by slot: valid during the sink call */
@@ -292,30 +293,44 @@ int kn_decoder_chunk_end(struct tk_kanata_decoder *d)
 	return d->rc;
 }
 
+/* Events EV[A, B) of chunk D: times counted from the log's first cycle FIRST. */
+static void settle_times(struct tk_kanata_decoder *d, size_t a, size_t b, int64_t first)
+{
+	struct tk_event *ev = d->held.ev;
+
+	for (size_t i = a; i < b; i++)
+		if (ev[i].kind != TK_EV_GAP)
+			ev[i].time = time_of((int64_t)ev[i].time + (i < d->rel_upto ? d->start : 0), first);
+}
+
+void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first)
+{
+	settle_times(d, 0, d->held.n, first);
+	d->settled = 1;
+}
+
 /* Chunk C's held events [A, B) to G's sink, in blocks that the sink reads while they are
- * in the cache: their times counted from the log's first cycle FIRST, stages and lanes by
- * G's numbers (the maps, when not NULL), after what G made before them; their gaps
- * counted after G's. */
+ * in the cache: their times counted from the log's first cycle FIRST (unless settled),
+ * stages and lanes by G's numbers (the maps, when not NULL), after what G made before
+ * them; their gaps counted after G's. */
 static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, size_t a, size_t b,
 		     int64_t first, const uint16_t *lane_map, const uint16_t *stage_map, size_t *gi)
 {
 	int rc = tk_event_batch_flush(&g->batch);
 	struct tk_event *ev = c->held.ev;
+	size_t block = c->settled && !stage_map ? SIZE_MAX : TK_EVENT_BATCH;
 
 	if (rc < 0)
 		return g->rc = rc;
 	for (size_t x = a, y; x < b && rc >= 0; x = y) {
-		y = b - x > TK_EVENT_BATCH ? x + TK_EVENT_BATCH : b;
-		for (size_t i = x; i < y; i++) {
-			if (ev[i].kind == TK_EV_GAP)
-				continue;
-			int64_t cycle = (int64_t)ev[i].time + (i < c->rel_upto ? c->start : 0);
-			ev[i].time = time_of(cycle, first);
-			if (stage_map && (ev[i].kind == TK_EV_STAGE_BEGIN || ev[i].kind == TK_EV_STAGE_END)) {
+		y = b - x > block ? x + block : b;
+		if (!c->settled)
+			settle_times(c, x, y, first);
+		for (size_t i = x; stage_map && i < y; i++)
+			if (ev[i].kind == TK_EV_STAGE_BEGIN || ev[i].kind == TK_EV_STAGE_END) {
 				ev[i].arg = stage_map[ev[i].arg];
 				ev[i].flags = lane_map[ev[i].flags];
 			}
-		}
 		for (; *gi < c->ngaps && c->gap_at[*gi] < y; ++*gi)
 			tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
 		if (g->batch.sink.events && (rc = g->batch.sink.events(g->batch.sink.ctx, ev + x, y - x)) < 0)
@@ -346,6 +361,7 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, i
 	if (rc >= 0)
 		rc = pass_held(g, c, at, c->held.n, first, lmap, smap, &gi);
 	tk_event_vec_drop(&c->held);
+	c->settled = 0;
 	return rc < 0 ? rc : g->rc;
 }
 

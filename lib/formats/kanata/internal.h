@@ -93,6 +93,10 @@ int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id);
 int kn_reader_seen_any(const struct tk_kanata_reader *g, const struct tk_kanata_reader *c);
 int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
 			  uint16_t *lane_map, uint16_t *stage_map);
+/* A new chunk reader R given the names known so far (in their order), so that its numbers
+ * are theirs: its names usually merge as they are. */
+void kn_reader_seed_names(struct tk_kanata_reader *r, const struct kn_name *lanes, unsigned nlanes,
+			  const struct kn_name *stages, unsigned nstages);
 /* F (a command of chunk C about an instruction begun before it) as G would have read it
  * in order: tracked, then passed to G's command callback. */
 int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const uint16_t *lane_map,
@@ -174,6 +178,9 @@ void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
 void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);
 /* The chunk parsed: D's error, if any. */
 int kn_decoder_chunk_end(struct tk_kanata_decoder *d);
+/* Its events' times counted from the log's first cycle FIRST, once its start is known
+ * (on its worker; else kn_decoder_merge does it). */
+void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first);
 /* Chunk C (its names merged into G's reader: the maps; FIRST: the log's first cycle) into
  * G's sink, its commands about earlier chunks' instructions replayed on G's reader where
  * they were. */

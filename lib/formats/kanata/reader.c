@@ -1263,6 +1263,15 @@ int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_rea
 	return 0;
 }
 
+void kn_reader_seed_names(struct tk_kanata_reader *r, const struct kn_name *lanes, unsigned nlanes,
+			  const struct kn_name *stages, unsigned nstages)
+{
+	memcpy(r->lanes, lanes, nlanes * sizeof *lanes);
+	memcpy(r->stages, stages, nstages * sizeof *stages);
+	r->nlanes = nlanes;
+	r->nstages = nstages;
+}
+
 int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const uint16_t *lane_map,
 		     const struct tk_kanata_reader *c)
 {

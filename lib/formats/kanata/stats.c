@@ -581,6 +581,9 @@ struct par {
 	size_t merged;
 	struct tk_event_vec spare_ev[64];   /* emptied chunks' event memory, under LOCK */
 	size_t nspare_ev;
+	/* the names merged so far, under LOCK: a chunk's decoder begins with them */
+	struct kn_name seed_lanes[KN_MAX_NAMES], seed_stages[KN_MAX_NAMES];
+	unsigned nseed_lanes, nseed_stages;
 };
 
 /* Give a file mapping's pages back once a chunk is done, so resident memory stays bounded.
@@ -886,6 +889,8 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 		pthread_mutex_lock(&P->lock);
 		if (P->nspare_ev)
 			kn_decoder_swap_held(c->s->dec, &P->spare_ev[--P->nspare_ev]);
+		kn_reader_seed_names(c->s->r, P->seed_lanes, P->nseed_lanes, P->seed_stages,
+				     P->nseed_stages);
 		pthread_mutex_unlock(&P->lock);
 	}
 	struct stats_ctx *s = c->s;
@@ -942,11 +947,14 @@ static int parse_work(void *ctx, size_t i)
 	else if (!P->fallback)
 		P->failed = 1;
 	known = P->nstarts > i;
+	int64_t first = P->first_cycle;
 	pthread_cond_broadcast(&P->started);
 	pthread_mutex_unlock(&P->lock);
 	/* rebased here if the start is known already, else at the merge */
 	if (rc >= 0 && known && c->s->rel)
 		rc = chunk_rebase(P, c);
+	if (rc >= 0 && known && c->s->dec)
+		kn_decoder_settle(c->s->dec, first);
 	return rc;
 }
 
@@ -1029,6 +1037,10 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		pthread_mutex_lock(&P->lock);
 		if (P->nspare_ev < sizeof P->spare_ev / sizeof P->spare_ev[0])
 			kn_decoder_swap_held(s->dec, &P->spare_ev[P->nspare_ev++]);
+		for (; P->nseed_lanes < kn_reader_nlanes(g->r); P->nseed_lanes++)
+			P->seed_lanes[P->nseed_lanes] = *kn_reader_lane(g->r, P->nseed_lanes);
+		for (; P->nseed_stages < kn_reader_nstages(g->r); P->nseed_stages++)
+			P->seed_stages[P->nseed_stages] = *kn_reader_stage(g->r, P->nseed_stages);
 		pthread_mutex_unlock(&P->lock);
 		ctx_free(s);
 		kept_free(c->diags);

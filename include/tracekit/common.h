@@ -100,8 +100,10 @@ TK_API int tk_input_is_file_mapping(const struct tk_input *in, const char *path,
 /* Read LEN bytes at OFFSET of IN's file with pread, without touching its mapping: for
  * reading a few bytes here and there, where faulting in a page costs more than the copy.
  * Returns the bytes read (fewer at the end of the file), or -TK_E_UNSUPPORTED when IN is
- * not a plain regular file (a pipe, compressed data), -TK_E_IO. Safe from any thread once
- * tk_input_compression(IN) has been called. */
+ * not a plain regular file (a pipe, compressed data), -TK_E_IO. Bytes the file lost since
+ * it was opened (truncated by someone else) read as zeros and are noted, as in the
+ * mapping (tk_input_cut). Safe from any thread once tk_input_compression(IN) has been
+ * called. */
 TK_API long tk_input_pread(const struct tk_input *in, void *buf, size_t len, uint64_t offset);
 /* Give back the whole pages of BASE[BEGIN, END) (a file mapping that was read). */
 TK_API void tk_release_pages(const void *base, size_t begin, size_t end);

@@ -228,7 +228,7 @@ struct tk_kanata_decoder;
 TK_API struct tk_kanata_decoder *tk_kanata_decoder_new(struct tk_sink sink, int *err);
 TK_API void tk_kanata_decoder_free(struct tk_kanata_decoder *d);
 TK_API int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in);
-/* tk_kanata_decode of a plain file on JOBS threads: chunks of CHUNK_BYTES (0: 8 MiB) parsed
+/* tk_kanata_decode of a plain file on JOBS threads: chunks of CHUNK_BYTES (0: 1 MiB) parsed
  * at once, then merged in order on the calling thread, which alone calls the sink. The
  * sink gets the same events in the same order as with one thread. PROGRESS (may be NULL)
  * follows the merge. */

@@ -707,6 +707,15 @@ long tk_input_pread(const struct tk_input *in, void *buf, size_t len, uint64_t o
 			break;
 		got += (size_t)r;
 	}
+	if (got < len && in->guard >= 0 && offset + len <= in->raw_len) {
+		/* the file shrank since it was mapped: as a read of the mapping would, the lost
+		 * part reads as zeros and its offset is noted (tk_input_cut) */
+		uint64_t off = offset + got + 1, cur = atomic_load(&guards[in->guard].cut);
+		while ((!cur || off < cur) && !atomic_compare_exchange_weak(&guards[in->guard].cut, &cur, off))
+			;
+		memset((uint8_t *)buf + got, 0, len - got);
+		got = len;
+	}
 	return (long)got;
 }
 

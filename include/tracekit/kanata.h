@@ -145,6 +145,9 @@ struct tk_kanata_stats_opts {
 	/* jobs > 1: every diagnostic to diag with its text, however many a chunk has (kept
 	 * until the chunk's turn: memory grows with a chunk's diagnostics); not in shards */
 	int keep_diags;
+	/* only the counts and the diagnostics (tracekit check): no latencies, occupancy,
+	 * threads, windows or slowest instructions, and none of their cost */
+	int counts_only;
 };
 
 struct tk_kanata_stats {

@@ -65,7 +65,7 @@ static int check_parallel(const struct tk_cmd *c, const char *file, struct tk_in
 	struct diag dc = { c, file, &out, 0, 0 };
 	struct tk_kanata_stats_opts so = { .sz = sizeof so, .jobs = tk_cmd_jobs(c), .diag = diag,
 					   .ctx = &dc, .chunk_bytes = c->o->kanata_chunk,
-					   .keep_diags = 1 };
+					   .keep_diags = 1, .counts_only = 1 };
 	struct tk_kanata_stats st;
 	struct tk_progress prog;
 	int rc;

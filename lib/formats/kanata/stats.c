@@ -467,7 +467,8 @@ static struct stats_ctx *ctx_new(const struct tk_kanata_stats_opts *o, int *err)
 		return NULL;
 	}
 	struct kn_hooks h = { on_stage, on_done, s };
-	kn_reader_set_hooks(s->r, &h);
+	if (!o->counts_only)
+		kn_reader_set_hooks(s->r, &h);
 	return s;
 }
 

@@ -34,7 +34,8 @@ zcat "$D/kanata/kanata-sample-2.log.gz" >"$W/big.log"
 # an ASan build wants its runtime first; the shim only wraps madvise
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 fail=0
-# read in order, then in 64 KiB chunks at once (whose reads of the file with pread come
+# at the default chunk sizes (the statistics' 8 MiB: read in order; the decoder's and
+# dump's 1 MiB: in chunks), then in 64 KiB chunks (whose reads of the file with pread come
 # back short: the same zeros and mark as the mapping's)
 for chunk in "" 65536; do
 	for cmd in stats check "convert --to json" report dump; do

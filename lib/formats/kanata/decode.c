@@ -13,7 +13,7 @@ struct tk_kanata_decoder {
 	unsigned jobs;               /* tk_kanata_decode: chunks parsed on JOBS threads */
 	size_t chunk_bytes;
 	struct tk_progress *progress;
-	/* a chunk of a parallel decode (kn_decode_parallel): its events held, with cycles for
+	/* a chunk of a parallel decode (tk_kanata_decode at -j N): its events held, with cycles for
 	 * times until its start and the log's first cycle are known */
 	int chunk;
 	struct tk_event_vec held;
@@ -263,7 +263,7 @@ void tk_kanata_decoder_set_jobs(struct tk_kanata_decoder *d, unsigned jobs, size
 	d->progress = progress;
 }
 
-/* ---- a chunk of a parallel decode (kn_decode_parallel) -------------------------------- */
+/* ---- a chunk of a parallel decode (tk_kanata_decode at -j N) -------------------------------- */
 struct tk_kanata_decoder *kn_decoder_chunk_new(int *err)
 {
 	return decoder_new((struct tk_sink){ 0 }, 1, err);
@@ -288,7 +288,7 @@ void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start)
 	d->start = start;
 }
 
-int kn_decoder_chunk_end(struct tk_kanata_decoder *d)
+int kn_decoder_error(const struct tk_kanata_decoder *d)
 {
 	return d->rc;
 }

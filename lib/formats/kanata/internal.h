@@ -155,17 +155,13 @@ unsigned kn_decoder_jobs(const struct tk_kanata_decoder *d, size_t *chunk_bytes,
 
 /* ---- the decoder in parallel chunks (stats.c's parse, decode.c's events; tk_kanata_decode
  * is in stats.c, which calls decode.c, not the other way round) ---- */
-/* The log IN (kn_parallel_worth) decoded into D's sink by JOBS threads, chunks of
- * CHUNK_BYTES (0: the statistics' size) parsed at once and merged in order: the events,
- * gaps and counts of a decoding in order. A log that breaks the split's assumptions from
- * some chunk on is read in order from that chunk. */
-/* A parallel decode's chunks are smaller than the statistics': their events (about 3 MB a
- * MiB of log) are still in the cache when the merge hands them on. */
+/* tk_kanata_decode (in stats.c) decodes a plain file at -j N as the statistics parse it:
+ * each chunk by a decoder of its own (these), merged in order into the caller's, the
+ * events, gaps and counts of a decoding in order; a log that breaks the split's
+ * assumptions from some chunk on is read in order from that chunk. Its chunks are smaller
+ * than the statistics': their events (about 3 MB a MiB of log) are still in the cache
+ * when the merge hands them on. */
 #define KN_DECODE_CHUNK ((size_t)1 << 20)
-int kn_decode_parallel(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
-		       size_t chunk_bytes, struct tk_progress *progress);
-/* Whether IN is worth parsing in chunks on JOBS threads: a plain file of two or more. */
-int kn_parallel_worth(struct tk_input *in, unsigned jobs, size_t chunk_bytes);
 /* A chunk's decoder: its events held, their times cycles until the merge. */
 struct tk_kanata_decoder *kn_decoder_chunk_new(int *err);
 struct tk_kanata_reader *kn_decoder_reader(struct tk_kanata_decoder *d);
@@ -176,8 +172,8 @@ void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
 /* The chunk's reader was rebased (kn_reader_rebase) to START: the events so far count
  * from it. */
 void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);
-/* The chunk parsed: D's error, if any. */
-int kn_decoder_chunk_end(struct tk_kanata_decoder *d);
+/* D's error (a failed allocation while it made the chunk's events), if any. */
+int kn_decoder_error(const struct tk_kanata_decoder *d);
 /* Its events' times counted from the log's first cycle FIRST, once its start is known
  * (on its worker; else kn_decoder_merge does it). */
 void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first);

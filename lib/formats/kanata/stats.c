@@ -576,7 +576,7 @@ struct par {
 	uint64_t line;
 	uint64_t delivered_upto;
 	uint16_t lane_map[1024], stage_map[1024];
-	/* a parallel decode (kn_decode_parallel): the chunks' events into this decoder's sink,
+	/* a parallel decode (tk_kanata_decode): the chunks' events into this decoder's sink,
 	 * the statistics not made; MERGED chunks are in it */
 	struct tk_kanata_decoder *dec;
 	size_t merged;
@@ -819,11 +819,11 @@ static int chunk_rebase(struct par *P, struct chunk *c)
 		s->heap[k].begin += c->start_cycle;
 		s->heap[k].end += c->start_cycle;
 	}
-	for (size_t k = 0; k < c->diags->n; k++)
+	for (size_t k = 0; c->diags && k < c->diags->n; k++)
 		c->diags->v[k].d.line += c->line_base;
-	for (size_t k = 0; k < c->diags->all.n; k++)
+	for (size_t k = 0; c->diags && k < c->diags->all.n; k++)
 		c->diags->all.v[k].d.line += c->line_base;
-	if (c->diags->more[0] + c->diags->more[1])
+	if (c->diags && c->diags->more[0] + c->diags->more[1])
 		c->diags->more_line += c->line_base;
 	s->last_rid_line += s->have_rid ? c->line_base : 0;
 	return s->err;
@@ -883,8 +883,9 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	int rc;
 
 	c->s = P->dec ? ctx_decoding(P->o, NULL, &rc) : ctx_new(P->o, &rc);
-	c->diags = calloc(1, sizeof *c->diags);
-	if (!c->s || !c->diags)
+	/* (a decoding chunk's diagnostics go to its decoder: its gaps) */
+	c->diags = P->dec ? NULL : calloc(1, sizeof *c->diags);
+	if (!c->s || (!P->dec && !c->diags))
 		return c->s ? -TK_E_NOMEM : rc;
 	if (c->s->dec) {
 		pthread_mutex_lock(&P->lock);
@@ -914,7 +915,7 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	if (rc >= 0 && i + 1 == P->n)
 		rc = tk_kanata_reader_feed(s->r, NULL, 0, 1);
 	if (rc >= 0 && s->dec)
-		rc = kn_decoder_chunk_end(s->dec);
+		rc = kn_decoder_error(s->dec);
 	if (rc < 0)
 		return rc;
 	struct kn_state st;
@@ -1278,7 +1279,9 @@ static int stats_in_order(const struct tk_kanata_stats_opts *o, struct tk_input 
 	return rc;
 }
 
-int kn_parallel_worth(struct tk_input *in, unsigned jobs, size_t bytes)
+/* Whether IN is worth parsing in chunks of BYTES (0: the statistics' size) on JOBS
+ * threads: a plain file of two chunks or more. */
+static int parallel_worth(struct tk_input *in, unsigned jobs, size_t bytes)
 {
 	return jobs > 1 && tk_input_compression(in) == TK_COMP_NONE &&
 	       tk_input_file_size(in) >= 2 * (bytes ? bytes : CHUNK_BYTES);
@@ -1311,8 +1314,9 @@ static int decode_parallel(struct tk_kanata_decoder *d, const char *data, size_t
 	return rc;
 }
 
-int kn_decode_parallel(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
-		       size_t bytes, struct tk_progress *progress)
+/* The log IN (a plain file: parallel_worth) decoded in chunks into D's sink. */
+static int decode_file_parallel(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
+				size_t bytes, struct tk_progress *progress)
 {
 	const uint8_t *data;
 	size_t len;
@@ -1327,8 +1331,8 @@ int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
 	size_t bytes;
 	unsigned jobs = kn_decoder_jobs(d, &bytes, &progress);
 
-	if (kn_parallel_worth(in, jobs, bytes))
-		return kn_decode_parallel(d, in, jobs, bytes, progress);
+	if (parallel_worth(in, jobs, bytes))
+		return decode_file_parallel(d, in, jobs, bytes, progress);
 	return kn_decoder_read(d, in);
 }
 
@@ -1349,7 +1353,7 @@ int tk_kanata_stats_compute(struct tk_input *in, const struct tk_kanata_stats_op
 	int rc;
 
 	memset(st, 0, sizeof *st);
-	if (kn_parallel_worth(in, o.jobs, o.chunk_bytes)) {
+	if (parallel_worth(in, o.jobs, o.chunk_bytes)) {
 		const uint8_t *data;
 		size_t len;
 		int fell_back = 0;

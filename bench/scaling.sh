@@ -20,7 +20,9 @@
 # XRay log and the walk into /dev/null: chunks printed at once), xray-yaml (convert --to
 # xray-yaml of the XRay log: blocks of merged records formatted at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), kanata-report (report of the Kanata log: the
-# decoder's chunks parsed at once, their events merged into the report), ipt-prof (profile of the walk: its call tree
+# decoder's chunks parsed at once, their events merged into the report), kanata-gz,
+# kanata-report-gz (stats and report of the Kanata log gzipped: read in order, decompressed
+# ahead on a thread of its own), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
 # bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,
@@ -58,6 +60,10 @@ make_xray() {
 }
 make_kanata() {
 	[ -s inflight.log ] || python3 "$SRC/bench/kanata-inflight.py" 151 inflight.log
+}
+make_kanata_gz() {
+	make_kanata
+	[ -s inflight.log.gz ] || gzip -6 -c inflight.log >inflight.log.gz
 }
 make_ipt() {
 	[ -s walk.pt ] && return
@@ -215,6 +221,8 @@ for c in $CASES; do
 	ipt-dump) make_ipt; row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	kanata-report) make_kanata; row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;
+	kanata-gz) make_kanata_gz; row kanata-gz "$TK" stats -j @J -o /dev/null inflight.log.gz ;;
+	kanata-report-gz) make_kanata_gz; row kanata-report-gz "$TK" report -j @J -o /dev/null inflight.log.gz ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	ipt-prof) make_ipt; ROW_PT=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
 	llvm-walk) make_llvm_walk && ROW_PT=1 row llvm-walk "$TK" decode --stat -j @J $(tr '\n' ' ' <llvm-walk.args) llvm-walk.pt ;;

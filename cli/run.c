@@ -76,6 +76,8 @@ int cli_open(const struct tk_cmd_opts *o, const char *file, struct tk_input **in
 		cli_error(file, UINT64_MAX, "cannot open: %s", errno ? strerror(errno) : tk_strerror(rc));
 		return EXIT_INPUT;
 	}
+	/* a compressed log read in sequence: its decompression on a core of its own */
+	tk_input_read_ahead(*in, (o->jobs ? o->jobs : tk_cpu_count()) > 1);
 	rc = tk_input_peek(*in, &p, &n);
 	if (rc < 0) {
 		cli_error(file, UINT64_MAX, "cannot read: %s", tk_strerror(rc));

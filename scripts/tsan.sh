@@ -13,7 +13,8 @@
 # - XRay FDR logs (profile, --to account, convert --to perfetto; a real log of 1 KiB
 #   buffers, whose timeline holds its chunks' events) and a Kanata log of 600 KB
 #   in small chunks (stats, info; report and convert --to chrome: the decoder's chunks),
-#   and gzipped (convert --to chrome: the relay's thread); PT
+#   and gzipped (convert --to chrome: the relay's thread; stats, report, check of a log
+#   cut short: decompressed ahead on a thread of its own); PT
 #   convert --to perfetto|chrome too (the timeline's formatter thread)
 # - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
 # - one decode with the progress line on a terminal (script -qc)
@@ -124,6 +125,14 @@ done
 # a compressed log is read in order, the timeline's pass on the relay's thread
 gzip -k k.log
 check "kanata-chrome-gz" convert --to chrome -o /dev/stdout k.log.gz
+# ... decompressed ahead on a thread of its own (blocks of 1 MiB: a log of four), and cut
+# short: the cut found on that thread, told on the reader's
+bash "$src/bench/kanata-gen.sh" "$src/tests/data/kanata/kanata-sample-1.log" 20000 k4.log
+gzip -k k4.log
+head -c $(($(stat -c %s k4.log.gz) * 3 / 4)) k4.log.gz >k4cut.log.gz
+check "kanata-stats-gz" stats k4.log.gz
+check "kanata-report-gz" report -o /dev/stdout k4.log.gz
+check "kanata-check-cut-gz" check k4cut.log.gz
 # xtrace: chunks between snapshots on the pool (dump's parts, the timeline's held events)
 check "xtrace-dump" dump -q "$xt"
 check "xtrace-chrome" convert --to chrome -o /dev/stdout "$xt"

@@ -126,6 +126,11 @@ TK_API long tk_input_read(struct tk_input *in, void *buf, size_t len);
  * tk_input_read has consumed, as it reads (NULL: none). A command that reads its input in
  * sequence thus shows progress wherever it decodes it. */
 TK_API void tk_input_progress(struct tk_input *in, struct tk_progress *p);
+/* Decompress IN (a compressed regular file) on a thread of its own, ahead of
+ * tk_input_read, when ON: the reading then takes about the longer of the decompression
+ * and the caller's parsing instead of their sum. Call before the first read; a pipe or an
+ * uncompressed file is read as before. The bytes, cuts and errors are the same. */
+TK_API void tk_input_read_ahead(struct tk_input *in, int on);
 
 /* Whether the input lost data while it was read, and from which offset (*OFFSET, may be
  * NULL): TK_INPUT_CUT, the compressed data was cut short or corrupt there (reading ended

@@ -2,6 +2,7 @@
  * fully (tk_input_map) or as a stream in bounded memory (tk_input_read). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -58,6 +59,14 @@ struct tk_input {
 	uint64_t out_total;      /* decompressed bytes handed out */
 	int cut;                 /* the compressed data ended early or was corrupt there */
 	uint64_t cut_off;        /* ... at this decompressed offset */
+	/* a cut found by the decompression, told (logged, set in cut) once the reader gets
+	 * to it: on the read-ahead thread it is found before the bytes ahead of it are read */
+	int cut_found;
+	uint64_t cut_found_off;
+	char cut_msg[320];
+
+	int ahead_wanted;        /* tk_input_read_ahead */
+	struct read_ahead *ahead;   /* its thread, once reading began */
 };
 
 /* ---- files that shrink while mapped ----------------------------------------------------
@@ -212,10 +221,14 @@ int tk_input_open(struct tk_input **out, const char *path, const struct tk_input
 	return 0;
 }
 
+static void ahead_stop(struct tk_input *in);
+
 void tk_input_free(struct tk_input *in)
 {
 	if (!in)
 		return;
+	if (in->ahead)
+		ahead_stop(in);   /* before what its thread reads goes */
 	if (in->raw) {
 		if (in->guard >= 0)
 			atomic_store(&guards[in->guard].base, 0);
@@ -402,10 +415,21 @@ static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ..
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	in->stream_done = 1;
+	in->cut_found = 1;
+	in->cut_found_off = in->out_total + produced;
+	snprintf(in->cut_msg, sizeof in->cut_msg, "%s: offset 0x%llx: %s; the %llu bytes before it "
+		 "are read", in->name, (unsigned long long)in->cut_found_off, msg,
+		 (unsigned long long)in->cut_found_off);
+}
+
+/* The reader has got to the cut the decompression found: say so, once. */
+static void cut_tell(struct tk_input *in)
+{
+	if (!in->cut_found || in->cut)
+		return;
 	in->cut = 1;
-	in->cut_off = in->out_total + produced;
-	tk_log(TK_LOG_ERROR, "%s: offset 0x%llx: %s; the %llu bytes before it are read", in->name,
-	       (unsigned long long)in->cut_off, msg, (unsigned long long)in->cut_off);
+	in->cut_off = in->cut_found_off;
+	tk_log(TK_LOG_ERROR, "%s", in->cut_msg);
 }
 
 int tk_input_cut(const struct tk_input *in, uint64_t *offset)
@@ -500,6 +524,166 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 	return (long)produced;
 }
 
+/* The next decompressed bytes, on whichever thread decompresses. */
+static long decompress(struct tk_input *in, uint8_t *buf, size_t len)
+{
+	long r = in->comp == TK_COMP_GZIP ? gzip_read(in, buf, len) : zstd_read(in, buf, len);
+	if (r > 0)
+		in->out_total += (uint64_t)r;
+	return r;
+}
+
+/* ---- decompressing ahead ---------------------------------------------------------------
+ * With tk_input_read_ahead, a compressed file is decompressed on a thread of its own into a
+ * ring of blocks while the reader parses the blocks before: reading a .gz or .zst log takes
+ * about the longer of the two instead of their sum. Regular files only: the thread never
+ * waits on a pipe's writer, so freeing the input waits at most for one block. */
+#define AHEAD_BLOCKS 4
+#define AHEAD_BLOCK ((size_t)1 << 20)
+
+struct ahead_block {
+	uint8_t *data;
+	size_t len;          /* bytes decompressed into it */
+	long rc;             /* < 0: the decompression failed here */
+	uint64_t raw_pos;    /* compressed bytes consumed once it was filled (for progress) */
+	int last;            /* the end (len 0) or the failure: no block follows */
+	int cut;             /* the decompression had found a cut when it was filled */
+};
+
+struct read_ahead {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t filled, emptied;
+	struct ahead_block b[AHEAD_BLOCKS];
+	size_t head, count;  /* the filled blocks, b[head] first */
+	int stop;
+	int reader_waits, filler_waits;
+	/* the reader's alone */
+	size_t pos;          /* its place in b[head] */
+	uint64_t raw_pos;    /* compressed bytes consumed for what it has read */
+};
+
+static void *ahead_main(void *arg)
+{
+	struct tk_input *in = arg;
+	struct read_ahead *a = in->ahead;
+
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		while (a->count == AHEAD_BLOCKS && !a->stop) {
+			a->filler_waits = 1;
+			pthread_cond_wait(&a->emptied, &a->lock);
+		}
+		if (a->stop)
+			break;
+		struct ahead_block *b = &a->b[(a->head + a->count) % AHEAD_BLOCKS];
+		pthread_mutex_unlock(&a->lock);
+		long r = decompress(in, b->data, AHEAD_BLOCK);
+		b->len = r > 0 ? (size_t)r : 0;
+		b->rc = r < 0 ? r : 0;
+		b->last = r <= 0;
+		b->cut = in->cut_found;
+		b->raw_pos = in->raw_pos;
+		pthread_mutex_lock(&a->lock);
+		a->count++;
+		if (a->reader_waits) {
+			a->reader_waits = 0;
+			pthread_cond_signal(&a->filled);
+		}
+		if (b->last)
+			break;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+static void ahead_free(struct read_ahead *a)
+{
+	for (size_t i = 0; i < AHEAD_BLOCKS; i++)
+		free(a->b[i].data);
+	free(a);
+}
+
+/* Begins at the first read (never: the caller reads as before). */
+static void ahead_start(struct tk_input *in)
+{
+	struct read_ahead *a = calloc(1, sizeof *a);
+
+	in->ahead_wanted = 0;
+	if (!a)
+		return;
+	for (size_t i = 0; i < AHEAD_BLOCKS; i++)
+		if (!(a->b[i].data = malloc(AHEAD_BLOCK))) {
+			ahead_free(a);
+			return;
+		}
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->filled, NULL);
+	pthread_cond_init(&a->emptied, NULL);
+	in->ahead = a;
+	if (pthread_create(&a->thread, NULL, ahead_main, in) != 0) {
+		in->ahead = NULL;
+		ahead_free(a);
+	}
+}
+
+static void ahead_stop(struct tk_input *in)
+{
+	struct read_ahead *a = in->ahead;
+
+	pthread_mutex_lock(&a->lock);
+	a->stop = 1;
+	pthread_cond_signal(&a->emptied);
+	pthread_mutex_unlock(&a->lock);
+	pthread_join(a->thread, NULL);
+	pthread_mutex_destroy(&a->lock);
+	pthread_cond_destroy(&a->filled);
+	pthread_cond_destroy(&a->emptied);
+	ahead_free(a);
+	in->ahead = NULL;
+}
+
+static long ahead_read(struct tk_input *in, uint8_t *buf, size_t len)
+{
+	struct read_ahead *a = in->ahead;
+
+	pthread_mutex_lock(&a->lock);
+	while (!a->count) {
+		a->reader_waits = 1;
+		pthread_cond_wait(&a->filled, &a->lock);
+	}
+	pthread_mutex_unlock(&a->lock);
+	/* b[head] is the reader's until it gives it back: the filler wrote it before
+	 * publishing it, and writes in->cut_found no more once it has found a cut */
+	struct ahead_block *b = &a->b[a->head];
+	if (b->cut && !a->pos)
+		cut_tell(in);
+	a->raw_pos = b->raw_pos;
+	if (b->rc < 0)
+		return b->rc;
+	size_t n = len < b->len - a->pos ? len : b->len - a->pos;
+	memcpy(buf, b->data + a->pos, n);
+	a->pos += n;
+	if (a->pos == b->len && !b->last) {
+		pthread_mutex_lock(&a->lock);
+		a->head = (a->head + 1) % AHEAD_BLOCKS;
+		a->count--;
+		a->pos = 0;
+		if (a->filler_waits) {
+			a->filler_waits = 0;
+			pthread_cond_signal(&a->emptied);
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+	return (long)n;
+}
+
+void tk_input_read_ahead(struct tk_input *in, int on)
+{
+	if (!in->stream_started)
+		in->ahead_wanted = on;
+}
+
 static long input_read(struct tk_input *in, void *buf, size_t len);
 
 long tk_input_read(struct tk_input *in, void *buf, size_t len)
@@ -507,7 +691,7 @@ long tk_input_read(struct tk_input *in, void *buf, size_t len)
 	long r = input_read(in, buf, len);
 
 	if (r > 0 && in->progress)
-		tk_progress_set(in->progress, in->raw_pos);
+		tk_progress_set(in->progress, in->ahead ? in->ahead->raw_pos : in->raw_pos);
 	return r;
 }
 
@@ -531,19 +715,14 @@ static long input_read(struct tk_input *in, void *buf, size_t len)
 		in->raw_pos += n;
 		return (long)n;
 	}
-	long r;
-	switch (in->comp) {
-	case TK_COMP_GZIP:
-		r = gzip_read(in, buf, len);
-		break;
-	case TK_COMP_ZSTD:
-		r = zstd_read(in, buf, len);
-		break;
-	default:
+	if (in->comp == TK_COMP_NONE)
 		return raw_read(in, buf, len);
-	}
-	if (r > 0)
-		in->out_total += (uint64_t)r;
+	if (in->ahead_wanted && in->raw && !in->is_pipe)
+		ahead_start(in);
+	if (in->ahead)
+		return ahead_read(in, buf, len);
+	long r = decompress(in, buf, len);
+	cut_tell(in);
 	return r;
 }
 
@@ -563,6 +742,7 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
 	}
 	if (in->stream_started || in->raw_pos)
 		return -TK_E_BAD_STATE;
+	in->ahead_wanted = 0;   /* the copy out of its blocks would cost more than it gives */
 
 	/* Read or decompress everything into one growing buffer. */
 	size_t cap = in->raw_len ? in->raw_len * (in->comp ? 4 : 1) + 65536 : 1 << 20, n = 0;

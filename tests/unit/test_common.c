@@ -229,6 +229,108 @@ static void test_input_truncated_compressed(void **state)
 	free(content);
 }
 
+/* Decompressing ahead on a thread of its own gives the bytes, cuts and messages that
+ * reading on the caller's thread gives, the cut told only when the reader gets to it. */
+static int logs_seen;
+static size_t log_at, read_so_far;
+static void count_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx, (void)level;
+	snprintf(last_log, sizeof last_log, "%s", msg);
+	if (!logs_seen++)
+		log_at = read_so_far;
+}
+
+/* PATH read in pieces of PIECE bytes, ahead or not: its bytes into GOT (CAP), the number
+ * read returned, *CUT the cut's offset (UINT64_MAX: none). */
+static size_t read_all(const char *path, int ahead, size_t piece, uint8_t *got, size_t cap,
+		       uint64_t *cut)
+{
+	struct tk_input *in;
+	long r;
+
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	tk_input_read_ahead(in, ahead);
+	logs_seen = 0;
+	last_log[0] = 0;
+	read_so_far = 0;
+	while ((r = tk_input_read(in, got + read_so_far,
+				  read_so_far + piece <= cap ? piece : cap - read_so_far)) > 0)
+		read_so_far += (size_t)r;
+	assert_int_equal(r, 0);
+	if (tk_input_cut(in, cut) != TK_INPUT_CUT)
+		*cut = UINT64_MAX;
+	tk_input_free(in);
+	return read_so_far;
+}
+
+static void test_input_read_ahead(void **state)
+{
+	(void)state;
+	size_t n = (size_t)12 << 20;   /* blocks of 1 MiB, a ring of four: wrapped around */
+	uint8_t *content = make_content(n);
+	size_t cap = n + 4096;
+	uint8_t *comp = malloc(cap), *got = malloc(cap), *want = malloc(cap);
+	const size_t pieces[] = { 777, 100003, (size_t)3 << 20 };
+	uint64_t cut, cut_want;
+
+	tk_set_log(count_log, NULL);
+	size_t gz = gzip_into(content, n, comp, cap);
+	write_file(tmp_path("ahead.gz"), comp, gz);
+	size_t zs = ZSTD_compress(comp, cap, content, n, 3);
+	assert_false(ZSTD_isError(zs));
+	write_file(tmp_path("ahead.zst"), comp, zs);
+	for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {
+		assert_int_equal(read_all(tmp_path("ahead.gz"), 1, pieces[i], got, cap, &cut), n);
+		assert_memory_equal(got, content, n);
+		assert_int_equal(cut, UINT64_MAX);
+		assert_int_equal(read_all(tmp_path("ahead.zst"), 1, pieces[i], got, cap, &cut), n);
+		assert_memory_equal(got, content, n);
+		assert_int_equal(logs_seen, 0);
+	}
+
+	/* cut in half, and corrupt in the middle: the same bytes and offset as on the
+	 * caller's thread, one message, given once the reader is within a block of the cut
+	 * (the thread finds it up to four blocks earlier) */
+	gz = gzip_into(content, n, comp, cap);
+	write_file(tmp_path("ahead-cut.gz"), comp, gz / 2);
+	for (size_t i = gz / 2; i < gz / 2 + 64; i++)
+		comp[i] ^= 0x5a;
+	write_file(tmp_path("ahead-bad.gz"), comp, gz);
+	write_file(tmp_path("ahead-cut.zst"), comp, ZSTD_compress(comp, cap, content, n, 3) / 2);
+	const char *damaged[] = { "ahead-cut.gz", "ahead-bad.gz", "ahead-cut.zst" };
+	for (size_t f = 0; f < 3; f++) {
+		char path[256], msg[sizeof last_log];
+		snprintf(path, sizeof path, "%s", tmp_path(damaged[f]));
+		size_t len = read_all(path, 0, 65536, want, cap, &cut_want);
+		snprintf(msg, sizeof msg, "%s", last_log);
+		/* (the corrupt gzip decompresses to garbage until its check at the end) */
+		assert_true(len > ((size_t)5 << 20) && len < n + 4096);
+		assert_int_equal(cut_want, len);
+		assert_int_equal(logs_seen, 1);
+		assert_memory_equal(want, content, f == 1 ? gz / 2 : len);
+		assert_int_equal(read_all(path, 1, 65536, got, cap, &cut), len);
+		assert_memory_equal(got, want, len);
+		assert_int_equal(cut, cut_want);
+		assert_int_equal(logs_seen, 1);
+		assert_string_equal(last_log, msg);
+		assert_true(log_at + ((size_t)1 << 20) >= cut);
+	}
+	tk_set_log(NULL, NULL);
+
+	/* freed after a few bytes: the thread stops (no hang; ASan sees no leak) */
+	struct tk_input *in;
+	assert_int_equal(tk_input_open(&in, tmp_path("ahead.gz"), NULL), 0);
+	tk_input_read_ahead(in, 1);
+	assert_int_equal(tk_input_read(in, got, 100), 100);
+	assert_memory_equal(got, content, 100);
+	tk_input_free(in);
+	free(want);
+	free(got);
+	free(comp);
+	free(content);
+}
+
 static void test_input_pipe(void **state)
 {
 	(void)state;
@@ -966,6 +1068,7 @@ int main(void)
 		cmocka_unit_test(test_input_plain_gzip_zstd),
 		cmocka_unit_test(test_input_gzip_multimember),
 		cmocka_unit_test(test_input_truncated_compressed),
+		cmocka_unit_test(test_input_read_ahead),
 		cmocka_unit_test(test_input_pipe),
 		cmocka_unit_test(test_input_errors),
 		cmocka_unit_test(test_buf_formatting),

@@ -586,8 +586,16 @@ int tk_gem5_to_kanata(struct tk_input *input, struct tk_buf *out, const struct t
 			len = 0;
 		}
 		if (got == 0) {
-			if (len && !skipping && (rc = line(&c, buf, buf + len, ++lineno)) < 0)
+			if (len && !skipping && tk_input_cut(input, NULL) == TK_INPUT_CUT) {
+				/* the compressed data was cut inside this line: what is left of it
+				 * would read as another tick ("1477" of "14770"), and the clock
+				 * period is their common divisor */
+				g5diag(&c, ++lineno, 1, "line cut short where the compressed data "
+				       "ends; skipped");
+				res->skipped_lines++;
+			} else if (len && !skipping && (rc = line(&c, buf, buf + len, ++lineno)) < 0) {
 				goto out;
+			}
 			break;
 		}
 	}

@@ -15,6 +15,7 @@
 #include <zstd.h>
 
 #include "tracekit/common.h"
+#include "tracekit/internal/util.h"
 
 struct tk_input {
 	char *name;
@@ -594,6 +595,7 @@ static void *ahead_main(void *arg)
 			break;
 	}
 	pthread_mutex_unlock(&a->lock);
+	tk_pool_add_ordered(tk_thread_cpu());   /* one thread's work, in order (TK_PHASES) */
 	return NULL;
 }
 

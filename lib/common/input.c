@@ -728,6 +728,29 @@ static long input_read(struct tk_input *in, void *buf, size_t len)
 	return r;
 }
 
+/* The buffer tk_input_map begins with: what a compressed file says it holds when that is
+ * plausible (zstd's first frame's size; gzip's ISIZE, its last member's size mod 2^32),
+ * so that it is made once instead of grown by copies, else a guess. 151 MB of Kanata text
+ * gzipped 4.1x: 0.74 -> 0.51 s, zstd 0.64 -> 0.39 s. A wrong size only costs copies: a
+ * hostile one is taken up to 64 times the file's size, and the pages not written are
+ * never touched. */
+static size_t map_capacity(const struct tk_input *in)
+{
+	size_t guess = in->raw_len ? in->raw_len * (in->comp ? 4 : 1) + 65536 : 1 << 20;
+	uint64_t said = 0;
+
+	if (!in->raw || in->comp == TK_COMP_NONE)
+		return guess;
+	if (in->comp == TK_COMP_ZSTD) {
+		unsigned long long z = ZSTD_getFrameContentSize(in->raw, in->raw_len);
+		if (z != ZSTD_CONTENTSIZE_UNKNOWN && z != ZSTD_CONTENTSIZE_ERROR)
+			said = z;
+	} else if (in->raw_len >= 18) {
+		said = tk_le32(in->raw + in->raw_len - 4);
+	}
+	return said >= in->raw_len / 2 && said / 64 <= in->raw_len ? (size_t)said + 65536 : guess;
+}
+
 int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
 {
 	detect_compression(in);
@@ -747,8 +770,8 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
 	in->ahead_wanted = 0;   /* the copy out of its blocks would cost more than it gives */
 
 	/* Read or decompress everything into one growing buffer. */
-	size_t cap = in->raw_len ? in->raw_len * (in->comp ? 4 : 1) + 65536 : 1 << 20, n = 0;
-	uint8_t *buf = malloc(cap);
+	size_t cap = map_capacity(in), n = 0;
+	uint8_t *buf = tk_malloc_huge(cap);
 	if (!buf)
 		return -TK_E_NOMEM;
 	for (;;) {

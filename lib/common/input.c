@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <libdeflate.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -728,10 +729,50 @@ static long input_read(struct tk_input *in, void *buf, size_t len)
 	return r;
 }
 
+/* A gzip file mapped whole, decompressed by libdeflate into *BUF (*CAP bytes, grown when
+ * short): about twice as fast as zlib (151 MB of Kanata text: 0.33 -> 0.17 s), since it
+ * needs no streaming. 1 with *N bytes; 0 for damaged data (or a failed allocation, or a
+ * size past max_size), which zlib's stream then reads from the start, to say where it is
+ * damaged and to keep what comes before. */
+static int gzip_whole(const struct tk_input *in, uint8_t **buf, size_t *cap, size_t *n)
+{
+	struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+	size_t pos = 0;
+	int ok = 0;
+
+	*n = 0;
+	if (!d)
+		return 0;
+	while (pos < in->raw_len) {   /* member after member */
+		size_t used_in, used_out;
+		enum libdeflate_result r = libdeflate_gzip_decompress_ex(
+			d, in->raw + pos, in->raw_len - pos, *buf + *n, *cap - *n, &used_in, &used_out);
+		if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {   /* the member again, with room */
+			uint8_t *nb;
+			if ((in->opts.max_size && *cap > in->opts.max_size) ||
+			    !(nb = realloc(*buf, *cap * 2)))
+				goto out;
+			*buf = nb;
+			*cap *= 2;
+			continue;
+		}
+		if (r != LIBDEFLATE_SUCCESS)
+			goto out;
+		pos += used_in;
+		*n += used_out;
+	}
+	ok = 1;
+out:
+	libdeflate_free_decompressor(d);
+	if (!ok)
+		*n = 0;
+	return ok;
+}
+
 /* The buffer tk_input_map begins with: what a compressed file says it holds when that is
  * plausible (zstd's first frame's size; gzip's ISIZE, its last member's size mod 2^32),
  * so that it is made once instead of grown by copies, else a guess. 151 MB of Kanata text
- * gzipped 4.1x: 0.74 -> 0.51 s, zstd 0.64 -> 0.39 s. A wrong size only costs copies: a
+ * gzipped 4.1x: 0.72 -> 0.32-0.57 s, zstd 0.62 -> 0.22-0.43 s. A wrong size only costs copies: a
  * hostile one is taken up to 64 times the file's size, and the pages not written are
  * never touched. */
 static size_t map_capacity(const struct tk_input *in)
@@ -774,7 +815,14 @@ int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len)
 	uint8_t *buf = tk_malloc_huge(cap);
 	if (!buf)
 		return -TK_E_NOMEM;
-	for (;;) {
+	int whole = in->comp == TK_COMP_GZIP && in->raw && gzip_whole(in, &buf, &cap, &n);
+	if (whole && in->opts.max_size && n > in->opts.max_size) {
+		free(buf);
+		return -TK_E_LIMIT;
+	}
+	if (whole && in->progress)
+		tk_progress_set(in->progress, in->raw_len);
+	while (!whole) {
 		if (cap - n < 65536) {
 			size_t ncap = cap * 2;
 			uint8_t *nb = realloc(buf, ncap);

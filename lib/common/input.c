@@ -57,6 +57,8 @@ struct tk_input {
 	size_t in_pos, in_len;
 	int stream_done;
 	size_t last_zstd_hint;
+	uint8_t *zstage;         /* zstd's output when the reader's room is under ZSTD_STEP */
+	size_t zstage_pos, zstage_len;
 	int guard;               /* slot in the SIGBUS guard, or -1 */
 	uint64_t out_total;      /* decompressed bytes handed out */
 	int cut;                 /* the compressed data ended early or was corrupt there */
@@ -243,6 +245,7 @@ void tk_input_free(struct tk_input *in)
 	if (in->zd)
 		ZSTD_freeDStream(in->zd);
 	free(in->inbuf);
+	free(in->zstage);
 	free(in->owned);
 	free(in->pushback);
 	free(in->peek);
@@ -369,6 +372,10 @@ static long raw_read(struct tk_input *in, uint8_t *buf, size_t len)
 }
 
 #define STREAM_IN 65536
+/* zstd's output per call. A call that meets damage returns an error without saying what
+ * it had already written, so those bytes are lost; in calls of a fixed size they are the
+ * same few bytes whatever sizes the reader asks for (decompressed ahead or not). */
+#define ZSTD_STEP ((size_t)4 << 10)
 
 static int stream_start(struct tk_input *in)
 {
@@ -388,7 +395,7 @@ static int stream_start(struct tk_input *in)
 		in->zs_live = 1;
 	} else {
 		in->zd = ZSTD_createDStream();
-		if (!in->zd)
+		if (!in->zd || !(in->zstage = malloc(ZSTD_STEP)))
 			return -TK_E_NOMEM;
 		ZSTD_initDStream(in->zd);
 	}
@@ -495,7 +502,17 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 {
 	size_t produced = 0;
-	while (produced < len && !in->stream_done) {
+	while (produced < len) {
+		if (in->zstage_pos < in->zstage_len) {
+			size_t k = in->zstage_len - in->zstage_pos;
+			k = k < len - produced ? k : len - produced;
+			memcpy(buf + produced, in->zstage + in->zstage_pos, k);
+			in->zstage_pos += k;
+			produced += k;
+			continue;
+		}
+		if (in->stream_done)
+			break;
 		if (in->in_pos == in->in_len) {
 			int rc = refill(in);
 			if (rc < 0)
@@ -511,8 +528,10 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 				break;
 			}
 		}
+		/* into the reader's buffer where a whole step fits, else staged */
+		int staged = len - produced < ZSTD_STEP;
 		ZSTD_inBuffer ib = { in->inbuf, in->in_len, in->in_pos };
-		ZSTD_outBuffer ob = { buf + produced, len - produced, 0 };
+		ZSTD_outBuffer ob = { staged ? in->zstage : buf + produced, ZSTD_STEP, 0 };
 		size_t r = ZSTD_decompressStream(in->zd, &ob, &ib);
 		if (ZSTD_isError(r)) {
 			stream_cut(in, produced, "corrupt zstd data near compressed offset %zu: %s",
@@ -521,7 +540,12 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 		}
 		in->last_zstd_hint = r;
 		in->in_pos = ib.pos;
-		produced += ob.pos;
+		if (staged) {
+			in->zstage_pos = 0;
+			in->zstage_len = ob.pos;
+		} else {
+			produced += ob.pos;
+		}
 	}
 	return (long)produced;
 }

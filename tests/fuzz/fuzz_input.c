@@ -1,0 +1,97 @@
+/* Fuzz the input layer's decompression (gzip, zstd, or none): the whole file mapped
+ * (gzip: libdeflate, then zlib's stream again when libdeflate finds it damaged) and the
+ * file read as a stream, on the caller's thread and decompressed ahead on a thread of its
+ * own, must hand out the same bytes and the same cut. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tracekit/tracekit.h"
+
+#define LIMIT ((size_t)32 << 20)   /* decompressed bytes looked at (a small bomb is enough) */
+
+static void quiet(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx, (void)level, (void)msg;
+}
+
+/* PATH read in pieces of PIECE bytes; its first LIMIT bytes into *OUT, *N of them; 1 when
+ * the whole stream was read, *CUT its cut (UINT64_MAX: none). */
+static int stream(const char *path, int ahead, size_t piece, uint8_t **out, size_t *n,
+		  uint64_t *cut)
+{
+	struct tk_input *in;
+	size_t cap = 65536;
+	long r = 0;
+
+	*n = 0;
+	*out = NULL;
+	if (tk_input_open(&in, path, NULL) < 0)
+		return 0;
+	tk_input_read_ahead(in, ahead);
+	while (*n < LIMIT) {
+		if (!*out || cap - *n < piece) {
+			while (cap - *n < piece)
+				cap *= 2;
+			uint8_t *p = realloc(*out, cap);
+			if (!p)
+				abort();
+			*out = p;
+		}
+		if ((r = tk_input_read(in, *out + *n, piece < LIMIT - *n ? piece : LIMIT - *n)) <= 0)
+			break;
+		*n += (size_t)r;
+	}
+	if (tk_input_cut(in, cut) != TK_INPUT_CUT)
+		*cut = UINT64_MAX;
+	tk_input_free(in);
+	return r == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	int fd = memfd_create("input", 0);
+	char path[64];
+
+	if (fd < 0)
+		return 0;
+	if (size && write(fd, data, size) != (ssize_t)size) {
+		close(fd);
+		return 0;
+	}
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	tk_set_log(quiet, NULL);
+
+	uint8_t *s1, *s2;
+	size_t n1, n2;
+	uint64_t c1, c2;
+	int whole1 = stream(path, 0, 4093, &s1, &n1, &c1);
+	int whole2 = stream(path, 1, 65536 + 7, &s2, &n2, &c2);
+	/* the same bytes and cut whichever thread decompresses */
+	if (whole1 != whole2 || n1 != n2 || (n1 && memcmp(s1, s2, n1)) || c1 != c2)
+		abort();
+
+	struct tk_input *in;
+	struct tk_input_opts o = { .sz = sizeof o, .max_size = LIMIT };
+	const uint8_t *m;
+	size_t mn;
+	uint64_t mc;
+	if (whole1 && tk_input_open(&in, path, &o) == 0) {
+		if (tk_input_map(in, &m, &mn) == 0) {
+			if (tk_input_cut(in, &mc) != TK_INPUT_CUT)
+				mc = UINT64_MAX;
+			/* the map, by libdeflate or zlib, holds what the stream read */
+			if (mn != n1 || (mn && memcmp(m, s1, mn)) || mc != c1)
+				abort();
+		}
+		tk_input_free(in);
+	}
+	free(s1);
+	free(s2);
+	tk_set_log(NULL, NULL);
+	close(fd);
+	return 0;
+}

@@ -631,7 +631,7 @@ static void ahead_free(struct read_ahead *a)
 	free(a);
 }
 
-/* Begins at the first read (never: the caller reads as before). */
+/* Started at the first read; when it cannot be, the reader decompresses as before. */
 static void ahead_start(struct tk_input *in)
 {
 	struct read_ahead *a = calloc(1, sizeof *a);
@@ -769,6 +769,9 @@ static int gzip_whole(const struct tk_input *in, uint8_t **buf, size_t *cap, siz
 		return 0;
 	while (pos < in->raw_len) {   /* member after member */
 		size_t used_in, used_out;
+		/* a header's own CRC (FHCRC) libdeflate does not check, zlib does: zlib's */
+		if (in->raw_len - pos > 3 && (in->raw[pos + 3] & 0x02))
+			goto out;
 		enum libdeflate_result r = libdeflate_gzip_decompress_ex(
 			d, in->raw + pos, in->raw_len - pos, *buf + *n, *cap - *n, &used_in, &used_out);
 		if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {   /* the member again, with room */

@@ -5,12 +5,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "tracekit/tracekit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	int fd = memfd_create("gem5", 0);
 	char path[64];
+	int fd = fuzz_file(data, size, path, sizeof path);
 	struct tk_input *in;
 	struct tk_buf out;
 	struct tk_gem5_result res;
@@ -18,11 +19,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (fd < 0)
 		return 0;
-	if (size && write(fd, data, size) != (ssize_t)size) {
-		close(fd);
-		return 0;
-	}
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 	if (tk_input_open(&in, path, NULL) == 0) {
 		tk_buf_init(&out, -1, 1024);
 		if (tk_gem5_to_kanata(in, &out, NULL, &res) == 0) {

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_file.h"
 #include "tracekit/tracekit.h"
 
 #define LIMIT ((size_t)32 << 20)   /* decompressed bytes looked at (a small bomb is enough) */
@@ -53,16 +54,11 @@ static int stream(const char *path, int ahead, size_t piece, uint8_t **out, size
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	int fd = memfd_create("input", 0);
 	char path[64];
+	int fd = fuzz_file(data, size, path, sizeof path);
 
 	if (fd < 0)
 		return 0;
-	if (size && write(fd, data, size) != (ssize_t)size) {
-		close(fd);
-		return 0;
-	}
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 	tk_set_log(quiet, NULL);
 
 	uint8_t *s1, *s2;

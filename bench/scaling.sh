@@ -29,7 +29,8 @@
 # btrace-tl (profile and convert --to perfetto of bench/ipt-flow.sh's libc branch trace
 # itself, not converted to raw PT: the branch-trace source's own chunks), btrace-decode
 # (decode --stat of that branch trace: each thread's stream joined, then split at PSBs),
-# btrace-dump (dump -q of it: records checked, streams joined and walked), libc-tl (the same
+# btrace-dump (dump -q of it: records checked, streams joined and walked), btrace-gz,
+# btrace-zst (decode --stat of it gzipped or zstd-compressed: mapped whole first), libc-tl (the same
 # recording converted to raw PT, then convert --to perfetto: a real program's PT timeline,
 # under the timeline's event cap, so that its halves do the same work as the whole).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
@@ -102,6 +103,18 @@ make_btrace() {
 	c=$(ls -t "$SRC"/build/bench-ipt-flow/libc-*.tkbt 2>/dev/null | head -n 1)
 	[ -n "$c" ] || { echo "btrace: no recording: run bench/ipt-flow.sh first" >&2; return 1; }
 	ln -sf "$c" libc.tkbt
+}
+
+# make_btrace_packed gz|zst: the branch trace compressed (gzip -1, zstd -3)
+make_btrace_packed() {
+	make_btrace || return 1
+	[ -s "libc.tkbt.$1" ] && return
+	case $1 in
+	gz) gzip -1 -c libc.tkbt >libc.tkbt.gz ;;
+	# (the file itself: zstd skips a symbolic link, and a frame written from a pipe
+	# states no size)
+	zst) zstd -q -3 -o libc.tkbt.zst "$(readlink -f libc.tkbt)" ;;
+	esac
 }
 
 # phases CMD...: "S M J O R" seconds from one run's TK_PHASES line (O: threads outside the
@@ -230,6 +243,8 @@ for c in $CASES; do
 	btrace-prof) make_btrace && row btrace-prof "$TK" profile -j @J -o /dev/null libc.tkbt ;;
 	btrace-decode) make_btrace && row btrace-decode "$TK" decode --stat -j @J libc.tkbt ;;
 	btrace-dump) make_btrace && row btrace-dump "$TK" dump -q -j @J libc.tkbt ;;
+	btrace-gz) make_btrace_packed gz && row btrace-gz "$TK" decode --stat -j @J libc.tkbt.gz ;;
+	btrace-zst) make_btrace_packed zst && row btrace-zst "$TK" decode --stat -j @J libc.tkbt.zst ;;
 	btrace-tl) make_btrace && row btrace-tl "$TK" convert --to perfetto -j @J -o /dev/null libc.tkbt ;;
 	libc-tl) make_libc_pt && ROW_PT=1 row libc-tl "$TK" convert --to perfetto -j @J $(cat libc.args) -o /dev/null libc.pt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;

@@ -123,6 +123,9 @@ struct tk_ipt_flow_consumer {
 	/* Optional: on the worker, when chunk CHUNK failed with ERR (decoding stops: no
 	 * later merge comes), for consumers whose workers wait for their chunk's turn. */
 	void (*fail)(void *ctx, size_t chunk, int err);
+	/* Optional: as tk_chunk_consumer.caller_decodes (source.h): no chunk's decoding waits
+	 * for a merge, so the calling thread decodes chunks too. */
+	int caller_decodes;
 };
 
 /* Decode BUF (a raw PT stream) against opts->image. Errors become TK_EV_GAP events (and

@@ -132,13 +132,17 @@ TK_API int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t 
  * decoding. DONE (optional): each flow walker once at the end, for what it gathered over
  * all its chunks (tk_flow_take_counts). The first negative return stops the run.
  * BEGIN may return TK_CHUNK_SKIP: chunk I is not decoded (a shard of the plan that another
- * process decodes: TK_CHUNK_SKIP, event.h); its MERGE still comes, in order. */
+ * process decodes: TK_CHUNK_SKIP, event.h); its MERGE still comes, in order.
+ * CALLER_DECODES (optional, 0 by default): no chunk's decoding waits for a merge (nor for
+ * anything a merge hands on), so the calling thread may decode chunks too while the next
+ * merge's chunk is not ready: one worker thread fewer, and no sleep between merges. */
 struct tk_chunk_consumer {
 	int (*begin)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 	int (*merge)(void *ctx, size_t chunk);
 	int (*redo)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 	int (*done)(void *ctx, struct tk_flow *flow);
 	void *ctx;
+	int caller_decodes;
 };
 /* Decode every chunk of the plan into C. Returns 0 or -TK_E_* (a consumer's error, or the
  * input could not be decoded at all); damaged data is not an error: it is a TK_EV_GAP and

@@ -672,7 +672,8 @@ int tk_run_events(struct tk_source *s, struct tk_sink sink)
 	free(plan);
 	if (!(r.chunks = calloc(r.n ? r.n : 1, sizeof *r.chunks)))
 		return -TK_E_NOMEM;
-	struct tk_chunk_consumer c = { ev_begin, ev_merge, NULL, NULL, &r };
+	/* (a chunk's events wait in its hold, never for a merge) */
+	struct tk_chunk_consumer c = { ev_begin, ev_merge, NULL, NULL, &r, 1 };
 
 	rc = tk_source_run(s, &c);
 	for (size_t i = 0; i < r.n; i++)

@@ -316,7 +316,7 @@ int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 		total += chunk_bytes(&r, i);
 	tk_progress_init(&r.p, s->path ? s->path : "decoding", total, s->o.progress, s->o.progress_ctx);
 	struct tk_chunk_consumer w = { pr_begin, pr_merge, c->redo ? pr_redo : NULL,
-				       c->done ? pr_done : NULL, &r };
+				       c->done ? pr_done : NULL, &r, c->caller_decodes };
 	int rc = s->ops->run(s, &w);
 	tk_progress_finish(&r.p);
 	free(r.plan);

@@ -55,7 +55,8 @@ int tk_source_run_pool(struct tk_source *s, size_t nchunks, tk_source_chunk_fn d
 {
 	struct pool_run r = { s, decode, c, calloc(nchunks ? nchunks : 1, sizeof *r.part_gaps),
 			      gaps };
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = s->o.nthreads };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = s->o.nthreads,
+				   .caller_works = c->caller_decodes };
 	int rc;
 
 	if (!r.part_gaps)

@@ -8,6 +8,8 @@
 #   below them) in chunks of 300 bytes and in one: every chunk starts inside run() and most
 #   inside deep(); the Chrome JSON holds as many slices of deep as the program counted, and
 #   an end for every begin
+# - the same in chunks whose events pass a small budget: workers wait for their chunk's
+#   turn, the calling thread (which decodes chunks between its merges) holds its own whole
 # - the branch trace it was converted from; both also against a window over the whole
 #   trace (every executed block sent, where without one the walker counts them)
 # - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks)
@@ -47,8 +49,10 @@ same() {
 		[ -s want.$to ] || { bad "$label --to $to: nothing written"; continue; }
 		for j in 1 2 3; do
 			# shellcheck disable=SC2086
-			env $env "$TK" convert --to $to -j $j -q -o got.$to "$@" "$in"
-			if cmp -s want.$to got.$to; then ok "$label --to $to -j $j: same bytes"
+			# (a wait that never ends fails here, not at ctest's timeout)
+			if ! env $env timeout 300 "$TK" convert --to $to -j $j -q -o got.$to "$@" "$in"; then
+				bad "$label --to $to -j $j: failed"
+			elif cmp -s want.$to got.$to; then ok "$label --to $to -j $j: same bytes"
 			else bad "$label --to $to -j $j: differs"; fi
 		done
 	done
@@ -72,6 +76,10 @@ npsb=$("$TK" dump --no-offset lj.pt | grep -c '^psb$' || true)
 [ "$npsb" -ge 10 ] || { echo "only $npsb PSBs: too few seams to test"; exit 1; }
 same "Intel PT, 300-byte chunks" TK_IPT_CHUNK=1000000000 TK_IPT_CHUNK=300 lj.pt --elf "lj:$bias"
 same "Intel PT, default chunks" TK_IPT_CHUNK=1000000000 TK_NONE=1 lj.pt --elf "lj:$bias"
+# chunks past a budget of 50 events wait for their turn on a worker, and are held whole on
+# the calling thread, which decodes chunks too (it must never wait for its own merges)
+same "Intel PT, 300-byte chunks over the event budget" TK_IPT_CHUNK=1000000000 \
+	"TK_IPT_CHUNK=300 TK_IPT_EV_BUDGET=50" lj.pt --elf "lj:$bias"
 read -r b e n < <(python3 count.py want.chrome deep)
 if [ "$n" = "$ndeep" ] && [ "$b" = "$e" ] && [ "$b" -gt "$n" ]; then
 	ok "Intel PT: $n slices of deep (the program counted $ndeep), $b begins and ends"
@@ -81,6 +89,8 @@ pair "branch trace" "$("$TK" info lj.tkbt | awk '$1 == "TSC" && $3 == "ticks/s" 
 # in parts of about 600 bytes: at -j 2 and 3 the next part is joined on a thread of its
 # own while one decodes, two buffers in turn
 same "branch trace in parts" TK_NONE=1 TK_IPT_CHUNK=600 lj.tkbt
+same "branch trace in parts over the event budget" TK_NONE=1 \
+	"TK_IPT_CHUNK=600 TK_IPT_EV_BUDGET=50" lj.tkbt
 # without a window the walker counts executed blocks instead of sending them (the timeline
 # reads only calls and returns); a window over the whole trace sends every block, one by
 # one, to the same slices

@@ -290,7 +290,8 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		goto out;
 	}
 	pthread_mutex_init(&r.lock, NULL);
-	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads };
+	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads,
+				   .caller_works = c->caller_decodes };
 
 	rc = tk_pool_run(&po, r.nchunks, work, merge, &r);
 	pthread_mutex_destroy(&r.lock);

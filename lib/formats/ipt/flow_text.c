@@ -605,7 +605,9 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
  * KiB chunks a walk's timeline at -j 2 was slower than at -j 1). With 512 Ki events in
  * all, a branch trace's profile at -j 2 peaked 45 MB above -j 1's (oracle/btrace_memory).
  * The memory of merged chunks is used again: fresh memory for every chunk cost 70 000
- * page faults, a third of the CPU time. */
+ * page faults, a third of the CPU time. The calling thread decodes chunks too between
+ * its merges (caller_decodes), and never waits: a chunk of its own is held whole.
+ * TK_IPT_EV_BUDGET (events) makes the budget smaller, for tests of the waits. */
 #define EV_BUDGET ((size_t)128 << 10)
 #define EV_CHUNK ((size_t)64 << 10)
 #define EV_STEP ((size_t)64 << 10)
@@ -627,6 +629,8 @@ struct ev_run {
 	size_t held;
 	struct tk_event_vec spare[EV_SPARES];
 	unsigned nspare;
+	pthread_t caller;             /* merges, and decodes chunks between merges */
+	size_t budget, step;          /* EV_BUDGET and EV_STEP, or a test's */
 };
 
 /* Hand EC's events to the sink (its turn has come) and keep its memory. */
@@ -651,14 +655,15 @@ static int ev_add(void *ctx, const struct tk_event *ev, size_t n)
 
 	if ((rc = tk_event_vec_add_thin(v, &r->sink, ev, n)) < 0)
 		return rc;
-	if (ec->v.n - ec->counted < EV_STEP)
+	if (ec->v.n - ec->counted < r->step)
 		return 0;
 	pthread_mutex_lock(&r->turn.lock);
 	r->held += ec->v.n - ec->counted;
-	over = r->held > EV_BUDGET;
+	over = r->held > r->budget;
 	pthread_mutex_unlock(&r->turn.lock);
 	ec->counted = ec->v.n;
-	if (over && (rc = turn_wait(&r->turn, ec->index)) >= 0)
+	if (over && !pthread_equal(pthread_self(), r->caller) &&
+	    (rc = turn_wait(&r->turn, ec->index)) >= 0)
 		rc = ev_hand(ec);
 	return rc;
 }
@@ -711,14 +716,21 @@ static int ev_merge(void *ctx, size_t i)
 int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,
 		       struct tk_sink sink, struct tk_ipt_flow_stats *stats)
 {
-	struct ev_run r = { .sink = sink };
-	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r, .fail = turn_fail };
+	struct ev_run r = { .sink = sink, .caller = pthread_self(), .budget = EV_BUDGET,
+			    .step = EV_STEP };
+	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r, .fail = turn_fail,
+					  .caller_decodes = 1 };
+	const char *budget = getenv("TK_IPT_EV_BUDGET");
 	int64_t n;
 	int rc;
 
 	if (!opts || !sink.events)
 		return -TK_E_INVAL;
 	r.nthreads = opts->nthreads ? opts->nthreads : tk_cpu_count();
+	if (budget && atol(budget) > 1) {
+		r.budget = (size_t)atol(budget);
+		r.step = r.budget / 2 < EV_STEP ? r.budget / 2 : EV_STEP;
+	}
 	struct tk_ipt_flow_opts o;
 	memset(&o, 0, sizeof o);
 	memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);   /* an older caller's */

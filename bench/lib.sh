@@ -72,20 +72,26 @@ bench_interleaved_ratio() {
 }
 
 # bench_interleaved_ratio_near "CMD_A" "CMD_B": as bench_interleaved_ratio, with the two
-# CPUs' distance taken before each round; prints "ALL NEAR N": the median ratio of all
-# rounds, that of the N rounds at near distance (under BENCH_NEAR_NS, default 300 ns), or
-# "-" when none was near.
+# CPUs' distance and their speeds taken before each round; prints "ALL NEAR N EVEN M": the
+# median ratio of all rounds, that of the N rounds at near distance (under BENCH_NEAR_NS,
+# default 300 ns), and that of the M rounds whose CPUs ran at the same speed (the slower at
+# least BENCH_EVEN, default 0.9, of the faster: bench_core_speed); "-" when there was none.
 bench_interleaved_ratio_near() {
-	local i d r all=() near=()
+	local i d v r all=() near=() even=()
 	for ((i = 0; i < BENCH_RUNS; i++)); do
 		d=$(bench_core_distance)
+		v=$(bench_core_speed)
 		r=$(bench_round_ratio "$1" "$2")
 		all+=("$r")
 		if [ "$d" != "?" ] && [ "$d" -lt "${BENCH_NEAR_NS:-300}" ]; then
 			near+=("$r")
 		fi
+		if [ "$v" != "?" ] && [ "$(echo "$v >= ${BENCH_EVEN:-0.9}" | bc -l)" = 1 ]; then
+			even+=("$r")
+		fi
 	done
-	echo "$(bench_median "${all[@]}") $(bench_median "${near[@]}") ${#near[@]}"
+	echo "$(bench_median "${all[@]}") $(bench_median "${near[@]}") ${#near[@]}" \
+		"$(bench_median "${even[@]}") ${#even[@]}"
 }
 
 # bench_median X...: the median with two decimals, or "-" of nothing.
@@ -104,6 +110,19 @@ bench_core_distance() {
 		gcc -O2 -pthread -o "$bin" "$BENCH_SRC/bench/core-distance.c" || { echo "?"; return; }
 	fi
 	"$bin" 3 2>/dev/null || echo "?"
+}
+
+# bench_core_speed: the slowest CPU's speed now as a fraction of the fastest's, one thread
+# pinned to each in turn (bench/core-speed.c, built once into build/). On this VM one vCPU
+# is at times about 1.6 times slower than the other for minutes (its host core shared): a
+# -j 1 run is then fast or slow as it is placed, and a -j 2 speed-up against it means
+# little. Prints "?" where it cannot be built.
+bench_core_speed() {
+	local bin=$BENCH_SRC/build/core-speed
+	if [ ! -x "$bin" ] || [ "$bin" -ot "$BENCH_SRC/bench/core-speed.c" ]; then
+		gcc -O2 -o "$bin" "$BENCH_SRC/bench/core-speed.c" || { echo "?"; return; }
+	fi
+	"$bin" 3 2>/dev/null | cut -d' ' -f1 || echo "?"
 }
 
 # bench_xray_fdr LOG PROG BUFFER_BYTES MAX_BUFFERS THREADS ITERS: a real FDR log (in the

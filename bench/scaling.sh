@@ -38,7 +38,10 @@
 # which this machine's drift from minute to minute does not bias, and "cores NEAR/FAR ns":
 # the two CPUs' distance before and after the row (bench/core-distance.c: ~120 ns when the
 # host's vCPUs are near, ~530 ns when far; -j 2 is slower at the second), with the median
-# of the interleaved rounds that began at near distance (under BENCH_NEAR_NS, 300 ns).
+# of the interleaved rounds that began at near distance (under BENCH_NEAR_NS, 300 ns), and
+# that of the rounds that began with both CPUs at the same speed ("even rounds":
+# bench/core-speed.c; at times one vCPU runs 1.6 times slower than the other, and a -j 1
+# run placed on it makes -j 2 look faster than the machine allows).
 # BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof, libc-tl) what this machine
 # gives two independent halves of the work: the trace cut at the first PSB past its middle,
 # one `-j 1` process per half, both started at once (RUNS rounds of -j 1, -j 2 and the
@@ -190,18 +193,18 @@ row() { # NAME CMD... (with -j J where the J is)
 	read -r s m j o r < <(phases "${c2[@]}")
 	r=${r:-0}
 	local inter inear nnear
-	read -r inter inear nnear < <(BENCH_RUNS=$RUNS bench_interleaved_ratio_near "${c1[*]}" "${c2[*]}")
+	read -r inter inear nnear ieven neven < <(BENCH_RUNS=$RUNS bench_interleaved_ratio_near "${c1[*]}" "${c2[*]}")
 	far=$(bench_core_distance)
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" <<'PY'
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" <<'PY'
 import sys
-name, near, far, inear, nnear = sys.argv[1], sys.argv[12], sys.argv[13], sys.argv[14], sys.argv[15]
+name, near, far, inear, nnear, ieven, neven = sys.argv[1], *sys.argv[12:18]
 t1, t2, u1, u2, s, m, j, o, r, inter = map(float, sys.argv[2:12])
 tot = s + m + j + o
 # the merges and what other threads do in order are each one thread's, beside the rest
 model = lambda n: tot / (s + max((j + m + o) / n, m, r))
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
         f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | cores {near}/{far} ns, near rounds {nnear}: "
-        f"{inear}x | ")
+        f"{inear}x, even rounds {neven}: {ieven}x | ")
 if j + m == 0:
     # no pool: threads that each do one stage of a pipeline (a relay's: the calling thread
     # reads, the consumer's R goes in order), whatever -j says; the longest stage bounds

@@ -4,7 +4,8 @@
 # Each command runs at -j 2 into a pipe, at -j 3 into a file and at -j 2 into /dev/null
 # with --progress, on small inputs made here:
 # - Intel PT: tests/data/seams/lj.c recorded with record --btrace, as a raw trace (decode
-#   with and without --no-disasm, --stat, profile, convert --to pprof; chunks of the
+#   with and without --no-disasm, --stat, profile, convert --to pprof (and to perfetto
+#   past a budget of 50 events: waits for turns, the calling thread decoding); chunks of the
 #   default size and of 4 KiB) and as perf.data of exactly adjacent snapshots
 #   (tests/oracle/ipt_perf.sh's case)
 # - the hostile TNT stream of tests/oracle/ipt_decode_memory.sh: each 4 KiB chunk makes
@@ -84,6 +85,10 @@ for chunk in "" 4096; do
 	check "raw-pprof$chunk" convert --to pprof -o /dev/stdout "${elfargs[@]}" lj.pt
 	check "raw-perfetto$chunk" convert --to perfetto -o /dev/stdout "${elfargs[@]}" lj.pt
 	check "raw-chrome$chunk" convert --to chrome -o /dev/stdout "${elfargs[@]}" lj.pt
+	# past a small event budget: workers wait for their chunk's turn and hand it on
+	# themselves; the calling thread decodes chunks between its merges and holds its own
+	TK_IPT_EV_BUDGET=50 check "raw-perfetto-budget$chunk" convert --to perfetto -o /dev/stdout \
+		"${elfargs[@]}" lj.pt
 	check "adj$chunk" decode --no-disasm adj.data
 	check "adj-time$chunk" decode --time adj.data
 	# the branch trace itself: one part on the flow decoder's workers, or parts of a
@@ -91,6 +96,8 @@ for chunk in "" 4096; do
 	# after part, the next joined on a thread of its own
 	check "btrace-profile$chunk" profile lj.tkbt
 	check "btrace-perfetto$chunk" convert --to perfetto -o /dev/stdout lj.tkbt
+	TK_IPT_EV_BUDGET=50 check "btrace-perfetto-budget$chunk" convert --to perfetto \
+		-o /dev/stdout lj.tkbt
 	# dump: chunks cut at PSBs walked at once, their text and errors merged in order
 	check "raw-dump$chunk" dump lj.pt
 	check "btrace-dump$chunk" dump lj.tkbt

@@ -1,8 +1,11 @@
 /* Stream every event of a trace, in order, to a callback of your own (here: count them by
- * kind and sum the instructions of executed blocks).
+ * kind and sum the instructions of executed blocks). With -c BYTES the trace is cut into
+ * chunks of about BYTES, decoded on every core; the events still come in order.
  *
- *   events TRACE [ELF[:BASE]...] */
+ *   events [-c BYTES] TRACE [ELF[:BASE]...] */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <tracekit/tracekit.h>
 
@@ -27,13 +30,20 @@ static int on_events(void *ctx, const struct tk_event *ev, size_t n)
 
 int main(int argc, char **argv)
 {
+	size_t chunk = 0;
+
+	if (argc > 2 && !strcmp(argv[1], "-c")) {
+		chunk = (size_t)strtoull(argv[2], NULL, 10);
+		argc -= 2;
+		argv += 2;
+	}
 	struct tk_source_opts so = { .sz = sizeof so, .elf = (const char *const *)argv + 2,
-				     .nelf = argc > 2 ? (size_t)argc - 2 : 0 };
+				     .nelf = argc > 2 ? (size_t)argc - 2 : 0, .chunk_bytes = chunk };
 	struct counts c = { { 0 }, 0 };
 	struct tk_source *s;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: events TRACE [ELF[:BASE]...]\n");
+		fprintf(stderr, "usage: events [-c BYTES] TRACE [ELF[:BASE]...]\n");
 		return 2;
 	}
 	if (tk_source_open(&s, argv[1], &so) < 0)

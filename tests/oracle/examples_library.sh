@@ -2,7 +2,8 @@
 # examples/library/profile_csv.c, a program of the library's users, prints the same bytes
 # as `tracekit profile --to csv` for every format with calls: an Intel PT raw stream with
 # --elf, a perf.data file, an XRay log, a branch trace and an xtrace trace; and
-# examples/library/events.c streams as many instructions as `decode --stat` counts;
+# examples/library/events.c streams as many instructions as `decode --stat` counts, and
+# the same counts in chunks of 300 bytes on every core;
 # examples/library/kanata_stats.c prints what `tracekit stats` prints for Kanata logs.
 set -euo pipefail
 work=$(mktemp -d)
@@ -38,6 +39,15 @@ same "xtrace" "$SRC/tests/data/xtrace/xtrace.1700000000.4242.hint9.xinsndata.bin
 want=$("$TK" decode --stat --elf "$work/lj:$bias" "$work/lj.pt" | awk '$1 == "insn:" {print $2}')
 got=$("$ex/events" "$work/lj.pt" "$work/lj:$bias" | awk '$1 == "instructions" {print $2}')
 [ -n "$want" ] && [ "$want" = "$got" ] || { echo "events: $got instructions, decode: $want"; exit 1; }
+# in chunks of about 300 bytes, decoded on every core (the calling thread decodes some too:
+# tk_run_events' chunks never wait for a merge), as many events of each kind as in one
+for t in "$work/lj.pt $work/lj:$bias" "$work/lj.tkbt"; do
+	# shellcheck disable=SC2086
+	one=$("$ex/events" $t) && cut=$("$ex/events" -c 300 $t) ||
+		{ echo "events failed on $t"; exit 1; }
+	[ "$one" = "$cut" ] && [ -n "$one" ] ||
+		{ echo "events in chunks of 300 bytes differ on $t:"; diff <(echo "$one") <(echo "$cut"); exit 1; }
+done
 # Kanata through its source: as many instructions begun, retired and flushed as check counts
 kn="$SRC/tests/data/kanata/kanata-sample-1.log"
 [ -f "${DATA:-}/kanata/kanata-sample-2.log.gz" ] && kn="$DATA/kanata/kanata-sample-2.log.gz"

@@ -100,29 +100,37 @@ bench_median() {
 	printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f\n", m}'
 }
 
-# bench_core_distance: the two CPUs' distance now, as a cache line's round trip in ns
-# (bench/core-distance.c, built once into build/). On this VM it is ~120 ns or ~530 ns as
-# the host places the vCPUs, and -j 2 runs that move data between threads are slower at
-# the second; -j 1 runs are not. Prints "?" on a machine with one CPU.
-bench_core_distance() {
-	local bin=$BENCH_SRC/build/core-distance
-	if [ ! -x "$bin" ] || [ "$bin" -ot "$BENCH_SRC/bench/core-distance.c" ]; then
-		gcc -O2 -pthread -o "$bin" "$BENCH_SRC/bench/core-distance.c" || { echo "?"; return; }
+# bench_tool NAME [CFLAGS...]: bench/NAME.c built into build/NAME once (again when the
+# source is newer); prints its path, or fails when it cannot be built.
+bench_tool() {
+	local name=$1 bin=$BENCH_SRC/build/$1
+	shift
+	if [ ! -x "$bin" ] || [ "$bin" -ot "$BENCH_SRC/bench/$name.c" ]; then
+		gcc -O2 "$@" -o "$bin" "$BENCH_SRC/bench/$name.c" || return 1
 	fi
+	echo "$bin"
+}
+
+# bench_core_distance: the two CPUs' distance now, as a cache line's round trip in ns
+# (bench/core-distance.c). On this VM it is ~120 ns or ~530 ns as the host places the
+# vCPUs, and -j 2 runs that move data between threads are slower at the second; -j 1 runs
+# are not. Prints "?" on a machine with one CPU.
+bench_core_distance() {
+	local bin
+	bin=$(bench_tool core-distance -pthread) || { echo "?"; return; }
 	"$bin" 3 2>/dev/null || echo "?"
 }
 
 # bench_core_speed: the slowest CPU's speed now as a fraction of the fastest's, one thread
-# pinned to each in turn (bench/core-speed.c, built once into build/). On this VM one vCPU
-# is at times about 1.6 times slower than the other for minutes (its host core shared): a
-# -j 1 run is then fast or slow as it is placed, and a -j 2 speed-up against it means
-# little. Prints "?" where it cannot be built.
+# pinned to each in turn (bench/core-speed.c). On this VM one vCPU is at times about 1.6
+# times slower than the other for minutes (its host core shared): a -j 1 run is then fast
+# or slow as it is placed, and a -j 2 speed-up against it means little. Prints "?" where
+# it cannot be built or run.
 bench_core_speed() {
-	local bin=$BENCH_SRC/build/core-speed
-	if [ ! -x "$bin" ] || [ "$bin" -ot "$BENCH_SRC/bench/core-speed.c" ]; then
-		gcc -O2 -o "$bin" "$BENCH_SRC/bench/core-speed.c" || { echo "?"; return; }
-	fi
-	"$bin" 3 2>/dev/null | cut -d' ' -f1 || echo "?"
+	local bin out
+	bin=$(bench_tool core-speed) && out=$("$bin" 3 2>/dev/null) && [ -n "$out" ] ||
+		{ echo "?"; return; }
+	echo "${out%% *}"
 }
 
 # bench_xray_fdr LOG PROG BUFFER_BYTES MAX_BUFFERS THREADS ITERS: a real FDR log (in the

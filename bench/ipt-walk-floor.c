@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 	if (buf == MAP_FAILED)
 		return 3;
 	struct tk_ipt_flow_opts o = { .sz = sizeof o, .image = img, .nthreads = 1 };
-	struct tk_ipt_flow_consumer c = { .begin = begin, .done = done, .ctx = &r };
+	struct tk_ipt_flow_consumer c = { .sz = sizeof c, .begin = begin, .done = done, .ctx = &r };
 	struct tk_ipt_flow_stats s = { 0 };
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -105,8 +105,12 @@ enum tk_ipt_et {
 /* Per-chunk consumer. begin() runs on the worker before chunk I is decoded and supplies
  * its sink (FLOW is that worker's walker, for tk_flow_print_block); end() runs on the
  * worker after it; merge() runs on the calling thread, strictly in chunk order. Any may
- * be NULL except begin, which may return TK_CHUNK_SKIP (the chunk is not decoded). */
+ * be NULL except begin, which may return TK_CHUNK_SKIP (the chunk is not decoded).
+ * SZ: as in tk_chunk_consumer (source.h), sizeof the struct the caller knows: it must
+ * cover the members up to CTX, and the later (optional) ones are read only when it
+ * covers them. */
 struct tk_ipt_flow_consumer {
+	size_t sz;
 	int (*begin)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 	int (*end)(void *ctx, size_t chunk, struct tk_flow *flow);
 	int (*merge)(void *ctx, size_t chunk);

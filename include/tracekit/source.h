@@ -135,8 +135,12 @@ TK_API int tk_source_plan(struct tk_source *s, struct tk_chunk **chunks, size_t 
  * process decodes: TK_CHUNK_SKIP, event.h); its MERGE still comes, in order.
  * CALLER_DECODES (optional, 0 by default): no chunk's decoding waits for a merge (nor for
  * anything a merge hands on), so the calling thread may decode chunks too while the next
- * merge's chunk is not ready: one worker thread fewer, and no sleep between merges. */
+ * merge's chunk is not ready: one worker thread fewer, and no sleep between merges.
+ * SZ: sizeof the struct as the caller was built with, so that it can grow; it must cover
+ * the members up to CTX (else -TK_E_INVAL), and members past it are read only when it
+ * covers them. */
 struct tk_chunk_consumer {
+	size_t sz;
 	int (*begin)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);
 	int (*merge)(void *ctx, size_t chunk);
 	int (*redo)(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink);

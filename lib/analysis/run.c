@@ -355,7 +355,7 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	r.all_evs = !r.direct && (total->opts.flags & TK_PROF_FILTER);
 	if (r.all_evs && part)
 		rc = -TK_E_UNSUPPORTED;
-	struct tk_chunk_consumer c = { prof_begin, prof_merge, prof_redo, prof_done, &r };
+	struct tk_chunk_consumer c = { sizeof c, prof_begin, prof_merge, prof_redo, prof_done, &r };
 
 	if (rc >= 0)
 		rc = r.chunks && r.spare && r.redone && r.recorded && r.evs && r.spare_evs &&
@@ -673,7 +673,7 @@ int tk_run_events(struct tk_source *s, struct tk_sink sink)
 	if (!(r.chunks = calloc(r.n ? r.n : 1, sizeof *r.chunks)))
 		return -TK_E_NOMEM;
 	/* (a chunk's events wait in its hold, never for a merge) */
-	struct tk_chunk_consumer c = { ev_begin, ev_merge, NULL, NULL, &r, 1 };
+	struct tk_chunk_consumer c = { sizeof c, ev_begin, ev_merge, NULL, NULL, &r, 1 };
 
 	rc = tk_source_run(s, &c);
 	for (size_t i = 0; i < r.n; i++)

@@ -1,6 +1,7 @@
 /* The source interface's common part: open with detection, symbols, and a pool runner for
  * formats whose chunks are independent byte ranges. The formats' own parts are in
  * lib/formats/<f>/source.c. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,9 +305,15 @@ static int pr_merge(void *ctx, size_t i)
 	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;
 }
 
-int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c)
+int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *caller)
 {
-	if (!c || !c->begin)
+	struct tk_chunk_consumer whole = { 0 };   /* an older caller's: its later members 0 */
+	const struct tk_chunk_consumer *c = &whole;
+	if (!caller || caller->sz < offsetof(struct tk_chunk_consumer, ctx) + sizeof caller->ctx)
+		return -TK_E_INVAL;
+	memcpy(&whole, caller, caller->sz < sizeof whole ? caller->sz : sizeof whole);
+	whole.sz = sizeof whole;
+	if (!c->begin)
 		return -TK_E_INVAL;
 	struct progress_run r = { .c = c, .whole = s->len };
 	if (!s->o.progress || tk_source_plan(s, &r.plan, &r.n) < 0)
@@ -315,7 +322,7 @@ int tk_source_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	for (size_t i = 0; i < r.n; i++)
 		total += chunk_bytes(&r, i);
 	tk_progress_init(&r.p, s->path ? s->path : "decoding", total, s->o.progress, s->o.progress_ctx);
-	struct tk_chunk_consumer w = { pr_begin, pr_merge, c->redo ? pr_redo : NULL,
+	struct tk_chunk_consumer w = { sizeof w, pr_begin, pr_merge, c->redo ? pr_redo : NULL,
 				       c->done ? pr_done : NULL, &r, c->caller_decodes };
 	int rc = s->ops->run(s, &w);
 	tk_progress_finish(&r.p);

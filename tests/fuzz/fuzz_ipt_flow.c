@@ -166,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const uint64_t entries[] = { 0x1000, 0x1020, 0x1030, 0x1040 };
 	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = 4 };
 	struct prof_run r = { 0 };
-	struct tk_ipt_flow_consumer c = { .begin = prof_begin, .merge = prof_merge, .ctx = &r,
+	struct tk_ipt_flow_consumer c = { .sz = sizeof c, .begin = prof_begin, .merge = prof_merge, .ctx = &r,
 					  .done = prof_done, .redo = prof_redo };
 	int err;
 

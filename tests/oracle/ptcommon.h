@@ -243,7 +243,7 @@ static __attribute__((unused)) int tk_insns(const uint8_t *buf, size_t len, stru
 		    size_t chunk, struct addrs *out, struct tk_ipt_flow_stats *st)
 {
 	struct tk_collect c = { .out = out };
-	struct tk_ipt_flow_consumer cons = { collect_begin, NULL, collect_merge, &c };
+	struct tk_ipt_flow_consumer cons = { sizeof cons, collect_begin, NULL, collect_merge, &c };
 	struct tk_ipt_flow_opts o = { .sz = sizeof(o), .image = img, .nthreads = nthreads,
 				      .chunk_bytes = chunk };
 	int rc;

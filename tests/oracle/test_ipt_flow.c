@@ -91,31 +91,52 @@ static int prof_merge(void *ctx, size_t i)
 	return rc;
 }
 
-/* The profile as JSON (functions, call paths), a block table and the text table; with
- * BLOCKS_ONLY the block table alone. */
+/* P finished, as JSON (functions, call paths), a block table and the text table (with
+ * BLOCKS_ONLY the block table alone) into OUT; then freed. */
+static void prof_write(struct tk_prof *p, int blocks_only, struct tk_buf *out)
+{
+	struct tk_out_opts oo = { .sz = sizeof(oo) };
+
+	assert_int_equal(tk_prof_finish(p), 0);
+	assert_int_equal(tk_buf_init(out, -1, 1 << 20), 0);
+	if (!blocks_only)
+		assert_int_equal(tk_out_profile(out, p, TK_OUT_JSON, &oo), 0);
+	assert_int_equal(tk_out_profile(out, p, TK_OUT_BLOCKS, &oo), 0);
+	if (!blocks_only)
+		assert_int_equal(tk_out_profile(out, p, TK_OUT_TEXT, &oo), 0);
+	tk_prof_free(p);
+}
+
+/* The profile of BUF decoded in chunks of CHUNK bytes on NTHREADS, as prof_write writes
+ * it (COUNT: as in prof_end). */
 static void prof_report(const uint8_t *buf, size_t len, struct tk_image *img, unsigned nthreads,
 			size_t chunk, int count, int blocks_only, struct tk_buf *out)
 {
 	static struct prof_run r;
 	struct tk_prof_opts po = { .sz = sizeof(po), .entries = entries, .nentries = nentries };
-	struct tk_ipt_flow_consumer c = { prof_begin, prof_end, prof_merge, &r, prof_done };
+	struct tk_ipt_flow_consumer c = { sizeof c, prof_begin, prof_end, prof_merge, &r, prof_done };
 	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .image = img, .nthreads = nthreads,
 				       .chunk_bytes = chunk };
 	struct tk_ipt_flow_stats st;
-	struct tk_out_opts oo = { .sz = sizeof(oo) };
 	int err;
 
 	r.count = count;
 	assert_non_null(r.total = tk_prof_new(&po, &err));
 	assert_int_equal(tk_ipt_flow_decode(buf, len, &fo, &c, &st), 0);
-	assert_int_equal(tk_prof_finish(r.total), 0);
-	assert_int_equal(tk_buf_init(out, -1, 1 << 20), 0);
-	if (!blocks_only)
-		assert_int_equal(tk_out_profile(out, r.total, TK_OUT_JSON, &oo), 0);
-	assert_int_equal(tk_out_profile(out, r.total, TK_OUT_BLOCKS, &oo), 0);
-	if (!blocks_only)
-		assert_int_equal(tk_out_profile(out, r.total, TK_OUT_TEXT, &oo), 0);
-	tk_prof_free(r.total);
+	prof_write(r.total, blocks_only, out);
+}
+
+/* A stream of GO's (its entries this program's functions) into G; its length. */
+static long generate(struct ptgen *g, struct ptgen_opts *go, struct tk_image *img)
+{
+	long len;
+
+	setup_entries();
+	go->entries = entries;
+	go->nentries = nentries;
+	assert_int_equal(ptgen_init(g, img, go), 0);
+	assert_true((len = ptgen_run(g)) > 0);
+	return len;
 }
 
 static void run_case(const struct ptgen_opts *go_in)
@@ -129,12 +150,7 @@ static void run_case(const struct ptgen_opts *go_in)
 	long len;
 
 	assert_non_null(img);
-	setup_entries();
-	go.entries = entries;
-	go.nentries = nentries;
-	assert_int_equal(ptgen_init(&g, img, &go), 0);
-	len = ptgen_run(&g);
-	assert_true(len > 0);
+	len = generate(&g, &go, img);
 	if (go.psb_anywhere)
 		assert_true(g.psbs_inside > 100);   /* seams inside blocks, not by chance */
 	if (getenv("PTGEN_SAVE")) {
@@ -317,6 +333,63 @@ static void test_processor_retcomp(void **state)
 	assert_true(parted >= 6 && wrong > 0);
 }
 
+static int poison_done(void *ctx, struct tk_flow *flow)
+{
+	(void)ctx, (void)flow;
+	fail_msg("a member past the consumer's sz was read");
+	return -1;
+}
+
+static int poison_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	(void)ctx, (void)i, (void)flow, (void)sink;
+	fail_msg("a member past the consumer's sz was read");
+	return -1;
+}
+
+/* A consumer's sz: a caller built with an older, shorter struct is read up to its sz
+ * (the members past it hold poison here) and decodes as a whole struct does; one whose
+ * sz does not reach ctx is refused. */
+static void test_consumer_sz(void **state)
+{
+	(void)state;
+	static struct prof_run r;
+	struct ptgen_opts go = { .seed = 3, .max_bytes = 60000, .psb_every = 2048 };
+	struct tk_image *img = self_image();
+	struct tk_prof_opts po = { .sz = sizeof(po) };
+	struct tk_ipt_flow_opts fo = { .sz = sizeof(fo), .nthreads = 2, .chunk_bytes = 4096 };
+	struct tk_ipt_flow_consumer c = { sizeof c, prof_begin, NULL, prof_merge, &r,
+					  poison_done, poison_redo, .caller_decodes = 1 };
+	struct tk_ipt_flow_stats st;
+	struct tk_buf whole, older;
+	struct ptgen g;
+	long len;
+	int err;
+
+	assert_non_null(img);
+	len = generate(&g, &go, img);
+	po.entries = entries;
+	po.nentries = nentries;
+	fo.image = img;
+	prof_report(g.buf, (size_t)len, img, 2, 4096, 0, 0, &whole);
+	assert_true(whole.len > 1000);
+
+	r.count = 0;
+	c.sz = offsetof(struct tk_ipt_flow_consumer, ctx) + sizeof c.ctx;
+	assert_non_null(r.total = tk_prof_new(&po, &err));
+	assert_int_equal(tk_ipt_flow_decode(g.buf, (size_t)len, &fo, &c, &st), 0);
+	assert_true(st.chunks > 4);
+	prof_write(r.total, 0, &older);
+	assert_true(same_text("profiles (whole consumer, then an older caller's)", &whole, &older));
+
+	c.sz = offsetof(struct tk_ipt_flow_consumer, ctx);
+	assert_int_equal(tk_ipt_flow_decode(g.buf, (size_t)len, &fo, &c, &st), -TK_E_INVAL);
+	tk_buf_free(&whole);
+	tk_buf_free(&older);
+	ptgen_fini(&g);
+	tk_image_free(img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +398,7 @@ int main(void)
 		cmocka_unit_test(test_overflow),
 		cmocka_unit_test(test_psb_inside_blocks),
 		cmocka_unit_test(test_processor_retcomp),
+		cmocka_unit_test(test_consumer_sz),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1086,10 +1086,74 @@ static void test_parallel_decode(void **state)
 	tk_buf_free(&b);
 }
 
+/* Counts a source's events, per chunk, merged in order. */
+struct ev_count {
+	size_t per_chunk[4096], total, chunks;
+};
+
+static int count_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	(void)ev;
+	*(size_t *)ctx += n;
+	return 0;
+}
+
+static int count_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ev_count *c = ctx;
+	(void)flow;
+	assert_true(i < 4096);
+	*sink = (struct tk_sink){ .events = count_events, .ctx = &c->per_chunk[i] };
+	return 0;
+}
+
+static int count_merge(void *ctx, size_t i)
+{
+	struct ev_count *c = ctx;
+	c->total += c->per_chunk[i];
+	c->chunks++;
+	return 0;
+}
+
+/* The events of the recorded log through a consumer C read up to SZ; tk_source_run's
+ * return. */
+static int run_sized(struct tk_chunk_consumer c, size_t sz, struct ev_count *out)
+{
+	char path[2200];
+	struct tk_source_opts so = { .sz = sizeof so, .nthreads = 2 };
+	struct tk_source *s;
+
+	snprintf(path, sizeof path, "%s/kanata/kanata-sample-2.log.gz", data_dir());
+	assert_int_equal(tk_source_open(&s, path, &so), 0);
+	c.sz = sz;
+	c.ctx = out;
+	int rc = tk_source_run(s, &c);
+	tk_source_free(s);
+	return rc;
+}
+
+/* tk_source_run reads a consumer up to its sz: a caller built with an older, shorter
+ * struct gets every event; one whose sz stops short of ctx is refused. */
+static void test_source_consumer_sz(void **state)
+{
+	(void)state;
+	static struct ev_count whole, older, refused;
+	struct tk_chunk_consumer c = { 0, count_begin, count_merge, NULL, NULL, NULL };
+
+	assert_int_equal(run_sized(c, sizeof c, &whole), 0);
+	assert_true(whole.total > 10000);
+	assert_int_equal(run_sized(c, offsetof(struct tk_chunk_consumer, ctx) + sizeof c.ctx, &older), 0);
+	assert_int_equal(older.total, whole.total);
+	assert_int_equal(older.chunks, whole.chunks);
+	assert_int_equal(run_sized(c, offsetof(struct tk_chunk_consumer, ctx), &refused), -TK_E_INVAL);
+	assert_int_equal(refused.chunks, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sample2_facts),
+		cmocka_unit_test(test_source_consumer_sz),
 		cmocka_unit_test(test_sample1_quirks),
 		cmocka_unit_test(test_basic_fixture),
 		cmocka_unit_test(test_hand_stats),

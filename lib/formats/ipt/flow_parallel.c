@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "formats/ipt/internal.h"
 #include "tracekit/ipt_flow.h"
@@ -242,15 +243,21 @@ void tk_ipt_flow_stats_add(struct tk_ipt_flow_stats *to, const struct tk_ipt_flo
 }
 
 int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
-		       const struct tk_ipt_flow_consumer *c, struct tk_ipt_flow_stats *st)
+		       const struct tk_ipt_flow_consumer *caller, struct tk_ipt_flow_stats *st)
 {
+	struct tk_ipt_flow_consumer whole = { 0 };   /* an older caller's: its later members 0 */
+	const struct tk_ipt_flow_consumer *c = &whole;
 	struct run r = { .buf = buf, .len = len, .o = o, .c = c };
 	size_t chunk = o && o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
 	unsigned nthreads;
 	int64_t n;
 	int rc;
 
-	if (!o || !o->image || !c || !c->begin || !st || (!buf && len))
+	if (!caller || caller->sz < offsetof(struct tk_ipt_flow_consumer, ctx) + sizeof caller->ctx)
+		return -TK_E_INVAL;
+	memcpy(&whole, caller, caller->sz < sizeof whole ? caller->sz : sizeof whole);
+	whole.sz = sizeof whole;
+	if (!o || !o->image || !c->begin || !st || (!buf && len))
 		return -TK_E_INVAL;
 	memset(st, 0, sizeof(*st));
 	nthreads = o->nthreads ? o->nthreads : tk_cpu_count();

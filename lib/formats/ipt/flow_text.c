@@ -518,7 +518,7 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 		     unsigned flags, struct tk_buf *out, struct tk_ipt_flow_stats *stats)
 {
 	struct text_run r = { .flags = flags, .out = out };
-	struct tk_ipt_flow_consumer c = { text_begin, NULL, text_merge, &r, .fail = turn_fail };
+	struct tk_ipt_flow_consumer c = { sizeof c, text_begin, NULL, text_merge, &r, .fail = turn_fail };
 	struct tk_ipt_flow_opts o;
 	int64_t n;
 	int rc;
@@ -718,7 +718,7 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 {
 	struct ev_run r = { .sink = sink, .caller = pthread_self(), .budget = EV_BUDGET,
 			    .step = EV_STEP };
-	struct tk_ipt_flow_consumer c = { ev_begin, NULL, ev_merge, &r, .fail = turn_fail,
+	struct tk_ipt_flow_consumer c = { sizeof c, ev_begin, NULL, ev_merge, &r, .fail = turn_fail,
 					  .caller_decodes = 1 };
 	const char *budget = getenv("TK_IPT_EV_BUDGET");
 	int64_t n;

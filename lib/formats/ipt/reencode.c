@@ -529,7 +529,7 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 {
 	struct tk_ipt_reencode_opts o = { 0 };
 	struct run u = { .buf = buf, .len = len, .out = out, .st = st };
-	struct tk_ipt_flow_consumer c = { re_begin, re_end, re_merge, &u, NULL };
+	struct tk_ipt_flow_consumer c = { sizeof c, re_begin, re_end, re_merge, &u, NULL };
 	int64_t n;
 	int rc;
 

@@ -249,7 +249,7 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 	x->decoded = 0;
 	if (!(x->parts = calloc(x->nparts ? x->nparts : 1, sizeof(*x->parts))))
 		return -TK_E_NOMEM;
-	struct tk_ipt_flow_consumer c = { .begin = exec_begin, .merge = exec_merge,
+	struct tk_ipt_flow_consumer c = { .sz = sizeof c, .begin = exec_begin, .merge = exec_merge,
 					  .done = exec_done, .ctx = x };
 
 	rc = tk_ipt_flow_decode(buf, len, &o, &c, &fs);

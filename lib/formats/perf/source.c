@@ -127,7 +127,7 @@ static int ipt_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	struct ipt_run r = { c, 0 };
 	/* streams in the file's mapping (a raw trace; perf.data's AUX buffers read in place) */
 	int release = s->in && tk_input_is_file_mapping(s->in, s->path, s->len);
-	struct tk_ipt_flow_consumer fc = { run_begin, NULL, run_merge, &r,
+	struct tk_ipt_flow_consumer fc = { sizeof fc, run_begin, NULL, run_merge, &r,
 					   c->done ? run_done : NULL, c->redo ? run_redo : NULL,
 					   .caller_decodes = c->caller_decodes };
 	int rc = 0;

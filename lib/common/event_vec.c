@@ -15,7 +15,11 @@ int tk_event_vec_reserve(struct tk_event_vec *v, size_t n)
 
 		while (cap < v->n + n)
 			cap *= 2;
-		if (!(e = realloc(v->ev, cap * sizeof(*e))))
+		if (cap > SIZE_MAX / sizeof(*e))
+			return -TK_E_NOMEM;
+		/* a chunk's held events are fresh memory: on huge pages, one page fault per
+		 * 2 MiB instead of 512 (each about 20 us in this project's VMs) */
+		if (!(e = tk_realloc_huge(v->ev, v->n * sizeof(*e), cap * sizeof(*e))))
 			return -TK_E_NOMEM;
 		v->ev = e;
 		v->cap = cap;

@@ -45,6 +45,20 @@ void *tk_malloc_huge(size_t bytes)
 	return m;
 }
 
+void *tk_realloc_huge(void *old, size_t used, size_t bytes)
+{
+	void *m;
+
+	if (bytes < TK_HUGE_FROM)
+		return realloc(old, bytes ? bytes : 1);
+	if (!(m = tk_malloc_huge(bytes)))
+		return NULL;
+	if (used)
+		memcpy(m, old, used < bytes ? used : bytes);
+	free(old);
+	return m;
+}
+
 void *tk_calloc_huge(size_t n, size_t size)
 {
 	size_t bytes = n * size;

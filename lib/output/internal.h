@@ -33,7 +33,7 @@ struct names {
 	char *arena;              /* the strings' current block (its first word: the block
 				     before), where the next string goes, the bytes left */
 	char *arena_next;
-	size_t arena_left;
+	size_t arena_left, arena_size;   /* (the current block's room) */
 	struct keymap keys;       /* (kind, key) -> id cache */
 	struct tk_sym *sym;
 	struct tk_sym **spaces;   /* other symbols names came from (a process's own) */

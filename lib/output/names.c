@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "output/internal.h"
+#include "tracekit/internal/util.h"
 #include "tracekit/symbolize.h"
 
 uint64_t names_hash(const char *s, size_t n)
@@ -36,21 +37,26 @@ void names_free(struct names *nm)
 	memset(nm, 0, sizeof *nm);
 }
 
-/* Strings are copied into blocks of this size (a longer one gets a block of its own): a
- * Kanata log's timeline interns a label per instruction, nearly all distinct. */
+/* Strings are copied into blocks (a longer one gets a block of its own): a Kanata log's
+ * timeline interns a label per instruction, nearly all distinct. Blocks double from
+ * NAME_BLOCK up to 2 MiB, the larger ones on huge pages (fresh memory: a page fault per
+ * 4 KiB costs about 20 us in a VM). */
 #define NAME_BLOCK ((size_t)64 << 10)
+#define NAME_BLOCK_MAX (((size_t)2 << 20) - sizeof(char *))
 
 static char *name_copy(struct names *nm, const char *s, size_t len)
 {
 	if (len + 1 > nm->arena_left) {
-		size_t room = len + 1 > NAME_BLOCK ? len + 1 : NAME_BLOCK;
-		char *b = malloc(sizeof(char *) + room);
+		size_t block = nm->arena_size ? 2 * nm->arena_size + sizeof(char *) : NAME_BLOCK;
+		block = block >= TK_HUGE_FROM ? NAME_BLOCK_MAX : block;   /* (a whole huge page) */
+		size_t room = len + 1 > block ? len + 1 : block;
+		char *b = tk_malloc_huge(sizeof(char *) + room);
 		if (!b)
 			return NULL;
 		memcpy(b, &nm->arena, sizeof nm->arena);   /* the block before, for names_free */
 		nm->arena = b;
 		nm->arena_next = b + sizeof(char *);
-		nm->arena_left = room;
+		nm->arena_left = nm->arena_size = room;
 	}
 	char *c = nm->arena_next;
 	memcpy(c, s, len);
@@ -69,7 +75,7 @@ uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64
 {
 	if ((nm->n + 1) * 2 > nm->mask + 1 || !nm->map) {
 		size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
-		uint64_t *m = malloc(size * sizeof *m);
+		uint64_t *m = tk_malloc_huge(size * sizeof *m);
 		if (!m)
 			return UINT32_MAX;
 		memset(m, 0xff, size * sizeof *m);
@@ -95,11 +101,11 @@ uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64
 		return UINT32_MAX;
 	if (nm->n == nm->cap) {
 		size_t nc = nm->cap ? nm->cap * 2 : 256;
-		char **ns = realloc(nm->str, nc * sizeof *ns);
+		char **ns = tk_realloc_huge(nm->str, nm->n * sizeof *ns, nc * sizeof *ns);
 		if (!ns)
 			return UINT32_MAX;
 		nm->str = ns;
-		uint32_t *nl = realloc(nm->len, nc * sizeof *nl);
+		uint32_t *nl = tk_realloc_huge(nm->len, nm->n * sizeof *nl, nc * sizeof *nl);
 		if (!nl)
 			return UINT32_MAX;
 		nm->len = nl;

@@ -387,7 +387,7 @@ static __attribute__((noinline)) int fmt_intern_slow(struct tl_fmt *f, struct tl
 		size_t nc = f->nsent ? f->nsent : 1024;
 		while (nc <= name)
 			nc *= 2;
-		uint32_t *ns = realloc(f->sent_on, nc * sizeof *ns);
+		uint32_t *ns = tk_realloc_huge(f->sent_on, f->nsent * sizeof *ns, nc * sizeof *ns);
 		if (!ns)
 			return -1;
 		memset(ns + f->nsent, 0, (nc - f->nsent) * sizeof *ns);

@@ -95,6 +95,10 @@ void *tk_calloc_huge(size_t n, size_t size);
 /* BYTES not zeroed, written before read (a buffer filled at once): from TK_HUGE_FROM on,
  * on huge pages as tk_calloc_huge's, else malloc's. Released with free(). */
 void *tk_malloc_huge(size_t bytes);
+/* realloc for a buffer that grows large: from TK_HUGE_FROM bytes on, the new BYTES come
+ * from tk_malloc_huge with the first USED bytes of OLD copied (OLD freed), so that fresh
+ * memory faults in 2 MiB at a time; below, realloc. On failure NULL, OLD kept. */
+void *tk_realloc_huge(void *old, size_t used, size_t bytes);
 
 /* ---- memory work ahead, on a helper thread (lib/common/ahead.c) --------------------- */
 /* A structure that grows by millions of new entries (a random walk's call paths) spends

@@ -620,7 +620,7 @@ int btrace_thread_part_into(const struct tk_btrace *bt, size_t i, size_t *next, 
 			return -TK_E_NOMEM;
 		*cap = n;
 	} else if (!*out || *cap < n) {
-		uint8_t *grown = realloc(*out, n ? n : 1);
+		uint8_t *grown = tk_realloc_huge(*out, 0, n ? n : 1);   /* (rejoined: not kept) */
 		if (!grown)
 			return -TK_E_NOMEM;
 		*out = grown;

@@ -38,6 +38,28 @@ print("%.3f" % statistics.median(t))
 PY
 }
 
+# bench_faults CMD...: page faults (minor + major) of one run of CMD, output discarded.
+# Fresh memory is what -j 2 adds most often, and in this project's VMs each 4 KiB fault
+# costs 15-20 µs (bench_page_fault): a row's faults say whether its extra CPU is there.
+bench_faults() {
+	python3 - "$@" <<'PY'
+import resource, subprocess, sys
+a = resource.getrusage(resource.RUSAGE_CHILDREN)
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+b = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(b.ru_minflt - a.ru_minflt + b.ru_majflt - a.ru_majflt)
+PY
+}
+
+# bench_page_fault: µs to fault in 4 KiB of fresh memory now, on 4 KiB pages and on huge
+# pages (bench/page-fault.c, 64 MiB, 3 rounds), as "4K/HUGE"; "?" where it cannot run.
+bench_page_fault() {
+	local bin out
+	bin=$(bench_tool page-fault) && out=$("$bin" 64 3 2>/dev/null) && [ -n "$out" ] ||
+		{ echo "?"; return; }
+	awk '{print $2 "/" $5}' <<<"$out"
+}
+
 # bench_peak_kb CMD...: peak resident set size in KiB of one run.
 bench_peak_kb() {
 	/usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -n 1

@@ -33,6 +33,8 @@
 # btrace-zst (decode --stat of it gzipped or zstd-compressed: mapped whole first), libc-tl (the same
 # recording converted to raw PT, then convert --to perfetto: a real program's PT timeline,
 # under the timeline's event cap, so that its halves do the same work as the whole).
+# Each row gives the page faults of one -j 1 and one -j 2 run (fresh memory: in this
+# project's VMs a 4 KiB fault costs 15-20 µs, printed at the top by bench/page-fault.c).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias, and "cores NEAR/FAR ns":
@@ -190,20 +192,23 @@ row() { # NAME CMD... (with -j J where the J is)
 	read -r t1 t2 < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(r[0]["median"], r[1]["median"])' "$name.json")
 	u1=$(BENCH_RUNS=3 bench_cpu "${c1[@]}")
 	u2=$(BENCH_RUNS=3 bench_cpu "${c2[@]}")
+	local f1 f2
+	f1=$(bench_faults "${c1[@]}")
+	f2=$(bench_faults "${c2[@]}")
 	read -r s m j o r < <(phases "${c2[@]}")
 	r=${r:-0}
 	local inter inear nnear
 	read -r inter inear nnear ieven neven < <(BENCH_RUNS=$RUNS bench_interleaved_ratio_near "${c1[*]}" "${c2[*]}")
 	far=$(bench_core_distance)
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" <<'PY'
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" "$f1" "$f2" <<'PY'
 import sys
-name, near, far, inear, nnear, ieven, neven = sys.argv[1], *sys.argv[12:18]
+name, near, far, inear, nnear, ieven, neven, f1, f2 = sys.argv[1], *sys.argv[12:20]
 t1, t2, u1, u2, s, m, j, o, r, inter = map(float, sys.argv[2:12])
 tot = s + m + j + o
 # the merges and what other threads do in order are each one thread's, beside the rest
 model = lambda n: tot / (s + max((j + m + o) / n, m, r))
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
-        f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %) | cores {near}/{far} ns, near rounds {nnear}: "
+        f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %), page faults {f1}/{f2} | cores {near}/{far} ns, near rounds {nnear}: "
         f"{inear}x, even rounds {neven}: {ieven}x | ")
 if j + m == 0:
     # no pool: threads that each do one stage of a pipeline (a relay's: the calling thread
@@ -223,7 +228,7 @@ PY
 	fi
 }
 
-echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), hyperfine -N -w 2 -r $RUNS, $(date -u +%FT%H:%MZ)"
+echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), hyperfine -N -w 2 -r $RUNS, $(date -u +%FT%H:%MZ), a page fault $(bench_page_fault) µs per 4 KiB (small/huge pages)"
 for c in $CASES; do
 	case $c in
 	xray) make_xray; row xray "$TK" profile --instr-map xray_prog -j @J -o /dev/null fdr.xray ;;

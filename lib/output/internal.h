@@ -28,7 +28,7 @@ struct names {
 	char **str;
 	uint32_t *len;            /* of each string */
 	size_t n, cap;
-	uint64_t *map;            /* hash -> (hash's high 32 bits << 32 | id), UINT64_MAX empty */
+	uint64_t *map;            /* hash -> (hash's low 32 bits << 32 | id + 1), 0 empty */
 	size_t mask;
 	char *arena;              /* the strings' current block (its first word: the block
 				     before), where the next string goes, the bytes left */

@@ -71,30 +71,41 @@ uint32_t names_intern(struct names *nm, const char *s, size_t len)
 	return names_intern_hashed(nm, s, len, names_hash(s, len));
 }
 
+/* The names' map twice as large (the first: 256 slots). Entries move by the hash bits
+ * they keep, up to 2^32 slots: a rehash that hashed every string again read a million
+ * labels' text, each a cache miss; and with 0 for empty, the table needs no fill. */
+static int names_grow(struct names *nm)
+{
+	size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
+	uint64_t *m = tk_calloc_huge(size, sizeof *m);
+
+	if (!m)
+		return -1;
+	for (size_t i = 0; nm->map && i <= nm->mask; i++) {
+		uint64_t e = nm->map[i];
+		if (!e)
+			continue;
+		uint32_t id = (uint32_t)e - 1;
+		size_t k = size > ((size_t)1 << 32) ? names_hash(nm->str[id], nm->len[id]) : e >> 32;
+		for (k &= size - 1; m[k]; k = (k + 1) & (size - 1))
+			;
+		m[k] = e;
+	}
+	free(nm->map);
+	nm->map = m;
+	nm->mask = size - 1;
+	return 0;
+}
+
 uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64_t h)
 {
-	if ((nm->n + 1) * 2 > nm->mask + 1 || !nm->map) {
-		size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
-		uint64_t *m = tk_malloc_huge(size * sizeof *m);
-		if (!m)
-			return UINT32_MAX;
-		memset(m, 0xff, size * sizeof *m);
-		for (size_t i = 0; i < nm->n; i++) {
-			uint64_t h = names_hash(nm->str[i], nm->len[i]);
-			size_t k = h & (size - 1);
-			while (m[k] != UINT64_MAX)
-				k = (k + 1) & (size - 1);
-			m[k] = (h >> 32) << 32 | i;
-		}
-		free(nm->map);
-		nm->map = m;
-		nm->mask = size - 1;
-	}
+	if (((nm->n + 1) * 2 > nm->mask + 1 || !nm->map) && names_grow(nm) < 0)
+		return UINT32_MAX;
 	/* a probe compares the slot's hash bits first: the string is a miss away */
 	size_t k = h & nm->mask;
-	for (; nm->map[k] != UINT64_MAX; k = (k + 1) & nm->mask) {
-		uint32_t id = (uint32_t)nm->map[k];
-		if (nm->map[k] >> 32 == h >> 32 && nm->len[id] == len && !memcmp(nm->str[id], s, len))
+	for (; nm->map[k]; k = (k + 1) & nm->mask) {
+		uint32_t id = (uint32_t)nm->map[k] - 1;
+		if (nm->map[k] >> 32 == (uint32_t)h && nm->len[id] == len && !memcmp(nm->str[id], s, len))
 			return id;
 	}
 	if (len >= UINT32_MAX || nm->n >= UINT32_MAX - 1)
@@ -116,7 +127,7 @@ uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64
 		return UINT32_MAX;
 	nm->str[nm->n] = c;
 	nm->len[nm->n] = (uint32_t)len;
-	nm->map[k] = (h >> 32) << 32 | nm->n;
+	nm->map[k] = (uint64_t)(uint32_t)h << 32 | (nm->n + 1);
 	return (uint32_t)nm->n++;
 }
 

@@ -111,6 +111,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	struct tk_cmd_opts o;
+	if (getenv("TK_PHASES"))
+		tk_pool_timing(1);
 	tk_input_catch_sigbus();  /* an input truncated under us: an error, not SIGBUS */
 	tk_outfile_catch_signals();  /* ^C or a kill removes the outputs' temporary files */
 	int rc = cli_parse(c, argc - 1, argv + 1, &o);

@@ -723,9 +723,10 @@ static void fmt_block_write(struct tk_timeline *t, struct tl_block *bk)
 				continue;
 			}
 			pthread_mutex_unlock(&t->lock);
-			double t0 = tk_thread_cpu();
+			double t0 = tk_pool_timed() ? tk_thread_cpu() : 0;
 			run_format(t, p);
-			t->fmt_helped += tk_thread_cpu() - t0;
+			if (tk_pool_timed())
+				t->fmt_helped += tk_thread_cpu() - t0;
 			pthread_mutex_lock(&t->lock);
 		}
 		pthread_mutex_unlock(&t->lock);

@@ -639,6 +639,35 @@ static void test_pool_ordered(void **state)
 	free(m4);
 }
 
+/* The pools' CPU accounting is read only when asked for (TK_PHASES): off, runs leave
+ * tk_pool_times as it was; on, they count their jobs. */
+static void test_pool_timing(void **state)
+{
+	(void)state;
+	size_t jobs = 40, n;
+	uint64_t *m = calloc(jobs, 8);
+	struct tk_pool_times a, b;
+	int rc;
+
+	tk_pool_timing(0);
+	tk_pool_times(&a);
+	run_pool(1, jobs, m, &n, -1, &rc);
+	run_pool(3, jobs, m, &n, -1, &rc);
+	tk_pool_times(&b);
+	assert_int_equal(rc, 0);
+	assert_true(b.jobs == a.jobs && b.runs == a.runs && b.worker_cpu == a.worker_cpu);
+
+	tk_pool_timing(1);
+	run_pool(1, jobs, m, &n, -1, &rc);
+	run_pool(3, jobs, m, &n, -1, &rc);
+	tk_pool_times(&b);
+	tk_pool_timing(0);
+	assert_int_equal(b.jobs, a.jobs + 2 * jobs);
+	assert_int_equal(b.runs, a.runs + 2);
+	assert_true(b.worker_cpu >= a.worker_cpu && b.merge_cpu >= a.merge_cpu);
+	free(m);
+}
+
 /* The relay's consumer: checks each event against the order the producer made them in,
  * payloads included, and fails on request after FAIL_AT events. */
 struct relay_check {
@@ -1106,6 +1135,7 @@ int main(void)
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
+		cmocka_unit_test(test_pool_timing),
 		cmocka_unit_test(test_relay),
 		cmocka_unit_test(test_gap_stats),
 		cmocka_unit_test(test_progress),

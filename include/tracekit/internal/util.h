@@ -52,6 +52,10 @@ void tk_pool_times(struct tk_pool_times *t);
 void tk_pool_add_ordered(double seconds);
 /* The calling thread's CPU seconds so far. */
 double tk_thread_cpu(void);
+/* Account the pools' CPU time from now on (the CLI, when TK_PHASES is set); off, the
+ * per-job clocks are not read and tk_pool_times stays zero. */
+void tk_pool_timing(int on);
+int tk_pool_timed(void);
 /* How the profile runner's chunk seams went (lib/analysis/run.c), for TK_PHASES too: a
  * chunk's profile merged (exact), its recorded events replayed into the total instead
  * (replayed; given_up of them stopped making their profile part-way), or the chunk decoded

@@ -15,8 +15,11 @@ int tk_event_vec_reserve(struct tk_event_vec *v, size_t n)
 
 		while (cap < v->n + n)
 			cap *= 2;
-		if (cap > SIZE_MAX / sizeof(*e))
+		if (cap > SIZE_MAX / sizeof(*e) / 2)
 			return -TK_E_NOMEM;
+		/* huge pages come whole: what rounding up to them adds is used, not copied later */
+		if (cap * sizeof(*e) >= TK_HUGE_FROM)
+			cap = ((cap * sizeof(*e) + TK_HUGE_PAGE - 1) & ~(TK_HUGE_PAGE - 1)) / sizeof(*e);
 		/* a chunk's held events are fresh memory: on huge pages, one page fault per
 		 * 2 MiB instead of 512 (each about 20 us in this project's VMs) */
 		if (!(e = tk_realloc_huge(v->ev, v->n * sizeof(*e), cap * sizeof(*e))))

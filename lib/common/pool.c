@@ -30,7 +30,7 @@ void *tk_calloc_written(size_t n, size_t size)
 
 void *tk_malloc_huge(size_t bytes)
 {
-	const size_t huge = (size_t)2 << 20;
+	const size_t huge = TK_HUGE_PAGE;
 	size_t len;
 	void *m;
 

@@ -668,6 +668,26 @@ static void test_pool_timing(void **state)
 	free(m);
 }
 
+/* Held events past TK_HUGE_FROM fill whole huge pages: the capacity is what the pages
+ * hold, and the events already held move with it. */
+static void test_event_vec_capacity(void **state)
+{
+	(void)state;
+	struct tk_event_vec v = { 0 };
+	size_t sz = sizeof(struct tk_event);
+
+	for (uint64_t i = 0; i < 3 * TK_HUGE_FROM / sz; i++) {
+		struct tk_event e = { .kind = TK_EV_STAGE_BEGIN, .addr = i };
+		assert_int_equal(tk_event_vec_add(&v, &e, 1), 0);
+		if (v.cap * sz >= TK_HUGE_FROM)
+			assert_int_equal(v.cap, (v.cap * sz + TK_HUGE_PAGE - 1) / TK_HUGE_PAGE * TK_HUGE_PAGE / sz);
+	}
+	assert_true(v.cap * sz >= TK_HUGE_PAGE);
+	for (uint64_t i = 0; i < v.n; i++)
+		assert_int_equal(v.ev[i].addr, i);
+	tk_event_vec_free(&v);
+}
+
 /* The relay's consumer: checks each event against the order the producer made them in,
  * payloads included, and fails on request after FAIL_AT events. */
 struct relay_check {
@@ -1136,6 +1156,7 @@ int main(void)
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
 		cmocka_unit_test(test_pool_timing),
+		cmocka_unit_test(test_event_vec_capacity),
 		cmocka_unit_test(test_relay),
 		cmocka_unit_test(test_gap_stats),
 		cmocka_unit_test(test_progress),

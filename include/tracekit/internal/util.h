@@ -95,6 +95,7 @@ void *tk_calloc_written(size_t n, size_t size);
  * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),
  * rounded up to and aligned at 2 MiB. Released with free(). */
 #define TK_HUGE_FROM ((size_t)1 << 20)
+#define TK_HUGE_PAGE ((size_t)2 << 20)
 void *tk_calloc_huge(size_t n, size_t size);
 /* BYTES not zeroed, written before read (a buffer filled at once): from TK_HUGE_FROM on,
  * on huge pages as tk_calloc_huge's, else malloc's. Released with free(). */

@@ -237,6 +237,7 @@ struct tk_prof {
 	size_t entry_slot_mask;
 	struct node *nodes;       /* 64-byte aligned */
 	struct nlink *links;      /* parallel to nodes */
+	size_t clinks;            /* room in links (nodes' until a growth fails half-way) */
 	struct node_cyc *cyc;     /* parallel to nodes up to ncyc; NULL: no cycles */
 	size_t ncyc;
 	size_t nnodes, cnodes;

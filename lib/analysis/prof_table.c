@@ -104,16 +104,42 @@ uint32_t prof_get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32_t
 /* Node arrays of this many bytes or more are mappings of their own. */
 #define NODES_MAPPED ((size_t)2 << 20)
 
-static void free_nodes(struct node *n, size_t cap)
+/* The call tree's arrays, grown to BYTES with their first KEEP bytes kept: below
+ * NODES_MAPPED from aligned_alloc (ALIGN: nodes are cache-line aligned, which realloc
+ * would not keep), from there on a mapping of its own that mremap grows without copying
+ * (doubling a 64 MiB array by a copy faulted in both), advised whole onto huge pages (so
+ * that it stays one mapping for mremap): a random walk's tree grows by gigabytes, and a
+ * 4 KiB fault costs 12-15 us here. NULL: no memory, OLD kept. */
+static void *grow_array(void *old, size_t old_bytes, size_t bytes, size_t keep, size_t align)
 {
-	if (cap * sizeof *n >= NODES_MAPPED)
-		munmap(n, cap * sizeof *n);
-	else
-		free(n);
+	void *n;
+
+	if (bytes < NODES_MAPPED) {
+		n = aligned_alloc(align, bytes);
+	} else {
+		void *m = old_bytes >= NODES_MAPPED ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
+						    : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+							   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		n = m == MAP_FAILED ? NULL : m;
+		if (n)
+			(void)madvise(n, bytes, MADV_HUGEPAGE);   /* a hint */
+	}
+	if (n && old_bytes < NODES_MAPPED) {
+		if (keep)
+			memcpy(n, old, keep);
+		free(old);
+	}
+	return n;
 }
 
-/* Nodes are cache-line aligned (realloc would not keep that). A large array is a mapping
- * that mremap grows without copying: doubling a 64 MiB array by a copy faulted in both. */
+static void free_array(void *a, size_t bytes)
+{
+	if (bytes >= NODES_MAPPED)
+		munmap(a, bytes);
+	else
+		free(a);
+}
+
 static int grow_nodes(struct tk_prof *p, size_t need)
 {
 	if (need <= p->cnodes)
@@ -123,32 +149,18 @@ static int grow_nodes(struct tk_prof *p, size_t need)
 		nc *= 2;
 	if (p->ahead)
 		tk_ahead_wait(p->ahead);   /* no populating of pages being moved */
-	struct nlink *l = realloc(p->links, nc * sizeof *l);
-	if (!l)
-		return -TK_E_NOMEM;
-	p->links = l;
-	size_t bytes = nc * sizeof(struct node), old = p->cnodes * sizeof(struct node);
-	struct node *n;
-	if (bytes < NODES_MAPPED) {
-		n = aligned_alloc(64, bytes);
-	} else {
-		void *m = old >= NODES_MAPPED ? mremap(p->nodes, old, bytes, MREMAP_MAYMOVE)
-					      : mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-						     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		n = m == MAP_FAILED ? NULL : m;
-		/* on huge pages where the kernel gives them (a hint; the whole mapping, so that
-		 * it stays one for mremap): the walk's tree grows by gigabytes of nodes, and a
-		 * 4 KiB fault costs 12-15 us here */
-		if (n)
-			(void)madvise(n, bytes, MADV_HUGEPAGE);
+	if (p->clinks < nc) {
+		struct nlink *l = grow_array(p->links, p->clinks * sizeof *l, nc * sizeof *l,
+					     p->clinks * sizeof *l, _Alignof(struct nlink));
+		if (!l)
+			return -TK_E_NOMEM;
+		p->links = l;
+		p->clinks = nc;
 	}
+	struct node *n = grow_array(p->nodes, p->cnodes * sizeof *n, nc * sizeof *n,
+				    p->nnodes * sizeof *n, 64);
 	if (!n)
 		return -TK_E_NOMEM;
-	if (old < NODES_MAPPED) {
-		if (p->nnodes)
-			memcpy(n, p->nodes, p->nnodes * sizeof *n);
-		free(p->nodes);
-	}
 	p->nodes = n;
 	p->cnodes = nc;
 	return 0;
@@ -813,8 +825,8 @@ void tk_prof_free(struct tk_prof *p)
 	free_gathered(p, 1);
 	free(p->dlog);
 	free(p->fmaps);
-	free_nodes(p->nodes, p->cnodes);
-	free(p->links);
+	free_array(p->nodes, p->cnodes * sizeof *p->nodes);
+	free_array(p->links, p->clinks * sizeof *p->links);
 	free(p->cyc);
 	free(p->node_map);
 	free(p->funcs);

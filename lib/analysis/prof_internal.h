@@ -266,7 +266,6 @@ struct tk_prof {
 	uint64_t *dlog_cur;       /* the last chunk, NULL after a take */
 	size_t dlog_n, dlog_cap;  /* entries in it and its writable part (equal: dlog_more) */
 	size_t dlog_end;          /* its size */
-	uint8_t dlog_huge;        /* its pages from 2 MiB on are huge (or it is a file's) */
 	size_t dlog_heap;         /* bytes of malloc'd chunks */
 	int spill_fd;             /* the spill file + 1 (0: none yet) */
 	uint64_t spill_off;       /* its size */

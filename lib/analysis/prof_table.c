@@ -515,14 +515,6 @@ int prof_dlog_more(struct tk_prof *p)
 {
 	if (p->dlog_cur && p->dlog_cap < p->dlog_end) {
 		size_t e = p->dlog_cap + DLOG_SLICE < p->dlog_end ? p->dlog_cap + DLOG_SLICE : p->dlog_end;
-		const size_t huge_from = TK_HUGE_PAGE / sizeof *p->dlog_cur;
-		if (!p->dlog_huge && e > huge_from) {
-			/* a chunk filled past 2 MiB: the rest on huge pages (what a first chunk
-			 * that stops short of them never holds) */
-			(void)madvise(p->dlog_cur + huge_from, (p->dlog_end - huge_from) * sizeof *p->dlog_cur,
-				      MADV_HUGEPAGE);
-			p->dlog_huge = 1;
-		}
 		dlog_populate(p->dlog_cur + p->dlog_cap, p->dlog_cur + e);
 		p->dlog_cap = e;
 		return 0;
@@ -535,16 +527,14 @@ int prof_dlog_more(struct tk_prof *p)
 	int spilled = 0;
 	if (cap == DLOG_CHUNK && p->dlog_heap + cap * sizeof *c > prof_dlog_budget(p))
 		spilled = (c = prof_spill_chunk(p)) != NULL;   /* else memory, as long as there is */
-	/* Chunks on huge pages, made writable 2 MiB at a time: each 4 KiB page populated
-	 * alone cost 6 us here, 130 ms for a branch trace's 90 MB log. A profile past its
-	 * first chunk grows by millions of durations: its next chunks are huge from the
-	 * start. A first chunk, which a chunk's profile often fills only in part, is aligned
-	 * for them and takes them from 2 MiB on (prof_dlog_more, above): a few hundred
-	 * kilobytes of durations never hold 2 MiB. */
-	int huge = cap == DLOG_CHUNK && p->dlog_cur;
-	if (!c && !(c = huge ? tk_malloc_huge(cap * sizeof *c)
-			     : cap == DLOG_CHUNK ? aligned_alloc(TK_HUGE_PAGE, cap * sizeof *c)
-						 : malloc(cap * sizeof *c)))
+	/* A profile past its first chunk grows by millions of durations: its next chunks on
+	 * huge pages, made writable 2 MiB at a time (each 4 KiB page populated alone cost
+	 * 6 us here: 130 ms for a branch trace's 90 MB log). A first chunk, which a chunk's
+	 * profile often fills only in part, stays on small pages: 2 MiB-aligned first
+	 * chunks, huge past 2 MiB, held 14 MB more of a sanitizer build's memory for a trace
+	 * in 56 parts (tests/oracle/btrace_memory.sh). */
+	if (!c && !(c = cap == DLOG_CHUNK && p->dlog_cur ? tk_malloc_huge(cap * sizeof *c)
+						    : malloc(cap * sizeof *c)))
 		return -TK_E_NOMEM;
 	if (!spilled)
 		p->dlog_heap += cap * sizeof *c;
@@ -556,7 +546,6 @@ int prof_dlog_more(struct tk_prof *p)
 	p->dlog_cur = c;
 	p->dlog_n = 0;
 	p->dlog_end = cap;
-	p->dlog_huge = (uint8_t)(huge || spilled || cap * sizeof *c <= TK_HUGE_PAGE);
 	/* the first few thousand fault in as usual: small profiles stay small */
 	p->dlog_cap = cap < DLOG_SMALL ? cap : DLOG_SMALL;
 	return 0;

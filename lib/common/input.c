@@ -620,7 +620,8 @@ static void *ahead_main(void *arg)
 			break;
 	}
 	pthread_mutex_unlock(&a->lock);
-	tk_pool_add_ordered(tk_thread_cpu());   /* one thread's work, in order (TK_PHASES) */
+	if (tk_pool_timed())   /* one thread's work, in order (TK_PHASES) */
+		tk_pool_add_ordered(tk_thread_cpu());
 	return NULL;
 }
 

@@ -65,7 +65,8 @@ static void *relay_main(void *arg)
 		pthread_cond_broadcast(&r->cond);
 	}
 	pthread_mutex_unlock(&r->lock);
-	tk_pool_add_ordered(tk_thread_cpu());   /* the consumer's stage: in order */
+	if (tk_pool_timed())   /* the consumer's stage: in order */
+		tk_pool_add_ordered(tk_thread_cpu());
 	return NULL;
 }
 

@@ -798,7 +798,8 @@ static void *fmt_main(void *arg)
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* its own work goes in order; the runs it formatted for the helpers do not */
-	tk_pool_add_ordered(tk_thread_cpu() - t->fmt_helped);
+	if (tk_pool_timed())
+		tk_pool_add_ordered(tk_thread_cpu() - t->fmt_helped);
 	return NULL;
 }
 

@@ -200,13 +200,11 @@ static void node_ahead(struct tk_prof *p)
 	size_t slots = p->node_mask + 1, table_at = slots / 16 * 7;
 	if (2 * slots * sizeof *p->node_map < AHEAD_TABLE)
 		return;
-	/* Huge pages save the main thread a TLB miss a lookup, but cost the helper more: on
-	 * this project's 2-core VM, 2 MiB pages come from memory the host took back (the
-	 * random walk's 1 GB of tables, 0.1-1 s more). Only a helper with a core of its own
-	 * (beside the workers and the main thread) makes that trade. */
+	/* On huge pages, even when the helper has no core of its own: the main thread saves a
+	 * TLB miss a lookup, and the helper a fault per 4 KiB (12-20 us each in this
+	 * project's VMs: the walk's tables on small pages faulted 260,000 times, 3-7 s). */
 	if (p->nnodes >= table_at)
-		tk_ahead_table(p->ahead, 2 * slots * sizeof *p->node_map,
-			       p->opts.nthreads + 2 <= tk_cpu_count());
+		tk_ahead_table(p->ahead, 2 * slots * sizeof *p->node_map);
 	else if (table_at < p->ahead_at)
 		p->ahead_at = table_at;
 }

@@ -7,7 +7,7 @@
 
 #include "tracekit/internal/util.h"
 
-enum { AH_POPULATE = 1, AH_FREE, AH_TABLE, AH_TABLE_HUGE };
+enum { AH_POPULATE = 1, AH_FREE, AH_TABLE };
 
 struct ahead_task {
 	int what;
@@ -63,17 +63,15 @@ static void *ahead_main(void *arg)
 		a->busy = 1;
 		pthread_mutex_unlock(&a->lock);
 		void *table = NULL;
-		int is_table = t.what == AH_TABLE || t.what == AH_TABLE_HUGE;
+		int is_table = t.what == AH_TABLE;
 		if (t.what == AH_POPULATE)
 			populate(t.addr, t.len);
 		else if (t.what == AH_FREE)
 			free(t.addr);
-		else if (t.what == AH_TABLE_HUGE)
+		else
 			/* the owner reads it at random: one TLB miss a lookup on small pages;
 			 * the compaction huge ones may cost is paid here, not there */
 			table = tk_calloc_huge(1, t.len);
-		else
-			table = tk_calloc_written(1, t.len);
 		pthread_mutex_lock(&a->lock);
 		if (is_table) {
 			a->table = table;
@@ -147,10 +145,10 @@ void tk_ahead_wait(struct tk_ahead *a)
 	pthread_mutex_unlock(&a->lock);
 }
 
-void tk_ahead_table(struct tk_ahead *a, size_t bytes, int huge)
+void tk_ahead_table(struct tk_ahead *a, size_t bytes)
 {
 	pthread_mutex_lock(&a->lock);
-	if (!a->table_len && post(a, huge ? AH_TABLE_HUGE : AH_TABLE, NULL, bytes)) {
+	if (!a->table_len && post(a, AH_TABLE, NULL, bytes)) {
 		a->table_len = bytes;
 		__atomic_store_n(&a->table_pending, 1, __ATOMIC_RELEASE);
 	}

@@ -1030,28 +1030,25 @@ static void test_ahead(void **state)
 		assert_int_equal(m[i + 7], (unsigned char)(i >> 9 | 1));
 	munmap(m, len);
 
-	/* on huge pages (2 MiB aligned) or small ones: zeroed either way */
+	/* on huge pages (2 MiB aligned), zeroed */
 	unsigned char *t;
-	for (int huge = 0; huge < 2; huge++) {
-		tk_ahead_table(a, (size_t)3 << 20, huge);
-		tk_ahead_table(a, (size_t)5 << 20, huge);   /* one at a time: not made */
-		t = tk_ahead_take_table(a, (size_t)3 << 20);
-		assert_non_null(t);
-		if (huge)
-			assert_int_equal((uintptr_t)t % ((size_t)2 << 20), 0);
-		for (size_t i = 0; i < (size_t)3 << 20; i++)
-			if (t[i])
-				fail_msg("byte %zu of the table is %u", i, t[i]);
-		free(t);
-		assert_null(tk_ahead_take_table(a, (size_t)5 << 20));
-	}
-	tk_ahead_table(a, (size_t)1 << 20, 0);
+	tk_ahead_table(a, (size_t)3 << 20);
+	tk_ahead_table(a, (size_t)5 << 20);   /* one at a time: not made */
+	t = tk_ahead_take_table(a, (size_t)3 << 20);
+	assert_non_null(t);
+	assert_int_equal((uintptr_t)t % ((size_t)2 << 20), 0);
+	for (size_t i = 0; i < (size_t)3 << 20; i++)
+		if (t[i])
+			fail_msg("byte %zu of the table is %u", i, t[i]);
+	free(t);
+	assert_null(tk_ahead_take_table(a, (size_t)5 << 20));
+	tk_ahead_table(a, (size_t)1 << 20);
 	assert_null(tk_ahead_take_table(a, (size_t)2 << 20));
 	assert_null(tk_ahead_take_table(a, (size_t)1 << 20));   /* dropped by the take before */
 	/* ready: nothing asked for, or made (the owner polls it instead of waiting); the take
 	 * waits for the table, not for the populates queued after it */
 	assert_true(tk_ahead_table_ready(a));
-	tk_ahead_table(a, (size_t)8 << 20, 1);
+	tk_ahead_table(a, (size_t)8 << 20);
 	unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 				-1, 0);
 	assert_true(p != MAP_FAILED);
@@ -1067,7 +1064,7 @@ static void test_ahead(void **state)
 	free(t);
 	tk_ahead_wait(a);
 	munmap(p, len);
-	tk_ahead_table(a, (size_t)1 << 20, 1);   /* left to tk_ahead_stop */
+	tk_ahead_table(a, (size_t)1 << 20);   /* left to tk_ahead_stop */
 	tk_ahead_free(a, malloc(4096));
 	tk_ahead_stop(a);
 	tk_ahead_stop(NULL);

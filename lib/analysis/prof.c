@@ -1517,10 +1517,9 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 			/* FROM's last chunk is mostly unused (a chunk of trace completes few
 			 * calls with a duration): only what was made writable counts */
 			int last = d.v == from->dlog_cur;
-			size_t bytes = (last ? from->dlog_cap : DLOG_CHUNK) * sizeof *d.v;
+			size_t bytes = (last ? from->dlog_cap : d.cap) * sizeof *d.v;
 			uint64_t *m;
-			if (into->dlog_heap + bytes > prof_dlog_budget(into) &&
-			    (last ? from->dlog_end : DLOG_CHUNK) == DLOG_CHUNK &&
+			if (into->dlog_heap + bytes > prof_dlog_budget(into) && d.cap == DLOG_CHUNK &&
 			    (m = prof_spill_chunk(into)) != NULL) {
 				memcpy(m, d.v, d.n * sizeof *d.v);
 				free(d.v);

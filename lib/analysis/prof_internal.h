@@ -65,6 +65,7 @@ struct dval {
  * function's big[]". One sequential log instead of an array per function: a store per call
  * to one stream, not to hundreds. Chunks of DLOG_CHUNK entries (no copying as it grows). */
 #define DLOG_CHUNK ((size_t)1 << 20)
+#define DLOG_FIRST ((size_t)1 << 16)   /* a profile's first chunk (512 KiB, small pages) */
 #define DLOG_SMALL ((size_t)1 << 12)
 #define DLOG_SLICE ((size_t)1 << 16)   /* made writable at once (512 KiB) */
 
@@ -74,6 +75,7 @@ struct dval {
 struct dchunk {
 	uint64_t *v;
 	size_t n;                 /* entries (the current chunk: tk_prof.dlog_n) */
+	size_t cap;               /* entries it has room for */
 	const uint32_t *map;      /* NULL: this profile's indexes */
 	uint8_t spilled;          /* DLOG_CHUNK entries mapped from a spill file, not malloc'd */
 };

@@ -520,19 +520,20 @@ int prof_dlog_more(struct tk_prof *p)
 	if (prof_grow((void **)&p->dlog, &p->cdlog, p->ndlog + 1, sizeof *p->dlog) < 0)
 		return -TK_E_NOMEM;
 	/* after a take, a small one first: the seams of a merge complete few calls */
-	size_t cap = p->dlog_cur || !p->ndlog ? DLOG_CHUNK : DLOG_SMALL;
+	size_t cap = p->dlog_cur ? DLOG_CHUNK : p->ndlog ? DLOG_SMALL : DLOG_FIRST;
 	uint64_t *c = NULL;
 	int spilled = 0;
 	if (cap == DLOG_CHUNK && p->dlog_heap + cap * sizeof *c > prof_dlog_budget(p))
 		spilled = (c = prof_spill_chunk(p)) != NULL;   /* else memory, as long as there is */
 	/* A profile past its first chunk grows by millions of durations: its next chunks on
 	 * huge pages, made writable 2 MiB at a time (each 4 KiB page populated alone cost
-	 * 6 us here: 130 ms for a branch trace's 90 MB log). A first chunk, which a chunk's
-	 * profile often fills only in part, stays on small pages: 2 MiB-aligned first
-	 * chunks, huge past 2 MiB, held 14 MB more of a sanitizer build's memory for a trace
-	 * in 56 parts (tests/oracle/btrace_memory.sh). */
-	if (!c && !(c = cap == DLOG_CHUNK && p->dlog_cur ? tk_malloc_huge(cap * sizeof *c)
-						    : malloc(cap * sizeof *c)))
+	 * 6 us here: 130 ms for a branch trace's 90 MB log). The first chunk, which a
+	 * chunk's profile often fills only in part, is small, on small pages: 8 MiB ones,
+	 * huge from the start, held 14 MB more of a sanitizer build's memory for a trace in
+	 * 56 parts (tests/oracle/btrace_memory.sh); on small pages throughout, the stores
+	 * into them were a third of XRay's profile -j 2 (each chunk's 2.5 MiB of durations,
+	 * every page fresh). */
+	if (!c && !(c = cap == DLOG_CHUNK ? tk_malloc_huge(cap * sizeof *c) : malloc(cap * sizeof *c)))
 		return -TK_E_NOMEM;
 	if (!spilled)
 		p->dlog_heap += cap * sizeof *c;
@@ -540,7 +541,7 @@ int prof_dlog_more(struct tk_prof *p)
 		p->dlog[p->ndlog - 1].n = p->dlog_n;
 		dlog_release(&p->dlog[p->ndlog - 1], p->dlog_n);
 	}
-	p->dlog[p->ndlog++] = (struct dchunk){ .v = c, .spilled = (uint8_t)spilled };
+	p->dlog[p->ndlog++] = (struct dchunk){ .v = c, .cap = cap, .spilled = (uint8_t)spilled };
 	p->dlog_cur = c;
 	p->dlog_n = 0;
 	p->dlog_end = cap;

@@ -1359,15 +1359,27 @@ struct pl_stage_name {
 	uint8_t known;
 };
 
+/* Instructions in flight by id: a slot per id modulo PL_RING (a simulator's ids count up,
+ * so those in flight at once rarely share one), the rest in a map. A hashed map for all
+ * was a tenth of the merging thread's time on a Kanata log's timeline. */
+#define PL_RING 4096
+struct pl_slot {
+	uint64_t id;
+	uint32_t ix;              /* pool index + 1; 0: empty */
+};
+
 struct pl {
 	struct pl_stage_name stage_names[PL_STAGES_KEPT];
 	struct pl_insn *in;       /* pool of live instructions */
 	size_t nin, cin;
 	uint32_t *free_in;
 	size_t nfree;
-	struct u64map ids;        /* instruction id -> pool index */
-	uint8_t *rows;            /* rows in use */
-	size_t nrows, crows;
+	struct pl_slot ring[PL_RING];
+	size_t nring;             /* slots in use */
+	struct u64map ids;        /* instruction id -> pool index, when its slot is taken */
+	uint64_t *rows;           /* rows in use, a bit each (the lowest free one: a word's
+				     first zero, not a byte at a time) */
+	size_t nrows, crows;      /* rows ever used; words allocated */
 	struct tl_track **tracks; /* per (thread, row, lane); stable addresses */
 	size_t ntracks, ctracks;
 	struct u64map track_ix;   /* (thread, row, lane) key -> track index */
@@ -1455,8 +1467,60 @@ static void u64map_free(struct u64map *m)
 
 static struct pl_insn *pl_find(struct pl *p, uint64_t id)
 {
+	const struct pl_slot *s = &p->ring[id & (PL_RING - 1)];
+	if (s->ix && s->id == id)
+		return &p->in[s->ix - 1];
+	if (!p->ids.n)
+		return NULL;
 	uint32_t *v = u64map_find(&p->ids, id);
 	return v ? &p->in[*v - 1] : NULL;
+}
+
+/* ID (not in flight yet) at pool index IX. */
+static int pl_id_put(struct pl *p, uint64_t id, uint32_t ix)
+{
+	struct pl_slot *s = &p->ring[id & (PL_RING - 1)];
+	if (s->ix)
+		return u64map_put(&p->ids, id, ix);
+	s->id = id;
+	s->ix = ix + 1;
+	p->nring++;
+	return 0;
+}
+
+static void pl_id_del(struct pl *p, uint64_t id)
+{
+	struct pl_slot *s = &p->ring[id & (PL_RING - 1)];
+	if (s->ix && s->id == id) {
+		s->ix = 0;
+		p->nring--;
+	} else {
+		u64map_del(&p->ids, id);
+	}
+}
+
+/* The lowest free row, taken (as Konata draws them); SIZE_MAX: no memory. */
+static size_t pl_row_take(struct pl *p)
+{
+	size_t w = 0, nw = (p->nrows + 63) / 64;
+	while (w < nw && p->rows[w] == UINT64_MAX)
+		w++;
+	/* rows from nrows on are clear: the first clear bit is at most nrows */
+	size_t row = w * 64 + (w < nw ? (size_t)__builtin_ctzll(~p->rows[w]) : 0);
+	if (row == p->nrows) {
+		if (row / 64 == p->crows) {
+			size_t nc = p->crows ? p->crows * 2 : 4;
+			uint64_t *nr = realloc(p->rows, nc * sizeof *nr);
+			if (!nr)
+				return SIZE_MAX;
+			memset(nr + p->crows, 0, (nc - p->crows) * sizeof *nr);
+			p->rows = nr;
+			p->crows = nc;
+		}
+		p->nrows++;
+	}
+	p->rows[row / 64] |= (uint64_t)1 << (row % 64);
+	return row;
 }
 
 /* Stage STAGE's names (see tk_timeline_opts.stage_name); its entry in the kept ones, or
@@ -1621,24 +1685,11 @@ static int pl_begin(struct tk_timeline *t, const struct tk_event *e, uint64_t ti
 	in->nst = 0;
 	in->label_len = 0;
 	in->hashed_len = 0;
-	/* the lowest free row, as Konata draws them */
-	size_t row = 0;
-	while (row < p->nrows && p->rows[row])
-		row++;
-	if (row == p->nrows) {
-		if (p->nrows == p->crows) {
-			size_t nc = p->crows ? p->crows * 2 : 64;
-			uint8_t *nr = realloc(p->rows, nc);
-			if (!nr)
-				return -TK_E_NOMEM;
-			p->rows = nr;
-			p->crows = nc;
-		}
-		p->nrows++;
-	}
-	p->rows[row] = 1;
+	size_t row = pl_row_take(p);
+	if (row == SIZE_MAX)
+		return -TK_E_NOMEM;
 	in->row = (uint32_t)row;
-	if (u64map_put(&p->ids, e->addr, ix) < 0)
+	if (pl_id_put(p, e->addr, ix) < 0)
 		return -TK_E_NOMEM;
 	return 0;
 }
@@ -1799,9 +1850,9 @@ static int pl_end(struct tk_timeline *t, struct pl_insn *in, uint64_t end, int h
 				rc = pf_slice(t, row, 0, 0, e);
 		}
 	}
-	p->rows[in->row] = 0;
+	p->rows[in->row / 64] &= ~((uint64_t)1 << (in->row % 64));
 	uint32_t ix = (uint32_t)(in - p->in);
-	u64map_del(&p->ids, in->id);
+	pl_id_del(p, in->id);
 	p->free_in[p->nfree++] = ix;
 	return rc;
 }
@@ -1855,13 +1906,14 @@ static int pl_finish(struct tk_timeline *t)
 	int rc = 0;
 	if (!p)
 		return 0;
-	while (p->ids.n && rc >= 0) {
+	while ((p->nring || p->ids.n) && rc >= 0) {
 		/* the oldest first: lowest begin time, then id */
 		struct pl_insn *best = NULL;
-		for (size_t i = 0; i <= p->ids.mask; i++) {
-			if (!p->ids.v[i])
+		for (size_t i = 0; i < PL_RING + (p->ids.v ? p->ids.mask + 1 : 0); i++) {
+			uint32_t v = i < PL_RING ? p->ring[i].ix : p->ids.v[i - PL_RING];
+			if (!v)
 				continue;
-			struct pl_insn *in = &p->in[p->ids.v[i] - 1];
+			struct pl_insn *in = &p->in[v - 1];
 			if (!best || in->begin < best->begin || (in->begin == best->begin && in->id < best->id))
 				best = in;
 		}

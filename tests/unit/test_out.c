@@ -532,6 +532,112 @@ static void test_pipeline_chrome(void **state)
 	free(t);
 }
 
+/* Instructions in flight found by id and given rows: 200 in flight at once (four words of
+ * the rows' bits), half of their ids equal modulo 4096 (the slots by id share one), one begun
+ * twice (the first kept), retired out of order, then ten more taking the lowest free rows.
+ * Each slice must carry its own instruction's label, times and id, and two instructions
+ * must share a track exactly when a model of Konata's lowest-free-row rule gives them one
+ * row. */
+#define PL_N 200
+#define PL_MORE 10
+static uint64_t pl_id(int i)
+{
+	return i < PL_N / 2 ? 5 + (uint64_t)i * 4096 : i < PL_N ? 1000 + (uint64_t)i : 900000 + (uint64_t)i;
+}
+
+static void test_pipeline_ids_rows(void **state)
+{
+	(void)state;
+	enum { N = PL_N + PL_MORE };
+	static struct tk_event ev[8 * N];
+	static char label[N][16];
+	uint64_t begin[N], end[N];
+	int row[N], in_flight[N], used[N] = { 0 };
+	size_t n = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(label[i], sizeof label[i], "L%llu", (unsigned long long)pl_id(i));
+		in_flight[i] = 1;
+	}
+	for (int i = 0; i < PL_N; i++) {
+		begin[i] = (uint64_t)i;
+		ev[n++] = (struct tk_event){ .kind = TK_EV_INSN_BEGIN, .time = begin[i], .addr = pl_id(i),
+					     .addr2 = (uint64_t)i };
+		ev[n++] = (struct tk_event){ .kind = TK_EV_TYPED, .flags = TK_TYPED_INSN_LABEL, .time = begin[i],
+					     .addr = pl_id(i), .data = label[i], .count = strlen(label[i]) };
+		row[i] = i;   /* none ends before the last begins */
+		used[i] = 1;
+		if (i == 150)   /* instruction 3 begun again: ignored */
+			ev[n++] = (struct tk_event){ .kind = TK_EV_INSN_BEGIN, .time = begin[i], .addr = pl_id(3) };
+	}
+	/* 150 retire, in the order 7k mod 200 (every id once: 7 and 200 are coprime) */
+	uint64_t t = PL_N;
+	for (int k = 0; k < 150; k++) {
+		int i = (7 * k) % PL_N;
+		end[i] = ++t;
+		in_flight[i] = 0;
+		used[row[i]] = 0;
+		ev[n++] = (struct tk_event){ .kind = TK_EV_RETIRE, .time = end[i], .addr = pl_id(i) };
+	}
+	for (int i = PL_N; i < N; i++) {
+		begin[i] = ++t;
+		int r = 0;
+		while (used[r])
+			r++;
+		row[i] = r;
+		used[r] = 1;
+		ev[n++] = (struct tk_event){ .kind = TK_EV_INSN_BEGIN, .time = begin[i], .addr = pl_id(i),
+					     .addr2 = (uint64_t)i };
+		ev[n++] = (struct tk_event){ .kind = TK_EV_TYPED, .flags = TK_TYPED_INSN_LABEL, .time = begin[i],
+					     .addr = pl_id(i), .data = label[i], .count = strlen(label[i]) };
+	}
+	for (int i = 0; i < N; i++)   /* the rest end at the last time seen */
+		if (in_flight[i])
+			end[i] = t;
+
+	struct tk_timeline_opts o = { .sz = sizeof o, .kind = TK_TIMELINE_CHROME, .clock = { 1000000 },
+				      .stage_name = pl_stage_name };
+	struct tk_buf b;
+	int err;
+	tk_buf_init(&b, -1, 4096);
+	struct tk_timeline *tl = tk_timeline_new(&b, &o, &err);
+	assert_non_null(tl);
+	assert_int_equal(tk_timeline_events(tl, ev, n), 0);
+	assert_int_equal(tk_timeline_finish(tl), 0);
+	uint64_t dropped;
+	assert_int_equal(tk_timeline_slices(tl, &dropped), N);
+	tk_timeline_free(tl);
+	tk_buf_putc(&b, 0);
+	const char *text = (const char *)b.data;
+	long tid[N];
+	for (int i = 0; i < N; i++) {
+		char want[160], args[64];
+		snprintf(args, sizeof args, "\"args\":{\"id\":%llu,\"sim_id\":%d}", (unsigned long long)pl_id(i), i);
+		const char *a = strstr(text, args);
+		if (!a)
+			fail_msg("no slice of instruction %llu", (unsigned long long)pl_id(i));
+		assert_null(strstr(a + 1, args));   /* one slice each */
+		const char *obj = a;
+		while (obj > text && strncmp(obj, "{\"ph\"", 5))
+			obj--;
+		snprintf(want, sizeof want, "{\"ph\":\"X\",\"name\":\"%s%s\",\"pid\":0,\"tid\":", label[i],
+			 in_flight[i] ? " (in flight)" : "");
+		if (strncmp(obj, want, strlen(want)))
+			fail_msg("instruction %llu: %.120s", (unsigned long long)pl_id(i), obj);
+		char *after;
+		tid[i] = strtol(obj + strlen(want), &after, 10);
+		snprintf(want, sizeof want, ",\"ts\":%llu.000,\"dur\":%llu.000,", (unsigned long long)begin[i],
+			 (unsigned long long)(end[i] - begin[i]));
+		if (strncmp(after, want, strlen(want)))
+			fail_msg("instruction %llu: times %.60s, want %s", (unsigned long long)pl_id(i), after, want);
+	}
+	for (int i = 0; i < N; i++)
+		for (int j = i + 1; j < N; j++)
+			if ((row[i] == row[j]) != (tid[i] == tid[j]))
+				fail_msg("instructions %d and %d: rows %d, %d but tracks %ld, %ld", i, j, row[i],
+					 row[j], tid[i], tid[j]);
+	tk_buf_free(&b);
+}
+
 /* A timeline of EV[0..n), fed in parts of PART events; with THIN, each part first goes
  * through the sink's thin (as a producer holding a chunk's events does). */
 static struct tk_buf timeline_bytes(enum tk_timeline_kind kind, unsigned nthreads, int thin,
@@ -935,6 +1041,7 @@ int main(void)
 		cmocka_unit_test(test_timeline_clock_exact),
 		cmocka_unit_test(test_chrome),
 		cmocka_unit_test(test_pipeline_chrome),
+		cmocka_unit_test(test_pipeline_ids_rows),
 		cmocka_unit_test(test_timeline_threads_thin),
 		cmocka_unit_test(test_timeline_prepared),
 		cmocka_unit_test(test_timeline_prepared_deep),

@@ -2543,7 +2543,7 @@ static void *tl_prepare(void *ctx, void *prepared, const struct tk_event *ev, si
 		size_t nc = p->crec ? p->crec : 4096;
 		while (nc < need)
 			nc *= 2;
-		struct tlp_rec *nr = realloc(p->rec, nc * sizeof *nr);
+		struct tlp_rec *nr = tk_realloc_huge(p->rec, p->nrec * sizeof *nr, nc * sizeof *nr);
 		if (!nr)
 			goto fail;
 		p->rec = nr;
@@ -2938,9 +2938,13 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	if (!t->fmt.tps || 1000000000u % t->fmt.tps == 0)
 		t->fmt.ns_per_tick = t->fmt.tps ? 1000000000u / t->fmt.tps : 1;
 	t->fmt.time_origin = t->o.time_origin;
+	/* the blocks' records in one allocation: 10 MB, on huge pages (2,500 faults else) */
+	struct tl_rec *recs = NULL;
+	if (t->o.nthreads > 1 && !(recs = tk_malloc_huge(TL_BLOCKS * TL_BLOCK_RECS * sizeof *recs)))
+		goto fail;
 	for (unsigned i = 0; i < (t->o.nthreads > 1 ? TL_BLOCKS : 1); i++) {
-		if ((t->o.nthreads > 1 && !(t->blk[i].rec = malloc(TL_BLOCK_RECS * sizeof *t->blk[i].rec))) ||
-		    tk_buf_init(&t->blk[i].raw, -1, 4096) < 0 || tk_buf_init(&t->blk[i].fbuf, -1, 4096) < 0)
+		t->blk[i].rec = recs ? recs + (size_t)i * TL_BLOCK_RECS : NULL;
+		if (tk_buf_init(&t->blk[i].raw, -1, 4096) < 0 || tk_buf_init(&t->blk[i].fbuf, -1, 4096) < 0)
 			goto fail;
 	}
 	t->cb = &t->blk[0];
@@ -3049,10 +3053,10 @@ void tk_timeline_free(struct tk_timeline *t)
 		for (size_t k = 0; k < t->blk[i].n; k++)   /* runs never formatted (an error) */
 			if (t->blk[i].rec[k].begin == TL_REC_RUN)
 				prep_free(t->blk[i].rec[k].run);
-		free(t->blk[i].rec);
 		tk_buf_free(&t->blk[i].fbuf);
 		tk_buf_free(&t->blk[i].raw);
 	}
+	free(t->blk[0].rec);   /* all blocks' */
 	for (size_t i = 0; i < t->ntracks; i++) {
 		free(t->tracks[i].st);
 		tk_retset_free(&t->tracks[i].rets);

@@ -78,9 +78,7 @@ int tk_buf_reserve_slow(struct tk_buf *b, size_t n)
 	size_t ncap = b->cap ? b->cap : 4096;
 	while (ncap - b->len < n)
 		ncap *= 2;
-	/* a buffer in memory that grows past 1 MiB (a timeline's chunk runs, a page built
-	 * whole) takes huge pages: a fresh 4 KiB page costs a fault of 10-20 us here */
-	char *nd = tk_realloc_huge(b->data, b->len, ncap);
+	char *nd = realloc(b->data, ncap);
 	if (!nd) {
 		b->err = -TK_E_NOMEM;
 		return b->err;

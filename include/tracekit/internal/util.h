@@ -120,9 +120,9 @@ void tk_ahead_populate(struct tk_ahead *a, void *addr, size_t len);
 void tk_ahead_free(struct tk_ahead *a, void *p);
 /* Every queued task done. */
 void tk_ahead_wait(struct tk_ahead *a);
-/* Make a table of BYTES zero bytes (tk_calloc_huge), unless one is asked for already; take it with tk_ahead_take_table(A, BYTES) (waits
- * until it is made; NULL if none of that size was asked for or it could not be made).
- * Freed with free(). */
+/* Make a table of BYTES zero bytes (tk_calloc_huge), unless one is asked for already;
+ * take it with tk_ahead_take_table(A, BYTES) (waits until it is made; NULL if none of
+ * that size was asked for or it could not be made). Freed with free(). */
 void tk_ahead_table(struct tk_ahead *a, size_t bytes);
 void *tk_ahead_take_table(struct tk_ahead *a, size_t bytes);
 /* 0 while a table asked for is still being made, else 1 (made, or none asked for): no

@@ -44,11 +44,12 @@
 # that of the rounds that began with both CPUs at the same speed ("even rounds":
 # bench/core-speed.c; at times one vCPU runs 1.6 times slower than the other, and a -j 1
 # run placed on it makes -j 2 look faster than the machine allows).
-# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof, libc-tl) what this machine
-# gives two independent halves of the work: the trace cut at the first PSB past its middle,
-# one `-j 1` process per half, both started at once (RUNS rounds of -j 1, -j 2 and the
-# halves, interleaved). Those processes share nothing but the cores, caches and memory, so
-# -j 1 / halves is the -j 2 speed-up this machine allows without doing less work than -j 1.
+# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof, llvm-walk, libc-tl) and
+# to xray what this machine gives two independent halves of the work: the trace cut at the
+# first PSB (the XRay log: buffer) past its middle, one `-j 1` process per half, both started
+# at once (RUNS rounds of -j 1, -j 2 and the halves, interleaved). Those processes share
+# nothing but the cores, caches and memory, so -j 1 / halves is the -j 2 speed-up this
+# machine allows without doing less work than -j 1.
 # usage: bench/scaling.sh [CASES]   (CASES: any of the above, default "xray kanata ipt"; env
 #        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling),
 #        BENCH_HALVES)
@@ -129,18 +130,30 @@ phases() {
 	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -En 's/.*= serial ([0-9.]+) .*\+ merge ([0-9.]+) .*\+ jobs ([0-9.]+) .*\+ other threads ([0-9.]+)( \(([0-9.]+) in order\))?;.*/\1 \2 \3 \4 \6/p' | tail -n 1
 }
 
-# halves FILE: FILE cut at the first PSB past its middle, into FILE.a and FILE.b (kept)
+# halves FILE: FILE cut into FILE.a and FILE.b (kept): an Intel PT trace at the first PSB
+# past its middle; an XRay FDR log (version 2 and later) at the first buffer past its middle,
+# following the BufferExtents records, the second half given the file's 32-byte header too
 halves() {
 	[ -s "$1.b" ] && [ "$1.b" -nt "$1" ] && return
 	python3 - "$1" <<'PY'
-import sys
+import struct, sys
 path = sys.argv[1]
 data = open(path, 'rb').read()
-cut = data.find(bytes([0x02, 0x82] * 8), len(data) // 2)
-if cut <= 0:
-    sys.exit(f"{path}: no PSB past the middle")
+head = b''
+version, kind = struct.unpack_from('<HH', data, 0)
+if kind == 1 and 2 <= version <= 5:   # XRay FDR with BufferExtents, little-endian
+    off = 32
+    while off < len(data) // 2:
+        if data[off] != 0x0f:   # the BufferExtents metadata record
+            sys.exit(f"{path}: no BufferExtents record at offset {off}")
+        off += 16 + struct.unpack_from('<Q', data, off + 1)[0]
+    cut, head = off, data[:32]
+else:
+    cut = data.find(bytes([0x02, 0x82] * 8), len(data) // 2)
+if cut <= 0 or cut >= len(data):
+    sys.exit(f"{path}: no place to cut past the middle")
 open(path + '.a', 'wb').write(data[:cut])
-open(path + '.b', 'wb').write(data[cut:])
+open(path + '.b', 'wb').write(head + data[cut:])
 PY
 }
 
@@ -223,7 +236,7 @@ else:
           f"{100 * r / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, "
           f"{model(64):5.2f}x at 64")
 PY
-	if [ -n "${BENCH_HALVES:-}" ] && [ "${ROW_PT:-}" = 1 ]; then
+	if [ -n "${BENCH_HALVES:-}" ] && [ "${ROW_HALVES:-}" = 1 ]; then
 		halves_row "$name" "$@"
 	fi
 }
@@ -231,9 +244,9 @@ PY
 echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), hyperfine -N -w 2 -r $RUNS, $(date -u +%FT%H:%MZ), a page fault $(bench_page_fault) µs per 4 KiB (small/huge pages)"
 for c in $CASES; do
 	case $c in
-	xray) make_xray; row xray "$TK" profile --instr-map xray_prog -j @J -o /dev/null fdr.xray ;;
+	xray) make_xray; ROW_HALVES=1 row xray "$TK" profile --instr-map xray_prog -j @J -o /dev/null fdr.xray ;;
 	kanata) make_kanata; row kanata "$TK" stats -j @J -o /dev/null inflight.log ;;
-	ipt) make_ipt; ROW_PT=1 row ipt "$TK" decode --stat -j @J $(cat walk.args) walk.pt ;;
+	ipt) make_ipt; ROW_HALVES=1 row ipt "$TK" decode --stat -j @J $(cat walk.args) walk.pt ;;
 	xray-tl) make_xray; row xray-tl "$TK" convert --to perfetto -j @J -o /dev/null fdr.xray ;;
 	kanata-check) make_kanata; row kanata-check "$TK" check -j @J -o /dev/null inflight.log ;;
 	kanata-dump) make_kanata; row kanata-dump "$TK" dump -j @J -o /dev/null inflight.log ;;
@@ -245,16 +258,16 @@ for c in $CASES; do
 	kanata-gz) make_kanata_gz; row kanata-gz "$TK" stats -j @J -o /dev/null inflight.log.gz ;;
 	kanata-report-gz) make_kanata_gz; row kanata-report-gz "$TK" report -j @J -o /dev/null inflight.log.gz ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;
-	ipt-prof) make_ipt; ROW_PT=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
-	llvm-walk) make_llvm_walk && ROW_PT=1 row llvm-walk "$TK" decode --stat -j @J $(tr '\n' ' ' <llvm-walk.args) llvm-walk.pt ;;
-	llvm-prof) make_llvm && ROW_PT=1 row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
+	ipt-prof) make_ipt; ROW_HALVES=1 row ipt-prof "$TK" profile -j @J $(cat walk.args) -o /dev/null walk.pt ;;
+	llvm-walk) make_llvm_walk && ROW_HALVES=1 row llvm-walk "$TK" decode --stat -j @J $(tr '\n' ' ' <llvm-walk.args) llvm-walk.pt ;;
+	llvm-prof) make_llvm && ROW_HALVES=1 row llvm-prof "$TK" profile -j @J $(cat llvm.args) -o /dev/null llvm.pt ;;
 	btrace-prof) make_btrace && row btrace-prof "$TK" profile -j @J -o /dev/null libc.tkbt ;;
 	btrace-decode) make_btrace && row btrace-decode "$TK" decode --stat -j @J libc.tkbt ;;
 	btrace-dump) make_btrace && row btrace-dump "$TK" dump -q -j @J libc.tkbt ;;
 	btrace-gz) make_btrace_packed gz && row btrace-gz "$TK" decode --stat -j @J libc.tkbt.gz ;;
 	btrace-zst) make_btrace_packed zst && row btrace-zst "$TK" decode --stat -j @J libc.tkbt.zst ;;
 	btrace-tl) make_btrace && row btrace-tl "$TK" convert --to perfetto -j @J -o /dev/null libc.tkbt ;;
-	libc-tl) make_libc_pt && ROW_PT=1 row libc-tl "$TK" convert --to perfetto -j @J $(cat libc.args) -o /dev/null libc.pt ;;
+	libc-tl) make_libc_pt && ROW_HALVES=1 row libc-tl "$TK" convert --to perfetto -j @J $(cat libc.args) -o /dev/null libc.pt ;;
 	*) echo "unknown case: $c" >&2; exit 2 ;;
 	esac
 done

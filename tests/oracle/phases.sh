@@ -3,8 +3,8 @@
 # -j 1 a chunked decode runs its jobs on the main thread; at -j 2 on workers (a timeline's
 # also on the main thread between its merges: caller_decodes); the parts add
 # up to the process's CPU; a timeline's formatter at -j 2 is a thread outside the pools
-# whose work goes in order, part of the other threads' time; without TK_PHASES nothing is
-# printed.
+# whose work goes in order, part of the other threads' time; the CPU used before main()
+# (the exec) is printed apart, outside the sum; without TK_PHASES nothing is printed.
 set -uo pipefail
 : "${TK:?}" "${SRC:?}"
 fail=0
@@ -29,6 +29,7 @@ num = lambda pat: float(re.search(pat, line).group(1))
 cpu, serial, merge, jobs = num(r"cpu ([0-9.]+) s ="), num(r"serial ([0-9.]+)"), num(r"merge ([0-9.]+)"), num(r"jobs ([0-9.]+)")
 workers, on_main, other = num(r"\(([0-9.]+) on workers"), num(r"([0-9.]+) on the main thread"), num(r"other threads ([0-9.]+)")
 ordered = num(r"other threads [0-9.]+ \(([0-9.]+) in order\)")
+before = num(r"before main\(\) ([0-9.]+) s")
 njobs = int(re.search(r"; ([0-9]+) jobs in", line).group(1))
 errs = []
 if njobs < 2: errs.append(f"{njobs} jobs, expected the two chunks")
@@ -36,7 +37,7 @@ if j == 1 and workers != 0: errs.append("-j 1 ran jobs on workers")
 if j == 2 and workers <= 0: errs.append("-j 2 ran no jobs on workers")
 # (the timeline's chunks never wait for a merge: the main thread decodes some too)
 if j == 2 and not timeline and on_main != 0: errs.append("-j 2 ran jobs on the main thread")
-if min(serial, merge, jobs, other) < 0: errs.append("a negative part")
+if min(serial, merge, jobs, other, before) < 0: errs.append("a negative part")
 if abs(serial + merge + jobs + other - cpu) > 0.004: errs.append("parts do not add up to the CPU time")
 if ordered > other + 0.001: errs.append("more in order than the other threads did")
 if j == 1 and (other != 0 or ordered != 0): errs.append("-j 1 had other threads")

@@ -204,6 +204,9 @@ struct tk_perf_session_opts {
 	/* ... only the streams of these threads (NULL: all); a session that is not split by
 	   thread refuses one that keeps anything out (-TK_E_UNSUPPORTED, said) */
 	const struct tk_thread_filter *filter;
+	/* the input DATA was mapped from (NULL: none): the streams read in place in DATA
+	   are split at their PSBs with pread (tk_ipt_flow_opts.in) */
+	const struct tk_input *in;
 };
 struct tk_perf_session {
 	struct tk_image *img;
@@ -237,6 +240,8 @@ struct tk_perf_session {
 	struct tk_perf_proc *procs; /* ... the processes' images */
 	size_t nprocs;
 	uint64_t *seg_breaks;       /* ... and the streams' breaks */
+	const uint8_t *data;        /* DATA as opened, and its length */
+	size_t len;
 };
 /* PATH names the input (a perf.data directory: DIR); DATA its bytes (DIR/data), which must
  * stay mapped until the session is closed. PERF: DATA is perf.data, else a raw PT stream.

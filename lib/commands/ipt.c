@@ -24,7 +24,7 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->jobs,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .msg = c->msg,
-		.ctx = c->ctx, .filter = code == 2 ? &o->filter : NULL,
+		.ctx = c->ctx, .filter = code == 2 ? &o->filter : NULL, .in = in,
 	};
 	const uint8_t *data;
 	size_t len;

@@ -3,11 +3,15 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tracekit/ipt.h"
+#include "tracekit/ipt_flow.h"
 
 static const uint8_t psb[16] = { 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
 				 2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82 };
@@ -205,12 +209,101 @@ static void test_dump_layout(void **state)
 	tk_buf_free(&b);
 }
 
+/* The flow's split reads its PSB searches with pread (tk_ipt_flow_opts.in), 8 KiB windows
+ * at a time: its chunk starts must be tk_ipt_split's over the mapping, also where runs of
+ * 02 82 longer or shorter than a PSB sit across a window's edge or a chunk's start. */
+static void test_split_read_as_mapped(void **state)
+{
+	(void)state;
+	const size_t lead = 4093, len = 450000;   /* BUF at an odd offset of the file */
+	uint8_t *file = malloc(lead + len), *buf = file + lead;
+	assert_non_null(file);
+	srand(7);
+	for (size_t i = 0; i < lead + len; i++)
+		file[i] = (uint8_t)(rand() % 251);   /* no 0x02 0x82 pairs by chance, almost */
+	/* Sections of 16 KiB, each opening with a PSB at an 8-aligned A (a search from its end,
+	 * at chunks of 1 or 16 bytes, reads the window [A + 16, E = A + 16 + 8192)); then
+	 * either a run of 02 82 with a word wholly in the window and its end past E, which
+	 * only the next window shows (its pairs even or odd against E), or a PSB that begins
+	 * 1-15 bytes before E, none of whose 8-aligned words lies wholly in the window. */
+	size_t sec = 0, sections = len * 2 / 3;
+	for (size_t a = 0; a + 16384 <= sections; a += 16384, sec++) {
+		memcpy(buf + a, psb, 16);
+		size_t e = a + 16 + 8192, at, n;
+		if (sec % 3 == 0) {
+			at = e - 8 - 2 * (sec / 3 % 5);
+			n = e - at + 2 + 2 * (sec / 3 % 7);
+		} else if (sec % 3 == 1) {   /* a pair across E: the window ends mid-pair */
+			at = e - 17 - 2 * (sec / 3 % 3);
+			n = e - at + 1 + 2 * (sec / 3 % 4);
+		} else {
+			at = e - 1 - sec / 3 % 15;
+			n = 16;
+		}
+		for (size_t k = 0; k < n; k += 2) {
+			buf[at + k] = 0x02;
+			buf[at + k + 1] = 0x82;
+		}
+	}
+	/* and in the last third, runs of 14-40 bytes at random places */
+	for (int r = 0; r < 100; r++) {
+		size_t at = sections + (size_t)rand() % (len - sections - 80);
+		size_t n = 14 + 2 * (size_t)(rand() % 14);
+		for (size_t k = 0; k < n; k += 2) {
+			buf[at + k] = 0x02;
+			buf[at + k + 1] = 0x82;
+		}
+	}
+	memcpy(buf + len - 16, psb, 16);   /* one right at the end */
+	char path[] = "/tmp/tk-split-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	FILE *f = fdopen(fd, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(file, 1, lead + len, f), lead + len);
+	fclose(f);
+	struct tk_input *in;
+	const uint8_t *map;
+	size_t maplen;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	assert_int_equal(tk_input_map(in, &map, &maplen), 0);
+	assert_int_equal(maplen, lead + len);
+
+	size_t chunks[] = { 1, 16, 100, 4000, 8160, 8192, 10000, 65536 };
+	uint64_t *want = malloc(len * sizeof *want), *got = malloc(len * sizeof *got);
+	assert_non_null(want);
+	assert_non_null(got);
+	for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+		int64_t n = tk_ipt_split(buf, len, chunks[c], want, len);
+		assert_true(n > 10 || chunks[c] > 8000);
+		struct tk_ipt_flow_opts o = { .sz = sizeof o, .chunk_bytes = chunks[c], .in = in,
+					      .in_offset = lead };
+		assert_int_equal(tk_ipt_flow_chunks(buf, len, &o, NULL, 0), n);
+		assert_int_equal(tk_ipt_flow_chunks(buf, len, &o, got, len), n);
+		for (int64_t i = 0; i < n; i++)
+			if (got[i] != want[i])
+				fail_msg("chunk %zu: start %lld at %llu, the mapping's at %llu", chunks[c],
+					 (long long)i, (unsigned long long)got[i],
+					 (unsigned long long)want[i]);
+		/* at the wrong offset the file's bytes are not BUF's: the mapping decides */
+		o.in_offset = lead + 1;
+		assert_int_equal(tk_ipt_flow_chunks(buf, len, &o, got, len), n);
+		assert_memory_equal(got, want, (size_t)n * sizeof *got);
+	}
+	free(want);
+	free(got);
+	tk_input_free(in);
+	unlink(path);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_newer_packets),
 		cmocka_unit_test(test_errors_do_not_advance),
 		cmocka_unit_test(test_split_and_count),
+		cmocka_unit_test(test_split_read_as_mapped),
 		cmocka_unit_test(test_long_runs),
 		cmocka_unit_test(test_dump_layout),
 	};

@@ -161,6 +161,70 @@ static size_t merge_breaks(const uint8_t *buf, size_t len, const uint64_t *offs,
 	return m;
 }
 
+/* ---- the PSB split read with pread (tk_ipt_flow_opts.in) ---------------------------- */
+#define PSB_WINDOW ((size_t)8 << 10)
+
+/* tk_ipt_psb_find(BUF, LEN, FROM) with BUF's bytes read from IN at OFF on, a window at a
+ * time. A window starts 8-aligned in BUF, so its words are the ones the search over BUF
+ * looks at, and its answer is that search's when the PSB's run of 02 82 ends inside it
+ * (or the window reaches LEN); a PSB whose run reaches the window's end gives -1, as does a
+ * read that fails: the caller looks in the mapping. */
+static int psb_find_read(const struct tk_input *in, uint64_t off, size_t len, size_t from,
+			 size_t *psb)
+{
+	uint8_t w[PSB_WINDOW];
+	size_t w0 = from & ~(size_t)7;
+
+	while (w0 < len) {
+		size_t n = len - w0 < PSB_WINDOW ? len - w0 : PSB_WINDOW, s;
+		if (tk_input_pread(in, w, n, off + w0) != (long)n)
+			return -1;
+		if (tk_ipt_psb_find(w, n, from > w0 ? from - w0 : 0, &s) == 0) {
+			if (w0 + n < len && s + TK_IPT_PSB_SIZE + 2 > n)
+				return -1;
+			*psb = w0 + s;
+			return 0;
+		}
+		if (w0 + n == len)
+			break;
+		w0 += n - 32;   /* a PSB across the window's end is whole in the next */
+	}
+	return -TK_E_NOSYNC;
+}
+
+/* tk_ipt_split(BUF, LEN, CHUNK, OFFSETS, MAX), reading through O's input where it can. */
+static int64_t split(const struct tk_ipt_flow_opts *o, const uint8_t *buf, size_t len,
+		     size_t chunk, uint64_t *offsets, size_t max)
+{
+	const struct tk_input *in = o->sz >= offsetof(struct tk_ipt_flow_opts, in_offset) +
+					      sizeof o->in_offset ? o->in : NULL;
+	uint8_t head[TK_IPT_PSB_SIZE];
+	size_t pos = 0, s;
+	int64_t n = 0;
+
+	/* the file's bytes must be BUF's: a copy read in (a pipe, decompressed) has none */
+	if (in && (len < sizeof head ||
+		   tk_input_pread(in, head, sizeof head, o->in_offset) != (long)sizeof head ||
+		   memcmp(head, buf, sizeof head) != 0))
+		in = NULL;
+	if (!in || !buf)
+		return tk_ipt_split(buf, len, chunk, offsets, max);
+	if (chunk < TK_IPT_PSB_SIZE)
+		chunk = TK_IPT_PSB_SIZE;
+	while (pos < len) {
+		int r = psb_find_read(in, o->in_offset, len, pos, &s);
+		if (r == -1)
+			r = tk_ipt_psb_find(buf, len, pos, &s);
+		if (r < 0)
+			break;
+		if ((size_t)n < max && offsets)
+			offsets[n] = s;
+		n++;
+		pos = s + chunk;
+	}
+	return n;
+}
+
 /* At least as many as the starts of tk_ipt_split's: they lie at least CHUNK bytes apart. */
 static size_t split_max(size_t len, size_t chunk)
 {
@@ -183,7 +247,7 @@ int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_f
 			   uint64_t *starts, size_t n)
 {
 	size_t chunk = o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK;
-	int64_t k = tk_ipt_split(buf, len, chunk, NULL, 0);
+	int64_t k = split(o, buf, len, chunk, NULL, 0);
 	uint64_t *offs;
 
 	if (k <= 0)
@@ -192,12 +256,12 @@ int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_f
 		if (starts && n < (size_t)k)
 			return -TK_E_INVAL;
 		if (starts)
-			tk_ipt_split(buf, len, chunk, starts, (size_t)k);
+			split(o, buf, len, chunk, starts, (size_t)k);
 		return k;
 	}
 	if (!(offs = malloc((size_t)k * sizeof(*offs))))
 		return -TK_E_NOMEM;
-	tk_ipt_split(buf, len, chunk, offs, (size_t)k);
+	split(o, buf, len, chunk, offs, (size_t)k);
 	size_t m = merge_breaks(buf, len, offs, (size_t)k, o, NULL, NULL);
 	if (starts && n >= m)
 		merge_breaks(buf, len, offs, (size_t)k, o, starts, NULL);
@@ -265,12 +329,12 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	 * the calling thread) */
 	size_t room = split_max(len, chunk);
 	if (room > ROOM_BOUND_MAX) {
-		n = tk_ipt_split(buf, len, chunk, NULL, 0);
+		n = split(o, buf, len, chunk, NULL, 0);
 		room = n > 0 ? (size_t)n : 0;
 	}
 	if (room && !(r.offs = malloc(room * sizeof(*r.offs))))
 		return -TK_E_NOMEM;
-	n = room ? tk_ipt_split(buf, len, chunk, r.offs, room) : 0;
+	n = room ? split(o, buf, len, chunk, r.offs, room) : 0;
 	if (n <= 0) {
 		free(r.offs);
 		if (len)

@@ -1002,6 +1002,8 @@ int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint
 	if (!o || o->sz < sizeof *o)
 		return -TK_E_INVAL;
 	x->o = *o;
+	x->data = data;
+	x->len = len;
 	if ((rc = session_open(x, path, data, len, perf)) < 0)
 		tk_perf_session_close(x);
 	return rc;
@@ -1047,6 +1049,12 @@ void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
 		.cpuid_15_ebx = x->o.cpuid_15_ebx, .track = s->track, .breaks = s->breaks,
 		.nbreaks = s->nbreaks, .break_reason = s->break_reason,
 	};
+	/* a stream read in place (a raw trace; perf.data's AUX data in one record) */
+	if (x->o.in && x->data && s->data >= x->data && s->len <= x->len &&
+	    (size_t)(s->data - x->data) <= x->len - s->len) {
+		fo->in = x->o.in;
+		fo->in_offset = (uint64_t)(s->data - x->data);
+	}
 	/* a timed session (perf decodes it by time: cap_user_time_zero): times on perf's
 	 * clock, as perf script gives them */
 	const struct tk_perf_pt_info *pt = &x->aux.pt;

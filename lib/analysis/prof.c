@@ -1535,6 +1535,7 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 	/* later durations go to a chunk of their own (a taken chunk's indexes are FROM's) */
 	into->dlog_cur = NULL;
 	into->dlog_n = into->dlog_cap = into->dlog_end = 0;
+	from->dlog_grew = from->ndlog > 1;
 	from->ndlog = 0;
 	from->dlog_cur = NULL;
 	from->dlog_n = from->dlog_cap = from->dlog_end = 0;

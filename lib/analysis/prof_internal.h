@@ -269,6 +269,9 @@ struct tk_prof {
 	size_t dlog_n, dlog_cap;  /* entries in it and its writable part (equal: dlog_more) */
 	size_t dlog_end;          /* its size */
 	size_t dlog_heap;         /* bytes of malloc'd chunks */
+	/* its durations, taken by a merge, had outgrown the first chunk: after a reset the log
+	 * starts with a large chunk (a chunk's profile used again for the next chunk) */
+	uint8_t dlog_grew;
 	int spill_fd;             /* the spill file + 1 (0: none yet) */
 	uint64_t spill_off;       /* its size */
 	struct dval *druns;       /* durations as runs (loaded partials), besides the log */

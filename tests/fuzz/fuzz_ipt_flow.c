@@ -3,9 +3,13 @@
  * events (also with breaks, as perf.data's losses give), to ptxed-like text, to counts
  * only (the path cache), to a profile with
  * blocks counted by the walker (count mode, function entries) and re-encoded with return
- * compression. Nothing may crash, leak or read out of bounds. */
+ * compression. Nothing may crash, leak or read out of bounds. The PSB split that reads a
+ * file with pread gives the mapping's chunk starts. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_file.h"
 
 #include "tracekit/flow.h"
 #include "tracekit/ipt.h"
@@ -87,6 +91,45 @@ static int prof_done(void *ctx, struct tk_flow *flow)
 	return tk_flow_take_counts(flow, prof_block, r->total);
 }
 
+/* The split that reads the trace's file with pread (tk_ipt_flow_opts.in) must give
+ * tk_ipt_split's starts over the mapping: the input after LEAD filler bytes, so that its
+ * runs of 02 82 meet the ends of the reads' 8 KiB windows, at an odd offset of a file. */
+static void check_split_read(const uint8_t *data, size_t size)
+{
+	enum { SKIP = 3, LEAD = 8150 };
+	static const size_t chunks[] = { 1, 16, 40, 4096, 8192, 9000 };
+	size_t len = LEAD + size, max = len / 16 + 2, n;
+	uint8_t *file = malloc(SKIP + len);
+	uint64_t *want = malloc(max * sizeof *want), *got = malloc(max * sizeof *got);
+	struct tk_input *in = NULL;
+	const uint8_t *map;
+	char path[64];
+	int fd = -1;
+
+	if (!file || !want || !got)
+		goto out;
+	memset(file, 0x11, SKIP + LEAD);
+	memcpy(file + SKIP + LEAD, data, size);
+	if ((fd = fuzz_file(file, SKIP + len, path, sizeof path)) < 0 ||
+	    tk_input_open(&in, path, NULL) < 0 || tk_input_map(in, &map, &n) < 0 || n != SKIP + len)
+		goto out;
+	for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+		struct tk_ipt_flow_opts o = { .sz = sizeof o, .chunk_bytes = chunks[c], .in = in,
+					      .in_offset = SKIP };
+		int64_t w = tk_ipt_split(map + SKIP, len, chunks[c], want, max);
+		int64_t g = tk_ipt_flow_chunks(map + SKIP, len, &o, got, max);
+		if (g != w || (w > 0 && memcmp(got, want, (size_t)w * sizeof *got) != 0))
+			abort();
+	}
+out:
+	tk_input_free(in);
+	if (fd >= 0)
+		close(fd);
+	free(file);
+	free(want);
+	free(got);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct tk_image *img;
@@ -103,6 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct tk_ipt_flow_opts o = { .sz = sizeof(o), .image = img, .nthreads = 1 };
 	struct tk_sink sink = { count_events, &total };
+
+	check_split_read(data, size);
 
 	tk_ipt_flow_events(data, size, &o, sink, &st);
 	o.chunk_bytes = 32;

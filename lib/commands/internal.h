@@ -66,7 +66,8 @@ int tk_cmd_timeline_open(const struct tk_cmd *c, struct tk_sym *sym, struct tk_t
 			 struct tk_cmd_timeline *ct);
 int tk_cmd_timeline_close(struct tk_cmd_timeline *ct);
 /* The timeline writer of TO with the command line's call filters (-F, -N, -D, --min-time,
- * --min-insns), writing to OUT; NULL after saying why (*STATUS: the exit status). */
+ * --min-insns), writing to OUT (its threads: TO's nthreads, 0 for -j's); NULL after
+ * saying why (*STATUS: the exit status). */
 struct tk_timeline *tk_cmd_timeline_new(const struct tk_cmd *c, const char *file, struct tk_buf *out,
 					struct tk_timeline_opts *to, int *status);
 

@@ -156,6 +156,11 @@ struct tk_timeline_opts {
 	 * threads; the same bytes. The output's buffer is then the writer's until
 	 * tk_timeline_finish (or tk_timeline_free). */
 	unsigned nthreads;
+	/* Nonzero with nthreads <= 1: a producer that holds chunks still has their pass done
+	 * on its workers (tk_timeline_sink's prepare), and each chunk's bytes are made at its
+	 * turn on the thread that feeds the timeline. For producers whose decoding is light
+	 * beside the pass (XRay's), so that two threads do the work at -j 2, not four. */
+	int prepare;
 };
 
 /* Calls (CALL/RETURN, FUNC_ENTER/EXIT) become nested slices on a track per event track.

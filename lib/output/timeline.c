@@ -215,6 +215,8 @@ struct tk_timeline {
 	pthread_cond_t cond_fmt;  /* the formatter: a block full, a run formatted */
 	pthread_cond_t cond_run;  /* the helpers: a run queued */
 	int threaded, fmt_stop, fmt_err;
+	int prep_here;            /* opts.prepare without the formatter: runs formatted at
+				     their turn (run_put); t->lock made for the runs' spares */
 	/* who waits (under the lock): wake-ups go only to a waiting thread, after the lock
 	 * is let go (a thread woken under it may only sleep again on the lock) */
 	int fmt_waits, pass_waits;
@@ -2680,6 +2682,17 @@ static int prep_fits(struct tk_timeline *t, struct tl_prep *p)
  * The output's first error. */
 static int run_put(struct tk_timeline *t, struct tl_prep *p)
 {
+	if (!t->threaded) {   /* (prep_here) its bytes now, after the raw bytes so far */
+		int rc = rec_done(t);
+		if (run_pass(&t->fmt, p) < 0 && rc >= 0)
+			rc = -TK_E_NOMEM;
+		run_bytes(&t->fmt, p);
+		tk_buf_put_large(t->out, p->bytes.data, p->bytes.len);
+		if (p->bytes.err && rc >= 0)
+			rc = p->bytes.err;
+		prep_done(t, p);
+		return rc < 0 ? rc : t->out->err;
+	}
 	struct tl_rec *r = &t->cb->rec[t->cb->n++];
 
 	r->run = p;
@@ -2907,7 +2920,7 @@ struct tk_sink tk_timeline_sink(struct tk_timeline *t)
 	if (!t->prof && !t->o.time_begin && t->window_end == UINT64_MAX) {
 		s.thin = tl_thin;
 		s.counted_blocks = 1;
-		if (t->threaded) {   /* a chunk's records go to the formatter thread */
+		if (t->threaded || t->prep_here) {   /* a chunk's records go to the formatter */
 			s.prepare = tl_prepare;
 			s.take = tl_take;
 			s.drop = tl_drop;
@@ -2967,6 +2980,10 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 		       pthread_create(&t->helpers[t->nhelpers], NULL, helper_main, t) == 0)
 			t->nhelpers++;
 		t->runs_max = 2 * (t->nhelpers + 1) + 2;
+	}
+	if (!t->threaded && t->o.prepare) {
+		pthread_mutex_init(&t->lock, NULL);
+		t->prep_here = 1;
 	}
 	t->max = t->o.max_events ? t->o.max_events : 10000000;
 	t->window_end = t->o.time_end ? t->o.time_end : UINT64_MAX;
@@ -3068,6 +3085,8 @@ void tk_timeline_free(struct tk_timeline *t)
 		t->spare = p->next;
 		prep_free(p);
 	}
+	if (t->prep_here)
+		pthread_mutex_destroy(&t->lock);
 	free(t->tracks);
 	free(t->pids);
 	pl_free(t->pl);

@@ -842,13 +842,15 @@ static struct tk_sym *prepared_sym(void)
 }
 
 /* EV[0..n) through a timeline: serially (cuts NULL), or thinned and prepared chunk by
- * chunk at the cuts, in runs, every chunk prepared before the first one's turn. */
+ * chunk at the cuts, in runs, every chunk prepared before the first one's turn; the runs
+ * formatted on the writer's threads, or (HERE) at their turn without threads. */
 static struct tk_buf prepared_bytes(enum tk_timeline_kind kind, struct tk_sym *sym, uint64_t max,
 				    const struct tk_event *ev, size_t n, const size_t *cuts, size_t ncuts,
-				    size_t *nprepared)
+				    int here, size_t *nprepared)
 {
 	struct tk_timeline_opts o = { .sz = sizeof o, .kind = kind, .sym = sym, .max_events = max,
-				      .nthreads = cuts ? 2 : 0, .clock = { 1000000000u } };
+				      .nthreads = cuts && !here ? 2 : 0, .prepare = cuts && here,
+				      .clock = { 1000000000u } };
 	struct tk_buf b;
 	int err;
 
@@ -916,10 +918,11 @@ static void test_timeline_prepared(void **state)
 	assert_true(ncuts > 100);
 	for (int kind = TK_TIMELINE_PERFETTO; kind <= TK_TIMELINE_CHROME; kind++) {
 		uint64_t caps[] = { 0, 20000 };   /* the second reached inside a chunk */
-		for (size_t c = 0; c < 2; c++) {
+		for (size_t c = 0; c < 4; c++) {
 			size_t prepared;
-			struct tk_buf want = prepared_bytes(kind, sym, caps[c], ev, n, NULL, 0, NULL);
-			struct tk_buf got = prepared_bytes(kind, sym, caps[c], ev, n, cuts, ncuts, &prepared);
+			struct tk_buf want = prepared_bytes(kind, sym, caps[c / 2], ev, n, NULL, 0, 0, NULL);
+			struct tk_buf got = prepared_bytes(kind, sym, caps[c / 2], ev, n, cuts, ncuts, c % 2,
+							   &prepared);
 			assert_true(want.len > 100000);
 			assert_true(prepared > ncuts / 2);   /* most chunks passed ahead */
 			assert_int_equal(got.len, want.len);
@@ -954,24 +957,28 @@ static void test_timeline_prepared_deep(void **state)
 		assert_int_equal(tk_timeline_events(t, ev, n), 0);
 		assert_int_equal(tk_timeline_finish(t), 0);
 		tk_timeline_free(t);
-		o.nthreads = 2;
-		t = tk_timeline_new(&got, &o, NULL);
-		assert_non_null(t);
-		struct tk_sink s = tk_timeline_sink(t);
-		void *p = NULL;
-		for (size_t i = 0; i < n; i++)
-			assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
-		/* the first chunk: its track is not described yet, so its turn is serial; a
-		 * second, on a described track, is taken as prepared */
-		assert_int_equal(s.take(s.ctx, ev, n, 0, p), 0);
-		p = NULL;
-		for (size_t i = 0; i < n; i++)
-			assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
-		assert_int_equal(s.take(s.ctx, ev, n, 0, p), 0);
-		assert_int_equal(tk_timeline_finish(t), 0);
-		tk_timeline_free(t);
-		assert_int_equal(got.len, want.len);
-		assert_memory_equal(got.data, want.data, want.len);
+		for (int here = 0; here < 2; here++) {   /* the writer's threads, or none */
+			got.len = 0;
+			o.nthreads = here ? 0 : 2;
+			o.prepare = here;
+			t = tk_timeline_new(&got, &o, NULL);
+			assert_non_null(t);
+			struct tk_sink s = tk_timeline_sink(t);
+			void *p = NULL;
+			for (size_t i = 0; i < n; i++)
+				assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
+			/* the first chunk: its track is not described yet, so its turn is
+			 * serial; a second, on a described track, is taken as prepared */
+			assert_int_equal(s.take(s.ctx, ev, n, 0, p), 0);
+			p = NULL;
+			for (size_t i = 0; i < n; i++)
+				assert_non_null(p = s.prepare(s.ctx, p, ev + i, 1));
+			assert_int_equal(s.take(s.ctx, ev, n, 0, p), 0);
+			assert_int_equal(tk_timeline_finish(t), 0);
+			tk_timeline_free(t);
+			assert_int_equal(got.len, want.len);
+			assert_memory_equal(got.data, want.data, want.len);
+		}
 		tk_buf_free(&want);
 		tk_buf_free(&got);
 	}

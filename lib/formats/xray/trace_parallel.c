@@ -320,9 +320,10 @@ int tk_xray_chunks(const struct tk_xray *x, uint64_t *begin, uint64_t *end, uint
 	return 0;
 }
 
-/* The chunks of BOUNDS (NCHUNKS of them; freed here) on the pool. */
+/* The chunks of BOUNDS (NCHUNKS of them; freed here) on the pool (CALLER_WORKS: its
+ * tk_pool_opts.caller_works). */
 static int run_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx,
-		      size_t *bounds, size_t nchunks, const struct tk_sink *again)
+		      size_t *bounds, size_t nchunks, const struct tk_sink *again, int caller_works)
 {
 	struct cctx c;
 	unsigned nt = x->opts.nthreads ? x->opts.nthreads : 1;
@@ -341,7 +342,8 @@ static int run_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, vo
 	if (!c.bounds || !c.slots || !c.depth || !c.wrapped)
 		goto out;
 	xr_stats_reset(x);
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = c.nslots };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = c.nslots,
+				   .caller_works = caller_works };
 	rc = tk_pool_run(&po, nchunks, cjob_work, cjob_merge, &c);
 	xr_stats_finish(x);
 out:
@@ -361,15 +363,16 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 
 	if (bounds)
 		n = chunk_bounds(x, bounds, 0, &largest);
-	return run_chunks(x, ops, ctx, bounds, n, NULL);
+	return run_chunks(x, ops, ctx, bounds, n, NULL, 0);
 }
 
 /* ---- neutral events: chunks held for their turn --------------------------------------------- */
 
 /* With workers, whole chunks are decoded on them into events held (thinned for the sink,
  * payloads copied, and what the sink can do ahead done: tk_sink.prepare) until their
- * turn: the calling thread only hands them on, where delivering every record itself made
- * it the pace of a timeline at -j 2 (1.2x). A chunk holds at most HOLD_BYTES of records
+ * turn: the calling thread hands them on (and decodes chunks while the next is not
+ * done), where delivering every record itself made it the pace of a timeline at -j 2
+ * (1.2x). A chunk holds at most HOLD_BYTES of records
  * (about six times as many bytes of events) and the pool's window a few chunks, so memory
  * does not grow with the log (with 1 MiB, what a timeline's chunks hold ahead took 120 MB
  * and its page faults a tenth of the CPU time); a log whose buffers cannot be cut that
@@ -431,7 +434,7 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 	if (nt <= 1) {
 		bounds[0] = 0;
 		bounds[1] = x->nbufs;
-		return run_chunks(x, &direct, &sink, bounds, x->nbufs ? 1 : 0, NULL);
+		return run_chunks(x, &direct, &sink, bounds, x->nbufs ? 1 : 0, NULL, 0);
 	}
 	n = chunk_bounds(x, bounds, HOLD_BYTES, &largest);
 	if (n < 2 || largest > 4 * HOLD_BYTES) {
@@ -443,7 +446,10 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 		free(bounds);
 		return -TK_E_NOMEM;
 	}
-	int rc = run_chunks(x, &ops, &r, bounds, n, &r.sink);
+	/* a held chunk's job never waits for a merge, and the merges (the sink: a timeline's
+	 * chunks formatted at their turn) are heavy: the calling thread decodes chunks between
+	 * them, two busy threads at -j 2, not three */
+	int rc = run_chunks(x, &ops, &r, bounds, n, &r.sink, 1);
 	for (size_t i = 0; i < r.nslots; i++)
 		tk_event_vec_free(&r.slots[i].v);
 	free(r.slots);

@@ -117,6 +117,8 @@ clang-16 -O1 -fxray-instrument -fxray-instruction-threshold=1 "$src/tests/data/x
 XRAY_FDR_BUF=1024 XRAY_OPTIONS="patch_premain=false xray_logfile_base=./real-" ./xprog fdr 2 20 \
 	>/dev/null 2>&1
 check "xray-held-perfetto" convert --to perfetto -o /dev/stdout --instr-map xprog "$(ls real-xprog.* | head -n 1)"
+TK_XRAY_CHUNK=4096 check "xray-held-4k-perfetto" convert --to perfetto -o /dev/stdout --instr-map xprog \
+	"$(ls real-xprog.* | head -n 1)"
 TK_XRAY_CHUNK=4096 check "xray-real-dump" dump "$(ls real-xprog.* | head -n 1)"
 TK_XRAY_YAML_BLOCK=64 check "xray-real-yaml" convert --to xray-yaml -o /dev/stdout --instr-map xprog "$(ls real-xprog.* | head -n 1)"
 # (chunk 0's merge and the later chunks' workers: the race fixed in merge_one showed in

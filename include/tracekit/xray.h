@@ -141,6 +141,9 @@ struct tk_xray_opts {
 	const struct tk_input *in; /* DATA's input, or NULL: when it is a plain file, the
 				      index reads buffer heads with tk_input_pread instead
 				      of faulting in a page of DATA for each */
+	uint64_t hold_bytes;       /* tk_xray_decode with workers: at most this many bytes
+				      of records a chunk (0: 256 KiB); smaller for tests of
+				      the seams */
 };
 
 struct tk_xray;

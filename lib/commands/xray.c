@@ -33,9 +33,12 @@ static struct tk_xray *xray_open(const struct tk_cmd *c, const char *file, struc
 		*status = TK_EXIT_INPUT;
 		return NULL;
 	}
+	/* (TK_XRAY_CHUNK: held chunks' bytes, as the dump's chunks below, for tests) */
+	const char *chunk = getenv("TK_XRAY_CHUNK");
 	struct tk_xray_opts xo = { .sz = sizeof xo, .nthreads = tk_cmd_jobs(c),
 				   .max_func_id = tk_xray_map_max_id(*map),
-				   .release_input = release_ok(file, in), .in = in };
+				   .release_input = release_ok(file, in), .in = in,
+				   .hold_bytes = chunk ? strtoull(chunk, NULL, 0) : 0 };
 	tk_cmd_log_file(c, file);
 	struct tk_xray *x = tk_xray_open(data, len, &xo, &err);
 	if (!x) {

@@ -12,7 +12,8 @@
 #   turn, the calling thread (which decodes chunks between its merges) holds its own whole
 # - the branch trace it was converted from; both also against a window over the whole
 #   trace (every executed block sent, where without one the walker counts them)
-# - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks)
+# - a real XRay FDR log with 1 KiB buffers (calls open across buffers and chunks), and in
+#   held chunks of 4 KiB
 # - a Kanata log with instructions in flight across every chunk (its timelines and its
 #   report page)
 # For the XRay log (three threads), the Kanata log (pipeline tracks) and the branch trace,
@@ -112,6 +113,9 @@ if command -v clang-16 >/dev/null; then
 		./prog fdr 2 20 >/dev/null 2>&1
 	log=$(ls -1 real-prog.* | head -n 1)
 	same "XRay FDR" TK_NONE=1 TK_NONE=1 "$log" --instr-map prog
+	# held chunks of 4 KiB: at -j 2 each passed ahead on the decoding threads and
+	# formatted at its turn on the calling thread, at -j 3 on the writer's threads
+	same "XRay FDR, 4 KiB chunks held" TK_NONE=1 TK_XRAY_CHUNK=4096 "$log" --instr-map prog
 	pair "XRay FDR" "$("$TK" info "$log" | awk '$1 == "frequency:" { print $2 }')"
 	read -r b e n < <(python3 count.py want.chrome fib)
 	if [ "$b" = "$e" ] && [ "$n" -gt 0 ]; then ok "XRay: $b begins and ends, $n of fib"

@@ -436,8 +436,9 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 		bounds[1] = x->nbufs;
 		return run_chunks(x, &direct, &sink, bounds, x->nbufs ? 1 : 0, NULL, 0);
 	}
-	n = chunk_bounds(x, bounds, HOLD_BYTES, &largest);
-	if (n < 2 || largest > 4 * HOLD_BYTES) {
+	uint64_t hold = x->opts.hold_bytes ? x->opts.hold_bytes : HOLD_BYTES;
+	n = chunk_bounds(x, bounds, hold, &largest);
+	if (n < 2 || largest > 4 * hold) {
 		free(bounds);
 		return decode_buffers(x, sink);
 	}

@@ -3,7 +3,7 @@
 # -j 1 a chunked decode runs its jobs on the main thread; at -j 2 on workers (a timeline's
 # also on the main thread between its merges: caller_decodes); the parts add
 # up to the process's CPU; an Intel PT timeline at -j 2 runs its pass on the main thread
-# (no thread outside the pools), and from -j 3 its formatter is a thread outside the
+# (nothing in order outside the pools), and from -j 3 its formatter is a thread outside the
 # pools whose work goes in order, part of the other threads' time; the CPU used before main()
 # (the exec) is printed apart, outside the sum; without TK_PHASES nothing is printed.
 set -uo pipefail
@@ -42,7 +42,7 @@ if min(serial, merge, jobs, other, before) < 0: errs.append("a negative part")
 if abs(serial + merge + jobs + other - cpu) > 0.004: errs.append("parts do not add up to the CPU time")
 if ordered > other + 0.001: errs.append("more in order than the other threads did")
 if j == 1 and (other != 0 or ordered != 0): errs.append("-j 1 had other threads")
-if timeline and j == 2 and other != 0: errs.append("the timeline at -j 2 had threads outside the pools")
+if timeline and j == 2 and ordered != 0: errs.append("the timeline at -j 2 had work in order outside the pools")
 if timeline and j >= 3 and ordered <= 0: errs.append("the timeline's formatter did nothing in order")
 if not timeline and ordered != 0: errs.append("decode --stat has nothing in order outside the pools")
 print(("FAIL: -j %d: " % j + "; ".join(errs) + ": " + line) if errs else "ok: -j %d: %s" % (j, line))

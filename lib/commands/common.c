@@ -175,6 +175,12 @@ unsigned tk_cmd_jobs(const struct tk_cmd *c)
 	return c->o->jobs ? c->o->jobs : tk_cpu_count();
 }
 
+unsigned tk_cmd_writer_threads(const struct tk_cmd *c)
+{
+	unsigned jobs = tk_cmd_jobs(c);
+	return jobs > 1 ? jobs - 1 : 1;
+}
+
 struct tk_image *tk_cmd_image_load(const struct tk_cmd *c)
 {
 	const struct tk_cmd_opts *o = c->o;
@@ -300,14 +306,10 @@ int tk_cmd_timeline_open(const struct tk_cmd *c, struct tk_sym *sym, struct tk_t
 {
 	const struct tk_cmd_opts *o = c->o;
 	/* Intel PT's and the branch trace's decoding is most of the work and the calling
-	 * thread decodes chunks between its turns at the pass: at -j N the timeline's own
-	 * threads (a formatter, helpers) get N - 1, none at -j 2, where a formatter and a
-	 * helper beside the two decoding threads made four busy threads on two cores (the
-	 * libc recording's timeline at -j 2: 0.58 s against 0.49 s without; XRay's, whose
-	 * decoding is light, is faster with them: tk_cmd_timeline_new's default) */
-	unsigned jobs = tk_cmd_jobs(c);
+	 * thread decodes chunks between its turns at the pass (the libc recording's
+	 * timeline at -j 2: 0.49 s against 0.58 s with the writer's two threads) */
 	struct tk_timeline_opts to = { .sz = sizeof to, .sym = sym, .clock = clock,
-				       .max_events = o->max_events, .nthreads = jobs > 1 ? jobs - 1 : 1 };
+				       .max_events = o->max_events, .nthreads = tk_cmd_writer_threads(c) };
 	int rc, err;
 
 	memset(ct, 0, sizeof *ct);

@@ -45,6 +45,10 @@ int tk_cmd_map(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	       const uint8_t **data, size_t *len);
 /* The workers: -j N, else all cores. */
 unsigned tk_cmd_jobs(const struct tk_cmd *c);
+/* A timeline writer's own threads (tk_timeline_opts.nthreads) beside a decoder that keeps
+ * -j's threads busy: one fewer, none at -j 2 (a formatter and a helper beside two
+ * decoding threads made four busy threads on two cores). */
+unsigned tk_cmd_writer_threads(const struct tk_cmd *c);
 
 /* The memory image from --elf/--raw (ptxed's spelling); NULL after saying why. */
 struct tk_image *tk_cmd_image_load(const struct tk_cmd *c);

@@ -367,7 +367,7 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 					.time_begin = from, .time_end = to == UINT64_MAX ? 0 : to,
 					.max_events = c->o->max_events, .process_name = "kanata",
 					.stage_name = stage_name, .stage_ctx = &d,
-					.nthreads = jobs > 1 ? jobs - 1 : 1 };
+					.nthreads = tk_cmd_writer_threads(c) };
 	int err, rc;
 	struct tk_timeline *t = tk_timeline_new(out, &to_, &err);
 	struct tk_relay *relay;

@@ -175,14 +175,13 @@ static int timeline(const struct tk_cmd *c, struct tk_xray *x, const struct tk_x
 	}
 	/* The chunks' pass on the decoding threads (their decoding is light beside it) and
 	 * their bytes at their turn on the calling thread, which decodes chunks in between:
-	 * a formatter and a helper beside them made four busy threads on two cores at -j 2
-	 * (0.26 s against 0.23 s, CPU +12 % against -j 1's +0 %) */
-	unsigned jobs = tk_cmd_jobs(c);
+	 * with the writer's formatter and helper, -j 2 took 0.26 s against 0.23 s (CPU +12 %
+	 * against -j 1's +0 %) */
 	struct tk_timeline_opts to = { .sz = sizeof to, .kind = kind, .sym = sym,
 				       .clock = { tk_xray_header(x)->cycle_frequency },
 				       .max_events = c->o->max_events, .process_name = "xray",
 				       .time_origin = tk_xray_first_tsc(x),
-				       .nthreads = jobs > 1 ? jobs - 1 : 1, .prepare = jobs > 1 };
+				       .nthreads = tk_cmd_writer_threads(c), .prepare = tk_cmd_jobs(c) > 1 };
 	if (c->o->time_window) {
 		/* checked by the caller */
 		tk_cmd_parse_range(c->o->time_window, &to.time_begin, &to.time_end);

@@ -514,12 +514,12 @@ static void fmt_rec(struct tl_fmt *f, struct tk_buf *b, const struct tl_rec *r)
 }
 
 /* A chunk's run in order (on any thread: it reads only P and the clock): its records,
- * the ends its turn made among them, into P's bytes. Each track's sequence goes on from
+ * the ends its turn made among them, into B (P's bytes, or the output itself when the
+ * run is formatted at its turn). Each track's sequence goes on from
  * the time the formatter's pass found (start_ns); a name goes out with its first begin on
  * a track when the pass found it not sent there yet. */
-static void run_bytes(const struct tl_fmt *f, struct tl_prep *p)
+static void run_bytes(const struct tl_fmt *f, struct tl_prep *p, struct tk_buf *b)
 {
-	struct tk_buf *b = &p->bytes;
 	uint64_t last[TLP_TRACKS];
 	size_t e = 0, nn = p->nnames;
 	int chrome = f->kind == TK_TIMELINE_CHROME;
@@ -669,7 +669,7 @@ static struct tl_prep *run_take(struct tk_timeline *t)
 /* P formatted (the lock not held), then marked done. */
 static void run_format(struct tk_timeline *t, struct tl_prep *p)
 {
-	run_bytes(&t->fmt, p);
+	run_bytes(&t->fmt, p, &p->bytes);
 	pthread_mutex_lock(&t->lock);
 	p->state = RUN_DONE;
 	int wake = t->fmt_waits;
@@ -2686,10 +2686,7 @@ static int run_put(struct tk_timeline *t, struct tl_prep *p)
 		int rc = rec_done(t);
 		if (run_pass(&t->fmt, p) < 0 && rc >= 0)
 			rc = -TK_E_NOMEM;
-		run_bytes(&t->fmt, p);
-		tk_buf_put_large(t->out, p->bytes.data, p->bytes.len);
-		if (p->bytes.err && rc >= 0)
-			rc = p->bytes.err;
+		run_bytes(&t->fmt, p, t->out);
 		prep_done(t, p);
 		return rc < 0 ? rc : t->out->err;
 	}
@@ -2839,7 +2836,7 @@ static int prep_commit(struct tk_timeline *t, struct tl_prep *p)
 		p->tr[k].track = chrome ? (tr->pid ? tr->pid : 1) : tr->uuid;
 		p->tr[k].seq = chrome ? tr->id : tr->seq;
 	}
-	if ((p->nrec || p->nops) && !p->bytes.data &&
+	if (t->threaded && (p->nrec || p->nops) && !p->bytes.data &&
 	    tk_buf_init(&p->bytes, -1, (t->o.kind == TK_TIMELINE_CHROME ? 72 : 16) * p->nrec + 4096) < 0)
 		goto nomem;
 	for (size_t i = 0; i < p->nops && rc >= 0; i++)

@@ -51,6 +51,45 @@ void xr_release(const struct tk_xray *x, uint64_t start, uint64_t end)
 		madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
+void xr_release_add(const struct tk_xray *x, struct xr_release_batch *rb, uint64_t start,
+		    uint64_t end)
+{
+	if (!x->opts.release_input || end <= start)
+		return;
+	if (rb->n && rb->r[rb->n - 1].end == start) {   /* the common case: the next buffer */
+		rb->r[rb->n - 1].end = end;
+	} else {
+		if (rb->n == RELEASE_BATCH)
+			xr_release_flush(x, rb);
+		rb->r[rb->n].start = start;
+		rb->r[rb->n++].end = end;
+	}
+	if ((rb->bytes += end - start) >= RELEASE_SPAN)
+		xr_release_flush(x, rb);
+}
+
+/* The batch's spans by offset, those less than RELEASE_GAP apart given back as one: the
+ * buffers between, other threads' ones mostly given back already or soon, come back from
+ * the page cache if read again (a fault per 64 KiB: the kernel's fault-around). */
+#define RELEASE_GAP ((uint64_t)1 << 20)
+void xr_release_flush(const struct tk_xray *x, struct xr_release_batch *rb)
+{
+	for (size_t i = 1; i < rb->n; i++)   /* (a few dozen, mostly in order) */
+		for (size_t k = i; k && rb->r[k].start < rb->r[k - 1].start; k--) {
+			struct xr_span t = rb->r[k];
+			rb->r[k] = rb->r[k - 1];
+			rb->r[k - 1] = t;
+		}
+	for (size_t i = 0; i < rb->n;) {
+		uint64_t start = rb->r[i].start, end = rb->r[i].end;
+		while (++i < rb->n && rb->r[i].start < end + RELEASE_GAP)
+			end = rb->r[i].end > end ? rb->r[i].end : end;
+		xr_release(x, start, end);
+	}
+	rb->n = 0;
+	rb->bytes = 0;
+}
+
 /* ---- expanding one buffer --------------------------------------------------------------- */
 
 static int grow_recs(struct xr_out *o)
@@ -956,6 +995,7 @@ static int walk_serial(struct tk_xray *x, struct deliver *d)
 	struct xr_out o;
 	int rc = 0;
 
+	struct xr_release_batch rb = { .n = 0 };
 	memset(&o, 0, sizeof o);
 	for (size_t i = 0; i < x->nbufs && rc >= 0; i++) {
 		struct xr_buf b = x->bufs[i];
@@ -967,8 +1007,9 @@ static int walk_serial(struct tk_xray *x, struct deliver *d)
 				break;
 			xr_basic_resume(&o, &b);
 		}
-		xr_release(x, x->bufs[i].start, x->bufs[i].end);
+		xr_release_add(x, &rb, x->bufs[i].start, x->bufs[i].end);
 	}
+	xr_release_flush(x, &rb);
 	xr_out_free(&o);
 	return rc;
 }

@@ -114,6 +114,19 @@ struct deliver {
 
 #define RELEASE_SPAN ((uint64_t)4 << 20)
 void xr_release(const struct tk_xray *x, uint64_t start, uint64_t end);
+/* Buffers' input given back together, adjacent ones in one madvise: each call flushes the
+ * TLB of every CPU the process ran on, 35 µs here at -j 1 and 85 µs at -j 2 (2,360 calls,
+ * one per buffer, were 12 % of the YAML's -j 1 time and a sixth of its merging thread's). */
+#define RELEASE_BATCH 64
+struct xr_span { uint64_t start, end; };
+struct xr_release_batch {
+	struct xr_span r[RELEASE_BATCH];
+	size_t n;
+	uint64_t bytes;
+};
+void xr_release_add(const struct tk_xray *x, struct xr_release_batch *rb, uint64_t start,
+		    uint64_t end);
+void xr_release_flush(const struct tk_xray *x, struct xr_release_batch *rb);
 void xr_stats_reset(struct tk_xray *x);
 void xr_stats_finish(struct tk_xray *x);
 void xr_log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *msg);

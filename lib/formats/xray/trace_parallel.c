@@ -17,6 +17,7 @@ struct pjob {
 	struct xr_out *slots;
 	size_t nslots;
 	struct deliver d;
+	struct xr_release_batch rel;
 };
 
 static int pjob_work(void *ctx, size_t i)
@@ -38,7 +39,7 @@ static int pjob_merge(void *ctx, size_t i)
 		if ((rc = xr_deliver_buf(&j->d, &b, o)) < 0)
 			return rc;
 		if (!o->err || x->h.type == TK_XRAY_FDR || o->err_off + 32 >= b.end) {
-			xr_release(x, x->bufs[i].start, x->bufs[i].end);
+			xr_release_add(x, &j->rel, x->bufs[i].start, x->bufs[i].end);
 			return 0;
 		}
 		/* rare: a damaged basic record; finish the run here, serially */
@@ -72,6 +73,7 @@ static int decode_buffers(struct tk_xray *x, struct tk_sink sink)
 	xr_stats_reset(x);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = nt, .window = j.nslots };
 	rc = tk_pool_run(&po, x->nbufs, pjob_work, pjob_merge, &j);
+	xr_release_flush(x, &j.rel);
 	if (rc >= 0)
 		rc = tk_event_batch_flush(batch);
 	xr_stats_finish(x);
@@ -158,11 +160,10 @@ static int cjob_decode(struct cctx *c, struct cjob *j, struct tk_sink sink)
 
 	tk_event_batch_init(&j->batch, sink);
 	j->d.batch = &j->batch;
-	/* FDR: a thread's buffers lie in file order between other threads' ones; the span
-	 * read since REL_FROM is given back every RELEASE_SPAN bytes (the other threads'
-	 * buffers in it come back from the page cache when their turn comes), not buffer by
-	 * buffer: one madvise and TLB flush per span */
-	uint64_t rel_from = UINT64_MAX, rel_to = 0;
+	/* FDR: a thread's buffers lie in file order between other threads' ones, given back
+	 * in batches (the other threads' buffers between two of them come back from the page
+	 * cache when their turn comes) */
+	struct xr_release_batch rel = { .n = 0 };
 	for (size_t k = j->first; k < j->end && rc >= 0; k++) {
 		struct xr_buf b = x->bufs[k];
 		if (x->h.type == TK_XRAY_FDR) {
@@ -177,12 +178,7 @@ static int cjob_decode(struct cctx *c, struct cjob *j, struct tk_sink sink)
 				continue;
 			}
 			rc = xr_expand_deliver_fdr(&j->d, &b, &j->o, x->p);
-			if (b.start < rel_from || b.start < rel_to || b.end - rel_from > RELEASE_SPAN) {
-				if (rel_from != UINT64_MAX)
-					xr_release(x, rel_from, rel_to);
-				rel_from = b.start;
-			}
-			rel_to = b.end;
+			xr_release_add(x, &rel, b.start, b.end);
 			continue;
 		}
 		for (;;) {
@@ -193,10 +189,9 @@ static int cjob_decode(struct cctx *c, struct cjob *j, struct tk_sink sink)
 				break;
 			xr_basic_resume(&j->o, &b);
 		}
-		xr_release(x, x->bufs[k].start, x->bufs[k].end);
+		xr_release_add(x, &rel, x->bufs[k].start, x->bufs[k].end);
 	}
-	if (rel_from != UINT64_MAX)
-		xr_release(x, rel_from, rel_to);
+	xr_release_flush(x, &rel);
 	if (rc >= 0)
 		rc = tk_event_batch_flush(&j->batch);
 	return rc;
@@ -562,6 +557,7 @@ struct xr_merge {
 	size_t kept_first, nkept, capkept;
 	struct xr_out *spare;      /* released, oldest first: their arrays used again */
 	size_t nspare, capspare;
+	struct xr_release_batch rel;
 };
 
 /* Under ASan, released records are poisoned until used again: a block that read them
@@ -596,7 +592,7 @@ static int keep_records(struct xr_merge *m, struct xr_out *o, const struct xr_bu
 {
 	if (!m->keep || !o->n) {
 		if (b)
-			xr_release(m->x, b->start, b->end);
+			xr_release_add(m->x, &m->rel, b->start, b->end);
 		return 0;
 	}
 	if (m->nkept == m->capkept) {
@@ -642,7 +638,7 @@ void xr_merge_release(struct xr_merge *m, size_t upto)
 {
 	while (m->nkept && m->kept[m->kept_first].mark <= upto) {
 		const struct kept *k = &m->kept[m->kept_first];
-		xr_release(m->x, k->start, k->end);
+		xr_release_add(m->x, &m->rel, k->start, k->end);
 		m->spare[m->nspare++] = k->o;
 		RELEASED(&m->spare[m->nspare - 1], );
 		m->kept_first = (m->kept_first + 1) % m->capkept;
@@ -742,6 +738,7 @@ void xr_merge_free(struct xr_merge *m)
 	for (size_t t = 0; t < m->ns; t++)
 		xr_out_free(&m->s[t].o);
 	xr_merge_release(m, SIZE_MAX);
+	xr_release_flush(m->x, &m->rel);
 	for (size_t i = 0; i < m->nspare; i++) {
 		RELEASED(&m->spare[i], UN);
 		xr_out_free(&m->spare[i]);

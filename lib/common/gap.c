@@ -4,10 +4,18 @@
 #include "tracekit/event.h"
 #include "tracekit/internal/util.h"
 
+/* The lowest offsets met, in order: the same list whatever order a decoder meets its gaps
+ * in (XRay's buffers thread by thread, its chunks or one walk: -j 1 and -j 2 listed
+ * different offsets of one log). */
 void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped)
 {
-	if (s->count < TK_GAP_FIRST_OFFSETS)
-		s->first_offsets[s->count] = offset;
+	size_t n = s->count < TK_GAP_FIRST_OFFSETS ? (size_t)s->count : TK_GAP_FIRST_OFFSETS;
+	if (n < TK_GAP_FIRST_OFFSETS || offset < s->first_offsets[n - 1]) {
+		size_t i = n < TK_GAP_FIRST_OFFSETS ? n : n - 1;   /* (the highest dropped) */
+		for (; i && s->first_offsets[i - 1] > offset; i--)
+			s->first_offsets[i] = s->first_offsets[i - 1];
+		s->first_offsets[i] = offset;
+	}
 	s->count++;
 	s->bytes_skipped += bytes_skipped;
 }

@@ -792,6 +792,17 @@ static void test_gap_stats(void **state)
 	assert_int_equal(a.first_offsets[0], 0x10);
 	assert_int_equal(a.first_offsets[2], 0x30);
 	assert_int_equal(a.first_offsets[3], 0x40);
+
+	/* met out of order (XRay: thread by thread): the lowest, in order */
+	struct tk_gap_stats c = { 0 };
+	static const uint64_t met[] = { 0x80, 0x20, 0x60, 0x90, 0x10, 0x70, 0x05 };
+	for (size_t i = 0; i < sizeof met / sizeof *met; i++)
+		tk_gap_stats_add(&c, met[i], 1);
+	assert_int_equal(c.count, 7);
+	assert_int_equal(c.first_offsets[0], 0x05);
+	assert_int_equal(c.first_offsets[1], 0x10);
+	assert_int_equal(c.first_offsets[2], 0x20);
+	assert_int_equal(c.first_offsets[3], 0x60);
 }
 
 static void test_errors_and_leb(void **state)

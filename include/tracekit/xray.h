@@ -163,7 +163,8 @@ TK_API uint64_t tk_xray_first_tsc(const struct tk_xray *x);
 TK_API const struct tk_xray_stats *tk_xray_stats(const struct tk_xray *x);
 
 /* Visit every expanded record: thread after thread (in the order of the thread table),
- * each thread's buffers in time order. Returning < 0 from CB stops the walk. */
+ * each thread's buffers in time order. Returning < 0 from CB stops the walk. CB NULL:
+ * the counts only (tk_xray_stats), decoded in chunks on the log's threads (opts.nthreads). */
 typedef int (*tk_xray_rec_fn)(void *ctx, const struct tk_xray_rec *r);
 TK_API int tk_xray_walk(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
 /* The same records merged across threads by TSC (stable: llvm-xray's record order). */

@@ -47,6 +47,11 @@ open(out + '/cut.xray', 'wb').write(log(plain, lambda i, b, t: len(b) + 64 if i 
 typed = buffers(True)
 open(out + '/typed.xray', 'wb').write(log(typed, lambda i, b, t: len(b)))
 open(out + '/typed-short.xray', 'wb').write(log(typed, lambda i, b, t: len(b) - 16 * t))
+# function id 0 in buffers 2 (thread 101) and 4 (thread 100): read thread by thread, the
+# later one in the file is met first
+two = [(b.replace(fn(0, 7, 2), fn(0, 0, 2), 1) if i in (1, 3) else b, t)
+       for i, (b, t) in enumerate(plain)]
+open(out + '/two-bad.xray', 'wb').write(log(two, lambda i, b, t: len(b)))
 PY
 fail=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi; }
@@ -87,5 +92,19 @@ if [ -n "${SRC:-}" ]; then
 	check "record damage: the warning names the file" \
 		"grep -q '^tracekit: warning: bad-kind.xray: offset 0x[0-9a-f]*: unknown metadata record kind' kind.err"
 fi
+# gaps met out of the file's order: the same messages and summary at every -j, the
+# summary's offsets in the file's order
+for j in 1 2 3; do
+	st=0; "$TK" info -j $j two-bad.xray >info$j.out 2>info$j.err || st=$?
+	echo "exit $st" >>info$j.err
+	"$TK" profile -j $j -o /dev/null two-bad.xray 2>prof$j.err || true
+done
+check "gaps met out of order: info the same at -j 1, 2, 3" \
+	"cmp -s info1.out info2.out && cmp -s info1.out info3.out && cmp -s info1.err info2.err && cmp -s info1.err info3.err"
+check "gaps met out of order: profile's messages the same at -j 1, 2, 3" \
+	"cmp -s prof1.err prof2.err && cmp -s prof1.err prof3.err"
+offs=$(sed -n 's/.*2 damaged or lost regions.*first at offset \(0x[0-9a-f]*\), \(0x[0-9a-f]*\)).*/\1 \2/p' info1.err)
+check "gaps met out of order: the summary lists the lower offset first ($offs)" \
+	"[ -n \"\$offs\" ] && [ \$((\${offs% *})) -lt \$((\${offs#* })) ] && grep -q 'exit 1' info1.err"
 [ $fail -eq 0 ] && echo "xray damage: all passed"
 exit $fail

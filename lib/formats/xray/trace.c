@@ -1014,7 +1014,8 @@ static int walk_serial(struct tk_xray *x, struct deliver *d)
 	return rc;
 }
 
-int tk_xray_walk(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
+/* tk_xray_walk with a callback (records in order, thread after thread) */
+int xr_walk_records(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
 {
 	struct deliver d;
 	memset(&d, 0, sizeof d);

@@ -127,6 +127,7 @@ struct xr_release_batch {
 void xr_release_add(const struct tk_xray *x, struct xr_release_batch *rb, uint64_t start,
 		    uint64_t end);
 void xr_release_flush(const struct tk_xray *x, struct xr_release_batch *rb);
+int xr_walk_records(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx);
 void xr_stats_reset(struct tk_xray *x);
 void xr_stats_finish(struct tk_xray *x);
 void xr_log_err(struct tk_xray *x, uint64_t off, uint64_t skip, const char *msg);

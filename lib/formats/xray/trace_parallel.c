@@ -361,6 +361,29 @@ int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops
 	return run_chunks(x, ops, ctx, bounds, n, NULL, 0);
 }
 
+static int count_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)
+{
+	(void)ctx, (void)chunk, (void)sink, (void)consumer;
+	return 0;
+}
+
+static int count_merge(void *ctx, size_t chunk, void *consumer)
+{
+	(void)ctx, (void)chunk, (void)consumer;
+	return 0;
+}
+
+int tk_xray_walk(struct tk_xray *x, tk_xray_rec_fn cb, void *ctx)
+{
+	/* counts only (info): the chunk decoder's one pass, no record arrays, on the workers
+	 * (the records expanded and delivered in order took 0.38 s of a 153 MB log at any -j;
+	 * 0.13 s this way at -j 1) */
+	static const struct tk_xray_chunk_ops count = { count_begin, count_merge };
+	if (!cb)
+		return tk_xray_decode_chunks(x, &count, NULL);
+	return xr_walk_records(x, cb, ctx);
+}
+
 /* ---- neutral events: chunks held for their turn --------------------------------------------- */
 
 /* With workers, whole chunks are decoded on them into events held (thinned for the sink,

@@ -62,6 +62,32 @@ static void hash_log(void *ctx, enum tk_log_level level, const char *msg)
 		*h = (*h ^ (unsigned char)*msg) * 0x100000001b3ull;
 }
 
+static int no_record(void *ctx, const struct tk_xray_rec *r)
+{
+	(void)ctx, (void)r;
+	return 0;
+}
+
+/* The counts of a walk that visits every record and of one that only counts (the chunk
+ * decoder's, info's), and the messages each logs, are the same. */
+static void walks_agree(struct tk_xray *x)
+{
+	uint64_t h1 = 0, h2 = 0;
+	tk_set_log(hash_log, &h1);
+	int r1 = tk_xray_walk(x, no_record, NULL);
+	struct tk_xray_stats a = *tk_xray_stats(x);
+	tk_set_log(hash_log, &h2);
+	int r2 = tk_xray_walk(x, NULL, NULL);
+	const struct tk_xray_stats *b = tk_xray_stats(x);
+	tk_set_log(NULL, NULL);
+	if (r1 != r2 || h1 != h2 || a.buffers != b->buffers || a.records != b->records ||
+	    a.function_records != b->function_records || a.custom_events != b->custom_events ||
+	    a.typed_events != b->typed_events || a.call_args != b->call_args ||
+	    a.orphan_exits != b->orphan_exits || a.first_tsc != b->first_tsc ||
+	    a.last_tsc != b->last_tsc || a.cpus != b->cpus || memcmp(&a.gaps, &b->gaps, sizeof a.gaps))
+		abort();
+}
+
 static void dump_both(const uint8_t *data, size_t size)
 {
 	struct tk_buf one, two;
@@ -109,6 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!x)
 				break;
 			tk_xray_decode(x, (struct tk_sink){ count_events, &n });
+			walks_agree(x);
 			if (nt == 1) {
 				/* one chunk on one thread: the same stream, event for event */
 				static const struct tk_xray_chunk_ops ops = { chunk_begin, chunk_merge };

@@ -253,8 +253,8 @@ TK_API void tk_progress_finish(struct tk_progress *p);
 struct tk_gap_stats {
 	uint64_t count;          /* number of gaps */
 	uint64_t bytes_skipped;  /* input bytes not decoded */
-	uint64_t first_offsets[TK_GAP_FIRST_OFFSETS];   /* the lowest tk_gap_stats_add was given,
-							   in order; a merge appends */
+	uint64_t first_offsets[TK_GAP_FIRST_OFFSETS];   /* the lowest of the gaps added or
+							   merged, in order */
 };
 TK_API void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped);
 TK_API void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from);

@@ -4,28 +4,33 @@
 #include "tracekit/event.h"
 #include "tracekit/internal/util.h"
 
-/* The lowest offsets met, in order: the same list whatever order a decoder meets its gaps
- * in (XRay's buffers thread by thread, its chunks or one walk: -j 1 and -j 2 listed
- * different offsets of one log). */
+/* OFFSET into S's lowest offsets (N of them so far), in order: the same list whatever
+ * order a decoder meets its gaps in (XRay's buffers thread by thread, its chunks or one
+ * walk: -j 1 and -j 2 listed different offsets of one log) or merges its chunks in (a
+ * perf.data file's queues one after the other). */
+static void keep_lowest(struct tk_gap_stats *s, size_t n, uint64_t offset)
+{
+	if (n == TK_GAP_FIRST_OFFSETS && offset >= s->first_offsets[n - 1])
+		return;
+	size_t i = n < TK_GAP_FIRST_OFFSETS ? n : n - 1;   /* (the highest dropped) */
+	for (; i && s->first_offsets[i - 1] > offset; i--)
+		s->first_offsets[i] = s->first_offsets[i - 1];
+	s->first_offsets[i] = offset;
+}
+
 void tk_gap_stats_add(struct tk_gap_stats *s, uint64_t offset, uint64_t bytes_skipped)
 {
-	size_t n = s->count < TK_GAP_FIRST_OFFSETS ? (size_t)s->count : TK_GAP_FIRST_OFFSETS;
-	if (n < TK_GAP_FIRST_OFFSETS || offset < s->first_offsets[n - 1]) {
-		size_t i = n < TK_GAP_FIRST_OFFSETS ? n : n - 1;   /* (the highest dropped) */
-		for (; i && s->first_offsets[i - 1] > offset; i--)
-			s->first_offsets[i] = s->first_offsets[i - 1];
-		s->first_offsets[i] = offset;
-	}
+	keep_lowest(s, s->count < TK_GAP_FIRST_OFFSETS ? (size_t)s->count : TK_GAP_FIRST_OFFSETS,
+		    offset);
 	s->count++;
 	s->bytes_skipped += bytes_skipped;
 }
 
-/* Offsets of INTO come first: merge chunk results in chunk order. */
 void tk_gap_stats_merge(struct tk_gap_stats *into, const struct tk_gap_stats *from)
 {
 	for (uint64_t i = 0; i < from->count && i < TK_GAP_FIRST_OFFSETS; i++)
-		if (into->count + i < TK_GAP_FIRST_OFFSETS)
-			into->first_offsets[into->count + i] = from->first_offsets[i];
+		keep_lowest(into, into->count + i < TK_GAP_FIRST_OFFSETS ? (size_t)(into->count + i) :
+				  TK_GAP_FIRST_OFFSETS, from->first_offsets[i]);
 	into->count += from->count;
 	into->bytes_skipped += from->bytes_skipped;
 }

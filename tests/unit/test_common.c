@@ -803,6 +803,20 @@ static void test_gap_stats(void **state)
 	assert_int_equal(c.first_offsets[1], 0x10);
 	assert_int_equal(c.first_offsets[2], 0x20);
 	assert_int_equal(c.first_offsets[3], 0x60);
+
+	/* chunks merged out of the file's order (perf.data: queue after queue) */
+	struct tk_gap_stats d = { 0 }, e = { 0 };
+	tk_gap_stats_add(&d, 0x50, 1);
+	tk_gap_stats_add(&d, 0x60, 1);
+	tk_gap_stats_add(&e, 0x10, 1);
+	tk_gap_stats_add(&e, 0x70, 1);
+	tk_gap_stats_add(&e, 0x08, 1);
+	tk_gap_stats_merge(&d, &e);
+	assert_int_equal(d.count, 5);
+	assert_int_equal(d.first_offsets[0], 0x08);
+	assert_int_equal(d.first_offsets[1], 0x10);
+	assert_int_equal(d.first_offsets[2], 0x50);
+	assert_int_equal(d.first_offsets[3], 0x60);
 }
 
 static void test_errors_and_leb(void **state)

@@ -211,7 +211,9 @@ TK_API int tk_xray_yaml(struct tk_xray *x, const struct tk_xray_map *map, struct
 struct tk_xray_yaml_opts {
 	size_t sz;
 	unsigned nthreads;         /* 0: the log's (tk_xray_opts); more than 1: the records
-				      are taken off the merge in blocks, formatted at once */
+				      are taken off the merge in blocks, formatted at once
+				      (when its buffers average 512 bytes or more, or
+				      block_records is set) */
 	size_t block_records;      /* records per block (0: 16384) */
 };
 /* tk_xray_yaml with options: the same text for any nthreads and block size. */

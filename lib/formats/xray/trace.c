@@ -51,6 +51,30 @@ void xr_release(const struct tk_xray *x, uint64_t start, uint64_t end)
 		madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
+/* The batch's spans in order of offset, those less than RELEASE_GAP apart joined: the
+ * buffers between, other threads' ones mostly given back already or soon, come back from
+ * the page cache if read again (a fault per 64 KiB: the kernel's fault-around). */
+#define RELEASE_GAP ((uint64_t)1 << 20)
+static void release_join(struct xr_release_batch *rb)
+{
+	for (size_t i = 1; i < rb->n; i++)   /* (a few dozen, mostly in order) */
+		for (size_t k = i; k && rb->r[k].start < rb->r[k - 1].start; k--) {
+			struct xr_span t = rb->r[k];
+			rb->r[k] = rb->r[k - 1];
+			rb->r[k - 1] = t;
+		}
+	size_t n = 0;
+	rb->bytes = 0;
+	for (size_t i = 0; i < rb->n;) {
+		struct xr_span sp = rb->r[i];
+		while (++i < rb->n && rb->r[i].start < sp.end + RELEASE_GAP)
+			sp.end = rb->r[i].end > sp.end ? rb->r[i].end : sp.end;
+		rb->r[n++] = sp;
+		rb->bytes += sp.end - sp.start;
+	}
+	rb->n = n;
+}
+
 void xr_release_add(const struct tk_xray *x, struct xr_release_batch *rb, uint64_t start,
 		    uint64_t end)
 {
@@ -59,6 +83,11 @@ void xr_release_add(const struct tk_xray *x, struct xr_release_batch *rb, uint64
 	if (rb->n && rb->r[rb->n - 1].end == start) {   /* the common case: the next buffer */
 		rb->r[rb->n - 1].end = end;
 	} else {
+		/* full: joined first (basic mode's runs of a record or two, threads taking
+		 * turns, fill it long before 4 MiB: given back then, one madvise per 2 KiB
+		 * of log), given back if that frees nothing */
+		if (rb->n == RELEASE_BATCH)
+			release_join(rb);
 		if (rb->n == RELEASE_BATCH)
 			xr_release_flush(x, rb);
 		rb->r[rb->n].start = start;
@@ -68,24 +97,11 @@ void xr_release_add(const struct tk_xray *x, struct xr_release_batch *rb, uint64
 		xr_release_flush(x, rb);
 }
 
-/* The batch's spans by offset, those less than RELEASE_GAP apart given back as one: the
- * buffers between, other threads' ones mostly given back already or soon, come back from
- * the page cache if read again (a fault per 64 KiB: the kernel's fault-around). */
-#define RELEASE_GAP ((uint64_t)1 << 20)
 void xr_release_flush(const struct tk_xray *x, struct xr_release_batch *rb)
 {
-	for (size_t i = 1; i < rb->n; i++)   /* (a few dozen, mostly in order) */
-		for (size_t k = i; k && rb->r[k].start < rb->r[k - 1].start; k--) {
-			struct xr_span t = rb->r[k];
-			rb->r[k] = rb->r[k - 1];
-			rb->r[k - 1] = t;
-		}
-	for (size_t i = 0; i < rb->n;) {
-		uint64_t start = rb->r[i].start, end = rb->r[i].end;
-		while (++i < rb->n && rb->r[i].start < end + RELEASE_GAP)
-			end = rb->r[i].end > end ? rb->r[i].end : end;
-		xr_release(x, start, end);
-	}
+	release_join(rb);
+	for (size_t i = 0; i < rb->n; i++)
+		xr_release(x, rb->r[i].start, rb->r[i].end);
 	rb->n = 0;
 	rb->bytes = 0;
 }

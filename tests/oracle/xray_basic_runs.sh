@@ -38,7 +38,8 @@ check "YAML -j 2: memory within twice -j 1's ($(cat rss1) / $(cat rss2) KiB)" \
 	"[ \$(cat rss2) -lt \$((2 * \$(cat rss1))) ]"
 if command -v strace >/dev/null; then
 	for c in "info -j 2" "profile -j 2 -o /dev/null" "convert --to xray-yaml -j 1 -o /dev/null"; do
-		# (LeakSanitizer cannot run under ptrace)
+		# (LeakSanitizer cannot run under ptrace; $c split at spaces on purpose)
+		# shellcheck disable=SC2086
 		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 			strace -f -o trace.out -e trace=madvise "$TK" $c turns.xray >/dev/null
 		n=$(grep -c 'MADV_DONTNEED' trace.out || true)

@@ -28,7 +28,7 @@ norand "$TK" record --btrace -q -o r.tkbt --ring $SIZE -- ./ring $N crash 2>/dev
 b=$(stream_bytes r.tkbt)
 [ "$b" -ge $SIZE ] && [ "$b" -lt $((SIZE + 65536)) ] || { echo "ring: $b bytes of stream"; exit 1; }
 [ "$(stream_bytes full.tkbt)" -gt $((4 * b)) ] || { echo "ring: the full trace is not longer"; exit 1; }
-"$TK" info r.tkbt | grep -q 'ends at signal 11' || { echo "ring: no crash"; "$TK" info r.tkbt; exit 1; }
+grep -q 'ends at signal 11' <("$TK" info r.tkbt) || { echo "ring: no crash"; "$TK" info r.tkbt; exit 1; }
 body full.tkbt >full.txt
 body r.tkbt >r.txt
 n=$(wc -l <r.txt)
@@ -47,7 +47,7 @@ rc=0; "$TK" profile r.tkbt >/dev/null 2>err.txt || rc=$?
 norand "$TK" record --btrace -q -o sfull.tkbt -- ./ring $N signal 2>/dev/null || true   # USR2 ends it
 norand "$TK" record --btrace -q -o s.tkbt --ring $SIZE --snapshot-signal USR2 -- ./ring $N signal ||
 	{ echo "snapshot signal: the program did not go on"; exit 1; }
-"$TK" info s.tkbt | grep -q 'a snapshot at signal 12' || { echo "snapshot: not at USR2"; "$TK" info s.tkbt; exit 1; }
+grep -q 'a snapshot at signal 12' <("$TK" info s.tkbt) || { echo "snapshot: not at USR2"; "$TK" info s.tkbt; exit 1; }
 body s.tkbt >s.txt
 body sfull.tkbt >sfull.txt
 n=$(wc -l <s.txt)
@@ -67,5 +67,5 @@ head -n $((n - 100)) m.txt | cmp -s - <(head -n $((n - 100)) big.txt) || { echo 
 rc=0; "$TK" decode m.tkbt >m.dec 2>err.txt || rc=$?
 [ $rc = 1 ] && grep -q 'max-size' err.txt && tail -n 1 m.dec | grep -q '^\[gap: recording stopped at --max-size\]$' ||
 	{ echo "max-size: decode exit $rc, end not marked"; cat err.txt; tail -n 2 m.dec; exit 1; }
-"$TK" info m.tkbt | grep -q 'LOST' && { echo "max-size: pieces counted as lost"; exit 1; }
+grep -q 'LOST' <("$TK" info m.tkbt) && { echo "max-size: pieces counted as lost"; exit 1; }
 echo "btrace ring: ok ($(stream_bytes r.tkbt) of $(stream_bytes full.tkbt) bytes kept)"

@@ -28,14 +28,14 @@ upto() { awk -v a="$step" -v k="$1" '$1 == a && ++n == k { exit } { print }' ful
 # the 50th call, the whole trace kept
 norand "$TK" record --btrace -q -o t.tkbt --trigger step:50 -- ./trigger $N ||
 	{ echo "trigger: the program did not go on"; exit 1; }
-"$TK" info t.tkbt | grep -q 'a snapshot at call 50 of step (--trigger)' || { echo "trigger: info"; "$TK" info t.tkbt; exit 1; }
+grep -q 'a snapshot at call 50 of step (--trigger)' <("$TK" info t.tkbt) || { echo "trigger: info"; "$TK" info t.tkbt; exit 1; }
 [ "$(calls t.tkbt)" = 50 ] || { echo "trigger: $(calls t.tkbt) calls of step, not 50"; exit 1; }
 body t.tkbt | cmp -s - <(upto 50) || { echo "trigger: not the trace up to the 50th call"; diff <(upto 50 | tail -n 5) <(body t.tkbt | tail -n 5); exit 1; }
 
 # with a ring: the end of the trace up to the 150000th call
 K=150000
 norand "$TK" record --btrace -q -o r.tkbt --ring 70000 --trigger step:$K -- ./trigger $N
-"$TK" info r.tkbt | grep -q "a snapshot at call $K of step" || { echo "ring trigger: info"; exit 1; }
+grep -q "a snapshot at call $K of step" <("$TK" info r.tkbt) || { echo "ring trigger: info"; exit 1; }
 body r.tkbt >r.txt
 upto $K >want.txt
 n=$(wc -l <r.txt)

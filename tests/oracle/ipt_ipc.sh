@@ -56,7 +56,7 @@ want = {'0x2000': (36, 24, 0.67), '[unknown]': (15, 3, 0.2)}
 if got != want:
     sys.exit('json: %s, expected %s' % (got, want))
 PY
-"$TK" profile -j 1 "${raw[@]}" trace.pt | grep -q '  cycles    ipc  ' || { echo "text: no cycles, ipc columns"; exit 1; }
+grep -q '  cycles    ipc  ' <("$TK" profile -j 1 "${raw[@]}" trace.pt) || { echo "text: no cycles, ipc columns"; exit 1; }
 for to in csv json text; do
 	"$TK" profile -j 1 --to $to "${raw[@]}" trace.pt >a
 	TK_IPT_CHUNK=1 "$TK" profile -j 2 --to $to "${raw[@]}" trace.pt >b
@@ -68,8 +68,8 @@ for to in csv json text; do
 done
 # no CYC: no cycles (absent, not 0)
 "$TK" profile --to csv "${raw[@]}" nocyc.pt | head -1 | grep -q ',max$' || { echo "csv without CYC has cycles"; exit 1; }
-! "$TK" profile --to json "${raw[@]}" nocyc.pt | grep -q cycles || { echo "json without CYC has cycles"; exit 1; }
-! "$TK" profile "${raw[@]}" nocyc.pt | grep -q cycles || { echo "text without CYC has cycles"; exit 1; }
+! grep -q cycles <("$TK" profile --to json "${raw[@]}" nocyc.pt) || { echo "json without CYC has cycles"; exit 1; }
+! grep -q cycles <("$TK" profile "${raw[@]}" nocyc.pt) || { echo "text without CYC has cycles"; exit 1; }
 # --sort cycles, ipc (largest first) where the default order (exclusive instructions: g
 # first) is the other: main's code has more cycles in fastg.pt, a higher IPC in slowg.pt
 order() { "$TK" profile -j 1 --to csv "${raw[@]}" "$@" | awk -F, 'NR > 1 { printf "%s %s %s;", $1, $12, $13 }'; }

@@ -21,7 +21,7 @@ insn=$(ls "$TMP"/out/xtrace.*.hint9.xinsndata.bin)
 snap=$(ls "$TMP"/out/xtrace.*.hint9.xsnapshot.bin)
 
 # 0. info gives the interval the recording used (TK_XTRACE_INTERVAL), not the header's 1M.
-"$TK" info "$insn" | grep -q 'every 20000 user instructions' ||
+grep -q 'every 20000 user instructions' <("$TK" info "$insn") ||
 	{ echo "info does not give the recorded snapshot interval"; "$TK" info "$insn"; exit 1; }
 
 # 1. PCs against qemu's execution log.

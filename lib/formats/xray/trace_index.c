@@ -1,5 +1,6 @@
 /* XRay trace: the index of thread buffers, and each thread's buffers put in time order. */
 #include "formats/xray/trace_internal.h"
+#include "tracekit/internal/util.h"
 
 /* ---- index ------------------------------------------------------------------------------ */
 
@@ -55,7 +56,9 @@ static int add_buf(struct tk_xray *x, const struct xr_buf *b)
 {
 	if (x->nbufs == x->capbufs) {
 		size_t cap = x->capbufs ? x->capbufs * 2 : 256;
-		void *t = realloc(x->bufs, cap * sizeof *x->bufs);
+		/* (huge pages: a log of tiny runs has millions, and fresh small pages fault
+		 * slowly in a VM) */
+		void *t = tk_realloc_huge(x->bufs, x->nbufs * sizeof *x->bufs, cap * sizeof *x->bufs);
 		if (!t)
 			return -TK_E_NOMEM;
 		x->bufs = t;
@@ -453,12 +456,30 @@ static int cmp_buf(const void *a, const void *b)
 	return 0;
 }
 
-static int cmp_buf_seq(const void *a, const void *b)
+/* Basic mode's runs, in file order, grouped by thread and kept in file order within each:
+ * a counting sort, where qsort's comparisons and copies of 56-byte entries took 60 % of
+ * `info` on a log of one-record runs (1.2 M runs). */
+static int group_by_thread(struct tk_xray *x)
 {
-	const struct xr_buf *l = a, *r = b;
-	if (l->thread != r->thread)
-		return l->thread < r->thread ? -1 : 1;
-	return l->seq < r->seq ? -1 : l->seq > r->seq;
+	size_t *at = calloc(x->nthreads + 1, sizeof *at);
+	struct xr_buf *to = tk_malloc_huge(x->nbufs * sizeof *to);
+
+	if (!at || !to) {
+		free(at);
+		free(to);
+		return -TK_E_NOMEM;
+	}
+	for (size_t i = 0; i < x->nbufs; i++)
+		at[x->bufs[i].thread + 1]++;
+	for (size_t t = 0; t < x->nthreads; t++)
+		at[t + 1] += at[t];
+	for (size_t i = 0; i < x->nbufs; i++)
+		to[at[x->bufs[i].thread]++] = x->bufs[i];
+	free(at);
+	free(x->bufs);
+	x->bufs = to;
+	x->capbufs = x->nbufs;
+	return 0;
 }
 
 /* llvm-xray keeps a thread's blocks in a DenseMap keyed by (process id, thread id) and
@@ -554,9 +575,10 @@ struct tk_xray *tk_xray_open(const uint8_t *data, size_t len, const struct tk_xr
 	if (x->h.type == TK_XRAY_FDR && (rc = llvm_thread_rank(x)) < 0)
 		goto fail;
 	xr_release(x, 0, len);
-	if (x->nbufs)
-		qsort(x->bufs, x->nbufs, sizeof *x->bufs,
-		      x->h.type == TK_XRAY_FDR ? cmp_buf : cmp_buf_seq);
+	if (x->nbufs && x->h.type == TK_XRAY_FDR)
+		qsort(x->bufs, x->nbufs, sizeof *x->bufs, cmp_buf);
+	else if (x->nbufs && (rc = group_by_thread(x)) < 0)
+		goto fail;
 	*err = 0;
 	return x;
 fail:

@@ -391,56 +391,135 @@ static int index_fdr(struct tk_xray *x)
 	return 0;
 }
 
-/* Basic mode: runs of one thread's records (at most 64K records each) act as buffers. */
-static int index_basic(struct tk_xray *x)
-{
-	const uint8_t *p = x->p;
-	size_t n = x->n, off = 32;
-	int be = x->h.big_endian, rc;
-	struct xr_buf b;
-	uint32_t cur_tid = 0, cur_pid = 0;
-	int open = 0;
+/* ---- basic mode: runs of one thread's records (at most 64K records each) act as buffers ----
+ * Every record is read for its thread: from a plain file with pread, a megabyte at a time
+ * (through the mapping, its page faults were most of the scan), on the workers in slices
+ * of whole records from 16 MB on. Each slice lists the longest runs of one thread's records
+ * in it; the calling thread joins the runs that go on across a seam and cuts them at 64K
+ * records from their starts, numbering threads in the file's order, as one scan would. */
+#define BASIC_RUN_MAX ((uint64_t)32 * 65536)
+#define BASIC_READ ((size_t)1 << 20)
 
-	memset(&b, 0, sizeof b);
-	for (; off + 32 <= n; off += 32) {
-		const uint8_t *q = p + off;
-		if ((off & ((8u << 20) - 1)) == 0 && off >= (8u << 20))
-			xr_release(x, off - (8u << 20), off);
-		uint32_t tid, pid;
-		if (xr_rd16(q, be) == 1) {
-			tid = xr_rd32(q + 8, be);
-			pid = xr_rd32(q + 12, be);
-		} else {
-			tid = xr_rd32(q + 16, be);
-			pid = xr_rd32(q + 20, be);
+struct brun {
+	uint64_t start, end, first_tsc;
+	uint32_t pid, tid;
+};
+
+struct bslice {
+	size_t from, stop;
+	struct brun *r;
+	size_t n, cap;
+};
+
+struct bpar {
+	struct tk_xray *x;
+	struct bslice *s;
+};
+
+/* The LEN bytes of the log at OFF: read into BUF from the file, or in the mapping. */
+static const uint8_t *basic_bytes(const struct tk_xray *x, uint8_t *buf, size_t len, uint64_t off)
+{
+	if (x->opts.in && buf && tk_input_pread(x->opts.in, buf, len, off) == (long)len)
+		return buf;
+	return x->p + off;
+}
+
+static int bslice_scan(void *ctx, size_t k)
+{
+	struct bpar *P = ctx;
+	const struct tk_xray *x = P->x;
+	struct bslice *s = &P->s[k];
+	int be = x->h.big_endian;
+	uint8_t *buf = x->opts.in ? malloc(BASIC_READ) : NULL;
+	size_t released = s->from;
+
+	for (size_t at = s->from; at < s->stop;) {
+		size_t len = s->stop - at < BASIC_READ ? s->stop - at : BASIC_READ;
+		const uint8_t *q = basic_bytes(x, buf, len, at);
+		if (q != buf && at - released >= (8u << 20)) {
+			xr_release(x, released, at);
+			released = at;
 		}
-		if (open && tid == cur_tid && pid == cur_pid && off - b.start < 32u * 65536)
-			continue;
-		if (open) {
-			b.end = off;
-			if ((rc = add_buf(x, &b)) < 0)
-				return rc;
-			x->threads[b.thread].buffers++;
+		for (size_t i = 0; i < len; i += 32, q += 32) {
+			int arg = xr_rd16(q, be) == 1;
+			uint32_t tid = xr_rd32(q + (arg ? 8 : 16), be), pid = xr_rd32(q + (arg ? 12 : 20), be);
+			if (s->n && s->r[s->n - 1].tid == tid && s->r[s->n - 1].pid == pid)
+				continue;
+			if (s->n == s->cap) {
+				size_t cap = s->cap ? 2 * s->cap : 1024;
+				struct brun *nr = tk_realloc_huge(s->r, s->n * sizeof *nr, cap * sizeof *nr);
+				if (!nr) {
+					free(buf);
+					return -TK_E_NOMEM;
+				}
+				s->r = nr;
+				s->cap = cap;
+			}
+			if (s->n)
+				s->r[s->n - 1].end = at + i;
+			s->r[s->n++] = (struct brun){ at + i, 0, xr_rd64(q + 8, be), pid, tid };
 		}
-		memset(&b, 0, sizeof b);
-		b.start = off;
-		b.first_tsc = xr_rd64(q + 8, be);
-		b.self_contained = 1;
-		cur_tid = tid;
-		cur_pid = pid;
-		if ((rc = thread_index(x, pid, tid, &b.thread)) < 0)
-			return rc;
-		open = 1;
+		at += len;
 	}
-	if (open) {
-		b.end = off;
-		if ((rc = add_buf(x, &b)) < 0)
+	if (s->n)
+		s->r[s->n - 1].end = s->stop;
+	free(buf);
+	return 0;
+}
+
+/* The run R as buffers of at most 64K records. */
+static int basic_run_add(struct tk_xray *x, const struct brun *r)
+{
+	for (uint64_t at = r->start; at < r->end; at += BASIC_RUN_MAX) {
+		uint8_t tsc[8];
+		struct xr_buf b = { .start = at, .end = r->end - at > BASIC_RUN_MAX ? at + BASIC_RUN_MAX : r->end,
+				    .first_tsc = at == r->start ? r->first_tsc
+						 : xr_rd64(basic_bytes(x, tsc, 8, at + 8), x->h.big_endian),
+				    .self_contained = 1 };
+		int rc = thread_index(x, r->pid, r->tid, &b.thread);
+		if (rc < 0 || (rc = add_buf(x, &b)) < 0)
 			return rc;
 		x->threads[b.thread].buffers++;
 	}
-	if (off < n)
-		index_damage(x, off, n - off, "truncated record (basic-mode records are 32 bytes)");
 	return 0;
+}
+
+static int index_basic(struct tk_xray *x)
+{
+	size_t n = x->n, end = 32 + (n - 32) / 32 * 32, records = (end - 32) / 32;
+	unsigned k = x->opts.nthreads > 1 && n >= ((size_t)16 << 20) ? x->opts.nthreads : 1;
+	struct bslice *s = calloc(k, sizeof *s);
+	int rc = 0;
+
+	if (!s)
+		return -TK_E_NOMEM;
+	for (unsigned i = 0; i < k; i++) {
+		s[i].from = 32 + records * i / k * 32;
+		s[i].stop = 32 + records * (i + 1) / k * 32;
+	}
+	struct bpar P = { x, s };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = k };
+	rc = k > 1 ? tk_pool_run(&po, k, bslice_scan, NULL, &P) : bslice_scan(&P, 0);
+	struct brun run = { 0 };
+	for (unsigned i = 0; rc >= 0 && i < k; i++)
+		for (size_t j = 0; rc >= 0 && j < s[i].n; j++) {
+			const struct brun *r = &s[i].r[j];
+			if (run.end == r->start && run.tid == r->tid && run.pid == r->pid) {
+				run.end = r->end;   /* (it goes on across the seam) */
+				continue;
+			}
+			if (run.end)
+				rc = basic_run_add(x, &run);
+			run = *r;
+		}
+	if (rc >= 0 && run.end)
+		rc = basic_run_add(x, &run);
+	for (unsigned i = 0; i < k; i++)
+		free(s[i].r);
+	free(s);
+	if (rc >= 0 && end < n)
+		index_damage(x, end, n - end, "truncated record (basic-mode records are 32 bytes)");
+	return rc < 0 ? rc : 0;
 }
 
 static int cmp_buf(const void *a, const void *b)

@@ -18,7 +18,10 @@
 # Optional cases (not run by default): kanata-check (check of the Kanata log: the same
 # parallel parse as stats), kanata-dump, xray-dump, ipt-dump (dump of the Kanata log, the
 # XRay log and the walk into /dev/null: chunks printed at once), xray-yaml (convert --to
-# xray-yaml of the XRay log: blocks of merged records formatted at once), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
+# xray-yaml of the XRay log: blocks of merged records formatted at once), xray-basic,
+# xray-basic-tl, xray-basic-yaml (profile, convert --to perfetto and --to xray-yaml of a
+# basic-mode log whose four threads' records interleave one by one in time:
+# bench/xray-basic-gen.py), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), kanata-report (report of the Kanata log: the
 # decoder's chunks parsed at once, their events merged into the report), kanata-gz,
 # kanata-report-gz (stats and report of the Kanata log gzipped: read in order, decompressed
@@ -64,6 +67,9 @@ cd "$D"
 
 make_xray() {
 	bench_xray_fdr fdr.xray xray_prog 65536 2400 3 140000
+}
+make_xray_basic() {
+	[ -s basic-runs.xray ] || python3 "$SRC/bench/xray-basic-gen.py" basic-runs.xray
 }
 make_kanata() {
 	[ -s inflight.log ] || python3 "$SRC/bench/kanata-inflight.py" 151 inflight.log
@@ -252,6 +258,9 @@ for c in $CASES; do
 	kanata-dump) make_kanata; row kanata-dump "$TK" dump -j @J -o /dev/null inflight.log ;;
 	xray-dump) make_xray; row xray-dump "$TK" dump -j @J -o /dev/null fdr.xray ;;
 	xray-yaml) make_xray; row xray-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null fdr.xray ;;
+	xray-basic) make_xray_basic; row xray-basic "$TK" profile -j @J -o /dev/null basic-runs.xray ;;
+	xray-basic-tl) make_xray_basic; row xray-basic-tl "$TK" convert --to perfetto -j @J -o /dev/null basic-runs.xray ;;
+	xray-basic-yaml) make_xray_basic; row xray-basic-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null basic-runs.xray ;;
 	ipt-dump) make_ipt; row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	kanata-report) make_kanata; row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;

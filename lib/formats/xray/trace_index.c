@@ -194,6 +194,9 @@ static int chain_step(const struct tk_xray *x, struct head *h, int *c, uint64_t 
  * start passes through every slice's start, so the slices' buffers are the serial walk's;
  * anything else (damage, a plausible start that is not one, LLVM's short extents) leaves
  * the decision to the serial walk, which reports what it finds. */
+/* From this size on, the index (FDR or basic) is made in slices on the workers. */
+#define INDEX_SLICES_FROM ((size_t)16 << 20)
+
 struct slice {
 	size_t from, stop, end;    /* walked [from, end); it should end at stop */
 	struct xr_buf *bufs;
@@ -278,7 +281,7 @@ static int index_fdr_parallel(struct tk_xray *x)
 	size_t n = x->n;
 	int rc;
 
-	if (k < 2 || x->h.version < 2 || n < ((size_t)16 << 20))
+	if (k < 2 || x->h.version < 2 || n < INDEX_SLICES_FROM)
 		return 0;
 	struct slice *s = calloc(k, sizeof *s);
 	if (!s)
@@ -391,12 +394,13 @@ static int index_fdr(struct tk_xray *x)
 	return 0;
 }
 
-/* ---- basic mode: runs of one thread's records (at most 64K records each) act as buffers ----
+/* ---- basic mode: runs of one thread's records act as buffers ---------------------------
  * Every record is read for its thread: from a plain file with pread, a megabyte at a time
  * (through the mapping, its page faults were most of the scan), on the workers in slices
  * of whole records from 16 MB on. Each slice lists the longest runs of one thread's records
  * in it; the calling thread joins the runs that go on across a seam and cuts them at 64K
- * records from their starts, numbering threads in the file's order, as one scan would. */
+ * records from their starts (not before an argument record), numbering threads in the
+ * file's order, as one scan would. */
 #define BASIC_RUN_MAX ((uint64_t)32 * 65536)
 #define BASIC_READ ((size_t)1 << 20)
 
@@ -467,14 +471,20 @@ static int bslice_scan(void *ctx, size_t k)
 	return 0;
 }
 
-/* The run R as buffers of at most 64K records. */
+/* The run R as buffers of 64K records (and the argument records that follow the last: an
+ * argument belongs to the function record before it, so no buffer may begin with one). */
 static int basic_run_add(struct tk_xray *x, const struct brun *r)
 {
-	for (uint64_t at = r->start; at < r->end; at += BASIC_RUN_MAX) {
-		uint8_t tsc[8];
-		struct xr_buf b = { .start = at, .end = r->end - at > BASIC_RUN_MAX ? at + BASIC_RUN_MAX : r->end,
+	int be = x->h.big_endian;
+
+	for (uint64_t at = r->start, end; at < r->end; at = end) {
+		uint8_t rec[32];
+		end = r->end - at > BASIC_RUN_MAX ? at + BASIC_RUN_MAX : r->end;
+		while (end < r->end && xr_rd16(basic_bytes(x, rec, 32, end), be) == 1)
+			end += 32;
+		struct xr_buf b = { .start = at, .end = end,
 				    .first_tsc = at == r->start ? r->first_tsc
-						 : xr_rd64(basic_bytes(x, tsc, 8, at + 8), x->h.big_endian),
+						 : xr_rd64(basic_bytes(x, rec, 32, at) + 8, be),
 				    .self_contained = 1 };
 		int rc = thread_index(x, r->pid, r->tid, &b.thread);
 		if (rc < 0 || (rc = add_buf(x, &b)) < 0)
@@ -487,7 +497,7 @@ static int basic_run_add(struct tk_xray *x, const struct brun *r)
 static int index_basic(struct tk_xray *x)
 {
 	size_t n = x->n, end = 32 + (n - 32) / 32 * 32, records = (end - 32) / 32;
-	unsigned k = x->opts.nthreads > 1 && n >= ((size_t)16 << 20) ? x->opts.nthreads : 1;
+	unsigned k = x->opts.nthreads > 1 && n >= INDEX_SLICES_FROM ? x->opts.nthreads : 1;
 	struct bslice *s = calloc(k, sizeof *s);
 	int rc = 0;
 

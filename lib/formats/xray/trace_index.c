@@ -188,14 +188,18 @@ static int chain_step(const struct tk_xray *x, struct head *h, int *c, uint64_t 
 /* ---- the FDR index on several threads ----------------------------------------------------
  * The index walks from buffer to buffer, each BufferExtents giving the next one's offset:
  * one page fault per buffer on the main thread, the largest serial part of a parallel
- * profile (docs/PERFORMANCE.md, "Serial fraction"). Each worker takes a slice of the file,
- * starts at the first plausible buffer in it and walks until it reaches the next slice's
+ * profile (docs/PERFORMANCE.md, "Serial fraction"). The workers take slices of the file;
+ * each starts at the first plausible buffer in it and walks until it reaches the next slice's
  * start. When every walk ends exactly where the next one began, the chain from the file's
  * start passes through every slice's start, so the slices' buffers are the serial walk's;
  * anything else (damage, a plausible start that is not one, LLVM's short extents) leaves
  * the decision to the serial walk, which reports what it finds. */
 /* From this size on, the index (FDR or basic) is made in slices on the workers. */
 #define INDEX_SLICES_FROM ((size_t)16 << 20)
+/* Slices per worker, taken as workers free up: one each left a worker idle while the other
+ * finished when their halves or cores ran at different speeds (one vCPU here at times
+ * runs 1.6 times slower than the other). */
+#define SLICES_PER_WORKER 4
 
 struct slice {
 	size_t from, stop, end;    /* walked [from, end); it should end at stop */
@@ -277,11 +281,11 @@ static int slice_walk(void *ctx, size_t k)
 /* 1: the index is made; 0: left to the serial walk; < 0: out of memory. */
 static int index_fdr_parallel(struct tk_xray *x)
 {
-	unsigned k = x->opts.nthreads;
+	unsigned workers = x->opts.nthreads, k = workers * SLICES_PER_WORKER;
 	size_t n = x->n;
 	int rc;
 
-	if (k < 2 || x->h.version < 2 || n < INDEX_SLICES_FROM)
+	if (workers < 2 || x->h.version < 2 || n < INDEX_SLICES_FROM)
 		return 0;
 	struct slice *s = calloc(k, sizeof *s);
 	if (!s)
@@ -294,7 +298,7 @@ static int index_fdr_parallel(struct tk_xray *x)
 	}
 	s[k - 1].stop = n;
 	struct par_index P = { x, s };
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = k };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = workers };
 	rc = tk_pool_run(&po, k, slice_walk, NULL, &P);
 	for (unsigned i = 0; rc == 0 && i < k; i++)
 		if (s[i].irregular)
@@ -497,7 +501,8 @@ static int basic_run_add(struct tk_xray *x, const struct brun *r)
 static int index_basic(struct tk_xray *x)
 {
 	size_t n = x->n, end = 32 + (n - 32) / 32 * 32, records = (end - 32) / 32;
-	unsigned k = x->opts.nthreads > 1 && n >= INDEX_SLICES_FROM ? x->opts.nthreads : 1;
+	unsigned workers = x->opts.nthreads > 1 && n >= INDEX_SLICES_FROM ? x->opts.nthreads : 1;
+	unsigned k = workers > 1 ? workers * SLICES_PER_WORKER : 1;
 	struct bslice *s = calloc(k, sizeof *s);
 	int rc = 0;
 
@@ -508,7 +513,7 @@ static int index_basic(struct tk_xray *x)
 		s[i].stop = 32 + records * (i + 1) / k * 32;
 	}
 	struct bpar P = { x, s };
-	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = k };
+	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = workers };
 	rc = k > 1 ? tk_pool_run(&po, k, bslice_scan, NULL, &P) : bslice_scan(&P, 0);
 	struct brun run = { 0 };
 	for (unsigned i = 0; rc >= 0 && i < k; i++)

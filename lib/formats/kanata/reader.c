@@ -1192,6 +1192,15 @@ void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle,
 	}
 }
 
+void kn_reader_swap_ids(struct tk_kanata_reader *r, struct kn_ids *ids)
+{
+	struct kn_ids mine = { r->ilist, r->cap_i };
+	r->ilist = ids->v;
+	r->cap_i = ids->cap;
+	r->ni = 0;
+	*ids = mine;
+}
+
 void kn_reader_chunk_delta_sum(struct tk_kanata_reader *r, int64_t sum)
 {
 	r->delta_sum = sum;

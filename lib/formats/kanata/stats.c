@@ -582,6 +582,9 @@ struct par {
 	size_t merged;
 	struct tk_event_vec spare_ev[64];   /* emptied chunks' event memory, under LOCK */
 	size_t nspare_ev;
+	struct kn_ids spare_ids[64];        /* merged chunks' lists of ids, under LOCK */
+	size_t nspare_ids;
+	int pooled;                  /* in par_run: LOCK is live */
 	/* the names merged so far, under LOCK: a chunk's decoder begins with them */
 	struct kn_name seed_lanes[KN_MAX_NAMES], seed_stages[KN_MAX_NAMES];
 	unsigned nseed_lanes, nseed_stages;
@@ -887,6 +890,10 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	c->diags = P->dec ? NULL : calloc(1, sizeof *c->diags);
 	if (!c->s || (!P->dec && !c->diags))
 		return c->s ? -TK_E_NOMEM : rc;
+	pthread_mutex_lock(&P->lock);   /* (parse_chunk runs in par_run only) */
+	if (P->nspare_ids)
+		kn_reader_swap_ids(c->s->r, &P->spare_ids[--P->nspare_ids]);
+	pthread_mutex_unlock(&P->lock);
 	if (c->s->dec) {
 		pthread_mutex_lock(&P->lock);
 		if (P->nspare_ev)
@@ -1001,6 +1008,17 @@ static void deliver_sorted(struct par *P, const struct kept_diags *a, const stru
 			}
 }
 
+/* The merged chunk reader CR's list of ids kept for a chunk to come. */
+static void spare_ids(struct par *P, struct tk_kanata_reader *cr)
+{
+	if (!P->pooled)
+		return;
+	pthread_mutex_lock(&P->lock);
+	if (P->nspare_ids < sizeof P->spare_ids / sizeof P->spare_ids[0])
+		kn_reader_swap_ids(cr, &P->spare_ids[P->nspare_ids++]);
+	pthread_mutex_unlock(&P->lock);
+}
+
 /* Chunk I (C: its parse, made here or loaded from a shard's bytes) into the total. */
 static int merge_one(struct par *P, struct chunk *c, size_t i)
 {
@@ -1044,6 +1062,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		for (; P->nseed_stages < kn_reader_nstages(g->r); P->nseed_stages++)
 			P->seed_stages[P->nseed_stages] = *kn_reader_stage(g->r, P->nseed_stages);
 		pthread_mutex_unlock(&P->lock);
+		spare_ids(P, cr);
 		ctx_free(s);
 		kept_free(c->diags);
 		c->s = NULL;
@@ -1098,6 +1117,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	kn_reader_add_counts(g->r, cr, c->line_base, c->start);
 	deliver_sorted(P, c->diags, &P->replay);
 	P->delivered_upto = c->line_base + c->lines;
+	spare_ids(P, cr);
 	ctx_free(s);
 	kept_free(c->diags);
 	c->s = NULL;
@@ -1160,6 +1180,8 @@ static void par_free(struct par *P)
 		free(P->spare[i]);
 	for (size_t i = 0; i < P->nspare_ev; i++)
 		tk_event_vec_free(&P->spare_ev[i]);
+	for (size_t i = 0; i < P->nspare_ids; i++)
+		free(P->spare_ids[i].v);
 	free(P->prefixed);
 	free(P->ch);
 	free(P);
@@ -1210,6 +1232,7 @@ static int par_run(struct par *P)
 
 	pthread_mutex_init(&P->lock, NULL);
 	pthread_cond_init(&P->started, NULL);
+	P->pooled = 1;
 	if (P->first)
 		rc = tk_pool_run(&po, P->first, prefix_job, NULL, P);
 	for (size_t i = 0; rc >= 0 && i < P->first; i++)
@@ -1226,6 +1249,7 @@ static int par_run(struct par *P)
 	po.caller_works = 1;
 	if (rc >= 0)
 		rc = tk_pool_run(&po, P->count, parse_job, merge_job, P);
+	P->pooled = 0;
 	pthread_mutex_destroy(&P->lock);
 	pthread_cond_destroy(&P->started);
 	return rc;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The FDR index on several threads (trace_index.c, index_fdr_parallel): on a log of 16 MB
-# and more each worker walks a slice of the buffers, and the slices are kept only when each
-# walk ends where the next began. The index, the profile and the damage reports at -j 2
+# and more the workers walk slices of the buffers (four each), and the slices are kept only
+# when each walk ends where the next began. The index, the profile and the damage reports at -j 2
 # must be those of the serial walk (-j 1) on an intact log, on a log with a damaged
 # BufferExtents, and on a log whose custom-event payload holds a plausible buffer start
 # right after the point where -j 2 cuts (a walk that trusted it would invent a buffer).
@@ -40,9 +40,10 @@ def log(bodies, bad=None):
 bodies = [body(i) for i in range(NBUF)]
 open(out + '/intact.xray', 'wb').write(log(bodies))
 open(out + '/damaged.xray', 'wb').write(log(bodies, bad=NBUF // 2 + 3))
-# -j 2 cuts at 32 + (n - 32) // 2: put a fake BufferExtents + NewBuffer just after it
+# -j 2 cuts into 8 slices, the fifth at 32 + (n - 32) // 8 * 4: put a fake BufferExtents +
+# NewBuffer just after it
 n = len(log(bodies)) + 16 + 48
-cut = 32 + (n - 32) // 2
+cut = 32 + (n - 32) // 8 * 4
 fake = meta(EXTENTS, 'Q', 64) + meta(NEWBUF, 'i', 999) + b'\0' * 16
 start = 32
 for i, b in enumerate(bodies):
@@ -55,7 +56,7 @@ pad = cut - off_payload + 3 if cut > off_payload else 0
 payload = b'x' * pad + fake
 bodies[i] = body(i, payload)
 data = log(bodies)
-assert data.find(fake) >= 32 + (len(data) - 32) // 2, "the fake start must follow the cut"
+assert data.find(fake) >= 32 + (len(data) - 32) // 8 * 4, "the fake start must follow the cut"
 open(out + '/fake.xray', 'wb').write(data)
 PY
 for f in intact damaged fake; do

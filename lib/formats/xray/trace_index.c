@@ -70,6 +70,20 @@ static int add_buf(struct tk_xray *x, const struct xr_buf *b)
 	return 0;
 }
 
+/* Room for WANT buffers in all, made at once: a log of one-record runs has millions,
+ * and doubling the array copied each into fresh pages again. */
+static int reserve_bufs(struct tk_xray *x, size_t want)
+{
+	if (want <= x->capbufs)
+		return 0;
+	void *t = tk_realloc_huge(x->bufs, x->nbufs * sizeof *x->bufs, want * sizeof *x->bufs);
+	if (!t)
+		return -TK_E_NOMEM;
+	x->bufs = t;
+	x->capbufs = want;
+	return 0;
+}
+
 static void index_damage(struct tk_xray *x, uint64_t off, uint64_t skipped, const char *msg)
 {
 	tk_log(TK_LOG_WARN, "offset 0x%llx: %s; skipped %llu bytes", (unsigned long long)off, msg,
@@ -515,6 +529,12 @@ static int index_basic(struct tk_xray *x)
 	struct bpar P = { x, s };
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = workers };
 	rc = k > 1 ? tk_pool_run(&po, k, bslice_scan, NULL, &P) : bslice_scan(&P, 0);
+	/* at most the slices' runs, and a cut every BASIC_RUN_MAX bytes */
+	size_t most = (end - 32) / BASIC_RUN_MAX + 1;
+	for (unsigned i = 0; i < k; i++)
+		most += s[i].n;
+	if (rc >= 0)
+		rc = reserve_bufs(x, most);
 	struct brun run = { 0 };
 	for (unsigned i = 0; rc >= 0 && i < k; i++)
 		for (size_t j = 0; rc >= 0 && j < s[i].n; j++) {

@@ -188,6 +188,50 @@ static void test_pipeline_bounded(void **state)
 	}
 }
 
+/* Ended instructions' records are used again for later ones (report.c's spare list): a
+ * later instruction without a label or with fewer stages shows none of an earlier one's. */
+static void test_pipeline_reused(void **state)
+{
+	(void)state;
+	struct tk_report_opts ro = { .sz = sizeof ro, .title = "reuse", .window_begin = 1000,
+				     .window_end = 1010 };
+	static const char label[] = "old label";
+	struct tk_event ev[16];
+	struct tk_buf page;
+	int err;
+	struct tk_report *r = tk_report_new(&ro, &err);
+	assert_non_null(r);
+	/* 100 labelled instructions of 5 stages, all ended before the window */
+	for (uint64_t i = 0; i < 100; i++) {
+		size_t n = 0;
+		ev[n++] = (struct tk_event){ .kind = TK_EV_INSN_BEGIN, .addr = i, .time = i };
+		for (unsigned s = 0; s < 5; s++)
+			ev[n++] = (struct tk_event){ .kind = TK_EV_STAGE_BEGIN, .addr = i, .arg = s, .time = i };
+		ev[n++] = (struct tk_event){ .kind = TK_EV_TYPED, .flags = TK_TYPED_INSN_LABEL, .addr = i,
+					     .data = label, .count = sizeof label - 1, .time = i };
+		ev[n++] = (struct tk_event){ .kind = TK_EV_RETIRE, .addr = i, .time = i + 3 };
+		assert_int_equal(tk_report_events(r, ev, n), 0);
+	}
+	/* in the window, no label: one of one stage, one slow of none */
+	struct tk_event late[] = {
+		{ .kind = TK_EV_INSN_BEGIN, .addr = 100, .time = 1000 },
+		{ .kind = TK_EV_STAGE_BEGIN, .addr = 100, .arg = 7, .time = 1000 },
+		{ .kind = TK_EV_RETIRE, .addr = 100, .time = 1002 },
+		{ .kind = TK_EV_INSN_BEGIN, .addr = 101, .time = 1005 },
+		{ .kind = TK_EV_RETIRE, .addr = 101, .time = 1505 },
+	};
+	assert_int_equal(tk_report_events(r, late, sizeof late / sizeof *late), 0);
+	assert_int_equal(tk_buf_init(&page, -1, 1 << 16), 0);
+	assert_int_equal(tk_report_write(r, &page), 0);
+	char *got = page_eval(&page,
+		"const P = D.pipeline, w = P.window.insns, s = P.slowest;"
+		"console.log(JSON.stringify([w.map(x => [x[0], x[6], x[7].length]), s[0][0], s[0][5],"
+		" s.filter(x => x[5] === \"old label\").length]))");
+	assert_string_equal(got, "[[[100,\"\",1],[101,\"\",0]],101,\"\",99]\n");
+	tk_buf_free(&page);
+	tk_report_free(r);
+}
+
 /* A name that closes the data's <script> block is written so that it cannot. */
 static void test_script_escape(void **state)
 {
@@ -231,6 +275,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_profile_bounded),
 		cmocka_unit_test(test_pipeline_bounded),
+		cmocka_unit_test(test_pipeline_reused),
 		cmocka_unit_test(test_script_escape),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

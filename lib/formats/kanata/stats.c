@@ -893,15 +893,13 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	pthread_mutex_lock(&P->lock);   /* (parse_chunk runs in par_run only) */
 	if (P->nspare_ids)
 		kn_reader_swap_ids(c->s->r, &P->spare_ids[--P->nspare_ids]);
-	pthread_mutex_unlock(&P->lock);
 	if (c->s->dec) {
-		pthread_mutex_lock(&P->lock);
 		if (P->nspare_ev)
 			kn_decoder_swap_held(c->s->dec, &P->spare_ev[--P->nspare_ev]);
 		kn_reader_seed_names(c->s->r, P->seed_lanes, P->nseed_lanes, P->seed_stages,
 				     P->nseed_stages);
-		pthread_mutex_unlock(&P->lock);
 	}
+	pthread_mutex_unlock(&P->lock);
 	struct stats_ctx *s = c->s;
 	s->keep = c->diags;
 	if (i == P->first) {

@@ -52,26 +52,9 @@ static int thread_index(struct tk_xray *x, uint32_t pid, uint32_t tid, uint32_t 
 	return 0;
 }
 
-static int add_buf(struct tk_xray *x, const struct xr_buf *b)
-{
-	if (x->nbufs == x->capbufs) {
-		size_t cap = x->capbufs ? x->capbufs * 2 : 256;
-		/* (huge pages: a log of tiny runs has millions, and fresh small pages fault
-		 * slowly in a VM) */
-		void *t = tk_realloc_huge(x->bufs, x->nbufs * sizeof *x->bufs, cap * sizeof *x->bufs);
-		if (!t)
-			return -TK_E_NOMEM;
-		x->bufs = t;
-		x->capbufs = cap;
-	}
-	x->bufs[x->nbufs] = *b;
-	x->bufs[x->nbufs].seq = x->nbufs;
-	x->nbufs++;
-	return 0;
-}
-
-/* Room for WANT buffers in all, made at once: a log of one-record runs has millions,
- * and doubling the array copied each into fresh pages again. */
+/* Room for WANT buffers in all (huge pages: a log of tiny runs has millions, and fresh
+ * small pages fault slowly in a VM). Where the count is known ahead, made at once:
+ * doubling copied every entry into fresh pages again. */
 static int reserve_bufs(struct tk_xray *x, size_t want)
 {
 	if (want <= x->capbufs)
@@ -81,6 +64,18 @@ static int reserve_bufs(struct tk_xray *x, size_t want)
 		return -TK_E_NOMEM;
 	x->bufs = t;
 	x->capbufs = want;
+	return 0;
+}
+
+static int add_buf(struct tk_xray *x, const struct xr_buf *b)
+{
+	int rc;
+
+	if (x->nbufs == x->capbufs && (rc = reserve_bufs(x, x->capbufs ? x->capbufs * 2 : 256)) < 0)
+		return rc;
+	x->bufs[x->nbufs] = *b;
+	x->bufs[x->nbufs].seq = x->nbufs;
+	x->nbufs++;
 	return 0;
 }
 

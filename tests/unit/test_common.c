@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -639,6 +640,80 @@ static void test_pool_ordered(void **state)
 	free(m4);
 }
 
+static size_t threads_now(void)
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	assert_non_null(d);
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A job that runs a pool of its own (the pools nest: a chunk's work may use one). */
+static int nested_work(void *ctx, size_t i)
+{
+	uint64_t *out = ctx, inner[40], n;
+	int rc;
+	run_pool(2, 40, inner, &n, -1, &rc);
+	out[i] = rc == 0 && n == 40 ? inner[i % 40] : 0;
+	return rc;
+}
+
+static void *pools_in_turn(void *arg)
+{
+	uint64_t *want = arg, got[300];
+	size_t n;
+	int rc;
+	for (int r = 0; r < 20; r++) {
+		run_pool(3, 300, got, &n, -1, &rc);
+		if (rc || n != 300 || memcmp(got, want, sizeof got))
+			return (void *)1;
+	}
+	return NULL;
+}
+
+/* A pool's workers are kept for the next pool, not made anew (glibc gives an ended
+ * thread's stack back, so each new one faulted it in again): after a pool of 4 its 4
+ * threads are still there, and 50 more pools add none. Pools run at once from two
+ * threads, and pools inside a pool's jobs, take what is parked or start more, and merge
+ * what they merged before. */
+static void test_pool_threads_kept(void **state)
+{
+	(void)state;
+	uint64_t want[300], got[300];
+	size_t n;
+	int rc;
+
+	run_pool(1, 300, want, &n, -1, &rc);
+	run_pool(4, 300, got, &n, -1, &rc);
+	assert_int_equal(rc, 0);
+	size_t kept = threads_now();
+	assert_true(kept >= 5);   /* this one and the pool's 4 */
+	for (int r = 0; r < 50; r++) {
+		run_pool(r % 2 ? 4 : 2, 300, got, &n, -1, &rc);
+		assert_int_equal(rc, 0);
+		assert_memory_equal(got, want, sizeof want);
+	}
+	assert_int_equal(threads_now(), kept);
+
+	pthread_t other;
+	assert_int_equal(pthread_create(&other, NULL, pools_in_turn, want), 0);
+	void *other_failed = pools_in_turn(want);
+	void *failed;
+	pthread_join(other, &failed);
+	assert_null(other_failed);
+	assert_null(failed);
+
+	uint64_t inner[40], outer[120];
+	run_pool(1, 40, inner, &n, -1, &rc);
+	struct tk_pool_opts o = { sizeof o, 3, 0, 0 };
+	assert_int_equal(tk_pool_run(&o, 120, nested_work, NULL, outer), 0);
+	for (size_t i = 0; i < 120; i++)
+		assert_true(outer[i] == inner[i % 40]);
+}
+
 /* The pools' CPU accounting is read only when asked for (TK_PHASES): off, runs leave
  * tk_pool_times as it was; on, they count their jobs. */
 static void test_pool_timing(void **state)
@@ -1177,6 +1252,7 @@ int main(void)
 		cmocka_unit_test(test_text_escape),
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
+		cmocka_unit_test(test_pool_threads_kept),
 		cmocka_unit_test(test_pool_timing),
 		cmocka_unit_test(test_event_vec_capacity),
 		cmocka_unit_test(test_relay),

@@ -7,7 +7,7 @@
 
 #include "tracekit/internal/util.h"
 
-enum { AH_POPULATE = 1, AH_FREE, AH_TABLE };
+enum { AH_POPULATE = 1, AH_FREE, AH_UNMAP, AH_TABLE };
 
 struct ahead_task {
 	int what;
@@ -68,6 +68,8 @@ static void *ahead_main(void *arg)
 			populate(t.addr, t.len);
 		else if (t.what == AH_FREE)
 			free(t.addr);
+		else if (t.what == AH_UNMAP)
+			tk_unmap(t.addr, t.len);
 		else
 			/* the owner reads it at random: one TLB miss a lookup on small pages;
 			 * the compaction huge ones may cost is paid here, not there */
@@ -129,6 +131,15 @@ void tk_ahead_free(struct tk_ahead *a, void *p)
 	pthread_mutex_unlock(&a->lock);
 	if (!queued)
 		free(p);
+}
+
+void tk_ahead_unmap(struct tk_ahead *a, void *p, size_t bytes)
+{
+	pthread_mutex_lock(&a->lock);
+	int queued = post(a, AH_UNMAP, p, bytes);
+	pthread_mutex_unlock(&a->lock);
+	if (!queued)
+		tk_unmap(p, bytes);
 }
 
 /* Wait (lock held) until the queue is empty and nothing runs. */

@@ -59,6 +59,19 @@ void *tk_realloc_huge(void *old, size_t used, size_t bytes)
 	return m;
 }
 
+void *tk_map_zeroed(size_t bytes)
+{
+	void *m = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+void tk_unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes ? bytes : 1);
+}
+
 void *tk_calloc_huge(size_t n, size_t size)
 {
 	size_t bytes = n * size;

@@ -104,6 +104,12 @@ void *tk_malloc_huge(size_t bytes);
  * from tk_malloc_huge with the first USED bytes of OLD copied (OLD freed), so that fresh
  * memory faults in 2 MiB at a time; below, realloc. On failure NULL, OLD kept. */
 void *tk_realloc_huge(void *old, size_t used, size_t bytes);
+/* BYTES of zeros from a mapping of their own, for a large array written sparsely: only the
+ * pages written are ever backed. calloc would clear it whole when glibc takes it from the
+ * heap, as it does for blocks under its mmap threshold, which rises to 32 MiB once a mapped
+ * block is freed. NULL on failure; released with tk_unmap(P, BYTES). */
+void *tk_map_zeroed(size_t bytes);
+void tk_unmap(void *p, size_t bytes);
 
 /* ---- memory work ahead, on a helper thread (lib/common/ahead.c) --------------------- */
 /* A structure that grows by millions of new entries (a random walk's call paths) spends
@@ -116,8 +122,9 @@ struct tk_ahead *tk_ahead_start(void);
  * kept, so the owner may write there meanwhile. Wait (tk_ahead_wait) before the range is
  * unmapped or moved. */
 void tk_ahead_populate(struct tk_ahead *a, void *addr, size_t len);
-/* free(P) on the helper. */
+/* free(P) on the helper; tk_unmap(P, BYTES) on it. */
 void tk_ahead_free(struct tk_ahead *a, void *p);
+void tk_ahead_unmap(struct tk_ahead *a, void *p, size_t bytes);
 /* Every queued task done. */
 void tk_ahead_wait(struct tk_ahead *a);
 /* Make a table of BYTES zero bytes (tk_calloc_huge), unless one is asked for already;

@@ -1582,7 +1582,7 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 		b->insns += fb->insns;
 	}
 	/* and what FROM's block cache holds (FROM is only read) */
-	for (size_t i = 0; i < BLOCK_CACHE; i++) {
+	for (size_t i = 0; prof_block_cache_used(from) && i < BLOCK_CACHE; i++) {
 		const struct block_slot *c = &from->block_cache[i];
 		if (!c->execs)
 			continue;

@@ -347,6 +347,8 @@ uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, u
 int prof_count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count);
 struct block *prof_get_block(struct tk_prof *p, uint64_t start, uint64_t end);
 void prof_block_cache_flush(struct tk_prof *p);
+/* 0 while P has counted no block (its cache is the shared empty one). */
+int prof_block_cache_used(const struct tk_prof *p);
 /* Room for more entries in the duration log (a new chunk, or more of this one made writable). */
 int prof_dlog_more(struct tk_prof *p);
 /* From now on P (and the profiles made like it) counts each distinct duration of a

@@ -723,8 +723,8 @@ static void insn_end(struct tk_report *r, struct pinsn **slot, uint64_t t, int h
 	r->spare = in;
 }
 
-/* (inlined into the one loop that calls it: its entry and exit were a fifth of its
- * instructions, a call per event) */
+/* (inlined into its one call, in tk_report_events' loop: its entry and exit were a
+ * fifth of its instructions, a call per event) */
 static inline __attribute__((always_inline)) int pipeline_event(struct tk_report *r,
 								 const struct tk_event *e)
 {
@@ -820,13 +820,12 @@ int tk_report_events(struct tk_report *r, const struct tk_event *ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct tk_event *e = &ev[i];
-		if (e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_DEPENDENCY) {
+		if ((e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_DEPENDENCY) ||
+		    (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL) ||
+		    (e->kind == TK_EV_GAP && r->have_pipe)) {
 			int rc = pipeline_event(r, e);
 			if (rc < 0)
 				return rc;
-		} else if ((e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL) ||
-			   (e->kind == TK_EV_GAP && r->have_pipe)) {
-			pipeline_event(r, e);   /* (neither can fail) */
 		} else {
 			int rc = tl_event(&r->tl, e);
 			if (rc < 0)

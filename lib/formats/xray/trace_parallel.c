@@ -4,10 +4,13 @@
 #include "tracekit/internal/util.h"
 
 /* Jobs in flight on NT workers (the pool's window): each has a slot of its own, job i's
- * at i % window. */
+ * at i % window. Two beyond the workers' keep the merging thread fed; each more is one
+ * more chunk's profile or held events in memory (at 2 NT + 2, -j 2's profile of the
+ * basic-mode log of bench/scaling.sh held six profiles of 67,000 nodes, 18 MB more than
+ * at NT + 2), and fresh memory is what -j 2 pays for most here (bench/cold-pages.sh). */
 static size_t window(unsigned nt)
 {
-	return nt > 1 ? 2 * (size_t)nt + 2 : 1;
+	return nt > 1 ? (size_t)nt + 2 : 1;
 }
 
 /* ---- parallel decode into neutral events ---------------------------------------------------- */

@@ -12,7 +12,9 @@
 # in pools, jobs J = workers, other threads O, of which R in order: a timeline's formatter)
 # the model T(N) = S + max((J + M + O) / N, M, R) (the merging main thread and the threads
 # outside the pools share the N cores; the merges and R are one thread's each), whose
-# speed-ups at 2, 16 and 64 workers are printed beside the measured one. A run without a
+# speed-ups at 2, 16 and 64 workers are printed beside the measured one; the same model from
+# a -j 4 run's phases too, which runs as -j 16 and 64 do where -j 2 does not (the timelines'
+# writers format on a thread of their own from -j 3 on; at -j 2 their pass does). A run without a
 # pool (Kanata's timeline: a relay of threads, each a stage) is bounded by its longest stage:
 # T(N) = max(S, R, (S + O) / N).
 # Optional cases (not run by default): kanata-check (check of the Kanata log: the same
@@ -203,9 +205,9 @@ PY
 
 row() { # NAME CMD... (with -j J where the J is)
 	local name=$1; shift
-	local c1=() c2=() near far
+	local c1=() c2=() c4=() near far
 	near=$(bench_core_distance)
-	for a in "$@"; do c1+=("${a/#@J/1}"); c2+=("${a/#@J/2}"); done
+	for a in "$@"; do c1+=("${a/#@J/1}"); c2+=("${a/#@J/2}"); c4+=("${a/#@J/4}"); done
 	hyperfine -N -w 2 -r "$RUNS" --export-json "$name.json" "${c1[*]}" "${c2[*]}" >/dev/null 2>&1
 	local t1 t2 u1 u2
 	read -r t1 t2 < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(r[0]["median"], r[1]["median"])' "$name.json")
@@ -216,16 +218,23 @@ row() { # NAME CMD... (with -j J where the J is)
 	f2=$(bench_faults "${c2[@]}")
 	read -r s m j o r < <(phases "${c2[@]}")
 	r=${r:-0}
+	# the same at -j 4, which runs as -j 16 and 64 do where -j 2 does not (a timeline's pass
+	# formats its own records at -j 2, a thread of its own does from 3 on)
+	read -r s4 m4 j4 o4 r4 < <(phases "${c4[@]}")
+	r4=${r4:-0}
 	local inter inear nnear
 	read -r inter inear nnear ieven neven < <(BENCH_RUNS=$RUNS bench_interleaved_ratio_near "${c1[*]}" "${c2[*]}")
 	far=$(bench_core_distance)
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" "$f1" "$f2" <<'PY'
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" "$f1" "$f2" "$s4" "$m4" "$j4" "$o4" "$r4" <<'PY'
 import sys
 name, near, far, inear, nnear, ieven, neven, f1, f2 = sys.argv[1], *sys.argv[12:20]
 t1, t2, u1, u2, s, m, j, o, r, inter = map(float, sys.argv[2:12])
+s4, m4, j4, o4, r4 = map(float, sys.argv[20:25])
 tot = s + m + j + o
 # the merges and what other threads do in order are each one thread's, beside the rest
 model = lambda n: tot / (s + max((j + m + o) / n, m, r))
+tot4 = s4 + m4 + j4 + o4
+model4 = lambda n: tot4 / (s4 + max((j4 + m4 + o4) / n, m4, r4)) if tot4 else 0
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
         f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %), page faults {f1}/{f2} | cores {near}/{far} ns, near rounds {nnear}: "
         f"{inear}x, even rounds {neven}: {ieven}x | ")
@@ -240,7 +249,9 @@ if j + m == 0:
 else:
     print(head + f"serial {100 * s / tot:4.1f} %, merge {100 * m / tot:4.1f} %, in order elsewhere "
           f"{100 * r / tot:4.1f} % | model: {model(2):4.2f}x at 2, {model(16):5.2f}x at 16, "
-          f"{model(64):5.2f}x at 64")
+          f"{model(64):5.2f}x at 64; from -j 4's phases (merge {100 * m4 / max(tot4, 1e-9):4.1f} %, "
+          f"in order elsewhere {100 * r4 / max(tot4, 1e-9):4.1f} %): {model4(16):5.2f}x at 16, "
+          f"{model4(64):5.2f}x at 64")
 PY
 	if [ -n "${BENCH_HALVES:-}" ] && [ "${ROW_HALVES:-}" = 1 ]; then
 		halves_row "$name" "$@"

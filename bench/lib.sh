@@ -52,12 +52,14 @@ PY
 }
 
 # bench_page_fault: µs to fault in 4 KiB of fresh memory now, on 4 KiB pages and on huge
-# pages (bench/page-fault.c, 64 MiB, 3 rounds), as "4K/HUGE"; "?" where it cannot run.
+# pages (bench/page-fault.c, 64 MiB, 3 rounds), as "4K/HUGE", then the same after 6 s idle
+# (one round: memory the host took back, as a run after a pause meets it); "?" where it
+# cannot run.
 bench_page_fault() {
-	local bin out
-	bin=$(bench_tool page-fault) && out=$("$bin" 64 3 2>/dev/null) && [ -n "$out" ] ||
-		{ echo "?"; return; }
-	awk '{print $2 "/" $5}' <<<"$out"
+	local bin out cold
+	bin=$(bench_tool page-fault) && out=$("$bin" 64 3 2>/dev/null) && [ -n "$out" ] &&
+		cold=$("$bin" 64 1 6 2>/dev/null) && [ -n "$cold" ] || { echo "?"; return; }
+	echo "$(awk '{print $2 "/" $5}' <<<"$out") (after 6 s idle: $(awk '{print $2 "/" $5}' <<<"$cold"))"
 }
 
 # bench_peak_kb CMD...: peak resident set size in KiB of one run.

@@ -7,7 +7,12 @@
  * page), fifty times a bare machine's, so a buffer made fresh per chunk at -j 2 shows as
  * extra CPU time. docs/PERFORMANCE.md (session 48) quotes this tool's figures.
  *
- * usage: page-fault [MIB [ROUNDS]]   (default 64 MiB, 5 rounds) */
+ * Rounds that follow each other get the memory the last one freed, still backed by the
+ * host; IDLE seconds before each measurement let the host take it back first (this VM's
+ * balloon reports freed memory within seconds: docs/PERFORMANCE.md, session 58), which is
+ * what a run that starts after a pause pays.
+ *
+ * usage: page-fault [MIB [ROUNDS [IDLE]]]   (default 64 MiB, 5 rounds, 0 s) */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define HUGE ((size_t)2 << 20)
 
@@ -66,15 +72,20 @@ int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
 	int rounds = argc > 2 ? atoi(argv[2]) : 5;
+	unsigned idle = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : 0;
 	double small[64], huge[64];
 	long kb = 0, got = 0;
 
 	if (!mib || rounds < 1 || rounds > 64) {
-		fprintf(stderr, "usage: page-fault [MIB [ROUNDS]]\n");
+		fprintf(stderr, "usage: page-fault [MIB [ROUNDS [IDLE]]]\n");
 		return 2;
 	}
 	for (int r = 0; r < rounds; r++) {
+		if (idle)
+			sleep(idle);
 		small[r] = fault_us(mib << 20, MADV_NOHUGEPAGE, &kb);
+		if (idle)
+			sleep(idle);
 		huge[r] = fault_us(mib << 20, MADV_HUGEPAGE, &kb);
 		got += kb;
 		if (small[r] < 0 || huge[r] < 0) {

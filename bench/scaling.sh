@@ -39,7 +39,8 @@
 # recording converted to raw PT, then convert --to perfetto: a real program's PT timeline,
 # under the timeline's event cap, so that its halves do the same work as the whole).
 # Each row gives the page faults of one -j 1 and one -j 2 run (fresh memory: in this
-# project's VMs a 4 KiB fault costs 15-20 µs, printed at the top by bench/page-fault.c).
+# project's VMs a 4 KiB fault costs 2-20 µs, printed at the top by bench/page-fault.c, warm
+# and after 6 s idle: bench/cold-pages.sh).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias, and "cores NEAR/FAR ns":

@@ -1642,10 +1642,15 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	g.depth = g.next + from->nnodes + 2;
 	g.order = g.depth + from->nnodes + 2;
 	g.cnt = g.order + from->nnodes + 2;
+	/* FROM's nodes' memory made ready while they are looked up, and the next chunk's
+	 * (most often about as many) while it is decoded */
+	prof_nodes_expect(into, from->nnodes);
 	graft_owners(from, &g);
 	for (size_t i = 0; i < from->ntracks && rc >= 0; i++)
 		rc = merge_track(into, from, &from->tracks[i], &g);
 	free(g.map);
+	if (rc >= 0)
+		prof_nodes_expect(into, from->nnodes);
 	if (rc == -TK_E_NOMEM)
 		into->nomem = 1;
 	return rc;

@@ -249,6 +249,7 @@ struct tk_prof {
 	struct tk_ahead *ahead;   /* the helper preparing the nodes' memory (prof_table.c's
 				     node_ahead), NULL: none */
 	size_t ahead_at;          /* nnodes at which node_ahead runs next */
+	size_t populated;         /* nodes up to which the helper was asked to populate */
 	uint8_t no_ahead;         /* a chunk's profile: it grows on its worker, no helper */
 	size_t rehash_split;      /* old node tables from this many slots are copied on two
 				     threads (REHASH_SPLIT; tests set it lower) */
@@ -341,6 +342,7 @@ static inline size_t dlog_len(const struct tk_prof *p, size_t c)
 #define PROF_HOT static inline __attribute__((always_inline))
 
 int prof_grow(void **p, size_t *cap, size_t need, size_t elem);
+void prof_nodes_expect(struct tk_prof *p, size_t more);
 uint32_t prof_get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32_t kind);
 uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
 			     uint32_t track, uint64_t h);

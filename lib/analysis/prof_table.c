@@ -191,9 +191,14 @@ static void node_ahead(struct tk_prof *p)
 		}
 	}
 	size_t from = p->nnodes + AHEAD_NODES, to = from + AHEAD_NODES;
-	if (to > p->cnodes)
+	/* room first (mremap moves populated pages along): a window cut at the room's end
+	 * was never populated once the array doubled, and the main thread faulted it in */
+	if (to > p->cnodes && grow_nodes(p, to) < 0)
 		to = p->cnodes;
+	if (from < p->populated)
+		from = p->populated;
 	if (from < to) {
+		p->populated = to;
 		tk_ahead_populate(p->ahead, p->nodes + from, (to - from) * sizeof *p->nodes);
 		tk_ahead_populate(p->ahead, p->links + from, (to - from) * sizeof *p->links);
 	}
@@ -207,6 +212,34 @@ static void node_ahead(struct tk_prof *p)
 		tk_ahead_table(p->ahead, 2 * slots * sizeof *p->node_map);
 	else if (table_at < p->ahead_at)
 		p->ahead_at = table_at;
+}
+
+/* Nodes prof_nodes_expect populates at most (20 MiB): memory made ready in vain when the
+ * merged trees turn out to be in the total already stays bounded. */
+#define EXPECT_NODES ((size_t)1 << 18)
+
+/* A merge is about to add up to MORE nodes at once (a chunk's whole tree, grafted in a
+ * burst that outruns node_ahead's window: the first merges' nodes were faulted in by the
+ * main thread). The helper populates that much beyond the nodes now, from where it was
+ * last asked to; the rest is node_ahead's as before. */
+void prof_nodes_expect(struct tk_prof *p, size_t more)
+{
+	if (p->opts.nthreads < 2 || p->no_ahead || !more)
+		return;
+	if (more > EXPECT_NODES)
+		more = EXPECT_NODES;
+	if (!p->ahead && !(p->ahead = tk_ahead_start()))
+		return;
+	size_t from = p->nnodes > p->populated ? p->nnodes : p->populated, to = p->nnodes + more;
+	if (to > p->cnodes && grow_nodes(p, to) < 0)
+		return;
+	if (from >= to)
+		return;
+	p->populated = to;
+	tk_ahead_populate(p->ahead, p->nodes + from, (to - from) * sizeof *p->nodes);
+	tk_ahead_populate(p->ahead, p->links + from, (to - from) * sizeof *p->links);
+	if (p->ahead_at == 0)
+		p->ahead_at = p->nnodes + AHEAD_NODES;
 }
 
 static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
@@ -830,6 +863,7 @@ int tk_prof_reset(struct tk_prof *p)
 		memset(p->block_map, 0xff, (p->block_mask + 1) * sizeof *p->block_map);
 	p->serial = 0;
 	p->ahead_at = 0;
+	p->populated = 0;
 	p->final_orphans = 0;
 	p->finished = p->nomem = 0;
 	start_empty(p);

@@ -16,7 +16,8 @@
 #   in small chunks (stats, info; report and convert --to chrome: the decoder's chunks),
 #   and gzipped (convert --to chrome: the relay's thread; stats, report, check of a log
 #   cut short: decompressed ahead on a thread of its own); PT
-#   convert --to perfetto|chrome too (the timeline's formatter thread)
+#   convert --to perfetto|chrome too (the timeline's formatter thread); a Kanata timeline
+#   of 36,000 labels (the names' helper thread)
 # - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
 # - one decode with the progress line on a terminal (script -qc)
 # Fails on any ThreadSanitizer report, or on an output that differs from -j 1's.
@@ -142,6 +143,10 @@ head -c $(($(stat -c %s k4.log.gz) * 3 / 4)) k4.log.gz >k4cut.log.gz
 check "kanata-stats-gz" stats k4.log.gz
 check "kanata-report-gz" report -o /dev/stdout k4.log.gz
 check "kanata-check-cut-gz" check k4cut.log.gz
+# a Kanata timeline of 36,000 distinct labels: the names' next map made and their next
+# block populated by a helper thread (from 28,672 names on)
+python3 "$src/bench/kanata-inflight.py" 5 kin.log
+check "kanata-perfetto-names" convert --to perfetto -o /dev/stdout kin.log
 # xtrace: chunks between snapshots on the pool (dump's parts, the timeline's held events)
 check "xtrace-dump" dump -q "$xt"
 check "xtrace-chrome" convert --to chrome -o /dev/stdout "$xt"

@@ -38,9 +38,15 @@ struct names {
 	struct tk_sym *sym;
 	struct tk_sym **spaces;   /* other symbols names came from (a process's own) */
 	size_t nspaces;
+	int may_help;             /* names_may_help: a helper may prepare memory ahead */
+	struct tk_ahead *ahead;   /* ... started once the map is large (NULL: not yet) */
+	char *spare;              /* the next strings' block, populated by the helper */
 };
 int names_init(struct names *nm, struct tk_sym *sym);
 void names_free(struct names *nm);
+/* With threads to spare: a helper thread makes the map's next table and faults in the
+ * strings' next block ahead of the thread interning (a million labels' timeline). */
+void names_may_help(struct names *nm);
 /* Returns the id, or UINT32_MAX when out of memory. */
 uint32_t names_intern(struct names *nm, const char *s, size_t len);
 /* The same with the string's names_hash known; names_prefetch asks for its slot early (a

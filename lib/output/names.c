@@ -23,8 +23,15 @@ int names_init(struct names *nm, struct tk_sym *sym)
 	return names_intern(nm, "", 0) == 0 ? 0 : -TK_E_NOMEM;
 }
 
+void names_may_help(struct names *nm)
+{
+	nm->may_help = 1;
+}
+
 void names_free(struct names *nm)
 {
+	tk_ahead_stop(nm->ahead);   /* first: it may be populating the spare block */
+	free(nm->spare);
 	for (char *b = nm->arena, *prev; b; b = prev) {
 		memcpy(&prev, b, sizeof prev);
 		free(b);
@@ -50,9 +57,17 @@ static char *name_copy(struct names *nm, const char *s, size_t len)
 		size_t block = nm->arena_size ? 2 * nm->arena_size + sizeof(char *) : NAME_BLOCK;
 		block = block >= TK_HUGE_FROM ? NAME_BLOCK_MAX : block;   /* (a whole huge page) */
 		size_t room = len + 1 > block ? len + 1 : block;
-		char *b = tk_malloc_huge(sizeof(char *) + room);
-		if (!b)
+		char *b = NULL;
+		if (nm->spare && room == NAME_BLOCK_MAX) {
+			b = nm->spare;   /* (populated, or being populated: its contents are kept) */
+			nm->spare = NULL;
+		}
+		if (!b && !(b = tk_malloc_huge(sizeof(char *) + room)))
 			return NULL;
+		/* the block after this one faulted in while this one fills */
+		if (room == NAME_BLOCK_MAX && nm->ahead &&
+		    (nm->spare = tk_malloc_huge(sizeof(char *) + NAME_BLOCK_MAX)) != NULL)
+			tk_ahead_populate(nm->ahead, nm->spare, sizeof(char *) + NAME_BLOCK_MAX);
 		memcpy(b, &nm->arena, sizeof nm->arena);   /* the block before, for names_free */
 		nm->arena = b;
 		nm->arena_next = b + sizeof(char *);
@@ -77,9 +92,9 @@ uint32_t names_intern(struct names *nm, const char *s, size_t len)
 static int names_grow(struct names *nm)
 {
 	size_t size = nm->map ? (nm->mask + 1) * 2 : 256;
-	uint64_t *m = tk_calloc_huge(size, sizeof *m);
+	uint64_t *m = nm->ahead ? tk_ahead_take_table(nm->ahead, size * sizeof *m) : NULL;
 
-	if (!m)
+	if (!m && !(m = tk_calloc_huge(size, sizeof *m)))
 		return -1;
 	for (size_t i = 0; nm->map && i <= nm->mask; i++) {
 		uint64_t e = nm->map[i];
@@ -91,10 +106,33 @@ static int names_grow(struct names *nm)
 			;
 		m[k] = e;
 	}
-	free(nm->map);
+	if (nm->ahead)
+		tk_ahead_free(nm->ahead, nm->map);   /* (its unmapping too, off this thread) */
+	else
+		free(nm->map);
 	nm->map = m;
 	nm->mask = size - 1;
 	return 0;
+}
+
+/* Maps from this many bytes on are made by the helper (started then: a small run's
+ * names never start it). */
+#define NAMES_AHEAD_FROM ((size_t)1 << 20)
+
+/* The helper asked for the next map once this one is 7/16 full (names_grow takes it at
+ * half: asked earlier, it would often be made in vain at the end); zeroing a 16 MiB map
+ * cost the interning thread 0.1 s when its pages were cold. */
+static void names_ahead(struct names *nm)
+{
+	size_t slots = nm->mask + 1;
+	if (!nm->may_help || 2 * slots * sizeof *nm->map < NAMES_AHEAD_FROM ||
+	    nm->n + 1 != slots / 16 * 7)
+		return;
+	if (!nm->ahead && !(nm->ahead = tk_ahead_start())) {
+		nm->may_help = 0;
+		return;
+	}
+	tk_ahead_table(nm->ahead, 2 * slots * sizeof *nm->map);
 }
 
 uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64_t h)
@@ -122,6 +160,7 @@ uint32_t names_intern_hashed(struct names *nm, const char *s, size_t len, uint64
 		nm->len = nl;
 		nm->cap = nc;
 	}
+	names_ahead(nm);
 	char *c = name_copy(nm, s, len);
 	if (!c)
 		return UINT32_MAX;

@@ -2986,6 +2986,8 @@ struct tk_timeline *tk_timeline_new(struct tk_buf *b, const struct tk_timeline_o
 	t->window_end = t->o.time_end ? t->o.time_end : UINT64_MAX;
 	if ((rc = names_init(&t->names, t->o.sym)) < 0)
 		goto fail;
+	if (t->o.nthreads > 1)
+		names_may_help(&t->names);
 	if (t->o.sym && tk_sym_entries(t->o.sym, &t->entries, &t->nentries) == 0 && t->nentries) {
 		qsort(t->entries, t->nentries, sizeof *t->entries, cmp_u64);
 		size_t w = 1;

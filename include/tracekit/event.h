@@ -169,6 +169,13 @@ struct tk_sink {
 	int (*take)(void *ctx, const struct tk_event *ev, size_t n, size_t first, void *prepared);
 	void (*drop)(void *ctx, void *prepared);
 	size_t (*need_from)(void *ctx, const void *prepared);
+	/* Nonzero: take also accepts a chunk's events in consecutive parts (FIRST rising from
+	 * 0, the last part ending where what prepare saw ends), with events() of other
+	 * events between the parts; a TK_SINK_AGAIN comes only from the first part. Take owns
+	 * PREPARED from the first call: freed by the last part, an error or TK_SINK_AGAIN
+	 * (drop frees it if the parts stop early). A producer that replays commands about
+	 * earlier chunks between a chunk's events (Kanata's) needs this. */
+	int take_in_parts;
 };
 
 /* tk_sink.take's answer: the chunk's events again, all of them, to events(). */

@@ -34,6 +34,7 @@ struct pstage { uint32_t stage, lane; uint64_t b, e; };
 
 struct pinsn {
 	uint64_t id, sim_id, begin;
+	uint64_t seq;             /* its place among the instructions begun (p_seq) */
 	uint64_t end;
 	uint32_t thread;
 	int cand;                 /* may be in the diagram's window */
@@ -72,12 +73,18 @@ static void tl_free(struct tl *t)
 	memset(t, 0, sizeof *t);
 }
 
-struct slow { uint64_t id, sim_id, begin, end; uint32_t thread; char label[LABEL_MAX]; };
+struct slow {
+	uint64_t id, sim_id, begin, end;
+	uint32_t thread;
+	char label[LABEL_MAX];
+	uint64_t at;              /* a chunk's: the event that retired it (merge order) */
+};
 
 struct stage_stat {
 	int seen;
-	uint32_t lane;
+	uint32_t lane;            /* the lane of its last close */
 	uint64_t count, sum, max, hist[HIST_BINS];
+	uint64_t last_at, last_merge;  /* that close's tk_report.at and .merge */
 };
 
 struct tk_report {
@@ -106,6 +113,14 @@ struct tk_report {
 	/* ended instructions kept for the next ones, their stage arrays with them: a calloc
 	 * and a free per instruction were a fifth of the report's pipeline work */
 	struct pinsn *spare;
+	/* a chunk's pipeline part done ahead (report_prepare), or the report merging one */
+	int chunk;                /* this is a chunk's: none of its instructions in the window */
+	int chunk_refused;        /* ... one would have been: the chunk goes through events */
+	uint64_t nseen;           /* (a chunk's) events prepared */
+	uint64_t at;              /* the event being taken: a chunk's index; in the report,
+				     where a prepared chunk's taking stands (stage_stat) */
+	uint64_t merge;           /* prepared chunks taken so far (a chunk's: 1 once its
+				     taking began) */
 };
 
 struct tk_report *tk_report_new(const struct tk_report_opts *opts, int *err)
@@ -618,17 +633,23 @@ static void map_remove(struct tk_report *r, struct pinsn **slot)
 	}
 }
 
+/* The IPC columns twice as wide: pairs merge. (Columns sit at multiples of their width,
+ * so a chunk's, made apart, add up exactly once as wide as the report's.) */
+static void ipc_coarsen(struct tk_report *r)
+{
+	for (size_t i = 0; i < TK_REPORT_BINS / 2; i++) {
+		r->ipc_retired[i] = r->ipc_retired[2 * i] + r->ipc_retired[2 * i + 1];
+		r->ipc_flushed[i] = r->ipc_flushed[2 * i] + r->ipc_flushed[2 * i + 1];
+	}
+	memset(r->ipc_retired + TK_REPORT_BINS / 2, 0, TK_REPORT_BINS / 2 * sizeof *r->ipc_retired);
+	memset(r->ipc_flushed + TK_REPORT_BINS / 2, 0, TK_REPORT_BINS / 2 * sizeof *r->ipc_flushed);
+	r->ipc_width *= 2;
+}
+
 static void ipc_add(struct tk_report *r, uint64_t t, int flushed)
 {
-	while (t / r->ipc_width >= TK_REPORT_BINS) {   /* twice as wide: pairs merge */
-		for (size_t i = 0; i < TK_REPORT_BINS / 2; i++) {
-			r->ipc_retired[i] = r->ipc_retired[2 * i] + r->ipc_retired[2 * i + 1];
-			r->ipc_flushed[i] = r->ipc_flushed[2 * i] + r->ipc_flushed[2 * i + 1];
-		}
-		memset(r->ipc_retired + TK_REPORT_BINS / 2, 0, TK_REPORT_BINS / 2 * sizeof *r->ipc_retired);
-		memset(r->ipc_flushed + TK_REPORT_BINS / 2, 0, TK_REPORT_BINS / 2 * sizeof *r->ipc_flushed);
-		r->ipc_width *= 2;
-	}
+	while (t / r->ipc_width >= TK_REPORT_BINS)
+		ipc_coarsen(r);
 	(flushed ? r->ipc_flushed : r->ipc_retired)[t / r->ipc_width]++;
 }
 
@@ -650,6 +671,8 @@ static inline __attribute__((always_inline)) void stage_close(struct tk_report *
 	uint64_t lat = t - s->b;
 	st->seen = 1;
 	st->lane = s->lane;
+	st->last_at = r->at;
+	st->last_merge = r->merge;
 	st->count++;
 	st->sum += lat;
 	st->max = lat > st->max ? lat : st->max;
@@ -671,20 +694,23 @@ static void slow_swap(struct slow *a, struct slow *b)
 	*b = t;
 }
 
-static void slow_add(struct tk_report *r, const struct pinsn *in, uint64_t end)
+/* S into the heap; LABEL: its label (most are not slower: not copied for them). The
+ * heap keeps the earlier of two as slow: the same of them whatever order chunks' were
+ * merged in, so long as each chunk's come in the order it retired them. */
+static void slow_put(struct tk_report *r, struct slow s, const char *label)
 {
-	struct slow s = { in->id, in->sim_id, in->begin, end, in->thread, { 0 } }, *h = r->slow;
+	struct slow *h = r->slow;
 	size_t i = 0;
 	if (r->nslow < TK_REPORT_SLOWEST) {
-		memcpy(s.label, in->label, sizeof s.label);
+		memcpy(s.label, label, sizeof s.label);
 		h[i = r->nslow++] = s;
 		for (; i && less_slow(&h[i], &h[(i - 1) / 2]); i = (i - 1) / 2)
 			slow_swap(&h[i], &h[(i - 1) / 2]);
 		return;
 	}
-	if (!less_slow(&h[0], &s))   /* (most are not slower: their label is not copied) */
+	if (!less_slow(&h[0], &s))
 		return;
-	memcpy(s.label, in->label, sizeof s.label);
+	memcpy(s.label, label, sizeof s.label);
 	h[0] = s;
 	for (;;) {
 		size_t m = i, l = 2 * i + 1;
@@ -697,6 +723,12 @@ static void slow_add(struct tk_report *r, const struct pinsn *in, uint64_t end)
 		slow_swap(&h[i], &h[m]);
 		i = m;
 	}
+}
+
+static void slow_add(struct tk_report *r, const struct pinsn *in, uint64_t end)
+{
+	slow_put(r, (struct slow){ in->id, in->sim_id, in->begin, end, in->thread, { 0 }, r->at },
+		 in->label);
 }
 
 /* An instruction ended at T (HOW: 0 retired, 1 flushed, 2 still in flight at the end, T
@@ -751,7 +783,12 @@ static inline __attribute__((always_inline)) int pipeline_event(struct tk_report
 		in->begin = t;
 		in->end = 0;
 		in->thread = e->track;
+		in->seq = r->p_seq;
 		in->cand = r->o.window_end ? t < r->o.window_end : r->p_seq < TK_REPORT_WINDOW;
+		if (r->chunk) {   /* (its place among all is not known here) */
+			r->chunk_refused |= r->o.window_end && in->cand;
+			in->cand = 0;
+		}
 		in->how = 0;
 		in->label[0] = 0;
 		in->st = st;
@@ -840,9 +877,147 @@ static int report_sink_fn(void *ctx, const struct tk_event *ev, size_t n)
 	return tk_report_events(ctx, ev, n);
 }
 
+/* ---- a chunk's pipeline part ahead of its turn (tk_sink.prepare) ------------------------- */
+
+/* tk_sink.prepare, on the producer's thread (a Kanata log's chunk, its times known): the
+ * pipeline part of EV[0..n) on a report of the chunk's own, with none of its instructions
+ * in the diagram (report_take refuses the chunk where one would be). Everything it counts
+ * adds up; what depends on order keeps where in the chunk it happened. NULL: given up
+ * (an event not of a pipeline, or without a time: the chunk goes through events()). */
+static void *report_prepare(void *ctx, void *prepared, const struct tk_event *ev, size_t n)
+{
+	const struct tk_report *r = ctx;
+	struct tk_report *c = prepared;
+
+	if (!c) {
+		if (!(c = calloc(1, sizeof *c)))
+			return NULL;
+		c->o = r->o;   /* (the options only: set before any event, then read) */
+		c->chunk = c->have_pipe = 1;
+		c->ipc_width = 1;
+		c->map_mask = 1023;
+		if (!(c->map = calloc(c->map_mask + 1, sizeof *c->map))) {
+			free(c);
+			return NULL;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_event *e = &ev[i];
+		int pipe = (e->kind >= TK_EV_INSN_BEGIN && e->kind <= TK_EV_DEPENDENCY) ||
+			   (e->kind == TK_EV_TYPED && e->flags == TK_TYPED_INSN_LABEL);
+		c->at = c->nseen + i;
+		if ((!pipe && e->kind != TK_EV_GAP) || (pipe && e->time == TK_TIME_NONE) ||
+		    pipeline_event(c, e) < 0 || c->chunk_refused) {
+			tk_report_free(c);
+			return NULL;
+		}
+	}
+	c->nseen += n;
+	return c;
+}
+
+static void report_drop(void *ctx, void *prepared)
+{
+	(void)ctx;
+	tk_report_free(prepared);
+}
+
+/* Chunk C's pipeline part into R, after what R had and the commands about earlier
+ * chunks' instructions replayed between C's events (R->at: where the last of them came). */
+static int take_chunk(struct tk_report *r, struct tk_report *c)
+{
+	uint64_t seq0 = r->p_seq;
+
+	r->p_insns += c->p_insns;
+	r->p_seq += c->p_seq;
+	r->p_retired += c->p_retired;
+	r->p_flushed += c->p_flushed;
+	r->p_gaps += c->p_gaps;
+	r->p_last = c->p_last > r->p_last ? c->p_last : r->p_last;
+	while (r->ipc_width < c->ipc_width)
+		ipc_coarsen(r);
+	while (c->ipc_width < r->ipc_width)
+		ipc_coarsen(c);
+	for (size_t i = 0; i < TK_REPORT_BINS; i++) {
+		r->ipc_retired[i] += c->ipc_retired[i];
+		r->ipc_flushed[i] += c->ipc_flushed[i];
+	}
+	for (size_t s = 0; s < STAGES_MAX; s++) {
+		struct stage_stat *d = &r->stages[s];
+		const struct stage_stat *f = &c->stages[s];
+		if (!f->seen)
+			continue;
+		/* the lane of the last close: the chunk's, unless a replayed one came after it */
+		if (d->last_merge != r->merge || f->last_at >= d->last_at)
+			d->lane = f->lane;
+		d->seen = 1;
+		d->count += f->count;
+		d->sum += f->sum;
+		d->max = f->max > d->max ? f->max : d->max;
+		for (size_t b = 0; b < HIST_BINS; b++)
+			d->hist[b] += f->hist[b];
+	}
+	r->stages_ignored += c->stages_ignored;
+	/* the chunk's slowest in the order it retired them (the heap keeps the earlier) */
+	struct slow *h = c->slow;
+	for (size_t i = 1; i < c->nslow; i++)
+		for (size_t k = i; k && h[k - 1].at > h[k].at; k--)
+			slow_swap(&h[k - 1], &h[k]);
+	for (size_t i = 0; i < c->nslow; i++)
+		slow_put(r, h[i], h[i].label);
+	/* its instructions still in flight, for later chunks' commands */
+	for (size_t i = 0; i <= c->map_mask; i++) {
+		struct pinsn *in = c->map[i];
+		if (!in)
+			continue;
+		struct pinsn **slot = map_slot(r, in->id);
+		if (*slot)
+			return -TK_E_INTERNAL;   /* (the producer refuses ids used again across chunks) */
+		c->map[i] = NULL;
+		c->map_n--;
+		in->seq += seq0;
+		*slot = in;
+		if (++r->map_n * 2 > r->map_mask && map_grow(r) < 0)
+			return -TK_E_NOMEM;
+	}
+	while (c->spare) {
+		struct pinsn *in = c->spare;
+		c->spare = in->next_spare;
+		in->next_spare = r->spare;
+		r->spare = in;
+	}
+	return 0;
+}
+
+/* tk_sink.take, in parts (take_in_parts): a prepared chunk in its turn. Refused (the
+ * events again) where one of its instructions would be in the diagram. */
+static int report_take(void *ctx, const struct tk_event *ev, size_t n, size_t first, void *prepared)
+{
+	struct tk_report *r = ctx, *c = prepared;
+	int rc = 0;
+
+	(void)ev;   /* (all in C already) */
+	if (!c->merge) {   /* the first part (those before it may be empty, as FIRST is 0) */
+		c->merge = 1;
+		if (!r->have_pipe || (!r->o.window_end && r->p_seq < TK_REPORT_WINDOW)) {
+			tk_report_free(c);
+			return TK_SINK_AGAIN;
+		}
+		r->merge++;
+	}
+	r->at = first + n;   /* replayed commands from here come after these events */
+	if (first + n < c->nseen)
+		return 0;
+	rc = take_chunk(r, c);
+	r->at = 0;
+	tk_report_free(c);
+	return rc;
+}
+
 struct tk_sink tk_report_sink(struct tk_report *r)
 {
-	return (struct tk_sink){ report_sink_fn, r };
+	return (struct tk_sink){ .events = report_sink_fn, .ctx = r, .prepare = report_prepare,
+				 .take = report_take, .drop = report_drop, .take_in_parts = 1 };
 }
 
 /* ---- the timeline from the profile's run (tk_run_profile_tee): a struct tl per chunk -- */
@@ -969,14 +1144,42 @@ static int cmp_win(const void *x, const void *y)
 
 static int cmp_slow(const void *x, const void *y)
 {
-	return less_slow(x, y) - less_slow(y, x);   /* slowest first */
+	const struct slow *a = x, *b = y;
+	int c = less_slow(a, b) - less_slow(b, a);   /* slowest first */
+	if (c)
+		return c;
+	/* (an id retired twice as slowly: by when it began, whatever the heap's layout) */
+	if (a->begin != b->begin)
+		return a->begin < b->begin ? -1 : 1;
+	if (a->sim_id != b->sim_id)
+		return a->sim_id < b->sim_id ? -1 : 1;
+	if (a->thread != b->thread)
+		return a->thread < b->thread ? -1 : 1;
+	return strcmp(a->label, b->label);
+}
+
+static int cmp_seq(const void *x, const void *y)
+{
+	const struct pinsn *a = *(struct pinsn *const *)x, *b = *(struct pinsn *const *)y;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 static void put_pipeline(struct tk_report *r, struct tk_buf *b)
 {
 	uint64_t in_flight = r->map_n;
-	/* what is still in flight ends at the last cycle */
-	while (r->map_n)    /* (ending one moves others in the map: scan again) */
+	/* what is still in flight ends at the last cycle, in the order it began (not the
+	 * map's, which depends on when chunks' were put in it) */
+	struct pinsn **fl = r->map_n ? malloc(r->map_n * sizeof *fl) : NULL;
+	size_t nfl = 0;
+	for (size_t i = 0; fl && i <= r->map_mask; i++)
+		if (r->map[i])
+			fl[nfl++] = r->map[i];
+	if (fl)
+		qsort(fl, nfl, sizeof *fl, cmp_seq);
+	for (size_t k = 0; k < nfl; k++)
+		insn_end(r, map_slot(r, fl[k]->id), r->p_last, 2);
+	free(fl);
+	while (r->map_n)    /* (no memory for the order; ending one moves others: scan again) */
 		for (size_t i = 0; i <= r->map_mask; i++)
 			if (r->map[i])
 				insn_end(r, &r->map[i], r->p_last, 2);

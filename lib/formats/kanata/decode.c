@@ -22,6 +22,8 @@ struct tk_kanata_decoder {
 	int settled;                 /* their times are times */
 	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
 	struct label_block *label_blocks; /* its label events' text (never moved) */
+	void *prepared;              /* the sink's work on its held events, done ahead */
+	struct tk_sink prepared_for; /* (the sink that did it) */
 	/* label text of the batch's label events, by slot: valid during the sink call */
 	char (*labels)[KN_LABEL_KEEP + 1];
 };
@@ -243,6 +245,8 @@ void tk_kanata_decoder_free(struct tk_kanata_decoder *d)
 {
 	if (!d)
 		return;
+	if (d->prepared && d->prepared_for.drop)
+		d->prepared_for.drop(d->prepared_for.ctx, d->prepared);
 	tk_kanata_reader_free(d->r);
 	tk_event_vec_free(&d->held);
 	free(d->gap_at);
@@ -309,6 +313,16 @@ void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first)
 	d->settled = 1;
 }
 
+void kn_decoder_prepare(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c)
+{
+	const struct tk_sink *s = &g->batch.sink;
+
+	if (!s->prepare || !s->take || !s->take_in_parts || !c->settled || !c->held.n || c->prepared)
+		return;
+	c->prepared = s->prepare(s->ctx, NULL, c->held.ev, c->held.n);
+	c->prepared_for = *s;
+}
+
 /* Chunk C's held events [A, B) to G's sink, in blocks that the sink reads while they are
  * in the cache: their times counted from the log's first cycle FIRST (unless settled),
  * stages and lanes by G's numbers (the maps, when not NULL), after what G made before
@@ -322,6 +336,20 @@ static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, s
 
 	if (rc < 0)
 		return g->rc = rc;
+	if (c->prepared) {
+		/* what the sink prepared takes the place of these events (their gaps counted) */
+		const struct tk_sink *s = &g->batch.sink;
+		for (; *gi < c->ngaps && c->gap_at[*gi] < b; ++*gi)
+			tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
+		rc = s->take(s->ctx, ev + a, b - a, a, c->prepared);
+		if (rc < 0 || rc == TK_SINK_AGAIN || b == c->held.n)
+			c->prepared = NULL;   /* (the sink's take freed it) */
+		if (rc < 0)
+			return g->rc = rc;
+		if (rc != TK_SINK_AGAIN)
+			return 0;
+		rc = 0;   /* refused: the events after all */
+	}
 	for (size_t x = a, y; x < b && rc >= 0; x = y) {
 		y = b - x > block ? x + block : b;
 		if (!c->settled)
@@ -351,6 +379,10 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, i
 	for (size_t k = 0; k < nl && same; k++)
 		same = lane_map[k] == k;
 	const uint16_t *lmap = same ? NULL : lane_map, *smap = same ? NULL : stage_map;
+	if (c->prepared && !same) {   /* prepared in the chunk's own stage numbers */
+		c->prepared_for.drop(c->prepared_for.ctx, c->prepared);
+		c->prepared = NULL;
+	}
 	/* each command about an earlier chunk's instruction between the events made before
 	 * and after it, as a reader in order would have made them */
 	for (size_t k = 0; k < nf && rc >= 0; k++) {

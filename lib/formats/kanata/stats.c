@@ -545,6 +545,8 @@ struct chunk {
 	struct stats_ctx *s;
 	struct kept_diags *diags;
 	int err;
+	int late;                    /* parsed before its start was known (under P->lock):
+				      * a later job may rebase it before its merge (catch_up) */
 };
 
 struct par {
@@ -935,6 +937,41 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	return 0;
 }
 
+/* Chunk C, its start known: its cycles made absolute, its events' times too, and what the
+ * decoder's sink does with them ahead of their turn. FIRST: the log's first cycle. */
+static int chunk_settle(struct par *P, struct chunk *c, int64_t first)
+{
+	int rc = c->s->rel ? chunk_rebase(P, c) : 0;
+	if (rc >= 0 && c->s->dec) {
+		kn_decoder_settle(c->s->dec, first);
+		kn_decoder_prepare(P->dec, c->s->dec);
+	}
+	return rc;
+}
+
+/* After chunk I's job: the chunks after it parsed before their start was known, and
+ * known now, settled here rather than on the calling thread at their merge. (Their merge
+ * comes after I's, which waits for this job; a chunk is claimed under the lock.) */
+static int catch_up(struct par *P, size_t i)
+{
+	for (;;) {
+		size_t j;
+		pthread_mutex_lock(&P->lock);
+		for (j = i + 1; j < P->nstarts && !P->ch[j].late; j++)
+			;
+		int64_t first = P->first_cycle;
+		int stop = j >= P->nstarts || P->failed || P->fallback;
+		if (!stop)
+			P->ch[j].late = 0;
+		pthread_mutex_unlock(&P->lock);
+		if (stop)
+			return 0;
+		int rc = chunk_settle(P, &P->ch[j], first);
+		if (rc < 0)
+			return rc;
+	}
+}
+
 static int parse_work(void *ctx, size_t i)
 {
 	struct par *P = ctx;
@@ -957,11 +994,16 @@ static int parse_work(void *ctx, size_t i)
 	int64_t first = P->first_cycle;
 	pthread_cond_broadcast(&P->started);
 	pthread_mutex_unlock(&P->lock);
-	/* rebased here if the start is known already, else at the merge */
-	if (rc >= 0 && known && c->s->rel)
-		rc = chunk_rebase(P, c);
-	if (rc >= 0 && known && c->s->dec)
-		kn_decoder_settle(c->s->dec, first);
+	/* rebased here if the start is known already, else by a later job or at the merge */
+	if (rc >= 0 && known)
+		rc = chunk_settle(P, c, first);
+	else if (rc >= 0) {
+		pthread_mutex_lock(&P->lock);
+		c->late = 1;
+		pthread_mutex_unlock(&P->lock);
+	}
+	if (rc >= 0)
+		rc = catch_up(P, i);
 	return rc;
 }
 

@@ -1188,6 +1188,7 @@ static int add_cyc(struct tk_prof *into, uint32_t dst, const struct tk_prof *fro
  * room to sort its nodes by depth (then CNT marks, by node, those it makes). */
 struct graft_maps {
 	uint32_t *map, *owner, *last, *next, *depth, *order, *cnt;
+	const uint32_t *fmap;     /* FROM's functions' indexes in INTO */
 };
 
 static void graft_owners(const struct tk_prof *from, struct graft_maps *g)
@@ -1323,7 +1324,14 @@ static int graft(struct tk_prof *into, const struct tk_prof *from, uint32_t src,
 				if (m != NONE32)
 					into->links[m].hint = from->links[c].hint;
 			} else {
-				m = get_child(into, pm, cn->key, cn->kind, track);
+				/* its function is INTO's already (merge made them first) */
+				uint32_t f = PROF_FUNC_LOOKUP;
+				if (cn->func < from->nfuncs) {
+					const struct func *ff = &from->funcs[cn->func];
+					if (ff->track == track && ff->key == cn->key && ff->kind == cn->kind)
+						f = g->fmap[cn->func];
+				}
+				m = prof_make_child(into, pm, cn->key, cn->kind, track, f);
 			}
 			if (m == NONE32)
 				return -TK_E_NOMEM;
@@ -1631,11 +1639,13 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 			f->nbig += ff->nbig;
 		}
 	}
-	if (!owned)
-		free(fmap);
 	struct graft_maps g;
-	if (!(g.map = malloc(7 * (from->nnodes + 2) * sizeof *g.map)))
+	if (!(g.map = malloc(7 * (from->nnodes + 2) * sizeof *g.map))) {
+		if (!owned)
+			free(fmap);
 		goto nomem;
+	}
+	g.fmap = fmap;
 	g.owner = g.map + from->nnodes + 2;
 	g.last = g.owner + from->nnodes + 2;
 	g.next = g.last + from->nnodes + 2;
@@ -1649,6 +1659,8 @@ static int merge(struct tk_prof *into, struct tk_prof *from, int take)
 	for (size_t i = 0; i < from->ntracks && rc >= 0; i++)
 		rc = merge_track(into, from, &from->tracks[i], &g);
 	free(g.map);
+	if (!owned)
+		free(fmap);
 	if (rc >= 0)
 		prof_nodes_expect(into, from->nnodes);
 	if (rc == -TK_E_NOMEM)

@@ -346,6 +346,12 @@ void prof_nodes_expect(struct tk_prof *p, size_t more);
 uint32_t prof_get_func(struct tk_prof *p, uint32_t track, uint64_t key, uint32_t kind);
 uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
 			     uint32_t track, uint64_t h);
+/* get_child for a node the caller found missing, whose function (index into funcs) it
+ * knows already: a merge's graft, whose FROM functions are INTO's by then. FUNC
+ * PROF_FUNC_LOOKUP: looked up as get_child does. */
+#define PROF_FUNC_LOOKUP (NONE32 - 2)
+uint32_t prof_make_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
+			 uint32_t track, uint32_t func);
 int prof_count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count);
 struct block *prof_get_block(struct tk_prof *p, uint64_t start, uint64_t end);
 void prof_block_cache_flush(struct tk_prof *p);

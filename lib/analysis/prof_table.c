@@ -242,19 +242,18 @@ void prof_nodes_expect(struct tk_prof *p, size_t more)
 		p->ahead_at = p->nnodes + AHEAD_NODES;
 }
 
+/* FUNC: the node's function, or PROF_FUNC_LOOKUP to look it up (made if new). */
 static uint32_t new_node(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
-			 uint32_t track)
+			 uint32_t track, uint32_t func)
 {
 	if (p->nnodes >= p->ahead_at)
 		node_ahead(p);
 	if (grow_nodes(p, p->nnodes + 1) < 0)
 		return NONE32;
-	uint32_t func = NONE32;
-	if (kind == TK_PROF_KEY_ADDR || kind == TK_PROF_KEY_ID) {
-		func = prof_get_func(p, track, key, kind);
-		if (func == NONE32)
-			return NONE32;
-	}
+	if (kind != TK_PROF_KEY_ADDR && kind != TK_PROF_KEY_ID)
+		func = NONE32;
+	else if (func == PROF_FUNC_LOOKUP && (func = prof_get_func(p, track, key, kind)) == NONE32)
+		return NONE32;
 	uint32_t i = (uint32_t)p->nnodes++;
 	struct node *n = &p->nodes[i];
 	memset(n, 0, sizeof *n);
@@ -381,8 +380,8 @@ static int table_due(const struct tk_prof *p)
 /* get_child past the first slot: probe on, or create the node. A node found further on
  * trades places with the one in its first slot (linear probing allows it: both runs stay
  * unbroken), so the nodes in use are found at the first try. */
-uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
-			       uint32_t track, uint64_t h)
+static uint32_t child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
+			   uint32_t track, uint64_t h, uint32_t func)
 {
 	uint32_t tag = node_tag(h);
 	size_t home = node_slot(p, h), s = home;
@@ -404,10 +403,22 @@ uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, u
 		for (s = node_slot(p, h); p->node_map[s].tag; s = (s + 1) & p->node_mask)
 			;
 	}
-	uint32_t i = new_node(p, parent, key, kind, track);
+	uint32_t i = new_node(p, parent, key, kind, track, func);
 	if (i != NONE32)
 		p->node_map[s] = (struct nslot){ .node = i, .tag = tag };
 	return i;
+}
+
+uint32_t prof_get_child_slow(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
+			     uint32_t track, uint64_t h)
+{
+	return child_slow(p, parent, key, kind, track, h, PROF_FUNC_LOOKUP);
+}
+
+uint32_t prof_make_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint32_t kind,
+			 uint32_t track, uint32_t func)
+{
+	return child_slow(p, parent, key, kind, track, node_hash(parent, key, kind), func);
 }
 
 /* Count one execution of block [START, END] of COUNT instructions. The counts stay in the

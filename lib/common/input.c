@@ -56,6 +56,7 @@ struct tk_input {
 	uint8_t *inbuf;
 	size_t in_pos, in_len;
 	int stream_done;
+	int comp_eof;            /* the compressed bytes are read to their end */
 	size_t last_zstd_hint;
 	uint8_t *zstage;         /* zstd's output when the reader's room is under ZSTD_STEP */
 	size_t zstage_pos, zstage_len;
@@ -461,16 +462,14 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 {
 	size_t produced = 0;
 	while (produced < len && !in->stream_done) {
-		if (in->in_pos == in->in_len) {
+		if (in->in_pos == in->in_len && !in->comp_eof) {
 			int rc = refill(in);
 			if (rc < 0)
 				return rc;
-			if (in->in_len == 0) {
-				stream_cut(in, produced, "gzip data ends early (after %zu compressed bytes)",
-					   in->raw_pos);
-				break;
-			}
+			in->comp_eof = in->in_len == 0;
 		}
+		/* at the file's end inflate still runs: a match or stored block it stopped in
+		 * when the reader's room filled has bytes to give without more input */
 		in->zs.next_in = in->inbuf + in->in_pos;
 		in->zs.avail_in = (uInt)(in->in_len - in->in_pos);
 		in->zs.next_out = buf + produced;
@@ -479,6 +478,11 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 		int zr = inflate(&in->zs, Z_NO_FLUSH);
 		produced += before_out - in->zs.avail_out;
 		in->in_pos = in->in_len - in->zs.avail_in;
+		if (in->comp_eof && zr != Z_STREAM_END && before_out == in->zs.avail_out) {
+			stream_cut(in, produced, "gzip data ends early (after %zu compressed bytes)",
+				   in->raw_pos);
+			break;
+		}
 		if (zr == Z_STREAM_END) {
 			/* A gzip file may hold several members: continue if more bytes follow. */
 			if (in->in_pos == in->in_len) {
@@ -513,20 +517,15 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 		}
 		if (in->stream_done)
 			break;
-		if (in->in_pos == in->in_len) {
+		if (in->in_pos == in->in_len && !in->comp_eof) {
 			int rc = refill(in);
 			if (rc < 0)
 				return rc;
-			if (in->in_len == 0) {
-				if (in->last_zstd_hint != 0) {
-					stream_cut(in, produced,
-						   "zstd data ends early (after %zu compressed bytes)",
-						   in->raw_pos);
-					break;
-				}
-				in->stream_done = 1;
-				break;
-			}
+			in->comp_eof = in->in_len == 0;
+		}
+		if (in->comp_eof && in->last_zstd_hint == 0) {   /* ends with a whole frame */
+			in->stream_done = 1;
+			break;
 		}
 		/* into the reader's buffer where a whole step fits, else staged */
 		int staged = len - produced < ZSTD_STEP;
@@ -540,6 +539,13 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 		}
 		in->last_zstd_hint = r;
 		in->in_pos = ib.pos;
+		/* at the file's end the frame may still flush what it holds: cut once it has
+		 * nothing more to give */
+		if (in->comp_eof && ob.pos == 0 && r != 0) {
+			stream_cut(in, produced, "zstd data ends early (after %zu compressed bytes)",
+				   in->raw_pos);
+			break;
+		}
 		if (staged) {
 			in->zstage_pos = 0;
 			in->zstage_len = ob.pos;

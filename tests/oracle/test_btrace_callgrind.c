@@ -57,8 +57,16 @@ static void check_fork(const char *name, const char *const *fns, const char *con
 	closedir(d);
 	assert_int_equal(nchild, 1);
 	assert_int_equal(p->decode_errors + ch->decode_errors, 0);
-	assert_int_equal(sh("cd %s && rm -f %s.cg.* && valgrind -q --tool=callgrind --callgrind-out-file=%s.cg.%%p ./%s >/dev/null 2>&1",
-			    work, name, name, name), 0);
+	/* valgrind runs the program in its own process: the shell's pid before exec is the
+	 * parent's. (Pids wrap at pid_max, so "the lower pid" is not a safe rule.) */
+	assert_int_equal(sh("cd %s && rm -f %s.cg.* && sh -c 'echo $$ > %s.cgpid && exec valgrind -q --tool=callgrind --callgrind-out-file=%s.cg.%%p ./%s' >/dev/null 2>&1",
+			    work, name, name, name, name), 0);
+	snprintf(path, sizeof path, "%s/%s.cgpid", work, name);
+	FILE *pf = fopen(path, "r");
+	int parent_pid = 0;
+	assert_non_null(pf);
+	assert_int_equal(fscanf(pf, "%d", &parent_pid), 1);
+	fclose(pf);
 	d = opendir(work);
 	assert_non_null(d);
 	while ((de = readdir(d)) && ncg < 2) {
@@ -70,8 +78,8 @@ static void check_fork(const char *name, const char *const *fns, const char *con
 	}
 	closedir(d);
 	assert_int_equal(ncg, 2);
-	/* the parent has the lower pid */
-	int par = npid[0] < npid[1] ? 0 : 1;
+	assert_true(npid[0] == parent_pid || npid[1] == parent_pid);
+	int par = npid[0] == parent_pid ? 0 : 1;
 	for (int side = 0; side < 2; side++) {
 		const char *const *f = side ? child_fns : fns;
 		struct bt_counts *c = side ? ch : p;

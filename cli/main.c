@@ -89,6 +89,10 @@ static void print_phases(double wall0, double cpu0)
 			"events (%llu of them given up early), %llu decoded again\n",
 			(unsigned long long)sc.exact, (unsigned long long)sc.replayed,
 			(unsigned long long)sc.given_up, (unsigned long long)sc.decoded_again);
+	if (sc.grafted)
+		fprintf(stderr, "tracekit: merges: %llu call-tree nodes of chunk profiles grafted, "
+			"%llu of them new to the total\n", (unsigned long long)sc.grafted,
+			(unsigned long long)sc.made);
 }
 
 int main(int argc, char **argv)

@@ -97,6 +97,8 @@ void tk_seam_counts(struct tk_seam_counts *c)
 	c->replayed = __atomic_load_n(&seams.replayed, __ATOMIC_RELAXED);
 	c->given_up = __atomic_load_n(&seams.given_up, __ATOMIC_RELAXED);
 	c->decoded_again = __atomic_load_n(&seams.decoded_again, __ATOMIC_RELAXED);
+	c->grafted = __atomic_load_n(&seams.grafted, __ATOMIC_RELAXED);
+	c->made = __atomic_load_n(&seams.made, __ATOMIC_RELAXED);
 }
 
 static int probe_events(void *ctx, const struct tk_event *ev, size_t n)
@@ -298,8 +300,14 @@ static int prof_merge(void *ctx, size_t i)
 	 * the worker that takes it next (not here: merges run one at a time, in order) */
 	if (r->part && r->part->keep)
 		rc = r->part->keep(r->part->ctx, i, r->chunks[i]);
-	else
-		rc = r->redone[i] ? 0 : tk_prof_merge_take(r->total, r->chunks[i]);
+	else if (r->redone[i])
+		rc = 0;
+	else {
+		size_t before = r->total->nnodes;
+		__atomic_add_fetch(&seams.grafted, r->chunks[i]->nnodes, __ATOMIC_RELAXED);
+		rc = tk_prof_merge_take(r->total, r->chunks[i]);
+		__atomic_add_fetch(&seams.made, r->total->nnodes - before, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_lock(&r->lock);
 	r->spare[r->nspare++] = r->chunks[i];
 	pthread_mutex_unlock(&r->lock);

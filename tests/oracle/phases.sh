@@ -55,6 +55,25 @@ for j in 1 2 3; do
 	line=$(run "$j" convert --to perfetto -o /dev/null)
 	check "$j" "$line" timeline || fail=1
 done
+# a profile's merges count the chunks' call-tree nodes they graft and those new to the total:
+# none at -j 1 (the events go to the total), and at -j 2 over 1000 copies of one stream
+# most paths repeat (fewer made than grafted)
+merges() { # J: the merges line of profile -j J
+	TK_IPT_CHUNK=1 TK_PHASES=1 "$TK" profile -j "$1" -o /dev/null \
+		--raw "$SRC/tests/data/flow/code.bin:0x1000" "$pt" 2>&1 >/dev/null | grep '^tracekit: merges:'
+}
+if [ -n "$(merges 1)" ]; then
+	echo "FAIL: profile -j 1 merged chunk profiles"
+	fail=1
+fi
+line=$(merges 2)
+read -r grafted made < <(sed -n 's/.*merges: \([0-9]*\) call-tree nodes.*grafted, \([0-9]*\) of them.*/\1 \2/p' <<<"$line")
+if [ -z "${made:-}" ] || [ "$made" -le 0 ] || [ "$made" -ge "$grafted" ]; then
+	echo "FAIL: profile -j 2: expected 0 < new nodes < grafted nodes: $line"
+	fail=1
+else
+	echo "ok: profile -j 2: $line"
+fi
 if TK_IPT_CHUNK=1 "$TK" decode --stat -j 2 --raw "$SRC/tests/data/flow/code.bin:0x1000" \
 	"$SRC/tests/data/flow/events.pt" 2>&1 >/dev/null | grep -q phases; then
 	echo "FAIL: phases printed without TK_PHASES"

@@ -59,9 +59,11 @@ int tk_pool_timed(void);
 /* How the profile runner's chunk seams went (lib/analysis/run.c), for TK_PHASES too: a
  * chunk's profile merged (exact), its recorded events replayed into the total instead
  * (replayed; given_up of them stopped making their profile part-way), or the chunk decoded
- * again on the merging thread (decoded_again). */
+ * again on the merging thread (decoded_again). GRAFTED: the merged profiles' call-tree
+ * nodes, MADE: those of them new to the total (the rest repeat a call path it had). */
 struct tk_seam_counts {
 	uint64_t exact, replayed, given_up, decoded_again;
+	uint64_t grafted, made;
 };
 void tk_seam_counts(struct tk_seam_counts *c);
 

@@ -269,6 +269,23 @@ int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_f
 	return starts && n < m ? -TK_E_INVAL : (int64_t)m;
 }
 
+void ipt_segment_ends(const struct tk_ipt_flow_opts *o, const uint64_t *starts, size_t n,
+		      size_t len, uint64_t *ends)
+{
+	const uint64_t *b = has_breaks(o) ? o->breaks : NULL;
+	size_t k = b ? o->nbreaks : 0;
+	uint64_t end = len;
+
+	/* (a start past the first that equals a break is one: merge_breaks keeps those) */
+	for (size_t j = n; j-- > 0;) {
+		ends[j] = end;
+		while (k && b[k - 1] > starts[j])
+			k--;
+		if (j && k && b[k - 1] == starts[j])
+			end = starts[j];
+	}
+}
+
 /* The breaks become chunk starts too (merged into r->offs), and each chunk learns where
  * its part of the trace ends. */
 static int add_breaks(struct run *r)

@@ -48,5 +48,9 @@ struct tk_ipt_flow_stats;
 int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint64_t end,
 		     uint32_t brk, const struct tk_ipt_flow_opts *o, struct tk_flow *f,
 		     struct tk_sink sink, struct tk_ipt_flow_stats *st);
+/* How far each of the N chunks that start at STARTS (tk_ipt_flow_chunks') may read: the
+ * next start that is one of O's breaks, or LEN (ipt_decode_range's SEG_END), into ENDS. */
+void ipt_segment_ends(const struct tk_ipt_flow_opts *o, const uint64_t *starts, size_t n,
+		      size_t len, uint64_t *ends);
 
 #endif

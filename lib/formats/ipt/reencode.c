@@ -452,6 +452,7 @@ struct run {
 	const uint8_t *buf;
 	size_t len;
 	uint64_t *offs;                /* where the decoder's chunks start (its PSBs) */
+	uint64_t *seg_end;             /* how far each chunk's decoder reads (a break) */
 	struct tk_buf *out;
 	size_t period;
 	struct renc *chunks;
@@ -466,7 +467,9 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	tk_flow_set_branch_events(flow, 1);
 	if (renc_init(r, u->period) < 0)
 		return -TK_E_NOMEM;
-	r->input_on = tk_ipt_psb_state(u->buf, u->len, u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip,
+	/* the PSB+ as the chunk's decoder reads it: not past a break, where the trace before
+	 * was cut (a FUP cut there is no IP the flow goes to) */
+	r->input_on = tk_ipt_psb_state(u->buf, u->seg_end[i], u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip,
 					&r->input_mode);
 	r->start = u->offs[i];
 	sink->events = renc_events;
@@ -543,20 +546,17 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 		return (int)n;
 	u.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.chunks));
 	u.offs = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.offs));
-	if (!u.chunks || !u.offs) {
-		free(u.chunks);
-		free(u.offs);
-		return -TK_E_NOMEM;
+	u.seg_end = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.seg_end));
+	if (!u.chunks || !u.offs || !u.seg_end)
+		rc = -TK_E_NOMEM;
+	else if ((rc = n > 0 ? (int)tk_ipt_flow_chunks(buf, len, fopts, u.offs, (size_t)n) : 0) >= 0) {
+		ipt_segment_ends(fopts, u.offs, (size_t)n, len, u.seg_end);
+		rc = tk_ipt_flow_decode(buf, len, fopts, &c, &st->flow);
 	}
-	if (n > 0 && (rc = (int)tk_ipt_flow_chunks(buf, len, fopts, u.offs, (size_t)n)) < 0) {
-		free(u.chunks);
-		free(u.offs);
-		return rc;
-	}
-	rc = tk_ipt_flow_decode(buf, len, fopts, &c, &st->flow);
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t i = 0; u.chunks && i < n; i++)
 		tk_buf_free(&u.chunks[i].out);
 	free(u.chunks);
 	free(u.offs);
+	free(u.seg_end);
 	return rc;
 }

@@ -362,7 +362,8 @@ static int never_in_psb_plus(unsigned kind)
 
 /* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP, else 0; *MODE (if MODE) its
  * MODE.Exec, -1 without one (or after an OVF in it). */
-static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode)
+static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
+		    int *whole)
 {
 	struct tk_ipt_ctx ctx = { 0 };
 	struct tk_ipt_last_ip l;
@@ -372,8 +373,12 @@ static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, in
 	tk_ipt_last_ip_init(&l);
 	if (mode)
 		*mode = -1;
+	if (whole)
+		*whole = 0;
 	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
 		pos += (size_t)rc;
+		if (p.kind == TK_IPT_PKT_PSBEND && whole)
+			*whole = 1;
 		/* the end of the PSB+ (do_psb reports one cut short) */
 		if (p.kind == TK_IPT_PKT_OVF && mode)
 			*mode = -1;   /* the state after an overflow is not the PSB+'s */
@@ -393,12 +398,13 @@ static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, in
 
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
 {
-	return psb_plus(buf, len, pos, ip, NULL);
+	return psb_plus(buf, len, pos, ip, NULL, NULL);
 }
 
-int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode)
+int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
+		     int *whole)
 {
-	return psb_plus(buf, len, pos, ip, mode);
+	return psb_plus(buf, len, pos, ip, mode, whole);
 }
 
 /* The clock becomes the time stamped on events. While the walker runs this happens at
@@ -1081,7 +1087,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			 * its FUP (or runs out of trace if tracing is off). */
 			d->pos = at;
 			d->action = at >= d->end ? ACT_CHUNK_END : ACT_PSB;
-			if (psb_plus(d->buf, d->len, at + (size_t)rc, &ip, &d->psb_mode)) {
+			if (psb_plus(d->buf, d->len, at + (size_t)rc, &ip, &d->psb_mode, NULL)) {
 				q->kind = TK_FLOWQ_STOP;
 				q->ip = ip;
 				q->has_ip = 1;

@@ -36,8 +36,10 @@ int tk_ipt_pkt_resync(struct tk_ipt_pkt_decoder *d, uint64_t end, uint64_t *at,
 
 /* The IP of the FUP in the PSB+ whose PSB ends at POS: 1 and *IP, or 0 without one. */
 int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip);
-/* The same, and the PSB+'s execution mode into *MODE (TK_FLOW_*, -1: none). */
-int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode);
+/* The same, and the PSB+'s execution mode into *MODE (TK_FLOW_*, -1: none); *WHOLE (if
+ * WHOLE): 1 when it ends with its PSBEND, 0 when it is cut short (the decoder's error). */
+int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
+		     int *whole);
 
 struct tk_flow;
 struct tk_ipt_flow_opts;

@@ -58,6 +58,7 @@ struct renc {
 	uint64_t first_ip;
 	int first_mode;                /* ... in this mode */
 	int input_on;                  /* the input chunk's PSB+ has a FUP, at input_ip */
+	int input_whole;               /* and ends with its PSBEND (else the decoder's error) */
 	int input_mode;                /* ... and its mode (-1: none) */
 	uint64_t start;                /* the input chunk's offset */
 	uint64_t input_ip;
@@ -405,7 +406,9 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			 * its IP, so an overflow of the chunk before does not resume there
 			 * (re_merge's FUP would lead the decoder into the loss) */
 			if (!r->wrote) {
-				psb(r, r->input_on, r->input_ip,
+				/* (a PSB+ cut short: the input's decoder took no IP from it, and
+				 * the flow before it ended where it stood, so neither does this) */
+				psb(r, r->input_on && r->input_whole, r->input_ip,
 				    r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
 				r->starts_on = 0;
 			}
@@ -470,7 +473,7 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	/* the PSB+ as the chunk's decoder reads it: not past a break, where the trace before
 	 * was cut (a FUP cut there is no IP the flow goes to) */
 	r->input_on = tk_ipt_psb_state(u->buf, u->seg_end[i], u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip,
-					&r->input_mode);
+					&r->input_mode, &r->input_whole);
 	r->start = u->offs[i];
 	sink->events = renc_events;
 	sink->ctx = r;

@@ -404,10 +404,10 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			/* lost right at the chunk's start: its PSB+ as in the input, so the
 			 * last chunk's flow stops where this one starts; nothing decodes at
 			 * its IP, so an overflow of the chunk before does not resume there
-			 * (re_merge's FUP would lead the decoder into the loss) */
+			 * (re_merge's FUP would lead the decoder into the loss). Not its FUP
+			 * when the PSB+ is cut short (the decoder took no IP from it): the
+			 * flow before ended where it stood, so it does here. */
 			if (!r->wrote) {
-				/* (a PSB+ cut short: the input's decoder took no IP from it, and
-				 * the flow before it ended where it stood, so neither does this) */
 				psb(r, r->input_on && r->input_whole, r->input_ip,
 				    r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
 				r->starts_on = 0;
@@ -488,6 +488,10 @@ static int re_end(void *ctx, size_t i, struct tk_flow *flow)
 	(void)flow;
 	if (r->pend.kind)
 		resolve(r, -1);
+	/* a chunk with nothing to write whose PSB+ says tracing is off: that PSB+ still ends
+	 * the flow before it (the input's decoder stopped there), so it stands here too */
+	if (!r->wrote && !r->input_on)
+		psb(r, 0, 0, r->input_mode >= 0 ? r->input_mode : TK_FLOW_64, TK_TIME_NONE);
 	flush_tnt(r);
 	return r->out.err;
 }

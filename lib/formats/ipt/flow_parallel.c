@@ -276,7 +276,8 @@ void ipt_segment_ends(const struct tk_ipt_flow_opts *o, const uint64_t *starts, 
 	size_t k = b ? o->nbreaks : 0;
 	uint64_t end = len;
 
-	/* (a start past the first that equals a break is one: merge_breaks keeps those) */
+	/* a start past the first that equals a break is one: merge_breaks keeps every break
+	 * that is a PSB's start past the first chunk's, in order, and no other */
 	for (size_t j = n; j-- > 0;) {
 		ends[j] = end;
 		while (k && b[k - 1] > starts[j])
@@ -300,11 +301,8 @@ static int add_breaks(struct run *r)
 		return -TK_E_NOMEM;
 	}
 	merge_breaks(r->buf, r->len, r->offs, r->nchunks, r->o, offs, brk);
-	for (size_t j = n, end = r->len; j-- > 0;) {
-		r->seg_end[j] = end;
-		if (brk[j])
-			end = (size_t)offs[j];
-	}
+	/* (the re-encoder reads each chunk's PSB+ with the same ends) */
+	ipt_segment_ends(r->o, offs, n, r->len, r->seg_end);
 	free(r->offs);
 	r->offs = offs;
 	r->brk = brk;

@@ -185,6 +185,7 @@ struct ptd {
 	size_t last_resync;         /* where the last resync landed: the next must go further */
 	int resynced;
 	int eos;                    /* the oracle reached the end of the trace */
+	int psb_off;                /* the oracle's end is a PSB+ without FUP (tracing off) */
 	int after_ovf;              /* an overflow: the next FUP gives the IP */
 	int ovf_pending;            /* its [overflow] waits for that FUP (events before it
 				       come first, as in libipt); at ovf_off */
@@ -1093,6 +1094,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				q->has_ip = 1;
 			} else {
 				q->kind = TK_FLOWQ_END;
+				d->psb_off = 1;
 			}
 			return 0;
 		case TK_IPT_PKT_TIP_PGE:
@@ -1425,6 +1427,19 @@ static int flush_ovf(struct ptd *d)
 	return emit(d, TK_EV_GAP, 0, 0, 0, d->ovf_off, TK_GAP_OVERFLOW);
 }
 
+/* The walker stopped at a PSB+ without FUP while tracing was on: that PSB+ says packets
+ * were off (the SDM puts a FUP in PSB+ whenever PacketEn=1), but no TIP.PGD turned them
+ * off, so the flow's end was lost (libipt fails the next query). An error at the PSB,
+ * whose state decoding goes on from; a chunk ending there says the same, so that -j N
+ * gives -j 1's listing. */
+static int psb_cut_flow(struct ptd *d)
+{
+	d->psb_off = 0;
+	d->st->errors++;
+	tk_gap_stats_add(&d->st->gaps, d->pos, 0);
+	return emit(d, TK_EV_GAP, d->ip, 0, 0, d->pos, TK_GAP_DECODE_ERROR);
+}
+
 /* Process the PSB+ at d->pos: state from its packets, IP from its FUP. An OVF ends
  * the PSB+ (no PSBEND follows it): an overflow, after which the next FUP or TIP.PGE
  * says where tracing goes on, as libipt has it. */
@@ -1435,6 +1450,7 @@ static int do_psb(struct ptd *d)
 	int rc;
 
 	d->psb_read = d->pos;
+	d->psb_off = 0;
 	if ((rc = tell_held(d)) < 0 || (rc = fetch(d, &p)) < 0)
 		return rc;
 	tk_ipt_last_ip_init(&d->last);
@@ -1816,6 +1832,8 @@ static int decode_chunk(struct ptd *d)
 			tk_flow_clear_pending(d->flow);
 			if (d->eos &&
 			    (rc = emit(d, TK_EV_DISABLE, d->ip, 0, 0, 0, TK_IPT_DISABLE_END)) < 0)
+				return rc;
+			if (d->psb_off && (rc = psb_cut_flow(d)) < 0)
 				return rc;
 			break;
 		case -TK_E_OVERFLOW:

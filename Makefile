@@ -16,7 +16,8 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/Makefile: CMakeLists.txt
+# (after deps: cmake needs the packages it installs, also under make -j)
+$(BUILD)/Makefile: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=gcc -DTK_WERROR=ON $(CMAKE_FLAGS) >/dev/null
 
 build: deps $(BUILD)/Makefile

@@ -406,9 +406,17 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			 * its IP, so an overflow of the chunk before does not resume there
 			 * (re_merge's FUP would lead the decoder into the loss). Not its FUP
 			 * when the PSB+ is cut short (the decoder took no IP from it): the
-			 * flow before ended where it stood, so it does here. */
+			 * flow before ended where it stood, so the OVF goes first here (a
+			 * PSB+ without FUP while the flow is on is a decode error). */
+			if (!r->wrote && r->input_on && !r->input_whole) {
+				put_kind(r, TK_IPT_PKT_OVF);
+				r->st.overflows++;
+				psb(r, 0, 0, r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
+				r->starts_on = 0;
+				break;
+			}
 			if (!r->wrote) {
-				psb(r, r->input_on && r->input_whole, r->input_ip,
+				psb(r, r->input_on, r->input_ip,
 				    r->input_mode >= 0 ? r->input_mode : r->mode, e->time);
 				r->starts_on = 0;
 			}

@@ -361,8 +361,36 @@ static int never_in_psb_plus(unsigned kind)
 	}
 }
 
-/* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP, else 0; *MODE (if MODE) its
- * MODE.Exec, -1 without one (or after an OVF in it). */
+/* Intel's erratum BDM70 (SKD024, SKL021, KBL021; libipt applies it on most cores since
+ * Broadwell): a PSB+ just before a TIP.PGE may hold a FUP although packets are off. The
+ * PSBEND ends at POS: 1 if the next packet past status and timing ones is a TIP.PGE. No
+ * sound trace has that (a TIP.PGE says packets were off, a FUP in PSB+ that they were on),
+ * so the FUP is taken for the erratum's on every CPU, not only on those listed. */
+static int bdm70_fup(const uint8_t *buf, size_t len, size_t pos)
+{
+	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_packet p;
+	int rc;
+
+	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
+		pos += (size_t)rc;
+		switch (p.kind) {
+		case TK_IPT_PKT_TIP_PGE:
+			return 1;
+		case TK_IPT_PKT_PAD: case TK_IPT_PKT_TSC: case TK_IPT_PKT_CBR:
+		case TK_IPT_PKT_PIP: case TK_IPT_PKT_MODE_EXEC: case TK_IPT_PKT_MODE_TSX:
+		case TK_IPT_PKT_VMCS: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC:
+		case TK_IPT_PKT_CYC: case TK_IPT_PKT_MNT:
+			break;
+		default:
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP (not one of bdm70_fup's), else
+ * 0; *MODE (if MODE) its MODE.Exec, -1 without one (or after an OVF in it). */
 static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
 		    int *whole)
 {
@@ -388,12 +416,11 @@ static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, in
 			break;
 		if (p.kind == TK_IPT_PKT_MODE_EXEC && mode)
 			*mode = exec_mode(&p);
-		if (p.kind == TK_IPT_PKT_FUP && !fup) {
+		if (p.kind == TK_IPT_PKT_FUP && !fup)
 			fup = tk_ipt_last_ip_update(&l, &p) == 0 && tk_ipt_last_ip_query(&l, ip) == 0;
-			if (!mode)
-				break;
-		}
 	}
+	if (fup && rc > 0 && p.kind == TK_IPT_PKT_PSBEND && bdm70_fup(buf, len, pos))
+		fup = 0;
 	return fup;
 }
 
@@ -1467,6 +1494,8 @@ static int do_psb(struct ptd *d)
 			return rc == -TK_E_EOF ? 0 : rc;
 		switch (p.kind) {
 		case TK_IPT_PKT_PSBEND:
+			if (d->have_ip && bdm70_fup(d->buf, d->len, d->pos))
+				d->enabled = d->have_ip = 0;
 			return 0;
 		case TK_IPT_PKT_FUP:
 			if ((rc = last_ip(d, &p, &ip)) < 0)

@@ -328,7 +328,8 @@ static void libipt_listing(const uint8_t *buf, size_t len, FILE *f)
 	enum pt_exec_mode mode = ptem_unknown;
 
 	pt_config_init(&cfg);
-	cfg.errata.bdm70 = 1;   /* as decode takes it on every CPU */
+	/* the errata decode allows for on every CPU: what they change has no other reading */
+	cfg.errata.bdm70 = cfg.errata.skd010 = cfg.errata.apl11 = cfg.errata.apl12 = 1;
 	cfg.begin = (uint8_t *)buf;
 	cfg.end = (uint8_t *)buf + len;
 	if (!(dec = pt_insn_alloc_decoder(&cfg)))

@@ -389,6 +389,38 @@ static int bdm70_fup(const uint8_t *buf, size_t len, size_t pos)
 	return 0;
 }
 
+static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
+		    int *whole);
+
+/* Erratum APL12 (Apollo Lake, Gemini Lake): after an OVF that resolved while packets were
+ * off, a FUP may follow although no flow resumes. The FUP ends at POS: 1 if what follows
+ * says packets are off (a TIP.PGE or STOP, or a PSB+ without FUP, before any TNT, TIP or
+ * TIP.PGD); sound traces never have that after a FUP, so this holds on every CPU. */
+static int apl12_fup(const uint8_t *buf, size_t len, size_t pos)
+{
+	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_packet p;
+	uint64_t ip;
+	int rc;
+
+	while ((rc = tk_ipt_decode_one(buf, len, pos, &ctx, &p)) > 0) {
+		pos += (size_t)rc;
+		switch (p.kind) {
+		case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_STOP:
+			return 1;
+		case TK_IPT_PKT_PSB:
+			return !psb_plus(buf, len, pos, &ip, NULL, NULL);
+		case TK_IPT_PKT_TNT8: case TK_IPT_PKT_TNT64: case TK_IPT_PKT_TIP:
+		case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_PSBEND: case TK_IPT_PKT_OVF:
+		case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
+			return 0;
+		default:   /* timing, status, power and event packets, FUPs */
+			break;
+		}
+	}
+	return 0;
+}
+
 /* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP (not one of bdm70_fup's), else
  * 0; *MODE (if MODE) its MODE.Exec, -1 without one (or after an OVF in it). */
 static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
@@ -1710,6 +1742,17 @@ static int idle_step(struct ptd *d)
 	case TK_IPT_PKT_TIP:
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
+		if (rc && d->after_ovf) {
+			/* Erratum SKD010 (Skylake, Kaby Lake client): the FUP after an OVF
+			 * may be dropped. A TIP comes only while packets are on: the flow
+			 * goes on at its IP, as if it were the lost FUP's (every CPU). */
+			int frc = flush_ovf(d);
+
+			if (frc < 0)
+				return frc;
+			d->enabled = 1;
+			d->after_ovf = 0;
+		}
 		if (rc && d->enabled && !d->have_ip) {
 			if (d->pending_mode >= 0)
 				d->mode = d->pending_mode, d->pending_mode = -1;
@@ -1729,6 +1772,10 @@ static int idle_step(struct ptd *d)
 				return rc;
 			return 0;
 		}
+		if (rc && d->after_ovf && apl12_fup(d->buf, d->len, d->pos)) {
+			d->after_ovf = 0;   /* resolved with packets off */
+			return flush_ovf(d);
+		}
 		if (rc && d->after_ovf) {
 			/* tracing goes on after the overflow at this IP */
 			d->ip = ip;
@@ -1747,6 +1794,10 @@ static int idle_step(struct ptd *d)
 								    : TK_MODE_TSX_COMMIT;
 		if (lost)
 			return bind_lost(d, ACT_TSX, NULL);
+		/* after an overflow it is told after the [overflow] (its FUP, if SKD010 did
+		 * not drop it, resumes the flow next) */
+		if (d->after_ovf && (rc = flush_ovf(d)) < 0)
+			return rc;
 		/* while tracing is off no FUP follows: the state changes here (libipt) */
 		return emit(d, TK_EV_MODE, 0, 0, 0, 0, d->act_flags);
 	case TK_IPT_PKT_PTW:

@@ -2,7 +2,8 @@
 # Run one .ptt case (see tests/tools/ptt.c for the format): build its trace and code with
 # $PTT, then `tracekit decode` must print the expected listing and exit with the expected
 # status; split at every PSB on four threads it must print the same; written again by
-# `convert --to ipt` it must decode without a decode error; and where the file
+# `convert --to ipt` (whole and with a chunk at every PSB) it must decode without a decode
+# error; and where the file
 # says `libipt yes`, libipt's instruction decoder must give the same instructions and
 # events (compared without what libipt does not know: disassembly, offsets, error text).
 set -uo pipefail
@@ -30,24 +31,29 @@ if ! cmp -s "$TMP/out" "$TMP/out-j4"; then
 	diff -u "$TMP/out" "$TMP/out-j4" | head -n 40
 	fail=1
 fi
-# Written again with return compression (convert --to ipt), the stream must decode without
-# a decode error (what the input lost is an overflow there) and, where nothing was lost
-# and no event was left out, to the same instructions.
-"$TK" convert --to ipt "${ARGS[@]}" -o "$TMP/re.pt" "$TMP/trace.pt" 2>"$TMP/re-err"
-"$TK" decode "${ARGS[@]}" "$TMP/re.pt" >"$TMP/re-out" 2>/dev/null
-if grep -q '^\[error' "$TMP/re-out"; then
-	echo "the re-encoded stream has a decode error:"
-	cat "$TMP/re-out"
-	fail=1
-elif [ "$status" = 0 ] && ! grep -q 'not in the re-encoded stream' "$TMP/re-err"; then
-	grep -E '^[0-9a-f]{16} ' "$TMP/out" >"$TMP/insns"
-	grep -E '^[0-9a-f]{16} ' "$TMP/re-out" >"$TMP/re-insns"
-	if ! cmp -s "$TMP/insns" "$TMP/re-insns"; then
-		echo "the re-encoded stream decodes to other instructions:"
-		diff -u "$TMP/insns" "$TMP/re-insns" | head -n 40
+# Written again with return compression (convert --to ipt), whole and in chunks (one at
+# every PSB), the stream must decode without a decode error (what the input lost is an
+# overflow there) and, where nothing was lost and no event was left out, to the same
+# instructions.
+grep -E '^[0-9a-f]{16} ' "$TMP/out" >"$TMP/insns"
+for chunk in 0 1; do
+	TK_IPT_CHUNK=$chunk "$TK" convert -j 2 --to ipt "${ARGS[@]}" -o "$TMP/re.pt" \
+		"$TMP/trace.pt" 2>"$TMP/re-err"
+	"$TK" decode "${ARGS[@]}" "$TMP/re.pt" >"$TMP/re-out" 2>/dev/null
+	rm -f "$TMP/re.pt"
+	if grep -q '^\[error' "$TMP/re-out"; then
+		echo "the re-encoded stream (chunk at every PSB: $chunk) has a decode error:"
+		cat "$TMP/re-out"
 		fail=1
+	elif [ "$status" = 0 ] && ! grep -q 'not in the re-encoded stream' "$TMP/re-err"; then
+		grep -E '^[0-9a-f]{16} ' "$TMP/re-out" >"$TMP/re-insns"
+		if ! cmp -s "$TMP/insns" "$TMP/re-insns"; then
+			echo "the re-encoded stream (chunk at every PSB: $chunk) decodes to other instructions:"
+			diff -u "$TMP/insns" "$TMP/re-insns" | head -n 40
+			fail=1
+		fi
 	fi
-fi
+done
 if [ -f "$TMP/libipt" ]; then
 	sed -E -e 's/^([0-9a-f]{16}) .*/\1/' -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
 		-e 's/^\[error: .*\]$/[error]/' "$TMP/expected" >"$TMP/expected-libipt"

@@ -164,6 +164,8 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 {
 	struct tk_ipt_packet p = { .kind = TK_IPT_PKT_PSB };
 
+	if (mode < 0)
+		mode = TK_FLOW_64;   /* as written below, and as re_merge's MODE.Exec says */
 	flush_tnt(r);
 	if (!r->wrote && on) {
 		r->starts_on = 1;
@@ -178,7 +180,7 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 	r->time = TK_TIME_NONE;
 	if (!r->tick)
 		put_time(r, time);
-	put_mode(r, mode >= 0 ? mode : TK_FLOW_64);
+	put_mode(r, mode);
 	if (on)
 		put_ip(r, TK_IPT_PKT_FUP, ip);
 	put_kind(r, TK_IPT_PKT_PSBEND);

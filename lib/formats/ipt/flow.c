@@ -255,10 +255,18 @@ static int exec_mode(const struct tk_ipt_packet *p)
 	return p->exec.csl ? TK_FLOW_64 : p->exec.csd ? TK_FLOW_32 : TK_FLOW_16;
 }
 
+static int ovf_resolves_off(const struct ptd *d);
+static int flush_ovf(struct ptd *d);
+
 static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t addr2,
 		       uint64_t count, uint64_t arg, uint16_t flags)
 {
 	int rc = 0;
+
+	/* an overflow that resolves with packets off is told before what follows it */
+	if (__builtin_expect(d->ovf_pending, 0) && kind != TK_EV_GAP && ovf_resolves_off(d) &&
+	    (rc = flush_ovf(d)) < 0)
+		return rc;
 	struct tk_event *e = tk_event_batch_next(d->out, &rc);
 
 	if (!e)
@@ -1474,6 +1482,39 @@ static int overflow(struct ptd *d, size_t at)
 	d->ovf_pending = 1;
 	d->ovf_off = at;
 	return 0;
+}
+
+/* Whether the pending overflow resolves with packets off: a TIP.PGE (or a TIP.PGD, a
+ * STOP, a PSB+ without FUP, APL12's FUP, another OVF or the end) comes before a FUP, TIP
+ * or PSB+ with FUP says where tracing goes on. libipt tells such an overflow at once, and
+ * one that resolves at a FUP there, after the status events between. */
+static int ovf_resolves_off(const struct ptd *d)
+{
+	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_packet p;
+	size_t pos = d->pos;
+	uint64_t ip;
+	int rc;
+
+	while ((rc = tk_ipt_decode_one(d->buf, d->len, pos, &ctx, &p)) > 0) {
+		pos += (size_t)rc;
+		switch (p.kind) {
+		case TK_IPT_PKT_FUP:
+			if (!p.ip.ipc)
+				break;   /* no IP: not where tracing goes on */
+			return apl12_fup(d->buf, d->len, pos);
+		case TK_IPT_PKT_TIP:
+			return 0;
+		case TK_IPT_PKT_PSB:
+			return !psb_plus(d->buf, d->len, pos, &ip, NULL, NULL);
+		case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_STOP:
+		case TK_IPT_PKT_OVF:
+			return 1;
+		default:
+			break;
+		}
+	}
+	return 1;
 }
 
 /* The overflow is reported where what follows it resolves it: the FUP or TIP.PGE where

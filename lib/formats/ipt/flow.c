@@ -162,6 +162,8 @@ static void ptime_cbr(struct ptime *t, uint8_t ratio)
 		t->fcr = ((uint64_t)t->nom_freq << FCR_SHIFT) / ratio;
 }
 
+#define BOUND_HELD 8   /* PIPs and VMCSs held for instructions ahead */
+
 struct ptd {
 	const uint8_t *buf;
 	size_t len;
@@ -235,11 +237,12 @@ struct ptd {
 	 * the [interrupt] or [async disabled], VMCS first, as libipt binds them */
 	int held_pip, held_vmcs, pip_nr;
 	uint64_t pip_cr3, vmcs_base;
-	/* A PIP or VMCS read while walking, for the instruction that caused it, still ahead
-	 * of the walker (a MOV CR3 or a far transfer, as libipt binds them): told after it.
-	 * In the order read; bind is what the walker stops for (enum tk_flow_bind). */
+	/* PIPs and VMCSs read while walking, for the instructions that caused them, still
+	 * ahead of the walker (a MOV CR3 or a far transfer, as libipt binds them): each told
+	 * after the next such instruction, in the order read (two PIPs read before the walk,
+	 * two MOV CR3s on). bind is what the walker stops for (enum tk_flow_bind). */
 	unsigned bind, nbound;
-	struct { uint64_t arg; uint16_t flags, nr; } bound[2];
+	struct { uint64_t arg; uint16_t flags, nr; } bound[BOUND_HELD];
 	/* Event Trace (SDM, "Event Trace"; libipt 2.1's rules): the data of the EVDs read,
 	 * for the CFE that follows them (et_want.arg 0: none); events waiting for the next
 	 * FUP, told at its IP before what it starts (et_armed of them: that FUP was read);
@@ -568,25 +571,29 @@ static int tell_paging(struct ptd *d)
 	return rc;
 }
 
-/* The PIP and VMCS held for an instruction ahead are told: those of WHAT (enum
- * tk_flow_bind) after the instruction they bound to, all where the flow stops before one. */
-static int tell_bound(struct ptd *d, unsigned what)
+/* The PIPs and VMCSs held for instructions ahead are told: with ALL, those of WHAT (enum
+ * tk_flow_bind), where the flow stops before their instructions; else the first of each
+ * kind in WHAT, after the instruction they bound to (the others wait for the next). */
+static int tell_bound(struct ptd *d, unsigned what, int all)
 {
-	unsigned i, n = 0;
+	unsigned i, n = 0, told = 0, held = 0;
 	int rc = 0;
 
 	for (i = 0; i < d->nbound && rc >= 0; i++) {
 		unsigned b = d->bound[i].flags == TK_MODE_PAGING ? TK_FLOW_BIND_PAGING
 								 : TK_FLOW_BIND_VMCS;
 
-		if (what & b)
+		if ((what & b) && (all || !(told & b))) {
 			rc = emit(d, TK_EV_MODE, 0, d->bound[i].nr, 0, d->bound[i].arg,
 				  d->bound[i].flags);
-		else
+			told |= b;
+		} else {
 			d->bound[n++] = d->bound[i];   /* still ahead */
+			held |= b;
+		}
 	}
 	d->nbound = n;
-	d->bind &= ~what;
+	d->bind = held;
 	if (d->n_et_far)
 		d->bind |= TK_FLOW_BIND_FAR;   /* still waiting for their far transfer */
 	tk_flow_set_bind(d->flow, d->bind);
@@ -599,8 +606,8 @@ static int hold_bound(struct ptd *d, const struct tk_ipt_packet *p)
 	int pip = p->kind == TK_IPT_PKT_PIP, rc = 0;
 	unsigned b = pip ? TK_FLOW_BIND_PAGING : TK_FLOW_BIND_VMCS;
 
-	if ((d->bind & b) && (rc = tell_bound(d, ~0u)) < 0)   /* one of each per instruction */
-		return rc;
+	if (d->nbound == BOUND_HELD && (rc = tell_bound(d, ~0u, 1)) < 0)
+		return rc;   /* more than a walk ever holds (a crafted trace): told now */
 	d->bound[d->nbound].arg = pip ? p->pip.cr3 : p->vmcs.base;
 	d->bound[d->nbound].nr = pip ? p->pip.nr : 0;
 	d->bound[d->nbound++].flags = pip ? TK_MODE_PAGING : TK_MODE_VMCS;
@@ -755,7 +762,7 @@ static int tell_held(struct ptd *d)
 	if ((rc = tell_et_fup(d, 0)) < 0 || (rc = tell_et_far(d, 0)) < 0)
 		return rc;
 	d->et_want = (struct et_ev){ 0 };
-	rc = tell_bound(d, ~0u);
+	rc = tell_bound(d, ~0u, 1);
 
 	if (rc >= 0)
 		rc = tell_pwre(d);
@@ -1918,7 +1925,7 @@ static int decode_chunk(struct ptd *d)
 			int trc = what == ~0u && d->n_et_far ? tell_et_far(d, res.from) : 0;
 
 			if (trc >= 0 && d->nbound)
-				trc = tell_bound(d, what ? what : ~0u);
+				trc = tell_bound(d, what ? what : ~0u, !what);
 			if (trc < 0)
 				return trc;
 		}
@@ -1941,9 +1948,9 @@ static int decode_chunk(struct ptd *d)
 			 * the [disabled], one still waiting for an instruction after it */
 			if ((d->bind && d->n_et_far && bound_at(d, res.from) == ~0u &&
 			     (rc = tell_et_far(d, res.from)) < 0) ||
-			    (d->bind && d->nbound && (rc = tell_bound(d, bound_at(d, res.from))) < 0) ||
+			    (d->bind && d->nbound && (rc = tell_bound(d, bound_at(d, res.from), 0)) < 0) ||
 			    (rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0 ||
-			    (d->nbound && (rc = tell_bound(d, ~0u)) < 0))
+			    (d->nbound && (rc = tell_bound(d, ~0u, 1)) < 0))
 				return rc;
 			break;
 		case TK_FLOW_ENDED:

@@ -60,11 +60,12 @@ enum tk_flow_status {
 };
 
 /* Events the oracle has read but that belong to an instruction still ahead (Intel PT's
- * PIP and VMCS: libipt binds them to the next one that can cause them). */
+ * PIP, VMCS and PTW without IP: libipt binds them to the next one that can cause them). */
 enum tk_flow_bind {
 	TK_FLOW_BIND_PAGING = 1,   /* a MOV CR3 or a far transfer (VM entry included) */
 	TK_FLOW_BIND_VMCS = 2,     /* a far transfer or a VMPTRLD */
 	TK_FLOW_BIND_FAR = 4,      /* a far transfer (IRET, VM entry, UIRET of Event Trace) */
+	TK_FLOW_BIND_PTWRITE = 8,  /* a PTWRITE */
 };
 
 struct tk_flow_result {

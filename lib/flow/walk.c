@@ -1352,7 +1352,8 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			ip = b->next;
 			prev = bi, prev_slot = 0;
 			if ((b->sys == TK_ISA_SYS_MOV_CR3 && (f->bind & TK_FLOW_BIND_PAGING)) ||
-			    (b->sys == TK_ISA_SYS_VMPTRLD && (f->bind & TK_FLOW_BIND_VMCS))) {
+			    (b->sys == TK_ISA_SYS_VMPTRLD && (f->bind & TK_FLOW_BIND_VMCS)) ||
+			    (b->sys == TK_ISA_SYS_PTWRITE && (f->bind & TK_FLOW_BIND_PTWRITE))) {
 				res->from = b->last;
 				rc = TK_FLOW_BOUND;
 				goto out;

@@ -34,6 +34,7 @@ struct tk_isa_insn {
 enum tk_isa_sys {
 	TK_ISA_SYS_MOV_CR3 = 1,   /* a TIP.PGD without IP, a PIP */
 	TK_ISA_SYS_VMPTRLD,       /* a VMCS */
+	TK_ISA_SYS_PTWRITE,       /* a PTW without IP */
 };
 
 struct tk_isa {

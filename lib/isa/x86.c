@@ -76,6 +76,8 @@ int tk_isa_classify(const struct tk_isa *isa, int mode, const uint8_t *p, size_t
 		out->sys = TK_ISA_SYS_MOV_CR3;
 	else if (in.mnemonic == ZYDIS_MNEMONIC_VMPTRLD)
 		out->sys = TK_ISA_SYS_VMPTRLD;
+	else if (in.mnemonic == ZYDIS_MNEMONIC_PTWRITE)
+		out->sys = TK_ISA_SYS_PTWRITE;
 	if (in.mnemonic == ZYDIS_MNEMONIC_UIRET) {   /* user-interrupt return: far */
 		out->cls = TK_ISA_FAR;
 		return 0;

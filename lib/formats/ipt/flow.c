@@ -237,12 +237,13 @@ struct ptd {
 	 * the [interrupt] or [async disabled], VMCS first, as libipt binds them */
 	int held_pip, held_vmcs, pip_nr;
 	uint64_t pip_cr3, vmcs_base;
-	/* PIPs and VMCSs read while walking, for the instructions that caused them, still
-	 * ahead of the walker (a MOV CR3 or a far transfer, as libipt binds them): each told
-	 * after the next such instruction, in the order read (two PIPs read before the walk,
-	 * two MOV CR3s on). bind is what the walker stops for (enum tk_flow_bind). */
+	/* PIPs, VMCSs and PTWs without IP read while walking, for the instructions that
+	 * caused them, still ahead of the walker (a MOV CR3 or a far transfer, a PTWRITE, as
+	 * libipt binds them): each told after the next such instruction, in the order read
+	 * (two PIPs read before the walk, two MOV CR3s on). bind is what the walker stops for
+	 * (enum tk_flow_bind); B, which of them an item waits for. */
 	unsigned bind, nbound;
-	struct { uint64_t arg; uint16_t flags, nr; } bound[BOUND_HELD];
+	struct { uint64_t arg; uint16_t flags, nr; uint8_t b; } bound[BOUND_HELD];
 	/* Event Trace (SDM, "Event Trace"; libipt 2.1's rules): the data of the EVDs read,
 	 * for the CFE that follows them (et_want.arg 0: none); events waiting for the next
 	 * FUP, told at its IP before what it starts (et_armed of them: that FUP was read);
@@ -571,21 +572,22 @@ static int tell_paging(struct ptd *d)
 	return rc;
 }
 
-/* The PIPs and VMCSs held for instructions ahead are told: with ALL, those of WHAT (enum
+/* The events held for instructions ahead are told: with ALL, those of WHAT (enum
  * tk_flow_bind), where the flow stops before their instructions; else the first of each
- * kind in WHAT, after the instruction they bound to (the others wait for the next). */
-static int tell_bound(struct ptd *d, unsigned what, int all)
+ * kind in WHAT, after the instruction AT they bound to (the others wait for the next). */
+static int tell_bound(struct ptd *d, unsigned what, int all, uint64_t at)
 {
 	unsigned i, n = 0, told = 0, held = 0;
 	int rc = 0;
 
 	for (i = 0; i < d->nbound && rc >= 0; i++) {
-		unsigned b = d->bound[i].flags == TK_MODE_PAGING ? TK_FLOW_BIND_PAGING
-								 : TK_FLOW_BIND_VMCS;
+		unsigned b = d->bound[i].b;
 
 		if ((what & b) && (all || !(told & b))) {
-			rc = emit(d, TK_EV_MODE, 0, d->bound[i].nr, 0, d->bound[i].arg,
-				  d->bound[i].flags);
+			rc = b == TK_FLOW_BIND_PTWRITE
+				? emit(d, TK_EV_PTWRITE, all ? 0 : at, 0, 0, d->bound[i].arg, 0)
+				: emit(d, TK_EV_MODE, 0, d->bound[i].nr, 0, d->bound[i].arg,
+				       d->bound[i].flags);
 			told |= b;
 		} else {
 			d->bound[n++] = d->bound[i];   /* still ahead */
@@ -603,13 +605,14 @@ static int tell_bound(struct ptd *d, unsigned what, int all)
 /* A PIP or VMCS while walking: held for the instruction ahead that caused it. */
 static int hold_bound(struct ptd *d, const struct tk_ipt_packet *p)
 {
-	int pip = p->kind == TK_IPT_PKT_PIP, rc = 0;
-	unsigned b = pip ? TK_FLOW_BIND_PAGING : TK_FLOW_BIND_VMCS;
+	int pip = p->kind == TK_IPT_PKT_PIP, ptw = p->kind == TK_IPT_PKT_PTW, rc = 0;
+	unsigned b = pip ? TK_FLOW_BIND_PAGING : ptw ? TK_FLOW_BIND_PTWRITE : TK_FLOW_BIND_VMCS;
 
-	if (d->nbound == BOUND_HELD && (rc = tell_bound(d, ~0u, 1)) < 0)
+	if (d->nbound == BOUND_HELD && (rc = tell_bound(d, ~0u, 1, 0)) < 0)
 		return rc;   /* more than a walk ever holds (a crafted trace): told now */
-	d->bound[d->nbound].arg = pip ? p->pip.cr3 : p->vmcs.base;
+	d->bound[d->nbound].arg = pip ? p->pip.cr3 : ptw ? p->ptw.payload : p->vmcs.base;
 	d->bound[d->nbound].nr = pip ? p->pip.nr : 0;
+	d->bound[d->nbound].b = (uint8_t)b;
 	d->bound[d->nbound++].flags = pip ? TK_MODE_PAGING : TK_MODE_VMCS;
 	tk_flow_set_bind(d->flow, d->bind |= b);
 	return 0;
@@ -762,7 +765,7 @@ static int tell_held(struct ptd *d)
 	if ((rc = tell_et_fup(d, 0)) < 0 || (rc = tell_et_far(d, 0)) < 0)
 		return rc;
 	d->et_want = (struct et_ev){ 0 };
-	rc = tell_bound(d, ~0u, 1);
+	rc = tell_bound(d, ~0u, 1, 0);
 
 	if (rc >= 0)
 		rc = tell_pwre(d);
@@ -1144,8 +1147,12 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				     : p.tsx.intx ? TK_MODE_TSX_BEGIN : TK_MODE_TSX_COMMIT;
 			return bind_fup(d, q, ACT_TSX, NULL);
 		case TK_IPT_PKT_PTW:
-			if (!p.ptw.ip)
-				break;
+			if (!p.ptw.ip) {
+				/* for the next PTWRITE, which the walk has not passed yet */
+				if ((rc = hold_bound(d, &p)) < 0)
+					return rc;
+				continue;
+			}
 			d->act_arg = p.ptw.payload;
 			return bind_fup(d, q, ACT_PTW, NULL);
 		case TK_IPT_PKT_EXSTOP:
@@ -1400,7 +1407,8 @@ static uint64_t insn_len(struct ptd *d, uint64_t ip)
 }
 
 /* Which held events (enum tk_flow_bind) bind to the instruction at IP: a far transfer
- * takes both, a MOV CR3 the PIP, a VMPTRLD the VMCS, others none. */
+ * takes a PIP, a VMCS and Event Trace's far events, a MOV CR3 the PIP, a VMPTRLD the
+ * VMCS, a PTWRITE a PTW without IP, others none. */
 static unsigned bound_at(struct ptd *d, uint64_t ip)
 {
 	struct tk_isa_insn in;
@@ -1409,7 +1417,9 @@ static unsigned bound_at(struct ptd *d, uint64_t ip)
 		return 0;
 	return in.sys == TK_ISA_SYS_MOV_CR3 ? TK_FLOW_BIND_PAGING
 	       : in.sys == TK_ISA_SYS_VMPTRLD ? TK_FLOW_BIND_VMCS
-	       : in.cls == TK_ISA_FAR ? ~0u : 0;
+	       : in.sys == TK_ISA_SYS_PTWRITE ? TK_FLOW_BIND_PTWRITE
+	       : in.cls == TK_ISA_FAR ? TK_FLOW_BIND_PAGING | TK_FLOW_BIND_VMCS | TK_FLOW_BIND_FAR
+	       : 0;
 }
 
 /* Where tracing is expected to resume after a TIP.PGD bound to the instruction at FROM,
@@ -1922,10 +1932,10 @@ static int decode_chunk(struct ptd *d)
 		 * instruction before the walk stopped (d->bind is set while any is held) */
 		if (__builtin_expect(d->bind != 0, 0) && rc != TK_FLOW_DISABLED) {
 			unsigned what = rc == TK_FLOW_BOUND ? bound_at(d, res.from) : 0;
-			int trc = what == ~0u && d->n_et_far ? tell_et_far(d, res.from) : 0;
+			int trc = (what & TK_FLOW_BIND_FAR) && d->n_et_far ? tell_et_far(d, res.from) : 0;
 
 			if (trc >= 0 && d->nbound)
-				trc = tell_bound(d, what ? what : ~0u, !what);
+				trc = tell_bound(d, what ? what : ~0u, !what, res.from);
 			if (trc < 0)
 				return trc;
 		}
@@ -1946,11 +1956,11 @@ static int decode_chunk(struct ptd *d)
 			d->resume_ip = resume_ip(d, res.from, d->ip);
 			/* a PIP or VMCS of the instruction that disabled tracing comes before
 			 * the [disabled], one still waiting for an instruction after it */
-			if ((d->bind && d->n_et_far && bound_at(d, res.from) == ~0u &&
+			if ((d->bind && d->n_et_far && (bound_at(d, res.from) & TK_FLOW_BIND_FAR) &&
 			     (rc = tell_et_far(d, res.from)) < 0) ||
-			    (d->bind && d->nbound && (rc = tell_bound(d, bound_at(d, res.from), 0)) < 0) ||
+			    (d->bind && d->nbound && (rc = tell_bound(d, bound_at(d, res.from), 0, res.from)) < 0) ||
 			    (rc = emit(d, TK_EV_DISABLE, res.from, d->ip, 0, 0, 0)) < 0 ||
-			    (d->nbound && (rc = tell_bound(d, ~0u, 1)) < 0))
+			    (d->nbound && (rc = tell_bound(d, ~0u, 1, 0)) < 0))
 				return rc;
 			break;
 		case TK_FLOW_ENDED:

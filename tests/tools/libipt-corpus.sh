@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Compare `tracekit decode` and `tracekit dump` with the expected listings of libipt's own
+# test corpus (libipt's test/src/*.ptt, compiled by its pttc). Not part of the suite: it
+# needs a libipt source tree (fetch github:intel/libipt) and yasm, which pttc assembles
+# the cases with. A maintainer's check of exactness, whose findings become our own .ptt
+# cases in tests/ptt/.
+#
+#   tests/tools/libipt-corpus.sh LIBIPT_SRC TRACEKIT [WORKDIR]
+#
+# Prints SAME/DIFF per case and for each tool a count, with the differences in
+# WORKDIR/decode.diff and WORKDIR/dump.diff. Normalised away: what only ptxed's newer
+# formats change ([disabled] for [async disabled], [interrupt] without addresses, power
+# events' punctuation, error texts and offsets, [exec mode: 64-bit] at [enabled],
+# speculative '?' marks, spacing).
+# Cases asking for options tracekit does not have (sideband, --event:*, --block:*,
+# filters, ptdump's time columns) are skipped.
+set -uo pipefail
+SRC=$(realpath "${1:?libipt source tree}")
+TK=$(realpath "${2:?tracekit binary}")
+WORK=${3:-$(mktemp -d)}
+command -v yasm >/dev/null || { echo "libipt-corpus: pttc needs yasm (apt-get install yasm)" >&2; exit 2; }
+mkdir -p "$WORK"
+if [ ! -x "$WORK/build/bin/pttc" ]; then
+	cmake -S "$SRC" -B "$WORK/build" -DPTTC=ON -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+		cmake --build "$WORK/build" --target pttc -j "$(nproc)" >/dev/null ||
+		{ echo "libipt-corpus: building pttc failed" >&2; exit 2; }
+fi
+PTTC=$WORK/build/bin/pttc
+cd "$WORK" || exit 2
+: >decode.diff
+: >dump.diff
+declare -A count
+for ptt in "$SRC"/test/src/*.ptt; do
+	base=$(basename "$ptt" .ptt)
+	cp "$ptt" case.ptt
+	rm -f case-*.exp case.pt case.bin
+	if ! "$PTTC" case.ptt >/dev/null 2>&1; then
+		echo "PTTC-FAIL $base"
+		continue
+	fi
+	org=$(sed -n 's/^[ \t]*org[ \t]*\(0x[0-9a-fA-F]*\).*/\1/p' "$ptt" | head -n 1)
+	xopts=$(sed -n 's/[ \t]*;[ \t]*opt:ptxed[ \t][ \t]*\(.*\)[ \t]*/\1/p' "$ptt")
+	dopts=$(sed -n 's/[ \t]*;[ \t]*opt:ptdump[ \t][ \t]*\(.*\)[ \t]*/\1/p' "$ptt")
+	if [ -f case-ptxed.exp ]; then
+		if [ -n "$xopts" ] && [ "$xopts" != "--resync-on-error" ]; then
+			result=SKIP
+		else
+			"$TK" decode --no-disasm --raw "case.bin:$org" case.pt 2>/dev/null |
+				sed -E -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
+					-e 's/^\[error: .*\]$/[error]/' -e 's/^\[async disabled\]/[disabled]/' \
+					-e 's/^\[interrupt: .*\]/[interrupt]/' \
+					-e 's/^\[mwait: ([^,]+), ([^]]+)\]/[mwait \1 \2]/' \
+					-e 's/^\[pwre: ([^],]+), hw\]/[pwre \1 hw]/' \
+					-e 's/^\[pwre: ([^]]+)\]/[pwre \1]/' \
+					-e 's/^\[pwrx: (.*)\(deepest (c[0-9]+)\)\]/[pwrx \1(\2)]/' |
+				grep -v '^\[exec mode: 64-bit\]' >ours
+			sed -E -e 's/^\[[0-9a-f]+(, [0-9a-f]+)?: [a-z ]*error: .*\]$/[error]/' \
+				-e 's/^\? //' -e 's/ *#.*$//' case-ptxed.exp | grep -v '^$' |
+				grep -v '^\[exec mode: 64-bit\]' >theirs
+			if cmp -s ours theirs; then
+				result=SAME
+			else
+				result=DIFF
+				{ echo "=== $base"; diff theirs ours; } >>decode.diff
+			fi
+		fi
+		echo "decode $result $base"
+		count[decode-$result]=$((${count[decode-$result]:-0} + 1))
+	fi
+	if [ -f case-ptdump.exp ]; then
+		if [ -n "$dopts" ]; then
+			result=SKIP
+		else
+			"$TK" dump case.pt 2>/dev/null | tr -s ' \t' '  ' | sed -E 's/ +$//' >ours
+			tr -s ' \t' '  ' <case-ptdump.exp | sed -E 's/ +$//' | grep -v '^$' >theirs
+			if cmp -s ours theirs; then
+				result=SAME
+			else
+				result=DIFF
+				{ echo "=== $base"; diff theirs ours; } >>dump.diff
+			fi
+		fi
+		echo "dump $result $base"
+		count[dump-$result]=$((${count[dump-$result]:-0} + 1))
+	fi
+done
+for tool in decode dump; do
+	echo "$tool: ${count[$tool-SAME]:-0} same, ${count[$tool-DIFF]:-0} differ," \
+		"${count[$tool-SKIP]:-0} skipped (differences in $WORK/$tool.diff)"
+done

@@ -602,7 +602,8 @@ static int tell_bound(struct ptd *d, unsigned what, int all, uint64_t at)
 	return rc;
 }
 
-/* A PIP or VMCS while walking: held for the instruction ahead that caused it. */
+/* A PIP, VMCS or PTW without IP while walking: held for the instruction ahead that caused
+ * it. */
 static int hold_bound(struct ptd *d, const struct tk_ipt_packet *p)
 {
 	int pip = p->kind == TK_IPT_PKT_PIP, ptw = p->kind == TK_IPT_PKT_PTW, rc = 0;

@@ -191,6 +191,8 @@ struct ptd {
 	int after_ovf;              /* an overflow: the next FUP gives the IP */
 	int ovf_pending;            /* its [overflow] waits for that FUP (events before it
 				       come first, as in libipt); at ovf_off */
+	int ovf_off_ahead;          /* ovf_resolves_off's answer for it (-1: not asked yet),
+				       once per overflow: a scan ahead per event is quadratic */
 	size_t ovf_off;
 	unsigned tnt_given;         /* outcomes in the last TNT item given to the walker */
 	struct tk_ipt_ctx pctx;
@@ -268,9 +270,12 @@ static inline int emit(struct ptd *d, unsigned kind, uint64_t addr, uint64_t add
 	int rc = 0;
 
 	/* an overflow that resolves with packets off is told before what follows it */
-	if (__builtin_expect(d->ovf_pending, 0) && kind != TK_EV_GAP && ovf_resolves_off(d) &&
-	    (rc = flush_ovf(d)) < 0)
-		return rc;
+	if (__builtin_expect(d->ovf_pending, 0) && kind != TK_EV_GAP) {
+		if (d->ovf_off_ahead < 0)
+			d->ovf_off_ahead = ovf_resolves_off(d);
+		if (d->ovf_off_ahead && (rc = flush_ovf(d)) < 0)
+			return rc;
+	}
 	struct tk_event *e = tk_event_batch_next(d->out, &rc);
 
 	if (!e)
@@ -1498,6 +1503,7 @@ static int overflow(struct ptd *d, size_t at)
 	tk_ipt_last_ip_init(&d->last);
 	reset_flow_state(d);
 	d->ovf_pending = 1;
+	d->ovf_off_ahead = -1;
 	d->ovf_off = at;
 	return 0;
 }

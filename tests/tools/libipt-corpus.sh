@@ -30,6 +30,19 @@ cd "$WORK" || exit 2
 : >decode.diff
 : >dump.diff
 declare -A count
+# TOOL's verdict on case BASE: SKIP, or ours against theirs (SAME, or DIFF into TOOL.diff)
+judge() {
+	local tool=$1 base=$2 result=$3
+	if [ "$result" != SKIP ]; then
+		result=SAME
+		if ! cmp -s ours theirs; then
+			result=DIFF
+			{ echo "=== $base"; diff theirs ours; } >>"$tool.diff"
+		fi
+	fi
+	echo "$tool $result $base"
+	count[$tool-$result]=$((${count[$tool-$result]:-0} + 1))
+}
 for ptt in "$SRC"/test/src/*.ptt; do
 	base=$(basename "$ptt" .ptt)
 	cp "$ptt" case.ptt
@@ -43,7 +56,7 @@ for ptt in "$SRC"/test/src/*.ptt; do
 	dopts=$(sed -n 's/[ \t]*;[ \t]*opt:ptdump[ \t][ \t]*\(.*\)[ \t]*/\1/p' "$ptt")
 	if [ -f case-ptxed.exp ]; then
 		if [ -n "$xopts" ] && [ "$xopts" != "--resync-on-error" ]; then
-			result=SKIP
+			judge decode "$base" SKIP
 		else
 			"$TK" decode --no-disasm --raw "case.bin:$org" case.pt 2>/dev/null |
 				sed -E -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
@@ -57,31 +70,17 @@ for ptt in "$SRC"/test/src/*.ptt; do
 			sed -E -e 's/^\[[0-9a-f]+(, [0-9a-f]+)?: [a-z ]*error: .*\]$/[error]/' \
 				-e 's/^\? //' -e 's/ *#.*$//' case-ptxed.exp | grep -v '^$' |
 				grep -v '^\[exec mode: 64-bit\]' >theirs
-			if cmp -s ours theirs; then
-				result=SAME
-			else
-				result=DIFF
-				{ echo "=== $base"; diff theirs ours; } >>decode.diff
-			fi
+			judge decode "$base" compared
 		fi
-		echo "decode $result $base"
-		count[decode-$result]=$((${count[decode-$result]:-0} + 1))
 	fi
 	if [ -f case-ptdump.exp ]; then
 		if [ -n "$dopts" ]; then
-			result=SKIP
+			judge dump "$base" SKIP
 		else
 			"$TK" dump case.pt 2>/dev/null | tr -s ' \t' '  ' | sed -E 's/ +$//' >ours
 			tr -s ' \t' '  ' <case-ptdump.exp | sed -E 's/ +$//' | grep -v '^$' >theirs
-			if cmp -s ours theirs; then
-				result=SAME
-			else
-				result=DIFF
-				{ echo "=== $base"; diff theirs ours; } >>dump.diff
-			fi
+			judge dump "$base" compared
 		fi
-		echo "dump $result $base"
-		count[dump-$result]=$((${count[dump-$result]:-0} + 1))
 	fi
 done
 for tool in decode dump; do

@@ -619,7 +619,7 @@ static int hold_bound(struct ptd *d, const struct tk_ipt_packet *p)
 	d->bound[d->nbound].arg = pip ? p->pip.cr3 : ptw ? p->ptw.payload : p->vmcs.base;
 	d->bound[d->nbound].nr = pip ? p->pip.nr : 0;
 	d->bound[d->nbound].b = (uint8_t)b;
-	d->bound[d->nbound++].flags = pip ? TK_MODE_PAGING : TK_MODE_VMCS;
+	d->bound[d->nbound++].flags = pip ? TK_MODE_PAGING : ptw ? 0 : TK_MODE_VMCS;
 	tk_flow_set_bind(d->flow, d->bind |= b);
 	return 0;
 }

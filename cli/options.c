@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tracekit/ipt.h"
 
 /* The options every format shares; each format declares its own (tk_cmd_option_table). */
 enum {
@@ -161,13 +162,21 @@ static int pid_list(const char *arg, struct tk_cmd_opts *o)
 }
 
 /* --cpu LIST (perf's spelling: 0,2-3): the CPUs to keep, as ranges. A value with a '/'
- * is FAMILY/MODEL[/STEPPING] (ptxed's), which needs nothing here. */
+ * is FAMILY/MODEL[/STEPPING] (ptxed's): the processor whose errata decoding reads. */
 static int cpu_list(const char *arg, struct tk_cmd_opts *o)
 {
 	char buf[4096], *save = NULL;
+	uint32_t errata;
 
-	if (strchr(arg, '/'))
+	if (strchr(arg, '/')) {
+		if (tk_ipt_cpu_parse(arg, &errata) < 0) {
+			cli_error(NULL, UINT64_MAX, "--cpu: not FAMILY/MODEL[/STEPPING] (6/142, "
+				  "ptxed's): '%s'", arg);
+			return EXIT_USAGE;
+		}
+		o->cpu_model = arg;
 		return 0;
+	}
 	snprintf(buf, sizeof buf, "%s", arg);
 	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
 		char *dash = strchr(w, '-');
@@ -446,5 +455,6 @@ void cli_opts_take_recorded(struct tk_cmd_opts *o, const struct tk_cmd_opts *r)
 	o->nom_freq = r->nom_freq;
 	o->cpuid_15_eax = r->cpuid_15_eax;
 	o->cpuid_15_ebx = r->cpuid_15_ebx;
+	o->cpu_model = r->cpu_model;
 	o->jobs = r->jobs;
 }

@@ -42,6 +42,8 @@ static char *shard_options(const struct tk_cmd_opts *o, unsigned jobs)
 		rc = add_tok(&s, &n, "--format", o->format, &bad);
 	if (o->instr_map && !rc)
 		rc = add_tok(&s, &n, "--instr-map", o->instr_map, &bad);
+	if (o->cpu_model && !rc)
+		rc = add_tok(&s, &n, "--cpu", o->cpu_model, &bad);
 	const struct { const char *opt; int has; uint64_t v; } nums[] = {
 		{ "--tid", o->has_tid, o->tid }, { "--tsc-hz", o->has_tsc_hz, o->tsc_hz },
 		{ "--mtc-freq", o->mtc_freq != 0, o->mtc_freq },

@@ -114,7 +114,36 @@ struct tk_ipt_packet {
 struct tk_ipt_pkt_opts {
 	size_t sz;              /* sizeof(struct tk_ipt_pkt_opts) */
 	uint64_t base_offset;   /* added to every reported offset (BUF is a slice of a file) */
+	uint32_t errata;        /* enum tk_ipt_erratum bits: the packet-level ones apply */
 };
+
+/* Errata of Intel's processors that change what a trace says, read as libipt reads them
+ * when told the processor (tk_ipt_cpu_errata). Only for a known processor: on others the
+ * same bytes mean something else. (BDM70, SKD010, APL11 and APL12 are read on every
+ * processor: their sequences have no other reading.) */
+enum tk_ipt_erratum {
+	/* SKD007: an OVF written after the first byte of a multi-byte CYC, in place of the
+	 * rest: a two-byte CYC whose second byte is 02, followed by F3, is that OVF */
+	TK_IPT_ERRATUM_SKD007 = 1u << 0,
+	/* SKZ84: a TMA with corrupt CTC and FastCounter, and a bogus byte after it (a VMX
+	 * guest with TSC offsetting or scaling): a TMA with reserved bits set is skipped
+	 * with the byte after it, as an invalid packet */
+	TK_IPT_ERRATUM_SKZ84 = 1u << 1,
+	/* SKD022: a VM entry that clears TraceEn writes a FUP before its TIP.PGD: a FUP at a
+	 * VMLAUNCH or VMRESUME followed by TIP.PGD is the instruction's own disable */
+	TK_IPT_ERRATUM_SKD022 = 1u << 2,
+};
+#define TK_IPT_ERRATA_PACKET (TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84)
+
+/* The errata above that processor FAMILY/MODEL (CPUID's display family and model, as
+ * ptxed's --cpu and perf.data's CPUID header give them) has; 0 for others. */
+TK_API uint32_t tk_ipt_cpu_errata(unsigned family, unsigned model);
+/* "FAMILY/MODEL[/STEPPING]" (decimal or 0x hex, ptxed's --cpu) or perf.data's CPUID
+ * "GenuineIntel,FAMILY,MODEL,STEPPING": its errata into *ERRATA. 0, or -TK_E_INVAL if S
+ * is neither (another vendor's CPUID string gives 0 errata). */
+TK_API int tk_ipt_cpu_parse(const char *s, uint32_t *errata);
+/* ERRATA's names, comma-separated ("SKD007, SKD022"), into BUF; "none" for 0. */
+TK_API const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size);
 
 struct tk_ipt_pkt_decoder;
 
@@ -251,6 +280,7 @@ struct tk_ipt_dump_opts {
 	/* BUF is part of a read-only file mapping: the pages dumped are given back as it
 	 * goes, so resident memory does not grow with the file */
 	int release_read;
+	uint32_t errata;  /* the processor's (enum tk_ipt_erratum): packets as it writes them */
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

@@ -60,6 +60,9 @@ struct tk_ipt_flow_opts {
 	 * run's serial part). Nothing changes where pread cannot read it (compressed, a pipe). */
 	const struct tk_input *in;
 	uint64_t in_offset;
+	/* The processor's errata (enum tk_ipt_erratum in tracekit/ipt.h; tk_ipt_cpu_errata):
+	 * the trace is read as that processor writes it. 0: none. */
+	uint32_t errata;
 };
 
 struct tk_ipt_flow_stats {

@@ -98,6 +98,8 @@ struct tk_perf_aux {
 	uint64_t pt_config;       /* the intel_pt event's config (its attr) */
 	int pt_kernel;            /* its attr traced the kernel (exclude_kernel clear) */
 	struct tk_perf_kernel kernel;
+	char cpuid[64];           /* the processor (HEADER_CPUID, "GenuineIntel,6,142,10"); ""
+				     when not recorded */
 	uint64_t kernel_modules;  /* the kernel's modules' maps (pid -1): not in mmaps (a .ko
 				     file is not linked to an address) */
 	struct tk_perf_queue *queues;
@@ -207,6 +209,9 @@ struct tk_perf_session_opts {
 	/* the input DATA was mapped from (NULL: none): the streams read in place in DATA
 	   are split at their PSBs with pread (tk_ipt_flow_opts.in) */
 	const struct tk_input *in;
+	/* the processor, as ptxed's --cpu FAMILY/MODEL[/STEPPING]: its errata are read
+	   (tk_ipt_cpu_errata; NULL: perf.data's CPUID header says, a raw trace has none) */
+	const char *cpu;
 };
 struct tk_perf_session {
 	struct tk_image *img;
@@ -236,6 +241,8 @@ struct tk_perf_session {
 	size_t nelf;
 	unsigned shown;             /* problems reported while reading */
 	int split;                  /* the queues are split by thread (opts.threads) */
+	uint32_t errata;            /* the processor's (enum tk_ipt_erratum), from opts.cpu
+				       or the CPUID header */
 	unsigned procs_capped;      /* ... more processes than images: said once */
 	struct tk_perf_proc *procs; /* ... the processes' images */
 	size_t nprocs;

@@ -67,6 +67,9 @@ struct tk_source_opts {
 	/* perf.data sessions: only these threads' trace (NULL: all); other inputs refuse
 	 * one that keeps anything out (-TK_E_UNSUPPORTED), except branch traces' only_tid */
 	const struct tk_thread_filter *filter;
+	/* Intel PT: the processor as ptxed's --cpu FAMILY/MODEL[/STEPPING], whose errata are
+	 * read (NULL: perf.data's CPUID header says; a raw trace has none) */
+	const char *ipt_cpu;
 };
 
 struct tk_source_info {

@@ -209,12 +209,16 @@ struct tk_ipt_flow_opts tk_cmd_flow_opts(const struct tk_cmd *c, const struct tk
 	const struct tk_cmd_opts *o = c->o;
 	/* TK_IPT_CHUNK: the PSB split's chunk size in bytes, for tests of the seams */
 	const char *chunk = getenv("TK_IPT_CHUNK");
+	uint32_t errata = 0;
 
+	if (o->cpu_model && tk_ipt_cpu_parse(o->cpu_model, &errata) < 0)
+		errata = 0;   /* (checked with the options) */
 	return (struct tk_ipt_flow_opts){
 		.sz = sizeof(struct tk_ipt_flow_opts), .image = img, .nthreads = o->jobs,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0,
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
+		.errata = errata,
 	};
 }
 

@@ -25,6 +25,7 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->jobs,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .msg = c->msg,
 		.ctx = c->ctx, .filter = code == 2 ? &o->filter : NULL, .in = in,
+		.cpu = o->cpu_model,
 	};
 	const uint8_t *data;
 	size_t len;
@@ -99,16 +100,16 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 			   size_t n, struct tk_progress *prog, struct tk_buf *out,
 			   struct tk_gap_stats *gaps)
 {
-	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, prog, out, gaps);
+	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, 0, prog, out, gaps);
 }
 
 int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const uint8_t *pt,
-			      size_t n, int release_read, struct tk_progress *prog,
+			      size_t n, int release_read, uint32_t errata, struct tk_progress *prog,
 			      struct tk_buf *out, struct tk_gap_stats *gaps)
 {
 	struct err_ctx ec = { c, file };
 	struct tk_ipt_dump_opts d = {
-		.release_read = release_read,
+		.release_read = release_read, .errata = errata,
 		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
 		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
 		.nthreads = tk_cmd_jobs(c), .chunk_bytes = tk_cmd_flow_opts(c, NULL).chunk_bytes,
@@ -128,6 +129,11 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc = 0;
 
 	(void)unused;
+	if (c->o->ncpus) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "dump: --cpu takes the processor here (FAMILY/MODEL); "
+			  "every queue is dumped");
+		return TK_EXIT_USAGE;
+	}
 	if ((rc = session_open(c, file, in, fi, 0, &x)))
 		return rc;
 	if ((rc = c->out_open(c, NULL, &out))) {
@@ -145,8 +151,8 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
 		tk_perf_session_stream_header(&out, &x, i);
 		int release = mapped && x.s[i].data >= map && x.s[i].data + x.s[i].len <= map + maplen;
-		rc = tk_cmd_ipt_dump_stream_in(c, file, x.s[i].data, x.s[i].len, release, &prog, &out,
-					       &gaps);
+		rc = tk_cmd_ipt_dump_stream_in(c, file, x.s[i].data, x.s[i].len, release, x.errata,
+					       &prog, &out, &gaps);
 	}
 	tk_progress_finish(&prog);
 	int st = c->out_close(&out);
@@ -349,6 +355,14 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 			      (unsigned long long)timing.cpuid_15_eax,
 			      (unsigned long long)timing.cpuid_15_ebx,
 			      a.pt_config & pt->tsc_bit ? "on" : "off");
+		/* the processor, whose errata decoding reads (--cpu FAMILY/MODEL instead) */
+		uint32_t errata = 0;
+		char names[64];
+		if (a.cpuid[0] && tk_ipt_cpu_parse(a.cpuid, &errata) < 0)
+			errata = 0;
+		tk_buf_printf(out, "  cpu:      %s (errata read: %s)\n",
+			      a.cpuid[0] ? a.cpuid : "not recorded",
+			      tk_ipt_errata_names(errata, names, sizeof names));
 	}
 	for (size_t i = 0; i < a.nqueues; i++) {
 		const struct tk_perf_queue *q = &a.queues[i];
@@ -814,7 +828,8 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)", PT_CODE,
 	  TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
 	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]", "perf.data: only the trace of CPUs LIST (0,2-3); "
-	  "with '/': ptxed's processor, not needed", PT_CODE, TK_OPT_STRING, CMD_FIELD(cpu), 0 },
+	  "with '/': the processor, whose errata are read (ptxed's)",
+	  PT_CODE | TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_STRING, CMD_FIELD(cpu), 0 },
 	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
 	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
 	  CMD_FIELD(has_tsc_hz) },

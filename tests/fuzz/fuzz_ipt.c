@@ -1,7 +1,8 @@
 /* Fuzz the Intel PT packet layer: decoder with resync, scan, dump with last-IP, PSB
  * search both ways and the split. Any crash, leak or UB is a bug, and so is a dump in
  * chunks at once (-j N, chunks of 32 to 287 bytes) that differs from the dump in order:
- * its text, its errors and its gaps. */
+ * its text, its errors and its gaps, and packets in batches that differ from packets one
+ * at a time. A third of the inputs are read with the packet-level errata (SKD007, SKZ84). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t e1 = 0, e2 = 0;
 	tk_buf_init(&one, -1, 0);
 	tk_buf_init(&two, -1, 0);
+	const uint32_t errata = size % 3 == 0 ? TK_IPT_ERRATA_PACKET : 0;
 	o = (struct tk_ipt_dump_opts){ .sz = sizeof o, .on_error = count_error, .ctx = &e1,
-				       .no_offset = size && (data[0] & 1) };
+				       .no_offset = size && (data[0] & 1), .errata = errata };
 	int r1 = tk_ipt_dump(data, size, &o, &one, &g1);
 	o.nthreads = 2;
 	o.chunk_bytes = 32 + (size > 1 ? data[1] : 0);
@@ -49,7 +51,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tk_buf_free(&two);
 
 	int err;
-	struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(data, size, NULL, &err);
+	struct tk_ipt_pkt_opts po = { .sz = sizeof po, .errata = errata };
+	struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(data, size, &po, &err);
+	struct tk_ipt_pkt_decoder *d2 = tk_ipt_pkt_decoder_new(data, size, &po, &err);
+	if (d && d2 && tk_ipt_pkt_sync_forward(d) == 0 && tk_ipt_pkt_sync_forward(d2) == 0) {
+		/* from the first PSB to the first error: batches give what single steps do */
+		struct tk_ipt_packet one, many[16];
+		int n, e2 = 0, e1 = 0;
+		while (!e2 && (n = tk_ipt_pkt_next_batch(d2, many, 16, &e2)) >= 0) {
+			for (int k = 0; k < n; k++)
+				if (tk_ipt_pkt_next(d, &one) <= 0 || one.kind != many[k].kind ||
+				    one.size != many[k].size || one.offset != many[k].offset)
+					abort();
+			if (!n && !e2)
+				break;
+		}
+		if (e2 && e2 != -TK_E_EOF && (e1 = tk_ipt_pkt_next(d, &one)) != e2)
+			abort();
+	}
+	tk_ipt_pkt_decoder_free(d2);
 	if (d) {
 		struct tk_ipt_packet p;
 		/* Decode from every offset of the first bytes: no PSB needed. */

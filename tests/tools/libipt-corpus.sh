@@ -54,11 +54,13 @@ for ptt in "$SRC"/test/src/*.ptt; do
 	org=$(sed -n 's/^[ \t]*org[ \t]*\(0x[0-9a-fA-F]*\).*/\1/p' "$ptt" | head -n 1)
 	xopts=$(sed -n 's/[ \t]*;[ \t]*opt:ptxed[ \t][ \t]*\(.*\)[ \t]*/\1/p' "$ptt")
 	dopts=$(sed -n 's/[ \t]*;[ \t]*opt:ptdump[ \t][ \t]*\(.*\)[ \t]*/\1/p' "$ptt")
+	# the processor a case is for (its first `cpu` line; libipt's harness runs each)
+	cpu=$(sed -n 's/^[ \t]*;[ \t]*cpu[ \t][ \t]*\([0-9][0-9]*\/[0-9][0-9]*\).*/\1/p' "$ptt" | head -n 1)
 	if [ -f case-ptxed.exp ]; then
 		if [ -n "$xopts" ] && [ "$xopts" != "--resync-on-error" ]; then
 			judge decode "$base" SKIP
 		else
-			"$TK" decode --no-disasm --raw "case.bin:$org" case.pt 2>/dev/null |
+			"$TK" decode --no-disasm ${cpu:+--cpu "$cpu"} --raw "case.bin:$org" case.pt 2>/dev/null |
 				sed -E -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
 					-e 's/^\[error: .*\]$/[error]/' -e 's/^\[async disabled\]/[disabled]/' \
 					-e 's/^\[interrupt: .*\]/[interrupt]/' \
@@ -77,7 +79,7 @@ for ptt in "$SRC"/test/src/*.ptt; do
 		if [ -n "$dopts" ]; then
 			judge dump "$base" SKIP
 		else
-			"$TK" dump case.pt 2>/dev/null | tr -s ' \t' '  ' | sed -E 's/ +$//' >ours
+			"$TK" dump ${cpu:+--cpu "$cpu"} case.pt 2>/dev/null | tr -s ' \t' '  ' | sed -E 's/ +$//' >ours
 			tr -s ' \t' '  ' <case-ptdump.exp | sed -E 's/ +$//' | grep -v '^$' >theirs
 			judge dump "$base" compared
 		fi

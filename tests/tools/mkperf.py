@@ -49,6 +49,7 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
                thread holding its whole trace, no switches. For large traces DUMP may
                keep only the psb, psbend, fup and tsc lines and the line before each
                psb (buffers then end at those packets)
+  --cpuid S    the processor as perf records it (HEADER_CPUID), e.g. GenuineIntel,6,142,10
   --lose K     the kernel's buffer was full: buffer K of the first queue lost (its
                PERF_RECORD_AUX flagged truncated, no AUXTRACE) and the trace after it up to
                the next PSB, where the hardware starts again
@@ -364,6 +365,7 @@ def main():
     ap.add_argument('--migrate')
     ap.add_argument('--session')
     ap.add_argument('--lose', type=int, default=-1)
+    ap.add_argument('--cpuid')
     a = ap.parse_args()
     a.timed = a.timed or bool(a.session)
     if a.timed and not a.packets and not a.session:
@@ -541,11 +543,22 @@ def main():
     # feature sections: none, or with --threads HEADER_DIR_FORMAT (bit 24; its content the
     # u64 version 1), which tells perf to read the data.K files; the section table follows
     # the data
-    features, tail = 0, b''
+    # and with --cpuid HEADER_CPUID (bit 9): a u32 length and the string, NUL-padded to
+    # 64 bytes as perf writes strings
+    sections = []
+    if a.cpuid:
+        text = a.cpuid.encode() + b'\0'
+        text += b'\0' * (-len(text) % 64)
+        sections.append((9, struct.pack('<I', len(text)) + text))
     if parts:
-        features = 1 << 24
-        table_off = data_off + len(data)
-        tail = struct.pack('<QQ', table_off + 16, 8) + struct.pack('<Q', 1)
+        sections.append((24, struct.pack('<Q', 1)))
+    features, table, body = 0, b'', b''
+    content_off = data_off + len(data) + 16 * len(sections)
+    for bit, content in sections:
+        features |= 1 << bit
+        table += struct.pack('<QQ', content_off + len(body), len(content))
+        body += content
+    tail = table + body
     header += features.to_bytes(32, 'little')
     out = a.out
     if parts:

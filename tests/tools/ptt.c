@@ -15,6 +15,7 @@
  *   status N            decode's expected exit status (default 0)
  *   args ...            more options for decode
  *   libipt yes | no WHY compare with libipt 2.0.5 (its decoder is run), or say why not
+ *   cpu FAMILY/MODEL    the processor: decode's --cpu, and libipt's errata for it
  *   PACKET ARGS...      a packet: psb psbend pad ovf stop
  *                       tnt t.n..  (up to 6: TNT-8, else TNT-64)
  *                       tip|tip.pge|tip.pgd|fup [IPC:]IP  (no IP: suppressed; IPC 1, 2,
@@ -46,6 +47,7 @@ struct code {
 };
 
 static struct code code;
+static struct pt_cpu cpu;   /* the file's `cpu` (vendor unknown: none) */
 static const char *path;
 static unsigned lineno;
 
@@ -328,6 +330,11 @@ static void libipt_listing(const uint8_t *buf, size_t len, FILE *f)
 	enum pt_exec_mode mode = ptem_unknown;
 
 	pt_config_init(&cfg);
+	if (cpu.vendor == pcv_intel) {
+		cfg.cpu = cpu;
+		if (pt_cpu_errata(&cfg.errata, &cpu) < 0)
+			die("libipt: no errata for the cpu", NULL);
+	}
 	/* the errata decode allows for on every CPU: what they change has no other reading */
 	cfg.errata.bdm70 = cfg.errata.skd010 = cfg.errata.apl11 = cfg.errata.apl12 = 1;
 	cfg.begin = (uint8_t *)buf;
@@ -434,6 +441,17 @@ int main(int argc, char **argv)
 		} else if (!strcmp(w[0], "args")) {
 			for (int i = 1; i < n; i++)
 				strcat(strcat(args, " "), w[i]);
+		} else if (!strcmp(w[0], "cpu")) {
+			char *slash = n == 2 ? strchr(w[1], '/') : NULL;
+
+			if (!slash)
+				die("cpu FAMILY/MODEL", NULL);
+			cpu.vendor = pcv_intel;
+			cpu.model = (uint8_t)num(slash + 1);
+			*slash = 0;
+			cpu.family = (uint16_t)num(w[1]);
+			*slash = '/';
+			strcat(strcat(args, " --cpu "), w[1]);
 		} else if (!strcmp(w[0], "libipt")) {
 			if (n < 2 || (strcmp(w[1], "yes") && (strncmp(w[1], "no", 2) || n < 3)))
 				die("libipt yes, or libipt no REASON", NULL);

@@ -100,6 +100,82 @@ static void test_newer_packets(void **state)
 	tk_ipt_pkt_decoder_free(d);
 }
 
+/* The processors' errata by CPUID (tk_ipt_cpu_parse), and the packet decoder reading the
+ * bytes of SKD007 and SKZ84 as those processors write them only when told: one packet
+ * at a time and in batches (whose fast paths step aside) alike. */
+static void test_cpu_errata(void **state)
+{
+	const uint32_t skl = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKD022;
+	const uint32_t skx = TK_IPT_ERRATUM_SKD022 | TK_IPT_ERRATUM_SKZ84;
+	static const char *const bad[] = { "", "6", "6/", "6/x", "/142", "6/142/", "6/142x",
+					   "6/142/1/2", "GenuineIntel,6", "GenuineIntel,,142" };
+	uint32_t e = 7;
+	char names[64];
+
+	(void)state;
+	assert_int_equal(tk_ipt_cpu_parse("6/142", &e), 0);
+	assert_int_equal(e, skl);
+	assert_int_equal(tk_ipt_cpu_parse("6/0x55/4", &e), 0);
+	assert_int_equal(e, skx);
+	assert_int_equal(tk_ipt_cpu_parse("GenuineIntel,6,142,10", &e), 0);
+	assert_int_equal(e, skl);
+	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "SKD007, SKD022");
+	assert_int_equal(tk_ipt_cpu_parse("AuthenticAMD,25,33,0", &e), 0);
+	assert_int_equal(e, 0);
+	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "none");
+	assert_int_equal(tk_ipt_cpu_parse("6/61", &e), 0);   /* Broadwell: none of these */
+	assert_int_equal(e, 0);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		e = 7;
+		assert_int_equal(tk_ipt_cpu_parse(bad[i], &e), -TK_E_INVAL);
+		assert_int_equal(e, 0);
+	}
+
+	/* PSB; a CYC's first byte and the OVF; a TMA with a reserved bit set and its bogus
+	 * byte; PADs (long enough for the batch decoder's window) */
+	uint8_t buf[160];
+	memset(buf, 0, sizeof buf);
+	memcpy(buf, psb, 16);
+	static const uint8_t tail[] = { 0xf7, 0x02, 0xf3, 0x02, 0x73, 0x11, 0x11, 0x01, 0x01, 0x00,
+					0xa5 };
+	memcpy(buf + 16, tail, sizeof tail);
+	static const struct { uint8_t kind, size; uint64_t off; } want[] = {
+		{ TK_IPT_PKT_PSB, 16, 0 }, { TK_IPT_PKT_OVF, 3, 16 }, { TK_IPT_PKT_INVALID, 8, 19 },
+		{ TK_IPT_PKT_PAD, 1, 27 },
+	};
+	struct tk_ipt_pkt_opts po = { .sz = sizeof po, .errata = skl | skx };
+	struct tk_ipt_packet one[4], batch[4];
+	int err;
+	for (int b = 0; b < 2; b++) {
+		struct tk_ipt_pkt_decoder *d = tk_ipt_pkt_decoder_new(buf, sizeof buf, &po, &err);
+		assert_non_null(d);
+		assert_int_equal(tk_ipt_pkt_sync_forward(d), 0);
+		if (b) {
+			assert_int_equal(tk_ipt_pkt_next_batch(d, batch, 4, &err), 4);
+			assert_int_equal(err, 0);
+		} else {
+			for (int k = 0; k < 4; k++)
+				assert_true(tk_ipt_pkt_next(d, &one[k]) > 0);
+		}
+		for (int k = 0; k < 4; k++) {
+			const struct tk_ipt_packet *p = b ? &batch[k] : &one[k];
+			assert_int_equal(p->kind, want[k].kind);
+			assert_int_equal(p->size, want[k].size);
+			assert_int_equal(p->offset, want[k].off);
+		}
+		tk_ipt_pkt_decoder_free(d);
+	}
+	/* without: two CYCs, then the TMA is an error */
+	struct tk_ipt_pkt_decoder *d = dec_at_psb(buf, sizeof buf);
+	struct tk_ipt_packet p;
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 2);
+	assert_int_equal(p.kind, TK_IPT_PKT_CYC);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), 1);
+	assert_int_equal(p.kind, TK_IPT_PKT_CYC);
+	assert_int_equal(tk_ipt_pkt_next(d, &p), -TK_E_BAD_FORMAT);
+	tk_ipt_pkt_decoder_free(d);
+}
+
 static void test_errors_do_not_advance(void **state)
 {
 	(void)state;
@@ -302,6 +378,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_newer_packets),
 		cmocka_unit_test(test_errors_do_not_advance),
+		cmocka_unit_test(test_cpu_errata),
 		cmocka_unit_test(test_split_and_count),
 		cmocka_unit_test(test_split_read_as_mapped),
 		cmocka_unit_test(test_long_runs),

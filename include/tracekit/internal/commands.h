@@ -57,6 +57,7 @@ struct tk_cmd_opts {
 	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */
 	uint64_t cpuid_15_ebx;       /* --cpuid-0x15.ebx N */
 	const char *cpu;             /* --cpu FAMILY/MODEL[/STEPPING] or LIST (no '/') */
+	const char *cpu_model;       /* ... the first: the processor (its errata are read) */
 	uint32_t cpus[2 * TK_CMD_MAX_LIST];   /* --cpu LIST: ranges (tk_thread_filter) */
 	int ncpus;
 	int has_tsc_hz;              /* --tsc-hz N given: the TSC's rate for times (0: ticks) */

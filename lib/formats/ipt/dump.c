@@ -425,6 +425,16 @@ struct pchunk {
 	uint64_t end_off;
 };
 
+/* The packet decoder's options for O's stream. */
+static struct tk_ipt_pkt_opts pkt_opts(const struct tk_ipt_dump_opts *o)
+{
+	return (struct tk_ipt_pkt_opts){
+		.sz = sizeof(struct tk_ipt_pkt_opts),
+		.errata = o->sz >= offsetof(struct tk_ipt_dump_opts, errata) + sizeof o->errata ?
+			  o->errata : 0,
+	};
+}
+
 struct pdump {
 	const uint8_t *buf;
 	size_t len, chunk;
@@ -474,7 +484,8 @@ static int pchunk_walk(void *ctx, size_t i)
 	pthread_mutex_unlock(&D->lock);
 	if (!t->data && tk_buf_init(t, -1, o->quiet ? 256 : 16 * D->chunk) < 0)
 		return -TK_E_NOMEM;
-	struct tk_ipt_pkt_decoder *dec = tk_ipt_pkt_decoder_new(D->buf, D->len, NULL, &err);
+	struct tk_ipt_pkt_opts po = pkt_opts(o);
+	struct tk_ipt_pkt_decoder *dec = tk_ipt_pkt_decoder_new(D->buf, D->len, &po, &err);
 	struct tk_ipt_packet *pk = malloc(BATCH * sizeof *pk);
 	if (!dec || !pk) {
 		tk_ipt_pkt_decoder_free(dec);
@@ -665,7 +676,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 			return r;
 	}
 	struct walk w = { buf, len, NULL, gaps, o->on_error, o->ctx };
-	w.dec = tk_ipt_pkt_decoder_new(buf, len, NULL, &err);
+	struct tk_ipt_pkt_opts po = pkt_opts(o);
+	w.dec = tk_ipt_pkt_decoder_new(buf, len, &po, &err);
 	if (!w.dec)
 		return err;
 	pk = malloc(BATCH * sizeof *pk);

@@ -196,6 +196,7 @@ struct ptd {
 	size_t ovf_off;
 	unsigned tnt_given;         /* outcomes in the last TNT item given to the walker */
 	struct tk_ipt_ctx pctx;
+	uint32_t errata;            /* enum tk_ipt_erratum (the packet-level ones also in pctx) */
 	struct tk_ipt_last_ip last;
 	struct tk_flow *flow;
 	struct tk_event_batch *out;
@@ -383,9 +384,9 @@ static int never_in_psb_plus(unsigned kind)
  * PSBEND ends at POS: 1 if the next packet past status and timing ones is a TIP.PGE. No
  * sound trace has that (a TIP.PGE says packets were off, a FUP in PSB+ that they were on),
  * so the FUP is taken for the erratum's on every CPU, not only on those listed. */
-static int bdm70_fup(const uint8_t *buf, size_t len, size_t pos)
+static int bdm70_fup(const uint8_t *buf, size_t len, uint8_t errata, size_t pos)
 {
-	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_ctx ctx = { .errata = errata };
 	struct tk_ipt_packet p;
 	int rc;
 
@@ -397,7 +398,7 @@ static int bdm70_fup(const uint8_t *buf, size_t len, size_t pos)
 		case TK_IPT_PKT_PAD: case TK_IPT_PKT_TSC: case TK_IPT_PKT_CBR:
 		case TK_IPT_PKT_PIP: case TK_IPT_PKT_MODE_EXEC: case TK_IPT_PKT_MODE_TSX:
 		case TK_IPT_PKT_VMCS: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC:
-		case TK_IPT_PKT_CYC: case TK_IPT_PKT_MNT:
+		case TK_IPT_PKT_CYC: case TK_IPT_PKT_MNT: case TK_IPT_PKT_INVALID:
 			break;
 		default:
 			return 0;
@@ -406,16 +407,16 @@ static int bdm70_fup(const uint8_t *buf, size_t len, size_t pos)
 	return 0;
 }
 
-static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
-		    int *whole);
+static int psb_plus(const uint8_t *buf, size_t len, uint8_t errata, size_t pos, uint64_t *ip,
+		    int *mode, int *whole);
 
 /* Erratum APL12 (Apollo Lake, Gemini Lake): after an OVF that resolved while packets were
  * off, a FUP may follow although no flow resumes. The FUP ends at POS: 1 if what follows
  * says packets are off (a TIP.PGE or STOP, or a PSB+ without FUP, before any TNT, TIP or
  * TIP.PGD); sound traces never have that after a FUP, so this holds on every CPU. */
-static int apl12_fup(const uint8_t *buf, size_t len, size_t pos)
+static int apl12_fup(const uint8_t *buf, size_t len, uint8_t errata, size_t pos)
 {
-	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_ctx ctx = { .errata = errata };
 	struct tk_ipt_packet p;
 	uint64_t ip;
 	int rc;
@@ -426,7 +427,7 @@ static int apl12_fup(const uint8_t *buf, size_t len, size_t pos)
 		case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_STOP:
 			return 1;
 		case TK_IPT_PKT_PSB:
-			return !psb_plus(buf, len, pos, &ip, NULL, NULL);
+			return !psb_plus(buf, len, errata, pos, &ip, NULL, NULL);
 		case TK_IPT_PKT_TNT8: case TK_IPT_PKT_TNT64: case TK_IPT_PKT_TIP:
 		case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_PSBEND: case TK_IPT_PKT_OVF:
 		case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
@@ -440,10 +441,10 @@ static int apl12_fup(const uint8_t *buf, size_t len, size_t pos)
 
 /* The PSB+ whose PSB ends at POS: 1 and *IP if it has a FUP (not one of bdm70_fup's), else
  * 0; *MODE (if MODE) its MODE.Exec, -1 without one (or after an OVF in it). */
-static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
-		    int *whole)
+static int psb_plus(const uint8_t *buf, size_t len, uint8_t errata, size_t pos, uint64_t *ip,
+		    int *mode, int *whole)
 {
-	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_ctx ctx = { .errata = errata };
 	struct tk_ipt_last_ip l;
 	struct tk_ipt_packet p;
 	int rc, fup = 0;
@@ -468,20 +469,15 @@ static int psb_plus(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, in
 		if (p.kind == TK_IPT_PKT_FUP && !fup)
 			fup = tk_ipt_last_ip_update(&l, &p) == 0 && tk_ipt_last_ip_query(&l, ip) == 0;
 	}
-	if (fup && rc > 0 && p.kind == TK_IPT_PKT_PSBEND && bdm70_fup(buf, len, pos))
+	if (fup && rc > 0 && p.kind == TK_IPT_PKT_PSBEND && bdm70_fup(buf, len, errata, pos))
 		fup = 0;
 	return fup;
 }
 
-int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip)
+int tk_ipt_psb_state(const uint8_t *buf, size_t len, uint32_t errata, size_t pos, uint64_t *ip,
+		     int *mode, int *whole)
 {
-	return psb_plus(buf, len, pos, ip, NULL, NULL);
-}
-
-int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
-		     int *whole)
-{
-	return psb_plus(buf, len, pos, ip, mode, whole);
+	return psb_plus(buf, len, (uint8_t)(errata & TK_IPT_ERRATA_PACKET), pos, ip, mode, whole);
 }
 
 /* The clock becomes the time stamped on events. While the walker runs this happens at
@@ -848,10 +844,26 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		*rc = tell_trig(d, p->trig.trbv | p->trig.mult << 8);
 		return 1;
 	case TK_IPT_PKT_PAD: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
+	case TK_IPT_PKT_INVALID:   /* an erratum's corrupt packet (SKZ84): nothing to take */
 		return 1;
 	default:
 		return 0;
 	}
+}
+
+static int is_vm_entry(struct ptd *d, uint64_t ip);
+
+/* A TIP.PGD (HAS_IP: with IP) for the walker, which binds it where the walk needs it. */
+static int pgd_query(struct ptd *d, struct tk_flow_q *q, int has_ip, uint64_t ip)
+{
+	int rc = publish_time(d);
+
+	if (rc < 0)
+		return rc;
+	q->kind = TK_FLOWQ_PGD;
+	q->has_ip = has_ip;
+	q->ip = has_ip ? ip : 0;
+	return 0;
 }
 
 /* A FUP (or an event packet that a FUP completes) was read: find what it binds to and
@@ -940,6 +952,11 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		if (p.kind == TK_IPT_PKT_TIP_PGD) {
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
+			/* SKD022: the FUP of a VM entry that cleared TraceEn; the TIP.PGD is
+			 * the entry's own, bound to it as one alone is */
+			if (act == ACT_NONE && (d->errata & TK_IPT_ERRATUM_SKD022) &&
+			    is_vm_entry(d, fip))
+				return pgd_query(d, q, rc, ip);
 			d->act_async = ACT_ASYNC_DISABLE;
 			d->act_ip = rc ? ip : 0;
 			break;
@@ -1102,12 +1119,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 					d->last.suppressed = 1;
 				d->last_off = at;
 				d->pos = at + n;
-				if ((rc = publish_time(d)) < 0)
-					return rc;
-				q->kind = TK_FLOWQ_PGD;
-				q->has_ip = n > 1;
-				q->ip = n > 1 ? ip : 0;
-				return 0;
+				return pgd_query(d, q, n > 1, ip);
 			}
 		}
 		rc = fetch(d, &p);
@@ -1175,7 +1187,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 			 * its FUP (or runs out of trace if tracing is off). */
 			d->pos = at;
 			d->action = at >= d->end ? ACT_CHUNK_END : ACT_PSB;
-			if (psb_plus(d->buf, d->len, at + (size_t)rc, &ip, &d->psb_mode, NULL)) {
+			if (psb_plus(d->buf, d->len, d->pctx.errata, at + (size_t)rc, &ip, &d->psb_mode, NULL)) {
 				q->kind = TK_FLOWQ_STOP;
 				q->ip = ip;
 				q->has_ip = 1;
@@ -1385,6 +1397,20 @@ static int is_far_call(const uint8_t *p, size_t len)
 	       b0 == 0xce || b0 == 0x9a || (b0 == 0xff && (b1 >> 3 & 7) == 3);
 }
 
+/* Whether the instruction at IP is a VM entry: VMLAUNCH (0F 01 C2) or VMRESUME (0F 01 C3),
+ * after operand and address size prefixes and (in 64-bit mode) REX. */
+static int is_vm_entry(struct ptd *d, uint64_t ip)
+{
+	size_t n = 0, i = 0;
+	const uint8_t *p = d->image ? tk_image_ptr(d->image, ip, &n) : NULL;
+
+	while (p && i < n && (p[i] == 0x66 || p[i] == 0x67 ||
+			      ((p[i] & 0xf0) == 0x40 && d->mode == TK_FLOW_64)))
+		i++;
+	return p && n - i >= 3 && p[i] == 0x0f && p[i + 1] == 0x01 &&
+	       (p[i + 2] == 0xc2 || p[i + 2] == 0xc3);
+}
+
 /* The instruction at IP, remembered: the few instructions that disable tracing or hold a
  * PTWRITE come back again and again, and decoding them each time cost a fifth of a
  * trace with frequent disables. NULL only without memory. */
@@ -1514,7 +1540,7 @@ static int overflow(struct ptd *d, size_t at)
  * one that resolves at a FUP there, after the status events between. */
 static int ovf_resolves_off(const struct ptd *d)
 {
-	struct tk_ipt_ctx ctx = { 0 };
+	struct tk_ipt_ctx ctx = { .errata = d->pctx.errata };
 	struct tk_ipt_packet p;
 	size_t pos = d->pos;
 	uint64_t ip;
@@ -1526,11 +1552,11 @@ static int ovf_resolves_off(const struct ptd *d)
 		case TK_IPT_PKT_FUP:
 			if (!p.ip.ipc)
 				break;   /* no IP: not where tracing goes on */
-			return apl12_fup(d->buf, d->len, pos);
+			return apl12_fup(d->buf, d->len, d->pctx.errata, pos);
 		case TK_IPT_PKT_TIP:
 			return 0;
 		case TK_IPT_PKT_PSB:
-			return !psb_plus(d->buf, d->len, pos, &ip, NULL, NULL);
+			return !psb_plus(d->buf, d->len, d->pctx.errata, pos, &ip, NULL, NULL);
 		case TK_IPT_PKT_TIP_PGE: case TK_IPT_PKT_TIP_PGD: case TK_IPT_PKT_STOP:
 		case TK_IPT_PKT_OVF:
 			return 1;
@@ -1591,7 +1617,7 @@ static int do_psb(struct ptd *d)
 			return rc == -TK_E_EOF ? 0 : rc;
 		switch (p.kind) {
 		case TK_IPT_PKT_PSBEND:
-			if (d->have_ip && bdm70_fup(d->buf, d->len, d->pos))
+			if (d->have_ip && bdm70_fup(d->buf, d->len, d->pctx.errata, d->pos))
 				d->enabled = d->have_ip = 0;
 			return 0;
 		case TK_IPT_PKT_FUP:
@@ -1837,7 +1863,7 @@ static int idle_step(struct ptd *d)
 				return rc;
 			return 0;
 		}
-		if (rc && d->after_ovf && apl12_fup(d->buf, d->len, d->pos)) {
+		if (rc && d->after_ovf && apl12_fup(d->buf, d->len, d->pctx.errata, d->pos)) {
 			d->after_ovf = 0;   /* resolved with packets off */
 			return flush_ovf(d);
 		}
@@ -2038,6 +2064,9 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 		d->tm.ebx = o->cpuid_15_ebx;
 		/* (an older caller's options end before the track) */
 		d->track = o->sz >= offsetof(struct tk_ipt_flow_opts, track) + sizeof(uint32_t) ? o->track : 0;
+		d->errata = o->sz >= offsetof(struct tk_ipt_flow_opts, errata) + sizeof(uint32_t) ?
+			    o->errata : 0;
+		d->pctx.errata = (uint8_t)(d->errata & TK_IPT_ERRATA_PACKET);
 		tk_flow_set_track(f, d->track);
 		d->out = batch;
 		tk_event_batch_init(batch, sink);

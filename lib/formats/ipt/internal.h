@@ -11,6 +11,7 @@
  * their first byte collides with TNT-8. 0: no block, else the BIP payload size. */
 struct tk_ipt_ctx {
 	uint8_t blk;
+	uint8_t errata;   /* TK_IPT_ERRATA_PACKET bits of enum tk_ipt_erratum */
 };
 
 #define TK_IPT_PSB_SIZE 16
@@ -34,12 +35,11 @@ int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb);
 int tk_ipt_pkt_resync(struct tk_ipt_pkt_decoder *d, uint64_t end, uint64_t *at,
 		      uint64_t *skipped);
 
-/* The IP of the FUP in the PSB+ whose PSB ends at POS: 1 and *IP, or 0 without one. */
-int tk_ipt_psb_fup(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip);
-/* The same, and the PSB+'s execution mode into *MODE (TK_FLOW_*, -1: none); *WHOLE (if
+/* The PSB+ whose PSB ends at POS, read with ERRATA (enum tk_ipt_erratum): 1 and *IP if it
+ * has a FUP, else 0; its execution mode into *MODE (TK_FLOW_*, -1: none); *WHOLE (if
  * WHOLE): 1 when it ends with its PSBEND, 0 when it is cut short (the decoder's error). */
-int tk_ipt_psb_state(const uint8_t *buf, size_t len, size_t pos, uint64_t *ip, int *mode,
-		     int *whole);
+int tk_ipt_psb_state(const uint8_t *buf, size_t len, uint32_t errata, size_t pos, uint64_t *ip,
+		     int *mode, int *whole);
 
 struct tk_flow;
 struct tk_ipt_flow_opts;

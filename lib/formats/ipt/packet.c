@@ -163,8 +163,15 @@ static __attribute__((noinline)) int decode_ext(const uint8_t *p, size_t rem, st
 	case 0x73: {                    /* TMA: ctc[15:0], reserved, fc[8:0] */
 		NEED(7);
 		uint16_t fc = tk_le16(p + 5);
-		if ((fc & ~0x1ffu) || p[4])
-			return -TK_E_BAD_FORMAT;
+		if ((fc & ~0x1ffu) || p[4]) {
+			if (!(ctx->errata & TK_IPT_ERRATUM_SKZ84))
+				return -TK_E_BAD_FORMAT;
+			/* SKZ84: corrupt, and a bogus byte after it; what else is corrupt
+			 * cannot be told (libipt skips the same 8 bytes) */
+			NEED(8);
+			pkt->kind = TK_IPT_PKT_INVALID;
+			return 8;
+		}
 		pkt->kind = TK_IPT_PKT_TMA;
 		pkt->tma.ctc = tk_le16(p + 2);
 		pkt->tma.fc = fc;
@@ -303,6 +310,14 @@ static inline __attribute__((always_inline)) int decode_at(const uint8_t *p, siz
 				if (shl > 64)
 					return -TK_E_BAD_FORMAT;
 			} while (x & 1);
+		}
+		if (__builtin_expect(ctx->errata & TK_IPT_ERRATUM_SKD007, 0) && i == 2 &&
+		    p[1] == 0x02 && rem > 2 && p[2] == 0xf3) {
+			/* SKD007: the OVF 02 F3 written after the CYC's first byte; no sound
+			 * trace has two short CYCs in a row (only a wrapped counter sends
+			 * back-to-back CYCs, full ones) */
+			pkt->kind = TK_IPT_PKT_OVF;
+			return 3;
 		}
 		pkt->kind = TK_IPT_PKT_CYC;
 		pkt->cyc.value = v;
@@ -624,6 +639,8 @@ struct tk_ipt_pkt_decoder *tk_ipt_pkt_decoder_new(const uint8_t *buf, size_t len
 	d->psb = SIZE_MAX;
 	if (opts && opts->sz >= offsetof(struct tk_ipt_pkt_opts, base_offset) + sizeof(uint64_t))
 		d->base = opts->base_offset;
+	if (opts && opts->sz >= offsetof(struct tk_ipt_pkt_opts, errata) + sizeof(uint32_t))
+		d->ctx.errata = (uint8_t)(opts->errata & TK_IPT_ERRATA_PACKET);
 	if (err)
 		*err = 0;
 	return d;
@@ -882,6 +899,9 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 	const uint8_t *fast_end = len >= 16 ? end - 15 : buf;
 	const uint8_t *fast4_end = len >= 16 + UNROLL * FAST_MAX ? end - 15 - UNROLL * FAST_MAX : buf;
 	uint8_t blk = d->ctx.blk;
+	/* erratum SKD007 is read in decode_at: two-byte CYCs go there, not through the fast
+	 * paths (SKZ84's TMA always does) */
+	const int skd007 = (d->ctx.errata & TK_IPT_ERRATUM_SKD007) != 0;
 #if SZW
 	/* Window [wb, wb + SZW) with next indices nxv and table slots keyv; packets
 	 * starting before wlim are walked with it (UNROLL of them stay inside). A window
@@ -911,7 +931,7 @@ int tk_ipt_pkt_next_batch(struct tk_ipt_pkt_decoder *d, struct tk_ipt_packet *pk
 					nt = 0;
 					wb = p;
 					wlim = p + SZW - WIN_UNROLL * FAST_MAX;
-					wcyc2 = d->long_cyc;
+					wcyc2 = d->long_cyc && !skd007;
 					nexts_avx2(wb, nxv, keyv, SZW, wcyc2);
 				}
 				size_t i = (size_t)(p - wb);
@@ -1061,7 +1081,7 @@ slow:
 				 * the packet's size, would be one more branch to mispredict). */
 				uint64_t x = tk_le64(p + 1);
 				uint64_t stop = ~x & 0x0101010101010101ULL;
-				if (__builtin_expect(stop != 0, 1)) {
+				if (__builtin_expect(stop != 0, 1) && !(skd007 && (x & 0xff) == 0x02)) {
 					unsigned nb = (unsigned)__builtin_ctzll(stop) / 8 + 1;
 					uint64_t y = (x & (~0ULL >> (64 - 8 * nb))) >> 1 &
 						     0x7f7f7f7f7f7f7f7fULL;

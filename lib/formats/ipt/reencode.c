@@ -470,6 +470,7 @@ struct run {
 	size_t period;
 	struct renc *chunks;
 	struct tk_ipt_reencode_stats *st;
+	uint32_t errata;               /* the decoder's (tk_ipt_flow_opts.errata) */
 };
 
 static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
@@ -482,8 +483,8 @@ static int re_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 		return -TK_E_NOMEM;
 	/* the PSB+ as the chunk's decoder reads it: not past a break, where the trace before
 	 * was cut (a FUP cut there is no IP the flow goes to) */
-	r->input_on = tk_ipt_psb_state(u->buf, u->seg_end[i], u->offs[i] + TK_IPT_PSB_SIZE, &r->input_ip,
-					&r->input_mode, &r->input_whole);
+	r->input_on = tk_ipt_psb_state(u->buf, u->seg_end[i], u->errata, u->offs[i] + TK_IPT_PSB_SIZE,
+					&r->input_ip, &r->input_mode, &r->input_whole);
 	r->start = u->offs[i];
 	sink->events = renc_events;
 	sink->ctx = r;
@@ -559,6 +560,8 @@ int tk_ipt_reencode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opt
 		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
 	memset(st, 0, sizeof(*st));
 	u.period = o.psb_period ? o.psb_period : PSB_PERIOD;
+	if (fopts->sz >= offsetof(struct tk_ipt_flow_opts, errata) + sizeof(uint32_t))
+		u.errata = fopts->errata;
 	if ((n = tk_ipt_flow_chunks(buf, len, fopts, NULL, 0)) < 0)
 		return (int)n;
 	u.chunks = calloc(n > 0 ? (size_t)n : 1, sizeof(*u.chunks));

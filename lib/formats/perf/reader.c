@@ -45,6 +45,7 @@ enum {
 #define MISC_MMAP_BUILD_ID 0x4000 /* MMAP2 carries a build-id instead of the device */
 #define MISC_BUILD_ID_SIZE 0x8000 /* a build-id table entry gives its size */
 #define FEAT_BUILD_ID 2          /* HEADER_BUILD_ID: the build-id table */
+#define FEAT_CPUID 9             /* HEADER_CPUID: the processor, "GenuineIntel,6,142,10" */
 #define KERNEL_MAP "[kernel.kallsyms]"   /* the kernel's map: this, then a symbol's name */
 #define KERNEL_MAP_LEN (sizeof KERNEL_MAP - 1)
 #define ATTR_EXCLUDE_KERNEL (1u << 5)     /* perf_event_attr's flags word */
@@ -703,31 +704,62 @@ static int decompress(struct reader *r, uint64_t off, const uint8_t *src, size_t
 	return rc;
 }
 
+/* Feature section BIT (after the data; WHAT names it in messages) into *OFF and *LEN: 1,
+ * or 0 when the file has none or its descriptor is damaged (said). */
+static int feature(struct reader *r, const uint8_t *p, size_t n, uint64_t data_end, unsigned bit,
+		   const char *what, uint64_t *off, uint64_t *len)
+{
+	uint64_t features = tk_le64(p + 72);
+	unsigned k = 0;
+
+	if (!(features & (1ull << bit)))
+		return 0;
+	/* one section descriptor per feature bit set, in bit order */
+	for (unsigned b = 0; b < bit; b++)
+		k += (features >> b) & 1;
+	uint64_t desc = data_end + 16 * (uint64_t)k;
+	if (desc > n || n - desc < 16) {
+		problem(r, desc, "%s descriptor outside the file", what);
+		return 0;
+	}
+	*off = tk_le64(p + desc);
+	*len = tk_le64(p + desc + 8);
+	if (*off > n || *len > n - *off) {
+		problem(r, desc, "%s outside the file", what);
+		return 0;
+	}
+	return 1;
+}
+
+/* The processor (feature HEADER_CPUID: a u32 length and the string, NUL-padded). */
+static void read_cpuid(struct reader *r, const uint8_t *p, size_t n, uint64_t data_end)
+{
+	uint64_t off, len;
+
+	if (!feature(r, p, n, data_end, FEAT_CPUID, "CPUID header", &off, &len))
+		return;
+	uint32_t slen = len >= 4 ? tk_le32(p + off) : 0;
+	if (len < 4 || slen > len - 4) {
+		problem(r, off, "CPUID header of %llu bytes holds no string",
+			(unsigned long long)len);
+		return;
+	}
+	size_t k = strnlen((const char *)p + off + 4, slen);
+	if (k >= sizeof r->aux->cpuid)
+		k = sizeof r->aux->cpuid - 1;
+	memcpy(r->aux->cpuid, p + off + 4, k);
+	r->aux->cpuid[k] = 0;
+}
+
 /* The build-id table (feature HEADER_BUILD_ID, after the data): entries of a record header,
  * pid, the id (20 bytes; with MISC_BUILD_ID_SIZE its size in the 21st), and the file name.
  * Mappings without a build-id of their own take the one recorded for their file. */
 static void read_build_ids(struct reader *r, const uint8_t *p, size_t n, uint64_t data_end)
 {
-	uint64_t features = tk_le64(p + 72), off = 0, len = 0;
-	unsigned k = 0;
+	uint64_t off = 0, len = 0;
 
-	if (!(features & (1u << FEAT_BUILD_ID)))
+	if (!feature(r, p, n, data_end, FEAT_BUILD_ID, "build-id table", &off, &len))
 		return;
-	/* one section descriptor per feature bit set, in bit order: bit 2 is behind those of
-	 * bits 0 and 1 */
-	for (unsigned bit = 0; bit < FEAT_BUILD_ID; bit++)
-		k += (features >> bit) & 1;
-	uint64_t desc = data_end + 16 * (uint64_t)k;
-	if (desc > n || n - desc < 16) {
-		problem(r, desc, "build-id table descriptor outside the file");
-		return;
-	}
-	off = tk_le64(p + desc);
-	len = tk_le64(p + desc + 8);
-	if (off > n || len > n - off) {
-		problem(r, desc, "build-id table outside the file");
-		return;
-	}
 	for (uint64_t e = off; e + 36 <= off + len;) {
 		uint16_t misc = tk_le16(p + e + 4), size = tk_le16(p + e + 6);
 		if (size < 36 || size > off + len - e) {
@@ -859,8 +891,10 @@ static int read_file(const uint8_t *p, size_t n, const struct tk_perf_part *part
 	}
 	r.part = NULL;
 	r.part_no = 0;
-	if (rc >= 0)
+	if (rc >= 0) {
 		read_build_ids(&r, p, n, end);
+		read_cpuid(&r, p, n, end);
+	}
 	for (size_t i = 0; rc >= 0 && attr_size >= 24 && i < attrs_len / attr_size; i++) {
 		uint64_t a = attrs + i * attr_size;
 		if (a > n || attr_size > n - a)

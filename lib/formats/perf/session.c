@@ -1004,8 +1004,18 @@ int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint
 	x->o = *o;
 	x->data = data;
 	x->len = len;
-	if ((rc = session_open(x, path, data, len, perf)) < 0)
+	if (o->cpu && tk_ipt_cpu_parse(o->cpu, &x->errata) < 0) {
+		ERROR(x, path, UINT64_MAX, "--cpu %s: not FAMILY/MODEL[/STEPPING]", o->cpu);
+		return -TK_E_INVAL;
+	}
+	if ((rc = session_open(x, path, data, len, perf)) < 0) {
 		tk_perf_session_close(x);
+		return rc;
+	}
+	/* the recorded processor's errata, unless --cpu named one (a CPUID string of another
+	 * form: none) */
+	if (!o->cpu && x->perf && x->aux.cpuid[0] && tk_ipt_cpu_parse(x->aux.cpuid, &x->errata) < 0)
+		x->errata = 0;
 	return rc;
 }
 
@@ -1047,7 +1057,7 @@ void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
 		.chunk_bytes = x->o.chunk_bytes, .mtc_freq = x->o.mtc_freq,
 		.nom_freq = x->o.nom_freq, .cpuid_15_eax = x->o.cpuid_15_eax,
 		.cpuid_15_ebx = x->o.cpuid_15_ebx, .track = s->track, .breaks = s->breaks,
-		.nbreaks = s->nbreaks, .break_reason = s->break_reason,
+		.nbreaks = s->nbreaks, .break_reason = s->break_reason, .errata = x->errata,
 	};
 	/* a stream read in place (a raw trace; perf.data's AUX data in one record) */
 	if (x->o.in && x->data && s->data >= x->data && s->len <= x->len &&

@@ -23,7 +23,7 @@ static int ipt_open(struct tk_source *s)
 		.cpuid_15_eax = o->cpuid_15_eax, .cpuid_15_ebx = o->cpuid_15_ebx,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->nthreads,
 		.chunk_bytes = o->chunk_bytes, .msg = o->msg, .ctx = o->ctx, .threads = 1,
-		.filter = o->filter, .in = s->in,
+		.filter = o->filter, .in = s->in, .cpu = o->ipt_cpu,
 	};
 	int rc;
 

@@ -1,0 +1,100 @@
+/* Which of Intel's Processor Trace errata a processor has, by its CPUID family and model:
+ * the models each erratum lists (Intel's specification updates; libipt's pt_cpu_errata
+ * gives the same). Only the errata whose sequences have another reading on other
+ * processors are here (enum tk_ipt_erratum). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracekit/ipt.h"
+
+#define SKD007 TK_IPT_ERRATUM_SKD007
+#define SKZ84 TK_IPT_ERRATUM_SKZ84
+#define SKD022 TK_IPT_ERRATUM_SKD022
+
+static const struct {
+	uint16_t family, model;
+	uint32_t errata;
+} cpus[] = {
+	/* Skylake, Kaby Lake, Coffee Lake, Comet Lake clients */
+	{ 6, 0x4e, SKD007 | SKD022 }, { 6, 0x5e, SKD007 | SKD022 },
+	{ 6, 0x8e, SKD007 | SKD022 }, { 6, 0x9e, SKD007 | SKD022 },
+	{ 6, 0xa5, SKD007 | SKD022 }, { 6, 0xa6, SKD007 | SKD022 },
+	/* Skylake, Cascade Lake, Ice Lake servers */
+	{ 6, 0x55, SKD022 | SKZ84 }, { 6, 0x6a, SKD022 | SKZ84 }, { 6, 0x6c, SKD022 | SKZ84 },
+	/* Sapphire Rapids, Emerald Rapids, Granite Rapids */
+	{ 6, 0x8f, SKD022 | SKZ84 }, { 6, 0xcf, SKD022 | SKZ84 },
+	{ 6, 0xad, SKD022 | SKZ84 }, { 6, 0xae, SKD022 | SKZ84 },
+	/* Cannon Lake, Ice Lake and Tiger Lake clients, Lakefield */
+	{ 6, 0x66, SKD022 }, { 6, 0x7d, SKD022 }, { 6, 0x7e, SKD022 }, { 6, 0x8c, SKD022 },
+	{ 6, 0x8d, SKD022 }, { 6, 0xa7, SKD022 }, { 6, 0xa8, SKD022 },
+	/* Alder Lake, Raptor Lake, Meteor Lake, Arrow Lake, Lunar Lake, Panther Lake */
+	{ 6, 0x97, SKD022 }, { 6, 0x9a, SKD022 }, { 6, 0xba, SKD022 }, { 6, 0xb7, SKD022 },
+	{ 6, 0xbf, SKD022 }, { 6, 0xc5, SKD022 }, { 6, 0xc6, SKD022 }, { 6, 0xb5, SKD022 },
+	{ 6, 0xaa, SKD022 }, { 6, 0xac, SKD022 }, { 6, 0xbd, SKD022 }, { 6, 0xcc, SKD022 },
+	{ 6, 0xd5, SKD022 },
+	/* families 18 and 19 */
+	{ 18, 0x01, SKD022 }, { 18, 0x03, SKD022 }, { 19, 0x01, SKD022 | SKZ84 },
+};
+
+uint32_t tk_ipt_cpu_errata(unsigned family, unsigned model)
+{
+	for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++)
+		if (cpus[i].family == family && cpus[i].model == model)
+			return cpus[i].errata;
+	return 0;
+}
+
+/* A number of S up to one of STOPS (decimal, or hex with 0x), into *V; the rest in *END. */
+static int number(const char *s, const char *stops, unsigned long *v, const char **end)
+{
+	char *e;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	*v = strtoul(s, &e, 0);
+	if (e == s || (*e && !strchr(stops, *e)) || *v > 0xffff)
+		return -1;
+	*end = e;
+	return 0;
+}
+
+int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
+{
+	unsigned long family, model, stepping;
+	const char *e;
+
+	*errata = 0;
+	if (!s)
+		return -TK_E_INVAL;
+	const char *comma = strchr(s, ',');
+	if (comma) {   /* perf.data's CPUID: VENDOR,FAMILY,MODEL,STEPPING */
+		if (number(comma + 1, ",", &family, &e) < 0 || *e != ',' ||
+		    number(e + 1, ",", &model, &e) < 0)
+			return -TK_E_INVAL;
+		if (!strncmp(s, "GenuineIntel,", 13))
+			*errata = tk_ipt_cpu_errata((unsigned)family, (unsigned)model);
+		return 0;
+	}
+	if (number(s, "/", &family, &e) < 0 || *e != '/' || number(e + 1, "/", &model, &e) < 0 ||
+	    (*e == '/' && number(e + 1, "", &stepping, &e) < 0))
+		return -TK_E_INVAL;
+	*errata = tk_ipt_cpu_errata((unsigned)family, (unsigned)model);
+	return 0;
+}
+
+const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size)
+{
+	static const char *const names[] = { "SKD007", "SKZ84", "SKD022" };
+	size_t n = 0;
+
+	if (!size)
+		return buf;
+	buf[0] = 0;
+	for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (errata & (1u << i) && n < size)
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", names[i]);
+	if (!errata)
+		snprintf(buf, size, "none");
+	return buf;
+}

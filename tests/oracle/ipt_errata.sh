@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Intel PT errata of a named processor (tk_ipt_cpu_errata): the bytes of erratum SKD007
+# (an OVF written after a CYC's first byte) read as an overflow only for a processor that
+# has it, named by --cpu FAMILY/MODEL or by a perf.data file's CPUID header, in decode and
+# in dump; --cpu wins over the header; info names the processor and what is read.
+set -euo pipefail
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+hex() { printf "$(echo "$1" | sed 's/\([0-9a-f][0-9a-f]\) */\\x\1/g')"; }
+# PSB, MODE.Exec 64, FUP 0x1000, PSBEND; CYC's first byte and the OVF; FUP 0x1001 (where
+# tracing goes on), TIP.PGD 0x3000 at the jmp rax
+{ for _ in 1 2 3 4 5 6 7 8; do hex "02 82"; done
+  hex "99 01 7d 00 10 00 00 00 00 02 23 f7 02 f3 7d 01 10 00 00 00 00 61 00 30 00 00 00 00"; } >"$work/t.pt"
+hex "90 90 ff e0" >"$work/code.bin"     # nop; nop; jmp rax
+raw=(--raw "$work/code.bin:0x1000")
+
+# decode: the overflow with the processor, none without (two CYCs, then the FUP)
+st=0; "$TK" decode "${raw[@]}" --cpu 6/142 "$work/t.pt" >"$work/on" 2>/dev/null || st=$?
+[ $st = 1 ] || { echo "decode --cpu 6/142: exit status $st, want 1 (packets lost)"; exit 1; }
+printf '[overflow at offset 0x1b]\n0000000000001001  nop\n0000000000001002  jmp rax\n[disabled]\n' |
+	cmp -s - "$work/on" || { echo "decode --cpu 6/142:"; cat "$work/on"; exit 1; }
+"$TK" decode "${raw[@]}" --cpu 6/85 "$work/t.pt" >"$work/off" 2>/dev/null || true
+if grep -q overflow "$work/off"; then echo "decode --cpu 6/85 (no SKD007) saw an overflow"; exit 1; fi
+"$TK" decode "${raw[@]}" "$work/t.pt" | cmp -s - "$work/off" ||
+	{ echo "decode without --cpu differs from a processor without the erratum"; exit 1; }
+
+# dump: one OVF at the CYC's offset, the FUP after it at 0x1e
+"$TK" dump --cpu 6/142 "$work/t.pt" >"$work/dump-on"
+grep -qx '000000000000001b  *ovf' "$work/dump-on" && grep -q '^000000000000001e  *fup' "$work/dump-on" &&
+	! grep -q cyc "$work/dump-on" || { echo "dump --cpu 6/142:"; cat "$work/dump-on"; exit 1; }
+"$TK" dump "$work/t.pt" >"$work/dump-off"
+[ "$(grep -c ' cyc ' "$work/dump-off")" = 2 ] || { echo "dump without --cpu:"; cat "$work/dump-off"; exit 1; }
+
+# perf.data: the CPUID header names the processor; --cpu overrides it
+python3 "$SRC/tests/tools/mkperf.py" "$work/skl.data" --queue 0:4243:"$work/t.pt" \
+	--cpuid GenuineIntel,6,142,10
+python3 "$SRC/tests/tools/mkperf.py" "$work/none.data" --queue 0:4243:"$work/t.pt"
+overflows() {   # FILE [OPTION...]: the overflows decode reports
+	local f=$1
+	shift
+	"$TK" decode "${raw[@]}" "$@" "$f" >"$work/listing" 2>/dev/null || true
+	grep -c '^\[overflow' "$work/listing" || true
+}
+[ "$(overflows "$work/skl.data")" = 1 ] || { echo "perf.data of a 6/142: no overflow"; exit 1; }
+[ "$(overflows "$work/none.data")" = 0 ] || { echo "perf.data without CPUID: an overflow"; exit 1; }
+[ "$(overflows "$work/skl.data" --cpu 6/85)" = 0 ] ||
+	{ echo "--cpu 6/85 did not override the CPUID header"; exit 1; }
+"$TK" dump "$work/skl.data" >"$work/dump-skl"
+grep -q ' ovf' "$work/dump-skl" || { echo "dump of the 6/142 perf.data: no ovf"; exit 1; }
+"$TK" info "$work/skl.data" >"$work/info-skl"
+"$TK" info "$work/none.data" >"$work/info-none"
+grep -qx '  cpu:      GenuineIntel,6,142,10 (errata read: SKD007, SKD022)' "$work/info-skl" ||
+	{ echo "info:"; cat "$work/info-skl"; exit 1; }
+grep -qx '  cpu:      not recorded (errata read: none)' "$work/info-none" ||
+	{ echo "info without CPUID:"; cat "$work/info-none"; exit 1; }
+
+# a processor that is not one: refused, saying what is wanted
+st=0; "$TK" decode "${raw[@]}" --cpu 6/x "$work/t.pt" >/dev/null 2>"$work/err" || st=$?
+[ $st = 2 ] && grep -q 'FAMILY/MODEL' "$work/err" || { echo "--cpu 6/x: status $st"; cat "$work/err"; exit 1; }
+# dump dumps every queue: a CPU list there is refused
+st=0; "$TK" dump --cpu 0 "$work/skl.data" >/dev/null 2>"$work/err" || st=$?
+[ $st = 2 ] && grep -q 'FAMILY/MODEL' "$work/err" || { echo "dump --cpu 0: status $st"; cat "$work/err"; exit 1; }
+echo "ipt errata: ok"

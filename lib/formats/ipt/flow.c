@@ -1152,12 +1152,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		case TK_IPT_PKT_TIP_PGD:
 			if ((rc = last_ip(d, &p, &ip)) < 0)
 				return rc;
-			if ((rc = publish_time(d)) < 0)
-				return rc;
-			q->kind = TK_FLOWQ_PGD;
-			q->has_ip = rc;
-			q->ip = rc ? ip : 0;
-			return 0;
+			return pgd_query(d, q, rc, ip);
 		case TK_IPT_PKT_FUP:
 			return bind_fup(d, q, ACT_NONE, &p);
 		case TK_IPT_PKT_MODE_TSX:

@@ -66,6 +66,10 @@ enum tk_flow_bind {
 	TK_FLOW_BIND_VMCS = 2,     /* a far transfer or a VMPTRLD */
 	TK_FLOW_BIND_FAR = 4,      /* a far transfer (IRET, VM entry, UIRET of Event Trace) */
 	TK_FLOW_BIND_PTWRITE = 8,  /* a PTWRITE */
+	/* the trace ended with some of the above held: an END item walks on first, through
+	 * the instructions that need no trace, to the next one they bind to (the event says
+	 * it ran), and ends before one that would need trace */
+	TK_FLOW_BIND_AT_END = 16,
 };
 
 struct tk_flow_result {

@@ -1200,6 +1200,21 @@ static int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow
 			   f->quiet, f->count, f->conds);
 }
 
+/* At the end of the trace, events held for an instruction ahead (TK_FLOW_BIND_AT_END):
+ * the walk goes on to it, as they say it ran (libipt binds them so). */
+static int walk_at_end(const struct tk_flow *f)
+{
+	return (f->bind & TK_FLOW_BIND_AT_END) &&
+	       (f->bind & (TK_FLOW_BIND_PAGING | TK_FLOW_BIND_VMCS | TK_FLOW_BIND_PTWRITE));
+}
+
+/* A block ending in this class needs the trace to go on past its last instruction. */
+static int needs_trace(uint8_t cls)
+{
+	return cls == TK_ISA_JCC || cls == TK_ISA_RET || cls == TK_ISA_JMP_IND ||
+	       cls == TK_ISA_CALL_IND || cls == TK_ISA_FAR;
+}
+
 int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res)
 {
@@ -1250,7 +1265,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			rc = TK_FLOW_STOPPED;
 			goto out;
 		}
-		if (q->kind == TK_FLOWQ_END) {
+		if (q->kind == TK_FLOWQ_END && !walk_at_end(f)) {
 			/* The trace ends: nothing says the instruction at ip ran (libipt
 			 * stops here too, ptxed's "end of trace"). */
 			res->from = ip;
@@ -1289,6 +1304,18 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		if (b->flags & TK_BLK_EMPTY) {
 			rc = b->flags & TK_BLK_BAD ? -TK_E_BAD_OPCODE : -TK_E_NOMAP;
 			res->from = ip;
+			goto out;
+		}
+		if (q->kind == TK_FLOWQ_END && needs_trace(b->cls)) {
+			/* walking on to bind a held event: the block ran, its branch too
+			 * (the event's instruction comes after it), but where the branch
+			 * went only the trace could say */
+			if ((rc = walked(f, out, bi, b->last, b->ninsn)) < 0)
+				goto out;
+			res->insns += b->ninsn;
+			b = &f->cache.blocks[bi];   /* (a printing sink may grow the cache) */
+			ip = res->from = b->next;
+			rc = TK_FLOW_ENDED;
 			goto out;
 		}
 		if (q->kind == TK_FLOWQ_STEP && q->ntnt < b->ninsn) {

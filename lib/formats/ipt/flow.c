@@ -596,7 +596,8 @@ static int tell_bound(struct ptd *d, unsigned what, int all, uint64_t at)
 		}
 	}
 	d->nbound = n;
-	d->bind = held;
+	/* at the end of the trace the walk goes on to what they bind to */
+	d->bind = held | (held && d->eos ? TK_FLOW_BIND_AT_END : 0);
 	if (d->n_et_far)
 		d->bind |= TK_FLOW_BIND_FAR;   /* still waiting for their far transfer */
 	tk_flow_set_bind(d->flow, d->bind);
@@ -1126,6 +1127,13 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		if (rc == -TK_E_EOF) {
 			q->kind = TK_FLOWQ_END;
 			d->eos = 1;
+			if (d->nbound) {
+				/* a PIP, VMCS or PTW says its instruction ran: the walk goes
+				 * on to it, and an error there is at the end (no packet of
+				 * it to read again) */
+				tk_flow_set_bind(d->flow, d->bind |= TK_FLOW_BIND_AT_END);
+				d->last_off = d->pos;
+			}
 			return 0;
 		}
 		if (rc < 0)

@@ -235,6 +235,7 @@ struct ptd {
 	int held_mwait, held_exstop;
 	uint32_t mwait_hints, mwait_ext;
 	unsigned held_pwre;
+	unsigned mwait_pwre;        /* PWREs held before the MWAIT was read */
 	uint16_t pwre[8];           /* state << 8 | sub-state << 1 | hw */
 	/* PIP and VMCS between an asynchronous event's FUP and its TIP or TIP.PGD: told after
 	 * the [interrupt] or [async disabled], VMCS first, as libipt binds them */
@@ -548,16 +549,25 @@ static int tell_exstop(struct ptd *d, uint64_t ip, int exstop)
 	return rc;
 }
 
-/* The held PWREs are told, in order. */
-static int tell_pwre(struct ptd *d)
+/* The first N held PWREs are told, in order (N >= held_pwre: all). */
+static int tell_pwre_first(struct ptd *d, unsigned n)
 {
 	int rc = 0;
 
-	for (unsigned i = 0; i < d->held_pwre && rc >= 0; i++)
+	if (n > d->held_pwre)
+		n = d->held_pwre;
+	for (unsigned i = 0; i < n && rc >= 0; i++)
 		rc = emit(d, TK_EV_POWER, 0, d->pwre[i] & 1, d->pwre[i] >> 1 & 0x7f,
 			  d->pwre[i] >> 8, TK_IPT_POWER_PWRE);
-	d->held_pwre = 0;
+	d->held_pwre -= n;
+	memmove(d->pwre, d->pwre + n, d->held_pwre * sizeof d->pwre[0]);
+	d->mwait_pwre = d->mwait_pwre > n ? d->mwait_pwre - n : 0;
 	return rc;
+}
+
+static int tell_pwre(struct ptd *d)
+{
+	return tell_pwre_first(d, d->held_pwre);
 }
 
 /* The held VMCS and PIP are told (after the asynchronous event they bound to). */
@@ -770,6 +780,10 @@ static int tell_held(struct ptd *d)
 	d->et_want = (struct et_ev){ 0 };
 	rc = tell_bound(d, ~0u, 1, 0);
 
+	/* an MWAIT no EXSTOP took comes where it was read among the PWREs (libipt's queue
+	 * order); one an EXSTOP with IP took comes with it, after them */
+	if (rc >= 0 && d->held_mwait && !exstop && (rc = tell_pwre_first(d, d->mwait_pwre)) >= 0)
+		rc = tell_exstop(d, 0, 0);
 	if (rc >= 0)
 		rc = tell_pwre(d);
 
@@ -805,6 +819,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 		if (d->held_mwait)
 			*rc = tell_exstop(d, 0, 0);
 		d->held_mwait = 1;
+		d->mwait_pwre = d->held_pwre;
 		d->mwait_hints = p->mwait.hints;
 		d->mwait_ext = p->mwait.ext;
 		return 1;

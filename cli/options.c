@@ -162,16 +162,17 @@ static int pid_list(const char *arg, struct tk_cmd_opts *o)
 }
 
 /* --cpu LIST (perf's spelling: 0,2-3): the CPUs to keep, as ranges. A value with a '/'
- * is FAMILY/MODEL[/STEPPING] (ptxed's): the processor whose errata decoding reads. */
+ * is FAMILY/MODEL[/STEPPING] (ptxed's), or auto or none: the processor whose errata
+ * decoding reads. */
 static int cpu_list(const char *arg, struct tk_cmd_opts *o)
 {
 	char buf[4096], *save = NULL;
 	uint32_t errata;
 
-	if (strchr(arg, '/')) {
+	if (strchr(arg, '/') || !strcmp(arg, "auto") || !strcmp(arg, "none")) {
 		if (tk_ipt_cpu_parse(arg, &errata) < 0) {
 			cli_error(NULL, UINT64_MAX, "--cpu: not FAMILY/MODEL[/STEPPING] (6/142, "
-				  "ptxed's): '%s'", arg);
+				  "ptxed's), auto or none: '%s'", arg);
 			return EXIT_USAGE;
 		}
 		o->cpu_model = arg;
@@ -188,7 +189,7 @@ static int cpu_list(const char *arg, struct tk_cmd_opts *o)
 			if (dash)
 				*dash = '-';
 			cli_error(NULL, UINT64_MAX, "--cpu: not a CPU or range of CPUs: '%s' (want a "
-				  "LIST such as 0,2-3, or FAMILY/MODEL[/STEPPING])", w);
+				  "LIST such as 0,2-3, or FAMILY/MODEL[/STEPPING], auto, none)", w);
 			return EXIT_USAGE;
 		}
 		if (o->ncpus == TK_CMD_MAX_LIST) {

@@ -138,9 +138,10 @@ enum tk_ipt_erratum {
 /* The errata above that processor FAMILY/MODEL (CPUID's display family and model, as
  * ptxed's --cpu and perf.data's CPUID header give them) has; 0 for others. */
 TK_API uint32_t tk_ipt_cpu_errata(unsigned family, unsigned model);
-/* "FAMILY/MODEL[/STEPPING]" (decimal or 0x hex, ptxed's --cpu) or perf.data's CPUID
- * "GenuineIntel,FAMILY,MODEL,STEPPING": its errata into *ERRATA. 0, or -TK_E_INVAL if S
- * is neither (another vendor's CPUID string gives 0 errata). */
+/* "FAMILY/MODEL[/STEPPING]" (decimal or 0x hex, ptxed's --cpu), "auto" (this machine's
+ * processor), "none", or perf.data's CPUID "GenuineIntel,FAMILY,MODEL,STEPPING": its
+ * errata into *ERRATA. 0, or -TK_E_INVAL if S is none of them (another vendor's CPUID
+ * string gives 0 errata). */
 TK_API int tk_ipt_cpu_parse(const char *s, uint32_t *errata);
 /* ERRATA's names, comma-separated ("SKD007, SKD022"), into BUF; "none" for 0. */
 TK_API const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size);

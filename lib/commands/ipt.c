@@ -827,8 +827,8 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  CMD_FIELD(cpuid_15_eax), 0 },
 	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)", PT_CODE,
 	  TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
-	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]", "perf.data: only the trace of CPUs LIST (0,2-3); "
-	  "with '/': the processor, whose errata are read (ptxed's)",
+	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]|auto|none", "perf.data: only the trace of CPUs LIST "
+	  "(0,2-3); else the processor, whose errata are read (ptxed's; auto: this machine's)",
 	  PT_CODE | TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_STRING, CMD_FIELD(cpu), 0 },
 	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
 	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),

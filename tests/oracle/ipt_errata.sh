@@ -2,7 +2,8 @@
 # Intel PT errata of a named processor (tk_ipt_cpu_errata): the bytes of erratum SKD007
 # (an OVF written after a CYC's first byte) read as an overflow only for a processor that
 # has it, named by --cpu FAMILY/MODEL or by a perf.data file's CPUID header, in decode and
-# in dump; --cpu wins over the header; info names the processor and what is read.
+# in dump; --cpu wins over the header (auto: this machine's, none: no errata); info names
+# the processor and what is read.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -53,6 +54,18 @@ grep -qx '  cpu:      GenuineIntel,6,142,10 (errata read: SKD007, SKD022)' "$wor
 	{ echo "info:"; cat "$work/info-skl"; exit 1; }
 grep -qx '  cpu:      not recorded (errata read: none)' "$work/info-none" ||
 	{ echo "info without CPUID:"; cat "$work/info-none"; exit 1; }
+
+# --cpu auto: this machine's processor (as /proc/cpuinfo names it, apart from CPUID);
+# none: no errata, whatever the header says
+vendor=$(awk -F': ' '$1 ~ /^vendor_id/ { print $2; exit }' /proc/cpuinfo)
+family=$(awk -F': ' '$1 ~ /^cpu family/ { print $2; exit }' /proc/cpuinfo)
+model=$(awk -F': ' '$1 ~ /^model[ \t]*$/ { print $2; exit }' /proc/cpuinfo)
+host=()
+[ "$vendor" = GenuineIntel ] && host=(--cpu "$family/$model")
+"$TK" decode "${raw[@]}" --cpu auto "$work/t.pt" >"$work/auto" 2>/dev/null || true
+"$TK" decode "${raw[@]}" "${host[@]}" "$work/t.pt" >"$work/host" 2>/dev/null || true
+cmp -s "$work/auto" "$work/host" || { echo "--cpu auto differs from this machine's ${host[*]:-(no errata)}"; exit 1; }
+[ "$(overflows "$work/skl.data" --cpu none)" = 0 ] || { echo "--cpu none read the header's errata"; exit 1; }
 
 # a processor that is not one: refused, saying what is wanted
 st=0; "$TK" decode "${raw[@]}" --cpu 6/x "$work/t.pt" >/dev/null 2>"$work/err" || st=$?

@@ -3,6 +3,9 @@
  * gives the same). Only the errata whose sequences have another reading on other
  * processors are here (enum tk_ipt_erratum). */
 #include <stdio.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +62,33 @@ static int number(const char *s, const char *stops, unsigned long *v, const char
 	return 0;
 }
 
+/* This machine's processor (ptxed's --cpu auto): its errata, 0 for another vendor's. */
+static uint32_t host_errata(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned a, b, c, d;
+	char vendor[13];
+
+	if (!__get_cpuid(0, &a, &b, &c, &d))
+		return 0;
+	memcpy(vendor, &b, 4);
+	memcpy(vendor + 4, &d, 4);
+	memcpy(vendor + 8, &c, 4);
+	vendor[12] = 0;
+	if (strcmp(vendor, "GenuineIntel") || !__get_cpuid(1, &a, &b, &c, &d))
+		return 0;
+	/* the display family and model (the SDM's CPUID leaf 1) */
+	unsigned family = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+	if (family == 0xf)
+		family += (a >> 20) & 0xff;
+	if (family == 6 || family >= 0xf)
+		model |= ((a >> 16) & 0xf) << 4;
+	return tk_ipt_cpu_errata(family, model);
+#else
+	return 0;
+#endif
+}
+
 int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 {
 	unsigned long family, model, stepping;
@@ -67,6 +97,12 @@ int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 	*errata = 0;
 	if (!s)
 		return -TK_E_INVAL;
+	if (!strcmp(s, "none"))
+		return 0;
+	if (!strcmp(s, "auto")) {
+		*errata = host_errata();
+		return 0;
+	}
 	const char *comma = strchr(s, ',');
 	if (comma) {   /* perf.data's CPUID: VENDOR,FAMILY,MODEL,STEPPING */
 		if (number(comma + 1, ",", &family, &e) < 0 || *e != ',' ||

@@ -138,11 +138,12 @@ enum tk_ipt_erratum {
 /* The errata above that processor FAMILY/MODEL (CPUID's display family and model, as
  * ptxed's --cpu and perf.data's CPUID header give them) has; 0 for others. */
 TK_API uint32_t tk_ipt_cpu_errata(unsigned family, unsigned model);
-/* "FAMILY/MODEL[/STEPPING]" (decimal or 0x hex, ptxed's --cpu), "auto" (this machine's
- * processor), "none", or perf.data's CPUID "GenuineIntel,FAMILY,MODEL,STEPPING": its
- * errata into *ERRATA. 0, or -TK_E_INVAL if S is none of them (another vendor's CPUID
- * string gives 0 errata). */
+/* ptxed's --cpu: "FAMILY/MODEL[/STEPPING]" (decimal or 0x hex), "auto" (this machine's
+ * processor) or "none": its errata into *ERRATA. 0, or -TK_E_INVAL if S is none of them. */
 TK_API int tk_ipt_cpu_parse(const char *s, uint32_t *errata);
+/* perf.data's CPUID header, "VENDOR,FAMILY,MODEL,STEPPING": its errata into *ERRATA (0 for
+ * another vendor's). 0, or -TK_E_INVAL if CPUID does not read so. */
+TK_API int tk_ipt_cpuid_errata(const char *cpuid, uint32_t *errata);
 /* ERRATA's names, comma-separated ("SKD007, SKD022"), into BUF; "none" for 0. */
 TK_API const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size);
 

@@ -358,7 +358,7 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 		/* the processor, whose errata decoding reads (--cpu FAMILY/MODEL instead) */
 		uint32_t errata = 0;
 		char names[64];
-		if (a.cpuid[0] && tk_ipt_cpu_parse(a.cpuid, &errata) < 0)
+		if (a.cpuid[0] && tk_ipt_cpuid_errata(a.cpuid, &errata) < 0)
 			errata = 0;
 		tk_buf_printf(out, "  cpu:      %s (errata read: %s)\n",
 			      a.cpuid[0] ? a.cpuid : "not recorded",

@@ -1,6 +1,6 @@
 /* Fuzz the perf.data reader: every queue's trace lies in the input or in its own copy, no
- * longer than the input's trace buffers together, its breaks inside it and ascending, and
- * the mappings name a file or the vDSO; and with its records read again as a part of a
+ * longer than the input's trace buffers together, its breaks inside it and ascending, the
+ * mappings name a file or the vDSO, and the CPUID header is a string in its field; and with its records read again as a part of a
  * perf record --threads directory. */
 #include <stdint.h>
 #include <string.h>
@@ -42,6 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		total += q->len;
 	}
 	if (total > size)
+		__builtin_trap();
+	/* the recorded processor: a string within its field, read as a CPUID or refused */
+	uint32_t errata;
+	if (!memchr(a.cpuid, 0, sizeof a.cpuid) ||
+	    (tk_ipt_cpuid_errata(a.cpuid, &errata) < 0 && errata))
 		__builtin_trap();
 	for (size_t i = 0; i < a.nmmaps; i++)
 		if (!a.mmaps[i].path || (a.mmaps[i].path[0] != '/' && strcmp(a.mmaps[i].path, "[vdso]")))

@@ -3,7 +3,7 @@
 # (an OVF written after a CYC's first byte) read as an overflow only for a processor that
 # has it, named by --cpu FAMILY/MODEL or by a perf.data file's CPUID header, in decode and
 # in dump; --cpu wins over the header (auto: this machine's, none: no errata); info names
-# the processor and what is read.
+# the processor and what is read; a damaged CPUID header is said, and decoding goes on.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -54,6 +54,23 @@ grep -qx '  cpu:      GenuineIntel,6,142,10 (errata read: SKD007, SKD022)' "$wor
 	{ echo "info:"; cat "$work/info-skl"; exit 1; }
 grep -qx '  cpu:      not recorded (errata read: none)' "$work/info-none" ||
 	{ echo "info without CPUID:"; cat "$work/info-none"; exit 1; }
+
+# a damaged CPUID header (its string longer than its section): said with its offset, the
+# trace decoded all the same (without errata), the exit status saying data was skipped
+at=$(python3 - "$work/skl.data" "$work/bad.data" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+data_off, data_size = struct.unpack_from('<QQ', b, 40)
+off, size = struct.unpack_from('<QQ', b, data_off + data_size)   # the one feature: CPUID
+struct.pack_into('<I', b, off, size + 100)
+open(sys.argv[2], 'wb').write(b)
+print(hex(off))
+PY
+)
+st=0; "$TK" decode "${raw[@]}" "$work/bad.data" >"$work/bad.out" 2>"$work/bad.err" || st=$?
+[ $st = 1 ] && grep -q "offset $at: CPUID header of 68 bytes holds no string" "$work/bad.err" &&
+	grep -q '^0000000000001000  nop' "$work/bad.out" ||
+	{ echo "damaged CPUID header: status $st"; cat "$work/bad.err" "$work/bad.out"; exit 1; }
 
 # --cpu auto: this machine's processor (as /proc/cpuinfo names it, apart from CPUID);
 # none: no errata, whatever the header says

@@ -100,7 +100,7 @@ static void test_newer_packets(void **state)
 	tk_ipt_pkt_decoder_free(d);
 }
 
-/* The processors' errata by CPUID (tk_ipt_cpu_parse), and the packet decoder reading the
+/* The processors' errata by --cpu and CPUID (tk_ipt_cpu_parse, tk_ipt_cpuid_errata), and the packet decoder reading the
  * bytes of SKD007 and SKZ84 as those processors write them only when told: one packet
  * at a time and in batches (whose fast paths step aside) alike. */
 static void test_cpu_errata(void **state)
@@ -108,7 +108,7 @@ static void test_cpu_errata(void **state)
 	const uint32_t skl = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKD022;
 	const uint32_t skx = TK_IPT_ERRATUM_SKD022 | TK_IPT_ERRATUM_SKZ84;
 	static const char *const bad[] = { "", "6", "6/", "6/x", "/142", "6/142/", "6/142x",
-					   "6/142/1/2", "GenuineIntel,6", "GenuineIntel,,142" };
+					   "6/142/1/2", "GenuineIntel,6", "GenuineIntel,,142", "Auto" };
 	uint32_t e = 7;
 	char names[64];
 
@@ -117,10 +117,17 @@ static void test_cpu_errata(void **state)
 	assert_int_equal(e, skl);
 	assert_int_equal(tk_ipt_cpu_parse("6/0x55/4", &e), 0);
 	assert_int_equal(e, skx);
-	assert_int_equal(tk_ipt_cpu_parse("GenuineIntel,6,142,10", &e), 0);
+	assert_int_equal(tk_ipt_cpuid_errata("GenuineIntel,6,142,10", &e), 0);
 	assert_int_equal(e, skl);
 	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "SKD007, SKD022");
-	assert_int_equal(tk_ipt_cpu_parse("AuthenticAMD,25,33,0", &e), 0);
+	assert_int_equal(tk_ipt_cpu_parse("none", &e), 0);
+	assert_int_equal(e, 0);
+	/* a recorded CPUID is only that: not a --cpu value, nor the reverse */
+	assert_int_equal(tk_ipt_cpuid_errata("6/142", &e), -TK_E_INVAL);
+	assert_int_equal(tk_ipt_cpuid_errata("auto", &e), -TK_E_INVAL);
+	assert_int_equal(tk_ipt_cpuid_errata("GenuineIntel,6", &e), -TK_E_INVAL);
+	assert_int_equal(tk_ipt_cpu_parse("GenuineIntel,6,142,10", &e), -TK_E_INVAL);
+	assert_int_equal(tk_ipt_cpuid_errata("AuthenticAMD,25,33,0", &e), 0);
 	assert_int_equal(e, 0);
 	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "none");
 	assert_int_equal(tk_ipt_cpu_parse("6/61", &e), 0);   /* Broadwell: none of these */

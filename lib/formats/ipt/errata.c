@@ -89,6 +89,20 @@ static uint32_t host_errata(void)
 #endif
 }
 
+int tk_ipt_cpuid_errata(const char *cpuid, uint32_t *errata)
+{
+	unsigned long family, model;
+	const char *comma = cpuid ? strchr(cpuid, ',') : NULL, *e;
+
+	*errata = 0;
+	if (!comma || number(comma + 1, ",", &family, &e) < 0 || *e != ',' ||
+	    number(e + 1, ",", &model, &e) < 0)
+		return -TK_E_INVAL;
+	if (!strncmp(cpuid, "GenuineIntel,", 13))
+		*errata = tk_ipt_cpu_errata((unsigned)family, (unsigned)model);
+	return 0;
+}
+
 int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 {
 	unsigned long family, model, stepping;
@@ -101,15 +115,6 @@ int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 		return 0;
 	if (!strcmp(s, "auto")) {
 		*errata = host_errata();
-		return 0;
-	}
-	const char *comma = strchr(s, ',');
-	if (comma) {   /* perf.data's CPUID: VENDOR,FAMILY,MODEL,STEPPING */
-		if (number(comma + 1, ",", &family, &e) < 0 || *e != ',' ||
-		    number(e + 1, ",", &model, &e) < 0)
-			return -TK_E_INVAL;
-		if (!strncmp(s, "GenuineIntel,", 13))
-			*errata = tk_ipt_cpu_errata((unsigned)family, (unsigned)model);
 		return 0;
 	}
 	if (number(s, "/", &family, &e) < 0 || *e != '/' || number(e + 1, "/", &model, &e) < 0 ||

@@ -1005,7 +1005,8 @@ int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint
 	x->data = data;
 	x->len = len;
 	if (o->cpu && tk_ipt_cpu_parse(o->cpu, &x->errata) < 0) {
-		ERROR(x, path, UINT64_MAX, "--cpu %s: not FAMILY/MODEL[/STEPPING]", o->cpu);
+		ERROR(x, path, UINT64_MAX, "--cpu %s: not FAMILY/MODEL[/STEPPING], auto or none",
+		      o->cpu);
 		return -TK_E_INVAL;
 	}
 	if ((rc = session_open(x, path, data, len, perf)) < 0) {
@@ -1014,7 +1015,7 @@ int tk_perf_session_open(struct tk_perf_session *x, const char *path, const uint
 	}
 	/* the recorded processor's errata, unless --cpu named one (a CPUID string of another
 	 * form: none) */
-	if (!o->cpu && x->perf && x->aux.cpuid[0] && tk_ipt_cpu_parse(x->aux.cpuid, &x->errata) < 0)
+	if (!o->cpu && x->perf && x->aux.cpuid[0] && tk_ipt_cpuid_errata(x->aux.cpuid, &x->errata) < 0)
 		x->errata = 0;
 	return rc;
 }

@@ -1184,9 +1184,10 @@ used_up:
  * count mode with conditional outcomes (stats) on their own: each loop then keeps its state
  * in registers, and profile pays nothing for the outcomes (4% of libc's time). Inlined into
  * its one caller: as a call of its own, 2 % more instructions (decode --stat of the walk). */
-static inline __attribute__((always_inline)) int walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
-		    struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp,
-		    int *slotp, uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
+static inline __attribute__((always_inline)) int
+walk_tnt(struct tk_flow *f, struct tk_flow_q *q, const struct tk_flow_oracle *o,
+	 struct tk_event_batch *out, int mode, uint64_t *ipp, uint32_t *prevp, int *slotp,
+	 uint32_t *idlep, uint64_t *insnsp, uint64_t *fromp)
 {
 	if (f->quiet && !f->count)
 		return walk_tnt_as(f, q, o, out, mode, ipp, prevp, slotp, idlep, insnsp, fromp,

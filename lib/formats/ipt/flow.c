@@ -1403,30 +1403,37 @@ struct insn_memo {
 };
 #define INSN_MEMO 4096
 
-/* A call that leaves the flow: syscall, sysenter, int n/3/o, call far (P: its bytes). */
-static int is_far_call(const uint8_t *p, size_t len)
+/* The bytes of P (LEN of them) before the opcode: operand and address size prefixes and,
+ * in 64-bit MODE, REX. */
+static size_t size_prefixes(const uint8_t *p, size_t len, int mode)
 {
 	size_t i = 0;
 
-	while (i < len && (p[i] == 0x66 || p[i] == 0x67 || (p[i] & 0xf0) == 0x40))
-		i++;   /* operand and address size, REX */
+	while (i < len && (p[i] == 0x66 || p[i] == 0x67 ||
+			   ((p[i] & 0xf0) == 0x40 && mode == TK_FLOW_64)))
+		i++;
+	return i;
+}
+
+/* A call that leaves the flow: syscall, sysenter, int n/3/o, call far (P: its bytes). */
+static int is_far_call(const uint8_t *p, size_t len, int mode)
+{
+	size_t i = size_prefixes(p, len, mode);
 	uint8_t b0 = i < len ? p[i] : 0, b1 = i + 1 < len ? p[i + 1] : 0;
 	return (b0 == 0x0f && (b1 == 0x05 || b1 == 0x34)) || b0 == 0xcc || b0 == 0xcd ||
 	       b0 == 0xce || b0 == 0x9a || (b0 == 0xff && (b1 >> 3 & 7) == 3);
 }
 
-/* Whether the instruction at IP is a VM entry: VMLAUNCH (0F 01 C2) or VMRESUME (0F 01 C3),
- * after operand and address size prefixes and (in 64-bit mode) REX. */
+/* Whether the instruction at IP is a VM entry: VMLAUNCH (0F 01 C2) or VMRESUME (0F 01 C3). */
 static int is_vm_entry(struct ptd *d, uint64_t ip)
 {
-	size_t n = 0, i = 0;
+	size_t n = 0, i;
 	const uint8_t *p = d->image ? tk_image_ptr(d->image, ip, &n) : NULL;
 
-	while (p && i < n && (p[i] == 0x66 || p[i] == 0x67 ||
-			      ((p[i] & 0xf0) == 0x40 && d->mode == TK_FLOW_64)))
-		i++;
-	return p && n - i >= 3 && p[i] == 0x0f && p[i + 1] == 0x01 &&
-	       (p[i + 2] == 0xc2 || p[i + 2] == 0xc3);
+	if (!p)
+		return 0;
+	i = size_prefixes(p, n, d->mode);
+	return n - i >= 3 && p[i] == 0x0f && p[i + 1] == 0x01 && (p[i + 2] == 0xc2 || p[i + 2] == 0xc3);
 }
 
 /* The instruction at IP, remembered: the few instructions that disable tracing or hold a
@@ -1445,7 +1452,7 @@ static const struct insn_memo *insn_at(struct ptd *d, uint64_t ip)
 		return m;
 	p = classify(d, ip, &in);
 	*m = (struct insn_memo){ ip, (uint8_t)d->mode, p ? (uint8_t)in.len : 0,
-				 p ? (uint8_t)in.cls : 0, p && is_far_call(p, in.len), 1 };
+				 p ? (uint8_t)in.cls : 0, p && is_far_call(p, in.len, d->mode), 1 };
 	return m;
 }
 

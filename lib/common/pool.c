@@ -209,6 +209,12 @@ struct parked {
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct parked *park_idle;
+static unsigned test_pause_us;
+
+void tk_pool_test_pause(unsigned us)
+{
+	test_pause_us = us;
+}
 
 /* A forked child has only the thread that forked: the parked ones are not there. */
 static void park_forget(void)
@@ -244,35 +250,46 @@ static void *parked_main(void *arg)
 		if (--p->running == 0)
 			pthread_cond_signal(&p->done_cv);
 		pthread_mutex_unlock(&p->lock);
+		if (test_pause_us)
+			usleep(test_pause_us);
 		pthread_mutex_lock(&park_lock);
 	}
 	return NULL;
 }
 
-/* Sends up to N threads, parked or new, to work for P; returns how many went. */
+/* Sends up to N threads, parked or new, to work for P; returns how many went.
+ * The threads to wake are noted in WAKE while the lock is held: one taken from the idle
+ * list may not be waiting yet (between its last pool's end and its next wait), see its
+ * pool without a signal, finish it and park again, rewriting its list link before the
+ * link is read. Followed after the lock was let go, that link lost the rest of the list:
+ * their pool's caller waited for them for ever (a unit test's 300 s time-out in CI). A
+ * signal to a thread that has moved on wakes it to look and wait again. */
+#define WAKE_BATCH 32
 static unsigned park_send(struct pool *p, unsigned n)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	unsigned sent = 0;
+	unsigned sent = 0, nwake;
+	struct parked *wake[WAKE_BATCH], *t;
 
 	pthread_once(&once, park_init);
 	pthread_mutex_lock(&p->lock);
 	p->running = n;   /* lowered below for threads that could not start */
 	pthread_mutex_unlock(&p->lock);
-	struct parked *go = NULL, *t;
-	pthread_mutex_lock(&park_lock);
-	for (; sent < n && park_idle; sent++) {
-		t = park_idle;
-		park_idle = t->next;
-		t->pool = p;
-		t->next = go;
-		go = t;
-	}
-	pthread_mutex_unlock(&park_lock);
-	while ((t = go)) {   /* woken with the lock let go; NEXT read first: T may park again */
-		go = t->next;
-		pthread_cond_signal(&t->cv);
-	}
+	do {
+		nwake = 0;
+		pthread_mutex_lock(&park_lock);
+		for (; sent < n && park_idle && nwake < WAKE_BATCH; sent++) {
+			t = park_idle;
+			park_idle = t->next;
+			t->pool = p;
+			wake[nwake++] = t;
+		}
+		pthread_mutex_unlock(&park_lock);
+		if (test_pause_us)
+			usleep(test_pause_us);
+		for (unsigned k = 0; k < nwake; k++)   /* woken with the lock let go */
+			pthread_cond_signal(&wake[k]->cv);
+	} while (nwake == WAKE_BATCH);
 	for (; sent < n; sent++) {
 		t = calloc(1, sizeof *t);
 		pthread_attr_t attr;

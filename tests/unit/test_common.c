@@ -714,6 +714,48 @@ static void test_pool_threads_kept(void **state)
 		assert_true(outer[i] == inner[i % 40]);
 }
 
+static int no_work(void *ctx, size_t i)
+{
+	(void)ctx;
+	(void)i;
+	return 0;
+}
+
+static void *pools_back_to_back(void *arg)
+{
+	struct tk_pool_opts o = { sizeof o, 3, 0, 0 };
+	for (int r = 0; r < 200; r++)
+		if (tk_pool_run(&o, 3, no_work, NULL, NULL) != 0)
+			return (void *)1;
+	*(int *)arg = 1;
+	return NULL;
+}
+
+/* Pools one after the other, with the pauses a loaded machine makes: a worker of the last
+ * pool not yet waiting when the next one takes it (it runs that pool's jobs unwoken and
+ * parks again) while the caller has not woken the others yet. All of them must still be
+ * woken: with the idle list's links read after the lock was let go, the third pool waited
+ * for ever. A watchdog: a hang fails the test in 60 s. */
+static void test_pool_wakes_every_thread(void **state)
+{
+	(void)state;
+	pthread_t t;
+	int finished = 0;
+	void *failed = (void *)1;
+	struct timespec until;
+
+	tk_pool_test_pause(100);
+	assert_int_equal(pthread_create(&t, NULL, pools_back_to_back, &finished), 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	int rc = pthread_timedjoin_np(t, &failed, &until);
+	tk_pool_test_pause(0);
+	if (rc != 0)
+		fail_msg("200 pools in a row did not end in 60 s: a parked thread was never woken");
+	assert_null(failed);
+	assert_int_equal(finished, 1);
+}
+
 /* The pools' CPU accounting is read only when asked for (TK_PHASES): off, runs leave
  * tk_pool_times as it was; on, they count their jobs. */
 static void test_pool_timing(void **state)
@@ -1253,6 +1295,7 @@ int main(void)
 		cmocka_unit_test(test_buf_fd_flush),
 		cmocka_unit_test(test_pool_ordered),
 		cmocka_unit_test(test_pool_threads_kept),
+		cmocka_unit_test(test_pool_wakes_every_thread),
 		cmocka_unit_test(test_pool_timing),
 		cmocka_unit_test(test_event_vec_capacity),
 		cmocka_unit_test(test_relay),

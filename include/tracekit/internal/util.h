@@ -56,6 +56,10 @@ double tk_thread_cpu(void);
  * per-job clocks are not read and tk_pool_times stays zero. */
 void tk_pool_timing(int on);
 int tk_pool_timed(void);
+/* Tests only: a pause of US microseconds at the pool's two hand-overs of parked threads
+ * (a worker between its pool's end and its next wait; the caller between choosing threads
+ * and waking them), to make the interleavings that a loaded machine makes; 0: none. */
+void tk_pool_test_pause(unsigned us);
 /* How the profile runner's chunk seams went (lib/analysis/run.c), for TK_PHASES too: a
  * chunk's profile merged (exact), its recorded events replayed into the total instead
  * (replayed; given_up of them stopped making their profile part-way), or the chunk decoded

@@ -829,7 +829,11 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
 	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]|auto|none", "perf.data: only the trace of CPUs LIST "
 	  "(0,2-3); else the processor, whose errata are read (ptxed's; auto: this machine's)",
-	  PT_CODE | TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_STRING, CMD_FIELD(cpu), 0 },
+	  PT_CODE, TK_OPT_STRING, CMD_FIELD(cpu), 0 },
+	/* the same option, told as dump takes it: every queue is dumped, no CPU list */
+	{ "cpu", "FAMILY/MODEL[/STEPPING]|auto|none", "the processor, whose errata are read "
+	  "(ptdump's; auto: this machine's)", TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_STRING,
+	  CMD_FIELD(cpu), 0 },
 	{ "tsc-hz", "N", "TSC ticks per second for times (0: ticks)",
 	  TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT) | TK_CMD_BIT(TK_CMD_CONVERT), TK_OPT_U64, CMD_FIELD(tsc_hz),
 	  CMD_FIELD(has_tsc_hz) },

@@ -90,4 +90,8 @@ st=0; "$TK" decode "${raw[@]}" --cpu 6/x "$work/t.pt" >/dev/null 2>"$work/err" |
 # dump dumps every queue: a CPU list there is refused
 st=0; "$TK" dump --cpu 0 "$work/skl.data" >/dev/null 2>"$work/err" || st=$?
 [ $st = 2 ] && grep -q 'FAMILY/MODEL' "$work/err" || { echo "dump --cpu 0: status $st"; cat "$work/err"; exit 1; }
+# and its help offers none (decode's does)
+"$TK" help dump | grep -q -- '--cpu FAMILY/MODEL' && ! "$TK" help dump | grep -q -- '--cpu LIST' &&
+	"$TK" help decode | grep -q -- '--cpu LIST|FAMILY/MODEL' ||
+	{ echo "help dump / decode: --cpu"; "$TK" help dump | grep -A1 -- --cpu; exit 1; }
 echo "ipt errata: ok"

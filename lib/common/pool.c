@@ -209,11 +209,18 @@ struct parked {
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct parked *park_idle;
-static unsigned test_pause_us;
+static unsigned test_pause_us;   /* atomic: a worker reads it as its pool ends */
 
 void tk_pool_test_pause(unsigned us)
 {
-	test_pause_us = us;
+	__atomic_store_n(&test_pause_us, us, __ATOMIC_RELAXED);
+}
+
+static void test_pause(void)
+{
+	unsigned us = __atomic_load_n(&test_pause_us, __ATOMIC_RELAXED);
+	if (us)
+		usleep(us);
 }
 
 /* A forked child has only the thread that forked: the parked ones are not there. */
@@ -250,8 +257,7 @@ static void *parked_main(void *arg)
 		if (--p->running == 0)
 			pthread_cond_signal(&p->done_cv);
 		pthread_mutex_unlock(&p->lock);
-		if (test_pause_us)
-			usleep(test_pause_us);
+		test_pause();
 		pthread_mutex_lock(&park_lock);
 	}
 	return NULL;
@@ -285,8 +291,7 @@ static unsigned park_send(struct pool *p, unsigned n)
 			wake[nwake++] = t;
 		}
 		pthread_mutex_unlock(&park_lock);
-		if (test_pause_us)
-			usleep(test_pause_us);
+		test_pause();
 		for (unsigned k = 0; k < nwake; k++)   /* woken with the lock let go */
 			pthread_cond_signal(&wake[k]->cv);
 	} while (nwake == WAKE_BATCH);

@@ -38,6 +38,10 @@ struct tk_flow_q {
 	uint64_t ip;
 	int has_ip;
 	int mode;        /* TIP: execution mode from the target on; -1 = unchanged */
+	/* STOP: if the walk, right after a branch, cannot get to IP by straight code and
+	 * direct branches, that branch's trace was wrong and IP is where it went (erratum
+	 * BDM64: a transaction's abort just after a branch) */
+	int jump_ok;
 };
 
 /* Fill Q with the next item. Return < 0 on a trace error (the walker returns it). */

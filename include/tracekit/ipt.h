@@ -132,6 +132,10 @@ enum tk_ipt_erratum {
 	/* SKD022: a VM entry that clears TraceEn writes a FUP before its TIP.PGD: a FUP at a
 	 * VMLAUNCH or VMRESUME followed by TIP.PGD is the instruction's own disable */
 	TK_IPT_ERRATUM_SKD022 = 1u << 2,
+	/* BDM64: a transaction's abort just after a branch may follow a wrong TNT or TIP for
+	 * that branch: when the abort's IP cannot be reached from where the branch went
+	 * without more trace, the branch went there (libipt's reading) */
+	TK_IPT_ERRATUM_BDM64 = 1u << 3,
 };
 #define TK_IPT_ERRATA_PACKET (TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84)
 

@@ -1235,6 +1235,88 @@ static __attribute__((noinline)) int end_at_branch(struct tk_flow *f, struct tk_
 	return TK_FLOW_ENDED;
 }
 
+/* Whether the walk from IP gets to TARGET (an instruction boundary) through straight code
+ * and direct jumps and calls, within BDM64_STEPS instructions (libipt's bound), without
+ * taking trace: q.jump_ok's test. 1, 0, or -TK_E_NOMEM. May grow the cache. Out of line:
+ * only for an abort on a processor with BDM64. */
+#define BDM64_STEPS 0x100
+static __attribute__((noinline)) int reaches_straight(struct tk_flow *f, uint64_t ip, int mode,
+						       uint64_t target)
+{
+	for (uint32_t steps = 0; steps < BDM64_STEPS;) {
+		uint32_t bi = tk_bcache_index(&f->cache, ip, mode), k;
+
+		if (bi == UINT32_MAX)
+			return -TK_E_NOMEM;
+		const struct tk_block *b = &f->cache.blocks[bi];
+		if (b->flags & TK_BLK_EMPTY)
+			return 0;
+		if (insns_before(&f->cache, b, target, &k))
+			return steps + k <= BDM64_STEPS;
+		steps += b->ninsn;
+		if (b->cls == TK_ISA_OTHER)
+			ip = b->next;
+		else if (b->cls == TK_ISA_JMP || b->cls == TK_ISA_CALL)
+			ip = b->target;
+		else
+			return 0;
+	}
+	return 0;
+}
+
+/* BDM64: the walk went from the branch that ends block FROM to IP at once. Its branch
+ * event, still in OUT, says so where a branch can (a conditional one to its target, an
+ * indirect one to anywhere): a re-encoding then writes what this decoding read. */
+static void bdm64_branch(struct tk_flow *f, struct tk_event_batch *out, uint32_t from, uint64_t ip)
+{
+	const struct tk_block *b = &f->cache.blocks[from];
+	struct tk_event *e = out->n ? &out->ev[out->n - 1] : NULL;
+
+	if (!e || e->kind != TK_EV_BRANCH || e->addr != b->last)
+		return;
+	if (!(e->flags & TK_BR_CONDITIONAL)) {
+		e->addr2 = ip;
+	} else if (ip == b->target) {
+		e->addr2 = ip;
+		e->flags |= TK_BR_TAKEN;
+	}
+}
+
+/* The walk is to enter block BI at *IP and stop at f->q's STOP: where the stop lies in
+ * the block, its instructions before it walked (TK_FLOW_STOPPED); right after a branch
+ * (PREV: the block walked last, UINT32_MAX if none or unknown) with the stop's jump_ok,
+ * at the stop at once if nothing that takes no trace leads there (BDM64, as libipt reads
+ * it: the branch went there); else STOP_LATER. Out of line: a stop is one event's. */
+#define STOP_LATER 1000
+static __attribute__((noinline)) int stop_in_block(struct tk_flow *f, struct tk_event_batch *out,
+						    uint32_t bi, uint32_t prev, int mode, uint64_t *ip,
+						    struct tk_flow_result *res)
+{
+	struct tk_flow_q *q = &f->q;
+	const struct tk_block *b = &f->cache.blocks[bi];
+	uint32_t k;
+	int rc;
+
+	if (q->ip > b->start && q->ip <= b->last && insns_before(&f->cache, b, q->ip, &k)) {
+		if ((rc = walked(f, out, bi, insn_addr(&f->cache, b, k - 1), k)) < 0)
+			return rc;
+		res->insns += k;
+		*ip = q->ip;
+		q->kind = TK_FLOWQ_NONE;
+		return TK_FLOW_STOPPED;
+	}
+	if (!q->jump_ok || !res->insns || prev == UINT32_MAX ||
+	    f->cache.blocks[prev].cls == TK_ISA_OTHER)
+		return STOP_LATER;
+	if ((rc = reaches_straight(f, *ip, mode, q->ip)) != 0)
+		return rc < 0 ? rc : STOP_LATER;
+	if (f->branches)
+		bdm64_branch(f, out, prev, q->ip);
+	*ip = q->ip;
+	q->kind = TK_FLOWQ_NONE;
+	return TK_FLOW_STOPPED;
+}
+
 int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_flow_oracle *o,
 		 struct tk_event_batch *out, struct tk_flow_result *res)
 {
@@ -1319,8 +1401,6 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 		/* valid until the next lookup (the cache may grow) */
 		const struct tk_block *b = &f->cache.blocks[bi];
 
-		prev = UINT32_MAX;
-
 		if (b->flags & TK_BLK_EMPTY) {
 			rc = b->flags & TK_BLK_BAD ? -TK_E_BAD_OPCODE : -TK_E_NOMAP;
 			res->from = ip;
@@ -1342,19 +1422,13 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 			rc = TK_FLOW_STOPPED;
 			goto out;
 		}
-		if (q->kind == TK_FLOWQ_STOP && q->ip > b->start && q->ip <= b->last) {
-			uint32_t k;
-
-			if (insns_before(&f->cache, b, q->ip, &k)) {
-				if ((rc = walked(f, out, bi, insn_addr(&f->cache, b, k - 1), k)) < 0)
-					goto out;
-				res->insns += k;
-				ip = q->ip;
-				q->kind = TK_FLOWQ_NONE;
-				rc = TK_FLOW_STOPPED;
+		if (__builtin_expect(q->kind == TK_FLOWQ_STOP, 0)) {
+			rc = stop_in_block(f, out, bi, prev, mode, &ip, res);
+			if (rc != STOP_LATER)
 				goto out;
-			}
+			b = &f->cache.blocks[bi];   /* (the cache may have grown) */
 		}
+		prev = UINT32_MAX;
 
 		int needs = b->cls == TK_ISA_JCC || b->cls == TK_ISA_RET || b->cls == TK_ISA_JMP_IND ||
 			    b->cls == TK_ISA_CALL_IND || b->cls == TK_ISA_FAR;

@@ -149,7 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* a third of the inputs read as a processor with every erratum decode knows */
 	if (size % 3 == 0)
-		o.errata = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84 | TK_IPT_ERRATUM_SKD022;
+		o.errata = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84 | TK_IPT_ERRATUM_SKD022 |
+			   TK_IPT_ERRATUM_BDM64;
 
 	check_split_read(data, size);
 

@@ -130,7 +130,10 @@ static void test_cpu_errata(void **state)
 	assert_int_equal(tk_ipt_cpuid_errata("AuthenticAMD,25,33,0", &e), 0);
 	assert_int_equal(e, 0);
 	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "none");
-	assert_int_equal(tk_ipt_cpu_parse("6/61", &e), 0);   /* Broadwell: none of these */
+	assert_int_equal(tk_ipt_cpu_parse("6/61", &e), 0);   /* Broadwell: BDM64 only */
+	assert_int_equal(e, TK_IPT_ERRATUM_BDM64);
+	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "BDM64");
+	assert_int_equal(tk_ipt_cpu_parse("6/0x5c", &e), 0);   /* Goldmont: none of these */
 	assert_int_equal(e, 0);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		e = 7;

@@ -14,11 +14,14 @@
 #define SKD007 TK_IPT_ERRATUM_SKD007
 #define SKZ84 TK_IPT_ERRATUM_SKZ84
 #define SKD022 TK_IPT_ERRATUM_SKD022
+#define BDM64 TK_IPT_ERRATUM_BDM64
 
 static const struct {
 	uint16_t family, model;
 	uint32_t errata;
 } cpus[] = {
+	/* Broadwell */
+	{ 6, 0x3d, BDM64 }, { 6, 0x47, BDM64 }, { 6, 0x4f, BDM64 }, { 6, 0x56, BDM64 },
 	/* Skylake, Kaby Lake, Coffee Lake, Comet Lake clients */
 	{ 6, 0x4e, SKD007 | SKD022 }, { 6, 0x5e, SKD007 | SKD022 },
 	{ 6, 0x8e, SKD007 | SKD022 }, { 6, 0x9e, SKD007 | SKD022 },
@@ -126,7 +129,7 @@ int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 
 const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size)
 {
-	static const char *const names[] = { "SKD007", "SKZ84", "SKD022" };
+	static const char *const names[] = { "SKD007", "SKZ84", "SKD022", "BDM64" };
 	size_t n = 0;
 
 	if (!size)

@@ -989,6 +989,9 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 	q->kind = TK_FLOWQ_STOP;
 	q->ip = fip;
 	q->has_ip = 1;
+	/* BDM64: an abort just after a branch may follow a wrong trace of that branch */
+	q->jump_ok = act == ACT_TSX && d->act_flags == TK_MODE_TSX_ABORT &&
+		     (d->errata & TK_IPT_ERRATUM_BDM64);
 	return 0;
 }
 
@@ -1071,6 +1074,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 		d->stop_ip = q->ip = d->qstop_ip;
 		q->kind = TK_FLOWQ_STOP;
 		q->has_ip = 1;
+		q->jump_ok = 0;
 		return 0;
 	}
 	for (;;) {
@@ -1209,6 +1213,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				q->kind = TK_FLOWQ_STOP;
 				q->ip = ip;
 				q->has_ip = 1;
+				q->jump_ok = 0;
 			} else {
 				q->kind = TK_FLOWQ_END;
 				d->psb_off = 1;

@@ -99,7 +99,8 @@ struct tk_perf_aux {
 	int pt_kernel;            /* its attr traced the kernel (exclude_kernel clear) */
 	struct tk_perf_kernel kernel;
 	char cpuid[64];           /* the processor (HEADER_CPUID, "GenuineIntel,6,142,10"); ""
-				     when not recorded */
+				     when not recorded or damaged */
+	int cpuid_damaged;        /* the CPUID header is there but holds no sound string */
 	uint64_t kernel_modules;  /* the kernel's modules' maps (pid -1): not in mmaps (a .ko
 				     file is not linked to an address) */
 	struct tk_perf_queue *queues;

@@ -361,7 +361,8 @@ static int info_perf(const struct tk_cmd *c, const char *file, struct tk_input *
 		if (a.cpuid[0] && tk_ipt_cpuid_errata(a.cpuid, &errata) < 0)
 			errata = 0;
 		tk_buf_printf(out, "  cpu:      %s (errata read: %s)\n",
-			      a.cpuid[0] ? a.cpuid : "not recorded",
+			      a.cpuid[0] ? a.cpuid : a.cpuid_damaged ? "damaged header, not read" :
+			      "not recorded",
 			      tk_ipt_errata_names(errata, names, sizeof names));
 	}
 	for (size_t i = 0; i < a.nqueues; i++) {

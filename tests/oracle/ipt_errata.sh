@@ -71,6 +71,9 @@ st=0; "$TK" decode "${raw[@]}" "$work/bad.data" >"$work/bad.out" 2>"$work/bad.er
 [ $st = 1 ] && grep -q "offset $at: CPUID header of 68 bytes holds no string" "$work/bad.err" &&
 	grep -q '^0000000000001000  nop' "$work/bad.out" ||
 	{ echo "damaged CPUID header: status $st"; cat "$work/bad.err" "$work/bad.out"; exit 1; }
+st=0; "$TK" info "$work/bad.data" >"$work/info-bad" 2>"$work/info-bad.err" || st=$?
+[ $st = 1 ] && grep -qx '  cpu:      damaged header, not read (errata read: none)' "$work/info-bad" ||
+	{ echo "info on a damaged CPUID header: status $st"; cat "$work/info-bad" "$work/info-bad.err"; exit 1; }
 
 # --cpu auto: this machine's processor (as /proc/cpuinfo names it, apart from CPUID);
 # none: no errata, whatever the header says

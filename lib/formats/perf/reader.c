@@ -736,12 +736,16 @@ static void read_cpuid(struct reader *r, const uint8_t *p, size_t n, uint64_t da
 {
 	uint64_t off, len;
 
-	if (!feature(r, p, n, data_end, FEAT_CPUID, "CPUID header", &off, &len))
+	if (!feature(r, p, n, data_end, FEAT_CPUID, "CPUID header", &off, &len)) {
+		/* set but out of the file: said by feature() */
+		r->aux->cpuid_damaged = (int)(tk_le64(p + 72) >> FEAT_CPUID & 1);
 		return;
+	}
 	uint32_t slen = len >= 4 ? tk_le32(p + off) : 0;
 	if (len < 4 || slen > len - 4) {
 		problem(r, off, "CPUID header of %llu bytes holds no string",
 			(unsigned long long)len);
+		r->aux->cpuid_damaged = 1;
 		return;
 	}
 	size_t k = strnlen((const char *)p + off + 4, slen);

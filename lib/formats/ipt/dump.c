@@ -245,6 +245,24 @@ static void init_names(void)
 	}
 }
 
+/* The names libipt's ptdump (2.1 on) gives Event Trace's CFE and EVD types in its tracking
+ * column; "unknown" for a number the SDM does not name. */
+static const char *cfe_type_name(unsigned type)
+{
+	static const char *const names[] = {
+		[1] = "intr", [2] = "iret", [3] = "smi", [4] = "rsm", [5] = "sipi", [6] = "init",
+		[7] = "vmentry", [8] = "vmexit", [9] = "vmexit_intr", [10] = "shutdown",
+		[12] = "uintr", [13] = "uiret", [14] = "swintr", [15] = "syscall",
+	};
+	return type < sizeof names / sizeof *names && names[type] ? names[type] : "unknown";
+}
+
+static const char *evd_type_name(unsigned type)
+{
+	static const char *const names[] = { "cr2", "vmxq", "vmxr" };
+	return type < sizeof names / sizeof *names ? names[type] : "unknown";
+}
+
 /* One line without newline into P (at least 160 bytes); returns the end. The opcode is
  * written padded, then cut back when the packet has no payload. */
 static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset,
@@ -273,6 +291,14 @@ static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset
 	case TK_IPT_PKT_VMCS:
 		tid = "vmcs";
 		tval = k->vmcs.base;
+		break;
+	case TK_IPT_PKT_CFE:
+		tid = "type";
+		ttext = cfe_type_name(k->cfe.type);
+		break;
+	case TK_IPT_PKT_EVD:
+		tid = "type";
+		ttext = evd_type_name(k->evd.type);
 		break;
 	case TK_IPT_PKT_TIP:
 	case TK_IPT_PKT_TIP_PGE:
@@ -391,13 +417,15 @@ static int writer_open(struct tk_buf *out, struct tk_writer **w)
 	return *w ? 0 : -1;
 }
 
-/* The spot of a decode error, marked in the output as ptdump marks it. */
+/* The spot of a decode error, marked in the output as ptdump marks it, in its words (a
+ * payload it rejects is an "unknown packet" there; the message on stderr says "bad
+ * packet"). */
 static void put_error_line(struct tk_buf *b, uint64_t at, int err)
 {
 	tk_buf_putc(b, '[');
 	tk_buf_hex(b, at, 0);
 	tk_buf_puts(b, ": error decoding packet: ");
-	tk_buf_puts(b, err_text(err));
+	tk_buf_puts(b, err == -TK_E_BAD_FORMAT ? "unknown packet" : err_text(err));
 	tk_buf_puts(b, "]\n");
 }
 

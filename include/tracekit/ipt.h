@@ -287,6 +287,8 @@ struct tk_ipt_dump_opts {
 	 * goes, so resident memory does not grow with the file */
 	int release_read;
 	uint32_t errata;  /* the processor's (enum tk_ipt_erratum): packets as it writes them */
+	int raw_bytes;    /* ptdump's --raw: each packet's bytes in hex after the offset */
+	int exec_mode;    /* ptdump's --exec-mode: "em MODE" after a mode.exec packet */
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

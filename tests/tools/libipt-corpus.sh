@@ -13,8 +13,8 @@
 # events' punctuation, error texts and offsets, [exec mode: 64-bit] at [enabled],
 # speculative '?' marks, spacing).
 # Cases asking for options tracekit does not have (sideband, --event:*, --block:*,
-# filters, ptdump's time columns) are skipped; ptdump's --lastip and --no-offset are
-# dump's own.
+# filters, ptdump's time columns) are skipped; ptdump's --lastip, --no-offset,
+# --exec-mode and --raw (--raw-bytes) are dump's too.
 set -uo pipefail
 SRC=$(realpath "${1:?libipt source tree}")
 TK=$(realpath "${2:?tracekit binary}")
@@ -77,10 +77,12 @@ for ptt in "$SRC"/test/src/*.ptt; do
 		fi
 	fi
 	if [ -f case-ptdump.exp ]; then
-		# ptdump's options that dump has under the same names
-		if [ -n "$(echo "$dopts" | tr ' ' '\n' | grep -v -x -e '' -e --lastip -e --no-offset)" ]; then
+		# ptdump's options that dump has (--raw is dump's --raw-bytes)
+		if [ -n "$(echo "$dopts" | tr ' ' '\n' |
+			grep -v -x -e '' -e --lastip -e --no-offset -e --raw -e --exec-mode)" ]; then
 			judge dump "$base" SKIP
 		else
+			dopts=$(echo "$dopts" | sed 's/--raw/--raw-bytes/')
 			# shellcheck disable=SC2086  # the options split at spaces
 			"$TK" dump ${cpu:+--cpu "$cpu"} $dopts case.pt 2>/dev/null | tr -s ' \t' '  ' | sed -E 's/ +$//' >ours
 			tr -s ' \t' '  ' <case-ptdump.exp | sed -E 's/ +$//' | grep -v '^$' >theirs

@@ -41,6 +41,8 @@ struct tk_cmd_opts {
 	/* dump */
 	int no_offset;               /* --no-offset */
 	int lastip;                  /* --lastip */
+	int raw_bytes;               /* --raw-bytes (ptdump's --raw) */
+	int exec_mode;               /* --exec-mode */
 
 	/* decode / profile: memory image and timing (ptxed's spelling) */
 	const char *elf[TK_CMD_MAX_LIST];   /* --elf FILE[:BASE] */

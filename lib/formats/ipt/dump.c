@@ -263,26 +263,55 @@ static const char *evd_type_name(unsigned type)
 	return type < sizeof names / sizeof *names ? names[type] : "unknown";
 }
 
-/* One line without newline into P (at least 160 bytes); returns the end. The opcode is
- * written padded, then cut back when the packet has no payload. */
-static char *format_line(char *p, const struct tk_ipt_packet *k, int show_offset,
+/* The columns a line has beside the packet's own (ptdump's options). */
+struct cols {
+	int offset;               /* the offset */
+	const uint8_t *raw;       /* --raw: the stream, whose packet bytes are shown */
+	int exec_mode;            /* --exec-mode: mode.exec's mode tracked */
+};
+#define RAW_COL 32                /* ptdump's: 16 bytes in hex at most, then cut */
+
+/* ptdump's name of the mode a mode.exec packet sets. */
+static const char *exec_mode_name(const struct tk_ipt_packet *k)
+{
+	if (k->exec.csl)
+		return k->exec.csd ? "unknown" : "64-bit";
+	return k->exec.csd ? "32-bit" : "16-bit";
+}
+
+/* One line without newline into P (at least DUMP_LINE_MAX bytes); returns the end. The
+ * opcode is written padded, then cut back when the packet has no payload. */
+#define DUMP_LINE_MAX 224
+static char *format_line(char *p, const struct tk_ipt_packet *k, const struct cols *c,
 			 struct tk_ipt_last_ip *last)
 {
 	const char *tid = NULL;
 	uint64_t tval = 0;
 	const char *ttext = NULL;
 
-	if (show_offset) {
+	if (c->offset) {
 		p = put_hexw(p, k->offset, 16);
 		*p++ = ' ';
 		*p++ = ' ';
+	}
+	if (c->raw) {
+		char *r = p;
+		for (unsigned i = 0; i < k->size && i < RAW_COL / 2; i++)
+			p = put_hexw(p, c->raw[k->offset + i], 2);
+		p = pad_to(p, r, RAW_COL + 2);
 	}
 	char *op = p;
 	memcpy(p, padded_names[k->kind], 16);
 	p += 11;
 	char *pe = format_payload(p, k);
-	if (pe == p)
+	if (k->kind == TK_IPT_PKT_MODE_EXEC && c->exec_mode) {
+		tid = "em";
+		ttext = exec_mode_name(k);
+		if (pe == p)   /* (no payload: the name as it is, the payload's room after it) */
+			pe = p = op + name_len[k->kind] + 1;
+	} else if (pe == p) {
 		return op + name_len[k->kind];
+	}
 	switch (k->kind) {
 	case TK_IPT_PKT_PIP:
 		tid = "cr3";
@@ -335,10 +364,12 @@ static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 void tk_ipt_format_packet(struct tk_buf *out, const struct tk_ipt_packet *pkt, int show_offset,
 			  struct tk_ipt_last_ip *last)
 {
+	struct cols c = { .offset = show_offset };
+
 	pthread_once(&names_once, init_names);
-	if (tk_buf_reserve(out, 192) < 0)
+	if (tk_buf_reserve(out, DUMP_LINE_MAX) < 0)
 		return;
-	char *p = format_line(out->data + out->len, pkt, show_offset, last);
+	char *p = format_line(out->data + out->len, pkt, &c, last);
 	out->len = (size_t)(p - out->data);
 }
 
@@ -399,7 +430,7 @@ static int walk_start(struct walk *w)
  * starts with room for all its lines). */
 #define ASYNC_MIN_INPUT (4u << 20)
 #define ASYNC_BUF (8u << 20)    /* few hand-overs: each may wait for a scheduler tick */
-#define ROOM (BATCH * 192 + 256)
+#define ROOM (BATCH * DUMP_LINE_MAX + 256)
 
 /* 0: OUT (a descriptor) now has room for ASYNC_BUF bytes and writes through *W. */
 static int writer_open(struct tk_buf *out, struct tk_writer **w)
@@ -452,6 +483,14 @@ struct pchunk {
 	size_t end;                 /* the chunk its walk stopped at (nchunks: the end) */
 	uint64_t end_off;
 };
+
+/* The columns O asks for, BUF the stream. */
+static struct cols cols_of(const struct tk_ipt_dump_opts *o, const uint8_t *buf)
+{
+	int has = o->sz >= offsetof(struct tk_ipt_dump_opts, exec_mode) + sizeof o->exec_mode;
+	return (struct cols){ .offset = !o->no_offset, .raw = has && o->raw_bytes ? buf : NULL,
+			      .exec_mode = has && o->exec_mode };
+}
 
 /* The packet decoder's options for O's stream. */
 static struct tk_ipt_pkt_opts pkt_opts(const struct tk_ipt_dump_opts *o)
@@ -521,6 +560,7 @@ static int pchunk_walk(void *ctx, size_t i)
 		return dec ? -TK_E_NOMEM : err;
 	}
 	tk_ipt_pkt_sync_set(dec, D->offs[i]);
+	const struct cols cols = cols_of(o, D->buf);
 	c->end = D->n;
 	for (int more = 1; more && rc >= 0;) {
 		int k = tk_ipt_pkt_next_batch(dec, pk, BATCH, &err);
@@ -537,9 +577,9 @@ static int pchunk_walk(void *ctx, size_t i)
 			}
 			if (o->quiet)
 				continue;
-			if (tk_buf_reserve(t, 192) < 0)
+			if (tk_buf_reserve(t, DUMP_LINE_MAX) < 0)
 				break;
-			char *p = format_line(t->data + t->len, &pk[j], !o->no_offset, NULL);
+			char *p = format_line(t->data + t->len, &pk[j], &cols, NULL);
 			*p++ = '\n';
 			t->len = (size_t)(p - t->data);
 		}
@@ -715,7 +755,8 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	}
 	tk_ipt_last_ip_init(&last);
 	pthread_once(&names_once, init_names);
-	int show_off = !o->no_offset, release = release_read(o);
+	const struct cols cols = cols_of(o, buf);
+	int release = release_read(o);
 	uint64_t released = 0;
 	uint64_t base = prog ? prog->done : 0;
 	struct tk_writer *wr = NULL;
@@ -733,9 +774,9 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 		}
 		if (!o->quiet) {
 			for (int i = 0; i < n; i++) {
-				if (tk_buf_reserve(out, 192) < 0)
+				if (tk_buf_reserve(out, DUMP_LINE_MAX) < 0)
 					break;
-				char *p = format_line(out->data + out->len, &pk[i], show_off,
+				char *p = format_line(out->data + out->len, &pk[i], &cols,
 						      o->lastip ? &last : NULL);
 				*p++ = '\n';
 				out->len = (size_t)(p - out->data);

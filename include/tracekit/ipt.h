@@ -289,6 +289,7 @@ struct tk_ipt_dump_opts {
 	uint32_t errata;  /* the processor's (enum tk_ipt_erratum): packets as it writes them */
 	int raw_bytes;    /* ptdump's --raw: each packet's bytes in hex after the offset */
 	int exec_mode;    /* ptdump's --exec-mode: "em MODE" after a mode.exec packet */
+	int no_sync;      /* ptdump's --no-sync: decode from the first byte, not the first PSB */
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

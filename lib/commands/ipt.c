@@ -111,7 +111,7 @@ int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const ui
 	struct tk_ipt_dump_opts d = {
 		.release_read = release_read, .errata = errata,
 		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
-		.raw_bytes = c->o->raw_bytes, .exec_mode = c->o->exec_mode,
+		.raw_bytes = c->o->raw_bytes, .exec_mode = c->o->exec_mode, .no_sync = c->o->no_sync,
 		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
 		.nthreads = tk_cmd_jobs(c), .chunk_bytes = tk_cmd_flow_opts(c, NULL).chunk_bytes,
 	};
@@ -826,6 +826,8 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  TK_OPT_FLAG, CMD_FIELD(raw_bytes), 0 },
 	{ "exec-mode", NULL, "print the mode each mode.exec packet sets", TK_CMD_BIT(TK_CMD_DUMP),
 	  TK_OPT_FLAG, CMD_FIELD(exec_mode), 0 },
+	{ "no-sync", NULL, "decode from the first byte, not the first PSB", TK_CMD_BIT(TK_CMD_DUMP),
+	  TK_OPT_FLAG, CMD_FIELD(no_sync), 0 },
 	{ "mtc-freq", "N", "timing parameters (as ptxed): the MTC frequency,", PT_CODE, TK_OPT_U64,
 	  CMD_FIELD(mtc_freq), 0 },
 	{ "nom-freq", "N", "the nominal frequency,", PT_CODE, TK_OPT_U64, CMD_FIELD(nom_freq), 0 },

@@ -40,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o = (struct tk_ipt_dump_opts){ .sz = sizeof o, .on_error = count_error, .ctx = &e1,
 				       .no_offset = size && (data[0] & 1), .errata = errata,
 				       .raw_bytes = size && (data[0] & 2),
-				       .exec_mode = size && (data[0] & 4) };
+				       .exec_mode = size && (data[0] & 4),
+				       .no_sync = size && (data[0] & 8) };
 	int r1 = tk_ipt_dump(data, size, &o, &one, &g1);
 	o.nthreads = 2;
 	o.chunk_bytes = 32 + (size > 1 ? data[1] : 0);

@@ -14,7 +14,7 @@
 # speculative '?' marks, spacing).
 # Cases asking for options tracekit does not have (sideband, --event:*, --block:*,
 # filters, ptdump's time columns) are skipped; ptdump's --lastip, --no-offset,
-# --exec-mode and --raw (--raw-bytes) are dump's too.
+# --exec-mode, --no-sync and --raw (--raw-bytes) are dump's too.
 set -uo pipefail
 SRC=$(realpath "${1:?libipt source tree}")
 TK=$(realpath "${2:?tracekit binary}")
@@ -79,7 +79,7 @@ for ptt in "$SRC"/test/src/*.ptt; do
 	if [ -f case-ptdump.exp ]; then
 		# ptdump's options that dump has (--raw is dump's --raw-bytes)
 		if [ -n "$(echo "$dopts" | tr ' ' '\n' |
-			grep -v -x -e '' -e --lastip -e --no-offset -e --raw -e --exec-mode)" ]; then
+			grep -v -x -e '' -e --lastip -e --no-offset -e --raw -e --exec-mode -e --no-sync)" ]; then
 			judge dump "$base" SKIP
 		else
 			dopts=$(echo "$dopts" | sed 's/--raw/--raw-bytes/')

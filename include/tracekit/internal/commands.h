@@ -43,6 +43,7 @@ struct tk_cmd_opts {
 	int lastip;                  /* --lastip */
 	int raw_bytes;               /* --raw-bytes (ptdump's --raw) */
 	int exec_mode;               /* --exec-mode */
+	int no_sync;                 /* --no-sync */
 
 	/* decode / profile: memory image and timing (ptxed's spelling) */
 	const char *elf[TK_CMD_MAX_LIST];   /* --elf FILE[:BASE] */

@@ -403,9 +403,13 @@ static int walk_resync(struct walk *w, int err, uint64_t *bad_off)
 
 /* Start at the first PSB; bytes before it are a gap. Returns 1 if synced, 0 if the
  * buffer has no PSB. */
-static int walk_start(struct walk *w)
+/* Where the walk starts: the first PSB (what lies before it skipped), or with NO_SYNC the
+ * first byte. 0: nothing to walk. */
+static int walk_start(struct walk *w, int no_sync)
 {
 	uint64_t first;
+	if (no_sync)
+		return w->len && tk_ipt_pkt_sync_set(w->dec, 0) == 0;
 	if (tk_ipt_pkt_sync_forward(w->dec) < 0) {
 		if (w->gaps && w->len)
 			tk_gap_stats_add(w->gaps, 0, w->len);
@@ -490,6 +494,11 @@ static struct cols cols_of(const struct tk_ipt_dump_opts *o, const uint8_t *buf)
 	int has = o->sz >= offsetof(struct tk_ipt_dump_opts, exec_mode) + sizeof o->exec_mode;
 	return (struct cols){ .offset = !o->no_offset, .raw = has && o->raw_bytes ? buf : NULL,
 			      .exec_mode = has && o->exec_mode };
+}
+
+static int no_sync(const struct tk_ipt_dump_opts *o)
+{
+	return o->sz >= offsetof(struct tk_ipt_dump_opts, no_sync) + sizeof o->no_sync && o->no_sync;
 }
 
 /* The packet decoder's options for O's stream. */
@@ -683,7 +692,9 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 			return 0;
 		}
 	*done = 1;
-	if (D.offs[0]) {   /* before the first PSB: as the walk in order says it */
+	if (D.offs[0] && no_sync(o)) {
+		D.offs[0] = 0;   /* (the first chunk from the first byte) */
+	} else if (D.offs[0]) {   /* before the first PSB: as the walk in order says it */
 		if (gaps)
 			tk_gap_stats_add(gaps, 0, D.offs[0]);
 		if (o->on_error)
@@ -761,7 +772,7 @@ int tk_ipt_dump(const uint8_t *buf, size_t len, const struct tk_ipt_dump_opts *o
 	uint64_t base = prog ? prog->done : 0;
 	struct tk_writer *wr = NULL;
 	int async = !o->quiet && len >= ASYNC_MIN_INPUT && writer_open(out, &wr) == 0;
-	r = walk_start(&w);
+	r = walk_start(&w, no_sync(o));
 	while (r > 0) {
 		if (async && out->cap - out->len < ROOM)
 			tk_writer_submit(wr, out);

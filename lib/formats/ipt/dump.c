@@ -425,8 +425,6 @@ static int walk_resync(struct walk *w, int err, uint64_t *bad_off)
 	return more;
 }
 
-/* Start at the first PSB; bytes before it are a gap. Returns 1 if synced, 0 if the
- * buffer has no PSB. */
 /* Where the walk starts: the first PSB (what lies before it skipped), or with NO_SYNC the
  * first byte. 0: nothing to walk. */
 static int walk_start(struct walk *w, int no_sync)

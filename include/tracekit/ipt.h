@@ -136,6 +136,9 @@ enum tk_ipt_erratum {
 	 * that branch: when the abort's IP cannot be reached from where the branch went
 	 * without more trace, the branch went there (libipt's reading) */
 	TK_IPT_ERRATUM_BDM64 = 1u << 3,
+	/* SKL168: a CYC right before a PSB may be dropped: the first MTC period after a PSB
+	 * is not used to calibrate cycles when it looks short of one (dump's time columns) */
+	TK_IPT_ERRATUM_SKL168 = 1u << 4,
 };
 #define TK_IPT_ERRATA_PACKET (TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84)
 

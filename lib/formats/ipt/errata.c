@@ -1,7 +1,8 @@
 /* Which of Intel's Processor Trace errata a processor has, by its CPUID family and model:
  * the models each erratum lists (Intel's specification updates; libipt's pt_cpu_errata
  * gives the same). Only the errata whose sequences have another reading on other
- * processors are here (enum tk_ipt_erratum). */
+ * processors are here (enum tk_ipt_erratum), and SKL168, which changes how dump's time
+ * columns calibrate. */
 #include <stdio.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -15,6 +16,8 @@
 #define SKZ84 TK_IPT_ERRATUM_SKZ84
 #define SKD022 TK_IPT_ERRATUM_SKD022
 #define BDM64 TK_IPT_ERRATUM_BDM64
+#define SKL168 TK_IPT_ERRATUM_SKL168
+#define SKL_CLIENT (SKD007 | SKD022 | SKL168)
 
 static const struct {
 	uint16_t family, model;
@@ -23,9 +26,8 @@ static const struct {
 	/* Broadwell */
 	{ 6, 0x3d, BDM64 }, { 6, 0x47, BDM64 }, { 6, 0x4f, BDM64 }, { 6, 0x56, BDM64 },
 	/* Skylake, Kaby Lake, Coffee Lake, Comet Lake clients */
-	{ 6, 0x4e, SKD007 | SKD022 }, { 6, 0x5e, SKD007 | SKD022 },
-	{ 6, 0x8e, SKD007 | SKD022 }, { 6, 0x9e, SKD007 | SKD022 },
-	{ 6, 0xa5, SKD007 | SKD022 }, { 6, 0xa6, SKD007 | SKD022 },
+	{ 6, 0x4e, SKL_CLIENT }, { 6, 0x5e, SKL_CLIENT }, { 6, 0x8e, SKL_CLIENT },
+	{ 6, 0x9e, SKL_CLIENT }, { 6, 0xa5, SKL_CLIENT }, { 6, 0xa6, SKL_CLIENT },
 	/* Skylake, Cascade Lake, Ice Lake servers */
 	{ 6, 0x55, SKD022 | SKZ84 }, { 6, 0x6a, SKD022 | SKZ84 }, { 6, 0x6c, SKD022 | SKZ84 },
 	/* Sapphire Rapids, Emerald Rapids, Granite Rapids */
@@ -129,7 +131,7 @@ int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 
 const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size)
 {
-	static const char *const names[] = { "SKD007", "SKZ84", "SKD022", "BDM64" };
+	static const char *const names[] = { "SKD007", "SKZ84", "SKD022", "BDM64", "SKL168" };
 	size_t n = 0;
 
 	if (!size)

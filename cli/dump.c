@@ -16,10 +16,14 @@ static const char usage[] =
 	"                xtrace: the stretches between snapshots)\n"
 	"  --progress    progress also when stderr is no terminal\n"
 	"  --no-progress none, also on a terminal\n"
+	"  --time        Intel PT: the estimated TSC after each timing packet (ptdump's;\n"
+	"                one thread, as the options below that track time or leave lines out)\n"
 	"\n"
 	"Intel PT streams print in ptdump's layout from the first PSB on; after a damaged\n"
 	"packet the dump marks the offset and resumes at the next PSB. perf.data: each\n"
-	"CPU's or thread's Intel PT in turn, under a line naming it.\n"
+	"CPU's or thread's Intel PT in turn, under a line naming it. --time and --tcal track\n"
+	"time as libipt does (MTC and CYC calibrated against TSC, TMA and CBR) and print its\n"
+	"remarks between the lines, as \"[offset: ...]\".\n"
 	"Branch traces (.tkbt): the header and every record with its file offset, then each\n"
 	"thread's Intel PT stream as above (--tid N: one thread).\n"
 	"XRay: every FDR metadata/function record or basic-mode record, in llvm-xray\n"
@@ -31,6 +35,10 @@ static const char usage[] =
 
 static int run(struct tk_cmd_opts *o)
 {
+	if (o->time && o->tcal) {
+		cli_error(NULL, UINT64_MAX, "dump: --time or --tcal, not both (one column)");
+		return EXIT_USAGE;
+	}
 	return cli_run_op(o, "dump", TK_CMD_DUMP);
 }
 

@@ -293,6 +293,16 @@ struct tk_ipt_dump_opts {
 	int raw_bytes;    /* ptdump's --raw: each packet's bytes in hex after the offset */
 	int exec_mode;    /* ptdump's --exec-mode: "em MODE" after a mode.exec packet */
 	int no_sync;      /* ptdump's --no-sync: decode from the first byte, not the first PSB */
+	/* ptdump's time columns, tracked over the whole stream as libipt does (one walk,
+	 * whatever nthreads): TIME the estimated TSC after timing packets, TCAL instead the
+	 * cycle calibration; TIME_DELTA either as the change since the last shown; NO_TCAL
+	 * no calibration (CYCs then count nothing); NO_WALL_CLOCK the time without a TSC
+	 * shown from 0; KEEP_TCAL_ON_OVF the calibration kept across an overflow */
+	int time, tcal, time_delta, no_tcal, no_wall_clock, keep_tcal_on_ovf;
+	int no_cyc;       /* CYC lines left out and not tracked */
+	int no_pad, no_timing;   /* PAD lines, timing packets' lines left out */
+	/* the timing parameters (ptdump's --mtc-freq, --nom-freq, --cpuid-0x15.eax/ebx) */
+	uint32_t mtc_freq, nom_freq, cpuid_15_eax, cpuid_15_ebx;
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

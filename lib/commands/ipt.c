@@ -100,20 +100,30 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 			   size_t n, struct tk_progress *prog, struct tk_buf *out,
 			   struct tk_gap_stats *gaps)
 {
-	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, 0, prog, out, gaps);
+	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, 0, NULL, prog, out, gaps);
 }
 
 int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const uint8_t *pt,
-			      size_t n, int release_read, uint32_t errata, struct tk_progress *prog,
+			      size_t n, int release_read, uint32_t errata,
+			      const struct tk_perf_session_opts *timing, struct tk_progress *prog,
 			      struct tk_buf *out, struct tk_gap_stats *gaps)
 {
+	const struct tk_cmd_opts *o = c->o;
 	struct err_ctx ec = { c, file };
 	struct tk_ipt_dump_opts d = {
 		.release_read = release_read, .errata = errata,
-		.sz = sizeof d, .no_offset = c->o->no_offset, .lastip = c->o->lastip,
-		.raw_bytes = c->o->raw_bytes, .exec_mode = c->o->exec_mode, .no_sync = c->o->no_sync,
-		.quiet = c->o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
+		.sz = sizeof d, .no_offset = o->no_offset, .lastip = o->lastip,
+		.raw_bytes = o->raw_bytes, .exec_mode = o->exec_mode, .no_sync = o->no_sync,
+		.quiet = o->quiet, .on_error = on_error, .ctx = &ec, .progress = prog,
 		.nthreads = tk_cmd_jobs(c), .chunk_bytes = tk_cmd_flow_opts(c, NULL).chunk_bytes,
+		.time = o->time, .tcal = o->tcal, .time_delta = o->time_delta,
+		.no_tcal = o->no_tcal, .no_wall_clock = o->no_wall_clock,
+		.keep_tcal_on_ovf = o->keep_tcal_on_ovf, .no_cyc = o->no_cyc, .no_pad = o->no_pad,
+		.no_timing = o->no_timing,
+		.mtc_freq = timing ? timing->mtc_freq : (uint32_t)o->mtc_freq,
+		.nom_freq = timing ? timing->nom_freq : (uint32_t)o->nom_freq,
+		.cpuid_15_eax = timing ? timing->cpuid_15_eax : (uint32_t)o->cpuid_15_eax,
+		.cpuid_15_ebx = timing ? timing->cpuid_15_ebx : (uint32_t)o->cpuid_15_ebx,
 	};
 
 	return tk_ipt_dump(pt, n, &d, out, gaps);
@@ -153,7 +163,7 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_perf_session_stream_header(&out, &x, i);
 		int release = mapped && x.s[i].data >= map && x.s[i].data + x.s[i].len <= map + maplen;
 		rc = tk_cmd_ipt_dump_stream_in(c, file, x.s[i].data, x.s[i].len, release, x.errata,
-					       &prog, &out, &gaps);
+					       &x.o, &prog, &out, &gaps);
 	}
 	tk_progress_finish(&prog);
 	int st = c->out_close(&out);
@@ -817,6 +827,7 @@ const tk_cmd_fn tk_cmd_ipt[TK_CMD__COUNT] = {
 /* Intel PT's options (raw streams and perf.data). */
 #define PT_CODE (TK_CMD_BIT(TK_CMD_DECODE) | TK_CMD_BIT(TK_CMD_STATS) | TK_CMD_BIT(TK_CMD_CONVERT) | \
 		 TK_CMD_BIT(TK_CMD_PROFILE) | TK_CMD_BIT(TK_CMD_REPORT))
+#define DUMP TK_CMD_BIT(TK_CMD_DUMP)
 const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	{ "raw", "FILE[:FROM[-TO]]:ADDR", "load a raw code file (or bytes FROM..TO of it) at ADDR",
 	  PT_CODE, TK_OPT_LIST, CMD_FIELD(raw), CMD_FIELD(n_raw) },
@@ -828,13 +839,29 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  TK_OPT_FLAG, CMD_FIELD(exec_mode), 0 },
 	{ "no-sync", NULL, "decode from the first byte, not the first PSB", TK_CMD_BIT(TK_CMD_DUMP),
 	  TK_OPT_FLAG, CMD_FIELD(no_sync), 0 },
-	{ "mtc-freq", "N", "timing parameters (as ptxed): the MTC frequency,", PT_CODE, TK_OPT_U64,
-	  CMD_FIELD(mtc_freq), 0 },
-	{ "nom-freq", "N", "the nominal frequency,", PT_CODE, TK_OPT_U64, CMD_FIELD(nom_freq), 0 },
-	{ "cpuid-0x15.eax", "N", "CPUID leaf 0x15's EAX", PT_CODE, TK_OPT_U64,
+	{ "tcal", NULL, "print the cycle calibration after timing packets (not with --time)",
+	  DUMP, TK_OPT_FLAG, CMD_FIELD(tcal), 0 },
+	{ "time-delta", NULL, "--time, --tcal: the change since the last one printed",
+	  DUMP, TK_OPT_FLAG, CMD_FIELD(time_delta), 0 },
+	{ "no-tcal", NULL, "no calibration (the time from TSC, TMA and MTC alone)", DUMP,
+	  TK_OPT_FLAG, CMD_FIELD(no_tcal), 0 },
+	{ "no-wall-clock", NULL, "before the first TSC: the time from 0, not <unavailable>",
+	  DUMP, TK_OPT_FLAG, CMD_FIELD(no_wall_clock), 0 },
+	{ "keep-tcal-on-ovf", NULL, "keep the calibration across an overflow", DUMP,
+	  TK_OPT_FLAG, CMD_FIELD(keep_tcal_on_ovf), 0 },
+	{ "no-cyc", NULL, "leave out CYC packets (the time too)", DUMP, TK_OPT_FLAG,
+	  CMD_FIELD(no_cyc), 0 },
+	{ "no-timing", NULL, "leave out timing packets (TSC, TMA, MTC, CYC, CBR)", DUMP,
+	  TK_OPT_FLAG, CMD_FIELD(no_timing), 0 },
+	{ "no-pad", NULL, "leave out PAD packets", DUMP, TK_OPT_FLAG, CMD_FIELD(no_pad), 0 },
+	{ "mtc-freq", "N", "timing (ptxed's; perf.data's by default): the MTC frequency,",
+	  PT_CODE | DUMP, TK_OPT_U64, CMD_FIELD(mtc_freq), 0 },
+	{ "nom-freq", "N", "the nominal frequency,", PT_CODE | DUMP, TK_OPT_U64,
+	  CMD_FIELD(nom_freq), 0 },
+	{ "cpuid-0x15.eax", "N", "CPUID leaf 0x15's EAX", PT_CODE | DUMP, TK_OPT_U64,
 	  CMD_FIELD(cpuid_15_eax), 0 },
-	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)", PT_CODE,
-	  TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
+	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)",
+	  PT_CODE | DUMP, TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
 	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]|auto|none", "perf.data: only the trace of CPUs LIST "
 	  "(0,2-3); else the processor, whose errata are read (ptxed's; auto: this machine's)",
 	  PT_CODE, TK_OPT_STRING, CMD_FIELD(cpu), 0 },

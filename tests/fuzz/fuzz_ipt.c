@@ -26,7 +26,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	struct tk_buf b;
 	tk_buf_init(&b, -1, 0);
-	struct tk_ipt_dump_opts o = { .sz = sizeof o, .lastip = 1 };
+	/* with ptdump's time columns, their options and parameters from the last bytes */
+	const uint8_t t = size ? data[size - 1] : 0, *q = size >= 4 ? data + size - 4 : NULL;
+	struct tk_ipt_dump_opts o = {
+		.sz = sizeof o, .lastip = 1, .time = t & 1, .tcal = (t & 3) == 2,
+		.time_delta = t & 4, .no_tcal = t & 8, .no_wall_clock = t & 16,
+		.keep_tcal_on_ovf = t & 32, .no_cyc = t & 64, .no_pad = t & 128,
+		.mtc_freq = q ? q[0] & 31 : 0, .nom_freq = q ? q[1] : 0,
+		.cpuid_15_eax = q ? q[2] & 15 : 0, .cpuid_15_ebx = q ? q[2] >> 4 : 0,
+		.errata = q && (q[0] & 32) ? TK_IPT_ERRATUM_SKL168 : 0,
+	};
 	struct tk_gap_stats gaps = { 0 };
 	tk_ipt_dump(data, size, &o, &b, &gaps);
 	tk_buf_free(&b);

@@ -13,8 +13,8 @@
 # events' punctuation, error texts and offsets, [exec mode: 64-bit] at [enabled],
 # speculative '?' marks, spacing).
 # Cases asking for options tracekit does not have (sideband, --event:*, --block:*,
-# filters, ptdump's time columns) are skipped; ptdump's --lastip, --no-offset,
-# --exec-mode, --no-sync and --raw (--raw-bytes) are dump's too.
+# filters) are skipped; ptdump's --lastip, --no-offset, --exec-mode, --no-sync, --raw
+# (--raw-bytes), its time columns and timing parameters are dump's too.
 set -uo pipefail
 SRC=$(realpath "${1:?libipt source tree}")
 TK=$(realpath "${2:?tracekit binary}")
@@ -77,9 +77,13 @@ for ptt in "$SRC"/test/src/*.ptt; do
 		fi
 	fi
 	if [ -f case-ptdump.exp ]; then
-		# ptdump's options that dump has (--raw is dump's --raw-bytes)
-		if [ -n "$(echo "$dopts" | tr ' ' '\n' |
-			grep -v -x -e '' -e --lastip -e --no-offset -e --raw -e --exec-mode -e --no-sync)" ]; then
+		# ptdump's options that dump has (--raw is dump's --raw-bytes; the timing
+		# parameters' numbers taken out first)
+		if [ -n "$(echo "$dopts" | sed -E 's/--(mtc-freq|nom-freq|cpuid-0x15\.e[ab]x) +[0-9a-fx]+//g' |
+			tr ' ' '\n' | grep -v -x -e '' -e --lastip -e --no-offset -e --raw -e --exec-mode \
+				-e --no-sync -e --time -e --tcal -e --time-delta -e --no-tcal \
+				-e --no-wall-clock -e --keep-tcal-on-ovf -e --no-cyc -e --no-pad \
+				-e --no-timing)" ]; then
 			judge dump "$base" SKIP
 		else
 			dopts=$(echo "$dopts" | sed 's/--raw/--raw-bytes/')

@@ -44,6 +44,9 @@ struct tk_cmd_opts {
 	int raw_bytes;               /* --raw-bytes (ptdump's --raw) */
 	int exec_mode;               /* --exec-mode */
 	int no_sync;                 /* --no-sync */
+	int tcal, time_delta;        /* --tcal, --time-delta (with --time: ptdump's columns) */
+	int no_tcal, no_wall_clock, keep_tcal_on_ovf;   /* ... and how they are tracked */
+	int no_cyc, no_timing, no_pad;                  /* --no-cyc, --no-timing, --no-pad */
 
 	/* decode / profile: memory image and timing (ptxed's spelling) */
 	const char *elf[TK_CMD_MAX_LIST];   /* --elf FILE[:BASE] */

@@ -55,4 +55,52 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 void ipt_segment_ends(const struct tk_ipt_flow_opts *o, const uint64_t *starts, size_t n,
 		      size_t len, uint64_t *ends);
 
+/* ---- ptdump's time columns for dump (dump_time.c) ---- */
+/* The estimated time (libipt's pt_time). */
+struct tk_ipt_dump_clock {
+	uint64_t tsc;               /* the estimate */
+	uint64_t base;              /* the time at the last TSC or MTC, less TMA's FastCounter */
+	uint64_t fc;                /* ticks since base from CYCs (or TMA's FastCounter) */
+	uint32_t ctc, ctc_cyc;      /* CTC at the last MTC/TMA; where the CYCs' count began */
+	uint32_t lost_mtc, lost_cyc;
+	uint8_t have_tsc, have_tma, have_mtc, have_cbr, cbr;
+};
+
+/* The cycles-to-ticks calibration (libipt's pt_time_cal). */
+struct tk_ipt_dump_cal {
+	uint64_t fcr;               /* ticks per cycle << 8 */
+	uint64_t min_fcr, max_fcr;  /* min > max: none yet */
+	uint64_t tsc, cyc_tsc;      /* the last TSC, the cycles since */
+	uint64_t cyc_mtc;           /* the cycles since the last MTC */
+	uint32_t ctc, lost_mtc;
+	uint8_t have_mtc, check_skl168;
+};
+
+struct tk_ipt_dump_time {
+	int show;                   /* 1: --time, 2: --tcal, 0: neither (lines filtered only) */
+	int delta, no_tcal, no_wall_clock, keep_tcal_on_ovf, no_cyc, no_pad, no_timing;
+	uint32_t mtc_freq;
+	uint64_t nom_freq, eax, ebx;
+	int skl168;
+	struct tk_ipt_dump_clock t;
+	struct tk_ipt_dump_cal cal;
+	uint64_t shown_tsc, shown_fcr; /* the last shown, for --time-delta */
+	int in_header;              /* between PSB and PSBEND */
+};
+
+/* A line's tracking column: ID ("tsc", "fcr"; NULL: none) and its text. */
+struct tk_ipt_dump_col {
+	const char *id;
+	char text[32];
+};
+
+void tk_ipt_dump_time_init(struct tk_ipt_dump_time *d, const struct tk_ipt_dump_opts *o);
+/* Forget everything (after a resync, as ptdump does). */
+void tk_ipt_dump_time_reset(struct tk_ipt_dump_time *d);
+/* Packet K in turn: the time tracked, remarks (ptdump's "[offset: ...]" lines) onto OUT,
+ * the column into COL. Returns 1 when K's line is left out (--no-pad, --no-timing,
+ * --no-cyc). */
+int tk_ipt_dump_time_packet(struct tk_ipt_dump_time *d, const struct tk_ipt_packet *k,
+			    struct tk_buf *out, struct tk_ipt_dump_col *col);
+
 #endif

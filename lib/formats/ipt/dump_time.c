@@ -94,7 +94,7 @@ static void clock_tsc(struct tk_ipt_dump_clock *t, uint64_t tsc)
 	t->tsc = t->base = tsc;
 	t->ctc = 0;
 	t->fc = 0;
-	t->lost_mtc = t->lost_cyc = 0;
+	t->lost_cyc = 0;
 }
 
 static int clock_cbr(struct tk_ipt_dump_clock *t, uint8_t ratio)
@@ -156,11 +156,9 @@ static int clock_mtc(struct tk_ipt_dump_time *d, uint8_t payload)
 		last |= hi;
 	}
 	int r = ctc_delta(d, ctc, last, &delta);
-	if (r != T_OK) {
-		t->lost_mtc++;
-		return r;
-	}
-	if ((r = ctc_ticks(d, delta, &ticks)) != T_OK)
+	if (r == T_OK)
+		r = ctc_ticks(d, delta, &ticks);
+	if (r != T_OK)
 		return r;
 	t->base += ticks;
 	t->tsc = t->base;
@@ -264,7 +262,6 @@ static int cal_mtc(struct tk_ipt_dump_time *d, uint8_t payload)
 		return T_OK;   /* no cycles yet: the next MTC calibrates over both periods */
 	c->cyc_mtc = 0;
 	c->ctc = ctc;
-	c->lost_mtc++;   /* until the FCR is set below */
 	int r = ctc_delta(d, ctc, last, &delta);
 	if (r == T_OK)
 		r = ctc_ticks(d, delta, &ticks);
@@ -283,7 +280,6 @@ static int cal_mtc(struct tk_ipt_dump_time *d, uint8_t payload)
 			return T_OK;
 	}
 	set_fcr(c, fcr);
-	c->lost_mtc = 0;
 	return T_OK;
 }
 

@@ -62,7 +62,7 @@ struct tk_ipt_dump_clock {
 	uint64_t base;              /* the time at the last TSC or MTC, less TMA's FastCounter */
 	uint64_t fc;                /* ticks since base from CYCs (or TMA's FastCounter) */
 	uint32_t ctc, ctc_cyc;      /* CTC at the last MTC/TMA; where the CYCs' count began */
-	uint32_t lost_mtc, lost_cyc;
+	uint32_t lost_cyc;          /* CYCs without a calibration since the last MTC/TSC */
 	uint8_t have_tsc, have_tma, have_mtc, have_cbr, cbr;
 };
 
@@ -72,7 +72,7 @@ struct tk_ipt_dump_cal {
 	uint64_t min_fcr, max_fcr;  /* min > max: none yet */
 	uint64_t tsc, cyc_tsc;      /* the last TSC, the cycles since */
 	uint64_t cyc_mtc;           /* the cycles since the last MTC */
-	uint32_t ctc, lost_mtc;
+	uint32_t ctc;               /* at the last MTC */
 	uint8_t have_mtc, check_skl168;
 };
 

@@ -270,6 +270,22 @@ struct cols {
 	int exec_mode;            /* --exec-mode: mode.exec's mode tracked */
 };
 #define RAW_COL 32                /* ptdump's: 16 bytes in hex at most, then cut */
+/* ptdump's widths: the offset and its two spaces, the opcode field, the payload field
+ * (the tracking column comes after it), the tracking column's name */
+#define OFFSET_COL 18
+#define OPCODE_COL 11
+#define PAYLOAD_COL 25
+#define TRACK_ID_COL 5
+
+/* After a payload ending at P that began at PAYLOAD: the tracking column's name ID, padded
+ * as ptdump pads it; returns where its value goes. */
+static inline char *put_track_id(char *p, char *payload, const char *id)
+{
+	p = pad_to(p, payload, PAYLOAD_COL);
+	*p++ = ' ';
+	char *ts = p;
+	return pad_to(put_str(p, id), ts, TRACK_ID_COL);
+}
 
 /* ptdump's name of the mode a mode.exec packet sets. */
 static const char *exec_mode_name(const struct tk_ipt_packet *k)
@@ -291,7 +307,7 @@ format_line(char *p, const struct tk_ipt_packet *k, const struct cols cols, stru
 	const char *ttext = NULL;
 
 	if (c->offset) {
-		p = put_hexw(p, k->offset, 16);
+		p = put_hexw(p, k->offset, OFFSET_COL - 2);
 		*p++ = ' ';
 		*p++ = ' ';
 	}
@@ -303,7 +319,7 @@ format_line(char *p, const struct tk_ipt_packet *k, const struct cols cols, stru
 	}
 	char *op = p;
 	memcpy(p, padded_names[k->kind], 16);
-	p += 11;
+	p += OPCODE_COL;
 	char *pe = format_payload(p, k);
 	if (k->kind == TK_IPT_PKT_MODE_EXEC && c->exec_mode) {
 		tid = "em";
@@ -352,11 +368,7 @@ format_line(char *p, const struct tk_ipt_packet *k, const struct cols cols, stru
 	}
 	if (!tid)
 		return pe;
-	p = pad_to(pe, p, 25);
-	*p++ = ' ';
-	char *ts = p;
-	p = put_str(p, tid);
-	p = pad_to(p, ts, 5);
+	p = put_track_id(pe, p, tid);
 	return ttext ? put_str(p, ttext) : put_hexw(p, tval, 16);
 }
 
@@ -364,16 +376,15 @@ static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
 /* PK[0..n) with ptdump's time columns or lines left out: each packet tracked in turn, its
  * remarks written before its line (ptdump prints them as they arise, the line after). A
- * timing packet has a payload and no other tracking column: its time goes where
- * format_line puts one, 25 columns into the payload. (format_line itself is left alone:
- * a column parameter there, even NULL at every usual call, cost the usual lines 1 % more
- * instructions.) */
+ * timing packet has a payload and no other tracking column: its time goes after the line
+ * format_line made, where that would put one. (Not a column parameter of format_line:
+ * one there, even NULL at every usual call, cost the usual lines 1 % more instructions.) */
 static __attribute__((noinline)) void format_timed(struct tk_buf *out, const struct tk_ipt_packet *pk,
 						   int n, const struct cols cols, struct tk_ipt_last_ip *last,
 						   struct tk_ipt_dump_time *tm)
 {
 	struct tk_ipt_dump_col col;
-	size_t payload_at = (cols.offset ? 18 : 0) + (cols.raw ? RAW_COL + 2 : 0) + 11;
+	size_t payload_at = (cols.offset ? OFFSET_COL : 0) + (cols.raw ? RAW_COL + 2 : 0) + OPCODE_COL;
 
 	for (int i = 0; i < n; i++) {
 		if (tk_buf_reserve(out, 4 * DUMP_LINE_MAX) < 0)
@@ -383,13 +394,8 @@ static __attribute__((noinline)) void format_timed(struct tk_buf *out, const str
 		if (tk_buf_reserve(out, DUMP_LINE_MAX) < 0)
 			break;
 		char *start = out->data + out->len, *p = format_line(start, &pk[i], cols, last);
-		if (col.id) {
-			p = pad_to(p, start + payload_at, 25);
-			*p++ = ' ';
-			char *ts = p;
-			p = pad_to(put_str(p, col.id), ts, 5);
-			p = put_str(p, col.text);
-		}
+		if (col.id)
+			p = put_str(put_track_id(p, start + payload_at, col.id), col.text);
 		*p++ = '\n';
 		out->len = (size_t)(p - out->data);
 	}

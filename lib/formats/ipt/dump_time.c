@@ -51,7 +51,8 @@ void tk_ipt_dump_time_reset(struct tk_ipt_dump_time *d)
 void tk_ipt_dump_time_init(struct tk_ipt_dump_time *d, const struct tk_ipt_dump_opts *o)
 {
 	*d = (struct tk_ipt_dump_time){
-		.show = o->tcal ? 2 : o->time ? 1 : 0, .delta = o->time_delta,
+		.show = o->tcal ? TK_IPT_SHOW_FCR : o->time ? TK_IPT_SHOW_TSC : TK_IPT_SHOW_NONE,
+		.delta = o->time_delta,
 		.no_tcal = o->no_tcal, .no_wall_clock = o->no_wall_clock,
 		.keep_tcal_on_ovf = o->keep_tcal_on_ovf, .no_cyc = o->no_cyc,
 		.no_pad = o->no_pad, .no_timing = o->no_timing,
@@ -95,15 +96,6 @@ static void clock_tsc(struct tk_ipt_dump_clock *t, uint64_t tsc)
 	t->ctc = 0;
 	t->fc = 0;
 	t->lost_cyc = 0;
-}
-
-static int clock_cbr(struct tk_ipt_dump_clock *t, uint8_t ratio)
-{
-	if (!ratio)
-		return T_BAD_PACKET;
-	t->have_cbr = 1;
-	t->cbr = ratio;
-	return T_OK;
 }
 
 static int clock_tma(struct tk_ipt_dump_time *d, uint16_t ctc, uint16_t fc)
@@ -290,7 +282,7 @@ static int cal_mtc(struct tk_ipt_dump_time *d, uint8_t payload)
 static void show(struct tk_ipt_dump_time *d, struct tk_buf *out, uint64_t at, int skip_time,
 		 int skip_cal, struct tk_ipt_dump_col *col)
 {
-	if (d->show == 2 && !skip_cal) {
+	if (d->show == TK_IPT_SHOW_FCR && !skip_cal) {
 		col->id = "fcr";
 		if (!have_fcr(&d->cal)) {
 			snprintf(col->text, sizeof col->text, "<unavailable>");
@@ -305,7 +297,7 @@ static void show(struct tk_ipt_dump_time *d, struct tk_buf *out, uint64_t at, in
 		} else {
 			snprintf(col->text, sizeof col->text, "%.3f", fcr);
 		}
-	} else if (d->show == 1 && !skip_time) {
+	} else if (d->show == TK_IPT_SHOW_TSC && !skip_time) {
 		col->id = "tsc";
 		uint64_t tsc = d->t.tsc;
 		if (!d->t.have_tsc && !d->no_wall_clock) {
@@ -333,7 +325,7 @@ static int is_timing(enum tk_ipt_pkt_kind k)
 int tk_ipt_dump_time_packet(struct tk_ipt_dump_time *d, const struct tk_ipt_packet *k,
 			    struct tk_buf *out, struct tk_ipt_dump_col *col)
 {
-	int track = d->show != 0, cal = track && !d->no_tcal, r;
+	int track = d->show != TK_IPT_SHOW_NONE, cal = track && !d->no_tcal, r;
 	uint64_t at = k->offset;
 
 	col->id = NULL;
@@ -372,8 +364,8 @@ int tk_ipt_dump_time_packet(struct tk_ipt_dump_time *d, const struct tk_ipt_pack
 			break;
 		if (cal && (r = cal_cbr(d, k->cbr.ratio)) != T_OK)
 			remark(out, at, "error calibrating time", r);
-		if ((r = clock_cbr(&d->t, k->cbr.ratio)) != T_OK)
-			remark(out, at, "error updating time", r);
+		if (!k->cbr.ratio)   /* (the clock keeps no CBR: only this check of it) */
+			remark(out, at, "error updating time", T_BAD_PACKET);
 		show(d, out, at, 1, 0, col);   /* the time did not move */
 		break;
 	case TK_IPT_PKT_TMA:

@@ -63,7 +63,7 @@ struct tk_ipt_dump_clock {
 	uint64_t fc;                /* ticks since base from CYCs (or TMA's FastCounter) */
 	uint32_t ctc, ctc_cyc;      /* CTC at the last MTC/TMA; where the CYCs' count began */
 	uint32_t lost_cyc;          /* CYCs without a calibration since the last MTC/TSC */
-	uint8_t have_tsc, have_tma, have_mtc, have_cbr, cbr;
+	uint8_t have_tsc, have_tma, have_mtc;
 };
 
 /* The cycles-to-ticks calibration (libipt's pt_time_cal). */
@@ -76,8 +76,10 @@ struct tk_ipt_dump_cal {
 	uint8_t have_mtc, check_skl168;
 };
 
+enum tk_ipt_dump_show { TK_IPT_SHOW_NONE, TK_IPT_SHOW_TSC, TK_IPT_SHOW_FCR };
+
 struct tk_ipt_dump_time {
-	int show;                   /* 1: --time, 2: --tcal, 0: neither (lines filtered only) */
+	enum tk_ipt_dump_show show; /* --time, --tcal, neither (lines left out only) */
 	int delta, no_tcal, no_wall_clock, keep_tcal_on_ovf, no_cyc, no_pad, no_timing;
 	uint32_t mtc_freq;
 	uint64_t nom_freq, eax, ebx;

@@ -80,6 +80,7 @@ enum tk_mode_flags {
 	TK_MODE_VMCS,        /* arg = VMCS base */
 	TK_MODE_TSX_BEGIN, TK_MODE_TSX_COMMIT, TK_MODE_TSX_ABORT,
 	TK_MODE_EL,          /* AArch64 exception level: arg = EL */
+	TK_MODE_IFLAG,       /* the interrupt flag (PT MODE.Exec's IF): arg = 1 set, 0 clear */
 };
 
 enum tk_gap_reason {

@@ -105,7 +105,7 @@ enum tk_ipt_flow_flags {
 enum tk_ipt_et {
 	TK_IPT_ET_INTR = 1, TK_IPT_ET_IRET, TK_IPT_ET_SMI, TK_IPT_ET_RSM, TK_IPT_ET_SIPI,
 	TK_IPT_ET_INIT, TK_IPT_ET_VMENTRY, TK_IPT_ET_VMEXIT, TK_IPT_ET_SHUTDOWN = 10,
-	TK_IPT_ET_UINTR = 12, TK_IPT_ET_UIRET, TK_IPT_ET_SWINTR,
+	TK_IPT_ET_UINTR = 12, TK_IPT_ET_UIRET, TK_IPT_ET_SWINTR, TK_IPT_ET_SYSCALL,
 	TK_IPT_ET_HAS_CR2 = 1 << 16,      /* addr2 is CR2 (a page fault's address) */
 	TK_IPT_ET_HAS_VECTOR = 1 << 17,   /* a VM exit's vector is in arg */
 	TK_IPT_ET_HAS_VMXR = 1 << 18,     /* count is the VMX exit reason */
@@ -161,6 +161,7 @@ enum tk_ipt_text_flags {
 	TK_IPT_TEXT_NO_DISASM = 1,    /* addresses only */
 	TK_IPT_TEXT_TIME = 2,         /* prefix lines with the time */
 	TK_IPT_TEXT_STAT = 4,         /* no lines, only count */
+	TK_IPT_TEXT_IFLAGS = 8,       /* [interrupts enabled/disabled] where IF changes */
 };
 /* ptxed-like listing into OUT: one line per instruction, events in brackets. */
 TK_API int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,

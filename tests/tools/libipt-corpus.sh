@@ -12,9 +12,10 @@
 # formats change ([disabled] for [async disabled], [interrupt] without addresses, power
 # events' punctuation, error texts and offsets, [exec mode: 64-bit] at [enabled],
 # speculative '?' marks, spacing).
-# Cases asking for options tracekit does not have (sideband, --event:*, --block:*,
-# filters) are skipped; ptdump's --lastip, --no-offset, --exec-mode, --no-sync, --raw
-# (--raw-bytes), its time columns and timing parameters are dump's too.
+# Cases asking for options tracekit does not have (sideband, --event:ip and :tick,
+# --block:*, filters) are skipped; decode has --event:iflags, and ptdump's --lastip,
+# --no-offset, --exec-mode, --no-sync, --raw (--raw-bytes), its time columns and timing
+# parameters are dump's too.
 set -uo pipefail
 SRC=$(realpath "${1:?libipt source tree}")
 TK=$(realpath "${2:?tracekit binary}")
@@ -58,10 +59,14 @@ for ptt in "$SRC"/test/src/*.ptt; do
 	# the processor a case is for (its first `cpu` line; libipt's harness runs each)
 	cpu=$(sed -n 's/^[ \t]*;[ \t]*cpu[ \t][ \t]*\([0-9][0-9]*\/[0-9][0-9]*\).*/\1/p' "$ptt" | head -n 1)
 	if [ -f case-ptxed.exp ]; then
-		if [ -n "$xopts" ] && [ "$xopts" != "--resync-on-error" ]; then
+		# decode resyncs as --resync-on-error does, and has --event:iflags
+		xrest=$(echo " $xopts " | sed -e 's/ --resync-on-error / /g' -e 's/ --event:iflags / /g' -e 's/^ *//' -e 's/ *$//')
+		xflags=
+		case " $xopts " in *" --event:iflags "*) xflags=--event:iflags ;; esac
+		if [ -n "$xrest" ]; then
 			judge decode "$base" SKIP
 		else
-			"$TK" decode --no-disasm ${cpu:+--cpu "$cpu"} --raw "case.bin:$org" case.pt 2>/dev/null |
+			"$TK" decode --no-disasm $xflags ${cpu:+--cpu "$cpu"} --raw "case.bin:$org" case.pt 2>/dev/null |
 				sed -E -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
 					-e 's/^\[error: .*\]$/[error]/' -e 's/^\[async disabled\]/[disabled]/' \
 					-e 's/^\[interrupt: .*\]/[interrupt]/' \

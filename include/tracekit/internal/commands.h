@@ -58,6 +58,7 @@ struct tk_cmd_opts {
 	int no_disasm;               /* --no-disasm */
 	int stat;                    /* --stat */
 	int time;                    /* --time */
+	int iflags;                  /* --event:iflags */
 	uint64_t mtc_freq;           /* --mtc-freq N */
 	uint64_t nom_freq;           /* --nom-freq N */
 	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */

@@ -27,6 +27,7 @@ enum action {
 	ACT_TRIG,           /* TRIG (IP bit) + FUP: [trig] at the FUP's IP */
 	ACT_TRIG_STEP,      /* TRIG with ICNT: [trig] that many instructions on */
 	ACT_ET,             /* CFE (IP bit) + FUP: its event at the FUP's IP (d->et_act) */
+	ACT_MODE_FUP,       /* MODE.Exec + FUP: the mode and IF from the FUP's IP on */
 };
 
 /* An Event Trace event as TK_IPT_POWER_EVENT tells it (arg, addr2, count). */
@@ -201,8 +202,11 @@ struct ptd {
 	struct tk_flow *flow;
 	struct tk_event_batch *out;
 	struct tk_ipt_flow_stats *st;
-	int mode, pending_mode;     /* exec mode; MODE.Exec waiting for its TIP/PGE (-1) */
+	int mode, pending_mode;     /* exec mode; MODE.Exec waiting for its TIP/PGE/FUP (-1) */
+	int pending_if;             /* that MODE.Exec's IF bit */
 	int shown_mode;             /* the mode as events told it (-1: unknown since the PSB) */
+	int iflag;                  /* IF as events told it (-1: unknown since the PSB) */
+	int bound_if;               /* IF of the MODE.Exec taken last, to be told (-1: none) */
 	int qstop;                  /* the oracle's next item: a stop at qstop_ip for this
 				       action (ACT_EXEC_MODE, ACT_PTW_AFTER), or 0 */
 	uint64_t qstop_ip;
@@ -231,8 +235,10 @@ struct ptd {
 	/* Power events held to be told in libipt's (2.2) order: an MWAIT with the EXSTOP that
 	 * follows it (both at its FUP's IP when it has one), PWREs with the PWRX that ends the
 	 * C-state; and while tracing is off, an EXSTOP waiting for its FUP. Told before an
-	 * overflow, at a PSB and at the end. */
-	int held_mwait, held_exstop;
+	 * overflow, at a PSB and at the end. A PTWRITE with IP while tracing is off waits
+	 * for its FUP the same way. */
+	int held_mwait, held_exstop, held_ptw;
+	uint64_t held_ptw_payload;
 	uint32_t mwait_hints, mwait_ext;
 	unsigned held_pwre;
 	unsigned mwait_pwre;        /* PWREs held before the MWAIT was read */
@@ -344,25 +350,50 @@ static inline void tip_mode(struct ptd *d, struct tk_flow_q *q, uint64_t ip)
 {
 	q->mode = d->pending_mode;
 	if (__builtin_expect(d->pending_mode >= 0, 0)) {
-		if (d->shown_mode >= 0 && d->pending_mode != d->shown_mode) {
-			d->qstop = ACT_EXEC_MODE;
+		if ((d->shown_mode >= 0 && d->pending_mode != d->shown_mode) ||
+		    d->pending_if != d->iflag) {
+			d->qstop = ACT_EXEC_MODE;   /* told there by mode_event */
 			d->qstop_ip = ip;
+			d->bound_if = d->pending_if;
+		} else {
+			d->shown_mode = d->pending_mode;
 		}
-		d->shown_mode = d->pending_mode;
 		d->pending_mode = -1;
 	}
 }
 
-/* [exec mode] where tracing starts or an interrupt lands in another mode than the one told
- * last. */
-static int mode_event(struct ptd *d)
+/* A MODE.Exec read: it waits for the packet it binds to (TIP, TIP.PGE, or a FUP). */
+static inline void read_mode_exec(struct ptd *d, int mode, int iflag)
 {
-	int rc = 0;
+	d->pending_mode = mode;
+	d->pending_if = iflag;
+}
+
+/* The waiting MODE.Exec takes effect: its mode from here on, its IF for mode_event. */
+static inline void take_mode(struct ptd *d)
+{
+	if (d->pending_mode >= 0) {
+		d->mode = d->pending_mode;
+		d->bound_if = d->pending_if;
+		d->pending_mode = -1;
+	}
+}
+
+/* [exec mode] and [interrupts enabled/disabled] at IP (where tracing starts, an interrupt
+ * lands, a TIP or FUP bound a MODE.Exec): the mode where it differs from the one told
+ * last; IF where it differs or was not known (libipt 2.2's iflags events). */
+static int mode_event(struct ptd *d, uint64_t ip)
+{
+	int rc = 0, f = d->bound_if;
 
 	if (d->shown_mode >= 0 && d->mode != d->shown_mode)
-		rc = emit(d, TK_EV_MODE, d->ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
+		rc = emit(d, TK_EV_MODE, ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
 	d->shown_mode = d->mode;
-	return rc;
+	d->bound_if = -1;
+	if (rc < 0 || f < 0 || f == d->iflag)
+		return rc;
+	d->iflag = f;
+	return emit(d, TK_EV_MODE, ip, 0, 0, (uint64_t)f, TK_MODE_IFLAG);
 }
 
 /* Flow and power packets, which never come inside a PSB+: one of them means its PSBEND is
@@ -694,7 +725,7 @@ static int et_cfe(struct ptd *d, const struct tk_ipt_packet *p, struct et_ev *ev
 	if (want && want != t)
 		return bad_context(d);
 	if (!((t >= TK_IPT_ET_INTR && t <= TK_IPT_ET_SHUTDOWN) ||
-	      (t >= TK_IPT_ET_UINTR && t <= TK_IPT_ET_SWINTR)))
+	      (t >= TK_IPT_ET_UINTR && t <= TK_IPT_ET_SYSCALL)))
 		return 0;
 	if (p->cfe.ip && (t == TK_IPT_ET_RSM || t == TK_IPT_ET_SIPI))
 		return bad_context(d);
@@ -725,7 +756,7 @@ static int et_hold_far(struct ptd *d, const struct et_ev *ev)
 
 /* A CFE without the IP bit, its event EV: while tracing is on, an asynchronous event's
  * waits for the FUP of that event and IRET, VM entry, UIRET for their instruction; else
- * (and a shutdown) it is told here, without an IP (libipt). */
+ * (and a shutdown or a SYSCALL) it is told here, without an IP (libipt). */
 static int et_no_ip(struct ptd *d, const struct et_ev *ev)
 {
 	unsigned t = ev->arg & 0xff;
@@ -734,7 +765,7 @@ static int et_no_ip(struct ptd *d, const struct et_ev *ev)
 		return 0;
 	if (d->enabled && et_after_insn(ev))
 		return et_hold_far(d, ev);
-	if (d->enabled && t != TK_IPT_ET_SHUTDOWN) {
+	if (d->enabled && t != TK_IPT_ET_SHUTDOWN && t != TK_IPT_ET_SYSCALL) {
 		if (d->n_et_fup == ET_FUP_MAX)
 			return bad_context(d);
 		d->et_fup[d->n_et_fup++] = *ev;
@@ -788,6 +819,10 @@ static int tell_held(struct ptd *d)
 		rc = tell_pwre(d);
 
 	d->held_exstop = 0;
+	if (rc >= 0 && d->held_ptw) {
+		d->held_ptw = 0;
+		rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, d->held_ptw_payload, 0);
+	}
 	return rc < 0 ? rc : tell_exstop(d, 0, exstop);
 }
 
@@ -901,7 +936,8 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 			return -TK_E_BAD_FORMAT;
 		have_fup = 1;
 	}
-	for (;;) {
+	/* a FUP a MODE.Exec binds to is all there is: no branch follows */
+	while (act != ACT_MODE_FUP) {
 		if ((rc = fetch(d, &p)) < 0) {
 			int trc = tell_paging(d);   /* nothing to bind to */
 
@@ -953,7 +989,7 @@ static int bind_fup(struct ptd *d, struct tk_flow_q *q, int act, const struct tk
 		}
 		/* a plain FUP or an abort: an asynchronous branch or disable follows */
 		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
-			d->pending_mode = exec_mode(&p);
+			read_mode_exec(d, exec_mode(&p), p.exec.iflag);
 			continue;
 		}
 		if (p.kind == TK_IPT_PKT_TIP) {
@@ -1181,7 +1217,9 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				return rc;
 			return pgd_query(d, q, rc, ip);
 		case TK_IPT_PKT_FUP:
-			return bind_fup(d, q, ACT_NONE, &p);
+			/* libipt 2.2 and perf: a MODE.Exec binds to the FUP that comes before
+			 * any TIP (Event Trace's IF changes: STI, CLI, POPF) */
+			return bind_fup(d, q, d->pending_mode >= 0 ? ACT_MODE_FUP : ACT_NONE, &p);
 		case TK_IPT_PKT_MODE_TSX:
 			d->act_flags = p.tsx.abrt ? TK_MODE_TSX_ABORT
 				     : p.tsx.intx ? TK_MODE_TSX_BEGIN : TK_MODE_TSX_COMMIT;
@@ -1200,7 +1238,7 @@ static int oracle_next(void *ctx, struct tk_flow_q *q)
 				break;
 			return bind_fup(d, q, ACT_EXSTOP, NULL);
 		case TK_IPT_PKT_MODE_EXEC:
-			d->pending_mode = exec_mode(&p);
+			read_mode_exec(d, exec_mode(&p), p.exec.iflag);
 			continue;
 		case TK_IPT_PKT_OVF:
 			return -TK_E_OVERFLOW;
@@ -1290,14 +1328,16 @@ static int oracle_deferred_tip(void *ctx, struct tk_flow_q *t)
 			continue;
 		}
 		if (p.kind == TK_IPT_PKT_MODE_EXEC) {
-			d->pending_mode = exec_mode(&p);
+			read_mode_exec(d, exec_mode(&p), p.exec.iflag);
 			continue;
 		}
 		if (p.kind != TK_IPT_PKT_TIP || (rc = last_ip(d, &p, &t->ip)) <= 0)
 			return rc < 0 ? rc : -TK_E_BAD_FORMAT;
 		t->mode = d->pending_mode;
-		if (d->pending_mode >= 0)
+		if (d->pending_mode >= 0) {
 			d->shown_mode = d->pending_mode;
+			d->iflag = d->pending_if;
+		}
 		d->pending_mode = -1;
 		return publish_time(d);
 	}
@@ -1637,7 +1677,7 @@ static int do_psb(struct ptd *d)
 	reset_flow_state(d);
 	d->enabled = d->have_ip = 0;
 	d->pending_mode = -1;
-	d->shown_mode = -1;   /* known from the PSB+ only: -j N == -j 1 */
+	d->shown_mode = d->iflag = d->bound_if = -1;   /* known from the PSB+ only: -j N == -j 1 */
 	d->resume_ip = 0;
 	ptime_reset(&d->tm);   /* as a chunk starting here would: -j N == -j 1 */
 	d->time = TK_TIME_NONE;
@@ -1660,6 +1700,7 @@ static int do_psb(struct ptd *d)
 			break;
 		case TK_IPT_PKT_MODE_EXEC:
 			d->mode = d->shown_mode = exec_mode(&p);
+			d->iflag = p.exec.iflag;
 			break;
 		case TK_IPT_PKT_TSC: case TK_IPT_PKT_TMA: case TK_IPT_PKT_MTC:
 		case TK_IPT_PKT_CYC:
@@ -1716,13 +1757,15 @@ static int do_action(struct ptd *d)
 		if ((rc = emit(d, TK_EV_INTERRUPT, d->ip, d->act_ip, 0, 0, 0)) < 0)
 			return rc;
 		d->ip = d->act_ip;
-		if (d->pending_mode >= 0)
-			d->mode = d->pending_mode, d->pending_mode = -1;
+		take_mode(d);
 		if ((rc = tell_paging(d)) < 0)
 			return rc;
-		return mode_event(d);
+		return mode_event(d, d->ip);
 	case ACT_EXEC_MODE:
-		return emit(d, TK_EV_MODE, d->ip, 0, 0, 0, (uint16_t)(TK_MODE_EXEC_64 - d->mode));
+		return mode_event(d, d->ip);
+	case ACT_MODE_FUP:
+		take_mode(d);
+		return mode_event(d, d->ip);
 	case ACT_ASYNC_DISABLE:
 		d->enabled = 0;
 		d->resume_ip = d->ip;
@@ -1774,8 +1817,7 @@ static int enable_at(struct ptd *d, uint64_t ip)
 
 	if ((rc = flush_ovf(d)) < 0)
 		return rc;
-	if (d->pending_mode >= 0)
-		d->mode = d->pending_mode, d->pending_mode = -1;
+	take_mode(d);
 	if (d->enabled) {
 		if ((rc = emit(d, TK_EV_DISABLE, 0, 0, 0, 0, 0)) < 0)
 			return rc;
@@ -1787,7 +1829,7 @@ static int enable_at(struct ptd *d, uint64_t ip)
 	if ((rc = emit(d, TK_EV_ENABLE, ip, 0, 0, 0,
 		       d->resume_ip && ip == d->resume_ip ? TK_IPT_ENABLE_RESUMED : 0)) < 0)
 		return rc;
-	return mode_event(d);   /* after [enabled], as libipt orders them */
+	return mode_event(d, ip);   /* after [enabled], as libipt orders them */
 }
 
 /* recover: a FUP (or the event packet ACT that a FUP completes) gives the IP to go on at,
@@ -1823,7 +1865,7 @@ static int idle_step(struct ptd *d)
 		if (b == 0x99 && !(m >> 5)) {
 			d->last_off = at;
 			d->pos = at + 2;
-			d->pending_mode = m & 1 ? TK_FLOW_64 : m & 2 ? TK_FLOW_32 : TK_FLOW_16;
+			read_mode_exec(d, m & 1 ? TK_FLOW_64 : m & 2 ? TK_FLOW_32 : TK_FLOW_16, m >> 2 & 1);
 			if (!d->enabled)
 				d->mode = d->pending_mode;
 			return 0;
@@ -1875,16 +1917,15 @@ static int idle_step(struct ptd *d)
 			d->after_ovf = 0;
 		}
 		if (rc && d->enabled && !d->have_ip) {
-			if (d->pending_mode >= 0)
-				d->mode = d->pending_mode, d->pending_mode = -1;
+			take_mode(d);
 			d->ip = ip;
 			d->have_ip = 1;
-			return mode_event(d);
+			return mode_event(d, ip);
 		}
 		return 0;
 	case TK_IPT_PKT_FUP:
 		if (lost)
-			return bind_lost(d, ACT_NONE, &p);
+			return bind_lost(d, d->pending_mode >= 0 ? ACT_MODE_FUP : ACT_NONE, &p);
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
 		if (d->held_exstop) {
@@ -1893,20 +1934,31 @@ static int idle_step(struct ptd *d)
 				return rc;
 			return 0;
 		}
+		if (d->held_ptw) {
+			d->held_ptw = 0;
+			return emit(d, TK_EV_PTWRITE, rc ? ip : 0, 0, 0, d->held_ptw_payload, 0);
+		}
 		if (rc && d->after_ovf && apl12_fup(d->buf, d->len, d->pctx.errata, d->pos)) {
 			d->after_ovf = 0;   /* resolved with packets off */
 			return flush_ovf(d);
 		}
 		if (rc && d->after_ovf) {
-			/* tracing goes on after the overflow at this IP */
+			/* tracing goes on after the overflow at this IP, in the mode of a
+			 * MODE.Exec between them (it binds to this FUP) */
 			d->ip = ip;
 			d->enabled = d->have_ip = 1;
 			d->after_ovf = 0;
-			return flush_ovf(d);
+			take_mode(d);
+			return (rc = flush_ovf(d)) < 0 ? rc : mode_event(d, ip);
+		}
+		if (d->pending_mode >= 0 && !d->after_ovf) {
+			/* tracing is off: a MODE.Exec bound to this FUP changes the state here */
+			take_mode(d);
+			return mode_event(d, rc ? ip : 0);
 		}
 		return 0;
 	case TK_IPT_PKT_MODE_EXEC:
-		d->pending_mode = exec_mode(&p);
+		read_mode_exec(d, exec_mode(&p), p.exec.iflag);
 		if (!d->enabled)
 			d->mode = d->pending_mode;
 		return 0;
@@ -1922,8 +1974,16 @@ static int idle_step(struct ptd *d)
 		/* while tracing is off no FUP follows: the state changes here (libipt) */
 		return emit(d, TK_EV_MODE, 0, 0, 0, 0, d->act_flags);
 	case TK_IPT_PKT_PTW:
-		if (!lost || !p.ptw.ip)
+		if (!p.ptw.ip)
 			break;
+		if (!lost) {
+			/* tracing is off: its FUP gives the IP, and no flow (libipt) */
+			if (d->held_ptw && (rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, d->held_ptw_payload, 0)) < 0)
+				return rc;
+			d->held_ptw = 1;
+			d->held_ptw_payload = p.ptw.payload;
+			return 0;
+		}
 		d->act_arg = p.ptw.payload;
 		return bind_lost(d, ACT_PTW, NULL);
 	case TK_IPT_PKT_EXSTOP:
@@ -1961,7 +2021,7 @@ static int decode_chunk(struct ptd *d)
 	d->pos = d->next_psb = d->start;
 	d->psb_read = SIZE_MAX;
 	d->mode = TK_FLOW_64;
-	d->pending_mode = d->shown_mode = -1;
+	d->pending_mode = d->shown_mode = d->iflag = d->bound_if = -1;
 	d->time = TK_TIME_NONE;
 	tk_flow_set_time(d->flow, d->time);
 	tk_ipt_last_ip_init(&d->last);

@@ -159,7 +159,7 @@ static void format_et(struct tk_buf *b, const struct tk_event *e)
 		[TK_IPT_ET_INIT] = "init", [TK_IPT_ET_VMENTRY] = "vmentry",
 		[TK_IPT_ET_VMEXIT] = "vmexit", [TK_IPT_ET_SHUTDOWN] = "shutdown",
 		[TK_IPT_ET_UINTR] = "uintr ", [TK_IPT_ET_UIRET] = "uiret",
-		[TK_IPT_ET_SWINTR] = "swintr ",
+		[TK_IPT_ET_SWINTR] = "swintr ", [TK_IPT_ET_SYSCALL] = "syscall",
 	};
 	unsigned t = e->arg & 0xff, vector = e->arg >> 8 & 0xff;
 	const char *name = t < sizeof names / sizeof names[0] ? names[t] : NULL;
@@ -227,6 +227,9 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			break;
 		case TK_MODE_TSX_ABORT:
 			tk_buf_puts(b, "[aborted]\n");
+			break;
+		case TK_MODE_IFLAG:
+			tk_buf_puts(b, e->arg ? "[interrupts enabled]\n" : "[interrupts disabled]\n");
 			break;
 		case TK_MODE_EXEC_16: case TK_MODE_EXEC_32: case TK_MODE_EXEC_64:
 			tk_buf_puts(b, "[exec mode: ");
@@ -422,6 +425,9 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 				put_time(b, e, &tc->run->conv);
 				tk_buf_puts(b, "[tick]\n");
 			}
+		} else if (e->kind == TK_EV_MODE && e->flags == TK_MODE_IFLAG &&
+			   !(flags & TK_IPT_TEXT_IFLAGS)) {
+			continue;   /* IF only when asked (ptxed's --event:iflags) */
 		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN &&
 			   e->kind != TK_EV_CYCLES) {   /* (profiles' IPC: not in ptxed's listing) */
 			if (flags & TK_IPT_TEXT_TIME)

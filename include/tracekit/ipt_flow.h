@@ -85,6 +85,8 @@ enum tk_ipt_flow_flags {
 					 addr = the next instruction (not executed) */
 	TK_IPT_ENABLE_RESUMED = 1,    /* TK_EV_ENABLE: at the IP where tracing stopped
 					 (libipt's "resumed") */
+	TK_IPT_PTW_BOUND = 1,         /* TK_EV_PTWRITE: its packet had no IP; addr is the
+					 PTWRITE the walk bound it to */
 	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
 	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
 	TK_IPT_POWER_MNT,             /* TK_EV_POWER: a maintenance packet, arg = its payload */
@@ -162,6 +164,7 @@ enum tk_ipt_text_flags {
 	TK_IPT_TEXT_TIME = 2,         /* prefix lines with the time */
 	TK_IPT_TEXT_STAT = 4,         /* no lines, only count */
 	TK_IPT_TEXT_IFLAGS = 8,       /* [interrupts enabled/disabled] where IF changes */
+	TK_IPT_TEXT_EVENT_IP = 16,    /* events with their IP (ptxed's --event:ip) */
 };
 /* ptxed-like listing into OUT: one line per instruction, events in brackets. */
 TK_API int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *opts,

@@ -443,7 +443,8 @@ static int info(const struct tk_cmd *c, const char *file, struct tk_input *in,
 unsigned tk_cmd_text_flags(const struct tk_cmd *c)
 {
 	return (c->o->no_disasm ? TK_IPT_TEXT_NO_DISASM : 0) | (c->o->time ? TK_IPT_TEXT_TIME : 0) |
-	       (c->o->stat ? TK_IPT_TEXT_STAT : 0) | (c->o->iflags ? TK_IPT_TEXT_IFLAGS : 0);
+	       (c->o->stat ? TK_IPT_TEXT_STAT : 0) | (c->o->iflags ? TK_IPT_TEXT_IFLAGS : 0) |
+	       (c->o->event_ip ? TK_IPT_TEXT_EVENT_IP : 0);
 }
 
 /* decode --stat's counts. */
@@ -862,6 +863,8 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  CMD_FIELD(cpuid_15_eax), 0 },
 	{ "cpuid-0x15.ebx", "N", "and EBX (the TSC to core crystal clock ratio)",
 	  PT_CODE | DUMP, TK_OPT_U64, CMD_FIELD(cpuid_15_ebx), 0 },
+	{ "event:ip", NULL, "print the IP of each event that has one (ptxed's)",
+	  TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_FLAG, CMD_FIELD(event_ip), 0 },
 	{ "event:iflags", NULL, "print [interrupts enabled/disabled] where a MODE.Exec changes IF "
 	  "(ptxed's; Event Trace)", TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_FLAG, CMD_FIELD(iflags), 0 },
 	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]|auto|none", "perf.data: only the trace of CPUs LIST "

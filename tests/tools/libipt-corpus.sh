@@ -12,8 +12,8 @@
 # formats change ([disabled] for [async disabled], [interrupt] without addresses, power
 # events' punctuation, error texts and offsets, [exec mode: 64-bit] at [enabled],
 # speculative '?' marks, spacing).
-# Cases asking for options tracekit does not have (sideband, --event:ip and :tick,
-# --block:*, filters) are skipped; decode has --event:iflags, and ptdump's --lastip,
+# Cases asking for options tracekit does not have (sideband, --event:tick and :time,
+# --block:*, filters) are skipped; decode has --event:iflags and --event:ip, ptdump's --lastip,
 # --no-offset, --exec-mode, --no-sync, --raw (--raw-bytes), its time columns and timing
 # parameters are dump's too.
 set -uo pipefail
@@ -59,25 +59,33 @@ for ptt in "$SRC"/test/src/*.ptt; do
 	# the processor a case is for (its first `cpu` line; libipt's harness runs each)
 	cpu=$(sed -n 's/^[ \t]*;[ \t]*cpu[ \t][ \t]*\([0-9][0-9]*\/[0-9][0-9]*\).*/\1/p' "$ptt" | head -n 1)
 	if [ -f case-ptxed.exp ]; then
-		# decode resyncs as --resync-on-error does, and has --event:iflags
-		xrest=$(echo " $xopts " | sed -e 's/ --resync-on-error / /g' -e 's/ --event:iflags / /g' -e 's/^ *//' -e 's/ *$//')
+		# decode resyncs as --resync-on-error does, and has --event:iflags and --event:ip
 		xflags=
-		case " $xopts " in *" --event:iflags "*) xflags=--event:iflags ;; esac
+		xrest=
+		for o in $xopts; do
+			case $o in
+			--resync-on-error) ;;
+			--event:iflags | --event:ip) xflags="$xflags $o" ;;
+			*) xrest="$xrest $o" ;;
+			esac
+		done
 		if [ -n "$xrest" ]; then
 			judge decode "$base" SKIP
 		else
+			# shellcheck disable=SC2086
 			"$TK" decode --no-disasm $xflags ${cpu:+--cpu "$cpu"} --raw "case.bin:$org" case.pt 2>/dev/null |
 				sed -E -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
-					-e 's/^\[error: .*\]$/[error]/' -e 's/^\[async disabled\]/[disabled]/' \
+					-e 's/^\[error: .*\]$/[error]/' -e 's/^\[async disabled/[disabled/' \
 					-e 's/^\[interrupt: .*\]/[interrupt]/' \
-					-e 's/^\[mwait: ([^,]+), ([^]]+)\]/[mwait \1 \2]/' \
+					-e 's/^\[mwait: ([^,]+), ([^],]+)/[mwait \1 \2/' \
 					-e 's/^\[pwre: ([^],]+), hw\]/[pwre \1 hw]/' \
 					-e 's/^\[pwre: ([^]]+)\]/[pwre \1]/' \
 					-e 's/^\[pwrx: (.*)\(deepest (c[0-9]+)\)\]/[pwrx \1(\2)]/' |
-				grep -v '^\[exec mode: 64-bit\]' >ours
+				grep -v '^\[exec mode: 64-bit[],]' >ours
 			sed -E -e 's/^\[[0-9a-f]+(, [0-9a-f]+)?: [a-z ]*error: .*\]$/[error]/' \
+				-e 's/^\[interrupt, from: .*\]$/[interrupt]/' \
 				-e 's/^\? //' -e 's/ *#.*$//' case-ptxed.exp | grep -v '^$' |
-				grep -v '^\[exec mode: 64-bit\]' >theirs
+				grep -v '^\[exec mode: 64-bit[],]' >theirs
 			judge decode "$base" compared
 		fi
 	fi

@@ -59,6 +59,7 @@ struct tk_cmd_opts {
 	int stat;                    /* --stat */
 	int time;                    /* --time */
 	int iflags;                  /* --event:iflags */
+	int event_ip;                /* --event:ip */
 	uint64_t mtc_freq;           /* --mtc-freq N */
 	uint64_t nom_freq;           /* --nom-freq N */
 	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */

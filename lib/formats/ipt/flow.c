@@ -235,10 +235,11 @@ struct ptd {
 	/* Power events held to be told in libipt's (2.2) order: an MWAIT with the EXSTOP that
 	 * follows it (both at its FUP's IP when it has one), PWREs with the PWRX that ends the
 	 * C-state; and while tracing is off, an EXSTOP waiting for its FUP. Told before an
-	 * overflow, at a PSB and at the end. A PTWRITE with IP while tracing is off waits
-	 * for its FUP the same way. */
-	int held_mwait, held_exstop, held_ptw;
+	 * overflow, at a PSB and at the end. A PTWRITE or TRIG with IP while tracing is off
+	 * waits for its FUP the same way. */
+	int held_mwait, held_exstop, held_ptw, held_trig;
 	uint64_t held_ptw_payload;
+	uint16_t held_trig_val;     /* TRBV | mult << 8 */
 	uint32_t mwait_hints, mwait_ext;
 	unsigned held_pwre;
 	unsigned mwait_pwre;        /* PWREs held before the MWAIT was read */
@@ -627,7 +628,7 @@ static int tell_bound(struct ptd *d, unsigned what, int all, uint64_t at)
 
 		if ((what & b) && (all || !(told & b))) {
 			rc = b == TK_FLOW_BIND_PTWRITE
-				? emit(d, TK_EV_PTWRITE, all ? 0 : at, 0, 0, d->bound[i].arg, 0)
+				? emit(d, TK_EV_PTWRITE, all ? 0 : at, 0, 0, d->bound[i].arg, TK_IPT_PTW_BOUND)
 				: emit(d, TK_EV_MODE, 0, d->bound[i].nr, 0, d->bound[i].arg,
 				       d->bound[i].flags);
 			told |= b;
@@ -801,6 +802,24 @@ static int tell_et_far(struct ptd *d, uint64_t from)
 }
 
 /* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP. */
+static int tell_trig(struct ptd *d, uint64_t ip, uint16_t trig);
+
+/* The PTWRITE and TRIG held while tracing is off, at IP (their FUP's; 0: none came). */
+static int tell_held_off(struct ptd *d, uint64_t ip)
+{
+	int rc = 0;
+
+	if (d->held_ptw) {
+		d->held_ptw = 0;
+		rc = emit(d, TK_EV_PTWRITE, ip, 0, 0, d->held_ptw_payload, 0);
+	}
+	if (rc >= 0 && d->held_trig) {
+		d->held_trig = 0;
+		rc = tell_trig(d, ip, d->held_trig_val);
+	}
+	return rc;
+}
+
 static int tell_held(struct ptd *d)
 {
 	int exstop = d->held_exstop, rc;
@@ -819,16 +838,15 @@ static int tell_held(struct ptd *d)
 		rc = tell_pwre(d);
 
 	d->held_exstop = 0;
-	if (rc >= 0 && d->held_ptw) {
-		d->held_ptw = 0;
-		rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, d->held_ptw_payload, 0);
-	}
+	if (rc >= 0)
+		rc = tell_held_off(d, 0);
 	return rc < 0 ? rc : tell_exstop(d, 0, exstop);
 }
 
-static int tell_trig(struct ptd *d, uint16_t trig)
+/* A TRIG at IP (0: none known) */
+static int tell_trig(struct ptd *d, uint64_t ip, uint16_t trig)
 {
-	return emit(d, TK_EV_POWER, 0, trig >> 8, 0, trig & 0xff, TK_IPT_POWER_TRIG);
+	return emit(d, TK_EV_POWER, ip, trig >> 8, 0, trig & 0xff, TK_IPT_POWER_TRIG);
 }
 
 /* Events that do not depend on an IP, wherever they occur. Returns 1 if P was one. */
@@ -884,7 +902,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 	case TK_IPT_PKT_PTW:
 		if (p->ptw.ip)
 			return 0;
-		*rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, p->ptw.payload, 0);
+		*rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, p->ptw.payload, TK_IPT_PTW_BOUND);
 		return 1;
 	case TK_IPT_PKT_MNT:
 		*rc = emit(d, TK_EV_POWER, 0, 0, 0, p->mnt.payload, TK_IPT_POWER_MNT);
@@ -892,7 +910,7 @@ static int side_event(struct ptd *d, const struct tk_ipt_packet *p, int *rc)
 	case TK_IPT_PKT_TRIG:
 		/* with no IP and no instruction count (or while tracing is off, or bound
 		 * to a FUP that is lost), where it is read: libipt 2.2 reports it there */
-		*rc = tell_trig(d, p->trig.trbv | p->trig.mult << 8);
+		*rc = tell_trig(d, 0, p->trig.trbv | p->trig.mult << 8);
 		return 1;
 	case TK_IPT_PKT_PAD: case TK_IPT_PKT_BBP: case TK_IPT_PKT_BIP: case TK_IPT_PKT_BEP:
 	case TK_IPT_PKT_INVALID:   /* an erratum's corrupt packet (SKZ84): nothing to take */
@@ -1569,7 +1587,7 @@ static int recover(struct ptd *d, uint64_t off, unsigned reason, uint64_t addr)
 		return 0;   /* d->pos is at the PSB: it is read next */
 	}
 	if (act == ACT_TRIG_STEP) {   /* not reached: told here, without its place */
-		if ((rc = tell_trig(d, d->trig)) < 0)
+		if ((rc = tell_trig(d, 0, d->trig)) < 0)
 			return rc;
 		act = ACT_NONE;
 	}
@@ -1794,8 +1812,10 @@ static int do_action(struct ptd *d)
 		return emit(d, TK_EV_PTWRITE, d->ptw_ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
 		return tell_exstop(d, d->ip, 1);
-	case ACT_TRIG: case ACT_TRIG_STEP:
-		return tell_trig(d, d->trig);
+	case ACT_TRIG:
+		return tell_trig(d, d->ip, d->trig);
+	case ACT_TRIG_STEP:
+		return tell_trig(d, d->ip, d->trig);   /* where the count ends */
 	case ACT_ET:
 		/* at the FUP's IP: before the instruction there, or after it for IRET, VM
 		 * entry and UIRET (while tracing is on); a kind not known: nothing */
@@ -1934,10 +1954,8 @@ static int idle_step(struct ptd *d)
 				return rc;
 			return 0;
 		}
-		if (d->held_ptw) {
-			d->held_ptw = 0;
-			return emit(d, TK_EV_PTWRITE, rc ? ip : 0, 0, 0, d->held_ptw_payload, 0);
-		}
+		if (d->held_ptw || d->held_trig)
+			return tell_held_off(d, rc ? ip : 0);
 		if (rc && d->after_ovf && apl12_fup(d->buf, d->len, d->pctx.errata, d->pos)) {
 			d->after_ovf = 0;   /* resolved with packets off */
 			return flush_ovf(d);
@@ -1976,9 +1994,11 @@ static int idle_step(struct ptd *d)
 	case TK_IPT_PKT_PTW:
 		if (!p.ptw.ip)
 			break;
+		if (d->after_ovf)   /* the FUP that follows resumes the flow: told here */
+			return emit(d, TK_EV_PTWRITE, 0, 0, 0, p.ptw.payload, 0);
 		if (!lost) {
 			/* tracing is off: its FUP gives the IP, and no flow (libipt) */
-			if (d->held_ptw && (rc = emit(d, TK_EV_PTWRITE, 0, 0, 0, d->held_ptw_payload, 0)) < 0)
+			if (d->held_ptw && (rc = tell_held_off(d, 0)) < 0)
 				return rc;
 			d->held_ptw = 1;
 			d->held_ptw_payload = p.ptw.payload;
@@ -1986,6 +2006,17 @@ static int idle_step(struct ptd *d)
 		}
 		d->act_arg = p.ptw.payload;
 		return bind_lost(d, ACT_PTW, NULL);
+	case TK_IPT_PKT_TRIG:
+		if (!p.trig.ip || d->after_ovf)
+			break;   /* told where read (after an overflow its FUP resumes the flow) */
+		d->trig = (uint16_t)(p.trig.trbv | p.trig.mult << 8);
+		if (lost)
+			return bind_lost(d, ACT_TRIG, NULL);
+		if (d->held_trig && (rc = tell_held_off(d, 0)) < 0)
+			return rc;
+		d->held_trig = 1;   /* as a PTWRITE's while tracing is off */
+		d->held_trig_val = d->trig;
+		return 0;
 	case TK_IPT_PKT_EXSTOP:
 		if (!p.exstop.ip)
 			break;

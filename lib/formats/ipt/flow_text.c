@@ -150,7 +150,7 @@ static void put_time(struct tk_buf *b, const struct tk_event *e, const struct tk
 	}
 }
 
-/* An Event Trace event, as ptxed 2.1 prints it. */
+/* An Event Trace event, as ptxed 2.1 prints it (without the closing bracket). */
 static void format_et(struct tk_buf *b, const struct tk_event *e)
 {
 	static const char *const names[] = {
@@ -186,81 +186,103 @@ static void format_et(struct tk_buf *b, const struct tk_event *e)
 		tk_buf_puts(b, ", vmxq: ");
 		tk_buf_hex(b, e->addr2, 16);
 	}
-	tk_buf_puts(b, "]\n");
 }
 
-static void format_event(struct tk_buf *b, const struct tk_event *e)
+/* ", NAME: IP" (ptxed's --event:ip), IP 0 meaning none. */
+static void put_event_ip(struct tk_buf *b, const char *name, uint64_t ip)
 {
+	if (!ip)
+		return;
+	tk_buf_puts(b, name);
+	tk_buf_hex(b, ip, 16);
+}
+
+/* An event's line. SHOW_IP: with the IP it happened at, where it has one (ptxed's
+ * --event:ip: ", ip: ..." before the closing bracket; a disable's ", at: ..."). */
+static void format_event(struct tk_buf *b, const struct tk_event *e, int show_ip)
+{
+	uint64_t ip = e->addr;   /* the IP told with --event:ip (0: none) */
+
 	switch (e->kind) {
 	case TK_EV_ENABLE:
-		tk_buf_puts(b, e->flags & TK_IPT_ENABLE_RESUMED ? "[resumed]\n" : "[enabled]\n");
+		tk_buf_puts(b, e->flags & TK_IPT_ENABLE_RESUMED ? "[resumed" : "[enabled");
 		break;
 	case TK_EV_DISABLE:
-		tk_buf_puts(b, e->flags & TK_IPT_DISABLE_END ? "[end of trace]\n"
-			       : e->flags & TK_IPT_DISABLE_ASYNC ? "[async disabled]\n"
-			       : "[disabled]\n");
+		if (e->flags & TK_IPT_DISABLE_END) {
+			tk_buf_puts(b, "[end of trace");
+			ip = 0;
+			break;
+		}
+		if (e->flags & TK_IPT_DISABLE_ASYNC) {
+			tk_buf_puts(b, "[async disabled");
+			if (show_ip)
+				put_event_ip(b, ", at: ", e->addr);
+		} else {
+			tk_buf_puts(b, "[disabled");
+		}
+		ip = e->addr2;   /* where the TIP.PGD says tracing stopped */
 		break;
 	case TK_EV_INTERRUPT:
 		tk_buf_puts(b, "[interrupt: ");
 		tk_buf_hex(b, e->addr, 16);
 		tk_buf_puts(b, " -> ");
 		tk_buf_hex(b, e->addr2, 16);
-		tk_buf_puts(b, "]\n");
+		ip = 0;   /* both IPs told already */
 		break;
 	case TK_EV_MODE:
 		switch (e->flags) {
 		case TK_MODE_PAGING:
 			tk_buf_puts(b, "[paging, cr3: ");
 			tk_buf_hex(b, e->arg, 16);
-			tk_buf_puts(b, e->addr2 ? ", nr]\n" : "]\n");   /* VMX non-root */
+			if (e->addr2)
+				tk_buf_puts(b, ", nr");   /* VMX non-root */
 			break;
 		case TK_MODE_VMCS:
 			tk_buf_puts(b, "[vmcs, base: ");
 			tk_buf_hex(b, e->arg, 16);
-			tk_buf_puts(b, "]\n");
 			break;
 		case TK_MODE_TSX_BEGIN:
-			tk_buf_puts(b, "[begin transaction]\n");
+			tk_buf_puts(b, "[begin transaction");
 			break;
 		case TK_MODE_TSX_COMMIT:
-			tk_buf_puts(b, "[committed]\n");
+			tk_buf_puts(b, "[committed");
 			break;
 		case TK_MODE_TSX_ABORT:
-			tk_buf_puts(b, "[aborted]\n");
+			tk_buf_puts(b, "[aborted");
 			break;
 		case TK_MODE_IFLAG:
-			tk_buf_puts(b, e->arg ? "[interrupts enabled]\n" : "[interrupts disabled]\n");
+			tk_buf_puts(b, e->arg ? "[interrupts enabled" : "[interrupts disabled");
 			break;
 		case TK_MODE_EXEC_16: case TK_MODE_EXEC_32: case TK_MODE_EXEC_64:
 			tk_buf_puts(b, "[exec mode: ");
 			tk_buf_puts(b, mode_names[TK_MODE_EXEC_64 - e->flags]);
-			tk_buf_puts(b, "]\n");
 			break;
 		default:
-			tk_buf_puts(b, "[mode]\n");
+			tk_buf_puts(b, "[mode");
 		}
 		break;
 	case TK_EV_PTWRITE:
 		tk_buf_puts(b, "[ptwrite: ");
 		tk_buf_hex(b, e->arg, 0);
-		tk_buf_puts(b, "]\n");
+		if (e->flags & TK_IPT_PTW_BOUND)
+			ip = 0;   /* the walk's, not the trace's: libipt's is suppressed */
 		break;
 	case TK_EV_POWER:
 		switch (e->flags) {
-		case TK_IPT_POWER_EXSTOP: tk_buf_puts(b, "[exstop]\n"); break;
+		case TK_IPT_POWER_EXSTOP: tk_buf_puts(b, "[exstop"); break;
 		case TK_IPT_POWER_MWAIT:
 			tk_buf_puts(b, "[mwait: ");
 			tk_buf_hex(b, e->arg, 0);
 			tk_buf_puts(b, ", ");
 			tk_buf_hex(b, e->count, 0);
-			tk_buf_puts(b, "]\n");
 			break;
 		case TK_IPT_POWER_PWRE:
 			tk_buf_puts(b, "[pwre: c");
 			tk_buf_u64(b, (e->arg + 1) & 0xf);
 			tk_buf_puts(b, ".");
 			tk_buf_u64(b, (e->count + 1) & 0xf);
-			tk_buf_puts(b, e->addr2 ? ", hw]\n" : "]\n");
+			if (e->addr2)
+				tk_buf_puts(b, ", hw");
 			break;
 		case TK_IPT_POWER_PWRX:
 			/* the wake reasons first, as ptxed prints them */
@@ -275,28 +297,27 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			tk_buf_u64(b, (e->arg + 1) & 0xf);
 			tk_buf_puts(b, " (deepest c");
 			tk_buf_u64(b, (e->count + 1) & 0xf);
-			tk_buf_puts(b, ")]\n");
+			tk_buf_puts(b, ")");
 			break;
 		case TK_IPT_POWER_CBR:
 			tk_buf_puts(b, "[cbr: ");
 			tk_buf_hex(b, e->arg, 0);
-			tk_buf_puts(b, "]\n");
 			break;
-		case TK_IPT_POWER_STOP: tk_buf_puts(b, "[stopped]\n"); break;
+		case TK_IPT_POWER_STOP: tk_buf_puts(b, "[stopped"); break;
 		case TK_IPT_POWER_MNT:
 			tk_buf_puts(b, "[mnt: ");
 			tk_buf_hex(b, e->arg, 0);
-			tk_buf_puts(b, "]\n");
 			break;
 		case TK_IPT_POWER_TRIG:   /* as ptxed 2.2 */
 			tk_buf_puts(b, "[trig ");
 			tk_buf_hex(b, e->arg, 2);
-			tk_buf_puts(b, e->addr2 ? ", mult]\n" : "]\n");
+			if (e->addr2)
+				tk_buf_puts(b, ", mult");
 			break;
 		case TK_IPT_POWER_EVENT:
 			format_et(b, e);
 			break;
-		default: tk_buf_puts(b, "[power]\n");
+		default: tk_buf_puts(b, "[power");
 		}
 		break;
 	case TK_EV_GAP:
@@ -316,11 +337,14 @@ static void format_event(struct tk_buf *b, const struct tk_event *e)
 			tk_buf_puts(b, " bytes skipped at offset 0x");
 		}
 		tk_buf_hex(b, e->arg, 0);
-		tk_buf_puts(b, "]\n");
+		ip = 0;
 		break;
 	default:
-		break;
+		return;
 	}
+	if (show_ip)
+		put_event_ip(b, ", ip: ", ip);
+	tk_buf_puts(b, "]\n");
 }
 
 /* -j N: text of the chunk whose turn it is, to the output (its buffer is emptied). */
@@ -432,7 +456,7 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 			   e->kind != TK_EV_CYCLES) {   /* (profiles' IPC: not in ptxed's listing) */
 			if (flags & TK_IPT_TEXT_TIME)
 				put_time(b, e, &tc->run->conv);
-			format_event(b, e);
+			format_event(b, e, flags & TK_IPT_TEXT_EVENT_IP);
 		}
 	}
 	if (b->err)

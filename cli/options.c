@@ -250,8 +250,8 @@ void cli_help(const struct cli_command *cmd)
 		for (; t->name; t++) {
 			char spelling[64];
 
-			if (!(t->commands & TK_CMD_BIT(cmd->kind)))
-				continue;
+			if (!(t->commands & TK_CMD_BIT(cmd->kind)) || !t->help)
+				continue;   /* (no help: told with the option before it) */
 			if (!any++)
 				printf("\n%s:\n", title);
 			snprintf(spelling, sizeof spelling, "--%s%s%s", t->name, t->arg ? " " : "",
@@ -457,5 +457,6 @@ void cli_opts_take_recorded(struct tk_cmd_opts *o, const struct tk_cmd_opts *r)
 	o->cpuid_15_eax = r->cpuid_15_eax;
 	o->cpuid_15_ebx = r->cpuid_15_ebx;
 	o->cpu_model = r->cpu_model;
+	o->addr_filter = r->addr_filter;
 	o->jobs = r->jobs;
 }

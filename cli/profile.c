@@ -76,6 +76,7 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.msg = cli_msg, .no_demangle = o->no_demangle, .short_names = o->short_names,
 		.progress = cli_progress(o),
 		.plan_workers = o->plan_workers, .ipt_cpu = o->cpu_model,
+		.ipt_addr_filter = &o->addr_filter,
 		/* Intel PT: the threads asked for; others refuse --pid and --comm (branch traces
 		 * keep their own --tid) */
 		.filter = fi->id == TK_FMT_IPT || fi->id == TK_FMT_PERF || o->npids || o->comm ||

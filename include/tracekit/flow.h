@@ -106,6 +106,13 @@ TK_API void tk_flow_set_branch_events(struct tk_flow *f, int on);
  * by block until then. Kept until set again. */
 TK_API void tk_flow_set_bind(struct tk_flow *f, unsigned bind);
 
+/* A TIP.PGD without IP may also bind to a direct JMP or CALL whose target PGD_DIRECT says
+ * (nonzero) tracing stops at (Intel PT erratum SKL014: a branch out of the address
+ * filter's regions). NULL (the default): only to a MOV CR3, or a branch that needs trace.
+ * Kept until set again. */
+TK_API void tk_flow_set_pgd_direct(struct tk_flow *f, int (*pgd_direct)(void *ctx, uint64_t target),
+				   void *ctx);
+
 /* Count mode, for profiles: blocks are counted in the walker's block cache instead of
  * being reported one TK_EV_BLOCK each. Only the first block of a walk, a block that
  * starts at one of ENTRIES (function entry points, any order: tail calls are seen there)

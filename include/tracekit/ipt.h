@@ -139,8 +139,20 @@ enum tk_ipt_erratum {
 	/* SKL168: a CYC right before a PSB may be dropped: the first MTC period after a PSB
 	 * is not used to calibrate cycles when it looks short of one (dump's time columns) */
 	TK_IPT_ERRATUM_SKL168 = 1u << 4,
+	/* SKL014: a direct JMP or CALL that leaves the address filter's regions may send a
+	 * TIP.PGD without IP: with the filter configuration known (tk_ipt_addr_filter), a
+	 * TIP.PGD without IP binds to the first such branch whose target is outside */
+	TK_IPT_ERRATUM_SKL014 = 1u << 5,
 };
 #define TK_IPT_ERRATA_PACKET (TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84)
+
+/* The address filter tracing ran with (IA32_RTIT_ADDRn_CFG, _A, _B; ptxed's
+ * --filter:addrN_*): cfg 1 traces only inside [a, b] (FilterEn), 2 stops tracing there
+ * (TraceStop), 0 unused. Read for erratum SKL014. */
+struct tk_ipt_addr_filter {
+	uint64_t cfg[4], a[4], b[4];
+};
+
 
 /* The errata above that processor FAMILY/MODEL (CPUID's display family and model, as
  * ptxed's --cpu and perf.data's CPUID header give them) has; 0 for others. */

@@ -10,6 +10,7 @@
 #include "tracekit/event.h"
 #include "tracekit/flow.h"
 #include "tracekit/image.h"
+#include "tracekit/ipt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,8 @@ struct tk_ipt_flow_opts {
 	/* The processor's errata (enum tk_ipt_erratum in tracekit/ipt.h; tk_ipt_cpu_errata):
 	 * the trace is read as that processor writes it. 0: none. */
 	uint32_t errata;
+	/* The address filter the trace was recorded with (NULL: none known). */
+	const struct tk_ipt_addr_filter *addr_filter;
 };
 
 struct tk_ipt_flow_stats {

@@ -213,6 +213,8 @@ struct tk_perf_session_opts {
 	/* the processor, as ptxed's --cpu FAMILY/MODEL[/STEPPING]: its errata are read
 	   (tk_ipt_cpu_errata; NULL: perf.data's CPUID header says, a raw trace has none) */
 	const char *cpu;
+	/* the address filter tracing ran with (tk_ipt_flow_opts.addr_filter; NULL: none) */
+	const struct tk_ipt_addr_filter *addr_filter;
 };
 struct tk_perf_session {
 	struct tk_image *img;

@@ -70,6 +70,8 @@ struct tk_source_opts {
 	/* Intel PT: the processor as ptxed's --cpu FAMILY/MODEL[/STEPPING], whose errata are
 	 * read (NULL: perf.data's CPUID header says; a raw trace has none) */
 	const char *ipt_cpu;
+	/* Intel PT: the address filter tracing ran with (NULL: none known) */
+	const struct tk_ipt_addr_filter *ipt_addr_filter;
 };
 
 struct tk_source_info {

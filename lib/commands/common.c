@@ -218,7 +218,7 @@ struct tk_ipt_flow_opts tk_cmd_flow_opts(const struct tk_cmd *c, const struct tk
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0,
 		.mtc_freq = (uint32_t)o->mtc_freq, .nom_freq = (uint32_t)o->nom_freq,
 		.cpuid_15_eax = (uint32_t)o->cpuid_15_eax, .cpuid_15_ebx = (uint32_t)o->cpuid_15_ebx,
-		.errata = errata,
+		.errata = errata, .addr_filter = &o->addr_filter,
 	};
 }
 

@@ -25,7 +25,7 @@ static int session_open(const struct tk_cmd *c, const char *file, struct tk_inpu
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->jobs,
 		.chunk_bytes = chunk ? (size_t)strtoull(chunk, NULL, 0) : 0, .msg = c->msg,
 		.ctx = c->ctx, .filter = code == 2 ? &o->filter : NULL, .in = in,
-		.cpu = o->cpu_model,
+		.cpu = o->cpu_model, .addr_filter = &o->addr_filter,
 	};
 	const uint8_t *data;
 	size_t len;
@@ -867,6 +867,18 @@ const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	  TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_FLAG, CMD_FIELD(event_ip), 0 },
 	{ "event:iflags", NULL, "print [interrupts enabled/disabled] where a MODE.Exec changes IF "
 	  "(ptxed's; Event Trace)", TK_CMD_BIT(TK_CMD_DECODE), TK_OPT_FLAG, CMD_FIELD(iflags), 0 },
+	/* ptxed's address filter options: IA32_RTIT_ADDRn_CFG, _A, _B */
+#define ADDR_FILTER(n, help_cfg, help_a, help_b) \
+	{ "filter:addr" #n "_cfg", "N", help_cfg, PT_CODE, TK_OPT_U64, \
+	  CMD_FIELD(addr_filter.cfg[n]), 0 }, \
+	{ "filter:addr" #n "_a", "ADDR", help_a, PT_CODE, TK_OPT_U64, CMD_FIELD(addr_filter.a[n]), 0 }, \
+	{ "filter:addr" #n "_b", "ADDR", help_b, PT_CODE, TK_OPT_U64, CMD_FIELD(addr_filter.b[n]), 0 }
+	ADDR_FILTER(0, "the address filter tracing ran with (ptxed's; also addr1..addr3): "
+		    "1 traces only in [A, B], 2 stops there", "its first address",
+		    "its last (read for erratum SKL014)"),
+	ADDR_FILTER(1, NULL, NULL, NULL), ADDR_FILTER(2, NULL, NULL, NULL),
+	ADDR_FILTER(3, NULL, NULL, NULL),
+#undef ADDR_FILTER
 	{ "cpu", "LIST|FAMILY/MODEL[/STEPPING]|auto|none", "perf.data: only the trace of CPUs LIST "
 	  "(0,2-3); else the processor, whose errata are read (ptxed's; auto: this machine's)",
 	  PT_CODE, TK_OPT_STRING, CMD_FIELD(cpu), 0 },

@@ -91,6 +91,8 @@ struct tk_flow {
 	int quiet;                     /* no BLOCK/CALL/RETURN events (only counting) */
 	int branches;                  /* TK_EV_BRANCH for each resolved branch */
 	unsigned bind;                 /* enum tk_flow_bind: stop after such an instruction */
+	int (*pgd_direct)(void *ctx, uint64_t target);   /* tk_flow_set_pgd_direct */
+	void *pgd_ctx;
 	int conds;                     /* count conditional outcomes (tk_flow_set_cond_counts) */
 	uint64_t cond[2];              /* conditional branches not taken, taken */
 	/* Block index of each TK_EV_BLOCK the walker emitted, in order: the printer takes
@@ -192,6 +194,13 @@ void tk_flow_set_branch_events(struct tk_flow *f, int on)
 void tk_flow_set_bind(struct tk_flow *f, unsigned bind)
 {
 	f->bind = bind;
+}
+
+void tk_flow_set_pgd_direct(struct tk_flow *f, int (*pgd_direct)(void *ctx, uint64_t target),
+			    void *ctx)
+{
+	f->pgd_direct = pgd_direct;
+	f->pgd_ctx = ctx;
 }
 
 static int flush_paths(struct tk_flow *f);
@@ -1482,10 +1491,12 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 					goto out;
 				f->via_call = 1;
 			}
-			if (q->kind == TK_FLOWQ_PGD && q->has_ip && q->ip == b->target) {
+			if (q->kind == TK_FLOWQ_PGD &&
+			    (q->has_ip ? q->ip == b->target
+				       : f->pgd_direct && f->pgd_direct(f->pgd_ctx, b->target))) {
 				q->kind = TK_FLOWQ_NONE;
 				res->from = b->last;
-				ip = b->target;
+				ip = q->has_ip ? b->target : 0;
 				rc = TK_FLOW_DISABLED;
 				goto out;
 			}

@@ -147,10 +147,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tk_ipt_flow_opts o = { .sz = sizeof(o), .image = img, .nthreads = 1 };
 	struct tk_sink sink = { count_events, &total };
 
-	/* a third of the inputs read as a processor with every erratum decode knows */
-	if (size % 3 == 0)
+	/* a third of the inputs read as a processor with every erratum decode knows, an
+	 * address filter (a region and a TraceStop part) set for SKL014 */
+	static const struct tk_ipt_addr_filter filter = {
+		.cfg = { 1, 2 }, .a = { 0x1000, 0x1010 }, .b = { 0x1fff, 0x101f },
+	};
+	if (size % 3 == 0) {
 		o.errata = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKZ84 | TK_IPT_ERRATUM_SKD022 |
-			   TK_IPT_ERRATUM_BDM64;
+			   TK_IPT_ERRATUM_BDM64 | TK_IPT_ERRATUM_SKL014;
+		o.addr_filter = &filter;
+	}
 
 	check_split_read(data, size);
 
@@ -183,7 +189,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tk_ipt_flow_events(data, size, &o, sink, &st);
 	o.chunk_bytes = 32;
 	if (tk_buf_init(&out, -1, 4096) == 0) {
-		tk_ipt_flow_text(data, size, &o, 0, &out, &st);
+		/* ptxed's --event:ip and --event:iflags on half of them */
+		tk_ipt_flow_text(data, size, &o, size & 2 ? TK_IPT_TEXT_EVENT_IP | TK_IPT_TEXT_IFLAGS : 0,
+				 &out, &st);
 		tk_ipt_flow_text(data, size, &o, TK_IPT_TEXT_STAT, &out, &st);
 		tk_buf_free(&out);
 	}

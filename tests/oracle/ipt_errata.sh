@@ -50,7 +50,7 @@ overflows() {   # FILE [OPTION...]: the overflows decode reports
 grep -q ' ovf' "$work/dump-skl" || { echo "dump of the 6/142 perf.data: no ovf"; exit 1; }
 "$TK" info "$work/skl.data" >"$work/info-skl"
 "$TK" info "$work/none.data" >"$work/info-none"
-grep -qx '  cpu:      GenuineIntel,6,142,10 (errata read: SKD007, SKD022, SKL168)' "$work/info-skl" ||
+grep -qx '  cpu:      GenuineIntel,6,142,10 (errata read: SKD007, SKD022, SKL168, SKL014)' "$work/info-skl" ||
 	{ echo "info:"; cat "$work/info-skl"; exit 1; }
 grep -qx '  cpu:      not recorded (errata read: none)' "$work/info-none" ||
 	{ echo "info without CPUID:"; cat "$work/info-none"; exit 1; }

@@ -13,9 +13,9 @@
 # events' punctuation, error texts and offsets, [exec mode: 64-bit] at [enabled],
 # speculative '?' marks, spacing).
 # Cases asking for options tracekit does not have (sideband, --event:tick and :time,
-# --block:*, filters) are skipped; decode has --event:iflags and --event:ip, ptdump's --lastip,
-# --no-offset, --exec-mode, --no-sync, --raw (--raw-bytes), its time columns and timing
-# parameters are dump's too.
+# --block:*, --stat:*) are skipped; decode has ptxed's --event:iflags, --event:ip,
+# --filter:addrN_* and --raw, dump ptdump's --lastip, --no-offset, --exec-mode, --no-sync,
+# --raw (--raw-bytes), its time columns and timing parameters.
 set -uo pipefail
 SRC=$(realpath "${1:?libipt source tree}")
 TK=$(realpath "${2:?tracekit binary}")
@@ -45,6 +45,30 @@ judge() {
 	echo "$tool $result $base"
 	count[$tool-$result]=$((${count[$tool-$result]:-0} + 1))
 }
+# ptxed's options of case BASE (code at ORG) as decode takes them: XRAW, the case's code,
+# XFLAGS (a --raw of the case's file names case.bin here), and XREST, those decode does
+# not have. Decode resyncs as --resync-on-error does.
+decode_opts() {
+	local base=$1
+	xraw="case.bin:$2"
+	xflags=()
+	xrest=
+	shift 2
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--resync-on-error) ;;
+		--event:iflags | --event:ip) xflags+=("$1") ;;
+		--filter:addr[0-3]_cfg | --filter:addr[0-3]_a | --filter:addr[0-3]_b)
+			xflags+=("$1" "$2")
+			shift ;;
+		--raw)   # on top of the case's code, as libipt's harness runs ptxed
+			xflags+=(--raw "${2/#$base.bin:/case.bin:}")
+			shift ;;
+		*) xrest="$xrest $1" ;;
+		esac
+		shift
+	done
+}
 for ptt in "$SRC"/test/src/*.ptt; do
 	base=$(basename "$ptt" .ptt)
 	cp "$ptt" case.ptt
@@ -59,21 +83,12 @@ for ptt in "$SRC"/test/src/*.ptt; do
 	# the processor a case is for (its first `cpu` line; libipt's harness runs each)
 	cpu=$(sed -n 's/^[ \t]*;[ \t]*cpu[ \t][ \t]*\([0-9][0-9]*\/[0-9][0-9]*\).*/\1/p' "$ptt" | head -n 1)
 	if [ -f case-ptxed.exp ]; then
-		# decode resyncs as --resync-on-error does, and has --event:iflags and --event:ip
-		xflags=
-		xrest=
-		for o in $xopts; do
-			case $o in
-			--resync-on-error) ;;
-			--event:iflags | --event:ip) xflags="$xflags $o" ;;
-			*) xrest="$xrest $o" ;;
-			esac
-		done
+		# shellcheck disable=SC2086
+		decode_opts "$base" "$org" $xopts
 		if [ -n "$xrest" ]; then
 			judge decode "$base" SKIP
 		else
-			# shellcheck disable=SC2086
-			"$TK" decode --no-disasm $xflags ${cpu:+--cpu "$cpu"} --raw "case.bin:$org" case.pt 2>/dev/null |
+			"$TK" decode --no-disasm "${xflags[@]}" ${cpu:+--cpu "$cpu"} --raw "$xraw" case.pt 2>/dev/null |
 				sed -E -e 's/^\[overflow at offset 0x[0-9a-f]+\]/[overflow]/' \
 					-e 's/^\[error: .*\]$/[error]/' -e 's/^\[async disabled/[disabled/' \
 					-e 's/^\[interrupt: .*\]/[interrupt]/' \

@@ -105,8 +105,9 @@ static void test_newer_packets(void **state)
  * at a time and in batches (whose fast paths step aside) alike. */
 static void test_cpu_errata(void **state)
 {
-	const uint32_t skl = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKD022 | TK_IPT_ERRATUM_SKL168;
-	const uint32_t skx = TK_IPT_ERRATUM_SKD022 | TK_IPT_ERRATUM_SKZ84;
+	const uint32_t skl = TK_IPT_ERRATUM_SKD007 | TK_IPT_ERRATUM_SKD022 | TK_IPT_ERRATUM_SKL168 |
+			     TK_IPT_ERRATUM_SKL014;
+	const uint32_t skx = TK_IPT_ERRATUM_SKD022 | TK_IPT_ERRATUM_SKZ84 | TK_IPT_ERRATUM_SKL014;
 	static const char *const bad[] = { "", "6", "6/", "6/x", "/142", "6/142/", "6/142x",
 					   "6/142/1/2", "GenuineIntel,6", "GenuineIntel,,142", "Auto" };
 	uint32_t e = 7;
@@ -119,7 +120,7 @@ static void test_cpu_errata(void **state)
 	assert_int_equal(e, skx);
 	assert_int_equal(tk_ipt_cpuid_errata("GenuineIntel,6,142,10", &e), 0);
 	assert_int_equal(e, skl);
-	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "SKD007, SKD022, SKL168");
+	assert_string_equal(tk_ipt_errata_names(e, names, sizeof names), "SKD007, SKD022, SKL168, SKL014");
 	assert_int_equal(tk_ipt_cpu_parse("none", &e), 0);
 	assert_int_equal(e, 0);
 	/* a recorded CPUID is only that: not a --cpu value, nor the reverse */

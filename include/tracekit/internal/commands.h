@@ -11,6 +11,7 @@
 
 #include "tracekit/common.h"
 #include "tracekit/detect.h"
+#include "tracekit/ipt.h"
 #include "tracekit/internal/util.h"
 
 /* Exit statuses (README.md's table). */
@@ -64,6 +65,7 @@ struct tk_cmd_opts {
 	uint64_t nom_freq;           /* --nom-freq N */
 	uint64_t cpuid_15_eax;       /* --cpuid-0x15.eax N */
 	uint64_t cpuid_15_ebx;       /* --cpuid-0x15.ebx N */
+	struct tk_ipt_addr_filter addr_filter;   /* --filter:addrN_cfg, _a, _b */
 	const char *cpu;             /* --cpu FAMILY/MODEL[/STEPPING] or LIST (no '/') */
 	const char *cpu_model;       /* ... the first: the processor (its errata are read) */
 	uint32_t cpus[2 * TK_CMD_MAX_LIST];   /* --cpu LIST: ranges (tk_thread_filter) */

@@ -17,7 +17,8 @@
 #define SKD022 TK_IPT_ERRATUM_SKD022
 #define BDM64 TK_IPT_ERRATUM_BDM64
 #define SKL168 TK_IPT_ERRATUM_SKL168
-#define SKL_CLIENT (SKD007 | SKD022 | SKL168)
+#define SKL014 TK_IPT_ERRATUM_SKL014
+#define SKL_CLIENT (SKD007 | SKD022 | SKL168 | SKL014)
 
 static const struct {
 	uint16_t family, model;
@@ -29,13 +30,15 @@ static const struct {
 	{ 6, 0x4e, SKL_CLIENT }, { 6, 0x5e, SKL_CLIENT }, { 6, 0x8e, SKL_CLIENT },
 	{ 6, 0x9e, SKL_CLIENT }, { 6, 0xa5, SKL_CLIENT }, { 6, 0xa6, SKL_CLIENT },
 	/* Skylake, Cascade Lake, Ice Lake servers */
-	{ 6, 0x55, SKD022 | SKZ84 }, { 6, 0x6a, SKD022 | SKZ84 }, { 6, 0x6c, SKD022 | SKZ84 },
+	{ 6, 0x55, SKD022 | SKZ84 | SKL014 }, { 6, 0x6a, SKD022 | SKZ84 | SKL014 },
+	{ 6, 0x6c, SKD022 | SKZ84 | SKL014 },
 	/* Sapphire Rapids, Emerald Rapids, Granite Rapids */
 	{ 6, 0x8f, SKD022 | SKZ84 }, { 6, 0xcf, SKD022 | SKZ84 },
 	{ 6, 0xad, SKD022 | SKZ84 }, { 6, 0xae, SKD022 | SKZ84 },
 	/* Cannon Lake, Ice Lake and Tiger Lake clients, Lakefield */
-	{ 6, 0x66, SKD022 }, { 6, 0x7d, SKD022 }, { 6, 0x7e, SKD022 }, { 6, 0x8c, SKD022 },
-	{ 6, 0x8d, SKD022 }, { 6, 0xa7, SKD022 }, { 6, 0xa8, SKD022 },
+	{ 6, 0x66, SKD022 | SKL014 }, { 6, 0x7d, SKD022 | SKL014 }, { 6, 0x7e, SKD022 | SKL014 },
+	{ 6, 0x8c, SKD022 | SKL014 }, { 6, 0x8d, SKD022 | SKL014 }, { 6, 0xa7, SKD022 | SKL014 },
+	{ 6, 0xa8, SKD022 | SKL014 },
 	/* Alder Lake, Raptor Lake, Meteor Lake, Arrow Lake, Lunar Lake, Panther Lake */
 	{ 6, 0x97, SKD022 }, { 6, 0x9a, SKD022 }, { 6, 0xba, SKD022 }, { 6, 0xb7, SKD022 },
 	{ 6, 0xbf, SKD022 }, { 6, 0xc5, SKD022 }, { 6, 0xc6, SKD022 }, { 6, 0xb5, SKD022 },
@@ -131,7 +134,7 @@ int tk_ipt_cpu_parse(const char *s, uint32_t *errata)
 
 const char *tk_ipt_errata_names(uint32_t errata, char *buf, size_t size)
 {
-	static const char *const names[] = { "SKD007", "SKZ84", "SKD022", "BDM64", "SKL168" };
+	static const char *const names[] = { "SKD007", "SKZ84", "SKD022", "BDM64", "SKL168", "SKL014" };
 	size_t n = 0;
 
 	if (!size)

@@ -263,7 +263,38 @@ struct ptd {
 	struct et_ev et_want, et_act, et_fup[ET_FUP_MAX], et_far[ET_FAR_MAX];
 	unsigned n_et_fup, n_et_far, et_armed;
 	int bad_ctx;
+	const struct tk_ipt_addr_filter *filter;   /* for SKL014, NULL: not read */
 };
+
+/* Whether FILTER restricts tracing (a region of either kind set). */
+static int filter_on(const struct tk_ipt_addr_filter *filter)
+{
+	for (int n = 0; filter && n < 4; n++)
+		if (filter->cfg[n] == 1 || filter->cfg[n] == 2)
+			return 1;
+	return 0;
+}
+
+/* Erratum SKL014: a direct branch to TARGET clears FilterEn (tk_flow_set_pgd_direct) when
+ * TARGET lies in a TraceStop region, or outside every FilterEn region while there is one
+ * (the SDM's IP filtering; regions include both ends). */
+static int leaves_filter(void *ctx, uint64_t target)
+{
+	const struct tk_ipt_addr_filter *flt = ((struct ptd *)ctx)->filter;
+	int has_filter = 0, in_filter = 0;
+
+	for (int n = 0; n < 4; n++) {
+		int inside = flt->a[n] <= target && target <= flt->b[n];
+
+		if (flt->cfg[n] == 2 && inside)
+			return 1;
+		if (flt->cfg[n] == 1) {
+			has_filter = 1;
+			in_filter |= inside;
+		}
+	}
+	return has_filter && !in_filter;
+}
 
 static int exec_mode(const struct tk_ipt_packet *p)
 {
@@ -2189,6 +2220,11 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 			    o->errata : 0;
 		d->pctx.errata = (uint8_t)(d->errata & TK_IPT_ERRATA_PACKET);
 		tk_flow_set_track(f, d->track);
+		/* SKL014, read only where the filter is known (libipt: else it would stop
+		 * tracing too early) */
+		d->filter = o->sz >= offsetof(struct tk_ipt_flow_opts, addr_filter) + sizeof(void *) &&
+			    (d->errata & TK_IPT_ERRATUM_SKL014) ? o->addr_filter : NULL;
+		tk_flow_set_pgd_direct(f, filter_on(d->filter) ? leaves_filter : NULL, d);
 		d->out = batch;
 		tk_event_batch_init(batch, sink);
 		d->hold_time = sink.counted_blocks;

@@ -1059,6 +1059,7 @@ void tk_perf_session_flow_opts(const struct tk_perf_session *x, size_t i,
 		.nom_freq = x->o.nom_freq, .cpuid_15_eax = x->o.cpuid_15_eax,
 		.cpuid_15_ebx = x->o.cpuid_15_ebx, .track = s->track, .breaks = s->breaks,
 		.nbreaks = s->nbreaks, .break_reason = s->break_reason, .errata = x->errata,
+		.addr_filter = x->o.addr_filter,
 	};
 	/* a stream read in place (a raw trace; perf.data's AUX data in one record) */
 	if (x->o.in && x->data && s->data >= x->data && s->len <= x->len &&

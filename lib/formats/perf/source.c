@@ -24,6 +24,7 @@ static int ipt_open(struct tk_source *s)
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->nthreads,
 		.chunk_bytes = o->chunk_bytes, .msg = o->msg, .ctx = o->ctx, .threads = 1,
 		.filter = o->filter, .in = s->in, .cpu = o->ipt_cpu,
+		.addr_filter = o->ipt_addr_filter,
 	};
 	int rc;
 

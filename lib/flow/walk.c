@@ -205,6 +205,13 @@ void tk_flow_set_pgd_direct(struct tk_flow *f, int (*pgd_direct)(void *ctx, uint
 
 static int flush_paths(struct tk_flow *f);
 
+/* Whether a TIP.PGD without IP binds to a direct JMP or CALL to TARGET, as
+ * tk_flow_set_pgd_direct says. (Out of line: the walk meets one rarely.) */
+static __attribute__((noinline)) int pgd_binds_direct(const struct tk_flow *f, uint64_t target)
+{
+	return f->pgd_direct && f->pgd_direct(f->pgd_ctx, target);
+}
+
 /* Paths, after a change of what they may cross: gone, filled again on first use. */
 static void drop_paths(struct tk_flow *f)
 {
@@ -1492,8 +1499,7 @@ int tk_flow_walk(struct tk_flow *f, uint64_t *ipp, int *modep, const struct tk_f
 				f->via_call = 1;
 			}
 			if (q->kind == TK_FLOWQ_PGD &&
-			    (q->has_ip ? q->ip == b->target
-				       : f->pgd_direct && f->pgd_direct(f->pgd_ctx, b->target))) {
+			    (q->has_ip ? q->ip == b->target : pgd_binds_direct(f, b->target))) {
 				q->kind = TK_FLOWQ_NONE;
 				res->from = b->last;
 				ip = q->has_ip ? b->target : 0;

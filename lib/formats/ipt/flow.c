@@ -414,7 +414,7 @@ static inline void take_mode(struct ptd *d)
 /* [exec mode] and [interrupts enabled/disabled] at IP (where tracing starts, an interrupt
  * lands, a TIP or FUP bound a MODE.Exec): the mode where it differs from the one told
  * last; IF where it differs or was not known (libipt 2.2's iflags events). */
-static int mode_event(struct ptd *d, uint64_t ip)
+static int mode_told(struct ptd *d, uint64_t ip)
 {
 	int rc = 0, f = d->bound_if;
 
@@ -426,6 +426,17 @@ static int mode_event(struct ptd *d, uint64_t ip)
 		return rc;
 	d->iflag = f;
 	return emit(d, TK_EV_MODE, ip, 0, 0, (uint64_t)f, TK_MODE_IFLAG);
+}
+
+/* (inline: nothing to tell at most of a user-only trace's enables, around each syscall) */
+static inline int mode_event(struct ptd *d, uint64_t ip)
+{
+	if (__builtin_expect(d->shown_mode == d->mode &&
+			     (d->bound_if < 0 || d->bound_if == d->iflag), 1)) {
+		d->bound_if = -1;
+		return 0;
+	}
+	return mode_told(d, ip);
 }
 
 /* Flow and power packets, which never come inside a PSB+: one of them means its PSBEND is

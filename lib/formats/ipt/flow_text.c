@@ -205,9 +205,17 @@ static void format_event(struct tk_buf *b, const struct tk_event *e, int show_ip
 
 	switch (e->kind) {
 	case TK_EV_ENABLE:
+		if (!show_ip) {   /* (in one piece: around every syscall of a user-only trace) */
+			tk_buf_puts(b, e->flags & TK_IPT_ENABLE_RESUMED ? "[resumed]\n" : "[enabled]\n");
+			return;
+		}
 		tk_buf_puts(b, e->flags & TK_IPT_ENABLE_RESUMED ? "[resumed" : "[enabled");
 		break;
 	case TK_EV_DISABLE:
+		if (!show_ip && !(e->flags & (TK_IPT_DISABLE_END | TK_IPT_DISABLE_ASYNC))) {
+			tk_buf_puts(b, "[disabled]\n");   /* (as [enabled]) */
+			return;
+		}
 		if (e->flags & TK_IPT_DISABLE_END) {
 			tk_buf_puts(b, "[end of trace");
 			ip = 0;
@@ -449,11 +457,11 @@ static int text_events(void *ctx, const struct tk_event *ev, size_t n)
 				put_time(b, e, &tc->run->conv);
 				tk_buf_puts(b, "[tick]\n");
 			}
-		} else if (e->kind == TK_EV_MODE && e->flags == TK_MODE_IFLAG &&
-			   !(flags & TK_IPT_TEXT_IFLAGS)) {
-			continue;   /* IF only when asked (ptxed's --event:iflags) */
 		} else if (e->kind != TK_EV_CALL && e->kind != TK_EV_RETURN &&
 			   e->kind != TK_EV_CYCLES) {   /* (profiles' IPC: not in ptxed's listing) */
+			if (e->kind == TK_EV_MODE && e->flags == TK_MODE_IFLAG &&
+			    !(flags & TK_IPT_TEXT_IFLAGS))
+				continue;   /* IF only when asked (ptxed's --event:iflags) */
 			if (flags & TK_IPT_TEXT_TIME)
 				put_time(b, e, &tc->run->conv);
 			format_event(b, e, flags & TK_IPT_TEXT_EVENT_IP);

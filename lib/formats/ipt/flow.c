@@ -843,7 +843,6 @@ static int tell_et_far(struct ptd *d, uint64_t from)
 	return rc;
 }
 
-/* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP. */
 static int tell_trig(struct ptd *d, uint64_t ip, uint16_t trig);
 
 /* The PTWRITE and TRIG held while tracing is off, at IP (their FUP's; 0: none came). */
@@ -862,6 +861,8 @@ static int tell_held_off(struct ptd *d, uint64_t ip)
 	return rc;
 }
 
+/* Everything held is told (an overflow, a PSB, the end): PWREs, MWAIT, EXSTOP, and the
+ * PTWRITE and TRIG held while tracing was off. */
 static int tell_held(struct ptd *d)
 {
 	int exstop = d->held_exstop, rc;
@@ -1854,10 +1855,8 @@ static int do_action(struct ptd *d)
 		return emit(d, TK_EV_PTWRITE, d->ptw_ip, 0, 0, d->act_arg, 0);
 	case ACT_EXSTOP:
 		return tell_exstop(d, d->ip, 1);
-	case ACT_TRIG:
+	case ACT_TRIG: case ACT_TRIG_STEP:   /* at the FUP's IP, or where the count ends */
 		return tell_trig(d, d->ip, d->trig);
-	case ACT_TRIG_STEP:
-		return tell_trig(d, d->ip, d->trig);   /* where the count ends */
 	case ACT_ET:
 		/* at the FUP's IP: before the instruction there, or after it for IRET, VM
 		 * entry and UIRET (while tracing is on); a kind not known: nothing */
@@ -2246,6 +2245,7 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 			d->st->events--;     /* (counted when held) */
 		if (rc >= 0)
 			rc = tk_event_batch_flush(batch);
+		tk_flow_set_pgd_direct(f, NULL, NULL);   /* (D goes) */
 	}
 	free(batch);
 	if (d) {

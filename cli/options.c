@@ -431,6 +431,17 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		o->kanata_chunk = strtoull(getenv("TK_KANATA_CHUNK"), NULL, 10);
 	if (o->cpu && (rc = cpu_list(o->cpu, o)))
 		return rc;
+	for (int n = 0; n < 4; n++) {   /* --filter:addrN_*: what IA32_RTIT_ADDRn_CFG can be */
+		const struct tk_ipt_addr_filter *f = &o->addr_filter;
+
+		if (f->cfg[n] > 2 || (f->cfg[n] && f->a[n] > f->b[n])) {
+			cli_error(NULL, UINT64_MAX, "--filter:addr%d_cfg %llu with [0x%llx, 0x%llx]: "
+				  "want 0 (off), 1 (trace only inside) or 2 (stop inside), and A <= B",
+				  n, (unsigned long long)f->cfg[n], (unsigned long long)f->a[n],
+				  (unsigned long long)f->b[n]);
+			return EXIT_USAGE;
+		}
+	}
 	o->filter = (struct tk_thread_filter){ .pids = o->pids, .npids = (size_t)o->npids,
 					       .tids = &o->tid32, .ntids = o->has_tid != 0,
 					       .comm = o->comm, .cpus = o->cpus,

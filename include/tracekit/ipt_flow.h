@@ -88,8 +88,8 @@ enum tk_ipt_flow_flags {
 					 addr = the next instruction (not executed) */
 	TK_IPT_ENABLE_RESUMED = 1,    /* TK_EV_ENABLE: at the IP where tracing stopped
 					 (libipt's "resumed") */
-	TK_IPT_PTW_BOUND = 1,         /* TK_EV_PTWRITE: its packet had no IP; addr is the
-					 PTWRITE the walk bound it to */
+	TK_IPT_PTW_BOUND = 1,         /* TK_EV_PTWRITE: its packet had no IP; addr (if
+					 not 0) is the PTWRITE the walk bound it to */
 	TK_IPT_POWER_EXSTOP = 1, TK_IPT_POWER_MWAIT, TK_IPT_POWER_PWRE, TK_IPT_POWER_PWRX,
 	TK_IPT_POWER_CBR, TK_IPT_POWER_STOP,
 	TK_IPT_POWER_MNT,             /* TK_EV_POWER: a maintenance packet, arg = its payload */

@@ -1961,8 +1961,15 @@ static int idle_step(struct ptd *d)
 		rc = last_ip(d, &p, &ip);
 		d->enabled = d->have_ip = 0;
 		d->resume_ip = 0;
+		if (rc <= 0)
+			ip = 0;
+		if (d->pending_mode >= 0) {   /* bound to the TIP.PGD, as in the walk */
+			take_mode(d);
+			if ((rc = mode_event(d, 0)) < 0)
+				return rc;
+		}
 		/* recover: tracing stops somewhere before */
-		return lost ? emit(d, TK_EV_DISABLE, 0, rc > 0 ? ip : 0, 0, 0, 0) : 0;
+		return lost ? emit(d, TK_EV_DISABLE, 0, ip, 0, 0, 0) : 0;
 	case TK_IPT_PKT_TIP:
 		if ((rc = last_ip(d, &p, &ip)) < 0)
 			return resync(d, at, rc, TK_GAP_DECODE_ERROR, 0);
@@ -2149,6 +2156,13 @@ static int decode_chunk(struct ptd *d)
 		case TK_FLOW_DISABLED:
 			d->enabled = d->have_ip = 0;
 			d->resume_ip = resume_ip(d, res.from, d->ip);
+			/* a MODE.Exec before a TIP.PGD binds to it (libipt): the mode is
+			 * told before the [disabled], without an IP (none is reached) */
+			if (__builtin_expect(d->pending_mode >= 0, 0)) {
+				take_mode(d);
+				if ((rc = mode_event(d, 0)) < 0)
+					return rc;
+			}
 			/* a PIP or VMCS of the instruction that disabled tracing comes before
 			 * the [disabled], one still waiting for an instruction after it */
 			if ((d->bind && d->n_et_far && (bound_at(d, res.from) & TK_FLOW_BIND_FAR) &&

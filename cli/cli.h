@@ -88,6 +88,9 @@ const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name);
  * EXIT_USAGE; else 0. */
 int cli_filter_refused(const struct tk_cmd_opts *o, const char *file,
 		       const struct tk_format_info *fi);
+/* A format's option given on the command line that FI's format does not take (say, Intel
+ * PT's --raw for an XRay log): a message, EXIT_USAGE; else 0. */
+int cli_format_opts_refused(const char *file, const struct tk_format_info *fi);
 int cli_run_op(struct tk_cmd_opts *o, const char *cmd, enum tk_cmd_kind kind);
 /* Library messages naming a file and offset, printed as cli_error / cli_warn do. */
 void cli_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,

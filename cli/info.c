@@ -40,7 +40,7 @@ static int run(struct tk_cmd_opts *o)
 			status = rc > status ? rc : status;
 			continue;
 		}
-		if ((rc = cli_filter_refused(o, file, &fi))) {
+		if ((rc = cli_filter_refused(o, file, &fi)) || (rc = cli_format_opts_refused(file, &fi))) {
 			status = rc > status ? rc : status;
 			tk_input_free(in);
 			continue;

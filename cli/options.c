@@ -85,6 +85,24 @@ static void options_setup(void)
 	long_opts[n] = (struct option){ NULL, 0, NULL, 0 };
 }
 
+/* The formats' options the command line gave (cli_format_opts_refused checks them
+ * against each input's format). */
+static const struct tk_cmd_option *given_opts[128];
+static size_t ngiven_opts;
+
+/* Some format's table has option NAME for commands of KIND. */
+static int option_declared(const char *name, enum tk_cmd_kind kind)
+{
+	const struct tk_cmd_option *t;
+	const char *title;
+
+	for (size_t i = 0; (t = tk_cmd_option_table(i, &title)); i++)
+		for (; t->name; t++)
+			if (!strcmp(t->name, name) && (t->commands & TK_CMD_BIT(kind)))
+				return 1;
+	return 0;
+}
+
 /* "A:B" with digits (or 0x hex) on either side and nothing else. */
 static int looks_like_range(const char *s)
 {
@@ -322,6 +340,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	uint64_t v;
 
 	memset(o, 0, sizeof *o);
+	ngiven_opts = 0;
 	o->progress = 1;
 	o->color = -1;
 	options_setup();
@@ -409,8 +428,21 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		case '?':
 		default:
 			if (c >= OPT_FORMAT_OWN && c < OPT_FORMAT_OWN + (int)nformat_opts) {
-				if ((rc = format_arg(format_opts[c - OPT_FORMAT_OWN], optarg, o)))
+				const struct tk_cmd_option *t = format_opts[c - OPT_FORMAT_OWN];
+				size_t k = 0;
+
+				/* an option the command would not read is refused, not ignored */
+				if (!option_declared(t->name, cmd->kind)) {
+					cli_error(NULL, UINT64_MAX, "%s: --%s is not an option of %s (see: "
+						  "tracekit help %s)", cmd->name, t->name, cmd->name, cmd->name);
+					return EXIT_USAGE;
+				}
+				if ((rc = format_arg(t, optarg, o)))
 					return rc;
+				while (k < ngiven_opts && given_opts[k] != t)
+					k++;
+				if (k == ngiven_opts)
+					given_opts[ngiven_opts++] = t;
 				break;
 			}
 			if (optopt && optopt < 256)
@@ -470,4 +502,28 @@ void cli_opts_take_recorded(struct tk_cmd_opts *o, const struct tk_cmd_opts *r)
 	o->cpu_model = r->cpu_model;
 	o->addr_filter = r->addr_filter;
 	o->jobs = r->jobs;
+}
+
+int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
+{
+	for (size_t i = 0; i < ngiven_opts; i++) {
+		const char *name = given_opts[i]->name, *title, *with[8];
+		const struct tk_cmd_option *t;
+		char titles[256] = "";
+		size_t n = 0, len = 0;
+
+		if (tk_cmd_format_takes(fi->id, name))
+			continue;
+		for (size_t k = 0; (t = tk_cmd_option_table(k, &title)); k++)
+			for (; t->name; t++)
+				if (!strcmp(t->name, name) && n < 8)
+					with[n++] = title;
+		for (size_t k = 0; k < n && len < sizeof titles; k++)   /* "A, B and C" */
+			len += (size_t)snprintf(titles + len, sizeof titles - len, "%s%s",
+						!k ? "" : k + 1 < n ? ", " : " and ", with[k]);
+		cli_error(file, UINT64_MAX, "--%s is an option for %s, not for %s input", name,
+			  titles, tk_format_description(fi->id));
+		return EXIT_USAGE;
+	}
+	return 0;
 }

@@ -218,7 +218,9 @@ int cli_run_files(struct tk_cmd_opts *o, const char *cmd, cli_run_file_fn run_fi
 		struct tk_format_info fi;
 
 		if ((rc = cli_open(o, o->args[i], &in, &fi)) == 0) {
-			rc = cli_input_status(in, run_file(o, o->args[i], in, &fi));
+			rc = cli_format_opts_refused(o->args[i], &fi);
+			if (!rc)
+				rc = cli_input_status(in, run_file(o, o->args[i], in, &fi));
 			tk_input_free(in);
 		}
 		if (rc > status)

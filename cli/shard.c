@@ -286,6 +286,8 @@ int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t
 		pi->name = file;
 		if ((rc = cli_open(o, file, &v[i].in, &v[i].fi))) {
 			status = rc;
+		} else if ((rc = cli_format_opts_refused(file, &v[i].fi))) {
+			status = rc;
 		} else if (!strcmp(file, "-") || tk_partial_hash(file, &pi->hash, &pi->size) < 0) {
 			cli_error(file, UINT64_MAX, "--shard needs regular files that every shard "
 				  "and the merge read alike");

@@ -832,6 +832,8 @@ const tk_cmd_fn tk_cmd_ipt[TK_CMD__COUNT] = {
 const struct tk_cmd_option tk_cmd_ipt_options[] = {
 	{ "raw", "FILE[:FROM[-TO]]:ADDR", "load a raw code file (or bytes FROM..TO of it) at ADDR",
 	  PT_CODE, TK_OPT_LIST, CMD_FIELD(raw), CMD_FIELD(n_raw) },
+	{ "tid", "N", "perf.data: only thread N (as --pid, --comm)", PT_CODE | TK_CMD_BIT(TK_CMD_INFO),
+	  TK_OPT_U64, CMD_FIELD(tid), CMD_FIELD(has_tid) },
 	{ "lastip", NULL, "print reconstructed IPs", TK_CMD_BIT(TK_CMD_DUMP), TK_OPT_FLAG,
 	  CMD_FIELD(lastip), 0 },
 	{ "raw-bytes", NULL, "print each packet's bytes (ptdump's --raw)", TK_CMD_BIT(TK_CMD_DUMP),

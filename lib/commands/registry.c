@@ -1,4 +1,6 @@
 /* Which format does what: each format's command operations (lib/commands/<f>.c). */
+#include <string.h>
+
 #include "internal.h"
 
 static const tk_cmd_fn *const ops[TK_FMT__COUNT] = {
@@ -51,4 +53,27 @@ const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title)
 		return NULL;
 	*title = tables[i].title;
 	return tables[i].options;
+}
+
+/* Whether TABLE (ended by a NULL name) has option NAME. */
+static int table_has(const struct tk_cmd_option *t, const char *name)
+{
+	for (; t && t->name; t++)
+		if (!strcmp(t->name, name))
+			return 1;
+	return 0;
+}
+
+int tk_cmd_format_takes(enum tk_format_id id, const char *name)
+{
+	switch (id) {
+	case TK_FMT_IPT: case TK_FMT_PERF: return table_has(tk_cmd_ipt_options, name);
+	case TK_FMT_TKBT: return table_has(tk_cmd_btrace_options, name);
+	case TK_FMT_XRAY: return table_has(tk_cmd_xray_options, name);
+	case TK_FMT_KANATA: return table_has(tk_cmd_kanata_options, name);
+	case TK_FMT_GEM5_O3:   /* read as the Kanata log it converts to */
+		return table_has(tk_cmd_gem5_options, name) || table_has(tk_cmd_kanata_options, name);
+	case TK_FMT_XTRACE_INSN: case TK_FMT_XTRACE_SNAP: return table_has(tk_cmd_xtrace_options, name);
+	default: return 0;
+	}
 }

@@ -36,9 +36,19 @@ fi
 # overflow there) and, where nothing was lost and no event was left out, to the same
 # instructions.
 grep -E '^[0-9a-f]{16} ' "$TMP/out" >"$TMP/insns"
+CONVERT_ARGS=()   # decode's listing options are not convert's
+for a in "${ARGS[@]}"; do
+	case $a in --event:*) ;; *) CONVERT_ARGS+=("$a") ;; esac
+done
 for chunk in 0 1; do
-	TK_IPT_CHUNK=$chunk "$TK" convert -j 2 --to ipt "${ARGS[@]}" -o "$TMP/re.pt" \
+	TK_IPT_CHUNK=$chunk "$TK" convert -j 2 --to ipt "${CONVERT_ARGS[@]}" -o "$TMP/re.pt" \
 		"$TMP/trace.pt" 2>"$TMP/re-err"
+	crc=$?
+	if [ $crc -gt 1 ]; then
+		echo "convert --to ipt (chunk at every PSB: $chunk) failed, exit $crc:"
+		cat "$TMP/re-err"
+		fail=1
+	fi
 	"$TK" decode "${ARGS[@]}" "$TMP/re.pt" >"$TMP/re-out" 2>/dev/null
 	rm -f "$TMP/re.pt"
 	if grep -q '^\[error' "$TMP/re-out"; then

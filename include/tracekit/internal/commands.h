@@ -232,6 +232,8 @@ struct tk_cmd_option {
 /* The I-th table of format options (ended by a NULL name) and its TITLE; NULL after the
  * last. */
 const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title);
+/* Input of format ID takes the formats' option NAME (a gem5 log: Kanata's too). */
+int tk_cmd_format_takes(enum tk_format_id id, const char *name);
 
 struct tk_run_filter;
 /* uftrace's call filters of the command line (-F, -N, -D, --min-time, --min-insns) into F

@@ -24,7 +24,9 @@ static const char usage[] =
 	"\n"
 	"Kanata pipeline logs:\n"
 	"  Cycles honour C= (cycles = last cycle - first cycle); Konata's own IPC (last retire\n"
-	"  id / last cycle, C= ignored) is shown beside it. Exit status 1 if lines were skipped.\n";
+	"  id / last cycle, C= ignored) is shown beside it. Exit status 1 if lines were skipped.\n"
+	"\n"
+	"gem5 O3PipeView: Kanata's statistics of the log it converts to, converted as read\n";
 
 static int run(struct tk_cmd_opts *o)
 {

@@ -166,6 +166,8 @@ struct tk_kanata_stats {
 	uint64_t *window_retired;               /* retired per window of opts.window cycles */
 	size_t nslow;
 	struct tk_kanata_slow *slow;            /* slowest first */
+	const char *converted_from;  /* set by the caller: the format name of the log this
+					Kanata log was converted from ("gem5"); NULL: none */
 };
 
 /* Read IN and compute statistics; *st is filled (free with tk_kanata_stats_free). */

@@ -1,7 +1,12 @@
 /* Kanata pipeline logs (and gem5 O3PipeView, converted to Kanata) in the commands: check,
  * stats, dump, info, convert. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "tracekit/partial.h"
@@ -173,8 +178,13 @@ static int stats_merge(const struct tk_cmd *c, const char *file, struct tk_input
 	return status;
 }
 
-static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		 const struct tk_format_info *fi, struct tk_buf *unused)
+struct gem5_pipe;
+static void gem5_pipe_end(struct gem5_pipe *g, struct tk_kanata_counts *counts);
+
+/* Kanata statistics of IN, a Kanata log, or the pipe of G's conversion of a gem5 log (no
+ * shards; the progress is the original's; lines counted in the original). */
+static int stats_of(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		    struct gem5_pipe *g)
 {
 	const struct tk_cmd_opts *o = c->o;
 	struct diag dc = { c, file, NULL, 0, 20 };
@@ -187,9 +197,8 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	const char *to = o->to ? o->to : "text";
 	int rc;
 
-	(void)fi, (void)unused;
 	tk_cmd_progress_init(c, &prog, file, tk_input_file_size(in));
-	so.progress = &prog;
+	so.progress = g ? NULL : &prog;
 	if (c->part && !c->part->nload) {
 		rc = stats_shard(c, file, in, &so);
 		tk_progress_finish(&prog);
@@ -225,11 +234,22 @@ static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		tk_kanata_stats_free(&st);
 		return rc;
 	}
+	if (g) {
+		gem5_pipe_end(g, &st.counts);
+		st.converted_from = tk_format_name(TK_FMT_GEM5_O3);
+	}
 	tk_out_kanata_stats(&out, tk_stats_format_by_name(to), file, &st, so.window);
 	rc = c->out_close(&out);
 	int status = st.counts.errors ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
 	tk_kanata_stats_free(&st);
 	return tk_cmd_max(rc, status);
+}
+
+static int stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		 const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	(void)fi, (void)unused;
+	return stats_of(c, file, in, NULL);
 }
 
 /* Every command with its line, offset and cycle (at -j N: chunks at once, the same text). */
@@ -610,8 +630,96 @@ static int gem5_report(const struct tk_cmd *c, const char *file, struct tk_input
 	return status;
 }
 
+/* A gem5 log converted to Kanata on a thread of its own, into a pipe that the caller reads
+ * as its input: in bounded memory (the conversion's window, the reader's buffer), beside
+ * the reading. */
+struct gem5_pipe {
+	struct gem5_diag gd;
+	struct tk_input *in;
+	int fd;                  /* the pipe's write end, closed by the thread */
+	int rfd;                 /* its read end */
+	pthread_t th;
+	int running;
+	int rc;
+	struct tk_gem5_result res;
+};
+
+static void *gem5_pipe_writer(void *arg)
+{
+	struct gem5_pipe *g = arg;
+	struct tk_gem5_opts go = gem5_opts(&g->gd);
+	struct tk_buf out;
+
+	if ((g->rc = tk_buf_init(&out, g->fd, 1 << 16)) >= 0) {
+		g->rc = tk_gem5_to_kanata(g->in, &out, &go, &g->res);
+		if (tk_buf_flush(&out) < 0 && g->rc >= 0)
+			g->rc = out.err;
+		tk_buf_free(&out);
+	}
+	close(g->fd);
+	return NULL;
+}
+
+/* The conversion ended (what the reader left drained, so that the writer neither blocks
+ * nor gets SIGPIPE); COUNTS (if not NULL): the lines and skipped lines of the gem5 log. */
+static void gem5_pipe_end(struct gem5_pipe *g, struct tk_kanata_counts *counts)
+{
+	char sink[1 << 14];
+
+	if (g->running) {
+		while (read(g->rfd, sink, sizeof sink) > 0)
+			;
+		pthread_join(g->th, NULL);
+		g->running = 0;
+	}
+	if (counts) {
+		counts->lines = g->res.lines;
+		counts->errors += g->res.skipped_lines;
+	}
+}
+
+/* tracekit stats: Kanata's statistics of the log converted as it is read. */
+static int gem5_stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		      const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct gem5_pipe g = { .gd = { c, file }, .in = in };
+	struct tk_input *kin = NULL;
+	char path[32];
+	int fds[2], status;
+
+	(void)fi, (void)unused;   /* (no --shard: tk_cmd_stats_partial) */
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", strerror(errno));
+		return TK_EXIT_INPUT;
+	}
+	g.fd = fds[1];
+	g.rfd = fds[0];
+	if (pthread_create(&g.th, NULL, gem5_pipe_writer, &g)) {
+		close(fds[0]);
+		close(fds[1]);
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(-TK_E_NOMEM));
+		return TK_EXIT_INPUT;
+	}
+	g.running = 1;
+	snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+	if (tk_input_open(&kin, path, NULL) < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "cannot read the conversion: %s", strerror(errno));
+		status = TK_EXIT_INPUT;
+	} else {
+		status = stats_of(c, file, kin, &g);
+	}
+	gem5_pipe_end(&g, NULL);
+	tk_input_free(kin);
+	close(fds[0]);
+	if (g.rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(g.rc));
+		return TK_EXIT_INPUT;
+	}
+	return gem5_status(c, file, &g.res, status);
+}
+
 const tk_cmd_fn tk_cmd_gem5[TK_CMD__COUNT] = {
-	[TK_CMD_CONVERT] = gem5_convert, [TK_CMD_REPORT] = gem5_report,
+	[TK_CMD_STATS] = gem5_stats, [TK_CMD_CONVERT] = gem5_convert, [TK_CMD_REPORT] = gem5_report,
 };
 
 /* Kanata's options. */
@@ -629,7 +737,7 @@ const struct tk_cmd_option tk_cmd_kanata_options[] = {
 
 /* gem5's. */
 const struct tk_cmd_option tk_cmd_gem5_options[] = {
-	{ "tid", "N", "only the CPU mapped to thread N", TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_REPORT), TK_OPT_U64,
+	{ "tid", "N", "only the CPU mapped to thread N", TK_CMD_BIT(TK_CMD_STATS) | TK_CMD_BIT(TK_CMD_CONVERT) | TK_CMD_BIT(TK_CMD_REPORT), TK_OPT_U64,
 	  CMD_FIELD(tid), CMD_FIELD(has_tid) },
 	{ NULL, NULL, NULL, 0, 0, 0, 0, 0 },
 };

@@ -49,7 +49,10 @@ static void kanata_text(struct tk_buf *b, const char *file, const struct tk_kana
 	const struct tk_kanata_counts *c = &st->counts;
 	uint64_t done = c->retired + c->flushed;
 
-	tk_buf_printf(b, "%s: Kanata pipeline log, version %u\n", TK_TEXT(file), c->version);
+	if (st->converted_from)
+		tk_buf_printf(b, "%s: %s log, read as Kanata\n", TK_TEXT(file), st->converted_from);
+	else
+		tk_buf_printf(b, "%s: Kanata pipeline log, version %u\n", TK_TEXT(file), c->version);
 	tk_buf_printf(b, "instructions:  %llu (retired %llu, flushed %llu, in flight at end %llu)\n",
 		      (unsigned long long)c->insns, (unsigned long long)c->retired,
 		      (unsigned long long)c->flushed, (unsigned long long)c->in_flight);
@@ -149,7 +152,10 @@ static void kanata_json(struct tk_buf *b, const char *file, const struct tk_kana
 
 	tk_buf_puts(b, "{\"file\": ");
 	tk_buf_json_str(b, file, strlen(file));
-	tk_buf_printf(b, ", \"format\": \"kanata\", \"version\": %u,\n", c->version);
+	if (st->converted_from)
+		tk_buf_printf(b, ", \"format\": \"%s\", \"read_as\": \"kanata\",\n", st->converted_from);
+	else
+		tk_buf_printf(b, ", \"format\": \"kanata\", \"version\": %u,\n", c->version);
 	tk_buf_printf(b, " \"instructions\": %llu, \"retired\": %llu, \"flushed\": %llu, "
 		      "\"in_flight\": %llu,\n", (unsigned long long)c->insns,
 		      (unsigned long long)c->retired, (unsigned long long)c->flushed,

@@ -14,7 +14,10 @@ static const char usage[] =
 	"Kanata logs: prints FILE:LINE: error|warning: message for every violation (unknown\n"
 	"command, bad number, id used before I, id reused, negative cycle delta, C= going back,\n"
 	"R twice, command after R, E without S, W on a retired consumer or with an unknown\n"
-	"producer, header version other than 4), then a summary line.\n";
+	"producer, header version other than 4), then a summary line.\n"
+	"\n"
+	"gem5 O3PipeView: the same for its records as the conversion to Kanata reads them\n"
+	"(malformed records, stages without a fetch, seqNums seen twice or out of the window).\n";
 
 static int run(struct tk_cmd_opts *o)
 {

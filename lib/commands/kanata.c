@@ -718,8 +718,65 @@ static int gem5_stats(const struct tk_cmd *c, const char *file, struct tk_input 
 	return gem5_status(c, file, &g.res, status);
 }
 
+/* check: the log read as the conversion reads it (its Kanata thrown away), every
+ * diagnostic on the output as Kanata's check lists them, then a summary. */
+struct gem5_check {
+	const char *file;
+	struct tk_buf *out;
+	uint64_t errors, warnings;
+};
+
+static void gem5_check_diag(void *ctx, uint64_t line, int is_error, const char *msg)
+{
+	struct gem5_check *g = ctx;
+
+	tk_buf_text(g->out, g->file, strlen(g->file));
+	tk_buf_printf(g->out, ":%llu: %s: %s\n", (unsigned long long)line,
+		      is_error ? "error" : "warning", msg);
+	*(is_error ? &g->errors : &g->warnings) += 1;
+}
+
+static int gem5_check(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		      const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_buf out, discard;
+	struct gem5_check gc = { file, &out, 0, 0 };
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_check_diag, .ctx = &gc };
+	struct tk_gem5_result res;
+	int rc, null_fd;
+
+	(void)fi, (void)unused;
+	if ((null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "/dev/null: %s", strerror(errno));
+		return TK_EXIT_OUTPUT;
+	}
+	if ((rc = c->out_open(c, NULL, &out))) {
+		close(null_fd);
+		return rc;
+	}
+	if ((rc = tk_buf_init(&discard, null_fd, 1 << 16)) >= 0) {
+		rc = tk_gem5_to_kanata(in, &discard, &go, &res);
+		tk_buf_free(&discard);
+	}
+	close(null_fd);
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return tk_cmd_max(c->out_close(&out), TK_EXIT_INPUT);
+	}
+	tk_buf_text(&out, file, strlen(file));
+	tk_buf_printf(&out, ": %llu errors, %llu warnings in %llu lines; %llu instructions "
+		      "(%llu retired, %llu squashed), %llu CPU%s\n", (unsigned long long)gc.errors,
+		      (unsigned long long)gc.warnings, (unsigned long long)res.lines,
+		      (unsigned long long)res.insns, (unsigned long long)res.retired,
+		      (unsigned long long)res.squashed, (unsigned long long)res.cpus,
+		      res.cpus == 1 ? "" : "s");
+	int status = gc.errors || gc.warnings ? TK_EXIT_SKIPPED : TK_EXIT_CLEAN;
+	return tk_cmd_max(c->out_close(&out), status);
+}
+
 const tk_cmd_fn tk_cmd_gem5[TK_CMD__COUNT] = {
-	[TK_CMD_STATS] = gem5_stats, [TK_CMD_CONVERT] = gem5_convert, [TK_CMD_REPORT] = gem5_report,
+	[TK_CMD_CHECK] = gem5_check, [TK_CMD_STATS] = gem5_stats,
+	[TK_CMD_CONVERT] = gem5_convert, [TK_CMD_REPORT] = gem5_report,
 };
 
 /* Kanata's options. */

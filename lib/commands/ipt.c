@@ -644,11 +644,7 @@ static int reencode_raw(const struct tk_cmd *c, const char *file, struct tk_inpu
 	size_t len;
 	int rc, status;
 
-	if (c->o->no_retcomp) {
-		CMD_ERROR(c, NULL, UINT64_MAX, "convert: --no-retcomp is for branch traces; a raw "
-			  "stream --to ipt is re-encoded with return compression");
-		return TK_EXIT_USAGE;
-	}
+	/* (--no-retcomp, a branch trace's option, is refused before: cli_format_opts_refused) */
 	if ((rc = tk_cmd_map(c, file, in, &data, &len)))
 		return rc;
 	if (!(img = tk_cmd_image_load(c)))

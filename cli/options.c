@@ -316,7 +316,9 @@ size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
 		while (isalnum((unsigned char)p[wl]) || p[wl] == '-')
 			wl++;
 		int known = wl == 2 && strchr("joqFNDt", p[1]);
-		for (size_t i = 0; !known && p[1] == '-' && long_opts[i].name; i++)
+		/* (the common ones: a format's, such as "record --btrace" in stats' usage,
+		 * are the command's when its table says so, below) */
+		for (size_t i = 0; !known && p[1] == '-' && i < sizeof common_opts / sizeof common_opts[0]; i++)
 			known = strlen(long_opts[i].name) == wl - 2 && !strncmp(long_opts[i].name, p + 2, wl - 2);
 		if (known && (p == cmd->usage || !isalnum((unsigned char)p[-1])))
 			add_word(buf, n, &len, p, wl);

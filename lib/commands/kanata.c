@@ -736,30 +736,35 @@ static void gem5_check_diag(void *ctx, uint64_t line, int is_error, const char *
 	*(is_error ? &g->errors : &g->warnings) += 1;
 }
 
-static int gem5_check(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		      const struct tk_format_info *fi, struct tk_buf *unused)
+/* The log read as its conversion reads it, the Kanata discarded: *RES, or -TK_E_*. */
+static int gem5_read(struct tk_input *in, const struct tk_gem5_opts *go, struct tk_gem5_result *res)
 {
-	struct tk_buf out, discard;
-	struct gem5_check gc = { file, &out, 0, 0 };
-	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_check_diag, .ctx = &gc };
-	struct tk_gem5_result res;
-	int rc, null_fd;
+	struct tk_buf discard;
+	int rc, null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
-	(void)fi, (void)unused;
-	if ((null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0) {
-		CMD_ERROR(c, NULL, UINT64_MAX, "/dev/null: %s", strerror(errno));
-		return TK_EXIT_OUTPUT;
-	}
-	if ((rc = c->out_open(c, NULL, &out))) {
-		close(null_fd);
-		return rc;
-	}
+	if (null_fd < 0)
+		return -TK_E_IO;
 	if ((rc = tk_buf_init(&discard, null_fd, 1 << 16)) >= 0) {
-		rc = tk_gem5_to_kanata(in, &discard, &go, &res);
+		rc = tk_gem5_to_kanata(in, &discard, go, res);
 		tk_buf_free(&discard);
 	}
 	close(null_fd);
-	if (rc < 0) {
+	return rc;
+}
+
+static int gem5_check(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		      const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct tk_buf out;
+	struct gem5_check gc = { file, &out, 0, 0 };
+	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_check_diag, .ctx = &gc };
+	struct tk_gem5_result res;
+	int rc;
+
+	(void)fi, (void)unused;
+	if ((rc = c->out_open(c, NULL, &out)))
+		return rc;
+	if ((rc = gem5_read(in, &go, &res)) < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
 		return tk_cmd_max(c->out_close(&out), TK_EXIT_INPUT);
 	}
@@ -774,8 +779,34 @@ static int gem5_check(const struct tk_cmd *c, const char *file, struct tk_input 
 	return tk_cmd_max(c->out_close(&out), status);
 }
 
+/* info: what the conversion finds (its diagnostics as convert prints them). */
+static int gem5_info(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		     const struct tk_format_info *fi, struct tk_buf *out)
+{
+	struct gem5_diag gd = { c, file };
+	struct tk_gem5_opts go = gem5_opts(&gd);
+	struct tk_gem5_result res;
+	int rc = gem5_read(in, &go, &res);
+
+	(void)fi;
+	if (rc < 0) {
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	tk_buf_printf(out, "  %llu instructions (%llu retired, %llu squashed), %llu CPU(s), "
+		      "%llu ticks per cycle, %llu lines\n", (unsigned long long)res.insns,
+		      (unsigned long long)res.retired, (unsigned long long)res.squashed,
+		      (unsigned long long)res.cpus, (unsigned long long)res.ticks_per_cycle,
+		      (unsigned long long)res.lines);
+	if (res.skipped_lines)
+		tk_buf_printf(out, "  %llu lines skipped (tracekit check lists them)\n",
+			      (unsigned long long)res.skipped_lines);
+	return res.skipped_lines || res.out_of_order || res.duplicates ? TK_EXIT_SKIPPED
+								: TK_EXIT_CLEAN;
+}
+
 const tk_cmd_fn tk_cmd_gem5[TK_CMD__COUNT] = {
-	[TK_CMD_CHECK] = gem5_check, [TK_CMD_STATS] = gem5_stats,
+	[TK_CMD_INFO] = gem5_info, [TK_CMD_CHECK] = gem5_check, [TK_CMD_STATS] = gem5_stats,
 	[TK_CMD_CONVERT] = gem5_convert, [TK_CMD_REPORT] = gem5_report,
 };
 

@@ -91,6 +91,11 @@ int cli_filter_refused(const struct tk_cmd_opts *o, const char *file,
 /* A format's option given on the command line that FI's format does not take (say, Intel
  * PT's --raw for an XRay log): a message, EXIT_USAGE; else 0. */
 int cli_format_opts_refused(const char *file, const struct tk_format_info *fi);
+/* From now on such an option is only noted (diff: its two inputs share the options), and
+ * cli_format_opts_untaken refuses, with a message and EXIT_USAGE, one that no input's
+ * format took (else 0). */
+void cli_format_opts_defer(void);
+int cli_format_opts_untaken(const char *cmd);
 int cli_run_op(struct tk_cmd_opts *o, const char *cmd, enum tk_cmd_kind kind);
 /* Library messages naming a file and offset, printed as cli_error / cli_warn do. */
 void cli_msg(void *ctx, enum tk_log_level level, const char *file, uint64_t offset,

@@ -121,11 +121,16 @@ static int run(struct tk_cmd_opts *o)
 		return err == -TK_E_INVAL ? EXIT_USAGE : EXIT_INPUT;
 	}
 	cli_profile_take = take;
+	cli_format_opts_defer();   /* a format's option need only fit one of the two */
 	for (int i = 0; i < 2 && status <= EXIT_SKIPPED; i++) {
 		int rc = profile_side(o, o->args[i], i);
 		status = rc > status ? rc : status;
 	}
 	cli_profile_take = NULL;
+	if (status <= EXIT_SKIPPED) {
+		int rc = cli_format_opts_untaken("diff");
+		status = rc > status ? rc : status;
+	}
 	if (status <= EXIT_SKIPPED) {
 		struct tk_out_diff_opts d = { .sz = sizeof d, .sort = o->sort, .top = o->top,
 					      .name_a = o->args[0], .name_b = o->args[1] };

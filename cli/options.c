@@ -89,6 +89,8 @@ static void options_setup(void)
  * against each input's format). */
 static const struct tk_cmd_option *given_opts[128];
 static size_t ngiven_opts;
+static unsigned char given_taken[128];   /* some input's format took it */
+static int given_deferred;               /* cli_format_opts_defer */
 
 /* Some format's table has option NAME for commands of KIND. */
 static int option_declared(const char *name, enum tk_cmd_kind kind)
@@ -343,6 +345,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 
 	memset(o, 0, sizeof *o);
 	ngiven_opts = 0;
+	given_deferred = 0;
 	o->progress = 1;
 	o->color = -1;
 	options_setup();
@@ -506,26 +509,61 @@ void cli_opts_take_recorded(struct tk_cmd_opts *o, const struct tk_cmd_opts *r)
 	o->jobs = r->jobs;
 }
 
+/* "TITLE, TITLE and TITLE": the tables that declare option NAME, into BUF. */
+static const char *declared_by(const char *name, char *buf, size_t size)
+{
+	const struct tk_cmd_option *t;
+	const char *title, *with[8];
+	size_t n = 0, len = 0;
+
+	buf[0] = 0;
+	for (size_t k = 0; (t = tk_cmd_option_table(k, &title)); k++)
+		for (; t->name; t++)
+			if (!strcmp(t->name, name) && n < 8)
+				with[n++] = title;
+	for (size_t k = 0; k < n && len < size; k++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%s",
+					!k ? "" : k + 1 < n ? ", " : " and ", with[k]);
+	return buf;
+}
+
 int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 {
-	for (size_t i = 0; i < ngiven_opts; i++) {
-		const char *name = given_opts[i]->name, *title, *with[8];
-		const struct tk_cmd_option *t;
-		char titles[256] = "";
-		size_t n = 0, len = 0;
+	char titles[256];
 
-		if (tk_cmd_format_takes(fi->id, name))
+	for (size_t i = 0; i < ngiven_opts; i++) {
+		const char *name = given_opts[i]->name;
+
+		if (tk_cmd_format_takes(fi->id, name)) {
+			given_taken[i] = 1;
 			continue;
-		for (size_t k = 0; (t = tk_cmd_option_table(k, &title)); k++)
-			for (; t->name; t++)
-				if (!strcmp(t->name, name) && n < 8)
-					with[n++] = title;
-		for (size_t k = 0; k < n && len < sizeof titles; k++)   /* "A, B and C" */
-			len += (size_t)snprintf(titles + len, sizeof titles - len, "%s%s",
-						!k ? "" : k + 1 < n ? ", " : " and ", with[k]);
+		}
+		if (given_deferred)
+			continue;
 		cli_error(file, UINT64_MAX, "--%s is an option for %s, not for %s input", name,
-			  titles, tk_format_description(fi->id));
+			  declared_by(name, titles, sizeof titles), tk_format_description(fi->id));
 		return EXIT_USAGE;
 	}
+	return 0;
+}
+
+void cli_format_opts_defer(void)
+{
+	given_deferred = 1;
+	memset(given_taken, 0, sizeof given_taken);
+}
+
+int cli_format_opts_untaken(const char *cmd)
+{
+	char titles[256];
+
+	for (size_t i = 0; i < ngiven_opts; i++)
+		if (!given_taken[i]) {
+			const char *name = given_opts[i]->name;
+
+			cli_error(NULL, UINT64_MAX, "%s: --%s is an option for %s, and no input is one",
+				  cmd, name, declared_by(name, titles, sizeof titles));
+			return EXIT_USAGE;
+		}
 	return 0;
 }

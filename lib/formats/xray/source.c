@@ -41,7 +41,10 @@ static int xray_open(struct tk_source *s)
 			     "not a readable XRay log: %s", tk_strerror(err));
 		return err;
 	}
-	s->info.clock.ticks_per_second = tk_xray_header(p->x)->cycle_frequency;
+	/* --tsc-hz: where the log's cycle frequency is wrong (the XRay runtime's guess from
+	 * sysfs, 0 when it found none) */
+	s->info.clock.ticks_per_second = s->o.has_tsc_hz ? s->o.tsc_hz
+							 : tk_xray_header(p->x)->cycle_frequency;
 	s->info.exact_seams = 1;
 	return 0;
 }

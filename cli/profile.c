@@ -273,6 +273,15 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		/* threads asked of an input without them: the command line's fault */
 		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? EXIT_USAGE
 										 : EXIT_INPUT;
+	if (tk_source_info(s)->functions_only &&
+	    (kind == TK_OUT_LINES || kind == TK_OUT_BLOCKS || kind == TK_OUT_SOURCE)) {
+		/* an empty table would read as "nothing ran" */
+		cli_error(file, UINT64_MAX, "%s input records function entries and exits only: "
+			  "per-line, per-block and source outputs need an instruction trace",
+			  tk_format_description(fi->id));
+		tk_source_free(s);
+		return EXIT_USAGE;
+	}
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
 		status = sym ? cli_filter_error(file, fi, &filter, err) : EXIT_INPUT;
 		tk_source_free(s);

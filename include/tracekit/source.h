@@ -93,6 +93,9 @@ struct tk_source_info {
 	 * A format whose engine never calls redo must set it: else the profile runner's
 	 * chunks keep their events for a seam judgement that never comes (lib/analysis/run.c) */
 	int exact_seams;
+	/* the events are function entries and exits only (XRay): no instructions, blocks or
+	 * code addresses, so nothing per line or block */
+	int functions_only;
 };
 
 /* Open PATH ("-": standard input). Returns 0, or -TK_E_* after a message (through

@@ -46,6 +46,7 @@ static int xray_open(struct tk_source *s)
 	s->info.clock.ticks_per_second = s->o.has_tsc_hz ? s->o.tsc_hz
 							 : tk_xray_header(p->x)->cycle_frequency;
 	s->info.exact_seams = 1;
+	s->info.functions_only = 1;
 	return 0;
 }
 

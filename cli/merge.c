@@ -273,6 +273,10 @@ static int merge_input(struct tk_cmd_opts *o, const char *file, struct tk_input 
 		return merge_stats(o, file, in, fi, k);
 	if (tk_source_open_input(&s, file, in, &so) < 0)
 		return EXIT_INPUT;
+	if ((rc = cli_profile_output_refused(o, file, fi, s))) {
+		tk_source_free(s);
+		return rc;
+	}
 	if (!(sym = tk_source_symbols(s, &err)) || !(total = tk_run_prof_new(s, &err))) {
 		if (sym)
 			cli_error(file, UINT64_MAX, "%s", tk_strerror(err));

@@ -238,6 +238,21 @@ int cli_profile_account(const struct tk_cmd_opts *o, const char *file, const str
 	return rc < 0 ? EXIT_INPUT : crc;
 }
 
+int cli_profile_output_refused(const struct tk_cmd_opts *o, const char *file,
+			       const struct tk_format_info *fi, struct tk_source *s)
+{
+	enum tk_out_kind kind = cli_is_account(o->to) ? TK_OUT_TEXT : profile_kind(o);
+
+	if (!tk_source_info(s)->functions_only ||
+	    (kind != TK_OUT_LINES && kind != TK_OUT_BLOCKS && kind != TK_OUT_SOURCE))
+		return 0;
+	/* an empty table would read as "nothing ran" */
+	cli_error(file, UINT64_MAX, "%s input records function entries and exits only: "
+		  "per-line, per-block and source outputs need an instruction trace",
+		  tk_format_description(fi->id));
+	return EXIT_USAGE;
+}
+
 /* Options -> source -> runner -> writer, for every format with a source. */
 int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
@@ -273,14 +288,9 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		/* threads asked of an input without them: the command line's fault */
 		return rc == -TK_E_UNSUPPORTED && tk_thread_filter_on(so.filter) ? EXIT_USAGE
 										 : EXIT_INPUT;
-	if (tk_source_info(s)->functions_only &&
-	    (kind == TK_OUT_LINES || kind == TK_OUT_BLOCKS || kind == TK_OUT_SOURCE)) {
-		/* an empty table would read as "nothing ran" */
-		cli_error(file, UINT64_MAX, "%s input records function entries and exits only: "
-			  "per-line, per-block and source outputs need an instruction trace",
-			  tk_format_description(fi->id));
+	if ((rc = cli_profile_output_refused(o, file, fi, s))) {
 		tk_source_free(s);
-		return EXIT_USAGE;
+		return rc;
 	}
 	if (!(sym = tk_source_symbols(s, &err)) || !(p = tk_run_prof_new_filtered(s, &filter, &err))) {
 		status = sym ? cli_filter_error(file, fi, &filter, err) : EXIT_INPUT;

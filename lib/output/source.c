@@ -70,6 +70,10 @@ static int collect_lines(const struct tk_prof *p, struct tk_sym *sym, struct lin
 		free(t->v);
 		return rc;
 	}
+	if (nb && !t->n)   /* code ran, none of it on a line: say why the table is empty */
+		tk_log(TK_LOG_WARN, "none of the %zu executed blocks has a source line: the code has "
+		       "no line tables (build it with -g; give the binaries that have them with --elf)",
+		       nb);
 	if (t->n)
 		qsort(t->v, t->n, sizeof *t->v, cmp_line);
 	/* merge equal (file, line); a block that enters a line twice (a loop inside one

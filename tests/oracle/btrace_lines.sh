@@ -108,3 +108,11 @@ if bad:
     sys.exit(f"branches -O2: calls differ (tracekit, callgrind): {bad}")
 print("branches -O2: calls equal callgrind:", {fn: ours[fn] for fn in fns})
 PY
+
+# Without -g no executed block has a line: the table is empty and a warning says why.
+cc -O1 -o nolines "$SRC/examples/loops.c"
+"$TK" record --btrace -q -o n.tkbt -- ./nolines >/dev/null
+"$TK" profile --to lines -o nlines.txt n.tkbt 2>nlines.err
+[ "$(wc -l <nlines.txt)" = 1 ] && grep -q 'executed blocks has a source line: .* -g' nlines.err ||
+	{ echo "profile --to lines without line tables: no warning"; cat nlines.err; exit 1; }
+echo "without -g: the empty lines table is explained"

@@ -17,7 +17,8 @@
 #   and gzipped (convert --to chrome: the relay's thread; stats, report, check of a log
 #   cut short: decompressed ahead on a thread of its own); PT
 #   convert --to perfetto|chrome too (the timeline's formatter thread); a Kanata timeline
-#   of 36,000 labels (the names' helper thread); a gem5 log's stats (its converter's thread)
+#   of 36,000 labels (the names' helper thread); a gem5 log's stats and report (its
+#   converter's thread)
 # - a generated xtrace of 30 MB, four snapshots (dump -q, convert --to chrome)
 # - one decode with the progress line on a terminal (script -qc)
 # Fails on any ThreadSanitizer report, or on an output that differs from -j 1's.
@@ -143,8 +144,9 @@ head -c $(($(stat -c %s k4.log.gz) * 3 / 4)) k4.log.gz >k4cut.log.gz
 check "kanata-stats-gz" stats k4.log.gz
 check "kanata-report-gz" report -o /dev/stdout k4.log.gz
 check "kanata-check-cut-gz" check k4cut.log.gz
-# a gem5 log's statistics: converted on a thread of its own into a pipe the stats read
+# a gem5 log's statistics and report: converted on a thread into a pipe that they read
 check "gem5-stats" stats "$src/tests/data/kanata/gem5-2cpu.txt"
+check "gem5-report" report -o /dev/stdout "$src/tests/data/kanata/gem5-2cpu.txt"
 # a Kanata timeline of 36,000 distinct labels: the names' next map made and their next
 # block populated by a helper thread (from 28,672 names on)
 python3 "$src/bench/kanata-inflight.py" 5 kin.log

@@ -327,17 +327,18 @@ static const char *stage_name(void *ctx, unsigned stage, const char **lane)
 	return tk_kanata_decoder_stage(*(struct tk_kanata_decoder **)ctx, stage, lane);
 }
 
-/* A Kanata decoder feeding SINK, of the log IN (or of TEXT when not NULL). -j N: a plain
- * file is parsed in chunks on N threads (PROG follows them), SINK called on the calling
- * thread as they are merged; a compressed one (or TEXT) is read in order, its reader and
- * SINK on two threads through a relay (*RELAY; NULL at -j 1) from -j RELAY_FROM on. */
+/* A Kanata decoder feeding SINK, of the log IN (or of CONVERTED, the pipe of a gem5
+ * log's conversion, when not NULL). -j N: a plain file is parsed in chunks on N threads
+ * (PROG follows them), SINK called on the calling thread as they are merged; a compressed
+ * one (or CONVERTED) is read in order, its reader and SINK on two threads through a relay
+ * (*RELAY; NULL at -j 1) from -j RELAY_FROM on. */
 static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, const char *file,
 					     struct tk_sink sink, struct tk_input *in,
-					     const struct tk_buf *text, struct tk_progress *prog,
+					     struct tk_input *converted, struct tk_progress *prog,
 					     unsigned relay_from, struct tk_relay **relay, int *err)
 {
 	struct tk_kanata_decoder *d;
-	int chunks = tk_cmd_jobs(c) > 1 && !text && tk_input_compression(in) == TK_COMP_NONE;
+	int chunks = tk_cmd_jobs(c) > 1 && !converted && tk_input_compression(in) == TK_COMP_NONE;
 
 	*relay = NULL;
 	if (tk_cmd_jobs(c) >= relay_from && tk_cmd_jobs(c) > 1 && !chunks &&
@@ -355,12 +356,11 @@ static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, const char 
 	return d;
 }
 
-/* The log (IN, or TEXT when not NULL) decoded; with a relay, once the consumer has every
- * event (its error first). */
+/* The log IN decoded; with a relay, once the consumer has every event (its error first). */
 static int decode_all(struct tk_kanata_decoder *d, struct tk_relay *relay, struct tk_input *in,
-		      const struct tk_buf *text, struct tk_progress *prog)
+		      struct tk_progress *prog)
 {
-	int rc = text ? tk_kanata_decode_bytes(d, text->data, text->len, 1) : tk_kanata_decode(d, in);
+	int rc = tk_kanata_decode(d, in);
 
 	if (relay) {
 		int rrc = tk_relay_finish(relay);
@@ -401,7 +401,7 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 		tk_timeline_free(t);
 		return err;
 	}
-	rc = decode_all(d, relay, in, NULL, &prog);
+	rc = decode_all(d, relay, in, &prog);
 	int frc = tk_timeline_finish(t);
 	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
 	if (rc >= 0)
@@ -468,9 +468,9 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 }
 
 /* tracekit report: the page's pipeline parts from the decoder (Kanata has no source), fed
- * the input or, for gem5, the Kanata log it was converted to in memory (TEXT). */
+ * the input or, for gem5, the pipe of its conversion to Kanata (CONVERTED). */
 static int report_page(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		       const struct tk_format_info *fi, const struct tk_buf *text)
+		       const struct tk_format_info *fi, struct tk_input *converted)
 {
 	const struct tk_cmd_opts *o = c->o;
 	struct tk_kanata_decoder *d = NULL;
@@ -492,13 +492,13 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 	/* a compressed log at -j 2: the second core decompresses it ahead rather than
 	 * run the report's consumer on a relay (0.67 -> 0.64 s, CPU 1.05 -> 0.97 s) */
 	if (!(r = tk_report_new(&ro, &err)) ||
-	    !(d = decoder_new(c, file, tk_report_sink(r), in, text, &prog, text ? 2 : 3, &relay,
+	    !(d = decoder_new(c, file, tk_report_sink(r), in, converted, &prog, converted ? 2 : 3, &relay,
 			      &err))) {
 		tk_report_free(r);
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		return TK_EXIT_INPUT;
 	}
-	rc = decode_all(d, relay, in, text, &prog);
+	rc = decode_all(d, relay, converted ? converted : in, &prog);
 	if (rc < 0) {
 		CMD_ERROR(c, file, UINT64_MAX, "decode failed: %s", tk_strerror(rc));
 		status = TK_EXIT_INPUT;
@@ -604,32 +604,6 @@ static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_inpu
 	return gem5_status(c, file, &res, status);
 }
 
-/* tracekit report: the log converted to Kanata in memory, then Kanata's page (its cycles
- * are the converted log's). */
-static int gem5_report(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		       const struct tk_format_info *fi, struct tk_buf *unused)
-{
-	struct gem5_diag gd = { c, file };
-	struct tk_gem5_opts go = gem5_opts(&gd);
-	struct tk_gem5_result res;
-	struct tk_buf text;
-	int rc, status;
-
-	(void)unused;
-	if (tk_buf_init(&text, -1, 1 << 20) < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(-TK_E_NOMEM));
-		return TK_EXIT_INPUT;
-	}
-	if ((rc = tk_gem5_to_kanata(in, &text, &go, &res)) < 0 || (rc = text.err) < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
-		status = TK_EXIT_INPUT;
-	} else {
-		status = gem5_status(c, file, &res, report_page(c, file, in, fi, &text));
-	}
-	tk_buf_free(&text);
-	return status;
-}
-
 /* A gem5 log converted to Kanata on a thread of its own, into a pipe that the caller reads
  * as its input: in bounded memory (the conversion's window, the reader's buffer), beside
  * the reading. */
@@ -678,44 +652,81 @@ static void gem5_pipe_end(struct gem5_pipe *g, struct tk_kanata_counts *counts)
 	}
 }
 
+/* G's conversion of its input started into a pipe: *KIN reads it. 0, or an exit status
+ * (said). */
+static int gem5_pipe_start(struct gem5_pipe *g, struct tk_input **kin)
+{
+	const struct tk_cmd *c = g->gd.c;
+	char path[32];
+	int fds[2];
+
+	*kin = NULL;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		CMD_ERROR(c, g->gd.file, UINT64_MAX, "%s", strerror(errno));
+		return TK_EXIT_INPUT;
+	}
+	g->fd = fds[1];
+	g->rfd = fds[0];
+	if (pthread_create(&g->th, NULL, gem5_pipe_writer, g)) {
+		close(fds[0]);
+		close(fds[1]);
+		CMD_ERROR(c, g->gd.file, UINT64_MAX, "%s", tk_strerror(-TK_E_NOMEM));
+		return TK_EXIT_INPUT;
+	}
+	g->running = 1;
+	snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+	if (tk_input_open(kin, path, NULL) < 0) {
+		CMD_ERROR(c, g->gd.file, UINT64_MAX, "cannot read the conversion: %s", strerror(errno));
+		return TK_EXIT_INPUT;
+	}
+	return 0;
+}
+
+/* The reading of G's pipe (KIN) ended with STATUS: the conversion's end and its notes
+ * (gem5_status) into the exit status. */
+static int gem5_pipe_finish(struct gem5_pipe *g, struct tk_input *kin, int status)
+{
+	gem5_pipe_end(g, NULL);
+	tk_input_free(kin);
+	close(g->rfd);
+	if (g->rc < 0) {
+		CMD_ERROR(g->gd.c, g->gd.file, UINT64_MAX, "%s", tk_strerror(g->rc));
+		return TK_EXIT_INPUT;
+	}
+	return gem5_status(g->gd.c, g->gd.file, &g->res, status);
+}
+
 /* tracekit stats: Kanata's statistics of the log converted as it is read. */
 static int gem5_stats(const struct tk_cmd *c, const char *file, struct tk_input *in,
 		      const struct tk_format_info *fi, struct tk_buf *unused)
 {
 	struct gem5_pipe g = { .gd = { c, file }, .in = in };
-	struct tk_input *kin = NULL;
-	char path[32];
-	int fds[2], status;
+	struct tk_input *kin;
+	int status;
 
 	(void)fi, (void)unused;   /* (no --shard: tk_cmd_stats_partial) */
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "%s", strerror(errno));
-		return TK_EXIT_INPUT;
-	}
-	g.fd = fds[1];
-	g.rfd = fds[0];
-	if (pthread_create(&g.th, NULL, gem5_pipe_writer, &g)) {
-		close(fds[0]);
-		close(fds[1]);
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(-TK_E_NOMEM));
-		return TK_EXIT_INPUT;
-	}
-	g.running = 1;
-	snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
-	if (tk_input_open(&kin, path, NULL) < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "cannot read the conversion: %s", strerror(errno));
-		status = TK_EXIT_INPUT;
-	} else {
+	if ((status = gem5_pipe_start(&g, &kin)) && !g.running)
+		return status;
+	if (!status)
 		status = stats_of(c, file, kin, &g);
-	}
-	gem5_pipe_end(&g, NULL);
-	tk_input_free(kin);
-	close(fds[0]);
-	if (g.rc < 0) {
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(g.rc));
-		return TK_EXIT_INPUT;
-	}
-	return gem5_status(c, file, &g.res, status);
+	return gem5_pipe_finish(&g, kin, status);
+}
+
+/* tracekit report: Kanata's page of the log converted as it is read (its cycles are the
+ * converted log's). */
+static int gem5_report(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct gem5_pipe g = { .gd = { c, file }, .in = in };
+	struct tk_input *kin;
+	int status;
+
+	(void)unused;
+	if ((status = gem5_pipe_start(&g, &kin)) && !g.running)
+		return status;
+	if (!status)
+		status = report_page(c, file, in, fi, kin);
+	return gem5_pipe_finish(&g, kin, status);
 }
 
 /* check: the log read as the conversion reads it (its Kanata thrown away), every

@@ -732,18 +732,17 @@ static int gem5_report(const struct tk_cmd *c, const char *file, struct tk_input
 /* check: the log read as the conversion reads it (its Kanata thrown away), every
  * diagnostic on the output as Kanata's check lists them, then a summary. */
 struct gem5_check {
-	const char *file;
-	struct tk_buf *out;
+	struct diag dc;              /* Kanata's check printer, onto the output */
 	uint64_t errors, warnings;
 };
 
 static void gem5_check_diag(void *ctx, uint64_t line, int is_error, const char *msg)
 {
 	struct gem5_check *g = ctx;
+	struct tk_kanata_diag d = { .level = is_error ? TK_LOG_ERROR : TK_LOG_WARN,
+				    .line = line, .msg = msg };
 
-	tk_buf_text(g->out, g->file, strlen(g->file));
-	tk_buf_printf(g->out, ":%llu: %s: %s\n", (unsigned long long)line,
-		      is_error ? "error" : "warning", msg);
+	diag(&g->dc, &d);
 	*(is_error ? &g->errors : &g->warnings) += 1;
 }
 
@@ -767,7 +766,7 @@ static int gem5_check(const struct tk_cmd *c, const char *file, struct tk_input 
 		      const struct tk_format_info *fi, struct tk_buf *unused)
 {
 	struct tk_buf out;
-	struct gem5_check gc = { file, &out, 0, 0 };
+	struct gem5_check gc = { { c, file, &out, 0, 0 }, 0, 0 };
 	struct tk_gem5_opts go = { .sz = sizeof go, .diag = gem5_check_diag, .ctx = &gc };
 	struct tk_gem5_result res;
 	int rc;

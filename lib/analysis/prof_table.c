@@ -584,7 +584,11 @@ int prof_dlog_more(struct tk_prof *p)
 {
 	if (p->dlog_cur && p->dlog_cap < p->dlog_end) {
 		size_t e = p->dlog_cap + DLOG_SLICE < p->dlog_end ? p->dlog_cap + DLOG_SLICE : p->dlog_end;
-		dlog_populate(p->dlog_cur + p->dlog_cap, p->dlog_cur + e);
+		/* not a chunk on huge pages: each fault there makes 2 MiB writable holding
+		 * only its mapping's lock, where a populate holds the process's (its zeroing
+		 * of cold memory took 1.5-3 ms here, while another worker's mmap waited) */
+		if (p->dlog_end != DLOG_CHUNK || p->dlog[p->ndlog - 1].spilled)
+			dlog_populate(p->dlog_cur + p->dlog_cap, p->dlog_cur + e);
 		p->dlog_cap = e;
 		return 0;
 	}
@@ -602,8 +606,8 @@ int prof_dlog_more(struct tk_prof *p)
 	if (cap == DLOG_CHUNK && p->dlog_heap + cap * sizeof *c > prof_dlog_budget(p))
 		spilled = (c = prof_spill_chunk(p)) != NULL;   /* else memory, as long as there is */
 	/* A profile past its first chunk grows by millions of durations: its next chunks on
-	 * huge pages, made writable 2 MiB at a time (each 4 KiB page populated alone cost
-	 * 6 us here: 130 ms for a branch trace's 90 MB log). The first chunk, which a
+	 * huge pages, a fault for each 2 MiB (each 4 KiB page populated alone cost 6 us
+	 * here: 130 ms for a branch trace's 90 MB log). The first chunk, which a
 	 * chunk's profile often fills only in part, is small, on small pages: 8 MiB ones,
 	 * huge from the start, held 14 MB more of a sanitizer build's memory for a trace in
 	 * 56 parts (tests/oracle/btrace_memory.sh); on small pages throughout, the stores

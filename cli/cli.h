@@ -28,6 +28,11 @@ struct cli_command {
 	enum tk_cmd_kind kind;       /* which of the formats' options it takes */
 	int (*run)(struct tk_cmd_opts *o);
 	const char *to;              /* the --to values it takes, space-separated (completion) */
+	/* The shared options it reads beyond those every command takes (-j, -o, -q, --format,
+	 * --progress, --no-progress, --color, --help): long names, space-separated; "time"
+	 * is --time alone (times on each line), "time-window" is --time A:B. The parser
+	 * refuses the others, which it would ignore. */
+	const char *takes;
 };
 
 /* `tracekit help CMD`: its usage, then the options the formats declare for it. */

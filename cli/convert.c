@@ -53,6 +53,13 @@ static const char usage[] =
 
 static int run(struct tk_cmd_opts *o)
 {
+	/* the profile's table options only where convert writes a profile (--to folded, pprof) */
+	if ((o->sort || o->top || o->threads) &&
+	    (!o->to || tk_timeline_kind_by_name(o->to) || !tk_out_kind_by_name(o->to))) {
+		cli_error(NULL, UINT64_MAX, "convert: --sort, --top and --threads are for a profile "
+			  "output (--to folded, pprof), not --to %s", o->to ? o->to : "(none)");
+		return EXIT_USAGE;
+	}
 	return cli_run_op(o, "convert", TK_CMD_CONVERT);
 }
 
@@ -63,4 +70,6 @@ const struct cli_command cli_cmd_convert = {
 	.kind = TK_CMD_CONVERT,
 	.run = run,
 	.to = "perfetto chrome json folded pprof kanata ipt xray-yaml",
+	.takes = "to elf time-window sort top threads no-demangle short-names pid comm "
+		 "function exclude depth min-time min-insns max-events",
 };

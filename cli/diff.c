@@ -103,11 +103,6 @@ static int run(struct tk_cmd_opts *o)
 		cli_error(NULL, UINT64_MAX, "diff: give two inputs, A and B (%d given)", o->nargs);
 		return EXIT_USAGE;
 	}
-	if (o->threads || o->shard || o->mpi || o->stacks || o->lines || o->source) {
-		cli_error(NULL, UINT64_MAX, "diff: compares whole profiles (no --threads, --shard, "
-			  "--mpi, --stacks, --lines, --source)");
-		return EXIT_USAGE;
-	}
 	if (tk_out_diff_sort_check(o->sort, &keys) < 0) {
 		cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (%s)", o->sort, keys);
 		return EXIT_USAGE;
@@ -158,4 +153,8 @@ const struct cli_command cli_cmd_diff = {
 	.kind = TK_CMD_PROFILE,
 	.run = run,
 	.to = "text csv json folded",
+	/* (not --threads, --shard, --mpi, --stacks, --lines, --source: it compares whole
+	 * profiles, as their text tables) */
+	.takes = "to elf time-window sort top no-demangle short-names pid comm function "
+		 "exclude depth min-time min-insns",
 };

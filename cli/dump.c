@@ -48,4 +48,5 @@ const struct cli_command cli_cmd_dump = {
 	.usage = usage,
 	.kind = TK_CMD_DUMP,
 	.run = run,
+	.takes = "no-offset time",
 };

@@ -108,4 +108,5 @@ const struct cli_command cli_cmd_info = {
 	.usage = usage,
 	.kind = TK_CMD_INFO,
 	.run = run,
+	.takes = "pid comm",
 };

@@ -22,7 +22,9 @@ static const char usage[] =
 	"                  account, account-csv\n"
 	"  --sort KEY      sort by KEY\n"
 	"  --top N         only the first N rows\n"
-	"  --threads       per thread instead of merged    -o FILE   write to FILE\n"
+	"  --threads       per thread instead of merged\n"
+	"  --stacks, --lines, --source, --no-demangle, --short-names: as profile's\n"
+	"  -o FILE         write to FILE\n"
 	"\n"
 	"Refused (exit 2): partials of other inputs, options, commands or shard counts, a\n"
 	"missing or repeated shard. Unreadable or damaged partial (exit 3): the file and offset.\n";
@@ -401,4 +403,5 @@ const struct cli_command cli_cmd_merge = {
 	.kind = TK_CMD__COUNT,   /* no format's options: the partials carry the shards' */
 	.run = run,
 	.to = "text json csv folded pprof calltree lines blocks source",
+	.takes = "to sort top threads stacks lines source no-demangle short-names",
 };

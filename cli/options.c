@@ -90,6 +90,11 @@ static void options_setup(void)
 static const struct tk_cmd_option *given_opts[128];
 static size_t ngiven_opts;
 static unsigned char given_taken[128];   /* some input's format took it */
+/* The shared options about code and calls the command line gave, which a pipeline log
+ * (Kanata, gem5) has neither of: refused for such an input (cli_format_opts_refused). */
+static const char *const code_opts[] = { "elf", "no-demangle", "short-names", "function",
+					 "exclude", "depth", "min-time", "min-insns" };
+static const char *given_code_opt;
 static int given_deferred;               /* cli_format_opts_defer */
 
 /* Some format's table has option NAME for commands of KIND. */
@@ -102,6 +107,33 @@ static int option_declared(const char *name, enum tk_cmd_kind kind)
 		for (; t->name; t++)
 			if (!strcmp(t->name, name) && (t->commands & TK_CMD_BIT(kind)))
 				return 1;
+	return 0;
+}
+
+/* The shared options every command takes (a command's cli_command.takes names the rest). */
+static const char *const every_command[] = { "jobs", "output", "quiet", "help", "format",
+					     "progress", "no-progress", "color" };
+
+/* The long name of common option C (getopt's value), or NULL for a format's option. */
+static const char *common_name(int c)
+{
+	for (size_t i = 0; i < sizeof common_opts / sizeof common_opts[0]; i++)
+		if (common_opts[i].val == c)
+			return common_opts[i].name;
+	return NULL;
+}
+
+/* Whether CMD reads the common option NAME ("time-window": --time A:B). */
+static int common_taken(const struct cli_command *cmd, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < sizeof every_command / sizeof every_command[0]; i++)
+		if (!strcmp(every_command[i], name))
+			return 1;
+	for (const char *p = cmd->takes; p && (p = strstr(p, name)); p += len)
+		if ((p == cmd->takes || p[-1] == ' ') && (p[len] == ' ' || !p[len]))
+			return 1;
 	return 0;
 }
 
@@ -312,19 +344,18 @@ size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
 
 	buf[0] = 0;
 	options_setup();
-	/* the shared options the command's usage names (-j, -o, --to, ...) */
-	for (const char *p = cmd->usage; (p = strchr(p, '-')); ) {
-		size_t wl = 1;
-		while (isalnum((unsigned char)p[wl]) || p[wl] == '-')
-			wl++;
-		int known = wl == 2 && strchr("joqFNDt", p[1]);
-		/* (the common ones: a format's, such as "record --btrace" in stats' usage,
-		 * are the command's when its table says so, below) */
-		for (size_t i = 0; !known && p[1] == '-' && i < sizeof common_opts / sizeof common_opts[0]; i++)
-			known = strlen(long_opts[i].name) == wl - 2 && !strncmp(long_opts[i].name, p + 2, wl - 2);
-		if (known && (p == cmd->usage || !isalnum((unsigned char)p[-1])))
-			add_word(buf, n, &len, p, wl);
-		p += wl;
+	/* the shared options it reads, with their one-letter spellings */
+	for (size_t i = 0; i < sizeof common_opts / sizeof common_opts[0]; i++) {
+		const struct option *c = &common_opts[i];
+		char w[64];
+		if (!common_taken(cmd, c->name) && (c->val != OPT_TIME || !common_taken(cmd, "time-window")))
+			continue;
+		if (c->val < 256) {
+			snprintf(w, sizeof w, "-%c", c->val);
+			add_word(buf, n, &len, w, 2);
+		}
+		int wl = snprintf(w, sizeof w, "--%s", c->name);
+		add_word(buf, n, &len, w, (size_t)wl);
 	}
 	for (size_t i = 0; (t = tk_cmd_option_table(i, &title)); i++)
 		for (; t->name; t++)
@@ -333,7 +364,6 @@ size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
 				int wl = snprintf(w, sizeof w, "--%s", t->name);
 				add_word(buf, n, &len, w, (size_t)wl);
 			}
-	add_word(buf, n, &len, "--help", 6);
 	return len;
 }
 
@@ -346,6 +376,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	memset(o, 0, sizeof *o);
 	ngiven_opts = 0;
 	given_deferred = 0;
+	given_code_opt = NULL;
 	o->progress = 1;
 	o->color = -1;
 	options_setup();
@@ -355,6 +386,17 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	 * non-option ('+') so that `record -- CMD ARGS` keeps CMD's own options. */
 	const char *shortopts = strcmp(cmd->name, "record") == 0 ? "+j:o:qh" : "j:o:qhF:N:D:t:";
 	while ((c = getopt_long(argc, argv, shortopts, long_opts, NULL)) != -1) {
+		const char *name = c == '?' ? NULL : common_name(c);
+		/* a shared option the command would not read is refused, not ignored (--time:
+		 * below, where its two forms are told apart) */
+		if (name && c != OPT_TIME && !common_taken(cmd, name)) {
+			cli_error(NULL, UINT64_MAX, "%s: --%s is not an option of %s (see: tracekit "
+				  "help %s)", cmd->name, name, cmd->name, cmd->name);
+			return EXIT_USAGE;
+		}
+		for (size_t i = 0; name && !given_code_opt && i < sizeof code_opts / sizeof code_opts[0]; i++)
+			if (!strcmp(name, code_opts[i]))
+				given_code_opt = code_opts[i];
 		switch (c) {
 		case 'j':
 			if ((rc = num_arg("-j", optarg, &v)))
@@ -387,6 +429,14 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 			 * (profile, convert). A following word that looks like a range is taken. */
 			if (!optarg && optind < argc && looks_like_range(argv[optind]))
 				optarg = argv[optind++];
+			if (!common_taken(cmd, optarg ? "time-window" : "time")) {
+				cli_error(NULL, UINT64_MAX, "%s: %s is not an option of %s (%s; see: "
+					  "tracekit help %s)", cmd->name, optarg ? "--time A:B" : "--time",
+					  cmd->name, common_taken(cmd, "time") ? "--time alone prints "
+					  "times" : common_taken(cmd, "time-window") ? "a window is --time "
+					  "A:B" : "no times", cmd->name);
+				return EXIT_USAGE;
+			}
 			if (optarg)
 				o->time_window = optarg;
 			else
@@ -531,6 +581,11 @@ int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 {
 	char titles[256];
 
+	if (given_code_opt && (fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3) && !given_deferred) {
+		cli_error(file, UINT64_MAX, "--%s: %s input has no code or calls", given_code_opt,
+			  tk_format_description(fi->id));
+		return EXIT_USAGE;
+	}
 	for (size_t i = 0; i < ngiven_opts; i++) {
 		const char *name = given_opts[i]->name;
 

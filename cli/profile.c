@@ -340,4 +340,7 @@ const struct cli_command cli_cmd_profile = {
 	.kind = TK_CMD_PROFILE,
 	.run = run,
 	.to = "text json csv folded pprof callgrind calltree lines blocks source account account-csv",
+	.takes = "to elf time-window sort top threads stacks lines source no-demangle "
+		 "short-names shard mpi pid comm function exclude depth min-time "
+		 "min-insns",
 };

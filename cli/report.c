@@ -183,4 +183,6 @@ const struct cli_command cli_cmd_report = {
 	.usage = usage,
 	.kind = TK_CMD_REPORT,
 	.run = run,
+	.takes = "elf time-window top no-demangle short-names pid comm function exclude "
+		 "depth min-time min-insns",
 };

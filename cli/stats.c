@@ -44,4 +44,5 @@ const struct cli_command cli_cmd_stats = {
 	.kind = TK_CMD_STATS,
 	.run = run,
 	.to = "text json csv",
+	.takes = "to elf shard mpi pid comm",
 };

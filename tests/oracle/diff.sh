@@ -221,7 +221,7 @@ refused() {   # WANT_STATUS PATTERN ARGS...
 refused 2 "give two inputs" "$xa"
 refused 2 "unknown key 'bogus' (function, " --sort bogus "$xa" "$xb"
 refused 2 "diff writes text, csv, json or folded" --to pprof "$xa" "$xb"
-refused 2 "no --threads" --threads "$xa" "$xb"
+refused 2 "threads is not an option of diff" --threads "$xa" "$xb"
 refused 3 "$work/none" "$xa" "$work/none"
 head -c 400 "$xa" >"$work/cut.xray"
 refused 1 "cut.xray" "$xa" "$work/cut.xray"

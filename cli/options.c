@@ -95,6 +95,9 @@ static unsigned char given_taken[128];   /* some input's format took it */
 static const char *const code_opts[] = { "elf", "no-demangle", "short-names", "function",
 					 "exclude", "depth", "min-time", "min-insns" };
 static const char *given_code_opt;
+/* convert's --sort, --top or --threads: for a profile target, which a pipeline log's
+ * conversions never are (its --to json is Chrome JSON) */
+static const char *given_table_opt;
 static int given_deferred;               /* cli_format_opts_defer */
 
 /* Some format's table has option NAME for commands of KIND. */
@@ -348,7 +351,8 @@ size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
 	for (size_t i = 0; i < sizeof common_opts / sizeof common_opts[0]; i++) {
 		const struct option *c = &common_opts[i];
 		char w[64];
-		if (!common_taken(cmd, c->name) && (c->val != OPT_TIME || !common_taken(cmd, "time-window")))
+		if (!common_taken(cmd, c->name) &&
+		    (c->val != OPT_TIME || !common_taken(cmd, "time-window")))
 			continue;
 		if (c->val < 256) {
 			snprintf(w, sizeof w, "-%c", c->val);
@@ -376,7 +380,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	memset(o, 0, sizeof *o);
 	ngiven_opts = 0;
 	given_deferred = 0;
-	given_code_opt = NULL;
+	given_code_opt = given_table_opt = NULL;
 	o->progress = 1;
 	o->color = -1;
 	options_setup();
@@ -394,9 +398,12 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 				  "help %s)", cmd->name, name, cmd->name, cmd->name);
 			return EXIT_USAGE;
 		}
-		for (size_t i = 0; name && !given_code_opt && i < sizeof code_opts / sizeof code_opts[0]; i++)
+		for (size_t i = 0; name && !given_code_opt && i < sizeof code_opts / sizeof *code_opts; i++)
 			if (!strcmp(name, code_opts[i]))
 				given_code_opt = code_opts[i];
+		if (name && cmd->kind == TK_CMD_CONVERT && !given_table_opt &&
+		    (c == OPT_SORT || c == OPT_TOP || c == OPT_THREADS))
+			given_table_opt = name;
 		switch (c) {
 		case 'j':
 			if ((rc = num_arg("-j", optarg, &v)))
@@ -581,9 +588,11 @@ int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 {
 	char titles[256];
 
-	if (given_code_opt && (fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3) && !given_deferred) {
-		cli_error(file, UINT64_MAX, "--%s: %s input has no code or calls", given_code_opt,
-			  tk_format_description(fi->id));
+	int pipeline = fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3;
+	if (pipeline && (given_code_opt || given_table_opt) && !given_deferred) {
+		cli_error(file, UINT64_MAX, "--%s: %s input has no code or calls%s",
+			  given_code_opt ? given_code_opt : given_table_opt,
+			  tk_format_description(fi->id), given_code_opt ? "" : " (no profile to convert to)");
 		return EXIT_USAGE;
 	}
 	for (size_t i = 0; i < ngiven_opts; i++) {

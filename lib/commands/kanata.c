@@ -492,8 +492,8 @@ static int report_page(const struct tk_cmd *c, const char *file, struct tk_input
 	/* a compressed log at -j 2: the second core decompresses it ahead rather than
 	 * run the report's consumer on a relay (0.67 -> 0.64 s, CPU 1.05 -> 0.97 s) */
 	if (!(r = tk_report_new(&ro, &err)) ||
-	    !(d = decoder_new(c, file, tk_report_sink(r), in, converted, &prog, converted ? 2 : 3, &relay,
-			      &err))) {
+	    !(d = decoder_new(c, file, tk_report_sink(r), in, converted, &prog, converted ? 2 : 3,
+			      &relay, &err))) {
 		tk_report_free(r);
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		return TK_EXIT_INPUT;

@@ -371,6 +371,35 @@ size_t cli_command_options(const struct cli_command *cmd, char *buf, size_t n)
 	return len;
 }
 
+/* --stacks, --lines and --source are other spellings of --to folded, lines and source: two
+ * of them naming different outputs are refused, not one silently preferred. */
+static int one_output(const struct cli_command *cmd, const struct tk_cmd_opts *o)
+{
+	const struct { int given; const char *flag, *to; } alias[] = {
+		{ o->stacks, "--stacks", "folded" },
+		{ o->lines, "--lines", "lines" },
+		{ o->source, "--source", "source" },
+	};
+	char first[64] = "";   /* the first output named, as the user spelled it */
+	const char *to = o->to;
+
+	if (to)
+		snprintf(first, sizeof first, "--to %s", to);
+	for (size_t i = 0; i < sizeof alias / sizeof *alias; i++) {
+		if (!alias[i].given)
+			continue;
+		if (!to) {
+			to = alias[i].to;
+			snprintf(first, sizeof first, "%s (--to %s)", alias[i].flag, to);
+		} else if (strcmp(to, alias[i].to)) {
+			cli_error(NULL, UINT64_MAX, "%s: %s and %s (--to %s) name two outputs: give one",
+				  cmd->name, first, alias[i].flag, alias[i].to);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 /* Returns 0, EXIT_USAGE, or -1 when help was printed. */
 int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cmd_opts *o)
 {
@@ -523,6 +552,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	o->tid32 = (uint32_t)o->tid;
 	if (getenv("TK_KANATA_CHUNK"))   /* tests: small Kanata chunks (shards' plans too) */
 		o->kanata_chunk = strtoull(getenv("TK_KANATA_CHUNK"), NULL, 10);
+	if ((rc = one_output(cmd, o)))
+		return rc;
 	if (o->cpu && (rc = cpu_list(o->cpu, o)))
 		return rc;
 	for (int n = 0; n < 4; n++) {   /* --filter:addrN_*: what IA32_RTIT_ADDRn_CFG can be */

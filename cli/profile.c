@@ -253,6 +253,18 @@ int cli_profile_output_refused(const struct tk_cmd_opts *o, const char *file,
 	return EXIT_USAGE;
 }
 
+int cli_profile_unsupported(const char *file, const struct tk_format_info *fi)
+{
+	/* a Kanata log has a source (report's pipeline section), but no calls to profile: its
+	 * table was one "[unknown]" row of ticks */
+	if (fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3) {
+		cli_error(file, UINT64_MAX, "%s input has no code or calls to profile (tracekit "
+			  "stats and report read it)", tk_format_description(fi->id));
+		return EXIT_INPUT;
+	}
+	return tk_source_supported(fi->id) ? 0 : cli_unsupported("profile", file, fi);
+}
+
 /* Options -> source -> runner -> writer, for every format with a source. */
 int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
@@ -268,8 +280,8 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 
 	if ((rc = cli_run_filter(o, &filter)))
 		return rc;
-	if (!tk_source_supported(fi->id))
-		return cli_unsupported("profile", file, fi);
+	if ((rc = cli_profile_unsupported(file, fi)))
+		return rc;
 	if (!kind || key < 0) {
 		if (!kind)
 			cli_error(NULL, UINT64_MAX, "--to: unknown output '%s' (text, json, csv, folded, "

@@ -297,8 +297,8 @@ int cli_shard_build(struct tk_cmd_opts *o, int command, uint32_t shard, uint32_t
 			if ((rc = shard_stats(o, file, &v[i], pi, &msgs)) > status)
 				status = rc;
 			continue;
-		} else if (!tk_source_supported(v[i].fi.id)) {
-			status = cli_unsupported("profile", file, &v[i].fi);
+		} else if ((rc = cli_profile_unsupported(file, &v[i].fi))) {
+			status = rc;
 		} else if (so = cli_source_opts(o, &v[i].fi), so.msg = shard_msg, so.ctx = &msgs,
 			   tk_source_open_input(&v[i].s, file, v[i].in, &so) < 0) {
 			status = EXIT_INPUT;

@@ -546,6 +546,14 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 
 	if (!sharding && !counts_only && !tk_cmd_stats_format(c))
 		return TK_EXIT_USAGE;
+	/* the counts are kept per address over one image, not per thread: a filter was
+	 * ignored here (the whole session counted) */
+	if (tk_thread_filter_on(&c->o->filter)) {
+		CMD_ERROR(c, file, UINT64_MAX, "--pid, --tid, --comm, --cpu LIST: %s counts the "
+			  "whole trace (per thread or CPU: decode --stat, profile)",
+			  counts_only ? "a shard of decode --stat" : "stats");
+		return TK_EXIT_USAGE;
+	}
 	if ((status = session_open(c, file, in, fi, 1, &x)))
 		return status;
 	if (!(ex = tk_ipt_exec_new(x.img, &err)) || (sharding && (err = shard_plan(&x, c->part)) < 0)) {

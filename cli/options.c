@@ -90,13 +90,16 @@ static void options_setup(void)
 static const struct tk_cmd_option *given_opts[128];
 static size_t ngiven_opts;
 static unsigned char given_taken[128];   /* some input's format took it */
-/* The shared options about code and calls the command line gave, which a pipeline log
- * (Kanata, gem5) has neither of: refused for such an input (cli_format_opts_refused). */
+/* The shared options about code, calls and processes the command line gave, which a
+ * pipeline log (Kanata, gem5) has none of: refused for such an input
+ * (cli_format_opts_refused). */
 static const char *const code_opts[] = { "elf", "no-demangle", "short-names", "function",
-					 "exclude", "depth", "min-time", "min-insns" };
+					 "exclude", "depth", "min-time", "min-insns", "pid",
+					 "comm" };
 static const char *given_code_opt;
 /* convert's --sort, --top or --threads: for a profile target, which a pipeline log's
- * conversions never are (its --to json is Chrome JSON) */
+ * conversions never are (its --to json is Chrome JSON); report's --top: its function
+ * table, which a pipeline log's page has not */
 static const char *given_table_opt;
 static int given_deferred;               /* cli_format_opts_defer */
 
@@ -430,8 +433,9 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 		for (size_t i = 0; name && !given_code_opt && i < sizeof code_opts / sizeof *code_opts; i++)
 			if (!strcmp(name, code_opts[i]))
 				given_code_opt = code_opts[i];
-		if (name && cmd->kind == TK_CMD_CONVERT && !given_table_opt &&
-		    (c == OPT_SORT || c == OPT_TOP || c == OPT_THREADS))
+		if (name && !given_table_opt &&
+		    ((cmd->kind == TK_CMD_CONVERT && (c == OPT_SORT || c == OPT_THREADS)) ||
+		     ((cmd->kind == TK_CMD_CONVERT || cmd->kind == TK_CMD_REPORT) && c == OPT_TOP)))
 			given_table_opt = name;
 		switch (c) {
 		case 'j':
@@ -621,9 +625,9 @@ int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 
 	int pipeline = fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3;
 	if (pipeline && (given_code_opt || given_table_opt) && !given_deferred) {
-		cli_error(file, UINT64_MAX, "--%s: %s input has no code or calls%s",
+		cli_error(file, UINT64_MAX, "--%s: %s input has no code, calls or processes%s",
 			  given_code_opt ? given_code_opt : given_table_opt,
-			  tk_format_description(fi->id), given_code_opt ? "" : " (no profile to convert to)");
+			  tk_format_description(fi->id), given_code_opt ? "" : " (no function table)");
 		return EXIT_USAGE;
 	}
 	for (size_t i = 0; i < ngiven_opts; i++) {

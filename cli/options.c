@@ -101,6 +101,9 @@ static const char *given_code_opt;
  * conversions never are (its --to json is Chrome JSON); report's --top: its function
  * table, which a pipeline log's page has not */
 static const char *given_table_opt;
+/* --time alone (decode, dump): times printed, which only Intel PT and branch traces have
+ * in those listings */
+static int given_time_flag;
 static int given_deferred;               /* cli_format_opts_defer */
 
 /* Some format's table has option NAME for commands of KIND. */
@@ -413,6 +416,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	ngiven_opts = 0;
 	given_deferred = 0;
 	given_code_opt = given_table_opt = NULL;
+	given_time_flag = 0;
 	o->progress = 1;
 	o->color = -1;
 	options_setup();
@@ -477,6 +481,7 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 					  "A:B" : "no times", cmd->name);
 				return EXIT_USAGE;
 			}
+			given_time_flag = !optarg;
 			if (optarg)
 				o->time_window = optarg;
 			else
@@ -628,6 +633,12 @@ int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 		cli_error(file, UINT64_MAX, "--%s: %s input has no code, calls or processes%s",
 			  given_code_opt ? given_code_opt : given_table_opt,
 			  tk_format_description(fi->id), given_code_opt ? "" : " (no function table)");
+		return EXIT_USAGE;
+	}
+	if (given_time_flag && !given_deferred && fi->id != TK_FMT_IPT && fi->id != TK_FMT_PERF &&
+	    fi->id != TK_FMT_TKBT) {
+		cli_error(file, UINT64_MAX, "--time (times printed) is for Intel PT and branch "
+			  "traces, not for %s input", tk_format_description(fi->id));
 		return EXIT_USAGE;
 	}
 	for (size_t i = 0; i < ngiven_opts; i++) {

@@ -550,8 +550,9 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 	 * ignored here (the whole session counted) */
 	if (tk_thread_filter_on(&c->o->filter)) {
 		CMD_ERROR(c, file, UINT64_MAX, "--pid, --tid, --comm, --cpu LIST: %s counts the "
-			  "whole trace (per thread or CPU: decode --stat, profile)",
-			  counts_only ? "a shard of decode --stat" : "stats");
+			  "whole trace (per thread or CPU: %s)",
+			  counts_only ? "a shard of decode --stat" : "stats",
+			  counts_only ? "decode --stat in one process" : "decode --stat, profile");
 		return TK_EXIT_USAGE;
 	}
 	if ((status = session_open(c, file, in, fi, 1, &x)))

@@ -1985,12 +1985,16 @@ static int tl_events(struct tk_timeline *t, const struct tk_event *ev, size_t n)
 			if (!tr)
 				return -TK_E_NOMEM;
 		}
-		uint64_t time = e->time != TK_TIME_NONE ? e->time : tr->t_last;
+		uint64_t time = e->time != TK_TIME_NONE ? e->time : tr->t_last, before = tr->t_last;
 		if (e->time != TK_TIME_NONE)
 			tr->t_last = e->time;
 		if (time != TK_TIME_NONE) {
 			int inside = in_window(t, time);
-			if (!tr->in_window && inside && tr->depth)
+			/* (or the track stepped over the whole window: its open calls span it, as
+			 * the profile's window counts them) */
+			if (!tr->in_window && tr->depth &&
+			    (inside || (time >= t->window_end && before != TK_TIME_NONE &&
+					before < t->o.time_begin)))
 				rc = enter_window(t, tr);
 			else if (inside)
 				tr->in_window = 1;

@@ -90,6 +90,10 @@ X=$SRC/tests/data/xray
 window "$X/fdr-v5.xray" 1012 1222      # cuts calls at both ends
 window "$X/fdr-v5.xray" 1016 1021      # inside one call
 window "$X/fdr-v5.xray" 1000 9000000012
+# thread 101 steps over the window inside function 1 (no record in it), thread 202 over the
+# second inside function 4: the open call spans the window (the timeline drew nothing)
+window "$X/fdr-v5.xray" 1023 1200
+window "$X/fdr-v5.xray" 6000 7000
 window "$X/basic-v3.xray" 0 1
 window "$X/fdr-v5-inherit.xray" 0 18446744073709551615
 

@@ -628,15 +628,14 @@ int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 {
 	char titles[256];
 
-	int pipeline = fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3;
-	if (pipeline && (given_code_opt || given_table_opt) && !given_deferred) {
+	unsigned has = tk_cmd_format_has(fi->id);
+	if (!(has & TK_CMD_HAS_CALLS) && (given_code_opt || given_table_opt) && !given_deferred) {
 		cli_error(file, UINT64_MAX, "--%s: %s input has no code, calls or processes%s",
 			  given_code_opt ? given_code_opt : given_table_opt,
 			  tk_format_description(fi->id), given_code_opt ? "" : " (no function table)");
 		return EXIT_USAGE;
 	}
-	if (given_time_flag && !given_deferred && fi->id != TK_FMT_IPT && fi->id != TK_FMT_PERF &&
-	    fi->id != TK_FMT_TKBT) {
+	if (given_time_flag && !given_deferred && !(has & TK_CMD_HAS_TIME_COLUMNS)) {
 		cli_error(file, UINT64_MAX, "--time (times printed) is for Intel PT and branch "
 			  "traces, not for %s input", tk_format_description(fi->id));
 		return EXIT_USAGE;

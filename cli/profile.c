@@ -257,7 +257,7 @@ int cli_profile_unsupported(const char *file, const struct tk_format_info *fi)
 {
 	/* a Kanata log has a source (report's pipeline section), but no calls to profile: its
 	 * table was one "[unknown]" row of ticks */
-	if (fi->id == TK_FMT_KANATA || fi->id == TK_FMT_GEM5_O3) {
+	if (!(tk_cmd_format_has(fi->id) & TK_CMD_HAS_CALLS)) {
 		cli_error(file, UINT64_MAX, "%s input has no code or calls to profile (tracekit "
 			  "stats and report read it)", tk_format_description(fi->id));
 		return EXIT_INPUT;

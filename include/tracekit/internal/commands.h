@@ -234,6 +234,12 @@ struct tk_cmd_option {
 const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title);
 /* Input of format ID takes the formats' option NAME (a gem5 log: Kanata's too). */
 int tk_cmd_format_takes(enum tk_format_id id, const char *name);
+/* What format ID's input has, for the shared options about it (the CLI refuses one the
+ * input has nothing for): TK_CMD_HAS_CALLS code or calls (not a pipeline log: --elf, the call
+ * filters, --pid, profiles); TK_CMD_HAS_TIME_COLUMNS times that decode and dump print with
+ * --time. */
+enum { TK_CMD_HAS_CALLS = 1, TK_CMD_HAS_TIME_COLUMNS = 2 };
+unsigned tk_cmd_format_has(enum tk_format_id id);
 
 struct tk_run_filter;
 /* uftrace's call filters of the command line (-F, -N, -D, --min-time, --min-insns) into F

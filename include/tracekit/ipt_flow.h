@@ -194,8 +194,14 @@ struct tk_ipt_exec_stats {
 };
 struct tk_ipt_exec;
 TK_API struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err);
-/* Decode one stream (chunks in parallel, opts->image replaced by the one given to new)
- * and add what it executed; ONE (may be NULL) gets this stream's decoding counts. */
+/* The number of IMG among the images the statistics count code of, added when new (the
+ * image given to new is 0), or -TK_E_NOMEM. Each image's code is counted apart: a
+ * perf.data session's processes (the same address in two is other code). */
+TK_API int tk_ipt_exec_image(struct tk_ipt_exec *x, const struct tk_image *img);
+TK_API size_t tk_ipt_exec_nimages(const struct tk_ipt_exec *x);
+/* Decode one stream (chunks in parallel, against opts->image, or the one given to new
+ * where that is NULL) and add what it executed; ONE (may be NULL) gets this stream's
+ * decoding counts. */
 TK_API int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 		    const struct tk_ipt_flow_opts *opts, struct tk_ipt_flow_stats *one);
 /* Decode only chunks [FIRST, FIRST + COUNT) of the streams added from now on, numbered
@@ -219,10 +225,13 @@ TK_API void tk_ipt_exec_free(struct tk_ipt_exec *x);
 struct tk_ipt_exec_block {
 	uint64_t start, last, execs;  /* first and last instruction, executions */
 	uint32_t ninsn, mode;         /* instructions; mode: 0 64-bit, 1 32-bit, 2 16-bit */
+	uint32_t image;               /* the image's number (tk_ipt_exec_image) */
 };
 TK_API int tk_ipt_exec_blocks(const struct tk_ipt_exec *x,
 			      int (*fn)(void *ctx, const struct tk_ipt_exec_block *b), void *ctx);
 TK_API size_t tk_ipt_exec_nblocks(const struct tk_ipt_exec *x);
+/* -TK_E_INVAL: B's image is not one of X's (the merging process numbers the images as the
+ * others did: tk_ipt_exec_image in the same order). */
 TK_API int tk_ipt_exec_add_block(struct tk_ipt_exec *x, const struct tk_ipt_exec_block *b);
 TK_API const struct tk_ipt_exec_stats *tk_ipt_exec_counts(const struct tk_ipt_exec *x);
 TK_API void tk_ipt_exec_add_counts(struct tk_ipt_exec *x, const struct tk_ipt_exec_stats *s);

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define TK_PARTIAL_VERSION 4
+#define TK_PARTIAL_VERSION 5
 
 /* Why bytes could not be read: CODE (-TK_E_*), the byte OFFSET (from the start of what
  * was given) and what was wrong there. */

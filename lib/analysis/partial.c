@@ -961,8 +961,9 @@ int tk_partial_read(struct tk_partial *p, const uint8_t *data, size_t len, struc
 
 /* ---- execution statistics (Intel PT, perf.data, branch traces) --------------------------- */
 
-#define EXEC_MAGIC "TKEXEC\0\1"
-#define EXEC_BLOCK_BYTES 32
+/* version 2: each block names its image (a process's code) */
+#define EXEC_MAGIC "TKEXEC\0\2"
+#define EXEC_BLOCK_BYTES 36
 
 static void put_flow(struct wbuf *w, const struct tk_ipt_flow_stats *f)
 {
@@ -987,6 +988,8 @@ static int block_order(const void *a, const void *b)
 {
 	const struct tk_ipt_exec_block *x = a, *y = b;
 
+	if (x->image != y->image)
+		return x->image < y->image ? -1 : 1;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
 	if (x->last != y->last)
@@ -1022,6 +1025,7 @@ int tk_partial_exec_save(const struct tk_ipt_exec *x, uint8_t **data, size_t *le
 		put64(&w, v[i].execs);
 		put32(&w, v[i].ninsn);
 		put32(&w, v[i].mode);
+		put32(&w, v[i].image);
 	}
 	free(v);
 	return finish(&w, data, len);
@@ -1066,12 +1070,17 @@ int tk_partial_exec_load(struct tk_ipt_exec *into, const uint8_t *data, size_t l
 		v[i].execs = get64(&r, "a block");
 		v[i].ninsn = get32(&r, "a block");
 		v[i].mode = get32(&r, "a block");
+		v[i].image = get32(&r, "a block");
 		/* each instruction is at least a byte: a count that does not fit is damage */
 		if (!failed(&r) && (v[i].mode > 2 || v[i].last < v[i].start ||
 				    v[i].ninsn - 1 > v[i].last - v[i].start || !v[i].ninsn))
 			fail(&r, -TK_E_BAD_FORMAT, at, "block %u: %u instructions from 0x%llx to "
 			     "0x%llx in mode %u", i, v[i].ninsn, (unsigned long long)v[i].start,
 			     (unsigned long long)v[i].last, v[i].mode);
+		/* the images are the session's processes, numbered alike in every shard */
+		else if (!failed(&r) && v[i].image >= tk_ipt_exec_nimages(into))
+			fail(&r, -TK_E_BAD_FORMAT, at, "block %u: in image %u, of %zu (made from "
+			     "another session?)", i, v[i].image, tk_ipt_exec_nimages(into));
 	}
 	if (!failed(&r) && r.off != r.n)
 		fail(&r, -TK_E_BAD_FORMAT, r.off, "%zu bytes after the blocks", r.n - r.off);

@@ -546,18 +546,15 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 
 	if (!sharding && !counts_only && !tk_cmd_stats_format(c))
 		return TK_EXIT_USAGE;
-	/* the counts are kept per address over one image, not per thread: a filter was
-	 * ignored here (the whole session counted) */
-	if (tk_thread_filter_on(&c->o->filter)) {
-		CMD_ERROR(c, file, UINT64_MAX, "--pid, --tid, --comm, --cpu LIST: %s counts the "
-			  "whole trace (per thread or CPU: %s)",
-			  counts_only ? "a shard of decode --stat" : "stats",
-			  counts_only ? "decode --stat in one process" : "decode --stat, profile");
-		return TK_EXIT_USAGE;
-	}
-	if ((status = session_open(c, file, in, fi, 1, &x)))
+	/* by thread, as decode reads it: each process's trace over its own code, and the
+	 * thread filters */
+	if ((status = session_open(c, file, in, fi, 2, &x)))
 		return status;
-	if (!(ex = tk_ipt_exec_new(x.img, &err)) || (sharding && (err = shard_plan(&x, c->part)) < 0)) {
+	/* the images numbered in the streams' order, alike in every shard and the merge */
+	if ((ex = tk_ipt_exec_new(x.img, &err)))
+		for (size_t i = 0; i < x.n && err >= 0; i++)
+			err = tk_ipt_exec_image(ex, stream_opts(&x, i).image);
+	if (!ex || err < 0 || (sharding && (err = shard_plan(&x, c->part)) < 0)) {
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(err));
 		tk_ipt_exec_free(ex);
 		tk_perf_session_close(&x);

@@ -35,15 +35,16 @@ static void use(struct tk_prof *acc, struct tk_prof *p)
 	tk_buf_free(&b);
 }
 
-/* The bytes as execution statistics, twice into one (blocks add), then finished. */
+/* The bytes as execution statistics of two images (two processes), twice into one (blocks
+ * add), then finished. */
 static void exec_stats(const uint8_t *data, size_t size)
 {
-	struct tk_image *img = tk_image_new(NULL);
-	struct tk_ipt_exec *x = img ? tk_ipt_exec_new(img, NULL) : NULL;
+	struct tk_image *img = tk_image_new(NULL), *other = tk_image_new(NULL);
+	struct tk_ipt_exec *x = img && other ? tk_ipt_exec_new(img, NULL) : NULL;
 	struct tk_partial_error e;
 	struct tk_ipt_exec_stats st;
 
-	if (x && tk_partial_exec_load(x, data, size, &e) == 0 &&
+	if (x && tk_ipt_exec_image(x, other) == 1 && tk_partial_exec_load(x, data, size, &e) == 0 &&
 	    tk_partial_exec_load(x, data, size, &e) == 0) {
 		uint8_t *again;
 		size_t n;
@@ -54,6 +55,7 @@ static void exec_stats(const uint8_t *data, size_t size)
 	}
 	tk_ipt_exec_free(x);
 	tk_image_free(img);
+	tk_image_free(other);
 }
 
 /* The bytes as xtrace statistics, merged into empty ones, saved again. */

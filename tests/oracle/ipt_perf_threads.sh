@@ -18,6 +18,8 @@
 # - a buffer lost (its AUX record flagged truncated, the trace up to the next PSB gone):
 #   perf's instructions still, the gap in the stream of the thread perf names for the
 #   lost data, exit status 1
+# - stats: perf's instructions, each process's over its own code; its thread filters; the
+#   processes' counts and footprints add up; shards merge to it
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -79,6 +81,33 @@ cmp -s "$work/cpu.perf" "$work/cpu.tk" || { echo "per CPU: tracekit and perf dif
 "$TK" decode --no-disasm "$work/cpu.data" 2>"$work/cpu.err" >/dev/null ||
 	{ echo "per CPU: decode failed"; cat "$work/cpu.err"; exit 1; }
 ! grep -q overlap "$work/cpu.err" || { echo "per-process images: still an overlap warning"; cat "$work/cpu.err"; exit 1; }
+# stats reads the session by thread too: each process's trace over its own code (perf's
+# instructions, no gap, no overlap); --pid/--tid take its threads; the processes' counts
+# and footprints add up to the session's; shards merge to it
+total() { awk '$1 == "total" { print $2 }' "$1"; }
+field() { awk -v f="$2" 'index($0, "  " f " ") == 1 { print $NF }' "$1"; }
+"$TK" stats "$work/cpu.data" >"$work/st.txt" 2>"$work/st.err" ||
+	{ echo "stats: exit $?"; cat "$work/st.err"; exit 1; }
+[ "$(total "$work/st.txt")" = "$(wc -l <"$work/cpu.perf")" ] && [ ! -s "$work/st.err" ] ||
+	{ echo "stats: $(total "$work/st.txt") instructions, perf $(wc -l <"$work/cpu.perf")"; cat "$work/st.err"; exit 1; }
+# (the same but for the disables where a CPU's trace switched threads)
+nodis() { tail -n +2 | grep -v -e '^  tracing disabled ' -e '^  asynchronous disables '; }
+"$TK" stats "$work/thr.data" 2>/dev/null | nodis | cmp -s <(nodis <"$work/st.txt") - ||
+	{ echo "stats: per-thread queues differ from per-CPU"; exit 1; }
+for f in "--pid 100:^100 " "--pid 200:^200 " "--tid 101:^100 101 " "--comm lj2:^200 "; do
+	want=$(grep -c "${f#*:}" "$work/cpu.perf") f=${f%%:*}
+	# shellcheck disable=SC2086
+	"$TK" stats $f "$work/cpu.data" >"$work/st-${f##* }.txt"
+	[ "$(total "$work/st-${f##* }.txt")" = "$want" ] ||
+		{ echo "stats $f: $(total "$work/st-${f##* }.txt") instructions, perf $want"; exit 1; }
+done
+for k in "distinct instructions" "code lines (64 bytes)" "blocks executed" "direct calls"; do
+	[ $(( $(field "$work/st-100.txt" "$k") + $(field "$work/st-200.txt" "$k") )) = "$(field "$work/st.txt" "$k")" ] ||
+		{ echo "stats: the processes' $k do not add up to the session's"; exit 1; }
+done
+for i in 1 2 3; do "$TK" stats --shard $i/3 -o "$work/sh-$i.tkp" "$work/cpu.data" 2>/dev/null; done
+"$TK" merge "$work"/sh-*.tkp 2>/dev/null | cmp -s - "$work/st.txt" ||
+	{ echo "stats: 3 shards merged differ"; exit 1; }
 perf_ips "$work/thr.data" >"$work/thr.perf"
 tk_ips "$work/thr.data" >"$work/thr.tk" || { echo "per thread: decode failed"; exit 1; }
 cmp -s "$work/thr.perf" "$work/thr.tk" || { echo "per thread: tracekit and perf differ"

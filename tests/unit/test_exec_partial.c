@@ -1,7 +1,8 @@
 /* Execution statistics as partial results (tk_partial_exec_save / tk_partial_exec_load):
  * the statistics of some streams, saved in one process and added in another, finish to
  * exactly what one process that decoded every stream finishes to; the bytes are the same
- * again after a load; a cut or damaged partial is refused with an offset and adds nothing. */
+ * again after a load; a cut or damaged partial is refused with an offset and adds nothing;
+ * the code of two images (processes) is counted apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,12 +221,58 @@ static void test_damaged_block(void **state)
 	tk_image_free(img);
 }
 
+/* Two processes (two images, the same code at the same addresses): each image's blocks are
+ * apart, the footprint is each one's added; saved and loaded into statistics that number
+ * the images alike, the same; into statistics of one image, refused by offset. */
+static void test_two_images(void **state)
+{
+	(void)state;
+	struct tk_image *img = code(), *other = code();
+	struct tk_ipt_exec *one = tk_ipt_exec_new(img, NULL), *two = tk_ipt_exec_new(img, NULL);
+	struct tk_ipt_exec *into = tk_ipt_exec_new(img, NULL), *short1 = tk_ipt_exec_new(img, NULL);
+	struct tk_ipt_exec_stats s1, s2, got;
+	struct tk_partial_error e;
+	uint8_t *a;
+	size_t n;
+
+	add(one, img, 0, NTRACES);
+	add(two, img, 0, NTRACES);
+	assert_int_equal(tk_ipt_exec_image(two, other), 1);
+	assert_int_equal(tk_ipt_exec_image(two, img), 0);   /* known: its number */
+	add(two, other, 0, NTRACES);
+	assert_int_equal(tk_ipt_exec_nimages(two), 2);
+	assert_int_equal(tk_ipt_exec_finish(one, &s1), 0);
+	assert_int_equal(tk_partial_exec_save(two, &a, &n), 0);
+	assert_int_equal(tk_ipt_exec_finish(two, &s2), 0);
+	assert_int_equal(s2.insns, 2 * s1.insns);
+	assert_int_equal(s2.distinct_blocks, 2 * s1.distinct_blocks);
+	assert_int_equal(s2.distinct_insns, 2 * s1.distinct_insns);
+	assert_int_equal(s2.code_lines, 2 * s1.code_lines);
+	assert_int_equal(s2.category[1] + s2.category[2], 2 * (s1.category[1] + s1.category[2]));
+	assert_int_equal(tk_ipt_exec_image(into, other), 1);
+	assert_int_equal(tk_partial_exec_load(into, a, n, &e), 0);
+	assert_int_equal(tk_ipt_exec_finish(into, &got), 0);
+	assert_memory_equal(&s2, &got, sizeof got);
+	assert_int_equal(tk_partial_exec_load(short1, a, n, &e), -TK_E_BAD_FORMAT);
+	assert_non_null(strstr(e.msg, "image 1, of 1"));
+	assert_true(e.offset > 8 + 18 * 8 + 4 && e.offset < n);
+	assert_int_equal(tk_ipt_exec_nblocks(short1), 0);
+	free(a);
+	tk_ipt_exec_free(one);
+	tk_ipt_exec_free(two);
+	tk_ipt_exec_free(into);
+	tk_ipt_exec_free(short1);
+	tk_image_free(img);
+	tk_image_free(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parts_equal_whole),
 		cmocka_unit_test(test_shards_equal_whole),
 		cmocka_unit_test(test_damaged_block),
+		cmocka_unit_test(test_two_images),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,11 +15,12 @@
 _Static_assert(ZYDIS_CATEGORY_MAX_VALUE < TK_IPT_EXEC_NCAT, "categories fit");
 _Static_assert(ZYDIS_ISA_EXT_MAX_VALUE < TK_IPT_EXEC_NEXT, "ISA extensions fit");
 
-/* ---- a table of blocks: (first, last instruction, mode) -> executions ----------------- */
+/* ---- a table of blocks: (image, first, last instruction, mode) -> executions ---------- */
 struct xblock {
 	uint64_t start, last;   /* start 0 and last 0: empty slot */
 	uint64_t execs;
 	uint32_t ninsn, mode;
+	uint32_t space;         /* the image whose code it is (tk_ipt_exec_image's number) */
 };
 
 struct xtable {
@@ -27,9 +28,10 @@ struct xtable {
 	size_t mask, used;
 };
 
-static size_t xslot(const struct xtable *t, uint64_t start, uint64_t last, uint32_t mode)
+static size_t xslot(const struct xtable *t, uint64_t start, uint64_t last, uint32_t mode,
+		    uint32_t space)
 {
-	return (size_t)tk_hash64(start ^ (last << 20) ^ mode) & t->mask;
+	return (size_t)tk_hash64(start ^ (last << 20) ^ mode ^ ((uint64_t)space << 44)) & t->mask;
 }
 
 static int xgrow(struct xtable *t)
@@ -45,7 +47,7 @@ static int xgrow(struct xtable *t)
 	for (size_t i = 0; ob && i <= om; i++) {
 		if (!ob[i].start && !ob[i].last)
 			continue;
-		size_t s = xslot(t, ob[i].start, ob[i].last, ob[i].mode);
+		size_t s = xslot(t, ob[i].start, ob[i].last, ob[i].mode, ob[i].space);
 		while (t->b[s].start || t->b[s].last)
 			s = (s + 1) & t->mask;
 		t->b[s] = ob[i];
@@ -54,17 +56,17 @@ static int xgrow(struct xtable *t)
 	return 0;
 }
 
-/* EXECS more executions of the block; its slot is created when new. */
-static int xadd(struct xtable *t, uint64_t start, uint64_t last, uint32_t mode, uint32_t ninsn,
-		uint64_t execs)
+/* EXECS more executions of the block of image SPACE; its slot is created when new. */
+static int xadd(struct xtable *t, uint32_t space, uint64_t start, uint64_t last, uint32_t mode,
+		uint32_t ninsn, uint64_t execs)
 {
 	if ((t->used + 1) * 2 > t->mask + 1 && xgrow(t) < 0)
 		return -TK_E_NOMEM;
-	size_t s = xslot(t, start, last, mode);
+	size_t s = xslot(t, start, last, mode, space);
 	for (;; s = (s + 1) & t->mask) {
 		struct xblock *b = &t->b[s];
 
-		if (b->start == start && b->last == last && b->mode == mode &&
+		if (b->start == start && b->last == last && b->mode == mode && b->space == space &&
 		    (start || last)) {
 			b->execs += execs;
 			return 0;
@@ -74,7 +76,7 @@ static int xadd(struct xtable *t, uint64_t start, uint64_t last, uint32_t mode, 
 			 * cannot be told from an empty slot, and code at 0 is no user code) */
 			if (!start && !last)
 				return 0;
-			*b = (struct xblock){ start, last, execs, ninsn, mode };
+			*b = (struct xblock){ start, last, execs, ninsn, mode, space };
 			t->used++;
 			return 0;
 		}
@@ -84,12 +86,17 @@ static int xadd(struct xtable *t, uint64_t start, uint64_t last, uint32_t mode, 
 /* ---- decoding: one table and the outcome counts per chunk ------------------------------ */
 struct xpart {
 	struct xtable blocks;
+	uint32_t space;                /* the stream's image */
 	uint64_t enables, disables, async_disables, interrupts;
 	int err;
 };
 
 struct tk_ipt_exec {
-	const struct tk_image *img;
+	/* the images streams were decoded against (a perf.data session: one per process),
+	   each block counted in its own: the same address in two is other code */
+	const struct tk_image **imgs;
+	size_t nimgs;
+	uint32_t cur;                  /* the image of the stream being decoded */
 	struct xtable blocks;          /* every stream's, merged */
 	struct tk_ipt_exec_stats st;   /* counts of the events so far */
 	struct xpart **parts;          /* per chunk of the stream being decoded */
@@ -109,8 +116,8 @@ static int part_events(void *ctx, const struct tk_event *ev, size_t n)
 
 		switch (e->kind) {
 		case TK_EV_BLOCK:
-			if ((p->err = xadd(&p->blocks, e->addr, e->addr2, e->flags, (uint32_t)e->count,
-					   1)) < 0)
+			if ((p->err = xadd(&p->blocks, p->space, e->addr, e->addr2, e->flags,
+					   (uint32_t)e->count, 1)) < 0)
 				return p->err;
 			break;
 		case TK_EV_ENABLE:
@@ -145,6 +152,7 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	if (!(p = calloc(1, sizeof(*p))))
 		return -TK_E_NOMEM;
 	__atomic_fetch_add(&x->decoded, 1, __ATOMIC_RELAXED);
+	p->space = x->cur;
 	x->parts[i] = p;
 	*sink = (struct tk_sink){ part_events, p };
 	if (x->flow_only) {
@@ -159,7 +167,10 @@ static int exec_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 static int exec_block(void *ctx, uint64_t start, uint64_t last, int mode, uint64_t execs,
 		      uint64_t insns)
 {
-	return xadd(ctx, start, last, (uint32_t)mode, (uint32_t)(insns / execs), execs);
+	struct tk_ipt_exec *x = ctx;
+
+	return xadd(&x->blocks, x->cur, start, last, (uint32_t)mode, (uint32_t)(insns / execs),
+		    execs);
 }
 
 /* A decoder is done: the blocks and outcomes it counted over all its chunks into the
@@ -172,7 +183,7 @@ static int exec_done(void *ctx, struct tk_flow *flow)
 	tk_flow_take_cond(flow, &not_taken, &taken);
 	x->st.cond_taken += taken;
 	x->st.cond_not_taken += not_taken;
-	return tk_flow_take_counts(flow, exec_block, &x->blocks);
+	return tk_flow_take_counts(flow, exec_block, x);
 }
 
 /* A chunk's counts into the total (they add up in any order; merged in order anyway). */
@@ -188,7 +199,8 @@ static int exec_merge(void *ctx, size_t i)
 		const struct xblock *b = &p->blocks.b[s];
 
 		if (b->start || b->last)
-			rc = xadd(&x->blocks, b->start, b->last, b->mode, b->ninsn, b->execs);
+			rc = xadd(&x->blocks, b->space, b->start, b->last, b->mode, b->ninsn,
+				  b->execs);
 	}
 	x->st.enables += p->enables;
 	x->st.disables += p->disables;
@@ -204,15 +216,37 @@ struct tk_ipt_exec *tk_ipt_exec_new(const struct tk_image *img, int *err)
 {
 	struct tk_ipt_exec *x = calloc(1, sizeof(*x));
 
-	if (!x || !img) {
+	if (!x || !img || tk_ipt_exec_image(x, img) < 0) {
+		if (x)
+			free(x->imgs);
 		free(x);
 		if (err)
 			*err = img ? -TK_E_NOMEM : -TK_E_INVAL;
 		return NULL;
 	}
-	x->img = img;
 	x->end = SIZE_MAX;
 	return x;
+}
+
+int tk_ipt_exec_image(struct tk_ipt_exec *x, const struct tk_image *img)
+{
+	size_t i = 0;
+
+	while (i < x->nimgs && x->imgs[i] != img)
+		i++;
+	if (i < x->nimgs)
+		return (int)i;
+	const struct tk_image **more = realloc(x->imgs, (x->nimgs + 1) * sizeof *more);
+	if (!more || x->nimgs >= INT32_MAX)
+		return -TK_E_NOMEM;
+	x->imgs = more;
+	x->imgs[x->nimgs] = img;
+	return (int)x->nimgs++;
+}
+
+size_t tk_ipt_exec_nimages(const struct tk_ipt_exec *x)
+{
+	return x->nimgs;
 }
 
 void tk_ipt_exec_range(struct tk_ipt_exec *x, size_t first, size_t count)
@@ -231,6 +265,7 @@ void tk_ipt_exec_free(struct tk_ipt_exec *x)
 	if (!x)
 		return;
 	free(x->blocks.b);
+	free(x->imgs);
 	free(x);
 }
 
@@ -242,7 +277,11 @@ int tk_ipt_exec_add(struct tk_ipt_exec *x, const uint8_t *buf, size_t len,
 	int64_t n;
 	int rc;
 
-	o.image = x->img;
+	if (!o.image)
+		o.image = x->imgs[0];
+	if ((rc = tk_ipt_exec_image(x, o.image)) < 0)
+		return rc;
+	x->cur = (uint32_t)rc;
 	if ((n = tk_ipt_flow_chunks(buf, len, &o, NULL, 0)) < 0)
 		return (int)n;
 	x->nparts = (size_t)n;
@@ -280,14 +319,16 @@ int tk_ipt_exec_blocks(const struct tk_ipt_exec *x,
 
 		if (b->start || b->last)
 			rc = fn(ctx, &(struct tk_ipt_exec_block){ b->start, b->last, b->execs,
-								  b->ninsn, b->mode });
+								  b->ninsn, b->mode, b->space });
 	}
 	return rc;
 }
 
 int tk_ipt_exec_add_block(struct tk_ipt_exec *x, const struct tk_ipt_exec_block *b)
 {
-	return xadd(&x->blocks, b->start, b->last, b->mode, b->ninsn, b->execs);
+	if (b->image >= x->nimgs)
+		return -TK_E_INVAL;
+	return xadd(&x->blocks, b->image, b->start, b->last, b->mode, b->ninsn, b->execs);
 }
 
 size_t tk_ipt_exec_nblocks(const struct tk_ipt_exec *x)
@@ -316,6 +357,7 @@ static int count_block(struct tk_ipt_exec *x, const ZydisDecoder *dec, const str
 		       const struct xblock *b, struct tk_u64set *insns, struct tk_u64set *lines)
 {
 	struct tk_ipt_exec_stats *st = &x->st;
+	const struct tk_image *img = x->imgs[b->space];
 	uint64_t ip = b->start;
 	int rc;
 
@@ -324,11 +366,11 @@ static int count_block(struct tk_ipt_exec *x, const ZydisDecoder *dec, const str
 		ZydisDecodedInstruction in;
 		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 		size_t have = 0;
-		const uint8_t *p = tk_image_ptr(x->img, ip, &have);
+		const uint8_t *p = tk_image_ptr(img, ip, &have);
 
 		if (!p || have < sizeof code) {
 			/* near the end of a segment: as many bytes as there are */
-			int got = tk_image_read(x->img, ip, code, sizeof code);
+			int got = tk_image_read(img, ip, code, sizeof code);
 
 			have = got > 0 ? (size_t)got : 0;
 			p = code;
@@ -387,21 +429,43 @@ int tk_ipt_exec_finish(struct tk_ipt_exec *x, struct tk_ipt_exec_stats *out)
 	memset(x->st.isa_ext, 0, sizeof x->st.isa_ext);
 	memset(x->st.kind, 0, sizeof x->st.kind);
 	x->st.mem_read = x->st.mem_write = x->st.undecoded = 0;
-	for (size_t s = 0; x->blocks.b && s <= x->blocks.mask && rc >= 0; s++) {
-		const struct xblock *b = &x->blocks.b[s];
-
-		if (!b->start && !b->last)
-			continue;
-		x->st.insns += b->execs * b->ninsn;
-		x->st.block_execs += b->execs;
-		if (b->mode < TK_ISA__MODES)
-			rc = count_block(x, &dec[b->mode], &isa, b, &insns, &lines);
+	x->st.distinct_insns = x->st.code_lines = 0;
+	/* the blocks image by image (a counting sort of their slots): the footprint is each
+	   image's distinct addresses, added up */
+	size_t nslots = x->blocks.b ? x->blocks.mask + 1 : 0;
+	size_t *from = calloc(x->nimgs + 1, sizeof *from);
+	size_t *order = malloc((x->blocks.used ? x->blocks.used : 1) * sizeof *order);
+	if (!from || !order) {
+		free(from);
+		free(order);
+		return -TK_E_NOMEM;
 	}
+	for (size_t s = 0; s < nslots; s++)
+		if (x->blocks.b[s].start || x->blocks.b[s].last)
+			from[x->blocks.b[s].space + 1]++;
+	for (size_t i = 0; i < x->nimgs; i++)
+		from[i + 1] += from[i];
+	for (size_t s = 0; s < nslots; s++)
+		if (x->blocks.b[s].start || x->blocks.b[s].last)
+			order[from[x->blocks.b[s].space]++] = s;
+	/* (from[i] is now where image i + 1's begin) */
+	for (size_t i = 0, k = 0; i < x->nimgs && rc >= 0; i++) {
+		for (; k < from[i] && rc >= 0; k++) {
+			const struct xblock *b = &x->blocks.b[order[k]];
+
+			x->st.insns += b->execs * b->ninsn;
+			x->st.block_execs += b->execs;
+			if (b->mode < TK_ISA__MODES)
+				rc = count_block(x, &dec[b->mode], &isa, b, &insns, &lines);
+		}
+		x->st.distinct_insns += insns.n;
+		x->st.code_lines += lines.n;
+		tk_u64set_free(&insns);
+		tk_u64set_free(&lines);
+	}
+	free(from);
+	free(order);
 	x->st.distinct_blocks = x->blocks.used;
-	x->st.distinct_insns = insns.n;
-	x->st.code_lines = lines.n;
-	tk_u64set_free(&insns);
-	tk_u64set_free(&lines);
 	*out = x->st;
 	return rc;
 }

@@ -79,9 +79,8 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 		.ipt_addr_filter = &o->addr_filter,
 		/* Intel PT: the threads asked for; others refuse --pid and --comm (branch traces
 		 * keep their own --tid) */
-		.filter = fi->id == TK_FMT_IPT || fi->id == TK_FMT_PERF || o->npids || o->comm ||
-			  o->ncpus ?
-			  &o->filter : NULL,
+		.filter = (tk_cmd_format_has(fi->id) & TK_CMD_HAS_PROCESSES) || o->npids || o->comm ||
+			  o->ncpus ? &o->filter : NULL,
 	};
 }
 

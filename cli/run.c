@@ -213,7 +213,7 @@ const struct tk_cmd *cli_cmd(struct tk_cmd_opts *o, const char *name)
 int cli_filter_refused(const struct tk_cmd_opts *o, const char *file,
 		       const struct tk_format_info *fi)
 {
-	if ((o->npids || o->comm || o->ncpus) && fi->id != TK_FMT_IPT && fi->id != TK_FMT_PERF) {
+	if ((o->npids || o->comm || o->ncpus) && !(tk_cmd_format_has(fi->id) & TK_CMD_HAS_PROCESSES)) {
 		cli_error(file, UINT64_MAX, "%s: %s input has no %s", o->ncpus ? "--cpu LIST" :
 			  "--pid, --comm", tk_format_description(fi->id),
 			  o->ncpus ? "CPUs' traces" : "processes' threads");

@@ -81,8 +81,9 @@ int tk_cmd_format_takes(enum tk_format_id id, const char *name)
 unsigned tk_cmd_format_has(enum tk_format_id id)
 {
 	switch (id) {
-	case TK_FMT_IPT: case TK_FMT_PERF: case TK_FMT_TKBT:
-		return TK_CMD_HAS_CALLS | TK_CMD_HAS_TIME_COLUMNS;
+	case TK_FMT_IPT: case TK_FMT_PERF:
+		return TK_CMD_HAS_CALLS | TK_CMD_HAS_TIME_COLUMNS | TK_CMD_HAS_PROCESSES;
+	case TK_FMT_TKBT: return TK_CMD_HAS_CALLS | TK_CMD_HAS_TIME_COLUMNS;
 	case TK_FMT_KANATA: case TK_FMT_GEM5_O3: return 0;
 	default: return TK_CMD_HAS_CALLS;
 	}

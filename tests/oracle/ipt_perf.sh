@@ -245,6 +245,14 @@ for f in two mig; do
 		! "$TK" profile --to csv "$work/$f.data" | cmp -s - "$work/c1.csv" ||
 		{ echo "$f.data: profile --cpu 3: -j 2 differs from -j 1, or it is the whole profile"; exit 1; }
 done
+# CPUs with no trace: said so, naming those that have some (not "all empty"), exit 0
+"$TK" decode --no-disasm --cpu 1-2 "$work/two.data" 2>"$work/c.err" >/dev/null &&
+	grep -q -- '--cpu LIST: no trace of those CPUs (the trace is of CPUs 0, 3)' "$work/c.err" ||
+	{ echo "decode --cpu 1-2: no message naming CPUs 0 and 3"; cat "$work/c.err"; exit 1; }
+# stats takes the CPUs too: perf's instructions on CPU 3
+[ "$("$TK" stats --cpu 3 "$work/two.data" | awk '$1 == "total" { print $2 }')" = \
+	"$(perf_ips "$work/two.data" | awk '$1 == 3' | wc -l)" ] ||
+	{ echo "stats --cpu 3: not perf's count on CPU 3"; exit 1; }
 "$TK" decode --no-disasm --cpu 6/158 "$work/two.data" | cmp -s - <("$TK" decode --no-disasm "$work/two.data") ||
 	{ echo "--cpu FAMILY/MODEL: not the decode without it"; exit 1; }
 for bad in "decode --cpu 0 $work/lj.pt" "profile --cpu 0 $work/lj.pt" "decode --cpu 0 $work/per.data" \

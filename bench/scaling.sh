@@ -50,7 +50,7 @@
 # that of the rounds that began with both CPUs at the same speed ("even rounds":
 # bench/core-speed.c; at times one vCPU runs 1.6 times slower than the other, and a -j 1
 # run placed on it makes -j 2 look faster than the machine allows).
-# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-prof, llvm-prof, llvm-walk, libc-tl) and
+# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-dump, ipt-prof, llvm-prof, llvm-walk, libc-tl) and
 # to xray what this machine gives two independent halves of the work: the trace cut at the
 # first PSB (the XRay log: buffer) past its middle, one `-j 1` process per half, both started
 # at once (RUNS rounds of -j 1, -j 2 and the halves, interleaved). Those processes share
@@ -273,7 +273,7 @@ for c in $CASES; do
 	xray-basic) make_xray_basic; row xray-basic "$TK" profile -j @J -o /dev/null basic-runs.xray ;;
 	xray-basic-tl) make_xray_basic; row xray-basic-tl "$TK" convert --to perfetto -j @J -o /dev/null basic-runs.xray ;;
 	xray-basic-yaml) make_xray_basic; row xray-basic-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null basic-runs.xray ;;
-	ipt-dump) make_ipt; row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
+	ipt-dump) make_ipt; ROW_HALVES=1 row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	kanata-report) make_kanata; row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;
 	kanata-gz) make_kanata_gz; row kanata-gz "$TK" stats -j @J -o /dev/null inflight.log.gz ;;

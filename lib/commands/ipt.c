@@ -532,6 +532,23 @@ static int shard_plan(const struct tk_perf_session *x, struct tk_cmd_part *part)
 	return 0;
 }
 
+/* How many threads a session split by thread ran (its pieces are many more where CPUs
+ * switched between them). */
+static size_t session_threads(const struct tk_perf_session *x)
+{
+	uint64_t *tids = x->n ? malloc(x->n * sizeof *tids) : NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; tids && i < x->n; i++)
+		tids[i] = x->s[i].tid;
+	if (tids)
+		qsort(tids, x->n, sizeof *tids, tk_cmp_u64);
+	for (size_t i = 0; tids && i < x->n; i++)
+		n += !i || tids[i] != tids[i - 1];
+	free(tids);
+	return n;
+}
+
 /* stats, or (COUNTS_ONLY) decode --stat's counts: from the blocks and counts of the
  * executed code, of a shard's chunks (c->part) or the shards' partials merged. */
 static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *in,
@@ -600,8 +617,10 @@ static int exec_run(const struct tk_cmd *c, const char *file, struct tk_input *i
 			put_counts(&out, &s.flow);
 			status = c->out_close(&out);
 		}
-	} else if (!sharding)
-		status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", "stream", x.n, &s);
+	} else if (!sharding) {
+		status = tk_cmd_exec_stats_out(c, file, "Intel PT", "ipt", x.split ? "thread" : "stream",
+					       x.split ? session_threads(&x) : x.n, &s);
+	}
 	const struct tk_ipt_flow_stats *own = sharding ? &decoded : &s.flow;
 	struct tk_losses lost = tk_cmd_summary_begin(c, &(struct tk_losses){ own->gaps, own->insns });
 	int g = tk_perf_session_report(&x, file, &lost.gaps, lost.insns) ? TK_EXIT_SKIPPED : 0;

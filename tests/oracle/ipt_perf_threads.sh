@@ -88,7 +88,8 @@ total() { awk '$1 == "total" { print $2 }' "$1"; }
 field() { awk -v f="$2" 'index($0, "  " f " ") == 1 { print $NF }' "$1"; }
 "$TK" stats "$work/cpu.data" >"$work/st.txt" 2>"$work/st.err" ||
 	{ echo "stats: exit $?"; cat "$work/st.err"; exit 1; }
-[ "$(total "$work/st.txt")" = "$(wc -l <"$work/cpu.perf")" ] && [ ! -s "$work/st.err" ] ||
+[ "$(total "$work/st.txt")" = "$(wc -l <"$work/cpu.perf")" ] && [ ! -s "$work/st.err" ] &&
+	[ "$(head -n 1 "$work/st.txt")" = "$work/cpu.data: Intel PT, 3 threads" ] ||
 	{ echo "stats: $(total "$work/st.txt") instructions, perf $(wc -l <"$work/cpu.perf")"; cat "$work/st.err"; exit 1; }
 # (the same but for the disables where a CPU's trace switched threads)
 nodis() { tail -n +2 | grep -v -e '^  tracing disabled ' -e '^  asynchronous disables '; }

@@ -27,6 +27,7 @@ static const char usage[] =
 	"gem5 O3PipeView text:\n"
 	"  --to kanata     Kanata log (F Dc Rn Ds Is Cm Rt), sorted by seqNum; CPUs named in a\n"
 	"                  debug prefix (\"system.cpu1:\") become Kanata threads (1)\n"
+	"  --to perfetto|chrome, --cycles A:B  as for the Kanata log it converts to\n"
 	"Traces with calls (a slice per call, per thread):\n"
 	"  --to perfetto   Perfetto protobuf trace (ui.perfetto.dev, trace_processor)\n"
 	"  --to chrome     Chrome trace-event JSON\n"

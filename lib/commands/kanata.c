@@ -372,10 +372,11 @@ static int decode_all(struct tk_kanata_decoder *d, struct tk_relay *relay, struc
 }
 
 /* Chrome / Perfetto: neutral pipeline events into the shared timeline writer, 1 cycle = 1 us.
- * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does. */
+ * --cycles A:B counts from the log's first cycle (its C=), as the timeline's time does.
+ * IN, or for gem5 the pipe of its conversion to Kanata (CONVERTED). */
 static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		    enum tk_timeline_kind kind, struct tk_buf *out, uint64_t from, uint64_t to,
-		    int *status)
+		    struct tk_input *converted, enum tk_timeline_kind kind, struct tk_buf *out,
+		    uint64_t from, uint64_t to, int *status)
 {
 	struct tk_kanata_decoder *d = NULL;
 	/* the pass runs where the events arrive: on the merging thread (the chunks), or on
@@ -397,11 +398,11 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	/* a compressed log's relay already keeps two cores busy (its reader and the pass): a
 	 * third thread decompressing ahead slowed -j 2 down (0.98 -> 1.10 s) */
 	tk_input_read_ahead(in, jobs > 2);
-	if (!(d = decoder_new(c, file, tk_timeline_sink(t), in, NULL, &prog, 2, &relay, &err))) {
+	if (!(d = decoder_new(c, file, tk_timeline_sink(t), in, converted, &prog, 2, &relay, &err))) {
 		tk_timeline_free(t);
 		return err;
 	}
-	rc = decode_all(d, relay, in, &prog);
+	rc = decode_all(d, relay, converted ? converted : in, &prog);
 	int frc = tk_timeline_finish(t);
 	const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
 	if (rc >= 0)
@@ -416,19 +417,34 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	return rc < 0 ? rc : frc;
 }
 
-static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
-		   const struct tk_format_info *fi, struct tk_buf *unused)
+/* What convert's --to names for a pipeline log: a timeline kind, 0 for kanata, -1 (said)
+ * for none (WHAT: the input, "Kanata" or "gem5"). */
+static int convert_to(const struct tk_cmd *c, const char *what)
+{
+	const char *to = c->o->to ? c->o->to : "kanata";
+	enum tk_timeline_kind tl = !strcmp(to, "json") ? TK_TIMELINE_CHROME : tk_timeline_kind_by_name(to);
+
+	if (!tl && strcmp(to, "kanata")) {
+		CMD_ERROR(c, NULL, UINT64_MAX,
+			  "convert: %s input: --to %s: expected kanata, chrome or perfetto", what, to);
+		return -1;
+	}
+	return (int)tl;
+}
+
+/* convert of IN, or for gem5 of the pipe of its conversion to Kanata (CONVERTED): the log
+ * rewritten, cut to --cycles, or a timeline. */
+static int convert_log(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		       struct tk_input *converted)
 {
 	const struct tk_cmd_opts *o = c->o;
 	struct diag dc = { c, file, NULL, 0, 20 };
 	struct tk_kanata_conv_opts co = { .sz = sizeof co, .cycle_from = INT64_MIN,
 					  .cycle_to = INT64_MAX, .diag = diag, .ctx = &dc,
 					  .from_first = 1 };
-	const char *to = o->to ? o->to : "kanata";
 	struct tk_buf out;
 	int rc;
 
-	(void)fi, (void)unused;
 	if (o->cycles) {
 		uint64_t a = 0, b = UINT64_MAX;
 		if (tk_cmd_parse_range(o->cycles, &a, &b) < 0 || a >= b) {
@@ -438,22 +454,20 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 		co.cycle_from = (int64_t)a;
 		co.cycle_to = b > INT64_MAX ? INT64_MAX : (int64_t)b;
 	}
-	enum tk_timeline_kind tl = !strcmp(to, "json") ? TK_TIMELINE_CHROME : tk_timeline_kind_by_name(to);
-	if (!tl && strcmp(to, "kanata")) {
-		CMD_ERROR(c, NULL, UINT64_MAX,
-			  "convert: Kanata input: --to %s: expected kanata, chrome or perfetto", to);
+	int tl = convert_to(c, converted ? "gem5" : "Kanata");
+	if (tl < 0)
 		return TK_EXIT_USAGE;
-	}
 	if ((rc = c->out_open(c, NULL, &out)))
 		return rc;
 	int tl_status = 0;
 	if (tl)
-		rc = timeline(c, file, in, tl, &out, o->cycles ? (uint64_t)co.cycle_from : 0,
+		rc = timeline(c, file, in, converted, (enum tk_timeline_kind)tl, &out,
+			      o->cycles ? (uint64_t)co.cycle_from : 0,
 			      o->cycles ? (uint64_t)co.cycle_to : UINT64_MAX, &tl_status);
 	else if (o->cycles)
-		rc = tk_kanata_cut(in, &out, &co);
+		rc = tk_kanata_cut(converted ? converted : in, &out, &co);
 	else
-		rc = tk_kanata_rewrite(in, &out, &co);
+		rc = tk_kanata_rewrite(converted ? converted : in, &out, &co);
 	int status = c->out_close(&out);
 	if (rc < 0 && status != TK_EXIT_OUTPUT) {   /* a failed write: out_close said so */
 		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
@@ -523,6 +537,13 @@ static int report(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	return report_page(c, file, in, fi, NULL);
 }
 
+static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+		   const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	(void)fi, (void)unused;
+	return convert_log(c, file, in, NULL);
+}
+
 const tk_cmd_fn tk_cmd_kanata[TK_CMD__COUNT] = {
 	[TK_CMD_REPORT] = report,
 	[TK_CMD_INFO] = info, [TK_CMD_DUMP] = dump, [TK_CMD_CHECK] = check,
@@ -575,33 +596,6 @@ static struct tk_gem5_opts gem5_opts(struct gem5_diag *gd)
 
 	return (struct tk_gem5_opts){ .sz = sizeof(struct tk_gem5_opts), .diag = gem5_diag,
 				      .ctx = gd, .select_cpu = o->has_tid, .cpu = (int64_t)o->tid };
-}
-
-static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
-			const struct tk_format_info *fi, struct tk_buf *unused)
-{
-	const struct tk_cmd_opts *o = c->o;
-	struct gem5_diag gd = { c, file };
-	struct tk_gem5_opts go = gem5_opts(&gd);
-	struct tk_gem5_result res;
-	const char *to = o->to ? o->to : "kanata";
-	struct tk_buf out;
-	int rc;
-
-	(void)fi, (void)unused;
-	if (strcmp(to, "kanata")) {
-		CMD_ERROR(c, NULL, UINT64_MAX, "convert: gem5 input: --to %s: expected kanata", to);
-		return TK_EXIT_USAGE;
-	}
-	if ((rc = c->out_open(c, NULL, &out)))
-		return rc;
-	rc = tk_gem5_to_kanata(in, &out, &go, &res);
-	int status = c->out_close(&out);
-	if (rc < 0 && status != TK_EXIT_OUTPUT) {   /* a failed write: out_close said so */
-		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
-		return TK_EXIT_INPUT;
-	}
-	return gem5_status(c, file, &res, status);
 }
 
 /* A gem5 log converted to Kanata on a thread of its own, into a pipe that the caller reads
@@ -694,6 +688,42 @@ static int gem5_pipe_finish(struct gem5_pipe *g, struct tk_input *kin, int statu
 		return TK_EXIT_INPUT;
 	}
 	return gem5_status(g->gd.c, g->gd.file, &g->res, status);
+}
+
+/* convert: the Kanata log, written as converted; cut to --cycles, or a timeline: Kanata's
+ * of the log converted as it is read. */
+static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_input *in,
+			const struct tk_format_info *fi, struct tk_buf *unused)
+{
+	struct gem5_diag gd = { c, file };
+	struct tk_gem5_opts go = gem5_opts(&gd);
+	struct tk_gem5_result res;
+	struct tk_buf out;
+	int rc, tl = convert_to(c, "gem5");
+
+	(void)fi, (void)unused;
+	if (tl < 0)
+		return TK_EXIT_USAGE;
+	if (tl || c->o->cycles) {
+		struct gem5_pipe g = { .gd = { c, file }, .in = in };
+		struct tk_input *kin;
+		int status;
+
+		if ((status = gem5_pipe_start(&g, &kin)) && !g.running)
+			return status;
+		if (!status)
+			status = convert_log(c, file, in, kin);
+		return gem5_pipe_finish(&g, kin, status);
+	}
+	if ((rc = c->out_open(c, NULL, &out)))
+		return rc;
+	rc = tk_gem5_to_kanata(in, &out, &go, &res);
+	int status = c->out_close(&out);
+	if (rc < 0 && status != TK_EXIT_OUTPUT) {   /* a failed write: out_close said so */
+		CMD_ERROR(c, file, UINT64_MAX, "%s", tk_strerror(rc));
+		return TK_EXIT_INPUT;
+	}
+	return gem5_status(c, file, &res, status);
 }
 
 /* tracekit stats: Kanata's statistics of the log converted as it is read. */

@@ -242,6 +242,11 @@ static int run_op_file(struct tk_cmd_opts *o, const char *file, struct tk_input 
 	rc = op(cli_cmd(o, run_name), file, in, fi, NULL);
 	tk_input_progress(in, NULL);
 	tk_progress_finish(&p);
+	if (rc == TK_EXIT_AS_PROFILE && o->max_events) {   /* (a timeline's cap) */
+		cli_error(NULL, UINT64_MAX, "convert: --max-events is for a timeline (--to perfetto, "
+			  "chrome), not --to %s", o->to);
+		return EXIT_USAGE;
+	}
 	return rc == TK_EXIT_AS_PROFILE ? cli_profile_file(o, file, in, fi) : rc;
 }
 

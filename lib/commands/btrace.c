@@ -577,6 +577,9 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 			  "chrome, folded, pprof or a profile output");
 		return TK_EXIT_USAGE;
 	}
+	int plain;
+	if (!strcmp(to, "ipt") && (plain = tk_cmd_convert_plain(c, "--to ipt")))
+		return plain;
 	if (!strcmp(to, "ipt"))
 		return to_ipt(c, file, in);
 	if (tk_timeline_kind_by_name(to))

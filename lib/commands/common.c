@@ -123,6 +123,22 @@ int tk_cmd_exec_save(const struct tk_cmd *c, const char *file, const struct tk_i
 	return tk_cmd_part_saved(c, file, tk_partial_exec_save(x, &c->part->data, &c->part->len));
 }
 
+int tk_cmd_convert_plain(const struct tk_cmd *c, const char *what)
+{
+	const struct tk_cmd_opts *o = c->o;
+	const char *given = o->time_window ? "--time A:B" : o->n_focus ? "-F" : o->n_exclude ? "-N"
+			    : o->depth ? "-D" : o->min_ns ? "--min-time" : o->min_insns ? "--min-insns"
+			    : o->max_events ? "--max-events" : NULL;
+
+	if (!given)
+		return 0;
+	CMD_ERROR(c, NULL, UINT64_MAX, "convert: %s is for a timeline%s, not %s", given,
+		  !strcmp(given, "--max-events") ? " (--to perfetto, chrome)"
+						   : " or a profile (--to perfetto, chrome, folded, pprof)",
+		  what);
+	return TK_EXIT_USAGE;
+}
+
 int tk_cmd_stats_format(const struct tk_cmd *c)
 {
 	int to = tk_stats_format_by_name(c->o->to);

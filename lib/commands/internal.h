@@ -75,6 +75,11 @@ int tk_cmd_timeline_close(struct tk_cmd_timeline *ct);
 struct tk_timeline *tk_cmd_timeline_new(const struct tk_cmd *c, const char *file, struct tk_buf *out,
 					struct tk_timeline_opts *to, int *status);
 
+/* convert to WHAT ("--to xray-yaml", "--slice"), neither a timeline nor a profile:
+ * TK_EXIT_USAGE after saying so where --time A:B, a call filter or --max-events was given
+ * (they shape timelines and profiles), else 0. */
+int tk_cmd_convert_plain(const struct tk_cmd *c, const char *what);
+
 /* --to of stats: TK_STATS_*, or 0 after saying why. */
 int tk_cmd_stats_format(const struct tk_cmd *c);
 /* Instruction-flow statistics (Intel PT, branch traces) written to the output. */

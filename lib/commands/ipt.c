@@ -789,6 +789,8 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	int status, rc = 0;
 
 	(void)unused;
+	if (!strcmp(to, "ipt") && (status = tk_cmd_convert_plain(c, "--to ipt")))
+		return status;
 	if (!strcmp(to, "ipt"))
 		return fi->id == TK_FMT_PERF ? perf_to_ipt(c, file, in, fi) : reencode_raw(c, file, in);
 	if (!tl && !tk_out_kind_by_name(to)) {

@@ -424,6 +424,11 @@ static int convert_to(const struct tk_cmd *c, const char *what)
 	const char *to = c->o->to ? c->o->to : "kanata";
 	enum tk_timeline_kind tl = !strcmp(to, "json") ? TK_TIMELINE_CHROME : tk_timeline_kind_by_name(to);
 
+	if (c->o->time_window) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: --time A:B: a %s log's window is --cycles A:B",
+			  what);
+		return -1;
+	}
 	if (!tl && strcmp(to, "kanata")) {
 		CMD_ERROR(c, NULL, UINT64_MAX,
 			  "convert: %s input: --to %s: expected kanata, chrome or perfetto", what, to);
@@ -457,6 +462,8 @@ static int convert_log(const struct tk_cmd *c, const char *file, struct tk_input
 	int tl = convert_to(c, converted ? "gem5" : "Kanata");
 	if (tl < 0)
 		return TK_EXIT_USAGE;
+	if (!tl && (rc = tk_cmd_convert_plain(c, "--to kanata")))
+		return rc;
 	if ((rc = c->out_open(c, NULL, &out)))
 		return rc;
 	int tl_status = 0;
@@ -704,6 +711,8 @@ static int gem5_convert(const struct tk_cmd *c, const char *file, struct tk_inpu
 	(void)fi, (void)unused;
 	if (tl < 0)
 		return TK_EXIT_USAGE;
+	if (!tl && (rc = tk_cmd_convert_plain(c, "--to kanata")))
+		return rc;
 	if (tl || c->o->cycles) {
 		struct gem5_pipe g = { .gd = { c, file }, .in = in };
 		struct tk_input *kin;

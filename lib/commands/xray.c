@@ -218,11 +218,16 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 
 	(void)fi, (void)unused;
 	enum tk_timeline_kind tl = tk_timeline_kind_by_name(to);
-	if (strcmp(to, "xray-yaml") && strcmp(to, "yaml") && !tl) {
-		CMD_ERROR(c, NULL, UINT64_MAX,
-			  "convert: XRay logs convert to xray-yaml, chrome or perfetto, not '%s'", to);
+	int yaml = !strcmp(to, "xray-yaml") || !strcmp(to, "yaml");
+	if (!yaml && !tl && tk_out_kind_by_name(to))
+		return TK_EXIT_AS_PROFILE;
+	if (!yaml && !tl) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: XRay logs convert to xray-yaml, chrome, "
+			  "perfetto, folded, pprof or a profile output, not '%s'", to);
 		return TK_EXIT_USAGE;
 	}
+	if (yaml && (status = tk_cmd_convert_plain(c, "--to xray-yaml")))
+		return status;
 	uint64_t tb, te, dropped = 0;
 	if (tl && c->o->time_window && tk_cmd_parse_range(c->o->time_window, &tb, &te) < 0) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "--time: expected A:B, got '%s'", c->o->time_window);

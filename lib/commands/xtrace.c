@@ -856,11 +856,16 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	(void)unused;
 	if (!o->slice && tk)
 		return timeline(c, file, in, fi, tk);
+	if (!o->slice && o->to && tk_out_kind_by_name(o->to))
+		return TK_EXIT_AS_PROFILE;
 	if (!o->slice || tk_cmd_parse_range(o->slice, &k, &count) < 0 || !o->output) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "convert: xtrace input needs --slice K:N and -o FILE, "
-			  "or --to perfetto|chrome (see: tracekit help convert)");
+			  "or --to perfetto|chrome|folded|pprof (see: tracekit help convert)");
 		return TK_EXIT_USAGE;
 	}
+	int plain = tk_cmd_convert_plain(c, "--slice");
+	if (plain)
+		return plain;
 	size_t ol = strlen(o->output);
 	snprintf(insn_out, sizeof insn_out, "%s%s", o->output,
 		 ol >= 14 && strcmp(o->output + ol - 14, ".xinsndata.bin") == 0 ? "" : ".xinsndata.bin");

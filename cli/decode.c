@@ -46,5 +46,5 @@ const struct cli_command cli_cmd_decode = {
 	.usage = usage,
 	.kind = TK_CMD_DECODE,
 	.run = run,
-	.takes = "to elf no-disasm stat time shard mpi pid comm",
+	.takes = "elf no-disasm stat time shard mpi pid comm",
 };

@@ -105,6 +105,8 @@ static const char *given_table_opt;
  * in those listings */
 static int given_time_flag;
 static int given_deferred;               /* cli_format_opts_defer */
+static enum tk_cmd_kind given_kind;      /* the command the options were given to */
+static const char *given_cmd;            /* ... its name */
 
 /* Some format's table has option NAME for commands of KIND. */
 static int option_declared(const char *name, enum tk_cmd_kind kind)
@@ -417,6 +419,8 @@ int cli_parse(const struct cli_command *cmd, int argc, char **argv, struct tk_cm
 	given_deferred = 0;
 	given_code_opt = given_table_opt = NULL;
 	given_time_flag = 0;
+	given_kind = cmd->kind;
+	given_cmd = cmd->name;
 	o->progress = 1;
 	o->color = -1;
 	options_setup();
@@ -643,12 +647,20 @@ int cli_format_opts_refused(const char *file, const struct tk_format_info *fi)
 	for (size_t i = 0; i < ngiven_opts; i++) {
 		const char *name = given_opts[i]->name;
 
-		if (tk_cmd_format_takes(fi->id, name)) {
+		if (tk_cmd_format_takes(fi->id, given_kind, name)) {
 			given_taken[i] = 1;
 			continue;
 		}
 		if (given_deferred)
 			continue;
+		int elsewhere = 0;   /* the format's option, for other commands */
+		for (int k = 0; k < TK_CMD__COUNT && !elsewhere; k++)
+			elsewhere = tk_cmd_format_takes(fi->id, (enum tk_cmd_kind)k, name);
+		if (elsewhere) {
+			cli_error(file, UINT64_MAX, "--%s: %s does not read it for %s input (tracekit "
+				  "help %s)", name, given_cmd, tk_format_description(fi->id), given_cmd);
+			return EXIT_USAGE;
+		}
 		cli_error(file, UINT64_MAX, "--%s is an option for %s, not for %s input", name,
 			  declared_by(name, titles, sizeof titles), tk_format_description(fi->id));
 		return EXIT_USAGE;

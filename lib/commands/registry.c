@@ -56,24 +56,26 @@ const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title)
 }
 
 /* Whether TABLE (ended by a NULL name) has option NAME. */
-static int table_has(const struct tk_cmd_option *t, const char *name)
+static int table_has(const struct tk_cmd_option *t, const char *name, enum tk_cmd_kind kind)
 {
 	for (; t && t->name; t++)
-		if (!strcmp(t->name, name))
+		if (!strcmp(t->name, name) && (t->commands & TK_CMD_BIT(kind)))
 			return 1;
 	return 0;
 }
 
-int tk_cmd_format_takes(enum tk_format_id id, const char *name)
+int tk_cmd_format_takes(enum tk_format_id id, enum tk_cmd_kind kind, const char *name)
 {
 	switch (id) {
-	case TK_FMT_IPT: case TK_FMT_PERF: return table_has(tk_cmd_ipt_options, name);
-	case TK_FMT_TKBT: return table_has(tk_cmd_btrace_options, name);
-	case TK_FMT_XRAY: return table_has(tk_cmd_xray_options, name);
-	case TK_FMT_KANATA: return table_has(tk_cmd_kanata_options, name);
+	case TK_FMT_IPT: case TK_FMT_PERF: return table_has(tk_cmd_ipt_options, name, kind);
+	case TK_FMT_TKBT: return table_has(tk_cmd_btrace_options, name, kind);
+	case TK_FMT_XRAY: return table_has(tk_cmd_xray_options, name, kind);
+	case TK_FMT_KANATA: return table_has(tk_cmd_kanata_options, name, kind);
 	case TK_FMT_GEM5_O3:   /* read as the Kanata log it converts to */
-		return table_has(tk_cmd_gem5_options, name) || table_has(tk_cmd_kanata_options, name);
-	case TK_FMT_XTRACE_INSN: case TK_FMT_XTRACE_SNAP: return table_has(tk_cmd_xtrace_options, name);
+		return table_has(tk_cmd_gem5_options, name, kind) ||
+		       table_has(tk_cmd_kanata_options, name, kind);
+	case TK_FMT_XTRACE_INSN: case TK_FMT_XTRACE_SNAP:
+		return table_has(tk_cmd_xtrace_options, name, kind);
 	default: return 0;
 	}
 }

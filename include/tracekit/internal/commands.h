@@ -232,8 +232,9 @@ struct tk_cmd_option {
 /* The I-th table of format options (ended by a NULL name) and its TITLE; NULL after the
  * last. */
 const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title);
-/* Input of format ID takes the formats' option NAME (a gem5 log: Kanata's too). */
-int tk_cmd_format_takes(enum tk_format_id id, const char *name);
+/* Input of format ID takes the formats' option NAME in commands of KIND (a gem5 log:
+ * Kanata's too). */
+int tk_cmd_format_takes(enum tk_format_id id, enum tk_cmd_kind kind, const char *name);
 /* What format ID's input has, for the shared options about it (the CLI refuses one the
  * input has nothing for): TK_CMD_HAS_CALLS code or calls (not a pipeline log: --elf, the call
  * filters, --pid and --comm refused as for code, profiles); TK_CMD_HAS_TIME_COLUMNS times that decode and dump print with

@@ -327,6 +327,8 @@ int cli_merge_partials(struct tk_cmd_opts *o, const char *const *pnames, uint8_t
 			  "90p, 99p, max, sum)", o->sort);
 		status = EXIT_USAGE;
 	}
+	if (!status)
+		status = cli_table_opts_refused(o);
 	if (!(v = calloc((size_t)nparts, sizeof *v))) {
 		cli_error(NULL, UINT64_MAX, "out of memory");
 		status = EXIT_INPUT;

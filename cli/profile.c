@@ -264,6 +264,22 @@ int cli_profile_unsupported(const char *file, const struct tk_format_info *fi)
 	return tk_source_supported(fi->id) ? 0 : cli_unsupported("profile", file, fi);
 }
 
+int cli_table_opts_refused(const struct tk_cmd_opts *o)
+{
+	enum tk_out_kind kind = cli_is_account(o->to) ? TK_OUT_TEXT : profile_kind(o);
+	/* stacks and samples have no row order; pprof and callgrind keep every function */
+	int no_order = kind == TK_OUT_FOLDED || kind == TK_OUT_PPROF || kind == TK_OUT_CALLGRIND;
+	int no_top = kind == TK_OUT_PPROF || kind == TK_OUT_CALLGRIND;
+
+	if ((o->sort && no_order) || (o->top && no_top)) {
+		cli_error(NULL, UINT64_MAX, "%s: --to %s has no rows to %s (text, csv, json, calltree, "
+			  "lines, blocks, source and account have)", o->sort && no_order ? "--sort" : "--top",
+			  o->to ? o->to : "folded", o->sort && no_order ? "order" : "cut");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
 /* Options -> source -> runner -> writer, for every format with a source. */
 int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,
 		     const struct tk_format_info *fi)
@@ -291,6 +307,8 @@ int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *i
 		return EXIT_USAGE;
 	}
 	const char *keys;
+	if ((rc = cli_table_opts_refused(o)))
+		return rc;
 	if (!account && tk_out_sort_check(kind, o->sort, &keys) < 0) {
 		cli_error(NULL, UINT64_MAX, "--sort: unknown key '%s' (%s)", o->sort, keys);
 		return EXIT_USAGE;

@@ -228,6 +228,12 @@ static int convert(const struct tk_cmd *c, const char *file, struct tk_input *in
 	}
 	if (yaml && (status = tk_cmd_convert_plain(c, "--to xray-yaml")))
 		return status;
+	/* llvm-xray's YAML keeps the log's cycle frequency and raw TSCs */
+	if (yaml && c->o->has_tsc_hz) {
+		CMD_ERROR(c, NULL, UINT64_MAX, "convert: --tsc-hz is for timelines and profiles, not "
+			  "--to xray-yaml (it writes the log's TSCs and cycle frequency)");
+		return TK_EXIT_USAGE;
+	}
 	uint64_t tb, te, dropped = 0;
 	if (tl && c->o->time_window && tk_cmd_parse_range(c->o->time_window, &tb, &te) < 0) {
 		CMD_ERROR(c, NULL, UINT64_MAX, "--time: expected A:B, got '%s'", c->o->time_window);

@@ -12,7 +12,22 @@ mpi="$BUILD/tracekit-mpi"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # (-k: a launcher that ignores the TERM is killed, so a hang fails this step, not the test's timeout)
-run() { timeout -k 10 120 mpirun --oversubscribe --allow-run-as-root -np "$@"; }
+# mpirun itself at times crashes in its own teardown after the ranks ended (Open MPI's
+# PMIx_server_finalize, SIGSEGV, exit 139; once in a loaded CI run): that launch is run
+# again, once, and counted (printed at the end); any other failure stands.
+launcher_crashes=0
+run() {
+	local rc try
+	for try in 1 2; do
+		rc=0
+		timeout -k 10 120 mpirun --oversubscribe --allow-run-as-root -np "$@" 2>"$work/run.err" || rc=$?
+		[ "$rc" = 139 ] && [ "$try" = 1 ] && grep -q 'PMIx_server_finalize\|orte_finalize' "$work/run.err" ||
+			break
+		launcher_crashes=$((launcher_crashes + 1))
+	done
+	cat "$work/run.err" >&2
+	return "$rc"
+}
 # under ASan, no leak check: Open MPI's components (dlopen'ed, unloaded at exit, so their
 # frames cannot be named in a suppression) keep memory to the end by design. tracekit-mpi's
 # own code (cli_shard_build, cli_merge_partials) is leak-checked through shards.sh.
@@ -82,4 +97,5 @@ grep -q "missing.xray" "$work/err" || { echo "unreadable input: not named"; cat 
 PMI_RANK=1 PMI_SIZE=2 timeout -k 10 120 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" \
 	"$work/lj.pt" >"$work/got" 2>"$work/err" || { echo "wrong launcher rank: failed"; cat "$work/err"; exit 1; }
 cmp -s "$work/want" "$work/got" || { echo "wrong launcher rank: differs from -j 1"; exit 1; }
+[ "$launcher_crashes" = 0 ] || echo "note: mpirun crashed in its own teardown $launcher_crashes times (run again)"
 echo "mpi: ok"

@@ -114,11 +114,11 @@ struct tk_source_opts cli_source_opts(const struct tk_cmd_opts *o, const struct 
 /* 0, or EXIT_INPUT after a message: FI's input has nothing to profile (no source, or a
  * pipeline log's, which has no calls). */
 int cli_profile_unsupported(const char *file, const struct tk_format_info *fi);
-/* An output of O that source S cannot fill (per line or block of a trace of function
- * entries and exits): a message naming FILE, EXIT_USAGE; else 0. */
 /* EXIT_USAGE after saying so where --sort or --top is given for an output without rows
  * to order or cut (folded, pprof, callgrind), else 0. */
 int cli_table_opts_refused(const struct tk_cmd_opts *o);
+/* An output of O that source S cannot fill (per line or block of a trace of function
+ * entries and exits): a message naming FILE, EXIT_USAGE; else 0. */
 int cli_profile_output_refused(const struct tk_cmd_opts *o, const char *file,
 			       const struct tk_format_info *fi, struct tk_source *s);
 int cli_profile_file(struct tk_cmd_opts *o, const char *file, struct tk_input *in,

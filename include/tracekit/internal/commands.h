@@ -236,10 +236,11 @@ const struct tk_cmd_option *tk_cmd_option_table(size_t i, const char **title);
  * Kanata's too). */
 int tk_cmd_format_takes(enum tk_format_id id, enum tk_cmd_kind kind, const char *name);
 /* What format ID's input has, for the shared options about it (the CLI refuses one the
- * input has nothing for): TK_CMD_HAS_CALLS code or calls (not a pipeline log: --elf, the call
- * filters, --pid and --comm refused as for code, profiles); TK_CMD_HAS_TIME_COLUMNS times that decode and dump print with
- * --time; TK_CMD_HAS_PROCESSES processes' threads and CPUs' traces (--pid, --comm,
- * --cpu LIST; Intel PT, whose session says where a raw trace has none). */
+ * input has nothing for): TK_CMD_HAS_CALLS code or calls (not a pipeline log: --elf, the
+ * call filters, --pid and --comm refused as for code, profiles); TK_CMD_HAS_TIME_COLUMNS
+ * times that decode and dump print with --time; TK_CMD_HAS_PROCESSES processes' threads
+ * and CPUs' traces (--pid, --comm, --cpu LIST; Intel PT, whose session says where a raw
+ * trace has none). */
 enum { TK_CMD_HAS_CALLS = 1, TK_CMD_HAS_TIME_COLUMNS = 2, TK_CMD_HAS_PROCESSES = 4 };
 unsigned tk_cmd_format_has(enum tk_format_id id);
 

@@ -236,8 +236,9 @@ int tk_ipt_exec_image(struct tk_ipt_exec *x, const struct tk_image *img)
 		i++;
 	if (i < x->nimgs)
 		return (int)i;
-	const struct tk_image **more = realloc(x->imgs, (x->nimgs + 1) * sizeof *more);
-	if (!more || x->nimgs >= INT32_MAX)
+	const struct tk_image **more = x->nimgs < INT32_MAX ?
+		realloc(x->imgs, (x->nimgs + 1) * sizeof *more) : NULL;
+	if (!more)
 		return -TK_E_NOMEM;
 	x->imgs = more;
 	x->imgs[x->nimgs] = img;

@@ -97,6 +97,29 @@ void tk_perf_warn_overlaps(const struct tk_perf_aux *a, const char *file, tk_msg
 	free(m);
 }
 
+/* No queue kept: all were empty, or --cpu LIST left every one out (said so, with the CPUs
+ * that have trace, eight at most, not that the trace is empty). */
+static void warn_nothing_kept(const struct tk_perf_session *x, const char *file)
+{
+	char cpus[96] = "";
+	size_t with_data = 0, at = 0;
+
+	for (size_t i = 0; i < x->aux.nqueues; i++) {
+		const struct tk_perf_queue *q = &x->aux.queues[i];
+		size_t j = 0;
+		while (j < i && !(x->aux.queues[j].len && x->aux.queues[j].cpu == q->cpu))
+			j++;   /* (a CPU named once) */
+		if (q->len && j == i && with_data++ < 8 && at < sizeof cpus)
+			at += (size_t)snprintf(cpus + at, sizeof cpus - at, "%s%u", at ? ", " : "", q->cpu);
+	}
+	if (with_data)
+		WARN(x, file, "--cpu LIST: no trace of those CPUs (the trace is of CPU%s %s%s)",
+		     with_data > 1 ? "s" : "", cpus, with_data > 8 ? ", ..." : "");
+	else
+		WARN(x, file, "no Intel PT data in this perf.data (%zu trace queues, all empty)",
+		     x->aux.nqueues);
+}
+
 /* The code of the mappings M (N) into IMG; the files loaded join the session's modules
  * (for their symbols, once each); a file that cannot be read is named (five at most). */
 static int add_mappings(const char *file, struct tk_perf_session *x, struct tk_image *img,
@@ -900,24 +923,8 @@ static int open_perf(const char *file, const uint8_t *data, size_t len, struct t
 		x->n++;
 	}
 	number_tracks(x);
-	/* all left out by --cpu LIST: said so, with the CPUs that have trace (eight at most),
-	 * not that the trace is empty */
-	char cpus[96] = "";
-	size_t with_data = 0, at = 0;
-	for (size_t i = 0; i < x->aux.nqueues; i++) {
-		const struct tk_perf_queue *q = &x->aux.queues[i];
-		size_t j = 0;
-		while (j < i && !(x->aux.queues[j].len && x->aux.queues[j].cpu == q->cpu))
-			j++;
-		if (q->len && j == i && with_data++ < 8 && at < sizeof cpus)
-			at += (size_t)snprintf(cpus + at, sizeof cpus - at, "%s%u", at ? ", " : "", q->cpu);
-	}
-	if (!x->n && with_data && !x->o.quiet)
-		WARN(x, file, "--cpu LIST: no trace of those CPUs (the trace is of CPU%s %s%s)",
-		     with_data > 1 ? "s" : "", cpus, with_data > 8 ? ", ..." : "");
-	else if (!x->n && !x->o.quiet)
-		WARN(x, file, "no Intel PT data in this perf.data (%zu trace queues, all empty)",
-		     x->aux.nqueues);
+	if (!x->n && !x->o.quiet)
+		warn_nothing_kept(x, file);
 	tk_perf_timing(&x->aux, &x->o);
 	if (!x->o.code)
 		return 0;

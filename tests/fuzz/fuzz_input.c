@@ -1,7 +1,8 @@
 /* Fuzz the input layer's decompression (gzip, zstd, or none): the whole file mapped
  * (gzip: libdeflate, then zlib's stream again when libdeflate finds it damaged) and the
  * file read as a stream, on the caller's thread and decompressed ahead on a thread of its
- * own, must hand out the same bytes and the same cut. */
+ * own, must hand out the same bytes and the same cut (but where libdeflate reads a gzip
+ * member that zlib refuses, below). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,8 +80,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (tk_input_map(in, &m, &mn) == 0) {
 			if (tk_input_cut(in, &mc) != TK_INPUT_CUT)
 				mc = UINT64_MAX;
-			/* the map, by libdeflate or zlib, holds what the stream read */
-			if (mn != n1 || (mn && memcmp(m, s1, mn)) || mc != c1)
+			/* the map, by libdeflate or zlib, holds what the stream read; but libdeflate
+			 * accepts a few deflate streams zlib refuses (the reserved length codes 286
+			 * and 287, surplus code lengths: libdeflate's issue 288), and a map that
+			 * read a gzip file whole has its CRC-32 and size checked: then the stream
+			 * cut where zlib refused and read a prefix of the map */
+			int gzip = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+			int looser = gzip && mc == UINT64_MAX && c1 != UINT64_MAX && mn > n1 &&
+				     !memcmp(m, s1, n1);
+			if (!looser && (mn != n1 || (mn && memcmp(m, s1, mn)) || mc != c1))
 				abort();
 		}
 		tk_input_free(in);

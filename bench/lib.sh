@@ -7,7 +7,7 @@ BENCH_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TK=${TK:-$BENCH_SRC/build/tracekit}
 BENCH_RUNS=${BENCH_RUNS:-5}
 # what a program linked with build/libtracekit.a needs besides it (CMakeLists.txt's TK_LINK_DEPS)
-TK_STATIC_LIBS="-lipt -lelf -ldw -lZydis -liberty -lzstd -ldeflate -lz -lpthread -ldl -lm"
+TK_STATIC_LIBS="-lipt -lelf -ldw -lZydis -liberty -lzstd -lisal -lz -lpthread -ldl -lm"
 
 # bench_time CMD...: median wall-clock seconds of BENCH_RUNS runs (output discarded).
 bench_time() {

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
 	build-essential cmake pkg-config
 	libzydis-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev
-	libdeflate-dev           # gzip files mapped whole: twice as fast as zlib
+	libisal-dev              # gzip read by ISA-L: three times zlib's speed
 	libcmocka-dev libiberty-dev
 	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev
 	libipt-dev linux-perf valgrind protobuf-compiler hyperfine bc time

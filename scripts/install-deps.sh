@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
 	build-essential cmake pkg-config
-	libzydis-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev
+	libzydis-dev libelf-dev libdw-dev zlib1g-dev libzstd-dev zstd
 	libisal-dev              # gzip read by ISA-L: three times zlib's speed
 	libcmocka-dev libiberty-dev
 	clang-16 llvm-16 llvm-16-dev libclang-rt-16-dev

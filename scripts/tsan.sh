@@ -144,6 +144,12 @@ head -c $(($(stat -c %s k4.log.gz) * 3 / 4)) k4.log.gz >k4cut.log.gz
 check "kanata-stats-gz" stats k4.log.gz
 check "kanata-report-gz" report -o /dev/stdout k4.log.gz
 check "kanata-check-cut-gz" check k4cut.log.gz
+# ... read in chunks off the stream in turn by their jobs (a compressed log of a chunk or
+# more), and cut short: read again in order
+for chunk in 8192 65536; do
+	TK_KANATA_CHUNK=$chunk check "kanata-stats-gz$chunk" stats k4.log.gz
+	TK_KANATA_CHUNK=$chunk check "kanata-check-cut-gz$chunk" check k4cut.log.gz
+done
 # a gem5 log's statistics and report: converted on a thread into a pipe that they read
 check "gem5-stats" stats "$src/tests/data/kanata/gem5-2cpu.txt"
 check "gem5-report" report -o /dev/stdout "$src/tests/data/kanata/gem5-2cpu.txt"

@@ -62,8 +62,8 @@ static int check_summary(const struct tk_cmd *c, const char *file, struct tk_buf
 			 const struct tk_kanata_counts *n);
 
 /* check at -j N: the parallel statistics' parse, which makes the same diagnostics in the
- * same order (every one kept with its text) and the same counts; a compressed log is
- * read in order by the reader alone (the statistics would add their own work to it). */
+ * same order (every one kept with its text) and the same counts; a compressed log's
+ * chunks read off its stream in turn (one under a chunk's size compressed, in order). */
 static int check_parallel(const struct tk_cmd *c, const char *file, struct tk_input *in)
 {
 	struct tk_buf out;
@@ -102,7 +102,7 @@ static int check(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	int rc;
 
 	(void)fi, (void)unused;
-	if (tk_cmd_jobs(c) > 1 && tk_input_compression(in) == TK_COMP_NONE)
+	if (tk_cmd_jobs(c) > 1)
 		return check_parallel(c, file, in);
 	if (!(r = reader_run(c, file, in, &ro, &out, &rc)))
 		return rc;

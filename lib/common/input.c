@@ -68,6 +68,7 @@ struct tk_input {
 	 * to it: on the read-ahead thread it is found before the bytes ahead of it are read */
 	int cut_found;
 	uint64_t cut_found_off;
+	int hold_cut;            /* tk_input_hold_cut */
 	char cut_msg[320];
 
 	int ahead_wanted;        /* tk_input_read_ahead */
@@ -451,11 +452,43 @@ static void stream_cut(struct tk_input *in, size_t produced, const char *fmt, ..
 /* The reader has got to the cut the decompression found: say so, once. */
 static void cut_tell(struct tk_input *in)
 {
-	if (!in->cut_found || in->cut)
+	if (!in->cut_found || in->cut || in->hold_cut)
 		return;
 	in->cut = 1;
 	in->cut_off = in->cut_found_off;
 	tk_log(TK_LOG_ERROR, "%s", in->cut_msg);
+}
+
+void tk_input_hold_cut(struct tk_input *in, int hold)
+{
+	in->hold_cut = hold;
+}
+
+int tk_input_cut_found(const struct tk_input *in)
+{
+	return in->cut_found;
+}
+
+int tk_input_rewind(struct tk_input *in)
+{
+	if (!in->raw || in->is_pipe || in->mapped || in->ahead || in->comp == TK_COMP_NONE)
+		return -TK_E_BAD_STATE;
+	if (in->gz) {
+		isal_inflate_init(in->gz);
+		in->gz->crc_flag = ISAL_GZIP;
+	}
+	if (in->zd)
+		ZSTD_initDStream(in->zd);
+	in->raw_pos = 0;
+	in->raw_dropped = 0;   /* (the pages given back fault in again from the file) */
+	in->in_pos = in->in_len = 0;
+	in->stream_done = in->comp_eof = 0;
+	in->last_zstd_hint = 0;
+	in->zstage_pos = in->zstage_len = 0;
+	in->gz_total = in->out_total = 0;
+	in->cut = in->cut_found = 0;
+	in->cut_off = in->cut_found_off = 0;
+	return 0;
 }
 
 int tk_input_cut(const struct tk_input *in, uint64_t *offset)

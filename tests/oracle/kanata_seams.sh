@@ -84,6 +84,7 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 				  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
 		done
 	done
+	same_compressed "$label" "$f" "$@"
 	# info's counts are the statistics' too
 	want_rc=0; "$TK" info -j 1 "$f" >"$work/want" 2>&1 || want_rc=$?
 	for j in 2 3; do
@@ -91,6 +92,36 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 		[ "$rc" = "$want_rc" ] && cmp -s "$work/want" "$work/got" ||
 			{ echo "$label: info -j $j differs (exit $rc, -j 1 $want_rc)"
 			  diff "$work/want" "$work/got" | head -5 || true; exit 1; }
+	done
+}
+
+# COMMAND -j 2 and -j 3 print what -j 1 prints (stdout, stderr, exit status); the exit
+# status of -j 1 in $agreed_rc
+agree_j() {   # LABEL COMMAND ARGS...
+	local label=$1 cmd=$2 j rc
+	shift 2
+	agreed_rc=0; "$TK" "$cmd" -j 1 "$@" >"$work/want" 2>"$work/want.err" || agreed_rc=$?
+	for j in 2 3; do
+		rc=0; "$TK" "$cmd" -j "$j" "$@" >"$work/got" 2>"$work/got.err" || rc=$?
+		[ "$rc" = "$agreed_rc" ] && cmp -s "$work/want" "$work/got" &&
+			cmp -s "$work/want.err" "$work/got.err" ||
+			{ echo "$label: $cmd -j $j differs (exit $rc, -j 1 $agreed_rc)"
+			  diff "$work/want" "$work/got" | head -5 || true
+			  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+	done
+}
+
+# stats and check of F gzipped and zstd-compressed: -j 2 and -j 3 read the chunks off the
+# stream in turn (a compressed file's own path) and print what -j 1 prints
+same_compressed() {   # LABEL FILE OPTIONS...
+	local label=$1 f=$2 z
+	shift 2
+	gzip -c "$f" >"$work/z.gz"
+	zstd -q -c "$f" >"$work/z.zst"
+	for z in "$work/z.gz" "$work/z.zst"; do
+		agree_j "$label (${z##*/})" stats "$@" "$z"
+		[ -s "$work/want" ] || { echo "$label: stats of ${z##*/} printed nothing"; exit 1; }
+		agree_j "$label (${z##*/})" check "$z"
 	done
 }
 
@@ -154,5 +185,18 @@ grep -q '^C [0-9]' "$work/space.log" || { echo "no C with a space"; exit 1; }
 for chunk in 3000 20000; do
 	export TK_KANATA_CHUNK=$chunk
 	same_dump "C with a space ($chunk)" "$work/space.log"
+done
+# a compressed log cut short or damaged in its middle: -j N reads its chunks in turn until
+# the cut, then all of it again in order, and tells the cut where -j 1 does
+export TK_KANATA_CHUNK=5000
+gzip -c "$work/dmg.log" >"$work/dmg.gz"
+head -c $(( $(stat -c %s "$work/dmg.gz") * 2 / 3 )) "$work/dmg.gz" >"$work/cut.log.gz"
+cp "$work/dmg.gz" "$work/bad.log.gz"
+printf '\377\377\377\377' | dd of="$work/bad.log.gz" bs=1 seek=$(( $(stat -c %s "$work/dmg.gz") / 2 )) \
+	conv=notrunc 2>/dev/null
+for f in cut bad; do
+	agree_j "$f.log.gz" stats "$work/$f.log.gz"
+	[ "$agreed_rc" != 0 ] && grep -q "gzip data" "$work/want.err" ||
+		{ echo "$f.log.gz: -j 1 exit $agreed_rc"; head -3 "$work/want.err"; exit 1; }
 done
 echo "kanata seams: ok"

@@ -1,13 +1,16 @@
 /* Fuzz the Kanata reader, statistics and writer: nothing may crash, whatever the writer
  * produces from the accepted commands must read back without errors, and the parallel
  * statistics (small chunks, every diagnostic kept or not: check -j N and stats -j N) count
- * the diagnostics -j 1 does, dump -j N (small chunks) prints what -j 1 prints, and the
- * decoder in chunks gives the events of -j 1. */
+ * the diagnostics -j 1 does, dump -j N (small chunks) prints what -j 1 prints, the
+ * decoder in chunks gives the events of -j 1, and the statistics of the input gzipped
+ * (whole or cut short), its chunks read off the stream in turn, are -j 1's. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
+#include "fuzz_file.h"
 #include "tracekit/tracekit.h"
 
 struct rw {
@@ -31,6 +34,11 @@ int kn_stats_buf_parallel(const char *p, size_t n, const struct tk_kanata_stats_
 			  struct tk_kanata_stats *st, int *fell_back);
 void kn_stats_set_chunk_bytes(size_t n);
 static void count_diag(void *ctx, const struct tk_kanata_diag *d);
+
+static void quiet_log(void *ctx, enum tk_log_level level, const char *msg)
+{
+	(void)ctx, (void)level, (void)msg;
+}
 int kn_dump_buf(const char *p, size_t len, const struct tk_kanata_dump_opts *opts, struct tk_buf *out,
 		struct tk_kanata_counts *n);
 
@@ -115,6 +123,60 @@ static void decode_both(const uint8_t *data, size_t size)
 	}
 }
 
+/* DATA gzipped (its first KEEP bytes of that, when CUT) in a file; the statistics read
+ * from it at -j 1 and at -j 2 in chunks of CHUNK bytes (read off the stream in turn) must
+ * agree: exit, counts, diagnostics given. */
+static void stats_gzipped(const uint8_t *data, size_t size, size_t chunk, int cut)
+{
+	size_t cap = size + size / 8 + 256, n;
+	uint8_t *z = malloc(cap);
+	z_stream zs;
+
+	memset(&zs, 0, sizeof zs);
+	if (!z || deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		abort();
+	zs.next_in = (Bytef *)data;
+	zs.avail_in = (uInt)size;
+	zs.next_out = z;
+	zs.avail_out = (uInt)cap;
+	if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+		abort();
+	n = cap - zs.avail_out;
+	deflateEnd(&zs);
+	if (cut)
+		n = n * 3 / 4;
+
+	char path[64];
+	int fd = fuzz_file(z, n, path, sizeof path);
+	struct tk_kanata_stats st[2];
+	uint64_t given[2] = { 0, 0 };
+	int rc[2];
+	for (int k = 0; fd >= 0 && k < 2; k++) {
+		struct tk_kanata_stats_opts o = { .sz = sizeof o, .window = 3, .slowest = 2,
+						  .diag = count_diag, .ctx = &given[k],
+						  .jobs = k ? 2 : 1, .chunk_bytes = chunk };
+		struct tk_input *in;
+		memset(&st[k], 0, sizeof st[k]);
+		rc[k] = tk_input_open(&in, path, NULL);
+		if (rc[k] >= 0) {
+			rc[k] = tk_kanata_stats_compute(in, &o, &st[k]);
+			tk_input_free(in);
+		}
+	}
+	if (fd >= 0) {
+		if (rc[0] != rc[1] || given[0] != given[1] ||
+		    (rc[0] >= 0 && (st[0].counts.errors != st[1].counts.errors ||
+				    st[0].counts.warnings != st[1].counts.warnings ||
+				    st[0].counts.lines != st[1].counts.lines ||
+				    st[0].counts.insns != st[1].counts.insns)))
+			abort();   /* the chunks read in turn saw otherwise than -j 1 */
+		tk_kanata_stats_free(&st[0]);
+		tk_kanata_stats_free(&st[1]);
+		close(fd);
+	}
+	free(z);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tk_kanata_stats st, par;
@@ -138,6 +200,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     given_par != given))
 			abort();   /* -j N saw other violations than -j 1 */
 		tk_kanata_stats_free(&par);
+		tk_set_log(quiet_log, NULL);   /* (the cut's message) */
+		stats_gzipped(data, size, chunk / 4, data[1] & 2);
+		tk_set_log(NULL, NULL);
 	}
 	tk_kanata_stats_free(&st);
 	dump_both(data, size);

@@ -1600,8 +1600,10 @@ static int stats_streamed(struct tk_input *in, struct tk_kanata_stats_opts *o,
 	P->bytes = bytes;
 	P->count = stream_chunks_max(in, bytes) - 2;
 	rc = par_run(P);
-	if (rc >= 0 && !P->fallback && !P->n)
-		P->fallback = FALLBACK;   /* (nothing decompressed: the reading in order says why) */
+	/* nothing decompressed (the reading in order says why), or more chunks than planned
+	 * for (not read to the end): read in order */
+	if (rc >= 0 && !P->fallback && (!P->n || !P->read_end))
+		P->fallback = FALLBACK;
 	if (rc >= 0 && !P->fallback) {
 		flush_held(P);
 		rc = par_finish(P, st);

@@ -140,15 +140,6 @@ TK_API void tk_input_read_ahead(struct tk_input *in, int on);
 enum { TK_INPUT_CUT = 1, TK_INPUT_SHRANK = 2 };
 TK_API int tk_input_cut(const struct tk_input *in, uint64_t *offset);
 
-/* For readers that read a compressed file in pieces on several threads and may read it
- * again in order (Kanata's statistics): while HOLD, a cut the decompression finds is not
- * told (logged, tk_input_cut) by the reads, and tk_input_cut_found says whether there is
- * one; tk_input_rewind starts a compressed regular file's stream again from its start (0,
- * or -TK_E_BAD_STATE for a pipe, a mapped input or one read ahead). */
-TK_API void tk_input_hold_cut(struct tk_input *in, int hold);
-TK_API int tk_input_cut_found(const struct tk_input *in);
-TK_API int tk_input_rewind(struct tk_input *in);
-
 /* Install a SIGBUS handler (once per process; a program calls it, the library never does
  * on its own) that turns reading a mapped input beyond its end, after someone truncated
  * the file, into zeros and a TK_INPUT_SHRANK mark instead of death. A SIGBUS elsewhere

@@ -389,6 +389,24 @@ static long raw_read(struct tk_input *in, uint8_t *buf, size_t len)
 #define GZIP_MIN_OUT sizeof(((struct inflate_state *)0)->tmp_out_buffer)
 #define GZIP_BAD_TAIL 258
 
+/* GZ set to read a gzip member from its header. */
+static void gzip_begin(struct inflate_state *gz)
+{
+	isal_inflate_init(gz);
+	gz->crc_flag = ISAL_GZIP;
+}
+
+/* Staged output (zstd's, gzip's) to BUF, at most LEN bytes: how many. */
+static size_t stage_out(struct tk_input *in, uint8_t *buf, size_t len)
+{
+	size_t k = in->zstage_len - in->zstage_pos;
+
+	k = k < len ? k : len;
+	memcpy(buf, in->zstage + in->zstage_pos, k);
+	in->zstage_pos += k;
+	return k;
+}
+
 static int stream_start(struct tk_input *in)
 {
 	if (in->stream_started)
@@ -403,8 +421,7 @@ static int stream_start(struct tk_input *in)
 	if (in->comp == TK_COMP_GZIP) {
 		if (!(in->gz = calloc(1, sizeof *in->gz)) || !(in->zstage = malloc(2 * GZIP_STEP)))
 			return -TK_E_NOMEM;
-		isal_inflate_init(in->gz);
-		in->gz->crc_flag = ISAL_GZIP;
+		gzip_begin(in->gz);
 	} else {
 		in->zd = ZSTD_createDStream();
 		if (!in->zd || !(in->zstage = malloc(ZSTD_STEP)))
@@ -473,10 +490,8 @@ int tk_input_rewind(struct tk_input *in)
 {
 	if (!in->raw || in->is_pipe || in->mapped || in->ahead || in->comp == TK_COMP_NONE)
 		return -TK_E_BAD_STATE;
-	if (in->gz) {
-		isal_inflate_init(in->gz);
-		in->gz->crc_flag = ISAL_GZIP;
-	}
+	if (in->gz)
+		gzip_begin(in->gz);
 	if (in->zd)
 		ZSTD_initDStream(in->zd);
 	in->raw_pos = 0;
@@ -530,11 +545,7 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 
 	while (produced < len) {
 		if (in->zstage_pos < in->zstage_len) {
-			size_t k = in->zstage_len - in->zstage_pos;
-			k = k < len - produced ? k : len - produced;
-			memcpy(buf + produced, in->zstage + in->zstage_pos, k);
-			in->zstage_pos += k;
-			produced += k;
+			produced += stage_out(in, buf + produced, len - produced);
 			continue;
 		}
 		if (in->stream_done)
@@ -582,8 +593,7 @@ static long gzip_read(struct tk_input *in, uint8_t *buf, size_t len)
 			if (in->in_len == 0) {
 				in->stream_done = 1;
 			} else {
-				isal_inflate_reset(gz);
-				gz->crc_flag = ISAL_GZIP;
+				gzip_begin(gz);
 			}
 		} else if (in->comp_eof && !got) {
 			stream_cut(in, upto, "gzip data ends early (after %zu compressed bytes)",
@@ -598,11 +608,7 @@ static long zstd_read(struct tk_input *in, uint8_t *buf, size_t len)
 	size_t produced = 0;
 	while (produced < len) {
 		if (in->zstage_pos < in->zstage_len) {
-			size_t k = in->zstage_len - in->zstage_pos;
-			k = k < len - produced ? k : len - produced;
-			memcpy(buf + produced, in->zstage + in->zstage_pos, k);
-			in->zstage_pos += k;
-			produced += k;
+			produced += stage_out(in, buf + produced, len - produced);
 			continue;
 		}
 		if (in->stream_done)
@@ -945,8 +951,7 @@ static size_t peek_decompress(struct tk_input *in, const uint8_t *head, size_t h
 	if (in->comp == TK_COMP_GZIP) {
 		struct inflate_state *gz = calloc(1, sizeof *gz);
 		if (gz) {
-			isal_inflate_init(gz);
-			gz->crc_flag = ISAL_GZIP;
+			gzip_begin(gz);
 			gz->next_in = (uint8_t *)head;
 			gz->avail_in = (uint32_t)head_len;
 			gz->next_out = in->peek;

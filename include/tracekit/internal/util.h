@@ -97,6 +97,15 @@ int tk_outfile_catch_signals(void);
  * the process (9% of `profile -j 2` on libLLVM). */
 void *tk_calloc_written(size_t n, size_t size);
 
+/* For readers that read a compressed file in pieces on several threads and may read it
+ * again in order (Kanata's statistics): while HOLD, a cut the decompression finds is not
+ * told (logged, tk_input_cut) by the reads, and tk_input_cut_found says whether there is
+ * one; tk_input_rewind starts a compressed regular file's stream again from its start (0,
+ * or -TK_E_BAD_STATE for a pipe, a mapped input or one read ahead). */
+void tk_input_hold_cut(struct tk_input *in, int hold);
+int tk_input_cut_found(const struct tk_input *in);
+int tk_input_rewind(struct tk_input *in);
+
 /* tk_calloc_written for a table read at random on a hot path: from TK_HUGE_FROM bytes on,
  * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),
  * rounded up to and aligned at 2 MiB. Released with free(). */

@@ -1488,8 +1488,6 @@ static void par_free(struct par *P)
 	free(P);
 }
 
-/* The chunks of DATA at line seams every BYTES (0: the default) and the total that merges
- * them. */
 /* A run of at most NMAX chunks and the total that merges them. */
 static struct par *par_alloc(size_t nmax, struct tk_kanata_stats_opts *o,
 			     struct tk_kanata_decoder *dec, int *rc)
@@ -1512,6 +1510,8 @@ static struct par *par_alloc(size_t nmax, struct tk_kanata_stats_opts *o,
 	return P;
 }
 
+/* The chunks of DATA at line seams every BYTES (0: the default) and the total that merges
+ * them. */
 static struct par *par_new(const char *data, size_t len, struct tk_input *in, size_t bytes,
 			   struct tk_kanata_stats_opts *o, struct tk_kanata_decoder *dec, int *rc)
 {

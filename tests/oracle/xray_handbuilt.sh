@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hand-built XRay logs (tests/data/xray/mklogs.py): FDR v1-v5 with every record kind and
 # basic v1-v3, little-endian ones compared with llvm-xray-16 record for record, big-endian
-# twins with their little-endian originals.
+# twins with their little-endian originals; threads whose records share TSCs.
 set -euo pipefail
 : "${TK:?}" "${SRC:?}"
 W=$(mktemp -d)
@@ -28,6 +28,17 @@ for v in fdr-v1 fdr-v2 fdr-v3 fdr-v4 fdr-v5 basic-v1 basic-v2 basic-v3; do
 		cmp -s "$W/ref.dump" "$W/out.dump" && echo "ok: $v dump = fdr-dump" ||
 			{ echo "FAIL: $v dump"; fail=1; } ;;
 	esac
+done
+# equal TSCs across threads (five in FDR: the merge's tournament has empty leaves) in
+# llvm-xray's order, in order and in blocks at once
+for v in fdr-v5-ties basic-v3-ties; do
+	llvm-xray-16 convert -f yaml "$W/$v.xray" >"$W/ref.yaml"
+	for run in 1 "3 TK_XRAY_YAML_BLOCK=2"; do
+		read -r j env <<<"$run"
+		env $env "$TK" convert --to xray-yaml -j $j "$W/$v.xray" >"$W/out.yaml"
+		cmp -s "$W/ref.yaml" "$W/out.yaml" && echo "ok: $v yaml -j $j = llvm-xray" ||
+			{ echo "FAIL: $v yaml -j $j"; diff "$W/ref.yaml" "$W/out.yaml" | head; fail=1; }
+	done
 done
 # the unused tail of a v1 buffer is never read, whatever it holds
 "$TK" convert "$W/fdr-v1-garbage.xray" >"$W/g.yaml"

@@ -61,10 +61,5 @@ struct xr_merge;
 struct xr_merge *xr_merge_new(struct tk_xray *x, int *err);
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r);
 void xr_merge_free(struct xr_merge *m);
-/* From xr_merge_mark on, the records given out stay valid until released: a buffer the
- * merge moves past is kept with the mark set last, until xr_merge_release(M, UPTO) with
- * UPTO >= that mark (e.g. the block it went into is written). */
-void xr_merge_mark(struct xr_merge *m, size_t mark);
-void xr_merge_release(struct xr_merge *m, size_t upto);
 
 #endif

@@ -496,6 +496,7 @@ struct stream {
 	size_t pos;
 	struct deliver d;          /* carries this thread's state */
 	uint32_t rank;
+	int done;                  /* no records left */
 };
 
 /* Collects the delivered (patched) records of one buffer in place. */
@@ -526,11 +527,9 @@ static void sort_buffer(struct xr_out *o)
 	}
 }
 
-struct xr_merge;
-static int keep_records(struct xr_merge *m, struct xr_out *o, const struct xr_buf *b);
-
-/* Make s->o hold at least one undelivered record; 0 when the thread is done. */
-static int stream_fill(struct xr_merge *m, struct stream *s)
+/* Make s->o hold at least one undelivered record (the input of buffers moved past given
+ * back through REL); 0 when the thread is done. */
+static int stream_fill(struct xr_release_batch *rel, struct stream *s)
 {
 	struct tk_xray *x = s->x;
 	int rc;
@@ -540,17 +539,17 @@ static int stream_fill(struct xr_merge *m, struct stream *s)
 		    s->o.err_off + 32 < s->cur.end) {
 			xr_basic_resume(&s->o, &s->cur);
 		} else {
-			/* the buffer moved past: its input pages given back, now or once its
-			 * records are released (they point into them: custom events' data) */
-			if (s->cur_open && (rc = keep_records(m, &s->o, &x->bufs[s->next_buf - 1])) < 0)
-				return rc;
+			/* the buffer moved past: its input pages given back (its records,
+			 * which point into them, are done with: custom events' data) */
+			if (s->cur_open) {
+				const struct xr_buf *b = &x->bufs[s->next_buf - 1];
+				xr_release_add(x, rel, b->start, b->end);
+			}
 			if (s->next_buf >= s->end_buf)
 				return 0;
 			s->cur = x->bufs[s->next_buf++];
 			s->cur_open = 1;
 		}
-		if ((rc = keep_records(m, &s->o, NULL)) < 0)
-			return rc;
 		xr_expand(x, &s->cur, &s->o);
 		s->pos = 0;
 		if ((rc = xr_deliver_buf(&s->d, &s->cur, &s->o)) < 0)
@@ -560,159 +559,89 @@ static int stream_fill(struct xr_merge *m, struct stream *s)
 	return 1;
 }
 
-static int stream_less(const struct stream *a, const struct stream *b)
+/* The order of the merged records: by TSC; equal TSCs as llvm-xray's stable sort keeps
+ * them (its pre-sort order: file order in basic mode, its thread map's order in FDR mode).
+ * A done stream comes after every record. Called only on equal TSCs (rare). */
+static int stream_tie_less(const struct stream *a, const struct stream *b)
 {
+	if (a->done != b->done)
+		return b->done;
+	if (a->done)
+		return a < b;   /* (any fixed order) */
 	const struct tk_xray_rec *ra = &a->o.recs[a->pos].r, *rb = &b->o.recs[b->pos].r;
 	if (ra->tsc != rb->tsc)
 		return ra->tsc < rb->tsc;
-	/* equal TSCs: llvm-xray's stable sort keeps its pre-sort order (file order in basic
-	 * mode, its thread map's order in FDR mode) */
 	if (a->rank != b->rank)
 		return a->rank < b->rank;
 	return ra->offset < rb->offset;
 }
 
-/* The records of every thread merged by TSC, one at a time (xr_merge_next). */
+/* The records of every thread merged by TSC, one at a time (xr_merge_next), by a
+ * tournament: each node of a complete binary tree over the streams holds the stream whose
+ * record comes first below it, so a record taken is replaced by replaying the comparisons
+ * on its stream's path to the root, log2(streams) of them, each one a conditional move.
+ * The threads' records interleave nearly one by one (1.2 records per turn in
+ * bench/scaling.sh's FDR log), and a heap's sifting, whose path depends on the comparisons,
+ * mispredicted about every other of them: 10 ns per record, a fifth of the YAML's merging
+ * thread. */
 struct xr_merge {
 	struct tk_xray *x;
-	size_t ns, nh;
+	size_t ns;
 	struct stream *s;
-	struct stream **heap;
+	size_t leaves;             /* a power of two >= ns: stream i is leaf i (past ns: done) */
+	uint32_t *win;             /* node k's first stream (k in 1..2 leaves - 1; leaf i at
+				      leaves + i holds i) */
+	uint64_t *tsc;             /* each leaf's next record's TSC; UINT64_MAX when done */
 	struct stream *taken;      /* the stream whose record went out last: refilled next */
-	/* xr_merge_mark: buffers the streams move past are kept (marked), not refilled */
-	int keep;
-	size_t mark;
-	struct kept {              /* a ring, oldest first */
-		struct xr_out o;
-		size_t mark;
-		uint64_t start, end;   /* input given back with the records */
-	} *kept;
-	size_t kept_first, nkept, capkept;
-	struct xr_out *spare;      /* released, oldest first: their arrays used again */
-	size_t nspare, capspare;
 	struct xr_release_batch rel;
 };
 
-/* Under ASan, released records are poisoned until used again: a block that read them
- * after its release would be reported, however the threads were timed. */
-#if defined(__SANITIZE_ADDRESS__)
-#define XR_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define XR_ASAN 1
-#endif
-#endif
-#ifdef XR_ASAN
-#include <sanitizer/asan_interface.h>
-#define RELEASED(o, off)                                                                      \
-	do {                                                                                  \
-		ASAN_##off##POISON_MEMORY_REGION((o)->recs, (o)->cap * sizeof *(o)->recs);   \
-		ASAN_##off##POISON_MEMORY_REGION((o)->args, (o)->capargs * sizeof *(o)->args); \
-	} while (0)
-#else
-#define RELEASED(o, off) ((void)(o))
-#endif
-
-/* Released buffers wait for this many others before their arrays are written again: a
- * worker read them last, and lines written at once came back from its core's cache (half
- * the YAML runs at -j 2 took 1.0-1.4 s instead of 0.72 s, the merge's CPU doubled). */
-#define SPARE_REST 8
-
-/* A stream is done with O's records: with B (the buffer moved past), also with B's input.
- * The merge keeps them (O gets a spare's arrays) if it keeps records and there are any;
- * else B's input is given back now. */
-static int keep_records(struct xr_merge *m, struct xr_out *o, const struct xr_buf *b)
+/* Which of streams A and B has the first record. */
+static inline uint32_t first_of(const struct xr_merge *m, uint32_t a, uint32_t b)
 {
-	if (!m->keep || !o->n) {
-		if (b)
-			xr_release_add(m->x, &m->rel, b->start, b->end);
-		return 0;
-	}
-	if (m->nkept == m->capkept) {
-		size_t cap = m->capkept ? 2 * m->capkept : 16;
-		struct kept *k = malloc(cap * sizeof *k);
-		if (!k)
-			return -TK_E_NOMEM;
-		for (size_t i = 0; i < m->nkept; i++)
-			k[i] = m->kept[(m->kept_first + i) % m->capkept];
-		free(m->kept);
-		m->kept = k;
-		m->kept_first = 0;
-		m->capkept = cap;
-	}
-	if (m->nkept + m->nspare + 1 > m->capspare) {   /* room for all: released ones go there */
-		size_t cap = m->capspare ? 2 * m->capspare : 16;
-		void *sp = realloc(m->spare, cap * sizeof *m->spare);
-		if (!sp)
-			return -TK_E_NOMEM;
-		m->spare = sp;
-		m->capspare = cap;
-	}
-	m->kept[(m->kept_first + m->nkept++) % m->capkept] =
-		(struct kept){ *o, m->mark, b ? b->start : 0, b ? b->end : 0 };
-	if (m->nspare > SPARE_REST) {   /* the longest released first */
-		*o = m->spare[0];
-		memmove(m->spare, m->spare + 1, --m->nspare * sizeof *m->spare);
-	} else {
-		*o = (struct xr_out){ 0 };
-	}
-	RELEASED(o, UN);
-	o->n = 0;   /* (a spare's records are gone) */
-	return 0;
+	uint64_t ta = m->tsc[a], tb = m->tsc[b];
+	if (__builtin_expect(ta == tb, 0))
+		return stream_tie_less(&m->s[a], &m->s[b]) ? a : b;
+	return tb < ta ? b : a;
 }
 
-void xr_merge_mark(struct xr_merge *m, size_t mark)
+/* Leaf I's key changed: the nodes on its path to the root decided again. */
+static inline void replay(struct xr_merge *m, size_t i)
 {
-	m->keep = 1;
-	m->mark = mark;
+	for (size_t k = (m->leaves + i) / 2; k; k /= 2)
+		m->win[k] = first_of(m, m->win[2 * k], m->win[2 * k + 1]);
 }
 
-void xr_merge_release(struct xr_merge *m, size_t upto)
+/* Stream I's key after a fill (RC: stream_fill's). */
+static void set_key(struct xr_merge *m, size_t i, int rc)
 {
-	while (m->nkept && m->kept[m->kept_first].mark <= upto) {
-		const struct kept *k = &m->kept[m->kept_first];
-		xr_release_add(m->x, &m->rel, k->start, k->end);
-		m->spare[m->nspare++] = k->o;
-		RELEASED(&m->spare[m->nspare - 1], );
-		m->kept_first = (m->kept_first + 1) % m->capkept;
-		m->nkept--;
-	}
-}
-
-static void heap_down(struct stream **heap, size_t nh)
-{
-	size_t k = 0;
-	for (;;) {
-		size_t l = 2 * k + 1, m = k;
-		if (l < nh && stream_less(heap[l], heap[m]))
-			m = l;
-		if (l + 1 < nh && stream_less(heap[l + 1], heap[m]))
-			m = l + 1;
-		if (m == k)
-			break;
-		struct stream *tmp = heap[k];
-		heap[k] = heap[m];
-		heap[m] = tmp;
-		k = m;
-	}
+	struct stream *s = &m->s[i];
+	s->done = rc <= 0;
+	m->tsc[i] = s->done ? UINT64_MAX : s->o.recs[s->pos].r.tsc;
 }
 
 struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 {
 	struct xr_merge *m = calloc(1, sizeof *m);
-	size_t ns = x->nthreads;
+	size_t ns = x->nthreads, leaves = 1;
 	int rc = 0;
 
-	if (!m || !(m->s = calloc(ns ? ns : 1, sizeof *m->s)) ||
-	    !(m->heap = calloc(ns ? ns : 1, sizeof *m->heap))) {
-		if (m)
+	while (leaves < ns)
+		leaves *= 2;
+	if (!m || !(m->s = calloc(leaves, sizeof *m->s)) ||
+	    !(m->win = calloc(2 * leaves, sizeof *m->win)) ||
+	    !(m->tsc = calloc(leaves, sizeof *m->tsc))) {
+		if (m) {
 			free(m->s);
+			free(m->win);
+		}
 		free(m);
 		*err = -TK_E_NOMEM;
 		return NULL;
 	}
 	m->x = x;
 	m->ns = ns;
+	m->leaves = leaves;
 	xr_stats_reset(x);
 	/* bufs are sorted thread-major: find each thread's range */
 	for (size_t i = 0, t = 0; t < ns; t++) {
@@ -726,40 +655,35 @@ struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 			i++;
 		st->end_buf = i;
 	}
-	for (size_t t = 0; t < ns && rc >= 0; t++) {
-		rc = stream_fill(m, &m->s[t]);
-		if (rc > 0) {
-			/* sift up */
-			size_t k = m->nh++;
-			m->heap[k] = &m->s[t];
-			while (k && stream_less(m->heap[k], m->heap[(k - 1) / 2])) {
-				struct stream *tmp = m->heap[k];
-				m->heap[k] = m->heap[(k - 1) / 2];
-				m->heap[(k - 1) / 2] = tmp;
-				k = (k - 1) / 2;
-			}
-		}
+	for (size_t t = 0; t < leaves; t++) {
+		m->win[leaves + t] = (uint32_t)t;
+		if (t < ns && rc >= 0)
+			rc = stream_fill(&m->rel, &m->s[t]);
+		set_key(m, t, t < ns ? rc : 0);
 	}
+	for (size_t k = leaves - 1; k; k--)
+		m->win[k] = first_of(m, m->win[2 * k], m->win[2 * k + 1]);
 	*err = rc < 0 ? rc : 0;
 	return m;   /* (after an error too: for xr_merge_free; the caller goes no further) */
 }
 
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)
 {
-	if (m->taken) {
-		int rc = stream_fill(m, m->taken);
+	struct stream *s = m->taken;
+	if (s) {
+		size_t i = (size_t)(s - m->s);
+		int rc = s->pos < s->o.n ? 1 : stream_fill(&m->rel, s);
 		m->taken = NULL;
 		if (rc < 0)
 			return rc;
-		if (rc == 0)
-			m->heap[0] = m->heap[--m->nh];
-		heap_down(m->heap, m->nh);
+		set_key(m, i, rc);
+		replay(m, i);
 	}
-	if (!m->nh)
+	s = &m->s[m->win[1]];
+	if (s->done)
 		return 0;
-	struct stream *top = m->heap[0];
-	*r = &top->o.recs[top->pos++].r;
-	m->taken = top;
+	*r = &s->o.recs[s->pos++].r;
+	m->taken = s;
 	return 1;
 }
 
@@ -770,16 +694,10 @@ void xr_merge_free(struct xr_merge *m)
 	xr_stats_finish(m->x);
 	for (size_t t = 0; t < m->ns; t++)
 		xr_out_free(&m->s[t].o);
-	xr_merge_release(m, SIZE_MAX);
 	xr_release_flush(m->x, &m->rel);
-	for (size_t i = 0; i < m->nspare; i++) {
-		RELEASED(&m->spare[i], UN);
-		xr_out_free(&m->spare[i]);
-	}
-	free(m->kept);
-	free(m->spare);
 	free(m->s);
-	free(m->heap);
+	free(m->win);
+	free(m->tsc);
 	free(m);
 }
 

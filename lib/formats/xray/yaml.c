@@ -288,17 +288,70 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
  * order. Formatting is most of the work (two thirds of -j 1's samples: the integers); the
  * merge stays on one thread, as its streams' records stay in one core's cache (taken in
  * turns by the workers, they moved between cores at every block: -j 2 spent 40 % more
- * CPU than -j 1, and took 0.98 s against 1.35 s). A block holds pointers to the merge's
- * records, which it keeps until the block is written (xr_merge_mark): copying each record
- * and its arguments into the block cost 6 % more CPU than -j 1. */
+ * CPU than -j 1, and took 0.98 s against 1.35 s). A block holds the printed fields of its
+ * records, 32 bytes each: the merge's arrays are then used again at once, as at -j 1, and
+ * stay in its core's cache (pointers to its records, kept until their block was written,
+ * cost -j 2's merging thread more than the copies: it read and wrote a dozen arrays in
+ * turn, each last read on the other core). */
 #define BLOCK_RECORDS 16384
 #define YAML_BLOCKS_MIN_BUF 512   /* bytes of log per buffer, on average */
 
+/* A record as a block holds it: the fields the YAML prints, in half a cache line, or (one
+ * with arguments or data: type YREC_FULL) where the block's extra bytes hold a copy of the
+ * whole record, its arguments and its data. */
+
+struct yrec {
+	union {
+		uint64_t tsc;
+		size_t off;            /* YREC_FULL: in the block's extra bytes */
+	} u;
+	int32_t func_id;
+	uint32_t tid, pid;
+	uint16_t cpu, rec_type;
+	uint8_t type;
+};
+#define YREC_FULL 0xff
+
 struct yblock {
 	size_t n;
-	const struct tk_xray_rec **recs;
+	struct yrec *recs;
+	struct tk_buf extra;       /* YREC_FULL records' copies */
 	struct tk_buf text;
 };
+
+/* R, its arguments and its data copied into B's extra bytes (they point into the merge's
+ * arrays and the input, both used again or given back once the merge moves on). */
+static int copy_full(struct yblock *b, struct yrec *y, const struct tk_xray_rec *r)
+{
+	y->u.off = b->extra.len;
+	y->type = YREC_FULL;
+	tk_buf_put(&b->extra, r, sizeof *r);
+	if (r->nargs)
+		tk_buf_put(&b->extra, r->args, (size_t)r->nargs * sizeof *r->args);
+	if (r->data_len)
+		tk_buf_put(&b->extra, r->data, r->data_len);
+	static const char pad[8];
+	tk_buf_put(&b->extra, pad, -b->extra.len & 7);   /* (the next record's arguments
+							    aligned) */
+	return b->extra.err;
+}
+
+/* The record Y stands for (FULL: room for a whole one). */
+static const struct tk_xray_rec *yrec_get(const struct yblock *b, const struct yrec *y,
+					  struct tk_xray_rec *full)
+{
+	if (y->type != YREC_FULL) {
+		*full = (struct tk_xray_rec){ .tsc = y->u.tsc, .func_id = y->func_id, .tid = y->tid,
+					      .pid = y->pid, .cpu = y->cpu,
+					      .rec_type = y->rec_type, .type = y->type };
+		return full;
+	}
+	const uint8_t *p = (const uint8_t *)b->extra.data + y->u.off;
+	memcpy(full, p, sizeof *full);
+	full->args = full->nargs ? (const uint64_t *)(p + sizeof *full) : NULL;
+	full->data = full->data_len ? p + sizeof *full + full->nargs * sizeof *full->args : NULL;
+	return full;
+}
 
 struct ypar {
 	struct xr_merge *m;
@@ -321,17 +374,27 @@ static int block_take(struct ypar *P, size_t i)
 	int rc = 1;
 
 	b->n = 0;
+	b->extra.len = 0;
 	if (P->ended)
 		return 0;
 	if (!b->recs && !(b->recs = malloc(P->block * sizeof *b->recs)))
 		return -TK_E_NOMEM;
-	/* the buffers the merge moves past from here on hold records of block I at most */
-	xr_merge_mark(P->m, i);
 	/* the first window's blocks are taken before the workers start: small ones (its
 	 * 6 x 16,384 records were 35 ms of serial merging at -j 2, half the serial part) */
 	size_t want = i < P->nslots && P->block >= 64 ? P->block / 16 : P->block;
-	while (n < want && (rc = xr_merge_next(P->m, &r)) > 0)
-		b->recs[n++] = r;
+	while (n < want && (rc = xr_merge_next(P->m, &r)) > 0) {
+		struct yrec *y = &b->recs[n++];
+		if (r->nargs || r->data_len) {
+			int c = copy_full(b, y, r);
+			if (c < 0) {
+				rc = c;
+				break;
+			}
+		} else {
+			*y = (struct yrec){ { r->tsc }, r->func_id, r->tid, r->pid, r->cpu,
+					    r->rec_type, r->type };
+		}
+	}
 	b->n = n;
 	if (rc < 0)
 		return rc;
@@ -353,8 +416,9 @@ static int yaml_block_work(void *ctx, size_t i)
 	b->text.len = 0;
 	/* the first record of all follows "records:" on a line of its own */
 	struct yaml_ctx y = { &b->text, P->y->map, i > 0, P->y->names, 1 };
+	struct tk_xray_rec full;
 	for (size_t k = 0; k < b->n && rc >= 0; k++)
-		rc = yaml_rec(&y, b->recs[k]);
+		rc = yaml_rec(&y, yrec_get(b, &b->recs[k], &full));
 	return rc < 0 ? rc : b->text.err;
 }
 
@@ -374,7 +438,6 @@ static int yaml_block_merge(void *ctx, size_t i)
 		return out->err;
 	if (P->ended && i + 1 >= P->nblocks)
 		return -YAML_DONE;
-	xr_merge_release(P->m, i);   /* blocks 0..I are out */
 	return block_take(P, i + P->nslots);   /* (slot I's next job) */
 }
 
@@ -394,7 +457,8 @@ static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, siz
 	if (rc >= 0 && !(P.slots = calloc(P.nslots, sizeof *P.slots)))
 		rc = -TK_E_NOMEM;
 	for (size_t k = 0; k < P.nslots && rc >= 0; k++)
-		rc = tk_buf_init(&P.slots[k].text, -1, 0);
+		if ((rc = tk_buf_init(&P.slots[k].text, -1, 0)) >= 0)
+			rc = tk_buf_init(&P.slots[k].extra, -1, 0);
 	/* the window's first blocks; later ones as the merges free their slots */
 	for (size_t k = 0; rc >= 0 && k < P.nslots; k++)
 		rc = block_take(&P, k);
@@ -413,6 +477,7 @@ static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, siz
 	*any = P.nblocks > 0;
 	for (size_t k = 0; P.slots && k < P.nslots; k++) {
 		free(P.slots[k].recs);
+		tk_buf_free(&P.slots[k].extra);
 		tk_buf_free(&P.slots[k].text);
 	}
 	free(P.slots);

@@ -89,6 +89,29 @@ def basic_log(ver, be):
     body += rec(1, 2, 120, 11) + rec(1, 1, 130, 12) + rec(2, 1, 140, 11)
     return hdr(ver, 0, be, freq=1000000) + body
 
+def ties_fdr():
+    """Five threads (the merge's tournament has three empty leaves) whose records share
+    TSCs across threads and within one: llvm-xray's stable sort keeps equal TSCs in its
+    thread map's order."""
+    F = Fdr(5, False)
+    out = hdr(5, 1, False)
+    for k, tid in enumerate((301, 302, 303, 304, 305)):
+        b = F.start(tid, 4242, 1700000000, 100 + k, cpu=k, tsc=1000)
+        b += F.f(ENTER, 1, 0) + F.f(ENTER, 2, 10) + F.f(EXIT, 2, k % 2) + F.f(EXIT, 1, 0)
+        b += F.f(ENTER, 3, 5 - k % 3) + F.f(EXIT, 3, 0)
+        out += F.buffer(b)
+    return out
+
+def ties_basic(ver):
+    """Basic mode: threads whose records share TSCs; equal ones stay in file order."""
+    def rec(typ, fid, tsc, tid):
+        return struct.pack('<HBBiQII8x', 0, 1, typ, fid, tsc, tid, 77)
+    body = b''
+    for tsc in (100, 100, 110, 120, 120):
+        for tid in (13, 11, 12):
+            body += rec(0, tid - 10, tsc, tid)
+    return hdr(ver, 0, False, freq=1000000) + body
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -101,6 +124,8 @@ def main():
     w('fdr-v1-garbage.xray', fdr_log(1, False, pad=b'\xaa'))
     w('fdr-v5-inherit.xray', fdr_log(5, False, inherit=True))
     w('fdr-v5-inherit-be.xray', fdr_log(5, True, inherit=True))
+    w('fdr-v5-ties.xray', ties_fdr())
+    w('basic-v3-ties.xray', ties_basic(3))
     for v in (1, 2, 3):
         w('basic-v%d.xray' % v, basic_log(v, False))
         w('basic-v%d-be.xray' % v, basic_log(v, True))

@@ -1281,6 +1281,58 @@ static void test_sort(void **state)
 	}
 }
 
+/* tk_bufs: a thread gets back a buffer it filled itself, not another thread's, while more
+ * may be made; past that, any free one; none free: a new one whatever the count. */
+struct bufs_fill {
+	struct tk_bufs *p;
+	struct tk_buf *b;
+};
+
+static void *bufs_fill_other(void *arg)
+{
+	struct bufs_fill *f = arg;
+	f->b = tk_bufs_take(f->p);
+	if (f->b)
+		tk_buf_puts(f->b, "filled on another thread");
+	return NULL;
+}
+
+static void test_bufs_kept_for_filler(void **state)
+{
+	(void)state;
+	struct tk_bufs *p = tk_bufs_new(3);
+	assert_non_null(p);
+	struct tk_buf *mine = tk_bufs_take(p);
+	assert_non_null(mine);
+	tk_buf_puts(mine, "mine");
+	struct bufs_fill f = { p, NULL };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, bufs_fill_other, &f), 0);
+	pthread_join(t, NULL);
+	assert_non_null(f.b);
+	assert_ptr_not_equal(f.b, mine);
+	/* both free, the other's given back last: this thread gets its own, emptied */
+	tk_bufs_give(p, mine);
+	tk_bufs_give(p, f.b);
+	struct tk_buf *again = tk_bufs_take(p);
+	assert_ptr_equal(again, mine);
+	assert_int_equal(again->len, 0);
+	/* its own in use: a third is made (fewer than 3 so far), not the other's taken */
+	struct tk_buf *third = tk_bufs_take(p);
+	assert_non_null(third);
+	assert_ptr_not_equal(third, f.b);
+	/* three made: the other thread's free one now */
+	struct tk_buf *fourth = tk_bufs_take(p);
+	assert_ptr_equal(fourth, f.b);
+	/* none free: a new one all the same */
+	struct tk_buf *fifth = tk_bufs_take(p);
+	assert_non_null(fifth);
+	assert_true(fifth != mine && fifth != third && fifth != f.b);
+	tk_buf_puts(fifth, "still a buffer");
+	assert_int_equal(fifth->err, 0);
+	tk_bufs_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1307,6 +1359,7 @@ int main(void)
 		cmocka_unit_test(test_outfile),
 		cmocka_unit_test(test_ahead),
 		cmocka_unit_test(test_sort),
+		cmocka_unit_test(test_bufs_kept_for_filler),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -532,7 +532,6 @@ static void put_error_line(struct tk_buf *b, uint64_t at, int err)
  * dumped in parallel, its IP goes on across PSBs). A chunk that the walk before it went
  * past (a packet over the seam, or a resync beyond it) is not used. */
 #define DUMP_CHUNK ((size_t)256 << 10)   /* ~4 MB of text; a few held */
-#define PAR_SPARES 4
 #define PSB_GAP_MAX ((size_t)4 << 20)    /* PSBs further apart: the stream in order */
 
 struct perr {
@@ -541,7 +540,7 @@ struct perr {
 };
 
 struct pchunk {
-	struct tk_buf text;
+	struct tk_buf *text;        /* from pdump.texts, until merged */
 	struct perr *errs;
 	size_t nerrs, cap_errs;
 	struct tk_gap_stats gaps;
@@ -587,9 +586,7 @@ struct pdump {
 	struct tk_gap_stats *gaps;  /* NULL: not kept */
 	struct tk_buf *out;
 	struct tk_writer *w;
-	pthread_mutex_t lock;       /* of the spare text buffers */
-	struct tk_buf spare[PAR_SPARES];
-	unsigned nspare;
+	struct tk_bufs *texts;      /* the chunks' text, each filled on one thread */
 };
 
 static int perr_add(struct pchunk *c, uint64_t at, int err, uint64_t skipped)
@@ -611,15 +608,12 @@ static int pchunk_walk(void *ctx, size_t i)
 	struct pdump *D = ctx;
 	struct pchunk *c = &D->ch[i];
 	const struct tk_ipt_dump_opts *o = D->o;
-	struct tk_buf *t = &c->text;
+	struct tk_buf *t;
 	int err = 0, rc = 0;
 	size_t next = i + 1;
 
-	pthread_mutex_lock(&D->lock);
-	if (D->nspare)
-		*t = D->spare[--D->nspare];
-	pthread_mutex_unlock(&D->lock);
-	if (!t->data && tk_buf_init(t, -1, o->quiet ? 256 : 16 * D->chunk) < 0)
+	if (!(t = c->text = tk_bufs_take(D->texts)) ||
+	    tk_buf_reserve(t, o->quiet ? 256 : 16 * D->chunk) < 0)
 		return -TK_E_NOMEM;
 	struct tk_ipt_pkt_opts po = pkt_opts(o);
 	struct tk_ipt_pkt_decoder *dec = tk_ipt_pkt_decoder_new(D->buf, D->len, &po, &err);
@@ -680,11 +674,11 @@ static int pchunk_merge(void *ctx, size_t i)
 	int rc = 0;
 
 	if (i == D->next) {
-		if (D->w && tk_writer_submit(D->w, &c->text) < 0 && !D->out->err) {
-			D->out->err = c->text.err;   /* (c->text: the writer's last buffer) */
-			D->out->errnum = c->text.errnum;
+		if (D->w && tk_writer_submit(D->w, c->text) < 0 && !D->out->err) {
+			D->out->err = c->text->err;   /* (c->text: the writer's last buffer) */
+			D->out->errnum = c->text->errnum;
 		} else if (!D->w) {
-			tk_buf_put_large(D->out, c->text.data, c->text.len);
+			tk_buf_put_large(D->out, c->text->data, c->text->len);
 		}
 		for (size_t k = 0; k < c->nerrs && rc >= 0; k++)
 			if (D->o->on_error)
@@ -705,13 +699,8 @@ static int pchunk_merge(void *ctx, size_t i)
 	c->errs = NULL;
 	c->nerrs = c->cap_errs = 0;
 	/* the text buffer for a later chunk: not given back and faulted in again */
-	pthread_mutex_lock(&D->lock);
-	if (D->nspare < PAR_SPARES && c->text.data && !c->text.err) {
-		c->text.len = 0;
-		D->spare[D->nspare++] = c->text;
-		c->text = (struct tk_buf){ 0 };
-	}
-	pthread_mutex_unlock(&D->lock);
+	tk_bufs_give(D->texts, c->text);
+	c->text = NULL;
 	return rc < 0 ? rc : D->out->err;
 }
 
@@ -761,7 +750,9 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 		if (o->on_error)
 			rc = o->on_error(o->ctx, 0, -TK_E_NOSYNC, D.offs[0]);
 	}
-	pthread_mutex_init(&D.lock, NULL);
+	unsigned nt = o->nthreads ? o->nthreads : 1;
+	if (rc >= 0 && !(D.texts = tk_bufs_new(2 * (size_t)nt + 2)))
+		rc = -TK_E_NOMEM;
 	if (rc >= 0 && !o->quiet && writer_open(out, &D.w) == 0 && tk_writer_submit(D.w, out) < 0)
 		rc = out->err;
 	if (rc >= 0) {
@@ -775,14 +766,9 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 			out->errnum = errno;
 		}
 	}
-	for (size_t i = 0; i < D.n; i++) {
-		if (D.ch[i].text.data)
-			tk_buf_free(&D.ch[i].text);
+	for (size_t i = 0; i < D.n; i++)
 		free(D.ch[i].errs);
-	}
-	while (D.nspare)
-		tk_buf_free(&D.spare[--D.nspare]);
-	pthread_mutex_destroy(&D.lock);
+	tk_bufs_free(D.texts);
 	free(D.ch);
 	free(D.offs);
 	if (prog)

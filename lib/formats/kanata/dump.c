@@ -8,7 +8,6 @@
  * not written twice. Into a file, a writer thread writes the text while the next is made
  * (tk_writer: past 64 MiB with direct I/O). */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,14 +18,13 @@
 #define DUMP_CHUNK ((size_t)1 << 20)   /* text of a chunk: ~2.6 MiB, a few chunks held */
 #define READ_BYTES ((size_t)1 << 20)
 #define SUBMIT_AT ((size_t)8 << 20)    /* in order: text handed to the writer */
-#define SPARES 4
 
 struct dchunk {
 	size_t start, len;
 	struct kn_prefix pf;
 	int64_t cycle, delta;       /* at its start */
 	uint64_t line;
-	struct tk_buf text;
+	struct tk_buf *text;        /* from dump.texts, until merged */
 	struct kn_diags diags;
 	struct kn_state end;        /* the reader's state after it */
 	int64_t end_delta;
@@ -46,9 +44,7 @@ struct dump {
 	uint64_t written;           /* lines up to this one are out */
 	int redo;                   /* a seam did not match: the rest in order */
 	struct tk_writer *w;        /* NULL: the text goes into OUT */
-	pthread_mutex_t lock;       /* of the spare text buffers */
-	struct tk_buf spare[SPARES];
-	unsigned nspare;
+	struct tk_bufs *texts;      /* the chunks' text, each filled on one thread */
 };
 
 /* ---- one reader, in order ------------------------------------------------------------------ */
@@ -114,16 +110,16 @@ static int chunk_cmd(void *ctx, const struct tk_kanata_cmd *c)
 {
 	struct dchunk *k = ctx;
 
-	tk_kanata_cmd_text(&k->text, c, 0);
-	return k->text.err;
+	tk_kanata_cmd_text(k->text, c, 0);
+	return k->text->err;
 }
 
 static int chunk_cmd_no_offset(void *ctx, const struct tk_kanata_cmd *c)
 {
 	struct dchunk *k = ctx;
 
-	tk_kanata_cmd_text(&k->text, c, 1);
-	return k->text.err;
+	tk_kanata_cmd_text(k->text, c, 1);
+	return k->text->err;
 }
 
 /* A diagnostic kept for the merge, its text copied. */
@@ -137,8 +133,6 @@ static void chunk_diag(void *ctx, const struct tk_kanata_diag *d)
 
 static void chunk_free(struct dchunk *k)
 {
-	if (k->text.data)
-		tk_buf_free(&k->text);
 	kn_diags_free(&k->diags);
 }
 
@@ -166,11 +160,8 @@ static int parse_job(void *ctx, size_t i)
 
 	if (!o->quiet)
 		ro.cmd = o->no_offset ? chunk_cmd_no_offset : chunk_cmd;
-	pthread_mutex_lock(&D->lock);
-	if (D->nspare)
-		k->text = D->spare[--D->nspare];
-	pthread_mutex_unlock(&D->lock);
-	if (!k->text.data && tk_buf_init(&k->text, -1, o->quiet ? 64 : 3 * k->len) < 0)
+	if (!(k->text = tk_bufs_take(D->texts)) ||
+	    tk_buf_reserve(k->text, o->quiet ? 64 : 3 * k->len) < 0)
 		return -TK_E_NOMEM;
 	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &rc);
 	if (!r || !(buf = malloc(READ_BYTES))) {
@@ -216,22 +207,17 @@ static int merge_job(void *ctx, size_t i)
 		}
 	}
 	if (D->w) {
-		tk_writer_submit(D->w, &k->text);   /* (k->text: the writer's last buffer) */
-		if (k->text.err && !D->out->err) {
-			D->out->err = k->text.err;
-			D->out->errnum = k->text.errnum;
+		tk_writer_submit(D->w, k->text);   /* (k->text: the writer's last buffer) */
+		if (k->text->err && !D->out->err) {
+			D->out->err = k->text->err;
+			D->out->errnum = k->text->errnum;
 		}
 	} else {
-		tk_buf_put_large(D->out, k->text.data, k->text.len);
-		k->text.len = 0;
+		tk_buf_put_large(D->out, k->text->data, k->text->len);
 	}
 	/* the buffer for a later chunk: not given back and faulted in again */
-	pthread_mutex_lock(&D->lock);
-	if (D->nspare < SPARES && k->text.data && !k->text.err) {
-		D->spare[D->nspare++] = k->text;
-		k->text = (struct tk_buf){ 0 };
-	}
-	pthread_mutex_unlock(&D->lock);
+	tk_bufs_give(D->texts, k->text);
+	k->text = NULL;
 	for (size_t j = 0; j < k->diags.n && D->o->diag; j++) {
 		struct tk_kanata_diag d = kn_diags_at(&k->diags, j);
 		D->o->diag(D->o->ctx, &d);
@@ -279,9 +265,11 @@ static int dump_parallel(struct tk_input *in, const char *data, size_t len, size
 	struct dump D = { .o = o, .in = in, .data = data, .out = out, .w = w };
 	int rc;
 
-	if (!(D.ch = calloc(len / chunk + 2, sizeof *D.ch)))
+	if (!(D.ch = calloc(len / chunk + 2, sizeof *D.ch)) ||
+	    !(D.texts = tk_bufs_new(2 * (size_t)(o->jobs ? o->jobs : 1) + 2))) {
+		free(D.ch);
 		return -TK_E_NOMEM;
-	pthread_mutex_init(&D.lock, NULL);
+	}
 	for (size_t pos = 0; pos < len; D.nch++) {
 		size_t end = kn_line_seam_by(data, len, pos, chunk);
 		D.ch[D.nch].start = pos;
@@ -297,9 +285,7 @@ static int dump_parallel(struct tk_input *in, const char *data, size_t len, size
 	for (size_t i = 0; i < D.nch; i++)
 		chunk_free(&D.ch[i]);
 	free(D.ch);
-	while (D.nspare)
-		tk_buf_free(&D.spare[--D.nspare]);
-	pthread_mutex_destroy(&D.lock);
+	tk_bufs_free(D.texts);
 	if (D.redo)   /* from the file's start: the reader's state there is its own to find */
 		return dump_in_order(NULL, data, len, o, out, D.written, w, n);
 	*n = D.n;

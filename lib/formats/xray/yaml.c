@@ -793,7 +793,7 @@ static void dump_header(struct tk_buf *out, const struct tk_xray_header *h)
 
 struct xchunk {
 	struct xd d;
-	struct tk_buf text;
+	struct tk_buf *text;        /* from xdump.texts, until merged */
 	struct tk_gap_stats gaps;
 	size_t end;                 /* the chunk its walk stopped at (nch: the end) */
 	size_t end_off;
@@ -812,9 +812,7 @@ struct xdump {
 	struct tk_gap_stats *gaps;
 	struct tk_progress *progress;
 	long bad;
-	pthread_mutex_t lock;       /* of the spare text buffers */
-	struct tk_buf spare[4];
-	unsigned nspare;
+	struct tk_bufs *texts;      /* the chunks' text, each filled on one thread */
 };
 
 /* A cursor at a chunk's start stands where the walk in order would, fresh. */
@@ -834,15 +832,11 @@ static int xchunk_walk(void *ctx, size_t i)
 	size_t next = i + 1;
 	int rc;
 
-	pthread_mutex_lock(&X->lock);
-	if (X->nspare)
-		k->text = X->spare[--X->nspare];
-	pthread_mutex_unlock(&X->lock);
-	if (!k->text.data &&
-	    tk_buf_init(&k->text, -1, 8 * (X->starts[next < X->nch ? next : i] - X->starts[i]) +
-			4096) < 0)
+	if (!(k->text = tk_bufs_take(X->texts)) ||
+	    tk_buf_reserve(k->text, 8 * (X->starts[next < X->nch ? next : i] - X->starts[i]) +
+			   4096) < 0)
 		return -TK_E_NOMEM;
-	k->d = (struct xd){ .out = &k->text, .gaps = &k->gaps, .no_offset = X->no_offset, .keep = 1 };
+	k->d = (struct xd){ .out = k->text, .gaps = &k->gaps, .no_offset = X->no_offset, .keep = 1 };
 	c.off = X->starts[i];
 	c.in_buffer = 0;
 	c.buf_end = 0;
@@ -857,8 +851,8 @@ static int xchunk_walk(void *ctx, size_t i)
 		if ((rc = tk_xray_next(&c, &r, &msg, &skipped)) == 0)
 			break;
 		dump_step(&k->d, &c.h, rc, &r, msg, skipped);
-		if (k->text.err || k->d.err)
-			return k->text.err ? k->text.err : k->d.err;
+		if (k->text->err || k->d.err)
+			return k->text->err ? k->text->err : k->d.err;
 	}
 	k->end_off = k->end < X->nch ? X->starts[k->end] : X->len;
 	return 0;
@@ -866,8 +860,6 @@ static int xchunk_walk(void *ctx, size_t i)
 
 static void xchunk_free(struct xchunk *k)
 {
-	if (k->text.data)
-		tk_buf_free(&k->text);
 	free(k->d.notes);
 	k->d.notes = NULL;
 }
@@ -878,7 +870,7 @@ static int xchunk_merge(void *ctx, size_t i)
 	struct xchunk *k = &X->ch[i];
 
 	if (i == X->next) {
-		tk_buf_put_large(X->out, k->text.data, k->text.len);
+		tk_buf_put_large(X->out, k->text->data, k->text->len);
 		for (size_t j = 0; j < k->d.nnotes; j++)
 			note_log(&k->d.notes[j]);
 		if (X->gaps)
@@ -891,13 +883,8 @@ static int xchunk_merge(void *ctx, size_t i)
 			tk_progress_set(X->progress, k->end_off);
 	}
 	/* the text buffer for a later chunk: not given back and faulted in again */
-	pthread_mutex_lock(&X->lock);
-	if (X->nspare < sizeof X->spare / sizeof X->spare[0] && k->text.data && !k->text.err) {
-		k->text.len = 0;
-		X->spare[X->nspare++] = k->text;
-		k->text = (struct tk_buf){ 0 };
-	}
-	pthread_mutex_unlock(&X->lock);
+	tk_bufs_give(X->texts, k->text);
+	k->text = NULL;
 	xchunk_free(k);
 	return X->out->err;
 }
@@ -998,14 +985,17 @@ static long dump_parallel(const uint8_t *data, size_t len, const struct tk_xray_
 		return -TK_E_NOMEM;
 	}
 	dump_header(out, &X.c0.h);
-	pthread_mutex_init(&X.lock, NULL);
+	unsigned nt = o->nthreads ? o->nthreads : 1;
+	if (!(X.texts = tk_bufs_new(2 * (size_t)nt + 2))) {
+		free(X.ch);
+		free(X.starts);
+		return -TK_E_NOMEM;
+	}
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->nthreads };
 	rc = tk_pool_run(&po, X.nch, xchunk_walk, xchunk_merge, &X);
 	for (size_t i = 0; i < X.nch; i++)
 		xchunk_free(&X.ch[i]);
-	while (X.nspare)
-		tk_buf_free(&X.spare[--X.nspare]);
-	pthread_mutex_destroy(&X.lock);
+	tk_bufs_free(X.texts);
 	free(X.ch);
 	free(X.starts);
 	/* a failed write is the output's to say (out->err), as in order: not the log's */

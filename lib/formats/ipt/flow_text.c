@@ -17,6 +17,7 @@
  * of neighbouring chunks update their buffer's length for every line of text. */
 struct text_chunk {
 	_Alignas(128) struct tk_buf buf;
+	struct tk_buf *kept;          /* -j N: where BUF came from (text_run.texts) */
 	struct tk_buf scratch;
 	struct tk_flow *flow;
 	struct text_run *run;
@@ -25,7 +26,6 @@ struct text_chunk {
 	size_t check_at;              /* buf.len at which to count again */
 };
 
-#define SPARE_BUFS 8
 #define WRITE_BYTES ((size_t)512 << 10)
 /* With -j N each chunk's text waits in memory for its turn to be written, and text is
  * 60-330 bytes per byte of trace: a 2 MiB chunk held ~350 MB of it (1.7 GB resident at
@@ -117,8 +117,7 @@ struct text_run {
 	struct text_chunk *chunks;    /* one per chunk */
 	/* Chunk buffers written out, kept for the next chunks: a fresh buffer per chunk
 	 * would grow by realloc and fault in tens of MB of new pages each time. */
-	struct tk_buf spare[SPARE_BUFS];   /* under turn.lock */
-	unsigned nspare;
+	struct tk_bufs *texts;
 	struct tk_writer *w;         /* -j 1 into a file: write() overlaps formatting */
 	struct tk_buf cur;           /* -j 1 with a writer: the buffer being formatted */
 	struct tk_writer *wn;        /* -j N into a file: each chunk's text handed over in
@@ -491,16 +490,9 @@ static int text_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink 
 	} else if (r->nthreads <= 1) {
 		tc->buf = *r->out;            /* one thread: straight into the output */
 	} else {
-		int have = 0;
-
-		pthread_mutex_lock(&r->turn.lock);
-		if (r->nspare) {
-			tc->buf = r->spare[--r->nspare];
-			have = 1;
-		}
-		pthread_mutex_unlock(&r->turn.lock);
-		if (!have && tk_buf_init(&tc->buf, -1, 1 << 20) < 0)
+		if (!(tc->kept = tk_bufs_take(r->texts)) || tk_buf_reserve(tc->kept, 1 << 20) < 0)
 			return -TK_E_NOMEM;
+		tc->buf = *tc->kept;
 	}
 	if (!tc->scratch.data && tk_buf_init(&tc->scratch, -1, 4096) < 0)
 		return -TK_E_NOMEM;
@@ -527,16 +519,13 @@ static int text_merge(void *ctx, size_t i)
 	if (!rc)
 		rc = r->out->err;
 	tk_buf_free(&tc->scratch);
-	pthread_mutex_lock(&r->turn.lock);
-	if (!rc && r->nspare < SPARE_BUFS && r->nspare < 2 * r->nthreads) {
-		tc->buf.len = 0;
-		r->spare[r->nspare++] = tc->buf;
-		tc->buf.data = NULL;
-	}
-	pthread_mutex_unlock(&r->turn.lock);
+	/* (the writer may have handed back another buffer than it took) */
+	*tc->kept = tc->buf;
+	tk_bufs_give(r->texts, tc->kept);
+	tc->kept = NULL;
+	tc->buf = (struct tk_buf){ 0 };
 	/* the next chunk's turn (its worker may be waiting to write) */
 	turn_done(&r->turn, i, rc != 0);
-	tk_buf_free(&tc->buf);
 	return rc;
 }
 
@@ -578,6 +567,10 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 	if (!r.chunks)
 		return -TK_E_NOMEM;
 	memset(r.chunks, 0, (n > 0 ? (size_t)n : 1) * sizeof(*r.chunks));
+	if (r.nthreads > 1 && !(r.texts = tk_bufs_new(2 * (size_t)r.nthreads + 2))) {
+		free(r.chunks);
+		return -TK_E_NOMEM;
+	}
 	turn_init(&r.turn);
 	if (r.nthreads <= 1 && writer_pays(out, flags) && tk_buf_flush(out) >= 0 &&
 	    (r.w = tk_writer_start(out->fd, NULL))) {
@@ -620,12 +613,11 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 			rc = wrc;
 	}
 	for (int64_t i = 0; i < n; i++) {
-		if (r.nthreads > 1)
-			tk_buf_free(&r.chunks[i].buf);
+		if (r.chunks[i].kept)   /* (not merged: the buffer as it grew) */
+			*r.chunks[i].kept = r.chunks[i].buf;
 		tk_buf_free(&r.chunks[i].scratch);
 	}
-	for (unsigned i = 0; i < r.nspare; i++)
-		tk_buf_free(&r.spare[i]);
+	tk_bufs_free(r.texts);
 	turn_destroy(&r.turn);
 	free(r.chunks);
 	return rc;

@@ -26,9 +26,8 @@
 # bench/xray-basic-gen.py), xray-tl, kanata-tl, ipt-tl (convert --to perfetto
 # of the same inputs; ipt-tl on the walk), kanata-report (report of the Kanata log: the
 # decoder's chunks parsed at once, their events merged into the report), kanata-gz,
-# kanata-report-gz (stats and report of the Kanata log gzipped: the statistics' chunks
-# read off the stream in turn by their jobs; the report's read in order, decompressed
-# ahead on a thread of its own), ipt-prof (profile of the walk: its call tree
+# kanata-report-gz (stats and report of the Kanata log gzipped: their chunks read off the
+# stream in turn by their jobs), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
 # bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,

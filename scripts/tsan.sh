@@ -15,7 +15,8 @@
 #   buffers, whose timeline holds its chunks' events) and a Kanata log of 600 KB
 #   in small chunks (stats, info; report and convert --to chrome: the decoder's chunks),
 #   and gzipped (convert --to chrome: the relay's thread; stats, report, check of a log
-#   cut short: decompressed ahead on a thread of its own); PT
+#   cut short: decompressed ahead on a thread of its own, or read in chunks off the stream
+#   in turn by the jobs); PT
 #   convert --to perfetto|chrome too (the timeline's formatter thread); a Kanata timeline
 #   of 36,000 labels (the names' helper thread); a gem5 log's stats and report (its
 #   converter's thread)
@@ -145,10 +146,13 @@ check "kanata-stats-gz" stats k4.log.gz
 check "kanata-report-gz" report -o /dev/stdout k4.log.gz
 check "kanata-check-cut-gz" check k4cut.log.gz
 # ... read in chunks off the stream in turn by their jobs (a compressed log of a chunk or
-# more), and cut short: read again in order
+# more), and cut short: the statistics read again in order, the report's last chunk ending
+# at the cut
 for chunk in 8192 65536; do
 	TK_KANATA_CHUNK=$chunk check "kanata-stats-gz$chunk" stats k4.log.gz
 	TK_KANATA_CHUNK=$chunk check "kanata-check-cut-gz$chunk" check k4cut.log.gz
+	TK_KANATA_CHUNK=$chunk check "kanata-report-gz$chunk" report -o /dev/stdout k4.log.gz
+	TK_KANATA_CHUNK=$chunk check "kanata-report-cut-gz$chunk" report -o /dev/stdout k4cut.log.gz
 done
 # a gem5 log's statistics and report: converted on a thread into a pipe that they read
 check "gem5-stats" stats "$src/tests/data/kanata/gem5-2cpu.txt"

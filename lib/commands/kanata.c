@@ -328,17 +328,18 @@ static const char *stage_name(void *ctx, unsigned stage, const char **lane)
 }
 
 /* A Kanata decoder feeding SINK, of the log IN (or of CONVERTED, the pipe of a gem5
- * log's conversion, when not NULL). -j N: a plain file is parsed in chunks on N threads
- * (PROG follows them), SINK called on the calling thread as they are merged; a compressed
- * one (or CONVERTED) is read in order, its reader and SINK on two threads through a relay
- * (*RELAY; NULL at -j 1) from -j RELAY_FROM on. */
+ * log's conversion, when not NULL). -j N: a file is parsed in chunks on N threads (PROG
+ * follows them; a compressed one's chunks read off its stream in turn), SINK called on the
+ * calling thread as they are merged; a pipe (or CONVERTED) is read in order, its reader
+ * and SINK on two threads through a relay (*RELAY; NULL at -j 1) from -j RELAY_FROM on. */
 static struct tk_kanata_decoder *decoder_new(const struct tk_cmd *c, const char *file,
 					     struct tk_sink sink, struct tk_input *in,
 					     struct tk_input *converted, struct tk_progress *prog,
 					     unsigned relay_from, struct tk_relay **relay, int *err)
 {
 	struct tk_kanata_decoder *d;
-	int chunks = tk_cmd_jobs(c) > 1 && !converted && tk_input_compression(in) == TK_COMP_NONE;
+	int chunks = tk_cmd_jobs(c) > 1 && !converted &&
+		     (tk_input_compression(in) == TK_COMP_NONE || !tk_input_is_pipe(in));
 
 	*relay = NULL;
 	if (tk_cmd_jobs(c) >= relay_from && tk_cmd_jobs(c) > 1 && !chunks &&

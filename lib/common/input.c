@@ -481,6 +481,17 @@ void tk_input_hold_cut(struct tk_input *in, int hold)
 	in->hold_cut = hold;
 }
 
+int tk_input_is_pipe(const struct tk_input *in)
+{
+	return in->is_pipe;
+}
+
+void tk_input_tell_cut(struct tk_input *in)
+{
+	in->hold_cut = 0;
+	cut_tell(in);
+}
+
 int tk_input_cut_found(const struct tk_input *in)
 {
 	return in->cut_found;

@@ -2,8 +2,9 @@
  * produces from the accepted commands must read back without errors, and the parallel
  * statistics (small chunks, every diagnostic kept or not: check -j N and stats -j N) count
  * the diagnostics -j 1 does, dump -j N (small chunks) prints what -j 1 prints, the
- * decoder in chunks gives the events of -j 1, and the statistics of the input gzipped
- * (whole or cut short), its chunks read off the stream in turn, are -j 1's. */
+ * decoder in chunks gives the events of -j 1, and the statistics and the decoder's events
+ * of the input gzipped (whole or cut short), its chunks read off the stream in turn, are
+ * -j 1's. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -125,7 +126,8 @@ static void decode_both(const uint8_t *data, size_t size)
 
 /* DATA gzipped (its first KEEP bytes of that, when CUT) in a file; the statistics read
  * from it at -j 1 and at -j 2 in chunks of CHUNK bytes (read off the stream in turn) must
- * agree: exit, counts, diagnostics given. */
+ * agree (exit, counts, diagnostics given), and so must the decoder's events, gaps and
+ * counts. */
 static void stats_gzipped(const uint8_t *data, size_t size, size_t chunk, int cut)
 {
 	size_t cap = size + size / 8 + 256, n;
@@ -163,7 +165,34 @@ static void stats_gzipped(const uint8_t *data, size_t size, size_t chunk, int cu
 			tk_input_free(in);
 		}
 	}
+	/* the decoder's events too: chunks read in turn, the last one ending at a cut */
+	struct tk_buf ev[2];
+	int drc[2];
+	for (int k = 0; fd >= 0 && k < 2; k++) {
+		struct tk_kanata_decoder *d;
+		struct tk_input *in;
+		int err;
+		if (tk_buf_init(&ev[k], -1, 4096) < 0 ||
+		    !(d = tk_kanata_decoder_new((struct tk_sink){ ev_text, &ev[k] }, &err)))
+			abort();
+		tk_kanata_decoder_set_jobs(d, k ? 2 : 1, chunk, NULL);
+		drc[k] = tk_input_open(&in, path, NULL);
+		if (drc[k] >= 0) {
+			drc[k] = tk_kanata_decode(d, in);
+			tk_input_free(in);
+		}
+		const struct tk_gap_stats *g = tk_kanata_decoder_gaps(d);
+		tk_buf_put(&ev[k], g, sizeof *g);
+		const struct tk_kanata_counts *n = tk_kanata_decoder_counts(d);
+		uint64_t v[] = { n->lines, n->insns, n->errors, n->in_flight, (uint64_t)n->last_cycle };
+		tk_buf_put(&ev[k], v, sizeof v);
+		tk_kanata_decoder_free(d);
+	}
 	if (fd >= 0) {
+		if (drc[0] != drc[1] || ev[0].len != ev[1].len || memcmp(ev[0].data, ev[1].data, ev[0].len))
+			abort();   /* the decoder's chunks read in turn gave otherwise than -j 1 */
+		tk_buf_free(&ev[0]);
+		tk_buf_free(&ev[1]);
 		if (rc[0] != rc[1] || given[0] != given[1] ||
 		    (rc[0] >= 0 && (st[0].counts.errors != st[1].counts.errors ||
 				    st[0].counts.warnings != st[1].counts.warnings ||

@@ -74,15 +74,7 @@ same() {   # LABEL FILE OPTIONS...: -j 2, -j 3 and 3 shards merged = -j 1
 	# --cycles 0:100 leaves few before)
 	local cmd
 	for cmd in report "report --cycles 0:100" "convert --to chrome"; do
-		want_rc=0; "$TK" $cmd -j 1 -o "$work/want.out" "$f" 2>"$work/want.err" || want_rc=$?
-		[ -s "$work/want.out" ] || { echo "$label: $cmd -j 1 wrote nothing"; exit 1; }
-		for j in 2 3; do
-			rc=0; "$TK" $cmd -j "$j" -o "$work/got.out" "$f" 2>"$work/got.err" || rc=$?
-			[ "$rc" = "$want_rc" ] && cmp -s "$work/want.out" "$work/got.out" &&
-				cmp -s "$work/want.err" "$work/got.err" ||
-				{ echo "$label: $cmd -j $j differs (exit $rc, -j 1 $want_rc)"
-				  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
-		done
+		agree_out "$label" "$cmd" "$f"
 	done
 	same_compressed "$label" "$f" "$@"
 	# info's counts are the statistics' too
@@ -111,8 +103,22 @@ agree_j() {   # LABEL COMMAND ARGS...
 	done
 }
 
-# stats and check of F gzipped and zstd-compressed: -j 2 and -j 3 read the chunks off the
-# stream in turn (a compressed file's own path) and print what -j 1 prints
+# COMMAND -j 2 and -j 3 write into -o what -j 1 writes (and its messages, exit status)
+agree_out() {   # LABEL COMMAND FILE
+	local label=$1 cmd=$2 f=$3 j rc want_rc=0
+	"$TK" $cmd -j 1 -o "$work/want.out" "$f" 2>"$work/want.err" || want_rc=$?
+	[ -s "$work/want.out" ] || { echo "$label: $cmd -j 1 wrote nothing"; exit 1; }
+	for j in 2 3; do
+		rc=0; "$TK" $cmd -j "$j" -o "$work/got.out" "$f" 2>"$work/got.err" || rc=$?
+		[ "$rc" = "$want_rc" ] && cmp -s "$work/want.out" "$work/got.out" &&
+			cmp -s "$work/want.err" "$work/got.err" ||
+			{ echo "$label: $cmd -j $j differs (exit $rc, -j 1 $want_rc)"
+			  diff "$work/want.err" "$work/got.err" | head -5 || true; exit 1; }
+	done
+}
+
+# stats, check and report of F gzipped and zstd-compressed: -j 2 and -j 3 read the chunks
+# off the stream in turn (a compressed file's own path) and print what -j 1 prints
 same_compressed() {   # LABEL FILE OPTIONS...
 	local label=$1 f=$2 z
 	shift 2
@@ -122,6 +128,7 @@ same_compressed() {   # LABEL FILE OPTIONS...
 		agree_j "$label (${z##*/})" stats "$@" "$z"
 		[ -s "$work/want" ] || { echo "$label: stats of ${z##*/} printed nothing"; exit 1; }
 		agree_j "$label (${z##*/})" check "$z"
+		agree_out "$label (${z##*/})" report "$z"
 	done
 }
 
@@ -187,7 +194,7 @@ for chunk in 3000 20000; do
 	same_dump "C with a space ($chunk)" "$work/space.log"
 done
 # a compressed log cut short or damaged in its middle: -j N reads its chunks in turn until
-# the cut, then all of it again in order, and tells the cut where -j 1 does
+# the cut, then (the statistics) all of it again in order, and tells the cut where -j 1 does
 export TK_KANATA_CHUNK=5000
 gzip -c "$work/dmg.log" >"$work/dmg.gz"
 head -c $(( $(stat -c %s "$work/dmg.gz") * 2 / 3 )) "$work/dmg.gz" >"$work/cut.log.gz"
@@ -198,5 +205,38 @@ for f in cut bad; do
 	agree_j "$f.log.gz" stats "$work/$f.log.gz"
 	[ "$agreed_rc" != 0 ] && grep -q "gzip data" "$work/want.err" ||
 		{ echo "$f.log.gz: -j 1 exit $agreed_rc"; head -3 "$work/want.err"; exit 1; }
+	# the report's chunks end at the cut: the line it cuts short, and the cut, told as
+	# -j 1 tells them
+	for cmd in report "convert --to chrome"; do
+		agree_out "$f.log.gz" "$cmd" "$work/$f.log.gz"
+		grep -q "gzip data" "$work/want.err" ||
+			{ echo "$f.log.gz: $cmd -j 1 told no cut"; head -3 "$work/want.err"; exit 1; }
+	done
 done
+# cut inside a C line (stored gzip blocks put each byte where it is): the two digits left
+# of five are the line cut short, not a smaller cycle step, at -j 2 and -j 3 as at -j 1
+python3 - "$work/cline.log.gz" <<'PY'
+import random, struct, sys
+random.seed(7)
+lines = ["Kanata\t0004", "C=\t0"]
+for i in range(2000):
+    lines += ["I\t%d\t%d\t0" % (i, i), "S\t%d\t0\tF" % i, "C\t%d" % random.randint(10000, 99999),
+              "E\t%d\t0\tF" % i, "R\t%d\t%d\t0" % (i, i), "C\t%d" % random.randint(10000, 99999)]
+data = ("\n".join(lines) + "\n").encode()
+out, at = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", {}
+for k in range(0, len(data), 65535):
+    blk = data[k:k + 65535]
+    out += bytes([k + 65535 >= len(data)]) + struct.pack("<HH", len(blk), 0xffff ^ len(blk))
+    at[k] = len(out)
+    out += blk
+p = data.index(b"\nC\t", len(data) * 2 // 3) + 1 + 4   # C, a tab, two digits
+k = p // 65535 * 65535
+open(sys.argv[1], "wb").write(out[:at[k] + p - k])
+PY
+for cmd in report "convert --to chrome"; do
+	agree_out "cline.log.gz" "$cmd" "$work/cline.log.gz"
+	grep -q "1 skipped line" "$work/want.err" ||
+		{ echo "cline.log.gz: $cmd -j 1 did not skip the cut line"; cat "$work/want.err"; exit 1; }
+done
+agree_j "cline.log.gz" stats "$work/cline.log.gz"
 echo "kanata seams: ok"

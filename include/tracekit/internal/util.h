@@ -115,10 +115,14 @@ void *tk_calloc_written(size_t n, size_t size);
  * again in order (Kanata's statistics): while HOLD, a cut the decompression finds is not
  * told (logged, tk_input_cut) by the reads, and tk_input_cut_found says whether there is
  * one; tk_input_rewind starts a compressed regular file's stream again from its start (0,
- * or -TK_E_BAD_STATE for a pipe, a mapped input or one read ahead). */
+ * or -TK_E_BAD_STATE for a pipe, a mapped input or one read ahead); tk_input_tell_cut ends
+ * the hold and tells a cut found meanwhile, as a read at the end would. */
 void tk_input_hold_cut(struct tk_input *in, int hold);
 int tk_input_cut_found(const struct tk_input *in);
 int tk_input_rewind(struct tk_input *in);
+void tk_input_tell_cut(struct tk_input *in);
+/* Whether IN is read from a pipe (or stdin): read once, in order. */
+int tk_input_is_pipe(const struct tk_input *in);
 
 /* tk_calloc_written for a table read at random on a hot path: from TK_HUGE_FROM bytes on,
  * on huge pages where the kernel gives them (madvise; one TLB entry instead of hundreds),

@@ -115,6 +115,9 @@ int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c
 void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
 			  uint64_t line_base, uint64_t byte_base);
 void kn_reader_finish(struct tk_kanata_reader *g);
+/* The input ended in a cut: the line it holds unfinished is reported and dropped (before
+ * the final feed). */
+void kn_reader_cut_short(struct tk_kanata_reader *r);
 uint64_t kn_reader_cur_line(const struct tk_kanata_reader *r);
 /* A chunk reader's state as bytes (formats/kanata/bytes.h), and again in a new chunk reader
  * (at most MAX_IDS ids begun); for the statistics partial of a shard. */

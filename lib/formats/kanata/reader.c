@@ -1123,6 +1123,18 @@ tail:
 	return r->stopped;
 }
 
+void kn_reader_cut_short(struct tk_kanata_reader *r)
+{
+	if (!r->carry_len || r->skipping || r->stopped)
+		return;
+	/* the last line ends where the compressed data was cut: the rest of it is lost, and
+	 * what is left would read as another command ("I 1477" of "I 14770 ...") */
+	r->n.lines++;
+	diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, r->n.lines, r->n.bytes - r->carry_len,
+	     "line cut short where the compressed data ends; skipped");
+	r->carry_len = 0;
+}
+
 int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in)
 {
 	size_t cap = (size_t)1 << 20;
@@ -1137,15 +1149,8 @@ int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in)
 			break;
 	if (got < 0)
 		rc = (int)got;
-	if (!got && r->carry_len && !r->skipping && !r->stopped &&
-	    tk_input_cut(in, NULL) == TK_INPUT_CUT) {
-		/* the last line ends where the compressed data was cut: the rest of it is lost,
-		 * and what is left would read as another command ("I 1477" of "I 14770 ...") */
-		r->n.lines++;
-		diag(r, TK_LOG_ERROR, TK_KANATA_D_SYNTAX, r->n.lines, r->n.bytes - r->carry_len,
-		     "line cut short where the compressed data ends; skipped");
-		r->carry_len = 0;
-	}
+	if (!got && tk_input_cut(in, NULL) == TK_INPUT_CUT)
+		kn_reader_cut_short(r);
 	if (rc >= 0)
 		rc = tk_kanata_reader_feed(r, NULL, 0, 1);
 	free(buf);

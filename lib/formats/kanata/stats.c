@@ -894,7 +894,8 @@ static int feed_chunk(struct par *P, struct chunk *c, struct tk_kanata_reader *r
 
 	if (c->buf) {
 		int rc = tk_kanata_reader_feed(r, c->buf, c->len, 0);
-		chunk_buf_give(P, c);
+		if (!P->dec)   /* (a decode keeps the bytes until the merge: decode_streamed) */
+			chunk_buf_give(P, c);
 		return rc;
 	}
 	if (!P->in)
@@ -959,6 +960,10 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 		kn_reader_set_relative(s->r, on_resolve, s);
 	}
 	rc = feed_chunk(P, c, s->r);
+	/* (a decode's stream may end in a cut: its last chunk's last line is cut short, as
+	 * the reading in order says it) */
+	if (rc >= 0 && P->stream && c->last && tk_input_cut_found(P->stream))
+		kn_reader_cut_short(s->r);
 	c->lines = kn_reader_lines(s->r) - (s->rel ? 0 : c->line_base);
 	if (rc >= 0 && (P->stream ? c->last : i + 1 == P->n))
 		rc = tk_kanata_reader_feed(s->r, NULL, 0, 1);
@@ -1197,6 +1202,8 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 			return rc;
 		kn_reader_add_counts(g->r, cr, c->line_base, c->start);
 		P->merged = i + 1;
+		if (c->buf)
+			chunk_buf_give(P, c);
 		pthread_mutex_lock(&P->lock);
 		if (P->nspare_ev < sizeof P->spare_ev / sizeof P->spare_ev[0])
 			kn_decoder_swap_held(s->dec, &P->spare_ev[P->nspare_ev++]);
@@ -1395,8 +1402,9 @@ static int stream_job(struct par *P, size_t i)
 		P->n = i + 1;
 		advance(P);
 	}
-	if (rc >= 0 && tk_input_cut_found(P->stream)) {
-		/* a cut: the statistics are read again in order, which tells it in its place */
+	if (rc >= 0 && tk_input_cut_found(P->stream) && !P->dec) {
+		/* a cut: the statistics are read again in order, which tells it in its place
+		 * (a decode tells no line's diagnostics as it goes: its last chunk ends there) */
 		P->fallback = FALLBACK;
 		rc = -TK_E_CANCELLED;
 	} else if (rc == 0 || (rc > 0 && P->ch[i].last)) {
@@ -1616,8 +1624,31 @@ static size_t stream_chunks_max(const struct tk_input *in, size_t bytes)
 static int stream_worth(struct tk_input *in, unsigned jobs, size_t bytes)
 {
 	bytes = bytes ? bytes : CHUNK_BYTES;
-	return jobs > 1 && tk_input_compression(in) != TK_COMP_NONE &&
+	return jobs > 1 && tk_input_compression(in) != TK_COMP_NONE && !tk_input_is_pipe(in) &&
 	       tk_input_file_size(in) >= bytes && stream_chunks_max(in, bytes);
+}
+
+/* The chunks of the compressed file IN (stream_worth) read off its stream in turn by their
+ * jobs and parsed at once (into DEC's sink when not NULL), the cut a read finds held:
+ * the run, its fallback set where the stream was not read to its end (nothing
+ * decompressed, or more chunks than planned for), or NULL (*RC, the hold let go). */
+static struct par *stream_run(struct tk_input *in, struct tk_kanata_stats_opts *o,
+			      struct tk_kanata_decoder *dec, size_t bytes, int *rc)
+{
+	tk_input_read_ahead(in, 0);   /* (the jobs decompress) */
+	tk_input_hold_cut(in, 1);
+	struct par *P = par_alloc(stream_chunks_max(in, bytes), o, dec, rc);
+	if (!P) {
+		tk_input_hold_cut(in, 0);
+		return NULL;
+	}
+	P->stream = in;
+	P->bytes = bytes;
+	P->count = stream_chunks_max(in, bytes) - 2;
+	*rc = par_run(P);
+	if (*rc >= 0 && !P->fallback && (!P->n || !P->read_end))
+		P->fallback = FALLBACK;
+	return P;
 }
 
 /* The statistics of a compressed file, its chunks read off the stream in turn by their
@@ -1629,22 +1660,11 @@ static int stats_streamed(struct tk_input *in, struct tk_kanata_stats_opts *o,
 {
 	size_t bytes = o->chunk_bytes ? o->chunk_bytes : CHUNK_BYTES;
 	int rc;
+	struct par *P = stream_run(in, o, NULL, bytes, &rc);
 
-	tk_input_read_ahead(in, 0);   /* (the jobs decompress) */
-	tk_input_hold_cut(in, 1);
-	struct par *P = par_alloc(stream_chunks_max(in, bytes), o, NULL, &rc);
-	if (!P) {
-		tk_input_hold_cut(in, 0);
+	if (!P)
 		return rc;
-	}
-	P->stream = in;
-	P->bytes = bytes;
-	P->count = stream_chunks_max(in, bytes) - 2;
-	rc = par_run(P);
-	/* nothing decompressed (the reading in order says why), or more chunks than planned
-	 * for (not read to the end): read in order */
-	if (rc >= 0 && !P->fallback && (!P->n || !P->read_end))
-		P->fallback = FALLBACK;
+	/* (a fallback: read in order, the reading in order saying why) */
 	if (rc >= 0 && !P->fallback) {
 		flush_held(P);
 		rc = par_finish(P, st);
@@ -1715,6 +1735,45 @@ static int decode_parallel(struct tk_kanata_decoder *d, const char *data, size_t
 	return rc;
 }
 
+/* The log IN, a compressed regular file (stream_worth), decoded in chunks read off its
+ * stream in turn by their jobs (as stats_streamed reads them) into D's sink. A cut ends the
+ * last chunk, told after the chunks merged (a decode tells no line's diagnostics as it goes,
+ * and the command's summary follows). What breaks the split goes on in order from the chunk
+ * that broke it: the chunks read since are kept until their merge, the rest of the stream
+ * read after them. */
+static int decode_streamed(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
+			   size_t bytes, struct tk_progress *progress)
+{
+	struct tk_kanata_stats_opts o = { .sz = sizeof o, .jobs = jobs, .chunk_bytes = bytes,
+					  .progress = progress };
+	int rc;
+	struct par *P = stream_run(in, &o, d, bytes, &rc);
+
+	if (!P)
+		return rc;
+	if (P->fallback && !P->merged) {
+		tk_input_hold_cut(in, 0);
+		if ((rc = tk_input_rewind(in)) >= 0)
+			rc = kn_decoder_read(d, in);
+	} else if (P->fallback) {
+		rc = 0;
+		for (size_t i = P->merged; i < P->n && rc >= 0; i++)
+			rc = kn_decoder_feed(d, P->ch[i].buf, P->ch[i].len, 0);
+		if (rc >= 0 && P->ncarry)
+			rc = kn_decoder_feed(d, P->carry, P->ncarry, 0);
+		tk_input_hold_cut(in, 0);
+		if (rc >= 0)
+			rc = kn_decoder_read(d, in);
+	} else if (rc >= 0) {
+		tk_input_tell_cut(in);
+		kn_reader_finish(kn_decoder_reader(d));
+		rc = kn_decoder_finish(d);
+	}
+	tk_input_hold_cut(in, 0);
+	par_free(P);
+	return rc;
+}
+
 /* The log IN (a plain file: parallel_worth) decoded in chunks into D's sink. */
 static int decode_file_parallel(struct tk_kanata_decoder *d, struct tk_input *in, unsigned jobs,
 				size_t bytes, struct tk_progress *progress)
@@ -1734,6 +1793,8 @@ int tk_kanata_decode(struct tk_kanata_decoder *d, struct tk_input *in)
 
 	if (parallel_worth(in, jobs, bytes))
 		return decode_file_parallel(d, in, jobs, bytes, progress);
+	if (stream_worth(in, jobs, bytes))
+		return decode_streamed(d, in, jobs, bytes, progress);
 	return kn_decoder_read(d, in);
 }
 

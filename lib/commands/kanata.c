@@ -396,8 +396,9 @@ static int timeline(const struct tk_cmd *c, const char *file, struct tk_input *i
 	struct tk_progress prog = { 0 };
 	if (!t)
 		return err;
-	/* a compressed log's relay already keeps two cores busy (its reader and the pass): a
-	 * third thread decompressing ahead slowed -j 2 down (0.98 -> 1.10 s) */
+	/* a compressed pipe's relay already keeps two cores busy (its reader and the pass): a
+	 * third thread decompressing ahead slowed -j 2 down (0.98 -> 1.10 s; a compressed
+	 * file's chunks decompress on their jobs, without it) */
 	tk_input_read_ahead(in, jobs > 2);
 	if (!(d = decoder_new(c, file, tk_timeline_sink(t), in, converted, &prog, 2, &relay, &err))) {
 		tk_timeline_free(t);

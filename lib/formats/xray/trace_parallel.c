@@ -580,12 +580,9 @@ static int stream_tie_less(const struct stream *a, const struct stream *b)
 		return b->done;
 	if (a->done)
 		return a < b;   /* (any fixed order) */
-	const struct tk_xray_rec *ra = &a->o.recs[a->pos].r, *rb = &b->o.recs[b->pos].r;
-	if (ra->tsc != rb->tsc)
-		return ra->tsc < rb->tsc;
 	if (a->rank != b->rank)
 		return a->rank < b->rank;
-	return ra->offset < rb->offset;
+	return a->o.recs[a->pos].r.offset < b->o.recs[b->pos].r.offset;
 }
 
 /* The records of every thread merged by TSC, one at a time (xr_merge_next), by a

@@ -1,7 +1,6 @@
 /* The llvm-xray YAML trace (what `llvm-xray convert --output-format=yaml` prints), and the
  * record dump (what `llvm-xray fdr-dump` prints, with file offsets). Field order, key
  * spelling, omitted defaults and scalar quoting follow LLVM's YAML writer. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -302,7 +301,6 @@ static int yaml_rec(void *ctx, const struct tk_xray_rec *r)
 /* A record as a block holds it: the fields the YAML prints, in half a cache line, or (one
  * with arguments or data: type YREC_FULL) where the block's extra bytes hold a copy of the
  * whole record, its arguments and its data. */
-
 struct yrec {
 	union {
 		uint64_t tsc;
@@ -984,13 +982,13 @@ static long dump_parallel(const uint8_t *data, size_t len, const struct tk_xray_
 		free(X.starts);
 		return -TK_E_NOMEM;
 	}
-	dump_header(out, &X.c0.h);
 	unsigned nt = o->nthreads ? o->nthreads : 1;
 	if (!(X.texts = tk_bufs_new(2 * (size_t)nt + 2))) {
 		free(X.ch);
 		free(X.starts);
 		return -TK_E_NOMEM;
 	}
+	dump_header(out, &X.c0.h);
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->nthreads };
 	rc = tk_pool_run(&po, X.nch, xchunk_walk, xchunk_merge, &X);
 	for (size_t i = 0; i < X.nch; i++)

@@ -106,7 +106,7 @@ static long check_insn(const uint8_t *bytes, size_t n, const greg_t *set, const 
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	struct cti c;
-	struct cti_result r;
+	struct cti_result r = { 0 };   /* (cti_emulate fills it; -O3 cannot tell) */
 	struct cti_segs segs = { fs_base(), gs_base() };
 	greg_t emu[NGREG];
 

@@ -1206,6 +1206,22 @@ static void test_ahead(void **state)
 	free(t);
 	tk_ahead_wait(a);
 	munmap(p, len);
+	/* a table larger than a slice and not a multiple of one, populates queued behind it
+	 * (run between its slices): the wait for them returns, the table is zero to its end */
+	const size_t big = ((size_t)40 << 20) + 8;
+	tk_ahead_table(a, big);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	for (size_t off = 0; off < len; off += piece)
+		tk_ahead_populate(a, p + off, piece);
+	tk_ahead_wait(a);
+	munmap(p, len);
+	t = tk_ahead_take_table(a, big);
+	assert_non_null(t);
+	for (size_t i = 0; i < big; i++)
+		if (t[i])
+			fail_msg("byte %zu of the large table is %u", i, t[i]);
+	free(t);
 	tk_ahead_table(a, (size_t)1 << 20);   /* left to tk_ahead_stop */
 	tk_ahead_free(a, malloc(4096));
 	tk_ahead_stop(a);

@@ -158,7 +158,8 @@ void tk_ahead_populate(struct tk_ahead *a, void *addr, size_t len);
 /* free(P) on the helper; tk_unmap(P, BYTES) on it. */
 void tk_ahead_free(struct tk_ahead *a, void *p);
 void tk_ahead_unmap(struct tk_ahead *a, void *p, size_t bytes);
-/* Every queued task done. */
+/* Every queued populate, free and unmap done (a table being made is not waited for: it
+ * runs them between its slices). */
 void tk_ahead_wait(struct tk_ahead *a);
 /* Make a table of BYTES zero bytes (tk_calloc_huge), unless one is asked for already;
  * take it with tk_ahead_take_table(A, BYTES) (waits until it is made; NULL if none of

@@ -147,8 +147,9 @@ void tk_unmap(void *p, size_t bytes);
 /* ---- memory work ahead, on a helper thread (lib/common/ahead.c) --------------------- */
 /* A structure that grows by millions of new entries (a random walk's call paths) spends
  * much of its time in the kernel, zeroing the pages it writes into. A helper thread does
- * that ahead of its owner, on another core; its tasks run in order, and one that does not
- * fit in its queue is done by the owner or dropped. NULL if no thread could start. */
+ * that ahead of its owner, on another core; its tasks run in order (but those queued while
+ * a table is made run between its slices), and one that does not fit in its queue is done
+ * by the owner or dropped. NULL if no thread could start. */
 struct tk_ahead;
 struct tk_ahead *tk_ahead_start(void);
 /* Make the pages in [ADDR, ADDR + LEN) writable (MADV_POPULATE_WRITE): their contents are

@@ -81,8 +81,10 @@ static void run_small(struct tk_ahead *a, struct ahead_task t)
 
 /* A table of LEN zero bytes (lock held; dropped while it is made), the tasks queued
  * meanwhile run between its slices (only one table is asked for at a time: none of them
- * is another). The owner reads it at random: on huge pages, one TLB miss a lookup less;
- * the compaction huge pages may cost is paid here, not there. */
+ * is another); NULL once the owner stops (a random walk's profile ended while its last
+ * table, 512 MiB, was being made: 0.4 s more of the helper that nobody needed). The owner
+ * reads it at random: on huge pages, one TLB miss a lookup less; the compaction huge
+ * pages may cost is paid here, not there. */
 static void *make_table(struct tk_ahead *a, size_t len)
 {
 	pthread_mutex_unlock(&a->lock);
@@ -91,6 +93,10 @@ static void *make_table(struct tk_ahead *a, size_t len)
 	for (size_t at = 0; m && at < len; at += TABLE_SLICE) {
 		while (a->n)
 			run_small(a, take(a));
+		if (a->stop) {
+			free(m);
+			return NULL;
+		}
 		pthread_mutex_unlock(&a->lock);
 		memset(m + at, 0, len - at < TABLE_SLICE ? len - at : TABLE_SLICE);
 		pthread_mutex_lock(&a->lock);

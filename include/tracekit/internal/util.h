@@ -170,7 +170,8 @@ void *tk_ahead_take_table(struct tk_ahead *a, size_t bytes);
 /* 0 while a table asked for is still being made, else 1 (made, or none asked for): no
  * lock, for a check on a hot path. */
 int tk_ahead_table_ready(struct tk_ahead *a);
-/* Do what is queued, end the thread, free what it made and nobody took. A may be NULL. */
+/* Do what is queued, end the thread, free what it made and nobody took (a table still
+ * being made is abandoned). A may be NULL. */
 void tk_ahead_stop(struct tk_ahead *a);
 
 uint64_t tk_now_ns(void);

@@ -570,10 +570,8 @@ struct par {
 	struct kept_diags replay;
 	int64_t first_cycle;
 	int fallback;
-	struct tk_input *in;         /* the file mapped at DATA (NULL: a buffer): chunks are read
-				      * from it with pread, and mapped pages read may be dropped */
-	char *spare[64];             /* read buffers not in use */
-	size_t nspare;
+	struct tk_input *in;         /* the file mapped at DATA (NULL: a buffer): mapped pages
+				      * read may be dropped */
 	/* chunk I's start (cycle, line) follows from the effects of chunks 0..I-1: a worker
 	 * parses its chunk with cycles and lines relative to its start (one pass over the
 	 * file), publishes its effect, and rebases the chunk once its start is known; only a
@@ -880,47 +878,24 @@ static int on_resolve(void *ctx)
 	return rc < 0 ? rc : chunk_rebase(P, &P->ch[s->chunk_i]);
 }
 
-#define READ_BYTES ((size_t)1 << 20)
-
-/* Chunk C into reader R: from the file a block at a time with pread, as -j 1 reads it
- * (faulting in the mapping and dropping its pages cost more system time than the copy),
- * or from the buffer. */
+/* Chunk C into reader R: from the mapping, its pages given back once read, as -j 1 reads
+ * the file (in session 75's VM a fault-around of 16 pages costs 1-2 us: the mapping beat
+ * reading each chunk with pread into a buffer, whose copy was 5 % of `report -j 2`), or
+ * from the buffer its bytes were read into (a compressed log). */
 static void chunk_buf_give(struct par *P, struct chunk *c);
 
 static int feed_chunk(struct par *P, struct chunk *c, struct tk_kanata_reader *r)
 {
-	char *buf = NULL;
-	int rc = 0;
+	int rc;
 
 	if (c->buf) {
-		int rc = tk_kanata_reader_feed(r, c->buf, c->len, 0);
+		rc = tk_kanata_reader_feed(r, c->buf, c->len, 0);
 		if (!P->dec)   /* (a decode keeps the bytes until the merge: decode_streamed) */
 			chunk_buf_give(P, c);
 		return rc;
 	}
-	if (!P->in)
-		return tk_kanata_reader_feed(r, P->data + c->start, c->len, 0);
-	pthread_mutex_lock(&P->lock);
-	if (P->nspare)
-		buf = P->spare[--P->nspare];
-	pthread_mutex_unlock(&P->lock);
-	if (!buf && !(buf = malloc(READ_BYTES)))
-		return -TK_E_NOMEM;
-	for (size_t at = 0; at < c->len && rc >= 0;) {
-		size_t n = c->len - at < READ_BYTES ? c->len - at : READ_BYTES;
-		long got = tk_input_pread(P->in, buf, n, c->start + at);
-		if (got != (long)n) {
-			rc = got < 0 ? (int)got : -TK_E_IO;
-			break;
-		}
-		rc = tk_kanata_reader_feed(r, buf, n, 0);
-		at += n;
-	}
-	pthread_mutex_lock(&P->lock);
-	if (P->nspare < sizeof P->spare / sizeof P->spare[0])
-		P->spare[P->nspare++] = buf, buf = NULL;
-	pthread_mutex_unlock(&P->lock);
-	free(buf);
+	rc = tk_kanata_reader_feed(r, P->data + c->start, c->len, 0);
+	drop_pages(P, P->data + c->start, c->len);
 	return rc;
 }
 
@@ -1485,8 +1460,6 @@ static void par_free(struct par *P)
 	if (P->g)
 		ctx_free(P->g);
 	kn_diags_free(&P->replay.all);
-	for (size_t i = 0; i < P->nspare; i++)
-		free(P->spare[i]);
 	for (size_t i = 0; i < P->nspare_ev; i++)
 		tk_event_vec_free(&P->spare_ev[i]);
 	for (size_t i = 0; i < P->nspare_ids; i++)

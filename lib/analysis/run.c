@@ -363,7 +363,10 @@ static int run_profile(struct tk_source *s, struct tk_prof *total, const struct 
 	r.all_evs = !r.direct && (total->opts.flags & TK_PROF_FILTER);
 	if (r.all_evs && part)
 		rc = -TK_E_UNSUPPORTED;
-	struct tk_chunk_consumer c = { sizeof c, prof_begin, prof_merge, prof_redo, prof_done, &r };
+	/* the calling thread decodes chunks while the one it merges next is not ready (no
+	 * chunk waits for a merge): where merges are heavy, as a random walk's call tree of
+	 * 18 M nodes built beside the helper's tables, -j 2 ran 5 % faster with it */
+	struct tk_chunk_consumer c = { sizeof c, prof_begin, prof_merge, prof_redo, prof_done, &r, 1 };
 
 	if (rc >= 0)
 		rc = r.chunks && r.spare && r.redone && r.recorded && r.evs && r.spare_evs &&

@@ -764,20 +764,35 @@ void end_thread(struct tstate *ts)
 
 
 /* The thread ending the process takes another thread's buffer for good, waiting for a
- * record in progress (microseconds) but not for a thread that cannot run: 0 if not taken
- * (see ts_enter for the protocol). */
+ * record in progress: microseconds, or as long as the machine keeps that thread off its
+ * CPU (on a loaded machine milliseconds: 20,000 yields, about 10 ms, once gave up on a
+ * thread preempted inside its record), but not for a thread that cannot run (stopped,
+ * blocked in its record's write): 0 if not taken after TAKE_WAIT_NS (see ts_enter for the
+ * protocol). */
+#define TAKE_WAIT_NS 500000000ll
 int ts_take(struct tstate *ts)
 {
+	struct timespec t0, t, nap = { 0, 100000 };
+
 	__atomic_store_n(&ts->ended, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!ts_fence)
 		rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0, 0, 0, 0);
-	for (int i = 0; i < 20000; i++) {
+	for (int i = 0; i < 1000; i++) {
 		if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_FREE)
 			return 1;
 		rt_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
 	}
-	return 0;
+	if (rt_syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t0, 0, 0, 0, 0) != 0)
+		return 0;
+	for (;;) {
+		if (__atomic_load_n(&ts->lock, __ATOMIC_ACQUIRE) == LOCK_FREE)
+			return 1;
+		if (rt_syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t, 0, 0, 0, 0) != 0 ||
+		    (t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) >= TAKE_WAIT_NS)
+			return 0;
+		rt_syscall(SYS_nanosleep, &nap, 0, 0, 0, 0, 0);   /* its CPU to the thread if it waits here */
+	}
 }
 
 /* At start-up and in a forked child (one thread each): ts_take's barrier, membarrier, or

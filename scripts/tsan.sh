@@ -111,6 +111,8 @@ for f in fdr-v3 fdr-v4; do
 	check "$f-account" profile --to account "$src/tests/data/xray/$f.xray"
 	check "$f-perfetto" convert --to perfetto -o /dev/stdout "$src/tests/data/xray/$f.xray"
 	TK_XRAY_CHUNK=64 check "$f-dump" dump "$src/tests/data/xray/$f.xray"
+	# (a chunk whose turn has come writing its own text, every 16 bytes of it)
+	TK_XRAY_CHUNK=64 TK_BUFS_STREAM=16 check "$f-dump-stream" dump "$src/tests/data/xray/$f.xray"
 	# YAML: blocks taken off the merge by the calling thread, formatted by it and a worker
 	TK_XRAY_YAML_BLOCK=3 check "$f-yaml" convert --to xray-yaml -o /dev/stdout "$src/tests/data/xray/$f.xray"
 done

@@ -83,3 +83,19 @@ void tk_bufs_free(struct tk_bufs *p)
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
+
+size_t tk_bufs_stream_bytes(void)
+{
+	const char *e = getenv("TK_BUFS_STREAM");
+	long long v = e ? atoll(e) : 0;
+
+	return v > 0 ? (size_t)v : (size_t)1 << 20;
+}
+
+void tk_bufs_stream(struct tk_buf *text, struct tk_buf *out, const size_t *next, size_t chunk)
+{
+	if (out->fd < 0 || __atomic_load_n(next, __ATOMIC_ACQUIRE) != chunk)
+		return;
+	tk_buf_put_large(out, text->data, text->len);
+	text->len = 0;
+}

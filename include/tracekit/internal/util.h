@@ -45,6 +45,15 @@ struct tk_bufs *tk_bufs_new(size_t most);
 struct tk_buf *tk_bufs_take(struct tk_bufs *p);
 void tk_bufs_give(struct tk_bufs *p, struct tk_buf *b);
 void tk_bufs_free(struct tk_bufs *p);
+/* A chunk whose turn has come needs no buffer: once the chunks before it are out (*NEXT,
+ * the next chunk the merge outputs, is CHUNK; stored with release by the merging thread
+ * after its output), TEXT's bytes so far go onto OUT and TEXT is emptied, so that a chunk's
+ * text is written in pieces while it is hot, as in order, not held whole (a chunk's text
+ * is often larger than a core's L2). Only for a file's OUT: the merging thread leaves OUT
+ * alone while it waits for this chunk. Call it as TEXT grows, every tk_bufs_stream_bytes()
+ * (1 MiB; the environment's TK_BUFS_STREAM for tests). */
+size_t tk_bufs_stream_bytes(void);
+void tk_bufs_stream(struct tk_buf *text, struct tk_buf *out, const size_t *next, size_t chunk);
 
 /* ---- where a run's CPU time goes: the serial part and the parallel part -------------- */
 /* Every parallel path runs on tk_pool_run, so the pool can tell them apart for any

@@ -804,7 +804,8 @@ struct xdump {
 	struct tk_xray_cursor c0;   /* at the first record */
 	size_t *starts, nch;
 	struct xchunk *ch;
-	size_t next;                /* the next chunk the merge uses */
+	size_t next;                /* the next chunk the merge uses (atomic: the chunk's
+				     worker reads it, tk_bufs_stream) */
 	int no_offset, release_input;
 	struct tk_buf *out;
 	struct tk_gap_stats *gaps;
@@ -839,6 +840,7 @@ static int xchunk_walk(void *ctx, size_t i)
 	c.in_buffer = 0;
 	c.buf_end = 0;
 	k->end = X->nch;
+	size_t stream_step = tk_bufs_stream_bytes(), stream_at = stream_step;
 	for (;;) {
 		while (next < X->nch && X->starts[next] < c.off)
 			next++;     /* gone past that start */
@@ -851,6 +853,10 @@ static int xchunk_walk(void *ctx, size_t i)
 		dump_step(&k->d, &c.h, rc, &r, msg, skipped);
 		if (k->text->err || k->d.err)
 			return k->text->err ? k->text->err : k->d.err;
+		if (k->text->len >= stream_at) {   /* (its turn come: out, as in order) */
+			tk_bufs_stream(k->text, X->out, &X->next, i);
+			stream_at = k->text->len + stream_step;
+		}
 	}
 	k->end_off = k->end < X->nch ? X->starts[k->end] : X->len;
 	return 0;
@@ -874,7 +880,7 @@ static int xchunk_merge(void *ctx, size_t i)
 		if (X->gaps)
 			tk_gap_stats_merge(X->gaps, &k->gaps);
 		X->bad += k->d.bad;
-		X->next = k->end;
+		__atomic_store_n(&X->next, k->end, __ATOMIC_RELEASE);
 		if (X->release_input)
 			tk_release_pages(X->data, X->starts[i], k->end_off);
 		if (X->progress)

@@ -570,8 +570,8 @@ struct par {
 	struct kept_diags replay;
 	int64_t first_cycle;
 	int fallback;
-	struct tk_input *in;         /* the file mapped at DATA (NULL: a buffer): mapped pages
-				      * read may be dropped */
+	struct tk_input *in;         /* the file mapped at DATA (NULL: a buffer, or a pipe's
+				      * bytes): mapped pages read may be dropped */
 	/* chunk I's start (cycle, line) follows from the effects of chunks 0..I-1: a worker
 	 * parses its chunk with cycles and lines relative to its start (one pass over the
 	 * file), publishes its effect, and rebases the chunk once its start is known; only a
@@ -1503,7 +1503,7 @@ static struct par *par_new(const char *data, size_t len, struct tk_input *in, si
 		return NULL;
 	P->data = data;
 	P->len = len;
-	P->in = in;
+	P->in = in && !tk_input_is_pipe(in) ? in : NULL;   /* (a pipe's bytes: anonymous memory) */
 	for (size_t pos = 0; pos < len;) {
 		size_t end = kn_line_seam_by(data, len, pos, bytes);
 		P->ch[P->n].start = pos;

@@ -879,9 +879,9 @@ static int on_resolve(void *ctx)
 }
 
 /* Chunk C into reader R: from the mapping, its pages given back once read, as -j 1 reads
- * the file (in session 75's VM a fault-around of 16 pages costs 1-2 us: the mapping beat
- * reading each chunk with pread into a buffer, whose copy was 5 % of `report -j 2`), or
- * from the buffer its bytes were read into (a compressed log). */
+ * the file (where a fault-around of 16 pages costs 1-2 us, the mapping beats reading each
+ * chunk with pread into a buffer, whose copy was 5 % of `report -j 2`: docs/PERFORMANCE.md,
+ * session 75), or from the buffer its bytes were read into (a compressed log). */
 static void chunk_buf_give(struct par *P, struct chunk *c);
 
 static int feed_chunk(struct par *P, struct chunk *c, struct tk_kanata_reader *r)

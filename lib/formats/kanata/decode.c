@@ -286,6 +286,11 @@ void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v)
 	*v = t;
 }
 
+int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n)
+{
+	return n > d->held.n ? tk_event_vec_reserve(&d->held, n - d->held.n) : 0;
+}
+
 void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start)
 {
 	d->rel_upto = made(d);

@@ -181,6 +181,8 @@ struct tk_kanata_reader *kn_decoder_reader(struct tk_kanata_decoder *d);
  * each chunk faults its pages in anew). */
 struct tk_event_vec;
 void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
+/* Room for N events held by D, at least. */
+int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n);
 /* The chunk's reader was rebased (kn_reader_rebase) to START: the events so far count
  * from it. */
 void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);

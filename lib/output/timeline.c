@@ -2135,16 +2135,30 @@ static inline int tl_used(const struct tk_event *e)
 static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
 {
 	struct thin_track { uint32_t track; int timed, holding; uint64_t held; } tr[THIN_TRACKS];
-	size_t ntr = 0, nout = 0, k = 0, nholding = 0;
+	size_t ntr = 0, nout = 0, k = 0;
 
 	(void)ctx;
 	for (size_t i = 0; i < n; i++) {
-		/* the usual run (a call trace's): used events of the track before, which has a
-		 * time, while nothing is held: copied as they are */
-		if (!nholding && k < ntr && tr[k].timed) {
-			uint32_t track = tr[k].track;
-			while (i < n && ev[i].track == track && tl_used(&ev[i]))
-				out[nout++] = ev[i++];   /* (runs are short in a branch trace) */
+		/* the usual run: events of the track before, which has a time: used ones copied
+		 * (a held time given to one without), the others' times held (an Intel PT
+		 * walk's blocks between its calls) */
+		if (k < ntr && tr[k].timed) {
+			struct thin_track *t = &tr[k];
+			for (; i < n && ev[i].track == t->track; i++) {
+				const struct tk_event *e = &ev[i];
+				if (!tl_used(e)) {
+					if (e->time != TK_TIME_NONE) {
+						t->held = e->time;
+						t->holding = 1;
+					}
+					continue;
+				}
+				out[nout] = *e;
+				if (t->holding && e->time == TK_TIME_NONE)
+					out[nout].time = t->held;
+				t->holding = 0;
+				nout++;
+			}
 			if (i == n)
 				break;
 		}
@@ -2164,7 +2178,6 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 		if (!tl_used(e) && tr[k].timed) {
 			if (e->time != TK_TIME_NONE) {   /* its time alone (not a payload) */
 				tr[k].held = e->time;
-				nholding += !tr[k].holding;
 				tr[k].holding = 1;
 			}
 			continue;
@@ -2174,7 +2187,6 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 		out[nout] = *e;
 		if (tr[k].holding && e->time == TK_TIME_NONE)
 			out[nout].time = tr[k].held;
-		nholding -= tr[k].holding;
 		tr[k].holding = 0;
 		nout++;
 	}

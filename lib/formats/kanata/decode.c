@@ -312,20 +312,31 @@ static void settle_times(struct tk_kanata_decoder *d, size_t a, size_t b, int64_
 			ev[i].time = time_of((int64_t)ev[i].time + (i < d->rel_upto ? d->start : 0), first);
 }
 
-void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first)
-{
-	settle_times(d, 0, d->held.n, first);
-	d->settled = 1;
-}
+/* Events settled and prepared at a time, the next as many prefetched meanwhile. */
+#define SETTLE_BLOCK 64
 
-void kn_decoder_prepare(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c)
+void kn_decoder_settle(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first)
 {
 	const struct tk_sink *s = &g->batch.sink;
+	int prepare = s->prepare && s->take && s->take_in_parts && !c->prepared;
+	const struct tk_event *end = c->held.ev + c->held.n;
 
-	if (!s->prepare || !s->take || !s->take_in_parts || !c->settled || !c->held.n || c->prepared)
-		return;
-	c->prepared = s->prepare(s->ctx, NULL, c->held.ev, c->held.n);
-	c->prepared_for = *s;
+	/* the chunk's events (megabytes, out of the cache since the parse) read once: a block
+	 * settled, then prepared while the next one's lines come in (report -j 2: CPU -3.5 %,
+	 * where settling all, then preparing all, waited on every load of the first pass) */
+	for (size_t x = 0, y; x < c->held.n; x = y) {
+		y = c->held.n - x > SETTLE_BLOCK ? x + SETTLE_BLOCK : c->held.n;
+		const struct tk_event *ahead = c->held.ev + y;
+		for (const char *p = (const char *)ahead;
+		     p < (const char *)(ahead + SETTLE_BLOCK) && p < (const char *)end; p += 64)
+			__builtin_prefetch(p, 1, 3);
+		settle_times(c, x, y, first);
+		if (prepare && !(c->prepared = s->prepare(s->ctx, c->prepared, c->held.ev + x, y - x)))
+			prepare = 0;   /* (given up: the sink freed it) */
+	}
+	if (c->prepared)
+		c->prepared_for = *s;
+	c->settled = 1;
 }
 
 /* Chunk C's held events [A, B) to G's sink, in blocks that the sink reads while they are

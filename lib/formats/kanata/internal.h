@@ -188,13 +188,11 @@ int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n);
 void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);
 /* D's error (a failed allocation while it made the chunk's events), if any. */
 int kn_decoder_error(const struct tk_kanata_decoder *d);
-/* Its events' times counted from the log's first cycle FIRST, once its start is known
- * (on its worker; else kn_decoder_merge does it). */
-void kn_decoder_settle(struct tk_kanata_decoder *d, int64_t first);
-/* Once settled, on its worker: what G's sink can do with chunk C's events ahead of their
- * turn (tk_sink.prepare, for a sink that takes them in parts between the commands
- * kn_decoder_merge replays); kn_decoder_merge hands it to the sink's take. */
-void kn_decoder_prepare(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c);
+/* Chunk C's events' times counted from the log's first cycle FIRST, once its start is
+ * known (on its worker; else kn_decoder_merge does it), and what G's sink can do with them
+ * ahead of their turn (tk_sink.prepare, for a sink that takes them in parts between the
+ * commands kn_decoder_merge replays); kn_decoder_merge hands that to the sink's take. */
+void kn_decoder_settle(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first);
 /* Chunk C (its names merged into G's reader: the maps; FIRST: the log's first cycle) into
  * G's sink, its commands about earlier chunks' instructions replayed on G's reader where
  * they were. */

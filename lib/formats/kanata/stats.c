@@ -969,10 +969,8 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 static int chunk_settle(struct par *P, struct chunk *c, int64_t first)
 {
 	int rc = c->s->rel ? chunk_rebase(P, c) : 0;
-	if (rc >= 0 && c->s->dec) {
-		kn_decoder_settle(c->s->dec, first);
-		kn_decoder_prepare(P->dec, c->s->dec);
-	}
+	if (rc >= 0 && c->s->dec)
+		kn_decoder_settle(P->dec, c->s->dec, first);
 	return rc;
 }
 

@@ -54,6 +54,15 @@ void tk_bufs_free(struct tk_bufs *p);
  * (1 MiB; the environment's TK_BUFS_STREAM for tests). */
 size_t tk_bufs_stream_bytes(void);
 void tk_bufs_stream(struct tk_buf *text, struct tk_buf *out, const size_t *next, size_t chunk);
+/* A chunk's text (megabytes, past the L2) is written where no line is in the cache: each
+ * store waited for its line. Called as the text grows (a record at a time), this asks for
+ * the line TK_BUF_AHEAD bytes on, to be written, so that it is there when the text is. */
+#define TK_BUF_AHEAD 1024
+static inline void tk_buf_write_ahead(const struct tk_buf *b)
+{
+	if (b->cap - b->len > TK_BUF_AHEAD)
+		__builtin_prefetch(b->data + b->len + TK_BUF_AHEAD, 1, 3);
+}
 
 /* ---- where a run's CPU time goes: the serial part and the parallel part -------------- */
 /* Every parallel path runs on tk_pool_run, so the pool can tell them apart for any

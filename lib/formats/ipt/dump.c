@@ -646,6 +646,7 @@ static int pchunk_walk(void *ctx, size_t i)
 			char *p = format_line(t->data + t->len, &pk[j], cols, NULL);
 			*p++ = '\n';
 			t->len = (size_t)(p - t->data);
+			tk_buf_write_ahead(t);
 		}
 		if (t->err)
 			rc = t->err;

@@ -111,6 +111,7 @@ static int chunk_cmd(void *ctx, const struct tk_kanata_cmd *c)
 	struct dchunk *k = ctx;
 
 	tk_kanata_cmd_text(k->text, c, 0);
+	tk_buf_write_ahead(k->text);
 	return k->text->err;
 }
 
@@ -119,6 +120,7 @@ static int chunk_cmd_no_offset(void *ctx, const struct tk_kanata_cmd *c)
 	struct dchunk *k = ctx;
 
 	tk_kanata_cmd_text(k->text, c, 1);
+	tk_buf_write_ahead(k->text);
 	return k->text->err;
 }
 

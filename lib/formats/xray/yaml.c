@@ -851,6 +851,7 @@ static int xchunk_walk(void *ctx, size_t i)
 		if ((rc = tk_xray_next(&c, &r, &msg, &skipped)) == 0)
 			break;
 		dump_step(&k->d, &c.h, rc, &r, msg, skipped);
+		tk_buf_write_ahead(k->text);
 		if (k->text->err || k->d.err)
 			return k->text->err ? k->text->err : k->d.err;
 		if (k->text->len >= stream_at) {   /* (its turn come: out, as in order) */

@@ -47,6 +47,8 @@ static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
 	return time_of(cycle, tk_kanata_reader_counts(d->r)->first_cycle);
 }
 
+#define HELD_AHEAD 32
+
 /* The next event's slot: a chunk's written in place where it is held. */
 static struct tk_event *next(struct tk_kanata_decoder *d)
 {
@@ -57,6 +59,11 @@ static struct tk_event *next(struct tk_kanata_decoder *d)
 		if (d->held.n == d->held.cap && (d->rc = tk_event_vec_reserve(&d->held, 1)) < 0)
 			return NULL;
 		e = &d->held.ev[d->held.n++];
+		/* held events (megabytes a chunk) go where no line is in the cache: the line
+		 * HELD_AHEAD events on asked for now, to be written (report -j 2: 5 % fewer
+		 * samples, the parse's 10 %) */
+		if (d->held.cap - d->held.n > HELD_AHEAD)
+			__builtin_prefetch(e + HELD_AHEAD, 1, 3);
 	} else {
 		e = tk_event_batch_next(&d->batch, &d->rc);
 	}

@@ -122,6 +122,11 @@ TK_API int tk_input_map(struct tk_input *in, const uint8_t **data, size_t *len);
 /* Sequential reading in bounded memory (decompresses as it goes). Returns bytes read
  * (0 at end of input) or -TK_E_*. Do not mix with tk_input_map on the same input. */
 TK_API long tk_input_read(struct tk_input *in, void *buf, size_t len);
+/* As tk_input_read, without the copy where IN's bytes are in memory already (a plain
+ * file's mapping): *P is set to the next bytes read (up to LEN), valid until the next
+ * read. Returns 0 with *P NULL where they are not (a pipe, compressed data): read them with
+ * tk_input_read instead. */
+TK_API long tk_input_read_in_place(struct tk_input *in, const void **p, size_t len);
 /* P (initialised by the caller, total: the file's size) set to the bytes of the file
  * tk_input_read has consumed, as it reads (NULL: none). A command that reads its input in
  * sequence thus shows progress wherever it decodes it. */

@@ -836,6 +836,34 @@ long tk_input_read(struct tk_input *in, void *buf, size_t len)
 	return r;
 }
 
+long tk_input_read_in_place(struct tk_input *in, const void **p, size_t len)
+{
+	int rc = stream_start(in);
+	const uint8_t *d;
+	size_t total;
+
+	*p = NULL;
+	if (rc < 0)
+		return rc;
+	if (in->mapped) {
+		d = in->owned ? in->owned : in->raw;
+		total = in->owned ? in->owned_len : in->raw_len;
+	} else if (in->comp == TK_COMP_NONE && !in->is_pipe) {
+		d = in->raw;
+		total = in->raw_len;
+	} else {
+		return 0;
+	}
+	size_t left = total - in->raw_pos, n = len < left ? len : left;
+	*p = d + in->raw_pos;
+	in->raw_pos += n;
+	if (!in->mapped)
+		drop_read_pages(in);   /* (the last 8 MiB and more are kept: P stays readable) */
+	if (n && in->progress)
+		tk_progress_set(in->progress, in->raw_pos);
+	return (long)n;
+}
+
 void tk_input_progress(struct tk_input *in, struct tk_progress *p)
 {
 	in->progress = p;

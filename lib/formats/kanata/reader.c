@@ -1138,15 +1138,24 @@ void kn_reader_cut_short(struct tk_kanata_reader *r)
 int tk_kanata_reader_run(struct tk_kanata_reader *r, struct tk_input *in)
 {
 	size_t cap = (size_t)1 << 20;
-	char *buf = malloc(cap);
+	const void *at = NULL;
+	char *buf = NULL;
 	long got;
 	int rc = 0;
 
-	if (!buf)
-		return -TK_E_NOMEM;
-	while ((got = tk_input_read(in, buf, cap)) > 0)
-		if ((rc = tk_kanata_reader_feed(r, buf, (size_t)got, 0)) < 0)
-			break;
+	/* a file's mapping parsed where it is (its copy was a fifth of `stats -j 1`), else
+	 * the bytes read into a buffer */
+	got = tk_input_read_in_place(in, &at, cap);
+	if (at) {
+		while (got > 0 && (rc = tk_kanata_reader_feed(r, at, (size_t)got, 0)) >= 0)
+			got = tk_input_read_in_place(in, &at, cap);
+	} else if (got == 0) {
+		if (!(buf = malloc(cap)))
+			return -TK_E_NOMEM;
+		while ((got = tk_input_read(in, buf, cap)) > 0)
+			if ((rc = tk_kanata_reader_feed(r, buf, (size_t)got, 0)) < 0)
+				break;
+	}
 	if (got < 0)
 		rc = (int)got;
 	if (!got && tk_input_cut(in, NULL) == TK_INPUT_CUT)

@@ -8,6 +8,7 @@
  * not written twice. Into a file, a writer thread writes the text while the next is made
  * (tk_writer: past 64 MiB with direct I/O). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,7 +17,6 @@
 #include "tracekit/internal/util.h"
 
 #define DUMP_CHUNK ((size_t)1 << 20)   /* text of a chunk: ~2.6 MiB, a few chunks held */
-#define READ_BYTES ((size_t)1 << 20)
 #define SUBMIT_AT ((size_t)8 << 20)    /* in order: text handed to the writer */
 
 struct dchunk {
@@ -31,6 +31,7 @@ struct dchunk {
 	uint64_t end_line;
 	struct tk_kanata_counts n;
 	int err;
+	int scanned;                /* PF is its scan's (dump.lock) */
 };
 
 struct dump {
@@ -42,9 +43,12 @@ struct dump {
 	struct tk_buf *out;
 	struct tk_kanata_counts n;
 	uint64_t written;           /* lines up to this one are out */
-	int redo;                   /* a seam did not match: the rest in order */
+	int redo;                   /* a seam did not match: the rest in order (LOCK) */
 	struct tk_writer *w;        /* NULL: the text goes into OUT */
 	struct tk_bufs *texts;      /* the chunks' text, each filled on one thread */
+	pthread_mutex_t lock;
+	pthread_cond_t planned;     /* KNOWN grew, or REDO was set */
+	size_t known;               /* the chunks whose start is known (LOCK) */
 };
 
 /* ---- one reader, in order ------------------------------------------------------------------ */
@@ -138,26 +142,14 @@ static void chunk_free(struct dchunk *k)
 	kn_diags_free(&k->diags);
 }
 
-static int scan_job(void *ctx, size_t i)
-{
-	struct dump *D = ctx;
-	struct dchunk *k = &D->ch[i];
-
-	kn_prefix_scan(D->data + k->start, k->len, i == 0, &k->pf);
-	if (D->in)
-		tk_release_pages(D->data, k->start, k->start + k->len);   /* read again by pread */
-	return 0;
-}
-
-/* Chunk I parsed and printed from its start, read with pread as -j 1 reads the file (or
- * from the buffer, without a file). */
+/* Chunk I parsed and printed from its start, from the mapping (its pages given back after,
+ * with a file). */
 static int parse_job(void *ctx, size_t i)
 {
 	struct dump *D = ctx;
 	struct dchunk *k = &D->ch[i];
 	const struct tk_kanata_dump_opts *o = D->o;
 	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .diag = chunk_diag, .ctx = k };
-	char *buf = NULL;
 	int rc;
 
 	if (!o->quiet)
@@ -166,23 +158,13 @@ static int parse_job(void *ctx, size_t i)
 	    tk_buf_reserve(k->text, o->quiet ? 64 : 3 * k->len) < 0)
 		return -TK_E_NOMEM;
 	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &rc);
-	if (!r || !(buf = malloc(READ_BYTES))) {
-		tk_kanata_reader_free(r);
-		return r ? -TK_E_NOMEM : rc;
-	}
+	if (!r)
+		return rc;
 	kn_reader_chunk_begin(r, i == 0, k->cycle, k->line, k->start);
 	kn_reader_chunk_delta_sum(r, k->delta);
-	rc = 0;
-	for (size_t at = 0; at < k->len && rc >= 0;) {
-		size_t n = k->len - at < READ_BYTES ? k->len - at : READ_BYTES;
-		long got = D->in ? tk_input_pread(D->in, buf, n, k->start + at) : (long)n;
-		if (got != (long)n) {
-			rc = got < 0 ? (int)got : -TK_E_IO;
-			break;
-		}
-		rc = tk_kanata_reader_feed(r, D->in ? buf : D->data + k->start + at, n, 0);
-		at += n;
-	}
+	rc = tk_kanata_reader_feed(r, D->data + k->start, k->len, 0);
+	if (D->in)
+		tk_release_pages(D->data, k->start, k->start + k->len);
 	if (rc >= 0 && i + 1 == D->nch)
 		rc = tk_kanata_reader_feed(r, NULL, 0, 1);
 	kn_reader_state(r, &k->end);
@@ -190,7 +172,6 @@ static int parse_job(void *ctx, size_t i)
 	k->end_line = kn_reader_lines(r);
 	k->n = *tk_kanata_reader_counts(r);
 	tk_kanata_reader_free(r);
-	free(buf);
 	return rc < 0 ? rc : k->err;
 }
 
@@ -204,7 +185,10 @@ static int merge_job(void *ctx, size_t i)
 		const struct dchunk *p = &D->ch[i - 1];
 		if (p->end.cycle != k->cycle || p->end_delta != k->delta || p->end_line != k->line ||
 		    !p->end.seen_header || !p->end.seen_cycle || !p->end.seen_any) {
+			pthread_mutex_lock(&D->lock);   /* (jobs waiting for their start read it) */
 			D->redo = 1;
+			pthread_cond_broadcast(&D->planned);
+			pthread_mutex_unlock(&D->lock);
 			return -TK_E_CANCELLED;
 		}
 	}
@@ -236,35 +220,54 @@ static int merge_job(void *ctx, size_t i)
 	return D->out->err;
 }
 
-/* The chunks' starts from their scans; 0, or 1 when the file does not suit the split (no
- * cycle line in the first chunk: its cycle state would be the next chunks' to guess). */
-static int plan_starts(struct dump *D)
+/* Under D->lock: the starts that the chunks scanned so far tell (chunk K's follows from
+ * the scans of those before it); REDO where the file does not suit the split (no cycle
+ * line in the first chunk: its cycle state would be the next chunks' to guess). */
+static void plan_more(struct dump *D)
 {
-	int64_t cycle = 0, delta = 0;
-	uint64_t line = 0;
-
-	if (!D->ch[0].pf.first_op)
-		return 1;
-	for (size_t i = 0; i < D->nch; i++) {
-		struct dchunk *k = &D->ch[i];
-		k->cycle = cycle;
-		k->delta = delta;
-		k->line = line;
-		cycle = kn_prefix_after(&k->pf, cycle);
-		if (delta > INT64_MAX - k->pf.add)
-			return 1;
-		delta += k->pf.add;
-		line += k->pf.lines;
+	while (D->known < D->nch && D->ch[D->known - 1].scanned && !D->redo) {
+		const struct dchunk *p = &D->ch[D->known - 1];
+		struct dchunk *k = &D->ch[D->known];
+		if ((D->known == 1 && !p->pf.first_op) || p->delta > INT64_MAX - p->pf.add) {
+			D->redo = 1;
+			break;
+		}
+		k->cycle = kn_prefix_after(&p->pf, p->cycle);
+		k->delta = p->delta + p->pf.add;
+		k->line = p->line + p->pf.lines;
+		D->known++;
 	}
-	return 0;
 }
 
-/* DATA in chunks of CHUNK at once (IN: its file, read with pread; NULL: DATA is all). */
+/* Chunk I scanned for the chunks after it, then, its start known, parsed and printed: its
+ * bytes read twice in a row, the second time from the cache (a scan of the whole file
+ * first read it twice from memory). A job waits only for the scans of the jobs before it,
+ * which come first in them. */
+static int chunk_job(void *ctx, size_t i)
+{
+	struct dump *D = ctx;
+	struct dchunk *k = &D->ch[i];
+
+	kn_prefix_scan(D->data + k->start, k->len, i == 0, &k->pf);
+	pthread_mutex_lock(&D->lock);
+	k->scanned = 1;
+	plan_more(D);
+	pthread_cond_broadcast(&D->planned);
+	while (D->known <= i && !D->redo)
+		pthread_cond_wait(&D->planned, &D->lock);
+	int redo = D->redo;
+	pthread_mutex_unlock(&D->lock);
+	return redo ? -TK_E_CANCELLED : parse_job(D, i);
+}
+
+/* DATA in chunks of CHUNK at once (IN: its file; NULL: DATA is all). */
 static int dump_parallel(struct tk_input *in, const char *data, size_t len, size_t chunk,
 			 const struct tk_kanata_dump_opts *o, struct tk_buf *out, struct tk_writer *w,
 			 struct tk_kanata_counts *n)
 {
-	struct dump D = { .o = o, .in = in, .data = data, .out = out, .w = w };
+	struct dump D = { .o = o, .in = in, .data = data, .out = out, .w = w,
+			  .lock = PTHREAD_MUTEX_INITIALIZER, .planned = PTHREAD_COND_INITIALIZER,
+			  .known = 1 };
 	int rc;
 
 	if (!(D.ch = calloc(len / chunk + 2, sizeof *D.ch)) ||
@@ -279,11 +282,7 @@ static int dump_parallel(struct tk_input *in, const char *data, size_t len, size
 		pos = end;
 	}
 	struct tk_pool_opts po = { .sz = sizeof po, .nthreads = o->jobs };
-	rc = tk_pool_run(&po, D.nch, scan_job, NULL, &D);
-	if (rc >= 0 && plan_starts(&D))
-		D.redo = 1;
-	else if (rc >= 0)
-		rc = tk_pool_run(&po, D.nch, parse_job, merge_job, &D);
+	rc = tk_pool_run(&po, D.nch, chunk_job, merge_job, &D);
 	for (size_t i = 0; i < D.nch; i++)
 		chunk_free(&D.ch[i]);
 	free(D.ch);

@@ -326,16 +326,16 @@ void kn_decoder_settle(const struct tk_kanata_decoder *g, struct tk_kanata_decod
 {
 	const struct tk_sink *s = &g->batch.sink;
 	int prepare = s->prepare && s->take && s->take_in_parts && !c->prepared;
-	const struct tk_event *end = c->held.ev + c->held.n;
+	size_t n = c->held.n;
 
 	/* the chunk's events (megabytes, out of the cache since the parse) read once: a block
 	 * settled, then prepared while the next one's lines come in (report -j 2: CPU -3.5 %,
 	 * where settling all, then preparing all, waited on every load of the first pass) */
-	for (size_t x = 0, y; x < c->held.n; x = y) {
-		y = c->held.n - x > SETTLE_BLOCK ? x + SETTLE_BLOCK : c->held.n;
-		const struct tk_event *ahead = c->held.ev + y;
-		for (const char *p = (const char *)ahead;
-		     p < (const char *)(ahead + SETTLE_BLOCK) && p < (const char *)end; p += 64)
+	for (size_t x = 0, y; x < n; x = y) {   /* (held.ev is NULL when n is 0) */
+		y = n - x > SETTLE_BLOCK ? x + SETTLE_BLOCK : n;
+		const char *p = (const char *)(c->held.ev + y);
+		const char *stop = (const char *)(c->held.ev + (n - y > SETTLE_BLOCK ? y + SETTLE_BLOCK : n));
+		for (; p < stop; p += 64)
 			__builtin_prefetch(p, 1, 3);
 		settle_times(c, x, y, first);
 		if (prepare && !(c->prepared = s->prepare(s->ctx, c->prepared, c->held.ev + x, y - x)))

@@ -1,7 +1,6 @@
 /* Memory for large, growing data: on huge pages past 1 MiB (a page fault per 2 MiB, where
  * each 4 KiB one costs microseconds in a VM), and written up front where a worker must not
- * fault it in later. Apart from the pool so that the recorders' plugins, which format text
- * (tk_buf) but run no pool, can link it alone. */
+ * fault it in later. (Kept apart from the pool: nothing here needs its threads.) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

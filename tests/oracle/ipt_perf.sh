@@ -340,31 +340,45 @@ python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/cut.txt" >"$wo
 
 # snapshot mode (perf record -S): each snapshot is what the ring held, so it repeats part of
 # the one before or starts after a stretch that was never kept. Overlaps are joined where a
-# PSB of the older one is in the newer one (as perf finds them); the rest are pieces.
+# PSB of the older one is in the newer one (as perf finds them), or where no PSB is in the
+# overlap but the offsets say it and the bytes agree (perf starts such a snapshot over at
+# its first PSB and loses what came before); the rest are pieces.
 # - rings larger than the step between snapshots: the whole trace, exactly, once
-# - smaller or barely overlapping: pieces of what ran, perf's instructions, exit status 0
+# - smaller or barely overlapping: pieces of what ran; perf's instructions are tracekit's
+#   with stretches left out (`diff --minimal`: no line of perf's alone; at most a stretch a
+#   snapshot), and so are the instructions of the stream `convert --to ipt` extracts
 # (no ring of a multiple of 4096 bytes here: buffer edges lie near such multiples, and two
-# snapshots could then be exactly adjacent, which perf does not see; that case follows)
+# snapshots could then be exactly adjacent; that case follows)
+addrs() { awk '!/^\[/ { a = $1; sub(/^0+/, "", a); print a }' "$1"; }
+# within WHAT A B N: B's lines are A's with at most N stretches left out
+within() {
+	local h
+	h=$(diff --minimal "$2" "$3" | grep -v '^[<>-]' || true)
+	[ -z "$h" ] || { ! grep -qv '^[0-9,]*d[0-9,]*$' <<<"$h" && [ "$(grep -c . <<<"$h")" -le "$4" ]; } ||
+		{ echo "$1: not the same instructions with stretches left out"; head -5 <<<"$h"; exit 1; }
+}
 for cfg in 20000:3000 8000:6000 3000:2500; do
 	mk "$work/snap.data" --queue 0:4242:"$work/lj.pt" --snapshot "$cfg"
-	perf script -i "$work/snap.data" --itrace=i0ns -F ip 2>"$work/perf.err" >"$work/snap.perf"
+	perf script -i "$work/snap.data" --itrace=i0ns -F ip 2>"$work/perf.err" | awk '{print $1}' >"$work/snap.perf"
+	nsnap=$(perf report -D -i "$work/snap.data" 2>/dev/null | grep -c 'PERF_RECORD_AUXTRACE size' || true)
 	rc=0
 	"$TK" decode --no-disasm "$work/snap.data" >"$work/snap.txt" 2>"$work/snap.err" || rc=$?
 	[ $rc = 0 ] || { echo "snapshots $cfg: exit status $rc"; cat "$work/snap.err"; exit 1; }
-	python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/snap.txt" "$work/snap.perf" \
+	python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/snap.txt" \
 		>"$work/seg.out" || { echo "snapshots $cfg: $(cat "$work/seg.out")"; exit 1; }
-	# extracted (convert --to ipt: each snapshot gap an OVF), the raw stream decodes to
-	# perf's instructions: both stop at the last packet before a gap; at the end of the
-	# stream tracekit walks on to the next instruction that needs a packet, as libipt
-	# does, and perf does not (ptsegments: those are the program's next instructions)
+	addrs "$work/snap.txt" >"$work/snap.tk"
+	within "snapshots $cfg: perf" "$work/snap.tk" "$work/snap.perf" "$nsnap"
+	# extracted (convert --to ipt: each snapshot gap an OVF), the raw stream decodes to the
+	# same pieces; it has what perf has, and tracekit's decoding of the perf.data has what
+	# it has (that one walks on at a gap to the next instruction that needs a packet, as
+	# libipt does; at an OVF both stop)
 	"$TK" convert -q --to ipt -o "$work/snap.pt" "$work/snap.data"
 	"$TK" decode --no-disasm "${elfargs[@]}" "$work/snap.pt" >"$work/snap-raw.txt" 2>/dev/null || true
-	python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/snap-raw.txt" "$work/snap.perf" \
+	python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/snap-raw.txt" \
 		>"$work/seg2.out" || { echo "snapshots $cfg: extracted: $(cat "$work/seg2.out")"; exit 1; }
-	# ... and only at the end: a gap inside leaves no tail (the OVF stops both at once)
-	awk '{print $1}' "$work/snap.perf" | cmp -s - <(awk '!/^\[/ { a = $1; sub(/^0+/, "", a);
-		print a }' "$work/snap-raw.txt" | head -n "$(wc -l <"$work/snap.perf")") ||
-		{ echo "snapshots $cfg: the extracted stream is not perf's instructions"; exit 1; }
+	addrs "$work/snap-raw.txt" >"$work/snap-raw.tk"
+	within "snapshots $cfg: extracted, perf" "$work/snap-raw.tk" "$work/snap.perf" "$nsnap"
+	within "snapshots $cfg: extracted" "$work/snap.tk" "$work/snap-raw.tk" "$nsnap"
 	np=$(awk 'NR == 1 {print $1}' "$work/seg.out")
 	if [ "$cfg" = 20000:3000 ]; then
 		grep -v '^\[' "$work/snap.txt" | cmp -s - <(grep -v '^\[' "$work/truth.txt") ||
@@ -378,10 +392,36 @@ for cfg in 20000:3000 8000:6000 3000:2500; do
 	fi
 done
 
+# an overlap with no PSB in it, every time: two snapshots, the first [0, E) with E a packet
+# edge halfway between the trace's second and third PSBs, the second from 200 bytes before
+# E to the end. The offsets say the 200 bytes repeat and they do: the whole trace, once.
+# perf finds no PSB of the first in the second and starts it over at its first PSB: it
+# loses the instructions of [E, that PSB)
+read -r p1 p2 edge <<<"$(python3 -c '
+import sys
+offs = [(int(l.split()[0], 16), l.split()[1]) for l in open(sys.argv[1]) if l.strip()]
+p1, p2 = [o for o, what in offs if what == "psb"][1:3]
+print(p1, p2, next(o for o, _ in offs if o >= (p1 + p2) // 2))' "$work/lj.dump")"
+[ -n "$p2" ] && [ $((p2 - p1)) -gt 1000 ] && [ "$edge" -lt $((p2 - 300)) ] ||
+	{ echo "no PSBs far enough apart for the overlap case: $p1 $p2 $edge"; exit 1; }
+size=$(( $(stat -c %s "$work/lj.pt") - edge + 200 ))
+mk "$work/gap.data" --queue 0:4242:"$work/lj.pt" --snapshot "$size:@$edge"
+rc=0
+"$TK" decode --no-disasm "$work/gap.data" >"$work/gap.txt" 2>"$work/gap.err" || rc=$?
+[ $rc = 0 ] && [ ! -s "$work/gap.err" ] && cmp -s <(grep -v '^\[' "$work/gap.txt") <(grep -v '^\[' "$work/truth.txt") ||
+	{ echo "an overlap without a PSB: not the whole trace once (exit status $rc)"; cat "$work/gap.err"; exit 1; }
+grep -q ', 200 bytes repeating earlier snapshots left out' <("$TK" info "$work/gap.data") ||
+	{ echo "an overlap without a PSB: info does not say the 200 bytes"; "$TK" info "$work/gap.data"; exit 1; }
+np=$(perf script -i "$work/gap.data" --itrace=i0ns -F ip 2>/dev/null | wc -l)
+[ "$np" -gt 0 ] && [ "$np" -lt "$n1" ] ||
+	{ echo "an overlap without a PSB: perf decoded $np of $n1 instructions (it used to lose some)"; exit 1; }
+
 # snapshots exactly adjacent (each ring of 8192 bytes ends where the next begins, as their
-# offsets say): the whole trace, once. perf looks only for bytes in common (PSBs and their
-# TSCs), finds none, and starts each snapshot over at its first PSB: it drops the bytes
-# before it, which it has (lost instructions: the truth has them)
+# offsets say; the last, the ring at the trace's end, overlaps the one before, with or
+# without a PSB in the overlap as the run falls): the whole trace, once. perf looks only
+# for bytes in common (PSBs and their TSCs), finds none, and starts each snapshot over at
+# its first PSB: it drops the bytes before it, which it has (lost instructions: the truth
+# has them)
 python3 "$SRC/tests/tools/mkperf.py" "$work/adj.data" --queue 0:4242:"$work/lj.pt" \
 	--snapshot 8192:8192 "${modargs[@]}"
 # (into a pipe; the exit status and the difference said: this failed once in CI with an

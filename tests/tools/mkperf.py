@@ -64,7 +64,8 @@ usage: mkperf.py OUT --queue CPU:TID:PTFILE [...] [--module PATH:BIAS[:BUILDID] 
   --snapshot SIZE:STEP  snapshot mode (perf record -S): a snapshot every STEP bytes of trace
                (at the next packet boundary with --packets), each holding the SIZE bytes
                before it, as a ring buffer of SIZE bytes would; SIZE > STEP: they overlap,
-               SIZE < STEP: trace between them is never kept
+               SIZE < STEP: trace between them is never kept; STEP @E1,E2,...: snapshots
+               taken when the trace reaches those offsets (and at its end)
 Layout: the kernel's include/uapi/linux/perf_event.h and tools/perf/util/header.h."""
 import argparse
 import bisect
@@ -492,10 +493,15 @@ def main():
         # (offset in the trace, data) of each buffer
         bufs = [(edges[i], pt[edges[i]:edges[i + 1]]) for i in range(len(edges) - 1)]
         if a.snapshot:
-            size, step = (int(v, 0) for v in a.snapshot.split(':'))
-            ends = [e for e in edges[1:] if e >= step]
-            ends = sorted({next(e for e in ends if e >= k) for k in range(step, len(pt), step)} |
-                          {len(pt)})
+            size, step = a.snapshot.split(':')
+            size = int(size, 0)
+            if step.startswith('@'):
+                ends = sorted({int(e, 0) for e in step[1:].split(',')} | {len(pt)})
+            else:
+                step = int(step, 0)
+                ends = [e for e in edges[1:] if e >= step]
+                ends = sorted({next(e for e in ends if e >= k) for k in range(step, len(pt), step)} |
+                              {len(pt)})
             bufs = [(max(0, e - size), pt[max(0, e - size):e]) for e in ends]
         queues.append((idx, cpu, tid, bufs, qtscs))
     # buffers of the queues in turn, as perf writes them when its mmaps fill

@@ -248,25 +248,52 @@ static uint64_t same_prefix(const uint8_t *a, const uint8_t *b, uint64_t n)
 	return i;
 }
 
+/* Snapshot mode: how many bytes at the start of B (at trace OFFSET) repeat the end of the
+ * last buffer, as their offsets say, if those bytes are the same; 0 otherwise. perf's offset
+ * is the ring's position: when the ring has not come round past the last snapshot's end
+ * since, the overlap it gives is the true one; when it has, the bytes differ (their TSCs)
+ * or the overlap is longer than a buffer. *A_PAD: zeros ending the last buffer that are
+ * perf's padding, not trace. */
+static uint64_t offset_overlap(const struct queue_state *st, uint64_t offset, const uint8_t *b,
+			       uint64_t blen, uint64_t *a_pad)
+{
+	for (uint64_t p = 0; p < 8 && p < st->last_len; p++) {
+		if (p && st->last[st->last_len - p])
+			break;
+		uint64_t alen = st->last_len - p, end = st->next_offset - p;
+		if (offset >= end || end - offset > alen || end - offset > blen)
+			continue;
+		uint64_t n = end - offset;
+		if (same_prefix(st->last + alen - n, b, n) == n) {
+			*a_pad = p;
+			return n;
+		}
+	}
+	*a_pad = 0;
+	return 0;
+}
+
 /* Snapshot mode: a buffer is what the ring held when the snapshot was taken, so it may
  * repeat the end of the snapshot before. As perf does, the new one is read from its first
  * PSB, and where the last one's data from one of its PSBs to its end (padding aside) is
- * how the new one begins, only what follows is new. Returns where the new data starts in
- * B; *REPEATED: whether it continues the last one (*A_PAD: zeros at the end of that one
- * which are not trace). In real trace a wrong candidate differs within its PSB+ (the
- * TSC) and the right one is compared once; a hostile file of PSBs that differ only far
- * on would make the search quadratic, so it gives up (no overlap: the new snapshot is
- * decoded from its first PSB) once the bytes found equal pass four times both buffers'
- * sizes. */
-static uint64_t snapshot_start(const struct queue_state *st, const uint8_t *b, uint64_t blen,
-			       int *repeated, uint64_t *a_pad)
+ * how the new one begins, only what follows is new. Where no PSB of the last one falls in
+ * the overlap, perf sees none; the offsets may still say it (offset_overlap). Returns
+ * where the new data starts in B (at trace OFFSET); *REPEATED: whether it continues the
+ * last one (*A_PAD: zeros at the end of that one which are not trace). In real trace a
+ * wrong candidate differs within its PSB+ (the TSC) and the right one is compared once; a
+ * hostile file of PSBs that differ only far on would make the search quadratic, so it
+ * gives up (no overlap: the new snapshot is decoded from its first PSB) once the bytes
+ * found equal pass four times both buffers' sizes. */
+static uint64_t snapshot_start(const struct queue_state *st, uint64_t offset, const uint8_t *b,
+			       uint64_t blen, int *repeated, uint64_t *a_pad)
 {
-	uint64_t bpsb, alen = st->last_len, pa = 0, budget = 4 * (st->last_len + blen) + 4096;
+	uint64_t bpsb = blen, alen = st->last_len, pa = 0;
+	uint64_t budget = 4 * (st->last_len + blen) + 4096;
 
 	*repeated = 0;
 	*a_pad = 0;
 	if (tk_ipt_psb_next(b, (size_t)blen, 0, &bpsb) < 0)
-		return blen;
+		goto by_offsets;
 	while (*a_pad < 7 && *a_pad < alen && !st->last[alen - *a_pad - 1])
 		++*a_pad;
 	alen -= *a_pad;
@@ -284,8 +311,10 @@ static uint64_t snapshot_start(const struct queue_state *st, const uint8_t *b, u
 		}
 		pa++;
 	}
-	*a_pad = 0;
-	return bpsb;
+by_offsets:;
+	uint64_t n = offset_overlap(st, offset, b, blen, a_pad);
+	*repeated = n > 0;
+	return n ? n : bpsb;
 }
 
 /* Add a buffer of trace (DATA, LEN; OFFSET in the queue's trace) to its queue. The first
@@ -315,7 +344,7 @@ static int add_buffer(struct reader *r, uint64_t rec_off, uint32_t idx, uint32_t
 	} else if (continues(st, offset, &pad)) {
 		q->len -= (size_t)(pad < st->last_added ? pad : st->last_added);
 	} else if (r->aux->pt.snapshot_mode) {
-		skip = snapshot_start(st, data, len, &repeated, &pad);
+		skip = snapshot_start(st, offset, data, len, &repeated, &pad);
 		if (repeated) {
 			q->len -= (size_t)(pad < st->last_added ? pad : st->last_added);
 			q->repeated_bytes += skip;

@@ -415,6 +415,17 @@ grep -q ', 200 bytes repeating earlier snapshots left out' <("$TK" info "$work/g
 np=$(perf script -i "$work/gap.data" --itrace=i0ns -F ip 2>/dev/null | wc -l)
 [ "$np" -gt 0 ] && [ "$np" -lt "$n1" ] ||
 	{ echo "an overlap without a PSB: perf decoded $np of $n1 instructions (it used to lose some)"; exit 1; }
+# one snapshot, of all but the trace's first 200 bytes: it begins inside a packet and is
+# decoded from its first PSB (the trace's second); the note says so (not "0 snapshots apart")
+ptlen=$(stat -c %s "$work/lj.pt")
+mk "$work/gap2.data" --queue 0:4242:"$work/lj.pt" --snapshot "$((ptlen - 200)):@$ptlen"
+rc=0
+"$TK" decode --no-disasm "$work/gap2.data" >"$work/gap2.txt" 2>"$work/gap2.err" || rc=$?
+[ $rc = 0 ] && grep -q "gap2.data: snapshot mode: $((p1 - 200)) bytes before the first snapshot's first PSB left out" "$work/gap2.err" &&
+	! grep -q 'do not overlap' "$work/gap2.err" ||
+	{ echo "a first snapshot inside a packet: exit status $rc"; cat "$work/gap2.err"; exit 1; }
+python3 "$SRC/tests/tools/ptsegments.py" "$work/truth.txt" "$work/gap2.txt" >"$work/seg.out" &&
+	grep -q '^1 pieces' "$work/seg.out" || { echo "a first snapshot inside a packet: $(cat "$work/seg.out")"; exit 1; }
 
 # snapshots exactly adjacent (each ring of 8192 bytes ends where the next begins, as their
 # offsets say; the last, the ring at the trace's end, overlaps the one before, with or

@@ -233,7 +233,11 @@ int tk_perf_session_report(const struct tk_perf_session *x, const char *file,
 		left_out += x->aux.queues[i].hole_bytes;
 		apart += x->aux.queues[i].holes;
 	}
-	if (left_out && !x->o.quiet && x->aux.pt.snapshot_mode)
+	if (left_out && !x->o.quiet && x->aux.pt.snapshot_mode && !apart)
+		/* (a ring that had wrapped: its oldest byte is inside a packet) */
+		ERROR(x, file, UINT64_MAX, "snapshot mode: %llu bytes before the first snapshot's "
+		      "first PSB left out", (unsigned long long)left_out);
+	else if (left_out && !x->o.quiet && x->aux.pt.snapshot_mode)
 		ERROR(x, file, UINT64_MAX, "snapshot mode: %llu snapshots do not overlap the one "
 		      "before (the trace between them was not kept); %llu bytes before their "
 		      "first PSBs left out", (unsigned long long)apart, (unsigned long long)left_out);

@@ -13,13 +13,14 @@ struct tk_kanata_decoder {
 	unsigned jobs;               /* tk_kanata_decode: chunks parsed on JOBS threads */
 	size_t chunk_bytes;
 	struct tk_progress *progress;
-	/* a chunk of a parallel decode (tk_kanata_decode at -j N): its events held, with cycles for
-	 * times until its start and the log's first cycle are known */
+	/* a chunk of a parallel decode (tk_kanata_decode at -j N), parsed from its known start:
+	 * its events held, their times counted from the log's first cycle FIRST */
 	int chunk;
 	struct tk_event_vec held;
-	size_t rel_upto;             /* held events before this one count from START */
-	int64_t start;
-	int settled;                 /* their times are times */
+	int64_t first;
+	const struct tk_sink *prep;  /* the sink preparing them (up to PREP_UPTO), or NULL */
+	size_t prep_upto;
+	int done;                    /* parsed, all of them prepared (kn_decoder_chunk_done) */
 	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
 	struct label_block *label_blocks; /* its label events' text (never moved) */
 	void *prepared;              /* the sink's work on its held events, done ahead */
@@ -42,12 +43,14 @@ static uint64_t time_of(int64_t cycle, int64_t first)
 
 static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
 {
-	if (d->chunk)
-		return (uint64_t)cycle;   /* made a time at the merge */
-	return time_of(cycle, tk_kanata_reader_counts(d->r)->first_cycle);
+	return time_of(cycle, d->chunk ? d->first : tk_kanata_reader_counts(d->r)->first_cycle);
 }
 
 #define HELD_AHEAD 32
+/* Events prepared at a time, while the lines they are in are still in the cache */
+#define PREPARE_BLOCK 64
+
+static void prepare_held(struct tk_kanata_decoder *d, size_t b);
 
 /* The next event's slot: a chunk's written in place where it is held. */
 static struct tk_event *next(struct tk_kanata_decoder *d)
@@ -56,6 +59,9 @@ static struct tk_event *next(struct tk_kanata_decoder *d)
 	if (d->rc < 0)
 		return NULL;
 	if (d->chunk) {
+		/* (the events made so far are whole: the sink's work on the last block now) */
+		if (d->prep && d->held.n - d->prep_upto >= PREPARE_BLOCK)
+			prepare_held(d, d->held.n);
 		if (d->held.n == d->held.cap && (d->rc = tk_event_vec_reserve(&d->held, 1)) < 0)
 			return NULL;
 		e = &d->held.ev[d->held.n++];
@@ -298,64 +304,56 @@ int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n)
 	return n > d->held.n ? tk_event_vec_reserve(&d->held, n - d->held.n) : 0;
 }
 
-void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start)
-{
-	d->rel_upto = made(d);
-	d->start = start;
-}
-
 int kn_decoder_error(const struct tk_kanata_decoder *d)
 {
 	return d->rc;
 }
 
-/* Events EV[A, B) of chunk D: times counted from the log's first cycle FIRST. */
-static void settle_times(struct tk_kanata_decoder *d, size_t a, size_t b, int64_t first)
+static int can_prepare(const struct tk_sink *s)
 {
-	struct tk_event *ev = d->held.ev;
-
-	for (size_t i = a; i < b; i++)
-		if (ev[i].kind != TK_EV_GAP)
-			ev[i].time = time_of((int64_t)ev[i].time + (i < d->rel_upto ? d->start : 0), first);
+	return s->prepare && s->take && s->take_in_parts;
 }
 
-/* Events settled and prepared at a time, the next as many prefetched meanwhile. */
-#define SETTLE_BLOCK 64
+/* Chunk D's events [D->prep_upto, B) to its sink's prepare. */
+static void prepare_held(struct tk_kanata_decoder *d, size_t b)
+{
+	const struct tk_sink *s = d->prep;
 
-void kn_decoder_settle(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first)
+	if (b > d->prep_upto &&
+	    !(d->prepared = s->prepare(s->ctx, d->prepared, d->held.ev + d->prep_upto, b - d->prep_upto)))
+		d->prep = NULL;   /* (given up: the sink freed it) */
+	d->prep_upto = b;
+}
+
+void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first)
 {
 	const struct tk_sink *s = &g->batch.sink;
-	int prepare = s->prepare && s->take && s->take_in_parts && !c->prepared;
-	size_t n = c->held.n;
 
-	/* the chunk's events (megabytes, out of the cache since the parse) read once: a block
-	 * settled, then prepared while the next one's lines come in (report -j 2: CPU -3.5 %,
-	 * where settling all, then preparing all, waited on every load of the first pass) */
-	for (size_t x = 0, y; x < n; x = y) {   /* (held.ev is NULL when n is 0) */
-		y = n - x > SETTLE_BLOCK ? x + SETTLE_BLOCK : n;
-		const char *p = (const char *)(c->held.ev + y);
-		const char *stop = (const char *)(c->held.ev + (n - y > SETTLE_BLOCK ? y + SETTLE_BLOCK : n));
-		for (; p < stop; p += 64)
-			__builtin_prefetch(p, 1, 3);
-		settle_times(c, x, y, first);
-		if (prepare && !(c->prepared = s->prepare(s->ctx, c->prepared, c->held.ev + x, y - x)))
-			prepare = 0;   /* (given up: the sink freed it) */
-	}
-	if (c->prepared)
+	c->first = first;
+	c->prep = can_prepare(s) ? s : NULL;
+	c->prep_upto = 0;
+	c->done = 0;
+	if (c->prep)
 		c->prepared_for = *s;
-	c->settled = 1;
 }
 
-/* Chunk C's held events [A, B) to G's sink, in blocks that the sink reads while they are
- * in the cache: their times counted from the log's first cycle FIRST (unless settled),
- * stages and lanes by G's numbers (the maps, when not NULL), after what G made before
- * them; their gaps counted after G's. */
+void kn_decoder_chunk_done(struct tk_kanata_decoder *c)
+{
+	if (c->prep)
+		prepare_held(c, c->held.n);
+	c->prep = NULL;
+	c->done = 1;
+}
+
+/* Chunk C's held events [A, B) to G's sink, stages and lanes by G's numbers (the maps,
+ * when not NULL: in blocks that the sink reads while they are in the cache), after what G
+ * made before them; their gaps counted after G's. */
 static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, size_t a, size_t b,
-		     int64_t first, const uint16_t *lane_map, const uint16_t *stage_map, size_t *gi)
+		     const uint16_t *lane_map, const uint16_t *stage_map, size_t *gi)
 {
 	int rc = tk_event_batch_flush(&g->batch);
 	struct tk_event *ev = c->held.ev;
-	size_t block = c->settled && !stage_map ? SIZE_MAX : TK_EVENT_BATCH;
+	size_t block = !stage_map ? SIZE_MAX : TK_EVENT_BATCH;
 
 	if (rc < 0)
 		return g->rc = rc;
@@ -375,8 +373,6 @@ static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, s
 	}
 	for (size_t x = a, y; x < b && rc >= 0; x = y) {
 		y = b - x > block ? x + block : b;
-		if (!c->settled)
-			settle_times(c, x, y, first);
 		for (size_t i = x; stage_map && i < y; i++)
 			if (ev[i].kind == TK_EV_STAGE_BEGIN || ev[i].kind == TK_EV_STAGE_END) {
 				ev[i].arg = stage_map[ev[i].arg];
@@ -390,7 +386,7 @@ static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, s
 	return rc;
 }
 
-int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
+int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,
 		     const uint16_t *lane_map, const uint16_t *stage_map)
 {
 	size_t nf, at = 0, gi = 0, ns = kn_reader_nstages(c->r), nl = kn_reader_nlanes(c->r);
@@ -402,6 +398,8 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, i
 	for (size_t k = 0; k < nl && same; k++)
 		same = lane_map[k] == k;
 	const uint16_t *lmap = same ? NULL : lane_map, *smap = same ? NULL : stage_map;
+	if (!c->done)
+		kn_decoder_chunk_done(c);
 	if (c->prepared && !same) {   /* prepared in the chunk's own stage numbers */
 		c->prepared_for.drop(c->prepared_for.ctx, c->prepared);
 		c->prepared = NULL;
@@ -409,14 +407,14 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, i
 	/* each command about an earlier chunk's instruction between the events made before
 	 * and after it, as a reader in order would have made them */
 	for (size_t k = 0; k < nf && rc >= 0; k++) {
-		if ((rc = pass_held(g, c, at, f[k].mark, first, lmap, smap, &gi)) >= 0)
+		if ((rc = pass_held(g, c, at, f[k].mark, lmap, smap, &gi)) >= 0)
 			rc = kn_reader_replay(g->r, &f[k], lane_map, c->r);
 		at = f[k].mark;
 	}
 	if (rc >= 0)
-		rc = pass_held(g, c, at, c->held.n, first, lmap, smap, &gi);
+		rc = pass_held(g, c, at, c->held.n, lmap, smap, &gi);
 	tk_event_vec_drop(&c->held);
-	c->settled = 0;
+	c->done = 0;
 	return rc < 0 ? rc : g->rc;
 }
 

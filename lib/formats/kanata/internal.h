@@ -183,20 +183,18 @@ struct tk_event_vec;
 void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
 /* Room for N events held by D, at least. */
 int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n);
-/* The chunk's reader was rebased (kn_reader_rebase) to START: the events so far count
- * from it. */
-void kn_decoder_rebased(struct tk_kanata_decoder *d, int64_t start);
 /* D's error (a failed allocation while it made the chunk's events), if any. */
 int kn_decoder_error(const struct tk_kanata_decoder *d);
-/* Chunk C's events' times counted from the log's first cycle FIRST, once its start is
- * known (on its worker; else kn_decoder_merge does it), and what G's sink can do with them
- * ahead of their turn (tk_sink.prepare, for a sink that takes them in parts between the
- * commands kn_decoder_merge replays); kn_decoder_merge hands that to the sink's take. */
-void kn_decoder_settle(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first);
-/* Chunk C (its names merged into G's reader: the maps; FIRST: the log's first cycle) into
- * G's sink, its commands about earlier chunks' instructions replayed on G's reader where
+/* Chunk C about to be parsed from its known start (absolute cycles), the log's first cycle
+ * FIRST: its events made with their times, and G's sink's prepare (tk_sink.prepare, for a
+ * sink that takes them in parts between the commands kn_decoder_merge replays) run on
+ * them in blocks while they are in the cache. */
+void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first);
+/* Chunk C parsed: its last events prepared (on its worker; else kn_decoder_merge does it). */
+void kn_decoder_chunk_done(struct tk_kanata_decoder *c);
+/* Chunk C (its names merged into G's reader: the maps) into G's sink, its commands about earlier chunks' instructions replayed on G's reader where
  * they were. */
-int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
+int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,
 		     const uint16_t *lane_map, const uint16_t *stage_map);
 /* After the last chunk: the labels of the instructions still in flight, every event out. */
 int kn_decoder_finish(struct tk_kanata_decoder *g);

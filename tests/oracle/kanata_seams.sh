@@ -7,8 +7,8 @@
 # C= lines in every chunk, one right at a seam, one that goes back at a seam (an error),
 # damaged lines at seams, instructions in flight across every seam, more than 256 warnings
 # in a chunk, and cycles that cross the limit after a seam (the parallel run falls back).
-# dump -j N prints each chunk from the start a scan of the C lines gives it: the same for
-# these, and for C lines the scan and the reader read apart.
+# dump -j N, report and the timeline parse each chunk from the start a scan of the C lines
+# gives it: the same for these, and for C lines the scan and the reader read apart.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -186,12 +186,19 @@ same "cycles past the limit" "$work/limit.log" --window 50
 rc=0; "$TK" dump -j 1 "$work/sum.log" >/dev/null 2>"$work/err" || rc=$?
 [ "$rc" = 1 ] && grep -q "cycle beyond" "$work/err" || { echo "sum limit: exit $rc"; exit 1; }
 same_dump "C deltas past the limit" "$work/sum.log"
+# report and the timeline too: a decode's chunks also start where the scan says
+for cmd in report "convert --to chrome"; do
+	agree_out "C deltas past the limit" "$cmd" "$work/sum.log"
+done
 # "C 5" (a space): an unknown command to the reader, a cycle step to the scan
 sed '0~50 s/^C\t/C /' "$work/inflight.log" >"$work/space.log"
 grep -q '^C [0-9]' "$work/space.log" || { echo "no C with a space"; exit 1; }
 for chunk in 3000 20000; do
 	export TK_KANATA_CHUNK=$chunk
 	same_dump "C with a space ($chunk)" "$work/space.log"
+	for cmd in report "convert --to chrome"; do
+		agree_out "C with a space ($chunk)" "$cmd" "$work/space.log"
+	done
 done
 # a compressed log cut short or damaged in its middle: -j N reads its chunks in turn until
 # the cut, then (the statistics) all of it again in order, and tells the cut where -j 1 does

@@ -112,8 +112,10 @@ int kn_reader_replay(struct tk_kanata_reader *g, const struct kn_frag *f, const 
 		     const struct tk_kanata_reader *c);
 int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
 		    const uint16_t *lane_map, const uint16_t *stage_map);
+/* C's counts into G: C began at LINE_BASE, BYTE_BASE and, when begun with a sum of C deltas
+ * (kn_reader_chunk_delta_sum), DELTA_BASE (else 0). */
 void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
-			  uint64_t line_base, uint64_t byte_base);
+			  uint64_t line_base, uint64_t byte_base, int64_t delta_base);
 void kn_reader_finish(struct tk_kanata_reader *g);
 /* The input ended in a cut: the line it holds unfinished is reported and dropped (before
  * the final feed). */

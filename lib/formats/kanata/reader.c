@@ -1386,7 +1386,7 @@ int kn_reader_adopt(struct tk_kanata_reader *g, const struct tk_kanata_reader *c
 }
 
 void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,
-			  uint64_t line_base, uint64_t byte_base)
+			  uint64_t line_base, uint64_t byte_base, int64_t delta_base)
 {
 	g->n.lines += c->n.lines - line_base;
 	g->n.bytes += c->n.bytes - byte_base;
@@ -1396,7 +1396,7 @@ void kn_reader_add_counts(struct tk_kanata_reader *g, const struct tk_kanata_rea
 	g->n.insns += c->n.insns;
 	g->n.retired += c->n.retired;
 	g->n.flushed += c->n.flushed;
-	g->delta_sum += c->delta_sum;
+	g->delta_sum += c->delta_sum - delta_base;
 	if (!g->n.version)
 		g->n.version = c->n.version;
 	if (c->n.first_cycle_line && !g->n.first_cycle_line) {

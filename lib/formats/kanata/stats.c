@@ -540,6 +540,7 @@ struct chunk {
 	int has_floor, abs_end;
 	int scanned;                 /* a decode's chunk: the above from a scan in its own job,
 				      * before its parse (scan_ahead), not from the parse */
+	int64_t delta;               /* ... the sum of C deltas before it, as the scans say */
 	int first_op;                /* scanned: 0 none, 1 C, 2 C= */
 	int64_t first_set;
 	int64_t start_cycle;
@@ -811,6 +812,11 @@ static void advance(struct par *P)
 {
 	while (P->nstarts < P->n && P->prefixed[P->nstarts - 1]) {
 		struct chunk *c = &P->ch[P->nstarts - 1];
+		if (c->scanned && c->delta > INT64_MAX - c->add) {
+			P->fallback = FALLBACK;   /* (its callers tell the waiting jobs) */
+			return;
+		}
+		P->ch[P->nstarts].delta = c->scanned ? c->delta + c->add : 0;
 		P->line += c->lines;
 		P->cur = chunk_after(c, P->cur);
 		P->ch[P->nstarts].start_cycle = P->cur;
@@ -932,8 +938,10 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 		s->cycle_seen = i > 0;
 		s->first_cycle = i > 0 ? P->first_cycle : 0;
 		kn_reader_chunk_begin(s->r, i == 0, c->start_cycle, c->line_base, c->start);
-		if (c->scanned)
+		if (c->scanned) {
+			kn_reader_chunk_delta_sum(s->r, c->delta);
 			kn_decoder_chunk_begin(P->dec, s->dec, P->first_cycle);
+		}
 	} else {
 		s->cycle_seen = 1;
 		s->rel = 1;
@@ -1201,6 +1209,11 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 	kn_reader_state(g->r, &st);
 	if (i > 0 && (st.cycle != c->start_cycle || !st.seen_header || !st.seen_cycle || !st.seen_any))
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
+	/* ... and a scanned one its sum of C deltas and lines (the scan does not know that the
+	 * reader skips a C taking the sum past the limit) */
+	if (i > 0 && c->scanned && (kn_reader_delta_sum(g->r) != c->delta ||
+				    kn_reader_lines(g->r) != c->line_base))
+		return P->fallback = FALLBACK, -TK_E_CANCELLED;
 	if (kn_reader_seen_any(g->r, cr))
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;  /* id reused across chunks */
 	if (kn_reader_nstages(cr) >= 1024)
@@ -1212,7 +1225,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		if ((rc = kn_decoder_merge(P->dec, s->dec, P->lane_map, P->stage_map)) < 0 ||
 		    (rc = kn_reader_adopt(g->r, cr, P->lane_map, P->stage_map)) < 0)
 			return rc;
-		kn_reader_add_counts(g->r, cr, c->line_base, c->start);
+		kn_reader_add_counts(g->r, cr, c->line_base, c->start, c->scanned ? c->delta : 0);
 		P->merged = i + 1;
 		if (c->buf)
 			chunk_buf_give(P, c);
@@ -1276,7 +1289,7 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		g->last_rid_line = s->last_rid_line;
 		g->have_rid = 1;
 	}
-	kn_reader_add_counts(g->r, cr, c->line_base, c->start);
+	kn_reader_add_counts(g->r, cr, c->line_base, c->start, 0);
 	if ((rc = deliver_or_hold(P, c)) < 0)
 		return rc;
 	spare_ids(P, cr);

@@ -687,14 +687,20 @@ __attribute__((target("avx2"))) static size_t prefix_avx2(struct chunk *c, size_
 	const __m256i vnl = _mm256_set1_epi8('\n'), vc = _mm256_set1_epi8('C');
 	const __m256i zero = _mm256_setzero_si256();
 	size_t n = (size_t)(e - b), k = 0;
+	unsigned after_nl = 1;   /* the chunk begins a line */
 
 	while (k + 32 <= n) {
 		__m256i acc = zero;
 		size_t stop = k + 32 * 255 < n ? k + 32 * 255 : n;   /* byte counters hold 255 */
 		for (; k + 32 <= stop; k += 32) {
 			__m256i x = _mm256_loadu_si256((const __m256i *)(b + k));
-			acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(x, vnl));
-			unsigned m = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vc));
+			__m256i nl = _mm256_cmpeq_epi8(x, vnl);
+			acc = _mm256_sub_epi8(acc, nl);
+			/* only a C that begins a line (most are inside labels) */
+			unsigned nlm = (unsigned)_mm256_movemask_epi8(nl);
+			unsigned m = (unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, vc)) &
+				     (nlm << 1 | after_nl);
+			after_nl = nlm >> 31;
 			while (m) {
 				prefix_c_at(c, i, b, b + k + (unsigned)__builtin_ctz(m), e, cur, seen);
 				m &= m - 1;

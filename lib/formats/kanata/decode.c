@@ -20,7 +20,6 @@ struct tk_kanata_decoder {
 	int64_t first;
 	const struct tk_sink *prep;  /* the sink preparing them (up to PREP_UPTO), or NULL */
 	size_t prep_upto;
-	int done;                    /* parsed, all of them prepared (kn_decoder_chunk_done) */
 	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
 	struct label_block *label_blocks; /* its label events' text (never moved) */
 	void *prepared;              /* the sink's work on its held events, done ahead */
@@ -332,7 +331,6 @@ void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_
 	c->first = first;
 	c->prep = can_prepare(s) ? s : NULL;
 	c->prep_upto = 0;
-	c->done = 0;
 	if (c->prep)
 		c->prepared_for = *s;
 }
@@ -342,7 +340,6 @@ void kn_decoder_chunk_done(struct tk_kanata_decoder *c)
 	if (c->prep)
 		prepare_held(c, c->held.n);
 	c->prep = NULL;
-	c->done = 1;
 }
 
 /* Chunk C's held events [A, B) to G's sink, stages and lanes by G's numbers (the maps,
@@ -398,8 +395,7 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,
 	for (size_t k = 0; k < nl && same; k++)
 		same = lane_map[k] == k;
 	const uint16_t *lmap = same ? NULL : lane_map, *smap = same ? NULL : stage_map;
-	if (!c->done)
-		kn_decoder_chunk_done(c);
+	kn_decoder_chunk_done(c);   /* (if its worker did not) */
 	if (c->prepared && !same) {   /* prepared in the chunk's own stage numbers */
 		c->prepared_for.drop(c->prepared_for.ctx, c->prepared);
 		c->prepared = NULL;
@@ -414,7 +410,6 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,
 	if (rc >= 0)
 		rc = pass_held(g, c, at, c->held.n, lmap, smap, &gi);
 	tk_event_vec_drop(&c->held);
-	c->done = 0;
 	return rc < 0 ? rc : g->rc;
 }
 

@@ -192,10 +192,11 @@ int kn_decoder_error(const struct tk_kanata_decoder *d);
  * sink that takes them in parts between the commands kn_decoder_merge replays) run on
  * them in blocks while they are in the cache. */
 void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first);
-/* Chunk C parsed: its last events prepared (on its worker; else kn_decoder_merge does it). */
+/* Chunk C parsed: its last events prepared (on its worker; else kn_decoder_merge does it;
+ * a second call does nothing). */
 void kn_decoder_chunk_done(struct tk_kanata_decoder *c);
-/* Chunk C (its names merged into G's reader: the maps) into G's sink, its commands about earlier chunks' instructions replayed on G's reader where
- * they were. */
+/* Chunk C (its names merged into G's reader: the maps) into G's sink, its commands about
+ * earlier chunks' instructions replayed on G's reader where they were. */
 int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,
 		     const uint16_t *lane_map, const uint16_t *stage_map);
 /* After the last chunk: the labels of the instructions still in flight, every event out. */

@@ -159,6 +159,9 @@ struct tk_sink {
 	 * the events before it, done on the producer's thread as the chunk's events are held:
 	 * called with each run of events thin kept (their payloads not readable yet), after
 	 * the chunk's earlier ones, with what the last call returned (NULL the first time);
+	 * a producer that holds only what need_from asks for may instead call it with the
+	 * events before thin, all of them (need_from's index then counts those): it must
+	 * come to the same;
 	 * returns what it made so far, or NULL to give up on the chunk (having freed it).
 	 * take then gets the chunk's events in its turn, in place of events(), with what
 	 * prepare made (take owns it); drop frees it if the turn never comes. A producer that

@@ -115,22 +115,78 @@ static void prepare_more(struct tk_event_vec *v, const struct tk_sink *to, size_
 	}
 }
 
+/* Whether TO can prepare a lean V's next events as they come, without their copy: V
+ * keeps none so far (all prepared and not needed), and TO thins what it keeps. */
+static int can_prepare_unkept(const struct tk_event_vec *v, const struct tk_sink *to)
+{
+	if (!v->lean || v->n || v->unprepared || !to->thin || !to->prepare || !to->take || !to->need_from)
+		return 0;
+	return v->prepared ? v->prepared_for.ctx == to->ctx && v->prepared_for.take == to->take :
+			     v->dropped == 0;
+}
+
+/* EV[0..n) prepared by TO as they come (can_prepare_unkept), V keeping, thinned, only the
+ * events from the cut on (need_from), at the cut's index: a chunk passed whole keeps
+ * none. If TO gives up on the chunk's first events, all of them are kept for events(). */
+static int prepare_unkept(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
+			  size_t n)
+{
+	size_t at = v->dropped, skip = 0;
+	void *p = to->prepare(to->ctx, v->prepared, ev, n);
+
+	v->prepared = p;
+	if (p) {
+		v->prepared_for = *to;
+		size_t cut = to->need_from(to->ctx, p);
+		if (cut >= at + n) {   /* none needed so far */
+			v->dropped += n;
+			return 0;
+		}
+		skip = cut > at ? cut - at : 0;
+	} else if (at) {   /* given up past events not kept: take asks for them all again */
+		v->unprepared = 1;
+		v->dropped += n;
+		return 0;
+	} else {
+		v->unprepared = 1;
+	}
+	int rc = tk_event_vec_reserve(v, n - skip);
+	if (rc < 0) {
+		unprepare(v);
+		v->unprepared = 1;
+		return rc;
+	}
+	v->n = to->thin(to->ctx, ev + skip, n - skip, v->ev);
+	v->nprepared = v->n;
+	v->dropped = at + skip;
+	return 0;
+}
+
 int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, const struct tk_event *ev,
 			  size_t n)
 {
-	int rc = tk_event_vec_reserve(v, n);
+	int rc = 0;
 	size_t first = v->n;
 
-	if (rc < 0)
-		return rc;
-	if (to && to->thin) {
-		v->n += to->thin(to->ctx, ev, n, v->ev + v->n);
-	} else {
-		memcpy(v->ev + v->n, ev, n * sizeof(*ev));
-		v->n += n;
+	if (v->lean && v->unprepared && v->dropped) {   /* (to be decoded again) */
+		v->dropped += n;
+		return 0;
 	}
-	if (to && to->prepare && to->take)
-		prepare_more(v, to, first);   /* (before the payloads: a lean V may drop them) */
+	if (to && can_prepare_unkept(v, to)) {
+		if ((rc = prepare_unkept(v, to, ev, n)) < 0)
+			return rc;
+	} else {
+		if ((rc = tk_event_vec_reserve(v, n)) < 0)
+			return rc;
+		if (to && to->thin) {
+			v->n += to->thin(to->ctx, ev, n, v->ev + v->n);
+		} else {
+			memcpy(v->ev + v->n, ev, n * sizeof(*ev));
+			v->n += n;
+		}
+		if (to && to->prepare && to->take)
+			prepare_more(v, to, first);   /* (before the payloads: a lean V may drop them) */
+	}
 	for (size_t i = first; i < v->n; i++) {
 		if (has_payload(&v->ev[i]) && (rc = keep_payload(v, &v->ev[i])) < 0) {
 			v->n = i;   /* no event with a payload it does not hold */

@@ -805,6 +805,143 @@ static void test_event_vec_capacity(void **state)
 	tk_event_vec_free(&v);
 }
 
+/* A sink for a lean hold: thin drops time events; prepare counts the events it saw
+ * (raw or thinned) and cuts at the first event of track 9, or gives up at track 8; take
+ * and events() record what reached them. */
+struct lean_sink {
+	size_t cut_seen;             /* prepare's cut, in the events it saw */
+	size_t take_first, take_n, events_n, prepared;
+	uint64_t take_addr0;         /* the first event take got */
+	int took, gave_up;
+};
+struct lean_prep { size_t nev, cut; };
+
+static size_t lean_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
+{
+	size_t k = 0;
+	(void)ctx;
+	for (size_t i = 0; i < n; i++)
+		if (ev[i].kind != TK_EV_TIME)
+			out[k++] = ev[i];
+	return k;
+}
+
+static void *lean_prepare(void *ctx, void *prepared, const struct tk_event *ev, size_t n)
+{
+	struct lean_sink *s = ctx;
+	struct lean_prep *p = prepared;
+	if (!p) {
+		p = calloc(1, sizeof *p);
+		p->cut = SIZE_MAX;
+		s->prepared++;
+	}
+	for (size_t i = 0; i < n && p->cut == SIZE_MAX; i++) {
+		if (ev[i].track == 8) {
+			free(p);
+			s->gave_up = 1;
+			return NULL;
+		}
+		if (ev[i].track == 9)
+			p->cut = s->cut_seen = p->nev + i;
+	}
+	p->nev += n;
+	return p;
+}
+
+static int lean_take(void *ctx, const struct tk_event *ev, size_t n, size_t first, void *prepared)
+{
+	struct lean_sink *s = ctx;
+	s->took = 1;
+	s->take_first = first;
+	s->take_n = n;
+	s->take_addr0 = n ? ev[0].addr : UINT64_MAX;
+	free(prepared);
+	return 0;
+}
+
+static int lean_events(void *ctx, const struct tk_event *ev, size_t n)
+{
+	(void)ev;
+	((struct lean_sink *)ctx)->events_n += n;
+	return 0;
+}
+
+static void lean_drop(void *ctx, void *prepared)
+{
+	(void)ctx;
+	free(prepared);
+}
+
+static size_t lean_need_from(void *ctx, const void *prepared)
+{
+	(void)ctx;
+	return ((const struct lean_prep *)prepared)->cut;
+}
+
+/* Three batches of 10 events, every other one a time event (thinned away); event i has
+ * addr i, and the one at index SPECIAL (if any) is on track TRACK. */
+static int lean_run(struct tk_event_vec *v, struct tk_sink *to, size_t special, uint32_t track)
+{
+	int rc = 0;
+	for (size_t b = 0; b < 3 && rc >= 0; b++) {
+		struct tk_event ev[10];
+		for (size_t i = 0; i < 10; i++) {
+			size_t k = 10 * b + i;
+			ev[i] = (struct tk_event){ .kind = k % 2 ? TK_EV_TIME : TK_EV_CALL, .addr = k,
+						   .track = k == special ? track : 1 };
+		}
+		rc = tk_event_vec_add_thin(v, to, ev, 10);
+	}
+	return rc < 0 ? rc : tk_event_vec_pass(v, *to);
+}
+
+/* A lean hold prepares its events as they come and keeps only what take needs: from the
+ * cut on, thinned, take told the cut's index among the events prepare saw; a chunk
+ * passed whole keeps nothing; one given up in its first events keeps them all for
+ * events(), and later asks for the chunk again. */
+static void test_event_vec_lean(void **state)
+{
+	(void)state;
+	struct lean_sink s;
+	struct tk_event_vec v = { .lean = 1 };
+	struct tk_sink to = { .events = lean_events, .ctx = &s, .thin = lean_thin, .prepare = lean_prepare,
+			      .take = lean_take, .drop = lean_drop, .need_from = lean_need_from };
+
+	/* no cut: all prepared, none kept */
+	memset(&s, 0, sizeof s);
+	assert_int_equal(lean_run(&v, &to, SIZE_MAX, 0), 0);
+	assert_true(s.took);
+	assert_int_equal(s.take_n, 0);
+	assert_int_equal(s.take_first, 30);
+	assert_int_equal(s.events_n, 0);
+	v.lean = 1;
+
+	/* a cut at event 14 (in the second batch): take gets 14, 16, ..., 28, from index 14 */
+	memset(&s, 0, sizeof s);
+	assert_int_equal(lean_run(&v, &to, 14, 9), 0);
+	assert_true(s.took);
+	assert_int_equal(s.cut_seen, 14);
+	assert_int_equal(s.take_first, 14);
+	assert_int_equal(s.take_n, 8);
+	assert_int_equal(s.take_addr0, 14);
+	assert_int_equal(s.prepared, 1);
+	v.lean = 1;
+
+	/* given up in the first batch: its events and the rest, thinned, to events() */
+	memset(&s, 0, sizeof s);
+	assert_int_equal(lean_run(&v, &to, 4, 8), 0);
+	assert_true(s.gave_up && !s.took);
+	assert_int_equal(s.events_n, 15);
+	v.lean = 1;
+
+	/* given up in the second batch, the first one's events not kept: the chunk again */
+	memset(&s, 0, sizeof s);
+	assert_int_equal(lean_run(&v, &to, 12, 8), TK_SINK_AGAIN);
+	assert_true(s.gave_up && !s.took);
+	assert_int_equal(s.events_n, 0);
+	tk_event_vec_free(&v);
+}
+
 /* The relay's consumer: checks each event against the order the producer made them in,
  * payloads included, and fails on request after FAIL_AT events. */
 struct relay_check {
@@ -1376,6 +1513,7 @@ int main(void)
 		cmocka_unit_test(test_ahead),
 		cmocka_unit_test(test_sort),
 		cmocka_unit_test(test_bufs_kept_for_filler),
+		cmocka_unit_test(test_event_vec_lean),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -158,12 +158,11 @@ struct tk_sink {
 	/* Optional, with thin: the part of the sink's work on a held chunk that needs none of
 	 * the events before it, done on the producer's thread as the chunk's events are held:
 	 * called with each run of events thin kept (their payloads not readable yet), after
-	 * the chunk's earlier ones, with what the last call returned (NULL the first time);
+	 * the chunk's earlier ones, with what the last call returned (NULL the first time),
+	 * and returns what it made so far, or NULL to give up on the chunk (having freed it);
 	 * a producer that holds only what need_from asks for may instead call it with the
-	 * events before thin, all of them (need_from's index then counts those): it must
-	 * come to the same;
-	 * returns what it made so far, or NULL to give up on the chunk (having freed it).
-	 * take then gets the chunk's events in its turn, in place of events(), with what
+	 * events before thin, all of them (need_from's index then counts those), which must
+	 * come to the same. take then gets the chunk's events in its turn, in place of events(), with what
 	 * prepare made (take owns it); drop frees it if the turn never comes. A producer that
 	 * can decode a chunk again holds only the events from need_from (the chunk's index of
 	 * the first event take still needs; SIZE_MAX: none so far) on: take gets them with
@@ -173,12 +172,17 @@ struct tk_sink {
 	int (*take)(void *ctx, const struct tk_event *ev, size_t n, size_t first, void *prepared);
 	void (*drop)(void *ctx, void *prepared);
 	size_t (*need_from)(void *ctx, const void *prepared);
-	/* Nonzero: take also accepts a chunk's events in consecutive parts (FIRST rising from
-	 * 0, the last part ending where what prepare saw ends), with events() of other
+	/* Nonzero: take also accepts a chunk's events in consecutive parts (FIRST from 0 on,
+	 * never falling, the last part ending where what prepare saw ends), with events() of other
 	 * events between the parts; a TK_SINK_AGAIN comes only from the first part. Take owns
 	 * PREPARED from the first call: freed by the last part, an error or TK_SINK_AGAIN
 	 * (drop frees it if the parts stop early). A producer that replays commands about
-	 * earlier chunks between a chunk's events (Kanata's) needs this. */
+	 * earlier chunks between a chunk's events (Kanata's) needs this. Such a producer
+	 * cannot decode a chunk in its sink's place, but it may ask need_from before (PREPARED
+	 * NULL) or after prepare has seen a chunk's events: SIZE_MAX says that take reads none
+	 * of them, so the producer need not keep them (take then gets EV NULL); if take
+	 * refuses such a chunk (its first part, which may be empty) or prepare gives up on it,
+	 * the producer makes its events again itself. */
 	int take_in_parts;
 };
 

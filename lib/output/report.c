@@ -996,7 +996,7 @@ static int report_take(void *ctx, const struct tk_event *ev, size_t n, size_t fi
 	struct tk_report *r = ctx, *c = prepared;
 	int rc = 0;
 
-	(void)ev;   /* (all in C already) */
+	(void)ev;   /* (all in C already; NULL when the producer kept none: need_from) */
 	if (!c->merge) {   /* the first part (those before it may be empty, as FIRST is 0) */
 		c->merge = 1;
 		if (!r->have_pipe || (!r->o.window_end && r->p_seq < TK_REPORT_WINDOW)) {
@@ -1014,10 +1014,22 @@ static int report_take(void *ctx, const struct tk_event *ev, size_t n, size_t fi
 	return rc;
 }
 
+/* tk_sink.need_from: none of a prepared chunk's events, but with a window of time (a
+ * chunk's prepare then gives up on one that reaches into it); take's first part may
+ * still refuse a chunk, while the diagram is not full */
+static size_t report_need_from(void *ctx, const void *prepared)
+{
+	const struct tk_report *r = ctx;
+
+	(void)prepared;
+	return r->o.window_end ? 0 : SIZE_MAX;
+}
+
 struct tk_sink tk_report_sink(struct tk_report *r)
 {
 	return (struct tk_sink){ .events = report_sink_fn, .ctx = r, .prepare = report_prepare,
-				 .take = report_take, .drop = report_drop, .take_in_parts = 1 };
+				 .take = report_take, .drop = report_drop, .need_from = report_need_from,
+				 .take_in_parts = 1 };
 }
 
 /* ---- the timeline from the profile's run (tk_run_profile_tee): a struct tl per chunk -- */

@@ -2889,7 +2889,7 @@ nomem:
 static size_t tl_need_from(void *ctx, const void *prepared)
 {
 	(void)ctx;
-	return ((const struct tl_prep *)prepared)->cut;
+	return prepared ? ((const struct tl_prep *)prepared)->cut : 0;
 }
 
 /* tk_sink.take: the chunk's turn with what tl_prepare made of it; EV[0..n) are its events

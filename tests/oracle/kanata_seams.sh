@@ -246,4 +246,21 @@ for cmd in report "convert --to chrome"; do
 		{ echo "cline.log.gz: $cmd -j 1 did not skip the cut line"; cat "$work/want.err"; exit 1; }
 done
 agree_j "cline.log.gz" stats "$work/cline.log.gz"
+# a report's chunk keeps none of its events once prepared, unless the report refuses it
+# (its diagram not full yet: the first chunks when they are small) or its stage names
+# would be numbered anew (another chunk in flight met other new ones first): then it is
+# parsed again at its merge, keeping them. Stages renamed in stretches, three new names
+# met in turns, chunks small enough that several are in flight.
+head -n 40000 "$work/big.log" |
+	awk -F'\t' -v OFS='\t' '($1 == "S" || $1 == "E") && NR % 4000 < 300 { $4 = "N" int(NR / 4000) % 3 } { print }' \
+	>"$work/names.log"
+[ "$(grep -c $'^S\t.*\tN2$' "$work/names.log")" -gt 10 ] || { echo "no renamed stages"; exit 1; }
+gzip -c "$work/names.log" >"$work/names.log.gz"
+for chunk in 4000 30000; do
+	export TK_KANATA_CHUNK=$chunk
+	for f in names.log names.log.gz; do
+		agree_out "stage names met in turns ($f, chunks of $chunk)" report "$work/$f"
+		grep -q '"name":"N2"' "$work/want.out" || { echo "$f: no stage N2 in the report"; exit 1; }
+	done
+done
 echo "kanata seams: ok"

@@ -20,7 +20,12 @@ struct tk_kanata_decoder {
 	int64_t first;
 	const struct tk_sink *prep;  /* the sink preparing them (up to PREP_UPTO), or NULL */
 	size_t prep_upto;
-	size_t *gap_at, ngaps, cap_gaps;  /* the held indices of its gap events */
+	/* its sink reads none of them past its prepare (tk_sink.need_from): those are not
+	 * kept, held.dropped of them (the chunk's index of held.ev[0]) */
+	int bare;
+	unsigned seed_lanes, seed_stages;   /* the names its reader began with */
+	struct kn_gap { size_t at; uint64_t off; } *gaps_at;   /* its gap events, in order */
+	size_t ngaps, cap_gaps;
 	struct label_block *label_blocks; /* its label events' text (never moved) */
 	void *prepared;              /* the sink's work on its held events, done ahead */
 	struct tk_sink prepared_for; /* (the sink that did it) */
@@ -51,6 +56,12 @@ static uint64_t ev_time(const struct tk_kanata_decoder *d, int64_t cycle)
 
 static void prepare_held(struct tk_kanata_decoder *d, size_t b);
 
+/* The chunk's events so far (the index of the next). */
+static size_t chunk_events(const struct tk_kanata_decoder *d)
+{
+	return d->held.dropped + d->held.n;
+}
+
 /* The next event's slot: a chunk's written in place where it is held. */
 static struct tk_event *next(struct tk_kanata_decoder *d)
 {
@@ -59,8 +70,13 @@ static struct tk_event *next(struct tk_kanata_decoder *d)
 		return NULL;
 	if (d->chunk) {
 		/* (the events made so far are whole: the sink's work on the last block now) */
-		if (d->prep && d->held.n - d->prep_upto >= PREPARE_BLOCK)
+		if (d->prep && d->held.n - d->prep_upto >= PREPARE_BLOCK) {
 			prepare_held(d, d->held.n);
+			if (d->bare) {   /* (the block stays in the cache: the next one goes there) */
+				d->held.dropped += d->held.n;
+				d->held.n = d->prep_upto = 0;
+			}
+		}
 		if (d->held.n == d->held.cap && (d->rc = tk_event_vec_reserve(&d->held, 1)) < 0)
 			return NULL;
 		e = &d->held.ev[d->held.n++];
@@ -198,15 +214,15 @@ static void on_diag(void *ctx, const struct tk_kanata_diag *g)
 	if (d->chunk) {   /* counted among the gaps at the merge, in order */
 		if (d->ngaps == d->cap_gaps) {
 			size_t cap = d->cap_gaps ? 2 * d->cap_gaps : 64;
-			size_t *p = realloc(d->gap_at, cap * sizeof *p);
+			struct kn_gap *p = realloc(d->gaps_at, cap * sizeof *p);
 			if (!p) {
 				d->rc = -TK_E_NOMEM;
 				return;
 			}
-			d->gap_at = p;
+			d->gaps_at = p;
 			d->cap_gaps = cap;
 		}
-		d->gap_at[d->ngaps++] = d->held.n - 1;
+		d->gaps_at[d->ngaps++] = (struct kn_gap){ chunk_events(d) - 1, g->offset };
 	}
 	e->kind = TK_EV_GAP;
 	e->time = TK_TIME_NONE;
@@ -220,8 +236,7 @@ static int settle(struct tk_kanata_decoder *d, int rc, int final);
 /* The events a chunk has made so far (the frags' marks). */
 static size_t made(void *ctx)
 {
-	const struct tk_kanata_decoder *d = ctx;
-	return d->held.n;
+	return chunk_events(ctx);
 }
 
 static struct tk_kanata_decoder *decoder_new(struct tk_sink sink, int chunk, int *err)
@@ -261,7 +276,7 @@ void tk_kanata_decoder_free(struct tk_kanata_decoder *d)
 		d->prepared_for.drop(d->prepared_for.ctx, d->prepared);
 	tk_kanata_reader_free(d->r);
 	tk_event_vec_free(&d->held);
-	free(d->gap_at);
+	free(d->gaps_at);
 	free(d->labels);
 	while (d->label_blocks) {
 		struct label_block *b = d->label_blocks;
@@ -298,8 +313,23 @@ void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v)
 	*v = t;
 }
 
-int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n)
+static int can_prepare(const struct tk_sink *s)
 {
+	return s->prepare && s->take && s->take_in_parts;
+}
+
+/* Whether S reads none of a chunk's events past their prepare. */
+static int keeps_none(const struct tk_sink *s)
+{
+	return can_prepare(s) && s->need_from && s->need_from(s->ctx, NULL) == SIZE_MAX;
+}
+
+int kn_decoder_reserve(struct tk_kanata_decoder *d, const struct tk_kanata_decoder *g, size_t n, int keep)
+{
+	/* (a chunk that keeps none of its events holds a block at a time: fresh huge pages
+	 * for its room would be cleared for nothing) */
+	if (!keep && keeps_none(&g->batch.sink))
+		n = 2 * PREPARE_BLOCK;
 	return n > d->held.n ? tk_event_vec_reserve(&d->held, n - d->held.n) : 0;
 }
 
@@ -308,12 +338,7 @@ int kn_decoder_error(const struct tk_kanata_decoder *d)
 	return d->rc;
 }
 
-static int can_prepare(const struct tk_sink *s)
-{
-	return s->prepare && s->take && s->take_in_parts;
-}
-
-/* Chunk D's events [D->prep_upto, B) to its sink's prepare. */
+/* Chunk D's held events [D->prep_upto, B) to its sink's prepare. */
 static void prepare_held(struct tk_kanata_decoder *d, size_t b)
 {
 	const struct tk_sink *s = d->prep;
@@ -324,13 +349,17 @@ static void prepare_held(struct tk_kanata_decoder *d, size_t b)
 	d->prep_upto = b;
 }
 
-void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first)
+void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
+			    int keep)
 {
 	const struct tk_sink *s = &g->batch.sink;
 
 	c->first = first;
-	c->prep = can_prepare(s) ? s : NULL;
+	c->prep = can_prepare(s) && !keep ? s : NULL;
+	c->bare = c->prep && keeps_none(s);
 	c->prep_upto = 0;
+	c->seed_lanes = kn_reader_nlanes(c->r);
+	c->seed_stages = kn_reader_nstages(c->r);
 	if (c->prep)
 		c->prepared_for = *s;
 }
@@ -340,6 +369,28 @@ void kn_decoder_chunk_done(struct tk_kanata_decoder *c)
 	if (c->prep)
 		prepare_held(c, c->held.n);
 	c->prep = NULL;
+	if (c->bare) {
+		c->held.dropped += c->held.n;
+		c->held.n = 0;
+	}
+}
+
+int kn_decoder_take_begin(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c)
+{
+	if (!c->bare || !chunk_events(c))
+		return 0;
+	/* its names are G's by the same numbers if it added none to those it began with, or
+	 * G has none past them (its new ones then come in the same order) */
+	int same = (kn_reader_nlanes(c->r) == c->seed_lanes && kn_reader_nstages(c->r) == c->seed_stages) ||
+		   (kn_reader_nlanes(g->r) == c->seed_lanes && kn_reader_nstages(g->r) == c->seed_stages);
+	if (!c->prepared || !same)
+		return 1;
+	/* the first part, empty: where the sink refuses the chunk, it does so here */
+	const struct tk_sink *s = &g->batch.sink;
+	int rc = s->take(s->ctx, NULL, 0, 0, c->prepared);
+	if (rc < 0 || rc == TK_SINK_AGAIN)
+		c->prepared = NULL;   /* (the sink's take freed it) */
+	return rc < 0 ? rc : rc == TK_SINK_AGAIN;
 }
 
 /* Chunk C's held events [A, B) to G's sink, stages and lanes by G's numbers (the maps,
@@ -354,20 +405,24 @@ static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, s
 
 	if (rc < 0)
 		return g->rc = rc;
+	for (; *gi < c->ngaps && c->gaps_at[*gi].at < b; ++*gi)
+		tk_gap_stats_add(&g->gaps, c->gaps_at[*gi].off, 0);
 	if (c->prepared) {
-		/* what the sink prepared takes the place of these events (their gaps counted) */
+		/* what the sink prepared takes the place of these events */
 		const struct tk_sink *s = &g->batch.sink;
-		for (; *gi < c->ngaps && c->gap_at[*gi] < b; ++*gi)
-			tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
-		rc = s->take(s->ctx, ev + a, b - a, a, c->prepared);
-		if (rc < 0 || rc == TK_SINK_AGAIN || b == c->held.n)
+		rc = s->take(s->ctx, c->bare ? NULL : ev + a, b - a, a, c->prepared);
+		if (rc < 0 || rc == TK_SINK_AGAIN || b == chunk_events(c))
 			c->prepared = NULL;   /* (the sink's take freed it) */
+		if (rc == TK_SINK_AGAIN && c->bare)
+			rc = -TK_E_INTERNAL;   /* (refused past its first part) */
 		if (rc < 0)
 			return g->rc = rc;
 		if (rc != TK_SINK_AGAIN)
 			return 0;
 		rc = 0;   /* refused: the events after all */
 	}
+	if (c->bare && a < b)   /* (kn_decoder_take_begin said so before the merge) */
+		return g->rc = -TK_E_INTERNAL;
 	for (size_t x = a, y; x < b && rc >= 0; x = y) {
 		y = b - x > block ? x + block : b;
 		for (size_t i = x; stage_map && i < y; i++)
@@ -375,8 +430,6 @@ static int pass_held(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, s
 				ev[i].arg = stage_map[ev[i].arg];
 				ev[i].flags = lane_map[ev[i].flags];
 			}
-		for (; *gi < c->ngaps && c->gap_at[*gi] < y; ++*gi)
-			tk_gap_stats_add(&g->gaps, ev[c->gap_at[*gi]].arg, 0);
 		if (g->batch.sink.events && (rc = g->batch.sink.events(g->batch.sink.ctx, ev + x, y - x)) < 0)
 			g->rc = rc;
 	}
@@ -408,7 +461,7 @@ int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,
 		at = f[k].mark;
 	}
 	if (rc >= 0)
-		rc = pass_held(g, c, at, c->held.n, lmap, smap, &gi);
+		rc = pass_held(g, c, at, chunk_events(c), lmap, smap, &gi);
 	tk_event_vec_drop(&c->held);
 	return rc < 0 ? rc : g->rc;
 }

@@ -183,18 +183,27 @@ struct tk_kanata_reader *kn_decoder_reader(struct tk_kanata_decoder *d);
  * each chunk faults its pages in anew). */
 struct tk_event_vec;
 void kn_decoder_swap_held(struct tk_kanata_decoder *d, struct tk_event_vec *v);
-/* Room for N events held by D, at least. */
-int kn_decoder_reserve(struct tk_kanata_decoder *d, size_t n);
+/* Room for N events held by chunk D of G's decode, at least (a block, where G's sink
+ * reads none past their prepare, tk_sink.need_from, and not KEEP). */
+int kn_decoder_reserve(struct tk_kanata_decoder *d, const struct tk_kanata_decoder *g, size_t n, int keep);
 /* D's error (a failed allocation while it made the chunk's events), if any. */
 int kn_decoder_error(const struct tk_kanata_decoder *d);
 /* Chunk C about to be parsed from its known start (absolute cycles), the log's first cycle
  * FIRST: its events made with their times, and G's sink's prepare (tk_sink.prepare, for a
  * sink that takes them in parts between the commands kn_decoder_merge replays) run on
- * them in blocks while they are in the cache. */
-void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first);
+ * them in blocks while they are in the cache; where the sink reads none of them past
+ * that (tk_sink.need_from), they are not kept. KEEP: all kept, none prepared (the chunk
+ * parsed again: kn_decoder_take_begin). */
+void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
+			    int keep);
 /* Chunk C parsed: its last events prepared (on its worker; else kn_decoder_merge does it;
  * a second call does nothing). */
 void kn_decoder_chunk_done(struct tk_kanata_decoder *c);
+/* Before chunk C's merge into G (its last events prepared: kn_decoder_chunk_done), where
+ * it kept none of its events: the sink's take begun. 1: the merge needs the events after
+ * all (the sink refused the chunk or gave up on its prepare, or C's names would not keep
+ * their numbers in G): the chunk must be parsed again keeping them; 0, or < 0 an error. */
+int kn_decoder_take_begin(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c);
 /* Chunk C (its names merged into G's reader: the maps) into G's sink, its commands about
  * earlier chunks' instructions replayed on G's reader where they were. */
 int kn_decoder_merge(struct tk_kanata_decoder *g, struct tk_kanata_decoder *c,

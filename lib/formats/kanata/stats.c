@@ -550,6 +550,8 @@ struct chunk {
 	int err;
 	int late;                    /* parsed before its start was known (under P->lock):
 				      * a later job may rebase it before its merge (catch_up) */
+	int keep_events;             /* a decoding chunk parsed again at its merge: its events
+				      * kept for the sink (take_begin) */
 	char *buf;                   /* a read stream's: the chunk's bytes until parsed */
 	size_t cap;                  /* ... its size */
 	int last;                    /* ... the stream's last chunk */
@@ -935,7 +937,10 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 	 * bytes of log, more than logs make; past that it grows): on huge pages only what
 	 * they fill is faulted in, where doubling from 4,096 events copied 15 MB into fresh
 	 * pages for each of the first chunks */
-	if (c->s->dec && (rc = kn_decoder_reserve(c->s->dec, c->len / 4)) < 0)
+	/* (the first chunk's events kept: a sink that has seen nothing yet refuses it, and
+	 * parsing it again would cost more) */
+	int keep = c->keep_events || i == 0;
+	if (c->s->dec && (rc = kn_decoder_reserve(c->s->dec, P->dec, c->len / 4, keep)) < 0)
 		return rc;
 	struct stats_ctx *s = c->s;
 	s->keep = c->diags;
@@ -946,7 +951,7 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 		kn_reader_chunk_begin(s->r, i == 0, c->start_cycle, c->line_base, c->start);
 		if (c->scanned) {
 			kn_reader_chunk_delta_sum(s->r, c->delta);
-			kn_decoder_chunk_begin(P->dec, s->dec, P->first_cycle);
+			kn_decoder_chunk_begin(P->dec, s->dec, P->first_cycle, keep);
 		}
 	} else {
 		s->cycle_seen = 1;
@@ -1193,6 +1198,26 @@ static void spare_ids(struct par *P, struct tk_kanata_reader *cr)
 	pthread_mutex_unlock(&P->lock);
 }
 
+/* Decoding chunk I before its merge: its last events prepared, and where it kept none of
+ * them but the merge needs them after all (kn_decoder_take_begin: a report refuses a
+ * chunk while it has seen too few instructions, or names would be numbered anew), parsed
+ * again here, keeping them. */
+static int take_begin(struct par *P, struct chunk *c, size_t i)
+{
+	kn_decoder_chunk_done(c->s->dec);   /* (if its worker did not) */
+	int rc = kn_decoder_take_begin(P->dec, c->s->dec);
+	if (rc <= 0)
+		return rc;
+	ctx_free(c->s);
+	c->s = NULL;
+	c->keep_events = 1;
+	rc = parse_chunk(P, c, i);
+	c->keep_events = 0;
+	if (rc >= 0)
+		kn_decoder_chunk_done(c->s->dec);
+	return rc;
+}
+
 /* Chunk I (C: its parse, made here or loaded from a shard's bytes) into the total. */
 static int merge_one(struct par *P, struct chunk *c, size_t i)
 {
@@ -1224,6 +1249,10 @@ static int merge_one(struct par *P, struct chunk *c, size_t i)
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;  /* id reused across chunks */
 	if (kn_reader_nstages(cr) >= 1024)
 		return P->fallback = FALLBACK, -TK_E_CANCELLED;
+	if (P->dec && (rc = take_begin(P, c, i)) < 0)
+		return rc;
+	s = c->s;
+	cr = s->r;
 	kn_reader_merge_names(g->r, cr, P->lane_map, P->stage_map);
 	if (P->dec) {
 		/* the events, the replayed commands' among them, then the chunk's instructions

@@ -1,6 +1,7 @@
 /* Events held for their turn: the in-order merge of chunks decoded in parallel (the chunk
  * runner, Intel PT's event stream, XRay's and xtrace's timelines) and the batches of the
  * relay. */
+#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,7 +188,11 @@ int tk_event_vec_add_thin(struct tk_event_vec *v, const struct tk_sink *to, cons
 		if (to && to->prepare && to->take)
 			prepare_more(v, to, first);   /* (before the payloads: a lean V may drop them) */
 	}
-	for (size_t i = first; i < v->n; i++) {
+#ifdef TK_CHECKED
+	for (size_t i = first; v->no_payloads && i < v->n; i++)
+		assert(!has_payload(&v->ev[i]));
+#endif
+	for (size_t i = first; !v->no_payloads && i < v->n; i++) {
 		if (has_payload(&v->ev[i]) && (rc = keep_payload(v, &v->ev[i])) < 0) {
 			v->n = i;   /* no event with a payload it does not hold */
 			unprepare(v);

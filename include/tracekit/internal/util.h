@@ -261,6 +261,8 @@ struct tk_event_vec {
 	int lean;                 /* the producer can decode the chunk again: the events the
 				     sink's prepare no longer needs are not kept */
 	size_t dropped;           /* events not kept: the chunk's index of ev[0] */
+	int no_payloads;          /* the producer makes no event with a payload: none looked
+				     for (Intel PT's flow: 31 M events a walk's timeline holds) */
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);

@@ -717,6 +717,7 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 	if (r->nspare)
 		ec->v = r->spare[--r->nspare];
 	pthread_mutex_unlock(&r->turn.lock);
+	ec->v.no_payloads = 1;   /* (the flow's events carry none) */
 	sink->events = ev_add;
 	sink->ctx = ec;
 	sink->counted_blocks = r->sink.counted_blocks;

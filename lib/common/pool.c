@@ -252,8 +252,14 @@ static unsigned park_send(struct pool *p, unsigned n)
 	return sent;
 }
 
-int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
-		tk_pool_merge_fn merge, void *ctx)
+/* Pools this thread is running (a job may run a pool of its own): only the outermost
+ * on the main thread counts its time, which holds the inner ones' (counted again, the
+ * branch trace's profile, whose jobs on the main thread run pools, gave a negative serial
+ * time). */
+static __thread unsigned pool_depth;
+
+static int pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
+		    tk_pool_merge_fn merge, void *ctx)
 {
 	unsigned nthreads = opts && opts->nthreads ? opts->nthreads : tk_cpu_count();
 	size_t window = opts && opts->sz >= sizeof *opts && opts->window ? opts->window : 2 * (size_t)nthreads;
@@ -261,7 +267,7 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 
 	if (nthreads > njobs)
 		nthreads = (unsigned)(njobs ? njobs : 1);
-	int timed = timing && on_main_thread();
+	int timed = timing && pool_depth == 1 && on_main_thread();
 	double t0 = timed ? tk_thread_cpu() : 0;
 
 	if (nthreads <= 1) {
@@ -350,4 +356,13 @@ int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn w
 		times_add(&times.merge_cpu, tk_thread_cpu() - t0 - in_work, njobs);
 	}
 	return rc < 0 ? rc : 0;
+}
+
+int tk_pool_run(const struct tk_pool_opts *opts, size_t njobs, tk_pool_work_fn work,
+		tk_pool_merge_fn merge, void *ctx)
+{
+	pool_depth++;
+	int rc = pool_run(opts, njobs, work, merge, ctx);
+	pool_depth--;
+	return rc;
 }

@@ -5,7 +5,8 @@
 # up to the process's CPU; an Intel PT timeline at -j 2 runs its pass on the main thread
 # (nothing in order outside the pools), and from -j 3 its formatter is a thread outside the
 # pools whose work goes in order, part of the other threads' time; the CPU used before main()
-# (the exec) is printed apart, outside the sum; without TK_PHASES nothing is printed.
+# (the exec) is printed apart, outside the sum; a pool run inside a job on the main thread
+# is counted once (the branch trace's profile); without TK_PHASES nothing is printed.
 set -uo pipefail
 : "${TK:?}" "${SRC:?}"
 fail=0
@@ -84,6 +85,28 @@ if [ -z "${made:-}" ] || [ "$made" -le 0 ] || [ "$made" -ge "$grafted" ]; then
 else
 	echo "ok: profile -j 2: $line"
 fi
+# the branch trace's profile runs pools inside jobs on the main thread: those count once
+# (they were counted in the outer pool's job and again in their own: a negative serial)
+bt=$(mktemp -d)
+cc -O1 -o "$bt/calls" "$SRC/tests/data/btrace/calls.c"
+if ! "$TK" record --btrace -o "$bt/calls.tkbt" -- "$bt/calls" >/dev/null 2>"$bt/err"; then
+	echo "FAIL: record --btrace: $(head -c 300 "$bt/err")"
+	fail=1
+else
+	line=$(TK_PHASES=1 "$TK" profile -j 2 -o /dev/null "$bt/calls.tkbt" 2>&1 >/dev/null | grep '^tracekit: phases:')
+	python3 - "$line" <<'PY' || fail=1
+import re, sys
+line = sys.argv[1]
+num = lambda pat: float(re.search(pat, line).group(1))
+parts = [num(r"serial (-?[0-9.]+) \("), num(r"merge (-?[0-9.]+) \("), num(r"jobs (-?[0-9.]+) \("),
+         num(r"other threads (-?[0-9.]+)")]
+cpu = num(r"cpu ([0-9.]+) s =")
+ok = min(parts) >= 0 and abs(sum(parts) - cpu) <= 0.004
+print(("ok" if ok else "FAIL") + ": the branch trace's profile -j 2: " + line)
+sys.exit(0 if ok else 1)
+PY
+fi
+rm -rf "$bt"
 if TK_IPT_CHUNK=1 "$TK" decode --stat -j 2 --raw "$SRC/tests/data/flow/code.bin:0x1000" \
 	"$SRC/tests/data/flow/events.pt" 2>&1 >/dev/null | grep -q phases; then
 	echo "FAIL: phases printed without TK_PHASES"

@@ -176,7 +176,8 @@ unsigned kn_decoder_jobs(const struct tk_kanata_decoder *d, size_t *chunk_bytes,
  * than the statistics': their events (about 3 MB a MiB of log) are still in the cache
  * when the merge hands them on. */
 #define KN_DECODE_CHUNK ((size_t)1 << 20)
-/* A chunk's decoder: its events held, their times cycles until the merge. */
+/* A chunk's decoder: its events made with their times and held until the merge (or let
+ * go once prepared, where the sink reads none of them: kn_decoder_chunk_begin). */
 struct tk_kanata_decoder *kn_decoder_chunk_new(int *err);
 struct tk_kanata_reader *kn_decoder_reader(struct tk_kanata_decoder *d);
 /* D's held events exchanged with V (an empty vector's memory, used again: a fresh one for

@@ -118,8 +118,11 @@ static int merge(void *ctx, size_t i)
 				sizeof(r->o->progress) ? r->o->progress : NULL;
 	int rc;
 
-	if (r->c->redo && (rc = redo(r, i)) < 0)
+	if (r->c->redo && (rc = redo(r, i)) < 0) {
+		if (r->c->fail)   /* (no merge of this chunk: workers waiting for it stop) */
+			r->c->fail(r->c->ctx, i, rc);
 		return rc;
+	}
 	if (p)
 		tk_progress_set(p, p->done + chunk_end(r, i) - r->offs[i]);
 	return r->c->merge ? r->c->merge(r->c->ctx, i) : 0;

@@ -644,10 +644,20 @@ int tk_ipt_flow_text(const uint8_t *buf, size_t len, const struct tk_ipt_flow_op
 #define EV_SPARES 4
 
 struct ev_chunk {
-	struct tk_event_vec v;
+	struct tk_event_vec v;        /* lean: the events the sink's prepare made use of are
+				       * not kept, and the chunk is decoded again if its take
+				       * asks for them after all (ev_redo) */
 	struct ev_run *run;
 	size_t index;
 	size_t counted;               /* of v.n, in run->held */
+	size_t seen;                  /* the chunk's events so far, before thin */
+	size_t handed;                /* of those, what reached the sink on a worker (a hold
+				       * over the budget, handed in its turn) */
+	int again;                    /* the sink asked for the events from HANDED on again:
+				       * those that come are not kept, the chunk is decoded again
+				       * at its merge */
+	size_t skip;                  /* the decoding again: its events yet to leave out */
+	int rc;                       /* the hand at the merge (ev_redo) */
 };
 
 struct ev_run {
@@ -663,16 +673,24 @@ struct ev_run {
 	size_t budget, step;          /* EV_BUDGET and EV_STEP, or a test's */
 };
 
-/* Hand EC's events to the sink (its turn has come) and keep its memory. */
+/* Hand EC's events to the sink (its turn has come) and keep its memory. If the sink asks
+ * for events the lean hold did not keep, the chunk's events from those handed before on
+ * are decoded again at its merge (EC->again). */
 static int ev_hand(struct ev_chunk *ec)
 {
 	struct ev_run *r = ec->run;
-	int rc = tk_event_vec_pass(&ec->v, r->sink);
+	int rc = ec->again ? 0 : tk_event_vec_pass(&ec->v, r->sink);
 
 	pthread_mutex_lock(&r->turn.lock);
 	r->held -= ec->counted;
 	pthread_mutex_unlock(&r->turn.lock);
 	ec->counted = 0;
+	if (rc == TK_SINK_AGAIN) {
+		ec->again = 1;
+		rc = 0;
+	} else if (!ec->again) {
+		ec->handed = ec->seen;
+	}
 	return rc;
 }
 
@@ -683,6 +701,9 @@ static int ev_add(void *ctx, const struct tk_event *ev, size_t n)
 	struct tk_event_vec *v = &ec->v;
 	int rc = 0, over;
 
+	if (ec->again)   /* (the decoding again at the merge makes them) */
+		return 0;
+	ec->seen += n;
 	if ((rc = tk_event_vec_add_thin(v, &r->sink, ev, n)) < 0)
 		return rc;
 	if (ec->v.n - ec->counted < r->step)
@@ -718,9 +739,45 @@ static int ev_begin(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *s
 		ec->v = r->spare[--r->nspare];
 	pthread_mutex_unlock(&r->turn.lock);
 	ec->v.no_payloads = 1;   /* (the flow's events carry none) */
+	ec->v.lean = 1;          /* (a chunk can be decoded again: ev_redo) */
+	ec->seen = ec->handed = 0;
+	ec->again = 0;
 	sink->events = ev_add;
 	sink->ctx = ec;
 	sink->counted_blocks = r->sink.counted_blocks;
+	return 0;
+}
+
+/* The chunk decoded again: its first events (handed on before) left out. */
+static int ev_skip(void *ctx, const struct tk_event *ev, size_t n)
+{
+	struct ev_chunk *ec = ctx;
+	size_t k = ec->skip < n ? ec->skip : n;
+
+	ec->skip -= k;
+	return k < n ? ec->run->sink.events(ec->run->sink.ctx, ev + k, n - k) : 0;
+}
+
+/* tk_ipt_flow_consumer.redo: at chunk I's merge (FLOW NULL), its held events handed to
+ * the sink, and 1 if the sink asked for those the lean hold did not keep; then (FLOW: a
+ * decoder of the merge's own) the sink of their decoding again. */
+static int ev_redo(void *ctx, size_t i, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct ev_run *r = ctx;
+	struct ev_chunk *ec = &r->chunks[i];
+	int rc;
+
+	if (r->nthreads <= 1)
+		return 0;
+	if (!flow) {
+		ec->rc = ev_hand(ec);   /* (an error: ev_merge's to return) */
+		return ec->rc >= 0 && ec->again;
+	}
+	if (r->sink.counted_blocks && (rc = tk_flow_set_count_mode(flow, 1, NULL, 0)) < 0)
+		return rc;
+	ec->skip = ec->handed;
+	*sink = (struct tk_sink){ .events = ev_skip, .ctx = ec,
+				  .counted_blocks = r->sink.counted_blocks };
 	return 0;
 }
 
@@ -732,7 +789,7 @@ static int ev_merge(void *ctx, size_t i)
 
 	if (r->nthreads <= 1)
 		return 0;
-	rc = ev_hand(ec);
+	rc = ec->rc;   /* (handed by ev_redo) */
 	pthread_mutex_lock(&r->turn.lock);
 	if (r->nspare < EV_SPARES)
 		r->spare[r->nspare++] = ec->v;
@@ -750,6 +807,7 @@ int tk_ipt_flow_events(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	struct ev_run r = { .sink = sink, .caller = pthread_self(), .budget = EV_BUDGET,
 			    .step = EV_STEP };
 	struct tk_ipt_flow_consumer c = { sizeof c, ev_begin, NULL, ev_merge, &r, .fail = turn_fail,
+					  .redo = ev_redo,
 					  .caller_decodes = 1 };
 	const char *budget = getenv("TK_IPT_EV_BUDGET");
 	int64_t n;

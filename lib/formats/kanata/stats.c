@@ -633,6 +633,18 @@ static void drop_pages(const struct par *P, const char *p, size_t n)
 		madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* A C line's delta V (>= 0) added to chunk C's effect on the cycle. */
+static inline void prefix_add(struct chunk *c, int64_t v, int64_t *cur, int *seen)
+{
+	if (!c->first_op)
+		c->first_op = 1;
+	*cur += v;
+	c->add += v;
+	if (c->has_floor)
+		c->floor += v;
+	*seen = 1;
+}
+
 /* One C / C= line at P (ending at LE) of chunk I: its effect on the cycle. */
 static void prefix_line(struct chunk *c, size_t i, const char *p, const char *le, int64_t *cur, int *seen)
 {
@@ -653,15 +665,8 @@ static void prefix_line(struct chunk *c, size_t i, const char *p, const char *le
 			*seen = 1;
 		}
 	} else if (p[1] == '\t' || p[1] == ' ') {
-		if (kn_parse_i64(p + 2, le, &v) == 0 && v >= 0) {
-			if (!c->first_op)
-				c->first_op = 1;
-			*cur += v;
-			c->add += v;
-			if (c->has_floor)
-				c->floor += v;
-			*seen = 1;
-		}
+		if (kn_parse_i64(p + 2, le, &v) == 0 && v >= 0)
+			prefix_add(c, v, cur, seen);
 	}
 }
 
@@ -670,6 +675,18 @@ static void prefix_c_at(struct chunk *c, size_t i, const char *b, const char *q,
 {
 	if (q > b && q[-1] != '\n')
 		return;        /* a 'C' inside a line */
+	/* the usual line, "C<tab>DIGITS<newline>", read without a search for its end (a
+	 * memchr per C line was a third of the scan) */
+	if (e - q > 3 && q[1] == '\t') {
+		const char *p = q + 2, *lim = e - q > 17 ? q + 17 : e;
+		uint64_t x = 0;
+		while (p < lim && (unsigned)(*p - '0') < 10)
+			x = x * 10 + (uint64_t)(*p++ - '0');
+		if (p > q + 2 && p < lim && *p == '\n' && x <= KN_NUM_MAX) {
+			prefix_add(c, (int64_t)x, cur, seen);
+			return;
+		}
+	}
 	const char *nl = memchr(q, '\n', (size_t)(e - q));
 	prefix_line(c, i, q, nl ? nl : e, cur, seen);
 }

@@ -841,24 +841,32 @@ static int xchunk_walk(void *ctx, size_t i)
 	c.buf_end = 0;
 	k->end = X->nch;
 	size_t stream_step = tk_bufs_stream_bytes(), stream_at = stream_step;
+	/* (per record only a compare with the next chunk's start: the cursor stands at a
+	 * later start only once it reaches it; errors are sticky, looked at with the text) */
+	size_t next_start = next < X->nch ? X->starts[next] : SIZE_MAX;
 	for (;;) {
-		while (next < X->nch && X->starts[next] < c.off)
-			next++;     /* gone past that start */
-		if (next < X->nch && at_start(&c, X->starts[next])) {
-			k->end = next;
-			break;
+		if (c.off >= next_start) {
+			while (next < X->nch && X->starts[next] < c.off)
+				next++;     /* gone past that start */
+			if (next < X->nch && at_start(&c, X->starts[next])) {
+				k->end = next;
+				break;
+			}
+			next_start = next < X->nch ? X->starts[next] : SIZE_MAX;
 		}
 		if ((rc = tk_xray_next(&c, &r, &msg, &skipped)) == 0)
 			break;
 		dump_step(&k->d, &c.h, rc, &r, msg, skipped);
 		tk_buf_write_ahead(k->text);
-		if (k->text->err || k->d.err)
-			return k->text->err ? k->text->err : k->d.err;
 		if (k->text->len >= stream_at) {   /* (its turn come: out, as in order) */
+			if (k->text->err || k->d.err)
+				break;
 			tk_bufs_stream(k->text, X->out, &X->next, i);
 			stream_at = k->text->len + stream_step;
 		}
 	}
+	if (k->text->err || k->d.err)
+		return k->text->err ? k->text->err : k->d.err;
 	k->end_off = k->end < X->nch ? X->starts[k->end] : X->len;
 	return 0;
 }

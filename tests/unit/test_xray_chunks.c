@@ -5,6 +5,7 @@
  * every one-byte corruption of them (damaged buffers, bad ids, truncation, call arguments,
  * custom and typed events, inherited state). */
 #include <dirent.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "tracekit/tracekit.h"
@@ -412,6 +414,80 @@ static void test_held_payloads(void **state)
 	assert_true(check_variants(log, len, "many") >= 72);
 }
 
+/* A consumer that notes which threads begin chunks. A worker's chunk waits (up to 5 s) for
+ * the calling thread to begin one when it should decode too, so the outcome does not hang
+ * on how a loaded machine schedules the two threads. */
+struct who_begins {
+	pthread_t caller;
+	int wait_for_caller;
+	int by_caller, by_workers;   /* (atomic) */
+	size_t events;
+};
+
+static int count_only(void *ctx, const struct tk_event *ev, size_t n)
+{
+	(void)ev;
+	__atomic_add_fetch((size_t *)ctx, n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int who_begin(void *ctx, size_t chunk, struct tk_flow *flow, struct tk_sink *sink)
+{
+	struct who_begins *w = ctx;
+	(void)chunk, (void)flow;
+	if (pthread_equal(pthread_self(), w->caller)) {
+		__atomic_add_fetch(&w->by_caller, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_add_fetch(&w->by_workers, 1, __ATOMIC_RELAXED);
+		for (int ms = 0; w->wait_for_caller && ms < 5000 &&
+				 !__atomic_load_n(&w->by_caller, __ATOMIC_RELAXED); ms++)
+			usleep(1000);
+	}
+	*sink = (struct tk_sink){ .events = count_only, .ctx = &w->events };
+	return 0;
+}
+
+static int who_merge(void *ctx, size_t chunk)
+{
+	(void)ctx, (void)chunk;
+	return 0;
+}
+
+/* The XRay source honours tk_chunk_consumer.caller_decodes as the other sources do: the
+ * calling thread decodes chunks between its merges when asked to (a profile's heavy merges
+ * otherwise ran beside two decoding threads on two cores), never when not. */
+static void test_source_caller_decodes(void **state)
+{
+	(void)state;
+	uint8_t log[8192];
+	size_t len = make_many(log);
+	char path[] = "/tmp/tk-xray-callerXXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, log, len), (ssize_t)len);
+	close(fd);
+	tk_set_log(NULL, NULL);
+	size_t events[2] = { 0 };
+	for (int caller_decodes = 0; caller_decodes <= 1; caller_decodes++) {
+		struct tk_source_opts so = { .sz = sizeof so, .nthreads = 2 };
+		struct tk_source *s;
+		struct who_begins w = { .caller = pthread_self(), .wait_for_caller = caller_decodes };
+		struct tk_chunk_consumer c = { sizeof c, who_begin, who_merge, NULL, NULL, &w, caller_decodes };
+		assert_int_equal(tk_source_open(&s, path, &so), 0);
+		assert_int_equal(tk_source_run(s, &c), 0);
+		tk_source_free(s);
+		assert_true(w.by_caller + w.by_workers >= 2);
+		if (caller_decodes)
+			assert_true(w.by_caller >= 1);
+		else
+			assert_int_equal(w.by_caller, 0);
+		events[caller_decodes] = w.events;
+	}
+	unlink(path);
+	assert_true(events[0] > 0);
+	assert_int_equal(events[0], events[1]);
+}
+
 static void test_logs_and_corruptions(void **state)
 {
 	(void)state;
@@ -445,6 +521,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_inheritance_quirks),
 		cmocka_unit_test(test_held_payloads),
+		cmocka_unit_test(test_source_caller_decodes),
 		cmocka_unit_test(test_logs_and_corruptions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,4 +62,8 @@ struct xr_merge *xr_merge_new(struct tk_xray *x, int *err);
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r);
 void xr_merge_free(struct xr_merge *m);
 
+/* tk_xray_decode_chunks, the calling thread decoding chunks too between its merges when
+ * CALLER_WORKS (as tk_chunk_consumer.caller_decodes asks). */
+int xr_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx, int caller_works);
+
 #endif

@@ -1,10 +1,12 @@
 /* The source of LLVM XRay logs: chunks of buffers (cut where a buffer needs no state from
  * the one before), decoded on the workers of tk_xray_decode_chunks; names from the
  * instrumentation map. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "formats/xray/internal.h"
 #include "tracekit/internal/source.h"
 #include "tracekit/xray.h"
 
@@ -100,7 +102,9 @@ static int xray_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	static const struct tk_xray_chunk_ops ops = { run_begin, run_merge };
 
 	/* the chunks carry each thread's call depth across their seams themselves */
-	return tk_xray_decode_chunks(((struct xray_src *)s->state)->x, &ops, (void *)c);
+	int caller = c->sz >= offsetof(struct tk_chunk_consumer, caller_decodes) + sizeof(int) &&
+		     c->caller_decodes;
+	return xr_decode_chunks(((struct xray_src *)s->state)->x, &ops, (void *)c, caller);
 }
 
 static void xray_losses(struct tk_source *s, struct tk_losses *l)

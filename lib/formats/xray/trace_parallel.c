@@ -373,14 +373,19 @@ out:
 	return rc;
 }
 
-int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx)
+int xr_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx, int caller_works)
 {
 	size_t *bounds = malloc((x->nbufs + 2) * sizeof *bounds), n = 0;
 	uint64_t largest;
 
 	if (bounds)
 		n = chunk_bounds(x, bounds, 0, &largest);
-	return run_chunks(x, ops, ctx, bounds, n, NULL, 0);
+	return run_chunks(x, ops, ctx, bounds, n, NULL, caller_works);
+}
+
+int tk_xray_decode_chunks(struct tk_xray *x, const struct tk_xray_chunk_ops *ops, void *ctx)
+{
+	return xr_decode_chunks(x, ops, ctx, 0);
 }
 
 static int count_begin(void *ctx, size_t chunk, struct tk_sink *sink, void **consumer)

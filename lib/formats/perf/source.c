@@ -13,6 +13,25 @@ struct ipt_src {
 	struct tk_ipt_flow_stats st;  /* of the streams decoded */
 };
 
+/* Most chunks past this size would leave the workers too few to share at the end. */
+#define IPT_CHUNK_MAX ((size_t)16 << 20)
+
+/* The chunk size of a run over several workers: about sixteen chunks per worker (the
+ * plan's: plan_workers for a job of shards, so that all plan alike), at least the flow's
+ * default. A profile merges each chunk's call tree into the total, and a real program's
+ * chunks repeat the total's paths: fewer chunks, less merging (libLLVM's `profile -j 2`
+ * 1.525 -> 1.408 s at 8 MiB, the recorded libc's 0.450 -> 0.412 s at 4 MiB: docs/
+ * PERFORMANCE.md, session 80). TK_IPT_CHUNK (chunk_bytes) overrides it. */
+static size_t ipt_chunk_bytes(const struct tk_source *s)
+{
+	unsigned nt = s->o.plan_workers ? s->o.plan_workers : s->o.nthreads ? s->o.nthreads : tk_cpu_count();
+	uint64_t per = nt > 1 ? s->len / (16 * (uint64_t)nt) : 0;
+
+	if (s->o.chunk_bytes)
+		return s->o.chunk_bytes;
+	return per <= TK_IPT_FLOW_CHUNK ? 0 : per > IPT_CHUNK_MAX ? IPT_CHUNK_MAX : (size_t)per;
+}
+
 static int ipt_open(struct tk_source *s)
 {
 	struct ipt_src *p = calloc(1, sizeof *p);
@@ -22,7 +41,7 @@ static int ipt_open(struct tk_source *s)
 		.raw = o->raw, .nraw = o->nraw, .mtc_freq = o->mtc_freq, .nom_freq = o->nom_freq,
 		.cpuid_15_eax = o->cpuid_15_eax, .cpuid_15_ebx = o->cpuid_15_ebx,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->nthreads,
-		.chunk_bytes = o->chunk_bytes, .msg = o->msg, .ctx = o->ctx, .threads = 1,
+		.chunk_bytes = ipt_chunk_bytes(s), .msg = o->msg, .ctx = o->ctx, .threads = 1,
 		.filter = o->filter, .in = s->in, .cpu = o->ipt_cpu,
 		.addr_filter = o->ipt_addr_filter,
 	};

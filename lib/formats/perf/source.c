@@ -16,20 +16,24 @@ struct ipt_src {
 /* Most chunks past this size would leave the workers too few to share at the end. */
 #define IPT_CHUNK_MAX ((size_t)16 << 20)
 
-/* The chunk size of a run over several workers: about sixteen chunks per worker (the
- * plan's: plan_workers for a job of shards, so that all plan alike), at least the flow's
- * default. A profile merges each chunk's call tree into the total, and a real program's
- * chunks repeat the total's paths: fewer chunks, less merging (libLLVM's `profile -j 2`
- * 1.525 -> 1.408 s at 8 MiB, the recorded libc's 0.450 -> 0.412 s at 4 MiB: docs/
- * PERFORMANCE.md, session 80). TK_IPT_CHUNK (chunk_bytes) overrides it. */
-static size_t ipt_chunk_bytes(const struct tk_source *s)
+/* Stream I's flow options, its chunks cut for about sixteen per worker (the plan's:
+ * plan_workers for a job of shards, so that all plan alike), at least the flow's default.
+ * A profile merges each chunk's call tree into the total, and a real program's chunks
+ * repeat the total's paths: fewer chunks, less merging (libLLVM's `profile -j 2` 1.525 ->
+ * 1.408 s at 8 MiB: docs/PERFORMANCE.md, session 80). Per stream, as each stream is
+ * decoded on its own (a perf.data queue's pool drains at its end). TK_IPT_CHUNK
+ * (chunk_bytes) overrides it. */
+static void stream_opts(const struct tk_source *s, const struct tk_perf_session *x, size_t i,
+			struct tk_ipt_flow_opts *fo)
 {
 	unsigned nt = s->o.plan_workers ? s->o.plan_workers : s->o.nthreads ? s->o.nthreads : tk_cpu_count();
-	uint64_t per = nt > 1 ? s->len / (16 * (uint64_t)nt) : 0;
 
-	if (s->o.chunk_bytes)
-		return s->o.chunk_bytes;
-	return per <= TK_IPT_FLOW_CHUNK ? 0 : per > IPT_CHUNK_MAX ? IPT_CHUNK_MAX : (size_t)per;
+	tk_perf_session_flow_opts(x, i, fo);
+	if (fo->chunk_bytes || nt <= 1)
+		return;
+	uint64_t per = x->s[i].len / (16 * (uint64_t)nt);
+	if (per > TK_IPT_FLOW_CHUNK)
+		fo->chunk_bytes = per > IPT_CHUNK_MAX ? IPT_CHUNK_MAX : (size_t)per;
 }
 
 static int ipt_open(struct tk_source *s)
@@ -41,7 +45,7 @@ static int ipt_open(struct tk_source *s)
 		.raw = o->raw, .nraw = o->nraw, .mtc_freq = o->mtc_freq, .nom_freq = o->nom_freq,
 		.cpuid_15_eax = o->cpuid_15_eax, .cpuid_15_ebx = o->cpuid_15_ebx,
 		.has_tsc_hz = o->has_tsc_hz, .tsc_hz = o->tsc_hz, .nthreads = o->nthreads,
-		.chunk_bytes = ipt_chunk_bytes(s), .msg = o->msg, .ctx = o->ctx, .threads = 1,
+		.chunk_bytes = o->chunk_bytes, .msg = o->msg, .ctx = o->ctx, .threads = 1,
 		.filter = o->filter, .in = s->in, .cpu = o->ipt_cpu,
 		.addr_filter = o->ipt_addr_filter,
 	};
@@ -80,7 +84,7 @@ static int ipt_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
 		struct tk_ipt_flow_opts fo;
 		int64_t m;
 
-		tk_perf_session_flow_opts(x, i, &fo);
+		stream_opts(s, x, i, &fo);
 		if ((m = tk_ipt_flow_chunks(x->s[i].data, x->s[i].len, &fo, NULL, 0)) < 0)
 			return (int)m;
 		total += (size_t)m;
@@ -92,7 +96,7 @@ static int ipt_plan(struct tk_source *s, struct tk_chunk **chunks, size_t *n)
 		uint64_t *starts = malloc((total ? total : 1) * sizeof *starts);
 		int64_t m;
 
-		tk_perf_session_flow_opts(x, i, &fo);
+		stream_opts(s, x, i, &fo);
 		if (!starts || (m = tk_ipt_flow_chunks(x->s[i].data, x->s[i].len, &fo, starts,
 						       total)) < 0) {
 			free(starts);
@@ -156,7 +160,7 @@ static int ipt_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 		struct tk_ipt_flow_stats one = { 0 };
 		struct tk_ipt_flow_opts fo;
 
-		tk_perf_session_flow_opts(x, i, &fo);
+		stream_opts(s, x, i, &fo);
 		fo.release_read = release && x->s[i].data >= s->data &&
 				  x->s[i].data + x->s[i].len <= s->data + s->len;
 		rc = tk_ipt_flow_decode(x->s[i].data, x->s[i].len, &fo, &fc, &one);

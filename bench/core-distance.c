@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
+
 #define TRIPS 100000
 
 /* each on a line pair of its own: the adjacent-line prefetcher pairs lines */
@@ -44,19 +46,6 @@ static void *answer(void *arg)
 	return NULL;
 }
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 5, cpu_a = argc > 3 ? atoi(argv[2]) : 0;
@@ -75,16 +64,16 @@ int main(int argc, char **argv)
 		atomic_store(&back, 0);
 		if (pthread_create(&t, NULL, answer, NULL))
 			return 1;
-		double t0 = now();
+		double t0 = bench_now();
 		for (long i = 1; i <= TRIPS; i++) {
 			atomic_store_explicit(&there, i, memory_order_release);
 			while (atomic_load_explicit(&back, memory_order_acquire) != i)
 				;
 		}
-		ns[r] = (now() - t0) / TRIPS * 1e9;
+		ns[r] = (bench_now() - t0) / TRIPS * 1e9;
 		pthread_join(t, NULL);
 	}
-	qsort(ns, rounds, sizeof *ns, cmp_double);
+	qsort(ns, rounds, sizeof *ns, bench_cmp_double);
 	printf("%.0f\n", ns[rounds / 2]);
 	free(ns);
 	return 0;

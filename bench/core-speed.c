@@ -20,14 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STEPS 2000000   /* steps of all eight chains: about 10 ms */
+#include "clock.h"
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#define STEPS 2000000   /* steps of all eight chains: about 10 ms */
 
 /* each chain's steps depend on one another, the chains not: the core overlaps them */
 #define STEP(v) v = v * 6364136223846793005ull + 1442695040888963407ull
@@ -58,9 +53,9 @@ int main(int argc, char **argv)
 			return 1;
 		best[c] = 1e9;
 		for (int r = 0; r < rounds; r++) {
-			double t0 = now();
+			double t0 = bench_now();
 			sink += chains((uint64_t)r + 1, STEPS);
-			double t = now() - t0;
+			double t = bench_now() - t0;
 			if (t < best[c])
 				best[c] = t;
 		}

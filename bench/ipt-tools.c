@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #include "tracekit/ipt.h"
 #include "oracle/ipt_gen.h"
 #include "oracle/ptdump_fmt.h"
@@ -66,13 +68,6 @@ static uint64_t walk_tk(const uint8_t *buf, size_t len)
 	}
 	tk_ipt_pkt_decoder_free(d);
 	return n;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static struct pt_packet_decoder *ref_decoder(uint8_t *buf, size_t len)
@@ -231,15 +226,15 @@ int main(int argc, char **argv)
 		double best_tk = 1e9, best_ref = 1e9, best_mem = 1e9;
 		uint64_t ntk = 0, nref = 0;
 		for (int rep = 0; rep < 5; rep++) {
-			double t0 = now();
+			double t0 = bench_now();
 			ntk = tk_ipt_psb_count(buf, len);
-			double t1 = now();
+			double t1 = bench_now();
 			struct pt_packet_decoder *d = ref_decoder(buf, len);
 			nref = 0;
 			while (pt_pkt_sync_forward(d) == 0)
 				nref++;
 			pt_pkt_free_decoder(d);
-			double t2 = now();
+			double t2 = bench_now();
 			/* Memory read bandwidth: xor of every 8-byte word. */
 			uint64_t acc = 0;
 			for (size_t i = 0; i + 8 <= len; i += 8) {
@@ -248,7 +243,7 @@ int main(int argc, char **argv)
 				acc ^= w;
 			}
 			sink ^= acc;
-			double t3 = now();
+			double t3 = bench_now();
 			if (t1 - t0 < best_tk) best_tk = t1 - t0;
 			if (t2 - t1 < best_ref) best_ref = t2 - t1;
 			if (t3 - t2 < best_mem) best_mem = t3 - t2;

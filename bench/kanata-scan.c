@@ -11,28 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #include "formats/kanata/internal.h"
 
 #define CHUNK ((size_t)8 << 20)
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int main(int argc, char **argv)
 {
@@ -54,20 +37,20 @@ int main(int argc, char **argv)
 	if (runs > 64)
 		runs = 64;
 	for (int r = 0; r < runs; r++) {
-		double t = now();
+		double t = bench_now();
 		lines = 0;
 		for (size_t o = 0; o < len; o += CHUNK) {
 			struct kn_prefix pf;
 			kn_prefix_scan(d + o, len - o < CHUNK ? len - o : CHUNK, o == 0, &pf);
 			lines += pf.lines;
 		}
-		scan[r] = now() - t;
-		t = now();
+		scan[r] = bench_now() - t;
+		t = bench_now();
 		for (size_t o = 0; o + 8 <= len; o += 8)   /* every byte read, as the scan does */
 			sum += *(const uint64_t *)(const void *)(d + o);
-		plain[r] = now() - t;
+		plain[r] = bench_now() - t;
 	}
-	double s = median(scan, runs), p = median(plain, runs);
+	double s = bench_median(scan, runs), p = bench_median(plain, runs);
 	volatile uint64_t keep = sum;   /* (the plain read is not optimized away) */
 	(void)keep;
 	printf("scan %.1f ms (%.2f GB/s, %llu lines), plain read %.1f ms (%.2f GB/s)\n", s * 1e3,

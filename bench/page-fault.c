@@ -22,20 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define HUGE ((size_t)2 << 20)
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
 
 /* µs per 4 KiB page to fault BYTES in with ADVICE; *HUGE_KB: the huge pages it got. */
 static double fault_us(size_t bytes, int advice, long *huge_kb)
@@ -47,10 +36,10 @@ static double fault_us(size_t bytes, int advice, long *huge_kb)
 		return -1;
 	char *p = (char *)(((uintptr_t)m + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
 	madvise(p, bytes, advice);
-	double t0 = now();
+	double t0 = bench_now();
 	for (size_t i = 0; i < bytes; i += 4096)
 		p[i] = 1;
-	double t = now() - t0;
+	double t = bench_now() - t0;
 	*huge_kb = 0;
 	FILE *f = fopen("/proc/self/smaps", "r");
 	char line[256];
@@ -93,8 +82,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	qsort(small, (size_t)rounds, sizeof *small, cmp_double);
-	qsort(huge, (size_t)rounds, sizeof *huge, cmp_double);
+	qsort(small, (size_t)rounds, sizeof *small, bench_cmp_double);
+	qsort(huge, (size_t)rounds, sizeof *huge, bench_cmp_double);
 	printf("4k %.2f us/4KiB  huge %.2f us/4KiB  (huge pages given: %ld of %zu MiB per round)\n",
 	       small[rounds / 2], huge[rounds / 2], got / rounds / 1024, mib);
 	return 0;

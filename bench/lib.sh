@@ -38,6 +38,25 @@ print("%.3f" % statistics.median(t))
 PY
 }
 
+# bench_cpu_split CMD...: as bench_cpu, then the medians of user and of system seconds
+# apart: in this project's VMs system time (mostly the kernel zeroing fresh pages) swings
+# several-fold between runs of one command, and can hide what the program itself spends
+bench_cpu_split() {
+	python3 - "$BENCH_RUNS" "$@" <<'PY'
+import resource, statistics, subprocess, sys
+runs, cmd = int(sys.argv[1]), sys.argv[2:]
+t, u, k = [], [], []
+for _ in range(runs):
+    a = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    u.append(b.ru_utime - a.ru_utime)
+    k.append(b.ru_stime - a.ru_stime)
+    t.append(u[-1] + k[-1])
+print("%.3f %.3f %.3f" % (statistics.median(t), statistics.median(u), statistics.median(k)))
+PY
+}
+
 # bench_faults CMD...: page faults (minor + major) of one run of CMD, output discarded.
 # Fresh memory is what -j 2 adds most often, and in this project's VMs each 4 KiB fault
 # costs 15-20 µs (bench_page_fault): a row's faults say whether its extra CPU is there.

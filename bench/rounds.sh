@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Interleaved rounds of several commands (two builds, or -j 1 and -j 2 of one): each
 # round runs every command once, in turn, so the host's drift from minute to minute
-# touches all alike. Prints per command the median wall and CPU seconds (user + system)
-# and every round's wall time; per round (on stderr) the two CPUs' distance and speeds
-# (bench_core_distance, bench_core_speed), to tell near, far and uneven rounds apart.
+# touches all alike. Prints per command the median wall and CPU seconds (user + system),
+# the medians of user and system time apart (this VM's system time, mostly zeroing fresh
+# pages, swings several-fold between runs of one command), and every round's wall time;
+# per round (on stderr) the two CPUs' distance and speeds (bench_core_distance, bench_core_speed), to tell near, far and uneven rounds apart.
 # usage: bench/rounds.sh ROUNDS "LABEL|CMD" ...   (CMD split at spaces; output discarded)
 # e.g. the before/after rows of docs/PERFORMANCE.md, session 48 (OLD: a build of the
 # commit before, from `git worktree add`):
@@ -14,7 +15,7 @@ set -euo pipefail
 rounds=${1:?usage: bench/rounds.sh ROUNDS "LABEL|CMD" ...}
 shift
 [ $# -gt 0 ] || { echo 'usage: bench/rounds.sh ROUNDS "LABEL|CMD" ...' >&2; exit 2; }
-declare -A wall cpu
+declare -A wall cpu user sys
 for ((r = 0; r < rounds; r++)); do
 	echo "round $r: cores $(bench_core_distance) ns, speed $(bench_core_speed)" >&2
 	for spec in "$@"; do
@@ -22,7 +23,7 @@ for ((r = 0; r < rounds; r++)); do
 		# wall and CPU (user + system) to 0.1 ms: /usr/bin/time's hundredths were as coarse
 		# as the differences measured (session 69)
 		# shellcheck disable=SC2086  # the command is split at spaces on purpose
-		read -r e c < <(python3 -c 'import os, sys, time
+		read -r e c u k < <(python3 -c 'import os, sys, time
 t = time.perf_counter()
 p = os.fork()
 if p == 0:
@@ -31,14 +32,17 @@ if p == 0:
     os.dup2(fd, 2)
     os.execvp(sys.argv[1], sys.argv[1:])
 r = os.wait4(p, 0)[2]
-print("%.4f %.4f" % (time.perf_counter() - t, r.ru_utime + r.ru_stime))' ${spec#*|})
+print("%.4f %.4f %.4f %.4f" % (time.perf_counter() - t, r.ru_utime + r.ru_stime, r.ru_utime, r.ru_stime))' ${spec#*|})
 		wall[$label]+="$e "
 		cpu[$label]+="$c "
+		user[$label]+="$u "
+		sys[$label]+="$k "
 	done
 done
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 for spec in "$@"; do
 	label=${spec%%|*}
-	printf '%-16s wall %s s  cpu %s s  [%s]\n' "$label" "$(median <<<"${wall[$label]}")" \
-		"$(median <<<"${cpu[$label]}")" "${wall[$label]% }"
+	printf '%-16s wall %s s  cpu %s s (user %s, system %s)  [%s]\n' "$label" \
+		"$(median <<<"${wall[$label]}")" "$(median <<<"${cpu[$label]}")" \
+		"$(median <<<"${user[$label]}")" "$(median <<<"${sys[$label]}")" "${wall[$label]% }"
 done

@@ -38,9 +38,11 @@
 # btrace-zst (decode --stat of it gzipped or zstd-compressed: mapped whole first), libc-tl (the same
 # recording converted to raw PT, then convert --to perfetto: a real program's PT timeline,
 # under the timeline's event cap, so that its halves do the same work as the whole).
-# Each row gives the page faults of one -j 1 and one -j 2 run (fresh memory: in this
-# project's VMs a 4 KiB fault costs 2-20 µs, printed at the top by bench/page-fault.c, warm
-# and after 6 s idle: bench/cold-pages.sh).
+# Each row gives the CPU seconds of -j 1 and -j 2 (medians of three runs), how much more
+# user time -j 2 takes, and both runs' system time (the kernel's zeroing of fresh pages,
+# which swings several-fold between runs of one command here), and the page faults of one
+# -j 1 and one -j 2 run (fresh memory: in this project's VMs a 4 KiB fault costs 2-20 µs,
+# printed at the top by bench/page-fault.c, warm and after 6 s idle: bench/cold-pages.sh).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
 # median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
 # which this machine's drift from minute to minute does not bias, and "cores NEAR/FAR ns":
@@ -212,8 +214,9 @@ row() { # NAME CMD... (with -j J where the J is)
 	hyperfine -N -w 2 -r "$RUNS" --export-json "$name.json" "${c1[*]}" "${c2[*]}" >/dev/null 2>&1
 	local t1 t2 u1 u2
 	read -r t1 t2 < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(r[0]["median"], r[1]["median"])' "$name.json")
-	u1=$(BENCH_RUNS=3 bench_cpu "${c1[@]}")
-	u2=$(BENCH_RUNS=3 bench_cpu "${c2[@]}")
+	local us1 us2 k1 k2
+	read -r u1 us1 k1 < <(BENCH_RUNS=3 bench_cpu_split "${c1[@]}")
+	read -r u2 us2 k2 < <(BENCH_RUNS=3 bench_cpu_split "${c2[@]}")
 	local f1 f2
 	f1=$(bench_faults "${c1[@]}")
 	f2=$(bench_faults "${c2[@]}")
@@ -226,18 +229,20 @@ row() { # NAME CMD... (with -j J where the J is)
 	local inter inear nnear
 	read -r inter inear nnear ieven neven < <(BENCH_RUNS=$RUNS bench_interleaved_ratio_near "${c1[*]}" "${c2[*]}")
 	far=$(bench_core_distance)
-	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" "$f1" "$f2" "$s4" "$m4" "$j4" "$o4" "$r4" <<'PY'
+	python3 - "$name" "$t1" "$t2" "$u1" "$u2" "$s" "$m" "$j" "$o" "$r" "$inter" "$near" "$far" "$inear" "$nnear" "$ieven" "$neven" "$f1" "$f2" "$s4" "$m4" "$j4" "$o4" "$r4" "$us1" "$us2" "$k1" "$k2" <<'PY'
 import sys
 name, near, far, inear, nnear, ieven, neven, f1, f2 = sys.argv[1], *sys.argv[12:20]
 t1, t2, u1, u2, s, m, j, o, r, inter = map(float, sys.argv[2:12])
 s4, m4, j4, o4, r4 = map(float, sys.argv[20:25])
+us1, us2, k1, k2 = map(float, sys.argv[25:29])
 tot = s + m + j + o
 # the merges and what other threads do in order are each one thread's, beside the rest
 model = lambda n: tot / (s + max((j + m + o) / n, m, r))
 tot4 = s4 + m4 + j4 + o4
 model4 = lambda n: tot4 / (s4 + max((j4 + m4 + o4) / n, m4, r4)) if tot4 else 0
 head = (f"{name:9} -j1 {t1:6.3f} s  -j2 {t2:6.3f} s  speed-up {t1 / t2:4.2f}x (interleaved {inter:4.2f}x) | cpu -j1 {u1:6.3f} s "
-        f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %), page faults {f1}/{f2} | cores {near}/{far} ns, near rounds {nnear}: "
+        f"-j2 {u2:6.3f} s ({100 * (u2 / u1 - 1):+.0f} %; user {100 * (us2 / max(us1, 1e-9) - 1):+.0f} %, system {k1:.3f}/{k2:.3f} s), "
+        f"page faults {f1}/{f2} | cores {near}/{far} ns, near rounds {nnear}: "
         f"{inear}x, even rounds {neven}: {ieven}x | ")
 if j + m == 0:
     # no pool: threads that each do one stage of a pipeline (a relay's: the calling thread

@@ -52,12 +52,13 @@
 # that of the rounds that began with both CPUs at the same speed ("even rounds":
 # bench/core-speed.c; at times one vCPU runs 1.6 times slower than the other, and a -j 1
 # run placed on it makes -j 2 look faster than the machine allows).
-# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-dump, ipt-prof, llvm-prof, llvm-walk, libc-tl) and
-# to xray what this machine gives two independent halves of the work: the trace cut at the
-# first PSB (the XRay log: buffer) past its middle, one `-j 1` process per half, both started
-# at once (RUNS rounds of -j 1, -j 2 and the halves, interleaved). Those processes share
-# nothing but the cores, caches and memory, so -j 1 / halves is the -j 2 speed-up this
-# machine allows without doing less work than -j 1.
+# BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-dump, ipt-prof, llvm-prof, llvm-walk,
+# libc-tl), to xray and to the plain Kanata rows what this machine gives two independent
+# halves of the work: the trace cut at the first PSB (the XRay log: buffer; the Kanata log:
+# cycle line) past its middle, one `-j 1` process per half, both started at once (RUNS
+# rounds of -j 1, -j 2 and the halves, interleaved). Those processes share nothing but the
+# cores, caches and memory, so -j 1 / halves is the -j 2 speed-up this machine allows
+# without doing less work than -j 1.
 # usage: bench/scaling.sh [CASES]   (CASES: any of the above, default "xray kanata ipt"; env
 #        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling),
 #        BENCH_HALVES)
@@ -143,7 +144,10 @@ phases() {
 
 # halves FILE: FILE cut into FILE.a and FILE.b (kept): an Intel PT trace at the first PSB
 # past its middle; an XRay FDR log (version 2 and later) at the first buffer past its middle,
-# following the BufferExtents records, the second half given the file's 32-byte header too
+# following the BufferExtents records, the second half given the file's 32-byte header too;
+# a Kanata log at the first cycle line past its middle, the second half given the header
+# line and a start cycle (its instructions begun before the cut are reported as errors:
+# the same parse)
 halves() {
 	[ -s "$1.b" ] && [ "$1.b" -nt "$1" ] && return
 	python3 - "$1" <<'PY'
@@ -152,7 +156,10 @@ path = sys.argv[1]
 data = open(path, 'rb').read()
 head = b''
 version, kind = struct.unpack_from('<HH', data, 0)
-if kind == 1 and 2 <= version <= 5:   # XRay FDR with BufferExtents, little-endian
+if data.startswith(b'Kanata\t'):
+    cut = data.find(b'\nC\t', len(data) // 2) + 1
+    head = data[:data.index(b'\n') + 1] + b'C=\t0\n'
+elif kind == 1 and 2 <= version <= 5:   # XRay FDR with BufferExtents, little-endian
     off = 32
     while off < len(data) // 2:
         if data[off] != 0x0f:   # the BufferExtents metadata record
@@ -268,19 +275,19 @@ echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), hyperfine -N -w 2 -
 for c in $CASES; do
 	case $c in
 	xray) make_xray; ROW_HALVES=1 row xray "$TK" profile --instr-map xray_prog -j @J -o /dev/null fdr.xray ;;
-	kanata) make_kanata; row kanata "$TK" stats -j @J -o /dev/null inflight.log ;;
+	kanata) make_kanata; ROW_HALVES=1 row kanata "$TK" stats -j @J -o /dev/null inflight.log ;;
 	ipt) make_ipt; ROW_HALVES=1 row ipt "$TK" decode --stat -j @J $(cat walk.args) walk.pt ;;
 	xray-tl) make_xray; row xray-tl "$TK" convert --to perfetto -j @J -o /dev/null fdr.xray ;;
-	kanata-check) make_kanata; row kanata-check "$TK" check -j @J -o /dev/null inflight.log ;;
-	kanata-dump) make_kanata; row kanata-dump "$TK" dump -j @J -o /dev/null inflight.log ;;
+	kanata-check) make_kanata; ROW_HALVES=1 row kanata-check "$TK" check -j @J -o /dev/null inflight.log ;;
+	kanata-dump) make_kanata; ROW_HALVES=1 row kanata-dump "$TK" dump -j @J -o /dev/null inflight.log ;;
 	xray-dump) make_xray; row xray-dump "$TK" dump -j @J -o /dev/null fdr.xray ;;
 	xray-yaml) make_xray; row xray-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null fdr.xray ;;
 	xray-basic) make_xray_basic; row xray-basic "$TK" profile -j @J -o /dev/null basic-runs.xray ;;
 	xray-basic-tl) make_xray_basic; row xray-basic-tl "$TK" convert --to perfetto -j @J -o /dev/null basic-runs.xray ;;
 	xray-basic-yaml) make_xray_basic; row xray-basic-yaml "$TK" convert --to xray-yaml -j @J -o /dev/null basic-runs.xray ;;
 	ipt-dump) make_ipt; ROW_HALVES=1 row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
-	kanata-tl) make_kanata; row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
-	kanata-report) make_kanata; row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;
+	kanata-tl) make_kanata; ROW_HALVES=1 row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
+	kanata-report) make_kanata; ROW_HALVES=1 row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;
 	kanata-gz) make_kanata_gz; row kanata-gz "$TK" stats -j @J -o /dev/null inflight.log.gz ;;
 	kanata-report-gz) make_kanata_gz; row kanata-report-gz "$TK" report -j @J -o /dev/null inflight.log.gz ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;

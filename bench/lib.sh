@@ -25,20 +25,12 @@ bench_time() {
 # of BENCH_RUNS runs (output discarded). On a loaded machine CPU time moves less than the
 # wall clock.
 bench_cpu() {
-	python3 - "$BENCH_RUNS" "$@" <<'PY'
-import resource, statistics, subprocess, sys
-runs, cmd = int(sys.argv[1]), sys.argv[2:]
-t = []
-for _ in range(runs):
-    a = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    b = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t.append(b.ru_utime - a.ru_utime + b.ru_stime - a.ru_stime)
-print("%.3f" % statistics.median(t))
-PY
+	local all
+	all=$(bench_cpu_split "$@") || return
+	echo "${all%% *}"
 }
 
-# bench_cpu_split CMD...: as bench_cpu, then the medians of user and of system seconds
+# bench_cpu_split CMD...: bench_cpu's median, then the medians of user and of system seconds
 # apart: in this project's VMs system time (mostly the kernel zeroing fresh pages) swings
 # several-fold between runs of one command, and can hide what the program itself spends
 bench_cpu_split() {

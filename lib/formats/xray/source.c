@@ -1,7 +1,6 @@
 /* The source of LLVM XRay logs: chunks of buffers (cut where a buffer needs no state from
  * the one before), decoded on the workers of tk_xray_decode_chunks; names from the
  * instrumentation map. */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -102,9 +101,7 @@ static int xray_run(struct tk_source *s, const struct tk_chunk_consumer *c)
 	static const struct tk_xray_chunk_ops ops = { run_begin, run_merge };
 
 	/* the chunks carry each thread's call depth across their seams themselves */
-	int caller = c->sz >= offsetof(struct tk_chunk_consumer, caller_decodes) + sizeof(int) &&
-		     c->caller_decodes;
-	return xr_decode_chunks(((struct xray_src *)s->state)->x, &ops, (void *)c, caller);
+	return xr_decode_chunks(((struct xray_src *)s->state)->x, &ops, (void *)c, c->caller_decodes);
 }
 
 static void xray_losses(struct tk_source *s, struct tk_losses *l)

@@ -170,7 +170,9 @@ TK_API int tk_prof_merge(struct tk_prof *into, const struct tk_prof *from);
  * to INTO itself. 1 otherwise. Either may err towards 0 (a few such returns are kept). */
 TK_API int tk_prof_seam_exact(const struct tk_prof *into, const struct tk_prof *from);
 /* The same, but FROM's data may move into INTO instead of being copied (the call
- * durations are not copied): afterwards FROM may only be freed. */
+ * durations are not copied): afterwards FROM may only be freed, or emptied by
+ * tk_prof_reset for the next chunk (its next durations may then go into memory it shares
+ * with INTO: either may be freed first). */
 TK_API int tk_prof_merge_take(struct tk_prof *into, struct tk_prof *from);
 
 /* End of input: calls still open are ended at the last time seen on their track (counted

@@ -1465,6 +1465,29 @@ static int merge_track(struct tk_prof *into, const struct tk_prof *from, const s
 	return 0;
 }
 
+/* D, FROM's last chunk, on huge pages with room left: cut after its entries (at a cache
+ * line) and the rest left to FROM for its next log (tk_prof_reset keeps it), both pieces
+ * sharing the memory. 1 when cut. */
+static int spare_cut(struct tk_prof *into, struct tk_prof *from, struct dchunk *d)
+{
+	size_t keep = (d->n + 7) & ~(size_t)7;
+
+	if (!d->huge || keep >= d->cap || d->cap - keep < DLOG_SPARE_MIN ||
+	    into->dlog_heap + keep * sizeof *d->v > prof_dlog_budget(into))
+		return 0;
+	if (!d->share) {
+		if (!(d->share = malloc(sizeof *d->share)))
+			return 0;
+		*d->share = (struct dshare){ d->v, 1 };
+	}
+	__atomic_add_fetch(&d->share->refs, 1, __ATOMIC_RELAXED);
+	if (from->dlog_spare.v)
+		dchunk_free(&from->dlog_spare);
+	from->dlog_spare = (struct dchunk){ .v = d->v + keep, .cap = d->cap - keep, .share = d->share, .huge = 1 };
+	d->cap = keep;
+	return 1;
+}
+
 /* FROM's durations after INTO's (per function, the order of completion), FMAP giving
  * INTO's index of each of FROM's functions. TAKE: FROM's chunks move to INTO (FROM must
  * only be freed after), each with the map from its indexes to INTO's. Returns 1 when INTO
@@ -1527,12 +1550,13 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 			int last = d.v == from->dlog_cur;
 			size_t bytes = (last ? from->dlog_cap : d.cap) * sizeof *d.v;
 			uint64_t *m;
-			if (into->dlog_heap + bytes > prof_dlog_budget(into) && d.cap == DLOG_CHUNK &&
+			if (last && spare_cut(into, from, &d))
+				bytes = d.cap * sizeof *d.v;
+			if (into->dlog_heap + bytes > prof_dlog_budget(into) && (d.cap == DLOG_CHUNK || d.huge) &&
 			    (m = prof_spill_chunk(into)) != NULL) {
 				memcpy(m, d.v, d.n * sizeof *d.v);
-				free(d.v);
-				d.v = m;
-				d.spilled = 1;
+				dchunk_free(&d);
+				d = (struct dchunk){ .v = m, .n = d.n, .cap = DLOG_CHUNK, .map = d.map, .spilled = 1 };
 				dlog_release(&d, d.n);
 			} else {
 				into->dlog_heap += bytes;
@@ -1543,7 +1567,7 @@ static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap
 	/* later durations go to a chunk of their own (a taken chunk's indexes are FROM's) */
 	into->dlog_cur = NULL;
 	into->dlog_n = into->dlog_cap = into->dlog_end = 0;
-	from->dlog_grew = from->ndlog > 1;
+	from->dlog_grew = from->ndlog > 1 || from->dlog[0].huge;   /* (a log begun in a spare) */
 	from->ndlog = 0;
 	from->dlog_cur = NULL;
 	from->dlog_n = from->dlog_cap = from->dlog_end = 0;

@@ -69,6 +69,13 @@ struct dval {
 #define DLOG_SMALL ((size_t)1 << 12)
 #define DLOG_SLICE ((size_t)1 << 16)   /* made writable at once (512 KiB) */
 
+/* A chunk of huge pages shared by the pieces of the log cut from it (struct dchunk.share):
+ * freed with the last piece. */
+struct dshare {
+	uint64_t *base;
+	unsigned refs;
+};
+
 /* A chunk of the log. Chunks taken over from another profile by tk_prof_merge_take keep
  * that profile's function indexes: MAP (one of tk_prof.fmaps) translates them when the log
  * is read, so a merge moves the chunks instead of copying them. */
@@ -77,8 +84,16 @@ struct dchunk {
 	size_t n;                 /* entries (the current chunk: tk_prof.dlog_n) */
 	size_t cap;               /* entries it has room for */
 	const uint32_t *map;      /* NULL: this profile's indexes */
+	struct dshare *share;     /* not NULL: a piece of a shared chunk (V inside it) */
 	uint8_t spilled;          /* DLOG_CHUNK entries mapped from a spill file, not malloc'd */
+	uint8_t huge;             /* on huge pages (a DLOG_CHUNK, or a piece of one) */
 };
+
+/* A taken chunk's unused end, left to the profile it came from for its next log, when at
+ * least this many entries: each chunk's profile else began a fresh chunk and left the last
+ * huge page of its log mostly empty (libLLVM's profile -j 2: 30 chunks, ~20 huge pages
+ * zeroed for nothing). */
+#define DLOG_SPARE_MIN DLOG_SLICE
 
 #define DLOG_IN_MEMORY ((size_t)256 << 20)  /* default of tk_prof_opts.durations_in_memory */
 
@@ -273,6 +288,8 @@ struct tk_prof {
 	/* its durations, taken by a merge, had outgrown the first chunk: after a reset the log
 	 * starts with a large chunk (a chunk's profile used again for the next chunk) */
 	uint8_t dlog_grew;
+	struct dchunk dlog_spare; /* where its next log begins (V NULL: none): a piece of a
+				     chunk a merge took from it, whose memory the taker shares */
 	int spill_fd;             /* the spill file + 1 (0: none yet) */
 	uint64_t spill_off;       /* its size */
 	struct dval *druns;       /* durations as runs (loaded partials), besides the log */
@@ -311,6 +328,8 @@ struct tk_prof {
 /* Give a spilled chunk's pages back (its data stays in the file, which the kernel may
  * write out): read or written, it no longer counts towards the process's memory. */
 void dlog_release(const struct dchunk *d, size_t entries);
+/* Give chunk D's memory back (a shared chunk's when D was its last piece). */
+void dchunk_free(const struct dchunk *d);
 
 /* What tk_prof_seam_exact can say of FROM so far: 0 it is exact whatever comes before (no
  * return to a target that none of its calls made), 2 it is not unless the profile before

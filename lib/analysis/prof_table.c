@@ -604,6 +604,18 @@ int prof_dlog_more(struct tk_prof *p)
 	 * (each small first chunk was fresh memory on small pages, 64 of a run's 3,300 page
 	 * faults, written at a stall per page: XRay's profile -j 2 at 64 chunks took 0.56 s of
 	 * CPU against 0.44 s at 16) */
+	if (!p->dlog_cur && !p->ndlog && p->dlog_spare.v) {
+		/* the rest of the chunk its last log ended in: already on huge pages, its last
+		 * one written in part (writable at once: no populate there) */
+		struct dchunk d = p->dlog_spare;
+		p->dlog_spare = (struct dchunk){ 0 };
+		p->dlog_heap += d.cap * sizeof *d.v;
+		p->dlog[p->ndlog++] = d;
+		p->dlog_cur = d.v;
+		p->dlog_n = 0;
+		p->dlog_end = p->dlog_cap = d.cap;
+		return 0;
+	}
 	size_t cap = p->dlog_cur ? DLOG_CHUNK : p->ndlog ? DLOG_SMALL :
 		     p->dlog_grew ? DLOG_CHUNK : DLOG_FIRST;
 	uint64_t *c = NULL;
@@ -626,7 +638,8 @@ int prof_dlog_more(struct tk_prof *p)
 		p->dlog[p->ndlog - 1].n = p->dlog_n;
 		dlog_release(&p->dlog[p->ndlog - 1], p->dlog_n);
 	}
-	p->dlog[p->ndlog++] = (struct dchunk){ .v = c, .cap = cap, .spilled = (uint8_t)spilled };
+	p->dlog[p->ndlog++] = (struct dchunk){ .v = c, .cap = cap, .spilled = (uint8_t)spilled,
+					       .huge = !spilled && cap == DLOG_CHUNK };
 	p->dlog_cur = c;
 	p->dlog_n = 0;
 	p->dlog_end = cap;
@@ -814,14 +827,21 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 
 /* Free what P gathered besides its tables: the functions' big[], the duration log and its
  * maps, the tracks' stacks. */
+void dchunk_free(const struct dchunk *d)
+{
+	if (d->spilled) {
+		munmap(d->v, DLOG_CHUNK * sizeof *d->v);
+	} else if (!d->share) {
+		free(d->v);
+	} else if (__atomic_sub_fetch(&d->share->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(d->share->base);   /* (its pieces are freed on any thread: free_dlog) */
+		free(d->share);
+	}
+}
+
 static int free_dchunk(void *ctx, size_t i)
 {
-	const struct dchunk *d = (const struct dchunk *)ctx + i;
-
-	if (d->spilled)
-		munmap(d->v, DLOG_CHUNK * sizeof *d->v);
-	else
-		free(d->v);
+	dchunk_free((const struct dchunk *)ctx + i);
 	return 0;
 }
 
@@ -896,6 +916,8 @@ void tk_prof_free(struct tk_prof *p)
 		return;
 	tk_ahead_stop(p->ahead);   /* before the arrays it may be populating go */
 	free_gathered(p, 1);
+	if (p->dlog_spare.v)
+		dchunk_free(&p->dlog_spare);
 	free(p->dlog);
 	free(p->fmaps);
 	free_array(p->nodes, p->cnodes * sizeof *p->nodes);

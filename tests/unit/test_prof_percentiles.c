@@ -355,6 +355,75 @@ static void test_large_log_freed(void **state)
 	tk_prof_free(p);
 }
 
+/* Calls [FROM, TO) of a fixed sequence (functions 1-3, durations from a hash of the
+ * call's number) to P, from time *T on. */
+static void feed_calls(struct tk_prof *p, size_t from, size_t to, uint64_t *t)
+{
+	static struct tk_event ev[2 * 4096];
+
+	for (size_t i = from; i < to;) {
+		size_t k = 0;
+		for (; k < 4096 && i < to; k++, i++) {
+			uint64_t d = 1 + (uint64_t)i * 2654435761u % 100000;
+			ev[2 * k] = (struct tk_event){ .kind = TK_EV_FUNC_ENTER, .addr = 1 + i % 3, .time = *t };
+			ev[2 * k + 1] = (struct tk_event){ .kind = TK_EV_FUNC_EXIT, .addr = 1 + i % 3,
+							   .time = *t + d };
+			*t += d + 1;
+		}
+		assert_int_equal(tk_prof_events(p, ev, 2 * k), 0);
+	}
+}
+
+/* One chunk profile used again and again, as tk_run_profile's spares are: each take
+ * leaves it the unused end of its last (huge) log chunk, where its next log begins (the
+ * chunks here: past the first small chunk into a large one; within the end left; past
+ * that end into a new chunk; a few calls). Once it is emptied without a take (a chunk
+ * decoded again), its piece of the shared chunk is freed alone. The statistics equal
+ * one profile's of all calls, and freeing the total before the chunk's profile or after
+ * it frees each chunk once (the sanitizer tree sees a leak, a double free or a use after
+ * free). */
+static void test_spare_reused(void **state)
+{
+	(void)state;
+	const size_t cut[] = { 0, 380000, 880000, 1290000, 1300000 };
+	const size_t nchunks = sizeof cut / sizeof *cut - 1;
+
+	struct tk_prof *whole = tk_prof_new(NULL, NULL);
+	uint64_t tw = 1;
+
+	assert_non_null(whole);
+	feed_calls(whole, 0, cut[nchunks], &tw);
+	assert_int_equal(tk_prof_finish(whole), 0);
+	for (int total_first = 0; total_first < 2; total_first++) {
+		struct tk_prof *total = tk_prof_new(NULL, NULL);
+		assert_non_null(total);
+		struct tk_prof *ch = tk_prof_new_like(total, NULL);
+		assert_non_null(ch);
+		uint64_t t = 1;
+		for (size_t k = 0; k < nchunks; k++) {
+			if (k == 2) {   /* decoded, then dropped: its events are given again */
+				uint64_t scratch = t;
+				assert_int_equal(tk_prof_reset(ch), 0);
+				feed_calls(ch, cut[k], cut[k + 1], &scratch);
+			}
+			if (k)
+				assert_int_equal(tk_prof_reset(ch), 0);
+			feed_calls(ch, cut[k], cut[k + 1], &t);
+			assert_int_equal(tk_prof_merge_take(total, ch), 0);
+		}
+		assert_int_equal(tk_prof_finish(total), 0);
+		same_funcs(whole, total);
+		if (total_first) {
+			tk_prof_free(total);
+			tk_prof_free(ch);
+		} else {
+			tk_prof_free(ch);
+			tk_prof_free(total);
+		}
+	}
+	tk_prof_free(whole);
+}
+
 /* More large functions than one pass of the radix selection takes (RADIX_GROUPS, 32),
  * and more functions than the counting pass gives histograms to at four threads: batches
  * of groups, some without those histograms (a pass of their own); beside them functions
@@ -444,6 +513,7 @@ int main(void)
 		cmocka_unit_test(test_threads_and_takes),
 		cmocka_unit_test(test_spill_file),
 		cmocka_unit_test(test_large_log_freed),
+		cmocka_unit_test(test_spare_reused),
 		cmocka_unit_test(test_many_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1489,9 +1489,10 @@ static int spare_cut(struct tk_prof *into, struct tk_prof *from, struct dchunk *
 }
 
 /* FROM's durations after INTO's (per function, the order of completion), FMAP giving
- * INTO's index of each of FROM's functions. TAKE: FROM's chunks move to INTO (FROM must
- * only be freed after), each with the map from its indexes to INTO's. Returns 1 when INTO
- * keeps FMAP. */
+ * INTO's index of each of FROM's functions. TAKE: FROM's chunks move to INTO (FROM is
+ * then only freed or emptied for its next chunk, keeping the rest of its last chunk:
+ * spare_cut), each with the map from its indexes to INTO's. Returns 1 when INTO keeps
+ * FMAP. */
 static int merge_dlog(struct tk_prof *into, struct tk_prof *from, uint32_t *fmap, int take)
 {
 	if (!take) {

@@ -825,8 +825,6 @@ struct tk_prof *tk_prof_new_like(const struct tk_prof *p, int *err)
 	return q;
 }
 
-/* Free what P gathered besides its tables: the functions' big[], the duration log and its
- * maps, the tracks' stacks. */
 void dchunk_free(const struct dchunk *d)
 {
 	if (d->spilled) {
@@ -863,6 +861,8 @@ static void free_dlog(struct tk_prof *p, int final)
 		free_dchunk(p->dlog, i);
 }
 
+/* Free what P gathered besides its tables: the functions' big[], the duration log and its
+ * maps, the tracks' stacks. */
 static void free_gathered(struct tk_prof *p, int final)
 {
 	for (size_t i = 0; i < p->nfuncs; i++)

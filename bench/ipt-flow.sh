@@ -22,10 +22,10 @@
 # minutes), so the recorded traces are kept in $BENCH_CACHE (default build/bench-ipt-flow),
 # named by a hash of the recorded program's input files: a changed input is recorded again.
 # Besides the medians of each command's runs, the one-core ratios to pt_blk are measured
-# in interleaved rounds (pt_blk, then tracekit right after it: bench_interleaved_ratio),
-# which this machine's drifting speed does not bias. "profile's walk alone" is
-# bench/ipt-walk-floor.c: profile's decoding (count mode) with its events thrown away, the
-# least `profile -j 1` can take whatever its builder costs.
+# in interleaved rounds (pt_blk and tracekit one right after the other, every other round
+# tracekit first: bench_interleaved_ratio), which this machine's drifting speed does not
+# bias. "profile's walk alone" is bench/ipt-walk-floor.c: profile's decoding (count mode)
+# with its events thrown away, the least `profile -j 1` can take whatever its builder costs.
 # usage: bench/ipt-flow.sh [MBYTES]   (env BENCH_RUNS=N, default 5; BENCH_CASES="libc llvm-O2
 #        gzip libc-walk llvm-walk" to choose)
 set -euo pipefail

@@ -83,25 +83,31 @@ bench_ratio() {
 	echo "scale=2; $1 / $2" | bc -l
 }
 
-# bench_round_ratio "CMD_A" "CMD_B": A's time / B's time, B run right after A. (Commands
-# are split at spaces.)
+# bench_round_ratio "CMD_A" "CMD_B" [SWAP]: A's time / B's time, B run right after A, or
+# with SWAP 1 A right after B. (Commands are split at spaces.)
 bench_round_ratio() {
-	local s m e
+	local s m e ta tb
 	s=$(date +%s.%N)
-	$1 >/dev/null 2>&1
+	if [ "${3:-0}" = 1 ]; then $2 >/dev/null 2>&1; else $1 >/dev/null 2>&1; fi
 	m=$(date +%s.%N)
-	$2 >/dev/null 2>&1
+	if [ "${3:-0}" = 1 ]; then $1 >/dev/null 2>&1; else $2 >/dev/null 2>&1; fi
 	e=$(date +%s.%N)
-	echo "($m - $s) / ($e - $m)" | bc -l
+	ta="$m - $s" tb="$e - $m"
+	[ "${3:-0}" = 1 ] && { ta="$e - $m"; tb="$m - $s"; }
+	echo "($ta) / ($tb)" | bc -l
 }
 
 # bench_interleaved_ratio "CMD_A" "CMD_B": BENCH_RUNS rounds of bench_round_ratio; prints
 # their median. On a shared machine whose speed drifts within minutes, medians of A's runs
-# and then of B's runs compare different moments; a round compares the same one.
+# and then of B's runs compare different moments; a round compares the same one. Every
+# other round runs B first: a run's speed here depends on the run before it (memory the
+# last process freed is being taken back by the host: the walk's profile at -j 2 right
+# after -j 1 took 5.8-6.2 s, right after -j 2 5.2-5.7 s), and always A first would charge
+# that to B alone.
 bench_interleaved_ratio() {
 	local i ratios=()
 	for ((i = 0; i < BENCH_RUNS; i++)); do
-		ratios+=("$(bench_round_ratio "$1" "$2")")
+		ratios+=("$(bench_round_ratio "$1" "$2" $((i % 2)))")
 	done
 	bench_median "${ratios[@]}"
 }
@@ -116,7 +122,7 @@ bench_interleaved_ratio_near() {
 	for ((i = 0; i < BENCH_RUNS; i++)); do
 		d=$(bench_core_distance)
 		v=$(bench_core_speed)
-		r=$(bench_round_ratio "$1" "$2")
+		r=$(bench_round_ratio "$1" "$2" $((i % 2)))
 		all+=("$r")
 		if [ "$d" != "?" ] && [ "$d" -lt "${BENCH_NEAR_NS:-300}" ]; then
 			near+=("$r")

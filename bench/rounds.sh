@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Interleaved rounds of several commands (two builds, or -j 1 and -j 2 of one): each
-# round runs every command once, in turn, so the host's drift from minute to minute
-# touches all alike. Prints per command the median wall and CPU seconds (user + system),
+# round runs every command once, in turn (in reverse every other round), so the host's
+# drift from minute to minute touches all alike. Prints per command the median wall and CPU seconds (user + system),
 # the medians of user and system time apart (this VM's system time, mostly zeroing fresh
 # pages, swings several-fold between runs of one command), and every round's wall time;
 # per round (on stderr) the two CPUs' distance and speeds (bench_core_distance,
@@ -19,7 +19,17 @@ shift
 declare -A wall cpu user sys
 for ((r = 0; r < rounds; r++)); do
 	echo "round $r: cores $(bench_core_distance) ns, speed $(bench_core_speed)" >&2
-	for spec in "$@"; do
+	# odd rounds in reverse: a run's speed depends on the run before it (the memory it
+	# freed, which the host takes back: bench_interleaved_ratio), so no command always
+	# follows the same one
+	order=("$@")
+	if ((r % 2)); then
+		order=()
+		for ((k = $#; k >= 1; k--)); do
+			order+=("${!k}")
+		done
+	fi
+	for spec in "${order[@]}"; do
 		label=${spec%%|*}
 		# wall and CPU (user + system) to 0.1 ms: /usr/bin/time's hundredths were as coarse
 		# as the differences measured (session 69)

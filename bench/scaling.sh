@@ -44,14 +44,16 @@
 # -j 1 and one -j 2 run (fresh memory: in this project's VMs a 4 KiB fault costs 2-20 µs,
 # printed at the top by bench/page-fault.c, warm and after 6 s idle: bench/cold-pages.sh).
 # Besides hyperfine's medians (all -j 1 runs, then all -j 2 runs), each row gives the
-# median of RUNS interleaved rounds (-j 1 then -j 2 at once: bench_interleaved_ratio),
-# which this machine's drift from minute to minute does not bias, and "cores NEAR/FAR ns":
-# the two CPUs' distance before and after the row (bench/core-distance.c: ~120 ns when the
-# host's vCPUs are near, ~530 ns when far; -j 2 is slower at the second), with the median
-# of the interleaved rounds that began at near distance (under BENCH_NEAR_NS, 300 ns), and
-# that of the rounds that began with both CPUs at the same speed ("even rounds":
-# bench/core-speed.c; at times one vCPU runs 1.6 times slower than the other, and a -j 1
-# run placed on it makes -j 2 look faster than the machine allows).
+# median of RUNS interleaved rounds (-j 1 and -j 2 one right after the other, every other
+# round -j 2 first: a run is slower right after one that freed much memory;
+# bench_interleaved_ratio), which this machine's drift from minute to minute does not
+# bias, and "cores NEAR/FAR ns": the two CPUs' distance before and after the row
+# (bench/core-distance.c: ~120 ns when the host's vCPUs are near, ~530 ns when far; -j 2
+# is slower at the second), with the median of the interleaved rounds that began at near
+# distance (under BENCH_NEAR_NS, 300 ns), and that of the rounds that began with both CPUs
+# at the same speed ("even rounds": bench/core-speed.c; at times one vCPU runs 1.6 times
+# slower than the other, and a -j 1 run placed on it makes -j 2 look faster than the
+# machine allows).
 # BENCH_HALVES=1 adds to the Intel PT rows (ipt, ipt-dump, ipt-prof, llvm-prof, llvm-walk,
 # libc-tl), to xray and to the plain Kanata rows what this machine gives two independent
 # halves of the work: the trace cut at the first PSB (the XRay log: buffer; the Kanata log:

@@ -1,8 +1,10 @@
 /* Block cache: straight-line runs of code classified once, looked up by start address. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flow/bcache.h"
+#include "flow/share.h"
 #include "tracekit/common.h"
 #include "tracekit/internal/util.h"
 
@@ -76,6 +78,23 @@ int tk_bcache_set_entries(struct tk_bcache *c, const uint64_t *entries, size_t n
 	return 0;
 }
 
+static inline uint32_t block_hash(uint64_t ip, int mode)
+{
+	return (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62);
+}
+
+/* Blocks [0, N) into the empty table SLOTS (MASK + 1 of them): index + 1 at each. */
+static void place_blocks(uint32_t *slots, uint32_t mask, const struct tk_block *blocks, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t h = block_hash(blocks[i].start, blocks[i].mode) & mask;
+
+		while (slots[h])
+			h = (h + 1) & mask;
+		slots[h] = i + 1;
+	}
+}
+
 static int grow_slots(struct tk_bcache *c)
 {
 	uint32_t mask = c->mask * 2 + 1;
@@ -83,46 +102,161 @@ static int grow_slots(struct tk_bcache *c)
 
 	if (!slots)
 		return -TK_E_NOMEM;
-	for (uint32_t i = 0; i < c->nblocks; i++) {
-		const struct tk_block *b = &c->blocks[i];
-		uint32_t h = (uint32_t)tk_hash64(b->start ^ (uint64_t)b->mode << 62) & mask;
-
-		while (slots[h])
-			h = (h + 1) & mask;
-		slots[h] = i + 1;
-	}
+	place_blocks(slots, mask, c->blocks, c->nblocks);
 	free(c->slots);
 	c->slots = slots;
 	c->mask = mask;
 	return 0;
 }
 
-static int push_len(struct tk_bcache *c, uint8_t len)
+/* Room for NEED instruction lengths in *LENS (*CAP of them now). */
+static int grow_lens(uint8_t **lens, size_t *cap, size_t need)
 {
-	if (c->nlens == c->caplens) {
-		size_t cap = c->caplens ? c->caplens * 2 : 65536;
-		uint8_t *l = realloc(c->lens, cap);
+	if (need > *cap) {
+		size_t c = *cap ? *cap : 65536;
+		while (c < need)
+			c *= 2;
+		uint8_t *l = realloc(*lens, c);
 
 		if (!l)
 			return -TK_E_NOMEM;
-		c->lens = l;
-		c->caplens = cap;
+		*lens = l;
+		*cap = c;
 	}
+	return 0;
+}
+
+static int push_len(struct tk_bcache *c, uint8_t len)
+{
+	if (grow_lens(&c->lens, &c->caplens, c->nlens + 1) < 0)
+		return -TK_E_NOMEM;
 	c->lens[c->nlens++] = len;
 	return 0;
 }
 
-const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode)
+/* ---- blocks shared by the caches of one run ------------------------------------------
+ * One lock: a cache asks only on its own miss, once per block it meets (libLLVM's
+ * profile: ~150 K blocks a decoder), against the Zydis decode of every instruction it
+ * saves. */
+struct tk_bshare {
+	pthread_mutex_t lock;
+	struct tk_block *blocks;  /* lens: index into LENS; never TK_BLK_ENTRY (a cache's) */
+	uint32_t n, cap, mask;
+	uint32_t *slots;          /* block index + 1, 0 = empty */
+	uint8_t *lens;
+	size_t nlens, caplens;
+};
+
+struct tk_bshare *tk_bshare_new(void)
 {
-	struct tk_block b = { .start = ip, .last = ip, .next = ip, .mode = (uint8_t)mode,
-			      .lens = (uint32_t)c->nlens };
+	struct tk_bshare *s = calloc(1, sizeof *s);
+
+	if (s && !(s->slots = calloc(4096, sizeof *s->slots))) {
+		free(s);
+		return NULL;
+	}
+	if (s) {
+		s->mask = 4095;
+		pthread_mutex_init(&s->lock, NULL);
+	}
+	return s;
+}
+
+void tk_bshare_free(struct tk_bshare *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	free(s->blocks);
+	free(s->slots);
+	free(s->lens);
+	free(s);
+}
+
+/* The share's index of the block at IP in MODE, or UINT32_MAX (under its lock). */
+static uint32_t share_find(const struct tk_bshare *s, uint64_t ip, int mode)
+{
+	for (uint32_t h = block_hash(ip, mode) & s->mask; s->slots[h]; h = (h + 1) & s->mask) {
+		const struct tk_block *b = &s->blocks[s->slots[h] - 1];
+		if (b->start == ip && b->mode == mode)
+			return s->slots[h] - 1;
+	}
+	return UINT32_MAX;
+}
+
+/* The block at B's start and mode into B, its lengths appended to C's: 1, or 0 when no
+ * cache of the run has it, or an error. */
+static int share_get(struct tk_bshare *s, struct tk_bcache *c, struct tk_block *b)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	uint32_t i = share_find(s, b->start, b->mode);
+	if (i != UINT32_MAX) {
+		const struct tk_block *sb = &s->blocks[i];
+		if ((rc = grow_lens(&c->lens, &c->caplens, c->nlens + sb->ninsn)) == 0) {
+			*b = *sb;
+			b->lens = (uint32_t)c->nlens;
+			if (sb->ninsn)   /* (an empty block: lengths may be NULL) */
+				memcpy(c->lens + c->nlens, s->lens + sb->lens, sb->ninsn);
+			c->nlens += sb->ninsn;
+			rc = 1;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* B, just decoded by C, for the other caches; dropped when out of memory (they decode
+ * it themselves). */
+static void share_put(struct tk_bshare *s, const struct tk_block *b, const struct tk_bcache *c)
+{
+	pthread_mutex_lock(&s->lock);
+	if (share_find(s, b->start, b->mode) != UINT32_MAX)
+		goto out;   /* another cache decoded it meanwhile */
+	if ((s->n + 1) * 2 > s->mask) {
+		uint32_t mask = s->mask * 2 + 1;
+		uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
+		if (!slots)
+			goto out;
+		place_blocks(slots, mask, s->blocks, s->n);
+		free(s->slots);
+		s->slots = slots;
+		s->mask = mask;
+	}
+	if (s->n == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 1024;
+		struct tk_block *nb = realloc(s->blocks, cap * sizeof *nb);
+		if (!nb)
+			goto out;
+		s->blocks = nb;
+		s->cap = cap;
+	}
+	if (grow_lens(&s->lens, &s->caplens, s->nlens + b->ninsn) < 0)
+		goto out;
+	struct tk_block *sb = &s->blocks[s->n];
+	*sb = *b;
+	sb->flags &= (uint8_t)~TK_BLK_ENTRY;
+	sb->execs = 0;
+	sb->lens = (uint32_t)s->nlens;
+	if (b->ninsn)
+		memcpy(s->lens + s->nlens, c->lens + b->lens, b->ninsn);
+	s->nlens += b->ninsn;
+	uint32_t h = block_hash(b->start, b->mode) & s->mask;
+	while (s->slots[h])
+		h = (h + 1) & s->mask;
+	s->slots[h] = ++s->n;
+out:
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Decode the block at B's start and mode into B (its lengths appended to C's). */
+static int decode_block(struct tk_bcache *c, struct tk_block *b)
+{
+	int mode = b->mode;
 	const uint8_t *code = NULL;
 	size_t avail = 0;
 
-	if ((c->nblocks + 1) * 2 > c->mask) {
-		if (grow_slots(c) < 0)
-			return NULL;
-	}
 	for (;;) {
 		struct tk_isa_insn in;
 		uint8_t tmp[16];
@@ -132,21 +266,21 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 
 		if (avail < 16) {
 			/* Refill: straddling two segments needs a copy. */
-			code = tk_image_ptr(c->img, b.next, &avail);
+			code = tk_image_ptr(c->img, b->next, &avail);
 			if (!code) {
-				b.flags |= TK_BLK_NOMAP;
+				b->flags |= TK_BLK_NOMAP;
 				break;
 			}
 		}
 		p = code;
 		n = avail;
 		if (n < TK_MAX_INSN_BYTES) {
-			int got = tk_image_read(c->img, b.next, tmp, sizeof(tmp));
+			int got = tk_image_read(c->img, b->next, tmp, sizeof(tmp));
 			size_t m = got > 0 ? (size_t)got : 0;
 
 			/* Bytes may continue in a following segment. */
 			while (m < TK_MAX_INSN_BYTES) {
-				int more = tk_image_read(c->img, b.next + m, tmp + m,
+				int more = tk_image_read(c->img, b->next + m, tmp + m,
 							 TK_MAX_INSN_BYTES - m);
 
 				if (more <= 0)
@@ -156,39 +290,60 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 			p = tmp;
 			n = m;
 		}
-		rc = tk_isa_classify(&c->isa, mode, p, n, b.next, &in);
+		rc = tk_isa_classify(&c->isa, mode, p, n, b->next, &in);
 		if (rc < 0) {
-			b.flags |= rc == -TK_E_TRUNCATED ? TK_BLK_NOMAP : TK_BLK_BAD;
+			b->flags |= rc == -TK_E_TRUNCATED ? TK_BLK_NOMAP : TK_BLK_BAD;
 			break;
 		}
 		if (push_len(c, in.len) < 0)
-			return NULL;
+			return -TK_E_NOMEM;
 		c->decoded_bytes += in.len;
-		b.last = b.next;
-		b.next += in.len;
-		b.ninsn++;
+		b->last = b->next;
+		b->next += in.len;
+		b->ninsn++;
 		code += in.len;
 		avail = avail > in.len ? avail - in.len : 0;
 		if (mode != TK_ISA_64)
-			b.next = mode == TK_ISA_32 ? (uint32_t)b.next : (uint16_t)b.next;
+			b->next = mode == TK_ISA_32 ? (uint32_t)b->next : (uint16_t)b->next;
 		if (in.cls != TK_ISA_OTHER) {
-			b.cls = in.cls;
-			b.target = in.target;
+			b->cls = in.cls;
+			b->target = in.target;
 			if (in.zero_call)
-				b.flags |= TK_BLK_ZERO_CALL;
+				b->flags |= TK_BLK_ZERO_CALL;
 			break;
 		}
 		if (in.sys) {
-			b.sys = in.sys;   /* the flow may stop after it (a TIP.PGD, PIP, VMCS) */
+			b->sys = in.sys;   /* the flow may stop after it (a TIP.PGD, PIP, VMCS) */
 			break;
 		}
-		if (b.ninsn == MAX_BLOCK_INSNS)
+		if (b->ninsn == MAX_BLOCK_INSNS)
 			break;
 		if (mode != TK_ISA_64)
 			avail = 0;   /* wrapped addresses: look up again */
 	}
-	if (!b.ninsn)
-		b.flags |= TK_BLK_EMPTY;
+	if (!b->ninsn)
+		b->flags |= TK_BLK_EMPTY;
+	return 0;
+}
+
+const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int mode)
+{
+	struct tk_block b = { .start = ip, .last = ip, .next = ip, .mode = (uint8_t)mode,
+			      .lens = (uint32_t)c->nlens };
+	int rc = 0;
+
+	if ((c->nblocks + 1) * 2 > c->mask) {
+		if (grow_slots(c) < 0)
+			return NULL;
+	}
+	if (c->share && (rc = share_get(c->share, c, &b)) < 0)
+		return NULL;
+	if (!rc) {
+		if (decode_block(c, &b) < 0)
+			return NULL;
+		if (c->share)
+			share_put(c->share, &b, c);
+	}
 	if (tk_sorted_has_u64(c->entries, c->nentries, ip))
 		b.flags |= TK_BLK_ENTRY;
 	if (c->nblocks == c->capblocks) {
@@ -214,7 +369,7 @@ const struct tk_block *tk_bcache_get_slow(struct tk_bcache *c, uint64_t ip, int 
 				     .target_rel = (int32_t)(b.target - b.next) };
 	if (tk_bcache_target(c, c->nblocks) != b.target)
 		l->flags |= TK_BLK_FAR;
-	uint32_t h = (uint32_t)tk_hash64(ip ^ (uint64_t)mode << 62) & c->mask;
+	uint32_t h = block_hash(ip, mode) & c->mask;
 
 	while (c->slots[h])
 		h = (h + 1) & c->mask;

@@ -85,6 +85,7 @@ struct tk_bcache {
 	uint64_t decoded_bytes;
 	uint64_t *entries;   /* sorted function entries: blocks starting there get TK_BLK_ENTRY */
 	size_t nentries;
+	struct tk_bshare *share;   /* blocks other caches of the run decoded, or NULL */
 };
 
 int tk_bcache_init(struct tk_bcache *c, const struct tk_image *img);

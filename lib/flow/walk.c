@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "flow/bcache.h"
+#include "flow/share.h"
 #include "tracekit/flow.h"
 #include "tracekit/internal/util.h"
 
@@ -169,6 +170,11 @@ void tk_flow_free(struct tk_flow *f)
 	free(f->paths);
 	free(f->reach);
 	free(f);
+}
+
+void tk_flow_share_blocks(struct tk_flow *f, struct tk_bshare *s)
+{
+	f->cache.share = s;
 }
 
 void tk_flow_reset_stack(struct tk_flow *f)

@@ -7,6 +7,8 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "flow/bcache.h"
+#include "flow/share.h"
 #include "tracekit/flow.h"
 
 static const uint8_t code[] = {
@@ -293,11 +295,73 @@ static void test_print_pages(void **state)
 	tk_image_free(img);
 }
 
+/* Block caches that share their blocks (the decoders of one parallel decode): a cache
+ * given a block another decoded gets the block it would have decoded itself, without
+ * decoding it; a function entry stays the flag of the cache that has it. */
+static void test_shared_blocks(void **state)
+{
+	(void)state;
+	static const uint64_t starts[] = { 0x1000, 0x1007, 0x1009, 0x100c, 0x1011, 0x1020,
+					   0x1021, 0x2000 /* no code: empty */ };
+	const size_t n = sizeof starts / sizeof *starts;
+	const uint64_t entry = 0x1020;
+	int err;
+	struct tk_image *img = tk_image_new(&err);
+	struct tk_bshare *sh = tk_bshare_new();
+	struct tk_bcache alone, first, second;
+
+	assert_non_null(img);
+	assert_non_null(sh);
+	assert_int_equal(tk_image_add_mem(img, code, sizeof code, 0x1000), 0);
+	assert_int_equal(tk_bcache_init(&alone, img), 0);
+	assert_int_equal(tk_bcache_init(&first, img), 0);
+	assert_int_equal(tk_bcache_init(&second, img), 0);
+	first.share = second.share = sh;
+	assert_int_equal(tk_bcache_set_entries(&second, &entry, 1), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_non_null(tk_bcache_get(&first, starts[i], TK_ISA_64));
+	/* backwards: a cache's blocks are its own, in the order it met them */
+	for (size_t i = n; i-- > 0;) {
+		assert_non_null(tk_bcache_get(&alone, starts[i], TK_ISA_64));
+		assert_non_null(tk_bcache_get(&second, starts[i], TK_ISA_64));
+	}
+	assert_true(first.decoded_bytes > 0);
+	assert_int_equal(alone.decoded_bytes, first.decoded_bytes);
+	assert_int_equal(second.decoded_bytes, 0);   /* every block from the share */
+	for (size_t i = 0; i < n; i++) {
+		const struct tk_block *a = tk_bcache_get(&alone, starts[i], TK_ISA_64);
+		const struct tk_block *b = tk_bcache_get(&second, starts[i], TK_ISA_64);
+		uint32_t ia = tk_bcache_index(&alone, starts[i], TK_ISA_64);
+		uint32_t ib = tk_bcache_index(&second, starts[i], TK_ISA_64);
+
+		assert_int_equal(a->start, b->start);
+		assert_int_equal(a->last, b->last);
+		assert_int_equal(a->next, b->next);
+		assert_int_equal(a->target, b->target);
+		assert_int_equal(a->ninsn, b->ninsn);
+		assert_int_equal(a->cls, b->cls);
+		assert_int_equal(a->sys, b->sys);
+		assert_int_equal(b->flags & TK_BLK_ENTRY, starts[i] == entry ? TK_BLK_ENTRY : 0);
+		assert_int_equal(a->flags, b->flags & ~TK_BLK_ENTRY);
+		assert_memory_equal(alone.lens + a->lens, second.lens + b->lens, a->ninsn);
+		assert_int_equal(alone.links[ia].flags, second.links[ib].flags & ~TK_BLK_ENTRY);
+		assert_int_equal(alone.links[ia].target_rel, second.links[ib].target_rel);
+	}
+	assert_int_equal(tk_bcache_get(&second, 0x2000, TK_ISA_64)->flags & TK_BLK_EMPTY,
+			 TK_BLK_EMPTY);
+	tk_bcache_fini(&alone);
+	tk_bcache_fini(&first);
+	tk_bcache_fini(&second);
+	tk_bshare_free(sh);
+	tk_image_free(img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_walk),
 					    cmocka_unit_test(test_loop_quiet),
-					    cmocka_unit_test(test_print_pages) };
+					    cmocka_unit_test(test_print_pages),
+					    cmocka_unit_test(test_shared_blocks) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "formats/ipt/internal.h"
+#include "flow/share.h"
 #include "tracekit/ipt_flow.h"
 
 struct run {
@@ -25,6 +26,8 @@ struct run {
 	pthread_mutex_t lock;
 	struct tk_flow **free_flows;
 	size_t nfree;
+	struct tk_bshare *share;           /* blocks any decoder of this run decoded (NULL:
+					      one thread, or out of memory) */
 	struct tk_flow *redo_flow;         /* decodes chunks again (merges are serial) */
 	int err;
 };
@@ -37,7 +40,9 @@ static struct tk_flow *take_flow(struct run *r, int *err)
 	if (r->nfree)
 		f = r->free_flows[--r->nfree];
 	pthread_mutex_unlock(&r->lock);
-	return f ? f : tk_flow_new(r->o->image, err);
+	if (!f && (f = tk_flow_new(r->o->image, err)) && r->share)
+		tk_flow_share_blocks(f, r->share);
+	return f;
 }
 
 static void give_flow(struct run *r, struct tk_flow *f)
@@ -104,6 +109,8 @@ static int redo(struct run *r, size_t i)
 		return rc;
 	if (!r->redo_flow && !(r->redo_flow = tk_flow_new(r->o->image, &rc)))
 		return rc;
+	if (r->share)
+		tk_flow_share_blocks(r->redo_flow, r->share);
 	if ((rc = r->c->redo(r->c->ctx, i, r->redo_flow, &sink)) >= 0)
 		rc = decode_one(r, i, r->redo_flow, sink, &scratch);
 	if (rc >= 0)
@@ -379,6 +386,10 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		goto out;
 	}
 	pthread_mutex_init(&r.lock, NULL);
+	/* each thread's decoder decoded every block its chunks ran (libLLVM's profile: Zydis
+	 * twice -j 1's at -j 2, four times at -j 8); with more than one, they share them */
+	if (nthreads > 1 && r.nchunks > 1)
+		r.share = tk_bshare_new();
 	struct tk_pool_opts po = { .sz = sizeof(po), .nthreads = nthreads,
 				   .caller_works = c->caller_decodes };
 
@@ -396,6 +407,7 @@ out:
 	}
 	free(r.free_flows);
 	tk_flow_free(r.redo_flow);
+	tk_bshare_free(r.share);
 	free(r.offs);
 	free(r.cst);
 	free(r.seg_end);

@@ -1,5 +1,6 @@
 /* Block cache: straight-line runs of code classified once, looked up by start address. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,30 +136,58 @@ static int push_len(struct tk_bcache *c, uint8_t len)
 }
 
 /* ---- blocks shared by the caches of one run ------------------------------------------
- * One lock: a cache asks only on its own miss, once per block it meets (libLLVM's
- * profile: ~150 K blocks a decoder), against the Zydis decode of every instruction it
- * saves. */
-struct tk_bshare {
-	pthread_mutex_t lock;
-	struct tk_block *blocks;  /* lens: index into LENS; never TK_BLK_ENTRY (a cache's) */
-	uint32_t n, cap, mask;
-	uint32_t *slots;          /* block index + 1, 0 = empty */
-	uint8_t *lens;
-	size_t nlens, caplens;
+ * Looked up without a lock (a cache asks on each of its own misses, and the lock's line
+ * crossing between cores on every ask cost as much as the decodes it saved on the walk
+ * over libc); added under one. Nothing a reader may be reading moves or is freed before
+ * tk_bshare_free: blocks and their lengths live in segments that are never reallocated,
+ * and a slot table outgrown is kept. A slot is published (release) after its block. */
+#define SHARE_SEG_BITS 12                       /* blocks a segment */
+#define SHARE_SEGS 4096                         /* 16 M blocks at most: then not shared */
+#define SHARE_LENS_SEG ((size_t)1 << 16)        /* bytes a lengths' segment (>= 4096) */
+
+struct share_block {
+	struct tk_block b;        /* never TK_BLK_ENTRY (a cache's own) */
+	const uint8_t *lens;
 };
+
+struct share_table {
+	struct share_table *older;
+	uint32_t mask;
+	_Atomic uint32_t slots[];  /* block index + 1, 0 = empty */
+};
+
+struct tk_bshare {
+	pthread_mutex_t lock;     /* adders */
+	_Atomic(struct share_table *) table;
+	struct share_block *seg[SHARE_SEGS];
+	uint32_t n;               /* blocks (the adders') */
+	uint8_t *lens;            /* the current lengths' segment, LENS_USED of it used */
+	size_t lens_used;
+	uint8_t **lens_segs;      /* all of them, to free */
+	size_t nlens_segs;
+};
+
+static struct share_table *share_table_new(uint32_t mask, struct share_table *older)
+{
+	struct share_table *t = calloc(1, sizeof *t + ((size_t)mask + 1) * sizeof t->slots[0]);
+	if (t) {
+		t->mask = mask;
+		t->older = older;
+	}
+	return t;
+}
 
 struct tk_bshare *tk_bshare_new(void)
 {
 	struct tk_bshare *s = calloc(1, sizeof *s);
+	struct share_table *t = s ? share_table_new(4095, NULL) : NULL;
 
-	if (s && !(s->slots = calloc(4096, sizeof *s->slots))) {
+	if (!t) {
 		free(s);
 		return NULL;
 	}
-	if (s) {
-		s->mask = 4095;
-		pthread_mutex_init(&s->lock, NULL);
-	}
+	atomic_init(&s->table, t);
+	pthread_mutex_init(&s->lock, NULL);
 	return s;
 }
 
@@ -167,85 +196,128 @@ void tk_bshare_free(struct tk_bshare *s)
 	if (!s)
 		return;
 	pthread_mutex_destroy(&s->lock);
-	free(s->blocks);
-	free(s->slots);
-	free(s->lens);
+	for (struct share_table *t = atomic_load(&s->table), *o; t; t = o) {
+		o = t->older;
+		free(t);
+	}
+	for (size_t i = 0; i < SHARE_SEGS && s->seg[i]; i++)
+		free(s->seg[i]);
+	for (size_t i = 0; i < s->nlens_segs; i++)
+		free(s->lens_segs[i]);
+	free(s->lens_segs);
 	free(s);
 }
 
-/* The share's index of the block at IP in MODE, or UINT32_MAX (under its lock). */
-static uint32_t share_find(const struct tk_bshare *s, uint64_t ip, int mode)
+static inline struct share_block *share_at(const struct tk_bshare *s, uint32_t i)
 {
-	for (uint32_t h = block_hash(ip, mode) & s->mask; s->slots[h]; h = (h + 1) & s->mask) {
-		const struct tk_block *b = &s->blocks[s->slots[h] - 1];
-		if (b->start == ip && b->mode == mode)
-			return s->slots[h] - 1;
+	return &s->seg[i >> SHARE_SEG_BITS][i & ((1u << SHARE_SEG_BITS) - 1)];
+}
+
+/* The block at IP in MODE, or NULL; any thread, no lock. */
+static const struct share_block *share_find(const struct tk_bshare *s, uint64_t ip, int mode)
+{
+	const struct share_table *t = atomic_load_explicit(&s->table, memory_order_acquire);
+	uint32_t v;
+
+	for (uint32_t h = block_hash(ip, mode) & t->mask;
+	     (v = atomic_load_explicit(&t->slots[h], memory_order_acquire));
+	     h = (h + 1) & t->mask) {
+		const struct share_block *sb = share_at(s, v - 1);
+		if (sb->b.start == ip && sb->b.mode == mode)
+			return sb;
 	}
-	return UINT32_MAX;
+	return NULL;
 }
 
 /* The block at B's start and mode into B, its lengths appended to C's: 1, or 0 when no
  * cache of the run has it, or an error. */
-static int share_get(struct tk_bshare *s, struct tk_bcache *c, struct tk_block *b)
+static int share_get(const struct tk_bshare *s, struct tk_bcache *c, struct tk_block *b)
 {
-	int rc = 0;
+	const struct share_block *sb = share_find(s, b->start, b->mode);
 
-	pthread_mutex_lock(&s->lock);
-	uint32_t i = share_find(s, b->start, b->mode);
-	if (i != UINT32_MAX) {
-		const struct tk_block *sb = &s->blocks[i];
-		if ((rc = grow_lens(&c->lens, &c->caplens, c->nlens + sb->ninsn)) == 0) {
-			*b = *sb;
-			b->lens = (uint32_t)c->nlens;
-			if (sb->ninsn)   /* (an empty block: lengths may be NULL) */
-				memcpy(c->lens + c->nlens, s->lens + sb->lens, sb->ninsn);
-			c->nlens += sb->ninsn;
-			rc = 1;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	if (!sb)
+		return 0;
+	if (grow_lens(&c->lens, &c->caplens, c->nlens + sb->b.ninsn) < 0)
+		return -TK_E_NOMEM;
+	*b = sb->b;
+	b->lens = (uint32_t)c->nlens;
+	if (sb->b.ninsn)   /* (an empty block's lengths may be NULL) */
+		memcpy(c->lens + c->nlens, sb->lens, sb->b.ninsn);
+	c->nlens += sb->b.ninsn;
+	return 1;
 }
 
-/* B, just decoded by C, for the other caches; dropped when out of memory (they decode
- * it themselves). */
+/* Room for N lengths in the current segment (a new one when they do not fit). */
+static uint8_t *share_lens(struct tk_bshare *s, size_t n)
+{
+	if (!s->lens || s->lens_used + n > SHARE_LENS_SEG) {
+		uint8_t **segs = realloc(s->lens_segs, (s->nlens_segs + 1) * sizeof *segs);
+		if (!segs)
+			return NULL;
+		s->lens_segs = segs;
+		if (!(s->lens = malloc(SHARE_LENS_SEG)))
+			return NULL;
+		s->lens_segs[s->nlens_segs++] = s->lens;
+		s->lens_used = 0;
+	}
+	uint8_t *l = s->lens + s->lens_used;
+	s->lens_used += n;
+	return l;
+}
+
+/* A table twice the size with every block in it, published; the old one kept (readers). */
+static int share_grow(struct tk_bshare *s, struct share_table *t)
+{
+	uint32_t mask = t->mask * 2 + 1;
+	struct share_table *nt = share_table_new(mask, t);
+
+	if (!nt)
+		return -TK_E_NOMEM;
+	for (uint32_t i = 0; i < s->n; i++) {
+		const struct tk_block *b = &share_at(s, i)->b;
+		uint32_t h = block_hash(b->start, b->mode) & mask;
+		while (atomic_load_explicit(&nt->slots[h], memory_order_relaxed))
+			h = (h + 1) & mask;
+		atomic_store_explicit(&nt->slots[h], i + 1, memory_order_relaxed);
+	}
+	atomic_store_explicit(&s->table, nt, memory_order_release);
+	return 0;
+}
+
+/* B, just decoded by C, for the other caches; dropped when out of memory or room (they
+ * decode it themselves). */
 static void share_put(struct tk_bshare *s, const struct tk_block *b, const struct tk_bcache *c)
 {
 	pthread_mutex_lock(&s->lock);
-	if (share_find(s, b->start, b->mode) != UINT32_MAX)
+	struct share_table *t = atomic_load_explicit(&s->table, memory_order_relaxed);
+	uint32_t i = s->n, seg = i >> SHARE_SEG_BITS;
+	uint8_t *lens;
+
+	if (share_find(s, b->start, b->mode))
 		goto out;   /* another cache decoded it meanwhile */
-	if ((s->n + 1) * 2 > s->mask) {
-		uint32_t mask = s->mask * 2 + 1;
-		uint32_t *slots = calloc((size_t)mask + 1, sizeof *slots);
-		if (!slots)
+	if ((i + 1) * 2 > t->mask) {
+		if (share_grow(s, t) < 0)
 			goto out;
-		place_blocks(slots, mask, s->blocks, s->n);
-		free(s->slots);
-		s->slots = slots;
-		s->mask = mask;
+		t = atomic_load_explicit(&s->table, memory_order_relaxed);
 	}
-	if (s->n == s->cap) {
-		uint32_t cap = s->cap ? s->cap * 2 : 1024;
-		struct tk_block *nb = realloc(s->blocks, cap * sizeof *nb);
-		if (!nb)
-			goto out;
-		s->blocks = nb;
-		s->cap = cap;
-	}
-	if (grow_lens(&s->lens, &s->caplens, s->nlens + b->ninsn) < 0)
+	if (seg >= SHARE_SEGS ||
+	    (!s->seg[seg] && !(s->seg[seg] = calloc((size_t)1 << SHARE_SEG_BITS,
+						    sizeof *s->seg[seg]))) ||
+	    !(lens = share_lens(s, b->ninsn)))
 		goto out;
-	struct tk_block *sb = &s->blocks[s->n];
-	*sb = *b;
-	sb->flags &= (uint8_t)~TK_BLK_ENTRY;
-	sb->execs = 0;
-	sb->lens = (uint32_t)s->nlens;
+	struct share_block *sb = share_at(s, i);
+	sb->b = *b;
+	sb->b.flags &= (uint8_t)~TK_BLK_ENTRY;
+	sb->b.execs = 0;
+	sb->b.lens = 0;
 	if (b->ninsn)
-		memcpy(s->lens + s->nlens, c->lens + b->lens, b->ninsn);
-	s->nlens += b->ninsn;
-	uint32_t h = block_hash(b->start, b->mode) & s->mask;
-	while (s->slots[h])
-		h = (h + 1) & s->mask;
-	s->slots[h] = ++s->n;
+		memcpy(lens, c->lens + b->lens, b->ninsn);
+	sb->lens = lens;
+	s->n = i + 1;
+	uint32_t h = block_hash(b->start, b->mode) & t->mask;
+	while (atomic_load_explicit(&t->slots[h], memory_order_relaxed))
+		h = (h + 1) & t->mask;
+	atomic_store_explicit(&t->slots[h], i + 1, memory_order_release);
 out:
 	pthread_mutex_unlock(&s->lock);
 }

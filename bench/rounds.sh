@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Interleaved rounds of several commands (two builds, or -j 1 and -j 2 of one): each
 # round runs every command once, in turn (in reverse every other round), so the host's
-# drift from minute to minute touches all alike. Prints per command the median wall and CPU seconds (user + system),
-# the medians of user and system time apart (this VM's system time, mostly zeroing fresh
-# pages, swings several-fold between runs of one command), and every round's wall time;
-# per round (on stderr) the two CPUs' distance and speeds (bench_core_distance,
-# bench_core_speed), to tell near, far and uneven rounds apart.
+# drift from minute to minute touches all alike. Prints per command the median wall and
+# CPU seconds (user + system), the medians of user and system time apart (this VM's system
+# time, mostly zeroing fresh pages, swings several-fold between runs of one command), and
+# every round's wall time; per round (on stderr) the two CPUs' distance and speeds
+# (bench_core_distance, bench_core_speed), to tell near, far and uneven rounds apart.
 # usage: bench/rounds.sh ROUNDS "LABEL|CMD" ...   (CMD split at spaces; output discarded)
 # e.g. the before/after rows of docs/PERFORMANCE.md, session 48 (OLD: a build of the
 # commit before, from `git worktree add`):

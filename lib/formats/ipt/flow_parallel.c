@@ -107,10 +107,12 @@ static int redo(struct run *r, size_t i)
 
 	if (rc <= 0)
 		return rc;
-	if (!r->redo_flow && !(r->redo_flow = tk_flow_new(r->o->image, &rc)))
-		return rc;
-	if (r->share)
-		tk_flow_share_blocks(r->redo_flow, r->share);
+	if (!r->redo_flow) {
+		if (!(r->redo_flow = tk_flow_new(r->o->image, &rc)))
+			return rc;
+		if (r->share)
+			tk_flow_share_blocks(r->redo_flow, r->share);
+	}
 	if ((rc = r->c->redo(r->c->ctx, i, r->redo_flow, &sink)) >= 0)
 		rc = decode_one(r, i, r->redo_flow, sink, &scratch);
 	if (rc >= 0)

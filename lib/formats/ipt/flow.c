@@ -215,8 +215,8 @@ struct ptd {
 	uint64_t resume_ip;         /* where tracing resumes after the last disable (0: unknown) */
 	uint64_t ptw_ip;            /* the PTWRITE of ACT_PTW_AFTER */
 	const struct tk_image *image;
-	struct tk_isa *isa;         /* classifies the instruction that disabled tracing */
-	struct insn_memo *memo;     /* what it found, by address (insn_at) */
+	struct ipt_insns *ins;      /* classifies the instruction that disabled tracing, and
+				       remembers what it found by address (insn_at) */
 	uint64_t time;
 	struct ptime tm;
 	int walking;                /* inside tk_flow_walk: time published at TNT/TIP */
@@ -1494,10 +1494,10 @@ static const uint8_t *classify(struct ptd *d, uint64_t ip, struct tk_isa_insn *i
 
 	if (!d->image)
 		return NULL;
-	if (!d->isa && (d->isa = malloc(sizeof(*d->isa))))
-		tk_isa_init(d->isa);
-	if (!d->isa || !(p = tk_image_ptr(d->image, ip, &n)) ||
-	    tk_isa_classify(d->isa, d->mode, p, n, ip, in) < 0)
+	if (!d->ins->isa && (d->ins->isa = malloc(sizeof(*d->ins->isa))))
+		tk_isa_init(d->ins->isa);
+	if (!d->ins->isa || !(p = tk_image_ptr(d->image, ip, &n)) ||
+	    tk_isa_classify(d->ins->isa, d->mode, p, n, ip, in) < 0)
 		return NULL;
 	return p;
 }
@@ -1551,9 +1551,9 @@ static const struct insn_memo *insn_at(struct ptd *d, uint64_t ip)
 	struct insn_memo *m;
 	const uint8_t *p;
 
-	if (!d->memo && !(d->memo = calloc(INSN_MEMO, sizeof *d->memo)))
+	if (!d->ins->memo && !(d->ins->memo = calloc(INSN_MEMO, sizeof *d->ins->memo)))
 		return NULL;
-	m = &d->memo[(ip ^ ip >> 8) & (INSN_MEMO - 1)];
+	m = &d->ins->memo[(ip ^ ip >> 8) & (INSN_MEMO - 1)];
 	if (m->valid && m->ip == ip && m->mode == d->mode)
 		return m;
 	p = classify(d, ip, &in);
@@ -2217,9 +2217,17 @@ static int decode_chunk(struct ptd *d)
 
 /* The part [START, END) of BUF (decoding may read on to SEG_END, where the next break is) that
  * starts at a break of reason BRK, decoded with F: its events to SINK, its counts into ST. */
+void ipt_insns_free(struct ipt_insns *in)
+{
+	free(in->isa);
+	free(in->memo);
+	in->isa = NULL;
+	in->memo = NULL;
+}
+
 int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint64_t end,
 		     uint32_t brk, const struct tk_ipt_flow_opts *o, struct tk_flow *f,
-		     struct tk_sink sink, struct tk_ipt_flow_stats *st)
+		     struct ipt_insns *ins, struct tk_sink sink, struct tk_ipt_flow_stats *st)
 {
 	struct ptd *d = calloc(1, sizeof(*d));
 	struct tk_event_batch *batch = malloc(sizeof(*batch));
@@ -2232,6 +2240,7 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 		d->end = end;
 		d->break_reason = brk;
 		d->flow = f;
+		d->ins = ins;
 		d->st = st;
 		d->image = o->image;
 		d->tm.mtc_freq = o->mtc_freq < 24 ? o->mtc_freq : 0;
@@ -2262,10 +2271,6 @@ int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint6
 		tk_flow_set_pgd_direct(f, NULL, NULL);   /* (D goes) */
 	}
 	free(batch);
-	if (d) {
-		free(d->isa);
-		free(d->memo);
-	}
 	free(d);
 	return rc;
 }

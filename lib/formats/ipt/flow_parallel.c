@@ -24,31 +24,62 @@ struct run {
 	uint32_t *brk;
 	struct tk_ipt_flow_stats *cst;     /* per chunk */
 	pthread_mutex_t lock;
-	struct tk_flow **free_flows;
+	struct decoder **free_decs;
 	size_t nfree;
 	struct tk_bshare *share;           /* blocks any decoder of this run decoded (NULL:
 					      one thread, or out of memory) */
-	struct tk_flow *redo_flow;         /* decodes chunks again (merges are serial) */
+	struct decoder *redo_dec;          /* decodes chunks again (merges are serial) */
 	int err;
 };
 
-static struct tk_flow *take_flow(struct run *r, int *err)
+/* A decoder taken by a thread for one chunk at a time: what it learned of the code
+ * (blocks, links, single instructions) serves its next chunks. */
+struct decoder {
+	struct tk_flow *flow;
+	struct ipt_insns insns;
+};
+
+static struct decoder *decoder_new(struct run *r, int *err)
 {
-	struct tk_flow *f = NULL;
+	struct decoder *d = calloc(1, sizeof *d);
+
+	if (!d) {
+		*err = -TK_E_NOMEM;
+		return NULL;
+	}
+	if (!(d->flow = tk_flow_new(r->o->image, err))) {
+		free(d);
+		return NULL;
+	}
+	if (r->share)
+		tk_flow_share_blocks(d->flow, r->share);
+	return d;
+}
+
+static void decoder_free(struct decoder *d)
+{
+	if (!d)
+		return;
+	tk_flow_free(d->flow);
+	ipt_insns_free(&d->insns);
+	free(d);
+}
+
+static struct decoder *take_decoder(struct run *r, int *err)
+{
+	struct decoder *d = NULL;
 
 	pthread_mutex_lock(&r->lock);
 	if (r->nfree)
-		f = r->free_flows[--r->nfree];
+		d = r->free_decs[--r->nfree];
 	pthread_mutex_unlock(&r->lock);
-	if (!f && (f = tk_flow_new(r->o->image, err)) && r->share)
-		tk_flow_share_blocks(f, r->share);
-	return f;
+	return d ? d : decoder_new(r, err);
 }
 
-static void give_flow(struct run *r, struct tk_flow *f)
+static void give_decoder(struct run *r, struct decoder *d)
 {
 	pthread_mutex_lock(&r->lock);
-	r->free_flows[r->nfree++] = f;
+	r->free_decs[r->nfree++] = d;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -58,12 +89,12 @@ static uint64_t chunk_end(const struct run *r, size_t i)
 	return i + 1 < r->nchunks ? r->offs[i + 1] : r->part_end;
 }
 
-/* Chunk I with decoder F, its events to SINK, its counts into ST. */
-static int decode_one(struct run *r, size_t i, struct tk_flow *f, struct tk_sink sink,
+/* Chunk I with decoder D, its events to SINK, its counts into ST. */
+static int decode_one(struct run *r, size_t i, struct decoder *d, struct tk_sink sink,
 		      struct tk_ipt_flow_stats *st)
 {
 	return ipt_decode_range(r->buf, r->seg_end[i], r->offs[i], chunk_end(r, i), r->brk[i],
-				r->o, f, sink, st);
+				r->o, d->flow, &d->insns, sink, st);
 }
 
 static int work(void *ctx, size_t i)
@@ -71,19 +102,19 @@ static int work(void *ctx, size_t i)
 	struct run *r = ctx;
 	struct tk_sink sink = { 0 };
 	int rc = 0;
-	struct tk_flow *f = take_flow(r, &rc);
+	struct decoder *d = take_decoder(r, &rc);
 
-	if (!f)
+	if (!d)
 		return rc;
-	if ((rc = r->c->begin(r->c->ctx, i, f, &sink)) >= 0 && rc != TK_CHUNK_SKIP) {
-		rc = decode_one(r, i, f, sink, &r->cst[i]);
+	if ((rc = r->c->begin(r->c->ctx, i, d->flow, &sink)) >= 0 && rc != TK_CHUNK_SKIP) {
+		rc = decode_one(r, i, d, sink, &r->cst[i]);
 		if (rc >= 0 && r->c->end)
-			rc = r->c->end(r->c->ctx, i, f);
+			rc = r->c->end(r->c->ctx, i, d->flow);
 		if (r->o->sz >= offsetof(struct tk_ipt_flow_opts, release_read) +
 				sizeof(r->o->release_read) && r->o->release_read)
 			tk_release_pages(r->buf, r->offs[i], chunk_end(r, i));
 	}
-	give_flow(r, f);
+	give_decoder(r, d);
 	if (rc < 0 && r->c->fail)
 		r->c->fail(r->c->ctx, i, rc);
 	return rc < 0 ? rc : 0;
@@ -107,16 +138,12 @@ static int redo(struct run *r, size_t i)
 
 	if (rc <= 0)
 		return rc;
-	if (!r->redo_flow) {
-		if (!(r->redo_flow = tk_flow_new(r->o->image, &rc)))
-			return rc;
-		if (r->share)
-			tk_flow_share_blocks(r->redo_flow, r->share);
-	}
-	if ((rc = r->c->redo(r->c->ctx, i, r->redo_flow, &sink)) >= 0)
-		rc = decode_one(r, i, r->redo_flow, sink, &scratch);
+	if (!r->redo_dec && !(r->redo_dec = decoder_new(r, &rc)))
+		return rc;
+	if ((rc = r->c->redo(r->c->ctx, i, r->redo_dec->flow, &sink)) >= 0)
+		rc = decode_one(r, i, r->redo_dec, sink, &scratch);
 	if (rc >= 0)
-		rc = tk_flow_take_counts(r->redo_flow, drop_count, NULL);
+		rc = tk_flow_take_counts(r->redo_dec->flow, drop_count, NULL);
 	return rc;
 }
 
@@ -382,8 +409,8 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 		r.part_end = o->part_end;
 	}
 	r.cst = calloc(r.nchunks, sizeof(*r.cst));
-	r.free_flows = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_flows));
-	if (!r.cst || !r.free_flows) {
+	r.free_decs = calloc(nthreads + 2 + r.nchunks, sizeof(*r.free_decs));
+	if (!r.cst || !r.free_decs) {
 		rc = -TK_E_NOMEM;
 		goto out;
 	}
@@ -402,13 +429,13 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	}
 	st->chunks = r.nchunks;
 out:
-	for (size_t i = 0; r.free_flows && i < r.nfree; i++) {
+	for (size_t i = 0; r.free_decs && i < r.nfree; i++) {
 		if (rc >= 0 && c->done)
-			rc = c->done(c->ctx, r.free_flows[i]);
-		tk_flow_free(r.free_flows[i]);
+			rc = c->done(c->ctx, r.free_decs[i]->flow);
+		decoder_free(r.free_decs[i]);
 	}
-	free(r.free_flows);
-	tk_flow_free(r.redo_flow);
+	free(r.free_decs);
+	decoder_free(r.redo_dec);
 	tk_bshare_free(r.share);
 	free(r.offs);
 	free(r.cst);

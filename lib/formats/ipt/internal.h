@@ -44,12 +44,24 @@ int tk_ipt_psb_state(const uint8_t *buf, size_t len, uint32_t errata, size_t pos
 struct tk_flow;
 struct tk_ipt_flow_opts;
 struct tk_ipt_flow_stats;
+struct tk_isa;
+struct insn_memo;
+/* What the flow decoder learns of single instructions (the ones that disable tracing or
+ * bind events), kept by a thread from chunk to chunk of one image like its tk_flow: made
+ * anew for each 64 KiB chunk of a timeline, they cost -j 2 a quarter of its extra
+ * instructions. Zeroed to start, freed by ipt_insns_free. */
+struct ipt_insns {
+	struct tk_isa *isa;
+	struct insn_memo *memo;
+};
+void ipt_insns_free(struct ipt_insns *in);
 /* One chunk of the flow decoder (flow.c), for the parallel driver (flow_parallel.c): the part
  * [START, END) of BUF, which starts at a break of reason BRK (0: a PSB) and may read on to
- * SEG_END; its events to SINK, its counts into ST. */
+ * SEG_END, with F and INS (which keep what they learn for the next chunk); its events to
+ * SINK, its counts into ST. */
 int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint64_t end,
 		     uint32_t brk, const struct tk_ipt_flow_opts *o, struct tk_flow *f,
-		     struct tk_sink sink, struct tk_ipt_flow_stats *st);
+		     struct ipt_insns *ins, struct tk_sink sink, struct tk_ipt_flow_stats *st);
 /* How far each of the N chunks that start at STARTS (tk_ipt_flow_chunks') may read: the
  * next start that is one of O's breaks, or LEN (ipt_decode_range's SEG_END), into ENDS. */
 void ipt_segment_ends(const struct tk_ipt_flow_opts *o, const uint64_t *starts, size_t n,

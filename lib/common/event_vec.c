@@ -87,7 +87,8 @@ static void unprepare(struct tk_event_vec *v)
 	v->prepared = NULL;
 }
 
-/* V's events from FIRST on (just kept): TO's work on them, while they are in the cache. */
+/* V's events from FIRST on (just kept): TO's work on them, while they are in the cache
+ * (unless TO's thin wrote them past it, as the timeline's does on x86-64). */
 static void prepare_more(struct tk_event_vec *v, const struct tk_sink *to, size_t first)
 {
 	if (v->unprepared || v->n == first)

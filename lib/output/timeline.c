@@ -2141,7 +2141,8 @@ static inline int tl_used(const struct tk_event *e)
  * evicted the walker's blocks: its walk took a tenth longer at -j 2 than at -j 1), and
  * the hold is read on another thread. (Against a prefetch for writing: the walk's
  * timeline at -j 2 -3 % CPU, 20 interleaved rounds; XRay's -4 %; libc's and branch
- * traces' the same.) */
+ * traces' the same, though a hold that is not lean has its prepare read them back from
+ * memory, not from the cache: prepare_more in event_vec.c.) */
 static inline void hold_store(struct tk_event *out, const struct tk_event *e, uint64_t time)
 {
 #if defined(__SSE2__) && defined(__x86_64__)

@@ -2215,8 +2215,6 @@ static int decode_chunk(struct ptd *d)
 	}
 }
 
-/* The part [START, END) of BUF (decoding may read on to SEG_END, where the next break is) that
- * starts at a break of reason BRK, decoded with F: its events to SINK, its counts into ST. */
 void ipt_insns_free(struct ipt_insns *in)
 {
 	free(in->isa);
@@ -2225,6 +2223,9 @@ void ipt_insns_free(struct ipt_insns *in)
 	in->memo = NULL;
 }
 
+/* The part [START, END) of BUF (decoding may read on to SEG_END, where the next break is) that
+ * starts at a break of reason BRK, decoded with F and INS: its events to SINK, its counts
+ * into ST. */
 int ipt_decode_range(const uint8_t *buf, uint64_t seg_end, uint64_t start, uint64_t end,
 		     uint32_t brk, const struct tk_ipt_flow_opts *o, struct tk_flow *f,
 		     struct ipt_insns *ins, struct tk_sink sink, struct tk_ipt_flow_stats *st)

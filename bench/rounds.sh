@@ -4,7 +4,8 @@
 # drift from minute to minute touches all alike. Prints per command the median wall and
 # CPU seconds (user + system), the medians of user and system time apart (this VM's system
 # time, mostly zeroing fresh pages, swings several-fold between runs of one command), and
-# every round's wall time; per round (on stderr) the two CPUs' distance and speeds
+# every round's wall time, and for each later command the medians of its per-round ratios
+# to the first command's wall and CPU; per round (on stderr) the two CPUs' distance and speeds
 # (bench_core_distance, bench_core_speed), to tell near, far and uneven rounds apart.
 # usage: bench/rounds.sh ROUNDS "LABEL|CMD" ...   (CMD split at spaces; output discarded)
 # e.g. the before/after rows of docs/PERFORMANCE.md, session 48 (OLD: a build of the
@@ -56,4 +57,18 @@ for spec in "$@"; do
 	printf '%-16s wall %s s  cpu %s s (user %s, system %s)  [%s]\n' "$label" \
 		"$(median <<<"${wall[$label]}")" "$(median <<<"${cpu[$label]}")" \
 		"$(median <<<"${user[$label]}")" "$(median <<<"${sys[$label]}")" "${wall[$label]% }"
+done
+# against the first command, round by round (both ran within seconds of each other): the
+# medians of those ratios, steadier than ratios of medians when the host drifts
+first=${1%%|*}
+for spec in "${@:2}"; do
+	label=${spec%%|*}
+	python3 - "$label" "$first" "${wall[$label]}" "${wall[$first]}" "${cpu[$label]}" "${cpu[$first]}" <<'PY'
+import statistics, sys
+label, first, w, w0, c, c0 = sys.argv[1:]
+def ratio(a, b):
+    r = [x / y for x, y in zip(map(float, a.split()), map(float, b.split())) if y > 0]
+    return statistics.median(r) if r else float('nan')
+print(f"{label:16} / {first}: wall {ratio(w, w0):.3f}, cpu {ratio(c, c0):.3f} (median of the rounds' ratios)")
+PY
 done

@@ -343,9 +343,17 @@ int main(int argc, char **argv)
 finalize:
 	if (early)
 		mpi_start(&argc, &argv, &rank, &size);
-	if (rank == 0 && status != EXIT_CLEAN) {   /* (as above: rank 0 printed why) */
-		fflush(NULL);
-		MPI_Abort(MPI_COMM_WORLD, status);
+	if (status != EXIT_CLEAN) {   /* (as above: rank 0 printed why) */
+		/* every rank parsed the same command line: the others wait in MPI for rank 0's
+		 * abort. Open MPI 4.1's mpirun crashed or hung in its own teardown about once in
+		 * 100 launches on a loaded machine when one rank aborted while another ended
+		 * through MPI_Finalize; never in 600 with the others waiting, as here and above. */
+		wait_all();
+		if (rank == 0) {
+			fflush(NULL);
+			MPI_Abort(MPI_COMM_WORLD, status);
+		}
+		wait_all();   /* (never done: rank 0 does not join it) */
 	}
 	MPI_Finalize();
 	return rank ? EXIT_CLEAN : status;

@@ -11,17 +11,56 @@ mpi="$BUILD/tracekit-mpi"
 	"installs libopenmpi-dev)"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# (-k: a launcher that ignores the TERM is killed, so a hang fails this step, not the test's timeout)
-# mpirun itself at times crashes in its own teardown after the ranks ended (Open MPI's
-# PMIx_server_finalize, SIGSEGV, exit 139; once in a loaded CI run): that launch is run
-# again, once, and counted (printed at the end); any other failure stands.
+# Open MPI 4.1's mpirun at times fails in its own teardown after every rank has ended:
+# it crashes (PMIx_server_finalize or orte_finalize, SIGSEGV, exit 139) or hangs (a
+# deadlock in PMIx_server_finalize, its ranks left as zombies); seen about once in 100
+# launches on a loaded machine. Such a launch is run again, once, and counted (printed at
+# the end); any other failure stands. A launch still running after 120 s while a rank is
+# alive is killed (TERM, then KILL: a hang fails its own step, not the test's timeout).
 launcher_crashes=0
+ranks_state() {   # PID: "none", "ended" (every child of mpirun a zombie) or "running"
+	local c st n=0
+	for c in $(pgrep -P "$1" || true); do
+		st=
+		read -r _ _ st _ <"/proc/$c/stat" 2>/dev/null || true
+		[ -z "$st" ] || [ "$st" = Z ] || { echo running; return; }
+		n=$((n + 1))
+	done
+	[ "$n" = 0 ] && echo none || echo ended
+}
+watch_launch() {   # PID: kill a launcher hung in its teardown, or running past 120 s
+	local pid=$1 seen=0 ended=0 t st
+	for t in $(seq 1 240); do
+		sleep 0.5
+		kill -0 "$pid" 2>/dev/null || return 0
+		st=$(ranks_state "$pid")
+		[ "$st" = none ] || seen=1
+		if [ "$seen" = 1 ] && [ "$st" != running ]; then ended=$((ended + 1)); else ended=0; fi
+		if [ "$ended" -ge 20 ]; then   # 10 s after every rank ended
+			touch "$work/teardown_hang"
+			kill -KILL "$pid" 2>/dev/null || true
+			return 0
+		fi
+	done
+	kill -TERM "$pid" 2>/dev/null || true
+	sleep 10
+	kill -KILL "$pid" 2>/dev/null || true
+}
 run() {
-	local rc try
+	local rc try pid watcher
 	for try in 1 2; do
 		rc=0
-		timeout -k 10 120 mpirun --oversubscribe --allow-run-as-root -np "$@" 2>"$work/run.err" || rc=$?
-		[ "$rc" = 139 ] && [ "$try" = 1 ] && grep -q 'PMIx_server_finalize\|orte_finalize' "$work/run.err" ||
+		rm -f "$work/teardown_hang"
+		mpirun --oversubscribe --allow-run-as-root -np "$@" 2>"$work/run.err" &
+		pid=$!
+		watch_launch "$pid" &
+		watcher=$!
+		{ wait "$pid" || rc=$?; } 2>/dev/null   # (no notice of the shell's about a killed launch)
+		kill "$watcher" 2>/dev/null || true
+		wait "$watcher" 2>/dev/null || true
+		[ "$try" = 1 ] || break
+		[ -e "$work/teardown_hang" ] ||
+			{ [ "$rc" = 139 ] && grep -q 'PMIx_server_finalize\|orte_finalize' "$work/run.err"; } ||
 			break
 		launcher_crashes=$((launcher_crashes + 1))
 	done
@@ -97,5 +136,6 @@ grep -q "missing.xray" "$work/err" || { echo "unreadable input: not named"; cat 
 PMI_RANK=1 PMI_SIZE=2 timeout -k 10 120 "$mpi" profile -j 1 --to csv --elf "$work/lj:$bias" \
 	"$work/lj.pt" >"$work/got" 2>"$work/err" || { echo "wrong launcher rank: failed"; cat "$work/err"; exit 1; }
 cmp -s "$work/want" "$work/got" || { echo "wrong launcher rank: differs from -j 1"; exit 1; }
-[ "$launcher_crashes" = 0 ] || echo "note: mpirun crashed in its own teardown $launcher_crashes times (run again)"
+[ "$launcher_crashes" = 0 ] ||
+	echo "note: mpirun crashed or hung in its own teardown $launcher_crashes times (run again)"
 echo "mpi: ok"

@@ -115,10 +115,10 @@ rc=0; "$TK" decode --stat --shard 1/2 -o "$work/x.tkp" "$work/inflight.log" 2>"$
 mpi="$BUILD/tracekit-mpi"
 if [ -x "$mpi" ]; then
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # as mpi.sh
+	. "$SRC/tests/tools/mpi-run.sh"
 	for f in "$work/inflight.log" "$work/dmg.log"; do
 		want_rc=0; "$TK" stats -j 1 --to json --window 50 "$f" >"$work/want" 2>"$work/want.err" || want_rc=$?
-		rc=0; timeout 120 mpirun --oversubscribe --allow-run-as-root -np 3 "$mpi" stats -j 1 \
-			--to json --window 50 -o "$work/got" "$f" 2>"$work/got.err" || rc=$?
+		rc=0; mpi_run 3 "$mpi" stats -j 1 --to json --window 50 -o "$work/got" "$f" 2>"$work/got.err" || rc=$?
 		[ "$rc" = "$want_rc" ] || { echo "mpi stats $f: exit $rc, -j 1 $want_rc"; cat "$work/got.err"; exit 1; }
 		cmp -s "$work/want" "$work/got" || { echo "mpi stats $f: differs from -j 1"; exit 1; }
 		# (mpirun adds its own lines about the exit status)

@@ -151,12 +151,13 @@ rc=0; "$TK" stats --shard 1/2 --elf "$work/lj:$bias" "$work/lj.pt" >/dev/null 2>
 mpi="$BUILD/tracekit-mpi"
 if [ -x "$mpi" ]; then
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"   # as mpi.sh
+	. "$SRC/tests/tools/mpi-run.sh"
 	for args in "--elf $work/lj:$bias $work/lj.pt" "$work/two.data" "$work/lj.tkbt" "$(echo "$work"/xt/*.xinsndata.bin)"; do
 		# shellcheck disable=SC2086
 		"$TK" stats -j 1 --to json $args >"$work/want"
 		# shellcheck disable=SC2086
-		timeout 120 mpirun --oversubscribe --allow-run-as-root -np 2 "$mpi" stats -j 1 --to json \
-			-o "$work/got" $args 2>"$work/err" || { echo "mpi stats $args failed"; cat "$work/err"; exit 1; }
+		mpi_run 2 "$mpi" stats -j 1 --to json -o "$work/got" $args 2>"$work/err" ||
+			{ echo "mpi stats $args failed"; cat "$work/err"; exit 1; }
 		cmp -s "$work/want" "$work/got" || { echo "mpi stats $args: differs from -j 1"; exit 1; }
 	done
 	for args in "--elf $work/lj:$bias $work/lj.pt $work/lj.pt" "$work/two.data" "$xd" "$work/thr.tkbt"; do
@@ -165,8 +166,7 @@ if [ -x "$mpi" ]; then
 		"$TK" decode --stat -j 1 $args >"$work/want" 2>/dev/null || want_rc=$?
 		rc=0
 		# shellcheck disable=SC2086
-		timeout 120 mpirun --oversubscribe --allow-run-as-root -np 3 "$mpi" decode --stat -j 1 \
-			$args >"$work/got" 2>"$work/err" || rc=$?
+		mpi_run 3 "$mpi" decode --stat -j 1 $args >"$work/got" 2>"$work/err" || rc=$?
 		[ "$rc" = "$want_rc" ] || { echo "mpi decode --stat $args: exit $rc, -j 1 $want_rc"; cat "$work/err"; exit 1; }
 		cmp -s "$work/want" "$work/got" || { echo "mpi decode --stat $args: differs from -j 1"; exit 1; }
 	done

@@ -63,6 +63,7 @@ struct ptgen {
 	unsigned depth;
 	struct ptgen_rstack hw, lib; /* the processor's compression stack, libipt's reading */
 	uint64_t next_psb;
+	uint64_t psbs;               /* PSBs written */
 	uint64_t psbs_inside;        /* PSBs written after an instruction that is no branch */
 	unsigned psb_wait;           /* psb_anywhere: instructions until the due PSB */
 	unsigned psb_tries;          /* waits for it begun (each cut short by a branch) */
@@ -217,6 +218,7 @@ static __attribute__((unused)) int ptgen_psb(struct ptgen *g, uint64_t ip, int e
 {
 	if (ptgen_flush_tnt(g) < 0 || ptgen_simple(g, ppt_psb) < 0 || ptgen_tsc(g) < 0)
 		return -1;
+	g->psbs++;
 	if (g->o.timing) {
 		/* TMA (CTC and FastCounter at the TSC), then the core:bus ratio */
 		struct pt_packet p;

@@ -6,8 +6,9 @@
 # it crashes (PMIx_server_finalize or orte_finalize, SIGSEGV, exit 139) or hangs (a
 # deadlock in PMIx_server_finalize, its ranks left as zombies); seen about once in 100
 # launches on a loaded machine. Such a launch is run again, once, and counted in
-# $launcher_retries; any other failure stands. A launch still running after 120 s while a rank is
-# alive is killed (TERM, then KILL: a hang fails its own step, not the test's timeout).
+# $launcher_retries; any other failure stands. A launch still running after 120 s while a
+# rank is alive is killed (TERM, then KILL: a hang fails its own step, not the test's
+# timeout).
 launcher_retries=0
 : "${work:?mpi-run.sh: set work first}"
 ranks_state() {   # PID: "none", "ended" (every child of mpirun a zombie) or "running"

@@ -691,9 +691,6 @@ static int do_gap(struct tk_prof *p, struct track *t, uint64_t time)
 
 /* ---- public: building ------------------------------------------------------------------ */
 
-/* ---- public: building ------------------------------------------------------------------ */
-
-
 /* TK_PROF_WINDOW: TIME clipped to the window, and whether T is outside it from now on. */
 static uint64_t clip(const struct tk_prof *p, struct track *t, uint64_t time)
 {

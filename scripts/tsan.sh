@@ -114,6 +114,7 @@ for f in fdr-v3 fdr-v4; do
 	# (a chunk whose turn has come writing its own text, every 16 bytes of it)
 	TK_XRAY_CHUNK=64 TK_BUFS_STREAM=16 check "$f-dump-stream" dump "$src/tests/data/xray/$f.xray"
 	# YAML: blocks taken off the merge by the calling thread, formatted by it and a worker
+	# (at -j 3 the workers also expand the threads' next buffers for the merge)
 	TK_XRAY_YAML_BLOCK=3 check "$f-yaml" convert --to xray-yaml -o /dev/stdout "$src/tests/data/xray/$f.xray"
 done
 # a real FDR log of 1 KiB buffers: its timeline's chunks decoded whole and held

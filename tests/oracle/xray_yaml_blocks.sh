@@ -3,7 +3,8 @@
 # formatted at once. The YAML, the messages on stderr and the exit status must be -j 1's
 # for every log of tests/data/xray (versions 1 to 5, basic mode, both byte orders, damaged
 # ones) in blocks of 1 to 1000 records, with and without an instrumentation map, and for a
-# real FDR log of four threads; a write that fails is said as -j 1 says it.
+# real FDR log of four threads (at -j 3 and 4 the workers expand the threads' next
+# buffers ahead of the merge); a write that fails is said as -j 1 says it.
 set -euo pipefail
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -21,7 +22,7 @@ for f in "${logs[@]}"; do
 	for map in "${maps[@]}"; do
 		want_rc=0
 		"$TK" convert --to xray-yaml -j 1 $map "$f" >"$work/want" 2>"$work/want.err" || want_rc=$?
-		for run in "2 1" "3 7" "2 1000"; do
+		for run in "2 1" "3 7" "4 50" "2 1000"; do
 			read -r j block <<<"$run"
 			rc=0
 			TK_XRAY_YAML_BLOCK=$block TK_PHASES=1 "$TK" convert --to xray-yaml -j "$j" $map "$f" \

@@ -61,6 +61,14 @@ struct xr_merge;
 struct xr_merge *xr_merge_new(struct tk_xray *x, int *err);
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r);
 void xr_merge_free(struct xr_merge *m);
+/* From now on, each thread's next buffer is expanded ahead by whoever calls
+ * xr_merge_work_ahead (pool workers) while the merge reads the buffer before it; the
+ * merge still expands any buffer nobody took. FDR logs only: 0 (also when not one), or
+ * -TK_E_NOMEM. */
+int xr_merge_ahead(struct xr_merge *m);
+/* On any thread but the merge's, concurrently with it: one asked-for buffer expanded, if
+ * any is waiting. */
+void xr_merge_work_ahead(struct xr_merge *m);
 
 /* tk_xray_decode_chunks, the calling thread decoding chunks too between its merges when
  * CALLER_WORKS (as tk_chunk_consumer.caller_decodes asks). */

@@ -1,5 +1,7 @@
 /* XRay trace: buffers decoded on workers, as neutral events or per-chunk consumers, and
  * records merged across threads by TSC. */
+#include <pthread.h>
+
 #include "formats/xray/trace_internal.h"
 #include "tracekit/internal/util.h"
 
@@ -504,6 +506,29 @@ int tk_xray_decode(struct tk_xray *x, struct tk_sink sink)
 
 /* ---- records merged across threads by TSC --------------------------------------------------- */
 
+/* A thread's next buffer, expanded ahead of the merge (xr_merge_ahead): the merge asks for
+ * it as it starts the buffer before, a worker takes it and expands it into O, and the
+ * merge swaps O in when it gets there (or takes the ask back and expands the buffer
+ * itself). Expanding is a buffer's own work, the same bytes on any thread; delivering
+ * (which carries the thread's state) stays on the merge. */
+enum { AHEAD_NONE, AHEAD_ASKED, AHEAD_TAKEN, AHEAD_READY };
+
+struct ahead_slot {
+	struct xr_out o;
+	size_t buf;                /* the buffer asked for */
+	int state;                 /* AHEAD_*, under xr_ahead.lock */
+	int queued;                /* in xr_ahead.queue (once at most) */
+};
+
+struct xr_ahead {
+	const struct tk_xray *x;
+	pthread_mutex_t lock;
+	pthread_cond_t ready;      /* a taken slot became ready */
+	struct ahead_slot *slots;  /* one per stream */
+	size_t *queue;             /* streams asked for, oldest first: a ring of ns */
+	size_t ns, head, len;
+};
+
 struct stream {
 	struct tk_xray *x;
 	size_t next_buf, end_buf;  /* this thread's buffers */
@@ -514,7 +539,47 @@ struct stream {
 	struct deliver d;          /* carries this thread's state */
 	uint32_t rank;
 	int done;                  /* no records left */
+	struct xr_ahead *ahead;    /* not NULL: its next buffer expanded ahead (slot ai) */
+	size_t ai;
 };
+
+/* Stream S's buffer S->next_buf asked for (S->ahead). */
+static void ahead_ask(struct stream *s)
+{
+	struct xr_ahead *a = s->ahead;
+	struct ahead_slot *sl = &a->slots[s->ai];
+
+	pthread_mutex_lock(&a->lock);
+	sl->buf = s->next_buf;
+	sl->state = AHEAD_ASKED;
+	if (!sl->queued) {
+		a->queue[(a->head + a->len++) % a->ns] = s->ai;
+		sl->queued = 1;
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Stream S's current buffer (asked for before) into S->o, expanded: 1; or 0, the ask
+ * taken back, nobody having started it. */
+static int ahead_take(struct stream *s)
+{
+	struct xr_ahead *a = s->ahead;
+	struct ahead_slot *sl = &a->slots[s->ai];
+	int got = 0;
+
+	pthread_mutex_lock(&a->lock);
+	while (sl->state == AHEAD_TAKEN)
+		pthread_cond_wait(&a->ready, &a->lock);
+	if (sl->state == AHEAD_READY) {
+		struct xr_out t = s->o;   /* (the old arrays: the slot's room for the next) */
+		s->o = sl->o;
+		sl->o = t;
+		got = 1;
+	}
+	sl->state = AHEAD_NONE;
+	pthread_mutex_unlock(&a->lock);
+	return got;
+}
 
 /* Collects the delivered (patched) records of one buffer in place. */
 static int stream_keep(void *ctx, const struct tk_xray_rec *r)
@@ -552,6 +617,7 @@ static int stream_fill(struct xr_release_batch *rel, struct stream *s)
 	int rc;
 
 	while (s->pos >= s->o.n) {
+		int ready = 0;   /* the buffer came expanded (ahead_take) */
 		if (s->cur_open && s->o.err && x->h.type != TK_XRAY_FDR &&
 		    s->o.err_off + 32 < s->cur.end) {
 			xr_basic_resume(&s->o, &s->cur);
@@ -566,8 +632,12 @@ static int stream_fill(struct xr_release_batch *rel, struct stream *s)
 				return 0;
 			s->cur = x->bufs[s->next_buf++];
 			s->cur_open = 1;
+			ready = s->ahead && ahead_take(s);
+			if (s->ahead && s->next_buf < s->end_buf)
+				ahead_ask(s);
 		}
-		xr_expand(x, &s->cur, &s->o);
+		if (!ready)
+			xr_expand(x, &s->cur, &s->o);
 		s->pos = 0;
 		if ((rc = xr_deliver_buf(&s->d, &s->cur, &s->o)) < 0)
 			return rc;
@@ -608,6 +678,7 @@ struct xr_merge {
 	uint64_t *tsc;             /* each leaf's next record's TSC; UINT64_MAX when done */
 	struct stream *taken;      /* the stream whose record went out last: refilled next */
 	struct xr_release_batch rel;
+	struct xr_ahead *ahead;    /* xr_merge_ahead's, or NULL */
 };
 
 /* Which of streams A and B has the first record. */
@@ -701,6 +772,67 @@ int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)
 	return 1;
 }
 
+int xr_merge_ahead(struct xr_merge *m)
+{
+	struct xr_ahead *a;
+
+	if (m->ahead || m->x->h.type != TK_XRAY_FDR || !m->ns)
+		return 0;
+	if (!(a = calloc(1, sizeof *a)))
+		return -TK_E_NOMEM;
+	if (!(a->slots = calloc(m->ns, sizeof *a->slots)) ||
+	    !(a->queue = calloc(m->ns, sizeof *a->queue)) || pthread_mutex_init(&a->lock, NULL))
+		goto fail;
+	if (pthread_cond_init(&a->ready, NULL)) {
+		pthread_mutex_destroy(&a->lock);
+		goto fail;
+	}
+	a->x = m->x;
+	a->ns = m->ns;
+	m->ahead = a;
+	for (size_t t = 0; t < m->ns; t++) {
+		struct stream *s = &m->s[t];
+		s->ahead = a;
+		s->ai = t;
+		if (!s->done && s->next_buf < s->end_buf)
+			ahead_ask(s);
+	}
+	return 0;
+fail:
+	free(a->queue);
+	free(a->slots);
+	free(a);
+	return -TK_E_NOMEM;
+}
+
+void xr_merge_work_ahead(struct xr_merge *m)
+{
+	struct xr_ahead *a = m->ahead;
+	struct ahead_slot *sl = NULL;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	while (a->len && !sl) {
+		struct ahead_slot *q = &a->slots[a->queue[a->head]];
+		a->head = (a->head + 1) % a->ns;
+		a->len--;
+		q->queued = 0;
+		if (q->state == AHEAD_ASKED) {
+			q->state = AHEAD_TAKEN;
+			sl = q;
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+	if (!sl)
+		return;
+	xr_expand(a->x, &a->x->bufs[sl->buf], &sl->o);
+	pthread_mutex_lock(&a->lock);
+	sl->state = AHEAD_READY;
+	pthread_cond_broadcast(&a->ready);
+	pthread_mutex_unlock(&a->lock);
+}
+
 void xr_merge_free(struct xr_merge *m)
 {
 	if (!m)
@@ -708,6 +840,15 @@ void xr_merge_free(struct xr_merge *m)
 	xr_stats_finish(m->x);
 	for (size_t t = 0; t < m->ns; t++)
 		xr_out_free(&m->s[t].o);
+	if (m->ahead) {
+		for (size_t t = 0; t < m->ns; t++)
+			xr_out_free(&m->ahead->slots[t].o);
+		pthread_cond_destroy(&m->ahead->ready);
+		pthread_mutex_destroy(&m->ahead->lock);
+		free(m->ahead->slots);
+		free(m->ahead->queue);
+		free(m->ahead);
+	}
 	xr_release_flush(m->x, &m->rel);
 	free(m->s);
 	free(m->win);

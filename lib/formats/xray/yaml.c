@@ -416,6 +416,8 @@ static int yaml_block_work(void *ctx, size_t i)
 	struct yblock *b = &P->slots[i % P->nslots];
 	int rc = 0;
 
+	/* the merge's next buffers first: it is the run's one serial stage */
+	xr_merge_work_ahead(P->m);
 	if (!(b->text = tk_bufs_take(P->texts)))
 		return -TK_E_NOMEM;
 	/* the first record of all follows "records:" on a line of its own */
@@ -459,6 +461,11 @@ static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, siz
 		name_fill(y->names, y->map, id);
 	if (!(P.m = xr_merge_new(x, &rc)))
 		return rc;
+	/* From three threads on, the buffers' expansion leaves the merging thread (a quarter
+	 * of its work): at -j 2 the merge and the formatting already keep both threads busy,
+	 * and each record would cross between the cores twice more */
+	if (rc >= 0 && nt >= 3)
+		rc = xr_merge_ahead(P.m);
 	P.nslots = 2 * (size_t)nt + 2;
 	if (rc >= 0 && (!(P.slots = calloc(P.nslots, sizeof *P.slots)) ||
 			!(P.texts = tk_bufs_new(P.nslots + nt))))

@@ -154,7 +154,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				tk_set_log(hash_log, &h1);
 				int y1 = tk_xray_yaml(x, NULL, &out);
 				size_t len1 = out.len;
-				struct tk_xray_yaml_opts yo = { .sz = sizeof yo, .nthreads = 2,
+				/* (3 threads: the threads' next buffers expanded on the workers) */
+				struct tk_xray_yaml_opts yo = { .sz = sizeof yo,
+								.nthreads = 2 + (size > 3 ? data[3] % 2 : 0),
 								.block_records = 1 + (size > 2 ? data[2] % 8 : 0) };
 				tk_set_log(hash_log, &h2);
 				int y2 = tk_xray_yaml_with(x, NULL, &out, &yo);

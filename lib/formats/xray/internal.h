@@ -66,8 +66,9 @@ void xr_merge_free(struct xr_merge *m);
  * merge still expands any buffer nobody took. FDR logs only: 0 (also when not one), or
  * -TK_E_NOMEM. */
 int xr_merge_ahead(struct xr_merge *m);
-/* On any thread but the merge's, concurrently with it: one asked-for buffer expanded, if
- * any is waiting. */
+/* One asked-for buffer expanded, if any is waiting: on any thread, concurrently with the
+ * merge (the merging thread too, between its calls: the YAML's calling thread runs
+ * blocks while it waits). */
 void xr_merge_work_ahead(struct xr_merge *m);
 
 /* tk_xray_decode_chunks, the calling thread decoding chunks too between its merges when

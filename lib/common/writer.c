@@ -321,7 +321,7 @@ int tk_writer_submit(struct tk_writer *w, struct tk_buf *b)
 		pthread_cond_broadcast(&w->cond);
 	}
 	pthread_mutex_unlock(&w->lock);
-	if (!b->data && !(b->data = malloc(b->cap)))
+	if (!b->data && !(b->data = tk_malloc_huge(b->cap)))   /* (megabytes: huge pages) */
 		err = -TK_E_NOMEM;
 	if (err) {
 		b->err = err;

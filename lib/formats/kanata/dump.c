@@ -154,8 +154,8 @@ static int parse_job(void *ctx, size_t i)
 
 	if (!o->quiet)
 		ro.cmd = o->no_offset ? chunk_cmd_no_offset : chunk_cmd;
-	if (!(k->text = tk_bufs_take(D->texts)) ||
-	    tk_buf_reserve(k->text, o->quiet ? 64 : 3 * k->len) < 0)
+	size_t room = o->quiet ? 64 : 3 * k->len;
+	if (!(k->text = tk_bufs_take_room(D->texts, room)) || tk_buf_reserve(k->text, room) < 0)
 		return -TK_E_NOMEM;
 	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &rc);
 	if (!r)

@@ -2,8 +2,8 @@
  * blocks. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "analysis/prof_internal.h"
 #include "tracekit/internal/util.h"

@@ -331,8 +331,11 @@ static void test_processor_retcomp(void **state)
 	int wrong = 0;
 
 	setup_entries();
-	for (uint64_t seed = 4; seed < 64 && (parted < 6 || !wrong); seed++)
+	uint64_t seed = 4;
+	for (; seed < 256 && (parted < 6 || !wrong); seed++)
 		processor_stream(seed, &parted, &wrong);
+	print_message("processor_retcomp: seeds 4-%llu, %llu returns parted, libipt wrong in %d\n",
+		      (unsigned long long)seed - 1, (unsigned long long)parted, wrong);
 	assert_true(parted >= 6 && wrong > 0);
 }
 

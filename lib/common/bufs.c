@@ -70,11 +70,14 @@ struct tk_buf *tk_bufs_take_room(struct tk_bufs *p, size_t bytes)
 	 * where a chunk's megabytes of text faulted in page by page were most of what the
 	 * dumps' -j 2 spent over -j 1 (XRay's: 5,800 faults) */
 	char *m = tk_malloc_huge(bytes);
-	if (!m)
-		return b;   /* (tk_buf_reserve says it) */
-	free(b->data);
-	b->data = m;
-	b->cap = bytes;
+	if (m) {
+		free(b->data);
+		b->data = m;
+		b->cap = bytes;
+	} else if (tk_buf_reserve(b, bytes) < 0) {
+		tk_bufs_give(p, b);
+		return NULL;
+	}
 	return b;
 }
 

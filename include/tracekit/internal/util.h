@@ -43,7 +43,8 @@ int tk_writer_stop(struct tk_writer *w);
 struct tk_bufs;
 struct tk_bufs *tk_bufs_new(size_t most);
 struct tk_buf *tk_bufs_take(struct tk_bufs *p);
-/* The same, with room for BYTES (made on huge pages from 1 MiB): for a chunk's text. */
+/* The same, with room for BYTES (made on huge pages from 1 MiB): for a chunk's text. NULL
+ * without memory for it. */
 struct tk_buf *tk_bufs_take_room(struct tk_bufs *p, size_t bytes);
 void tk_bufs_give(struct tk_bufs *p, struct tk_buf *b);
 void tk_bufs_free(struct tk_bufs *p);

@@ -614,8 +614,7 @@ static int pchunk_walk(void *ctx, size_t i)
 	int err = 0, rc = 0;
 	size_t next = i + 1;
 
-	size_t room = o->quiet ? 256 : 16 * D->chunk;
-	if (!(t = c->text = tk_bufs_take_room(D->texts, room)) || tk_buf_reserve(t, room) < 0)
+	if (!(t = c->text = tk_bufs_take_room(D->texts, o->quiet ? 256 : 16 * D->chunk)))
 		return -TK_E_NOMEM;
 	struct tk_ipt_pkt_opts po = pkt_opts(o);
 	struct tk_ipt_pkt_decoder *dec = tk_ipt_pkt_decoder_new(D->buf, D->len, &po, &err);

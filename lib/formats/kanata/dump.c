@@ -154,8 +154,7 @@ static int parse_job(void *ctx, size_t i)
 
 	if (!o->quiet)
 		ro.cmd = o->no_offset ? chunk_cmd_no_offset : chunk_cmd;
-	size_t room = o->quiet ? 64 : 3 * k->len;
-	if (!(k->text = tk_bufs_take_room(D->texts, room)) || tk_buf_reserve(k->text, room) < 0)
+	if (!(k->text = tk_bufs_take_room(D->texts, o->quiet ? 64 : 3 * k->len)))
 		return -TK_E_NOMEM;
 	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &rc);
 	if (!r)

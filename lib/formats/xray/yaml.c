@@ -838,8 +838,8 @@ static int xchunk_walk(void *ctx, size_t i)
 	size_t next = i + 1;
 	int rc;
 
-	size_t room = 8 * (X->starts[next < X->nch ? next : i] - X->starts[i]) + 4096;
-	if (!(k->text = tk_bufs_take_room(X->texts, room)) || tk_buf_reserve(k->text, room) < 0)
+	if (!(k->text = tk_bufs_take_room(X->texts, 8 * (X->starts[next < X->nch ? next : i] -
+							 X->starts[i]) + 4096)))
 		return -TK_E_NOMEM;
 	k->d = (struct xd){ .out = k->text, .gaps = &k->gaps, .no_offset = X->no_offset, .keep = 1 };
 	c.off = X->starts[i];

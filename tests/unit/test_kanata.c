@@ -1034,6 +1034,54 @@ static size_t compare_decode(const char *p, size_t n, const size_t *chunks, size
 	return events;
 }
 
+/* The planning's seams read with pread (kn_line_seam_in) are the mapping's
+ * (kn_line_seam_by) at every position and chunk size: short lines, lines longer than the
+ * pread's 512 bytes, a last line without its newline. */
+size_t kn_line_seam_by(const char *data, size_t len, size_t pos, size_t bytes);
+size_t kn_line_seam_in(const struct tk_input *in, const char *data, size_t len, size_t pos,
+		       size_t bytes);
+
+static void test_seams_read_as_mapped(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/tk_kanata_seam_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 4096);
+	tk_buf_printf(&b, "Kanata\t0004\nC=\t0\n");
+	for (int i = 0; i < 60; i++) {
+		size_t label = i % 7 == 3 ? 700 + (size_t)i * 13 : (size_t)(i % 5) * 9;
+		tk_buf_printf(&b, "I\t%d\t%d\t0\nL\t%d\t0\t", i, i, i);
+		for (size_t k = 0; k < label; k++)
+			tk_buf_putc(&b, (char)('a' + k % 26));
+		tk_buf_printf(&b, "\nC\t1\n");
+	}
+	tk_buf_printf(&b, "R\t0\t0\t0");   /* (no newline at the end) */
+	assert_int_equal(write(fd, b.data, b.len), (long)b.len);
+	close(fd);
+
+	struct tk_input *in;
+	const uint8_t *data;
+	size_t len;
+	assert_int_equal(tk_input_open(&in, path, NULL), 0);
+	assert_int_equal(tk_input_map(in, &data, &len), 0);
+	assert_int_equal(len, b.len);
+	const size_t sizes[] = { 1, 5, 64, 511, 512, 513, 1000, 4096 };
+	size_t long_seams = 0;
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+		for (size_t pos = 0; pos < len; pos++) {
+			size_t want = kn_line_seam_by((const char *)data, len, pos, sizes[s]);
+			assert_int_equal(kn_line_seam_in(in, (const char *)data, len, pos, sizes[s]), want);
+			size_t end = pos + sizes[s];
+			long_seams += end < len && want - end > 512;
+		}
+	assert_true(long_seams > 0);   /* (the fallback to the mapping was taken) */
+	tk_input_free(in);
+	unlink(path);
+	tk_buf_free(&b);
+}
+
 static void test_parallel_decode(void **state)
 {
 	(void)state;
@@ -1172,6 +1220,7 @@ int main(void)
 		cmocka_unit_test(test_parallel_equals_serial),
 		cmocka_unit_test(test_parallel_keeps_all_diags),
 		cmocka_unit_test(test_parallel_decode),
+		cmocka_unit_test(test_seams_read_as_mapped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -275,7 +275,7 @@ static int dump_parallel(struct tk_input *in, const char *data, size_t len, size
 		return -TK_E_NOMEM;
 	}
 	for (size_t pos = 0; pos < len; D.nch++) {
-		size_t end = kn_line_seam_by(data, len, pos, chunk);
+		size_t end = kn_line_seam_in(in, data, len, pos, chunk);
 		D.ch[D.nch].start = pos;
 		D.ch[D.nch].len = end - pos;
 		pos = end;

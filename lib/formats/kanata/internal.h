@@ -160,6 +160,8 @@ void kn_reader_chunk_delta_sum(struct tk_kanata_reader *r, int64_t sum);
  * (FINAL: the last; every event of the piece is delivered before it returns). */
 size_t kn_line_seam(const char *data, size_t len, size_t pos);
 size_t kn_line_seam_by(const char *data, size_t len, size_t pos, size_t bytes);
+size_t kn_line_seam_in(const struct tk_input *in, const char *data, size_t len, size_t pos,
+		       size_t bytes);
 int kn_decoder_feed(struct tk_kanata_decoder *d, const char *p, size_t n, int final);
 /* IN decoded in order (tk_kanata_decode at -j 1). */
 int kn_decoder_read(struct tk_kanata_decoder *d, struct tk_input *in);

@@ -315,6 +315,11 @@ struct tk_ipt_dump_opts {
 	int no_pad, no_timing;   /* PAD lines, timing packets' lines left out */
 	/* the timing parameters (ptdump's --mtc-freq, --nom-freq, --cpuid-0x15.eax/ebx) */
 	uint32_t mtc_freq, nom_freq, cpuid_15_eax, cpuid_15_ebx;
+	/* Non-NULL: the file BUF was mapped from, BUF at offset in_offset of it: the split at
+	 * PSBs reads what its searches need with tk_input_pread rather than touching the
+	 * mapping on the calling thread (as tk_ipt_flow_opts.in). */
+	const struct tk_input *in;
+	uint64_t in_offset;
 };
 
 /* Print BUF one packet per line in ptdump's layout to OUT. Decoding starts at the first

@@ -108,11 +108,14 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 			   struct tk_gap_stats *gaps);
 /* The same, RELEASE_READ: PT lies in the input file's mapping, its pages given back as the
  * dump goes; ERRATA: the processor's (enum tk_ipt_erratum); TIMING: the timing parameters
- * for the time columns (a perf session's, perf.data's filled in; NULL: the options'). */
+ * for the time columns (a perf session's, perf.data's filled in; NULL: the options'); FO
+ * (NULL: none): the stream's flow options, for where it lies in the input file. */
 struct tk_perf_session_opts;
+struct tk_ipt_flow_opts;
 int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const uint8_t *pt,
 			      size_t n, int release_read, uint32_t errata,
-			      const struct tk_perf_session_opts *timing, struct tk_progress *prog,
+			      const struct tk_perf_session_opts *timing,
+			      const struct tk_ipt_flow_opts *fo, struct tk_progress *prog,
 			      struct tk_buf *out, struct tk_gap_stats *gaps);
 unsigned tk_cmd_text_flags(const struct tk_cmd *c);
 int tk_cmd_reencode(const struct tk_cmd *c, const char *file, const struct tk_image *img,

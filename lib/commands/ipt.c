@@ -100,12 +100,13 @@ int tk_cmd_ipt_dump_stream(const struct tk_cmd *c, const char *file, const uint8
 			   size_t n, struct tk_progress *prog, struct tk_buf *out,
 			   struct tk_gap_stats *gaps)
 {
-	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, 0, NULL, prog, out, gaps);
+	return tk_cmd_ipt_dump_stream_in(c, file, pt, n, 0, 0, NULL, NULL, prog, out, gaps);
 }
 
 int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const uint8_t *pt,
 			      size_t n, int release_read, uint32_t errata,
-			      const struct tk_perf_session_opts *timing, struct tk_progress *prog,
+			      const struct tk_perf_session_opts *timing,
+			      const struct tk_ipt_flow_opts *fo, struct tk_progress *prog,
 			      struct tk_buf *out, struct tk_gap_stats *gaps)
 {
 	const struct tk_cmd_opts *o = c->o;
@@ -124,6 +125,7 @@ int tk_cmd_ipt_dump_stream_in(const struct tk_cmd *c, const char *file, const ui
 		.nom_freq = timing ? timing->nom_freq : (uint32_t)o->nom_freq,
 		.cpuid_15_eax = timing ? timing->cpuid_15_eax : (uint32_t)o->cpuid_15_eax,
 		.cpuid_15_ebx = timing ? timing->cpuid_15_ebx : (uint32_t)o->cpuid_15_ebx,
+		.in = fo ? fo->in : NULL, .in_offset = fo ? fo->in_offset : 0,
 	};
 
 	return tk_ipt_dump(pt, n, &d, out, gaps);
@@ -162,8 +164,10 @@ static int dump(const struct tk_cmd *c, const char *file, struct tk_input *in,
 	for (size_t i = 0; i < x.n && rc >= 0; i++) {
 		tk_perf_session_stream_header(&out, &x, i);
 		int release = mapped && x.s[i].data >= map && x.s[i].data + x.s[i].len <= map + maplen;
+		struct tk_ipt_flow_opts fo;   /* (where the stream lies in the file) */
+		tk_perf_session_flow_opts(&x, i, &fo);
 		rc = tk_cmd_ipt_dump_stream_in(c, file, x.s[i].data, x.s[i].len, release, x.errata,
-					       &x.o, &prog, &out, &gaps);
+					       &x.o, &fo, &prog, &out, &gaps);
 	}
 	tk_progress_finish(&prog);
 	int st = c->out_close(&out);

@@ -720,21 +720,21 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 	struct pdump D = { .buf = buf, .len = len, .chunk = chunk, .o = o, .prog = prog,
 			   .gaps = gaps, .out = out, .base = prog ? prog->done : 0,
 			   .release = release_read(o) };
-	int64_t n = tk_ipt_split(buf, len, chunk, NULL, 0);
+	const struct tk_input *in = o->sz >= offsetof(struct tk_ipt_dump_opts, in_offset) +
+					      sizeof o->in_offset ? o->in : NULL;
+	int64_t n = ipt_split_starts(in, in ? o->in_offset : 0, buf, len, chunk, &D.offs);
 	int rc = 0;
 
 	*done = 0;
-	if (n < 2)
-		return 0;
-	D.n = (size_t)n;
-	D.offs = malloc(D.n * sizeof *D.offs);
-	D.ch = calloc(D.n, sizeof *D.ch);
-	if (!D.offs || !D.ch) {
+	if (n < 2) {
 		free(D.offs);
-		free(D.ch);
+		return n < 0 ? (int)n : 0;
+	}
+	D.n = (size_t)n;
+	if (!(D.ch = calloc(D.n, sizeof *D.ch))) {
+		free(D.offs);
 		return -TK_E_NOMEM;
 	}
-	tk_ipt_split(buf, len, chunk, D.offs, D.n);
 	/* a chunk's text waits in memory for its turn: PSBs far apart are dumped in order,
 	 * which writes as it goes */
 	for (size_t i = 0; i < D.n; i++)

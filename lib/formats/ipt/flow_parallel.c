@@ -200,86 +200,22 @@ static size_t merge_breaks(const uint8_t *buf, size_t len, const uint64_t *offs,
 	return m;
 }
 
-/* ---- the PSB split read with pread (tk_ipt_flow_opts.in) ---------------------------- */
-#define PSB_WINDOW ((size_t)8 << 10)
-
-/* tk_ipt_psb_find(BUF, LEN, FROM) with BUF's bytes read from IN at OFF on, a window at a
- * time. A window starts 8-aligned in BUF, so its words are the ones the search over BUF
- * looks at, and its answer is that search's when the PSB's run of 02 82 ends inside it
- * (or the window reaches LEN); a PSB whose run reaches the window's end gives -1, as does a
- * read that fails: the caller looks in the mapping. */
-static int psb_find_read(const struct tk_input *in, uint64_t off, size_t len, size_t from,
-			 size_t *psb)
-{
-	uint8_t w[PSB_WINDOW];
-	size_t w0 = from & ~(size_t)7;
-
-	while (w0 < len) {
-		size_t n = len - w0 < PSB_WINDOW ? len - w0 : PSB_WINDOW, s;
-		if (tk_input_pread(in, w, n, off + w0) != (long)n)
-			return -1;
-		if (tk_ipt_psb_find(w, n, from > w0 ? from - w0 : 0, &s) == 0) {
-			if (w0 + n < len && s + TK_IPT_PSB_SIZE + 2 > n)
-				return -1;
-			*psb = w0 + s;
-			return 0;
-		}
-		if (w0 + n == len)
-			break;
-		w0 += n - 32;   /* a PSB across the window's end is whole in the next */
-	}
-	return -TK_E_NOSYNC;
-}
-
 /* tk_ipt_split(BUF, LEN, CHUNK, OFFSETS, MAX), reading through O's input where it can. */
 static int64_t split(const struct tk_ipt_flow_opts *o, const uint8_t *buf, size_t len,
 		     size_t chunk, uint64_t *offsets, size_t max)
 {
 	const struct tk_input *in = o->sz >= offsetof(struct tk_ipt_flow_opts, in_offset) +
 					      sizeof o->in_offset ? o->in : NULL;
-	uint8_t head[TK_IPT_PSB_SIZE];
-	size_t pos = 0, s;
-	int64_t n = 0;
 
-	/* the file's bytes must be BUF's: a copy read in (a pipe, decompressed) has none */
-	if (in && (len < sizeof head ||
-		   tk_input_pread(in, head, sizeof head, o->in_offset) != (long)sizeof head ||
-		   memcmp(head, buf, sizeof head) != 0))
-		in = NULL;
-	if (!in || !buf)
-		return tk_ipt_split(buf, len, chunk, offsets, max);
-	if (chunk < TK_IPT_PSB_SIZE)
-		chunk = TK_IPT_PSB_SIZE;
-	while (pos < len) {
-		int r = psb_find_read(in, o->in_offset, len, pos, &s);
-		if (r == -1)
-			r = tk_ipt_psb_find(buf, len, pos, &s);
-		if (r < 0)
-			break;
-		if ((size_t)n < max && offsets)
-			offsets[n] = s;
-		n++;
-		pos = s + chunk;
-	}
-	return n;
+	return ipt_split_read(in, in ? o->in_offset : 0, buf, len, chunk, offsets, max);
 }
-
-/* At least as many as the starts of tk_ipt_split's: they lie at least CHUNK bytes apart. */
-static size_t split_max(size_t len, size_t chunk)
-{
-	return len / (chunk < TK_IPT_PSB_SIZE ? TK_IPT_PSB_SIZE : chunk) + 1;
-}
-
-/* Up to this many, room is made for the bound rather than a counting scan (past it, tiny
- * chunks of a long trace would reserve far more than they use). */
-#define ROOM_BOUND_MAX ((size_t)1 << 16)
 
 int64_t tk_ipt_flow_chunks_room(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o)
 {
-	size_t bound = split_max(len, o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK) +
+	size_t bound = ipt_split_max(len, o->chunk_bytes ? o->chunk_bytes : TK_IPT_FLOW_CHUNK) +
 		       (has_breaks(o) ? o->nbreaks : 0);
 
-	return bound <= ROOM_BOUND_MAX ? (int64_t)bound : tk_ipt_flow_chunks(buf, len, o, NULL, 0);
+	return bound <= IPT_ROOM_BOUND_MAX ? (int64_t)bound : tk_ipt_flow_chunks(buf, len, o, NULL, 0);
 }
 
 int64_t tk_ipt_flow_chunks(const uint8_t *buf, size_t len, const struct tk_ipt_flow_opts *o,
@@ -381,15 +317,11 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	nthreads = o->nthreads ? o->nthreads : tk_cpu_count();
 	/* room for every start: one scan (a branch trace's timeline plans a part at a time on
 	 * the calling thread) */
-	size_t room = split_max(len, chunk);
-	if (room > ROOM_BOUND_MAX) {
-		n = split(o, buf, len, chunk, NULL, 0);
-		room = n > 0 ? (size_t)n : 0;
-	}
-	if (room && !(r.offs = malloc(room * sizeof(*r.offs))))
-		return -TK_E_NOMEM;
-	n = room ? split(o, buf, len, chunk, r.offs, room) : 0;
-	if (n <= 0) {
+	const struct tk_input *in = o->sz >= offsetof(struct tk_ipt_flow_opts, in_offset) +
+					      sizeof o->in_offset ? o->in : NULL;
+	if ((n = ipt_split_starts(in, in ? o->in_offset : 0, buf, len, chunk, &r.offs)) < 0)
+		return (int)n;
+	if (n == 0) {
 		free(r.offs);
 		if (len)
 			tk_gap_stats_add(&st->gaps, 0, len);

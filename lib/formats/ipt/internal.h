@@ -28,6 +28,21 @@ int tk_ipt_decode_one(const uint8_t *buf, size_t len, size_t pos, struct tk_ipt_
 
 /* First PSB starting at or after FROM (libipt's run-end rule). 0 or -TK_E_NOSYNC. */
 int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb);
+/* tk_ipt_split with the searches' bytes read by pread from IN, BUF at IN_OFFSET of its file
+ * (IN NULL, or BUF not the file's bytes: through BUF), where a page's first touch costs
+ * more than reading a few KiB. */
+struct tk_input;
+int64_t ipt_split_read(const struct tk_input *in, uint64_t in_offset, const uint8_t *buf,
+		       size_t len, size_t chunk, uint64_t *offsets, size_t max);
+/* At least as many as the starts of tk_ipt_split's: they lie at least CHUNK bytes apart. */
+size_t ipt_split_max(size_t len, size_t chunk);
+/* Up to this many, room is made for the bound rather than a counting scan (past it, tiny
+ * chunks of a long trace would reserve far more than they use). */
+#define IPT_ROOM_BOUND_MAX ((size_t)1 << 16)
+/* ipt_split_read's starts into *OFFS (malloc'ed; NULL when none), made room for in one
+ * scan while the bound is small: their number, or -TK_E_NOMEM. */
+int64_t ipt_split_starts(const struct tk_input *in, uint64_t in_offset, const uint8_t *buf,
+			 size_t len, size_t chunk, uint64_t **offs);
 
 /* After a decode error at D's position (*AT): move to the next PSB. *SKIPPED: the bytes up
  * to it, or to END without one; 0 when it starts before *AT (a bad packet ate its first

@@ -551,6 +551,98 @@ int64_t tk_ipt_split(const uint8_t *buf, size_t len, size_t chunk_bytes, uint64_
 	return n;
 }
 
+/* ---- the PSB split read with pread ------------------------------------------------- */
+#define PSB_WINDOW ((size_t)8 << 10)
+
+/* tk_ipt_psb_find(BUF, LEN, FROM) with BUF's bytes read from IN at OFF on, a window at a
+ * time. A window starts 8-aligned in BUF, so its words are the ones the search over BUF
+ * looks at, and its answer is that search's when the PSB's run of 02 82 ends inside it
+ * (or the window reaches LEN); a PSB whose run reaches the window's end gives -1, as does a
+ * read that fails: the caller looks in the mapping. */
+static int psb_find_read(const struct tk_input *in, uint64_t off, size_t len, size_t from,
+			 size_t *psb)
+{
+	uint8_t w[PSB_WINDOW];
+	size_t w0 = from & ~(size_t)7;
+
+	while (w0 < len) {
+		size_t n = len - w0 < PSB_WINDOW ? len - w0 : PSB_WINDOW, s;
+		if (tk_input_pread(in, w, n, off + w0) != (long)n)
+			return -1;
+		if (tk_ipt_psb_find(w, n, from > w0 ? from - w0 : 0, &s) == 0) {
+			if (w0 + n < len && s + TK_IPT_PSB_SIZE + 2 > n)
+				return -1;
+			*psb = w0 + s;
+			return 0;
+		}
+		if (w0 + n == len)
+			break;
+		w0 += n - 32;   /* a PSB across the window's end is whole in the next */
+	}
+	return -TK_E_NOSYNC;
+}
+
+/* tk_ipt_split(BUF, LEN, CHUNK, OFFSETS, MAX) with its searches' bytes read from IN, where
+ * BUF lies at IN_OFFSET of IN's file (NULL, or bytes not the file's: the mapping is read):
+ * through a mapping, each chunk's start is a first touch of the trace on the calling
+ * thread, before any chunk is decoded (a fault of 12-130 us on this project's VMs). */
+int64_t ipt_split_read(const struct tk_input *in, uint64_t in_offset, const uint8_t *buf,
+		       size_t len, size_t chunk, uint64_t *offsets, size_t max)
+{
+	uint8_t head[TK_IPT_PSB_SIZE];
+	size_t pos = 0, s;
+	int64_t n = 0;
+
+	/* the file's bytes must be BUF's: a copy read in (a pipe, decompressed) has none */
+	if (in && (!buf || len < sizeof head ||
+		   tk_input_pread(in, head, sizeof head, in_offset) != (long)sizeof head ||
+		   memcmp(head, buf, sizeof head) != 0))
+		in = NULL;
+	if (!in || !buf)
+		return tk_ipt_split(buf, len, chunk, offsets, max);
+	if (chunk < TK_IPT_PSB_SIZE)
+		chunk = TK_IPT_PSB_SIZE;
+	while (pos < len) {
+		int r = psb_find_read(in, in_offset, len, pos, &s);
+		if (r == -1)
+			r = tk_ipt_psb_find(buf, len, pos, &s);
+		if (r < 0)
+			break;
+		if ((size_t)n < max && offsets)
+			offsets[n] = s;
+		n++;
+		pos = s + chunk;
+	}
+	return n;
+}
+
+size_t ipt_split_max(size_t len, size_t chunk)
+{
+	return len / (chunk < TK_IPT_PSB_SIZE ? TK_IPT_PSB_SIZE : chunk) + 1;
+}
+
+int64_t ipt_split_starts(const struct tk_input *in, uint64_t in_offset, const uint8_t *buf,
+			 size_t len, size_t chunk, uint64_t **offs)
+{
+	size_t room = ipt_split_max(len, chunk);
+	int64_t n;
+
+	*offs = NULL;
+	if (room > IPT_ROOM_BOUND_MAX) {
+		n = ipt_split_read(in, in_offset, buf, len, chunk, NULL, 0);
+		room = n > 0 ? (size_t)n : 0;
+	}
+	if (!room)
+		return 0;
+	if (!(*offs = malloc(room * sizeof **offs)))
+		return -TK_E_NOMEM;
+	if ((n = ipt_split_read(in, in_offset, buf, len, chunk, *offs, room)) <= 0) {
+		free(*offs);
+		*offs = NULL;
+	}
+	return n;
+}
+
 /* ---- last IP ------------------------------------------------------------------------ */
 
 int tk_ipt_last_ip_update(struct tk_ipt_last_ip *l, const struct tk_ipt_packet *pkt)

@@ -1034,6 +1034,57 @@ static size_t compare_decode(const char *p, size_t n, const size_t *chunks, size
 	return events;
 }
 
+/* Ids far from 0 (a log whose numbering starts at 200,000,000): a chunk's reader holds its
+ * set of begun ids from its first id on, not from 0 (32 MiB zeroed per chunk: report -j 2
+ * of such a log took 13 times as long as -j 1); an id below the chunk's first is neither
+ * taken as seen nor lost; -j 2 equals -j 1 at every split. */
+struct tk_kanata_reader;
+void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle, uint64_t line_base,
+			   uint64_t byte_base);
+int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id);
+size_t kn_reader_seen_words(const struct tk_kanata_reader *r);
+
+static void test_parallel_far_ids(void **state)
+{
+	(void)state;
+	const long long base = 200000000;
+	struct tk_buf b;
+	tk_buf_init(&b, -1, 4096);
+	tk_buf_printf(&b, "Kanata\t0004\nC=\t0\n");
+	for (int i = 0; i < 2000; i++) {
+		/* two threads whose ids interleave out of order: every eighth pair swapped */
+		long long id = base + (i % 8 == 6 ? i + 1 : i % 8 == 7 ? i - 1 : i);
+		tk_buf_printf(&b, "I\t%lld\t%d\t%d\nS\t%lld\t0\tF\n", id, i, i % 2, id);
+		if (i >= 5) {
+			long long r = base + (i - 5);
+			tk_buf_printf(&b, "E\t%lld\t0\tF\nR\t%lld\t%d\t0\n", r, r, i - 5);
+		}
+		if (i == 1500)   /* an id begun twice in one chunk */
+			tk_buf_printf(&b, "I\t%lld\t9999\t0\n", id);
+		tk_buf_printf(&b, "C\t1\n");
+	}
+	static const size_t cuts[] = { 700, 4096, 30000 };
+	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++)
+		assert_int_equal(compare_parallel(b.data, b.len, cuts[i]), 0);
+
+	/* a chunk's reader alone */
+	int err;
+	struct tk_kanata_reader_opts ro = { .sz = sizeof ro, .semantic = 1 };
+	struct tk_kanata_reader *r = tk_kanata_reader_new(&ro, &err);
+	assert_non_null(r);
+	kn_reader_chunk_begin(r, 0, 0, 0, 0);
+	static const char lines[] = "I\t200000100\t0\t0\nI\t200000300\t1\t0\nI\t199999000\t2\t0\n";
+	assert_int_equal(tk_kanata_reader_feed(r, lines, sizeof lines - 1, 0), 0);
+	assert_true(kn_reader_seen(r, 200000100) && kn_reader_seen(r, 200000300) &&
+		    kn_reader_seen(r, 199999000));
+	assert_false(kn_reader_seen(r, 200000099) || kn_reader_seen(r, 199998999) ||
+		     kn_reader_seen(r, 5));
+	print_message("a chunk's set of ids: %zu words\n", kn_reader_seen_words(r));
+	assert_true(kn_reader_seen_words(r) <= 128);   /* (from 0: 4,194,304) */
+	tk_kanata_reader_free(r);
+	tk_buf_free(&b);
+}
+
 /* The planning's seams read with pread (kn_line_seam_in) are the mapping's
  * (kn_line_seam_by) at every position and chunk size: short lines, lines longer than the
  * pread's 512 bytes, a last line without its newline. */
@@ -1221,6 +1272,7 @@ int main(void)
 		cmocka_unit_test(test_parallel_keeps_all_diags),
 		cmocka_unit_test(test_parallel_decode),
 		cmocka_unit_test(test_seams_read_as_mapped),
+		cmocka_unit_test(test_parallel_far_ids),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,6 +98,8 @@ uint64_t kn_reader_lines(const struct tk_kanata_reader *r);
 void kn_reader_state(const struct tk_kanata_reader *r, struct kn_state *st);
 const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *n);
 int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id);
+/* The words R's set of begun ids holds (what it costs in memory: 8 bytes each). */
+size_t kn_reader_seen_words(const struct tk_kanata_reader *r);
 /* Whether G has seen any id that chunk C began. */
 int kn_reader_seen_any(const struct tk_kanata_reader *g, const struct tk_kanata_reader *c);
 int kn_reader_merge_names(struct tk_kanata_reader *g, const struct tk_kanata_reader *c,

@@ -65,6 +65,10 @@ struct tk_kanata_reader {
 	uint64_t *seen;
 	size_t seen_words;
 	int64_t seen_base;
+	/* a chunk's reader: ids below seen_base are not seen (the earlier chunks' are not its
+	 * own) and the set starts at its first id, where from 0 it zeroed a bitset as large as
+	 * the ids before it (for a late chunk of a long log, hundreds of KiB a chunk) */
+	int seen_floor;
 };
 
 const char *tk_kanata_diag_name(enum tk_kanata_diag_code code)
@@ -461,22 +465,54 @@ static void insn_del(struct tk_kanata_reader *r, struct kn_insn *in)
 static int seen_get(const struct tk_kanata_reader *r, int64_t id)
 {
 	if (id < r->seen_base)
-		return 1;
+		return !r->seen_floor;
 	uint64_t bit = (uint64_t)(id - r->seen_base);
 	if (bit / 64 >= r->seen_words)
 		return 0;
 	return (int)(r->seen[bit / 64] >> (bit % 64) & 1);
 }
 
+/* A chunk's set (seen_floor) made to begin at ID's word or below: it starts there, or its
+ * words move up. As from 0, an id too far for the set (beyond KN_SEEN_WORDS_MAX words of
+ * 0) is refused. */
+static int seen_lower(struct tk_kanata_reader *r, int64_t id)
+{
+	int64_t base = id & ~(int64_t)63;
+	if ((uint64_t)id / 64 > KN_SEEN_WORDS_MAX)
+		return -TK_E_LIMIT;
+	if (!r->seen_words) {
+		r->seen_base = base;
+		return 0;
+	}
+	size_t up = (size_t)((r->seen_base - base) / 64), nw = r->seen_words;
+	while (nw < r->seen_words + up)
+		nw *= 2;
+	uint64_t *p = realloc(r->seen, nw * 8);
+	if (!p)
+		return -TK_E_NOMEM;
+	memmove(p + up, p, r->seen_words * 8);
+	memset(p, 0, up * 8);
+	memset(p + up + r->seen_words, 0, (nw - up - r->seen_words) * 8);
+	r->seen = p;
+	r->seen_words = nw;
+	r->seen_base = base;
+	return 0;
+}
+
 static int seen_set(struct tk_kanata_reader *r, int64_t id)
 {
+	if (r->seen_floor && (id < r->seen_base || !r->seen_words)) {
+		int rc = seen_lower(r, id);
+		if (rc < 0)
+			return rc;
+	}
 	uint64_t bit = (uint64_t)(id - r->seen_base);
 	size_t w = bit / 64;
 
 	if (w >= r->seen_words) {
 		/* drop leading words whose ids are all seen first, then grow */
 		size_t full = 0;
-		while (full < r->seen_words && r->seen[full] == UINT64_MAX)
+		while (!r->seen_floor && full < r->seen_words && r->seen[full] == UINT64_MAX)
 			full++;
 		if (full) {
 			memmove(r->seen, r->seen + full, (r->seen_words - full) * 8);
@@ -486,7 +522,7 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 			w -= full;
 		}
 		if (w >= r->seen_words) {
-			if (w > KN_SEEN_WORDS_MAX)
+			if (w > KN_SEEN_WORDS_MAX || (r->seen_floor && (uint64_t)id / 64 > KN_SEEN_WORDS_MAX))
 				return -TK_E_LIMIT;
 			size_t nw = r->seen_words ? r->seen_words : 64;
 			while (nw <= w)
@@ -513,8 +549,14 @@ static uint64_t bits_in(size_t w, uint64_t lo, uint64_t hi)
 /* Whether any id of [a, a + n) was begun (ids are not negative), a word at a time. */
 static int seen_any(const struct tk_kanata_reader *r, int64_t a, uint64_t n)
 {
-	if (a < r->seen_base)
+	if (a < r->seen_base && !r->seen_floor)
 		return 1;
+	if (a < r->seen_base) {
+		if ((uint64_t)(r->seen_base - a) >= n)
+			return 0;
+		n -= (uint64_t)(r->seen_base - a);
+		a = r->seen_base;
+	}
 	uint64_t lo = (uint64_t)(a - r->seen_base), hi = lo + n;
 	if (hi > (uint64_t)r->seen_words * 64)
 		hi = (uint64_t)r->seen_words * 64;
@@ -528,7 +570,9 @@ static int seen_any(const struct tk_kanata_reader *r, int64_t a, uint64_t n)
  * word at a time. */
 static int seen_set_range(struct tk_kanata_reader *r, int64_t a, uint64_t n)
 {
-	int rc = seen_set(r, a + (int64_t)n - 1);
+	int rc = r->seen_floor ? seen_set(r, a) : 0;   /* (a chunk's set reaches down to A) */
+	if (rc >= 0)
+		rc = seen_set(r, a + (int64_t)n - 1);
 	if (rc < 0)
 		return rc;
 	if (a < r->seen_base) {     /* slid past: those are set */
@@ -1198,6 +1242,7 @@ void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle,
 			   uint64_t byte_base)
 {
 	r->chunk = 1;
+	r->seen_floor |= !r->seen_words;   /* (a set begun already keeps its meaning) */
 	r->n.lines = line_base;
 	r->n.bytes = byte_base;
 	if (!first) {
@@ -1270,6 +1315,11 @@ const struct kn_frag *kn_reader_frags(const struct tk_kanata_reader *r, size_t *
 int kn_reader_seen(const struct tk_kanata_reader *r, int64_t id)
 {
 	return (id >= 0 && seen_get(r, id)) || find_live(r, id);
+}
+
+size_t kn_reader_seen_words(const struct tk_kanata_reader *r)
+{
+	return r->seen_words;
 }
 
 int kn_reader_seen_any(const struct tk_kanata_reader *g, const struct tk_kanata_reader *c)

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """A Kanata log whose instructions stay in flight for tens of cycles (a 48-entry ROB per
 thread, 2 simulated threads): every chunk seam cuts through ~100 live instructions.
-usage: kanata-inflight.py MBYTES OUT [SEED]"""
+FIRST_ID numbers the instructions from there (a simulator's sequence numbers seldom start
+at 0: a chunk's state must not grow with them).
+usage: kanata-inflight.py MBYTES OUT [SEED [FIRST_ID]]"""
 import random, sys
 
 mb, out = int(sys.argv[1]), sys.argv[2]
 rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+first_id = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 ROB, WIDTH = 48, 2
 STAGES = ("F", "Dc", "Rn", "Ds", "Is", "Cm")
 pending = {}   # cycle -> lines
@@ -14,7 +17,7 @@ def at(c, line):
 
 with open(out, "w", buffering=1 << 20) as f:
     f.write("Kanata\t0004\nC=\t0\n")
-    cyc, nid, rid = 0, 0, 0
+    cyc, nid, rid = 0, first_id, 0
     live = {0: [], 1: []}          # per thread: [(id, retire cycle)]
     last_retire = {0: 0, 1: 0}
     limit = mb * 1000000

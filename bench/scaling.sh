@@ -27,7 +27,9 @@
 # of the same inputs; ipt-tl on the walk), kanata-report (report of the Kanata log: the
 # decoder's chunks parsed at once, their events merged into the report), kanata-gz,
 # kanata-report-gz (stats and report of the Kanata log gzipped: their chunks read off the
-# stream in turn by their jobs), ipt-prof (profile of the walk: its call tree
+# stream in turn by their jobs), kanata-far (report of a log of the same shape whose
+# instructions are numbered from 200,000,000, as a simulator's sequence numbers may be: a
+# chunk's state must not grow with the ids before it), ipt-prof (profile of the walk: its call tree
 # is built on the main thread), llvm-walk (decode --stat of the same walk over libc and
 # libLLVM, as bench/ipt-flow.sh's llvm-walk), llvm-prof (profile of libLLVM's O2 pipeline as
 # bench/ipt-flow.sh records it: run that first, its recording is reused), and btrace-prof,
@@ -81,6 +83,9 @@ make_xray_basic() {
 }
 make_kanata() {
 	[ -s inflight.log ] || python3 "$SRC/bench/kanata-inflight.py" 151 inflight.log
+}
+make_kanata_far() {
+	[ -s farids.log ] || python3 "$SRC/bench/kanata-inflight.py" 151 farids.log 1 200000000
 }
 make_kanata_gz() {
 	make_kanata
@@ -290,6 +295,7 @@ for c in $CASES; do
 	ipt-dump) make_ipt; ROW_HALVES=1 row ipt-dump "$TK" dump -j @J -o /dev/null walk.pt ;;
 	kanata-tl) make_kanata; ROW_HALVES=1 row kanata-tl "$TK" convert --to perfetto -j @J -o /dev/null inflight.log ;;
 	kanata-report) make_kanata; ROW_HALVES=1 row kanata-report "$TK" report -j @J -o /dev/null inflight.log ;;
+	kanata-far) make_kanata_far; row kanata-far "$TK" report -j @J -o /dev/null farids.log ;;
 	kanata-gz) make_kanata_gz; row kanata-gz "$TK" stats -j @J -o /dev/null inflight.log.gz ;;
 	kanata-report-gz) make_kanata_gz; row kanata-report-gz "$TK" report -j @J -o /dev/null inflight.log.gz ;;
 	ipt-tl) make_ipt; row ipt-tl "$TK" convert --to perfetto -j @J $(cat walk.args) -o /dev/null walk.pt ;;

@@ -1082,6 +1082,22 @@ static void test_parallel_far_ids(void **state)
 	print_message("a chunk's set of ids: %zu words\n", kn_reader_seen_words(r));
 	assert_true(kn_reader_seen_words(r) <= 128);   /* (from 0: 4,194,304) */
 	tk_kanata_reader_free(r);
+
+	/* a whole log numbered from 1: its set slides as the ids fill it (from 0 it never did:
+	 * id 0 was never begun, and past 2^28 ids every I was refused) */
+	r = tk_kanata_reader_new(&ro, &err);
+	assert_non_null(r);
+	tk_buf_free(&b);
+	tk_buf_init(&b, -1, 4096);
+	tk_buf_printf(&b, "Kanata\t0004\nC=\t0\n");
+	for (int i = 1; i <= 100000; i++)
+		tk_buf_printf(&b, "I\t%d\t%d\t0\nR\t%d\t%d\t0\n", i, i, i, i);
+	assert_int_equal(tk_kanata_reader_feed(r, b.data, b.len, 1), 0);
+	assert_int_equal(tk_kanata_reader_counts(r)->errors, 0);
+	assert_true(kn_reader_seen(r, 1) && kn_reader_seen(r, 777) && kn_reader_seen(r, 100000));
+	assert_false(kn_reader_seen(r, 0) || kn_reader_seen(r, 100001));
+	assert_int_equal(kn_reader_seen_words(r), 64);
+	tk_kanata_reader_free(r);
 	tk_buf_free(&b);
 }
 

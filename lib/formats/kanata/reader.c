@@ -61,14 +61,15 @@ struct tk_kanata_reader {
 	int64_t *ilist;            /* ids begun in this chunk, in order */
 	size_t ni, cap_i;
 
-	/* ids ever begun: a bitset sliding over [seen_base, seen_base + 64 * seen_words) */
+	/* ids ever begun, from seen_low on (the lowest begun; none below it was): those in
+	 * [seen_low, seen_base) all were (their words filled and slid away), the rest a
+	 * bitset over [seen_base, seen_base + 64 * seen_words). A set that began at 0 zeroed a
+	 * bitset as large as the ids below its first (in every chunk's reader, for a log
+	 * numbered from 200,000,000: report -j 2 took 13 times as long as -j 1), and one whose
+	 * first id was not 0 could never slide. */
 	uint64_t *seen;
 	size_t seen_words;
-	int64_t seen_base;
-	/* a chunk's reader: ids below seen_base are not seen (the earlier chunks' are not its
-	 * own) and the set starts at its first id, where from 0 it zeroed a bitset as large as
-	 * the ids before it (for a late chunk of a long log, hundreds of KiB a chunk) */
-	int seen_floor;
+	int64_t seen_base, seen_low;
 };
 
 const char *tk_kanata_diag_name(enum tk_kanata_diag_code code)
@@ -461,47 +462,80 @@ static void insn_del(struct tk_kanata_reader *r, struct kn_insn *in)
 	r->free_slots[r->nfree++] = in->slot;
 }
 
-/* Seen ids: ids below seen_base are all seen. */
+/* Bits [lo, hi) of word W's range: the mask. */
+static uint64_t bits_in(size_t w, uint64_t lo, uint64_t hi)
+{
+	uint64_t a = lo > w * 64 ? lo - w * 64 : 0, b = hi < (w + 1) * 64 ? hi - w * 64 : 64;
+	return (b == 64 ? ~UINT64_C(0) : (UINT64_C(1) << b) - 1) & ~((UINT64_C(1) << a) - 1);
+}
+
+/* The bits of ids [A, B) (inside the bitset) turned on, or off. */
+static void seen_mark(struct tk_kanata_reader *r, int64_t a, int64_t b, int on)
+{
+	if (a >= b)
+		return;
+	uint64_t lo = (uint64_t)(a - r->seen_base), hi = (uint64_t)(b - r->seen_base);
+	for (size_t w = lo / 64; w <= (hi - 1) / 64; w++) {
+		uint64_t m = bits_in(w, lo, hi);
+		r->seen[w] = on ? r->seen[w] | m : r->seen[w] & ~m;
+	}
+}
+
 static int seen_get(const struct tk_kanata_reader *r, int64_t id)
 {
+	if (!r->seen_words || id < r->seen_low)
+		return 0;
 	if (id < r->seen_base)
-		return !r->seen_floor;
+		return 1;
 	uint64_t bit = (uint64_t)(id - r->seen_base);
 	if (bit / 64 >= r->seen_words)
 		return 0;
 	return (int)(r->seen[bit / 64] >> (bit % 64) & 1);
 }
 
-/* A chunk's set (seen_floor) made to begin at ID's word or below: it starts there, or its
- * words move up. As from 0, an id too far for the set (beyond KN_SEEN_WORDS_MAX words of
- * 0) is refused. */
+/* ID, below every id begun so far (or the first), made the set's lowest. The bits below
+ * seen_low in the bitset are kept on (seen_get asks none of them), so that its first word
+ * fills and slides away like the others. */
 static int seen_lower(struct tk_kanata_reader *r, int64_t id)
 {
-	int64_t base = id & ~(int64_t)63;
-	if ((uint64_t)id / 64 > KN_SEEN_WORDS_MAX)
-		return -TK_E_LIMIT;
-	if (!r->seen_words) {
+	int empty = !r->seen_words;
+	int64_t old_low = r->seen_low, old_base = r->seen_base, base = id & ~(int64_t)63;
+
+	if (empty) {
+		if (!(r->seen = calloc(64, 8)))
+			return -TK_E_NOMEM;
+		r->seen_words = 64;
 		r->seen_base = base;
-		return 0;
+	} else if (base < old_base) {   /* the bitset reaches down to ID's word */
+		size_t up = (size_t)((old_base - base) / 64), nw = r->seen_words;
+		if (r->seen_words + up > KN_SEEN_WORDS_MAX)
+			return -TK_E_LIMIT;
+		while (nw < r->seen_words + up)
+			nw *= 2;
+		uint64_t *p = realloc(r->seen, nw * 8);
+		if (!p)
+			return -TK_E_NOMEM;
+		memmove(p + up, p, r->seen_words * 8);
+		memset(p, 0, up * 8);
+		memset(p + up + r->seen_words, 0, (nw - up - r->seen_words) * 8);
+		r->seen = p;
+		r->seen_words = nw;
+		r->seen_base = base;
 	}
-	size_t up = (size_t)((r->seen_base - base) / 64), nw = r->seen_words;
-	while (nw < r->seen_words + up)
-		nw *= 2;
-	uint64_t *p = realloc(r->seen, nw * 8);
-	if (!p)
-		return -TK_E_NOMEM;
-	memmove(p + up, p, r->seen_words * 8);
-	memset(p, 0, up * 8);
-	memset(p + up + r->seen_words, 0, (nw - up - r->seen_words) * 8);
-	r->seen = p;
-	r->seen_words = nw;
-	r->seen_base = base;
+	/* below ID: on; from ID to the old lowest: off (none was begun); from the old lowest to
+	 * the old base, where the set had slid past it: on (all were) */
+	seen_mark(r, r->seen_base, id, 1);
+	if (!empty) {
+		seen_mark(r, id, old_low, 0);
+		seen_mark(r, old_low, old_base, 1);
+	}
+	r->seen_low = id;
 	return 0;
 }
 
 static int seen_set(struct tk_kanata_reader *r, int64_t id)
 {
-	if (r->seen_floor && (id < r->seen_base || !r->seen_words)) {
+	if (!r->seen_words || id < r->seen_low) {
 		int rc = seen_lower(r, id);
 		if (rc < 0)
 			return rc;
@@ -512,7 +546,7 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 	if (w >= r->seen_words) {
 		/* drop leading words whose ids are all seen first, then grow */
 		size_t full = 0;
-		while (!r->seen_floor && full < r->seen_words && r->seen[full] == UINT64_MAX)
+		while (full < r->seen_words && r->seen[full] == UINT64_MAX)
 			full++;
 		if (full) {
 			memmove(r->seen, r->seen + full, (r->seen_words - full) * 8);
@@ -522,9 +556,9 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 			w -= full;
 		}
 		if (w >= r->seen_words) {
-			if (w > KN_SEEN_WORDS_MAX || (r->seen_floor && (uint64_t)id / 64 > KN_SEEN_WORDS_MAX))
+			if (w > KN_SEEN_WORDS_MAX)
 				return -TK_E_LIMIT;
-			size_t nw = r->seen_words ? r->seen_words : 64;
+			size_t nw = r->seen_words;
 			while (nw <= w)
 				nw *= 2;
 			uint64_t *s = realloc(r->seen, nw * 8);
@@ -539,24 +573,17 @@ static int seen_set(struct tk_kanata_reader *r, int64_t id)
 	return 0;
 }
 
-/* Bits [lo, hi) of word W's range: the mask. */
-static uint64_t bits_in(size_t w, uint64_t lo, uint64_t hi)
-{
-	uint64_t a = lo > w * 64 ? lo - w * 64 : 0, b = hi < (w + 1) * 64 ? hi - w * 64 : 64;
-	return (b == 64 ? ~UINT64_C(0) : (UINT64_C(1) << b) - 1) & ~((UINT64_C(1) << a) - 1);
-}
-
 /* Whether any id of [a, a + n) was begun (ids are not negative), a word at a time. */
 static int seen_any(const struct tk_kanata_reader *r, int64_t a, uint64_t n)
 {
-	if (a < r->seen_base && !r->seen_floor)
-		return 1;
-	if (a < r->seen_base) {
-		if ((uint64_t)(r->seen_base - a) >= n)
-			return 0;
-		n -= (uint64_t)(r->seen_base - a);
-		a = r->seen_base;
+	if (!r->seen_words || (a < r->seen_low && (uint64_t)(r->seen_low - a) >= n))
+		return 0;
+	if (a < r->seen_low) {   /* (none below it) */
+		n -= (uint64_t)(r->seen_low - a);
+		a = r->seen_low;
 	}
+	if (a < r->seen_base)
+		return 1;
 	uint64_t lo = (uint64_t)(a - r->seen_base), hi = lo + n;
 	if (hi > (uint64_t)r->seen_words * 64)
 		hi = (uint64_t)r->seen_words * 64;
@@ -566,11 +593,11 @@ static int seen_any(const struct tk_kanata_reader *r, int64_t a, uint64_t n)
 	return 0;
 }
 
-/* Ids [a, a + n) begun: the last one set alone (which grows or slides the set), the rest a
- * word at a time. */
+/* Ids [a, a + n) begun: the first and last set alone (which reach down, grow or slide the
+ * set), the rest a word at a time. */
 static int seen_set_range(struct tk_kanata_reader *r, int64_t a, uint64_t n)
 {
-	int rc = r->seen_floor ? seen_set(r, a) : 0;   /* (a chunk's set reaches down to A) */
+	int rc = seen_set(r, a);
 	if (rc >= 0)
 		rc = seen_set(r, a + (int64_t)n - 1);
 	if (rc < 0)
@@ -1242,7 +1269,6 @@ void kn_reader_chunk_begin(struct tk_kanata_reader *r, int first, int64_t cycle,
 			   uint64_t byte_base)
 {
 	r->chunk = 1;
-	r->seen_floor |= !r->seen_words;   /* (a set begun already keeps its meaning) */
 	r->n.lines = line_base;
 	r->n.bytes = byte_base;
 	if (!first) {

@@ -59,6 +59,30 @@ for log in st-fdr mt-fdr big-fdr; do
 	cmp -s ref.dump out.dump && ok "$log dump" || bad "$log dump differs"
 done
 
+# 1b. A log of many short-lived threads: bigmt-fdr with every buffer's thread id made its
+# own (hundreds of threads, one buffer each). The merge by TSC expands a thread's first
+# buffer only when its lowest TSC comes up; the YAML must still be llvm-xray's, at -j 1
+# and with buffers expanded ahead (-j 3).
+f=$(one bigmt-fdr)
+"$TK" dump "$f" | awk '/<Thread ID:/ { print $1 }' >tids
+python3 - "$f" tids many.xray <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+offs = [int(l, 16) for l in open(sys.argv[2])]
+for k, o in enumerate(offs):
+    assert d[o] == 0x01, hex(o)                  # a NewBuffer metadata record
+    d[o + 1:o + 5] = struct.pack('<i', 100000 + k)
+open(sys.argv[3], 'wb').write(d)
+print(len(offs))
+PY
+llvm-xray-16 convert -f yaml many.xray >ref.yaml
+n=$(grep -c '^  - ' ref.yaml)
+"$TK" convert --to xray-yaml many.xray >out.yaml 2>/dev/null || true
+cmp -s ref.yaml out.yaml && ok "many-thread yaml ($(wc -l <tids) threads, $n records)" ||
+	{ bad "many-thread yaml differs"; diff ref.yaml out.yaml | head -5; }
+TK_XRAY_YAML_BLOCK=7 "$TK" convert --to xray-yaml -j 3 many.xray >out.yaml 2>/dev/null || true
+cmp -s ref.yaml out.yaml && ok "many-thread yaml, -j 3" || bad "many-thread yaml, -j 3 differs"
+
 # 2. account: counts, min, median, 90p, 99p, max and sums equal llvm-xray account on
 # single-thread logs it reads.
 for log in st-basic st-fdr; do

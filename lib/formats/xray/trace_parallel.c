@@ -671,7 +671,8 @@ static int stream_tie_less(const struct stream *a, const struct stream *b)
 		return b->done;
 	if (a->done)
 		return a < b;   /* (any fixed order) */
-	if (a->lazy != b->lazy)   /* (expanded first: its key may be above its bound) */
+	if (a->lazy != b->lazy)   /* (the one not expanded yet first, to be expanded: its real
+				   * key may be above its bound) */
 		return a->lazy;
 	if (a->lazy)
 		return a < b;

@@ -140,6 +140,12 @@ TK_API struct tk_sink tk_prof_sink(struct tk_prof *p);
  * those events would. Order does not matter. */
 TK_API int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
 		      uint64_t insns);
+/* Many such counts at once (as N calls of tk_prof_add_block, but faster on a large table:
+ * the lookups of the next ones are under way while one is counted). */
+struct tk_prof_block_count {
+	uint64_t start, last, execs, insns;
+};
+TK_API int tk_prof_add_blocks(struct tk_prof *p, const struct tk_prof_block_count *v, size_t n);
 /* Track TRACK's own function entries (copied), instead of the options' for it: in a trace
  * of several processes, each thread's process's (whose code may lie where another
  * process has other functions). Before the track's first event; the profiles made with

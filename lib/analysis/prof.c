@@ -1092,24 +1092,28 @@ int tk_prof_events(struct tk_prof *p, const struct tk_event *ev, size_t n)
 int tk_prof_add_block(struct tk_prof *p, uint64_t start, uint64_t last, uint64_t execs,
 		      uint64_t insns)
 {
+	struct tk_prof_block_count c = { start, last, execs, insns };
+
+	return tk_prof_add_blocks(p, &c, 1);
+}
+
+int tk_prof_add_blocks(struct tk_prof *p, const struct tk_prof_block_count *v, size_t n)
+{
 	if (p->finished)
 		return -TK_E_BAD_STATE;
 	if (p->nomem)
 		return -TK_E_NOMEM;
-	if (!execs)
-		return 0;
 	/* as EXECS block events would count (their instructions came as TK_EV_INSNS) */
-	p->sum.blocks += execs;
-	p->sum.events += execs;
-	if (p->opts.flags & TK_PROF_NO_BLOCKS)
+	for (size_t i = 0; i < n; i++) {
+		p->sum.blocks += v[i].execs;
+		p->sum.events += v[i].execs;
+	}
+	if ((p->opts.flags & TK_PROF_NO_BLOCKS) || !n)
 		return 0;
-	struct block *b = prof_get_block(p, start, last);
-	if (!b) {
+	if (prof_add_blocks(p, v, n) < 0) {
 		p->nomem = 1;
 		return -TK_E_NOMEM;
 	}
-	b->execs += execs;
-	b->insns += insns;
 	return 0;
 }
 

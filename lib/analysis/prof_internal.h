@@ -373,6 +373,7 @@ uint32_t prof_make_child(struct tk_prof *p, uint32_t parent, uint64_t key, uint3
 			 uint32_t track, uint32_t func);
 int prof_count_block_slow(struct tk_prof *p, uint64_t start, uint64_t end, uint64_t count);
 struct block *prof_get_block(struct tk_prof *p, uint64_t start, uint64_t end);
+int prof_add_blocks(struct tk_prof *p, const struct tk_prof_block_count *v, size_t n);
 void prof_block_cache_flush(struct tk_prof *p);
 /* 0 while P has counted no block (its cache is the shared empty one). */
 int prof_block_cache_used(const struct tk_prof *p);

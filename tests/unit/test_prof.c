@@ -1228,6 +1228,75 @@ static void test_funcs_split(void **state)
 	free(ev);
 }
 
+static int cmp_block(const void *a, const void *b)
+{
+	const struct tk_prof_block *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static void sorted_blocks(const struct tk_prof *p, struct tk_prof_block **v, size_t *n)
+{
+	assert_int_equal(tk_prof_blocks(p, v, n), 0);
+	qsort(*v, *n, sizeof **v, cmp_block);
+}
+
+/* Block counts added in batches (tk_prof_add_blocks) give the table and the summary that
+ * adding them one at a time gives: 100,000 blocks (the table grows past 2 MiB, into a
+ * mapping of its own), in random order, each several times, also twice in one batch; and
+ * again after a reset, which keeps that mapping. */
+static void test_add_blocks_batched(void **state)
+{
+	(void)state;
+	enum { DISTINCT = 100000, COUNTS = 300000 };
+	struct tk_prof_opts o = { .sz = sizeof o };
+	struct tk_prof_block_count *v = malloc(COUNTS * sizeof *v);
+	uint64_t x = 88172645463325252ULL;
+	assert_non_null(v);
+	for (size_t i = 0; i < COUNTS; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t b = i < DISTINCT ? i : x % DISTINCT, start = 0x400000 + b * 64;
+		v[i] = (struct tk_prof_block_count){ start, start + 4 + b % 40, 1 + x % 5, 0 };
+		v[i].insns = v[i].execs * (1 + b % 9);
+	}
+	for (size_t i = 1; i < COUNTS; i++) {   /* shuffled */
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		size_t j = x % (i + 1);
+		struct tk_prof_block_count t = v[i];
+		v[i] = v[j], v[j] = t;
+	}
+	v[1] = v[0];   /* one block twice in the first batch */
+	int err;
+	struct tk_prof *one = tk_prof_new(&o, &err), *batched = tk_prof_new(&o, &err);
+	assert_non_null(one);
+	assert_non_null(batched);
+	for (int round = 0; round < 2; round++) {
+		for (size_t i = 0; i < COUNTS; i++)
+			assert_int_equal(tk_prof_add_block(one, v[i].start, v[i].last, v[i].execs,
+							   v[i].insns), 0);
+		for (size_t i = 0, k = 0; i < COUNTS; i += k, k = (k * 7 + 3) % 1000)
+			assert_int_equal(tk_prof_add_blocks(batched, v + i, i + k > COUNTS ? COUNTS - i : k), 0);
+		struct tk_prof_block *a, *b;
+		size_t na, nb;
+		sorted_blocks(one, &a, &na);
+		sorted_blocks(batched, &b, &nb);
+		assert_int_equal(na, DISTINCT);
+		assert_int_equal(nb, DISTINCT);
+		assert_memory_equal(a, b, na * sizeof *a);
+		assert_int_equal(one->sum.blocks, batched->sum.blocks);
+		assert_int_equal(one->sum.events, batched->sum.events);
+		assert_true(batched->cblocks * sizeof *batched->blocks > ((size_t)2 << 20));
+		free(a);
+		free(b);
+		assert_int_equal(tk_prof_reset(one), 0);
+		assert_int_equal(tk_prof_reset(batched), 0);
+	}
+	tk_prof_free(one);
+	tk_prof_free(batched);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1248,6 +1317,7 @@ int main(void)
 		cmocka_unit_test(test_deep_stack),
 		cmocka_unit_test(test_many_paths),
 		cmocka_unit_test(test_funcs_split),
+		cmocka_unit_test(test_add_blocks_batched),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

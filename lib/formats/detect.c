@@ -33,6 +33,8 @@ int tk_detect_format(const uint8_t *p, size_t n, struct tk_format_info *fi)
 			best = cur;
 			best_conf = conf;
 		}
+		if (best_conf >= 100)   /* certain (a magic): no later probe can win */
+			break;
 	}
 	best.confidence = best_conf;
 	*fi = best;

@@ -14,13 +14,17 @@ size_t tk_xtrace_item_len(const uint8_t *p, size_t n)
  * field at the end of the first snapshot and its counts are sane. */
 static int probe_old_snapshot(const uint8_t *p, size_t n)
 {
+	/* the counts first: each vector length's field is on a page of its own, up to 64 KiB
+	 * into the file, and most files are no snapshots */
+	if (n < 32 || tk_le64(p) >= 1024 || tk_le64(p + 16) > tk_le64(p + 24))
+		return 0;
 	for (uint32_t vl = 128; vl <= 2048; vl += 128) {
 		struct tk_xtrace_snap_layout l;
 		tk_xtrace_snap_layout(vl, &l);
 		if (n < l.size)
 			return 0;
 		if (tk_le64(p + l.off_vl) == vl)
-			return tk_le64(p) < 1024 && tk_le64(p + 16) <= tk_le64(p + 24);
+			return 1;
 	}
 	return 0;
 }

@@ -539,8 +539,9 @@ struct stream {
 	struct deliver d;          /* carries this thread's state */
 	uint32_t rank;
 	int done;                  /* no records left */
-	int lazy;                  /* its first buffer not expanded yet: keyed by the lowest
-				    * TSC in it, expanded when that comes first */
+	int lazy;                  /* its first buffer not expanded yet: it waits for its
+				    * bound (the lowest TSC in it) to come first */
+	size_t slot;               /* its slot in the merge, once begun */
 	struct xr_ahead *ahead;    /* not NULL: its next buffer expanded ahead (slot ai) */
 	size_t ai;
 };
@@ -664,66 +665,130 @@ static int stream_fill(struct xr_release_batch *rel, struct stream *s)
 
 /* The order of the merged records: by TSC; equal TSCs as llvm-xray's stable sort keeps
  * them (its pre-sort order: file order in basic mode, its thread map's order in FDR mode).
- * A done stream comes after every record. Called only on equal TSCs (rare). */
+ * Called only on equal TSCs (rare), of two streams with records. */
 static int stream_tie_less(const struct stream *a, const struct stream *b)
 {
-	if (a->done != b->done)
-		return b->done;
-	if (a->done)
-		return a < b;   /* (any fixed order) */
-	if (a->lazy != b->lazy)   /* (the one not expanded yet first, to be expanded: its real
-				   * key may be above its bound) */
-		return a->lazy;
-	if (a->lazy)
-		return a < b;
 	if (a->rank != b->rank)
 		return a->rank < b->rank;
 	return a->o.recs[a->pos].r.offset < b->o.recs[b->pos].r.offset;
 }
 
 /* The records of every thread merged by TSC, one at a time (xr_merge_next), by a
- * tournament: each node of a complete binary tree over the streams holds the stream whose
+ * tournament: each node of a complete binary tree over the slots holds the slot whose
  * record comes first below it, so a record taken is replaced by replaying the comparisons
- * on its stream's path to the root, log2(streams) of them, each one a conditional move.
+ * on its slot's path to the root, log2(slots) of them, each one a conditional move.
  * The threads' records interleave nearly one by one (1.2 records per turn in
  * bench/scaling.sh's FDR log), and a heap's sifting, whose path depends on the comparisons,
  * mispredicted about every other of them: 10 ns per record, a fifth of the YAML's merging
- * thread. */
+ * thread.
+ *
+ * A slot holds a thread that has begun and not ended. An FDR thread waits, not expanded,
+ * in a list by the lowest TSC of its first buffer (its bound), and takes a free slot when
+ * that bound comes first (on a tie with a slot's record, before it: its real key may be
+ * higher); a thread done frees its slot. So the tree is as large as the most threads that
+ * run at once: with a slot for each of a log's 2,340 short-lived threads, every record
+ * cost 12 comparisons where 2 or 3 do, and 60 % of the merging thread's time. */
+#define NO_STREAM UINT32_MAX
 struct xr_merge {
 	struct tk_xray *x;
 	size_t ns;
 	struct stream *s;
-	size_t leaves;             /* a power of two >= ns: stream i is leaf i (past ns: done) */
-	uint32_t *win;             /* node k's first stream (k in 1..2 leaves - 1; leaf i at
+	size_t leaves;             /* slots, a power of two */
+	uint32_t *win;             /* node k's first slot (k in 1..2 leaves - 1; leaf i at
 				      leaves + i holds i) */
-	uint64_t *tsc;             /* each leaf's next record's TSC; UINT64_MAX when done */
+	uint64_t *tsc;             /* each slot's next record's TSC; UINT64_MAX when free */
+	uint32_t *in;              /* each slot's stream, or NO_STREAM */
+	uint32_t *free_slots;      /* free slots, a stack (leaves of them room) */
+	size_t nfree;
+	struct waiting {
+		uint64_t bound;
+		uint32_t t;
+	} *waiting;                /* the threads not begun, by bound (then stream index) */
+	size_t nwaiting, next_waiting;
 	struct stream *taken;      /* the stream whose record went out last: refilled next */
 	struct xr_release_batch rel;
 	struct xr_ahead *ahead;    /* xr_merge_ahead's, or NULL */
 };
 
-/* Which of streams A and B has the first record. */
+/* Which of slots A and B has the first record; free slots last. */
 static inline uint32_t first_of(const struct xr_merge *m, uint32_t a, uint32_t b)
 {
 	uint64_t ta = m->tsc[a], tb = m->tsc[b];
-	if (__builtin_expect(ta == tb, 0))
-		return stream_tie_less(&m->s[a], &m->s[b]) ? a : b;
+	if (__builtin_expect(ta == tb, 0)) {
+		uint32_t sa = m->in[a], sb = m->in[b];
+		if (sa == NO_STREAM || sb == NO_STREAM)
+			return sa == NO_STREAM && sb != NO_STREAM ? b : a;
+		return stream_tie_less(&m->s[sa], &m->s[sb]) ? a : b;
+	}
 	return tb < ta ? b : a;
 }
 
-/* Leaf I's key changed: the nodes on its path to the root decided again. */
+/* Slot I's key changed: the nodes on its path to the root decided again. */
 static inline void replay(struct xr_merge *m, size_t i)
 {
 	for (size_t k = (m->leaves + i) / 2; k; k /= 2)
 		m->win[k] = first_of(m, m->win[2 * k], m->win[2 * k + 1]);
 }
 
-/* Stream I's key after a fill (RC: stream_fill's). */
+/* Slot I's key after its stream's fill (RC: stream_fill's); a stream done frees it. */
 static void set_key(struct xr_merge *m, size_t i, int rc)
 {
-	struct stream *s = &m->s[i];
+	struct stream *s = &m->s[m->in[i]];
 	s->done = rc <= 0;
 	m->tsc[i] = s->done ? UINT64_MAX : s->o.recs[s->pos].r.tsc;
+	if (s->done) {
+		m->in[i] = NO_STREAM;
+		m->free_slots[m->nfree++] = (uint32_t)i;
+	}
+}
+
+/* Twice the slots (all decided again); 0 or -TK_E_NOMEM. */
+static int grow_slots(struct xr_merge *m)
+{
+	size_t n = m->leaves ? 2 * m->leaves : 1;
+	uint32_t *win = realloc(m->win, 2 * n * sizeof *win);
+	if (win)
+		m->win = win;
+	uint64_t *tsc = realloc(m->tsc, n * sizeof *tsc);
+	if (tsc)
+		m->tsc = tsc;
+	uint32_t *in = realloc(m->in, n * sizeof *in);
+	if (in)
+		m->in = in;
+	uint32_t *fr = realloc(m->free_slots, n * sizeof *fr);
+	if (fr)
+		m->free_slots = fr;
+	if (!win || !tsc || !in || !fr)
+		return -TK_E_NOMEM;
+	for (size_t i = m->leaves; i < n; i++) {
+		m->tsc[i] = UINT64_MAX;
+		m->in[i] = NO_STREAM;
+	}
+	for (size_t i = n; i-- > m->leaves;)   /* (the lowest free slot taken first) */
+		m->free_slots[m->nfree++] = (uint32_t)i;
+	m->leaves = n;
+	for (size_t i = 0; i < n; i++)
+		m->win[n + i] = (uint32_t)i;
+	for (size_t k = n - 1; k; k--)
+		m->win[k] = first_of(m, m->win[2 * k], m->win[2 * k + 1]);
+	return 0;
+}
+
+/* Stream T filled (RC: stream_fill's): into a free slot, if it has records. */
+static int begin_stream(struct xr_merge *m, size_t t, int rc)
+{
+	if (rc <= 0) {
+		m->s[t].done = 1;
+		return rc;
+	}
+	if (!m->nfree && grow_slots(m) < 0)
+		return -TK_E_NOMEM;
+	size_t i = m->free_slots[--m->nfree];
+	m->in[i] = (uint32_t)t;
+	m->s[t].slot = i;
+	set_key(m, i, rc);
+	replay(m, i);
+	return 0;
 }
 
 /* The lowest TSC of stream S's first buffer, expanded into SCRATCH and its input given
@@ -751,17 +816,18 @@ static int stream_bound(struct tk_xray *x, struct stream *s, struct xr_out *scra
 struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 {
 	struct xr_merge *m = calloc(1, sizeof *m);
-	size_t ns = x->nthreads, leaves = 1;
+	size_t ns = x->nthreads;
 	int rc = 0;
 
-	while (leaves < ns)
-		leaves *= 2;
-	if (!m || !(m->s = calloc(leaves, sizeof *m->s)) ||
-	    !(m->win = calloc(2 * leaves, sizeof *m->win)) ||
-	    !(m->tsc = calloc(leaves, sizeof *m->tsc))) {
+	if (!m || !(m->s = calloc(ns ? ns : 1, sizeof *m->s)) ||
+	    !(m->waiting = calloc(ns ? ns : 1, sizeof *m->waiting)) || grow_slots(m) < 0) {
 		if (m) {
 			free(m->s);
+			free(m->waiting);
 			free(m->win);
+			free(m->tsc);
+			free(m->in);
+			free(m->free_slots);
 		}
 		free(m);
 		*err = -TK_E_NOMEM;
@@ -769,7 +835,6 @@ struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 	}
 	m->x = x;
 	m->ns = ns;
-	m->leaves = leaves;
 	xr_stats_reset(x);
 	/* bufs are sorted thread-major: find each thread's range */
 	for (size_t i = 0, t = 0; t < ns; t++) {
@@ -784,19 +849,20 @@ struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 		st->end_buf = i;
 	}
 	struct xr_out scratch = { 0 };
-	for (size_t t = 0; t < leaves; t++) {
-		m->win[leaves + t] = (uint32_t)t;
-		if (t < ns && rc >= 0 && stream_bound(x, &m->s[t], &scratch, &m->rel, &m->tsc[t])) {
+	for (size_t t = 0; t < ns && rc >= 0; t++) {
+		struct waiting *w = &m->waiting[m->nwaiting];
+		if (stream_bound(x, &m->s[t], &scratch, &m->rel, &w->bound)) {
 			m->s[t].lazy = 1;
-			continue;
+			w->t = (uint32_t)t;
+			m->nwaiting++;
+		} else {
+			rc = begin_stream(m, t, stream_fill(&m->rel, &m->s[t]));
 		}
-		if (t < ns && rc >= 0)
-			rc = stream_fill(&m->rel, &m->s[t]);
-		set_key(m, t, t < ns ? rc : 0);
 	}
 	xr_out_free(&scratch);
-	for (size_t k = leaves - 1; k; k--)
-		m->win[k] = first_of(m, m->win[2 * k], m->win[2 * k + 1]);
+	if (rc >= 0 && tk_sort_by_u64(m->waiting, m->nwaiting, sizeof *m->waiting,
+				      offsetof(struct waiting, bound)) < 0)
+		rc = -TK_E_NOMEM;
 	*err = rc < 0 ? rc : 0;
 	return m;   /* (after an error too: for xr_merge_free; the caller goes no further) */
 }
@@ -804,27 +870,28 @@ struct xr_merge *xr_merge_new(struct tk_xray *x, int *err)
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)
 {
 	struct stream *s = m->taken;
+	int rc;
+
 	if (s) {
-		size_t i = (size_t)(s - m->s);
-		int rc = s->pos < s->o.n ? 1 : stream_fill(&m->rel, s);
+		size_t i = s->slot;
+		rc = s->pos < s->o.n ? 1 : stream_fill(&m->rel, s);
 		m->taken = NULL;
 		if (rc < 0)
 			return rc;
 		set_key(m, i, rc);
 		replay(m, i);
 	}
-	/* a thread not expanded yet comes first by its bound: expanded now, and placed again */
-	while ((s = &m->s[m->win[1]])->lazy) {
-		size_t i = (size_t)(s - m->s);
-		int rc = stream_fill(&m->rel, s);
-		s->lazy = 0;
-		if (rc < 0)
+	/* a thread waiting comes first by its bound: expanded now, and placed by its records */
+	while (m->next_waiting < m->nwaiting &&
+	       m->waiting[m->next_waiting].bound <= m->tsc[m->win[1]]) {
+		size_t t = m->waiting[m->next_waiting++].t;
+		m->s[t].lazy = 0;
+		if ((rc = begin_stream(m, t, stream_fill(&m->rel, &m->s[t]))) < 0)
 			return rc;
-		set_key(m, i, rc);
-		replay(m, i);
 	}
-	if (s->done)
+	if (m->in[m->win[1]] == NO_STREAM)
 		return 0;
+	s = &m->s[m->in[m->win[1]]];
 	*r = &s->o.recs[s->pos++].r;
 	m->taken = s;
 	return 1;
@@ -911,6 +978,9 @@ void xr_merge_free(struct xr_merge *m)
 	free(m->s);
 	free(m->win);
 	free(m->tsc);
+	free(m->in);
+	free(m->free_slots);
+	free(m->waiting);
 	free(m);
 }
 

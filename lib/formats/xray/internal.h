@@ -54,11 +54,12 @@ static inline const char *xr_extent_msg(const struct xr_extent *ex)
 }
 
 /* The records of every thread in llvm-xray's order (merged by TSC), one at a time: *R valid
- * until the next call. xr_merge_new: NULL without memory; *ERR < 0 if the threads' first
- * buffers failed (free it, go no further). xr_merge_next: 1, 0 at the end, or an error.
+ * until the next call. xr_merge_new (with NTHREADS > 1, on a pool of that many to start
+ * with): NULL without memory; *ERR < 0 if the threads' first buffers failed (free it, go
+ * no further). xr_merge_next: 1, 0 at the end, or an error.
  * xr_merge_free closes the walk's counts (tk_xray_stats). */
 struct xr_merge;
-struct xr_merge *xr_merge_new(struct tk_xray *x, int *err);
+struct xr_merge *xr_merge_new(struct tk_xray *x, unsigned nthreads, int *err);
 int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r);
 void xr_merge_free(struct xr_merge *m);
 /* From now on, each thread's next buffer is expanded ahead by whoever calls

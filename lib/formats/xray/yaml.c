@@ -459,7 +459,7 @@ static int yaml_parallel(struct tk_xray *x, struct yaml_ctx *y, unsigned nt, siz
 	/* the names every worker reads, made first */
 	for (int32_t id = 1; id < NAME_CACHE; id++)
 		name_fill(y->names, y->map, id);
-	if (!(P.m = xr_merge_new(x, &rc)))
+	if (!(P.m = xr_merge_new(x, nt, &rc)))
 		return rc;
 	/* From three threads on, the buffers' expansion leaves the merging thread (a quarter
 	 * of its work): at -j 2 the merge and the formatting already keep both threads busy,

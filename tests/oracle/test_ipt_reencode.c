@@ -132,6 +132,15 @@ static void run_case(const struct ptgen_opts *go_in, struct tk_ipt_flow_opts tim
 			fwrite(g.buf, 1, (size_t)len, fp);
 			fclose(fp);
 		}
+		snprintf(path, sizeof(path), "%s.%llu.maps", getenv("REENC_SAVE"), (unsigned long long)go.seed);
+		FILE *mi = fopen("/proc/self/maps", "r"), *mo = fopen(path, "w");
+		int ch;
+		while (mi && mo && (ch = fgetc(mi)) != EOF)
+			fputc(ch, mo);
+		if (mi)
+			fclose(mi);
+		if (mo)
+			fclose(mo);
 		snprintf(path, sizeof(path), "%s.%llu.out", getenv("REENC_SAVE"), (unsigned long long)go.seed);
 		if ((fp = fopen(path, "wb"))) {
 			fwrite(o, 1, out.len, fp);

@@ -52,7 +52,8 @@ struct renc {
 	int on;                        /* tracing is on as the output tells it */
 	int need_psb;                  /* the next block or enable starts with a PSB+ */
 	int need_fup;                  /* after an overflow: a FUP where tracing goes on */
-	int tick;                      /* a tick came before the chunk's first PSB+ */
+	int tick;                      /* the next PSB+ carries a tick (its TSC after it) */
+	unsigned walked;               /* blocks since the last packet the flow stops at */
 	int wrote;                     /* something written in this chunk */
 	int starts_on;                 /* it starts with a PSB+ with a FUP, at first_ip */
 	uint64_t first_ip;
@@ -116,6 +117,7 @@ static void put_ip(struct renc *r, enum tk_ipt_pkt_kind kind, uint64_t ip)
 	if (kind == TK_IPT_PKT_TIP)
 		r->st.tips++;
 	put(r, &p);
+	r->walked = 0;
 }
 
 /* TIP.PGD with its target, or without an IP when the trace did not say (0). */
@@ -127,6 +129,7 @@ static void put_pgd(struct renc *r, uint64_t ip)
 		put_ip(r, TK_IPT_PKT_TIP_PGD, ip);
 	else
 		put(r, &p);
+	r->walked = 0;
 }
 
 static void put_mode(struct renc *r, int mode)
@@ -154,6 +157,7 @@ static void bit(struct renc *r, int taken)
 {
 	r->tnt = r->tnt << 1 | (taken != 0);
 	r->st.tnt_bits++;
+	r->walked = 0;
 	if (++r->ntnt == 6)
 		flush_tnt(r);
 }
@@ -173,6 +177,7 @@ static void psb(struct renc *r, int on, uint64_t ip, int mode, uint64_t time)
 		r->first_mode = mode;
 	}
 	r->since_psb = 0;
+	r->walked = 0;
 	put(r, &p);
 	r->st.psbs++;
 	tk_ipt_last_ip_init(&r->last);
@@ -323,6 +328,7 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 			else if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
 				 r->since_psb >= r->period)
 				psb(r, 1, e->addr, mode, e->time);
+			r->walked++;
 			break;
 		}
 		case TK_EV_BRANCH:
@@ -432,10 +438,17 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 		case TK_EV_TIME:
 			if (r->pend.kind)
 				resolve(r, -1);
-			if (r->need_psb)
+			/* A decoder tells a tick where it reads the packet after the timing
+			 * one, before the blocks that led there: a TSC here would move this one
+			 * back over the blocks walked since the last packet (the input's came
+			 * from a PSB+ whose FUP stops the flow past a direct jump). A PSB+ at
+			 * the next block stops the flow there again, its TSC after it. */
+			if (r->need_psb || (r->on && r->walked)) {
 				r->tick = 1;
-			else
+				r->need_psb = 1;
+			} else {
 				put_time(r, e->time);
+			}
 			break;
 		case TK_EV_CYCLES:   /* the times carry what timing is written */
 			break;

@@ -541,7 +541,6 @@ struct stream {
 	int done;                  /* no records left */
 	int lazy;                  /* its first buffer not expanded yet: it waits for its
 				    * bound (the lowest TSC in it) to come first */
-	size_t slot;               /* its slot in the merge, once begun */
 	struct xr_ahead *ahead;    /* not NULL: its next buffer expanded ahead (slot ai) */
 	size_t ai;
 };
@@ -706,6 +705,7 @@ struct xr_merge {
 	} *waiting;                /* the threads not begun, by bound (then stream index) */
 	size_t nwaiting, next_waiting;
 	struct stream *taken;      /* the stream whose record went out last: refilled next */
+	size_t taken_slot;         /* ... and its slot */
 	struct xr_release_batch rel;
 	struct xr_ahead *ahead;    /* xr_merge_ahead's, or NULL */
 };
@@ -730,10 +730,9 @@ static inline void replay(struct xr_merge *m, size_t i)
 		m->win[k] = first_of(m, m->win[2 * k], m->win[2 * k + 1]);
 }
 
-/* Slot I's key after its stream's fill (RC: stream_fill's); a stream done frees it. */
-static void set_key(struct xr_merge *m, size_t i, int rc)
+/* Slot I's key after its stream S's fill (RC: stream_fill's); a stream done frees it. */
+static void set_key(struct xr_merge *m, size_t i, struct stream *s, int rc)
 {
-	struct stream *s = &m->s[m->in[i]];
 	s->done = rc <= 0;
 	m->tsc[i] = s->done ? UINT64_MAX : s->o.recs[s->pos].r.tsc;
 	if (s->done) {
@@ -785,8 +784,7 @@ static int begin_stream(struct xr_merge *m, size_t t, int rc)
 		return -TK_E_NOMEM;
 	size_t i = m->free_slots[--m->nfree];
 	m->in[i] = (uint32_t)t;
-	m->s[t].slot = i;
-	set_key(m, i, rc);
+	set_key(m, i, &m->s[t], rc);
 	replay(m, i);
 	return 0;
 }
@@ -909,12 +907,12 @@ int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)
 	int rc;
 
 	if (s) {
-		size_t i = s->slot;
+		size_t i = m->taken_slot;
 		rc = s->pos < s->o.n ? 1 : stream_fill(&m->rel, s);
 		m->taken = NULL;
 		if (rc < 0)
 			return rc;
-		set_key(m, i, rc);
+		set_key(m, i, s, rc);
 		replay(m, i);
 	}
 	/* a thread waiting comes first by its bound: expanded now, and placed by its records */
@@ -925,11 +923,13 @@ int xr_merge_next(struct xr_merge *m, const struct tk_xray_rec **r)
 		if ((rc = begin_stream(m, t, stream_fill(&m->rel, &m->s[t]))) < 0)
 			return rc;
 	}
-	if (m->in[m->win[1]] == NO_STREAM)
+	uint32_t w = m->win[1];
+	if (m->in[w] == NO_STREAM)
 		return 0;
-	s = &m->s[m->in[m->win[1]]];
+	s = &m->s[m->in[w]];
 	*r = &s->o.recs[s->pos++].r;
 	m->taken = s;
+	m->taken_slot = w;
 	return 1;
 }
 

@@ -27,6 +27,7 @@ struct prof_run {
 	const struct tk_run_part *part; /* NULL: all chunks merged into the total */
 	struct tk_prof **spare;         /* merged profiles, emptied when taken (at most n) */
 	size_t nspare;
+	size_t merged;                  /* prof_merge calls so far (n: no spare is taken again) */
 	pthread_mutex_t lock;           /* of spare: chunks begin and merge on any thread */
 	struct tk_event_vec *evs;       /* each chunk's events, for the total in order (NULL:
 					   none) */
@@ -285,9 +286,11 @@ static int prof_done(void *ctx, struct tk_flow *flow)
 
 	if (r->part && r->part->no_blocks)
 		return tk_flow_take_counts(flow, drop_block, NULL);
-	/* the spare chunk profiles first: the total's block table grows into their pages
-	 * (fresh ones cost the serial part more than the adding) */
-	for (; r->nspare; r->nspare--)
+	/* once every chunk is merged, the spare chunk profiles go first: the total's block
+	 * table grows into their pages (fresh ones cost the serial part more than the
+	 * adding). Not before: a perf.data session's next stream takes them (done comes at
+	 * the end of each stream). */
+	for (; r->merged >= r->n && r->nspare; r->nspare--)
 		tk_prof_free(r->spare[r->nspare - 1]);
 	struct block_batch b = { .total = r->total };
 	int rc = tk_flow_take_counts(flow, add_block, &b);
@@ -298,6 +301,8 @@ static int prof_merge(void *ctx, size_t i)
 {
 	struct prof_run *r = ctx;
 	int rc;
+
+	r->merged++;   /* (merges run one at a time) */
 
 	if (r->tee && i < r->n && r->tees[i].other.events) {
 		rc = r->tee->merge(r->tee->ctx, i, r->tees[i].other.ctx);

@@ -54,6 +54,7 @@ static uint64_t count_tips(const uint8_t *buf, size_t len)
 struct expect {
 	int overflows;      /* the input has OVF packets */
 	int damaged;        /* bytes of the input are overwritten */
+	int cut_psbs;       /* and the PSB+s where chunks start lose their PSBEND */
 };
 
 static void run_case(const struct ptgen_opts *go_in, struct tk_ipt_flow_opts timing,
@@ -97,6 +98,14 @@ static void run_case(const struct ptgen_opts *go_in, struct tk_ipt_flow_opts tim
 		assert_true(tk_ipt_split(g.buf, (size_t)len, 16384, offs, 4) >= 4);
 		for (int i = 1; i < 4; i++)
 			memset(g.buf + offs[i] - 12, 0x55, 12);
+		/* a chunk's PSB+ cut after its FUP (0x55: no opcode): the flow goes on at
+		 * the next PSB+ in that chunk, with no enable in between */
+		for (int i = 1; i < 4 && x->cut_psbs; i++) {
+			uint8_t *end = memmem(g.buf + offs[i], 64, "\x02\x23", 2);
+
+			assert_non_null(end);
+			memset(end, 0x55, 2);
+		}
 	}
 	struct tk_ipt_flow_opts fo = timing;
 	fo.sz = sizeof(fo);
@@ -274,6 +283,15 @@ static void test_damaged(void **state)
 	run_case(&o, no_timing, &(struct expect){ .damaged = 1 });
 }
 
+/* the damage cuts the PSB+s where chunks start: tracing goes on at the next PSB+ */
+static void test_damaged_chunk_starts(void **state)
+{
+	(void)state;
+	struct ptgen_opts o = { .seed = 23, .max_bytes = 150000, .psb_every = 4096, .no_retcomp = 1 };
+
+	run_case(&o, no_timing, &(struct expect){ .damaged = 1, .cut_psbs = 1 });
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +301,7 @@ int main(void)
 		cmocka_unit_test(test_compressed_input),
 		cmocka_unit_test(test_timing),
 		cmocka_unit_test(test_damaged),
+		cmocka_unit_test(test_damaged_chunk_starts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -321,13 +321,21 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 
 			if (r->pend.kind)
 				resolve(r, mode);
-			if (r->need_fup && !r->need_psb)
+			if (r->need_fup && !r->need_psb) {
 				resume_at(r, e->addr, mode, e->time);
-			/* a time that changed without a tick came from a PSB+ in the input
-			 * (its TSC): one here gives the same time from the same instruction */
-			else if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
-				 r->since_psb >= r->period)
+			} else if (!r->on && !r->need_psb) {
+				/* on again with no enable after the output said tracing was
+				 * off (a loss at the chunk's start: OVF, PSB+ without FUP);
+				 * libipt takes tracing back only from a TIP.PGE */
+				pend(r, PEND_PGE, 0, e->addr, e->time);
+				resolve(r, mode);
+			} else if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
+				   r->since_psb >= r->period) {
+				/* a time that changed without a tick came from a PSB+ in the
+				 * input (its TSC): one here gives the same time from the same
+				 * instruction */
 				psb(r, 1, e->addr, mode, e->time);
+			}
 			r->walked++;
 			break;
 		}

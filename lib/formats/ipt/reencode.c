@@ -329,7 +329,7 @@ static int renc_events(void *ctx, const struct tk_event *ev, size_t n)
 				 * libipt takes tracing back only from a TIP.PGE */
 				pend(r, PEND_PGE, 0, e->addr, e->time);
 				resolve(r, mode);
-			} else if (!r->on || r->need_psb || mode != r->mode || e->time != r->time ||
+			} else if (r->need_psb || mode != r->mode || e->time != r->time ||
 				   r->since_psb >= r->period) {
 				/* a time that changed without a tick came from a PSB+ in the
 				 * input (its TSC): one here gives the same time from the same

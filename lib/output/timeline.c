@@ -2378,7 +2378,22 @@ static inline uint32_t prep_name(struct tl_prep *p, uint64_t key, uint32_t kind)
 static inline void prep_rec(struct tl_prep *p, struct tlp_track *lt, uint32_t name,
 			    uint64_t ticks, int begin)
 {
-	p->rec[p->nrec++] = (struct tlp_rec){ ticks, name, (uint16_t)(lt - p->tr), (uint8_t)begin };
+	struct tlp_rec r = { ticks, name, (uint16_t)(lt - p->tr), (uint8_t)begin };
+#if defined(__SSE2__) && defined(__x86_64__)
+	/* streamed past the cache (whole lines, not read first), as the holds are: the run is
+	 * read once, in order, by the merging thread on the other core */
+	_Static_assert(sizeof r == 16, "one 16-byte store");
+	struct tlp_rec *out = &p->rec[p->nrec++];
+	if (((uintptr_t)out & 15) == 0) {
+		__m128i v;
+		memcpy(&v, &r, sizeof v);
+		_mm_stream_si128((__m128i *)out, v);
+	} else {
+		*out = r;
+	}
+#else
+	p->rec[p->nrec++] = r;
+#endif
 	if (ticks > lt->max_ticks)
 		lt->max_ticks = ticks;
 	lt->has_rec = 1;
@@ -2620,6 +2635,9 @@ static void *tl_prepare(void *ctx, void *prepared, const struct tk_event *ev, si
 	if (i < n)
 		p->cut = p->nev + i;
 	p->nev += n;
+#if defined(__SSE2__) && defined(__x86_64__)
+	_mm_sfence();   /* (prep_rec's streamed stores, before another thread reads them) */
+#endif
 	if (p->cut)
 		return p;
 fail:

@@ -2635,12 +2635,16 @@ static void *tl_prepare(void *ctx, void *prepared, const struct tk_event *ev, si
 	if (i < n)
 		p->cut = p->nev + i;
 	p->nev += n;
+	if (p->cut) {
 #if defined(__SSE2__) && defined(__x86_64__)
-	_mm_sfence();   /* (prep_rec's streamed stores, before another thread reads them) */
+		_mm_sfence();   /* (prep_rec's streamed stores, before another thread reads them) */
 #endif
-	if (p->cut)
 		return p;
+	}
 fail:
+#if defined(__SSE2__) && defined(__x86_64__)
+	_mm_sfence();   /* (... or writes P's memory again, as a spare) */
+#endif
 	prep_done(t, p);
 	return NULL;
 }

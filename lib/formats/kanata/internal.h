@@ -201,6 +201,9 @@ int kn_decoder_error(const struct tk_kanata_decoder *d);
  * parsed again: kn_decoder_take_begin). */
 void kn_decoder_chunk_begin(const struct tk_kanata_decoder *g, struct tk_kanata_decoder *c, int64_t first,
 			    int keep);
+/* Chunk C's parse ended on this thread: its events' stores done before another thread
+ * may read them. */
+void kn_decoder_chunk_parsed(struct tk_kanata_decoder *c);
 /* Chunk C parsed: its last events prepared (on its worker; else kn_decoder_merge does it;
  * a second call does nothing). */
 void kn_decoder_chunk_done(struct tk_kanata_decoder *c);

@@ -1006,8 +1006,11 @@ static int parse_chunk(struct par *P, struct chunk *c, size_t i)
 		c->lines = kn_reader_lines(s->r) - (s->rel ? 0 : c->line_base);
 	if (rc >= 0 && (P->stream ? c->last : i + 1 == P->n))
 		rc = tk_kanata_reader_feed(s->r, NULL, 0, 1);
-	if (rc >= 0 && s->dec)
-		rc = kn_decoder_error(s->dec);
+	if (s->dec) {
+		kn_decoder_chunk_parsed(s->dec);   /* (another thread may settle or merge it) */
+		if (rc >= 0)
+			rc = kn_decoder_error(s->dec);
+	}
 	if (rc < 0)
 		return rc;
 	struct kn_state st;

@@ -296,12 +296,12 @@ static void test_dump_layout(void **state)
 	tk_buf_free(&b);
 }
 
-/* The flow's split reads its PSB searches with pread (tk_ipt_flow_opts.in), 8 KiB windows
- * at a time: its chunk starts must be tk_ipt_split's over the mapping, also where runs of
- * 02 82 longer or shorter than a PSB sit across a window's edge or a chunk's start. */
-static void test_split_read_as_mapped(void **state)
+/* The flow's split reads its PSB searches with pread (tk_ipt_flow_opts.in), a window of
+ * 4 KiB, then of 8 KiB, at a time: its chunk starts must be tk_ipt_split's over the mapping,
+ * also where runs of 02 82 longer or shorter than a PSB sit across a window's edge (EDGE
+ * bytes after a search's start) or a chunk's start. */
+static void split_read_as_mapped(size_t edge)
 {
-	(void)state;
 	const size_t lead = 4093, len = 450000;   /* BUF at an odd offset of the file */
 	uint8_t *file = malloc(lead + len), *buf = file + lead;
 	assert_non_null(file);
@@ -309,14 +309,14 @@ static void test_split_read_as_mapped(void **state)
 	for (size_t i = 0; i < lead + len; i++)
 		file[i] = (uint8_t)(rand() % 251);   /* no 0x02 0x82 pairs by chance, almost */
 	/* Sections of 16 KiB, each opening with a PSB at an 8-aligned A (a search from its end,
-	 * at chunks of 1 or 16 bytes, reads the window [A + 16, E = A + 16 + 8192)); then
+	 * at chunks of 1 or 16 bytes, reads windows from A + 16: one ends at E = A + 16 + EDGE); then
 	 * either a run of 02 82 with a word wholly in the window and its end past E, which
 	 * only the next window shows (its pairs even or odd against E), or a PSB that begins
 	 * 1-15 bytes before E, none of whose 8-aligned words lies wholly in the window. */
 	size_t sec = 0, sections = len * 2 / 3;
 	for (size_t a = 0; a + 16384 <= sections; a += 16384, sec++) {
 		memcpy(buf + a, psb, 16);
-		size_t e = a + 16 + 8192, at, n;
+		size_t e = a + 16 + edge, at, n;
 		if (sec % 3 == 0) {
 			at = e - 8 - 2 * (sec / 3 % 5);
 			n = e - at + 2 + 2 * (sec / 3 % 7);
@@ -382,6 +382,14 @@ static void test_split_read_as_mapped(void **state)
 	tk_input_free(in);
 	unlink(path);
 	free(file);
+}
+
+static void test_split_read_as_mapped(void **state)
+{
+	(void)state;
+	split_read_as_mapped(4096);                /* the first window's end */
+	split_read_as_mapped(4096 - 32 + 8192);    /* the second's (they overlap by 32) */
+	split_read_as_mapped(8192);                /* inside the second */
 }
 
 int main(void)

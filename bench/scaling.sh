@@ -142,11 +142,20 @@ make_btrace_packed() {
 	esac
 }
 
-# phases CMD...: "S M J O R" seconds from one run's TK_PHASES line (O: threads outside the
-# pools, such as a timeline's formatter and helpers, or a relay's consumer; R: what of it
-# goes in order, one thread's; 0 from a binary older than 564ebfd, as TK=... may run)
+# phases CMD...: "S M J O R" seconds from TK_PHASES lines, each the median of three runs'
+# (O: threads outside the pools, such as a timeline's formatter and helpers, or a relay's
+# consumer; R: what of it goes in order, one thread's; 0 from a binary older than 564ebfd,
+# as TK=... may run). One run's serial part swung by half on this host (btrace-tl: 17 to
+# 34 ms).
 phases() {
-	TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -En 's/.*= serial ([0-9.]+) .*\+ merge ([0-9.]+) .*\+ jobs ([0-9.]+) .*\+ other threads ([0-9.]+)( \(([0-9.]+) in order\))?;.*/\1 \2 \3 \4 \6/p' | tail -n 1
+	local k
+	for k in 1 2 3; do
+		TK_PHASES=1 "$@" 2>&1 >/dev/null | sed -En 's/.*= serial ([0-9.]+) .*\+ merge ([0-9.]+) .*\+ jobs ([0-9.]+) .*\+ other threads ([0-9.]+)( \(([0-9.]+) in order\))?;.*/\1 \2 \3 \4 \6/p' | tail -n 1
+	done | python3 -c '
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+if rows:
+    print(" ".join(str(statistics.median(float(r[c]) if c < len(r) else 0.0 for r in rows)) for c in range(5)))'
 }
 
 # halves FILE: FILE cut into FILE.a and FILE.b (kept): an Intel PT trace at the first PSB

@@ -145,7 +145,7 @@ make_btrace_packed() {
 # phases CMD...: "S M J O R" seconds from TK_PHASES lines, each the median of three runs'
 # (O: threads outside the pools, such as a timeline's formatter and helpers, or a relay's
 # consumer; R: what of it goes in order, one thread's; 0 from a binary older than 564ebfd,
-# as TK=... may run). One run's serial part swung by half on this host (btrace-tl: 17 to
+# as TK=... may run). One run's serial part as much as doubled on this host (btrace-tl: 17 to
 # 34 ms).
 phases() {
 	local k

@@ -2145,19 +2145,7 @@ static inline int tl_used(const struct tk_event *e)
  * memory, not from the cache: prepare_more in event_vec.c.) */
 static inline void hold_store(struct tk_event *out, const struct tk_event *e, uint64_t time)
 {
-#if defined(__SSE2__) && defined(__x86_64__)
-	_Static_assert(sizeof *e == 48, "three 16-byte stores");
-	__m128i a = _mm_set_epi64x((long long)e->addr, (long long)time),
-		b = _mm_loadu_si128((const __m128i *)e + 1), c = _mm_loadu_si128((const __m128i *)e + 2);
-	if (((uintptr_t)out & 15) == 0) {
-		_mm_stream_si128((__m128i *)out, a);
-		_mm_stream_si128((__m128i *)out + 1, b);
-		_mm_stream_si128((__m128i *)out + 2, c);
-		return;
-	}
-#endif
-	*out = *e;
-	out->time = time;
+	tk_event_stream(out, e, time);
 }
 
 static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_event *out)
@@ -2219,9 +2207,7 @@ static size_t tl_thin(void *ctx, const struct tk_event *ev, size_t n, struct tk_
 		if (tr[k].holding)
 			out[nout++] = (struct tk_event){ .kind = TK_EV_TIME, .time = tr[k].held,
 							 .track = tr[k].track };
-#if defined(__SSE2__) && defined(__x86_64__)
-	_mm_sfence();   /* (the streamed stores, before another thread reads them) */
-#endif
+	tk_stream_fence();   /* (the streamed stores, before another thread reads them) */
 	return nout;
 }
 
@@ -2636,15 +2622,11 @@ static void *tl_prepare(void *ctx, void *prepared, const struct tk_event *ev, si
 		p->cut = p->nev + i;
 	p->nev += n;
 	if (p->cut) {
-#if defined(__SSE2__) && defined(__x86_64__)
-		_mm_sfence();   /* (prep_rec's streamed stores, before another thread reads them) */
-#endif
+		tk_stream_fence();   /* (prep_rec's streamed stores, before another thread reads them) */
 		return p;
 	}
 fail:
-#if defined(__SSE2__) && defined(__x86_64__)
-	_mm_sfence();   /* (... or writes P's memory again, as a spare) */
-#endif
+	tk_stream_fence();   /* (... or writes P's memory again, as a spare) */
 	prep_done(t, p);
 	return NULL;
 }

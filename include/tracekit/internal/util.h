@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "tracekit/common.h"
 #include "tracekit/event.h"
@@ -269,6 +272,32 @@ struct tk_event_vec {
 };
 /* Room in V for N more events. */
 int tk_event_vec_reserve(struct tk_event_vec *v, size_t n);
+/* *E with TIME for its time into OUT, streamed past the cache where it can (whole lines, not
+ * read first): for events that another thread reads once, whose lines that thread's core
+ * (or nobody's) holds. Stores so made are ordered only by tk_stream_fence(), which the
+ * writer calls before another thread may read them. */
+static inline void tk_event_stream(struct tk_event *out, const struct tk_event *e, uint64_t time)
+{
+#if defined(__SSE2__) && defined(__x86_64__)
+	_Static_assert(sizeof *e == 48 && offsetof(struct tk_event, addr) == 8, "three 16-byte stores");
+	__m128i a = _mm_set_epi64x((long long)e->addr, (long long)time),
+		b = _mm_loadu_si128((const __m128i *)e + 1), c = _mm_loadu_si128((const __m128i *)e + 2);
+	if (((uintptr_t)out & 15) == 0) {
+		_mm_stream_si128((__m128i *)out, a);
+		_mm_stream_si128((__m128i *)out + 1, b);
+		_mm_stream_si128((__m128i *)out + 2, c);
+		return;
+	}
+#endif
+	*out = *e;
+	out->time = time;
+}
+static inline void tk_stream_fence(void)
+{
+#if defined(__SSE2__) && defined(__x86_64__)
+	_mm_sfence();
+#endif
+}
 /* A sink's events callback: appends to the tk_event_vec CTX (payloads not kept). */
 int tk_event_vec_add(void *ctx, const struct tk_event *ev, size_t n);
 /* EV[0..n) appended to V as TO's thin keeps them (tk_sink.thin: a chunk's events held

@@ -1,9 +1,6 @@
 /* Kanata -> neutral events (event.h), for consumers that do not know the format. */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__) && defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "formats/kanata/internal.h"
 #include "tracekit/internal/util.h"
@@ -99,25 +96,13 @@ static inline void stream_pend(struct tk_kanata_decoder *d)
 	if (!out)
 		return;
 	d->pend_at = NULL;
-#if defined(__SSE2__) && defined(__x86_64__)
-	_Static_assert(sizeof *out == 48, "three 16-byte stores");
-	if (((uintptr_t)out & 15) == 0) {
-		const __m128i *e = (const __m128i *)&d->pend;
-		_mm_stream_si128((__m128i *)out, _mm_loadu_si128(e));
-		_mm_stream_si128((__m128i *)out + 1, _mm_loadu_si128(e + 1));
-		_mm_stream_si128((__m128i *)out + 2, _mm_loadu_si128(e + 2));
-		return;
-	}
-#endif
-	*out = d->pend;
+	tk_event_stream(out, &d->pend, d->pend.time);
 }
 
 static void stream_end(struct tk_kanata_decoder *d)
 {
 	stream_pend(d);
-#if defined(__SSE2__) && defined(__x86_64__)
-	_mm_sfence();
-#endif
+	tk_stream_fence();
 }
 
 /* The next event's slot: a chunk's written in place where it is held (or made in

@@ -211,8 +211,9 @@ TK_API int tk_ipt_psb_prev(const uint8_t *buf, size_t len, uint64_t before, uint
 TK_API uint64_t tk_ipt_psb_count(const uint8_t *buf, size_t len);
 
 /* Split BUF into chunks for parallel decoders. Chunk i is [offsets[i], offsets[i+1])
- * and the last one ends at LEN; each starts at a PSB, the first at the first PSB, the
- * next at the first PSB at least CHUNK_BYTES after the previous start. Writes up to
+ * and the last one ends at LEN; each starts at a PSB: the first PSB at or after a
+ * multiple of CHUNK_BYTES (0, CHUNK_BYTES, 2 * CHUNK_BYTES, ...; one chunk for multiples
+ * with no PSB between them), so that parts of BUF can be split apart. Writes up to
  * MAX offsets and returns the total number of chunks (call with MAX = 0 to size the
  * array); 0 when BUF has no PSB. Bytes before offsets[0] cannot be decoded. */
 TK_API int64_t tk_ipt_split(const uint8_t *buf, size_t len, size_t chunk_bytes, uint64_t *offsets,

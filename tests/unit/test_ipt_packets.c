@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "formats/ipt/internal.h"
 #include "tracekit/ipt.h"
 #include "tracekit/ipt_flow.h"
 
@@ -376,6 +377,18 @@ static void split_read_as_mapped(size_t edge)
 		o.in_offset = lead + 1;
 		assert_int_equal(tk_ipt_flow_chunks(buf, len, &o, got, len), n);
 		assert_memory_equal(got, want, (size_t)n * sizeof *got);
+		/* the searches split among threads (from 512 multiples of the chunk on: at 16
+		 * and 100 bytes here), reading the file or the mapping, find the same starts */
+		for (unsigned t = 1; t <= 3; t++) {
+			for (int file_read = 0; file_read < 2; file_read++) {
+				uint64_t *offs;
+				int64_t m = ipt_split_starts(file_read ? in : NULL, lead, buf, len,
+							     chunks[c], t, t == 2, &offs);
+				assert_int_equal(m, n);
+				assert_memory_equal(offs, want, (size_t)n * sizeof *offs);
+				free(offs);
+			}
+		}
 	}
 	free(want);
 	free(got);

@@ -722,7 +722,8 @@ static int dump_parallel(const uint8_t *buf, size_t len, size_t chunk,
 			   .release = release_read(o) };
 	const struct tk_input *in = o->sz >= offsetof(struct tk_ipt_dump_opts, in_offset) +
 					      sizeof o->in_offset ? o->in : NULL;
-	int64_t n = ipt_split_starts(in, in ? o->in_offset : 0, buf, len, chunk, &D.offs);
+	int64_t n = ipt_split_starts(in, in ? o->in_offset : 0, buf, len, chunk, o->nthreads, 0,
+				     &D.offs);
 	int rc = 0;
 
 	*done = 0;

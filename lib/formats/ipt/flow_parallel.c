@@ -319,7 +319,8 @@ int tk_ipt_flow_decode(const uint8_t *buf, size_t len, const struct tk_ipt_flow_
 	 * the calling thread) */
 	const struct tk_input *in = o->sz >= offsetof(struct tk_ipt_flow_opts, in_offset) +
 					      sizeof o->in_offset ? o->in : NULL;
-	if ((n = ipt_split_starts(in, in ? o->in_offset : 0, buf, len, chunk, &r.offs)) < 0)
+	if ((n = ipt_split_starts(in, in ? o->in_offset : 0, buf, len, chunk, nthreads,
+				   c->caller_decodes, &r.offs)) < 0)
 		return (int)n;
 	if (n == 0) {
 		free(r.offs);

@@ -34,15 +34,18 @@ int tk_ipt_psb_find(const uint8_t *buf, size_t len, size_t from, size_t *psb);
 struct tk_input;
 int64_t ipt_split_read(const struct tk_input *in, uint64_t in_offset, const uint8_t *buf,
 		       size_t len, size_t chunk, uint64_t *offsets, size_t max);
-/* At least as many as the starts of tk_ipt_split's: they lie at least CHUNK bytes apart. */
+/* At least as many as the starts of tk_ipt_split's: one per multiple of CHUNK at most. */
 size_t ipt_split_max(size_t len, size_t chunk);
 /* Up to this many, room is made for the bound rather than a counting scan (past it, tiny
  * chunks of a long trace would reserve far more than they use). */
 #define IPT_ROOM_BOUND_MAX ((size_t)1 << 16)
 /* ipt_split_read's starts into *OFFS (malloc'ed; NULL when none), made room for in one
- * scan while the bound is small: their number, or -TK_E_NOMEM. */
+ * scan while the bound is small, and searched on NTHREADS threads when there are many (the
+ * calling thread among them with CALLER_WORKS, as the pool that decodes the chunks has
+ * it): their number, or -TK_E_NOMEM. */
 int64_t ipt_split_starts(const struct tk_input *in, uint64_t in_offset, const uint8_t *buf,
-			 size_t len, size_t chunk, uint64_t **offs);
+			 size_t len, size_t chunk, unsigned nthreads, int caller_works,
+			 uint64_t **offs);
 
 /* After a decode error at D's position (*AT): move to the next PSB. *SKIPPED: the bytes up
  * to it, or to END without one; 0 when it starts before *AT (a bad packet ate its first

@@ -191,41 +191,40 @@ open(path + '.b', 'wb').write(head + data[cut:])
 PY
 }
 
-# quiet_run CMD...: output discarded; exit status 1 (data skipped) counts as done, a worse
-# one stops the benchmark (a time of a failed run would mean nothing)
-quiet_run() {
-	local rc=0
-	"$@" >/dev/null 2>&1 || rc=$?
-	[ "$rc" -le 1 ] || { echo "failed ($rc): $*" >&2; exit 1; }
-}
-
 # halves_row NAME CMD... (the trace last, -j as in row): medians of RUNS interleaved rounds
-# of -j 1, -j 2 and two -j 1 processes on the trace's halves started together
+# of -j 1, -j 2 and two -j 1 processes on the trace's halves started together, wall and
+# CPU (user + system of both halves): what this host gives two threads that share nothing
 halves_row() {
 	local name=$1; shift
-	local c1=() c2=() i s a b e t1=() t2=() th=()
+	local c1=() c2=() a
 	for a in "$@"; do c1+=("${a/#@J/1}"); c2+=("${a/#@J/2}"); done
 	local trace=${c1[-1]} ha=("${c1[@]}") hb=("${c1[@]}")
 	halves "$trace"
 	ha[-1]=$trace.a
 	hb[-1]=$trace.b
-	for ((i = 0; i < RUNS; i++)); do
-		s=$(date +%s.%N); quiet_run "${c1[@]}"
-		a=$(date +%s.%N); quiet_run "${c2[@]}"
-		b=$(date +%s.%N)
-		quiet_run "${ha[@]}" &
-		local bg=$!
-		quiet_run "${hb[@]}"
-		wait "$bg"
-		e=$(date +%s.%N)
-		t1+=("$(echo "$a - $s" | bc -l)"); t2+=("$(echo "$b - $a" | bc -l)"); th+=("$(echo "$e - $b" | bc -l)")
-	done
-	python3 - "$name" "${t1[*]}" "${t2[*]}" "${th[*]}" <<'PY'
-import statistics, sys
-name, *cols = sys.argv[1:]
-j1, j2, h = (statistics.median(map(float, c.split())) for c in cols)
+	python3 - "$name" "$RUNS" "${#c1[@]}" "${c1[@]}" "${c2[@]}" "${ha[@]}" "${hb[@]}" <<'PY'
+import resource, statistics, subprocess, sys, time
+name, runs, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+c1, c2, ha, hb = (sys.argv[4 + k * n:4 + (k + 1) * n] for k in range(4))
+def timed(*cmds):
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    ps = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in cmds]
+    for c, p in zip(cmds, ps):   # status 1 (data skipped) counts as done
+        if p.wait() > 1:
+            sys.exit(f"failed ({p.returncode}): {' '.join(c)}")
+    t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return t1 - t0, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+w = {k: [] for k in "12h"}; u = {k: [] for k in "12h"}
+for _ in range(runs):
+    for k, cmds in (("1", [c1]), ("2", [c2]), ("h", [ha, hb])):
+        t, cpu = timed(*cmds)
+        w[k].append(t); u[k].append(cpu)
+j1, j2, h = (statistics.median(w[k]) for k in "12h")
+p1, p2, ph = (statistics.median(u[k]) for k in "12h")
 print(f"{name:9} halves: -j1 {j1:6.3f} s  -j2 {j2:6.3f} s  two -j1 on the halves at once {h:6.3f} s | "
-      f"-j2 {j1 / j2:4.2f}x, the halves {j1 / h:4.2f}x (-j2 takes {100 * (j2 / h - 1):+.0f} % over them)")
+      f"-j2 {j1 / j2:4.2f}x, the halves {j1 / h:4.2f}x (-j2 takes {100 * (j2 / h - 1):+.0f} % over them) | "
+      f"cpu -j1 {p1:6.3f} s, -j2 {p2:6.3f} s ({100 * (p2 / p1 - 1):+.0f} %), the halves {ph:6.3f} s "
+      f"({100 * (ph / p1 - 1):+.0f} %)")
 PY
 }
 

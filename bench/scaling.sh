@@ -62,7 +62,8 @@
 # cycle line) past its middle, one `-j 1` process per half, both started at once (RUNS
 # rounds of -j 1, -j 2 and the halves, interleaved). Those processes share nothing but the
 # cores, caches and memory, so -j 1 / halves is the -j 2 speed-up this machine allows
-# without doing less work than -j 1.
+# without doing less work than -j 1, and the halves' CPU (user + system of both) over
+# -j 1's is the extra CPU two such threads cost on it.
 # usage: bench/scaling.sh [CASES]   (CASES: any of the above, default "xray kanata ipt"; env
 #        BENCH_RUNS (default 10), BENCH_DIR to keep the inputs (default build/bench-scaling),
 #        BENCH_HALVES)

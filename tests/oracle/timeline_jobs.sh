@@ -105,6 +105,13 @@ pair "branch trace" "$("$TK" info lj.tkbt | awk '$1 == "TSC" && $3 == "ticks/s" 
 same "branch trace in parts" TK_NONE=1 TK_IPT_CHUNK=600 lj.tkbt
 same "branch trace in parts over the event budget" TK_NONE=1 \
 	"TK_IPT_CHUNK=600 TK_IPT_EV_BUDGET=50" lj.tkbt
+# threads one after another: the next thread's first part is joined while the last part of
+# the one before is decoded
+cc -O1 -pthread -o thr "$SRC/tests/data/btrace/threads.c"
+"$TK" record --btrace -q -o thr.tkbt -- ./thr >/dev/null
+[ "$("$TK" info thr.tkbt | awk '$1 == "thread" { n++ } END { print n + 0 }')" -ge 2 ] ||
+	bad "the threads' recording has fewer than two threads"
+same "branch trace of threads in parts" TK_NONE=1 TK_IPT_CHUNK=600 thr.tkbt
 # without a window the walker counts executed blocks instead of sending them (the timeline
 # reads only calls and returns); a window over the whole trace sends every block, one by
 # one, to the same slices

@@ -180,6 +180,12 @@ static void helper_stop(struct events_run *r)
 	r->started = 0;
 }
 
+static int takes_thread(const struct tk_btrace_events_opts *o, const struct tk_btrace *bt,
+			size_t i)
+{
+	return !o->only_tid || tk_btrace_thread(bt, i)->tid == o->tid;
+}
+
 static int part_events(void *ctx, size_t i, size_t next, uint64_t base, uint64_t len)
 {
 	struct events_run *r = ctx;
@@ -198,11 +204,20 @@ static int part_events(void *ctx, size_t i, size_t next, uint64_t base, uint64_t
 	}
 	if (js->rc < 0)
 		return js->rc;
+	/* the next part joined meanwhile: this thread's, or the next thread's first (else each
+	 * thread's first part is joined here while the workers wait) */
 	struct join_slot *following = &r->slot[r->cur ^ 1];
 	unsigned workers = r->o->nthreads ? r->o->nthreads : tk_cpu_count();
-	if (workers > 1 && js->j.end < tk_btrace_thread(r->bt, i)->pieces) {
-		following->thread = i;
-		following->next = js->j.end;
+	size_t k = i;
+	following->next = js->j.end;
+	if (js->j.end >= tk_btrace_thread(r->bt, i)->pieces) {
+		while (++k < tk_btrace_thread_count(r->bt) && !takes_thread(r->o, r->bt, k))
+			;
+		following->next = 0;
+	}
+	if (workers > 1 && k < tk_btrace_thread_count(r->bt) &&
+	    following->next < tk_btrace_thread(r->bt, k)->pieces) {
+		following->thread = k;
 		r->ahead = join_ahead(r, following);
 	}
 	int rc = btrace_part_events(r->bt, i, next, js->max, r->o->image, r->o->nthreads,
@@ -227,7 +242,7 @@ int tk_btrace_events(const struct tk_btrace *bt, const struct tk_btrace_events_o
 				{ { .bt = bt, .max = max }, { .bt = bt, .max = max } } };
 	int rc = 0;
 	for (size_t i = 0; i < tk_btrace_thread_count(bt) && rc >= 0; i++)
-		if (!o.only_tid || tk_btrace_thread(bt, i)->tid == o.tid)
+		if (takes_thread(&o, bt, i))
 			rc = btrace_thread_parts(bt, i, max, part_events, &r);
 	helper_stop(&r);
 	free(r.slot[0].buf);

@@ -27,8 +27,10 @@ print(n, h.hexdigest(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 PY
 }
 args=(--no-disasm --raw "$work/loop.bin:0x1000" "$work/hostile.pt")
-read -r size sum one < <(TK_IPT_CHUNK=4096 run "$TK" decode -j 1 "${args[@]}")
-read -r size4 sum4 four < <(TK_IPT_CHUNK=4096 run "$TK" decode -j 4 "${args[@]}")
+# chunks from a multiple of 8 KiB on: two PSB periods, ~24 MB of text each, more than the
+# budget on its own (4 KiB gives chunks of one period, each under it)
+read -r size sum one < <(TK_IPT_CHUNK=8192 run "$TK" decode -j 1 "${args[@]}")
+read -r size4 sum4 four < <(TK_IPT_CHUNK=8192 run "$TK" decode -j 4 "${args[@]}")
 [ "$size $sum" = "$size4 $sum4" ] || { echo "-j 4 output differs from -j 1"; exit 1; }
 [ "$size" -gt $((50 << 20)) ] || { echo "only $size bytes of text: not hostile enough"; exit 1; }
 # the chunks waiting hold 16 MiB of text in all (the budget in flow_text.c) and 1 MiB more

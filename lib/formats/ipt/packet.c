@@ -714,7 +714,7 @@ int64_t ipt_split_starts(const struct tk_input *in, uint64_t in_offset, const ui
 			 uint64_t **offs)
 {
 	size_t room = ipt_split_max(len, chunk);
-	int64_t n = -1;
+	int64_t n;
 
 	*offs = NULL;
 	if (room > IPT_ROOM_BOUND_MAX) {
@@ -726,11 +726,10 @@ int64_t ipt_split_starts(const struct tk_input *in, uint64_t in_offset, const ui
 	if (!(*offs = malloc(room * sizeof **offs)))
 		return -TK_E_NOMEM;
 	/* (after a count, the bound is far past what a pool's jobs would be given) */
-	if (buf && nthreads > 1 && room == ipt_split_max(len, chunk) &&
-	    room > 2 * SPLIT_JOB_MULTIPLES)
-		n = split_parallel(in, in_offset, buf, len, chunk, *offs, nthreads, caller_works);
-	else
-		n = -1;
+	int on_pool = buf && nthreads > 1 && room == ipt_split_max(len, chunk) &&
+		      room > 2 * SPLIT_JOB_MULTIPLES;
+	n = on_pool ? split_parallel(in, in_offset, buf, len, chunk, *offs, nthreads, caller_works)
+		    : -1;
 	if (n < 0)
 		n = ipt_split_read(in, in_offset, buf, len, chunk, *offs, room);
 	if (n <= 0) {
